@@ -1,0 +1,42 @@
+# One image for every process of the fleet (api, worker, reconciler, sandbox); the command picks one:
+#   api         node dist/src/producer/main.js      (default)
+#   worker      node dist/src/worker/main.js
+#   reconciler  node dist/src/ledger/reconcilerMain.js
+#   sandbox     node dist/src/sandbox/main.js
+# Build: docker build -t durable-agent-fleet .
+# For reproducible builds pin the base image by digest (node:20-bookworm-slim@sha256:...).
+ARG NODE_IMAGE=node:20-bookworm-slim
+
+# --- build: all dependencies, compile TypeScript, copy the Lua scripts next to the JS -------
+FROM ${NODE_IMAGE} AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json ./
+COPY src ./src
+RUN npm run build
+
+# --- deps: production dependencies only, from the same lockfile ------------------------------
+FROM ${NODE_IMAGE} AS deps
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+
+# --- runtime ------------------------------------------------------------------------------------
+FROM ${NODE_IMAGE} AS runtime
+ENV NODE_ENV=production \
+    NODE_OPTIONS=--enable-source-maps \
+    APP_MODE=production \
+    HOST=0.0.0.0 \
+    SANDBOX_HOST=0.0.0.0
+WORKDIR /app
+# Owned by root and read-only for the app user: the container runs with a read-only root fs.
+COPY --from=deps /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+COPY package.json ./
+USER node
+# api, worker metrics, reconciler metrics, sandbox
+EXPOSE 3000 9464 9465 4010
+# Exec form: node is PID 1 and receives SIGTERM itself (the worker's handoff depends on it).
+STOPSIGNAL SIGTERM
+CMD ["node", "dist/src/producer/main.js"]

@@ -1,0 +1,95 @@
+/**
+ * OpenAI-compatible chat completions with tool calling, over plain fetch (no
+ * client-side hidden retries: src/agent/retry.ts decides). 429/5xx/timeouts
+ * are RetryableError (a model call has no outside effect); a response without
+ * usage is a TerminalError, never zero.
+ */
+import { RetryableError, TerminalError } from '../../errors.js';
+import type { JournalEntry } from '../../journal/entries.js';
+import type { ModelProvider, ModelRequest, ModelTurn } from './provider.js';
+
+export interface OpenAIOptions {
+  baseUrl: string;
+  apiKey?: string;
+  model: string;
+  timeoutMs: number;
+}
+
+type Message = Record<string, unknown>;
+
+export function toMessages(req: ModelRequest): Message[] {
+  const messages: Message[] = [
+    { role: 'system', content: 'You are a support agent. Use the tools to resolve the ticket, then answer with a short final summary.' },
+    { role: 'user', content: `Ticket ${req.ticket.id}: ${req.ticket.subject}\n\n${req.ticket.body}\n\nCustomer: ${req.ticket.customer.name} <${req.ticket.customer.email}>` },
+  ];
+  for (const e of req.transcript ?? ([] as JournalEntry[])) {
+    if (e.kind === 'decision') {
+      messages.push({
+        role: 'assistant',
+        content: e.final ?? null,
+        ...(e.toolCalls.length > 0
+          ? { tool_calls: e.toolCalls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: JSON.stringify(c.args ?? {}) } })) }
+          : {}),
+      });
+    } else if (e.kind === 'observation') {
+      messages.push({ role: 'tool', tool_call_id: e.callId, content: JSON.stringify({ status: e.status, output: e.output }) });
+    }
+  }
+  return messages;
+}
+
+export class OpenAIProvider implements ModelProvider {
+  readonly name = 'openai';
+  readonly needsTranscript = true;
+
+  constructor(private readonly opts: OpenAIOptions) {}
+
+  async complete(req: ModelRequest): Promise<ModelTurn> {
+    const signal = AbortSignal.any([req.signal, AbortSignal.timeout(this.opts.timeoutMs)]);
+    let res: Response;
+    try {
+      res = await fetch(`${this.opts.baseUrl.replace(/\/$/, '')}/chat/completions`, {
+        method: 'POST',
+        signal,
+        headers: {
+          'content-type': 'application/json',
+          ...(this.opts.apiKey ? { authorization: `Bearer ${this.opts.apiKey}` } : {}),
+        },
+        body: JSON.stringify({
+          model: this.opts.model,
+          messages: toMessages(req),
+          tools: req.tools.map((t) => ({ type: 'function', function: t })),
+          max_tokens: req.maxCompletionTokens,
+        }),
+      });
+    } catch (err) {
+      if (req.signal.aborted) throw err;
+      throw new RetryableError(`model request failed: ${(err as Error).message}`);
+    }
+    if (res.status === 429 || res.status >= 500) {
+      const retryAfter = Number(res.headers.get('retry-after'));
+      throw new RetryableError(`model answered ${res.status}`, Number.isFinite(retryAfter) ? retryAfter * 1000 : undefined, { status: res.status });
+    }
+    if (!res.ok) throw new TerminalError('model_failed', `model answered ${res.status}`, { status: res.status });
+    const body = (await res.json()) as {
+      choices?: { message?: { content?: string | null; tool_calls?: { id: string; function: { name: string; arguments: string } }[] } }[];
+      usage?: { prompt_tokens?: number; completion_tokens?: number };
+    };
+    const msg = body.choices?.[0]?.message;
+    if (!msg) throw new TerminalError('model_failed', 'model response has no message');
+    const usage =
+      typeof body.usage?.prompt_tokens === 'number' && typeof body.usage?.completion_tokens === 'number'
+        ? { promptTokens: body.usage.prompt_tokens, completionTokens: body.usage.completion_tokens }
+        : undefined;
+    const toolCalls = (msg.tool_calls ?? []).map((c) => {
+      let args: unknown;
+      try {
+        args = JSON.parse(c.function.arguments || '{}');
+      } catch {
+        args = { __unparseable: c.function.arguments };
+      }
+      return { id: c.id, name: c.function.name, args };
+    });
+    return { toolCalls, ...(toolCalls.length === 0 && msg.content ? { final: msg.content } : {}), ...(usage ? { usage } : {}) };
+  }
+}

@@ -1,0 +1,24 @@
+import { z } from 'zod';
+import { dispatchCreate, lookupByKey } from './sandboxResource.js';
+import type { WriteTool } from './tool.js';
+
+const args = z
+  .object({
+    orderId: z.string().min(1),
+    amountCents: z.number().int().positive(),
+    currency: z.string().length(3),
+    reason: z.string().min(1).max(500),
+  })
+  .strict();
+
+export const refund: WriteTool<z.infer<typeof args>> = {
+  name: 'refund',
+  description: 'Refund an order.',
+  effect: 'write',
+  args,
+  timeoutMs: 5000,
+  service: { enforcesKey: true, lookup: 'key' },
+  identity: (a) => ({ orderId: a.orderId, amountCents: a.amountCents, currency: a.currency }),
+  dispatch: (a, ctx, req) => dispatchCreate('refunds', a, ctx, req),
+  lookup: (ctx, req) => lookupByKey('refunds', ctx, req),
+};

@@ -1,0 +1,26 @@
+import { z } from 'zod';
+import { dispatchCreate, lookupByKey } from './sandboxResource.js';
+import type { WriteTool } from './tool.js';
+
+const args = z
+  .object({
+    to: z.string().email(),
+    template: z.string().min(1).max(100),
+    subject: z.string().min(1).max(500),
+    body: z.string().min(1).max(50_000),
+  })
+  .strict();
+
+/** Sends an email (Resend-style Idempotency-Key on POST /emails). */
+export const sendEmail: WriteTool<z.infer<typeof args>> = {
+  name: 'send_email',
+  description: 'Send an email to the customer.',
+  effect: 'write',
+  args,
+  timeoutMs: 5000,
+  service: { enforcesKey: true, lookup: 'key' },
+  // The business action is "this template to this recipient", whatever the wording.
+  identity: (a) => ({ to: a.to, template: a.template }),
+  dispatch: (a, ctx, req) => dispatchCreate('emails', a, ctx, req),
+  lookup: (ctx, req) => lookupByKey('emails', ctx, req),
+};

@@ -1,0 +1,59 @@
+/**
+ * Builds the parts every process shares from the frozen config: Redis
+ * connections, key space, queues, run store, tools, model providers, metrics.
+ * Each process (api, worker, reconciler, demo) owns one context and closes it.
+ */
+import type { Logger } from 'pino';
+import { scriptedModelAllowed, type Config } from '../config.js';
+import { createLogger } from '../log.js';
+import { Metrics, newMetrics } from '../metrics/metrics.js';
+import { assertRedisSafe, createRedis, targetOf, type RedisClient } from '../redis/connect.js';
+import { KeySpace } from '../redis/keys.js';
+import { loadScripts } from '../redis/scripts.js';
+import { ShardQueues } from '../runs/queues.js';
+import { RunStore } from '../runs/store.js';
+import { defaultRegistry, type ToolRegistry } from '../agent/tools/registry.js';
+import type { ModelProvider } from '../agent/models/provider.js';
+import { ScriptedProvider } from '../agent/models/scripted.js';
+import { OpenAIProvider } from '../agent/models/openai.js';
+
+export interface AppContext {
+  cfg: Config;
+  log: Logger;
+  redis: RedisClient;
+  keys: KeySpace;
+  queues: ShardQueues;
+  store: RunStore;
+  registry: ToolRegistry;
+  providers: Map<string, ModelProvider>;
+  metrics: Metrics;
+  close(): Promise<void>;
+}
+
+export function buildProviders(cfg: Config): Map<string, ModelProvider> {
+  const providers = new Map<string, ModelProvider>();
+  if (scriptedModelAllowed(cfg)) providers.set('scripted', new ScriptedProvider());
+  providers.set('openai', new OpenAIProvider({ baseUrl: cfg.OPENAI_BASE_URL, model: cfg.OPENAI_MODEL, timeoutMs: cfg.MODEL_TIMEOUT_MS, ...(cfg.OPENAI_API_KEY ? { apiKey: cfg.OPENAI_API_KEY } : {}) }));
+  return providers;
+}
+
+export async function createContext(cfg: Config, name: string, opts: { log?: Logger; metrics?: Metrics } = {}): Promise<AppContext> {
+  const log = opts.log ?? createLogger(name, cfg.LOG_LEVEL);
+  const redis = createRedis(targetOf(cfg), name);
+  redis.on('error', (err) => log.warn({ code: 'redis_error', err: err.message }, 'redis connection error'));
+  const metrics = opts.metrics ?? newMetrics({ defaultMetrics: true });
+  const report = await assertRedisSafe(redis, (m) => log.warn({ code: 'redis_aof_off' }, m));
+  metrics.redisConfigOk.set({ check: 'noeviction' }, report.noeviction ? 1 : 0);
+  metrics.redisConfigOk.set({ check: 'aof' }, report.aof ? 1 : 0);
+  loadScripts(redis);
+  const keys = new KeySpace(cfg.KEY_PREFIX, cfg.BULL_PREFIX, cfg.SHARDS);
+  const queues = new ShardQueues(keys, redis);
+  const store = new RunStore(redis, keys, queues, cfg.EVENTS_MAX_LEN);
+  return {
+    cfg, log, redis, keys, queues, store, registry: defaultRegistry(), providers: buildProviders(cfg), metrics,
+    async close() {
+      await queues.close();
+      redis.disconnect();
+    },
+  };
+}

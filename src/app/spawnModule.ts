@@ -1,0 +1,14 @@
+/** Spawns a project module as its own Node process (tsx loader when running from sources). */
+import { spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { dirname, join } from 'node:path';
+
+const srcRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
+const fromSources = import.meta.url.endsWith('.ts');
+
+/** modulePath is relative to src/, without extension, e.g. 'worker/main'. */
+export function spawnModule(modulePath: string, env: Record<string, string | undefined>, stdio: StdioOptions = 'inherit'): ChildProcess {
+  const file = join(srcRoot, `${modulePath}${fromSources ? '.ts' : '.js'}`);
+  const args = fromSources ? ['--import', 'tsx', file] : [file];
+  return spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio });
+}

@@ -1,0 +1,119 @@
+/**
+ * Configuration in three stages: raw environment -> zod schema with documented
+ * defaults (units in the names) -> frozen object. Nothing else reads process.env.
+ * A bad value fails at boot with the field named (ConfigError).
+ */
+import { z } from 'zod';
+
+const bool = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no'])
+  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
+const csv = z
+  .string()
+  .default('')
+  .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean));
+
+export const configSchema = z.object({
+  /** development allows the scripted model and default credentials; production refuses them. */
+  APP_MODE: z.enum(['development', 'production']).default('development'),
+  /** redis://host:port; unset means: spawn an embedded redis-server (demo and tests only). */
+  REDIS_URL: z.string().url().optional(),
+  /** host:port,host:port of a Redis Cluster; takes precedence over REDIS_URL. */
+  REDIS_CLUSTER_NODES: csv,
+  /** Prefix of every key this app owns (runs, journals, ledger). */
+  KEY_PREFIX: z.string().regex(/^[a-z0-9_-]+$/i).default('agent'),
+  /** Prefix BullMQ uses for its queue keys. */
+  BULL_PREFIX: z.string().regex(/^[a-z0-9_-]+$/i).default('bull'),
+  /** Number of step-queue shards; a run lives on shard hash(runId) % SHARDS. */
+  SHARDS: int(1, 1),
+  /** Shards this worker consumes (empty = all). */
+  WORKER_SHARDS: csv,
+  PORT: int(3000),
+  HOST: z.string().default('127.0.0.1'),
+  WORKER_METRICS_PORT: int(9464),
+  WORKER_CONCURRENCY: int(20, 1),
+  /** BullMQ lock: a killed worker's step is resumed after about lock + stalled interval. */
+  LOCK_DURATION_MS: int(2000, 200),
+  STALLED_INTERVAL_MS: int(1000, 100),
+  /** Stall redeliveries before BullMQ fails the job (the run is then marked failed). */
+  MAX_STALLED_COUNT: int(10, 1),
+  /** SIGTERM grace: time for an in-flight dispatch to record its outcome. Keep below k8s terminationGracePeriodSeconds. */
+  SHUTDOWN_GRACE_MS: int(20000, 0),
+  SANDBOX_URL: z.string().url().default('http://127.0.0.1:4010'),
+  MODEL_PROVIDER: z.enum(['scripted', 'openai']).default('scripted'),
+  /** The scripted provider is for demos and tests; production must enable it explicitly. */
+  SCRIPTED_MODEL_ENABLED: bool.optional(),
+  OPENAI_BASE_URL: z.string().url().default('https://api.openai.com/v1'),
+  OPENAI_API_KEY: z.string().optional(),
+  OPENAI_MODEL: z.string().default('gpt-4o-mini'),
+  MODEL_TIMEOUT_MS: int(30000, 1),
+  MODEL_MAX_ATTEMPTS: int(4, 1),
+  RETRY_BASE_MS: int(200, 0),
+  RETRY_MAX_MS: int(5000, 0),
+  /** Completion cap sent to the model and used by the pre-flight budget estimate. */
+  COMPLETION_TOKEN_CAP: int(1024, 1),
+  DEFAULT_MAX_STEPS: int(20, 1),
+  DEFAULT_MAX_TOKENS: int(100000, 1),
+  DEFAULT_MAX_WALL_MS: int(15 * 60_000, 1),
+  /** Hard ceilings a request may not exceed. */
+  LIMIT_MAX_STEPS: int(200, 1),
+  LIMIT_MAX_TOKENS: int(5_000_000, 1),
+  /** Same write requested this many extra times in one run stops it as needs_human/loop_detected. */
+  LOOP_REPEAT_LIMIT: int(2, 1),
+  /** Keys of finished runs expire after this long. */
+  RUN_RETENTION_MS: int(7 * 24 * 3600_000, 1000),
+  /** Events stream cap per run (approximate MAXLEN). */
+  EVENTS_MAX_LEN: int(1000, 10),
+  /** Reconciliation: how long a still-processing request is queried before going to a human. */
+  RECONCILE_DEADLINE_MS: int(30000, 0),
+  RECONCILE_POLL_MS: int(500, 1),
+  RECONCILER_SWEEP_MS: int(2000, 50),
+  /** An action in dispatched/outcome_unknown older than this, with no live owner, is swept. */
+  RECONCILER_MIN_AGE_MS: int(5000, 0),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** Test-only: named crash points that SIGKILL this process when reached. */
+  CRASH_POINTS: csv,
+  /** Test-only: disables the ledger's idempotency (negative control of the chaos campaign). */
+  UNSAFE_DISABLE_IDEMPOTENCY: bool.default(false),
+  PRODUCER_TOKEN: z.string().optional(),
+  OPERATOR_TOKEN: z.string().optional(),
+});
+
+export type Config = Readonly<z.infer<typeof configSchema>>;
+
+export class ConfigError extends Error {
+  readonly code = 'config_invalid';
+  constructor(readonly fields: string[], message: string) {
+    super(message);
+  }
+}
+
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const raw: Record<string, string> = {};
+  for (const key of Object.keys(configSchema.shape)) {
+    const v = env[key];
+    if (v !== undefined && v !== '') raw[key] = v;
+  }
+  const parsed = configSchema.safeParse(raw);
+  if (!parsed.success) {
+    const fields = parsed.error.issues.map((i) => i.path.join('.'));
+    const detail = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
+    throw new ConfigError(fields, `invalid configuration: ${detail}`);
+  }
+  const cfg = parsed.data;
+  if (cfg.APP_MODE === 'production') {
+    if (cfg.MODEL_PROVIDER === 'scripted' && cfg.SCRIPTED_MODEL_ENABLED !== true) {
+      throw new ConfigError(['SCRIPTED_MODEL_ENABLED'], 'invalid configuration: the scripted model is disabled in production unless SCRIPTED_MODEL_ENABLED=true');
+    }
+    if (!cfg.PRODUCER_TOKEN || !cfg.OPERATOR_TOKEN) {
+      throw new ConfigError(['PRODUCER_TOKEN', 'OPERATOR_TOKEN'], 'invalid configuration: production requires PRODUCER_TOKEN and OPERATOR_TOKEN');
+    }
+  }
+  return Object.freeze(cfg);
+}
+
+/** True when the scripted provider may be used (development default, production opt-in). */
+export function scriptedModelAllowed(cfg: Config): boolean {
+  return cfg.SCRIPTED_MODEL_ENABLED ?? cfg.APP_MODE === 'development';
+}

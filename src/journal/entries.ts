@@ -1,0 +1,90 @@
+/**
+ * Journal entries: the durable transcript of a run, appended one by one to a
+ * Redis list and never rewritten. Validated when read back (schema version v:1).
+ */
+import { z } from 'zod';
+
+export const usageSchema = z.object({
+  promptTokens: z.number().int().nonnegative(),
+  completionTokens: z.number().int().nonnegative(),
+});
+export type Usage = z.infer<typeof usageSchema>;
+
+export const toolCallSchema = z.object({
+  id: z.string(),
+  name: z.string(),
+  args: z.unknown(),
+});
+export type ToolCall = z.infer<typeof toolCallSchema>;
+
+const decision = z.object({
+  v: z.literal(1),
+  kind: z.literal('decision'),
+  step: z.number().int().positive(),
+  model: z.string(),
+  toolCalls: z.array(toolCallSchema),
+  final: z.string().optional(),
+  /** Usage summed over every attempt of this step's model call (retries included). */
+  usage: usageSchema,
+  attempts: z.number().int().positive(),
+});
+
+const observation = z.object({
+  v: z.literal(1),
+  kind: z.literal('observation'),
+  step: z.number().int().positive(),
+  callId: z.string(),
+  tool: z.string(),
+  /** ok | format_error | tool_error | rejected | deduplicated */
+  status: z.string(),
+  output: z.unknown(),
+  actionId: z.string().optional(),
+});
+
+const intent = z.object({
+  v: z.literal(1),
+  kind: z.literal('intent'),
+  step: z.number().int().positive(),
+  callId: z.string(),
+  tool: z.string(),
+  actionId: z.string(),
+  idempotencyKey: z.string(),
+});
+
+const status = z.object({
+  v: z.literal(1),
+  kind: z.literal('status'),
+  step: z.number().int().nonnegative(),
+  status: z.string(),
+  reason: z.string(),
+});
+
+export const journalEntrySchema = z.discriminatedUnion('kind', [decision, observation, intent, status]);
+export type JournalEntry = z.infer<typeof journalEntrySchema>;
+export type DecisionEntry = z.infer<typeof decision>;
+export type ObservationEntry = z.infer<typeof observation>;
+
+export class JournalCorrupt extends Error {
+  readonly code = 'journal_corrupt';
+}
+
+export function encodeEntry(entry: JournalEntry): string {
+  return JSON.stringify(entry);
+}
+
+export function decodeEntry(raw: string, index: number): JournalEntry {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    throw new JournalCorrupt(`journal entry ${index} is not JSON`);
+  }
+  const r = journalEntrySchema.safeParse(parsed);
+  if (!r.success) throw new JournalCorrupt(`journal entry ${index} is invalid: ${r.error.issues[0]?.message}`);
+  return r.data;
+}
+
+/** Rough prompt-token estimate of an encoded entry (4 bytes per token), used by the budget pre-flight. */
+export function estimateTokens(encoded: string): number {
+  return Math.ceil(Buffer.byteLength(encoded) / 4);
+}

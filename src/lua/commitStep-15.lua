@@ -1,0 +1,68 @@
+--[[
+  Commits one step: journal entries, budget, cursor and status, and the next
+  step's job, in one atomic change fenced by the job lock and the run cursor.
+
+  KEYS[1] run hash       KEYS[2] budget hash     KEYS[3] journal list
+  KEYS[4] events stream  KEYS[5] job lock key    KEYS[6] actions set
+  KEYS[7..15] BullMQ addStandardJob keys for the next step's job
+
+  ARGV[1] lock token     ARGV[2] step (cursor the caller holds)
+  ARGV[3] next status (running | completed | failed | budget_exceeded | needs_human | waiting_approval ...)
+  ARGV[4] reason ('' for none)
+  ARGV[5] steps delta    ARGV[6] tokens delta    ARGV[7] context tokens delta
+  ARGV[8] now (ms)       ARGV[9] events max length
+  ARGV[10] advance cursor (1) or keep it (0, the run parks mid-step)
+  ARGV[11] retention ms for terminal statuses
+  ARGV[12] step-committed event (JSON)
+  ARGV[13] 1 when the entries carry the step's decision (it must not be journalled yet)
+  ARGV[14] number of journal entries N
+  ARGV[15..14+N] journal entries (JSON)
+  ARGV[15+N..17+N] BullMQ addStandardJob argv, present only when status is running
+
+  Returns: journal length after the commit, or a negative code:
+   -1 lock lost  -2 stale step  -3 run missing  -4 run not running  -5 decision already journalled
+]]
+-- @include fence
+-- @include emitEvent
+-- @include expireRun
+-- @include bullmq:addStandardJob
+
+local step = tonumber(ARGV[2])
+local fence = checkFence(KEYS[1], KEYS[5], ARGV[1], step)
+if fence ~= 0 then return fence end
+
+if ARGV[13] == '1' and redis.call('HGET', KEYS[1], 'decidedStep') == ARGV[2] then return -5 end
+
+local n = tonumber(ARGV[14])
+local len = redis.call('LLEN', KEYS[3])
+if n > 0 then len = redis.call('RPUSH', KEYS[3], unpack(ARGV, 15, 14 + n)) end
+
+redis.call('HINCRBY', KEYS[2], 'stepsUsed', ARGV[5])
+redis.call('HINCRBY', KEYS[2], 'tokensUsed', ARGV[6])
+redis.call('HINCRBY', KEYS[2], 'contextTokens', ARGV[7])
+
+local status = ARGV[3]
+local reason = ARGV[4]
+if status == 'running' and redis.call('HGET', KEYS[1], 'cancelRequested') == '1' then
+  status = 'cancelled'
+  reason = 'cancelled_by_operator'
+end
+
+local nextCursor = step
+if ARGV[10] == '1' then nextCursor = step + 1 end
+redis.call('HSET', KEYS[1], 'cursor', nextCursor, 'status', status, 'reason', reason, 'updatedAt', ARGV[8])
+emitEvent(KEYS[4], ARGV[9], 'step_committed', ARGV[12])
+
+if status == 'running' then
+  local bullKeys = {}
+  for i = 7, 15 do bullKeys[#bullKeys + 1] = KEYS[i] end
+  bullmqAddStandardJob(bullKeys, { ARGV[15 + n], ARGV[16 + n], ARGV[17 + n] })
+else
+  emitEvent(KEYS[4], ARGV[9], 'status_changed', cjson.encode({ status = status, reason = reason }))
+  local terminal = { completed = true, failed = true, budget_exceeded = true, cancelled = true }
+  if terminal[status] then
+    redis.call('HSET', KEYS[1], 'finishedAt', ARGV[8])
+    expireRun({ KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6] }, ARGV[11])
+  end
+end
+return len

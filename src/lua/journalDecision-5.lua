@@ -1,0 +1,28 @@
+--[[
+  Journals a step's model decision (and charges its usage) before any tool
+  with an outside effect runs. Fenced like commitStep.
+
+  KEYS[1] run hash  KEYS[2] budget hash  KEYS[3] journal list
+  KEYS[4] events stream  KEYS[5] job lock key
+
+  ARGV[1] lock token  ARGV[2] step  ARGV[3] tokens delta  ARGV[4] context tokens delta
+  ARGV[5] decision entry (JSON)  ARGV[6] now (ms)  ARGV[7] events max length
+  ARGV[8] decision event (JSON)
+
+  Returns: journal index of the decision, or a negative code:
+   -1 lock lost  -2 stale step  -3 run missing  -4 run not running  -5 decision already journalled
+]]
+-- @include fence
+-- @include emitEvent
+
+local step = tonumber(ARGV[2])
+local fence = checkFence(KEYS[1], KEYS[5], ARGV[1], step)
+if fence ~= 0 then return fence end
+if redis.call('HGET', KEYS[1], 'decidedStep') == ARGV[2] then return -5 end
+
+local len = redis.call('RPUSH', KEYS[3], ARGV[5])
+redis.call('HINCRBY', KEYS[2], 'tokensUsed', ARGV[3])
+redis.call('HINCRBY', KEYS[2], 'contextTokens', ARGV[4])
+redis.call('HSET', KEYS[1], 'decidedStep', ARGV[2], 'decisionIndex', len - 1, 'status', 'running', 'updatedAt', ARGV[6])
+emitEvent(KEYS[4], ARGV[7], 'decision', ARGV[8])
+return len - 1

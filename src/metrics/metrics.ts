@@ -1,0 +1,55 @@
+/**
+ * Every metric of the fleet, on a registry passed in (never the global one).
+ * Labels are bounded: tool, tenant, kind, state, status; never run ids or customer data.
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export class Metrics {
+  readonly stepsStarted: Counter;
+  readonly stepsCommitted: Counter;
+  readonly stepDuration: Histogram;
+  readonly modelCalls: Counter;
+  readonly modelAttempts: Counter;
+  readonly modelTokens: Counter;
+  readonly budgetStops: Counter;
+  readonly effects: Counter;
+  readonly dedupeHits: Counter;
+  readonly duplicateWrites: Counter;
+  readonly loopStops: Counter;
+  readonly sigtermHandoffs: Counter;
+  readonly stallRecoveries: Counter;
+  readonly recoverySeconds: Histogram;
+  readonly fenceRejections: Counter;
+  readonly redisConfigOk: Gauge;
+
+  constructor(readonly registry: Registry, opts: { defaultMetrics?: boolean } = {}) {
+    const r = [registry];
+    if (opts.defaultMetrics) collectDefaultMetrics({ register: registry });
+    this.stepsStarted = new Counter({ name: 'agent_steps_started_total', help: 'Step jobs started', registers: r });
+    this.stepsCommitted = new Counter({ name: 'agent_steps_committed_total', help: 'Steps committed (journal + budget + cursor + next job)', registers: r });
+    this.stepDuration = new Histogram({
+      name: 'agent_step_duration_seconds', help: 'Step processing time, start to commit', registers: r,
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    });
+    this.modelCalls = new Counter({ name: 'agent_model_calls_total', help: 'Model calls (one per step decision)', labelNames: ['tenant', 'provider'], registers: r });
+    this.modelAttempts = new Counter({ name: 'agent_model_attempts_total', help: 'Model call attempts, retries included', labelNames: ['tenant', 'provider', 'outcome'], registers: r });
+    this.modelTokens = new Counter({ name: 'agent_model_tokens_total', help: 'Tokens charged to runs', labelNames: ['tenant', 'type'], registers: r });
+    this.budgetStops = new Counter({ name: 'agent_budget_stops_total', help: 'Runs stopped by a budget', labelNames: ['kind'], registers: r });
+    this.effects = new Counter({ name: 'agent_effects_total', help: 'Ledger transitions by tool and target state', labelNames: ['tool', 'state'], registers: r });
+    this.dedupeHits = new Counter({ name: 'agent_ledger_dedupe_hits_total', help: 'Write requests answered from the ledger instead of re-sent', labelNames: ['tool'], registers: r });
+    this.duplicateWrites = new Counter({ name: 'agent_duplicate_writes_total', help: 'Duplicate business writes detected', labelNames: ['tool'], registers: r });
+    this.loopStops = new Counter({ name: 'agent_loop_stops_total', help: 'Runs stopped because the same write was requested again and again', registers: r });
+    this.sigtermHandoffs = new Counter({ name: 'agent_sigterm_handoffs_total', help: 'Jobs handed back to the queue on SIGTERM', registers: r });
+    this.stallRecoveries = new Counter({ name: 'agent_stall_recoveries_total', help: 'Step jobs redelivered after a stall (worker died or froze)', registers: r });
+    this.recoverySeconds = new Histogram({
+      name: 'agent_recovery_seconds', help: 'Time from a step last touched to its redelivered start', registers: r,
+      buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30, 60],
+    });
+    this.fenceRejections = new Counter({ name: 'agent_fence_rejections_total', help: 'Commits refused by the fence (stale or duplicate step jobs)', labelNames: ['code'], registers: r });
+    this.redisConfigOk = new Gauge({ name: 'agent_redis_config_ok', help: '1 when the Redis setting is safe for queues', labelNames: ['check'], registers: r });
+  }
+}
+
+export function newMetrics(opts: { defaultMetrics?: boolean } = {}): Metrics {
+  return new Metrics(new Registry(), opts);
+}

@@ -1,0 +1,74 @@
+/** The HTTP API: run intake and views, health, metrics. */
+import express, { type NextFunction, type Request, type Response } from 'express';
+import type { AppContext } from '../app/context.js';
+import { requireToken } from './auth.js';
+import { InvalidRunRequest, startRun } from './runs.js';
+import { createRunSchema } from './schemas.js';
+import { runView, type EffectsLister } from './view.js';
+
+export interface ApiOptions {
+  listEffects?: EffectsLister;
+  /** Extra routers mounted by later layers (operators, webhooks, Bull Board). */
+  mount?: (app: express.Express) => void;
+  isReady?: () => boolean;
+}
+
+export function createApi(ctx: AppContext, opts: ApiOptions = {}): express.Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.use(express.json({ limit: '1mb' }));
+
+  app.get('/healthz', (_req, res) => void res.json({ ok: true }));
+  app.get('/readyz', async (_req, res) => {
+    const ready = (opts.isReady?.() ?? true) && (await ctx.redis.ping().then(() => true, () => false));
+    res.status(ready ? 200 : 503).json({ ready });
+  });
+  app.get('/metrics', async (_req, res) => {
+    res.type(ctx.metrics.registry.contentType).send(await ctx.metrics.registry.metrics());
+  });
+
+  app.post('/v1/runs', requireToken(ctx.cfg.PRODUCER_TOKEN, 'producer'), async (req, res) => {
+    const parsed = createRunSchema.safeParse(req.body);
+    if (!parsed.success) {
+      const fields = parsed.error.issues.map((i) => ({ path: i.path.join('.') || '(body)', message: i.message }));
+      res.status(400).json({ error: 'invalid_request', fields });
+      return;
+    }
+    const header = req.header('idempotency-key');
+    if (header !== undefined && (header.length === 0 || header.length > 200)) {
+      res.status(400).json({ error: 'invalid_request', fields: [{ path: 'Idempotency-Key', message: '1 to 200 characters' }] });
+      return;
+    }
+    try {
+      const { runId, created } = await startRun(ctx, parsed.data, header);
+      res.status(created ? 201 : 200).json({ runId, created });
+    } catch (err) {
+      if (err instanceof InvalidRunRequest) {
+        res.status(400).json({ error: 'invalid_request', fields: err.fields });
+        return;
+      }
+      throw err;
+    }
+  });
+
+  app.get('/v1/runs/:id', async (req, res) => {
+    const view = await runView(ctx, req.params.id, opts.listEffects);
+    if (!view) {
+      res.status(404).json({ error: 'not_found', runId: req.params.id });
+      return;
+    }
+    res.json(view);
+  });
+
+  opts.mount?.(app);
+
+  app.use((err: Error & { status?: number; type?: string }, _req: Request, res: Response, _next: NextFunction) => {
+    if (err.type === 'entity.parse.failed') {
+      res.status(400).json({ error: 'invalid_json', fields: [{ path: '(body)', message: 'body is not valid JSON' }] });
+      return;
+    }
+    ctx.log.error({ code: 'api_error', err: err.message }, 'request failed');
+    res.status(err.status ?? 500).json({ error: 'internal_error' });
+  });
+  return app;
+}

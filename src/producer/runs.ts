@@ -1,0 +1,57 @@
+/**
+ * Starting a run: idempotent on (tenant, ticket.id) by construction (the run
+ * id is derived from them) and on the Idempotency-Key header (a key -> run id
+ * record, kept 24 h). Nothing is written for an invalid request.
+ */
+import type { AppContext } from '../app/context.js';
+import { AGENT_VERSION } from '../agent/tools/registry.js';
+import { runIdFor } from '../redis/keys.js';
+import type { CreateRunRequest, RunSpec } from './schemas.js';
+
+export const REQUEST_KEY_TTL_MS = 24 * 3600_000;
+
+export class InvalidRunRequest extends Error {
+  readonly code = 'invalid_input';
+  constructor(readonly fields: { path: string; message: string }[]) {
+    super(`invalid request: ${fields.map((f) => `${f.path}: ${f.message}`).join('; ')}`);
+  }
+}
+
+export function buildSpec(ctx: AppContext, req: CreateRunRequest, nowMs: number): RunSpec {
+  const { cfg } = ctx;
+  const problems: { path: string; message: string }[] = [];
+  const maxSteps = req.budget?.maxSteps ?? cfg.DEFAULT_MAX_STEPS;
+  const maxTokens = req.budget?.maxTokens ?? cfg.DEFAULT_MAX_TOKENS;
+  const maxWallMs = req.budget?.maxWallMs ?? cfg.DEFAULT_MAX_WALL_MS;
+  if (maxSteps > cfg.LIMIT_MAX_STEPS) problems.push({ path: 'budget.maxSteps', message: `at most ${cfg.LIMIT_MAX_STEPS}` });
+  if (maxTokens > cfg.LIMIT_MAX_TOKENS) problems.push({ path: 'budget.maxTokens', message: `at most ${cfg.LIMIT_MAX_TOKENS}` });
+  const model = req.agent?.model ?? cfg.MODEL_PROVIDER;
+  if (!ctx.providers.has(model)) problems.push({ path: 'agent.model', message: `provider '${model}' is not enabled` });
+  if (req.agent?.script && model !== 'scripted') problems.push({ path: 'agent.script', message: 'only the scripted provider takes a script' });
+  if (problems.length > 0) throw new InvalidRunRequest(problems);
+  const runId = runIdFor(req.tenant, req.ticket.id);
+  return {
+    v: 1, runId, tenant: req.tenant, ticket: req.ticket, model,
+    ...(req.agent?.script ? { script: req.agent.script } : {}),
+    agentVersion: AGENT_VERSION, toolsHash: ctx.registry.schemaHash,
+    limits: { maxSteps, maxTokens, maxWallMs, deadlineAt: nowMs + maxWallMs },
+    createdAt: nowMs,
+  };
+}
+
+export async function startRun(
+  ctx: AppContext, req: CreateRunRequest, idempotencyKey: string | undefined, nowMs = Date.now(),
+): Promise<{ runId: string; created: boolean }> {
+  const spec = buildSpec(ctx, req, nowMs);
+  if (idempotencyKey) {
+    const key = ctx.keys.requestKey(req.tenant, idempotencyKey);
+    const previous = (await ctx.redis.set(key, spec.runId, 'PX', REQUEST_KEY_TTL_MS, 'NX', 'GET')) as string | null;
+    if (previous && previous !== spec.runId) {
+      if (await ctx.store.exists(previous)) return { runId: previous, created: false };
+      // The earlier request died before creating its run: this request's run takes the key.
+      await ctx.redis.set(key, spec.runId, 'PX', REQUEST_KEY_TTL_MS);
+    }
+  }
+  const created = await ctx.store.create(spec, nowMs);
+  return { runId: spec.runId, created };
+}

@@ -1,0 +1,80 @@
+/** Request bodies at the producer edge, and the run spec stored with each run. */
+import { z } from 'zod';
+import { scriptSchema } from '../agent/models/script.js';
+
+export const ticketSchema = z.object({
+  id: z.string().min(1).max(200),
+  subject: z.string().min(1).max(1000),
+  body: z.string().max(200_000),
+  customer: z.object({
+    email: z.string().email(),
+    name: z.string().min(1).max(200),
+  }),
+});
+export type Ticket = z.infer<typeof ticketSchema>;
+
+export const budgetRequestSchema = z
+  .object({
+    maxSteps: z.number().int().positive(),
+    maxTokens: z.number().int().positive(),
+    maxWallMs: z.number().int().positive(),
+  })
+  .partial()
+  .strict();
+
+export const agentSchema = z
+  .object({
+    model: z.enum(['scripted', 'openai']).optional(),
+    script: scriptSchema.optional(),
+  })
+  .strict();
+
+export const createRunSchema = z
+  .object({
+    tenant: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/i, 'tenant must be 1-63 letters, digits, _ or -'),
+    ticket: ticketSchema,
+    budget: budgetRequestSchema.optional(),
+    agent: agentSchema.optional(),
+  })
+  .strict();
+export type CreateRunRequest = z.infer<typeof createRunSchema>;
+
+/** Immutable part of a run, stored once (run hash field `spec`) and cached by workers. */
+export const runSpecSchema = z.object({
+  v: z.literal(1),
+  runId: z.string(),
+  tenant: z.string(),
+  ticket: ticketSchema,
+  model: z.enum(['scripted', 'openai']),
+  script: scriptSchema.optional(),
+  agentVersion: z.string(),
+  toolsHash: z.string(),
+  limits: z.object({
+    maxSteps: z.number().int().positive(),
+    maxTokens: z.number().int().positive(),
+    maxWallMs: z.number().int().positive(),
+    deadlineAt: z.number().int(),
+  }),
+  createdAt: z.number().int(),
+});
+export type RunSpec = z.infer<typeof runSpecSchema>;
+
+/** Job data of a step job, validated when it leaves the queue. */
+export const stepJobDataSchema = z.object({
+  v: z.literal(1),
+  runId: z.string(),
+  step: z.number().int().positive(),
+  /** Budget usage as of the commit that created this job (fast path; re-read on any doubt). */
+  used: z.object({
+    steps: z.number().int().nonnegative(),
+    tokens: z.number().int().nonnegative(),
+    contextTokens: z.number().int().nonnegative(),
+  }),
+});
+export type StepJobData = z.infer<typeof stepJobDataSchema>;
+
+export const RUN_STATUSES = [
+  'queued', 'running', 'waiting_approval', 'needs_human', 'completed', 'failed', 'budget_exceeded', 'cancelled',
+] as const;
+export type RunStatus = (typeof RUN_STATUSES)[number];
+export const TERMINAL_STATUSES: ReadonlySet<string> = new Set(['completed', 'failed', 'budget_exceeded', 'cancelled']);

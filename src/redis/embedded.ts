@@ -1,0 +1,129 @@
+/**
+ * A real redis-server for the demo and the tests: spawned from PATH on a free
+ * port in a temp dir, AOF on, noeviction; stopped (and its dir removed) on stop().
+ * When redis-server is absent we try Testcontainers (machines with Docker),
+ * else fail with a message saying how to get Redis.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+
+export interface EmbeddedRedis {
+  url: string;
+  port: number;
+  dir: string;
+  process?: ChildProcess;
+  /** Stop the server (SIGTERM) but keep its data dir, for restart tests. */
+  kill(signal?: NodeJS.Signals): Promise<void>;
+  /** Start it again on the same port and dir (AOF is replayed). */
+  restart(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      const port = typeof addr === 'object' && addr ? addr.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export function redisServerOnPath(): boolean {
+  return spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status === 0;
+}
+
+export interface EmbeddedOptions {
+  appendfsync?: 'always' | 'everysec' | 'no';
+  extraArgs?: string[];
+  port?: number;
+}
+
+async function waitForPing(url: string, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let lastErr: unknown;
+  while (Date.now() < deadline) {
+    const c = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    c.on('error', () => {});
+    try {
+      await c.connect();
+      await c.ping();
+      c.disconnect();
+      return;
+    } catch (e) {
+      lastErr = e;
+      c.disconnect();
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  }
+  throw new Error(`redis-server did not answer at ${url}: ${String(lastErr)}`);
+}
+
+export async function startEmbeddedRedis(opts: EmbeddedOptions = {}): Promise<EmbeddedRedis> {
+  if (!redisServerOnPath()) return startWithTestcontainers();
+  const port = opts.port ?? (await freePort());
+  const dir = mkdtempSync(join(tmpdir(), 'agent-redis-'));
+  const args = [
+    '--port', String(port), '--bind', '127.0.0.1', '--dir', dir,
+    '--save', '', '--appendonly', 'yes', '--appendfsync', opts.appendfsync ?? 'everysec',
+    '--maxmemory-policy', 'noeviction', '--daemonize', 'no', '--logfile', join(dir, 'redis.log'),
+    ...(opts.extraArgs ?? []),
+  ];
+  const url = `redis://127.0.0.1:${port}`;
+  const handle: EmbeddedRedis = {
+    url, port, dir,
+    async kill(signal = 'SIGTERM') {
+      const p = handle.process;
+      if (!p || p.exitCode !== null) return;
+      await new Promise<void>((resolve) => {
+        p.once('exit', () => resolve());
+        p.kill(signal);
+      });
+    },
+    async restart() {
+      await handle.kill();
+      handle.process = spawn('redis-server', args, { stdio: 'ignore' });
+      await waitForPing(url, 10_000);
+    },
+    async stop() {
+      await handle.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  handle.process = spawn('redis-server', args, { stdio: 'ignore' });
+  const onExit = () => handle.process?.kill('SIGKILL');
+  process.once('exit', onExit);
+  await waitForPing(url, 10_000);
+  return handle;
+}
+
+async function startWithTestcontainers(): Promise<EmbeddedRedis> {
+  try {
+    const { GenericContainer } = await import('testcontainers');
+    const container = await new GenericContainer('redis:7')
+      .withCommand(['redis-server', '--appendonly', 'yes', '--maxmemory-policy', 'noeviction'])
+      .withExposedPorts(6379)
+      .start();
+    const port = container.getMappedPort(6379);
+    const url = `redis://${container.getHost()}:${port}`;
+    return {
+      url, port, dir: '',
+      async kill() { await container.stop(); },
+      async restart() { await container.restart(); },
+      async stop() { await container.stop(); },
+    };
+  } catch (e) {
+    throw new Error(
+      'No Redis available: set REDIS_URL=redis://host:port, or install redis-server ' +
+        '(Debian: apt-get install redis-server), or run Docker for Testcontainers. ' +
+        `(Testcontainers said: ${e instanceof Error ? e.message : String(e)})`,
+    );
+  }
+}

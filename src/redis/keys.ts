@@ -1,0 +1,113 @@
+/**
+ * The one module that owns every Redis key name.
+ *
+ * All keys of one run carry the run's shard hash tag `{N}`, and so does the
+ * shard's BullMQ queue (`steps-{N}`), so every multi-key script and every
+ * BullMQ operation of a run stays in one Redis Cluster slot.
+ */
+import { createHash } from 'node:crypto';
+
+export const QUEUE_BASENAME = 'steps';
+
+/** Stable shard of a run: sha256(runId) mod shards. Never depends on the clock or the worker. */
+export function shardOf(runId: string, shards: number): number {
+  const h = createHash('sha256').update(runId).digest();
+  return h.readUInt32BE(0) % shards;
+}
+
+export const tagOf = (shard: number): string => `{${shard}}`;
+export const queueNameOf = (shard: number): string => `${QUEUE_BASENAME}-${tagOf(shard)}`;
+
+/** Deterministic step job id: one job per (run, step). */
+export const stepJobId = (runId: string, step: number): string => `${runId}.s${step}`;
+
+export interface RunKeys {
+  /** hash: status, cursor, tenant, ticket, versions, reason */
+  run: string;
+  /** hash: limits and usage (steps, tokens, wall clock deadline) */
+  budget: string;
+  /** list: journal entries, appended one by one, never rewritten */
+  journal: string;
+  /** stream: run events for live views (SSE) */
+  events: string;
+  /** set: action ids of this run's ledger entries */
+  actions: string;
+}
+
+export class KeySpace {
+  constructor(
+    readonly prefix: string,
+    readonly bullPrefix: string,
+    readonly shards: number,
+  ) {}
+
+  shardOf(runId: string): number {
+    return shardOf(runId, this.shards);
+  }
+
+  queueName(shard: number): string {
+    return queueNameOf(shard);
+  }
+
+  run(runId: string): RunKeys {
+    const base = `${this.prefix}:${tagOf(this.shardOf(runId))}:run:${runId}`;
+    return {
+      run: base,
+      budget: `${base}:budget`,
+      journal: `${base}:journal`,
+      events: `${base}:events`,
+      actions: `${base}:actions`,
+    };
+  }
+
+  /** hash: one ledger record per side-effecting action. */
+  action(runId: string, actionId: string): string {
+    return `${this.prefix}:${tagOf(this.shardOf(runId))}:action:${actionId}`;
+  }
+
+  /** string, SET NX: the idempotency reservation taken before dispatch. */
+  reservation(runId: string, idempotencyKey: string): string {
+    return `${this.prefix}:${tagOf(this.shardOf(runId))}:idem:${idempotencyKey}`;
+  }
+
+  /** zset per shard: actions needing attention (dispatched/outcome_unknown), scored by time. */
+  openActions(shard: number): string {
+    return `${this.prefix}:${tagOf(shard)}:open-actions`;
+  }
+
+  /** zset per shard: actions waiting for a person (needs_human), scored by time. */
+  humanQueue(shard: number): string {
+    return `${this.prefix}:${tagOf(shard)}:human-queue`;
+  }
+
+  /** zset per shard: actions waiting for approval, scored by expiry. */
+  approvals(shard: number): string {
+    return `${this.prefix}:${tagOf(shard)}:approvals`;
+  }
+
+  /** zset per shard: run ids by creation time (listing, retention). */
+  runIndex(shard: number): string {
+    return `${this.prefix}:${tagOf(shard)}:runs`;
+  }
+
+  /** string: Idempotency-Key header -> run id (own slot: keyed by tenant and key). */
+  requestKey(tenant: string, key: string): string {
+    const digest = createHash('sha256').update(`${tenant}\u0000${key}`).digest('hex').slice(0, 32);
+    return `${this.prefix}:request-key:${digest}`;
+  }
+
+  /** The BullMQ lock key of a job, used to fence commits (BullMQ internal layout). */
+  jobLock(shard: number, jobId: string): string {
+    return `${this.bullPrefix}:${queueNameOf(shard)}:${jobId}:lock`;
+  }
+
+  allShards(): number[] {
+    return Array.from({ length: this.shards }, (_, i) => i);
+  }
+}
+
+/** Run id derived from the business identity of the ticket: the same ticket is the same run. */
+export function runIdFor(tenant: string, ticketId: string): string {
+  const digest = createHash('sha256').update(`${tenant}\u0000${ticketId}`).digest('hex');
+  return `r_${digest.slice(0, 24)}`;
+}

@@ -1,0 +1,50 @@
+/** One BullMQ queue per shard (`steps-{N}`), sharing a connection; default job options live here. */
+import { Queue, type JobsOptions } from 'bullmq';
+import type { RedisClient } from '../redis/connect.js';
+import { KeySpace, stepJobId } from '../redis/keys.js';
+
+export const STEP_JOB_NAME = 'step';
+
+/**
+ * Failed processor attempts (an exception, not a fence) are retried by BullMQ
+ * with backoff; completed jobs are kept a while for Bull Board and removed
+ * after. Correctness never relies on jobId dedupe (DESIGN.md: it ends when the
+ * hash is removed): the commit's fence does.
+ */
+export const stepJobOptions: JobsOptions = {
+  attempts: 5,
+  backoff: { type: 'exponential', delay: 500 },
+  removeOnComplete: { age: 3600, count: 5000 },
+  removeOnFail: { age: 7 * 24 * 3600 },
+};
+
+export class ShardQueues {
+  private readonly queues = new Map<number, Queue>();
+
+  constructor(readonly keys: KeySpace, private readonly connection: RedisClient) {}
+
+  byShard(shard: number): Queue {
+    let q = this.queues.get(shard);
+    if (!q) {
+      q = new Queue(this.keys.queueName(shard), { connection: this.connection as never, prefix: this.keys.bullPrefix });
+      this.queues.set(shard, q);
+    }
+    return q;
+  }
+
+  forRun(runId: string): Queue {
+    return this.byShard(this.keys.shardOf(runId));
+  }
+
+  all(): Queue[] {
+    return this.keys.allShards().map((s) => this.byShard(s));
+  }
+
+  jobOptions(runId: string, step: number): JobsOptions & { jobId: string } {
+    return { ...stepJobOptions, jobId: stepJobId(runId, step) };
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.queues.values()].map((q) => q.close()));
+  }
+}

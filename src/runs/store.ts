@@ -1,0 +1,124 @@
+/**
+ * Run state in Redis: creation (run + budget + first job, one script), reads
+ * of the mutable state, the immutable spec (cached by workers), and the view.
+ */
+import type { RedisClient } from '../redis/connect.js';
+import { captureAddStandardJob } from '../redis/bullmqInternals.js';
+import { KeySpace } from '../redis/keys.js';
+import { script } from '../redis/scripts.js';
+import { decodeEntry, type JournalEntry } from '../journal/entries.js';
+import { runSpecSchema, type RunSpec, type StepJobData } from '../producer/schemas.js';
+import { ShardQueues, STEP_JOB_NAME } from './queues.js';
+
+export interface RunState {
+  status: string;
+  reason: string;
+  cursor: number;
+  decidedStep: number;
+  decisionIndex: number;
+  cancelRequested: boolean;
+  used: { steps: number; tokens: number; contextTokens: number };
+  updatedAt: number;
+}
+
+export class RunStore {
+  constructor(
+    readonly redis: RedisClient,
+    readonly keys: KeySpace,
+    readonly queues: ShardQueues,
+    private readonly eventsMaxLen: number,
+  ) {}
+
+  /** Creates the run and step 1's job atomically. Returns false when the run already existed. */
+  async create(spec: RunSpec, nowMs: number): Promise<boolean> {
+    const k = this.keys.run(spec.runId);
+    const shard = this.keys.shardOf(spec.runId);
+    const first: StepJobData = { v: 1, runId: spec.runId, step: 1, used: { steps: 0, tokens: 0, contextTokens: 0 } };
+    const add = await captureAddStandardJob(this.queues.byShard(shard), STEP_JOB_NAME, first, this.queues.jobOptions(spec.runId, 1));
+    const run = {
+      status: 'queued', reason: '', cursor: 1, tenant: spec.tenant, ticketId: spec.ticket.id,
+      createdAt: spec.createdAt, updatedAt: nowMs, agentVersion: spec.agentVersion, toolsHash: spec.toolsHash,
+      model: spec.model, decidedStep: 0, spec: JSON.stringify(spec),
+    };
+    const budget = { ...spec.limits, stepsUsed: 0, tokensUsed: 0, contextTokens: 0 };
+    // Lua's cjson turns numbers into doubles (1.7e+12): send every field as a string.
+    const strings = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).map(([f, v]) => [f, String(v)]));
+    const created = await script(this.redis, 'createRun')(
+      k.run, k.budget, k.events, this.keys.runIndex(shard), ...add.keys,
+      spec.runId, nowMs, JSON.stringify(strings(run)), JSON.stringify(strings(budget)),
+      JSON.stringify({ runId: spec.runId, tenant: spec.tenant }), this.eventsMaxLen, ...add.argv,
+    );
+    return created === 1;
+  }
+
+  async exists(runId: string): Promise<boolean> {
+    return (await this.redis.exists(this.keys.run(runId).run)) === 1;
+  }
+
+  async readSpec(runId: string): Promise<RunSpec | undefined> {
+    const raw = await this.redis.hget(this.keys.run(runId).run, 'spec');
+    return raw ? runSpecSchema.parse(JSON.parse(raw)) : undefined;
+  }
+
+  async readState(runId: string): Promise<RunState | undefined> {
+    const k = this.keys.run(runId);
+    const [run, budget] = await Promise.all([
+      this.redis.hmget(k.run, 'status', 'reason', 'cursor', 'decidedStep', 'decisionIndex', 'cancelRequested', 'updatedAt'),
+      this.redis.hmget(k.budget, 'stepsUsed', 'tokensUsed', 'contextTokens'),
+    ]);
+    if (run[0] === null) return undefined;
+    const n = (v: string | null | undefined) => Number(v ?? 0);
+    return {
+      status: run[0]!, reason: run[1] ?? '', cursor: n(run[2]), decidedStep: n(run[3]), decisionIndex: n(run[4]),
+      cancelRequested: run[5] === '1', updatedAt: n(run[6]),
+      used: { steps: n(budget[0]), tokens: n(budget[1]), contextTokens: n(budget[2]) },
+    };
+  }
+
+  async journalEntry(runId: string, index: number): Promise<JournalEntry | undefined> {
+    const raw = await this.redis.lindex(this.keys.run(runId).journal, index);
+    return raw === null ? undefined : decodeEntry(raw, index);
+  }
+
+  async transcript(runId: string): Promise<JournalEntry[]> {
+    const raws = (await this.redis.lrange(this.keys.run(runId).journal, 0, -1)) as string[];
+    return raws.map((r, i) => decodeEntry(r, i));
+  }
+
+  /**
+   * Makes sure the job of the run's current step exists (a stale or duplicate
+   * job's only duty). A no-op when it does (jobId dedupe while its hash exists)
+   * or when the run is not running.
+   */
+  async ensureCurrentStepJob(runId: string): Promise<void> {
+    const state = await this.readState(runId);
+    if (!state || (state.status !== 'running' && state.status !== 'queued')) return;
+    const data: StepJobData = { v: 1, runId, step: state.cursor, used: state.used };
+    await this.queues.forRun(runId).add(STEP_JOB_NAME, data, this.queues.jobOptions(runId, state.cursor));
+  }
+}
+
+/** Worker-side cache of immutable run specs: read once per run per worker. */
+export class RunSpecCache {
+  private readonly specs = new Map<string, RunSpec>();
+
+  constructor(private readonly store: RunStore, private readonly max = 5000) {}
+
+  async get(runId: string): Promise<RunSpec | undefined> {
+    const hit = this.specs.get(runId);
+    if (hit) return hit;
+    const spec = await this.store.readSpec(runId);
+    if (spec) {
+      if (this.specs.size >= this.max) {
+        const oldest = this.specs.keys().next().value;
+        if (oldest !== undefined) this.specs.delete(oldest);
+      }
+      this.specs.set(runId, spec);
+    }
+    return spec;
+  }
+
+  forget(runId: string): void {
+    this.specs.delete(runId);
+  }
+}

@@ -1,0 +1,93 @@
+/**
+ * A worker process's BullMQ workers (one per consumed shard) and its SIGTERM
+ * handoff:
+ *  1. /readyz turns unready; no new jobs are taken (workers close);
+ *  2. in-flight model calls and reads are aborted (no outside effect) and each
+ *     held job is handed back at once with moveToWait + WaitingError, so
+ *     another worker starts it within milliseconds;
+ *  3. a write dispatch that already left the process may finish and record its
+ *     outcome until the grace period ends; then it is aborted too (the ledger
+ *     keeps it `dispatched`, and the next owner reconciles it).
+ */
+import { Worker, WaitingError, type Job } from 'bullmq';
+import type { AppContext } from '../app/context.js';
+import { RunSpecCache } from '../runs/store.js';
+import { CrashPoints } from './crashPoints.js';
+import type { EffectRunner } from './effects.js';
+import { StepProcessor } from './stepProcessor.js';
+
+export interface FleetWorkerOptions {
+  effects?: EffectRunner;
+  shards?: number[];
+  /** Called when shutdown finishes (main.ts exits the process). */
+  onStopped?: () => void;
+}
+
+export class FleetWorker {
+  readonly workers: Worker[] = [];
+  private readonly soft = new AbortController();
+  private readonly hard = new AbortController();
+  private stopping?: Promise<void>;
+  readonly processor: StepProcessor;
+  ready = false;
+
+  constructor(private readonly ctx: AppContext, opts: FleetWorkerOptions = {}) {
+    const { cfg } = ctx;
+    this.processor = new StepProcessor({
+      cfg, redis: ctx.redis, keys: ctx.keys, store: ctx.store, specs: new RunSpecCache(ctx.store),
+      registry: ctx.registry, providers: ctx.providers, metrics: ctx.metrics, log: ctx.log,
+      crash: new CrashPoints(cfg.CRASH_POINTS),
+      ...(opts.effects ? { effects: opts.effects } : {}),
+    });
+    const shards = opts.shards ?? (cfg.WORKER_SHARDS.length > 0 ? cfg.WORKER_SHARDS.map(Number) : ctx.keys.allShards());
+    for (const shard of shards) {
+      const worker = new Worker(ctx.keys.queueName(shard), (job, token) => this.handle(job, token), {
+        connection: ctx.redis as never,
+        prefix: ctx.keys.bullPrefix,
+        concurrency: cfg.WORKER_CONCURRENCY,
+        lockDuration: cfg.LOCK_DURATION_MS,
+        stalledInterval: cfg.STALLED_INTERVAL_MS,
+        maxStalledCount: cfg.MAX_STALLED_COUNT,
+        autorun: false,
+      });
+      worker.on('error', (err) => ctx.log.warn({ code: 'worker_error', err: err.message }, 'worker error'));
+      worker.on('stalled', () => ctx.metrics.stallRecoveries.inc());
+      this.workers.push(worker);
+    }
+  }
+
+  start(): void {
+    for (const w of this.workers) void w.run().catch((err) => this.ctx.log.error({ code: 'worker_run_failed', err: (err as Error).message }));
+    this.ready = true;
+  }
+
+  private async handle(job: Job, token?: string): Promise<void> {
+    if (!token) throw new Error('BullMQ did not pass a lock token');
+    try {
+      await this.processor.process(job, token, this.soft.signal, this.hard.signal);
+    } catch (err) {
+      if (this.soft.signal.aborted) {
+        // Hand the job back now; it does not count as an attempt.
+        await job.moveToWait(token);
+        this.ctx.metrics.sigtermHandoffs.inc();
+        this.ctx.log.info({ code: 'sigterm_handoff', jobId: job.id }, 'job handed back');
+        throw new WaitingError();
+      }
+      throw err;
+    }
+  }
+
+  /** Graceful stop (idempotent). A second call with force=true aborts dispatches at once. */
+  stop(force = false): Promise<void> {
+    this.ready = false;
+    if (force) this.hard.abort(new Error('forced shutdown'));
+    if (this.stopping) return this.stopping;
+    this.soft.abort(new Error('worker shutting down'));
+    const grace = setTimeout(() => this.hard.abort(new Error('grace period over')), this.ctx.cfg.SHUTDOWN_GRACE_MS);
+    this.stopping = (async () => {
+      await Promise.all(this.workers.map((w) => w.close()));
+      clearTimeout(grace);
+    })();
+    return this.stopping;
+  }
+}

@@ -1,0 +1,36 @@
+/**
+ * `npm run worker`: one worker process. First SIGTERM/SIGINT: graceful
+ * handoff (see FleetWorker); a second one, or the grace period plus a margin,
+ * exits anyway. Exit code 0 after a graceful stop.
+ */
+import { loadConfig } from '../config.js';
+import { createContext } from '../app/context.js';
+import { startOpsServer } from '../app/opsServer.js';
+import { createEffectRunner } from '../ledger/runner.js';
+import { FleetWorker } from './fleetWorker.js';
+
+const cfg = loadConfig();
+const ctx = await createContext(cfg, 'worker');
+const fleet = new FleetWorker(ctx, { effects: createEffectRunner(ctx) });
+const ops = await startOpsServer({ port: cfg.WORKER_METRICS_PORT, host: cfg.HOST, registry: ctx.metrics.registry, isReady: () => fleet.ready });
+fleet.start();
+ctx.log.info({ code: 'worker_started', pid: process.pid, metricsPort: ops.port, shards: ctx.keys.allShards().length }, 'worker started');
+
+let signals = 0;
+async function shutdown(signal: string): Promise<void> {
+  signals++;
+  if (signals > 1) {
+    ctx.log.warn({ code: 'forced_exit', signal }, 'second signal: exiting now');
+    process.exit(1);
+  }
+  ctx.log.info({ code: 'shutdown_started', signal, graceMs: cfg.SHUTDOWN_GRACE_MS }, 'handing jobs back');
+  const hardExit = setTimeout(() => process.exit(1), cfg.SHUTDOWN_GRACE_MS + 3000);
+  hardExit.unref();
+  await fleet.stop();
+  ops.server.close();
+  await ctx.close();
+  ctx.log.info({ code: 'shutdown_done' }, 'worker stopped');
+  process.exit(0);
+}
+process.on('SIGTERM', () => void shutdown('SIGTERM'));
+process.on('SIGINT', () => void shutdown('SIGINT'));

@@ -1,0 +1,366 @@
+/**
+ * One agent step = one BullMQ job (id `<runId>.s<step>`).
+ *
+ *   read state -> budget pre-flight -> model call (retried in code) ->
+ *   [journal the decision, when a tool with an outside effect follows or this
+ *    is a redelivery] -> tools (writes through the effect ledger) ->
+ *   commit: journal entries + budget + cursor + next step's job, one script,
+ *   fenced by this job's lock token and the run's cursor.
+ *
+ * If the process dies anywhere before the commit, the job is redelivered (stall
+ * check) and the step starts again: a journalled decision is reused (the model
+ * is not asked again), confirmed effects are answered from the ledger, and
+ * dispatched-but-unconfirmed ones are reconciled. If it dies after the commit,
+ * the redelivered job is stale: the fence refuses it and it only makes sure the
+ * run's current step job exists.
+ */
+import type { Job } from 'bullmq';
+import type { Logger } from 'pino';
+import type { Config } from '../config.js';
+import { AgentError, FenceError, RetryableError, ShutdownError } from '../errors.js';
+import { encodeEntry, estimateTokens, type DecisionEntry, type JournalEntry, type ObservationEntry, type Usage } from '../journal/entries.js';
+import { TranscriptCache } from '../journal/transcriptCache.js';
+import type { Metrics } from '../metrics/metrics.js';
+import type { ModelProvider, ModelTurn } from '../agent/models/provider.js';
+import { withRetry } from '../agent/retry.js';
+import { AGENT_VERSION, type ToolRegistry } from '../agent/tools/registry.js';
+import type { ToolContext } from '../agent/tools/tool.js';
+import { stepJobDataSchema, type RunSpec, type StepJobData } from '../producer/schemas.js';
+import type { RedisClient } from '../redis/connect.js';
+import { captureAddStandardJob } from '../redis/bullmqInternals.js';
+import { isScriptError, scriptError, ScriptCode } from '../redis/codes.js';
+import { KeySpace } from '../redis/keys.js';
+import { script } from '../redis/scripts.js';
+import { RunSpecCache, RunStore } from '../runs/store.js';
+import { STEP_JOB_NAME } from '../runs/queues.js';
+import { preflight, type Used } from './budget.js';
+import type { CrashPoints } from './crashPoints.js';
+import type { EffectRunner } from './effects.js';
+
+export interface StepDeps {
+  cfg: Config;
+  redis: RedisClient;
+  keys: KeySpace;
+  store: RunStore;
+  specs: RunSpecCache;
+  registry: ToolRegistry;
+  providers: Map<string, ModelProvider>;
+  effects?: EffectRunner;
+  metrics: Metrics;
+  log: Logger;
+  crash: CrashPoints;
+  transcripts?: TranscriptCache;
+  now?: () => number;
+}
+
+type Terminal = { status: string; reason: string };
+
+interface CommitPlan {
+  entries: JournalEntry[];
+  carriesDecision: boolean;
+  status: string;
+  reason: string;
+  stepsDelta: number;
+  tokensDelta: number;
+  advance: boolean;
+}
+
+export class StepProcessor {
+  private readonly transcripts: TranscriptCache;
+  private readonly now: () => number;
+
+  constructor(private readonly d: StepDeps) {
+    this.transcripts = d.transcripts ?? new TranscriptCache();
+    this.now = d.now ?? Date.now;
+  }
+
+  /**
+   * @param signal aborted at SIGTERM: model calls, reads and waits stop; the job is handed back.
+   * @param dispatchSignal aborted when the grace period ends: a write in flight is cut off
+   *   (the ledger keeps it dispatched; the next owner reconciles it).
+   */
+  async process(job: Job, token: string, signal: AbortSignal, dispatchSignal: AbortSignal = signal): Promise<void> {
+    const started = process.hrtime.bigint();
+    const data = stepJobDataSchema.parse(job.data);
+    const { runId, step } = data;
+    const log = this.d.log.child({ runId, step, jobId: job.id, attempt: job.attemptsStarted });
+    this.d.metrics.stepsStarted.inc();
+    const lockKey = this.d.keys.jobLock(this.d.keys.shardOf(runId), job.id!);
+
+    const spec = await this.d.specs.get(runId);
+    if (!spec) {
+      log.warn({ code: 'run_missing' }, 'step for an unknown run: dropped');
+      return;
+    }
+
+    // First delivery of a job created by the previous commit: the job carries the
+    // budget usage as of that commit, and no decision for this step can exist yet
+    // (the commit script refuses if one does). Any redelivery reads the state.
+    const redelivered = job.attemptsStarted > 1 || job.attemptsMade > 0;
+    let used: Used = data.used;
+    let journalled: DecisionEntry | undefined;
+    if (redelivered) {
+      const state = await this.d.store.readState(runId);
+      if (!state) return;
+      if (state.cursor !== step || (state.status !== 'running' && state.status !== 'queued')) {
+        log.info({ code: 'stale_step', cursor: state.cursor, status: state.status }, 'stale step job');
+        this.d.metrics.fenceRejections.inc({ code: 'stale_step' });
+        await this.d.store.ensureCurrentStepJob(runId);
+        return;
+      }
+      used = state.used;
+      if (state.decidedStep === step) {
+        const entry = await this.d.store.journalEntry(runId, state.decisionIndex);
+        if (entry?.kind === 'decision' && entry.step === step) journalled = entry;
+      }
+    }
+
+    const commit = (plan: CommitPlan) => this.commit(token, lockKey, data, used, plan, log);
+
+    try {
+      // Pinned versions: a run never goes on quietly under changed tools or agent.
+      if (spec.toolsHash !== this.d.registry.schemaHash || spec.agentVersion !== AGENT_VERSION) {
+        await commit(this.stopPlan(step, { status: 'needs_human', reason: `version_mismatch: run pinned tools ${spec.toolsHash}, worker has ${this.d.registry.schemaHash}` }, [], false));
+        return;
+      }
+
+      let decision = journalled;
+      let carriesDecision = false;
+      if (!decision) {
+        const stop = preflight(spec, used, this.now(), this.d.cfg.COMPLETION_TOKEN_CAP);
+        if (stop) {
+          this.d.metrics.budgetStops.inc({ kind: stop.kind });
+          log.warn({ code: 'budget_exceeded', kind: stop.kind }, stop.reason);
+          await commit(this.stopPlan(step, { status: 'budget_exceeded', reason: stop.reason }, [], false));
+          return;
+        }
+        const called = await this.callModel(spec, step, signal, log);
+        if ('failed' in called) {
+          await commit({ ...this.stopPlan(step, called.failed, [], false), tokensDelta: called.charged });
+          return;
+        }
+        decision = called.decision;
+        const hasWrite = decision.toolCalls.some((c) => this.d.registry.get(c.name)?.effect === 'write');
+        if (hasWrite || redelivered) {
+          const contextDelta = await this.journalDecision(job, token, lockKey, decision, log);
+          used = { ...used, tokens: used.tokens + total(decision.usage), contextTokens: used.contextTokens + contextDelta };
+          this.d.crash.hit('after_decision', step);
+        } else {
+          carriesDecision = true;
+        }
+      } else {
+        log.info({ code: 'decision_replayed' }, 'reusing the journalled decision');
+      }
+
+      const ctx: ToolContext = { runId, step, ticket: spec.ticket, sandboxUrl: this.d.cfg.SANDBOX_URL, signal };
+      const observations: ObservationEntry[] = [];
+      for (const call of decision.toolCalls) {
+        if (signal.aborted) throw new ShutdownError();
+        const result = await this.runTool(call, ctx, spec, log, dispatchSignal);
+        if ('park' in result) {
+          // A write was requested, so the decision is already journalled: park at this step.
+          await commit(this.stopPlan(step, result.park, observations, false));
+          return;
+        }
+        observations.push(result.obs);
+      }
+
+      const entries: JournalEntry[] = carriesDecision ? [decision, ...observations] : [...observations];
+      let status = 'running';
+      let reason = '';
+      if (decision.final !== undefined && decision.toolCalls.length === 0) {
+        status = 'completed';
+        reason = 'final_answer';
+      } else if (used.steps + 1 >= spec.limits.maxSteps) {
+        status = 'budget_exceeded';
+        reason = `steps: ${used.steps + 1} of ${spec.limits.maxSteps} used`;
+        this.d.metrics.budgetStops.inc({ kind: 'steps' });
+      }
+      if (status !== 'running') entries.push({ v: 1, kind: 'status', step, status, reason });
+      await commit({
+        entries, carriesDecision, status, reason, stepsDelta: 1,
+        tokensDelta: carriesDecision ? total(decision.usage) : 0, advance: true,
+      });
+      this.d.metrics.stepDuration.observe(Number(process.hrtime.bigint() - started) / 1e9);
+      log.debug({ code: 'step_committed', status }, 'step committed');
+    } catch (err) {
+      if (err instanceof FenceError) {
+        this.d.metrics.fenceRejections.inc({ code: err.code });
+        log.info({ code: err.code }, 'commit refused by the fence');
+        if (err.code !== 'lock_lost') await this.d.store.ensureCurrentStepJob(runId);
+        if (err.code === 'decision_exists') throw err; // redelivered: the slow path reuses the decision
+        return;
+      }
+      if (signal.aborted) throw err;
+      const lastAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
+      log.error({ code: err instanceof AgentError ? err.code : 'step_error', err: (err as Error).message, lastAttempt }, 'step failed');
+      if (lastAttempt) {
+        await commit(this.stopPlan(step, { status: 'failed', reason: `step_error: ${(err as Error).message}` }, [], false)).catch(() => {});
+        return;
+      }
+      throw err;
+    }
+  }
+
+  private stopPlan(step: number, t: Terminal, observations: ObservationEntry[], countStep: boolean): CommitPlan {
+    return {
+      entries: [...observations, { v: 1, kind: 'status', step, status: t.status, reason: t.reason }],
+      carriesDecision: false, status: t.status, reason: t.reason,
+      stepsDelta: countStep ? 1 : 0, tokensDelta: 0, advance: false,
+    };
+  }
+
+  private async callModel(
+    spec: RunSpec, step: number, signal: AbortSignal, log: Logger,
+  ): Promise<{ decision: DecisionEntry } | { failed: Terminal; charged: number }> {
+    const provider = this.d.providers.get(spec.model);
+    if (!provider) return { failed: { status: 'failed', reason: `model_unavailable: ${spec.model}` }, charged: 0 };
+    const usage: Usage = { promptTokens: 0, completionTokens: 0 };
+    let attempts = 0;
+    const labels = { tenant: spec.tenant, provider: provider.name };
+    this.d.metrics.modelCalls.inc(labels);
+    const transcript = provider.needsTranscript
+      ? await this.transcripts.load(this.d.redis, spec.runId, this.d.keys.run(spec.runId).journal)
+      : undefined;
+    let turn: ModelTurn;
+    try {
+      turn = await withRetry(
+        { maxAttempts: this.d.cfg.MODEL_MAX_ATTEMPTS, baseMs: this.d.cfg.RETRY_BASE_MS, maxMs: this.d.cfg.RETRY_MAX_MS },
+        async (attempt) => {
+          attempts = attempt;
+          try {
+            const t = await provider.complete({
+              runId: spec.runId, step, attempt, ticket: spec.ticket, tools: this.d.registry.specs,
+              maxCompletionTokens: this.d.cfg.COMPLETION_TOKEN_CAP, script: spec.script, signal,
+              ...(transcript ? { transcript } : {}),
+            });
+            this.d.metrics.modelAttempts.inc({ ...labels, outcome: 'ok' });
+            return t;
+          } catch (err) {
+            this.d.metrics.modelAttempts.inc({ ...labels, outcome: err instanceof RetryableError ? 'retryable' : 'error' });
+            const billed = (err as AgentError).details?.usage as Usage | undefined;
+            if (billed) addUsage(usage, billed);
+            throw err;
+          }
+        },
+        { signal, onRetry: (attempt, err, delayMs) => log.warn({ code: 'model_retry', attempt, delayMs, err: err.message }, 'model call retried') },
+      );
+    } catch (err) {
+      if (signal.aborted) throw err;
+      const code = err instanceof AgentError ? err.code : 'model_failed';
+      return { failed: { status: 'failed', reason: `${code}: ${(err as Error).message}` }, charged: total(usage) };
+    }
+    if (!turn.usage) {
+      // Missing usage is an error, never zero (seed 004).
+      return { failed: { status: 'failed', reason: 'missing_usage: the provider reported no token usage' }, charged: total(usage) };
+    }
+    addUsage(usage, turn.usage);
+    this.d.metrics.modelTokens.inc({ tenant: spec.tenant, type: 'prompt' }, usage.promptTokens);
+    this.d.metrics.modelTokens.inc({ tenant: spec.tenant, type: 'completion' }, usage.completionTokens);
+    return {
+      decision: {
+        v: 1, kind: 'decision', step, model: provider.name, toolCalls: turn.toolCalls,
+        ...(turn.final !== undefined ? { final: turn.final } : {}), usage, attempts,
+      },
+    };
+  }
+
+  private async runTool(
+    call: DecisionEntry['toolCalls'][number], ctx: ToolContext, spec: RunSpec, log: Logger, dispatchSignal: AbortSignal,
+  ): Promise<{ obs: ObservationEntry } | { park: Terminal }> {
+    const base = { v: 1 as const, kind: 'observation' as const, step: ctx.step, callId: call.id, tool: call.name };
+    const tool = this.d.registry.get(call.name);
+    if (!tool) return { obs: { ...base, status: 'format_error', output: { error: 'unknown_tool', tool: call.name } } };
+    const parsed = tool.args.safeParse(call.args ?? {});
+    if (!parsed.success) {
+      // The model sees the format error on its next step; the step budget pays for it.
+      return { obs: { ...base, status: 'format_error', output: { error: 'invalid_arguments', issues: parsed.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message })) } } };
+    }
+    if (tool.effect === 'read') {
+      try {
+        const output = await withRetry(
+          { maxAttempts: 3, baseMs: this.d.cfg.RETRY_BASE_MS, maxMs: this.d.cfg.RETRY_MAX_MS },
+          () => tool.execute(parsed.data, ctx),
+          { signal: ctx.signal },
+        );
+        return { obs: { ...base, status: 'ok', output } };
+      } catch (err) {
+        if (ctx.signal.aborted) throw err;
+        log.warn({ code: 'tool_error', tool: call.name, err: (err as Error).message }, 'read tool failed');
+        return { obs: { ...base, status: 'tool_error', output: { error: (err as Error).message } } };
+      }
+    }
+    if (!this.d.effects) return { obs: { ...base, status: 'tool_error', output: { error: 'write tools are not enabled on this worker' } } };
+    const r = await this.d.effects.run({ tool, args: parsed.data, call, ctx: { ...ctx, signal: dispatchSignal }, tenant: spec.tenant });
+    if (r.kind === 'park') return { park: { status: r.status, reason: r.reason } };
+    return { obs: { ...base, status: r.status, output: r.output, actionId: r.actionId } };
+  }
+
+  /** Returns the context tokens the decision adds. */
+  private async journalDecision(job: Job, token: string, lockKey: string, decision: DecisionEntry, log: Logger): Promise<number> {
+    const k = this.d.keys.run((job.data as StepJobData).runId);
+    const encoded = encodeEntry(decision);
+    const res = await script(this.d.redis, 'journalDecision')(
+      k.run, k.budget, k.journal, k.events, lockKey,
+      token, decision.step, total(decision.usage), estimateTokens(encoded), encoded, this.now(),
+      this.d.cfg.EVENTS_MAX_LEN, JSON.stringify({ step: decision.step, tools: decision.toolCalls.map((c) => c.name) }),
+    );
+    if (isScriptError(res)) throw scriptError(res, { step: decision.step });
+    log.debug({ code: 'decision_journalled' }, 'decision journalled');
+    return estimateTokens(encoded);
+  }
+
+  private async commit(
+    token: string, lockKey: string, data: StepJobData, used: Used, plan: CommitPlan, log: Logger,
+  ): Promise<void> {
+    const { runId, step } = data;
+    const k = this.d.keys.run(runId);
+    const encoded = plan.entries.map(encodeEntry);
+    const contextDelta = encoded.reduce((s, e) => s + estimateTokens(e), 0);
+    const nextUsed: Used = {
+      steps: used.steps + plan.stepsDelta,
+      tokens: used.tokens + plan.tokensDelta,
+      contextTokens: used.contextTokens + contextDelta,
+    };
+    let bullKeys: string[] = [];
+    let bullArgv: (string | Buffer)[] = [];
+    const queue = this.d.store.queues.forRun(runId);
+    if (plan.status === 'running') {
+      const next: StepJobData = { v: 1, runId, step: step + 1, used: nextUsed };
+      const add = await captureAddStandardJob(queue, STEP_JOB_NAME, next, this.d.store.queues.jobOptions(runId, step + 1));
+      bullKeys = add.keys;
+      bullArgv = add.argv;
+    } else {
+      // Keys are still passed (the script declares them) but no job is added.
+      const add = await captureAddStandardJob(queue, STEP_JOB_NAME, {}, this.d.store.queues.jobOptions(runId, step + 1));
+      bullKeys = add.keys;
+    }
+    const res = await script(this.d.redis, 'commitStep')(
+      k.run, k.budget, k.journal, k.events, lockKey, k.actions, ...bullKeys,
+      token, step, plan.status, plan.reason, plan.stepsDelta, plan.tokensDelta, contextDelta, this.now(),
+      this.d.cfg.EVENTS_MAX_LEN, plan.advance ? 1 : 0, this.d.cfg.RUN_RETENTION_MS,
+      JSON.stringify({ step, status: plan.status, entries: encoded.length }),
+      plan.carriesDecision ? 1 : 0, encoded.length, ...encoded, ...bullArgv,
+    );
+    if (isScriptError(res)) {
+      if (res === ScriptCode.DecisionExists) log.warn({ code: 'decision_exists' }, 'a decision was journalled concurrently');
+      throw scriptError(res, { step });
+    }
+    this.d.metrics.stepsCommitted.inc();
+    this.d.crash.hit('after_commit', step);
+    if (plan.status !== 'running') {
+      this.transcripts.forget(runId);
+      log.info({ code: 'run_' + plan.status, reason: plan.reason, steps: nextUsed.steps, tokens: nextUsed.tokens }, 'run stopped');
+    }
+  }
+}
+
+function total(u: Usage): number {
+  return u.promptTokens + u.completionTokens;
+}
+
+function addUsage(into: Usage, u: Usage): void {
+  into.promptTokens += u.promptTokens;
+  into.completionTokens += u.completionTokens;
+}
+
