@@ -32,6 +32,7 @@ export const configSchema = z.object({
   PORT: int(3000),
   HOST: z.string().default('127.0.0.1'),
   WORKER_METRICS_PORT: int(9464),
+  RECONCILER_METRICS_PORT: int(9465),
   WORKER_CONCURRENCY: int(20, 1),
   /** BullMQ lock: a killed worker's step is resumed after about lock + stalled interval. */
   LOCK_DURATION_MS: int(2000, 200),

@@ -1,6 +1,195 @@
+/**
+ * The effect runner: every write tool call goes through the ledger.
+ *
+ * Check, then record, by a deterministic identity (DBOS-style): look the action
+ * up by id; a confirmed one returns its recorded outcome (no second effect); a
+ * planned/authorized/safe_retry one is dispatched with its one idempotency key;
+ * a dispatched one found on recovery, or one whose response was lost, is
+ * reconciled with the service, never resent blindly.
+ *
+ * If the process dies: before `dispatched` -> the next owner dispatches (the
+ * service would dedupe by key anyway); after `dispatched` -> the next owner or
+ * the reconciler finds it dispatched and queries the service first.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
 import type { AppContext } from '../app/context.js';
-import type { EffectRunner } from '../worker/effects.js';
+import type { Config } from '../config.js';
+import { AgentError, RetryableError, ShutdownError } from '../errors.js';
+import { withRetry } from '../agent/retry.js';
+import { OutcomeUnknownError } from '../agent/tools/http.js';
+import type { DispatchReceipt, ToolContext, WriteTool } from '../agent/tools/tool.js';
+import type { Metrics } from '../metrics/metrics.js';
+import { CrashPoints } from '../worker/crashPoints.js';
+import type { EffectResult, EffectRunner } from '../worker/effects.js';
+import { actionIdentity, type ActionIdentity } from './identity.js';
+import { Ledger, LedgerConflict, type ActionRecord } from './ledger.js';
+import { reconcile } from './reconcile.js';
+import type { LedgerState } from './states.js';
 
-export function createEffectRunner(_ctx: AppContext): EffectRunner | undefined {
-  return undefined;
+/** Decides whether an action needs a person's approval before dispatch (see src/ledger/approvals.ts). */
+export interface ApprovalPolicy {
+  requiresApproval(tenant: string, tool: WriteTool, args: unknown): boolean;
+}
+
+export interface RunnerDeps {
+  cfg: Config;
+  ledger: Ledger;
+  metrics: Metrics;
+  log: Logger;
+  crash: CrashPoints;
+  workerId: string;
+  approvals?: ApprovalPolicy;
+}
+
+const MAX_DRIVE_ROUNDS = 12;
+
+export class LedgerEffectRunner implements EffectRunner {
+  constructor(private readonly d: RunnerDeps) {}
+
+  async run(input: { tool: WriteTool; args: unknown; call: { id: string }; ctx: ToolContext; tenant: string }): Promise<EffectResult> {
+    const { tool, args, call, ctx } = input;
+    if (this.d.cfg.UNSAFE_DISABLE_IDEMPOTENCY) return this.unsafeDispatch(tool, args, ctx);
+    const id = actionIdentity(ctx.runId, tool, args);
+    const plan = await this.d.ledger.plan(ctx.runId, ctx.step, call.id, tool.name, id, args, this.d.workerId);
+    if (plan.status === 'new') this.d.metrics.effects.inc({ tool: tool.name, state: 'planned' });
+    let repeat = false;
+    if (plan.status === 'repeat') {
+      // The same write asked for again in this run (the agent looping): answer from the ledger.
+      repeat = true;
+      this.d.metrics.dedupeHits.inc({ tool: tool.name });
+      if (plan.repeats >= this.d.cfg.LOOP_REPEAT_LIMIT) {
+        this.d.metrics.loopStops.inc();
+        return { kind: 'park', status: 'needs_human', reason: `loop_detected: ${tool.name} requested ${plan.repeats + 1} times`, actionId: id.actionId };
+      }
+    }
+    return this.drive(id, tool, args, ctx, input.tenant, repeat);
+  }
+
+  private async drive(id: ActionIdentity, tool: WriteTool, args: unknown, ctx: ToolContext, tenant: string, repeat: boolean): Promise<EffectResult> {
+    const log = this.d.log.child({ runId: ctx.runId, step: ctx.step, actionId: id.actionId, tool: tool.name });
+    for (let round = 0; round < MAX_DRIVE_ROUNDS; round++) {
+      const rec = await this.d.ledger.get(ctx.runId, id.actionId);
+      if (!rec) throw new AgentError('action_missing', `ledger entry ${id.actionId} vanished`);
+      if (rec.tool !== tool.name) {
+        return { kind: 'park', status: 'needs_human', reason: `determinism: action ${id.actionId} was ${rec.tool}, now ${tool.name}`, actionId: id.actionId };
+      }
+      switch (rec.state) {
+        case 'confirmed':
+          return { kind: 'observed', status: repeat ? 'deduplicated' : 'ok', output: rec.output, actionId: rec.actionId };
+        case 'rejected':
+          return { kind: 'observed', status: 'rejected', output: rec.output ?? { rejected: true }, actionId: rec.actionId };
+        case 'planned':
+          if (this.d.approvals?.requiresApproval(tenant, tool, args)) {
+            return { kind: 'park', status: 'waiting_approval', reason: `approval_required: ${tool.name}`, actionId: rec.actionId };
+          }
+          await this.move(rec, 'planned', 'authorized', { why: 'no approval required by policy' });
+          break;
+        case 'authorized':
+        case 'safe_retry':
+          await this.dispatch(rec, tool, args, ctx, log);
+          break;
+        case 'dispatched':
+          // We hold the step's lock, so whoever dispatched it is gone: the request may have left.
+          await this.move(rec, 'dispatched', 'outcome_unknown', { why: 'found dispatched on recovery: the previous owner died' });
+          break;
+        case 'outcome_unknown': {
+          const r = await reconcile(this.reconcileDeps(), rec, tool, ctx, this.d.workerId);
+          log.info({ code: `reconciled_${r}` }, 'reconciled');
+          break;
+        }
+        case 'needs_human':
+        case 'compensation_required':
+          return { kind: 'park', status: 'needs_human', reason: `needs_human: ${tool.name} action ${rec.actionId} is ${rec.state}`, actionId: rec.actionId };
+      }
+    }
+    return { kind: 'park', status: 'needs_human', reason: `needs_human: ${tool.name} action ${id.actionId} did not settle`, actionId: id.actionId };
+  }
+
+  private reconcileDeps() {
+    return { ledger: this.d.ledger, metrics: this.d.metrics, deadlineMs: this.d.cfg.RECONCILE_DEADLINE_MS, pollMs: this.d.cfg.RECONCILE_POLL_MS };
+  }
+
+  /** CAS move; a lost race is fine (the drive loop re-reads the state). */
+  private async move(rec: ActionRecord, from: LedgerState, to: LedgerState, ev: { why: string; evidence?: unknown }, set: Record<string, string> = {}, countAttempt = false): Promise<boolean> {
+    try {
+      await this.d.ledger.transition(rec.runId, rec.actionId, from, to, { by: this.d.workerId, ...ev }, set, countAttempt);
+      this.d.metrics.effects.inc({ tool: rec.tool, state: to });
+      return true;
+    } catch (err) {
+      if (err instanceof LedgerConflict) return false;
+      throw err;
+    }
+  }
+
+  private async dispatch(rec: ActionRecord, tool: WriteTool, args: unknown, ctx: ToolContext, log: Logger): Promise<void> {
+    // Intent is recorded before the request leaves: from here on, a crash means "maybe sent".
+    if (!(await this.move(rec, rec.state, 'dispatched', { why: 'dispatching', evidence: { attempt: rec.attempts + 1 } }, {}, true))) return;
+    this.d.crash.hit('after_dispatched', ctx.step);
+    let receipt: DispatchReceipt;
+    try {
+      receipt = await withRetry(
+        { maxAttempts: 4, baseMs: this.d.cfg.RETRY_BASE_MS, maxMs: this.d.cfg.RETRY_MAX_MS },
+        () => tool.dispatch(args, ctx, { idempotencyKey: rec.idempotencyKey, requestId: rec.requestId, timeoutMs: tool.timeoutMs, signal: ctx.signal }),
+        { signal: ctx.signal, onRetry: (attempt, err) => log.warn({ code: 'dispatch_retry', attempt, err: err.message }, 'dispatch retried before it was processed') },
+      );
+    } catch (err) {
+      if (err instanceof OutcomeUnknownError || err instanceof RetryableError) {
+        // The request may have been processed (timeout, reset, 5xx, malformed), or every
+        // attempt was refused: either way the service is asked before anything is resent.
+        await this.move({ ...rec, state: 'dispatched' }, 'dispatched', 'outcome_unknown', { why: 'no definite answer from the service', evidence: { error: (err as Error).message, ...(err as AgentError).details } });
+        if (ctx.signal.aborted) throw new ShutdownError();
+        if (err instanceof RetryableError) {
+          const r = await reconcile(this.reconcileDeps(), { ...rec, state: 'outcome_unknown', attempts: rec.attempts + 1 }, tool, ctx, this.d.workerId);
+          // Proven not sent: retry later in code (the job backs off), never in the model's context.
+          if (r === 'safe_retry') throw err;
+        }
+        return;
+      }
+      if (err instanceof AgentError && err.code === 'invalid_input') {
+        // The service refused the request outright: a definite outcome with no effect.
+        await this.move({ ...rec, state: 'dispatched' }, 'dispatched', 'confirmed', { why: 'the service rejected the request', evidence: err.details }, {
+          outcome: 'rejected_by_service', output: JSON.stringify({ rejected: true, ...err.details }),
+        });
+        return;
+      }
+      throw err;
+    }
+    this.d.crash.hit('after_call', ctx.step);
+    if (receipt.replayed) {
+      // The service already had this key: a second dispatch of one action reached it.
+      this.d.metrics.duplicateWrites.inc({ tool: tool.name });
+      log.warn({ code: 'replayed_key', receipt: receipt.receipt }, 'service replayed an earlier request with this key');
+    }
+    const set = { receipt: receipt.receipt, output: JSON.stringify(receipt.output) };
+    const evidence = { receipt: receipt.receipt, replayed: receipt.replayed };
+    if (!(await this.move({ ...rec, state: 'dispatched' }, 'dispatched', 'confirmed', { why: 'service confirmed', evidence }, set))) {
+      // A reconciler moved it to outcome_unknown meanwhile: our answer settles it.
+      await this.move({ ...rec, state: 'outcome_unknown' }, 'outcome_unknown', 'confirmed', { why: 'service confirmed (late response)', evidence }, set);
+    }
+    this.d.crash.hit('after_outcome', ctx.step);
+  }
+
+  /**
+   * Negative control only (UNSAFE_DISABLE_IDEMPOTENCY): no ledger, a blind send of the
+   * action's key every time. Against a key-ignoring service, every redelivery duplicates.
+   */
+  private async unsafeDispatch(tool: WriteTool, args: unknown, ctx: ToolContext): Promise<EffectResult> {
+    const id = actionIdentity(ctx.runId, tool, args);
+    const key = `unsafe:${randomUUID()}`;
+    try {
+      const r = await tool.dispatch(args, ctx, { idempotencyKey: id.idempotencyKey, requestId: key, timeoutMs: tool.timeoutMs, signal: ctx.signal });
+      return { kind: 'observed', status: 'ok', output: r.output, actionId: key };
+    } catch (err) {
+      return { kind: 'observed', status: 'tool_error', output: { error: (err as Error).message }, actionId: key };
+    }
+  }
+}
+
+export function createEffectRunner(ctx: AppContext, opts: { approvals?: ApprovalPolicy; workerId?: string; crash?: CrashPoints; metrics?: Metrics } = {}): LedgerEffectRunner {
+  return new LedgerEffectRunner({
+    cfg: ctx.cfg, ledger: new Ledger(ctx.redis, ctx.keys), metrics: opts.metrics ?? ctx.metrics, log: ctx.log,
+    crash: opts.crash ?? new CrashPoints(ctx.cfg.CRASH_POINTS), workerId: opts.workerId ?? `worker:${process.pid}`,
+    ...(opts.approvals ? { approvals: opts.approvals } : {}),
+  });
 }

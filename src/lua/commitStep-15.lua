@@ -62,7 +62,7 @@ else
   local terminal = { completed = true, failed = true, budget_exceeded = true, cancelled = true }
   if terminal[status] then
     redis.call('HSET', KEYS[1], 'finishedAt', ARGV[8])
-    expireRun({ KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6] }, ARGV[11])
+    expireRun({ KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6] }, KEYS[6], ARGV[11])
   end
 end
 return len

@@ -60,9 +60,13 @@ export class KeySpace {
     };
   }
 
-  /** hash: one ledger record per side-effecting action. */
+  /** hash: one ledger record per side-effecting action (its history list is `<key>:history`). */
   action(runId: string, actionId: string): string {
-    return `${this.prefix}:${tagOf(this.shardOf(runId))}:action:${actionId}`;
+    return this.actionInShard(this.shardOf(runId), actionId);
+  }
+
+  actionInShard(shard: number, actionId: string): string {
+    return `${this.prefix}:${tagOf(shard)}:action:${actionId}`;
   }
 
   /** string, SET NX: the idempotency reservation taken before dispatch. */

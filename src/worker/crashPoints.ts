@@ -9,6 +9,7 @@ export const CRASH_POINT_NAMES = [
   'after_dispatched',
   'after_call',
   'after_outcome',
+  'before_commit',
   'after_commit',
   'during_grace',
 ] as const;

@@ -19,6 +19,7 @@ import { StepProcessor } from './stepProcessor.js';
 export interface FleetWorkerOptions {
   effects?: EffectRunner;
   shards?: number[];
+  crash?: CrashPoints;
   /** Called when shutdown finishes (main.ts exits the process). */
   onStopped?: () => void;
 }
@@ -36,7 +37,7 @@ export class FleetWorker {
     this.processor = new StepProcessor({
       cfg, redis: ctx.redis, keys: ctx.keys, store: ctx.store, specs: new RunSpecCache(ctx.store),
       registry: ctx.registry, providers: ctx.providers, metrics: ctx.metrics, log: ctx.log,
-      crash: new CrashPoints(cfg.CRASH_POINTS),
+      crash: opts.crash ?? new CrashPoints(cfg.CRASH_POINTS),
       ...(opts.effects ? { effects: opts.effects } : {}),
     });
     const shards = opts.shards ?? (cfg.WORKER_SHARDS.length > 0 ? cfg.WORKER_SHARDS.map(Number) : ctx.keys.allShards());

@@ -335,6 +335,7 @@ export class StepProcessor {
       const add = await captureAddStandardJob(queue, STEP_JOB_NAME, {}, this.d.store.queues.jobOptions(runId, step + 1));
       bullKeys = add.keys;
     }
+    this.d.crash.hit('before_commit', step);
     const res = await script(this.d.redis, 'commitStep')(
       k.run, k.budget, k.journal, k.events, lockKey, k.actions, ...bullKeys,
       token, step, plan.status, plan.reason, plan.stepsDelta, plan.tokensDelta, contextDelta, this.now(),

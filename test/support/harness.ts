@@ -13,6 +13,7 @@ import { createLogger } from '../../src/log.js';
 import { newMetrics } from '../../src/metrics/metrics.js';
 import { FleetWorker, type FleetWorkerOptions } from '../../src/worker/fleetWorker.js';
 import { createFullApi } from '../../src/producer/fullApi.js';
+import { createEffectRunner } from '../../src/ledger/runner.js';
 import { startSandbox, type SandboxHandle } from '../../src/sandbox/server.js';
 
 export function redisUrl(): string {
@@ -50,7 +51,8 @@ export async function createHarness(name: string, env: Record<string, string> = 
   return {
     cfg, ctx, sandbox, env: fullEnv,
     async startWorker(opts = {}, ctxOverride) {
-      const w = new FleetWorker(ctxOverride ?? ctx, opts);
+      const c = ctxOverride ?? ctx;
+      const w = new FleetWorker(c, { effects: createEffectRunner(c), ...opts });
       w.start();
       workers.push(w);
       if (ctxOverride) extraCtx.push(ctxOverride);

@@ -1,0 +1,144 @@
+/**
+ * The effect ledger in Redis: one hash per action (in the run's hash tag), an
+ * append-only history list of transitions with evidence, the SET NX
+ * reservation of the idempotency key, and per-shard indexes of open actions
+ * and of the human queue. Every move is one compare-and-set script.
+ */
+import type { RedisClient } from '../redis/connect.js';
+import type { KeySpace } from '../redis/keys.js';
+import { scriptError, ScriptCode } from '../redis/codes.js';
+import { script } from '../redis/scripts.js';
+import type { ActionIdentity } from './identity.js';
+import type { LedgerState } from './states.js';
+
+export interface Evidence {
+  by: string;
+  why: string;
+  evidence?: unknown;
+}
+
+export interface HistoryEntry extends Evidence {
+  from: LedgerState | null;
+  to: LedgerState;
+  at: number;
+}
+
+export interface ActionRecord {
+  actionId: string;
+  runId: string;
+  step: number;
+  callId: string;
+  tool: string;
+  state: LedgerState;
+  idempotencyKey: string;
+  requestId: string;
+  fingerprint: string;
+  args: unknown;
+  receipt?: string;
+  output?: unknown;
+  attempts: number;
+  repeats: number;
+  createdAt: number;
+  updatedAt: number;
+}
+
+export type PlanResult = { status: 'new' | 'existing' | 'repeat'; state: LedgerState; repeats: number };
+
+export class LedgerConflict extends Error {
+  readonly code = 'ledger_conflict';
+  constructor(readonly expected: LedgerState, readonly actual: string) {
+    super(`ledger entry is '${actual}', expected '${expected}'`);
+  }
+}
+
+export class Ledger {
+  constructor(private readonly redis: RedisClient, private readonly keys: KeySpace, private readonly now: () => number = Date.now) {}
+
+  private k(runId: string, actionId: string) {
+    const shard = this.keys.shardOf(runId);
+    const action = this.keys.action(runId, actionId);
+    return { action, history: `${action}:history`, open: this.keys.openActions(shard), human: this.keys.humanQueue(shard) };
+  }
+
+  async plan(
+    runId: string, step: number, callId: string, tool: string, id: ActionIdentity, args: unknown, by: string,
+  ): Promise<PlanResult> {
+    const k = this.k(runId, id.actionId);
+    const now = this.now();
+    const fields = {
+      actionId: id.actionId, runId, step: String(step), callId, tool, idempotencyKey: id.idempotencyKey,
+      requestId: id.requestId, fingerprint: id.fingerprint, args: JSON.stringify(args), createdAt: String(now), updatedAt: String(now),
+    };
+    const history: HistoryEntry = { from: null, to: 'planned', at: now, by, why: 'tool call requested by the model', evidence: { step, callId } };
+    const res = (await script(this.redis, 'ledgerPlan')(
+      k.action, k.history, this.keys.reservation(runId, id.idempotencyKey), this.keys.run(runId).actions,
+      id.actionId, JSON.stringify(fields), JSON.stringify(history), step, callId,
+    )) as [string, string, number] | number;
+    if (typeof res === 'number') throw scriptError(res, { actionId: id.actionId });
+    return { status: res[0] as PlanResult['status'], state: res[1] as LedgerState, repeats: Number(res[2]) };
+  }
+
+  /** Compare-and-set move. Throws LedgerConflict (with the actual state) when another party moved first. */
+  async transition(
+    runId: string, actionId: string, from: LedgerState, to: LedgerState, ev: Evidence,
+    set: Record<string, string> = {}, countAttempt = false,
+  ): Promise<void> {
+    const k = this.k(runId, actionId);
+    const now = this.now();
+    const history: HistoryEntry = { from, to, at: now, ...ev };
+    const [code, actual] = (await script(this.redis, 'ledgerTransition')(
+      k.action, k.history, k.open, k.human,
+      from, to, now, JSON.stringify(history), JSON.stringify(set), countAttempt ? 1 : 0, actionId,
+    )) as [number, string];
+    if (code === 1) return;
+    if (code === ScriptCode.StateMismatch) throw new LedgerConflict(from, actual);
+    throw scriptError(code, { actionId, from, to, actual });
+  }
+
+  async get(runId: string, actionId: string): Promise<ActionRecord | undefined> {
+    const h = await this.redis.hgetall(this.k(runId, actionId).action);
+    return h.state ? toRecord(h) : undefined;
+  }
+
+  async history(runId: string, actionId: string): Promise<HistoryEntry[]> {
+    const raw = (await this.redis.lrange(this.k(runId, actionId).history, 0, -1)) as string[];
+    return raw.map((r) => JSON.parse(r) as HistoryEntry);
+  }
+
+  async listForRun(runId: string): Promise<(ActionRecord & { history: HistoryEntry[] })[]> {
+    const actionKeys = (await this.redis.smembers(this.keys.run(runId).actions)) as string[];
+    const out: (ActionRecord & { history: HistoryEntry[] })[] = [];
+    for (const key of actionKeys) {
+      const h = await this.redis.hgetall(key);
+      if (!h.state) continue;
+      const rec = toRecord(h);
+      out.push({ ...rec, history: await this.history(runId, rec.actionId) });
+    }
+    return out.sort((a, b) => a.step - b.step || a.createdAt - b.createdAt);
+  }
+
+  /** Action ids in a shard index (open actions or the human queue) older than maxScore. */
+  async indexed(zsetKey: string, maxScore: number, limit = 100): Promise<{ actionId: string; since: number }[]> {
+    const raw = (await this.redis.zrangebyscore(zsetKey, '-inf', maxScore, 'WITHSCORES', 'LIMIT', 0, limit)) as string[];
+    const out: { actionId: string; since: number }[] = [];
+    for (let i = 0; i < raw.length; i += 2) out.push({ actionId: raw[i]!, since: Number(raw[i + 1]) });
+    return out;
+  }
+
+  async getInShard(shard: number, actionId: string): Promise<ActionRecord | undefined> {
+    const h = await this.redis.hgetall(this.keys.actionInShard(shard, actionId));
+    return h.state ? toRecord(h) : undefined;
+  }
+}
+
+function toRecord(h: Record<string, string>): ActionRecord {
+  return {
+    actionId: h.actionId!, runId: h.runId!, step: Number(h.step), callId: h.callId ?? '', tool: h.tool!,
+    state: h.state as LedgerState, idempotencyKey: h.idempotencyKey!, requestId: h.requestId!, fingerprint: h.fingerprint!,
+    args: h.args ? JSON.parse(h.args) : undefined,
+    ...(h.receipt ? { receipt: h.receipt } : {}),
+    ...(h.output ? { output: JSON.parse(h.output) } : {}),
+    attempts: Number(h.attempts ?? 0), repeats: Number(h.repeats ?? 0),
+    createdAt: Number(h.createdAt), updatedAt: Number(h.updatedAt),
+  };
+}

@@ -1,0 +1,104 @@
+/**
+ * The reconciler: sweeps actions left in `dispatched` or `outcome_unknown`
+ * (after a crash) and resolves them with the service, like the step's own
+ * recovery does. One sweeper at a time (redlock, an efficiency guard only:
+ * every move is a compare-and-set, so two sweeps at once are still safe).
+ * Actions whose step job is locked (a live owner) are left to that owner.
+ */
+import Redlock from 'redlock';
+import type { AppContext } from '../app/context.js';
+import type { WriteTool } from '../agent/tools/tool.js';
+import { stepJobId } from '../redis/keys.js';
+import { Ledger, LedgerConflict } from './ledger.js';
+import { reconcile, type ReconcileOutcome } from './reconcile.js';
+
+export interface SweepReport {
+  examined: number;
+  skippedLive: number;
+  outcomes: Partial<Record<ReconcileOutcome, number>>;
+}
+
+export class Reconciler {
+  private readonly ledger: Ledger;
+  private readonly redlock: Redlock;
+  private timer?: NodeJS.Timeout;
+  private running?: Promise<unknown>;
+  ready = false;
+
+  constructor(private readonly ctx: AppContext, private readonly id = `reconciler:${process.pid}`) {
+    this.ledger = new Ledger(ctx.redis, ctx.keys);
+    this.redlock = new Redlock([ctx.redis], { retryCount: 0 });
+    this.redlock.on('clientError', () => {});
+  }
+
+  /** One sweep over every shard (safe to run twice, concurrently or not). */
+  async sweep(nowMs = Date.now()): Promise<SweepReport> {
+    const report: SweepReport = { examined: 0, skippedLive: 0, outcomes: {} };
+    const count = (o: ReconcileOutcome) => (report.outcomes[o] = (report.outcomes[o] ?? 0) + 1);
+    for (const shard of this.ctx.keys.allShards()) {
+      const due = await this.ledger.indexed(this.ctx.keys.openActions(shard), nowMs - this.ctx.cfg.RECONCILER_MIN_AGE_MS);
+      for (const { actionId } of due) {
+        const rec = await this.ledger.getInShard(shard, actionId);
+        if (!rec || (rec.state !== 'dispatched' && rec.state !== 'outcome_unknown')) continue;
+        report.examined++;
+        const lock = this.ctx.keys.jobLock(shard, stepJobId(rec.runId, rec.step));
+        if ((await this.ctx.redis.exists(lock)) === 1) {
+          report.skippedLive++;
+          continue;
+        }
+        const tool = this.ctx.registry.get(rec.tool);
+        const spec = await this.ctx.store.readSpec(rec.runId);
+        if (!tool || tool.effect !== 'write' || !spec) continue;
+        if (rec.state === 'dispatched') {
+          try {
+            await this.ledger.transition(rec.runId, actionId, 'dispatched', 'outcome_unknown', { by: this.id, why: 'swept: dispatched with no live owner' });
+          } catch (err) {
+            if (err instanceof LedgerConflict) continue;
+            throw err;
+          }
+        }
+        const toolCtx = { runId: rec.runId, step: rec.step, ticket: spec.ticket, sandboxUrl: this.ctx.cfg.SANDBOX_URL, signal: new AbortController().signal };
+        const outcome = await reconcile(
+          { ledger: this.ledger, metrics: this.ctx.metrics, deadlineMs: this.ctx.cfg.RECONCILE_DEADLINE_MS, pollMs: this.ctx.cfg.RECONCILE_POLL_MS },
+          { ...rec, state: 'outcome_unknown' }, tool as WriteTool, toolCtx, this.id,
+        );
+        count(outcome);
+        this.ctx.log.info({ code: `swept_${outcome}`, runId: rec.runId, actionId }, 'action reconciled by the sweeper');
+      }
+    }
+    return report;
+  }
+
+  /** Sweeps every RECONCILER_SWEEP_MS while it holds the election lock. */
+  start(): void {
+    this.ready = true;
+    const tick = async () => {
+      const ttl = this.ctx.cfg.RECONCILER_SWEEP_MS * 3 + this.ctx.cfg.RECONCILE_DEADLINE_MS;
+      let lock;
+      try {
+        lock = await this.redlock.lock(`${this.ctx.keys.prefix}:reconciler:leader`, ttl);
+      } catch {
+        return; // another reconciler is sweeping
+      }
+      try {
+        await this.sweep();
+      } catch (err) {
+        this.ctx.log.warn({ code: 'sweep_failed', err: (err as Error).message }, 'sweep failed');
+      } finally {
+        await lock.unlock().catch(() => {});
+      }
+    };
+    const loop = () => {
+      this.running = tick().finally(() => {
+        if (this.ready) this.timer = setTimeout(loop, this.ctx.cfg.RECONCILER_SWEEP_MS);
+      });
+    };
+    loop();
+  }
+
+  async stop(): Promise<void> {
+    this.ready = false;
+    if (this.timer) clearTimeout(this.timer);
+    await this.running;
+  }
+}

@@ -1,0 +1,21 @@
+/** `npm run reconciler`: the sweeping reconciler process (ops port RECONCILER_METRICS_PORT). */
+import { loadConfig } from '../config.js';
+import { createContext } from '../app/context.js';
+import { startOpsServer } from '../app/opsServer.js';
+import { Reconciler } from './reconciler.js';
+
+const cfg = loadConfig();
+const ctx = await createContext(cfg, 'reconciler');
+const reconciler = new Reconciler(ctx);
+const ops = await startOpsServer({ port: cfg.RECONCILER_METRICS_PORT, host: cfg.HOST, registry: ctx.metrics.registry, isReady: () => reconciler.ready });
+reconciler.start();
+ctx.log.info({ code: 'reconciler_started', metricsPort: ops.port }, 'reconciler started');
+
+async function shutdown(): Promise<void> {
+  await reconciler.stop();
+  ops.server.close();
+  await ctx.close();
+  process.exit(0);
+}
+process.on('SIGTERM', () => void shutdown());
+process.on('SIGINT', () => void shutdown());

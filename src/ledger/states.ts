@@ -1,0 +1,29 @@
+/**
+ * The effect ledger's state machine. Moves only forward, by compare-and-set
+ * (src/lua/ledgerTransition-4.lua holds the same table; test/ledgerStates.test.ts
+ * proves every move not listed here is refused by the script).
+ */
+export const LEDGER_STATES = [
+  'planned', 'authorized', 'dispatched', 'confirmed', 'outcome_unknown',
+  'safe_retry', 'compensation_required', 'needs_human', 'rejected',
+] as const;
+export type LedgerState = (typeof LEDGER_STATES)[number];
+
+export const ALLOWED_MOVES: Readonly<Record<LedgerState, readonly LedgerState[]>> = {
+  planned: ['authorized', 'rejected'],
+  authorized: ['dispatched'],
+  dispatched: ['confirmed', 'outcome_unknown'],
+  outcome_unknown: ['confirmed', 'safe_retry', 'compensation_required', 'needs_human'],
+  safe_retry: ['dispatched'],
+  needs_human: ['confirmed', 'safe_retry', 'compensation_required'],
+  compensation_required: [],
+  confirmed: [],
+  rejected: [],
+};
+
+export function isAllowedMove(from: LedgerState, to: LedgerState): boolean {
+  return ALLOWED_MOVES[from].includes(to);
+}
+
+/** States in which the action may have left the process and is not settled. */
+export const OPEN_STATES: ReadonlySet<LedgerState> = new Set(['dispatched', 'outcome_unknown']);

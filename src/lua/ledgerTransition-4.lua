@@ -1,0 +1,45 @@
+--[[
+  Moves a ledger record from one state to the next by compare-and-set, with
+  its evidence appended to the history. Two racers: exactly one wins.
+
+  KEYS[1] action hash  KEYS[2] action history list
+  KEYS[3] shard open-actions zset  KEYS[4] shard human-queue zset
+
+  ARGV[1] expected current state  ARGV[2] new state  ARGV[3] now (ms)
+  ARGV[4] history entry (JSON: from, to, at, by, why, evidence)
+  ARGV[5] fields to set (JSON object of strings, may be '{}')
+  ARGV[6] 1 to count a dispatch attempt  ARGV[7] action id (zset member)
+
+  Returns 1, or -10 no such action, -11 state is not the expected one
+  (the current state is then in the second element), -12 move not allowed.
+]]
+-- @include ledgerMoves
+
+local current = redis.call('HGET', KEYS[1], 'state')
+if not current then return { -10, '' } end
+if current ~= ARGV[1] then return { -11, current } end
+local allowed = ledgerMoves[current]
+if not allowed or not allowed[ARGV[2]] then return { -12, current } end
+
+local fields = cjson.decode(ARGV[5])
+local flat = { 'state', ARGV[2], 'updatedAt', ARGV[3] }
+for k, v in pairs(fields) do
+  flat[#flat + 1] = k
+  flat[#flat + 1] = v
+end
+redis.call('HSET', KEYS[1], unpack(flat))
+if ARGV[6] == '1' then redis.call('HINCRBY', KEYS[1], 'attempts', 1) end
+redis.call('RPUSH', KEYS[2], ARGV[4])
+
+local to = ARGV[2]
+if to == 'dispatched' or to == 'outcome_unknown' then
+  redis.call('ZADD', KEYS[3], ARGV[3], ARGV[7])
+else
+  redis.call('ZREM', KEYS[3], ARGV[7])
+end
+if to == 'needs_human' then
+  redis.call('ZADD', KEYS[4], ARGV[3], ARGV[7])
+else
+  redis.call('ZREM', KEYS[4], ARGV[7])
+end
+return { 1, to }
