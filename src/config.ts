@@ -9,6 +9,20 @@ const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'])
   .transform((v) => v === 'true' || v === '1' || v === 'yes');
 const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
+/** A JSON value in an env var, validated by `schema`. */
+const json = <T extends z.ZodTypeAny>(schema: T, def: z.input<T>) =>
+  z
+    .string()
+    .default(JSON.stringify(def))
+    .transform((s, ctx) => {
+      try {
+        return JSON.parse(s) as unknown;
+      } catch {
+        ctx.addIssue({ code: 'custom', message: 'must be JSON' });
+        return z.NEVER;
+      }
+    })
+    .pipe(schema);
 const csv = z
   .string()
   .default('')
@@ -79,6 +93,28 @@ export const configSchema = z.object({
   UNSAFE_DISABLE_IDEMPOTENCY: bool.default(false),
   PRODUCER_TOKEN: z.string().optional(),
   OPERATOR_TOKEN: z.string().optional(),
+  /** {"tenant": "token"}: a tenant token may create and read only that tenant's runs. */
+  TENANT_TOKENS: json(z.record(z.string(), z.string().min(8)), {}),
+  /** {"tenant": "secret"}: HMAC-SHA256 secrets of the signed ticket webhooks. */
+  WEBHOOK_SECRETS: json(z.record(z.string(), z.string().min(8)), {}),
+  /** Replay window of signed webhooks (timestamp tolerance). */
+  WEBHOOK_TOLERANCE_S: int(300, 1),
+  /**
+   * Which write actions need a person's approval, e.g.
+   * [{"tool":"refund","minAmountCents":5000},{"tenant":"acme","tool":"send_email"}].
+   */
+  APPROVAL_RULES: json(
+    z.array(z.object({ tenant: z.string().optional(), tool: z.string(), minAmountCents: z.number().int().nonnegative().optional() }).strict()),
+    [],
+  ),
+  /** A pending approval expires after this long; the run then stops with reason approval_expired. */
+  APPROVAL_TTL_MS: int(24 * 3600_000, 1000),
+  /** Bull Board basic auth (the operator token is accepted too). Production requires one of them. */
+  BULL_BOARD_USER: z.string().optional(),
+  BULL_BOARD_PASSWORD: z.string().optional(),
+  BULL_BOARD_READ_ONLY: bool.default(true),
+  /** Per-tenant token budget per UTC day (0 = no tenant budget). */
+  TENANT_DAILY_TOKENS: int(0, 0),
 });
 
 export type Config = Readonly<z.infer<typeof configSchema>>;

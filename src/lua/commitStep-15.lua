@@ -15,9 +15,11 @@
   ARGV[11] retention ms for terminal statuses
   ARGV[12] step-committed event (JSON)
   ARGV[13] 1 when the entries carry the step's decision (it must not be journalled yet)
-  ARGV[14] number of journal entries N
-  ARGV[15..14+N] journal entries (JSON)
-  ARGV[15+N..17+N] BullMQ addStandardJob argv, present only when status is running
+  ARGV[14] this job's id (must be the run's current job)
+  ARGV[15] the next step's job id (becomes the run's current job when status is running)
+  ARGV[16] number of journal entries N
+  ARGV[17..16+N] journal entries (JSON)
+  ARGV[17+N..19+N] BullMQ addStandardJob argv, present only when status is running
 
   Returns: journal length after the commit, or a negative code:
    -1 lock lost  -2 stale step  -3 run missing  -4 run not running  -5 decision already journalled
@@ -28,14 +30,14 @@
 -- @include bullmq:addStandardJob
 
 local step = tonumber(ARGV[2])
-local fence = checkFence(KEYS[1], KEYS[5], ARGV[1], step)
+local fence = checkFence(KEYS[1], KEYS[5], ARGV[1], step, ARGV[14])
 if fence ~= 0 then return fence end
 
 if ARGV[13] == '1' and redis.call('HGET', KEYS[1], 'decidedStep') == ARGV[2] then return -5 end
 
-local n = tonumber(ARGV[14])
+local n = tonumber(ARGV[16])
 local len = redis.call('LLEN', KEYS[3])
-if n > 0 then len = redis.call('RPUSH', KEYS[3], unpack(ARGV, 15, 14 + n)) end
+if n > 0 then len = redis.call('RPUSH', KEYS[3], unpack(ARGV, 17, 16 + n)) end
 
 redis.call('HINCRBY', KEYS[2], 'stepsUsed', ARGV[5])
 redis.call('HINCRBY', KEYS[2], 'tokensUsed', ARGV[6])
@@ -54,9 +56,10 @@ redis.call('HSET', KEYS[1], 'cursor', nextCursor, 'status', status, 'reason', re
 emitEvent(KEYS[4], ARGV[9], 'step_committed', ARGV[12])
 
 if status == 'running' then
+  redis.call('HSET', KEYS[1], 'jobId', ARGV[15])
   local bullKeys = {}
   for i = 7, 15 do bullKeys[#bullKeys + 1] = KEYS[i] end
-  bullmqAddStandardJob(bullKeys, { ARGV[15 + n], ARGV[16 + n], ARGV[17 + n] })
+  bullmqAddStandardJob(bullKeys, { ARGV[17 + n], ARGV[18 + n], ARGV[19 + n] })
 else
   emitEvent(KEYS[4], ARGV[9], 'status_changed', cjson.encode({ status = status, reason = reason }))
   local terminal = { completed = true, failed = true, budget_exceeded = true, cancelled = true }

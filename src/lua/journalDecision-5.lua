@@ -7,7 +7,7 @@
 
   ARGV[1] lock token  ARGV[2] step  ARGV[3] tokens delta  ARGV[4] context tokens delta
   ARGV[5] decision entry (JSON)  ARGV[6] now (ms)  ARGV[7] events max length
-  ARGV[8] decision event (JSON)
+  ARGV[8] decision event (JSON)  ARGV[9] this job's id
 
   Returns: journal index of the decision, or a negative code:
    -1 lock lost  -2 stale step  -3 run missing  -4 run not running  -5 decision already journalled
@@ -16,7 +16,7 @@
 -- @include emitEvent
 
 local step = tonumber(ARGV[2])
-local fence = checkFence(KEYS[1], KEYS[5], ARGV[1], step)
+local fence = checkFence(KEYS[1], KEYS[5], ARGV[1], step, ARGV[9])
 if fence ~= 0 then return fence end
 if redis.call('HGET', KEYS[1], 'decidedStep') == ARGV[2] then return -5 end
 

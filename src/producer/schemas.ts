@@ -64,6 +64,8 @@ export const stepJobDataSchema = z.object({
   v: z.literal(1),
   runId: z.string(),
   step: z.number().int().positive(),
+  /** Set on the job that resumes a parked run: the step's state is read, never assumed. */
+  resume: z.boolean().optional(),
   /** Budget usage as of the commit that created this job (fast path; re-read on any doubt). */
   used: z.object({
     steps: z.number().int().nonnegative(),

@@ -4,7 +4,7 @@
  */
 import type { RedisClient } from '../redis/connect.js';
 import { captureAddStandardJob } from '../redis/bullmqInternals.js';
-import { KeySpace } from '../redis/keys.js';
+import { KeySpace, stepJobId } from '../redis/keys.js';
 import { script } from '../redis/scripts.js';
 import { decodeEntry, type JournalEntry } from '../journal/entries.js';
 import { runSpecSchema, type RunSpec, type StepJobData } from '../producer/schemas.js';
@@ -17,6 +17,8 @@ export interface RunState {
   decidedStep: number;
   decisionIndex: number;
   cancelRequested: boolean;
+  /** The run's current step job (only that job may commit). */
+  jobId: string;
   used: { steps: number; tokens: number; contextTokens: number };
   updatedAt: number;
 }
@@ -38,7 +40,7 @@ export class RunStore {
     const run = {
       status: 'queued', reason: '', cursor: 1, tenant: spec.tenant, ticketId: spec.ticket.id,
       createdAt: spec.createdAt, updatedAt: nowMs, agentVersion: spec.agentVersion, toolsHash: spec.toolsHash,
-      model: spec.model, decidedStep: 0, spec: JSON.stringify(spec),
+      model: spec.model, decidedStep: 0, jobId: stepJobId(spec.runId, 1), spec: JSON.stringify(spec),
     };
     const budget = { ...spec.limits, stepsUsed: 0, tokensUsed: 0, contextTokens: 0 };
     // Lua's cjson turns numbers into doubles (1.7e+12): send every field as a string.
@@ -63,14 +65,14 @@ export class RunStore {
   async readState(runId: string): Promise<RunState | undefined> {
     const k = this.keys.run(runId);
     const [run, budget] = await Promise.all([
-      this.redis.hmget(k.run, 'status', 'reason', 'cursor', 'decidedStep', 'decisionIndex', 'cancelRequested', 'updatedAt'),
+      this.redis.hmget(k.run, 'status', 'reason', 'cursor', 'decidedStep', 'decisionIndex', 'cancelRequested', 'updatedAt', 'jobId'),
       this.redis.hmget(k.budget, 'stepsUsed', 'tokensUsed', 'contextTokens'),
     ]);
     if (run[0] === null) return undefined;
     const n = (v: string | null | undefined) => Number(v ?? 0);
     return {
       status: run[0]!, reason: run[1] ?? '', cursor: n(run[2]), decidedStep: n(run[3]), decisionIndex: n(run[4]),
-      cancelRequested: run[5] === '1', updatedAt: n(run[6]),
+      cancelRequested: run[5] === '1', updatedAt: n(run[6]), jobId: run[7] ?? '',
       used: { steps: n(budget[0]), tokens: n(budget[1]), contextTokens: n(budget[2]) },
     };
   }
@@ -93,8 +95,28 @@ export class RunStore {
   async ensureCurrentStepJob(runId: string): Promise<void> {
     const state = await this.readState(runId);
     if (!state || (state.status !== 'running' && state.status !== 'queued')) return;
-    const data: StepJobData = { v: 1, runId, step: state.cursor, used: state.used };
-    await this.queues.forRun(runId).add(STEP_JOB_NAME, data, this.queues.jobOptions(runId, state.cursor));
+    const data: StepJobData = { v: 1, runId, step: state.cursor, used: state.used, ...(state.jobId !== stepJobId(runId, state.cursor) ? { resume: true } : {}) };
+    await this.queues.forRun(runId).add(STEP_JOB_NAME, data, { ...this.queues.jobOptions(runId, state.cursor), jobId: state.jobId });
+  }
+
+  /**
+   * Resumes a parked run at its cursor with a fresh job (`<runId>.s<step>.r<n>`),
+   * only if it is still in `expectedStatus` (a second operator click is a no-op).
+   * The resumed step reads its journalled decision and the ledger: nothing is redone.
+   */
+  async resume(runId: string, expectedStatus: 'waiting_approval' | 'needs_human', nowMs = Date.now()): Promise<boolean> {
+    const state = await this.readState(runId);
+    if (!state || state.status !== expectedStatus) return false;
+    const k = this.keys.run(runId);
+    const resumes = Number((await this.redis.hget(k.run, 'resumes')) ?? 0);
+    const jobId = `${stepJobId(runId, state.cursor)}.r${resumes + 1}`;
+    const data: StepJobData = { v: 1, runId, step: state.cursor, used: state.used, resume: true };
+    const add = await captureAddStandardJob(this.queues.forRun(runId), STEP_JOB_NAME, data, { ...this.queues.jobOptions(runId, state.cursor), jobId });
+    const res = await script(this.redis, 'resumeRun')(
+      k.run, k.events, ...add.keys,
+      expectedStatus, jobId, nowMs, this.eventsMaxLen, JSON.stringify({ status: 'running', reason: 'resumed', from: expectedStatus }), ...add.argv,
+    );
+    return res === 1;
   }
 }
 

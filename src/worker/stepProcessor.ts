@@ -29,7 +29,7 @@ import { stepJobDataSchema, type RunSpec, type StepJobData } from '../producer/s
 import type { RedisClient } from '../redis/connect.js';
 import { captureAddStandardJob } from '../redis/bullmqInternals.js';
 import { isScriptError, scriptError, ScriptCode } from '../redis/codes.js';
-import { KeySpace } from '../redis/keys.js';
+import { KeySpace, stepJobId } from '../redis/keys.js';
 import { script } from '../redis/scripts.js';
 import { RunSpecCache, RunStore } from '../runs/store.js';
 import { STEP_JOB_NAME } from '../runs/queues.js';
@@ -96,13 +96,13 @@ export class StepProcessor {
     // First delivery of a job created by the previous commit: the job carries the
     // budget usage as of that commit, and no decision for this step can exist yet
     // (the commit script refuses if one does). Any redelivery reads the state.
-    const redelivered = job.attemptsStarted > 1 || job.attemptsMade > 0;
+    const redelivered = data.resume === true || job.attemptsStarted > 1 || job.attemptsMade > 0;
     let used: Used = data.used;
     let journalled: DecisionEntry | undefined;
     if (redelivered) {
       const state = await this.d.store.readState(runId);
       if (!state) return;
-      if (state.cursor !== step || (state.status !== 'running' && state.status !== 'queued')) {
+      if (state.cursor !== step || state.jobId !== job.id || (state.status !== 'running' && state.status !== 'queued')) {
         log.info({ code: 'stale_step', cursor: state.cursor, status: state.status }, 'stale step job');
         this.d.metrics.fenceRejections.inc({ code: 'stale_step' });
         await this.d.store.ensureCurrentStepJob(runId);
@@ -115,7 +115,7 @@ export class StepProcessor {
       }
     }
 
-    const commit = (plan: CommitPlan) => this.commit(token, lockKey, data, used, plan, log);
+    const commit = (plan: CommitPlan) => this.commit(token, lockKey, job.id!, data, used, plan, log);
 
     try {
       // Pinned versions: a run never goes on quietly under changed tools or agent.
@@ -303,7 +303,7 @@ export class StepProcessor {
     const res = await script(this.d.redis, 'journalDecision')(
       k.run, k.budget, k.journal, k.events, lockKey,
       token, decision.step, total(decision.usage), estimateTokens(encoded), encoded, this.now(),
-      this.d.cfg.EVENTS_MAX_LEN, JSON.stringify({ step: decision.step, tools: decision.toolCalls.map((c) => c.name) }),
+      this.d.cfg.EVENTS_MAX_LEN, JSON.stringify({ step: decision.step, tools: decision.toolCalls.map((c) => c.name) }), job.id!,
     );
     if (isScriptError(res)) throw scriptError(res, { step: decision.step });
     log.debug({ code: 'decision_journalled' }, 'decision journalled');
@@ -311,7 +311,7 @@ export class StepProcessor {
   }
 
   private async commit(
-    token: string, lockKey: string, data: StepJobData, used: Used, plan: CommitPlan, log: Logger,
+    token: string, lockKey: string, jobId: string, data: StepJobData, used: Used, plan: CommitPlan, log: Logger,
   ): Promise<void> {
     const { runId, step } = data;
     const k = this.d.keys.run(runId);
@@ -341,7 +341,7 @@ export class StepProcessor {
       token, step, plan.status, plan.reason, plan.stepsDelta, plan.tokensDelta, contextDelta, this.now(),
       this.d.cfg.EVENTS_MAX_LEN, plan.advance ? 1 : 0, this.d.cfg.RUN_RETENTION_MS,
       JSON.stringify({ step, status: plan.status, entries: encoded.length }),
-      plan.carriesDecision ? 1 : 0, encoded.length, ...encoded, ...bullArgv,
+      plan.carriesDecision ? 1 : 0, jobId, stepJobId(runId, step + 1), encoded.length, ...encoded, ...bullArgv,
     );
     if (isScriptError(res)) {
       if (res === ScriptCode.DecisionExists) log.warn({ code: 'decision_exists' }, 'a decision was journalled concurrently');

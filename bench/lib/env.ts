@@ -1,0 +1,81 @@
+/**
+ * The bench's own world: an embedded redis-server (AOF everysec, noeviction,
+ * never the shared Redis at 6379), the sandbox service on loopback, a context,
+ * an admin connection, worker pools; all stopped by `cleanup()`, also on error.
+ */
+import { Redis } from 'ioredis';
+import { loadConfig } from '../../src/config.js';
+import { createContext } from '../../src/app/context.js';
+import { createLogger } from '../../src/log.js';
+import { newMetrics } from '../../src/metrics/metrics.js';
+import { startEmbeddedRedis } from '../../src/redis/embedded.js';
+import { startSandbox } from '../../src/sandbox/server.js';
+import type { BenchEnv, BenchOptions } from './types.js';
+import { WorkerPool } from './pool.js';
+
+export interface OwnedEnv extends BenchEnv {
+  cleanup(): Promise<void>;
+}
+
+export async function createBenchEnv(opts: BenchOptions): Promise<OwnedEnv> {
+  const cleanups: (() => Promise<void> | void)[] = [];
+  const onCleanup = (fn: () => Promise<void> | void) => {
+    cleanups.push(fn);
+  };
+  let cleaned: Promise<void> | undefined;
+  const cleanup = () => {
+    cleaned ??= (async () => {
+      for (const fn of cleanups.reverse()) {
+        try {
+          await fn();
+        } catch (e) {
+          console.error(`[bench] cleanup: ${(e as Error).message}`);
+        }
+      }
+    })();
+    return cleaned;
+  };
+  try {
+    const redis = await startEmbeddedRedis({ appendfsync: 'everysec' });
+    onCleanup(() => redis.stop());
+    const sandbox = await startSandbox({ port: 0 });
+    onCleanup(() => sandbox.close());
+    const appEnv: Record<string, string> = {
+      APP_MODE: 'development',
+      REDIS_URL: redis.url,
+      KEY_PREFIX: 'bench',
+      BULL_PREFIX: 'benchq',
+      SANDBOX_URL: sandbox.url,
+      LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
+      WORKER_CONCURRENCY: '20',
+      LIMIT_MAX_STEPS: '1000',
+      LIMIT_MAX_TOKENS: '5000000',
+    };
+    const cfg = loadConfig(appEnv);
+    const ctx = await createContext(cfg, 'bench', { log: createLogger('bench', cfg.LOG_LEVEL), metrics: newMetrics() });
+    onCleanup(() => ctx.close());
+    const admin = new Redis(redis.url, { maxRetriesPerRequest: null, connectionName: 'bench-admin' });
+    onCleanup(() => admin.disconnect());
+    const childEnv: Record<string, string> = {
+      ...(process.env.PATH ? { PATH: process.env.PATH } : {}),
+      ...(process.env.HOME ? { HOME: process.env.HOME } : {}),
+      ...appEnv,
+    };
+    return {
+      redis, sandbox, appEnv, cfg, ctx, admin, onCleanup, cleanup,
+      async spawnPool(n: number) {
+        const execArgv = opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`] : [];
+        const pool = await WorkerPool.start(n, { env: childEnv, execArgv });
+        onCleanup(() => pool.kill());
+        return pool;
+      },
+      async reset() {
+        await admin.flushall();
+        sandbox.reset();
+      },
+    };
+  } catch (e) {
+    await cleanup();
+    throw e;
+  }
+}

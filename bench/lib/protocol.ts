@@ -1,0 +1,42 @@
+/** Messages between the bench (parent) and its worker child processes (bench/workerProcess.ts), over Node IPC. */
+
+export type WorkKind = 'plain' | 'engine';
+
+export interface PrepareSpec {
+  kind: WorkKind;
+  /** Plain chain queue name (engine uses its shard queues). */
+  queueName: string;
+  /** Record per-job latency (BullMQ 'active' -> 'completed', in ms) and completion times. */
+  recordLatency: boolean;
+}
+
+export type ParentMessage =
+  | { id: number; cmd: 'prepare'; spec: PrepareSpec }
+  | { id: number; cmd: 'go' }
+  | { id: number; cmd: 'finish' }
+  | { id: number; cmd: 'exit' };
+
+export interface ChildRoundStats {
+  pid: number;
+  completed: number;
+  failed: number;
+  failures: string[];
+  /** Epoch ms (sub-ms precision) of go, first 'active' and last 'completed'. */
+  goAt: number;
+  firstActiveAt: number;
+  lastAt: number;
+  /** CPU of this process from go to the first 20 ms progress tick after its last completion (user + system). */
+  cpuUs: number;
+  /** Redis commands this process sent from go to its last completion. */
+  commandsSent: number;
+  /** Per command name, from go to finish (includes the short idle tail). */
+  byCommand: Record<string, number>;
+  latencies?: number[];
+  completedAt?: number[];
+}
+
+export type ChildMessage =
+  | { type: 'hello'; pid: number }
+  | { type: 'reply'; id: number; ok: true; result?: unknown }
+  | { type: 'reply'; id: number; ok: false; error: string }
+  | { type: 'progress'; completed: number; failed: number; lastAt: number };

@@ -1,0 +1,11 @@
+/**
+ * The bench's sections, in run order. To add one: write bench/sections/<name>.ts
+ * exporting a `Section` (see bench/lib/types.ts) and list it here; it then runs
+ * with the others and alone with `npm run bench -- --only=<name>`.
+ */
+import type { Section } from '../lib/types.js';
+import { throughput } from './throughput.js';
+import { stepCost } from './stepCost.js';
+import { overhead } from './overhead.js';
+
+export const sections: Section[] = [throughput, stepCost, overhead];

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Installs what test/deploy.test.ts needs beyond node_modules, from Debian's packages:
+#   promtool        (package prometheus)        checks and unit-tests the alert rules
+#   kubectl         (package kubernetes-client) `kubectl kustomize` renders k8s/ (skipped when a
+#                                               kubectl is already on PATH, as on this image)
+#   docker-compose  (package docker-compose)    validates docker-compose.yml (`config -q`)
+# and checks that the npm devDependencies the test imports are installed.
+#
+# Idempotent and fast when everything is there (no apt-get at all). Runs as root, or with sudo.
+# Called by .ci/run before `npm test`.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+
+declare -A PACKAGE_OF=(
+  [promtool]=prometheus
+  [kubectl]=kubernetes-client
+  [docker-compose]=docker-compose
+)
+
+missing=()
+for tool in promtool kubectl docker-compose; do
+  command -v "$tool" >/dev/null 2>&1 || missing+=("${PACKAGE_OF[$tool]}")
+done
+
+if ((${#missing[@]} > 0)); then
+  SUDO=()
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null 2>&1 || { echo "ci-deps: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+    SUDO=(sudo)
+  fi
+  echo "ci-deps: installing ${missing[*]} from Debian"
+  # Packages with a service (prometheus) must not start it: use policy-rc.d while installing,
+  # unless the machine already has one.
+  created_policy=0
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    printf '#!/bin/sh\nexit 101\n' | "${SUDO[@]}" tee /usr/sbin/policy-rc.d >/dev/null
+    "${SUDO[@]}" chmod 755 /usr/sbin/policy-rc.d
+    created_policy=1
+  fi
+  cleanup() { if [[ $created_policy -eq 1 ]]; then "${SUDO[@]}" rm -f /usr/sbin/policy-rc.d; fi; }
+  trap cleanup EXIT
+  "${SUDO[@]}" apt-get update -qq
+  for pkg in "${missing[@]}"; do
+    if [[ -z "$(apt-cache policy "$pkg" 2>/dev/null | awk '/Candidate:/ {print $2}' | grep -v '(none)')" ]]; then
+      echo "ci-deps: Debian has no package $pkg on this machine ($(. /etc/os-release && echo "$PRETTY_NAME"))" >&2
+      exit 1
+    fi
+  done
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+for tool in promtool kubectl docker-compose; do
+  command -v "$tool" >/dev/null 2>&1 || { echo "ci-deps: $tool still missing after install" >&2; exit 1; }
+done
+
+# npm devDependencies imported by test/deploy.test.ts (declared in package.json).
+if [[ ! -d node_modules ]]; then
+  echo "ci-deps: node_modules missing, running npm ci"
+  npm ci --no-audit --no-fund
+fi
+node --input-type=module -e "
+  await import('kubernetes-models/apps/v1');
+  await import('@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1');
+  await import('dockerfile-utils');
+" || { echo 'ci-deps: npm devDependencies kubernetes-models, @kubernetes-models/prometheus-operator, dockerfile-utils missing: run npm ci' >&2; exit 1; }
+
+echo "ci-deps: ok ($(promtool --version 2>&1 | head -1 | awk '{print $1, $3}'); kubectl $(kubectl version --client 2>/dev/null | awk '/Client Version/ {print $3}'); $(docker-compose version --short 2>/dev/null | sed 's/^/docker-compose /'))"
