@@ -19,7 +19,7 @@ interface Sizes {
 
 function sizes(opts: BenchOptions): Sizes {
   return opts.quick
-    ? { chains: 30, steps: 30, warm: { minCycles: 2, maxCycles: 3 } }
+    ? { chains: 30, steps: 30, warm: { minCycles: 3, maxCycles: 5 } }
     : { chains: 50, steps: 40, warm: { minCycles: 3, maxCycles: 8 } };
 }
 

@@ -1,0 +1,107 @@
+/**
+ * `npm start`: the all-in-one demo. Uses REDIS_URL when set, else spawns an
+ * embedded redis-server (AOF on); starts the sandbox service, the API, the
+ * reconciler and two worker processes; enqueues a few sample tickets; prints
+ * their progress as it happens; serves until Ctrl-C.
+ */
+import type { ChildProcess } from 'node:child_process';
+import { loadConfig } from '../config.js';
+import { createContext } from '../app/context.js';
+import { spawnModule } from '../app/spawnModule.js';
+import { createLogger } from '../log.js';
+import { Ledger } from '../ledger/ledger.js';
+import { Reconciler } from '../ledger/reconciler.js';
+import { createFullApi } from '../producer/fullApi.js';
+import { startEmbeddedRedis, type EmbeddedRedis } from '../redis/embedded.js';
+import { startSandbox } from '../sandbox/server.js';
+
+const base = loadConfig();
+let embedded: EmbeddedRedis | undefined;
+let redisUrl = base.REDIS_URL;
+if (!redisUrl && base.REDIS_CLUSTER_NODES.length === 0) {
+  embedded = await startEmbeddedRedis();
+  redisUrl = embedded.url;
+}
+const sandbox = await startSandbox({ port: 0 });
+const env = { ...process.env, ...(redisUrl ? { REDIS_URL: redisUrl } : {}), SANDBOX_URL: sandbox.url, LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn' };
+const cfg = loadConfig(env);
+const ctx = await createContext(cfg, 'demo', { log: createLogger('demo', cfg.LOG_LEVEL) });
+const app = createFullApi(ctx, () => true);
+const server = await new Promise<import('node:http').Server>((resolve) => {
+  const s = app.listen(cfg.PORT, cfg.HOST, () => resolve(s));
+});
+const apiUrl = `http://${cfg.HOST}:${cfg.PORT}`;
+const reconciler = new Reconciler(ctx, 'reconciler:demo');
+reconciler.start();
+
+const workers: ChildProcess[] = [0, 1].map((i) =>
+  spawnModule('worker/main', { ...env, WORKER_METRICS_PORT: String(cfg.WORKER_METRICS_PORT + i) }),
+);
+
+console.log(`
+durable agent fleet demo
+  Redis        ${redisUrl ?? cfg.REDIS_CLUSTER_NODES.join(',')}${embedded ? ' (embedded, AOF on)' : ''}
+  API          ${apiUrl}/v1/runs   (health ${apiUrl}/healthz, metrics ${apiUrl}/metrics)
+  Bull Board   ${apiUrl}/admin/queues
+  sandbox      ${sandbox.url}       (counts ${sandbox.url}/_sandbox/counts)
+  workers      2 processes, metrics on :${cfg.WORKER_METRICS_PORT} and :${cfg.WORKER_METRICS_PORT + 1}
+Ctrl-C stops everything.
+`);
+
+const tickets = [
+  { id: 'DEMO-1', subject: 'My order arrived broken', body: 'The mug was shattered.', customer: { email: 'ada@example.com', name: 'Ada' } },
+  { id: 'DEMO-2', subject: 'Where is my refund?', body: 'I returned the lamp two weeks ago.', customer: { email: 'grace@example.com', name: 'Grace' } },
+  { id: 'DEMO-3', subject: 'Cannot log in', body: 'Password reset email never arrives.', customer: { email: 'linus@example.com', name: 'Linus' } },
+];
+// One ticket's email send loses its response after committing: watch it get reconciled, not resent.
+sandbox.setFaults([{ kind: 'lost_response_after_commit', resource: 'emails', count: 1 }]);
+
+const runIds: string[] = [];
+for (const ticket of tickets) {
+  const res = await fetch(`${apiUrl}/v1/runs`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(cfg.PRODUCER_TOKEN ? { authorization: `Bearer ${cfg.PRODUCER_TOKEN}` } : {}) },
+    body: JSON.stringify({ tenant: 'demo', ticket }),
+  });
+  const body = (await res.json()) as { runId: string };
+  runIds.push(body.runId);
+  console.log(`enqueued ${ticket.id} -> run ${body.runId} (${res.status})`);
+}
+
+const ledger = new Ledger(ctx.redis, ctx.keys);
+const last = new Map<string, string>();
+const poll = setInterval(async () => {
+  for (const runId of runIds) {
+    const state = await ctx.store.readState(runId);
+    if (!state) continue;
+    const effects = await ledger.listForRun(runId);
+    const line = `${state.status} step=${state.cursor} steps=${state.used.steps} tokens=${state.used.tokens} effects=[${effects.map((e) => `${e.tool}:${e.state}`).join(' ')}]${state.reason ? ` reason=${state.reason}` : ''}`;
+    if (last.get(runId) !== line) {
+      last.set(runId, line);
+      console.log(`${new Date().toISOString().slice(11, 23)} ${runId} ${line}`);
+    }
+  }
+  if ([...last.values()].length === runIds.length && [...last.values()].every((l) => /^(completed|failed|budget_exceeded|needs_human|cancelled)/.test(l)) && !reported) {
+    reported = true;
+    const c = sandbox.counts();
+    console.log(`all runs settled. sandbox effects: tickets=${c.byResource.tickets?.records} emails=${c.byResource.emails?.records} duplicates=${c.duplicates}. Still serving; Ctrl-C to stop.`);
+  }
+}, 300);
+let reported = false;
+
+let stopping = false;
+async function stop(): Promise<void> {
+  if (stopping) return;
+  stopping = true;
+  clearInterval(poll);
+  for (const w of workers) w.kill('SIGTERM');
+  await Promise.all(workers.map((w) => new Promise((r) => (w.exitCode !== null ? r(null) : w.once('exit', r)))));
+  await reconciler.stop();
+  server.close();
+  await ctx.close();
+  await sandbox.close();
+  await embedded?.stop();
+  process.exit(0);
+}
+process.on('SIGINT', () => void stop());
+process.on('SIGTERM', () => void stop());
