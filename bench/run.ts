@@ -19,7 +19,7 @@ import { sections } from './sections/index.js';
 installClientCounter();
 
 function parseArgs(argv: string[]): BenchOptions & { only?: string[] } {
-  const opts: BenchOptions & { only?: string[] } = { quick: false, rounds: 3 };
+  const opts: BenchOptions & { only?: string[] } = { quick: false, rounds: 5 };
   let roundsSet = false;
   for (const a of argv) {
     if (a === '--quick') opts.quick = true;
