@@ -13,6 +13,7 @@ export enum ScriptCode {
   ReservationHeld = -13,
   FingerprintMismatch = -14,
   AlreadyDecided = -15,
+  TenantBudgetExceeded = -16,
 }
 
 export function isScriptError(result: unknown): result is number {

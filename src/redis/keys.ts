@@ -100,6 +100,11 @@ export class KeySpace {
     return `${this.prefix}:request-key:${digest}`;
   }
 
+  /** string: tokens a tenant used on one UTC day (own hash tag per tenant). */
+  tenantTokens(tenant: string, day: string): string {
+    return `${this.prefix}:tenant-tokens:{${tenant}}:${day}`;
+  }
+
   /** The BullMQ lock key of a job, used to fence commits (BullMQ internal layout). */
   jobLock(shard: number, jobId: string): string {
     return `${this.bullPrefix}:${queueNameOf(shard)}:${jobId}:lock`;

@@ -5,8 +5,12 @@
  * remaining tokens is never made.
  */
 import type { RunSpec } from '../producer/schemas.js';
+import type { RedisClient } from '../redis/connect.js';
+import { ScriptCode } from '../redis/codes.js';
+import type { KeySpace } from '../redis/keys.js';
+import { script } from '../redis/scripts.js';
 
-export type BudgetKind = 'steps' | 'tokens' | 'wall_clock';
+export type BudgetKind = 'steps' | 'tokens' | 'wall_clock' | 'tenant_tokens';
 
 export interface BudgetStop {
   kind: BudgetKind;
@@ -33,4 +37,40 @@ export function preflight(spec: RunSpec, used: Used, nowMs: number, completionCa
     return { kind: 'tokens', reason: `tokens: used ${used.tokens} + estimate ${estimate} > cap ${limits.maxTokens}` };
   }
   return undefined;
+}
+
+/**
+ * The tenant's daily token budget (seed 004: a hundred cheap runs must not add
+ * up to an expensive morning). The pre-flight estimate is reserved atomically
+ * before the model call and settled to the real usage after it.
+ */
+export class TenantBudget {
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly keys: KeySpace,
+    private readonly dailyLimit: number,
+  ) {}
+
+  get enabled(): boolean {
+    return this.dailyLimit > 0;
+  }
+
+  private key(tenant: string, nowMs: number): string {
+    return this.keys.tenantTokens(tenant, new Date(nowMs).toISOString().slice(0, 10));
+  }
+
+  /** Returns a BudgetStop when the reservation would exceed the tenant's day. */
+  async reserve(tenant: string, amount: number, nowMs: number): Promise<BudgetStop | undefined> {
+    if (!this.enabled) return undefined;
+    const res = await script(this.redis, 'reserveTenantTokens')(this.key(tenant, nowMs), amount, this.dailyLimit, 48 * 3600_000);
+    if (res === ScriptCode.TenantBudgetExceeded) {
+      return { kind: 'tenant_tokens', reason: `tenant_tokens: ${tenant} would exceed ${this.dailyLimit} tokens today` };
+    }
+    return undefined;
+  }
+
+  async settle(tenant: string, delta: number, nowMs: number): Promise<void> {
+    if (!this.enabled || delta === 0) return;
+    await script(this.redis, 'reserveTenantTokens')(this.key(tenant, nowMs), delta, this.dailyLimit, 48 * 3600_000);
+  }
 }

@@ -33,7 +33,7 @@ import { KeySpace, stepJobId } from '../redis/keys.js';
 import { script } from '../redis/scripts.js';
 import { RunSpecCache, RunStore } from '../runs/store.js';
 import { STEP_JOB_NAME } from '../runs/queues.js';
-import { preflight, type Used } from './budget.js';
+import { estimateCallTokens, preflight, TenantBudget, type Used } from './budget.js';
 import type { CrashPoints } from './crashPoints.js';
 import type { EffectRunner } from './effects.js';
 
@@ -68,8 +68,10 @@ interface CommitPlan {
 export class StepProcessor {
   private readonly transcripts: TranscriptCache;
   private readonly now: () => number;
+  private readonly tenantBudget: TenantBudget;
 
   constructor(private readonly d: StepDeps) {
+    this.tenantBudget = new TenantBudget(d.redis, d.keys, d.cfg.TENANT_DAILY_TOKENS);
     this.transcripts = d.transcripts ?? new TranscriptCache();
     this.now = d.now ?? Date.now;
   }
@@ -134,7 +136,19 @@ export class StepProcessor {
           await commit(this.stopPlan(step, { status: 'budget_exceeded', reason: stop.reason }, [], false));
           return;
         }
-        const called = await this.callModel(spec, step, signal, log);
+        const estimate = estimateCallTokens(spec, used, this.d.cfg.COMPLETION_TOKEN_CAP);
+        const tenantStop = await this.tenantBudget.reserve(spec.tenant, estimate, this.now());
+        if (tenantStop) {
+          this.d.metrics.budgetStops.inc({ kind: tenantStop.kind });
+          log.warn({ code: 'budget_exceeded', kind: tenantStop.kind }, tenantStop.reason);
+          await commit(this.stopPlan(step, { status: 'budget_exceeded', reason: tenantStop.reason }, [], false));
+          return;
+        }
+        const called = await this.callModel(spec, step, signal, log).catch(async (err: unknown) => {
+          await this.tenantBudget.settle(spec.tenant, -estimate, this.now());
+          throw err;
+        });
+        await this.tenantBudget.settle(spec.tenant, ('failed' in called ? called.charged : total(called.decision.usage)) - estimate, this.now());
         if ('failed' in called) {
           await commit({ ...this.stopPlan(step, called.failed, [], false), tokensDelta: called.charged });
           return;
