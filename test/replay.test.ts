@@ -1,0 +1,37 @@
+/** The replay harness re-walks a recorded run under other caps, offline, with the worker's pre-flight. */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
+import { createHarness, sampleTicket, type Harness } from './support/harness.js';
+import { buildSpec } from '../src/producer/runs.js';
+import { replayRun } from '../src/replay/replay.js';
+
+let h: Harness;
+beforeAll(async () => {
+  h = await createHarness('replay');
+  await h.startWorker();
+});
+afterAll(async () => {
+  await h.close();
+});
+
+describe('replay harness', () => {
+  it('replays a recorded run: same spend under its own caps, an earlier stop under tighter ones', async () => {
+    const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket('RP-1') }, Date.now());
+    await h.ctx.store.create(spec, Date.now());
+    await h.waitForStatus(spec.runId, ['completed']);
+    const journal = await h.ctx.store.transcript(spec.runId);
+    const state = await h.ctx.store.readState(spec.runId);
+    const same = replayRun(spec, journal, { completionCap: h.cfg.COMPLETION_TOKEN_CAP });
+    expect(same).toMatchObject({ completed: true, stepsReplayed: 6, tokensSpent: state!.used.tokens });
+    const tight = replayRun(spec, journal, { completionCap: h.cfg.COMPLETION_TOKEN_CAP, maxTokens: 4000 });
+    expect(tight.completed).toBe(false);
+    expect(tight.stoppedAt?.reason).toMatch(/^tokens:/);
+    expect(tight.tokensSpent).toBeLessThanOrEqual(4000);
+    const steps = replayRun(spec, journal, { completionCap: h.cfg.COMPLETION_TOKEN_CAP, maxSteps: 2 });
+    expect(steps.stoppedAt).toMatchObject({ step: 2, status: 'budget_exceeded' });
+    // The CLI entry point against the same Redis.
+    const cli = spawnSync(process.execPath, ['--import', 'tsx', 'src/replay/main.ts', spec.runId, '--max-tokens', '4000', '--json'], { env: { ...process.env, ...h.env }, encoding: 'utf8' });
+    expect(cli.status, cli.stderr).toBe(0);
+    expect(JSON.parse(cli.stdout.trim())).toEqual(tight);
+  });
+});
