@@ -1,5 +1,6 @@
 /**
- * `npx tsx bench/profile.ts [engine|plain|effects] [rounds] [outDir]` (PROFILE_SKIP=0.5: ignore the first half): runs only
+ * `npx tsx bench/profile.ts [engine|plain|effects] [rounds] [outDir]` (PROFILE_SKIP=0.4: ignore the first 40 %,
+ * the JIT warm-up): runs only
  * rounds of one kind on one worker child started with --cpu-prof, then prints
  * the profile's top functions and packages by self time (bench/lib/cpuprof.ts).
  * For finding where a step's time goes; not part of `npm run bench`.
@@ -18,6 +19,7 @@ const rounds = Number(process.argv[3] ?? 5);
 const dir = process.argv[4] ?? join(tmpdir(), `bench-profile-${kind}-${Date.now()}`);
 const env = await createBenchEnv({ quick: false, rounds, cpuProfDir: dir });
 try {
+  console.log(`embedded redis pid ${env.redis.process?.pid} at ${env.redis.url}`);
   const pool = await env.spawnPool(1);
   for (let r = 0; r < rounds; r++) {
     const res = await runRound(env, pool, { kind, chains: 50, steps: 40, tag: `prof${r}` });
@@ -30,5 +32,5 @@ try {
 const files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'));
 for (const f of files) {
   console.log(`\n${join(dir, f)}`);
-  console.log(summarizeProfile(join(dir, f), 60, Number(process.env.PROFILE_SKIP ?? 0.5)));
+  console.log(summarizeProfile(join(dir, f), 40, Number(process.env.PROFILE_SKIP ?? 0.4)));
 }

@@ -62,8 +62,10 @@ async function stopAll(): Promise<void> {
   if (env) await env.cleanup();
 }
 
+let interrupted = false;
 for (const sig of ['SIGINT', 'SIGTERM'] as const) {
   process.once(sig, () => {
+    interrupted = true;
     console.error(`\n[bench] ${sig}: stopping everything the bench started`);
     void stopAll().finally(() => process.exit(sig === 'SIGINT' ? 130 : 143));
   });
@@ -76,6 +78,7 @@ try {
     `redis ${version} (embedded, ${env.redis.url}, AOF everysec), node ${process.version}, ${cpus().length} cpus` +
     (opts.cpuProfDir ? `; worker CPU profiles -> ${opts.cpuProfDir}` : ''));
   for (const section of selected) {
+    if (interrupted) break;
     const s0 = performance.now();
     process.stdout.write(`\n... ${section.name}\n`);
     let result: SectionResult;
@@ -85,6 +88,7 @@ try {
       result = { name: section.name, title: section.title, metrics: [], error: (e as Error).stack ?? String(e) };
     }
     result.durationMs = Math.round(performance.now() - s0);
+    if (interrupted) break;
     results.push(result);
     printSection(result);
   }
@@ -116,5 +120,5 @@ const out = {
     ...(r.details ? { details: r.details } : {}),
   }])),
 };
-console.log(JSON.stringify(out));
-process.exit(fatal || results.some((r) => r.error) ? 1 : 0);
+const code = fatal || results.some((r) => r.error) ? 1 : 0;
+process.stdout.write(`${JSON.stringify(out)}\n`, () => process.exit(code));

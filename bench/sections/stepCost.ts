@@ -166,6 +166,7 @@ export const stepCost: Section = {
       { key: 'redis_cpu_us', label: 'Redis CPU', unit: 'µs', f: (c) => c.redisCpuUs, agg: 'median', target: false },
       { key: 'script_usec', label: 'Redis time in scripts (commandstats)', unit: 'µs', f: (c) => c.scriptUsec, agg: 'median', target: false },
       { key: 'latency_ms', label: 'step latency, driven', unit: 'ms', f: (c) => c.latencyMs, agg: 'median', target: true },
+      { key: 'latency_avg_ms', label: 'step latency, driven', unit: 'ms', f: (c) => c.latencyMs, agg: 'avg', target: false },
     ];
     const metrics: Metric[] = [];
     const rows: (string | number)[][] = [];
@@ -192,7 +193,7 @@ export const stepCost: Section = {
     const step200 = costs.find((c) => c.step === 200);
     return {
       name: this.name, title: this.title, metrics,
-      tables: [{ title: 'Per step: step 1 and step 200, and the windows 1-10 vs 191-200 (ratio = 191-200 / 1-10)', header: ['per step', 'agg', 'step 1', 'step 200', 'steps 1-10', 'steps 191-200', 'ratio'], rows }],
+      tables: [{ title: 'Per step: step 1 and step 200, and the windows 1-10 vs 191-200 (ratio = 191-200 / 1-10). Driven = getNextJob + processor + moveToCompleted: 3 requests (a running Worker fetches the next job inside the completion: 2). Step 1 also reads the run spec (bytes out).', header: ['per step', 'agg', 'step 1', 'step 200', 'steps 1-10', 'steps 191-200', 'ratio'], rows }],
       details: {
         observationBytes: OBSERVATION_BYTES, steps: costs.length, repeats, note: 'per step: median over the repeats', finalStatus: status, journalLength: journalLen,
         step1: costs[0], step200,
