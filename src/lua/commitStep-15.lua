@@ -30,14 +30,14 @@
 -- @include bullmq:addStandardJob
 
 local step = tonumber(ARGV[2])
-local fence = checkFence(KEYS[1], KEYS[5], ARGV[1], step, ARGV[14])
+local fence, decidedStep, cancelRequested = checkFence(KEYS[1], KEYS[5], ARGV[1], step, ARGV[14])
 if fence ~= 0 then return fence end
 
-if ARGV[13] == '1' and redis.call('HGET', KEYS[1], 'decidedStep') == ARGV[2] then return -5 end
+if ARGV[13] == '1' and decidedStep == ARGV[2] then return -5 end
 
 local n = tonumber(ARGV[16])
-local len = redis.call('LLEN', KEYS[3])
-if n > 0 then len = redis.call('RPUSH', KEYS[3], unpack(ARGV, 17, 16 + n)) end
+local len
+if n > 0 then len = redis.call('RPUSH', KEYS[3], unpack(ARGV, 17, 16 + n)) else len = redis.call('LLEN', KEYS[3]) end
 
 redis.call('HINCRBY', KEYS[2], 'stepsUsed', ARGV[5])
 redis.call('HINCRBY', KEYS[2], 'tokensUsed', ARGV[6])
@@ -45,18 +45,21 @@ redis.call('HINCRBY', KEYS[2], 'contextTokens', ARGV[7])
 
 local status = ARGV[3]
 local reason = ARGV[4]
-if status == 'running' and redis.call('HGET', KEYS[1], 'cancelRequested') == '1' then
+if status == 'running' and cancelRequested == '1' then
   status = 'cancelled'
   reason = 'cancelled_by_operator'
 end
 
 local nextCursor = step
 if ARGV[10] == '1' then nextCursor = step + 1 end
-redis.call('HSET', KEYS[1], 'cursor', nextCursor, 'status', status, 'reason', reason, 'updatedAt', ARGV[8])
+if status == 'running' then
+  redis.call('HSET', KEYS[1], 'cursor', nextCursor, 'status', status, 'reason', reason, 'updatedAt', ARGV[8], 'jobId', ARGV[15])
+else
+  redis.call('HSET', KEYS[1], 'cursor', nextCursor, 'status', status, 'reason', reason, 'updatedAt', ARGV[8])
+end
 emitEvent(KEYS[4], ARGV[9], 'step_committed', ARGV[12])
 
 if status == 'running' then
-  redis.call('HSET', KEYS[1], 'jobId', ARGV[15])
   local bullKeys = {}
   for i = 7, 15 do bullKeys[#bullKeys + 1] = KEYS[i] end
   bullmqAddStandardJob(bullKeys, { ARGV[17 + n], ARGV[18 + n], ARGV[19 + n] })

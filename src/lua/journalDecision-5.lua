@@ -16,9 +16,9 @@
 -- @include emitEvent
 
 local step = tonumber(ARGV[2])
-local fence = checkFence(KEYS[1], KEYS[5], ARGV[1], step, ARGV[9])
+local fence, decidedStep = checkFence(KEYS[1], KEYS[5], ARGV[1], step, ARGV[9])
 if fence ~= 0 then return fence end
-if redis.call('HGET', KEYS[1], 'decidedStep') == ARGV[2] then return -5 end
+if decidedStep == ARGV[2] then return -5 end
 
 local len = redis.call('RPUSH', KEYS[3], ARGV[5])
 redis.call('HINCRBY', KEYS[2], 'tokensUsed', ARGV[3])
