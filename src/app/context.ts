@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import { scriptedModelAllowed, type Config } from '../config.js';
 import { createLogger } from '../log.js';
 import { Metrics, newMetrics } from '../metrics/metrics.js';
+import { registerScrapeCollectors } from '../metrics/scrape.js';
 import { assertRedisSafe, createRedis, targetOf, type RedisClient } from '../redis/connect.js';
 import { KeySpace } from '../redis/keys.js';
 import { loadScripts } from '../redis/scripts.js';
@@ -49,6 +50,7 @@ export async function createContext(cfg: Config, name: string, opts: { log?: Log
   const keys = new KeySpace(cfg.KEY_PREFIX, cfg.BULL_PREFIX, cfg.SHARDS);
   const queues = new ShardQueues(keys, redis);
   const store = new RunStore(redis, keys, queues, cfg.EVENTS_MAX_LEN);
+  registerScrapeCollectors(metrics, { redis, keys, queues, log });
   return {
     cfg, log, redis, keys, queues, store, registry: defaultRegistry(), providers: buildProviders(cfg), metrics,
     async close() {

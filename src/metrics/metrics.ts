@@ -21,6 +21,7 @@ export class Metrics {
   readonly recoverySeconds: Histogram;
   readonly fenceRejections: Counter;
   readonly redisConfigOk: Gauge;
+  readonly scrapeErrors: Counter;
 
   constructor(readonly registry: Registry, opts: { defaultMetrics?: boolean } = {}) {
     const r = [registry];
@@ -47,6 +48,7 @@ export class Metrics {
     });
     this.fenceRejections = new Counter({ name: 'agent_fence_rejections_total', help: 'Commits refused by the fence (stale or duplicate step jobs)', labelNames: ['code'], registers: r });
     this.redisConfigOk = new Gauge({ name: 'agent_redis_config_ok', help: '1 when the Redis setting is safe for queues', labelNames: ['check'], registers: r });
+    this.scrapeErrors = new Counter({ name: 'agent_scrape_collect_errors_total', help: 'Scrape-time gauges not refreshed because their Redis read failed', labelNames: ['collector'], registers: r });
   }
 }
 

@@ -1,0 +1,178 @@
+/**
+ * Gauges computed from Redis when /metrics is scraped (prom-client `collect()`),
+ * on the Metrics' own registry, never the global one.
+ *
+ * Several processes (api, workers, reconciler) export the same values: the
+ * alert rules take max(), never sum(). Cost per scrape is bounded by the shard
+ * count, not by the data: per shard one pipeline of ZCARD x3 + ZRANGE 0 0
+ * WITHSCORES x2 (all keys of a shard share its hash tag, so one cluster slot),
+ * plus one getJobCounts per shard queue.
+ *
+ * agent_runs_by_status is not exported: runs are indexed only by creation time
+ * (runIndex zset), so counting by status would read every run hash per scrape.
+ */
+import { Gauge } from 'prom-client';
+import type { AppContext } from '../app/context.js';
+import type { Metrics } from './metrics.js';
+
+export const QUEUE_STATES = ['waiting', 'active', 'delayed', 'completed', 'failed'] as const;
+
+export interface ShardIndexStats {
+  openActions: number;
+  /** ms score of the oldest open action (dispatched or outcome_unknown), or undefined */
+  openOldestMs: number | undefined;
+  humanQueue: number;
+  humanOldestMs: number | undefined;
+  approvals: number;
+}
+
+export interface IndexStats {
+  openActions: number;
+  openOldestMs: number | undefined;
+  humanQueue: number;
+  humanOldestMs: number | undefined;
+  approvals: number;
+}
+
+type ScrapeCtx = Pick<AppContext, 'redis' | 'keys' | 'queues' | 'log'>;
+
+function minDefined(a: number | undefined, b: number | undefined): number | undefined {
+  if (a === undefined) return b;
+  if (b === undefined) return a;
+  return Math.min(a, b);
+}
+
+function scoreOf(reply: unknown): number | undefined {
+  // ZRANGE key 0 0 WITHSCORES -> [member, score] or []
+  if (!Array.isArray(reply) || reply.length < 2) return undefined;
+  const n = Number(reply[1]);
+  return Number.isFinite(n) ? n : undefined;
+}
+
+/** ZCARD + ZRANGE 0 0 WITHSCORES of one shard's ledger indexes, in one pipeline (one slot). */
+export async function shardIndexStats(ctx: ScrapeCtx, shard: number): Promise<ShardIndexStats> {
+  const k = ctx.keys;
+  const res = await ctx.redis
+    .pipeline()
+    .zcard(k.openActions(shard))
+    .zrange(k.openActions(shard), 0, 0, 'WITHSCORES')
+    .zcard(k.humanQueue(shard))
+    .zrange(k.humanQueue(shard), 0, 0, 'WITHSCORES')
+    .zcard(k.approvals(shard))
+    .exec();
+  if (!res) throw new Error('redis pipeline returned no result');
+  for (const [err] of res) if (err) throw err;
+  const v = res.map(([, r]) => r);
+  return {
+    openActions: Number(v[0] ?? 0),
+    openOldestMs: scoreOf(v[1]),
+    humanQueue: Number(v[2] ?? 0),
+    humanOldestMs: scoreOf(v[3]),
+    approvals: Number(v[4] ?? 0),
+  };
+}
+
+export async function indexStats(ctx: ScrapeCtx): Promise<IndexStats> {
+  const shards = await Promise.all(ctx.keys.allShards().map((s) => shardIndexStats(ctx, s)));
+  const out: IndexStats = { openActions: 0, openOldestMs: undefined, humanQueue: 0, humanOldestMs: undefined, approvals: 0 };
+  for (const s of shards) {
+    out.openActions += s.openActions;
+    out.openOldestMs = minDefined(out.openOldestMs, s.openOldestMs);
+    out.humanQueue += s.humanQueue;
+    out.humanOldestMs = minDefined(out.humanOldestMs, s.humanOldestMs);
+    out.approvals += s.approvals;
+  }
+  return out;
+}
+
+export async function queueJobCounts(ctx: ScrapeCtx): Promise<Record<(typeof QUEUE_STATES)[number], number>> {
+  const per = await Promise.all(ctx.queues.all().map((q) => q.getJobCounts(...QUEUE_STATES)));
+  const sum = Object.fromEntries(QUEUE_STATES.map((s) => [s, 0])) as Record<(typeof QUEUE_STATES)[number], number>;
+  for (const counts of per) for (const s of QUEUE_STATES) sum[s] += counts[s] ?? 0;
+  return sum;
+}
+
+const ageSeconds = (now: number, oldestMs: number | undefined): number =>
+  oldestMs === undefined ? 0 : Math.max(0, (now - oldestMs) / 1000);
+
+/**
+ * Registers the scrape-time gauges on metrics.registry. Idempotent per Metrics
+ * (a second call returns the gauges already registered). One scrape shares one
+ * Redis read between the gauges fed by the ledger indexes.
+ */
+export function registerScrapeCollectors(metrics: Metrics, ctx: ScrapeCtx, opts: { now?: () => number } = {}): ScrapeGauges {
+  const existing = registered.get(metrics);
+  if (existing) return existing;
+  const now = opts.now ?? Date.now;
+  const r = [metrics.registry];
+
+  // One Redis read per scrape for the five index gauges: the first collect() starts it, the others await it.
+  let pending: Promise<IndexStats> | undefined;
+  const stats = (): Promise<IndexStats> => {
+    if (!pending) {
+      pending = indexStats(ctx);
+      const clear = () => { pending = undefined; };
+      pending.then(clear, clear);
+    }
+    return pending;
+  };
+  // A failed Redis read must not fail the whole scrape (the counters, duplicate writes first, would
+  // vanish with it): the gauge keeps its last value, the error is logged and counted.
+  const guarded = (name: string, fn: () => Promise<void>) => async () => {
+    try {
+      await fn();
+    } catch (err) {
+      metrics.scrapeErrors.inc({ collector: name });
+      ctx.log.warn({ code: 'scrape_collect_failed', collector: name, err: (err as Error).message }, 'scrape-time gauge not refreshed');
+    }
+  };
+  const fromStats = (name: string, pick: (s: IndexStats, t: number) => number) => function (this: Gauge) {
+    return guarded(name, async () => { this.set(pick(await stats(), now())); })();
+  };
+
+  const gauges: ScrapeGauges = {
+    queueJobs: new Gauge({
+      name: 'agent_queue_jobs', help: 'Step jobs per BullMQ state, summed over the shard queues', labelNames: ['state'], registers: r,
+      collect() {
+        return guarded('queue_jobs', async () => {
+          const counts = await queueJobCounts(ctx);
+          for (const s of QUEUE_STATES) this.set({ state: s }, counts[s]);
+        })();
+      },
+    }),
+    outcomeUnknownOpen: new Gauge({
+      name: 'agent_outcome_unknown_open', help: 'Ledger entries dispatched or outcome_unknown and not yet settled (open-actions index)', registers: r,
+      collect: fromStats('outcome_unknown_open', (s) => s.openActions),
+    }),
+    outcomeUnknownOldestAge: new Gauge({
+      name: 'agent_outcome_unknown_oldest_age_seconds', help: 'Age of the oldest open (dispatched or outcome_unknown) ledger entry; 0 when none', registers: r,
+      collect: fromStats('outcome_unknown_oldest_age', (s, t) => ageSeconds(t, s.openOldestMs)),
+    }),
+    humanQueueDepth: new Gauge({
+      name: 'agent_human_queue_depth', help: 'Ledger entries waiting for a person (needs_human)', registers: r,
+      collect: fromStats('human_queue_depth', (s) => s.humanQueue),
+    }),
+    humanQueueOldestAge: new Gauge({
+      name: 'agent_human_queue_oldest_age_seconds', help: 'Age of the oldest entry of the human queue; 0 when empty', registers: r,
+      collect: fromStats('human_queue_oldest_age', (s, t) => ageSeconds(t, s.humanOldestMs)),
+    }),
+    approvalsPending: new Gauge({
+      name: 'agent_approvals_pending', help: 'Actions waiting for an approval', registers: r,
+      collect: fromStats('approvals_pending', (s) => s.approvals),
+    }),
+  };
+  registered.set(metrics, gauges);
+  ctx.log.debug({ code: 'scrape_collectors_registered' }, 'scrape-time gauges registered');
+  return gauges;
+}
+
+export interface ScrapeGauges {
+  queueJobs: Gauge;
+  outcomeUnknownOpen: Gauge;
+  outcomeUnknownOldestAge: Gauge;
+  humanQueueDepth: Gauge;
+  humanQueueOldestAge: Gauge;
+  approvalsPending: Gauge;
+}
+
+const registered = new WeakMap<Metrics, ScrapeGauges>();
