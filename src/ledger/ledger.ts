@@ -8,6 +8,7 @@ import type { RedisClient } from '../redis/connect.js';
 import type { KeySpace } from '../redis/keys.js';
 import { scriptError, ScriptCode } from '../redis/codes.js';
 import { script } from '../redis/scripts.js';
+import { canonicalJson, fingerprint, sha256Hex } from '../canonical.js';
 import type { ActionIdentity } from './identity.js';
 import type { LedgerState } from './states.js';
 
@@ -36,6 +37,8 @@ export interface ActionRecord {
   args: unknown;
   receipt?: string;
   output?: unknown;
+  /** Set on a compensating action: the action it undoes. */
+  compensates?: string;
   attempts: number;
   repeats: number;
   createdAt: number;
@@ -129,6 +132,102 @@ export class Ledger {
     const h = await this.redis.hgetall(this.keys.actionInShard(shard, actionId));
     return h.state ? toRecord(h) : undefined;
   }
+
+  /** The run that owns an action id, searching every shard (operator routes know only the action id). */
+  async locate(actionId: string): Promise<ActionRecord | undefined> {
+    for (const shard of this.keys.allShards()) {
+      const rec = await this.getInShard(shard, actionId);
+      if (rec) return rec;
+    }
+    return undefined;
+  }
+
+  /**
+   * Records that a planned action waits for approval, expiring at now + ttlMs
+   * (the first request's expiry is kept on a re-park). Returns the expiry.
+   * Throws LedgerConflict when the action has left `planned` meanwhile.
+   */
+  async requestApproval(runId: string, actionId: string, ttlMs: number): Promise<number> {
+    const res = (await script(this.redis, 'approvalRequest')(
+      this.keys.action(runId, actionId), this.keys.approvals(this.keys.shardOf(runId)), actionId, this.now() + ttlMs,
+    )) as [number, string];
+    if (res[0] >= 0) return res[0];
+    if (res[0] === ScriptCode.StateMismatch) throw new LedgerConflict('planned', res[1]);
+    throw scriptError(res[0], { actionId });
+  }
+
+  /**
+   * Claims a pending approval in one script (src/lua/approvalDecide-3.lua).
+   * `fingerprint` '' is the expiry sweep (no check, reason given by the caller).
+   */
+  async decideApproval(
+    runId: string, actionId: string, decision: 'approve' | 'reject', fingerprint: string, by: string, why: string,
+  ): Promise<{ outcome: 'decided' | 'already_decided' | 'expired'; decision: ApprovalDecision } | { outcome: 'fingerprint_mismatch' }> {
+    const k = this.k(runId, actionId);
+    const [code, body] = (await script(this.redis, 'approvalDecide')(
+      k.action, k.history, this.keys.approvals(this.keys.shardOf(runId)), actionId, decision, fingerprint, by, this.now(), why,
+    )) as [number, string];
+    if (code === ScriptCode.FingerprintMismatch) return { outcome: 'fingerprint_mismatch' };
+    if (code === ScriptCode.StateMismatch) throw new LedgerConflict('planned', body);
+    if (code < 0) throw scriptError(code, { actionId });
+    const outcome = code === 1 ? 'decided' : code === 2 ? 'already_decided' : 'expired';
+    return { outcome, decision: parseDecision(body) };
+  }
+
+  /** The approval decision stored on the record, if any. */
+  async approvalDecision(runId: string, actionId: string): Promise<ApprovalDecision | undefined> {
+    const raw = await this.redis.hget(this.k(runId, actionId).action, 'decision');
+    return raw ? parseDecision(raw) : undefined;
+  }
+
+  /** True when an operator asked to cancel the action's run (checked before every dispatch). */
+  async cancelRequested(runId: string): Promise<boolean> {
+    return (await this.redis.hget(this.keys.run(runId).run, 'cancelRequested')) === '1';
+  }
+
+  /**
+   * Plans a compensating action for `original` (same run, same step), linked by
+   * its `compensates` field; its identity derives from the original's, so a
+   * second request plans nothing new. It starts `planned`, like any action.
+   */
+  async planCompensation(original: ActionRecord, by: string, evidence: unknown): Promise<ActionRecord> {
+    const digest = sha256Hex(canonicalJson({ compensates: original.actionId }));
+    const actionId = `a_${digest.slice(0, 32)}`;
+    const k = this.k(original.runId, actionId);
+    const now = this.now();
+    const idempotencyKey = `${original.runId}:compensate:${digest.slice(0, 24)}`;
+    const args = { compensates: original.actionId, tool: original.tool, args: original.args, ...(original.receipt ? { receipt: original.receipt } : {}) };
+    const fields = {
+      actionId, runId: original.runId, step: String(original.step), callId: `compensate:${original.callId}`, tool: `compensate_${original.tool}`,
+      idempotencyKey, requestId: `rq_${digest.slice(32, 56)}`, fingerprint: fingerprint(args), args: JSON.stringify(args),
+      compensates: original.actionId, createdAt: String(now), updatedAt: String(now),
+    };
+    const history: HistoryEntry = { from: null, to: 'planned', at: now, by, why: `compensation of ${original.actionId}`, evidence };
+    const res = (await script(this.redis, 'ledgerPlan')(
+      k.action, k.history, this.keys.reservation(original.runId, idempotencyKey), this.keys.run(original.runId).actions,
+      actionId, JSON.stringify(fields), JSON.stringify(history), original.step, fields.callId,
+    )) as [string, string, number] | number;
+    if (typeof res === 'number') throw scriptError(res, { actionId });
+    const rec = await this.get(original.runId, actionId);
+    if (!rec) throw scriptError(ScriptCode.ActionMissing, { actionId });
+    return rec;
+  }
+}
+
+export interface ApprovalDecision {
+  actionId: string;
+  runId: string;
+  decision: 'approve' | 'reject';
+  state: 'authorized' | 'rejected';
+  approver: string;
+  reason: string;
+  fingerprint: string;
+  decidedAt: number;
+}
+
+function parseDecision(raw: string): ApprovalDecision {
+  const d = JSON.parse(raw) as ApprovalDecision & { decidedAt: string | number };
+  return { ...d, decidedAt: Number(d.decidedAt) };
 }
 
 function toRecord(h: Record<string, string>): ActionRecord {
@@ -138,6 +237,7 @@ function toRecord(h: Record<string, string>): ActionRecord {
     args: h.args ? JSON.parse(h.args) : undefined,
     ...(h.receipt ? { receipt: h.receipt } : {}),
     ...(h.output ? { output: JSON.parse(h.output) } : {}),
+    ...(h.compensates ? { compensates: h.compensates } : {}),
     attempts: Number(h.attempts ?? 0), repeats: Number(h.repeats ?? 0),
     createdAt: Number(h.createdAt), updatedAt: Number(h.updatedAt),
   };

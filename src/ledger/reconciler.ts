@@ -11,6 +11,7 @@ import type { WriteTool } from '../agent/tools/tool.js';
 import { stepJobId } from '../redis/keys.js';
 import { Ledger, LedgerConflict } from './ledger.js';
 import { reconcile, type ReconcileOutcome } from './reconcile.js';
+import { expireApprovals } from './approvals.js';
 
 export interface SweepReport {
   examined: number;
@@ -82,6 +83,7 @@ export class Reconciler {
       }
       try {
         await this.sweep();
+        await expireApprovals(this.ctx, Date.now());
       } catch (err) {
         this.ctx.log.warn({ code: 'sweep_failed', err: (err as Error).message }, 'sweep failed');
       } finally {

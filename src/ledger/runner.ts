@@ -81,12 +81,25 @@ export class LedgerEffectRunner implements EffectRunner {
           return { kind: 'observed', status: 'rejected', output: rec.output ?? { rejected: true }, actionId: rec.actionId };
         case 'planned':
           if (this.d.approvals?.requiresApproval(tenant, tool, args)) {
+            // Record the request (expiry + approvals index) before parking; a decision
+            // that lands meanwhile moves the action on, and the loop reads it again.
+            try {
+              await this.d.ledger.requestApproval(rec.runId, rec.actionId, this.d.cfg.APPROVAL_TTL_MS);
+            } catch (err) {
+              if (err instanceof LedgerConflict) break;
+              throw err;
+            }
             return { kind: 'park', status: 'waiting_approval', reason: `approval_required: ${tool.name}`, actionId: rec.actionId };
           }
           await this.move(rec, 'planned', 'authorized', { why: 'no approval required by policy' });
           break;
         case 'authorized':
         case 'safe_retry':
+          if (await this.d.ledger.cancelRequested(rec.runId)) {
+            // Not sent: the model sees the refusal and the step's commit turns the run `cancelled`.
+            log.info({ code: 'dispatch_cancelled' }, 'run cancel requested: not dispatching');
+            return { kind: 'observed', status: 'rejected', output: { rejected: true, reason: 'cancelled_by_operator' }, actionId: rec.actionId };
+          }
           await this.dispatch(rec, tool, args, ctx, log);
           break;
         case 'dispatched':

@@ -7,11 +7,12 @@ import { loadConfig } from '../config.js';
 import { createContext } from '../app/context.js';
 import { startOpsServer } from '../app/opsServer.js';
 import { createEffectRunner } from '../ledger/runner.js';
+import { approvalPolicy } from '../ledger/approvals.js';
 import { FleetWorker } from './fleetWorker.js';
 
 const cfg = loadConfig();
 const ctx = await createContext(cfg, 'worker');
-const fleet = new FleetWorker(ctx, { effects: createEffectRunner(ctx) });
+const fleet = new FleetWorker(ctx, { effects: createEffectRunner(ctx, { approvals: approvalPolicy(ctx.cfg.APPROVAL_RULES) }) });
 const ops = await startOpsServer({ port: cfg.WORKER_METRICS_PORT, host: cfg.HOST, registry: ctx.metrics.registry, isReady: () => fleet.ready });
 fleet.start();
 ctx.log.info({ code: 'worker_started', pid: process.pid, metricsPort: ops.port, shards: ctx.keys.allShards().length }, 'worker started');

@@ -1,0 +1,75 @@
+/**
+ * Approvals: which write actions wait for a person (cfg.APPROVAL_RULES), and
+ * the expiry sweep of pending ones.
+ *
+ * The approval binds to the action's fingerprint (sha256 of its material
+ * arguments, on the ledger record since `planned`): an approver approves the
+ * exact arguments they were shown. The claim is one script
+ * (src/lua/approvalDecide-3.lua), so two approvers racing produce one decision.
+ *
+ * If the process dies: after the decision and before the resume, the run stays
+ * `waiting_approval` with a decided action; a repeated POST returns the first
+ * decision and resumes it. During the sweep: the action is rejected first, the
+ * run is stopped second; a rerun of the sweep finds the action already rejected
+ * as expired and stops the run.
+ */
+import type { AppContext } from '../app/context.js';
+import type { Config } from '../config.js';
+import type { WriteTool } from '../agent/tools/tool.js';
+import { Ledger } from './ledger.js';
+import type { ApprovalPolicy } from './runner.js';
+import { stopRun } from '../operators/stopRun.js';
+
+export type ApprovalRule = Config['APPROVAL_RULES'][number];
+
+/** A rule matches on tool, optional tenant and, when given, args.amountCents >= minAmountCents. */
+export function ruleMatches(rule: ApprovalRule, tenant: string, tool: string, args: unknown): boolean {
+  if (rule.tool !== tool) return false;
+  if (rule.tenant !== undefined && rule.tenant !== tenant) return false;
+  if (rule.minAmountCents !== undefined) {
+    const amount = (args as { amountCents?: unknown } | null)?.amountCents;
+    // No amount on an amount rule: ask a person rather than guess.
+    if (typeof amount !== 'number') return true;
+    return amount >= rule.minAmountCents;
+  }
+  return true;
+}
+
+export function approvalPolicy(rules: readonly ApprovalRule[]): ApprovalPolicy {
+  return {
+    requiresApproval(tenant: string, tool: WriteTool, args: unknown): boolean {
+      return rules.some((r) => ruleMatches(r, tenant, tool.name, args));
+    },
+  };
+}
+
+/**
+ * Rejects every pending approval whose expiry is at or before `now`
+ * (why: approval_expired) and ends its run: `failed`, reason approval_expired,
+ * only if the run is still `waiting_approval`. Returns the expired action ids.
+ */
+export async function expireApprovals(ctx: AppContext, now: number, limit = 100): Promise<string[]> {
+  const ledger = new Ledger(ctx.redis, ctx.keys, () => now);
+  const expired: string[] = [];
+  for (const shard of ctx.keys.allShards()) {
+    const due = await ledger.indexed(ctx.keys.approvals(shard), now, limit);
+    for (const { actionId } of due) {
+      const rec = await ledger.getInShard(shard, actionId);
+      if (!rec) {
+        await ctx.redis.zrem(ctx.keys.approvals(shard), actionId);
+        continue;
+      }
+      if (rec.state === 'planned') {
+        await ledger.decideApproval(rec.runId, actionId, 'reject', '', 'approval_expiry', 'approval_expired');
+      } else {
+        await ctx.redis.zrem(ctx.keys.approvals(shard), actionId);
+      }
+      const decision = await ledger.approvalDecision(rec.runId, actionId);
+      if (decision?.reason === 'approval_expired') {
+        await stopRun(ctx, rec.runId, { expected: ['waiting_approval'], status: 'failed', reason: 'approval_expired', now });
+        expired.push(actionId);
+      }
+    }
+  }
+  return expired;
+}

@@ -1,0 +1,51 @@
+--[[
+  Claims a pending approval: binds the decision to the recorded fingerprint,
+  moves planned -> authorized (approve) or planned -> rejected (reject), appends
+  the history entry, stores the decision on the record and leaves the approvals
+  index, in one atomic change. Two racers: exactly one decides; the other gets
+  the first decision back. An approval past its expiry is rejected as expired.
+
+  KEYS[1] action hash  KEYS[2] action history list  KEYS[3] shard approvals zset
+
+  ARGV[1] action id  ARGV[2] decision: approve | reject
+  ARGV[3] fingerprint the approver saw ('' = the expiry sweep, no check)
+  ARGV[4] approver (or the sweeper's id)  ARGV[5] now (ms)
+  ARGV[6] reason (history `why`)
+
+  Returns {code, decision JSON}: 1 decided now, 2 decided before (the first
+  decision), 3 expired (rejected now with reason approval_expired);
+  or {-10, ''} no such action, {-14, ''} fingerprint mismatch (nothing changed),
+  {-11, state} not planned and no decision recorded.
+]]
+local h = redis.call('HMGET', KEYS[1], 'state', 'fingerprint', 'decision', 'approvalExpiresAt', 'runId')
+local state, fp, prior, expiresAt, runId = h[1], h[2], h[3], h[4], h[5]
+if not state then return { -10, '' } end
+if ARGV[3] ~= '' and ARGV[3] ~= fp then return { -14, '' } end
+if prior then return { 2, prior } end
+if state ~= 'planned' then return { -11, state } end
+
+local now = tonumber(ARGV[5])
+local code, decision, why, by = 1, ARGV[2], ARGV[6], ARGV[4]
+if ARGV[3] ~= '' and expiresAt and now > tonumber(expiresAt) then
+  code, decision, why, by = 3, 'reject', 'approval_expired', 'approval_expiry'
+end
+local to = 'authorized'
+if decision == 'reject' then to = 'rejected' end
+
+local record = cjson.encode({
+  actionId = ARGV[1], runId = runId, decision = decision, state = to,
+  approver = by, reason = why, fingerprint = fp, decidedAt = ARGV[5],
+})
+local history = cjson.encode({
+  from = 'planned', to = to, at = now, by = by, why = why,
+  evidence = { approver = by, decision = decision, fingerprint = fp },
+})
+local fields = { 'state', to, 'updatedAt', ARGV[5], 'decision', record }
+if to == 'rejected' then
+  fields[#fields + 1] = 'output'
+  fields[#fields + 1] = cjson.encode({ rejected = true, reason = why })
+end
+redis.call('HSET', KEYS[1], unpack(fields))
+redis.call('RPUSH', KEYS[2], history)
+redis.call('ZREM', KEYS[3], ARGV[1])
+return { code, record }

@@ -1,0 +1,17 @@
+/** Mounts every operator-facing router (approvals, reconciliation, cancel, live events, Bull Board). */
+import type express from 'express';
+import type { AppContext } from '../app/context.js';
+import type { Ledger } from '../ledger/ledger.js';
+import { approvalsRouter } from './approvals.js';
+import { mountBullBoard } from './bullBoard.js';
+import { cancelRouter } from './cancel.js';
+import { eventsRouter } from './events.js';
+import { reconciliationsRouter } from './reconciliations.js';
+
+export function mountOperators(app: express.Express, ctx: AppContext, ledger: Ledger): void {
+  app.use(approvalsRouter(ctx, ledger));
+  app.use(reconciliationsRouter(ctx, ledger));
+  app.use(cancelRouter(ctx));
+  app.use(eventsRouter(ctx));
+  mountBullBoard(app, ctx);
+}

@@ -1,0 +1,77 @@
+/**
+ * Operator routes of the human reconciliation queue: actions in needs_human
+ * (outcome unknown and not decidable by the service) with their evidence, and
+ * the operator's finding.
+ *
+ * confirmed -> needs_human->confirmed with the receipt; the resumed step reads it, nothing is resent.
+ * not_sent  -> needs_human->safe_retry; the resumed step dispatches once more with the SAME key.
+ * compensate -> needs_human->compensation_required plus a new `planned` compensating action
+ *               linked by `compensates`; the run stays parked for a person.
+ *
+ * If the process dies between the move and the resume, the run stays
+ * needs_human with a settled action; the reconciler or a second POST (409,
+ * with the state) shows it, and resuming is safe to repeat.
+ */
+import { Router } from 'express';
+import { z } from 'zod';
+import type { AppContext } from '../app/context.js';
+import { Ledger, LedgerConflict } from '../ledger/ledger.js';
+import { requireToken } from '../producer/auth.js';
+import { invalid, param } from './http.js';
+import { resumeParked } from './resume.js';
+
+const findingSchema = z.object({
+  finding: z.enum(['confirmed', 'not_sent', 'compensate']),
+  receipt: z.string().min(1).max(200).optional(),
+  evidence: z.unknown(),
+  operator: z.string().min(1).max(200),
+}).strict().refine((b) => b.finding !== 'confirmed' || b.receipt !== undefined, { path: ['receipt'], message: 'a confirmed finding needs the receipt' });
+
+export function reconciliationsRouter(ctx: AppContext, ledger: Ledger): Router {
+  const r = Router();
+  const operator = requireToken(ctx.cfg.OPERATOR_TOKEN, 'operator');
+
+  r.get('/v1/reconciliations', operator, async (_req, res) => {
+    const items = [];
+    for (const shard of ctx.keys.allShards()) {
+      for (const { actionId, since } of await ledger.indexed(ctx.keys.humanQueue(shard), Number.POSITIVE_INFINITY, 1000)) {
+        const rec = await ledger.getInShard(shard, actionId);
+        if (!rec) continue;
+        items.push({ ...rec, since, history: await ledger.history(rec.runId, actionId) });
+      }
+    }
+    res.json({ reconciliations: items });
+  });
+
+  r.post('/v1/reconciliations/:actionId', operator, async (req, res) => {
+    const parsed = findingSchema.safeParse(req.body);
+    if (!parsed.success) return void invalid(res, parsed.error);
+    const { finding, receipt, evidence, operator: by } = parsed.data;
+    const actionId = param(req.params.actionId);
+    const rec = await ledger.locate(actionId);
+    if (!rec) return void res.status(404).json({ error: 'not_found', actionId });
+    const ev = { by, why: `operator finding: ${finding}`, evidence: { finding, evidence, ...(receipt ? { receipt } : {}) } };
+    let compensation: string | undefined;
+    try {
+      if (finding === 'confirmed') {
+        const output = JSON.stringify({ receipt, confirmedBy: 'operator' });
+        await ledger.transition(rec.runId, actionId, 'needs_human', 'confirmed', ev, { receipt: receipt!, output, outcome: 'confirmed_by_operator' });
+      } else if (finding === 'not_sent') {
+        await ledger.transition(rec.runId, actionId, 'needs_human', 'safe_retry', ev);
+      } else {
+        if (rec.state !== 'needs_human') throw new LedgerConflict('needs_human', rec.state);
+        // Plan first (idempotent by identity), then move: a crash between leaves the original in needs_human, and a retry plans nothing new.
+        const comp = await ledger.planCompensation(rec, by, ev.evidence);
+        compensation = comp.actionId;
+        await ledger.transition(rec.runId, actionId, 'needs_human', 'compensation_required', { ...ev, evidence: { ...ev.evidence, compensation } }, { compensatedBy: comp.actionId });
+      }
+    } catch (err) {
+      if (err instanceof LedgerConflict) return void res.status(409).json({ error: 'not_in_human_queue', actionId, state: err.actual });
+      throw err;
+    }
+    const resumed = finding === 'compensate' ? false : await resumeParked(ctx, rec.runId, 'needs_human');
+    const after = await ledger.get(rec.runId, actionId);
+    res.json({ actionId, runId: rec.runId, state: after?.state, resumed, ...(compensation ? { compensation } : {}) });
+  });
+  return r;
+}
