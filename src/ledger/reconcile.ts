@@ -48,6 +48,8 @@ export async function reconcile(
     const r = await tool.lookup(ctx, { idempotencyKey: rec.idempotencyKey, requestId: rec.requestId, signal: ctx.signal });
     last = r.evidence;
     if (r.status === 'committed') {
+      // The service holds more than one effect for this one action: loud, whatever happens next.
+      if (r.effects !== undefined && r.effects > 1) d.metrics.duplicateWrites.inc({ tool: rec.tool }, r.effects - 1);
       return move('confirmed', 'the service has the request: receipt recovered by lookup', r.evidence, {
         receipt: r.receipt, output: JSON.stringify(r.output),
       });

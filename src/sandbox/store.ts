@@ -110,7 +110,7 @@ export class Store {
   lookupByKey(resource: EffectResource, key: string): LookupResult {
     const s = this.state[resource];
     const entry = s.keys.get(key);
-    if (entry?.record !== undefined) return { status: 'committed', record: entry.record };
+    if (entry?.record !== undefined) return { status: 'committed', record: entry.record, records: s.perKey.get(key) ?? 1 };
     if (entry !== undefined || s.inflightKeys.has(key)) return { status: 'processing' };
     return { status: 'absent', stopped: true };
   }

@@ -35,7 +35,8 @@ export interface SandboxRecord {
 
 /** Answer of the reconciliation API (GET /v1/:resource?idempotency_key=|request_id=). */
 export type LookupResult =
-  | { status: 'committed'; record: SandboxRecord }
+  /** `records`: how many business effects carry this key (more than 1 = a duplicate reached the service). */
+  | { status: 'committed'; record: SandboxRecord; records?: number }
   | { status: 'processing' }
   /** No record and nothing in flight: the service proves there is no effect and no running request. */
   | { status: 'absent'; stopped: true };

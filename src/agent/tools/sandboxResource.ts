@@ -48,9 +48,14 @@ export async function lookupByKey(
   } catch (err) {
     return { status: 'undecidable', evidence: { error: (err as Error).message } };
   }
-  const body = res.body as { status?: string; record?: unknown; stopped?: boolean } | undefined;
+  const body = res.body as { status?: string; record?: unknown; stopped?: boolean; records?: number } | undefined;
   if (res.status === 200 && body?.status === 'committed' && isRecord(body.record)) {
-    return { status: 'committed', receipt: body.record.id, output: { id: body.record.id, status: 'created' }, evidence: { query: 'idempotency_key', record: body.record.id } };
+    const effects = typeof body.records === 'number' ? body.records : undefined;
+    return {
+      status: 'committed', receipt: body.record.id, output: { id: body.record.id, status: 'created' },
+      evidence: { query: 'idempotency_key', record: body.record.id, ...(effects !== undefined ? { records: effects } : {}) },
+      ...(effects !== undefined ? { effects } : {}),
+    };
   }
   if (res.status === 200 && body?.status === 'processing') return { status: 'processing', evidence: { query: 'idempotency_key', status: 'processing' } };
   // "Not found" alone is not "not sent": only absent AND stopped allows a retry.

@@ -22,7 +22,8 @@ export interface DispatchReceipt {
 
 /** What the authoritative service says about an earlier request (reconcile before retry). */
 export type LookupResult =
-  | { status: 'committed'; receipt: string; output: unknown; evidence: unknown }
+  /** `effects`: how many business effects the service holds for the key, when it can tell. */
+  | { status: 'committed'; receipt: string; output: unknown; evidence: unknown; effects?: number }
   | { status: 'processing'; evidence: unknown }
   | { status: 'absent_stopped'; evidence: unknown }
   | { status: 'undecidable'; evidence: unknown };
