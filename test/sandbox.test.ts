@@ -127,7 +127,7 @@ describe('reconciliation lookup', () => {
   it('finds a committed record by key, by request id and by id', async () => {
     const key = newKey();
     const rec = (await (await post('emails', { to: 'a@x.io' }, { key, requestId: 'r-9' })).json()) as SandboxRecord;
-    expect(await lookup('emails', 'idempotency_key', key)).toEqual({ status: 'committed', record: rec });
+    expect(await lookup('emails', 'idempotency_key', key)).toEqual({ status: 'committed', record: rec, records: 1 });
     expect(await lookup('emails', 'request_id', 'r-9')).toEqual({ status: 'committed', record: rec });
     // Keys are per resource.
     expect((await lookup('tickets', 'idempotency_key', key)).status).toBe('absent');
