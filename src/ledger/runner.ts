@@ -53,6 +53,7 @@ export class LedgerEffectRunner implements EffectRunner {
     const id = actionIdentity(ctx.runId, tool, args);
     const plan = await this.d.ledger.plan(ctx.runId, ctx.step, call.id, tool.name, id, args, this.d.workerId);
     if (plan.status === 'new') this.d.metrics.effects.inc({ tool: tool.name, state: 'planned' });
+    this.d.crash.hit('after_reservation', ctx.step);
     let repeat = false;
     if (plan.status === 'repeat') {
       // The same write asked for again in this run (the agent looping): answer from the ledger.

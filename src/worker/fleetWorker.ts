@@ -32,12 +32,15 @@ export class FleetWorker {
   readonly processor: StepProcessor;
   ready = false;
 
+  private readonly crash: CrashPoints;
+
   constructor(private readonly ctx: AppContext, opts: FleetWorkerOptions = {}) {
     const { cfg } = ctx;
+    this.crash = opts.crash ?? new CrashPoints(cfg.CRASH_POINTS);
     this.processor = new StepProcessor({
       cfg, redis: ctx.redis, keys: ctx.keys, store: ctx.store, specs: new RunSpecCache(ctx.store),
       registry: ctx.registry, providers: ctx.providers, metrics: ctx.metrics, log: ctx.log,
-      crash: opts.crash ?? new CrashPoints(cfg.CRASH_POINTS),
+      crash: this.crash,
       ...(opts.effects ? { effects: opts.effects } : {}),
     });
     const shards = opts.shards ?? (cfg.WORKER_SHARDS.length > 0 ? cfg.WORKER_SHARDS.map(Number) : ctx.keys.allShards());
@@ -84,6 +87,8 @@ export class FleetWorker {
     if (force) this.hard.abort(new Error('forced shutdown'));
     if (this.stopping) return this.stopping;
     this.soft.abort(new Error('worker shutting down'));
+    // Test-only: die inside the grace period (the next owner reconciles whatever was in flight).
+    setTimeout(() => this.crash.hit('during_grace'), 50).unref();
     const grace = setTimeout(() => this.hard.abort(new Error('grace period over')), this.ctx.cfg.SHUTDOWN_GRACE_MS);
     this.stopping = (async () => {
       await Promise.all(this.workers.map((w) => w.close()));
