@@ -1,58 +1,114 @@
 /**
- * SIGTERM handoff with a real process: the worker stops taking jobs, turns
- * unready, aborts its in-flight read, hands the job back at once and exits 0;
- * another worker finishes the run with each step once and no duplicate effect.
+ * SIGTERM handoff of a real worker process: the held step is handed back at
+ * once (moveToWait + WaitingError) and finished by another worker; /readyz
+ * turns 503; a write dispatch already in flight finishes and is recorded
+ * `confirmed` inside the grace period.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createHarness, sampleTicket, type Harness } from './support/harness.js';
 import { spawnWorker } from './support/processes.js';
 import { buildSpec } from '../src/producer/runs.js';
+import { Ledger } from '../src/ledger/ledger.js';
 import { freePort } from '../src/redis/embedded.js';
 
+const GRACE_MS = 10_000;
 let h: Harness;
-beforeAll(async () => {
+beforeEach(async () => {
   h = await createHarness('sigterm');
 });
-afterAll(async () => {
+afterEach(async () => {
   await h.close();
 });
 
-describe('SIGTERM', () => {
-  it('hands a held step back at once and exits 0; another worker finishes the run', async () => {
-    // The knowledge-base search (step 3 of the support agent) hangs for 10 s.
-    h.sandbox.setFaults([{ kind: 'slow_commit', resource: 'kb', ms: 10_000 }]);
-    const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket('ST-1') }, Date.now());
+async function createSupportRun(id: string): Promise<string> {
+  const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket(id), budget: { maxSteps: 25 } }, Date.now());
+  await h.ctx.store.create(spec, Date.now());
+  return spec.runId;
+}
+
+async function until<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const v = await fn();
+    if (v) return v;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+const procEnv = (port: number) => ({ ...h.env, WORKER_METRICS_PORT: String(port), SHUTDOWN_GRACE_MS: String(GRACE_MS), LOCK_DURATION_MS: '1000', STALLED_INTERVAL_MS: '500' });
+
+async function readyz(port: number): Promise<number> {
+  try {
+    return (await fetch(`http://127.0.0.1:${port}/readyz`)).status;
+  } catch {
+    return -1; // closed
+  }
+}
+
+async function expectJournalInOrder(runId: string, n: number) {
+  const decisions = (await h.ctx.store.transcript(runId)).filter((e) => e.kind === 'decision').map((e) => e.step);
+  expect(decisions).toEqual(Array.from({ length: n }, (_, i) => i + 1));
+}
+
+describe('SIGTERM handoff of a real worker process', () => {
+  it('hands a slow read step back at once, exits 0 well below the grace, and another worker finishes the run', async () => {
+    h.sandbox.setFaults([{ kind: 'slow_commit', resource: 'kb', ms: 3000 }]);
     const port = await freePort();
-    const victim = await spawnWorker({ ...h.env, WORKER_METRICS_PORT: String(port), SHUTDOWN_GRACE_MS: '20000' });
-    await h.ctx.store.create(spec, Date.now());
-    while ((await h.ctx.store.readState(spec.runId))!.cursor < 3) await new Promise((r) => setTimeout(r, 20));
-    await new Promise((r) => setTimeout(r, 200));
-    expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
+    const runId = await createSupportRun('S-1');
+    const proc = await spawnWorker(procEnv(port));
+    expect(await readyz(port)).toBe(200);
+    // Step 3 is search_kb: the worker holds the step while the read hangs for 3 s.
+    await until('step 3', async () => (await h.ctx.store.readState(runId))?.cursor === 3);
+    await new Promise((r) => setTimeout(r, 300));
     const sentAt = Date.now();
-    victim.child.kill('SIGTERM');
-    const exit = await victim.exited;
-    const exitMs = Date.now() - sentAt;
-    expect(exit.code).toBe(0);
-    // Far below the 10 s the read would have taken and the 20 s grace.
-    expect(exitMs).toBeLessThan(5000);
-    expect(victim.lines.some((l) => l.includes('"sigterm_handoff"'))).toBe(true);
-    // Handed back, not stalled: the job is waiting again, with no attempt counted.
-    const job = await h.ctx.queues.forRun(spec.runId).getJob(`${spec.runId}.s3`);
-    expect(await job?.getState()).toBe('waiting');
+    proc.child.kill('SIGTERM');
+    const exit = await proc.exited;
+    const tookMs = Date.now() - sentAt;
+    expect(exit).toEqual({ code: 0, signal: null });
+    expect(tookMs).toBeLessThan(2500); // the 3 s read was aborted, not waited for; grace is 10 s
+    expect(proc.lines.some((l) => l.includes('"sigterm_handoff"'))).toBe(true);
+    // Handed back to the wait list (not stalled): a fresh worker takes it right away.
     h.sandbox.clearFaults();
     await h.startWorker();
-    expect(await h.waitForStatus(spec.runId, ['completed', 'failed', 'needs_human'])).toBe('completed');
-    const decisions = (await h.ctx.store.transcript(spec.runId)).filter((e) => e.kind === 'decision').map((e) => e.step);
-    expect(decisions).toEqual([1, 2, 3, 4, 5, 6]);
-    expect(h.sandbox.counts().byResource.tickets!.records).toBe(1);
-    expect(h.sandbox.counts().byResource.emails!.records).toBe(1);
+    expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'], 20_000)).toBe('completed');
+    const counts = h.sandbox.counts();
+    expect(counts.byResource.tickets!.records).toBe(1);
+    expect(counts.byResource.emails!.records).toBe(1);
+    expect(counts.duplicates).toBe(0);
+    await expectJournalInOrder(runId, 6);
   });
 
-  it('readiness turns false at the first signal, before the jobs are handed back', async () => {
-    const w = await h.startWorker();
-    expect(w.ready).toBe(true);
-    const stopping = w.stop();
-    expect(w.ready).toBe(false);
-    await stopping;
+  it('a dispatch in flight at SIGTERM finishes and is recorded confirmed within the grace; /readyz turns 503', async () => {
+    h.sandbox.setFaults([{ kind: 'slow_commit', resource: 'emails', ms: 1000 }]);
+    const port = await freePort();
+    const runId = await createSupportRun('S-2');
+    const proc = await spawnWorker(procEnv(port));
+    expect(await readyz(port)).toBe(200);
+    const ledger = new Ledger(h.ctx.redis, h.ctx.keys);
+    await until('email dispatched', async () => (await ledger.listForRun(runId)).some((a) => a.tool === 'send_email' && a.state === 'dispatched'));
+    const sentAt = Date.now();
+    proc.child.kill('SIGTERM');
+    // Unready while the dispatch finishes inside the grace.
+    const status = await until('readyz 503', async () => {
+      const s = await readyz(port);
+      return s === 503 ? s : undefined;
+    }, 5000);
+    expect(status).toBe(503);
+    const exit = await proc.exited;
+    expect(exit).toEqual({ code: 0, signal: null });
+    expect(Date.now() - sentAt).toBeLessThan(GRACE_MS);
+    const email = (await ledger.listForRun(runId)).find((a) => a.tool === 'send_email')!;
+    expect(email.state).toBe('confirmed');
+    expect(email.history.map((x) => x.to)).not.toContain('outcome_unknown');
+    expect(h.sandbox.counts().byResource.emails!.records).toBe(1);
+    h.sandbox.clearFaults();
+    await h.startWorker();
+    expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'], 20_000)).toBe('completed');
+    const counts = h.sandbox.counts();
+    expect(counts.byResource.tickets!.records).toBe(1);
+    expect(counts.byResource.emails!.records).toBe(1);
+    expect(counts.duplicates).toBe(0);
+    await expectJournalInOrder(runId, 6);
   });
 });
