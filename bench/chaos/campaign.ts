@@ -157,7 +157,7 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
           if (e.code !== 0) failures.push(`worker ${w.pid} exited code=${e.code} signal=${e.signal} at the final stop`);
         } else if (w.sent === 'SIGTERM') {
           if (e.code === 0 && e.at - w.sentAt! < 10_000) sigtermCleanExits++;
-          else failures.push(`worker ${w.pid} exited code=${e.code} signal=${e.signal} ${e.at - w.sentAt!}ms after SIGTERM`);
+          else failures.push(`worker ${w.pid} exited code=${e.code} signal=${e.signal} ${e.at - w.sentAt!}ms after SIGTERM: ${w.lines.slice(-2).join(' | ')}`);
         } else {
           failures.push(`worker ${w.pid} exited code=${e.code} signal=${e.signal} unprompted: ${w.lines.slice(-3).join(' | ')}`);
         }

@@ -29,7 +29,10 @@ export async function spawnChaosWorker(env: Record<string, string>, crashPoint?:
       const line = buf.slice(0, i);
       buf = buf.slice(i + 1);
       // Keep only what we need (startup and shutdown), not every step line.
-      if (lines.length < 200 && /worker_started|shutdown|forced_exit|error/.test(line)) lines.push(line);
+      if (/worker_started|shutdown|forced_exit|error/.test(line)) {
+        lines.push(line);
+        if (lines.length > 200) lines.splice(1, 1); // keep the start line and the latest
+      }
     }
   });
   child.stderr!.on('data', (d: Buffer) => { if (lines.length < 200) lines.push(`stderr: ${d.toString()}`); });

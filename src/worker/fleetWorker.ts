@@ -31,6 +31,8 @@ export class FleetWorker {
   private stopping?: Promise<void>;
   readonly processor: StepProcessor;
   ready = false;
+  /** Jobs this process holds right now (for the shutdown diagnostics). */
+  readonly held = new Set<string>();
 
   private readonly crash: CrashPoints;
 
@@ -67,6 +69,7 @@ export class FleetWorker {
 
   private async handle(job: Job, token?: string): Promise<void> {
     if (!token) throw new Error('BullMQ did not pass a lock token');
+    this.held.add(job.id!);
     try {
       await this.processor.process(job, token, this.soft.signal, this.hard.signal);
     } catch (err) {
@@ -78,6 +81,8 @@ export class FleetWorker {
         throw new WaitingError();
       }
       throw err;
+    } finally {
+      this.held.delete(job.id!);
     }
   }
 

@@ -25,9 +25,14 @@ async function shutdown(signal: string): Promise<void> {
     process.exit(1);
   }
   ctx.log.info({ code: 'shutdown_started', signal, graceMs: cfg.SHUTDOWN_GRACE_MS }, 'handing jobs back');
-  const hardExit = setTimeout(() => process.exit(1), cfg.SHUTDOWN_GRACE_MS + 3000);
+  let stage = 'handing_back';
+  const hardExit = setTimeout(() => {
+    ctx.log.error({ code: 'forced_exit', stage, held: [...fleet.held] }, 'shutdown did not finish after the grace period: exiting');
+    process.exit(1);
+  }, cfg.SHUTDOWN_GRACE_MS + 3000);
   hardExit.unref();
   await fleet.stop();
+  stage = 'closing_connections';
   ops.server.close();
   await ctx.close();
   ctx.log.info({ code: 'shutdown_done' }, 'worker stopped');
