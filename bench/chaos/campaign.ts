@@ -8,8 +8,10 @@
  * every shard queue with each job's processedOn. When a worker dies by SIGKILL
  * at time T, the jobs active at the last snapshot before T are remembered; a
  * job whose processedOn later moves to a value > T was restarted by another
- * worker (stall recovery) and contributes (processedOn - T). Jobs of live
- * workers finish and are not restarted, so they do not contribute.
+ * worker (stall recovery) and contributes (processedOn - T); the watched jobs'
+ * hashes are read directly, since a recovered step may be active only for a
+ * few ms. Jobs of live workers finish and are not restarted, so they do not
+ * contribute.
  */
 import { randomBytes } from 'node:crypto';
 import { loadConfig } from '../../src/config.js';
@@ -210,10 +212,22 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
           }
         }
         lastSnap = snap;
-        for (const [k, w] of watched) {
-          const p = snap.get(k);
-          if (p !== undefined && p > w.before && p > w.since) { recoveries.push(p - w.since); watched.delete(k); }
-          else if (Date.now() - w.since > 60_000) watched.delete(k);
+        // A recovered step is often active for only a few ms, so read the watched jobs' hashes
+        // (completed step jobs are kept for an hour) rather than the active list.
+        if (watched.size) {
+          const keys = [...watched.keys()];
+          const pipe = ctx.redis.pipeline();
+          for (const k of keys) {
+            const [shard, id] = k.split('|');
+            pipe.hget(`${bull}:${ctx.keys.queueName(Number(shard))}:${id}`, 'processedOn');
+          }
+          const res = (await pipe.exec()) ?? [];
+          keys.forEach((k, i) => {
+            const w = watched.get(k)!;
+            const p = Number(res[i]?.[1] ?? 0);
+            if (p > w.before && p > w.since) { recoveries.push(p - w.since); watched.delete(k); }
+            else if (Date.now() - w.since > 60_000) watched.delete(k);
+          });
         }
       } catch { /* redis restarting */ }
       await sleep(100);

@@ -48,7 +48,7 @@ export async function createContext(cfg: Config, name: string, opts: { log?: Log
   metrics.redisConfigOk.set({ check: 'aof' }, report.aof ? 1 : 0);
   loadScripts(redis);
   const keys = new KeySpace(cfg.KEY_PREFIX, cfg.BULL_PREFIX, cfg.SHARDS);
-  const queues = new ShardQueues(keys, redis);
+  const queues = new ShardQueues(keys, redis, (err) => log.warn({ code: 'queue_error', err: err.message }, 'queue connection error'));
   const store = new RunStore(redis, keys, queues, cfg.EVENTS_MAX_LEN);
   registerScrapeCollectors(metrics, { redis, keys, queues, log });
   return {

@@ -68,7 +68,7 @@ for (const ticket of tickets) {
   console.log(`enqueued ${ticket.id} -> run ${body.runId} (${res.status})`);
 }
 
-const ledger = new Ledger(ctx.redis, ctx.keys);
+const ledger = new Ledger(ctx.redis, ctx.keys, Date.now, ctx.cfg.EVENTS_MAX_LEN);
 const last = new Map<string, string>();
 const poll = setInterval(async () => {
   for (const runId of runIds) {

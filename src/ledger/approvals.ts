@@ -49,7 +49,7 @@ export function approvalPolicy(rules: readonly ApprovalRule[]): ApprovalPolicy {
  * only if the run is still `waiting_approval`. Returns the expired action ids.
  */
 export async function expireApprovals(ctx: AppContext, now: number, limit = 100): Promise<string[]> {
-  const ledger = new Ledger(ctx.redis, ctx.keys, () => now);
+  const ledger = new Ledger(ctx.redis, ctx.keys, () => now, ctx.cfg.EVENTS_MAX_LEN);
   const expired: string[] = [];
   for (const shard of ctx.keys.allShards()) {
     const due = await ledger.indexed(ctx.keys.approvals(shard), now, limit);

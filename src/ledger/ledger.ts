@@ -55,12 +55,19 @@ export class LedgerConflict extends Error {
 }
 
 export class Ledger {
-  constructor(private readonly redis: RedisClient, private readonly keys: KeySpace, private readonly now: () => number = Date.now) {}
+  constructor(
+    private readonly redis: RedisClient, private readonly keys: KeySpace, private readonly now: () => number = Date.now,
+    /** Cap of the run's event stream, where every move is also published as an `effect` event. */
+    private readonly eventsMaxLen = 1000,
+  ) {}
 
   private k(runId: string, actionId: string) {
     const shard = this.keys.shardOf(runId);
     const action = this.keys.action(runId, actionId);
-    return { action, history: `${action}:history`, open: this.keys.openActions(shard), human: this.keys.humanQueue(shard) };
+    return {
+      action, history: `${action}:history`, open: this.keys.openActions(shard), human: this.keys.humanQueue(shard),
+      events: this.keys.run(runId).events,
+    };
   }
 
   async plan(
@@ -74,8 +81,9 @@ export class Ledger {
     };
     const history: HistoryEntry = { from: null, to: 'planned', at: now, by, why: 'tool call requested by the model', evidence: { step, callId } };
     const res = (await script(this.redis, 'ledgerPlan')(
-      k.action, k.history, this.keys.reservation(runId, id.idempotencyKey), this.keys.run(runId).actions,
+      k.action, k.history, this.keys.reservation(runId, id.idempotencyKey), this.keys.run(runId).actions, k.events,
       id.actionId, JSON.stringify(fields), JSON.stringify(history), step, callId,
+      this.eventsMaxLen, effectEvent(id.actionId, tool, null, 'planned', step),
     )) as [string, string, number] | number;
     if (typeof res === 'number') throw scriptError(res, { actionId: id.actionId });
     return { status: res[0] as PlanResult['status'], state: res[1] as LedgerState, repeats: Number(res[2]) };
@@ -90,8 +98,9 @@ export class Ledger {
     const now = this.now();
     const history: HistoryEntry = { from, to, at: now, ...ev };
     const [code, actual] = (await script(this.redis, 'ledgerTransition')(
-      k.action, k.history, k.open, k.human,
+      k.action, k.history, k.open, k.human, k.events,
       from, to, now, JSON.stringify(history), JSON.stringify(set), countAttempt ? 1 : 0, actionId,
+      this.eventsMaxLen, effectEvent(actionId, undefined, from, to, undefined),
     )) as [number, string];
     if (code === 1) return;
     if (code === ScriptCode.StateMismatch) throw new LedgerConflict(from, actual);
@@ -204,14 +213,20 @@ export class Ledger {
     };
     const history: HistoryEntry = { from: null, to: 'planned', at: now, by, why: `compensation of ${original.actionId}`, evidence };
     const res = (await script(this.redis, 'ledgerPlan')(
-      k.action, k.history, this.keys.reservation(original.runId, idempotencyKey), this.keys.run(original.runId).actions,
+      k.action, k.history, this.keys.reservation(original.runId, idempotencyKey), this.keys.run(original.runId).actions, k.events,
       actionId, JSON.stringify(fields), JSON.stringify(history), original.step, fields.callId,
+      this.eventsMaxLen, effectEvent(actionId, fields.tool, null, 'planned', original.step),
     )) as [string, string, number] | number;
     if (typeof res === 'number') throw scriptError(res, { actionId });
     const rec = await this.get(original.runId, actionId);
     if (!rec) throw scriptError(ScriptCode.ActionMissing, { actionId });
     return rec;
   }
+}
+
+/** An `effect` event on the run's stream: ids and states only, never arguments. */
+function effectEvent(actionId: string, tool: string | undefined, from: LedgerState | null, to: LedgerState, step: number | undefined): string {
+  return JSON.stringify({ actionId, ...(tool ? { tool } : {}), from, to, ...(step !== undefined ? { step } : {}) });
 }
 
 export interface ApprovalDecision {

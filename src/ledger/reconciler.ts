@@ -27,7 +27,7 @@ export class Reconciler {
   ready = false;
 
   constructor(private readonly ctx: AppContext, private readonly id = `reconciler:${process.pid}`) {
-    this.ledger = new Ledger(ctx.redis, ctx.keys);
+    this.ledger = new Ledger(ctx.redis, ctx.keys, Date.now, ctx.cfg.EVENTS_MAX_LEN);
     this.redlock = new Redlock([ctx.redis], { retryCount: 0 });
     this.redlock.on('clientError', () => {});
   }

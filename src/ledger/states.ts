@@ -1,6 +1,6 @@
 /**
  * The effect ledger's state machine. Moves only forward, by compare-and-set
- * (src/lua/ledgerTransition-4.lua holds the same table; test/ledgerStates.test.ts
+ * (src/lua/ledgerTransition-5.lua holds the same table; test/ledgerStates.test.ts
  * proves every move not listed here is refused by the script).
  */
 export const LEDGER_STATES = [

@@ -14,12 +14,13 @@
   ARGV[10] advance cursor (1) or keep it (0, the run parks mid-step)
   ARGV[11] retention ms for terminal statuses
   ARGV[12] step-committed event (JSON)
-  ARGV[13] 1 when the entries carry the step's decision (it must not be journalled yet)
+  ARGV[13] 1 when the entries carry the step's decision (it must not be journalled yet);
+           ARGV[20+N] and ARGV[21+N] are then its step-started and decision events (JSON)
   ARGV[14] this job's id (must be the run's current job)
   ARGV[15] the next step's job id (becomes the run's current job when status is running)
   ARGV[16] number of journal entries N
   ARGV[17..16+N] journal entries (JSON)
-  ARGV[17+N..19+N] BullMQ addStandardJob argv, present only when status is running
+  ARGV[17+N..19+N] BullMQ addStandardJob argv (empty strings when the status is not running)
 
   Returns: journal length after the commit, or a negative code:
    -1 lock lost  -2 stale step  -3 run missing  -4 run not running  -5 decision already journalled
@@ -56,6 +57,10 @@ if status == 'running' then
   redis.call('HSET', KEYS[1], 'cursor', nextCursor, 'status', status, 'reason', reason, 'updatedAt', ARGV[8], 'jobId', ARGV[15])
 else
   redis.call('HSET', KEYS[1], 'cursor', nextCursor, 'status', status, 'reason', reason, 'updatedAt', ARGV[8])
+end
+if ARGV[13] == '1' then
+  emitEvent(KEYS[4], ARGV[9], 'step_started', ARGV[20 + n])
+  emitEvent(KEYS[4], ARGV[9], 'decision', ARGV[21 + n])
 end
 emitEvent(KEYS[4], ARGV[9], 'step_committed', ARGV[12])
 

@@ -8,6 +8,7 @@
   ARGV[1] lock token  ARGV[2] step  ARGV[3] tokens delta  ARGV[4] context tokens delta
   ARGV[5] decision entry (JSON)  ARGV[6] now (ms)  ARGV[7] events max length
   ARGV[8] decision event (JSON)  ARGV[9] this job's id
+  ARGV[10] step-started event (JSON; emitted before the decision)
 
   Returns: journal index of the decision, or a negative code:
    -1 lock lost  -2 stale step  -3 run missing  -4 run not running  -5 decision already journalled
@@ -24,5 +25,6 @@ local len = redis.call('RPUSH', KEYS[3], ARGV[5])
 redis.call('HINCRBY', KEYS[2], 'tokensUsed', ARGV[3])
 redis.call('HINCRBY', KEYS[2], 'contextTokens', ARGV[4])
 redis.call('HSET', KEYS[1], 'decidedStep', ARGV[2], 'decisionIndex', len - 1, 'status', 'running', 'updatedAt', ARGV[6])
+emitEvent(KEYS[4], ARGV[7], 'step_started', ARGV[10])
 emitEvent(KEYS[4], ARGV[7], 'decision', ARGV[8])
 return len - 1

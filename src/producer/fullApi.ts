@@ -7,7 +7,7 @@ import { webhooksRouter } from '../operators/webhooks.js';
 import { createApi } from './api.js';
 
 export function createFullApi(ctx: AppContext, isReady: () => boolean): express.Express {
-  const ledger = new Ledger(ctx.redis, ctx.keys);
+  const ledger = new Ledger(ctx.redis, ctx.keys, Date.now, ctx.cfg.EVENTS_MAX_LEN);
   const api = createApi(ctx, { isReady, listEffects: (runId) => ledger.listForRun(runId), mount: (app) => mountOperators(app, ctx, ledger) });
   // Signed webhooks need the raw body, so they sit in front of the API's JSON parser.
   const app = express();

@@ -21,12 +21,14 @@ export const stepJobOptions: JobsOptions = {
 export class ShardQueues {
   private readonly queues = new Map<number, Queue>();
 
-  constructor(readonly keys: KeySpace, private readonly connection: RedisClient) {}
+  /** @param onError connection errors (a Redis restart); without a listener BullMQ prints them raw. */
+  constructor(readonly keys: KeySpace, private readonly connection: RedisClient, private readonly onError: (err: Error) => void = () => {}) {}
 
   byShard(shard: number): Queue {
     let q = this.queues.get(shard);
     if (!q) {
       q = new Queue(this.keys.queueName(shard), { connection: this.connection as never, prefix: this.keys.bullPrefix });
+      q.on('error', this.onError);
       this.queues.set(shard, q);
     }
     return q;

@@ -51,6 +51,8 @@ export interface StepDeps {
   crash: CrashPoints;
   transcripts?: TranscriptCache;
   now?: () => number;
+  /** Names this process in run events (`worker:<pid>` by default). */
+  workerName?: string;
 }
 
 type Terminal = { status: string; reason: string };
@@ -69,11 +71,13 @@ export class StepProcessor {
   private readonly transcripts: TranscriptCache;
   private readonly now: () => number;
   private readonly tenantBudget: TenantBudget;
+  private readonly workerName: string;
 
   constructor(private readonly d: StepDeps) {
     this.tenantBudget = new TenantBudget(d.redis, d.keys, d.cfg.TENANT_DAILY_TOKENS);
     this.transcripts = d.transcripts ?? new TranscriptCache();
     this.now = d.now ?? Date.now;
+    this.workerName = d.workerName ?? `worker:${process.pid}`;
   }
 
   /**
@@ -83,6 +87,7 @@ export class StepProcessor {
    */
   async process(job: Job, token: string, signal: AbortSignal, dispatchSignal: AbortSignal = signal): Promise<void> {
     const started = process.hrtime.bigint();
+    const startedAt = this.now();
     const data = stepJobDataSchema.parse(job.data);
     const { runId, step } = data;
     const log = this.d.log.child({ runId, step, jobId: job.id, attempt: job.attemptsStarted });
@@ -117,7 +122,9 @@ export class StepProcessor {
       }
     }
 
-    const commit = (plan: CommitPlan) => this.commit(token, lockKey, job.id!, data, used, plan, log);
+    // The step_started event rides in the first script this step runs (journalDecision or the commit).
+    const startedEvent = JSON.stringify({ step, jobId: job.id, attempt: job.attemptsStarted, startedAt, worker: this.workerName });
+    const commit = (plan: CommitPlan) => this.commit(token, lockKey, job.id!, data, used, plan, log, startedEvent);
 
     try {
       // Pinned versions: a run never goes on quietly under changed tools or agent.
@@ -156,7 +163,7 @@ export class StepProcessor {
         decision = called.decision;
         const hasWrite = decision.toolCalls.some((c) => this.d.registry.get(c.name)?.effect === 'write');
         if (hasWrite || redelivered) {
-          const contextDelta = await this.journalDecision(job, token, lockKey, decision, log);
+          const contextDelta = await this.journalDecision(job, token, lockKey, decision, log, startedEvent);
           used = { ...used, tokens: used.tokens + total(decision.usage), contextTokens: used.contextTokens + contextDelta };
           this.d.crash.hit('after_decision', step);
         } else {
@@ -311,13 +318,13 @@ export class StepProcessor {
   }
 
   /** Returns the context tokens the decision adds. */
-  private async journalDecision(job: Job, token: string, lockKey: string, decision: DecisionEntry, log: Logger): Promise<number> {
+  private async journalDecision(job: Job, token: string, lockKey: string, decision: DecisionEntry, log: Logger, startedEvent: string): Promise<number> {
     const k = this.d.keys.run((job.data as StepJobData).runId);
     const encoded = encodeEntry(decision);
     const res = await script(this.d.redis, 'journalDecision')(
       k.run, k.budget, k.journal, k.events, lockKey,
       token, decision.step, total(decision.usage), estimateTokens(encoded), encoded, this.now(),
-      this.d.cfg.EVENTS_MAX_LEN, JSON.stringify({ step: decision.step, tools: decision.toolCalls.map((c) => c.name) }), job.id!,
+      this.d.cfg.EVENTS_MAX_LEN, decisionEvent(decision), job.id!, startedEvent,
     );
     if (isScriptError(res)) throw scriptError(res, { step: decision.step });
     log.debug({ code: 'decision_journalled' }, 'decision journalled');
@@ -325,7 +332,7 @@ export class StepProcessor {
   }
 
   private async commit(
-    token: string, lockKey: string, jobId: string, data: StepJobData, used: Used, plan: CommitPlan, log: Logger,
+    token: string, lockKey: string, jobId: string, data: StepJobData, used: Used, plan: CommitPlan, log: Logger, startedEvent: string,
   ): Promise<void> {
     const { runId, step } = data;
     const k = this.d.keys.run(runId);
@@ -355,7 +362,8 @@ export class StepProcessor {
       token, step, plan.status, plan.reason, plan.stepsDelta, plan.tokensDelta, contextDelta, this.now(),
       this.d.cfg.EVENTS_MAX_LEN, plan.advance ? 1 : 0, this.d.cfg.RUN_RETENTION_MS,
       JSON.stringify({ step, status: plan.status, entries: encoded.length }),
-      plan.carriesDecision ? 1 : 0, jobId, stepJobId(runId, step + 1), encoded.length, ...encoded, ...bullArgv,
+      plan.carriesDecision ? 1 : 0, jobId, stepJobId(runId, step + 1), encoded.length, ...encoded,
+      ...(plan.carriesDecision ? [...padTo3(bullArgv), startedEvent, decisionEvent(plan.entries[0] as DecisionEntry)] : bullArgv),
     );
     if (isScriptError(res)) {
       if (res === ScriptCode.DecisionExists) log.warn({ code: 'decision_exists' }, 'a decision was journalled concurrently');
@@ -368,6 +376,16 @@ export class StepProcessor {
       log.info({ code: 'run_' + plan.status, reason: plan.reason, steps: nextUsed.steps, tokens: nextUsed.tokens }, 'run stopped');
     }
   }
+}
+
+/** The `decision` event: what the model chose, by tool name (no arguments: they may hold customer text). */
+function decisionEvent(d: DecisionEntry): string {
+  return JSON.stringify({ step: d.step, tools: d.toolCalls.map((c) => c.name), final: d.final !== undefined });
+}
+
+/** The commit script reads its optional tail at fixed positions after BullMQ's three argv. */
+function padTo3(argv: (string | Buffer)[]): (string | Buffer)[] {
+  return argv.length === 3 ? argv : ['', '', ''];
 }
 
 function total(u: Usage): number {

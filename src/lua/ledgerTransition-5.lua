@@ -4,16 +4,19 @@
 
   KEYS[1] action hash  KEYS[2] action history list
   KEYS[3] shard open-actions zset  KEYS[4] shard human-queue zset
+  KEYS[5] the run's events stream (an `effect` event per move)
 
   ARGV[1] expected current state  ARGV[2] new state  ARGV[3] now (ms)
   ARGV[4] history entry (JSON: from, to, at, by, why, evidence)
   ARGV[5] fields to set (JSON object of strings, may be '{}')
   ARGV[6] 1 to count a dispatch attempt  ARGV[7] action id (zset member)
+  ARGV[8] events max length  ARGV[9] effect event (JSON)
 
   Returns 1, or -10 no such action, -11 state is not the expected one
   (the current state is then in the second element), -12 move not allowed.
 ]]
 -- @include ledgerMoves
+-- @include emitEvent
 
 local current = redis.call('HGET', KEYS[1], 'state')
 if not current then return { -10, '' } end
@@ -42,4 +45,5 @@ if to == 'needs_human' then
 else
   redis.call('ZREM', KEYS[4], ARGV[7])
 end
+emitEvent(KEYS[5], ARGV[8], 'effect', ARGV[9])
 return { 1, to }

@@ -4,14 +4,18 @@
 
   KEYS[1] action hash  KEYS[2] action history list
   KEYS[3] reservation key (idempotency key)  KEYS[4] run's actions set
+  KEYS[5] the run's events stream (an `effect` event when the action is planned)
 
   ARGV[1] action id  ARGV[2] record fields (JSON object of strings)
   ARGV[3] history entry (JSON)  ARGV[4] step  ARGV[5] call id
+  ARGV[6] events max length  ARGV[7] effect event (JSON)
 
   Returns {status, state, repeats}: status 'new' | 'existing' | 'repeat'
   ('repeat' = the same write requested again from another step/call: a loop signal),
   or -13 when the reservation is held by another action.
 ]]
+-- @include emitEvent
+
 local existing = redis.call('HGET', KEYS[1], 'state')
 if existing then
   local step = redis.call('HGET', KEYS[1], 'step')
@@ -37,4 +41,5 @@ redis.call('HSET', KEYS[1], unpack(flat))
 redis.call('HSET', KEYS[1], 'state', 'planned', 'repeats', 0, 'attempts', 0, 'reservationKey', KEYS[3])
 redis.call('RPUSH', KEYS[2], ARGV[3])
 redis.call('SADD', KEYS[4], KEYS[1])
+emitEvent(KEYS[5], ARGV[6], 'effect', ARGV[7])
 return { 'new', 'planned', 0 }

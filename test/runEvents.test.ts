@@ -1,0 +1,49 @@
+/**
+ * The run's event stream (what GET /v1/runs/:id/events serves): every step
+ * starts, decides and commits; every ledger move of an effect is published; the
+ * status change ends it. Ids and states only: no customer text.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createHarness, sampleTicket, type Harness } from './support/harness.js';
+import { buildSpec } from '../src/producer/runs.js';
+import type { Script } from '../src/agent/models/script.js';
+
+const u = { promptTokens: 10, completionTokens: 5 };
+const script: Script = [
+  { toolCalls: [{ name: 'read_ticket', args: {} }], usage: u, transientFailures: 0 },
+  { toolCalls: [{ name: 'send_email', args: { to: 'ada@example.com', template: 'ack', subject: 'Re', body: 'SECRET-BODY' } }], usage: u, transientFailures: 0 },
+  { toolCalls: [], final: 'done', usage: u, transientFailures: 0 },
+];
+
+let h: Harness;
+beforeAll(async () => {
+  h = await createHarness('runevents');
+});
+afterAll(async () => {
+  await h.close();
+});
+
+describe('run events', () => {
+  it('publishes step started, decision, every effect transition, step committed and the final status, in order', async () => {
+    const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket('EV-1'), agent: { model: 'scripted', script } }, Date.now());
+    await h.ctx.store.create(spec, Date.now());
+    await h.startWorker();
+    expect(await h.waitForStatus(spec.runId, ['completed', 'failed'])).toBe('completed');
+
+    const raw = (await h.ctx.redis.xrange(h.ctx.keys.run(spec.runId).events, '-', '+')) as [string, string[]][];
+    const events = raw.map(([, f]) => ({ type: f[1]!, data: JSON.parse(f[3]!) as Record<string, unknown> }));
+    const summary = events.map((e) => (e.type === 'effect' ? `effect:${String(e.data.to)}` : e.type === 'status_changed' ? `status:${String(e.data.status)}` : `${e.type}@${String(e.data.step ?? '')}`));
+    expect(summary).toEqual([
+      'run_created@',
+      'step_started@1', 'decision@1', 'step_committed@1',
+      'step_started@2', 'decision@2', 'effect:planned', 'effect:authorized', 'effect:dispatched', 'effect:confirmed', 'step_committed@2',
+      'step_started@3', 'decision@3', 'step_committed@3', 'status:completed',
+    ]);
+    const started = events.find((e) => e.type === 'step_started')!.data;
+    expect(started).toMatchObject({ step: 1, jobId: `${spec.runId}.s1`, attempt: 1 });
+    expect(typeof started.startedAt).toBe('number');
+    expect(events.find((e) => e.type === 'decision' && e.data.step === 2)!.data.tools).toEqual(['send_email']);
+    expect(JSON.stringify(events)).not.toContain('SECRET-BODY');
+    expect(JSON.stringify(events)).not.toContain('ada@example.com');
+  });
+});
