@@ -16,6 +16,10 @@ import { CrashPoints } from './crashPoints.js';
 import type { EffectRunner } from './effects.js';
 import { StepProcessor } from './stepProcessor.js';
 
+/** How long close() may take once no job is held any more. */
+const CLOSE_TIMEOUT_MS = 1500;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
 export interface FleetWorkerOptions {
   effects?: EffectRunner;
   shards?: number[];
@@ -96,9 +100,20 @@ export class FleetWorker {
     setTimeout(() => this.crash.hit('during_grace'), 50).unref();
     const grace = setTimeout(() => this.hard.abort(new Error('grace period over')), this.ctx.cfg.SHUTDOWN_GRACE_MS);
     this.stopping = (async () => {
-      await Promise.all(this.workers.map((w) => w.close()));
+      // close() stops fetching at once and resolves when the processors are done and the
+      // connections closed. It can hang on a connection that is reconnecting (a Redis restart;
+      // BullMQ #2430, #4656): once every held job is handed back or finished, it gets
+      // CLOSE_TIMEOUT_MS more, and then the process leaves anyway (nothing is held).
+      const closed = Promise.all(this.workers.map((w) => w.close())).then(() => true);
+      const drained = this.heldDrained().then(() => sleep(CLOSE_TIMEOUT_MS)).then(() => false);
+      const clean = await Promise.race([closed, drained]);
       clearTimeout(grace);
+      if (!clean) this.ctx.log.warn({ code: 'close_timeout', timeoutMs: CLOSE_TIMEOUT_MS }, 'worker connections did not close; every job was handed back, leaving anyway');
     })();
     return this.stopping;
+  }
+
+  private async heldDrained(): Promise<void> {
+    while (this.held.size > 0) await sleep(20);
   }
 }

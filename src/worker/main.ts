@@ -34,7 +34,8 @@ async function shutdown(signal: string): Promise<void> {
   await fleet.stop();
   stage = 'closing_connections';
   ops.server.close();
-  await ctx.close();
+  // A connection stuck reconnecting must not keep a stopped worker alive.
+  await Promise.race([ctx.close(), new Promise((r) => setTimeout(r, 2000).unref())]);
   ctx.log.info({ code: 'shutdown_done' }, 'worker stopped');
   process.exit(0);
 }
