@@ -39,6 +39,8 @@ export interface ActionRecord {
   output?: unknown;
   /** Set on a compensating action: the action it undoes. */
   compensates?: string;
+  /** Set on an action in compensation_required: its compensating action. */
+  compensatedBy?: string;
   attempts: number;
   repeats: number;
   createdAt: number;
@@ -195,19 +197,21 @@ export class Ledger {
   }
 
   /**
-   * Plans a compensating action for `original` (same run, same step), linked by
-   * its `compensates` field; its identity derives from the original's, so a
-   * second request plans nothing new. It starts `planned`, like any action.
+   * Plans the compensating action of `original` (same run, same step): a write
+   * of a registered tool (`tool`, `args`), linked by its `compensates` field
+   * (the original's `compensatedBy` is set when it moves to
+   * compensation_required). Its action id, idempotency key and request id
+   * derive from the original's action id, so a second request (a repeated
+   * operator POST) plans nothing new and finds this one. It starts `planned`.
    */
-  async planCompensation(original: ActionRecord, by: string, evidence: unknown): Promise<ActionRecord> {
+  async planCompensation(original: ActionRecord, tool: string, args: unknown, by: string, evidence: unknown): Promise<ActionRecord> {
     const digest = sha256Hex(canonicalJson({ compensates: original.actionId }));
     const actionId = `a_${digest.slice(0, 32)}`;
     const k = this.k(original.runId, actionId);
     const now = this.now();
     const idempotencyKey = `${original.runId}:compensate:${digest.slice(0, 24)}`;
-    const args = { compensates: original.actionId, tool: original.tool, args: original.args, ...(original.receipt ? { receipt: original.receipt } : {}) };
     const fields = {
-      actionId, runId: original.runId, step: String(original.step), callId: `compensate:${original.callId}`, tool: `compensate_${original.tool}`,
+      actionId, runId: original.runId, step: String(original.step), callId: `compensate:${original.callId}`, tool,
       idempotencyKey, requestId: `rq_${digest.slice(32, 56)}`, fingerprint: fingerprint(args), args: JSON.stringify(args),
       compensates: original.actionId, createdAt: String(now), updatedAt: String(now),
     };
@@ -221,6 +225,22 @@ export class Ledger {
     const rec = await this.get(original.runId, actionId);
     if (!rec) throw scriptError(ScriptCode.ActionMissing, { actionId });
     return rec;
+  }
+
+  /**
+   * A short lease on driving one action from outside a step job (an operator's
+   * compensation): an efficiency guard so two concurrent requests do not both
+   * take the action for abandoned. Correctness never rests on it: every move is
+   * a compare-and-set and the service enforces the idempotency key (a release
+   * racing the lease's expiry costs at most one lookup).
+   */
+  async lease(runId: string, actionId: string, holder: string, ms: number): Promise<boolean> {
+    return (await this.redis.set(`${this.k(runId, actionId).action}:driver`, holder, 'PX', ms, 'NX')) === 'OK';
+  }
+
+  async releaseLease(runId: string, actionId: string, holder: string): Promise<void> {
+    const key = `${this.k(runId, actionId).action}:driver`;
+    if ((await this.redis.get(key)) === holder) await this.redis.del(key);
   }
 }
 
@@ -253,6 +273,7 @@ function toRecord(h: Record<string, string>): ActionRecord {
     ...(h.receipt ? { receipt: h.receipt } : {}),
     ...(h.output ? { output: JSON.parse(h.output) } : {}),
     ...(h.compensates ? { compensates: h.compensates } : {}),
+    ...(h.compensatedBy ? { compensatedBy: h.compensatedBy } : {}),
     attempts: Number(h.attempts ?? 0), repeats: Number(h.repeats ?? 0),
     createdAt: Number(h.createdAt), updatedAt: Number(h.updatedAt),
   };

@@ -64,16 +64,30 @@ export class LedgerEffectRunner implements EffectRunner {
         return { kind: 'park', status: 'needs_human', reason: `loop_detected: ${tool.name} requested ${plan.repeats + 1} times`, actionId: id.actionId };
       }
     }
-    return this.drive(id, tool, args, ctx, input.tenant, repeat);
+    return this.drive(id.actionId, tool, args, ctx, input.tenant, repeat, false);
   }
 
-  private async drive(id: ActionIdentity, tool: WriteTool, args: unknown, ctx: ToolContext, tenant: string, repeat: boolean): Promise<EffectResult> {
-    const log = this.d.log.child({ runId: ctx.runId, step: ctx.step, actionId: id.actionId, tool: tool.name });
+  /**
+   * Drives an action planned outside a step (an operator's compensation,
+   * src/operators/compensation.ts) to a settled state, exactly as a step would:
+   * dispatched before the request leaves, reconciled by lookup when the answer
+   * is lost. The caller must hold the action's lease (Ledger.lease): like a
+   * step's lock, it is what lets a `dispatched` record be taken for abandoned.
+   * An operator's order is not a model's: a cancel request does not stop it.
+   */
+  async settle(actionId: string, tool: WriteTool, args: unknown, ctx: ToolContext, tenant: string): Promise<EffectResult> {
+    return this.drive(actionId, tool, args, ctx, tenant, false, true);
+  }
+
+  private async drive(
+    actionId: string, tool: WriteTool, args: unknown, ctx: ToolContext, tenant: string, repeat: boolean, operatorOrdered: boolean,
+  ): Promise<EffectResult> {
+    const log = this.d.log.child({ runId: ctx.runId, step: ctx.step, actionId, tool: tool.name });
     for (let round = 0; round < MAX_DRIVE_ROUNDS; round++) {
-      const rec = await this.d.ledger.get(ctx.runId, id.actionId);
-      if (!rec) throw new AgentError('action_missing', `ledger entry ${id.actionId} vanished`);
+      const rec = await this.d.ledger.get(ctx.runId, actionId);
+      if (!rec) throw new AgentError('action_missing', `ledger entry ${actionId} vanished`);
       if (rec.tool !== tool.name) {
-        return { kind: 'park', status: 'needs_human', reason: `determinism: action ${id.actionId} was ${rec.tool}, now ${tool.name}`, actionId: id.actionId };
+        return { kind: 'park', status: 'needs_human', reason: `determinism: action ${actionId} was ${rec.tool}, now ${tool.name}`, actionId };
       }
       switch (rec.state) {
         case 'confirmed':
@@ -96,7 +110,7 @@ export class LedgerEffectRunner implements EffectRunner {
           break;
         case 'authorized':
         case 'safe_retry':
-          if (await this.d.ledger.cancelRequested(rec.runId)) {
+          if (!operatorOrdered && (await this.d.ledger.cancelRequested(rec.runId))) {
             // Not sent: the model sees the refusal and the step's commit turns the run `cancelled`.
             log.info({ code: 'dispatch_cancelled' }, 'run cancel requested: not dispatching');
             return { kind: 'observed', status: 'rejected', output: { rejected: true, reason: 'cancelled_by_operator' }, actionId: rec.actionId };
@@ -117,7 +131,7 @@ export class LedgerEffectRunner implements EffectRunner {
           return { kind: 'park', status: 'needs_human', reason: `needs_human: ${tool.name} action ${rec.actionId} is ${rec.state}`, actionId: rec.actionId };
       }
     }
-    return { kind: 'park', status: 'needs_human', reason: `needs_human: ${tool.name} action ${id.actionId} did not settle`, actionId: id.actionId };
+    return { kind: 'park', status: 'needs_human', reason: `needs_human: ${tool.name} action ${actionId} did not settle`, actionId };
   }
 
   private reconcileDeps() {

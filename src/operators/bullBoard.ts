@@ -3,6 +3,10 @@
  * BULL_BOARD_READ_ONLY=false. Behind basic auth (BULL_BOARD_USER/PASSWORD) or
  * the operator token; with neither configured it is open (development only;
  * production config requires the operator token).
+ *
+ * Step jobs carry references only (run id, step, budget usage: see
+ * stepJobDataSchema), and each job links to its run's page (/runs/:id, see
+ * runPage.ts) through Bull Board's `externalJobUrl`.
  */
 import type express from 'express';
 import type { NextFunction, Request, Response } from 'express';
@@ -13,6 +17,8 @@ import type { AppContext } from '../app/context.js';
 import { bearer, tokenMatches } from '../producer/auth.js';
 
 export const BULL_BOARD_PATH = '/admin/queues';
+/** The operator's HTML run page (src/operators/runPage.ts). */
+export const RUN_PAGE_PATH = '/runs';
 
 function basicCredentials(req: Request): { user: string; password: string } | undefined {
   const h = req.headers.authorization;
@@ -22,18 +28,45 @@ function basicCredentials(req: Request): { user: string; password: string } | un
   return i < 0 ? undefined : { user: decoded.slice(0, i), password: decoded.slice(i + 1) };
 }
 
+/** Whether the board's basic-auth credentials are configured. */
+export function basicAuthOn(cfg: AppContext['cfg']): boolean {
+  return cfg.BULL_BOARD_USER !== undefined && cfg.BULL_BOARD_PASSWORD !== undefined;
+}
+
+/** True when the request carries the board's basic-auth credentials. */
+export function boardBasicMatches(cfg: AppContext['cfg'], req: Request): boolean {
+  const { BULL_BOARD_USER: user, BULL_BOARD_PASSWORD: password } = cfg;
+  if (user === undefined || password === undefined) return false;
+  const basic = basicCredentials(req);
+  if (!basic) return false;
+  // Both compares always run, so timing does not tell which half was wrong.
+  const userOk = tokenMatches(basic.user, user);
+  const passwordOk = tokenMatches(basic.password, password);
+  return userOk && passwordOk && basic.user.length > 0;
+}
+
+/** 401 asking a browser for the board's credentials (same realm as the board, so they are reused). */
+export function askForBoardCredentials(cfg: AppContext['cfg'], res: Response, message: string): void {
+  if (basicAuthOn(cfg)) res.setHeader('www-authenticate', 'Basic realm="bull-board", charset="UTF-8"');
+  res.status(401).json({ error: 'unauthorized', message });
+}
+
 export function boardAuth(cfg: AppContext['cfg']) {
-  const { BULL_BOARD_USER: user, BULL_BOARD_PASSWORD: password, OPERATOR_TOKEN: token } = cfg;
-  const basicOn = user !== undefined && password !== undefined;
+  const token = cfg.OPERATOR_TOKEN;
   return (req: Request, res: Response, next: NextFunction) => {
-    if (!basicOn && token === undefined) return next();
+    if (!basicAuthOn(cfg) && token === undefined) return next();
     if (token !== undefined && tokenMatches(bearer(req), token)) return next();
-    const basic = basicCredentials(req);
-    // Both compares always run, so timing does not tell which half was wrong.
-    if (basicOn && basic && tokenMatches(basic.user, user) && tokenMatches(basic.password, password) && basic.user.length > 0) return next();
-    if (basicOn) res.setHeader('www-authenticate', 'Basic realm="bull-board", charset="UTF-8"');
-    res.status(401).json({ error: 'unauthorized', message: 'bull board credentials or an operator token are required' });
+    if (boardBasicMatches(cfg, req)) return next();
+    askForBoardCredentials(cfg, res, 'bull board credentials or an operator token are required');
   };
+}
+
+/** Bull Board's per-job link: the run's page, shown on every job card. */
+export function runLinkOf(job: { data?: unknown }): { href: string; displayText: string } {
+  const data = (job.data ?? {}) as { runId?: unknown; step?: unknown };
+  const runId = typeof data.runId === 'string' ? data.runId : '';
+  const step = typeof data.step === 'number' ? ` step ${data.step}` : '';
+  return { href: `${RUN_PAGE_PATH}/${encodeURIComponent(runId)}`, displayText: `run view: ${runId}${step}` };
 }
 
 /**
@@ -48,7 +81,7 @@ export function mountBullBoard(app: express.Express, ctx: AppContext): void {
     const serverAdapter = new ExpressAdapter();
     serverAdapter.setBasePath(BULL_BOARD_PATH);
     createBullBoard({
-      queues: ctx.queues.all().map((q) => new BullMQAdapter(q, { readOnlyMode: ctx.cfg.BULL_BOARD_READ_ONLY })),
+      queues: ctx.queues.all().map((q) => new BullMQAdapter(q, { readOnlyMode: ctx.cfg.BULL_BOARD_READ_ONLY, externalJobUrl: runLinkOf })),
       // @bull-board/express 9.10.1 carries its own @bull-board/api 9.10.1 (the root one is 9.10.2): same shape, separate declarations.
       serverAdapter: serverAdapter as unknown as Parameters<typeof createBullBoard>[0]['serverAdapter'],
     });

@@ -4,10 +4,11 @@
  * when the client goes. Stream ids are the SSE ids, so a client that
  * reconnects with Last-Event-ID continues after the last event it saw, each
  * event once. The response ends after a terminal status_changed event.
+ * Any token that may read the run may follow it (a tenant token: its own runs).
  */
 import { Router, type Request } from 'express';
 import type { AppContext } from '../app/context.js';
-import { requireToken } from '../producer/auth.js';
+import { requireRunAccess } from '../producer/auth.js';
 import type { RedisClient } from '../redis/connect.js';
 import { param } from './http.js';
 
@@ -28,7 +29,7 @@ function startId(req: Request): string | undefined {
 export function eventsRouter(ctx: AppContext, opts: EventsOptions = {}): Router {
   const r = Router();
   const blockMs = opts.blockMs ?? 10_000;
-  r.get('/v1/runs/:id/events', requireToken(ctx.cfg.OPERATOR_TOKEN, 'operator'), async (req, res) => {
+  r.get('/v1/runs/:id/events', requireRunAccess(ctx), async (req, res) => {
     const runId = param(req.params.id);
     let last = startId(req);
     if (last === undefined) return void res.status(400).json({ error: 'invalid_request', fields: [{ path: 'Last-Event-ID', message: 'a stream id like 1700000000000-0' }] });

@@ -1,4 +1,4 @@
-/** Mounts every operator-facing router (approvals, reconciliation, cancel, live events, Bull Board). */
+/** Mounts every operator-facing router (approvals, reconciliation, cancel, live events, the run page, Bull Board). */
 import type express from 'express';
 import type { AppContext } from '../app/context.js';
 import type { Ledger } from '../ledger/ledger.js';
@@ -7,11 +7,13 @@ import { mountBullBoard } from './bullBoard.js';
 import { cancelRouter } from './cancel.js';
 import { eventsRouter } from './events.js';
 import { reconciliationsRouter } from './reconciliations.js';
+import { runPageRouter } from './runPage.js';
 
 export function mountOperators(app: express.Express, ctx: AppContext, ledger: Ledger): void {
   app.use(approvalsRouter(ctx, ledger));
   app.use(reconciliationsRouter(ctx, ledger));
   app.use(cancelRouter(ctx));
   app.use(eventsRouter(ctx));
+  app.use(runPageRouter(ctx, ledger));
   mountBullBoard(app, ctx);
 }

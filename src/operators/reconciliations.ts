@@ -5,8 +5,12 @@
  *
  * confirmed -> needs_human->confirmed with the receipt; the resumed step reads it, nothing is resent.
  * not_sent  -> needs_human->safe_retry; the resumed step dispatches once more with the SAME key.
- * compensate -> needs_human->compensation_required plus a new `planned` compensating action
- *               linked by `compensates`; the run stays parked for a person.
+ * compensate -> a compensating action (a clarification email to the customer) planned, linked
+ *               both ways, and executed through the ledger; the original moves
+ *               needs_human->compensation_required; once the compensation is confirmed the
+ *               run ends `failed` / `compensated: ...` (see compensation.ts). Repeating the
+ *               request finishes a compensation left unsettled and never sends a second one.
+ * A finding on a compensation itself (it reached needs_human) finishes it and ends the run.
  *
  * If the process dies between the move and the resume, the run stays
  * needs_human with a settled action; the reconciler or a second POST (409,
@@ -18,6 +22,9 @@ import type { AppContext } from '../app/context.js';
 import { Ledger, LedgerConflict } from '../ledger/ledger.js';
 import { requireToken } from '../producer/auth.js';
 import { invalid, param } from './http.js';
+import { createEffectRunner } from '../ledger/runner.js';
+import { CrashPoints } from '../worker/crashPoints.js';
+import { Compensations, CompensationRefused } from './compensation.js';
 import { resumeParked } from './resume.js';
 
 const findingSchema = z.object({
@@ -30,6 +37,7 @@ const findingSchema = z.object({
 export function reconciliationsRouter(ctx: AppContext, ledger: Ledger): Router {
   const r = Router();
   const operator = requireToken(ctx.cfg.OPERATOR_TOKEN, 'operator');
+  const compensations = new Compensations(ctx, ledger, createEffectRunner(ctx, { workerId: `operator-api:${process.pid}`, crash: new CrashPoints([]) }));
 
   r.get('/v1/reconciliations', operator, async (_req, res) => {
     const items = [];
@@ -51,27 +59,36 @@ export function reconciliationsRouter(ctx: AppContext, ledger: Ledger): Router {
     const rec = await ledger.locate(actionId);
     if (!rec) return void res.status(404).json({ error: 'not_found', actionId });
     const ev = { by, why: `operator finding: ${finding}`, evidence: { finding, evidence, ...(receipt ? { receipt } : {}) } };
-    let compensation: string | undefined;
     try {
+      if (finding === 'compensate') {
+        const result = await compensations.compensate(rec, by, ev.evidence);
+        const after = await ledger.get(rec.runId, actionId);
+        return void res.status(result.inProgress ? 202 : 200).json({
+          actionId, runId: rec.runId, state: after?.state, resumed: false,
+          compensation: result.compensation.actionId, compensationState: result.compensation.state,
+          ...(result.compensation.receipt ? { compensationReceipt: result.compensation.receipt } : {}),
+          inProgress: result.inProgress, run: result.run,
+        });
+      }
       if (finding === 'confirmed') {
         const output = JSON.stringify({ receipt, confirmedBy: 'operator' });
         await ledger.transition(rec.runId, actionId, 'needs_human', 'confirmed', ev, { receipt: receipt!, output, outcome: 'confirmed_by_operator' });
-      } else if (finding === 'not_sent') {
-        await ledger.transition(rec.runId, actionId, 'needs_human', 'safe_retry', ev);
       } else {
-        if (rec.state !== 'needs_human') throw new LedgerConflict('needs_human', rec.state);
-        // Plan first (idempotent by identity), then move: a crash between leaves the original in needs_human, and a retry plans nothing new.
-        const comp = await ledger.planCompensation(rec, by, ev.evidence);
-        compensation = comp.actionId;
-        await ledger.transition(rec.runId, actionId, 'needs_human', 'compensation_required', { ...ev, evidence: { ...ev.evidence, compensation } }, { compensatedBy: comp.actionId });
+        await ledger.transition(rec.runId, actionId, 'needs_human', 'safe_retry', ev);
       }
     } catch (err) {
       if (err instanceof LedgerConflict) return void res.status(409).json({ error: 'not_in_human_queue', actionId, state: err.actual });
+      if (err instanceof CompensationRefused) return void res.status(409).json({ error: err.code, actionId, message: err.message });
       throw err;
     }
-    const resumed = finding === 'compensate' ? false : await resumeParked(ctx, rec.runId, 'needs_human');
+    if (rec.compensates) {
+      // A compensation resolved by a person: finish it (a safe_retry is sent once more with its key) and end the run; never resume the agent.
+      const result = await compensations.drive((await ledger.get(rec.runId, actionId))!, await compensations.requireSpec(rec.runId), by);
+      return void res.json({ actionId, runId: rec.runId, state: result.compensation.state, resumed: false, compensates: rec.compensates, run: result.run });
+    }
+    const resumed = await resumeParked(ctx, rec.runId, 'needs_human');
     const after = await ledger.get(rec.runId, actionId);
-    res.json({ actionId, runId: rec.runId, state: after?.state, resumed, ...(compensation ? { compensation } : {}) });
+    res.json({ actionId, runId: rec.runId, state: after?.state, resumed });
   });
   return r;
 }

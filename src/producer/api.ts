@@ -1,7 +1,7 @@
 /** The HTTP API: run intake and views, health, metrics. */
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { AppContext } from '../app/context.js';
-import { requireToken } from './auth.js';
+import { requireRunAccess, requireRunCreation } from './auth.js';
 import { InvalidRunRequest, startRun } from './runs.js';
 import { createRunSchema } from './schemas.js';
 import { runView, type EffectsLister } from './view.js';
@@ -27,7 +27,7 @@ export function createApi(ctx: AppContext, opts: ApiOptions = {}): express.Expre
     res.type(ctx.metrics.registry.contentType).send(await ctx.metrics.registry.metrics());
   });
 
-  app.post('/v1/runs', requireToken(ctx.cfg.PRODUCER_TOKEN, 'producer'), async (req, res) => {
+  app.post('/v1/runs', requireRunCreation(ctx.cfg), async (req, res) => {
     const parsed = createRunSchema.safeParse(req.body);
     if (!parsed.success) {
       const fields = parsed.error.issues.map((i) => ({ path: i.path.join('.') || '(body)', message: i.message }));
@@ -51,7 +51,7 @@ export function createApi(ctx: AppContext, opts: ApiOptions = {}): express.Expre
     }
   });
 
-  app.get('/v1/runs/:id', async (req, res) => {
+  app.get('/v1/runs/:id', requireRunAccess(ctx), async (req, res) => {
     const view = await runView(ctx, req.params.id, opts.listEffects);
     if (!view) {
       res.status(404).json({ error: 'not_found', runId: req.params.id });

@@ -1,6 +1,18 @@
-/** Bearer-token checks with a constant-time compare. No token configured = open (development only; production config requires them). */
+/**
+ * Bearer-token checks with a constant-time compare. No token configured = open
+ * (development only; production config requires them).
+ *
+ * Who may touch runs:
+ *  - the operator token and the producer token: every run;
+ *  - a tenant token (TENANT_TOKENS {"tenant": "token"}): only that tenant's
+ *    runs (create, view, events). Another tenant's run answers 404, exactly as
+ *    an unknown run does, so a tenant cannot even learn that it exists.
+ */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { NextFunction, Request, Response } from 'express';
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import type { Config } from '../config.js';
+import type { RedisClient } from '../redis/connect.js';
+import type { KeySpace } from '../redis/keys.js';
 
 export function tokenMatches(given: string | undefined, expected: string): boolean {
   if (given === undefined) return false;
@@ -19,5 +31,69 @@ export function requireToken(expected: string | undefined, role: string) {
   return (req: Request, res: Response, next: NextFunction) => {
     if (expected === undefined || tokenMatches(bearer(req), expected)) return next();
     res.status(401).json({ error: 'unauthorized', message: `a ${role} token is required` });
+  };
+}
+
+/** Who a request speaks for. `open`: no run token is configured at all (development). */
+export type Principal = { role: 'open' | 'operator' | 'producer' } | { role: 'tenant'; tenant: string };
+
+type TokenConfig = Pick<Config, 'OPERATOR_TOKEN' | 'PRODUCER_TOKEN' | 'TENANT_TOKENS'>;
+
+/**
+ * The principal of a bearer token, or undefined when it matches none. Every
+ * configured token is compared (constant time each), so timing does not tell
+ * which one nearly matched.
+ */
+export function principalOf(cfg: TokenConfig, token: string | undefined): Principal | undefined {
+  const tenants = Object.entries(cfg.TENANT_TOKENS);
+  if (cfg.OPERATOR_TOKEN === undefined && cfg.PRODUCER_TOKEN === undefined && tenants.length === 0) return { role: 'open' };
+  let found: Principal | undefined;
+  if (cfg.OPERATOR_TOKEN !== undefined && tokenMatches(token, cfg.OPERATOR_TOKEN)) found = { role: 'operator' };
+  if (cfg.PRODUCER_TOKEN !== undefined && tokenMatches(token, cfg.PRODUCER_TOKEN)) found ??= { role: 'producer' };
+  for (const [tenant, secret] of tenants) {
+    if (tokenMatches(token, secret)) found ??= { role: 'tenant', tenant };
+  }
+  return found;
+}
+
+/** The tenant a principal is limited to, if any. */
+export function tenantScope(p: Principal): string | undefined {
+  return p.role === 'tenant' ? p.tenant : undefined;
+}
+
+/**
+ * POST /v1/runs: the producer token, or a tenant token for a body naming that
+ * tenant (403 for another tenant). Open while neither a producer token nor a
+ * tenant token is configured. Runs after the JSON body parser.
+ */
+export function requireRunCreation(cfg: TokenConfig) {
+  const open = cfg.PRODUCER_TOKEN === undefined && Object.keys(cfg.TENANT_TOKENS).length === 0;
+  return (req: Request, res: Response, next: NextFunction) => {
+    if (open) return next();
+    const p = principalOf({ ...cfg, OPERATOR_TOKEN: undefined }, bearer(req));
+    if (!p) return void res.status(401).json({ error: 'unauthorized', message: 'a producer or tenant token is required' });
+    const scope = tenantScope(p);
+    const asked = (req.body as { tenant?: unknown } | undefined)?.tenant;
+    if (scope !== undefined && asked !== scope) {
+      return void res.status(403).json({ error: 'forbidden', message: 'a tenant token creates runs of its own tenant only' });
+    }
+    next();
+  };
+}
+
+/**
+ * GET /v1/runs/:id and everything under it that shows a run: any run token;
+ * a tenant token only for that tenant's runs (another tenant's run is 404).
+ */
+export function requireRunAccess(deps: { cfg: TokenConfig; redis: RedisClient; keys: KeySpace }): RequestHandler<{ id: string }> {
+  return async (req, res, next) => {
+    const p = principalOf(deps.cfg, bearer(req));
+    if (!p) return void res.status(401).json({ error: 'unauthorized', message: 'an operator, producer or tenant token is required' });
+    const scope = tenantScope(p);
+    if (scope === undefined) return next();
+    const runId = req.params.id;
+    const owner = await deps.redis.hget(deps.keys.run(runId).run, 'tenant');
+    if (owner !== scope) return void res.status(404).json({ error: 'not_found', runId });
+    next();
   };
 }

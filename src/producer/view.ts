@@ -36,3 +36,82 @@ export async function runView(ctx: AppContext, runId: string, listEffects?: Effe
     effects,
   };
 }
+
+/** HTML-escapes any value (strings as they are, everything else as JSON). */
+export function escapeHtml(value: unknown): string {
+  const s = typeof value === 'string' ? value : JSON.stringify(value) ?? '';
+  return s.replace(/[&<>"'`]/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+interface EffectLike {
+  actionId?: unknown; tool?: unknown; state?: unknown; step?: unknown; idempotencyKey?: unknown; receipt?: unknown;
+  compensates?: unknown; compensatedBy?: unknown; attempts?: unknown;
+  history?: { from?: unknown; to?: unknown; at?: unknown; by?: unknown; why?: unknown; evidence?: unknown }[];
+}
+
+const td = (v: unknown) => `<td>${v === undefined || v === null ? '' : escapeHtml(v)}</td>`;
+const at = (ms: unknown) => (typeof ms === 'number' && Number.isFinite(ms) ? new Date(ms).toISOString() : '');
+
+function transcriptRow(e: JournalEntry): string {
+  switch (e.kind) {
+    case 'decision':
+      return `<tr class="decision">${td(e.step)}${td('decision')}${td(e.toolCalls.map((c) => c.name).join(', ') || '(no tool)')}<td><pre>${escapeHtml(e.final ?? e.toolCalls.map((c) => ({ id: c.id, args: c.args })))}</pre></td></tr>`;
+    case 'observation':
+      return `<tr class="observation">${td(e.step)}${td(`observation: ${e.status}`)}${td(e.tool)}<td><pre>${escapeHtml(e.output)}</pre></td></tr>`;
+    case 'intent':
+      return `<tr class="intent">${td(e.step)}${td('intent')}${td(e.tool)}${td(`${e.actionId} key ${e.idempotencyKey}`)}</tr>`;
+    case 'status':
+      return `<tr class="status">${td(e.step)}${td(`status: ${e.status}`)}${td('')}${td(e.reason)}</tr>`;
+  }
+}
+
+function effectBlock(raw: unknown): string {
+  const e = (raw ?? {}) as EffectLike;
+  const id = typeof e.actionId === 'string' ? e.actionId : '';
+  const links = [
+    typeof e.compensates === 'string' ? `compensates <a href="#${escapeHtml(e.compensates)}">${escapeHtml(e.compensates)}</a>` : '',
+    typeof e.compensatedBy === 'string' ? `compensated by <a href="#${escapeHtml(e.compensatedBy)}">${escapeHtml(e.compensatedBy)}</a>` : '',
+  ].filter(Boolean).join('; ');
+  const history = (e.history ?? []).map((x) => `<tr>${td(at(x.at))}${td(x.from ?? '')}${td(x.to)}${td(x.by)}${td(x.why)}<td><pre>${x.evidence === undefined ? '' : escapeHtml(x.evidence)}</pre></td></tr>`).join('');
+  return `<section class="effect" id="${escapeHtml(id)}">
+<h3><code>${escapeHtml(id)}</code> ${escapeHtml(e.tool)} <span class="state" data-state="${escapeHtml(e.state)}">${escapeHtml(e.state)}</span></h3>
+<p>step ${escapeHtml(e.step)} · key <code>${escapeHtml(e.idempotencyKey)}</code> · receipt <code>${escapeHtml(e.receipt ?? '')}</code> · attempts ${escapeHtml(e.attempts ?? 0)}${links ? ` · ${links}` : ''}</p>
+<table class="history"><thead><tr><th>at</th><th>from</th><th>to</th><th>by</th><th>why</th><th>evidence</th></tr></thead><tbody>${history}</tbody></table>
+</section>`;
+}
+
+/**
+ * The run view as a small read-only HTML page for operators (served at
+ * /runs/:id, linked from Bull Board): status, budget, transcript, effects
+ * with their history. Every value is escaped; the page has no script.
+ */
+export function renderRunHtml(view: RunView): string {
+  const { limits, used } = view.budget;
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>run ${escapeHtml(view.runId)}</title>
+<style>body{font:14px/1.4 system-ui,sans-serif;margin:1.5rem;color:#222}table{border-collapse:collapse;margin:.5rem 0}td,th{border:1px solid #ccc;padding:.2rem .5rem;vertical-align:top;text-align:left}pre{margin:0;white-space:pre-wrap;max-width:60rem}.state{padding:0 .4rem;border-radius:.3rem;background:#eee}</style>
+</head><body>
+<h1>Run <code id="run-id">${escapeHtml(view.runId)}</code></h1>
+<table class="summary"><tbody>
+<tr><th>status</th><td id="status">${escapeHtml(view.status)}</td></tr>
+<tr><th>reason</th><td id="reason">${escapeHtml(view.reason)}</td></tr>
+<tr><th>tenant</th><td>${escapeHtml(view.tenant)}</td></tr>
+<tr><th>ticket</th><td>${escapeHtml(view.ticketId)}</td></tr>
+<tr><th>step</th><td>${escapeHtml(view.step)}</td></tr>
+<tr><th>agent</th><td>${escapeHtml(`${view.agent.agentVersion} · ${view.agent.model} · tools ${view.agent.toolsHash}`)}</td></tr>
+</tbody></table>
+<h2>Budget</h2>
+<table id="budget"><thead><tr><th></th><th>steps</th><th>tokens</th><th>wall clock ms</th></tr></thead><tbody>
+<tr><th>used</th>${td(used.steps)}${td(used.tokens)}${td(used.wallMs)}</tr>
+<tr><th>limit</th>${td(limits.maxSteps)}${td(limits.maxTokens)}${td(limits.maxWallMs)}</tr>
+</tbody></table>
+<p>deadline ${escapeHtml(limits.deadlineAt)}</p>
+<h2>Transcript</h2>
+<table id="transcript"><thead><tr><th>step</th><th>entry</th><th>tool</th><th>content</th></tr></thead><tbody>
+${view.transcript.map(transcriptRow).join('\n')}
+</tbody></table>
+<h2>Effects</h2>
+<div id="effects">${view.effects.length === 0 ? '<p>none</p>' : view.effects.map(effectBlock).join('\n')}</div>
+</body></html>
+`;
+}
