@@ -80,6 +80,11 @@ export class FleetWorker {
       if (this.soft.signal.aborted) {
         // Hand the job back now; it does not count as an attempt.
         await job.moveToWait(token);
+        // moveToWait wakes ONE blocked worker through the queue's marker (BullMQ internal layout), and
+        // that may be this closing worker's own blocking connection, which then drops it: the next
+        // worker would only see the job after its block timeout (drainDelay, 5 s). A second marker
+        // wakes another worker at once (a spare marker only costs an idle worker one empty fetch).
+        await this.ctx.redis.zadd(`${this.ctx.keys.bullPrefix}:${job.queueName}:marker`, 0, '0');
         this.ctx.metrics.sigtermHandoffs.inc();
         this.ctx.log.info({ code: 'sigterm_handoff', jobId: job.id }, 'job handed back');
         throw new WaitingError();
