@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Installs what test/deploy.test.ts needs beyond node_modules, from Debian's packages:
+# Installs what test/deploy.test.ts and test/operators/browser.test.ts need beyond node_modules,
+# from Debian's packages:
 #   promtool        (package prometheus)        checks and unit-tests the alert rules
 #   kubectl         (package kubernetes-client) `kubectl kustomize` renders k8s/ (skipped when a
 #                                               kubectl is already on PATH, as on this image)
 #   docker-compose  (package docker-compose)    validates docker-compose.yml (`config -q`)
+#   chromium        (package chromium)          headless browser of test/operators/browser.test.ts
+#                                               (driven by playwright-core at /usr/bin/chromium)
 # and checks that the npm devDependencies the test imports are installed.
 #
 # Idempotent and fast when everything is there (no apt-get at all). Runs as root, or with sudo.
@@ -16,11 +19,16 @@ declare -A PACKAGE_OF=(
   [promtool]=prometheus
   [kubectl]=kubernetes-client
   [docker-compose]=docker-compose
+  [chromium]=chromium
 )
+TOOLS=(promtool kubectl docker-compose chromium)
+
+# chromium must be Debian's, at the path the browser test launches.
+present() { if [[ $1 == chromium ]]; then [[ -x /usr/bin/chromium ]]; else command -v "$1" >/dev/null 2>&1; fi; }
 
 missing=()
-for tool in promtool kubectl docker-compose; do
-  command -v "$tool" >/dev/null 2>&1 || missing+=("${PACKAGE_OF[$tool]}")
+for tool in "${TOOLS[@]}"; do
+  present "$tool" || missing+=("${PACKAGE_OF[$tool]}")
 done
 
 if ((${#missing[@]} > 0)); then
@@ -50,11 +58,11 @@ if ((${#missing[@]} > 0)); then
   "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-for tool in promtool kubectl docker-compose; do
-  command -v "$tool" >/dev/null 2>&1 || { echo "ci-deps: $tool still missing after install" >&2; exit 1; }
+for tool in "${TOOLS[@]}"; do
+  present "$tool" || { echo "ci-deps: $tool still missing after install" >&2; exit 1; }
 done
 
-# npm devDependencies imported by test/deploy.test.ts (declared in package.json).
+# npm devDependencies imported by test/deploy.test.ts and test/operators/browser.test.ts (declared in package.json).
 if [[ ! -d node_modules ]]; then
   echo "ci-deps: node_modules missing, running npm ci"
   npm ci --no-audit --no-fund
@@ -63,6 +71,7 @@ node --input-type=module -e "
   await import('kubernetes-models/apps/v1');
   await import('@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1');
   await import('dockerfile-utils');
-" || { echo 'ci-deps: npm devDependencies kubernetes-models, @kubernetes-models/prometheus-operator, dockerfile-utils missing: run npm ci' >&2; exit 1; }
+  await import('playwright-core');
+" || { echo 'ci-deps: npm devDependencies kubernetes-models, @kubernetes-models/prometheus-operator, dockerfile-utils, playwright-core missing: run npm ci' >&2; exit 1; }
 
-echo "ci-deps: ok ($(promtool --version 2>&1 | head -1 | awk '{print $1, $3}'); kubectl $(kubectl version --client 2>/dev/null | awk '/Client Version/ {print $3}'); $(docker-compose version --short 2>/dev/null | sed 's/^/docker-compose /'))"
+echo "ci-deps: ok ($(promtool --version 2>&1 | head -1 | awk '{print $1, $3}'); kubectl $(kubectl version --client 2>/dev/null | awk '/Client Version/ {print $3}'); $(docker-compose version --short 2>/dev/null | sed 's/^/docker-compose /'); $(/usr/bin/chromium --version 2>/dev/null | awk '{print $1, $2}'))"
