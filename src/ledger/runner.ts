@@ -22,7 +22,7 @@ import type { DispatchReceipt, ToolContext, WriteTool } from '../agent/tools/too
 import type { Metrics } from '../metrics/metrics.js';
 import { CrashPoints } from '../worker/crashPoints.js';
 import type { EffectResult, EffectRunner } from '../worker/effects.js';
-import { actionIdentity, type ActionIdentity } from './identity.js';
+import { actionIdentity } from './identity.js';
 import { Ledger, LedgerConflict, type ActionRecord } from './ledger.js';
 import { reconcile } from './reconcile.js';
 import type { LedgerState } from './states.js';
