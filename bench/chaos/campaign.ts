@@ -5,8 +5,9 @@
  * invariant checked from Redis and the sandbox's own counts.
  *
  * Recovery time method: every 100 ms the campaign snapshots the active lists of
- * every shard queue with each job's processedOn. When a worker dies by SIGKILL
- * at time T, the jobs active at the last snapshot before T are remembered; a
+ * every shard queue with each job's processedOn and lock token. When a worker
+ * dies by SIGKILL at time T, the jobs it held at the last snapshot before T
+ * (their lock token starts with one of its BullMQ worker ids) are remembered; a
  * job whose processedOn later moves to a value > T was restarted by another
  * worker (stall recovery) and contributes (processedOn - T); the watched jobs'
  * hashes are read directly, since a recovered step may be active only for a
@@ -135,8 +136,17 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
   const fleet: (ChaosWorker | undefined)[] = Array.from({ length: opts.workers }, () => undefined);
   const allExits: Promise<unknown>[] = [];
   let chaosOn = true;
-  const killTimes: number[] = [];
+  const killTimes: { at: number; bullIds: string[] }[] = [];
 
+  const spawning = new Set<number>();
+  const replaceDead = () => {
+    for (let i = 0; i < fleet.length; i++) {
+      if ((fleet[i] && !fleet[i]!.dead) || spawning.has(i)) continue;
+      fleet[i] = undefined;
+      spawning.add(i);
+      void spawnInto(i).finally(() => spawning.delete(i));
+    }
+  };
   const spawnInto = async (slot: number): Promise<void> => {
     // Unsafe mode bypasses the ledger, so only the step processor's points are reachable; before_commit redelivers a done effect.
     // (@4 / @5: the create_ticket and send_email steps of the support script.)
@@ -147,8 +157,10 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
       workersSpawned++;
       fleet[slot] = w;
       allExits.push(w.exited.then((e) => {
-        if (e.signal === 'SIGKILL') {
-          killTimes.push(w.sentAt ?? e.at);
+        if (e.signal === 'SIGKILL' && w.final) {
+          // disarmed at the drain: not a chaos kill
+        } else if (e.signal === 'SIGKILL') {
+          killTimes.push({ at: w.sentAt ?? e.at, bullIds: w.bullIds });
           if (w.sent === 'SIGKILL') kills.external!++;
           else if (w.crashPoint) {
             const point = w.crashPoint.split('@')[0]!;
@@ -191,7 +203,7 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
   })();
 
   // Recovery-time sampler.
-  type Snap = Map<string, number>;
+  type Snap = Map<string, { processedOn: number; lock: string }>;
   let lastSnap: Snap = new Map();
   const watched = new Map<string, { since: number; before: number }>();
   const recoveries: number[] = [];
@@ -206,9 +218,9 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
           const ids = (await ctx.redis.lrange(`${q}:active`, 0, -1)) as string[];
           if (ids.length) {
             const pipe = ctx.redis.pipeline();
-            for (const id of ids) pipe.hget(`${q}:${id}`, 'processedOn');
+            for (const id of ids) pipe.hget(`${q}:${id}`, 'processedOn').get(`${q}:${id}:lock`);
             const res = (await pipe.exec()) ?? [];
-            ids.forEach((id, i) => snap.set(`${shard}|${id}`, Number(res[i]?.[1] ?? 0)));
+            ids.forEach((id, i) => snap.set(`${shard}|${id}`, { processedOn: Number(res[2 * i]?.[1] ?? 0), lock: String(res[2 * i + 1]?.[1] ?? '') }));
           }
         }
         lastSnap = snap;
@@ -233,7 +245,13 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
       await sleep(100);
     }
   })();
-  const noteKill = (at: number) => { for (const [k, p] of lastSnap) if (!watched.has(k)) watched.set(k, { since: at, before: p }); };
+  // Only the jobs whose lock token belongs to the killed process (token = `<BullMQ worker id>:<n>`).
+  const noteKill = (kill: { at: number; bullIds: string[] }) => {
+    for (const [k, j] of lastSnap) {
+      if (watched.has(k) || !kill.bullIds.some((id) => j.lock.startsWith(`${id}:`))) continue;
+      watched.set(k, { since: kill.at, before: j.processedOn });
+    }
+  };
   let seenKills = 0;
 
   await Promise.all(fleet.map((_, i) => spawnInto(i)));
@@ -245,7 +263,8 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
   let nextAction = Date.now() + chaosEveryMs * (0.5 + rnd());
   while (Date.now() < chaosEnd) {
     while (killTimes.length > seenKills) noteKill(killTimes[seenKills++]!);
-    for (let i = 0; i < fleet.length; i++) if (!fleet[i] || fleet[i]!.dead) { fleet[i] = undefined; await spawnInto(i); }
+    // Replacements start in the background (a tsx process takes a second or two): chaos goes on meanwhile.
+    replaceDead();
     if (restartAt.length && Date.now() >= restartAt[0]!) {
       restartAt.shift();
       log('restarting redis');
@@ -274,15 +293,16 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
   chaosOn = false;
   sandbox.clearFaults();
   if (unsafe) sandbox.setFaults([{ kind: 'ignore_keys' }]);
+  while (spawning.size > 0) await sleep(50);
   for (let i = 0; i < fleet.length; i++) {
     const w = fleet[i];
-    if (w && !w.dead && w.crashPoint) { w.sent = 'SIGKILL'; w.sentAt = Date.now(); w.child.kill('SIGKILL'); await w.exited; }
+    if (w && !w.dead && w.crashPoint) { w.final = true; w.sent = 'SIGKILL'; w.sentAt = Date.now(); w.child.kill('SIGKILL'); await w.exited; }
   }
   const drainEnd = Date.now() + drainMs;
   let pending = runIds.length;
   while (Date.now() < drainEnd) {
     while (killTimes.length > seenKills) noteKill(killTimes[seenKills++]!);
-    for (let i = 0; i < fleet.length; i++) if (!fleet[i] || fleet[i]!.dead) { fleet[i] = undefined; await spawnInto(i); }
+    replaceDead();
     const pipe = ctx.redis.pipeline();
     for (const id of runIds) pipe.hget(ctx.keys.run(id).run, 'status');
     const st = ((await pipe.exec()) ?? []).map((r) => String(r[1] ?? ''));
@@ -295,6 +315,7 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
   sampling = false;
   await sampler;
 
+  while (spawning.size > 0) await sleep(50);
   // Stop the fleet (SIGTERM, counted separately from the campaign's).
   for (const w of fleet) if (w && !w.dead) { w.final = true; w.sent = 'SIGTERM'; w.sentAt = Date.now(); w.child.kill('SIGTERM'); }
   await Promise.race([Promise.all(allExits), sleep(15_000)]);

@@ -8,6 +8,8 @@ export interface ChaosWorker {
   crashPoint?: string;
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>;
   lines: string[];
+  /** BullMQ worker ids of this process: the prefix of its jobs' lock tokens. */
+  bullIds: string[];
   /** Set when the campaign itself sent the signal. */
   sent?: 'SIGKILL' | 'SIGTERM';
   sentAt?: number;
@@ -19,7 +21,7 @@ export interface ChaosWorker {
 export async function spawnChaosWorker(env: Record<string, string>, crashPoint?: string, startTimeoutMs = 30_000): Promise<ChaosWorker> {
   const child = spawnModule('worker/main', { WORKER_METRICS_PORT: '0', ...env, LOG_LEVEL: 'info', ...(crashPoint ? { CRASH_POINTS: crashPoint } : {}) }, ['ignore', 'pipe', 'pipe']);
   const lines: string[] = [];
-  const w: ChaosWorker = { child, pid: child.pid ?? -1, lines, dead: false, ...(crashPoint ? { crashPoint } : {}), exited: undefined as never };
+  const w: ChaosWorker = { child, pid: child.pid ?? -1, lines, bullIds: [], dead: false, ...(crashPoint ? { crashPoint } : {}), exited: undefined as never };
   w.exited = new Promise((resolve) => child.once('exit', (code, signal) => { w.dead = true; resolve({ code, signal, at: Date.now() }); }));
   let buf = '';
   child.stdout!.on('data', (d: Buffer) => {
@@ -29,6 +31,9 @@ export async function spawnChaosWorker(env: Record<string, string>, crashPoint?:
       const line = buf.slice(0, i);
       buf = buf.slice(i + 1);
       // Keep only what we need (startup and shutdown), not every step line.
+      if (line.includes('"worker_started"')) {
+        try { w.bullIds = (JSON.parse(line) as { bullWorkerIds?: string[] }).bullWorkerIds ?? []; } catch { /* not JSON */ }
+      }
       if (/worker_started|shutdown|forced_exit|error/.test(line)) {
         lines.push(line);
         if (lines.length > 200) lines.splice(1, 1); // keep the start line and the latest
