@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Worker } from 'bullmq';
 import { createHarness, type Harness } from './support/harness.js';
-import { BULLMQ_ADD_KEYS, bullmqAddStandardJobFunction, captureAddStandardJob } from '../src/redis/bullmqInternals.js';
+import { BULLMQ_ADD_KEYS, bullmqAddStandardJobFunction, captureAddStandardJob, queueMarkerKey } from '../src/redis/bullmqInternals.js';
 import { STEP_JOB_NAME } from '../src/runs/queues.js';
 
 let h: Harness;
@@ -29,6 +29,14 @@ describe('BullMQ internals', () => {
     const job = await queue.getJob('probe-1');
     expect(job?.data).toEqual({ hello: 1 });
     expect(job?.opts.attempts).toBe(2);
+  });
+
+  it('adding a job sets the queue marker a spare SIGTERM wake-up writes to', async () => {
+    const queue = h.ctx.queues.byShard(0);
+    const key = queueMarkerKey(h.ctx.keys.bullPrefix, queue.name);
+    await h.ctx.redis.del(key);
+    await queue.add(STEP_JOB_NAME, {}, { jobId: 'probe-3' });
+    expect(await h.ctx.redis.type(key)).toBe('zset');
   });
 
   it('the job lock lives where the fence reads it', async () => {

@@ -12,6 +12,7 @@
 import { Worker, WaitingError, type Job } from 'bullmq';
 import type { AppContext } from '../app/context.js';
 import { RunSpecCache } from '../runs/store.js';
+import { wakeAnotherWorker } from '../redis/bullmqInternals.js';
 import { CrashPoints } from './crashPoints.js';
 import type { EffectRunner } from './effects.js';
 import { StepProcessor } from './stepProcessor.js';
@@ -84,7 +85,7 @@ export class FleetWorker {
         // that may be this closing worker's own blocking connection, which then drops it: the next
         // worker would only see the job after its block timeout (drainDelay, 5 s). A second marker
         // wakes another worker at once (a spare marker only costs an idle worker one empty fetch).
-        await this.ctx.redis.zadd(`${this.ctx.keys.bullPrefix}:${job.queueName}:marker`, 0, '0');
+        await wakeAnotherWorker(this.ctx.redis, this.ctx.keys.bullPrefix, job.queueName);
         this.ctx.metrics.sigtermHandoffs.inc();
         this.ctx.log.info({ code: 'sigterm_handoff', jobId: job.id }, 'job handed back');
         throw new WaitingError();
