@@ -18,13 +18,16 @@ fleet.start();
 // The BullMQ worker ids prefix the lock tokens of the jobs this process holds (operators and the chaos campaign map a lock to its process).
 ctx.log.info({ code: 'worker_started', pid: process.pid, metricsPort: ops.port, shards: ctx.keys.allShards().length, bullWorkerIds: fleet.workers.map((w) => w.id) }, 'worker started');
 
-let signals = 0;
+let firstSignalAt = 0;
 async function shutdown(signal: string): Promise<void> {
-  signals++;
-  if (signals > 1) {
+  // Ctrl-C reaches the whole process group and the parent (npm start) then sends SIGTERM:
+  // a second signal within a second is that echo, not an operator insisting.
+  if (firstSignalAt > 0 && Date.now() - firstSignalAt < 1000) return;
+  if (firstSignalAt > 0) {
     ctx.log.warn({ code: 'forced_exit', signal }, 'second signal: exiting now');
     process.exit(1);
   }
+  firstSignalAt = Date.now();
   ctx.log.info({ code: 'shutdown_started', signal, graceMs: cfg.SHUTDOWN_GRACE_MS }, 'handing jobs back');
   let stage = 'handing_back';
   const hardExit = setTimeout(() => {
