@@ -111,4 +111,38 @@ describe('SIGTERM handoff of a real worker process', () => {
     expect(counts.duplicates).toBe(0);
     await expectJournalInOrder(runId, 6);
   });
+
+  for (const how of ['grace period ends', 'second SIGTERM'] as const) {
+    it(`a dispatch still in flight when the ${how} is cut off, never resent blindly: the next owner reconciles it, one email`, async () => {
+      h.sandbox.setFaults([{ kind: 'slow_commit', resource: 'emails', ms: 4000 }]);
+      const port = await freePort();
+      const runId = await createSupportRun(`S-${how === 'second SIGTERM' ? 4 : 3}`);
+      const proc = await spawnWorker({ ...procEnv(port), SHUTDOWN_GRACE_MS: how === 'second SIGTERM' ? String(GRACE_MS) : '800' });
+      const ledger = new Ledger(h.ctx.redis, h.ctx.keys);
+      await until('email dispatched', async () => (await ledger.listForRun(runId)).some((a) => a.tool === 'send_email' && a.state === 'dispatched'));
+      const sentAt = Date.now();
+      proc.child.kill('SIGTERM');
+      if (how === 'second SIGTERM') {
+        await new Promise((r) => setTimeout(r, 1200)); // an echo within 1 s is ignored
+        proc.child.kill('SIGTERM');
+      }
+      const exit = await proc.exited;
+      expect(exit.code).toBe(how === 'second SIGTERM' ? 1 : 0);
+      expect(Date.now() - sentAt).toBeLessThan(3500); // well before the 4 s send would have answered
+      const email = (await ledger.listForRun(runId)).find((a) => a.tool === 'send_email')!;
+      // At the end of the grace the process cuts the request and records that it cannot know
+      // the outcome; a second SIGTERM exits at once and leaves the entry dispatched.
+      expect(email.state).toBe(how === 'second SIGTERM' ? 'dispatched' : 'outcome_unknown');
+      h.sandbox.clearFaults();
+      await h.startWorker();
+      expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'], 20_000)).toBe('completed');
+      const after = (await ledger.listForRun(runId)).find((a) => a.tool === 'send_email')!;
+      expect(after.history.map((x) => x.to)).toContain('outcome_unknown');
+      expect(after.state).toBe('confirmed');
+      const counts = h.sandbox.counts();
+      expect(counts.byResource.emails!.records).toBe(1);
+      expect(counts.duplicates).toBe(0);
+      await expectJournalInOrder(runId, 6);
+    });
+  }
 });
