@@ -48,8 +48,9 @@ export async function createBenchEnv(opts: BenchOptions): Promise<OwnedEnv> {
       SANDBOX_URL: sandbox.url,
       LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn',
       WORKER_CONCURRENCY: '20',
-      LIMIT_MAX_STEPS: '1000',
-      LIMIT_MAX_TOKENS: '5000000',
+      // stepcost runs 1,000+ steps of 20 KB observations: ~5,000 context tokens per step.
+      LIMIT_MAX_STEPS: '2000',
+      LIMIT_MAX_TOKENS: '50000000',
     };
     const cfg = loadConfig(appEnv);
     const ctx = await createContext(cfg, 'bench', { log: createLogger('bench', cfg.LOG_LEVEL), metrics: newMetrics() });

@@ -38,9 +38,9 @@ export function ticket(id: string, body = 'The mug was shattered when I opened t
 }
 
 /** Creates a run through the producer path (buildSpec + RunStore.create); returns its id. */
-export async function createRun(ctx: AppContext, ticketId: string, script: Script, opts: { maxSteps: number; body?: string }): Promise<string> {
+export async function createRun(ctx: AppContext, ticketId: string, script: Script, opts: { maxSteps: number; body?: string; maxTokens?: number }): Promise<string> {
   const t = ticket(ticketId, opts.body);
-  const spec = buildSpec(ctx, { tenant: TENANT, ticket: t, budget: { maxSteps: opts.maxSteps, maxTokens: 5_000_000 }, agent: { model: 'scripted', script } }, Date.now());
+  const spec = buildSpec(ctx, { tenant: TENANT, ticket: t, budget: { maxSteps: opts.maxSteps, maxTokens: opts.maxTokens ?? 5_000_000 }, agent: { model: 'scripted', script } }, Date.now());
   if (!(await ctx.store.create(spec, Date.now()))) throw new Error(`run for ${ticketId} already existed`);
   return spec.runId;
 }

@@ -7,5 +7,8 @@ import type { Section } from '../lib/types.js';
 import { throughput } from './throughput.js';
 import { stepCost } from './stepCost.js';
 import { overhead } from './overhead.js';
+import { recovery } from './recovery.js';
+import { cluster } from './cluster.js';
+import { memory } from './memory.js';
 
-export const sections: Section[] = [throughput, stepCost, overhead];
+export const sections: Section[] = [throughput, stepCost, overhead, cluster, memory, recovery];

@@ -1,7 +1,8 @@
 /**
- * Section "stepcost": per-step Redis cost at step 1 vs step 200 of one long
+ * Section "stepcost": per-step Redis cost at step 1, 100 and 1,000 of one long
  * run whose observations are 20 KB each (read_ticket of a 20 KB ticket at
- * every step). Invariant 3 says a step's cost must not grow with the transcript.
+ * every step; --quick: steps 1, 100, 300). Invariant 3 says a step's cost must
+ * not grow with the transcript (at step 1,000 the journal holds ~20 MB).
  *
  * Cost, per step, without MONITOR: the engine's StepProcessor is driven one
  * job at a time (BullMQ getNextJob -> FleetWorker's processor -> BullMQ
@@ -11,7 +12,8 @@
  * driven step, and (separately) a second identical run on a started
  * FleetWorker ('active' -> 'completed' per step). The long run is repeated and
  * each step's figures are the median over the repeats; windows of 10 steps
- * are then averaged (counts, bytes) or their median taken (times).
+ * (1-10, 91-100, 991-1000) are then averaged (counts, bytes) or their median
+ * taken (times).
  */
 import { randomUUID } from 'node:crypto';
 import { Worker, type Job } from 'bullmq';
@@ -25,7 +27,13 @@ import { createRun, readOnlyScript } from '../lib/workload.js';
 
 export const GROWTH_TARGET = 1.2;
 const OBSERVATION_BYTES = 20 * 1024;
-const MAX_STEPS = 250;
+/** 20 KB observations are ~5,100 context tokens each: 1,000 steps need ~5.2 M of budget. */
+const MAX_TOKENS = 40_000_000;
+
+/** The measured steps; each is the last of a 10-step window (step 1: steps 1-10). */
+const pointsFor = (quick: boolean) => (quick ? [1, 100, 300] : [1, 100, 1000]);
+const windowOf = (p: number): [number, number] => (p <= 10 ? [1, 10] : [p - 9, p]);
+const windowLabel = (p: number) => windowOf(p).join('-');
 
 interface StepCost {
   step: number;
@@ -47,7 +55,7 @@ function ticketBody(bytes: number): string {
   return s.slice(0, bytes);
 }
 
-async function driveRun(env: BenchEnv, runId: string, record: boolean): Promise<StepCost[]> {
+async function driveRun(env: BenchEnv, runId: string, record: boolean, maxSteps: number): Promise<StepCost[]> {
   const { ctx, admin } = env;
   const fleet = new FleetWorker(ctx, { effects: createEffectRunner(ctx) }); // its workers never run: we drive its processor
   const queueName = ctx.keys.queueName(ctx.keys.shardOf(runId));
@@ -57,7 +65,7 @@ async function driveRun(env: BenchEnv, runId: string, record: boolean): Promise<
   try {
     await manual.waitUntilReady();
     const calib = record ? await calibrate(admin) : { netIn: 0, netOut: 0, cpuUs: 0 };
-    for (let i = 0; i < MAX_STEPS + 5; i++) {
+    for (let i = 0; i < maxSteps + 5; i++) {
       const token = `${randomUUID()}:${i}`;
       const a = record ? await snapshot(admin) : undefined;
       const c0 = clientCounts();
@@ -104,7 +112,7 @@ async function fleetLatencies(env: BenchEnv, runId: string, steps: number): Prom
   }
   fleet.start();
   try {
-    const timeout = new Promise<never>((_, rej) => setTimeout(() => rej(new Error(`fleet run ${runId} did not finish`)), 120_000).unref());
+    const timeout = new Promise<never>((_, rej) => setTimeout(() => rej(new Error(`fleet run ${runId} did not finish`)), 300_000).unref());
     await Promise.race([done, timeout]);
   } finally {
     await fleet.stop(true);
@@ -114,28 +122,36 @@ async function fleetLatencies(env: BenchEnv, runId: string, steps: number): Prom
 
 export const stepCost: Section = {
   name: 'stepcost',
-  title: `Per-step Redis cost, step 1 vs step 200 of one run with ${OBSERVATION_BYTES / 1024} KB observations`,
+  title: `Per-step Redis cost at step 1, 100 and 1,000 of one run with ${OBSERVATION_BYTES / 1024} KB observations`,
   async run(env: BenchEnv, opts: BenchOptions): Promise<SectionResult> {
     const body = ticketBody(OBSERVATION_BYTES);
-    const steps = 210; // steps 1..209 read_ticket, 210 final answer
+    const points = pointsFor(opts.quick);
+    const last = points[points.length - 1]!;
+    // Steps 1..last all read_ticket (a script holds at most 1,000 turns, so no final answer): the
+    // budget (maxSteps = last) stops the run after step last.
+    const maxSteps = last;
+    const steps = last; // jobs to wait for on the FleetWorker (the stop may or may not be a job of its own)
+    const script = readOnlyScript(last + 1).slice(0, last);
     const repeats = opts.quick ? 2 : 5;
     await env.reset();
     // Warm-up (JIT, script cache): a shorter run of the same shape, not recorded.
-    await driveRun(env, await createRun(env.ctx, 'stepcost-warmup', readOnlyScript(60), { maxSteps: MAX_STEPS, body }), false);
+    await driveRun(env, await createRun(env.ctx, 'stepcost-warmup', readOnlyScript(60), { maxSteps, body, maxTokens: MAX_TOKENS }), false, maxSteps);
     const runs: StepCost[][] = [];
     const fleetRuns: Map<number, number>[] = [];
     let status: string | null = null;
     let journalLen = 0;
+    let journalBytes = 0;
     for (let r = 0; r < repeats; r++) {
       await env.reset();
-      const runId = await createRun(env.ctx, `stepcost-long-${r}`, readOnlyScript(steps), { maxSteps: MAX_STEPS, body });
-      const c = await driveRun(env, runId, true);
+      const runId = await createRun(env.ctx, `stepcost-long-${r}`, script, { maxSteps, body, maxTokens: MAX_TOKENS });
+      const c = await driveRun(env, runId, true, maxSteps);
       status = await env.ctx.redis.hget(env.ctx.keys.run(runId).run, 'status');
       journalLen = await env.ctx.redis.llen(env.ctx.keys.run(runId).journal);
-      if (c.length < 200) throw new Error(`the long run stopped after ${c.length} steps (status ${status})`);
+      journalBytes = Number(await env.admin.call('MEMORY', 'USAGE', env.ctx.keys.run(runId).journal, 'SAMPLES', '0'));
+      if (c.length < last) throw new Error(`the long run stopped after ${c.length} steps (status ${status})`);
       runs.push(c);
       await env.reset();
-      const runId2 = await createRun(env.ctx, `stepcost-fleet-${r}`, readOnlyScript(steps), { maxSteps: MAX_STEPS, body });
+      const runId2 = await createRun(env.ctx, `stepcost-fleet-${r}`, script, { maxSteps, body, maxTokens: MAX_TOKENS });
       fleetRuns.push(await fleetLatencies(env, runId2, steps));
     }
     // Per step, the median over the repeats (each figure separately).
@@ -151,9 +167,10 @@ export const stepCost: Section = {
     const fleetLat = new Map<number, number>();
     for (const step of fleetRuns[0]!.keys()) fleetLat.set(step, median(fleetRuns.map((f) => f.get(step) ?? NaN).filter(Number.isFinite)));
 
-    const window = (from: number, to: number) => costs.filter((c) => c.step >= from && c.step <= to);
-    const early = window(1, 10);
-    const late = window(191, 200);
+    const window = (p: number) => {
+      const [from, to] = windowOf(p);
+      return costs.filter((c) => c.step >= from && c.step <= to);
+    };
     // Counts and bytes are deterministic: means. Times are noisy (GC, AOF fsync, cron): medians.
     const series: { key: string; label: string; unit: string; f: (c: StepCost) => number; agg: 'avg' | 'median'; target: boolean }[] = [
       { key: 'redis_cmds', label: 'Redis commands executed (incl. in Lua)', unit: 'cmds', f: (c) => c.redisCmds, agg: 'avg', target: true },
@@ -171,33 +188,43 @@ export const stepCost: Section = {
     const metrics: Metric[] = [];
     const rows: (string | number)[][] = [];
     const at = (step: number) => costs.find((c) => c.step === step);
+    const mid = points[1]!;
+    const cell = (v: number | undefined, d = 1) => (v === undefined ? '' : round(v, d));
     for (const s of series) {
       const agg = s.agg === 'avg' ? mean : median;
-      const a = agg(early.map(s.f));
-      const b = agg(late.map(s.f));
-      const s1 = at(1);
-      const s200 = at(200);
-      rows.push([`${s.label} (${s.unit})`, s.agg, s1 ? round(s.f(s1), 1) : '', s200 ? round(s.f(s200), 1) : '', round(a, 1), round(b, 1), `${round(b / a, 3)}x`]);
-      const label = `${s.label}: steps 191-200 / 1-10 (${s.agg})`;
-      const note = `${round(a, 1)} -> ${round(b, 1)} ${s.unit}`;
-      metrics.push(s.target
-        ? atMost(`${s.key}_ratio`, label, round(b / a, 3), 'x', GROWTH_TARGET, note)
-        : { key: `${s.key}_ratio`, label, value: round(b / a, 3), unit: 'x', note });
+      const w = points.map((p) => agg(window(p).map(s.f)));
+      const first = w[0]!;
+      const ratios = w.slice(1).map((x) => x / first);
+      rows.push([`${s.label} (${s.unit})`, s.agg, ...points.map((p) => cell(at(p) && s.f(at(p)!))), ...w.map((x) => round(x, 1)), ...ratios.map((x) => `${round(x, 3)}x`)]);
+      const note = `${w.map((x) => round(x, 1)).join(' -> ')} ${s.unit}`;
+      const label = `${s.label}: steps ${windowLabel(last)} / ${windowLabel(1)} (${s.agg})`;
+      const r = round(ratios[ratios.length - 1]!, 3);
+      metrics.push(s.target ? atMost(`${s.key}_ratio`, label, r, 'x', GROWTH_TARGET, note) : { key: `${s.key}_ratio`, label, value: r, unit: 'x', note });
+      metrics.push({ key: `${s.key}_ratio_${mid}`, label: `${s.label}: steps ${windowLabel(mid)} / ${windowLabel(1)} (${s.agg})`, value: round(ratios[0]!, 3), unit: 'x' });
     }
-    const fl = (step: number) => fleetLat.get(step);
-    const fwin = (from: number, to: number) => [...fleetLat].filter(([s]) => s >= from && s <= to).map(([, v]) => v);
-    const fa = median(fwin(1, 10));
-    const fb = median(fwin(191, 200));
-    rows.push(['step latency, FleetWorker (ms)', 'median', round(fl(1) ?? NaN, 3), round(fl(200) ?? NaN, 3), round(fa, 3), round(fb, 3), `${round(fb / fa, 3)}x`]);
-    metrics.push(atMost('fleet_latency_ratio', 'step latency, FleetWorker: steps 191-200 / 1-10 (median)', round(fb / fa, 3), 'x', GROWTH_TARGET, `${round(fa, 2)} -> ${round(fb, 2)} ms`));
-    const step200 = costs.find((c) => c.step === 200);
+    const fwin = (p: number) => {
+      const [from, to] = windowOf(p);
+      return [...fleetLat].filter(([st]) => st >= from && st <= to).map(([, v]) => v);
+    };
+    const fw = points.map((p) => median(fwin(p)));
+    const fr = fw.slice(1).map((x) => x / fw[0]!);
+    rows.push(['step latency, FleetWorker (ms)', 'median', ...points.map((p) => cell(fleetLat.get(p), 3)), ...fw.map((x) => round(x, 3)), ...fr.map((x) => `${round(x, 3)}x`)]);
+    metrics.push(atMost('fleet_latency_ratio', `step latency, FleetWorker: steps ${windowLabel(last)} / ${windowLabel(1)} (median)`, round(fr[fr.length - 1]!, 3), 'x', GROWTH_TARGET, `${fw.map((x) => round(x, 2)).join(' -> ')} ms`));
+    metrics.push({ key: `fleet_latency_ratio_${mid}`, label: `step latency, FleetWorker: steps ${windowLabel(mid)} / ${windowLabel(1)} (median)`, value: round(fr[0]!, 3), unit: 'x' });
     return {
       name: this.name, title: this.title, metrics,
-      tables: [{ title: 'Per step: step 1 and step 200, and the windows 1-10 vs 191-200 (ratio = 191-200 / 1-10). Driven = getNextJob + processor + moveToCompleted: 3 requests (a running Worker fetches the next job inside the completion: 2). Step 1 also reads the run spec (bytes out).', header: ['per step', 'agg', 'step 1', 'step 200', 'steps 1-10', 'steps 191-200', 'ratio'], rows }],
+      tables: [{
+        title: `Per step: steps ${points.join(', ')} and the 10-step windows ending there (ratio = window / steps 1-10); ${repeats} repeats, per-step medians; the journal held ${journalLen} entries (${round(journalBytes / 1e6, 1)} MB) at the end. ` +
+          'Driven = getNextJob + processor + moveToCompleted: 3 requests (a running Worker fetches the next job inside the completion: 2). Step 1 also reads the run spec (bytes out).',
+        header: ['per step', 'agg', ...points.map((p) => `step ${p}`), ...points.map((p) => `steps ${windowLabel(p)}`), ...points.slice(1).map((p) => `${p} / 1`)],
+        rows,
+      }],
       details: {
-        observationBytes: OBSERVATION_BYTES, steps: costs.length, repeats, note: 'per step: median over the repeats', finalStatus: status, journalLength: journalLen,
-        step1: costs[0], step200,
-        perStep: costs.map((c) => ({ ...c, latencyMs: round(c.latencyMs, 3), redisCpuUs: round(c.redisCpuUs, 0) })),
+        observationBytes: OBSERVATION_BYTES, points, steps: costs.length, repeats, note: 'per step: median over the repeats', finalStatus: status, journalLength: journalLen, journalBytes,
+        atPoints: Object.fromEntries(points.map((p) => [p, at(p)])),
+        // The windows and every 50th step (the whole series of 1,000 steps would make the JSON line ~150 KB).
+        perStep: costs.filter((c) => c.step % 50 === 0 || points.some((p) => c.step >= windowOf(p)[0] && c.step <= windowOf(p)[1]))
+          .map((c) => ({ ...c, latencyMs: round(c.latencyMs, 3), redisCpuUs: round(c.redisCpuUs, 0) })),
       },
     };
   },
