@@ -22,6 +22,7 @@ import { newMetrics } from '../../src/metrics/metrics.js';
 import { startEmbeddedRedis, type EmbeddedRedis } from '../../src/redis/embedded.js';
 import { startSandbox, type SandboxHandle } from '../../src/sandbox/server.js';
 import type { FaultRule } from '../../src/sandbox/types.js';
+import { mulberry32 } from '../../src/sandbox/faults.js';
 import { buildSpec } from '../../src/producer/runs.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { Reconciler } from '../../src/ledger/reconciler.js';
@@ -73,16 +74,6 @@ export interface CampaignResult {
   failures: string[];
 }
 
-function prng(seed: number): () => number {
-  let a = seed >>> 0 || 1;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const pct = (xs: number[], p: number) => {
   if (xs.length === 0) return 0;
@@ -95,7 +86,7 @@ const TERMINAL = new Set(['completed', 'needs_human', 'budget_exceeded', 'failed
 export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult> {
   const t0 = Date.now();
   const log = opts.log ?? (() => {});
-  const rnd = prng(opts.seed);
+  const rnd = mulberry32(opts.seed || 1);
   const unsafe = opts.unsafe ?? false;
   const chaosEveryMs = (opts.chaosEverySec ?? 1) * 1000;
   const crashP = opts.crashPointProbability ?? 0.5;
