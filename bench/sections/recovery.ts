@@ -331,7 +331,7 @@ export const recovery: Section = {
     ];
     const rows: (string | number)[][] = [
       ['engine, SIGTERM -> step started on the other worker (ms)', ...fmtDist(handoff, 1), `moveToWait + WaitingError; victim exit ${round(termExits.p50, 0)} ms p50 (${badTermExit} not code 0)`],
-      ['engine, SIGKILL -> step started on the other worker (s)', ...fmtDist(recov, 3), 'lock 2 s (renewed every 0.5-1 s) + stall check every 1 s: bounded by ~3 s'],
+      ['engine, SIGKILL -> step started on the other worker (s)', ...fmtDist(recov, 3), 'lock 2 s (renewed every 0.5-1 s) + stall check every 1 s; a check is skipped when any worker of the queue (the victim too) ran one in the last 1 s (`stalled-check` key): up to ~4 s'],
       ['plain BullMQ, SIGTERM, no handler (s)', ...fmtDist(pt, 2), `Node default: process dies (${plain.termExit}), job stalls${plain.missing.term ? `; ${plain.missing.term} not restarted in ${PLAIN_WAIT_MS / 1000} s` : ''}`],
       ['plain BullMQ, SIGKILL (s)', ...fmtDist(pk, 2), `lock 30 s (renewed every 7.5-15 s) + stall check every 30 s${plain.missing.kill ? `; ${plain.missing.kill} not restarted in ${PLAIN_WAIT_MS / 1000} s` : ''}`],
       ['plain BullMQ, SIGTERM + worker.close() handler (s)', ...fmtDist(pc, 2), `never handed over (${plain.closeHandedOver} of ${m} started elsewhere): close() waits for the step to finish in place; exit after ${round(plain.closeExitS, 2)} s`],
