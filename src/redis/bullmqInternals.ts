@@ -7,13 +7,23 @@
  * and arguments: we run `Job#addJob` against a capturing client that records the
  * call instead of sending it. test/bullmqInternals.test.ts fails loudly when a
  * BullMQ upgrade changes any of this (script name, key count, argument layout).
+ *
+ * The step commit also embeds BullMQ's moveToFinished (completion of the step's
+ * own job, and the fetch of the worker's next job), so a step is one request:
+ * BullMQ computes its keys and arguments (`moveToCompletedArgs`), and the
+ * worker's own completion call is answered with the script's result
+ * (`completeFromCommit`) instead of being sent.
  */
 import { Job, type JobsOptions, type Queue } from 'bullmq';
-// Deep import on purpose: BullMQ ships its scripts as modules; pinned version.
+// Deep imports on purpose: BullMQ ships its scripts as modules; pinned version.
 import { addStandardJob } from 'bullmq/dist/esm/scripts/addStandardJob-9.js';
+import { moveToFinished } from 'bullmq/dist/esm/scripts/moveToFinished-14.js';
+import { raw2NextJobData } from 'bullmq/dist/esm/classes/redis-queue-backend.js';
 
 export const BULLMQ_ADD_KEYS = 9;
 export const BULLMQ_ADD_ARGS = 3;
+export const BULLMQ_FINISH_KEYS = 14;
+export const BULLMQ_FINISH_ARGS = 9;
 
 export interface CapturedAdd {
   keys: string[];
@@ -26,6 +36,53 @@ export function bullmqAddStandardJobFunction(): string {
     throw new Error(`BullMQ internals changed: addStandardJob has ${addStandardJob.keys} keys`);
   }
   return `local function bullmqAddStandardJob(KEYS, ARGV)\n${addStandardJob.content}\nend\n`;
+}
+
+/** Lua source of BullMQ's moveToFinished, wrapped as `local function bullmqMoveToFinished(KEYS, ARGV)`. */
+export function bullmqMoveToFinishedFunction(): string {
+  if (moveToFinished.name !== 'moveToFinished' || moveToFinished.keys !== BULLMQ_FINISH_KEYS) {
+    throw new Error(`BullMQ internals changed: moveToFinished has ${moveToFinished.keys} keys`);
+  }
+  return `local function bullmqMoveToFinished(KEYS, ARGV)\n${moveToFinished.content}\nend\n`;
+}
+
+/**
+ * The exact KEYS and ARGV BullMQ's worker would send to complete this active job
+ * (moveToFinished, target completed, no return value), computed by BullMQ.
+ * With fetchNext the script also moves the queue's next job to active, locked
+ * with the same token, and returns it (as the worker's own completion does).
+ */
+export function captureMoveToCompleted(job: Job, token: string, fetchNext: boolean): CapturedAdd {
+  const backend = (job as unknown as { backend?: { moveToCompletedArgs?: MoveToCompletedArgs } }).backend;
+  if (typeof backend?.moveToCompletedArgs !== 'function') {
+    throw new Error('BullMQ internals changed: job.backend.moveToCompletedArgs is missing');
+  }
+  const all = backend.moveToCompletedArgs(job, undefined, job.opts.removeOnComplete, token, fetchNext);
+  if (all.length !== BULLMQ_FINISH_KEYS + BULLMQ_FINISH_ARGS) {
+    throw new Error(`BullMQ internals changed: moveToFinished took ${all.length} arguments`);
+  }
+  return {
+    keys: all.slice(0, BULLMQ_FINISH_KEYS).map(String),
+    // ARGV[9] (fields to update) is absent for a completion: sent as ''.
+    argv: all.slice(BULLMQ_FINISH_KEYS).map((a) => (a === undefined ? '' : (a as string | Buffer))),
+  };
+}
+
+type MoveToCompletedArgs = (job: Job, returnValue: unknown, removeOnComplete: unknown, token: string, fetchNext: boolean) => unknown[];
+
+/**
+ * The step's commit already completed `job` (and fetched the worker's next job):
+ * the BullMQ worker's own `job.moveToCompleted` call, made when the processor
+ * returns, is answered with that result instead of being sent.
+ * `raw` is moveToFinished's reply (0, or the next job's data).
+ */
+export function completeFromCommit(job: Job, raw: unknown, finishedOn: number): void {
+  const next = raw2NextJobData(Array.isArray(raw) ? raw : (undefined as unknown as unknown[]));
+  job.moveToCompleted = async () => {
+    job.finishedOn = finishedOn;
+    job.attemptsMade += 1;
+    return next;
+  };
 }
 
 /**

@@ -1,13 +1,13 @@
 /**
  * Loads the Lua files of src/lua once per client and exposes them by name.
  * `name-N.lua` declares N keys; `-- @include x` pulls src/lua/includes/x.lua;
- * `-- @include bullmq:addStandardJob` pulls BullMQ's own script (bullmqInternals.ts).
+ * `-- @include bullmq:addStandardJob` / `bullmq:moveToFinished` pull BullMQ's own scripts (bullmqInternals.ts).
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
 import type { RedisClient } from './connect.js';
-import { bullmqAddStandardJobFunction } from './bullmqInternals.js';
+import { bullmqAddStandardJobFunction, bullmqMoveToFinishedFunction } from './bullmqInternals.js';
 
 const luaDir = join(dirname(fileURLToPath(import.meta.url)), '..', 'lua');
 
@@ -22,6 +22,7 @@ function resolveIncludes(source: string, seen = new Set<string>()): string {
     if (seen.has(name)) return '';
     seen.add(name);
     if (name === 'bullmq:addStandardJob') return bullmqAddStandardJobFunction();
+    if (name === 'bullmq:moveToFinished') return bullmqMoveToFinishedFunction();
     return resolveIncludes(readFileSync(join(luaDir, 'includes', `${name}.lua`), 'utf8'), seen);
   });
 }

@@ -27,7 +27,7 @@ import { AGENT_VERSION, type ToolRegistry } from '../agent/tools/registry.js';
 import type { ToolContext } from '../agent/tools/tool.js';
 import { stepJobDataSchema, type RunSpec, type StepJobData } from '../producer/schemas.js';
 import type { RedisClient } from '../redis/connect.js';
-import { captureAddStandardJob } from '../redis/bullmqInternals.js';
+import { captureAddStandardJob, captureMoveToCompleted, completeFromCommit } from '../redis/bullmqInternals.js';
 import { isScriptError, scriptError, ScriptCode } from '../redis/codes.js';
 import { KeySpace, stepJobId } from '../redis/keys.js';
 import { script } from '../redis/scripts.js';
@@ -80,8 +80,12 @@ export class StepProcessor {
    * @param signal aborted at SIGTERM: model calls, reads and waits stop; the job is handed back.
    * @param dispatchSignal aborted when the grace period ends: a write in flight is cut off
    *   (the ledger keeps it dispatched; the next owner reconciles it).
+   * @param fetchNext asked at commit time: whether the commit, which also completes this job,
+   *   should fetch the worker's next job (BullMQ's worker then takes it from `job.moveToCompleted`).
    */
-  async process(job: Job, token: string, signal: AbortSignal, dispatchSignal: AbortSignal = signal): Promise<void> {
+  async process(
+    job: Job, token: string, signal: AbortSignal, dispatchSignal: AbortSignal = signal, fetchNext: () => boolean = () => false,
+  ): Promise<void> {
     const started = process.hrtime.bigint();
     const data = stepJobDataSchema.parse(job.data);
     const { runId, step } = data;
@@ -117,7 +121,7 @@ export class StepProcessor {
       }
     }
 
-    const commit = (plan: CommitPlan) => this.commit(token, lockKey, job.id!, data, used, plan, log);
+    const commit = (plan: CommitPlan) => this.commit(job, token, lockKey, data, used, plan, log, fetchNext());
 
     try {
       // Pinned versions: a run never goes on quietly under changed tools or agent.
@@ -324,10 +328,17 @@ export class StepProcessor {
     return estimateTokens(encoded);
   }
 
+  /**
+   * One request: the fenced commit, the next step's job, and the completion of
+   * this job (moveToFinished, optionally fetching the worker's next job). If the
+   * process dies after it, the run is wholly after the commit and this job is
+   * already completed; a job fetched for this worker is recovered by the stall check.
+   */
   private async commit(
-    token: string, lockKey: string, jobId: string, data: StepJobData, used: Used, plan: CommitPlan, log: Logger,
+    job: Job, token: string, lockKey: string, data: StepJobData, used: Used, plan: CommitPlan, log: Logger, fetchNext: boolean,
   ): Promise<void> {
     const { runId, step } = data;
+    const jobId = job.id!;
     const k = this.d.keys.run(runId);
     const encoded = plan.entries.map(encodeEntry);
     const contextDelta = encoded.reduce((s, e) => s + estimateTokens(e), 0);
@@ -349,17 +360,25 @@ export class StepProcessor {
       const add = await captureAddStandardJob(queue, STEP_JOB_NAME, {}, this.d.store.queues.jobOptions(runId, step + 1));
       bullKeys = add.keys;
     }
+    const finish = captureMoveToCompleted(job, token, fetchNext);
     this.d.crash.hit('before_commit', step);
     const res = await script(this.d.redis, 'commitStep')(
-      k.run, k.budget, k.journal, k.events, lockKey, k.actions, ...bullKeys,
+      k.run, k.budget, k.journal, k.events, lockKey, k.actions, ...bullKeys, ...finish.keys,
       token, step, plan.status, plan.reason, plan.stepsDelta, plan.tokensDelta, contextDelta, this.now(),
       this.d.cfg.EVENTS_MAX_LEN, plan.advance ? 1 : 0, this.d.cfg.RUN_RETENTION_MS,
       JSON.stringify({ step, status: plan.status, entries: encoded.length }),
-      plan.carriesDecision ? 1 : 0, jobId, stepJobId(runId, step + 1), encoded.length, ...encoded, ...bullArgv,
+      plan.carriesDecision ? 1 : 0, jobId, stepJobId(runId, step + 1), encoded.length, ...finish.argv, ...encoded, ...bullArgv,
     );
     if (isScriptError(res)) {
       if (res === ScriptCode.DecisionExists) log.warn({ code: 'decision_exists' }, 'a decision was journalled concurrently');
       throw scriptError(res, { step });
+    }
+    const finished = (res as [number, unknown])[1];
+    if (isScriptError(finished)) {
+      // Committed, but BullMQ refused the completion: its worker completes the job as usual.
+      log.warn({ code: 'complete_in_commit_refused', bullmqCode: finished }, 'job not completed by the commit');
+    } else {
+      completeFromCommit(job, finished, Number(finish.argv[1]));
     }
     this.d.metrics.stepsCommitted.inc();
     this.d.crash.hit('after_commit', step);
