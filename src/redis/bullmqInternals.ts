@@ -4,8 +4,8 @@
  * To make "commit step N" and "step N+1's job exists" one atomic change, our
  * commit scripts embed BullMQ's own addStandardJob Lua as a local function and
  * call it after the fence checks pass. BullMQ itself computes the script's keys
- * and arguments: we run `Job#addJob` against a capturing client that records the
- * call instead of sending it. test/bullmqInternals.test.ts fails loudly when a
+ * and arguments: its backend's `addJobToTransaction` (what `Job#addJob` calls) runs
+ * against a capturing client that records the call instead of sending it. test/bullmqInternals.test.ts fails loudly when a
  * BullMQ upgrade changes any of this (script name, key count, argument layout).
  *
  * The step commit also embeds BullMQ's moveToFinished (completion of the step's
@@ -14,7 +14,7 @@
  * worker's own completion call is answered with the script's result
  * (`completeFromCommit`) instead of being sent.
  */
-import { Job, type JobsOptions, type Queue } from 'bullmq';
+import type { Job, JobsOptions, Queue } from 'bullmq';
 // Deep imports on purpose: BullMQ ships its scripts as modules; pinned version.
 import { addStandardJob } from 'bullmq/dist/esm/scripts/addStandardJob-9.js';
 import { moveToFinished } from 'bullmq/dist/esm/scripts/moveToFinished-14.js';
@@ -68,6 +68,7 @@ export function captureMoveToCompleted(job: Job, token: string, fetchNext: boole
   };
 }
 
+type AddJobToTransaction = (client: unknown, jobData: unknown, jobId: string) => Promise<unknown>;
 type MoveToCompletedArgs = (job: Job, returnValue: unknown, removeOnComplete: unknown, token: string, fetchNext: boolean) => unknown[];
 
 /**
@@ -95,7 +96,7 @@ export async function captureAddStandardJob(
   data: unknown,
   opts: JobsOptions & { jobId: string },
 ): Promise<CapturedAdd> {
-  if (opts.delay || opts.priority || opts.parent) {
+  if (opts.delay || opts.priority || opts.parent || opts.deduplication || 'repeatJobKey' in opts || typeof opts.backoff === 'number') {
     throw new Error('captureAddStandardJob supports standard jobs only');
   }
   let captured: { name: string; args: (string | Buffer)[] } | undefined;
@@ -105,8 +106,15 @@ export async function captureAddStandardJob(
       return Promise.resolve(opts.jobId);
     },
   };
-  const job = new Job(queue, name, data, opts, opts.jobId);
-  await (job as unknown as { addJob(client: unknown): Promise<string> }).addJob(capturingClient);
+  // What `Job#addJob` hands to the backend (Job#asJSON of `new Job(queue, name, data, opts)`),
+  // without constructing a Job on every commit: for a standard job that is its name, JSON
+  // data, timestamp and options with BullMQ's defaults; the backend computes keys and argv.
+  const backend = (queue as unknown as { backend?: { addJobToTransaction?: AddJobToTransaction } }).backend;
+  if (typeof backend?.addJobToTransaction !== 'function') {
+    throw new Error('BullMQ internals changed: queue.backend.addJobToTransaction is missing');
+  }
+  const jobData = { name, data: JSON.stringify(data ?? {}), opts: { attempts: 0, ...opts }, timestamp: opts.timestamp ?? Date.now() };
+  await backend.addJobToTransaction(capturingClient, jobData, opts.jobId);
   if (!captured || !captured.name.startsWith('addStandardJob:')) {
     throw new Error(`BullMQ internals changed: expected addStandardJob, got ${captured?.name ?? 'nothing'}`);
   }
