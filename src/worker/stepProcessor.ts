@@ -89,7 +89,7 @@ export class StepProcessor {
     const started = process.hrtime.bigint();
     const data = stepJobDataSchema.parse(job.data);
     const { runId, step } = data;
-    const log = this.d.log.child({ runId, step, jobId: job.id, attempt: job.attemptsStarted });
+    const log = lazyChild(this.d.log, { runId, step, jobId: job.id, attempt: job.attemptsStarted });
     this.d.metrics.stepsStarted.inc();
     const lockKey = this.d.keys.jobLock(this.d.keys.shardOf(runId), job.id!);
 
@@ -398,3 +398,23 @@ function addUsage(into: Usage, u: Usage): void {
   into.completionTokens += u.completionTokens;
 }
 
+const LEVELS: ReadonlySet<string> = new Set(['trace', 'debug', 'info', 'warn', 'error', 'fatal']);
+const noop = (): void => {};
+
+/**
+ * The step's child logger (runId, step, jobId, attempt on every line), made on
+ * the first line actually written: pino's child() serializes and redacts its
+ * bindings at once (several µs), and a read-only step on its happy path writes
+ * no line at the usual levels.
+ */
+function lazyChild(parent: Logger, bindings: Record<string, unknown>): Logger {
+  let child: Logger | undefined;
+  return new Proxy(parent, {
+    get(target, prop) {
+      if (typeof prop === 'string' && LEVELS.has(prop) && !target.isLevelEnabled(prop)) return noop;
+      child ??= target.child(bindings);
+      const value: unknown = Reflect.get(child, prop, child);
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(child) : value;
+    },
+  });
+}
