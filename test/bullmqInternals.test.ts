@@ -7,7 +7,7 @@ import { Job, Worker } from 'bullmq';
 import { createHarness, type Harness } from './support/harness.js';
 import {
   BULLMQ_ADD_KEYS, BULLMQ_FINISH_KEYS, bullmqAddStandardJobFunction, bullmqMoveToFinishedFunction, captureAddStandardJob,
-  captureMoveToCompleted, completeFromCommit,
+  captureMoveToCompleted, commitBullKeys, completeFromCommit,
 } from '../src/redis/bullmqInternals.js';
 import { STEP_JOB_NAME, stepJobOptions } from '../src/runs/queues.js';
 
@@ -56,6 +56,9 @@ describe('BullMQ internals', () => {
     expect(job.id).toBe('probe-4');
     const finish = captureMoveToCompleted(job, 'tok-4', true);
     expect(finish.keys).toHaveLength(BULLMQ_FINISH_KEYS);
+    // A commit sends moveToFinished's keys plus add's `id`; add's keys are found among them.
+    const add = await captureAddStandardJob(queue, STEP_JOB_NAME, {}, { ...stepJobOptions, jobId: 'probe-6' });
+    expect(commitBullKeys(add, finish)).toEqual([...finish.keys, add.keys[3]]);
     const lua = `${bullmqMoveToFinishedFunction()}\nreturn bullmqMoveToFinished(KEYS, ARGV)`;
     const raw = await h.ctx.redis.eval(lua, finish.keys.length, ...finish.keys, ...finish.argv);
     expect(await queue.getJobState('probe-4')).toBe('completed');

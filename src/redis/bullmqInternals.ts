@@ -68,6 +68,27 @@ export function captureMoveToCompleted(job: Job, token: string, fetchNext: boole
   };
 }
 
+/**
+ * addStandardJob's keys (wait, paused, meta, id, completed, delayed, active,
+ * events, marker) are all among moveToFinished's keys of the same queue (wait,
+ * active, prioritized, events, stalled, limiter, delayed, paused, meta, pc,
+ * completed, job, metrics, marker), except `id`. A commit that does both sends
+ * moveToFinished's 14 keys plus `id`, and rebuilds add's keys in Lua from these
+ * positions (1-based into that list of 15; 15 is `id`).
+ */
+export const ADD_KEYS_FROM_FINISH = [1, 8, 9, 15, 11, 7, 2, 4, 14] as const;
+
+/** The 15 BullMQ keys of a commit (moveToFinished's, then add's `id`), checked against ADD_KEYS_FROM_FINISH. */
+export function commitBullKeys(add: CapturedAdd, finish: CapturedAdd): string[] {
+  const keys = [...finish.keys, add.keys[3]!];
+  for (let i = 0; i < BULLMQ_ADD_KEYS; i++) {
+    if (keys[ADD_KEYS_FROM_FINISH[i]! - 1] !== add.keys[i]) {
+      throw new Error(`BullMQ internals changed: addStandardJob key ${i + 1} (${add.keys[i]}) is not moveToFinished's`);
+    }
+  }
+  return keys;
+}
+
 type AddJobToTransaction = (client: unknown, jobData: unknown, jobId: string) => Promise<unknown>;
 type MoveToCompletedArgs = (job: Job, returnValue: unknown, removeOnComplete: unknown, token: string, fetchNext: boolean) => unknown[];
 

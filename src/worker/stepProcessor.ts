@@ -27,7 +27,7 @@ import { AGENT_VERSION, type ToolRegistry } from '../agent/tools/registry.js';
 import type { ToolContext } from '../agent/tools/tool.js';
 import { stepJobDataSchema, type RunSpec, type StepJobData } from '../producer/schemas.js';
 import type { RedisClient } from '../redis/connect.js';
-import { captureAddStandardJob, captureMoveToCompleted, completeFromCommit } from '../redis/bullmqInternals.js';
+import { captureAddStandardJob, captureMoveToCompleted, commitBullKeys, completeFromCommit } from '../redis/bullmqInternals.js';
 import { isScriptError, scriptError, ScriptCode } from '../redis/codes.js';
 import { KeySpace, stepJobId } from '../redis/keys.js';
 import { script } from '../redis/scripts.js';
@@ -347,23 +347,17 @@ export class StepProcessor {
       tokens: used.tokens + plan.tokensDelta,
       contextTokens: used.contextTokens + contextDelta,
     };
-    let bullKeys: string[] = [];
-    let bullArgv: (string | Buffer)[] = [];
     const queue = this.d.store.queues.forRun(runId);
-    if (plan.status === 'running') {
-      const next: StepJobData = { v: 1, runId, step: step + 1, used: nextUsed };
-      const add = await captureAddStandardJob(queue, STEP_JOB_NAME, next, this.d.store.queues.jobOptions(runId, step + 1));
-      bullKeys = add.keys;
-      bullArgv = add.argv;
-    } else {
-      // Keys are still passed (the script declares them) but no job is added.
-      const add = await captureAddStandardJob(queue, STEP_JOB_NAME, {}, this.d.store.queues.jobOptions(runId, step + 1));
-      bullKeys = add.keys;
-    }
+    const running = plan.status === 'running';
+    // When the run stops, the keys are still passed (the script declares them) but no job is added.
+    const next: StepJobData | Record<string, never> = running ? { v: 1, runId, step: step + 1, used: nextUsed } : {};
+    const add = await captureAddStandardJob(queue, STEP_JOB_NAME, next, this.d.store.queues.jobOptions(runId, step + 1));
     const finish = captureMoveToCompleted(job, token, fetchNext);
+    const bullKeys = commitBullKeys(add, finish);
+    const bullArgv = running ? add.argv : [];
     this.d.crash.hit('before_commit', step);
     const res = await script(this.d.redis, 'commitStep')(
-      k.run, k.budget, k.journal, k.events, lockKey, k.actions, ...bullKeys, ...finish.keys,
+      k.run, k.budget, k.journal, k.events, lockKey, k.actions, ...bullKeys,
       token, step, plan.status, plan.reason, plan.stepsDelta, plan.tokensDelta, contextDelta, this.now(),
       this.d.cfg.EVENTS_MAX_LEN, plan.advance ? 1 : 0, this.d.cfg.RUN_RETENTION_MS,
       JSON.stringify({ step, status: plan.status, entries: encoded.length }),

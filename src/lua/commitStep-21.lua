@@ -6,8 +6,10 @@
 
   KEYS[1] run hash       KEYS[2] budget hash     KEYS[3] journal list
   KEYS[4] events stream  KEYS[5] job lock key    KEYS[6] actions set
-  KEYS[7..15] BullMQ addStandardJob keys for the next step's job
-  KEYS[16..29] BullMQ moveToFinished keys completing this job
+  KEYS[7..20] BullMQ moveToFinished keys completing this job
+  KEYS[21] BullMQ's job id counter key; addStandardJob's keys for the next step's
+           job are KEYS[7, 14, 15, 21, 17, 13, 8, 10, 20] (bullmqInternals.ts
+           ADD_KEYS_FROM_FINISH, checked against BullMQ's own on every commit)
 
   ARGV[1] lock token     ARGV[2] step (cursor the caller holds)
   ARGV[3] next status (running | completed | failed | budget_exceeded | needs_human | waiting_approval ...)
@@ -67,7 +69,7 @@ end
 emitEvent(KEYS[4], ARGV[9], 'step_committed', ARGV[12])
 
 if status == 'running' then
-  bullmqAddStandardJob({ KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15] },
+  bullmqAddStandardJob({ KEYS[7], KEYS[14], KEYS[15], KEYS[21], KEYS[17], KEYS[13], KEYS[8], KEYS[10], KEYS[20] },
     { ARGV[26 + n], ARGV[27 + n], ARGV[28 + n] })
 else
   emitEvent(KEYS[4], ARGV[9], 'status_changed', cjson.encode({ status = status, reason = reason }))
@@ -79,6 +81,6 @@ else
 end
 
 local finished = bullmqMoveToFinished(
-  { KEYS[16], KEYS[17], KEYS[18], KEYS[19], KEYS[20], KEYS[21], KEYS[22], KEYS[23], KEYS[24], KEYS[25], KEYS[26], KEYS[27], KEYS[28], KEYS[29] },
+  { KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17], KEYS[18], KEYS[19], KEYS[20] },
   { ARGV[17], ARGV[18], ARGV[19], ARGV[20], ARGV[21], ARGV[22], ARGV[23], ARGV[24], ARGV[25] })
 return { len, finished }
