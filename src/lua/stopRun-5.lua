@@ -1,7 +1,7 @@
 --[[
   Ends a parked run by an operator or a sweep (cancel, approval expiry), only
   from an expected status; optionally records cancelRequested first so a
-  running run is cancelled by its next commit (commitStep-15.lua).
+  running run is cancelled by its next commit (commitStep-21.lua).
 
   KEYS[1] run hash  KEYS[2] budget hash  KEYS[3] journal list
   KEYS[4] events stream  KEYS[5] run's actions set

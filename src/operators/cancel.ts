@@ -2,7 +2,7 @@
  * POST /v1/runs/:id/cancel. Records cancelRequested; a parked run
  * (waiting_approval / needs_human) is cancelled at once, in the same script
  * (src/lua/stopRun-5.lua). A running run is cancelled by its next commit
- * (commitStep-15.lua), and the runner dispatches nothing once the flag is set.
+ * (commitStep-21.lua), and the runner dispatches nothing once the flag is set.
  */
 import { Router } from 'express';
 import type { AppContext } from '../app/context.js';

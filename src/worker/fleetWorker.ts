@@ -76,7 +76,8 @@ export class FleetWorker {
     if (!token) throw new Error('BullMQ did not pass a lock token');
     this.held.add(job.id!);
     try {
-      await this.processor.process(job, token, this.soft.signal, this.hard.signal);
+      // The step's commit completes the job and, unless we are stopping, fetches the next one.
+      await this.processor.process(job, token, this.soft.signal, this.hard.signal, () => !this.soft.signal.aborted);
     } catch (err) {
       if (this.soft.signal.aborted) {
         // Hand the job back now; it does not count as an attempt.

@@ -27,7 +27,7 @@ import { AGENT_VERSION, type ToolRegistry } from '../agent/tools/registry.js';
 import type { ToolContext } from '../agent/tools/tool.js';
 import { stepJobDataSchema, type RunSpec, type StepJobData } from '../producer/schemas.js';
 import type { RedisClient } from '../redis/connect.js';
-import { captureAddStandardJob } from '../redis/bullmqInternals.js';
+import { captureAddStandardJob, captureMoveToCompleted, commitBullKeys, completeFromCommit } from '../redis/bullmqInternals.js';
 import { isScriptError, scriptError, ScriptCode } from '../redis/codes.js';
 import { KeySpace, stepJobId } from '../redis/keys.js';
 import { script } from '../redis/scripts.js';
@@ -84,13 +84,17 @@ export class StepProcessor {
    * @param signal aborted at SIGTERM: model calls, reads and waits stop; the job is handed back.
    * @param dispatchSignal aborted when the grace period ends: a write in flight is cut off
    *   (the ledger keeps it dispatched; the next owner reconciles it).
+   * @param fetchNext asked at commit time: whether the commit, which also completes this job,
+   *   should fetch the worker's next job (BullMQ's worker then takes it from `job.moveToCompleted`).
    */
-  async process(job: Job, token: string, signal: AbortSignal, dispatchSignal: AbortSignal = signal): Promise<void> {
+  async process(
+    job: Job, token: string, signal: AbortSignal, dispatchSignal: AbortSignal = signal, fetchNext: () => boolean = () => false,
+  ): Promise<void> {
     const started = process.hrtime.bigint();
     const startedAt = this.now();
     const data = stepJobDataSchema.parse(job.data);
     const { runId, step } = data;
-    const log = this.d.log.child({ runId, step, jobId: job.id, attempt: job.attemptsStarted });
+    const log = lazyChild(this.d.log, { runId, step, jobId: job.id, attempt: job.attemptsStarted });
     this.d.metrics.stepsStarted.inc();
     const lockKey = this.d.keys.jobLock(this.d.keys.shardOf(runId), job.id!);
 
@@ -124,7 +128,7 @@ export class StepProcessor {
 
     // The step_started event rides in the first script this step runs (journalDecision or the commit).
     const startedEvent = JSON.stringify({ step, jobId: job.id, attempt: job.attemptsStarted, startedAt, worker: this.workerName });
-    const commit = (plan: CommitPlan) => this.commit(token, lockKey, job.id!, data, used, plan, log, startedEvent);
+    const commit = (plan: CommitPlan) => this.commit(job, token, lockKey, data, used, plan, log, fetchNext(), startedEvent);
 
     try {
       // Pinned versions: a run never goes on quietly under changed tools or agent.
@@ -331,10 +335,17 @@ export class StepProcessor {
     return estimateTokens(encoded);
   }
 
+  /**
+   * One request: the fenced commit, the next step's job, and the completion of
+   * this job (moveToFinished, optionally fetching the worker's next job). If the
+   * process dies after it, the run is wholly after the commit and this job is
+   * already completed; a job fetched for this worker is recovered by the stall check.
+   */
   private async commit(
-    token: string, lockKey: string, jobId: string, data: StepJobData, used: Used, plan: CommitPlan, log: Logger, startedEvent: string,
+    job: Job, token: string, lockKey: string, data: StepJobData, used: Used, plan: CommitPlan, log: Logger, fetchNext: boolean, startedEvent: string,
   ): Promise<void> {
     const { runId, step } = data;
+    const jobId = job.id!;
     const k = this.d.keys.run(runId);
     const encoded = plan.entries.map(encodeEntry);
     const contextDelta = encoded.reduce((s, e) => s + estimateTokens(e), 0);
@@ -343,31 +354,33 @@ export class StepProcessor {
       tokens: used.tokens + plan.tokensDelta,
       contextTokens: used.contextTokens + contextDelta,
     };
-    let bullKeys: string[] = [];
-    let bullArgv: (string | Buffer)[] = [];
     const queue = this.d.store.queues.forRun(runId);
-    if (plan.status === 'running') {
-      const next: StepJobData = { v: 1, runId, step: step + 1, used: nextUsed };
-      const add = await captureAddStandardJob(queue, STEP_JOB_NAME, next, this.d.store.queues.jobOptions(runId, step + 1));
-      bullKeys = add.keys;
-      bullArgv = add.argv;
-    } else {
-      // Keys are still passed (the script declares them) but no job is added.
-      const add = await captureAddStandardJob(queue, STEP_JOB_NAME, {}, this.d.store.queues.jobOptions(runId, step + 1));
-      bullKeys = add.keys;
-    }
+    const running = plan.status === 'running';
+    // When the run stops, the keys are still passed (the script declares them) but no job is added.
+    const next: StepJobData | Record<string, never> = running ? { v: 1, runId, step: step + 1, used: nextUsed } : {};
+    const add = await captureAddStandardJob(queue, STEP_JOB_NAME, next, this.d.store.queues.jobOptions(runId, step + 1));
+    const finish = captureMoveToCompleted(job, token, fetchNext);
+    const bullKeys = commitBullKeys(add, finish);
+    const bullArgv = running ? add.argv : [];
     this.d.crash.hit('before_commit', step);
     const res = await script(this.d.redis, 'commitStep')(
       k.run, k.budget, k.journal, k.events, lockKey, k.actions, ...bullKeys,
       token, step, plan.status, plan.reason, plan.stepsDelta, plan.tokensDelta, contextDelta, this.now(),
       this.d.cfg.EVENTS_MAX_LEN, plan.advance ? 1 : 0, this.d.cfg.RUN_RETENTION_MS,
       JSON.stringify({ step, status: plan.status, entries: encoded.length }),
-      plan.carriesDecision ? 1 : 0, jobId, stepJobId(runId, step + 1), encoded.length, ...encoded,
+      plan.carriesDecision ? 1 : 0, jobId, stepJobId(runId, step + 1), encoded.length, ...finish.argv, ...encoded,
       ...(plan.carriesDecision ? [...padTo3(bullArgv), startedEvent, decisionEvent(plan.entries[0] as DecisionEntry)] : bullArgv),
     );
     if (isScriptError(res)) {
       if (res === ScriptCode.DecisionExists) log.warn({ code: 'decision_exists' }, 'a decision was journalled concurrently');
       throw scriptError(res, { step });
+    }
+    const finished = (res as [number, unknown])[1];
+    if (isScriptError(finished)) {
+      // Committed, but BullMQ refused the completion: its worker completes the job as usual.
+      log.warn({ code: 'complete_in_commit_refused', bullmqCode: finished }, 'job not completed by the commit');
+    } else {
+      completeFromCommit(job, finished, Number(finish.argv[1]));
     }
     this.d.metrics.stepsCommitted.inc();
     this.d.crash.hit('after_commit', step);
@@ -397,3 +410,23 @@ function addUsage(into: Usage, u: Usage): void {
   into.completionTokens += u.completionTokens;
 }
 
+const LEVELS: ReadonlySet<string> = new Set(['trace', 'debug', 'info', 'warn', 'error', 'fatal']);
+const noop = (): void => {};
+
+/**
+ * The step's child logger (runId, step, jobId, attempt on every line), made on
+ * the first line actually written: pino's child() serializes and redacts its
+ * bindings at once (several µs), and a read-only step on its happy path writes
+ * no line at the usual levels.
+ */
+function lazyChild(parent: Logger, bindings: Record<string, unknown>): Logger {
+  let child: Logger | undefined;
+  return new Proxy(parent, {
+    get(target, prop) {
+      if (typeof prop === 'string' && LEVELS.has(prop) && !target.isLevelEnabled(prop)) return noop;
+      child ??= target.child(bindings);
+      const value: unknown = Reflect.get(child, prop, child);
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(child) : value;
+    },
+  });
+}
