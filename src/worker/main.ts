@@ -10,11 +10,18 @@ import { createEffectRunner } from '../ledger/runner.js';
 import { approvalPolicy } from '../ledger/approvals.js';
 import { FleetWorker } from './fleetWorker.js';
 
+// A signal while the process is still starting: it holds no job yet, so it just leaves (exit 0).
+let started = false;
+const leaveWhileStarting = () => { if (!started) process.exit(0); };
+process.on('SIGTERM', leaveWhileStarting);
+process.on('SIGINT', leaveWhileStarting);
+
 const cfg = loadConfig();
 const ctx = await createContext(cfg, 'worker');
 const fleet = new FleetWorker(ctx, { effects: createEffectRunner(ctx, { approvals: approvalPolicy(ctx.cfg.APPROVAL_RULES) }) });
 const ops = await startOpsServer({ port: cfg.WORKER_METRICS_PORT, host: cfg.HOST, registry: ctx.metrics.registry, isReady: () => fleet.ready });
 fleet.start();
+started = true;
 // The BullMQ worker ids prefix the lock tokens of the jobs this process holds (operators and the chaos campaign map a lock to its process).
 ctx.log.info({ code: 'worker_started', pid: process.pid, metricsPort: ops.port, shards: ctx.keys.allShards().length, bullWorkerIds: fleet.workers.map((w) => w.id) }, 'worker started');
 
@@ -43,5 +50,7 @@ async function shutdown(signal: string): Promise<void> {
   ctx.log.info({ code: 'shutdown_done' }, 'worker stopped');
   process.exit(0);
 }
+process.off('SIGTERM', leaveWhileStarting);
+process.off('SIGINT', leaveWhileStarting);
 process.on('SIGTERM', () => void shutdown('SIGTERM'));
 process.on('SIGINT', () => void shutdown('SIGINT'));
