@@ -49,8 +49,8 @@ export const configSchema = z.object({
   RECONCILER_METRICS_PORT: int(9465),
   WORKER_CONCURRENCY: int(20, 1),
   /** BullMQ lock: a killed worker's step is resumed after about lock + stalled interval. */
-  LOCK_DURATION_MS: int(2000, 200),
-  STALLED_INTERVAL_MS: int(1000, 100),
+  LOCK_DURATION_MS: int(1200, 200),
+  STALLED_INTERVAL_MS: int(600, 100),
   /** Stall redeliveries before BullMQ fails the job (the run is then marked failed). */
   MAX_STALLED_COUNT: int(10, 1),
   /** SIGTERM grace: time for an in-flight dispatch to record its outcome. Keep below k8s terminationGracePeriodSeconds. */

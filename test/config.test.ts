@@ -8,7 +8,8 @@ import { startEmbeddedRedis } from '../src/redis/embedded.js';
 describe('config', () => {
   it('has documented defaults and freezes', () => {
     const cfg = loadConfig({});
-    expect(cfg.LOCK_DURATION_MS).toBe(2000);
+    expect(cfg.LOCK_DURATION_MS).toBe(1200);
+    expect(cfg.STALLED_INTERVAL_MS).toBe(600);
     expect(cfg.SHARDS).toBe(1);
     expect(Object.isFrozen(cfg)).toBe(true);
   });

@@ -389,8 +389,8 @@ describe('docker-compose.yml', () => {
     for (const name of ['worker-1', 'worker-2']) {
       const e = env(name);
       expect(e.WORKER_METRICS_PORT, name).toBe('9464');
-      expect(e.LOCK_DURATION_MS, name).toBe('2000');
-      expect(e.STALLED_INTERVAL_MS, name).toBe('1000');
+      expect(e.LOCK_DURATION_MS, name).toBe('1200');
+      expect(e.STALLED_INTERVAL_MS, name).toBe('600');
       expect(e.SANDBOX_URL, name).toBe(sandboxUrl);
     }
     expect(env('reconciler').RECONCILER_METRICS_PORT).toBe('9465');

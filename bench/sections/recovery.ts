@@ -4,7 +4,7 @@
  * BullMQ with its default settings, in the same bench run.
  *
  * Engine (real `npm run worker` processes, src/worker/main.ts, default
- * LOCK_DURATION_MS / STALLED_INTERVAL_MS 2000 / 1000), one trial at a time:
+ * LOCK_DURATION_MS / STALLED_INTERVAL_MS 1200 / 600), one trial at a time:
  * the victim is the only live worker when a support-agent run is created, so
  * it takes the run's step 3 (search_kb), whose `kb` read the sandbox holds
  * for 30 s (`slow_commit`, count 1: only this read is slow); a rescuer process
@@ -329,9 +329,11 @@ export const recovery: Section = {
       { key: 'handoff_p50_speedup', label: 'SIGTERM step restart p50, plain default / engine', value: round((pt.p50 * 1000) / handoff.p50, 0), unit: 'x' },
       { key: 'engine_runs_not_completed', label: 'engine runs not completed after the signal', value: notCompleted, unit: 'runs' },
     ];
+    const lockS = env.cfg.LOCK_DURATION_MS / 1000;
+    const stallS = env.cfg.STALLED_INTERVAL_MS / 1000;
     const rows: (string | number)[][] = [
       ['engine, SIGTERM -> step started on the other worker (ms)', ...fmtDist(handoff, 1), `moveToWait + WaitingError; victim exit ${round(termExits.p50, 0)} ms p50 (${badTermExit} not code 0)`],
-      ['engine, SIGKILL -> step started on the other worker (s)', ...fmtDist(recov, 3), 'lock 2 s (renewed every 0.5-1 s) + stall check every 1 s; a check is skipped when any worker of the queue (the victim too) ran one in the last 1 s (`stalled-check` key): up to ~4 s'],
+      ['engine, SIGKILL -> step started on the other worker (s)', ...fmtDist(recov, 3), `lock ${lockS} s (renewed every ${lockS / 2}-${lockS} s before expiry) + stall check every ${stallS} s; a check is skipped when any worker of the queue (the victim too) ran one in the last ${stallS} s (\`stalled-check\` key): at most ~${round(lockS + 2 * stallS, 1)} s`],
       ['plain BullMQ, SIGTERM, no handler (s)', ...fmtDist(pt, 2), `Node default: process dies (${plain.termExit}), job stalls${plain.missing.term ? `; ${plain.missing.term} not restarted in ${PLAIN_WAIT_MS / 1000} s` : ''}`],
       ['plain BullMQ, SIGKILL (s)', ...fmtDist(pk, 2), `lock 30 s (renewed every 7.5-15 s) + stall check every 30 s${plain.missing.kill ? `; ${plain.missing.kill} not restarted in ${PLAIN_WAIT_MS / 1000} s` : ''}`],
       ['plain BullMQ, SIGTERM + worker.close() handler (s)', ...fmtDist(pc, 2), `never handed over (${plain.closeHandedOver} of ${m} started elsewhere): close() waits for the step to finish in place; exit after ${round(plain.closeExitS, 2)} s`],
