@@ -28,7 +28,8 @@ import { Ledger } from '../../src/ledger/ledger.js';
 import { Reconciler } from '../../src/ledger/reconciler.js';
 import { spawnChaosWorker, type ChaosWorker } from './processes.js';
 
-export const CAMPAIGN_CRASH_POINTS = ['after_decision', 'after_reservation', 'after_dispatched', 'after_call', 'after_outcome', 'before_commit', 'after_commit'] as const;
+/** Every named point; a worker armed with `during_grace` dies only if the campaign SIGTERMs it. */
+export const CAMPAIGN_CRASH_POINTS = ['after_decision', 'after_reservation', 'after_dispatched', 'after_call', 'after_outcome', 'before_commit', 'after_commit', 'during_grace'] as const;
 
 export interface CampaignOptions {
   runs: number;
