@@ -89,6 +89,11 @@ export const configSchema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** Test-only: named crash points that SIGKILL this process when reached. */
   CRASH_POINTS: csv,
+  /**
+   * Test-only: `point@step=ms` blocks the event loop that long at a named point (a false stall:
+   * no lock renewal, so another worker takes the step while this one still runs).
+   */
+  PAUSE_POINTS: csv,
   /** Test-only: disables the ledger's idempotency (negative control of the chaos campaign). */
   UNSAFE_DISABLE_IDEMPOTENCY: bool.default(false),
   PRODUCER_TOKEN: z.string().optional(),

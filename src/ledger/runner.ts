@@ -217,7 +217,7 @@ export class LedgerEffectRunner implements EffectRunner {
 export function createEffectRunner(ctx: AppContext, opts: { approvals?: ApprovalPolicy; workerId?: string; crash?: CrashPoints; metrics?: Metrics } = {}): LedgerEffectRunner {
   return new LedgerEffectRunner({
     cfg: ctx.cfg, ledger: new Ledger(ctx.redis, ctx.keys, Date.now, ctx.cfg.EVENTS_MAX_LEN), metrics: opts.metrics ?? ctx.metrics, log: ctx.log,
-    crash: opts.crash ?? new CrashPoints(ctx.cfg.CRASH_POINTS), workerId: opts.workerId ?? `worker:${process.pid}`,
+    crash: opts.crash ?? CrashPoints.fromConfig(ctx.cfg), workerId: opts.workerId ?? `worker:${process.pid}`,
     ...(opts.approvals ? { approvals: opts.approvals } : {}),
   });
 }

@@ -2,6 +2,8 @@
  * Named crash points (test-only, off unless CRASH_POINTS names them): the
  * process SIGKILLs itself there, so tests can prove recovery from exactly that
  * instant. `CRASH_POINTS=after_decision` or `after_decision@2` (only at step 2).
+ * PAUSE_POINTS=`after_dispatched@2=2500` instead blocks the event loop there for
+ * 2.5 s and goes on: a false stall, with the lock left to expire.
  */
 export const CRASH_POINT_NAMES = [
   'after_decision',
@@ -15,18 +17,32 @@ export const CRASH_POINT_NAMES = [
 ] as const;
 export type CrashPointName = (typeof CRASH_POINT_NAMES)[number];
 
-export class CrashPoints {
-  private readonly armed: { name: string; step?: number }[];
+interface Armed { name: string; step?: number; pauseMs?: number }
 
-  constructor(spec: readonly string[], private readonly kill: () => void = () => process.kill(process.pid, 'SIGKILL')) {
-    this.armed = spec.map((s) => {
-      const [name, step] = s.split('@');
-      return { name: name!, ...(step ? { step: Number(step) } : {}) };
-    });
+function parse(spec: string): Armed {
+  const [point, ms] = spec.split('=');
+  const [name, step] = point!.split('@');
+  return { name: name!, ...(step ? { step: Number(step) } : {}), ...(ms ? { pauseMs: Number(ms) } : {}) };
+}
+
+export class CrashPoints {
+  private readonly armed: Armed[];
+
+  constructor(spec: readonly string[], private readonly kill: () => void = () => process.kill(process.pid, 'SIGKILL'), pauses: readonly string[] = []) {
+    this.armed = [...spec.map(parse).map(({ pauseMs: _ignored, ...a }) => a), ...pauses.map(parse).filter((p) => p.pauseMs)];
+  }
+
+  static fromConfig(cfg: { CRASH_POINTS: readonly string[]; PAUSE_POINTS: readonly string[] }): CrashPoints {
+    return new CrashPoints(cfg.CRASH_POINTS, undefined, cfg.PAUSE_POINTS);
   }
 
   hit(name: CrashPointName, step?: number): void {
     if (this.armed.length === 0) return;
-    if (this.armed.some((a) => a.name === name && (a.step === undefined || a.step === step))) this.kill();
+    const a = this.armed.find((x) => x.name === name && (x.step === undefined || x.step === step));
+    if (!a) return;
+    if (a.pauseMs === undefined) return this.kill();
+    this.armed.splice(this.armed.indexOf(a), 1); // once: a redelivery to this process runs normally
+    const until = Date.now() + a.pauseMs;
+    while (Date.now() < until) { /* a synchronous stall on purpose: timers, lock renewals and sockets all wait */ }
   }
 }

@@ -43,7 +43,7 @@ export class FleetWorker {
 
   constructor(private readonly ctx: AppContext, opts: FleetWorkerOptions = {}) {
     const { cfg } = ctx;
-    this.crash = opts.crash ?? new CrashPoints(cfg.CRASH_POINTS);
+    this.crash = opts.crash ?? CrashPoints.fromConfig(cfg);
     this.processor = new StepProcessor({
       cfg, redis: ctx.redis, keys: ctx.keys, store: ctx.store, specs: new RunSpecCache(ctx.store),
       registry: ctx.registry, providers: ctx.providers, metrics: ctx.metrics, log: ctx.log,
