@@ -12,7 +12,7 @@
  * once. Either way the run resumes at step 12, not step 1: one ticket, one
  * email, and a budget that continues from what was used before the eviction.
  */
-import { Checks, addRunToTimeline, committers, decisionSteps, scriptTokens, type ScenarioResult, type Usage } from './report.js';
+import { Checks, endScenario, committers, decisionSteps, scriptTokens, type ScenarioResult, type Usage } from './report.js';
 import { startStack, stepsInFlight, waitUntil, type RunViewJson, type Stack } from './stack.js';
 import { followEvents, Timeline, type EventFollower } from './timeline.js';
 
@@ -69,6 +69,7 @@ export async function runEviction(opts: EvictionOptions = {}): Promise<ScenarioR
   let follower: EventFollower | undefined;
   let view: RunViewJson | undefined;
   let runId = '';
+  let error: unknown;
   try {
     stack = await startStack({
       timeline: tl, workers: 2, progress: opts.progress,
@@ -145,17 +146,7 @@ export async function runEviction(opts: EvictionOptions = {}): Promise<ScenarioR
       `final budget = ${MAX_STEPS} steps and the script's ${scriptTokens(script)} tokens: no reset, no double charge (${view.budget.used.steps}, ${view.budget.used.tokens})`,
     );
   } catch (err) {
-    checks.expect(false, `scenario ran to the end: ${(err as Error).message}`);
-    if (stack && runId && !view) view = await stack.view(runId).catch(() => undefined);
-  } finally {
-    follower?.close();
-    await stack?.stop();
+    error = err;
   }
-  if (stack) {
-    checks.expect(stack.problems.length === 0, `no worker died unexpectedly${stack.problems.length ? `: ${stack.problems.join('; ')}` : ''}`);
-    if (view) addRunToTimeline(tl, runId, follower?.events ?? [], view, stack.workers);
-  }
-  summary.ok = checks.failures.length === 0;
-  summary.failures = checks.failures;
-  return { name: 'eviction', ok: checks.failures.length === 0, failures: checks.failures, checks: checks.list, timeline: tl.render(), summary, ...(view ? { view } : {}) };
+  return endScenario('eviction', { checks, tl, summary, runId, stack, follower, view, error });
 }

@@ -5,8 +5,8 @@
  * logged (handoffs, replayed decisions, retries in code, reconciliations).
  * Also the small shared result shape of every scenario.
  */
-import type { RunViewJson, ScenarioWorker, WorkerLogLine } from './stack.js';
-import { brief, type RunEvent, type Timeline } from './timeline.js';
+import type { RunViewJson, ScenarioWorker, Stack, WorkerLogLine } from './stack.js';
+import { brief, type EventFollower, type RunEvent, type Timeline } from './timeline.js';
 
 export interface ScenarioResult {
   name: string;
@@ -148,4 +148,38 @@ function addWorkerLogs(tl: Timeline, w: ScenarioWorker): void {
 /** Decision steps of the journal, in journal order. */
 export function decisionSteps(view: RunViewJson): number[] {
   return view.transcript.filter((e) => e.kind === 'decision').map((e) => e.step);
+}
+
+/** What a scenario has when it stops, whether it ran to the end or failed on the way (`error`). */
+export interface ScenarioEnd {
+  checks: Checks;
+  tl: Timeline;
+  summary: Record<string, unknown>;
+  runId: string;
+  stack?: Stack;
+  follower?: EventFollower;
+  view?: RunViewJson;
+  error?: unknown;
+}
+
+/** Stops everything the scenario started, adds the run to the timeline and builds its result. */
+export async function endScenario(name: string, e: ScenarioEnd): Promise<ScenarioResult> {
+  const { checks, tl, summary, stack, runId } = e;
+  let view = e.view;
+  try {
+    if (e.error !== undefined) {
+      checks.expect(false, `scenario ran to the end: ${(e.error as Error).message}`);
+      if (stack && runId && !view) view = await stack.view(runId).catch(() => undefined);
+    }
+  } finally {
+    e.follower?.close();
+    await stack?.stop();
+  }
+  if (stack) {
+    checks.expect(stack.problems.length === 0, `no worker died unexpectedly${stack.problems.length ? `: ${stack.problems.join('; ')}` : ''}`);
+    if (view) addRunToTimeline(tl, runId, e.follower?.events ?? [], view, stack.workers);
+  }
+  summary.ok = checks.failures.length === 0;
+  summary.failures = checks.failures;
+  return { name, ok: checks.failures.length === 0, failures: checks.failures, checks: checks.list, timeline: tl.render(), summary, ...(view ? { view } : {}) };
 }

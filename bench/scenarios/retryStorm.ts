@@ -9,7 +9,7 @@
  * anyway, because the ledger never sends the repeat.
  */
 import type { FaultRule } from '../../src/sandbox/types.js';
-import { Checks, addRunToTimeline, decisionSteps, scriptTokens, type ScenarioResult, type Usage } from './report.js';
+import { Checks, endScenario, decisionSteps, scriptTokens, type ScenarioResult, type Usage } from './report.js';
 import { startStack, type RunViewJson, type Stack } from './stack.js';
 import { followEvents, Timeline, type EventFollower } from './timeline.js';
 
@@ -63,6 +63,7 @@ export async function runRetryStorm(opts: RetryStormOptions = {}): Promise<Scena
   let follower: EventFollower | undefined;
   let view: RunViewJson | undefined;
   let runId = '';
+  let error: unknown;
   try {
     stack = await startStack({ timeline: tl, workers: 1, faults, progress: opts.progress, env: { LOOP_REPEAT_LIMIT: String(LOOP_REPEAT_LIMIT) } });
     const s = stack;
@@ -106,17 +107,7 @@ export async function runRetryStorm(opts: RetryStormOptions = {}): Promise<Scena
     checks.expect(effects.length === 1 && action?.state === 'confirmed' && action.attempts === 1, `one ledger action, confirmed, dispatched once (${effects.map((e) => `${e.state} attempts=${e.attempts} repeats=${e.repeats}`).join('; ')})`);
     checks.expect(view.budget.used.tokens === scriptTokens(script, writeSteps[writeSteps.length - 1]), `tokens charged for the turns played only (${view.budget.used.tokens} of ${scriptTokens(script)} if the loop had run on)`);
   } catch (err) {
-    checks.expect(false, `scenario ran to the end: ${(err as Error).message}`);
-    if (stack && runId && !view) view = await stack.view(runId).catch(() => undefined);
-  } finally {
-    follower?.close();
-    await stack?.stop();
+    error = err;
   }
-  if (stack) {
-    checks.expect(stack.problems.length === 0, `no worker died unexpectedly${stack.problems.length ? `: ${stack.problems.join('; ')}` : ''}`);
-    if (view) addRunToTimeline(tl, runId, follower?.events ?? [], view, stack.workers);
-  }
-  summary.ok = checks.failures.length === 0;
-  summary.failures = checks.failures;
-  return { name: 'retry-storm', ok: checks.failures.length === 0, failures: checks.failures, checks: checks.list, timeline: tl.render(), summary, ...(view ? { view } : {}) };
+  return endScenario('retry-storm', { checks, tl, summary, runId, stack, follower, view, error });
 }

@@ -11,7 +11,7 @@
  */
 import { sendEmail } from '../../src/agent/tools/sendEmail.js';
 import type { FaultRule } from '../../src/sandbox/types.js';
-import { Checks, addRunToTimeline, decisionSteps, scriptTokens, type ScenarioResult } from './report.js';
+import { Checks, endScenario, decisionSteps, scriptTokens, type ScenarioResult } from './report.js';
 import { startStack, type RunViewJson, type Stack } from './stack.js';
 import { followEvents, Timeline, type EventFollower } from './timeline.js';
 
@@ -59,6 +59,7 @@ export async function runTimeout(opts: TimeoutOptions = {}): Promise<ScenarioRes
   let follower: EventFollower | undefined;
   let view: RunViewJson | undefined;
   let runId = '';
+  let error: unknown;
   try {
     stack = await startStack({ timeline: tl, workers: 1, faults, progress: opts.progress, env: { RECONCILE_POLL_MS: '400' } });
     const s = stack;
@@ -105,17 +106,7 @@ export async function runTimeout(opts: TimeoutOptions = {}): Promise<ScenarioRes
     checks.expect(counts.byResource.emails.records === 1 && counts.duplicates === 0, `one email, no duplicate (${counts.byResource.emails.records}, ${counts.duplicates})`);
     checks.expect(view.budget.used.tokens === scriptTokens(script), `tokens charged once per turn (${view.budget.used.tokens} = ${scriptTokens(script)})`);
   } catch (err) {
-    checks.expect(false, `scenario ran to the end: ${(err as Error).message}`);
-    if (stack && runId && !view) view = await stack.view(runId).catch(() => undefined);
-  } finally {
-    follower?.close();
-    await stack?.stop();
+    error = err;
   }
-  if (stack) {
-    checks.expect(stack.problems.length === 0, `no worker died unexpectedly${stack.problems.length ? `: ${stack.problems.join('; ')}` : ''}`);
-    if (view) addRunToTimeline(tl, runId, follower?.events ?? [], view, stack.workers);
-  }
-  summary.ok = checks.failures.length === 0;
-  summary.failures = checks.failures;
-  return { name: 'timeout', ok: checks.failures.length === 0, failures: checks.failures, checks: checks.list, timeline: tl.render(), summary, ...(view ? { view } : {}) };
+  return endScenario('timeout', { checks, tl, summary, runId, stack, follower, view, error });
 }
