@@ -87,6 +87,9 @@ export const configSchema = z.object({
   /** An action in dispatched/outcome_unknown older than this, with no live owner, is swept. */
   RECONCILER_MIN_AGE_MS: int(5000, 0),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** OpenTelemetry spans per step, model call and effect: off, console, or otlp (OTLP/HTTP). */
+  TRACING: z.enum(['off', 'console', 'otlp']).default('off'),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z.string().url().optional(),
   /** Test-only: named crash points that SIGKILL this process when reached. */
   CRASH_POINTS: csv,
   /**

@@ -8,6 +8,7 @@ import { scriptedModelAllowed, type Config } from '../config.js';
 import { createLogger } from '../log.js';
 import { Metrics, newMetrics } from '../metrics/metrics.js';
 import { registerScrapeCollectors } from '../metrics/scrape.js';
+import { createTracing, type Tracing } from '../metrics/tracing.js';
 import { assertRedisSafe, createRedis, targetOf, type RedisClient } from '../redis/connect.js';
 import { KeySpace } from '../redis/keys.js';
 import { loadScripts } from '../redis/scripts.js';
@@ -28,6 +29,8 @@ export interface AppContext {
   registry: ToolRegistry;
   providers: Map<string, ModelProvider>;
   metrics: Metrics;
+  /** Spans (TRACING); `tracing.tracer` is undefined when off. */
+  tracing: Tracing;
   close(): Promise<void>;
 }
 
@@ -38,7 +41,7 @@ export function buildProviders(cfg: Config): Map<string, ModelProvider> {
   return providers;
 }
 
-export async function createContext(cfg: Config, name: string, opts: { log?: Logger; metrics?: Metrics } = {}): Promise<AppContext> {
+export async function createContext(cfg: Config, name: string, opts: { log?: Logger; metrics?: Metrics; tracing?: Tracing } = {}): Promise<AppContext> {
   const log = opts.log ?? createLogger(name, cfg.LOG_LEVEL);
   const redis = createRedis(targetOf(cfg), name);
   redis.on('error', (err) => log.warn({ code: 'redis_error', err: err.message }, 'redis connection error'));
@@ -51,11 +54,13 @@ export async function createContext(cfg: Config, name: string, opts: { log?: Log
   const queues = new ShardQueues(keys, redis, (err) => log.warn({ code: 'queue_error', err: err.message }, 'queue connection error'));
   const store = new RunStore(redis, keys, queues, cfg.EVENTS_MAX_LEN);
   registerScrapeCollectors(metrics, { redis, keys, queues, log });
+  const tracing = opts.tracing ?? createTracing(cfg, name);
   return {
-    cfg, log, redis, keys, queues, store, registry: defaultRegistry(), providers: buildProviders(cfg), metrics,
+    cfg, log, redis, keys, queues, store, registry: defaultRegistry(), providers: buildProviders(cfg), metrics, tracing,
     async close() {
       await queues.close();
       redis.disconnect();
+      await tracing.shutdown().catch(() => {});
     },
   };
 }

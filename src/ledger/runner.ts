@@ -20,6 +20,8 @@ import { withRetry } from '../agent/retry.js';
 import { OutcomeUnknownError } from '../agent/tools/http.js';
 import type { DispatchReceipt, ToolContext, WriteTool } from '../agent/tools/tool.js';
 import type { Metrics } from '../metrics/metrics.js';
+import { inSpan } from '../metrics/tracing.js';
+import type { Tracer } from '@opentelemetry/api';
 import { CrashPoints } from '../worker/crashPoints.js';
 import type { EffectResult, EffectRunner } from '../worker/effects.js';
 import { actionIdentity } from './identity.js';
@@ -38,6 +40,8 @@ export interface RunnerDeps {
   metrics: Metrics;
   log: Logger;
   crash: CrashPoints;
+  /** One `agent.effect` span per write tool call, a child of the step's span. */
+  tracer?: Tracer | undefined;
   workerId: string;
   approvals?: ApprovalPolicy;
 }
@@ -48,6 +52,17 @@ export class LedgerEffectRunner implements EffectRunner {
   constructor(private readonly d: RunnerDeps) {}
 
   async run(input: { tool: WriteTool; args: unknown; call: { id: string }; ctx: ToolContext; tenant: string }): Promise<EffectResult> {
+    if (!this.d.tracer) return this.runUntraced(input);
+    const attributes = { 'agent.run_id': input.ctx.runId, 'agent.step': input.ctx.step, 'agent.tool': input.tool.name };
+    return inSpan(this.d.tracer, 'agent.effect', attributes, input.ctx.trace, async (span) => {
+      const r = await this.runUntraced(input);
+      const state = (await this.d.ledger.get(input.ctx.runId, r.actionId))?.state;
+      span?.setAttributes({ 'agent.action_id': r.actionId, 'agent.result': r.status, ...(state ? { 'agent.ledger_state': state } : {}) });
+      return r;
+    });
+  }
+
+  private async runUntraced(input: { tool: WriteTool; args: unknown; call: { id: string }; ctx: ToolContext; tenant: string }): Promise<EffectResult> {
     const { tool, args, call, ctx } = input;
     if (this.d.cfg.UNSAFE_DISABLE_IDEMPOTENCY) return this.unsafeDispatch(tool, args, ctx);
     const id = actionIdentity(ctx.runId, tool, args);
@@ -217,7 +232,7 @@ export class LedgerEffectRunner implements EffectRunner {
 export function createEffectRunner(ctx: AppContext, opts: { approvals?: ApprovalPolicy; workerId?: string; crash?: CrashPoints; metrics?: Metrics } = {}): LedgerEffectRunner {
   return new LedgerEffectRunner({
     cfg: ctx.cfg, ledger: new Ledger(ctx.redis, ctx.keys, Date.now, ctx.cfg.EVENTS_MAX_LEN), metrics: opts.metrics ?? ctx.metrics, log: ctx.log,
-    crash: opts.crash ?? CrashPoints.fromConfig(ctx.cfg), workerId: opts.workerId ?? `worker:${process.pid}`,
+    crash: opts.crash ?? CrashPoints.fromConfig(ctx.cfg), workerId: opts.workerId ?? `worker:${process.pid}`, tracer: ctx.tracing.tracer,
     ...(opts.approvals ? { approvals: opts.approvals } : {}),
   });
 }

@@ -47,7 +47,7 @@ export class FleetWorker {
     this.processor = new StepProcessor({
       cfg, redis: ctx.redis, keys: ctx.keys, store: ctx.store, specs: new RunSpecCache(ctx.store),
       registry: ctx.registry, providers: ctx.providers, metrics: ctx.metrics, log: ctx.log,
-      crash: this.crash,
+      crash: this.crash, tracer: ctx.tracing.tracer,
       ...(opts.effects ? { effects: opts.effects } : {}),
     });
     const shards = opts.shards ?? (cfg.WORKER_SHARDS.length > 0 ? cfg.WORKER_SHARDS.map(Number) : ctx.keys.allShards());

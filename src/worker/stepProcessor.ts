@@ -14,6 +14,8 @@
  * the redelivered job is stale: the fence refuses it and it only makes sure the
  * run's current step job exists.
  */
+import type { Context, Tracer } from '@opentelemetry/api';
+import { inSpan } from '../metrics/tracing.js';
 import type { Job } from 'bullmq';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
@@ -51,6 +53,8 @@ export interface StepDeps {
   crash: CrashPoints;
   transcripts?: TranscriptCache;
   now?: () => number;
+  /** Spans per step, model call and effect (src/metrics/tracing.ts); none when undefined. */
+  tracer?: Tracer | undefined;
   /** Names this process in run events (`worker:<pid>` by default). */
   workerName?: string;
 }
@@ -89,6 +93,15 @@ export class StepProcessor {
    */
   async process(
     job: Job, token: string, signal: AbortSignal, dispatchSignal: AbortSignal = signal, fetchNext: () => boolean = () => false,
+  ): Promise<void> {
+    if (!this.d.tracer) return this.processStep(job, token, signal, dispatchSignal, fetchNext, undefined);
+    const raw = job.data as Partial<StepJobData>;
+    const attributes = { 'agent.run_id': String(raw.runId), 'agent.step': Number(raw.step), 'agent.job_id': String(job.id), 'agent.attempt': job.attemptsStarted };
+    return inSpan(this.d.tracer, 'agent.step', attributes, undefined, (_span, trace) => this.processStep(job, token, signal, dispatchSignal, fetchNext, trace));
+  }
+
+  private async processStep(
+    job: Job, token: string, signal: AbortSignal, dispatchSignal: AbortSignal, fetchNext: () => boolean, trace: Context | undefined,
   ): Promise<void> {
     const started = process.hrtime.bigint();
     const startedAt = this.now();
@@ -155,7 +168,7 @@ export class StepProcessor {
           await commit(this.stopPlan(step, { status: 'budget_exceeded', reason: tenantStop.reason }, [], false));
           return;
         }
-        const called = await this.callModel(spec, step, signal, log).catch(async (err: unknown) => {
+        const called = await this.callModel(spec, step, signal, log, trace).catch(async (err: unknown) => {
           await this.tenantBudget.settle(spec.tenant, -estimate, this.now());
           throw err;
         });
@@ -177,7 +190,7 @@ export class StepProcessor {
         log.info({ code: 'decision_replayed' }, 'reusing the journalled decision');
       }
 
-      const ctx: ToolContext = { runId, step, ticket: spec.ticket, sandboxUrl: this.d.cfg.SANDBOX_URL, signal };
+      const ctx: ToolContext = { runId, step, ticket: spec.ticket, sandboxUrl: this.d.cfg.SANDBOX_URL, signal, trace };
       const observations: ObservationEntry[] = [];
       for (const call of decision.toolCalls) {
         if (signal.aborted) throw new ShutdownError();
@@ -236,6 +249,19 @@ export class StepProcessor {
   }
 
   private async callModel(
+    spec: RunSpec, step: number, signal: AbortSignal, log: Logger, trace: Context | undefined,
+  ): Promise<{ decision: DecisionEntry } | { failed: Terminal; charged: number }> {
+    if (!this.d.tracer) return this.callModelUntraced(spec, step, signal, log);
+    return inSpan(this.d.tracer, 'agent.model', { 'agent.run_id': spec.runId, 'agent.step': step, 'agent.model': spec.model }, trace, async (span) => {
+      const r = await this.callModelUntraced(spec, step, signal, log);
+      span?.setAttributes('failed' in r
+        ? { 'agent.outcome': r.failed.status, 'agent.tokens': r.charged }
+        : { 'agent.outcome': 'decided', 'agent.tokens': total(r.decision.usage), 'agent.tools': r.decision.toolCalls.map((c) => c.name) });
+      return r;
+    });
+  }
+
+  private async callModelUntraced(
     spec: RunSpec, step: number, signal: AbortSignal, log: Logger,
   ): Promise<{ decision: DecisionEntry } | { failed: Terminal; charged: number }> {
     const provider = this.d.providers.get(spec.model);

@@ -1,5 +1,6 @@
 /** The tool interface: a zod argument schema, an effect class and, for writes, the service's capabilities. */
 import type { z } from 'zod';
+import type { Context } from '@opentelemetry/api';
 import type { Ticket } from '../../producer/schemas.js';
 
 export type EffectClass = 'read' | 'write';
@@ -10,6 +11,8 @@ export interface ToolContext {
   ticket: Ticket;
   sandboxUrl: string;
   signal: AbortSignal;
+  /** OpenTelemetry context of the step's span (effect spans are its children); absent when tracing is off. */
+  trace?: Context | undefined;
 }
 
 /** What a write dispatch returned: the service's receipt (its record id) and the output the model sees. */
