@@ -84,6 +84,13 @@ const poll = setInterval(async () => {
   if ([...last.values()].length === runIds.length && [...last.values()].every((l) => /^(completed|failed|budget_exceeded|needs_human|cancelled)/.test(l)) && !reported) {
     reported = true;
     const c = sandbox.counts();
+    for (const runId of runIds) {
+      for (const a of await ledger.listForRun(runId)) {
+        if (!a.history.some((h) => h.to === 'outcome_unknown')) continue;
+        const path = [a.history[0]?.from ?? 'new', ...a.history.map((h) => h.to)].filter((x) => x !== 'new').join(' -> ');
+        console.log(`reconciled, not resent: ${runId} ${a.tool} ${path} (${a.history[a.history.length - 1]?.why})`);
+      }
+    }
     console.log(`all runs settled. sandbox effects: tickets=${c.byResource.tickets?.records} emails=${c.byResource.emails?.records} duplicates=${c.duplicates}. Still serving; Ctrl-C to stop.`);
   }
 }, 300);
