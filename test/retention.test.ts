@@ -7,6 +7,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createHarness, sampleTicket, type Harness } from './support/harness.js';
 import { buildSpec } from '../src/producer/runs.js';
+import { Reconciler } from '../src/ledger/reconciler.js';
 
 const RETENTION_MS = 1500;
 let h: Harness;
@@ -66,5 +67,14 @@ describe('retention of finished runs (RUN_RETENTION_MS)', () => {
     expect(Date.now() - endedAt).toBeGreaterThanOrEqual(RETENTION_MS - 500); // expired by TTL, not deleted at once
     expect(await h.ctx.redis.exists(...all)).toBe(0);
     expect(await h.ctx.redis.exists(...openKeys)).toBe(2);
+
+    // The shard's run index outlives the keys until the reconciler's sweep prunes it; the open run stays listed.
+    const index = h.ctx.keys.runIndex(h.ctx.keys.shardOf(done));
+    expect(await h.ctx.redis.zscore(index, done)).not.toBeNull();
+    await h.ctx.redis.zadd(index, Date.now() - 2 * RETENTION_MS, open); // even an old entry, while the run lives
+    const report = await new Reconciler(h.ctx, 'reconciler:retention').sweep();
+    expect(report.indexPruned).toBe(1);
+    expect(await h.ctx.redis.zscore(index, done)).toBeNull();
+    expect(await h.ctx.redis.zscore(index, open)).not.toBeNull();
   });
 });

@@ -16,6 +16,8 @@ import { expireApprovals } from './approvals.js';
 export interface SweepReport {
   examined: number;
   skippedLive: number;
+  /** Run-index entries removed because the run's keys had expired (retention). */
+  indexPruned: number;
   outcomes: Partial<Record<ReconcileOutcome, number>>;
 }
 
@@ -34,9 +36,10 @@ export class Reconciler {
 
   /** One sweep over every shard (safe to run twice, concurrently or not). */
   async sweep(nowMs = Date.now()): Promise<SweepReport> {
-    const report: SweepReport = { examined: 0, skippedLive: 0, outcomes: {} };
+    const report: SweepReport = { examined: 0, skippedLive: 0, indexPruned: 0, outcomes: {} };
     const count = (o: ReconcileOutcome) => (report.outcomes[o] = (report.outcomes[o] ?? 0) + 1);
     for (const shard of this.ctx.keys.allShards()) {
+      report.indexPruned += await this.pruneRunIndex(shard, nowMs);
       const due = await this.ledger.indexed(this.ctx.keys.openActions(shard), nowMs - this.ctx.cfg.RECONCILER_MIN_AGE_MS);
       for (const { actionId } of due) {
         const rec = await this.ledger.getInShard(shard, actionId);
@@ -68,6 +71,31 @@ export class Reconciler {
       }
     }
     return report;
+  }
+
+  /**
+   * The per-shard run index (zset by creation time) outlives the runs it lists:
+   * a finished run's keys expire after RUN_RETENTION_MS, its index entry does
+   * not. Entries older than the retention whose run hash is gone are removed;
+   * a run still alive (parked for weeks, say) keeps its entry.
+   */
+  private async pruneRunIndex(shard: number, nowMs: number, batch = 500, maxPerSweep = 5000): Promise<number> {
+    const index = this.ctx.keys.runIndex(shard);
+    const olderThan = nowMs - this.ctx.cfg.RUN_RETENTION_MS;
+    let pruned = 0;
+    for (let offset = 0; offset < maxPerSweep; offset += batch) {
+      const ids = (await this.ctx.redis.zrangebyscore(index, '-inf', olderThan, 'LIMIT', offset, batch)) as string[];
+      if (ids.length === 0) break;
+      const pipe = this.ctx.redis.pipeline();
+      for (const id of ids) pipe.exists(this.ctx.keys.run(id).run);
+      const exists = ((await pipe.exec()) ?? []).map((r) => Number(r[1]));
+      const gone = ids.filter((_, i) => exists[i] === 0);
+      if (gone.length > 0) await this.ctx.redis.zrem(index, ...gone);
+      pruned += gone.length;
+      offset -= gone.length; // the next batch starts after the live entries kept
+      if (ids.length < batch) break;
+    }
+    return pruned;
   }
 
   /** Sweeps every RECONCILER_SWEEP_MS while it holds the election lock. */
