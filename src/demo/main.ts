@@ -9,7 +9,7 @@ import { loadConfig } from '../config.js';
 import { createContext } from '../app/context.js';
 import { spawnModule } from '../app/spawnModule.js';
 import { createLogger } from '../log.js';
-import { Ledger } from '../ledger/ledger.js';
+import { ledgerFor } from '../ledger/ledger.js';
 import { Reconciler } from '../ledger/reconciler.js';
 import { createFullApi } from '../producer/fullApi.js';
 import { startEmbeddedRedis, type EmbeddedRedis } from '../redis/embedded.js';
@@ -68,7 +68,7 @@ for (const ticket of tickets) {
   console.log(`enqueued ${ticket.id} -> run ${body.runId} (${res.status})`);
 }
 
-const ledger = new Ledger(ctx.redis, ctx.keys, Date.now, ctx.cfg.EVENTS_MAX_LEN);
+const ledger = ledgerFor(ctx);
 const last = new Map<string, string>();
 const poll = setInterval(async () => {
   for (const runId of runIds) {

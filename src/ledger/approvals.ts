@@ -16,7 +16,7 @@
 import type { AppContext } from '../app/context.js';
 import type { Config } from '../config.js';
 import type { WriteTool } from '../agent/tools/tool.js';
-import { Ledger } from './ledger.js';
+import { ledgerFor } from './ledger.js';
 import type { ApprovalPolicy } from './runner.js';
 import { stopRun } from '../operators/stopRun.js';
 
@@ -49,7 +49,7 @@ export function approvalPolicy(rules: readonly ApprovalRule[]): ApprovalPolicy {
  * only if the run is still `waiting_approval`. Returns the expired action ids.
  */
 export async function expireApprovals(ctx: AppContext, now: number, limit = 100): Promise<string[]> {
-  const ledger = new Ledger(ctx.redis, ctx.keys, () => now, ctx.cfg.EVENTS_MAX_LEN);
+  const ledger = ledgerFor(ctx, () => now);
   const expired: string[] = [];
   for (const shard of ctx.keys.allShards()) {
     const due = await ledger.indexed(ctx.keys.approvals(shard), now, limit);

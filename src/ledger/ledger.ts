@@ -4,6 +4,7 @@
  * reservation of the idempotency key, and per-shard indexes of open actions
  * and of the human queue. Every move is one compare-and-set script.
  */
+import type { AppContext } from '../app/context.js';
 import type { RedisClient } from '../redis/connect.js';
 import type { KeySpace } from '../redis/keys.js';
 import { scriptError, ScriptCode } from '../redis/codes.js';
@@ -247,6 +248,11 @@ export class Ledger {
 /** An `effect` event on the run's stream: ids and states only, never arguments. */
 function effectEvent(actionId: string, tool: string | undefined, from: LedgerState | null, to: LedgerState, step: number | undefined): string {
   return JSON.stringify({ actionId, ...(tool ? { tool } : {}), from, to, ...(step !== undefined ? { step } : {}) });
+}
+
+/** The process's ledger: its Redis, key space and event-stream cap (every production caller's ledger). */
+export function ledgerFor(ctx: Pick<AppContext, 'redis' | 'keys' | 'cfg'>, now: () => number = Date.now): Ledger {
+  return new Ledger(ctx.redis, ctx.keys, now, ctx.cfg.EVENTS_MAX_LEN);
 }
 
 export interface ApprovalDecision {

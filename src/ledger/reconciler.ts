@@ -9,7 +9,7 @@ import Redlock from 'redlock';
 import type { AppContext } from '../app/context.js';
 import type { WriteTool } from '../agent/tools/tool.js';
 import { stepJobId } from '../redis/keys.js';
-import { Ledger, LedgerConflict } from './ledger.js';
+import { Ledger, LedgerConflict, ledgerFor } from './ledger.js';
 import { reconcile, type ReconcileOutcome } from './reconcile.js';
 import { expireApprovals } from './approvals.js';
 
@@ -29,7 +29,7 @@ export class Reconciler {
   ready = false;
 
   constructor(private readonly ctx: AppContext, private readonly id = `reconciler:${process.pid}`) {
-    this.ledger = new Ledger(ctx.redis, ctx.keys, Date.now, ctx.cfg.EVENTS_MAX_LEN);
+    this.ledger = ledgerFor(ctx);
     this.redlock = new Redlock([ctx.redis], { retryCount: 0 });
     this.redlock.on('clientError', () => {});
   }

@@ -25,7 +25,7 @@ import type { Tracer } from '@opentelemetry/api';
 import { CrashPoints } from '../worker/crashPoints.js';
 import type { EffectResult, EffectRunner } from '../worker/effects.js';
 import { actionIdentity } from './identity.js';
-import { Ledger, LedgerConflict, type ActionRecord } from './ledger.js';
+import { Ledger, LedgerConflict, ledgerFor, type ActionRecord } from './ledger.js';
 import { reconcile } from './reconcile.js';
 import type { LedgerState } from './states.js';
 
@@ -231,7 +231,7 @@ export class LedgerEffectRunner implements EffectRunner {
 
 export function createEffectRunner(ctx: AppContext, opts: { approvals?: ApprovalPolicy; workerId?: string; crash?: CrashPoints; metrics?: Metrics } = {}): LedgerEffectRunner {
   return new LedgerEffectRunner({
-    cfg: ctx.cfg, ledger: new Ledger(ctx.redis, ctx.keys, Date.now, ctx.cfg.EVENTS_MAX_LEN), metrics: opts.metrics ?? ctx.metrics, log: ctx.log,
+    cfg: ctx.cfg, ledger: ledgerFor(ctx), metrics: opts.metrics ?? ctx.metrics, log: ctx.log,
     crash: opts.crash ?? CrashPoints.fromConfig(ctx.cfg), workerId: opts.workerId ?? `worker:${process.pid}`, tracer: ctx.tracing.tracer,
     ...(opts.approvals ? { approvals: opts.approvals } : {}),
   });

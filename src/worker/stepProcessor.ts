@@ -387,7 +387,8 @@ export class StepProcessor {
     const add = await captureAddStandardJob(queue, STEP_JOB_NAME, next, this.d.store.queues.jobOptions(runId, step + 1));
     const finish = captureMoveToCompleted(job, token, fetchNext);
     const bullKeys = commitBullKeys(add, finish);
-    const bullArgv = running ? add.argv : [];
+    // Add's three argv sit at fixed positions (the decision's events follow them): blanks when no job is added.
+    const bullArgv = running ? add.argv : ['', '', ''];
     this.d.crash.hit('before_commit', step);
     const res = await script(this.d.redis, 'commitStep')(
       k.run, k.budget, k.journal, k.events, lockKey, k.actions, ...bullKeys,
@@ -395,7 +396,7 @@ export class StepProcessor {
       this.d.cfg.EVENTS_MAX_LEN, plan.advance ? 1 : 0, this.d.cfg.RUN_RETENTION_MS,
       JSON.stringify({ step, status: plan.status, entries: encoded.length }),
       plan.carriesDecision ? 1 : 0, jobId, stepJobId(runId, step + 1), encoded.length, ...finish.argv, ...encoded,
-      ...(plan.carriesDecision ? [...padTo3(bullArgv), startedEvent, decisionEvent(plan.entries[0] as DecisionEntry)] : bullArgv),
+      ...bullArgv, ...(plan.carriesDecision ? [startedEvent, decisionEvent(plan.entries[0] as DecisionEntry)] : []),
     );
     if (isScriptError(res)) {
       if (res === ScriptCode.DecisionExists) log.warn({ code: 'decision_exists' }, 'a decision was journalled concurrently');
@@ -420,11 +421,6 @@ export class StepProcessor {
 /** The `decision` event: what the model chose, by tool name (no arguments: they may hold customer text). */
 function decisionEvent(d: DecisionEntry): string {
   return JSON.stringify({ step: d.step, tools: d.toolCalls.map((c) => c.name), final: d.final !== undefined });
-}
-
-/** The commit script reads its optional tail at fixed positions after BullMQ's three argv. */
-function padTo3(argv: (string | Buffer)[]): (string | Buffer)[] {
-  return argv.length === 3 ? argv : ['', '', ''];
 }
 
 function total(u: Usage): number {
