@@ -10,12 +10,7 @@ import { Ledger } from '../src/ledger/ledger.js';
 import { Reconciler } from '../src/ledger/reconciler.js';
 import { ScriptedProvider } from '../src/agent/models/scripted.js';
 import type { Script } from '../src/agent/models/script.js';
-
-const u = { promptTokens: 10, completionTokens: 5 };
-const read = { toolCalls: [{ name: 'read_ticket', args: {} }], usage: u, transientFailures: 0 };
-const final = { toolCalls: [], final: 'done', usage: u, transientFailures: 0 };
-const email = { toolCalls: [{ name: 'send_email', args: { to: 'ada@example.com', template: 'ack', subject: 'Re', body: 'On it.' } }], usage: u, transientFailures: 0 };
-const ticket = { toolCalls: [{ name: 'create_ticket', args: { subject: 'Follow-up', body: 'Broken mug', sourceTicketId: 'T-1' } }], usage: u, transientFailures: 0 };
+import { read, final, email, ticket } from './support/turns.js';
 
 let h: Harness;
 beforeEach(async () => {

@@ -11,11 +11,7 @@ import { spawnWorker } from './support/processes.js';
 import { buildSpec } from '../src/producer/runs.js';
 import { Ledger } from '../src/ledger/ledger.js';
 import type { Script } from '../src/agent/models/script.js';
-
-const u = { promptTokens: 10, completionTokens: 5 };
-const read = { toolCalls: [{ name: 'read_ticket', args: {} }], usage: u, transientFailures: 0 };
-const final = { toolCalls: [], final: 'done', usage: u, transientFailures: 0 };
-const email = { toolCalls: [{ name: 'send_email', args: { to: 'ada@example.com', template: 'ack', subject: 'Re', body: 'On it.' } }], usage: u, transientFailures: 0 };
+import { read, final, email } from './support/turns.js';
 
 let h: Harness;
 beforeEach(async () => {

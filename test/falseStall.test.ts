@@ -11,11 +11,7 @@ import { spawnWorker } from './support/processes.js';
 import { buildSpec } from '../src/producer/runs.js';
 import { Ledger } from '../src/ledger/ledger.js';
 import type { Script } from '../src/agent/models/script.js';
-
-const u = { promptTokens: 10, completionTokens: 5 };
-const read = { toolCalls: [{ name: 'read_ticket', args: {} }], usage: u, transientFailures: 0 };
-const final = { toolCalls: [], final: 'done', usage: u, transientFailures: 0 };
-const email = { toolCalls: [{ name: 'send_email', args: { to: 'ada@example.com', template: 'ack', subject: 'Re', body: 'On it.' } }], usage: u, transientFailures: 0 };
+import { read, final, email } from './support/turns.js';
 
 // Short locks on both sides, so a 2.5 s freeze is a stall to everyone else.
 const LOCKS = { LOCK_DURATION_MS: '600', STALLED_INTERVAL_MS: '300', RECONCILE_DEADLINE_MS: '3000', RECONCILE_POLL_MS: '50' };

@@ -51,6 +51,25 @@ async function expectJournalInOrder(runId: string, n: number) {
   expect(decisions).toEqual(Array.from({ length: n }, (_, i) => i + 1));
 }
 
+/** Waits until the run's email is `dispatched` (the request has left), and returns the ledger. */
+async function emailDispatched(runId: string): Promise<Ledger> {
+  const ledger = new Ledger(h.ctx.redis, h.ctx.keys);
+  await until('email dispatched', async () => (await ledger.listForRun(runId)).some((a) => a.tool === 'send_email' && a.state === 'dispatched'));
+  return ledger;
+}
+
+/** Faults off, a fresh worker finishes the run: one ticket, one email, no duplicate, steps 1-6 once each. */
+async function finishOnAnotherWorker(runId: string) {
+  h.sandbox.clearFaults();
+  await h.startWorker();
+  expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'], 20_000)).toBe('completed');
+  const counts = h.sandbox.counts();
+  expect(counts.byResource.tickets!.records).toBe(1);
+  expect(counts.byResource.emails!.records).toBe(1);
+  expect(counts.duplicates).toBe(0);
+  await expectJournalInOrder(runId, 6);
+}
+
 describe('SIGTERM handoff of a real worker process', () => {
   it('hands a slow read step back at once, exits 0 well below the grace, and another worker finishes the run', async () => {
     h.sandbox.setFaults([{ kind: 'slow_commit', resource: 'kb', ms: 3000 }]);
@@ -69,14 +88,7 @@ describe('SIGTERM handoff of a real worker process', () => {
     expect(tookMs).toBeLessThan(2500); // the 3 s read was aborted, not waited for; grace is 10 s
     expect(proc.lines.some((l) => l.includes('"sigterm_handoff"'))).toBe(true);
     // Handed back to the wait list (not stalled): a fresh worker takes it right away.
-    h.sandbox.clearFaults();
-    await h.startWorker();
-    expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'], 20_000)).toBe('completed');
-    const counts = h.sandbox.counts();
-    expect(counts.byResource.tickets!.records).toBe(1);
-    expect(counts.byResource.emails!.records).toBe(1);
-    expect(counts.duplicates).toBe(0);
-    await expectJournalInOrder(runId, 6);
+    await finishOnAnotherWorker(runId);
   });
 
   it('a dispatch in flight at SIGTERM finishes and is recorded confirmed within the grace; /readyz turns 503', async () => {
@@ -85,8 +97,7 @@ describe('SIGTERM handoff of a real worker process', () => {
     const runId = await createSupportRun('S-2');
     const proc = await spawnWorker(procEnv(port));
     expect(await readyz(port)).toBe(200);
-    const ledger = new Ledger(h.ctx.redis, h.ctx.keys);
-    await until('email dispatched', async () => (await ledger.listForRun(runId)).some((a) => a.tool === 'send_email' && a.state === 'dispatched'));
+    const ledger = await emailDispatched(runId);
     const sentAt = Date.now();
     proc.child.kill('SIGTERM');
     // Unready while the dispatch finishes inside the grace.
@@ -102,14 +113,7 @@ describe('SIGTERM handoff of a real worker process', () => {
     expect(email.state).toBe('confirmed');
     expect(email.history.map((x) => x.to)).not.toContain('outcome_unknown');
     expect(h.sandbox.counts().byResource.emails!.records).toBe(1);
-    h.sandbox.clearFaults();
-    await h.startWorker();
-    expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'], 20_000)).toBe('completed');
-    const counts = h.sandbox.counts();
-    expect(counts.byResource.tickets!.records).toBe(1);
-    expect(counts.byResource.emails!.records).toBe(1);
-    expect(counts.duplicates).toBe(0);
-    await expectJournalInOrder(runId, 6);
+    await finishOnAnotherWorker(runId);
   });
 
   for (const how of ['grace period ends', 'second SIGTERM'] as const) {
@@ -118,8 +122,7 @@ describe('SIGTERM handoff of a real worker process', () => {
       const port = await freePort();
       const runId = await createSupportRun(`S-${how === 'second SIGTERM' ? 4 : 3}`);
       const proc = await spawnWorker({ ...procEnv(port), SHUTDOWN_GRACE_MS: how === 'second SIGTERM' ? String(GRACE_MS) : '800' });
-      const ledger = new Ledger(h.ctx.redis, h.ctx.keys);
-      await until('email dispatched', async () => (await ledger.listForRun(runId)).some((a) => a.tool === 'send_email' && a.state === 'dispatched'));
+      const ledger = await emailDispatched(runId);
       const sentAt = Date.now();
       proc.child.kill('SIGTERM');
       if (how === 'second SIGTERM') {
@@ -133,16 +136,10 @@ describe('SIGTERM handoff of a real worker process', () => {
       // At the end of the grace the process cuts the request and records that it cannot know
       // the outcome; a second SIGTERM exits at once and leaves the entry dispatched.
       expect(email.state).toBe(how === 'second SIGTERM' ? 'dispatched' : 'outcome_unknown');
-      h.sandbox.clearFaults();
-      await h.startWorker();
-      expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'], 20_000)).toBe('completed');
+      await finishOnAnotherWorker(runId);
       const after = (await ledger.listForRun(runId)).find((a) => a.tool === 'send_email')!;
       expect(after.history.map((x) => x.to)).toContain('outcome_unknown');
       expect(after.state).toBe('confirmed');
-      const counts = h.sandbox.counts();
-      expect(counts.byResource.emails!.records).toBe(1);
-      expect(counts.duplicates).toBe(0);
-      await expectJournalInOrder(runId, 6);
     });
   }
 });

@@ -12,13 +12,10 @@ import { newMetrics } from '../src/metrics/metrics.js';
 import { createTracing } from '../src/metrics/tracing.js';
 import { buildSpec } from '../src/producer/runs.js';
 import type { Script } from '../src/agent/models/script.js';
+import { emailTurn, final, read } from './support/turns.js';
 
-const u = { promptTokens: 10, completionTokens: 5 };
-const script: Script = [
-  { toolCalls: [{ name: 'read_ticket', args: {} }], usage: u, transientFailures: 0 },
-  { toolCalls: [{ name: 'send_email', args: { to: 'ada@example.com', template: 'ack', subject: 'Re', body: 'SECRET-BODY' } }], usage: u, transientFailures: 0 },
-  { toolCalls: [], final: 'done', usage: u, transientFailures: 0 },
-];
+// The email's body must never show up in events or spans.
+const script: Script = [read, emailTurn('SECRET-BODY'), final];
 
 let h: Harness;
 beforeAll(async () => {
