@@ -1,6 +1,6 @@
 /** Real worker processes for the chaos campaign (like test/support/processes.ts, without importing tests). */
 import type { ChildProcess } from 'node:child_process';
-import { spawnModule } from '../../src/app/spawnModule.js';
+import { onLines, spawnModule } from '../../src/app/spawnModule.js';
 
 export interface ChaosWorker {
   child: ChildProcess;
@@ -23,21 +23,14 @@ export async function spawnChaosWorker(env: Record<string, string>, crashPoint?:
   const lines: string[] = [];
   const w: ChaosWorker = { child, pid: child.pid ?? -1, lines, bullIds: [], dead: false, ...(crashPoint ? { crashPoint } : {}), exited: undefined as never };
   w.exited = new Promise((resolve) => child.once('exit', (code, signal) => { w.dead = true; resolve({ code, signal, at: Date.now() }); }));
-  let buf = '';
-  child.stdout!.on('data', (d: Buffer) => {
-    buf += d.toString();
-    let i;
-    while ((i = buf.indexOf('\n')) >= 0) {
-      const line = buf.slice(0, i);
-      buf = buf.slice(i + 1);
-      // Keep only what we need (startup and shutdown), not every step line.
-      if (line.includes('"worker_started"')) {
-        try { w.bullIds = (JSON.parse(line) as { bullWorkerIds?: string[] }).bullWorkerIds ?? []; } catch { /* not JSON */ }
-      }
-      if (/worker_started|shutdown|forced_exit|error/.test(line)) {
-        lines.push(line);
-        if (lines.length > 200) lines.splice(1, 1); // keep the start line and the latest
-      }
+  onLines(child.stdout!, (line) => {
+    // Keep only what we need (startup and shutdown), not every step line.
+    if (line.includes('"worker_started"')) {
+      try { w.bullIds = (JSON.parse(line) as { bullWorkerIds?: string[] }).bullWorkerIds ?? []; } catch { /* not JSON */ }
+    }
+    if (/worker_started|shutdown|forced_exit|error/.test(line)) {
+      lines.push(line);
+      if (lines.length > 200) lines.splice(1, 1); // keep the start line and the latest
     }
   });
   child.stderr!.on('data', (d: Buffer) => { if (lines.length < 200) lines.push(`stderr: ${d.toString()}`); });

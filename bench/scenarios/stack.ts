@@ -7,7 +7,7 @@
 import type { ChildProcess } from 'node:child_process';
 import type { Server } from 'node:http';
 import { createContext, type AppContext } from '../../src/app/context.js';
-import { spawnModule } from '../../src/app/spawnModule.js';
+import { onLines, spawnModule } from '../../src/app/spawnModule.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
 import { newMetrics } from '../../src/metrics/metrics.js';
@@ -228,20 +228,13 @@ async function spawnWorker(label: string, env: Record<string, string>, problems:
       resolve({ code, signal, at: Date.now() });
     });
   });
-  let buf = '';
-  child.stdout!.on('data', (d: Buffer) => {
-    buf += d.toString();
-    let i;
-    while ((i = buf.indexOf('\n')) >= 0) {
-      const line = buf.slice(0, i);
-      buf = buf.slice(i + 1);
-      try {
-        const parsed = JSON.parse(line) as WorkerLogLine;
-        if (parsed.code === 'worker_started' && typeof parsed.metricsPort === 'number') w.metricsPort = parsed.metricsPort;
-        if (w.logs.length < 5000) w.logs.push(parsed);
-      } catch {
-        // not a log line
-      }
+  onLines(child.stdout!, (line) => {
+    try {
+      const parsed = JSON.parse(line) as WorkerLogLine;
+      if (parsed.code === 'worker_started' && typeof parsed.metricsPort === 'number') w.metricsPort = parsed.metricsPort;
+      if (w.logs.length < 5000) w.logs.push(parsed);
+    } catch {
+      // not a log line
     }
   });
   child.stderr!.on('data', (d: Buffer) => {

@@ -12,3 +12,17 @@ export function spawnModule(modulePath: string, env: Record<string, string | und
   const args = fromSources ? ['--import', 'tsx', file] : [file];
   return spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio });
 }
+
+/** Calls onLine with each complete line a child writes (its JSON log lines), across chunk boundaries. */
+export function onLines(stream: NodeJS.ReadableStream, onLine: (line: string) => void): void {
+  let buf = '';
+  stream.on('data', (d: Buffer) => {
+    buf += d.toString();
+    let i;
+    while ((i = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, i);
+      buf = buf.slice(i + 1);
+      onLine(line);
+    }
+  });
+}

@@ -1,6 +1,6 @@
 /** Real worker processes for crash tests: spawned with the harness env, killed with real signals. */
 import type { ChildProcess } from 'node:child_process';
-import { spawnModule } from '../../src/app/spawnModule.js';
+import { onLines, spawnModule } from '../../src/app/spawnModule.js';
 
 export interface WorkerProcess {
   child: ChildProcess;
@@ -12,15 +12,7 @@ export async function spawnWorker(env: Record<string, string>): Promise<WorkerPr
   const child = spawnModule('worker/main', { WORKER_METRICS_PORT: '0', ...env, LOG_LEVEL: 'info' }, ['ignore', 'pipe', 'pipe']);
   const lines: string[] = [];
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-  let buf = '';
-  child.stdout!.on('data', (d: Buffer) => {
-    buf += d.toString();
-    let i;
-    while ((i = buf.indexOf('\n')) >= 0) {
-      lines.push(buf.slice(0, i));
-      buf = buf.slice(i + 1);
-    }
-  });
+  onLines(child.stdout!, (line) => lines.push(line));
   child.stderr!.on('data', (d: Buffer) => lines.push(`stderr: ${d.toString()}`));
   const deadline = Date.now() + 30_000;
   while (!lines.some((l) => l.includes('"worker_started"'))) {
