@@ -12,7 +12,7 @@
  * once. Either way the run resumes at step 12, not step 1: one ticket, one
  * email, and a budget that continues from what was used before the eviction.
  */
-import { Checks, endScenario, committers, decisionSteps, scriptTokens, type ScenarioResult, type Usage } from './report.js';
+import { Checks, endScenario, committers, decisionSteps, scriptTokens, type ScenarioResult, type Turn } from './report.js';
 import { startStack, stepsInFlight, waitUntil, type RunViewJson, type Stack } from './stack.js';
 import { followEvents, Timeline, type EventFollower } from './timeline.js';
 
@@ -31,12 +31,6 @@ const TICKET = {
   body: 'The mug in order 4411 was shattered. I would like a replacement.',
   customer: { email: 'ada@example.com', name: 'Ada' },
 };
-
-interface Turn {
-  toolCalls: { name: string; args: Record<string, unknown> }[];
-  final?: string;
-  usage: Usage;
-}
 
 /** 20 turns: read, search, open a ticket (4), email the customer (5), more reads, look the customer up (12), ..., final (20). */
 export function evictionScript(t = TICKET): Turn[] {

@@ -40,6 +40,13 @@ export interface Usage {
   completionTokens: number;
 }
 
+/** One scripted model turn as the scenarios write them (the run carries them as its script). */
+export interface Turn {
+  toolCalls: { name: string; args: Record<string, unknown> }[];
+  final?: string;
+  usage: Usage;
+}
+
 /** Tokens of turns 1..n of a script (what the budget must show after n steps). */
 export function scriptTokens(script: { usage: Usage }[], n = script.length): number {
   return script.slice(0, n).reduce((s, t) => s + t.usage.promptTokens + t.usage.completionTokens, 0);

@@ -9,7 +9,7 @@
  * anyway, because the ledger never sends the repeat.
  */
 import type { FaultRule } from '../../src/sandbox/types.js';
-import { Checks, endScenario, decisionSteps, scriptTokens, type ScenarioResult, type Usage } from './report.js';
+import { Checks, endScenario, decisionSteps, scriptTokens, type ScenarioResult, type Turn } from './report.js';
 import { startStack, type RunViewJson, type Stack } from './stack.js';
 import { followEvents, Timeline, type EventFollower } from './timeline.js';
 
@@ -27,12 +27,6 @@ const TICKET = {
   body: 'The billing integration test expects a subscription record for account 7781.',
   customer: { email: 'ops@example.com', name: 'Ops' },
 };
-
-interface Turn {
-  toolCalls: { name: string; args: Record<string, unknown> }[];
-  final?: string;
-  usage: Usage;
-}
 
 /** Read, write, read ("still failing"), then the same write again and again; the context grows 4k -> 61k. */
 export function retryStormScript(t = TICKET): Turn[] {
