@@ -8,6 +8,7 @@ import { createHarness, sampleTicket, type Harness } from './support/harness.js'
 import { buildSpec } from '../src/producer/runs.js';
 import type { Script } from '../src/agent/models/script.js';
 import { emailTurn, final, read } from './support/turns.js';
+import { spawnWorker } from './support/processes.js';
 
 // The email's body must never show up in events or spans.
 const script: Script = [read, emailTurn('SECRET-BODY'), final];
@@ -43,4 +44,29 @@ describe('run events', () => {
     expect(JSON.stringify(events)).not.toContain('SECRET-BODY');
     expect(JSON.stringify(events)).not.toContain('ada@example.com');
   });
+
+  it('a step resumed from its journalled decision after a crash announces its restart, and its decision once', async () => {
+    // Its own namespace: no worker but the victim may take step 2 before it crashes.
+    const hc = await createHarness('runevents-crash');
+    try {
+      const spec = buildSpec(hc.ctx, { tenant: 'acme', ticket: sampleTicket('EV-2'), agent: { model: 'scripted', script } }, Date.now());
+      await hc.ctx.store.create(spec, Date.now());
+      const victim = await spawnWorker({ ...hc.env, CRASH_POINTS: 'after_decision@2', LOCK_DURATION_MS: '1000', STALLED_INTERVAL_MS: '500' });
+      expect((await victim.exited).signal).toBe('SIGKILL');
+      await hc.startWorker();
+      expect(await hc.waitForStatus(spec.runId, ['completed', 'failed'], 20_000)).toBe('completed');
+      await expectStep2Events(hc, spec.runId);
+    } finally {
+      await hc.close();
+    }
+  });
 });
+
+/** Step 2 started twice (attempts 1 and 2), decided once, committed once. */
+async function expectStep2Events(hc: Harness, runId: string) {
+  const raw = (await hc.ctx.redis.xrange(hc.ctx.keys.run(runId).events, '-', '+')) as [string, string[]][];
+  const step2 = raw.map(([, f]) => ({ type: f[1]!, data: JSON.parse(f[3]!) as Record<string, unknown> })).filter((e) => e.data.step === 2);
+  expect(step2.filter((e) => e.type === 'step_started').map((e) => e.data.attempt)).toEqual([1, 2]);
+  expect(step2.filter((e) => e.type === 'decision')).toHaveLength(1);
+  expect(step2.filter((e) => e.type === 'step_committed')).toHaveLength(1);
+}

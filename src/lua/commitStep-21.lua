@@ -20,13 +20,14 @@
   ARGV[11] retention ms for terminal statuses
   ARGV[12] step-committed event (JSON)
   ARGV[13] 1 when the entries carry the step's decision (it must not be journalled yet);
-           ARGV[29+N] and ARGV[30+N] are then its step-started and decision events (JSON)
+           ARGV[30+N] is then its decision event (JSON)
   ARGV[14] this job's id (must be the run's current job)
   ARGV[15] the next step's job id (becomes the run's current job when status is running)
   ARGV[16] number of journal entries N
   ARGV[17..25] BullMQ moveToFinished argv (completes this job; may fetch the worker's next job)
   ARGV[26..25+N] journal entries (JSON)
   ARGV[26+N..28+N] BullMQ addStandardJob argv (empty strings when the status is not running)
+  ARGV[29+N] step-started event (JSON; '' when this delivery's journalDecision already emitted it)
 
   Returns: { journal length after the commit, moveToFinished's reply (0, the
   worker's next job, or BullMQ's negative code: the commit stands and the worker
@@ -67,10 +68,8 @@ if status == 'running' then
 else
   redis.call('HSET', KEYS[1], 'cursor', nextCursor, 'status', status, 'reason', reason, 'updatedAt', ARGV[8])
 end
-if ARGV[13] == '1' then
-  emitEvent(KEYS[4], ARGV[9], 'step_started', ARGV[29 + n])
-  emitEvent(KEYS[4], ARGV[9], 'decision', ARGV[30 + n])
-end
+emitEvent(KEYS[4], ARGV[9], 'step_started', ARGV[29 + n])
+if ARGV[13] == '1' then emitEvent(KEYS[4], ARGV[9], 'decision', ARGV[30 + n]) end
 emitEvent(KEYS[4], ARGV[9], 'step_committed', ARGV[12])
 
 if status == 'running' then

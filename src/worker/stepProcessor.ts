@@ -139,9 +139,10 @@ export class StepProcessor {
       }
     }
 
-    // The step_started event rides in the first script this step runs (journalDecision or the commit).
+    // The step_started event rides in the first script this delivery runs: journalDecision, or else the commit.
     const startedEvent = JSON.stringify({ step, jobId: job.id, attempt: job.attemptsStarted, startedAt, worker: this.workerName });
-    const commit = (plan: CommitPlan) => this.commit(job, token, lockKey, data, used, plan, log, fetchNext(), startedEvent);
+    let startedEmitted = false;
+    const commit = (plan: CommitPlan) => this.commit(job, token, lockKey, data, used, plan, log, fetchNext(), startedEmitted ? '' : startedEvent);
 
     try {
       // Pinned versions: a run never goes on quietly under changed tools or agent.
@@ -181,6 +182,7 @@ export class StepProcessor {
         const hasWrite = decision.toolCalls.some((c) => this.d.registry.get(c.name)?.effect === 'write');
         if (hasWrite || redelivered) {
           const contextDelta = await this.journalDecision(job, token, lockKey, decision, log, startedEvent);
+          startedEmitted = true;
           used = { ...used, tokens: used.tokens + total(decision.usage), contextTokens: used.contextTokens + contextDelta };
           this.d.crash.hit('after_decision', step);
         } else {
@@ -362,6 +364,7 @@ export class StepProcessor {
   }
 
   /**
+   * @param startedEvent this delivery's step_started event, '' when journalDecision already wrote it.
    * One request: the fenced commit, the next step's job, and the completion of
    * this job (moveToFinished, optionally fetching the worker's next job). If the
    * process dies after it, the run is wholly after the commit and this job is
@@ -396,7 +399,7 @@ export class StepProcessor {
       this.d.cfg.EVENTS_MAX_LEN, plan.advance ? 1 : 0, this.d.cfg.RUN_RETENTION_MS,
       JSON.stringify({ step, status: plan.status, entries: encoded.length }),
       plan.carriesDecision ? 1 : 0, jobId, stepJobId(runId, step + 1), encoded.length, ...finish.argv, ...encoded,
-      ...bullArgv, ...(plan.carriesDecision ? [startedEvent, decisionEvent(plan.entries[0] as DecisionEntry)] : []),
+      ...bullArgv, startedEvent, ...(plan.carriesDecision ? [decisionEvent(plan.entries[0] as DecisionEntry)] : []),
     );
     if (isScriptError(res)) {
       if (res === ScriptCode.DecisionExists) log.warn({ code: 'decision_exists' }, 'a decision was journalled concurrently');
