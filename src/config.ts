@@ -4,6 +4,7 @@
  * A bad value fails at boot with the field named (ConfigError).
  */
 import { z } from 'zod';
+import { BUDGET_BOUNDS } from './runs/bounds.js';
 
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'])
@@ -68,12 +69,13 @@ export const configSchema = z.object({
   RETRY_MAX_MS: int(5000, 0),
   /** Completion cap sent to the model and used by the pre-flight budget estimate. */
   COMPLETION_TOKEN_CAP: int(1024, 1),
-  DEFAULT_MAX_STEPS: int(20, 1),
-  DEFAULT_MAX_TOKENS: int(100000, 1),
-  DEFAULT_MAX_WALL_MS: int(15 * 60_000, 1),
-  /** Hard ceilings a request may not exceed. */
-  LIMIT_MAX_STEPS: int(200, 1),
-  LIMIT_MAX_TOKENS: int(5_000_000, 1),
+  DEFAULT_MAX_STEPS: int(20, 1).pipe(z.number().max(BUDGET_BOUNDS.maxSteps)),
+  DEFAULT_MAX_TOKENS: int(100000, 1).pipe(z.number().max(BUDGET_BOUNDS.maxTokens)),
+  DEFAULT_MAX_WALL_MS: int(15 * 60_000, 1).pipe(z.number().max(BUDGET_BOUNDS.maxWallMs)),
+  /** Ceilings a request may not exceed (a 400 names the field); at most the hard bounds of src/runs/bounds.ts. */
+  LIMIT_MAX_STEPS: int(200, 1).pipe(z.number().max(BUDGET_BOUNDS.maxSteps)),
+  LIMIT_MAX_TOKENS: int(5_000_000, 1).pipe(z.number().max(BUDGET_BOUNDS.maxTokens)),
+  LIMIT_MAX_WALL_MS: int(24 * 3600_000, 1).pipe(z.number().max(BUDGET_BOUNDS.maxWallMs)),
   /** Same write requested this many extra times in one run stops it as needs_human/loop_detected. */
   LOOP_REPEAT_LIMIT: int(2, 1),
   /** Keys of finished runs expire after this long. */
@@ -86,6 +88,10 @@ export const configSchema = z.object({
   RECONCILER_SWEEP_MS: int(2000, 50),
   /** An action in dispatched/outcome_unknown older than this, with no live owner, is swept. */
   RECONCILER_MIN_AGE_MS: int(5000, 0),
+  /** A queued/running run whose current step job is failed, missing or completed without a commit, untouched this long, is ended by the sweep. */
+  STUCK_RUN_MIN_AGE_MS: int(30000, 0),
+  /** Run-index entries per shard the sweep checks for stuck runs on each pass (it resumes where it stopped). */
+  STUCK_RUN_SCAN_PER_SWEEP: int(5000, 1),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** OpenTelemetry spans per step, model call and effect: off, console, or otlp (OTLP/HTTP). */
   TRACING: z.enum(['off', 'console', 'otlp']).default('off'),

@@ -18,7 +18,9 @@ export type ErrorCode =
   | 'ledger_conflict'
   | 'illegal_transition'
   | 'action_missing'
-  | 'shutting_down';
+  | 'shutting_down'
+  | 'invalid_job_data'
+  | 'invalid_spec';
 
 export class AgentError extends Error {
   constructor(
@@ -49,4 +51,24 @@ export class ShutdownError extends AgentError {
   constructor() {
     super('shutting_down', 'worker is shutting down');
   }
+}
+
+/**
+ * A step job whose data, or whose run's stored spec, no longer parses: no retry
+ * can help. The worker fails the job at once (BullMQ's UnrecoverableError) and
+ * the run ends `failed` with reason `<code>: <field>` (src/runs/stuckRuns.ts).
+ */
+export class InvalidStepInput extends AgentError {
+  constructor(code: 'invalid_job_data' | 'invalid_spec', readonly field: string, options?: { cause?: unknown }) {
+    super(code, `${code}: ${field}`);
+    if (options?.cause !== undefined) (this as { cause?: unknown }).cause = options.cause;
+  }
+}
+
+/** A bounded code for any error (for reasons and metric labels): its snake_case `code`, else its class name. */
+export function errorCode(err: unknown): string {
+  const code = (err as { code?: unknown } | undefined)?.code;
+  if (typeof code === 'string' && /^[a-z][a-z0-9_]{0,39}$/.test(code)) return code;
+  const name = (err as Error | undefined)?.name ?? '';
+  return /^[A-Za-z]\w{0,39}$/.test(name) ? name : 'error';
 }

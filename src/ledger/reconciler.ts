@@ -12,6 +12,7 @@ import { stepJobId } from '../redis/keys.js';
 import { Ledger, LedgerConflict, ledgerFor } from './ledger.js';
 import { reconcile, type ReconcileOutcome } from './reconcile.js';
 import { expireApprovals } from './approvals.js';
+import { StuckRuns, type StuckRunsReport } from '../runs/stuckRuns.js';
 
 export interface SweepReport {
   examined: number;
@@ -19,17 +20,21 @@ export interface SweepReport {
   /** Run-index entries removed because the run's keys had expired (retention). */
   indexPruned: number;
   outcomes: Partial<Record<ReconcileOutcome, number>>;
+  /** Runs whose current step job was failed, missing or completed without a commit (src/runs/stuckRuns.ts). */
+  stuckRuns?: StuckRunsReport;
 }
 
 export class Reconciler {
   private readonly ledger: Ledger;
   private readonly redlock: Redlock;
+  private readonly stuck: StuckRuns;
   private timer?: NodeJS.Timeout;
   private running?: Promise<unknown>;
   ready = false;
 
   constructor(private readonly ctx: AppContext, private readonly id = `reconciler:${process.pid}`) {
     this.ledger = ledgerFor(ctx);
+    this.stuck = new StuckRuns(ctx);
     this.redlock = new Redlock([ctx.redis], { retryCount: 0 });
     this.redlock.on('clientError', () => {});
   }
@@ -70,6 +75,7 @@ export class Reconciler {
         this.ctx.log.info({ code: `swept_${outcome}`, runId: rec.runId, actionId }, 'action reconciled by the sweeper');
       }
     }
+    report.stuckRuns = await this.stuck.sweep(nowMs);
     return report;
   }
 

@@ -31,7 +31,8 @@
 
   Returns: { journal length after the commit, moveToFinished's reply (0, the
   worker's next job, or BullMQ's negative code: the commit stands and the worker
-  completes the job itself) }, or a negative code:
+  completes the job itself), the run's status after the commit (a pending cancel
+  turns running into cancelled) }, or a negative code:
    -1 lock lost  -2 stale step  -3 run missing  -4 run not running  -5 decision already journalled
 ]]
 -- @include fence
@@ -87,4 +88,4 @@ end
 local finished = bullmqMoveToFinished(
   { KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17], KEYS[18], KEYS[19], KEYS[20] },
   { ARGV[17], ARGV[18], ARGV[19], ARGV[20], ARGV[21], ARGV[22], ARGV[23], ARGV[24], ARGV[25] })
-return { len, finished }
+return { len, finished, status }

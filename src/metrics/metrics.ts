@@ -22,6 +22,7 @@ export class Metrics {
   readonly fenceRejections: Counter;
   readonly redisConfigOk: Gauge;
   readonly scrapeErrors: Counter;
+  readonly runsFinished: Counter;
 
   constructor(readonly registry: Registry, opts: { defaultMetrics?: boolean } = {}) {
     const r = [registry];
@@ -48,8 +49,23 @@ export class Metrics {
     });
     this.fenceRejections = new Counter({ name: 'agent_fence_rejections_total', help: 'Commits refused by the fence (stale or duplicate step jobs)', labelNames: ['code'], registers: r });
     this.redisConfigOk = new Gauge({ name: 'agent_redis_config_ok', help: '1 when the Redis setting is safe for queues', labelNames: ['check'], registers: r });
+    this.runsFinished = new Counter({
+      name: 'agent_runs_finished_total', help: 'Runs that ended (or were parked for a person), by status and reason code (the reason up to its first colon)',
+      labelNames: ['status', 'reason'], registers: r,
+    });
     this.scrapeErrors = new Counter({ name: 'agent_scrape_collect_errors_total', help: 'Scrape-time gauges not refreshed because their Redis read failed', labelNames: ['collector'], registers: r });
   }
+}
+
+/** The bounded code of a run's reason (`attempts_exhausted: transient` -> `attempts_exhausted`); never free text. */
+export function reasonCode(reason: string): string {
+  const code = reason.split(':', 1)[0]!.trim();
+  return /^[a-z][a-z0-9_]{0,39}$/.test(code) ? code : 'other';
+}
+
+/** Counts one run end: call it once per status change that ends (or parks) a run. */
+export function countRunFinished(metrics: Metrics, status: string, reason: string): void {
+  metrics.runsFinished.inc({ status, reason: reasonCode(reason) });
 }
 
 export function newMetrics(opts: { defaultMetrics?: boolean } = {}): Metrics {

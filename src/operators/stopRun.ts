@@ -1,5 +1,6 @@
 /** Ends a parked run from outside its step (operator cancel, approval expiry): src/lua/stopRun-5.lua. */
 import type { AppContext } from '../app/context.js';
+import { countRunFinished } from '../metrics/metrics.js';
 import { scriptError } from '../redis/codes.js';
 import { script } from '../redis/scripts.js';
 
@@ -21,5 +22,6 @@ export async function stopRun(ctx: AppContext, runId: string, req: StopRequest):
     req.expected.join(' '), req.status, req.reason, req.now, ctx.cfg.EVENTS_MAX_LEN, ctx.cfg.RUN_RETENTION_MS, req.requestCancel ? 1 : 0,
   )) as [number, string];
   if (code < 0) throw scriptError(code, { runId });
+  if (code === 1) countRunFinished(ctx.metrics, req.status, req.reason);
   return { stopped: code === 1, status };
 }

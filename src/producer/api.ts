@@ -41,7 +41,10 @@ export function createApi(ctx: AppContext, opts: ApiOptions = {}): express.Expre
     }
     try {
       const { runId, created } = await startRun(ctx, parsed.data, header);
-      res.status(created ? 201 : 200).json({ runId, created });
+      if (created) return void res.status(201).json({ runId, created });
+      // The same ticket again: the existing run, with its status (a dead run was settled, never left queued).
+      const status = (await ctx.redis.hget(ctx.keys.run(runId).run, 'status')) ?? undefined;
+      res.status(200).json({ runId, created, ...(status ? { status } : {}) });
     } catch (err) {
       if (err instanceof InvalidRunRequest) {
         res.status(400).json({ error: 'invalid_request', fields: err.fields });

@@ -6,7 +6,7 @@
 import type { AppContext } from '../app/context.js';
 import { AGENT_VERSION } from '../agent/tools/registry.js';
 import { runIdFor } from '../redis/keys.js';
-import type { CreateRunRequest, RunSpec } from './schemas.js';
+import { runSpecSchema, type CreateRunRequest, type RunSpec } from './schemas.js';
 
 export const REQUEST_KEY_TTL_MS = 24 * 3600_000;
 
@@ -25,18 +25,31 @@ export function buildSpec(ctx: AppContext, req: CreateRunRequest, nowMs: number)
   const maxWallMs = req.budget?.maxWallMs ?? cfg.DEFAULT_MAX_WALL_MS;
   if (maxSteps > cfg.LIMIT_MAX_STEPS) problems.push({ path: 'budget.maxSteps', message: `at most ${cfg.LIMIT_MAX_STEPS}` });
   if (maxTokens > cfg.LIMIT_MAX_TOKENS) problems.push({ path: 'budget.maxTokens', message: `at most ${cfg.LIMIT_MAX_TOKENS}` });
+  if (maxWallMs > cfg.LIMIT_MAX_WALL_MS) problems.push({ path: 'budget.maxWallMs', message: `at most ${cfg.LIMIT_MAX_WALL_MS}` });
   const model = req.agent?.model ?? cfg.MODEL_PROVIDER;
   if (!ctx.providers.has(model)) problems.push({ path: 'agent.model', message: `provider '${model}' is not enabled` });
   if (req.agent?.script && model !== 'scripted') problems.push({ path: 'agent.script', message: 'only the scripted provider takes a script' });
   if (problems.length > 0) throw new InvalidRunRequest(problems);
   const runId = runIdFor(req.tenant, req.ticket.id);
-  return {
+  const spec: RunSpec = {
     v: 1, runId, tenant: req.tenant, ticket: req.ticket, model,
     ...(req.agent?.script ? { script: req.agent.script } : {}),
     agentVersion: AGENT_VERSION, toolsHash: ctx.registry.schemaHash,
     limits: { maxSteps, maxTokens, maxWallMs, deadlineAt: nowMs + maxWallMs },
     createdAt: nowMs,
   };
+  // The worker parses the stored spec with this schema: what it would refuse is refused here.
+  const check = runSpecSchema.safeParse(JSON.parse(JSON.stringify(spec)));
+  if (!check.success) throw new InvalidRunRequest(check.error.issues.map((i) => ({ path: specFieldToRequest(i.path.map(String).join('.')), message: i.message })));
+  return spec;
+}
+
+/** A spec field named as the request field it comes from (`limits.maxWallMs` -> `budget.maxWallMs`). */
+function specFieldToRequest(path: string): string {
+  if (path.startsWith('limits.deadlineAt')) return 'budget.maxWallMs';
+  if (path.startsWith('limits.')) return `budget.${path.slice('limits.'.length)}`;
+  if (path.startsWith('script')) return `agent.${path}`;
+  return path;
 }
 
 export async function startRun(

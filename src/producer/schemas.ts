@@ -1,6 +1,12 @@
 /** Request bodies at the producer edge, and the run spec stored with each run. */
 import { z } from 'zod';
 import { scriptSchema } from '../agent/models/script.js';
+import { BUDGET_BOUNDS } from '../runs/bounds.js';
+
+/** The budget numbers, bounded (src/runs/bounds.ts): the request and the stored spec share them. */
+const maxSteps = z.number().int().positive().max(BUDGET_BOUNDS.maxSteps);
+const maxTokens = z.number().int().positive().max(BUDGET_BOUNDS.maxTokens);
+const maxWallMs = z.number().int().positive().max(BUDGET_BOUNDS.maxWallMs);
 
 export const ticketSchema = z.object({
   id: z.string().min(1).max(200),
@@ -14,11 +20,7 @@ export const ticketSchema = z.object({
 export type Ticket = z.infer<typeof ticketSchema>;
 
 export const budgetRequestSchema = z
-  .object({
-    maxSteps: z.number().int().positive(),
-    maxTokens: z.number().int().positive(),
-    maxWallMs: z.number().int().positive(),
-  })
+  .object({ maxSteps, maxTokens, maxWallMs })
   .partial()
   .strict();
 
@@ -49,12 +51,7 @@ export const runSpecSchema = z.object({
   script: scriptSchema.optional(),
   agentVersion: z.string(),
   toolsHash: z.string(),
-  limits: z.object({
-    maxSteps: z.number().int().positive(),
-    maxTokens: z.number().int().positive(),
-    maxWallMs: z.number().int().positive(),
-    deadlineAt: z.number().int(),
-  }),
+  limits: z.object({ maxSteps, maxTokens, maxWallMs, deadlineAt: z.number().int().nonnegative() }),
   createdAt: z.number().int(),
 });
 export type RunSpec = z.infer<typeof runSpecSchema>;

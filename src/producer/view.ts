@@ -1,6 +1,12 @@
-/** The run view served by GET /v1/runs/:id: status, cursor, budget, transcript, effects. */
+/**
+ * The run view served by GET /v1/runs/:id: status, cursor, budget, transcript, effects.
+ * Never fails for a run that exists: whatever in its stored data no longer parses (the
+ * spec, a journal entry, a ledger record, a limit past what a date holds) is left out and
+ * named in `notes`, and the run's status and reason are shown from its hash.
+ */
 import type { AppContext } from '../app/context.js';
-import type { JournalEntry } from '../journal/entries.js';
+import { decodeEntry, type JournalEntry } from '../journal/entries.js';
+import type { RunSpec } from './schemas.js';
 
 export interface RunView {
   runId: string;
@@ -16,25 +22,79 @@ export interface RunView {
   };
   transcript: JournalEntry[];
   effects: unknown[];
+  /** What could not be read from the run's stored data (codes and field names, never values). */
+  notes?: string[];
 }
 
 export type EffectsLister = (runId: string) => Promise<unknown[]>;
 
 export async function runView(ctx: AppContext, runId: string, listEffects?: EffectsLister, nowMs = Date.now()): Promise<RunView | undefined> {
-  const [spec, state] = await Promise.all([ctx.store.readSpec(runId), ctx.store.readState(runId)]);
-  if (!spec || !state) return undefined;
-  const finishedAt = Number((await ctx.redis.hget(ctx.keys.run(runId).run, 'finishedAt')) ?? 0);
-  const [transcript, effects] = await Promise.all([ctx.store.transcript(runId), listEffects ? listEffects(runId) : Promise.resolve([])]);
+  const k = ctx.keys.run(runId);
+  const [state, hash, budget] = await Promise.all([
+    ctx.store.readState(runId),
+    ctx.redis.hmget(k.run, 'tenant', 'ticketId', 'model', 'agentVersion', 'toolsHash', 'createdAt', 'finishedAt'),
+    ctx.redis.hmget(k.budget, 'maxSteps', 'maxTokens', 'maxWallMs', 'deadlineAt'),
+  ]);
+  if (!state) return undefined;
+  const notes: string[] = [];
+  const spec = await ctx.store.readSpec(runId).catch((err: unknown) => {
+    notes.push(`spec_unreadable: ${issuePath(err)}`);
+    return undefined;
+  });
+  if (!spec && notes.length === 0) notes.push('spec_missing');
+  const [tenant, ticketId, model, agentVersion, toolsHash, createdAtRaw, finishedAtRaw] = hash;
+  const num = (v: string | null | undefined) => (Number.isFinite(Number(v)) ? Number(v ?? 0) : 0);
+  const limits: RunSpec['limits'] = spec?.limits ?? {
+    maxSteps: num(budget[0]), maxTokens: num(budget[1]), maxWallMs: num(budget[2]), deadlineAt: num(budget[3]),
+  };
+  const createdAt = spec?.createdAt ?? num(createdAtRaw);
+  const finishedAt = num(finishedAtRaw);
+  const deadlineAt = isoOf(limits.deadlineAt);
+  if (deadlineAt === '') notes.push('deadline_unreadable');
+  const [transcript, effects] = await Promise.all([
+    readTranscript(ctx, k.journal, notes),
+    listEffects ? listEffects(runId).catch(() => (notes.push('effects_unreadable'), [] as unknown[])) : Promise.resolve([]),
+  ]);
   return {
-    runId, tenant: spec.tenant, ticketId: spec.ticket.id, status: state.status, reason: state.reason, step: state.cursor,
-    agent: { model: spec.model, agentVersion: spec.agentVersion, toolsHash: spec.toolsHash },
+    runId, tenant: spec?.tenant ?? tenant ?? '', ticketId: spec?.ticket.id ?? ticketId ?? '',
+    status: state.status, reason: state.reason, step: state.cursor,
+    agent: { model: spec?.model ?? model ?? '', agentVersion: spec?.agentVersion ?? agentVersion ?? '', toolsHash: spec?.toolsHash ?? toolsHash ?? '' },
     budget: {
-      limits: { ...spec.limits, deadlineAt: new Date(spec.limits.deadlineAt).toISOString() },
-      used: { steps: state.used.steps, tokens: state.used.tokens, wallMs: (finishedAt || nowMs) - spec.createdAt },
+      limits: { ...limits, deadlineAt },
+      used: { steps: state.used.steps, tokens: state.used.tokens, wallMs: createdAt > 0 ? (finishedAt || nowMs) - createdAt : 0 },
     },
     transcript,
     effects,
+    ...(notes.length > 0 ? { notes } : {}),
   };
+}
+
+/** The journal, entry by entry: an entry that no longer parses is left out and noted. */
+async function readTranscript(ctx: AppContext, journalKey: string, notes: string[]): Promise<JournalEntry[]> {
+  const raws = (await ctx.redis.lrange(journalKey, 0, -1)) as string[];
+  const out: JournalEntry[] = [];
+  raws.forEach((raw, i) => {
+    try {
+      out.push(decodeEntry(raw, i));
+    } catch {
+      notes.push(`journal_entry_unreadable: ${i}`);
+    }
+  });
+  return out;
+}
+
+/** An ISO date, or '' for a time no Date can hold. */
+function isoOf(ms: number): string {
+  const d = new Date(ms);
+  return Number.isFinite(d.getTime()) ? d.toISOString() : '';
+}
+
+/** The first invalid field of a spec that no longer parses (its path, never its value). */
+function issuePath(err: unknown): string {
+  const issues = (err as { issues?: { path?: PropertyKey[] }[] }).issues;
+  if (!issues) return 'json';
+  const path = issues[0]?.path?.map(String).join('.') ?? '';
+  return /^[\w.]{1,80}$/.test(path) ? path : '(root)';
 }
 
 /** HTML-escapes any value (strings as they are, everything else as JSON). */
@@ -99,7 +159,7 @@ export function renderRunHtml(view: RunView): string {
 <tr><th>ticket</th><td>${escapeHtml(view.ticketId)}</td></tr>
 <tr><th>step</th><td>${escapeHtml(view.step)}</td></tr>
 <tr><th>agent</th><td>${escapeHtml(`${view.agent.agentVersion} · ${view.agent.model} · tools ${view.agent.toolsHash}`)}</td></tr>
-</tbody></table>
+${view.notes ? `<tr><th>notes</th><td id="notes">${escapeHtml(view.notes.join('; '))}</td></tr>\n` : ''}</tbody></table>
 <h2>Budget</h2>
 <table id="budget"><thead><tr><th></th><th>steps</th><th>tokens</th><th>wall clock ms</th></tr></thead><tbody>
 <tr><th>used</th>${td(used.steps)}${td(used.tokens)}${td(used.wallMs)}</tr>

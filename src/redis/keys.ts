@@ -21,6 +21,11 @@ export const queueNameOf = (shard: number): string => `${QUEUE_BASENAME}-${tagOf
 /** Deterministic step job id: one job per (run, step). */
 export const stepJobId = (runId: string, step: number): string => `${runId}.s${step}`;
 
+/** The run of a step job id (`<runId>.s<step>` or a resume's `<runId>.s<step>.r<n>`), or undefined. */
+export function runIdOfStepJob(jobId: string): string | undefined {
+  return /^(.+)\.s\d+(?:\.r\d+)?$/.exec(jobId)?.[1];
+}
+
 export interface RunKeys {
   /** hash: status, cursor, tenant, ticket, versions, reason */
   run: string;
@@ -117,6 +122,16 @@ export class KeySpace {
   /** The BullMQ lock key of a job, used to fence commits (BullMQ internal layout). */
   jobLock(shard: number, jobId: string): string {
     return `${this.bullPrefix}:${queueNameOf(shard)}:${jobId}:lock`;
+  }
+
+  /** The BullMQ hash of a job (BullMQ internal layout). */
+  jobHash(shard: number, jobId: string): string {
+    return `${this.bullPrefix}:${queueNameOf(shard)}:${jobId}`;
+  }
+
+  /** A BullMQ finished-jobs zset of a shard's queue (BullMQ internal layout). */
+  finishedSet(shard: number, state: 'failed' | 'completed'): string {
+    return `${this.bullPrefix}:${queueNameOf(shard)}:${state}`;
   }
 
   allShards(): number[] {

@@ -9,10 +9,12 @@
  *     outcome until the grace period ends; then it is aborted too (the ledger
  *     keeps it `dispatched`, and the next owner reconciles it).
  */
-import { Worker, WaitingError, type Job } from 'bullmq';
+import { UnrecoverableError, Worker, WaitingError, type Job } from 'bullmq';
 import type { AppContext } from '../app/context.js';
 import { RunSpecCache } from '../runs/store.js';
 import { wakeAnotherWorker } from '../redis/bullmqInternals.js';
+import { InvalidStepInput } from '../errors.js';
+import { settleFailedJob } from '../runs/stuckRuns.js';
 import { CrashPoints } from './crashPoints.js';
 import type { EffectRunner } from './effects.js';
 import { StepProcessor } from './stepProcessor.js';
@@ -63,6 +65,14 @@ export class FleetWorker {
       });
       worker.on('error', (err) => ctx.log.warn({ code: 'worker_error', err: err.message }, 'worker error'));
       worker.on('stalled', () => ctx.metrics.stallRecoveries.inc());
+      // A job BullMQ failed for good ends its run with a reason (a retried attempt changes nothing:
+      // the script settles only a run whose current job sits in the failed set). If this process
+      // dies before it runs, the reconciler's sweep settles the run (src/runs/stuckRuns.ts).
+      worker.on('failed', (job, err) => {
+        if (!job) return;
+        settleFailedJob(ctx, job, err).catch((e: unknown) =>
+          ctx.log.error({ code: 'settle_failed', jobId: job.id, err: e }, 'could not end the run of a failed job (the sweep will)'));
+      });
       this.workers.push(worker);
     }
   }
@@ -91,6 +101,8 @@ export class FleetWorker {
         this.ctx.log.info({ code: 'sigterm_handoff', jobId: job.id }, 'job handed back');
         throw new WaitingError();
       }
+      // Input that no longer parses: no retry can help, fail the job now (the failed event ends the run).
+      if (err instanceof InvalidStepInput) throw Object.assign(new UnrecoverableError(err.message), { cause: err });
       throw err;
     } finally {
       this.held.delete(job.id!);

@@ -17,12 +17,13 @@
 import type { Context, Tracer } from '@opentelemetry/api';
 import { inSpan } from '../metrics/tracing.js';
 import type { Job } from 'bullmq';
+import { z } from 'zod';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
-import { AgentError, FenceError, RetryableError, ShutdownError } from '../errors.js';
+import { AgentError, errorCode, FenceError, InvalidStepInput, RetryableError, ShutdownError } from '../errors.js';
 import { encodeEntry, estimateTokens, type DecisionEntry, type JournalEntry, type ObservationEntry, type Usage } from '../journal/entries.js';
 import { TranscriptCache } from '../journal/transcriptCache.js';
-import type { Metrics } from '../metrics/metrics.js';
+import { countRunFinished, type Metrics } from '../metrics/metrics.js';
 import type { ModelProvider, ModelTurn } from '../agent/models/provider.js';
 import { withRetry } from '../agent/retry.js';
 import { AGENT_VERSION, type ToolRegistry } from '../agent/tools/registry.js';
@@ -105,13 +106,18 @@ export class StepProcessor {
   ): Promise<void> {
     const started = process.hrtime.bigint();
     const startedAt = this.now();
-    const data = stepJobDataSchema.parse(job.data);
+    const parsed = stepJobDataSchema.safeParse(job.data);
+    if (!parsed.success) throw new InvalidStepInput('invalid_job_data', fieldOf(parsed.error), { cause: parsed.error });
+    const data = parsed.data;
     const { runId, step } = data;
     const log = lazyChild(this.d.log, { runId, step, jobId: job.id, attempt: job.attemptsStarted });
     this.d.metrics.stepsStarted.inc();
     const lockKey = this.d.keys.jobLock(this.d.keys.shardOf(runId), job.id!);
 
-    const spec = await this.d.specs.get(runId);
+    const spec = await this.d.specs.get(runId).catch((err: unknown) => {
+      if (err instanceof SyntaxError || err instanceof z.ZodError) throw new InvalidStepInput('invalid_spec', err instanceof z.ZodError ? fieldOf(err) : 'json', { cause: err });
+      throw err;
+    });
     if (!spec) {
       log.warn({ code: 'run_missing' }, 'step for an unknown run: dropped');
       return;
@@ -233,9 +239,16 @@ export class StepProcessor {
       }
       if (signal.aborted) throw err;
       const lastAttempt = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
-      log.error({ code: err instanceof AgentError ? err.code : 'step_error', err: (err as Error).message, lastAttempt }, 'step failed');
+      const code = err instanceof AgentError ? err.code : 'step_error';
+      log.error({ code, err, lastAttempt }, 'step failed');
       if (lastAttempt) {
-        await commit(this.stopPlan(step, { status: 'failed', reason: `step_error: ${(err as Error).message}` }, [], false)).catch(() => {});
+        // The reason is a code, never the error's text (it may quote customer data). If this stop
+        // cannot be committed, the job fails and the failed event (or the sweep) ends the run.
+        await commit(this.stopPlan(step, { status: 'failed', reason: `step_error: ${errorCode(err)}` }, [], false))
+          .catch((commitErr: unknown) => {
+            log.error({ code: 'stop_commit_failed', err: commitErr }, 'could not commit the failed status');
+            throw err;
+          });
         return;
       }
       throw err;
@@ -405,7 +418,7 @@ export class StepProcessor {
       if (res === ScriptCode.DecisionExists) log.warn({ code: 'decision_exists' }, 'a decision was journalled concurrently');
       throw scriptError(res, { step });
     }
-    const finished = (res as [number, unknown])[1];
+    const [, finished, committedStatus] = res as [number, unknown, string];
     if (isScriptError(finished)) {
       // Committed, but BullMQ refused the completion: its worker completes the job as usual.
       log.warn({ code: 'complete_in_commit_refused', bullmqCode: finished }, 'job not completed by the commit');
@@ -414,6 +427,7 @@ export class StepProcessor {
     }
     this.d.metrics.stepsCommitted.inc();
     this.d.crash.hit('after_commit', step);
+    if (committedStatus !== 'running') countRunFinished(this.d.metrics, committedStatus, committedStatus === plan.status ? plan.reason : 'cancelled_by_operator');
     if (plan.status !== 'running') {
       this.transcripts.forget(runId);
       log.info({ code: 'run_' + plan.status, reason: plan.reason, steps: nextUsed.steps, tokens: nextUsed.tokens }, 'run stopped');
@@ -424,6 +438,12 @@ export class StepProcessor {
 /** The `decision` event: what the model chose, by tool name (no arguments: they may hold customer text). */
 function decisionEvent(d: DecisionEntry): string {
   return JSON.stringify({ step: d.step, tools: d.toolCalls.map((c) => c.name), final: d.final !== undefined });
+}
+
+/** The first invalid field's path (`used.tokens`), never its value. */
+function fieldOf(err: z.ZodError): string {
+  const path = err.issues[0]?.path.map(String).join('.') ?? '';
+  return /^[\w.]{1,80}$/.test(path) ? path : '(root)';
 }
 
 function total(u: Usage): number {

@@ -1,6 +1,10 @@
 /** The scripted provider's script format (also accepted in POST /v1/runs under agent.script). */
 import { z } from 'zod';
-import { usageSchema } from '../../journal/entries.js';
+import { SCRIPT_USAGE_MAX_TOKENS } from '../../runs/bounds.js';
+
+/** A turn's reported usage, bounded (the script comes in through the API). */
+const tokens = z.number().int().nonnegative().max(SCRIPT_USAGE_MAX_TOKENS);
+const usageSchema = z.object({ promptTokens: tokens, completionTokens: tokens });
 
 export const scriptTurnSchema = z.object({
   toolCalls: z

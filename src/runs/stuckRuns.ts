@@ -1,0 +1,188 @@
+/**
+ * No run is lost silently: a run whose current step job died ends with a status,
+ * a reason code, a status journal entry, a `status_changed` event and
+ * `agent_runs_finished_total{status,reason}` (src/lua/settleRun-8.lua, atomic and fenced:
+ * only a run that still waits on that very job, queued or running, is touched).
+ *
+ * Two ways in:
+ *  - the worker's `failed` event (src/worker/fleetWorker.ts): BullMQ failed the job for
+ *    good (attempts exhausted, stalled more than allowed, data or spec that no longer parses);
+ *  - the reconciler's sweep (`sweepStuckRuns`): a worker that died before its `failed`
+ *    handler ran, a job deleted or lost, a job completed without a commit. It walks the
+ *    per-shard run index (no SCAN), a bounded slice per sweep, and settles only runs
+ *    untouched for `STUCK_RUN_MIN_AGE_MS`.
+ *
+ * A job stalled too often, or missing, may have had a write in flight: the run goes to
+ * `needs_human` (the ledger holds each action's state; a person can resume the run).
+ * Input that no longer parses and exhausted attempts end the run `failed`.
+ * Reasons are codes (`attempts_exhausted: transient`), never error messages or customer text.
+ */
+import type { Logger } from 'pino';
+import type { Config } from '../config.js';
+import { errorCode, InvalidStepInput } from '../errors.js';
+import { countRunFinished, type Metrics } from '../metrics/metrics.js';
+import type { RedisClient } from '../redis/connect.js';
+import { isScriptError, scriptError } from '../redis/codes.js';
+import { type KeySpace, runIdOfStepJob } from '../redis/keys.js';
+import { script } from '../redis/scripts.js';
+
+export type DeadJobState = 'failed' | 'missing' | 'completed';
+
+export interface SettleDeps {
+  redis: RedisClient;
+  keys: KeySpace;
+  cfg: Pick<Config, 'EVENTS_MAX_LEN' | 'RUN_RETENTION_MS'>;
+  metrics: Metrics;
+  log: Logger;
+}
+
+export interface SettleRequest {
+  runId: string;
+  jobId: string;
+  /** The state the caller saw the job in; the script checks it again. */
+  jobState: DeadJobState;
+  status: 'failed' | 'needs_human';
+  reason: string;
+  now: number;
+  /** The run must not have been updated for this long (0: no minimum). */
+  minAgeMs: number;
+}
+
+/** Typed wrapper of settleRun-8.lua. Returns whether the run was ended, or why not. */
+export async function settleRun(d: SettleDeps, req: SettleRequest): Promise<{ settled: boolean; why: string }> {
+  const shard = d.keys.shardOf(req.runId);
+  const k = d.keys.run(req.runId);
+  const [code, why] = (await script(d.redis, 'settleRun')(
+    k.run, k.budget, k.journal, k.events, k.actions,
+    d.keys.jobHash(shard, req.jobId), d.keys.finishedSet(shard, 'failed'), d.keys.finishedSet(shard, 'completed'),
+    req.jobId, req.jobState, req.status, req.reason, req.now, req.minAgeMs, d.cfg.EVENTS_MAX_LEN, d.cfg.RUN_RETENTION_MS,
+  )) as [number, string];
+  if (isScriptError(code)) throw scriptError(code, { runId: req.runId });
+  if (code !== 1) return { settled: false, why };
+  countRunFinished(d.metrics, req.status, req.reason);
+  d.log.error({ code: 'run_settled', runId: req.runId, jobId: req.jobId, job: why, status: req.status, reason: req.reason }, 'run ended: its step job died');
+  return { settled: true, why };
+}
+
+const STALLED = 'job stalled more than allowable limit';
+const STARTED = 'job started more than allowable limit';
+
+/** What a job's final failure means for its run (a bounded reason code, never the error's text). */
+export function classifyFailure(err: unknown): { status: 'failed' | 'needs_human'; reason: string } {
+  const e = err as (Error & { cause?: unknown }) | undefined;
+  if (e?.message === STALLED) return { status: 'needs_human', reason: 'stalled_too_often' };
+  if (e?.message === STARTED) return { status: 'needs_human', reason: 'started_too_often' };
+  const cause = e?.cause;
+  if (cause instanceof InvalidStepInput) return { status: 'failed', reason: cause.message };
+  if (err instanceof InvalidStepInput) return { status: 'failed', reason: err.message };
+  return { status: 'failed', reason: `attempts_exhausted: ${errorCode(err)}` };
+}
+
+/** The failed reason BullMQ stored on a job (its hash), classified like the error itself. */
+function classifyFailedReason(failedReason: string | null): { status: 'failed' | 'needs_human'; reason: string } {
+  if (failedReason === STALLED) return { status: 'needs_human', reason: 'stalled_too_often' };
+  if (failedReason === STARTED) return { status: 'needs_human', reason: 'started_too_often' };
+  const m = /^(invalid_job_data|invalid_spec): ([\w.]{1,80})$/.exec(failedReason ?? '');
+  if (m) return { status: 'failed', reason: `${m[1]}: ${m[2]}` };
+  return { status: 'failed', reason: 'attempts_exhausted: job_failed' };
+}
+
+/**
+ * Called from the worker's `failed` event for every failed attempt: only a job that BullMQ
+ * failed for good (it sits in the queue's failed set) ends its run; a retried one is left alone.
+ */
+export async function settleFailedJob(d: SettleDeps, job: { id?: string | undefined; data?: unknown }, err: unknown, now = Date.now()): Promise<boolean> {
+  const jobId = job.id;
+  if (!jobId) return false;
+  const fromData = (job.data as { runId?: unknown } | undefined)?.runId;
+  const runId = typeof fromData === 'string' && runIdOfStepJob(jobId) === fromData ? fromData : runIdOfStepJob(jobId);
+  if (!runId) return false;
+  const { status, reason } = classifyFailure(err);
+  const r = await settleRun(d, { runId, jobId, jobState: 'failed', status, reason, now, minAgeMs: 0 });
+  return r.settled;
+}
+
+export interface StuckRunsReport {
+  /** Queued or running runs whose current job was looked at. */
+  checked: number;
+  settled: number;
+}
+
+/**
+ * Sweeps the run index for runs whose current job is failed, missing or completed without a
+ * commit. Walks at most `perSweep` index entries per shard per call, resuming where the last
+ * call stopped (`cursors`), so one sweep stays bounded however many runs are retained.
+ */
+export class StuckRuns {
+  private readonly cursors = new Map<number, number>();
+
+  constructor(private readonly d: SettleDeps & { cfg: SettleDeps['cfg'] & Pick<Config, 'STUCK_RUN_MIN_AGE_MS' | 'STUCK_RUN_SCAN_PER_SWEEP'> }) {}
+
+  async sweep(nowMs = Date.now(), batch = 500): Promise<StuckRunsReport> {
+    const report: StuckRunsReport = { checked: 0, settled: 0 };
+    for (const shard of this.d.keys.allShards()) await this.sweepShard(shard, nowMs, batch, report);
+    return report;
+  }
+
+  private async sweepShard(shard: number, nowMs: number, batch: number, report: StuckRunsReport): Promise<void> {
+    const { redis, keys, cfg } = this.d;
+    const minAge = cfg.STUCK_RUN_MIN_AGE_MS;
+    let offset = this.cursors.get(shard) ?? 0;
+    let walked = 0;
+    while (walked < cfg.STUCK_RUN_SCAN_PER_SWEEP) {
+      const ids = (await redis.zrange(keys.runIndex(shard), offset, offset + batch - 1)) as string[];
+      walked += ids.length;
+      offset += ids.length;
+      if (ids.length === 0) {
+        offset = 0;
+        break;
+      }
+      const runs = await pipelined(redis, ids.map((id) => ['hmget', keys.run(id).run, 'status', 'jobId', 'updatedAt']));
+      const candidates = ids
+        .map((runId, i) => ({ runId, f: runs[i] as (string | null)[] | null }))
+        .filter(({ f }) => f && (f[0] === 'running' || f[0] === 'queued') && f[1] && Number(f[2] ?? 0) <= nowMs - minAge)
+        .map(({ runId, f }) => ({ runId, jobId: f![1]! }));
+      report.checked += candidates.length;
+      if (candidates.length > 0) {
+        const jobs = await pipelined(redis, candidates.flatMap(({ jobId }) => [
+          ['exists', keys.jobHash(shard, jobId)],
+          ['hget', keys.jobHash(shard, jobId), 'failedReason'],
+          ['zscore', keys.finishedSet(shard, 'failed'), jobId],
+          ['zscore', keys.finishedSet(shard, 'completed'), jobId],
+        ]));
+        for (let i = 0; i < candidates.length; i++) {
+          const { runId, jobId } = candidates[i]!;
+          const [exists, failedReason, failed, completed] = jobs.slice(4 * i, 4 * i + 4);
+          const dead = deadVerdict(exists === 1, failed !== null, completed !== null, (failedReason as string | null) ?? null);
+          if (!dead) continue;
+          const r = await settleRun(this.d, { runId, jobId, ...dead, now: nowMs, minAgeMs: minAge });
+          if (r.settled) report.settled++;
+        }
+      }
+      if (ids.length < batch) {
+        offset = 0;
+        break;
+      }
+    }
+    this.cursors.set(shard, offset);
+  }
+}
+
+/** What the sweep makes of a run's current job (undefined: alive, waiting, delayed or active). */
+function deadVerdict(
+  exists: boolean, inFailed: boolean, inCompleted: boolean, failedReason: string | null,
+): { jobState: DeadJobState; status: 'failed' | 'needs_human'; reason: string } | undefined {
+  if (inFailed && exists) return { jobState: 'failed', ...classifyFailedReason(failedReason) };
+  if (inCompleted && exists) return { jobState: 'completed', status: 'needs_human', reason: 'job_completed_without_commit' };
+  if (!exists) return { jobState: 'missing', status: 'needs_human', reason: 'job_missing' };
+  return undefined;
+}
+
+async function pipelined(redis: RedisClient, commands: (string | number)[][]): Promise<unknown[]> {
+  const pipe = redis.pipeline(commands as never);
+  const res = (await pipe.exec()) ?? [];
+  return res.map(([err, v]) => {
+    if (err) throw err;
+    return v;
+  });
+}
