@@ -62,6 +62,7 @@ const METRICS = new Set([
   'agent_queue_jobs',
   'agent_runs_by_status',
   'agent_redis_config_ok',
+  'agent_runs_finished_total',
 ]);
 const HISTOGRAMS = new Set(['agent_step_duration_seconds']);
 
@@ -81,6 +82,8 @@ const ALERTS: Record<string, string[]> = {
   AgentStalledJobs: ['agent_stall_recoveries_total'],
   AgentNoProgress: ['agent_queue_jobs', 'agent_steps_committed_total'],
   AgentRedisConfigUnsafe: ['agent_redis_config_ok'],
+  AgentRunsLost: ['agent_runs_finished_total'],
+  AgentFailedRunsRising: ['agent_runs_finished_total'],
 };
 
 /** Environment the processes read that is not in src/config.ts (read by other entry points). */
