@@ -6,7 +6,9 @@
  * Real Redis, real BullMQ workers, real worker processes killed with SIGKILL, real HTTP.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { createHarness, sampleTicket, type Harness } from './support/harness.js';
+import { UnrecoverableError, Worker } from 'bullmq';
+import { Redis } from 'ioredis';
+import { createHarness, redisUrl, sampleTicket, type Harness } from './support/harness.js';
 import { spawnWorker } from './support/processes.js';
 import { buildSpec } from '../src/producer/runs.js';
 import { Reconciler } from '../src/ledger/reconciler.js';
@@ -163,6 +165,30 @@ describe('a step job that dies ends its run', () => {
     // The waiting run still runs.
     await h.startWorker();
     expect(await h.waitForStatus(waiting, ['completed', 'failed'])).toBe('completed');
+  });
+
+  it('the sweep settles runs whose job failed or completed with no fleet worker to see it (reason codes, no error text)', async () => {
+    h = await createHarness('lostnohandler');
+    const failed = await newRun(h, 'LR-nohandler-failed');
+    const completed = await newRun(h, 'LR-nohandler-completed');
+    // A bare BullMQ worker (no fleet handler: as if the fleet worker died before its failed event ran).
+    const connection = new Redis(redisUrl(), { maxRetriesPerRequest: null });
+    const finishedIds = new Set<string>();
+    const bare = new Worker(h.ctx.keys.queueName(h.ctx.keys.shardOf(failed)), async (job) => {
+      if (job.id === stepJobId(failed, 1)) throw new UnrecoverableError('Ada Lovelace <ada@example.com> said no');
+      return 'done without a commit';
+    }, { connection: connection as never, prefix: h.cfg.BULL_PREFIX });
+    bare.on('failed', (job) => finishedIds.add(job!.id!));
+    bare.on('completed', (job) => finishedIds.add(job.id!));
+    try {
+      await until('both jobs finished', async () => finishedIds.size === 2);
+    } finally {
+      await bare.close();
+      connection.disconnect();
+    }
+    await new Reconciler(h.ctx, 'reconciler:test').sweep(Date.now() + 10 * 60_000);
+    await expectSettled(h, failed, 'failed', 'attempts_exhausted: job_failed', 'attempts_exhausted');
+    await expectSettled(h, completed, 'needs_human', 'job_completed_without_commit', 'job_completed_without_commit');
   });
 
   it('a run that completes counts once in agent_runs_finished_total', async () => {

@@ -43,6 +43,7 @@ export class Reconciler {
   async sweep(nowMs = Date.now()): Promise<SweepReport> {
     const report: SweepReport = { examined: 0, skippedLive: 0, indexPruned: 0, outcomes: {} };
     const count = (o: ReconcileOutcome) => (report.outcomes[o] = (report.outcomes[o] ?? 0) + 1);
+    report.stuckRuns = await this.stuck.sweep(nowMs);
     for (const shard of this.ctx.keys.allShards()) {
       report.indexPruned += await this.pruneRunIndex(shard, nowMs);
       const due = await this.ledger.indexed(this.ctx.keys.openActions(shard), nowMs - this.ctx.cfg.RECONCILER_MIN_AGE_MS);
@@ -75,7 +76,6 @@ export class Reconciler {
         this.ctx.log.info({ code: `swept_${outcome}`, runId: rec.runId, actionId }, 'action reconciled by the sweeper');
       }
     }
-    report.stuckRuns = await this.stuck.sweep(nowMs);
     return report;
   }
 

@@ -63,9 +63,12 @@ export function reasonCode(reason: string): string {
   return /^[a-z][a-z0-9_]{0,39}$/.test(code) ? code : 'other';
 }
 
-/** Counts one run end: call it once per status change that ends (or parks) a run. */
+/** Statuses that end a run, or hand it to a person (needs_human); waiting_approval is a pause, not an end. */
+const RUN_ENDS: ReadonlySet<string> = new Set(['completed', 'failed', 'budget_exceeded', 'cancelled', 'needs_human']);
+
+/** Counts one run end: call it once per status change (any other status is ignored). */
 export function countRunFinished(metrics: Metrics, status: string, reason: string): void {
-  metrics.runsFinished.inc({ status, reason: reasonCode(reason) });
+  if (RUN_ENDS.has(status)) metrics.runsFinished.inc({ status, reason: reasonCode(reason) });
 }
 
 export function newMetrics(opts: { defaultMetrics?: boolean } = {}): Metrics {

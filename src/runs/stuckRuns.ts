@@ -120,7 +120,11 @@ export class StuckRuns {
 
   async sweep(nowMs = Date.now(), batch = 500): Promise<StuckRunsReport> {
     const report: StuckRunsReport = { checked: 0, settled: 0 };
-    for (const shard of this.d.keys.allShards()) await this.sweepShard(shard, nowMs, batch, report);
+    for (const shard of this.d.keys.allShards()) {
+      // One shard's failure (Redis unreachable) neither stops the others nor the rest of the reconciler's sweep.
+      await this.sweepShard(shard, nowMs, batch, report).catch((err: unknown) =>
+        this.d.log.warn({ code: 'stuck_runs_sweep_failed', shard, err }, 'stuck-run sweep of a shard failed'));
+    }
     return report;
   }
 

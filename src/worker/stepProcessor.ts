@@ -427,7 +427,7 @@ export class StepProcessor {
     }
     this.d.metrics.stepsCommitted.inc();
     this.d.crash.hit('after_commit', step);
-    if (committedStatus !== 'running') countRunFinished(this.d.metrics, committedStatus, committedStatus === plan.status ? plan.reason : 'cancelled_by_operator');
+    countRunFinished(this.d.metrics, committedStatus, committedStatus === plan.status ? plan.reason : 'cancelled_by_operator');
     if (plan.status !== 'running') {
       this.transcripts.forget(runId);
       log.info({ code: 'run_' + plan.status, reason: plan.reason, steps: nextUsed.steps, tokens: nextUsed.tokens }, 'run stopped');
