@@ -91,12 +91,11 @@ function classifyFailedReason(failedReason: string | null): { status: 'failed' |
  * Called from the worker's `failed` event for every failed attempt: only a job that BullMQ
  * failed for good (it sits in the queue's failed set) ends its run; a retried one is left alone.
  */
-export async function settleFailedJob(d: SettleDeps, job: { id?: string | undefined; data?: unknown }, err: unknown, now = Date.now()): Promise<boolean> {
+export async function settleFailedJob(d: SettleDeps, job: { id?: string | undefined }, err: unknown, now = Date.now()): Promise<boolean> {
+  // The run comes from the job id (deterministic), never from job data that may not parse.
   const jobId = job.id;
-  if (!jobId) return false;
-  const fromData = (job.data as { runId?: unknown } | undefined)?.runId;
-  const runId = typeof fromData === 'string' && runIdOfStepJob(jobId) === fromData ? fromData : runIdOfStepJob(jobId);
-  if (!runId) return false;
+  const runId = jobId ? runIdOfStepJob(jobId) : undefined;
+  if (!jobId || !runId) return false;
   const { status, reason } = classifyFailure(err);
   const r = await settleRun(d, { runId, jobId, jobState: 'failed', status, reason, now, minAgeMs: 0 });
   return r.settled;
