@@ -18,7 +18,9 @@ export type ErrorCode =
   | 'ledger_conflict'
   | 'illegal_transition'
   | 'action_missing'
-  | 'shutting_down';
+  | 'shutting_down'
+  | 'timeout'
+  | 'invalid_usage';
 
 export class AgentError extends Error {
   constructor(
