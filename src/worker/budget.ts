@@ -41,8 +41,10 @@ export function preflight(spec: RunSpec, used: Used, nowMs: number, completionCa
 
 /**
  * The tenant's daily token budget (seed 004: a hundred cheap runs must not add
- * up to an expensive morning). The pre-flight estimate is reserved atomically
- * before the model call and settled to the real usage after it.
+ * up to an expensive morning). Each model attempt's estimate is reserved
+ * atomically before it and settled to the attempt's real usage after it; the
+ * settlement is recorded even past the limit, and once over, the next
+ * reservation is refused.
  */
 export class TenantBudget {
   constructor(
@@ -59,18 +61,23 @@ export class TenantBudget {
     return this.keys.tenantTokens(tenant, new Date(nowMs).toISOString().slice(0, 10));
   }
 
-  /** Returns a BudgetStop when the reservation would exceed the tenant's day. */
+  /** Returns a BudgetStop, with the day's figures, when the reservation would exceed the tenant's day. */
   async reserve(tenant: string, amount: number, nowMs: number): Promise<BudgetStop | undefined> {
     if (!this.enabled) return undefined;
-    const res = await script(this.redis, 'reserveTenantTokens')(this.key(tenant, nowMs), amount, this.dailyLimit, 48 * 3600_000);
+    const key = this.key(tenant, nowMs);
+    const res = await script(this.redis, 'reserveTenantTokens')(key, amount, this.dailyLimit, TENANT_DAY_TTL_MS, 1);
     if (res === ScriptCode.TenantBudgetExceeded) {
-      return { kind: 'tenant_tokens', reason: `tenant_tokens: ${tenant} would exceed ${this.dailyLimit} tokens today` };
+      const used = Number((await this.redis.get(key)) ?? 0);
+      return { kind: 'tenant_tokens', reason: `tenant_tokens: ${tenant} used ${used} + estimate ${amount} > ${this.dailyLimit} tokens today` };
     }
     return undefined;
   }
 
+  /** Records the real spend: `delta` = what the attempt used minus what it reserved. Never refused. */
   async settle(tenant: string, delta: number, nowMs: number): Promise<void> {
     if (!this.enabled || delta === 0) return;
-    await script(this.redis, 'reserveTenantTokens')(this.key(tenant, nowMs), delta, this.dailyLimit, 48 * 3600_000);
+    await script(this.redis, 'reserveTenantTokens')(this.key(tenant, nowMs), delta, this.dailyLimit, TENANT_DAY_TTL_MS, 0);
   }
 }
+
+const TENANT_DAY_TTL_MS = 48 * 3600_000;
