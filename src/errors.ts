@@ -20,6 +20,7 @@ export type ErrorCode =
   | 'action_missing'
   | 'shutting_down'
   | 'timeout'
+  | 'deadline'
   | 'invalid_usage';
 
 export class AgentError extends Error {

@@ -19,16 +19,28 @@ export class TimeoutError extends AgentError {
 }
 
 /**
- * Runs fn with a signal that aborts when `parent` aborts (reason: the parent's
- * reason) or after `ms` (reason: a TimeoutError). Rejects with that reason as
- * soon as the signal aborts, whatever fn does with it.
+ * The run's wall-clock deadline passed: nothing more may be waited for.
+ * `cause` is the failure it cut short, if any (e.g. the last retryable error).
  */
-export async function withTimeout<T>(ms: number, parent: AbortSignal | undefined, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
+export class DeadlineError extends AgentError {
+  constructor(readonly deadlineAt: number, override readonly cause?: unknown) {
+    super('deadline', `deadline ${new Date(deadlineAt).toISOString()} reached`, { deadlineAt });
+  }
+}
+
+/**
+ * Runs fn with a signal that aborts when `parent` aborts (reason: the parent's
+ * reason) or after `ms` (reason: onTimeout(), a TimeoutError by default).
+ * Rejects with that reason as soon as the signal aborts, whatever fn does with it.
+ */
+export async function withTimeout<T>(
+  ms: number, parent: AbortSignal | undefined, fn: (signal: AbortSignal) => Promise<T>, onTimeout: () => Error = () => new TimeoutError(ms),
+): Promise<T> {
   const ac = new AbortController();
   const onParentAbort = () => ac.abort(parent?.reason);
   if (parent?.aborted) ac.abort(parent.reason);
   else parent?.addEventListener('abort', onParentAbort, { once: true });
-  const timer = setTimeout(() => ac.abort(new TimeoutError(ms)), Math.max(0, ms));
+  const timer = setTimeout(() => ac.abort(onTimeout()), Math.max(0, ms));
   let onAbort: (() => void) | undefined;
   const aborted = new Promise<never>((_, reject) => {
     onAbort = () => reject(ac.signal.reason);
@@ -44,6 +56,19 @@ export async function withTimeout<T>(ms: number, parent: AbortSignal | undefined
     parent?.removeEventListener('abort', onParentAbort);
     if (onAbort) ac.signal.removeEventListener('abort', onAbort);
   }
+}
+
+/**
+ * Runs fn bounded by an absolute deadline (epoch ms): rejects with a
+ * DeadlineError when it passes (at once if it already has), or with the
+ * parent's reason when the parent aborts.
+ */
+export function withDeadline<T>(
+  deadlineAt: number, parent: AbortSignal | undefined, fn: (signal: AbortSignal) => Promise<T>, now: () => number = Date.now,
+): Promise<T> {
+  const left = deadlineAt - now();
+  if (left <= 0) return Promise.reject(new DeadlineError(deadlineAt));
+  return withTimeout(left, parent, fn, () => new DeadlineError(deadlineAt));
 }
 
 /** Whether err is the timeout of a withTimeout call (not the parent's abort). */

@@ -1,9 +1,11 @@
 /**
  * Budgets are run attributes (Redis budget hash, limits fixed at creation).
- * The pre-flight check runs before every model call: a call whose estimate
- * (transcript prompt tokens + ticket + completion cap) could exceed the
- * remaining tokens is never made.
+ * The pre-flight check runs before every model attempt, retries included: an
+ * attempt whose estimate (transcript prompt tokens + ticket + completion cap)
+ * could exceed the remaining tokens is never made, nor one past the deadline.
+ * After each attempt its billed usage is charged, failed attempts included.
  */
+import { TerminalError } from '../errors.js';
 import type { RunSpec } from '../producer/schemas.js';
 import type { RedisClient } from '../redis/connect.js';
 import { ScriptCode } from '../redis/codes.js';
@@ -31,12 +33,43 @@ export function estimateCallTokens(spec: RunSpec, used: Used, completionCap: num
 export function preflight(spec: RunSpec, used: Used, nowMs: number, completionCap: number): BudgetStop | undefined {
   const { limits } = spec;
   if (used.steps >= limits.maxSteps) return { kind: 'steps', reason: `steps: ${used.steps} of ${limits.maxSteps} used` };
-  if (nowMs >= limits.deadlineAt) return { kind: 'wall_clock', reason: `wall_clock: deadline ${new Date(limits.deadlineAt).toISOString()} passed` };
-  const estimate = estimateCallTokens(spec, used, completionCap);
-  if (used.tokens + estimate > limits.maxTokens) {
-    return { kind: 'tokens', reason: `tokens: used ${used.tokens} + estimate ${estimate} > cap ${limits.maxTokens}` };
+  return attemptCheck(spec, used.tokens, estimateCallTokens(spec, used, completionCap), nowMs);
+}
+
+/**
+ * Before each model attempt, retries included: the deadline has not passed and
+ * what the attempt may spend (`estimate`) fits beside what the run has spent
+ * (`usedTokens`, the failed attempts of this step included).
+ */
+export function attemptCheck(spec: RunSpec, usedTokens: number, estimate: number, nowMs: number): BudgetStop | undefined {
+  const { limits } = spec;
+  if (nowMs >= limits.deadlineAt) return wallClockStop(spec, nowMs);
+  if (usedTokens + estimate > limits.maxTokens) {
+    return { kind: 'tokens', reason: `tokens: used ${usedTokens} + estimate ${estimate} > cap ${limits.maxTokens}` };
   }
   return undefined;
+}
+
+/** After each model attempt: what it did spend. A run past its cap stops (at the cap, the next pre-flight stops it). */
+export function spentCheck(spec: RunSpec, usedTokens: number): BudgetStop | undefined {
+  if (usedTokens > spec.limits.maxTokens) return { kind: 'tokens', reason: `tokens: used ${usedTokens} of cap ${spec.limits.maxTokens}` };
+  return undefined;
+}
+
+/** The run's wall-clock deadline passed (before a call, or while the step waited on one). */
+export function wallClockStop(spec: RunSpec, nowMs: number): BudgetStop {
+  const { limits } = spec;
+  return {
+    kind: 'wall_clock',
+    reason: `wall_clock: deadline ${new Date(limits.deadlineAt).toISOString()} passed (${nowMs - spec.createdAt} ms of ${limits.maxWallMs} used)`,
+  };
+}
+
+/** A budget stopped the step: the run ends `budget_exceeded` with the stop's reason. */
+export class BudgetStopError extends TerminalError {
+  constructor(readonly stop: BudgetStop) {
+    super('budget_exceeded', stop.reason, { kind: stop.kind });
+  }
 }
 
 /**

@@ -19,8 +19,9 @@ import { inSpan } from '../metrics/tracing.js';
 import type { Job } from 'bullmq';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
-import { AgentError, FenceError, RetryableError, ShutdownError } from '../errors.js';
-import { encodeEntry, estimateTokens, type DecisionEntry, type JournalEntry, type ObservationEntry, type Usage } from '../journal/entries.js';
+import { AgentError, FenceError, RetryableError, ShutdownError, TerminalError } from '../errors.js';
+import { DeadlineError, withDeadline } from '../net/timeout.js';
+import { encodeEntry, estimateTokens, usageSchema, type DecisionEntry, type JournalEntry, type ObservationEntry, type Usage } from '../journal/entries.js';
 import { TranscriptCache } from '../journal/transcriptCache.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { ModelProvider, ModelTurn } from '../agent/models/provider.js';
@@ -35,7 +36,9 @@ import { KeySpace, stepJobId } from '../redis/keys.js';
 import { script } from '../redis/scripts.js';
 import { RunSpecCache, RunStore } from '../runs/store.js';
 import { STEP_JOB_NAME } from '../runs/queues.js';
-import { estimateCallTokens, preflight, TenantBudget, type Used } from './budget.js';
+import {
+  attemptCheck, BudgetStopError, estimateCallTokens, preflight, spentCheck, TenantBudget, wallClockStop, type BudgetKind, type Used,
+} from './budget.js';
 import type { CrashPoints } from './crashPoints.js';
 import type { EffectRunner } from './effects.js';
 
@@ -60,6 +63,9 @@ export interface StepDeps {
 }
 
 type Terminal = { status: string; reason: string };
+
+/** A model call's result: a decision, or the stop it ends in, with the tokens its attempts spent (and the budget that stopped it). */
+type Called = { decision: DecisionEntry } | { failed: Terminal; charged: number; budget?: BudgetKind };
 
 interface CommitPlan {
   entries: JournalEntry[];
@@ -161,20 +167,13 @@ export class StepProcessor {
           await commit(this.stopPlan(step, { status: 'budget_exceeded', reason: stop.reason }, [], false));
           return;
         }
-        const estimate = estimateCallTokens(spec, used, this.d.cfg.COMPLETION_TOKEN_CAP);
-        const tenantStop = await this.tenantBudget.reserve(spec.tenant, estimate, this.now());
-        if (tenantStop) {
-          this.d.metrics.budgetStops.inc({ kind: tenantStop.kind });
-          log.warn({ code: 'budget_exceeded', kind: tenantStop.kind }, tenantStop.reason);
-          await commit(this.stopPlan(step, { status: 'budget_exceeded', reason: tenantStop.reason }, [], false));
-          return;
-        }
-        const called = await this.callModel(spec, step, signal, log, trace).catch(async (err: unknown) => {
-          await this.tenantBudget.settle(spec.tenant, -estimate, this.now());
-          throw err;
-        });
-        await this.tenantBudget.settle(spec.tenant, ('failed' in called ? called.charged : total(called.decision.usage)) - estimate, this.now());
+        // Each attempt is checked before (what it may spend) and charged after (what it did), tenant day included.
+        const called = await this.callModel(spec, step, used, signal, log, trace);
         if ('failed' in called) {
+          if (called.budget) {
+            this.d.metrics.budgetStops.inc({ kind: called.budget });
+            log.warn({ code: 'budget_exceeded', kind: called.budget }, called.failed.reason);
+          }
           await commit({ ...this.stopPlan(step, called.failed, [], false), tokensDelta: called.charged });
           return;
         }
@@ -250,12 +249,10 @@ export class StepProcessor {
     };
   }
 
-  private async callModel(
-    spec: RunSpec, step: number, signal: AbortSignal, log: Logger, trace: Context | undefined,
-  ): Promise<{ decision: DecisionEntry } | { failed: Terminal; charged: number }> {
-    if (!this.d.tracer) return this.callModelUntraced(spec, step, signal, log);
+  private async callModel(spec: RunSpec, step: number, used: Used, signal: AbortSignal, log: Logger, trace: Context | undefined): Promise<Called> {
+    if (!this.d.tracer) return this.callModelUntraced(spec, step, used, signal, log);
     return inSpan(this.d.tracer, 'agent.model', { 'agent.run_id': spec.runId, 'agent.step': step, 'agent.model': spec.model }, trace, async (span) => {
-      const r = await this.callModelUntraced(spec, step, signal, log);
+      const r = await this.callModelUntraced(spec, step, used, signal, log);
       span?.setAttributes('failed' in r
         ? { 'agent.outcome': r.failed.status, 'agent.tokens': r.charged }
         : { 'agent.outcome': 'decided', 'agent.tokens': total(r.decision.usage), 'agent.tools': r.decision.toolCalls.map((c) => c.name) });
@@ -263,9 +260,13 @@ export class StepProcessor {
     });
   }
 
-  private async callModelUntraced(
-    spec: RunSpec, step: number, signal: AbortSignal, log: Logger,
-  ): Promise<{ decision: DecisionEntry } | { failed: Terminal; charged: number }> {
+  /**
+   * The step's model call, retried in code. Before each attempt: the deadline
+   * and what it may spend (run and tenant day); after it: what it did spend,
+   * failed attempts included (their billed usage). Each attempt waits at most
+   * until the run's deadline, and no backoff is slept past it.
+   */
+  private async callModelUntraced(spec: RunSpec, step: number, used: Used, signal: AbortSignal, log: Logger): Promise<Called> {
     const provider = this.d.providers.get(spec.model);
     if (!provider) return { failed: { status: 'failed', reason: `model_unavailable: ${spec.model}` }, charged: 0 };
     const usage: Usage = { promptTokens: 0, completionTokens: 0 };
@@ -275,31 +276,57 @@ export class StepProcessor {
     const transcript = provider.needsTranscript
       ? await this.transcripts.load(this.d.redis, spec.runId, this.d.keys.run(spec.runId).journal)
       : undefined;
+    const estimate = estimateCallTokens(spec, used, this.d.cfg.COMPLETION_TOKEN_CAP);
+    const { deadlineAt } = spec.limits;
     let turn: ModelTurn;
     try {
       turn = await withRetry(
         { maxAttempts: this.d.cfg.MODEL_MAX_ATTEMPTS, baseMs: this.d.cfg.RETRY_BASE_MS, maxMs: this.d.cfg.RETRY_MAX_MS },
         async (attempt) => {
           attempts = attempt;
+          const stop = attemptCheck(spec, used.tokens + total(usage), estimate, this.now());
+          if (stop) throw new BudgetStopError(stop);
+          const tenantStop = await this.tenantBudget.reserve(spec.tenant, estimate, this.now());
+          if (tenantStop) throw new BudgetStopError(tenantStop);
+          let spent = 0;
           try {
-            const t = await provider.complete({
+            const t = await withDeadline(deadlineAt, signal, (attemptSignal) => provider.complete({
               runId: spec.runId, step, attempt, ticket: spec.ticket, tools: this.d.registry.specs,
-              maxCompletionTokens: this.d.cfg.COMPLETION_TOKEN_CAP, script: spec.script, signal,
+              maxCompletionTokens: this.d.cfg.COMPLETION_TOKEN_CAP, script: spec.script, signal: attemptSignal,
               ...(transcript ? { transcript } : {}),
-            });
+            }), this.now);
+            if (t.usage) {
+              const u = validUsage(t.usage);
+              spent = total(u);
+              addUsage(usage, u);
+            }
             this.d.metrics.modelAttempts.inc({ ...labels, outcome: 'ok' });
             return t;
           } catch (err) {
             this.d.metrics.modelAttempts.inc({ ...labels, outcome: err instanceof RetryableError ? 'retryable' : 'error' });
-            const billed = (err as AgentError).details?.usage as Usage | undefined;
-            if (billed) addUsage(usage, billed);
+            const reported = (err as AgentError).details?.usage;
+            if (reported !== undefined) {
+              const billed = validUsage(reported);
+              spent = total(billed);
+              addUsage(usage, billed);
+            }
             throw err;
+          } finally {
+            await this.tenantBudget.settle(spec.tenant, spent - estimate, this.now());
           }
         },
-        { signal, onRetry: (attempt, err, delayMs) => log.warn({ code: 'model_retry', attempt, delayMs, err: err.message }, 'model call retried') },
+        {
+          signal, deadlineAt, now: this.now,
+          onRetry: (attempt, err, delayMs) => log.warn({ code: 'model_retry', attempt, delayMs, err }, 'model call retried'),
+        },
       );
     } catch (err) {
       if (signal.aborted) throw err;
+      if (err instanceof BudgetStopError) return { failed: { status: 'budget_exceeded', reason: err.stop.reason }, charged: total(usage), budget: err.stop.kind };
+      if (err instanceof DeadlineError) {
+        const stop = wallClockStop(spec, this.now());
+        return { failed: { status: 'budget_exceeded', reason: stop.reason }, charged: total(usage), budget: stop.kind };
+      }
       const code = err instanceof AgentError ? err.code : 'model_failed';
       return { failed: { status: 'failed', reason: `${code}: ${(err as Error).message}` }, charged: total(usage) };
     }
@@ -307,9 +334,10 @@ export class StepProcessor {
       // Missing usage is an error, never zero (seed 004).
       return { failed: { status: 'failed', reason: 'missing_usage: the provider reported no token usage' }, charged: total(usage) };
     }
-    addUsage(usage, turn.usage);
     this.d.metrics.modelTokens.inc({ tenant: spec.tenant, type: 'prompt' }, usage.promptTokens);
     this.d.metrics.modelTokens.inc({ tenant: spec.tenant, type: 'completion' }, usage.completionTokens);
+    const over = spentCheck(spec, used.tokens + total(usage));
+    if (over) return { failed: { status: 'budget_exceeded', reason: over.reason }, charged: total(usage), budget: over.kind };
     return {
       decision: {
         v: 1, kind: 'decision', step, model: provider.name, toolCalls: turn.toolCalls,
@@ -428,6 +456,15 @@ function decisionEvent(d: DecisionEntry): string {
 
 function total(u: Usage): number {
   return u.promptTokens + u.completionTokens;
+}
+
+/** A provider's usage, validated (non-negative safe integers): an invalid one is a provider error, like a missing one. */
+function validUsage(u: unknown): Usage {
+  const r = usageSchema.safeParse(u);
+  if (!r.success) {
+    throw new TerminalError('invalid_usage', `the provider reported an invalid token usage (${r.error.issues[0]?.path.join('.')}: ${r.error.issues[0]?.message})`);
+  }
+  return r.data;
 }
 
 function addUsage(into: Usage, u: Usage): void {
