@@ -56,13 +56,15 @@ export function spentCheck(spec: RunSpec, usedTokens: number): BudgetStop | unde
   return undefined;
 }
 
-/** The run's wall-clock deadline passed (before a call, or while the step waited on one). */
-export function wallClockStop(spec: RunSpec, nowMs: number): BudgetStop {
+/**
+ * The run's wall-clock deadline passed (before a call, or while the step waited
+ * on one), or `retryCut`: a retry's backoff would have ended past it.
+ */
+export function wallClockStop(spec: RunSpec, nowMs: number, retryCut = false): BudgetStop {
   const { limits } = spec;
-  return {
-    kind: 'wall_clock',
-    reason: `wall_clock: deadline ${new Date(limits.deadlineAt).toISOString()} passed (${nowMs - spec.createdAt} ms of ${limits.maxWallMs} used)`,
-  };
+  const deadline = new Date(limits.deadlineAt).toISOString();
+  const what = retryCut ? `a retry would wait past the deadline ${deadline}` : `deadline ${deadline} passed`;
+  return { kind: 'wall_clock', reason: `wall_clock: ${what} (${nowMs - spec.createdAt} ms of ${limits.maxWallMs} used)` };
 }
 
 /** A budget stopped the step: the run ends `budget_exceeded` with the stop's reason. */

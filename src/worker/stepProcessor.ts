@@ -37,7 +37,7 @@ import { script } from '../redis/scripts.js';
 import { RunSpecCache, RunStore } from '../runs/store.js';
 import { STEP_JOB_NAME } from '../runs/queues.js';
 import {
-  attemptCheck, BudgetStopError, estimateCallTokens, preflight, spentCheck, TenantBudget, wallClockStop, type BudgetKind, type Used,
+  attemptCheck, BudgetStopError, estimateCallTokens, preflight, spentCheck, TenantBudget, wallClockStop, type BudgetKind, type BudgetStop, type Used,
 } from './budget.js';
 import type { CrashPoints } from './crashPoints.js';
 import type { EffectRunner } from './effects.js';
@@ -193,9 +193,22 @@ export class StepProcessor {
 
       const ctx: ToolContext = { runId, step, ticket: spec.ticket, sandboxUrl: this.d.cfg.SANDBOX_URL, signal, trace };
       const observations: ObservationEntry[] = [];
+      // The run's deadline bounds the tools too: none starts past it, none waits past it (the calls not run are dropped).
+      let wallStop: BudgetStop | undefined;
       for (const call of decision.toolCalls) {
         if (signal.aborted) throw new ShutdownError();
-        const result = await this.runTool(call, ctx, spec, log, dispatchSignal);
+        if (this.now() >= spec.limits.deadlineAt) {
+          wallStop = wallClockStop(spec, this.now());
+          break;
+        }
+        let result: Awaited<ReturnType<StepProcessor['runTool']>>;
+        try {
+          result = await this.runTool(call, ctx, spec, log, dispatchSignal);
+        } catch (err) {
+          if (!(err instanceof DeadlineError) || signal.aborted) throw err;
+          wallStop = wallClockStop(spec, this.now(), err.cause !== undefined);
+          break;
+        }
         if ('park' in result) {
           // A write was requested, so the decision is already journalled: park at this step.
           await commit(this.stopPlan(step, result.park, observations, false));
@@ -210,6 +223,11 @@ export class StepProcessor {
       if (decision.final !== undefined && decision.toolCalls.length === 0) {
         status = 'completed';
         reason = 'final_answer';
+      } else if (wallStop) {
+        status = 'budget_exceeded';
+        reason = wallStop.reason;
+        this.d.metrics.budgetStops.inc({ kind: wallStop.kind });
+        log.warn({ code: 'budget_exceeded', kind: wallStop.kind }, reason);
       } else if (used.steps + 1 >= spec.limits.maxSteps) {
         status = 'budget_exceeded';
         reason = `steps: ${used.steps + 1} of ${spec.limits.maxSteps} used`;
@@ -324,7 +342,7 @@ export class StepProcessor {
       if (signal.aborted) throw err;
       if (err instanceof BudgetStopError) return { failed: { status: 'budget_exceeded', reason: err.stop.reason }, charged: total(usage), budget: err.stop.kind };
       if (err instanceof DeadlineError) {
-        const stop = wallClockStop(spec, this.now());
+        const stop = wallClockStop(spec, this.now(), err.cause !== undefined);
         return { failed: { status: 'budget_exceeded', reason: stop.reason }, charged: total(usage), budget: stop.kind };
       }
       const code = err instanceof AgentError ? err.code : 'model_failed';
@@ -357,22 +375,24 @@ export class StepProcessor {
       // The model sees the format error on its next step; the step budget pays for it.
       return { obs: { ...base, status: 'format_error', output: { error: 'invalid_arguments', issues: parsed.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message })) } } };
     }
+    const { deadlineAt } = spec.limits;
     if (tool.effect === 'read') {
       try {
+        // Each attempt and each backoff ends by the run's deadline (DeadlineError: the step stops on the wall clock).
         const output = await withRetry(
           { maxAttempts: 3, baseMs: this.d.cfg.RETRY_BASE_MS, maxMs: this.d.cfg.RETRY_MAX_MS },
-          () => tool.execute(parsed.data, ctx),
-          { signal: ctx.signal },
+          () => withDeadline(deadlineAt, ctx.signal, (signal) => tool.execute(parsed.data, { ...ctx, signal }), this.now),
+          { signal: ctx.signal, deadlineAt, now: this.now },
         );
         return { obs: { ...base, status: 'ok', output } };
       } catch (err) {
-        if (ctx.signal.aborted) throw err;
+        if (ctx.signal.aborted || err instanceof DeadlineError) throw err;
         log.warn({ code: 'tool_error', tool: call.name, err: (err as Error).message }, 'read tool failed');
         return { obs: { ...base, status: 'tool_error', output: { error: (err as Error).message } } };
       }
     }
     if (!this.d.effects) return { obs: { ...base, status: 'tool_error', output: { error: 'write tools are not enabled on this worker' } } };
-    const r = await this.d.effects.run({ tool, args: parsed.data, call, ctx: { ...ctx, signal: dispatchSignal }, tenant: spec.tenant });
+    const r = await this.d.effects.run({ tool, args: parsed.data, call, ctx: { ...ctx, signal: dispatchSignal }, tenant: spec.tenant, deadlineAt });
     if (r.kind === 'park') return { park: { status: r.status, reason: r.reason } };
     return { obs: { ...base, status: r.status, output: r.output, actionId: r.actionId } };
   }
