@@ -54,6 +54,12 @@ describe('withRetry and a deadline', () => {
 });
 
 describe('the wall-clock deadline bounds a step', () => {
+  it('a deadline further away than a Node timer can hold (40 days) does not stop the run', async () => {
+    const read = { toolCalls: [{ name: 'read_ticket', args: {} }], usage, transientFailures: 1 };
+    const spec = await create('D-far', [read, final], 40 * 24 * 3600_000);
+    expect(await h.waitForStatus(spec.runId, ['completed', 'failed', 'budget_exceeded'])).toBe('completed');
+  });
+
   it('model retries and their backoff stop at the deadline: budget_exceeded (wall_clock), failed attempts charged', async () => {
     const script: Script = [
       { toolCalls: [{ name: 'read_ticket', args: {} }], usage, transientFailures: 9, failureUsage: { promptTokens: 5, completionTokens: 0 } },

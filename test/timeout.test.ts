@@ -70,4 +70,9 @@ describe('timeouts of outbound calls', () => {
     await expect(p).rejects.toThrow('stop');
     expect(await withTimeout(60_000, undefined, async (s) => s.aborted)).toBe(false);
   });
+
+  it('a limit longer than a Node timer holds (2^31 - 1 ms) does not fire at once', async () => {
+    const slow = () => new Promise<string>((resolve) => setTimeout(() => resolve('answered'), 50));
+    expect(await withTimeout(2 ** 31 + 1000, undefined, slow)).toBe('answered');
+  });
 });

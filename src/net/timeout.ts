@@ -11,6 +11,8 @@
  */
 import { AgentError } from '../errors.js';
 
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /** The call ran out of time; `timeoutMs` is the limit it was given. */
 export class TimeoutError extends AgentError {
   constructor(readonly timeoutMs: number) {
@@ -40,7 +42,17 @@ export async function withTimeout<T>(
   const onParentAbort = () => ac.abort(parent?.reason);
   if (parent?.aborted) ac.abort(parent.reason);
   else parent?.addEventListener('abort', onParentAbort, { once: true });
-  const timer = setTimeout(() => ac.abort(onTimeout()), Math.max(0, ms));
+  // A Node timer holds at most MAX_TIMER_MS (longer ones fire at once): a longer limit is re-armed.
+  const endsAt = Date.now() + Math.max(0, ms);
+  let timer: NodeJS.Timeout;
+  const arm = (left: number) => {
+    timer = setTimeout(() => {
+      const rest = endsAt - Date.now();
+      if (rest > 0) arm(rest);
+      else ac.abort(onTimeout());
+    }, Math.min(left, MAX_TIMER_MS));
+  };
+  arm(Math.max(0, ms));
   let onAbort: (() => void) | undefined;
   const aborted = new Promise<never>((_, reject) => {
     onAbort = () => reject(ac.signal.reason);
@@ -52,7 +64,7 @@ export async function withTimeout<T>(
     call.catch(() => {}); // settled after the abort won the race: already reported
     return await Promise.race([call, aborted]);
   } finally {
-    clearTimeout(timer);
+    clearTimeout(timer!);
     parent?.removeEventListener('abort', onParentAbort);
     if (onAbort) ac.signal.removeEventListener('abort', onAbort);
   }
