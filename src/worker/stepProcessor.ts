@@ -168,7 +168,8 @@ export class StepProcessor {
           return;
         }
         // Each attempt is checked before (what it may spend) and charged after (what it did), tenant day included.
-        const called = await this.callModel(spec, step, used, signal, log, trace);
+        const chargeAbandoned = (tokens: number) => this.chargeAbandoned(job, token, lockKey, step, tokens, log);
+        const called = await this.callModel(spec, step, used, signal, log, trace, chargeAbandoned);
         if ('failed' in called) {
           if (called.budget) {
             this.d.metrics.budgetStops.inc({ kind: called.budget });
@@ -267,10 +268,12 @@ export class StepProcessor {
     };
   }
 
-  private async callModel(spec: RunSpec, step: number, used: Used, signal: AbortSignal, log: Logger, trace: Context | undefined): Promise<Called> {
-    if (!this.d.tracer) return this.callModelUntraced(spec, step, used, signal, log);
+  private async callModel(
+    spec: RunSpec, step: number, used: Used, signal: AbortSignal, log: Logger, trace: Context | undefined, chargeAbandoned: (tokens: number) => Promise<void>,
+  ): Promise<Called> {
+    if (!this.d.tracer) return this.callModelUntraced(spec, step, used, signal, log, chargeAbandoned);
     return inSpan(this.d.tracer, 'agent.model', { 'agent.run_id': spec.runId, 'agent.step': step, 'agent.model': spec.model }, trace, async (span) => {
-      const r = await this.callModelUntraced(spec, step, used, signal, log);
+      const r = await this.callModelUntraced(spec, step, used, signal, log, chargeAbandoned);
       span?.setAttributes('failed' in r
         ? { 'agent.outcome': r.failed.status, 'agent.tokens': r.charged }
         : { 'agent.outcome': 'decided', 'agent.tokens': total(r.decision.usage), 'agent.tools': r.decision.toolCalls.map((c) => c.name) });
@@ -282,9 +285,12 @@ export class StepProcessor {
    * The step's model call, retried in code. Before each attempt: the deadline
    * and what it may spend (run and tenant day); after it: what it did spend,
    * failed attempts included (their billed usage). Each attempt waits at most
-   * until the run's deadline, and no backoff is slept past it.
+   * until the run's deadline, and no backoff is slept past it. Handed back at
+   * SIGTERM, the step charges what its failed attempts spent (chargeAbandoned).
    */
-  private async callModelUntraced(spec: RunSpec, step: number, used: Used, signal: AbortSignal, log: Logger): Promise<Called> {
+  private async callModelUntraced(
+    spec: RunSpec, step: number, used: Used, signal: AbortSignal, log: Logger, chargeAbandoned: (tokens: number) => Promise<void>,
+  ): Promise<Called> {
     const provider = this.d.providers.get(spec.model);
     if (!provider) return { failed: { status: 'failed', reason: `model_unavailable: ${spec.model}` }, charged: 0 };
     const usage: Usage = { promptTokens: 0, completionTokens: 0 };
@@ -339,7 +345,10 @@ export class StepProcessor {
         },
       );
     } catch (err) {
-      if (signal.aborted) throw err;
+      if (signal.aborted) {
+        if (total(usage) > 0) await chargeAbandoned(total(usage));
+        throw err;
+      }
       if (err instanceof BudgetStopError) return { failed: { status: 'budget_exceeded', reason: err.stop.reason }, charged: total(usage), budget: err.stop.kind };
       if (err instanceof DeadlineError) {
         const stop = wallClockStop(spec, this.now(), err.cause !== undefined);
@@ -395,6 +404,17 @@ export class StepProcessor {
     const r = await this.d.effects.run({ tool, args: parsed.data, call, ctx: { ...ctx, signal: dispatchSignal }, tenant: spec.tenant, deadlineAt });
     if (r.kind === 'park') return { park: { status: r.status, reason: r.reason } };
     return { obs: { ...base, status: r.status, output: r.output, actionId: r.actionId } };
+  }
+
+  /**
+   * Charges tokens spent by a step handed back before its decision (failed attempts at SIGTERM).
+   * Fenced: if another owner has the step, nothing is charged (they are lost, logged).
+   */
+  private async chargeAbandoned(job: Job, token: string, lockKey: string, step: number, tokens: number, log: Logger): Promise<void> {
+    const k = this.d.keys.run((job.data as StepJobData).runId);
+    const res = await script(this.d.redis, 'chargeTokens')(k.run, k.budget, lockKey, token, step, job.id!, tokens).catch((err: unknown) => err);
+    if (typeof res === 'number' && res >= 0) return;
+    log.warn({ code: 'abandoned_tokens_not_charged', tokens, err: isScriptError(res) ? scriptError(res, { step }) : res }, 'tokens of abandoned attempts not charged');
   }
 
   /** Returns the context tokens the decision adds. */
