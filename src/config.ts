@@ -85,6 +85,11 @@ export const configSchema = z.object({
   /** Reconciliation: how long a still-processing request is queried before going to a human. */
   RECONCILE_DEADLINE_MS: int(30000, 0),
   RECONCILE_POLL_MS: int(500, 1),
+  /**
+   * How far past the run's wall-clock deadline a step may still wait: only for the lookups that settle a
+   * write cut off by the deadline (then a person decides). Model calls, reads, backoffs and dispatches end at the deadline.
+   */
+  DEADLINE_MARGIN_MS: int(1000, 0),
   RECONCILER_SWEEP_MS: int(2000, 50),
   /** An action in dispatched/outcome_unknown older than this, with no live owner, is swept. */
   RECONCILER_MIN_AGE_MS: int(5000, 0),

@@ -20,7 +20,10 @@ export type ErrorCode =
   | 'action_missing'
   | 'shutting_down'
   | 'invalid_job_data'
-  | 'invalid_spec';
+  | 'invalid_spec'
+  | 'timeout'
+  | 'deadline'
+  | 'invalid_usage';
 
 export class AgentError extends Error {
   constructor(

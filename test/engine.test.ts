@@ -110,6 +110,34 @@ describe('step engine', () => {
     expect((await h.ctx.store.readState(runId))?.used.tokens).toBe(101 + 10 + 14 + 55);
   });
 
+  it('failed attempts count: three transient failures and a success never take a run past maxTokens', async () => {
+    // Each attempt bills 1,226 tokens; the pre-flight estimate of one attempt is ~1,240 (ticket + completion cap).
+    // Unchecked, four attempts took a 2,000-token run to 4,904.
+    const billed = { promptTokens: 1100, completionTokens: 126 };
+    const script: Script = [{ ...readTurn(1), usage: billed, transientFailures: 3, failureUsage: billed }, finalTurn];
+    const before = provider().calls;
+    const runId = await create('T-retry-cap', script, { maxTokens: 2000 });
+    expect(await h.waitForStatus(runId, ['completed', 'failed', 'budget_exceeded'])).toBe('budget_exceeded');
+    const state = await h.ctx.store.readState(runId);
+    // Checked before the second attempt: what it may spend does not fit beside what the first spent.
+    expect(state?.reason).toMatch(/^tokens: used 1226 \+ estimate \d+ > cap 2000/);
+    expect(state?.used.tokens).toBe(1226);
+    expect(provider().calls - before).toBe(1);
+    // The budget hash itself holds the true spend, charged once.
+    expect(await h.ctx.redis.hget(h.ctx.keys.run(runId).budget, 'tokensUsed')).toBe('1226');
+  });
+
+  it('a successful attempt that reports more than the run has left stops the run with the figures, charged', async () => {
+    const script: Script = [{ ...readTurn(1), usage: { promptTokens: 2500, completionTokens: 100 } }, finalTurn];
+    const runId = await create('T-over', script, { maxTokens: 2000 });
+    expect(await h.waitForStatus(runId, ['completed', 'failed', 'budget_exceeded'])).toBe('budget_exceeded');
+    const state = await h.ctx.store.readState(runId);
+    expect(state?.reason).toMatch(/^tokens: used 2600 of cap 2000/);
+    expect(state?.used.tokens).toBe(2600);
+    // The over-budget decision is not acted on: no tool ran.
+    expect((await h.ctx.store.transcript(runId)).filter((e) => e.kind === 'observation')).toHaveLength(0);
+  });
+
   it('invalid tool arguments become a format-error observation the model sees, not a crash', async () => {
     const script: Script = [{ toolCalls: [{ name: 'lookup_customer', args: { email: 'not-an-email' } }], usage: { promptTokens: 1, completionTokens: 1 }, transientFailures: 0 }, finalTurn];
     const runId = await create('T-badargs', script);

@@ -34,4 +34,16 @@ describe('replay harness', () => {
     expect(cli.status, cli.stderr).toBe(0);
     expect(JSON.parse(cli.stdout.trim())).toEqual(tight);
   });
+
+  it('a recorded call that ended past a tighter cap stops the replay there, charged, as the worker would', () => {
+    const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket('RP-2') }, Date.now());
+    const usage = { promptTokens: 1500, completionTokens: 100 };
+    const journal = [
+      { v: 1 as const, kind: 'decision' as const, step: 1, model: 'scripted', toolCalls: [{ id: 'c', name: 'read_ticket', args: {} }], usage, attempts: 1 },
+      { v: 1 as const, kind: 'decision' as const, step: 2, model: 'scripted', toolCalls: [], final: 'done', usage, attempts: 1 },
+    ];
+    const r = replayRun(spec, journal, { completionCap: 100, maxTokens: 1500 });
+    expect(r.stoppedAt).toEqual({ step: 1, status: 'budget_exceeded', reason: 'tokens: used 1600 of cap 1500' });
+    expect(r).toMatchObject({ stepsReplayed: 0, tokensSpent: 1600, completed: false });
+  });
 });

@@ -35,3 +35,40 @@ describe('tenant daily budget', () => {
     expect(await h.waitForStatus(other, ['completed', 'budget_exceeded'])).toBe('completed');
   });
 });
+
+describe('tenant daily budget, settled past its limit', () => {
+  let small: Harness;
+  beforeAll(async () => {
+    small = await createHarness('tenantover', { TENANT_DAILY_TOKENS: '3000' });
+    await small.startWorker();
+  });
+  afterAll(async () => {
+    await small.close();
+  });
+
+  it("records a run's real spend even past the day's limit, and refuses the next call once over", async () => {
+    // Step 1's reservation (~1.2k) fits; the model then reports 5,000 tokens: more than the whole day.
+    const script = [
+      { toolCalls: [{ name: 'read_ticket', args: {} }], usage: { promptTokens: 4900, completionTokens: 100 }, transientFailures: 0 },
+      { toolCalls: [], final: 'done', usage: { promptTokens: 10, completionTokens: 5 }, transientFailures: 0 },
+    ];
+    const startRun = async (id: string) => {
+      const spec = buildSpec(small.ctx, { tenant: 'initech', ticket: sampleTicket(id), agent: { model: 'scripted', script } }, Date.now());
+      await small.ctx.store.create(spec, Date.now());
+      return spec.runId;
+    };
+    const a = await startRun('TO-1');
+    expect(await small.waitForStatus(a, ['completed', 'budget_exceeded', 'failed'])).toBe('budget_exceeded');
+    const stateA = (await small.ctx.store.readState(a))!;
+    expect(stateA.used.tokens).toBe(5000);
+    expect(stateA.reason).toMatch(/^tenant_tokens: initech used 5000 \+ estimate \d+ > 3000 tokens today/);
+    const b = await startRun('TO-2');
+    expect(await small.waitForStatus(b, ['completed', 'budget_exceeded', 'failed'])).toBe('budget_exceeded');
+    const stateB = (await small.ctx.store.readState(b))!;
+    expect(stateB.used.tokens).toBe(0);
+    expect(stateB.reason).toMatch(/^tenant_tokens: initech/);
+    const day = new Date().toISOString().slice(0, 10);
+    // The tenant's day holds exactly what both runs spent, past the limit.
+    expect(Number(await small.ctx.redis.get(small.ctx.keys.tenantTokens('initech', day)))).toBe(stateA.used.tokens + stateB.used.tokens);
+  });
+});

@@ -38,6 +38,9 @@ describe('tracing', () => {
     const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket('TR-1'), agent: { model: 'scripted', script } }, Date.now());
     await h.ctx.store.create(spec, Date.now());
     expect(await h.waitForStatus(spec.runId, ['completed', 'failed'])).toBe('completed');
+    // The last step's span ends just after its commit made the run visible as completed: wait for it.
+    const until = Date.now() + 10_000;
+    while (exporter.getFinishedSpans().filter((s) => s.name === 'agent.step').length < 3 && Date.now() < until) await new Promise((r) => setTimeout(r, 10));
 
     const spans = exporter.getFinishedSpans();
     const steps = spans.filter((s) => s.name === 'agent.step');

@@ -15,8 +15,12 @@ import { createFullApi } from '../../src/producer/fullApi.js';
 import { startEmbeddedRedis, type EmbeddedRedis } from '../../src/redis/embedded.js';
 import { startSandbox, type SandboxHandle } from '../../src/sandbox/server.js';
 import type { FaultRule } from '../../src/sandbox/types.js';
+import { withTimeout } from '../../src/net/timeout.js';
 import { startTap, type Tap } from './tap.js';
 import { describeTap, Timeline } from './timeline.js';
+
+/** A request to the scenario's own API or a worker's /metrics that gets no answer fails instead of hanging the scenario. */
+const HTTP_TIMEOUT_MS = 10_000;
 
 /** One parsed pino line of a worker. */
 export interface WorkerLogLine {
@@ -183,16 +187,20 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       timeline: tl, redis, sandbox, tap, apiUrl, ctx, workers, problems,
       async createRun(body) {
         const sent = Date.now();
-        const res = await fetch(`${apiUrl}/v1/runs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-        const json = (await res.json()) as { runId?: string; fields?: unknown };
+        const { res, json } = await withTimeout(HTTP_TIMEOUT_MS, undefined, async (signal) => {
+          const res = await fetch(`${apiUrl}/v1/runs`, { method: 'POST', signal, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+          return { res, json: (await res.json()) as { runId?: string; fields?: unknown } };
+        });
         if (res.status !== 201 || !json.runId) throw new Error(`POST /v1/runs answered ${res.status}: ${JSON.stringify(json)}`);
         tl.add(sent, 'api', `POST /v1/runs -> 201 run ${json.runId} (${Date.now() - sent} ms)`);
         return json.runId;
       },
       async view(runId) {
-        const res = await fetch(`${apiUrl}/v1/runs/${encodeURIComponent(runId)}`);
-        if (!res.ok) throw new Error(`GET /v1/runs/${runId} answered ${res.status}`);
-        return (await res.json()) as RunViewJson;
+        return withTimeout(HTTP_TIMEOUT_MS, undefined, async (signal) => {
+          const res = await fetch(`${apiUrl}/v1/runs/${encodeURIComponent(runId)}`, { signal });
+          if (!res.ok) throw new Error(`GET /v1/runs/${runId} answered ${res.status}`);
+          return (await res.json()) as RunViewJson;
+        });
       },
       signal(w, sig, why) {
         w.sent = sig;
@@ -270,7 +278,7 @@ async function stopWorkers(workers: ScenarioWorker[]): Promise<void> {
 export async function stepsInFlight(w: ScenarioWorker): Promise<number> {
   if (w.dead || w.metricsPort === undefined) return 0;
   try {
-    const text = await (await fetch(`http://127.0.0.1:${w.metricsPort}/metrics`)).text();
+    const text = await withTimeout(HTTP_TIMEOUT_MS, undefined, async (signal) => (await fetch(`http://127.0.0.1:${w.metricsPort}/metrics`, { signal })).text());
     const value = (name: string) => Number(new RegExp(`^${name} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
     return value('agent_steps_started_total') - value('agent_steps_committed_total');
   } catch {

@@ -2,9 +2,11 @@
  * Retries live in code, never in the model's context (seed 004). Only
  * RetryableError (nothing left the process: 429, 503, refused, timeout of a
  * call with no outside effect) is retried, with capped exponential backoff and
- * full jitter, honouring Retry-After; anything else propagates at once.
+ * full jitter, honouring Retry-After; anything else propagates at once. A
+ * deadline bounds the whole: no backoff is slept past it.
  */
 import { RetryableError } from '../errors.js';
+import { DeadlineError } from '../net/timeout.js';
 
 export interface RetryPolicy {
   maxAttempts: number;
@@ -17,6 +19,9 @@ export interface RetryDeps {
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
   signal?: AbortSignal;
   onRetry?: (attempt: number, err: RetryableError, delayMs: number) => void;
+  /** Epoch ms: a backoff that would end at or past it is not slept; DeadlineError (cause: the last error) instead. */
+  deadlineAt?: number;
+  now?: () => number;
 }
 
 export function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
@@ -53,6 +58,7 @@ export async function withRetry<T>(
     } catch (err) {
       if (!(err instanceof RetryableError) || attempt >= policy.maxAttempts) throw err;
       const delay = Math.min(policy.maxMs, Math.max(err.retryAfterMs ?? 0, backoffMs(attempt, policy, random)));
+      if (deps.deadlineAt !== undefined && (deps.now ?? Date.now)() + delay >= deps.deadlineAt) throw new DeadlineError(deps.deadlineAt, err);
       deps.onRetry?.(attempt, err, delay);
       await sleep(delay, deps.signal);
     }

@@ -13,6 +13,7 @@
  * Exit code 0 on a 2xx answer, 1 otherwise; the answer is printed as JSON.
  */
 import { parseArgs } from 'node:util';
+import { withTimeout } from '../net/timeout.js';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -40,9 +41,14 @@ function need(value: string | undefined, what: string): string {
   return value;
 }
 
+/** A request the API does not answer fails instead of hanging the command (event streams have no limit). */
+const REQUEST_TIMEOUT_MS = 30_000;
+
 async function request(method: string, path: string, body?: unknown): Promise<void> {
-  const res = await fetch(`${base}${path}`, { method, headers, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
-  const text = await res.text();
+  const { res, text } = await withTimeout(REQUEST_TIMEOUT_MS, undefined, async (signal) => {
+    const res = await fetch(`${base}${path}`, { method, headers, signal, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
+    return { res, text: await res.text() };
+  });
   console.log(text);
   process.exitCode = res.ok ? 0 : 1;
 }

@@ -4,6 +4,10 @@
  */
 import { z } from 'zod';
 
+/**
+ * Token usage: non-negative safe integers (zod's int() is safe-integer only). What a provider reports is
+ * validated against it before it is charged (src/worker/stepProcessor.ts); anything else is `invalid_usage`.
+ */
 export const usageSchema = z.object({
   promptTokens: z.number().int().nonnegative(),
   completionTokens: z.number().int().nonnegative(),

@@ -2,14 +2,16 @@
  * Reconcile before retry (seed 003). An action in `outcome_unknown` may have
  * happened. Ask the authoritative service:
  *  - found: confirmed, with its receipt;
- *  - still processing: wait and ask again, until the deadline;
+ *  - still processing: wait and ask again, until the deadline (and, in a step,
+ *    never past the run's deadline plus its margin: `notAfter`);
  *  - proven absent AND proven stopped: safe_retry (same key), unless the action
  *    has used its dispatch attempts, then a person decides;
  *  - no lookup, or undecidable by the deadline: needs_human.
  * "Not found" alone is never "not sent".
  */
 import { abortableSleep } from '../agent/retry.js';
-import type { ToolContext, WriteTool } from '../agent/tools/tool.js';
+import type { LookupResult, ToolContext, WriteTool } from '../agent/tools/tool.js';
+import { DeadlineError, withDeadline } from '../net/timeout.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { Ledger, LedgerConflict, type ActionRecord } from './ledger.js';
 
@@ -20,6 +22,8 @@ export interface ReconcileDeps {
   metrics: Metrics;
   deadlineMs: number;
   pollMs: number;
+  /** Epoch ms: no lookup or wait past it (a step's run deadline plus DEADLINE_MARGIN_MS); unset for the sweeper. */
+  notAfter?: number;
   now?: () => number;
 }
 
@@ -42,10 +46,19 @@ export async function reconcile(
   if (tool.service.lookup === 'none') {
     return move('needs_human', 'the service offers no lookup: the outcome cannot be decided automatically', { lookup: 'none' });
   }
-  const deadline = now() + d.deadlineMs;
+  const runBound = d.notAfter !== undefined && d.notAfter < now() + d.deadlineMs;
+  const deadline = runBound ? d.notAfter! : now() + d.deadlineMs;
+  const undecided = runBound ? "outcome still undecidable at the run's deadline" : `outcome still undecidable after ${d.deadlineMs} ms`;
   let last: unknown;
   for (;;) {
-    const r = await tool.lookup(ctx, { idempotencyKey: rec.idempotencyKey, requestId: rec.requestId, signal: ctx.signal });
+    const query = (signal: AbortSignal) => tool.lookup(ctx, { idempotencyKey: rec.idempotencyKey, requestId: rec.requestId, signal });
+    let r: LookupResult;
+    try {
+      r = d.notAfter === undefined ? await query(ctx.signal) : await withDeadline(d.notAfter, ctx.signal, query, now);
+    } catch (err) {
+      if (!(err instanceof DeadlineError)) throw err;
+      return move('needs_human', undecided, { last: last ?? null, deadline: new Date(d.notAfter!).toISOString() });
+    }
     last = r.evidence;
     if (r.status === 'committed') {
       // The service holds more than one effect for this one action: loud, whatever happens next.
@@ -61,8 +74,8 @@ export async function reconcile(
       return move('safe_retry', 'the service proves no effect and no request in flight', r.evidence);
     }
     if (now() >= deadline) {
-      return move('needs_human', `outcome still undecidable after ${d.deadlineMs} ms`, { last });
+      return move('needs_human', undecided, { last });
     }
-    await abortableSleep(d.pollMs, ctx.signal);
+    await abortableSleep(Math.min(d.pollMs, deadline - now()), ctx.signal);
   }
 }

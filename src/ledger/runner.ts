@@ -16,6 +16,7 @@ import type { Logger } from 'pino';
 import type { AppContext } from '../app/context.js';
 import type { Config } from '../config.js';
 import { AgentError, RetryableError, ShutdownError } from '../errors.js';
+import { DeadlineError } from '../net/timeout.js';
 import { withRetry } from '../agent/retry.js';
 import { OutcomeUnknownError } from '../agent/tools/http.js';
 import type { DispatchReceipt, ToolContext, WriteTool } from '../agent/tools/tool.js';
@@ -51,7 +52,7 @@ const MAX_DRIVE_ROUNDS = 12;
 export class LedgerEffectRunner implements EffectRunner {
   constructor(private readonly d: RunnerDeps) {}
 
-  async run(input: { tool: WriteTool; args: unknown; call: { id: string }; ctx: ToolContext; tenant: string }): Promise<EffectResult> {
+  async run(input: { tool: WriteTool; args: unknown; call: { id: string }; ctx: ToolContext; tenant: string; deadlineAt?: number }): Promise<EffectResult> {
     if (!this.d.tracer) return this.runUntraced(input);
     const attributes = { 'agent.run_id': input.ctx.runId, 'agent.step': input.ctx.step, 'agent.tool': input.tool.name };
     return inSpan(this.d.tracer, 'agent.effect', attributes, input.ctx.trace, async (span) => {
@@ -62,7 +63,7 @@ export class LedgerEffectRunner implements EffectRunner {
     });
   }
 
-  private async runUntraced(input: { tool: WriteTool; args: unknown; call: { id: string }; ctx: ToolContext; tenant: string }): Promise<EffectResult> {
+  private async runUntraced(input: { tool: WriteTool; args: unknown; call: { id: string }; ctx: ToolContext; tenant: string; deadlineAt?: number }): Promise<EffectResult> {
     const { tool, args, call, ctx } = input;
     if (this.d.cfg.UNSAFE_DISABLE_IDEMPOTENCY) return this.unsafeDispatch(tool, args, ctx);
     const id = actionIdentity(ctx.runId, tool, args);
@@ -79,7 +80,7 @@ export class LedgerEffectRunner implements EffectRunner {
         return { kind: 'park', status: 'needs_human', reason: `loop_detected: ${tool.name} requested ${plan.repeats + 1} times`, actionId: id.actionId };
       }
     }
-    return this.drive(id.actionId, tool, args, ctx, input.tenant, repeat, false);
+    return this.drive(id.actionId, tool, args, ctx, input.tenant, repeat, false, input.deadlineAt);
   }
 
   /**
@@ -94,8 +95,9 @@ export class LedgerEffectRunner implements EffectRunner {
     return this.drive(actionId, tool, args, ctx, tenant, false, true);
   }
 
+  /** @param deadlineAt the run's deadline, for a step's action (an operator's order has none). */
   private async drive(
-    actionId: string, tool: WriteTool, args: unknown, ctx: ToolContext, tenant: string, repeat: boolean, operatorOrdered: boolean,
+    actionId: string, tool: WriteTool, args: unknown, ctx: ToolContext, tenant: string, repeat: boolean, operatorOrdered: boolean, deadlineAt?: number,
   ): Promise<EffectResult> {
     const log = this.d.log.child({ runId: ctx.runId, step: ctx.step, actionId, tool: tool.name });
     for (let round = 0; round < MAX_DRIVE_ROUNDS; round++) {
@@ -130,14 +132,14 @@ export class LedgerEffectRunner implements EffectRunner {
             log.info({ code: 'dispatch_cancelled' }, 'run cancel requested: not dispatching');
             return { kind: 'observed', status: 'rejected', output: { rejected: true, reason: 'cancelled_by_operator' }, actionId: rec.actionId };
           }
-          await this.dispatch(rec, tool, args, ctx, log);
+          await this.dispatch(rec, tool, args, ctx, log, deadlineAt);
           break;
         case 'dispatched':
           // We hold the step's lock, so whoever dispatched it is gone: the request may have left.
           await this.move(rec, 'dispatched', 'outcome_unknown', { why: 'found dispatched on recovery: the previous owner died' });
           break;
         case 'outcome_unknown': {
-          const r = await reconcile(this.reconcileDeps(), rec, tool, ctx, this.d.workerId);
+          const r = await reconcile(this.reconcileDeps(deadlineAt), rec, tool, ctx, this.d.workerId);
           log.info({ code: `reconciled_${r}` }, 'reconciled');
           break;
         }
@@ -149,8 +151,12 @@ export class LedgerEffectRunner implements EffectRunner {
     return { kind: 'park', status: 'needs_human', reason: `needs_human: ${tool.name} action ${actionId} did not settle`, actionId };
   }
 
-  private reconcileDeps() {
-    return { ledger: this.d.ledger, metrics: this.d.metrics, deadlineMs: this.d.cfg.RECONCILE_DEADLINE_MS, pollMs: this.d.cfg.RECONCILE_POLL_MS };
+  /** Reconciling a step's action waits at most until the run's deadline plus DEADLINE_MARGIN_MS. */
+  private reconcileDeps(deadlineAt?: number) {
+    return {
+      ledger: this.d.ledger, metrics: this.d.metrics, deadlineMs: this.d.cfg.RECONCILE_DEADLINE_MS, pollMs: this.d.cfg.RECONCILE_POLL_MS,
+      ...(deadlineAt !== undefined ? { notAfter: deadlineAt + this.d.cfg.DEADLINE_MARGIN_MS } : {}),
+    };
   }
 
   /** CAS move; a lost race is fine (the drive loop re-reads the state). */
@@ -165,7 +171,12 @@ export class LedgerEffectRunner implements EffectRunner {
     }
   }
 
-  private async dispatch(rec: ActionRecord, tool: WriteTool, args: unknown, ctx: ToolContext, log: Logger): Promise<void> {
+  private async dispatch(rec: ActionRecord, tool: WriteTool, args: unknown, ctx: ToolContext, log: Logger, deadlineAt?: number): Promise<void> {
+    const now = Date.now;
+    // Past the run's deadline nothing is sent: the action stays as it is, the step stops on the wall clock.
+    if (deadlineAt !== undefined && now() >= deadlineAt) throw new DeadlineError(deadlineAt);
+    // Each request waits at most its own timeout and at most until the deadline.
+    const timeoutMs = () => (deadlineAt === undefined ? tool.timeoutMs : Math.max(1, Math.min(tool.timeoutMs, deadlineAt - now())));
     // Intent is recorded before the request leaves: from here on, a crash means "maybe sent".
     if (!(await this.move(rec, rec.state, 'dispatched', { why: 'dispatching', evidence: { attempt: rec.attempts + 1 } }, {}, true))) return;
     this.d.crash.hit('after_dispatched', ctx.step);
@@ -173,19 +184,25 @@ export class LedgerEffectRunner implements EffectRunner {
     try {
       receipt = await withRetry(
         { maxAttempts: 4, baseMs: this.d.cfg.RETRY_BASE_MS, maxMs: this.d.cfg.RETRY_MAX_MS },
-        () => tool.dispatch(args, ctx, { idempotencyKey: rec.idempotencyKey, requestId: rec.requestId, timeoutMs: tool.timeoutMs, signal: ctx.signal }),
-        { signal: ctx.signal, onRetry: (attempt, err) => log.warn({ code: 'dispatch_retry', attempt, err: err.message }, 'dispatch retried before it was processed') },
+        () => tool.dispatch(args, ctx, { idempotencyKey: rec.idempotencyKey, requestId: rec.requestId, timeoutMs: timeoutMs(), signal: ctx.signal }),
+        {
+          signal: ctx.signal, ...(deadlineAt !== undefined ? { deadlineAt, now } : {}),
+          onRetry: (attempt, err) => log.warn({ code: 'dispatch_retry', attempt, err: err.message }, 'dispatch retried before it was processed'),
+        },
       );
-    } catch (err) {
+    } catch (caught) {
+      // The deadline cut the retries short: handled as the refusal it followed, then the step stops.
+      const err = caught instanceof DeadlineError && caught.cause instanceof RetryableError ? caught.cause : caught;
       if (err instanceof OutcomeUnknownError || err instanceof RetryableError) {
         // The request may have been processed (timeout, reset, 5xx, malformed), or every
         // attempt was refused: either way the service is asked before anything is resent.
         await this.move({ ...rec, state: 'dispatched' }, 'dispatched', 'outcome_unknown', { why: 'no definite answer from the service', evidence: { error: (err as Error).message, ...(err as AgentError).details } });
         if (ctx.signal.aborted) throw new ShutdownError();
         if (err instanceof RetryableError) {
-          const r = await reconcile(this.reconcileDeps(), { ...rec, state: 'outcome_unknown', attempts: rec.attempts + 1 }, tool, ctx, this.d.workerId);
-          // Proven not sent: retry later in code (the job backs off), never in the model's context.
-          if (r === 'safe_retry') throw err;
+          const r = await reconcile(this.reconcileDeps(deadlineAt), { ...rec, state: 'outcome_unknown', attempts: rec.attempts + 1 }, tool, ctx, this.d.workerId);
+          // Proven not sent: retry later in code (the job backs off), never in the model's context;
+          // or, past the run's deadline, not at all (the step stops on the wall clock).
+          if (r === 'safe_retry') throw caught;
         }
         return;
       }

@@ -56,6 +56,8 @@ export const runSpecSchema = z.object({
 });
 export type RunSpec = z.infer<typeof runSpecSchema>;
 
+const tokenTotal = z.number().nonnegative().refine(Number.isInteger, 'must be a non-negative integer');
+
 /** Job data of a step job, validated when it leaves the queue. */
 export const stepJobDataSchema = z.object({
   v: z.literal(1),
@@ -63,11 +65,15 @@ export const stepJobDataSchema = z.object({
   step: z.number().int().positive(),
   /** Set on the job that resumes a parked run: the step's state is read, never assumed. */
   resume: z.boolean().optional(),
-  /** Budget usage as of the commit that created this job (fast path; re-read on any doubt). */
+  /**
+   * Budget usage as of the commit that created this job (fast path; re-read on any doubt).
+   * Token totals are sums of validated usages and may pass 2^53 (a large-but-valid spend):
+   * any non-negative integer, so such a total never makes a step job unreadable.
+   */
   used: z.object({
     steps: z.number().int().nonnegative(),
-    tokens: z.number().int().nonnegative(),
-    contextTokens: z.number().int().nonnegative(),
+    tokens: tokenTotal,
+    contextTokens: tokenTotal,
   }),
 });
 export type StepJobData = z.infer<typeof stepJobDataSchema>;

@@ -1,14 +1,15 @@
 /**
  * Replay harness (seed 004): re-walks a recorded run's journal offline under
- * other caps or retry policies, with the same pre-flight as the worker
- * (src/worker/budget.ts), and reports where it would have stopped and what it
+ * other caps or retry policies, with the same pre-flight and after-call check
+ * as the worker (src/worker/budget.ts; per step: the journal records a step's
+ * usage summed over its attempts, not each attempt's), and reports where it would have stopped and what it
  * would have spent. Nothing is sent anywhere: recorded observations stand in
  * for the tools (the fake transport), recorded usage for the model.
  */
 import type { JournalEntry } from '../journal/entries.js';
 import { encodeEntry, estimateTokens } from '../journal/entries.js';
 import type { RunSpec } from '../producer/schemas.js';
-import { preflight, type Used } from '../worker/budget.js';
+import { preflight, spentCheck, type Used } from '../worker/budget.js';
 
 export interface ReplayCaps {
   maxSteps?: number;
@@ -45,6 +46,12 @@ export function replayRun(spec: RunSpec, journal: JournalEntry[], caps: ReplayCa
       break;
     }
     used.tokens += d.usage.promptTokens + d.usage.completionTokens;
+    // As in the worker: a call that ends past the cap is charged, and its decision is not acted on.
+    const over = spentCheck(replaySpec, used.tokens);
+    if (over) {
+      report.stoppedAt = { step: d.step, status: 'budget_exceeded', reason: over.reason };
+      break;
+    }
     used.steps += 1;
     for (const e of journal.filter((x) => x.step === d.step && x.kind !== 'status')) used.contextTokens += estimateTokens(encodeEntry(e));
     report.stepsReplayed++;

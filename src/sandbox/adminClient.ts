@@ -1,8 +1,10 @@
 /**
  * Typed client of the sandbox admin API for tests and the chaos campaign.
  * Every call throws SandboxAdminError when the sandbox answers non-2xx,
- * and lets fetch's own error through when it cannot be reached.
+ * lets fetch's own error through when it cannot be reached, and a TimeoutError
+ * when it does not answer.
  */
+import { withTimeout } from '../net/timeout.js';
 import { sandboxCountsSchema, type FaultRule, type SandboxCounts } from './types.js';
 
 export class SandboxAdminError extends Error {
@@ -39,13 +41,19 @@ export async function reset(baseUrl: string): Promise<void> {
   await call(baseUrl, 'POST', '/_sandbox/reset');
 }
 
+/** An admin call that gets no answer fails (TimeoutError) instead of hanging its caller. */
+const ADMIN_TIMEOUT_MS = 10_000;
+
 async function call(baseUrl: string, method: string, path: string, body?: unknown): Promise<unknown> {
-  const res = await fetch(new URL(path, baseUrl), {
-    method,
-    headers: body === undefined ? undefined : { 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
+  const { res, text } = await withTimeout(ADMIN_TIMEOUT_MS, undefined, async (signal) => {
+    const res = await fetch(new URL(path, baseUrl), {
+      method,
+      signal,
+      headers: body === undefined ? undefined : { 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    return { res, text: await res.text() };
   });
-  const text = await res.text();
   if (!res.ok) throw new SandboxAdminError(res.status, text, `${method} ${path}`);
   return text === '' ? undefined : (JSON.parse(text) as unknown);
 }

@@ -9,6 +9,7 @@
  *     outcome until the grace period ends; then it is aborted too (the ledger
  *     keeps it `dispatched`, and the next owner reconciles it).
  */
+import { setMaxListeners } from 'node:events';
 import { UnrecoverableError, Worker, WaitingError, type Job } from 'bullmq';
 import type { AppContext } from '../app/context.js';
 import { RunSpecCache } from '../runs/store.js';
@@ -46,6 +47,8 @@ export class FleetWorker {
   constructor(private readonly ctx: AppContext, opts: FleetWorkerOptions = {}) {
     const { cfg } = ctx;
     this.crash = opts.crash ?? CrashPoints.fromConfig(cfg);
+    // Every step in flight (WORKER_CONCURRENCY per shard) listens on these while it waits on a call: not a leak.
+    setMaxListeners(0, this.soft.signal, this.hard.signal);
     this.processor = new StepProcessor({
       cfg, redis: ctx.redis, keys: ctx.keys, store: ctx.store, specs: new RunSpecCache(ctx.store),
       registry: ctx.registry, providers: ctx.providers, metrics: ctx.metrics, log: ctx.log,

@@ -20,8 +20,9 @@ import type { Job } from 'bullmq';
 import { z } from 'zod';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
-import { AgentError, errorCode, FenceError, InvalidStepInput, RetryableError, ShutdownError } from '../errors.js';
-import { encodeEntry, estimateTokens, type DecisionEntry, type JournalEntry, type ObservationEntry, type Usage } from '../journal/entries.js';
+import { AgentError, errorCode, FenceError, InvalidStepInput, RetryableError, ShutdownError, TerminalError } from '../errors.js';
+import { DeadlineError, withDeadline } from '../net/timeout.js';
+import { encodeEntry, estimateTokens, usageSchema, type DecisionEntry, type JournalEntry, type ObservationEntry, type Usage } from '../journal/entries.js';
 import { TranscriptCache } from '../journal/transcriptCache.js';
 import { countRunFinished, type Metrics } from '../metrics/metrics.js';
 import type { ModelProvider, ModelTurn } from '../agent/models/provider.js';
@@ -36,7 +37,9 @@ import { KeySpace, stepJobId } from '../redis/keys.js';
 import { script } from '../redis/scripts.js';
 import { RunSpecCache, RunStore } from '../runs/store.js';
 import { STEP_JOB_NAME } from '../runs/queues.js';
-import { estimateCallTokens, preflight, TenantBudget, type Used } from './budget.js';
+import {
+  attemptCheck, BudgetStopError, estimateCallTokens, preflight, spentCheck, TenantBudget, wallClockStop, type BudgetKind, type BudgetStop, type Used,
+} from './budget.js';
 import type { CrashPoints } from './crashPoints.js';
 import type { EffectRunner } from './effects.js';
 
@@ -61,6 +64,9 @@ export interface StepDeps {
 }
 
 type Terminal = { status: string; reason: string };
+
+/** A model call's result: a decision, or the stop it ends in, with the tokens its attempts spent (and the budget that stopped it). */
+type Called = { decision: DecisionEntry } | { failed: Terminal; charged: number; budget?: BudgetKind };
 
 interface CommitPlan {
   entries: JournalEntry[];
@@ -167,20 +173,14 @@ export class StepProcessor {
           await commit(this.stopPlan(step, { status: 'budget_exceeded', reason: stop.reason }, [], false));
           return;
         }
-        const estimate = estimateCallTokens(spec, used, this.d.cfg.COMPLETION_TOKEN_CAP);
-        const tenantStop = await this.tenantBudget.reserve(spec.tenant, estimate, this.now());
-        if (tenantStop) {
-          this.d.metrics.budgetStops.inc({ kind: tenantStop.kind });
-          log.warn({ code: 'budget_exceeded', kind: tenantStop.kind }, tenantStop.reason);
-          await commit(this.stopPlan(step, { status: 'budget_exceeded', reason: tenantStop.reason }, [], false));
-          return;
-        }
-        const called = await this.callModel(spec, step, signal, log, trace).catch(async (err: unknown) => {
-          await this.tenantBudget.settle(spec.tenant, -estimate, this.now());
-          throw err;
-        });
-        await this.tenantBudget.settle(spec.tenant, ('failed' in called ? called.charged : total(called.decision.usage)) - estimate, this.now());
+        // Each attempt is checked before (what it may spend) and charged after (what it did), tenant day included.
+        const chargeAbandoned = (tokens: number) => this.chargeAbandoned(job, token, lockKey, step, tokens, log);
+        const called = await this.callModel(spec, step, used, signal, log, trace, chargeAbandoned);
         if ('failed' in called) {
+          if (called.budget) {
+            this.d.metrics.budgetStops.inc({ kind: called.budget });
+            log.warn({ code: 'budget_exceeded', kind: called.budget }, called.failed.reason);
+          }
           await commit({ ...this.stopPlan(step, called.failed, [], false), tokensDelta: called.charged });
           return;
         }
@@ -200,9 +200,22 @@ export class StepProcessor {
 
       const ctx: ToolContext = { runId, step, ticket: spec.ticket, sandboxUrl: this.d.cfg.SANDBOX_URL, signal, trace };
       const observations: ObservationEntry[] = [];
+      // The run's deadline bounds the tools too: none starts past it, none waits past it (the calls not run are dropped).
+      let wallStop: BudgetStop | undefined;
       for (const call of decision.toolCalls) {
         if (signal.aborted) throw new ShutdownError();
-        const result = await this.runTool(call, ctx, spec, log, dispatchSignal);
+        if (this.now() >= spec.limits.deadlineAt) {
+          wallStop = wallClockStop(spec, this.now());
+          break;
+        }
+        let result: Awaited<ReturnType<StepProcessor['runTool']>>;
+        try {
+          result = await this.runTool(call, ctx, spec, log, dispatchSignal);
+        } catch (err) {
+          if (!(err instanceof DeadlineError) || signal.aborted) throw err;
+          wallStop = wallClockStop(spec, this.now(), err.cause !== undefined);
+          break;
+        }
         if ('park' in result) {
           // A write was requested, so the decision is already journalled: park at this step.
           await commit(this.stopPlan(step, result.park, observations, false));
@@ -217,6 +230,11 @@ export class StepProcessor {
       if (decision.final !== undefined && decision.toolCalls.length === 0) {
         status = 'completed';
         reason = 'final_answer';
+      } else if (wallStop) {
+        status = 'budget_exceeded';
+        reason = wallStop.reason;
+        this.d.metrics.budgetStops.inc({ kind: wallStop.kind });
+        log.warn({ code: 'budget_exceeded', kind: wallStop.kind }, reason);
       } else if (used.steps + 1 >= spec.limits.maxSteps) {
         status = 'budget_exceeded';
         reason = `steps: ${used.steps + 1} of ${spec.limits.maxSteps} used`;
@@ -264,11 +282,11 @@ export class StepProcessor {
   }
 
   private async callModel(
-    spec: RunSpec, step: number, signal: AbortSignal, log: Logger, trace: Context | undefined,
-  ): Promise<{ decision: DecisionEntry } | { failed: Terminal; charged: number }> {
-    if (!this.d.tracer) return this.callModelUntraced(spec, step, signal, log);
+    spec: RunSpec, step: number, used: Used, signal: AbortSignal, log: Logger, trace: Context | undefined, chargeAbandoned: (tokens: number) => Promise<void>,
+  ): Promise<Called> {
+    if (!this.d.tracer) return this.callModelUntraced(spec, step, used, signal, log, chargeAbandoned);
     return inSpan(this.d.tracer, 'agent.model', { 'agent.run_id': spec.runId, 'agent.step': step, 'agent.model': spec.model }, trace, async (span) => {
-      const r = await this.callModelUntraced(spec, step, signal, log);
+      const r = await this.callModelUntraced(spec, step, used, signal, log, chargeAbandoned);
       span?.setAttributes('failed' in r
         ? { 'agent.outcome': r.failed.status, 'agent.tokens': r.charged }
         : { 'agent.outcome': 'decided', 'agent.tokens': total(r.decision.usage), 'agent.tools': r.decision.toolCalls.map((c) => c.name) });
@@ -276,9 +294,16 @@ export class StepProcessor {
     });
   }
 
+  /**
+   * The step's model call, retried in code. Before each attempt: the deadline
+   * and what it may spend (run and tenant day); after it: what it did spend,
+   * failed attempts included (their billed usage). Each attempt waits at most
+   * until the run's deadline, and no backoff is slept past it. Handed back at
+   * SIGTERM, the step charges what its failed attempts spent (chargeAbandoned).
+   */
   private async callModelUntraced(
-    spec: RunSpec, step: number, signal: AbortSignal, log: Logger,
-  ): Promise<{ decision: DecisionEntry } | { failed: Terminal; charged: number }> {
+    spec: RunSpec, step: number, used: Used, signal: AbortSignal, log: Logger, chargeAbandoned: (tokens: number) => Promise<void>,
+  ): Promise<Called> {
     const provider = this.d.providers.get(spec.model);
     if (!provider) return { failed: { status: 'failed', reason: `model_unavailable: ${spec.model}` }, charged: 0 };
     const usage: Usage = { promptTokens: 0, completionTokens: 0 };
@@ -288,31 +313,60 @@ export class StepProcessor {
     const transcript = provider.needsTranscript
       ? await this.transcripts.load(this.d.redis, spec.runId, this.d.keys.run(spec.runId).journal)
       : undefined;
+    const estimate = estimateCallTokens(spec, used, this.d.cfg.COMPLETION_TOKEN_CAP);
+    const { deadlineAt } = spec.limits;
     let turn: ModelTurn;
     try {
       turn = await withRetry(
         { maxAttempts: this.d.cfg.MODEL_MAX_ATTEMPTS, baseMs: this.d.cfg.RETRY_BASE_MS, maxMs: this.d.cfg.RETRY_MAX_MS },
         async (attempt) => {
           attempts = attempt;
+          const stop = attemptCheck(spec, used.tokens + total(usage), estimate, this.now());
+          if (stop) throw new BudgetStopError(stop);
+          const tenantStop = await this.tenantBudget.reserve(spec.tenant, estimate, this.now());
+          if (tenantStop) throw new BudgetStopError(tenantStop);
+          let spent = 0;
           try {
-            const t = await provider.complete({
+            const t = await withDeadline(deadlineAt, signal, (attemptSignal) => provider.complete({
               runId: spec.runId, step, attempt, ticket: spec.ticket, tools: this.d.registry.specs,
-              maxCompletionTokens: this.d.cfg.COMPLETION_TOKEN_CAP, script: spec.script, signal,
+              maxCompletionTokens: this.d.cfg.COMPLETION_TOKEN_CAP, script: spec.script, signal: attemptSignal,
               ...(transcript ? { transcript } : {}),
-            });
+            }), this.now);
+            if (t.usage) {
+              const u = validUsage(t.usage);
+              spent = total(u);
+              addUsage(usage, u);
+            }
             this.d.metrics.modelAttempts.inc({ ...labels, outcome: 'ok' });
             return t;
           } catch (err) {
             this.d.metrics.modelAttempts.inc({ ...labels, outcome: err instanceof RetryableError ? 'retryable' : 'error' });
-            const billed = (err as AgentError).details?.usage as Usage | undefined;
-            if (billed) addUsage(usage, billed);
+            const reported = (err as AgentError).details?.usage;
+            if (reported !== undefined) {
+              const billed = validUsage(reported);
+              spent = total(billed);
+              addUsage(usage, billed);
+            }
             throw err;
+          } finally {
+            await this.tenantBudget.settle(spec.tenant, spent - estimate, this.now());
           }
         },
-        { signal, onRetry: (attempt, err, delayMs) => log.warn({ code: 'model_retry', attempt, delayMs, err: err.message }, 'model call retried') },
+        {
+          signal, deadlineAt, now: this.now,
+          onRetry: (attempt, err, delayMs) => log.warn({ code: 'model_retry', attempt, delayMs, err }, 'model call retried'),
+        },
       );
     } catch (err) {
-      if (signal.aborted) throw err;
+      if (signal.aborted) {
+        if (total(usage) > 0) await chargeAbandoned(total(usage));
+        throw err;
+      }
+      if (err instanceof BudgetStopError) return { failed: { status: 'budget_exceeded', reason: err.stop.reason }, charged: total(usage), budget: err.stop.kind };
+      if (err instanceof DeadlineError) {
+        const stop = wallClockStop(spec, this.now(), err.cause !== undefined);
+        return { failed: { status: 'budget_exceeded', reason: stop.reason }, charged: total(usage), budget: stop.kind };
+      }
       const code = err instanceof AgentError ? err.code : 'model_failed';
       return { failed: { status: 'failed', reason: `${code}: ${(err as Error).message}` }, charged: total(usage) };
     }
@@ -320,9 +374,10 @@ export class StepProcessor {
       // Missing usage is an error, never zero (seed 004).
       return { failed: { status: 'failed', reason: 'missing_usage: the provider reported no token usage' }, charged: total(usage) };
     }
-    addUsage(usage, turn.usage);
     this.d.metrics.modelTokens.inc({ tenant: spec.tenant, type: 'prompt' }, usage.promptTokens);
     this.d.metrics.modelTokens.inc({ tenant: spec.tenant, type: 'completion' }, usage.completionTokens);
+    const over = spentCheck(spec, used.tokens + total(usage));
+    if (over) return { failed: { status: 'budget_exceeded', reason: over.reason }, charged: total(usage), budget: over.kind };
     return {
       decision: {
         v: 1, kind: 'decision', step, model: provider.name, toolCalls: turn.toolCalls,
@@ -342,24 +397,37 @@ export class StepProcessor {
       // The model sees the format error on its next step; the step budget pays for it.
       return { obs: { ...base, status: 'format_error', output: { error: 'invalid_arguments', issues: parsed.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message })) } } };
     }
+    const { deadlineAt } = spec.limits;
     if (tool.effect === 'read') {
       try {
+        // Each attempt and each backoff ends by the run's deadline (DeadlineError: the step stops on the wall clock).
         const output = await withRetry(
           { maxAttempts: 3, baseMs: this.d.cfg.RETRY_BASE_MS, maxMs: this.d.cfg.RETRY_MAX_MS },
-          () => tool.execute(parsed.data, ctx),
-          { signal: ctx.signal },
+          () => withDeadline(deadlineAt, ctx.signal, (signal) => tool.execute(parsed.data, { ...ctx, signal }), this.now),
+          { signal: ctx.signal, deadlineAt, now: this.now },
         );
         return { obs: { ...base, status: 'ok', output } };
       } catch (err) {
-        if (ctx.signal.aborted) throw err;
+        if (ctx.signal.aborted || err instanceof DeadlineError) throw err;
         log.warn({ code: 'tool_error', tool: call.name, err: (err as Error).message }, 'read tool failed');
         return { obs: { ...base, status: 'tool_error', output: { error: (err as Error).message } } };
       }
     }
     if (!this.d.effects) return { obs: { ...base, status: 'tool_error', output: { error: 'write tools are not enabled on this worker' } } };
-    const r = await this.d.effects.run({ tool, args: parsed.data, call, ctx: { ...ctx, signal: dispatchSignal }, tenant: spec.tenant });
+    const r = await this.d.effects.run({ tool, args: parsed.data, call, ctx: { ...ctx, signal: dispatchSignal }, tenant: spec.tenant, deadlineAt });
     if (r.kind === 'park') return { park: { status: r.status, reason: r.reason } };
     return { obs: { ...base, status: r.status, output: r.output, actionId: r.actionId } };
+  }
+
+  /**
+   * Charges tokens spent by a step handed back before its decision (failed attempts at SIGTERM).
+   * Fenced: if another owner has the step, nothing is charged (they are lost, logged).
+   */
+  private async chargeAbandoned(job: Job, token: string, lockKey: string, step: number, tokens: number, log: Logger): Promise<void> {
+    const k = this.d.keys.run((job.data as StepJobData).runId);
+    const res = await script(this.d.redis, 'chargeTokens')(k.run, k.budget, lockKey, token, step, job.id!, tokens).catch((err: unknown) => err);
+    if (typeof res === 'number' && res >= 0) return;
+    log.warn({ code: 'abandoned_tokens_not_charged', tokens, err: isScriptError(res) ? scriptError(res, { step }) : res }, 'tokens of abandoned attempts not charged');
   }
 
   /** Returns the context tokens the decision adds. */
@@ -448,6 +516,15 @@ function fieldOf(err: z.ZodError): string {
 
 function total(u: Usage): number {
   return u.promptTokens + u.completionTokens;
+}
+
+/** A provider's usage, validated (non-negative safe integers): an invalid one is a provider error, like a missing one. */
+function validUsage(u: unknown): Usage {
+  const r = usageSchema.safeParse(u);
+  if (!r.success) {
+    throw new TerminalError('invalid_usage', `the provider reported an invalid token usage (${r.error.issues[0]?.path.join('.')}: ${r.error.issues[0]?.message})`);
+  }
+  return r.data;
 }
 
 function addUsage(into: Usage, u: Usage): void {

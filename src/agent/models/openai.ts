@@ -4,7 +4,8 @@
  * are RetryableError (a model call has no outside effect); a response without
  * usage is a TerminalError, never zero.
  */
-import { RetryableError, TerminalError } from '../../errors.js';
+import { AgentError, RetryableError, TerminalError } from '../../errors.js';
+import { TimeoutError, withTimeout } from '../../net/timeout.js';
 import type { JournalEntry } from '../../journal/entries.js';
 import type { ModelProvider, ModelRequest, ModelTurn } from './provider.js';
 
@@ -16,6 +17,11 @@ export interface OpenAIOptions {
 }
 
 type Message = Record<string, unknown>;
+
+interface ChatCompletion {
+  choices?: { message?: { content?: string | null; tool_calls?: { id: string; function: { name: string; arguments: string } }[] } }[];
+  usage?: { prompt_tokens?: number; completion_tokens?: number };
+}
 
 export function toMessages(req: ModelRequest): Message[] {
   const messages: Message[] = [
@@ -45,36 +51,15 @@ export class OpenAIProvider implements ModelProvider {
   constructor(private readonly opts: OpenAIOptions) {}
 
   async complete(req: ModelRequest): Promise<ModelTurn> {
-    const signal = AbortSignal.any([req.signal, AbortSignal.timeout(this.opts.timeoutMs)]);
-    let res: Response;
+    let body: ChatCompletion;
     try {
-      res = await fetch(`${this.opts.baseUrl.replace(/\/$/, '')}/chat/completions`, {
-        method: 'POST',
-        signal,
-        headers: {
-          'content-type': 'application/json',
-          ...(this.opts.apiKey ? { authorization: `Bearer ${this.opts.apiKey}` } : {}),
-        },
-        body: JSON.stringify({
-          model: this.opts.model,
-          messages: toMessages(req),
-          tools: req.tools.map((t) => ({ type: 'function', function: t })),
-          max_tokens: req.maxCompletionTokens,
-        }),
-      });
+      body = await withTimeout(this.opts.timeoutMs, req.signal, (signal) => this.post(req, signal));
     } catch (err) {
       if (req.signal.aborted) throw err;
+      if (err instanceof TimeoutError) throw new RetryableError(`model request ${err.message}`, undefined, { timeoutMs: err.timeoutMs });
+      if (err instanceof AgentError) throw err;
       throw new RetryableError(`model request failed: ${(err as Error).message}`);
     }
-    if (res.status === 429 || res.status >= 500) {
-      const retryAfter = Number(res.headers.get('retry-after'));
-      throw new RetryableError(`model answered ${res.status}`, Number.isFinite(retryAfter) ? retryAfter * 1000 : undefined, { status: res.status });
-    }
-    if (!res.ok) throw new TerminalError('model_failed', `model answered ${res.status}`, { status: res.status });
-    const body = (await res.json()) as {
-      choices?: { message?: { content?: string | null; tool_calls?: { id: string; function: { name: string; arguments: string } }[] } }[];
-      usage?: { prompt_tokens?: number; completion_tokens?: number };
-    };
     const msg = body.choices?.[0]?.message;
     if (!msg) throw new TerminalError('model_failed', 'model response has no message');
     const usage =
@@ -91,5 +76,33 @@ export class OpenAIProvider implements ModelProvider {
       return { id: c.id, name: c.function.name, args };
     });
     return { toolCalls, ...(toolCalls.length === 0 && msg.content ? { final: msg.content } : {}), ...(usage ? { usage } : {}) };
+  }
+
+  /** The request and its body, under the caller's signal (timeout and parent). */
+  private async post(req: ModelRequest, signal: AbortSignal): Promise<ChatCompletion> {
+    const res = await fetch(`${this.opts.baseUrl.replace(/\/$/, '')}/chat/completions`, {
+      method: 'POST',
+      signal,
+      headers: {
+        'content-type': 'application/json',
+        ...(this.opts.apiKey ? { authorization: `Bearer ${this.opts.apiKey}` } : {}),
+      },
+      body: JSON.stringify({
+        model: this.opts.model,
+        messages: toMessages(req),
+        tools: req.tools.map((t) => ({ type: 'function', function: t })),
+        max_tokens: req.maxCompletionTokens,
+      }),
+    });
+    if (res.status === 429 || res.status >= 500) {
+      const retryAfter = Number(res.headers.get('retry-after'));
+      await res.body?.cancel();
+      throw new RetryableError(`model answered ${res.status}`, Number.isFinite(retryAfter) ? retryAfter * 1000 : undefined, { status: res.status });
+    }
+    if (!res.ok) {
+      await res.body?.cancel();
+      throw new TerminalError('model_failed', `model answered ${res.status}`, { status: res.status });
+    }
+    return (await res.json()) as ChatCompletion;
   }
 }

@@ -7,6 +7,7 @@
  *    (timeout, reset, other 5xx, malformed body) -> reconcile, never resend blindly.
  */
 import { AgentError, RetryableError } from '../../errors.js';
+import { TimeoutError, withTimeout } from '../../net/timeout.js';
 
 export class OutcomeUnknownError extends AgentError {
   constructor(message: string, details: Record<string, unknown> = {}) {
@@ -25,23 +26,34 @@ function isConnectRefused(err: unknown): boolean {
   return cause?.code === 'ECONNREFUSED';
 }
 
+/**
+ * One request, its body read included, bounded by init.timeoutMs (an explicit
+ * timer, src/net/timeout.ts) and by init.signal.
+ */
 export async function httpJson(
   url: string,
   init: { method: string; headers?: Record<string, string>; body?: unknown; timeoutMs: number; signal: AbortSignal },
 ): Promise<HttpResult> {
-  const signal = AbortSignal.any([init.signal, AbortSignal.timeout(init.timeoutMs)]);
-  let res: Response;
   try {
-    res = await fetch(url, {
-      method: init.method,
-      signal,
-      headers: { accept: 'application/json', ...(init.body !== undefined ? { 'content-type': 'application/json' } : {}), ...init.headers },
-      ...(init.body !== undefined ? { body: JSON.stringify(init.body) } : {}),
-    });
+    return await withTimeout(init.timeoutMs, init.signal, (signal) => request(url, init, signal));
   } catch (err) {
+    if (init.signal.aborted) throw new OutcomeUnknownError(`request did not complete: ${(err as Error).message}`, { reason: 'aborted' });
+    if (err instanceof TimeoutError) throw new OutcomeUnknownError(`request did not complete: ${err.message}`, { reason: 'timeout_or_reset', timeoutMs: err.timeoutMs });
+    if (err instanceof AgentError) throw err;
     if (isConnectRefused(err)) throw new RetryableError(`connection refused: ${url}`, undefined, { reason: 'refused' });
-    throw new OutcomeUnknownError(`request did not complete: ${(err as Error).message}`, { reason: init.signal.aborted ? 'aborted' : 'timeout_or_reset' });
+    throw new OutcomeUnknownError(`request did not complete: ${(err as Error).message}`, { reason: 'timeout_or_reset' });
   }
+}
+
+async function request(
+  url: string, init: { method: string; headers?: Record<string, string>; body?: unknown }, signal: AbortSignal,
+): Promise<HttpResult> {
+  const res = await fetch(url, {
+    method: init.method,
+    signal,
+    headers: { accept: 'application/json', ...(init.body !== undefined ? { 'content-type': 'application/json' } : {}), ...init.headers },
+    ...(init.body !== undefined ? { body: JSON.stringify(init.body) } : {}),
+  });
   if (res.status === 429 || res.status === 503) {
     const ra = Number(res.headers.get('retry-after'));
     await res.body?.cancel();
