@@ -236,11 +236,27 @@ export class Ledger {
    * racing the lease's expiry costs at most one lookup).
    */
   async lease(runId: string, actionId: string, holder: string, ms: number): Promise<boolean> {
-    return (await this.redis.set(`${this.k(runId, actionId).action}:driver`, holder, 'PX', ms, 'NX')) === 'OK';
+    return (await this.redis.set(this.keys.actionLease(runId, actionId), holder, 'PX', ms, 'NX')) === 'OK';
+  }
+
+  /**
+   * Whether the action has a live owner, which a sweeper must leave alone. The
+   * owner of a compensation is whoever holds its lease (an operator's request,
+   * compensation.ts); the owner of any other action is the run's CURRENT step
+   * job (run.jobId: `<runId>.s<step>`, or `<runId>.s<step>.r<n>` once resumed
+   * after a park), the only job that may drive the run's actions, alive while
+   * it holds its BullMQ lock. Never derived from the action's step: a resumed
+   * step, or a later step repeating the write, runs under another job id.
+   */
+  async ownerAlive(rec: Pick<ActionRecord, 'runId' | 'actionId' | 'compensates'>): Promise<boolean> {
+    if (rec.compensates) return (await this.redis.exists(this.keys.actionLease(rec.runId, rec.actionId))) === 1;
+    const jobId = await this.redis.hget(this.keys.run(rec.runId).run, 'jobId');
+    if (!jobId) return false;
+    return (await this.redis.exists(this.keys.jobLock(this.keys.shardOf(rec.runId), jobId))) === 1;
   }
 
   async releaseLease(runId: string, actionId: string, holder: string): Promise<void> {
-    const key = `${this.k(runId, actionId).action}:driver`;
+    const key = this.keys.actionLease(runId, actionId);
     if ((await this.redis.get(key)) === holder) await this.redis.del(key);
   }
 }
