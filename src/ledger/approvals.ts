@@ -7,11 +7,15 @@
  * exact arguments they were shown. The claim is one script
  * (src/lua/approvalDecide-3.lua), so two approvers racing produce one decision.
  *
+ * A pending approval exists only for a parked run: the park's commit records
+ * it (commitStep), so it cannot expire before the run parks, and a cancel that
+ * wins over the park leaves none.
+ *
  * If the process dies: after the decision and before the resume, the run stays
  * `waiting_approval` with a decided action; a repeated POST returns the first
  * decision and resumes it. During the sweep: the action is rejected first, the
- * run is stopped second; a rerun of the sweep finds the action already rejected
- * as expired and stops the run.
+ * run is stopped second, the index entry removed last; a rerun of the sweep
+ * finds the entry, the action already rejected as expired, and stops the run.
  */
 import type { AppContext } from '../app/context.js';
 import type { Config } from '../config.js';
@@ -19,6 +23,7 @@ import type { WriteTool } from '../agent/tools/tool.js';
 import { ledgerFor } from './ledger.js';
 import type { ApprovalPolicy } from './runner.js';
 import { stopRun } from '../operators/stopRun.js';
+import { FenceError } from '../errors.js';
 
 export type ApprovalRule = Config['APPROVAL_RULES'][number];
 
@@ -61,14 +66,18 @@ export async function expireApprovals(ctx: AppContext, now: number, limit = 100)
       }
       if (rec.state === 'planned') {
         await ledger.decideApproval(rec.runId, actionId, 'reject', '', 'approval_expiry', 'approval_expired');
-      } else {
-        await ctx.redis.zrem(ctx.keys.approvals(shard), actionId);
       }
       const decision = await ledger.approvalDecision(rec.runId, actionId);
       if (decision?.reason === 'approval_expired') {
-        await stopRun(ctx, rec.runId, { expected: ['waiting_approval'], status: 'failed', reason: 'approval_expired', now });
+        try {
+          await stopRun(ctx, rec.runId, { expected: ['waiting_approval'], status: 'failed', reason: 'approval_expired', now });
+        } catch (err) {
+          if (!(err instanceof FenceError && err.code === 'run_missing')) throw err; // the run's keys expired: nothing to stop
+        }
         expired.push(actionId);
       }
+      // Last: until the run is stopped, the entry is what brings a rerun back here.
+      await ctx.redis.zrem(ctx.keys.approvals(shard), actionId);
     }
   }
   return expired;

@@ -92,22 +92,27 @@ export class Ledger {
     return { status: res[0] as PlanResult['status'], state: res[1] as LedgerState, repeats: Number(res[2]) };
   }
 
-  /** Compare-and-set move. Throws LedgerConflict (with the actual state) when another party moved first. */
+  /**
+   * Compare-and-set move. Throws LedgerConflict (with the actual state) when another party moved first.
+   * `countAttempt`: the move is a dispatch attempt. `unlessCancelled`: refuse the move, in the same
+   * script, when the run's cancel is recorded (CancelledError, with the cancel's reason): a dispatch on
+   * the model's behalf never follows a cancel, however close the two are.
+   */
   async transition(
     runId: string, actionId: string, from: LedgerState, to: LedgerState, ev: Evidence,
-    set: Record<string, string> = {}, countAttempt = false,
+    set: Record<string, string> = {}, opts: { countAttempt?: boolean; unlessCancelled?: boolean } = {},
   ): Promise<void> {
     const k = this.k(runId, actionId);
     const now = this.now();
     const history: HistoryEntry = { from, to, at: now, ...ev };
-    const [code, actual] = (await script(this.redis, 'ledgerTransition')(
-      k.action, k.history, k.open, k.human, k.events,
-      from, to, now, JSON.stringify(history), JSON.stringify(set), countAttempt ? 1 : 0, actionId,
-      this.eventsMaxLen, effectEvent(actionId, undefined, from, to, undefined),
-    )) as [number, string];
+    const [code, actual, cancelReason] = (await script(this.redis, 'ledgerTransition')(
+      k.action, k.history, k.open, k.human, k.events, this.keys.run(runId).run,
+      from, to, now, JSON.stringify(history), JSON.stringify(set), opts.countAttempt ? 1 : 0, actionId,
+      this.eventsMaxLen, effectEvent(actionId, undefined, from, to, undefined), opts.unlessCancelled ? 1 : 0,
+    )) as [number, string, string?];
     if (code === 1) return;
     if (code === ScriptCode.StateMismatch) throw new LedgerConflict(from, actual);
-    throw scriptError(code, { actionId, from, to, actual });
+    throw scriptError(code, { actionId, from, to, actual, ...(cancelReason !== undefined ? { cancelReason } : {}) });
   }
 
   async get(runId: string, actionId: string): Promise<ActionRecord | undefined> {
@@ -155,20 +160,6 @@ export class Ledger {
   }
 
   /**
-   * Records that a planned action waits for approval, expiring at now + ttlMs
-   * (the first request's expiry is kept on a re-park). Returns the expiry.
-   * Throws LedgerConflict when the action has left `planned` meanwhile.
-   */
-  async requestApproval(runId: string, actionId: string, ttlMs: number): Promise<number> {
-    const res = (await script(this.redis, 'approvalRequest')(
-      this.keys.action(runId, actionId), this.keys.approvals(this.keys.shardOf(runId)), actionId, this.now() + ttlMs,
-    )) as [number, string];
-    if (res[0] >= 0) return res[0];
-    if (res[0] === ScriptCode.StateMismatch) throw new LedgerConflict('planned', res[1]);
-    throw scriptError(res[0], { actionId });
-  }
-
-  /**
    * Claims a pending approval in one script (src/lua/approvalDecide-3.lua).
    * `fingerprint` '' is the expiry sweep (no check, reason given by the caller).
    */
@@ -190,11 +181,6 @@ export class Ledger {
   async approvalDecision(runId: string, actionId: string): Promise<ApprovalDecision | undefined> {
     const raw = await this.redis.hget(this.k(runId, actionId).action, 'decision');
     return raw ? parseDecision(raw) : undefined;
-  }
-
-  /** True when an operator asked to cancel the action's run (checked before every dispatch). */
-  async cancelRequested(runId: string): Promise<boolean> {
-    return (await this.redis.hget(this.keys.run(runId).run, 'cancelRequested')) === '1';
   }
 
   /**

@@ -1,8 +1,8 @@
 --[[
   Claims a pending approval: binds the decision to the recorded fingerprint,
   moves planned -> authorized (approve) or planned -> rejected (reject), appends
-  the history entry, stores the decision on the record and leaves the approvals
-  index, in one atomic change. Two racers: exactly one decides; the other gets
+  the history entry, stores the decision on the record and (a person's decision)
+  leaves the approvals index, in one atomic change. Two racers: exactly one decides; the other gets
   the first decision back. An approval past its expiry is rejected as expired.
 
   KEYS[1] action hash  KEYS[2] action history list  KEYS[3] shard approvals zset
@@ -11,6 +11,11 @@
   ARGV[3] fingerprint the approver saw ('' = the expiry sweep, no check)
   ARGV[4] approver (or the sweeper's id)  ARGV[5] now (ms)
   ARGV[6] reason (history `why`)
+
+  An expiry (the sweep, or a decision past the expiry) keeps the index entry:
+  the run is stopped next and only then is the entry removed (expireApprovals),
+  so a sweep that dies in between is finished by the next one and no run is
+  left waiting_approval with no pending approval.
 
   Returns {code, decision JSON}: 1 decided now, 2 decided before (the first
   decision), 3 expired (rejected now with reason approval_expired);
@@ -47,5 +52,5 @@ if to == 'rejected' then
 end
 redis.call('HSET', KEYS[1], unpack(fields))
 redis.call('RPUSH', KEYS[2], history)
-redis.call('ZREM', KEYS[3], ARGV[1])
+if why ~= 'approval_expired' then redis.call('ZREM', KEYS[3], ARGV[1]) end
 return { code, record }
