@@ -5,7 +5,7 @@
  * The approval binds to the action's fingerprint (sha256 of its material
  * arguments, on the ledger record since `planned`): an approver approves the
  * exact arguments they were shown. The claim is one script
- * (src/lua/approvalDecide-3.lua), so two approvers racing produce one decision.
+ * (src/lua/approvalDecide-4.lua), so two approvers racing produce one decision.
  *
  * A pending approval exists only for a parked run: the park's commit records
  * it (commitStep), so it cannot expire before the run parks, and a cancel that
@@ -26,6 +26,9 @@ import { stopRun } from '../operators/stopRun.js';
 import { FenceError } from '../errors.js';
 
 export type ApprovalRule = Config['APPROVAL_RULES'][number];
+
+/** The approver recorded on an approval voided because its run finished (also in approvalDecide-4.lua). */
+export const APPROVAL_VOID = 'approval_void';
 
 /** A rule matches on tool, optional tenant and, when given, args.amountCents >= minAmountCents. */
 export function ruleMatches(rule: ApprovalRule, tenant: string, tool: string, args: unknown): boolean {
@@ -81,4 +84,22 @@ export async function expireApprovals(ctx: AppContext, now: number, limit = 100)
     }
   }
   return expired;
+}
+
+/**
+ * Withdraws the pending approvals of a run that was ended while it waited
+ * (an operator's cancel): each is rejected with `why` (approver APPROVAL_VOID) and leaves the approvals
+ * index, so nobody is asked to decide for a finished run. If the process dies
+ * first, nothing is lost: a decision on it is void (approvalDecide-4.lua), the
+ * list hides it, and the expiry sweep removes it.
+ */
+export async function withdrawApprovals(ctx: AppContext, runId: string, why: string): Promise<string[]> {
+  const ledger = ledgerFor(ctx);
+  const withdrawn: string[] = [];
+  for (const rec of await ledger.listForRun(runId)) {
+    if (rec.state !== 'planned' || rec.approvalExpiresAt === undefined) continue;
+    const r = await ledger.decideApproval(runId, rec.actionId, 'reject', '', APPROVAL_VOID, why);
+    if (r.outcome === 'decided') withdrawn.push(rec.actionId);
+  }
+  return withdrawn;
 }

@@ -42,6 +42,8 @@ export interface ActionRecord {
   compensates?: string;
   /** Set on an action in compensation_required: its compensating action. */
   compensatedBy?: string;
+  /** Set once a park asked for approval of it: when that approval expires (ms). */
+  approvalExpiresAt?: number;
   attempts: number;
   repeats: number;
   createdAt: number;
@@ -160,20 +162,20 @@ export class Ledger {
   }
 
   /**
-   * Claims a pending approval in one script (src/lua/approvalDecide-3.lua).
+   * Claims a pending approval in one script (src/lua/approvalDecide-4.lua).
    * `fingerprint` '' is the expiry sweep (no check, reason given by the caller).
    */
   async decideApproval(
     runId: string, actionId: string, decision: 'approve' | 'reject', fingerprint: string, by: string, why: string,
-  ): Promise<{ outcome: 'decided' | 'already_decided' | 'expired'; decision: ApprovalDecision } | { outcome: 'fingerprint_mismatch' }> {
+  ): Promise<{ outcome: 'decided' | 'already_decided' | 'expired' | 'void'; decision: ApprovalDecision } | { outcome: 'fingerprint_mismatch' }> {
     const k = this.k(runId, actionId);
     const [code, body] = (await script(this.redis, 'approvalDecide')(
-      k.action, k.history, this.keys.approvals(this.keys.shardOf(runId)), actionId, decision, fingerprint, by, this.now(), why,
+      k.action, k.history, this.keys.approvals(this.keys.shardOf(runId)), this.keys.run(runId).run, actionId, decision, fingerprint, by, this.now(), why,
     )) as [number, string];
     if (code === ScriptCode.FingerprintMismatch) return { outcome: 'fingerprint_mismatch' };
     if (code === ScriptCode.StateMismatch) throw new LedgerConflict('planned', body);
     if (code < 0) throw scriptError(code, { actionId });
-    const outcome = code === 1 ? 'decided' : code === 2 ? 'already_decided' : 'expired';
+    const outcome = code === 1 ? 'decided' : code === 2 ? 'already_decided' : code === 3 ? 'expired' : 'void';
     return { outcome, decision: parseDecision(body) };
   }
 
@@ -282,6 +284,7 @@ function toRecord(h: Record<string, string>): ActionRecord {
     ...(h.output ? { output: JSON.parse(h.output) } : {}),
     ...(h.compensates ? { compensates: h.compensates } : {}),
     ...(h.compensatedBy ? { compensatedBy: h.compensatedBy } : {}),
+    ...(h.approvalExpiresAt ? { approvalExpiresAt: Number(h.approvalExpiresAt) } : {}),
     attempts: Number(h.attempts ?? 0), repeats: Number(h.repeats ?? 0),
     createdAt: Number(h.createdAt), updatedAt: Number(h.updatedAt),
   };

@@ -5,12 +5,14 @@
  * (src/lua/stopRun-5.lua). A running run is cancelled by its next commit,
  * whatever status that commit would have set (commitStep-23.lua), and no
  * dispatch on the model's behalf follows: the ledger's move to `dispatched`
- * refuses atomically once the flag is set (ledgerTransition-6.lua).
+ * refuses atomically once the flag is set (ledgerTransition-6.lua). A parked
+ * run's pending approval is withdrawn (a decision on it would be void anyway).
  */
 import { Router } from 'express';
 import { z } from 'zod';
 import type { AppContext } from '../app/context.js';
 import { FenceError } from '../errors.js';
+import { withdrawApprovals } from '../ledger/approvals.js';
 import { requireToken } from '../producer/auth.js';
 import { invalid, param } from './http.js';
 import { stopRun } from './stopRun.js';
@@ -36,6 +38,8 @@ export function cancelRouter(ctx: AppContext): Router {
       throw err;
     }
     if (!result.stopped && TERMINAL.has(result.status)) return void res.status(409).json({ error: 'run_finished', runId, status: result.status });
+    // Cancelled while waiting for approval: nobody is asked to decide for it any more.
+    if (result.stopped) await withdrawApprovals(ctx, runId, reason);
     res.status(result.stopped ? 200 : 202).json({ runId, status: result.status, cancelled: result.stopped ? 'now' : 'at_next_commit' });
   });
   return r;

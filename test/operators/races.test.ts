@@ -118,6 +118,30 @@ describe('cancel wins', () => {
     expect(h.sandbox.counts().byResource.refunds!.records).toBe(0);
   });
 
+  it('a run cancelled while it waits for approval: its approval is withdrawn, and a decision on one left behind is void', async () => {
+    const runId = await startScripted(h, [turn([refund(10_000)]), final], 'CWIN');
+    const p = await pendingFor(runId);
+    expect((await call(h.url, 'POST', `/v1/runs/${runId}/cancel`, { operator: 'olga' })).status).toBe(200);
+    const listed = (await call<{ approvals: Pending[] }>(h.url, 'GET', '/v1/approvals')).body.approvals;
+    expect(listed.map((a) => a.runId)).not.toContain(runId);
+    expect(await h.ctx.redis.zscore(h.ctx.keys.approvals(h.ctx.keys.shardOf(runId)), p.actionId)).toBeNull();
+    expect((await ledger.history(runId, p.actionId)).at(-1)).toMatchObject({ to: 'rejected', why: 'cancelled_by_operator: requested by olga' });
+    const late = await call(h.url, 'POST', `/v1/approvals/${p.actionId}`, { decision: 'approve', fingerprint: p.fingerprint, approver: 'alice' });
+    expect(late.status).toBe(409);
+
+    // The cancel's process died before withdrawing it: the approval stays listed nowhere and authorises nothing.
+    const runId2 = await startScripted(h, [turn([refund(10_000)]), final], 'CWIN');
+    const p2 = await pendingFor(runId2);
+    await stopRun(h.ctx, runId2, { expected: ['waiting_approval'], status: 'cancelled', reason: 'cancelled_by_operator: requested by olga', now: Date.now(), requestCancel: true });
+    expect((await call<{ approvals: Pending[] }>(h.url, 'GET', '/v1/approvals')).body.approvals.map((a) => a.runId)).not.toContain(runId2);
+    const void2 = await call(h.url, 'POST', `/v1/approvals/${p2.actionId}`, { decision: 'approve', fingerprint: p2.fingerprint, approver: 'alice' });
+    expect(void2.status).toBe(409);
+    expect(void2.body).toMatchObject({ error: 'run_finished', state: 'rejected', reason: 'run_cancelled' });
+    expect((await ledger.get(runId2, p2.actionId))?.state).toBe('rejected');
+    expect(await h.ctx.store.readState(runId2)).toMatchObject({ status: 'cancelled' });
+    expect(h.sandbox.counts().byResource.refunds!.records).toBe(0);
+  });
+
   it('a cancel recorded between the runner\'s read and its move to dispatched: the move refuses, atomically', async () => {
     const runId = `r_cancelcas${Date.now()}`;
     const args = email.args;

@@ -6,6 +6,7 @@
   the first decision back. An approval past its expiry is rejected as expired.
 
   KEYS[1] action hash  KEYS[2] action history list  KEYS[3] shard approvals zset
+  KEYS[4] the action's run hash (its status)
 
   ARGV[1] action id  ARGV[2] decision: approve | reject
   ARGV[3] fingerprint the approver saw ('' = the expiry sweep, no check)
@@ -17,8 +18,13 @@
   so a sweep that dies in between is finished by the next one and no run is
   left waiting_approval with no pending approval.
 
+  A person's decision for a run that has finished meanwhile (cancelled while
+  parked, say) authorises nothing: the approval is void, rejected with reason
+  run_<status>.
+
   Returns {code, decision JSON}: 1 decided now, 2 decided before (the first
-  decision), 3 expired (rejected now with reason approval_expired);
+  decision), 3 expired (rejected now with reason approval_expired), 4 void (the
+  run has finished: rejected now with reason run_<status>);
   or {-10, ''} no such action, {-14, ''} fingerprint mismatch (nothing changed),
   {-11, state} not planned and no decision recorded.
 ]]
@@ -33,6 +39,13 @@ local now = tonumber(ARGV[5])
 local code, decision, why, by = 1, ARGV[2], ARGV[6], ARGV[4]
 if ARGV[3] ~= '' and expiresAt and now > tonumber(expiresAt) then
   code, decision, why, by = 3, 'reject', 'approval_expired', 'approval_expiry'
+end
+if ARGV[3] ~= '' then
+  local runStatus = redis.call('HGET', KEYS[4], 'status')
+  local finished = { completed = true, failed = true, budget_exceeded = true, cancelled = true }
+  if not runStatus or finished[runStatus] then
+    code, decision, why, by = 4, 'reject', 'run_' .. (runStatus or 'missing'), 'approval_void'
+  end
 end
 local to = 'authorized'
 if decision == 'reject' then to = 'rejected' end
