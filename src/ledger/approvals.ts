@@ -54,7 +54,9 @@ export function approvalPolicy(rules: readonly ApprovalRule[]): ApprovalPolicy {
 /**
  * Rejects every pending approval whose expiry is at or before `now`
  * (why: approval_expired) and ends its run: `failed`, reason approval_expired,
- * only if the run is still `waiting_approval`. Returns the expired action ids.
+ * only if the run is still `waiting_approval`. Also finishes a person's
+ * decision whose resume was lost: its run, still waiting for that approval
+ * RECONCILER_MIN_AGE_MS after the decision, is resumed. Returns the expired action ids.
  */
 export async function expireApprovals(ctx: AppContext, now: number, limit = 100): Promise<string[]> {
   const ledger = ledgerFor(ctx, () => now);
@@ -78,8 +80,14 @@ export async function expireApprovals(ctx: AppContext, now: number, limit = 100)
           if (!(err instanceof FenceError && err.code === 'run_missing')) throw err; // the run's keys expired: nothing to stop
         }
         expired.push(actionId);
+      } else if (decision && decision.approver !== APPROVAL_VOID) {
+        // A person decided and the operator route resumes the run at once: an entry still
+        // here later is a resume that was lost (the route's process died). Resume it now.
+        if (decision.decidedAt > now - ctx.cfg.RECONCILER_MIN_AGE_MS) continue;
+        const [status, approvalFor] = (await ctx.redis.hmget(ctx.keys.run(rec.runId).run, 'status', 'approvalFor')) as (string | null)[];
+        if (status === 'waiting_approval' && (!approvalFor || approvalFor === actionId)) await ctx.store.resume(rec.runId, 'waiting_approval', now);
       }
-      // Last: until the run is stopped, the entry is what brings a rerun back here.
+      // Last: until the run is stopped or resumed, the entry is what brings a rerun back here.
       await ctx.redis.zrem(ctx.keys.approvals(shard), actionId);
     }
   }

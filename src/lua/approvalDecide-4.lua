@@ -13,10 +13,13 @@
   ARGV[4] approver (or the sweeper's id)  ARGV[5] now (ms)
   ARGV[6] reason (history `why`)
 
-  An expiry (the sweep, or a decision past the expiry) keeps the index entry:
-  the run is stopped next and only then is the entry removed (expireApprovals),
-  so a sweep that dies in between is finished by the next one and no run is
-  left waiting_approval with no pending approval.
+  The index entry stays until the run has moved on, so a caller that dies
+  before its second change is finished by the sweep (expireApprovals) and no
+  run is left waiting_approval with nothing to wait for: after an expiry (the
+  sweep, or a decision past the expiry) the run is stopped next; after a
+  person's decision the entry is re-scored to the decision's time and the run
+  is resumed next (the operator route, or the sweep if that resume was lost).
+  A void decision leaves the index.
 
   A person's decision for a run that has finished meanwhile (cancelled while
   parked, say) authorises nothing: the approval is void, rejected with reason
@@ -65,5 +68,9 @@ if to == 'rejected' then
 end
 redis.call('HSET', KEYS[1], unpack(fields))
 redis.call('RPUSH', KEYS[2], history)
-if why ~= 'approval_expired' then redis.call('ZREM', KEYS[3], ARGV[1]) end
+if code == 4 or by == 'approval_void' then
+  redis.call('ZREM', KEYS[3], ARGV[1])
+elseif code == 1 and ARGV[3] ~= '' then
+  redis.call('ZADD', KEYS[3], ARGV[5], ARGV[1])
+end
 return { code, record }

@@ -41,7 +41,8 @@
   park: a pending approval exists only for a parked run, so it cannot expire
   before the park lands, and a cancel that wins over the park leaves none. An
   approval already past its expiry (a re-park) or already expired by the sweep
-  does not park: the run ends `failed`, reason approval_expired.
+  does not park: the run ends `failed`, reason approval_expired. A park records
+  the action on the run hash (`approvalFor`).
 
   Returns: { journal length after the commit, moveToFinished's reply (0, the
   worker's next job, or BullMQ's negative code: the commit stands and the worker
@@ -88,6 +89,9 @@ elseif status == 'waiting_approval' and ARGV[31 + n] ~= '' then
 end
 if status ~= ARGV[3] then
   len = redis.call('RPUSH', KEYS[3], cjson.encode({ v = 1, kind = 'status', step = step, status = status, reason = reason }))
+elseif status == 'waiting_approval' and ARGV[31 + n] ~= '' then
+  -- Which approval the run waits for: the sweep resumes it if a decision's resume was lost.
+  redis.call('HSET', KEYS[1], 'approvalFor', ARGV[31 + n])
 end
 
 redis.call('HINCRBY', KEYS[2], 'stepsUsed', ARGV[5])

@@ -59,10 +59,12 @@ export function approvalsRouter(ctx: AppContext, ledger: Ledger): Router {
     }
     if (result.outcome === 'expired' || result.decision.reason === 'approval_expired') {
       await stopRun(ctx, rec.runId, { expected: ['waiting_approval'], status: 'failed', reason: 'approval_expired', now: Date.now() });
+      await ctx.redis.zrem(ctx.keys.approvals(ctx.keys.shardOf(rec.runId)), actionId);
       return void res.status(409).json({ error: 'approval_expired', ...result.decision });
     }
-    // Every caller resumes: if the first decider died before resuming, the second finishes the job.
+    // Every caller resumes: if the first decider died before resuming, the second (or the sweep) finishes the job.
     await resumeParked(ctx, rec.runId, 'waiting_approval');
+    await ctx.redis.zrem(ctx.keys.approvals(ctx.keys.shardOf(rec.runId)), actionId);
     res.json({ ...result.decision, alreadyDecided: result.outcome === 'already_decided' });
   });
   return r;

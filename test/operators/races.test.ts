@@ -197,6 +197,18 @@ describe('approval expiry cannot race the park', () => {
     expect(await h.ctx.store.readState(runId)).toMatchObject({ status: 'failed', reason: 'approval_expired' });
     expect(h.sandbox.counts().byResource.refunds!.records).toBe(0);
   });
+
+  it('an operator\'s decision whose resume was lost (the API died after the claim): the sweep resumes the run', async () => {
+    const runId = await startScripted(h, [turn([refund(9_900)]), final], 'EXP');
+    const p = await pendingFor(runId);
+    const r = await ledger.decideApproval(runId, p.actionId, 'approve', p.fingerprint, 'alice', 'approved by an operator');
+    expect(r.outcome).toBe('decided');
+    expect(await h.ctx.store.readState(runId)).toMatchObject({ status: 'waiting_approval' });
+    await expireApprovals(h.ctx, Date.now() + h.cfg.RECONCILER_MIN_AGE_MS + 1);
+    expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'], 15_000)).toBe('completed');
+    expect(h.sandbox.counts().byResource.refunds!.records).toBe(1);
+    expect(await h.ctx.redis.zscore(h.ctx.keys.approvals(h.ctx.keys.shardOf(runId)), p.actionId)).toBeNull();
+  });
 });
 
 describe('approval expiry around the park (a sweep between the runner and the commit)', () => {
