@@ -102,7 +102,7 @@ const ticketCall = { name: 'create_ticket', args: { subject: 'Follow-up', body: 
 
 describe('cancel wins', () => {
   it('a cancel requested while a step runs a write that would park for approval ends the run cancelled, with no pending approval', async () => {
-    h.sandbox.setFaults([{ kind: 'slow_commit', resource: 'tickets', ms: 1500 }]);
+    h.sandbox.setFaults([{ kind: 'slow_commit', resource: 'tickets', ms: 3000 }]);
     const runId = await startScripted(h, [turn([ticketCall, refund(10_000)]), final], 'CWIN');
     await until('the ticket in flight', async () => ((await ledger.listForRun(runId)).some((e) => e.state === 'dispatched') ? true : undefined));
     const res = await call(h.url, 'POST', `/v1/runs/${runId}/cancel`, { operator: 'olga' });
