@@ -13,7 +13,8 @@ import { stopRun } from '../../src/operators/stopRun.js';
 import { approvalPolicy, expireApprovals } from '../../src/ledger/approvals.js';
 import { createEffectRunner } from '../../src/ledger/runner.js';
 import type { EffectRunner } from '../../src/worker/effects.js';
-import { createHarness, type Harness } from '../support/harness.js';
+import { buildSpec } from '../../src/producer/runs.js';
+import { createHarness, sampleTicket, type Harness } from '../support/harness.js';
 import { call, email, final, OPERATOR_TOKEN, operatorHarness, refund, startScripted, turn } from './support.js';
 
 type Item = ActionRecord & { history: HistoryEntry[] };
@@ -116,6 +117,21 @@ describe('cancel wins', () => {
     expect(approvals.filter((a) => a.runId === runId)).toEqual([]);
     expect(h.sandbox.counts().byResource.tickets!.records).toBe(1);
     expect(h.sandbox.counts().byResource.refunds!.records).toBe(0);
+  });
+
+  it('a cancel wins over a budget stop the commit would have written', async () => {
+    h.sandbox.setFaults([{ kind: 'slow_commit', resource: 'kb', ms: 2000 }]);
+    const spec = buildSpec(h.ctx, {
+      tenant: 'acme', ticket: sampleTicket(`CWIN-budget-${Date.now()}`), budget: { maxSteps: 1 },
+      agent: { model: 'scripted', script: [turn([email, { name: 'search_kb', args: { query: 'broken mug' } }]), final] },
+    }, Date.now());
+    await h.ctx.store.create(spec, Date.now());
+    const runId = spec.runId;
+    await until('the email confirmed (the slow read follows)', async () => ((await ledger.listForRun(runId)).some((e) => e.state === 'confirmed') ? true : undefined));
+    expect((await call(h.url, 'POST', `/v1/runs/${runId}/cancel`, { operator: 'olga' })).status).toBe(202);
+    expect(await h.waitForStatus(runId, ['cancelled', 'budget_exceeded', 'completed', 'failed'])).toBe('cancelled');
+    const statuses = (await h.ctx.store.transcript(runId)).filter((e) => e.kind === 'status').map((e) => e.kind === 'status' && e.status);
+    expect(statuses).toEqual(['budget_exceeded', 'cancelled']);
   });
 
   it('a run cancelled while it waits for approval: its approval is withdrawn, and a decision on one left behind is void', async () => {
