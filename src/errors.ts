@@ -7,6 +7,7 @@ export type ErrorCode =
   | 'stale_step'
   | 'run_missing'
   | 'run_not_running'
+  | 'run_cancelled'
   | 'decision_exists'
   | 'budget_exceeded'
   | 'missing_usage'
@@ -38,6 +39,13 @@ export class AgentError extends Error {
 
 /** Another owner moved the run on: do nothing more for this job (it is stale). */
 export class FenceError extends AgentError {}
+
+/** The run's cancel is recorded: the move was refused and nothing was dispatched. */
+export class CancelledError extends AgentError {
+  constructor(message: string, details: Record<string, unknown> = {}) {
+    super('run_cancelled', message, details);
+  }
+}
 
 /** Never retry: the run ends (failed / budget_exceeded) with this reason. */
 export class TerminalError extends AgentError {}

@@ -5,13 +5,17 @@
  * The approval binds to the action's fingerprint (sha256 of its material
  * arguments, on the ledger record since `planned`): an approver approves the
  * exact arguments they were shown. The claim is one script
- * (src/lua/approvalDecide-3.lua), so two approvers racing produce one decision.
+ * (src/lua/approvalDecide-4.lua), so two approvers racing produce one decision.
+ *
+ * A pending approval exists only for a parked run: the park's commit records
+ * it (commitStep), so it cannot expire before the run parks, and a cancel that
+ * wins over the park leaves none.
  *
  * If the process dies: after the decision and before the resume, the run stays
  * `waiting_approval` with a decided action; a repeated POST returns the first
  * decision and resumes it. During the sweep: the action is rejected first, the
- * run is stopped second; a rerun of the sweep finds the action already rejected
- * as expired and stops the run.
+ * run is stopped second, the index entry removed last; a rerun of the sweep
+ * finds the entry, the action already rejected as expired, and stops the run.
  */
 import type { AppContext } from '../app/context.js';
 import type { Config } from '../config.js';
@@ -19,8 +23,12 @@ import type { WriteTool } from '../agent/tools/tool.js';
 import { ledgerFor } from './ledger.js';
 import type { ApprovalPolicy } from './runner.js';
 import { stopRun } from '../operators/stopRun.js';
+import { FenceError } from '../errors.js';
 
 export type ApprovalRule = Config['APPROVAL_RULES'][number];
+
+/** The approver recorded on an approval voided because its run finished (also in approvalDecide-4.lua). */
+export const APPROVAL_VOID = 'approval_void';
 
 /** A rule matches on tool, optional tenant and, when given, args.amountCents >= minAmountCents. */
 export function ruleMatches(rule: ApprovalRule, tenant: string, tool: string, args: unknown): boolean {
@@ -46,7 +54,9 @@ export function approvalPolicy(rules: readonly ApprovalRule[]): ApprovalPolicy {
 /**
  * Rejects every pending approval whose expiry is at or before `now`
  * (why: approval_expired) and ends its run: `failed`, reason approval_expired,
- * only if the run is still `waiting_approval`. Returns the expired action ids.
+ * only if the run is still `waiting_approval`. Also finishes a person's
+ * decision whose resume was lost: its run, still waiting for that approval
+ * RECONCILER_MIN_AGE_MS after the decision, is resumed. Returns the expired action ids.
  */
 export async function expireApprovals(ctx: AppContext, now: number, limit = 100): Promise<string[]> {
   const ledger = ledgerFor(ctx, () => now);
@@ -61,15 +71,43 @@ export async function expireApprovals(ctx: AppContext, now: number, limit = 100)
       }
       if (rec.state === 'planned') {
         await ledger.decideApproval(rec.runId, actionId, 'reject', '', 'approval_expiry', 'approval_expired');
-      } else {
-        await ctx.redis.zrem(ctx.keys.approvals(shard), actionId);
       }
       const decision = await ledger.approvalDecision(rec.runId, actionId);
       if (decision?.reason === 'approval_expired') {
-        await stopRun(ctx, rec.runId, { expected: ['waiting_approval'], status: 'failed', reason: 'approval_expired', now });
+        try {
+          await stopRun(ctx, rec.runId, { expected: ['waiting_approval'], status: 'failed', reason: 'approval_expired', now });
+        } catch (err) {
+          if (!(err instanceof FenceError && err.code === 'run_missing')) throw err; // the run's keys expired: nothing to stop
+        }
         expired.push(actionId);
+      } else if (decision && decision.approver !== APPROVAL_VOID) {
+        // A person decided and the operator route resumes the run at once: an entry still
+        // here later is a resume that was lost (the route's process died). Resume it now.
+        if (decision.decidedAt > now - ctx.cfg.RECONCILER_MIN_AGE_MS) continue;
+        const [status, approvalFor] = (await ctx.redis.hmget(ctx.keys.run(rec.runId).run, 'status', 'approvalFor')) as (string | null)[];
+        if (status === 'waiting_approval' && (!approvalFor || approvalFor === actionId)) await ctx.store.resume(rec.runId, 'waiting_approval', now);
       }
+      // Last: until the run is stopped or resumed, the entry is what brings a rerun back here.
+      await ctx.redis.zrem(ctx.keys.approvals(shard), actionId);
     }
   }
   return expired;
+}
+
+/**
+ * Withdraws the pending approvals of a run that was ended while it waited
+ * (an operator's cancel): each is rejected with `why` (approver APPROVAL_VOID) and leaves the approvals
+ * index, so nobody is asked to decide for a finished run. If the process dies
+ * first, nothing is lost: a decision on it is void (approvalDecide-4.lua), the
+ * list hides it, and the expiry sweep removes it.
+ */
+export async function withdrawApprovals(ctx: AppContext, runId: string, why: string): Promise<string[]> {
+  const ledger = ledgerFor(ctx);
+  const withdrawn: string[] = [];
+  for (const rec of await ledger.listForRun(runId)) {
+    if (rec.state !== 'planned' || rec.approvalExpiresAt === undefined) continue;
+    const r = await ledger.decideApproval(runId, rec.actionId, 'reject', '', APPROVAL_VOID, why);
+    if (r.outcome === 'decided') withdrawn.push(rec.actionId);
+  }
+  return withdrawn;
 }

@@ -42,6 +42,8 @@ export interface ActionRecord {
   compensates?: string;
   /** Set on an action in compensation_required: its compensating action. */
   compensatedBy?: string;
+  /** Set once a park asked for approval of it: when that approval expires (ms). */
+  approvalExpiresAt?: number;
   attempts: number;
   repeats: number;
   createdAt: number;
@@ -92,22 +94,27 @@ export class Ledger {
     return { status: res[0] as PlanResult['status'], state: res[1] as LedgerState, repeats: Number(res[2]) };
   }
 
-  /** Compare-and-set move. Throws LedgerConflict (with the actual state) when another party moved first. */
+  /**
+   * Compare-and-set move. Throws LedgerConflict (with the actual state) when another party moved first.
+   * `countAttempt`: the move is a dispatch attempt. `unlessCancelled`: refuse the move, in the same
+   * script, when the run's cancel is recorded (CancelledError, with the cancel's reason): a dispatch on
+   * the model's behalf never follows a cancel, however close the two are.
+   */
   async transition(
     runId: string, actionId: string, from: LedgerState, to: LedgerState, ev: Evidence,
-    set: Record<string, string> = {}, countAttempt = false,
+    set: Record<string, string> = {}, opts: { countAttempt?: boolean; unlessCancelled?: boolean } = {},
   ): Promise<void> {
     const k = this.k(runId, actionId);
     const now = this.now();
     const history: HistoryEntry = { from, to, at: now, ...ev };
-    const [code, actual] = (await script(this.redis, 'ledgerTransition')(
-      k.action, k.history, k.open, k.human, k.events,
-      from, to, now, JSON.stringify(history), JSON.stringify(set), countAttempt ? 1 : 0, actionId,
-      this.eventsMaxLen, effectEvent(actionId, undefined, from, to, undefined),
-    )) as [number, string];
+    const [code, actual, cancelReason] = (await script(this.redis, 'ledgerTransition')(
+      k.action, k.history, k.open, k.human, k.events, this.keys.run(runId).run,
+      from, to, now, JSON.stringify(history), JSON.stringify(set), opts.countAttempt ? 1 : 0, actionId,
+      this.eventsMaxLen, effectEvent(actionId, undefined, from, to, undefined), opts.unlessCancelled ? 1 : 0,
+    )) as [number, string, string?];
     if (code === 1) return;
     if (code === ScriptCode.StateMismatch) throw new LedgerConflict(from, actual);
-    throw scriptError(code, { actionId, from, to, actual });
+    throw scriptError(code, { actionId, from, to, actual, ...(cancelReason !== undefined ? { cancelReason } : {}) });
   }
 
   async get(runId: string, actionId: string): Promise<ActionRecord | undefined> {
@@ -155,34 +162,20 @@ export class Ledger {
   }
 
   /**
-   * Records that a planned action waits for approval, expiring at now + ttlMs
-   * (the first request's expiry is kept on a re-park). Returns the expiry.
-   * Throws LedgerConflict when the action has left `planned` meanwhile.
-   */
-  async requestApproval(runId: string, actionId: string, ttlMs: number): Promise<number> {
-    const res = (await script(this.redis, 'approvalRequest')(
-      this.keys.action(runId, actionId), this.keys.approvals(this.keys.shardOf(runId)), actionId, this.now() + ttlMs,
-    )) as [number, string];
-    if (res[0] >= 0) return res[0];
-    if (res[0] === ScriptCode.StateMismatch) throw new LedgerConflict('planned', res[1]);
-    throw scriptError(res[0], { actionId });
-  }
-
-  /**
-   * Claims a pending approval in one script (src/lua/approvalDecide-3.lua).
+   * Claims a pending approval in one script (src/lua/approvalDecide-4.lua).
    * `fingerprint` '' is the expiry sweep (no check, reason given by the caller).
    */
   async decideApproval(
     runId: string, actionId: string, decision: 'approve' | 'reject', fingerprint: string, by: string, why: string,
-  ): Promise<{ outcome: 'decided' | 'already_decided' | 'expired'; decision: ApprovalDecision } | { outcome: 'fingerprint_mismatch' }> {
+  ): Promise<{ outcome: 'decided' | 'already_decided' | 'expired' | 'void'; decision: ApprovalDecision } | { outcome: 'fingerprint_mismatch' }> {
     const k = this.k(runId, actionId);
     const [code, body] = (await script(this.redis, 'approvalDecide')(
-      k.action, k.history, this.keys.approvals(this.keys.shardOf(runId)), actionId, decision, fingerprint, by, this.now(), why,
+      k.action, k.history, this.keys.approvals(this.keys.shardOf(runId)), this.keys.run(runId).run, actionId, decision, fingerprint, by, this.now(), why,
     )) as [number, string];
     if (code === ScriptCode.FingerprintMismatch) return { outcome: 'fingerprint_mismatch' };
     if (code === ScriptCode.StateMismatch) throw new LedgerConflict('planned', body);
     if (code < 0) throw scriptError(code, { actionId });
-    const outcome = code === 1 ? 'decided' : code === 2 ? 'already_decided' : 'expired';
+    const outcome = code === 1 ? 'decided' : code === 2 ? 'already_decided' : code === 3 ? 'expired' : 'void';
     return { outcome, decision: parseDecision(body) };
   }
 
@@ -190,11 +183,6 @@ export class Ledger {
   async approvalDecision(runId: string, actionId: string): Promise<ApprovalDecision | undefined> {
     const raw = await this.redis.hget(this.k(runId, actionId).action, 'decision');
     return raw ? parseDecision(raw) : undefined;
-  }
-
-  /** True when an operator asked to cancel the action's run (checked before every dispatch). */
-  async cancelRequested(runId: string): Promise<boolean> {
-    return (await this.redis.hget(this.keys.run(runId).run, 'cancelRequested')) === '1';
   }
 
   /**
@@ -236,11 +224,27 @@ export class Ledger {
    * racing the lease's expiry costs at most one lookup).
    */
   async lease(runId: string, actionId: string, holder: string, ms: number): Promise<boolean> {
-    return (await this.redis.set(`${this.k(runId, actionId).action}:driver`, holder, 'PX', ms, 'NX')) === 'OK';
+    return (await this.redis.set(this.keys.actionLease(runId, actionId), holder, 'PX', ms, 'NX')) === 'OK';
+  }
+
+  /**
+   * Whether the action has a live owner, which a sweeper must leave alone. The
+   * owner of a compensation is whoever holds its lease (an operator's request,
+   * compensation.ts); the owner of any other action is the run's CURRENT step
+   * job (run.jobId: `<runId>.s<step>`, or `<runId>.s<step>.r<n>` once resumed
+   * after a park), the only job that may drive the run's actions, alive while
+   * it holds its BullMQ lock. Never derived from the action's step: a resumed
+   * step, or a later step repeating the write, runs under another job id.
+   */
+  async ownerAlive(rec: Pick<ActionRecord, 'runId' | 'actionId' | 'compensates'>): Promise<boolean> {
+    if (rec.compensates) return (await this.redis.exists(this.keys.actionLease(rec.runId, rec.actionId))) === 1;
+    const jobId = await this.redis.hget(this.keys.run(rec.runId).run, 'jobId');
+    if (!jobId) return false;
+    return (await this.redis.exists(this.keys.jobLock(this.keys.shardOf(rec.runId), jobId))) === 1;
   }
 
   async releaseLease(runId: string, actionId: string, holder: string): Promise<void> {
-    const key = `${this.k(runId, actionId).action}:driver`;
+    const key = this.keys.actionLease(runId, actionId);
     if ((await this.redis.get(key)) === holder) await this.redis.del(key);
   }
 }
@@ -280,6 +284,7 @@ function toRecord(h: Record<string, string>): ActionRecord {
     ...(h.output ? { output: JSON.parse(h.output) } : {}),
     ...(h.compensates ? { compensates: h.compensates } : {}),
     ...(h.compensatedBy ? { compensatedBy: h.compensatedBy } : {}),
+    ...(h.approvalExpiresAt ? { approvalExpiresAt: Number(h.approvalExpiresAt) } : {}),
     attempts: Number(h.attempts ?? 0), repeats: Number(h.repeats ?? 0),
     createdAt: Number(h.createdAt), updatedAt: Number(h.updatedAt),
   };

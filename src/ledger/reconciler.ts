@@ -3,12 +3,12 @@
  * (after a crash) and resolves them with the service, like the step's own
  * recovery does. One sweeper at a time (redlock, an efficiency guard only:
  * every move is a compare-and-set, so two sweeps at once are still safe).
- * Actions whose step job is locked (a live owner) are left to that owner.
+ * Actions with a live owner (the run's current step job holds its lock, or a
+ * compensation's lease is held: Ledger.ownerAlive) are left to that owner.
  */
 import Redlock from 'redlock';
 import type { AppContext } from '../app/context.js';
 import type { WriteTool } from '../agent/tools/tool.js';
-import { stepJobId } from '../redis/keys.js';
 import { Ledger, LedgerConflict, ledgerFor } from './ledger.js';
 import { reconcile, type ReconcileOutcome } from './reconcile.js';
 import { expireApprovals } from './approvals.js';
@@ -51,8 +51,7 @@ export class Reconciler {
         const rec = await this.ledger.getInShard(shard, actionId);
         if (!rec || (rec.state !== 'dispatched' && rec.state !== 'outcome_unknown')) continue;
         report.examined++;
-        const lock = this.ctx.keys.jobLock(shard, stepJobId(rec.runId, rec.step));
-        if ((await this.ctx.redis.exists(lock)) === 1) {
+        if (await this.ledger.ownerAlive(rec)) {
           report.skippedLive++;
           continue;
         }

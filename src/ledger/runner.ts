@@ -15,7 +15,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { AppContext } from '../app/context.js';
 import type { Config } from '../config.js';
-import { AgentError, RetryableError, ShutdownError } from '../errors.js';
+import { AgentError, CancelledError, RetryableError, ShutdownError } from '../errors.js';
 import { DeadlineError } from '../net/timeout.js';
 import { withRetry } from '../agent/retry.js';
 import { OutcomeUnknownError } from '../agent/tools/http.js';
@@ -113,26 +113,21 @@ export class LedgerEffectRunner implements EffectRunner {
           return { kind: 'observed', status: 'rejected', output: rec.output ?? { rejected: true }, actionId: rec.actionId };
         case 'planned':
           if (this.d.approvals?.requiresApproval(tenant, tool, args)) {
-            // Record the request (expiry + approvals index) before parking; a decision
-            // that lands meanwhile moves the action on, and the loop reads it again.
-            try {
-              await this.d.ledger.requestApproval(rec.runId, rec.actionId, this.d.cfg.APPROVAL_TTL_MS);
-            } catch (err) {
-              if (err instanceof LedgerConflict) break;
-              throw err;
-            }
+            // The step's park records the approval request (expiry + approvals index) in the
+            // same commit (commitStep): no approval is pending, or can expire, before the run parks.
             return { kind: 'park', status: 'waiting_approval', reason: `approval_required: ${tool.name}`, actionId: rec.actionId };
           }
           await this.move(rec, 'planned', 'authorized', { why: 'no approval required by policy' });
           break;
         case 'authorized':
         case 'safe_retry':
-          if (!operatorOrdered && (await this.d.ledger.cancelRequested(rec.runId))) {
-            // Not sent: the model sees the refusal and the step's commit turns the run `cancelled`.
-            log.info({ code: 'dispatch_cancelled' }, 'run cancel requested: not dispatching');
-            return { kind: 'observed', status: 'rejected', output: { rejected: true, reason: 'cancelled_by_operator' }, actionId: rec.actionId };
+          try {
+            // A model's dispatch is refused by the move itself once the run's cancel is recorded.
+            await this.dispatch(rec, tool, args, ctx, log, !operatorOrdered, deadlineAt);
+          } catch (err) {
+            if (!(err instanceof CancelledError)) throw err;
+            return this.notDispatched(rec, err, log);
           }
-          await this.dispatch(rec, tool, args, ctx, log, deadlineAt);
           break;
         case 'dispatched':
           // We hold the step's lock, so whoever dispatched it is gone: the request may have left.
@@ -159,10 +154,26 @@ export class LedgerEffectRunner implements EffectRunner {
     };
   }
 
+  /**
+   * The run's cancel refused the dispatch: nothing was sent, and nothing will be. The action
+   * ends `rejected` with the cancel as evidence; the model sees the refusal and the step's
+   * commit ends the run `cancelled` (commitStep: a recorded cancel wins over any status).
+   */
+  private async notDispatched(rec: ActionRecord, err: CancelledError, log: Logger): Promise<EffectResult> {
+    const cancel = typeof err.details.cancelReason === 'string' && err.details.cancelReason !== '' ? err.details.cancelReason : 'cancelled_by_operator';
+    const output = { rejected: true, reason: 'cancelled_by_operator', cancel };
+    log.info({ code: 'dispatch_cancelled', cancel }, 'run cancel recorded: not dispatching');
+    await this.move(rec, rec.state, 'rejected', { why: 'not dispatched: the run\'s cancel is recorded', evidence: { cancel } }, { output: JSON.stringify(output) });
+    return { kind: 'observed', status: 'rejected', output, actionId: rec.actionId };
+  }
+
   /** CAS move; a lost race is fine (the drive loop re-reads the state). */
-  private async move(rec: ActionRecord, from: LedgerState, to: LedgerState, ev: { why: string; evidence?: unknown }, set: Record<string, string> = {}, countAttempt = false): Promise<boolean> {
+  private async move(
+    rec: ActionRecord, from: LedgerState, to: LedgerState, ev: { why: string; evidence?: unknown }, set: Record<string, string> = {},
+    opts: { countAttempt?: boolean; unlessCancelled?: boolean } = {},
+  ): Promise<boolean> {
     try {
-      await this.d.ledger.transition(rec.runId, rec.actionId, from, to, { by: this.d.workerId, ...ev }, set, countAttempt);
+      await this.d.ledger.transition(rec.runId, rec.actionId, from, to, { by: this.d.workerId, ...ev }, set, opts);
       this.d.metrics.effects.inc({ tool: rec.tool, state: to });
       return true;
     } catch (err) {
@@ -171,14 +182,18 @@ export class LedgerEffectRunner implements EffectRunner {
     }
   }
 
-  private async dispatch(rec: ActionRecord, tool: WriteTool, args: unknown, ctx: ToolContext, log: Logger, deadlineAt?: number): Promise<void> {
+  /**
+   * @param unlessCancelled refuse (CancelledError, nothing sent) when the run's cancel is recorded.
+   * @param deadlineAt the run's wall-clock deadline: nothing is sent past it, no request waits past it.
+   */
+  private async dispatch(rec: ActionRecord, tool: WriteTool, args: unknown, ctx: ToolContext, log: Logger, unlessCancelled: boolean, deadlineAt?: number): Promise<void> {
     const now = Date.now;
     // Past the run's deadline nothing is sent: the action stays as it is, the step stops on the wall clock.
     if (deadlineAt !== undefined && now() >= deadlineAt) throw new DeadlineError(deadlineAt);
     // Each request waits at most its own timeout and at most until the deadline.
     const timeoutMs = () => (deadlineAt === undefined ? tool.timeoutMs : Math.max(1, Math.min(tool.timeoutMs, deadlineAt - now())));
     // Intent is recorded before the request leaves: from here on, a crash means "maybe sent".
-    if (!(await this.move(rec, rec.state, 'dispatched', { why: 'dispatching', evidence: { attempt: rec.attempts + 1 } }, {}, true))) return;
+    if (!(await this.move(rec, rec.state, 'dispatched', { why: 'dispatching', evidence: { attempt: rec.attempts + 1 } }, {}, { countAttempt: true, unlessCancelled }))) return;
     this.d.crash.hit('after_dispatched', ctx.step);
     let receipt: DispatchReceipt;
     try {

@@ -1,6 +1,6 @@
 /**
  * The effect ledger's state machine. Moves only forward, by compare-and-set
- * (src/lua/ledgerTransition-5.lua holds the same table; test/ledgerStates.test.ts
+ * (src/lua/ledgerTransition-6.lua holds the same table; test/ledgerStates.test.ts
  * proves every move not listed here is refused by the script).
  */
 export const LEDGER_STATES = [
@@ -11,10 +11,11 @@ export type LedgerState = (typeof LEDGER_STATES)[number];
 
 export const ALLOWED_MOVES: Readonly<Record<LedgerState, readonly LedgerState[]>> = {
   planned: ['authorized', 'rejected'],
-  authorized: ['dispatched'],
+  // -> rejected: never sent, and never will be (the run's cancel refused the dispatch).
+  authorized: ['dispatched', 'rejected'],
   dispatched: ['confirmed', 'outcome_unknown'],
   outcome_unknown: ['confirmed', 'safe_retry', 'compensation_required', 'needs_human'],
-  safe_retry: ['dispatched'],
+  safe_retry: ['dispatched', 'rejected'],
   needs_human: ['confirmed', 'safe_retry', 'compensation_required'],
   compensation_required: [],
   confirmed: [],

@@ -5,11 +5,14 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import type { AppContext } from '../app/context.js';
+import { APPROVAL_VOID } from '../ledger/approvals.js';
 import { Ledger, LedgerConflict } from '../ledger/ledger.js';
 import { requireToken } from '../producer/auth.js';
 import { resumeParked } from './resume.js';
 import { stopRun } from './stopRun.js';
 import { invalid, param } from './http.js';
+
+const FINISHED: ReadonlySet<string> = new Set(['completed', 'failed', 'budget_exceeded', 'cancelled']);
 
 const decisionSchema = z.object({
   decision: z.enum(['approve', 'reject']),
@@ -27,8 +30,9 @@ export function approvalsRouter(ctx: AppContext, ledger: Ledger): Router {
       for (const { actionId, since: expiresAt } of await ledger.indexed(ctx.keys.approvals(shard), Number.POSITIVE_INFINITY, 1000)) {
         const rec = await ledger.getInShard(shard, actionId);
         if (!rec || rec.state !== 'planned') continue;
-        const tenant = (await ctx.redis.hget(ctx.keys.run(rec.runId).run, 'tenant')) ?? '';
-        approvals.push({ actionId, runId: rec.runId, tenant, step: rec.step, tool: rec.tool, args: rec.args, fingerprint: rec.fingerprint, expiresAt, createdAt: rec.createdAt });
+        const [tenant, status] = (await ctx.redis.hmget(ctx.keys.run(rec.runId).run, 'tenant', 'status')) as (string | null)[];
+        if (!status || FINISHED.has(status)) continue; // void: a decision would authorise nothing
+        approvals.push({ actionId, runId: rec.runId, tenant: tenant ?? '', step: rec.step, tool: rec.tool, args: rec.args, fingerprint: rec.fingerprint, expiresAt, createdAt: rec.createdAt });
       }
     }
     res.json({ approvals });
@@ -49,12 +53,18 @@ export function approvalsRouter(ctx: AppContext, ledger: Ledger): Router {
       throw err;
     }
     if (result.outcome === 'fingerprint_mismatch') return void res.status(409).json({ error: 'fingerprint_mismatch', actionId });
+    if (result.outcome === 'void' || result.decision.approver === APPROVAL_VOID) {
+      // The run finished while it waited (cancelled, say): the approval authorises nothing.
+      return void res.status(409).json({ error: 'run_finished', ...result.decision });
+    }
     if (result.outcome === 'expired' || result.decision.reason === 'approval_expired') {
       await stopRun(ctx, rec.runId, { expected: ['waiting_approval'], status: 'failed', reason: 'approval_expired', now: Date.now() });
+      await ctx.redis.zrem(ctx.keys.approvals(ctx.keys.shardOf(rec.runId)), actionId);
       return void res.status(409).json({ error: 'approval_expired', ...result.decision });
     }
-    // Every caller resumes: if the first decider died before resuming, the second finishes the job.
+    // Every caller resumes: if the first decider died before resuming, the second (or the sweep) finishes the job.
     await resumeParked(ctx, rec.runId, 'waiting_approval');
+    await ctx.redis.zrem(ctx.keys.approvals(ctx.keys.shardOf(rec.runId)), actionId);
     res.json({ ...result.decision, alreadyDecided: result.outcome === 'already_decided' });
   });
   return r;

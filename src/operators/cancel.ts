@@ -1,32 +1,45 @@
 /**
- * POST /v1/runs/:id/cancel. Records cancelRequested; a parked run
- * (waiting_approval / needs_human) is cancelled at once, in the same script
- * (src/lua/stopRun-5.lua). A running run is cancelled by its next commit
- * (commitStep-21.lua), and the runner dispatches nothing once the flag is set.
+ * POST /v1/runs/:id/cancel `{operator?}`. Records cancelRequested and the
+ * cancel's reason (`cancelled_by_operator: requested by <operator>`); a parked
+ * run (waiting_approval / needs_human) is cancelled at once, in the same script
+ * (src/lua/stopRun-5.lua). A running run is cancelled by its next commit,
+ * whatever status that commit would have set (commitStep-23.lua), and no
+ * dispatch on the model's behalf follows: the ledger's move to `dispatched`
+ * refuses atomically once the flag is set (ledgerTransition-6.lua). A parked
+ * run's pending approval is withdrawn (a decision on it would be void anyway).
  */
 import { Router } from 'express';
+import { z } from 'zod';
 import type { AppContext } from '../app/context.js';
 import { FenceError } from '../errors.js';
+import { withdrawApprovals } from '../ledger/approvals.js';
 import { requireToken } from '../producer/auth.js';
-import { param } from './http.js';
+import { invalid, param } from './http.js';
 import { stopRun } from './stopRun.js';
+
+const cancelSchema = z.object({ operator: z.string().min(1).max(200).optional() }).strict();
 
 const TERMINAL = new Set(['completed', 'failed', 'budget_exceeded', 'cancelled']);
 
 export function cancelRouter(ctx: AppContext): Router {
   const r = Router();
   r.post('/v1/runs/:id/cancel', requireToken(ctx.cfg.OPERATOR_TOKEN, 'operator'), async (req, res) => {
+    const parsed = cancelSchema.safeParse(req.body ?? {});
+    if (!parsed.success) return void invalid(res, parsed.error);
     const runId = param(req.params.id);
+    const reason = `cancelled_by_operator: requested by ${parsed.data.operator ?? 'operator'}`;
     let result;
     try {
       result = await stopRun(ctx, runId, {
-        expected: ['waiting_approval', 'needs_human'], status: 'cancelled', reason: 'cancelled_by_operator', now: Date.now(), requestCancel: true,
+        expected: ['waiting_approval', 'needs_human'], status: 'cancelled', reason, now: Date.now(), requestCancel: true,
       });
     } catch (err) {
       if (err instanceof FenceError && err.code === 'run_missing') return void res.status(404).json({ error: 'not_found', runId });
       throw err;
     }
     if (!result.stopped && TERMINAL.has(result.status)) return void res.status(409).json({ error: 'run_finished', runId, status: result.status });
+    // Cancelled while waiting for approval: nobody is asked to decide for it any more.
+    if (result.stopped) await withdrawApprovals(ctx, runId, reason);
     res.status(result.stopped ? 200 : 202).json({ runId, status: result.status, cancelled: result.stopped ? 'now' : 'at_next_commit' });
   });
   return r;

@@ -4,11 +4,11 @@ import type { AppContext } from '../app/context.js';
 const SETTLE_POLL_MS = 50;
 
 /**
- * Resumes the run from `expected`. The runner records an approval request (or
- * a needs_human move) before the step commits the parked status, so a quick
- * operator can decide while the run still reads `running`: then this waits up
- * to `settleMs` for the park to land. A second call is a no-op (resume is
- * fenced on the status).
+ * Resumes the run from `expected`. The runner moves an action to needs_human
+ * before the step commits the parked status, so a quick operator can decide
+ * while the run still reads `running`: then this waits up to `settleMs` for the
+ * park to land. (An approval request is recorded by the park's own commit.) A
+ * second call is a no-op (resume is fenced on the status).
  */
 export async function resumeParked(
   ctx: AppContext, runId: string, expected: 'waiting_approval' | 'needs_human', settleMs = 3000,

@@ -10,7 +10,7 @@ export interface StopRequest {
   status: 'failed' | 'cancelled';
   reason: string;
   now: number;
-  /** Also set cancelRequested (a running run is then cancelled at its next commit). */
+  /** Also set cancelRequested, with `reason` as the cancel's reason (a running run is then cancelled at its next commit). */
   requestCancel?: boolean;
 }
 
@@ -19,7 +19,7 @@ export async function stopRun(ctx: AppContext, runId: string, req: StopRequest):
   const k = ctx.keys.run(runId);
   const [code, status] = (await script(ctx.redis, 'stopRun')(
     k.run, k.budget, k.journal, k.events, k.actions,
-    req.expected.join(' '), req.status, req.reason, req.now, ctx.cfg.EVENTS_MAX_LEN, ctx.cfg.RUN_RETENTION_MS, req.requestCancel ? 1 : 0,
+    req.expected.join(' '), req.status, req.reason, req.now, ctx.cfg.EVENTS_MAX_LEN, ctx.cfg.RUN_RETENTION_MS, req.requestCancel ? 1 : 0, req.requestCancel ? req.reason : '',
   )) as [number, string];
   if (code < 0) throw scriptError(code, { runId });
   if (code === 1) countRunFinished(ctx.metrics, req.status, req.reason);

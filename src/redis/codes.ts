@@ -1,5 +1,5 @@
 /** Negative return codes of the Lua scripts (src/lua), mapped to typed errors. */
-import { AgentError, FenceError } from '../errors.js';
+import { AgentError, CancelledError, FenceError } from '../errors.js';
 
 export enum ScriptCode {
   LockLost = -1,
@@ -14,6 +14,7 @@ export enum ScriptCode {
   FingerprintMismatch = -14,
   AlreadyDecided = -15,
   TenantBudgetExceeded = -16,
+  CancelRequested = -17,
 }
 
 export function isScriptError(result: unknown): result is number {
@@ -44,6 +45,8 @@ export function scriptError(code: number, context: Record<string, unknown> = {})
       return new AgentError('ledger_conflict', 'the content fingerprint does not match', context);
     case ScriptCode.AlreadyDecided:
       return new AgentError('ledger_conflict', 'already decided', context);
+    case ScriptCode.CancelRequested:
+      return new CancelledError('the run\'s cancel is recorded: nothing more is dispatched', context);
     default:
       return new AgentError('ledger_conflict', `unknown script code ${code}`, context);
   }

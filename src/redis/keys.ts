@@ -83,6 +83,14 @@ export class KeySpace {
     return `${this.prefix}:${tagOf(shard)}:action:${actionId}`;
   }
 
+  /**
+   * string, SET NX PX: the lease of whoever drives an action from outside a step
+   * job (an operator's compensation); while it exists the action has a live owner.
+   */
+  actionLease(runId: string, actionId: string): string {
+    return `${this.action(runId, actionId)}:driver`;
+  }
+
   /** string, SET NX: the idempotency reservation taken before dispatch. */
   reservation(runId: string, idempotencyKey: string): string {
     return `${this.prefix}:${tagOf(this.shardOf(runId))}:idem:${idempotencyKey}`;

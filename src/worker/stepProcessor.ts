@@ -76,6 +76,8 @@ interface CommitPlan {
   stepsDelta: number;
   tokensDelta: number;
   advance: boolean;
+  /** A park into waiting_approval: the action whose approval the commit records. */
+  approvalFor?: string;
 }
 
 export class StepProcessor {
@@ -217,8 +219,9 @@ export class StepProcessor {
           break;
         }
         if ('park' in result) {
-          // A write was requested, so the decision is already journalled: park at this step.
-          await commit(this.stopPlan(step, result.park, observations, false));
+          // A write was requested, so the decision is already journalled: park at this step
+          // (a park into waiting_approval records the approval request in the same commit).
+          await commit({ ...this.stopPlan(step, result.park, observations, false), ...(result.approvalFor ? { approvalFor: result.approvalFor } : {}) });
           return;
         }
         observations.push(result.obs);
@@ -388,7 +391,7 @@ export class StepProcessor {
 
   private async runTool(
     call: DecisionEntry['toolCalls'][number], ctx: ToolContext, spec: RunSpec, log: Logger, dispatchSignal: AbortSignal,
-  ): Promise<{ obs: ObservationEntry } | { park: Terminal }> {
+  ): Promise<{ obs: ObservationEntry } | { park: Terminal; approvalFor?: string }> {
     const base = { v: 1 as const, kind: 'observation' as const, step: ctx.step, callId: call.id, tool: call.name };
     const tool = this.d.registry.get(call.name);
     if (!tool) return { obs: { ...base, status: 'format_error', output: { error: 'unknown_tool', tool: call.name } } };
@@ -415,7 +418,7 @@ export class StepProcessor {
     }
     if (!this.d.effects) return { obs: { ...base, status: 'tool_error', output: { error: 'write tools are not enabled on this worker' } } };
     const r = await this.d.effects.run({ tool, args: parsed.data, call, ctx: { ...ctx, signal: dispatchSignal }, tenant: spec.tenant, deadlineAt });
-    if (r.kind === 'park') return { park: { status: r.status, reason: r.reason } };
+    if (r.kind === 'park') return { park: { status: r.status, reason: r.reason }, ...(r.status === 'waiting_approval' ? { approvalFor: r.actionId } : {}) };
     return { obs: { ...base, status: r.status, output: r.output, actionId: r.actionId } };
   }
 
@@ -474,19 +477,22 @@ export class StepProcessor {
     // Add's three argv sit at fixed positions (the decision's events follow them): blanks when no job is added.
     const bullArgv = running ? add.argv : ['', '', ''];
     this.d.crash.hit('before_commit', step);
+    const now = this.now();
+    const approvalKey = plan.approvalFor ? this.d.keys.action(runId, plan.approvalFor) : k.run;
     const res = await script(this.d.redis, 'commitStep')(
-      k.run, k.budget, k.journal, k.events, lockKey, k.actions, ...bullKeys,
-      token, step, plan.status, plan.reason, plan.stepsDelta, plan.tokensDelta, contextDelta, this.now(),
+      k.run, k.budget, k.journal, k.events, lockKey, k.actions, ...bullKeys, approvalKey, this.d.keys.approvals(this.d.keys.shardOf(runId)),
+      token, step, plan.status, plan.reason, plan.stepsDelta, plan.tokensDelta, contextDelta, now,
       this.d.cfg.EVENTS_MAX_LEN, plan.advance ? 1 : 0, this.d.cfg.RUN_RETENTION_MS,
       JSON.stringify({ step, status: plan.status, entries: encoded.length }),
       plan.carriesDecision ? 1 : 0, jobId, stepJobId(runId, step + 1), encoded.length, ...finish.argv, ...encoded,
-      ...bullArgv, startedEvent, ...(plan.carriesDecision ? [decisionEvent(plan.entries[0] as DecisionEntry)] : []),
+      ...bullArgv, startedEvent, plan.carriesDecision ? decisionEvent(plan.entries[0] as DecisionEntry) : '',
+      plan.approvalFor ?? '', now + this.d.cfg.APPROVAL_TTL_MS,
     );
     if (isScriptError(res)) {
       if (res === ScriptCode.DecisionExists) log.warn({ code: 'decision_exists' }, 'a decision was journalled concurrently');
       throw scriptError(res, { step });
     }
-    const [, finished, committedStatus] = res as [number, unknown, string];
+    const [, finished, committed] = res as [number, unknown, string];
     if (isScriptError(finished)) {
       // Committed, but BullMQ refused the completion: its worker completes the job as usual.
       log.warn({ code: 'complete_in_commit_refused', bullmqCode: finished }, 'job not completed by the commit');
@@ -495,10 +501,11 @@ export class StepProcessor {
     }
     this.d.metrics.stepsCommitted.inc();
     this.d.crash.hit('after_commit', step);
-    countRunFinished(this.d.metrics, committedStatus, committedStatus === plan.status ? plan.reason : 'cancelled_by_operator');
-    if (plan.status !== 'running') {
+    // A recorded cancel or an expired approval may have changed the status the plan asked for.
+    countRunFinished(this.d.metrics, committed, committed === plan.status ? plan.reason : committed === 'cancelled' ? 'cancelled_by_operator' : 'approval_expired');
+    if (committed !== 'running') {
       this.transcripts.forget(runId);
-      log.info({ code: 'run_' + plan.status, reason: plan.reason, steps: nextUsed.steps, tokens: nextUsed.tokens }, 'run stopped');
+      log.info({ code: 'run_' + committed, reason: committed === plan.status ? plan.reason : undefined, steps: nextUsed.steps, tokens: nextUsed.tokens }, 'run stopped');
     }
   }
 }

@@ -21,10 +21,10 @@ describe('cancel', () => {
   it('a parked run is cancelled directly', async () => {
     const runId = await startScripted(h, [turn([refund(10_000)]), final], 'CAN');
     await h.waitForStatus(runId, ['waiting_approval']);
-    const res = await call(h.url, 'POST', `/v1/runs/${runId}/cancel`, {});
+    const res = await call(h.url, 'POST', `/v1/runs/${runId}/cancel`, { operator: 'olga' });
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ status: 'cancelled', cancelled: 'now' });
-    expect(await h.ctx.store.readState(runId)).toMatchObject({ status: 'cancelled', reason: 'cancelled_by_operator', cancelRequested: true });
+    expect(await h.ctx.store.readState(runId)).toMatchObject({ status: 'cancelled', reason: 'cancelled_by_operator: requested by olga', cancelRequested: true });
     const again = await call(h.url, 'POST', `/v1/runs/${runId}/cancel`, {});
     expect(again.status).toBe(409);
     expect(h.sandbox.counts().byResource.refunds!.records).toBe(0);
@@ -44,7 +44,7 @@ describe('cancel', () => {
     expect(h.sandbox.counts().byResource.emails!.records).toBe(0);
     const obs = (await h.ctx.store.transcript(runId)).filter((e) => e.kind === 'observation').map((e) => e.kind === 'observation' && [e.tool, e.status]);
     expect(obs).toEqual([['create_ticket', 'ok'], ['send_email', 'rejected']]);
-    expect((await h.ctx.store.readState(runId))?.reason).toBe('cancelled_by_operator');
+    expect((await h.ctx.store.readState(runId))?.reason).toBe('cancelled_by_operator: requested by operator');
   });
 
   it('an unknown run is 404 and the route needs the operator token', async () => {

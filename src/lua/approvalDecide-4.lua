@@ -1,19 +1,33 @@
 --[[
   Claims a pending approval: binds the decision to the recorded fingerprint,
   moves planned -> authorized (approve) or planned -> rejected (reject), appends
-  the history entry, stores the decision on the record and leaves the approvals
-  index, in one atomic change. Two racers: exactly one decides; the other gets
+  the history entry, stores the decision on the record and (a person's decision)
+  leaves the approvals index, in one atomic change. Two racers: exactly one decides; the other gets
   the first decision back. An approval past its expiry is rejected as expired.
 
   KEYS[1] action hash  KEYS[2] action history list  KEYS[3] shard approvals zset
+  KEYS[4] the action's run hash (its status)
 
   ARGV[1] action id  ARGV[2] decision: approve | reject
   ARGV[3] fingerprint the approver saw ('' = the expiry sweep, no check)
   ARGV[4] approver (or the sweeper's id)  ARGV[5] now (ms)
   ARGV[6] reason (history `why`)
 
+  The index entry stays until the run has moved on, so a caller that dies
+  before its second change is finished by the sweep (expireApprovals) and no
+  run is left waiting_approval with nothing to wait for: after an expiry (the
+  sweep, or a decision past the expiry) the run is stopped next; after a
+  person's decision the entry is re-scored to the decision's time and the run
+  is resumed next (the operator route, or the sweep if that resume was lost).
+  A void decision leaves the index.
+
+  A person's decision for a run that has finished meanwhile (cancelled while
+  parked, say) authorises nothing: the approval is void, rejected with reason
+  run_<status>.
+
   Returns {code, decision JSON}: 1 decided now, 2 decided before (the first
-  decision), 3 expired (rejected now with reason approval_expired);
+  decision), 3 expired (rejected now with reason approval_expired), 4 void (the
+  run has finished: rejected now with reason run_<status>);
   or {-10, ''} no such action, {-14, ''} fingerprint mismatch (nothing changed),
   {-11, state} not planned and no decision recorded.
 ]]
@@ -28,6 +42,13 @@ local now = tonumber(ARGV[5])
 local code, decision, why, by = 1, ARGV[2], ARGV[6], ARGV[4]
 if ARGV[3] ~= '' and expiresAt and now > tonumber(expiresAt) then
   code, decision, why, by = 3, 'reject', 'approval_expired', 'approval_expiry'
+end
+if ARGV[3] ~= '' then
+  local runStatus = redis.call('HGET', KEYS[4], 'status')
+  local finished = { completed = true, failed = true, budget_exceeded = true, cancelled = true }
+  if not runStatus or finished[runStatus] then
+    code, decision, why, by = 4, 'reject', 'run_' .. (runStatus or 'missing'), 'approval_void'
+  end
 end
 local to = 'authorized'
 if decision == 'reject' then to = 'rejected' end
@@ -47,5 +68,9 @@ if to == 'rejected' then
 end
 redis.call('HSET', KEYS[1], unpack(fields))
 redis.call('RPUSH', KEYS[2], history)
-redis.call('ZREM', KEYS[3], ARGV[1])
+if code == 4 or by == 'approval_void' then
+  redis.call('ZREM', KEYS[3], ARGV[1])
+elseif code == 1 and ARGV[3] ~= '' then
+  redis.call('ZADD', KEYS[3], ARGV[5], ARGV[1])
+end
 return { code, record }

@@ -5,15 +5,21 @@
   KEYS[1] action hash  KEYS[2] action history list
   KEYS[3] shard open-actions zset  KEYS[4] shard human-queue zset
   KEYS[5] the run's events stream (an `effect` event per move)
+  KEYS[6] the run's hash (its cancelRequested flag)
 
   ARGV[1] expected current state  ARGV[2] new state  ARGV[3] now (ms)
   ARGV[4] history entry (JSON: from, to, at, by, why, evidence)
   ARGV[5] fields to set (JSON object of strings, may be '{}')
   ARGV[6] 1 to count a dispatch attempt  ARGV[7] action id (zset member)
   ARGV[8] events max length  ARGV[9] effect event (JSON)
+  ARGV[10] 1 to refuse the move when the run's cancel is recorded (a dispatch
+           on the model's behalf: checked here, in the same atomic change as
+           the compare-and-set, so no cancel slips between a read and the move)
 
   Returns 1, or -10 no such action, -11 state is not the expected one
-  (the current state is then in the second element), -12 move not allowed.
+  (the current state is then in the second element), -12 move not allowed,
+  -17 the run's cancel is recorded and ARGV[10] is 1 (nothing changed; the
+  second element is the state, the third the cancel's reason).
 ]]
 -- @include ledgerMoves
 -- @include emitEvent
@@ -23,6 +29,10 @@ if not current then return { -10, '' } end
 if current ~= ARGV[1] then return { -11, current } end
 local allowed = ledgerMoves[current]
 if not allowed or not allowed[ARGV[2]] then return { -12, current } end
+if ARGV[10] == '1' then
+  local cancel = redis.call('HMGET', KEYS[6], 'cancelRequested', 'cancelReason')
+  if cancel[1] == '1' then return { -17, current, cancel[2] or '' } end
+end
 
 local fields = cjson.decode(ARGV[5])
 local flat = { 'state', ARGV[2], 'updatedAt', ARGV[3] }

@@ -10,17 +10,21 @@
   KEYS[21] BullMQ's job id counter key; addStandardJob's keys for the next step's
            job are KEYS[7, 14, 15, 21, 17, 13, 8, 10, 20] (bullmqInternals.ts
            ADD_KEYS_FROM_FINISH, checked against BullMQ's own on every commit)
+  KEYS[22] the action a park into waiting_approval asks approval for (any other
+           commit passes the run hash here, untouched)
+  KEYS[23] the shard's approvals zset
 
   ARGV[1] lock token     ARGV[2] step (cursor the caller holds)
-  ARGV[3] next status (running | completed | failed | budget_exceeded | needs_human | waiting_approval ...)
+  ARGV[3] next status (running | completed | failed | budget_exceeded | needs_human | waiting_approval ...);
+          a recorded cancel wins over any of them: the run ends `cancelled` with the cancel's
+          reason (who asked), no next job, and a status entry saying so closes the step's entries
   ARGV[4] reason ('' for none)
   ARGV[5] steps delta    ARGV[6] tokens delta    ARGV[7] context tokens delta
   ARGV[8] now (ms)       ARGV[9] events max length
   ARGV[10] advance cursor (1) or keep it (0, the run parks mid-step)
   ARGV[11] retention ms for terminal statuses
   ARGV[12] step-committed event (JSON)
-  ARGV[13] 1 when the entries carry the step's decision (it must not be journalled yet);
-           ARGV[30+N] is then its decision event (JSON)
+  ARGV[13] 1 when the entries carry the step's decision (it must not be journalled yet)
   ARGV[14] this job's id (must be the run's current job)
   ARGV[15] the next step's job id (becomes the run's current job when status is running)
   ARGV[16] number of journal entries N
@@ -28,11 +32,22 @@
   ARGV[26..25+N] journal entries (JSON)
   ARGV[26+N..28+N] BullMQ addStandardJob argv (empty strings when the status is not running)
   ARGV[29+N] step-started event (JSON; '' when this delivery's journalDecision already emitted it)
+  ARGV[30+N] the decision event (JSON; '' when ARGV[13] is 0)
+  ARGV[31+N] the action id a park into waiting_approval asks approval for ('' for none)
+  ARGV[32+N] that approval's expiry (ms) if none is recorded yet
+
+  A park into waiting_approval records the approval request (expiry on the
+  action, entry in the approvals index) here, in the same atomic change as the
+  park: a pending approval exists only for a parked run, so it cannot expire
+  before the park lands, and a cancel that wins over the park leaves none. An
+  approval already past its expiry (a re-park) or already expired by the sweep
+  does not park: the run ends `failed`, reason approval_expired. A park records
+  the action on the run hash (`approvalFor`).
 
   Returns: { journal length after the commit, moveToFinished's reply (0, the
   worker's next job, or BullMQ's negative code: the commit stands and the worker
-  completes the job itself), the run's status after the commit (a pending cancel
-  turns running into cancelled) }, or a negative code:
+  completes the job itself), the status committed (ARGV[3], or what a cancel or
+  an expired approval made of it) }, or a negative code:
    -1 lock lost  -2 stale step  -3 run missing  -4 run not running  -5 decision already journalled
 ]]
 -- @include fence
@@ -42,7 +57,7 @@
 -- @include bullmq:moveToFinished
 
 local step = tonumber(ARGV[2])
-local fence, decidedStep, cancelRequested = checkFence(KEYS[1], KEYS[5], ARGV[1], step, ARGV[14])
+local fence, decidedStep, cancelRequested, cancelReason = checkFence(KEYS[1], KEYS[5], ARGV[1], step, ARGV[14])
 if fence ~= 0 then return fence end
 
 if ARGV[13] == '1' and decidedStep == ARGV[2] then return -5 end
@@ -51,16 +66,37 @@ local n = tonumber(ARGV[16])
 local len
 if n > 0 then len = redis.call('RPUSH', KEYS[3], unpack(ARGV, 26, 25 + n)) else len = redis.call('LLEN', KEYS[3]) end
 
+-- Cancel wins: whatever this commit would set (a park included), the run ends cancelled.
+local status = ARGV[3]
+local reason = ARGV[4]
+if cancelRequested == '1' then
+  status = 'cancelled'
+  reason = cancelReason or 'cancelled_by_operator'
+elseif status == 'waiting_approval' and ARGV[31 + n] ~= '' then
+  local a = redis.call('HMGET', KEYS[22], 'state', 'approvalExpiresAt', 'decision')
+  local expiresAt = a[2]
+  if a[1] == 'planned' and not expiresAt then
+    expiresAt = ARGV[32 + n]
+    redis.call('HSET', KEYS[22], 'approvalExpiresAt', expiresAt)
+    redis.call('ZADD', KEYS[23], expiresAt, ARGV[31 + n])
+  end
+  local expired = a[1] == 'planned' and tonumber(expiresAt) <= tonumber(ARGV[8])
+  if a[3] and cjson.decode(a[3]).reason == 'approval_expired' then expired = true end
+  if expired then
+    status = 'failed'
+    reason = 'approval_expired'
+  end
+end
+if status ~= ARGV[3] then
+  len = redis.call('RPUSH', KEYS[3], cjson.encode({ v = 1, kind = 'status', step = step, status = status, reason = reason }))
+elseif status == 'waiting_approval' and ARGV[31 + n] ~= '' then
+  -- Which approval the run waits for: the sweep resumes it if a decision's resume was lost.
+  redis.call('HSET', KEYS[1], 'approvalFor', ARGV[31 + n])
+end
+
 redis.call('HINCRBY', KEYS[2], 'stepsUsed', ARGV[5])
 redis.call('HINCRBY', KEYS[2], 'tokensUsed', ARGV[6])
 redis.call('HINCRBY', KEYS[2], 'contextTokens', ARGV[7])
-
-local status = ARGV[3]
-local reason = ARGV[4]
-if status == 'running' and cancelRequested == '1' then
-  status = 'cancelled'
-  reason = 'cancelled_by_operator'
-end
 
 local nextCursor = step
 if ARGV[10] == '1' then nextCursor = step + 1 end
@@ -70,7 +106,7 @@ else
   redis.call('HSET', KEYS[1], 'cursor', nextCursor, 'status', status, 'reason', reason, 'updatedAt', ARGV[8])
 end
 emitEvent(KEYS[4], ARGV[9], 'step_started', ARGV[29 + n])
-if ARGV[13] == '1' then emitEvent(KEYS[4], ARGV[9], 'decision', ARGV[30 + n]) end
+emitEvent(KEYS[4], ARGV[9], 'decision', ARGV[30 + n])
 emitEvent(KEYS[4], ARGV[9], 'step_committed', ARGV[12])
 
 if status == 'running' then
