@@ -1,6 +1,6 @@
 /** The run API over real HTTP: validation (400 naming fields, nothing written), idempotent creation, views. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createHarness, sampleTicket, type Harness } from './support/harness.js';
+import { createHarness, producerAuth, sampleTicket, type Harness } from './support/harness.js';
 
 let h: Harness;
 let url: string;
@@ -13,7 +13,7 @@ afterAll(async () => {
 });
 
 const post = (body: unknown, headers: Record<string, string> = {}) =>
-  fetch(`${url}/v1/runs`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+  fetch(`${url}/v1/runs`, { method: 'POST', headers: { 'content-type': 'application/json', ...producerAuth, ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) });
 
 async function keyCount(): Promise<number> {
   let n = 0;
@@ -68,7 +68,7 @@ describe('POST /v1/runs', () => {
     const res = await post({ tenant: 'acme', ticket: sampleTicket('V-1'), budget: { maxSteps: 10 } });
     const { runId } = (await res.json()) as { runId: string };
     await h.waitForStatus(runId, ['completed']);
-    const view = (await (await fetch(`${url}/v1/runs/${runId}`)).json()) as Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+    const view = (await (await fetch(`${url}/v1/runs/${runId}`, { headers: producerAuth })).json()) as Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
     expect(view.status).toBe('completed');
     expect(view.step).toBe(7);
     expect(view.budget.limits.maxSteps).toBe(10);
@@ -76,7 +76,7 @@ describe('POST /v1/runs', () => {
     expect(view.budget.used.tokens).toBeGreaterThan(0);
     expect(view.transcript.filter((e: { kind: string }) => e.kind === 'decision')).toHaveLength(6);
     expect(view.effects.map((e: { tool: string }) => e.tool)).toEqual(['create_ticket', 'send_email']);
-    expect((await fetch(`${url}/v1/runs/r_nope`)).status).toBe(404);
+    expect((await fetch(`${url}/v1/runs/r_nope`, { headers: producerAuth })).status).toBe(404);
     expect((await fetch(`${url}/healthz`)).status).toBe(200);
     expect((await fetch(`${url}/readyz`)).status).toBe(200);
   });

@@ -16,7 +16,7 @@ import { startEmbeddedRedis, type EmbeddedRedis } from '../../src/redis/embedded
 import { startSandbox, type SandboxHandle } from '../../src/sandbox/server.js';
 import type { FaultRule } from '../../src/sandbox/types.js';
 import { startTap, type Tap } from './tap.js';
-import { describeTap, Timeline } from './timeline.js';
+import { describeTap, SCENARIO_TOKEN, Timeline } from './timeline.js';
 
 /** One parsed pino line of a worker. */
 export interface WorkerLogLine {
@@ -144,7 +144,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     const env: Record<string, string> = {
       APP_MODE: 'development', REDIS_URL: redis.url, REDIS_CLUSTER_NODES: '', KEY_PREFIX: 'agent', BULL_PREFIX: 'bull',
       SHARDS: '1', WORKER_SHARDS: '', SANDBOX_URL: tap.url, MODEL_PROVIDER: 'scripted', CRASH_POINTS: '',
-      UNSAFE_DISABLE_IDEMPOTENCY: 'false', PRODUCER_TOKEN: '', OPERATOR_TOKEN: '', TENANT_TOKENS: '', APPROVAL_RULES: '',
+      UNSAFE_DISABLE_IDEMPOTENCY: 'false', PRODUCER_TOKEN: SCENARIO_TOKEN, OPERATOR_TOKEN: '', TENANT_TOKENS: '', APPROVAL_RULES: '',
       TENANT_DAILY_TOKENS: '0', WORKER_METRICS_PORT: '0', ...opts.env,
     };
     const cfg = loadConfig({ ...process.env, ...env, LOG_LEVEL: 'silent', PORT: '0', HOST: '127.0.0.1' });
@@ -183,14 +183,14 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       timeline: tl, redis, sandbox, tap, apiUrl, ctx, workers, problems,
       async createRun(body) {
         const sent = Date.now();
-        const res = await fetch(`${apiUrl}/v1/runs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+        const res = await fetch(`${apiUrl}/v1/runs`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${SCENARIO_TOKEN}` }, body: JSON.stringify(body) });
         const json = (await res.json()) as { runId?: string; fields?: unknown };
         if (res.status !== 201 || !json.runId) throw new Error(`POST /v1/runs answered ${res.status}: ${JSON.stringify(json)}`);
         tl.add(sent, 'api', `POST /v1/runs -> 201 run ${json.runId} (${Date.now() - sent} ms)`);
         return json.runId;
       },
       async view(runId) {
-        const res = await fetch(`${apiUrl}/v1/runs/${encodeURIComponent(runId)}`);
+        const res = await fetch(`${apiUrl}/v1/runs/${encodeURIComponent(runId)}`, { headers: { authorization: `Bearer ${SCENARIO_TOKEN}` } });
         if (!res.ok) throw new Error(`GET /v1/runs/${runId} answered ${res.status}`);
         return (await res.json()) as RunViewJson;
       },

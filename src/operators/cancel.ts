@@ -7,7 +7,8 @@
 import { Router } from 'express';
 import type { AppContext } from '../app/context.js';
 import { FenceError } from '../errors.js';
-import { requireToken } from '../producer/auth.js';
+import { requireToken, runNotFound } from '../producer/auth.js';
+import { isRunId } from '../redis/keys.js';
 import { param } from './http.js';
 import { stopRun } from './stopRun.js';
 
@@ -17,13 +18,14 @@ export function cancelRouter(ctx: AppContext): Router {
   const r = Router();
   r.post('/v1/runs/:id/cancel', requireToken(ctx.cfg.OPERATOR_TOKEN, 'operator'), async (req, res) => {
     const runId = param(req.params.id);
+    if (!isRunId(runId)) return runNotFound(res);
     let result;
     try {
       result = await stopRun(ctx, runId, {
         expected: ['waiting_approval', 'needs_human'], status: 'cancelled', reason: 'cancelled_by_operator', now: Date.now(), requestCancel: true,
       });
     } catch (err) {
-      if (err instanceof FenceError && err.code === 'run_missing') return void res.status(404).json({ error: 'not_found', runId });
+      if (err instanceof FenceError && err.code === 'run_missing') return runNotFound(res);
       throw err;
     }
     if (!result.stopped && TERMINAL.has(result.status)) return void res.status(409).json({ error: 'run_finished', runId, status: result.status });

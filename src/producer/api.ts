@@ -1,7 +1,7 @@
 /** The HTTP API: run intake and views, health, metrics. */
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { AppContext } from '../app/context.js';
-import { requireRunAccess, requireRunCreation } from './auth.js';
+import { requireRunAccess, requireRunCreation, runNotFound } from './auth.js';
 import { InvalidRunRequest, startRun } from './runs.js';
 import { createRunSchema } from './schemas.js';
 import { runView, type EffectsLister } from './view.js';
@@ -53,10 +53,7 @@ export function createApi(ctx: AppContext, opts: ApiOptions = {}): express.Expre
 
   app.get('/v1/runs/:id', requireRunAccess(ctx), async (req, res) => {
     const view = await runView(ctx, req.params.id, opts.listEffects);
-    if (!view) {
-      res.status(404).json({ error: 'not_found', runId: req.params.id });
-      return;
-    }
+    if (!view) return runNotFound(res);
     res.json(view);
   });
 
