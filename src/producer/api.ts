@@ -64,7 +64,7 @@ export function createApi(ctx: AppContext, opts: ApiOptions = {}): express.Expre
       res.status(400).json({ error: 'invalid_json', fields: [{ path: '(body)', message: 'body is not valid JSON' }] });
       return;
     }
-    ctx.log.error({ code: 'api_error', err: err.message }, 'request failed');
+    ctx.log.error({ code: 'api_error', err }, 'request failed');
     res.status(err.status ?? 500).json({ error: 'internal_error' });
   });
   return app;

@@ -15,7 +15,7 @@ export function createFullApi(ctx: AppContext, isReady: () => boolean): express.
   app.use(webhooksRouter(ctx));
   app.use((err: Error & { status?: number; type?: string }, _req: Request, res: Response, next: NextFunction) => {
     if (err.type === 'entity.too.large') return void res.status(413).json({ error: 'too_large' });
-    ctx.log.error({ code: 'webhook_error', err: err.message }, 'webhook failed');
+    ctx.log.error({ code: 'webhook_error', err }, 'webhook failed');
     if (res.headersSent) return next(err);
     res.status(err.status ?? 500).json({ error: 'internal_error' });
   });
