@@ -2,6 +2,7 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { AppContext } from '../app/context.js';
 import { requireRunAccess, requireRunCreation, runNotFound } from './auth.js';
+import { BODY_LIMIT, bodyParserError, bodyTooDeep, nestedDeeperThan } from './bodies.js';
 import { InvalidRunRequest, startRun } from './runs.js';
 import { createRunSchema } from './schemas.js';
 import { runView, type EffectsLister } from './view.js';
@@ -16,7 +17,8 @@ export interface ApiOptions {
 export function createApi(ctx: AppContext, opts: ApiOptions = {}): express.Express {
   const app = express();
   app.disable('x-powered-by');
-  app.use(express.json({ limit: '1mb' }));
+  app.use(express.json({ limit: BODY_LIMIT }));
+  app.use((req, res, next) => (nestedDeeperThan(req.body) ? bodyTooDeep(res) : next()));
 
   app.get('/healthz', (_req, res) => void res.json({ ok: true }));
   app.get('/readyz', async (_req, res) => {
@@ -60,10 +62,7 @@ export function createApi(ctx: AppContext, opts: ApiOptions = {}): express.Expre
   opts.mount?.(app);
 
   app.use((err: Error & { status?: number; type?: string }, _req: Request, res: Response, _next: NextFunction) => {
-    if (err.type === 'entity.parse.failed') {
-      res.status(400).json({ error: 'invalid_json', fields: [{ path: '(body)', message: 'body is not valid JSON' }] });
-      return;
-    }
+    if (bodyParserError(err, res)) return;
     ctx.log.error({ code: 'api_error', err }, 'request failed');
     res.status(err.status ?? 500).json({ error: 'internal_error' });
   });

@@ -2,6 +2,7 @@
 import { z } from 'zod';
 import { scriptSchema } from '../agent/models/script.js';
 
+/** Strict at every level: an unknown field is a 400 naming it, never silently dropped. */
 export const ticketSchema = z.object({
   id: z.string().min(1).max(200),
   subject: z.string().min(1).max(1000),
@@ -9,8 +10,8 @@ export const ticketSchema = z.object({
   customer: z.object({
     email: z.string().email(),
     name: z.string().min(1).max(200),
-  }),
-});
+  }).strict(),
+}).strict();
 export type Ticket = z.infer<typeof ticketSchema>;
 
 export const budgetRequestSchema = z
