@@ -1,6 +1,7 @@
 /** The HTTP API: run intake and views, health, metrics. */
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { AppContext } from '../app/context.js';
+import { metricsAllowed } from '../app/opsServer.js';
 import { requireRunAccess, requireRunCreation, runNotFound } from './auth.js';
 import { BODY_LIMIT, bodyParserError, bodyTooDeep, nestedDeeperThan } from './bodies.js';
 import { InvalidRunRequest, startRun } from './runs.js';
@@ -25,9 +26,19 @@ export function createApi(ctx: AppContext, opts: ApiOptions = {}): express.Expre
     const ready = (opts.isReady?.() ?? true) && (await ctx.redis.ping().then(() => true, () => false));
     res.status(ready ? 200 : 503).json({ ready });
   });
-  app.get('/metrics', async (_req, res) => {
-    res.type(ctx.metrics.registry.contentType).send(await ctx.metrics.registry.metrics());
-  });
+  // With API_METRICS_PORT set, /metrics is served there (src/producer/main.ts), not on PORT.
+  if (ctx.cfg.API_METRICS_PORT === 0) {
+    app.get('/metrics', async (req, res) => {
+      const { METRICS_TOKEN: token, APP_MODE: mode } = ctx.cfg;
+      if (token === undefined && mode === 'production') {
+        return void res.status(503).json({ error: 'metrics_not_exposed', message: 'in production /metrics on PORT needs METRICS_TOKEN, or set API_METRICS_PORT to serve it on a separate port' });
+      }
+      if (!metricsAllowed(token, req.headers.authorization)) {
+        return void res.status(401).setHeader('www-authenticate', 'Bearer').json({ error: 'unauthorized', message: '/metrics needs the METRICS_TOKEN bearer token' });
+      }
+      res.type(ctx.metrics.registry.contentType).send(await ctx.metrics.registry.metrics());
+    });
+  }
 
   app.post('/v1/runs', requireRunCreation(ctx.cfg), async (req, res) => {
     const parsed = createRunSchema.safeParse(req.body);
