@@ -137,6 +137,14 @@ describe('effect ledger', () => {
     expect(h.ctx.metrics.loopStops).toBeDefined();
   });
 
+  it('one recipient in two spellings (Carol@Example.com, carol@example.com) is one business action: one email', async () => {
+    const to = (addr: string) => ({ ...email, args: { ...email.args, to: addr } });
+    const runId = await run([t([to('Carol@Example.com')]), t([to('carol@example.com')]), final]);
+    expect(await h.waitForStatus(runId, ['completed', 'needs_human', 'failed'])).toBe('completed');
+    expect(emailsSent()).toBe(1);
+    expect((await ledger.listForRun(runId)).filter((e) => e.tool === 'send_email')).toHaveLength(1);
+  });
+
   it('two workers racing on one action: one dispatch', async () => {
     h.sandbox.setFaults([{ kind: 'slow_commit', resource: 'emails', ms: 300 }]);
     const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket('RACE'), agent: { model: 'scripted', script: [final] } }, Date.now());
