@@ -1,6 +1,7 @@
 /** The run view served by GET /v1/runs/:id: status, cursor, budget, transcript, effects. */
 import type { AppContext } from '../app/context.js';
 import type { JournalEntry } from '../journal/entries.js';
+import { isRunId } from '../redis/keys.js';
 
 export interface RunView {
   runId: string;
@@ -20,7 +21,9 @@ export interface RunView {
 
 export type EffectsLister = (runId: string) => Promise<unknown[]>;
 
+/** Undefined for an unknown run, and for a malformed id before any Redis access (a `:journal` suffix would name another key). */
 export async function runView(ctx: AppContext, runId: string, listEffects?: EffectsLister, nowMs = Date.now()): Promise<RunView | undefined> {
+  if (!isRunId(runId)) return undefined;
   const [spec, state] = await Promise.all([ctx.store.readSpec(runId), ctx.store.readState(runId)]);
   if (!spec || !state) return undefined;
   const finishedAt = Number((await ctx.redis.hget(ctx.keys.run(runId).run, 'finishedAt')) ?? 0);
