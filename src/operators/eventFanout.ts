@@ -129,7 +129,7 @@ class ShardReader {
     this.conn = (this.hub.redis as { duplicate(): RedisClient }).duplicate();
     this.conn.on('error', () => {}); // failures surface through the read below
     // Keep-alives and status checks for every watched stream, busy or quiet.
-    this.ticker = setInterval(() => void this.idle(), this.hub.opts.blockMs);
+    this.ticker = setInterval(() => void this.idle(), this.hub.opts.blockMs).unref();
     void this.loop(this.conn);
   }
 
