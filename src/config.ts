@@ -3,6 +3,7 @@
  * defaults (units in the names) -> frozen object. Nothing else reads process.env.
  * A bad value fails at boot with the field named (ConfigError).
  */
+import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { BUDGET_BOUNDS } from './runs/bounds.js';
 
@@ -110,8 +111,18 @@ export const configSchema = z.object({
   PAUSE_POINTS: csv,
   /** Test-only: disables the ledger's idempotency (negative control of the chaos campaign). */
   UNSAFE_DISABLE_IDEMPOTENCY: bool.default(false),
+  /**
+   * Run routes (POST /v1/runs, run views, events) need PRODUCER_TOKEN, OPERATOR_TOKEN or a
+   * TENANT_TOKENS entry; operator routes need OPERATOR_TOKEN (Bull Board and run pages also take
+   * BULL_BOARD_USER/PASSWORD). A route whose credential is not configured answers 503 naming it.
+   */
   PRODUCER_TOKEN: z.string().optional(),
   OPERATOR_TOKEN: z.string().optional(),
+  /**
+   * Development only: `generate` fills every unset PRODUCER_TOKEN, OPERATOR_TOKEN,
+   * BULL_BOARD_USER/PASSWORD with random values at boot (`npm start` prints them). Refused in production.
+   */
+  DEV_AUTH: z.enum(['off', 'generate']).default('off'),
   /** {"tenant": "token"}: a tenant token may create and read only that tenant's runs. */
   TENANT_TOKENS: json(z.record(z.string(), z.string().min(8)), {}),
   /** {"tenant": "secret"}: HMAC-SHA256 secrets of the signed ticket webhooks. */
@@ -132,6 +143,15 @@ export const configSchema = z.object({
   BULL_BOARD_USER: z.string().optional(),
   BULL_BOARD_PASSWORD: z.string().optional(),
   BULL_BOARD_READ_ONLY: bool.default(true),
+  /** Bearer token /metrics requires on every process (API, worker, reconciler); unset = no token. */
+  METRICS_TOKEN: z.string().min(8).optional(),
+  /**
+   * The API serves /metrics on this separate port instead of PORT (0 = on PORT). In production,
+   * /metrics on PORT needs METRICS_TOKEN (it names tenants and volumes): set one or the other.
+   */
+  API_METRICS_PORT: int(0, 0),
+  /** Live event streams (SSE) one API process serves at once; past it a viewer gets 503. */
+  SSE_MAX_VIEWERS: int(1000, 1),
   /** Per-tenant token budget per UTC day (0 = no tenant budget). */
   TENANT_DAILY_TOKENS: int(0, 0),
 });
@@ -158,6 +178,16 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new ConfigError(fields, `invalid configuration: ${detail}`);
   }
   const cfg = parsed.data;
+  if (cfg.DEV_AUTH === 'generate') {
+    if (cfg.APP_MODE !== 'development') throw new ConfigError(['DEV_AUTH'], 'invalid configuration: DEV_AUTH=generate is for APP_MODE=development only');
+    const secret = () => randomBytes(18).toString('base64url');
+    cfg.PRODUCER_TOKEN ??= secret();
+    cfg.OPERATOR_TOKEN ??= secret();
+    if (cfg.BULL_BOARD_USER === undefined || cfg.BULL_BOARD_PASSWORD === undefined) {
+      cfg.BULL_BOARD_USER = 'operator';
+      cfg.BULL_BOARD_PASSWORD = secret();
+    }
+  }
   if (cfg.APP_MODE === 'production') {
     if (cfg.MODEL_PROVIDER === 'scripted' && cfg.SCRIPTED_MODEL_ENABLED !== true) {
       throw new ConfigError(['SCRIPTED_MODEL_ENABLED'], 'invalid configuration: the scripted model is disabled in production unless SCRIPTED_MODEL_ENABLED=true');

@@ -3,7 +3,7 @@
  * seed 004's test plan, seed 003's reconciliation cases, races, loops.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createHarness, sampleTicket, type Harness } from './support/harness.js';
+import { createHarness, producerAuth, sampleTicket, type Harness } from './support/harness.js';
 import { buildSpec } from '../src/producer/runs.js';
 import { Ledger } from '../src/ledger/ledger.js';
 import { createEffectRunner } from '../src/ledger/runner.js';
@@ -137,6 +137,14 @@ describe('effect ledger', () => {
     expect(h.ctx.metrics.loopStops).toBeDefined();
   });
 
+  it('one recipient in two spellings (Carol@Example.com, carol@example.com) is one business action: one email', async () => {
+    const to = (addr: string) => ({ ...email, args: { ...email.args, to: addr } });
+    const runId = await run([t([to('Carol@Example.com')]), t([to('carol@example.com')]), final]);
+    expect(await h.waitForStatus(runId, ['completed', 'needs_human', 'failed'])).toBe('completed');
+    expect(emailsSent()).toBe(1);
+    expect((await ledger.listForRun(runId)).filter((e) => e.tool === 'send_email')).toHaveLength(1);
+  });
+
   it('two workers racing on one action: one dispatch', async () => {
     h.sandbox.setFaults([{ kind: 'slow_commit', resource: 'emails', ms: 300 }]);
     const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket('RACE'), agent: { model: 'scripted', script: [final] } }, Date.now());
@@ -157,7 +165,7 @@ describe('effect ledger', () => {
     const runId = await run([t([ticketCall]), t([email]), final]);
     expect(await h.waitForStatus(runId, ['completed', 'needs_human', 'failed'])).toBe('completed');
     const api = await h.startApi();
-    const view = (await (await fetch(`${api.url}/v1/runs/${runId}`)).json()) as { effects: { tool: string; state: string; idempotencyKey: string; receipt: string; history: unknown[] }[] };
+    const view = (await (await fetch(`${api.url}/v1/runs/${runId}`, { headers: producerAuth })).json()) as { effects: { tool: string; state: string; idempotencyKey: string; receipt: string; history: unknown[] }[] };
     expect(view.effects.map((e) => [e.tool, e.state])).toEqual([['create_ticket', 'confirmed'], ['send_email', 'confirmed']]);
     expect(view.effects[0]?.receipt).toMatch(/^tkt_/);
     expect(view.effects[1]?.idempotencyKey).toContain(runId);

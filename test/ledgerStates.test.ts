@@ -4,6 +4,7 @@ import { createHarness, type Harness } from './support/harness.js';
 import { Ledger } from '../src/ledger/ledger.js';
 import { ALLOWED_MOVES, LEDGER_STATES, type LedgerState } from '../src/ledger/states.js';
 import { actionIdentity } from '../src/ledger/identity.js';
+import { refund as refundTool } from '../src/agent/tools/refund.js';
 import { sendEmail } from '../src/agent/tools/sendEmail.js';
 import { createTicket } from '../src/agent/tools/createTicket.js';
 
@@ -62,5 +63,26 @@ describe('ledger state machine', () => {
     expect(c.actionId).not.toBe(a.actionId);
     const t = actionIdentity('r_1', createTicket, { subject: 'S', body: 'B', priority: 'normal', sourceTicketId: 'T' });
     expect(t.actionId).not.toBe(a.actionId);
+  });
+
+  it('identities normalise what does not change the business action: recipient case and spacing, subject spacing and case, currency case', () => {
+    const mail = (to: string) => actionIdentity('r_1', sendEmail, { to, template: 'ack', subject: 'Hi', body: 'one' });
+    const carol = mail('carol@example.com');
+    for (const to of ['Carol@Example.com', 'CAROL@EXAMPLE.COM', ' carol@example.com ']) {
+      expect(mail(to).actionId, to).toBe(carol.actionId);
+      expect(mail(to).idempotencyKey, to).toBe(carol.idempotencyKey);
+    }
+    expect(mail('carol2@example.com').actionId).not.toBe(carol.actionId);
+
+    const ticket = (subject: string, sourceTicketId = 'T-1') => actionIdentity('r_1', createTicket, { subject, body: 'B', priority: 'normal', sourceTicketId }).actionId;
+    expect(ticket('Refund  request ')).toBe(ticket('refund request'));
+    expect(ticket('refund request', ' T-1')).toBe(ticket('refund request'));
+    expect(ticket('refund requested')).not.toBe(ticket('refund request'));
+
+    const money = (currency: string, orderId = 'O-1') => actionIdentity('r_1', refundTool, { orderId, amountCents: 500, currency, reason: 'r' }).actionId;
+    expect(money('eur')).toBe(money('EUR'));
+    expect(money('EUR', ' O-1 ')).toBe(money('EUR'));
+    expect(money('USD')).not.toBe(money('EUR'));
+    expect(money('EUR', 'o-1')).not.toBe(money('EUR'));
   });
 });

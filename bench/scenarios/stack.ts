@@ -17,7 +17,7 @@ import { startSandbox, type SandboxHandle } from '../../src/sandbox/server.js';
 import type { FaultRule } from '../../src/sandbox/types.js';
 import { withTimeout } from '../../src/net/timeout.js';
 import { startTap, type Tap } from './tap.js';
-import { describeTap, Timeline } from './timeline.js';
+import { describeTap, SCENARIO_TOKEN, Timeline } from './timeline.js';
 
 /** A request to the scenario's own API or a worker's /metrics that gets no answer fails instead of hanging the scenario. */
 const HTTP_TIMEOUT_MS = 10_000;
@@ -148,7 +148,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     const env: Record<string, string> = {
       APP_MODE: 'development', REDIS_URL: redis.url, REDIS_CLUSTER_NODES: '', KEY_PREFIX: 'agent', BULL_PREFIX: 'bull',
       SHARDS: '1', WORKER_SHARDS: '', SANDBOX_URL: tap.url, MODEL_PROVIDER: 'scripted', CRASH_POINTS: '',
-      UNSAFE_DISABLE_IDEMPOTENCY: 'false', PRODUCER_TOKEN: '', OPERATOR_TOKEN: '', TENANT_TOKENS: '', APPROVAL_RULES: '',
+      UNSAFE_DISABLE_IDEMPOTENCY: 'false', PRODUCER_TOKEN: SCENARIO_TOKEN, OPERATOR_TOKEN: '', TENANT_TOKENS: '', APPROVAL_RULES: '',
       TENANT_DAILY_TOKENS: '0', WORKER_METRICS_PORT: '0', ...opts.env,
     };
     const cfg = loadConfig({ ...process.env, ...env, LOG_LEVEL: 'silent', PORT: '0', HOST: '127.0.0.1' });
@@ -188,7 +188,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       async createRun(body) {
         const sent = Date.now();
         const { res, json } = await withTimeout(HTTP_TIMEOUT_MS, undefined, async (signal) => {
-          const res = await fetch(`${apiUrl}/v1/runs`, { method: 'POST', signal, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+          const res = await fetch(`${apiUrl}/v1/runs`, { method: 'POST', signal, headers: { 'content-type': 'application/json', authorization: `Bearer ${SCENARIO_TOKEN}` }, body: JSON.stringify(body) });
           return { res, json: (await res.json()) as { runId?: string; fields?: unknown } };
         });
         if (res.status !== 201 || !json.runId) throw new Error(`POST /v1/runs answered ${res.status}: ${JSON.stringify(json)}`);
@@ -197,7 +197,7 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
       },
       async view(runId) {
         return withTimeout(HTTP_TIMEOUT_MS, undefined, async (signal) => {
-          const res = await fetch(`${apiUrl}/v1/runs/${encodeURIComponent(runId)}`, { signal });
+          const res = await fetch(`${apiUrl}/v1/runs/${encodeURIComponent(runId)}`, { signal, headers: { authorization: `Bearer ${SCENARIO_TOKEN}` } });
           if (!res.ok) throw new Error(`GET /v1/runs/${runId} answered ${res.status}`);
           return (await res.json()) as RunViewJson;
         });

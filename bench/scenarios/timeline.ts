@@ -51,6 +51,9 @@ export interface EventFollower {
 }
 
 /** Follows a run's Server-Sent Events over HTTP from its first event. */
+/** The producer token of the scenario stack's API (run routes are closed without one). */
+export const SCENARIO_TOKEN = 'scenario-producer-token';
+
 export function followEvents(apiUrl: string, runId: string): EventFollower {
   const events: RunEvent[] = [];
   const waiters = new Set<{ pred: (e: RunEvent) => boolean; resolve: (e: RunEvent) => void }>();
@@ -66,7 +69,7 @@ export function followEvents(apiUrl: string, runId: string): EventFollower {
   };
   void (async () => {
     try {
-      const res = await fetch(`${apiUrl}/v1/runs/${encodeURIComponent(runId)}/events`, { signal: ac.signal, headers: { accept: 'text/event-stream' } });
+      const res = await fetch(`${apiUrl}/v1/runs/${encodeURIComponent(runId)}/events`, { signal: ac.signal, headers: { accept: 'text/event-stream', authorization: `Bearer ${SCENARIO_TOKEN}` } });
       if (!res.ok || !res.body) return;
       const decoder = new TextDecoder();
       let buf = '';

@@ -44,14 +44,14 @@ export function buildProviders(cfg: Config): Map<string, ModelProvider> {
 export async function createContext(cfg: Config, name: string, opts: { log?: Logger; metrics?: Metrics; tracing?: Tracing } = {}): Promise<AppContext> {
   const log = opts.log ?? createLogger(name, cfg.LOG_LEVEL);
   const redis = createRedis(targetOf(cfg), name);
-  redis.on('error', (err) => log.warn({ code: 'redis_error', err: err.message }, 'redis connection error'));
+  redis.on('error', (err) => log.warn({ code: 'redis_error', err }, 'redis connection error'));
   const metrics = opts.metrics ?? newMetrics({ defaultMetrics: true });
   const report = await assertRedisSafe(redis, (m) => log.warn({ code: 'redis_aof_off' }, m));
   metrics.redisConfigOk.set({ check: 'noeviction' }, report.noeviction ? 1 : 0);
   metrics.redisConfigOk.set({ check: 'aof' }, report.aof ? 1 : 0);
   loadScripts(redis);
   const keys = new KeySpace(cfg.KEY_PREFIX, cfg.BULL_PREFIX, cfg.SHARDS);
-  const queues = new ShardQueues(keys, redis, (err) => log.warn({ code: 'queue_error', err: err.message }, 'queue connection error'));
+  const queues = new ShardQueues(keys, redis, (err) => log.warn({ code: 'queue_error', err }, 'queue connection error'));
   const store = new RunStore(redis, keys, queues, cfg.EVENTS_MAX_LEN);
   registerScrapeCollectors(metrics, { redis, keys, queues, log });
   const tracing = opts.tracing ?? createTracing(cfg, name);

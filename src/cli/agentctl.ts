@@ -14,6 +14,7 @@
  */
 import { parseArgs } from 'node:util';
 import { withTimeout } from '../net/timeout.js';
+import { isActionId, isRunId } from '../redis/keys.js';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -83,7 +84,12 @@ async function events(runId: string, from: string | undefined): Promise<void> {
 
 const [command, a, b] = positionals;
 if (values.help || !command) usage();
-const id = (x: string | undefined, what: string) => encodeURIComponent(need(x, what));
+/** Ids are checked by format here too: a malformed one never reaches the server. */
+const id = (x: string | undefined, what: 'runId' | 'actionId') => {
+  const value = need(x, what);
+  if (!(what === 'runId' ? isRunId(value) : isActionId(value))) usage(`${what} ${JSON.stringify(value)} is malformed (${what === 'runId' ? 'r_ + 24 hex digits' : 'a_ + 32 hex digits'})`);
+  return encodeURIComponent(value);
+};
 switch (command) {
   case 'approvals':
     await request('GET', '/v1/approvals');
@@ -111,7 +117,7 @@ switch (command) {
     await request('GET', `/v1/runs/${id(a, 'runId')}`);
     break;
   case 'events':
-    await events(need(a, 'runId'), values.from);
+    await events(decodeURIComponent(id(a, 'runId')), values.from);
     break;
   default:
     usage(`unknown command ${command}`);

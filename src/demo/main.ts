@@ -24,7 +24,8 @@ if (!redisUrl && base.REDIS_CLUSTER_NODES.length === 0) {
 }
 const sandbox = await startSandbox({ port: 0 });
 const env = { ...process.env, ...(redisUrl ? { REDIS_URL: redisUrl } : {}), SANDBOX_URL: sandbox.url, LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn' };
-const cfg = loadConfig(env);
+// The API's credentials: random ones for this demo (DEV_AUTH=generate), printed below; the workers need none.
+const cfg = loadConfig({ ...env, DEV_AUTH: process.env.DEV_AUTH ?? 'generate' });
 const ctx = await createContext(cfg, 'demo', { log: createLogger('demo', cfg.LOG_LEVEL) });
 const app = createFullApi(ctx, () => true);
 const server = await new Promise<import('node:http').Server>((resolve) => {
@@ -42,7 +43,10 @@ console.log(`
 durable agent fleet demo
   Redis        ${redisUrl ?? cfg.REDIS_CLUSTER_NODES.join(',')}${embedded ? ' (embedded, AOF on)' : ''}
   API          ${apiUrl}/v1/runs   (health ${apiUrl}/healthz, metrics ${apiUrl}/metrics)
-  Bull Board   ${apiUrl}/admin/queues
+  Bull Board   ${apiUrl}/admin/queues   (user ${cfg.BULL_BOARD_USER ?? '-'}, password ${cfg.BULL_BOARD_PASSWORD ?? '-'}; run pages ${apiUrl}/runs/<runId>)
+  tokens       producer ${cfg.PRODUCER_TOKEN ?? '-'}   operator ${cfg.OPERATOR_TOKEN ?? '-'}   (generated for this demo: DEV_AUTH=generate)
+               e.g. curl -H 'authorization: Bearer ${cfg.OPERATOR_TOKEN ?? ''}' ${apiUrl}/v1/approvals
+               npm run ctl -- approvals --token ${cfg.OPERATOR_TOKEN ?? ''}
   sandbox      ${sandbox.url}       (counts ${sandbox.url}/_sandbox/counts)
   workers      2 processes, metrics on :${cfg.WORKER_METRICS_PORT} and :${cfg.WORKER_METRICS_PORT + 1}
 Ctrl-C stops everything.
@@ -65,7 +69,7 @@ for (const ticket of tickets) {
   });
   const body = (await res.json()) as { runId: string };
   runIds.push(body.runId);
-  console.log(`enqueued ${ticket.id} -> run ${body.runId} (${res.status})`);
+  console.log(`enqueued ${ticket.id} -> run ${body.runId} (${res.status})  ${apiUrl}/runs/${body.runId}`);
 }
 
 const ledger = ledgerFor(ctx);

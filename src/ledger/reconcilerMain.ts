@@ -7,7 +7,7 @@ import { Reconciler } from './reconciler.js';
 const cfg = loadConfig();
 const ctx = await createContext(cfg, 'reconciler');
 const reconciler = new Reconciler(ctx);
-const ops = await startOpsServer({ port: cfg.RECONCILER_METRICS_PORT, host: cfg.HOST, registry: ctx.metrics.registry, isReady: () => reconciler.ready });
+const ops = await startOpsServer({ port: cfg.RECONCILER_METRICS_PORT, host: cfg.HOST, registry: ctx.metrics.registry, isReady: () => reconciler.ready, metricsToken: cfg.METRICS_TOKEN });
 reconciler.start();
 ctx.log.info({ code: 'reconciler_started', metricsPort: ops.port }, 'reconciler started');
 

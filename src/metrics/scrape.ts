@@ -123,7 +123,7 @@ export function registerScrapeCollectors(metrics: Metrics, ctx: ScrapeCtx, opts:
       await fn();
     } catch (err) {
       metrics.scrapeErrors.inc({ collector: name });
-      ctx.log.warn({ code: 'scrape_collect_failed', collector: name, err: (err as Error).message }, 'scrape-time gauge not refreshed');
+      ctx.log.warn({ code: 'scrape_collect_failed', collector: name, err }, 'scrape-time gauge not refreshed');
     }
   };
   const fromStats = (name: string, pick: (s: IndexStats, t: number) => number) => function (this: Gauge) {

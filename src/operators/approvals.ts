@@ -7,7 +7,8 @@ import { z } from 'zod';
 import type { AppContext } from '../app/context.js';
 import { APPROVAL_VOID } from '../ledger/approvals.js';
 import { Ledger, LedgerConflict } from '../ledger/ledger.js';
-import { requireToken } from '../producer/auth.js';
+import { actionNotFound, requireToken } from '../producer/auth.js';
+import { isActionId } from '../redis/keys.js';
 import { resumeParked } from './resume.js';
 import { stopRun } from './stopRun.js';
 import { invalid, param } from './http.js';
@@ -43,8 +44,9 @@ export function approvalsRouter(ctx: AppContext, ledger: Ledger): Router {
     if (!parsed.success) return void invalid(res, parsed.error);
     const { decision, fingerprint, approver } = parsed.data;
     const actionId = param(req.params.actionId);
+    if (!isActionId(actionId)) return actionNotFound(res);
     const rec = await ledger.locate(actionId);
-    if (!rec) return void res.status(404).json({ error: 'not_found', actionId });
+    if (!rec) return actionNotFound(res);
     let result;
     try {
       result = await ledger.decideApproval(rec.runId, actionId, decision, fingerprint, approver, decision === 'approve' ? 'approved by an operator' : 'rejected by an operator');

@@ -1,8 +1,7 @@
 /**
  * Bull Board at /admin/queues: every shard's step queue, read-only unless
  * BULL_BOARD_READ_ONLY=false. Behind basic auth (BULL_BOARD_USER/PASSWORD) or
- * the operator token; with neither configured it is open (development only;
- * production config requires the operator token).
+ * the operator token; with neither configured it answers 503 naming them.
  *
  * Step jobs carry references only (run id, step, budget usage: see
  * stepJobDataSchema), and each job links to its run's page (/runs/:id, see
@@ -14,7 +13,7 @@ import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { ExpressAdapter } from '@bull-board/express';
 import type { AppContext } from '../app/context.js';
-import { bearer, tokenMatches } from '../producer/auth.js';
+import { authUnconfigured, bearer, tokenMatches } from '../producer/auth.js';
 
 export const BULL_BOARD_PATH = '/admin/queues';
 /** The operator's HTML run page (src/operators/runPage.ts). */
@@ -54,7 +53,7 @@ export function askForBoardCredentials(cfg: AppContext['cfg'], res: Response, me
 export function boardAuth(cfg: AppContext['cfg']) {
   const token = cfg.OPERATOR_TOKEN;
   return (req: Request, res: Response, next: NextFunction) => {
-    if (!basicAuthOn(cfg) && token === undefined) return next();
+    if (!basicAuthOn(cfg) && token === undefined) return authUnconfigured(res, 'OPERATOR_TOKEN, or BULL_BOARD_USER and BULL_BOARD_PASSWORD');
     if (token !== undefined && tokenMatches(bearer(req), token)) return next();
     if (boardBasicMatches(cfg, req)) return next();
     askForBoardCredentials(cfg, res, 'bull board credentials or an operator token are required');

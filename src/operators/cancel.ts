@@ -13,7 +13,8 @@ import { z } from 'zod';
 import type { AppContext } from '../app/context.js';
 import { FenceError } from '../errors.js';
 import { withdrawApprovals } from '../ledger/approvals.js';
-import { requireToken } from '../producer/auth.js';
+import { requireToken, runNotFound } from '../producer/auth.js';
+import { isRunId } from '../redis/keys.js';
 import { invalid, param } from './http.js';
 import { stopRun } from './stopRun.js';
 
@@ -27,6 +28,7 @@ export function cancelRouter(ctx: AppContext): Router {
     const parsed = cancelSchema.safeParse(req.body ?? {});
     if (!parsed.success) return void invalid(res, parsed.error);
     const runId = param(req.params.id);
+    if (!isRunId(runId)) return runNotFound(res);
     const reason = `cancelled_by_operator: requested by ${parsed.data.operator ?? 'operator'}`;
     let result;
     try {
@@ -34,7 +36,7 @@ export function cancelRouter(ctx: AppContext): Router {
         expected: ['waiting_approval', 'needs_human'], status: 'cancelled', reason, now: Date.now(), requestCancel: true,
       });
     } catch (err) {
-      if (err instanceof FenceError && err.code === 'run_missing') return void res.status(404).json({ error: 'not_found', runId });
+      if (err instanceof FenceError && err.code === 'run_missing') return runNotFound(res);
       throw err;
     }
     if (!result.stopped && TERMINAL.has(result.status)) return void res.status(409).json({ error: 'run_finished', runId, status: result.status });

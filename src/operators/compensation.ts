@@ -65,7 +65,7 @@ export function clarificationEmail(original: ActionRecord, spec: RunSpec): { too
     create_ticket: `A follow-up ticket about ${about} was opened in error and has been withdrawn.`,
     refund: `The refund${typeof a.orderId === 'string' ? ` for order ${clip(a.orderId, 100)}` : ''} discussed in ${about} is under review: please do not rely on an earlier confirmation until we write again.`,
   };
-  const body = `Hello ${spec.ticket.customer.name},\n\n${what[original.tool] ?? `An automated action about ${about} needs a correction.`}\nA member of our team is following up with you personally.\n`;
+  const body = `Hello ${spec.ticket.customer.name},\n\n${(Object.hasOwn(what, original.tool) ? what[original.tool] : undefined) ?? `An automated action about ${about} needs a correction.`}\nA member of our team is following up with you personally.\n`;
   const args = sendEmail.args.parse({ to, template: `compensation:${original.actionId}`, subject: clip(`Correction: ${spec.ticket.subject}`, 500), body });
   return { tool: sendEmail as WriteTool, args };
 }

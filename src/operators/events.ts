@@ -1,23 +1,26 @@
 /**
  * GET /v1/runs/:id/events: the run's Redis stream as Server-Sent Events.
- * Each client gets its own duplicated connection (XREAD BLOCK holds it), closed
- * when the client goes. Stream ids are the SSE ids, so a client that
+ * Viewers hold no Redis connection of their own: one reader per process and
+ * shard fans entries out (eventFanout.ts), and past SSE_MAX_VIEWERS a viewer
+ * gets 503 naming the limit. Stream ids are the SSE ids, so a client that
  * reconnects with Last-Event-ID continues after the last event it saw, each
  * event once. The response ends after a terminal status_changed event.
  * Any token that may read the run may follow it (a tenant token: its own runs).
  */
 import { Router, type Request } from 'express';
 import type { AppContext } from '../app/context.js';
-import { requireRunAccess } from '../producer/auth.js';
-import type { RedisClient } from '../redis/connect.js';
+import { requireRunAccess, runNotFound } from '../producer/auth.js';
+import { EventFanout, type StreamEntry, type Viewer } from './eventFanout.js';
 import { param } from './http.js';
 
 const TERMINAL = new Set(['completed', 'failed', 'budget_exceeded', 'cancelled']);
 const STREAM_ID = /^\d+-\d+$/;
 
 export interface EventsOptions {
-  /** XREAD BLOCK time; on each timeout a keep-alive comment is sent and the run's status checked. */
+  /** Keep-alive period; each one also checks the run's status. */
   blockMs?: number;
+  /** Live viewers this process serves at once (default SSE_MAX_VIEWERS). */
+  maxViewers?: number;
 }
 
 function startId(req: Request): string | undefined {
@@ -28,52 +31,59 @@ function startId(req: Request): string | undefined {
 
 export function eventsRouter(ctx: AppContext, opts: EventsOptions = {}): Router {
   const r = Router();
-  const blockMs = opts.blockMs ?? 10_000;
+  const maxViewers = opts.maxViewers ?? ctx.cfg.SSE_MAX_VIEWERS;
+  const fanout = new EventFanout(ctx.redis, ctx.keys, ctx.log, { blockMs: opts.blockMs ?? 10_000, maxViewers });
   r.get('/v1/runs/:id/events', requireRunAccess(ctx), async (req, res) => {
     const runId = param(req.params.id);
-    let last = startId(req);
+    const last = startId(req);
     if (last === undefined) return void res.status(400).json({ error: 'invalid_request', fields: [{ path: 'Last-Event-ID', message: 'a stream id like 1700000000000-0' }] });
-    if (!(await ctx.store.exists(runId))) return void res.status(404).json({ error: 'not_found', runId });
-    const k = ctx.keys.run(runId);
+    if (!(await ctx.store.exists(runId))) return runNotFound(res);
+    // No await from here to join(), which takes the slot: the cap is exact.
+    if (fanout.viewers >= maxViewers) {
+      res.setHeader('retry-after', '5');
+      return void res.status(503).json({ error: 'too_many_viewers', limit: maxViewers, message: `this process serves at most ${maxViewers} live event streams (SSE_MAX_VIEWERS)` });
+    }
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' });
     res.flushHeaders();
 
-    const conn = (ctx.redis as { duplicate(): RedisClient }).duplicate();
-    conn.on('error', () => {}); // a closed client is reported by the read below
-    let closed = false;
+    let ending = false;
+    let draining = false;
+    let viewer: Viewer | undefined;
+    let gone = false;
     res.on('close', () => {
-      closed = true;
-      conn.disconnect();
+      gone = true;
+      viewer?.leave();
     });
-    try {
-      while (!closed) {
-        const reply = (await conn.xread('COUNT', 100, 'BLOCK', blockMs, 'STREAMS', k.events, last)) as [string, [string, string[]][]][] | null;
-        if (closed) break;
-        if (!reply) {
-          const status = await ctx.redis.hget(k.run, 'status');
-          if (status === null || TERMINAL.has(status)) break;
-          res.write(': keep-alive\n\n');
-          continue;
-        }
-        let done = false;
-        for (const [, entries] of reply) {
-          for (const [id, flat] of entries) {
-            const fields: Record<string, string> = {};
-            for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
-            const type = fields.type ?? 'message';
-            res.write(`id: ${id}\nevent: ${type}\ndata: ${(fields.data ?? '').replace(/\n/g, '\ndata: ')}\n\n`);
-            last = id;
-            if (type === 'status_changed' && TERMINAL.has(safeStatus(fields.data))) done = true;
-          }
-        }
-        if (done) break;
-      }
-    } catch (err) {
-      if (!closed) ctx.log.warn({ code: 'sse_read_failed', runId, err: (err as Error).message }, 'event stream read failed');
-    } finally {
-      conn.disconnect();
+    const end = () => {
+      ending = true;
+      viewer?.leave();
       if (!res.writableEnded) res.end();
+    };
+    viewer = await fanout.join(runId, last, {
+      write(entries: StreamEntry[]) {
+        if (ending) return;
+        for (const { id, fields } of entries) {
+          const type = fields.type ?? 'message';
+          res.write(`id: ${id}\nevent: ${type}\ndata: ${(fields.data ?? '').replace(/\n/g, '\ndata: ')}\n\n`);
+          if (type === 'status_changed' && TERMINAL.has(safeStatus(fields.data))) return end();
+        }
+      },
+      idle(status) {
+        if (ending || draining) return;
+        if (status !== null && !TERMINAL.has(status)) return void res.write(': keep-alive\n\n');
+        // Finished or gone: whatever the stream still holds for this viewer, then the end.
+        draining = true;
+        void viewer?.drain().catch(() => {}).finally(end);
+      },
+      fail(err) {
+        if (!ending) ctx.log.warn({ code: 'sse_read_failed', runId, err }, 'event stream read failed');
+        end();
+      },
+    });
+    if (!viewer) {
+      return void res.end(); // not reached: the slot was checked synchronously above
     }
+    if (ending || gone) viewer.leave();
   });
   return r;
 }

@@ -20,7 +20,8 @@ import { Router } from 'express';
 import { z } from 'zod';
 import type { AppContext } from '../app/context.js';
 import { Ledger, LedgerConflict } from '../ledger/ledger.js';
-import { requireToken } from '../producer/auth.js';
+import { actionNotFound, requireToken } from '../producer/auth.js';
+import { isActionId } from '../redis/keys.js';
 import { invalid, param } from './http.js';
 import { createEffectRunner } from '../ledger/runner.js';
 import { CrashPoints } from '../worker/crashPoints.js';
@@ -56,8 +57,9 @@ export function reconciliationsRouter(ctx: AppContext, ledger: Ledger): Router {
     if (!parsed.success) return void invalid(res, parsed.error);
     const { finding, receipt, evidence, operator: by } = parsed.data;
     const actionId = param(req.params.actionId);
+    if (!isActionId(actionId)) return actionNotFound(res);
     const rec = await ledger.locate(actionId);
-    if (!rec) return void res.status(404).json({ error: 'not_found', actionId });
+    if (!rec) return actionNotFound(res);
     const ev = { by, why: `operator finding: ${finding}`, evidence: { finding, evidence, ...(receipt ? { receipt } : {}) } };
     try {
       if (finding === 'compensate') {

@@ -8,23 +8,28 @@
 import { Router, type NextFunction, type Request, type Response } from 'express';
 import type { AppContext } from '../app/context.js';
 import type { Ledger } from '../ledger/ledger.js';
-import { bearer, principalOf, tenantScope } from '../producer/auth.js';
+import { authUnconfigured, bearer, principalOf, runTokensConfigured, tenantScope } from '../producer/auth.js';
 import { renderRunHtml, runView } from '../producer/view.js';
+import { isRunId } from '../redis/keys.js';
 import { askForBoardCredentials, basicAuthOn, boardBasicMatches, RUN_PAGE_PATH } from './bullBoard.js';
 import { param } from './http.js';
 
+/** The page's one 404: malformed, another tenant's and unknown run ids alike. */
+const pageNotFound = (res: Response) => void res.status(404).type('text/plain').send('run not found');
+
 function pageAuth(ctx: AppContext) {
   return async (req: Request, res: Response, next: NextFunction) => {
-    if (boardBasicMatches(ctx.cfg, req)) return next();
+    // Never open: with no credential of any kind configured the page is off (503 naming the settings).
+    if (!basicAuthOn(ctx.cfg) && !runTokensConfigured(ctx.cfg)) {
+      return authUnconfigured(res, 'BULL_BOARD_USER and BULL_BOARD_PASSWORD, or OPERATOR_TOKEN');
+    }
+    const runId = param(req.params.id);
+    if (boardBasicMatches(ctx.cfg, req)) return isRunId(runId) ? next() : pageNotFound(res);
     const p = principalOf(ctx.cfg, bearer(req));
-    // Open only when no credential of any kind is configured (development).
-    if (!p || (p.role === 'open' && basicAuthOn(ctx.cfg))) {
-      return void askForBoardCredentials(ctx.cfg, res, 'bull board credentials or a token that may read this run are required');
-    }
+    if (!p) return void askForBoardCredentials(ctx.cfg, res, 'bull board credentials or a token that may read this run are required');
+    if (!isRunId(runId)) return pageNotFound(res);
     const scope = tenantScope(p);
-    if (scope !== undefined && (await ctx.redis.hget(ctx.keys.run(param(req.params.id)).run, 'tenant')) !== scope) {
-      return void res.status(404).type('text/plain').send('run not found');
-    }
+    if (scope !== undefined && (await ctx.redis.hget(ctx.keys.run(runId).run, 'tenant')) !== scope) return pageNotFound(res);
     next();
   };
 }
@@ -36,7 +41,7 @@ export function runPageRouter(ctx: AppContext, ledger: Ledger): Router {
     res.setHeader('content-security-policy', "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
     res.setHeader('x-content-type-options', 'nosniff');
     res.setHeader('cache-control', 'no-store');
-    if (!view) return void res.status(404).type('text/plain').send('run not found');
+    if (!view) return pageNotFound(res);
     res.type('html').send(renderRunHtml(view));
   });
   return r;

@@ -17,6 +17,7 @@ import { createHash } from 'node:crypto';
 import express, { Router, type Request, type Response } from 'express';
 import { z } from 'zod';
 import type { AppContext } from '../app/context.js';
+import { BODY_LIMIT, bodyTooDeep, nestedDeeperThan } from '../producer/bodies.js';
 import { InvalidRunRequest, startRun } from '../producer/runs.js';
 import { ticketSchema, type Ticket } from '../producer/schemas.js';
 import { runIdFor } from '../redis/keys.js';
@@ -35,30 +36,43 @@ const zendeskEventSchema = z.object({
     id: z.union([z.string().min(1).max(200), z.number().int().nonnegative()]),
     subject: z.string().min(1).max(1000),
     description: z.string().max(200_000),
-    requester: z.object({ email: z.string().email(), name: z.string().min(1).max(200) }),
-  }),
-});
+    requester: z.object({ email: z.string().email(), name: z.string().min(1).max(200) }).strict(),
+  }).strict(),
+}).strict();
 
-type Parsed = { ok: true; eventId: string; ticket: Ticket } | { ok: false; error: z.ZodError } | { ok: false; json: false };
+type Parsed = { ok: true; eventId: string; ticket: Ticket } | { ok: false; error: z.ZodError } | { ok: false; json: false } | { ok: false; deep: true };
+
+const NOT_JSON = Symbol('not JSON');
+const TOO_DEEP = Symbol('too deep');
 
 function parseJson(raw: Buffer): unknown {
+  let body: unknown;
   try {
-    return JSON.parse(raw.toString('utf8')) as unknown;
+    body = JSON.parse(raw.toString('utf8')) as unknown;
   } catch {
-    return undefined;
+    return NOT_JSON;
   }
+  return nestedDeeperThan(body) ? TOO_DEEP : body;
+}
+
+function unparsed(body: unknown): Parsed | undefined {
+  if (body === NOT_JSON) return { ok: false, json: false };
+  if (body === TOO_DEEP) return { ok: false, deep: true };
+  return undefined;
 }
 
 function parseTicketEvent(raw: Buffer): Parsed {
   const body = parseJson(raw);
-  if (body === undefined) return { ok: false, json: false };
+  const refused = unparsed(body);
+  if (refused) return refused;
   const p = ticketEventSchema.safeParse(body);
   return p.success ? { ok: true, eventId: p.data.eventId, ticket: p.data.ticket } : { ok: false, error: p.error };
 }
 
 function parseZendeskEvent(raw: Buffer, req: Request): Parsed {
   const body = parseJson(raw);
-  if (body === undefined) return { ok: false, json: false };
+  const refused = unparsed(body);
+  if (refused) return refused;
   const p = zendeskEventSchema.safeParse(body);
   if (!p.success) return { ok: false, error: p.error };
   const t = p.data.ticket;
@@ -75,11 +89,12 @@ export function webhookEventKey(ctx: AppContext, tenant: string, eventId: string
 
 export function webhooksRouter(ctx: AppContext, now: () => number = Date.now): Router {
   const r = Router();
-  const raw = express.raw({ type: () => true, limit: '1mb' });
+  const raw = express.raw({ type: () => true, limit: BODY_LIMIT });
 
   const handle = (parse: (raw: Buffer, req: Request) => Parsed) => async (req: Request, res: Response) => {
     const tenant = param(req.params.tenant) || (typeof req.query.tenant === 'string' ? req.query.tenant : '');
-    const secret = TENANT.test(tenant) ? ctx.cfg.WEBHOOK_SECRETS[tenant] : undefined;
+    // Own keys only: `constructor` or `toString` must not find Object.prototype's (a function is no secret).
+    const secret = TENANT.test(tenant) && Object.hasOwn(ctx.cfg.WEBHOOK_SECRETS, tenant) ? ctx.cfg.WEBHOOK_SECRETS[tenant] : undefined;
     const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
     const check = secret === undefined ? 'unknown_tenant' : checkSignature(secret, req.header(SIGNATURE_HEADER), req.header(TIMESTAMP_HEADER), body, now(), ctx.cfg.WEBHOOK_TOLERANCE_S);
     if (check !== 'ok') {
@@ -89,6 +104,7 @@ export function webhooksRouter(ctx: AppContext, now: () => number = Date.now): R
     const parsed = parse(body, req);
     if (!parsed.ok) {
       if ('json' in parsed) return void res.status(400).json({ error: 'invalid_json', fields: [{ path: '(body)', message: 'body is not valid JSON' }] });
+      if ('deep' in parsed) return bodyTooDeep(res);
       return void invalid(res, parsed.error);
     }
     const runId = runIdFor(tenant, parsed.ticket.id);

@@ -1,7 +1,9 @@
 /** The HTTP API: run intake and views, health, metrics. */
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { AppContext } from '../app/context.js';
-import { requireRunAccess, requireRunCreation } from './auth.js';
+import { metricsAllowed } from '../app/opsServer.js';
+import { requireRunAccess, requireRunCreation, runNotFound } from './auth.js';
+import { BODY_LIMIT, bodyParserError, bodyTooDeep, nestedDeeperThan } from './bodies.js';
 import { InvalidRunRequest, startRun } from './runs.js';
 import { createRunSchema } from './schemas.js';
 import { runView, type EffectsLister } from './view.js';
@@ -16,16 +18,27 @@ export interface ApiOptions {
 export function createApi(ctx: AppContext, opts: ApiOptions = {}): express.Express {
   const app = express();
   app.disable('x-powered-by');
-  app.use(express.json({ limit: '1mb' }));
+  app.use(express.json({ limit: BODY_LIMIT }));
+  app.use((req, res, next) => (nestedDeeperThan(req.body) ? bodyTooDeep(res) : next()));
 
   app.get('/healthz', (_req, res) => void res.json({ ok: true }));
   app.get('/readyz', async (_req, res) => {
     const ready = (opts.isReady?.() ?? true) && (await ctx.redis.ping().then(() => true, () => false));
     res.status(ready ? 200 : 503).json({ ready });
   });
-  app.get('/metrics', async (_req, res) => {
-    res.type(ctx.metrics.registry.contentType).send(await ctx.metrics.registry.metrics());
-  });
+  // With API_METRICS_PORT set, /metrics is served there (src/producer/main.ts), not on PORT.
+  if (ctx.cfg.API_METRICS_PORT === 0) {
+    app.get('/metrics', async (req, res) => {
+      const { METRICS_TOKEN: token, APP_MODE: mode } = ctx.cfg;
+      if (token === undefined && mode === 'production') {
+        return void res.status(503).json({ error: 'metrics_not_exposed', message: 'in production /metrics on PORT needs METRICS_TOKEN, or set API_METRICS_PORT to serve it on a separate port' });
+      }
+      if (!metricsAllowed(token, req.headers.authorization)) {
+        return void res.status(401).setHeader('www-authenticate', 'Bearer').json({ error: 'unauthorized', message: '/metrics needs the METRICS_TOKEN bearer token' });
+      }
+      res.type(ctx.metrics.registry.contentType).send(await ctx.metrics.registry.metrics());
+    });
+  }
 
   app.post('/v1/runs', requireRunCreation(ctx.cfg), async (req, res) => {
     const parsed = createRunSchema.safeParse(req.body);
@@ -56,21 +69,15 @@ export function createApi(ctx: AppContext, opts: ApiOptions = {}): express.Expre
 
   app.get('/v1/runs/:id', requireRunAccess(ctx), async (req, res) => {
     const view = await runView(ctx, req.params.id, opts.listEffects);
-    if (!view) {
-      res.status(404).json({ error: 'not_found', runId: req.params.id });
-      return;
-    }
+    if (!view) return runNotFound(res);
     res.json(view);
   });
 
   opts.mount?.(app);
 
   app.use((err: Error & { status?: number; type?: string }, _req: Request, res: Response, _next: NextFunction) => {
-    if (err.type === 'entity.parse.failed') {
-      res.status(400).json({ error: 'invalid_json', fields: [{ path: '(body)', message: 'body is not valid JSON' }] });
-      return;
-    }
-    ctx.log.error({ code: 'api_error', err: err.message }, 'request failed');
+    if (bodyParserError(err, res)) return;
+    ctx.log.error({ code: 'api_error', err }, 'request failed');
     res.status(err.status ?? 500).json({ error: 'internal_error' });
   });
   return app;

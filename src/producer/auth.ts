@@ -1,6 +1,7 @@
 /**
- * Bearer-token checks with a constant-time compare. No token configured = open
- * (development only; production config requires them).
+ * Bearer-token checks with a constant-time compare. Secure by default: a route
+ * whose credential is not configured answers 503 naming the setting, never
+ * open (development gets tokens from DEV_AUTH=generate, see src/config.ts).
  *
  * Who may touch runs:
  *  - the operator token and the producer token: every run;
@@ -12,7 +13,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { Config } from '../config.js';
 import type { RedisClient } from '../redis/connect.js';
-import type { KeySpace } from '../redis/keys.js';
+import { isRunId, type KeySpace } from '../redis/keys.js';
 
 export function tokenMatches(given: string | undefined, expected: string): boolean {
   if (given === undefined) return false;
@@ -27,17 +28,44 @@ export function bearer(req: Request): string | undefined {
   return h?.startsWith('Bearer ') ? h.slice(7) : undefined;
 }
 
-export function requireToken(expected: string | undefined, role: string) {
+/** 503: the route's credential is not configured. The body names the setting(s) to set. */
+export function authUnconfigured(res: Response, settings: string): void {
+  res.status(503).json({
+    error: 'auth_not_configured',
+    message: `this route is disabled until ${settings} is configured (in development, DEV_AUTH=generate creates tokens)`,
+  });
+}
+
+/** The one 404 of a run: malformed, another tenant's and unknown ids all get exactly this body. */
+export function runNotFound(res: Response): void {
+  res.status(404).json({ error: 'not_found', message: 'no such run' });
+}
+
+/** The one 404 of an action id (approvals, reconciliations): malformed and unknown alike. */
+export function actionNotFound(res: Response): void {
+  res.status(404).json({ error: 'not_found', message: 'no such action' });
+}
+
+/** Bearer `expected`; 401 for another token, 503 naming `setting` when none is configured. */
+export function requireToken(expected: string | undefined, role: string, setting = `${role.toUpperCase()}_TOKEN`) {
   return (req: Request, res: Response, next: NextFunction) => {
-    if (expected === undefined || tokenMatches(bearer(req), expected)) return next();
+    if (expected === undefined) return authUnconfigured(res, setting);
+    if (tokenMatches(bearer(req), expected)) return next();
     res.status(401).json({ error: 'unauthorized', message: `a ${role} token is required` });
   };
 }
 
-/** Who a request speaks for. `open`: no run token is configured at all (development). */
-export type Principal = { role: 'open' | 'operator' | 'producer' } | { role: 'tenant'; tenant: string };
+/** Who a request speaks for. */
+export type Principal = { role: 'operator' | 'producer' } | { role: 'tenant'; tenant: string };
 
 type TokenConfig = Pick<Config, 'OPERATOR_TOKEN' | 'PRODUCER_TOKEN' | 'TENANT_TOKENS'>;
+
+export const RUN_TOKEN_SETTINGS = 'PRODUCER_TOKEN, OPERATOR_TOKEN or TENANT_TOKENS';
+
+/** Whether any token that may read runs is configured. */
+export function runTokensConfigured(cfg: TokenConfig): boolean {
+  return cfg.OPERATOR_TOKEN !== undefined || cfg.PRODUCER_TOKEN !== undefined || Object.keys(cfg.TENANT_TOKENS).length > 0;
+}
 
 /**
  * The principal of a bearer token, or undefined when it matches none. Every
@@ -46,7 +74,6 @@ type TokenConfig = Pick<Config, 'OPERATOR_TOKEN' | 'PRODUCER_TOKEN' | 'TENANT_TO
  */
 export function principalOf(cfg: TokenConfig, token: string | undefined): Principal | undefined {
   const tenants = Object.entries(cfg.TENANT_TOKENS);
-  if (cfg.OPERATOR_TOKEN === undefined && cfg.PRODUCER_TOKEN === undefined && tenants.length === 0) return { role: 'open' };
   let found: Principal | undefined;
   if (cfg.OPERATOR_TOKEN !== undefined && tokenMatches(token, cfg.OPERATOR_TOKEN)) found = { role: 'operator' };
   if (cfg.PRODUCER_TOKEN !== undefined && tokenMatches(token, cfg.PRODUCER_TOKEN)) found ??= { role: 'producer' };
@@ -63,13 +90,13 @@ export function tenantScope(p: Principal): string | undefined {
 
 /**
  * POST /v1/runs: the producer token, or a tenant token for a body naming that
- * tenant (403 for another tenant). Open while neither a producer token nor a
+ * tenant (403 for another tenant). 503 while neither a producer token nor a
  * tenant token is configured. Runs after the JSON body parser.
  */
 export function requireRunCreation(cfg: TokenConfig) {
-  const open = cfg.PRODUCER_TOKEN === undefined && Object.keys(cfg.TENANT_TOKENS).length === 0;
+  const configured = cfg.PRODUCER_TOKEN !== undefined || Object.keys(cfg.TENANT_TOKENS).length > 0;
   return (req: Request, res: Response, next: NextFunction) => {
-    if (open) return next();
+    if (!configured) return authUnconfigured(res, 'PRODUCER_TOKEN or TENANT_TOKENS');
     const p = principalOf({ ...cfg, OPERATOR_TOKEN: undefined }, bearer(req));
     if (!p) return void res.status(401).json({ error: 'unauthorized', message: 'a producer or tenant token is required' });
     const scope = tenantScope(p);
@@ -83,17 +110,21 @@ export function requireRunCreation(cfg: TokenConfig) {
 
 /**
  * GET /v1/runs/:id and everything under it that shows a run: any run token;
- * a tenant token only for that tenant's runs (another tenant's run is 404).
+ * a tenant token only for that tenant's runs. The id's format is checked
+ * before any Redis access: a malformed id (`<id>:journal`, `<id>}`), another
+ * tenant's run and an unknown run all answer the same 404 (runNotFound).
  */
 export function requireRunAccess(deps: { cfg: TokenConfig; redis: RedisClient; keys: KeySpace }): RequestHandler<{ id: string }> {
   return async (req, res, next) => {
+    if (!runTokensConfigured(deps.cfg)) return authUnconfigured(res, RUN_TOKEN_SETTINGS);
     const p = principalOf(deps.cfg, bearer(req));
     if (!p) return void res.status(401).json({ error: 'unauthorized', message: 'an operator, producer or tenant token is required' });
+    const runId = req.params.id;
+    if (!isRunId(runId)) return runNotFound(res);
     const scope = tenantScope(p);
     if (scope === undefined) return next();
-    const runId = req.params.id;
     const owner = await deps.redis.hget(deps.keys.run(runId).run, 'tenant');
-    if (owner !== scope) return void res.status(404).json({ error: 'not_found', runId });
+    if (owner !== scope) return runNotFound(res);
     next();
   };
 }

@@ -5,6 +5,7 @@ import { ledgerFor } from '../ledger/ledger.js';
 import { mountOperators } from '../operators/index.js';
 import { webhooksRouter } from '../operators/webhooks.js';
 import { createApi } from './api.js';
+import { bodyParserError } from './bodies.js';
 
 export function createFullApi(ctx: AppContext, isReady: () => boolean): express.Express {
   const ledger = ledgerFor(ctx);
@@ -14,8 +15,8 @@ export function createFullApi(ctx: AppContext, isReady: () => boolean): express.
   app.disable('x-powered-by');
   app.use(webhooksRouter(ctx));
   app.use((err: Error & { status?: number; type?: string }, _req: Request, res: Response, next: NextFunction) => {
-    if (err.type === 'entity.too.large') return void res.status(413).json({ error: 'too_large' });
-    ctx.log.error({ code: 'webhook_error', err: err.message }, 'webhook failed');
+    if (!res.headersSent && bodyParserError(err, res)) return;
+    ctx.log.error({ code: 'webhook_error', err }, 'webhook failed');
     if (res.headersSent) return next(err);
     res.status(err.status ?? 500).json({ error: 'internal_error' });
   });

@@ -8,6 +8,7 @@ const maxSteps = z.number().int().positive().max(BUDGET_BOUNDS.maxSteps);
 const maxTokens = z.number().int().positive().max(BUDGET_BOUNDS.maxTokens);
 const maxWallMs = z.number().int().positive().max(BUDGET_BOUNDS.maxWallMs);
 
+/** Strict at every level: an unknown field is a 400 naming it, never silently dropped. */
 export const ticketSchema = z.object({
   id: z.string().min(1).max(200),
   subject: z.string().min(1).max(1000),
@@ -15,8 +16,8 @@ export const ticketSchema = z.object({
   customer: z.object({
     email: z.string().email(),
     name: z.string().min(1).max(200),
-  }),
-});
+  }).strict(),
+}).strict();
 export type Ticket = z.infer<typeof ticketSchema>;
 
 export const budgetRequestSchema = z

@@ -6,6 +6,7 @@
  */
 import type { AppContext } from '../app/context.js';
 import { decodeEntry, type JournalEntry } from '../journal/entries.js';
+import { isRunId } from '../redis/keys.js';
 import type { RunSpec } from './schemas.js';
 
 export interface RunView {
@@ -28,7 +29,9 @@ export interface RunView {
 
 export type EffectsLister = (runId: string) => Promise<unknown[]>;
 
+/** Undefined for an unknown run, and for a malformed id before any Redis access (a `:journal` suffix would name another key). */
 export async function runView(ctx: AppContext, runId: string, listEffects?: EffectsLister, nowMs = Date.now()): Promise<RunView | undefined> {
+  if (!isRunId(runId)) return undefined;
   const k = ctx.keys.run(runId);
   const [state, hash, budget] = await Promise.all([
     ctx.store.readState(runId),

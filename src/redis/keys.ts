@@ -116,6 +116,11 @@ export class KeySpace {
     return `${this.prefix}:${tagOf(shard)}:runs`;
   }
 
+  /** stream per shard and API process: written to wake that process's blocked event reader (src/operators/eventFanout.ts). */
+  sseWake(shard: number, processId: string): string {
+    return `${this.prefix}:${tagOf(shard)}:sse-wake:${processId}`;
+  }
+
   /** string: Idempotency-Key header -> run id (own slot: keyed by tenant and key). */
   requestKey(tenant: string, key: string): string {
     const digest = createHash('sha256').update(`${tenant}\u0000${key}`).digest('hex').slice(0, 32);
@@ -145,6 +150,25 @@ export class KeySpace {
   allShards(): number[] {
     return Array.from({ length: this.shards }, (_, i) => i);
   }
+}
+
+/** A run id as runIdFor makes it: `r_` + 24 lowercase hex digits. */
+export const RUN_ID_FORMAT = /^r_[0-9a-f]{24}$/;
+/** An action id as the ledger makes it (actionIdentity, planCompensation): `a_` + 32 lowercase hex digits. */
+export const ACTION_ID_FORMAT = /^a_[0-9a-f]{32}$/;
+
+/**
+ * Whether `id` has a run id's format. Every id that comes from outside (route
+ * parameter, CLI argument) is checked before it names a key: a suffix such as
+ * `:journal` or a `}` would otherwise address another key of the run.
+ */
+export function isRunId(id: unknown): id is string {
+  return typeof id === 'string' && RUN_ID_FORMAT.test(id);
+}
+
+/** Whether `id` has an action id's format (see isRunId). */
+export function isActionId(id: unknown): id is string {
+  return typeof id === 'string' && ACTION_ID_FORMAT.test(id);
 }
 
 /** Run id derived from the business identity of the ticket: the same ticket is the same run. */

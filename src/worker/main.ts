@@ -19,7 +19,7 @@ process.on('SIGINT', leaveWhileStarting);
 const cfg = loadConfig();
 const ctx = await createContext(cfg, 'worker');
 const fleet = new FleetWorker(ctx, { effects: createEffectRunner(ctx, { approvals: approvalPolicy(ctx.cfg.APPROVAL_RULES) }) });
-const ops = await startOpsServer({ port: cfg.WORKER_METRICS_PORT, host: cfg.HOST, registry: ctx.metrics.registry, isReady: () => fleet.ready });
+const ops = await startOpsServer({ port: cfg.WORKER_METRICS_PORT, host: cfg.HOST, registry: ctx.metrics.registry, isReady: () => fleet.ready, metricsToken: cfg.METRICS_TOKEN });
 fleet.start();
 started = true;
 // The BullMQ worker ids prefix the lock tokens of the jobs this process holds (operators and the chaos campaign map a lock to its process).

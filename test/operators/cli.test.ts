@@ -17,10 +17,10 @@ afterAll(async () => {
 const ctl = async (...args: string[]) => {
   try {
     const { stdout } = await run(process.execPath, ['--import', 'tsx', 'src/cli/agentctl.ts', ...args, '--url', h.url, '--token', OPERATOR_TOKEN]);
-    return { code: 0, out: stdout };
+    return { code: 0, out: stdout, err: '' };
   } catch (err) {
-    const e = err as { code: number; stdout: string };
-    return { code: e.code, out: e.stdout };
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, out: e.stdout, err: e.stderr };
   }
 };
 
@@ -37,5 +37,16 @@ describe('agentctl', () => {
     expect(JSON.parse(ok.out)).toMatchObject({ decision: 'approve', approver: 'cli', alreadyDecided: false });
     expect(await h.waitForStatus(runId, ['completed', 'failed'])).toBe('completed');
     expect(h.sandbox.counts().byResource.refunds!.records).toBe(1);
+  });
+
+  it('refuses a malformed run or action id before any request', async () => {
+    const runId = await startScripted(h, [turn([refund(20_000)]), final], 'CLI');
+    await h.waitForStatus(runId, ['waiting_approval']);
+    for (const args of [['cancel', `${runId}:journal`], ['run', `${runId}}`], ['events', `${runId}:events`], ['approve', 'a_x:history', '--fingerprint', 'f', '--as', 'cli']]) {
+      const r = await ctl(...args);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.err).toMatch(/malformed/);
+    }
+    expect(await h.ctx.redis.hget(h.ctx.keys.run(runId).run, 'status')).toBe('waiting_approval');
   });
 });

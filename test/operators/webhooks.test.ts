@@ -64,4 +64,31 @@ describe('signed webhooks', () => {
     const res = await post('/webhooks/tickets?tenant=acme', raw, { timestamp: String(Math.floor(Date.now() / 1000)) });
     expect(res.status).toBe(201);
   });
+
+  it('a tenant naming an inherited property is a 401, never a 500', async () => {
+    const raw = JSON.stringify({ v: 1, eventId: 'ev-5', ticket: sampleTicket('W-5') });
+    for (const tenant of ['constructor', 'toString', 'hasOwnProperty', 'valueOf', '__proto__']) {
+      for (const path of [`/webhooks/tickets?tenant=${tenant}`, `/webhooks/zendesk/${tenant}`]) {
+        const res = await post(path, raw);
+        expect(res.status, path).toBe(401);
+        expect(res.body).toMatchObject({ error: 'invalid_signature', reason: 'unknown_tenant' });
+      }
+    }
+  });
+
+  it('bad bodies: unknown nested fields and deep nesting are 400, an oversized body a 413 naming the limit', async () => {
+    const zendesk = { ticket: { id: 77, subject: 'S', description: 'D', requester: { email: 'ada@example.com', name: 'Ada', phone: '555' } } };
+    const unknownField = await post('/webhooks/zendesk/acme', JSON.stringify(zendesk));
+    expect(unknownField.status).toBe(400);
+    expect(JSON.stringify(unknownField.body)).toContain('ticket.requester');
+    const ticket = { ...sampleTicket('W-6'), customer: { ...sampleTicket().customer, vip: true } };
+    expect((await post('/webhooks/tickets/acme', JSON.stringify({ v: 1, eventId: 'ev-6', ticket }))).status).toBe(400);
+    let deep = '"x"';
+    for (let i = 0; i < 50_000; i++) deep = `[${deep}]`;
+    const tooDeep = await post('/webhooks/tickets/acme', `{"v":1,"eventId":"ev-7","ticket":${deep}}`);
+    expect(tooDeep.status).toBe(400);
+    expect(JSON.stringify(tooDeep.body)).toContain('nested deeper than 32 levels');
+    const big = await post('/webhooks/tickets/acme', JSON.stringify({ v: 1, eventId: 'ev-8', ticket: { ...sampleTicket('W-8'), body: 'x'.repeat(1.1 * 1024 * 1024) } }));
+    expect(big).toMatchObject({ status: 413, body: { error: 'too_large', limit: '1mb' } });
+  });
 });

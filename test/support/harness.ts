@@ -24,6 +24,13 @@ export function uniquePrefix(name: string): string {
   return `t${name.replace(/[^a-z0-9]/gi, '').slice(0, 10)}${randomBytes(4).toString('hex')}`;
 }
 
+/**
+ * The producer token every harness configures (run routes are closed without one):
+ * send `producerAuth` with POST /v1/runs and the run views.
+ */
+export const PRODUCER_TOKEN = 'producer-token-for-tests';
+export const producerAuth = { authorization: `Bearer ${PRODUCER_TOKEN}` };
+
 export interface Harness {
   cfg: Config;
   ctx: AppContext;
@@ -44,6 +51,7 @@ export async function createHarness(name: string, env: Record<string, string> = 
     // In-process workers share the test runner's event loop on a loaded 2-core box: a longer lock than
     // the shipped 1.2 s keeps exact-count assertions free of false-stall redeliveries. Crash tests set their own.
     LOCK_DURATION_MS: '2000', STALLED_INTERVAL_MS: '1000',
+    PRODUCER_TOKEN,
     ...env,
   };
   const cfg = loadConfig(fullEnv);

@@ -19,8 +19,9 @@ export const createTicket: WriteTool<z.infer<typeof args>> = {
   args,
   timeoutMs: 5000,
   service: { enforcesKey: true, lookup: 'key' },
-  // One follow-up ticket per source ticket and subject, whatever the wording of the body.
-  identity: (a) => ({ sourceTicketId: a.sourceTicketId, subject: a.subject }),
+  // One follow-up ticket per source ticket and subject, whatever the wording of the body; a subject
+  // that differs only in case or spacing is the same ticket.
+  identity: (a) => ({ sourceTicketId: a.sourceTicketId.trim(), subject: a.subject.trim().replace(/\s+/g, ' ').toLowerCase() }),
   dispatch: (a, ctx, req) => dispatchCreate('tickets', a, ctx, req),
   lookup: (ctx, req) => lookupByKey('tickets', ctx, req),
 };

@@ -18,7 +18,9 @@ export const refund: WriteTool<z.infer<typeof args>> = {
   args,
   timeoutMs: 5000,
   service: { enforcesKey: true, lookup: 'key' },
-  identity: (a) => ({ orderId: a.orderId, amountCents: a.amountCents, currency: a.currency }),
+  // One refund per order, amount and currency: `eur` and `EUR` are one currency (ISO 4217 codes are
+  // upper case); order ids keep their case (a service may tell them apart), spacing is dropped.
+  identity: (a) => ({ orderId: a.orderId.trim(), amountCents: a.amountCents, currency: a.currency.trim().toUpperCase() }),
   dispatch: (a, ctx, req) => dispatchCreate('refunds', a, ctx, req),
   lookup: (ctx, req) => lookupByKey('refunds', ctx, req),
 };

@@ -19,8 +19,11 @@ export const sendEmail: WriteTool<z.infer<typeof args>> = {
   args,
   timeoutMs: 5000,
   service: { enforcesKey: true, lookup: 'key' },
-  // The business action is "this template to this recipient", whatever the wording.
-  identity: (a) => ({ to: a.to, template: a.template }),
+  // The business action is "this template to this recipient", whatever the wording. The recipient
+  // is normalised (trimmed, lowercased as a whole: domains are case-insensitive and so is every
+  // mailbox provider's local part in practice), so `Carol@Example.com` and `carol@example.com` are
+  // one action; the address sent is the one given.
+  identity: (a) => ({ to: a.to.trim().toLowerCase(), template: a.template }),
   dispatch: (a, ctx, req) => dispatchCreate('emails', a, ctx, req),
   lookup: (ctx, req) => lookupByKey('emails', ctx, req),
 };

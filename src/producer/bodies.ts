@@ -1,0 +1,44 @@
+/**
+ * Limits of request bodies, shared by the JSON API and the signed webhooks:
+ * an oversized body is a 413 naming the limit, a body nested deeper than
+ * MAX_BODY_DEPTH is a 400 (deep values would otherwise reach recursive code:
+ * canonical JSON of tool arguments, JSON.stringify of evidence).
+ */
+import type { Response } from 'express';
+
+export const BODY_LIMIT = '1mb';
+export const MAX_BODY_DEPTH = 32;
+
+/** Whether `value` nests objects/arrays deeper than `max` levels (iterative: no stack to blow). */
+export function nestedDeeperThan(value: unknown, max = MAX_BODY_DEPTH): boolean {
+  const stack: [unknown, number][] = [[value, 1]];
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!;
+    if (v === null || typeof v !== 'object') continue;
+    if (depth > max) return true;
+    for (const child of Object.values(v)) if (child !== null && typeof child === 'object') stack.push([child, depth + 1]);
+  }
+  return false;
+}
+
+export function bodyTooLarge(res: Response): void {
+  res.status(413).json({ error: 'too_large', limit: BODY_LIMIT, message: `the request body is over the ${BODY_LIMIT} limit` });
+}
+
+export function bodyTooDeep(res: Response): void {
+  res.status(400).json({ error: 'invalid_request', fields: [{ path: '(body)', message: `nested deeper than ${MAX_BODY_DEPTH} levels` }] });
+}
+
+/** express's body-parser errors (too large, bad JSON, bad charset, aborted): a 4xx that says which, never a 500. */
+export function bodyParserError(err: { status?: number; type?: string }, res: Response): boolean {
+  if (err.type === 'entity.too.large') return bodyTooLarge(res), true;
+  if (err.type === 'entity.parse.failed') {
+    res.status(400).json({ error: 'invalid_json', fields: [{ path: '(body)', message: 'body is not valid JSON' }] });
+    return true;
+  }
+  if (typeof err.type === 'string' && typeof err.status === 'number' && err.status >= 400 && err.status < 500) {
+    res.status(err.status).json({ error: 'invalid_request', message: err.type });
+    return true;
+  }
+  return false;
+}
