@@ -1,8 +1,10 @@
 /** The small HTTP port of worker and reconciler processes: /healthz, /readyz, /metrics. */
 import { createServer, type Server } from 'node:http';
 import type { Registry } from 'prom-client';
+import { listen } from './boot.js';
 
-export async function startOpsServer(opts: { port: number; host: string; registry: Registry; isReady: () => boolean }): Promise<{ server: Server; port: number }> {
+/** `portSetting` names the variable of the port in the error when it is taken. */
+export async function startOpsServer(opts: { port: number; host: string; registry: Registry; isReady: () => boolean; portSetting?: string }): Promise<{ server: Server; port: number }> {
   const server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     if (path === '/healthz') {
@@ -19,7 +21,6 @@ export async function startOpsServer(opts: { port: number; host: string; registr
       res.writeHead(404).end();
     }
   });
-  await new Promise<void>((resolve) => server.listen(opts.port, opts.host, resolve));
-  const addr = server.address();
-  return { server, port: typeof addr === 'object' && addr ? addr.port : opts.port };
+  const port = await listen(server, opts.port, opts.host, opts.portSetting ?? 'port');
+  return { server, port };
 }

@@ -1,13 +1,19 @@
 /** `npm run api`: the HTTP API on PORT (/v1/runs, /healthz, /readyz, /metrics, operator routes). */
+import { createServer } from 'node:http';
 import { loadConfig } from '../config.js';
+import { boot, listen } from '../app/boot.js';
 import { createContext } from '../app/context.js';
 import { createFullApi } from './fullApi.js';
 
-const cfg = loadConfig();
-const ctx = await createContext(cfg, 'api');
 let ready = true;
-const app = createFullApi(ctx, () => ready);
-const server = app.listen(cfg.PORT, cfg.HOST, () => ctx.log.info({ code: 'api_listening', url: `http://${cfg.HOST}:${cfg.PORT}` }, 'api listening'));
+const { ctx, server } = await boot('api', async () => {
+  const cfg = loadConfig();
+  const ctx = await createContext(cfg, 'api');
+  const server = createServer(createFullApi(ctx, () => ready));
+  const port = await listen(server, cfg.PORT, cfg.HOST, 'PORT');
+  ctx.log.info({ code: 'api_listening', url: `http://${cfg.HOST}:${port}` }, 'api listening');
+  return { cfg, ctx, server };
+});
 
 async function shutdown(): Promise<void> {
   ready = false;
