@@ -2,7 +2,10 @@
 import { describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { ConfigError, loadConfig, scriptedModelAllowed } from '../src/config.js';
-import { buildProviders } from '../src/app/context.js';
+import { buildProviders, type AppContext } from '../src/app/context.js';
+import { defaultRegistry } from '../src/agent/tools/registry.js';
+import { buildSpec, type InvalidRunRequest } from '../src/producer/runs.js';
+import type { CreateRunRequest } from '../src/producer/schemas.js';
 import { assertRedisSafe, RedisMisconfigured } from '../src/redis/connect.js';
 import { startEmbeddedRedis } from '../src/redis/embedded.js';
 
@@ -62,6 +65,24 @@ describe('config', () => {
       expect(loadConfig({ ...prod, REDIS_URL: undefined, REDIS_CLUSTER_NODES: 'r1:6379,r2:6379' }).REDIS_CLUSTER_NODES).toHaveLength(2);
       expect(refusal({ ...prod, SANDBOX_URL: undefined }).fields).toEqual(['SANDBOX_URL']);
       expect(refusal({ ...prod, PRODUCER_TOKEN: undefined }).fields).toContain('PRODUCER_TOKEN');
+    });
+
+    it('refuses a run-supplied script at the API edge, naming agent.script', () => {
+      const cfg = loadConfig(prod);
+      const ctx = { cfg, providers: buildProviders(cfg), registry: defaultRegistry() } as unknown as AppContext;
+      const req = { tenant: 'acme', ticket: { id: 'T-1', subject: 's', body: 'b', customer: { email: 'a@example.com', name: 'A' } } };
+      expect(buildSpec(ctx, req, 0).model).toBe('openai');
+      const refused = (agent: CreateRunRequest['agent']) => {
+        try {
+          buildSpec(ctx, { ...req, agent }, 0);
+        } catch (e) {
+          return (e as InvalidRunRequest).fields;
+        }
+        throw new Error('accepted');
+      };
+      const script = [{ toolCalls: [], transientFailures: 0, final: 'done', usage: { promptTokens: 1, completionTokens: 1 } }];
+      expect(refused({ script })).toEqual([{ path: 'agent.script', message: expect.stringMatching(/refused/) }]);
+      expect(refused({ model: 'scripted', script }).map((f) => f.path)).toEqual(['agent.model', 'agent.script']);
     });
 
     it('development keeps the scripted model unless SCRIPTED_MODEL_ENABLED=false', () => {
