@@ -7,6 +7,9 @@ import type { ChildProcess } from 'node:child_process';
 import { createServer, type Server } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+// Each case starts several processes from sources (tsx) on a shared 2-core machine.
+const BOOT_CASE_TIMEOUT_MS = 180_000;
 import { spawnModule } from '../src/app/spawnModule.js';
 import { freePort } from '../src/redis/embedded.js';
 import { redisUrl, uniquePrefix } from './support/harness.js';
@@ -62,18 +65,18 @@ afterAll(async () => {
 describe('a process that cannot boot', () => {
   it('names the bad setting (api)', async () => {
     expectOneLine(await runToExit('producer/main', { REDIS_URL: redisUrl(), LOCK_DURATION_MS: 'soon' }), /^api: cannot start: invalid configuration: LOCK_DURATION_MS\b/);
-  });
+  }, BOOT_CASE_TIMEOUT_MS);
 
   it('names a production refusal (worker)', async () => {
     expectOneLine(
       await runToExit('worker/main', { APP_MODE: 'production', REDIS_URL: redisUrl(), MODEL_PROVIDER: 'openai', PRODUCER_TOKEN: 'p', OPERATOR_TOKEN: 'o', SANDBOX_URL: 'http://127.0.0.1:9' }),
       /^worker: cannot start: invalid configuration: OPENAI_API_KEY\b/,
     );
-  });
+  }, BOOT_CASE_TIMEOUT_MS);
 
   it('names a missing REDIS_URL (reconciler)', async () => {
     expectOneLine(await runToExit('ledger/reconcilerMain', {}), /^reconciler: cannot start: .*REDIS_URL/);
-  });
+  }, BOOT_CASE_TIMEOUT_MS);
 
   it('names an unreachable Redis and stops instead of retrying forever (api, worker, reconciler)', async () => {
     const nobody = `redis://127.0.0.1:${await freePort()}`;
@@ -82,7 +85,7 @@ describe('a process that cannot boot', () => {
       runToExit('producer/main', env), runToExit('worker/main', env), runToExit('ledger/reconcilerMain', env),
     ]);
     for (const exit of exits) expectOneLine(exit, new RegExp(`cannot start: Redis at ${nobody} unreachable for 300 ms .*ECONNREFUSED`));
-  });
+  }, BOOT_CASE_TIMEOUT_MS);
 
   it('names the port in use (api PORT, worker WORKER_METRICS_PORT, reconciler RECONCILER_METRICS_PORT, sandbox SANDBOX_PORT)', async () => {
     const port = String(takenPort);
@@ -97,9 +100,9 @@ describe('a process that cannot boot', () => {
     expectOneLine(worker!, new RegExp(`^worker: cannot start: port ${port} \\(WORKER_METRICS_PORT\\) is already in use`));
     expectOneLine(reconciler!, new RegExp(`^reconciler: cannot start: port ${port} \\(RECONCILER_METRICS_PORT\\) is already in use`));
     expectOneLine(sandbox!, new RegExp(`^sandbox: cannot start: port ${port} \\(SANDBOX_PORT\\) is already in use`));
-  });
+  }, BOOT_CASE_TIMEOUT_MS);
 
   it('names a bad sandbox setting', async () => {
     expectOneLine(await runToExit('sandbox/main', { SANDBOX_PORT: 'http' }), /^sandbox: cannot start: invalid configuration: SANDBOX_PORT\b/);
-  });
+  }, BOOT_CASE_TIMEOUT_MS);
 });
