@@ -11,8 +11,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 // Each case starts several processes from sources (tsx) on a shared 2-core machine.
 const BOOT_CASE_TIMEOUT_MS = 180_000;
 import { spawnModule } from '../src/app/spawnModule.js';
-import { freePort } from '../src/redis/embedded.js';
+import { Redis } from 'ioredis';
+import { freePort, startEmbeddedRedis } from '../src/redis/embedded.js';
 import { redisUrl, uniquePrefix } from './support/harness.js';
+import { spawnWorker } from './support/processes.js';
 
 interface Exit {
   code: number | null;
@@ -100,6 +102,34 @@ describe('a process that cannot boot', () => {
     expectOneLine(worker!, new RegExp(`^worker: cannot start: port ${port} \\(WORKER_METRICS_PORT\\) is already in use`));
     expectOneLine(reconciler!, new RegExp(`^reconciler: cannot start: port ${port} \\(RECONCILER_METRICS_PORT\\) is already in use`));
     expectOneLine(sandbox!, new RegExp(`^sandbox: cannot start: port ${port} \\(SANDBOX_PORT\\) is already in use`));
+  }, BOOT_CASE_TIMEOUT_MS);
+
+  it('once booted, outlives a Redis restart and reconnects (the boot deadline is for boot only)', async () => {
+    const redis = await startEmbeddedRedis();
+    const admin = new Redis(redis.url, { maxRetriesPerRequest: null });
+    admin.on('error', () => {});
+    const prefix = uniquePrefix('reboot');
+    const worker = await spawnWorker({ REDIS_URL: redis.url, REDIS_CLUSTER_NODES: '', KEY_PREFIX: prefix, BULL_PREFIX: `${prefix}b`, REDIS_BOOT_TIMEOUT_MS: '300' });
+    children.add(worker.child);
+    const workerConnected = async () => {
+      for (;;) {
+        const list = (await admin.client('LIST')) as string;
+        if (/ name=worker /.test(list)) return;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    };
+    try {
+      await workerConnected();
+      await redis.restart(); // every connection drops; any worker connection on the new server is a reconnect
+      await workerConnected();
+      expect(worker.child.exitCode, worker.lines.join('\n')).toBeNull();
+      worker.child.kill('SIGTERM');
+      expect((await worker.exited).code).toBe(0);
+    } finally {
+      if (worker.child.exitCode === null) worker.child.kill('SIGKILL');
+      admin.disconnect();
+      await redis.stop();
+    }
   }, BOOT_CASE_TIMEOUT_MS);
 
   it('names a bad sandbox setting', async () => {
