@@ -27,6 +27,7 @@ FROM ${NODE_IMAGE} AS runtime
 ENV NODE_ENV=production \
     NODE_OPTIONS=--enable-source-maps \
     APP_MODE=production \
+    MODEL_PROVIDER=openai \
     HOST=0.0.0.0 \
     SANDBOX_HOST=0.0.0.0
 WORKDIR /app

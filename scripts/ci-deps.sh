@@ -2,12 +2,14 @@
 # Installs what test/deploy.test.ts and test/operators/browser.test.ts need beyond node_modules,
 # from Debian's packages:
 #   promtool        (package prometheus)        checks and unit-tests the alert rules
-#   kubectl         (package kubernetes-client) `kubectl kustomize` renders k8s/ (skipped when a
+#   kubectl         (package kubernetes-client) `kubectl kustomize` renders k8s/base and k8s/overlays/dev (skipped when a
 #                                               kubectl is already on PATH, as on this image)
 #   docker-compose  (package docker-compose)    validates docker-compose.yml (`config -q`)
 #   chromium        (package chromium)          headless browser of test/operators/browser.test.ts
 #                                               (driven by playwright-core at /usr/bin/chromium)
 # and checks that the npm devDependencies the test imports are installed.
+# test/image.test.ts (the production image boots) needs nothing more than npm and the npm registry:
+# it runs `npm ci --omit=dev` into a temp folder itself.
 #
 # Idempotent and fast when everything is there (no apt-get at all). Runs as root, or with sudo.
 # Called by .ci/run before `npm test`.

@@ -37,6 +37,8 @@ export const configSchema = z.object({
   REDIS_URL: z.string().url().optional(),
   /** host:port,host:port of a Redis Cluster; takes precedence over REDIS_URL. */
   REDIS_CLUSTER_NODES: csv,
+  /** At boot, how long a process waits for Redis before it exits naming it (then reconnects forever once up). */
+  REDIS_BOOT_TIMEOUT_MS: int(10000, 100),
   /** Prefix of every key this app owns (runs, journals, ledger). */
   KEY_PREFIX: z.string().regex(/^[a-z0-9_-]+$/i).default('agent'),
   /** Prefix BullMQ uses for its queue keys. */
@@ -59,7 +61,7 @@ export const configSchema = z.object({
   SHUTDOWN_GRACE_MS: int(20000, 0),
   SANDBOX_URL: z.string().url().default('http://127.0.0.1:4010'),
   MODEL_PROVIDER: z.enum(['scripted', 'openai']).default('scripted'),
-  /** The scripted provider is for demos and tests; production must enable it explicitly. */
+  /** The scripted provider (and run-supplied scripts) is for demos and tests: development only; `false` disables it there too. */
   SCRIPTED_MODEL_ENABLED: bool.optional(),
   OPENAI_BASE_URL: z.string().url().default('https://api.openai.com/v1'),
   OPENAI_API_KEY: z.string().optional(),
@@ -189,17 +191,24 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     }
   }
   if (cfg.APP_MODE === 'production') {
-    if (cfg.MODEL_PROVIDER === 'scripted' && cfg.SCRIPTED_MODEL_ENABLED !== true) {
-      throw new ConfigError(['SCRIPTED_MODEL_ENABLED'], 'invalid configuration: the scripted model is disabled in production unless SCRIPTED_MODEL_ENABLED=true');
-    }
+    const refuse = (field: string, why: string) => {
+      throw new ConfigError([field], `invalid configuration: ${field}: ${why} (APP_MODE=production)`);
+    };
+    // The scripted model plays canned turns, and a run may carry its own script: neither is a model.
+    if (cfg.MODEL_PROVIDER === 'scripted') refuse('MODEL_PROVIDER', 'the scripted model is refused in production; use openai');
+    if (cfg.SCRIPTED_MODEL_ENABLED === true) refuse('SCRIPTED_MODEL_ENABLED', 'the scripted model and run-supplied scripts are refused in production');
+    if (cfg.MODEL_PROVIDER === 'openai' && !cfg.OPENAI_API_KEY) refuse('OPENAI_API_KEY', 'required by MODEL_PROVIDER=openai');
     if (!cfg.PRODUCER_TOKEN || !cfg.OPERATOR_TOKEN) {
       throw new ConfigError(['PRODUCER_TOKEN', 'OPERATOR_TOKEN'], 'invalid configuration: production requires PRODUCER_TOKEN and OPERATOR_TOKEN');
     }
+    // Without it every tool call would go to the development default on localhost.
+    if (!raw.SANDBOX_URL) refuse('SANDBOX_URL', 'required (the support/email/payments service the tools call)');
+    if (cfg.REDIS_CLUSTER_NODES.length === 0 && !cfg.REDIS_URL) refuse('REDIS_URL', 'required (or REDIS_CLUSTER_NODES)');
   }
   return Object.freeze(cfg);
 }
 
-/** True when the scripted provider may be used (development default, production opt-in). */
+/** True when the scripted provider, and so run-supplied scripts, may be used: development only (on unless SCRIPTED_MODEL_ENABLED=false). */
 export function scriptedModelAllowed(cfg: Config): boolean {
-  return cfg.SCRIPTED_MODEL_ENABLED ?? cfg.APP_MODE === 'development';
+  return cfg.APP_MODE === 'development' && cfg.SCRIPTED_MODEL_ENABLED !== false;
 }

@@ -10,7 +10,7 @@
  *
  * A missing tool fails its test with a message naming scripts/ci-deps.sh (CI runs it); nothing
  * is skipped. `UPDATE_PROMETHEUSRULE=1 npx vitest run test/deploy.test.ts` regenerates
- * k8s/prometheusrule.yaml from deploy/prometheus/rules.yml.
+ * k8s/base/prometheusrule.yaml from deploy/prometheus/rules.yml.
  */
 import { spawnSync } from 'node:child_process';
 import { accessSync, constants, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -20,7 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { isDeepStrictEqual } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments, stringify } from 'yaml';
-import { configSchema } from '../src/config.js';
+import { ConfigError, configSchema, loadConfig } from '../src/config.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Obj = Record<string, any>;
@@ -30,6 +30,9 @@ const rel = (...p: string[]) => path.join(ROOT, ...p);
 const read = (...p: string[]) => readFileSync(rel(...p), 'utf8');
 const CI_DEPS = 'run `bash scripts/ci-deps.sh` (CI runs it before npm test)';
 const TOOL_TIMEOUT_MS = 60_000;
+/** The production kustomization, and the development overlay (sandbox, scripted model, demo secrets). */
+const K8S_BASE = 'k8s/base';
+const K8S_DEV = 'k8s/overlays/dev';
 
 // ---------------------------------------------------------------------------------------------
 // Facts the files must agree on
@@ -318,12 +321,13 @@ describe('docker-compose.yml', () => {
     );
   });
 
-  it('runs Redis with AOF, fsync every second or always, noeviction, a volume and a ping health check', () => {
+  it('runs Redis with AOF fsynced on every write (the README\'s durability claim), noeviction, a volume and a ping health check', () => {
     const redis = services.redis as Obj;
     const args = shellWords(redis.command).join(' ');
     expect(args).toMatch(/^redis-server\b/);
     expect(args).toMatch(/--appendonly yes\b/);
-    expect(args).toMatch(/--appendfsync (everysec|always)\b/);
+    expect(args).toMatch(/--appendfsync always\b/);
+    expect(read('README.md')).toMatch(/`appendfsync always`[^.]*nothing acknowledged is lost/);
     expect(args).toMatch(/--maxmemory-policy noeviction\b/);
     const volumes = (redis.volumes as string[]).map(String);
     const data = volumes.find((v) => v.split(':')[1] === '/data');
@@ -356,9 +360,9 @@ describe('docker-compose.yml', () => {
   it('orders start-up with depends_on: service_healthy on services that have a health check', () => {
     const needs: Record<string, string[]> = {
       api: ['redis'],
-      'worker-1': ['redis', 'sandbox'],
-      'worker-2': ['redis', 'sandbox'],
-      reconciler: ['redis', 'sandbox'],
+      'worker-1': ['redis'],
+      'worker-2': ['redis'],
+      reconciler: ['redis'],
       prometheus: [],
       grafana: ['prometheus'],
     };
@@ -369,6 +373,7 @@ describe('docker-compose.yml', () => {
       for (const [d, spec] of Object.entries(dependsOn)) {
         expect(spec.condition, `${name} -> ${d}`).toBe('service_healthy');
         expect(services[d]?.healthcheck?.test, `${d} is waited on, so it needs a health check`).toBeDefined();
+        expect(services[d]?.profiles, `${name} -> ${d}: a service of the default stack waits only on default services`).toBeUndefined();
       }
     }
   });
@@ -378,28 +383,53 @@ describe('docker-compose.yml', () => {
       const e = env(name);
       expect(e.REDIS_URL, name).toBe('redis://redis:6379');
       expect(e.HOST, name).toBe('0.0.0.0');
-      expect(e.APP_MODE, name).toBeDefined();
-      // production refuses to start without both tokens, whatever the process
-      expect(dflt(e.PRODUCER_TOKEN), name).not.toBe('');
-      expect(dflt(e.OPERATOR_TOKEN), name).not.toBe('');
       expect(dflt(e.SHUTDOWN_GRACE_MS), name).toMatch(/^\d+$/);
     }
     const api = env('api');
     expect(api.PORT).toBe('3000');
-    expect(dflt(api.BULL_BOARD_USER)).not.toBe('');
-    expect(dflt(api.BULL_BOARD_PASSWORD)).not.toBe('');
-    const sandboxUrl = `http://sandbox:${port('sandbox')}`;
     for (const name of ['worker-1', 'worker-2']) {
       const e = env(name);
       expect(e.WORKER_METRICS_PORT, name).toBe('9464');
       expect(e.LOCK_DURATION_MS, name).toBe('1200');
       expect(e.STALLED_INTERVAL_MS, name).toBe('600');
-      expect(e.SANDBOX_URL, name).toBe(sandboxUrl);
     }
     expect(env('reconciler').RECONCILER_METRICS_PORT).toBe('9465');
-    expect(env('reconciler').SANDBOX_URL).toBe(sandboxUrl);
     expect(env('sandbox').SANDBOX_HOST).toBe('0.0.0.0');
     expect(env('sandbox').SANDBOX_PORT).toBe('4010');
+  });
+
+  it('ships production by default: no sandbox, no scripted model, no default secret; the app refuses to boot until they are given', () => {
+    expect(services.sandbox?.profiles, 'the sandbox is in the dev profile only').toEqual(['dev']);
+    const secrets = ['PRODUCER_TOKEN', 'OPERATOR_TOKEN', 'OPENAI_API_KEY', 'BULL_BOARD_USER', 'BULL_BOARD_PASSWORD', 'SANDBOX_URL'];
+    for (const name of ['api', 'worker-1', 'worker-2', 'reconciler']) {
+      const e = env(name);
+      expect(dflt(e.APP_MODE), name).toBe('production');
+      expect(dflt(e.MODEL_PROVIDER), name).toBe('openai');
+      expect(e.SCRIPTED_MODEL_ENABLED, name).toBeUndefined();
+      for (const k of secrets) if (k in e) expect(dflt(e[k]), `${name} ${k}: no default`).toBe('');
+      const resolved = Object.fromEntries(Object.entries(e).map(([k, v]) => [k, dflt(v)]));
+      expect(() => loadConfig(resolved), name).toThrow(ConfigError);
+      const given = { ...resolved, PRODUCER_TOKEN: 'p', OPERATOR_TOKEN: 'o', OPENAI_API_KEY: 'k', SANDBOX_URL: 'https://support.example.com' };
+      expect(loadConfig(given).APP_MODE, name).toBe('production');
+    }
+    expect(String(services.grafana?.environment?.GF_SECURITY_ADMIN_PASSWORD)).toMatch(/^\$\{GRAFANA_ADMIN_PASSWORD:\?/);
+  });
+
+  it('runs the development stack from the dev profile and deploy/dev.env: sandbox, scripted model, demo tokens', () => {
+    const devEnv = Object.fromEntries(
+      read('deploy/dev.env').split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#')).map((l) => [l.split('=')[0], l.split('=').slice(1).join('=')]),
+    ) as Record<string, string>;
+    /** ${VAR:-default} as Compose resolves it with deploy/dev.env. */
+    const withDev = (v: string | undefined) => (v ?? '').replace(/\$\{([A-Z0-9_]+):-([^}]*)\}/g, (_, k: string, d: string) => devEnv[k] ?? d);
+    expect(devEnv.SANDBOX_URL).toBe(`http://sandbox:${port('sandbox')}`);
+    for (const name of ['api', 'worker-1', 'worker-2', 'reconciler']) {
+      const resolved = Object.fromEntries(Object.entries(env(name)).map(([k, v]) => [k, withDev(v)]));
+      const cfg = loadConfig(resolved);
+      expect(cfg.APP_MODE, name).toBe('development');
+      expect(cfg.MODEL_PROVIDER, name).toBe('scripted');
+      expect(cfg.SANDBOX_URL, name).toBe(devEnv.SANDBOX_URL);
+    }
+    expect(Object.keys(devEnv).filter((k) => !KNOWN_ENV.has(k) && k !== 'GRAFANA_ADMIN_PASSWORD')).toEqual([]);
   });
 
   it('sets no variable the app does not read (typo guard)', () => {
@@ -445,9 +475,12 @@ describe('docker-compose.yml', () => {
     expect(ds.datasources[0]).toMatchObject({ type: 'prometheus', uid: 'prometheus', url: 'http://prometheus:9090' });
   });
 
-  it('is valid for docker-compose (`docker-compose config`)', () => {
+  it('is valid for docker-compose (`docker-compose config`), and refuses to render without the Grafana password', () => {
     const bin = requireTool('docker-compose', 'Compose file validator, Debian package docker-compose');
-    expectSuccess(bin, ['-f', 'docker-compose.yml', 'config', '-q']);
+    expectSuccess(bin, ['--env-file', 'deploy/dev.env', '-f', 'docker-compose.yml', '--profile', 'dev', 'config', '-q']);
+    const bare = run(bin, ['-f', 'docker-compose.yml', 'config', '-q']);
+    expect(bare.status).not.toBe(0);
+    expect(bare.out).toMatch(/GRAFANA_ADMIN_PASSWORD/);
   }, TOOL_TIMEOUT_MS);
 });
 
@@ -635,26 +668,29 @@ function validateStrict(models: Record<string, ModelCtor>, doc: Obj): string[] {
 }
 
 describe('Kubernetes manifests', () => {
-  const kustomization = parse(read('k8s/kustomization.yaml')) as Obj;
+  const kustomization = parse(read(K8S_BASE, 'kustomization.yaml')) as Obj;
   const resources = (kustomization.resources ?? []) as string[];
-  const sources = resources.map((file) => ({ file, docs: yamlDocs(path.join('k8s', file)) }));
+  const sources = resources.map((file) => ({ file, docs: yamlDocs(path.join(K8S_BASE, file)) }));
   const docs = sources.flatMap((s) => s.docs.map((doc) => ({ file: s.file, doc })));
   const find = (kind: string, name: string) => docs.find((d) => d.doc.kind === kind && d.doc.metadata?.name === name)?.doc;
-  const secretTemplate = yamlDocs('k8s/secret.template.yaml');
+  const secretTemplate = yamlDocs(`${K8S_BASE}/secret.template.yaml`);
   const config = find('ConfigMap', 'agent-fleet-config') as Obj;
   const workloads = docs.filter((d) => ['Deployment', 'StatefulSet'].includes(d.doc.kind)).map((d) => d.doc);
-  const apps = { 'agent-api': 'api', 'agent-worker': 'worker', 'agent-reconciler': 'reconciler', 'agent-sandbox': 'sandbox' } as const;
+  const apps = { 'agent-api': 'api', 'agent-worker': 'worker', 'agent-reconciler': 'reconciler' } as const;
   const container = (name: keyof typeof apps) => find('Deployment', name)?.spec.template.spec.containers[0] as Obj;
+  const devDocs = (parse(read(K8S_DEV, 'kustomization.yaml')) as Obj).resources
+    .filter((f: string) => !f.startsWith('..'))
+    .flatMap((f: string) => yamlDocs(path.join(K8S_DEV, f)).map((doc) => ({ file: `overlays/dev/${f}`, doc }))) as { file: string; doc: Obj }[];
   const preStopSleepMs = (c: Obj) => {
     const cmd = (c.lifecycle?.preStop?.exec?.command ?? []) as string[];
     return cmd[0] === 'sleep' ? Number(cmd[1]) * 1000 : 0;
   };
 
   it('lists every manifest in kustomization.yaml (the Secret template excepted)', () => {
-    const onDisk = readdirSync(rel('k8s')).filter((f) => /\.ya?ml$/.test(f) && f !== 'kustomization.yaml');
+    const onDisk = readdirSync(rel(K8S_BASE)).filter((f) => /\.ya?ml$/.test(f) && f !== 'kustomization.yaml');
     const listed = new Set(resources);
     expect(listed.size).toBe(resources.length);
-    for (const f of resources) expect(existsSync(rel('k8s', f)), f).toBe(true);
+    for (const f of resources) expect(existsSync(rel(K8S_BASE, f)), f).toBe(true);
     expect(onDisk.filter((f) => !listed.has(f) && !f.endsWith('.template.yaml'))).toEqual([]);
     expect(resources.filter((f) => f.endsWith('.template.yaml'))).toEqual([]);
     for (const s of sources) expect(s.docs.length, s.file).toBeGreaterThan(0);
@@ -691,7 +727,7 @@ describe('Kubernetes manifests', () => {
   it('validates every manifest against the Kubernetes OpenAPI schemas, unknown fields rejected', async () => {
     const models = await loadModels();
     const problems: string[] = [];
-    for (const { file, doc } of [...docs, ...secretTemplate.map((doc) => ({ file: 'secret.template.yaml', doc }))]) {
+    for (const { file, doc } of [...docs, ...devDocs, ...secretTemplate.map((doc) => ({ file: 'secret.template.yaml', doc }))]) {
       for (const p of validateStrict(models, doc)) problems.push(`${file} ${doc.kind}/${doc.metadata?.name}: ${p}`);
       const name = String(doc.metadata?.name ?? '');
       if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(name) || name.length > 63) problems.push(`${file}: bad name "${name}"`);
@@ -701,7 +737,7 @@ describe('Kubernetes manifests', () => {
 
   it('renders with `kubectl kustomize` to the same objects, with the image tag set', async () => {
     const kubectl = requireTool('kubectl', 'for `kubectl kustomize`; Debian package kubernetes-client');
-    const out = expectSuccess(kubectl, ['kustomize', 'k8s']);
+    const out = expectSuccess(kubectl, ['kustomize', K8S_BASE]);
     const rendered = parseAllDocuments(out).map((d) => d.toJS() as Obj).filter(Boolean);
     const id = (d: Obj) => `${d.apiVersion} ${d.kind} ${d.metadata?.name}`;
     expect(rendered.map(id).sort()).toEqual(docs.map((d) => id(d.doc)).sort());
@@ -709,7 +745,7 @@ describe('Kubernetes manifests', () => {
       .filter((d) => ['Deployment', 'StatefulSet'].includes(d.kind))
       .flatMap((d) => (d.spec.template.spec.containers as Obj[]).map((c) => String(c.image)));
     expect(images.filter((i) => i.startsWith('durable-agent-fleet')).every((i) => /^durable-agent-fleet:\S+$/.test(i))).toBe(true);
-    expect(images.filter((i) => i.startsWith('durable-agent-fleet')).length).toBe(4);
+    expect(images.filter((i) => i.startsWith('durable-agent-fleet')).length).toBe(Object.keys(apps).length);
     const models = await loadModels();
     const problems = rendered.flatMap((d) => validateStrict(models, d).map((p) => `${id(d)}: ${p}`));
     expect(problems).toEqual([]);
@@ -733,7 +769,7 @@ describe('Kubernetes manifests', () => {
   });
 
   it('runs each process with probes, resources, its entry point and its port', () => {
-    const ports = { api: config.data.PORT, worker: config.data.WORKER_METRICS_PORT, reconciler: config.data.RECONCILER_METRICS_PORT, sandbox: '4010' };
+    const ports = { api: config.data.PORT, worker: config.data.WORKER_METRICS_PORT, reconciler: config.data.RECONCILER_METRICS_PORT };
     for (const [name, kind] of Object.entries(apps) as [keyof typeof apps, (typeof apps)[keyof typeof apps]][]) {
       const c = container(name);
       expect(c, name).toBeDefined();
@@ -741,12 +777,9 @@ describe('Kubernetes manifests', () => {
       expect(c.image, name).toBe('durable-agent-fleet');
       expect(String(c.ports[0].containerPort), name).toBe(ports[kind]);
       const portName = c.ports[0].name as string;
-      expect(c.readinessProbe.httpGet, name).toMatchObject({ path: kind === 'sandbox' ? '/healthz' : '/readyz', port: portName });
+      expect(c.readinessProbe.httpGet, name).toMatchObject({ path: '/readyz', port: portName });
       expect(c.livenessProbe.httpGet, name).toMatchObject({ path: '/healthz', port: portName });
     }
-    expect(container('agent-sandbox').env).toEqual(
-      expect.arrayContaining([{ name: 'SANDBOX_HOST', value: '0.0.0.0' }, { name: 'SANDBOX_PORT', value: '4010' }]),
-    );
     for (const w of workloads) {
       for (const c of w.spec.template.spec.containers as Obj[]) {
         const at = `${w.kind}/${w.metadata.name}/${c.name}`;
@@ -831,7 +864,7 @@ describe('Kubernetes manifests', () => {
     const conf = String((find('ConfigMap', 'redis-config') as Obj).data['redis.conf']);
     const setting = (k: string) => conf.match(new RegExp(`^\\s*${k}\\s+(\\S+)`, 'm'))?.[1];
     expect(setting('appendonly')).toBe('yes');
-    expect(['everysec', 'always']).toContain(setting('appendfsync'));
+    expect(setting('appendfsync'), 'the README\'s durability claim: nothing acknowledged is lost').toBe('always');
     expect(setting('maxmemory-policy')).toBe('noeviction');
     expect(setting('dir')).toBe('/data');
     const c = sts.spec.template.spec.containers[0] as Obj;
@@ -845,9 +878,45 @@ describe('Kubernetes manifests', () => {
     expect(String(secret.stringData.REDIS_URL)).toMatch(new RegExp(`^redis://[^@]*@${svc.metadata.name}:6379$`));
   });
 
+  it('ships production in the base: no sandbox, no scripted model, and the apps boot only once the overlay gives SANDBOX_URL and the Secret', () => {
+    expect(workloads.map((w) => w.metadata.name)).not.toContain('agent-sandbox');
+    expect(JSON.stringify(docs.map((d) => d.doc))).not.toMatch(/agent-sandbox|SCRIPTED_MODEL_ENABLED/);
+    expect(config.data.APP_MODE).toBe('production');
+    expect(config.data.MODEL_PROVIDER).toBe('openai');
+    expect(() => loadConfig(config.data)).toThrow(ConfigError);
+    const secret = { ...(secretTemplate[0] as Obj).stringData, REDIS_URL: 'redis://:pw@redis:6379' };
+    expect(() => loadConfig({ ...config.data, ...secret })).toThrow(/SANDBOX_URL/);
+    expect(loadConfig({ ...config.data, ...secret, SANDBOX_URL: 'https://support.example.com' }).APP_MODE).toBe('production');
+  });
+
+  it('renders the dev overlay: the base plus the sandbox, development mode with the scripted model pointed at it', async () => {
+    const kubectl = requireTool('kubectl', 'for `kubectl kustomize`; Debian package kubernetes-client');
+    const rendered = parseAllDocuments(expectSuccess(kubectl, ['kustomize', K8S_DEV])).map((d) => d.toJS() as Obj).filter(Boolean);
+    const id = (d: Obj) => `${d.apiVersion} ${d.kind} ${d.metadata?.name}`;
+    const secret = secretTemplate[0] as Obj;
+    expect(rendered.map(id).sort()).toEqual([...docs.map((d) => d.doc), ...devDocs.map((d) => d.doc), secret].map(id).sort());
+    const models = await loadModels();
+    expect(rendered.flatMap((d) => validateStrict(models, d).map((p) => `${id(d)}: ${p}`))).toEqual([]);
+    const get = (kind: string, name: string) => rendered.find((d) => d.kind === kind && d.metadata.name === name) as Obj;
+    const sandbox = get('Deployment', 'agent-sandbox').spec.template.spec.containers[0] as Obj;
+    expect(sandbox.command).toEqual(['node', ENTRYPOINTS.sandbox]);
+    expect(sandbox.image, 'the overlay tags the sandbox like the base tags the apps').toBe(`durable-agent-fleet:${(kustomization.images as Obj[])[0]?.newTag}`);
+    expect(sandbox.readinessProbe.httpGet).toMatchObject({ path: '/healthz', port: sandbox.ports[0].name });
+    expect(sandbox.livenessProbe.httpGet).toMatchObject({ path: '/healthz', port: sandbox.ports[0].name });
+    expect(sandbox.env).toEqual(expect.arrayContaining([{ name: 'SANDBOX_HOST', value: '0.0.0.0' }, { name: 'SANDBOX_PORT', value: String(sandbox.ports[0].containerPort) }]));
+    const svc = get('Service', 'agent-sandbox');
+    const devSecret = get('Secret', secret.metadata.name);
+    expect(Object.keys(devSecret.data ?? devSecret.stringData).sort()).toEqual(Object.keys(secret.stringData).filter((k) => k !== 'OPENAI_API_KEY').sort());
+    const data = get('ConfigMap', 'agent-fleet-config').data as Record<string, string>;
+    const cfg = loadConfig({ ...data, REDIS_URL: 'redis://:pw@redis:6379' });
+    expect(cfg.APP_MODE).toBe('development');
+    expect(cfg.MODEL_PROVIDER).toBe('scripted');
+    expect(cfg.SANDBOX_URL).toBe(`http://${svc.metadata.name}:${svc.spec.ports[0].port}`);
+  }, TOOL_TIMEOUT_MS);
+
   it('carries exactly the rules of deploy/prometheus/rules.yml in its PrometheusRule', () => {
     const rules = parse(read('deploy/prometheus/rules.yml')) as Obj;
-    const file = rel('k8s', 'prometheusrule.yaml');
+    const file = rel(K8S_BASE, 'prometheusrule.yaml');
     if (process.env.UPDATE_PROMETHEUSRULE === '1') {
       const pr = {
         apiVersion: 'monitoring.coreos.com/v1',
@@ -862,9 +931,9 @@ describe('Kubernetes manifests', () => {
       writeFileSync(file, header + stringify(pr, { lineWidth: 0 }));
     }
     const pr = find('PrometheusRule', 'agent-fleet');
-    expect(pr, 'k8s/prometheusrule.yaml').toBeDefined();
-    const onDisk = yamlDocs('k8s/prometheusrule.yaml')[0] as Obj;
+    expect(pr, 'k8s/base/prometheusrule.yaml').toBeDefined();
+    const onDisk = yamlDocs(`${K8S_BASE}/prometheusrule.yaml`)[0] as Obj;
     const same = isDeepStrictEqual(onDisk.spec.groups, rules.groups);
-    expect(same, 'k8s/prometheusrule.yaml differs from rules.yml: UPDATE_PROMETHEUSRULE=1 npx vitest run test/deploy.test.ts').toBe(true);
+    expect(same, 'k8s/base/prometheusrule.yaml differs from rules.yml: UPDATE_PROMETHEUSRULE=1 npx vitest run test/deploy.test.ts').toBe(true);
   });
 });

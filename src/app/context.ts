@@ -9,7 +9,7 @@ import { createLogger } from '../log.js';
 import { Metrics, newMetrics } from '../metrics/metrics.js';
 import { registerScrapeCollectors } from '../metrics/scrape.js';
 import { createTracing, type Tracing } from '../metrics/tracing.js';
-import { assertRedisSafe, createRedis, targetOf, type RedisClient } from '../redis/connect.js';
+import { assertRedisSafe, createRedis, targetOf, waitForRedis, type RedisClient } from '../redis/connect.js';
 import { KeySpace } from '../redis/keys.js';
 import { loadScripts } from '../redis/scripts.js';
 import { ShardQueues } from '../runs/queues.js';
@@ -43,7 +43,10 @@ export function buildProviders(cfg: Config): Map<string, ModelProvider> {
 
 export async function createContext(cfg: Config, name: string, opts: { log?: Logger; metrics?: Metrics; tracing?: Tracing } = {}): Promise<AppContext> {
   const log = opts.log ?? createLogger(name, cfg.LOG_LEVEL);
-  const redis = createRedis(targetOf(cfg), name);
+  const target = targetOf(cfg);
+  const redis = createRedis(target, name);
+  // Boot: Redis answers within REDIS_BOOT_TIMEOUT_MS or the process stops naming it (src/app/boot.ts).
+  await waitForRedis(redis, target, cfg.REDIS_BOOT_TIMEOUT_MS);
   redis.on('error', (err) => log.warn({ code: 'redis_error', err }, 'redis connection error'));
   const metrics = opts.metrics ?? newMetrics({ defaultMetrics: true });
   const report = await assertRedisSafe(redis, (m) => log.warn({ code: 'redis_aof_off' }, m));

@@ -2,6 +2,7 @@
 import { createServer, type Server } from 'node:http';
 import type { Registry } from 'prom-client';
 import { tokenMatches } from '../producer/auth.js';
+import { listen } from './boot.js';
 
 /**
  * Whether a /metrics request may read: with METRICS_TOKEN set, only with
@@ -18,6 +19,8 @@ export async function startOpsServer(opts: {
   metricsToken?: string;
   /** Serve only /metrics (the API's separate metrics port: its health is on PORT). */
   metricsOnly?: boolean;
+  /** Names the variable of the port in the error when it is taken. */
+  portSetting?: string;
 }): Promise<{ server: Server; port: number }> {
   const server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
@@ -39,7 +42,6 @@ export async function startOpsServer(opts: {
       res.writeHead(404).end();
     }
   });
-  await new Promise<void>((resolve) => server.listen(opts.port, opts.host, resolve));
-  const addr = server.address();
-  return { server, port: typeof addr === 'object' && addr ? addr.port : opts.port };
+  const port = await listen(server, opts.port, opts.host, opts.portSetting ?? 'port');
+  return { server, port };
 }

@@ -5,39 +5,56 @@
  * their progress as it happens; serves until Ctrl-C.
  */
 import type { ChildProcess } from 'node:child_process';
+import { createServer, type Server } from 'node:http';
 import { loadConfig } from '../config.js';
+import { boot, listen, PortInUseError } from '../app/boot.js';
 import { createContext } from '../app/context.js';
 import { spawnModule } from '../app/spawnModule.js';
 import { createLogger } from '../log.js';
 import { ledgerFor } from '../ledger/ledger.js';
 import { Reconciler } from '../ledger/reconciler.js';
 import { createFullApi } from '../producer/fullApi.js';
-import { startEmbeddedRedis, type EmbeddedRedis } from '../redis/embedded.js';
+import { freePort, startEmbeddedRedis, type EmbeddedRedis } from '../redis/embedded.js';
 import { startSandbox } from '../sandbox/server.js';
 
-const base = loadConfig();
+// Ports: a port set in the environment is used as given (taken: one line naming it, exit 1); an
+// unset one is the default when free, else any free port, so two demos run side by side.
 let embedded: EmbeddedRedis | undefined;
-let redisUrl = base.REDIS_URL;
-if (!redisUrl && base.REDIS_CLUSTER_NODES.length === 0) {
-  embedded = await startEmbeddedRedis();
-  redisUrl = embedded.url;
-}
-const sandbox = await startSandbox({ port: 0 });
-const env = { ...process.env, ...(redisUrl ? { REDIS_URL: redisUrl } : {}), SANDBOX_URL: sandbox.url, LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn' };
-// The API's credentials: random ones for this demo (DEV_AUTH=generate), printed below; the workers need none.
-const cfg = loadConfig({ ...env, DEV_AUTH: process.env.DEV_AUTH ?? 'generate' });
-const ctx = await createContext(cfg, 'demo', { log: createLogger('demo', cfg.LOG_LEVEL) });
-const app = createFullApi(ctx, () => true);
-const server = await new Promise<import('node:http').Server>((resolve) => {
-  const s = app.listen(cfg.PORT, cfg.HOST, () => resolve(s));
-});
-const apiUrl = `http://${cfg.HOST}:${cfg.PORT}`;
+const { env, redisUrl, cfg, ctx, sandbox, server, apiPort, workerPorts } = await boot('demo', async () => {
+  const base = loadConfig();
+  let redisUrl = base.REDIS_URL;
+  if (!redisUrl && base.REDIS_CLUSTER_NODES.length === 0) {
+    embedded = await startEmbeddedRedis();
+    redisUrl = embedded.url;
+  }
+  const sandbox = await startSandbox({ port: 0 });
+  const env = { ...process.env, ...(redisUrl ? { REDIS_URL: redisUrl } : {}), SANDBOX_URL: sandbox.url, LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn' };
+  const cfg = loadConfig(env);
+  const ctx = await createContext(cfg, 'demo', { log: createLogger('demo', cfg.LOG_LEVEL) });
+  const server = createServer(createFullApi(ctx, () => true));
+  const apiPort = await listen(server, cfg.PORT, cfg.HOST, 'PORT').catch((err: unknown) => {
+    if (err instanceof PortInUseError && !process.env.PORT) return listen(server, 0, cfg.HOST, 'PORT');
+    throw err;
+  });
+  const workerPorts = process.env.WORKER_METRICS_PORT
+    ? [cfg.WORKER_METRICS_PORT, cfg.WORKER_METRICS_PORT + 1]
+    : await Promise.all([0, 1].map(() => freePort()));
+  return { env, redisUrl, cfg, ctx, sandbox, server: server as Server, apiPort, workerPorts };
+}, async () => embedded?.stop());
+const apiUrl = `http://${cfg.HOST}:${apiPort}`;
 const reconciler = new Reconciler(ctx, 'reconciler:demo');
 reconciler.start();
 
-const workers: ChildProcess[] = [0, 1].map((i) =>
-  spawnModule('worker/main', { ...env, WORKER_METRICS_PORT: String(cfg.WORKER_METRICS_PORT + i) }),
-);
+let stopping = false;
+const workers: ChildProcess[] = workerPorts.map((port) => spawnModule('worker/main', { ...env, WORKER_METRICS_PORT: String(port) }));
+// A worker that cannot start (its port taken, say) has printed why: the demo stops with it.
+for (const w of workers) {
+  w.once('exit', (code) => {
+    if (stopping || code === 0) return;
+    console.error(`demo: a worker process exited (${code ?? 'signal'}): stopping`);
+    void stop(1);
+  });
+}
 
 console.log(`
 durable agent fleet demo
@@ -48,7 +65,7 @@ durable agent fleet demo
                e.g. curl -H 'authorization: Bearer ${cfg.OPERATOR_TOKEN ?? ''}' ${apiUrl}/v1/approvals
                npm run ctl -- approvals --token ${cfg.OPERATOR_TOKEN ?? ''}
   sandbox      ${sandbox.url}       (counts ${sandbox.url}/_sandbox/counts)
-  workers      2 processes, metrics on :${cfg.WORKER_METRICS_PORT} and :${cfg.WORKER_METRICS_PORT + 1}
+  workers      2 processes, metrics on :${workerPorts[0]} and :${workerPorts[1]}
 Ctrl-C stops everything.
 `);
 
@@ -100,8 +117,7 @@ const poll = setInterval(async () => {
 }, 300);
 let reported = false;
 
-let stopping = false;
-async function stop(): Promise<void> {
+async function stop(exitCode = 0): Promise<void> {
   if (stopping) return;
   stopping = true;
   clearInterval(poll);
@@ -112,7 +128,7 @@ async function stop(): Promise<void> {
   await ctx.close();
   await sandbox.close();
   await embedded?.stop();
-  process.exit(0);
+  process.exit(exitCode);
 }
 process.on('SIGINT', () => void stop());
 process.on('SIGTERM', () => void stop());

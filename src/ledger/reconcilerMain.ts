@@ -1,13 +1,17 @@
 /** `npm run reconciler`: the sweeping reconciler process (ops port RECONCILER_METRICS_PORT). */
 import { loadConfig } from '../config.js';
+import { boot } from '../app/boot.js';
 import { createContext } from '../app/context.js';
 import { startOpsServer } from '../app/opsServer.js';
 import { Reconciler } from './reconciler.js';
 
-const cfg = loadConfig();
-const ctx = await createContext(cfg, 'reconciler');
-const reconciler = new Reconciler(ctx);
-const ops = await startOpsServer({ port: cfg.RECONCILER_METRICS_PORT, host: cfg.HOST, registry: ctx.metrics.registry, isReady: () => reconciler.ready, metricsToken: cfg.METRICS_TOKEN });
+const { ctx, reconciler, ops } = await boot('reconciler', async () => {
+  const cfg = loadConfig();
+  const ctx = await createContext(cfg, 'reconciler');
+  const reconciler = new Reconciler(ctx);
+  const ops = await startOpsServer({ port: cfg.RECONCILER_METRICS_PORT, host: cfg.HOST, registry: ctx.metrics.registry, isReady: () => reconciler.ready, metricsToken: cfg.METRICS_TOKEN, portSetting: 'RECONCILER_METRICS_PORT' });
+  return { ctx, reconciler, ops };
+});
 reconciler.start();
 ctx.log.info({ code: 'reconciler_started', metricsPort: ops.port }, 'reconciler started');
 

@@ -4,6 +4,7 @@
  * record, kept 24 h). Nothing is written for an invalid request.
  */
 import type { AppContext } from '../app/context.js';
+import { scriptedModelAllowed } from '../config.js';
 import { AGENT_VERSION } from '../agent/tools/registry.js';
 import { runIdFor } from '../redis/keys.js';
 import { runSpecSchema, type CreateRunRequest, type RunSpec } from './schemas.js';
@@ -28,7 +29,8 @@ export function buildSpec(ctx: AppContext, req: CreateRunRequest, nowMs: number)
   if (maxWallMs > cfg.LIMIT_MAX_WALL_MS) problems.push({ path: 'budget.maxWallMs', message: `at most ${cfg.LIMIT_MAX_WALL_MS}` });
   const model = req.agent?.model ?? cfg.MODEL_PROVIDER;
   if (!ctx.providers.has(model)) problems.push({ path: 'agent.model', message: `provider '${model}' is not enabled` });
-  if (req.agent?.script && model !== 'scripted') problems.push({ path: 'agent.script', message: 'only the scripted provider takes a script' });
+  if (req.agent?.script && !scriptedModelAllowed(cfg)) problems.push({ path: 'agent.script', message: 'run-supplied scripts are refused (APP_MODE=production or SCRIPTED_MODEL_ENABLED=false)' });
+  else if (req.agent?.script && model !== 'scripted') problems.push({ path: 'agent.script', message: 'only the scripted provider takes a script' });
   if (problems.length > 0) throw new InvalidRunRequest(problems);
   const runId = runIdFor(req.tenant, req.ticket.id);
   const spec: RunSpec = {

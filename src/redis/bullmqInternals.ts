@@ -14,11 +14,19 @@
  * worker's own completion call is answered with the script's result
  * (`completeFromCommit`) instead of being sent.
  */
-import type { Job, JobsOptions, Queue } from 'bullmq';
-// Deep imports on purpose: BullMQ ships its scripts as modules; pinned version.
-import { addStandardJob } from 'bullmq/dist/esm/scripts/addStandardJob-9.js';
-import { moveToFinished } from 'bullmq/dist/esm/scripts/moveToFinished-14.js';
-import { raw2NextJobData } from 'bullmq/dist/esm/classes/redis-queue-backend.js';
+import { createRequire } from 'node:module';
+import { raw2NextJobData, type Job, type JobsOptions, type Queue } from 'bullmq';
+import type { addStandardJob as AddStandardJobScript } from 'bullmq/dist/esm/scripts/addStandardJob-9.js';
+import type { moveToFinished as MoveToFinishedScript } from 'bullmq/dist/esm/scripts/moveToFinished-14.js';
+
+// BullMQ does not export its scripts. Its ESM build cannot be deep-imported under plain node
+// (its files import directories such as '../utils': ERR_UNSUPPORTED_DIR_IMPORT; tsx hides it),
+// and it has no `exports` map, so `import 'bullmq'` is its CommonJS build anyway: the scripts are
+// read from that build, by explicit file path. Pinned version; test/image.test.ts boots the
+// built entry points under plain node.
+const requireBullmq = createRequire(import.meta.url);
+const { addStandardJob } = requireBullmq('bullmq/dist/cjs/scripts/addStandardJob-9.js') as { addStandardJob: typeof AddStandardJobScript };
+const { moveToFinished } = requireBullmq('bullmq/dist/cjs/scripts/moveToFinished-14.js') as { moveToFinished: typeof MoveToFinishedScript };
 
 export const BULLMQ_ADD_KEYS = 9;
 export const BULLMQ_ADD_ARGS = 3;

@@ -5,7 +5,7 @@
  * restart stalls callers instead of failing them.
  */
 import { Cluster, Redis } from 'ioredis';
-import type { Config } from '../config.js';
+import { ConfigError, type Config } from '../config.js';
 
 export type RedisClient = Redis | Cluster;
 
@@ -17,7 +17,51 @@ export interface RedisTarget {
 export function targetOf(cfg: Config): RedisTarget {
   if (cfg.REDIS_CLUSTER_NODES.length > 0) return { clusterNodes: cfg.REDIS_CLUSTER_NODES };
   if (cfg.REDIS_URL) return { url: cfg.REDIS_URL };
-  throw new Error('REDIS_URL (or REDIS_CLUSTER_NODES) is required for this process');
+  throw new ConfigError(['REDIS_URL'], 'invalid configuration: REDIS_URL: required by this process (or REDIS_CLUSTER_NODES)');
+}
+
+/** The target as it may be printed: host and port, never the password. */
+export function describeTarget(target: RedisTarget): string {
+  if (target.clusterNodes && target.clusterNodes.length > 0) return `Redis Cluster ${target.clusterNodes.join(',')}`;
+  try {
+    const u = new URL(target.url ?? 'redis://127.0.0.1:6379');
+    return `Redis at ${u.protocol}//${u.host}`;
+  } catch {
+    return 'Redis (unparsable URL)';
+  }
+}
+
+export class RedisUnreachable extends Error {
+  readonly code = 'redis_unreachable';
+}
+
+/**
+ * At boot: waits until the client is ready, at most `timeoutMs`, or fails with RedisUnreachable
+ * naming the target and the last connection error (the client is then disconnected). Connection
+ * errors while waiting go to this wait, not to a log line per retry. Once ready the client's
+ * usual reconnecting behaviour is unchanged.
+ */
+export async function waitForRedis(client: RedisClient, target: RedisTarget, timeoutMs: number): Promise<void> {
+  if (client.status === 'ready') return;
+  let lastError: Error | undefined;
+  const onError = (err: Error) => { lastError = err; };
+  client.on('error', onError);
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await new Promise<void>((resolve, reject) => {
+      client.once('ready', () => resolve());
+      timer = setTimeout(() => {
+        const why = lastError ? `: ${lastError.message || (lastError as { code?: string }).code || lastError.name}` : '';
+        reject(new RedisUnreachable(`${describeTarget(target)} unreachable for ${timeoutMs} ms (REDIS_BOOT_TIMEOUT_MS)${why}`, { cause: lastError }));
+      }, timeoutMs);
+    });
+  } catch (err) {
+    client.disconnect();
+    throw err;
+  } finally {
+    clearTimeout(timer);
+    client.off('error', onError);
+  }
 }
 
 export function createRedis(target: RedisTarget, name = 'agent'): RedisClient {

@@ -4,7 +4,8 @@
  */
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../config.js';
-import { createRedis, targetOf } from '../redis/connect.js';
+import { boot } from '../app/boot.js';
+import { createRedis, targetOf, waitForRedis } from '../redis/connect.js';
 import { KeySpace } from '../redis/keys.js';
 import { ShardQueues } from '../runs/queues.js';
 import { RunStore } from '../runs/store.js';
@@ -19,8 +20,13 @@ if (!runId) {
   console.error('usage: npm run replay -- <runId> [--max-tokens N] [--max-steps N] [--max-attempts N] [--json]');
   process.exit(2);
 }
-const cfg = loadConfig();
-const redis = createRedis(targetOf(cfg), 'replay');
+const { cfg, redis } = await boot('replay', async () => {
+  const cfg = loadConfig();
+  const target = targetOf(cfg);
+  const redis = createRedis(target, 'replay');
+  await waitForRedis(redis, target, cfg.REDIS_BOOT_TIMEOUT_MS);
+  return { cfg, redis };
+});
 const keys = new KeySpace(cfg.KEY_PREFIX, cfg.BULL_PREFIX, cfg.SHARDS);
 const store = new RunStore(redis, keys, new ShardQueues(keys, redis), cfg.EVENTS_MAX_LEN);
 const spec = await store.readSpec(runId);

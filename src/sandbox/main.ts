@@ -5,6 +5,7 @@
  */
 import { pino } from 'pino';
 import { z } from 'zod';
+import { failBoot, PortInUseError } from '../app/boot.js';
 import { startSandbox } from './server.js';
 
 const envSchema = z.object({
@@ -18,12 +19,13 @@ const log = pino({ name: 'sandbox' });
 
 const parsed = envSchema.safeParse(process.env);
 if (!parsed.success) {
-  log.fatal({ issues: parsed.error.issues.map((i) => ({ field: i.path.join('.'), message: i.message })) }, 'bad_config');
-  process.exit(1);
+  failBoot('sandbox', { code: 'config_invalid', message: `invalid configuration: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}` });
 }
 const config = Object.freeze(parsed.data);
 
-const sandbox = await startSandbox({ port: config.SANDBOX_PORT, host: config.SANDBOX_HOST, seed: config.SANDBOX_SEED });
+const sandbox = await startSandbox({ port: config.SANDBOX_PORT, host: config.SANDBOX_HOST, seed: config.SANDBOX_SEED }).catch((err: NodeJS.ErrnoException) =>
+  failBoot('sandbox', err.code === 'EADDRINUSE' ? new PortInUseError(config.SANDBOX_PORT, 'SANDBOX_PORT', { cause: err }) : err),
+);
 log.info({ url: sandbox.url, seed: config.SANDBOX_SEED }, 'sandbox_listening');
 
 let stopping = false;

@@ -4,6 +4,7 @@
  * exits anyway. Exit code 0 after a graceful stop.
  */
 import { loadConfig } from '../config.js';
+import { boot } from '../app/boot.js';
 import { createContext } from '../app/context.js';
 import { startOpsServer } from '../app/opsServer.js';
 import { createEffectRunner } from '../ledger/runner.js';
@@ -16,10 +17,13 @@ const leaveWhileStarting = () => { if (!started) process.exit(0); };
 process.on('SIGTERM', leaveWhileStarting);
 process.on('SIGINT', leaveWhileStarting);
 
-const cfg = loadConfig();
-const ctx = await createContext(cfg, 'worker');
-const fleet = new FleetWorker(ctx, { effects: createEffectRunner(ctx, { approvals: approvalPolicy(ctx.cfg.APPROVAL_RULES) }) });
-const ops = await startOpsServer({ port: cfg.WORKER_METRICS_PORT, host: cfg.HOST, registry: ctx.metrics.registry, isReady: () => fleet.ready, metricsToken: cfg.METRICS_TOKEN });
+const { cfg, ctx, fleet, ops } = await boot('worker', async () => {
+  const cfg = loadConfig();
+  const ctx = await createContext(cfg, 'worker');
+  const fleet = new FleetWorker(ctx, { effects: createEffectRunner(ctx, { approvals: approvalPolicy(ctx.cfg.APPROVAL_RULES) }) });
+  const ops = await startOpsServer({ port: cfg.WORKER_METRICS_PORT, host: cfg.HOST, registry: ctx.metrics.registry, isReady: () => fleet.ready, metricsToken: cfg.METRICS_TOKEN, portSetting: 'WORKER_METRICS_PORT' });
+  return { cfg, ctx, fleet, ops };
+});
 fleet.start();
 started = true;
 // The BullMQ worker ids prefix the lock tokens of the jobs this process holds (operators and the chaos campaign map a lock to its process).

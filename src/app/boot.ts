@@ -1,0 +1,57 @@
+/**
+ * Boot of a process. A failure before it serves (bad configuration, no REDIS_URL, Redis
+ * unreachable or unsafe, a port in use) prints one line on stderr naming the problem and exits
+ * 1: no stack trace, no endless retry loop. Once booted, Redis connections reconnect as usual.
+ */
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export const BOOT_FAILED_EXIT_CODE = 1;
+
+/** A port the process must listen on is taken. */
+export class PortInUseError extends Error {
+  readonly code = 'port_in_use';
+  constructor(readonly port: number, readonly setting: string, options?: { cause?: unknown }) {
+    super(`port ${port} (${setting}) is already in use: stop what holds it or set ${setting} to a free port`, options);
+  }
+}
+
+/** The one line a failed boot prints: `<process>: cannot start: <problem>`. */
+export function bootFailureLine(processName: string, err: unknown): string {
+  const e = err as { code?: unknown; message?: unknown } | undefined;
+  const message = typeof e?.message === 'string' && e.message ? e.message : String(err);
+  const code = typeof e?.code === 'string' ? ` [${e.code}]` : '';
+  return `${processName}: cannot start: ${message.replace(/\s*\n\s*/g, ' ')}${code}`;
+}
+
+export function failBoot(processName: string, err: unknown): never {
+  process.stderr.write(`${bootFailureLine(processName, err)}\n`);
+  process.exit(BOOT_FAILED_EXIT_CODE);
+}
+
+/** Runs a process's start-up; any failure runs `cleanup` (best effort) and ends the process with one line (failBoot). */
+export async function boot<T>(processName: string, start: () => Promise<T>, cleanup?: () => Promise<unknown>): Promise<T> {
+  try {
+    return await start();
+  } catch (err) {
+    await cleanup?.().catch(() => {});
+    failBoot(processName, err);
+  }
+}
+
+/** Listens, resolving with the bound port; EADDRINUSE becomes a PortInUseError naming `setting`. */
+export function listen(server: Server, port: number, host: string, setting: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const onError = (err: NodeJS.ErrnoException) => {
+      server.off('listening', onListening);
+      reject(err.code === 'EADDRINUSE' ? new PortInUseError(port, setting, { cause: err }) : err);
+    };
+    const onListening = () => {
+      server.off('error', onError);
+      resolve((server.address() as AddressInfo).port);
+    };
+    server.once('error', onError);
+    server.once('listening', onListening);
+    server.listen(port, host);
+  });
+}
