@@ -459,7 +459,12 @@ describe('docker-compose.yml', () => {
     const targets = Object.fromEntries(
       (cfg.scrape_configs as Obj[]).map((sc) => [sc.job_name, (sc.static_configs as Obj[]).flatMap((s) => s.targets as string[])]),
     );
-    expect(targets.api).toEqual([`api:${port('api')}`]);
+    // The API's metrics are on their own port, on the compose network only (API_METRICS_PORT, not published).
+    const apiMetricsPort = env('api').API_METRICS_PORT;
+    expect(apiMetricsPort).toMatch(/^\d+$/);
+    expect(apiMetricsPort).not.toBe(port('api'));
+    expect(JSON.stringify((services.api as Obj).ports ?? [])).not.toContain(`:${apiMetricsPort}`);
+    expect(targets.api).toEqual([`api:${apiMetricsPort}`]);
     expect(targets.worker).toEqual([`worker-1:${port('worker-1')}`, `worker-2:${port('worker-2')}`]);
     expect(targets.reconciler).toEqual([`reconciler:${port('reconciler')}`]);
   });

@@ -8,7 +8,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { UnrecoverableError, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
-import { createHarness, redisUrl, sampleTicket, type Harness } from './support/harness.js';
+import { createHarness, producerAuth, redisUrl, sampleTicket, type Harness } from './support/harness.js';
 import { spawnWorker } from './support/processes.js';
 import { buildSpec } from '../src/producer/runs.js';
 import { Reconciler } from '../src/ledger/reconciler.js';
@@ -80,8 +80,8 @@ describe('a step job that dies ends its run', () => {
   it('job data that no longer parses: failed, invalid_job_data naming the field, at once', async () => {
     h = await createHarness('lostdata');
     const runId = await newRun(h, 'LR-data');
-    // An absurd usage carried by the job (a provider once reported one): not a safe integer.
-    await h.ctx.redis.hset(jobKey(h, runId, stepJobId(runId, 1)), 'data', `{"v":1,"runId":"${runId}","step":1,"used":{"steps":0,"tokens":1e300,"contextTokens":0}}`);
+    // Job data the worker cannot parse (a negative total; an absurd provider usage is refused before it gets here).
+    await h.ctx.redis.hset(jobKey(h, runId, stepJobId(runId, 1)), 'data', `{"v":1,"runId":"${runId}","step":1,"used":{"steps":0,"tokens":-1,"contextTokens":0}}`);
     await h.startWorker();
     await expectSettled(h, runId, 'failed', 'invalid_job_data: used.tokens', 'invalid_job_data');
   });
@@ -97,14 +97,14 @@ describe('a step job that dies ends its run', () => {
     await expectSettled(h, runId, 'failed', 'invalid_spec: limits.maxWallMs', 'invalid_spec');
 
     const { url } = await h.startApi();
-    const res = await fetch(`${url}/v1/runs/${runId}`);
+    const res = await fetch(`${url}/v1/runs/${runId}`, { headers: producerAuth });
     expect(res.status).toBe(200);
     const view = (await res.json()) as { status: string; reason: string; tenant: string; notes: string[] };
     expect(view).toMatchObject({ status: 'failed', reason: 'invalid_spec: limits.maxWallMs', tenant: 'acme' });
     expect(view.notes).toContain('spec_unreadable: limits.maxWallMs');
     // The same ticket posted again answers the settled run and its status, not a run queued forever.
     const again = await fetch(`${url}/v1/runs`, {
-      method: 'POST', headers: { 'content-type': 'application/json' },
+      method: 'POST', headers: { 'content-type': 'application/json', ...producerAuth },
       body: JSON.stringify({ tenant: 'acme', ticket: sampleTicket('LR-spec') }),
     });
     expect(again.status).toBe(200);
@@ -209,20 +209,20 @@ describe('the run view', () => {
     await h.ctx.redis.hset(k.budget, 'deadlineAt', String(Number.MAX_SAFE_INTEGER));
     await h.ctx.redis.rpush(k.journal, '{"v":1,"kind":"decision"}', JSON.stringify({ v: 1, kind: 'status', step: 1, status: 'failed', reason: 'invalid_spec: json' }));
     const { url } = await h.startApi();
-    const res = await fetch(`${url}/v1/runs/${runId}`);
+    const res = await fetch(`${url}/v1/runs/${runId}`, { headers: producerAuth });
     expect(res.status).toBe(200);
     const view = (await res.json()) as { status: string; tenant: string; transcript: unknown[]; notes: string[]; budget: { limits: { maxSteps: number } } };
     expect(view).toMatchObject({ status: 'failed', tenant: 'acme', budget: { limits: { maxSteps: 10 } } });
     expect(view.transcript).toHaveLength(1);
     expect(view.notes).toEqual(expect.arrayContaining(['spec_unreadable: json', 'journal_entry_unreadable: 0', 'deadline_unreadable']));
-    const page = await fetch(`${url}/runs/${runId}`);
+    const page = await fetch(`${url}/runs/${runId}`, { headers: producerAuth });
     expect(page.status).toBe(200);
   });
 });
 
 describe('every budget number the API accepts is bounded, and whatever it accepts runs', () => {
   const post = (url: string, body: unknown) =>
-    fetch(`${url}/v1/runs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    fetch(`${url}/v1/runs`, { method: 'POST', headers: { 'content-type': 'application/json', ...producerAuth }, body: JSON.stringify(body) });
 
   it('a maxWallMs near Number.MAX_SAFE_INTEGER (or past LIMIT_MAX_WALL_MS) is a 400 naming the field, and nothing is written', async () => {
     h = await createHarness('lostbounds');
@@ -255,7 +255,7 @@ describe('every budget number the API accepts is bounded, and whatever it accept
     expect(res.status).toBe(201);
     const { runId } = (await res.json()) as { runId: string };
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'])).toBe('completed');
-    const view = await fetch(`${url}/v1/runs/${runId}`);
+    const view = await fetch(`${url}/v1/runs/${runId}`, { headers: producerAuth });
     expect(view.status).toBe(200);
     expect(await view.json()).toMatchObject({ status: 'completed', budget: { limits: max } });
   });

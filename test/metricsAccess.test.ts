@@ -44,7 +44,7 @@ describe('/metrics access', () => {
   });
 
   it('production: the main port refuses unauthenticated metrics with a 503 naming both settings', async () => {
-    const url = await api({ APP_MODE: 'production', SCRIPTED_MODEL_ENABLED: 'true', OPERATOR_TOKEN: 'operator-token-for-tests' });
+    const url = await api({ APP_MODE: 'production', MODEL_PROVIDER: 'openai', OPENAI_API_KEY: 'sk-test-not-used', OPERATOR_TOKEN: 'operator-token-for-tests' });
     const res = await scrape(url);
     expect(res.status).toBe(503);
     const body = (await res.json()) as { message: string };

@@ -29,7 +29,8 @@ const { env, redisUrl, cfg, ctx, sandbox, server, apiPort, workerPorts } = await
   }
   const sandbox = await startSandbox({ port: 0 });
   const env = { ...process.env, ...(redisUrl ? { REDIS_URL: redisUrl } : {}), SANDBOX_URL: sandbox.url, LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn' };
-  const cfg = loadConfig(env);
+  // The API's credentials: random ones for this demo (DEV_AUTH=generate), printed below; the workers need none.
+  const cfg = loadConfig({ ...env, DEV_AUTH: process.env.DEV_AUTH ?? 'generate' });
   const ctx = await createContext(cfg, 'demo', { log: createLogger('demo', cfg.LOG_LEVEL) });
   const server = createServer(createFullApi(ctx, () => true));
   const apiPort = await listen(server, cfg.PORT, cfg.HOST, 'PORT').catch((err: unknown) => {

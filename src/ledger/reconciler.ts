@@ -118,7 +118,7 @@ export class Reconciler {
         await this.sweep();
         await expireApprovals(this.ctx, Date.now());
       } catch (err) {
-        this.ctx.log.warn({ code: 'sweep_failed', err: (err as Error).message }, 'sweep failed');
+        this.ctx.log.warn({ code: 'sweep_failed', err }, 'sweep failed');
       } finally {
         await lock.unlock().catch(() => {});
       }

@@ -202,7 +202,7 @@ export class LedgerEffectRunner implements EffectRunner {
         () => tool.dispatch(args, ctx, { idempotencyKey: rec.idempotencyKey, requestId: rec.requestId, timeoutMs: timeoutMs(), signal: ctx.signal }),
         {
           signal: ctx.signal, ...(deadlineAt !== undefined ? { deadlineAt, now } : {}),
-          onRetry: (attempt, err) => log.warn({ code: 'dispatch_retry', attempt, err: err.message }, 'dispatch retried before it was processed'),
+          onRetry: (attempt, err) => log.warn({ code: 'dispatch_retry', attempt, err }, 'dispatch retried before it was processed'),
         },
       );
     } catch (caught) {

@@ -66,7 +66,7 @@ export class FleetWorker {
         maxStalledCount: cfg.MAX_STALLED_COUNT,
         autorun: false,
       });
-      worker.on('error', (err) => ctx.log.warn({ code: 'worker_error', err: err.message }, 'worker error'));
+      worker.on('error', (err) => ctx.log.warn({ code: 'worker_error', err }, 'worker error'));
       worker.on('stalled', () => ctx.metrics.stallRecoveries.inc());
       // A job BullMQ failed for good ends its run with a reason (a retried attempt changes nothing:
       // the script settles only a run whose current job sits in the failed set). If this process
@@ -81,7 +81,7 @@ export class FleetWorker {
   }
 
   start(): void {
-    for (const w of this.workers) void w.run().catch((err) => this.ctx.log.error({ code: 'worker_run_failed', err: (err as Error).message }));
+    for (const w of this.workers) void w.run().catch((err) => this.ctx.log.error({ code: 'worker_run_failed', err }));
     this.ready = true;
   }
 

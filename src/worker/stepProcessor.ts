@@ -412,7 +412,7 @@ export class StepProcessor {
         return { obs: { ...base, status: 'ok', output } };
       } catch (err) {
         if (ctx.signal.aborted || err instanceof DeadlineError) throw err;
-        log.warn({ code: 'tool_error', tool: call.name, err: (err as Error).message }, 'read tool failed');
+        log.warn({ code: 'tool_error', tool: call.name, err }, 'read tool failed');
         return { obs: { ...base, status: 'tool_error', output: { error: (err as Error).message } } };
       }
     }
