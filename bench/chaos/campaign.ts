@@ -71,6 +71,8 @@ export interface CampaignResult {
   journalProblems: RunProblem[];
   recoveryMs: { samples: number; p50: number; p99: number; max: number };
   workersSpawned: number;
+  /** Workers that could not reach Redis within REDIS_BOOT_TIMEOUT_MS (a restart in progress) and exited 1, as they must; replaced like a restart policy would. */
+  bootRetries: number;
   durationMs: number;
   failures: string[];
 }
@@ -123,7 +125,7 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
   sandbox.setFaults(faults);
 
   const kills: Record<string, number> = Object.fromEntries([...CAMPAIGN_CRASH_POINTS, 'external'].map((p) => [p, 0]));
-  let sigterms = 0, sigtermCleanExits = 0, redisRestarts = 0, workersSpawned = 0;
+  let sigterms = 0, sigtermCleanExits = 0, redisRestarts = 0, workersSpawned = 0, bootRetries = 0;
   const failures: string[] = [];
   const fleet: (ChaosWorker | undefined)[] = Array.from({ length: opts.workers }, () => undefined);
   const allExits: Promise<unknown>[] = [];
@@ -164,6 +166,10 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
         } else if (w.sent === 'SIGTERM') {
           if (e.code === 0 && e.at - w.sentAt! < 10_000) sigtermCleanExits++;
           else failures.push(`worker ${w.pid} exited code=${e.code} signal=${e.signal} ${e.at - w.sentAt!}ms after SIGTERM: ${w.lines.slice(-2).join(' | ')}`);
+        } else if (e.code === 1 && w.bullIds.length === 0 && w.lines.some((l) => l.includes('[redis_unreachable]'))) {
+          // Started while Redis was restarting: it gave up at its boot deadline with one line, as it must
+          // (no endless retry loop); the refill replaces it, as a Deployment's restart policy would.
+          bootRetries++;
         } else {
           failures.push(`worker ${w.pid} exited code=${e.code} signal=${e.signal} unprompted: ${w.lines.slice(-3).join(' | ')}`);
         }
@@ -369,7 +375,7 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
   const recoveryMs = { samples: recoveries.length, p50: pct(recoveries, 50), p99: pct(recoveries, 99), max: recoveries.length ? Math.max(...recoveries) : 0 };
   const result: CampaignResult = {
     ok: false, unsafe, runs: runIds.length, completed, statuses, steps, effects, kills, killsTotal: totalKillsSoFar(), sigterms, sigtermCleanExits, redisRestarts,
-    duplicates, duplicateKeys, lostRuns, unknowns, budgetBreaches, journalProblems, recoveryMs, workersSpawned, durationMs: Date.now() - t0, failures,
+    duplicates, duplicateKeys, lostRuns, unknowns, budgetBreaches, journalProblems, recoveryMs, workersSpawned, bootRetries, durationMs: Date.now() - t0, failures,
   };
   const invariantsHold = duplicates === 0 && lostRuns.length === 0 && unknowns.unresolved.length === 0 && budgetBreaches.length === 0 && journalProblems.length === 0;
   result.ok = unsafe ? duplicates > 0 : invariantsHold && failures.length === 0;
@@ -387,6 +393,7 @@ export function formatResult(r: CampaignResult): string {
     ...Object.entries(r.kills).map(([p, n]) => [`kills ${p}`, n] as [string, number]),
     ['kills total', r.killsTotal], ['SIGTERMs (clean exits)', `${r.sigterms} (${r.sigtermCleanExits})`], ['redis restarts', r.redisRestarts],
     ['workers spawned', r.workersSpawned],
+    ['boot retries (Redis down at start)', r.bootRetries],
     ['duplicates', r.duplicates], ['lost runs', r.lostRuns.length],
     ['unknowns (resolved / to humans / unresolved)', `${r.unknowns.total} (${r.unknowns.resolved} / ${r.unknowns.toHumans} / ${r.unknowns.unresolved.length})`],
     ['budget breaches', r.budgetBreaches.length], ['journal problems', r.journalProblems.length],
