@@ -190,6 +190,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       cfg.BULL_BOARD_PASSWORD = secret();
     }
   }
+  // A default budget above the largest one a request may ask would make every request without a budget a 400.
+  for (const [def, limit] of [['DEFAULT_MAX_STEPS', 'LIMIT_MAX_STEPS'], ['DEFAULT_MAX_TOKENS', 'LIMIT_MAX_TOKENS'], ['DEFAULT_MAX_WALL_MS', 'LIMIT_MAX_WALL_MS']] as const) {
+    if (cfg[def] > cfg[limit]) throw new ConfigError([def], `invalid configuration: ${def}: ${cfg[def]} is above ${limit} (${cfg[limit]})`);
+  }
   if (cfg.APP_MODE === 'production') {
     const refuse = (field: string, why: string) => {
       throw new ConfigError([field], `invalid configuration: ${field}: ${why} (APP_MODE=production)`);

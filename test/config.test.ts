@@ -28,6 +28,12 @@ describe('config', () => {
     }
   });
 
+  it('refuses a default budget above the largest a request may ask (every request without a budget would be a 400)', () => {
+    expect(() => loadConfig({ DEFAULT_MAX_STEPS: '300' })).toThrow(/DEFAULT_MAX_STEPS: 300 is above LIMIT_MAX_STEPS \(200\)/);
+    expect(() => loadConfig({ DEFAULT_MAX_WALL_MS: String(2 * 24 * 3600_000) })).toThrow(/DEFAULT_MAX_WALL_MS/);
+    expect(loadConfig({ DEFAULT_MAX_STEPS: '300', LIMIT_MAX_STEPS: '300' }).DEFAULT_MAX_STEPS).toBe(300);
+  });
+
   describe('APP_MODE=production', () => {
     const prod = {
       APP_MODE: 'production', MODEL_PROVIDER: 'openai', OPENAI_API_KEY: 'sk-x', PRODUCER_TOKEN: 'p', OPERATOR_TOKEN: 'o',
