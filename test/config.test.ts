@@ -75,7 +75,7 @@ describe('config', () => {
 
     it('refuses a run-supplied script at the API edge, naming agent.script', () => {
       const cfg = loadConfig(prod);
-      const ctx = { cfg, providers: buildProviders(cfg), registry: defaultRegistry() } as unknown as AppContext;
+      const ctx = { cfg, providers: buildProviders(cfg), registry: defaultRegistry({ baseUrl: cfg.SANDBOX_URL }) } as unknown as AppContext;
       const req = { tenant: 'acme', ticket: { id: 'T-1', subject: 's', body: 'b', customer: { email: 'a@example.com', name: 'A' } } };
       expect(buildSpec(ctx, req, 0).model).toBe('openai');
       const refused = (agent: CreateRunRequest['agent']) => {

@@ -68,7 +68,7 @@ describe('step engine', () => {
 
   it('the token cap raises: the run stops before the call that could exceed it', async () => {
     const before = provider().calls;
-    // Each step costs ~111 tokens; the estimate adds the completion cap (1024) and the ticket.
+    // Each step costs ~111 tokens; the estimate adds the completion cap (1024) and the serialized run input.
     const runId = await create('T-cap', scriptOf(30), { maxTokens: 2000 });
     expect(await h.waitForStatus(runId, ['completed', 'budget_exceeded'])).toBe('budget_exceeded');
     const state = await h.ctx.store.readState(runId);
@@ -111,7 +111,7 @@ describe('step engine', () => {
   });
 
   it('failed attempts count: three transient failures and a success never take a run past maxTokens', async () => {
-    // Each attempt bills 1,226 tokens; the pre-flight estimate of one attempt is ~1,240 (ticket + completion cap).
+    // Each attempt bills 1,226 tokens; the pre-flight estimate of one attempt is ~1,260 (serialized input + completion cap).
     // Unchecked, four attempts took a 2,000-token run to 4,904.
     const billed = { promptTokens: 1100, completionTokens: 126 };
     const script: Script = [{ ...readTurn(1), usage: billed, transientFailures: 3, failureUsage: billed }, finalTurn];

@@ -9,7 +9,7 @@ import { Ledger } from '../src/ledger/ledger.js';
 import { createEffectRunner } from '../src/ledger/runner.js';
 import { actionIdentity } from '../src/ledger/identity.js';
 import { CrashPoints } from '../src/worker/crashPoints.js';
-import { sendEmail } from '../src/agent/tools/sendEmail.js';
+import type { WriteTool } from '../src/agent/tools/tool.js';
 import type { Script } from '../src/agent/models/script.js';
 import type { FaultRule } from '../src/sandbox/types.js';
 
@@ -151,7 +151,8 @@ describe('effect ledger', () => {
     await h.ctx.store.create(spec, Date.now());
     const a = createEffectRunner(h.ctx, { workerId: 'w-a' });
     const b = createEffectRunner(h.ctx, { workerId: 'w-b' });
-    const ctx = { runId: spec.runId, step: 1, ticket: spec.ticket, sandboxUrl: h.sandbox.url, signal: new AbortController().signal };
+    const sendEmail = h.ctx.registry.get('send_email') as WriteTool;
+    const ctx = { runId: spec.runId, step: 1, signal: new AbortController().signal, input: spec.ticket };
     const input = { tool: sendEmail, args: email.args, call: { id: 'call_1_0' }, ctx, tenant: 'acme' };
     const [ra, rb] = await Promise.all([a.run(input), b.run(input)]);
     expect(ra.kind === 'observed' && rb.kind === 'observed').toBe(true);

@@ -4,9 +4,15 @@ import { createHarness, type Harness } from './support/harness.js';
 import { Ledger } from '../src/ledger/ledger.js';
 import { ALLOWED_MOVES, LEDGER_STATES, type LedgerState } from '../src/ledger/states.js';
 import { actionIdentity } from '../src/ledger/identity.js';
-import { refund as refundTool } from '../src/agent/tools/refund.js';
-import { sendEmail } from '../src/agent/tools/sendEmail.js';
-import { createTicket } from '../src/agent/tools/createTicket.js';
+import { refundTool as buildRefund } from '../src/agent/tools/refund.js';
+import { sendEmailTool } from '../src/agent/tools/sendEmail.js';
+import { createTicketTool } from '../src/agent/tools/createTicket.js';
+
+// Identities only: no request is sent, the service is never called.
+const service = { baseUrl: 'http://127.0.0.1:9' };
+const refundTool = buildRefund(service);
+const sendEmail = sendEmailTool(service);
+const createTicket = createTicketTool(service);
 
 let h: Harness;
 let ledger: Ledger;

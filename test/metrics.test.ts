@@ -12,7 +12,7 @@ import { createHarness, sampleTicket, type Harness } from './support/harness.js'
 import { buildSpec } from '../src/producer/runs.js';
 import { Ledger } from '../src/ledger/ledger.js';
 import { actionIdentity } from '../src/ledger/identity.js';
-import { sendEmail } from '../src/agent/tools/sendEmail.js';
+import type { WriteTool } from '../src/agent/tools/tool.js';
 import type { Script } from '../src/agent/models/script.js';
 import type { FaultRule } from '../src/sandbox/types.js';
 import { newMetrics, type Metrics } from '../src/metrics/metrics.js';
@@ -134,8 +134,9 @@ describe('metrics', () => {
     const m = h.ctx.metrics;
     h.sandbox.setFaults([]);
     const spec = specFor([t([email]), final]);
+    const sendEmail = h.ctx.registry.get('send_email') as WriteTool;
     const id = actionIdentity(spec.runId, sendEmail, email.args);
-    const toolCtx = { runId: spec.runId, step: 1, ticket: spec.ticket, sandboxUrl: h.sandbox.url, signal: new AbortController().signal };
+    const toolCtx = { runId: spec.runId, step: 1, signal: new AbortController().signal, input: spec.ticket };
     const first = await sendEmail.dispatch(email.args, toolCtx, { idempotencyKey: id.idempotencyKey, requestId: 'rq_outside_the_ledger', timeoutMs: 5000, signal: toolCtx.signal });
     expect(first.replayed).toBe(false);
 

@@ -9,7 +9,7 @@
  * `processing` until then, and the ledger waits and asks again.
  * `lost_response`: the service commits and the answer is lost on the way back.
  */
-import { sendEmail } from '../../src/agent/tools/sendEmail.js';
+import { sendEmailTool } from '../../src/agent/tools/sendEmail.js';
 import type { FaultRule } from '../../src/sandbox/types.js';
 import { Checks, endScenario, decisionSteps, scriptTokens, type ScenarioResult } from './report.js';
 import { startStack, type RunViewJson, type Stack } from './stack.js';
@@ -42,12 +42,14 @@ export function timeoutScript(t = TICKET) {
   ];
 }
 
+/** The send_email tool's own timeout (the tool is built only to read it: no request is sent). */
+const SEND_TIMEOUT_MS = sendEmailTool({ baseUrl: 'http://127.0.0.1:9' }).timeoutMs;
 const FINAL = new Set(['completed', 'failed', 'budget_exceeded', 'cancelled', 'needs_human']);
 const EXPECTED_PATH = ['planned', 'authorized', 'dispatched', 'outcome_unknown', 'confirmed'];
 
 export async function runTimeout(opts: TimeoutOptions = {}): Promise<ScenarioResult> {
   const fault = opts.fault ?? 'slow_commit';
-  const commitMs = sendEmail.timeoutMs + 1500;
+  const commitMs = SEND_TIMEOUT_MS + 1500;
   const faults: FaultRule[] = fault === 'slow_commit'
     ? [{ kind: 'slow_commit', resource: 'emails', ms: commitMs, count: 1 }]
     : [{ kind: 'lost_response_after_commit', resource: 'emails', count: 1 }];
@@ -63,11 +65,11 @@ export async function runTimeout(opts: TimeoutOptions = {}): Promise<ScenarioRes
   try {
     stack = await startStack({ timeline: tl, workers: 1, faults, progress: opts.progress, env: { RECONCILE_POLL_MS: '400' } });
     const s = stack;
-    if (fault === 'slow_commit') tl.add(Date.now(), 'scenario', `the email service will commit after ${commitMs} ms; send_email gives up after ${sendEmail.timeoutMs} ms`);
+    if (fault === 'slow_commit') tl.add(Date.now(), 'scenario', `the email service will commit after ${commitMs} ms; send_email gives up after ${SEND_TIMEOUT_MS} ms`);
     runId = await s.createRun({ tenant: 'acme', ticket: TICKET, budget: { maxSteps: 10 }, agent: { model: 'scripted', script } });
     summary.runId = runId;
     follower = followEvents(s.apiUrl, runId);
-    opts.progress?.(`run ${runId} created; the email send will ${fault === 'slow_commit' ? `time out after ${sendEmail.timeoutMs} ms` : 'lose its answer'}`);
+    opts.progress?.(`run ${runId} created; the email send will ${fault === 'slow_commit' ? `time out after ${SEND_TIMEOUT_MS} ms` : 'lose its answer'}`);
     const end = await follower.waitFor((e) => e.type === 'status_changed' && FINAL.has(String(e.data.status)), 45_000, 'the run to finish');
     opts.progress?.(`run finished: ${String(end.data.status)}`);
     view = await s.view(runId);

@@ -59,7 +59,7 @@ export async function createContext(cfg: Config, name: string, opts: { log?: Log
   registerScrapeCollectors(metrics, { redis, keys, queues, log });
   const tracing = opts.tracing ?? createTracing(cfg, name);
   return {
-    cfg, log, redis, keys, queues, store, registry: defaultRegistry(), providers: buildProviders(cfg), metrics, tracing,
+    cfg, log, redis, keys, queues, store, registry: defaultRegistry({ baseUrl: cfg.SANDBOX_URL }), providers: buildProviders(cfg), metrics, tracing,
     async close() {
       await queues.close();
       redis.disconnect();

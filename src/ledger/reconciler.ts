@@ -9,6 +9,7 @@
 import Redlock from 'redlock';
 import type { AppContext } from '../app/context.js';
 import type { WriteTool } from '../agent/tools/tool.js';
+import { runInput } from '../producer/schemas.js';
 import { Ledger, LedgerConflict, ledgerFor } from './ledger.js';
 import { reconcile, type ReconcileOutcome } from './reconcile.js';
 import { expireApprovals } from './approvals.js';
@@ -66,7 +67,7 @@ export class Reconciler {
             throw err;
           }
         }
-        const toolCtx = { runId: rec.runId, step: rec.step, ticket: spec.ticket, sandboxUrl: this.ctx.cfg.SANDBOX_URL, signal: new AbortController().signal };
+        const toolCtx = { runId: rec.runId, step: rec.step, signal: new AbortController().signal, input: runInput(spec) };
         const outcome = await reconcile(
           { ledger: this.ledger, metrics: this.ctx.metrics, deadlineMs: this.ctx.cfg.RECONCILE_DEADLINE_MS, pollMs: this.ctx.cfg.RECONCILE_POLL_MS },
           { ...rec, state: 'outcome_unknown' }, tool as WriteTool, toolCtx, this.id,

@@ -28,13 +28,12 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { AppContext } from '../app/context.js';
-import { sendEmail } from '../agent/tools/sendEmail.js';
 import type { WriteTool } from '../agent/tools/tool.js';
 import { RetryableError } from '../errors.js';
 import { Ledger, LedgerConflict, type ActionRecord } from '../ledger/ledger.js';
 import type { LedgerEffectRunner } from '../ledger/runner.js';
 import type { LedgerState } from '../ledger/states.js';
-import type { RunSpec } from '../producer/schemas.js';
+import { runInput, type RunSpec } from '../producer/schemas.js';
 import { stopRun } from './stopRun.js';
 
 /** States in which driving the compensation further is pointless: a person or nothing is next. */
@@ -55,8 +54,8 @@ export interface CompensationResult {
 
 const clip = (s: string, n: number) => (s.length <= n ? s : `${s.slice(0, n - 1)}…`);
 
-/** The clarification email that compensates `original` (a send_email action). */
-export function clarificationEmail(original: ActionRecord, spec: RunSpec): { tool: WriteTool; args: unknown } {
+/** The clarification email that compensates `original` (a send_email action through `email`, the registry's send_email tool). */
+export function clarificationEmail(original: ActionRecord, spec: RunSpec, email: WriteTool): { tool: WriteTool; args: unknown } {
   const a = (original.args ?? {}) as { to?: unknown; orderId?: unknown };
   const to = original.tool === 'send_email' && typeof a.to === 'string' ? a.to : spec.ticket.customer.email;
   const about = `your request "${clip(spec.ticket.subject, 200)}"`;
@@ -66,8 +65,8 @@ export function clarificationEmail(original: ActionRecord, spec: RunSpec): { too
     refund: `The refund${typeof a.orderId === 'string' ? ` for order ${clip(a.orderId, 100)}` : ''} discussed in ${about} is under review: please do not rely on an earlier confirmation until we write again.`,
   };
   const body = `Hello ${spec.ticket.customer.name},\n\n${(Object.hasOwn(what, original.tool) ? what[original.tool] : undefined) ?? `An automated action about ${about} needs a correction.`}\nA member of our team is following up with you personally.\n`;
-  const args = sendEmail.args.parse({ to, template: `compensation:${original.actionId}`, subject: clip(`Correction: ${spec.ticket.subject}`, 500), body });
-  return { tool: sendEmail as WriteTool, args };
+  const args = email.args.parse({ to, template: `compensation:${original.actionId}`, subject: clip(`Correction: ${spec.ticket.subject}`, 500), body });
+  return { tool: email, args };
 }
 
 export class Compensations {
@@ -83,7 +82,7 @@ export class Compensations {
     const spec = await this.requireSpec(original.runId);
     let comp: ActionRecord;
     if (original.state === 'needs_human') {
-      const { tool, args } = clarificationEmail(original, spec);
+      const { tool, args } = clarificationEmail(original, spec, this.emailTool());
       // Plan first (idempotent by identity), then link: a crash between leaves the original in needs_human for a repeat.
       comp = await this.ledger.planCompensation(original, tool.name, args, by, evidence);
       try {
@@ -121,8 +120,8 @@ export class Compensations {
       const holder = `operator-api:${process.pid}:${randomUUID()}`;
       if (await this.ledger.lease(comp.runId, comp.actionId, holder, this.ctx.cfg.RECONCILE_DEADLINE_MS + 60_000)) {
         try {
-          const toolCtx = { runId: comp.runId, step: comp.step, ticket: spec.ticket, sandboxUrl: this.ctx.cfg.SANDBOX_URL, signal: new AbortController().signal };
-          await this.runner.settle(comp.actionId, sendEmail as WriteTool, comp.args, toolCtx, spec.tenant);
+          const toolCtx = { runId: comp.runId, step: comp.step, signal: new AbortController().signal, input: runInput(spec) };
+          await this.runner.settle(comp.actionId, this.emailTool(), comp.args, toolCtx, spec.tenant);
         } catch (err) {
           // Proven not sent but refused for now: left in safe_retry, a repeated request sends it with the same key.
           if (!(err instanceof RetryableError)) throw err;
@@ -153,6 +152,13 @@ export class Compensations {
   private async runStatus(runId: string, ended: boolean): Promise<CompensationResult['run']> {
     const [status, reason] = (await this.ctx.redis.hmget(this.ctx.keys.run(runId).run, 'status', 'reason')) as (string | null)[];
     return { status: status ?? '', reason: reason ?? '', ended };
+  }
+
+  /** The registry's send_email tool (built with its service's configuration). */
+  private emailTool(): WriteTool {
+    const tool = this.ctx.registry.get('send_email');
+    if (!tool || tool.effect !== 'write') throw new CompensationRefused('no send_email tool is registered');
+    return tool;
   }
 
   async requireSpec(runId: string): Promise<RunSpec> {

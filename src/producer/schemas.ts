@@ -57,6 +57,11 @@ export const runSpecSchema = z.object({
 });
 export type RunSpec = z.infer<typeof runSpecSchema>;
 
+/** The run's input as the engine sees it (today the support ticket): tools and model requests get it as `unknown`. */
+export function runInput(spec: RunSpec): unknown {
+  return spec.ticket;
+}
+
 const tokenTotal = z.number().nonnegative().refine(Number.isInteger, 'must be a non-negative integer');
 
 /** Job data of a step job, validated when it leaves the queue. */

@@ -1,12 +1,12 @@
 /**
  * Budgets are run attributes (Redis budget hash, limits fixed at creation).
  * The pre-flight check runs before every model attempt, retries included: an
- * attempt whose estimate (transcript prompt tokens + ticket + completion cap)
+ * attempt whose estimate (transcript prompt tokens + run input + completion cap)
  * could exceed the remaining tokens is never made, nor one past the deadline.
  * After each attempt its billed usage is charged, failed attempts included.
  */
 import { TerminalError } from '../errors.js';
-import type { RunSpec } from '../producer/schemas.js';
+import { runInput, type RunSpec } from '../producer/schemas.js';
 import type { RedisClient } from '../redis/connect.js';
 import { ScriptCode } from '../redis/codes.js';
 import type { KeySpace } from '../redis/keys.js';
@@ -25,9 +25,14 @@ export interface Used {
   contextTokens: number;
 }
 
+/**
+ * What one model attempt may spend: the transcript so far, the run's input
+ * (its serialized JSON at about 4 bytes a token, plus 200 for the instructions)
+ * and the completion cap. The engine does not read the input's fields.
+ */
 export function estimateCallTokens(spec: RunSpec, used: Used, completionCap: number): number {
-  const ticketTokens = Math.ceil(Buffer.byteLength(spec.ticket.subject + spec.ticket.body) / 4) + 200;
-  return used.contextTokens + ticketTokens + completionCap;
+  const inputTokens = Math.ceil(Buffer.byteLength(JSON.stringify(runInput(spec)) ?? '') / 4) + 200;
+  return used.contextTokens + inputTokens + completionCap;
 }
 
 export function preflight(spec: RunSpec, used: Used, nowMs: number, completionCap: number): BudgetStop | undefined {

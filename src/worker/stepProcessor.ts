@@ -29,7 +29,7 @@ import type { ModelProvider, ModelTurn } from '../agent/models/provider.js';
 import { withRetry } from '../agent/retry.js';
 import { AGENT_VERSION, type ToolRegistry } from '../agent/tools/registry.js';
 import type { ToolContext } from '../agent/tools/tool.js';
-import { stepJobDataSchema, type RunSpec, type StepJobData } from '../producer/schemas.js';
+import { runInput, stepJobDataSchema, type RunSpec, type StepJobData } from '../producer/schemas.js';
 import type { RedisClient } from '../redis/connect.js';
 import { captureAddStandardJob, captureMoveToCompleted, commitBullKeys, completeFromCommit } from '../redis/bullmqInternals.js';
 import { isScriptError, scriptError, ScriptCode } from '../redis/codes.js';
@@ -200,7 +200,7 @@ export class StepProcessor {
         log.info({ code: 'decision_replayed' }, 'reusing the journalled decision');
       }
 
-      const ctx: ToolContext = { runId, step, ticket: spec.ticket, sandboxUrl: this.d.cfg.SANDBOX_URL, signal, trace };
+      const ctx: ToolContext = { runId, step, signal, trace, input: runInput(spec) };
       const observations: ObservationEntry[] = [];
       // The run's deadline bounds the tools too: none starts past it, none waits past it (the calls not run are dropped).
       let wallStop: BudgetStop | undefined;
@@ -331,7 +331,7 @@ export class StepProcessor {
           let spent = 0;
           try {
             const t = await withDeadline(deadlineAt, signal, (attemptSignal) => provider.complete({
-              runId: spec.runId, step, attempt, ticket: spec.ticket, tools: this.d.registry.specs,
+              runId: spec.runId, step, attempt, input: runInput(spec), tools: this.d.registry.specs,
               maxCompletionTokens: this.d.cfg.COMPLETION_TOKEN_CAP, script: spec.script, signal: attemptSignal,
               ...(transcript ? { transcript } : {}),
             }), this.now);

@@ -2,7 +2,10 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { approvalPolicy, expireApprovals } from '../../src/ledger/approvals.js';
-import { refund as refundTool } from '../../src/agent/tools/refund.js';
+import { refundTool as buildRefund } from '../../src/agent/tools/refund.js';
+
+// The policy reads the tool's name and arguments only: the service is never called.
+const refundTool = buildRefund({ baseUrl: 'http://127.0.0.1:9' });
 import type { Harness } from '../support/harness.js';
 import { call, final, operatorHarness, refund, startScripted, turn } from './support.js';
 

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Ledger, type ActionRecord, type HistoryEntry } from '../../src/ledger/ledger.js';
 import { Reconciler } from '../../src/ledger/reconciler.js';
 import { actionIdentity } from '../../src/ledger/identity.js';
-import { sendEmail } from '../../src/agent/tools/sendEmail.js';
+import type { WriteTool } from '../../src/agent/tools/tool.js';
 import { stopRun } from '../../src/operators/stopRun.js';
 import { approvalPolicy, expireApprovals } from '../../src/ledger/approvals.js';
 import { createEffectRunner } from '../../src/ledger/runner.js';
@@ -161,7 +161,7 @@ describe('cancel wins', () => {
   it('a cancel recorded between the runner\'s read and its move to dispatched: the move refuses, atomically', async () => {
     const runId = `r_cancelcas${Date.now()}`;
     const args = email.args;
-    const id = actionIdentity(runId, sendEmail, args);
+    const id = actionIdentity(runId, h.ctx.registry.get('send_email') as WriteTool, args);
     await h.ctx.redis.hset(h.ctx.keys.run(runId).run, 'status', 'running', 'cursor', '1');
     await ledger.plan(runId, 1, 'c1', 'send_email', id, args, 'test');
     await ledger.transition(runId, id.actionId, 'planned', 'authorized', { by: 'test', why: 'policy' });
@@ -180,8 +180,8 @@ describe('cancel wins', () => {
     const runId = `r_cancelrun${Date.now()}`;
     await h.ctx.redis.hset(h.ctx.keys.run(runId).run, 'status', 'running', 'cursor', '1', 'cancelRequested', '1', 'cancelReason', 'cancelled_by_operator: requested by olga');
     const runner = createEffectRunner(h.ctx);
-    const ctx = { runId, step: 1, ticket: { id: 'T', subject: 's', body: 'b', customer: { email: 'ada@example.com', name: 'Ada' } }, sandboxUrl: h.sandbox.url, signal: new AbortController().signal };
-    const r = await runner.run({ tool: sendEmail as never, args: email.args, call: { id: 'c1' }, ctx, tenant: 'acme' });
+    const ctx = { runId, step: 1, signal: new AbortController().signal, input: { id: 'T', subject: 's', body: 'b', customer: { email: 'ada@example.com', name: 'Ada' } } };
+    const r = await runner.run({ tool: h.ctx.registry.get('send_email') as WriteTool, args: email.args, call: { id: 'c1' }, ctx, tenant: 'acme' });
     expect(r).toMatchObject({ kind: 'observed', status: 'rejected', output: { rejected: true, reason: 'cancelled_by_operator', cancel: 'cancelled_by_operator: requested by olga' } });
     const history = await ledger.history(runId, r.actionId);
     expect(history.map((x) => x.to)).toEqual(['planned', 'authorized', 'rejected']);

@@ -25,7 +25,7 @@ async function call(): Promise<unknown> {
   const provider = new OpenAIProvider({ baseUrl: url, model: 'm', timeoutMs: TIMEOUT_MS });
   return provider.complete({
     runId: 'r', step: 1, attempt: 1, tools: [], maxCompletionTokens: 10, signal,
-    ticket: { id: 'T', subject: 's', body: 'b', customer: { email: 'a@example.com', name: 'A' } },
+    input: { id: 'T', subject: 's', body: 'b', customer: { email: 'a@example.com', name: 'A' } },
   });
 }
 

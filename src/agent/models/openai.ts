@@ -7,6 +7,7 @@
 import { AgentError, RetryableError, TerminalError } from '../../errors.js';
 import { TimeoutError, withTimeout } from '../../net/timeout.js';
 import type { JournalEntry } from '../../journal/entries.js';
+import { ticketOf } from '../tools/ticketInput.js';
 import type { ModelProvider, ModelRequest, ModelTurn } from './provider.js';
 
 export interface OpenAIOptions {
@@ -23,11 +24,17 @@ interface ChatCompletion {
   usage?: { prompt_tokens?: number; completion_tokens?: number };
 }
 
-export function toMessages(req: ModelRequest): Message[] {
-  const messages: Message[] = [
+/** The support agent's opening messages, from the run input (a ticket). */
+function supportPrompt(input: unknown): Message[] {
+  const ticket = ticketOf(input);
+  return [
     { role: 'system', content: 'You are a support agent. Use the tools to resolve the ticket, then answer with a short final summary.' },
-    { role: 'user', content: `Ticket ${req.ticket.id}: ${req.ticket.subject}\n\n${req.ticket.body}\n\nCustomer: ${req.ticket.customer.name} <${req.ticket.customer.email}>` },
+    { role: 'user', content: `Ticket ${ticket.id}: ${ticket.subject}\n\n${ticket.body}\n\nCustomer: ${ticket.customer.name} <${ticket.customer.email}>` },
   ];
+}
+
+export function toMessages(req: ModelRequest): Message[] {
+  const messages = supportPrompt(req.input);
   for (const e of req.transcript ?? ([] as JournalEntry[])) {
     if (e.kind === 'decision') {
       messages.push({

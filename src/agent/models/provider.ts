@@ -1,6 +1,5 @@
 /** The model provider interface: one call per attempt; retries are the caller's (src/agent/retry.ts). */
 import type { JournalEntry, ToolCall, Usage } from '../../journal/entries.js';
-import type { Ticket } from '../../producer/schemas.js';
 
 export interface ToolSpec {
   name: string;
@@ -12,7 +11,8 @@ export interface ModelRequest {
   runId: string;
   step: number;
   attempt: number;
-  ticket: Ticket;
+  /** The run's input as it was accepted at creation (unknown to the engine: the agent's prompt builder narrows it). */
+  input: unknown;
   /** Present only when the provider says it needs it (see needsTranscript). */
   transcript?: JournalEntry[];
   tools: ToolSpec[];

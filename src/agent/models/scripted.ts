@@ -7,6 +7,7 @@ import { RetryableError } from '../../errors.js';
 import type { ModelProvider, ModelRequest, ModelTurn } from './provider.js';
 import type { Script } from './script.js';
 import { supportScript } from './supportScript.js';
+import { ticketOf } from '../tools/ticketInput.js';
 
 export class ScriptedProvider implements ModelProvider {
   readonly name = 'scripted';
@@ -17,7 +18,7 @@ export class ScriptedProvider implements ModelProvider {
   async complete(req: ModelRequest): Promise<ModelTurn> {
     this.calls++;
     // The run's script was validated when the run was created and when its spec was read back.
-    const script: Script = (req.script as Script | undefined) ?? supportScript(req.ticket);
+    const script: Script = (req.script as Script | undefined) ?? supportScript(ticketOf(req.input));
     const turn = script[req.step - 1];
     if (!turn) return { toolCalls: [], final: 'Script finished.', usage: { promptTokens: 1, completionTokens: 1 } };
     if (req.attempt <= turn.transientFailures) {

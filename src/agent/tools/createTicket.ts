@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { dispatchCreate, lookupByKey } from './sandboxResource.js';
+import type { ServiceOptions } from './http.js';
 import type { WriteTool } from './tool.js';
 
 const args = z
@@ -11,8 +12,10 @@ const args = z
   })
   .strict();
 
+export type CreateTicketArgs = z.infer<typeof args>;
+
 /** Opens a ticket in the support system (Zendesk-style Idempotency-Key on create). */
-export const createTicket: WriteTool<z.infer<typeof args>> = {
+export const createTicketTool = (service: ServiceOptions): WriteTool<CreateTicketArgs> => ({
   name: 'create_ticket',
   description: 'Open a follow-up ticket in the support system.',
   effect: 'write',
@@ -22,6 +25,6 @@ export const createTicket: WriteTool<z.infer<typeof args>> = {
   // One follow-up ticket per source ticket and subject, whatever the wording of the body; a subject
   // that differs only in case or spacing is the same ticket.
   identity: (a) => ({ sourceTicketId: a.sourceTicketId.trim(), subject: a.subject.trim().replace(/\s+/g, ' ').toLowerCase() }),
-  dispatch: (a, ctx, req) => dispatchCreate('tickets', a, ctx, req),
-  lookup: (ctx, req) => lookupByKey('tickets', ctx, req),
-};
+  dispatch: (a, _ctx, req) => dispatchCreate(service, 'tickets', a, req),
+  lookup: (_ctx, req) => lookupByKey(service, 'tickets', req),
+});

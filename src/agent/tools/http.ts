@@ -15,6 +15,12 @@ export class OutcomeUnknownError extends AgentError {
   }
 }
 
+/** A tool's service, given when the tool is built (never through the ToolContext). */
+export interface ServiceOptions {
+  /** Base URL of the service, without a trailing slash: `https://support.example.com`. */
+  baseUrl: string;
+}
+
 export interface HttpResult {
   status: number;
   headers: Headers;

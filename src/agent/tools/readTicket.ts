@@ -1,7 +1,8 @@
 import { z } from 'zod';
+import { ticketOf } from './ticketInput.js';
 import type { ReadTool } from './tool.js';
 
-/** Reads the ticket the run was started for (from the run's spec: no service call). */
+/** Reads the ticket the run was started for (the run's input: no service call). */
 export const readTicket: ReadTool<Record<string, never>> = {
   name: 'read_ticket',
   description: 'Read the support ticket this run is working on.',
@@ -9,6 +10,7 @@ export const readTicket: ReadTool<Record<string, never>> = {
   args: z.object({}).strict(),
   timeoutMs: 1000,
   async execute(_args, ctx) {
-    return { id: ctx.ticket.id, subject: ctx.ticket.subject, body: ctx.ticket.body, customer: ctx.ticket.customer };
+    const ticket = ticketOf(ctx.input);
+    return { id: ticket.id, subject: ticket.subject, body: ticket.body, customer: ticket.customer };
   },
 };

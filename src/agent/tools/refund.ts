@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { dispatchCreate, lookupByKey } from './sandboxResource.js';
+import type { ServiceOptions } from './http.js';
 import type { WriteTool } from './tool.js';
 
 const args = z
@@ -11,7 +12,9 @@ const args = z
   })
   .strict();
 
-export const refund: WriteTool<z.infer<typeof args>> = {
+export type RefundArgs = z.infer<typeof args>;
+
+export const refundTool = (service: ServiceOptions): WriteTool<RefundArgs> => ({
   name: 'refund',
   description: 'Refund an order.',
   effect: 'write',
@@ -21,6 +24,6 @@ export const refund: WriteTool<z.infer<typeof args>> = {
   // One refund per order, amount and currency: `eur` and `EUR` are one currency (ISO 4217 codes are
   // upper case); order ids keep their case (a service may tell them apart), spacing is dropped.
   identity: (a) => ({ orderId: a.orderId.trim(), amountCents: a.amountCents, currency: a.currency.trim().toUpperCase() }),
-  dispatch: (a, ctx, req) => dispatchCreate('refunds', a, ctx, req),
-  lookup: (ctx, req) => lookupByKey('refunds', ctx, req),
-};
+  dispatch: (a, _ctx, req) => dispatchCreate(service, 'refunds', a, req),
+  lookup: (_ctx, req) => lookupByKey(service, 'refunds', req),
+});

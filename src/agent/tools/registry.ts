@@ -2,12 +2,13 @@
 import { fingerprint } from '../../canonical.js';
 import { z } from 'zod';
 import type { ToolSpec } from '../models/provider.js';
-import { createTicket } from './createTicket.js';
-import { lookupCustomer } from './lookupCustomer.js';
+import { createTicketTool } from './createTicket.js';
+import type { ServiceOptions } from './http.js';
+import { lookupCustomerTool } from './lookupCustomer.js';
 import { readTicket } from './readTicket.js';
-import { refund } from './refund.js';
-import { searchKb } from './searchKb.js';
-import { sendEmail } from './sendEmail.js';
+import { refundTool } from './refund.js';
+import { searchKbTool } from './searchKb.js';
+import { sendEmailTool } from './sendEmail.js';
 import type { Tool } from './tool.js';
 
 export const AGENT_VERSION = 'support-agent@1';
@@ -33,6 +34,14 @@ export class ToolRegistry {
   }
 }
 
-export function defaultRegistry(): ToolRegistry {
-  return new ToolRegistry([readTicket, lookupCustomer, searchKb, createTicket, sendEmail, refund]);
+/**
+ * The support agent's tools, each built with the service it calls (`SANDBOX_URL`
+ * in src/config.ts). The order feeds the schema hash: keep it.
+ */
+export function createSupportTools(service: ServiceOptions): Tool[] {
+  return [readTicket, lookupCustomerTool(service), searchKbTool(service), createTicketTool(service), sendEmailTool(service), refundTool(service)];
+}
+
+export function defaultRegistry(service: ServiceOptions): ToolRegistry {
+  return new ToolRegistry(createSupportTools(service));
 }

@@ -4,8 +4,8 @@
  * shape: Idempotency-Key on create, query by key for reconciliation).
  */
 import { AgentError } from '../../errors.js';
-import { httpJson, OutcomeUnknownError } from './http.js';
-import type { DispatchReceipt, DispatchRequest, LookupResult, ToolContext } from './tool.js';
+import { httpJson, OutcomeUnknownError, type ServiceOptions } from './http.js';
+import type { DispatchReceipt, DispatchRequest, LookupResult } from './tool.js';
 
 interface ServiceRecord {
   id: string;
@@ -16,8 +16,8 @@ function isRecord(x: unknown): x is ServiceRecord {
   return typeof x === 'object' && x !== null && typeof (x as { id?: unknown }).id === 'string';
 }
 
-export async function dispatchCreate(resource: string, body: unknown, ctx: ToolContext, req: DispatchRequest): Promise<DispatchReceipt> {
-  const res = await httpJson(`${ctx.sandboxUrl}/v1/${resource}`, {
+export async function dispatchCreate(service: ServiceOptions, resource: string, body: unknown, req: DispatchRequest): Promise<DispatchReceipt> {
+  const res = await httpJson(`${service.baseUrl}/v1/${resource}`, {
     method: 'POST',
     headers: { 'idempotency-key': req.idempotencyKey, 'x-request-id': req.requestId },
     body,
@@ -34,13 +34,13 @@ export async function dispatchCreate(resource: string, body: unknown, ctx: ToolC
 }
 
 export async function lookupByKey(
+  service: ServiceOptions,
   resource: string,
-  ctx: ToolContext,
   req: { idempotencyKey: string; requestId: string; signal: AbortSignal },
 ): Promise<LookupResult> {
   let res;
   try {
-    res = await httpJson(`${ctx.sandboxUrl}/v1/${resource}?idempotency_key=${encodeURIComponent(req.idempotencyKey)}`, {
+    res = await httpJson(`${service.baseUrl}/v1/${resource}?idempotency_key=${encodeURIComponent(req.idempotencyKey)}`, {
       method: 'GET',
       timeoutMs: 5000,
       signal: req.signal,

@@ -1,15 +1,15 @@
 import { z } from 'zod';
-import { httpJson } from './http.js';
+import { httpJson, type ServiceOptions } from './http.js';
 import type { ReadTool } from './tool.js';
 
-export const searchKb: ReadTool<{ query: string }> = {
+export const searchKbTool = (service: ServiceOptions): ReadTool<{ query: string }> => ({
   name: 'search_kb',
   description: 'Search the knowledge base for articles relevant to a query.',
   effect: 'read',
   args: z.object({ query: z.string().min(1).max(500) }).strict(),
   timeoutMs: 3000,
   async execute(args, ctx) {
-    const res = await httpJson(`${ctx.sandboxUrl}/v1/kb?q=${encodeURIComponent(args.query)}`, { method: 'GET', timeoutMs: this.timeoutMs, signal: ctx.signal });
+    const res = await httpJson(`${service.baseUrl}/v1/kb?q=${encodeURIComponent(args.query)}`, { method: 'GET', timeoutMs: this.timeoutMs, signal: ctx.signal });
     return res.body;
   },
-};
+});

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { dispatchCreate, lookupByKey } from './sandboxResource.js';
+import type { ServiceOptions } from './http.js';
 import type { WriteTool } from './tool.js';
 
 const args = z
@@ -11,8 +12,10 @@ const args = z
   })
   .strict();
 
+export type SendEmailArgs = z.infer<typeof args>;
+
 /** Sends an email (Resend-style Idempotency-Key on POST /emails). */
-export const sendEmail: WriteTool<z.infer<typeof args>> = {
+export const sendEmailTool = (service: ServiceOptions): WriteTool<SendEmailArgs> => ({
   name: 'send_email',
   description: 'Send an email to the customer.',
   effect: 'write',
@@ -24,6 +27,6 @@ export const sendEmail: WriteTool<z.infer<typeof args>> = {
   // mailbox provider's local part in practice), so `Carol@Example.com` and `carol@example.com` are
   // one action; the address sent is the one given.
   identity: (a) => ({ to: a.to.trim().toLowerCase(), template: a.template }),
-  dispatch: (a, ctx, req) => dispatchCreate('emails', a, ctx, req),
-  lookup: (ctx, req) => lookupByKey('emails', ctx, req),
-};
+  dispatch: (a, _ctx, req) => dispatchCreate(service, 'emails', a, req),
+  lookup: (_ctx, req) => lookupByKey(service, 'emails', req),
+});

@@ -1,18 +1,21 @@
 /** The tool interface: a zod argument schema, an effect class and, for writes, the service's capabilities. */
 import type { z } from 'zod';
 import type { Context } from '@opentelemetry/api';
-import type { Ticket } from '../../producer/schemas.js';
 
 export type EffectClass = 'read' | 'write';
 
+/**
+ * What the engine gives a tool at each call, and nothing domain-specific: a
+ * tool's service client and configuration are given when it is built.
+ */
 export interface ToolContext {
   runId: string;
   step: number;
-  ticket: Ticket;
-  sandboxUrl: string;
   signal: AbortSignal;
   /** OpenTelemetry context of the step's span (effect spans are its children); absent when tracing is off. */
   trace?: Context | undefined;
+  /** The run's input as it was accepted at creation (unknown to the engine: a tool narrows it itself). */
+  input: unknown;
 }
 
 /** What a write dispatch returned: the service's receipt (its record id) and the output the model sees. */
