@@ -1,5 +1,4 @@
 /** Logs never carry customer text: errors go through pino's err serializer, with URL paths and queries redacted. */
-import { createServer } from 'node:net';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createContext } from '../src/app/context.js';
@@ -8,6 +7,7 @@ import { RetryableError } from '../src/errors.js';
 import { createLogger, redactUrls } from '../src/log.js';
 import { newMetrics } from '../src/metrics/metrics.js';
 import { buildSpec } from '../src/producer/runs.js';
+import { freePort } from '../src/redis/embedded.js';
 import { createHarness, sampleTicket, type Harness } from './support/harness.js';
 
 /** A pino destination that keeps every line. */
@@ -57,12 +57,7 @@ describe('a failing tool in a real worker', () => {
 
   it('logs the error without the customer email in the URL it called', async () => {
     // A port nobody listens on: the customer lookup is refused, and its error quotes the URL.
-    const port = await new Promise<number>((resolve) => {
-      const s = createServer().listen(0, '127.0.0.1', () => {
-        const p = (s.address() as { port: number }).port;
-        s.close(() => resolve(p));
-      });
-    });
+    const port = await freePort();
     const cfg = loadConfig({ ...h.env, SANDBOX_URL: `http://127.0.0.1:${port}`, LOG_LEVEL: 'info' });
     const out = capture();
     const ctx = await createContext(cfg, 'logworker', { log: createLogger('logworker', 'info', out.stream), metrics: newMetrics() });

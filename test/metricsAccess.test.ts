@@ -3,11 +3,11 @@
  * process, API_METRICS_PORT moves the API's to a separate port, and in
  * production the API's main port never serves it without a token.
  */
-import { createServer } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { onLines, spawnModule } from '../src/app/spawnModule.js';
 import { startOpsServer } from '../src/app/opsServer.js';
 import { newMetrics } from '../src/metrics/metrics.js';
+import { freePort } from '../src/redis/embedded.js';
 import { createHarness, type Harness } from './support/harness.js';
 
 const TOKEN = 'metrics-token-for-tests';
@@ -23,15 +23,6 @@ async function api(env: Record<string, string>): Promise<string> {
 }
 
 const scrape = (url: string, token?: string) => fetch(`${url}/metrics`, { headers: token ? { authorization: `Bearer ${token}` } : {} });
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const p = (s.address() as { port: number }).port;
-      s.close(() => resolve(p));
-    });
-  });
-}
 
 describe('/metrics access', () => {
   it('METRICS_TOKEN: the API answers 401 without it or with another token, 200 with it', async () => {

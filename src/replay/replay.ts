@@ -9,7 +9,7 @@
 import type { JournalEntry } from '../journal/entries.js';
 import { encodeEntry, estimateTokens } from '../journal/entries.js';
 import type { RunSpec } from '../producer/schemas.js';
-import { preflight, spentCheck, type Used } from '../worker/budget.js';
+import { estimateCallTokens, preflight, spentCheck, type Used } from '../worker/budget.js';
 
 export interface ReplayCaps {
   maxSteps?: number;
@@ -36,7 +36,7 @@ export function replayRun(spec: RunSpec, journal: JournalEntry[], caps: ReplayCa
   const report: ReplayReport = { runId: spec.runId, recordedSteps: decisions.length, stepsReplayed: 0, tokensSpent: 0, completed: false };
   for (const d of decisions) {
     if (d.kind !== 'decision') continue;
-    const stop = preflight(replaySpec, used, 0, caps.completionCap);
+    const stop = preflight(replaySpec, used, estimateCallTokens(replaySpec, used, caps.completionCap), 0);
     if (stop) {
       report.stoppedAt = { step: d.step, status: 'budget_exceeded', reason: stop.reason };
       break;

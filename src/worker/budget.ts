@@ -35,10 +35,11 @@ export function estimateCallTokens(spec: RunSpec, used: Used, completionCap: num
   return used.contextTokens + inputTokens + completionCap;
 }
 
-export function preflight(spec: RunSpec, used: Used, nowMs: number, completionCap: number): BudgetStop | undefined {
+/** Before a step's model call: a step left, and the first attempt's check. `estimate`: estimateCallTokens, computed once per call. */
+export function preflight(spec: RunSpec, used: Used, estimate: number, nowMs: number): BudgetStop | undefined {
   const { limits } = spec;
   if (used.steps >= limits.maxSteps) return { kind: 'steps', reason: `steps: ${used.steps} of ${limits.maxSteps} used` };
-  return attemptCheck(spec, used.tokens, estimateCallTokens(spec, used, completionCap), nowMs);
+  return attemptCheck(spec, used.tokens, estimate, nowMs);
 }
 
 /**

@@ -168,7 +168,9 @@ export class StepProcessor {
       let decision = journalled;
       let carriesDecision = false;
       if (!decision) {
-        const stop = preflight(spec, used, this.now(), this.d.cfg.COMPLETION_TOKEN_CAP);
+        // What one attempt may spend: the same for every attempt of this call (the transcript does not change between them).
+        const estimate = estimateCallTokens(spec, used, this.d.cfg.COMPLETION_TOKEN_CAP);
+        const stop = preflight(spec, used, estimate, this.now());
         if (stop) {
           this.d.metrics.budgetStops.inc({ kind: stop.kind });
           log.warn({ code: 'budget_exceeded', kind: stop.kind }, stop.reason);
@@ -177,7 +179,7 @@ export class StepProcessor {
         }
         // Each attempt is checked before (what it may spend) and charged after (what it did), tenant day included.
         const chargeAbandoned = (tokens: number) => this.chargeAbandoned(job, token, lockKey, step, tokens, log);
-        const called = await this.callModel(spec, step, used, signal, log, trace, chargeAbandoned);
+        const called = await this.callModel(spec, step, used, estimate, signal, log, trace, chargeAbandoned);
         if ('failed' in called) {
           if (called.budget) {
             this.d.metrics.budgetStops.inc({ kind: called.budget });
@@ -285,11 +287,11 @@ export class StepProcessor {
   }
 
   private async callModel(
-    spec: RunSpec, step: number, used: Used, signal: AbortSignal, log: Logger, trace: Context | undefined, chargeAbandoned: (tokens: number) => Promise<void>,
+    spec: RunSpec, step: number, used: Used, estimate: number, signal: AbortSignal, log: Logger, trace: Context | undefined, chargeAbandoned: (tokens: number) => Promise<void>,
   ): Promise<Called> {
-    if (!this.d.tracer) return this.callModelUntraced(spec, step, used, signal, log, chargeAbandoned);
+    if (!this.d.tracer) return this.callModelUntraced(spec, step, used, estimate, signal, log, chargeAbandoned);
     return inSpan(this.d.tracer, 'agent.model', { 'agent.run_id': spec.runId, 'agent.step': step, 'agent.model': spec.model }, trace, async (span) => {
-      const r = await this.callModelUntraced(spec, step, used, signal, log, chargeAbandoned);
+      const r = await this.callModelUntraced(spec, step, used, estimate, signal, log, chargeAbandoned);
       span?.setAttributes('failed' in r
         ? { 'agent.outcome': r.failed.status, 'agent.tokens': r.charged }
         : { 'agent.outcome': 'decided', 'agent.tokens': total(r.decision.usage), 'agent.tools': r.decision.toolCalls.map((c) => c.name) });
@@ -305,7 +307,7 @@ export class StepProcessor {
    * SIGTERM, the step charges what its failed attempts spent (chargeAbandoned).
    */
   private async callModelUntraced(
-    spec: RunSpec, step: number, used: Used, signal: AbortSignal, log: Logger, chargeAbandoned: (tokens: number) => Promise<void>,
+    spec: RunSpec, step: number, used: Used, estimate: number, signal: AbortSignal, log: Logger, chargeAbandoned: (tokens: number) => Promise<void>,
   ): Promise<Called> {
     const provider = this.d.providers.get(spec.model);
     if (!provider) return { failed: { status: 'failed', reason: `model_unavailable: ${spec.model}` }, charged: 0 };
@@ -316,7 +318,6 @@ export class StepProcessor {
     const transcript = provider.needsTranscript
       ? await this.transcripts.load(this.d.redis, spec.runId, this.d.keys.run(spec.runId).journal)
       : undefined;
-    const estimate = estimateCallTokens(spec, used, this.d.cfg.COMPLETION_TOKEN_CAP);
     const { deadlineAt } = spec.limits;
     let turn: ModelTurn;
     try {
