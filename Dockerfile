@@ -1,9 +1,10 @@
-# One image for every process of the fleet (api, worker, reconciler, sandbox); the command picks one:
-#   api         node dist/src/producer/main.js      (default)
-#   worker      node dist/src/worker/main.js
-#   reconciler  node dist/src/ledger/reconcilerMain.js
-#   sandbox     node dist/src/sandbox/main.js
+# One image for every process of the fleet (api, worker, reconciler); the command picks one:
+#   api         node dist/src/bin/api.js      (default)
+#   worker      node dist/src/bin/worker.js
+#   reconciler  node dist/src/bin/reconciler.js
 # Build: docker build -t durable-agent-fleet .
+# The sandbox (a test double of the vendors) is not in it: `docker build --target sandbox -t
+# durable-agent-fleet-sandbox .` builds the development-only image that adds it (compose profile dev).
 # For reproducible builds pin the base image by digest (node:20-bookworm-slim@sha256:...).
 ARG NODE_IMAGE=node:20-bookworm-slim
 
@@ -14,6 +15,7 @@ COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json ./
 COPY src ./src
+COPY sandbox ./sandbox
 RUN npm run build
 
 # --- deps: production dependencies only, from the same lockfile ------------------------------
@@ -22,22 +24,36 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 
+# --- sandbox (development only: docker build --target sandbox) ------------------------------------
+FROM ${NODE_IMAGE} AS sandbox
+ENV NODE_ENV=production \
+    NODE_OPTIONS=--enable-source-maps \
+    SANDBOX_HOST=0.0.0.0
+WORKDIR /app
+COPY --from=deps /app/node_modules ./node_modules
+COPY --from=build /app/dist/src ./dist/src
+COPY --from=build /app/dist/sandbox ./dist/sandbox
+COPY package.json ./
+USER node
+EXPOSE 4010
+STOPSIGNAL SIGTERM
+CMD ["node", "dist/sandbox/main.js"]
+
 # --- runtime ------------------------------------------------------------------------------------
 FROM ${NODE_IMAGE} AS runtime
 ENV NODE_ENV=production \
     NODE_OPTIONS=--enable-source-maps \
     APP_MODE=production \
     MODEL_PROVIDER=openai \
-    HOST=0.0.0.0 \
-    SANDBOX_HOST=0.0.0.0
+    HOST=0.0.0.0
 WORKDIR /app
 # Owned by root and read-only for the app user: the container runs with a read-only root fs.
 COPY --from=deps /app/node_modules ./node_modules
-COPY --from=build /app/dist ./dist
+COPY --from=build /app/dist/src ./dist/src
 COPY package.json ./
 USER node
-# api, worker metrics, reconciler metrics, sandbox
-EXPOSE 3000 9464 9465 4010
+# api, worker metrics, reconciler metrics
+EXPOSE 3000 9464 9465
 # Exec form: node is PID 1 and receives SIGTERM itself (the worker's handoff depends on it).
 STOPSIGNAL SIGTERM
-CMD ["node", "dist/src/producer/main.js"]
+CMD ["node", "dist/src/bin/api.js"]

@@ -4,8 +4,8 @@
  * nothing else. Same Worker options as FleetWorker (src/worker/fleetWorker.ts).
  */
 import { Queue, Worker, type Job } from 'bullmq';
-import type { Config } from '../src/config.js';
-import type { RedisClient } from '../src/redis/connect.js';
+import type { Config } from '../src/config/config.js';
+import type { RedisClient } from '../src/store/connect.js';
 import { STEP_JOB_NAME, stepJobOptions } from '../src/runs/queues.js';
 
 export interface PlainJobData {

@@ -12,10 +12,10 @@
  * Exits by itself when the parent goes away (IPC disconnect).
  */
 import type { Job, Worker } from 'bullmq';
-import { loadConfig } from '../src/config.js';
-import { createContext } from '../src/app/context.js';
-import { createLogger } from '../src/log.js';
-import { createRedis, targetOf } from '../src/redis/connect.js';
+import { loadConfig } from '../src/config/config.js';
+import { createContext } from '../src/bin/context.js';
+import { createLogger } from '../src/metrics/log.js';
+import { createRedis, targetOf } from '../src/store/connect.js';
 import { createEffectRunner } from '../src/ledger/runner.js';
 import { FleetWorker } from '../src/worker/fleetWorker.js';
 import { clientCounts, commandsSent, diffCounts, installClientCounter } from './lib/clientCounter.js';

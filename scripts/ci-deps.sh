@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Installs what test/deploy.test.ts and test/operators/browser.test.ts need beyond node_modules,
+# Installs what test/deploy/deploy.test.ts and test/integration/operators/browser.test.ts need beyond node_modules,
 # from Debian's packages:
 #   promtool        (package prometheus)        checks and unit-tests the alert rules
 #   kubectl         (package kubernetes-client) `kubectl kustomize` renders k8s/base and k8s/overlays/dev (skipped when a
 #                                               kubectl is already on PATH, as on this image)
 #   docker-compose  (package docker-compose)    validates docker-compose.yml (`config -q`)
-#   chromium        (package chromium)          headless browser of test/operators/browser.test.ts
+#   chromium        (package chromium)          headless browser of test/integration/operators/browser.test.ts
 #                                               (driven by playwright-core at /usr/bin/chromium)
 # and checks that the npm devDependencies the test imports are installed.
-# test/image.test.ts (the production image boots) needs nothing more than npm and the npm registry:
+# test/deploy/image.test.ts (the production image boots) needs nothing more than npm and the npm registry:
 # it runs `npm ci --omit=dev` into a temp folder itself.
 #
 # Idempotent and fast when everything is there (no apt-get at all). Runs as root, or with sudo.
@@ -64,7 +64,7 @@ for tool in "${TOOLS[@]}"; do
   present "$tool" || { echo "ci-deps: $tool still missing after install" >&2; exit 1; }
 done
 
-# npm devDependencies imported by test/deploy.test.ts and test/operators/browser.test.ts (declared in package.json).
+# npm devDependencies imported by test/deploy/deploy.test.ts and test/integration/operators/browser.test.ts (declared in package.json).
 if [[ ! -d node_modules ]]; then
   echo "ci-deps: node_modules missing, running npm ci"
   npm ci --no-audit --no-fund

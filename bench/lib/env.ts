@@ -4,12 +4,12 @@
  * an admin connection, worker pools; all stopped by `cleanup()`, also on error.
  */
 import { Redis } from 'ioredis';
-import { loadConfig } from '../../src/config.js';
-import { createContext } from '../../src/app/context.js';
-import { createLogger } from '../../src/log.js';
+import { loadConfig } from '../../src/config/config.js';
+import { createContext } from '../../src/bin/context.js';
+import { createLogger } from '../../src/metrics/log.js';
 import { newMetrics } from '../../src/metrics/metrics.js';
-import { startEmbeddedRedis } from '../../src/redis/embedded.js';
-import { startSandbox } from '../../src/sandbox/server.js';
+import { startEmbeddedRedis } from '../../testkit/embeddedRedis.js';
+import { startSandbox } from '../../sandbox/server.js';
 import type { BenchEnv, BenchOptions } from './types.js';
 import { WorkerPool } from './pool.js';
 

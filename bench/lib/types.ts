@@ -4,10 +4,10 @@
  * bench/sections/index.ts and `npm run bench -- --only=<name>` runs it.
  */
 import type { Redis } from 'ioredis';
-import type { AppContext } from '../../src/app/context.js';
-import type { Config } from '../../src/config.js';
-import type { EmbeddedRedis } from '../../src/redis/embedded.js';
-import type { SandboxHandle } from '../../src/sandbox/server.js';
+import type { AppContext } from '../../src/bin/context.js';
+import type { Config } from '../../src/config/config.js';
+import type { EmbeddedRedis } from '../../testkit/embeddedRedis.js';
+import type { SandboxHandle } from '../../sandbox/server.js';
 import type { WorkerPool } from './pool.js';
 
 export interface BenchOptions {

@@ -5,19 +5,19 @@
  * same concurrency. Rounds alternate single / cluster; each round starts from
  * empty Redis (FLUSHALL on every master) with fresh run ids.
  *
- * The cluster is test/support/cluster.ts's: three `redis-server
+ * The cluster is testkit/cluster.ts's: three `redis-server
  * --cluster-enabled yes` on free ports, AOF on (everysec, as the bench's own
  * Redis), joined with `redis-cli --cluster create`. On this 2-core machine the
  * three servers share the cores with the workers, so this shows that the
  * engine runs on a cluster and what routing costs, not how it scales out.
  */
 import { Redis } from 'ioredis';
-import { loadConfig } from '../../src/config.js';
-import { createContext, type AppContext } from '../../src/app/context.js';
-import { createLogger } from '../../src/log.js';
+import { loadConfig } from '../../src/config/config.js';
+import { createContext, type AppContext } from '../../src/bin/context.js';
+import { createLogger } from '../../src/metrics/log.js';
 import { newMetrics } from '../../src/metrics/metrics.js';
-import { redisServerOnPath } from '../../src/redis/embedded.js';
-import { startLocalCluster } from '../../test/support/cluster.js';
+import { redisServerOnPath } from '../../testkit/embeddedRedis.js';
+import { startLocalCluster } from '../../testkit/cluster.js';
 import { WorkerPool } from '../lib/pool.js';
 import { median, round } from '../lib/stats.js';
 import type { BenchEnv, BenchOptions, Metric, Section, SectionResult } from '../lib/types.js';

@@ -24,7 +24,7 @@ import { runRound, TENANT, ticket } from '../lib/workload.js';
 const SUPPORT_STEPS = 6;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** What a key is, from its name (src/redis/keys.ts layout; BullMQ's under the bull prefix). */
+/** What a key is, from its name (src/store/keys.ts layout; BullMQ's under the bull prefix). */
 export function keyCategory(key: string, prefix: string, bullPrefix: string): string {
   if (key.startsWith(`${bullPrefix}:`)) {
     const rest = key.slice(bullPrefix.length + 1).replace(/^[^:]+:/, ''); // drop the queue name

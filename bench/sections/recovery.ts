@@ -3,7 +3,7 @@
  * signal starts again on ANOTHER worker process, for our engine and for plain
  * BullMQ with its default settings, in the same bench run.
  *
- * Engine (real `npm run worker` processes, src/worker/main.ts, default
+ * Engine (real `npm run worker` processes, src/bin/worker.ts, default
  * LOCK_DURATION_MS / STALLED_INTERVAL_MS 1200 / 600), one trial at a time:
  * the victim is the only live worker when a support-agent run is created, so
  * it takes the run's step 3 (search_kb), whose `kb` read the sandbox holds
@@ -26,8 +26,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
 import { buildSpec } from '../../src/producer/runs.js';
-import { stepJobId } from '../../src/redis/keys.js';
-import { spawnChaosWorker, type ChaosWorker } from '../chaos/processes.js';
+import { stepJobId } from '../../src/store/keys.js';
+import { spawnChaosWorker, type ChaosWorker } from '../../test/e2e/chaos/processes.js';
 import type { HoldMessage, HoldReply } from '../lib/holdWorker.js';
 import { dist, round, type Dist } from '../lib/stats.js';
 import { atMost, type BenchEnv, type BenchOptions, type Metric, type Section, type SectionResult } from '../lib/types.js';
@@ -342,7 +342,7 @@ export const recovery: Section = {
       name: this.name, title: this.title, metrics,
       tables: [{
         title: `Signal -> the held step starts on another worker process (processedOn - signal time). Engine: ${engine.length} sequential trials alternating SIGTERM/SIGKILL, ` +
-          `real worker processes (src/worker/main.ts), step 3 (search_kb) held by a 30 s kb read. Plain BullMQ (default Worker options, processor holds the job): ` +
+          `real worker processes (src/bin/worker.ts), step 3 (search_kb) held by a 30 s kb read. Plain BullMQ (default Worker options, processor holds the job): ` +
           `${n} + ${n} + ${m} trials run concurrently with the engine's, one queue and one job per trial; victim Workers took their jobs staggered over ${plain.staggerMs / 1000} s and rescuer Workers ` +
           `started their stall checkers staggered over ~30 s (spread lock/stall phases); all victim processes signalled at the same instant (${Math.ceil(n / 10)} + ${Math.ceil(n / 10)} + 1 processes, 10 Workers each). ` +
           'close() row: signal -> the job finished on the SAME worker (it is not handed over; a step longer than the pod grace period is SIGKILLed and stalls like the SIGKILL row).',

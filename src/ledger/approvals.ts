@@ -5,7 +5,7 @@
  * The approval binds to the action's fingerprint (sha256 of its material
  * arguments, on the ledger record since `planned`): an approver approves the
  * exact arguments they were shown. The claim is one script
- * (src/lua/approvalDecide-4.lua), so two approvers racing produce one decision.
+ * (src/store/lua/approvalDecide-4.lua), so two approvers racing produce one decision.
  *
  * A pending approval exists only for a parked run: the park's commit records
  * it (commitStep), so it cannot expire before the run parks, and a cancel that
@@ -17,13 +17,13 @@
  * run is stopped second, the index entry removed last; a rerun of the sweep
  * finds the entry, the action already rejected as expired, and stops the run.
  */
-import type { AppContext } from '../app/context.js';
-import type { Config } from '../config.js';
-import type { WriteTool } from '../agent/tools/tool.js';
+import type { AppContext } from '../bin/context.js';
+import type { Config } from '../config/config.js';
+import type { WriteTool } from '../core/tool.js';
 import { ledgerFor } from './ledger.js';
 import type { ApprovalPolicy } from './runner.js';
-import { stopRun } from '../operators/stopRun.js';
-import { FenceError } from '../errors.js';
+import { stopRun } from '../runs/stop.js';
+import { FenceError } from '../core/errors.js';
 
 export type ApprovalRule = Config['APPROVAL_RULES'][number];
 

@@ -4,8 +4,8 @@
  * attempt, the worker or the clock. The same write requested twice in one run
  * is the same action, with the same idempotency key and request id.
  */
-import { canonicalJson, fingerprint, sha256Hex } from '../canonical.js';
-import type { WriteTool } from '../agent/tools/tool.js';
+import { canonicalJson, fingerprint, sha256Hex } from '../core/canonical.js';
+import type { WriteTool } from '../core/tool.js';
 
 export interface ActionIdentity {
   actionId: string;

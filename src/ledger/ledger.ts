@@ -4,12 +4,12 @@
  * reservation of the idempotency key, and per-shard indexes of open actions
  * and of the human queue. Every move is one compare-and-set script.
  */
-import type { AppContext } from '../app/context.js';
-import type { RedisClient } from '../redis/connect.js';
-import type { KeySpace } from '../redis/keys.js';
-import { scriptError, ScriptCode } from '../redis/codes.js';
-import { script } from '../redis/scripts.js';
-import { canonicalJson, fingerprint, sha256Hex } from '../canonical.js';
+import type { AppContext } from '../bin/context.js';
+import type { RedisClient } from '../store/connect.js';
+import type { KeySpace } from '../store/keys.js';
+import { scriptError, ScriptCode } from '../store/codes.js';
+import { script } from '../store/scripts.js';
+import { canonicalJson, fingerprint, sha256Hex } from '../core/canonical.js';
 import type { ActionIdentity } from './identity.js';
 import type { LedgerState } from './states.js';
 
@@ -162,7 +162,7 @@ export class Ledger {
   }
 
   /**
-   * Claims a pending approval in one script (src/lua/approvalDecide-4.lua).
+   * Claims a pending approval in one script (src/store/lua/approvalDecide-4.lua).
    * `fingerprint` '' is the expiry sweep (no check, reason given by the caller).
    */
   async decideApproval(

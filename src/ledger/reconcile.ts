@@ -9,9 +9,9 @@
  *  - no lookup, or undecidable by the deadline: needs_human.
  * "Not found" alone is never "not sent".
  */
-import { abortableSleep } from '../agent/retry.js';
-import type { LookupResult, ToolContext, WriteTool } from '../agent/tools/tool.js';
-import { DeadlineError, withDeadline } from '../net/timeout.js';
+import { abortableSleep } from '../core/retry.js';
+import type { LookupResult, ToolContext, WriteTool } from '../core/tool.js';
+import { DeadlineError, withDeadline } from '../core/timeout.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { Ledger, LedgerConflict, type ActionRecord } from './ledger.js';
 

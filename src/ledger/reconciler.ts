@@ -7,8 +7,8 @@
  * compensation's lease is held: Ledger.ownerAlive) are left to that owner.
  */
 import Redlock from 'redlock';
-import type { AppContext } from '../app/context.js';
-import type { WriteTool } from '../agent/tools/tool.js';
+import type { AppContext } from '../bin/context.js';
+import type { WriteTool } from '../core/tool.js';
 import { runInput } from '../producer/schemas.js';
 import { Ledger, LedgerConflict, ledgerFor } from './ledger.js';
 import { reconcile, type ReconcileOutcome } from './reconcile.js';

@@ -13,17 +13,17 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { AppContext } from '../app/context.js';
-import type { Config } from '../config.js';
-import { AgentError, CancelledError, RetryableError, ShutdownError } from '../errors.js';
-import { DeadlineError } from '../net/timeout.js';
-import { withRetry } from '../agent/retry.js';
-import { OutcomeUnknownError } from '../agent/tools/http.js';
-import type { DispatchReceipt, ToolContext, WriteTool } from '../agent/tools/tool.js';
+import type { AppContext } from '../bin/context.js';
+import type { Config } from '../config/config.js';
+import { AgentError, CancelledError, RetryableError, ShutdownError } from '../core/errors.js';
+import { DeadlineError } from '../core/timeout.js';
+import { withRetry } from '../core/retry.js';
+import { OutcomeUnknownError } from '../core/http.js';
+import type { DispatchReceipt, ToolContext, WriteTool } from '../core/tool.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { inSpan } from '../metrics/tracing.js';
 import type { Tracer } from '@opentelemetry/api';
-import { CrashPoints } from '../worker/crashPoints.js';
+import { CrashPoints } from '../config/testHooks.js';
 import type { EffectResult, EffectRunner } from '../worker/effects.js';
 import { actionIdentity } from './identity.js';
 import { Ledger, LedgerConflict, ledgerFor, type ActionRecord } from './ledger.js';
@@ -85,7 +85,7 @@ export class LedgerEffectRunner implements EffectRunner {
 
   /**
    * Drives an action planned outside a step (an operator's compensation,
-   * src/operators/compensation.ts) to a settled state, exactly as a step would:
+   * src/ledger/compensation.ts) to a settled state, exactly as a step would:
    * dispatched before the request leaves, reconciled by lookup when the answer
    * is lost. The caller must hold the action's lease (Ledger.lease): like a
    * step's lock, it is what lets a `dispatched` record be taken for abandoned.

@@ -1,6 +1,6 @@
 /**
  * The effect ledger's state machine. Moves only forward, by compare-and-set
- * (src/lua/ledgerTransition-6.lua holds the same table; test/ledgerStates.test.ts
+ * (src/store/lua/ledgerTransition-6.lua holds the same table; test/integration/ledgerStates.test.ts
  * proves every move not listed here is refused by the script).
  */
 export const LEDGER_STATES = [

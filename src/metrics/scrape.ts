@@ -12,7 +12,7 @@
  * (runIndex zset), so counting by status would read every run hash per scrape.
  */
 import { Gauge } from 'prom-client';
-import type { AppContext } from '../app/context.js';
+import type { AppContext } from '../bin/context.js';
 import type { Metrics } from './metrics.js';
 
 export const QUEUE_STATES = ['waiting', 'active', 'delayed', 'completed', 'failed'] as const;

@@ -1,7 +1,7 @@
 /** The HTTP API: run intake and views, health, metrics. */
 import express, { type NextFunction, type Request, type Response } from 'express';
-import type { AppContext } from '../app/context.js';
-import { metricsAllowed } from '../app/opsServer.js';
+import type { AppContext } from '../bin/context.js';
+import { metricsAllowed } from '../bin/opsServer.js';
 import { requireRunAccess, requireRunCreation, runNotFound } from './auth.js';
 import { BODY_LIMIT, bodyParserError, bodyTooDeep, nestedDeeperThan } from './bodies.js';
 import { InvalidRunRequest, startRun } from './runs.js';
@@ -26,7 +26,7 @@ export function createApi(ctx: AppContext, opts: ApiOptions = {}): express.Expre
     const ready = (opts.isReady?.() ?? true) && (await ctx.redis.ping().then(() => true, () => false));
     res.status(ready ? 200 : 503).json({ ready });
   });
-  // With API_METRICS_PORT set, /metrics is served there (src/producer/main.ts), not on PORT.
+  // With API_METRICS_PORT set, /metrics is served there (src/bin/api.ts), not on PORT.
   if (ctx.cfg.API_METRICS_PORT === 0) {
     app.get('/metrics', async (req, res) => {
       const { METRICS_TOKEN: token, APP_MODE: mode } = ctx.cfg;

@@ -1,7 +1,7 @@
 /**
  * Bearer-token checks with a constant-time compare. Secure by default: a route
  * whose credential is not configured answers 503 naming the setting, never
- * open (development gets tokens from DEV_AUTH=generate, see src/config.ts).
+ * open (development gets tokens from DEV_AUTH=generate, see src/config/config.ts).
  *
  * Who may touch runs:
  *  - the operator token and the producer token: every run;
@@ -11,9 +11,9 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import type { Config } from '../config.js';
-import type { RedisClient } from '../redis/connect.js';
-import { isRunId, type KeySpace } from '../redis/keys.js';
+import type { Config } from '../config/config.js';
+import type { RedisClient } from '../store/connect.js';
+import { isRunId, type KeySpace } from '../store/keys.js';
 
 export function tokenMatches(given: string | undefined, expected: string): boolean {
   if (given === undefined) return false;

@@ -1,9 +1,9 @@
 /** The API with every layer mounted (run effects from the ledger, operators, Bull Board, webhooks). */
 import express, { type NextFunction, type Request, type Response } from 'express';
-import type { AppContext } from '../app/context.js';
+import type { AppContext } from '../bin/context.js';
 import { ledgerFor } from '../ledger/ledger.js';
-import { mountOperators } from '../operators/index.js';
-import { webhooksRouter } from '../operators/webhooks.js';
+import { mountOperators } from './operators/index.js';
+import { webhooksRouter } from './webhooks.js';
 import { createApi } from './api.js';
 import { bodyParserError } from './bodies.js';
 

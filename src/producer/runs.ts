@@ -3,10 +3,10 @@
  * id is derived from them) and on the Idempotency-Key header (a key -> run id
  * record, kept 24 h). Nothing is written for an invalid request.
  */
-import type { AppContext } from '../app/context.js';
-import { scriptedModelAllowed } from '../config.js';
-import { AGENT_VERSION } from '../agent/tools/registry.js';
-import { runIdFor } from '../redis/keys.js';
+import type { AppContext } from '../bin/context.js';
+import { scriptedModelAllowed } from '../config/config.js';
+import { AGENT_VERSION } from '../agents/support/tools/index.js';
+import { runIdFor } from '../store/keys.js';
 import { runSpecSchema, type CreateRunRequest, type RunSpec } from './schemas.js';
 
 export const REQUEST_KEY_TTL_MS = 24 * 3600_000;

@@ -1,6 +1,6 @@
 /** Request bodies at the producer edge, and the run spec stored with each run. */
 import { z } from 'zod';
-import { scriptSchema } from '../agent/models/script.js';
+import { scriptSchema } from '../models/script.js';
 import { BUDGET_BOUNDS } from '../runs/bounds.js';
 
 /** The budget numbers, bounded (src/runs/bounds.ts): the request and the stored spec share them. */

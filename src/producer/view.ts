@@ -4,9 +4,9 @@
  * spec, a journal entry, a ledger record, a limit past what a date holds) is left out and
  * named in `notes`, and the run's status and reason are shown from its hash.
  */
-import type { AppContext } from '../app/context.js';
-import { decodeEntry, type JournalEntry } from '../journal/entries.js';
-import { isRunId } from '../redis/keys.js';
+import type { AppContext } from '../bin/context.js';
+import { decodeEntry, type JournalEntry } from '../core/journal.js';
+import { isRunId } from '../store/keys.js';
 import type { RunSpec } from './schemas.js';
 
 export interface RunView {

@@ -2,11 +2,11 @@
  * Run state in Redis: creation (run + budget + first job, one script), reads
  * of the mutable state, the immutable spec (cached by workers), and the view.
  */
-import type { RedisClient } from '../redis/connect.js';
-import { captureAddStandardJob } from '../redis/bullmqInternals.js';
-import { KeySpace, stepJobId } from '../redis/keys.js';
-import { script } from '../redis/scripts.js';
-import { decodeEntry, type JournalEntry } from '../journal/entries.js';
+import type { RedisClient } from '../store/connect.js';
+import { captureAddStandardJob } from '../store/bullmqInternals.js';
+import { KeySpace, stepJobId } from '../store/keys.js';
+import { script } from '../store/scripts.js';
+import { decodeEntry, type JournalEntry } from '../core/journal.js';
 import { runSpecSchema, type RunSpec, type StepJobData } from '../producer/schemas.js';
 import { ShardQueues, STEP_JOB_NAME } from './queues.js';
 

@@ -1,7 +1,7 @@
 /**
  * No run is lost silently: a run whose current step job died ends with a status,
  * a reason code, a status journal entry, a `status_changed` event and
- * `agent_runs_finished_total{status,reason}` (src/lua/settleRun-8.lua, atomic and fenced:
+ * `agent_runs_finished_total{status,reason}` (src/store/lua/settleRun-8.lua, atomic and fenced:
  * only a run that still waits on that very job, queued or running, is touched).
  *
  * Two ways in:
@@ -18,13 +18,13 @@
  * Reasons are codes (`attempts_exhausted: transient`), never error messages or customer text.
  */
 import type { Logger } from 'pino';
-import type { Config } from '../config.js';
-import { errorCode, InvalidStepInput } from '../errors.js';
+import type { Config } from '../config/config.js';
+import { errorCode, InvalidStepInput } from '../core/errors.js';
 import { countRunFinished, type Metrics } from '../metrics/metrics.js';
-import type { RedisClient } from '../redis/connect.js';
-import { isScriptError, scriptError } from '../redis/codes.js';
-import { type KeySpace, runIdOfStepJob } from '../redis/keys.js';
-import { script } from '../redis/scripts.js';
+import type { RedisClient } from '../store/connect.js';
+import { isScriptError, scriptError } from '../store/codes.js';
+import { type KeySpace, runIdOfStepJob } from '../store/keys.js';
+import { script } from '../store/scripts.js';
 
 export type DeadJobState = 'failed' | 'missing' | 'completed';
 

@@ -5,12 +5,12 @@
  * could exceed the remaining tokens is never made, nor one past the deadline.
  * After each attempt its billed usage is charged, failed attempts included.
  */
-import { TerminalError } from '../errors.js';
+import { TerminalError } from '../core/errors.js';
 import { runInput, type RunSpec } from '../producer/schemas.js';
-import type { RedisClient } from '../redis/connect.js';
-import { ScriptCode } from '../redis/codes.js';
-import type { KeySpace } from '../redis/keys.js';
-import { script } from '../redis/scripts.js';
+import type { RedisClient } from '../store/connect.js';
+import { ScriptCode } from '../store/codes.js';
+import type { KeySpace } from '../store/keys.js';
+import { script } from '../store/scripts.js';
 
 export type BudgetKind = 'steps' | 'tokens' | 'wall_clock' | 'tenant_tokens';
 

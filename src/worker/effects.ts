@@ -1,6 +1,6 @@
 /** What the step processor needs from the effect ledger (src/ledger) for write tools. */
-import type { ToolCall } from '../journal/entries.js';
-import type { ToolContext, WriteTool } from '../agent/tools/tool.js';
+import type { ToolCall } from '../core/journal.js';
+import type { ToolContext, WriteTool } from '../core/tool.js';
 
 export type EffectResult =
   | { kind: 'observed'; status: 'ok' | 'deduplicated' | 'tool_error' | 'rejected'; output: unknown; actionId: string }

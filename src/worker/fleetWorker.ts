@@ -11,12 +11,12 @@
  */
 import { setMaxListeners } from 'node:events';
 import { UnrecoverableError, Worker, WaitingError, type Job } from 'bullmq';
-import type { AppContext } from '../app/context.js';
+import type { AppContext } from '../bin/context.js';
 import { RunSpecCache } from '../runs/store.js';
-import { wakeAnotherWorker } from '../redis/bullmqInternals.js';
-import { InvalidStepInput } from '../errors.js';
+import { wakeAnotherWorker } from '../store/bullmqInternals.js';
+import { InvalidStepInput } from '../core/errors.js';
 import { settleFailedJob } from '../runs/stuckRuns.js';
-import { CrashPoints } from './crashPoints.js';
+import { CrashPoints } from '../config/testHooks.js';
 import type { EffectRunner } from './effects.js';
 import { StepProcessor } from './stepProcessor.js';
 

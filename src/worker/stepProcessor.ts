@@ -19,28 +19,28 @@ import { inSpan } from '../metrics/tracing.js';
 import type { Job } from 'bullmq';
 import { z } from 'zod';
 import type { Logger } from 'pino';
-import type { Config } from '../config.js';
-import { AgentError, errorCode, FenceError, InvalidStepInput, RetryableError, ShutdownError, TerminalError } from '../errors.js';
-import { DeadlineError, withDeadline } from '../net/timeout.js';
-import { encodeEntry, estimateTokens, usageSchema, type DecisionEntry, type JournalEntry, type ObservationEntry, type Usage } from '../journal/entries.js';
-import { TranscriptCache } from '../journal/transcriptCache.js';
+import type { Config } from '../config/config.js';
+import { AgentError, errorCode, FenceError, InvalidStepInput, RetryableError, ShutdownError, TerminalError } from '../core/errors.js';
+import { DeadlineError, withDeadline } from '../core/timeout.js';
+import { encodeEntry, estimateTokens, usageSchema, type DecisionEntry, type JournalEntry, type ObservationEntry, type Usage } from '../core/journal.js';
+import { TranscriptCache } from '../runs/transcriptCache.js';
 import { countRunFinished, type Metrics } from '../metrics/metrics.js';
-import type { ModelProvider, ModelTurn } from '../agent/models/provider.js';
-import { withRetry } from '../agent/retry.js';
-import { AGENT_VERSION, type ToolRegistry } from '../agent/tools/registry.js';
-import type { ToolContext } from '../agent/tools/tool.js';
+import type { ModelProvider, ModelTurn } from '../core/model.js';
+import { withRetry } from '../core/retry.js';
+import { AGENT_VERSION, type ToolRegistry } from '../agents/support/tools/index.js';
+import type { ToolContext } from '../core/tool.js';
 import { runInput, stepJobDataSchema, type RunSpec, type StepJobData } from '../producer/schemas.js';
-import type { RedisClient } from '../redis/connect.js';
-import { captureAddStandardJob, captureMoveToCompleted, commitBullKeys, completeFromCommit } from '../redis/bullmqInternals.js';
-import { isScriptError, scriptError, ScriptCode } from '../redis/codes.js';
-import { KeySpace, stepJobId } from '../redis/keys.js';
-import { script } from '../redis/scripts.js';
+import type { RedisClient } from '../store/connect.js';
+import { captureAddStandardJob, captureMoveToCompleted, commitBullKeys, completeFromCommit } from '../store/bullmqInternals.js';
+import { isScriptError, scriptError, ScriptCode } from '../store/codes.js';
+import { KeySpace, stepJobId } from '../store/keys.js';
+import { script } from '../store/scripts.js';
 import { RunSpecCache, RunStore } from '../runs/store.js';
 import { STEP_JOB_NAME } from '../runs/queues.js';
 import {
   attemptCheck, BudgetStopError, estimateCallTokens, preflight, spentCheck, TenantBudget, wallClockStop, type BudgetKind, type BudgetStop, type Used,
 } from './budget.js';
-import type { CrashPoints } from './crashPoints.js';
+import type { CrashPoints } from '../config/testHooks.js';
 import type { EffectRunner } from './effects.js';
 
 export interface StepDeps {

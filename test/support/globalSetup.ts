@@ -1,10 +1,10 @@
 /**
  * One real Redis for the suite: REDIS_URL when set, else an embedded
  * redis-server (AOF on, noeviction) on a free port, stopped at the end.
- * Each test file uses its own key prefix (test/support/harness.ts).
+ * Each test file uses its own key prefix (testkit/harness.ts).
  */
 import type { TestProject } from 'vitest/node';
-import { startEmbeddedRedis, type EmbeddedRedis } from '../../src/redis/embedded.js';
+import { startEmbeddedRedis, type EmbeddedRedis } from '../../testkit/embeddedRedis.js';
 
 let embedded: EmbeddedRedis | undefined;
 

@@ -5,8 +5,8 @@
  * prints one JSON line: whether the call failed and after how long. Gives up
  * (fired: false) after 8 s.
  */
-import { httpJson } from '../../src/agent/tools/http.js';
-import { OpenAIProvider } from '../../src/agent/models/openai.js';
+import { httpJson } from '../../src/core/http.js';
+import { OpenAIProvider } from '../../src/models/openai.js';
 
 const [url, mode] = process.argv.slice(2) as [string, string];
 const TIMEOUT_MS = 1000;

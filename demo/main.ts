@@ -1,0 +1,135 @@
+/**
+ * `npm start`: the all-in-one demo. Uses REDIS_URL when set, else spawns an
+ * embedded redis-server (AOF on); starts the sandbox service, the API, the
+ * reconciler and two worker processes; enqueues a few sample tickets; prints
+ * their progress as it happens; serves until Ctrl-C.
+ */
+import type { ChildProcess } from 'node:child_process';
+import { createServer, type Server } from 'node:http';
+import { loadConfig } from '../src/config/config.js';
+import { boot, listen, PortInUseError } from '../src/bin/boot.js';
+import { createContext } from '../src/bin/context.js';
+import { spawnModule } from '../testkit/spawnModule.js';
+import { createLogger } from '../src/metrics/log.js';
+import { ledgerFor } from '../src/ledger/ledger.js';
+import { Reconciler } from '../src/ledger/reconciler.js';
+import { createFullApi } from '../src/producer/fullApi.js';
+import { freePort, startEmbeddedRedis, type EmbeddedRedis } from '../testkit/embeddedRedis.js';
+import { startSandbox } from '../sandbox/server.js';
+
+// Ports: a port set in the environment is used as given (taken: one line naming it, exit 1); an
+// unset one is the default when free, else any free port, so two demos run side by side.
+let embedded: EmbeddedRedis | undefined;
+const { env, redisUrl, cfg, ctx, sandbox, server, apiPort, workerPorts } = await boot('demo', async () => {
+  const base = loadConfig();
+  let redisUrl = base.REDIS_URL;
+  if (!redisUrl && base.REDIS_CLUSTER_NODES.length === 0) {
+    embedded = await startEmbeddedRedis();
+    redisUrl = embedded.url;
+  }
+  const sandbox = await startSandbox({ port: 0 });
+  const env = { ...process.env, ...(redisUrl ? { REDIS_URL: redisUrl } : {}), SANDBOX_URL: sandbox.url, LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn' };
+  // The API's credentials: random ones for this demo (DEV_AUTH=generate), printed below; the workers need none.
+  const cfg = loadConfig({ ...env, DEV_AUTH: process.env.DEV_AUTH ?? 'generate' });
+  const ctx = await createContext(cfg, 'demo', { log: createLogger('demo', cfg.LOG_LEVEL) });
+  const server = createServer(createFullApi(ctx, () => true));
+  const apiPort = await listen(server, cfg.PORT, cfg.HOST, 'PORT').catch((err: unknown) => {
+    if (err instanceof PortInUseError && !process.env.PORT) return listen(server, 0, cfg.HOST, 'PORT');
+    throw err;
+  });
+  const workerPorts = process.env.WORKER_METRICS_PORT
+    ? [cfg.WORKER_METRICS_PORT, cfg.WORKER_METRICS_PORT + 1]
+    : await Promise.all([0, 1].map(() => freePort()));
+  return { env, redisUrl, cfg, ctx, sandbox, server: server as Server, apiPort, workerPorts };
+}, async () => embedded?.stop());
+const apiUrl = `http://${cfg.HOST}:${apiPort}`;
+const reconciler = new Reconciler(ctx, 'reconciler:demo');
+reconciler.start();
+
+let stopping = false;
+const workers: ChildProcess[] = workerPorts.map((port) => spawnModule('src/bin/worker', { ...env, WORKER_METRICS_PORT: String(port) }));
+// A worker that cannot start (its port taken, say) has printed why: the demo stops with it.
+for (const w of workers) {
+  w.once('exit', (code) => {
+    if (stopping || code === 0) return;
+    console.error(`demo: a worker process exited (${code ?? 'signal'}): stopping`);
+    void stop(1);
+  });
+}
+
+console.log(`
+durable agent fleet demo
+  Redis        ${redisUrl ?? cfg.REDIS_CLUSTER_NODES.join(',')}${embedded ? ' (embedded, AOF on)' : ''}
+  API          ${apiUrl}/v1/runs   (health ${apiUrl}/healthz, metrics ${apiUrl}/metrics)
+  Bull Board   ${apiUrl}/admin/queues   (user ${cfg.BULL_BOARD_USER ?? '-'}, password ${cfg.BULL_BOARD_PASSWORD ?? '-'}; run pages ${apiUrl}/runs/<runId>)
+  tokens       producer ${cfg.PRODUCER_TOKEN ?? '-'}   operator ${cfg.OPERATOR_TOKEN ?? '-'}   (generated for this demo: DEV_AUTH=generate)
+               e.g. curl -H 'authorization: Bearer ${cfg.OPERATOR_TOKEN ?? ''}' ${apiUrl}/v1/approvals
+               npm run ctl -- approvals --token ${cfg.OPERATOR_TOKEN ?? ''}
+  sandbox      ${sandbox.url}       (counts ${sandbox.url}/_sandbox/counts)
+  workers      2 processes, metrics on :${workerPorts[0]} and :${workerPorts[1]}
+Ctrl-C stops everything.
+`);
+
+const tickets = [
+  { id: 'DEMO-1', subject: 'My order arrived broken', body: 'The mug was shattered.', customer: { email: 'ada@example.com', name: 'Ada' } },
+  { id: 'DEMO-2', subject: 'Where is my refund?', body: 'I returned the lamp two weeks ago.', customer: { email: 'grace@example.com', name: 'Grace' } },
+  { id: 'DEMO-3', subject: 'Cannot log in', body: 'Password reset email never arrives.', customer: { email: 'linus@example.com', name: 'Linus' } },
+];
+// One ticket's email send loses its response after committing: watch it get reconciled, not resent.
+sandbox.setFaults([{ kind: 'lost_response_after_commit', resource: 'emails', count: 1 }]);
+
+const runIds: string[] = [];
+for (const ticket of tickets) {
+  const res = await fetch(`${apiUrl}/v1/runs`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(cfg.PRODUCER_TOKEN ? { authorization: `Bearer ${cfg.PRODUCER_TOKEN}` } : {}) },
+    body: JSON.stringify({ tenant: 'demo', ticket }),
+  });
+  const body = (await res.json()) as { runId: string };
+  runIds.push(body.runId);
+  console.log(`enqueued ${ticket.id} -> run ${body.runId} (${res.status})  ${apiUrl}/runs/${body.runId}`);
+}
+
+const ledger = ledgerFor(ctx);
+const last = new Map<string, string>();
+const poll = setInterval(async () => {
+  for (const runId of runIds) {
+    const state = await ctx.store.readState(runId);
+    if (!state) continue;
+    const effects = await ledger.listForRun(runId);
+    const line = `${state.status} step=${state.cursor} steps=${state.used.steps} tokens=${state.used.tokens} effects=[${effects.map((e) => `${e.tool}:${e.state}`).join(' ')}]${state.reason ? ` reason=${state.reason}` : ''}`;
+    if (last.get(runId) !== line) {
+      last.set(runId, line);
+      console.log(`${new Date().toISOString().slice(11, 23)} ${runId} ${line}`);
+    }
+  }
+  if ([...last.values()].length === runIds.length && [...last.values()].every((l) => /^(completed|failed|budget_exceeded|needs_human|cancelled)/.test(l)) && !reported) {
+    reported = true;
+    const c = sandbox.counts();
+    for (const runId of runIds) {
+      for (const a of await ledger.listForRun(runId)) {
+        if (!a.history.some((h) => h.to === 'outcome_unknown')) continue;
+        const path = [a.history[0]?.from ?? 'new', ...a.history.map((h) => h.to)].filter((x) => x !== 'new').join(' -> ');
+        console.log(`reconciled, not resent: ${runId} ${a.tool} ${path} (${a.history[a.history.length - 1]?.why})`);
+      }
+    }
+    console.log(`all runs settled. sandbox effects: tickets=${c.byResource.tickets?.records} emails=${c.byResource.emails?.records} duplicates=${c.duplicates}. Still serving; Ctrl-C to stop.`);
+  }
+}, 300);
+let reported = false;
+
+async function stop(exitCode = 0): Promise<void> {
+  if (stopping) return;
+  stopping = true;
+  clearInterval(poll);
+  for (const w of workers) w.kill('SIGTERM');
+  await Promise.all(workers.map((w) => new Promise((r) => (w.exitCode !== null ? r(null) : w.once('exit', r)))));
+  await reconciler.stop();
+  server.close();
+  await ctx.close();
+  await sandbox.close();
+  await embedded?.stop();
+  process.exit(exitCode);
+}
+process.on('SIGINT', () => void stop());
+process.on('SIGTERM', () => void stop());

@@ -1,0 +1,124 @@
+/**
+ * agentctl: the operator's command line over the HTTP API.
+ *
+ *   agentctl approvals                                  pending approvals (exact args, fingerprint, expiry)
+ *   agentctl approve|reject <actionId> --fingerprint F --as NAME
+ *   agentctl reconciliations                            the human queue with evidence
+ *   agentctl resolve <actionId> confirmed|not_sent|compensate --as NAME [--receipt R] [--evidence JSON]
+ *   agentctl cancel <runId>
+ *   agentctl run <runId>                                the run view
+ *   agentctl events <runId> [--from STREAM_ID]          live events (SSE), resumable
+ *
+ * --url (default $AGENTCTL_URL or http://127.0.0.1:3000) and --token (default $OPERATOR_TOKEN).
+ * Exit code 0 on a 2xx answer, 1 otherwise; the answer is printed as JSON.
+ */
+import { parseArgs } from 'node:util';
+import { withTimeout } from '../core/timeout.js';
+import { isActionId, isRunId } from '../store/keys.js';
+
+const { values, positionals } = parseArgs({
+  allowPositionals: true,
+  options: {
+    url: { type: 'string' }, token: { type: 'string' }, fingerprint: { type: 'string' }, as: { type: 'string' },
+    receipt: { type: 'string' }, evidence: { type: 'string' }, from: { type: 'string' }, help: { type: 'boolean', short: 'h' },
+  },
+});
+
+// A client process: its two settings come from flags or the environment here, nowhere else.
+const base = (values.url ?? process.env.AGENTCTL_URL ?? 'http://127.0.0.1:3000').replace(/\/$/, '');
+const token = values.token ?? process.env.OPERATOR_TOKEN;
+const headers = { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) };
+
+function usage(message?: string): never {
+  if (message) console.error(message);
+  console.error('usage: agentctl approvals | approve|reject <actionId> --fingerprint F --as NAME | reconciliations |\n'
+    + '       resolve <actionId> confirmed|not_sent|compensate --as NAME [--receipt R] [--evidence JSON] |\n'
+    + '       cancel <runId> | run <runId> | events <runId> [--from ID]   [--url U] [--token T]');
+  process.exit(2);
+}
+
+function need(value: string | undefined, what: string): string {
+  if (!value) usage(`missing ${what}`);
+  return value;
+}
+
+/** A request the API does not answer fails instead of hanging the command (event streams have no limit). */
+const REQUEST_TIMEOUT_MS = 30_000;
+
+async function request(method: string, path: string, body?: unknown): Promise<void> {
+  const { res, text } = await withTimeout(REQUEST_TIMEOUT_MS, undefined, async (signal) => {
+    const res = await fetch(`${base}${path}`, { method, headers, signal, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
+    return { res, text: await res.text() };
+  });
+  console.log(text);
+  process.exitCode = res.ok ? 0 : 1;
+}
+
+async function events(runId: string, from: string | undefined): Promise<void> {
+  let last = from;
+  for (let attempt = 0; attempt < 20; attempt++) {
+    try {
+      const res = await fetch(`${base}/v1/runs/${encodeURIComponent(runId)}/events`, { headers: { ...headers, ...(last ? { 'last-event-id': last } : {}) } });
+      if (!res.ok) return void (await request('GET', `/v1/runs/${encodeURIComponent(runId)}/events`));
+      const decoder = new TextDecoder();
+      let buf = '';
+      for await (const chunk of res.body!) {
+        buf += decoder.decode(chunk as Uint8Array, { stream: true });
+        let i: number;
+        while ((i = buf.indexOf('\n\n')) >= 0) {
+          const block = buf.slice(0, i);
+          buf = buf.slice(i + 2);
+          const id = /^id: (.*)$/m.exec(block)?.[1];
+          if (id) last = id;
+          if (!block.startsWith(':')) console.log(block.replace(/\n/g, '  '));
+        }
+      }
+      return; // the server ended the stream: the run finished
+    } catch (err) {
+      console.error(`stream interrupted (${(err as Error).message}); resuming after ${last ?? 'the start'}`);
+      await new Promise((r) => setTimeout(r, Math.min(5000, 250 * 2 ** attempt)));
+    }
+  }
+  process.exitCode = 1;
+}
+
+const [command, a, b] = positionals;
+if (values.help || !command) usage();
+/** Ids are checked by format here too: a malformed one never reaches the server. */
+const id = (x: string | undefined, what: 'runId' | 'actionId') => {
+  const value = need(x, what);
+  if (!(what === 'runId' ? isRunId(value) : isActionId(value))) usage(`${what} ${JSON.stringify(value)} is malformed (${what === 'runId' ? 'r_ + 24 hex digits' : 'a_ + 32 hex digits'})`);
+  return encodeURIComponent(value);
+};
+switch (command) {
+  case 'approvals':
+    await request('GET', '/v1/approvals');
+    break;
+  case 'approve':
+  case 'reject':
+    await request('POST', `/v1/approvals/${id(a, 'actionId')}`, {
+      decision: command, fingerprint: need(values.fingerprint, '--fingerprint'), approver: need(values.as, '--as'),
+    });
+    break;
+  case 'reconciliations':
+    await request('GET', '/v1/reconciliations');
+    break;
+  case 'resolve':
+    await request('POST', `/v1/reconciliations/${id(a, 'actionId')}`, {
+      finding: need(b, 'finding'), operator: need(values.as, '--as'),
+      evidence: values.evidence ? (JSON.parse(values.evidence) as unknown) : {},
+      ...(values.receipt ? { receipt: values.receipt } : {}),
+    });
+    break;
+  case 'cancel':
+    await request('POST', `/v1/runs/${id(a, 'runId')}/cancel`, {});
+    break;
+  case 'run':
+    await request('GET', `/v1/runs/${id(a, 'runId')}`);
+    break;
+  case 'events':
+    await events(decodeURIComponent(id(a, 'runId')), values.from);
+    break;
+  default:
+    usage(`unknown command ${command}`);
+}

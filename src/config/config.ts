@@ -1,0 +1,218 @@
+/**
+ * Configuration in three stages: raw environment -> zod schema with documented
+ * defaults (units in the names) -> frozen object. Nothing else reads process.env.
+ * A bad value fails at boot with the field named (ConfigError).
+ */
+import { randomBytes } from 'node:crypto';
+import { z } from 'zod';
+import { BUDGET_BOUNDS } from '../runs/bounds.js';
+
+const bool = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no'])
+  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
+/** A JSON value in an env var, validated by `schema`. */
+const json = <T extends z.ZodTypeAny>(schema: T, def: z.input<T>) =>
+  z
+    .string()
+    .default(JSON.stringify(def))
+    .transform((s, ctx) => {
+      try {
+        return JSON.parse(s) as unknown;
+      } catch {
+        ctx.addIssue({ code: 'custom', message: 'must be JSON' });
+        return z.NEVER;
+      }
+    })
+    .pipe(schema);
+const csv = z
+  .string()
+  .default('')
+  .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean));
+
+export const configSchema = z.object({
+  /** development allows the scripted model and default credentials; production refuses them. */
+  APP_MODE: z.enum(['development', 'production']).default('development'),
+  /** redis://host:port; unset means: spawn an embedded redis-server (demo and tests only). */
+  REDIS_URL: z.string().url().optional(),
+  /** host:port,host:port of a Redis Cluster; takes precedence over REDIS_URL. */
+  REDIS_CLUSTER_NODES: csv,
+  /** At boot, how long a process waits for Redis before it exits naming it (then reconnects forever once up). */
+  REDIS_BOOT_TIMEOUT_MS: int(10000, 100),
+  /** Prefix of every key this app owns (runs, journals, ledger). */
+  KEY_PREFIX: z.string().regex(/^[a-z0-9_-]+$/i).default('agent'),
+  /** Prefix BullMQ uses for its queue keys. */
+  BULL_PREFIX: z.string().regex(/^[a-z0-9_-]+$/i).default('bull'),
+  /** Number of step-queue shards; a run lives on shard hash(runId) % SHARDS. */
+  SHARDS: int(1, 1),
+  /** Shards this worker consumes (empty = all). */
+  WORKER_SHARDS: csv,
+  PORT: int(3000),
+  HOST: z.string().default('127.0.0.1'),
+  WORKER_METRICS_PORT: int(9464),
+  RECONCILER_METRICS_PORT: int(9465),
+  WORKER_CONCURRENCY: int(20, 1),
+  /** BullMQ lock: a killed worker's step is resumed after about lock + stalled interval. */
+  LOCK_DURATION_MS: int(1200, 200),
+  STALLED_INTERVAL_MS: int(600, 100),
+  /** Stall redeliveries before BullMQ fails the job (the run is then marked failed). */
+  MAX_STALLED_COUNT: int(10, 1),
+  /** SIGTERM grace: time for an in-flight dispatch to record its outcome. Keep below k8s terminationGracePeriodSeconds. */
+  SHUTDOWN_GRACE_MS: int(20000, 0),
+  SANDBOX_URL: z.string().url().default('http://127.0.0.1:4010'),
+  MODEL_PROVIDER: z.enum(['scripted', 'openai']).default('scripted'),
+  /** The scripted provider (and run-supplied scripts) is for demos and tests: development only; `false` disables it there too. */
+  SCRIPTED_MODEL_ENABLED: bool.optional(),
+  OPENAI_BASE_URL: z.string().url().default('https://api.openai.com/v1'),
+  OPENAI_API_KEY: z.string().optional(),
+  OPENAI_MODEL: z.string().default('gpt-4o-mini'),
+  MODEL_TIMEOUT_MS: int(30000, 1),
+  MODEL_MAX_ATTEMPTS: int(4, 1),
+  RETRY_BASE_MS: int(200, 0),
+  RETRY_MAX_MS: int(5000, 0),
+  /** Completion cap sent to the model and used by the pre-flight budget estimate. */
+  COMPLETION_TOKEN_CAP: int(1024, 1),
+  DEFAULT_MAX_STEPS: int(20, 1).pipe(z.number().max(BUDGET_BOUNDS.maxSteps)),
+  DEFAULT_MAX_TOKENS: int(100000, 1).pipe(z.number().max(BUDGET_BOUNDS.maxTokens)),
+  DEFAULT_MAX_WALL_MS: int(15 * 60_000, 1).pipe(z.number().max(BUDGET_BOUNDS.maxWallMs)),
+  /** Ceilings a request may not exceed (a 400 names the field); at most the hard bounds of src/runs/bounds.ts. */
+  LIMIT_MAX_STEPS: int(200, 1).pipe(z.number().max(BUDGET_BOUNDS.maxSteps)),
+  LIMIT_MAX_TOKENS: int(5_000_000, 1).pipe(z.number().max(BUDGET_BOUNDS.maxTokens)),
+  LIMIT_MAX_WALL_MS: int(24 * 3600_000, 1).pipe(z.number().max(BUDGET_BOUNDS.maxWallMs)),
+  /** Same write requested this many extra times in one run stops it as needs_human/loop_detected. */
+  LOOP_REPEAT_LIMIT: int(2, 1),
+  /** Keys of finished runs expire after this long. */
+  RUN_RETENTION_MS: int(7 * 24 * 3600_000, 1000),
+  /** Events stream cap per run (approximate MAXLEN). */
+  EVENTS_MAX_LEN: int(1000, 10),
+  /** Reconciliation: how long a still-processing request is queried before going to a human. */
+  RECONCILE_DEADLINE_MS: int(30000, 0),
+  RECONCILE_POLL_MS: int(500, 1),
+  /**
+   * How far past the run's wall-clock deadline a step may still wait: only for the lookups that settle a
+   * write cut off by the deadline (then a person decides). Model calls, reads, backoffs and dispatches end at the deadline.
+   */
+  DEADLINE_MARGIN_MS: int(1000, 0),
+  RECONCILER_SWEEP_MS: int(2000, 50),
+  /** An action in dispatched/outcome_unknown older than this, with no live owner, is swept. */
+  RECONCILER_MIN_AGE_MS: int(5000, 0),
+  /** A queued/running run whose current step job is failed, missing or completed without a commit, untouched this long, is ended by the sweep. */
+  STUCK_RUN_MIN_AGE_MS: int(30000, 0),
+  /** Run-index entries per shard the sweep checks for stuck runs on each pass (it resumes where it stopped). */
+  STUCK_RUN_SCAN_PER_SWEEP: int(5000, 1),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** OpenTelemetry spans per step, model call and effect: off, console, or otlp (OTLP/HTTP). */
+  TRACING: z.enum(['off', 'console', 'otlp']).default('off'),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z.string().url().optional(),
+  /** Test-only: named crash points that SIGKILL this process when reached. */
+  CRASH_POINTS: csv,
+  /**
+   * Test-only: `point@step=ms` blocks the event loop that long at a named point (a false stall:
+   * no lock renewal, so another worker takes the step while this one still runs).
+   */
+  PAUSE_POINTS: csv,
+  /** Test-only: disables the ledger's idempotency (negative control of the chaos campaign). */
+  UNSAFE_DISABLE_IDEMPOTENCY: bool.default(false),
+  /**
+   * Run routes (POST /v1/runs, run views, events) need PRODUCER_TOKEN, OPERATOR_TOKEN or a
+   * TENANT_TOKENS entry; operator routes need OPERATOR_TOKEN (Bull Board and run pages also take
+   * BULL_BOARD_USER/PASSWORD). A route whose credential is not configured answers 503 naming it.
+   */
+  PRODUCER_TOKEN: z.string().optional(),
+  OPERATOR_TOKEN: z.string().optional(),
+  /**
+   * Development only: `generate` fills every unset PRODUCER_TOKEN, OPERATOR_TOKEN,
+   * BULL_BOARD_USER/PASSWORD with random values at boot (`npm start` prints them). Refused in production.
+   */
+  DEV_AUTH: z.enum(['off', 'generate']).default('off'),
+  /** {"tenant": "token"}: a tenant token may create and read only that tenant's runs. */
+  TENANT_TOKENS: json(z.record(z.string(), z.string().min(8)), {}),
+  /** {"tenant": "secret"}: HMAC-SHA256 secrets of the signed ticket webhooks. */
+  WEBHOOK_SECRETS: json(z.record(z.string(), z.string().min(8)), {}),
+  /** Replay window of signed webhooks (timestamp tolerance). */
+  WEBHOOK_TOLERANCE_S: int(300, 1),
+  /**
+   * Which write actions need a person's approval, e.g.
+   * [{"tool":"refund","minAmountCents":5000},{"tenant":"acme","tool":"send_email"}].
+   */
+  APPROVAL_RULES: json(
+    z.array(z.object({ tenant: z.string().optional(), tool: z.string(), minAmountCents: z.number().int().nonnegative().optional() }).strict()),
+    [],
+  ),
+  /** A pending approval expires after this long; the run then stops with reason approval_expired. */
+  APPROVAL_TTL_MS: int(24 * 3600_000, 1000),
+  /** Bull Board basic auth (the operator token is accepted too). Production requires one of them. */
+  BULL_BOARD_USER: z.string().optional(),
+  BULL_BOARD_PASSWORD: z.string().optional(),
+  BULL_BOARD_READ_ONLY: bool.default(true),
+  /** Bearer token /metrics requires on every process (API, worker, reconciler); unset = no token. */
+  METRICS_TOKEN: z.string().min(8).optional(),
+  /**
+   * The API serves /metrics on this separate port instead of PORT (0 = on PORT). In production,
+   * /metrics on PORT needs METRICS_TOKEN (it names tenants and volumes): set one or the other.
+   */
+  API_METRICS_PORT: int(0, 0),
+  /** Live event streams (SSE) one API process serves at once; past it a viewer gets 503. */
+  SSE_MAX_VIEWERS: int(1000, 1),
+  /** Per-tenant token budget per UTC day (0 = no tenant budget). */
+  TENANT_DAILY_TOKENS: int(0, 0),
+});
+
+export type Config = Readonly<z.infer<typeof configSchema>>;
+
+export class ConfigError extends Error {
+  readonly code = 'config_invalid';
+  constructor(readonly fields: string[], message: string) {
+    super(message);
+  }
+}
+
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const raw: Record<string, string> = {};
+  for (const key of Object.keys(configSchema.shape)) {
+    const v = env[key];
+    if (v !== undefined && v !== '') raw[key] = v;
+  }
+  const parsed = configSchema.safeParse(raw);
+  if (!parsed.success) {
+    const fields = parsed.error.issues.map((i) => i.path.join('.'));
+    const detail = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
+    throw new ConfigError(fields, `invalid configuration: ${detail}`);
+  }
+  const cfg = parsed.data;
+  if (cfg.DEV_AUTH === 'generate') {
+    if (cfg.APP_MODE !== 'development') throw new ConfigError(['DEV_AUTH'], 'invalid configuration: DEV_AUTH=generate is for APP_MODE=development only');
+    const secret = () => randomBytes(18).toString('base64url');
+    cfg.PRODUCER_TOKEN ??= secret();
+    cfg.OPERATOR_TOKEN ??= secret();
+    if (cfg.BULL_BOARD_USER === undefined || cfg.BULL_BOARD_PASSWORD === undefined) {
+      cfg.BULL_BOARD_USER = 'operator';
+      cfg.BULL_BOARD_PASSWORD = secret();
+    }
+  }
+  // A default budget above the largest one a request may ask would make every request without a budget a 400.
+  for (const [def, limit] of [['DEFAULT_MAX_STEPS', 'LIMIT_MAX_STEPS'], ['DEFAULT_MAX_TOKENS', 'LIMIT_MAX_TOKENS'], ['DEFAULT_MAX_WALL_MS', 'LIMIT_MAX_WALL_MS']] as const) {
+    if (cfg[def] > cfg[limit]) throw new ConfigError([def], `invalid configuration: ${def}: ${cfg[def]} is above ${limit} (${cfg[limit]})`);
+  }
+  if (cfg.APP_MODE === 'production') {
+    const refuse = (field: string, why: string) => {
+      throw new ConfigError([field], `invalid configuration: ${field}: ${why} (APP_MODE=production)`);
+    };
+    // The scripted model plays canned turns, and a run may carry its own script: neither is a model.
+    if (cfg.MODEL_PROVIDER === 'scripted') refuse('MODEL_PROVIDER', 'the scripted model is refused in production; use openai');
+    if (cfg.SCRIPTED_MODEL_ENABLED === true) refuse('SCRIPTED_MODEL_ENABLED', 'the scripted model and run-supplied scripts are refused in production');
+    if (cfg.MODEL_PROVIDER === 'openai' && !cfg.OPENAI_API_KEY) refuse('OPENAI_API_KEY', 'required by MODEL_PROVIDER=openai');
+    if (!cfg.PRODUCER_TOKEN || !cfg.OPERATOR_TOKEN) {
+      throw new ConfigError(['PRODUCER_TOKEN', 'OPERATOR_TOKEN'], 'invalid configuration: production requires PRODUCER_TOKEN and OPERATOR_TOKEN');
+    }
+    // Without it every tool call would go to the development default on localhost.
+    if (!raw.SANDBOX_URL) refuse('SANDBOX_URL', 'required (the support/email/payments service the tools call)');
+    if (cfg.REDIS_CLUSTER_NODES.length === 0 && !cfg.REDIS_URL) refuse('REDIS_URL', 'required (or REDIS_CLUSTER_NODES)');
+  }
+  return Object.freeze(cfg);
+}
+
+/** True when the scripted provider, and so run-supplied scripts, may be used: development only (on unless SCRIPTED_MODEL_ENABLED=false). */
+export function scriptedModelAllowed(cfg: Config): boolean {
+  return cfg.APP_MODE === 'development' && cfg.SCRIPTED_MODEL_ENABLED !== false;
+}

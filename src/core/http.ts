@@ -1,0 +1,77 @@
+/**
+ * HTTP to the services the tools call, with failures classified by what a
+ * retry may do:
+ *  - RetryableError: the request certainly had no effect (connection refused,
+ *    429, 503 answered before processing) -> retried in code;
+ *  - OutcomeUnknownError: the request may have left and been processed
+ *    (timeout, reset, other 5xx, malformed body) -> reconcile, never resend blindly.
+ */
+import { AgentError, RetryableError } from './errors.js';
+import { TimeoutError, withTimeout } from './timeout.js';
+
+export class OutcomeUnknownError extends AgentError {
+  constructor(message: string, details: Record<string, unknown> = {}) {
+    super('transient', message, details);
+  }
+}
+
+/** A tool's service, given when the tool is built (never through the ToolContext). */
+export interface ServiceOptions {
+  /** Base URL of the service, without a trailing slash: `https://support.example.com`. */
+  baseUrl: string;
+}
+
+export interface HttpResult {
+  status: number;
+  headers: Headers;
+  body: unknown;
+}
+
+function isConnectRefused(err: unknown): boolean {
+  const cause = (err as { cause?: { code?: string } })?.cause;
+  return cause?.code === 'ECONNREFUSED';
+}
+
+/**
+ * One request, its body read included, bounded by init.timeoutMs (an explicit
+ * timer, src/core/timeout.ts) and by init.signal.
+ */
+export async function httpJson(
+  url: string,
+  init: { method: string; headers?: Record<string, string>; body?: unknown; timeoutMs: number; signal: AbortSignal },
+): Promise<HttpResult> {
+  try {
+    return await withTimeout(init.timeoutMs, init.signal, (signal) => request(url, init, signal));
+  } catch (err) {
+    if (init.signal.aborted) throw new OutcomeUnknownError(`request did not complete: ${(err as Error).message}`, { reason: 'aborted' });
+    if (err instanceof TimeoutError) throw new OutcomeUnknownError(`request did not complete: ${err.message}`, { reason: 'timeout_or_reset', timeoutMs: err.timeoutMs });
+    if (err instanceof AgentError) throw err;
+    if (isConnectRefused(err)) throw new RetryableError(`connection refused: ${url}`, undefined, { reason: 'refused' });
+    throw new OutcomeUnknownError(`request did not complete: ${(err as Error).message}`, { reason: 'timeout_or_reset' });
+  }
+}
+
+async function request(
+  url: string, init: { method: string; headers?: Record<string, string>; body?: unknown }, signal: AbortSignal,
+): Promise<HttpResult> {
+  const res = await fetch(url, {
+    method: init.method,
+    signal,
+    headers: { accept: 'application/json', ...(init.body !== undefined ? { 'content-type': 'application/json' } : {}), ...init.headers },
+    ...(init.body !== undefined ? { body: JSON.stringify(init.body) } : {}),
+  });
+  if (res.status === 429 || res.status === 503) {
+    const ra = Number(res.headers.get('retry-after'));
+    await res.body?.cancel();
+    throw new RetryableError(`service answered ${res.status}`, Number.isFinite(ra) ? ra * 1000 : undefined, { status: res.status });
+  }
+  const text = await res.text();
+  let body: unknown;
+  try {
+    body = text.length > 0 ? JSON.parse(text) : undefined;
+  } catch {
+    throw new OutcomeUnknownError(`malformed response (${res.status})`, { status: res.status, reason: 'malformed' });
+  }
+  if (res.status >= 500) throw new OutcomeUnknownError(`service answered ${res.status}`, { status: res.status, body });
+  return { status: res.status, headers: res.headers, body };
+}

@@ -1,0 +1,37 @@
+/** The model provider interface: one call per attempt; retries are the caller's (src/core/retry.ts). */
+import type { JournalEntry, ToolCall, Usage } from './journal.js';
+
+export interface ToolSpec {
+  name: string;
+  description: string;
+  parameters: Record<string, unknown>;
+}
+
+export interface ModelRequest {
+  runId: string;
+  step: number;
+  attempt: number;
+  /** The run's input as it was accepted at creation (unknown to the engine: the agent's prompt builder narrows it). */
+  input: unknown;
+  /** Present only when the provider says it needs it (see needsTranscript). */
+  transcript?: JournalEntry[];
+  tools: ToolSpec[];
+  maxCompletionTokens: number;
+  /** Run-supplied script for the scripted provider (validated). */
+  script?: unknown;
+  signal: AbortSignal;
+}
+
+export interface ModelTurn {
+  toolCalls: ToolCall[];
+  final?: string;
+  /** Undefined means the provider reported no usage: an error for the caller, never zero. */
+  usage?: Usage;
+}
+
+export interface ModelProvider {
+  readonly name: string;
+  /** Whether complete() needs the run's transcript (read incrementally, see TranscriptCache). */
+  readonly needsTranscript: boolean;
+  complete(req: ModelRequest): Promise<ModelTurn>;
+}

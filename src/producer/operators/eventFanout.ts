@@ -1,0 +1,254 @@
+/**
+ * One Redis reader per process (per shard) for every live event stream this
+ * process serves, fanned out to its viewers. A viewer costs no connection of
+ * its own: 300 viewers used to hold 300 connections (each an XREAD BLOCK) and
+ * could lock workers out at Redis `maxclients`.
+ *
+ * Per shard one duplicated connection blocks in XREAD over every watched
+ * stream of that shard (the streams share the shard's hash tag, so one
+ * XREAD is legal on a Cluster), plus a wake stream of this process: a viewer
+ * of a stream not yet watched XADDs to it so the blocked read restarts with
+ * the new stream at once. The reader closes when its shard's last viewer goes.
+ *
+ * A viewer that joins (or resumes after Last-Event-ID) catches up with XRANGE
+ * on the shared command connection while live entries are buffered, then
+ * gets every entry after its last id, each once and in order.
+ * Past `maxViewers` join() returns undefined: the route answers 503.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { RedisClient } from '../../store/connect.js';
+import type { KeySpace } from '../../store/keys.js';
+
+export interface StreamEntry {
+  id: string;
+  fields: Record<string, string>;
+}
+
+export interface ViewerSink {
+  /** Entries after the viewer's last id, in order, each once. */
+  write(entries: StreamEntry[]): void;
+  /** Nothing arrived for a while: a keep-alive is due, and `status` is the run's status (null: gone). */
+  idle(status: string | null): void;
+  /** The reader failed for good (the viewer should end). */
+  fail(err: unknown): void;
+}
+
+export interface Viewer {
+  /** Writes whatever the stream holds after the viewer's last id (before ending on a terminal status). */
+  drain(): Promise<void>;
+  leave(): void;
+}
+
+export interface FanoutOptions {
+  /** XREAD BLOCK time; after each quiet period every viewer gets idle(). */
+  blockMs: number;
+  maxViewers: number;
+}
+
+type XReadReply = [string, [string, string[]][]][] | null;
+
+function toEntry(id: string, flat: string[]): StreamEntry {
+  const fields: Record<string, string> = {};
+  for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
+  return { id, fields };
+}
+
+/** Stream ids compare as (ms, seq). */
+export function idAfter(a: string, b: string): boolean {
+  const [am, as] = a.split('-').map(Number) as [number, number];
+  const [bm, bs] = b.split('-').map(Number) as [number, number];
+  return am > bm || (am === bm && as > bs);
+}
+
+class ViewerState implements Viewer {
+  /** Live entries held while the catch-up read runs; undefined once caught up. */
+  buffer: StreamEntry[] | undefined = [];
+  closed = false;
+  constructor(
+    readonly runId: string, readonly stream: string, public last: string, readonly sink: ViewerSink,
+    private readonly onLeave: (v: ViewerState) => void, private readonly read: (v: ViewerState) => Promise<void>,
+  ) {}
+
+  drain(): Promise<void> {
+    return this.read(this);
+  }
+
+  deliver(entries: StreamEntry[]): void {
+    if (this.closed) return;
+    if (this.buffer) return void this.buffer.push(...entries);
+    const fresh = entries.filter((e) => idAfter(e.id, this.last));
+    if (fresh.length === 0) return;
+    this.last = fresh[fresh.length - 1]!.id;
+    this.sink.write(fresh);
+  }
+
+  leave(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.onLeave(this);
+  }
+}
+
+class ShardReader {
+  readonly streams = new Map<string, { cursor: string; viewers: Set<ViewerState>; runId: string }>();
+  private conn: RedisClient | undefined;
+  private ticker: NodeJS.Timeout | undefined;
+  private blocked = false;
+  private stopped = false;
+  private wakeCursor = '0-0';
+
+  constructor(private readonly hub: EventFanout, readonly wakeKey: string) {}
+
+  add(v: ViewerState): boolean {
+    let s = this.streams.get(v.stream);
+    const isNew = !s;
+    if (!s) {
+      s = { cursor: v.last, viewers: new Set(), runId: v.runId };
+      this.streams.set(v.stream, s);
+    }
+    s.viewers.add(v);
+    if (!this.conn) this.start();
+    return isNew;
+  }
+
+  remove(v: ViewerState): void {
+    const s = this.streams.get(v.stream);
+    if (!s) return;
+    s.viewers.delete(v);
+    if (s.viewers.size === 0) this.streams.delete(v.stream);
+    if (this.streams.size === 0) this.stop();
+  }
+
+  get isBlocked(): boolean {
+    return this.blocked;
+  }
+
+  private start(): void {
+    this.stopped = false;
+    this.conn = (this.hub.redis as { duplicate(): RedisClient }).duplicate();
+    this.conn.on('error', () => {}); // failures surface through the read below
+    // Keep-alives and status checks for every watched stream, busy or quiet.
+    this.ticker = setInterval(() => void this.idle(), this.hub.opts.blockMs).unref();
+    void this.loop(this.conn);
+  }
+
+  private stop(): void {
+    this.stopped = true;
+    clearInterval(this.ticker);
+    this.conn?.disconnect();
+    this.conn = undefined;
+    void this.hub.redis.del(this.wakeKey).catch(() => {});
+  }
+
+  private async loop(conn: RedisClient): Promise<void> {
+    let failures = 0;
+    while (!this.stopped && this.conn === conn) {
+      const keys = [...this.streams.keys()];
+      const ids = keys.map((k) => this.streams.get(k)!.cursor);
+      let reply: XReadReply;
+      try {
+        this.blocked = true;
+        reply = (await conn.xread('COUNT', 100, 'BLOCK', this.hub.opts.blockMs, 'STREAMS', ...keys, this.wakeKey, ...ids, this.wakeCursor)) as XReadReply;
+        failures = 0;
+      } catch (err) {
+        if (this.stopped || this.conn !== conn) return;
+        if (++failures >= 5) {
+          this.hub.log.warn({ code: 'sse_read_failed', err }, 'event stream reader failed');
+          for (const s of [...this.streams.values()]) for (const v of [...s.viewers]) v.sink.fail(err);
+          return;
+        }
+        await new Promise((r) => setTimeout(r, 100 * failures));
+        continue;
+      } finally {
+        this.blocked = false;
+      }
+      if (this.stopped || this.conn !== conn) return;
+      if (!reply) continue;
+      for (const [key, raw] of reply) {
+        if (raw.length === 0) continue;
+        if (key === this.wakeKey) {
+          this.wakeCursor = raw[raw.length - 1]![0];
+          continue;
+        }
+        const s = this.streams.get(key);
+        if (!s) continue;
+        s.cursor = raw[raw.length - 1]![0];
+        const entries = raw.map(([id, flat]) => toEntry(id, flat));
+        for (const v of [...s.viewers]) v.deliver(entries);
+      }
+    }
+  }
+
+  private async idle(): Promise<void> {
+    for (const s of [...this.streams.values()]) {
+      const status = await this.hub.redis.hget(this.hub.keys.run(s.runId).run, 'status').catch(() => undefined);
+      if (status === undefined) continue;
+      for (const v of [...s.viewers]) if (!v.buffer) v.sink.idle(status);
+    }
+  }
+}
+
+export class EventFanout {
+  private readonly readers = new Map<number, ShardReader>();
+  private readonly id = randomUUID();
+  private count = 0;
+
+  constructor(readonly redis: RedisClient, readonly keys: KeySpace, readonly log: Logger, readonly opts: FanoutOptions) {}
+
+  /** Live viewers now. */
+  get viewers(): number {
+    return this.count;
+  }
+
+  /**
+   * Follows the run's event stream after `last` (exclusive). Undefined when
+   * the process already serves maxViewers streams.
+   */
+  async join(runId: string, last: string, sink: ViewerSink): Promise<Viewer | undefined> {
+    if (this.count >= this.opts.maxViewers) return undefined;
+    this.count++;
+    const shard = this.keys.shardOf(runId);
+    let reader = this.readers.get(shard);
+    if (!reader) {
+      reader = new ShardReader(this, this.keys.sseWake(shard, this.id));
+      this.readers.set(shard, reader);
+    }
+    const r = reader;
+    const v = new ViewerState(runId, this.keys.run(runId).events, last, sink, (gone) => {
+      this.count--;
+      r.remove(gone);
+    }, (x) => this.readAfter(x));
+    const isNew = r.add(v);
+    // A blocked read does not see a stream added after it started: wake it.
+    if (isNew && r.isBlocked) await this.redis.xadd(r.wakeKey, 'MAXLEN', '1', '*', 'w', '1').then(() => this.redis.pexpire(r.wakeKey, 3600_000)).catch(() => {});
+    await this.catchUp(v);
+    return v;
+  }
+
+  /** XRANGE after the viewer's last id until the end, then the buffered live entries. */
+  private async catchUp(v: ViewerState): Promise<void> {
+    try {
+      await this.readAfter(v);
+    } catch (err) {
+      if (!v.closed) v.sink.fail(err);
+      return;
+    }
+    const held = v.buffer ?? [];
+    v.buffer = undefined;
+    v.deliver(held);
+  }
+
+  private async readAfter(v: ViewerState): Promise<void> {
+    for (;;) {
+      const page = await this.redis.xrange(v.stream, `(${v.last}`, '+', 'COUNT', 100);
+      if (v.closed) return;
+      const entries = page.map(([id, flat]) => toEntry(id, flat)).filter((e) => idAfter(e.id, v.last));
+      if (entries.length > 0) {
+        v.last = entries[entries.length - 1]!.id;
+        v.sink.write(entries);
+      }
+      if (page.length < 100) return;
+    }
+  }
+}

@@ -1,0 +1,132 @@
+/**
+ * Signed ticket webhooks that start runs: POST /webhooks/tickets and
+ * POST /webhooks/zendesk, tenant from `?tenant=` or the path
+ * (/webhooks/<kind>/<tenant>), per-tenant secret from WEBHOOK_SECRETS.
+ *
+ * Order at the edge: signature over the raw bytes -> strict body schema ->
+ * event-id dedupe (SET NX, 24 h) -> startRun. startRun is idempotent on
+ * (tenant, ticket id) anyway, so if the process dies after the dedupe record
+ * and before the run exists, the sender's retry is answered `duplicate` with
+ * the run id while the run may be missing: the dedupe record is therefore
+ * deleted when startRun fails, and written with the run id it is for.
+ *
+ * These routes need the raw body, so they are mounted before the API's JSON
+ * parser (see src/producer/fullApi.ts).
+ */
+import { createHash } from 'node:crypto';
+import express, { Router, type Request, type Response } from 'express';
+import { z } from 'zod';
+import type { AppContext } from '../bin/context.js';
+import { BODY_LIMIT, bodyTooDeep, nestedDeeperThan } from './bodies.js';
+import { InvalidRunRequest, startRun } from './runs.js';
+import { ticketSchema, type Ticket } from './schemas.js';
+import { runIdFor } from '../store/keys.js';
+import { invalid, param } from './operators/http.js';
+import { checkSignature, SIGNATURE_HEADER, TIMESTAMP_HEADER } from './webhookSignature.js';
+
+const EVENT_TTL_MS = 24 * 3600_000;
+const TENANT = /^[a-z0-9][a-z0-9_-]{0,62}$/i;
+
+const ticketEventSchema = z.object({ v: z.literal(1), eventId: z.string().min(1).max(200), ticket: ticketSchema }).strict();
+
+/** The JSON a Zendesk webhook is configured to send (Zendesk placeholders fill it). */
+const zendeskEventSchema = z.object({
+  eventId: z.string().min(1).max(200).optional(),
+  ticket: z.object({
+    id: z.union([z.string().min(1).max(200), z.number().int().nonnegative()]),
+    subject: z.string().min(1).max(1000),
+    description: z.string().max(200_000),
+    requester: z.object({ email: z.string().email(), name: z.string().min(1).max(200) }).strict(),
+  }).strict(),
+}).strict();
+
+type Parsed = { ok: true; eventId: string; ticket: Ticket } | { ok: false; error: z.ZodError } | { ok: false; json: false } | { ok: false; deep: true };
+
+const NOT_JSON = Symbol('not JSON');
+const TOO_DEEP = Symbol('too deep');
+
+function parseJson(raw: Buffer): unknown {
+  let body: unknown;
+  try {
+    body = JSON.parse(raw.toString('utf8')) as unknown;
+  } catch {
+    return NOT_JSON;
+  }
+  return nestedDeeperThan(body) ? TOO_DEEP : body;
+}
+
+function unparsed(body: unknown): Parsed | undefined {
+  if (body === NOT_JSON) return { ok: false, json: false };
+  if (body === TOO_DEEP) return { ok: false, deep: true };
+  return undefined;
+}
+
+function parseTicketEvent(raw: Buffer): Parsed {
+  const body = parseJson(raw);
+  const refused = unparsed(body);
+  if (refused) return refused;
+  const p = ticketEventSchema.safeParse(body);
+  return p.success ? { ok: true, eventId: p.data.eventId, ticket: p.data.ticket } : { ok: false, error: p.error };
+}
+
+function parseZendeskEvent(raw: Buffer, req: Request): Parsed {
+  const body = parseJson(raw);
+  const refused = unparsed(body);
+  if (refused) return refused;
+  const p = zendeskEventSchema.safeParse(body);
+  if (!p.success) return { ok: false, error: p.error };
+  const t = p.data.ticket;
+  // Zendesk's invocation id when the template carries no event id; else the body's digest (same bytes = same event).
+  const eventId = p.data.eventId ?? req.header('x-zendesk-webhook-invocation-id') ?? createHash('sha256').update(raw).digest('hex');
+  return { ok: true, eventId, ticket: { id: `zendesk-${t.id}`, subject: t.subject, body: t.description, customer: t.requester } };
+}
+
+/** string, SET NX: one webhook event id of a tenant (to move into KeySpace, src/store/keys.ts). */
+export function webhookEventKey(ctx: AppContext, tenant: string, eventId: string): string {
+  const digest = createHash('sha256').update(`${tenant}\u0000${eventId}`).digest('hex').slice(0, 32);
+  return `${ctx.keys.prefix}:webhook-event:${digest}`;
+}
+
+export function webhooksRouter(ctx: AppContext, now: () => number = Date.now): Router {
+  const r = Router();
+  const raw = express.raw({ type: () => true, limit: BODY_LIMIT });
+
+  const handle = (parse: (raw: Buffer, req: Request) => Parsed) => async (req: Request, res: Response) => {
+    const tenant = param(req.params.tenant) || (typeof req.query.tenant === 'string' ? req.query.tenant : '');
+    // Own keys only: `constructor` or `toString` must not find Object.prototype's (a function is no secret).
+    const secret = TENANT.test(tenant) && Object.hasOwn(ctx.cfg.WEBHOOK_SECRETS, tenant) ? ctx.cfg.WEBHOOK_SECRETS[tenant] : undefined;
+    const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+    const check = secret === undefined ? 'unknown_tenant' : checkSignature(secret, req.header(SIGNATURE_HEADER), req.header(TIMESTAMP_HEADER), body, now(), ctx.cfg.WEBHOOK_TOLERANCE_S);
+    if (check !== 'ok') {
+      ctx.log.warn({ code: `webhook_${check}`, tenant }, 'webhook refused');
+      return void res.status(401).json({ error: 'invalid_signature', reason: check });
+    }
+    const parsed = parse(body, req);
+    if (!parsed.ok) {
+      if ('json' in parsed) return void res.status(400).json({ error: 'invalid_json', fields: [{ path: '(body)', message: 'body is not valid JSON' }] });
+      if ('deep' in parsed) return bodyTooDeep(res);
+      return void invalid(res, parsed.error);
+    }
+    const runId = runIdFor(tenant, parsed.ticket.id);
+    const key = webhookEventKey(ctx, tenant, parsed.eventId);
+    const first = await ctx.redis.set(key, runId, 'PX', EVENT_TTL_MS, 'NX');
+    if (first === null) {
+      const previous = (await ctx.redis.get(key)) ?? runId;
+      return void res.status(200).json({ runId: previous, created: false, duplicate: true });
+    }
+    try {
+      const started = await startRun(ctx, { tenant, ticket: parsed.ticket }, undefined, now());
+      res.status(started.created ? 201 : 200).json({ ...started, duplicate: false });
+    } catch (err) {
+      await ctx.redis.del(key);
+      if (err instanceof InvalidRunRequest) return void res.status(400).json({ error: 'invalid_request', fields: err.fields });
+      throw err;
+    }
+  };
+
+  for (const [path, parse] of [['/webhooks/tickets', parseTicketEvent], ['/webhooks/zendesk', parseZendeskEvent]] as const) {
+    r.post(path, raw, handle(parse));
+    r.post(`${path}/:tenant`, raw, handle(parse));
+  }
+  return r;
+}

@@ -1,0 +1,69 @@
+/**
+ * Replay harness (seed 004): re-walks a recorded run's journal offline under
+ * other caps or retry policies, with the same pre-flight and after-call check
+ * as the worker (src/worker/budget.ts; per step: the journal records a step's
+ * usage summed over its attempts, not each attempt's), and reports where it would have stopped and what it
+ * would have spent. Nothing is sent anywhere: recorded observations stand in
+ * for the tools (the fake transport), recorded usage for the model.
+ */
+import type { JournalEntry } from '../core/journal.js';
+import { encodeEntry, estimateTokens } from '../core/journal.js';
+import type { RunSpec } from '../producer/schemas.js';
+import { estimateCallTokens, preflight, spentCheck, type Used } from '../worker/budget.js';
+
+export interface ReplayCaps {
+  maxSteps?: number;
+  maxTokens?: number;
+  completionCap: number;
+  /** Model attempts allowed per step; a recorded step that needed more fails. */
+  maxAttempts?: number;
+}
+
+export interface ReplayReport {
+  runId: string;
+  recordedSteps: number;
+  stepsReplayed: number;
+  tokensSpent: number;
+  stoppedAt?: { step: number; status: string; reason: string };
+  completed: boolean;
+}
+
+export function replayRun(spec: RunSpec, journal: JournalEntry[], caps: ReplayCaps): ReplayReport {
+  const limits = { ...spec.limits, maxSteps: caps.maxSteps ?? spec.limits.maxSteps, maxTokens: caps.maxTokens ?? spec.limits.maxTokens, deadlineAt: Number.MAX_SAFE_INTEGER };
+  const replaySpec: RunSpec = { ...spec, limits };
+  const used: Used = { steps: 0, tokens: 0, contextTokens: 0 };
+  const decisions = journal.filter((e) => e.kind === 'decision');
+  const report: ReplayReport = { runId: spec.runId, recordedSteps: decisions.length, stepsReplayed: 0, tokensSpent: 0, completed: false };
+  for (const d of decisions) {
+    if (d.kind !== 'decision') continue;
+    const stop = preflight(replaySpec, used, estimateCallTokens(replaySpec, used, caps.completionCap), 0);
+    if (stop) {
+      report.stoppedAt = { step: d.step, status: 'budget_exceeded', reason: stop.reason };
+      break;
+    }
+    if (caps.maxAttempts !== undefined && d.attempts > caps.maxAttempts) {
+      report.stoppedAt = { step: d.step, status: 'failed', reason: `model_failed: needed ${d.attempts} attempts, policy allows ${caps.maxAttempts}` };
+      break;
+    }
+    used.tokens += d.usage.promptTokens + d.usage.completionTokens;
+    // As in the worker: a call that ends past the cap is charged, and its decision is not acted on.
+    const over = spentCheck(replaySpec, used.tokens);
+    if (over) {
+      report.stoppedAt = { step: d.step, status: 'budget_exceeded', reason: over.reason };
+      break;
+    }
+    used.steps += 1;
+    for (const e of journal.filter((x) => x.step === d.step && x.kind !== 'status')) used.contextTokens += estimateTokens(encodeEntry(e));
+    report.stepsReplayed++;
+    if (d.final !== undefined && d.toolCalls.length === 0) {
+      report.completed = true;
+      break;
+    }
+    if (used.steps >= limits.maxSteps) {
+      report.stoppedAt = { step: d.step, status: 'budget_exceeded', reason: `steps: ${used.steps} of ${limits.maxSteps} used` };
+      break;
+    }
+  }
+  report.tokensSpent = used.tokens;
+  return report;
+}

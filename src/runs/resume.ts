@@ -1,0 +1,23 @@
+/** Resuming a parked run after an operator decision, tolerant of the park's commit still being in flight. */
+import type { AppContext } from '../bin/context.js';
+
+const SETTLE_POLL_MS = 50;
+
+/**
+ * Resumes the run from `expected`. The runner moves an action to needs_human
+ * before the step commits the parked status, so a quick operator can decide
+ * while the run still reads `running`: then this waits up to `settleMs` for the
+ * park to land. (An approval request is recorded by the park's own commit.) A
+ * second call is a no-op (resume is fenced on the status).
+ */
+export async function resumeParked(
+  ctx: AppContext, runId: string, expected: 'waiting_approval' | 'needs_human', settleMs = 3000,
+): Promise<boolean> {
+  const deadline = Date.now() + settleMs;
+  for (;;) {
+    if (await ctx.store.resume(runId, expected)) return true;
+    const status = await ctx.redis.hget(ctx.keys.run(runId).run, 'status');
+    if ((status !== 'running' && status !== 'queued') || Date.now() >= deadline) return false;
+    await new Promise((r) => setTimeout(r, SETTLE_POLL_MS));
+  }
+}

@@ -1,0 +1,173 @@
+/**
+ * The only module that touches BullMQ internals (outside its supported API).
+ *
+ * To make "commit step N" and "step N+1's job exists" one atomic change, our
+ * commit scripts embed BullMQ's own addStandardJob Lua as a local function and
+ * call it after the fence checks pass. BullMQ itself computes the script's keys
+ * and arguments: its backend's `addJobToTransaction` (what `Job#addJob` calls) runs
+ * against a capturing client that records the call instead of sending it. test/integration/bullmqInternals.test.ts fails loudly when a
+ * BullMQ upgrade changes any of this (script name, key count, argument layout).
+ *
+ * The step commit also embeds BullMQ's moveToFinished (completion of the step's
+ * own job, and the fetch of the worker's next job), so a step is one request:
+ * BullMQ computes its keys and arguments (`moveToCompletedArgs`), and the
+ * worker's own completion call is answered with the script's result
+ * (`completeFromCommit`) instead of being sent.
+ */
+import { createRequire } from 'node:module';
+import { raw2NextJobData, type Job, type JobsOptions, type Queue } from 'bullmq';
+import type { addStandardJob as AddStandardJobScript } from 'bullmq/dist/esm/scripts/addStandardJob-9.js';
+import type { moveToFinished as MoveToFinishedScript } from 'bullmq/dist/esm/scripts/moveToFinished-14.js';
+
+// BullMQ does not export its scripts. Its ESM build cannot be deep-imported under plain node
+// (its files import directories such as '../utils': ERR_UNSUPPORTED_DIR_IMPORT; tsx hides it),
+// and it has no `exports` map, so `import 'bullmq'` is its CommonJS build anyway: the scripts are
+// read from that build, by explicit file path. Pinned version; test/deploy/image.test.ts boots the
+// built entry points under plain node.
+const requireBullmq = createRequire(import.meta.url);
+const { addStandardJob } = requireBullmq('bullmq/dist/cjs/scripts/addStandardJob-9.js') as { addStandardJob: typeof AddStandardJobScript };
+const { moveToFinished } = requireBullmq('bullmq/dist/cjs/scripts/moveToFinished-14.js') as { moveToFinished: typeof MoveToFinishedScript };
+
+export const BULLMQ_ADD_KEYS = 9;
+export const BULLMQ_ADD_ARGS = 3;
+export const BULLMQ_FINISH_KEYS = 14;
+export const BULLMQ_FINISH_ARGS = 9;
+
+export interface CapturedAdd {
+  keys: string[];
+  argv: (string | Buffer)[];
+}
+
+/** Lua source of BullMQ's addStandardJob, wrapped as `local function bullmqAddStandardJob(KEYS, ARGV)`. */
+export function bullmqAddStandardJobFunction(): string {
+  if (addStandardJob.name !== 'addStandardJob' || addStandardJob.keys !== BULLMQ_ADD_KEYS) {
+    throw new Error(`BullMQ internals changed: addStandardJob has ${addStandardJob.keys} keys`);
+  }
+  return `local function bullmqAddStandardJob(KEYS, ARGV)\n${addStandardJob.content}\nend\n`;
+}
+
+/** Lua source of BullMQ's moveToFinished, wrapped as `local function bullmqMoveToFinished(KEYS, ARGV)`. */
+export function bullmqMoveToFinishedFunction(): string {
+  if (moveToFinished.name !== 'moveToFinished' || moveToFinished.keys !== BULLMQ_FINISH_KEYS) {
+    throw new Error(`BullMQ internals changed: moveToFinished has ${moveToFinished.keys} keys`);
+  }
+  return `local function bullmqMoveToFinished(KEYS, ARGV)\n${moveToFinished.content}\nend\n`;
+}
+
+/**
+ * The exact KEYS and ARGV BullMQ's worker would send to complete this active job
+ * (moveToFinished, target completed, no return value), computed by BullMQ.
+ * With fetchNext the script also moves the queue's next job to active, locked
+ * with the same token, and returns it (as the worker's own completion does).
+ */
+export function captureMoveToCompleted(job: Job, token: string, fetchNext: boolean): CapturedAdd {
+  const backend = (job as unknown as { backend?: { moveToCompletedArgs?: MoveToCompletedArgs } }).backend;
+  if (typeof backend?.moveToCompletedArgs !== 'function') {
+    throw new Error('BullMQ internals changed: job.backend.moveToCompletedArgs is missing');
+  }
+  const all = backend.moveToCompletedArgs(job, undefined, job.opts.removeOnComplete, token, fetchNext);
+  if (all.length !== BULLMQ_FINISH_KEYS + BULLMQ_FINISH_ARGS) {
+    throw new Error(`BullMQ internals changed: moveToFinished took ${all.length} arguments`);
+  }
+  return {
+    keys: all.slice(0, BULLMQ_FINISH_KEYS).map(String),
+    // ARGV[9] (fields to update) is absent for a completion: sent as ''.
+    argv: all.slice(BULLMQ_FINISH_KEYS).map((a) => (a === undefined ? '' : (a as string | Buffer))),
+  };
+}
+
+/**
+ * addStandardJob's keys (wait, paused, meta, id, completed, delayed, active,
+ * events, marker) are all among moveToFinished's keys of the same queue (wait,
+ * active, prioritized, events, stalled, limiter, delayed, paused, meta, pc,
+ * completed, job, metrics, marker), except `id`. A commit that does both sends
+ * moveToFinished's 14 keys plus `id`, and rebuilds add's keys in Lua from these
+ * positions (1-based into that list of 15; 15 is `id`).
+ */
+export const ADD_KEYS_FROM_FINISH = [1, 8, 9, 15, 11, 7, 2, 4, 14] as const;
+
+/** The 15 BullMQ keys of a commit (moveToFinished's, then add's `id`), checked against ADD_KEYS_FROM_FINISH. */
+export function commitBullKeys(add: CapturedAdd, finish: CapturedAdd): string[] {
+  const keys = [...finish.keys, add.keys[3]!];
+  for (let i = 0; i < BULLMQ_ADD_KEYS; i++) {
+    if (keys[ADD_KEYS_FROM_FINISH[i]! - 1] !== add.keys[i]) {
+      throw new Error(`BullMQ internals changed: addStandardJob key ${i + 1} (${add.keys[i]}) is not moveToFinished's`);
+    }
+  }
+  return keys;
+}
+
+type AddJobToTransaction = (client: unknown, jobData: unknown, jobId: string) => Promise<unknown>;
+type MoveToCompletedArgs = (job: Job, returnValue: unknown, removeOnComplete: unknown, token: string, fetchNext: boolean) => unknown[];
+
+/**
+ * The step's commit already completed `job` (and fetched the worker's next job):
+ * the BullMQ worker's own `job.moveToCompleted` call, made when the processor
+ * returns, is answered with that result instead of being sent.
+ * `raw` is moveToFinished's reply (0, or the next job's data).
+ */
+export function completeFromCommit(job: Job, raw: unknown, finishedOn: number): void {
+  const next = raw2NextJobData(Array.isArray(raw) ? raw : (undefined as unknown as unknown[]));
+  job.moveToCompleted = async () => {
+    job.finishedOn = finishedOn;
+    job.attemptsMade += 1;
+    return next;
+  };
+}
+
+/**
+ * The exact KEYS and ARGV BullMQ would send to add this job, computed by BullMQ.
+ * Only standard jobs (no delay, no priority, no parent) are supported.
+ */
+export async function captureAddStandardJob(
+  queue: Queue,
+  name: string,
+  data: unknown,
+  opts: JobsOptions & { jobId: string },
+): Promise<CapturedAdd> {
+  if (opts.delay || opts.priority || opts.parent || opts.deduplication || 'repeatJobKey' in opts || typeof opts.backoff === 'number') {
+    throw new Error('captureAddStandardJob supports standard jobs only');
+  }
+  let captured: { name: string; args: (string | Buffer)[] } | undefined;
+  const capturingClient = {
+    runCommand(commandName: string, args: (string | Buffer)[]) {
+      captured = { name: commandName, args };
+      return Promise.resolve(opts.jobId);
+    },
+  };
+  // What `Job#addJob` hands to the backend (Job#asJSON of `new Job(queue, name, data, opts)`),
+  // without constructing a Job on every commit: for a standard job that is its name, JSON
+  // data, timestamp and options with BullMQ's defaults; the backend computes keys and argv.
+  const backend = (queue as unknown as { backend?: { addJobToTransaction?: AddJobToTransaction } }).backend;
+  if (typeof backend?.addJobToTransaction !== 'function') {
+    throw new Error('BullMQ internals changed: queue.backend.addJobToTransaction is missing');
+  }
+  const jobData = { name, data: JSON.stringify(data ?? {}), opts: { attempts: 0, ...opts }, timestamp: opts.timestamp ?? Date.now() };
+  await backend.addJobToTransaction(capturingClient, jobData, opts.jobId);
+  if (!captured || !captured.name.startsWith('addStandardJob:')) {
+    throw new Error(`BullMQ internals changed: expected addStandardJob, got ${captured?.name ?? 'nothing'}`);
+  }
+  const all = captured.args;
+  if (all.length !== BULLMQ_ADD_KEYS + BULLMQ_ADD_ARGS) {
+    throw new Error(`BullMQ internals changed: addStandardJob took ${all.length} arguments`);
+  }
+  return {
+    keys: all.slice(0, BULLMQ_ADD_KEYS).map(String),
+    argv: all.slice(BULLMQ_ADD_KEYS),
+  };
+}
+
+/** The queue's marker zset: a blocked worker's BZPOPMIN wakes on it (BullMQ >= 5). */
+export function queueMarkerKey(bullPrefix: string, queueName: string): string {
+  return `${bullPrefix}:${queueName}:marker`;
+}
+
+/**
+ * Adds one more wake-up marker to a queue. After moveToWait BullMQ adds one
+ * marker, which may be taken by the handing-back worker's own blocking
+ * connection and dropped as it closes; a spare marker wakes another worker at
+ * once (an idle worker pays one empty fetch for it).
+ */
+export async function wakeAnotherWorker(redis: { zadd(key: string, score: number, member: string): Promise<unknown> }, bullPrefix: string, queueName: string): Promise<void> {
+  await redis.zadd(queueMarkerKey(bullPrefix, queueName), 0, '0');
+}

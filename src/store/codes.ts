@@ -1,0 +1,53 @@
+/** Negative return codes of the Lua scripts (src/store/lua), mapped to typed errors. */
+import { AgentError, CancelledError, FenceError } from '../core/errors.js';
+
+export enum ScriptCode {
+  LockLost = -1,
+  StaleStep = -2,
+  RunMissing = -3,
+  RunNotRunning = -4,
+  DecisionExists = -5,
+  ActionMissing = -10,
+  StateMismatch = -11,
+  IllegalTransition = -12,
+  ReservationHeld = -13,
+  FingerprintMismatch = -14,
+  AlreadyDecided = -15,
+  TenantBudgetExceeded = -16,
+  CancelRequested = -17,
+}
+
+export function isScriptError(result: unknown): result is number {
+  return typeof result === 'number' && result < 0;
+}
+
+export function scriptError(code: number, context: Record<string, unknown> = {}): AgentError {
+  switch (code) {
+    case ScriptCode.LockLost:
+      return new FenceError('lock_lost', 'the job lock moved to another worker', context);
+    case ScriptCode.StaleStep:
+      return new FenceError('stale_step', 'the run cursor moved past this step', context);
+    case ScriptCode.RunMissing:
+      return new FenceError('run_missing', 'the run does not exist', context);
+    case ScriptCode.RunNotRunning:
+      return new FenceError('run_not_running', 'the run is not running', context);
+    case ScriptCode.DecisionExists:
+      return new FenceError('decision_exists', 'this step already has a journalled decision', context);
+    case ScriptCode.ActionMissing:
+      return new AgentError('action_missing', 'no ledger entry for this action', context);
+    case ScriptCode.StateMismatch:
+      return new AgentError('ledger_conflict', 'the ledger entry is not in the expected state', context);
+    case ScriptCode.IllegalTransition:
+      return new AgentError('illegal_transition', 'that ledger transition is not allowed', context);
+    case ScriptCode.ReservationHeld:
+      return new AgentError('ledger_conflict', 'the idempotency key is reserved by another action', context);
+    case ScriptCode.FingerprintMismatch:
+      return new AgentError('ledger_conflict', 'the content fingerprint does not match', context);
+    case ScriptCode.AlreadyDecided:
+      return new AgentError('ledger_conflict', 'already decided', context);
+    case ScriptCode.CancelRequested:
+      return new CancelledError('the run\'s cancel is recorded: nothing more is dispatched', context);
+    default:
+      return new AgentError('ledger_conflict', `unknown script code ${code}`, context);
+  }
+}

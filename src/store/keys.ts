@@ -1,0 +1,178 @@
+/**
+ * The one module that owns every Redis key name.
+ *
+ * All keys of one run carry the run's shard hash tag `{N}`, and so does the
+ * shard's BullMQ queue (`steps-{N}`), so every multi-key script and every
+ * BullMQ operation of a run stays in one Redis Cluster slot.
+ */
+import { createHash } from 'node:crypto';
+
+export const QUEUE_BASENAME = 'steps';
+
+/** Stable shard of a run: sha256(runId) mod shards. Never depends on the clock or the worker. */
+export function shardOf(runId: string, shards: number): number {
+  const h = createHash('sha256').update(runId).digest();
+  return h.readUInt32BE(0) % shards;
+}
+
+export const tagOf = (shard: number): string => `{${shard}}`;
+export const queueNameOf = (shard: number): string => `${QUEUE_BASENAME}-${tagOf(shard)}`;
+
+/** Deterministic step job id: one job per (run, step). */
+export const stepJobId = (runId: string, step: number): string => `${runId}.s${step}`;
+
+/** The run of a step job id (`<runId>.s<step>` or a resume's `<runId>.s<step>.r<n>`), or undefined. */
+export function runIdOfStepJob(jobId: string): string | undefined {
+  return /^(.+)\.s\d+(?:\.r\d+)?$/.exec(jobId)?.[1];
+}
+
+export interface RunKeys {
+  /** hash: status, cursor, tenant, ticket, versions, reason */
+  run: string;
+  /** hash: limits and usage (steps, tokens, wall clock deadline) */
+  budget: string;
+  /** list: journal entries, appended one by one, never rewritten */
+  journal: string;
+  /** stream: run events for live views (SSE) */
+  events: string;
+  /** set: action ids of this run's ledger entries */
+  actions: string;
+}
+
+export class KeySpace {
+  constructor(
+    readonly prefix: string,
+    readonly bullPrefix: string,
+    readonly shards: number,
+  ) {}
+
+  private readonly shardMemo = new Map<string, number>();
+
+  /** Memoized (a sha256 per call showed up in the step's CPU profile); bounded. */
+  shardOf(runId: string): number {
+    let shard = this.shardMemo.get(runId);
+    if (shard === undefined) {
+      shard = shardOf(runId, this.shards);
+      if (this.shardMemo.size >= 10_000) this.shardMemo.clear();
+      this.shardMemo.set(runId, shard);
+    }
+    return shard;
+  }
+
+  queueName(shard: number): string {
+    return queueNameOf(shard);
+  }
+
+  run(runId: string): RunKeys {
+    const base = `${this.prefix}:${tagOf(this.shardOf(runId))}:run:${runId}`;
+    return {
+      run: base,
+      budget: `${base}:budget`,
+      journal: `${base}:journal`,
+      events: `${base}:events`,
+      actions: `${base}:actions`,
+    };
+  }
+
+  /** hash: one ledger record per side-effecting action (its history list is `<key>:history`). */
+  action(runId: string, actionId: string): string {
+    return this.actionInShard(this.shardOf(runId), actionId);
+  }
+
+  actionInShard(shard: number, actionId: string): string {
+    return `${this.prefix}:${tagOf(shard)}:action:${actionId}`;
+  }
+
+  /**
+   * string, SET NX PX: the lease of whoever drives an action from outside a step
+   * job (an operator's compensation); while it exists the action has a live owner.
+   */
+  actionLease(runId: string, actionId: string): string {
+    return `${this.action(runId, actionId)}:driver`;
+  }
+
+  /** string, SET NX: the idempotency reservation taken before dispatch. */
+  reservation(runId: string, idempotencyKey: string): string {
+    return `${this.prefix}:${tagOf(this.shardOf(runId))}:idem:${idempotencyKey}`;
+  }
+
+  /** zset per shard: actions needing attention (dispatched/outcome_unknown), scored by time. */
+  openActions(shard: number): string {
+    return `${this.prefix}:${tagOf(shard)}:open-actions`;
+  }
+
+  /** zset per shard: actions waiting for a person (needs_human), scored by time. */
+  humanQueue(shard: number): string {
+    return `${this.prefix}:${tagOf(shard)}:human-queue`;
+  }
+
+  /** zset per shard: actions waiting for approval, scored by expiry. */
+  approvals(shard: number): string {
+    return `${this.prefix}:${tagOf(shard)}:approvals`;
+  }
+
+  /** zset per shard: run ids by creation time (listing, retention). */
+  runIndex(shard: number): string {
+    return `${this.prefix}:${tagOf(shard)}:runs`;
+  }
+
+  /** stream per shard and API process: written to wake that process's blocked event reader (src/producer/operators/eventFanout.ts). */
+  sseWake(shard: number, processId: string): string {
+    return `${this.prefix}:${tagOf(shard)}:sse-wake:${processId}`;
+  }
+
+  /** string: Idempotency-Key header -> run id (own slot: keyed by tenant and key). */
+  requestKey(tenant: string, key: string): string {
+    const digest = createHash('sha256').update(`${tenant}\u0000${key}`).digest('hex').slice(0, 32);
+    return `${this.prefix}:request-key:${digest}`;
+  }
+
+  /** string: tokens a tenant used on one UTC day (own hash tag per tenant). */
+  tenantTokens(tenant: string, day: string): string {
+    return `${this.prefix}:tenant-tokens:{${tenant}}:${day}`;
+  }
+
+  /** The BullMQ lock key of a job, used to fence commits (BullMQ internal layout). */
+  jobLock(shard: number, jobId: string): string {
+    return `${this.bullPrefix}:${queueNameOf(shard)}:${jobId}:lock`;
+  }
+
+  /** The BullMQ hash of a job (BullMQ internal layout). */
+  jobHash(shard: number, jobId: string): string {
+    return `${this.bullPrefix}:${queueNameOf(shard)}:${jobId}`;
+  }
+
+  /** A BullMQ finished-jobs zset of a shard's queue (BullMQ internal layout). */
+  finishedSet(shard: number, state: 'failed' | 'completed'): string {
+    return `${this.bullPrefix}:${queueNameOf(shard)}:${state}`;
+  }
+
+  allShards(): number[] {
+    return Array.from({ length: this.shards }, (_, i) => i);
+  }
+}
+
+/** A run id as runIdFor makes it: `r_` + 24 lowercase hex digits. */
+export const RUN_ID_FORMAT = /^r_[0-9a-f]{24}$/;
+/** An action id as the ledger makes it (actionIdentity, planCompensation): `a_` + 32 lowercase hex digits. */
+export const ACTION_ID_FORMAT = /^a_[0-9a-f]{32}$/;
+
+/**
+ * Whether `id` has a run id's format. Every id that comes from outside (route
+ * parameter, CLI argument) is checked before it names a key: a suffix such as
+ * `:journal` or a `}` would otherwise address another key of the run.
+ */
+export function isRunId(id: unknown): id is string {
+  return typeof id === 'string' && RUN_ID_FORMAT.test(id);
+}
+
+/** Whether `id` has an action id's format (see isRunId). */
+export function isActionId(id: unknown): id is string {
+  return typeof id === 'string' && ACTION_ID_FORMAT.test(id);
+}
+
+/** Run id derived from the business identity of the ticket: the same ticket is the same run. */
+export function runIdFor(tenant: string, ticketId: string): string {
+  const digest = createHash('sha256').update(`${tenant}\u0000${ticketId}`).digest('hex');
+  return `r_${digest.slice(0, 24)}`;
+}

@@ -1,0 +1,138 @@
+/**
+ * A process that cannot start says why in one line on stderr and exits non-zero, within a bounded
+ * time: bad configuration, no REDIS_URL, an unreachable Redis, a port in use. Real processes
+ * (the entry points from sources), real sockets.
+ */
+import type { ChildProcess } from 'node:child_process';
+import { createServer, type Server } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+// Each case starts several processes from sources (tsx) on a shared 2-core machine.
+const BOOT_CASE_TIMEOUT_MS = 180_000;
+import { spawnModule } from '../../testkit/spawnModule.js';
+import { Redis } from 'ioredis';
+import { freePort, startEmbeddedRedis } from '../../testkit/embeddedRedis.js';
+import { redisUrl, uniquePrefix } from '../../testkit/harness.js';
+import { spawnWorker } from '../../testkit/processes.js';
+
+interface Exit {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+const children = new Set<ChildProcess>();
+
+/** Runs an entry point to its exit (the test's timeout bounds it: an endless retry loop fails). */
+function runToExit(module: string, env: Record<string, string>): Promise<Exit> {
+  const prefix = uniquePrefix('boot');
+  const child = spawnModule(module, {
+    // Whatever the runner's environment holds, these are the test's.
+    APP_MODE: 'development', REDIS_URL: '', REDIS_CLUSTER_NODES: '', KEY_PREFIX: prefix, BULL_PREFIX: `${prefix}b`, LOG_LEVEL: 'info',
+    WORKER_METRICS_PORT: '0', RECONCILER_METRICS_PORT: '0', PORT: '0', SANDBOX_PORT: '0',
+    ...env,
+  }, ['ignore', 'pipe', 'pipe']);
+  children.add(child);
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  return new Promise((resolve) => child.once('close', (code) => resolve({ code, stdout, stderr })));
+}
+
+function expectOneLine(exit: Exit, pattern: RegExp): void {
+  expect(exit.code, `${exit.stdout}${exit.stderr}`).not.toBe(0);
+  expect(exit.code).not.toBeNull();
+  const lines = exit.stderr.trimEnd().split('\n');
+  expect(lines, exit.stderr).toHaveLength(1);
+  expect(lines[0]).toMatch(pattern);
+  expect(lines[0]).not.toMatch(/\bat .*\(.*:\d+:\d+\)/); // no stack frame
+  expect(exit.stdout, 'nothing else printed').toBe('');
+}
+
+let taken: Server;
+let takenPort = 0;
+beforeAll(async () => {
+  taken = createServer();
+  await new Promise<void>((r) => taken.listen(0, '127.0.0.1', r));
+  takenPort = (taken.address() as AddressInfo).port;
+});
+afterAll(async () => {
+  // On the code before the fix these never exit: do not leave them behind.
+  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  await new Promise((r) => taken.close(r));
+});
+
+describe('a process that cannot boot', () => {
+  it('names the bad setting (api)', async () => {
+    expectOneLine(await runToExit('src/bin/api', { REDIS_URL: redisUrl(), LOCK_DURATION_MS: 'soon' }), /^api: cannot start: invalid configuration: LOCK_DURATION_MS\b/);
+  }, BOOT_CASE_TIMEOUT_MS);
+
+  it('names a production refusal (worker)', async () => {
+    expectOneLine(
+      await runToExit('src/bin/worker', { APP_MODE: 'production', REDIS_URL: redisUrl(), MODEL_PROVIDER: 'openai', PRODUCER_TOKEN: 'p', OPERATOR_TOKEN: 'o', SANDBOX_URL: 'http://127.0.0.1:9' }),
+      /^worker: cannot start: invalid configuration: OPENAI_API_KEY\b/,
+    );
+  }, BOOT_CASE_TIMEOUT_MS);
+
+  it('names a missing REDIS_URL (reconciler)', async () => {
+    expectOneLine(await runToExit('src/bin/reconciler', {}), /^reconciler: cannot start: .*REDIS_URL/);
+  }, BOOT_CASE_TIMEOUT_MS);
+
+  it('names an unreachable Redis and stops instead of retrying forever (api, worker, reconciler)', async () => {
+    const nobody = `redis://127.0.0.1:${await freePort()}`;
+    const env = { REDIS_URL: nobody, REDIS_BOOT_TIMEOUT_MS: '300' };
+    const exits = await Promise.all([
+      runToExit('src/bin/api', env), runToExit('src/bin/worker', env), runToExit('src/bin/reconciler', env),
+    ]);
+    for (const exit of exits) expectOneLine(exit, new RegExp(`cannot start: Redis at ${nobody} unreachable for 300 ms .*ECONNREFUSED`));
+  }, BOOT_CASE_TIMEOUT_MS);
+
+  it('names the port in use (api PORT, worker WORKER_METRICS_PORT, reconciler RECONCILER_METRICS_PORT, sandbox SANDBOX_PORT)', async () => {
+    const port = String(takenPort);
+    const env = { REDIS_URL: redisUrl() };
+    const [api, worker, reconciler, sandbox] = await Promise.all([
+      runToExit('src/bin/api', { ...env, PORT: port }),
+      runToExit('src/bin/worker', { ...env, WORKER_METRICS_PORT: port }),
+      runToExit('src/bin/reconciler', { ...env, RECONCILER_METRICS_PORT: port }),
+      runToExit('sandbox/main', { SANDBOX_PORT: port }),
+    ]);
+    expectOneLine(api!, new RegExp(`^api: cannot start: port ${port} \\(PORT\\) is already in use`));
+    expectOneLine(worker!, new RegExp(`^worker: cannot start: port ${port} \\(WORKER_METRICS_PORT\\) is already in use`));
+    expectOneLine(reconciler!, new RegExp(`^reconciler: cannot start: port ${port} \\(RECONCILER_METRICS_PORT\\) is already in use`));
+    expectOneLine(sandbox!, new RegExp(`^sandbox: cannot start: port ${port} \\(SANDBOX_PORT\\) is already in use`));
+  }, BOOT_CASE_TIMEOUT_MS);
+
+  it('once booted, outlives a Redis restart and reconnects (the boot deadline is for boot only)', async () => {
+    const redis = await startEmbeddedRedis();
+    const admin = new Redis(redis.url, { maxRetriesPerRequest: null });
+    admin.on('error', () => {});
+    const prefix = uniquePrefix('reboot');
+    const worker = await spawnWorker({ REDIS_URL: redis.url, REDIS_CLUSTER_NODES: '', KEY_PREFIX: prefix, BULL_PREFIX: `${prefix}b`, REDIS_BOOT_TIMEOUT_MS: '300' });
+    children.add(worker.child);
+    const workerConnected = async () => {
+      for (;;) {
+        const list = (await admin.client('LIST')) as string;
+        if (/ name=worker /.test(list)) return;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    };
+    try {
+      await workerConnected();
+      await redis.restart(); // every connection drops; any worker connection on the new server is a reconnect
+      await workerConnected();
+      expect(worker.child.exitCode, worker.lines.join('\n')).toBeNull();
+      worker.child.kill('SIGTERM');
+      expect((await worker.exited).code).toBe(0);
+    } finally {
+      if (worker.child.exitCode === null) worker.child.kill('SIGKILL');
+      admin.disconnect();
+      await redis.stop();
+    }
+  }, BOOT_CASE_TIMEOUT_MS);
+
+  it('names a bad sandbox setting', async () => {
+    expectOneLine(await runToExit('sandbox/main', { SANDBOX_PORT: 'http' }), /^sandbox: cannot start: invalid configuration: SANDBOX_PORT\b/);
+  }, BOOT_CASE_TIMEOUT_MS);
+});

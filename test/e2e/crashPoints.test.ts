@@ -1,0 +1,89 @@
+/**
+ * Every named crash point in the step and ledger paths, with a real worker
+ * process SIGKILLing itself there while step 2 sends an email; another worker
+ * then finishes the run. Whatever the instant, the customer gets one email, the
+ * journal holds each step once and in order, and the ledger's history says how
+ * the action was recovered.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
+import { spawnWorker } from '../../testkit/processes.js';
+import { buildSpec } from '../../src/producer/runs.js';
+import { Ledger } from '../../src/ledger/ledger.js';
+import type { Script } from '../../src/models/script.js';
+import { read, final, email } from '../../testkit/turns.js';
+
+let h: Harness;
+beforeEach(async () => {
+  h = await createHarness('crashpts', { RECONCILE_DEADLINE_MS: '2000', RECONCILE_POLL_MS: '50' });
+});
+afterEach(async () => {
+  await h.close();
+});
+
+async function createRun(id: string): Promise<string> {
+  const script: Script = [read, email, final];
+  const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket(id), budget: { maxSteps: 10 }, agent: { model: 'scripted', script } }, Date.now());
+  await h.ctx.store.create(spec, Date.now());
+  return spec.runId;
+}
+
+const victimEnv = (extra: Record<string, string>) => ({ ...h.env, LOCK_DURATION_MS: '1000', STALLED_INTERVAL_MS: '500', ...extra });
+
+async function finishAndCheck(runId: string) {
+  await h.startWorker();
+  expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human', 'budget_exceeded'])).toBe('completed');
+  const counts = h.sandbox.counts();
+  expect(counts.byResource.emails!.records).toBe(1);
+  expect(counts.duplicates).toBe(0);
+  const decisions = (await h.ctx.store.transcript(runId)).filter((e) => e.kind === 'decision').map((e) => e.step);
+  expect(decisions).toEqual([1, 2, 3]);
+  const state = await h.ctx.store.readState(runId);
+  expect(state?.used.steps).toBe(3);
+  // Each step's model call charged once: the decision of step 2 was never asked again.
+  expect(state?.used.tokens).toBe(3 * 15);
+  const [action] = await new Ledger(h.ctx.redis, h.ctx.keys).listForRun(runId);
+  expect(action?.state).toBe('confirmed');
+  return action!;
+}
+
+describe('named crash points (real SIGKILL at the instant named)', () => {
+  // [point, emails at the service when the process died, states the recovered action passed through]
+  const cases: [string, number, string[]][] = [
+    ['after_reservation', 0, ['planned', 'authorized', 'dispatched', 'confirmed']],
+    ['after_dispatched', 0, ['dispatched', 'outcome_unknown', 'safe_retry', 'confirmed']],
+    ['after_call', 1, ['dispatched', 'outcome_unknown', 'confirmed']],
+    ['after_outcome', 1, ['dispatched', 'confirmed']],
+    ['before_commit', 1, ['dispatched', 'confirmed']],
+    ['after_commit', 1, ['dispatched', 'confirmed']],
+  ];
+  for (const [point, sentAtDeath, path] of cases) {
+    it(`${point}: one email after recovery`, async () => {
+      const runId = await createRun(`CP-${point}`);
+      const victim = await spawnWorker(victimEnv({ CRASH_POINTS: `${point}@2` }));
+      expect((await victim.exited).signal).toBe('SIGKILL');
+      expect(h.sandbox.counts().byResource.emails?.records ?? 0).toBe(sentAtDeath);
+      const action = await finishAndCheck(runId);
+      const visited = action.history.map((x) => x.to);
+      for (const s of path) expect(visited).toContain(s);
+      if (sentAtDeath === 1) expect(visited).not.toContain('safe_retry'); // found, never resent
+    });
+  }
+
+  it('during_grace: killed inside the SIGTERM grace while a send is in flight; the next owner reconciles it', async () => {
+    h.sandbox.setFaults([{ kind: 'slow_commit', resource: 'emails', ms: 1500 }]);
+    const runId = await createRun('CP-grace');
+    const victim = await spawnWorker(victimEnv({ CRASH_POINTS: 'during_grace', SHUTDOWN_GRACE_MS: '10000' }));
+    const ledger = new Ledger(h.ctx.redis, h.ctx.keys);
+    const deadline = Date.now() + 20_000;
+    while (!(await ledger.listForRun(runId)).some((a) => a.state === 'dispatched')) {
+      if (Date.now() > deadline) throw new Error('email never dispatched');
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    victim.child.kill('SIGTERM');
+    expect((await victim.exited).signal).toBe('SIGKILL');
+    h.sandbox.clearFaults();
+    const action = await finishAndCheck(runId);
+    expect(action.history.map((x) => x.to)).toContain('outcome_unknown');
+  });
+});

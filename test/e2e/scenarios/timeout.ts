@@ -1,0 +1,114 @@
+/**
+ * Seed 003: the email send times out, but the service had (or will have)
+ * committed it. The ledger must not resend blindly: dispatched ->
+ * outcome_unknown -> ask the service by idempotency key -> confirmed with the
+ * receipt found by the lookup. One email.
+ *
+ * `slow_commit` (default): the email service takes longer than the tool's
+ * timeout (send_email: 5 s) and commits after the worker gave up; lookups say
+ * `processing` until then, and the ledger waits and asks again.
+ * `lost_response`: the service commits and the answer is lost on the way back.
+ */
+import { sendEmailTool } from '../../../src/agents/support/tools/sendEmail.js';
+import type { FaultRule } from '../../../sandbox/types.js';
+import { Checks, endScenario, decisionSteps, scriptTokens, type ScenarioResult } from './report.js';
+import { startStack, type RunViewJson, type Stack } from './stack.js';
+import { followEvents, Timeline, type EventFollower } from './timeline.js';
+
+export interface TimeoutOptions {
+  fault?: 'slow_commit' | 'lost_response';
+  progress?: (line: string) => void;
+}
+
+const TICKET = {
+  id: 'T-003',
+  subject: 'Where is my refund?',
+  body: 'I returned the lamp two weeks ago and have heard nothing.',
+  customer: { email: 'grace@example.com', name: 'Grace' },
+};
+
+export function timeoutScript(t = TICKET) {
+  const usage = (p: number, c: number) => ({ promptTokens: p, completionTokens: c });
+  return [
+    { toolCalls: [{ name: 'read_ticket', args: {} }], usage: usage(420, 40) },
+    {
+      toolCalls: [{
+        name: 'send_email',
+        args: { to: t.customer.email, template: 'refund_status', subject: `Re: ${t.subject}`, body: `Hello ${t.customer.name}, your refund was issued today; it reaches your card within 5 days.` },
+      }],
+      usage: usage(610, 90),
+    },
+    { toolCalls: [], final: 'Customer told the refund was issued.', usage: usage(760, 30) },
+  ];
+}
+
+/** The send_email tool's own timeout (the tool is built only to read it: no request is sent). */
+const SEND_TIMEOUT_MS = sendEmailTool({ baseUrl: 'http://127.0.0.1:9' }).timeoutMs;
+const FINAL = new Set(['completed', 'failed', 'budget_exceeded', 'cancelled', 'needs_human']);
+const EXPECTED_PATH = ['planned', 'authorized', 'dispatched', 'outcome_unknown', 'confirmed'];
+
+export async function runTimeout(opts: TimeoutOptions = {}): Promise<ScenarioResult> {
+  const fault = opts.fault ?? 'slow_commit';
+  const commitMs = SEND_TIMEOUT_MS + 1500;
+  const faults: FaultRule[] = fault === 'slow_commit'
+    ? [{ kind: 'slow_commit', resource: 'emails', ms: commitMs, count: 1 }]
+    : [{ kind: 'lost_response_after_commit', resource: 'emails', count: 1 }];
+  const tl = new Timeline();
+  const checks = new Checks();
+  const script = timeoutScript();
+  const summary: Record<string, unknown> = { scenario: 'timeout', seed: '003', fault };
+  let stack: Stack | undefined;
+  let follower: EventFollower | undefined;
+  let view: RunViewJson | undefined;
+  let runId = '';
+  let error: unknown;
+  try {
+    stack = await startStack({ timeline: tl, workers: 1, faults, progress: opts.progress, env: { RECONCILE_POLL_MS: '400' } });
+    const s = stack;
+    if (fault === 'slow_commit') tl.add(Date.now(), 'scenario', `the email service will commit after ${commitMs} ms; send_email gives up after ${SEND_TIMEOUT_MS} ms`);
+    runId = await s.createRun({ tenant: 'acme', ticket: TICKET, budget: { maxSteps: 10 }, agent: { model: 'scripted', script } });
+    summary.runId = runId;
+    follower = followEvents(s.apiUrl, runId);
+    opts.progress?.(`run ${runId} created; the email send will ${fault === 'slow_commit' ? `time out after ${SEND_TIMEOUT_MS} ms` : 'lose its answer'}`);
+    const end = await follower.waitFor((e) => e.type === 'status_changed' && FINAL.has(String(e.data.status)), 45_000, 'the run to finish');
+    opts.progress?.(`run finished: ${String(end.data.status)}`);
+    view = await s.view(runId);
+
+    const counts = s.sandbox.counts();
+    const emailPosts = s.tap.records.filter((r) => r.method === 'POST' && r.url.startsWith('/v1/emails'));
+    const lookups = s.tap.records.filter((r) => r.method === 'GET' && r.url.startsWith('/v1/emails?'));
+    const answers = lookups.map((r) => (r.outcome === 'answered' ? String((r.body as { status?: unknown } | undefined)?.status ?? r.status) : r.outcome));
+    const email = view.effects.find((e) => e.tool === 'send_email');
+    const path = email?.history.map((h) => h.to) ?? [];
+    const unknown = email?.history.find((h) => h.to === 'outcome_unknown');
+    const confirmed = email?.history.find((h) => h.to === 'confirmed');
+    const evidence = (confirmed?.evidence ?? {}) as { query?: unknown; record?: unknown; records?: unknown };
+    Object.assign(summary, {
+      status: view.status, reason: view.reason, path: path.join(' -> '), emails: counts.byResource.emails.records, duplicates: counts.duplicates,
+      emailPosts: emailPosts.length, lookups: lookups.length, lookupAnswers: answers, receipt: email?.receipt ?? null,
+      confirmedBy: confirmed?.why ?? null, evidence: confirmed?.evidence ?? null,
+      unknownForMs: unknown && confirmed ? confirmed.at - unknown.at : null,
+      steps: view.budget.used.steps, journalSteps: decisionSteps(view).length, tokens: view.budget.used.tokens, tokensScripted: scriptTokens(script),
+    });
+    checks.expect(view.status === 'completed', `run completed (${view.status} ${view.reason})`);
+    checks.expect(path.join(',') === EXPECTED_PATH.join(','), `email ledger path ${EXPECTED_PATH.join(' -> ')} (${path.join(' -> ')})`);
+    checks.expect(
+      emailPosts.length === 1 && emailPosts[0]!.outcome !== 'answered',
+      `the email was POSTed once and its answer never arrived (${emailPosts.map((r) => r.outcome).join(', ')})`,
+    );
+    if (fault === 'slow_commit') {
+      checks.expect((unknown?.evidence as { reason?: unknown } | undefined)?.reason === 'timeout_or_reset', `outcome_unknown after the client timeout (${JSON.stringify(unknown?.evidence ?? null)})`);
+      checks.expect(answers.includes('processing'), `a lookup found the send still processing, and the ledger waited (${answers.join(', ')})`);
+    }
+    checks.expect(answers[answers.length - 1] === 'committed', `the last lookup found the email committed (${answers.join(', ')})`);
+    checks.expect(
+      evidence.query === 'idempotency_key' && typeof evidence.record === 'string' && evidence.record === email?.receipt && /lookup/.test(confirmed?.why ?? ''),
+      `confirmed by lookup, with the service's record as evidence (${JSON.stringify(confirmed?.evidence ?? null)})`,
+    );
+    checks.expect(counts.byResource.emails.records === 1 && counts.duplicates === 0, `one email, no duplicate (${counts.byResource.emails.records}, ${counts.duplicates})`);
+    checks.expect(view.budget.used.tokens === scriptTokens(script), `tokens charged once per turn (${view.budget.used.tokens} = ${scriptTokens(script)})`);
+  } catch (err) {
+    error = err;
+  }
+  return endScenario('timeout', { checks, tl, summary, runId, stack, follower, view, error });
+}

@@ -1,0 +1,93 @@
+/**
+ * Fails loudly when a BullMQ upgrade changes the internals our atomic commit
+ * relies on: the addStandardJob script, its key/argument layout, the lock key.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Job, Worker } from 'bullmq';
+import { createHarness, type Harness } from '../../testkit/harness.js';
+import {
+  BULLMQ_ADD_KEYS, BULLMQ_FINISH_KEYS, bullmqAddStandardJobFunction, bullmqMoveToFinishedFunction, captureAddStandardJob,
+  captureMoveToCompleted, commitBullKeys, completeFromCommit, queueMarkerKey,
+} from '../../src/store/bullmqInternals.js';
+import { STEP_JOB_NAME, stepJobOptions } from '../../src/runs/queues.js';
+
+let h: Harness;
+beforeAll(async () => {
+  h = await createHarness('internals');
+});
+afterAll(async () => {
+  await h.close();
+});
+
+describe('BullMQ internals', () => {
+  it('captures the exact addStandardJob call BullMQ would make, and our embedded copy adds a real job', async () => {
+    expect(bullmqAddStandardJobFunction()).toContain('local function bullmqAddStandardJob(KEYS, ARGV)');
+    const queue = h.ctx.queues.byShard(0);
+    const add = await captureAddStandardJob(queue, STEP_JOB_NAME, { hello: 1 }, { jobId: 'probe-1', attempts: 2 });
+    expect(add.keys).toHaveLength(BULLMQ_ADD_KEYS);
+    expect(add.keys[0]).toBe(`${h.cfg.BULL_PREFIX}:steps-{0}:wait`);
+    const lua = `${bullmqAddStandardJobFunction()}\nreturn bullmqAddStandardJob(KEYS, ARGV)`;
+    const id = await h.ctx.redis.eval(lua, add.keys.length, ...add.keys, ...add.argv);
+    expect(id).toBe('probe-1');
+    const job = await queue.getJob('probe-1');
+    expect(job?.data).toEqual({ hello: 1 });
+    expect(job?.opts.attempts).toBe(2);
+  });
+
+  it('adding a job sets the queue marker a spare SIGTERM wake-up writes to', async () => {
+    const queue = h.ctx.queues.byShard(0);
+    const key = queueMarkerKey(h.ctx.keys.bullPrefix, queue.name);
+    await h.ctx.redis.del(key);
+    await queue.add(STEP_JOB_NAME, {}, { jobId: 'probe-3' });
+    expect(await h.ctx.redis.type(key)).toBe('zset');
+  });
+
+  it('the captured add is exactly what Job#addJob sends', async () => {
+    const queue = h.ctx.queues.byShard(0);
+    const opts = { ...stepJobOptions, jobId: 'probe-3', timestamp: 1_700_000_000_000 };
+    const data = { v: 1, runId: 'r', step: 3 };
+    let sent: (string | Buffer)[] = [];
+    const client = { runCommand: (_name: string, args: (string | Buffer)[]) => { sent = args; return Promise.resolve('probe-3'); } };
+    await (new Job(queue, STEP_JOB_NAME, data, opts, opts.jobId) as unknown as { addJob(c: unknown): Promise<string> }).addJob(client);
+    const add = await captureAddStandardJob(queue, STEP_JOB_NAME, data, opts);
+    expect([...add.keys, ...add.argv]).toEqual(sent);
+  });
+
+  it('our embedded moveToFinished completes an active job and fetches the next, as the worker would', async () => {
+    expect(bullmqMoveToFinishedFunction()).toContain('local function bullmqMoveToFinished(KEYS, ARGV)');
+    const queue = h.ctx.queues.byShard(0);
+    await queue.drain();
+    await queue.add(STEP_JOB_NAME, { n: 1 }, { ...stepJobOptions, jobId: 'probe-4' });
+    await queue.add(STEP_JOB_NAME, { n: 2 }, { ...stepJobOptions, jobId: 'probe-5' });
+    const w = new Worker(queue.name, null, { connection: h.ctx.redis as never, prefix: h.ctx.keys.bullPrefix });
+    const job = (await w.getNextJob('tok-4'))!;
+    expect(job.id).toBe('probe-4');
+    const finish = captureMoveToCompleted(job, 'tok-4', true);
+    expect(finish.keys).toHaveLength(BULLMQ_FINISH_KEYS);
+    // A commit sends moveToFinished's keys plus add's `id`; add's keys are found among them.
+    const add = await captureAddStandardJob(queue, STEP_JOB_NAME, {}, { ...stepJobOptions, jobId: 'probe-6' });
+    expect(commitBullKeys(add, finish)).toEqual([...finish.keys, add.keys[3]]);
+    const lua = `${bullmqMoveToFinishedFunction()}\nreturn bullmqMoveToFinished(KEYS, ARGV)`;
+    const raw = await h.ctx.redis.eval(lua, finish.keys.length, ...finish.keys, ...finish.argv);
+    expect(await queue.getJobState('probe-4')).toBe('completed');
+    expect(await queue.getJobState('probe-5')).toBe('active');
+    expect(await h.ctx.redis.get(h.ctx.keys.jobLock(0, 'probe-5'))).toBe('tok-4');
+    // The worker's own completion call is answered from that reply, without a request.
+    completeFromCommit(job, raw, Number(finish.argv[1]));
+    const next = (await job.moveToCompleted(undefined, 'tok-4', true)) as unknown[];
+    expect(JSON.parse((next[0] as { data: string }).data)).toEqual({ n: 2 });
+    expect(next[1]).toBe('probe-5');
+    expect(job.attemptsMade).toBe(1);
+    await w.close();
+  });
+
+  it('the job lock lives where the fence reads it', async () => {
+    const queue = h.ctx.queues.byShard(0);
+    await queue.add(STEP_JOB_NAME, {}, { jobId: 'probe-2' });
+    const w = new Worker(queue.name, null, { connection: h.ctx.redis as never, prefix: h.ctx.keys.bullPrefix });
+    const job = await w.getNextJob('tok-xyz');
+    expect(job?.id).toBeDefined();
+    expect(await h.ctx.redis.get(h.ctx.keys.jobLock(0, job!.id!))).toBe('tok-xyz');
+    await w.close();
+  });
+});

@@ -1,0 +1,117 @@
+/** Configuration fails at boot with the field named; Redis must be noeviction. */
+import { describe, expect, it } from 'vitest';
+import { Redis } from 'ioredis';
+import { ConfigError, loadConfig, scriptedModelAllowed } from '../../src/config/config.js';
+import { buildProviders, type AppContext } from '../../src/bin/context.js';
+import { defaultRegistry } from '../../src/agents/support/tools/index.js';
+import { buildSpec, type InvalidRunRequest } from '../../src/producer/runs.js';
+import type { CreateRunRequest } from '../../src/producer/schemas.js';
+import { assertRedisSafe, RedisMisconfigured } from '../../src/store/connect.js';
+import { startEmbeddedRedis } from '../../testkit/embeddedRedis.js';
+
+describe('config', () => {
+  it('has documented defaults and freezes', () => {
+    const cfg = loadConfig({});
+    expect(cfg.LOCK_DURATION_MS).toBe(1200);
+    expect(cfg.STALLED_INTERVAL_MS).toBe(600);
+    expect(cfg.SHARDS).toBe(1);
+    expect(Object.isFrozen(cfg)).toBe(true);
+  });
+
+  it('names the bad field', () => {
+    expect(() => loadConfig({ LOCK_DURATION_MS: 'soon' })).toThrow(/LOCK_DURATION_MS/);
+    try {
+      loadConfig({ WORKER_CONCURRENCY: '0', REDIS_URL: 'not a url' });
+    } catch (e) {
+      expect(e).toBeInstanceOf(ConfigError);
+      expect((e as ConfigError).fields.sort()).toEqual(['REDIS_URL', 'WORKER_CONCURRENCY']);
+    }
+  });
+
+  it('refuses a default budget above the largest a request may ask (every request without a budget would be a 400)', () => {
+    expect(() => loadConfig({ DEFAULT_MAX_STEPS: '300' })).toThrow(/DEFAULT_MAX_STEPS: 300 is above LIMIT_MAX_STEPS \(200\)/);
+    expect(() => loadConfig({ DEFAULT_MAX_WALL_MS: String(2 * 24 * 3600_000) })).toThrow(/DEFAULT_MAX_WALL_MS/);
+    expect(loadConfig({ DEFAULT_MAX_STEPS: '300', LIMIT_MAX_STEPS: '300' }).DEFAULT_MAX_STEPS).toBe(300);
+  });
+
+  describe('APP_MODE=production', () => {
+    const prod = {
+      APP_MODE: 'production', MODEL_PROVIDER: 'openai', OPENAI_API_KEY: 'sk-x', PRODUCER_TOKEN: 'p', OPERATOR_TOKEN: 'o',
+      REDIS_URL: 'redis://redis:6379', SANDBOX_URL: 'http://support:4010',
+    };
+    const refusal = (env: Record<string, string | undefined>): ConfigError => {
+      try {
+        loadConfig(env);
+      } catch (e) {
+        expect(e).toBeInstanceOf(ConfigError);
+        return e as ConfigError;
+      }
+      throw new Error(`accepted: ${JSON.stringify(env)}`);
+    };
+
+    it('boots with a real model, its key, tokens, Redis and the services named', () => {
+      expect(loadConfig(prod).APP_MODE).toBe('production');
+      expect([...buildProviders(loadConfig(prod)).keys()]).toEqual(['openai']);
+    });
+
+    it('refuses the scripted model, even when SCRIPTED_MODEL_ENABLED=true asks for it', () => {
+      expect(refusal({ ...prod, MODEL_PROVIDER: 'scripted' }).fields).toEqual(['MODEL_PROVIDER']);
+      expect(refusal({ ...prod, MODEL_PROVIDER: undefined }).fields).toEqual(['MODEL_PROVIDER']);
+      expect(refusal({ ...prod, MODEL_PROVIDER: 'scripted', SCRIPTED_MODEL_ENABLED: 'true' }).fields).toEqual(['MODEL_PROVIDER']);
+      // the opt-in made the scripted provider (and so run-supplied scripts) available beside openai
+      const optIn = refusal({ ...prod, SCRIPTED_MODEL_ENABLED: 'true' });
+      expect(optIn.fields).toEqual(['SCRIPTED_MODEL_ENABLED']);
+      expect(optIn.message).toMatch(/run-supplied scripts/);
+    });
+
+    it('refuses openai without OPENAI_API_KEY, and a process without Redis or the services URL, naming the field', () => {
+      expect(refusal({ ...prod, OPENAI_API_KEY: undefined }).fields).toEqual(['OPENAI_API_KEY']);
+      expect(refusal({ ...prod, OPENAI_API_KEY: '' }).message).toMatch(/^invalid configuration: OPENAI_API_KEY: /);
+      expect(refusal({ ...prod, REDIS_URL: undefined }).fields).toEqual(['REDIS_URL']);
+      expect(loadConfig({ ...prod, REDIS_URL: undefined, REDIS_CLUSTER_NODES: 'r1:6379,r2:6379' }).REDIS_CLUSTER_NODES).toHaveLength(2);
+      expect(refusal({ ...prod, SANDBOX_URL: undefined }).fields).toEqual(['SANDBOX_URL']);
+      expect(refusal({ ...prod, PRODUCER_TOKEN: undefined }).fields).toContain('PRODUCER_TOKEN');
+    });
+
+    it('refuses a run-supplied script at the API edge, naming agent.script', () => {
+      const cfg = loadConfig(prod);
+      const ctx = { cfg, providers: buildProviders(cfg), registry: defaultRegistry({ baseUrl: cfg.SANDBOX_URL }) } as unknown as AppContext;
+      const req = { tenant: 'acme', ticket: { id: 'T-1', subject: 's', body: 'b', customer: { email: 'a@example.com', name: 'A' } } };
+      expect(buildSpec(ctx, req, 0).model).toBe('openai');
+      const refused = (agent: CreateRunRequest['agent']) => {
+        try {
+          buildSpec(ctx, { ...req, agent }, 0);
+        } catch (e) {
+          return (e as InvalidRunRequest).fields;
+        }
+        throw new Error('accepted');
+      };
+      const script = [{ toolCalls: [], transientFailures: 0, final: 'done', usage: { promptTokens: 1, completionTokens: 1 } }];
+      expect(refused({ script })).toEqual([{ path: 'agent.script', message: expect.stringMatching(/refused/) }]);
+      expect(refused({ model: 'scripted', script }).map((f) => f.path)).toEqual(['agent.model', 'agent.script']);
+    });
+
+    it('development keeps the scripted model unless SCRIPTED_MODEL_ENABLED=false', () => {
+      expect(scriptedModelAllowed(loadConfig({}))).toBe(true);
+      expect(scriptedModelAllowed(loadConfig({ SCRIPTED_MODEL_ENABLED: 'false' }))).toBe(false);
+      expect(scriptedModelAllowed(loadConfig(prod))).toBe(false);
+    });
+  });
+
+  it('refuses an evicting Redis with a message saying how to fix it, warns when AOF is off', async () => {
+    const evicting = await startEmbeddedRedis({ extraArgs: ['--maxmemory-policy', 'allkeys-lru', '--appendonly', 'no'] });
+    const client = new Redis(evicting.url);
+    try {
+      await expect(assertRedisSafe(client, () => {})).rejects.toThrow(RedisMisconfigured);
+      await expect(assertRedisSafe(client, () => {})).rejects.toThrow(/CONFIG SET maxmemory-policy noeviction/);
+      await client.config('SET', 'maxmemory-policy', 'noeviction');
+      const warnings: string[] = [];
+      const report = await assertRedisSafe(client, (m) => warnings.push(m));
+      expect(report.aof).toBe(false);
+      expect(warnings[0]).toMatch(/AOF is off/);
+    } finally {
+      client.disconnect();
+      await evicting.stop();
+    }
+  });
+});

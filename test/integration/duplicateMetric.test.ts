@@ -1,0 +1,58 @@
+/**
+ * A duplicate forced through a key-ignoring service is found by reconciliation
+ * and counted in agent_duplicate_writes_total; the ledger's dedupe of a repeated
+ * request is counted in agent_ledger_dedupe_hits_total; a clean run moves neither.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
+import { buildSpec } from '../../src/producer/runs.js';
+import { actionIdentity } from '../../src/ledger/identity.js';
+import type { WriteTool } from '../../src/core/tool.js';
+
+const u = { promptTokens: 10, completionTokens: 5 };
+const emailArgs = { to: 'ada@example.com', template: 'ack', subject: 'Re', body: 'On it.' };
+const email = { toolCalls: [{ name: 'send_email', args: emailArgs }], usage: u, transientFailures: 0 };
+const final = { toolCalls: [], final: 'done', usage: u, transientFailures: 0 };
+
+let h: Harness;
+let api: string;
+beforeAll(async () => {
+  h = await createHarness('dupmetric');
+  await h.startWorker();
+  api = (await h.startApi()).url;
+});
+afterAll(async () => {
+  await h.close();
+});
+
+/** Reads one sample from the API's /metrics text (Prometheus exposition format). */
+async function sample(name: string, labels: string): Promise<number> {
+  const text = await (await fetch(`${api}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name}{${labels}}`));
+  return line ? Number(line.split(' ').at(-1)) : 0;
+}
+
+describe('duplicate-write metric', () => {
+  it('a clean run leaves the duplicate counter at zero', async () => {
+    const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket('DM-clean'), agent: { model: 'scripted', script: [email, final] } }, Date.now());
+    await h.ctx.store.create(spec, Date.now());
+    await h.waitForStatus(spec.runId, ['completed']);
+    expect(await sample('agent_duplicate_writes_total', 'tool="send_email"')).toBe(0);
+  });
+
+  it('a second effect for one action, found by reconciliation, moves the duplicate counter by 1; a repeat moves dedupe by 1', async () => {
+    const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket('DM-dup'), agent: { model: 'scripted', script: [email, email, final] } }, Date.now());
+    const id = actionIdentity(spec.runId, h.ctx.registry.get('send_email') as WriteTool, emailArgs);
+    // Another sender already used this action's key, and the service ignores keys: a second effect will land.
+    h.sandbox.setFaults([{ kind: 'ignore_keys', resource: 'emails' }, { kind: 'lost_response_after_commit', resource: 'emails', count: 1 }]);
+    await fetch(`${h.sandbox.url}/v1/emails`, { method: 'POST', headers: { 'content-type': 'application/json', 'idempotency-key': id.idempotencyKey }, body: JSON.stringify(emailArgs) }).catch(() => {});
+    h.sandbox.setFaults([{ kind: 'ignore_keys', resource: 'emails' }, { kind: 'lost_response_after_commit', resource: 'emails', count: 1 }]);
+    const dupBefore = await sample('agent_duplicate_writes_total', 'tool="send_email"');
+    const dedupeBefore = await sample('agent_ledger_dedupe_hits_total', 'tool="send_email"');
+    await h.ctx.store.create(spec, Date.now());
+    expect(await h.waitForStatus(spec.runId, ['completed', 'needs_human'])).toBe('completed');
+    expect(h.sandbox.counts().byResource.emails!.byKey[id.idempotencyKey]).toBe(2);
+    expect((await sample('agent_duplicate_writes_total', 'tool="send_email"')) - dupBefore).toBe(1);
+    expect((await sample('agent_ledger_dedupe_hits_total', 'tool="send_email"')) - dedupeBefore).toBe(1);
+  });
+});

@@ -1,0 +1,147 @@
+/** Live events over SSE: a client that disconnects mid-run and resumes with Last-Event-ID sees every event once. */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Harness } from '../../../testkit/harness.js';
+import { call, email, final, OPERATOR_TOKEN, operatorHarness, refund, startScripted, turn } from './support.js';
+
+interface SseEvent { id: string; event: string; data: string }
+
+const VIEWER_CAP = 50;
+const UNKNOWN_RUN = `r_${'0'.repeat(24)}`;
+
+let h: Harness & { url: string };
+beforeAll(async () => {
+  h = await operatorHarness('events', { SSE_MAX_VIEWERS: String(VIEWER_CAP) });
+});
+afterAll(async () => {
+  await h.close();
+});
+
+/** Reads SSE events until `stopAfter` of them arrived (then aborts the connection) or the server ends the response. */
+async function readEvents(runId: string, lastEventId: string | undefined, stopAfter = Infinity, onFirst?: () => void): Promise<{ events: SseEvent[]; ended: boolean }> {
+  const ac = new AbortController();
+  const timer = setTimeout(() => ac.abort(), 30_000);
+  const res = await fetch(`${h.url}/v1/runs/${runId}/events`, {
+    headers: { authorization: `Bearer ${OPERATOR_TOKEN}`, ...(lastEventId ? { 'last-event-id': lastEventId } : {}) },
+    signal: ac.signal,
+  });
+  expect(res.status).toBe(200);
+  expect(res.headers.get('content-type')).toMatch(/text\/event-stream/);
+  const reader = res.body!.getReader();
+  const decoder = new TextDecoder();
+  const events: SseEvent[] = [];
+  let buf = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) {
+      clearTimeout(timer);
+      return { events, ended: true };
+    }
+    buf += decoder.decode(value, { stream: true });
+    let idx: number;
+    while ((idx = buf.indexOf('\n\n')) >= 0) {
+      const block = buf.slice(0, idx);
+      buf = buf.slice(idx + 2);
+      if (block.startsWith(':')) continue;
+      const ev: SseEvent = { id: '', event: '', data: '' };
+      for (const line of block.split('\n')) {
+        const [field, ...rest] = line.split(': ');
+        const v = rest.join(': ');
+        if (field === 'id') ev.id = v;
+        else if (field === 'event') ev.event = v;
+        else if (field === 'data') ev.data = ev.data ? `${ev.data}\n${v}` : v;
+      }
+      events.push(ev);
+      if (events.length === 1) onFirst?.();
+      if (events.length >= stopAfter) {
+        clearTimeout(timer);
+        ac.abort();
+        await reader.cancel().catch(() => {});
+        return { events, ended: false };
+      }
+    }
+  }
+}
+
+/** Connections named like this harness's context (the SSE duplicates inherit the name). */
+async function sseConnections(): Promise<number> {
+  const list = (await h.ctx.redis.client('LIST')) as string;
+  return list.split('\n').filter((l) => / name=events( |$)/.test(l)).length;
+}
+
+describe('live events (SSE)', () => {
+  it('a client that disconnects mid-run and reconnects with Last-Event-ID receives every event once', async () => {
+    h.sandbox.setFaults([{ kind: 'slow_commit', resource: 'emails', ms: 150 }]);
+    const emailTo = (n: number) => ({ ...email, args: { ...email.args, template: `update_${n}` } });
+    const runId = await startScripted(h, [turn([emailTo(1)]), turn([emailTo(2)]), turn([emailTo(3)]), final], 'SSE');
+
+    const baseline = await sseConnections();
+    const first = await readEvents(runId, undefined, 2);
+    expect(first.ended).toBe(false);
+    expect(first.events[0]?.event).toBe('run_created');
+    const statusAtDisconnect = await h.ctx.redis.hget(h.ctx.keys.run(runId).run, 'status');
+    expect(['queued', 'running']).toContain(statusAtDisconnect);
+
+    const second = await readEvents(runId, first.events.at(-1)!.id);
+    expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'], 5000)).toBe('completed');
+    expect(second.ended).toBe(true);
+
+    const all = [...first.events, ...second.events];
+    const stored = (await h.ctx.redis.xrange(h.ctx.keys.run(runId).events, '-', '+')).map(([id]) => id);
+    expect(all.map((e) => e.id)).toEqual(stored);
+    expect(new Set(all.map((e) => e.id)).size).toBe(all.length);
+    expect(all.at(-1)).toMatchObject({ event: 'status_changed' });
+    expect(JSON.parse(all.at(-1)!.data)).toMatchObject({ status: 'completed' });
+    // Each client's dedicated connection is closed when it goes.
+    const deadline = Date.now() + 3000;
+    while ((await sseConnections()) > baseline && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    expect(await sseConnections()).toBe(baseline);
+  });
+
+  it('refuses a malformed Last-Event-ID and an unknown run', async () => {
+    const bad = await fetch(`${h.url}/v1/runs/${UNKNOWN_RUN}/events`, { headers: { authorization: `Bearer ${OPERATOR_TOKEN}`, 'last-event-id': 'nope' } });
+    expect(bad.status).toBe(400);
+    const missing = await fetch(`${h.url}/v1/runs/${UNKNOWN_RUN}/events`, { headers: { authorization: `Bearer ${OPERATOR_TOKEN}` } });
+    expect(missing.status).toBe(404);
+    expect((await fetch(`${h.url}/v1/runs/${UNKNOWN_RUN}/events`)).status).toBe(401);
+  });
+
+  it(`${VIEWER_CAP} viewers share one Redis reader, viewer ${VIEWER_CAP + 1} gets 503 naming the limit, every viewer gets every event`, async () => {
+    // A refund that waits for approval parks the run: the viewers join while nothing moves.
+    const runId = await startScripted(h, [turn([refund(10_000)]), turn([email]), final], 'FAN');
+    await h.waitForStatus(runId, ['waiting_approval']);
+    const baseline = await sseConnections();
+
+    const live: { first: Promise<unknown>; done: Promise<{ events: SseEvent[]; ended: boolean }> }[] = [];
+    for (let i = 0; i < VIEWER_CAP; i++) {
+      let seen!: () => void;
+      const first = new Promise<void>((r) => (seen = r));
+      live.push({ first, done: readEvents(runId, undefined, Infinity, seen) });
+    }
+    await Promise.all(live.map((v) => v.first));
+    expect(await sseConnections()).toBeLessThanOrEqual(baseline + 1);
+
+    const refused = await fetch(`${h.url}/v1/runs/${runId}/events`, { headers: { authorization: `Bearer ${OPERATOR_TOKEN}` } });
+    expect(refused.status).toBe(503);
+    const body = (await refused.json()) as { error: string; limit: number; message: string };
+    expect(body).toMatchObject({ error: 'too_many_viewers', limit: VIEWER_CAP });
+    expect(body.message).toContain('SSE_MAX_VIEWERS');
+
+    const pending = await call<{ approvals: { runId: string; actionId: string; fingerprint: string }[] }>(h.url, 'GET', '/v1/approvals');
+    const p = pending.body.approvals.find((a) => a.runId === runId)!;
+    expect((await call(h.url, 'POST', `/v1/approvals/${p.actionId}`, { decision: 'approve', fingerprint: p.fingerprint, approver: 'alice' })).status).toBe(200);
+
+    const results = await Promise.all(live.map((v) => v.done));
+    const stored = (await h.ctx.redis.xrange(h.ctx.keys.run(runId).events, '-', '+')).map(([id]) => id);
+    expect(JSON.parse(results[0]!.events.at(-1)!.data)).toMatchObject({ status: 'completed' });
+    for (const r of results) {
+      expect(r.ended).toBe(true);
+      expect(r.events.map((e) => e.id)).toEqual(stored);
+    }
+    // The viewers are gone: so is the reader, and a new viewer is served again (resuming mid-stream).
+    const deadline = Date.now() + 3000;
+    while ((await sseConnections()) > baseline && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    expect(await sseConnections()).toBe(baseline);
+    const resumed = await readEvents(runId, stored[1]);
+    expect(resumed.events.map((e) => e.id)).toEqual(stored.slice(2));
+  });
+});

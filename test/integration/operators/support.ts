@@ -1,0 +1,41 @@
+/** Shared helpers of the operator tests: a harness with an operator token and approval rules, and JSON over HTTP. */
+import { buildSpec } from '../../../src/producer/runs.js';
+import { createEffectRunner } from '../../../src/ledger/runner.js';
+import { approvalPolicy } from '../../../src/ledger/approvals.js';
+import type { Script } from '../../../src/models/script.js';
+import { createHarness, sampleTicket, type Harness } from '../../../testkit/harness.js';
+
+export const OPERATOR_TOKEN = 'operator-token-for-tests';
+export const u = { promptTokens: 10, completionTokens: 5 };
+export const turn = (toolCalls: { name: string; args: Record<string, unknown> }[], extra = {}) => ({ toolCalls, usage: u, transientFailures: 0, ...extra });
+export const final = turn([], { final: 'done' });
+export const email = { name: 'send_email', args: { to: 'ada@example.com', template: 'ack', subject: 'Re: broken mug', body: 'We are on it.' } };
+export const refund = (amountCents: number) => ({ name: 'refund', args: { orderId: 'O-1', amountCents, currency: 'EUR', reason: 'broken mug' } });
+
+export async function operatorHarness(name: string, env: Record<string, string> = {}): Promise<Harness & { url: string }> {
+  const h = await createHarness(name, {
+    OPERATOR_TOKEN, APPROVAL_RULES: JSON.stringify([{ tool: 'refund', minAmountCents: 5000 }]), ...env,
+  });
+  await h.startWorker({ effects: createEffectRunner(h.ctx, { approvals: approvalPolicy(h.cfg.APPROVAL_RULES) }) });
+  const { url } = await h.startApi();
+  return Object.assign(h, { url });
+}
+
+let seq = 0;
+export async function startScripted(h: Harness, script: Script, ticketPrefix = 'OP'): Promise<string> {
+  const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket(`${ticketPrefix}-${++seq}-${Date.now()}`), agent: { model: 'scripted', script } }, Date.now());
+  await h.ctx.store.create(spec, Date.now());
+  return spec.runId;
+}
+
+export async function call<T = Record<string, unknown>>(
+  url: string, method: string, path: string, body?: unknown, token: string | undefined = OPERATOR_TOKEN,
+): Promise<{ status: number; body: T }> {
+  const res = await fetch(`${url}${path}`, {
+    method,
+    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+  });
+  const text = await res.text();
+  return { status: res.status, body: (text ? JSON.parse(text) : {}) as T };
+}

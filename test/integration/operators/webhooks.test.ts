@@ -1,0 +1,94 @@
+/** Signed ticket webhooks: signature over the raw body, tolerance window, event dedupe, run start. */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Harness } from '../../../testkit/harness.js';
+import { sign } from '../../../src/producer/webhookSignature.js';
+import { sampleTicket } from '../../../testkit/harness.js';
+import { operatorHarness } from './support.js';
+
+const SECRET = 'acme-webhook-secret';
+let h: Harness & { url: string };
+beforeAll(async () => {
+  h = await operatorHarness('webhooks', { WEBHOOK_SECRETS: JSON.stringify({ acme: SECRET }), WEBHOOK_TOLERANCE_S: '60' });
+});
+afterAll(async () => {
+  await h.close();
+});
+
+async function post(path: string, raw: string, opts: { secret?: string; timestamp?: string; signature?: string } = {}) {
+  const timestamp = opts.timestamp ?? new Date().toISOString();
+  const signature = opts.signature ?? sign(opts.secret ?? SECRET, timestamp, raw);
+  const res = await fetch(`${h.url}${path}`, {
+    method: 'POST', body: raw,
+    headers: { 'content-type': 'application/json', 'x-zendesk-webhook-signature': signature, 'x-zendesk-webhook-signature-timestamp': timestamp },
+  });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+describe('signed webhooks', () => {
+  it('a valid ticket event starts a run once; a redelivered event is a duplicate', async () => {
+    const raw = JSON.stringify({ v: 1, eventId: 'ev-1', ticket: sampleTicket('W-1') });
+    const first = await post('/webhooks/tickets?tenant=acme', raw);
+    expect(first.status).toBe(201);
+    expect(first.body).toMatchObject({ created: true, duplicate: false });
+    expect(await h.ctx.store.exists(first.body.runId as string)).toBe(true);
+    const again = await post('/webhooks/tickets/acme', raw);
+    expect(again.status).toBe(200);
+    expect(again.body).toMatchObject({ runId: first.body.runId, duplicate: true });
+  });
+
+  it('a zendesk event maps the ticket and starts its run', async () => {
+    const raw = JSON.stringify({ ticket: { id: 4242, subject: 'Broken mug', description: 'It arrived shattered', requester: { email: 'ada@example.com', name: 'Ada' } } });
+    const res = await post('/webhooks/zendesk/acme', raw);
+    expect(res.status).toBe(201);
+    const spec = await h.ctx.store.readSpec(res.body.runId as string);
+    expect(spec?.ticket).toMatchObject({ id: 'zendesk-4242', body: 'It arrived shattered', customer: { email: 'ada@example.com' } });
+  });
+
+  it('refuses a bad signature, a tampered body, a stale timestamp, an unknown tenant, and a bad body', async () => {
+    const raw = JSON.stringify({ v: 1, eventId: 'ev-2', ticket: sampleTicket('W-2') });
+    expect((await post('/webhooks/tickets?tenant=acme', raw, { secret: 'another-secret' })).status).toBe(401);
+    const ts = new Date().toISOString();
+    const sig = sign(SECRET, ts, raw);
+    expect((await post('/webhooks/tickets?tenant=acme', raw.replace('W-2', 'W-3'), { timestamp: ts, signature: sig })).status).toBe(401);
+    const old = new Date(Date.now() - 120_000).toISOString();
+    const stale = await post('/webhooks/tickets?tenant=acme', raw, { timestamp: old });
+    expect(stale).toMatchObject({ status: 401, body: { reason: 'stale' } });
+    expect((await post('/webhooks/tickets?tenant=other', raw)).status).toBe(401);
+    expect((await post('/webhooks/tickets?tenant=acme', JSON.stringify({ v: 1, eventId: 'ev-3' }))).status).toBe(400);
+    expect((await post('/webhooks/tickets?tenant=acme', '{not json')).status).toBe(400);
+    expect(await h.ctx.redis.exists(h.ctx.keys.run(`r_never`).run)).toBe(0);
+  });
+
+  it('unix-seconds timestamps are accepted too', async () => {
+    const raw = JSON.stringify({ v: 1, eventId: 'ev-4', ticket: sampleTicket('W-4') });
+    const res = await post('/webhooks/tickets?tenant=acme', raw, { timestamp: String(Math.floor(Date.now() / 1000)) });
+    expect(res.status).toBe(201);
+  });
+
+  it('a tenant naming an inherited property is a 401, never a 500', async () => {
+    const raw = JSON.stringify({ v: 1, eventId: 'ev-5', ticket: sampleTicket('W-5') });
+    for (const tenant of ['constructor', 'toString', 'hasOwnProperty', 'valueOf', '__proto__']) {
+      for (const path of [`/webhooks/tickets?tenant=${tenant}`, `/webhooks/zendesk/${tenant}`]) {
+        const res = await post(path, raw);
+        expect(res.status, path).toBe(401);
+        expect(res.body).toMatchObject({ error: 'invalid_signature', reason: 'unknown_tenant' });
+      }
+    }
+  });
+
+  it('bad bodies: unknown nested fields and deep nesting are 400, an oversized body a 413 naming the limit', async () => {
+    const zendesk = { ticket: { id: 77, subject: 'S', description: 'D', requester: { email: 'ada@example.com', name: 'Ada', phone: '555' } } };
+    const unknownField = await post('/webhooks/zendesk/acme', JSON.stringify(zendesk));
+    expect(unknownField.status).toBe(400);
+    expect(JSON.stringify(unknownField.body)).toContain('ticket.requester');
+    const ticket = { ...sampleTicket('W-6'), customer: { ...sampleTicket().customer, vip: true } };
+    expect((await post('/webhooks/tickets/acme', JSON.stringify({ v: 1, eventId: 'ev-6', ticket }))).status).toBe(400);
+    let deep = '"x"';
+    for (let i = 0; i < 50_000; i++) deep = `[${deep}]`;
+    const tooDeep = await post('/webhooks/tickets/acme', `{"v":1,"eventId":"ev-7","ticket":${deep}}`);
+    expect(tooDeep.status).toBe(400);
+    expect(JSON.stringify(tooDeep.body)).toContain('nested deeper than 32 levels');
+    const big = await post('/webhooks/tickets/acme', JSON.stringify({ v: 1, eventId: 'ev-8', ticket: { ...sampleTicket('W-8'), body: 'x'.repeat(1.1 * 1024 * 1024) } }));
+    expect(big).toMatchObject({ status: 413, body: { error: 'too_large', limit: '1mb' } });
+  });
+});

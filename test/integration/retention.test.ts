@@ -1,0 +1,80 @@
+/**
+ * Retention: a finished run's keys (run hash, budget, journal, events, actions
+ * set, and its ledger records, their histories and idempotency reservations)
+ * carry a TTL of RUN_RETENTION_MS from the moment the run ends, and are gone
+ * once it elapses; an unfinished run's keys carry none.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
+import { buildSpec } from '../../src/producer/runs.js';
+import { Reconciler } from '../../src/ledger/reconciler.js';
+
+const RETENTION_MS = 1500;
+let h: Harness;
+beforeEach(async () => {
+  h = await createHarness('retention', { RUN_RETENTION_MS: String(RETENTION_MS) });
+});
+afterEach(async () => {
+  await h.close();
+});
+
+async function createSupportRun(id: string): Promise<string> {
+  const t = sampleTicket(id);
+  const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: { ...t, customer: { ...t.customer, email: `${id.toLowerCase()}@example.com` } } }, Date.now());
+  expect(await h.ctx.store.create(spec, Date.now())).toBe(true);
+  return spec.runId;
+}
+
+/** Every key a run owns: its five run keys, then per ledger action the record, its history and its reservation. */
+async function runKeys(runId: string): Promise<{ run: string[]; ledger: string[] }> {
+  const k = h.ctx.keys.run(runId);
+  const ledger: string[] = [];
+  for (const actionKey of await h.ctx.redis.smembers(k.actions)) {
+    ledger.push(actionKey, `${actionKey}:history`);
+    const reservation = await h.ctx.redis.hget(actionKey, 'reservationKey');
+    if (reservation) ledger.push(reservation);
+  }
+  return { run: [k.run, k.budget, k.journal, k.events, k.actions], ledger };
+}
+
+const pttls = (keys: string[]) => Promise.all(keys.map((key) => h.ctx.redis.pttl(key)));
+
+describe('retention of finished runs (RUN_RETENTION_MS)', () => {
+  it('a completed run\'s keys, ledger included, expire RUN_RETENTION_MS after it ends; an unfinished run\'s keys do not', async () => {
+    const worker = await h.startWorker();
+    const done = await createSupportRun('RET-1');
+    expect(await h.waitForStatus(done, ['completed', 'failed', 'needs_human'], 20_000)).toBe('completed');
+    const endedAt = Date.now();
+    await worker.stop();
+
+    const keys = await runKeys(done);
+    expect(keys.ledger.length).toBe(6); // create_ticket and send_email: record, history, reservation each
+    const all = [...keys.run, ...keys.ledger];
+    // Every key exists and carries a TTL of at most the retention (-1 = no TTL, -2 = missing).
+    for (const [i, ttl] of (await pttls(all)).entries()) {
+      expect(ttl, all[i]).toBeGreaterThan(0);
+      expect(ttl, all[i]).toBeLessThanOrEqual(RETENTION_MS);
+    }
+
+    // A run that has not finished keeps its keys without a TTL.
+    const open = await createSupportRun('RET-2');
+    const openKeys = [h.ctx.keys.run(open).run, h.ctx.keys.run(open).budget];
+    expect(await pttls(openKeys)).toEqual([-1, -1]);
+
+    // Once the retention has elapsed, the finished run's keys are gone; the open run's are not.
+    const deadline = endedAt + RETENTION_MS + 5000;
+    while (Date.now() < deadline && (await h.ctx.redis.exists(...all)) > 0) await new Promise((r) => setTimeout(r, 50));
+    expect(Date.now() - endedAt).toBeGreaterThanOrEqual(RETENTION_MS - 500); // expired by TTL, not deleted at once
+    expect(await h.ctx.redis.exists(...all)).toBe(0);
+    expect(await h.ctx.redis.exists(...openKeys)).toBe(2);
+
+    // The shard's run index outlives the keys until the reconciler's sweep prunes it; the open run stays listed.
+    const index = h.ctx.keys.runIndex(h.ctx.keys.shardOf(done));
+    expect(await h.ctx.redis.zscore(index, done)).not.toBeNull();
+    await h.ctx.redis.zadd(index, Date.now() - 2 * RETENTION_MS, open); // even an old entry, while the run lives
+    const report = await new Reconciler(h.ctx, 'reconciler:retention').sweep();
+    expect(report.indexPruned).toBe(1);
+    expect(await h.ctx.redis.zscore(index, done)).toBeNull();
+    expect(await h.ctx.redis.zscore(index, open)).not.toBeNull();
+  });
+});

@@ -1,0 +1,116 @@
+/**
+ * Test harness: a unique key prefix per test context on the suite's real
+ * Redis, the real sandbox over HTTP, real workers, real API over HTTP.
+ */
+import { randomBytes } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import { inject } from 'vitest';
+import { Redis } from 'ioredis';
+import { loadConfig, type Config } from '../src/config/config.js';
+import { createContext, type AppContext } from '../src/bin/context.js';
+import { createLogger } from '../src/metrics/log.js';
+import { newMetrics } from '../src/metrics/metrics.js';
+import { FleetWorker, type FleetWorkerOptions } from '../src/worker/fleetWorker.js';
+import { createFullApi } from '../src/producer/fullApi.js';
+import { createEffectRunner } from '../src/ledger/runner.js';
+import { startSandbox, type SandboxHandle } from '../sandbox/server.js';
+
+export function redisUrl(): string {
+  return inject('redisUrl');
+}
+
+export function uniquePrefix(name: string): string {
+  return `t${name.replace(/[^a-z0-9]/gi, '').slice(0, 10)}${randomBytes(4).toString('hex')}`;
+}
+
+/**
+ * The producer token every harness configures (run routes are closed without one):
+ * send `producerAuth` with POST /v1/runs and the run views.
+ */
+export const PRODUCER_TOKEN = 'producer-token-for-tests';
+export const producerAuth = { authorization: `Bearer ${PRODUCER_TOKEN}` };
+
+export interface Harness {
+  cfg: Config;
+  ctx: AppContext;
+  sandbox: SandboxHandle;
+  env: Record<string, string>;
+  startWorker(opts?: FleetWorkerOptions, ctxOverride?: AppContext): Promise<FleetWorker>;
+  startApi(): Promise<{ url: string; server: Server }>;
+  waitForStatus(runId: string, statuses: string[], timeoutMs?: number): Promise<string>;
+  close(): Promise<void>;
+}
+
+export async function createHarness(name: string, env: Record<string, string> = {}): Promise<Harness> {
+  const sandbox = await startSandbox({ port: 0 });
+  const prefix = uniquePrefix(name);
+  const fullEnv = {
+    REDIS_URL: redisUrl(), KEY_PREFIX: prefix, BULL_PREFIX: `${prefix}b`, SANDBOX_URL: sandbox.url,
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent', RETRY_BASE_MS: '5', RETRY_MAX_MS: '50',
+    // In-process workers share the test runner's event loop on a loaded 2-core box: a longer lock than
+    // the shipped 1.2 s keeps exact-count assertions free of false-stall redeliveries. Crash tests set their own.
+    LOCK_DURATION_MS: '2000', STALLED_INTERVAL_MS: '1000',
+    PRODUCER_TOKEN,
+    ...env,
+  };
+  const cfg = loadConfig(fullEnv);
+  const log = createLogger(name, cfg.LOG_LEVEL);
+  const ctx = await createContext(cfg, name, { log, metrics: newMetrics() });
+  const workers: FleetWorker[] = [];
+  const servers: Server[] = [];
+  const extraCtx: AppContext[] = [];
+  return {
+    cfg, ctx, sandbox, env: fullEnv,
+    async startWorker(opts = {}, ctxOverride) {
+      const c = ctxOverride ?? ctx;
+      const w = new FleetWorker(c, { effects: createEffectRunner(c), ...opts });
+      w.start();
+      workers.push(w);
+      if (ctxOverride) extraCtx.push(ctxOverride);
+      return w;
+    },
+    async startApi() {
+      const app = createFullApi(ctx, () => true);
+      const server = await new Promise<Server>((resolve) => {
+        const s = app.listen(0, '127.0.0.1', () => resolve(s));
+      });
+      servers.push(server);
+      return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server };
+    },
+    async waitForStatus(runId, statuses, timeoutMs = 30_000) {
+      const deadline = Date.now() + timeoutMs;
+      let last = '';
+      while (Date.now() < deadline) {
+        last = (await ctx.redis.hget(ctx.keys.run(runId).run, 'status')) ?? '';
+        if (statuses.includes(last)) return last;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      throw new Error(`run ${runId} stayed '${last}', expected ${statuses.join('|')}`);
+    },
+    async close() {
+      await Promise.all(workers.map((w) => w.stop(true)));
+      for (const s of servers) s.close();
+      await sandbox.close();
+      const scan = new Redis(redisUrl());
+      for (const p of [prefix, `${prefix}b`]) {
+        let cursor = '0';
+        do {
+          const [next, keys] = await scan.scan(cursor, 'MATCH', `${p}:*`, 'COUNT', 1000);
+          cursor = next;
+          if (keys.length) await scan.del(...keys);
+        } while (cursor !== '0');
+      }
+      scan.disconnect();
+      for (const c of extraCtx) await c.close();
+      await ctx.close();
+    },
+  };
+}
+
+export const sampleTicket = (id = 'T-1') => ({
+  id,
+  subject: 'My order arrived broken',
+  body: 'The mug was shattered when I opened the box.',
+  customer: { email: 'ada@example.com', name: 'Ada' },
+});

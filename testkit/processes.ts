@@ -1,0 +1,23 @@
+/** Real worker processes for crash tests: spawned with the harness env, killed with real signals. */
+import type { ChildProcess } from 'node:child_process';
+import { onLines, spawnModule } from './spawnModule.js';
+
+export interface WorkerProcess {
+  child: ChildProcess;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  lines: string[];
+}
+
+export async function spawnWorker(env: Record<string, string>): Promise<WorkerProcess> {
+  const child = spawnModule('src/bin/worker', { WORKER_METRICS_PORT: '0', ...env, LOG_LEVEL: 'info' }, ['ignore', 'pipe', 'pipe']);
+  const lines: string[] = [];
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  onLines(child.stdout!, (line) => lines.push(line));
+  child.stderr!.on('data', (d: Buffer) => lines.push(`stderr: ${d.toString()}`));
+  const deadline = Date.now() + 30_000;
+  while (!lines.some((l) => l.includes('"worker_started"'))) {
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`worker did not start:\n${lines.join('\n')}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return { child, exited, lines };
+}

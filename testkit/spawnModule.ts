@@ -1,0 +1,28 @@
+/** Spawns a project module as its own Node process (tsx loader when running from sources). */
+import { spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { dirname, join } from 'node:path';
+
+const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
+const fromSources = import.meta.url.endsWith('.ts');
+
+/** modulePath is relative to the repository root (or dist/), without extension, e.g. 'src/bin/worker'. */
+export function spawnModule(modulePath: string, env: Record<string, string | undefined>, stdio: StdioOptions = 'inherit'): ChildProcess {
+  const file = join(repoRoot, `${modulePath}${fromSources ? '.ts' : '.js'}`);
+  const args = fromSources ? ['--import', 'tsx', file] : [file];
+  return spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio });
+}
+
+/** Calls onLine with each complete line a child writes (its JSON log lines), across chunk boundaries. */
+export function onLines(stream: NodeJS.ReadableStream, onLine: (line: string) => void): void {
+  let buf = '';
+  stream.on('data', (d: Buffer) => {
+    buf += d.toString();
+    let i;
+    while ((i = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, i);
+      buf = buf.slice(i + 1);
+      onLine(line);
+    }
+  });
+}
