@@ -9,13 +9,14 @@
  * lock-only setting (lock 1.2 s, stall check 0.6 s, OWNER_WATCH_MS=0) with
  * SIGKILL; and the defaults with SIGSTOP (the frozen victim keeps its
  * connection: lock expiry and the stall check recover it; then SIGCONT, and the
- * run's journal must hold each step once). In each trial:
- * the victim is the only live worker when a support-agent run is created, so
- * it takes the run's step 3 (search_kb), whose `kb` read the sandbox holds
- * for 30 s (`slow_commit`, count 1: only this read is slow); a rescuer process
- * is started and ready; 200 ms later the victim gets SIGTERM or SIGKILL at
- * T. The figure is the step job's new `processedOn` (set by BullMQ when the
- * rescuer moves it to active) minus T. The rescuer is the next trial's victim.
+ * run's journal must hold each step once). In each trial two worker processes
+ * are live; a support-agent run is created and the one that takes its step 3
+ * (search_kb; its lock token names the process) is the victim: the sandbox
+ * holds that `kb` read (`slow_commit`, count 1: only this read is slow; the
+ * tool's own timeout is 3 s), and 200 ms after the step started the victim gets
+ * its signal at T. The figure is the step job's new `processedOn` (set by
+ * BullMQ when the other worker moves it to active) minus T. A fresh process
+ * replaces the victim for the next trial.
  * Every trial's run must then complete.
  *
  * Plain BullMQ (bench/lib/holdWorker.ts: a Worker with default options whose
@@ -32,6 +33,7 @@ import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
 import { buildSpec } from '../../src/producer/runs.js';
 import { stepJobId } from '../../src/store/keys.js';
+import { ownerBaseOfToken } from '../../src/store/bullmqInternals.js';
 import { spawnChaosWorker, type ChaosWorker } from '../../test/e2e/chaos/processes.js';
 import type { HoldMessage, HoldReply } from '../lib/holdWorker.js';
 import { dist, round, type Dist } from '../lib/stats.js';
@@ -95,7 +97,10 @@ async function engineTrials(env: BenchEnv, signals: Sig[], live: Set<ChaosWorker
     return w;
   };
   const trials: EngineTrial[] = [];
-  let victim = await spawnWorker();
+  // Two live workers; the one that takes step 3 (its lock token names it) is the trial's victim, the other
+  // the rescuer, and a fresh process replaces the victim for the next trial. (The kb read is bounded by the
+  // tool's 3 s timeout: too short to boot a rescuer once the victim holds the step.)
+  let pair: ChaosWorker[] = await Promise.all([spawnWorker(), spawnWorker()]);
   for (let t = 0; t < signals.length; t++) {
     const signal = signals[t]!;
     env.sandbox.setFaults([{ kind: 'slow_commit', resource: 'kb', ms: 30_000, count: 1 }]);
@@ -103,13 +108,13 @@ async function engineTrials(env: BenchEnv, signals: Sig[], live: Set<ChaosWorker
     if (!(await ctx.store.create(spec, Date.now()))) throw new Error('recovery run already existed');
     const runId = spec.runId;
     const jobKey = `${ctx.keys.bullPrefix}:${ctx.keys.queueName(ctx.keys.shardOf(runId))}:${stepJobId(runId, 3)}`;
-    let rescuerReadyAt = Number.POSITIVE_INFINITY;
-    const rescuerP = spawnWorker().then((w) => { rescuerReadyAt = Date.now(); return w; }); // boots while the victim runs steps 1-3
-    const p0 = await until('step 3 held by the victim', () => ctx.redis.hget(jobKey, 'processedOn'), 30_000);
-    // The rescuer must not have been consuming yet when step 3 started (else it may be the holder).
-    if (rescuerReadyAt <= Number(p0) + 20) throw new Error(`trial ${t}: the rescuer was ready before step 3 started; holder ambiguous`);
-    const rescuer = await rescuerP;
-    await sleep(200); // the victim is inside the 30 s kb read
+    const p0 = await until('step 3 held', () => ctx.redis.hget(jobKey, 'processedOn'), 30_000);
+    const token = await until('step 3 locked', () => ctx.redis.get(`${jobKey}:lock`), 5_000, 2);
+    const base = ownerBaseOfToken(token);
+    const victim = pair.find((w) => w.bullIds.some((id) => id.split('@')[0] === base));
+    const rescuer = pair.find((w) => w !== victim);
+    if (!victim || !rescuer) throw new Error(`trial ${t}: step 3's lock (${token}) names neither worker`);
+    await sleep(200); // the victim is inside the slow kb read
     if ((await ctx.store.readState(runId))?.cursor !== 3) throw new Error(`trial ${t}: the victim is not holding step 3`);
     const sentAt = Date.now();
     if (signal !== 'SIGSTOP') victim.sent = signal;
@@ -136,12 +141,14 @@ async function engineTrials(env: BenchEnv, signals: Sig[], live: Set<ChaosWorker
     const decided = (await ctx.store.transcript(runId)).filter((e) => e.kind === 'decision').map((e) => e.step);
     const journalOnce = decided.every((s, i) => s === i + 1);
     trials.push({ signal, ms: Number(p1) - sentAt, exitMs: ex.at - sentAt, exit: ex.signal ?? `code ${ex.code}`, completed, journalOnce });
-    victim = rescuer;
+    pair = [rescuer, await spawnWorker()];
   }
   env.sandbox.clearFaults();
-  victim.final = true;
-  victim.child.kill('SIGTERM');
-  await victim.exited;
+  for (const w of pair) {
+    w.final = true;
+    w.child.kill('SIGTERM');
+  }
+  await Promise.all(pair.map((w) => w.exited));
   return trials;
 }
 
@@ -385,7 +392,7 @@ export const recovery: Section = {
       name: this.name, title: this.title, metrics,
       tables: [{
         title: `Signal -> the held step starts on another worker process (processedOn - signal time). Engine: ${engine.length} sequential trials alternating SIGTERM/SIGKILL, ` +
-          `real worker processes (src/bin/worker.ts), step 3 (search_kb) held by a 30 s kb read. Plain BullMQ (default Worker options, processor holds the job): ` +
+          `real worker processes (src/bin/worker.ts), step 3 (search_kb) held by a slow kb read. Plain BullMQ (default Worker options, processor holds the job): ` +
           `${n} + ${n} + ${m} trials run concurrently with the engine's, one queue and one job per trial; victim Workers took their jobs staggered over ${plain.staggerMs / 1000} s and rescuer Workers ` +
           `started their stall checkers staggered over ~30 s (spread lock/stall phases); all victim processes signalled at the same instant (${Math.ceil(n / 10)} + ${Math.ceil(n / 10)} + 1 processes, 10 Workers each). ` +
           'close() row: signal -> the job finished on the SAME worker (it is not handed over; a step longer than the pod grace period is SIGKILLed and stalls like the SIGKILL row).',
