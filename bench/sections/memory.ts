@@ -198,7 +198,7 @@ export const memory: Section = {
         const per = (a.bytes - b.bytes) / n;
         bytesPerRun[cat] = round(per, 0);
         const own = RUN_CATEGORIES.includes(cat);
-        return [cat, round((a.keys - b.keys) / n, 2), round(per, 0), own ? 'run keys: expire RUN_RETENTION_MS after the run ends' : cat.startsWith('bull: step job') ? `BullMQ: removed by the commit past the latest ${COMPLETED_WINDOW} per queue (fixed per shard)` : 'shared per shard (capped: fixed, not per run)'];
+        return [cat, round((a.keys - b.keys) / n, 2), round(per, 0), own ? 'run keys: expire RUN_RETENTION_MS after the run ends' : cat.startsWith('bull: step job') ? `BullMQ: removed by the commit past the latest ${COMPLETED_WINDOW} per queue (fixed per shard)` : cat === 'index runs' ? 'per shard, one entry per run: pruned once the run expires' : cat.startsWith('bull: queue') ? 'per shard queue (capped or constant: fixed, not per run)' : 'shared per shard'];
       });
     } finally {
       await pool.kill();
