@@ -92,7 +92,17 @@ export class FleetWorker {
    * job was taken.
    */
   async start(): Promise<void> {
-    await this.ownerWatch.name();
+    await this.nameOwners();
+    this.run();
+  }
+
+  /** First half of start(): after it, `workers[i].id` is final (what a process logs before it takes any job). */
+  nameOwners(): Promise<void> {
+    return this.ownerWatch.name();
+  }
+
+  /** Second half of start(): the workers fetch jobs from now on. */
+  run(): void {
     for (const w of this.workers) void w.run().catch((err) => this.ctx.log.error({ code: 'worker_run_failed', err }));
     this.ownerWatch.start();
     this.ready = true;
