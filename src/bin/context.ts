@@ -15,6 +15,7 @@ import { loadScripts } from '../store/scripts.js';
 import { ShardQueues } from '../runs/queues.js';
 import { RunStore } from '../runs/store.js';
 import { defaultRegistry, type ToolRegistry } from '../agents/support/tools/index.js';
+import { supportServices } from '../agents/support/vendors/index.js';
 import type { ModelProvider } from '../core/model.js';
 import { ScriptedProvider } from '../models/scripted.js';
 import { OpenAIProvider } from '../models/openai.js';
@@ -59,7 +60,7 @@ export async function createContext(cfg: Config, name: string, opts: { log?: Log
   registerScrapeCollectors(metrics, { redis, keys, queues, log });
   const tracing = opts.tracing ?? createTracing(cfg, name);
   return {
-    cfg, log, redis, keys, queues, store, registry: defaultRegistry({ baseUrl: cfg.SANDBOX_URL }), providers: buildProviders(cfg), metrics, tracing,
+    cfg, log, redis, keys, queues, store, registry: defaultRegistry(supportServices(cfg)), providers: buildProviders(cfg), metrics, tracing,
     async close() {
       await queues.close();
       redis.disconnect();

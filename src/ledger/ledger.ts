@@ -44,6 +44,11 @@ export interface ActionRecord {
   compensatedBy?: string;
   /** Set once a park asked for approval of it: when that approval expires (ms). */
   approvalExpiresAt?: number;
+  /**
+   * Set at the first dispatch of a tool whose service replays a same-key request inside a window
+   * (`replay_same_key`): until when (epoch ms) re-sending it with this key cannot be a second effect.
+   */
+  replayUntil?: number;
   attempts: number;
   repeats: number;
   createdAt: number;
@@ -285,6 +290,7 @@ function toRecord(h: Record<string, string>): ActionRecord {
     ...(h.compensates ? { compensates: h.compensates } : {}),
     ...(h.compensatedBy ? { compensatedBy: h.compensatedBy } : {}),
     ...(h.approvalExpiresAt ? { approvalExpiresAt: Number(h.approvalExpiresAt) } : {}),
+    ...(h.replayUntil ? { replayUntil: Number(h.replayUntil) } : {}),
     attempts: Number(h.attempts ?? 0), repeats: Number(h.repeats ?? 0),
     createdAt: Number(h.createdAt), updatedAt: Number(h.updatedAt),
   };

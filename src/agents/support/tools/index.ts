@@ -10,6 +10,10 @@ import { refundTool } from './refund.js';
 import { searchKbTool } from './searchKb.js';
 import { sendEmailTool } from './sendEmail.js';
 import type { Tool } from '../../../core/tool.js';
+import { sandboxServices, type SupportServices } from '../vendors/index.js';
+import { ResendClient } from '../vendors/resend.js';
+import { StripeClient } from '../vendors/stripe.js';
+import { ZendeskClient } from '../vendors/zendesk.js';
 
 export const AGENT_VERSION = 'support-agent@1';
 
@@ -35,13 +39,19 @@ export class ToolRegistry {
 }
 
 /**
- * The support agent's tools, each built with the service it calls (`SANDBOX_URL`
- * in src/config/config.ts). The order feeds the schema hash: keep it.
+ * The support agent's tools, each built with the service it calls (src/agents/support/vendors:
+ * Zendesk, Resend, Stripe, and the support system's reads). A plain `{ baseUrl }` is every
+ * vendor at that URL with the sandbox's credentials (development and tests).
+ * The order feeds the schema hash: keep it.
  */
-export function createSupportTools(service: ServiceOptions): Tool[] {
-  return [readTicket, lookupCustomerTool(service), searchKbTool(service), createTicketTool(service), sendEmailTool(service), refundTool(service)];
+export function createSupportTools(services: SupportServices | ServiceOptions): Tool[] {
+  const s = 'zendesk' in services ? services : sandboxServices(services.baseUrl);
+  return [
+    readTicket, lookupCustomerTool(s.reads), searchKbTool(s.reads),
+    createTicketTool(new ZendeskClient(s.zendesk)), sendEmailTool(new ResendClient(s.resend)), refundTool(new StripeClient(s.stripe)),
+  ];
 }
 
-export function defaultRegistry(service: ServiceOptions): ToolRegistry {
-  return new ToolRegistry(createSupportTools(service));
+export function defaultRegistry(services: SupportServices | ServiceOptions): ToolRegistry {
+  return new ToolRegistry(createSupportTools(services));
 }
