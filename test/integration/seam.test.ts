@@ -44,10 +44,12 @@ describe('tools are built with their own service configuration', () => {
 
     const email = tools.get('send_email') as WriteTool;
     const args = { to: ticket.customer.email, template: 'seam', subject: 'Hi', body: 'Hello' };
-    const sent = await email.dispatch(args, ctx, { idempotencyKey: 'seam-key-1', requestId: 'rq_seam_1', timeoutMs: 5000, signal: ctx.signal });
+    const req = { actionId: 'a_seam_1', idempotencyKey: 'seam-key-1', requestId: 'rq_seam_1', timeoutMs: 5000, signal: ctx.signal };
+    const sent = await email.dispatch(args, ctx, req);
     expect(sent.replayed).toBe(false);
-    const found = await email.lookup(ctx, { idempotencyKey: 'seam-key-1', requestId: 'rq_seam_1', signal: ctx.signal });
-    expect(found).toMatchObject({ status: 'committed', receipt: sent.receipt });
+    // Resend's way to settle a doubt: the same request with the same key answers the original, sends nothing.
+    const again = await email.dispatch(args, ctx, req);
+    expect(again.receipt).toBe(sent.receipt);
     expect(sandbox.counts().byResource.emails?.records).toBe(1);
   });
 
@@ -57,7 +59,7 @@ describe('tools are built with their own service configuration', () => {
       const a = defaultRegistry({ baseUrl: sandbox.url }).get('create_ticket') as WriteTool;
       const b = defaultRegistry({ baseUrl: other.url }).get('create_ticket') as WriteTool;
       const args = { subject: 'Follow-up', body: 'B', priority: 'normal', sourceTicketId: ticket.id };
-      const req = { idempotencyKey: 'seam-key-2', requestId: 'rq_seam_2', timeoutMs: 5000, signal: new AbortController().signal };
+      const req = { actionId: 'a_seam_2', idempotencyKey: 'seam-key-2', requestId: 'rq_seam_2', timeoutMs: 5000, signal: new AbortController().signal };
       await a.dispatch(args, ctxFor(ticket), req);
       await b.dispatch(args, ctxFor(ticket), { ...req, idempotencyKey: 'seam-key-3' });
       expect(sandbox.counts().byResource.tickets?.records).toBe(1);

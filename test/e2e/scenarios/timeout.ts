@@ -9,7 +9,7 @@
  * `processing` until then, and the ledger waits and asks again.
  * `lost_response`: the service commits and the answer is lost on the way back.
  */
-import { sendEmailTool } from '../../../src/agents/support/tools/sendEmail.js';
+import { createSupportTools } from '../../../src/agents/support/tools/index.js';
 import type { FaultRule } from '../../../sandbox/types.js';
 import { Checks, endScenario, decisionSteps, scriptTokens, type ScenarioResult } from './report.js';
 import { startStack, type RunViewJson, type Stack } from './stack.js';
@@ -43,7 +43,7 @@ export function timeoutScript(t = TICKET) {
 }
 
 /** The send_email tool's own timeout (the tool is built only to read it: no request is sent). */
-const SEND_TIMEOUT_MS = sendEmailTool({ baseUrl: 'http://127.0.0.1:9' }).timeoutMs;
+const SEND_TIMEOUT_MS = createSupportTools({ baseUrl: 'http://127.0.0.1:9' }).find((t) => t.name === 'send_email')!.timeoutMs;
 const FINAL = new Set(['completed', 'failed', 'budget_exceeded', 'cancelled', 'needs_human']);
 const EXPECTED_PATH = ['planned', 'authorized', 'dispatched', 'outcome_unknown', 'confirmed'];
 
