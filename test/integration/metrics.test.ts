@@ -95,7 +95,7 @@ describe('metrics', () => {
     expect(await value(m, 'agent_steps_committed_total')).toBeGreaterThanOrEqual(committedBefore + 3);
   });
 
-  it('a lost response after commit is reconciled by lookup: outcome_unknown then confirmed, no duplicate counted', async () => {
+  it('a lost response after commit is reconciled by a same-key replay: outcome_unknown then confirmed, no duplicate counted', async () => {
     const m = h.ctx.metrics;
     const names: [string, Labels?][] = [
       ['agent_effects_total', { tool: 'send_email', state: 'outcome_unknown' }],
@@ -110,7 +110,7 @@ describe('metrics', () => {
     expect(after.map((v, i) => v - before[i]!)).toEqual([1, 1, 0, 0]);
     expect(h.sandbox.counts().byResource.emails!.records).toBe(1);
     const [effect] = await ledger.listForRun(runId);
-    expect(effect?.history.at(-1)?.why).toMatch(/lookup/);
+    expect(effect?.history.at(-1)?.why).toMatch(/replay/);
   });
 
   it('a repeat of the same write in one run moves agent_ledger_dedupe_hits_total by exactly 1', async () => {
@@ -168,7 +168,7 @@ describe('metrics', () => {
     const res = await fetch(`${api.url}/metrics`);
     expect(res.status).toBe(200);
     const text = await res.text();
-    expect(text).toMatch(/^agent_duplicate_writes_total\{tool="send_email"\} 1$/m);
+    expect(text).toMatch(/^agent_duplicate_writes_total\{tool="create_ticket"\} 1$/m);
     for (const id of runIds) expect(text).not.toContain(id);
     expect(text).not.toMatch(RUN_ID);
   });
