@@ -41,7 +41,7 @@ export interface HttpRequest {
   headers?: Record<string, string>;
   /** Sent as JSON. */
   body?: unknown;
-  /** Sent as application/x-www-form-urlencoded instead (Stripe). */
+  /** Sent as application/x-www-form-urlencoded instead (services that take forms). */
   form?: URLSearchParams;
   timeoutMs: number;
   signal: AbortSignal;

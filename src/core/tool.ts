@@ -52,8 +52,9 @@ export interface ServiceCapabilities {
   enforcesKey: boolean;
   /**
    * How the service settles a doubt, tried in this order on every round of a reconciliation
-   * (Zendesk: look up by external_id, then a same-key replay inside 2 h; Stripe: replay inside
-   * 24 h, then list the payment's refunds). Empty: it cannot (kind `none`): a person decides.
+   * (e.g. look up by external id, then a same-key replay inside the key's window; or replay
+   * first, then a lookup that still works past the window). Empty: it cannot (kind `none`):
+   * a person decides.
    */
   reconcile: readonly ReconcileMethod[];
 }
@@ -71,7 +72,7 @@ export interface LookupRequest {
   actionId: string;
   idempotencyKey: string;
   requestId: string;
-  /** The action's arguments as recorded (a lookup may need them: the payment a refund was for). */
+  /** The action's arguments as recorded (a lookup may need them: the parent resource to list). */
   args: unknown;
   timeoutMs: number;
   signal: AbortSignal;

@@ -104,7 +104,6 @@ export async function reconcile(
     }
     if (now() >= deadline) return move('needs_human', undecided, last);
     await abortableSleep(Math.min(d.pollMs, Math.max(0, deadline - now())), ctx.signal);
-    last = { ...last };
   }
 }
 
