@@ -75,7 +75,8 @@ export async function runTimeout(opts: TimeoutOptions = {}): Promise<ScenarioRes
     view = await s.view(runId);
 
     const counts = s.sandbox.counts();
-    const emailPosts = s.tap.records.filter((r) => r.method === 'POST' && r.url === '/emails');
+    // In the order they were sent (the tap records a request when it ends: the first send ends last).
+    const emailPosts = s.tap.records.filter((r) => r.method === 'POST' && r.url === '/emails').sort((a, b) => a.start - b.start);
     // Resend has no lookup: every POST after the first is the ledger's same-key replay.
     const replays = emailPosts.slice(1);
     const answers = replays.map((r) => (r.outcome === 'answered' ? (r.status ?? 0) : r.outcome));
