@@ -60,6 +60,13 @@ export const configSchema = z.object({
   /** SIGTERM grace: time for an in-flight dispatch to record its outcome. Keep below k8s terminationGracePeriodSeconds. */
   SHUTDOWN_GRACE_MS: int(20000, 0),
   SANDBOX_URL: z.string().url().default('http://127.0.0.1:4010'),
+  /**
+   * The module whose default (or `agents`) export lists the agents this deployment runs, or is a
+   * function of { config, env } giving them: a path (relative to the working directory) or a package
+   * name. Unset: the built-in src/agents/index.ts (the support agent). Loaded at boot by api, worker
+   * and reconciler; a module that cannot be loaded or exports no valid agent stops the process naming it.
+   */
+  AGENTS_MODULE: z.string().min(1).optional(),
   MODEL_PROVIDER: z.enum(['scripted', 'openai']).default('scripted'),
   /** The scripted provider (and run-supplied scripts) is for demos and tests: development only; `false` disables it there too. */
   SCRIPTED_MODEL_ENABLED: bool.optional(),

@@ -4,7 +4,7 @@
  * request is counted in agent_ledger_dedupe_hits_total; a clean run moves neither.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
+import { createHarness, sampleTicket, type Harness, supportTool } from '../../testkit/harness.js';
 import { buildSpec } from '../../src/producer/runs.js';
 import { actionIdentity } from '../../src/ledger/identity.js';
 import type { WriteTool } from '../../src/core/tool.js';
@@ -42,7 +42,7 @@ describe('duplicate-write metric', () => {
 
   it('a second effect for one action, found by reconciliation, moves the duplicate counter by 1; a repeat moves dedupe by 1', async () => {
     const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket('DM-dup'), agent: { model: 'scripted', script: [email, email, final] } }, Date.now());
-    const id = actionIdentity(spec.runId, h.ctx.registry.get('send_email') as WriteTool, emailArgs);
+    const id = actionIdentity(spec.runId, supportTool(h.ctx, 'send_email') as WriteTool, emailArgs);
     // Another sender already used this action's key, and the service ignores keys: a second effect will land.
     h.sandbox.setFaults([{ kind: 'ignore_keys', resource: 'emails' }, { kind: 'lost_response_after_commit', resource: 'emails', count: 1 }]);
     await fetch(`${h.sandbox.url}/v1/emails`, { method: 'POST', headers: { 'content-type': 'application/json', 'idempotency-key': id.idempotencyKey }, body: JSON.stringify(emailArgs) }).catch(() => {});
