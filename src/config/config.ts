@@ -82,6 +82,13 @@ export const configSchema = z.object({
   /** `sk_...` (or a restricted `rk_...` key allowed to create and list refunds). */
   STRIPE_API_KEY: z.string().min(1).optional(),
   STRIPE_TIMEOUT_MS: int(5000, 1),
+  /**
+   * The module whose default (or `agents`) export lists the agents this deployment runs, or is a
+   * function of { config, env } giving them: a path (relative to the working directory) or a package
+   * name. Unset: the built-in src/agents/index.ts (the support agent). Loaded at boot by api, worker
+   * and reconciler; a module that cannot be loaded or exports no valid agent stops the process naming it.
+   */
+  AGENTS_MODULE: z.string().min(1).optional(),
   MODEL_PROVIDER: z.enum(['scripted', 'openai']).default('scripted'),
   /** The scripted provider (and run-supplied scripts) is for demos and tests: development only; `false` disables it there too. */
   SCRIPTED_MODEL_ENABLED: bool.optional(),

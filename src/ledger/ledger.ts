@@ -4,7 +4,7 @@
  * reservation of the idempotency key, and per-shard indexes of open actions
  * and of the human queue. Every move is one compare-and-set script.
  */
-import type { AppContext } from '../bin/context.js';
+import type { EngineContext } from '../runs/context.js';
 import type { RedisClient } from '../store/connect.js';
 import type { KeySpace } from '../store/keys.js';
 import { scriptError, ScriptCode } from '../store/codes.js';
@@ -260,7 +260,7 @@ function effectEvent(actionId: string, tool: string | undefined, from: LedgerSta
 }
 
 /** The process's ledger: its Redis, key space and event-stream cap (every production caller's ledger). */
-export function ledgerFor(ctx: Pick<AppContext, 'redis' | 'keys' | 'cfg'>, now: () => number = Date.now): Ledger {
+export function ledgerFor(ctx: Pick<EngineContext, 'redis' | 'keys' | 'cfg'>, now: () => number = Date.now): Ledger {
   return new Ledger(ctx.redis, ctx.keys, now, ctx.cfg.EVENTS_MAX_LEN);
 }
 

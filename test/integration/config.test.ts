@@ -3,10 +3,11 @@ import { describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { ConfigError, loadConfig, scriptedModelAllowed } from '../../src/config/config.js';
 import { buildProviders, type AppContext } from '../../src/bin/context.js';
-import { defaultRegistry } from '../../src/agents/support/tools/index.js';
+import { AgentCatalog } from '../../src/core/agent.js';
+import { supportAgent } from '../../src/agents/support/index.js';
 import { supportServices } from '../../src/agents/support/vendors/index.js';
 import { buildSpec, type InvalidRunRequest } from '../../src/producer/runs.js';
-import type { CreateRunRequest } from '../../src/producer/schemas.js';
+import type { TicketRunRequest } from '../../src/producer/schemas.js';
 import { assertRedisSafe, RedisMisconfigured } from '../../src/store/connect.js';
 import { startEmbeddedRedis } from '../../testkit/embeddedRedis.js';
 
@@ -98,10 +99,10 @@ describe('config', () => {
 
     it('refuses a run-supplied script at the API edge, naming agent.script', () => {
       const cfg = loadConfig(prod);
-      const ctx = { cfg, providers: buildProviders(cfg), registry: defaultRegistry({ baseUrl: cfg.SANDBOX_URL }) } as unknown as AppContext;
+      const ctx = { cfg, providers: buildProviders(cfg), agents: new AgentCatalog([supportAgent({ baseUrl: cfg.SANDBOX_URL })]) } as unknown as AppContext;
       const req = { tenant: 'acme', ticket: { id: 'T-1', subject: 's', body: 'b', customer: { email: 'a@example.com', name: 'A' } } };
       expect(buildSpec(ctx, req, 0).model).toBe('openai');
-      const refused = (agent: CreateRunRequest['agent']) => {
+      const refused = (agent: TicketRunRequest['agent']) => {
         try {
           buildSpec(ctx, { ...req, agent }, 0);
         } catch (e) {

@@ -4,7 +4,7 @@
  * request is counted in agent_ledger_dedupe_hits_total; a clean run moves neither.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
+import { createHarness, sampleTicket, type Harness, supportTool } from '../../testkit/harness.js';
 import { buildSpec } from '../../src/producer/runs.js';
 import { actionIdentity } from '../../src/ledger/identity.js';
 import type { WriteTool } from '../../src/core/tool.js';
@@ -44,11 +44,11 @@ describe('duplicate-write metric', () => {
     const ticketArgs = { subject: 'Follow-up', body: 'Broken mug', priority: 'normal', sourceTicketId: 'DM-dup' };
     const ticketTurn = { toolCalls: [{ name: 'create_ticket', args: ticketArgs }], usage: u, transientFailures: 0 };
     const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket('DM-dup'), agent: { model: 'scripted', script: [ticketTurn, ticketTurn, final] } }, Date.now());
-    const tool = h.ctx.registry.get('create_ticket') as WriteTool;
+    const tool = supportTool(h.ctx, 'create_ticket') as WriteTool;
     const id = actionIdentity(spec.runId, tool, ticketArgs);
     // Another sender already created this action's ticket (same key, same external_id), and the service
     // ignores keys: the run's create lands a second ticket, and its answer is lost.
-    const ctx = { runId: spec.runId, step: 1, signal: new AbortController().signal, input: spec.ticket };
+    const ctx = { runId: spec.runId, step: 1, signal: new AbortController().signal, input: spec.input };
     await tool.dispatch(ticketArgs, ctx, { actionId: id.actionId, idempotencyKey: id.idempotencyKey, requestId: 'rq_other', timeoutMs: 5000, signal: ctx.signal });
     h.sandbox.setFaults([{ kind: 'ignore_keys', resource: 'tickets' }, { kind: 'lost_response_after_commit', resource: 'tickets', count: 1 }]);
     const dupBefore = await sample('agent_duplicate_writes_total', 'tool="create_ticket"');

@@ -3,7 +3,7 @@
  * seed 004's test plan, seed 003's reconciliation cases, races, loops.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createHarness, producerAuth, sampleTicket, type Harness } from '../../testkit/harness.js';
+import { createHarness, producerAuth, sampleTicket, type Harness, supportTool } from '../../testkit/harness.js';
 import { buildSpec } from '../../src/producer/runs.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { createEffectRunner } from '../../src/ledger/runner.js';
@@ -160,8 +160,8 @@ describe('effect ledger', () => {
     await h.ctx.store.create(spec, Date.now());
     const a = createEffectRunner(h.ctx, { workerId: 'w-a' });
     const b = createEffectRunner(h.ctx, { workerId: 'w-b' });
-    const sendEmail = h.ctx.registry.get('send_email') as WriteTool;
-    const ctx = { runId: spec.runId, step: 1, signal: new AbortController().signal, input: spec.ticket };
+    const sendEmail = supportTool(h.ctx, 'send_email') as WriteTool;
+    const ctx = { runId: spec.runId, step: 1, signal: new AbortController().signal, input: spec.input };
     const input = { tool: sendEmail, args: email.args, call: { id: 'call_1_0' }, ctx, tenant: 'acme' };
     const [ra, rb] = await Promise.all([a.run(input), b.run(input)]);
     expect(ra.kind === 'observed' && rb.kind === 'observed').toBe(true);

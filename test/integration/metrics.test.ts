@@ -8,7 +8,7 @@
  * scrape-time gauges and for run ids in label values.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
+import { createHarness, sampleTicket, type Harness, supportTool } from '../../testkit/harness.js';
 import { buildSpec } from '../../src/producer/runs.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { actionIdentity } from '../../src/ledger/identity.js';
@@ -134,9 +134,9 @@ describe('metrics', () => {
     const m = h.ctx.metrics;
     h.sandbox.setFaults([]);
     const spec = specFor([t([ticketCall]), final]);
-    const createTicket = h.ctx.registry.get('create_ticket') as WriteTool;
+    const createTicket = supportTool(h.ctx, 'create_ticket') as WriteTool;
     const id = actionIdentity(spec.runId, createTicket, ticketCall.args);
-    const toolCtx = { runId: spec.runId, step: 1, signal: new AbortController().signal, input: spec.ticket };
+    const toolCtx = { runId: spec.runId, step: 1, signal: new AbortController().signal, input: spec.input };
     const first = await createTicket.dispatch(ticketCall.args, toolCtx, { actionId: id.actionId, idempotencyKey: id.idempotencyKey, requestId: 'rq_outside_the_ledger', timeoutMs: 5000, signal: toolCtx.signal });
     expect(first.replayed).toBe(false);
 

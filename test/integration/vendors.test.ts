@@ -12,7 +12,7 @@
  * a re-send would really be a second effect.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
+import { createHarness, sampleTicket, supportTool, type Harness } from '../../testkit/harness.js';
 import { buildSpec } from '../../src/producer/runs.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { createEffectRunner } from '../../src/ledger/runner.js';
@@ -63,8 +63,8 @@ async function setup(v: Vendor, faults: FaultRule[] = []) {
   h.sandbox.setFaults(faults);
   const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket(`V-${++seq}`), agent: { model: 'scripted', script: [{ toolCalls: [], final: 'done', usage: { promptTokens: 1, completionTokens: 1 }, transientFailures: 0 }] } }, Date.now());
   await h.ctx.store.create(spec, Date.now());
-  const tool = h.ctx.registry.get(v.tool) as WriteTool;
-  const ctx: ToolContext = { runId: spec.runId, step: 1, signal: new AbortController().signal, input: spec.ticket };
+  const tool = supportTool(h.ctx, v.tool) as WriteTool;
+  const ctx: ToolContext = { runId: spec.runId, step: 1, signal: new AbortController().signal, input: spec.input };
   const id = actionIdentity(spec.runId, tool, v.args);
   const run = () => createEffectRunner(h.ctx).run({ tool, args: v.args, call: { id: `call_${seq}` }, ctx, tenant: 'acme' });
   const records = () => h.sandbox.counts().byResource[v.resource];

@@ -3,7 +3,7 @@
  * create with an `Idempotency-Key` and `external_id` = the ledger's action id,
  * list by external_id (how a lost create is found), read one, add a comment.
  *
- * How it settles a doubt (ServiceCapabilities in the create_ticket tool): look
+ * How it settles a doubt (`service.reconcile` of the create_ticket tool): look
  * the ticket up by external_id; nothing found proves nothing (the list can lag
  * a create, and the request may still land), so inside the key's 2-hour window
  * the identical create is re-sent with the same key: Zendesk answers a ticket it
