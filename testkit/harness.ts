@@ -66,7 +66,7 @@ export async function createHarness(name: string, env: Record<string, string> = 
     async startWorker(opts = {}, ctxOverride) {
       const c = ctxOverride ?? ctx;
       const w = new FleetWorker(c, { effects: createEffectRunner(c), ...opts });
-      w.start();
+      await w.start();
       workers.push(w);
       if (ctxOverride) extraCtx.push(ctxOverride);
       return w;

@@ -52,9 +52,16 @@ export const configSchema = z.object({
   WORKER_METRICS_PORT: int(9464),
   RECONCILER_METRICS_PORT: int(9465),
   WORKER_CONCURRENCY: int(20, 1),
-  /** BullMQ lock: a killed worker's step is resumed after about lock + stalled interval. */
-  LOCK_DURATION_MS: int(1200, 200),
-  STALLED_INTERVAL_MS: int(600, 100),
+  /**
+   * BullMQ lock. A killed worker's steps are found by the owner watch (its connection vanished), not by
+   * lock expiry; the lock only bounds a frozen process (SIGSTOP, a partition): its step resumes within
+   * about lock + 2 x STALLED_INTERVAL_MS. Renewed every half lock, so an event-loop pause shorter than
+   * half the lock causes no second delivery.
+   */
+  LOCK_DURATION_MS: int(20000, 200),
+  STALLED_INTERVAL_MS: int(5000, 100),
+  /** Owner watch period: how often each worker asks Redis whether the connections holding active locks still exist (0 = off: lock expiry alone). */
+  OWNER_WATCH_MS: int(100, 0),
   /** Stall redeliveries before BullMQ fails the job (the run is then marked failed). */
   MAX_STALLED_COUNT: int(10, 1),
   /** SIGTERM grace: time for an in-flight dispatch to record its outcome. Keep below k8s terminationGracePeriodSeconds. */

@@ -147,6 +147,20 @@ export class KeySpace {
     return `${this.bullPrefix}:${queueNameOf(shard)}:${state}`;
   }
 
+  /**
+   * A shard queue's key prefix (`<bullPrefix>:steps-{N}:`): a job's hash is `<prefix><jobId>`, its lock
+   * `<prefix><jobId>:lock` (BullMQ internal layout; scripts that walk the active list build lock keys from it).
+   */
+  queueKeyPrefix(shard: number): string {
+    return `${this.bullPrefix}:${queueNameOf(shard)}:`;
+  }
+
+  /** The BullMQ queue keys a dead owner's jobs move through (BullMQ internal layout, as its stall check uses them). */
+  queueStateKeys(shard: number): { active: string; wait: string; stalled: string; meta: string; marker: string; events: string } {
+    const q = this.queueKeyPrefix(shard);
+    return { active: `${q}active`, wait: `${q}wait`, stalled: `${q}stalled`, meta: `${q}meta`, marker: `${q}marker`, events: `${q}events` };
+  }
+
   allShards(): number[] {
     return Array.from({ length: this.shards }, (_, i) => i);
   }

@@ -392,8 +392,9 @@ describe('docker-compose.yml', () => {
     for (const name of ['worker-1', 'worker-2']) {
       const e = env(name);
       expect(e.WORKER_METRICS_PORT, name).toBe('9464');
-      expect(e.LOCK_DURATION_MS, name).toBe('1200');
-      expect(e.STALLED_INTERVAL_MS, name).toBe('600');
+      expect(e.LOCK_DURATION_MS, name).toBe('20000');
+      expect(e.STALLED_INTERVAL_MS, name).toBe('5000');
+      expect(e.OWNER_WATCH_MS, name).toBe('100');
     }
     expect(env('reconciler').RECONCILER_METRICS_PORT).toBe('9465');
     expect(env('sandbox').SANDBOX_HOST).toBe('0.0.0.0');

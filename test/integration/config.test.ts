@@ -14,8 +14,9 @@ import { startEmbeddedRedis } from '../../testkit/embeddedRedis.js';
 describe('config', () => {
   it('has documented defaults and freezes', () => {
     const cfg = loadConfig({});
-    expect(cfg.LOCK_DURATION_MS).toBe(1200);
-    expect(cfg.STALLED_INTERVAL_MS).toBe(600);
+    expect(cfg.LOCK_DURATION_MS).toBe(20000);
+    expect(cfg.STALLED_INTERVAL_MS).toBe(5000);
+    expect(cfg.OWNER_WATCH_MS).toBe(100);
     expect(cfg.SHARDS).toBe(1);
     expect(Object.isFrozen(cfg)).toBe(true);
   });
