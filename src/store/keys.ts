@@ -27,7 +27,7 @@ export function runIdOfStepJob(jobId: string): string | undefined {
 }
 
 export interface RunKeys {
-  /** hash: status, cursor, tenant, ticket, versions, reason */
+  /** hash: status, cursor, tenant, agent, key, versions, reason */
   run: string;
   /** hash: limits and usage (steps, tokens, wall clock deadline) */
   budget: string;
@@ -185,8 +185,8 @@ export function isActionId(id: unknown): id is string {
   return typeof id === 'string' && ACTION_ID_FORMAT.test(id);
 }
 
-/** Run id derived from the business identity of the ticket: the same ticket is the same run. */
-export function runIdFor(tenant: string, ticketId: string): string {
-  const digest = createHash('sha256').update(`${tenant}\u0000${ticketId}`).digest('hex');
+/** Run id derived from the business identity of the intake: the same tenant, agent and intake key is the same run. */
+export function runIdFor(tenant: string, agent: string, intakeKey: string): string {
+  const digest = createHash('sha256').update(`${tenant}\u0000${agent}\u0000${intakeKey}`).digest('hex');
   return `r_${digest.slice(0, 24)}`;
 }

@@ -11,7 +11,7 @@
  */
 import { setMaxListeners } from 'node:events';
 import { UnrecoverableError, Worker, WaitingError, type Job } from 'bullmq';
-import type { AppContext } from '../bin/context.js';
+import type { EngineContext } from '../runs/context.js';
 import { RunSpecCache } from '../runs/store.js';
 import { wakeAnotherWorker } from '../store/bullmqInternals.js';
 import { InvalidStepInput } from '../core/errors.js';
@@ -47,14 +47,14 @@ export class FleetWorker {
   /** Names each worker's lock tokens after its Redis connection and requeues the jobs of vanished ones. */
   readonly ownerWatch: OwnerWatch;
 
-  constructor(private readonly ctx: AppContext, opts: FleetWorkerOptions = {}) {
+  constructor(private readonly ctx: EngineContext, opts: FleetWorkerOptions = {}) {
     const { cfg } = ctx;
     this.crash = opts.crash ?? CrashPoints.fromConfig(cfg);
     // Every step in flight (WORKER_CONCURRENCY per shard) listens on these while it waits on a call: not a leak.
     setMaxListeners(0, this.soft.signal, this.hard.signal);
     this.processor = new StepProcessor({
       cfg, redis: ctx.redis, keys: ctx.keys, store: ctx.store, specs: new RunSpecCache(ctx.store),
-      registry: ctx.registry, providers: ctx.providers, metrics: ctx.metrics, log: ctx.log,
+      agents: ctx.agents, providers: ctx.providers, metrics: ctx.metrics, log: ctx.log,
       crash: this.crash, tracer: ctx.tracing.tracer,
       ...(opts.effects ? { effects: opts.effects } : {}),
     });
