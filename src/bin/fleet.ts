@@ -77,7 +77,9 @@ export async function createFleet(opts: FleetOptions): Promise<Fleet> {
     worker: {
       start() {
         const w = new FleetWorker(ctx, { effects: createEffectRunner(ctx, { approvals: approvalPolicy(cfg.APPROVAL_RULES) }) });
-        w.start();
+        // It names its lock tokens after its Redis connection (one round trip) and then runs; a Redis gone at that
+        // moment is logged, and the worker takes no job (ready stays false).
+        w.start().catch((err: unknown) => ctx.log.error({ code: 'worker_start_failed', err }, 'worker could not start'));
         workers.push(w);
         return w;
       },
