@@ -18,6 +18,8 @@ import { defaultRegistry, type ToolRegistry } from '../agents/support/tools/inde
 import type { ModelProvider } from '../core/model.js';
 import { ScriptedProvider } from '../models/scripted.js';
 import { OpenAIProvider } from '../models/openai.js';
+import { anthropicProvider, openAICompatibleProvider } from '../models/aiSdk.js';
+import { supportPrompt } from '../agents/support/prompt.js';
 
 export interface AppContext {
   cfg: Config;
@@ -37,7 +39,14 @@ export interface AppContext {
 export function buildProviders(cfg: Config): Map<string, ModelProvider> {
   const providers = new Map<string, ModelProvider>();
   if (scriptedModelAllowed(cfg)) providers.set('scripted', new ScriptedProvider());
-  providers.set('openai', new OpenAIProvider({ baseUrl: cfg.OPENAI_BASE_URL, model: cfg.OPENAI_MODEL, timeoutMs: cfg.MODEL_TIMEOUT_MS, ...(cfg.OPENAI_API_KEY ? { apiKey: cfg.OPENAI_API_KEY } : {}) }));
+  const common = { timeoutMs: cfg.MODEL_TIMEOUT_MS, prompt: supportPrompt };
+  providers.set('openai', new OpenAIProvider({ ...common, baseUrl: cfg.OPENAI_BASE_URL, model: cfg.OPENAI_MODEL, ...(cfg.OPENAI_API_KEY ? { apiKey: cfg.OPENAI_API_KEY } : {}) }));
+  providers.set('anthropic', anthropicProvider({ ...common, baseUrl: cfg.ANTHROPIC_BASE_URL, model: cfg.ANTHROPIC_MODEL, ...(cfg.ANTHROPIC_API_KEY ? { apiKey: cfg.ANTHROPIC_API_KEY } : {}) }));
+  if (cfg.OPENAI_COMPATIBLE_BASE_URL && cfg.OPENAI_COMPATIBLE_MODEL) {
+    providers.set('openai-compatible', openAICompatibleProvider({
+      ...common, baseUrl: cfg.OPENAI_COMPATIBLE_BASE_URL, model: cfg.OPENAI_COMPATIBLE_MODEL, ...(cfg.OPENAI_COMPATIBLE_API_KEY ? { apiKey: cfg.OPENAI_COMPATIBLE_API_KEY } : {}),
+    }));
+  }
   return providers;
 }
 

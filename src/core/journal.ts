@@ -28,6 +28,8 @@ const decision = z.object({
   model: z.string(),
   toolCalls: z.array(toolCallSchema),
   final: z.string().optional(),
+  /** Assistant text sent beside tool calls (a final answer goes in `final`): kept so the next call sees it. */
+  text: z.string().optional(),
   /** Usage summed over every attempt of this step's model call (retries included). */
   usage: usageSchema,
   attempts: z.number().int().positive(),

@@ -1,6 +1,7 @@
 /** Request bodies at the producer edge, and the run spec stored with each run. */
 import { z } from 'zod';
 import { scriptSchema } from '../models/script.js';
+import { PROVIDER_NAMES } from '../models/names.js';
 import { BUDGET_BOUNDS } from '../runs/bounds.js';
 
 /** The budget numbers, bounded (src/runs/bounds.ts): the request and the stored spec share them. */
@@ -27,7 +28,7 @@ export const budgetRequestSchema = z
 
 export const agentSchema = z
   .object({
-    model: z.enum(['scripted', 'openai']).optional(),
+    model: z.enum(PROVIDER_NAMES).optional(),
     script: scriptSchema.optional(),
   })
   .strict();
@@ -48,7 +49,7 @@ export const runSpecSchema = z.object({
   runId: z.string(),
   tenant: z.string(),
   ticket: ticketSchema,
-  model: z.enum(['scripted', 'openai']),
+  model: z.enum(PROVIDER_NAMES),
   script: scriptSchema.optional(),
   agentVersion: z.string(),
   toolsHash: z.string(),

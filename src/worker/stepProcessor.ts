@@ -385,7 +385,7 @@ export class StepProcessor {
     return {
       decision: {
         v: 1, kind: 'decision', step, model: provider.name, toolCalls: turn.toolCalls,
-        ...(turn.final !== undefined ? { final: turn.final } : {}), usage, attempts,
+        ...(turn.final !== undefined ? { final: turn.final } : {}), ...(turn.text !== undefined ? { text: turn.text } : {}), usage, attempts,
       },
     };
   }

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSupportTools, defaultRegistry } from '../../src/agents/support/tools/index.js';
 import type { ReadTool, ToolContext, WriteTool } from '../../src/core/tool.js';
-import { toMessages } from '../../src/models/openai.js';
+import { supportPrompt } from '../../src/agents/support/prompt.js';
 import { ScriptedProvider } from '../../src/models/scripted.js';
 import { estimateCallTokens } from '../../src/worker/budget.js';
 import type { RunSpec } from '../../src/producer/schemas.js';
@@ -79,12 +79,12 @@ describe('tools are built with their own service configuration', () => {
 describe('a model request carries the run input', () => {
   const base = { runId: 'r_seam', step: 1, attempt: 1, tools: [], maxCompletionTokens: 10, signal: new AbortController().signal };
 
-  it('the OpenAI prompt is the same messages as before, built from the input', () => {
+  it('the support prompt is the same messages as before, built from the input', () => {
     const input = { id: 'T-9', subject: 'Broken widget', body: 'It stopped.\nPlease help.', customer: { email: 'ada@example.com', name: 'Ada' } };
-    expect(toMessages({ ...base, input })).toEqual([
-      { role: 'system', content: 'You are a support agent. Use the tools to resolve the ticket, then answer with a short final summary.' },
-      { role: 'user', content: 'Ticket T-9: Broken widget\n\nIt stopped.\nPlease help.\n\nCustomer: Ada <ada@example.com>' },
-    ]);
+    expect(supportPrompt(input)).toEqual({
+      system: 'You are a support agent. Use the tools to resolve the ticket, then answer with a short final summary.',
+      user: 'Ticket T-9: Broken widget\n\nIt stopped.\nPlease help.\n\nCustomer: Ada <ada@example.com>',
+    });
   });
 
   it('the scripted provider plays the support agent from the input', async () => {
