@@ -10,6 +10,7 @@ import { KeySpace } from '../store/keys.js';
 import { ShardQueues } from '../runs/queues.js';
 import { RunStore } from '../runs/store.js';
 import { replayRun } from '../runs/replay.js';
+import { defaultRegistry } from '../agents/support/tools/index.js';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -36,7 +37,7 @@ if (!spec) {
 }
 const num = (v: string | undefined) => (v === undefined ? undefined : Number(v));
 const report = replayRun(spec, await store.transcript(runId), {
-  completionCap: cfg.COMPLETION_TOKEN_CAP,
+  completionCap: cfg.COMPLETION_TOKEN_CAP, tools: defaultRegistry({ baseUrl: cfg.SANDBOX_URL }).specs,
   ...(values['max-tokens'] ? { maxTokens: num(values['max-tokens'])! } : {}),
   ...(values['max-steps'] ? { maxSteps: num(values['max-steps'])! } : {}),
   ...(values['max-attempts'] ? { maxAttempts: num(values['max-attempts'])! } : {}),

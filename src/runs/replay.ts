@@ -8,6 +8,7 @@
  */
 import type { JournalEntry } from '../core/journal.js';
 import { encodeEntry, estimateTokens } from '../core/journal.js';
+import type { ToolSpec } from '../core/model.js';
 import type { RunSpec } from '../producer/schemas.js';
 import { estimateCallTokens, preflight, spentCheck, type Used } from '../worker/budget.js';
 
@@ -15,6 +16,8 @@ export interface ReplayCaps {
   maxSteps?: number;
   maxTokens?: number;
   completionCap: number;
+  /** The tools the worker offers (counted in each estimate as the worker counts them); none when omitted. */
+  tools?: ToolSpec[];
   /** Model attempts allowed per step; a recorded step that needed more fails. */
   maxAttempts?: number;
 }
@@ -28,6 +31,8 @@ export interface ReplayReport {
   completed: boolean;
 }
 
+const NO_TOOLS: ToolSpec[] = [];
+
 export function replayRun(spec: RunSpec, journal: JournalEntry[], caps: ReplayCaps): ReplayReport {
   const limits = { ...spec.limits, maxSteps: caps.maxSteps ?? spec.limits.maxSteps, maxTokens: caps.maxTokens ?? spec.limits.maxTokens, deadlineAt: Number.MAX_SAFE_INTEGER };
   const replaySpec: RunSpec = { ...spec, limits };
@@ -36,7 +41,7 @@ export function replayRun(spec: RunSpec, journal: JournalEntry[], caps: ReplayCa
   const report: ReplayReport = { runId: spec.runId, recordedSteps: decisions.length, stepsReplayed: 0, tokensSpent: 0, completed: false };
   for (const d of decisions) {
     if (d.kind !== 'decision') continue;
-    const stop = preflight(replaySpec, used, estimateCallTokens(replaySpec, used, caps.completionCap), 0);
+    const stop = preflight(replaySpec, used, estimateCallTokens(replaySpec, used, caps.completionCap, { tools: caps.tools ?? NO_TOOLS }), 0);
     if (stop) {
       report.stoppedAt = { step: d.step, status: 'budget_exceeded', reason: stop.reason };
       break;

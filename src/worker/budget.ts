@@ -1,11 +1,13 @@
 /**
  * Budgets are run attributes (Redis budget hash, limits fixed at creation).
  * The pre-flight check runs before every model attempt, retries included: an
- * attempt whose estimate (transcript prompt tokens + run input + completion cap)
+ * attempt whose estimate (transcript, run input, tool schemas, instructions, completion cap)
  * could exceed the remaining tokens is never made, nor one past the deadline.
  * After each attempt its billed usage is charged, failed attempts included.
  */
 import { TerminalError } from '../core/errors.js';
+import type { ToolSpec } from '../core/model.js';
+import { countTokens } from '../core/tokens.js';
 import { runInput, type RunSpec } from '../producer/schemas.js';
 import type { RedisClient } from '../store/connect.js';
 import { ScriptCode } from '../store/codes.js';
@@ -25,14 +27,34 @@ export interface Used {
   contextTokens: number;
 }
 
+/** What the model is shown besides the transcript and the input. */
+export interface PromptParts {
+  /** The tools offered (their names, descriptions and JSON schemas are part of the prompt). */
+  tools: ToolSpec[];
+  /** The agent's instructions; when unknown, INSTRUCTIONS_ALLOWANCE tokens are assumed. */
+  instructions?: string;
+}
+
+/** Tokens assumed for instructions the estimate is not given. */
+export const INSTRUCTIONS_ALLOWANCE = 200;
+
+const inputTokens = new WeakMap<RunSpec, number>();
+const toolTokens = new WeakMap<ToolSpec[], number>();
+
 /**
- * What one model attempt may spend: the transcript so far, the run's input
- * (its serialized JSON at about 4 bytes a token, plus 200 for the instructions)
- * and the completion cap. The engine does not read the input's fields.
+ * What one model attempt may spend, counted with the tokenizer (src/core/tokens.ts):
+ * the transcript so far (`used.contextTokens`, summed entry by entry at each commit),
+ * the run's input (its JSON; the engine does not read its fields), the tool schemas,
+ * the instructions, and the completion cap. The input's and the tools' counts are
+ * kept per spec and per tool list (a cached spec is counted once).
  */
-export function estimateCallTokens(spec: RunSpec, used: Used, completionCap: number): number {
-  const inputTokens = Math.ceil(Buffer.byteLength(JSON.stringify(runInput(spec)) ?? '') / 4) + 200;
-  return used.contextTokens + inputTokens + completionCap;
+export function estimateCallTokens(spec: RunSpec, used: Used, completionCap: number, prompt: PromptParts): number {
+  let input = inputTokens.get(spec);
+  if (input === undefined) inputTokens.set(spec, (input = countTokens(JSON.stringify(runInput(spec)) ?? '')));
+  let tools = toolTokens.get(prompt.tools);
+  if (tools === undefined) toolTokens.set(prompt.tools, (tools = countTokens(JSON.stringify(prompt.tools))));
+  const instructions = prompt.instructions !== undefined ? countTokens(prompt.instructions) : INSTRUCTIONS_ALLOWANCE;
+  return used.contextTokens + input + tools + instructions + completionCap;
 }
 
 /** Before a step's model call: a step left, and the first attempt's check. `estimate`: estimateCallTokens, computed once per call. */

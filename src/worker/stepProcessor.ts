@@ -169,7 +169,7 @@ export class StepProcessor {
       let carriesDecision = false;
       if (!decision) {
         // What one attempt may spend: the same for every attempt of this call (the transcript does not change between them).
-        const estimate = estimateCallTokens(spec, used, this.d.cfg.COMPLETION_TOKEN_CAP);
+        const estimate = estimateCallTokens(spec, used, this.d.cfg.COMPLETION_TOKEN_CAP, { tools: this.d.registry.specs });
         const stop = preflight(spec, used, estimate, this.now());
         if (stop) {
           this.d.metrics.budgetStops.inc({ kind: stop.kind });
@@ -438,14 +438,15 @@ export class StepProcessor {
   private async journalDecision(job: Job, token: string, lockKey: string, decision: DecisionEntry, log: Logger, startedEvent: string): Promise<number> {
     const k = this.d.keys.run((job.data as StepJobData).runId);
     const encoded = encodeEntry(decision);
+    const contextDelta = estimateTokens(encoded);
     const res = await script(this.d.redis, 'journalDecision')(
       k.run, k.budget, k.journal, k.events, lockKey,
-      token, decision.step, total(decision.usage), estimateTokens(encoded), encoded, this.now(),
+      token, decision.step, total(decision.usage), contextDelta, encoded, this.now(),
       this.d.cfg.EVENTS_MAX_LEN, decisionEvent(decision), job.id!, startedEvent,
     );
     if (isScriptError(res)) throw scriptError(res, { step: decision.step });
     log.debug({ code: 'decision_journalled' }, 'decision journalled');
-    return estimateTokens(encoded);
+    return contextDelta;
   }
 
   /**

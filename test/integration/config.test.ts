@@ -51,7 +51,7 @@ describe('config', () => {
 
     it('boots with a real model, its key, tokens, Redis and the services named', () => {
       expect(loadConfig(prod).APP_MODE).toBe('production');
-      expect([...buildProviders(loadConfig(prod)).keys()]).toEqual(['openai']);
+      expect([...buildProviders(loadConfig(prod)).keys()]).toEqual(['openai', 'anthropic']);
     });
 
     it('refuses the scripted model, even when SCRIPTED_MODEL_ENABLED=true asks for it', () => {

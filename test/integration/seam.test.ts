@@ -10,7 +10,8 @@ import { createSupportTools, defaultRegistry } from '../../src/agents/support/to
 import type { ReadTool, ToolContext, WriteTool } from '../../src/core/tool.js';
 import { supportPrompt } from '../../src/agents/support/prompt.js';
 import { ScriptedProvider } from '../../src/models/scripted.js';
-import { estimateCallTokens } from '../../src/worker/budget.js';
+import { estimateCallTokens, INSTRUCTIONS_ALLOWANCE } from '../../src/worker/budget.js';
+import { countTokens } from '../../src/core/tokens.js';
 import type { RunSpec } from '../../src/producer/schemas.js';
 import { startSandbox, type SandboxHandle } from '../../sandbox/server.js';
 import { TerminalError } from '../../src/core/errors.js';
@@ -92,10 +93,16 @@ describe('a model request carries the run input', () => {
     expect(turn.toolCalls).toEqual([{ id: 'call_2_0', name: 'lookup_customer', args: { email: ticket.customer.email } }]);
   });
 
-  it('the budget estimate is taken from the serialized input', () => {
+  it('the budget estimate counts the serialized input, the tool schemas and the instructions with the tokenizer', () => {
     const spec = { ticket, limits: { maxSteps: 10, maxTokens: 10_000, maxWallMs: 60_000, deadlineAt: 0 } } as unknown as RunSpec;
-    const inputTokens = Math.ceil(Buffer.byteLength(JSON.stringify(ticket)) / 4) + 200;
-    expect(estimateCallTokens(spec, { steps: 1, tokens: 0, contextTokens: 300 }, 1024)).toBe(300 + inputTokens + 1024);
+    const tools = createSupportTools({ baseUrl: 'http://127.0.0.1:1' }).map((t) => ({ name: t.name, description: t.description, parameters: {} }));
+    const inputTokens = countTokens(JSON.stringify(ticket));
+    const toolTokens = countTokens(JSON.stringify(tools));
+    const used = { steps: 1, tokens: 0, contextTokens: 300 };
+    expect(estimateCallTokens(spec, used, 1024, { tools, instructions: 'Resolve the ticket.' })).toBe(300 + inputTokens + toolTokens + countTokens('Resolve the ticket.') + 1024);
+    // Without instructions, an allowance stands in for them; the tools are part of the prompt, not free.
+    expect(estimateCallTokens(spec, used, 1024, { tools: [] })).toBe(300 + inputTokens + countTokens('[]') + INSTRUCTIONS_ALLOWANCE + 1024);
+    expect(toolTokens).toBeGreaterThan(10);
   });
 });
 
