@@ -152,7 +152,8 @@ export function classify(err: unknown, nowMs: number): AgentError {
       const e = new RetryableError(`model answered ${status ?? 'nothing'}`, retryAfterMs, { status });
       return Object.assign(e, { cause });
     }
-    // A 2xx here is an answer that does not match the API's schema (Anthropic's without usage, for one).
+    // A 2xx here is an answer that does not match the API's schema; one without usage is named so (never read as zero).
+    if (status < 300 && lacksUsage(cause.responseBody)) return Object.assign(new TerminalError('missing_usage', 'the provider reported no token usage', { status }), { cause });
     const what = status < 300 ? `model response did not match the API (${status})` : `model answered ${status}`;
     return Object.assign(new TerminalError('model_failed', what, { status }), { cause });
   }
@@ -160,6 +161,15 @@ export function classify(err: unknown, nowMs: number): AgentError {
   if (cause instanceof TypeError && /fetch failed/i.test(cause.message)) return Object.assign(new RetryableError('model request failed: network'), { cause });
   const name = (cause as Error | undefined)?.name ?? 'error';
   return Object.assign(new TerminalError('model_failed', `model response unusable: ${name}`), { cause });
+}
+
+function lacksUsage(body: string | undefined): boolean {
+  try {
+    const parsed = JSON.parse(body ?? '') as unknown;
+    return typeof parsed === 'object' && parsed !== null && !('usage' in parsed);
+  } catch {
+    return false;
+  }
 }
 
 function header(headers: Record<string, string> | undefined, name: string): string | undefined {
