@@ -91,15 +91,17 @@ export async function startModelServer(path: string, render: Render): Promise<Mo
   return handle;
 }
 
-/** Writes SSE events one by one; stops (cutting the connection) after `limit` of them. */
+/**
+ * Writes SSE events; with `limit`, only the first `limit` of them, then cuts the
+ * connection once they are flushed (the client has read part of an answer, as
+ * when a server or a proxy dies mid-stream).
+ */
 export function sse(res: ServerResponse, events: string[], limit = Infinity): void {
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
-  for (const [i, e] of events.entries()) {
-    if (i >= limit) {
-      res.socket?.destroy();
-      return;
-    }
-    res.write(e);
+  res.flushHeaders();
+  if (limit >= events.length) {
+    res.end(events.join(''));
+    return;
   }
-  res.end();
+  res.write(events.slice(0, limit).join(''), () => setTimeout(() => res.socket?.destroy(), 20));
 }
