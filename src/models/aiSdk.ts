@@ -23,15 +23,11 @@ import type { ModelProvider, ModelRequest, ModelTurn, ToolSpec } from '../core/m
 import { parseRetryAfter } from '../core/retryAfter.js';
 import { TimeoutError, withTimeout } from '../core/timeout.js';
 
-/** The agent's prompt from the run input: its instructions and the opening user message. */
-export type PromptBuilder = (input: unknown) => { system: string; user: string };
-
 export interface AiSdkOptions {
   /** The provider's name in runs (`agent.model`) and metrics. */
   name: string;
   model: LanguageModel;
   timeoutMs: number;
-  prompt: PromptBuilder;
   /** Provider-specific request options (e.g. OpenAI's max_completion_tokens). */
   providerOptions?: (req: ModelRequest) => Record<string, Record<string, number | string | boolean>>;
   /** Whether the completion cap goes as the SDK's maxOutputTokens (off when providerOptions carries it). */
@@ -52,13 +48,13 @@ export class AiSdkProvider implements ModelProvider {
   }
 
   async complete(req: ModelRequest): Promise<ModelTurn> {
-    const { system, user } = this.opts.prompt(req.input);
     let result: Awaited<ReturnType<typeof generateText>>;
     try {
       result = await withTimeout(this.opts.timeoutMs, req.signal, (signal) => generateText({
         model: this.opts.model,
-        system,
-        messages: [{ role: 'user', content: user }, ...toMessages(req.transcript ?? [])],
+        // The agent's instructions and first message come with the request: the provider holds no prompt text.
+        system: req.instructions,
+        messages: [{ role: 'user', content: req.prompt }, ...toMessages(req.transcript ?? [])],
         tools: this.toolSet(req.tools),
         toolChoice: 'auto',
         // The engine retries (src/worker/stepProcessor.ts): one HTTP request per attempt.
@@ -183,14 +179,13 @@ export interface ProviderSettings {
   apiKey?: string;
   model: string;
   timeoutMs: number;
-  prompt: PromptBuilder;
 }
 
 /** OpenAI Chat Completions (not the Responses API): the completion cap goes as max_completion_tokens. */
 export function openAIOptions(s: ProviderSettings): AiSdkOptions {
   const openai = createOpenAI({ ...(s.baseUrl ? { baseURL: s.baseUrl } : {}), apiKey: s.apiKey ?? '' });
   return {
-    name: 'openai', model: openai.chat(s.model), timeoutMs: s.timeoutMs, prompt: s.prompt,
+    name: 'openai', model: openai.chat(s.model), timeoutMs: s.timeoutMs,
     sendMaxOutputTokens: false,
     providerOptions: (req) => ({ openai: { maxCompletionTokens: req.maxCompletionTokens } }),
   };
@@ -199,11 +194,11 @@ export function openAIOptions(s: ProviderSettings): AiSdkOptions {
 /** Anthropic Messages (max_tokens is required there: the completion cap). */
 export function anthropicProvider(s: ProviderSettings): AiSdkProvider {
   const anthropic = createAnthropic({ ...(s.baseUrl ? { baseURL: s.baseUrl } : {}), apiKey: s.apiKey ?? '' });
-  return new AiSdkProvider({ name: 'anthropic', model: anthropic(s.model), timeoutMs: s.timeoutMs, prompt: s.prompt });
+  return new AiSdkProvider({ name: 'anthropic', model: anthropic(s.model), timeoutMs: s.timeoutMs });
 }
 
 /** An OpenAI-compatible server (vLLM, Ollama, LM Studio...): Chat Completions at baseUrl, the usage chunk asked for when streaming. */
 export function openAICompatibleProvider(s: ProviderSettings & { baseUrl: string }): AiSdkProvider {
   const compat = createOpenAICompatible({ name: 'openai-compatible', baseURL: s.baseUrl, includeUsage: true, ...(s.apiKey ? { apiKey: s.apiKey } : {}) });
-  return new AiSdkProvider({ name: 'openai-compatible', model: compat.chatModel(s.model), timeoutMs: s.timeoutMs, prompt: s.prompt });
+  return new AiSdkProvider({ name: 'openai-compatible', model: compat.chatModel(s.model), timeoutMs: s.timeoutMs });
 }

@@ -1,21 +1,19 @@
 /**
  * The OpenAI provider under its historical name: OpenAI Chat Completions
  * through the AI SDK (src/models/aiSdk.ts), configured by OPENAI_BASE_URL,
- * OPENAI_MODEL and OPENAI_API_KEY, with the support agent's prompt by default.
+ * OPENAI_MODEL and OPENAI_API_KEY.
  */
-import { supportPrompt } from '../agents/support/prompt.js';
-import { AiSdkProvider, openAIOptions, type PromptBuilder } from './aiSdk.js';
+import { AiSdkProvider, openAIOptions } from './aiSdk.js';
 
 export interface OpenAIOptions {
   baseUrl: string;
   apiKey?: string;
   model: string;
   timeoutMs: number;
-  prompt?: PromptBuilder;
 }
 
 export class OpenAIProvider extends AiSdkProvider {
   constructor(opts: OpenAIOptions) {
-    super(openAIOptions({ ...opts, prompt: opts.prompt ?? supportPrompt }));
+    super(openAIOptions(opts));
   }
 }

@@ -6,20 +6,23 @@
  * would have spent. Nothing is sent anywhere: recorded observations stand in
  * for the tools (the fake transport), recorded usage for the model.
  */
+import { defaultInputTokens } from '../core/agent.js';
 import type { JournalEntry } from '../core/journal.js';
 import { encodeEntry, estimateTokens } from '../core/journal.js';
+import type { RunSpec } from './spec.js';
 import type { ToolSpec } from '../core/model.js';
-import type { RunSpec } from '../producer/schemas.js';
 import { estimateCallTokens, preflight, spentCheck, type Used } from '../worker/budget.js';
 
 export interface ReplayCaps {
   maxSteps?: number;
   maxTokens?: number;
   completionCap: number;
-  /** The tools the worker offers (counted in each estimate as the worker counts them); none when omitted. */
-  tools?: ToolSpec[];
   /** Model attempts allowed per step; a recorded step that needed more fails. */
   maxAttempts?: number;
+  /** The agent's estimate of the input's prompt tokens (default: the default estimate of defineAgent). */
+  inputTokens?: number;
+  /** The tools the agent offers (counted in each estimate as the worker counts them); none when omitted. */
+  tools?: readonly ToolSpec[];
 }
 
 export interface ReplayReport {
@@ -31,17 +34,16 @@ export interface ReplayReport {
   completed: boolean;
 }
 
-const NO_TOOLS: ToolSpec[] = [];
-
 export function replayRun(spec: RunSpec, journal: JournalEntry[], caps: ReplayCaps): ReplayReport {
   const limits = { ...spec.limits, maxSteps: caps.maxSteps ?? spec.limits.maxSteps, maxTokens: caps.maxTokens ?? spec.limits.maxTokens, deadlineAt: Number.MAX_SAFE_INTEGER };
   const replaySpec: RunSpec = { ...spec, limits };
   const used: Used = { steps: 0, tokens: 0, contextTokens: 0 };
+  const inputTokens = caps.inputTokens ?? defaultInputTokens(spec.input);
   const decisions = journal.filter((e) => e.kind === 'decision');
   const report: ReplayReport = { runId: spec.runId, recordedSteps: decisions.length, stepsReplayed: 0, tokensSpent: 0, completed: false };
   for (const d of decisions) {
     if (d.kind !== 'decision') continue;
-    const stop = preflight(replaySpec, used, estimateCallTokens(replaySpec, used, caps.completionCap, { tools: caps.tools ?? NO_TOOLS }), 0);
+    const stop = preflight(replaySpec, used, estimateCallTokens(inputTokens, used, caps.completionCap, caps.tools), 0);
     if (stop) {
       report.stoppedAt = { step: d.step, status: 'budget_exceeded', reason: stop.reason };
       break;

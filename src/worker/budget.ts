@@ -8,7 +8,7 @@
 import { TerminalError } from '../core/errors.js';
 import type { ToolSpec } from '../core/model.js';
 import { countTokens } from '../core/tokens.js';
-import { runInput, type RunSpec } from '../producer/schemas.js';
+import type { RunSpec } from '../runs/spec.js';
 import type { RedisClient } from '../store/connect.js';
 import { ScriptCode } from '../store/codes.js';
 import type { KeySpace } from '../store/keys.js';
@@ -27,34 +27,24 @@ export interface Used {
   contextTokens: number;
 }
 
-/** What the model is shown besides the transcript and the input. */
-export interface PromptParts {
-  /** The tools offered (their names, descriptions and JSON schemas are part of the prompt). */
-  tools: ToolSpec[];
-  /** The agent's instructions; when unknown, INSTRUCTIONS_ALLOWANCE tokens are assumed. */
-  instructions?: string;
+const toolTokens = new WeakMap<readonly ToolSpec[], number>();
+
+/** Prompt tokens of the tools offered (names, descriptions, JSON schemas), counted once per tool list. */
+export function toolSchemaTokens(tools: readonly ToolSpec[]): number {
+  let n = toolTokens.get(tools);
+  if (n === undefined) toolTokens.set(tools, (n = tools.length === 0 ? 0 : countTokens(JSON.stringify(tools))));
+  return n;
 }
 
-/** Tokens assumed for instructions the estimate is not given. */
-export const INSTRUCTIONS_ALLOWANCE = 200;
-
-const inputTokens = new WeakMap<RunSpec, number>();
-const toolTokens = new WeakMap<ToolSpec[], number>();
-
 /**
- * What one model attempt may spend, counted with the tokenizer (src/core/tokens.ts):
- * the transcript so far (`used.contextTokens`, summed entry by entry at each commit),
- * the run's input (its JSON; the engine does not read its fields), the tool schemas,
- * the instructions, and the completion cap. The input's and the tools' counts are
- * kept per spec and per tool list (a cached spec is counted once).
+ * What one model attempt may spend, in tokenizer counts (src/core/tokens.ts): the
+ * transcript so far (`used.contextTokens`, summed entry by entry at each commit), the
+ * run's instructions and input (`inputTokens`: the agent's estimateInputTokens, by
+ * default its instructions and first message, counted), the tool schemas offered and
+ * the completion cap. The engine does not read the input's fields.
  */
-export function estimateCallTokens(spec: RunSpec, used: Used, completionCap: number, prompt: PromptParts): number {
-  let input = inputTokens.get(spec);
-  if (input === undefined) inputTokens.set(spec, (input = countTokens(JSON.stringify(runInput(spec)) ?? '')));
-  let tools = toolTokens.get(prompt.tools);
-  if (tools === undefined) toolTokens.set(prompt.tools, (tools = countTokens(JSON.stringify(prompt.tools))));
-  const instructions = prompt.instructions !== undefined ? countTokens(prompt.instructions) : INSTRUCTIONS_ALLOWANCE;
-  return used.contextTokens + input + tools + instructions + completionCap;
+export function estimateCallTokens(inputTokens: number, used: Used, completionCap: number, tools: readonly ToolSpec[] = []): number {
+  return used.contextTokens + inputTokens + toolSchemaTokens(tools) + completionCap;
 }
 
 /** Before a step's model call: a step left, and the first attempt's check. `estimate`: estimateCallTokens, computed once per call. */
