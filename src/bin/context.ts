@@ -23,6 +23,7 @@ import type { EngineContext } from '../runs/context.js';
 import { loadAgents } from './agents.js';
 import { ScriptedProvider } from '../models/scripted.js';
 import { OpenAIProvider } from '../models/openai.js';
+import { anthropicProvider, openAICompatibleProvider } from '../models/aiSdk.js';
 
 /** The engine's context, as the entry points and the producer name it. */
 export type AppContext = EngineContext;
@@ -30,7 +31,14 @@ export type AppContext = EngineContext;
 export function buildProviders(cfg: Config): Map<string, ModelProvider> {
   const providers = new Map<string, ModelProvider>();
   if (scriptedModelAllowed(cfg)) providers.set('scripted', new ScriptedProvider());
-  providers.set('openai', new OpenAIProvider({ baseUrl: cfg.OPENAI_BASE_URL, model: cfg.OPENAI_MODEL, timeoutMs: cfg.MODEL_TIMEOUT_MS, ...(cfg.OPENAI_API_KEY ? { apiKey: cfg.OPENAI_API_KEY } : {}) }));
+  const common = { timeoutMs: cfg.MODEL_TIMEOUT_MS };
+  providers.set('openai', new OpenAIProvider({ ...common, baseUrl: cfg.OPENAI_BASE_URL, model: cfg.OPENAI_MODEL, ...(cfg.OPENAI_API_KEY ? { apiKey: cfg.OPENAI_API_KEY } : {}) }));
+  providers.set('anthropic', anthropicProvider({ ...common, baseUrl: cfg.ANTHROPIC_BASE_URL, model: cfg.ANTHROPIC_MODEL, ...(cfg.ANTHROPIC_API_KEY ? { apiKey: cfg.ANTHROPIC_API_KEY } : {}) }));
+  if (cfg.OPENAI_COMPATIBLE_BASE_URL && cfg.OPENAI_COMPATIBLE_MODEL) {
+    providers.set('openai-compatible', openAICompatibleProvider({
+      ...common, baseUrl: cfg.OPENAI_COMPATIBLE_BASE_URL, model: cfg.OPENAI_COMPATIBLE_MODEL, ...(cfg.OPENAI_COMPATIBLE_API_KEY ? { apiKey: cfg.OPENAI_COMPATIBLE_API_KEY } : {}),
+    }));
+  }
   return providers;
 }
 

@@ -41,7 +41,7 @@ const num = (v: string | undefined) => (v === undefined ? undefined : Number(v))
 const agent = agents.get(spec.agent);
 const report = replayRun(spec, await store.transcript(runId), {
   completionCap: cfg.COMPLETION_TOKEN_CAP,
-  ...(agent ? { inputTokens: agent.estimateInputTokens(spec.input) } : {}),
+  ...(agent ? { inputTokens: agent.estimateInputTokens(spec.input), tools: agent.tools.specs } : {}),
   ...(values['max-tokens'] ? { maxTokens: num(values['max-tokens'])! } : {}),
   ...(values['max-steps'] ? { maxSteps: num(values['max-steps'])! } : {}),
   ...(values['max-attempts'] ? { maxAttempts: num(values['max-attempts'])! } : {}),

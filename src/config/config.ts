@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { BUDGET_BOUNDS } from '../runs/bounds.js';
+import { PROVIDER_NAMES } from '../models/names.js';
 
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'])
@@ -96,14 +97,30 @@ export const configSchema = z.object({
    * and reconciler; a module that cannot be loaded or exports no valid agent stops the process naming it.
    */
   AGENTS_MODULE: z.string().min(1).optional(),
-  MODEL_PROVIDER: z.enum(['scripted', 'openai']).default('scripted'),
+  /** The provider a run uses unless it names one (`agent.model`): scripted (development), openai, anthropic, openai-compatible. */
+  MODEL_PROVIDER: z.enum(PROVIDER_NAMES).default('scripted'),
   /** The scripted provider (and run-supplied scripts) is for demos and tests: development only; `false` disables it there too. */
   SCRIPTED_MODEL_ENABLED: bool.optional(),
   OPENAI_BASE_URL: z.string().url().default('https://api.openai.com/v1'),
   OPENAI_API_KEY: z.string().optional(),
   OPENAI_MODEL: z.string().default('gpt-4o-mini'),
+  /** Anthropic Messages API (https://api.anthropic.com/v1 by default). */
+  ANTHROPIC_BASE_URL: z.string().url().default('https://api.anthropic.com/v1'),
+  ANTHROPIC_API_KEY: z.string().optional(),
+  ANTHROPIC_MODEL: z.string().default('claude-sonnet-4-5'),
+  /** An OpenAI-compatible Chat Completions server (vLLM `http://host:8000/v1`, Ollama `http://host:11434/v1`); unset = no such provider. */
+  OPENAI_COMPATIBLE_BASE_URL: z.string().url().optional(),
+  OPENAI_COMPATIBLE_MODEL: z.string().optional(),
+  /** Sent as a bearer token when set (vLLM --api-key); Ollama needs none. */
+  OPENAI_COMPATIBLE_API_KEY: z.string().optional(),
   MODEL_TIMEOUT_MS: int(30000, 1),
+  /** Attempts of one model call inside one delivery (short backoffs, no Retry-After); past them the step job is delayed. */
   MODEL_MAX_ATTEMPTS: int(4, 1),
+  /**
+   * A provider outage (429/5xx/network, Retry-After honoured by delaying the step job) is waited out this long
+   * from its first failure; a wait that would end past it parks the run needs_human / provider_unavailable.
+   */
+  MODEL_OUTAGE_MAX_MS: int(10 * 60_000, 0),
   RETRY_BASE_MS: int(200, 0),
   RETRY_MAX_MS: int(5000, 0),
   /** Completion cap sent to the model and used by the pre-flight budget estimate. */
@@ -226,6 +243,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       cfg.BULL_BOARD_PASSWORD = secret();
     }
   }
+  if (cfg.OPENAI_COMPATIBLE_BASE_URL && !cfg.OPENAI_COMPATIBLE_MODEL) {
+    throw new ConfigError(['OPENAI_COMPATIBLE_MODEL'], 'invalid configuration: OPENAI_COMPATIBLE_MODEL: required with OPENAI_COMPATIBLE_BASE_URL (the model the server serves)');
+  }
   // A default budget above the largest one a request may ask would make every request without a budget a 400.
   for (const [def, limit] of [['DEFAULT_MAX_STEPS', 'LIMIT_MAX_STEPS'], ['DEFAULT_MAX_TOKENS', 'LIMIT_MAX_TOKENS'], ['DEFAULT_MAX_WALL_MS', 'LIMIT_MAX_WALL_MS']] as const) {
     if (cfg[def] > cfg[limit]) throw new ConfigError([def], `invalid configuration: ${def}: ${cfg[def]} is above ${limit} (${cfg[limit]})`);
@@ -235,9 +255,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       throw new ConfigError([field], `invalid configuration: ${field}: ${why} (APP_MODE=production)`);
     };
     // The scripted model plays canned turns, and a run may carry its own script: neither is a model.
-    if (cfg.MODEL_PROVIDER === 'scripted') refuse('MODEL_PROVIDER', 'the scripted model is refused in production; use openai');
+    if (cfg.MODEL_PROVIDER === 'scripted') refuse('MODEL_PROVIDER', 'the scripted model is refused in production; use openai, anthropic or openai-compatible');
     if (cfg.SCRIPTED_MODEL_ENABLED === true) refuse('SCRIPTED_MODEL_ENABLED', 'the scripted model and run-supplied scripts are refused in production');
     if (cfg.MODEL_PROVIDER === 'openai' && !cfg.OPENAI_API_KEY) refuse('OPENAI_API_KEY', 'required by MODEL_PROVIDER=openai');
+    if (cfg.MODEL_PROVIDER === 'anthropic' && !cfg.ANTHROPIC_API_KEY) refuse('ANTHROPIC_API_KEY', 'required by MODEL_PROVIDER=anthropic');
+    if (cfg.MODEL_PROVIDER === 'openai-compatible' && !cfg.OPENAI_COMPATIBLE_BASE_URL) refuse('OPENAI_COMPATIBLE_BASE_URL', 'required by MODEL_PROVIDER=openai-compatible');
     if (!cfg.PRODUCER_TOKEN || !cfg.OPERATOR_TOKEN) {
       throw new ConfigError(['PRODUCER_TOKEN', 'OPERATOR_TOKEN'], 'invalid configuration: production requires PRODUCER_TOKEN and OPERATOR_TOKEN');
     }

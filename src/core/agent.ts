@@ -10,6 +10,7 @@
  */
 import type { z } from 'zod';
 import { fingerprint } from './canonical.js';
+import { countTokens } from './tokens.js';
 import type { DispatchReceipt, DispatchRequest, LookupRequest, LookupResult, ReadTool, ReconcileMethod, ServiceCapabilities, Tool, ToolContext, WriteTool } from './tool.js';
 import { ToolRegistry } from './toolRegistry.js';
 
@@ -129,7 +130,7 @@ export interface AgentDefinition<I> {
   prompt?(input: I): string;
   /** The input's business key: the same tenant, agent and key is the same run (default: a digest of the input). */
   key?(input: I): string;
-  /** Prompt tokens of instructions and input, for the budget pre-flight (default: serialized input / 4 + 200). */
+  /** Prompt tokens of instructions and input, for the budget pre-flight (default: instructions(input) and prompt(input), by the tokenizer). */
   estimateInputTokens?(input: I): number;
   /**
    * The write-tool call that compensates `action` when an operator orders it,
@@ -156,9 +157,9 @@ export interface Agent<I = unknown> {
   demoScript?(input: I): unknown;
 }
 
-/** An agent's default input estimate: its serialized JSON at about 4 bytes a token, plus 200 for the instructions. */
+/** An input estimate without the agent's texts: the input's serialized JSON by the tokenizer, plus 200 for the instructions. */
 export function defaultInputTokens(input: unknown): number {
-  return Math.ceil(Buffer.byteLength(JSON.stringify(input) ?? '') / 4) + 200;
+  return countTokens(JSON.stringify(input) ?? '') + 200;
 }
 
 const AGENT = Symbol.for('durable-agent-fleet.agent');
@@ -166,6 +167,7 @@ const AGENT = Symbol.for('durable-agent-fleet.agent');
 export function defineAgent<I>(def: AgentDefinition<I>): Agent<I> {
   if (!AGENT_NAME_FORMAT.test(def.name)) throw new TypeError(`agent name '${def.name}' must match ${AGENT_NAME_FORMAT}`);
   if (def.version.length === 0 || def.version.length > 100) throw new TypeError(`agent '${def.name}': version must be 1 to 100 characters`);
+  const prompt = def.prompt ?? ((input: I) => JSON.stringify(input));
   const agent: Agent<I> = {
     name: def.name,
     version: def.version,
@@ -173,9 +175,10 @@ export function defineAgent<I>(def: AgentDefinition<I>): Agent<I> {
     tools: new ToolRegistry(def.tools),
     model: def.model,
     instructions: def.instructions,
-    prompt: def.prompt ?? ((input) => JSON.stringify(input)),
+    prompt,
     key: def.key ?? ((input) => fingerprint(input).slice(0, 32)),
-    estimateInputTokens: def.estimateInputTokens ?? defaultInputTokens,
+    // By default what the model is sent: the instructions and the first message, counted by the tokenizer.
+    estimateInputTokens: def.estimateInputTokens ?? ((input: I) => countTokens(def.instructions(input)) + countTokens(prompt(input))),
     ...(def.compensationFor ? { compensationFor: def.compensationFor } : {}),
     ...(def.demoScript ? { demoScript: def.demoScript } : {}),
   };

@@ -3,6 +3,7 @@
  * Redis list and never rewritten. Validated when read back (schema version v:1).
  */
 import { z } from 'zod';
+import { countTokens } from './tokens.js';
 
 /**
  * Token usage: non-negative safe integers (zod's int() is safe-integer only). What a provider reports is
@@ -28,6 +29,8 @@ const decision = z.object({
   model: z.string(),
   toolCalls: z.array(toolCallSchema),
   final: z.string().optional(),
+  /** Assistant text sent beside tool calls (a final answer goes in `final`): kept so the next call sees it. */
+  text: z.string().optional(),
   /** Usage summed over every attempt of this step's model call (retries included). */
   usage: usageSchema,
   attempts: z.number().int().positive(),
@@ -88,7 +91,7 @@ export function decodeEntry(raw: string, index: number): JournalEntry {
   return r.data;
 }
 
-/** Rough prompt-token estimate of an encoded entry (4 bytes per token), used by the budget pre-flight. */
+/** Prompt tokens of an encoded entry (its JSON, by the tokenizer: src/core/tokens.ts), summed into the run's context by each commit. */
 export function estimateTokens(encoded: string): number {
-  return Math.ceil(Buffer.byteLength(encoded) / 4);
+  return countTokens(encoded);
 }

@@ -27,6 +27,8 @@ export interface ModelRequest {
 export interface ModelTurn {
   toolCalls: ToolCall[];
   final?: string;
+  /** Text the model wrote beside its tool calls (journalled with the decision, sent back on the next call). */
+  text?: string;
   /** Undefined means the provider reported no usage: an error for the caller, never zero. */
   usage?: Usage;
 }

@@ -10,6 +10,7 @@ import { defaultInputTokens } from '../core/agent.js';
 import type { JournalEntry } from '../core/journal.js';
 import { encodeEntry, estimateTokens } from '../core/journal.js';
 import type { RunSpec } from './spec.js';
+import type { ToolSpec } from '../core/model.js';
 import { estimateCallTokens, preflight, spentCheck, type Used } from '../worker/budget.js';
 
 export interface ReplayCaps {
@@ -20,6 +21,8 @@ export interface ReplayCaps {
   maxAttempts?: number;
   /** The agent's estimate of the input's prompt tokens (default: the default estimate of defineAgent). */
   inputTokens?: number;
+  /** The tools the agent offers (counted in each estimate as the worker counts them); none when omitted. */
+  tools?: readonly ToolSpec[];
 }
 
 export interface ReplayReport {
@@ -40,7 +43,7 @@ export function replayRun(spec: RunSpec, journal: JournalEntry[], caps: ReplayCa
   const report: ReplayReport = { runId: spec.runId, recordedSteps: decisions.length, stepsReplayed: 0, tokensSpent: 0, completed: false };
   for (const d of decisions) {
     if (d.kind !== 'decision') continue;
-    const stop = preflight(replaySpec, used, estimateCallTokens(inputTokens, used, caps.completionCap), 0);
+    const stop = preflight(replaySpec, used, estimateCallTokens(inputTokens, used, caps.completionCap, caps.tools), 0);
     if (stop) {
       report.stoppedAt = { step: d.step, status: 'budget_exceeded', reason: stop.reason };
       break;

@@ -48,6 +48,8 @@ export const stepJobDataSchema = z.object({
   step: z.number().int().positive(),
   /** Set on the job that resumes a parked run: the step's state is read, never assumed. */
   resume: z.boolean().optional(),
+  /** Epoch ms of the first model failure of a provider outage this step is waiting out (src/worker/stepProcessor.ts). */
+  outageSince: z.number().int().nonnegative().optional(),
   /**
    * Budget usage as of the commit that created this job (fast path; re-read on any doubt).
    * Token totals are sums of validated usages and may pass 2^53 (a large-but-valid spend):

@@ -1,11 +1,13 @@
 /**
  * Budgets are run attributes (Redis budget hash, limits fixed at creation).
  * The pre-flight check runs before every model attempt, retries included: an
- * attempt whose estimate (transcript prompt tokens + run input + completion cap)
+ * attempt whose estimate (transcript, run input, tool schemas, instructions, completion cap)
  * could exceed the remaining tokens is never made, nor one past the deadline.
  * After each attempt its billed usage is charged, failed attempts included.
  */
 import { TerminalError } from '../core/errors.js';
+import type { ToolSpec } from '../core/model.js';
+import { countTokens } from '../core/tokens.js';
 import type { RunSpec } from '../runs/spec.js';
 import type { RedisClient } from '../store/connect.js';
 import { ScriptCode } from '../store/codes.js';
@@ -25,14 +27,24 @@ export interface Used {
   contextTokens: number;
 }
 
+const toolTokens = new WeakMap<readonly ToolSpec[], number>();
+
+/** Prompt tokens of the tools offered (names, descriptions, JSON schemas), counted once per tool list. */
+export function toolSchemaTokens(tools: readonly ToolSpec[]): number {
+  let n = toolTokens.get(tools);
+  if (n === undefined) toolTokens.set(tools, (n = tools.length === 0 ? 0 : countTokens(JSON.stringify(tools))));
+  return n;
+}
+
 /**
- * What one model attempt may spend: the transcript so far, the run's input and
- * instructions (`inputTokens`: the agent's estimateInputTokens, by default the
- * input's serialized JSON at about 4 bytes a token plus 200) and the completion
- * cap. The engine does not read the input's fields.
+ * What one model attempt may spend, in tokenizer counts (src/core/tokens.ts): the
+ * transcript so far (`used.contextTokens`, summed entry by entry at each commit), the
+ * run's instructions and input (`inputTokens`: the agent's estimateInputTokens, by
+ * default its instructions and first message, counted), the tool schemas offered and
+ * the completion cap. The engine does not read the input's fields.
  */
-export function estimateCallTokens(inputTokens: number, used: Used, completionCap: number): number {
-  return used.contextTokens + inputTokens + completionCap;
+export function estimateCallTokens(inputTokens: number, used: Used, completionCap: number, tools: readonly ToolSpec[] = []): number {
+  return used.contextTokens + inputTokens + toolSchemaTokens(tools) + completionCap;
 }
 
 /** Before a step's model call: a step left, and the first attempt's check. `estimate`: estimateCallTokens, computed once per call. */

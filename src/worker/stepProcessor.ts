@@ -16,7 +16,7 @@
  */
 import type { Context, Tracer } from '@opentelemetry/api';
 import { inSpan } from '../metrics/tracing.js';
-import type { Job } from 'bullmq';
+import { DelayedError, type Job } from 'bullmq';
 import { z } from 'zod';
 import type { Logger } from 'pino';
 import type { Config } from '../config/config.js';
@@ -66,8 +66,21 @@ export interface StepDeps {
 
 type Terminal = { status: string; reason: string };
 
-/** A model call's result: a decision, or the stop it ends in, with the tokens its attempts spent (and the budget that stopped it). */
-type Called = { decision: DecisionEntry } | { failed: Terminal; charged: number; budget?: BudgetKind };
+/**
+ * A model call's result: a decision, the stop it ends in, or a provider outage to wait out
+ * (`retryAfterMs`: what the provider asked, if it did), with the tokens its attempts spent.
+ */
+type Called =
+  | { decision: DecisionEntry }
+  | { failed: Terminal; charged: number; budget?: BudgetKind }
+  | { unavailable: { provider: string; retryAfterMs: number | undefined }; charged: number };
+
+/** A provider named its wait (Retry-After): not retried in this delivery (withRetry passes it through), the job is delayed. */
+class NamedWait extends AgentError {
+  constructor(readonly retryable: RetryableError) {
+    super('transient', retryable.message, retryable.details);
+  }
+}
 
 interface CommitPlan {
   entries: JournalEntry[];
@@ -177,7 +190,7 @@ export class StepProcessor {
       let carriesDecision = false;
       if (!decision) {
         // What one attempt may spend: the same for every attempt of this call (the transcript does not change between them).
-        const estimate = estimateCallTokens(agent.estimateInputTokens(spec.input), used, this.d.cfg.COMPLETION_TOKEN_CAP);
+        const estimate = estimateCallTokens(agent.estimateInputTokens(spec.input), used, this.d.cfg.COMPLETION_TOKEN_CAP, agent.tools.specs);
         const stop = preflight(spec, used, estimate, this.now());
         if (stop) {
           this.d.metrics.budgetStops.inc({ kind: stop.kind });
@@ -188,6 +201,10 @@ export class StepProcessor {
         // Each attempt is checked before (what it may spend) and charged after (what it did), tenant day included.
         const chargeAbandoned = (tokens: number) => this.chargeAbandoned(job, token, lockKey, step, tokens, log);
         const called = await this.callModel(agent, spec, step, used, estimate, signal, log, trace, chargeAbandoned);
+        if ('unavailable' in called) {
+          await this.waitOutOutage(job, token, data, spec, called.unavailable, called.charged, chargeAbandoned, commit, log);
+          return;
+        }
         if ('failed' in called) {
           if (called.budget) {
             this.d.metrics.budgetStops.inc({ kind: called.budget });
@@ -261,6 +278,7 @@ export class StepProcessor {
       this.d.metrics.stepDuration.observe(Number(process.hrtime.bigint() - started) / 1e9);
       log.debug({ code: 'step_committed', status }, 'step committed');
     } catch (err) {
+      if (err instanceof DelayedError) throw err; // waiting out a provider outage: the job is in the delayed set
       if (err instanceof FenceError) {
         this.d.metrics.fenceRejections.inc({ code: err.code });
         log.info({ code: err.code }, 'commit refused by the fence');
@@ -302,6 +320,7 @@ export class StepProcessor {
       const r = await this.callModelUntraced(agent, spec, step, used, estimate, signal, log, chargeAbandoned);
       span?.setAttributes('failed' in r
         ? { 'agent.outcome': r.failed.status, 'agent.tokens': r.charged }
+        : 'unavailable' in r ? { 'agent.outcome': 'provider_unavailable', 'agent.tokens': r.charged }
         : { 'agent.outcome': 'decided', 'agent.tokens': total(r.decision.usage), 'agent.tools': r.decision.toolCalls.map((c) => c.name) });
       return r;
     });
@@ -363,6 +382,7 @@ export class StepProcessor {
               spent = total(billed);
               addUsage(usage, billed);
             }
+            if (err instanceof RetryableError && err.retryAfterMs !== undefined && !signal.aborted) throw new NamedWait(err);
             throw err;
           } finally {
             await this.tenantBudget.settle(spec.tenant, spent - estimate, this.now());
@@ -383,6 +403,9 @@ export class StepProcessor {
         const stop = wallClockStop(spec, this.now(), err.cause !== undefined);
         return { failed: { status: 'budget_exceeded', reason: stop.reason }, charged: total(usage), budget: stop.kind };
       }
+      // A 429/5xx/network failure that named its wait, or that outlasted this delivery's attempts: an outage, waited out by delaying the job.
+      if (err instanceof NamedWait) return { unavailable: { provider: provider.name, retryAfterMs: err.retryable.retryAfterMs }, charged: total(usage) };
+      if (err instanceof RetryableError) return { unavailable: { provider: provider.name, retryAfterMs: undefined }, charged: total(usage) };
       const code = err instanceof AgentError ? err.code : 'model_failed';
       return { failed: { status: 'failed', reason: `${code}: ${(err as Error).message}` }, charged: total(usage) };
     }
@@ -397,9 +420,48 @@ export class StepProcessor {
     return {
       decision: {
         v: 1, kind: 'decision', step, model: provider.name, toolCalls: turn.toolCalls,
-        ...(turn.final !== undefined ? { final: turn.final } : {}), usage, attempts,
+        ...(turn.final !== undefined ? { final: turn.final } : {}), ...(turn.text !== undefined ? { text: turn.text } : {}), usage, attempts,
       },
     };
+  }
+
+  /**
+   * A provider outage is a wait, not a failure: the step job goes to BullMQ's delayed set until
+   * the provider's Retry-After (uncapped; else RETRY_MAX_MS) has passed, and no worker holds it
+   * meanwhile. The first failure's time rides in the job's data (`outageSince`). The wait is
+   * bounded: one that would end at or past the run's deadline stops the run `budget_exceeded`
+   * (wall_clock); one that would end past MODEL_OUTAGE_MAX_MS from the first failure parks it
+   * `needs_human` / `provider_unavailable` (a status, an event and agent_runs_finished_total, by the commit).
+   * What the failed attempts spent is charged before the job moves. If the process dies between
+   * the data update and the move, the stall check redelivers the job and it fails (and waits) again.
+   */
+  private async waitOutOutage(
+    job: Job, token: string, data: StepJobData, spec: RunSpec, outage: { provider: string; retryAfterMs: number | undefined }, charged: number,
+    chargeAbandoned: (tokens: number) => Promise<void>, commit: (plan: CommitPlan) => Promise<void>, log: Logger,
+  ): Promise<void> {
+    const now = this.now();
+    const waitMs = outage.retryAfterMs ?? this.d.cfg.RETRY_MAX_MS;
+    const since = data.outageSince ?? now;
+    const step = data.step;
+    if (now + waitMs >= spec.limits.deadlineAt) {
+      const stop = wallClockStop(spec, now, true);
+      this.d.metrics.budgetStops.inc({ kind: stop.kind });
+      log.warn({ code: 'budget_exceeded', kind: stop.kind, waitMs }, stop.reason);
+      await commit({ ...this.stopPlan(step, { status: 'budget_exceeded', reason: stop.reason }, [], false), tokensDelta: charged });
+      return;
+    }
+    if (now + waitMs > since + this.d.cfg.MODEL_OUTAGE_MAX_MS) {
+      const reason = `provider_unavailable: ${outage.provider} failing for ${now - since} ms, next try in ${waitMs} ms, window ${this.d.cfg.MODEL_OUTAGE_MAX_MS} ms`;
+      log.warn({ code: 'provider_unavailable', provider: outage.provider, outageMs: now - since, waitMs }, 'provider outage past its window: the run goes to a person');
+      await commit({ ...this.stopPlan(step, { status: 'needs_human', reason }, [], false), tokensDelta: charged });
+      return;
+    }
+    if (charged > 0) await chargeAbandoned(charged);
+    if (data.outageSince === undefined) await job.updateData({ ...data, outageSince: since });
+    await job.moveToDelayed(now + waitMs, token);
+    this.d.metrics.modelWaits.inc({ provider: outage.provider });
+    log.warn({ code: 'model_wait', provider: outage.provider, waitMs, outageMs: now - since }, 'provider unavailable: step delayed');
+    throw new DelayedError();
   }
 
   private async runTool(
@@ -450,14 +512,15 @@ export class StepProcessor {
   private async journalDecision(job: Job, token: string, lockKey: string, decision: DecisionEntry, log: Logger, startedEvent: string): Promise<number> {
     const k = this.d.keys.run((job.data as StepJobData).runId);
     const encoded = encodeEntry(decision);
+    const contextDelta = estimateTokens(encoded);
     const res = await script(this.d.redis, 'journalDecision')(
       k.run, k.budget, k.journal, k.events, lockKey,
-      token, decision.step, total(decision.usage), estimateTokens(encoded), encoded, this.now(),
+      token, decision.step, total(decision.usage), contextDelta, encoded, this.now(),
       this.d.cfg.EVENTS_MAX_LEN, decisionEvent(decision), job.id!, startedEvent,
     );
     if (isScriptError(res)) throw scriptError(res, { step: decision.step });
     log.debug({ code: 'decision_journalled' }, 'decision journalled');
-    return estimateTokens(encoded);
+    return contextDelta;
   }
 
   /**

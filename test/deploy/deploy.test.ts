@@ -62,6 +62,7 @@ const METRICS = new Set([
   'agent_step_duration_seconds',
   'agent_stall_recoveries_total',
   'agent_sigterm_handoffs_total',
+  'agent_model_waits_total',
   'agent_queue_jobs',
   'agent_runs_by_status',
   'agent_redis_config_ok',

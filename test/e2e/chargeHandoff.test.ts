@@ -11,7 +11,8 @@ import { buildSpec } from '../../src/producer/runs.js';
 
 let h: Harness;
 beforeAll(async () => {
-  h = await createHarness('chargeoff');
+  // No outage window: once a delivery's attempts are spent, the provider counts as unavailable at once.
+  h = await createHarness('chargeoff', { MODEL_OUTAGE_MAX_MS: '0' });
 });
 afterAll(async () => {
   await h.close();
@@ -37,9 +38,11 @@ describe('failed attempts of a step handed back at SIGTERM', () => {
     // Each logged retry followed one failed attempt; the one in flight at the signal had not failed yet.
     const failedBeforeHandoff = retries();
     expect(Number(await h.ctx.redis.hget(h.ctx.keys.run(spec.runId).budget, 'tokensUsed'))).toBe(100 * failedBeforeHandoff);
-    // The next owner (4 attempts here) fails the run and charges its own four.
+    // The next owner (4 attempts here) spends its own four, charged, and with no outage window left parks the run.
     await h.startWorker();
-    expect(await h.waitForStatus(spec.runId, ['completed', 'failed', 'budget_exceeded'])).toBe('failed');
-    expect((await h.ctx.store.readState(spec.runId))!.used.tokens).toBe(100 * failedBeforeHandoff + 400);
+    expect(await h.waitForStatus(spec.runId, ['completed', 'failed', 'budget_exceeded', 'needs_human'])).toBe('needs_human');
+    const state = (await h.ctx.store.readState(spec.runId))!;
+    expect(state.reason).toMatch(/^provider_unavailable: scripted/);
+    expect(state.used.tokens).toBe(100 * failedBeforeHandoff + 400);
   }, 60_000);
 });

@@ -21,13 +21,16 @@ describe('replay harness', () => {
     await h.waitForStatus(spec.runId, ['completed']);
     const journal = await h.ctx.store.transcript(spec.runId);
     const state = await h.ctx.store.readState(spec.runId);
-    const same = replayRun(spec, journal, { completionCap: h.cfg.COMPLETION_TOKEN_CAP });
+    // The agent's input estimate and tools are part of each estimate, as the worker (and the CLI) counts them.
+    const agent = h.ctx.agents.get('support')!;
+    const base = { completionCap: h.cfg.COMPLETION_TOKEN_CAP, inputTokens: agent.estimateInputTokens(spec.input), tools: agent.tools.specs };
+    const same = replayRun(spec, journal, base);
     expect(same).toMatchObject({ completed: true, stepsReplayed: 6, tokensSpent: state!.used.tokens });
-    const tight = replayRun(spec, journal, { completionCap: h.cfg.COMPLETION_TOKEN_CAP, maxTokens: 4000 });
+    const tight = replayRun(spec, journal, { ...base, maxTokens: 4000 });
     expect(tight.completed).toBe(false);
     expect(tight.stoppedAt?.reason).toMatch(/^tokens:/);
     expect(tight.tokensSpent).toBeLessThanOrEqual(4000);
-    const steps = replayRun(spec, journal, { completionCap: h.cfg.COMPLETION_TOKEN_CAP, maxSteps: 2 });
+    const steps = replayRun(spec, journal, { ...base, maxSteps: 2 });
     expect(steps.stoppedAt).toMatchObject({ step: 2, status: 'budget_exceeded' });
     // The CLI entry point against the same Redis.
     const cli = spawnSync(process.execPath, ['--import', 'tsx', 'src/bin/replay.ts', spec.runId, '--max-tokens', '4000', '--json'], { env: { ...process.env, ...h.env }, encoding: 'utf8' });

@@ -34,7 +34,7 @@ beforeAll(async () => {
         : { content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'read_ticket', arguments: '{}' } }] };
       const usage = later ? { prompt_tokens: 20, completion_tokens: 5 } : stepOneUsage[ticketId];
       res.setHeader('content-type', 'application/json');
-      res.end(JSON.stringify({ choices: [{ message }], usage }));
+      res.end(JSON.stringify({ id: 'chatcmpl-u', object: 'chat.completion', created: 1, model: 'm', choices: [{ index: 0, message: { role: 'assistant', ...message }, finish_reason: later ? 'stop' : 'tool_calls' }], usage }));
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

@@ -1,0 +1,204 @@
+/**
+ * Model providers on the Vercel AI SDK (`ai` generateText): OpenAI Chat
+ * Completions, Anthropic Messages, and any OpenAI-compatible server (vLLM,
+ * Ollama). One attempt per complete(): the SDK's retries are off (the engine
+ * retries, and waits out Retry-After by delaying the step job); the call is
+ * bounded by the engine's timeout and the step's signal. Tools are offered
+ * without `execute`: the engine runs them through the ledger.
+ *
+ * Failures say what a retry should do: 429, 5xx, 408, a network failure or a
+ * timeout is a RetryableError carrying `Retry-After` (seconds or HTTP date, in
+ * ms, uncapped: the engine bounds it by the run's deadline and its outage
+ * window); any other answer is a TerminalError (`model_failed`). A response
+ * without usage comes back without `usage`: the step processor calls that an
+ * error (`missing_usage`), never zero.
+ */
+import { createAnthropic } from '@ai-sdk/anthropic';
+import { createOpenAI } from '@ai-sdk/openai';
+import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
+import { APICallError, generateText, jsonSchema, RetryError, type LanguageModel, type ModelMessage, type ToolSet } from 'ai';
+import { AgentError, RetryableError, TerminalError } from '../core/errors.js';
+import type { JournalEntry, ToolCall } from '../core/journal.js';
+import type { ModelProvider, ModelRequest, ModelTurn, ToolSpec } from '../core/model.js';
+import { parseRetryAfter } from '../core/retryAfter.js';
+import { TimeoutError, withTimeout } from '../core/timeout.js';
+
+export interface AiSdkOptions {
+  /** The provider's name in runs (`agent.model`) and metrics. */
+  name: string;
+  model: LanguageModel;
+  timeoutMs: number;
+  /** Provider-specific request options (e.g. OpenAI's max_completion_tokens). */
+  providerOptions?: (req: ModelRequest) => Record<string, Record<string, number | string | boolean>>;
+  /** Whether the completion cap goes as the SDK's maxOutputTokens (off when providerOptions carries it). */
+  sendMaxOutputTokens?: boolean;
+  now?: () => number;
+}
+
+export class AiSdkProvider implements ModelProvider {
+  readonly name: string;
+  readonly needsTranscript = true;
+  private readonly now: () => number;
+  /** Tool sets by the registry's spec list (built once per list, not per call). */
+  private readonly toolSets = new WeakMap<ToolSpec[], ToolSet>();
+
+  constructor(private readonly opts: AiSdkOptions) {
+    this.name = opts.name;
+    this.now = opts.now ?? Date.now;
+  }
+
+  async complete(req: ModelRequest): Promise<ModelTurn> {
+    let result: Awaited<ReturnType<typeof generateText>>;
+    try {
+      result = await withTimeout(this.opts.timeoutMs, req.signal, (signal) => generateText({
+        model: this.opts.model,
+        // The agent's instructions and first message come with the request: the provider holds no prompt text.
+        system: req.instructions,
+        messages: [{ role: 'user', content: req.prompt }, ...toMessages(req.transcript ?? [])],
+        tools: this.toolSet(req.tools),
+        toolChoice: 'auto',
+        // The engine retries (src/worker/stepProcessor.ts): one HTTP request per attempt.
+        maxRetries: 0,
+        abortSignal: signal,
+        ...(this.opts.sendMaxOutputTokens === false ? {} : { maxOutputTokens: req.maxCompletionTokens }),
+        ...(this.opts.providerOptions ? { providerOptions: this.opts.providerOptions(req) } : {}),
+      }));
+    } catch (err) {
+      if (req.signal.aborted) throw err;
+      throw classify(err, this.now());
+    }
+    const toolCalls: ToolCall[] = result.toolCalls.map((c) => ({ id: c.toolCallId, name: c.toolName, args: c.input }));
+    const text = result.text.length > 0 ? result.text : undefined;
+    const { inputTokens, outputTokens } = result.usage;
+    // Both counts or none: a half-reported usage is a missing one (never read as zero).
+    const usage = typeof inputTokens === 'number' && typeof outputTokens === 'number' ? { promptTokens: inputTokens, completionTokens: outputTokens } : undefined;
+    return {
+      toolCalls,
+      // No tool call: the text is the answer (empty when the model said nothing). With tool calls it is kept beside them.
+      ...(toolCalls.length === 0 ? { final: text ?? '' } : text !== undefined ? { text } : {}),
+      ...(usage ? { usage } : {}),
+    };
+  }
+
+  private toolSet(specs: ToolSpec[]): ToolSet {
+    let set = this.toolSets.get(specs);
+    if (!set) {
+      set = {};
+      // Some compatible servers reject a `$schema` key inside a tool's parameters.
+      for (const s of specs) {
+        const { $schema: _drop, ...parameters } = s.parameters;
+        set[s.name] = { description: s.description, inputSchema: jsonSchema(parameters) };
+      }
+      this.toolSets.set(specs, set);
+    }
+    return set;
+  }
+}
+
+/** The journalled transcript as the SDK's messages: each decision (text and tool calls), then its tool results. */
+export function toMessages(transcript: JournalEntry[]): ModelMessage[] {
+  const messages: ModelMessage[] = [];
+  let pending: { id: string; name: string }[] = [];
+  const results = new Map<string, ModelMessage & { role: 'tool' }>();
+  const closeTurn = () => {
+    // A call with no observation (dropped at the deadline, parked): the SDK needs a result for every call.
+    for (const c of pending) {
+      if (!results.has(c.id)) {
+        messages.push({ role: 'tool', content: [{ type: 'tool-result', toolCallId: c.id, toolName: c.name, output: { type: 'json', value: { status: 'not_run' } } }] });
+      }
+    }
+    pending = [];
+  };
+  for (const e of transcript) {
+    if (e.kind === 'decision') {
+      closeTurn();
+      const text = e.final ?? e.text;
+      messages.push({
+        role: 'assistant',
+        content: [
+          ...(text ? [{ type: 'text' as const, text }] : []),
+          ...e.toolCalls.map((c) => ({ type: 'tool-call' as const, toolCallId: c.id, toolName: c.name, input: c.args ?? {} })),
+        ],
+      });
+      pending = e.toolCalls.map((c) => ({ id: c.id, name: c.name }));
+    } else if (e.kind === 'observation') {
+      const msg: ModelMessage & { role: 'tool' } = {
+        role: 'tool',
+        content: [{ type: 'tool-result', toolCallId: e.callId, toolName: e.tool, output: { type: 'json', value: { status: e.status, output: (e.output ?? null) as never } } }],
+      };
+      results.set(e.callId, msg);
+      messages.push(msg);
+    }
+  }
+  closeTurn();
+  return messages;
+}
+
+/** A failed attempt as the engine's error: retryable (with the server's Retry-After) or terminal. */
+export function classify(err: unknown, nowMs: number): AgentError {
+  if (err instanceof AgentError && !(err instanceof TimeoutError)) return err;
+  if (err instanceof TimeoutError) return new RetryableError(`model request ${err.message}`, undefined, { timeoutMs: err.timeoutMs });
+  // With maxRetries 0 the SDK throws the call's own error; a RetryError wraps it otherwise.
+  const cause = RetryError.isInstance(err) ? err.lastError : err;
+  if (APICallError.isInstance(cause)) {
+    const status = cause.statusCode;
+    const retryAfterMs = parseRetryAfter(header(cause.responseHeaders, 'retry-after'), nowMs);
+    // No status: the request never got an answer (refused, reset, DNS): nothing was generated, safe to ask again.
+    if (status === undefined || status === 429 || status === 408 || status >= 500) {
+      const e = new RetryableError(`model answered ${status ?? 'nothing'}`, retryAfterMs, { status });
+      return Object.assign(e, { cause });
+    }
+    // A 2xx here is an answer that does not match the API's schema; one without usage is named so (never read as zero).
+    if (status < 300 && lacksUsage(cause.responseBody)) return Object.assign(new TerminalError('missing_usage', 'the provider reported no token usage', { status }), { cause });
+    const what = status < 300 ? `model response did not match the API (${status})` : `model answered ${status}`;
+    return Object.assign(new TerminalError('model_failed', what, { status }), { cause });
+  }
+  // fetch's own network failure (not wrapped by the SDK).
+  if (cause instanceof TypeError && /fetch failed/i.test(cause.message)) return Object.assign(new RetryableError('model request failed: network'), { cause });
+  const name = (cause as Error | undefined)?.name ?? 'error';
+  return Object.assign(new TerminalError('model_failed', `model response unusable: ${name}`), { cause });
+}
+
+function lacksUsage(body: string | undefined): boolean {
+  try {
+    const parsed = JSON.parse(body ?? '') as unknown;
+    return typeof parsed === 'object' && parsed !== null && !('usage' in parsed);
+  } catch {
+    return false;
+  }
+}
+
+function header(headers: Record<string, string> | undefined, name: string): string | undefined {
+  if (!headers) return undefined;
+  for (const [k, v] of Object.entries(headers)) if (k.toLowerCase() === name) return v;
+  return undefined;
+}
+
+export interface ProviderSettings {
+  baseUrl?: string;
+  apiKey?: string;
+  model: string;
+  timeoutMs: number;
+}
+
+/** OpenAI Chat Completions (not the Responses API): the completion cap goes as max_completion_tokens. */
+export function openAIOptions(s: ProviderSettings): AiSdkOptions {
+  const openai = createOpenAI({ ...(s.baseUrl ? { baseURL: s.baseUrl } : {}), apiKey: s.apiKey ?? '' });
+  return {
+    name: 'openai', model: openai.chat(s.model), timeoutMs: s.timeoutMs,
+    sendMaxOutputTokens: false,
+    providerOptions: (req) => ({ openai: { maxCompletionTokens: req.maxCompletionTokens } }),
+  };
+}
+
+/** Anthropic Messages (max_tokens is required there: the completion cap). */
+export function anthropicProvider(s: ProviderSettings): AiSdkProvider {
+  const anthropic = createAnthropic({ ...(s.baseUrl ? { baseURL: s.baseUrl } : {}), apiKey: s.apiKey ?? '' });
+  return new AiSdkProvider({ name: 'anthropic', model: anthropic(s.model), timeoutMs: s.timeoutMs });
+}
+
+/** An OpenAI-compatible server (vLLM, Ollama, LM Studio...): Chat Completions at baseUrl, the usage chunk asked for when streaming. */
+export function openAICompatibleProvider(s: ProviderSettings & { baseUrl: string }): AiSdkProvider {
+  const compat = createOpenAICompatible({ name: 'openai-compatible', baseURL: s.baseUrl, includeUsage: true, ...(s.apiKey ? { apiKey: s.apiKey } : {}) });
+  return new AiSdkProvider({ name: 'openai-compatible', model: compat.chatModel(s.model), timeoutMs: s.timeoutMs });
+}
