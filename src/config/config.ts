@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { BUDGET_BOUNDS } from '../runs/bounds.js';
+import { TerminalError } from '../core/errors.js';
 
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'])
@@ -160,10 +161,10 @@ export const configSchema = z.object({
 
 export type Config = Readonly<z.infer<typeof configSchema>>;
 
-export class ConfigError extends Error {
-  readonly code = 'config_invalid';
+/** Bad configuration: boot stops with the fields named (never retried). */
+export class ConfigError extends TerminalError {
   constructor(readonly fields: string[], message: string) {
-    super(message);
+    super('config_invalid', message, { fields });
   }
 }
 

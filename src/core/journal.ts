@@ -3,6 +3,7 @@
  * Redis list and never rewritten. Validated when read back (schema version v:1).
  */
 import { z } from 'zod';
+import { TerminalError } from './errors.js';
 
 /**
  * Token usage: non-negative safe integers (zod's int() is safe-integer only). What a provider reports is
@@ -68,8 +69,11 @@ export type JournalEntry = z.infer<typeof journalEntrySchema>;
 export type DecisionEntry = z.infer<typeof decision>;
 export type ObservationEntry = z.infer<typeof observation>;
 
-export class JournalCorrupt extends Error {
-  readonly code = 'journal_corrupt';
+/** A journal entry read back does not parse: the run cannot be replayed from it. */
+export class JournalCorrupt extends TerminalError {
+  constructor(message: string, options?: ErrorOptions) {
+    super('journal_corrupt', message, {}, options);
+  }
 }
 
 export function encodeEntry(entry: JournalEntry): string {
@@ -80,8 +84,8 @@ export function decodeEntry(raw: string, index: number): JournalEntry {
   let parsed: unknown;
   try {
     parsed = JSON.parse(raw);
-  } catch {
-    throw new JournalCorrupt(`journal entry ${index} is not JSON`);
+  } catch (err) {
+    throw new JournalCorrupt(`journal entry ${index} is not JSON`, { cause: err });
   }
   const r = journalEntrySchema.safeParse(parsed);
   if (!r.success) throw new JournalCorrupt(`journal entry ${index} is invalid: ${r.error.issues[0]?.message}`);

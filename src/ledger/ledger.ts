@@ -5,6 +5,7 @@
  * and of the human queue. Every move is one compare-and-set script.
  */
 import type { AppContext } from '../bin/context.js';
+import { AgentError } from '../core/errors.js';
 import type { RedisClient } from '../store/connect.js';
 import type { KeySpace } from '../store/keys.js';
 import { scriptError, ScriptCode } from '../store/codes.js';
@@ -52,10 +53,10 @@ export interface ActionRecord {
 
 export type PlanResult = { status: 'new' | 'existing' | 'repeat'; state: LedgerState; repeats: number };
 
-export class LedgerConflict extends Error {
-  readonly code = 'ledger_conflict';
+/** A compare-and-set found the entry in another state: someone else moved it (the delivery fails; its retry reads the new state). */
+export class LedgerConflict extends AgentError {
   constructor(readonly expected: LedgerState, readonly actual: string) {
-    super(`ledger entry is '${actual}', expected '${expected}'`);
+    super('ledger_conflict', `ledger entry is '${actual}', expected '${expected}'`, { expected, actual });
   }
 }
 

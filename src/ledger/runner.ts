@@ -212,7 +212,7 @@ export class LedgerEffectRunner implements EffectRunner {
         // The request may have been processed (timeout, reset, 5xx, malformed), or every
         // attempt was refused: either way the service is asked before anything is resent.
         await this.move({ ...rec, state: 'dispatched' }, 'dispatched', 'outcome_unknown', { why: 'no definite answer from the service', evidence: { error: (err as Error).message, ...(err as AgentError).details } });
-        if (ctx.signal.aborted) throw new ShutdownError();
+        if (ctx.signal.aborted) throw new ShutdownError({ cause: caught });
         if (err instanceof RetryableError) {
           const r = await reconcile(this.reconcileDeps(deadlineAt), { ...rec, state: 'outcome_unknown', attempts: rec.attempts + 1 }, tool, ctx, this.d.workerId);
           // Proven not sent: retry later in code (the job backs off), never in the model's context;

@@ -14,6 +14,7 @@
 import { Gauge } from 'prom-client';
 import type { AppContext } from '../bin/context.js';
 import type { Metrics } from './metrics.js';
+import { InvariantError } from '../core/errors.js';
 
 export const QUEUE_STATES = ['waiting', 'active', 'delayed', 'completed', 'failed'] as const;
 
@@ -60,7 +61,7 @@ export async function shardIndexStats(ctx: ScrapeCtx, shard: number): Promise<Sh
     .zrange(k.humanQueue(shard), 0, 0, 'WITHSCORES')
     .zcard(k.approvals(shard))
     .exec();
-  if (!res) throw new Error('redis pipeline returned no result');
+  if (!res) throw new InvariantError('invariant', 'redis pipeline returned no result');
   for (const [err] of res) if (err) throw err;
   const v = res.map(([, r]) => r);
   return {

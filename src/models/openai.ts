@@ -63,9 +63,9 @@ export class OpenAIProvider implements ModelProvider {
       body = await withTimeout(this.opts.timeoutMs, req.signal, (signal) => this.post(req, signal));
     } catch (err) {
       if (req.signal.aborted) throw err;
-      if (err instanceof TimeoutError) throw new RetryableError(`model request ${err.message}`, undefined, { timeoutMs: err.timeoutMs });
+      if (err instanceof TimeoutError) throw new RetryableError(`model request ${err.message}`, undefined, { timeoutMs: err.timeoutMs }, { cause: err });
       if (err instanceof AgentError) throw err;
-      throw new RetryableError(`model request failed: ${(err as Error).message}`);
+      throw new RetryableError(`model request failed: ${(err as Error).message}`, undefined, {}, { cause: err });
     }
     const msg = body.choices?.[0]?.message;
     if (!msg) throw new TerminalError('model_failed', 'model response has no message');

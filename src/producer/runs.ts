@@ -6,15 +6,16 @@
 import type { AppContext } from '../bin/context.js';
 import { scriptedModelAllowed } from '../config/config.js';
 import { AGENT_VERSION } from '../agents/support/tools/index.js';
+import { TerminalError } from '../core/errors.js';
 import { runIdFor } from '../store/keys.js';
 import { runSpecSchema, type CreateRunRequest, type RunSpec } from './schemas.js';
 
 export const REQUEST_KEY_TTL_MS = 24 * 3600_000;
 
-export class InvalidRunRequest extends Error {
-  readonly code = 'invalid_input';
+/** A create-run request that does not validate (a 400 naming the fields). */
+export class InvalidRunRequest extends TerminalError {
   constructor(readonly fields: { path: string; message: string }[]) {
-    super(`invalid request: ${fields.map((f) => `${f.path}: ${f.message}`).join('; ')}`);
+    super('invalid_input', `invalid request: ${fields.map((f) => `${f.path}: ${f.message}`).join('; ')}`);
   }
 }
 

@@ -14,7 +14,7 @@ import { UnrecoverableError, Worker, WaitingError, type Job } from 'bullmq';
 import type { AppContext } from '../bin/context.js';
 import { RunSpecCache } from '../runs/store.js';
 import { wakeAnotherWorker } from '../store/bullmqInternals.js';
-import { InvalidStepInput } from '../core/errors.js';
+import { InvalidStepInput, InvariantError } from '../core/errors.js';
 import { settleFailedJob } from '../runs/stuckRuns.js';
 import { CrashPoints } from '../config/testHooks.js';
 import type { EffectRunner } from './effects.js';
@@ -86,7 +86,7 @@ export class FleetWorker {
   }
 
   private async handle(job: Job, token?: string): Promise<void> {
-    if (!token) throw new Error('BullMQ did not pass a lock token');
+    if (!token) throw new InvariantError('internals_changed', 'BullMQ did not pass a lock token');
     this.held.add(job.id!);
     try {
       // The step's commit completes the job and, unless we are stopping, fetches the next one.
