@@ -46,16 +46,6 @@ const observation = z.object({
   actionId: z.string().optional(),
 });
 
-const intent = z.object({
-  v: z.literal(1),
-  kind: z.literal('intent'),
-  step: z.number().int().positive(),
-  callId: z.string(),
-  tool: z.string(),
-  actionId: z.string(),
-  idempotencyKey: z.string(),
-});
-
 const status = z.object({
   v: z.literal(1),
   kind: z.literal('status'),
@@ -64,7 +54,7 @@ const status = z.object({
   reason: z.string(),
 });
 
-export const journalEntrySchema = z.discriminatedUnion('kind', [decision, observation, intent, status]);
+export const journalEntrySchema = z.discriminatedUnion('kind', [decision, observation, status]);
 export type JournalEntry = z.infer<typeof journalEntrySchema>;
 export type DecisionEntry = z.infer<typeof decision>;
 export type ObservationEntry = z.infer<typeof observation>;

@@ -3,6 +3,7 @@
  * Labels are bounded: tool, tenant, kind, state, status; never run ids or customer data.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { endsRun } from '../runs/status.js';
 
 export class Metrics {
   readonly stepsStarted: Counter;
@@ -18,7 +19,6 @@ export class Metrics {
   readonly loopStops: Counter;
   readonly sigtermHandoffs: Counter;
   readonly stallRecoveries: Counter;
-  readonly recoverySeconds: Histogram;
   readonly fenceRejections: Counter;
   readonly redisConfigOk: Gauge;
   readonly scrapeErrors: Counter;
@@ -43,10 +43,6 @@ export class Metrics {
     this.loopStops = new Counter({ name: 'agent_loop_stops_total', help: 'Runs stopped because the same write was requested again and again', registers: r });
     this.sigtermHandoffs = new Counter({ name: 'agent_sigterm_handoffs_total', help: 'Jobs handed back to the queue on SIGTERM', registers: r });
     this.stallRecoveries = new Counter({ name: 'agent_stall_recoveries_total', help: 'Step jobs redelivered after a stall (worker died or froze)', registers: r });
-    this.recoverySeconds = new Histogram({
-      name: 'agent_recovery_seconds', help: 'Time from a step last touched to its redelivered start', registers: r,
-      buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30, 60],
-    });
     this.fenceRejections = new Counter({ name: 'agent_fence_rejections_total', help: 'Commits refused by the fence (stale or duplicate step jobs)', labelNames: ['code'], registers: r });
     this.redisConfigOk = new Gauge({ name: 'agent_redis_config_ok', help: '1 when the Redis setting is safe for queues', labelNames: ['check'], registers: r });
     this.runsFinished = new Counter({
@@ -63,12 +59,9 @@ export function reasonCode(reason: string): string {
   return /^[a-z][a-z0-9_]{0,39}$/.test(code) ? code : 'other';
 }
 
-/** Statuses that end a run, or hand it to a person (needs_human); waiting_approval is a pause, not an end. */
-const RUN_ENDS: ReadonlySet<string> = new Set(['completed', 'failed', 'budget_exceeded', 'cancelled', 'needs_human']);
-
-/** Counts one run end: call it once per status change (any other status is ignored). */
+/** Counts one run end (terminal, or handed to a person): call it once per status change (any other status is ignored). */
 export function countRunFinished(metrics: Metrics, status: string, reason: string): void {
-  if (RUN_ENDS.has(status)) metrics.runsFinished.inc({ status, reason: reasonCode(reason) });
+  if (endsRun(status)) metrics.runsFinished.inc({ status, reason: reasonCode(reason) });
 }
 
 export function newMetrics(opts: { defaultMetrics?: boolean } = {}): Metrics {

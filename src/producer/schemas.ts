@@ -84,8 +84,3 @@ export const stepJobDataSchema = z.object({
 });
 export type StepJobData = z.infer<typeof stepJobDataSchema>;
 
-export const RUN_STATUSES = [
-  'queued', 'running', 'waiting_approval', 'needs_human', 'completed', 'failed', 'budget_exceeded', 'cancelled',
-] as const;
-export type RunStatus = (typeof RUN_STATUSES)[number];
-export const TERMINAL_STATUSES: ReadonlySet<string> = new Set(['completed', 'failed', 'budget_exceeded', 'cancelled']);
