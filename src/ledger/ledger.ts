@@ -71,7 +71,7 @@ export class Ledger {
     const shard = this.keys.shardOf(runId);
     const action = this.keys.action(runId, actionId);
     return {
-      action, history: `${action}:history`, open: this.keys.openActions(shard), human: this.keys.humanQueue(shard),
+      action, history: this.keys.actionHistory(action), open: this.keys.openActions(shard), human: this.keys.humanQueue(shard),
       events: this.keys.run(runId).events,
     };
   }

@@ -158,17 +158,12 @@ export async function captureAddStandardJob(
   };
 }
 
-/** The queue's marker zset: a blocked worker's BZPOPMIN wakes on it (BullMQ >= 5). */
-export function queueMarkerKey(bullPrefix: string, queueName: string): string {
-  return `${bullPrefix}:${queueName}:marker`;
-}
-
 /**
  * Adds one more wake-up marker to a queue. After moveToWait BullMQ adds one
  * marker, which may be taken by the handing-back worker's own blocking
  * connection and dropped as it closes; a spare marker wakes another worker at
  * once (an idle worker pays one empty fetch for it).
  */
-export async function wakeAnotherWorker(redis: { zadd(key: string, score: number, member: string): Promise<unknown> }, bullPrefix: string, queueName: string): Promise<void> {
-  await redis.zadd(queueMarkerKey(bullPrefix, queueName), 0, '0');
+export async function wakeAnotherWorker(redis: { zadd(key: string, score: number, member: string): Promise<unknown> }, markerKey: string): Promise<void> {
+  await redis.zadd(markerKey, 0, '0');
 }

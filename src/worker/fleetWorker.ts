@@ -99,7 +99,7 @@ export class FleetWorker {
         // that may be this closing worker's own blocking connection, which then drops it: the next
         // worker would only see the job after its block timeout (drainDelay, 5 s). A second marker
         // wakes another worker at once (a spare marker only costs an idle worker one empty fetch).
-        await wakeAnotherWorker(this.ctx.redis, this.ctx.keys.bullPrefix, job.queueName);
+        await wakeAnotherWorker(this.ctx.redis, this.ctx.keys.queueMarker(job.queueName));
         this.ctx.metrics.sigtermHandoffs.inc();
         this.ctx.log.info({ code: 'sigterm_handoff', jobId: job.id }, 'job handed back');
         throw new WaitingError();
