@@ -4,7 +4,8 @@
  * Each process (api, worker, reconciler, demo) owns one context and closes it.
  */
 import type { Logger } from 'pino';
-import { scriptedModelAllowed, type Config } from '../config/config.js';
+import type { Config } from '../config/config.js';
+import { scriptedModelAllowed } from '../config/testHooks.js';
 import { createLogger } from '../metrics/log.js';
 import { Metrics, newMetrics } from '../metrics/metrics.js';
 import { registerScrapeCollectors } from '../metrics/scrape.js';

@@ -209,11 +209,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     // Without it every tool call would go to the development default on localhost.
     if (!raw.SANDBOX_URL) refuse('SANDBOX_URL', 'required (the support/email/payments service the tools call)');
     if (cfg.REDIS_CLUSTER_NODES.length === 0 && !cfg.REDIS_URL) refuse('REDIS_URL', 'required (or REDIS_CLUSTER_NODES)');
+    // Test switches (src/config/testHooks.ts): a crash point SIGKILLs the process, the unsafe switch sends blindly.
+    if (cfg.UNSAFE_DISABLE_IDEMPOTENCY) refuse('UNSAFE_DISABLE_IDEMPOTENCY', 'a test-only negative control');
+    if (cfg.CRASH_POINTS.length > 0) refuse('CRASH_POINTS', 'test-only');
+    if (cfg.PAUSE_POINTS.length > 0) refuse('PAUSE_POINTS', 'test-only');
   }
   return Object.freeze(cfg);
-}
-
-/** True when the scripted provider, and so run-supplied scripts, may be used: development only (on unless SCRIPTED_MODEL_ENABLED=false). */
-export function scriptedModelAllowed(cfg: Config): boolean {
-  return cfg.APP_MODE === 'development' && cfg.SCRIPTED_MODEL_ENABLED !== false;
 }

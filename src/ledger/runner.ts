@@ -23,7 +23,7 @@ import type { DispatchReceipt, ToolContext, WriteTool } from '../core/tool.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { inSpan } from '../metrics/tracing.js';
 import type { Tracer } from '@opentelemetry/api';
-import { CrashPoints } from '../config/testHooks.js';
+import { testHooksFrom, type CrashPoints } from '../config/testHooks.js';
 import type { EffectResult, EffectRunner } from '../worker/effects.js';
 import { actionIdentity } from './identity.js';
 import { Ledger, LedgerConflict, ledgerFor, type ActionRecord } from './ledger.js';
@@ -41,6 +41,8 @@ export interface RunnerDeps {
   metrics: Metrics;
   log: Logger;
   crash: CrashPoints;
+  /** Test hook (src/config/testHooks.ts), the chaos campaign's negative control: no ledger, a blind send every time. */
+  unsafeDisableIdempotency?: boolean;
   /** One `agent.effect` span per write tool call, a child of the step's span. */
   tracer?: Tracer | undefined;
   workerId: string;
@@ -65,7 +67,7 @@ export class LedgerEffectRunner implements EffectRunner {
 
   private async runUntraced(input: { tool: WriteTool; args: unknown; call: { id: string }; ctx: ToolContext; tenant: string; deadlineAt?: number }): Promise<EffectResult> {
     const { tool, args, call, ctx } = input;
-    if (this.d.cfg.UNSAFE_DISABLE_IDEMPOTENCY) return this.unsafeDispatch(tool, args, ctx);
+    if (this.d.unsafeDisableIdempotency) return this.unsafeDispatch(tool, args, ctx);
     const id = actionIdentity(ctx.runId, tool, args);
     const plan = await this.d.ledger.plan(ctx.runId, ctx.step, call.id, tool.name, id, args, this.d.workerId);
     if (plan.status === 'new') this.d.metrics.effects.inc({ tool: tool.name, state: 'planned' });
@@ -246,7 +248,7 @@ export class LedgerEffectRunner implements EffectRunner {
   }
 
   /**
-   * Negative control only (UNSAFE_DISABLE_IDEMPOTENCY): no ledger, a blind send of the
+   * Negative control only (test hook unsafeDisableIdempotency): no ledger, a blind send of the
    * action's key every time. Against a key-ignoring service, every redelivery duplicates.
    */
   private async unsafeDispatch(tool: WriteTool, args: unknown, ctx: ToolContext): Promise<EffectResult> {
@@ -262,9 +264,10 @@ export class LedgerEffectRunner implements EffectRunner {
 }
 
 export function createEffectRunner(ctx: AppContext, opts: { approvals?: ApprovalPolicy; workerId?: string; crash?: CrashPoints; metrics?: Metrics } = {}): LedgerEffectRunner {
+  const hooks = testHooksFrom(ctx.cfg);
   return new LedgerEffectRunner({
     cfg: ctx.cfg, ledger: ledgerFor(ctx), metrics: opts.metrics ?? ctx.metrics, log: ctx.log,
-    crash: opts.crash ?? CrashPoints.fromConfig(ctx.cfg), workerId: opts.workerId ?? `worker:${process.pid}`, tracer: ctx.tracing.tracer,
+    crash: opts.crash ?? hooks.crash, unsafeDisableIdempotency: hooks.unsafeDisableIdempotency, workerId: opts.workerId ?? `worker:${process.pid}`, tracer: ctx.tracing.tracer,
     ...(opts.approvals ? { approvals: opts.approvals } : {}),
   });
 }

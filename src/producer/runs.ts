@@ -4,7 +4,7 @@
  * record, kept 24 h). Nothing is written for an invalid request.
  */
 import type { AppContext } from '../bin/context.js';
-import { scriptedModelAllowed } from '../config/config.js';
+import { scriptedModelAllowed } from '../config/testHooks.js';
 import { AGENT_VERSION } from '../agents/support/tools/index.js';
 import { TerminalError } from '../core/errors.js';
 import { runIdFor } from '../store/keys.js';

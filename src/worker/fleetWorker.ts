@@ -16,7 +16,7 @@ import { RunSpecCache } from '../runs/store.js';
 import { wakeAnotherWorker } from '../store/bullmqInternals.js';
 import { InvalidStepInput, InvariantError } from '../core/errors.js';
 import { settleFailedJob } from '../runs/stuckRuns.js';
-import { CrashPoints } from '../config/testHooks.js';
+import { testHooksFrom, type CrashPoints } from '../config/testHooks.js';
 import type { EffectRunner } from './effects.js';
 import { StepProcessor } from './stepProcessor.js';
 
@@ -46,7 +46,7 @@ export class FleetWorker {
 
   constructor(private readonly ctx: AppContext, opts: FleetWorkerOptions = {}) {
     const { cfg } = ctx;
-    this.crash = opts.crash ?? CrashPoints.fromConfig(cfg);
+    this.crash = opts.crash ?? testHooksFrom(cfg).crash;
     // Every step in flight (WORKER_CONCURRENCY per shard) listens on these while it waits on a call: not a leak.
     setMaxListeners(0, this.soft.signal, this.hard.signal);
     this.processor = new StepProcessor({
