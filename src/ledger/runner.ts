@@ -21,7 +21,7 @@ import { withRetry } from '../core/retry.js';
 import { OutcomeUnknownError } from '../core/http.js';
 import type { DispatchReceipt, ToolContext, WriteTool } from '../core/tool.js';
 import type { Metrics } from '../metrics/metrics.js';
-import { inSpan } from '../metrics/tracing.js';
+import { traced } from '../metrics/tracing.js';
 import type { Tracer } from '@opentelemetry/api';
 import { testHooksFrom, type CrashPoints } from '../config/testHooks.js';
 import type { EffectResult, EffectRunner } from '../worker/effects.js';
@@ -55,17 +55,18 @@ export class LedgerEffectRunner implements EffectRunner {
   constructor(private readonly d: RunnerDeps) {}
 
   async run(input: { tool: WriteTool; args: unknown; call: { id: string }; ctx: ToolContext; tenant: string; deadlineAt?: number }): Promise<EffectResult> {
-    if (!this.d.tracer) return this.runUntraced(input);
-    const attributes = { 'agent.run_id': input.ctx.runId, 'agent.step': input.ctx.step, 'agent.tool': input.tool.name };
-    return inSpan(this.d.tracer, 'agent.effect', attributes, input.ctx.trace, async (span) => {
-      const r = await this.runUntraced(input);
-      const state = (await this.d.ledger.get(input.ctx.runId, r.actionId))?.state;
-      span?.setAttributes({ 'agent.action_id': r.actionId, 'agent.result': r.status, ...(state ? { 'agent.ledger_state': state } : {}) });
-      return r;
-    });
+    return traced(this.d.tracer, {
+      name: 'agent.effect', parent: input.ctx.trace,
+      attributes: () => ({ 'agent.run_id': input.ctx.runId, 'agent.step': input.ctx.step, 'agent.tool': input.tool.name }),
+      outcome: async (r: EffectResult) => {
+        const state = (await this.d.ledger.get(input.ctx.runId, r.actionId))?.state;
+        return { 'agent.action_id': r.actionId, 'agent.result': r.status, ...(state ? { 'agent.ledger_state': state } : {}) };
+      },
+    }, () => this.runEffect(input));
   }
 
-  private async runUntraced(input: { tool: WriteTool; args: unknown; call: { id: string }; ctx: ToolContext; tenant: string; deadlineAt?: number }): Promise<EffectResult> {
+  /** The effect itself (see the module comment); `run` traces it. */
+  private async runEffect(input: { tool: WriteTool; args: unknown; call: { id: string }; ctx: ToolContext; tenant: string; deadlineAt?: number }): Promise<EffectResult> {
     const { tool, args, call, ctx } = input;
     if (this.d.unsafeDisableIdempotency) return this.unsafeDispatch(tool, args, ctx);
     const id = actionIdentity(ctx.runId, tool, args);

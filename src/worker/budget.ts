@@ -1,76 +1,21 @@
 /**
- * Budgets are run attributes (Redis budget hash, limits fixed at creation).
- * The pre-flight check runs before every model attempt, retries included: an
- * attempt whose estimate (transcript prompt tokens + run input + completion cap)
- * could exceed the remaining tokens is never made, nor one past the deadline.
- * After each attempt its billed usage is charged, failed attempts included.
+ * Budgets with Redis: the tenant's daily token budget, and the error a budget
+ * stop travels in. The pure checks (pre-flight, each attempt, after it, the
+ * deadline) are in src/worker/policy.ts.
  */
 import { TerminalError } from '../core/errors.js';
+import { estimateAttemptTokens, type BudgetStop, type Used } from './policy.js';
 import { runInput, type RunSpec } from '../producer/schemas.js';
 import type { RedisClient } from '../store/connect.js';
 import { ScriptCode } from '../store/codes.js';
 import type { KeySpace } from '../store/keys.js';
 import { script } from '../store/scripts.js';
 
-export type BudgetKind = 'steps' | 'tokens' | 'wall_clock' | 'tenant_tokens';
+export { attemptCheck, preflight, spentCheck, wallClockStop, type BudgetKind, type BudgetStop, type Used } from './policy.js';
 
-export interface BudgetStop {
-  kind: BudgetKind;
-  reason: string;
-}
-
-export interface Used {
-  steps: number;
-  tokens: number;
-  contextTokens: number;
-}
-
-/**
- * What one model attempt may spend: the transcript so far, the run's input
- * (its serialized JSON at about 4 bytes a token, plus 200 for the instructions)
- * and the completion cap. The engine does not read the input's fields.
- */
+/** What one model attempt of this run may spend (estimateAttemptTokens on the run's input). */
 export function estimateCallTokens(spec: RunSpec, used: Used, completionCap: number): number {
-  const inputTokens = Math.ceil(Buffer.byteLength(JSON.stringify(runInput(spec)) ?? '') / 4) + 200;
-  return used.contextTokens + inputTokens + completionCap;
-}
-
-/** Before a step's model call: a step left, and the first attempt's check. `estimate`: estimateCallTokens, computed once per call. */
-export function preflight(spec: RunSpec, used: Used, estimate: number, nowMs: number): BudgetStop | undefined {
-  const { limits } = spec;
-  if (used.steps >= limits.maxSteps) return { kind: 'steps', reason: `steps: ${used.steps} of ${limits.maxSteps} used` };
-  return attemptCheck(spec, used.tokens, estimate, nowMs);
-}
-
-/**
- * Before each model attempt, retries included: the deadline has not passed and
- * what the attempt may spend (`estimate`) fits beside what the run has spent
- * (`usedTokens`, the failed attempts of this step included).
- */
-export function attemptCheck(spec: RunSpec, usedTokens: number, estimate: number, nowMs: number): BudgetStop | undefined {
-  const { limits } = spec;
-  if (nowMs >= limits.deadlineAt) return wallClockStop(spec, nowMs);
-  if (usedTokens + estimate > limits.maxTokens) {
-    return { kind: 'tokens', reason: `tokens: used ${usedTokens} + estimate ${estimate} > cap ${limits.maxTokens}` };
-  }
-  return undefined;
-}
-
-/** After each model attempt: what it did spend. A run past its cap stops (at the cap, the next pre-flight stops it). */
-export function spentCheck(spec: RunSpec, usedTokens: number): BudgetStop | undefined {
-  if (usedTokens > spec.limits.maxTokens) return { kind: 'tokens', reason: `tokens: used ${usedTokens} of cap ${spec.limits.maxTokens}` };
-  return undefined;
-}
-
-/**
- * The run's wall-clock deadline passed (before a call, or while the step waited
- * on one), or `retryCut`: a retry's backoff would have ended past it.
- */
-export function wallClockStop(spec: RunSpec, nowMs: number, retryCut = false): BudgetStop {
-  const { limits } = spec;
-  const deadline = new Date(limits.deadlineAt).toISOString();
-  const what = retryCut ? `a retry would wait past the deadline ${deadline}` : `deadline ${deadline} passed`;
-  return { kind: 'wall_clock', reason: `wall_clock: ${what} (${nowMs - spec.createdAt} ms of ${limits.maxWallMs} used)` };
+  return estimateAttemptTokens(runInput(spec), used, completionCap);
 }
 
 /** A budget stopped the step: the run ends `budget_exceeded` with the stop's reason. */

@@ -15,7 +15,7 @@
  * run's current step job exists.
  */
 import type { Context, Tracer } from '@opentelemetry/api';
-import { inSpan } from '../metrics/tracing.js';
+import { traced } from '../metrics/tracing.js';
 import type { Job } from 'bullmq';
 import { z } from 'zod';
 import type { Logger } from 'pino';
@@ -40,6 +40,7 @@ import { STEP_JOB_NAME } from '../runs/queues.js';
 import {
   attemptCheck, BudgetStopError, estimateCallTokens, preflight, spentCheck, TenantBudget, wallClockStop, type BudgetKind, type BudgetStop, type Used,
 } from './budget.js';
+import { nextStatus } from './policy.js';
 import type { CrashPoints } from '../config/testHooks.js';
 import type { EffectRunner } from './effects.js';
 
@@ -103,10 +104,11 @@ export class StepProcessor {
   async process(
     job: Job, token: string, signal: AbortSignal, dispatchSignal: AbortSignal = signal, fetchNext: () => boolean = () => false,
   ): Promise<void> {
-    if (!this.d.tracer) return this.processStep(job, token, signal, dispatchSignal, fetchNext, undefined);
-    const raw = job.data as Partial<StepJobData>;
-    const attributes = { 'agent.run_id': String(raw.runId), 'agent.step': Number(raw.step), 'agent.job_id': String(job.id), 'agent.attempt': job.attemptsStarted };
-    return inSpan(this.d.tracer, 'agent.step', attributes, undefined, (_span, trace) => this.processStep(job, token, signal, dispatchSignal, fetchNext, trace));
+    const attributes = () => {
+      const raw = job.data as Partial<StepJobData>;
+      return { 'agent.run_id': String(raw.runId), 'agent.step': Number(raw.step), 'agent.job_id': String(job.id), 'agent.attempt': job.attemptsStarted };
+    };
+    return traced(this.d.tracer, { name: 'agent.step', attributes }, (trace) => this.processStep(job, token, signal, dispatchSignal, fetchNext, trace));
   }
 
   private async processStep(
@@ -230,21 +232,9 @@ export class StepProcessor {
       }
 
       const entries: JournalEntry[] = carriesDecision ? [decision, ...observations] : [...observations];
-      let status = 'running';
-      let reason = '';
-      if (decision.final !== undefined && decision.toolCalls.length === 0) {
-        status = 'completed';
-        reason = 'final_answer';
-      } else if (wallStop) {
-        status = 'budget_exceeded';
-        reason = wallStop.reason;
-        this.d.metrics.budgetStops.inc({ kind: wallStop.kind });
-        log.warn({ code: 'budget_exceeded', kind: wallStop.kind }, reason);
-      } else if (used.steps + 1 >= spec.limits.maxSteps) {
-        status = 'budget_exceeded';
-        reason = `steps: ${used.steps + 1} of ${spec.limits.maxSteps} used`;
-        this.d.metrics.budgetStops.inc({ kind: 'steps' });
-      }
+      const { status, reason, budget } = nextStatus(spec, used, decision, wallStop);
+      if (budget) this.d.metrics.budgetStops.inc({ kind: budget });
+      if (budget === 'wall_clock') log.warn({ code: 'budget_exceeded', kind: budget }, reason);
       if (status !== 'running') entries.push({ v: 1, kind: 'status', step, status, reason });
       await commit({
         entries, carriesDecision, status, reason, stepsDelta: 1,
@@ -289,14 +279,13 @@ export class StepProcessor {
   private async callModel(
     spec: RunSpec, step: number, used: Used, estimate: number, signal: AbortSignal, log: Logger, trace: Context | undefined, chargeAbandoned: (tokens: number) => Promise<void>,
   ): Promise<Called> {
-    if (!this.d.tracer) return this.callModelUntraced(spec, step, used, estimate, signal, log, chargeAbandoned);
-    return inSpan(this.d.tracer, 'agent.model', { 'agent.run_id': spec.runId, 'agent.step': step, 'agent.model': spec.model }, trace, async (span) => {
-      const r = await this.callModelUntraced(spec, step, used, estimate, signal, log, chargeAbandoned);
-      span?.setAttributes('failed' in r
+    return traced(this.d.tracer, {
+      name: 'agent.model', parent: trace,
+      attributes: () => ({ 'agent.run_id': spec.runId, 'agent.step': step, 'agent.model': spec.model }),
+      outcome: (r: Called) => ('failed' in r
         ? { 'agent.outcome': r.failed.status, 'agent.tokens': r.charged }
-        : { 'agent.outcome': 'decided', 'agent.tokens': total(r.decision.usage), 'agent.tools': r.decision.toolCalls.map((c) => c.name) });
-      return r;
-    });
+        : { 'agent.outcome': 'decided', 'agent.tokens': total(r.decision.usage), 'agent.tools': r.decision.toolCalls.map((c) => c.name) }),
+    }, () => this.decide(spec, step, used, estimate, signal, log, chargeAbandoned));
   }
 
   /**
@@ -306,7 +295,7 @@ export class StepProcessor {
    * until the run's deadline, and no backoff is slept past it. Handed back at
    * SIGTERM, the step charges what its failed attempts spent (chargeAbandoned).
    */
-  private async callModelUntraced(
+  private async decide(
     spec: RunSpec, step: number, used: Used, estimate: number, signal: AbortSignal, log: Logger, chargeAbandoned: (tokens: number) => Promise<void>,
   ): Promise<Called> {
     const provider = this.d.providers.get(spec.model);
