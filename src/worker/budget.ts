@@ -7,9 +7,8 @@ import { TerminalError } from '../core/errors.js';
 import { estimateAttemptTokens, type BudgetStop, type Used } from './policy.js';
 import { runInput, type RunSpec } from '../producer/schemas.js';
 import type { RedisClient } from '../store/connect.js';
-import { ScriptCode } from '../store/codes.js';
 import type { KeySpace } from '../store/keys.js';
-import { script } from '../store/scripts.js';
+import { reserveTenantTokens, settleTenantTokens } from '../store/calls/reserveTenantTokens.js';
 
 export { attemptCheck, preflight, spentCheck, wallClockStop, type BudgetKind, type BudgetStop, type Used } from './policy.js';
 
@@ -51,8 +50,7 @@ export class TenantBudget {
   async reserve(tenant: string, amount: number, nowMs: number): Promise<BudgetStop | undefined> {
     if (!this.enabled) return undefined;
     const key = this.key(tenant, nowMs);
-    const res = await script(this.redis, 'reserveTenantTokens')(key, amount, this.dailyLimit, TENANT_DAY_TTL_MS, 1);
-    if (res === ScriptCode.TenantBudgetExceeded) {
+    if (!(await reserveTenantTokens(this.redis, { key, amount, dailyLimit: this.dailyLimit, ttlMs: TENANT_DAY_TTL_MS }))) {
       const used = Number((await this.redis.get(key)) ?? 0);
       return { kind: 'tenant_tokens', reason: `tenant_tokens: ${tenant} used ${used} + estimate ${amount} > ${this.dailyLimit} tokens today` };
     }
@@ -62,7 +60,7 @@ export class TenantBudget {
   /** Records the real spend: `delta` = what the attempt used minus what it reserved. Never refused. */
   async settle(tenant: string, delta: number, nowMs: number): Promise<void> {
     if (!this.enabled || delta === 0) return;
-    await script(this.redis, 'reserveTenantTokens')(this.key(tenant, nowMs), delta, this.dailyLimit, TENANT_DAY_TTL_MS, 0);
+    await settleTenantTokens(this.redis, { key: this.key(tenant, nowMs), amount: delta, dailyLimit: this.dailyLimit, ttlMs: TENANT_DAY_TTL_MS });
   }
 }
 

@@ -31,10 +31,12 @@ import { AGENT_VERSION, type ToolRegistry } from '../agents/support/tools/index.
 import type { ToolContext } from '../core/tool.js';
 import { runInput, stepJobDataSchema, type RunSpec, type StepJobData } from '../producer/schemas.js';
 import type { RedisClient } from '../store/connect.js';
-import { captureAddStandardJob, captureMoveToCompleted, commitBullKeys, completeFromCommit } from '../store/bullmqInternals.js';
-import { isScriptError, scriptError, ScriptCode } from '../store/codes.js';
+import { captureAddStandardJob, captureMoveToCompleted, completeFromCommit } from '../store/bullmqInternals.js';
+import { isScriptError } from '../store/codes.js';
 import { KeySpace, stepJobId } from '../store/keys.js';
-import { script } from '../store/scripts.js';
+import { commitStep } from '../store/calls/commitStep.js';
+import { chargeTokens } from '../store/calls/chargeTokens.js';
+import { journalDecision } from '../store/calls/journalDecision.js';
 import { RunSpecCache, RunStore } from '../runs/store.js';
 import { STEP_JOB_NAME } from '../runs/queues.js';
 import {
@@ -418,21 +420,19 @@ export class StepProcessor {
    */
   private async chargeAbandoned(job: Job, token: string, lockKey: string, step: number, tokens: number, log: Logger): Promise<void> {
     const k = this.d.keys.run((job.data as StepJobData).runId);
-    const res = await script(this.d.redis, 'chargeTokens')(k.run, k.budget, lockKey, token, step, job.id!, tokens).catch((err: unknown) => err);
-    if (typeof res === 'number' && res >= 0) return;
-    log.warn({ code: 'abandoned_tokens_not_charged', tokens, err: isScriptError(res) ? scriptError(res, { step }) : res }, 'tokens of abandoned attempts not charged');
+    await chargeTokens(this.d.redis, { run: k.run, budget: k.budget, jobLock: lockKey }, { token, step, jobId: job.id!, tokens }).catch((err: unknown) => {
+      log.warn({ code: 'abandoned_tokens_not_charged', tokens, err }, 'tokens of abandoned attempts not charged');
+    });
   }
 
   /** Returns the context tokens the decision adds. */
   private async journalDecision(job: Job, token: string, lockKey: string, decision: DecisionEntry, log: Logger, startedEvent: string): Promise<number> {
     const k = this.d.keys.run((job.data as StepJobData).runId);
     const encoded = encodeEntry(decision);
-    const res = await script(this.d.redis, 'journalDecision')(
-      k.run, k.budget, k.journal, k.events, lockKey,
-      token, decision.step, total(decision.usage), estimateTokens(encoded), encoded, this.now(),
-      this.d.cfg.EVENTS_MAX_LEN, decisionEvent(decision), job.id!, startedEvent,
-    );
-    if (isScriptError(res)) throw scriptError(res, { step: decision.step });
+    await journalDecision(this.d.redis, { run: k.run, budget: k.budget, journal: k.journal, events: k.events, jobLock: lockKey }, {
+      token, step: decision.step, tokensDelta: total(decision.usage), contextDelta: estimateTokens(encoded), entry: encoded, now: this.now(),
+      eventsMaxLen: this.d.cfg.EVENTS_MAX_LEN, event: decisionEvent(decision), jobId: job.id!, startedEvent,
+    });
     log.debug({ code: 'decision_journalled' }, 'decision journalled');
     return estimateTokens(encoded);
   }
@@ -463,26 +463,23 @@ export class StepProcessor {
     const next: StepJobData | Record<string, never> = running ? { v: 1, runId, step: step + 1, used: nextUsed } : {};
     const add = await captureAddStandardJob(queue, STEP_JOB_NAME, next, this.d.store.queues.jobOptions(runId, step + 1));
     const finish = captureMoveToCompleted(job, token, fetchNext);
-    const bullKeys = commitBullKeys(add, finish);
-    // Add's three argv sit at fixed positions (the decision's events follow them): blanks when no job is added.
-    const bullArgv = running ? add.argv : ['', '', ''];
     this.d.crash.hit('before_commit', step);
     const now = this.now();
-    const approvalKey = plan.approvalFor ? this.d.keys.action(runId, plan.approvalFor) : k.run;
-    const res = await script(this.d.redis, 'commitStep')(
-      k.run, k.budget, k.journal, k.events, lockKey, k.actions, ...bullKeys, approvalKey, this.d.keys.approvals(this.d.keys.shardOf(runId)),
-      token, step, plan.status, plan.reason, plan.stepsDelta, plan.tokensDelta, contextDelta, now,
-      this.d.cfg.EVENTS_MAX_LEN, plan.advance ? 1 : 0, this.d.cfg.RUN_RETENTION_MS,
-      JSON.stringify({ step, status: plan.status, entries: encoded.length }),
-      plan.carriesDecision ? 1 : 0, jobId, stepJobId(runId, step + 1), encoded.length, ...finish.argv, ...encoded,
-      ...bullArgv, startedEvent, plan.carriesDecision ? decisionEvent(plan.entries[0] as DecisionEntry) : '',
-      plan.approvalFor ?? '', now + this.d.cfg.APPROVAL_TTL_MS,
-    );
-    if (isScriptError(res)) {
-      if (res === ScriptCode.DecisionExists) log.warn({ code: 'decision_exists' }, 'a decision was journalled concurrently');
-      throw scriptError(res, { step });
-    }
-    const [, finished, committed] = res as [number, unknown, string];
+    const keys = {
+      run: k.run, budget: k.budget, journal: k.journal, events: k.events, jobLock: lockKey, actions: k.actions,
+      approvalAction: plan.approvalFor ? this.d.keys.action(runId, plan.approvalFor) : k.run, approvals: this.d.keys.approvals(this.d.keys.shardOf(runId)),
+    };
+    const { finished, committed } = await commitStep(this.d.redis, keys, {
+      token, step, status: plan.status, reason: plan.reason, stepsDelta: plan.stepsDelta, tokensDelta: plan.tokensDelta, contextDelta, now,
+      eventsMaxLen: this.d.cfg.EVENTS_MAX_LEN, advance: plan.advance, retentionMs: this.d.cfg.RUN_RETENTION_MS,
+      committedEvent: JSON.stringify({ step, status: plan.status, entries: encoded.length }),
+      carriesDecision: plan.carriesDecision, jobId, nextJobId: stepJobId(runId, step + 1), entries: encoded, finish, next: add, addNext: running,
+      startedEvent, decisionEvent: plan.carriesDecision ? decisionEvent(plan.entries[0] as DecisionEntry) : '',
+      approvalFor: plan.approvalFor ?? '', approvalExpiresAt: now + this.d.cfg.APPROVAL_TTL_MS,
+    }).catch((err: unknown) => {
+      if (err instanceof FenceError && err.code === 'decision_exists') log.warn({ code: 'decision_exists' }, 'a decision was journalled concurrently');
+      throw err;
+    });
     if (isScriptError(finished)) {
       // Committed, but BullMQ refused the completion: its worker completes the job as usual.
       log.warn({ code: 'complete_in_commit_refused', bullmqCode: finished }, 'job not completed by the commit');
