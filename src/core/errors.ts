@@ -40,7 +40,9 @@ export type ErrorCode =
   | 'internals_changed'
   | 'script_failed'
   | 'invalid_value'
-  | 'invariant';
+  | 'invariant'
+  | 'idempotency_conflict'
+  | 'agents_module_invalid';
 
 /**
  * What a retry should do with an error:
@@ -103,6 +105,17 @@ export class OutcomeUnknownError extends AgentError {
   override readonly retry: RetryKind = 'outcome_unknown';
   constructor(message: string, details: Record<string, unknown> = {}, options?: ErrorOptions) {
     super('transient', message, details, options);
+  }
+}
+
+/**
+ * The service holds this Idempotency-Key for a different request (same key, other body): never
+ * retried, the action stops and goes to a person (a conflict to surface, not a transient).
+ */
+export class KeyConflictError extends AgentError {
+  override readonly retry: RetryKind = 'terminal';
+  constructor(message: string, details: Record<string, unknown> = {}, options?: ErrorOptions) {
+    super('idempotency_conflict', message, details, options);
   }
 }
 

@@ -19,6 +19,8 @@ export class Metrics {
   readonly loopStops: Counter;
   readonly sigtermHandoffs: Counter;
   readonly stallRecoveries: Counter;
+  readonly deadOwnerRequeues: Counter;
+  readonly ownerWatchErrors: Counter;
   readonly fenceRejections: Counter;
   readonly redisConfigOk: Gauge;
   readonly scrapeErrors: Counter;
@@ -43,6 +45,8 @@ export class Metrics {
     this.loopStops = new Counter({ name: 'agent_loop_stops_total', help: 'Runs stopped because the same write was requested again and again', registers: r });
     this.sigtermHandoffs = new Counter({ name: 'agent_sigterm_handoffs_total', help: 'Jobs handed back to the queue on SIGTERM', registers: r });
     this.stallRecoveries = new Counter({ name: 'agent_stall_recoveries_total', help: 'Step jobs redelivered after a stall (worker died or froze)', registers: r });
+    this.deadOwnerRequeues = new Counter({ name: 'agent_dead_owner_requeues_total', help: 'Step jobs moved back to wait because the Redis connection holding their lock vanished (its process died, or the connection dropped)', registers: r });
+    this.ownerWatchErrors = new Counter({ name: 'agent_owner_watch_errors_total', help: 'Owner-watch ticks that failed (Redis unreachable); lock expiry still recovers', registers: r });
     this.fenceRejections = new Counter({ name: 'agent_fence_rejections_total', help: 'Commits refused by the fence (stale or duplicate step jobs)', labelNames: ['code'], registers: r });
     this.redisConfigOk = new Gauge({ name: 'agent_redis_config_ok', help: '1 when the Redis setting is safe for queues', labelNames: ['check'], registers: r });
     this.runsFinished = new Counter({

@@ -8,7 +8,7 @@ import { KeySpace, stepJobId } from '../store/keys.js';
 import { createRun } from '../store/calls/createRun.js';
 import { resumeRun } from '../store/calls/resumeRun.js';
 import { decodeEntry, type JournalEntry } from '../core/journal.js';
-import { runSpecSchema, type RunSpec, type StepJobData } from '../producer/schemas.js';
+import { runSpecSchema, type RunSpec, type StepJobData } from './spec.js';
 import { ShardQueues, STEP_JOB_NAME } from './queues.js';
 
 export interface RunState {
@@ -39,7 +39,7 @@ export class RunStore {
     const first: StepJobData = { v: 1, runId: spec.runId, step: 1, used: { steps: 0, tokens: 0, contextTokens: 0 } };
     const add = await captureAddStandardJob(this.queues.byShard(shard), STEP_JOB_NAME, first, this.queues.jobOptions(spec.runId, 1));
     const run = {
-      status: 'queued', reason: '', cursor: 1, tenant: spec.tenant, ticketId: spec.ticket.id,
+      status: 'queued', reason: '', cursor: 1, tenant: spec.tenant, agent: spec.agent, key: spec.key,
       createdAt: spec.createdAt, updatedAt: nowMs, agentVersion: spec.agentVersion, toolsHash: spec.toolsHash,
       model: spec.model, decidedStep: 0, jobId: stepJobId(spec.runId, 1), spec: JSON.stringify(spec),
     };

@@ -4,18 +4,12 @@
  * deadline) are in src/worker/policy.ts.
  */
 import { TerminalError } from '../core/errors.js';
-import { estimateAttemptTokens, type BudgetStop, type Used } from './policy.js';
-import { runInput, type RunSpec } from '../producer/schemas.js';
+import type { BudgetStop } from './policy.js';
 import type { RedisClient } from '../store/connect.js';
 import type { KeySpace } from '../store/keys.js';
 import { reserveTenantTokens, settleTenantTokens } from '../store/calls/reserveTenantTokens.js';
 
-export { attemptCheck, preflight, spentCheck, wallClockStop, type BudgetKind, type BudgetStop, type Used } from './policy.js';
-
-/** What one model attempt of this run may spend (estimateAttemptTokens on the run's input). */
-export function estimateCallTokens(spec: RunSpec, used: Used, completionCap: number): number {
-  return estimateAttemptTokens(runInput(spec), used, completionCap);
-}
+export { attemptCheck, estimateCallTokens, preflight, spentCheck, wallClockStop, type BudgetKind, type BudgetStop, type Used } from './policy.js';
 
 /** A budget stopped the step: the run ends `budget_exceeded` with the stop's reason. */
 export class BudgetStopError extends TerminalError {

@@ -29,16 +29,16 @@ export interface Budgeted {
 }
 
 /**
- * What one model attempt may spend: the transcript so far, the run's input
- * (its serialized JSON at about 4 bytes a token, plus 200 for the instructions)
- * and the completion cap. The engine does not read the input's fields.
+ * What one model attempt may spend: the transcript so far, the run's input and
+ * instructions (`inputTokens`: the agent's estimateInputTokens, by default the
+ * input's serialized JSON at about 4 bytes a token plus 200) and the completion
+ * cap. The engine does not read the input's fields.
  */
-export function estimateAttemptTokens(input: unknown, used: Used, completionCap: number): number {
-  const inputTokens = Math.ceil(Buffer.byteLength(JSON.stringify(input) ?? '') / 4) + 200;
+export function estimateCallTokens(inputTokens: number, used: Used, completionCap: number): number {
   return used.contextTokens + inputTokens + completionCap;
 }
 
-/** Before a step's model call: a step left, and the first attempt's check. `estimate`: computed once per call. */
+/** Before a step's model call: a step left, and the first attempt's check. `estimate`: estimateCallTokens, computed once per call. */
 export function preflight(spec: Budgeted, used: Used, estimate: number, nowMs: number): BudgetStop | undefined {
   const { limits } = spec;
   if (used.steps >= limits.maxSteps) return { kind: 'steps', reason: `steps: ${used.steps} of ${limits.maxSteps} used` };

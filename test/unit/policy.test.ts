@@ -1,7 +1,7 @@
 /** The step policy, with no Redis: budget checks before and after each attempt, and the status a step commits. */
 import { describe, expect, it } from 'vitest';
 import {
-  attemptCheck, estimateAttemptTokens, nextStatus, preflight, spentCheck, wallClockStop, type Budgeted, type Used,
+  attemptCheck, estimateCallTokens, nextStatus, preflight, spentCheck, wallClockStop, type Budgeted, type Used,
 } from '../../src/worker/policy.js';
 
 const createdAt = Date.UTC(2026, 0, 1);
@@ -9,10 +9,9 @@ const spec: Budgeted = { createdAt, limits: { maxSteps: 5, maxTokens: 1000, maxW
 const used = (steps: number, tokens: number, contextTokens = 0): Used => ({ steps, tokens, contextTokens });
 const t = createdAt + 1000;
 
-describe('estimateAttemptTokens', () => {
-  it('the transcript so far + the input at 4 bytes a token + 200 + the completion cap', () => {
-    expect(estimateAttemptTokens({ a: 'x'.repeat(392) }, used(0, 0, 50), 100)).toBe(50 + 100 + 200 + 100);
-    expect(estimateAttemptTokens(undefined, used(0, 0), 10)).toBe(210);
+describe('estimateCallTokens', () => {
+  it('the transcript so far + the input and instructions + the completion cap', () => {
+    expect(estimateCallTokens(300, used(0, 0, 50), 100)).toBe(450);
   });
 });
 
