@@ -14,7 +14,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { EngineContext } from '../runs/context.js';
-import type { Config } from '../config/config.js';
 import { AgentError, CancelledError, KeyConflictError, RetryableError, ShutdownError } from '../core/errors.js';
 import { DeadlineError } from '../core/timeout.js';
 import { withRetry } from '../core/retry.js';
@@ -35,8 +34,25 @@ export interface ApprovalPolicy {
   requiresApproval(tenant: string, tool: WriteTool, args: unknown): boolean;
 }
 
+/**
+ * What the effect runner reads of the configuration, and nothing else (the
+ * process's Config has every field; defaults are in src/config/config.ts).
+ */
+export interface RunnerOptions {
+  /** The same write requested this many extra times in one run parks it for a person (needs_human, loop_detected). */
+  readonly LOOP_REPEAT_LIMIT: number;
+  /** How long a still-processing request is queried before it goes to a person, and how often, in ms. */
+  readonly RECONCILE_DEADLINE_MS: number;
+  readonly RECONCILE_POLL_MS: number;
+  /** How far past the run's deadline the lookups that settle a write cut off by it may still wait, in ms. */
+  readonly DEADLINE_MARGIN_MS: number;
+  /** Backoff of a refused dispatch (nothing left the process), in ms. */
+  readonly RETRY_BASE_MS: number;
+  readonly RETRY_MAX_MS: number;
+}
+
 export interface RunnerDeps {
-  cfg: Config;
+  cfg: RunnerOptions;
   ledger: Ledger;
   metrics: Metrics;
   log: Logger;

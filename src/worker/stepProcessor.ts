@@ -19,7 +19,6 @@ import { traced } from '../metrics/tracing.js';
 import type { Job } from 'bullmq';
 import { z } from 'zod';
 import type { Logger } from 'pino';
-import type { Config } from '../config/config.js';
 import { AgentError, errorCode, FenceError, InvalidStepInput, RetryableError, ShutdownError, TerminalError } from '../core/errors.js';
 import { DeadlineError, withDeadline } from '../core/timeout.js';
 import { encodeEntry, estimateTokens, usageSchema, type DecisionEntry, type JournalEntry, type ObservationEntry, type Usage } from '../core/journal.js';
@@ -46,8 +45,29 @@ import { nextStatus } from './policy.js';
 import type { CrashPoints } from '../config/testHooks.js';
 import type { EffectRunner } from './effects.js';
 
+/**
+ * What a step reads of the configuration, and nothing else (src/bin passes the
+ * process's Config, which has every field; defaults are in src/config/config.ts).
+ */
+export interface StepOptions {
+  /** Completion tokens asked of the model per call; part of every attempt's estimate. */
+  readonly COMPLETION_TOKEN_CAP: number;
+  /** Attempts of one model call (retryable failures only), backoff from RETRY_BASE_MS capped at RETRY_MAX_MS. */
+  readonly MODEL_MAX_ATTEMPTS: number;
+  readonly RETRY_BASE_MS: number;
+  readonly RETRY_MAX_MS: number;
+  /** Cap of a run's event stream. */
+  readonly EVENTS_MAX_LEN: number;
+  /** How long a finished run's keys live, in ms. */
+  readonly RUN_RETENTION_MS: number;
+  /** How long a pending approval waits before it expires, in ms. */
+  readonly APPROVAL_TTL_MS: number;
+  /** Per-tenant token budget per UTC day (0 = none). */
+  readonly TENANT_DAILY_TOKENS: number;
+}
+
 export interface StepDeps {
-  cfg: Config;
+  cfg: StepOptions;
   redis: RedisClient;
   keys: KeySpace;
   store: RunStore;
