@@ -9,12 +9,13 @@ import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { AgentCatalog, isAgent, type Agent } from '../core/agent.js';
 import type { Config } from '../config/config.js';
+import { TerminalError } from '../core/errors.js';
 import type { AgentsExport } from '../config/agentsModule.js';
 
-export class AgentsModuleError extends Error {
-  readonly code = 'agents_module_invalid';
-  constructor(module: string, problem: string, options?: { cause?: unknown }) {
-    super(`AGENTS_MODULE=${module}: ${problem}`, options);
+/** AGENTS_MODULE cannot be loaded or exports no valid agents: the process does not start. */
+export class AgentsModuleError extends TerminalError {
+  constructor(module: string, problem: string, options?: ErrorOptions) {
+    super('agents_module_invalid', `AGENTS_MODULE=${module}: ${problem}`, { module }, options);
   }
 }
 

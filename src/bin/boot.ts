@@ -5,14 +5,14 @@
  */
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { TerminalError } from '../core/errors.js';
 
 export const BOOT_FAILED_EXIT_CODE = 1;
 
 /** A port the process must listen on is taken. */
-export class PortInUseError extends Error {
-  readonly code = 'port_in_use';
-  constructor(readonly port: number, readonly setting: string, options?: { cause?: unknown }) {
-    super(`port ${port} (${setting}) is already in use: stop what holds it or set ${setting} to a free port`, options);
+export class PortInUseError extends TerminalError {
+  constructor(readonly port: number, readonly setting: string, options?: ErrorOptions) {
+    super('port_in_use', `port ${port} (${setting}) is already in use: stop what holds it or set ${setting} to a free port`, { port, setting }, options);
   }
 }
 

@@ -6,7 +6,8 @@
  * EngineContext (src/runs/context.ts).
  */
 import type { Logger } from 'pino';
-import { scriptedModelAllowed, type Config } from '../config/config.js';
+import type { Config } from '../config/config.js';
+import { scriptedModelAllowed } from '../config/testHooks.js';
 import { createLogger } from '../metrics/log.js';
 import { Metrics, newMetrics } from '../metrics/metrics.js';
 import { registerScrapeCollectors } from '../metrics/scrape.js';

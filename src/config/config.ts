@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { BUDGET_BOUNDS } from '../runs/bounds.js';
 import { PROVIDER_NAMES } from '../models/names.js';
+import { TerminalError } from '../core/errors.js';
 
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'])
@@ -213,10 +214,10 @@ export const configSchema = z.object({
 
 export type Config = Readonly<z.infer<typeof configSchema>>;
 
-export class ConfigError extends Error {
-  readonly code = 'config_invalid';
+/** Bad configuration: boot stops with the fields named (never retried). */
+export class ConfigError extends TerminalError {
   constructor(readonly fields: string[], message: string) {
-    super(message);
+    super('config_invalid', message, { fields });
   }
 }
 
@@ -271,11 +272,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     if (!cfg.RESEND_API_KEY) refuse('RESEND_API_KEY', 'required (the email service the tools call)');
     if (!cfg.RESEND_FROM) refuse('RESEND_FROM', 'required (a sender on a domain verified at Resend)');
     if (!cfg.STRIPE_API_KEY) refuse('STRIPE_API_KEY', 'required (the payments service the tools call)');
+    // Test switches (src/config/testHooks.ts): a crash point SIGKILLs the process, the unsafe switch sends blindly.
+    if (cfg.UNSAFE_DISABLE_IDEMPOTENCY) refuse('UNSAFE_DISABLE_IDEMPOTENCY', 'a test-only negative control');
+    if (cfg.CRASH_POINTS.length > 0) refuse('CRASH_POINTS', 'test-only');
+    if (cfg.PAUSE_POINTS.length > 0) refuse('PAUSE_POINTS', 'test-only');
   }
   return Object.freeze(cfg);
-}
-
-/** True when the scripted provider, and so run-supplied scripts, may be used: development only (on unless SCRIPTED_MODEL_ENABLED=false). */
-export function scriptedModelAllowed(cfg: Config): boolean {
-  return cfg.APP_MODE === 'development' && cfg.SCRIPTED_MODEL_ENABLED !== false;
 }

@@ -1,4 +1,11 @@
 /**
+ * Every test switch a production module obeys is read here, and only here:
+ * crash and pause points, the negative control that disables idempotency, and
+ * whether the scripted model (and run-supplied scripts) may be used. A
+ * production module is given the decision (a CrashPoints, a boolean), never
+ * the configuration key; APP_MODE=production refuses every one of them
+ * (src/config/config.ts).
+ *
  * Named crash points (test-only, off unless CRASH_POINTS names them): the
  * process SIGKILLs itself there, so tests can prove recovery from exactly that
  * instant. `CRASH_POINTS=after_decision` or `after_decision@2` (only at step 2).
@@ -45,4 +52,35 @@ export class CrashPoints {
     const until = Date.now() + a.pauseMs;
     while (Date.now() < until) { /* a synchronous stall on purpose: timers, lock renewals and sockets all wait */ }
   }
+}
+
+/** The configuration keys the test switches come from (a structural subset of Config: this module imports nothing). */
+export interface TestSwitches {
+  APP_MODE: string;
+  CRASH_POINTS: readonly string[];
+  PAUSE_POINTS: readonly string[];
+  UNSAFE_DISABLE_IDEMPOTENCY: boolean;
+  SCRIPTED_MODEL_ENABLED?: boolean | undefined;
+}
+
+/** A process's test hooks, decided once from its configuration. */
+export interface TestHooks {
+  crash: CrashPoints;
+  /** Negative control of the chaos campaign: write tools bypass the ledger (a blind send every time). */
+  unsafeDisableIdempotency: boolean;
+  /** The scripted model, and run-supplied scripts, may be used. */
+  scriptedModelAllowed: boolean;
+}
+
+export function testHooksFrom(cfg: TestSwitches): TestHooks {
+  return {
+    crash: CrashPoints.fromConfig(cfg),
+    unsafeDisableIdempotency: cfg.UNSAFE_DISABLE_IDEMPOTENCY,
+    scriptedModelAllowed: scriptedModelAllowed(cfg),
+  };
+}
+
+/** True when the scripted provider, and so run-supplied scripts, may be used: development only (on unless SCRIPTED_MODEL_ENABLED=false). */
+export function scriptedModelAllowed(cfg: Pick<TestSwitches, 'APP_MODE' | 'SCRIPTED_MODEL_ENABLED'>): boolean {
+  return cfg.APP_MODE === 'development' && cfg.SCRIPTED_MODEL_ENABLED !== false;
 }

@@ -1,6 +1,12 @@
 /**
- * Errors say what a retry should do. The step processor translates them at the
- * edge into BullMQ control flow (see src/worker/stepProcessor.ts).
+ * One error hierarchy: every error the code raises for a condition a caller
+ * branches on is an AgentError with a stable snake_case `code` (for reasons,
+ * metric labels and log lines) and a `retry` that says what a retry should do.
+ * Constructors take ES2022 ErrorOptions (`{ cause }`): a wrap-and-rethrow keeps
+ * the error it wraps, and pino serializes the chain.
+ *
+ * The step processor translates these at the edge into BullMQ control flow
+ * (src/worker/stepProcessor.ts, src/worker/fleetWorker.ts).
  */
 export type ErrorCode =
   | 'lock_lost'
@@ -25,36 +31,80 @@ export type ErrorCode =
   | 'timeout'
   | 'deadline'
   | 'invalid_usage'
-  | 'idempotency_conflict';
+  | 'journal_corrupt'
+  | 'compensation_refused'
+  | 'config_invalid'
+  | 'redis_unreachable'
+  | 'redis_misconfigured'
+  | 'port_in_use'
+  | 'internals_changed'
+  | 'script_failed'
+  | 'invalid_value'
+  | 'invariant'
+  | 'idempotency_conflict'
+  | 'agents_module_invalid';
+
+/**
+ * What a retry should do with an error:
+ * - `terminal`: never retry; the run ends with the error's code as its reason.
+ * - `retryable`: nothing left the process (429, 503, refused): retry in code with backoff (RetryableError.retryAfterMs).
+ * - `outcome_unknown`: a request may have left the process: reconcile before any retry, never re-send blindly.
+ * - `redeliver`: this delivery failed; the job's attempts decide (BullMQ redelivers it).
+ * - `fenced`: another owner moved the run on: do nothing more for this job.
+ * - `cancelled`: the run's cancel is recorded: stop, dispatch nothing.
+ * - `shutdown`: the process is stopping: hand the job back, it is not an attempt.
+ */
+export type RetryKind = 'terminal' | 'retryable' | 'outcome_unknown' | 'redeliver' | 'fenced' | 'cancelled' | 'shutdown';
 
 export class AgentError extends Error {
+  /** What a retry should do (see RetryKind). A plain AgentError fails the delivery: the job's attempts decide. */
+  readonly retry: RetryKind = 'redeliver';
+
   constructor(
     readonly code: ErrorCode,
     message: string,
     readonly details: Record<string, unknown> = {},
+    options?: ErrorOptions,
   ) {
-    super(message);
+    super(message, options);
     this.name = new.target.name;
   }
 }
 
 /** Another owner moved the run on: do nothing more for this job (it is stale). */
-export class FenceError extends AgentError {}
+export class FenceError extends AgentError {
+  override readonly retry: RetryKind = 'fenced';
+}
 
 /** The run's cancel is recorded: the move was refused and nothing was dispatched. */
 export class CancelledError extends AgentError {
-  constructor(message: string, details: Record<string, unknown> = {}) {
-    super('run_cancelled', message, details);
+  override readonly retry: RetryKind = 'cancelled';
+  constructor(message: string, details: Record<string, unknown> = {}, options?: ErrorOptions) {
+    super('run_cancelled', message, details, options);
   }
 }
 
 /** Never retry: the run ends (failed / budget_exceeded) with this reason. */
-export class TerminalError extends AgentError {}
+export class TerminalError extends AgentError {
+  override readonly retry: RetryKind = 'terminal';
+}
 
-/** Safe to retry in code (nothing left the process), with backoff. */
+/** Safe to retry in code (nothing left the process), with backoff; `retryAfterMs`: the service's Retry-After. */
 export class RetryableError extends AgentError {
-  constructor(message: string, readonly retryAfterMs?: number, details: Record<string, unknown> = {}) {
-    super('transient', message, details);
+  override readonly retry: RetryKind = 'retryable';
+  constructor(message: string, readonly retryAfterMs?: number, details: Record<string, unknown> = {}, options?: ErrorOptions) {
+    super('transient', message, details, options);
+  }
+}
+
+/**
+ * The request may have reached the service (timeout, reset, 5xx after send,
+ * malformed answer): the ledger reconciles it before anything is sent again.
+ */
+export class OutcomeUnknownError extends AgentError {
+  override readonly retry: RetryKind = 'outcome_unknown';
+  constructor(message: string, details: Record<string, unknown> = {}, options?: ErrorOptions) {
+    super('transient', message, details, options);
   }
 }
 
@@ -63,15 +113,17 @@ export class RetryableError extends AgentError {
  * retried, the action stops and goes to a person (a conflict to surface, not a transient).
  */
 export class KeyConflictError extends AgentError {
-  constructor(message: string, details: Record<string, unknown> = {}) {
-    super('idempotency_conflict', message, details);
+  override readonly retry: RetryKind = 'terminal';
+  constructor(message: string, details: Record<string, unknown> = {}, options?: ErrorOptions) {
+    super('idempotency_conflict', message, details, options);
   }
 }
 
 /** The worker is shutting down: the job is handed back to the queue. */
 export class ShutdownError extends AgentError {
-  constructor() {
-    super('shutting_down', 'worker is shutting down');
+  override readonly retry: RetryKind = 'shutdown';
+  constructor(options?: ErrorOptions) {
+    super('shutting_down', 'worker is shutting down', {}, options);
   }
 }
 
@@ -81,10 +133,29 @@ export class ShutdownError extends AgentError {
  * the run ends `failed` with reason `<code>: <field>` (src/runs/stuckRuns.ts).
  */
 export class InvalidStepInput extends AgentError {
-  constructor(code: 'invalid_job_data' | 'invalid_spec', readonly field: string, options?: { cause?: unknown }) {
-    super(code, `${code}: ${field}`);
-    if (options?.cause !== undefined) (this as { cause?: unknown }).cause = options.cause;
+  override readonly retry: RetryKind = 'terminal';
+  constructor(code: 'invalid_job_data' | 'invalid_spec', readonly field: string, options?: ErrorOptions) {
+    super(code, `${code}: ${field}`, {}, options);
   }
+}
+
+/**
+ * Something this process depends on does not hold (a BullMQ internal moved, a
+ * script is unknown, a value cannot be encoded): a bug or an upgrade to look
+ * at, never retried.
+ */
+export class InvariantError extends AgentError {
+  override readonly retry: RetryKind = 'terminal';
+}
+
+/** Whether a retry of `err` may run again in code now (after backoff): only a RetryableError. */
+export function isRetryable(err: unknown): err is RetryableError {
+  return err instanceof AgentError && err.retry === 'retryable';
+}
+
+/** What a retry should do with any error: its `retry`, else `redeliver` (an unknown error fails the delivery). */
+export function retryKindOf(err: unknown): RetryKind {
+  return err instanceof AgentError ? err.retry : 'redeliver';
 }
 
 /** A bounded code for any error (for reasons and metric labels): its snake_case `code`, else its class name. */

@@ -6,14 +6,10 @@
  *  - OutcomeUnknownError: the request may have left and been processed
  *    (timeout, reset, other 5xx, malformed body) -> reconcile, never resend blindly.
  */
-import { AgentError, RetryableError } from './errors.js';
+import { AgentError, OutcomeUnknownError, RetryableError } from './errors.js';
 import { TimeoutError, withTimeout } from './timeout.js';
 
-export class OutcomeUnknownError extends AgentError {
-  constructor(message: string, details: Record<string, unknown> = {}) {
-    super('transient', message, details);
-  }
-}
+export { OutcomeUnknownError };
 
 /** A tool's service, given when the tool is built (never through the ToolContext). */
 export interface ServiceOptions {
@@ -51,11 +47,11 @@ export async function httpJson(url: string, init: HttpRequest): Promise<HttpResu
   try {
     return await withTimeout(init.timeoutMs, init.signal, (signal) => request(url, init, signal));
   } catch (err) {
-    if (init.signal.aborted) throw new OutcomeUnknownError(`request did not complete: ${(err as Error).message}`, { reason: 'aborted' });
-    if (err instanceof TimeoutError) throw new OutcomeUnknownError(`request did not complete: ${err.message}`, { reason: 'timeout_or_reset', timeoutMs: err.timeoutMs });
+    if (init.signal.aborted) throw new OutcomeUnknownError(`request did not complete: ${(err as Error).message}`, { reason: 'aborted' }, { cause: err });
+    if (err instanceof TimeoutError) throw new OutcomeUnknownError(`request did not complete: ${err.message}`, { reason: 'timeout_or_reset', timeoutMs: err.timeoutMs }, { cause: err });
     if (err instanceof AgentError) throw err;
-    if (isConnectRefused(err)) throw new RetryableError(`connection refused: ${url}`, undefined, { reason: 'refused' });
-    throw new OutcomeUnknownError(`request did not complete: ${(err as Error).message}`, { reason: 'timeout_or_reset' });
+    if (isConnectRefused(err)) throw new RetryableError(`connection refused: ${url}`, undefined, { reason: 'refused' }, { cause: err });
+    throw new OutcomeUnknownError(`request did not complete: ${(err as Error).message}`, { reason: 'timeout_or_reset' }, { cause: err });
   }
 }
 
@@ -77,8 +73,8 @@ async function request(url: string, init: HttpRequest, signal: AbortSignal): Pro
   let body: unknown;
   try {
     body = text.length > 0 ? JSON.parse(text) : undefined;
-  } catch {
-    throw new OutcomeUnknownError(`malformed response (${res.status})`, { status: res.status, reason: 'malformed' });
+  } catch (err) {
+    throw new OutcomeUnknownError(`malformed response (${res.status})`, { status: res.status, reason: 'malformed' }, { cause: err });
   }
   if (res.status >= 500) throw new OutcomeUnknownError(`service answered ${res.status}`, { status: res.status, body });
   return { status: res.status, headers: res.headers, body };

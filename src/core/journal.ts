@@ -4,6 +4,7 @@
  */
 import { z } from 'zod';
 import { countTokens } from './tokens.js';
+import { TerminalError } from './errors.js';
 
 /**
  * Token usage: non-negative safe integers (zod's int() is safe-integer only). What a provider reports is
@@ -48,16 +49,6 @@ const observation = z.object({
   actionId: z.string().optional(),
 });
 
-const intent = z.object({
-  v: z.literal(1),
-  kind: z.literal('intent'),
-  step: z.number().int().positive(),
-  callId: z.string(),
-  tool: z.string(),
-  actionId: z.string(),
-  idempotencyKey: z.string(),
-});
-
 const status = z.object({
   v: z.literal(1),
   kind: z.literal('status'),
@@ -66,13 +57,16 @@ const status = z.object({
   reason: z.string(),
 });
 
-export const journalEntrySchema = z.discriminatedUnion('kind', [decision, observation, intent, status]);
+export const journalEntrySchema = z.discriminatedUnion('kind', [decision, observation, status]);
 export type JournalEntry = z.infer<typeof journalEntrySchema>;
 export type DecisionEntry = z.infer<typeof decision>;
 export type ObservationEntry = z.infer<typeof observation>;
 
-export class JournalCorrupt extends Error {
-  readonly code = 'journal_corrupt';
+/** A journal entry read back does not parse: the run cannot be replayed from it. */
+export class JournalCorrupt extends TerminalError {
+  constructor(message: string, options?: ErrorOptions) {
+    super('journal_corrupt', message, {}, options);
+  }
 }
 
 export function encodeEntry(entry: JournalEntry): string {
@@ -83,8 +77,8 @@ export function decodeEntry(raw: string, index: number): JournalEntry {
   let parsed: unknown;
   try {
     parsed = JSON.parse(raw);
-  } catch {
-    throw new JournalCorrupt(`journal entry ${index} is not JSON`);
+  } catch (err) {
+    throw new JournalCorrupt(`journal entry ${index} is not JSON`, { cause: err });
   }
   const r = journalEntrySchema.safeParse(parsed);
   if (!r.success) throw new JournalCorrupt(`journal entry ${index} is invalid: ${r.error.issues[0]?.message}`);

@@ -9,7 +9,7 @@
  * raced against the abort, so a callee that ignores its signal still yields
  * within the timeout. A leaf module: anything may import it.
  */
-import { AgentError } from './errors.js';
+import { AgentError, type RetryKind } from './errors.js';
 
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
@@ -25,8 +25,10 @@ export class TimeoutError extends AgentError {
  * `cause` is the failure it cut short, if any (e.g. the last retryable error).
  */
 export class DeadlineError extends AgentError {
-  constructor(readonly deadlineAt: number, override readonly cause?: unknown) {
-    super('deadline', `deadline ${new Date(deadlineAt).toISOString()} reached`, { deadlineAt });
+  /** Nothing more may be waited for: the step stops on the wall clock (budget_exceeded). */
+  override readonly retry: RetryKind = 'terminal';
+  constructor(readonly deadlineAt: number, cause?: unknown) {
+    super('deadline', `deadline ${new Date(deadlineAt).toISOString()} reached`, { deadlineAt }, cause === undefined ? undefined : { cause });
   }
 }
 

@@ -29,7 +29,7 @@ import { randomUUID } from 'node:crypto';
 import type { EngineContext } from '../runs/context.js';
 import type { Agent } from '../core/agent.js';
 import type { WriteTool } from '../core/tool.js';
-import { RetryableError } from '../core/errors.js';
+import { RetryableError, TerminalError } from '../core/errors.js';
 import { Ledger, LedgerConflict, type ActionRecord } from './ledger.js';
 import type { LedgerEffectRunner } from './runner.js';
 import type { LedgerState } from './states.js';
@@ -41,8 +41,11 @@ const SETTLED: ReadonlySet<LedgerState> = new Set(['confirmed', 'rejected', 'nee
 const END_SETTLE_MS = 3000;
 const POLL_MS = 50;
 
-export class CompensationRefused extends Error {
-  readonly code = 'compensation_refused';
+/** An operator asked for a compensation the ledger cannot make (answered as a 409, never retried). */
+export class CompensationRefused extends TerminalError {
+  constructor(message: string, options?: ErrorOptions) {
+    super('compensation_refused', message, {}, options);
+  }
 }
 
 export interface CompensationResult {

@@ -5,10 +5,12 @@
  * and of the human queue. Every move is one compare-and-set script.
  */
 import type { EngineContext } from '../runs/context.js';
+import { AgentError } from '../core/errors.js';
 import type { RedisClient } from '../store/connect.js';
 import type { KeySpace } from '../store/keys.js';
-import { scriptError, ScriptCode } from '../store/codes.js';
-import { script } from '../store/scripts.js';
+import { approvalDecide } from '../store/calls/approvalDecide.js';
+import { ledgerPlan } from '../store/calls/ledgerPlan.js';
+import { ledgerTransition } from '../store/calls/ledgerTransition.js';
 import { canonicalJson, fingerprint, sha256Hex } from '../core/canonical.js';
 import type { ActionIdentity } from './identity.js';
 import type { LedgerState } from './states.js';
@@ -57,10 +59,10 @@ export interface ActionRecord {
 
 export type PlanResult = { status: 'new' | 'existing' | 'repeat'; state: LedgerState; repeats: number };
 
-export class LedgerConflict extends Error {
-  readonly code = 'ledger_conflict';
+/** A compare-and-set found the entry in another state: someone else moved it (the delivery fails; its retry reads the new state). */
+export class LedgerConflict extends AgentError {
   constructor(readonly expected: LedgerState, readonly actual: string) {
-    super(`ledger entry is '${actual}', expected '${expected}'`);
+    super('ledger_conflict', `ledger entry is '${actual}', expected '${expected}'`, { expected, actual });
   }
 }
 
@@ -75,7 +77,7 @@ export class Ledger {
     const shard = this.keys.shardOf(runId);
     const action = this.keys.action(runId, actionId);
     return {
-      action, history: `${action}:history`, open: this.keys.openActions(shard), human: this.keys.humanQueue(shard),
+      action, history: this.keys.actionHistory(action), open: this.keys.openActions(shard), human: this.keys.humanQueue(shard),
       events: this.keys.run(runId).events,
     };
   }
@@ -90,13 +92,12 @@ export class Ledger {
       requestId: id.requestId, fingerprint: id.fingerprint, args: JSON.stringify(args), createdAt: String(now), updatedAt: String(now),
     };
     const history: HistoryEntry = { from: null, to: 'planned', at: now, by, why: 'tool call requested by the model', evidence: { step, callId } };
-    const res = (await script(this.redis, 'ledgerPlan')(
-      k.action, k.history, this.keys.reservation(runId, id.idempotencyKey), this.keys.run(runId).actions, k.events,
-      id.actionId, JSON.stringify(fields), JSON.stringify(history), step, callId,
-      this.eventsMaxLen, effectEvent(id.actionId, tool, null, 'planned', step),
-    )) as [string, string, number] | number;
-    if (typeof res === 'number') throw scriptError(res, { actionId: id.actionId });
-    return { status: res[0] as PlanResult['status'], state: res[1] as LedgerState, repeats: Number(res[2]) };
+    const res = await ledgerPlan(
+      this.redis,
+      { ...k, reservation: this.keys.reservation(runId, id.idempotencyKey), runActions: this.keys.run(runId).actions },
+      { actionId: id.actionId, fields, history, step, callId, eventsMaxLen: this.eventsMaxLen, event: effectEvent(id.actionId, tool, null, 'planned', step) },
+    );
+    return { status: res.status, state: res.state as LedgerState, repeats: res.repeats };
   }
 
   /**
@@ -112,14 +113,15 @@ export class Ledger {
     const k = this.k(runId, actionId);
     const now = this.now();
     const history: HistoryEntry = { from, to, at: now, ...ev };
-    const [code, actual, cancelReason] = (await script(this.redis, 'ledgerTransition')(
-      k.action, k.history, k.open, k.human, k.events, this.keys.run(runId).run,
-      from, to, now, JSON.stringify(history), JSON.stringify(set), opts.countAttempt ? 1 : 0, actionId,
-      this.eventsMaxLen, effectEvent(actionId, undefined, from, to, undefined), opts.unlessCancelled ? 1 : 0,
-    )) as [number, string, string?];
-    if (code === 1) return;
-    if (code === ScriptCode.StateMismatch) throw new LedgerConflict(from, actual);
-    throw scriptError(code, { actionId, from, to, actual, ...(cancelReason !== undefined ? { cancelReason } : {}) });
+    const res = await ledgerTransition(
+      this.redis,
+      { action: k.action, history: k.history, openActions: k.open, humanQueue: k.human, events: k.events, run: this.keys.run(runId).run },
+      {
+        actionId, from, to, now, history, set, countAttempt: opts.countAttempt === true, eventsMaxLen: this.eventsMaxLen,
+        event: effectEvent(actionId, undefined, from, to, undefined), unlessCancelled: opts.unlessCancelled === true,
+      },
+    );
+    if (!res.moved) throw new LedgerConflict(from, res.actual);
   }
 
   async get(runId: string, actionId: string): Promise<ActionRecord | undefined> {
@@ -174,14 +176,14 @@ export class Ledger {
     runId: string, actionId: string, decision: 'approve' | 'reject', fingerprint: string, by: string, why: string,
   ): Promise<{ outcome: 'decided' | 'already_decided' | 'expired' | 'void'; decision: ApprovalDecision } | { outcome: 'fingerprint_mismatch' }> {
     const k = this.k(runId, actionId);
-    const [code, body] = (await script(this.redis, 'approvalDecide')(
-      k.action, k.history, this.keys.approvals(this.keys.shardOf(runId)), this.keys.run(runId).run, actionId, decision, fingerprint, by, this.now(), why,
-    )) as [number, string];
-    if (code === ScriptCode.FingerprintMismatch) return { outcome: 'fingerprint_mismatch' };
-    if (code === ScriptCode.StateMismatch) throw new LedgerConflict('planned', body);
-    if (code < 0) throw scriptError(code, { actionId });
-    const outcome = code === 1 ? 'decided' : code === 2 ? 'already_decided' : code === 3 ? 'expired' : 'void';
-    return { outcome, decision: parseDecision(body) };
+    const res = await approvalDecide(
+      this.redis,
+      { action: k.action, history: k.history, approvals: this.keys.approvals(this.keys.shardOf(runId)), run: this.keys.run(runId).run },
+      { actionId, decision, fingerprint, by, now: this.now(), why },
+    );
+    if (res.outcome === 'fingerprint_mismatch') return res;
+    if (res.outcome === 'conflict') throw new LedgerConflict('planned', res.state);
+    return { outcome: res.outcome, decision: parseDecision(res.decision) };
   }
 
   /** The approval decision stored on the record, if any. */
@@ -210,14 +212,16 @@ export class Ledger {
       compensates: original.actionId, createdAt: String(now), updatedAt: String(now),
     };
     const history: HistoryEntry = { from: null, to: 'planned', at: now, by, why: `compensation of ${original.actionId}`, evidence };
-    const res = (await script(this.redis, 'ledgerPlan')(
-      k.action, k.history, this.keys.reservation(original.runId, idempotencyKey), this.keys.run(original.runId).actions, k.events,
-      actionId, JSON.stringify(fields), JSON.stringify(history), original.step, fields.callId,
-      this.eventsMaxLen, effectEvent(actionId, fields.tool, null, 'planned', original.step),
-    )) as [string, string, number] | number;
-    if (typeof res === 'number') throw scriptError(res, { actionId });
+    await ledgerPlan(
+      this.redis,
+      { ...k, reservation: this.keys.reservation(original.runId, idempotencyKey), runActions: this.keys.run(original.runId).actions },
+      {
+        actionId, fields, history, step: original.step, callId: fields.callId, eventsMaxLen: this.eventsMaxLen,
+        event: effectEvent(actionId, fields.tool, null, 'planned', original.step),
+      },
+    );
     const rec = await this.get(original.runId, actionId);
-    if (!rec) throw scriptError(ScriptCode.ActionMissing, { actionId });
+    if (!rec) throw new AgentError('action_missing', 'no ledger entry for this action', { actionId });
     return rec;
   }
 

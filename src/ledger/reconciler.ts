@@ -114,7 +114,7 @@ export class Reconciler {
       const ttl = this.ctx.cfg.RECONCILER_SWEEP_MS * 3 + this.ctx.cfg.RECONCILE_DEADLINE_MS;
       let lock;
       try {
-        lock = await this.redlock.lock(`${this.ctx.keys.prefix}:reconciler:leader`, ttl);
+        lock = await this.redlock.lock(this.ctx.keys.reconcilerLeader(), ttl);
       } catch {
         return; // another reconciler is sweeping
       }

@@ -14,16 +14,15 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { EngineContext } from '../runs/context.js';
-import type { Config } from '../config/config.js';
 import { AgentError, CancelledError, KeyConflictError, RetryableError, ShutdownError } from '../core/errors.js';
 import { DeadlineError } from '../core/timeout.js';
 import { withRetry } from '../core/retry.js';
 import { OutcomeUnknownError } from '../core/http.js';
 import type { DispatchReceipt, ToolContext, WriteTool } from '../core/tool.js';
 import type { Metrics } from '../metrics/metrics.js';
-import { inSpan } from '../metrics/tracing.js';
+import { traced } from '../metrics/tracing.js';
 import type { Tracer } from '@opentelemetry/api';
-import { CrashPoints } from '../config/testHooks.js';
+import { testHooksFrom, type CrashPoints } from '../config/testHooks.js';
 import type { EffectResult, EffectRunner } from '../worker/effects.js';
 import { actionIdentity } from './identity.js';
 import { Ledger, LedgerConflict, ledgerFor, type ActionRecord } from './ledger.js';
@@ -35,12 +34,31 @@ export interface ApprovalPolicy {
   requiresApproval(tenant: string, tool: WriteTool, args: unknown): boolean;
 }
 
+/**
+ * What the effect runner reads of the configuration, and nothing else (the
+ * process's Config has every field; defaults are in src/config/config.ts).
+ */
+export interface RunnerOptions {
+  /** The same write requested this many extra times in one run parks it for a person (needs_human, loop_detected). */
+  readonly LOOP_REPEAT_LIMIT: number;
+  /** How long a still-processing request is queried before it goes to a person, and how often, in ms. */
+  readonly RECONCILE_DEADLINE_MS: number;
+  readonly RECONCILE_POLL_MS: number;
+  /** How far past the run's deadline the lookups that settle a write cut off by it may still wait, in ms. */
+  readonly DEADLINE_MARGIN_MS: number;
+  /** Backoff of a refused dispatch (nothing left the process), in ms. */
+  readonly RETRY_BASE_MS: number;
+  readonly RETRY_MAX_MS: number;
+}
+
 export interface RunnerDeps {
-  cfg: Config;
+  cfg: RunnerOptions;
   ledger: Ledger;
   metrics: Metrics;
   log: Logger;
   crash: CrashPoints;
+  /** Test hook (src/config/testHooks.ts), the chaos campaign's negative control: no ledger, a blind send every time. */
+  unsafeDisableIdempotency?: boolean;
   /** One `agent.effect` span per write tool call, a child of the step's span. */
   tracer?: Tracer | undefined;
   workerId: string;
@@ -53,19 +71,20 @@ export class LedgerEffectRunner implements EffectRunner {
   constructor(private readonly d: RunnerDeps) {}
 
   async run(input: { tool: WriteTool; args: unknown; call: { id: string }; ctx: ToolContext; tenant: string; deadlineAt?: number }): Promise<EffectResult> {
-    if (!this.d.tracer) return this.runUntraced(input);
-    const attributes = { 'agent.run_id': input.ctx.runId, 'agent.step': input.ctx.step, 'agent.tool': input.tool.name };
-    return inSpan(this.d.tracer, 'agent.effect', attributes, input.ctx.trace, async (span) => {
-      const r = await this.runUntraced(input);
-      const state = (await this.d.ledger.get(input.ctx.runId, r.actionId))?.state;
-      span?.setAttributes({ 'agent.action_id': r.actionId, 'agent.result': r.status, ...(state ? { 'agent.ledger_state': state } : {}) });
-      return r;
-    });
+    return traced(this.d.tracer, {
+      name: 'agent.effect', parent: input.ctx.trace,
+      attributes: () => ({ 'agent.run_id': input.ctx.runId, 'agent.step': input.ctx.step, 'agent.tool': input.tool.name }),
+      outcome: async (r: EffectResult) => {
+        const state = (await this.d.ledger.get(input.ctx.runId, r.actionId))?.state;
+        return { 'agent.action_id': r.actionId, 'agent.result': r.status, ...(state ? { 'agent.ledger_state': state } : {}) };
+      },
+    }, () => this.runEffect(input));
   }
 
-  private async runUntraced(input: { tool: WriteTool; args: unknown; call: { id: string }; ctx: ToolContext; tenant: string; deadlineAt?: number }): Promise<EffectResult> {
+  /** The effect itself (see the module comment); `run` traces it. */
+  private async runEffect(input: { tool: WriteTool; args: unknown; call: { id: string }; ctx: ToolContext; tenant: string; deadlineAt?: number }): Promise<EffectResult> {
     const { tool, args, call, ctx } = input;
-    if (this.d.cfg.UNSAFE_DISABLE_IDEMPOTENCY) return this.unsafeDispatch(tool, args, ctx);
+    if (this.d.unsafeDisableIdempotency) return this.unsafeDispatch(tool, args, ctx);
     const id = actionIdentity(ctx.runId, tool, args);
     const plan = await this.d.ledger.plan(ctx.runId, ctx.step, call.id, tool.name, id, args, this.d.workerId);
     if (plan.status === 'new') this.d.metrics.effects.inc({ tool: tool.name, state: 'planned' });
@@ -217,7 +236,7 @@ export class LedgerEffectRunner implements EffectRunner {
         // The request may have been processed (timeout, reset, 5xx, malformed), or every
         // attempt was refused: either way the service is asked before anything is resent.
         await this.move({ ...rec, state: 'dispatched' }, 'dispatched', 'outcome_unknown', { why: 'no definite answer from the service', evidence: { error: (err as Error).message, ...(err as AgentError).details } });
-        if (ctx.signal.aborted) throw new ShutdownError();
+        if (ctx.signal.aborted) throw new ShutdownError({ cause: caught });
         if (err instanceof RetryableError) {
           const sent = { ...rec, state: 'outcome_unknown' as const, attempts: rec.attempts + 1, ...(window.replayUntil ? { replayUntil: Number(window.replayUntil) } : {}) };
           const r = await reconcile(this.reconcileDeps(deadlineAt), sent, tool, ctx, this.d.workerId);
@@ -263,7 +282,7 @@ export class LedgerEffectRunner implements EffectRunner {
   }
 
   /**
-   * Negative control only (UNSAFE_DISABLE_IDEMPOTENCY): no ledger, a blind send of the
+   * Negative control only (test hook unsafeDisableIdempotency): no ledger, a blind send of the
    * action's key every time. Against a key-ignoring service, every redelivery duplicates.
    */
   private async unsafeDispatch(tool: WriteTool, args: unknown, ctx: ToolContext): Promise<EffectResult> {
@@ -285,9 +304,10 @@ function replayWindowMs(tool: WriteTool): number | undefined {
 }
 
 export function createEffectRunner(ctx: EngineContext, opts: { approvals?: ApprovalPolicy; workerId?: string; crash?: CrashPoints; metrics?: Metrics } = {}): LedgerEffectRunner {
+  const hooks = testHooksFrom(ctx.cfg);
   return new LedgerEffectRunner({
     cfg: ctx.cfg, ledger: ledgerFor(ctx), metrics: opts.metrics ?? ctx.metrics, log: ctx.log,
-    crash: opts.crash ?? CrashPoints.fromConfig(ctx.cfg), workerId: opts.workerId ?? `worker:${process.pid}`, tracer: ctx.tracing.tracer,
+    crash: opts.crash ?? hooks.crash, unsafeDisableIdempotency: hooks.unsafeDisableIdempotency, workerId: opts.workerId ?? `worker:${process.pid}`, tracer: ctx.tracing.tracer,
     ...(opts.approvals ? { approvals: opts.approvals } : {}),
   });
 }

@@ -3,6 +3,7 @@
  * Labels are bounded: tool, tenant, kind, state, status; never run ids or customer data.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { endsRun } from '../runs/status.js';
 
 export class Metrics {
   readonly stepsStarted: Counter;
@@ -21,7 +22,6 @@ export class Metrics {
   readonly stallRecoveries: Counter;
   readonly deadOwnerRequeues: Counter;
   readonly ownerWatchErrors: Counter;
-  readonly recoverySeconds: Histogram;
   readonly fenceRejections: Counter;
   readonly redisConfigOk: Gauge;
   readonly scrapeErrors: Counter;
@@ -49,10 +49,6 @@ export class Metrics {
     this.stallRecoveries = new Counter({ name: 'agent_stall_recoveries_total', help: 'Step jobs redelivered after a stall (worker died or froze)', registers: r });
     this.deadOwnerRequeues = new Counter({ name: 'agent_dead_owner_requeues_total', help: 'Step jobs moved back to wait because the Redis connection holding their lock vanished (its process died, or the connection dropped)', registers: r });
     this.ownerWatchErrors = new Counter({ name: 'agent_owner_watch_errors_total', help: 'Owner-watch ticks that failed (Redis unreachable); lock expiry still recovers', registers: r });
-    this.recoverySeconds = new Histogram({
-      name: 'agent_recovery_seconds', help: 'Time from a step last touched to its redelivered start', registers: r,
-      buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30, 60],
-    });
     this.fenceRejections = new Counter({ name: 'agent_fence_rejections_total', help: 'Commits refused by the fence (stale or duplicate step jobs)', labelNames: ['code'], registers: r });
     this.redisConfigOk = new Gauge({ name: 'agent_redis_config_ok', help: '1 when the Redis setting is safe for queues', labelNames: ['check'], registers: r });
     this.runsFinished = new Counter({
@@ -69,12 +65,9 @@ export function reasonCode(reason: string): string {
   return /^[a-z][a-z0-9_]{0,39}$/.test(code) ? code : 'other';
 }
 
-/** Statuses that end a run, or hand it to a person (needs_human); waiting_approval is a pause, not an end. */
-const RUN_ENDS: ReadonlySet<string> = new Set(['completed', 'failed', 'budget_exceeded', 'cancelled', 'needs_human']);
-
-/** Counts one run end: call it once per status change (any other status is ignored). */
+/** Counts one run end (terminal, or handed to a person): call it once per status change (any other status is ignored). */
 export function countRunFinished(metrics: Metrics, status: string, reason: string): void {
-  if (RUN_ENDS.has(status)) metrics.runsFinished.inc({ status, reason: reasonCode(reason) });
+  if (endsRun(status)) metrics.runsFinished.inc({ status, reason: reasonCode(reason) });
 }
 
 export function newMetrics(opts: { defaultMetrics?: boolean } = {}): Metrics {

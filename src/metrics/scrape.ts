@@ -17,6 +17,7 @@ import type { RedisClient } from '../store/connect.js';
 import type { KeySpace } from '../store/keys.js';
 import type { ShardQueues } from '../runs/queues.js';
 import type { Metrics } from './metrics.js';
+import { InvariantError } from '../core/errors.js';
 
 export const QUEUE_STATES = ['waiting', 'active', 'delayed', 'completed', 'failed'] as const;
 
@@ -64,7 +65,7 @@ export async function shardIndexStats(ctx: ScrapeCtx, shard: number): Promise<Sh
     .zrange(k.humanQueue(shard), 0, 0, 'WITHSCORES')
     .zcard(k.approvals(shard))
     .exec();
-  if (!res) throw new Error('redis pipeline returned no result');
+  if (!res) throw new InvariantError('invariant', 'redis pipeline returned no result');
   for (const [err] of res) if (err) throw err;
   const v = res.map(([, r]) => r);
   return {

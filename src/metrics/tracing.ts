@@ -1,8 +1,9 @@
 /**
  * OpenTelemetry spans per step, model call and effect (TRACING, off by
  * default). One tracer per process, passed in through the AppContext, never
- * registered globally. With tracing off there is no tracer and `inSpan` just
- * runs its function: no span objects on the hot path.
+ * registered globally. Code is traced through one interceptor, `traced`: with
+ * tracing off there is no tracer and it just runs its function (no span
+ * objects, no attribute objects on the hot path).
  *
  * Spans carry the run id and step as attributes (a trace backend is where a
  * run id belongs; metrics labels never carry it) and tool names, action ids
@@ -45,20 +46,30 @@ export function createTracing(cfg: TracingConfig, service: string, exporter?: Sp
   return { tracer: provider.getTracer('durable-agent-fleet'), shutdown: () => provider.shutdown() };
 }
 
+export interface SpanSpec<T> {
+  name: string;
+  /** Computed only when tracing is on. */
+  attributes: () => Attributes;
+  /** An OTel context carrying the parent span (the step's, handed on as ToolContext.trace), or none for a root span. */
+  parent?: Context | undefined;
+  /** Attributes of the outcome, set on the span when `fn` resolves (only when tracing is on). */
+  outcome?: (result: T) => Attributes | Promise<Attributes>;
+}
+
 /**
- * Runs `fn` inside a span that is a child of `parent` (an OTel context carrying
- * the parent span, or none for a root span). The span ends when `fn` settles; a
- * throw marks it as an error and is rethrown. Without a tracer, `fn` runs alone.
+ * The one tracing interceptor: runs `fn` inside a span that is a child of
+ * `spec.parent`, handing `fn` the context that carries it (for its children).
+ * The span ends when `fn` settles; a throw marks it as an error and is
+ * rethrown unchanged. Without a tracer, `fn(undefined)` runs alone.
  */
-export async function inSpan<T>(
-  tracer: Tracer | undefined, name: string, attributes: Attributes, parent: Context | undefined,
-  fn: (span: Span | undefined, ctx: Context | undefined) => Promise<T>,
-): Promise<T> {
-  if (!tracer) return fn(undefined, undefined);
-  const span = tracer.startSpan(name, { attributes }, parent ?? context.active());
-  const ctx = trace.setSpan(parent ?? context.active(), span);
+export async function traced<T>(tracer: Tracer | undefined, spec: SpanSpec<T>, fn: (ctx: Context | undefined) => Promise<T>): Promise<T> {
+  if (!tracer) return fn(undefined);
+  const parent = spec.parent ?? context.active();
+  const span: Span = tracer.startSpan(spec.name, { attributes: spec.attributes() }, parent);
   try {
-    return await fn(span, ctx);
+    const result = await fn(trace.setSpan(parent, span));
+    if (spec.outcome) span.setAttributes(await spec.outcome(result));
+    return result;
   } catch (err) {
     span.recordException(err as Error);
     span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).message });

@@ -6,7 +6,8 @@
  * an invalid request.
  */
 import type { AppContext } from '../bin/context.js';
-import { scriptedModelAllowed } from '../config/config.js';
+import { scriptedModelAllowed } from '../config/testHooks.js';
+import { TerminalError } from '../core/errors.js';
 import type { Agent } from '../core/agent.js';
 import { runSpecSchema, type RunSpec } from '../runs/spec.js';
 import { runIdFor } from '../store/keys.js';
@@ -14,10 +15,10 @@ import { normalizeRunRequest, type CreateRunRequest, type RunRequest } from './s
 
 export const REQUEST_KEY_TTL_MS = 24 * 3600_000;
 
-export class InvalidRunRequest extends Error {
-  readonly code = 'invalid_input';
+/** A create-run request that does not validate (a 400 naming the fields). */
+export class InvalidRunRequest extends TerminalError {
   constructor(readonly fields: { path: string; message: string }[]) {
-    super(`invalid request: ${fields.map((f) => `${f.path}: ${f.message}`).join('; ')}`);
+    super('invalid_input', `invalid request: ${fields.map((f) => `${f.path}: ${f.message}`).join('; ')}`);
   }
 }
 

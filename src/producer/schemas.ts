@@ -75,8 +75,3 @@ export function normalizeRunRequest(req: CreateRunRequest): RunRequest {
   return { ...req, fields: { input: 'input', model: 'model', script: 'script' } };
 }
 
-export const RUN_STATUSES = [
-  'queued', 'running', 'waiting_approval', 'needs_human', 'completed', 'failed', 'budget_exceeded', 'cancelled',
-] as const;
-export type RunStatus = (typeof RUN_STATUSES)[number];
-export const TERMINAL_STATUSES: ReadonlySet<string> = new Set(['completed', 'failed', 'budget_exceeded', 'cancelled']);

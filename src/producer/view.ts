@@ -122,8 +122,6 @@ function transcriptRow(e: JournalEntry): string {
       return `<tr class="decision">${td(e.step)}${td('decision')}${td(e.toolCalls.map((c) => c.name).join(', ') || '(no tool)')}<td><pre>${escapeHtml(e.final ?? e.toolCalls.map((c) => ({ id: c.id, args: c.args })))}</pre></td></tr>`;
     case 'observation':
       return `<tr class="observation">${td(e.step)}${td(`observation: ${e.status}`)}${td(e.tool)}<td><pre>${escapeHtml(e.output)}</pre></td></tr>`;
-    case 'intent':
-      return `<tr class="intent">${td(e.step)}${td('intent')}${td(e.tool)}${td(`${e.actionId} key ${e.idempotencyKey}`)}</tr>`;
     case 'status':
       return `<tr class="status">${td(e.step)}${td(`status: ${e.status}`)}${td('')}${td(e.reason)}</tr>`;
   }

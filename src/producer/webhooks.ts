@@ -80,12 +80,6 @@ function parseZendeskEvent(raw: Buffer, req: Request): Parsed {
   return { ok: true, eventId, ticket: { id: `zendesk-${t.id}`, subject: t.subject, body: t.description, customer: t.requester } };
 }
 
-/** string, SET NX: one webhook event id of a tenant (to move into KeySpace, src/store/keys.ts). */
-export function webhookEventKey(ctx: AppContext, tenant: string, eventId: string): string {
-  const digest = createHash('sha256').update(`${tenant}\u0000${eventId}`).digest('hex').slice(0, 32);
-  return `${ctx.keys.prefix}:webhook-event:${digest}`;
-}
-
 export function webhooksRouter(ctx: AppContext, now: () => number = Date.now): Router {
   const r = Router();
   const raw = express.raw({ type: () => true, limit: BODY_LIMIT });
@@ -113,7 +107,7 @@ export function webhooksRouter(ctx: AppContext, now: () => number = Date.now): R
       if (err instanceof InvalidRunRequest) return void res.status(400).json({ error: 'invalid_request', fields: err.fields });
       throw err;
     }
-    const key = webhookEventKey(ctx, tenant, parsed.eventId);
+    const key = ctx.keys.webhookEvent(tenant, parsed.eventId);
     const first = await ctx.redis.set(key, runId, 'PX', EVENT_TTL_MS, 'NX');
     if (first === null) {
       const previous = (await ctx.redis.get(key)) ?? runId;

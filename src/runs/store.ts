@@ -5,7 +5,8 @@
 import type { RedisClient } from '../store/connect.js';
 import { captureAddStandardJob } from '../store/bullmqInternals.js';
 import { KeySpace, stepJobId } from '../store/keys.js';
-import { script } from '../store/scripts.js';
+import { createRun } from '../store/calls/createRun.js';
+import { resumeRun } from '../store/calls/resumeRun.js';
 import { decodeEntry, type JournalEntry } from '../core/journal.js';
 import { runSpecSchema, type RunSpec, type StepJobData } from './spec.js';
 import { ShardQueues, STEP_JOB_NAME } from './queues.js';
@@ -45,12 +46,10 @@ export class RunStore {
     const budget = { ...spec.limits, stepsUsed: 0, tokensUsed: 0, contextTokens: 0 };
     // Lua's cjson turns numbers into doubles (1.7e+12): send every field as a string.
     const strings = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).map(([f, v]) => [f, String(v)]));
-    const created = await script(this.redis, 'createRun')(
-      k.run, k.budget, k.events, this.keys.runIndex(shard), ...add.keys,
-      spec.runId, nowMs, JSON.stringify(strings(run)), JSON.stringify(strings(budget)),
-      JSON.stringify({ runId: spec.runId, tenant: spec.tenant }), this.eventsMaxLen, ...add.argv,
-    );
-    return created === 1;
+    return createRun(this.redis, { run: k.run, budget: k.budget, events: k.events, runIndex: this.keys.runIndex(shard) }, {
+      runId: spec.runId, now: nowMs, run: strings(run), budget: strings(budget),
+      event: JSON.stringify({ runId: spec.runId, tenant: spec.tenant }), eventsMaxLen: this.eventsMaxLen, firstJob: add,
+    });
   }
 
   async exists(runId: string): Promise<boolean> {
@@ -112,11 +111,10 @@ export class RunStore {
     const jobId = `${stepJobId(runId, state.cursor)}.r${resumes + 1}`;
     const data: StepJobData = { v: 1, runId, step: state.cursor, used: state.used, resume: true };
     const add = await captureAddStandardJob(this.queues.forRun(runId), STEP_JOB_NAME, data, { ...this.queues.jobOptions(runId, state.cursor), jobId });
-    const res = await script(this.redis, 'resumeRun')(
-      k.run, k.events, ...add.keys,
-      expectedStatus, jobId, nowMs, this.eventsMaxLen, JSON.stringify({ status: 'running', reason: 'resumed', from: expectedStatus }), ...add.argv,
-    );
-    return res === 1;
+    return resumeRun(this.redis, { run: k.run, events: k.events }, {
+      expectedStatus, jobId, now: nowMs, eventsMaxLen: this.eventsMaxLen,
+      event: JSON.stringify({ status: 'running', reason: 'resumed', from: expectedStatus }), job: add,
+    });
   }
 }
 

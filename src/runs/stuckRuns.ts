@@ -22,9 +22,8 @@ import type { Config } from '../config/config.js';
 import { errorCode, InvalidStepInput } from '../core/errors.js';
 import { countRunFinished, type Metrics } from '../metrics/metrics.js';
 import type { RedisClient } from '../store/connect.js';
-import { isScriptError, scriptError } from '../store/codes.js';
+import { settleRunCall } from '../store/calls/settleRun.js';
 import { type KeySpace, runIdOfStepJob } from '../store/keys.js';
-import { script } from '../store/scripts.js';
 
 export type DeadJobState = 'failed' | 'missing' | 'completed';
 
@@ -48,17 +47,16 @@ export interface SettleRequest {
   minAgeMs: number;
 }
 
-/** Typed wrapper of settleRun-8.lua. Returns whether the run was ended, or why not. */
+/** Ends the run through settleRun-8.lua (src/store/calls/settleRun.ts), counted and logged. Returns whether the run was ended, or why not. */
 export async function settleRun(d: SettleDeps, req: SettleRequest): Promise<{ settled: boolean; why: string }> {
   const shard = d.keys.shardOf(req.runId);
   const k = d.keys.run(req.runId);
-  const [code, why] = (await script(d.redis, 'settleRun')(
-    k.run, k.budget, k.journal, k.events, k.actions,
-    d.keys.jobHash(shard, req.jobId), d.keys.finishedSet(shard, 'failed'), d.keys.finishedSet(shard, 'completed'),
-    req.jobId, req.jobState, req.status, req.reason, req.now, req.minAgeMs, d.cfg.EVENTS_MAX_LEN, d.cfg.RUN_RETENTION_MS,
-  )) as [number, string];
-  if (isScriptError(code)) throw scriptError(code, { runId: req.runId });
-  if (code !== 1) return { settled: false, why };
+  const { settled, why } = await settleRunCall(
+    d.redis,
+    { ...k, jobHash: d.keys.jobHash(shard, req.jobId), failedSet: d.keys.finishedSet(shard, 'failed'), completedSet: d.keys.finishedSet(shard, 'completed') },
+    { ...req, eventsMaxLen: d.cfg.EVENTS_MAX_LEN, retentionMs: d.cfg.RUN_RETENTION_MS },
+  );
+  if (!settled) return { settled: false, why };
   countRunFinished(d.metrics, req.status, req.reason);
   d.log.error({ code: 'run_settled', runId: req.runId, jobId: req.jobId, job: why, status: req.status, reason: req.reason }, 'run ended: its step job died');
   return { settled: true, why };

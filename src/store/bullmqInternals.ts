@@ -18,6 +18,7 @@ import { createRequire } from 'node:module';
 import { raw2NextJobData, type Job, type JobsOptions, type Queue } from 'bullmq';
 import type { addStandardJob as AddStandardJobScript } from 'bullmq/dist/esm/scripts/addStandardJob-9.js';
 import type { moveToFinished as MoveToFinishedScript } from 'bullmq/dist/esm/scripts/moveToFinished-14.js';
+import { InvariantError } from '../core/errors.js';
 
 // BullMQ does not export its scripts. Its ESM build cannot be deep-imported under plain node
 // (its files import directories such as '../utils': ERR_UNSUPPORTED_DIR_IMPORT; tsx hides it),
@@ -41,7 +42,7 @@ export interface CapturedAdd {
 /** Lua source of BullMQ's addStandardJob, wrapped as `local function bullmqAddStandardJob(KEYS, ARGV)`. */
 export function bullmqAddStandardJobFunction(): string {
   if (addStandardJob.name !== 'addStandardJob' || addStandardJob.keys !== BULLMQ_ADD_KEYS) {
-    throw new Error(`BullMQ internals changed: addStandardJob has ${addStandardJob.keys} keys`);
+    throw new InvariantError('internals_changed', `BullMQ internals changed: addStandardJob has ${addStandardJob.keys} keys`);
   }
   return `local function bullmqAddStandardJob(KEYS, ARGV)\n${addStandardJob.content}\nend\n`;
 }
@@ -49,7 +50,7 @@ export function bullmqAddStandardJobFunction(): string {
 /** Lua source of BullMQ's moveToFinished, wrapped as `local function bullmqMoveToFinished(KEYS, ARGV)`. */
 export function bullmqMoveToFinishedFunction(): string {
   if (moveToFinished.name !== 'moveToFinished' || moveToFinished.keys !== BULLMQ_FINISH_KEYS) {
-    throw new Error(`BullMQ internals changed: moveToFinished has ${moveToFinished.keys} keys`);
+    throw new InvariantError('internals_changed', `BullMQ internals changed: moveToFinished has ${moveToFinished.keys} keys`);
   }
   return `local function bullmqMoveToFinished(KEYS, ARGV)\n${moveToFinished.content}\nend\n`;
 }
@@ -63,11 +64,11 @@ export function bullmqMoveToFinishedFunction(): string {
 export function captureMoveToCompleted(job: Job, token: string, fetchNext: boolean): CapturedAdd {
   const backend = (job as unknown as { backend?: { moveToCompletedArgs?: MoveToCompletedArgs } }).backend;
   if (typeof backend?.moveToCompletedArgs !== 'function') {
-    throw new Error('BullMQ internals changed: job.backend.moveToCompletedArgs is missing');
+    throw new InvariantError('internals_changed', 'BullMQ internals changed: job.backend.moveToCompletedArgs is missing');
   }
   const all = backend.moveToCompletedArgs(job, undefined, job.opts.removeOnComplete, token, fetchNext);
   if (all.length !== BULLMQ_FINISH_KEYS + BULLMQ_FINISH_ARGS) {
-    throw new Error(`BullMQ internals changed: moveToFinished took ${all.length} arguments`);
+    throw new InvariantError('internals_changed', `BullMQ internals changed: moveToFinished took ${all.length} arguments`);
   }
   return {
     keys: all.slice(0, BULLMQ_FINISH_KEYS).map(String),
@@ -91,7 +92,7 @@ export function commitBullKeys(add: CapturedAdd, finish: CapturedAdd): string[] 
   const keys = [...finish.keys, add.keys[3]!];
   for (let i = 0; i < BULLMQ_ADD_KEYS; i++) {
     if (keys[ADD_KEYS_FROM_FINISH[i]! - 1] !== add.keys[i]) {
-      throw new Error(`BullMQ internals changed: addStandardJob key ${i + 1} (${add.keys[i]}) is not moveToFinished's`);
+      throw new InvariantError('internals_changed', `BullMQ internals changed: addStandardJob key ${i + 1} (${add.keys[i]}) is not moveToFinished's`);
     }
   }
   return keys;
@@ -126,7 +127,7 @@ export async function captureAddStandardJob(
   opts: JobsOptions & { jobId: string },
 ): Promise<CapturedAdd> {
   if (opts.delay || opts.priority || opts.parent || opts.deduplication || 'repeatJobKey' in opts || typeof opts.backoff === 'number') {
-    throw new Error('captureAddStandardJob supports standard jobs only');
+    throw new InvariantError('invariant', 'captureAddStandardJob supports standard jobs only');
   }
   let captured: { name: string; args: (string | Buffer)[] } | undefined;
   const capturingClient = {
@@ -140,26 +141,21 @@ export async function captureAddStandardJob(
   // data, timestamp and options with BullMQ's defaults; the backend computes keys and argv.
   const backend = (queue as unknown as { backend?: { addJobToTransaction?: AddJobToTransaction } }).backend;
   if (typeof backend?.addJobToTransaction !== 'function') {
-    throw new Error('BullMQ internals changed: queue.backend.addJobToTransaction is missing');
+    throw new InvariantError('internals_changed', 'BullMQ internals changed: queue.backend.addJobToTransaction is missing');
   }
   const jobData = { name, data: JSON.stringify(data ?? {}), opts: { attempts: 0, ...opts }, timestamp: opts.timestamp ?? Date.now() };
   await backend.addJobToTransaction(capturingClient, jobData, opts.jobId);
   if (!captured || !captured.name.startsWith('addStandardJob:')) {
-    throw new Error(`BullMQ internals changed: expected addStandardJob, got ${captured?.name ?? 'nothing'}`);
+    throw new InvariantError('internals_changed', `BullMQ internals changed: expected addStandardJob, got ${captured?.name ?? 'nothing'}`);
   }
   const all = captured.args;
   if (all.length !== BULLMQ_ADD_KEYS + BULLMQ_ADD_ARGS) {
-    throw new Error(`BullMQ internals changed: addStandardJob took ${all.length} arguments`);
+    throw new InvariantError('internals_changed', `BullMQ internals changed: addStandardJob took ${all.length} arguments`);
   }
   return {
     keys: all.slice(0, BULLMQ_ADD_KEYS).map(String),
     argv: all.slice(BULLMQ_ADD_KEYS),
   };
-}
-
-/** The queue's marker zset: a blocked worker's BZPOPMIN wakes on it (BullMQ >= 5). */
-export function queueMarkerKey(bullPrefix: string, queueName: string): string {
-  return `${bullPrefix}:${queueName}:marker`;
 }
 
 /**
@@ -168,8 +164,8 @@ export function queueMarkerKey(bullPrefix: string, queueName: string): string {
  * connection and dropped as it closes; a spare marker wakes another worker at
  * once (an idle worker pays one empty fetch for it).
  */
-export async function wakeAnotherWorker(redis: { zadd(key: string, score: number, member: string): Promise<unknown> }, bullPrefix: string, queueName: string): Promise<void> {
-  await redis.zadd(queueMarkerKey(bullPrefix, queueName), 0, '0');
+export async function wakeAnotherWorker(redis: { zadd(key: string, score: number, member: string): Promise<unknown> }, markerKey: string): Promise<void> {
+  await redis.zadd(markerKey, 0, '0');
 }
 
 /**

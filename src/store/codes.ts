@@ -17,6 +17,22 @@ export enum ScriptCode {
   CancelRequested = -17,
 }
 
+/**
+ * The one return convention of the scripts: a negative number, alone or first
+ * in a reply array, is a ScriptCode; anything else is the script's result.
+ */
+export function replyCode(reply: unknown): number | undefined {
+  const first = Array.isArray(reply) ? reply[0] : reply;
+  return isScriptError(first) ? first : undefined;
+}
+
+/** The reply, or the typed error of its code (scriptError, with `context`). */
+export function expectReply(reply: unknown, context: Record<string, unknown> = {}): unknown {
+  const code = replyCode(reply);
+  if (code !== undefined) throw scriptError(code, context);
+  return reply;
+}
+
 export function isScriptError(result: unknown): result is number {
   return typeof result === 'number' && result < 0;
 }

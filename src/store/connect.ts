@@ -6,6 +6,7 @@
  */
 import { Cluster, Redis } from 'ioredis';
 import { ConfigError, type Config } from '../config/config.js';
+import { TerminalError } from '../core/errors.js';
 
 export type RedisClient = Redis | Cluster;
 
@@ -31,8 +32,11 @@ export function describeTarget(target: RedisTarget): string {
   }
 }
 
-export class RedisUnreachable extends Error {
-  readonly code = 'redis_unreachable';
+/** Redis did not answer within the boot timeout: the process does not start (cause: the last connection error). */
+export class RedisUnreachable extends TerminalError {
+  constructor(message: string, options?: ErrorOptions) {
+    super('redis_unreachable', message, {}, options);
+  }
 }
 
 /**
@@ -105,8 +109,11 @@ export async function inspectRedisConfig(client: RedisClient): Promise<RedisConf
   return { noeviction, aof, policy };
 }
 
-export class RedisMisconfigured extends Error {
-  readonly code = 'redis_misconfigured';
+/** Redis evicts keys: queues and ledgers would lose them silently, so the process does not start. */
+export class RedisMisconfigured extends TerminalError {
+  constructor(message: string, options?: ErrorOptions) {
+    super('redis_misconfigured', message, {}, options);
+  }
 }
 
 /**
@@ -142,6 +149,6 @@ export async function nodeForKey(client: RedisClient, key: string): Promise<Redi
   const slot = Number(await client.call('CLUSTER', 'KEYSLOT', key));
   const nodeKey = client.slots[slot]?.[0];
   const node = client.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === nodeKey);
-  if (!node) throw new Error(`no connection to the master of slot ${slot} (${nodeKey ?? 'unknown'})`);
+  if (!node) throw new RedisUnreachable(`no connection to the master of slot ${slot} (${nodeKey ?? 'unknown'})`);
   return node;
 }

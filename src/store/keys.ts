@@ -74,9 +74,14 @@ export class KeySpace {
     };
   }
 
-  /** hash: one ledger record per side-effecting action (its history list is `<key>:history`). */
+  /** hash: one ledger record per side-effecting action (its history list is actionHistory). */
   action(runId: string, actionId: string): string {
     return this.actionInShard(this.shardOf(runId), actionId);
+  }
+
+  /** list: every move of an action's ledger record, with its evidence (`<action key>:history`). */
+  actionHistory(actionKey: string): string {
+    return `${actionKey}:history`;
   }
 
   actionInShard(shard: number, actionId: string): string {
@@ -127,6 +132,17 @@ export class KeySpace {
     return `${this.prefix}:request-key:${digest}`;
   }
 
+  /** string, SET NX PX: one webhook event id of a tenant -> the run it started (own slot: keyed by tenant and event). */
+  webhookEvent(tenant: string, eventId: string): string {
+    const digest = createHash('sha256').update(`${tenant}\u0000${eventId}`).digest('hex').slice(0, 32);
+    return `${this.prefix}:webhook-event:${digest}`;
+  }
+
+  /** Redlock resource: one reconciler sweeps at a time (efficiency only; the ledger's CAS keeps effects once). */
+  reconcilerLeader(): string {
+    return `${this.prefix}:reconciler:leader`;
+  }
+
   /** string: tokens a tenant used on one UTC day (own hash tag per tenant). */
   tenantTokens(tenant: string, day: string): string {
     return `${this.prefix}:tenant-tokens:{${tenant}}:${day}`;
@@ -135,6 +151,11 @@ export class KeySpace {
   /** The BullMQ lock key of a job, used to fence commits (BullMQ internal layout). */
   jobLock(shard: number, jobId: string): string {
     return `${this.bullPrefix}:${queueNameOf(shard)}:${jobId}:lock`;
+  }
+
+  /** A queue's marker zset, by queue name: a blocked worker's BZPOPMIN wakes on it (BullMQ >= 5 internal layout). */
+  queueMarker(queueName: string): string {
+    return `${this.bullPrefix}:${queueName}:marker`;
   }
 
   /** The BullMQ hash of a job (BullMQ internal layout). */

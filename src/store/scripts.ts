@@ -11,6 +11,7 @@ import type { Socket } from 'node:net';
 import { Cluster, Command, type Redis } from 'ioredis';
 import type { RedisClient } from './connect.js';
 import { bullmqAddStandardJobFunction, bullmqMoveToFinishedFunction } from './bullmqInternals.js';
+import { InvariantError } from '../core/errors.js';
 
 const luaDir = join(dirname(fileURLToPath(import.meta.url)), 'lua');
 
@@ -38,7 +39,7 @@ export function scriptDefs(): ScriptDef[] {
     .filter((f) => f.endsWith('.lua'))
     .map((file) => {
       const m = /^(.+)-(\d+)\.lua$/.exec(file);
-      if (!m) throw new Error(`Lua file ${file} must be named <name>-<numberOfKeys>.lua`);
+      if (!m) throw new InvariantError('script_failed', `Lua file ${file} must be named <name>-<numberOfKeys>.lua`);
       return { name: m[1]!, numberOfKeys: Number(m[2]), lua: resolveIncludes(readFileSync(join(luaDir, file), 'utf8')) };
     });
   return cached;
@@ -158,7 +159,7 @@ function coalesceWrites(client: RedisClient): void {
 
 export function script(client: RedisClient, name: string): ScriptFn {
   const def = loadedScript(name);
-  if (!def) throw new Error(`unknown script ${name}`);
+  if (!def) throw new InvariantError('script_failed', `unknown script ${name}`);
   return (...args: ScriptArg[]) => {
     const cmd = new ScriptCommand(def, args);
     coalesceWrites(client);

@@ -1,89 +1,15 @@
 /**
- * Budgets are run attributes (Redis budget hash, limits fixed at creation).
- * The pre-flight check runs before every model attempt, retries included: an
- * attempt whose estimate (transcript, run input, tool schemas, instructions, completion cap)
- * could exceed the remaining tokens is never made, nor one past the deadline.
- * After each attempt its billed usage is charged, failed attempts included.
+ * Budgets with Redis: the tenant's daily token budget, and the error a budget
+ * stop travels in. The pure checks (pre-flight, each attempt, after it, the
+ * deadline) are in src/worker/policy.ts.
  */
 import { TerminalError } from '../core/errors.js';
-import type { ToolSpec } from '../core/model.js';
-import { countTokens } from '../core/tokens.js';
-import type { RunSpec } from '../runs/spec.js';
+import type { BudgetStop } from './policy.js';
 import type { RedisClient } from '../store/connect.js';
-import { ScriptCode } from '../store/codes.js';
 import type { KeySpace } from '../store/keys.js';
-import { script } from '../store/scripts.js';
+import { reserveTenantTokens, settleTenantTokens } from '../store/calls/reserveTenantTokens.js';
 
-export type BudgetKind = 'steps' | 'tokens' | 'wall_clock' | 'tenant_tokens';
-
-export interface BudgetStop {
-  kind: BudgetKind;
-  reason: string;
-}
-
-export interface Used {
-  steps: number;
-  tokens: number;
-  contextTokens: number;
-}
-
-const toolTokens = new WeakMap<readonly ToolSpec[], number>();
-
-/** Prompt tokens of the tools offered (names, descriptions, JSON schemas), counted once per tool list. */
-export function toolSchemaTokens(tools: readonly ToolSpec[]): number {
-  let n = toolTokens.get(tools);
-  if (n === undefined) toolTokens.set(tools, (n = tools.length === 0 ? 0 : countTokens(JSON.stringify(tools))));
-  return n;
-}
-
-/**
- * What one model attempt may spend, in tokenizer counts (src/core/tokens.ts): the
- * transcript so far (`used.contextTokens`, summed entry by entry at each commit), the
- * run's instructions and input (`inputTokens`: the agent's estimateInputTokens, by
- * default its instructions and first message, counted), the tool schemas offered and
- * the completion cap. The engine does not read the input's fields.
- */
-export function estimateCallTokens(inputTokens: number, used: Used, completionCap: number, tools: readonly ToolSpec[] = []): number {
-  return used.contextTokens + inputTokens + toolSchemaTokens(tools) + completionCap;
-}
-
-/** Before a step's model call: a step left, and the first attempt's check. `estimate`: estimateCallTokens, computed once per call. */
-export function preflight(spec: RunSpec, used: Used, estimate: number, nowMs: number): BudgetStop | undefined {
-  const { limits } = spec;
-  if (used.steps >= limits.maxSteps) return { kind: 'steps', reason: `steps: ${used.steps} of ${limits.maxSteps} used` };
-  return attemptCheck(spec, used.tokens, estimate, nowMs);
-}
-
-/**
- * Before each model attempt, retries included: the deadline has not passed and
- * what the attempt may spend (`estimate`) fits beside what the run has spent
- * (`usedTokens`, the failed attempts of this step included).
- */
-export function attemptCheck(spec: RunSpec, usedTokens: number, estimate: number, nowMs: number): BudgetStop | undefined {
-  const { limits } = spec;
-  if (nowMs >= limits.deadlineAt) return wallClockStop(spec, nowMs);
-  if (usedTokens + estimate > limits.maxTokens) {
-    return { kind: 'tokens', reason: `tokens: used ${usedTokens} + estimate ${estimate} > cap ${limits.maxTokens}` };
-  }
-  return undefined;
-}
-
-/** After each model attempt: what it did spend. A run past its cap stops (at the cap, the next pre-flight stops it). */
-export function spentCheck(spec: RunSpec, usedTokens: number): BudgetStop | undefined {
-  if (usedTokens > spec.limits.maxTokens) return { kind: 'tokens', reason: `tokens: used ${usedTokens} of cap ${spec.limits.maxTokens}` };
-  return undefined;
-}
-
-/**
- * The run's wall-clock deadline passed (before a call, or while the step waited
- * on one), or `retryCut`: a retry's backoff would have ended past it.
- */
-export function wallClockStop(spec: RunSpec, nowMs: number, retryCut = false): BudgetStop {
-  const { limits } = spec;
-  const deadline = new Date(limits.deadlineAt).toISOString();
-  const what = retryCut ? `a retry would wait past the deadline ${deadline}` : `deadline ${deadline} passed`;
-  return { kind: 'wall_clock', reason: `wall_clock: ${what} (${nowMs - spec.createdAt} ms of ${limits.maxWallMs} used)` };
-}
+export { attemptCheck, estimateCallTokens, preflight, spentCheck, wallClockStop, type BudgetKind, type BudgetStop, type Used, toolSchemaTokens } from './policy.js';
 
 /** A budget stopped the step: the run ends `budget_exceeded` with the stop's reason. */
 export class BudgetStopError extends TerminalError {
@@ -118,8 +44,7 @@ export class TenantBudget {
   async reserve(tenant: string, amount: number, nowMs: number): Promise<BudgetStop | undefined> {
     if (!this.enabled) return undefined;
     const key = this.key(tenant, nowMs);
-    const res = await script(this.redis, 'reserveTenantTokens')(key, amount, this.dailyLimit, TENANT_DAY_TTL_MS, 1);
-    if (res === ScriptCode.TenantBudgetExceeded) {
+    if (!(await reserveTenantTokens(this.redis, { key, amount, dailyLimit: this.dailyLimit, ttlMs: TENANT_DAY_TTL_MS }))) {
       const used = Number((await this.redis.get(key)) ?? 0);
       return { kind: 'tenant_tokens', reason: `tenant_tokens: ${tenant} used ${used} + estimate ${amount} > ${this.dailyLimit} tokens today` };
     }
@@ -129,7 +54,7 @@ export class TenantBudget {
   /** Records the real spend: `delta` = what the attempt used minus what it reserved. Never refused. */
   async settle(tenant: string, delta: number, nowMs: number): Promise<void> {
     if (!this.enabled || delta === 0) return;
-    await script(this.redis, 'reserveTenantTokens')(this.key(tenant, nowMs), delta, this.dailyLimit, TENANT_DAY_TTL_MS, 0);
+    await settleTenantTokens(this.redis, { key: this.key(tenant, nowMs), amount: delta, dailyLimit: this.dailyLimit, ttlMs: TENANT_DAY_TTL_MS });
   }
 }
 

@@ -14,9 +14,9 @@ import { UnrecoverableError, Worker, WaitingError, type Job } from 'bullmq';
 import type { EngineContext } from '../runs/context.js';
 import { RunSpecCache } from '../runs/store.js';
 import { wakeAnotherWorker } from '../store/bullmqInternals.js';
-import { InvalidStepInput } from '../core/errors.js';
+import { InvalidStepInput, InvariantError } from '../core/errors.js';
 import { settleFailedJob } from '../runs/stuckRuns.js';
-import { CrashPoints } from '../config/testHooks.js';
+import { testHooksFrom, type CrashPoints } from '../config/testHooks.js';
 import type { EffectRunner } from './effects.js';
 import { StepProcessor } from './stepProcessor.js';
 import { OwnerWatch } from './ownerWatch.js';
@@ -49,7 +49,7 @@ export class FleetWorker {
 
   constructor(private readonly ctx: EngineContext, opts: FleetWorkerOptions = {}) {
     const { cfg } = ctx;
-    this.crash = opts.crash ?? CrashPoints.fromConfig(cfg);
+    this.crash = opts.crash ?? testHooksFrom(cfg).crash;
     // Every step in flight (WORKER_CONCURRENCY per shard) listens on these while it waits on a call: not a leak.
     setMaxListeners(0, this.soft.signal, this.hard.signal);
     this.processor = new StepProcessor({
@@ -109,7 +109,7 @@ export class FleetWorker {
   }
 
   private async handle(job: Job, token?: string): Promise<void> {
-    if (!token) throw new Error('BullMQ did not pass a lock token');
+    if (!token) throw new InvariantError('internals_changed', 'BullMQ did not pass a lock token');
     this.held.add(job.id!);
     try {
       // The step's commit completes the job and, unless we are stopping, fetches the next one, locked
@@ -124,7 +124,7 @@ export class FleetWorker {
         // that may be this closing worker's own blocking connection, which then drops it: the next
         // worker would only see the job after its block timeout (drainDelay, 5 s). A second marker
         // wakes another worker at once (a spare marker only costs an idle worker one empty fetch).
-        await wakeAnotherWorker(this.ctx.redis, this.ctx.keys.bullPrefix, job.queueName);
+        await wakeAnotherWorker(this.ctx.redis, this.ctx.keys.queueMarker(job.queueName));
         this.ctx.metrics.sigtermHandoffs.inc();
         this.ctx.log.info({ code: 'sigterm_handoff', jobId: job.id }, 'job handed back');
         throw new WaitingError();

@@ -15,11 +15,10 @@
  * run's current step job exists.
  */
 import type { Context, Tracer } from '@opentelemetry/api';
-import { inSpan } from '../metrics/tracing.js';
+import { traced } from '../metrics/tracing.js';
 import { DelayedError, type Job } from 'bullmq';
 import { z } from 'zod';
 import type { Logger } from 'pino';
-import type { Config } from '../config/config.js';
 import { AgentError, errorCode, FenceError, InvalidStepInput, RetryableError, ShutdownError, TerminalError } from '../core/errors.js';
 import { DeadlineError, withDeadline } from '../core/timeout.js';
 import { encodeEntry, estimateTokens, usageSchema, type DecisionEntry, type JournalEntry, type ObservationEntry, type Usage } from '../core/journal.js';
@@ -31,20 +30,46 @@ import type { Agent, AgentCatalog } from '../core/agent.js';
 import type { ToolContext } from '../core/tool.js';
 import { stepJobDataSchema, type RunSpec, type StepJobData } from '../runs/spec.js';
 import type { RedisClient } from '../store/connect.js';
-import { captureAddStandardJob, captureMoveToCompleted, commitBullKeys, completeFromCommit } from '../store/bullmqInternals.js';
-import { isScriptError, scriptError, ScriptCode } from '../store/codes.js';
+import { captureAddStandardJob, captureMoveToCompleted, completeFromCommit } from '../store/bullmqInternals.js';
+import { isScriptError } from '../store/codes.js';
 import { KeySpace, stepJobId } from '../store/keys.js';
-import { script } from '../store/scripts.js';
+import { commitStep } from '../store/calls/commitStep.js';
+import { chargeTokens } from '../store/calls/chargeTokens.js';
+import { journalDecision } from '../store/calls/journalDecision.js';
 import { RunSpecCache, RunStore } from '../runs/store.js';
 import { STEP_JOB_NAME } from '../runs/queues.js';
 import {
   attemptCheck, BudgetStopError, estimateCallTokens, preflight, spentCheck, TenantBudget, wallClockStop, type BudgetKind, type BudgetStop, type Used,
 } from './budget.js';
+import { nextStatus } from './policy.js';
 import type { CrashPoints } from '../config/testHooks.js';
 import type { EffectRunner } from './effects.js';
 
+/**
+ * What a step reads of the configuration, and nothing else (src/bin passes the
+ * process's Config, which has every field; defaults are in src/config/config.ts).
+ */
+export interface StepOptions {
+  /** Completion tokens asked of the model per call; part of every attempt's estimate. */
+  readonly COMPLETION_TOKEN_CAP: number;
+  /** Attempts of one model call (retryable failures only), backoff from RETRY_BASE_MS capped at RETRY_MAX_MS. */
+  readonly MODEL_MAX_ATTEMPTS: number;
+  readonly RETRY_BASE_MS: number;
+  readonly RETRY_MAX_MS: number;
+  /** How long a model outage may last, from its first failure, before the run parks needs_human / provider_unavailable (ms). */
+  readonly MODEL_OUTAGE_MAX_MS: number;
+  /** Cap of a run's event stream. */
+  readonly EVENTS_MAX_LEN: number;
+  /** How long a finished run's keys live, in ms. */
+  readonly RUN_RETENTION_MS: number;
+  /** How long a pending approval waits before it expires, in ms. */
+  readonly APPROVAL_TTL_MS: number;
+  /** Per-tenant token budget per UTC day (0 = none). */
+  readonly TENANT_DAILY_TOKENS: number;
+}
+
 export interface StepDeps {
-  cfg: Config;
+  cfg: StepOptions;
   redis: RedisClient;
   keys: KeySpace;
   store: RunStore;
@@ -117,10 +142,11 @@ export class StepProcessor {
   async process(
     job: Job, token: string, signal: AbortSignal, dispatchSignal: AbortSignal = signal, fetchNext: () => boolean = () => false,
   ): Promise<void> {
-    if (!this.d.tracer) return this.processStep(job, token, signal, dispatchSignal, fetchNext, undefined);
-    const raw = job.data as Partial<StepJobData>;
-    const attributes = { 'agent.run_id': String(raw.runId), 'agent.step': Number(raw.step), 'agent.job_id': String(job.id), 'agent.attempt': job.attemptsStarted };
-    return inSpan(this.d.tracer, 'agent.step', attributes, undefined, (_span, trace) => this.processStep(job, token, signal, dispatchSignal, fetchNext, trace));
+    const attributes = () => {
+      const raw = job.data as Partial<StepJobData>;
+      return { 'agent.run_id': String(raw.runId), 'agent.step': Number(raw.step), 'agent.job_id': String(job.id), 'agent.attempt': job.attemptsStarted };
+    };
+    return traced(this.d.tracer, { name: 'agent.step', attributes }, (trace) => this.processStep(job, token, signal, dispatchSignal, fetchNext, trace));
   }
 
   private async processStep(
@@ -255,21 +281,9 @@ export class StepProcessor {
       }
 
       const entries: JournalEntry[] = carriesDecision ? [decision, ...observations] : [...observations];
-      let status = 'running';
-      let reason = '';
-      if (decision.final !== undefined && decision.toolCalls.length === 0) {
-        status = 'completed';
-        reason = 'final_answer';
-      } else if (wallStop) {
-        status = 'budget_exceeded';
-        reason = wallStop.reason;
-        this.d.metrics.budgetStops.inc({ kind: wallStop.kind });
-        log.warn({ code: 'budget_exceeded', kind: wallStop.kind }, reason);
-      } else if (used.steps + 1 >= spec.limits.maxSteps) {
-        status = 'budget_exceeded';
-        reason = `steps: ${used.steps + 1} of ${spec.limits.maxSteps} used`;
-        this.d.metrics.budgetStops.inc({ kind: 'steps' });
-      }
+      const { status, reason, budget } = nextStatus(spec, used, decision, wallStop);
+      if (budget) this.d.metrics.budgetStops.inc({ kind: budget });
+      if (budget === 'wall_clock') log.warn({ code: 'budget_exceeded', kind: budget }, reason);
       if (status !== 'running') entries.push({ v: 1, kind: 'status', step, status, reason });
       await commit({
         entries, carriesDecision, status, reason, stepsDelta: 1,
@@ -315,15 +329,14 @@ export class StepProcessor {
   private async callModel(
     agent: Agent, spec: RunSpec, step: number, used: Used, estimate: number, signal: AbortSignal, log: Logger, trace: Context | undefined, chargeAbandoned: (tokens: number) => Promise<void>,
   ): Promise<Called> {
-    if (!this.d.tracer) return this.callModelUntraced(agent, spec, step, used, estimate, signal, log, chargeAbandoned);
-    return inSpan(this.d.tracer, 'agent.model', { 'agent.run_id': spec.runId, 'agent.step': step, 'agent.model': spec.model }, trace, async (span) => {
-      const r = await this.callModelUntraced(agent, spec, step, used, estimate, signal, log, chargeAbandoned);
-      span?.setAttributes('failed' in r
+    return traced(this.d.tracer, {
+      name: 'agent.model', parent: trace,
+      attributes: () => ({ 'agent.run_id': spec.runId, 'agent.step': step, 'agent.model': spec.model }),
+      outcome: (r: Called) => ('failed' in r
         ? { 'agent.outcome': r.failed.status, 'agent.tokens': r.charged }
         : 'unavailable' in r ? { 'agent.outcome': 'provider_unavailable', 'agent.tokens': r.charged }
-        : { 'agent.outcome': 'decided', 'agent.tokens': total(r.decision.usage), 'agent.tools': r.decision.toolCalls.map((c) => c.name) });
-      return r;
-    });
+        : { 'agent.outcome': 'decided', 'agent.tokens': total(r.decision.usage), 'agent.tools': r.decision.toolCalls.map((c) => c.name) }),
+    }, () => this.decide(agent, spec, step, used, estimate, signal, log, chargeAbandoned));
   }
 
   /**
@@ -333,7 +346,7 @@ export class StepProcessor {
    * until the run's deadline, and no backoff is slept past it. Handed back at
    * SIGTERM, the step charges what its failed attempts spent (chargeAbandoned).
    */
-  private async callModelUntraced(
+  private async decide(
     agent: Agent, spec: RunSpec, step: number, used: Used, estimate: number, signal: AbortSignal, log: Logger, chargeAbandoned: (tokens: number) => Promise<void>,
   ): Promise<Called> {
     const provider = this.d.providers.get(spec.model);
@@ -503,9 +516,9 @@ export class StepProcessor {
    */
   private async chargeAbandoned(job: Job, token: string, lockKey: string, step: number, tokens: number, log: Logger): Promise<void> {
     const k = this.d.keys.run((job.data as StepJobData).runId);
-    const res = await script(this.d.redis, 'chargeTokens')(k.run, k.budget, lockKey, token, step, job.id!, tokens).catch((err: unknown) => err);
-    if (typeof res === 'number' && res >= 0) return;
-    log.warn({ code: 'abandoned_tokens_not_charged', tokens, err: isScriptError(res) ? scriptError(res, { step }) : res }, 'tokens of abandoned attempts not charged');
+    await chargeTokens(this.d.redis, { run: k.run, budget: k.budget, jobLock: lockKey }, { token, step, jobId: job.id!, tokens }).catch((err: unknown) => {
+      log.warn({ code: 'abandoned_tokens_not_charged', tokens, err }, 'tokens of abandoned attempts not charged');
+    });
   }
 
   /** Returns the context tokens the decision adds. */
@@ -513,12 +526,10 @@ export class StepProcessor {
     const k = this.d.keys.run((job.data as StepJobData).runId);
     const encoded = encodeEntry(decision);
     const contextDelta = estimateTokens(encoded);
-    const res = await script(this.d.redis, 'journalDecision')(
-      k.run, k.budget, k.journal, k.events, lockKey,
-      token, decision.step, total(decision.usage), contextDelta, encoded, this.now(),
-      this.d.cfg.EVENTS_MAX_LEN, decisionEvent(decision), job.id!, startedEvent,
-    );
-    if (isScriptError(res)) throw scriptError(res, { step: decision.step });
+    await journalDecision(this.d.redis, { run: k.run, budget: k.budget, journal: k.journal, events: k.events, jobLock: lockKey }, {
+      token, step: decision.step, tokensDelta: total(decision.usage), contextDelta, entry: encoded, now: this.now(),
+      eventsMaxLen: this.d.cfg.EVENTS_MAX_LEN, event: decisionEvent(decision), jobId: job.id!, startedEvent,
+    });
     log.debug({ code: 'decision_journalled' }, 'decision journalled');
     return contextDelta;
   }
@@ -549,26 +560,23 @@ export class StepProcessor {
     const next: StepJobData | Record<string, never> = running ? { v: 1, runId, step: step + 1, used: nextUsed } : {};
     const add = await captureAddStandardJob(queue, STEP_JOB_NAME, next, this.d.store.queues.jobOptions(runId, step + 1));
     const finish = captureMoveToCompleted(job, token, fetchNext);
-    const bullKeys = commitBullKeys(add, finish);
-    // Add's three argv sit at fixed positions (the decision's events follow them): blanks when no job is added.
-    const bullArgv = running ? add.argv : ['', '', ''];
     this.d.crash.hit('before_commit', step);
     const now = this.now();
-    const approvalKey = plan.approvalFor ? this.d.keys.action(runId, plan.approvalFor) : k.run;
-    const res = await script(this.d.redis, 'commitStep')(
-      k.run, k.budget, k.journal, k.events, lockKey, k.actions, ...bullKeys, approvalKey, this.d.keys.approvals(this.d.keys.shardOf(runId)),
-      token, step, plan.status, plan.reason, plan.stepsDelta, plan.tokensDelta, contextDelta, now,
-      this.d.cfg.EVENTS_MAX_LEN, plan.advance ? 1 : 0, this.d.cfg.RUN_RETENTION_MS,
-      JSON.stringify({ step, status: plan.status, entries: encoded.length }),
-      plan.carriesDecision ? 1 : 0, jobId, stepJobId(runId, step + 1), encoded.length, ...finish.argv, ...encoded,
-      ...bullArgv, startedEvent, plan.carriesDecision ? decisionEvent(plan.entries[0] as DecisionEntry) : '',
-      plan.approvalFor ?? '', now + this.d.cfg.APPROVAL_TTL_MS,
-    );
-    if (isScriptError(res)) {
-      if (res === ScriptCode.DecisionExists) log.warn({ code: 'decision_exists' }, 'a decision was journalled concurrently');
-      throw scriptError(res, { step });
-    }
-    const [, finished, committed] = res as [number, unknown, string];
+    const keys = {
+      run: k.run, budget: k.budget, journal: k.journal, events: k.events, jobLock: lockKey, actions: k.actions,
+      approvalAction: plan.approvalFor ? this.d.keys.action(runId, plan.approvalFor) : k.run, approvals: this.d.keys.approvals(this.d.keys.shardOf(runId)),
+    };
+    const { finished, committed } = await commitStep(this.d.redis, keys, {
+      token, step, status: plan.status, reason: plan.reason, stepsDelta: plan.stepsDelta, tokensDelta: plan.tokensDelta, contextDelta, now,
+      eventsMaxLen: this.d.cfg.EVENTS_MAX_LEN, advance: plan.advance, retentionMs: this.d.cfg.RUN_RETENTION_MS,
+      committedEvent: JSON.stringify({ step, status: plan.status, entries: encoded.length }),
+      carriesDecision: plan.carriesDecision, jobId, nextJobId: stepJobId(runId, step + 1), entries: encoded, finish, next: add, addNext: running,
+      startedEvent, decisionEvent: plan.carriesDecision ? decisionEvent(plan.entries[0] as DecisionEntry) : '',
+      approvalFor: plan.approvalFor ?? '', approvalExpiresAt: now + this.d.cfg.APPROVAL_TTL_MS,
+    }).catch((err: unknown) => {
+      if (err instanceof FenceError && err.code === 'decision_exists') log.warn({ code: 'decision_exists' }, 'a decision was journalled concurrently');
+      throw err;
+    });
     if (isScriptError(finished)) {
       // Committed, but BullMQ refused the completion: its worker completes the job as usual.
       log.warn({ code: 'complete_in_commit_refused', bullmqCode: finished }, 'job not completed by the commit');

@@ -7,7 +7,7 @@ import { Job, Worker } from 'bullmq';
 import { createHarness, type Harness } from '../../testkit/harness.js';
 import {
   BULLMQ_ADD_KEYS, BULLMQ_FINISH_KEYS, bullmqAddStandardJobFunction, bullmqMoveToFinishedFunction, captureAddStandardJob,
-  captureMoveToCompleted, commitBullKeys, completeFromCommit, queueMarkerKey,
+  captureMoveToCompleted, commitBullKeys, completeFromCommit,
 } from '../../src/store/bullmqInternals.js';
 import { STEP_JOB_NAME, stepJobOptions } from '../../src/runs/queues.js';
 
@@ -36,7 +36,7 @@ describe('BullMQ internals', () => {
 
   it('adding a job sets the queue marker a spare SIGTERM wake-up writes to', async () => {
     const queue = h.ctx.queues.byShard(0);
-    const key = queueMarkerKey(h.ctx.keys.bullPrefix, queue.name);
+    const key = h.ctx.keys.queueMarker(queue.name);
     await h.ctx.redis.del(key);
     await queue.add(STEP_JOB_NAME, {}, { jobId: 'probe-3' });
     expect(await h.ctx.redis.type(key)).toBe('zset');

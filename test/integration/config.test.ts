@@ -1,7 +1,8 @@
 /** Configuration fails at boot with the field named; Redis must be noeviction. */
 import { describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
-import { ConfigError, loadConfig, scriptedModelAllowed } from '../../src/config/config.js';
+import { ConfigError, loadConfig } from '../../src/config/config.js';
+import { scriptedModelAllowed } from '../../src/config/testHooks.js';
 import { buildProviders, type AppContext } from '../../src/bin/context.js';
 import { AgentCatalog } from '../../src/core/agent.js';
 import { supportAgent } from '../../src/agents/support/index.js';

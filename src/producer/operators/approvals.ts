@@ -11,9 +11,8 @@ import { actionNotFound, requireToken } from '../auth.js';
 import { isActionId } from '../../store/keys.js';
 import { resumeParked } from '../../runs/resume.js';
 import { stopRun } from '../../runs/stop.js';
+import { isTerminal } from '../../runs/status.js';
 import { invalid, param } from './http.js';
-
-const FINISHED: ReadonlySet<string> = new Set(['completed', 'failed', 'budget_exceeded', 'cancelled']);
 
 const decisionSchema = z.object({
   decision: z.enum(['approve', 'reject']),
@@ -32,7 +31,7 @@ export function approvalsRouter(ctx: AppContext, ledger: Ledger): Router {
         const rec = await ledger.getInShard(shard, actionId);
         if (!rec || rec.state !== 'planned') continue;
         const [tenant, status] = (await ctx.redis.hmget(ctx.keys.run(rec.runId).run, 'tenant', 'status')) as (string | null)[];
-        if (!status || FINISHED.has(status)) continue; // void: a decision would authorise nothing
+        if (!status || isTerminal(status)) continue; // void: a decision would authorise nothing
         approvals.push({ actionId, runId: rec.runId, tenant: tenant ?? '', step: rec.step, tool: rec.tool, args: rec.args, fingerprint: rec.fingerprint, expiresAt, createdAt: rec.createdAt });
       }
     }

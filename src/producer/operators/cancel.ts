@@ -17,10 +17,10 @@ import { requireToken, runNotFound } from '../auth.js';
 import { isRunId } from '../../store/keys.js';
 import { invalid, param } from './http.js';
 import { stopRun } from '../../runs/stop.js';
+import { isTerminal } from '../../runs/status.js';
 
 const cancelSchema = z.object({ operator: z.string().min(1).max(200).optional() }).strict();
 
-const TERMINAL = new Set(['completed', 'failed', 'budget_exceeded', 'cancelled']);
 
 export function cancelRouter(ctx: AppContext): Router {
   const r = Router();
@@ -39,7 +39,7 @@ export function cancelRouter(ctx: AppContext): Router {
       if (err instanceof FenceError && err.code === 'run_missing') return runNotFound(res);
       throw err;
     }
-    if (!result.stopped && TERMINAL.has(result.status)) return void res.status(409).json({ error: 'run_finished', runId, status: result.status });
+    if (!result.stopped && isTerminal(result.status)) return void res.status(409).json({ error: 'run_finished', runId, status: result.status });
     // Cancelled while waiting for approval: nobody is asked to decide for it any more.
     if (result.stopped) await withdrawApprovals(ctx, runId, reason);
     res.status(result.stopped ? 200 : 202).json({ runId, status: result.status, cancelled: result.stopped ? 'now' : 'at_next_commit' });

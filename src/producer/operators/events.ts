@@ -12,8 +12,8 @@ import type { AppContext } from '../../bin/context.js';
 import { requireRunAccess, runNotFound } from '../auth.js';
 import { EventFanout, type StreamEntry, type Viewer } from './eventFanout.js';
 import { param } from './http.js';
+import { isTerminal } from '../../runs/status.js';
 
-const TERMINAL = new Set(['completed', 'failed', 'budget_exceeded', 'cancelled']);
 const STREAM_ID = /^\d+-\d+$/;
 
 export interface EventsOptions {
@@ -65,12 +65,12 @@ export function eventsRouter(ctx: AppContext, opts: EventsOptions = {}): Router 
         for (const { id, fields } of entries) {
           const type = fields.type ?? 'message';
           res.write(`id: ${id}\nevent: ${type}\ndata: ${(fields.data ?? '').replace(/\n/g, '\ndata: ')}\n\n`);
-          if (type === 'status_changed' && TERMINAL.has(safeStatus(fields.data))) return end();
+          if (type === 'status_changed' && isTerminal(safeStatus(fields.data))) return end();
         }
       },
       idle(status) {
         if (ending || draining) return;
-        if (status !== null && !TERMINAL.has(status)) return void res.write(': keep-alive\n\n');
+        if (status !== null && !isTerminal(status)) return void res.write(': keep-alive\n\n');
         // Finished or gone: whatever the stream still holds for this viewer, then the end.
         draining = true;
         void viewer?.drain().catch(() => {}).finally(end);

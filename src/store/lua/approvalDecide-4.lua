@@ -31,6 +31,7 @@
   or {-10, ''} no such action, {-14, ''} fingerprint mismatch (nothing changed),
   {-11, state} not planned and no decision recorded.
 ]]
+-- @include runStatus
 local h = redis.call('HMGET', KEYS[1], 'state', 'fingerprint', 'decision', 'approvalExpiresAt', 'runId')
 local state, fp, prior, expiresAt, runId = h[1], h[2], h[3], h[4], h[5]
 if not state then return { -10, '' } end
@@ -45,8 +46,7 @@ if ARGV[3] ~= '' and expiresAt and now > tonumber(expiresAt) then
 end
 if ARGV[3] ~= '' then
   local runStatus = redis.call('HGET', KEYS[4], 'status')
-  local finished = { completed = true, failed = true, budget_exceeded = true, cancelled = true }
-  if not runStatus or finished[runStatus] then
+  if not runStatus or terminalStatus[runStatus] then
     code, decision, why, by = 4, 'reject', 'run_' .. (runStatus or 'missing'), 'approval_void'
   end
 end

@@ -53,6 +53,7 @@
 -- @include fence
 -- @include emitEvent
 -- @include expireRun
+-- @include runStatus
 -- @include bullmq:addStandardJob
 -- @include bullmq:moveToFinished
 
@@ -114,8 +115,7 @@ if status == 'running' then
     { ARGV[26 + n], ARGV[27 + n], ARGV[28 + n] })
 else
   emitEvent(KEYS[4], ARGV[9], 'status_changed', cjson.encode({ status = status, reason = reason }))
-  local terminal = { completed = true, failed = true, budget_exceeded = true, cancelled = true }
-  if terminal[status] then
+  if terminalStatus[status] then
     redis.call('HSET', KEYS[1], 'finishedAt', ARGV[8])
     expireRun({ KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6] }, KEYS[6], ARGV[11])
   end

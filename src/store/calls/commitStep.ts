@@ -1,0 +1,82 @@
+/**
+ * Typed call of src/store/lua/commitStep-23.lua: the fenced commit of one step
+ * (journal entries, budget, cursor and status, the next step's job, and the
+ * completion of this job), one atomic change. The Lua's argument positions
+ * (BullMQ's keys interleaved, the journal entries between fixed ARGV) are
+ * written here and nowhere else.
+ */
+import type { RedisClient } from '../connect.js';
+import { commitBullKeys, type CapturedAdd } from '../bullmqInternals.js';
+import { expectReply } from '../codes.js';
+import { script } from '../scripts.js';
+
+export interface CommitStepKeys {
+  run: string;
+  budget: string;
+  journal: string;
+  events: string;
+  jobLock: string;
+  actions: string;
+  /** The action a park into waiting_approval asks approval for; the run hash for any other commit (untouched). */
+  approvalAction: string;
+  /** The shard's approvals zset. */
+  approvals: string;
+}
+
+export interface CommitStepArgs {
+  token: string;
+  step: number;
+  status: string;
+  reason: string;
+  stepsDelta: number;
+  tokensDelta: number;
+  contextDelta: number;
+  now: number;
+  eventsMaxLen: number;
+  /** Move the cursor on (false: the run parks mid-step). */
+  advance: boolean;
+  retentionMs: number;
+  /** The step_committed event (JSON). */
+  committedEvent: string;
+  /** The entries carry the step's decision (it must not be journalled yet). */
+  carriesDecision: boolean;
+  jobId: string;
+  nextJobId: string;
+  /** Journal entries (JSON), appended in order. */
+  entries: readonly string[];
+  /** BullMQ's completion of this job (captureMoveToCompleted). */
+  finish: CapturedAdd;
+  /** BullMQ's add of the next step's job (captureAddStandardJob): its keys are always passed, its job added only when `addNext`. */
+  next: CapturedAdd;
+  addNext: boolean;
+  /** This delivery's step_started event (JSON), '' when journalDecision already emitted it. */
+  startedEvent: string;
+  /** The decision event (JSON), '' unless carriesDecision. */
+  decisionEvent: string;
+  /** The action a park into waiting_approval asks approval for ('' for none), and that approval's expiry. */
+  approvalFor: string;
+  approvalExpiresAt: number;
+}
+
+export interface CommitStepReply {
+  journalLength: number;
+  /** moveToFinished's reply: 0, the worker's next job, or BullMQ's negative code (the commit stands; the worker completes the job itself). */
+  finished: unknown;
+  /** The status committed: the one asked, or what a recorded cancel or an expired approval made of it. */
+  committed: string;
+}
+
+/** Throws the FenceError of a refusal: lock lost, stale step, run missing / not running, decision already journalled. */
+export async function commitStep(redis: RedisClient, k: CommitStepKeys, a: CommitStepArgs): Promise<CommitStepReply> {
+  const res = await script(redis, 'commitStep')(
+    k.run, k.budget, k.journal, k.events, k.jobLock, k.actions, ...commitBullKeys(a.next, a.finish), k.approvalAction, k.approvals,
+    a.token, a.step, a.status, a.reason, a.stepsDelta, a.tokensDelta, a.contextDelta, a.now,
+    a.eventsMaxLen, a.advance ? 1 : 0, a.retentionMs, a.committedEvent,
+    a.carriesDecision ? 1 : 0, a.jobId, a.nextJobId, a.entries.length, ...a.finish.argv, ...a.entries,
+    // addStandardJob's three argv sit at fixed positions after the entries: blanks when no job is added.
+    ...(a.addNext ? a.next.argv : ['', '', '']), a.startedEvent, a.decisionEvent,
+    a.approvalFor, a.approvalExpiresAt,
+  );
+  const [journalLength, finished, committed] = expectReply(res, { step: a.step }) as [number, unknown, string];
+  return { journalLength: Number(journalLength), finished, committed };
+}

@@ -1,0 +1,37 @@
+/** Typed call of src/store/lua/journalDecision-5.lua: journal a step's decision (and charge its usage) before a write runs. */
+import type { RedisClient } from '../connect.js';
+import { expectReply } from '../codes.js';
+import { script } from '../scripts.js';
+
+export interface JournalDecisionKeys {
+  run: string;
+  budget: string;
+  journal: string;
+  events: string;
+  jobLock: string;
+}
+
+export interface JournalDecisionArgs {
+  token: string;
+  step: number;
+  tokensDelta: number;
+  contextDelta: number;
+  /** The decision entry (JSON). */
+  entry: string;
+  now: number;
+  eventsMaxLen: number;
+  /** The `decision` event (JSON). */
+  event: string;
+  jobId: string;
+  /** This delivery's step_started event (JSON), emitted before the decision. */
+  startedEvent: string;
+}
+
+/** Returns the decision's journal index; throws the FenceError of a refusal (lock lost, stale step, run missing/not running, decision exists). */
+export async function journalDecision(redis: RedisClient, k: JournalDecisionKeys, a: JournalDecisionArgs): Promise<number> {
+  const res = await script(redis, 'journalDecision')(
+    k.run, k.budget, k.journal, k.events, k.jobLock,
+    a.token, a.step, a.tokensDelta, a.contextDelta, a.entry, a.now, a.eventsMaxLen, a.event, a.jobId, a.startedEvent,
+  );
+  return Number(expectReply(res, { step: a.step }));
+}

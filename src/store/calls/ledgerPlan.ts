@@ -1,0 +1,39 @@
+/** Typed call of src/store/lua/ledgerPlan-5.lua: look an action up by id, or plan it (record + SET NX reservation). */
+import type { RedisClient } from '../connect.js';
+import { expectReply } from '../codes.js';
+import { script } from '../scripts.js';
+
+export interface LedgerPlanKeys {
+  action: string;
+  history: string;
+  /** The reservation of the action's idempotency key. */
+  reservation: string;
+  /** The run's set of action ids. */
+  runActions: string;
+  events: string;
+}
+
+export interface LedgerPlanArgs {
+  actionId: string;
+  /** The record's fields, all strings. */
+  fields: Record<string, string>;
+  history: unknown;
+  step: number;
+  callId: string;
+  eventsMaxLen: number;
+  /** The `effect` event (JSON) published when the action is planned. */
+  event: string;
+}
+
+/** 'repeat': the same write asked again from another step or call (a loop signal). */
+export type LedgerPlanReply = { status: 'new' | 'existing' | 'repeat'; state: string; repeats: number };
+
+/** Throws the typed error of -13 (the reservation is held by another action). */
+export async function ledgerPlan(redis: RedisClient, k: LedgerPlanKeys, a: LedgerPlanArgs): Promise<LedgerPlanReply> {
+  const res = await script(redis, 'ledgerPlan')(
+    k.action, k.history, k.reservation, k.runActions, k.events,
+    a.actionId, JSON.stringify(a.fields), JSON.stringify(a.history), a.step, a.callId, a.eventsMaxLen, a.event,
+  );
+  const [status, state, repeats] = expectReply(res, { actionId: a.actionId }) as [LedgerPlanReply['status'], string, number];
+  return { status, state, repeats: Number(repeats) };
+}

@@ -1,0 +1,35 @@
+/** KeySpace names every key: the ones that used to be built inline, and the BullMQ ones it mirrors. */
+import { describe, expect, it } from 'vitest';
+import { QueueKeys } from 'bullmq';
+import { KeySpace, queueNameOf } from '../../src/store/keys.js';
+
+describe('KeySpace', () => {
+  const keys = new KeySpace('agent', 'bull', 4);
+
+  it('webhook event keys: deterministic per (tenant, event), never carry either as text', () => {
+    const a = keys.webhookEvent('acme', 'evt-1');
+    expect(a).toBe(keys.webhookEvent('acme', 'evt-1'));
+    expect(a).not.toBe(keys.webhookEvent('acme', 'evt-2'));
+    expect(a).not.toBe(keys.webhookEvent('acme2', 'evt-1'));
+    expect(a).toMatch(/^agent:webhook-event:[0-9a-f]{32}$/);
+  });
+
+  it('an action history list lives next to its action', () => {
+    const action = keys.action('r_000000000000000000000001', 'a_00000000000000000000000000000001');
+    expect(keys.actionHistory(action)).toBe(`${action}:history`);
+  });
+
+  it("BullMQ's own key names: the lock, the job hash, the marker and the finished sets are what BullMQ builds", () => {
+    const q = queueNameOf(2);
+    const bull = new QueueKeys('bull').getKeys(q);
+    expect(keys.queueMarker(q)).toBe(bull.marker);
+    expect(keys.finishedSet(2, 'failed')).toBe(bull.failed);
+    expect(keys.finishedSet(2, 'completed')).toBe(bull.completed);
+    expect(keys.jobHash(2, 'j1')).toBe(`${bull['']}j1`);
+    expect(keys.jobLock(2, 'j1')).toBe(`${bull['']}j1:lock`);
+  });
+
+  it('the reconciler leader lock is under the prefix', () => {
+    expect(keys.reconcilerLeader()).toBe('agent:reconciler:leader');
+  });
+});
