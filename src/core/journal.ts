@@ -63,10 +63,27 @@ const status = z.object({
   reason: z.string(),
 });
 
-export const journalEntrySchema = z.discriminatedUnion('kind', [decision, observation, intent, status]);
+/**
+ * What a person did to the run (approve, reject, resolve, cancel), by the authenticated
+ * operator's name. Not part of the model's conversation: providers and replays skip it.
+ */
+const operator = z.object({
+  v: z.literal(1),
+  kind: z.literal('operator'),
+  step: z.number().int().nonnegative(),
+  action: z.enum(['approve', 'reject', 'resolve', 'cancel']),
+  by: z.string(),
+  at: z.number().int(),
+  actionId: z.string().optional(),
+  /** The decision's outcome or finding (a code, never customer text). */
+  detail: z.string(),
+});
+
+export const journalEntrySchema = z.discriminatedUnion('kind', [decision, observation, intent, status, operator]);
 export type JournalEntry = z.infer<typeof journalEntrySchema>;
 export type DecisionEntry = z.infer<typeof decision>;
 export type ObservationEntry = z.infer<typeof observation>;
+export type OperatorEntry = z.infer<typeof operator>;
 
 export class JournalCorrupt extends Error {
   readonly code = 'journal_corrupt';

@@ -4,7 +4,7 @@ import { pino, stdSerializers, type DestinationStream, type Logger } from 'pino'
 export const REDACT_PATHS = [
   'ticket.body', 'ticket.subject', 'ticket.customer', '*.ticket.body', '*.ticket.customer',
   'args.body', 'args.to', 'args.subject', 'headers.authorization', 'authorization', '*.apiKey', 'apiKey',
-  'OPENAI_API_KEY', 'PRODUCER_TOKEN', 'OPERATOR_TOKEN', 'METRICS_TOKEN', 'BULL_BOARD_PASSWORD',
+  'OPENAI_API_KEY', 'PRODUCER_TOKEN', 'OPERATOR_TOKEN', 'METRICS_TOKEN', 'BULL_BOARD_PASSWORD', 'CONSOLE_SESSION_SECRET', 'OIDC_PUBLIC_KEY',
 ];
 
 /**

@@ -125,6 +125,8 @@ function transcriptRow(e: JournalEntry): string {
       return `<tr class="intent">${td(e.step)}${td('intent')}${td(e.tool)}${td(`${e.actionId} key ${e.idempotencyKey}`)}</tr>`;
     case 'status':
       return `<tr class="status">${td(e.step)}${td(`status: ${e.status}`)}${td('')}${td(e.reason)}</tr>`;
+    case 'operator':
+      return `<tr class="operator">${td(e.step)}${td(`operator: ${e.action}`)}${td(e.by)}${td(`${e.actionId ?? ''} ${e.detail}`)}</tr>`;
   }
 }
 

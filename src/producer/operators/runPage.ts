@@ -8,7 +8,7 @@
 import { Router, type NextFunction, type Request, type Response } from 'express';
 import type { AppContext } from '../../bin/context.js';
 import type { Ledger } from '../../ledger/ledger.js';
-import { authUnconfigured, bearer, principalOf, runTokensConfigured, tenantScope } from '../auth.js';
+import { authUnconfigured, OPERATOR_SETTINGS, principalFor, principalSees, runTokensConfigured } from '../auth.js';
 import { renderRunHtml, runView } from '../view.js';
 import { isRunId } from '../../store/keys.js';
 import { askForBoardCredentials, basicAuthOn, boardBasicMatches, RUN_PAGE_PATH } from './bullBoard.js';
@@ -21,15 +21,14 @@ function pageAuth(ctx: AppContext) {
   return async (req: Request, res: Response, next: NextFunction) => {
     // Never open: with no credential of any kind configured the page is off (503 naming the settings).
     if (!basicAuthOn(ctx.cfg) && !runTokensConfigured(ctx.cfg)) {
-      return authUnconfigured(res, 'BULL_BOARD_USER and BULL_BOARD_PASSWORD, or OPERATOR_TOKEN');
+      return authUnconfigured(res, `BULL_BOARD_USER and BULL_BOARD_PASSWORD, or ${OPERATOR_SETTINGS}`);
     }
     const runId = param(req.params.id);
     if (boardBasicMatches(ctx.cfg, req)) return isRunId(runId) ? next() : pageNotFound(res);
-    const p = principalOf(ctx.cfg, bearer(req));
+    const p = await principalFor(ctx.cfg, req);
     if (!p) return void askForBoardCredentials(ctx.cfg, res, 'bull board credentials or a token that may read this run are required');
     if (!isRunId(runId)) return pageNotFound(res);
-    const scope = tenantScope(p);
-    if (scope !== undefined && (await ctx.redis.hget(ctx.keys.run(runId).run, 'tenant')) !== scope) return pageNotFound(res);
+    if (!principalSees(p, await ctx.redis.hget(ctx.keys.run(runId).run, 'tenant'))) return pageNotFound(res);
     next();
   };
 }
