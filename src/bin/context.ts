@@ -14,6 +14,7 @@ import { KeySpace } from '../store/keys.js';
 import { loadScripts } from '../store/scripts.js';
 import { ShardQueues } from '../runs/queues.js';
 import { RunStore } from '../runs/store.js';
+import { RUN_STATUSES, TERMINAL_STATUSES } from '../producer/schemas.js';
 import { defaultRegistry, type ToolRegistry } from '../agents/support/tools/index.js';
 import type { ModelProvider } from '../core/model.js';
 import { ScriptedProvider } from '../models/scripted.js';
@@ -56,7 +57,7 @@ export async function createContext(cfg: Config, name: string, opts: { log?: Log
   const keys = new KeySpace(cfg.KEY_PREFIX, cfg.BULL_PREFIX, cfg.SHARDS);
   const queues = new ShardQueues(keys, redis, (err) => log.warn({ code: 'queue_error', err }, 'queue connection error'));
   const store = new RunStore(redis, keys, queues, cfg.EVENTS_MAX_LEN);
-  registerScrapeCollectors(metrics, { redis, keys, queues, log });
+  registerScrapeCollectors(metrics, { redis, keys, queues, log }, { runs: { statuses: RUN_STATUSES, terminal: TERMINAL_STATUSES, retentionMs: cfg.RUN_RETENTION_MS } });
   const tracing = opts.tracing ?? createTracing(cfg, name);
   return {
     cfg, log, redis, keys, queues, store, registry: defaultRegistry({ baseUrl: cfg.SANDBOX_URL }), providers: buildProviders(cfg), metrics, tracing,

@@ -23,6 +23,17 @@ export interface RunState {
   updatedAt: number;
 }
 
+/**
+ * The agent a run belongs to, as the run listing indexes it (run hash field `agent`): the
+ * spec's `agent` name where it has one; runs whose spec names none were all started by the
+ * first agent, before agents had names.
+ */
+export const UNNAMED_AGENT = 'support';
+export function agentNameOf(spec: RunSpec): string {
+  const named = (spec as { agent?: unknown }).agent;
+  return typeof named === 'string' && named.length > 0 ? named : UNNAMED_AGENT;
+}
+
 export class RunStore {
   constructor(
     readonly redis: RedisClient,
@@ -40,7 +51,7 @@ export class RunStore {
     const run = {
       status: 'queued', reason: '', cursor: 1, tenant: spec.tenant, ticketId: spec.ticket.id,
       createdAt: spec.createdAt, updatedAt: nowMs, agentVersion: spec.agentVersion, toolsHash: spec.toolsHash,
-      model: spec.model, decidedStep: 0, jobId: stepJobId(spec.runId, 1), spec: JSON.stringify(spec),
+      model: spec.model, agent: agentNameOf(spec), decidedStep: 0, jobId: stepJobId(spec.runId, 1), spec: JSON.stringify(spec),
     };
     const budget = { ...spec.limits, stepsUsed: 0, tokensUsed: 0, contextTokens: 0 };
     // Lua's cjson turns numbers into doubles (1.7e+12): send every field as a string.

@@ -8,8 +8,10 @@ import { cancelRouter } from './cancel.js';
 import { eventsRouter } from './events.js';
 import { reconciliationsRouter } from './reconciliations.js';
 import { runPageRouter } from './runPage.js';
+import { runsListRouter } from './runsList.js';
 
 export function mountOperators(app: express.Express, ctx: AppContext, ledger: Ledger): void {
+  app.use(runsListRouter(ctx));
   app.use(approvalsRouter(ctx, ledger));
   app.use(reconciliationsRouter(ctx, ledger));
   app.use(cancelRouter(ctx));
