@@ -130,7 +130,7 @@ function transcriptRow(e: JournalEntry): string {
   }
 }
 
-function effectBlock(raw: unknown): string {
+export function effectBlock(raw: unknown): string {
   const e = (raw ?? {}) as EffectLike;
   const id = typeof e.actionId === 'string' ? e.actionId : '';
   const links = [
