@@ -4,7 +4,9 @@
  * open (development gets tokens from DEV_AUTH=generate, see src/config/config.ts).
  *
  * Who may touch runs:
- *  - the operator token and the producer token: every run;
+ *  - the producer token: every run; an operator (src/producer/identity.ts:
+ *    OPERATOR_TOKEN, OPERATORS, an OIDC JWT, or the console's session on the
+ *    routes that take it): the runs of its tenants (every run for `*`);
  *  - a tenant token (TENANT_TOKENS {"tenant": "token"}): only that tenant's
  *    runs (create, view, events). Another tenant's run answers 404, exactly as
  *    an unknown run does, so a tenant cannot even learn that it exists.
@@ -45,15 +47,6 @@ export function runNotFound(res: Response): void {
 /** The one 404 of an action id (approvals, reconciliations): malformed and unknown alike. */
 export function actionNotFound(res: Response): void {
   res.status(404).json({ error: 'not_found', message: 'no such action' });
-}
-
-/** Bearer `expected`; 401 for another token, 503 naming `setting` when none is configured. */
-export function requireToken(expected: string | undefined, role: string, setting = `${role.toUpperCase()}_TOKEN`) {
-  return (req: Request, res: Response, next: NextFunction) => {
-    if (expected === undefined) return authUnconfigured(res, setting);
-    if (tokenMatches(bearer(req), expected)) return next();
-    res.status(401).json({ error: 'unauthorized', message: `a ${role} token is required` });
-  };
 }
 
 /** Who a request speaks for: the producer, one tenant, or a named operator (src/producer/identity.ts). */
