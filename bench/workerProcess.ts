@@ -71,7 +71,7 @@ async function prepare(spec: PrepareSpec): Promise<void> {
     const fleet = new FleetWorker(ctx, { effects: createEffectRunner(ctx) });
     workers = fleet.workers;
     close = () => fleet.stop();
-    start = () => fleet.start();
+    start = () => void fleet.start().catch((err: Error) => console.error(`[bench-worker ${process.pid}] fleet: ${err.message}`));
   }
   await Promise.all(workers.map((w) => w.waitUntilReady()));
   const r: Round = {

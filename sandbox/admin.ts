@@ -1,11 +1,15 @@
 /**
- * Admin endpoints under /_sandbox: counts, fault rules, reset. Never faulted
- * and never counted as requests.
+ * Admin endpoints under /_sandbox: counts, fault rules, reset, the sandbox
+ * clock and the vendors' key windows. Never faulted and never counted as requests.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { SandboxContext } from './context.js';
 import { readBody, sendJson } from './http.js';
-import { faultsBodySchema } from './types.js';
+import { z } from 'zod';
+import { EFFECT_RESOURCES, faultsBodySchema } from './types.js';
+
+const clockBodySchema = z.object({ advanceMs: z.number().int().min(0) }).strict();
+const windowBodySchema = z.object({ resource: z.enum(EFFECT_RESOURCES), ms: z.number().int().min(0) }).strict();
 
 export async function handleAdmin(
   ctx: SandboxContext,
@@ -29,6 +33,19 @@ export async function handleAdmin(
     case 'DELETE /_sandbox/faults':
       ctx.faults.clear();
       return sendJson(res, 200, { ok: true, rules: 0 });
+    case 'POST /_sandbox/clock': {
+      // A replay "after the window" without waiting a day: keys older than their window are forgotten.
+      const parsed = clockBodySchema.safeParse(await readJson(req));
+      if (!parsed.success) return sendJson(res, 400, { error: 'invalid_clock', issues: parsed.error.issues });
+      ctx.store.advance(parsed.data.advanceMs);
+      return sendJson(res, 200, { ok: true, now: ctx.store.now() });
+    }
+    case 'POST /_sandbox/key-window': {
+      const parsed = windowBodySchema.safeParse(await readJson(req));
+      if (!parsed.success) return sendJson(res, 400, { error: 'invalid_key_window', issues: parsed.error.issues });
+      ctx.store.windows[parsed.data.resource] = parsed.data.ms;
+      return sendJson(res, 200, { ok: true });
+    }
     case 'POST /_sandbox/reset':
       reset();
       return sendJson(res, 200, { ok: true });

@@ -5,7 +5,7 @@
  * when it does not answer.
  */
 import { withTimeout } from '../src/core/timeout.js';
-import { sandboxCountsSchema, type FaultRule, type SandboxCounts } from './types.js';
+import { sandboxCountsSchema, type EffectResource, type FaultRule, type SandboxCounts } from './types.js';
 
 export class SandboxAdminError extends Error {
   readonly code = 'sandbox_admin_failed';
@@ -39,6 +39,16 @@ export async function clearFaults(baseUrl: string): Promise<void> {
 /** Clear records, counts and faults, and restart the fault PRNG from its seed. */
 export async function reset(baseUrl: string): Promise<void> {
   await call(baseUrl, 'POST', '/_sandbox/reset');
+}
+
+/** Move the sandbox clock forward (keys older than their vendor's window are forgotten). */
+export async function advanceClock(baseUrl: string, advanceMs: number): Promise<void> {
+  await call(baseUrl, 'POST', '/_sandbox/clock', { advanceMs });
+}
+
+/** Set one vendor's Idempotency-Key window. */
+export async function setKeyWindow(baseUrl: string, resource: EffectResource, ms: number): Promise<void> {
+  await call(baseUrl, 'POST', '/_sandbox/key-window', { resource, ms });
 }
 
 /** An admin call that gets no answer fails (TimeoutError) instead of hanging its caller. */

@@ -1,107 +1,113 @@
 /**
- * The effect endpoints of tickets, emails and refunds: idempotent create and
- * the reconciliation lookup.
+ * The one create pipeline every vendor's effect endpoint runs, with the
+ * vendor's own wire given by a Dialect (sandbox/vendors/*): its body format,
+ * auth, key limits, success and error shapes and replay marker.
  *
- * Create, in order: read body -> gate faults (429/503/drop, nothing kept) ->
- * Idempotency-Key and body checks (400) -> atomic admit (replay 200, reused
- * key 422, in progress 409) -> optional slow_commit delay (lookups say
- * processing; the commit happens even if the client gave up) -> commit ->
- * after-commit faults (dropped socket, 500, malformed 201) or 201.
+ * In order: read body (413) -> auth (401/403) -> gate faults (429/503/drop,
+ * nothing kept) -> parse and validate (vendor 400/422) -> Idempotency-Key
+ * length (vendor 400) -> conflict_in_progress fault (vendor 409) -> atomic
+ * admit (replay: the stored answer with the vendor's replay marker; same key,
+ * other body: the vendor's mismatch error; in progress: the vendor's 409) ->
+ * optional slow_commit (the commit happens even if the client gave up) ->
+ * commit -> after-commit faults (dropped socket, 500, malformed body) or the
+ * vendor's success answer.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { canonicalJson } from './canonical.js';
 import type { SandboxContext } from './context.js';
 import { applyGate } from './gate.js';
 import { BodyTooLarge, header, readBody, sendJson, sendRaw } from './http.js';
-import type { EffectResource, FaultKind } from './types.js';
+import type { StoredAnswer } from './store.js';
+import type { EffectResource, FaultKind, SandboxRecord } from './types.js';
 
 const AFTER_COMMIT: readonly FaultKind[] = ['lost_response_after_commit', 'error_after_commit', 'malformed_response'];
 const DEFAULT_SLOW_COMMIT_MS = 1000;
 
-export async function createEffect(
-  ctx: SandboxContext,
-  req: IncomingMessage,
-  res: ServerResponse,
-  resource: EffectResource,
-): Promise<void> {
+/** An answer in a vendor's shape. */
+export interface Answer {
+  status: number;
+  body: unknown;
+  headers?: Record<string, string>;
+}
+
+/** What a vendor's create endpoint looks like on the wire. */
+export interface Dialect<I> {
+  resource: EffectResource;
+  /** Longest Idempotency-Key the vendor accepts. */
+  maxKeyLength: number;
+  /** undefined when the credentials are acceptable, else the vendor's 401/403. */
+  authorize(req: IncomingMessage): Answer | undefined;
+  /** The request's input and its canonical form (what "the same request" means for the key), or the vendor's 4xx. */
+  parse(raw: Buffer, req: IncomingMessage): { input: I; canon: string } | Answer;
+  /** Builds the committed resource and the success answer (seq: the resource's next sequence number). */
+  create(input: I, seq: number, nowMs: number): { id: string; resource: Record<string, unknown>; answer: StoredAnswer };
+  /** The stored answer as a replay (with the vendor's replay marker, when it has one). */
+  replay(answer: StoredAnswer): Answer;
+  /** Headers on a first (non-replayed) success. */
+  firstHeaders?: Record<string, string>;
+  errors: {
+    keyTooLong(max: number): Answer;
+    keyReused(key: string): Answer;
+    inProgress(key: string): Answer;
+    internal(): Answer;
+    rateLimited(): Answer;
+    unavailable(): Answer;
+    tooLarge(): Answer;
+  };
+}
+
+export function send(res: ServerResponse, a: Answer): void {
+  sendJson(res, a.status, a.body, a.headers);
+}
+
+export async function createEffect<I>(ctx: SandboxContext, req: IncomingMessage, res: ServerResponse, d: Dialect<I>): Promise<void> {
   const store = ctx.store;
   const { faults } = ctx;
-  const key = header(req, 'idempotency-key');
-  const requestId = header(req, 'x-request-id');
-  // In flight from the headers on, so a lookup never says "stopped" while this request can still commit.
-  const release = key === null ? undefined : store.track(resource, key, requestId);
+  let raw: Buffer;
   try {
-    let raw: Buffer;
-    try {
-      raw = await readBody(req);
-    } catch (err) {
-      if (err instanceof BodyTooLarge) sendJson(res, 413, { error: 'body_too_large' }, { connection: 'close' });
-      return; // otherwise the client went away: nobody to answer
-    }
-    if (applyGate(faults, resource, res)) return;
-    if (key === null) return sendJson(res, 400, { error: 'idempotency_key_required' });
-    const body = parseObject(raw);
-    if (typeof body === 'string') return sendJson(res, 400, { error: body });
+    raw = await readBody(req);
+  } catch (err) {
+    if (err instanceof BodyTooLarge) send(res, { ...d.errors.tooLarge(), headers: { connection: 'close' } });
+    return; // otherwise the client went away: nobody to answer
+  }
+  const denied = d.authorize(req);
+  if (denied) return send(res, denied);
+  if (applyGate(faults, d.resource, res, { rateLimited: d.errors.rateLimited(), unavailable: d.errors.unavailable() })) return;
+  const parsed = d.parse(raw, req);
+  if ('status' in parsed) return send(res, parsed);
+  const key = header(req, 'idempotency-key');
+  if (key !== null && key.length > d.maxKeyLength) return send(res, d.errors.keyTooLong(d.maxKeyLength));
+  if (key !== null && faults.fire(d.resource, ['conflict_in_progress']) !== undefined) return send(res, d.errors.inProgress(key));
+  if (key !== null && store.knows(d.resource, key) && faults.fire(d.resource, ['no_lookup']) !== undefined) return send(res, d.errors.internal());
 
-    const canon = canonicalJson(body);
-    const admission = store.admit(resource, key, canon);
-    // ignore_keys is only drawn for a key the service already knows: that is where it changes the outcome.
-    const ignoreKeys = admission.kind !== 'new' && faults.fire(resource, ['ignore_keys']) !== undefined;
-    if (!ignoreKeys) {
-      if (admission.kind === 'replay')
-        return sendJson(res, 200, admission.record, { 'idempotent-replayed': 'true' });
-      if (admission.kind === 'key_reused') return sendJson(res, 422, { error: 'idempotency_key_reused' });
-      if (admission.kind === 'in_progress') return sendJson(res, 409, { error: 'request_in_progress' });
-    }
+  const admission = key === null ? ({ kind: 'new' } as const) : store.admit(d.resource, key, parsed.canon);
+  // ignore_keys is only drawn for a key the service already knows: that is where it changes the outcome.
+  const ignoreKeys = admission.kind !== 'new' && faults.fire(d.resource, ['ignore_keys']) !== undefined;
+  if (!ignoreKeys) {
+    if (admission.kind === 'replay') return send(res, d.replay(admission.answer));
+    if (admission.kind === 'key_reused') return send(res, d.errors.keyReused(key!));
+    if (admission.kind === 'in_progress') return send(res, d.errors.inProgress(key!));
+  }
 
-    const slow = faults.fire(resource, ['slow_commit']);
+  let committed = false;
+  try {
+    const slow = faults.fire(d.resource, ['slow_commit']);
     if (slow !== undefined) await ctx.delays.sleep(slow.ms ?? DEFAULT_SLOW_COMMIT_MS);
-    const record = store.commit(resource, { key, canon, requestId, body, registered: admission.kind === 'new' });
+    const now = store.now();
+    const made = d.create(parsed.input, store.nextSeq(d.resource), now);
+    const record: SandboxRecord = { id: made.id, kind: d.resource, idempotencyKey: key, createdAtMs: now, resource: made.resource };
+    store.commit(record, made.answer, admission.kind === 'new');
+    committed = true;
 
-    const after = faults.fire(resource, AFTER_COMMIT);
+    const after = faults.fire(d.resource, AFTER_COMMIT);
     if (res.destroyed) return; // the client timed out during a slow commit; the effect stands
     if (after?.kind === 'lost_response_after_commit') return void res.destroy();
-    if (after?.kind === 'error_after_commit') return sendJson(res, 500, { error: 'internal_error' });
-    if (after?.kind === 'malformed_response') return sendRaw(res, 201, truncated(JSON.stringify(record)));
-    sendJson(res, 201, record);
+    if (after?.kind === 'error_after_commit') return send(res, d.errors.internal());
+    if (after?.kind === 'malformed_response') return sendRaw(res, made.answer.status, truncated(JSON.stringify(made.answer.body)));
+    send(res, { ...made.answer, ...(d.firstHeaders ? { headers: d.firstHeaders } : {}) });
   } finally {
-    release?.();
+    // A request that ends before its commit saves nothing for its key (the vendors do the same).
+    if (!committed && key !== null && admission.kind === 'new') store.release(d.resource, key);
   }
-}
-
-/** GET /v1/:resource?idempotency_key=K | ?request_id=R */
-export function lookupEffect(
-  ctx: SandboxContext,
-  res: ServerResponse,
-  resource: EffectResource,
-  query: URLSearchParams,
-): void {
-  if (ctx.faults.fire(resource, ['no_lookup']) !== undefined)
-    return sendJson(res, 501, { error: 'lookup_unsupported' });
-  const key = query.get('idempotency_key');
-  const requestId = query.get('request_id');
-  if (key) return sendJson(res, 200, ctx.store.lookupByKey(resource, key));
-  if (requestId) return sendJson(res, 200, ctx.store.lookupByRequestId(resource, requestId));
-  sendJson(res, 400, { error: 'idempotency_key_or_request_id_required' });
-}
-
-export function getEffect(ctx: SandboxContext, res: ServerResponse, resource: EffectResource, id: string): void {
-  const record = ctx.store.get(resource, id);
-  if (record === undefined) return sendJson(res, 404, { error: 'not_found' });
-  sendJson(res, 200, record);
-}
-
-/** The parsed JSON object, or the error code to answer with. */
-function parseObject(raw: Buffer): Record<string, unknown> | string {
-  if (raw.length === 0) return 'body_required';
-  let value: unknown;
-  try {
-    value = JSON.parse(raw.toString('utf8'));
-  } catch {
-    return 'invalid_json';
-  }
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return 'body_must_be_json_object';
-  return value as Record<string, unknown>;
 }
 
 /** A deterministic not-JSON payload: the first half of the real one. */

@@ -1,11 +1,14 @@
 /**
- * The bundled sandbox service: a real HTTP server standing in for a support
- * system (tickets), an email provider (emails) and a payments service
- * (refunds), with Idempotency-Key semantics, switchable faults and exact
- * counts of committed effects.
+ * The bundled sandbox service: a real HTTP server speaking the wire of
+ * Zendesk (tickets, under /api/v2), Resend (emails, /emails) and Stripe
+ * (refunds, /v1/refunds, form-encoded), each with its own auth, bodies,
+ * status codes, error shapes, Idempotency-Key window and replay marker
+ * (sandbox/vendors/*), plus switchable faults and exact counts of committed
+ * effects per Idempotency-Key (one key = one logical action).
  *
- * Routes: POST|GET /v1/{tickets,emails,refunds}, GET /v1/{resource}/{id},
- * GET /v1/kb?q=, GET /v1/customers/{email}, GET /healthz, /_sandbox/* (admin).
+ * Routes: /api/v2/tickets* (Zendesk), /emails* (Resend), /v1/refunds* (Stripe),
+ * the sandbox's own read endpoints GET /v1/kb?q= and GET /v1/customers/{email},
+ * GET /healthz, /_sandbox/* (admin).
  * An unexpected handler error answers 500 (or drops the socket if the
  * answer had started); the server keeps serving.
  */
@@ -13,12 +16,14 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { handleAdmin } from './admin.js';
 import { Delays, type SandboxContext } from './context.js';
-import { createEffect, getEffect, lookupEffect } from './effects.js';
 import { FaultPlan } from './faults.js';
 import { sendJson } from './http.js';
 import { customerRead, kbRead } from './reads.js';
 import { Store } from './store.js';
-import { isEffectResource, type FaultRule, type SandboxCounts } from './types.js';
+import { type EffectResource, type FaultRule, type SandboxCounts } from './types.js';
+import { handleResend } from './vendors/resend.js';
+import { handleStripe } from './vendors/stripe.js';
+import { handleZendesk } from './vendors/zendesk.js';
 
 export interface SandboxOptions {
   /** 0 or unset: a free port. */
@@ -39,8 +44,12 @@ export interface SandboxHandle {
   addFaults(rules: FaultRule[]): void;
   clearFaults(): void;
   counts(): SandboxCounts;
-  /** Clear records, counts and faults, and restart the fault PRNG from the seed. */
+  /** Clear records, counts and faults, and restart the fault PRNG from the seed (the clock and windows too). */
   reset(): void;
+  /** Move the sandbox clock forward: keys older than their vendor's window are forgotten. */
+  advanceClock(ms: number): void;
+  /** Set a vendor's Idempotency-Key window (default: the documented one, DEFAULT_KEY_WINDOW_MS). */
+  setKeyWindow(resource: EffectResource, ms: number): void;
 }
 
 export async function startSandbox(opts: SandboxOptions = {}): Promise<SandboxHandle> {
@@ -85,6 +94,10 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<SandboxHa
     clearFaults: () => ctx.faults.clear(),
     counts: () => ctx.store.counts(),
     reset,
+    advanceClock: (ms) => ctx.store.advance(ms),
+    setKeyWindow: (resource, ms) => {
+      ctx.store.windows[resource] = ms;
+    },
   };
 }
 
@@ -96,10 +109,22 @@ async function route(ctx: SandboxContext, req: IncomingMessage, res: ServerRespo
 
   if (path === '/healthz') return sendJson(res, 200, { ok: true });
   if (path.startsWith('/_sandbox/')) return handleAdmin(ctx, req, res, path, reset);
+  const query = new URLSearchParams(q === -1 ? '' : url.slice(q + 1));
+  if (path.startsWith('/api/v2/')) {
+    ctx.store.requests += 1;
+    return handleZendesk(ctx, req, res, path, query);
+  }
+  if (path === '/emails' || path.startsWith('/emails/')) {
+    ctx.store.requests += 1;
+    return handleResend(ctx, req, res, path);
+  }
+  if (path === '/v1/refunds' || path.startsWith('/v1/refunds/')) {
+    ctx.store.requests += 1;
+    return handleStripe(ctx, req, res, path, query);
+  }
   if (!path.startsWith('/v1/')) return sendJson(res, 404, { error: 'not_found' });
 
   ctx.store.requests += 1;
-  const query = new URLSearchParams(q === -1 ? '' : url.slice(q + 1));
   const parts = path.slice(4).split('/');
   const [resource = '', sub, ...rest] = parts;
   if (rest.length > 0 || sub === '') return sendJson(res, 404, { error: 'not_found' });
@@ -112,15 +137,7 @@ async function route(ctx: SandboxContext, req: IncomingMessage, res: ServerRespo
     const email = decode(sub);
     return email === undefined ? sendJson(res, 400, { error: 'invalid_path' }) : customerRead(ctx, res, email);
   }
-  if (!isEffectResource(resource)) return sendJson(res, 404, { error: 'unknown_resource' });
-  if (sub === undefined) {
-    if (method === 'POST') return createEffect(ctx, req, res, resource);
-    if (method === 'GET') return lookupEffect(ctx, res, resource, query);
-    return methodNotAllowed(res, 'GET, POST');
-  }
-  if (method !== 'GET') return methodNotAllowed(res, 'GET');
-  const id = decode(sub);
-  return id === undefined ? sendJson(res, 400, { error: 'invalid_path' }) : getEffect(ctx, res, resource, id);
+  return sendJson(res, 404, { error: 'not_found' });
 }
 
 function methodNotAllowed(res: ServerResponse, allow: string): void {

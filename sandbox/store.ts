@@ -1,130 +1,126 @@
 /**
- * In-memory records and idempotency state of the sandbox, per effect resource.
+ * In-memory records and Idempotency-Key state of the sandbox, per effect
+ * resource (Zendesk tickets, Resend emails, Stripe refunds).
  *
  * `admit` is the atomic step: it checks the key and, for a new key, registers
- * it as processing in the same synchronous call, so two concurrent POSTs with
+ * it as in progress in the same synchronous call, so two concurrent POSTs with
  * one key can never both commit (the second sees in_progress or a replay).
+ * A key is kept for its vendor's window (sandbox clock, `advance()` moves it):
+ * past it the key is forgotten and the same request is processed again, as
+ * the vendors document, which the counts show as a second effect for that key.
  * A reset replaces the whole Store; a request still holding the old one
  * commits into it and the effect is invisible afterwards, as intended.
  */
-import {
-  EFFECT_RESOURCES,
-  ID_PREFIX,
-  type EffectResource,
-  type LookupResult,
-  type SandboxCounts,
-  type SandboxRecord,
-} from './types.js';
+import { DEFAULT_KEY_WINDOW_MS, EFFECT_RESOURCES, type EffectResource, type SandboxCounts, type SandboxRecord } from './types.js';
+
+/** A vendor answer kept for replays: status, body, and the headers worth replaying. */
+export interface StoredAnswer {
+  status: number;
+  body: unknown;
+}
 
 export type Admission =
   | { kind: 'new' }
-  | { kind: 'replay'; record: SandboxRecord }
+  | { kind: 'replay'; answer: StoredAnswer; record: SandboxRecord }
   | { kind: 'key_reused' }
   | { kind: 'in_progress' };
 
-export interface CommitInput {
-  key: string;
-  canon: string;
-  requestId: string | null;
-  body: Record<string, unknown>;
-  /** true when `admit` registered the key for this request (false in ignore_keys mode). */
-  registered: boolean;
-}
-
 interface KeyEntry {
-  /** Canonical JSON of the first body sent with this key. */
+  /** Canonical form of the first request sent with this key. */
   canon: string;
-  /** undefined while the first request is processing. */
-  record?: SandboxRecord;
+  /** Sandbox clock when the key was first seen (its window starts there). */
+  firstAt: number;
+  /** Set once the first request committed. */
+  done?: { answer: StoredAnswer; record: SandboxRecord };
 }
 
 class ResourceState {
   readonly keys = new Map<string, KeyEntry>();
   readonly byId = new Map<string, SandboxRecord>();
-  /** First record committed with each X-Request-Id. */
-  readonly byRequestId = new Map<string, SandboxRecord>();
-  /** Records per Idempotency-Key the client sent (ignore_keys mode can push it above 1). */
+  /** Records per Idempotency-Key the client sent (a vendor ignoring keys, or a replay past the window, pushes it above 1). */
   readonly perKey = new Map<string, number>();
-  /** POSTs currently in flight, from headers to the end of their work, by key and by request id. */
-  readonly inflightKeys = new Map<string, number>();
-  readonly inflightRequestIds = new Map<string, number>();
   seq = 0;
 }
 
 export class Store {
   requests = 0;
+  private offsetMs = 0;
   private readonly state: Record<EffectResource, ResourceState> = {
     tickets: new ResourceState(),
     emails: new ResourceState(),
     refunds: new ResourceState(),
   };
+  readonly windows: Record<EffectResource, number> = { ...DEFAULT_KEY_WINDOW_MS };
 
-  constructor(private readonly now: () => number) {}
+  constructor(private readonly clock: () => number) {}
 
-  /** Check-and-register in one synchronous step. */
+  /** The sandbox clock: the injected clock plus every advance. */
+  now(): number {
+    return this.clock() + this.offsetMs;
+  }
+
+  /** Moves the sandbox clock forward (a replay "after the window" without waiting a day). */
+  advance(ms: number): void {
+    this.offsetMs += ms;
+  }
+
+  /** Check-and-register in one synchronous step. A key older than its window is forgotten first. */
   admit(resource: EffectResource, key: string, canon: string): Admission {
     const s = this.state[resource];
-    const entry = s.keys.get(key);
+    const now = this.now();
+    let entry = s.keys.get(key);
+    if (entry?.done && now - entry.firstAt >= this.windows[resource]) {
+      s.keys.delete(key);
+      entry = undefined;
+    }
     if (entry === undefined) {
-      s.keys.set(key, { canon });
+      s.keys.set(key, { canon, firstAt: now });
       return { kind: 'new' };
     }
     if (entry.canon !== canon) return { kind: 'key_reused' };
-    if (entry.record === undefined) return { kind: 'in_progress' };
-    return { kind: 'replay', record: entry.record };
+    if (entry.done === undefined) return { kind: 'in_progress' };
+    return { kind: 'replay', ...entry.done };
   }
 
-  commit(resource: EffectResource, input: CommitInput): SandboxRecord {
-    const s = this.state[resource];
-    s.seq += 1;
-    const record: SandboxRecord = {
-      id: `${ID_PREFIX[resource]}_${String(s.seq).padStart(6, '0')}`,
-      resource,
-      status: 'committed',
-      idempotency_key: input.key,
-      request_id: input.requestId,
-      created_at: new Date(this.now()).toISOString(),
-      body: input.body,
-    };
+  /** Whether the service holds this key (in progress or done, inside its window). */
+  knows(resource: EffectResource, key: string): boolean {
+    const entry = this.state[resource].keys.get(key);
+    return entry !== undefined && (entry.done === undefined || this.now() - entry.firstAt < this.windows[resource]);
+  }
+
+  /** The next sequence number of a resource (ids derive from it, so a reset sandbox repeats them). */
+  nextSeq(resource: EffectResource): number {
+    return (this.state[resource].seq += 1);
+  }
+
+  /**
+   * Records a committed effect. `registered`: the key was admitted for this request (false in
+   * ignore_keys mode, where the key's first record stays the one replayed).
+   */
+  commit(record: SandboxRecord, answer: StoredAnswer, registered: boolean): void {
+    const s = this.state[record.kind];
     s.byId.set(record.id, record);
-    if (input.requestId !== null && !s.byRequestId.has(input.requestId)) s.byRequestId.set(input.requestId, record);
-    s.perKey.set(input.key, (s.perKey.get(input.key) ?? 0) + 1);
-    if (input.registered) {
-      const entry = s.keys.get(input.key);
-      if (entry !== undefined) entry.record = record;
+    const countKey = record.idempotencyKey ?? `(no key) ${record.id}`;
+    s.perKey.set(countKey, (s.perKey.get(countKey) ?? 0) + 1);
+    if (registered && record.idempotencyKey !== null) {
+      const entry = s.keys.get(record.idempotencyKey);
+      if (entry !== undefined) entry.done = { answer, record };
     }
-    return record;
   }
 
-  /** Mark a POST as in flight for lookups; call the returned function exactly once when its work ends. */
-  track(resource: EffectResource, key: string, requestId: string | null): () => void {
-    const s = this.state[resource];
-    bump(s.inflightKeys, key, 1);
-    if (requestId !== null) bump(s.inflightRequestIds, requestId, 1);
-    return () => {
-      bump(s.inflightKeys, key, -1);
-      if (requestId !== null) bump(s.inflightRequestIds, requestId, -1);
-    };
-  }
-
-  lookupByKey(resource: EffectResource, key: string): LookupResult {
-    const s = this.state[resource];
-    const entry = s.keys.get(key);
-    if (entry?.record !== undefined) return { status: 'committed', record: entry.record, records: s.perKey.get(key) ?? 1 };
-    if (entry !== undefined || s.inflightKeys.has(key)) return { status: 'processing' };
-    return { status: 'absent', stopped: true };
-  }
-
-  lookupByRequestId(resource: EffectResource, requestId: string): LookupResult {
-    const s = this.state[resource];
-    const record = s.byRequestId.get(requestId);
-    if (record !== undefined) return { status: 'committed', record };
-    if (s.inflightRequestIds.has(requestId)) return { status: 'processing' };
-    return { status: 'absent', stopped: true };
+  /** Releases a key admitted for a request that then failed before committing (nothing is saved for it). */
+  release(resource: EffectResource, key: string): void {
+    const entry = this.state[resource].keys.get(key);
+    if (entry !== undefined && entry.done === undefined) this.state[resource].keys.delete(key);
   }
 
   get(resource: EffectResource, id: string): SandboxRecord | undefined {
     return this.state[resource].byId.get(id);
+  }
+
+  /** Every record of a resource, oldest first. */
+  all(resource: EffectResource): SandboxRecord[] {
+    return [...this.state[resource].byId.values()];
   }
 
   /** A fresh snapshot; O(keys), meant for tests and chaos checks, not the hot path. */
@@ -145,10 +141,4 @@ export class Store {
     }
     return { requests: this.requests, byResource, duplicates, duplicateKeys };
   }
-}
-
-function bump(map: Map<string, number>, key: string, by: number): void {
-  const n = (map.get(key) ?? 0) + by;
-  if (n > 0) map.set(key, n);
-  else map.delete(key);
 }

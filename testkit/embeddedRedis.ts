@@ -74,6 +74,9 @@ export async function startEmbeddedRedis(opts: EmbeddedOptions = {}): Promise<Em
     '--port', String(port), '--bind', '127.0.0.1', '--dir', dir,
     '--save', '', '--appendonly', 'yes', '--appendfsync', opts.appendfsync ?? 'everysec',
     '--maxmemory-policy', 'noeviction', '--daemonize', 'no', '--logfile', join(dir, 'redis.log'),
+    // A run hash (its spec) and a ledger record (its args) hold values of a few hundred bytes: above the
+    // default 64 each hash goes to the hashtable encoding, about twice the bytes (README, "Bytes per run").
+    '--hash-max-listpack-value', '1024',
     ...(opts.extraArgs ?? []),
   ];
   const url = `redis://127.0.0.1:${port}`;
@@ -108,7 +111,7 @@ async function startWithTestcontainers(): Promise<EmbeddedRedis> {
   try {
     const { GenericContainer } = await import('testcontainers');
     const container = await new GenericContainer('redis:7')
-      .withCommand(['redis-server', '--appendonly', 'yes', '--maxmemory-policy', 'noeviction'])
+      .withCommand(['redis-server', '--appendonly', 'yes', '--maxmemory-policy', 'noeviction', '--hash-max-listpack-value', '1024'])
       .withExposedPorts(6379)
       .start();
     const port = container.getMappedPort(6379);

@@ -15,6 +15,7 @@ import { FleetWorker, type FleetWorkerOptions } from '../src/worker/fleetWorker.
 import { createFullApi } from '../src/producer/fullApi.js';
 import { createEffectRunner } from '../src/ledger/runner.js';
 import { startSandbox, type SandboxHandle } from '../sandbox/server.js';
+import type { Tool } from '../src/core/tool.js';
 
 export function redisUrl(): string {
   return inject('redisUrl');
@@ -65,7 +66,7 @@ export async function createHarness(name: string, env: Record<string, string> = 
     async startWorker(opts = {}, ctxOverride) {
       const c = ctxOverride ?? ctx;
       const w = new FleetWorker(c, { effects: createEffectRunner(c), ...opts });
-      w.start();
+      await w.start();
       workers.push(w);
       if (ctxOverride) extraCtx.push(ctxOverride);
       return w;
@@ -106,6 +107,11 @@ export async function createHarness(name: string, env: Record<string, string> = 
       await ctx.close();
     },
   };
+}
+
+/** A tool of the support agent (the harness's default agent), as the engine holds it. */
+export function supportTool(ctx: AppContext, name: string): Tool | undefined {
+  return ctx.agents.get('support')?.tools.get(name);
 }
 
 export const sampleTicket = (id = 'T-1') => ({

@@ -4,6 +4,7 @@
  * an admin connection, worker pools; all stopped by `cleanup()`, also on error.
  */
 import { Redis } from 'ioredis';
+import { BULL_EVENTS_MAX_LEN } from '../../src/runs/queues.js';
 import { loadConfig } from '../../src/config/config.js';
 import { createContext } from '../../src/bin/context.js';
 import { createLogger } from '../../src/metrics/log.js';
@@ -72,6 +73,9 @@ export async function createBenchEnv(opts: BenchOptions): Promise<OwnedEnv> {
       },
       async reset() {
         await admin.flushall();
+        // A BullMQ Queue writes its meta (the event stream cap) when it is constructed; FLUSHALL removes it, and
+        // without it BullMQ's scripts fall back to 10,000 events: write it back as the queues would.
+        for (const shard of ctx.keys.allShards()) await admin.hset(ctx.keys.queueStateKeys(shard).meta, 'opts.maxLenEvents', BULL_EVENTS_MAX_LEN);
         // Start every round with a near-empty AOF: otherwise the AOF of earlier rounds
         // grows past auto-aof-rewrite-min-size (64 MB) and a rewrite (a fork, on 2 cores)
         // lands inside some measured round.

@@ -110,7 +110,7 @@ async function fleetLatencies(env: BenchEnv, runId: string, steps: number): Prom
     });
     w.on('failed', (job: Job | undefined, err: Error) => console.error(`[bench] stepcost: job ${job?.id} failed: ${err.message}`));
   }
-  fleet.start();
+  await fleet.start();
   try {
     const timeout = new Promise<never>((_, rej) => setTimeout(() => rej(new Error(`fleet run ${runId} did not finish`)), 300_000).unref());
     await Promise.race([done, timeout]);

@@ -1,7 +1,9 @@
 /**
- * Builds the parts every process shares from the frozen config: Redis
- * connections, key space, queues, run store, tools, model providers, metrics.
- * Each process (api, worker, reconciler, demo) owns one context and closes it.
+ * Builds the parts every process shares from the frozen config: the agents
+ * (AGENTS_MODULE, src/bin/agents.ts), Redis connections, key space, queues,
+ * run store, model providers, metrics. Each process (api, worker, reconciler,
+ * demo) owns one context and closes it. The engine sees it as an
+ * EngineContext (src/runs/context.ts).
  */
 import type { Logger } from 'pino';
 import { scriptedModelAllowed, type Config } from '../config/config.js';
@@ -15,25 +17,16 @@ import { loadScripts } from '../store/scripts.js';
 import { ShardQueues } from '../runs/queues.js';
 import { RunStore } from '../runs/store.js';
 import { RUN_STATUSES, TERMINAL_STATUSES } from '../producer/schemas.js';
-import { defaultRegistry, type ToolRegistry } from '../agents/support/tools/index.js';
+import type { Agent, AgentCatalog as Catalog } from '../core/agent.js';
+import { AgentCatalog } from '../core/agent.js';
 import type { ModelProvider } from '../core/model.js';
+import type { EngineContext } from '../runs/context.js';
+import { loadAgents } from './agents.js';
 import { ScriptedProvider } from '../models/scripted.js';
 import { OpenAIProvider } from '../models/openai.js';
 
-export interface AppContext {
-  cfg: Config;
-  log: Logger;
-  redis: RedisClient;
-  keys: KeySpace;
-  queues: ShardQueues;
-  store: RunStore;
-  registry: ToolRegistry;
-  providers: Map<string, ModelProvider>;
-  metrics: Metrics;
-  /** Spans (TRACING); `tracing.tracer` is undefined when off. */
-  tracing: Tracing;
-  close(): Promise<void>;
-}
+/** The engine's context, as the entry points and the producer name it. */
+export type AppContext = EngineContext;
 
 export function buildProviders(cfg: Config): Map<string, ModelProvider> {
   const providers = new Map<string, ModelProvider>();
@@ -42,7 +35,20 @@ export function buildProviders(cfg: Config): Map<string, ModelProvider> {
   return providers;
 }
 
-export async function createContext(cfg: Config, name: string, opts: { log?: Logger; metrics?: Metrics; tracing?: Tracing } = {}): Promise<AppContext> {
+export interface ContextOptions {
+  log?: Logger;
+  metrics?: Metrics;
+  tracing?: Tracing;
+  /** The agents to run; default: those of AGENTS_MODULE (or the built-in ones). */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  agents?: readonly Agent<any>[] | Catalog;
+  /** Model providers; default: buildProviders(cfg). */
+  providers?: Map<string, ModelProvider>;
+}
+
+export async function createContext(cfg: Config, name: string, opts: ContextOptions = {}): Promise<AppContext> {
+  // Agents first: a deployment whose AGENTS_MODULE is broken stops before it touches Redis.
+  const agents = opts.agents === undefined ? await loadAgents(cfg) : opts.agents instanceof AgentCatalog ? opts.agents : new AgentCatalog(opts.agents as readonly Agent[]);
   const log = opts.log ?? createLogger(name, cfg.LOG_LEVEL);
   const target = targetOf(cfg);
   const redis = createRedis(target, name);
@@ -60,7 +66,7 @@ export async function createContext(cfg: Config, name: string, opts: { log?: Log
   registerScrapeCollectors(metrics, { redis, keys, queues, log }, { runs: { statuses: RUN_STATUSES, terminal: TERMINAL_STATUSES, retentionMs: cfg.RUN_RETENTION_MS } });
   const tracing = opts.tracing ?? createTracing(cfg, name);
   return {
-    cfg, log, redis, keys, queues, store, registry: defaultRegistry({ baseUrl: cfg.SANDBOX_URL }), providers: buildProviders(cfg), metrics, tracing,
+    cfg, log, redis, keys, queues, store, agents, providers: opts.providers ?? buildProviders(cfg), metrics, tracing,
     async close() {
       await queues.close();
       redis.disconnect();

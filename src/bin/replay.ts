@@ -10,6 +10,7 @@ import { KeySpace } from '../store/keys.js';
 import { ShardQueues } from '../runs/queues.js';
 import { RunStore } from '../runs/store.js';
 import { replayRun } from '../runs/replay.js';
+import { loadAgents } from './agents.js';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -20,12 +21,14 @@ if (!runId) {
   console.error('usage: npm run replay -- <runId> [--max-tokens N] [--max-steps N] [--max-attempts N] [--json]');
   process.exit(2);
 }
-const { cfg, redis } = await boot('replay', async () => {
+const { cfg, redis, agents } = await boot('replay', async () => {
   const cfg = loadConfig();
+  // The run's agent gives the input estimate the worker used (AGENTS_MODULE, as the worker loads it).
+  const agents = await loadAgents(cfg);
   const target = targetOf(cfg);
   const redis = createRedis(target, 'replay');
   await waitForRedis(redis, target, cfg.REDIS_BOOT_TIMEOUT_MS);
-  return { cfg, redis };
+  return { cfg, redis, agents };
 });
 const keys = new KeySpace(cfg.KEY_PREFIX, cfg.BULL_PREFIX, cfg.SHARDS);
 const store = new RunStore(redis, keys, new ShardQueues(keys, redis), cfg.EVENTS_MAX_LEN);
@@ -35,8 +38,10 @@ if (!spec) {
   process.exit(1);
 }
 const num = (v: string | undefined) => (v === undefined ? undefined : Number(v));
+const agent = agents.get(spec.agent);
 const report = replayRun(spec, await store.transcript(runId), {
   completionCap: cfg.COMPLETION_TOKEN_CAP,
+  ...(agent ? { inputTokens: agent.estimateInputTokens(spec.input) } : {}),
   ...(values['max-tokens'] ? { maxTokens: num(values['max-tokens'])! } : {}),
   ...(values['max-steps'] ? { maxSteps: num(values['max-steps'])! } : {}),
   ...(values['max-attempts'] ? { maxAttempts: num(values['max-attempts'])! } : {}),

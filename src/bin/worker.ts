@@ -24,7 +24,7 @@ const { cfg, ctx, fleet, ops } = await boot('worker', async () => {
   const ops = await startOpsServer({ port: cfg.WORKER_METRICS_PORT, host: cfg.HOST, registry: ctx.metrics.registry, isReady: () => fleet.ready, metricsToken: cfg.METRICS_TOKEN, portSetting: 'WORKER_METRICS_PORT' });
   return { cfg, ctx, fleet, ops };
 });
-fleet.start();
+await fleet.start();
 started = true;
 // The BullMQ worker ids prefix the lock tokens of the jobs this process holds (operators and the chaos campaign map a lock to its process).
 ctx.log.info({ code: 'worker_started', pid: process.pid, metricsPort: ops.port, shards: ctx.keys.allShards().length, bullWorkerIds: fleet.workers.map((w) => w.id) }, 'worker started');

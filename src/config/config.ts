@@ -62,14 +62,50 @@ export const configSchema = z.object({
   WORKER_METRICS_PORT: int(9464),
   RECONCILER_METRICS_PORT: int(9465),
   WORKER_CONCURRENCY: int(20, 1),
-  /** BullMQ lock: a killed worker's step is resumed after about lock + stalled interval. */
-  LOCK_DURATION_MS: int(1200, 200),
-  STALLED_INTERVAL_MS: int(600, 100),
+  /**
+   * BullMQ lock. A killed worker's steps are found by the owner watch (its connection vanished), not by
+   * lock expiry; the lock only bounds a frozen process (SIGSTOP, a partition): its step resumes within
+   * about lock + 2 x STALLED_INTERVAL_MS. Renewed every half lock, so an event-loop pause shorter than
+   * half the lock causes no second delivery.
+   */
+  LOCK_DURATION_MS: int(20000, 200),
+  STALLED_INTERVAL_MS: int(5000, 100),
+  /** Owner watch period: how often each worker asks Redis whether the connections holding active locks still exist (0 = off: lock expiry alone). */
+  OWNER_WATCH_MS: int(100, 0),
   /** Stall redeliveries before BullMQ fails the job (the run is then marked failed). */
   MAX_STALLED_COUNT: int(10, 1),
   /** SIGTERM grace: time for an in-flight dispatch to record its outcome. Keep below k8s terminationGracePeriodSeconds. */
   SHUTDOWN_GRACE_MS: int(20000, 0),
   SANDBOX_URL: z.string().url().default('http://127.0.0.1:4010'),
+  /**
+   * The support agent's vendors (src/agents/support/vendors). A URL left unset is SANDBOX_URL (the
+   * bundled sandbox speaks all three wires); credentials left unset are the sandbox's, in development
+   * only: production refuses them unset. Point them at the real services with
+   * ZENDESK_URL=https://{subdomain}.zendesk.com, RESEND_URL=https://api.resend.com, STRIPE_URL=https://api.stripe.com.
+   */
+  ZENDESK_URL: z.string().url().optional(),
+  /** Zendesk API-token auth (`{email}/token:{token}`), or ZENDESK_OAUTH_TOKEN (Bearer) instead. */
+  ZENDESK_EMAIL: z.string().min(3).optional(),
+  ZENDESK_TOKEN: z.string().min(1).optional(),
+  ZENDESK_OAUTH_TOKEN: z.string().min(1).optional(),
+  ZENDESK_TIMEOUT_MS: int(5000, 1),
+  RESEND_URL: z.string().url().optional(),
+  /** `re_...` */
+  RESEND_API_KEY: z.string().min(1).optional(),
+  /** The sender address, on a domain verified at Resend: `Support <support@example.com>`. */
+  RESEND_FROM: z.string().min(3).optional(),
+  RESEND_TIMEOUT_MS: int(5000, 1),
+  STRIPE_URL: z.string().url().optional(),
+  /** `sk_...` (or a restricted `rk_...` key allowed to create and list refunds). */
+  STRIPE_API_KEY: z.string().min(1).optional(),
+  STRIPE_TIMEOUT_MS: int(5000, 1),
+  /**
+   * The module whose default (or `agents`) export lists the agents this deployment runs, or is a
+   * function of { config, env } giving them: a path (relative to the working directory) or a package
+   * name. Unset: the built-in src/agents/index.ts (the support agent). Loaded at boot by api, worker
+   * and reconciler; a module that cannot be loaded or exports no valid agent stops the process naming it.
+   */
+  AGENTS_MODULE: z.string().min(1).optional(),
   MODEL_PROVIDER: z.enum(['scripted', 'openai']).default('scripted'),
   /** The scripted provider (and run-supplied scripts) is for demos and tests: development only; `false` disables it there too. */
   SCRIPTED_MODEL_ENABLED: bool.optional(),
@@ -278,6 +314,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     // Without it every tool call would go to the development default on localhost.
     if (!raw.SANDBOX_URL) refuse('SANDBOX_URL', 'required (the support/email/payments service the tools call)');
     if (cfg.REDIS_CLUSTER_NODES.length === 0 && !cfg.REDIS_URL) refuse('REDIS_URL', 'required (or REDIS_CLUSTER_NODES)');
+    // The sandbox's credentials are development defaults: production names each vendor credential it lacks.
+    if (!cfg.ZENDESK_OAUTH_TOKEN && !(cfg.ZENDESK_EMAIL && cfg.ZENDESK_TOKEN)) refuse('ZENDESK_TOKEN', 'required with ZENDESK_EMAIL (or ZENDESK_OAUTH_TOKEN)');
+    if (!cfg.RESEND_API_KEY) refuse('RESEND_API_KEY', 'required (the email service the tools call)');
+    if (!cfg.RESEND_FROM) refuse('RESEND_FROM', 'required (a sender on a domain verified at Resend)');
+    if (!cfg.STRIPE_API_KEY) refuse('STRIPE_API_KEY', 'required (the payments service the tools call)');
   }
   return Object.freeze(cfg);
 }

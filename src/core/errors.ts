@@ -24,7 +24,8 @@ export type ErrorCode =
   | 'invalid_spec'
   | 'timeout'
   | 'deadline'
-  | 'invalid_usage';
+  | 'invalid_usage'
+  | 'idempotency_conflict';
 
 export class AgentError extends Error {
   constructor(
@@ -54,6 +55,16 @@ export class TerminalError extends AgentError {}
 export class RetryableError extends AgentError {
   constructor(message: string, readonly retryAfterMs?: number, details: Record<string, unknown> = {}) {
     super('transient', message, details);
+  }
+}
+
+/**
+ * The service holds this Idempotency-Key for a different request (same key, other body): never
+ * retried, the action stops and goes to a person (a conflict to surface, not a transient).
+ */
+export class KeyConflictError extends AgentError {
+  constructor(message: string, details: Record<string, unknown> = {}) {
+    super('idempotency_conflict', message, details);
   }
 }
 

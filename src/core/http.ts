@@ -36,10 +36,18 @@ function isConnectRefused(err: unknown): boolean {
  * One request, its body read included, bounded by init.timeoutMs (an explicit
  * timer, src/core/timeout.ts) and by init.signal.
  */
-export async function httpJson(
-  url: string,
-  init: { method: string; headers?: Record<string, string>; body?: unknown; timeoutMs: number; signal: AbortSignal },
-): Promise<HttpResult> {
+export interface HttpRequest {
+  method: string;
+  headers?: Record<string, string>;
+  /** Sent as JSON. */
+  body?: unknown;
+  /** Sent as application/x-www-form-urlencoded instead (services that take forms). */
+  form?: URLSearchParams;
+  timeoutMs: number;
+  signal: AbortSignal;
+}
+
+export async function httpJson(url: string, init: HttpRequest): Promise<HttpResult> {
   try {
     return await withTimeout(init.timeoutMs, init.signal, (signal) => request(url, init, signal));
   } catch (err) {
@@ -51,14 +59,14 @@ export async function httpJson(
   }
 }
 
-async function request(
-  url: string, init: { method: string; headers?: Record<string, string>; body?: unknown }, signal: AbortSignal,
-): Promise<HttpResult> {
+async function request(url: string, init: HttpRequest, signal: AbortSignal): Promise<HttpResult> {
+  const contentType = init.form !== undefined ? 'application/x-www-form-urlencoded' : init.body !== undefined ? 'application/json' : undefined;
+  const payload = init.form !== undefined ? init.form.toString() : init.body !== undefined ? JSON.stringify(init.body) : undefined;
   const res = await fetch(url, {
     method: init.method,
     signal,
-    headers: { accept: 'application/json', ...(init.body !== undefined ? { 'content-type': 'application/json' } : {}), ...init.headers },
-    ...(init.body !== undefined ? { body: JSON.stringify(init.body) } : {}),
+    headers: { accept: 'application/json', ...(contentType ? { 'content-type': contentType } : {}), ...init.headers },
+    ...(payload !== undefined ? { body: payload } : {}),
   });
   if (res.status === 429 || res.status === 503) {
     const ra = Number(res.headers.get('retry-after'));

@@ -11,13 +11,15 @@ export interface ModelRequest {
   runId: string;
   step: number;
   attempt: number;
-  /** The run's input as it was accepted at creation (unknown to the engine: the agent's prompt builder narrows it). */
-  input: unknown;
+  /** The system prompt: the run's agent's instructions(input). Providers hold no prompt text. */
+  instructions: string;
+  /** The conversation's first user message: the agent's prompt(input). */
+  prompt: string;
   /** Present only when the provider says it needs it (see needsTranscript). */
   transcript?: JournalEntry[];
   tools: ToolSpec[];
   maxCompletionTokens: number;
-  /** Run-supplied script for the scripted provider (validated). */
+  /** Turns for the scripted provider: the run's own script, else the agent's demoScript (validated by that provider). */
   script?: unknown;
   signal: AbortSignal;
 }

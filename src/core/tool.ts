@@ -28,22 +28,52 @@ export interface DispatchReceipt {
 
 /** What the authoritative service says about an earlier request (reconcile before retry). */
 export type LookupResult =
-  /** `effects`: how many business effects the service holds for the key, when it can tell. */
+  /** `effects`: how many business effects the service holds for the action, when it can tell. */
   | { status: 'committed'; receipt: string; output: unknown; evidence: unknown; effects?: number }
   | { status: 'processing'; evidence: unknown }
+  /** Nothing found, and the service proves no request for it is still running: a same-key retry is safe. */
   | { status: 'absent_stopped'; evidence: unknown }
+  /** Nothing found. Alone this proves nothing (a list may lag a create; a request may still land). */
+  | { status: 'absent'; evidence: unknown }
   | { status: 'undecidable'; evidence: unknown };
+
+/**
+ * One way a service settles a doubt about a request that may have left:
+ *  - `lookup`: ask it (by external id, by metadata, by key) through the tool's `lookup()`;
+ *  - `replay_same_key`: re-send the identical request with the same Idempotency-Key; inside
+ *    `windowMs` (counted from the action's first dispatch, recorded in its ledger entry) the
+ *    service answers with the original result and creates nothing, so its answer is the outcome.
+ *    Past the window a re-send could be a second effect: never done, a person decides.
+ */
+export type ReconcileMethod = { kind: 'lookup' } | { kind: 'replay_same_key'; windowMs: number };
 
 export interface ServiceCapabilities {
   /** The service rejects or replays a second request with the same Idempotency-Key. */
   enforcesKey: boolean;
-  /** How the service can be asked what happened to a request. */
-  lookup: 'key' | 'external_id' | 'none';
+  /**
+   * How the service settles a doubt, tried in this order on every round of a reconciliation
+   * (e.g. look up by external id, then a same-key replay inside the key's window; or replay
+   * first, then a lookup that still works past the window). Empty: it cannot (kind `none`):
+   * a person decides.
+   */
+  reconcile: readonly ReconcileMethod[];
 }
 
 export interface DispatchRequest {
+  /** The ledger's action id: a service that stores an external id or metadata gets this one. */
+  actionId: string;
   idempotencyKey: string;
   requestId: string;
+  timeoutMs: number;
+  signal: AbortSignal;
+}
+
+export interface LookupRequest {
+  actionId: string;
+  idempotencyKey: string;
+  requestId: string;
+  /** The action's arguments as recorded (a lookup may need them: the parent resource to list). */
+  args: unknown;
   timeoutMs: number;
   signal: AbortSignal;
 }
@@ -67,8 +97,15 @@ export interface WriteTool<A = unknown> extends ToolBase<A> {
   identity?(args: A): unknown;
   /** The material fields an approver sees and the fingerprint covers (default: all arguments). */
   material?(args: A): unknown;
+  /**
+   * Sends the request. Throws RetryableError when it certainly had no effect, OutcomeUnknownError
+   * when it may have (`details.reason: 'in_progress'` when the service says the same key is still
+   * being processed), KeyConflictError when the service holds the key for another request, and an
+   * AgentError `invalid_input` when the service refused it outright.
+   */
   dispatch(args: A, ctx: ToolContext, req: DispatchRequest): Promise<DispatchReceipt>;
-  lookup(ctx: ToolContext, req: { idempotencyKey: string; requestId: string; signal: AbortSignal }): Promise<LookupResult>;
+  /** Required when `service.reconcile` has a `lookup`. */
+  lookup?(ctx: ToolContext, req: LookupRequest): Promise<LookupResult>;
 }
 
 export type Tool = ReadTool<any> | WriteTool<any>; // eslint-disable-line @typescript-eslint/no-explicit-any

@@ -17,7 +17,7 @@
  * run is stopped second, the index entry removed last; a rerun of the sweep
  * finds the entry, the action already rejected as expired, and stops the run.
  */
-import type { AppContext } from '../bin/context.js';
+import type { EngineContext } from '../runs/context.js';
 import type { Config } from '../config/config.js';
 import type { WriteTool } from '../core/tool.js';
 import { ledgerFor } from './ledger.js';
@@ -58,7 +58,7 @@ export function approvalPolicy(rules: readonly ApprovalRule[]): ApprovalPolicy {
  * decision whose resume was lost: its run, still waiting for that approval
  * RECONCILER_MIN_AGE_MS after the decision, is resumed. Returns the expired action ids.
  */
-export async function expireApprovals(ctx: AppContext, now: number, limit = 100): Promise<string[]> {
+export async function expireApprovals(ctx: EngineContext, now: number, limit = 100): Promise<string[]> {
   const ledger = ledgerFor(ctx, () => now);
   const expired: string[] = [];
   for (const shard of ctx.keys.allShards()) {
@@ -101,7 +101,7 @@ export async function expireApprovals(ctx: AppContext, now: number, limit = 100)
  * first, nothing is lost: a decision on it is void (approvalDecide-4.lua), the
  * list hides it, and the expiry sweep removes it.
  */
-export async function withdrawApprovals(ctx: AppContext, runId: string, why: string): Promise<string[]> {
+export async function withdrawApprovals(ctx: EngineContext, runId: string, why: string): Promise<string[]> {
   const ledger = ledgerFor(ctx);
   const withdrawn: string[] = [];
   for (const rec of await ledger.listForRun(runId)) {

@@ -2,20 +2,19 @@
  * Compensation, executed: an operator's finding `compensate` on an action in
  * the human queue.
  *
- * The compensating action is a clarification email to the customer, whatever
- * the original tool was (an email that may have gone out wrong, a follow-up
- * ticket opened in error, a refund whose outcome is unclear): the services
- * the agent writes to offer no cancel, and what the customer is owed is a
- * correct account of what happened. It is an ordinary `send_email` action in
- * the effect ledger, with its own action id, idempotency key and request id
+ * The engine owns the mechanism, the agent the wording: the run's agent says
+ * which write-tool call compensates the action (`compensationFor`), or that
+ * none does (undefined, or no rule at all: the action stays with a person and
+ * the request is refused). The compensating call is an ordinary action in the
+ * effect ledger, with its own action id, idempotency key and request id
  * derived from the original's action id (Ledger.planCompensation), linked both
  * ways (`compensates` on it, `compensatedBy` on the original), and it moves
  * planned -> authorized (by the operator) -> dispatched -> confirmed, sent to
- * the service over HTTP with that key, exactly like a step's write. The
- * original's history is kept and ends with needs_human -> compensation_required.
+ * the service with that key, exactly like a step's write. The original's
+ * history is kept and ends with needs_human -> compensation_required.
  *
  * The run then ENDS: `failed`, reason `compensated: ...` (a person has taken
- * the ticket over; the agent does not continue after a compensated effect).
+ * the case over; the agent does not continue after a compensated effect).
  * While the compensation is not confirmed, the run stays `needs_human`.
  *
  * Repeating the request is safe and is how a stuck compensation is finished:
@@ -23,17 +22,18 @@
  * `dispatched` one is looked up at the service before anything is resent.
  * If the process dies: after planning, before the link -> the original is
  * still needs_human, a repeat links it; after `dispatched` -> the reconciler
- * sweeps it by lookup (it is a registered tool), or a repeat does; after
+ * sweeps it by lookup (it is one of the agent's tools), or a repeat does; after
  * `confirmed`, before the run ends -> a repeat ends it.
  */
 import { randomUUID } from 'node:crypto';
-import type { AppContext } from '../bin/context.js';
+import type { EngineContext } from '../runs/context.js';
+import type { Agent } from '../core/agent.js';
 import type { WriteTool } from '../core/tool.js';
 import { RetryableError } from '../core/errors.js';
 import { Ledger, LedgerConflict, type ActionRecord } from './ledger.js';
 import type { LedgerEffectRunner } from './runner.js';
 import type { LedgerState } from './states.js';
-import { runInput, type RunSpec } from '../producer/schemas.js';
+import type { RunSpec } from '../runs/spec.js';
 import { stopRun } from '../runs/stop.js';
 
 /** States in which driving the compensation further is pointless: a person or nothing is next. */
@@ -52,25 +52,25 @@ export interface CompensationResult {
   run: { status: string; reason: string; ended: boolean };
 }
 
-const clip = (s: string, n: number) => (s.length <= n ? s : `${s.slice(0, n - 1)}…`);
-
-/** The clarification email that compensates `original` (a send_email action through `email`, the registry's send_email tool). */
-export function clarificationEmail(original: ActionRecord, spec: RunSpec, email: WriteTool): { tool: WriteTool; args: unknown } {
-  const a = (original.args ?? {}) as { to?: unknown; orderId?: unknown };
-  const to = original.tool === 'send_email' && typeof a.to === 'string' ? a.to : spec.ticket.customer.email;
-  const about = `your request "${clip(spec.ticket.subject, 200)}"`;
-  const what: Record<string, string> = {
-    send_email: `An email we sent you about ${about} may have been incomplete or sent in error. Please disregard it.`,
-    create_ticket: `A follow-up ticket about ${about} was opened in error and has been withdrawn.`,
-    refund: `The refund${typeof a.orderId === 'string' ? ` for order ${clip(a.orderId, 100)}` : ''} discussed in ${about} is under review: please do not rely on an earlier confirmation until we write again.`,
-  };
-  const body = `Hello ${spec.ticket.customer.name},\n\n${(Object.hasOwn(what, original.tool) ? what[original.tool] : undefined) ?? `An automated action about ${about} needs a correction.`}\nA member of our team is following up with you personally.\n`;
-  const args = email.args.parse({ to, template: `compensation:${original.actionId}`, subject: clip(`Correction: ${spec.ticket.subject}`, 500), body });
-  return { tool: email, args };
+/**
+ * The call that compensates `original`, from the run's agent: its write tool
+ * and the arguments that tool's schema accepts. Refused (the action stays with
+ * a person) when the agent is not run here, gives no compensation, or names a
+ * tool it does not have or arguments that tool refuses.
+ */
+export function compensationCall(original: ActionRecord, spec: RunSpec, agent: Agent | undefined): { tool: WriteTool; args: unknown } {
+  if (!agent) throw new CompensationRefused(`the run's agent '${spec.agent}' is not run by this process`);
+  const call = agent.compensationFor?.({ actionId: original.actionId, tool: original.tool, args: original.args, receipt: original.receipt }, spec.input);
+  if (!call) throw new CompensationRefused(`agent '${agent.name}' has no compensation for ${original.tool}: the action stays with a person`);
+  const tool = agent.tools.get(call.tool);
+  if (!tool || tool.effect !== 'write') throw new CompensationRefused(`agent '${agent.name}' compensates with '${call.tool}', which is not one of its write tools`);
+  const args = tool.args.safeParse(call.args);
+  if (!args.success) throw new CompensationRefused(`agent '${agent.name}' gave arguments '${call.tool}' refuses (${args.error.issues.map((i) => i.path.join('.')).join(', ')})`);
+  return { tool, args: args.data };
 }
 
 export class Compensations {
-  constructor(private readonly ctx: AppContext, private readonly ledger: Ledger, private readonly runner: LedgerEffectRunner) {}
+  constructor(private readonly ctx: EngineContext, private readonly ledger: Ledger, private readonly runner: LedgerEffectRunner) {}
 
   /**
    * Plans the compensation of `original` (in needs_human, or already
@@ -82,7 +82,7 @@ export class Compensations {
     const spec = await this.requireSpec(original.runId);
     let comp: ActionRecord;
     if (original.state === 'needs_human') {
-      const { tool, args } = clarificationEmail(original, spec, this.emailTool());
+      const { tool, args } = compensationCall(original, spec, this.ctx.agents.get(spec.agent));
       // Plan first (idempotent by identity), then link: a crash between leaves the original in needs_human for a repeat.
       comp = await this.ledger.planCompensation(original, tool.name, args, by, evidence);
       try {
@@ -120,8 +120,8 @@ export class Compensations {
       const holder = `operator-api:${process.pid}:${randomUUID()}`;
       if (await this.ledger.lease(comp.runId, comp.actionId, holder, this.ctx.cfg.RECONCILE_DEADLINE_MS + 60_000)) {
         try {
-          const toolCtx = { runId: comp.runId, step: comp.step, signal: new AbortController().signal, input: runInput(spec) };
-          await this.runner.settle(comp.actionId, this.emailTool(), comp.args, toolCtx, spec.tenant);
+          const toolCtx = { runId: comp.runId, step: comp.step, signal: new AbortController().signal, input: spec.input };
+          await this.runner.settle(comp.actionId, this.toolOf(spec, comp.tool), comp.args, toolCtx, spec.tenant);
         } catch (err) {
           // Proven not sent but refused for now: left in safe_retry, a repeated request sends it with the same key.
           if (!(err instanceof RetryableError)) throw err;
@@ -154,10 +154,10 @@ export class Compensations {
     return { status: status ?? '', reason: reason ?? '', ended };
   }
 
-  /** The registry's send_email tool (built with its service's configuration). */
-  private emailTool(): WriteTool {
-    const tool = this.ctx.registry.get('send_email');
-    if (!tool || tool.effect !== 'write') throw new CompensationRefused('no send_email tool is registered');
+  /** The compensation's write tool, from the run's agent (built with its service's configuration). */
+  private toolOf(spec: RunSpec, name: string): WriteTool {
+    const tool = this.ctx.agents.get(spec.agent)?.tools.get(name);
+    if (!tool || tool.effect !== 'write') throw new CompensationRefused(`no write tool '${name}' for agent '${spec.agent}' in this process`);
     return tool;
   }
 

@@ -4,7 +4,7 @@
  * reservation of the idempotency key, and per-shard indexes of open actions
  * and of the human queue. Every move is one compare-and-set script.
  */
-import type { AppContext } from '../bin/context.js';
+import type { EngineContext } from '../runs/context.js';
 import type { RedisClient } from '../store/connect.js';
 import type { KeySpace } from '../store/keys.js';
 import { scriptError, ScriptCode } from '../store/codes.js';
@@ -44,6 +44,11 @@ export interface ActionRecord {
   compensatedBy?: string;
   /** Set once a park asked for approval of it: when that approval expires (ms). */
   approvalExpiresAt?: number;
+  /**
+   * Set at the first dispatch of a tool whose service replays a same-key request inside a window
+   * (`replay_same_key`): until when (epoch ms) re-sending it with this key cannot be a second effect.
+   */
+  replayUntil?: number;
   attempts: number;
   repeats: number;
   createdAt: number;
@@ -255,7 +260,7 @@ function effectEvent(actionId: string, tool: string | undefined, from: LedgerSta
 }
 
 /** The process's ledger: its Redis, key space and event-stream cap (every production caller's ledger). */
-export function ledgerFor(ctx: Pick<AppContext, 'redis' | 'keys' | 'cfg'>, now: () => number = Date.now): Ledger {
+export function ledgerFor(ctx: Pick<EngineContext, 'redis' | 'keys' | 'cfg'>, now: () => number = Date.now): Ledger {
   return new Ledger(ctx.redis, ctx.keys, now, ctx.cfg.EVENTS_MAX_LEN);
 }
 
@@ -285,6 +290,7 @@ function toRecord(h: Record<string, string>): ActionRecord {
     ...(h.compensates ? { compensates: h.compensates } : {}),
     ...(h.compensatedBy ? { compensatedBy: h.compensatedBy } : {}),
     ...(h.approvalExpiresAt ? { approvalExpiresAt: Number(h.approvalExpiresAt) } : {}),
+    ...(h.replayUntil ? { replayUntil: Number(h.replayUntil) } : {}),
     attempts: Number(h.attempts ?? 0), repeats: Number(h.repeats ?? 0),
     createdAt: Number(h.createdAt), updatedAt: Number(h.updatedAt),
   };

@@ -1,16 +1,27 @@
 /**
  * Reconcile before retry (seed 003). An action in `outcome_unknown` may have
- * happened. Ask the authoritative service:
- *  - found: confirmed, with its receipt;
- *  - still processing: wait and ask again, until the deadline (and, in a step,
- *    never past the run's deadline plus its margin: `notAfter`);
- *  - proven absent AND proven stopped: safe_retry (same key), unless the action
- *    has used its dispatch attempts, then a person decides;
- *  - no lookup, or undecidable by the deadline: needs_human.
+ * happened. Its tool declares how its service settles a doubt
+ * (`service.reconcile`, an ordered list; src/core/tool.ts), and every round
+ * tries those methods in order:
+ *  - `lookup`: found -> confirmed with its receipt; processing -> wait and ask
+ *    again; proven absent AND proven stopped -> safe_retry (same key), unless
+ *    the action has used its dispatch attempts; absent alone proves nothing ->
+ *    the next method;
+ *  - `replay_same_key` (window W from the action's first dispatch, recorded in
+ *    its ledger entry): inside W, re-send the identical request with the same
+ *    key; the service's answer is the outcome (-> confirmed; a replay is never a
+ *    new effect); "same key still in progress" or no answer -> wait and again;
+ *    same key with another body -> needs_human (a conflict: stop and surface);
+ *    past W -> this method is spent (a re-send could be a second effect);
+ *  - no method at all (`none`), or every method spent -> needs_human at once;
+ *    still undecided at the deadline (in a step, never past the run's deadline
+ *    plus its margin: `notAfter`) -> needs_human with what was last learned.
  * "Not found" alone is never "not sent".
  */
+import { AgentError, KeyConflictError, RetryableError } from '../core/errors.js';
+import { OutcomeUnknownError } from '../core/http.js';
 import { abortableSleep } from '../core/retry.js';
-import type { LookupResult, ToolContext, WriteTool } from '../core/tool.js';
+import type { LookupResult, ReconcileMethod, ToolContext, WriteTool } from '../core/tool.js';
 import { DeadlineError, withDeadline } from '../core/timeout.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { Ledger, LedgerConflict, type ActionRecord } from './ledger.js';
@@ -29,6 +40,17 @@ export interface ReconcileDeps {
 
 export type ReconcileOutcome = 'confirmed' | 'safe_retry' | 'needs_human' | 'moved';
 
+/** What one method learned this round. */
+type Round =
+  | { kind: 'confirmed'; why: string; receipt: string; output: unknown; evidence: unknown; effects?: number }
+  | { kind: 'safe_retry' | 'needs_human'; why: string; evidence: unknown }
+  /** Undecided for now: ask again after a pause. */
+  | { kind: 'wait'; why: string; evidence: unknown }
+  /** This method cannot settle the action, now or later (past its window): try the next one. */
+  | { kind: 'spent'; why: string; evidence: unknown }
+  /** Nothing settled this round, but a later round may: the next method, then wait. */
+  | { kind: 'pass'; why: string; evidence: unknown };
+
 export async function reconcile(
   d: ReconcileDeps, rec: ActionRecord, tool: WriteTool, ctx: ToolContext, by: string,
 ): Promise<ReconcileOutcome> {
@@ -43,39 +65,119 @@ export async function reconcile(
       throw err;
     }
   };
-  if (tool.service.lookup === 'none') {
-    return move('needs_human', 'the service offers no lookup: the outcome cannot be decided automatically', { lookup: 'none' });
+  const methods = tool.service.reconcile;
+  if (methods.length === 0) {
+    return move('needs_human', 'the service offers no way to settle a doubt (no lookup, no replay): a person decides', { reconcile: 'none' });
   }
   const runBound = d.notAfter !== undefined && d.notAfter < now() + d.deadlineMs;
   const deadline = runBound ? d.notAfter! : now() + d.deadlineMs;
   const undecided = runBound ? "outcome still undecidable at the run's deadline" : `outcome still undecidable after ${d.deadlineMs} ms`;
-  let last: unknown;
+  const bounded = <T>(fn: (signal: AbortSignal) => Promise<T>) => (d.notAfter === undefined ? fn(ctx.signal) : withDeadline(d.notAfter, ctx.signal, fn, now));
+  const timeoutMs = () => Math.max(1, Math.min(tool.timeoutMs, deadline - now()));
+  let last: Record<string, unknown> = {};
   for (;;) {
-    const query = (signal: AbortSignal) => tool.lookup(ctx, { idempotencyKey: rec.idempotencyKey, requestId: rec.requestId, signal });
-    let r: LookupResult;
-    try {
-      r = d.notAfter === undefined ? await query(ctx.signal) : await withDeadline(d.notAfter, ctx.signal, query, now);
-    } catch (err) {
-      if (!(err instanceof DeadlineError)) throw err;
-      return move('needs_human', undecided, { last: last ?? null, deadline: new Date(d.notAfter!).toISOString() });
-    }
-    last = r.evidence;
-    if (r.status === 'committed') {
-      // The service holds more than one effect for this one action: loud, whatever happens next.
-      if (r.effects !== undefined && r.effects > 1) d.metrics.duplicateWrites.inc({ tool: rec.tool }, r.effects - 1);
-      return move('confirmed', 'the service has the request: receipt recovered by lookup', r.evidence, {
-        receipt: r.receipt, output: JSON.stringify(r.output),
-      });
-    }
-    if (r.status === 'absent_stopped') {
-      if (rec.attempts >= MAX_DISPATCH_ATTEMPTS) {
-        return move('needs_human', `proven not sent, but ${rec.attempts} dispatches already failed`, r.evidence);
+    let spent = 0;
+    for (const method of methods) {
+      let r: Round;
+      try {
+        r = method.kind === 'lookup' ? await lookupRound(tool, rec, ctx, bounded, timeoutMs()) : await replayRound(method, tool, rec, ctx, bounded, timeoutMs(), now);
+      } catch (err) {
+        if (!(err instanceof DeadlineError)) throw err;
+        return move('needs_human', undecided, { last, deadline: new Date(d.notAfter!).toISOString() });
       }
-      return move('safe_retry', 'the service proves no effect and no request in flight', r.evidence);
+      last[method.kind] = { why: r.why, evidence: r.evidence };
+      if (r.kind === 'confirmed') {
+        // The service holds more than one effect for this one action: loud, whatever happens next.
+        if (r.effects !== undefined && r.effects > 1) d.metrics.duplicateWrites.inc({ tool: rec.tool }, r.effects - 1);
+        return move('confirmed', r.why, r.evidence, { receipt: r.receipt, output: JSON.stringify(r.output) });
+      }
+      if (r.kind === 'safe_retry') {
+        if (rec.attempts >= MAX_DISPATCH_ATTEMPTS) return move('needs_human', `proven not sent, but ${rec.attempts} dispatches already failed`, r.evidence);
+        return move('safe_retry', r.why, r.evidence);
+      }
+      if (r.kind === 'needs_human') return move('needs_human', r.why, r.evidence);
+      if (r.kind === 'wait') break;
+      if (r.kind === 'spent') spent++;
     }
-    if (now() >= deadline) {
-      return move('needs_human', undecided, { last });
+    if (spent === methods.length) {
+      return move('needs_human', Object.values(last).map((x) => (x as { why: string }).why).join('; '), last);
     }
-    await abortableSleep(Math.min(d.pollMs, deadline - now()), ctx.signal);
+    if (now() >= deadline) return move('needs_human', undecided, last);
+    await abortableSleep(Math.min(d.pollMs, Math.max(0, deadline - now())), ctx.signal);
   }
+}
+
+type Bounded = <T>(fn: (signal: AbortSignal) => Promise<T>) => Promise<T>;
+
+async function lookupRound(tool: WriteTool, rec: ActionRecord, ctx: ToolContext, bounded: Bounded, timeoutMs: number): Promise<Round> {
+  if (!tool.lookup) return { kind: 'spent', why: 'the tool declares a lookup but has none', evidence: { lookup: 'missing' } };
+  let r: LookupResult;
+  try {
+    r = await bounded((signal) => tool.lookup!(ctx, { actionId: rec.actionId, idempotencyKey: rec.idempotencyKey, requestId: rec.requestId, args: rec.args, timeoutMs, signal }));
+  } catch (err) {
+    if (err instanceof DeadlineError) throw err;
+    if (ctx.signal.aborted) throw err;
+    // The service could not be asked this time (unreachable, 5xx, refused): undecided, ask again.
+    return { kind: 'pass', why: 'the lookup failed', evidence: failure(err) };
+  }
+  switch (r.status) {
+    case 'committed':
+      return { kind: 'confirmed', why: 'the service has the request: receipt recovered by lookup', receipt: r.receipt, output: r.output, evidence: r.evidence, ...(r.effects !== undefined ? { effects: r.effects } : {}) };
+    case 'processing':
+      return { kind: 'wait', why: 'the service is still processing the request', evidence: r.evidence };
+    case 'absent_stopped':
+      return { kind: 'safe_retry', why: 'the service proves no effect and no request in flight', evidence: r.evidence };
+    case 'absent':
+      return { kind: 'pass', why: 'not found by lookup, which alone proves nothing', evidence: r.evidence };
+    default:
+      return { kind: 'pass', why: 'the lookup could not decide', evidence: r.evidence };
+  }
+}
+
+/**
+ * Re-sends the identical request (the recorded arguments) with the action's key, only while the
+ * window recorded at its first dispatch is open for the whole request (its timeout included).
+ */
+async function replayRound(
+  method: Extract<ReconcileMethod, { kind: 'replay_same_key' }>, tool: WriteTool, rec: ActionRecord, ctx: ToolContext,
+  bounded: Bounded, timeoutMs: number, now: () => number,
+): Promise<Round> {
+  if (rec.replayUntil === undefined) {
+    return { kind: 'spent', why: 'no key window was recorded at dispatch: a same-key re-send is not known to be safe', evidence: { windowMs: method.windowMs } };
+  }
+  if (now() + timeoutMs >= rec.replayUntil) {
+    return {
+      kind: 'spent', why: `the service's key window ended at ${new Date(rec.replayUntil).toISOString()}: a re-send could be a second effect`,
+      evidence: { replayUntil: rec.replayUntil },
+    };
+  }
+  try {
+    const receipt = await bounded((signal) => tool.dispatch(rec.args, ctx, { actionId: rec.actionId, idempotencyKey: rec.idempotencyKey, requestId: rec.requestId, timeoutMs, signal }));
+    return {
+      kind: 'confirmed', why: 'same-key replay inside the key window: the service answered with the outcome', receipt: receipt.receipt, output: receipt.output,
+      evidence: { replay: true, receipt: receipt.receipt, replayed: receipt.replayed },
+    };
+  } catch (err) {
+    if (err instanceof DeadlineError) throw err;
+    if (ctx.signal.aborted) throw err;
+    if (err instanceof KeyConflictError) {
+      return { kind: 'needs_human', why: 'conflict: the service holds this key for a different request', evidence: failure(err) };
+    }
+    if (err instanceof OutcomeUnknownError && err.details.reason === 'in_progress') {
+      return { kind: 'wait', why: 'the service is still processing the first request with this key', evidence: failure(err) };
+    }
+    if (err instanceof OutcomeUnknownError || err instanceof RetryableError) {
+      return { kind: 'pass', why: 'the replay got no definite answer', evidence: failure(err) };
+    }
+    if (err instanceof AgentError && err.code === 'invalid_input') {
+      return { kind: 'needs_human', why: 'the service refused the same-key replay', evidence: failure(err) };
+    }
+    throw err;
+  }
+}
+
+/** An error as evidence: its code, message and details (codes and statuses, never bodies). */
+function failure(err: unknown): Record<string, unknown> {
+  const e = err as AgentError;
+  return { error: e?.code ?? 'error', message: e?.message, ...(e?.details ?? {}) };
 }

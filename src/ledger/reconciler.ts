@@ -7,9 +7,8 @@
  * compensation's lease is held: Ledger.ownerAlive) are left to that owner.
  */
 import Redlock from 'redlock';
-import type { AppContext } from '../bin/context.js';
+import type { EngineContext } from '../runs/context.js';
 import type { WriteTool } from '../core/tool.js';
-import { runInput } from '../producer/schemas.js';
 import { Ledger, LedgerConflict, ledgerFor } from './ledger.js';
 import { reconcile, type ReconcileOutcome } from './reconcile.js';
 import { expireApprovals } from './approvals.js';
@@ -33,7 +32,7 @@ export class Reconciler {
   private running?: Promise<unknown>;
   ready = false;
 
-  constructor(private readonly ctx: AppContext, private readonly id = `reconciler:${process.pid}`) {
+  constructor(private readonly ctx: EngineContext, private readonly id = `reconciler:${process.pid}`) {
     this.ledger = ledgerFor(ctx);
     this.stuck = new StuckRuns(ctx);
     this.redlock = new Redlock([ctx.redis], { retryCount: 0 });
@@ -56,9 +55,13 @@ export class Reconciler {
           report.skippedLive++;
           continue;
         }
-        const tool = this.ctx.registry.get(rec.tool);
         const spec = await this.ctx.store.readSpec(rec.runId);
-        if (!tool || tool.effect !== 'write' || !spec) continue;
+        const tool = spec ? this.ctx.agents.get(spec.agent)?.tools.get(rec.tool) : undefined;
+        if (!spec || !tool || tool.effect !== 'write') {
+          // Left open (and counted by the open-actions gauge): a process that runs this agent sweeps it.
+          this.ctx.log.warn({ code: 'sweep_skipped_no_tool', runId: rec.runId, actionId, agent: spec?.agent, tool: rec.tool }, 'no write tool here for this action');
+          continue;
+        }
         if (rec.state === 'dispatched') {
           try {
             await this.ledger.transition(rec.runId, actionId, 'dispatched', 'outcome_unknown', { by: this.id, why: 'swept: dispatched with no live owner' });
@@ -67,7 +70,7 @@ export class Reconciler {
             throw err;
           }
         }
-        const toolCtx = { runId: rec.runId, step: rec.step, signal: new AbortController().signal, input: runInput(spec) };
+        const toolCtx = { runId: rec.runId, step: rec.step, signal: new AbortController().signal, input: spec.input };
         const outcome = await reconcile(
           { ledger: this.ledger, metrics: this.ctx.metrics, deadlineMs: this.ctx.cfg.RECONCILE_DEADLINE_MS, pollMs: this.ctx.cfg.RECONCILE_POLL_MS },
           { ...rec, state: 'outcome_unknown' }, tool as WriteTool, toolCtx, this.id,

@@ -13,9 +13,9 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { AppContext } from '../bin/context.js';
+import type { EngineContext } from '../runs/context.js';
 import type { Config } from '../config/config.js';
-import { AgentError, CancelledError, RetryableError, ShutdownError } from '../core/errors.js';
+import { AgentError, CancelledError, KeyConflictError, RetryableError, ShutdownError } from '../core/errors.js';
 import { DeadlineError } from '../core/timeout.js';
 import { withRetry } from '../core/retry.js';
 import { OutcomeUnknownError } from '../core/http.js';
@@ -192,14 +192,19 @@ export class LedgerEffectRunner implements EffectRunner {
     if (deadlineAt !== undefined && now() >= deadlineAt) throw new DeadlineError(deadlineAt);
     // Each request waits at most its own timeout and at most until the deadline.
     const timeoutMs = () => (deadlineAt === undefined ? tool.timeoutMs : Math.max(1, Math.min(tool.timeoutMs, deadlineAt - now())));
+    // The service's key window starts with the first request that carries the key: recorded once, before it
+    // leaves (so the window we count ends no later than the service's), and never moved by a later dispatch.
+    const windowMs = replayWindowMs(tool);
+    const window: Record<string, string> = windowMs !== undefined && rec.replayUntil === undefined ? { replayUntil: String(now() + windowMs) } : {};
     // Intent is recorded before the request leaves: from here on, a crash means "maybe sent".
-    if (!(await this.move(rec, rec.state, 'dispatched', { why: 'dispatching', evidence: { attempt: rec.attempts + 1 } }, {}, { countAttempt: true, unlessCancelled }))) return;
+    if (!(await this.move(rec, rec.state, 'dispatched', { why: 'dispatching', evidence: { attempt: rec.attempts + 1 } }, window, { countAttempt: true, unlessCancelled }))) return;
     this.d.crash.hit('after_dispatched', ctx.step);
+    const firstDispatch = rec.attempts === 0;
     let receipt: DispatchReceipt;
     try {
       receipt = await withRetry(
         { maxAttempts: 4, baseMs: this.d.cfg.RETRY_BASE_MS, maxMs: this.d.cfg.RETRY_MAX_MS },
-        () => tool.dispatch(args, ctx, { idempotencyKey: rec.idempotencyKey, requestId: rec.requestId, timeoutMs: timeoutMs(), signal: ctx.signal }),
+        () => tool.dispatch(args, ctx, { actionId: rec.actionId, idempotencyKey: rec.idempotencyKey, requestId: rec.requestId, timeoutMs: timeoutMs(), signal: ctx.signal }),
         {
           signal: ctx.signal, ...(deadlineAt !== undefined ? { deadlineAt, now } : {}),
           onRetry: (attempt, err) => log.warn({ code: 'dispatch_retry', attempt, err }, 'dispatch retried before it was processed'),
@@ -214,11 +219,21 @@ export class LedgerEffectRunner implements EffectRunner {
         await this.move({ ...rec, state: 'dispatched' }, 'dispatched', 'outcome_unknown', { why: 'no definite answer from the service', evidence: { error: (err as Error).message, ...(err as AgentError).details } });
         if (ctx.signal.aborted) throw new ShutdownError();
         if (err instanceof RetryableError) {
-          const r = await reconcile(this.reconcileDeps(deadlineAt), { ...rec, state: 'outcome_unknown', attempts: rec.attempts + 1 }, tool, ctx, this.d.workerId);
+          const sent = { ...rec, state: 'outcome_unknown' as const, attempts: rec.attempts + 1, ...(window.replayUntil ? { replayUntil: Number(window.replayUntil) } : {}) };
+          const r = await reconcile(this.reconcileDeps(deadlineAt), sent, tool, ctx, this.d.workerId);
           // Proven not sent: retry later in code (the job backs off), never in the model's context;
           // or, past the run's deadline, not at all (the step stops on the wall clock).
           if (r === 'safe_retry') throw caught;
         }
+        return;
+      }
+      if (err instanceof KeyConflictError) {
+        // Same key, another request at the service: never a retry. Stop and surface it to a person.
+        await this.move({ ...rec, state: 'dispatched' }, 'dispatched', 'outcome_unknown', { why: 'the service refused: key conflict', evidence: { error: err.message, ...err.details } });
+        await this.move({ ...rec, state: 'outcome_unknown' }, 'outcome_unknown', 'needs_human', {
+          why: 'conflict: the service holds this idempotency key for a different request', evidence: { error: err.message, ...err.details },
+        });
+        log.warn({ code: 'idempotency_conflict', ...err.details }, 'the service holds this key for a different request');
         return;
       }
       if (err instanceof AgentError && err.code === 'invalid_input') {
@@ -231,8 +246,10 @@ export class LedgerEffectRunner implements EffectRunner {
       throw err;
     }
     this.d.crash.hit('after_call', ctx.step);
-    if (receipt.replayed) {
-      // The service already had this key: a second dispatch of one action reached it.
+    if (receipt.replayed && firstDispatch) {
+      // The service's replay marker on a first dispatch: it already had this key, so another dispatch of
+      // this action reached it that the ledger did not record (a lost ledger write, a second sender).
+      // The service deduplicated it; the ledger's own record did not: count it and alert.
       this.d.metrics.duplicateWrites.inc({ tool: tool.name });
       log.warn({ code: 'replayed_key', receipt: receipt.receipt }, 'service replayed an earlier request with this key');
     }
@@ -253,7 +270,7 @@ export class LedgerEffectRunner implements EffectRunner {
     const id = actionIdentity(ctx.runId, tool, args);
     const key = `unsafe:${randomUUID()}`;
     try {
-      const r = await tool.dispatch(args, ctx, { idempotencyKey: id.idempotencyKey, requestId: key, timeoutMs: tool.timeoutMs, signal: ctx.signal });
+      const r = await tool.dispatch(args, ctx, { actionId: id.actionId, idempotencyKey: id.idempotencyKey, requestId: key, timeoutMs: tool.timeoutMs, signal: ctx.signal });
       return { kind: 'observed', status: 'ok', output: r.output, actionId: key };
     } catch (err) {
       return { kind: 'observed', status: 'tool_error', output: { error: (err as Error).message }, actionId: key };
@@ -261,7 +278,13 @@ export class LedgerEffectRunner implements EffectRunner {
   }
 }
 
-export function createEffectRunner(ctx: AppContext, opts: { approvals?: ApprovalPolicy; workerId?: string; crash?: CrashPoints; metrics?: Metrics } = {}): LedgerEffectRunner {
+/** The longest same-key replay window the tool's service declares, if any. */
+function replayWindowMs(tool: WriteTool): number | undefined {
+  const windows = tool.service.reconcile.flatMap((m) => (m.kind === 'replay_same_key' ? [m.windowMs] : []));
+  return windows.length === 0 ? undefined : Math.max(...windows);
+}
+
+export function createEffectRunner(ctx: EngineContext, opts: { approvals?: ApprovalPolicy; workerId?: string; crash?: CrashPoints; metrics?: Metrics } = {}): LedgerEffectRunner {
   return new LedgerEffectRunner({
     cfg: ctx.cfg, ledger: ledgerFor(ctx), metrics: opts.metrics ?? ctx.metrics, log: ctx.log,
     crash: opts.crash ?? CrashPoints.fromConfig(ctx.cfg), workerId: opts.workerId ?? `worker:${process.pid}`, tracer: ctx.tracing.tracer,

@@ -3,6 +3,8 @@ import { pino, stdSerializers, type DestinationStream, type Logger } from 'pino'
 
 export const REDACT_PATHS = [
   'ticket.body', 'ticket.subject', 'ticket.customer', '*.ticket.body', '*.ticket.customer',
+  // A run's input and the prompt built from it are the customer's text, whatever the agent.
+  'input', '*.input', 'prompt', '*.prompt',
   'args.body', 'args.to', 'args.subject', 'headers.authorization', 'authorization', '*.apiKey', 'apiKey',
   'OPENAI_API_KEY', 'PRODUCER_TOKEN', 'OPERATOR_TOKEN', 'METRICS_TOKEN', 'BULL_BOARD_PASSWORD', 'CONSOLE_SESSION_SECRET', 'OIDC_PUBLIC_KEY',
 ];

@@ -18,6 +18,8 @@ export class Metrics {
   readonly loopStops: Counter;
   readonly sigtermHandoffs: Counter;
   readonly stallRecoveries: Counter;
+  readonly deadOwnerRequeues: Counter;
+  readonly ownerWatchErrors: Counter;
   readonly recoverySeconds: Histogram;
   readonly fenceRejections: Counter;
   readonly redisConfigOk: Gauge;
@@ -43,6 +45,8 @@ export class Metrics {
     this.loopStops = new Counter({ name: 'agent_loop_stops_total', help: 'Runs stopped because the same write was requested again and again', registers: r });
     this.sigtermHandoffs = new Counter({ name: 'agent_sigterm_handoffs_total', help: 'Jobs handed back to the queue on SIGTERM', registers: r });
     this.stallRecoveries = new Counter({ name: 'agent_stall_recoveries_total', help: 'Step jobs redelivered after a stall (worker died or froze)', registers: r });
+    this.deadOwnerRequeues = new Counter({ name: 'agent_dead_owner_requeues_total', help: 'Step jobs moved back to wait because the Redis connection holding their lock vanished (its process died, or the connection dropped)', registers: r });
+    this.ownerWatchErrors = new Counter({ name: 'agent_owner_watch_errors_total', help: 'Owner-watch ticks that failed (Redis unreachable); lock expiry still recovers', registers: r });
     this.recoverySeconds = new Histogram({
       name: 'agent_recovery_seconds', help: 'Time from a step last touched to its redelivered start', registers: r,
       buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30, 60],

@@ -12,7 +12,10 @@
  * pipeline of ZCARD/ZCOUNT per shard, one per status.
  */
 import { Gauge } from 'prom-client';
-import type { AppContext } from '../bin/context.js';
+import type { Logger } from 'pino';
+import type { RedisClient } from '../store/connect.js';
+import type { KeySpace } from '../store/keys.js';
+import type { ShardQueues } from '../runs/queues.js';
 import type { Metrics } from './metrics.js';
 import { countRunsByStatus } from '../runs/list.js';
 
@@ -35,7 +38,8 @@ export interface IndexStats {
   approvals: number;
 }
 
-type ScrapeCtx = Pick<AppContext, 'redis' | 'keys' | 'queues' | 'log'>;
+/** What the scrape reads (given by each process's context). */
+interface ScrapeCtx { redis: RedisClient; keys: KeySpace; queues: ShardQueues; log: Logger }
 
 function minDefined(a: number | undefined, b: number | undefined): number | undefined {
   if (a === undefined) return b;

@@ -7,7 +7,6 @@
 import { AgentError, RetryableError, TerminalError } from '../core/errors.js';
 import { TimeoutError, withTimeout } from '../core/timeout.js';
 import type { JournalEntry } from '../core/journal.js';
-import { ticketOf } from '../agents/support/ticket.js';
 import type { ModelProvider, ModelRequest, ModelTurn } from '../core/model.js';
 
 export interface OpenAIOptions {
@@ -24,17 +23,9 @@ interface ChatCompletion {
   usage?: { prompt_tokens?: number; completion_tokens?: number };
 }
 
-/** The support agent's opening messages, from the run input (a ticket). */
-function supportPrompt(input: unknown): Message[] {
-  const ticket = ticketOf(input);
-  return [
-    { role: 'system', content: 'You are a support agent. Use the tools to resolve the ticket, then answer with a short final summary.' },
-    { role: 'user', content: `Ticket ${ticket.id}: ${ticket.subject}\n\n${ticket.body}\n\nCustomer: ${ticket.customer.name} <${ticket.customer.email}>` },
-  ];
-}
-
+/** The chat: the agent's instructions and prompt (given in the request), then the transcript. */
 export function toMessages(req: ModelRequest): Message[] {
-  const messages = supportPrompt(req.input);
+  const messages: Message[] = [{ role: 'system', content: req.instructions }, { role: 'user', content: req.prompt }];
   for (const e of req.transcript ?? ([] as JournalEntry[])) {
     if (e.kind === 'decision') {
       messages.push({

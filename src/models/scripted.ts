@@ -1,13 +1,25 @@
 /**
- * Deterministic provider: plays the run's script (or the built-in support
- * agent), turn i at step i. Past the end of the script it answers a final
- * message. Transient failures and missing usage are scripted, for tests.
+ * Deterministic provider: plays the request's script (the run's own, else its
+ * agent's demoScript), turn i at step i. Past the end of the script it answers
+ * a final message. Transient failures and missing usage are scripted, for tests.
  */
-import { RetryableError } from '../core/errors.js';
+import { RetryableError, TerminalError } from '../core/errors.js';
 import type { ModelProvider, ModelRequest, ModelTurn } from '../core/model.js';
-import type { Script } from './script.js';
-import { supportScript } from '../agents/support/script.js';
-import { ticketOf } from '../agents/support/ticket.js';
+import { scriptSchema, type Script } from './script.js';
+
+/** Scripts already validated, by identity (a run's spec, and so its script, is cached by the worker). */
+const validated = new WeakMap<object, Script>();
+
+/** The request's script, validated; none, or an invalid one, is a TerminalError (`invalid_input`): no retry makes one. */
+function scriptOf(raw: unknown): Script {
+  if (raw === undefined) throw new TerminalError('invalid_input', 'no script: the run brought none and its agent has no demoScript');
+  const known = typeof raw === 'object' && raw !== null ? validated.get(raw) : undefined;
+  if (known) return known;
+  const parsed = scriptSchema.safeParse(raw);
+  if (!parsed.success) throw new TerminalError('invalid_input', 'the script is not a valid script', { issues: parsed.error.issues.map((i) => i.path.join('.')) });
+  if (typeof raw === 'object' && raw !== null) validated.set(raw, parsed.data);
+  return parsed.data;
+}
 
 export class ScriptedProvider implements ModelProvider {
   readonly name = 'scripted';
@@ -17,8 +29,7 @@ export class ScriptedProvider implements ModelProvider {
 
   async complete(req: ModelRequest): Promise<ModelTurn> {
     this.calls++;
-    // The run's script was validated when the run was created and when its spec was read back.
-    const script: Script = (req.script as Script | undefined) ?? supportScript(ticketOf(req.input));
+    const script = scriptOf(req.script);
     const turn = script[req.step - 1];
     if (!turn) return { toolCalls: [], final: 'Script finished.', usage: { promptTokens: 1, completionTokens: 1 } };
     if (req.attempt <= turn.transientFailures) {

@@ -5,7 +5,7 @@ import { metricsAllowed } from '../bin/opsServer.js';
 import { requireRunAccess, requireRunCreation, runNotFound } from './auth.js';
 import { BODY_LIMIT, bodyParserError, bodyTooDeep, nestedDeeperThan } from './bodies.js';
 import { InvalidRunRequest, startRun } from './runs.js';
-import { createRunSchema } from './schemas.js';
+import { createRunSchemaFor } from './schemas.js';
 import { runView, type EffectsLister } from './view.js';
 
 export interface ApiOptions {
@@ -41,7 +41,7 @@ export function createApi(ctx: AppContext, opts: ApiOptions = {}): express.Expre
   }
 
   app.post('/v1/runs', requireRunCreation(ctx.cfg), async (req, res) => {
-    const parsed = createRunSchema.safeParse(req.body);
+    const parsed = createRunSchemaFor(req.body).safeParse(req.body);
     if (!parsed.success) {
       const fields = parsed.error.issues.map((i) => ({ path: i.path.join('.') || '(body)', message: i.message }));
       res.status(400).json({ error: 'invalid_request', fields });
@@ -55,7 +55,7 @@ export function createApi(ctx: AppContext, opts: ApiOptions = {}): express.Expre
     try {
       const { runId, created } = await startRun(ctx, parsed.data, header);
       if (created) return void res.status(201).json({ runId, created });
-      // The same ticket again: the existing run, with its status (a dead run was settled, never left queued).
+      // The same intake again (tenant, agent, key): the existing run, with its status (a dead run was settled, never left queued).
       const status = (await ctx.redis.hget(ctx.keys.run(runId).run, 'status')) ?? undefined;
       res.status(200).json({ runId, created, ...(status ? { status } : {}) });
     } catch (err) {

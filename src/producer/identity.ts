@@ -18,7 +18,6 @@
 import { createHash, createPublicKey, timingSafeEqual, type KeyObject } from 'node:crypto';
 import { createRemoteJWKSet, jwtVerify, type JWTPayload } from 'jose';
 import type { Config } from '../config/config.js';
-import { tokenMatches } from './auth.js';
 
 export type OperatorRole = 'viewer' | 'operator';
 
@@ -43,8 +42,10 @@ const JWT_SHAPE = /^[\w-]+\.[\w-]+\.[\w-]+$/;
 export class OperatorDirectory {
   private readonly byDigest: { digest: Buffer; operator: Operator }[];
   private readonly jwtKey: ReturnType<typeof createRemoteJWKSet> | KeyObject | undefined;
+  private readonly sharedDigest: Buffer | undefined;
 
   constructor(private readonly cfg: IdentityConfig) {
+    this.sharedDigest = cfg.OPERATOR_TOKEN !== undefined ? createHash('sha256').update(cfg.OPERATOR_TOKEN).digest() : undefined;
     this.byDigest = cfg.OPERATORS.map((o) => ({
       digest: Buffer.from(o.tokenSha256, 'hex'),
       operator: Object.freeze({ name: o.name, role: o.role, tenants: o.tenants === '*' ? '*' : Object.freeze([...o.tenants]) }),
@@ -63,8 +64,9 @@ export class OperatorDirectory {
   async authenticate(token: string | undefined): Promise<Operator | undefined> {
     if (token === undefined || token === '') return undefined;
     let found: Operator | undefined;
-    if (this.cfg.OPERATOR_TOKEN !== undefined && tokenMatches(token, this.cfg.OPERATOR_TOKEN)) found = SHARED_OPERATOR;
     const digest = createHash('sha256').update(token).digest();
+    // Digests of equal length: a constant-time compare whatever the token lengths (as auth.ts tokenMatches).
+    if (this.sharedDigest !== undefined && timingSafeEqual(digest, this.sharedDigest)) found = SHARED_OPERATOR;
     for (const entry of this.byDigest) {
       if (timingSafeEqual(digest, entry.digest)) found ??= entry.operator; // both 32 bytes: constant time
     }

@@ -1,13 +1,16 @@
 /**
- * Starting a run: idempotent on (tenant, ticket.id) by construction (the run
- * id is derived from them) and on the Idempotency-Key header (a key -> run id
- * record, kept 24 h). Nothing is written for an invalid request.
+ * Starting a run of a named agent: idempotent on (tenant, agent, intake key)
+ * by construction (the run id is derived from them; the key is the agent's
+ * key(input)) and on the Idempotency-Key header (a key -> run id record, kept
+ * 24 h). The input is validated by the agent's schema. Nothing is written for
+ * an invalid request.
  */
 import type { AppContext } from '../bin/context.js';
 import { scriptedModelAllowed } from '../config/config.js';
-import { AGENT_VERSION } from '../agents/support/tools/index.js';
+import type { Agent } from '../core/agent.js';
+import { runSpecSchema, type RunSpec } from '../runs/spec.js';
 import { runIdFor } from '../store/keys.js';
-import { runSpecSchema, type CreateRunRequest, type RunSpec } from './schemas.js';
+import { normalizeRunRequest, type CreateRunRequest, type RunRequest } from './schemas.js';
 
 export const REQUEST_KEY_TTL_MS = 24 * 3600_000;
 
@@ -18,8 +21,30 @@ export class InvalidRunRequest extends Error {
   }
 }
 
-export function buildSpec(ctx: AppContext, req: CreateRunRequest, nowMs: number): RunSpec {
+const joinPath = (head: string, path: readonly PropertyKey[]) => [head, ...path.map(String)].join('.');
+
+/** The request's agent and its input as that agent's schema accepts it; an InvalidRunRequest naming the field otherwise. */
+export function resolveIntake(ctx: AppContext, req: RunRequest): { agent: Agent; input: unknown; key: string; runId: string } {
+  const agent = ctx.agents.get(req.agent);
+  if (!agent) {
+    const path = req.fields.input === 'ticket' ? '(body)' : 'agent';
+    throw new InvalidRunRequest([{ path, message: `agent '${req.agent}' is not run by this deployment (${ctx.agents.names.join(', ')})` }]);
+  }
+  const parsed = agent.input.safeParse(req.input);
+  if (!parsed.success) throw new InvalidRunRequest(parsed.error.issues.map((i) => ({ path: joinPath(req.fields.input, i.path), message: i.message })));
+  const key = agent.key(parsed.data);
+  return { agent, input: parsed.data, key, runId: runIdFor(req.tenant, agent.name, key) };
+}
+
+/** The run id a request would start (for intake paths that record it first: webhooks). */
+export function runIdOf(ctx: AppContext, req: CreateRunRequest): string {
+  return resolveIntake(ctx, normalizeRunRequest(req)).runId;
+}
+
+export function buildSpec(ctx: AppContext, request: CreateRunRequest, nowMs: number): RunSpec {
   const { cfg } = ctx;
+  const req = normalizeRunRequest(request);
+  const { agent, input, key, runId } = resolveIntake(ctx, req);
   const problems: { path: string; message: string }[] = [];
   const maxSteps = req.budget?.maxSteps ?? cfg.DEFAULT_MAX_STEPS;
   const maxTokens = req.budget?.maxTokens ?? cfg.DEFAULT_MAX_TOKENS;
@@ -27,30 +52,30 @@ export function buildSpec(ctx: AppContext, req: CreateRunRequest, nowMs: number)
   if (maxSteps > cfg.LIMIT_MAX_STEPS) problems.push({ path: 'budget.maxSteps', message: `at most ${cfg.LIMIT_MAX_STEPS}` });
   if (maxTokens > cfg.LIMIT_MAX_TOKENS) problems.push({ path: 'budget.maxTokens', message: `at most ${cfg.LIMIT_MAX_TOKENS}` });
   if (maxWallMs > cfg.LIMIT_MAX_WALL_MS) problems.push({ path: 'budget.maxWallMs', message: `at most ${cfg.LIMIT_MAX_WALL_MS}` });
-  const model = req.agent?.model ?? cfg.MODEL_PROVIDER;
-  if (!ctx.providers.has(model)) problems.push({ path: 'agent.model', message: `provider '${model}' is not enabled` });
-  if (req.agent?.script && !scriptedModelAllowed(cfg)) problems.push({ path: 'agent.script', message: 'run-supplied scripts are refused (APP_MODE=production or SCRIPTED_MODEL_ENABLED=false)' });
-  else if (req.agent?.script && model !== 'scripted') problems.push({ path: 'agent.script', message: 'only the scripted provider takes a script' });
+  const model = req.model ?? agent.model ?? cfg.MODEL_PROVIDER;
+  if (!ctx.providers.has(model)) problems.push({ path: req.fields.model, message: `provider '${model}' is not enabled` });
+  if (req.script && !scriptedModelAllowed(cfg)) problems.push({ path: req.fields.script, message: 'run-supplied scripts are refused (APP_MODE=production or SCRIPTED_MODEL_ENABLED=false)' });
+  else if (req.script && model !== 'scripted') problems.push({ path: req.fields.script, message: 'only the scripted provider takes a script' });
   if (problems.length > 0) throw new InvalidRunRequest(problems);
-  const runId = runIdFor(req.tenant, req.ticket.id);
   const spec: RunSpec = {
-    v: 1, runId, tenant: req.tenant, ticket: req.ticket, model,
-    ...(req.agent?.script ? { script: req.agent.script } : {}),
-    agentVersion: AGENT_VERSION, toolsHash: ctx.registry.schemaHash,
+    v: 2, runId, tenant: req.tenant, agent: agent.name, key, input, model,
+    ...(req.script ? { script: req.script } : {}),
+    agentVersion: agent.version, toolsHash: agent.tools.schemaHash,
     limits: { maxSteps, maxTokens, maxWallMs, deadlineAt: nowMs + maxWallMs },
     createdAt: nowMs,
   };
   // The worker parses the stored spec with this schema: what it would refuse is refused here.
   const check = runSpecSchema.safeParse(JSON.parse(JSON.stringify(spec)));
-  if (!check.success) throw new InvalidRunRequest(check.error.issues.map((i) => ({ path: specFieldToRequest(i.path.map(String).join('.')), message: i.message })));
+  if (!check.success) throw new InvalidRunRequest(check.error.issues.map((i) => ({ path: specFieldToRequest(i.path.map(String).join('.'), req), message: i.message })));
   return spec;
 }
 
 /** A spec field named as the request field it comes from (`limits.maxWallMs` -> `budget.maxWallMs`). */
-function specFieldToRequest(path: string): string {
+function specFieldToRequest(path: string, req: RunRequest): string {
   if (path.startsWith('limits.deadlineAt')) return 'budget.maxWallMs';
   if (path.startsWith('limits.')) return `budget.${path.slice('limits.'.length)}`;
-  if (path.startsWith('script')) return `agent.${path}`;
+  if (path.startsWith('script')) return req.fields.script + path.slice('script'.length);
+  if (path.startsWith('input')) return req.fields.input + path.slice('input'.length);
   return path;
 }
 
@@ -59,7 +84,7 @@ export async function startRun(
 ): Promise<{ runId: string; created: boolean }> {
   const spec = buildSpec(ctx, req, nowMs);
   if (idempotencyKey) {
-    const key = ctx.keys.requestKey(req.tenant, idempotencyKey);
+    const key = ctx.keys.requestKey(spec.tenant, idempotencyKey);
     const previous = (await ctx.redis.set(key, spec.runId, 'PX', REQUEST_KEY_TTL_MS, 'NX', 'GET')) as string | null;
     if (previous && previous !== spec.runId) {
       if (await ctx.store.exists(previous)) return { runId: previous, created: false };

@@ -1,88 +1,79 @@
-/** Request bodies at the producer edge, and the run spec stored with each run. */
+/**
+ * Request bodies at the producer edge. POST /v1/runs takes either form:
+ *
+ *  - `{ tenant, agent: '<name>', input, budget?, model?, script? }`: a run of
+ *    the named agent; `input` is validated by that agent's schema (in buildSpec);
+ *  - `{ tenant, ticket, budget?, agent?: { model?, script? } }`: the support
+ *    agent's shorthand (the first form with agent 'support' and input = ticket),
+ *    kept for existing producers and the ticket webhooks.
+ *
+ * The stored run spec is the engine's: src/runs/spec.ts.
+ */
 import { z } from 'zod';
 import { scriptSchema } from '../models/script.js';
-import { BUDGET_BOUNDS } from '../runs/bounds.js';
-
-/** The budget numbers, bounded (src/runs/bounds.ts): the request and the stored spec share them. */
-const maxSteps = z.number().int().positive().max(BUDGET_BOUNDS.maxSteps);
-const maxTokens = z.number().int().positive().max(BUDGET_BOUNDS.maxTokens);
-const maxWallMs = z.number().int().positive().max(BUDGET_BOUNDS.maxWallMs);
-
-/** Strict at every level: an unknown field is a 400 naming it, never silently dropped. */
-export const ticketSchema = z.object({
-  id: z.string().min(1).max(200),
-  subject: z.string().min(1).max(1000),
-  body: z.string().max(200_000),
-  customer: z.object({
-    email: z.string().email(),
-    name: z.string().min(1).max(200),
-  }).strict(),
-}).strict();
-export type Ticket = z.infer<typeof ticketSchema>;
+import { maxStepsSchema, maxTokensSchema, maxWallMsSchema, providerNameSchema } from '../runs/spec.js';
 
 export const budgetRequestSchema = z
-  .object({ maxSteps, maxTokens, maxWallMs })
+  .object({ maxSteps: maxStepsSchema, maxTokens: maxTokensSchema, maxWallMs: maxWallMsSchema })
   .partial()
   .strict();
 
-export const agentSchema = z
+const tenantSchema = z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/i, 'tenant must be 1-63 letters, digits, _ or -');
+
+/** A run of a named agent. */
+export const agentRunSchema = z
   .object({
-    model: z.enum(['scripted', 'openai']).optional(),
+    tenant: tenantSchema,
+    agent: z.string().min(1).max(63),
+    input: z.unknown(),
+    budget: budgetRequestSchema.optional(),
+    model: providerNameSchema.optional(),
     script: scriptSchema.optional(),
   })
   .strict();
 
-export const createRunSchema = z
+/** The agent the shorthand body runs. */
+export const SHORTHAND_AGENT = 'support';
+
+/** The support agent's shorthand: `ticket` is its input (validated by the agent's schema, errors named under `ticket`). */
+export const ticketRunSchema = z
   .object({
-    tenant: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/i, 'tenant must be 1-63 letters, digits, _ or -'),
-    ticket: ticketSchema,
+    tenant: tenantSchema,
+    ticket: z.unknown().refine((v) => v !== undefined, 'Required'),
     budget: budgetRequestSchema.optional(),
-    agent: agentSchema.optional(),
+    agent: z.object({ model: providerNameSchema.optional(), script: scriptSchema.optional() }).strict().optional(),
   })
   .strict();
-export type CreateRunRequest = z.infer<typeof createRunSchema>;
 
-/** Immutable part of a run, stored once (run hash field `spec`) and cached by workers. */
-export const runSpecSchema = z.object({
-  v: z.literal(1),
-  runId: z.string(),
-  tenant: z.string(),
-  ticket: ticketSchema,
-  model: z.enum(['scripted', 'openai']),
-  script: scriptSchema.optional(),
-  agentVersion: z.string(),
-  toolsHash: z.string(),
-  limits: z.object({ maxSteps, maxTokens, maxWallMs, deadlineAt: z.number().int().nonnegative() }),
-  createdAt: z.number().int(),
-});
-export type RunSpec = z.infer<typeof runSpecSchema>;
+export type AgentRunRequest = z.infer<typeof agentRunSchema>;
+export type TicketRunRequest = z.infer<typeof ticketRunSchema>;
+export type CreateRunRequest = AgentRunRequest | TicketRunRequest;
 
-/** The run's input as the engine sees it (today the support ticket): tools and model requests get it as `unknown`. */
-export function runInput(spec: RunSpec): unknown {
-  return spec.ticket;
+/** The schema a body is read with: the named-agent form when `agent` is a string, else the shorthand. */
+export function createRunSchemaFor(body: unknown): typeof agentRunSchema | typeof ticketRunSchema {
+  return typeof (body as { agent?: unknown } | null)?.agent === 'string' ? agentRunSchema : ticketRunSchema;
 }
 
-const tokenTotal = z.number().nonnegative().refine(Number.isInteger, 'must be a non-negative integer');
+/** A create request in one form, with the request field each part came from (errors name those). */
+export interface RunRequest {
+  tenant: string;
+  agent: string;
+  input: unknown;
+  budget?: z.infer<typeof budgetRequestSchema> | undefined;
+  model?: string | undefined;
+  script?: z.infer<typeof scriptSchema> | undefined;
+  fields: { input: string; model: string; script: string };
+}
 
-/** Job data of a step job, validated when it leaves the queue. */
-export const stepJobDataSchema = z.object({
-  v: z.literal(1),
-  runId: z.string(),
-  step: z.number().int().positive(),
-  /** Set on the job that resumes a parked run: the step's state is read, never assumed. */
-  resume: z.boolean().optional(),
-  /**
-   * Budget usage as of the commit that created this job (fast path; re-read on any doubt).
-   * Token totals are sums of validated usages and may pass 2^53 (a large-but-valid spend):
-   * any non-negative integer, so such a total never makes a step job unreadable.
-   */
-  used: z.object({
-    steps: z.number().int().nonnegative(),
-    tokens: tokenTotal,
-    contextTokens: tokenTotal,
-  }),
-});
-export type StepJobData = z.infer<typeof stepJobDataSchema>;
+export function normalizeRunRequest(req: CreateRunRequest): RunRequest {
+  if ('ticket' in req) {
+    return {
+      tenant: req.tenant, agent: SHORTHAND_AGENT, input: req.ticket, budget: req.budget, model: req.agent?.model, script: req.agent?.script,
+      fields: { input: 'ticket', model: 'agent.model', script: 'agent.script' },
+    };
+  }
+  return { ...req, fields: { input: 'input', model: 'model', script: 'script' } };
+}
 
 export const RUN_STATUSES = [
   'queued', 'running', 'waiting_approval', 'needs_human', 'completed', 'failed', 'budget_exceeded', 'cancelled',

@@ -7,16 +7,17 @@
 import type { AppContext } from '../bin/context.js';
 import { decodeEntry, type JournalEntry } from '../core/journal.js';
 import { isRunId } from '../store/keys.js';
-import type { RunSpec } from './schemas.js';
+import type { RunSpec } from '../runs/spec.js';
 
 export interface RunView {
   runId: string;
   tenant: string;
-  ticketId: string;
+  /** The intake key (the same tenant, agent and key is the same run). */
+  key: string;
   status: string;
   reason: string;
   step: number;
-  agent: { model: string; agentVersion: string; toolsHash: string };
+  agent: { name: string; model: string; agentVersion: string; toolsHash: string };
   budget: {
     limits: { maxSteps: number; maxTokens: number; maxWallMs: number; deadlineAt: string };
     used: { steps: number; tokens: number; wallMs: number };
@@ -35,7 +36,7 @@ export async function runView(ctx: AppContext, runId: string, listEffects?: Effe
   const k = ctx.keys.run(runId);
   const [state, hash, budget] = await Promise.all([
     ctx.store.readState(runId),
-    ctx.redis.hmget(k.run, 'tenant', 'ticketId', 'model', 'agentVersion', 'toolsHash', 'createdAt', 'finishedAt'),
+    ctx.redis.hmget(k.run, 'tenant', 'agent', 'key', 'model', 'agentVersion', 'toolsHash', 'createdAt', 'finishedAt'),
     ctx.redis.hmget(k.budget, 'maxSteps', 'maxTokens', 'maxWallMs', 'deadlineAt'),
   ]);
   if (!state) return undefined;
@@ -45,7 +46,7 @@ export async function runView(ctx: AppContext, runId: string, listEffects?: Effe
     return undefined;
   });
   if (!spec && notes.length === 0) notes.push('spec_missing');
-  const [tenant, ticketId, model, agentVersion, toolsHash, createdAtRaw, finishedAtRaw] = hash;
+  const [tenant, agentName, intakeKey, model, agentVersion, toolsHash, createdAtRaw, finishedAtRaw] = hash;
   const num = (v: string | null | undefined) => (Number.isFinite(Number(v)) ? Number(v ?? 0) : 0);
   const limits: RunSpec['limits'] = spec?.limits ?? {
     maxSteps: num(budget[0]), maxTokens: num(budget[1]), maxWallMs: num(budget[2]), deadlineAt: num(budget[3]),
@@ -59,9 +60,9 @@ export async function runView(ctx: AppContext, runId: string, listEffects?: Effe
     listEffects ? listEffects(runId).catch(() => (notes.push('effects_unreadable'), [] as unknown[])) : Promise.resolve([]),
   ]);
   return {
-    runId, tenant: spec?.tenant ?? tenant ?? '', ticketId: spec?.ticket.id ?? ticketId ?? '',
+    runId, tenant: spec?.tenant ?? tenant ?? '', key: spec?.key ?? intakeKey ?? '',
     status: state.status, reason: state.reason, step: state.cursor,
-    agent: { model: spec?.model ?? model ?? '', agentVersion: spec?.agentVersion ?? agentVersion ?? '', toolsHash: spec?.toolsHash ?? toolsHash ?? '' },
+    agent: { name: spec?.agent ?? agentName ?? '', model: spec?.model ?? model ?? '', agentVersion: spec?.agentVersion ?? agentVersion ?? '', toolsHash: spec?.toolsHash ?? toolsHash ?? '' },
     budget: {
       limits: { ...limits, deadlineAt },
       used: { steps: state.used.steps, tokens: state.used.tokens, wallMs: createdAt > 0 ? (finishedAt || nowMs) - createdAt : 0 },
@@ -161,9 +162,9 @@ export function renderRunHtml(view: RunView): string {
 <tr><th>status</th><td id="status">${escapeHtml(view.status)}</td></tr>
 <tr><th>reason</th><td id="reason">${escapeHtml(view.reason)}</td></tr>
 <tr><th>tenant</th><td>${escapeHtml(view.tenant)}</td></tr>
-<tr><th>ticket</th><td>${escapeHtml(view.ticketId)}</td></tr>
+<tr><th>key</th><td>${escapeHtml(view.key)}</td></tr>
 <tr><th>step</th><td>${escapeHtml(view.step)}</td></tr>
-<tr><th>agent</th><td>${escapeHtml(`${view.agent.agentVersion} · ${view.agent.model} · tools ${view.agent.toolsHash}`)}</td></tr>
+<tr><th>agent</th><td>${escapeHtml(`${view.agent.name} ${view.agent.agentVersion} · ${view.agent.model} · tools ${view.agent.toolsHash}`)}</td></tr>
 ${view.notes ? `<tr><th>notes</th><td id="notes">${escapeHtml(view.notes.join('; '))}</td></tr>\n` : ''}</tbody></table>
 <h2>Budget</h2>
 <table id="budget"><thead><tr><th></th><th>steps</th><th>tokens</th><th>wall clock ms</th></tr></thead><tbody>

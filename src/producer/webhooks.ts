@@ -18,9 +18,8 @@ import express, { Router, type Request, type Response } from 'express';
 import { z } from 'zod';
 import type { AppContext } from '../bin/context.js';
 import { BODY_LIMIT, bodyTooDeep, nestedDeeperThan } from './bodies.js';
-import { InvalidRunRequest, startRun } from './runs.js';
-import { ticketSchema, type Ticket } from './schemas.js';
-import { runIdFor } from '../store/keys.js';
+import { InvalidRunRequest, runIdOf, startRun } from './runs.js';
+import { ticketSchema, type Ticket } from '../agents/support/ticket.js';
 import { invalid, param } from './operators/http.js';
 import { checkSignature, SIGNATURE_HEADER, TIMESTAMP_HEADER } from './webhookSignature.js';
 
@@ -107,7 +106,13 @@ export function webhooksRouter(ctx: AppContext, now: () => number = Date.now): R
       if ('deep' in parsed) return bodyTooDeep(res);
       return void invalid(res, parsed.error);
     }
-    const runId = runIdFor(tenant, parsed.ticket.id);
+    let runId: string;
+    try {
+      runId = runIdOf(ctx, { tenant, ticket: parsed.ticket });
+    } catch (err) {
+      if (err instanceof InvalidRunRequest) return void res.status(400).json({ error: 'invalid_request', fields: err.fields });
+      throw err;
+    }
     const key = webhookEventKey(ctx, tenant, parsed.eventId);
     const first = await ctx.redis.set(key, runId, 'PX', EVENT_TTL_MS, 'NX');
     if (first === null) {

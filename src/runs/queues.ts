@@ -7,14 +7,20 @@ export const STEP_JOB_NAME = 'step';
 
 /**
  * Failed processor attempts (an exception, not a fence) are retried by BullMQ
- * with backoff; completed jobs are kept a while for Bull Board and removed
- * after. Correctness never relies on jobId dedupe (DESIGN.md: it ends when the
+ * with backoff. A completed step job is removed by the commit that completes it
+ * (the journal holds what the step did), past a window of the latest
+ * COMPLETED_WINDOW per queue that Bull Board shows: a fixed cost per shard, not
+ * per run. Correctness never relies on jobId dedupe (DESIGN.md: it ends when the
  * hash is removed): the commit's fence does.
  */
+export const COMPLETED_WINDOW = 100;
+/** BullMQ's per-queue event stream cap (its default is 10,000; nothing here reads that stream but Bull Board's live view). */
+export const BULL_EVENTS_MAX_LEN = 1000;
+
 export const stepJobOptions: JobsOptions = {
   attempts: 5,
   backoff: { type: 'exponential', delay: 500 },
-  removeOnComplete: { age: 3600, count: 5000 },
+  removeOnComplete: { count: COMPLETED_WINDOW },
   removeOnFail: { age: 7 * 24 * 3600 },
 };
 
@@ -27,7 +33,7 @@ export class ShardQueues {
   byShard(shard: number): Queue {
     let q = this.queues.get(shard);
     if (!q) {
-      q = new Queue(this.keys.queueName(shard), { connection: this.connection as never, prefix: this.keys.bullPrefix });
+      q = new Queue(this.keys.queueName(shard), { connection: this.connection as never, prefix: this.keys.bullPrefix, streams: { events: { maxLen: BULL_EVENTS_MAX_LEN } } });
       q.on('error', this.onError);
       this.queues.set(shard, q);
     }

@@ -6,9 +6,10 @@
  * would have spent. Nothing is sent anywhere: recorded observations stand in
  * for the tools (the fake transport), recorded usage for the model.
  */
+import { defaultInputTokens } from '../core/agent.js';
 import type { JournalEntry } from '../core/journal.js';
 import { encodeEntry, estimateTokens } from '../core/journal.js';
-import type { RunSpec } from '../producer/schemas.js';
+import type { RunSpec } from './spec.js';
 import { estimateCallTokens, preflight, spentCheck, type Used } from '../worker/budget.js';
 
 export interface ReplayCaps {
@@ -17,6 +18,8 @@ export interface ReplayCaps {
   completionCap: number;
   /** Model attempts allowed per step; a recorded step that needed more fails. */
   maxAttempts?: number;
+  /** The agent's estimate of the input's prompt tokens (default: the default estimate of defineAgent). */
+  inputTokens?: number;
 }
 
 export interface ReplayReport {
@@ -32,11 +35,12 @@ export function replayRun(spec: RunSpec, journal: JournalEntry[], caps: ReplayCa
   const limits = { ...spec.limits, maxSteps: caps.maxSteps ?? spec.limits.maxSteps, maxTokens: caps.maxTokens ?? spec.limits.maxTokens, deadlineAt: Number.MAX_SAFE_INTEGER };
   const replaySpec: RunSpec = { ...spec, limits };
   const used: Used = { steps: 0, tokens: 0, contextTokens: 0 };
+  const inputTokens = caps.inputTokens ?? defaultInputTokens(spec.input);
   const decisions = journal.filter((e) => e.kind === 'decision');
   const report: ReplayReport = { runId: spec.runId, recordedSteps: decisions.length, stepsReplayed: 0, tokensSpent: 0, completed: false };
   for (const d of decisions) {
     if (d.kind !== 'decision') continue;
-    const stop = preflight(replaySpec, used, estimateCallTokens(replaySpec, used, caps.completionCap), 0);
+    const stop = preflight(replaySpec, used, estimateCallTokens(inputTokens, used, caps.completionCap), 0);
     if (stop) {
       report.stoppedAt = { step: d.step, status: 'budget_exceeded', reason: stop.reason };
       break;

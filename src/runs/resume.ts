@@ -1,5 +1,5 @@
 /** Resuming a parked run after an operator decision, tolerant of the park's commit still being in flight. */
-import type { AppContext } from '../bin/context.js';
+import type { EngineContext } from '../runs/context.js';
 
 const SETTLE_POLL_MS = 50;
 
@@ -11,7 +11,7 @@ const SETTLE_POLL_MS = 50;
  * second call is a no-op (resume is fenced on the status).
  */
 export async function resumeParked(
-  ctx: AppContext, runId: string, expected: 'waiting_approval' | 'needs_human', settleMs = 3000,
+  ctx: EngineContext, runId: string, expected: 'waiting_approval' | 'needs_human', settleMs = 3000,
 ): Promise<boolean> {
   const deadline = Date.now() + settleMs;
   for (;;) {

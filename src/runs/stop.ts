@@ -1,5 +1,5 @@
 /** Ends a parked run from outside its step (operator cancel, approval expiry): src/store/lua/stopRun-5.lua. */
-import type { AppContext } from '../bin/context.js';
+import type { EngineContext } from '../runs/context.js';
 import { countRunFinished } from '../metrics/metrics.js';
 import { scriptError } from '../store/codes.js';
 import { script } from '../store/scripts.js';
@@ -15,7 +15,7 @@ export interface StopRequest {
 }
 
 /** Returns whether the run was ended, and its status afterwards. Throws FenceError run_missing. */
-export async function stopRun(ctx: AppContext, runId: string, req: StopRequest): Promise<{ stopped: boolean; status: string }> {
+export async function stopRun(ctx: EngineContext, runId: string, req: StopRequest): Promise<{ stopped: boolean; status: string }> {
   const k = ctx.keys.run(runId);
   const [code, status] = (await script(ctx.redis, 'stopRun')(
     k.run, k.budget, k.journal, k.events, k.actions,

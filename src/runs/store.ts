@@ -7,7 +7,7 @@ import { captureAddStandardJob } from '../store/bullmqInternals.js';
 import { KeySpace, stepJobId } from '../store/keys.js';
 import { script } from '../store/scripts.js';
 import { decodeEntry, encodeEntry, type JournalEntry, type OperatorEntry } from '../core/journal.js';
-import { runSpecSchema, type RunSpec, type StepJobData } from '../producer/schemas.js';
+import { runSpecSchema, type RunSpec, type StepJobData } from './spec.js';
 import { ShardQueues, STEP_JOB_NAME } from './queues.js';
 
 export interface RunState {
@@ -21,17 +21,6 @@ export interface RunState {
   jobId: string;
   used: { steps: number; tokens: number; contextTokens: number };
   updatedAt: number;
-}
-
-/**
- * The agent a run belongs to, as the run listing indexes it (run hash field `agent`): the
- * spec's `agent` name where it has one; runs whose spec names none were all started by the
- * first agent, before agents had names.
- */
-export const UNNAMED_AGENT = 'support';
-export function agentNameOf(spec: RunSpec): string {
-  const named = (spec as { agent?: unknown }).agent;
-  return typeof named === 'string' && named.length > 0 ? named : UNNAMED_AGENT;
 }
 
 export class RunStore {
@@ -49,9 +38,9 @@ export class RunStore {
     const first: StepJobData = { v: 1, runId: spec.runId, step: 1, used: { steps: 0, tokens: 0, contextTokens: 0 } };
     const add = await captureAddStandardJob(this.queues.byShard(shard), STEP_JOB_NAME, first, this.queues.jobOptions(spec.runId, 1));
     const run = {
-      status: 'queued', reason: '', cursor: 1, tenant: spec.tenant, ticketId: spec.ticket.id,
+      status: 'queued', reason: '', cursor: 1, tenant: spec.tenant, agent: spec.agent, key: spec.key,
       createdAt: spec.createdAt, updatedAt: nowMs, agentVersion: spec.agentVersion, toolsHash: spec.toolsHash,
-      model: spec.model, agent: agentNameOf(spec), decidedStep: 0, jobId: stepJobId(spec.runId, 1), spec: JSON.stringify(spec),
+      model: spec.model, decidedStep: 0, jobId: stepJobId(spec.runId, 1), spec: JSON.stringify(spec),
     };
     const budget = { ...spec.limits, stepsUsed: 0, tokensUsed: 0, contextTokens: 0 };
     // Lua's cjson turns numbers into doubles (1.7e+12): send every field as a string.

@@ -171,3 +171,30 @@ export function queueMarkerKey(bullPrefix: string, queueName: string): string {
 export async function wakeAnotherWorker(redis: { zadd(key: string, score: number, member: string): Promise<unknown> }, bullPrefix: string, queueName: string): Promise<void> {
   await redis.zadd(queueMarkerKey(bullPrefix, queueName), 0, '0');
 }
+
+/**
+ * Lock tokens that name their connection. BullMQ's worker locks each job it
+ * fetches with `${worker.id}:${n}` (a fetch through a completion reuses the
+ * finished job's token). Setting `worker.id` to `<base>@<clientId>`, where
+ * clientId is Redis's `CLIENT ID` of the connection the worker fetches, renews
+ * and commits on, makes every lock say which connection holds it, so a watcher
+ * can ask Redis whether that connection still exists (src/worker/ownerWatch.ts,
+ * requeueDeadOwner-6.lua). `id` is public but declared readonly and set once
+ * by BullMQ's constructor; test/integration/bullmqInternals.test.ts fails if a
+ * fetched job's token stops starting with it.
+ */
+export function nameWorkerOwner(worker: { id: string }, base: string, clientId: number): void {
+  (worker as { id: string }).id = ownerId(base, clientId);
+}
+
+export const ownerId = (base: string, clientId: number): string => `${base}@${clientId}`;
+
+/** The client id a lock token names (`<base>@<clientId>:<n>`), or undefined for any other token. */
+export function clientIdOfToken(token: string): string | undefined {
+  return /@(\d+):\d+$/.exec(token)?.[1];
+}
+
+/** The stable base of a lock token (`<base>@<clientId>:<n>` -> base): the same across reconnections. */
+export function ownerBaseOfToken(token: string): string | undefined {
+  return /^(.+)@\d+:\d+$/.exec(token)?.[1];
+}

@@ -129,3 +129,19 @@ export async function assertRedisSafe(
   }
   return report;
 }
+
+/**
+ * The connection that serves `key`'s hash slot: the client itself on a single
+ * server; on a Cluster, the client's own connection to the master that owns the
+ * slot (CLUSTER KEYSLOT, then ioredis's public slot table). Connection-scoped
+ * commands (CLIENT ID, CLIENT LIST) must go to that node. Throws while the
+ * cluster has no slot table yet (the caller retries on its next tick).
+ */
+export async function nodeForKey(client: RedisClient, key: string): Promise<Redis> {
+  if (!(client instanceof Cluster)) return client;
+  const slot = Number(await client.call('CLUSTER', 'KEYSLOT', key));
+  const nodeKey = client.slots[slot]?.[0];
+  const node = client.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === nodeKey);
+  if (!node) throw new Error(`no connection to the master of slot ${slot} (${nodeKey ?? 'unknown'})`);
+  return node;
+}

@@ -27,7 +27,7 @@ export function runIdOfStepJob(jobId: string): string | undefined {
 }
 
 export interface RunKeys {
-  /** hash: status, cursor, tenant, ticket, versions, reason */
+  /** hash: status, cursor, tenant, agent, key, versions, reason */
   run: string;
   /** hash: limits and usage (steps, tokens, wall clock deadline) */
   budget: string;
@@ -169,6 +169,20 @@ export class KeySpace {
     return `${this.bullPrefix}:${queueNameOf(shard)}:${state}`;
   }
 
+  /**
+   * A shard queue's key prefix (`<bullPrefix>:steps-{N}:`): a job's hash is `<prefix><jobId>`, its lock
+   * `<prefix><jobId>:lock` (BullMQ internal layout; scripts that walk the active list build lock keys from it).
+   */
+  queueKeyPrefix(shard: number): string {
+    return `${this.bullPrefix}:${queueNameOf(shard)}:`;
+  }
+
+  /** The BullMQ queue keys a dead owner's jobs move through (BullMQ internal layout, as its stall check uses them). */
+  queueStateKeys(shard: number): { active: string; wait: string; stalled: string; meta: string; marker: string; events: string } {
+    const q = this.queueKeyPrefix(shard);
+    return { active: `${q}active`, wait: `${q}wait`, stalled: `${q}stalled`, meta: `${q}meta`, marker: `${q}marker`, events: `${q}events` };
+  }
+
   allShards(): number[] {
     return Array.from({ length: this.shards }, (_, i) => i);
   }
@@ -193,8 +207,8 @@ export function isActionId(id: unknown): id is string {
   return typeof id === 'string' && ACTION_ID_FORMAT.test(id);
 }
 
-/** Run id derived from the business identity of the ticket: the same ticket is the same run. */
-export function runIdFor(tenant: string, ticketId: string): string {
-  const digest = createHash('sha256').update(`${tenant}\u0000${ticketId}`).digest('hex');
+/** Run id derived from the business identity of the intake: the same tenant, agent and intake key is the same run. */
+export function runIdFor(tenant: string, agent: string, intakeKey: string): string {
+  const digest = createHash('sha256').update(`${tenant}\u0000${agent}\u0000${intakeKey}`).digest('hex');
   return `r_${digest.slice(0, 24)}`;
 }

@@ -6,7 +6,7 @@
  * After each attempt its billed usage is charged, failed attempts included.
  */
 import { TerminalError } from '../core/errors.js';
-import { runInput, type RunSpec } from '../producer/schemas.js';
+import type { RunSpec } from '../runs/spec.js';
 import type { RedisClient } from '../store/connect.js';
 import { ScriptCode } from '../store/codes.js';
 import type { KeySpace } from '../store/keys.js';
@@ -26,12 +26,12 @@ export interface Used {
 }
 
 /**
- * What one model attempt may spend: the transcript so far, the run's input
- * (its serialized JSON at about 4 bytes a token, plus 200 for the instructions)
- * and the completion cap. The engine does not read the input's fields.
+ * What one model attempt may spend: the transcript so far, the run's input and
+ * instructions (`inputTokens`: the agent's estimateInputTokens, by default the
+ * input's serialized JSON at about 4 bytes a token plus 200) and the completion
+ * cap. The engine does not read the input's fields.
  */
-export function estimateCallTokens(spec: RunSpec, used: Used, completionCap: number): number {
-  const inputTokens = Math.ceil(Buffer.byteLength(JSON.stringify(runInput(spec)) ?? '') / 4) + 200;
+export function estimateCallTokens(inputTokens: number, used: Used, completionCap: number): number {
   return used.contextTokens + inputTokens + completionCap;
 }
 

@@ -11,7 +11,7 @@
  */
 import { setMaxListeners } from 'node:events';
 import { UnrecoverableError, Worker, WaitingError, type Job } from 'bullmq';
-import type { AppContext } from '../bin/context.js';
+import type { EngineContext } from '../runs/context.js';
 import { RunSpecCache } from '../runs/store.js';
 import { wakeAnotherWorker } from '../store/bullmqInternals.js';
 import { InvalidStepInput } from '../core/errors.js';
@@ -19,6 +19,7 @@ import { settleFailedJob } from '../runs/stuckRuns.js';
 import { CrashPoints } from '../config/testHooks.js';
 import type { EffectRunner } from './effects.js';
 import { StepProcessor } from './stepProcessor.js';
+import { OwnerWatch } from './ownerWatch.js';
 
 /** How long close() may take once no job is held any more. */
 const CLOSE_TIMEOUT_MS = 1500;
@@ -43,19 +44,22 @@ export class FleetWorker {
   readonly held = new Set<string>();
 
   private readonly crash: CrashPoints;
+  /** Names each worker's lock tokens after its Redis connection and requeues the jobs of vanished ones. */
+  readonly ownerWatch: OwnerWatch;
 
-  constructor(private readonly ctx: AppContext, opts: FleetWorkerOptions = {}) {
+  constructor(private readonly ctx: EngineContext, opts: FleetWorkerOptions = {}) {
     const { cfg } = ctx;
     this.crash = opts.crash ?? CrashPoints.fromConfig(cfg);
     // Every step in flight (WORKER_CONCURRENCY per shard) listens on these while it waits on a call: not a leak.
     setMaxListeners(0, this.soft.signal, this.hard.signal);
     this.processor = new StepProcessor({
       cfg, redis: ctx.redis, keys: ctx.keys, store: ctx.store, specs: new RunSpecCache(ctx.store),
-      registry: ctx.registry, providers: ctx.providers, metrics: ctx.metrics, log: ctx.log,
+      agents: ctx.agents, providers: ctx.providers, metrics: ctx.metrics, log: ctx.log,
       crash: this.crash, tracer: ctx.tracing.tracer,
       ...(opts.effects ? { effects: opts.effects } : {}),
     });
     const shards = opts.shards ?? (cfg.WORKER_SHARDS.length > 0 ? cfg.WORKER_SHARDS.map(Number) : ctx.keys.allShards());
+    const watched: { shard: number; worker: Worker }[] = [];
     for (const shard of shards) {
       const worker = new Worker(ctx.keys.queueName(shard), (job, token) => this.handle(job, token), {
         connection: ctx.redis as never,
@@ -77,11 +81,20 @@ export class FleetWorker {
           ctx.log.error({ code: 'settle_failed', jobId: job.id, err: e }, 'could not end the run of a failed job (the sweep will)'));
       });
       this.workers.push(worker);
+      watched.push({ shard, worker });
     }
+    this.ownerWatch = new OwnerWatch(ctx, watched, { intervalMs: cfg.OWNER_WATCH_MS, maxStalledCount: cfg.MAX_STALLED_COUNT });
   }
 
-  start(): void {
+  /**
+   * Names every worker's lock tokens after its Redis connection (one CLIENT ID each), then runs the
+   * workers and the owner watch. Resolves once they run; a failure here (Redis gone) rejects and no
+   * job was taken.
+   */
+  async start(): Promise<void> {
+    await this.ownerWatch.name();
     for (const w of this.workers) void w.run().catch((err) => this.ctx.log.error({ code: 'worker_run_failed', err }));
+    this.ownerWatch.start();
     this.ready = true;
   }
 
@@ -89,8 +102,10 @@ export class FleetWorker {
     if (!token) throw new Error('BullMQ did not pass a lock token');
     this.held.add(job.id!);
     try {
-      // The step's commit completes the job and, unless we are stopping, fetches the next one.
-      await this.processor.process(job, token, this.soft.signal, this.hard.signal, () => !this.soft.signal.aborted);
+      // The step's commit completes the job and, unless we are stopping, fetches the next one, locked
+      // with this job's token: not when that token names a connection since replaced (a watcher would
+      // take the next job at once); BullMQ's loop then fetches with a token naming the current one.
+      await this.processor.process(job, token, this.soft.signal, this.hard.signal, () => !this.soft.signal.aborted && this.ownerWatch.isCurrent(token));
     } catch (err) {
       if (this.soft.signal.aborted) {
         // Hand the job back now; it does not count as an attempt.
@@ -122,6 +137,7 @@ export class FleetWorker {
     setTimeout(() => this.crash.hit('during_grace'), 50).unref();
     const grace = setTimeout(() => this.hard.abort(new Error('grace period over')), this.ctx.cfg.SHUTDOWN_GRACE_MS);
     this.stopping = (async () => {
+      void this.ownerWatch.stop(); // not awaited: a tick may wait on a reconnecting connection
       // close() stops fetching at once and resolves when the processors are done and the
       // connections closed. It can hang on a connection that is reconnecting (a Redis restart;
       // BullMQ #2430, #4656): once every held job is handed back or finished, it gets

@@ -27,9 +27,9 @@ import { TranscriptCache } from '../runs/transcriptCache.js';
 import { countRunFinished, type Metrics } from '../metrics/metrics.js';
 import type { ModelProvider, ModelTurn } from '../core/model.js';
 import { withRetry } from '../core/retry.js';
-import { AGENT_VERSION, type ToolRegistry } from '../agents/support/tools/index.js';
+import type { Agent, AgentCatalog } from '../core/agent.js';
 import type { ToolContext } from '../core/tool.js';
-import { runInput, stepJobDataSchema, type RunSpec, type StepJobData } from '../producer/schemas.js';
+import { stepJobDataSchema, type RunSpec, type StepJobData } from '../runs/spec.js';
 import type { RedisClient } from '../store/connect.js';
 import { captureAddStandardJob, captureMoveToCompleted, commitBullKeys, completeFromCommit } from '../store/bullmqInternals.js';
 import { isScriptError, scriptError, ScriptCode } from '../store/codes.js';
@@ -49,7 +49,8 @@ export interface StepDeps {
   keys: KeySpace;
   store: RunStore;
   specs: RunSpecCache;
-  registry: ToolRegistry;
+  /** The agents this worker runs: a run's spec names its agent. */
+  agents: AgentCatalog;
   providers: Map<string, ModelProvider>;
   effects?: EffectRunner;
   metrics: Metrics;
@@ -159,9 +160,16 @@ export class StepProcessor {
     const commit = (plan: CommitPlan) => this.commit(job, token, lockKey, data, used, plan, log, fetchNext(), startedEmitted ? '' : startedEvent);
 
     try {
+      // The run's agent, by name: a worker deployed without it hands the run to a person.
+      const agent = this.d.agents.get(spec.agent);
+      if (!agent) {
+        log.warn({ code: 'unknown_agent', agent: spec.agent }, 'the run names an agent this worker does not run');
+        await commit(this.stopPlan(step, { status: 'needs_human', reason: `unknown_agent: ${spec.agent}` }, [], false));
+        return;
+      }
       // Pinned versions: a run never goes on quietly under changed tools or agent.
-      if (spec.toolsHash !== this.d.registry.schemaHash || spec.agentVersion !== AGENT_VERSION) {
-        await commit(this.stopPlan(step, { status: 'needs_human', reason: `version_mismatch: run pinned tools ${spec.toolsHash}, worker has ${this.d.registry.schemaHash}` }, [], false));
+      if (spec.toolsHash !== agent.tools.schemaHash || spec.agentVersion !== agent.version) {
+        await commit(this.stopPlan(step, { status: 'needs_human', reason: `version_mismatch: run pinned ${spec.agentVersion} tools ${spec.toolsHash}, worker has ${agent.version} tools ${agent.tools.schemaHash}` }, [], false));
         return;
       }
 
@@ -169,7 +177,7 @@ export class StepProcessor {
       let carriesDecision = false;
       if (!decision) {
         // What one attempt may spend: the same for every attempt of this call (the transcript does not change between them).
-        const estimate = estimateCallTokens(spec, used, this.d.cfg.COMPLETION_TOKEN_CAP);
+        const estimate = estimateCallTokens(agent.estimateInputTokens(spec.input), used, this.d.cfg.COMPLETION_TOKEN_CAP);
         const stop = preflight(spec, used, estimate, this.now());
         if (stop) {
           this.d.metrics.budgetStops.inc({ kind: stop.kind });
@@ -179,7 +187,7 @@ export class StepProcessor {
         }
         // Each attempt is checked before (what it may spend) and charged after (what it did), tenant day included.
         const chargeAbandoned = (tokens: number) => this.chargeAbandoned(job, token, lockKey, step, tokens, log);
-        const called = await this.callModel(spec, step, used, estimate, signal, log, trace, chargeAbandoned);
+        const called = await this.callModel(agent, spec, step, used, estimate, signal, log, trace, chargeAbandoned);
         if ('failed' in called) {
           if (called.budget) {
             this.d.metrics.budgetStops.inc({ kind: called.budget });
@@ -189,7 +197,7 @@ export class StepProcessor {
           return;
         }
         decision = called.decision;
-        const hasWrite = decision.toolCalls.some((c) => this.d.registry.get(c.name)?.effect === 'write');
+        const hasWrite = decision.toolCalls.some((c) => agent.tools.get(c.name)?.effect === 'write');
         if (hasWrite || redelivered) {
           const contextDelta = await this.journalDecision(job, token, lockKey, decision, log, startedEvent);
           startedEmitted = true;
@@ -202,7 +210,7 @@ export class StepProcessor {
         log.info({ code: 'decision_replayed' }, 'reusing the journalled decision');
       }
 
-      const ctx: ToolContext = { runId, step, signal, trace, input: runInput(spec) };
+      const ctx: ToolContext = { runId, step, signal, trace, input: spec.input };
       const observations: ObservationEntry[] = [];
       // The run's deadline bounds the tools too: none starts past it, none waits past it (the calls not run are dropped).
       let wallStop: BudgetStop | undefined;
@@ -214,7 +222,7 @@ export class StepProcessor {
         }
         let result: Awaited<ReturnType<StepProcessor['runTool']>>;
         try {
-          result = await this.runTool(call, ctx, spec, log, dispatchSignal);
+          result = await this.runTool(agent, call, ctx, spec, log, dispatchSignal);
         } catch (err) {
           if (!(err instanceof DeadlineError) || signal.aborted) throw err;
           wallStop = wallClockStop(spec, this.now(), err.cause !== undefined);
@@ -287,11 +295,11 @@ export class StepProcessor {
   }
 
   private async callModel(
-    spec: RunSpec, step: number, used: Used, estimate: number, signal: AbortSignal, log: Logger, trace: Context | undefined, chargeAbandoned: (tokens: number) => Promise<void>,
+    agent: Agent, spec: RunSpec, step: number, used: Used, estimate: number, signal: AbortSignal, log: Logger, trace: Context | undefined, chargeAbandoned: (tokens: number) => Promise<void>,
   ): Promise<Called> {
-    if (!this.d.tracer) return this.callModelUntraced(spec, step, used, estimate, signal, log, chargeAbandoned);
+    if (!this.d.tracer) return this.callModelUntraced(agent, spec, step, used, estimate, signal, log, chargeAbandoned);
     return inSpan(this.d.tracer, 'agent.model', { 'agent.run_id': spec.runId, 'agent.step': step, 'agent.model': spec.model }, trace, async (span) => {
-      const r = await this.callModelUntraced(spec, step, used, estimate, signal, log, chargeAbandoned);
+      const r = await this.callModelUntraced(agent, spec, step, used, estimate, signal, log, chargeAbandoned);
       span?.setAttributes('failed' in r
         ? { 'agent.outcome': r.failed.status, 'agent.tokens': r.charged }
         : { 'agent.outcome': 'decided', 'agent.tokens': total(r.decision.usage), 'agent.tools': r.decision.toolCalls.map((c) => c.name) });
@@ -307,7 +315,7 @@ export class StepProcessor {
    * SIGTERM, the step charges what its failed attempts spent (chargeAbandoned).
    */
   private async callModelUntraced(
-    spec: RunSpec, step: number, used: Used, estimate: number, signal: AbortSignal, log: Logger, chargeAbandoned: (tokens: number) => Promise<void>,
+    agent: Agent, spec: RunSpec, step: number, used: Used, estimate: number, signal: AbortSignal, log: Logger, chargeAbandoned: (tokens: number) => Promise<void>,
   ): Promise<Called> {
     const provider = this.d.providers.get(spec.model);
     if (!provider) return { failed: { status: 'failed', reason: `model_unavailable: ${spec.model}` }, charged: 0 };
@@ -319,6 +327,10 @@ export class StepProcessor {
       ? await this.transcripts.load(this.d.redis, spec.runId, this.d.keys.run(spec.runId).journal)
       : undefined;
     const { deadlineAt } = spec.limits;
+    // The agent's prompt text and, for the scripted provider, its turns (the run's own script first).
+    const instructions = agent.instructions(spec.input);
+    const prompt = agent.prompt(spec.input);
+    const script = spec.script ?? agent.demoScript?.(spec.input);
     let turn: ModelTurn;
     try {
       turn = await withRetry(
@@ -332,8 +344,8 @@ export class StepProcessor {
           let spent = 0;
           try {
             const t = await withDeadline(deadlineAt, signal, (attemptSignal) => provider.complete({
-              runId: spec.runId, step, attempt, input: runInput(spec), tools: this.d.registry.specs,
-              maxCompletionTokens: this.d.cfg.COMPLETION_TOKEN_CAP, script: spec.script, signal: attemptSignal,
+              runId: spec.runId, step, attempt, instructions, prompt, tools: agent.tools.specs,
+              maxCompletionTokens: this.d.cfg.COMPLETION_TOKEN_CAP, script, signal: attemptSignal,
               ...(transcript ? { transcript } : {}),
             }), this.now);
             if (t.usage) {
@@ -391,10 +403,10 @@ export class StepProcessor {
   }
 
   private async runTool(
-    call: DecisionEntry['toolCalls'][number], ctx: ToolContext, spec: RunSpec, log: Logger, dispatchSignal: AbortSignal,
+    agent: Agent, call: DecisionEntry['toolCalls'][number], ctx: ToolContext, spec: RunSpec, log: Logger, dispatchSignal: AbortSignal,
   ): Promise<{ obs: ObservationEntry } | { park: Terminal; approvalFor?: string }> {
     const base = { v: 1 as const, kind: 'observation' as const, step: ctx.step, callId: call.id, tool: call.name };
-    const tool = this.d.registry.get(call.name);
+    const tool = agent.tools.get(call.name);
     if (!tool) return { obs: { ...base, status: 'format_error', output: { error: 'unknown_tool', tool: call.name } } };
     const parsed = tool.args.safeParse(call.args ?? {});
     if (!parsed.success) {

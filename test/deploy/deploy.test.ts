@@ -392,8 +392,9 @@ describe('docker-compose.yml', () => {
     for (const name of ['worker-1', 'worker-2']) {
       const e = env(name);
       expect(e.WORKER_METRICS_PORT, name).toBe('9464');
-      expect(e.LOCK_DURATION_MS, name).toBe('1200');
-      expect(e.STALLED_INTERVAL_MS, name).toBe('600');
+      expect(e.LOCK_DURATION_MS, name).toBe('20000');
+      expect(e.STALLED_INTERVAL_MS, name).toBe('5000');
+      expect(e.OWNER_WATCH_MS, name).toBe('100');
     }
     expect(env('reconciler').RECONCILER_METRICS_PORT).toBe('9465');
     expect(env('sandbox').SANDBOX_HOST).toBe('0.0.0.0');
@@ -402,7 +403,7 @@ describe('docker-compose.yml', () => {
 
   it('ships production by default: no sandbox, no scripted model, no default secret; the app refuses to boot until they are given', () => {
     expect(services.sandbox?.profiles, 'the sandbox is in the dev profile only').toEqual(['dev']);
-    const secrets = ['PRODUCER_TOKEN', 'OPERATOR_TOKEN', 'OPENAI_API_KEY', 'BULL_BOARD_USER', 'BULL_BOARD_PASSWORD', 'SANDBOX_URL'];
+    const secrets = ['PRODUCER_TOKEN', 'OPERATOR_TOKEN', 'OPENAI_API_KEY', 'BULL_BOARD_USER', 'BULL_BOARD_PASSWORD', 'SANDBOX_URL', 'ZENDESK_TOKEN', 'ZENDESK_OAUTH_TOKEN', 'RESEND_API_KEY', 'STRIPE_API_KEY'];
     for (const name of ['api', 'worker-1', 'worker-2', 'reconciler']) {
       const e = env(name);
       expect(dflt(e.APP_MODE), name).toBe('production');
@@ -411,7 +412,7 @@ describe('docker-compose.yml', () => {
       for (const k of secrets) if (k in e) expect(dflt(e[k]), `${name} ${k}: no default`).toBe('');
       const resolved = Object.fromEntries(Object.entries(e).map(([k, v]) => [k, dflt(v)]));
       expect(() => loadConfig(resolved), name).toThrow(ConfigError);
-      const given = { ...resolved, PRODUCER_TOKEN: 'p', OPERATOR_TOKEN: 'o', OPENAI_API_KEY: 'k', SANDBOX_URL: 'https://support.example.com' };
+      const given = { ...resolved, PRODUCER_TOKEN: 'p', OPERATOR_TOKEN: 'o', OPENAI_API_KEY: 'k', SANDBOX_URL: 'https://support.example.com', ZENDESK_EMAIL: 'agent@example.com', ZENDESK_TOKEN: 'z', RESEND_API_KEY: 're_x', RESEND_FROM: 'Support <support@example.com>', STRIPE_API_KEY: 'sk_test_x' };
       expect(loadConfig(given).APP_MODE, name).toBe('production');
     }
     expect(String(services.grafana?.environment?.GF_SECURITY_ADMIN_PASSWORD)).toMatch(/^\$\{GRAFANA_ADMIN_PASSWORD:\?/);

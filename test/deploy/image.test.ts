@@ -36,6 +36,11 @@ const OPERATOR_ENV: Record<string, string> = {
   OPENAI_API_KEY: 'image-test-openai-key',
   OPENAI_BASE_URL: 'http://127.0.0.1:9/v1',
   SANDBOX_URL: 'http://127.0.0.1:9',
+  ZENDESK_EMAIL: 'agent@example.com',
+  ZENDESK_TOKEN: 'image-test-zendesk-token',
+  RESEND_API_KEY: 're_image_test',
+  RESEND_FROM: 'Support <support@example.com>',
+  STRIPE_API_KEY: 'sk_test_image',
 };
 
 /** The final stage of the Dockerfile: its ENV and its CMD. */

@@ -71,7 +71,7 @@ describe('a process that cannot boot', () => {
 
   it('names a production refusal (worker)', async () => {
     expectOneLine(
-      await runToExit('src/bin/worker', { APP_MODE: 'production', REDIS_URL: redisUrl(), MODEL_PROVIDER: 'openai', PRODUCER_TOKEN: 'p', OPERATOR_TOKEN: 'o', SANDBOX_URL: 'http://127.0.0.1:9' }),
+      await runToExit('src/bin/worker', { APP_MODE: 'production', REDIS_URL: redisUrl(), MODEL_PROVIDER: 'openai', PRODUCER_TOKEN: 'p', OPERATOR_TOKEN: 'o', SANDBOX_URL: 'http://127.0.0.1:9', ZENDESK_EMAIL: 'agent@example.com', ZENDESK_TOKEN: 'z', RESEND_API_KEY: 're_x', RESEND_FROM: 'Support <support@example.com>', STRIPE_API_KEY: 'sk_test_x' }),
       /^worker: cannot start: invalid configuration: OPENAI_API_KEY\b/,
     );
   }, BOOT_CASE_TIMEOUT_MS);

@@ -35,7 +35,10 @@ describe('/metrics access', () => {
   });
 
   it('production: the main port refuses unauthenticated metrics with a 503 naming both settings', async () => {
-    const url = await api({ APP_MODE: 'production', MODEL_PROVIDER: 'openai', OPENAI_API_KEY: 'sk-test-not-used', OPERATOR_TOKEN: 'operator-token-for-tests' });
+    const url = await api({
+      APP_MODE: 'production', MODEL_PROVIDER: 'openai', OPENAI_API_KEY: 'sk-test-not-used', OPERATOR_TOKEN: 'operator-token-for-tests',
+      ZENDESK_EMAIL: 'agent@example.com', ZENDESK_TOKEN: 'not-used', RESEND_API_KEY: 're_not_used', RESEND_FROM: 'Support <support@example.com>', STRIPE_API_KEY: 'sk_test_not_used',
+    });
     const res = await scrape(url);
     expect(res.status).toBe(503);
     const body = (await res.json()) as { message: string };

@@ -52,27 +52,27 @@ describe('scenarios (npm run scenario)', () => {
     expect(r.timeline.some((l) => /handed back to the queue/.test(l))).toBe(true);
   }, 90_000);
 
-  it('timeout (seed 003): the send times out, the service commits later; outcome_unknown is confirmed by lookup, one email', async () => {
+  it('timeout (seed 003): the send times out, the service commits later; outcome_unknown is settled by the same-key replay, one email', async () => {
     const r = await run('timeout');
     expectOk(r);
-    expect(r.summary).toMatchObject({ fault: 'slow_commit', status: 'completed', emails: 1, duplicates: 0, emailPosts: 1 });
+    expect(r.summary).toMatchObject({ fault: 'slow_commit', status: 'completed', emails: 1, duplicates: 0 });
     const email = r.view!.effects.find((e) => e.tool === 'send_email')!;
     expect(email.state).toBe('confirmed');
     expect(email.history.map((h) => h.to)).toEqual(['planned', 'authorized', 'dispatched', 'outcome_unknown', 'confirmed']);
     const confirmed = email.history[email.history.length - 1]!;
     expect(confirmed.from).toBe('outcome_unknown');
-    expect(confirmed.why).toMatch(/lookup/);
-    expect(confirmed.evidence).toMatchObject({ query: 'idempotency_key', record: email.receipt });
-    // The ledger waited while the service said "processing", and never resent.
-    const answers = r.summary.lookupAnswers as string[];
-    expect(answers).toContain('processing');
-    expect(answers[answers.length - 1]).toBe('committed');
+    expect(confirmed.why).toMatch(/replay/);
+    expect(confirmed.evidence).toMatchObject({ replay: true, receipt: email.receipt });
+    // The ledger waited while Resend said "still in progress" (409), then its replay answered the original id.
+    const answers = r.summary.replayAnswers as (number | string)[];
+    expect(answers).toContain(409);
+    expect(answers[answers.length - 1]).toBe(200);
   }, 90_000);
 
-  it('timeout (seed 003) with the answer lost after the commit: one lookup confirms it, one email', async () => {
+  it('timeout (seed 003) with the answer lost after the commit: one same-key replay confirms it, one email', async () => {
     const r = await run('timeout', { fault: 'lost_response' });
     expectOk(r);
-    expect(r.summary).toMatchObject({ fault: 'lost_response', status: 'completed', emails: 1, duplicates: 0, emailPosts: 1, lookupAnswers: ['committed'] });
+    expect(r.summary).toMatchObject({ fault: 'lost_response', status: 'completed', emails: 1, duplicates: 0, emailPosts: 2, replayAnswers: [200] });
     expect(r.summary.path).toBe('planned -> authorized -> dispatched -> outcome_unknown -> confirmed');
   }, 90_000);
 

@@ -3,17 +3,20 @@ import { describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { ConfigError, loadConfig, scriptedModelAllowed } from '../../src/config/config.js';
 import { buildProviders, type AppContext } from '../../src/bin/context.js';
-import { defaultRegistry } from '../../src/agents/support/tools/index.js';
+import { AgentCatalog } from '../../src/core/agent.js';
+import { supportAgent } from '../../src/agents/support/index.js';
+import { supportServices } from '../../src/agents/support/vendors/index.js';
 import { buildSpec, type InvalidRunRequest } from '../../src/producer/runs.js';
-import type { CreateRunRequest } from '../../src/producer/schemas.js';
+import type { TicketRunRequest } from '../../src/producer/schemas.js';
 import { assertRedisSafe, RedisMisconfigured } from '../../src/store/connect.js';
 import { startEmbeddedRedis } from '../../testkit/embeddedRedis.js';
 
 describe('config', () => {
   it('has documented defaults and freezes', () => {
     const cfg = loadConfig({});
-    expect(cfg.LOCK_DURATION_MS).toBe(1200);
-    expect(cfg.STALLED_INTERVAL_MS).toBe(600);
+    expect(cfg.LOCK_DURATION_MS).toBe(20000);
+    expect(cfg.STALLED_INTERVAL_MS).toBe(5000);
+    expect(cfg.OWNER_WATCH_MS).toBe(100);
     expect(cfg.SHARDS).toBe(1);
     expect(Object.isFrozen(cfg)).toBe(true);
   });
@@ -38,6 +41,7 @@ describe('config', () => {
     const prod = {
       APP_MODE: 'production', MODEL_PROVIDER: 'openai', OPENAI_API_KEY: 'sk-x', PRODUCER_TOKEN: 'p', OPERATOR_TOKEN: 'o',
       REDIS_URL: 'redis://redis:6379', SANDBOX_URL: 'http://support:4010',
+      ZENDESK_EMAIL: 'agent@acme.com', ZENDESK_TOKEN: 'zd-token', RESEND_API_KEY: 're_live', RESEND_FROM: 'Acme <support@acme.com>', STRIPE_API_KEY: 'sk_live_x',
     };
     const refusal = (env: Record<string, string | undefined>): ConfigError => {
       try {
@@ -73,12 +77,33 @@ describe('config', () => {
       expect(refusal({ ...prod, PRODUCER_TOKEN: undefined }).fields).toContain('PRODUCER_TOKEN');
     });
 
+    it('refuses each vendor credential it lacks, naming it (the sandbox\'s are development defaults)', () => {
+      expect(refusal({ ...prod, ZENDESK_TOKEN: undefined }).fields).toEqual(['ZENDESK_TOKEN']);
+      expect(refusal({ ...prod, ZENDESK_EMAIL: undefined }).fields).toEqual(['ZENDESK_TOKEN']);
+      expect(loadConfig({ ...prod, ZENDESK_EMAIL: undefined, ZENDESK_TOKEN: undefined, ZENDESK_OAUTH_TOKEN: 'oauth' }).ZENDESK_OAUTH_TOKEN).toBe('oauth');
+      expect(refusal({ ...prod, RESEND_API_KEY: undefined }).fields).toEqual(['RESEND_API_KEY']);
+      expect(refusal({ ...prod, RESEND_FROM: undefined }).fields).toEqual(['RESEND_FROM']);
+      expect(refusal({ ...prod, STRIPE_API_KEY: '' }).fields).toEqual(['STRIPE_API_KEY']);
+    });
+
+    it('points each vendor at its own URL and credentials; an unset URL is SANDBOX_URL', () => {
+      const real = supportServices(loadConfig({
+        ...prod, ZENDESK_URL: 'https://acme.zendesk.com/', RESEND_URL: 'https://api.resend.com', STRIPE_URL: 'https://api.stripe.com', STRIPE_TIMEOUT_MS: '8000',
+      }));
+      expect(real.zendesk).toEqual({ baseUrl: 'https://acme.zendesk.com', auth: { kind: 'api_token', email: 'agent@acme.com', token: 'zd-token' }, timeoutMs: 5000 });
+      expect(real.resend).toEqual({ baseUrl: 'https://api.resend.com', apiKey: 're_live', from: 'Acme <support@acme.com>', timeoutMs: 5000 });
+      expect(real.stripe).toEqual({ baseUrl: 'https://api.stripe.com', apiKey: 'sk_live_x', timeoutMs: 8000 });
+      expect(real.reads.baseUrl).toBe('http://support:4010');
+      const oauth = supportServices(loadConfig({ ...prod, ZENDESK_OAUTH_TOKEN: 'oauth' }));
+      expect(oauth.zendesk).toMatchObject({ baseUrl: 'http://support:4010', auth: { kind: 'oauth', accessToken: 'oauth' } });
+    });
+
     it('refuses a run-supplied script at the API edge, naming agent.script', () => {
       const cfg = loadConfig(prod);
-      const ctx = { cfg, providers: buildProviders(cfg), registry: defaultRegistry({ baseUrl: cfg.SANDBOX_URL }) } as unknown as AppContext;
+      const ctx = { cfg, providers: buildProviders(cfg), agents: new AgentCatalog([supportAgent({ baseUrl: cfg.SANDBOX_URL })]) } as unknown as AppContext;
       const req = { tenant: 'acme', ticket: { id: 'T-1', subject: 's', body: 'b', customer: { email: 'a@example.com', name: 'A' } } };
       expect(buildSpec(ctx, req, 0).model).toBe('openai');
-      const refused = (agent: CreateRunRequest['agent']) => {
+      const refused = (agent: TicketRunRequest['agent']) => {
         try {
           buildSpec(ctx, { ...req, agent }, 0);
         } catch (e) {

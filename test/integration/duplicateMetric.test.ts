@@ -4,7 +4,7 @@
  * request is counted in agent_ledger_dedupe_hits_total; a clean run moves neither.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
+import { createHarness, sampleTicket, type Harness, supportTool } from '../../testkit/harness.js';
 import { buildSpec } from '../../src/producer/runs.js';
 import { actionIdentity } from '../../src/ledger/identity.js';
 import type { WriteTool } from '../../src/core/tool.js';
@@ -41,18 +41,23 @@ describe('duplicate-write metric', () => {
   });
 
   it('a second effect for one action, found by reconciliation, moves the duplicate counter by 1; a repeat moves dedupe by 1', async () => {
-    const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket('DM-dup'), agent: { model: 'scripted', script: [email, email, final] } }, Date.now());
-    const id = actionIdentity(spec.runId, h.ctx.registry.get('send_email') as WriteTool, emailArgs);
-    // Another sender already used this action's key, and the service ignores keys: a second effect will land.
-    h.sandbox.setFaults([{ kind: 'ignore_keys', resource: 'emails' }, { kind: 'lost_response_after_commit', resource: 'emails', count: 1 }]);
-    await fetch(`${h.sandbox.url}/v1/emails`, { method: 'POST', headers: { 'content-type': 'application/json', 'idempotency-key': id.idempotencyKey }, body: JSON.stringify(emailArgs) }).catch(() => {});
-    h.sandbox.setFaults([{ kind: 'ignore_keys', resource: 'emails' }, { kind: 'lost_response_after_commit', resource: 'emails', count: 1 }]);
-    const dupBefore = await sample('agent_duplicate_writes_total', 'tool="send_email"');
-    const dedupeBefore = await sample('agent_ledger_dedupe_hits_total', 'tool="send_email"');
+    const ticketArgs = { subject: 'Follow-up', body: 'Broken mug', priority: 'normal', sourceTicketId: 'DM-dup' };
+    const ticketTurn = { toolCalls: [{ name: 'create_ticket', args: ticketArgs }], usage: u, transientFailures: 0 };
+    const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket('DM-dup'), agent: { model: 'scripted', script: [ticketTurn, ticketTurn, final] } }, Date.now());
+    const tool = supportTool(h.ctx, 'create_ticket') as WriteTool;
+    const id = actionIdentity(spec.runId, tool, ticketArgs);
+    // Another sender already created this action's ticket (same key, same external_id), and the service
+    // ignores keys: the run's create lands a second ticket, and its answer is lost.
+    const ctx = { runId: spec.runId, step: 1, signal: new AbortController().signal, input: spec.input };
+    await tool.dispatch(ticketArgs, ctx, { actionId: id.actionId, idempotencyKey: id.idempotencyKey, requestId: 'rq_other', timeoutMs: 5000, signal: ctx.signal });
+    h.sandbox.setFaults([{ kind: 'ignore_keys', resource: 'tickets' }, { kind: 'lost_response_after_commit', resource: 'tickets', count: 1 }]);
+    const dupBefore = await sample('agent_duplicate_writes_total', 'tool="create_ticket"');
+    const dedupeBefore = await sample('agent_ledger_dedupe_hits_total', 'tool="create_ticket"');
     await h.ctx.store.create(spec, Date.now());
     expect(await h.waitForStatus(spec.runId, ['completed', 'needs_human'])).toBe('completed');
-    expect(h.sandbox.counts().byResource.emails!.byKey[id.idempotencyKey]).toBe(2);
-    expect((await sample('agent_duplicate_writes_total', 'tool="send_email"')) - dupBefore).toBe(1);
-    expect((await sample('agent_ledger_dedupe_hits_total', 'tool="send_email"')) - dedupeBefore).toBe(1);
+    // Zendesk's list by external_id shows both tickets: the reconciliation counts the second one.
+    expect(h.sandbox.counts().byResource.tickets!.byKey[id.idempotencyKey]).toBe(2);
+    expect((await sample('agent_duplicate_writes_total', 'tool="create_ticket"')) - dupBefore).toBe(1);
+    expect((await sample('agent_ledger_dedupe_hits_total', 'tool="create_ticket"')) - dedupeBefore).toBe(1);
   });
 });

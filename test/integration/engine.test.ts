@@ -157,7 +157,7 @@ describe('the commit fence', () => {
       const manual = new Worker(queue.name, null, { connection: hf.ctx.redis as never, prefix: hf.ctx.keys.bullPrefix, lockDuration: 60_000 });
       const processor = new StepProcessor({
         cfg: hf.cfg, redis: hf.ctx.redis, keys: hf.ctx.keys, store: hf.ctx.store, specs: new RunSpecCache(hf.ctx.store),
-        registry: hf.ctx.registry, providers: hf.ctx.providers, metrics: hf.ctx.metrics, log: hf.ctx.log, crash: new CrashPoints([]),
+        agents: hf.ctx.agents, providers: hf.ctx.providers, metrics: hf.ctx.metrics, log: hf.ctx.log, crash: new CrashPoints([]),
       });
       const job = (await manual.getNextJob('token-A'))!;
       expect(job.id).toBe(`${spec.runId}.s1`);

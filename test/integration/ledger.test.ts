@@ -3,7 +3,7 @@
  * seed 004's test plan, seed 003's reconciliation cases, races, loops.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createHarness, producerAuth, sampleTicket, type Harness } from '../../testkit/harness.js';
+import { createHarness, producerAuth, sampleTicket, type Harness, supportTool } from '../../testkit/harness.js';
 import { buildSpec } from '../../src/producer/runs.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { createEffectRunner } from '../../src/ledger/runner.js';
@@ -76,27 +76,36 @@ describe('effect ledger', () => {
     }
   });
 
-  it('seed 003: a send that timed out but did commit is found by query and confirmed, no second send', async () => {
+  it('seed 003: a send that timed out but did commit is settled by the same-key replay (Resend), no second send', async () => {
     const runId = await run([t([email]), final], [{ kind: 'lost_response_after_commit', resource: 'emails', count: 1 }]);
     expect(await h.waitForStatus(runId, ['completed', 'needs_human', 'failed'])).toBe('completed');
     expect(emailsSent()).toBe(1);
     const [effect] = await ledger.listForRun(runId);
     expect(effect?.history.map((x) => x.to)).toEqual(['planned', 'authorized', 'dispatched', 'outcome_unknown', 'confirmed']);
-    expect(effect?.history.at(-1)?.why).toMatch(/lookup/);
-    expect(effect?.receipt).toMatch(/^em_/);
+    expect(effect?.history.at(-1)?.why).toMatch(/replay/);
+    expect(effect?.receipt).toMatch(/^[0-9a-f-]{36}$/);
   });
 
-  it('seed 003: one that never committed and is proven stopped is retried once with the same key', async () => {
+  it('seed 003: a ticket create that timed out but did commit is found by external_id (Zendesk), no second ticket', async () => {
+    const runId = await run([t([ticketCall]), final], [{ kind: 'lost_response_after_commit', resource: 'tickets', count: 1 }]);
+    expect(await h.waitForStatus(runId, ['completed', 'needs_human', 'failed'])).toBe('completed');
+    expect(h.sandbox.counts().byResource.tickets!.records).toBe(1);
+    const [effect] = await ledger.listForRun(runId);
+    expect(effect?.history.at(-1)?.why).toMatch(/lookup/);
+    expect(effect?.receipt).toMatch(/^\d+$/);
+  });
+
+  it('seed 003: one that never committed is sent once more with the same key (the replay is the retry)', async () => {
     const runId = await run([t([email]), final], [{ kind: 'refuse_before_commit', resource: 'emails', count: 1 }]);
     expect(await h.waitForStatus(runId, ['completed', 'needs_human', 'failed'])).toBe('completed');
     expect(emailsSent()).toBe(1);
     const [effect] = await ledger.listForRun(runId);
-    expect(effect?.history.map((x) => x.to)).toEqual(['planned', 'authorized', 'dispatched', 'outcome_unknown', 'safe_retry', 'dispatched', 'confirmed']);
-    expect(effect?.attempts).toBe(2);
+    expect(effect?.history.map((x) => x.to)).toEqual(['planned', 'authorized', 'dispatched', 'outcome_unknown', 'confirmed']);
+    expect(effect?.history.at(-1)?.evidence).toMatchObject({ replay: true });
     expect(Object.keys(h.sandbox.counts().byResource.emails!.byKey)).toEqual([effect!.idempotencyKey]);
   });
 
-  it('seed 003: a lost response from a service with no lookup goes to needs_human, and the run parks', async () => {
+  it('seed 003: a lost response the service cannot answer for goes to needs_human, and the run parks', async () => {
     const runId = await run([t([email]), final], [
       { kind: 'lost_response_after_commit', resource: 'emails', count: 1 },
       { kind: 'no_lookup', resource: 'emails' },
@@ -114,7 +123,7 @@ describe('effect ledger', () => {
     expect(await h.waitForStatus(runId, ['completed', 'needs_human', 'failed'])).toBe('completed');
     const [effect] = await ledger.listForRun(runId);
     expect(effect?.history.map((x) => x.to)).toContain('outcome_unknown');
-    expect(effect?.history.at(-1)?.why).toMatch(/lookup/);
+    expect(effect?.history.at(-1)?.why).toMatch(/replay/);
     expect(emailsSent()).toBe(1);
   });
 
@@ -151,8 +160,8 @@ describe('effect ledger', () => {
     await h.ctx.store.create(spec, Date.now());
     const a = createEffectRunner(h.ctx, { workerId: 'w-a' });
     const b = createEffectRunner(h.ctx, { workerId: 'w-b' });
-    const sendEmail = h.ctx.registry.get('send_email') as WriteTool;
-    const ctx = { runId: spec.runId, step: 1, signal: new AbortController().signal, input: spec.ticket };
+    const sendEmail = supportTool(h.ctx, 'send_email') as WriteTool;
+    const ctx = { runId: spec.runId, step: 1, signal: new AbortController().signal, input: spec.input };
     const input = { tool: sendEmail, args: email.args, call: { id: 'call_1_0' }, ctx, tenant: 'acme' };
     const [ra, rb] = await Promise.all([a.run(input), b.run(input)]);
     expect(ra.kind === 'observed' && rb.kind === 'observed').toBe(true);
@@ -168,7 +177,7 @@ describe('effect ledger', () => {
     const api = await h.startApi();
     const view = (await (await fetch(`${api.url}/v1/runs/${runId}`, { headers: producerAuth })).json()) as { effects: { tool: string; state: string; idempotencyKey: string; receipt: string; history: unknown[] }[] };
     expect(view.effects.map((e) => [e.tool, e.state])).toEqual([['create_ticket', 'confirmed'], ['send_email', 'confirmed']]);
-    expect(view.effects[0]?.receipt).toMatch(/^tkt_/);
+    expect(view.effects[0]?.receipt).toMatch(/^\d+$/);
     expect(view.effects[1]?.idempotencyKey).toContain(runId);
     expect(view.effects[1]?.history.length).toBe(4);
   });

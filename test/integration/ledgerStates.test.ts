@@ -4,15 +4,15 @@ import { createHarness, type Harness } from '../../testkit/harness.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { ALLOWED_MOVES, LEDGER_STATES, type LedgerState } from '../../src/ledger/states.js';
 import { actionIdentity } from '../../src/ledger/identity.js';
-import { refundTool as buildRefund } from '../../src/agents/support/tools/refund.js';
-import { sendEmailTool } from '../../src/agents/support/tools/sendEmail.js';
-import { createTicketTool } from '../../src/agents/support/tools/createTicket.js';
+import { createSupportTools } from '../../src/agents/support/tools/index.js';
+import type { WriteTool } from '../../src/core/tool.js';
 
 // Identities only: no request is sent, the service is never called.
-const service = { baseUrl: 'http://127.0.0.1:9' };
-const refundTool = buildRefund(service);
-const sendEmail = sendEmailTool(service);
-const createTicket = createTicketTool(service);
+const tools = createSupportTools({ baseUrl: 'http://127.0.0.1:9' });
+const tool = (name: string) => tools.find((t) => t.name === name) as WriteTool;
+const refundTool = tool('refund');
+const sendEmail = tool('send_email');
+const createTicket = tool('create_ticket');
 
 let h: Harness;
 let ledger: Ledger;

@@ -8,7 +8,7 @@
  * scrape-time gauges and for run ids in label values.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
+import { createHarness, sampleTicket, type Harness, supportTool } from '../../testkit/harness.js';
 import { buildSpec } from '../../src/producer/runs.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { actionIdentity } from '../../src/ledger/identity.js';
@@ -95,7 +95,7 @@ describe('metrics', () => {
     expect(await value(m, 'agent_steps_committed_total')).toBeGreaterThanOrEqual(committedBefore + 3);
   });
 
-  it('a lost response after commit is reconciled by lookup: outcome_unknown then confirmed, no duplicate counted', async () => {
+  it('a lost response after commit is reconciled by a same-key replay: outcome_unknown then confirmed, no duplicate counted', async () => {
     const m = h.ctx.metrics;
     const names: [string, Labels?][] = [
       ['agent_effects_total', { tool: 'send_email', state: 'outcome_unknown' }],
@@ -110,7 +110,7 @@ describe('metrics', () => {
     expect(after.map((v, i) => v - before[i]!)).toEqual([1, 1, 0, 0]);
     expect(h.sandbox.counts().byResource.emails!.records).toBe(1);
     const [effect] = await ledger.listForRun(runId);
-    expect(effect?.history.at(-1)?.why).toMatch(/lookup/);
+    expect(effect?.history.at(-1)?.why).toMatch(/replay/);
   });
 
   it('a repeat of the same write in one run moves agent_ledger_dedupe_hits_total by exactly 1', async () => {
@@ -128,21 +128,21 @@ describe('metrics', () => {
     expect(h.sandbox.counts().byResource.emails!.records).toBe(1);
   });
 
-  it('a dispatch the service answers as a replay of its key moves agent_duplicate_writes_total{tool} by exactly 1', async () => {
-    // Force the duplicate: the same action's request already reached the service (a second sender
-    // with the run's key, e.g. a lost ledger), so the ledger's one dispatch is answered as a replay.
+  it('a first dispatch the service answers with its replay marker moves agent_duplicate_writes_total{tool} by exactly 1', async () => {
+    // Force the duplicate: the same action's request already reached Zendesk (a second sender with the
+    // run's key, e.g. a lost ledger), so the ledger's first dispatch is answered `x-idempotency-lookup: hit`.
     const m = h.ctx.metrics;
     h.sandbox.setFaults([]);
-    const spec = specFor([t([email]), final]);
-    const sendEmail = h.ctx.registry.get('send_email') as WriteTool;
-    const id = actionIdentity(spec.runId, sendEmail, email.args);
-    const toolCtx = { runId: spec.runId, step: 1, signal: new AbortController().signal, input: spec.ticket };
-    const first = await sendEmail.dispatch(email.args, toolCtx, { idempotencyKey: id.idempotencyKey, requestId: 'rq_outside_the_ledger', timeoutMs: 5000, signal: toolCtx.signal });
+    const spec = specFor([t([ticketCall]), final]);
+    const createTicket = supportTool(h.ctx, 'create_ticket') as WriteTool;
+    const id = actionIdentity(spec.runId, createTicket, ticketCall.args);
+    const toolCtx = { runId: spec.runId, step: 1, signal: new AbortController().signal, input: spec.input };
+    const first = await createTicket.dispatch(ticketCall.args, toolCtx, { actionId: id.actionId, idempotencyKey: id.idempotencyKey, requestId: 'rq_outside_the_ledger', timeoutMs: 5000, signal: toolCtx.signal });
     expect(first.replayed).toBe(false);
 
     const names: [string, Labels?][] = [
-      ['agent_duplicate_writes_total', { tool: 'send_email' }],
       ['agent_duplicate_writes_total', { tool: 'create_ticket' }],
+      ['agent_duplicate_writes_total', { tool: 'send_email' }],
       ['agent_ledger_dedupe_hits_total'],
     ];
     const before = await snapshot(m, names);
@@ -153,7 +153,7 @@ describe('metrics', () => {
     const [effect] = await ledger.listForRun(spec.runId);
     expect(effect?.state).toBe('confirmed');
     expect(effect?.receipt).toBe(first.receipt);
-    expect(h.sandbox.counts().byResource.emails!.records).toBe(1);
+    expect(h.sandbox.counts().byResource.tickets!.records).toBe(1);
   });
 
   it('labels are bounded: no label value carries a run id (registry and the API /metrics text)', async () => {
@@ -168,7 +168,7 @@ describe('metrics', () => {
     const res = await fetch(`${api.url}/metrics`);
     expect(res.status).toBe(200);
     const text = await res.text();
-    expect(text).toMatch(/^agent_duplicate_writes_total\{tool="send_email"\} 1$/m);
+    expect(text).toMatch(/^agent_duplicate_writes_total\{tool="create_ticket"\} 1$/m);
     for (const id of runIds) expect(text).not.toContain(id);
     expect(text).not.toMatch(RUN_ID);
   });

@@ -25,7 +25,7 @@ async function call(): Promise<unknown> {
   const provider = new OpenAIProvider({ baseUrl: url, model: 'm', timeoutMs: TIMEOUT_MS });
   return provider.complete({
     runId: 'r', step: 1, attempt: 1, tools: [], maxCompletionTokens: 10, signal,
-    input: { id: 'T', subject: 's', body: 'b', customer: { email: 'a@example.com', name: 'A' } },
+    instructions: 'You are a test.', prompt: 'Ticket T: s',
   });
 }
 

@@ -3,7 +3,7 @@
  * the customer and the knowledge base up, open a follow-up ticket, email the
  * customer, finish. Deterministic from the ticket, so a replay is identical.
  */
-import type { Ticket } from '../../producer/schemas.js';
+import type { Ticket } from './ticket.js';
 import type { Script } from '../../models/script.js';
 
 export function supportScript(ticket: Ticket): Script {

@@ -25,7 +25,6 @@ import type { Ledger } from '../../ledger/ledger.js';
 import { isRunId } from '../../store/keys.js';
 import { bearer, operatorSeesRun } from '../auth.js';
 import { directoryFor, type Operator } from '../identity.js';
-import { runInput } from '../schemas.js';
 import { runView } from '../view.js';
 import { cancelRun, decideApproval, resolveHumanItem, type ActionAnswer } from '../operators/actions.js';
 import { pendingApprovals } from '../operators/approvals.js';
@@ -164,7 +163,7 @@ export function consoleRouter(ctx: AppContext, ledger: Ledger, sessions: Console
       ctx.redis.hget(ctx.keys.run(runId).run, 'jobId'),
     ]);
     return {
-      view, input: spec ? runInput(spec) : '(unreadable)', agent: agent ?? '', jobId: jobId ?? '',
+      view, input: spec ? spec.input : '(unreadable)', agent: agent ?? '', jobId: jobId ?? '',
       queueName: ctx.keys.queueName(ctx.keys.shardOf(runId)),
       approvals: await pendingApprovals(ctx, ledger, op.tenants, runId),
       humanItems: (await humanQueue(ctx, ledger, op.tenants, runId)) as unknown as HumanItem[],

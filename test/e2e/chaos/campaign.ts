@@ -243,10 +243,11 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
       await sleep(100);
     }
   })();
-  // Only the jobs whose lock token belongs to the killed process (token = `<BullMQ worker id>:<n>`).
+  // Only the jobs whose lock token belongs to the killed process (token = `<base>@<client id>:<n>`, the
+  // BullMQ worker id logged at start is `<base>@<client id>`; the client id changes when the connection does).
   const noteKill = (kill: { at: number; bullIds: string[] }) => {
     for (const [k, j] of lastSnap) {
-      if (watched.has(k) || !kill.bullIds.some((id) => j.lock.startsWith(`${id}:`))) continue;
+      if (watched.has(k) || !kill.bullIds.some((id) => j.lock.startsWith(`${id.split('@')[0]}@`))) continue;
       watched.set(k, { since: kill.at, before: j.processedOn });
     }
   };

@@ -121,7 +121,8 @@ export async function runEviction(opts: EvictionOptions = {}): Promise<ScenarioR
     checks.expect(resumedBy !== undefined && resumedBy !== victim.label, `step ${EVICT_AT_STEP} resumed on another worker (${resumedBy ?? 'unknown'})`);
 
     const counts = s.sandbox.counts();
-    const posts = (resource: string) => s.tap.records.filter((r) => r.method === 'POST' && r.url.startsWith(`/v1/${resource}`)).length;
+    const paths = { tickets: '/api/v2/tickets', emails: '/emails' } as const;
+    const posts = (resource: keyof typeof paths) => s.tap.records.filter((r) => r.method === 'POST' && r.url.startsWith(paths[resource])).length;
     const steps = decisionSteps(view);
     Object.assign(summary, {
       status: view.status, reason: view.reason, steps: view.budget.used.steps, journalSteps: steps.length,

@@ -70,7 +70,7 @@ export async function runRetryStorm(opts: RetryStormOptions = {}): Promise<Scena
     view = await s.view(runId);
 
     const counts = s.sandbox.counts();
-    const posts = s.tap.records.filter((r) => r.method === 'POST' && r.url.startsWith('/v1/tickets'));
+    const posts = s.tap.records.filter((r) => r.method === 'POST' && r.url.startsWith('/api/v2/tickets'));
     const statuses = posts.map((r) => r.status ?? r.outcome);
     const decisions = view.transcript.filter((e) => e.kind === 'decision') as unknown as { step: number; attempts?: number; toolCalls: { name: string }[] }[];
     const writeSteps = decisions.filter((d) => d.toolCalls.some((c) => c.name === 'create_ticket')).map((d) => d.step);

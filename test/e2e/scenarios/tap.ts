@@ -20,6 +20,8 @@ export interface TapRecord {
   method: string;
   /** Path and query as sent. */
   url: string;
+  /** The request's Idempotency-Key, if it carried one (a same-key replay shows as a second POST with the same key). */
+  idempotencyKey?: string;
   /** answered: a full response; dropped: the service closed the connection without one; client_gone: the worker left first. */
   outcome: 'answered' | 'dropped' | 'client_gone';
   status?: number;
@@ -64,13 +66,15 @@ export async function startTap(targetUrl: string, onRecord: (r: TapRecord) => vo
     const start = Date.now();
     const method = req.method ?? 'GET';
     const url = req.url ?? '/';
+    const key = req.headers['idempotency-key'];
+    const idempotencyKey = typeof key === 'string' ? key : undefined;
     open.set(id, { method, url, start });
     let done = false;
     const finish = (r: Omit<TapRecord, 'start' | 'end' | 'method' | 'url'>) => {
       if (done) return;
       done = true;
       open.delete(id);
-      const rec: TapRecord = { start, end: Date.now(), method, url, ...r };
+      const rec: TapRecord = { start, end: Date.now(), method, url, ...(idempotencyKey !== undefined ? { idempotencyKey } : {}), ...r };
       records.push(rec);
       onRecord(rec);
     };

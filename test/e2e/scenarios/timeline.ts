@@ -136,7 +136,7 @@ function parseSse(block: string): RunEvent | undefined {
   return { id, at: Number(id.split('-')[0]), type, data: parsed };
 }
 
-/** "GET /v1/emails?idempotency_key=abcdef…" with long query values shortened. */
+/** "GET /api/v2/tickets.json?external_id=a_0123456789ab…" with long query values shortened. */
 export function shortUrl(url: string): string {
   return url.replace(/=([^&]{12})[^&]{4,}/g, '=$1…').replace(/%40/g, '@');
 }

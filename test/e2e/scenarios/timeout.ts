@@ -9,7 +9,7 @@
  * `processing` until then, and the ledger waits and asks again.
  * `lost_response`: the service commits and the answer is lost on the way back.
  */
-import { sendEmailTool } from '../../../src/agents/support/tools/sendEmail.js';
+import { createSupportTools } from '../../../src/agents/support/tools/index.js';
 import type { FaultRule } from '../../../sandbox/types.js';
 import { Checks, endScenario, decisionSteps, scriptTokens, type ScenarioResult } from './report.js';
 import { startStack, type RunViewJson, type Stack } from './stack.js';
@@ -43,7 +43,7 @@ export function timeoutScript(t = TICKET) {
 }
 
 /** The send_email tool's own timeout (the tool is built only to read it: no request is sent). */
-const SEND_TIMEOUT_MS = sendEmailTool({ baseUrl: 'http://127.0.0.1:9' }).timeoutMs;
+const SEND_TIMEOUT_MS = createSupportTools({ baseUrl: 'http://127.0.0.1:9' }).find((t) => t.name === 'send_email')!.timeoutMs;
 const FINAL = new Set(['completed', 'failed', 'budget_exceeded', 'cancelled', 'needs_human']);
 const EXPECTED_PATH = ['planned', 'authorized', 'dispatched', 'outcome_unknown', 'confirmed'];
 
@@ -75,17 +75,20 @@ export async function runTimeout(opts: TimeoutOptions = {}): Promise<ScenarioRes
     view = await s.view(runId);
 
     const counts = s.sandbox.counts();
-    const emailPosts = s.tap.records.filter((r) => r.method === 'POST' && r.url.startsWith('/v1/emails'));
-    const lookups = s.tap.records.filter((r) => r.method === 'GET' && r.url.startsWith('/v1/emails?'));
-    const answers = lookups.map((r) => (r.outcome === 'answered' ? String((r.body as { status?: unknown } | undefined)?.status ?? r.status) : r.outcome));
+    // In the order they were sent (the tap records a request when it ends: the first send ends last).
+    const emailPosts = s.tap.records.filter((r) => r.method === 'POST' && r.url === '/emails').sort((a, b) => a.start - b.start);
+    // Resend has no lookup: every POST after the first is the ledger's same-key replay.
+    const replays = emailPosts.slice(1);
+    const answers = replays.map((r) => (r.outcome === 'answered' ? (r.status ?? 0) : r.outcome));
     const email = view.effects.find((e) => e.tool === 'send_email');
     const path = email?.history.map((h) => h.to) ?? [];
     const unknown = email?.history.find((h) => h.to === 'outcome_unknown');
     const confirmed = email?.history.find((h) => h.to === 'confirmed');
-    const evidence = (confirmed?.evidence ?? {}) as { query?: unknown; record?: unknown; records?: unknown };
+    const evidence = (confirmed?.evidence ?? {}) as { replay?: unknown; receipt?: unknown };
+    const lastReplayId = (replays.at(-1)?.body as { id?: unknown } | undefined)?.id;
     Object.assign(summary, {
       status: view.status, reason: view.reason, path: path.join(' -> '), emails: counts.byResource.emails.records, duplicates: counts.duplicates,
-      emailPosts: emailPosts.length, lookups: lookups.length, lookupAnswers: answers, receipt: email?.receipt ?? null,
+      emailPosts: emailPosts.length, replays: replays.length, replayAnswers: answers, receipt: email?.receipt ?? null,
       confirmedBy: confirmed?.why ?? null, evidence: confirmed?.evidence ?? null,
       unknownForMs: unknown && confirmed ? confirmed.at - unknown.at : null,
       steps: view.budget.used.steps, journalSteps: decisionSteps(view).length, tokens: view.budget.used.tokens, tokensScripted: scriptTokens(script),
@@ -93,17 +96,18 @@ export async function runTimeout(opts: TimeoutOptions = {}): Promise<ScenarioRes
     checks.expect(view.status === 'completed', `run completed (${view.status} ${view.reason})`);
     checks.expect(path.join(',') === EXPECTED_PATH.join(','), `email ledger path ${EXPECTED_PATH.join(' -> ')} (${path.join(' -> ')})`);
     checks.expect(
-      emailPosts.length === 1 && emailPosts[0]!.outcome !== 'answered',
-      `the email was POSTed once and its answer never arrived (${emailPosts.map((r) => r.outcome).join(', ')})`,
+      emailPosts.length >= 2 && emailPosts[0]!.outcome !== 'answered',
+      `the email was POSTed, its answer never arrived, and the ledger replayed it with the same key (${emailPosts.map((r) => r.outcome).join(', ')})`,
     );
+    checks.expect(new Set(emailPosts.map((r) => r.idempotencyKey ?? '')).size === 1 && emailPosts[0]!.idempotencyKey !== undefined, 'every POST carried the one idempotency key');
     if (fault === 'slow_commit') {
       checks.expect((unknown?.evidence as { reason?: unknown } | undefined)?.reason === 'timeout_or_reset', `outcome_unknown after the client timeout (${JSON.stringify(unknown?.evidence ?? null)})`);
-      checks.expect(answers.includes('processing'), `a lookup found the send still processing, and the ledger waited (${answers.join(', ')})`);
+      checks.expect(answers.includes(409), `a replay found the first send still in progress (409 concurrent_idempotent_requests), and the ledger waited (${answers.join(', ')})`);
     }
-    checks.expect(answers[answers.length - 1] === 'committed', `the last lookup found the email committed (${answers.join(', ')})`);
+    checks.expect(answers[answers.length - 1] === 200 && lastReplayId === email?.receipt, `the last replay answered the original email id (${answers.join(', ')})`);
     checks.expect(
-      evidence.query === 'idempotency_key' && typeof evidence.record === 'string' && evidence.record === email?.receipt && /lookup/.test(confirmed?.why ?? ''),
-      `confirmed by lookup, with the service's record as evidence (${JSON.stringify(confirmed?.evidence ?? null)})`,
+      evidence.replay === true && evidence.receipt === email?.receipt && /replay/.test(confirmed?.why ?? ''),
+      `confirmed by the same-key replay, with the service's id as evidence (${JSON.stringify(confirmed?.evidence ?? null)})`,
     );
     checks.expect(counts.byResource.emails.records === 1 && counts.duplicates === 0, `one email, no duplicate (${counts.byResource.emails.records}, ${counts.duplicates})`);
     checks.expect(view.budget.used.tokens === scriptTokens(script), `tokens charged once per turn (${view.budget.used.tokens} = ${scriptTokens(script)})`);

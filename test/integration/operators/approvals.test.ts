@@ -2,10 +2,11 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Ledger } from '../../../src/ledger/ledger.js';
 import { approvalPolicy, expireApprovals } from '../../../src/ledger/approvals.js';
-import { refundTool as buildRefund } from '../../../src/agents/support/tools/refund.js';
+import { createSupportTools } from '../../../src/agents/support/tools/index.js';
+import type { WriteTool } from '../../../src/core/tool.js';
 
 // The policy reads the tool's name and arguments only: the service is never called.
-const refundTool = buildRefund({ baseUrl: 'http://127.0.0.1:9' });
+const refundTool = createSupportTools({ baseUrl: 'http://127.0.0.1:9' }).find((t) => t.name === 'refund') as WriteTool;
 import type { Harness } from '../../../testkit/harness.js';
 import { call, final, operatorHarness, refund, startScripted, turn } from './support.js';
 

@@ -14,7 +14,7 @@ import { approvalPolicy, expireApprovals } from '../../../src/ledger/approvals.j
 import { createEffectRunner } from '../../../src/ledger/runner.js';
 import type { EffectRunner } from '../../../src/worker/effects.js';
 import { buildSpec } from '../../../src/producer/runs.js';
-import { createHarness, sampleTicket, type Harness } from '../../../testkit/harness.js';
+import { createHarness, sampleTicket, type Harness, supportTool } from '../../../testkit/harness.js';
 import { call, email, final, OPERATOR_TOKEN, operatorHarness, refund, startScripted, turn } from './support.js';
 
 type Item = ActionRecord & { history: HistoryEntry[] };
@@ -161,7 +161,7 @@ describe('cancel wins', () => {
   it('a cancel recorded between the runner\'s read and its move to dispatched: the move refuses, atomically', async () => {
     const runId = `r_cancelcas${Date.now()}`;
     const args = email.args;
-    const id = actionIdentity(runId, h.ctx.registry.get('send_email') as WriteTool, args);
+    const id = actionIdentity(runId, supportTool(h.ctx, 'send_email') as WriteTool, args);
     await h.ctx.redis.hset(h.ctx.keys.run(runId).run, 'status', 'running', 'cursor', '1');
     await ledger.plan(runId, 1, 'c1', 'send_email', id, args, 'test');
     await ledger.transition(runId, id.actionId, 'planned', 'authorized', { by: 'test', why: 'policy' });
@@ -181,7 +181,7 @@ describe('cancel wins', () => {
     await h.ctx.redis.hset(h.ctx.keys.run(runId).run, 'status', 'running', 'cursor', '1', 'cancelRequested', '1', 'cancelReason', 'cancelled_by_operator: requested by olga');
     const runner = createEffectRunner(h.ctx);
     const ctx = { runId, step: 1, signal: new AbortController().signal, input: { id: 'T', subject: 's', body: 'b', customer: { email: 'ada@example.com', name: 'Ada' } } };
-    const r = await runner.run({ tool: h.ctx.registry.get('send_email') as WriteTool, args: email.args, call: { id: 'c1' }, ctx, tenant: 'acme' });
+    const r = await runner.run({ tool: supportTool(h.ctx, 'send_email') as WriteTool, args: email.args, call: { id: 'c1' }, ctx, tenant: 'acme' });
     expect(r).toMatchObject({ kind: 'observed', status: 'rejected', output: { rejected: true, reason: 'cancelled_by_operator', cancel: 'cancelled_by_operator: requested by olga' } });
     const history = await ledger.history(runId, r.actionId);
     expect(history.map((x) => x.to)).toEqual(['planned', 'authorized', 'rejected']);

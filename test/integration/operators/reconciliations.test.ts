@@ -42,6 +42,8 @@ describe('reconciliation queue', () => {
   it('not_sent: the resumed step dispatches once more with the same key', async () => {
     const { runId, item } = await parkedEmail();
     expect(emails().byKey[item.idempotencyKey]).toBe(1);
+    // The service answers for its keys again (no_lookup also refuses a known key's re-send).
+    h.sandbox.clearFaults();
     const res = await call(h.url, 'POST', `/v1/reconciliations/${item.actionId}`, { finding: 'not_sent', evidence: { note: 'provider says nothing left' }, operator: 'olga' });
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ state: 'safe_retry', resumed: true });
@@ -112,9 +114,9 @@ describe('reconciliation queue', () => {
     expect(comp.history.slice(0, 2).map((x) => x.by)).toEqual(['operator', 'operator']);
 
     // The service has the clarification email, to the customer, under the compensation's template.
-    const record = (await (await fetch(`${h.sandbox.url}/v1/emails/${comp.receipt}`)).json()) as { idempotency_key: string; body: { to: string; template: string } };
-    expect(record.idempotency_key).toBe(comp.idempotencyKey);
-    expect(record.body).toMatchObject({ to: 'ada@example.com', template: `compensation:${item.actionId}` });
+    const record = (await (await fetch(`${h.sandbox.url}/emails/${comp.receipt}`, { headers: { authorization: 'Bearer re_sandbox_key' } })).json()) as { to: string[]; tags: { name: string; value: string }[] };
+    expect(record.to).toEqual(['ada@example.com']);
+    expect(record.tags).toEqual([{ name: 'template', value: `compensation_${item.actionId}` }]);
     const settled = h.sandbox.counts().requests;
 
     // The run ends: a person has the ticket now.

@@ -85,7 +85,7 @@ describe('tenant isolation', () => {
     const ticketId = `ISO-X-${Date.now()}`;
     const forged = await create('globex', ACME, ticketId);
     expect(forged.status).toBe(403);
-    expect(await h.ctx.store.exists(runIdFor('globex', ticketId))).toBe(false);
+    expect(await h.ctx.store.exists(runIdFor('globex', 'support', ticketId))).toBe(false);
     // The same request with the right tenant works (nothing was reserved by the refused one).
     expect((await create('acme', ACME, ticketId)).status).toBe(201);
     expect((await create('acme', '', `ISO-Y-${Date.now()}`)).status).toBe(401);

@@ -41,7 +41,7 @@ describe('signed webhooks', () => {
     const res = await post('/webhooks/zendesk/acme', raw);
     expect(res.status).toBe(201);
     const spec = await h.ctx.store.readSpec(res.body.runId as string);
-    expect(spec?.ticket).toMatchObject({ id: 'zendesk-4242', body: 'It arrived shattered', customer: { email: 'ada@example.com' } });
+    expect(spec?.input).toMatchObject({ id: 'zendesk-4242', body: 'It arrived shattered', customer: { email: 'ada@example.com' } });
   });
 
   it('refuses a bad signature, a tampered body, a stale timestamp, an unknown tenant, and a bad body', async () => {

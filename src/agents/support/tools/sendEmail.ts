@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { dispatchCreate, lookupByKey } from './sandboxResource.js';
-import type { ServiceOptions } from '../../../core/http.js';
+import { defineWriteTool } from '../../../core/agent.js';
 import type { WriteTool } from '../../../core/tool.js';
+import { RESEND_KEY_WINDOW_MS, type ResendClient } from '../vendors/resend.js';
 
 const args = z
   .object({
@@ -14,19 +14,32 @@ const args = z
 
 export type SendEmailArgs = z.infer<typeof args>;
 
-/** Sends an email (Resend-style Idempotency-Key on POST /emails). */
-export const sendEmailTool = (service: ServiceOptions): WriteTool<SendEmailArgs> => ({
-  name: 'send_email',
-  description: 'Send an email to the customer.',
-  effect: 'write',
-  args,
-  timeoutMs: 5000,
-  service: { enforcesKey: true, lookup: 'key' },
-  // The business action is "this template to this recipient", whatever the wording. The recipient
-  // is normalised (trimmed, lowercased as a whole: domains are case-insensitive and so is every
-  // mailbox provider's local part in practice), so `Carol@Example.com` and `carol@example.com` are
-  // one action; the address sent is the one given.
-  identity: (a) => ({ to: a.to.trim().toLowerCase(), template: a.template }),
-  dispatch: (a, _ctx, req) => dispatchCreate(service, 'emails', a, req),
-  lookup: (_ctx, req) => lookupByKey(service, 'emails', req),
-});
+/** Resend tag values allow ASCII letters, digits, underscores and dashes only. */
+const tagValue = (s: string) => s.replace(/[^A-Za-z0-9_-]/g, '_').slice(0, 256);
+
+/**
+ * Sends an email through Resend with the action's Idempotency-Key. A doubt is settled by
+ * re-sending the identical request with the same key inside Resend's 24 hours (Resend answers
+ * the original and sends nothing); past them, a person decides.
+ */
+export const sendEmailTool = (resend: ResendClient): WriteTool<SendEmailArgs> =>
+  defineWriteTool<SendEmailArgs>({
+    name: 'send_email',
+    description: 'Send an email to the customer.',
+    args,
+    timeoutMs: 5000,
+    service: { enforcesKey: true, reconcile: [{ kind: 'replay_same_key', windowMs: RESEND_KEY_WINDOW_MS }] },
+    // The business action is "this template to this recipient", whatever the wording. The recipient
+    // is normalised (trimmed, lowercased as a whole: domains are case-insensitive and so is every
+    // mailbox provider's local part in practice), so `Carol@Example.com` and `carol@example.com` are
+    // one action; the address sent is the one given.
+    identity: (a) => ({ to: a.to.trim().toLowerCase(), template: a.template }),
+    async dispatch(a, _ctx, req) {
+      const { id } = await resend.send(
+        { to: [a.to], subject: a.subject, text: a.body, tags: [{ name: 'template', value: tagValue(a.template) }] },
+        { idempotencyKey: req.idempotencyKey, timeoutMs: req.timeoutMs, signal: req.signal },
+      );
+      // Resend documents no replay marker: a replayed answer looks like a first one.
+      return { receipt: id, output: { id, status: 'sent' }, replayed: false };
+    },
+  });

@@ -1,0 +1,54 @@
+/**
+ * The dependency rule (`npm run depcruise`, part of `npm test`): dependencies
+ * point one way, entry points -> producer, agents, models -> the engine (core,
+ * runs, worker, ledger, store), and nothing in src/ reaches the test doubles.
+ * Type-only imports count (tsPreCompilationDeps): a type is a dependency too.
+ */
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-circular',
+      severity: 'error',
+      comment: 'A cycle makes two modules one: neither can be read, tested or moved alone.',
+      from: {},
+      to: { circular: true },
+    },
+    {
+      name: 'engine-knows-no-agent',
+      severity: 'error',
+      comment: 'The engine (core, runs, worker, ledger, store) is given agents and providers; it never imports agents, models, the producer, entry points or anything outside src/.',
+      from: { path: '^src/(core|runs|worker|ledger|store)/' },
+      to: { path: '^(src/(agents|models|producer|bin)/|src/index\\.ts$|sandbox/|testkit/|test/|demo/|examples/|bench/)' },
+    },
+    {
+      name: 'src-knows-no-test-double',
+      severity: 'error',
+      comment: 'Production code never imports the sandbox, the test kit, tests, the demo, examples or benchmarks.',
+      from: { path: '^src/' },
+      to: { path: '^(sandbox|testkit|test|demo|examples|bench)/' },
+    },
+    {
+      name: 'core-stands-alone',
+      severity: 'error',
+      comment: 'src/core is what agents build on (ports, define*, errors): it imports no other src folder.',
+      from: { path: '^src/core/' },
+      to: { path: '^src/', pathNot: '^src/core/' },
+    },
+    {
+      name: 'no-unresolvable',
+      severity: 'error',
+      comment: 'An import that resolves to nothing is a broken build waiting to happen.',
+      from: {},
+      to: { couldNotResolve: true },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    exclude: { path: '^(node_modules|dist)/' },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    enhancedResolveOptions: { exportsFields: ['exports'], conditionNames: ['import', 'require', 'node', 'default', 'types'], extensions: ['.ts', '.js', '.mjs', '.cjs', '.json', '.d.ts'] },
+    reporterOptions: { text: { highlightFocused: true } },
+  },
+};

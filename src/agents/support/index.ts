@@ -1,0 +1,32 @@
+/**
+ * The built-in support agent, on the same API a team's own agent uses
+ * (src/core/agent.ts): a ticket in, six tools, the prompt, the compensation
+ * wording, and the scripted turns of the demo.
+ */
+import { defineAgent, type Agent } from '../../core/agent.js';
+import type { ServiceOptions } from '../../core/http.js';
+import type { SupportServices } from './vendors/index.js';
+import { clarificationEmail } from './compensation.js';
+import { supportScript } from './script.js';
+import { ticketSchema, type Ticket } from './ticket.js';
+import { createSupportTools } from './tools/index.js';
+
+export const SUPPORT_AGENT_NAME = 'support';
+/** Pinned by every run (with the tools' schema hash): change it when the behaviour changes. */
+export const SUPPORT_AGENT_VERSION = 'support-agent@1';
+
+/** `services`: each vendor's URL, credentials and timeout (`{ baseUrl }`: all at the sandbox, development and tests). */
+export function supportAgent(services: SupportServices | ServiceOptions): Agent<Ticket> {
+  return defineAgent<Ticket>({
+    name: SUPPORT_AGENT_NAME,
+    version: SUPPORT_AGENT_VERSION,
+    input: ticketSchema,
+    tools: createSupportTools(services),
+    instructions: () => 'You are a support agent. Use the tools to resolve the ticket, then answer with a short final summary.',
+    prompt: (t) => `Ticket ${t.id}: ${t.subject}\n\n${t.body}\n\nCustomer: ${t.customer.name} <${t.customer.email}>`,
+    // The same ticket is the same run.
+    key: (t) => t.id,
+    compensationFor: (action, ticket) => clarificationEmail(action, ticket),
+    demoScript: (t) => supportScript(t),
+  });
+}

@@ -1,0 +1,216 @@
+/**
+ * What an agent is, as the engine is given it: a value with a name, a version,
+ * an input schema, instructions, tools, a model choice, a token estimate and
+ * compensation rules. The engine never reads the input's fields: it stores the
+ * input the schema accepted and hands it back to the agent's own functions.
+ *
+ *   defineReadTool / defineWriteTool -> ReadTool / WriteTool (src/core/tool.ts)
+ *   defineAgent({ tools })           -> Agent, its tools in a ToolRegistry
+ *   new AgentCatalog(agents)         -> what a process runs (by name)
+ */
+import type { z } from 'zod';
+import { fingerprint } from './canonical.js';
+import type { DispatchReceipt, DispatchRequest, LookupRequest, LookupResult, ReadTool, ReconcileMethod, ServiceCapabilities, Tool, ToolContext, WriteTool } from './tool.js';
+import { ToolRegistry } from './toolRegistry.js';
+
+const DEFAULT_TOOL_TIMEOUT_MS = 5000;
+/** Agent names go into run ids, run hashes and metric labels: short, lowercase, no separators of keys. */
+export const AGENT_NAME_FORMAT = /^[a-z][a-z0-9_-]{0,62}$/;
+
+export interface ReadToolDefinition<A> {
+  name: string;
+  description: string;
+  args: z.ZodType<A>;
+  execute(args: A, ctx: ToolContext): Promise<unknown>;
+  /** Per attempt (default 5000 ms); the run's deadline bounds it too. */
+  timeoutMs?: number;
+}
+
+/**
+ * How the service settles a doubt after a request that may have left the
+ * process (DESIGN.md "How real services settle a doubt"; src/ledger/reconcile.ts):
+ *  - `lookup` (or `{ kind: 'lookup' }`): the tool's `lookup` asks the service (by key, external id,
+ *    metadata); "not found" alone is not "not sent";
+ *  - `{ kind: 'replay_same_key', windowMs }`: inside the service's key window (from the action's
+ *    first dispatch, recorded in the ledger) the identical request is re-sent with the same key and
+ *    the service's answer is the outcome; past it, a person decides;
+ *  - `none` (or `{ kind: 'none' }`): the service offers neither: a doubt goes to a person;
+ *  - a list of methods: tried in that order on every round (lookup, then replay; or the reverse).
+ */
+export type ReconcileStrategy = 'lookup' | 'none' | { kind: 'none' } | ReconcileMethod | readonly ReconcileMethod[];
+
+/** The strategy as the ordered list of methods the ledger applies (`none` is the empty list). */
+export function reconcileMethods(s: ReconcileStrategy): ReconcileMethod[] {
+  if (s === 'none') return [];
+  if (s === 'lookup') return [{ kind: 'lookup' }];
+  if (Array.isArray(s)) return [...(s as readonly ReconcileMethod[])];
+  const one = s as ReconcileMethod | { kind: 'none' };
+  return one.kind === 'none' ? [] : [one];
+}
+
+export interface WriteToolDefinition<A> {
+  name: string;
+  description: string;
+  args: z.ZodType<A>;
+  /** The arguments that identify the business action (default: all of them): the same identity is the same effect. */
+  identity?(args: A): unknown;
+  /** The fields an approver sees and the approval fingerprint covers (default: all arguments). */
+  material?(args: A): unknown;
+  service: {
+    /** The service rejects or replays a second request with the same Idempotency-Key. */
+    enforcesKey: boolean;
+    reconcile: ReconcileStrategy;
+  };
+  /**
+   * Sends the request with `req.idempotencyKey` (the service must enforce it).
+   * If the process dies while it is in flight, the next owner reconciles (lookup, or a same-key
+   * replay inside the window) before anything is sent again. Throw RetryableError when the request
+   * certainly had no effect, OutcomeUnknownError when it may have (`details.reason: 'in_progress'`
+   * when the service says the key is still being processed), KeyConflictError when the service
+   * holds the key for another request.
+   */
+  dispatch(args: A, ctx: ToolContext, req: DispatchRequest): Promise<DispatchReceipt>;
+  /** What the service holds for an earlier request (by its key, the action id as external id, the args). Required by a `lookup` strategy. */
+  lookup?(ctx: ToolContext, req: LookupRequest): Promise<LookupResult>;
+  timeoutMs?: number;
+}
+
+export function defineReadTool<A>(def: ReadToolDefinition<A>): ReadTool<A> {
+  return {
+    name: def.name, description: def.description, args: def.args, effect: 'read',
+    timeoutMs: def.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS, execute: def.execute,
+  };
+}
+
+export function defineWriteTool<A>(def: WriteToolDefinition<A>): WriteTool<A> {
+  const { enforcesKey } = def.service;
+  const reconcile = reconcileMethods(def.service.reconcile);
+  if (reconcile.some((m) => m.kind === 'lookup') && !def.lookup) throw new TypeError(`write tool '${def.name}': reconcile 'lookup' needs a lookup function`);
+  const badWindow = reconcile.find((m) => m.kind === 'replay_same_key' && !(Number.isFinite(m.windowMs) && m.windowMs > 0));
+  if (badWindow) throw new TypeError(`write tool '${def.name}': replay_same_key needs a positive windowMs (the service's key window)`);
+  const service: ServiceCapabilities = { enforcesKey, reconcile };
+  return {
+    name: def.name, description: def.description, args: def.args, effect: 'write',
+    timeoutMs: def.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS, service, dispatch: def.dispatch,
+    ...(def.lookup ? { lookup: def.lookup } : {}),
+    ...(def.identity ? { identity: def.identity } : {}),
+    ...(def.material ? { material: def.material } : {}),
+  };
+}
+
+/** An effect an operator ordered compensated (from the human queue), as the agent's compensationFor sees it. */
+export interface CompensableAction {
+  actionId: string;
+  tool: string;
+  args: unknown;
+  receipt?: string | undefined;
+}
+
+/** The write-tool call that compensates an action: a tool of the same agent and its arguments. */
+export interface CompensationCall {
+  tool: string;
+  args: unknown;
+}
+
+export interface AgentDefinition<I> {
+  /** Lowercase letters, digits, `_` or `-`; a run names its agent by it. */
+  name: string;
+  /** Pinned by every run: a run recovered under another version goes to a person. */
+  version: string;
+  /** The run input, validated at intake (a 400 naming the field; nothing written). */
+  input: z.ZodType<I>;
+  /** The order is part of the tools' schema hash: keep it. */
+  tools: readonly Tool[];
+  /** The model provider runs use unless the request names one (default: the deployment's MODEL_PROVIDER). */
+  model?: string;
+  /** The system prompt for a run of this input. */
+  instructions(input: I): string;
+  /** The first user message (default: the input as JSON). */
+  prompt?(input: I): string;
+  /** The input's business key: the same tenant, agent and key is the same run (default: a digest of the input). */
+  key?(input: I): string;
+  /** Prompt tokens of instructions and input, for the budget pre-flight (default: serialized input / 4 + 200). */
+  estimateInputTokens?(input: I): number;
+  /**
+   * The write-tool call that compensates `action` when an operator orders it,
+   * or undefined: the action stays with a person. The call goes through the
+   * effect ledger like any write (its own action id and idempotency key).
+   */
+  compensationFor?(action: CompensableAction, input: I): CompensationCall | undefined;
+  /** Turns the scripted provider plays when a run brings no script (demo and tests; refused in production). */
+  demoScript?(input: I): unknown;
+}
+
+/** An agent as the engine runs it (its input typed `unknown`: the engine never reads it). */
+export interface Agent<I = unknown> {
+  readonly name: string;
+  readonly version: string;
+  readonly input: z.ZodType<I>;
+  readonly tools: ToolRegistry;
+  readonly model?: string | undefined;
+  instructions(input: I): string;
+  prompt(input: I): string;
+  key(input: I): string;
+  estimateInputTokens(input: I): number;
+  compensationFor?(action: CompensableAction, input: I): CompensationCall | undefined;
+  demoScript?(input: I): unknown;
+}
+
+/** An agent's default input estimate: its serialized JSON at about 4 bytes a token, plus 200 for the instructions. */
+export function defaultInputTokens(input: unknown): number {
+  return Math.ceil(Buffer.byteLength(JSON.stringify(input) ?? '') / 4) + 200;
+}
+
+const AGENT = Symbol.for('durable-agent-fleet.agent');
+
+export function defineAgent<I>(def: AgentDefinition<I>): Agent<I> {
+  if (!AGENT_NAME_FORMAT.test(def.name)) throw new TypeError(`agent name '${def.name}' must match ${AGENT_NAME_FORMAT}`);
+  if (def.version.length === 0 || def.version.length > 100) throw new TypeError(`agent '${def.name}': version must be 1 to 100 characters`);
+  const agent: Agent<I> = {
+    name: def.name,
+    version: def.version,
+    input: def.input,
+    tools: new ToolRegistry(def.tools),
+    model: def.model,
+    instructions: def.instructions,
+    prompt: def.prompt ?? ((input) => JSON.stringify(input)),
+    key: def.key ?? ((input) => fingerprint(input).slice(0, 32)),
+    estimateInputTokens: def.estimateInputTokens ?? defaultInputTokens,
+    ...(def.compensationFor ? { compensationFor: def.compensationFor } : {}),
+    ...(def.demoScript ? { demoScript: def.demoScript } : {}),
+  };
+  Object.defineProperty(agent, AGENT, { value: true });
+  return Object.freeze(agent);
+}
+
+/** Whether `value` was made by defineAgent (loaded modules are checked with it). */
+export function isAgent(value: unknown): value is Agent {
+  return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[AGENT] === true;
+}
+
+/** The agents a process runs, by name. */
+export class AgentCatalog {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  private readonly byName = new Map<string, Agent<any>>();
+
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  constructor(agents: readonly Agent<any>[]) {
+    for (const a of agents) {
+      if (!isAgent(a)) throw new TypeError('an agent must be made by defineAgent');
+      if (this.byName.has(a.name)) throw new TypeError(`two agents are named '${a.name}'`);
+      this.byName.set(a.name, a);
+    }
+  }
+
+  get(name: string): Agent | undefined {
+    return this.byName.get(name);
+  }
+
+  get names(): string[] {
+    return [...this.byName.keys()];
+  }
+
+  get all(): Agent[] {
+    return [...this.byName.values()];
+  }
+}

@@ -1,0 +1,28 @@
+/**
+ * The public surface (package.json "exports" "."): what a team needs to run
+ * its own agent on the fleet.
+ *
+ *   defineReadTool / defineWriteTool  tools, each built with its own client and settings
+ *   defineAgent                       name, version, input schema, instructions, tools, compensation
+ *   createFleet                       api, worker and reconciler in one process
+ *   AGENTS_MODULE=<module>            or: the stock processes load your agents by configuration
+ *
+ * See README "Public API" and examples/lead-qualifier.
+ */
+export {
+  defineAgent, defineReadTool, defineWriteTool, defaultInputTokens, isAgent, AgentCatalog,
+  type Agent, type AgentDefinition, type ReadToolDefinition, type WriteToolDefinition, type ReconcileStrategy,
+  type CompensableAction, type CompensationCall,
+} from './core/agent.js';
+export { ToolRegistry } from './core/toolRegistry.js';
+export type {
+  ReadTool, WriteTool, Tool, ToolContext, DispatchReceipt, DispatchRequest, LookupRequest, LookupResult, ReconcileMethod, ServiceCapabilities, EffectClass,
+} from './core/tool.js';
+export type { ModelProvider, ModelRequest, ModelTurn, ToolSpec } from './core/model.js';
+export type { ToolCall, Usage } from './core/journal.js';
+export { AgentError, TerminalError, RetryableError, KeyConflictError, type ErrorCode } from './core/errors.js';
+export { httpJson, OutcomeUnknownError, type HttpResult, type ServiceOptions } from './core/http.js';
+export type { AgentsModuleContext, AgentsExport } from './config/agentsModule.js';
+export { loadConfig, type Config } from './config/config.js';
+export type { EngineContext } from './runs/context.js';
+export { createFleet, type Fleet, type FleetOptions } from './bin/fleet.js';

@@ -1,0 +1,62 @@
+/**
+ * The run spec (immutable, stored once in the run hash field `spec`, cached by
+ * workers) and the step job's data: the engine's durable records of a run,
+ * validated whenever they are read back. The run's input is `unknown` here:
+ * the agent's schema validated it at intake, and only the agent reads it.
+ */
+import { z } from 'zod';
+import { AGENT_NAME_FORMAT } from '../core/agent.js';
+import { BUDGET_BOUNDS } from './bounds.js';
+
+/** The budget numbers, bounded (src/runs/bounds.ts): the request and the stored spec share them. */
+export const maxStepsSchema = z.number().int().positive().max(BUDGET_BOUNDS.maxSteps);
+export const maxTokensSchema = z.number().int().positive().max(BUDGET_BOUNDS.maxTokens);
+export const maxWallMsSchema = z.number().int().positive().max(BUDGET_BOUNDS.maxWallMs);
+
+/** A model provider's name (the worker's provider map decides whether it exists). */
+export const providerNameSchema = z.string().regex(/^[a-z][a-z0-9_-]{0,62}$/, 'a provider name: lowercase letters, digits, _ or -');
+
+/**
+ * v2: the run names its agent (`agent`, `agentVersion`, `toolsHash` pinned),
+ * its intake key and its input. A v1 spec (before agents were named) does
+ * not parse: such a run ends `failed` with `invalid_spec`, loudly.
+ */
+export const runSpecSchema = z.object({
+  v: z.literal(2),
+  runId: z.string(),
+  tenant: z.string(),
+  agent: z.string().regex(AGENT_NAME_FORMAT),
+  /** The intake key (agent.key(input)): the same tenant, agent and key is the same run. */
+  key: z.string(),
+  input: z.unknown(),
+  model: providerNameSchema,
+  /** The scripted provider's turns for this run (validated by that provider). */
+  script: z.unknown().optional(),
+  agentVersion: z.string(),
+  toolsHash: z.string(),
+  limits: z.object({ maxSteps: maxStepsSchema, maxTokens: maxTokensSchema, maxWallMs: maxWallMsSchema, deadlineAt: z.number().int().nonnegative() }),
+  createdAt: z.number().int(),
+});
+export type RunSpec = z.infer<typeof runSpecSchema>;
+
+const tokenTotal = z.number().nonnegative().refine(Number.isInteger, 'must be a non-negative integer');
+
+/** Job data of a step job, validated when it leaves the queue. */
+export const stepJobDataSchema = z.object({
+  v: z.literal(1),
+  runId: z.string(),
+  step: z.number().int().positive(),
+  /** Set on the job that resumes a parked run: the step's state is read, never assumed. */
+  resume: z.boolean().optional(),
+  /**
+   * Budget usage as of the commit that created this job (fast path; re-read on any doubt).
+   * Token totals are sums of validated usages and may pass 2^53 (a large-but-valid spend):
+   * any non-negative integer, so such a total never makes a step job unreadable.
+   */
+  used: z.object({
+    steps: z.number().int().nonnegative(),
+    tokens: tokenTotal,
+    contextTokens: tokenTotal,
+  }),
+});
+export type StepJobData = z.infer<typeof stepJobDataSchema>;

@@ -1,0 +1,157 @@
+/**
+ * Notice death, not silence. A process that dies (SIGKILL, OOM kill, a crash)
+ * has its TCP connections closed by the kernel at once; one that is merely
+ * slow (GC, CPU throttling, a long synchronous stretch) keeps them. So:
+ *
+ *  - every BullMQ worker of this process locks its jobs with tokens that name
+ *    the Redis connection it works on (`<base>@<CLIENT ID>:<n>`,
+ *    bullmqInternals.nameWorkerOwner), renamed whenever that connection changes;
+ *  - every OWNER_WATCH_MS, for each shard it consumes, the watcher reads the
+ *    client ids named by the queue's active locks (activeOwners-1.lua) and asks
+ *    the server which of them still exist (`CLIENT LIST ID ...`, on the node
+ *    that owns the shard's slot on a Cluster);
+ *  - the active jobs of a vanished client go back to wait at once
+ *    (requeueDeadOwner-6.lua, which moves a job only while its lock still names
+ *    that client), with a BullMQ `stalled` event, a stall counted on the job,
+ *    `agent_dead_owner_requeues_total` and an `owner_gone` log line.
+ *
+ * Locks can then be long (LOCK_DURATION_MS): they only bound a process that is
+ * frozen (SIGSTOP, a partition), which BullMQ's stall check still recovers.
+ *
+ * Why in every worker and not in the reconciler: recovery then needs no other
+ * process (the reconciler is one elected sweeper whose failover takes seconds),
+ * and a tick costs two small commands per shard (plus CLIENT ID, and the script
+ * when an owner is gone); several watchers racing on one dead owner are safe,
+ * the script moves each job once.
+ *
+ * A connection that drops and reconnects while its process lives loses its
+ * jobs exactly like a false stall: the old delivery keeps running, the commit's
+ * fence (the job lock) refuses it and the ledger keeps its effects once.
+ * A Redis restart resets client ids: a lock from before it that names an id a
+ * new connection now has is taken for alive, and only the stall check recovers
+ * that job (slower, never unsafe).
+ */
+import type { Logger } from 'pino';
+import type { Redis } from 'ioredis';
+import type { Metrics } from '../metrics/metrics.js';
+import type { RedisClient } from '../store/connect.js';
+import { nodeForKey } from '../store/connect.js';
+import type { KeySpace } from '../store/keys.js';
+import { clientIdOfToken, nameWorkerOwner } from '../store/bullmqInternals.js';
+import { activeOwners } from '../store/calls/activeOwners.js';
+import { requeueDeadOwner } from '../store/calls/requeueDeadOwner.js';
+
+export interface OwnerWatchOptions {
+  /** Poll period in ms (OWNER_WATCH_MS); 0 names the owners but never polls (lock expiry alone recovers). */
+  intervalMs: number;
+  /** BullMQ's MAX_STALLED_COUNT: a requeue counts as a stall. */
+  maxStalledCount: number;
+}
+
+export interface WatchedWorker {
+  shard: number;
+  /** A BullMQ Worker (its `id` prefixes the lock tokens it makes). */
+  worker: { id: string };
+}
+
+interface Owner extends WatchedWorker {
+  base: string;
+  /** The CLIENT ID the worker's tokens name now. */
+  clientId?: number;
+}
+
+export interface OwnerWatchDeps {
+  redis: RedisClient;
+  keys: KeySpace;
+  log: Logger;
+  metrics: Metrics;
+}
+
+/** Client ids in a `CLIENT LIST` reply (one `id=<n> addr=...` line per client). */
+export function clientIdsOfList(reply: string): Set<string> {
+  return new Set([...reply.matchAll(/(?:^|\n)id=(\d+) /g)].map((m) => m[1]!));
+}
+
+export class OwnerWatch {
+  private readonly owners: Owner[];
+  private timer?: NodeJS.Timeout;
+  private running?: Promise<void>;
+  private stopped = false;
+  /** A failing tick logs once per streak (a Redis restart would otherwise log 10 lines a second). */
+  private failing = false;
+
+  constructor(private readonly d: OwnerWatchDeps, workers: WatchedWorker[], private readonly opts: OwnerWatchOptions) {
+    this.owners = workers.map((w) => ({ ...w, base: w.worker.id }));
+  }
+
+  /** Names every worker's lock tokens after its current connection. Call before the workers run. */
+  async name(): Promise<void> {
+    for (const o of this.owners) await this.rename(o, await this.nodeOf(o.shard));
+  }
+
+  /** Starts polling (no-op with intervalMs 0). */
+  start(): void {
+    if (this.opts.intervalMs <= 0 || this.timer || this.stopped) return;
+    const loop = () => {
+      this.running = this.tick().finally(() => {
+        if (!this.stopped) this.timer = setTimeout(loop, this.opts.intervalMs).unref();
+      });
+    };
+    this.timer = setTimeout(loop, this.opts.intervalMs).unref();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.running;
+  }
+
+  /**
+   * Whether a token this process holds names the connection its worker uses now.
+   * A job locked under a connection that has since been replaced will be taken
+   * by a watcher; the worker should not fetch its next job with that token.
+   */
+  isCurrent(token: string): boolean {
+    const id = clientIdOfToken(token);
+    return id === undefined || this.owners.some((o) => o.clientId !== undefined && String(o.clientId) === id);
+  }
+
+  private nodeOf(shard: number): Promise<Redis> {
+    return nodeForKey(this.d.redis, this.d.keys.queueStateKeys(shard).active);
+  }
+
+  private async rename(o: Owner, node: Redis): Promise<void> {
+    const id = Number(await node.client('ID'));
+    if (id === o.clientId) return;
+    const previous = o.clientId;
+    nameWorkerOwner(o.worker, o.base, id);
+    o.clientId = id;
+    if (previous !== undefined) {
+      this.d.log.warn({ code: 'owner_connection_changed', shard: o.shard, previous, clientId: id }, 'redis connection replaced: jobs locked under the old one will be requeued by a watcher');
+    }
+  }
+
+  /** One pass over the shards: rename after a reconnection, then requeue the jobs of vanished clients. */
+  async tick(): Promise<void> {
+    try {
+      for (const o of this.owners) {
+        const node = await this.nodeOf(o.shard);
+        await this.rename(o, node);
+        const owners = await activeOwners(node, this.d.keys, o.shard);
+        if (owners.length === 0) continue;
+        const alive = clientIdsOfList(String(await node.client('LIST', 'ID', ...owners)));
+        for (const dead of owners.filter((id) => !alive.has(id))) {
+          const moved = await requeueDeadOwner(node, this.d.keys, o.shard, dead, this.opts.maxStalledCount);
+          if (moved.length === 0) continue;
+          this.d.metrics.deadOwnerRequeues.inc(moved.length);
+          this.d.log.warn({ code: 'owner_gone', shard: o.shard, clientId: dead, jobIds: moved }, 'jobs of a vanished connection moved back to wait');
+        }
+      }
+      this.failing = false;
+    } catch (err) {
+      this.d.metrics.ownerWatchErrors.inc();
+      if (!this.failing) this.d.log.warn({ code: 'owner_watch_failed', err }, 'owner watch tick failed (retrying every tick; lock expiry still recovers)');
+      this.failing = true;
+    }
+  }
+}
