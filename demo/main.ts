@@ -60,6 +60,7 @@ for (const w of workers) {
 console.log(`
 durable agent fleet demo
   Redis        ${redisUrl ?? cfg.REDIS_CLUSTER_NODES.join(',')}${embedded ? ' (embedded, AOF on)' : ''}
+  console      ${apiUrl}/console   (log in with the operator token below)
   API          ${apiUrl}/v1/runs   (health ${apiUrl}/healthz, metrics ${apiUrl}/metrics)
   Bull Board   ${apiUrl}/admin/queues   (user ${cfg.BULL_BOARD_USER ?? '-'}, password ${cfg.BULL_BOARD_PASSWORD ?? '-'}; run pages ${apiUrl}/runs/<runId>)
   tokens       producer ${cfg.PRODUCER_TOKEN ?? '-'}   operator ${cfg.OPERATOR_TOKEN ?? '-'}   (generated for this demo: DEV_AUTH=generate)

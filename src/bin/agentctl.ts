@@ -1,10 +1,12 @@
 /**
  * agentctl: the operator's command line over the HTTP API.
  *
+ *   agentctl runs [--status S] [--tenant T] [--agent A] [--limit N] [--cursor C]
+ *                                                       runs, newest status change first (nextCursor pages on)
  *   agentctl approvals                                  pending approvals (exact args, fingerprint, expiry)
- *   agentctl approve|reject <actionId> --fingerprint F --as NAME
+ *   agentctl approve|reject <actionId> --fingerprint F   (recorded under the token's operator; --as is ignored)
  *   agentctl reconciliations                            the human queue with evidence
- *   agentctl resolve <actionId> confirmed|not_sent|compensate --as NAME [--receipt R] [--evidence JSON]
+ *   agentctl resolve <actionId> confirmed|not_sent|compensate [--receipt R] [--evidence JSON]
  *   agentctl cancel <runId>
  *   agentctl run <runId>                                the run view
  *   agentctl events <runId> [--from STREAM_ID]          live events (SSE), resumable
@@ -21,6 +23,7 @@ const { values, positionals } = parseArgs({
   options: {
     url: { type: 'string' }, token: { type: 'string' }, fingerprint: { type: 'string' }, as: { type: 'string' },
     receipt: { type: 'string' }, evidence: { type: 'string' }, from: { type: 'string' }, help: { type: 'boolean', short: 'h' },
+    status: { type: 'string' }, tenant: { type: 'string' }, agent: { type: 'string' }, limit: { type: 'string' }, cursor: { type: 'string' },
   },
 });
 
@@ -31,8 +34,8 @@ const headers = { 'content-type': 'application/json', ...(token ? { authorizatio
 
 function usage(message?: string): never {
   if (message) console.error(message);
-  console.error('usage: agentctl approvals | approve|reject <actionId> --fingerprint F --as NAME | reconciliations |\n'
-    + '       resolve <actionId> confirmed|not_sent|compensate --as NAME [--receipt R] [--evidence JSON] |\n'
+  console.error('usage: agentctl runs [--status S] [--tenant T] [--agent A] [--limit N] [--cursor C] | approvals | approve|reject <actionId> --fingerprint F | reconciliations |\n'
+    + '       resolve <actionId> confirmed|not_sent|compensate [--receipt R] [--evidence JSON] |\n'
     + '       cancel <runId> | run <runId> | events <runId> [--from ID]   [--url U] [--token T]');
   process.exit(2);
 }
@@ -91,13 +94,20 @@ const id = (x: string | undefined, what: 'runId' | 'actionId') => {
   return encodeURIComponent(value);
 };
 switch (command) {
+  case 'runs': {
+    const query = new URLSearchParams();
+    for (const f of ['status', 'tenant', 'agent', 'limit', 'cursor'] as const) if (values[f] !== undefined) query.set(f, values[f]!);
+    const qs = query.toString();
+    await request('GET', `/v1/runs${qs ? `?${qs}` : ''}`);
+    break;
+  }
   case 'approvals':
     await request('GET', '/v1/approvals');
     break;
   case 'approve':
   case 'reject':
     await request('POST', `/v1/approvals/${id(a, 'actionId')}`, {
-      decision: command, fingerprint: need(values.fingerprint, '--fingerprint'), approver: need(values.as, '--as'),
+      decision: command, fingerprint: need(values.fingerprint, '--fingerprint'),
     });
     break;
   case 'reconciliations':
@@ -105,7 +115,7 @@ switch (command) {
     break;
   case 'resolve':
     await request('POST', `/v1/reconciliations/${id(a, 'actionId')}`, {
-      finding: need(b, 'finding'), operator: need(values.as, '--as'),
+      finding: need(b, 'finding'),
       evidence: values.evidence ? (JSON.parse(values.evidence) as unknown) : {},
       ...(values.receipt ? { receipt: values.receipt } : {}),
     });

@@ -17,6 +17,7 @@ import { KeySpace } from '../store/keys.js';
 import { loadScripts } from '../store/scripts.js';
 import { ShardQueues } from '../runs/queues.js';
 import { RunStore } from '../runs/store.js';
+import { RUN_STATUSES, TERMINAL_STATUSES } from '../runs/status.js';
 import type { Agent, AgentCatalog as Catalog } from '../core/agent.js';
 import { AgentCatalog } from '../core/agent.js';
 import type { ModelProvider } from '../core/model.js';
@@ -71,7 +72,7 @@ export async function createContext(cfg: Config, name: string, opts: ContextOpti
   const keys = new KeySpace(cfg.KEY_PREFIX, cfg.BULL_PREFIX, cfg.SHARDS);
   const queues = new ShardQueues(keys, redis, (err) => log.warn({ code: 'queue_error', err }, 'queue connection error'));
   const store = new RunStore(redis, keys, queues, cfg.EVENTS_MAX_LEN);
-  registerScrapeCollectors(metrics, { redis, keys, queues, log });
+  registerScrapeCollectors(metrics, { redis, keys, queues, log }, { runs: { statuses: RUN_STATUSES, terminal: new Set(TERMINAL_STATUSES), retentionMs: cfg.RUN_RETENTION_MS } });
   const tracing = opts.tracing ?? createTracing(cfg, name);
   return {
     cfg, log, redis, keys, queues, store, agents, providers: opts.providers ?? buildProviders(cfg), metrics, tracing,

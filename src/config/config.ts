@@ -4,6 +4,7 @@
  * A bad value fails at boot with the field named (ConfigError).
  */
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { BUDGET_BOUNDS } from '../runs/bounds.js';
 import { PROVIDER_NAMES } from '../models/names.js';
@@ -31,6 +32,15 @@ const csv = z
   .string()
   .default('')
   .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean));
+
+/** One operator of OPERATORS / OPERATORS_FILE: the token itself is never configured, only its sha256. */
+export const operatorEntrySchema = z.object({
+  name: z.string().regex(/^[\w.@+-]{1,100}$/, 'name: 1-100 letters, digits or _ . @ + -'),
+  tokenSha256: z.string().regex(/^[0-9a-f]{64}$/, 'tokenSha256: 64 lowercase hex digits'),
+  role: z.enum(['viewer', 'operator']),
+  tenants: z.union([z.literal('*'), z.array(z.string().min(1)).min(1)]),
+}).strict();
+export type OperatorEntry = z.infer<typeof operatorEntrySchema>;
 
 export const configSchema = z.object({
   /** development allows the scripted model and default credentials; production refuses them. */
@@ -179,6 +189,35 @@ export const configSchema = z.object({
    * BULL_BOARD_USER/PASSWORD with random values at boot (`npm start` prints them). Refused in production.
    */
   DEV_AUTH: z.enum(['off', 'generate']).default('off'),
+  /**
+   * Per-operator credentials (src/producer/identity.ts), JSON:
+   * [{"name":"ada","tokenSha256":"<hex sha256 of the token>","role":"operator"|"viewer","tenants":"*"|["acme"]}].
+   * OPERATORS_FILE names a file holding the same JSON (read once at boot); both may be set.
+   * OPERATOR_TOKEN stays one operator named `operator`, role operator, every tenant.
+   */
+  OPERATORS: json(z.array(operatorEntrySchema), []),
+  OPERATORS_FILE: z.string().optional(),
+  /**
+   * OIDC/JWT bearer tokens, verified with `jose`: issuer and audience must match, the signature
+   * checks against OIDC_JWKS_URL (the issuer's key set, fetched and cached) or OIDC_PUBLIC_KEY (a
+   * PEM SPKI key). The operator's name, role (operator | viewer) and tenants ("*" or a list) come
+   * from the claims named here. Unset OIDC_ISSUER = JWTs are not accepted.
+   */
+  OIDC_ISSUER: z.string().min(1).optional(),
+  OIDC_AUDIENCE: z.string().min(1).optional(),
+  OIDC_JWKS_URL: z.string().url().optional(),
+  OIDC_PUBLIC_KEY: z.string().min(1).optional(),
+  OIDC_ALGORITHMS: z.string().default('RS256,ES256,EdDSA').transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean)),
+  OIDC_NAME_CLAIM: z.string().default('email'),
+  OIDC_ROLE_CLAIM: z.string().default('role'),
+  OIDC_TENANTS_CLAIM: z.string().default('tenants'),
+  /**
+   * Signs the console's session cookie (HMAC-SHA256). Unset in development: a random secret per
+   * process (sessions end with it). Production refuses the console login without it.
+   */
+  CONSOLE_SESSION_SECRET: z.string().min(16).optional(),
+  /** How long a console session lasts after login (a JWT login: never past the token's exp). */
+  CONSOLE_SESSION_TTL_MS: int(8 * 3600_000, 60_000),
   /** {"tenant": "token"}: a tenant token may create and read only that tenant's runs. */
   TENANT_TOKENS: json(z.record(z.string(), z.string().min(8)), {}),
   /** {"tenant": "secret"}: HMAC-SHA256 secrets of the signed ticket webhooks. */
@@ -221,6 +260,28 @@ export class ConfigError extends TerminalError {
   }
 }
 
+/** OPERATORS_FILE: the same JSON as OPERATORS; unreadable or invalid fails the boot naming the field. */
+function readOperatorsFile(path: string): OperatorEntry[] {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new ConfigError(['OPERATORS_FILE'], `invalid configuration: OPERATORS_FILE: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+  }
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch {
+    throw new ConfigError(['OPERATORS_FILE'], 'invalid configuration: OPERATORS_FILE: must be JSON');
+  }
+  const parsed = z.array(operatorEntrySchema).safeParse(raw);
+  if (!parsed.success) {
+    const detail = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
+    throw new ConfigError(['OPERATORS_FILE'], `invalid configuration: OPERATORS_FILE: ${detail}`);
+  }
+  return parsed.data;
+}
+
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
   const raw: Record<string, string> = {};
   for (const key of Object.keys(configSchema.shape)) {
@@ -247,6 +308,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (cfg.OPENAI_COMPATIBLE_BASE_URL && !cfg.OPENAI_COMPATIBLE_MODEL) {
     throw new ConfigError(['OPENAI_COMPATIBLE_MODEL'], 'invalid configuration: OPENAI_COMPATIBLE_MODEL: required with OPENAI_COMPATIBLE_BASE_URL (the model the server serves)');
   }
+  if (cfg.OPERATORS_FILE !== undefined) cfg.OPERATORS = [...cfg.OPERATORS, ...readOperatorsFile(cfg.OPERATORS_FILE)];
+  const names = cfg.OPERATORS.map((o) => o.name);
+  const dup = names.find((n, i) => names.indexOf(n) !== i || n === 'operator' && cfg.OPERATOR_TOKEN !== undefined);
+  if (dup !== undefined) throw new ConfigError(['OPERATORS'], `invalid configuration: OPERATORS: operator name ${dup} is used twice (OPERATOR_TOKEN is the operator named operator)`);
+  if (cfg.OIDC_ISSUER !== undefined && (cfg.OIDC_AUDIENCE === undefined || (cfg.OIDC_JWKS_URL === undefined) === (cfg.OIDC_PUBLIC_KEY === undefined))) {
+    throw new ConfigError(['OIDC_ISSUER'], 'invalid configuration: OIDC_ISSUER needs OIDC_AUDIENCE and exactly one of OIDC_JWKS_URL or OIDC_PUBLIC_KEY');
+  }
   // A default budget above the largest one a request may ask would make every request without a budget a 400.
   for (const [def, limit] of [['DEFAULT_MAX_STEPS', 'LIMIT_MAX_STEPS'], ['DEFAULT_MAX_TOKENS', 'LIMIT_MAX_TOKENS'], ['DEFAULT_MAX_WALL_MS', 'LIMIT_MAX_WALL_MS']] as const) {
     if (cfg[def] > cfg[limit]) throw new ConfigError([def], `invalid configuration: ${def}: ${cfg[def]} is above ${limit} (${cfg[limit]})`);
@@ -261,8 +329,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     if (cfg.MODEL_PROVIDER === 'openai' && !cfg.OPENAI_API_KEY) refuse('OPENAI_API_KEY', 'required by MODEL_PROVIDER=openai');
     if (cfg.MODEL_PROVIDER === 'anthropic' && !cfg.ANTHROPIC_API_KEY) refuse('ANTHROPIC_API_KEY', 'required by MODEL_PROVIDER=anthropic');
     if (cfg.MODEL_PROVIDER === 'openai-compatible' && !cfg.OPENAI_COMPATIBLE_BASE_URL) refuse('OPENAI_COMPATIBLE_BASE_URL', 'required by MODEL_PROVIDER=openai-compatible');
-    if (!cfg.PRODUCER_TOKEN || !cfg.OPERATOR_TOKEN) {
-      throw new ConfigError(['PRODUCER_TOKEN', 'OPERATOR_TOKEN'], 'invalid configuration: production requires PRODUCER_TOKEN and OPERATOR_TOKEN');
+    // Operators may be per-person (OPERATORS, OIDC) instead of the one shared OPERATOR_TOKEN.
+    const operatorCredential = cfg.OPERATOR_TOKEN !== undefined || cfg.OPERATORS.length > 0 || cfg.OIDC_ISSUER !== undefined;
+    if (!cfg.PRODUCER_TOKEN || !operatorCredential) {
+      throw new ConfigError(['PRODUCER_TOKEN', 'OPERATOR_TOKEN'], 'invalid configuration: production requires PRODUCER_TOKEN and OPERATOR_TOKEN (or OPERATORS / OIDC_ISSUER)');
     }
     // Without it every tool call would go to the development default on localhost.
     if (!raw.SANDBOX_URL) refuse('SANDBOX_URL', 'required (the support/email/payments service the tools call)');

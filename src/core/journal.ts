@@ -57,10 +57,27 @@ const status = z.object({
   reason: z.string(),
 });
 
-export const journalEntrySchema = z.discriminatedUnion('kind', [decision, observation, status]);
+/**
+ * What a person did to the run (approve, reject, resolve, cancel), by the authenticated
+ * operator's name. Not part of the model's conversation: providers and replays skip it.
+ */
+const operator = z.object({
+  v: z.literal(1),
+  kind: z.literal('operator'),
+  step: z.number().int().nonnegative(),
+  action: z.enum(['approve', 'reject', 'resolve', 'cancel']),
+  by: z.string(),
+  at: z.number().int(),
+  actionId: z.string().optional(),
+  /** The decision's outcome or finding (a code, never customer text). */
+  detail: z.string(),
+});
+
+export const journalEntrySchema = z.discriminatedUnion('kind', [decision, observation, status, operator]);
 export type JournalEntry = z.infer<typeof journalEntrySchema>;
 export type DecisionEntry = z.infer<typeof decision>;
 export type ObservationEntry = z.infer<typeof observation>;
+export type OperatorEntry = z.infer<typeof operator>;
 
 /** A journal entry read back does not parse: the run cannot be replayed from it. */
 export class JournalCorrupt extends TerminalError {

@@ -6,7 +6,7 @@ export const REDACT_PATHS = [
   // A run's input and the prompt built from it are the customer's text, whatever the agent.
   'input', '*.input', 'prompt', '*.prompt',
   'args.body', 'args.to', 'args.subject', 'headers.authorization', 'authorization', '*.apiKey', 'apiKey',
-  'OPENAI_API_KEY', 'ANTHROPIC_API_KEY', 'OPENAI_COMPATIBLE_API_KEY', 'PRODUCER_TOKEN', 'OPERATOR_TOKEN', 'METRICS_TOKEN', 'BULL_BOARD_PASSWORD',
+  'OPENAI_API_KEY', 'ANTHROPIC_API_KEY', 'OPENAI_COMPATIBLE_API_KEY', 'PRODUCER_TOKEN', 'OPERATOR_TOKEN', 'METRICS_TOKEN', 'BULL_BOARD_PASSWORD', 'CONSOLE_SESSION_SECRET', 'OIDC_PUBLIC_KEY',
 ];
 
 /**

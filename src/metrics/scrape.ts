@@ -8,8 +8,8 @@
  * WITHSCORES x2 (all keys of a shard share its hash tag, so one cluster slot),
  * plus one getJobCounts per shard queue.
  *
- * agent_runs_by_status is not exported: runs are indexed only by creation time
- * (runIndex zset), so counting by status would read every run hash per scrape.
+ * agent_runs_by_status reads the listing indexes (src/runs/list.ts): one
+ * pipeline of ZCARD/ZCOUNT per shard, one per status.
  */
 import { Gauge } from 'prom-client';
 import type { Logger } from 'pino';
@@ -18,6 +18,7 @@ import type { KeySpace } from '../store/keys.js';
 import type { ShardQueues } from '../runs/queues.js';
 import type { Metrics } from './metrics.js';
 import { InvariantError } from '../core/errors.js';
+import { countRunsByStatus } from '../runs/list.js';
 
 export const QUEUE_STATES = ['waiting', 'active', 'delayed', 'completed', 'failed'] as const;
 
@@ -105,7 +106,14 @@ const ageSeconds = (now: number, oldestMs: number | undefined): number =>
  * (a second call returns the gauges already registered). One scrape shares one
  * Redis read between the gauges fed by the ledger indexes.
  */
-export function registerScrapeCollectors(metrics: Metrics, ctx: ScrapeCtx, opts: { now?: () => number } = {}): ScrapeGauges {
+export interface RunStatusCounting {
+  statuses: readonly string[];
+  terminal: ReadonlySet<string>;
+  /** A finished run's keys expire after this: older entries of a terminal status are not counted. */
+  retentionMs: number;
+}
+
+export function registerScrapeCollectors(metrics: Metrics, ctx: ScrapeCtx, opts: { now?: () => number; runs?: RunStatusCounting } = {}): ScrapeGauges {
   const existing = registered.get(metrics);
   if (existing) return existing;
   const now = opts.now ?? Date.now;
@@ -165,6 +173,17 @@ export function registerScrapeCollectors(metrics: Metrics, ctx: ScrapeCtx, opts:
       name: 'agent_approvals_pending', help: 'Actions waiting for an approval', registers: r,
       collect: fromStats('approvals_pending', (s) => s.approvals),
     }),
+    runsByStatus: new Gauge({
+      name: 'agent_runs_by_status', help: 'Runs per status (listing indexes; a finished status counts runs still retained)', labelNames: ['status'], registers: r,
+      collect() {
+        const runs = opts.runs;
+        if (!runs) return;
+        return guarded('runs_by_status', async () => {
+          const counts = await countRunsByStatus(ctx.redis, ctx.keys, runs.statuses, runs.terminal, runs.retentionMs, now());
+          for (const [status, n] of Object.entries(counts)) this.set({ status }, n);
+        })();
+      },
+    }),
   };
   registered.set(metrics, gauges);
   ctx.log.debug({ code: 'scrape_collectors_registered' }, 'scrape-time gauges registered');
@@ -178,6 +197,7 @@ export interface ScrapeGauges {
   humanQueueDepth: Gauge;
   humanQueueOldestAge: Gauge;
   approvalsPending: Gauge;
+  runsByStatus: Gauge;
 }
 
 const registered = new WeakMap<Metrics, ScrapeGauges>();

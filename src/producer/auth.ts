@@ -4,7 +4,9 @@
  * open (development gets tokens from DEV_AUTH=generate, see src/config/config.ts).
  *
  * Who may touch runs:
- *  - the operator token and the producer token: every run;
+ *  - the producer token: every run; an operator (src/producer/identity.ts:
+ *    OPERATOR_TOKEN, OPERATORS, an OIDC JWT, or the console's session on the
+ *    routes that take it): the runs of its tenants (every run for `*`);
  *  - a tenant token (TENANT_TOKENS {"tenant": "token"}): only that tenant's
  *    runs (create, view, events). Another tenant's run answers 404, exactly as
  *    an unknown run does, so a tenant cannot even learn that it exists.
@@ -14,6 +16,7 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { Config } from '../config/config.js';
 import type { RedisClient } from '../store/connect.js';
 import { isRunId, type KeySpace } from '../store/keys.js';
+import { directoryFor, seesTenant, type Operator, type OperatorRole } from './identity.js';
 
 export function tokenMatches(given: string | undefined, expected: string): boolean {
   if (given === undefined) return false;
@@ -46,44 +49,58 @@ export function actionNotFound(res: Response): void {
   res.status(404).json({ error: 'not_found', message: 'no such action' });
 }
 
-/** Bearer `expected`; 401 for another token, 503 naming `setting` when none is configured. */
-export function requireToken(expected: string | undefined, role: string, setting = `${role.toUpperCase()}_TOKEN`) {
-  return (req: Request, res: Response, next: NextFunction) => {
-    if (expected === undefined) return authUnconfigured(res, setting);
-    if (tokenMatches(bearer(req), expected)) return next();
-    res.status(401).json({ error: 'unauthorized', message: `a ${role} token is required` });
-  };
-}
+/** Who a request speaks for: the producer, one tenant, or a named operator (src/producer/identity.ts). */
+export type Principal = { role: 'producer' } | { role: 'tenant'; tenant: string } | { role: 'operator'; operator: Operator };
 
-/** Who a request speaks for. */
-export type Principal = { role: 'operator' | 'producer' } | { role: 'tenant'; tenant: string };
+type TokenConfig = Pick<Config, 'PRODUCER_TOKEN' | 'TENANT_TOKENS'>;
+type AuthConfig = Parameters<typeof directoryFor>[0] & TokenConfig;
 
-type TokenConfig = Pick<Config, 'OPERATOR_TOKEN' | 'PRODUCER_TOKEN' | 'TENANT_TOKENS'>;
-
-export const RUN_TOKEN_SETTINGS = 'PRODUCER_TOKEN, OPERATOR_TOKEN or TENANT_TOKENS';
+export const RUN_TOKEN_SETTINGS = 'PRODUCER_TOKEN, OPERATOR_TOKEN, OPERATORS, OIDC_ISSUER or TENANT_TOKENS';
+export const OPERATOR_SETTINGS = 'OPERATOR_TOKEN, OPERATORS or OIDC_ISSUER';
 
 /** Whether any token that may read runs is configured. */
-export function runTokensConfigured(cfg: TokenConfig): boolean {
-  return cfg.OPERATOR_TOKEN !== undefined || cfg.PRODUCER_TOKEN !== undefined || Object.keys(cfg.TENANT_TOKENS).length > 0;
+export function runTokensConfigured(cfg: AuthConfig): boolean {
+  return directoryFor(cfg).configured || cfg.PRODUCER_TOKEN !== undefined || Object.keys(cfg.TENANT_TOKENS).length > 0;
 }
 
 /**
- * The principal of a bearer token, or undefined when it matches none. Every
- * configured token is compared (constant time each), so timing does not tell
- * which one nearly matched.
+ * The producer or tenant a bearer token names, or undefined when it matches
+ * none. Every configured token is compared (constant time each), so timing
+ * does not tell which one nearly matched. Operators: see principalFor.
  */
 export function principalOf(cfg: TokenConfig, token: string | undefined): Principal | undefined {
   const tenants = Object.entries(cfg.TENANT_TOKENS);
   let found: Principal | undefined;
-  if (cfg.OPERATOR_TOKEN !== undefined && tokenMatches(token, cfg.OPERATOR_TOKEN)) found = { role: 'operator' };
-  if (cfg.PRODUCER_TOKEN !== undefined && tokenMatches(token, cfg.PRODUCER_TOKEN)) found ??= { role: 'producer' };
+  if (cfg.PRODUCER_TOKEN !== undefined && tokenMatches(token, cfg.PRODUCER_TOKEN)) found = { role: 'producer' };
   for (const [tenant, secret] of tenants) {
     if (tokenMatches(token, secret)) found ??= { role: 'tenant', tenant };
   }
   return found;
 }
 
-/** The tenant a principal is limited to, if any. */
+/**
+ * The principal of a request: an operator (bearer token, JWT, or, where
+ * `session` is given, the console's session cookie), else the producer or a
+ * tenant by bearer token.
+ */
+export async function principalFor(cfg: AuthConfig, req: Request, session?: SessionReader): Promise<Principal | undefined> {
+  const token = bearer(req);
+  const operator = token !== undefined ? await directoryFor(cfg).authenticate(token) : await session?.(req);
+  if (operator) return { role: 'operator', operator };
+  return principalOf(cfg, token);
+}
+
+/** Reads the console session of a request, if any (src/producer/console/session.ts). */
+export type SessionReader = (req: Request) => Promise<Operator | undefined>;
+
+/** Whether a principal may see runs of `tenant`. */
+export function principalSees(p: Principal, tenant: string | null | undefined): boolean {
+  if (p.role === 'producer') return true;
+  if (p.role === 'tenant') return tenant === p.tenant;
+  return seesTenant(p.operator, tenant);
+}
+
+/** The tenant a producer-or-tenant principal is limited to, if any. */
 export function tenantScope(p: Principal): string | undefined {
   return p.role === 'tenant' ? p.tenant : undefined;
 }
@@ -97,7 +114,7 @@ export function requireRunCreation(cfg: TokenConfig) {
   const configured = cfg.PRODUCER_TOKEN !== undefined || Object.keys(cfg.TENANT_TOKENS).length > 0;
   return (req: Request, res: Response, next: NextFunction) => {
     if (!configured) return authUnconfigured(res, 'PRODUCER_TOKEN or TENANT_TOKENS');
-    const p = principalOf({ ...cfg, OPERATOR_TOKEN: undefined }, bearer(req));
+    const p = principalOf(cfg, bearer(req));
     if (!p) return void res.status(401).json({ error: 'unauthorized', message: 'a producer or tenant token is required' });
     const scope = tenantScope(p);
     const asked = (req.body as { tenant?: unknown } | undefined)?.tenant;
@@ -114,17 +131,52 @@ export function requireRunCreation(cfg: TokenConfig) {
  * before any Redis access: a malformed id (`<id>:journal`, `<id>}`), another
  * tenant's run and an unknown run all answer the same 404 (runNotFound).
  */
-export function requireRunAccess(deps: { cfg: TokenConfig; redis: RedisClient; keys: KeySpace }): RequestHandler<{ id: string }> {
+export function requireRunAccess(deps: { cfg: AuthConfig; redis: RedisClient; keys: KeySpace }, session?: SessionReader): RequestHandler<{ id: string }> {
   return async (req, res, next) => {
     if (!runTokensConfigured(deps.cfg)) return authUnconfigured(res, RUN_TOKEN_SETTINGS);
-    const p = principalOf(deps.cfg, bearer(req));
+    const p = await principalFor(deps.cfg, req, session);
     if (!p) return void res.status(401).json({ error: 'unauthorized', message: 'an operator, producer or tenant token is required' });
     const runId = req.params.id;
     if (!isRunId(runId)) return runNotFound(res);
-    const scope = tenantScope(p);
-    if (scope === undefined) return next();
+    res.locals.principal = p;
+    if (p.role === 'producer' || (p.role === 'operator' && p.operator.tenants === '*')) return next();
     const owner = await deps.redis.hget(deps.keys.run(runId).run, 'tenant');
-    if (owner !== scope) return runNotFound(res);
+    if (!principalSees(p, owner)) return runNotFound(res);
     next();
   };
+}
+
+/**
+ * Operator routes: an operator credential (bearer; the console's session where
+ * `session` is given, see src/producer/console). 503 naming the settings while
+ * none is configured, 401 without a valid one, 403 for a viewer on a route
+ * that acts (`need` operator). The operator is left in res.locals.operator.
+ */
+export function requireOperator(cfg: AuthConfig, need: OperatorRole, session?: SessionReader): RequestHandler {
+  const dir = directoryFor(cfg);
+  return async (req, res, next) => {
+    if (!dir.configured) return authUnconfigured(res, OPERATOR_SETTINGS);
+    const token = bearer(req);
+    const operator = token !== undefined ? await dir.authenticate(token) : await session?.(req);
+    if (!operator) return void res.status(401).json({ error: 'unauthorized', message: 'an operator token is required' });
+    if (need === 'operator' && operator.role !== 'operator') {
+      return void res.status(403).json({ error: 'forbidden', message: `operator ${operator.name} has the viewer role: it may look, not act` });
+    }
+    res.locals.operator = operator;
+    next();
+  };
+}
+
+/** The operator requireOperator authenticated. */
+export function operatorOf(res: Response): Operator {
+  const op = res.locals.operator as Operator | undefined;
+  if (!op) throw new Error('operatorOf: requireOperator did not run on this route');
+  return op;
+}
+
+/** Whether `op` may see run `runId` (a tenant-scoped operator: only its tenants' runs; an unknown run: no). */
+export async function operatorSeesRun(deps: { redis: RedisClient; keys: KeySpace }, op: Operator, runId: string): Promise<boolean> {
+  if (!isRunId(runId)) return false;
+  const tenant = await deps.redis.hget(deps.keys.run(runId).run, 'tenant');
+  return tenant !== null && seesTenant(op, tenant);
 }

@@ -124,10 +124,12 @@ function transcriptRow(e: JournalEntry): string {
       return `<tr class="observation">${td(e.step)}${td(`observation: ${e.status}`)}${td(e.tool)}<td><pre>${escapeHtml(e.output)}</pre></td></tr>`;
     case 'status':
       return `<tr class="status">${td(e.step)}${td(`status: ${e.status}`)}${td('')}${td(e.reason)}</tr>`;
+    case 'operator':
+      return `<tr class="operator">${td(e.step)}${td(`operator: ${e.action}`)}${td(e.by)}${td(`${e.actionId ?? ''} ${e.detail}`)}</tr>`;
   }
 }
 
-function effectBlock(raw: unknown): string {
+export function effectBlock(raw: unknown): string {
   const e = (raw ?? {}) as EffectLike;
   const id = typeof e.actionId === 'string' ? e.actionId : '';
   const links = [

@@ -60,7 +60,7 @@ export function replayRun(spec: RunSpec, journal: JournalEntry[], caps: ReplayCa
       break;
     }
     used.steps += 1;
-    for (const e of journal.filter((x) => x.step === d.step && x.kind !== 'status')) used.contextTokens += estimateTokens(encodeEntry(e));
+    for (const e of journal.filter((x) => x.step === d.step && x.kind !== 'status' && x.kind !== 'operator')) used.contextTokens += estimateTokens(encodeEntry(e));
     report.stepsReplayed++;
     if (d.final !== undefined && d.toolCalls.length === 0) {
       report.completed = true;

@@ -7,7 +7,7 @@ import { captureAddStandardJob } from '../store/bullmqInternals.js';
 import { KeySpace, stepJobId } from '../store/keys.js';
 import { createRun } from '../store/calls/createRun.js';
 import { resumeRun } from '../store/calls/resumeRun.js';
-import { decodeEntry, type JournalEntry } from '../core/journal.js';
+import { decodeEntry, encodeEntry, type JournalEntry, type OperatorEntry } from '../core/journal.js';
 import { runSpecSchema, type RunSpec, type StepJobData } from './spec.js';
 import { ShardQueues, STEP_JOB_NAME } from './queues.js';
 
@@ -74,6 +74,23 @@ export class RunStore {
       cancelRequested: run[5] === '1', updatedAt: n(run[6]), jobId: run[7] ?? '',
       used: { steps: n(budget[0]), tokens: n(budget[1]), contextTokens: n(budget[2]) },
     };
+  }
+
+  /**
+   * Records what a person did to the run: an `operator` journal entry (at the run's
+   * cursor) and an `operator_action` event, in one MULTI (same hash tag). Called after
+   * the action itself took effect (its ledger history already names the operator); if
+   * the process dies in between, the ledger history is the record and this one is missing.
+   */
+  async recordOperatorAction(runId: string, entry: Omit<OperatorEntry, 'v' | 'kind' | 'step'>): Promise<void> {
+    const k = this.keys.run(runId);
+    const cursor = Number((await this.redis.hget(k.run, 'cursor')) ?? 0);
+    const full: OperatorEntry = { v: 1, kind: 'operator', step: cursor, ...entry };
+    const res = await this.redis.multi()
+      .rpush(k.journal, encodeEntry(full))
+      .xadd(k.events, 'MAXLEN', '~', this.eventsMaxLen, '*', 'type', 'operator_action', 'data', JSON.stringify(full))
+      .exec();
+    for (const [err] of res ?? []) if (err) throw err;
   }
 
   async journalEntry(runId: string, index: number): Promise<JournalEntry | undefined> {

@@ -121,6 +121,28 @@ export class KeySpace {
     return `${this.prefix}:${tagOf(shard)}:runs`;
   }
 
+  /**
+   * zsets per shard of the run listing (src/runs/list.ts), run id -> ms of its last status
+   * change, kept by every status-changing script (src/store/lua/includes/runIndex.lua, which
+   * derives the same names from the run key: change both together).
+   */
+  runsByStatus(shard: number, status: string): string {
+    return `${this.prefix}:${tagOf(shard)}:runs-by:status:${status}`;
+  }
+
+  runsByTenant(shard: number, tenant: string, status: string): string {
+    return `${this.prefix}:${tagOf(shard)}:runs-by:tenant:${tenant}:${status}`;
+  }
+
+  runsByAgent(shard: number, agent: string, status: string): string {
+    return `${this.prefix}:${tagOf(shard)}:runs-by:agent:${agent}:${status}`;
+  }
+
+  /** string with TTL: one console login session (src/producer/console/session.ts); own slot. */
+  consoleSession(id: string): string {
+    return `${this.prefix}:console-session:${id}`;
+  }
+
   /** stream per shard and API process: written to wake that process's blocked event reader (src/producer/operators/eventFanout.ts). */
   sseWake(shard: number, processId: string): string {
     return `${this.prefix}:${tagOf(shard)}:sse-wake:${processId}`;

@@ -13,7 +13,8 @@ import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { ExpressAdapter } from '@bull-board/express';
 import type { AppContext } from '../../bin/context.js';
-import { authUnconfigured, bearer, tokenMatches } from '../auth.js';
+import { authUnconfigured, bearer, OPERATOR_SETTINGS, tokenMatches, type SessionReader } from '../auth.js';
+import { directoryFor } from '../identity.js';
 
 export const BULL_BOARD_PATH = '/admin/queues';
 /** The operator's HTML run page (src/producer/operators/runPage.ts). */
@@ -50,12 +51,21 @@ export function askForBoardCredentials(cfg: AppContext['cfg'], res: Response, me
   res.status(401).json({ error: 'unauthorized', message });
 }
 
-export function boardAuth(cfg: AppContext['cfg']) {
-  const token = cfg.OPERATOR_TOKEN;
-  return (req: Request, res: Response, next: NextFunction) => {
-    if (!basicAuthOn(cfg) && token === undefined) return authUnconfigured(res, 'OPERATOR_TOKEN, or BULL_BOARD_USER and BULL_BOARD_PASSWORD');
-    if (token !== undefined && tokenMatches(bearer(req), token)) return next();
+/**
+ * The board: its basic-auth credentials, or an operator (bearer, or the
+ * console's session cookie when `session` is given) who sees every tenant,
+ * since the board shows every shard's jobs. A viewer may look while the board
+ * is read-only; only an operator when it is not.
+ */
+export function boardAuth(cfg: AppContext['cfg'], session?: SessionReader) {
+  const dir = directoryFor(cfg);
+  return async (req: Request, res: Response, next: NextFunction) => {
+    if (!basicAuthOn(cfg) && !dir.configured) return authUnconfigured(res, `${OPERATOR_SETTINGS}, or BULL_BOARD_USER and BULL_BOARD_PASSWORD`);
     if (boardBasicMatches(cfg, req)) return next();
+    const token = bearer(req);
+    const op = token !== undefined ? await dir.authenticate(token) : await session?.(req);
+    if (op && op.tenants === '*' && (op.role === 'operator' || cfg.BULL_BOARD_READ_ONLY)) return next();
+    if (op) return void res.status(403).json({ error: 'forbidden', message: `operator ${op.name} may not open the queues (needs every tenant${cfg.BULL_BOARD_READ_ONLY ? '' : ' and the operator role'})` });
     askForBoardCredentials(cfg, res, 'bull board credentials or an operator token are required');
   };
 }
@@ -73,7 +83,7 @@ export function runLinkOf(job: { data?: unknown }): { href: string; displayText:
  * shard's Queue (which writes the queue's meta key), and an API that serves
  * no operator should not touch the queues.
  */
-export function mountBullBoard(app: express.Express, ctx: AppContext): void {
+export function mountBullBoard(app: express.Express, ctx: AppContext, session?: SessionReader): void {
   let router: express.Router | undefined;
   const board = () => {
     if (router) return router;
@@ -87,5 +97,5 @@ export function mountBullBoard(app: express.Express, ctx: AppContext): void {
     router = serverAdapter.getRouter() as express.Router;
     return router;
   };
-  app.use(BULL_BOARD_PATH, boardAuth(ctx.cfg), (req, res, next) => board()(req, res, next));
+  app.use(BULL_BOARD_PATH, boardAuth(ctx.cfg, session), (req, res, next) => board()(req, res, next));
 }

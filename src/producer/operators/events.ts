@@ -9,7 +9,7 @@
  */
 import { Router, type Request } from 'express';
 import type { AppContext } from '../../bin/context.js';
-import { requireRunAccess, runNotFound } from '../auth.js';
+import { requireRunAccess, runNotFound, type SessionReader } from '../auth.js';
 import { EventFanout, type StreamEntry, type Viewer } from './eventFanout.js';
 import { param } from './http.js';
 import { isTerminal } from '../../runs/status.js';
@@ -29,11 +29,11 @@ function startId(req: Request): string | undefined {
   return STREAM_ID.test(given) ? given : undefined;
 }
 
-export function eventsRouter(ctx: AppContext, opts: EventsOptions = {}): Router {
+export function eventsRouter(ctx: AppContext, opts: EventsOptions = {}, session?: SessionReader): Router {
   const r = Router();
   const maxViewers = opts.maxViewers ?? ctx.cfg.SSE_MAX_VIEWERS;
   const fanout = new EventFanout(ctx.redis, ctx.keys, ctx.log, { blockMs: opts.blockMs ?? 10_000, maxViewers });
-  r.get('/v1/runs/:id/events', requireRunAccess(ctx), async (req, res) => {
+  r.get('/v1/runs/:id/events', requireRunAccess(ctx, session), async (req, res) => {
     const runId = param(req.params.id);
     const last = startId(req);
     if (last === undefined) return void res.status(400).json({ error: 'invalid_request', fields: [{ path: 'Last-Event-ID', message: 'a stream id like 1700000000000-0' }] });

@@ -1,4 +1,4 @@
-/** Mounts every operator-facing router (approvals, reconciliation, cancel, live events, the run page, Bull Board). */
+/** Mounts every operator-facing router (run list, approvals, reconciliation, cancel, live events, the run page, the console, Bull Board). */
 import type express from 'express';
 import type { AppContext } from '../../bin/context.js';
 import type { Ledger } from '../../ledger/ledger.js';
@@ -6,14 +6,27 @@ import { approvalsRouter } from './approvals.js';
 import { mountBullBoard } from './bullBoard.js';
 import { cancelRouter } from './cancel.js';
 import { eventsRouter } from './events.js';
-import { reconciliationsRouter } from './reconciliations.js';
+import { operatorCompensations, reconciliationsRouter } from './reconciliations.js';
+import { ConsoleSessions } from '../console/session.js';
+import { consoleRouter } from '../console/router.js';
 import { runPageRouter } from './runPage.js';
+import { runsListRouter } from './runsList.js';
 
+/**
+ * The console's session cookie is accepted by the console, the GET routes a
+ * console page reads (the run list, a run's event stream, the run page) and
+ * Bull Board (one login for both); every other API route takes bearers only.
+ */
 export function mountOperators(app: express.Express, ctx: AppContext, ledger: Ledger): void {
+  const sessions = new ConsoleSessions(ctx);
+  const session = sessions.reader();
+  const compensations = operatorCompensations(ctx, ledger);
+  app.use(runsListRouter(ctx, session));
   app.use(approvalsRouter(ctx, ledger));
-  app.use(reconciliationsRouter(ctx, ledger));
+  app.use(reconciliationsRouter(ctx, ledger, compensations));
   app.use(cancelRouter(ctx));
-  app.use(eventsRouter(ctx));
-  app.use(runPageRouter(ctx, ledger));
-  mountBullBoard(app, ctx);
+  app.use(eventsRouter(ctx, {}, session));
+  app.use(runPageRouter(ctx, ledger, session));
+  app.use(consoleRouter(ctx, ledger, sessions, compensations));
+  mountBullBoard(app, ctx, session);
 }

@@ -19,78 +19,57 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import type { AppContext } from '../../bin/context.js';
-import { Ledger, LedgerConflict } from '../../ledger/ledger.js';
-import { actionNotFound, requireToken } from '../auth.js';
-import { isActionId } from '../../store/keys.js';
+import { Ledger } from '../../ledger/ledger.js';
+import { operatorOf, requireOperator } from '../auth.js';
+import { seesTenant } from '../identity.js';
 import { invalid, param } from './http.js';
 import { createEffectRunner } from '../../ledger/runner.js';
 import { CrashPoints } from '../../config/testHooks.js';
-import { Compensations, CompensationRefused } from '../../ledger/compensation.js';
-import { resumeParked } from '../../runs/resume.js';
+import { Compensations } from '../../ledger/compensation.js';
+import { resolveHumanItem } from './actions.js';
 
+/** `operator` is accepted for older clients and ignored: the finding records the authenticated operator. */
 const findingSchema = z.object({
   finding: z.enum(['confirmed', 'not_sent', 'compensate']),
   receipt: z.string().min(1).max(200).optional(),
   evidence: z.unknown(),
-  operator: z.string().min(1).max(200),
+  operator: z.string().min(1).max(200).optional(),
 }).strict().refine((b) => b.finding !== 'confirmed' || b.receipt !== undefined, { path: ['receipt'], message: 'a confirmed finding needs the receipt' });
+export { findingSchema };
 
-export function reconciliationsRouter(ctx: AppContext, ledger: Ledger): Router {
-  const r = Router();
-  const operator = requireToken(ctx.cfg.OPERATOR_TOKEN, 'operator');
-  const compensations = new Compensations(ctx, ledger, createEffectRunner(ctx, { workerId: `operator-api:${process.pid}`, crash: new CrashPoints([]) }));
-
-  r.get('/v1/reconciliations', operator, async (_req, res) => {
-    const items = [];
-    for (const shard of ctx.keys.allShards()) {
-      for (const { actionId, since } of await ledger.indexed(ctx.keys.humanQueue(shard), Number.POSITIVE_INFINITY, 1000)) {
-        const rec = await ledger.getInShard(shard, actionId);
-        if (!rec) continue;
-        items.push({ ...rec, since, history: await ledger.history(rec.runId, actionId) });
-      }
+/** The human queue with each item's history, those of `tenants` only unless '*' (and of one run when given). */
+export async function humanQueue(ctx: AppContext, ledger: Ledger, tenants: '*' | readonly string[], runId?: string) {
+  const items = [];
+  const shards = runId !== undefined ? [ctx.keys.shardOf(runId)] : ctx.keys.allShards();
+  for (const shard of shards) {
+    for (const { actionId, since } of await ledger.indexed(ctx.keys.humanQueue(shard), Number.POSITIVE_INFINITY, 1000)) {
+      const rec = await ledger.getInShard(shard, actionId);
+      if (!rec || (runId !== undefined && rec.runId !== runId)) continue;
+      if (tenants !== '*' && !seesTenant({ tenants }, await ctx.redis.hget(ctx.keys.run(rec.runId).run, 'tenant'))) continue;
+      items.push({ ...rec, since, history: await ledger.history(rec.runId, actionId) });
     }
-    res.json({ reconciliations: items });
+  }
+  return items;
+}
+
+/** The compensation driver of operator findings (one per process). */
+export function operatorCompensations(ctx: AppContext, ledger: Ledger): Compensations {
+  return new Compensations(ctx, ledger, createEffectRunner(ctx, { workerId: `operator-api:${process.pid}`, crash: new CrashPoints([]) }));
+}
+
+export function reconciliationsRouter(ctx: AppContext, ledger: Ledger, compensations = operatorCompensations(ctx, ledger)): Router {
+  const r = Router();
+
+  r.get('/v1/reconciliations', requireOperator(ctx.cfg, 'viewer'), async (_req, res) => {
+    res.json({ reconciliations: await humanQueue(ctx, ledger, operatorOf(res).tenants) });
   });
 
-  r.post('/v1/reconciliations/:actionId', operator, async (req, res) => {
+  r.post('/v1/reconciliations/:actionId', requireOperator(ctx.cfg, 'operator'), async (req, res) => {
     const parsed = findingSchema.safeParse(req.body);
     if (!parsed.success) return void invalid(res, parsed.error);
-    const { finding, receipt, evidence, operator: by } = parsed.data;
-    const actionId = param(req.params.actionId);
-    if (!isActionId(actionId)) return actionNotFound(res);
-    const rec = await ledger.locate(actionId);
-    if (!rec) return actionNotFound(res);
-    const ev = { by, why: `operator finding: ${finding}`, evidence: { finding, evidence, ...(receipt ? { receipt } : {}) } };
-    try {
-      if (finding === 'compensate') {
-        const result = await compensations.compensate(rec, by, ev.evidence);
-        const after = await ledger.get(rec.runId, actionId);
-        return void res.status(result.inProgress ? 202 : 200).json({
-          actionId, runId: rec.runId, state: after?.state, resumed: false,
-          compensation: result.compensation.actionId, compensationState: result.compensation.state,
-          ...(result.compensation.receipt ? { compensationReceipt: result.compensation.receipt } : {}),
-          inProgress: result.inProgress, run: result.run,
-        });
-      }
-      if (finding === 'confirmed') {
-        const output = JSON.stringify({ receipt, confirmedBy: 'operator' });
-        await ledger.transition(rec.runId, actionId, 'needs_human', 'confirmed', ev, { receipt: receipt!, output, outcome: 'confirmed_by_operator' });
-      } else {
-        await ledger.transition(rec.runId, actionId, 'needs_human', 'safe_retry', ev);
-      }
-    } catch (err) {
-      if (err instanceof LedgerConflict) return void res.status(409).json({ error: 'not_in_human_queue', actionId, state: err.actual });
-      if (err instanceof CompensationRefused) return void res.status(409).json({ error: err.code, actionId, message: err.message });
-      throw err;
-    }
-    if (rec.compensates) {
-      // A compensation resolved by a person: finish it (a safe_retry is sent once more with its key) and end the run; never resume the agent.
-      const result = await compensations.drive((await ledger.get(rec.runId, actionId))!, await compensations.requireSpec(rec.runId), by);
-      return void res.json({ actionId, runId: rec.runId, state: result.compensation.state, resumed: false, compensates: rec.compensates, run: result.run });
-    }
-    const resumed = await resumeParked(ctx, rec.runId, 'needs_human');
-    const after = await ledger.get(rec.runId, actionId);
-    res.json({ actionId, runId: rec.runId, state: after?.state, resumed });
+    const { finding, receipt, evidence } = parsed.data;
+    const answer = await resolveHumanItem(ctx, ledger, compensations, operatorOf(res), param(req.params.actionId), finding, receipt, evidence);
+    res.status(answer.status).json(answer.body);
   });
   return r;
 }

@@ -12,8 +12,11 @@
   ARGV[7..9] BullMQ addStandardJob argv
 
   Returns: 1 created, 0 the run already existed (nothing written).
+
+  Keeps the run listing indexes (includes/runIndex.lua) in the same change.
 ]]
 -- @include emitEvent
+-- @include runIndex
 -- @include bullmq:addStandardJob
 
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
@@ -30,6 +33,7 @@ end
 
 hsetJson(KEYS[1], ARGV[3])
 hsetJson(KEYS[2], ARGV[4])
+indexRunCreated(KEYS[1], ARGV[2])
 redis.call('ZADD', KEYS[4], ARGV[2], ARGV[1])
 emitEvent(KEYS[3], ARGV[6], 'run_created', ARGV[5])
 

@@ -12,9 +12,12 @@
 
   Returns: journal index of the decision, or a negative code:
    -1 lock lost  -2 stale step  -3 run missing  -4 run not running  -5 decision already journalled
+
+  Keeps the run listing indexes (includes/runIndex.lua) in the same change.
 ]]
 -- @include fence
 -- @include emitEvent
+-- @include runIndex
 
 local step = tonumber(ARGV[2])
 local fence, decidedStep = checkFence(KEYS[1], KEYS[5], ARGV[1], step, ARGV[9])
@@ -24,6 +27,7 @@ if decidedStep == ARGV[2] then return -5 end
 local len = redis.call('RPUSH', KEYS[3], ARGV[5])
 redis.call('HINCRBY', KEYS[2], 'tokensUsed', ARGV[3])
 redis.call('HINCRBY', KEYS[2], 'contextTokens', ARGV[4])
+indexRunStatus(KEYS[1], 'running', ARGV[6], 0)
 redis.call('HSET', KEYS[1], 'decidedStep', ARGV[2], 'decisionIndex', len - 1, 'status', 'running', 'updatedAt', ARGV[6])
 emitEvent(KEYS[4], ARGV[7], 'step_started', ARGV[10])
 emitEvent(KEYS[4], ARGV[7], 'decision', ARGV[8])

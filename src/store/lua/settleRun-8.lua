@@ -18,9 +18,12 @@
 
   Returns {1, job state} settled, {0, why} left alone (run_moved_on,
   job_alive, job_<state>, too_young), or {-3, ''} run missing.
+
+  Keeps the run listing indexes (includes/runIndex.lua) in the same change.
 ]]
 -- @include emitEvent
 -- @include expireRun
+-- @include runIndex
 
 local run = redis.call('HMGET', KEYS[1], 'status', 'jobId', 'updatedAt', 'cursor')
 if not run[1] then return { -3, '' } end
@@ -40,6 +43,7 @@ if tonumber(run[3] or '0') > tonumber(ARGV[5]) - tonumber(ARGV[6]) then return {
 
 local status = ARGV[3]
 local reason = ARGV[4]
+indexRunStatus(KEYS[1], status, ARGV[5], ARGV[8])
 redis.call('HSET', KEYS[1], 'status', status, 'reason', reason, 'updatedAt', ARGV[5])
 redis.call('RPUSH', KEYS[3], cjson.encode({ v = 1, kind = 'status', step = tonumber(run[4] or '0'), status = status, reason = reason }))
 emitEvent(KEYS[4], ARGV[7], 'status_changed', cjson.encode({ status = status, reason = reason, job = jobState }))

@@ -13,9 +13,12 @@
 
   Returns {1, status} ended, {0, status} not in an expected status (only
   cancelRequested was set, if asked), or {-3, ''} run missing.
+
+  Keeps the run listing indexes (includes/runIndex.lua) in the same change.
 ]]
 -- @include emitEvent
 -- @include expireRun
+-- @include runIndex
 
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then return { -3, '' } end
@@ -30,6 +33,7 @@ for s in string.gmatch(ARGV[1], '%S+') do
 end
 if not expected then return { 0, status } end
 
+indexRunStatus(KEYS[1], ARGV[2], ARGV[4], ARGV[6])
 redis.call('HSET', KEYS[1], 'status', ARGV[2], 'reason', ARGV[3], 'updatedAt', ARGV[4], 'finishedAt', ARGV[4])
 emitEvent(KEYS[4], ARGV[5], 'status_changed', cjson.encode({ status = ARGV[2], reason = ARGV[3] }))
 expireRun({ KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5] }, KEYS[5], ARGV[6])

@@ -24,7 +24,7 @@ describe('cancel', () => {
     const res = await call(h.url, 'POST', `/v1/runs/${runId}/cancel`, { operator: 'olga' });
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ status: 'cancelled', cancelled: 'now' });
-    expect(await h.ctx.store.readState(runId)).toMatchObject({ status: 'cancelled', reason: 'cancelled_by_operator: requested by olga', cancelRequested: true });
+    expect(await h.ctx.store.readState(runId)).toMatchObject({ status: 'cancelled', reason: 'cancelled_by_operator: requested by operator', cancelRequested: true });
     const again = await call(h.url, 'POST', `/v1/runs/${runId}/cancel`, {});
     expect(again.status).toBe(409);
     expect(h.sandbox.counts().byResource.refunds!.records).toBe(0);

@@ -34,7 +34,7 @@ describe('agentctl', () => {
     expect((await ctl('approve', pending.actionId, '--fingerprint', 'bad', '--as', 'cli')).code).toBe(1);
     const ok = await ctl('approve', pending.actionId, '--fingerprint', pending.fingerprint, '--as', 'cli');
     expect(ok.code).toBe(0);
-    expect(JSON.parse(ok.out)).toMatchObject({ decision: 'approve', approver: 'cli', alreadyDecided: false });
+    expect(JSON.parse(ok.out)).toMatchObject({ decision: 'approve', approver: 'operator', alreadyDecided: false });
     expect(await h.waitForStatus(runId, ['completed', 'failed'])).toBe('completed');
     expect(h.sandbox.counts().byResource.refunds!.records).toBe(1);
   });

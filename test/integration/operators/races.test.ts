@@ -110,9 +110,9 @@ describe('cancel wins', () => {
     expect(res.status).toBe(202);
     expect(await h.waitForStatus(runId, ['cancelled', 'waiting_approval', 'completed', 'failed'])).toBe('cancelled');
     const state = await h.ctx.store.readState(runId);
-    expect(state).toMatchObject({ status: 'cancelled', reason: 'cancelled_by_operator: requested by olga' });
+    expect(state).toMatchObject({ status: 'cancelled', reason: 'cancelled_by_operator: requested by operator' });
     const transcript = await h.ctx.store.transcript(runId);
-    expect(transcript.at(-1)).toMatchObject({ kind: 'status', step: 1, status: 'cancelled', reason: 'cancelled_by_operator: requested by olga' });
+    expect(transcript.at(-1)).toMatchObject({ kind: 'status', step: 1, status: 'cancelled', reason: 'cancelled_by_operator: requested by operator' });
     const approvals = (await call<{ approvals: Pending[] }>(h.url, 'GET', '/v1/approvals')).body.approvals;
     expect(approvals.filter((a) => a.runId === runId)).toEqual([]);
     expect(h.sandbox.counts().byResource.tickets!.records).toBe(1);
@@ -141,7 +141,7 @@ describe('cancel wins', () => {
     const listed = (await call<{ approvals: Pending[] }>(h.url, 'GET', '/v1/approvals')).body.approvals;
     expect(listed.map((a) => a.runId)).not.toContain(runId);
     expect(await h.ctx.redis.zscore(h.ctx.keys.approvals(h.ctx.keys.shardOf(runId)), p.actionId)).toBeNull();
-    expect((await ledger.history(runId, p.actionId)).at(-1)).toMatchObject({ to: 'rejected', why: 'cancelled_by_operator: requested by olga' });
+    expect((await ledger.history(runId, p.actionId)).at(-1)).toMatchObject({ to: 'rejected', why: 'cancelled_by_operator: requested by operator' });
     const late = await call(h.url, 'POST', `/v1/approvals/${p.actionId}`, { decision: 'approve', fingerprint: p.fingerprint, approver: 'alice' });
     expect(late.status).toBe(409);
 

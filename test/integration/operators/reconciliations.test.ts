@@ -53,7 +53,7 @@ describe('reconciliation queue', () => {
     expect(rec?.attempts).toBe(2);
     const history = await ledger.history(runId, item.actionId);
     expect(history.map((x) => x.to).slice(-3)).toEqual(['safe_retry', 'dispatched', 'confirmed']);
-    expect(history.find((x) => x.to === 'safe_retry')?.by).toBe('olga');
+    expect(history.find((x) => x.to === 'safe_retry')?.by).toBe('operator') // the authenticated operator (OPERATOR_TOKEN), not the typed name;
     // One more request, with the same key (the sandbox replays it: still one record).
     expect(Object.keys(emails().byKey)).toEqual([item.idempotencyKey]);
     expect(emails().records).toBe(1);
@@ -111,7 +111,7 @@ describe('reconciliation queue', () => {
     expect(original.compensatedBy).toBe(comp.actionId);
     expect(comp).toMatchObject({ state: 'confirmed', compensates: item.actionId, tool: 'send_email', attempts: 1 });
     expect(comp.history.map((x) => x.to)).toEqual(['planned', 'authorized', 'dispatched', 'confirmed']);
-    expect(comp.history.slice(0, 2).map((x) => x.by)).toEqual(['olga', 'olga']);
+    expect(comp.history.slice(0, 2).map((x) => x.by)).toEqual(['operator', 'operator']);
 
     // The service has the clarification email, to the customer, under the compensation's template.
     const record = (await (await fetch(`${h.sandbox.url}/emails/${comp.receipt}`, { headers: { authorization: 'Bearer re_sandbox_key' } })).json()) as { to: string[]; tags: { name: string; value: string }[] };

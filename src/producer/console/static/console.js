@@ -1,0 +1,25 @@
+// Live updates of a run page: follow the run's event stream (SSE, same origin,
+// the session cookie authenticates it) and re-render the live part of the page
+// through htmx on every event. No inline script anywhere: the CSP forbids it.
+(function () {
+  'use strict';
+  var live = document.getElementById('live');
+  if (!live || !window.EventSource) return;
+  var events = live.getAttribute('data-events');
+  var fragment = live.getAttribute('data-live');
+  var pending = null;
+  function refresh() {
+    // Many events arrive together (a step commit emits several): one re-render for them.
+    if (pending) return;
+    pending = setTimeout(function () {
+      pending = null;
+      if (window.htmx) window.htmx.ajax('GET', fragment, { target: '#live', swap: 'innerHTML' });
+    }, 150);
+  }
+  var source = new EventSource(events);
+  ['status_changed', 'step_committed', 'decision', 'operator_action', 'effect', 'ledger'].forEach(function (type) {
+    source.addEventListener(type, refresh);
+  });
+  source.onmessage = refresh;
+  document.body.setAttribute('data-live', 'on');
+})();

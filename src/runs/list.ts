@@ -1,0 +1,177 @@
+/**
+ * Runs listed and filtered by status, tenant and agent, newest status change
+ * first, from the per-shard indexes the status-changing scripts keep
+ * (src/store/lua/includes/runIndex.lua): never a SCAN.
+ *
+ * Which sorted sets are read: one per (shard, status) of the most specific
+ * index the filters allow (tenant+status, else agent+status, else status); a
+ * tenant-scoped reader reads its tenants' sets only. They are merged in the
+ * order (time desc, run id desc), Redis' own REV order, so a cursor (the last
+ * row's time and id) continues exactly after it, across shards and statuses.
+ * Filters the chosen index does not cover (agent, when a tenant is also given)
+ * are checked on each run's hash.
+ *
+ * A run that changes status while someone pages moves to the top of its new
+ * status: like any live list, it may be seen twice or not at all in that walk.
+ * An entry whose run has expired is dropped from its index when met.
+ */
+import type { RedisClient } from '../store/connect.js';
+import type { KeySpace } from '../store/keys.js';
+
+export interface RunQuery {
+  /** Statuses to list (the caller passes every status when unfiltered). */
+  statuses: readonly string[];
+  /** Only these tenants' runs; undefined = every tenant. */
+  tenants?: readonly string[];
+  agent?: string;
+  cursor?: RunCursor;
+  limit: number;
+}
+
+export interface RunCursor { at: number; runId: string }
+
+export interface RunRow {
+  runId: string;
+  status: string;
+  reason: string;
+  tenant: string;
+  agent: string;
+  step: number;
+  createdAt: number;
+  /** When the run entered its status (ms): the list's order. */
+  statusAt: number;
+}
+
+export interface RunPage { runs: RunRow[]; nextCursor?: string }
+
+/** At most this many index entries are read per page per filtered-out row allowance, so one request stays bounded. */
+const EXAMINE_FACTOR = 10;
+
+export function encodeCursor(c: RunCursor): string {
+  return Buffer.from(`${c.at}:${c.runId}`).toString('base64url');
+}
+
+/** The cursor, or undefined when it is malformed (the caller answers 400). */
+export function decodeCursor(raw: string): RunCursor | undefined {
+  const m = /^(\d{1,16}):(r_[0-9a-f]{24})$/.exec(Buffer.from(raw, 'base64url').toString('utf8'));
+  return m ? { at: Number(m[1]), runId: m[2]! } : undefined;
+}
+
+/** One index zset read in (score desc, member desc) order, strictly after the cursor, a batch at a time. */
+class Source {
+  private offset = 0;
+  private done = false;
+  buffer: { runId: string; at: number }[] = [];
+
+  constructor(readonly shard: number, readonly key: string, private readonly after: RunCursor | undefined, private readonly batch: number) {}
+
+  /** ZRANGE ... BYSCORE REV LIMIT arguments of the next batch. */
+  args(): (string | number)[] {
+    return [this.key, this.after ? this.after.at : '+inf', '-inf', 'BYSCORE', 'REV', 'LIMIT', this.offset, this.batch, 'WITHSCORES'];
+  }
+
+  take(reply: string[]): void {
+    this.offset += reply.length / 2;
+    if (reply.length / 2 < this.batch) this.done = true;
+    for (let i = 0; i < reply.length; i += 2) {
+      const runId = reply[i]!;
+      const at = Number(reply[i + 1]);
+      // Equal scores come in reverse member order: skip those at or before the cursor's id.
+      if (this.after && at === this.after.at && runId >= this.after.runId) continue;
+      this.buffer.push({ runId, at });
+    }
+  }
+
+  get needsMore(): boolean {
+    return this.buffer.length === 0 && !this.done;
+  }
+}
+
+function sourcesOf(keys: KeySpace, q: RunQuery): Source[] {
+  const out: Source[] = [];
+  const add = (shard: number, key: string) => out.push(new Source(shard, key, q.cursor, q.limit + 1));
+  for (const shard of keys.allShards()) {
+    for (const status of q.statuses) {
+      if (q.tenants !== undefined) for (const t of q.tenants) add(shard, keys.runsByTenant(shard, t, status));
+      else if (q.agent !== undefined) add(shard, keys.runsByAgent(shard, q.agent, status));
+      else add(shard, keys.runsByStatus(shard, status));
+    }
+  }
+  return out;
+}
+
+/**
+ * Until every source has a head or is exhausted (a batch can be all entries at or before
+ * the cursor): one pipeline per shard (one Redis Cluster slot each), the shards in parallel.
+ */
+async function fill(redis: RedisClient, sources: Source[]): Promise<void> {
+  while (sources.some((s) => s.needsMore)) await fillOnce(redis, sources);
+}
+
+async function fillOnce(redis: RedisClient, sources: Source[]): Promise<void> {
+  const byShard = new Map<number, Source[]>();
+  for (const s of sources) if (s.needsMore) byShard.set(s.shard, [...(byShard.get(s.shard) ?? []), s]);
+  await Promise.all([...byShard.values()].map(async (group) => {
+    const pipe = redis.pipeline();
+    for (const s of group) pipe.call('ZRANGE', ...s.args());
+    const res = (await pipe.exec()) ?? [];
+    res.forEach(([err, reply], i) => {
+      if (err) throw err;
+      group[i]!.take(reply as string[]);
+    });
+  }));
+}
+
+export async function listRuns(redis: RedisClient, keys: KeySpace, q: RunQuery): Promise<RunPage> {
+  if (q.tenants !== undefined && q.tenants.length === 0) return { runs: [] };
+  const sources = sourcesOf(keys, q);
+  const rows: RunRow[] = [];
+  let examined = 0;
+  let last: RunCursor | undefined;
+  const budget = q.limit * EXAMINE_FACTOR;
+  while (rows.length < q.limit && examined < budget) {
+    await fill(redis, sources);
+    // The next row overall: the highest (time, id) at the head of any source.
+    let best: Source | undefined;
+    for (const s of sources) {
+      const head = s.buffer[0];
+      if (!head) continue;
+      const b = best?.buffer[0];
+      if (!b || head.at > b.at || (head.at === b.at && head.runId > b.runId)) best = s;
+    }
+    if (!best) return { runs: rows }; // every source exhausted: no next page
+    const { runId, at } = best.buffer.shift()!;
+    examined++;
+    last = { at, runId };
+    const [status, reason, tenant, agent, cursor, createdAt] = await redis.hmget(keys.run(runId).run, 'status', 'reason', 'tenant', 'agent', 'cursor', 'createdAt');
+    if (status === null || status === undefined) {
+      await redis.zrem(best.key, runId); // the run expired (retention): its entry goes too
+      continue;
+    }
+    if (q.agent !== undefined && (agent ?? '') !== q.agent) continue;
+    rows.push({ runId, status, reason: reason ?? '', tenant: tenant ?? '', agent: agent ?? '', step: Number(cursor ?? 0), createdAt: Number(createdAt ?? 0), statusAt: at });
+  }
+  // A full page (or the examine bound): there may be more after the last entry read.
+  await fill(redis, sources);
+  const more = sources.some((s) => s.buffer.length > 0);
+  return more && last ? { runs: rows, nextCursor: encodeCursor(last) } : { runs: rows };
+}
+
+/** Runs per status over every shard (agent_runs_by_status); a terminal status counts only entries younger than the retention. */
+export async function countRunsByStatus(redis: RedisClient, keys: KeySpace, statuses: readonly string[], terminal: ReadonlySet<string>, retentionMs: number, now: number): Promise<Record<string, number>> {
+  const out: Record<string, number> = Object.fromEntries(statuses.map((s) => [s, 0]));
+  // One pipeline per shard (one Redis Cluster slot each).
+  await Promise.all(keys.allShards().map(async (shard) => {
+    const pipe = redis.pipeline();
+    for (const status of statuses) {
+      const key = keys.runsByStatus(shard, status);
+      if (terminal.has(status) && retentionMs > 0) pipe.zcount(key, now - retentionMs, '+inf');
+      else pipe.zcard(key);
+    }
+    ((await pipe.exec()) ?? []).forEach(([err, n], i) => {
+      if (err) throw err;
+      out[statuses[i]!]! += Number(n);
+    });
+  }));
+  return out;
+}

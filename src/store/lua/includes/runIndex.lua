@@ -1,0 +1,51 @@
+--[[
+  The run listing indexes (GET /v1/runs), kept by every script that changes a
+  run's status, in the same atomic change. Per shard, three sorted sets per
+  status, run id -> ms of the run's last status change:
+    <prefix>:{N}:runs-by:status:<status>
+    <prefix>:{N}:runs-by:tenant:<tenant>:<status>
+    <prefix>:{N}:runs-by:agent:<agent>:<status>
+  (KeySpace.runsByStatus / runsByTenant / runsByAgent name the same keys). The
+  names derive from the run hash key `<prefix>:{N}:run:<id>`, so they share the
+  run's hash tag and Redis Cluster slot. The status is the last part of every
+  name, so a tenant or agent name cannot make two names meet.
+
+  A finished run's keys expire after the retention: the entries of a terminal
+  status older than that are trimmed whenever a run enters that status (and a
+  reader drops an entry whose run is gone).
+]]
+-- @include runStatus
+
+local function runIndexKeys(runKey, tenant, agent, status)
+  local base = string.match(runKey, '^(.*):run:[^:]+$') .. ':runs-by:'
+  return { base .. 'status:' .. status, base .. 'tenant:' .. tenant .. ':' .. status, base .. 'agent:' .. agent .. ':' .. status }
+end
+
+local function runIndexAdd(runKey, runId, tenant, agent, status, now, retentionMs)
+  local retention = tonumber(retentionMs) or 0
+  for _, k in ipairs(runIndexKeys(runKey, tenant, agent, status)) do
+    redis.call('ZADD', k, now, runId)
+    if terminalStatus[status] and retention > 0 then
+      redis.call('ZREMRANGEBYSCORE', k, '-inf', '(' .. (tonumber(now) - retention))
+    end
+  end
+end
+
+-- A run just created (its hash written): indexed under its status.
+local function indexRunCreated(runKey, now)
+  local h = redis.call('HMGET', runKey, 'status', 'tenant', 'agent')
+  runIndexAdd(runKey, string.match(runKey, ':run:([^:]+)$'), h[2] or '', h[3] or '', h[1], now, 0)
+end
+
+-- Call BEFORE the run hash's status is written: moves the run from its
+-- current status's indexes to `to`'s. A no-op when the status does not change.
+local function indexRunStatus(runKey, to, now, retentionMs)
+  local h = redis.call('HMGET', runKey, 'status', 'tenant', 'agent')
+  if h[1] == to then return end
+  local runId = string.match(runKey, ':run:([^:]+)$')
+  local tenant, agent = h[2] or '', h[3] or ''
+  if h[1] then
+    for _, k in ipairs(runIndexKeys(runKey, tenant, agent, h[1])) do redis.call('ZREM', k, runId) end
+  end
+  runIndexAdd(runKey, runId, tenant, agent, to, now, retentionMs)
+end
