@@ -1,15 +1,19 @@
 import { z } from 'zod';
 import { httpJson, type ServiceOptions } from '../../../core/http.js';
+import { defineReadTool } from '../../../core/agent.js';
 import type { ReadTool } from '../../../core/tool.js';
 
-export const searchKbTool = (service: ServiceOptions): ReadTool<{ query: string }> => ({
-  name: 'search_kb',
-  description: 'Search the knowledge base for articles relevant to a query.',
-  effect: 'read',
-  args: z.object({ query: z.string().min(1).max(500) }).strict(),
-  timeoutMs: 3000,
-  async execute(args, ctx) {
-    const res = await httpJson(`${service.baseUrl}/v1/kb?q=${encodeURIComponent(args.query)}`, { method: 'GET', timeoutMs: this.timeoutMs, signal: ctx.signal });
-    return res.body;
-  },
-});
+/** The service read's own timeout (the engine's deadline still bounds it). */
+const TIMEOUT_MS = 3000;
+
+export const searchKbTool = (service: ServiceOptions): ReadTool<{ query: string }> =>
+  defineReadTool({
+    name: 'search_kb',
+    description: 'Search the knowledge base for articles relevant to a query.',
+    args: z.object({ query: z.string().min(1).max(500) }).strict(),
+    timeoutMs: TIMEOUT_MS,
+    async execute(args, ctx) {
+      const res = await httpJson(`${service.baseUrl}/v1/kb?q=${encodeURIComponent(args.query)}`, { method: 'GET', timeoutMs: TIMEOUT_MS, signal: ctx.signal });
+      return res.body;
+    },
+  });
