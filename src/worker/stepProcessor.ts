@@ -121,6 +121,12 @@ interface CommitPlan {
 
 export class StepProcessor {
   private readonly transcripts: TranscriptCache;
+  /**
+   * The agent's prompt text and its token count, once per run: a run's input never
+   * changes and its spec object is cached (RunSpecCache), so a step does not parse
+   * the input and run the tokenizer again (that was a fifth of a read step's CPU).
+   */
+  private readonly prompts = new WeakMap<RunSpec, { instructions: string; prompt: string; inputTokens: number }>();
   private readonly now: () => number;
   private readonly tenantBudget: TenantBudget;
   private readonly workerName: string;
@@ -216,7 +222,7 @@ export class StepProcessor {
       let carriesDecision = false;
       if (!decision) {
         // What one attempt may spend: the same for every attempt of this call (the transcript does not change between them).
-        const estimate = estimateCallTokens(agent.estimateInputTokens(spec.input), used, this.d.cfg.COMPLETION_TOKEN_CAP, agent.tools.specs);
+        const estimate = estimateCallTokens(this.promptOf(agent, spec).inputTokens, used, this.d.cfg.COMPLETION_TOKEN_CAP, agent.tools.specs);
         const stop = preflight(spec, used, estimate, this.now());
         if (stop) {
           this.d.metrics.budgetStops.inc({ kind: stop.kind });
@@ -326,6 +332,12 @@ export class StepProcessor {
     };
   }
 
+  private promptOf(agent: Agent, spec: RunSpec): { instructions: string; prompt: string; inputTokens: number } {
+    let p = this.prompts.get(spec);
+    if (!p) this.prompts.set(spec, (p = { instructions: agent.instructions(spec.input), prompt: agent.prompt(spec.input), inputTokens: agent.estimateInputTokens(spec.input) }));
+    return p;
+  }
+
   private async callModel(
     agent: Agent, spec: RunSpec, step: number, used: Used, estimate: number, signal: AbortSignal, log: Logger, trace: Context | undefined, chargeAbandoned: (tokens: number) => Promise<void>,
   ): Promise<Called> {
@@ -360,8 +372,7 @@ export class StepProcessor {
       : undefined;
     const { deadlineAt } = spec.limits;
     // The agent's prompt text and, for the scripted provider, its turns (the run's own script first).
-    const instructions = agent.instructions(spec.input);
-    const prompt = agent.prompt(spec.input);
+    const { instructions, prompt } = this.promptOf(agent, spec);
     const script = spec.script ?? agent.demoScript?.(spec.input);
     let turn: ModelTurn;
     try {
