@@ -5,14 +5,16 @@
  * run continue, resolve a human-queue item and see the run finish; a viewer
  * gets no buttons (and a forged form is refused), another tenant's operator
  * gets 404; a form without the CSRF token is refused; the page runs under a
- * strict CSP with customer markup shown as text. Screenshots go to
- * docs/console/*.png (shown in the README).
+ * strict CSP with customer markup shown as text. With CONSOLE_SCREENSHOTS=1 the
+ * screenshots are written to docs/console/*.png (shown in the README); otherwise to a
+ * temp dir, so a test run leaves the checkout as it was.
  *
  *   npx vitest run test/integration/operators/console.test.ts
  */
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { tmpdir } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { buildSpec } from '../../../src/producer/runs.js';
@@ -28,7 +30,7 @@ const sha = (t: string) => createHash('sha256').update(t).digest('hex');
 const ADA = 'ada-console-token-0123';
 const VIC = 'vic-console-token-0123';
 const TOM = 'tom-console-token-0123';
-const SHOTS = join(process.cwd(), 'docs', 'console');
+const SHOTS = process.env.CONSOLE_SCREENSHOTS === '1' ? join(process.cwd(), 'docs', 'console') : join(tmpdir(), 'agent-console-shots');
 const HOSTILE = '<img src=x id=injected onerror="document.title=1">';
 
 describe.skipIf(!haveChromium)('the operator console in a real browser', () => {
