@@ -61,7 +61,7 @@
 -- @include bullmq:moveToFinished
 
 local step = tonumber(ARGV[2])
-local fence, decidedStep, cancelRequested, cancelReason = checkFence(KEYS[1], KEYS[5], ARGV[1], step, ARGV[14])
+local fence, decidedStep, cancelRequested, cancelReason, fromStatus = checkFence(KEYS[1], KEYS[5], ARGV[1], step, ARGV[14])
 if fence ~= 0 then return fence end
 
 if ARGV[13] == '1' and decidedStep == ARGV[2] then return -5 end
@@ -104,7 +104,7 @@ redis.call('HINCRBY', KEYS[2], 'contextTokens', ARGV[7])
 
 local nextCursor = step
 if ARGV[10] == '1' then nextCursor = step + 1 end
-indexRunStatus(KEYS[1], status, ARGV[8], ARGV[11])
+indexRunStatus(KEYS[1], status, ARGV[8], ARGV[11], fromStatus)
 if status == 'running' then
   redis.call('HSET', KEYS[1], 'cursor', nextCursor, 'status', status, 'reason', reason, 'updatedAt', ARGV[8], 'jobId', ARGV[15])
 else

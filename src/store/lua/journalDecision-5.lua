@@ -20,14 +20,14 @@
 -- @include runIndex
 
 local step = tonumber(ARGV[2])
-local fence, decidedStep = checkFence(KEYS[1], KEYS[5], ARGV[1], step, ARGV[9])
+local fence, decidedStep, _, _, fromStatus = checkFence(KEYS[1], KEYS[5], ARGV[1], step, ARGV[9])
 if fence ~= 0 then return fence end
 if decidedStep == ARGV[2] then return -5 end
 
 local len = redis.call('RPUSH', KEYS[3], ARGV[5])
 redis.call('HINCRBY', KEYS[2], 'tokensUsed', ARGV[3])
 redis.call('HINCRBY', KEYS[2], 'contextTokens', ARGV[4])
-indexRunStatus(KEYS[1], 'running', ARGV[6], 0)
+indexRunStatus(KEYS[1], 'running', ARGV[6], 0, fromStatus)
 redis.call('HSET', KEYS[1], 'decidedStep', ARGV[2], 'decisionIndex', len - 1, 'status', 'running', 'updatedAt', ARGV[6])
 emitEvent(KEYS[4], ARGV[7], 'step_started', ARGV[10])
 emitEvent(KEYS[4], ARGV[7], 'decision', ARGV[8])

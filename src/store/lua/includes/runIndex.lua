@@ -39,13 +39,16 @@ end
 
 -- Call BEFORE the run hash's status is written: moves the run from its
 -- current status's indexes to `to`'s. A no-op when the status does not change.
-local function indexRunStatus(runKey, to, now, retentionMs)
-  local h = redis.call('HMGET', runKey, 'status', 'tenant', 'agent')
-  if h[1] == to then return end
+-- `from`: the run's current status when the caller has already read it (the
+-- fence has), so a step that stays `running` costs no read here; nil reads it.
+local function indexRunStatus(runKey, to, now, retentionMs, from)
+  if from == nil then from = redis.call('HGET', runKey, 'status') end
+  if from == to then return end
+  local h = redis.call('HMGET', runKey, 'tenant', 'agent')
   local runId = string.match(runKey, ':run:([^:]+)$')
-  local tenant, agent = h[2] or '', h[3] or ''
-  if h[1] then
-    for _, k in ipairs(runIndexKeys(runKey, tenant, agent, h[1])) do redis.call('ZREM', k, runId) end
+  local tenant, agent = h[1] or '', h[2] or ''
+  if from then
+    for _, k in ipairs(runIndexKeys(runKey, tenant, agent, from)) do redis.call('ZREM', k, runId) end
   end
   runIndexAdd(runKey, runId, tenant, agent, to, now, retentionMs)
 end
