@@ -125,6 +125,17 @@ export const configSchema = z.object({
   /** Sent as a bearer token when set (vLLM --api-key); Ollama needs none. */
   OPENAI_COMPATIBLE_API_KEY: z.string().optional(),
   MODEL_TIMEOUT_MS: int(30000, 1),
+  /**
+   * Stream model answers to the run's event stream (`text_delta` events, `step_restarted` when a step
+   * that streamed is delivered again). Off by default: it puts model text (customer-facing) into the
+   * event stream, adds a fenced Redis write per batch, and makes a provider's final usage chunk
+   * mandatory for every attempt (a stream without it fails the attempt).
+   */
+  MODEL_STREAMING: bool.default(false),
+  /** A batch of streamed text is written this long after its first character at the latest... */
+  MODEL_STREAM_FLUSH_MS: int(250, 1),
+  /** ...or as soon as it holds this many characters. */
+  MODEL_STREAM_FLUSH_CHARS: int(1024, 1),
   /** Attempts of one model call inside one delivery (short backoffs, no Retry-After); past them the step job is delayed. */
   MODEL_MAX_ATTEMPTS: int(4, 1),
   /**

@@ -44,6 +44,7 @@ import {
 import { nextStatus } from './policy.js';
 import type { CrashPoints } from '../config/testHooks.js';
 import type { EffectRunner } from './effects.js';
+import { TextStream } from './textStream.js';
 
 /**
  * What a step reads of the configuration, and nothing else (src/bin passes the
@@ -66,6 +67,10 @@ export interface StepOptions {
   readonly APPROVAL_TTL_MS: number;
   /** Per-tenant token budget per UTC day (0 = none). */
   readonly TENANT_DAILY_TOKENS: number;
+  /** Stream answer text to the run's events (text_delta, step_restarted), batched by time or size (src/worker/textStream.ts). */
+  readonly MODEL_STREAMING: boolean;
+  readonly MODEL_STREAM_FLUSH_MS: number;
+  readonly MODEL_STREAM_FLUSH_CHARS: number;
 }
 
 export interface StepDeps {
@@ -232,7 +237,9 @@ export class StepProcessor {
         }
         // Each attempt is checked before (what it may spend) and charged after (what it did), tenant day included.
         const chargeAbandoned = (tokens: number) => this.chargeAbandoned(job, token, lockKey, step, tokens, log);
-        const called = await this.callModel(agent, spec, step, used, estimate, signal, log, trace, chargeAbandoned);
+        const stream = this.textStream(job, token, lockKey, step, startedEvent, log);
+        const called = await this.callModel(agent, spec, step, used, estimate, signal, log, trace, chargeAbandoned, stream)
+          .finally(() => void (startedEmitted ||= stream?.startedEmitted === true));
         if ('unavailable' in called) {
           await this.waitOutOutage(job, token, data, spec, called.unavailable, called.charged, chargeAbandoned, commit, log);
           return;
@@ -248,7 +255,7 @@ export class StepProcessor {
         decision = called.decision;
         const hasWrite = decision.toolCalls.some((c) => agent.tools.get(c.name)?.effect === 'write');
         if (hasWrite || redelivered) {
-          const contextDelta = await this.journalDecision(job, token, lockKey, decision, log, startedEvent);
+          const contextDelta = await this.journalDecision(job, token, lockKey, decision, log, startedEmitted ? '' : startedEvent);
           startedEmitted = true;
           used = { ...used, tokens: used.tokens + total(decision.usage), contextTokens: used.contextTokens + contextDelta };
           this.d.crash.hit('after_decision', step);
@@ -338,8 +345,20 @@ export class StepProcessor {
     return p;
   }
 
+  /** This delivery's streamed answer text, when MODEL_STREAMING is on. */
+  private textStream(job: Job, token: string, lockKey: string, step: number, startedEvent: string, log: Logger): TextStream | undefined {
+    if (!this.d.cfg.MODEL_STREAMING) return undefined;
+    const k = this.d.keys.run((job.data as StepJobData).runId);
+    return new TextStream({
+      redis: this.d.redis, keys: { run: k.run, events: k.events, jobLock: lockKey }, token, step, jobId: job.id!, jobAttempt: job.attemptsStarted,
+      eventsMaxLen: this.d.cfg.EVENTS_MAX_LEN, flushMs: this.d.cfg.MODEL_STREAM_FLUSH_MS, flushChars: this.d.cfg.MODEL_STREAM_FLUSH_CHARS,
+      startedEvent, metrics: this.d.metrics, log,
+    });
+  }
+
   private async callModel(
     agent: Agent, spec: RunSpec, step: number, used: Used, estimate: number, signal: AbortSignal, log: Logger, trace: Context | undefined, chargeAbandoned: (tokens: number) => Promise<void>,
+    stream: TextStream | undefined,
   ): Promise<Called> {
     return traced(this.d.tracer, {
       name: 'agent.model', parent: trace,
@@ -348,7 +367,7 @@ export class StepProcessor {
         ? { 'agent.outcome': r.failed.status, 'agent.tokens': r.charged }
         : 'unavailable' in r ? { 'agent.outcome': 'provider_unavailable', 'agent.tokens': r.charged }
         : { 'agent.outcome': 'decided', 'agent.tokens': total(r.decision.usage), 'agent.tools': r.decision.toolCalls.map((c) => c.name) }),
-    }, () => this.decide(agent, spec, step, used, estimate, signal, log, chargeAbandoned));
+    }, () => this.decide(agent, spec, step, used, estimate, signal, log, chargeAbandoned, stream));
   }
 
   /**
@@ -360,6 +379,7 @@ export class StepProcessor {
    */
   private async decide(
     agent: Agent, spec: RunSpec, step: number, used: Used, estimate: number, signal: AbortSignal, log: Logger, chargeAbandoned: (tokens: number) => Promise<void>,
+    stream: TextStream | undefined,
   ): Promise<Called> {
     const provider = this.d.providers.get(spec.model);
     if (!provider) return { failed: { status: 'failed', reason: `model_unavailable: ${spec.model}` }, charged: 0 };
@@ -385,12 +405,17 @@ export class StepProcessor {
           const tenantStop = await this.tenantBudget.reserve(spec.tenant, estimate, this.now());
           if (tenantStop) throw new BudgetStopError(tenantStop);
           let spent = 0;
+          // Streamed text of this attempt: all of it is written before the decision can be (end(true)).
+          const text = stream?.attempt(attempt);
           try {
             const t = await withDeadline(deadlineAt, signal, (attemptSignal) => provider.complete({
               runId: spec.runId, step, attempt, instructions, prompt, tools: agent.tools.specs,
               maxCompletionTokens: this.d.cfg.COMPLETION_TOKEN_CAP, script, signal: attemptSignal,
-              ...(transcript ? { transcript } : {}),
-            }), this.now);
+              ...(transcript ? { transcript } : {}), ...(text ? { onTextDelta: text.push } : {}),
+            }), this.now).then(
+              async (turn) => (await text?.end(true), turn),
+              async (err: unknown) => { await text?.end(false); throw err; },
+            );
             if (t.usage) {
               const u = validUsage(t.usage);
               spent = total(u);

@@ -1,0 +1,32 @@
+/** Typed call of src/store/lua/appendTextDeltas-3.lua: one batch of streamed model text, fenced like the commit. */
+import type { RedisClient } from '../connect.js';
+import { expectReply } from '../codes.js';
+import { script } from '../scripts.js';
+
+export interface AppendTextDeltasKeys {
+  run: string;
+  events: string;
+  jobLock: string;
+}
+
+export interface AppendTextDeltasArgs {
+  token: string;
+  step: number;
+  jobId: string;
+  /** `<job attempt>.<model attempt>`: which delivery and attempt wrote the text. */
+  delivery: string;
+  eventsMaxLen: number;
+  /** The text_delta event (JSON). */
+  event: string;
+  /** This delivery's step_started event (JSON), '' once emitted. */
+  startedEvent: string;
+}
+
+/**
+ * Returns whether a step_restarted event went first (another delivery had streamed this step);
+ * throws the FenceError of a refusal (lock lost, stale step, run missing/not running, decision exists).
+ */
+export async function appendTextDeltas(redis: RedisClient, k: AppendTextDeltasKeys, a: AppendTextDeltasArgs): Promise<{ restarted: boolean }> {
+  const res = await script(redis, 'appendTextDeltas')(k.run, k.events, k.jobLock, a.token, a.step, a.jobId, a.delivery, a.eventsMaxLen, a.event, a.startedEvent);
+  return { restarted: Number(expectReply(res, { step: a.step })) === 0 };
+}
