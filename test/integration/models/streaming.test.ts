@@ -81,7 +81,7 @@ describe.each(['openai', 'anthropic'] as const)('streamed answers through %s', (
     const order = evs.map((e) => e.type).filter((t) => t !== 'text_delta');
     expect(order).toEqual(['run_created', 'step_started', 'decision', 'step_committed', 'status_changed']);
     expect(evs.findIndex((e) => e.type === 'text_delta')).toBeGreaterThan(evs.findIndex((e) => e.type === 'step_started'));
-    expect(evs.findLastIndex((e) => e.type === 'text_delta')).toBeLessThan(evs.findIndex((e) => e.type === 'decision'));
+    expect(evs.map((e) => e.type).lastIndexOf('text_delta')).toBeLessThan(evs.findIndex((e) => e.type === 'decision'));
     const [decision] = await decisions(runId);
     expect(decision).toMatchObject({ final: longAnswer, usage: { promptTokens: 300, completionTokens: 2000 } });
     expect((await h.ctx.store.readState(runId))!.used.tokens).toBe(2300);
