@@ -237,7 +237,7 @@ export class StepProcessor {
         }
         // Each attempt is checked before (what it may spend) and charged after (what it did), tenant day included.
         const chargeAbandoned = (tokens: number) => this.chargeAbandoned(job, token, lockKey, step, tokens, log);
-        const stream = this.textStream(job, token, lockKey, step, startedEvent, log);
+        const stream = this.textStream(job, token, lockKey, step, startedEvent, redelivered, log);
         const called = await this.callModel(agent, spec, step, used, estimate, signal, log, trace, chargeAbandoned, stream)
           .finally(() => void (startedEmitted ||= stream?.startedEmitted === true));
         if ('unavailable' in called) {
@@ -346,11 +346,11 @@ export class StepProcessor {
   }
 
   /** This delivery's streamed answer text, when MODEL_STREAMING is on. */
-  private textStream(job: Job, token: string, lockKey: string, step: number, startedEvent: string, log: Logger): TextStream | undefined {
+  private textStream(job: Job, token: string, lockKey: string, step: number, startedEvent: string, redelivered: boolean, log: Logger): TextStream | undefined {
     if (!this.d.cfg.MODEL_STREAMING) return undefined;
     const k = this.d.keys.run((job.data as StepJobData).runId);
     return new TextStream({
-      redis: this.d.redis, keys: { run: k.run, events: k.events, jobLock: lockKey }, token, step, jobId: job.id!, jobAttempt: job.attemptsStarted,
+      redis: this.d.redis, keys: { run: k.run, events: k.events, jobLock: lockKey }, token, step, jobId: job.id!, jobAttempt: job.attemptsStarted, jobInstance: job.timestamp, redelivered,
       eventsMaxLen: this.d.cfg.EVENTS_MAX_LEN, flushMs: this.d.cfg.MODEL_STREAM_FLUSH_MS, flushChars: this.d.cfg.MODEL_STREAM_FLUSH_CHARS,
       startedEvent, metrics: this.d.metrics, log,
     });

@@ -29,6 +29,10 @@ export interface TextStreamOptions {
   jobId: string;
   /** The job's delivery number (BullMQ attemptsStarted): with the model attempt it names who wrote the text. */
   jobAttempt: number;
+  /** Tells apart two jobs made for the same step (BullMQ's job.timestamp: the job's creation). */
+  jobInstance: number;
+  /** Whether another delivery may have streamed this step before (a redelivery or a resumed job). */
+  redelivered: boolean;
   eventsMaxLen: number;
   flushMs: number;
   flushChars: number;
@@ -50,7 +54,8 @@ export class TextStream {
   }
 
   attempt(modelAttempt: number): AttemptStream {
-    return new AttemptStream(this.o, `${this.o.jobAttempt}.${modelAttempt}`, {
+    const delivery = `${this.o.jobAttempt}.${modelAttempt}`;
+    return new AttemptStream(this.o, delivery, `${this.o.jobInstance}-${delivery}`, this.o.redelivered || modelAttempt > 1, {
       pending: () => (this.started ? '' : this.o.startedEvent),
       written: () => void (this.started = true),
     });
@@ -64,7 +69,8 @@ export class AttemptStream {
   private chain: Promise<void> = Promise.resolve();
   private stopped = false;
 
-  constructor(private readonly o: TextStreamOptions, readonly delivery: string, private readonly started: { pending(): string; written(): void }) {}
+  constructor(private readonly o: TextStreamOptions, readonly delivery: string, private readonly deliveryKey: string,
+    private readonly mayFollowAnother: boolean, private readonly started: { pending(): string; written(): void }) {}
 
   /** The provider's callback: never throws, never waits. */
   readonly push = (text: string): void => {
@@ -80,8 +86,17 @@ export class AttemptStream {
    * (its text is void: the next attempt's first batch says so with step_restarted).
    */
   async end(complete: boolean): Promise<void> {
-    if (complete) this.flush();
-    else this.drop();
+    if (complete) {
+      this.flush();
+      // An answer with no text (tool calls only) after another delivery or attempt: a marker write
+      // still announces step_restarted if that other one had streamed text of this step.
+      if (this.seq === 0 && !this.stopped && this.mayFollowAnother) {
+        this.seq++;
+        this.chain = this.chain.then(() => this.write('', -1));
+      }
+    } else {
+      this.drop();
+    }
     await this.chain;
     this.stopped = true;
   }
@@ -108,9 +123,10 @@ export class AttemptStream {
     const startedEvent = this.started.pending();
     try {
       const { restarted } = await appendTextDeltas(o.redis, o.keys, {
-        token: o.token, step: o.step, jobId: o.jobId, delivery: this.delivery, eventsMaxLen: o.eventsMaxLen,
-        event: JSON.stringify({ step: o.step, delivery: this.delivery, seq, text }), startedEvent,
+        token: o.token, step: o.step, jobId: o.jobId, deliveryKey: this.deliveryKey, eventsMaxLen: o.eventsMaxLen,
+        event: text === '' ? '' : JSON.stringify({ step: o.step, delivery: this.delivery, seq, text }), startedEvent,
       });
+      if (text === '' && !restarted) return; // the marker found nothing to announce, and wrote nothing
       this.started.written();
       o.metrics.textDeltaBatches.inc({ outcome: restarted ? 'restarted' : 'written' });
     } catch (err) {

@@ -72,7 +72,9 @@ async function follow(runId: string, lastEventId: string | undefined, until: (ev
   }
 }
 
-const victimEnv = (extra: Record<string, string> = {}) => ({ ...h.env, LOCK_DURATION_MS: '1000', STALLED_INTERVAL_MS: '500', ...extra });
+// A long lock: a loaded box must not hand the victim's step to itself again (a false stall); its death is
+// noticed from its vanished Redis connection (owner watch, OWNER_WATCH_MS), not from the lock expiring.
+const victimEnv = (extra: Record<string, string> = {}) => ({ ...h.env, LOCK_DURATION_MS: '10000', STALLED_INTERVAL_MS: '5000', ...extra });
 const texts = (events: SseEvent[]) => events.filter((e) => e.event === 'text_delta').map((e) => String(e.data.text)).join('');
 
 describe('an answer streamed across an eviction', () => {

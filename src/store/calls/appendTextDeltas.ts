@@ -13,8 +13,11 @@ export interface AppendTextDeltasArgs {
   token: string;
   step: number;
   jobId: string;
-  /** `<job attempt>.<model attempt>`: which delivery and attempt wrote the text. */
-  delivery: string;
+  /**
+   * `<job instance>-<job attempt>.<model attempt>`: which job, delivery and attempt wrote the text (a job
+   * made again for the same step, e.g. by a resume, is another instance). Events show the part after '-'.
+   */
+  deliveryKey: string;
   eventsMaxLen: number;
   /** The text_delta event (JSON). */
   event: string;
@@ -27,6 +30,6 @@ export interface AppendTextDeltasArgs {
  * throws the FenceError of a refusal (lock lost, stale step, run missing/not running, decision exists).
  */
 export async function appendTextDeltas(redis: RedisClient, k: AppendTextDeltasKeys, a: AppendTextDeltasArgs): Promise<{ restarted: boolean }> {
-  const res = await script(redis, 'appendTextDeltas')(k.run, k.events, k.jobLock, a.token, a.step, a.jobId, a.delivery, a.eventsMaxLen, a.event, a.startedEvent);
+  const res = await script(redis, 'appendTextDeltas')(k.run, k.events, k.jobLock, a.token, a.step, a.jobId, a.deliveryKey, a.eventsMaxLen, a.event, a.startedEvent);
   return { restarted: Number(expectReply(res, { step: a.step })) === 0 };
 }

@@ -118,6 +118,33 @@ describe.each(['openai', 'anthropic'] as const)('streamed answers through %s', (
   });
 });
 
+describe('a restart with no new text', () => {
+  it('a retry that answers with tool calls only still announces step_restarted (the partial text is void)', async () => {
+    openai.enqueue(
+      { kind: 'turn', text: 'Let me think about this for a while before I answer.', usage: { input: 10, output: 9 }, truncateAfterEvents: 5, eventDelayMs: 100 },
+      { kind: 'turn', toolCalls: [{ name: 'read_ticket', args: {} }], usage: { input: 10, output: 3 } },
+      { kind: 'turn', text: 'Done.', usage: { input: 20, output: 2 } },
+    );
+    const runId = await start('openai', 'S-marker');
+    expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human', 'budget_exceeded'])).toBe('completed');
+    const step1 = (await events(runId)).filter((e) => e.data.step === 1);
+    const types = step1.map((e) => e.type);
+    expect(types.filter((t) => t === 'text_delta').length).toBeGreaterThan(0);
+    expect(types.indexOf('step_restarted')).toBeGreaterThan(types.lastIndexOf('text_delta'));
+    expect(step1.find((e) => e.type === 'step_restarted')!.data).toMatchObject({ reason: 'attempt_failed', previous: '1.1', delivery: '1.2' });
+    expect(types.indexOf('decision')).toBeGreaterThan(types.indexOf('step_restarted'));
+  });
+
+  it('a first answer with tool calls only costs no marker write', async () => {
+    const before = await metric('agent_text_delta_batches_total', 'outcome="restarted"');
+    openai.enqueue({ kind: 'turn', toolCalls: [{ name: 'read_ticket', args: {} }], usage: { input: 10, output: 3 } }, { kind: 'turn', text: 'Ok.', usage: { input: 20, output: 2 } });
+    const runId = await start('openai', 'S-nomarker');
+    expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human', 'budget_exceeded'])).toBe('completed');
+    expect((await events(runId)).filter((e) => e.type === 'step_restarted')).toEqual([]);
+    expect(await metric('agent_text_delta_batches_total', 'outcome="restarted"')).toBe(before);
+  });
+});
+
 describe('usage of a streamed answer', () => {
   it('a stream that finishes without its usage chunk fails the run with missing_usage, never zero', async () => {
     openai.enqueue({ kind: 'turn', text: 'An answer with no usage at the end.', usage: null });
@@ -158,7 +185,7 @@ describe('the fence on streamed text', () => {
     const { k, jobId, lock } = await ownedRun('someone-else');
     const fenced = await metric('agent_text_delta_batches_total', 'outcome="fence_lost"');
     const stream = new TextStream({
-      redis: h.ctx.redis, keys: { run: k.run, events: k.events, jobLock: lock }, token: 'mine', step: 1, jobId, jobAttempt: 1,
+      redis: h.ctx.redis, keys: { run: k.run, events: k.events, jobLock: lock }, token: 'mine', step: 1, jobId, jobAttempt: 1, jobInstance: 1, redelivered: false,
       eventsMaxLen: 1000, flushMs: 10, flushChars: 4, startedEvent: '{"step":1}', metrics: h.ctx.metrics, log: h.ctx.log,
     });
     const attempt = stream.attempt(1);
@@ -174,7 +201,7 @@ describe('the fence on streamed text', () => {
     const { k, jobId, lock } = await ownedRun('mine');
     await h.ctx.redis.hset(k.run, { decidedStep: 1 });
     await expect(appendTextDeltas(h.ctx.redis, { run: k.run, events: k.events, jobLock: lock }, {
-      token: 'mine', step: 1, jobId, delivery: '2.1', eventsMaxLen: 1000, event: '{}', startedEvent: '',
+      token: 'mine', step: 1, jobId, deliveryKey: '1-2.1', eventsMaxLen: 1000, event: '{}', startedEvent: '',
     })).rejects.toBeInstanceOf(FenceError);
     expect(await h.ctx.redis.xlen(k.events)).toBe(0);
   });
