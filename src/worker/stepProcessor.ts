@@ -406,15 +406,15 @@ export class StepProcessor {
           if (tenantStop) throw new BudgetStopError(tenantStop);
           let spent = 0;
           // Streamed text of this attempt: all of it is written before the decision can be (end(true)).
-          const text = stream?.attempt(attempt);
+          const streamed = stream?.attempt(attempt);
           try {
             const t = await withDeadline(deadlineAt, signal, (attemptSignal) => provider.complete({
               runId: spec.runId, step, attempt, instructions, prompt, tools: agent.tools.specs,
               maxCompletionTokens: this.d.cfg.COMPLETION_TOKEN_CAP, script, signal: attemptSignal,
-              ...(transcript ? { transcript } : {}), ...(text ? { onTextDelta: text.push } : {}),
+              ...(transcript ? { transcript } : {}), ...(streamed ? { onTextDelta: streamed.push } : {}),
             }), this.now).then(
-              async (turn) => (await text?.end(true), turn),
-              async (err: unknown) => { await text?.end(false); throw err; },
+              async (turn) => (await streamed?.end(true), turn),
+              async (err: unknown) => { await streamed?.end(false); throw err; },
             );
             if (t.usage) {
               const u = validUsage(t.usage);
