@@ -19,7 +19,7 @@
           a recorded cancel wins over any of them: the run ends `cancelled` with the cancel's
           reason (who asked), no next job, and a status entry saying so closes the step's entries
   ARGV[4] reason ('' for none)
-  ARGV[5] steps delta    ARGV[6] tokens delta    ARGV[7] context tokens delta
+  ARGV[5] steps delta    ARGV[6] tokens delta    ARGV[7] context bytes delta ('' = the run keeps none)
   ARGV[8] now (ms)       ARGV[9] events max length
   ARGV[10] advance cursor (1) or keep it (0, the run parks mid-step)
   ARGV[11] retention ms for terminal statuses
@@ -100,7 +100,7 @@ end
 
 redis.call('HINCRBY', KEYS[2], 'stepsUsed', ARGV[5])
 redis.call('HINCRBY', KEYS[2], 'tokensUsed', ARGV[6])
-redis.call('HINCRBY', KEYS[2], 'contextTokens', ARGV[7])
+if ARGV[7] ~= '' then redis.call('HINCRBY', KEYS[2], 'contextBytes', ARGV[7]) end
 
 local nextCursor = step
 if ARGV[10] == '1' then nextCursor = step + 1 end
