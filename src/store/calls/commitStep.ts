@@ -73,10 +73,12 @@ export async function commitStep(redis: RedisClient, k: CommitStepKeys, a: Commi
     k.run, k.budget, k.journal, k.events, k.jobLock, k.actions, ...commitBullKeys(a.next, a.finish), k.approvalAction, k.approvals,
     a.token, a.step, a.status, a.reason, a.stepsDelta, a.tokensDelta, a.contextBytesDelta ?? '', a.now,
     a.eventsMaxLen, a.advance ? 1 : 0, a.retentionMs, a.committedEvent,
-    a.carriesDecision ? 1 : 0, a.jobId, a.nextJobId, a.entries.length, ...a.finish.argv, ...a.entries,
-    // addStandardJob's three argv sit at fixed positions after the entries: blanks when no job is added.
+    a.carriesDecision ? 1 : 0, a.jobId, a.nextJobId, a.entries.length, ...a.finish.argv,
+    // addStandardJob's three argv: blanks when no job is added.
     ...(a.addNext ? a.next.argv : ['', '', '']), a.startedEvent, a.decisionEvent,
     a.approvalFor, a.approvalExpiresAt,
+    // The journal entries, the one variable-length run, last.
+    ...a.entries,
   );
   const [journalLength, finished, committed] = expectReply(res, { step: a.step }) as [number, unknown, string];
   return { journalLength: Number(journalLength), finished, committed };
