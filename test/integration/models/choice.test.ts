@@ -14,6 +14,7 @@ import { ConfigError, loadConfig } from '../../../src/config/config.js';
 import { createContext } from '../../../src/bin/context.js';
 import { buildSpec } from '../../../src/producer/runs.js';
 import { createHarness, producerAuth, type Harness } from '../../../testkit/harness.js';
+import { spawnModule } from '../../../testkit/spawnModule.js';
 import { startOpenAIServer } from '../../../testkit/modelServers/openai.js';
 import { startAnthropicServer } from '../../../testkit/modelServers/anthropic.js';
 import type { ModelServer } from '../../../testkit/modelServers/queue.js';
@@ -213,6 +214,24 @@ describe('choices the boot refuses, the field named', () => {
     expect((await bootError({ ...modelEnv(), TENANT_MODELS: '{"acme":{"gamma":{"provider":"openai"}}}' })).fields).toEqual(['TENANT_MODELS.acme.gamma']);
     expect((await bootError({ ...modelEnv(), TENANT_MODELS: '{"acme":{"*":{"provider":"mistral"}}}' })).message).toContain('no such provider');
   });
+
+  it('real processes: a worker and an API with a bad TENANT_MODELS print one line naming the field and exit 1', async () => {
+    const exit = (module: string, env: Record<string, string>) => {
+      // Keys the runner's environment may hold are the test's here.
+      const child = spawnModule(module, { ...h.env, ANTHROPIC_API_KEY: '', OPENAI_API_KEY: '', LOG_LEVEL: 'info', WORKER_METRICS_PORT: '0', PORT: '0', ...env }, ['ignore', 'pipe', 'pipe']);
+      let stderr = '';
+      child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+      return new Promise<{ code: number | null; lines: string[] }>((resolve) => child.once('close', (code) => resolve({ code, lines: stderr.trimEnd().split('\n') })));
+    };
+    const [worker, api] = await Promise.all([
+      exit('src/bin/worker', { TENANT_MODELS: '{"acme":{"support":{"provider":"anthropic","model":"claude-sonnet-4-5"}}}' }),
+      exit('src/bin/api', { TENANT_MODELS: '{"acme":{"support":{"provider":"openai","options":{"topP":7}}}}' }),
+    ]);
+    expect(worker.code).toBe(1);
+    expect(worker.lines).toEqual([expect.stringMatching(/^worker: cannot start: invalid configuration: TENANT_MODELS\.acme\.support\.provider: provider 'anthropic' is not enabled on this process: set ANTHROPIC_API_KEY/)]);
+    expect(api.code).toBe(1);
+    expect(api.lines).toEqual([expect.stringMatching(/^api: cannot start: invalid configuration: TENANT_MODELS\.acme\.support\.options\.topP: /)]);
+  }, 60_000);
 
   it('an agent model choice that does not validate stops at defineAgent, the field named', () => {
     expect(() => defineAgent({ name: 'bad', version: '1', input, tools: [], model: { provider: 'openai', model: 'gpt-4o', options: { temperature: 3 } }, instructions: () => '' }))
