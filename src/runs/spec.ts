@@ -68,7 +68,11 @@ export const stepJobDataSchema = z.object({
   used: z.object({
     steps: z.number().int().nonnegative(),
     tokens: tokenTotal,
-    contextTokens: tokenTotal,
+    /**
+     * UTF-8 bytes of the transcript's decisions and observations (an upper bound on their tokens:
+     * src/worker/policy.ts). Absent in a job written before it existed: the step then counts exactly.
+     */
+    contextBytes: tokenTotal.optional(),
   }),
 });
 export type StepJobData = z.infer<typeof stepJobDataSchema>;
