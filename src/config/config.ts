@@ -128,6 +128,11 @@ export const configSchema = z.object({
   ), {}),
   /** The scripted provider (and run-supplied scripts) is for demos and tests: development only; `false` disables it there too. */
   SCRIPTED_MODEL_ENABLED: bool.optional(),
+  /**
+   * Per provider, the deployment keeps only the endpoint, the credential and a default model id (for
+   * choices that name none); agents and tenants choose the model. OpenAI and Anthropic exist only with
+   * their key; an OpenAI-compatible server only with its URL (src/bin/context.ts buildProviders).
+   */
   OPENAI_BASE_URL: z.string().url().default('https://api.openai.com/v1'),
   OPENAI_API_KEY: z.string().optional(),
   OPENAI_MODEL: z.string().default('gpt-4o-mini'),
