@@ -417,7 +417,7 @@ export class StepProcessor {
   ): Promise<Called> {
     return traced(this.d.tracer, {
       name: 'agent.model', parent: trace,
-      attributes: () => ({ 'agent.run_id': spec.runId, 'agent.step': step, 'agent.model': spec.model }),
+      attributes: () => ({ 'agent.run_id': spec.runId, 'agent.step': step, 'agent.model': spec.model, 'agent.model_id': spec.modelId ?? '' }),
       outcome: (r: Called) => ('failed' in r
         ? { 'agent.outcome': r.failed.status, 'agent.tokens': r.charged }
         : 'unavailable' in r ? { 'agent.outcome': 'provider_unavailable', 'agent.tokens': r.charged }
@@ -465,7 +465,9 @@ export class StepProcessor {
           try {
             const t = await withDeadlineScope(deadlineAt, signal, (attemptScope) => provider.complete({
               runId: spec.runId, step, attempt, instructions, prompt, tools: agent.tools.specs,
-              maxCompletionTokens: this.d.cfg.COMPLETION_TOKEN_CAP, script,
+              // The run's pinned model; its maxOutputTokens may only lower the deployment's cap (the pre-flight counts the cap).
+              model: spec.modelId, options: spec.modelOptions,
+              maxCompletionTokens: Math.min(this.d.cfg.COMPLETION_TOKEN_CAP, spec.modelOptions?.maxOutputTokens ?? Infinity), script,
               ...(transcript ? { transcript } : {}), ...(streamed ? { onTextDelta: streamed.push } : {}),
               get signal() {
                 return attemptScope.signal;
