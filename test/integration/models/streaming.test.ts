@@ -169,6 +169,17 @@ describe('usage of a streamed answer', () => {
   });
 });
 
+describe('the scripted provider (demo and tests)', () => {
+  it('hands its final answer on in pieces: the demo shows the answer being written', async () => {
+    const final = 'Your replacement mug ships today; the tracking number follows by email.';
+    const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket('S-scripted'), agent: { model: 'scripted', script: [{ toolCalls: [], final, usage: { promptTokens: 5, completionTokens: 5 }, transientFailures: 0 }] } }, Date.now());
+    await h.ctx.store.create(spec, Date.now());
+    expect(await h.waitForStatus(spec.runId, ['completed', 'failed', 'needs_human', 'budget_exceeded'])).toBe('completed');
+    const deltas = (await events(spec.runId)).filter((e) => e.type === 'text_delta');
+    expect(deltas.map((e) => e.data.text).join('')).toBe(final);
+  });
+});
+
 describe('the fence on streamed text', () => {
   /** A run hash at step 1 whose job lock is held by `holder` (no worker takes it: no job exists). */
   async function ownedRun(holder: string) {
