@@ -55,7 +55,8 @@ export class TextStream {
 
   attempt(modelAttempt: number): AttemptStream {
     const delivery = `${this.o.jobAttempt}.${modelAttempt}`;
-    return new AttemptStream(this.o, delivery, `${this.o.jobInstance}-${delivery}`, this.o.redelivered || modelAttempt > 1, {
+    const ids = { delivery, deliveryKey: `${this.o.jobInstance}-${delivery}`, mayFollowAnother: this.o.redelivered || modelAttempt > 1 };
+    return new AttemptStream(this.o, ids, {
       pending: () => (this.started ? '' : this.o.startedEvent),
       written: () => void (this.started = true),
     });
@@ -69,8 +70,16 @@ export class AttemptStream {
   private chain: Promise<void> = Promise.resolve();
   private stopped = false;
 
-  constructor(private readonly o: TextStreamOptions, readonly delivery: string, private readonly deliveryKey: string,
-    private readonly mayFollowAnother: boolean, private readonly started: { pending(): string; written(): void }) {}
+  /**
+   * @param ids `delivery` (shown in events), `deliveryKey` (compared by the script), and whether
+   *   another delivery or attempt may have streamed this step before (then a text-less answer writes a marker).
+   * @param started this delivery's step_started event: `pending()` until a write carried it.
+   */
+  constructor(
+    private readonly o: TextStreamOptions,
+    private readonly ids: { delivery: string; deliveryKey: string; mayFollowAnother: boolean },
+    private readonly started: { pending(): string; written(): void },
+  ) {}
 
   /** The provider's callback: never throws, never waits. */
   readonly push = (text: string): void => {
@@ -90,7 +99,7 @@ export class AttemptStream {
       this.flush();
       // An answer with no text (tool calls only) after another delivery or attempt: a marker write
       // still announces step_restarted if that other one had streamed text of this step.
-      if (this.seq === 0 && !this.stopped && this.mayFollowAnother) {
+      if (this.seq === 0 && !this.stopped && this.ids.mayFollowAnother) {
         this.seq++;
         this.chain = this.chain.then(() => this.write('', -1));
       }
@@ -123,8 +132,8 @@ export class AttemptStream {
     const startedEvent = this.started.pending();
     try {
       const { restarted } = await appendTextDeltas(o.redis, o.keys, {
-        token: o.token, step: o.step, jobId: o.jobId, deliveryKey: this.deliveryKey, eventsMaxLen: o.eventsMaxLen,
-        event: text === '' ? '' : JSON.stringify({ step: o.step, delivery: this.delivery, seq, text }), startedEvent,
+        token: o.token, step: o.step, jobId: o.jobId, deliveryKey: this.ids.deliveryKey, eventsMaxLen: o.eventsMaxLen,
+        event: text === '' ? '' : JSON.stringify({ step: o.step, delivery: this.ids.delivery, seq, text }), startedEvent,
       });
       if (text === '' && !restarted) return; // the marker found nothing to announce, and wrote nothing
       this.started.written();
@@ -135,10 +144,10 @@ export class AttemptStream {
       if (err instanceof FenceError) {
         // Another owner has the step (or it ended): its writes, not ours, are the answer now.
         o.metrics.textDeltaBatches.inc({ outcome: 'fence_lost' });
-        o.log.info({ code: 'text_stream_fenced', fence: err.code, delivery: this.delivery }, 'streamed text stopped: the step is no longer ours');
+        o.log.info({ code: 'text_stream_fenced', fence: err.code, delivery: this.ids.delivery }, 'streamed text stopped: the step is no longer ours');
       } else {
         o.metrics.textDeltaBatches.inc({ outcome: 'write_failed' });
-        o.log.warn({ code: 'text_stream_failed', delivery: this.delivery, err }, 'streamed text stopped: write failed');
+        o.log.warn({ code: 'text_stream_failed', delivery: this.ids.delivery, err }, 'streamed text stopped: write failed');
       }
     }
   }
