@@ -366,12 +366,20 @@ export class StepProcessor {
    * delayed set for FOLLOW_UP_WAIT_MS (no worker holds it) and asks again. The wait is bounded by
    * the follow-up's own deadline: one that would end at or past it stops the run `budget_exceeded`
    * (wall_clock), with its status, event and metric, by the commit. Nothing was sent to the model.
+   * A cancel requested meanwhile ends it at once (cancelled), nothing sent either.
    */
   private async waitForPrevious(
     job: Job, token: string, spec: RunSpec, step: number, previousStatus: string, commit: (plan: CommitPlan) => Promise<void>, log: Logger,
   ): Promise<void> {
     const now = this.now();
     const waitMs = this.d.cfg.FOLLOW_UP_WAIT_MS;
+    // A cancel waits for the run's next commit: a waiting follow-up commits now (the commit sets `cancelled`
+    // with the cancel's reason), instead of when the previous run ends and after a model call.
+    if ((await this.d.redis.hget(this.d.keys.run(spec.runId).run, 'cancelRequested')) === '1') {
+      log.info({ code: 'follow_up_cancelled', previousRunId: spec.previousRunId }, 'cancelled while waiting for the previous run');
+      await commit(this.stopPlan(step, { status: 'cancelled', reason: 'cancelled while waiting for the previous run' }, [], false));
+      return;
+    }
     if (now + waitMs >= spec.limits.deadlineAt) {
       const stop = wallClockStop(spec, now, true);
       this.d.metrics.budgetStops.inc({ kind: stop.kind });

@@ -13,6 +13,7 @@ import { sign } from '../../src/producer/webhookSignature.js';
 import type { RunView } from '../../src/producer/view.js';
 
 const SECRET = 'acme-webhook-secret';
+const OPERATOR_TOKEN = 'operator-token-for-follow-up-tests';
 const DONE = ['completed', 'failed', 'budget_exceeded', 'needs_human', 'cancelled'];
 let h: Harness;
 let url: string;
@@ -22,7 +23,7 @@ beforeAll(async () => {
   openai = await startOpenAIServer();
   h = await createHarness('followups', {
     OPENAI_BASE_URL: `${openai.url}/v1`, OPENAI_API_KEY: 'sk-test', OPENAI_MODEL: 'gpt-4o-mini',
-    WEBHOOK_SECRETS: JSON.stringify({ acme: SECRET }), WEBHOOK_TOLERANCE_S: '60', FOLLOW_UP_WAIT_MS: '100',
+    WEBHOOK_SECRETS: JSON.stringify({ acme: SECRET }), WEBHOOK_TOLERANCE_S: '60', FOLLOW_UP_WAIT_MS: '100', OPERATOR_TOKEN,
   });
   await h.startWorker();
   url = (await h.startApi()).url;
@@ -170,6 +171,23 @@ describe('follow-up runs through POST /v1/runs', () => {
     expect(firstOfSecond).toBeGreaterThan(lastOfFirst);
     expect(order[firstOfSecond]).toContain('ANSWER-SLOW');
     expect(await metric('agent_follow_up_waits_total')).toBeGreaterThan(waitsBefore);
+  });
+
+  it('a follow-up cancelled while it waits ends cancelled at once; its model is never asked', async () => {
+    openai.enqueue({ kind: 'error', status: 429, retryAfter: '3' }, { kind: 'turn', text: 'ANSWER-C', usage: { input: 100, output: 10 } });
+    const first = await postRun({ tenant: 'acme', ticket: ticket('F-X', 'CANCEL-FIRST'), agent: { model: 'openai' } }, 'evt-x1');
+    for (let i = 0; i < 200 && requestsFor('CANCEL-FIRST').length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    const second = await postRun({ tenant: 'acme', ticket: ticket('F-X', 'CANCEL-SECOND'), agent: { model: 'openai' } }, 'evt-x2');
+    expect(second.body.previousRunId).toBe(first.body.runId);
+    const res = await fetch(`${url}/v1/runs/${second.body.runId as string}/cancel`, {
+      method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${OPERATOR_TOKEN}` }, body: '{}',
+    });
+    expect(res.status).toBeLessThan(300);
+    expect(await h.waitForStatus(second.body.runId as string, DONE)).toBe('cancelled');
+    // Cancelled while the previous run still waited out its model's Retry-After.
+    expect(await h.ctx.redis.hget(h.ctx.keys.run(first.body.runId as string).run, 'status')).not.toBe('completed');
+    expect(await h.waitForStatus(first.body.runId as string, DONE)).toBe('completed');
+    expect(requestsFor('CANCEL-SECOND')).toHaveLength(0);
   });
 
   it('a bad event id (Idempotency-Key) is a 400 naming the field; nothing is written', async () => {
