@@ -6,6 +6,7 @@
  */
 import { z } from 'zod';
 import { AGENT_NAME_FORMAT } from '../core/agent.js';
+import { modelIdSchema, modelOptionsSchema, providerNameSchema } from '../core/model.js';
 import { BUDGET_BOUNDS } from './bounds.js';
 
 /** The budget numbers, bounded (src/runs/bounds.ts): the request and the stored spec share them. */
@@ -21,7 +22,7 @@ export const EVENT_KEY_FORMAT = /^[\x21-\x7e]{1,200}$/;
 export const eventKeySchema = z.string().regex(EVENT_KEY_FORMAT, '1 to 200 visible ASCII characters, no spaces');
 
 /** A model provider's name (the worker's provider map decides whether it exists). */
-export const providerNameSchema = z.string().regex(/^[a-z][a-z0-9_-]{0,62}$/, 'a provider name: lowercase letters, digits, _ or -');
+export { providerNameSchema };
 
 /**
  * v2: the run names its agent (`agent`, `agentVersion`, `toolsHash` pinned),
@@ -44,7 +45,16 @@ export const runSpecSchema = z.object({
   /** The subject's run before this one, linked by createRun when this run was created (the script writes it). */
   previousRunId: z.string().regex(/^r_[0-9a-f]{24}$/).optional(),
   input: z.unknown(),
+  /** The pinned model choice: the provider's name (here, for runs pinned before model ids were)... */
   model: providerNameSchema,
+  /**
+   * ...the provider's model id and the sampling options, resolved at intake
+   * (src/producer/modelChoice.ts). A spec without modelId (written before
+   * model choices were pinned) runs on the provider's default model, as it
+   * did then: read as it is, not migrated.
+   */
+  modelId: modelIdSchema.optional(),
+  modelOptions: modelOptionsSchema.optional(),
   /** The scripted provider's turns for this run (validated by that provider). */
   script: z.unknown().optional(),
   agentVersion: z.string(),
@@ -73,7 +83,11 @@ export const stepJobDataSchema = z.object({
   used: z.object({
     steps: z.number().int().nonnegative(),
     tokens: tokenTotal,
-    contextTokens: tokenTotal,
+    /**
+     * UTF-8 bytes of the transcript's decisions and observations (an upper bound on their tokens:
+     * src/worker/policy.ts). Absent in a job written before it existed: the step then counts exactly.
+     */
+    contextBytes: tokenTotal.optional(),
   }),
 });
 export type StepJobData = z.infer<typeof stepJobDataSchema>;
