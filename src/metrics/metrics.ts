@@ -26,6 +26,7 @@ export class Metrics {
   readonly redisConfigOk: Gauge;
   readonly scrapeErrors: Counter;
   readonly runsFinished: Counter;
+  readonly runRetries: Counter;
 
   constructor(readonly registry: Registry, opts: { defaultMetrics?: boolean } = {}) {
     const r = [registry];
@@ -54,6 +55,10 @@ export class Metrics {
     this.runsFinished = new Counter({
       name: 'agent_runs_finished_total', help: 'Runs that ended (or were parked for a person), by status and reason code (the reason up to its first colon)',
       labelNames: ['status', 'reason'], registers: r,
+    });
+    this.runRetries = new Counter({
+      name: 'agent_run_retries_total', help: 'Operator retries of stopped runs, by the status and reason code retried from and the outcome (retried, or the refusal code)',
+      labelNames: ['from', 'reason', 'outcome'], registers: r,
     });
     this.scrapeErrors = new Counter({ name: 'agent_scrape_collect_errors_total', help: 'Scrape-time gauges not refreshed because their Redis read failed', labelNames: ['collector'], registers: r });
   }
