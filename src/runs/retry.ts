@@ -38,7 +38,10 @@ export const RETRYABLE_STATUSES = ['failed', 'budget_exceeded', 'needs_human'] a
 export interface RetryExtension {
   steps?: number;
   tokens?: number;
-  /** More wall clock, from now (or from the deadline, if that is still ahead). */
+  /**
+   * More wall clock: the new deadline is this much after the old one, or after now when
+   * the old one has passed; the run's maxWallMs (the wall clock granted in all) grows by it.
+   */
   wallMs?: number;
 }
 
@@ -58,8 +61,8 @@ const EXTENDABLE: Record<string, keyof RetryExtension> = { steps: 'steps', token
 /** `by`: the authenticated operator's name (recorded in the journal and the event). */
 export async function retryRun(ctx: EngineContext, runId: string, by: string, ext: RetryExtension, now = Date.now()): Promise<RetryOutcome> {
   const k = ctx.keys.run(runId);
-  const [[status, reason, cursorRaw, resumesRaw, tenant, createdAtRaw], budget] = await Promise.all([
-    ctx.redis.hmget(k.run, 'status', 'reason', 'cursor', 'resumes', 'tenant', 'createdAt'),
+  const [[status, reason, cursorRaw, resumesRaw, tenant], budget] = await Promise.all([
+    ctx.redis.hmget(k.run, 'status', 'reason', 'cursor', 'resumes', 'tenant'),
     ctx.redis.hmget(k.budget, 'maxSteps', 'maxTokens', 'maxWallMs', 'deadlineAt', 'extensions'),
   ]);
   if (!status) {
@@ -84,12 +87,12 @@ export async function retryRun(ctx: EngineContext, runId: string, by: string, ex
   if (dayUsed !== undefined && dayUsed >= ctx.cfg.TENANT_DAILY_TOKENS) return refuse({ ok: false, code: 'tenant_budget_exhausted', tenant: tenant ?? '' });
 
   const [maxSteps, maxTokens, maxWallMs, deadlineAt] = budget.slice(0, 4).map(Number) as [number, number, number, number];
-  const createdAt = Number(createdAtRaw ?? 0);
   const newDeadline = extension.wallMs > 0 ? Math.max(deadlineAt, now) + extension.wallMs : deadlineAt;
   const limits: RunLimits = {
     maxSteps: maxSteps + extension.steps,
     maxTokens: maxTokens + extension.tokens,
-    maxWallMs: extension.wallMs > 0 ? newDeadline - createdAt : maxWallMs,
+    // The wall clock granted in all (what LIMIT_MAX_WALL_MS bounds); the deadline is what the worker checks.
+    maxWallMs: maxWallMs + extension.wallMs,
     deadlineAt: newDeadline,
   };
   if (limits.maxSteps > ctx.cfg.LIMIT_MAX_STEPS) return refuse({ ok: false, code: 'over_limit', field: 'steps', limit: ctx.cfg.LIMIT_MAX_STEPS });

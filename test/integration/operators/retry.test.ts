@@ -51,7 +51,7 @@ beforeEach(() => {
 });
 
 let seq = 0;
-async function startWithBudget(script: Script, budget: { maxSteps?: number }): Promise<string> {
+async function startWithBudget(script: Script, budget: { maxSteps?: number; maxWallMs?: number }): Promise<string> {
   const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket(`RTY-B-${++seq}-${Date.now()}`), agent: { model: 'scripted', script }, budget }, Date.now());
   await h.ctx.store.create(spec, Date.now());
   return spec.runId;
@@ -163,6 +163,23 @@ describe('retry a stopped run', () => {
     const view = await call<{ budget: { limits: { maxSteps: number } } }>(h.url, 'GET', `/v1/runs/${runId}`);
     expect(view.body.budget.limits.maxSteps).toBe(6);
     expect(await retriesCounted('extension_required')).toBeGreaterThanOrEqual(2);
+  });
+
+  it('wall clock: a run past its deadline needs more wall clock, counted from the retry', async () => {
+    const runId = await startWithBudget([turn([email]), final], { maxWallMs: 1 });
+    expect(await h.waitForStatus(runId, ['budget_exceeded', 'completed'])).toBe('budget_exceeded');
+    expect(await h.ctx.redis.hget(h.ctx.keys.run(runId).run, 'reason')).toMatch(/^wall_clock:/);
+    const more = await retry(runId, { steps: 3 });
+    expect(more.status).toBe(409);
+    expect(more.body).toMatchObject({ error: 'extension_required', budget: 'wall_clock' });
+    const startedAt = Date.now();
+    const ok = await retry(runId, { wallMs: 60_000 });
+    expect(ok.status).toBe(200);
+    const limits = (ok.body as { limits: { deadlineAt: number; maxWallMs: number } }).limits;
+    expect(limits.deadlineAt).toBeGreaterThanOrEqual(startedAt + 60_000);
+    expect(limits.maxWallMs).toBe(60_001);
+    expect(await h.waitForStatus(runId, ['completed', 'failed', 'budget_exceeded'])).toBe('completed');
+    expect(emails().records).toBe(1);
   });
 
   it('needs_human with an action waiting for a person: refused until it is resolved', async () => {
