@@ -105,7 +105,9 @@ export async function retryRun(ctx: EngineContext, runId: string, by: string, ex
   // Limits ride in the job once any retry extended them; the spec's hold otherwise.
   const carryLimits = extended || Number(budget[4] ?? 0) > 0;
   const jobId = `${stepJobId(runId, cursor)}.r${resumes + 1}`;
-  const used = await ctx.store.readState(runId).then((s) => s?.used ?? { steps: 0, tokens: 0, contextTokens: 0 });
+  const state = await ctx.store.readState(runId);
+  if (!state) return refuse({ ok: false, code: 'run_missing' });
+  const { used } = state;
   const data: StepJobData = { v: 1, runId, step: cursor, used, resume: true, ...(carryLimits ? { limits } : {}) };
   const job = await captureAddStandardJob(ctx.queues.forRun(runId), STEP_JOB_NAME, data, { ...ctx.queues.jobOptions(runId, cursor), jobId });
   const detail = `from=${status},steps=+${extension.steps},tokens=+${extension.tokens},wall_ms=+${extension.wallMs}`;
