@@ -71,33 +71,18 @@ export async function retryRun(ctx: EngineContext, runId: string, by: string, ex
   }
   const reasonText = reason ?? '';
   const count = (outcomeCode: string) => ctx.metrics.runRetries.inc({ from: status, reason: reasonCode(reasonText), outcome: outcomeCode });
-  const refuse = <T extends RetryOutcome & { ok: false }>(r: T): T => {
+  const refuse = <T extends Refusal>(r: T): T => {
     count(r.code);
     ctx.log.info({ code: 'retry_refused', runId, refusal: r.code, from: status, operator: by }, 'retry refused');
     return r;
   };
 
-  if (!(RETRYABLE_STATUSES as readonly string[]).includes(status)) return refuse({ ok: false, code: 'not_retryable', status });
-  const why = reasonCode(reasonText);
-  if (why === 'version_mismatch' || why === 'approval_expired') return refuse({ ok: false, code: why, status });
-  const extension = { steps: ext.steps ?? 0, tokens: ext.tokens ?? 0, wallMs: ext.wallMs ?? 0 };
-  const stoppedBy = EXTENDABLE[why];
-  if (status === 'budget_exceeded' && stoppedBy && extension[stoppedBy] === 0) return refuse({ ok: false, code: 'extension_required', budget: why });
+  const [maxSteps, maxTokens, maxWallMs, deadlineAt] = budget.slice(0, 4).map(Number) as [number, number, number, number];
+  const plan = planRetry({ status, reason: reasonText }, { maxSteps, maxTokens, maxWallMs, deadlineAt }, ext, now, ctx.cfg);
+  if (!plan.ok) return refuse(plan);
+  const { limits, extension } = plan;
   const dayUsed = await tenantDayUsed(ctx, tenant ?? '', now);
   if (dayUsed !== undefined && dayUsed >= ctx.cfg.TENANT_DAILY_TOKENS) return refuse({ ok: false, code: 'tenant_budget_exhausted', tenant: tenant ?? '' });
-
-  const [maxSteps, maxTokens, maxWallMs, deadlineAt] = budget.slice(0, 4).map(Number) as [number, number, number, number];
-  const newDeadline = extension.wallMs > 0 ? Math.max(deadlineAt, now) + extension.wallMs : deadlineAt;
-  const limits: RunLimits = {
-    maxSteps: maxSteps + extension.steps,
-    maxTokens: maxTokens + extension.tokens,
-    // The wall clock granted in all (what LIMIT_MAX_WALL_MS bounds); the deadline is what the worker checks.
-    maxWallMs: maxWallMs + extension.wallMs,
-    deadlineAt: newDeadline,
-  };
-  if (limits.maxSteps > ctx.cfg.LIMIT_MAX_STEPS) return refuse({ ok: false, code: 'over_limit', field: 'steps', limit: ctx.cfg.LIMIT_MAX_STEPS });
-  if (limits.maxTokens > ctx.cfg.LIMIT_MAX_TOKENS) return refuse({ ok: false, code: 'over_limit', field: 'tokens', limit: ctx.cfg.LIMIT_MAX_TOKENS });
-  if (limits.maxWallMs > ctx.cfg.LIMIT_MAX_WALL_MS) return refuse({ ok: false, code: 'over_limit', field: 'wallMs', limit: ctx.cfg.LIMIT_MAX_WALL_MS });
 
   const cursor = Number(cursorRaw ?? 0);
   const resumes = Number(resumesRaw ?? 0);
@@ -129,6 +114,38 @@ export async function retryRun(ctx: EngineContext, runId: string, by: string, ex
     case 'budget_exhausted': return refuse({ ok: false, code: 'budget_exhausted', budget: r.budget });
     case 'action_waiting': return refuse({ ok: false, code: 'action_waiting', actionId: r.actionId });
   }
+}
+
+type Refusal = Extract<RetryOutcome, { ok: false }>;
+
+/**
+ * The retry's rules that need no Redis (test/unit/retryPlan.test.ts): the status and
+ * reason it may go on from, the extension it needs, and the limits it makes (within
+ * the deployment's LIMIT_MAX_*). The budget room and waiting actions are checked
+ * again by the script, atomically with the change.
+ */
+export function planRetry(
+  run: { status: string; reason: string }, old: RunLimits, ext: RetryExtension, now: number,
+  ceilings: { LIMIT_MAX_STEPS: number; LIMIT_MAX_TOKENS: number; LIMIT_MAX_WALL_MS: number },
+): { ok: true; limits: RunLimits; extension: Required<RetryExtension> } | Refusal {
+  const { status } = run;
+  if (!(RETRYABLE_STATUSES as readonly string[]).includes(status)) return { ok: false, code: 'not_retryable', status };
+  const why = reasonCode(run.reason);
+  if (why === 'version_mismatch' || why === 'approval_expired') return { ok: false, code: why, status };
+  const extension = { steps: ext.steps ?? 0, tokens: ext.tokens ?? 0, wallMs: ext.wallMs ?? 0 };
+  const stoppedBy = EXTENDABLE[why];
+  if (status === 'budget_exceeded' && stoppedBy && extension[stoppedBy] === 0) return { ok: false, code: 'extension_required', budget: why };
+  const limits: RunLimits = {
+    maxSteps: old.maxSteps + extension.steps,
+    maxTokens: old.maxTokens + extension.tokens,
+    // The wall clock granted in all (what LIMIT_MAX_WALL_MS bounds); the deadline is what the worker checks.
+    maxWallMs: old.maxWallMs + extension.wallMs,
+    deadlineAt: extension.wallMs > 0 ? Math.max(old.deadlineAt, now) + extension.wallMs : old.deadlineAt,
+  };
+  if (limits.maxSteps > ceilings.LIMIT_MAX_STEPS) return { ok: false, code: 'over_limit', field: 'steps', limit: ceilings.LIMIT_MAX_STEPS };
+  if (limits.maxTokens > ceilings.LIMIT_MAX_TOKENS) return { ok: false, code: 'over_limit', field: 'tokens', limit: ceilings.LIMIT_MAX_TOKENS };
+  if (limits.maxWallMs > ceilings.LIMIT_MAX_WALL_MS) return { ok: false, code: 'over_limit', field: 'wallMs', limit: ceilings.LIMIT_MAX_WALL_MS };
+  return { ok: true, limits, extension };
 }
 
 /** Tokens the tenant used today, when a daily budget is configured; undefined when none is. */
