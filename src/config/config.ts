@@ -168,6 +168,16 @@ export const configSchema = z.object({
   LOOP_REPEAT_LIMIT: int(2, 1),
   /** Keys of finished runs expire after this long. */
   RUN_RETENTION_MS: int(7 * 24 * 3600_000, 1000),
+  /**
+   * Follow-ups: how long a subject's latest-run record lives after its last run was created. A later
+   * event on the subject within it starts a run linked to that one (`previousRunId`); past it, an unlinked run.
+   */
+  SUBJECT_LINK_TTL_MS: int(30 * 24 * 3600_000, 1000),
+  /**
+   * A follow-up whose previous run is still queued or running waits before its first model call
+   * (its step job is delayed this long, again and again, within its own wall-clock budget).
+   */
+  FOLLOW_UP_WAIT_MS: int(1000, 10),
   /** Events stream cap per run (approximate MAXLEN). */
   EVENTS_MAX_LEN: int(1000, 10),
   /** Reconciliation: how long a still-processing request is queried before going to a human. */

@@ -19,6 +19,7 @@ export class Metrics {
   readonly loopStops: Counter;
   readonly sigtermHandoffs: Counter;
   readonly modelWaits: Counter;
+  readonly followUpWaits: Counter;
   readonly stallRecoveries: Counter;
   readonly deadOwnerRequeues: Counter;
   readonly ownerWatchErrors: Counter;
@@ -46,6 +47,7 @@ export class Metrics {
     this.duplicateWrites = new Counter({ name: 'agent_duplicate_writes_total', help: 'Duplicate business writes detected', labelNames: ['tool'], registers: r });
     this.loopStops = new Counter({ name: 'agent_loop_stops_total', help: 'Runs stopped because the same write was requested again and again', registers: r });
     this.modelWaits = new Counter({ name: 'agent_model_waits_total', help: 'Step jobs delayed to wait out a provider outage (429/5xx, Retry-After honoured)', labelNames: ['provider'], registers: r });
+    this.followUpWaits = new Counter({ name: 'agent_follow_up_waits_total', help: 'First steps of follow-up runs delayed because the previous run of their subject was still queued or running', registers: r });
     this.sigtermHandoffs = new Counter({ name: 'agent_sigterm_handoffs_total', help: 'Jobs handed back to the queue on SIGTERM', registers: r });
     this.stallRecoveries = new Counter({ name: 'agent_stall_recoveries_total', help: 'Step jobs redelivered after a stall (worker died or froze)', registers: r });
     this.deadOwnerRequeues = new Counter({ name: 'agent_dead_owner_requeues_total', help: 'Step jobs moved back to wait because the Redis connection holding their lock vanished (its process died, or the connection dropped)', registers: r });

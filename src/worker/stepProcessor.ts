@@ -44,6 +44,8 @@ import {
 import { nextStatus } from './policy.js';
 import type { CrashPoints } from '../config/testHooks.js';
 import type { EffectRunner } from './effects.js';
+import { FollowUps } from './followUp.js';
+import { countTokens } from '../core/tokens.js';
 
 /**
  * What a step reads of the configuration, and nothing else (src/bin passes the
@@ -66,6 +68,8 @@ export interface StepOptions {
   readonly APPROVAL_TTL_MS: number;
   /** Per-tenant token budget per UTC day (0 = none). */
   readonly TENANT_DAILY_TOKENS: number;
+  /** How long a follow-up's first step is delayed, each time, while the previous run of its subject is queued or running (ms). */
+  readonly FOLLOW_UP_WAIT_MS: number;
 }
 
 export interface StepDeps {
@@ -158,8 +162,10 @@ export class StepProcessor {
   private readonly now: () => number;
   private readonly tenantBudget: TenantBudget;
   private readonly workerName: string;
+  private readonly followUps: FollowUps;
 
   constructor(private readonly d: StepDeps) {
+    this.followUps = new FollowUps(d.store);
     this.tenantBudget = new TenantBudget(d.redis, d.keys, d.cfg.TENANT_DAILY_TOKENS);
     this.transcripts = d.transcripts ?? new TranscriptCache();
     this.now = d.now ?? Date.now;
@@ -250,6 +256,12 @@ export class StepProcessor {
       let decision = journalled;
       let carriesDecision = false;
       if (!decision) {
+        // A follow-up's model sees the previous conversation, read once the previous run is no longer at work.
+        const followUp = await this.followUps.context(agent, spec);
+        if ('waitingFor' in followUp) {
+          await this.waitForPrevious(job, token, spec, step, followUp.waitingFor, commit, log);
+          return;
+        }
         // What one attempt may spend: the same for every attempt of this call (the transcript does not change between them).
         const estimate = await this.estimateOf(agent, spec, used);
         const stop = await exactIfRefused(estimate, (tokens) => preflight(spec, used, tokens, this.now()));
@@ -327,7 +339,7 @@ export class StepProcessor {
       this.d.metrics.stepDuration.observe(Number(process.hrtime.bigint() - started) / 1e9);
       log.debug({ code: 'step_committed', status }, 'step committed');
     } catch (err) {
-      if (err instanceof DelayedError) throw err; // waiting out a provider outage: the job is in the delayed set
+      if (err instanceof DelayedError) throw err; // waiting out a provider outage or a previous run: the job is in the delayed set
       if (err instanceof FenceError) {
         this.d.metrics.fenceRejections.inc({ code: err.code });
         log.info({ code: err.code }, 'commit refused by the fence');
@@ -363,7 +375,8 @@ export class StepProcessor {
 
   /**
    * The spec with the limits an operator's retry set (carried by the job), one object per
-   * (spec, limits) so promptOf's cache keeps hitting; the spec itself when there are none.
+   * (spec, limits) so the caches keyed by the spec object (promptOf, follow-ups) keep hitting;
+   * the spec itself when there are none.
    */
   private withLimits(spec: RunSpec, limits: RunLimits | undefined): RunSpec {
     if (!limits) return spec;
@@ -374,10 +387,53 @@ export class StepProcessor {
     return derived;
   }
 
+  /**
+   * A follow-up's previous conversation (FollowUps, read before the first promptOf of the run's
+   * spec) goes before the first message, and its tokens into every estimate of the run.
+   */
   private promptOf(agent: Agent, spec: RunSpec): { instructions: string; prompt: string; inputTokens: number } {
     let p = this.prompts.get(spec);
-    if (!p) this.prompts.set(spec, (p = { instructions: agent.instructions(spec.input), prompt: agent.prompt(spec.input), inputTokens: agent.estimateInputTokens(spec.input) }));
+    if (!p) {
+      const previous = this.followUps.known(spec);
+      const prompt = agent.prompt(spec.input);
+      p = previous === ''
+        ? { instructions: agent.instructions(spec.input), prompt, inputTokens: agent.estimateInputTokens(spec.input) }
+        : { instructions: agent.instructions(spec.input), prompt: `${previous}\n\n${prompt}`, inputTokens: agent.estimateInputTokens(spec.input) + countTokens(previous) + 1 };
+      this.prompts.set(spec, p);
+    }
     return p;
+  }
+
+  /**
+   * A follow-up whose previous run is still queued or running waits: its step job goes to the
+   * delayed set for FOLLOW_UP_WAIT_MS (no worker holds it) and asks again. The wait is bounded by
+   * the follow-up's own deadline: one that would end at or past it stops the run `budget_exceeded`
+   * (wall_clock), with its status, event and metric, by the commit. Nothing was sent to the model.
+   * A cancel requested meanwhile ends it at once (cancelled), nothing sent either.
+   */
+  private async waitForPrevious(
+    job: Job, token: string, spec: RunSpec, step: number, previousStatus: string, commit: (plan: CommitPlan) => Promise<void>, log: Logger,
+  ): Promise<void> {
+    const now = this.now();
+    const waitMs = this.d.cfg.FOLLOW_UP_WAIT_MS;
+    // A cancel waits for the run's next commit: a waiting follow-up commits now (the commit sets `cancelled`
+    // with the cancel's reason), instead of when the previous run ends and after a model call.
+    if ((await this.d.redis.hget(this.d.keys.run(spec.runId).run, 'cancelRequested')) === '1') {
+      log.info({ code: 'follow_up_cancelled', previousRunId: spec.previousRunId }, 'cancelled while waiting for the previous run');
+      await commit(this.stopPlan(step, { status: 'cancelled', reason: 'cancelled while waiting for the previous run' }, [], false));
+      return;
+    }
+    if (now + waitMs >= spec.limits.deadlineAt) {
+      const stop = wallClockStop(spec, now, true);
+      this.d.metrics.budgetStops.inc({ kind: stop.kind });
+      log.warn({ code: 'budget_exceeded', kind: stop.kind, previousRunId: spec.previousRunId, previousStatus }, stop.reason);
+      await commit(this.stopPlan(step, { status: 'budget_exceeded', reason: `${stop.reason} waiting for the previous run ${spec.previousRunId}` }, [], false));
+      return;
+    }
+    await job.moveToDelayed(now + waitMs, token);
+    this.d.metrics.followUpWaits.inc();
+    log.info({ code: 'follow_up_wait', previousRunId: spec.previousRunId, previousStatus, waitMs }, 'previous run still at work: follow-up delayed');
+    throw new DelayedError();
   }
 
   /**
