@@ -1,13 +1,16 @@
 /**
  * agentctl: the operator's command line over the HTTP API.
  *
- *   agentctl runs [--status S] [--tenant T] [--agent A] [--limit N] [--cursor C]
- *                                                       runs, newest status change first (nextCursor pages on)
+ *   agentctl runs [--status S] [--tenant T] [--agent A] [--since T] [--until T] [--limit N] [--cursor C]
+ *                                                       runs, newest status change first (nextCursor pages on);
+ *                                                       --since/--until: last status change, epoch ms or ISO 8601
  *   agentctl approvals                                  pending approvals (exact args, fingerprint, expiry)
  *   agentctl approve|reject <actionId> --fingerprint F   (recorded under the token's operator; --as is ignored)
  *   agentctl reconciliations                            the human queue with evidence
  *   agentctl resolve <actionId> confirmed|not_sent|compensate [--receipt R] [--evidence JSON]
  *   agentctl cancel <runId>
+ *   agentctl retry <runId> [--steps N] [--tokens N] [--wall-ms N]
+ *                                                       a failed / budget_exceeded / needs_human run goes on from its last commit
  *   agentctl run <runId>                                the run view
  *   agentctl events <runId> [--from STREAM_ID]          live events (SSE), resumable
  *
@@ -23,7 +26,8 @@ const { values, positionals } = parseArgs({
   options: {
     url: { type: 'string' }, token: { type: 'string' }, fingerprint: { type: 'string' }, as: { type: 'string' },
     receipt: { type: 'string' }, evidence: { type: 'string' }, from: { type: 'string' }, help: { type: 'boolean', short: 'h' },
-    status: { type: 'string' }, tenant: { type: 'string' }, agent: { type: 'string' }, limit: { type: 'string' }, cursor: { type: 'string' },
+    steps: { type: 'string' }, tokens: { type: 'string' }, 'wall-ms': { type: 'string' },
+    status: { type: 'string' }, tenant: { type: 'string' }, agent: { type: 'string' }, since: { type: 'string' }, until: { type: 'string' }, limit: { type: 'string' }, cursor: { type: 'string' },
   },
 });
 
@@ -34,9 +38,9 @@ const headers = { 'content-type': 'application/json', ...(token ? { authorizatio
 
 function usage(message?: string): never {
   if (message) console.error(message);
-  console.error('usage: agentctl runs [--status S] [--tenant T] [--agent A] [--limit N] [--cursor C] | approvals | approve|reject <actionId> --fingerprint F | reconciliations |\n'
+  console.error('usage: agentctl runs [--status S] [--tenant T] [--agent A] [--since T] [--until T] [--limit N] [--cursor C] | approvals | approve|reject <actionId> --fingerprint F | reconciliations |\n'
     + '       resolve <actionId> confirmed|not_sent|compensate [--receipt R] [--evidence JSON] |\n'
-    + '       cancel <runId> | run <runId> | events <runId> [--from ID]   [--url U] [--token T]');
+    + '       cancel <runId> | retry <runId> [--steps N] [--tokens N] [--wall-ms N] | run <runId> | events <runId> [--from ID]   [--url U] [--token T]');
   process.exit(2);
 }
 
@@ -96,7 +100,7 @@ const id = (x: string | undefined, what: 'runId' | 'actionId') => {
 switch (command) {
   case 'runs': {
     const query = new URLSearchParams();
-    for (const f of ['status', 'tenant', 'agent', 'limit', 'cursor'] as const) if (values[f] !== undefined) query.set(f, values[f]!);
+    for (const f of ['status', 'tenant', 'agent', 'since', 'until', 'limit', 'cursor'] as const) if (values[f] !== undefined) query.set(f, values[f]!);
     const qs = query.toString();
     await request('GET', `/v1/runs${qs ? `?${qs}` : ''}`);
     break;
@@ -123,6 +127,13 @@ switch (command) {
   case 'cancel':
     await request('POST', `/v1/runs/${id(a, 'runId')}/cancel`, {});
     break;
+  case 'retry': {
+    // Numbers as typed: the server validates them (400 naming the field), so the rules live in one place.
+    const ext = { steps: values.steps, tokens: values.tokens, wallMs: values['wall-ms'] };
+    const body = Object.fromEntries(Object.entries(ext).filter(([, v]) => v !== undefined).map(([f, v]) => [f, /^\d+$/.test(v!) ? Number(v) : v]));
+    await request('POST', `/v1/runs/${id(a, 'runId')}/retry`, body);
+    break;
+  }
   case 'run':
     await request('GET', `/v1/runs/${id(a, 'runId')}`);
     break;

@@ -42,7 +42,9 @@ export type ErrorCode =
   | 'invalid_value'
   | 'invariant'
   | 'idempotency_conflict'
-  | 'agents_module_invalid';
+  | 'agents_module_invalid'
+  | 'budget_exhausted'
+  | 'action_waiting';
 
 /**
  * What a retry should do with an error:

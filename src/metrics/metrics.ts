@@ -28,6 +28,7 @@ export class Metrics {
   readonly scrapeErrors: Counter;
   readonly runsFinished: Counter;
   readonly textDeltaBatches: Counter;
+  readonly runRetries: Counter;
 
   constructor(readonly registry: Registry, opts: { defaultMetrics?: boolean } = {}) {
     const r = [registry];
@@ -61,6 +62,10 @@ export class Metrics {
     this.textDeltaBatches = new Counter({
       name: 'agent_text_delta_batches_total', help: 'Batches of streamed model text: written to the run\'s events, preceded by step_restarted, or stopped (fence lost, write failed)',
       labelNames: ['outcome'], registers: r,
+    });
+    this.runRetries = new Counter({
+      name: 'agent_run_retries_total', help: 'Operator retries of stopped runs, by the status and reason code retried from and the outcome (retried, or the refusal code)',
+      labelNames: ['from', 'reason', 'outcome'], registers: r,
     });
     this.scrapeErrors = new Counter({ name: 'agent_scrape_collect_errors_total', help: 'Scrape-time gauges not refreshed because their Redis read failed', labelNames: ['collector'], registers: r });
   }

@@ -59,9 +59,9 @@ export async function runView(ctx: AppContext, runId: string, listEffects?: Effe
   if (!spec && notes.length === 0) notes.push('spec_missing');
   const [tenant, agentName, intakeKey, model, agentVersion, toolsHash, createdAtRaw, finishedAtRaw, previousRunId, nextRunId] = hash;
   const num = (v: string | null | undefined) => (Number.isFinite(Number(v)) ? Number(v ?? 0) : 0);
-  const limits: RunSpec['limits'] = spec?.limits ?? {
-    maxSteps: num(budget[0]), maxTokens: num(budget[1]), maxWallMs: num(budget[2]), deadlineAt: num(budget[3]),
-  };
+  // The budget hash holds the limits in force (an operator's retry may have extended the spec's).
+  const stored = { maxSteps: num(budget[0]), maxTokens: num(budget[1]), maxWallMs: num(budget[2]), deadlineAt: num(budget[3]) };
+  const limits: RunSpec['limits'] = stored.maxSteps > 0 ? stored : (spec?.limits ?? stored);
   const createdAt = spec?.createdAt ?? num(createdAtRaw);
   const finishedAt = num(finishedAtRaw);
   const deadlineAt = isoOf(limits.deadlineAt);

@@ -1,6 +1,6 @@
 /**
- * Runs listed and filtered by status, tenant and agent, newest status change
- * first, from the per-shard indexes the status-changing scripts keep
+ * Runs listed and filtered by status, tenant, agent and the time of their last
+ * status change, newest status change first, from the per-shard indexes the status-changing scripts keep
  * (src/store/lua/includes/runIndex.lua): never a SCAN.
  *
  * Which sorted sets are read: one per (shard, status) of the most specific
@@ -25,6 +25,12 @@ export interface RunQuery {
   tenants?: readonly string[];
   agent?: string;
   cursor?: RunCursor;
+  /**
+   * Only runs whose last status change is in [since, until) (ms): the time the indexes
+   * are scored by, so the range is part of each ZRANGE, never a filter after the read.
+   */
+  since?: number;
+  until?: number;
   limit: number;
 }
 
@@ -63,11 +69,17 @@ class Source {
   private done = false;
   buffer: { runId: string; at: number }[] = [];
 
-  constructor(readonly shard: number, readonly key: string, private readonly after: RunCursor | undefined, private readonly batch: number) {}
+  constructor(
+    readonly shard: number, readonly key: string, private readonly after: RunCursor | undefined, private readonly batch: number,
+    private readonly range: { since?: number | undefined; until?: number | undefined } = {},
+  ) {}
 
-  /** ZRANGE ... BYSCORE REV LIMIT arguments of the next batch. */
+  /** ZRANGE ... BYSCORE REV LIMIT arguments of the next batch (`until` exclusive, `since` inclusive). */
   args(): (string | number)[] {
-    return [this.key, this.after ? this.after.at : '+inf', '-inf', 'BYSCORE', 'REV', 'LIMIT', this.offset, this.batch, 'WITHSCORES'];
+    const { since, until } = this.range;
+    let max: string | number = this.after ? this.after.at : '+inf';
+    if (until !== undefined && (this.after === undefined || until <= this.after.at)) max = `(${until}`;
+    return [this.key, max, since ?? '-inf', 'BYSCORE', 'REV', 'LIMIT', this.offset, this.batch, 'WITHSCORES'];
   }
 
   take(reply: string[]): void {
@@ -89,7 +101,7 @@ class Source {
 
 function sourcesOf(keys: KeySpace, q: RunQuery): Source[] {
   const out: Source[] = [];
-  const add = (shard: number, key: string) => out.push(new Source(shard, key, q.cursor, q.limit + 1));
+  const add = (shard: number, key: string) => out.push(new Source(shard, key, q.cursor, q.limit + 1, { since: q.since, until: q.until }));
   for (const shard of keys.allShards()) {
     for (const status of q.statuses) {
       if (q.tenants !== undefined) for (const t of q.tenants) add(shard, keys.runsByTenant(shard, t, status));

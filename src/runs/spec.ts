@@ -14,6 +14,10 @@ export const maxStepsSchema = z.number().int().positive().max(BUDGET_BOUNDS.maxS
 export const maxTokensSchema = z.number().int().positive().max(BUDGET_BOUNDS.maxTokens);
 export const maxWallMsSchema = z.number().int().positive().max(BUDGET_BOUNDS.maxWallMs);
 
+/** A run's limits: in its spec as created, in a step job's data once an operator's retry extended them. */
+export const limitsSchema = z.object({ maxSteps: maxStepsSchema, maxTokens: maxTokensSchema, maxWallMs: maxWallMsSchema, deadlineAt: z.number().int().nonnegative() });
+export type RunLimits = z.infer<typeof limitsSchema>;
+
 /**
  * An intake event's key (a webhook's event id, an Idempotency-Key): 1 to 200 visible ASCII
  * characters, no spaces (it names a run by digest, and is shown to operators).
@@ -59,7 +63,7 @@ export const runSpecSchema = z.object({
   script: z.unknown().optional(),
   agentVersion: z.string(),
   toolsHash: z.string(),
-  limits: z.object({ maxSteps: maxStepsSchema, maxTokens: maxTokensSchema, maxWallMs: maxWallMsSchema, deadlineAt: z.number().int().nonnegative() }),
+  limits: limitsSchema,
   createdAt: z.number().int(),
 });
 export type RunSpec = z.infer<typeof runSpecSchema>;
@@ -73,6 +77,11 @@ export const stepJobDataSchema = z.object({
   step: z.number().int().positive(),
   /** Set on the job that resumes a parked run: the step's state is read, never assumed. */
   resume: z.boolean().optional(),
+  /**
+   * The run's limits when an operator's retry extended them (src/runs/retry.ts; the budget hash
+   * holds the same): they replace the spec's, and each commit hands them to the next step's job.
+   */
+  limits: limitsSchema.optional(),
   /** Epoch ms of the first model failure of a provider outage this step is waiting out (src/worker/stepProcessor.ts). */
   outageSince: z.number().int().nonnegative().optional(),
   /**

@@ -8,7 +8,7 @@ import { KeySpace, stepJobId } from '../store/keys.js';
 import { createRun, type CreateRunResult } from '../store/calls/createRun.js';
 import { resumeRun } from '../store/calls/resumeRun.js';
 import { decodeEntry, encodeEntry, type JournalEntry, type OperatorEntry } from '../core/journal.js';
-import { runSpecSchema, type RunSpec, type StepJobData } from './spec.js';
+import { limitsSchema, runSpecSchema, type RunLimits, type RunSpec, type StepJobData } from './spec.js';
 import { ShardQueues, STEP_JOB_NAME } from './queues.js';
 
 export interface RunState {
@@ -125,8 +125,22 @@ export class RunStore {
   async ensureCurrentStepJob(runId: string): Promise<void> {
     const state = await this.readState(runId);
     if (!state || (state.status !== 'running' && state.status !== 'queued')) return;
-    const data: StepJobData = { v: 1, runId, step: state.cursor, used: state.used, ...(state.jobId !== stepJobId(runId, state.cursor) ? { resume: true } : {}) };
+    const limits = await this.extendedLimits(runId);
+    const data: StepJobData = {
+      v: 1, runId, step: state.cursor, used: state.used, ...(state.jobId !== stepJobId(runId, state.cursor) ? { resume: true } : {}), ...(limits ? { limits } : {}),
+    };
     await this.queues.forRun(runId).add(STEP_JOB_NAME, data, { ...this.queues.jobOptions(runId, state.cursor), jobId: state.jobId });
+  }
+
+  /**
+   * The run's limits from its budget hash when an operator's retry extended them
+   * (`extensions` counted by retryRun-14.lua), else undefined (the spec's hold).
+   * A step job a resume or a sweep makes carries them, as the commits do.
+   */
+  async extendedLimits(runId: string): Promise<RunLimits | undefined> {
+    const [extensions, maxSteps, maxTokens, maxWallMs, deadlineAt] = await this.redis.hmget(this.keys.run(runId).budget, 'extensions', 'maxSteps', 'maxTokens', 'maxWallMs', 'deadlineAt');
+    if (Number(extensions ?? 0) <= 0) return undefined;
+    return limitsSchema.parse({ maxSteps: Number(maxSteps), maxTokens: Number(maxTokens), maxWallMs: Number(maxWallMs), deadlineAt: Number(deadlineAt) });
   }
 
   /**
@@ -140,7 +154,8 @@ export class RunStore {
     const k = this.keys.run(runId);
     const resumes = Number((await this.redis.hget(k.run, 'resumes')) ?? 0);
     const jobId = `${stepJobId(runId, state.cursor)}.r${resumes + 1}`;
-    const data: StepJobData = { v: 1, runId, step: state.cursor, used: state.used, resume: true };
+    const limits = await this.extendedLimits(runId);
+    const data: StepJobData = { v: 1, runId, step: state.cursor, used: state.used, resume: true, ...(limits ? { limits } : {}) };
     const add = await captureAddStandardJob(this.queues.forRun(runId), STEP_JOB_NAME, data, { ...this.queues.jobOptions(runId, state.cursor), jobId });
     return resumeRun(this.redis, { run: k.run, events: k.events }, {
       expectedStatus, jobId, now: nowMs, eventsMaxLen: this.eventsMaxLen,

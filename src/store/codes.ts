@@ -15,6 +15,10 @@ export enum ScriptCode {
   AlreadyDecided = -15,
   TenantBudgetExceeded = -16,
   CancelRequested = -17,
+  /** retryRun-14.lua: a budget of the run leaves no room (the retry would stop again at once). */
+  BudgetExhausted = -18,
+  /** retryRun-14.lua: an action of the run waits for a person (human queue or approval). */
+  ActionWaiting = -19,
 }
 
 /**
@@ -63,6 +67,10 @@ export function scriptError(code: number, context: Record<string, unknown> = {})
       return new AgentError('ledger_conflict', 'already decided', context);
     case ScriptCode.CancelRequested:
       return new CancelledError('the run\'s cancel is recorded: nothing more is dispatched', context);
+    case ScriptCode.BudgetExhausted:
+      return new AgentError('budget_exhausted', 'a budget of the run leaves no room', context);
+    case ScriptCode.ActionWaiting:
+      return new AgentError('action_waiting', 'an action of the run waits for a person', context);
     default:
       return new AgentError('ledger_conflict', `unknown script code ${code}`, context);
   }

@@ -28,7 +28,7 @@ import type { ModelProvider, ModelTurn } from '../core/model.js';
 import { withRetry } from '../core/retry.js';
 import type { Agent, AgentCatalog } from '../core/agent.js';
 import type { ToolContext } from '../core/tool.js';
-import { stepJobDataSchema, type RunSpec, type StepJobData } from '../runs/spec.js';
+import { stepJobDataSchema, type RunLimits, type RunSpec, type StepJobData } from '../runs/spec.js';
 import type { RedisClient } from '../store/connect.js';
 import { captureAddStandardJob, captureMoveToCompleted, completeFromCommit } from '../store/bullmqInternals.js';
 import { isScriptError } from '../store/codes.js';
@@ -163,6 +163,7 @@ export class StepProcessor {
   private readonly prompts = new WeakMap<RunSpec, { instructions: string; prompt: string; inputTokens: number }>();
   /** Tokenizer counts of journal entries, when a budget check needs the transcript's exact size. */
   private readonly entryTokens = new WeakMap<JournalEntry, number>();
+  private readonly extended = new WeakMap<RunSpec, RunSpec>();
   private readonly now: () => number;
   private readonly tenantBudget: TenantBudget;
   private readonly workerName: string;
@@ -206,14 +207,15 @@ export class StepProcessor {
     this.d.metrics.stepsStarted.inc();
     const lockKey = this.d.keys.jobLock(this.d.keys.shardOf(runId), job.id!);
 
-    const spec = await this.d.specs.get(runId).catch((err: unknown) => {
+    const stored = await this.d.specs.get(runId).catch((err: unknown) => {
       if (err instanceof SyntaxError || err instanceof z.ZodError) throw new InvalidStepInput('invalid_spec', err instanceof z.ZodError ? fieldOf(err) : 'json', { cause: err });
       throw err;
     });
-    if (!spec) {
+    if (!stored) {
       log.warn({ code: 'run_missing' }, 'step for an unknown run: dropped');
       return;
     }
+    const spec = this.withLimits(stored, data.limits);
 
     // First delivery of a job created by the previous commit: the job carries the
     // budget usage as of that commit, and no decision for this step can exist yet
@@ -376,6 +378,20 @@ export class StepProcessor {
       carriesDecision: false, status: t.status, reason: t.reason,
       stepsDelta: countStep ? 1 : 0, tokensDelta: 0, advance: false,
     };
+  }
+
+  /**
+   * The spec with the limits an operator's retry set (carried by the job), one object per
+   * (spec, limits) so the caches keyed by the spec object (promptOf, follow-ups) keep hitting;
+   * the spec itself when there are none.
+   */
+  private withLimits(spec: RunSpec, limits: RunLimits | undefined): RunSpec {
+    if (!limits) return spec;
+    const hit = this.extended.get(spec);
+    if (hit && sameLimits(hit.limits, limits)) return hit;
+    const derived = { ...spec, limits };
+    this.extended.set(spec, derived);
+    return derived;
   }
 
   /**
@@ -705,7 +721,7 @@ export class StepProcessor {
     const queue = this.d.store.queues.forRun(runId);
     const running = plan.status === 'running';
     // When the run stops, the keys are still passed (the script declares them) but no job is added.
-    const next: StepJobData | Record<string, never> = running ? { v: 1, runId, step: step + 1, used: nextUsed } : {};
+    const next: StepJobData | Record<string, never> = running ? { v: 1, runId, step: step + 1, used: nextUsed, ...(data.limits ? { limits: data.limits } : {}) } : {};
     const add = await captureAddStandardJob(queue, STEP_JOB_NAME, next, this.d.store.queues.jobOptions(runId, step + 1));
     const finish = captureMoveToCompleted(job, token, fetchNext);
     this.d.crash.hit('before_commit', step);
@@ -790,4 +806,8 @@ function lazyChild(parent: Logger, bindings: Record<string, unknown>): Logger {
       return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(child) : value;
     },
   });
+}
+
+function sameLimits(a: RunLimits, b: RunLimits): boolean {
+  return a.maxSteps === b.maxSteps && a.maxTokens === b.maxTokens && a.maxWallMs === b.maxWallMs && a.deadlineAt === b.deadlineAt;
 }

@@ -11,6 +11,8 @@ import { effectBlock, escapeHtml as e, type RunView } from '../view.js';
 import type { PendingApproval } from '../operators/approvals.js';
 import type { RunRow } from '../../runs/list.js';
 import { RUN_STATUSES } from '../../runs/status.js';
+import { RETRYABLE_STATUSES } from '../../runs/retry.js';
+import type { RunJob } from './jobs.js';
 
 export const CONSOLE = '/console';
 
@@ -45,16 +47,22 @@ ${error ? `<p class="error" id="login-error">${e(error)}</p>` : ''}
 </form>`);
 }
 
-export interface ListFilters { status?: string; tenant?: string; agent?: string }
+export interface ListFilters { status?: string; tenant?: string; agent?: string; since?: number; until?: number }
+
+/** A datetime-local field's value (UTC, to the second) for a time bound. */
+const localValue = (ms: number | undefined) => (ms === undefined ? '' : new Date(ms).toISOString().slice(0, 19));
 
 export function runsPage(op: Operator, csrf: string, f: ListFilters, rows: RunRow[], nextCursor: string | undefined): string {
   const option = (s: string) => `<option value="${e(s)}"${f.status === s ? ' selected' : ''}>${e(s)}</option>`;
-  const q = (extra: Record<string, string>) => new URLSearchParams({ ...(f.status ? { status: f.status } : {}), ...(f.tenant ? { tenant: f.tenant } : {}), ...(f.agent ? { agent: f.agent } : {}), ...extra }).toString();
+  const q = (extra: Record<string, string>) => new URLSearchParams({ ...(f.status ? { status: f.status } : {}), ...(f.tenant ? { tenant: f.tenant } : {}), ...(f.agent ? { agent: f.agent } : {}),
+    ...(f.since !== undefined ? { since: String(f.since) } : {}), ...(f.until !== undefined ? { until: String(f.until) } : {}), ...extra }).toString();
   return layout('runs', `<h1>Runs</h1>
 <form method="get" action="${CONSOLE}/runs" class="filters">
 <label>status <select name="status" id="filter-status"><option value="">any</option>${RUN_STATUSES.map(option).join('')}</select></label>
 <label>tenant <input name="tenant" id="filter-tenant" value="${e(f.tenant ?? '')}"></label>
 <label>agent <input name="agent" id="filter-agent" value="${e(f.agent ?? '')}"></label>
+<label>changed since (UTC) <input type="datetime-local" step="1" name="since" id="filter-since" value="${e(localValue(f.since))}"></label>
+<label>before (UTC) <input type="datetime-local" step="1" name="until" id="filter-until" value="${e(localValue(f.until))}"></label>
 <button id="filter">filter</button>
 </form>
 <table id="runs"><thead><tr><th>run</th><th>status</th><th>reason</th><th>tenant</th><th>agent</th><th>step</th><th>since</th></tr></thead><tbody>
@@ -77,6 +85,8 @@ export interface RunPageData {
   queueName: string;
   approvals: PendingApproval[];
   humanItems: HumanItem[];
+  /** The run's step jobs, latest first (jobs.ts). */
+  jobs: RunJob[];
   notice?: string;
 }
 
@@ -107,17 +117,41 @@ export function runLive(op: Operator, csrf: string, d: RunPageData): string {
 ${v.notes ? `<tr><th>notes</th><td>${e(v.notes.join('; '))}</td></tr>` : ''}
 </tbody></table>
 ${acts && !TERMINAL.has(v.status) ? `<form method="post" action="${CONSOLE}/runs/${e(v.runId)}/cancel" class="inline">${csrfField(csrf)}<button id="cancel" class="danger">cancel run</button></form>` : ''}
+${acts && RETRYABLE.has(v.status) ? retryForm(v, csrf) : ''}
 ${!acts ? '<p class="viewer" id="viewer-note">viewer: you can follow this run but not act on it</p>' : ''}
 ${d.approvals.map((a) => approvalBlock(v.runId, a, acts, csrf)).join('\n')}
 ${d.humanItems.map((h) => humanBlock(v.runId, h, acts, csrf)).join('\n')}
 <h2>Budget</h2>
 ${budget(v)}
+<h2>Jobs</h2>
+${jobsTable(d)}
 <h2>Input</h2>
 <pre id="input">${e(JSON.stringify(d.input, null, 2))}</pre>
 <h2>Conversation</h2>
 <ol id="conversation">${v.transcript.map(message).join('\n')}</ol>
 <h2>Effects</h2>
 <div id="effects">${v.effects.length === 0 ? '<p>none</p>' : v.effects.map(effectBlock).join('\n')}</div>`;
+}
+
+const RETRYABLE: ReadonlySet<string> = new Set(RETRYABLE_STATUSES);
+
+/** Retry from the last commit, with optional extra budget (blank = none): POST .../retry, same CSRF as every form. */
+function retryForm(v: RunView, csrf: string): string {
+  return `<form method="post" action="${CONSOLE}/runs/${e(v.runId)}/retry" class="retry" id="retry-form">${csrfField(csrf)}
+<span>retry from step ${e(v.step)} (confirmed effects are not sent again), with more</span>
+<label>steps <input type="number" min="0" name="steps" id="retry-steps"></label>
+<label>tokens <input type="number" min="0" name="tokens" id="retry-tokens"></label>
+<label>wall clock ms <input type="number" min="0" name="wallMs" id="retry-wall-ms"></label>
+<button id="retry">retry run</button></form>`;
+}
+
+/** The run's jobs in Bull Board: a failed one keeps its error there. */
+function jobsTable(d: RunPageData): string {
+  if (d.jobs.length === 0) return '<p id="jobs">none recorded</p>';
+  const link = (id: string) => `/admin/queues/queue/${encodeURIComponent(d.queueName)}/${encodeURIComponent(id)}`;
+  return `<table id="jobs"><thead><tr><th>job</th><th>step</th><th>state</th></tr></thead><tbody>
+${d.jobs.map((j) => `<tr data-job="${e(j.jobId)}"><td>${j.state === 'removed' ? e(j.jobId) : `<a class="job-link" href="${e(link(j.jobId))}">${e(j.jobId)}</a>`}</td><td>${e(j.step)}</td><td>${e(j.state)}</td></tr>`).join('\n')}
+</tbody></table>`;
 }
 
 function budget(v: RunView): string {

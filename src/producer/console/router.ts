@@ -2,7 +2,7 @@
  * The operator console at /console: runs listed and filtered, a run's page
  * (input, conversation, effects with their ledger history, budget, live
  * updates over the run's event stream), and forms to approve or reject, to
- * resolve a human-queue item, and to cancel; all through the same actions as
+ * resolve a human-queue item, to cancel and to retry a stopped run; all through the same actions as
  * the JSON API (src/producer/operators/actions.ts), so the same identity,
  * role, tenant and journal rules hold.
  *
@@ -26,7 +26,8 @@ import { isRunId } from '../../store/keys.js';
 import { bearer, operatorSeesRun } from '../auth.js';
 import { directoryFor, type Operator } from '../identity.js';
 import { runView } from '../view.js';
-import { cancelRun, decideApproval, resolveHumanItem, type ActionAnswer } from '../operators/actions.js';
+import { cancelRun, decideApproval, resolveHumanItem, retryStoppedRun, type ActionAnswer } from '../operators/actions.js';
+import { runJobs } from './jobs.js';
 import { pendingApprovals } from '../operators/approvals.js';
 import { humanQueue } from '../operators/reconciliations.js';
 import { BadCursor, runListQuerySchema, runsPage as listPage } from '../operators/runsList.js';
@@ -55,6 +56,10 @@ const findingForm = z.object({
   receipt: z.string().max(200).optional(),
   note: z.string().max(2000).optional(),
 });
+/** Blank = no extension; anything else must be a whole number (400 naming the field). */
+const extra = z.string().optional().transform((v) => (v === undefined || v.trim() === '' ? undefined : v.trim()))
+  .pipe(z.string().regex(/^\d{1,16}$/, 'a whole number').transform(Number).optional());
+const retryForm = z.object({ csrf: z.string().optional(), steps: extra, tokens: extra, wallMs: extra });
 const decisionForm = z.object({ csrf: z.string().optional(), decision: z.enum(['approve', 'reject']), fingerprint: z.string().min(1).max(128) });
 
 export function consoleRouter(ctx: AppContext, ledger: Ledger, sessions: ConsoleSessions, compensations: Compensations): Router {
@@ -167,6 +172,7 @@ export function consoleRouter(ctx: AppContext, ledger: Ledger, sessions: Console
       queueName: ctx.keys.queueName(ctx.keys.shardOf(runId)),
       approvals: await pendingApprovals(ctx, ledger, op.tenants, runId),
       humanItems: (await humanQueue(ctx, ledger, op.tenants, runId)) as unknown as HumanItem[],
+      jobs: await runJobs(ctx, runId, jobId ?? ''),
     };
   }
 
@@ -221,6 +227,21 @@ export function consoleRouter(ctx: AppContext, ledger: Ledger, sessions: Console
     if (!mayAct(res)) return;
     const runId = param(req.params.id);
     answer(req, res, runId, await cancelRun(ctx, whoOf(res).operator, runId), 'cancel requested');
+  });
+
+  r.post(`${CONSOLE}/runs/:id/retry`, guard('form'), async (req, res) => {
+    if (!mayAct(res)) return;
+    const f = retryForm.safeParse(req.body);
+    if (!f.success) return html(res, 400, errorPage(400, `invalid extension: ${f.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join(', ')}`, whoOf(res).operator, whoOf(res).csrf));
+    const runId = param(req.params.id);
+    const { steps, tokens, wallMs } = f.data;
+    const ext = { ...(steps !== undefined ? { steps } : {}), ...(tokens !== undefined ? { tokens } : {}), ...(wallMs !== undefined ? { wallMs } : {}) };
+    const a = await retryStoppedRun(ctx, whoOf(res).operator, runId, ext);
+    if (a.status === 400) {
+      const fields = (a.body.fields as { path: string; message: string }[] | undefined) ?? [];
+      return html(res, 400, errorPage(400, `invalid extension: ${fields.map((x) => `${x.path}: ${x.message}`).join(', ')}`, whoOf(res).operator, whoOf(res).csrf));
+    }
+    answer(req, res, runId, a, 'retried');
   });
 
   return r;

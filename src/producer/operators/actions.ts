@@ -16,6 +16,7 @@ import { APPROVAL_VOID, withdrawApprovals } from '../../ledger/approvals.js';
 import { Compensations, CompensationRefused } from '../../ledger/compensation.js';
 import { Ledger, LedgerConflict, type ActionRecord } from '../../ledger/ledger.js';
 import { resumeParked } from '../../runs/resume.js';
+import { retryRun, type RetryExtension } from '../../runs/retry.js';
 import { stopRun } from '../../runs/stop.js';
 import { isActionId, isRunId } from '../../store/keys.js';
 import { operatorSeesRun } from '../auth.js';
@@ -150,4 +151,38 @@ export async function cancelRun(ctx: AppContext, op: Operator, runId: string): P
     await withdrawApprovals(ctx, runId, reason);
   }
   return { status: result.stopped ? 200 : 202, body: { runId, status: result.status, cancelled: result.stopped ? 'now' : 'at_next_commit', operator: op.name } };
+}
+
+/**
+ * Retry a stopped run from its last commit (src/runs/retry.ts), recorded under the
+ * operator's name. 404 for a run the operator may not see; 409 naming the status or
+ * what must happen first; 400 naming the field whose extension passes LIMIT_MAX_*.
+ */
+export async function retryStoppedRun(ctx: AppContext, op: Operator, runId: string, ext: RetryExtension): Promise<ActionAnswer> {
+  if (!isRunId(runId) || !(await operatorSeesRun(ctx, op, runId))) return NO_RUN;
+  const r = await retryRun(ctx, runId, op.name, ext);
+  if (r.ok) {
+    return { status: 200, body: { runId, status: 'running', from: r.from, step: r.step, jobId: r.jobId, limits: r.limits, extension: r.extension, operator: op.name } };
+  }
+  switch (r.code) {
+    case 'run_missing': return NO_RUN;
+    case 'not_retryable':
+      return { status: 409, body: { error: 'not_retryable', runId, status: r.status, message: `the run is ${r.status}: only failed, budget_exceeded or needs_human runs are retried` } };
+    case 'version_mismatch':
+      return { status: 409, body: { error: r.code, runId, status: r.status, message: 'the run is pinned to another agent version: a retry would park it again (continue or cancel it instead)' } };
+    case 'approval_expired':
+      return { status: 409, body: { error: r.code, runId, status: r.status, message: 'its approval expired, which is final: a retry would fail again' } };
+    case 'moved_on':
+      return { status: 409, body: { error: r.code, runId, message: 'the run changed while the retry was prepared: look again' } };
+    case 'extension_required':
+      return { status: 409, body: { error: r.code, runId, budget: r.budget, message: `the run stopped on its ${r.budget} budget: a retry needs more of it (${r.budget === 'wall_clock' ? 'wallMs' : r.budget})` } };
+    case 'budget_exhausted':
+      return { status: 409, body: { error: r.code, runId, budget: r.budget, message: `the run's ${r.budget} budget leaves no room: it would stop again at once` } };
+    case 'tenant_budget_exhausted':
+      return { status: 409, body: { error: r.code, runId, message: "the tenant's daily token budget is used up: the run would stop again at once" } };
+    case 'action_waiting':
+      return { status: 409, body: { error: r.code, runId, actionId: r.actionId, message: 'an action of the run waits for a person: resolve it or decide its approval first (that resumes the run)' } };
+    case 'over_limit':
+      return { status: 400, body: { error: 'invalid_request', fields: [{ path: r.field, message: `the run's total would pass this deployment's limit of ${r.limit}` }] } };
+  }
 }

@@ -1,10 +1,11 @@
-/** Mounts every operator-facing router (run list, approvals, reconciliation, cancel, live events, the run page, the console, Bull Board). */
+/** Mounts every operator-facing router (run list, approvals, reconciliation, cancel, retry, live events, the run page, the console, Bull Board). */
 import type express from 'express';
 import type { AppContext } from '../../bin/context.js';
 import type { Ledger } from '../../ledger/ledger.js';
 import { approvalsRouter } from './approvals.js';
 import { mountBullBoard } from './bullBoard.js';
 import { cancelRouter } from './cancel.js';
+import { retryRouter } from './retry.js';
 import { eventsRouter } from './events.js';
 import { operatorCompensations, reconciliationsRouter } from './reconciliations.js';
 import { ConsoleSessions } from '../console/session.js';
@@ -25,6 +26,7 @@ export function mountOperators(app: express.Express, ctx: AppContext, ledger: Le
   app.use(approvalsRouter(ctx, ledger));
   app.use(reconciliationsRouter(ctx, ledger, compensations));
   app.use(cancelRouter(ctx));
+  app.use(retryRouter(ctx));
   app.use(eventsRouter(ctx, {}, session));
   app.use(runPageRouter(ctx, ledger, session));
   app.use(consoleRouter(ctx, ledger, sessions, compensations));

@@ -1,6 +1,6 @@
 /**
- * GET /v1/runs?status=&tenant=&agent=&cursor=&limit=: runs, newest status
- * change first, from the listing indexes (src/runs/list.ts). Any principal
+ * GET /v1/runs?status=&tenant=&agent=&since=&until=&cursor=&limit=: runs, newest status
+ * change first (since/until: the last status change in [since, until), epoch ms or ISO 8601), from the listing indexes (src/runs/list.ts). Any principal
  * that may read runs may list them, each seeing only what it may read: an
  * operator scoped to tenants and a tenant token list their own tenants' runs
  * (a filter naming another tenant lists nothing). `nextCursor` continues the
@@ -16,10 +16,28 @@ import { invalid } from './http.js';
 
 const NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/i;
 
+/**
+ * A time bound of the listing: epoch ms, or an ISO 8601 date-time; one without a zone
+ * (what a browser's datetime-local field sends) is read as UTC.
+ */
+function timeSchema(field: string) {
+  return z.string().max(40).transform((raw, c) => {
+    const iso = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?$/.test(raw) ? `${raw}Z` : raw;
+    const ms = /^\d{1,15}$/.test(raw) ? Number(raw) : /^\d{4}-\d{2}-\d{2}T/.test(raw) ? Date.parse(iso) : NaN;
+    if (!Number.isFinite(ms)) {
+      c.addIssue({ code: 'custom', message: `${field}: epoch ms or an ISO 8601 date-time (e.g. 2026-12-03T14:00Z)` });
+      return z.NEVER;
+    }
+    return ms;
+  });
+}
+
 export const runListQuerySchema = z.object({
   status: z.enum(RUN_STATUSES).optional(),
   tenant: z.string().regex(NAME, 'tenant: 1-63 letters, digits, _ or -').optional(),
   agent: z.string().regex(NAME, 'agent: 1-63 letters, digits, _ or -').optional(),
+  since: timeSchema('since').optional(),
+  until: timeSchema('until').optional(),
   cursor: z.string().max(200).optional(),
   limit: z.coerce.number().int().min(1).max(200).default(50),
 }).strict();
@@ -43,6 +61,7 @@ export async function runsPage(ctx: AppContext, p: Principal, q: RunListQuery): 
   const tenants = listedTenants(p, q.tenant);
   return listRuns(ctx.redis, ctx.keys, {
     statuses: q.status ? [q.status] : RUN_STATUSES, limit: q.limit,
+    ...(q.since !== undefined ? { since: q.since } : {}), ...(q.until !== undefined ? { until: q.until } : {}),
     ...(tenants !== undefined ? { tenants } : {}), ...(q.agent !== undefined ? { agent: q.agent } : {}), ...(cursor ? { cursor } : {}),
   });
 }

@@ -144,6 +144,27 @@ describe.skipIf(!haveChromium)('the operator console in a real browser', () => {
     await context.close();
   });
 
+  it('an operator retries a stopped run with more steps from its page and sees it finish; its jobs are listed', async () => {
+    const ticket = { id: `CON-R-${Date.now()}`, subject: 'Out of steps', body: 'Hello', customer: { email: 'grace@example.com', name: 'Grace' } };
+    const spec = buildSpec(h.ctx, { tenant: 'acme', ticket, agent: { model: 'scripted', script: [turn([email]), final] }, budget: { maxSteps: 1 } }, Date.now());
+    await h.ctx.store.create(spec, Date.now());
+    expect(await h.waitForStatus(spec.runId, ['budget_exceeded', 'completed'])).toBe('budget_exceeded');
+    const { context, page } = await loggedIn(ADA);
+    await page.goto(`${h.url}/console/runs/${spec.runId}`);
+    expect(await page.locator('#status').textContent()).toBe('budget_exceeded');
+    expect(await page.locator(`#jobs tr[data-job="${spec.runId}.s1"]`).count()).toBe(1);
+    await page.screenshot({ path: join(SHOTS, 'retry.png'), fullPage: true });
+    // The run's events arrive as the page opens: a live re-render must not wipe what was typed.
+    await page.locator('#retry-steps').pressSequentially('2');
+    await new Promise((r) => setTimeout(r, 600));
+    expect(await page.locator('#retry-steps').inputValue()).toBe('2');
+    await Promise.all([page.waitForURL(/done=retried/), page.click('#retry')]);
+    await page.locator('#status[data-status=completed]').waitFor({ timeout: 20_000 });
+    expect(await page.locator('#conversation').innerText()).toMatch(/operator ada\s+retry/);
+    expect(await page.locator('#retry-form').count()).toBe(0);
+    await context.close();
+  });
+
   it('a viewer sees the run without buttons, and a forged form is refused', async () => {
     const runId = await start(`CON-V-${Date.now()}`, 'Viewer check', [turn([refund(30_000)]), final]);
     await h.waitForStatus(runId, ['waiting_approval']);

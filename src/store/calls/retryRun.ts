@@ -1,0 +1,53 @@
+/** Typed call of src/store/lua/retryRun-14.lua: retry a stopped run from its last commit, limits and journal in the same change. */
+import type { RedisClient } from '../connect.js';
+import type { RunKeys } from '../keys.js';
+import type { CapturedAdd } from '../bullmqInternals.js';
+import { ScriptCode, expectReply } from '../codes.js';
+import { script } from '../scripts.js';
+import { InvariantError } from '../../core/errors.js';
+
+export interface RetryRunArgs {
+  runId: string;
+  /** What the caller read: the script refuses if the run moved on since. */
+  expected: { status: string; cursor: number; resumes: number };
+  jobId: string;
+  now: number;
+  eventsMaxLen: number;
+  /** The run's limits after the retry (equal to the old ones when there is no extension). */
+  limits: { maxSteps: number; maxTokens: number; maxWallMs: number; deadlineAt: number };
+  extended: boolean;
+  /** The operator journal entry (JSON), the run_retried and status_changed events (JSON). */
+  entry: string;
+  retriedEvent: string;
+  statusEvent: string;
+  /** BullMQ's addStandardJob of the retried step's job. */
+  job: CapturedAdd;
+}
+
+export type RetryRunResult =
+  | { outcome: 'retried' }
+  | { outcome: 'wrong_status'; status: string }
+  | { outcome: 'moved_on' }
+  | { outcome: 'budget_exhausted'; budget: 'steps' | 'tokens' | 'wall_clock' }
+  | { outcome: 'action_waiting'; actionId: string };
+
+/** The script's answer; throws FenceError run_missing (and the typed error of any other code). */
+export async function retryRunCall(redis: RedisClient, k: RunKeys, a: RetryRunArgs): Promise<RetryRunResult> {
+  const res = await script(redis, 'retryRun')(
+    k.run, k.budget, k.journal, k.events, k.actions, ...a.job.keys,
+    a.expected.status, a.expected.cursor, a.expected.resumes, a.jobId, a.now, a.eventsMaxLen,
+    a.limits.maxSteps, a.limits.maxTokens, a.limits.maxWallMs, a.limits.deadlineAt, a.extended ? 1 : 0,
+    a.entry, a.retriedEvent, a.statusEvent, ...a.job.argv,
+  ) as [number, string];
+  const [code, detail] = res;
+  switch (code) {
+    case 1: return { outcome: 'retried' };
+    case ScriptCode.RunNotRunning: return { outcome: 'wrong_status', status: detail };
+    case ScriptCode.StaleStep: return { outcome: 'moved_on' };
+    case ScriptCode.BudgetExhausted: return { outcome: 'budget_exhausted', budget: detail as 'steps' | 'tokens' | 'wall_clock' };
+    case ScriptCode.ActionWaiting: return { outcome: 'action_waiting', actionId: detail };
+    default:
+      expectReply(res, { runId: a.runId });
+      throw new InvariantError('invariant', `retryRun-14.lua answered ${code}`);
+  }
+}

@@ -1,0 +1,83 @@
+--[[
+  Retries a stopped run (failed, budget_exceeded or needs_human) by an
+  operator: from its last commit (the cursor), with a new step job, the run's
+  limits raised by the extension and the operator's journal entry, all in one
+  atomic change. The ledger is not touched: the step re-runs through it, so an
+  effect already confirmed is answered from its record, never sent again.
+
+  Fenced on what the caller read: the status, the cursor and the resumes
+  counter (every resume or retry bumps it, so a run that moved on and came
+  back to the same status is still refused). Refused, with nothing written,
+  when the new limits leave no room (the run would stop again at once) or an
+  action of the run waits for a person (needs_human, or a pending approval).
+
+  A terminal run's keys carry the retention TTL (includes/expireRun.lua): they
+  are made persistent again, ledger records and reservations included, so the
+  idempotency keys of confirmed effects outlive the retried run.
+
+  KEYS[1] run hash  KEYS[2] budget hash  KEYS[3] journal list
+  KEYS[4] events stream  KEYS[5] run's actions set
+  KEYS[6..14] BullMQ addStandardJob keys of the retried step's job
+
+  ARGV[1] expected status  ARGV[2] expected cursor  ARGV[3] expected resumes count
+  ARGV[4] the new job id  ARGV[5] now (ms)  ARGV[6] events max length
+  ARGV[7] new maxSteps  ARGV[8] new maxTokens  ARGV[9] new maxWallMs  ARGV[10] new deadlineAt (ms)
+  ARGV[11] 1 when the limits change (the budget hash's `extensions` is counted)
+  ARGV[12] the operator journal entry (JSON)  ARGV[13] the run_retried event (JSON)
+  ARGV[14] the status_changed event (JSON)  ARGV[15..17] BullMQ addStandardJob argv
+
+  Returns {1, ''} retried, or {code, detail} with nothing written:
+    {-3, ''} run missing  {-4, status} not in the expected status
+    {-2, ''} the run moved on since it was read (cursor or resumes)
+    {-18, steps | tokens | wall_clock} that budget leaves no room
+    {-19, action id} an action waits for a person
+
+  Keeps the run listing indexes (includes/runIndex.lua) in the same change.
+]]
+-- @include emitEvent
+-- @include runIndex
+-- @include bullmq:addStandardJob
+
+local run = redis.call('HMGET', KEYS[1], 'status', 'cursor', 'resumes')
+local status = run[1]
+if not status then return { -3, '' } end
+if status ~= ARGV[1] then return { -4, status } end
+if tonumber(run[2] or '0') ~= tonumber(ARGV[2]) or tonumber(run[3] or '0') ~= tonumber(ARGV[3]) then return { -2, '' } end
+
+local used = redis.call('HMGET', KEYS[2], 'stepsUsed', 'tokensUsed')
+if tonumber(used[1] or '0') >= tonumber(ARGV[7]) then return { -18, 'steps' } end
+if tonumber(used[2] or '0') >= tonumber(ARGV[8]) then return { -18, 'tokens' } end
+if tonumber(ARGV[5]) >= tonumber(ARGV[10]) then return { -18, 'wall_clock' } end
+
+local actions = redis.call('SMEMBERS', KEYS[5])
+-- The actions set holds the ledger records' keys (ledgerPlan-5.lua); the action id is their last part.
+for _, ak in ipairs(actions) do
+  local a = redis.call('HMGET', ak, 'state', 'approvalExpiresAt', 'decision')
+  local waiting = a[1] == 'needs_human' or (a[1] == 'planned' and a[2] and not a[3])
+  if waiting then return { -19, string.match(ak, ':action:([^:]+)$') or '' } end
+end
+
+indexRunStatus(KEYS[1], 'running', ARGV[5], 0, status)
+redis.call('HSET', KEYS[1], 'status', 'running', 'reason', '', 'jobId', ARGV[4], 'updatedAt', ARGV[5])
+-- A cancel refused because the run had finished must not cancel the retried run.
+redis.call('HDEL', KEYS[1], 'finishedAt', 'cancelRequested', 'cancelReason')
+redis.call('HINCRBY', KEYS[1], 'resumes', 1)
+redis.call('HINCRBY', KEYS[1], 'retries', 1)
+redis.call('HSET', KEYS[2], 'maxSteps', ARGV[7], 'maxTokens', ARGV[8], 'maxWallMs', ARGV[9], 'deadlineAt', ARGV[10])
+if ARGV[11] == '1' then redis.call('HINCRBY', KEYS[2], 'extensions', 1) end
+redis.call('RPUSH', KEYS[3], ARGV[12])
+
+for i = 1, 5 do redis.call('PERSIST', KEYS[i]) end
+for _, ak in ipairs(actions) do
+  redis.call('PERSIST', ak)
+  redis.call('PERSIST', ak .. ':history')
+  local reservation = redis.call('HGET', ak, 'reservationKey')
+  if reservation then redis.call('PERSIST', reservation) end
+end
+
+emitEvent(KEYS[4], ARGV[6], 'run_retried', ARGV[13])
+emitEvent(KEYS[4], ARGV[6], 'status_changed', ARGV[14])
+local bullKeys = {}
+for i = 6, 14 do bullKeys[#bullKeys + 1] = KEYS[i] end
+bullmqAddStandardJob(bullKeys, { ARGV[15], ARGV[16], ARGV[17] })
+return { 1, '' }
