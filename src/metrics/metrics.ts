@@ -26,6 +26,8 @@ export class Metrics {
   readonly redisConfigOk: Gauge;
   readonly scrapeErrors: Counter;
   readonly runsFinished: Counter;
+  readonly versionHandbacks: Counter;
+  readonly versionDecisions: Counter;
 
   constructor(readonly registry: Registry, opts: { defaultMetrics?: boolean } = {}) {
     const r = [registry];
@@ -54,6 +56,14 @@ export class Metrics {
     this.runsFinished = new Counter({
       name: 'agent_runs_finished_total', help: 'Runs that ended (or were parked for a person), by status and reason code (the reason up to its first colon)',
       labelNames: ['status', 'reason'], registers: r,
+    });
+    this.versionHandbacks = new Counter({
+      name: 'agent_version_handbacks_total', help: 'Step jobs handed back because another live worker serves the version their run is pinned to',
+      labelNames: ['agent'], registers: r,
+    });
+    this.versionDecisions = new Counter({
+      name: 'agent_version_decisions_total', help: 'Operator decisions on runs parked for a version change (continue under a served version, cancel)',
+      labelNames: ['decision'], registers: r,
     });
     this.scrapeErrors = new Counter({ name: 'agent_scrape_collect_errors_total', help: 'Scrape-time gauges not refreshed because their Redis read failed', labelNames: ['collector'], registers: r });
   }

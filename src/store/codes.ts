@@ -15,6 +15,8 @@ export enum ScriptCode {
   AlreadyDecided = -15,
   TenantBudgetExceeded = -16,
   CancelRequested = -17,
+  NotVersionParked = -18,
+  VersionChanged = -19,
 }
 
 /**
@@ -63,6 +65,10 @@ export function scriptError(code: number, context: Record<string, unknown> = {})
       return new AgentError('ledger_conflict', 'already decided', context);
     case ScriptCode.CancelRequested:
       return new CancelledError('the run\'s cancel is recorded: nothing more is dispatched', context);
+    case ScriptCode.NotVersionParked:
+      return new AgentError('version_mismatch', 'the run is not parked for a version change', context);
+    case ScriptCode.VersionChanged:
+      return new AgentError('version_mismatch', 'the run is no longer pinned to the version it was parked with', context);
     default:
       return new AgentError('ledger_conflict', `unknown script code ${code}`, context);
   }
