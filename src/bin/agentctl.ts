@@ -8,6 +8,9 @@
  *   agentctl reconciliations                            the human queue with evidence
  *   agentctl resolve <actionId> confirmed|not_sent|compensate [--receipt R] [--evidence JSON]
  *   agentctl cancel <runId>
+ *   agentctl versions [list] [--limit N]                runs parked for a version change, with the versions served
+ *   agentctl versions continue <runId> [--to VERSION] [--tools-hash H]   re-pin to a served version and resume
+ *   agentctl versions cancel <runId>                    cancel a run of the version queue
  *   agentctl run <runId>                                the run view
  *   agentctl events <runId> [--from STREAM_ID]          live events (SSE), resumable
  *
@@ -24,6 +27,7 @@ const { values, positionals } = parseArgs({
     url: { type: 'string' }, token: { type: 'string' }, fingerprint: { type: 'string' }, as: { type: 'string' },
     receipt: { type: 'string' }, evidence: { type: 'string' }, from: { type: 'string' }, help: { type: 'boolean', short: 'h' },
     status: { type: 'string' }, tenant: { type: 'string' }, agent: { type: 'string' }, limit: { type: 'string' }, cursor: { type: 'string' },
+    to: { type: 'string' }, 'tools-hash': { type: 'string' },
   },
 });
 
@@ -36,7 +40,8 @@ function usage(message?: string): never {
   if (message) console.error(message);
   console.error('usage: agentctl runs [--status S] [--tenant T] [--agent A] [--limit N] [--cursor C] | approvals | approve|reject <actionId> --fingerprint F | reconciliations |\n'
     + '       resolve <actionId> confirmed|not_sent|compensate [--receipt R] [--evidence JSON] |\n'
-    + '       cancel <runId> | run <runId> | events <runId> [--from ID]   [--url U] [--token T]');
+    + '       cancel <runId> | run <runId> | events <runId> [--from ID] |\n'
+    + '       versions [list] [--limit N] | versions continue <runId> [--to VERSION] [--tools-hash H] | versions cancel <runId>   [--url U] [--token T]');
   process.exit(2);
 }
 
@@ -86,6 +91,7 @@ async function events(runId: string, from: string | undefined): Promise<void> {
 }
 
 const [command, a, b] = positionals;
+const VERSION_QUEUE = '/v1/operators/version-mismatches';
 if (values.help || !command) usage();
 /** Ids are checked by format here too: a malformed one never reaches the server. */
 const id = (x: string | undefined, what: 'runId' | 'actionId') => {
@@ -128,6 +134,19 @@ switch (command) {
     break;
   case 'events':
     await events(decodeURIComponent(id(a, 'runId')), values.from);
+    break;
+  case 'versions':
+    if (a === undefined || a === 'list') {
+      await request('GET', `${VERSION_QUEUE}${values.limit !== undefined ? `?limit=${encodeURIComponent(values.limit)}` : ''}`);
+    } else if (a === 'continue') {
+      await request('POST', `${VERSION_QUEUE}/${id(b, 'runId')}/continue`, {
+        ...(values.to !== undefined ? { agentVersion: values.to } : {}), ...(values['tools-hash'] !== undefined ? { toolsHash: values['tools-hash'] } : {}),
+      });
+    } else if (a === 'cancel') {
+      await request('POST', `${VERSION_QUEUE}/${id(b, 'runId')}/cancel`, {});
+    } else {
+      usage(`unknown versions command ${a}`);
+    }
     break;
   default:
     usage(`unknown command ${command}`);

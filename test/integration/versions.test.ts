@@ -6,6 +6,8 @@
  * version_mismatch in the version queue, where an operator continues it under a
  * served version (re-pinned, journalled with who, ledger untouched) or cancels it.
  */
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, type Harness } from '../../testkit/harness.js';
 import { createContext, type AppContext } from '../../src/bin/context.js';
@@ -30,6 +32,7 @@ const v1 = versionedAgent('1');
 const v2 = versionedAgent('2');
 const label = (a: typeof v1) => `${a.version}/${a.tools.schemaHash}`;
 const QUEUE = '/v1/operators/version-mismatches';
+const run = promisify(execFile);
 
 let h: Harness;
 let url: string;
@@ -136,6 +139,56 @@ describe('the version queue: a v1 run meets a v2-only worker', () => {
     expect((await call<{ runs: unknown[] }>(url, 'GET', QUEUE)).body.runs).toEqual([]);
     expect((await call(url, 'POST', `${QUEUE}/${runId}/cancel`, {})).body).toMatchObject({ error: 'not_version_parked' });
     expect(await counter(h.ctx, 'agent_version_decisions_total', { decision: 'cancel' })).toBe(1);
+  });
+});
+
+describe('the version queue from agentctl, the run page and the console', () => {
+  let w2: { worker: FleetWorker; ctx: AppContext };
+  beforeAll(async () => {
+    w2 = await versionWorker(v2);
+  });
+  afterAll(async () => {
+    await w2.worker.stop(true);
+  });
+  const ctl = async (...args: string[]) => {
+    try {
+      const { stdout } = await run(process.execPath, ['--import', 'tsx', 'src/bin/agentctl.ts', ...args, '--url', url, '--token', OPERATOR_TOKEN]);
+      return { code: 0, out: JSON.parse(stdout) as Record<string, unknown> };
+    } catch (err) {
+      const e = err as { code: number; stdout: string };
+      return { code: e.code, out: (e.stdout ? JSON.parse(e.stdout) : {}) as Record<string, unknown> };
+    }
+  };
+
+  it('agentctl versions list | continue | cancel', async () => {
+    const [a, b] = [await createRun(v1, [final]), await createRun(v1, [final])];
+    for (const r of [a, b]) expect(await h.waitForStatus(r, ['needs_human', 'completed'])).toBe('needs_human');
+    const list = await ctl('versions', 'list');
+    expect(list.code).toBe(0);
+    expect((list.out.runs as { runId: string }[]).map((r) => r.runId).sort()).toEqual([a, b].sort());
+    expect(await ctl('versions', 'continue', a, '--to', v2.version)).toMatchObject({ code: 0, out: { runId: a, to: label(v2) } });
+    expect(await ctl('versions', 'cancel', b)).toMatchObject({ code: 0, out: { runId: b, status: 'cancelled' } });
+    expect(await ctl('versions', 'cancel', b)).toMatchObject({ code: 1, out: { error: 'not_version_parked' } });
+    expect(await h.waitForStatus(a, ['completed', 'failed', 'needs_human'])).toBe('completed');
+  });
+
+  it('the run page names the queue; the console offers continue under each served version and cancel, and continues', async () => {
+    const runId = await createRun(v1, [final]);
+    expect(await h.waitForStatus(runId, ['needs_human', 'completed'])).toBe('needs_human');
+    const auth = { authorization: `Bearer ${OPERATOR_TOKEN}` };
+    const page = await (await fetch(`${url}/runs/${runId}`, { headers: auth })).text();
+    expect(page).toContain('id="version-queue"');
+    expect(page).toContain(`agentctl versions continue|cancel ${runId}`);
+    const consolePage = await (await fetch(`${url}/console/runs/${runId}`, { headers: auth })).text();
+    expect(consolePage).toContain('id="version-change"');
+    expect(consolePage).toContain(`continue under ${label(v2)}`);
+    expect(consolePage).toContain('id="cancel-version"');
+    const form = new URLSearchParams({ agentVersion: v2.version, toolsHash: v2.tools.schemaHash });
+    const res = await fetch(`${url}/console/runs/${runId}/version/continue`, { method: 'POST', headers: { ...auth, 'content-type': 'application/x-www-form-urlencoded' }, body: form, redirect: 'manual' });
+    expect(res.status).toBeLessThan(400);
+    expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'])).toBe('completed');
+    const entry = (await h.ctx.store.transcript(runId)).find((e) => e.kind === 'operator');
+    expect(entry).toMatchObject({ action: 'continue_version', by: 'operator' });
   });
 });
 
