@@ -60,6 +60,7 @@ describe('v1 and v2 served side by side by two worker processes', () => {
     const w1 = await startVersionWorker('1', { WORKER_CONCURRENCY: '1' });
     const w2 = await startVersionWorker('2');
     const runs = { v1: [] as string[], v2: [] as string[] };
+    const t0 = Date.now();
     for (let i = 0; i < RUNS_PER_VERSION; i++) {
       runs.v1.push(await createRun(v1));
       runs.v2.push(await createRun(v2));
@@ -78,6 +79,7 @@ describe('v1 and v2 served side by side by two worker processes', () => {
         expect(spec?.agentVersion).toBe(version === 'v1' ? v1.version : v2.version);
       }
     }
+    const elapsedMs = Date.now() - t0;
     let parked = 0;
     for (const s of h.ctx.keys.allShards()) parked += await h.ctx.redis.zcard(h.ctx.keys.versionQueue(s));
     expect(parked).toBe(0);
@@ -85,6 +87,7 @@ describe('v1 and v2 served side by side by two worker processes', () => {
     const logged = [...w1.lines, ...w2.lines].filter((l) => l.includes('"version_hand_back"')).length;
     expect(counted).toBe(logged);
     expect(counted).toBeGreaterThan(0);
-    console.log(`side by side: ${RUNS_PER_VERSION * 2} runs x 3 steps, ${counted} hand-backs (v2 worker ${await handbacks(w2.metricsPort)}, v1 worker ${await handbacks(w1.metricsPort)})`);
+    // A figure for the notes, not an assertion (timings flake on a shared machine).
+    console.log(`side by side: ${RUNS_PER_VERSION * 2} runs x 3 steps in ${elapsedMs} ms, ${counted} hand-backs (v2 worker ${await handbacks(w2.metricsPort)}, v1 worker ${await handbacks(w1.metricsPort)})`);
   }, 120_000);
 });
