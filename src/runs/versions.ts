@@ -22,6 +22,8 @@ export interface Announcement {
   toolsHash: string;
   /** The version's tool names, so an operator's continue can say which tools vanished. */
   tools: readonly string[];
+  /** The step-queue shards the worker consumes (WORKER_SHARDS): a run on another shard is not served by it. */
+  shards: readonly number[];
 }
 
 /** One version live workers serve, with the workers announcing it. */
@@ -30,14 +32,16 @@ export interface ServedVersion {
   toolsHash: string;
   tools: string[];
   workers: string[];
+  /** The shards some worker of this version consumes. */
+  shards: number[];
 }
 
 /** Validated when read back: a member another build wrote in another shape is skipped, never trusted. */
-const memberSchema = z.object({ w: z.string(), v: z.string(), t: z.string(), n: z.array(z.string()) }).strict();
+const memberSchema = z.object({ w: z.string(), v: z.string(), t: z.string(), n: z.array(z.string()), s: z.array(z.number().int().nonnegative()) }).strict();
 
 /** The member of an announcement: the same string on every renewal (the zset keeps one entry per worker and version). */
 export function announcementMember(a: Announcement): string {
-  return JSON.stringify({ w: a.worker, v: a.version, t: a.toolsHash, n: [...a.tools] });
+  return JSON.stringify({ w: a.worker, v: a.version, t: a.toolsHash, n: [...a.tools], s: [...a.shards] });
 }
 
 /** `version/toolsHash`, how reasons and lists name a version. */
@@ -73,16 +77,12 @@ export class VersionRegistry {
         continue;
       }
       const label = versionLabel(parsed.v, parsed.t);
-      const entry = byLabel.get(label) ?? { version: parsed.v, toolsHash: parsed.t, tools: parsed.n, workers: [] };
+      const entry = byLabel.get(label) ?? { version: parsed.v, toolsHash: parsed.t, tools: parsed.n, workers: [], shards: [] };
       entry.workers.push(parsed.w);
+      for (const shard of parsed.s) if (!entry.shards.includes(shard)) entry.shards.push(shard);
       byLabel.set(label, entry);
     }
     return [...byLabel.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, v]) => v);
   }
 
-  /** Whether some live worker (other than `except`) serves exactly this version and tools hash of `agent`. */
-  async isServed(agent: string, version: string, toolsHash: string, except?: string): Promise<boolean> {
-    const served = await this.served(agent);
-    return served.some((s) => s.version === version && s.toolsHash === toolsHash && s.workers.some((w) => w !== except));
-  }
 }

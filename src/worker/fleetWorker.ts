@@ -56,15 +56,15 @@ export class FleetWorker {
     this.crash = opts.crash ?? testHooksFrom(cfg).crash;
     // Every step in flight (WORKER_CONCURRENCY per shard) listens on these while it waits on a call: not a leak.
     setMaxListeners(0, this.soft.signal, this.hard.signal);
+    const shards = opts.shards ?? (cfg.WORKER_SHARDS.length > 0 ? cfg.WORKER_SHARDS.map(Number) : ctx.keys.allShards());
     // Throws ConfigError (WORKER_AGENT_VERSIONS) before any job is taken when a listed version is not loaded.
-    this.versions = new VersionGate(ctx.agents, new VersionRegistry(ctx.redis, ctx.keys, cfg.VERSION_TTL_MS), cfg, ctx.log);
+    this.versions = new VersionGate(ctx.agents, new VersionRegistry(ctx.redis, ctx.keys, cfg.VERSION_TTL_MS), cfg, ctx.log, shards, (runId) => ctx.keys.shardOf(runId));
     this.processor = new StepProcessor({
       cfg, redis: ctx.redis, keys: ctx.keys, store: ctx.store, specs: new RunSpecCache(ctx.store),
       agents: ctx.agents, versions: this.versions, providers: ctx.providers, metrics: ctx.metrics, log: ctx.log,
       crash: this.crash, tracer: ctx.tracing.tracer,
       ...(opts.effects ? { effects: opts.effects } : {}),
     });
-    const shards = opts.shards ?? (cfg.WORKER_SHARDS.length > 0 ? cfg.WORKER_SHARDS.map(Number) : ctx.keys.allShards());
     const watched: { shard: number; worker: Worker }[] = [];
     for (const shard of shards) {
       const worker = new Worker(ctx.keys.queueName(shard), (job, token) => this.handle(job, token), {

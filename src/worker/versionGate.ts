@@ -48,6 +48,9 @@ export class VersionGate {
     private readonly registry: VersionRegistry,
     private readonly opts: VersionGateOptions,
     private readonly log: Logger,
+    /** The shards this worker consumes, announced with its versions; `shardOf` places a run. */
+    private readonly shards: readonly number[] = [],
+    private readonly shardOf: (runId: string) => number = () => 0,
   ) {
     const listed = new Set(opts.WORKER_AGENT_VERSIONS);
     const loaded = new Set(agents.all.map((a) => a.version));
@@ -72,7 +75,9 @@ export class VersionGate {
 
   /** For a spec agentFor() refused: hand the step back, or park the run (with its reason). */
   async verdict(spec: RunSpec): Promise<VersionVerdict> {
-    const served = await this.registry.served(spec.agent);
+    // Served for this run: by a worker that consumes the run's shard (a version served only elsewhere cannot take its steps).
+    const shard = this.shardOf(spec.runId);
+    const served = (await this.registry.served(spec.agent)).filter((s) => s.shards.includes(shard));
     const exact = served.some((s) => s.version === spec.agentVersion && s.toolsHash === spec.toolsHash && s.workers.some((w) => w !== this.workerId));
     if (exact) return { kind: 'hand_back', delayMs: this.opts.VERSION_HANDBACK_DELAY_MS };
     if (served.length === 0 && !this.agents.get(spec.agent)) return { kind: 'park', reason: `unknown_agent: ${spec.agent}` };
@@ -104,6 +109,6 @@ export class VersionGate {
   }
 
   private announcement(a: Agent): Announcement {
-    return { worker: this.workerId, version: a.version, toolsHash: a.tools.schemaHash, tools: a.tools.tools.map((t) => t.name) };
+    return { worker: this.workerId, version: a.version, toolsHash: a.tools.schemaHash, tools: a.tools.tools.map((t) => t.name), shards: this.shards };
   }
 }

@@ -246,7 +246,7 @@ describe('hand-back while another live worker serves the version', () => {
   it('the v2 worker hands a v1 step back (counted) while v1 is announced, and parks it once the announcement is withdrawn', async () => {
     const w2 = await versionWorker(v2);
     const registry = new VersionRegistry(h.ctx.redis, h.ctx.keys, 60_000);
-    const ghost = { worker: 'elsewhere:1', version: v1.version, toolsHash: v1.tools.schemaHash, tools: ['lookup', 'legacy_send'] };
+    const ghost = { worker: 'elsewhere:1', version: v1.version, toolsHash: v1.tools.schemaHash, tools: ['lookup', 'legacy_send'], shards: [0] };
     try {
       await registry.announce('versioned', ghost);
       const runId = await createRun(v1, [final]);
@@ -263,6 +263,26 @@ describe('hand-back while another live worker serves the version', () => {
       expect(job?.attemptsMade).toBe(1);
     } finally {
       await registry.withdraw('versioned', ghost);
+      await w2.worker.stop(true);
+    }
+  });
+});
+
+describe('a live worker of the version that does not consume the run\'s shard does not serve it', () => {
+  it('parks at once (WORKER_SHARDS are announced with the versions)', async () => {
+    const w2 = await versionWorker(v2);
+    const registry = new VersionRegistry(h.ctx.redis, h.ctx.keys, 60_000);
+    const elsewhere = { worker: 'elsewhere:2', version: v1.version, toolsHash: v1.tools.schemaHash, tools: ['lookup', 'legacy_send'], shards: [7] };
+    try {
+      await registry.announce('versioned', elsewhere);
+      const runId = await createRun(v1, [final]);
+      expect(await h.waitForStatus(runId, ['needs_human', 'completed'])).toBe('needs_human');
+      expect((await h.ctx.store.readState(runId))?.reason).toBe(`version_mismatch: pinned ${label(v1)} served ${label(v2)}`);
+      expect(await counter(w2.ctx, 'agent_version_handbacks_total')).toBe(0);
+      // Cleaned up for the tests after this one.
+      expect((await call(url, 'POST', `${QUEUE}/${runId}/cancel`, {})).status).toBe(200);
+    } finally {
+      await registry.withdraw('versioned', elsewhere);
       await w2.worker.stop(true);
     }
   });

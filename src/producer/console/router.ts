@@ -175,7 +175,7 @@ export function consoleRouter(ctx: AppContext, ledger: Ledger, sessions: Console
       ...(isVersionParked(view.status, view.reason) ? {
         versionChange: {
           pinned: versionLabel(view.agent.agentVersion, view.agent.toolsHash),
-          served: (await versions.served(agent ?? '')).map((s) => ({ agentVersion: s.version, toolsHash: s.toolsHash, label: versionLabel(s.version, s.toolsHash) })),
+          served: (await versions.served(agent ?? '')).filter((s) => s.shards.includes(ctx.keys.shardOf(runId))).map((s) => ({ agentVersion: s.version, toolsHash: s.toolsHash, label: versionLabel(s.version, s.toolsHash) })),
         },
       } : {}),
     };

@@ -53,9 +53,11 @@ export async function versionQueue(ctx: AppContext, registry: VersionRegistry, o
   const page = await listVersionParked(ctx, { limit, ...(op.tenants !== '*' ? { tenants: op.tenants } : {}) });
   const servedByAgent = new Map<string, ServedVersion[]>();
   for (const agent of new Set(page.runs.map((r) => r.agent))) servedByAgent.set(agent, await registry.served(agent));
+  // Served for a run: by a worker that consumes the run's shard.
+  const servedFor = (agent: string, runId: string) => (servedByAgent.get(agent) ?? []).filter((s) => s.shards.includes(ctx.keys.shardOf(runId)));
   return {
     total: page.total,
-    runs: page.runs.map((r) => ({ ...r, pinned: versionLabel(r.agentVersion, r.toolsHash), served: (servedByAgent.get(r.agent) ?? []).map(labelOf) })),
+    runs: page.runs.map((r) => ({ ...r, pinned: versionLabel(r.agentVersion, r.toolsHash), served: servedFor(r.agent, r.runId).map(labelOf) })),
   };
 }
 
@@ -66,7 +68,8 @@ export async function continueVersionRun(
   if (!isRunId(runId) || !(await operatorSeesRun(ctx, op, runId))) return NO_RUN;
   const [status, reason, agent, agentVersion, toolsHash] = await ctx.redis.hmget(ctx.keys.run(runId).run, 'status', 'reason', 'agent', 'agentVersion', 'toolsHash');
   if (!isVersionParked(status, reason)) return { status: 409, body: { error: 'not_version_parked', runId, status, reason } };
-  const served = await registry.served(agent!);
+  const shard = ctx.keys.shardOf(runId);
+  const served = (await registry.served(agent!)).filter((s) => s.shards.includes(shard));
   const candidates = served.filter((s) => (wanted.agentVersion === undefined || s.version === wanted.agentVersion) && (wanted.toolsHash === undefined || s.toolsHash === wanted.toolsHash));
   if (candidates.length === 0) {
     return { status: 409, body: { error: wanted.agentVersion ? 'version_not_served' : 'no_served_version', runId, served: served.map(labelOf) } };
