@@ -3,6 +3,12 @@
  * embedded redis-server (AOF on); starts the sandbox service, the API, the
  * reconciler and two worker processes; enqueues a few sample tickets; prints
  * their progress as it happens; serves until Ctrl-C.
+ *
+ * The model: `--model=scripted` (default) plays the support agent's script in
+ * process; `--model=openai-local` / `--model=anthropic-local` (or DEMO_MODEL=...)
+ * start the test kit's local OpenAI-compatible / Anthropic Messages server
+ * playing the same script over HTTP, and the workers call it through the real
+ * AI SDK provider (openai-compatible / anthropic), as against vLLM or the vendor.
  */
 import type { ChildProcess } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
@@ -16,11 +22,30 @@ import { Reconciler } from '../src/ledger/reconciler.js';
 import { createFullApi } from '../src/producer/fullApi.js';
 import { freePort, startEmbeddedRedis, type EmbeddedRedis } from '../testkit/embeddedRedis.js';
 import { startSandbox } from '../sandbox/server.js';
+import { startOpenAIServer } from '../testkit/modelServers/openai.js';
+import { startAnthropicServer } from '../testkit/modelServers/anthropic.js';
+import type { ModelServer } from '../testkit/modelServers/queue.js';
+import { scriptResponder } from '../testkit/modelServers/scriptPlayer.js';
+import { scriptSchema, type Script } from '../src/models/script.js';
+
+const DEMO_MODELS = ['scripted', 'openai-local', 'anthropic-local'] as const;
+type DemoModel = (typeof DEMO_MODELS)[number];
+const demoModelArg = process.argv.find((a) => a.startsWith('--model='))?.slice('--model='.length) ?? process.env.DEMO_MODEL ?? 'scripted';
+
+/** The deployment settings that point the workers at a local model server (a real provider over HTTP). */
+function localModelEnv(model: DemoModel, server: ModelServer | undefined): Record<string, string> {
+  if (model === 'openai-local') return { MODEL_PROVIDER: 'openai-compatible', OPENAI_COMPATIBLE_BASE_URL: `${server!.url}/v1`, OPENAI_COMPATIBLE_MODEL: 'demo-local-llama' };
+  if (model === 'anthropic-local') return { MODEL_PROVIDER: 'anthropic', ANTHROPIC_BASE_URL: `${server!.url}/v1`, ANTHROPIC_API_KEY: 'demo-local-key', ANTHROPIC_MODEL: 'demo-local-claude' };
+  return {};
+}
 
 // Ports: a port set in the environment is used as given (taken: one line naming it, exit 1); an
 // unset one is the default when free, else any free port, so two demos run side by side.
 let embedded: EmbeddedRedis | undefined;
-const { env, redisUrl, cfg, ctx, sandbox, server, apiPort, workerPorts } = await boot('demo', async () => {
+let modelServer: ModelServer | undefined;
+const { env, redisUrl, cfg, ctx, sandbox, server, apiPort, workerPorts, demoModel } = await boot('demo', async () => {
+  if (!(DEMO_MODELS as readonly string[]).includes(demoModelArg)) throw new Error(`--model (DEMO_MODEL) must be one of ${DEMO_MODELS.join(', ')}, not '${demoModelArg}'`);
+  const demoModel = demoModelArg as DemoModel;
   const base = loadConfig();
   let redisUrl = base.REDIS_URL;
   if (!redisUrl && base.REDIS_CLUSTER_NODES.length === 0) {
@@ -28,7 +53,12 @@ const { env, redisUrl, cfg, ctx, sandbox, server, apiPort, workerPorts } = await
     redisUrl = embedded.url;
   }
   const sandbox = await startSandbox({ port: 0 });
-  const env = { ...process.env, ...(redisUrl ? { REDIS_URL: redisUrl } : {}), SANDBOX_URL: sandbox.url, LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn' };
+  if (demoModel === 'openai-local') modelServer = await startOpenAIServer();
+  if (demoModel === 'anthropic-local') modelServer = await startAnthropicServer();
+  const env = {
+    ...process.env, ...(redisUrl ? { REDIS_URL: redisUrl } : {}), SANDBOX_URL: sandbox.url, LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
+    ...localModelEnv(demoModel, modelServer),
+  };
   // The API's credentials: random ones for this demo (DEV_AUTH=generate), printed below; the workers need none.
   const cfg = loadConfig({ ...env, DEV_AUTH: process.env.DEV_AUTH ?? 'generate' });
   const ctx = await createContext(cfg, 'demo', { log: createLogger('demo', cfg.LOG_LEVEL) });
@@ -40,8 +70,11 @@ const { env, redisUrl, cfg, ctx, sandbox, server, apiPort, workerPorts } = await
   const workerPorts = process.env.WORKER_METRICS_PORT
     ? [cfg.WORKER_METRICS_PORT, cfg.WORKER_METRICS_PORT + 1]
     : await Promise.all([0, 1].map(() => freePort()));
-  return { env, redisUrl, cfg, ctx, sandbox, server: server as Server, apiPort, workerPorts };
-}, async () => embedded?.stop());
+  return { env, redisUrl, cfg, ctx, sandbox, server: server as Server, apiPort, workerPorts, demoModel };
+}, async () => {
+  await modelServer?.close();
+  await embedded?.stop();
+});
 const apiUrl = `http://${cfg.HOST}:${apiPort}`;
 const reconciler = new Reconciler(ctx, 'reconciler:demo');
 reconciler.start();
@@ -68,6 +101,7 @@ durable agent fleet demo
                npm run ctl -- approvals --token ${cfg.OPERATOR_TOKEN ?? ''}
   sandbox      ${sandbox.url}       (counts ${sandbox.url}/_sandbox/counts)
   workers      2 processes, metrics on :${workerPorts[0]} and :${workerPorts[1]}
+  model        ${modelServer ? `${cfg.MODEL_PROVIDER} ${demoModel === 'openai-local' ? cfg.OPENAI_COMPATIBLE_MODEL : cfg.ANTHROPIC_MODEL} at ${modelServer.url} (local ${demoModel === 'openai-local' ? 'OpenAI-compatible' : 'Anthropic Messages'} server playing the demo script; the real AI SDK provider over HTTP)` : 'scripted (in process; npm start -- --model=openai-local for a local model server over HTTP)'}
 Ctrl-C stops everything.
 `);
 
@@ -76,6 +110,13 @@ const tickets = [
   { id: 'DEMO-2', subject: 'Where is my refund?', body: 'I returned the lamp two weeks ago.', customer: { email: 'grace@example.com', name: 'Grace' } },
   { id: 'DEMO-3', subject: 'Cannot log in', body: 'Password reset email never arrives.', customer: { email: 'linus@example.com', name: 'Linus' } },
 ];
+// A local model server plays the support agent's demo script, each run's turns matched by its prompt.
+if (modelServer) {
+  const support = ctx.agents.get('support');
+  const scripts = new Map<string, Script>();
+  for (const t of tickets) if (support?.demoScript) scripts.set(support.prompt(t), scriptSchema.parse(support.demoScript(t)));
+  modelServer.respond = scriptResponder(scripts);
+}
 // One ticket's email send loses its response after committing: watch it get reconciled, not resent.
 sandbox.setFaults([{ kind: 'lost_response_after_commit', resource: 'emails', count: 1 }]);
 
@@ -114,7 +155,7 @@ const poll = setInterval(async () => {
         console.log(`reconciled, not resent: ${runId} ${a.tool} ${path} (${a.history[a.history.length - 1]?.why})`);
       }
     }
-    console.log(`all runs settled. sandbox effects: tickets=${c.byResource.tickets?.records} emails=${c.byResource.emails?.records} duplicates=${c.duplicates}. Still serving; Ctrl-C to stop.`);
+    console.log(`all runs settled. sandbox effects: tickets=${c.byResource.tickets?.records} emails=${c.byResource.emails?.records} duplicates=${c.duplicates}.${modelServer ? ` model server: ${modelServer.requests.length} requests, models ${[...new Set(modelServer.requests.map((r) => String(r.body.model)))].join(',')}.` : ''} Still serving; Ctrl-C to stop.`);
   }
 }, 300);
 let reported = false;
@@ -129,6 +170,7 @@ async function stop(exitCode = 0): Promise<void> {
   server.close();
   await ctx.close();
   await sandbox.close();
+  await modelServer?.close();
   await embedded?.stop();
   process.exit(exitCode);
 }

@@ -18,7 +18,7 @@ export { ToolRegistry } from './core/toolRegistry.js';
 export type {
   ReadTool, WriteTool, Tool, ToolContext, DispatchReceipt, DispatchRequest, LookupRequest, LookupResult, ReconcileMethod, ServiceCapabilities, EffectClass,
 } from './core/tool.js';
-export type { ModelProvider, ModelRequest, ModelTurn, ToolSpec } from './core/model.js';
+export type { AgentModelChoice, ModelChoice, ModelOptions, ModelProvider, ModelRequest, ModelTurn, ToolSpec } from './core/model.js';
 export type { ToolCall, Usage } from './core/journal.js';
 export { AgentError, TerminalError, RetryableError, KeyConflictError, type ErrorCode } from './core/errors.js';
 export { httpJson, OutcomeUnknownError, type HttpResult, type ServiceOptions } from './core/http.js';

@@ -23,6 +23,7 @@ import { AgentCatalog } from '../core/agent.js';
 import type { ModelProvider } from '../core/model.js';
 import type { EngineContext } from '../runs/context.js';
 import { loadAgents } from './agents.js';
+import { checkModelChoices } from '../producer/modelChoice.js';
 import { ScriptedProvider } from '../models/scripted.js';
 import { OpenAIProvider } from '../models/openai.js';
 import { anthropicProvider, openAICompatibleProvider } from '../models/aiSdk.js';
@@ -30,12 +31,18 @@ import { anthropicProvider, openAICompatibleProvider } from '../models/aiSdk.js'
 /** The engine's context, as the entry points and the producer name it. */
 export type AppContext = EngineContext;
 
+/**
+ * The providers this process can call, by name. A vendor's provider exists only with its
+ * credential (OPENAI_API_KEY, ANTHROPIC_API_KEY) or endpoint (OPENAI_COMPATIBLE_BASE_URL):
+ * a model choice naming one that is missing stops the boot (checkModelChoices), and a run
+ * that still names one ends `failed` / `model_unavailable: <provider>`.
+ */
 export function buildProviders(cfg: Config): Map<string, ModelProvider> {
   const providers = new Map<string, ModelProvider>();
   if (scriptedModelAllowed(cfg)) providers.set('scripted', new ScriptedProvider());
   const common = { timeoutMs: cfg.MODEL_TIMEOUT_MS };
-  providers.set('openai', new OpenAIProvider({ ...common, baseUrl: cfg.OPENAI_BASE_URL, model: cfg.OPENAI_MODEL, ...(cfg.OPENAI_API_KEY ? { apiKey: cfg.OPENAI_API_KEY } : {}) }));
-  providers.set('anthropic', anthropicProvider({ ...common, baseUrl: cfg.ANTHROPIC_BASE_URL, model: cfg.ANTHROPIC_MODEL, ...(cfg.ANTHROPIC_API_KEY ? { apiKey: cfg.ANTHROPIC_API_KEY } : {}) }));
+  if (cfg.OPENAI_API_KEY) providers.set('openai', new OpenAIProvider({ ...common, baseUrl: cfg.OPENAI_BASE_URL, model: cfg.OPENAI_MODEL, apiKey: cfg.OPENAI_API_KEY }));
+  if (cfg.ANTHROPIC_API_KEY) providers.set('anthropic', anthropicProvider({ ...common, baseUrl: cfg.ANTHROPIC_BASE_URL, model: cfg.ANTHROPIC_MODEL, apiKey: cfg.ANTHROPIC_API_KEY }));
   if (cfg.OPENAI_COMPATIBLE_BASE_URL && cfg.OPENAI_COMPATIBLE_MODEL) {
     providers.set('openai-compatible', openAICompatibleProvider({
       ...common, baseUrl: cfg.OPENAI_COMPATIBLE_BASE_URL, model: cfg.OPENAI_COMPATIBLE_MODEL, ...(cfg.OPENAI_COMPATIBLE_API_KEY ? { apiKey: cfg.OPENAI_COMPATIBLE_API_KEY } : {}),
@@ -58,6 +65,9 @@ export interface ContextOptions {
 export async function createContext(cfg: Config, name: string, opts: ContextOptions = {}): Promise<AppContext> {
   // Agents first: a deployment whose AGENTS_MODULE is broken stops before it touches Redis.
   const agents = opts.agents === undefined ? await loadAgents(cfg) : opts.agents instanceof AgentCatalog ? opts.agents : new AgentCatalog(opts.agents as readonly Agent[]);
+  // Then the model choices: one naming a provider this process lacks stops it here, the field named.
+  const providers = opts.providers ?? buildProviders(cfg);
+  checkModelChoices(cfg, agents, providers);
   const log = opts.log ?? createLogger(name, cfg.LOG_LEVEL);
   const target = targetOf(cfg);
   const redis = createRedis(target, name);
@@ -75,7 +85,7 @@ export async function createContext(cfg: Config, name: string, opts: ContextOpti
   registerScrapeCollectors(metrics, { redis, keys, queues, log }, { runs: { statuses: RUN_STATUSES, terminal: new Set(TERMINAL_STATUSES), retentionMs: cfg.RUN_RETENTION_MS } });
   const tracing = opts.tracing ?? createTracing(cfg, name);
   return {
-    cfg, log, redis, keys, queues, store, agents, providers: opts.providers ?? buildProviders(cfg), metrics, tracing,
+    cfg, log, redis, keys, queues, store, agents, providers, metrics, tracing,
     async close() {
       await queues.close();
       redis.disconnect();

@@ -9,6 +9,8 @@ import { z } from 'zod';
 import { BUDGET_BOUNDS } from '../runs/bounds.js';
 import { PROVIDER_NAMES } from '../models/names.js';
 import { TerminalError } from '../core/errors.js';
+import { agentModelChoiceSchema } from '../core/model.js';
+import { AGENT_NAME_FORMAT } from '../core/agent.js';
 
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'])
@@ -121,10 +123,29 @@ export const configSchema = z.object({
    * and reconciler; a module that cannot be loaded or exports no valid agent stops the process naming it.
    */
   AGENTS_MODULE: z.string().min(1).optional(),
-  /** The provider a run uses unless it names one (`agent.model`): scripted (development), openai, anthropic, openai-compatible. */
+  /**
+   * The provider of runs whose agent names no model choice (defineAgent `model`), with that provider's
+   * default model (OPENAI_MODEL, ANTHROPIC_MODEL, OPENAI_COMPATIBLE_MODEL): scripted (development),
+   * openai, anthropic, openai-compatible.
+   */
   MODEL_PROVIDER: z.enum(PROVIDER_NAMES).default('scripted'),
+  /**
+   * Per-tenant model choices, JSON: {"<tenant>": {"<agent>" | "*": {"provider": "...", "model"?: "...",
+   * "options"?: {"temperature": 0.2, ...}}}}. An agent's own entry wins over the tenant's "*". Applied at
+   * intake, pinned in the run; a request naming another provider for such a run is a 400. Each
+   * provider named must be enabled on every process (checked at boot, the field named).
+   */
+  TENANT_MODELS: json(z.record(
+    z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/i, 'a tenant: 1-63 letters, digits, _ or -'),
+    z.record(z.union([z.literal('*'), z.string().regex(AGENT_NAME_FORMAT, 'an agent name or *')]), agentModelChoiceSchema),
+  ), {}),
   /** The scripted provider (and run-supplied scripts) is for demos and tests: development only; `false` disables it there too. */
   SCRIPTED_MODEL_ENABLED: bool.optional(),
+  /**
+   * Per provider, the deployment keeps only the endpoint, the credential and a default model id (for
+   * choices that name none); agents and tenants choose the model. OpenAI and Anthropic exist only with
+   * their key; an OpenAI-compatible server only with its URL (src/bin/context.ts buildProviders).
+   */
   OPENAI_BASE_URL: z.string().url().default('https://api.openai.com/v1'),
   OPENAI_API_KEY: z.string().optional(),
   OPENAI_MODEL: z.string().default('gpt-4o-mini'),
@@ -343,6 +364,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     // The scripted model plays canned turns, and a run may carry its own script: neither is a model.
     if (cfg.MODEL_PROVIDER === 'scripted') refuse('MODEL_PROVIDER', 'the scripted model is refused in production; use openai, anthropic or openai-compatible');
     if (cfg.SCRIPTED_MODEL_ENABLED === true) refuse('SCRIPTED_MODEL_ENABLED', 'the scripted model and run-supplied scripts are refused in production');
+    for (const [tenant, byAgent] of Object.entries(cfg.TENANT_MODELS)) {
+      for (const [agent, choice] of Object.entries(byAgent)) {
+        if (choice.provider === 'scripted') refuse(`TENANT_MODELS.${tenant}.${agent}.provider`, 'the scripted model is refused in production');
+      }
+    }
     if (cfg.MODEL_PROVIDER === 'openai' && !cfg.OPENAI_API_KEY) refuse('OPENAI_API_KEY', 'required by MODEL_PROVIDER=openai');
     if (cfg.MODEL_PROVIDER === 'anthropic' && !cfg.ANTHROPIC_API_KEY) refuse('ANTHROPIC_API_KEY', 'required by MODEL_PROVIDER=anthropic');
     if (cfg.MODEL_PROVIDER === 'openai-compatible' && !cfg.OPENAI_COMPATIBLE_BASE_URL) refuse('OPENAI_COMPATIBLE_BASE_URL', 'required by MODEL_PROVIDER=openai-compatible');

@@ -10,6 +10,7 @@
  */
 import type { z } from 'zod';
 import { fingerprint } from './canonical.js';
+import { agentModelChoiceSchema, type AgentModelChoice } from './model.js';
 import { countTokens } from './tokens.js';
 import type { DispatchReceipt, DispatchRequest, LookupRequest, LookupResult, ReadTool, ReconcileMethod, ServiceCapabilities, Tool, ToolContext, WriteTool } from './tool.js';
 import { ToolRegistry } from './toolRegistry.js';
@@ -122,8 +123,13 @@ export interface AgentDefinition<I> {
   input: z.ZodType<I>;
   /** The order is part of the tools' schema hash: keep it. */
   tools: readonly Tool[];
-  /** The model provider runs use unless the request names one (default: the deployment's MODEL_PROVIDER). */
-  model?: string;
+  /**
+   * The model runs of this agent use: `{ provider, model, options? }` (options: temperature, topP,
+   * maxOutputTokens...; validated here), or a provider's name alone (its deployment default model).
+   * Default: the deployment's MODEL_PROVIDER and its default model. A tenant may be given another
+   * (TENANT_MODELS); the choice is pinned in each run's spec at intake.
+   */
+  model?: string | AgentModelChoice;
   /** The system prompt for a run of this input. */
   instructions(input: I): string;
   /** The first user message (default: the input as JSON). */
@@ -142,13 +148,26 @@ export interface AgentDefinition<I> {
   demoScript?(input: I): unknown;
 }
 
+
+/** The agent's model choice validated (a TypeError naming the field: an agent module with a typo stops the boot). */
+function modelChoiceOf(agent: string, raw: unknown): AgentModelChoice | undefined {
+  if (raw === undefined) return undefined;
+  // A provider's name alone is the provider with its default model.
+  const parsed = agentModelChoiceSchema.safeParse(typeof raw === 'string' ? { provider: raw } : raw);
+  if (!parsed.success) {
+    const detail = parsed.error.issues.map((i) => `${['model', ...i.path.map(String)].join('.')}: ${i.message}`).join('; ');
+    throw new TypeError(`agent '${agent}': ${detail}`);
+  }
+  return Object.freeze(parsed.data);
+}
+
 /** An agent as the engine runs it (its input typed `unknown`: the engine never reads it). */
 export interface Agent<I = unknown> {
   readonly name: string;
   readonly version: string;
   readonly input: z.ZodType<I>;
   readonly tools: ToolRegistry;
-  readonly model?: string | undefined;
+  readonly model?: AgentModelChoice | undefined;
   instructions(input: I): string;
   prompt(input: I): string;
   key(input: I): string;
@@ -173,7 +192,7 @@ export function defineAgent<I>(def: AgentDefinition<I>): Agent<I> {
     version: def.version,
     input: def.input,
     tools: new ToolRegistry(def.tools),
-    model: def.model,
+    model: modelChoiceOf(def.name, def.model),
     instructions: def.instructions,
     prompt,
     key: def.key ?? ((input) => fingerprint(input).slice(0, 32)),

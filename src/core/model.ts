@@ -1,5 +1,51 @@
 /** The model provider interface: one call per attempt; retries are the caller's (src/core/retry.ts). */
+import { z } from 'zod';
 import type { JournalEntry, ToolCall, Usage } from './journal.js';
+
+/** A provider's name as runs, agents and configuration spell it (the worker's provider map decides whether it exists). */
+export const providerNameSchema = z.string().regex(/^[a-z][a-z0-9_-]{0,62}$/, 'a provider name: lowercase letters, digits, _ or -');
+
+/** A model id as the provider spells it (`gpt-4o-mini`, `claude-sonnet-4-5`, `llama3.1:8b`, `org/model`): printable, no spaces. */
+export const modelIdSchema = z.string().regex(/^[\x21-\x7e]{1,200}$/, 'a model id: 1-200 printable characters, no spaces');
+
+/**
+ * Sampling options of a model choice, passed to the provider as they are
+ * (unknown keys refused: a typo must not pass silently). maxOutputTokens can
+ * only lower the deployment's COMPLETION_TOKEN_CAP, never raise it (the
+ * budget pre-flight counts the cap).
+ */
+export const modelOptionsSchema = z.object({
+  temperature: z.number().min(0).max(2),
+  topP: z.number().gt(0).max(1),
+  topK: z.number().int().positive().max(1000),
+  maxOutputTokens: z.number().int().positive().max(1_000_000),
+  presencePenalty: z.number().min(-2).max(2),
+  frequencyPenalty: z.number().min(-2).max(2),
+  seed: z.number().int().min(0).max(2 ** 31 - 1),
+  stopSequences: z.array(z.string().min(1).max(100)).max(4),
+}).partial().strict();
+export type ModelOptions = z.infer<typeof modelOptionsSchema>;
+
+/**
+ * Which model a run uses: the provider's name, the provider's model id and
+ * sampling options. Chosen per agent (defineAgent), overridable per tenant
+ * (TENANT_MODELS), resolved at intake and pinned in the run spec: a run's
+ * model never changes mid-run.
+ */
+export const modelChoiceSchema = z.object({
+  provider: providerNameSchema,
+  model: modelIdSchema,
+  options: modelOptionsSchema.optional(),
+}).strict();
+export type ModelChoice = z.infer<typeof modelChoiceSchema>;
+
+/** A choice as an agent or a tenant override names it: `model` left out is the provider's deployment default. */
+export const agentModelChoiceSchema = z.object({
+  provider: providerNameSchema,
+  model: modelIdSchema.optional(),
+  options: modelOptionsSchema.optional(),
+}).strict();
+export type AgentModelChoice = z.infer<typeof agentModelChoiceSchema>;
 
 export interface ToolSpec {
   name: string;
@@ -18,6 +64,10 @@ export interface ModelRequest {
   /** Present only when the provider says it needs it (see needsTranscript). */
   transcript?: JournalEntry[];
   tools: ToolSpec[];
+  /** The model id pinned in the run spec; undefined: the provider's defaultModel (runs pinned before model ids were). */
+  model?: string | undefined;
+  /** The pinned choice's sampling options (maxOutputTokens is already folded into maxCompletionTokens). */
+  options?: ModelOptions | undefined;
   maxCompletionTokens: number;
   /** Turns for the scripted provider: the run's own script, else the agent's demoScript (validated by that provider). */
   script?: unknown;
@@ -35,6 +85,8 @@ export interface ModelTurn {
 
 export interface ModelProvider {
   readonly name: string;
+  /** The model id a run gets when its choice names this provider but no model (the deployment's default for it). */
+  readonly defaultModel?: string | undefined;
   /** Whether complete() needs the run's transcript (read incrementally, see TranscriptCache). */
   readonly needsTranscript: boolean;
   complete(req: ModelRequest): Promise<ModelTurn>;

@@ -16,17 +16,22 @@
 import { createAnthropic } from '@ai-sdk/anthropic';
 import { createOpenAI } from '@ai-sdk/openai';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
-import { APICallError, generateText, jsonSchema, RetryError, type LanguageModel, type ModelMessage, type ToolSet } from 'ai';
+import { APICallError, generateText, jsonSchema, RetryError, type CallSettings, type LanguageModel, type ModelMessage, type ToolSet } from 'ai';
 import { AgentError, RetryableError, TerminalError } from '../core/errors.js';
 import type { JournalEntry, ToolCall } from '../core/journal.js';
-import type { ModelProvider, ModelRequest, ModelTurn, ToolSpec } from '../core/model.js';
+import type { ModelOptions, ModelProvider, ModelRequest, ModelTurn, ToolSpec } from '../core/model.js';
 import { parseRetryAfter } from '../core/retryAfter.js';
 import { TimeoutError, withTimeout } from '../core/timeout.js';
 
 export interface AiSdkOptions {
   /** The provider's name in runs (`agent.model`) and metrics. */
   name: string;
+  /** The model of requests that name none (runs pinned before model ids were). */
   model: LanguageModel;
+  /** Its id: what a model choice naming only this provider is pinned to. */
+  defaultModel?: string;
+  /** The SDK model for a pinned model id (built once per id); without it every request goes to `model`. */
+  modelFor?: (modelId: string) => LanguageModel;
   timeoutMs: number;
   /** Provider-specific request options (e.g. OpenAI's max_completion_tokens). */
   providerOptions?: (req: ModelRequest) => Record<string, Record<string, number | string | boolean>>;
@@ -37,21 +42,34 @@ export interface AiSdkOptions {
 
 export class AiSdkProvider implements ModelProvider {
   readonly name: string;
+  readonly defaultModel: string | undefined;
   readonly needsTranscript = true;
+  /** SDK models by pinned model id (a handful per deployment: one per agent and tenant choice). */
+  private readonly models = new Map<string, LanguageModel>();
   private readonly now: () => number;
   /** Tool sets by the registry's spec list (built once per list, not per call). */
   private readonly toolSets = new WeakMap<ToolSpec[], ToolSet>();
 
   constructor(private readonly opts: AiSdkOptions) {
     this.name = opts.name;
+    this.defaultModel = opts.defaultModel;
     this.now = opts.now ?? Date.now;
+  }
+
+  /** The SDK model of the run's pinned model id (the default one when the run pinned none). */
+  languageModel(modelId: string | undefined): LanguageModel {
+    if (modelId === undefined || modelId === this.defaultModel || !this.opts.modelFor) return this.opts.model;
+    let m = this.models.get(modelId);
+    if (!m) this.models.set(modelId, (m = this.opts.modelFor(modelId)));
+    return m;
   }
 
   async complete(req: ModelRequest): Promise<ModelTurn> {
     let result: Awaited<ReturnType<typeof generateText>>;
     try {
       result = await withTimeout(this.opts.timeoutMs, req.signal, (signal) => generateText({
-        model: this.opts.model,
+        model: this.languageModel(req.model),
+        ...samplingOf(req.options),
         // The agent's instructions and first message come with the request: the provider holds no prompt text.
         system: req.instructions,
         messages: [{ role: 'user', content: req.prompt }, ...toMessages(req.transcript ?? [])],
@@ -93,6 +111,13 @@ export class AiSdkProvider implements ModelProvider {
     }
     return set;
   }
+}
+
+/** The pinned choice's sampling options as the SDK's call settings (maxOutputTokens travels as the request's cap). */
+export function samplingOf(options: ModelOptions | undefined): Partial<Pick<CallSettings, 'temperature' | 'topP' | 'topK' | 'presencePenalty' | 'frequencyPenalty' | 'seed' | 'stopSequences'>> {
+  if (!options) return {};
+  const { maxOutputTokens: _cap, ...sampling } = options;
+  return sampling;
 }
 
 /** The journalled transcript as the SDK's messages: each decision (text and tool calls), then its tool results. */
@@ -177,6 +202,7 @@ function header(headers: Record<string, string> | undefined, name: string): stri
 export interface ProviderSettings {
   baseUrl?: string;
   apiKey?: string;
+  /** The default model id (a choice that names none); runs name their own through the spec. */
   model: string;
   timeoutMs: number;
 }
@@ -185,7 +211,7 @@ export interface ProviderSettings {
 export function openAIOptions(s: ProviderSettings): AiSdkOptions {
   const openai = createOpenAI({ ...(s.baseUrl ? { baseURL: s.baseUrl } : {}), apiKey: s.apiKey ?? '' });
   return {
-    name: 'openai', model: openai.chat(s.model), timeoutMs: s.timeoutMs,
+    name: 'openai', model: openai.chat(s.model), defaultModel: s.model, modelFor: (id) => openai.chat(id), timeoutMs: s.timeoutMs,
     sendMaxOutputTokens: false,
     providerOptions: (req) => ({ openai: { maxCompletionTokens: req.maxCompletionTokens } }),
   };
@@ -194,11 +220,11 @@ export function openAIOptions(s: ProviderSettings): AiSdkOptions {
 /** Anthropic Messages (max_tokens is required there: the completion cap). */
 export function anthropicProvider(s: ProviderSettings): AiSdkProvider {
   const anthropic = createAnthropic({ ...(s.baseUrl ? { baseURL: s.baseUrl } : {}), apiKey: s.apiKey ?? '' });
-  return new AiSdkProvider({ name: 'anthropic', model: anthropic(s.model), timeoutMs: s.timeoutMs });
+  return new AiSdkProvider({ name: 'anthropic', model: anthropic(s.model), defaultModel: s.model, modelFor: (id) => anthropic(id), timeoutMs: s.timeoutMs });
 }
 
 /** An OpenAI-compatible server (vLLM, Ollama, LM Studio...): Chat Completions at baseUrl, the usage chunk asked for when streaming. */
 export function openAICompatibleProvider(s: ProviderSettings & { baseUrl: string }): AiSdkProvider {
   const compat = createOpenAICompatible({ name: 'openai-compatible', baseURL: s.baseUrl, includeUsage: true, ...(s.apiKey ? { apiKey: s.apiKey } : {}) });
-  return new AiSdkProvider({ name: 'openai-compatible', model: compat.chatModel(s.model), timeoutMs: s.timeoutMs });
+  return new AiSdkProvider({ name: 'openai-compatible', model: compat.chatModel(s.model), defaultModel: s.model, modelFor: (id) => compat.chatModel(id), timeoutMs: s.timeoutMs });
 }

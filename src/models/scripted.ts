@@ -23,6 +23,8 @@ function scriptOf(raw: unknown): Script {
 
 export class ScriptedProvider implements ModelProvider {
   readonly name = 'scripted';
+  /** One "model": the script. A choice naming the scripted provider is pinned to this id. */
+  readonly defaultModel = 'scripted';
   readonly needsTranscript = false;
   /** Calls per (run, step): lets tests prove a journalled decision is never asked again. */
   calls = 0;

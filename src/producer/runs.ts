@@ -11,6 +11,7 @@ import { TerminalError } from '../core/errors.js';
 import type { Agent } from '../core/agent.js';
 import { runSpecSchema, type RunSpec } from '../runs/spec.js';
 import { runIdFor } from '../store/keys.js';
+import { resolveModelChoice } from './modelChoice.js';
 import { normalizeRunRequest, type CreateRunRequest, type RunRequest } from './schemas.js';
 
 export const REQUEST_KEY_TTL_MS = 24 * 3600_000;
@@ -53,13 +54,16 @@ export function buildSpec(ctx: AppContext, request: CreateRunRequest, nowMs: num
   if (maxSteps > cfg.LIMIT_MAX_STEPS) problems.push({ path: 'budget.maxSteps', message: `at most ${cfg.LIMIT_MAX_STEPS}` });
   if (maxTokens > cfg.LIMIT_MAX_TOKENS) problems.push({ path: 'budget.maxTokens', message: `at most ${cfg.LIMIT_MAX_TOKENS}` });
   if (maxWallMs > cfg.LIMIT_MAX_WALL_MS) problems.push({ path: 'budget.maxWallMs', message: `at most ${cfg.LIMIT_MAX_WALL_MS}` });
-  const model = req.model ?? agent.model ?? cfg.MODEL_PROVIDER;
-  if (!ctx.providers.has(model)) problems.push({ path: req.fields.model, message: `provider '${model}' is not enabled` });
+  // The model is chosen here, once, and pinned in the spec (src/producer/modelChoice.ts).
+  const choice = resolveModelChoice(cfg, ctx.providers, agent, req.tenant, req.model, req.fields.model);
+  if ('path' in choice) problems.push(choice);
+  const model = 'path' in choice ? undefined : choice.provider;
   if (req.script && !scriptedModelAllowed(cfg)) problems.push({ path: req.fields.script, message: 'run-supplied scripts are refused (APP_MODE=production or SCRIPTED_MODEL_ENABLED=false)' });
-  else if (req.script && model !== 'scripted') problems.push({ path: req.fields.script, message: 'only the scripted provider takes a script' });
-  if (problems.length > 0) throw new InvalidRunRequest(problems);
+  else if (req.script && model !== undefined && model !== 'scripted') problems.push({ path: req.fields.script, message: 'only the scripted provider takes a script' });
+  if (problems.length > 0 || 'path' in choice) throw new InvalidRunRequest(problems);
   const spec: RunSpec = {
-    v: 2, runId, tenant: req.tenant, agent: agent.name, key, input, model,
+    v: 2, runId, tenant: req.tenant, agent: agent.name, key, input,
+    model: choice.provider, modelId: choice.model, ...(choice.options ? { modelOptions: choice.options } : {}),
     ...(req.script ? { script: req.script } : {}),
     agentVersion: agent.version, toolsHash: agent.tools.schemaHash,
     limits: { maxSteps, maxTokens, maxWallMs, deadlineAt: nowMs + maxWallMs },

@@ -6,6 +6,7 @@
  */
 import type { AppContext } from '../bin/context.js';
 import { decodeEntry, type JournalEntry } from '../core/journal.js';
+import type { ModelOptions } from '../core/model.js';
 import { isRunId } from '../store/keys.js';
 import type { RunSpec } from '../runs/spec.js';
 
@@ -17,7 +18,11 @@ export interface RunView {
   status: string;
   reason: string;
   step: number;
-  agent: { name: string; model: string; agentVersion: string; toolsHash: string };
+  /**
+   * `model` is the pinned provider's name; `modelId` and `modelOptions` the rest of the pinned choice
+   * (absent for runs pinned before model ids were: they run on the provider's default model).
+   */
+  agent: { name: string; model: string; modelId?: string; modelOptions?: ModelOptions; agentVersion: string; toolsHash: string };
   budget: {
     limits: { maxSteps: number; maxTokens: number; maxWallMs: number; deadlineAt: string };
     used: { steps: number; tokens: number; wallMs: number };
@@ -62,7 +67,11 @@ export async function runView(ctx: AppContext, runId: string, listEffects?: Effe
   return {
     runId, tenant: spec?.tenant ?? tenant ?? '', key: spec?.key ?? intakeKey ?? '',
     status: state.status, reason: state.reason, step: state.cursor,
-    agent: { name: spec?.agent ?? agentName ?? '', model: spec?.model ?? model ?? '', agentVersion: spec?.agentVersion ?? agentVersion ?? '', toolsHash: spec?.toolsHash ?? toolsHash ?? '' },
+    agent: {
+      name: spec?.agent ?? agentName ?? '', model: spec?.model ?? model ?? '',
+      ...(spec?.modelId !== undefined ? { modelId: spec.modelId } : {}), ...(spec?.modelOptions ? { modelOptions: spec.modelOptions } : {}),
+      agentVersion: spec?.agentVersion ?? agentVersion ?? '', toolsHash: spec?.toolsHash ?? toolsHash ?? '',
+    },
     budget: {
       limits: { ...limits, deadlineAt },
       used: { steps: state.used.steps, tokens: state.used.tokens, wallMs: createdAt > 0 ? (finishedAt || nowMs) - createdAt : 0 },
@@ -162,7 +171,7 @@ export function renderRunHtml(view: RunView): string {
 <tr><th>tenant</th><td>${escapeHtml(view.tenant)}</td></tr>
 <tr><th>key</th><td>${escapeHtml(view.key)}</td></tr>
 <tr><th>step</th><td>${escapeHtml(view.step)}</td></tr>
-<tr><th>agent</th><td>${escapeHtml(`${view.agent.name} ${view.agent.agentVersion} · ${view.agent.model} · tools ${view.agent.toolsHash}`)}</td></tr>
+<tr><th>agent</th><td>${escapeHtml(`${view.agent.name} ${view.agent.agentVersion} · ${view.agent.model}${view.agent.modelId !== undefined ? `/${view.agent.modelId}` : ''} · tools ${view.agent.toolsHash}`)}</td></tr>
 ${view.status === 'needs_human' && view.reason.startsWith('version_mismatch') ? `<tr><th>version queue</th><td id="version-queue">parked for a version change (pinned ${escapeHtml(`${view.agent.agentVersion}/${view.agent.toolsHash}`)}): continue it under a served version or cancel it, from the console or with <code>agentctl versions continue|cancel ${escapeHtml(view.runId)}</code></td></tr>\n` : ''}${view.notes ? `<tr><th>notes</th><td id="notes">${escapeHtml(view.notes.join('; '))}</td></tr>\n` : ''}</tbody></table>
 <h2>Budget</h2>
 <table id="budget"><thead><tr><th></th><th>steps</th><th>tokens</th><th>wall clock ms</th></tr></thead><tbody>

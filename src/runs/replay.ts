@@ -11,7 +11,7 @@ import type { JournalEntry } from '../core/journal.js';
 import { encodeEntry, estimateTokens } from '../core/journal.js';
 import type { RunSpec } from './spec.js';
 import type { ToolSpec } from '../core/model.js';
-import { estimateCallTokens, preflight, spentCheck, type Used } from '../worker/budget.js';
+import { estimateCallTokens, isContext, preflight, spentCheck, type Used } from '../worker/budget.js';
 
 export interface ReplayCaps {
   maxSteps?: number;
@@ -37,13 +37,15 @@ export interface ReplayReport {
 export function replayRun(spec: RunSpec, journal: JournalEntry[], caps: ReplayCaps): ReplayReport {
   const limits = { ...spec.limits, maxSteps: caps.maxSteps ?? spec.limits.maxSteps, maxTokens: caps.maxTokens ?? spec.limits.maxTokens, deadlineAt: Number.MAX_SAFE_INTEGER };
   const replaySpec: RunSpec = { ...spec, limits };
-  const used: Used = { steps: 0, tokens: 0, contextTokens: 0 };
+  const used: Used = { steps: 0, tokens: 0 };
+  // Offline: the transcript's tokens counted exactly (the worker does so whenever its byte bound could stop a call).
+  let contextTokens = 0;
   const inputTokens = caps.inputTokens ?? defaultInputTokens(spec.input);
   const decisions = journal.filter((e) => e.kind === 'decision');
   const report: ReplayReport = { runId: spec.runId, recordedSteps: decisions.length, stepsReplayed: 0, tokensSpent: 0, completed: false };
   for (const d of decisions) {
     if (d.kind !== 'decision') continue;
-    const stop = preflight(replaySpec, used, estimateCallTokens(inputTokens, used, caps.completionCap, caps.tools), 0);
+    const stop = preflight(replaySpec, used, estimateCallTokens(inputTokens, contextTokens, caps.completionCap, caps.tools), 0);
     if (stop) {
       report.stoppedAt = { step: d.step, status: 'budget_exceeded', reason: stop.reason };
       break;
@@ -60,7 +62,7 @@ export function replayRun(spec: RunSpec, journal: JournalEntry[], caps: ReplayCa
       break;
     }
     used.steps += 1;
-    for (const e of journal.filter((x) => x.step === d.step && x.kind !== 'status' && x.kind !== 'operator')) used.contextTokens += estimateTokens(encodeEntry(e));
+    for (const e of journal.filter((x) => x.step === d.step && isContext(x.kind))) contextTokens += estimateTokens(encodeEntry(e));
     report.stepsReplayed++;
     if (d.final !== undefined && d.toolCalls.length === 0) {
       report.completed = true;

@@ -6,6 +6,7 @@
  */
 import { z } from 'zod';
 import { AGENT_NAME_FORMAT } from '../core/agent.js';
+import { modelIdSchema, modelOptionsSchema, providerNameSchema } from '../core/model.js';
 import { BUDGET_BOUNDS } from './bounds.js';
 
 /** The budget numbers, bounded (src/runs/bounds.ts): the request and the stored spec share them. */
@@ -14,7 +15,7 @@ export const maxTokensSchema = z.number().int().positive().max(BUDGET_BOUNDS.max
 export const maxWallMsSchema = z.number().int().positive().max(BUDGET_BOUNDS.maxWallMs);
 
 /** A model provider's name (the worker's provider map decides whether it exists). */
-export const providerNameSchema = z.string().regex(/^[a-z][a-z0-9_-]{0,62}$/, 'a provider name: lowercase letters, digits, _ or -');
+export { providerNameSchema };
 
 /**
  * v2: the run names its agent (`agent`, `agentVersion`, `toolsHash` pinned),
@@ -29,7 +30,16 @@ export const runSpecSchema = z.object({
   /** The intake key (agent.key(input)): the same tenant, agent and key is the same run. */
   key: z.string(),
   input: z.unknown(),
+  /** The pinned model choice: the provider's name (here, for runs pinned before model ids were)... */
   model: providerNameSchema,
+  /**
+   * ...the provider's model id and the sampling options, resolved at intake
+   * (src/producer/modelChoice.ts). A spec without modelId (written before
+   * model choices were pinned) runs on the provider's default model, as it
+   * did then: read as it is, not migrated.
+   */
+  modelId: modelIdSchema.optional(),
+  modelOptions: modelOptionsSchema.optional(),
   /** The scripted provider's turns for this run (validated by that provider). */
   script: z.unknown().optional(),
   agentVersion: z.string(),
@@ -58,7 +68,11 @@ export const stepJobDataSchema = z.object({
   used: z.object({
     steps: z.number().int().nonnegative(),
     tokens: tokenTotal,
-    contextTokens: tokenTotal,
+    /**
+     * UTF-8 bytes of the transcript's decisions and observations (an upper bound on their tokens:
+     * src/worker/policy.ts). Absent in a job written before it existed: the step then counts exactly.
+     */
+    contextBytes: tokenTotal.optional(),
   }),
 });
 export type StepJobData = z.infer<typeof stepJobDataSchema>;

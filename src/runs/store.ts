@@ -20,7 +20,7 @@ export interface RunState {
   cancelRequested: boolean;
   /** The run's current step job (only that job may commit). */
   jobId: string;
-  used: { steps: number; tokens: number; contextTokens: number };
+  used: StepJobData['used'];
   updatedAt: number;
 }
 
@@ -36,14 +36,14 @@ export class RunStore {
   async create(spec: RunSpec, nowMs: number): Promise<boolean> {
     const k = this.keys.run(spec.runId);
     const shard = this.keys.shardOf(spec.runId);
-    const first: StepJobData = { v: 1, runId: spec.runId, step: 1, used: { steps: 0, tokens: 0, contextTokens: 0 } };
+    const first: StepJobData = { v: 1, runId: spec.runId, step: 1, used: { steps: 0, tokens: 0, contextBytes: 0 } };
     const add = await captureAddStandardJob(this.queues.byShard(shard), STEP_JOB_NAME, first, this.queues.jobOptions(spec.runId, 1));
     const run = {
       status: 'queued', reason: '', cursor: 1, tenant: spec.tenant, agent: spec.agent, key: spec.key,
       createdAt: spec.createdAt, updatedAt: nowMs, agentVersion: spec.agentVersion, toolsHash: spec.toolsHash,
       model: spec.model, decidedStep: 0, jobId: stepJobId(spec.runId, 1), spec: JSON.stringify(spec),
     };
-    const budget = { ...spec.limits, stepsUsed: 0, tokensUsed: 0, contextTokens: 0 };
+    const budget = { ...spec.limits, stepsUsed: 0, tokensUsed: 0, contextBytes: 0 };
     // Lua's cjson turns numbers into doubles (1.7e+12): send every field as a string.
     const strings = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).map(([f, v]) => [f, String(v)]));
     return createRun(this.redis, { run: k.run, budget: k.budget, events: k.events, runIndex: this.keys.runIndex(shard) }, {
@@ -65,14 +65,14 @@ export class RunStore {
     const k = this.keys.run(runId);
     const [run, budget] = await Promise.all([
       this.redis.hmget(k.run, 'status', 'reason', 'cursor', 'decidedStep', 'decisionIndex', 'cancelRequested', 'updatedAt', 'jobId'),
-      this.redis.hmget(k.budget, 'stepsUsed', 'tokensUsed', 'contextTokens'),
+      this.redis.hmget(k.budget, 'stepsUsed', 'tokensUsed', 'contextBytes'),
     ]);
     if (run[0] === null) return undefined;
     const n = (v: string | null | undefined) => Number(v ?? 0);
     return {
       status: run[0]!, reason: run[1] ?? '', cursor: n(run[2]), decidedStep: n(run[3]), decisionIndex: n(run[4]),
       cancelRequested: run[5] === '1', updatedAt: n(run[6]), jobId: run[7] ?? '',
-      used: { steps: n(budget[0]), tokens: n(budget[1]), contextTokens: n(budget[2]) },
+      used: { steps: n(budget[0]), tokens: n(budget[1]), ...(budget[2] === null ? {} : { contextBytes: n(budget[2]) }) },
     };
   }
 

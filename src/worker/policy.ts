@@ -22,7 +22,12 @@ export interface BudgetStop {
 export interface Used {
   steps: number;
   tokens: number;
-  contextTokens: number;
+  /**
+   * UTF-8 bytes of the transcript's decisions and observations, summed by each commit.
+   * Every BPE token is at least one byte, so this bounds the transcript's tokens from
+   * above at no cost; undefined when unknown (a job from before the field): count exactly.
+   */
+  contextBytes?: number | undefined;
 }
 
 /** What the policy reads of a run: its limits and when it was created (a RunSpec has both). */
@@ -42,13 +47,18 @@ export function toolSchemaTokens(tools: readonly ToolSpec[]): number {
 
 /**
  * What one model attempt may spend, in tokenizer counts (src/core/tokens.ts): the
- * transcript so far (`used.contextTokens`, summed entry by entry at each commit), the
+ * transcript so far (`contextTokens`: exact, or the byte bound `used.contextBytes`), the
  * run's instructions and input (`inputTokens`: the agent's estimateInputTokens, by
  * default its instructions and first message, counted), the tool schemas offered and
  * the completion cap. The engine does not read the input's fields.
  */
-export function estimateCallTokens(inputTokens: number, used: Used, completionCap: number, tools: readonly ToolSpec[] = []): number {
-  return used.contextTokens + inputTokens + toolSchemaTokens(tools) + completionCap;
+export function estimateCallTokens(inputTokens: number, contextTokens: number, completionCap: number, tools: readonly ToolSpec[] = []): number {
+  return contextTokens + inputTokens + toolSchemaTokens(tools) + completionCap;
+}
+
+/** The part of the transcript a model call is sent (and its context is counted from): decisions and tool observations. */
+export function isContext(kind: string): boolean {
+  return kind === 'decision' || kind === 'observation';
 }
 
 /** Before a step's model call: a step left, and the first attempt's check. `estimate`: estimateCallTokens, computed once per call. */

@@ -20,7 +20,7 @@ import { DelayedError, type Job } from 'bullmq';
 import { z } from 'zod';
 import type { Logger } from 'pino';
 import { AgentError, errorCode, FenceError, InvalidStepInput, RetryableError, ShutdownError, TerminalError } from '../core/errors.js';
-import { DeadlineError, withDeadline } from '../core/timeout.js';
+import { DeadlineError, withDeadlineScope } from '../core/timeout.js';
 import { encodeEntry, estimateTokens, usageSchema, type DecisionEntry, type JournalEntry, type ObservationEntry, type Usage } from '../core/journal.js';
 import { TranscriptCache } from '../runs/transcriptCache.js';
 import { countRunFinished, type Metrics } from '../metrics/metrics.js';
@@ -39,7 +39,7 @@ import { journalDecision } from '../store/calls/journalDecision.js';
 import { RunSpecCache, RunStore } from '../runs/store.js';
 import { STEP_JOB_NAME } from '../runs/queues.js';
 import {
-  attemptCheck, BudgetStopError, estimateCallTokens, preflight, spentCheck, TenantBudget, wallClockStop, type BudgetKind, type BudgetStop, type Used,
+  attemptCheck, BudgetStopError, estimateCallTokens, isContext, preflight, spentCheck, TenantBudget, wallClockStop, type BudgetKind, type BudgetStop, type Used,
 } from './budget.js';
 import { nextStatus } from './policy.js';
 import type { CrashPoints } from '../config/testHooks.js';
@@ -110,6 +110,31 @@ class NamedWait extends AgentError {
   }
 }
 
+/** What a model call may spend: `tokens` (from the byte bound, or exact), and `exact` while it is the bound. */
+interface Estimate {
+  tokens: number;
+  exact?: (() => Promise<number>) | undefined;
+}
+
+/**
+ * A budget check (`check(tokens)`: a stop, or undefined) on the estimate; a stop of the
+ * byte bound is checked again on the exact count, which then replaces the bound.
+ */
+async function exactIfRefused(
+  estimate: Estimate, check: (tokens: number) => BudgetStop | undefined | Promise<BudgetStop | undefined>,
+): Promise<BudgetStop | undefined> {
+  const stop = await check(estimate.tokens);
+  if (stop === undefined || !estimate.exact || (stop.kind !== 'tokens' && stop.kind !== 'tenant_tokens')) return stop;
+  estimate.tokens = await estimate.exact();
+  estimate.exact = undefined;
+  return check(estimate.tokens);
+}
+
+/** Usage with the transcript's byte count grown by `bytes` (left unknown when it was). */
+function grown(used: Used, bytes: number): Used {
+  return used.contextBytes === undefined ? { steps: used.steps, tokens: used.tokens } : { ...used, contextBytes: used.contextBytes + bytes };
+}
+
 interface CommitPlan {
   entries: JournalEntry[];
   carriesDecision: boolean;
@@ -130,6 +155,8 @@ export class StepProcessor {
    * the input and run the tokenizer again (that was a fifth of a read step's CPU).
    */
   private readonly prompts = new WeakMap<RunSpec, { instructions: string; prompt: string; inputTokens: number }>();
+  /** Tokenizer counts of journal entries, when a budget check needs the transcript's exact size. */
+  private readonly entryTokens = new WeakMap<JournalEntry, number>();
   private readonly now: () => number;
   private readonly tenantBudget: TenantBudget;
   private readonly workerName: string;
@@ -229,8 +256,8 @@ export class StepProcessor {
       let carriesDecision = false;
       if (!decision) {
         // What one attempt may spend: the same for every attempt of this call (the transcript does not change between them).
-        const estimate = estimateCallTokens(this.promptOf(agent, spec).inputTokens, used, this.d.cfg.COMPLETION_TOKEN_CAP, agent.tools.specs);
-        const stop = preflight(spec, used, estimate, this.now());
+        const estimate = await this.estimateOf(agent, spec, used);
+        const stop = await exactIfRefused(estimate, (tokens) => preflight(spec, used, tokens, this.now()));
         if (stop) {
           this.d.metrics.budgetStops.inc({ kind: stop.kind });
           log.warn({ code: 'budget_exceeded', kind: stop.kind }, stop.reason);
@@ -255,9 +282,9 @@ export class StepProcessor {
         decision = called.decision;
         const hasWrite = decision.toolCalls.some((c) => agent.tools.get(c.name)?.effect === 'write');
         if (hasWrite || redelivered) {
-          const contextDelta = await this.journalDecision(job, token, lockKey, decision, log, startedEvent);
+          const bytes = await this.journalDecision(job, token, lockKey, decision, log, startedEvent, used);
           startedEmitted = true;
-          used = { ...used, tokens: used.tokens + total(decision.usage), contextTokens: used.contextTokens + contextDelta };
+          used = grown({ ...used, tokens: used.tokens + total(decision.usage) }, bytes);
           this.d.crash.hit('after_decision', step);
         } else {
           carriesDecision = true;
@@ -375,12 +402,40 @@ export class StepProcessor {
     return p;
   }
 
+  /**
+   * What the step's model call may spend. From the transcript's byte bound when the run
+   * keeps one (free: no tokenizer on the step's path), with `exact` to count it instead;
+   * a budget check the bound fails is asked again of the exact count, so a run stops
+   * exactly where counting every entry would stop it, and the tokenizer runs only then.
+   */
+  private async estimateOf(agent: Agent, spec: RunSpec, used: Used): Promise<Estimate> {
+    const withContext = (contextTokens: number) =>
+      estimateCallTokens(this.promptOf(agent, spec).inputTokens, contextTokens, this.d.cfg.COMPLETION_TOKEN_CAP, agent.tools.specs);
+    const exact = async () => withContext(await this.contextTokens(spec.runId));
+    // A run from before the byte count was kept: counted exactly at every step.
+    if (used.contextBytes === undefined) return { tokens: await exact() };
+    return { tokens: withContext(used.contextBytes), exact };
+  }
+
+  /** The transcript's tokens, by the tokenizer: each entry counted once per worker (the transcript cache keeps the entries). */
+  private async contextTokens(runId: string): Promise<number> {
+    const entries = await this.transcripts.load(this.d.redis, runId, this.d.keys.run(runId).journal);
+    let n = 0;
+    for (const e of entries) {
+      if (!isContext(e.kind)) continue;
+      let t = this.entryTokens.get(e);
+      if (t === undefined) this.entryTokens.set(e, (t = estimateTokens(encodeEntry(e))));
+      n += t;
+    }
+    return n;
+  }
+
   private async callModel(
-    agent: Agent, spec: RunSpec, step: number, used: Used, estimate: number, signal: AbortSignal, log: Logger, trace: Context | undefined, chargeAbandoned: (tokens: number) => Promise<void>,
+    agent: Agent, spec: RunSpec, step: number, used: Used, estimate: Estimate, signal: AbortSignal, log: Logger, trace: Context | undefined, chargeAbandoned: (tokens: number) => Promise<void>,
   ): Promise<Called> {
     return traced(this.d.tracer, {
       name: 'agent.model', parent: trace,
-      attributes: () => ({ 'agent.run_id': spec.runId, 'agent.step': step, 'agent.model': spec.model }),
+      attributes: () => ({ 'agent.run_id': spec.runId, 'agent.step': step, 'agent.model': spec.model, 'agent.model_id': spec.modelId ?? '' }),
       outcome: (r: Called) => ('failed' in r
         ? { 'agent.outcome': r.failed.status, 'agent.tokens': r.charged }
         : 'unavailable' in r ? { 'agent.outcome': 'provider_unavailable', 'agent.tokens': r.charged }
@@ -396,7 +451,7 @@ export class StepProcessor {
    * SIGTERM, the step charges what its failed attempts spent (chargeAbandoned).
    */
   private async decide(
-    agent: Agent, spec: RunSpec, step: number, used: Used, estimate: number, signal: AbortSignal, log: Logger, chargeAbandoned: (tokens: number) => Promise<void>,
+    agent: Agent, spec: RunSpec, step: number, used: Used, estimate: Estimate, signal: AbortSignal, log: Logger, chargeAbandoned: (tokens: number) => Promise<void>,
   ): Promise<Called> {
     const provider = this.d.providers.get(spec.model);
     if (!provider) return { failed: { status: 'failed', reason: `model_unavailable: ${spec.model}` }, charged: 0 };
@@ -417,16 +472,21 @@ export class StepProcessor {
         { maxAttempts: this.d.cfg.MODEL_MAX_ATTEMPTS, baseMs: this.d.cfg.RETRY_BASE_MS, maxMs: this.d.cfg.RETRY_MAX_MS },
         async (attempt) => {
           attempts = attempt;
-          const stop = attemptCheck(spec, used.tokens + total(usage), estimate, this.now());
+          const stop = await exactIfRefused(estimate, (tokens) => attemptCheck(spec, used.tokens + total(usage), tokens, this.now()));
           if (stop) throw new BudgetStopError(stop);
-          const tenantStop = await this.tenantBudget.reserve(spec.tenant, estimate, this.now());
+          const tenantStop = await exactIfRefused(estimate, (tokens) => this.tenantBudget.reserve(spec.tenant, tokens, this.now()));
           if (tenantStop) throw new BudgetStopError(tenantStop);
           let spent = 0;
           try {
-            const t = await withDeadline(deadlineAt, signal, (attemptSignal) => provider.complete({
+            const t = await withDeadlineScope(deadlineAt, signal, (attemptScope) => provider.complete({
               runId: spec.runId, step, attempt, instructions, prompt, tools: agent.tools.specs,
-              maxCompletionTokens: this.d.cfg.COMPLETION_TOKEN_CAP, script, signal: attemptSignal,
+              // The run's pinned model; its maxOutputTokens may only lower the deployment's cap (the pre-flight counts the cap).
+              model: spec.modelId, options: spec.modelOptions,
+              maxCompletionTokens: Math.min(this.d.cfg.COMPLETION_TOKEN_CAP, spec.modelOptions?.maxOutputTokens ?? Infinity), script,
               ...(transcript ? { transcript } : {}),
+              get signal() {
+                return attemptScope.signal;
+              },
             }), this.now);
             if (t.usage) {
               const u = validUsage(t.usage);
@@ -446,7 +506,7 @@ export class StepProcessor {
             if (err instanceof RetryableError && err.retryAfterMs !== undefined && !signal.aborted) throw new NamedWait(err);
             throw err;
           } finally {
-            await this.tenantBudget.settle(spec.tenant, spent - estimate, this.now());
+            await this.tenantBudget.settle(spec.tenant, spent - estimate.tokens, this.now());
           }
         },
         {
@@ -542,7 +602,7 @@ export class StepProcessor {
         // Each attempt and each backoff ends by the run's deadline (DeadlineError: the step stops on the wall clock).
         const output = await withRetry(
           { maxAttempts: 3, baseMs: this.d.cfg.RETRY_BASE_MS, maxMs: this.d.cfg.RETRY_MAX_MS },
-          () => withDeadline(deadlineAt, ctx.signal, (signal) => tool.execute(parsed.data, { ...ctx, signal }), this.now),
+          () => withDeadlineScope(deadlineAt, ctx.signal, (callScope) => tool.execute(parsed.data, { ...ctx, get signal() { return callScope.signal; } }), this.now),
           { signal: ctx.signal, deadlineAt, now: this.now },
         );
         return { obs: { ...base, status: 'ok', output } };
@@ -569,17 +629,17 @@ export class StepProcessor {
     });
   }
 
-  /** Returns the context tokens the decision adds. */
-  private async journalDecision(job: Job, token: string, lockKey: string, decision: DecisionEntry, log: Logger, startedEvent: string): Promise<number> {
+  /** Returns the bytes the decision adds to the transcript. */
+  private async journalDecision(job: Job, token: string, lockKey: string, decision: DecisionEntry, log: Logger, startedEvent: string, used: Used): Promise<number> {
     const k = this.d.keys.run((job.data as StepJobData).runId);
     const encoded = encodeEntry(decision);
-    const contextDelta = estimateTokens(encoded);
+    const bytes = Buffer.byteLength(encoded);
     await journalDecision(this.d.redis, { run: k.run, budget: k.budget, journal: k.journal, events: k.events, jobLock: lockKey }, {
-      token, step: decision.step, tokensDelta: total(decision.usage), contextDelta, entry: encoded, now: this.now(),
+      token, step: decision.step, tokensDelta: total(decision.usage), contextBytesDelta: used.contextBytes === undefined ? undefined : bytes, entry: encoded, now: this.now(),
       eventsMaxLen: this.d.cfg.EVENTS_MAX_LEN, event: decisionEvent(decision), jobId: job.id!, startedEvent,
     });
     log.debug({ code: 'decision_journalled' }, 'decision journalled');
-    return contextDelta;
+    return bytes;
   }
 
   /**
@@ -596,12 +656,9 @@ export class StepProcessor {
     const jobId = job.id!;
     const k = this.d.keys.run(runId);
     const encoded = plan.entries.map(encodeEntry);
-    const contextDelta = encoded.reduce((s, e) => s + estimateTokens(e), 0);
-    const nextUsed: Used = {
-      steps: used.steps + plan.stepsDelta,
-      tokens: used.tokens + plan.tokensDelta,
-      contextTokens: used.contextTokens + contextDelta,
-    };
+    let bytes = 0;
+    for (let i = 0; i < encoded.length; i++) if (isContext(plan.entries[i]!.kind)) bytes += Buffer.byteLength(encoded[i]!);
+    const nextUsed = grown({ steps: used.steps + plan.stepsDelta, tokens: used.tokens + plan.tokensDelta, contextBytes: used.contextBytes }, bytes);
     const queue = this.d.store.queues.forRun(runId);
     const running = plan.status === 'running';
     // When the run stops, the keys are still passed (the script declares them) but no job is added.
@@ -615,7 +672,7 @@ export class StepProcessor {
       approvalAction: plan.approvalFor ? this.d.keys.action(runId, plan.approvalFor) : k.run, approvals: this.d.keys.approvals(this.d.keys.shardOf(runId)),
     };
     const { finished, committed } = await commitStep(this.d.redis, keys, {
-      token, step, status: plan.status, reason: plan.reason, stepsDelta: plan.stepsDelta, tokensDelta: plan.tokensDelta, contextDelta, now,
+      token, step, status: plan.status, reason: plan.reason, stepsDelta: plan.stepsDelta, tokensDelta: plan.tokensDelta, contextBytesDelta: used.contextBytes === undefined ? undefined : bytes, now,
       eventsMaxLen: this.d.cfg.EVENTS_MAX_LEN, advance: plan.advance, retentionMs: this.d.cfg.RUN_RETENTION_MS,
       committedEvent: JSON.stringify({ step, status: plan.status, entries: encoded.length }),
       carriesDecision: plan.carriesDecision, jobId, nextJobId: stepJobId(runId, step + 1), entries: encoded, finish, next: add, addNext: running,

@@ -1,7 +1,8 @@
 /**
  * `npm start` side by side: two real demo processes (each with its own embedded redis-server,
  * sandbox, API and two worker processes) both serve and settle their runs; ports left unset are
- * chosen free, a port set in the environment that is taken is named in one line.
+ * chosen free, a port set in the environment that is taken is named in one line. With
+ * DEMO_MODEL (npm start -- --model=...) a local model server answers over HTTP through the real providers.
  */
 import type { ChildProcess } from 'node:child_process';
 import { createServer, type AddressInfo, type Server } from 'node:net';
@@ -58,6 +59,26 @@ describe.skipIf(!redisServerOnPath())('npm start', () => {
     for (const d of [a, b]) d.child.kill('SIGTERM');
     for (const d of [a, b]) expect(await d.exited, d.out()).toBe(0);
   }, 240_000);
+
+  it('--model=openai-local / anthropic-local (DEMO_MODEL): the same runs through the real AI SDK providers over HTTP to a local model server', async () => {
+    const [o, a] = [startDemo({ DEMO_MODEL: 'openai-local' }), startDemo({ DEMO_MODEL: 'anthropic-local' })] as [Demo, Demo];
+    await waitFor(o, /model\s+openai-compatible demo-local-llama at http:\/\/127\.0\.0\.1:\d+/, 90_000);
+    await waitFor(a, /model\s+anthropic demo-local-claude at http:\/\/127\.0\.0\.1:\d+/, 90_000);
+    for (const [d, model] of [[o, 'demo-local-llama'], [a, 'demo-local-claude']] as const) {
+      const settled = await waitFor(d, /all runs settled\. sandbox effects: tickets=(\d+) emails=(\d+) duplicates=(\d+)\. model server: (\d+) requests, models (\S+)\./, 120_000);
+      // Three tickets of six decisions each, every one asked of the local server by its model id; no decision asked twice.
+      expect(settled.slice(1), d.out()).toEqual(['3', '3', '0', '18', model]);
+      expect(d.out()).not.toMatch(/\b(failed|needs_human|budget_exceeded)\b/);
+    }
+    for (const d of [o, a]) d.child.kill('SIGTERM');
+    for (const d of [o, a]) expect(await d.exited, d.out()).toBe(0);
+  }, 240_000);
+
+  it('names a --model it does not know in one line and exits non-zero', async () => {
+    const d = startDemo({ DEMO_MODEL: 'gpt-5-local' });
+    expect(await d.exited).not.toBe(0);
+    expect(d.out().trim().split('\n')).toEqual([expect.stringMatching(/^demo: cannot start: --model \(DEMO_MODEL\) must be one of scripted, openai-local, anthropic-local, not 'gpt-5-local'/)]);
+  }, 90_000);
 
   it('names a port set in the environment that is taken, in one line, and exits non-zero', async () => {
     const taken: Server = createServer();

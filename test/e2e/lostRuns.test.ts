@@ -81,7 +81,7 @@ describe('a step job that dies ends its run', () => {
     h = await createHarness('lostdata');
     const runId = await newRun(h, 'LR-data');
     // Job data the worker cannot parse (a negative total; an absurd provider usage is refused before it gets here).
-    await h.ctx.redis.hset(jobKey(h, runId, stepJobId(runId, 1)), 'data', `{"v":1,"runId":"${runId}","step":1,"used":{"steps":0,"tokens":-1,"contextTokens":0}}`);
+    await h.ctx.redis.hset(jobKey(h, runId, stepJobId(runId, 1)), 'data', `{"v":1,"runId":"${runId}","step":1,"used":{"steps":0,"tokens":-1,"contextBytes":0}}`);
     await h.startWorker();
     await expectSettled(h, runId, 'failed', 'invalid_job_data: used.tokens', 'invalid_job_data');
   });

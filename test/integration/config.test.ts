@@ -56,7 +56,8 @@ describe('config', () => {
 
     it('boots with a real model, its key, tokens, Redis and the services named', () => {
       expect(loadConfig(prod).APP_MODE).toBe('production');
-      expect([...buildProviders(loadConfig(prod)).keys()]).toEqual(['openai', 'anthropic']);
+      // A vendor's provider exists only with its credential: a choice naming anthropic here stops the boot.
+      expect([...buildProviders(loadConfig(prod)).keys()]).toEqual(['openai']);
     });
 
     it('names the key or server each real provider needs; an OpenAI-compatible server comes with its model', () => {
@@ -65,7 +66,7 @@ describe('config', () => {
       expect(refusal({ ...prod, MODEL_PROVIDER: 'openai-compatible' }).fields).toEqual(['OPENAI_COMPATIBLE_BASE_URL']);
       expect(refusal({ ...prod, OPENAI_COMPATIBLE_BASE_URL: 'http://vllm:8000/v1' }).fields).toEqual(['OPENAI_COMPATIBLE_MODEL']);
       const compat = loadConfig({ ...prod, MODEL_PROVIDER: 'openai-compatible', OPENAI_COMPATIBLE_BASE_URL: 'http://vllm:8000/v1', OPENAI_COMPATIBLE_MODEL: 'qwen' });
-      expect([...buildProviders(compat).keys()]).toEqual(['openai', 'anthropic', 'openai-compatible']);
+      expect([...buildProviders(compat).keys()]).toEqual(['openai', 'openai-compatible']);
     });
 
     it('refuses the scripted model, even when SCRIPTED_MODEL_ENABLED=true asks for it', () => {

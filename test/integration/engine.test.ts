@@ -12,6 +12,8 @@ import { StepProcessor } from '../../src/worker/stepProcessor.js';
 import { RunSpecCache } from '../../src/runs/store.js';
 import { CrashPoints } from '../../src/config/testHooks.js';
 import type { Script } from '../../src/models/script.js';
+import { encodeEntry, estimateTokens } from '../../src/core/journal.js';
+import { isContext, toolSchemaTokens } from '../../src/worker/policy.js';
 
 const readTurn = (i: number) => ({ toolCalls: [{ name: 'read_ticket', args: {} }], usage: { promptTokens: 100 + i, completionTokens: 10 }, transientFailures: 0 });
 const finalTurn = { toolCalls: [], final: 'done', usage: { promptTokens: 50, completionTokens: 5 }, transientFailures: 0 };
@@ -77,6 +79,23 @@ describe('step engine', () => {
     const calls = provider().calls - before;
     expect(calls).toBe(state!.used.steps);
     expect(calls).toBeLessThan(30);
+  });
+
+  it('the transcript byte bound never stops a call: the stop is made on the exact token count, where counting every entry stops it', async () => {
+    const runId = await create('T-cap-exact', scriptOf(30), { maxTokens: 2500 });
+    expect(await h.waitForStatus(runId, ['completed', 'budget_exceeded'])).toBe('budget_exceeded');
+    const state = (await h.ctx.store.readState(runId))!;
+    const [, used, estimate] = /^tokens: used (\d+) \+ estimate (\d+) > cap 2500/.exec(state.reason)!.map(Number);
+    const spec = (await h.ctx.store.readSpec(runId))!;
+    const agent = h.ctx.agents.get(spec.agent)!;
+    const context = (await h.ctx.store.transcript(runId)).filter((e) => isContext(e.kind));
+    const fixed = agent.estimateInputTokens(spec.input) + toolSchemaTokens(agent.tools.specs) + h.cfg.COMPLETION_TOKEN_CAP;
+    // The stop names the tokenizer's count of the transcript, not its byte bound (which is larger and would have stopped sooner).
+    const tokens = context.reduce((s, e) => s + estimateTokens(encodeEntry(e)), 0);
+    const bytes = context.reduce((s, e) => s + Buffer.byteLength(encodeEntry(e)), 0);
+    expect(estimate).toBe(tokens + fixed);
+    expect(used! + bytes + fixed).toBeGreaterThan(2500);
+    expect(await h.ctx.redis.hget(h.ctx.keys.run(runId).budget, 'contextBytes')).toBe(String(bytes));
   });
 
   it('an over-cap transcript never reaches the model', async () => {

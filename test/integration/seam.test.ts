@@ -100,7 +100,7 @@ describe("a model request carries the agent's instructions and prompt", () => {
     expect(agent.estimateInputTokens(ticket)).toBe(inputTokens);
     const toolTokens = countTokens(JSON.stringify(agent.tools.specs));
     expect(toolTokens).toBeGreaterThan(100); // the schemas are part of the prompt, not free
-    expect(estimateCallTokens(agent.estimateInputTokens(ticket), { steps: 1, tokens: 0, contextTokens: 300 }, 1024, agent.tools.specs)).toBe(300 + inputTokens + toolTokens + 1024);
+    expect(estimateCallTokens(agent.estimateInputTokens(ticket), 300, 1024, agent.tools.specs)).toBe(300 + inputTokens + toolTokens + 1024);
   });
 });
 

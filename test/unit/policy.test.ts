@@ -6,12 +6,12 @@ import {
 
 const createdAt = Date.UTC(2026, 0, 1);
 const spec: Budgeted = { createdAt, limits: { maxSteps: 5, maxTokens: 1000, maxWallMs: 60_000, deadlineAt: createdAt + 60_000 } };
-const used = (steps: number, tokens: number, contextTokens = 0): Used => ({ steps, tokens, contextTokens });
+const used = (steps: number, tokens: number): Used => ({ steps, tokens, contextBytes: 0 });
 const t = createdAt + 1000;
 
 describe('estimateCallTokens', () => {
   it('the transcript so far + the input and instructions + the completion cap', () => {
-    expect(estimateCallTokens(300, used(0, 0, 50), 100)).toBe(450);
+    expect(estimateCallTokens(300, 50, 100)).toBe(450);
   });
 });
 

@@ -48,6 +48,8 @@ export interface ModelServer {
   enqueue(...replies: Reply[]): void;
   /** Answer used once the queue is empty (default: a final text with usage). */
   fallback: Reply;
+  /** Asked once the queue is empty, before `fallback` (undefined: the fallback answers): a reply chosen from the request. */
+  respond?: ((req: RecordedRequest) => Reply | undefined) | undefined;
   close(): Promise<void>;
 }
 
@@ -83,7 +85,7 @@ export async function startModelServer(path: string, render: Render): Promise<Mo
       }
       const recorded = { at: Date.now(), path: req.url, headers: req.headers, body };
       requests.push(recorded);
-      render(queue.shift() ?? handle.fallback, recorded, res);
+      render(queue.shift() ?? handle.respond?.(recorded) ?? handle.fallback, recorded, res);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

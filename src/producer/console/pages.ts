@@ -103,7 +103,7 @@ export function runLive(op: Operator, csrf: string, d: RunPageData): string {
 <tr><th>status</th><td><span class="status" id="status" data-status="${e(v.status)}">${e(v.status)}</span></td></tr>
 <tr><th>reason</th><td id="reason">${e(v.reason)}</td></tr>
 <tr><th>tenant</th><td id="tenant">${e(v.tenant)}</td></tr>
-<tr><th>agent</th><td>${e(d.agent)} · ${e(v.agent.agentVersion)} · ${e(v.agent.model)}</td></tr>
+<tr><th>agent</th><td>${e(d.agent)} · ${e(v.agent.agentVersion)} · ${e(v.agent.model)}${v.agent.modelId !== undefined ? ` / ${e(v.agent.modelId)}` : ''}</td></tr>
 <tr><th>step</th><td>${e(v.step)}</td></tr>
 <tr><th>jobs</th><td><a id="job-link" href="${e(jobLink)}">${e(d.jobId || d.queueName)} in Bull Board</a></td></tr>
 ${v.notes ? `<tr><th>notes</th><td>${e(v.notes.join('; '))}</td></tr>` : ''}

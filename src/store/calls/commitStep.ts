@@ -30,7 +30,8 @@ export interface CommitStepArgs {
   reason: string;
   stepsDelta: number;
   tokensDelta: number;
-  contextDelta: number;
+  /** UTF-8 bytes the transcript grows by; undefined when the run's byte count is unknown (not kept for it). */
+  contextBytesDelta: number | undefined;
   now: number;
   eventsMaxLen: number;
   /** Move the cursor on (false: the run parks mid-step). */
@@ -70,12 +71,14 @@ export interface CommitStepReply {
 export async function commitStep(redis: RedisClient, k: CommitStepKeys, a: CommitStepArgs): Promise<CommitStepReply> {
   const res = await script(redis, 'commitStep')(
     k.run, k.budget, k.journal, k.events, k.jobLock, k.actions, ...commitBullKeys(a.next, a.finish), k.approvalAction, k.approvals,
-    a.token, a.step, a.status, a.reason, a.stepsDelta, a.tokensDelta, a.contextDelta, a.now,
+    a.token, a.step, a.status, a.reason, a.stepsDelta, a.tokensDelta, a.contextBytesDelta ?? '', a.now,
     a.eventsMaxLen, a.advance ? 1 : 0, a.retentionMs, a.committedEvent,
-    a.carriesDecision ? 1 : 0, a.jobId, a.nextJobId, a.entries.length, ...a.finish.argv, ...a.entries,
-    // addStandardJob's three argv sit at fixed positions after the entries: blanks when no job is added.
+    a.carriesDecision ? 1 : 0, a.jobId, a.nextJobId, a.entries.length, ...a.finish.argv,
+    // addStandardJob's three argv: blanks when no job is added.
     ...(a.addNext ? a.next.argv : ['', '', '']), a.startedEvent, a.decisionEvent,
     a.approvalFor, a.approvalExpiresAt,
+    // The journal entries, the one variable-length run, last.
+    ...a.entries,
   );
   const [journalLength, finished, committed] = expectReply(res, { step: a.step }) as [number, unknown, string];
   return { journalLength: Number(journalLength), finished, committed };

@@ -15,7 +15,8 @@ export interface JournalDecisionArgs {
   token: string;
   step: number;
   tokensDelta: number;
-  contextDelta: number;
+  /** UTF-8 bytes the transcript grows by; undefined when the run's byte count is unknown (not kept for it). */
+  contextBytesDelta: number | undefined;
   /** The decision entry (JSON). */
   entry: string;
   now: number;
@@ -31,7 +32,7 @@ export interface JournalDecisionArgs {
 export async function journalDecision(redis: RedisClient, k: JournalDecisionKeys, a: JournalDecisionArgs): Promise<number> {
   const res = await script(redis, 'journalDecision')(
     k.run, k.budget, k.journal, k.events, k.jobLock,
-    a.token, a.step, a.tokensDelta, a.contextDelta, a.entry, a.now, a.eventsMaxLen, a.event, a.jobId, a.startedEvent,
+    a.token, a.step, a.tokensDelta, a.contextBytesDelta ?? '', a.entry, a.now, a.eventsMaxLen, a.event, a.jobId, a.startedEvent,
   );
   return Number(expectReply(res, { step: a.step }));
 }

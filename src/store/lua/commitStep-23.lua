@@ -19,7 +19,7 @@
           a recorded cancel wins over any of them: the run ends `cancelled` with the cancel's
           reason (who asked), no next job, and a status entry saying so closes the step's entries
   ARGV[4] reason ('' for none)
-  ARGV[5] steps delta    ARGV[6] tokens delta    ARGV[7] context tokens delta
+  ARGV[5] steps delta    ARGV[6] tokens delta    ARGV[7] context bytes delta ('' = the run keeps none)
   ARGV[8] now (ms)       ARGV[9] events max length
   ARGV[10] advance cursor (1) or keep it (0, the run parks mid-step)
   ARGV[11] retention ms for terminal statuses
@@ -29,12 +29,12 @@
   ARGV[15] the next step's job id (becomes the run's current job when status is running)
   ARGV[16] number of journal entries N
   ARGV[17..25] BullMQ moveToFinished argv (completes this job; may fetch the worker's next job)
-  ARGV[26..25+N] journal entries (JSON)
-  ARGV[26+N..28+N] BullMQ addStandardJob argv (empty strings when the status is not running)
-  ARGV[29+N] step-started event (JSON; '' when this delivery's journalDecision already emitted it)
-  ARGV[30+N] the decision event (JSON; '' when ARGV[13] is 0)
-  ARGV[31+N] the action id a park into waiting_approval asks approval for ('' for none)
-  ARGV[32+N] that approval's expiry (ms) if none is recorded yet
+  ARGV[26..28] BullMQ addStandardJob argv (empty strings when the status is not running)
+  ARGV[29] step-started event (JSON; '' when this delivery's journalDecision already emitted it)
+  ARGV[30] the decision event (JSON; '' when ARGV[13] is 0)
+  ARGV[31] the action id a park into waiting_approval asks approval for ('' for none)
+  ARGV[32] that approval's expiry (ms) if none is recorded yet
+  ARGV[33..32+N] journal entries (JSON): the one variable-length run, last
 
   A park into waiting_approval records the approval request (expiry on the
   action, entry in the approvals index) here, in the same atomic change as the
@@ -68,7 +68,7 @@ if ARGV[13] == '1' and decidedStep == ARGV[2] then return -5 end
 
 local n = tonumber(ARGV[16])
 local len
-if n > 0 then len = redis.call('RPUSH', KEYS[3], unpack(ARGV, 26, 25 + n)) else len = redis.call('LLEN', KEYS[3]) end
+if n > 0 then len = redis.call('RPUSH', KEYS[3], unpack(ARGV, 33, 32 + n)) else len = redis.call('LLEN', KEYS[3]) end
 
 -- Cancel wins: whatever this commit would set (a park included), the run ends cancelled.
 local status = ARGV[3]
@@ -76,13 +76,13 @@ local reason = ARGV[4]
 if cancelRequested == '1' then
   status = 'cancelled'
   reason = cancelReason or 'cancelled_by_operator'
-elseif status == 'waiting_approval' and ARGV[31 + n] ~= '' then
+elseif status == 'waiting_approval' and ARGV[31] ~= '' then
   local a = redis.call('HMGET', KEYS[22], 'state', 'approvalExpiresAt', 'decision')
   local expiresAt = a[2]
   if a[1] == 'planned' and not expiresAt then
-    expiresAt = ARGV[32 + n]
+    expiresAt = ARGV[32]
     redis.call('HSET', KEYS[22], 'approvalExpiresAt', expiresAt)
-    redis.call('ZADD', KEYS[23], expiresAt, ARGV[31 + n])
+    redis.call('ZADD', KEYS[23], expiresAt, ARGV[31])
   end
   local expired = a[1] == 'planned' and tonumber(expiresAt) <= tonumber(ARGV[8])
   if a[3] and cjson.decode(a[3]).reason == 'approval_expired' then expired = true end
@@ -93,14 +93,14 @@ elseif status == 'waiting_approval' and ARGV[31 + n] ~= '' then
 end
 if status ~= ARGV[3] then
   len = redis.call('RPUSH', KEYS[3], cjson.encode({ v = 1, kind = 'status', step = step, status = status, reason = reason }))
-elseif status == 'waiting_approval' and ARGV[31 + n] ~= '' then
+elseif status == 'waiting_approval' and ARGV[31] ~= '' then
   -- Which approval the run waits for: the sweep resumes it if a decision's resume was lost.
-  redis.call('HSET', KEYS[1], 'approvalFor', ARGV[31 + n])
+  redis.call('HSET', KEYS[1], 'approvalFor', ARGV[31])
 end
 
 redis.call('HINCRBY', KEYS[2], 'stepsUsed', ARGV[5])
 redis.call('HINCRBY', KEYS[2], 'tokensUsed', ARGV[6])
-redis.call('HINCRBY', KEYS[2], 'contextTokens', ARGV[7])
+if ARGV[7] ~= '' then redis.call('HINCRBY', KEYS[2], 'contextBytes', ARGV[7]) end
 
 local nextCursor = step
 if ARGV[10] == '1' then nextCursor = step + 1 end
@@ -110,13 +110,13 @@ if status == 'running' then
 else
   redis.call('HSET', KEYS[1], 'cursor', nextCursor, 'status', status, 'reason', reason, 'updatedAt', ARGV[8])
 end
-emitEvent(KEYS[4], ARGV[9], 'step_started', ARGV[29 + n])
-emitEvent(KEYS[4], ARGV[9], 'decision', ARGV[30 + n])
+emitEvent(KEYS[4], ARGV[9], 'step_started', ARGV[29])
+emitEvent(KEYS[4], ARGV[9], 'decision', ARGV[30])
 emitEvent(KEYS[4], ARGV[9], 'step_committed', ARGV[12])
 
 if status == 'running' then
   bullmqAddStandardJob({ KEYS[7], KEYS[14], KEYS[15], KEYS[21], KEYS[17], KEYS[13], KEYS[8], KEYS[10], KEYS[20] },
-    { ARGV[26 + n], ARGV[27 + n], ARGV[28 + n] })
+    { ARGV[26], ARGV[27], ARGV[28] })
 else
   emitEvent(KEYS[4], ARGV[9], 'status_changed', cjson.encode({ status = status, reason = reason }))
   if terminalStatus[status] then

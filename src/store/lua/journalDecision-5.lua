@@ -5,7 +5,7 @@
   KEYS[1] run hash  KEYS[2] budget hash  KEYS[3] journal list
   KEYS[4] events stream  KEYS[5] job lock key
 
-  ARGV[1] lock token  ARGV[2] step  ARGV[3] tokens delta  ARGV[4] context tokens delta
+  ARGV[1] lock token  ARGV[2] step  ARGV[3] tokens delta  ARGV[4] context bytes delta ('' = the run keeps none)
   ARGV[5] decision entry (JSON)  ARGV[6] now (ms)  ARGV[7] events max length
   ARGV[8] decision event (JSON)  ARGV[9] this job's id
   ARGV[10] step-started event (JSON; emitted before the decision)
@@ -26,7 +26,7 @@ if decidedStep == ARGV[2] then return -5 end
 
 local len = redis.call('RPUSH', KEYS[3], ARGV[5])
 redis.call('HINCRBY', KEYS[2], 'tokensUsed', ARGV[3])
-redis.call('HINCRBY', KEYS[2], 'contextTokens', ARGV[4])
+if ARGV[4] ~= '' then redis.call('HINCRBY', KEYS[2], 'contextBytes', ARGV[4]) end
 indexRunStatus(KEYS[1], 'running', ARGV[6], 0, fromStatus)
 redis.call('HSET', KEYS[1], 'decidedStep', ARGV[2], 'decisionIndex', len - 1, 'status', 'running', 'updatedAt', ARGV[6])
 emitEvent(KEYS[4], ARGV[7], 'step_started', ARGV[10])
