@@ -3,7 +3,8 @@
  * process loads v1 of the agent, the other v2 (AGENTS_MODULE, the stock
  * worker). Each run completes on the process of its own version, none parks,
  * and the steps a process met of the other version were handed back (counted
- * by agent_version_handbacks_total, scraped from each process's /metrics).
+ * by agent_version_handbacks_total, scraped from each process's /metrics). A SIGKILLed worker
+ * still counts as serving until its announcement lapses; then its version's runs park.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, type Harness } from '../../testkit/harness.js';
@@ -55,10 +56,12 @@ async function handbacks(port: number): Promise<number> {
 }
 
 describe('v1 and v2 served side by side by two worker processes', () => {
+  let w1: Awaited<ReturnType<typeof startVersionWorker>>;
+  let w2: Awaited<ReturnType<typeof startVersionWorker>>;
   it('each run completes on the worker of its version, none parks; cross-version steps are handed back and counted', async () => {
     // v1's worker takes one step at a time, so the idle v2 worker meets queued v1 steps and must hand them back.
-    const w1 = await startVersionWorker('1', { WORKER_CONCURRENCY: '1' });
-    const w2 = await startVersionWorker('2');
+    w1 = await startVersionWorker('1', { WORKER_CONCURRENCY: '1' });
+    w2 = await startVersionWorker('2');
     const runs = { v1: [] as string[], v2: [] as string[] };
     const t0 = Date.now();
     for (let i = 0; i < RUNS_PER_VERSION; i++) {
@@ -90,4 +93,15 @@ describe('v1 and v2 served side by side by two worker processes', () => {
     // A figure for the notes, not an assertion (timings flake on a shared machine).
     console.log(`side by side: ${RUNS_PER_VERSION * 2} runs x 3 steps in ${elapsedMs} ms, ${counted} hand-backs (v2 worker ${await handbacks(w2.metricsPort)}, v1 worker ${await handbacks(w1.metricsPort)})`);
   }, 120_000);
+
+  it('the v1 worker SIGKILLed: its announcement lapses (VERSION_TTL_MS), meanwhile v1 steps are handed back, then they park in the version queue', async () => {
+    w1.child.kill('SIGKILL');
+    await w1.exited;
+    const before = await handbacks(w2.metricsPort);
+    const runId = await createRun(v1);
+    expect(await h.waitForStatus(runId, ['needs_human', 'completed', 'failed'], 30_000)).toBe('needs_human');
+    expect((await h.ctx.store.readState(runId))?.reason).toBe(`version_mismatch: pinned ${v1.version}/${v1.tools.schemaHash} served ${v2.version}/${v2.tools.schemaHash}`);
+    expect(await handbacks(w2.metricsPort)).toBeGreaterThan(before);
+    expect(await h.ctx.redis.zscore(h.ctx.keys.versionQueue(h.ctx.keys.shardOf(runId)), runId)).not.toBeNull();
+  }, 60_000);
 });
