@@ -39,6 +39,9 @@ export interface ParkedPage {
   total: number;
 }
 
+/** Entries read per shard per listed row, at most (a tenant-scoped listing skips other tenants' runs). */
+const EXAMINE_FACTOR = 10;
+
 /** Reason prefix of a park for a version change (the reason's code). */
 export const VERSION_MISMATCH = 'version_mismatch';
 
@@ -48,12 +51,14 @@ export function isVersionParked(status: string | null | undefined, reason: strin
 
 /**
  * Parked runs, newest park first, `limit` at most; `tenants` (undefined = all) filters on each run's
- * hash. Entries whose run expired are dropped from the queue when met.
+ * hash. Entries whose run expired are dropped from the queue when met. No cursor: the queue is meant to
+ * be short (a person empties it); `total` says how many there are.
  */
 export async function listVersionParked(ctx: EngineContext, opts: { limit: number; tenants?: readonly string[] }): Promise<ParkedPage> {
   const perShard = await Promise.all(ctx.keys.allShards().map(async (shard) => {
     const key = ctx.keys.versionQueue(shard);
-    const [entries, total] = await Promise.all([ctx.redis.zrange(key, 0, -1, 'REV', 'WITHSCORES'), ctx.redis.zcard(key)]);
+    // Bounded per request: the newest `limit x EXAMINE_FACTOR` entries of each shard (a tenant filter may skip some).
+    const [entries, total] = await Promise.all([ctx.redis.zrange(key, 0, opts.limit * EXAMINE_FACTOR - 1, 'REV', 'WITHSCORES'), ctx.redis.zcard(key)]);
     const out: { runId: string; at: number; key: string }[] = [];
     for (let i = 0; i < entries.length; i += 2) out.push({ runId: entries[i]!, at: Number(entries[i + 1]), key });
     return { out, total };
