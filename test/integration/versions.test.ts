@@ -7,6 +7,7 @@
  * served version (re-pinned, journalled with who, ledger untouched) or cancels it.
  */
 import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, type Harness } from '../../testkit/harness.js';
@@ -33,6 +34,8 @@ const v2 = versionedAgent('2');
 const label = (a: typeof v1) => `${a.version}/${a.tools.schemaHash}`;
 const QUEUE = '/v1/operators/version-mismatches';
 const run = promisify(execFile);
+/** An operator of another tenant: sees none of acme's parked runs, acts on none. */
+const BEA_TOKEN = 'bea-token-for-version-tests';
 
 let h: Harness;
 let url: string;
@@ -42,6 +45,7 @@ beforeAll(async () => {
   h = await createHarness('versions', {
     OPERATOR_TOKEN, VERSION_HEARTBEAT_MS: '100', VERSION_TTL_MS: '600', VERSION_HANDBACK_DELAY_MS: '10',
     APPROVAL_RULES: JSON.stringify([{ tool: 'legacy_send' }]),
+    OPERATORS: JSON.stringify([{ name: 'bea', tokenSha256: createHash('sha256').update(BEA_TOKEN).digest('hex'), role: 'operator', tenants: ['globex'] }]),
   });
   url = (await h.startApi()).url;
 });
@@ -111,6 +115,11 @@ describe('the version queue: a v1 run meets a v2-only worker', () => {
     expect(bad.body.fields.map((f) => f.path)).toEqual(['toolsHash']);
     expect((await call(url, 'POST', `${QUEUE}/${runId}/continue`, { agentVersion: 'versioned@9' })).body).toMatchObject({ error: 'version_not_served' });
     expect(await h.ctx.redis.hget(h.ctx.keys.run(runId).run, 'status')).toBe('needs_human');
+
+    // Another tenant's operator: the run is not listed, and acting on it is 404 like an unknown run.
+    expect((await call<{ runs: unknown[] }>(url, 'GET', QUEUE, undefined, BEA_TOKEN)).body.runs).toEqual([]);
+    expect((await call(url, 'POST', `${QUEUE}/${runId}/continue`, {}, BEA_TOKEN)).status).toBe(404);
+    expect((await call(url, 'POST', `${QUEUE}/${runId}/cancel`, {}, BEA_TOKEN)).status).toBe(404);
 
     const cont = await call<Record<string, unknown>>(url, 'POST', `${QUEUE}/${runId}/continue`, {});
     expect(cont).toMatchObject({ status: 200, body: { runId, from: label(v1), to: label(v2), vanishedTools: [], operator: 'operator' } });
