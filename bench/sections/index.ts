@@ -10,5 +10,6 @@ import { overhead } from './overhead.js';
 import { recovery } from './recovery.js';
 import { cluster } from './cluster.js';
 import { memory } from './memory.js';
+import { streaming } from './streaming.js';
 
-export const sections: Section[] = [throughput, stepCost, overhead, cluster, memory, recovery];
+export const sections: Section[] = [throughput, stepCost, overhead, cluster, memory, recovery, streaming];

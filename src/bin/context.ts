@@ -81,7 +81,7 @@ export async function createContext(cfg: Config, name: string, opts: ContextOpti
   loadScripts(redis);
   const keys = new KeySpace(cfg.KEY_PREFIX, cfg.BULL_PREFIX, cfg.SHARDS);
   const queues = new ShardQueues(keys, redis, (err) => log.warn({ code: 'queue_error', err }, 'queue connection error'));
-  const store = new RunStore(redis, keys, queues, cfg.EVENTS_MAX_LEN);
+  const store = new RunStore(redis, keys, queues, cfg.EVENTS_MAX_LEN, cfg.SUBJECT_LINK_TTL_MS);
   registerScrapeCollectors(metrics, { redis, keys, queues, log }, { runs: { statuses: RUN_STATUSES, terminal: new Set(TERMINAL_STATUSES), retentionMs: cfg.RUN_RETENTION_MS } });
   const tracing = opts.tracing ?? createTracing(cfg, name);
   return {

@@ -159,6 +159,17 @@ export const configSchema = z.object({
   /** Sent as a bearer token when set (vLLM --api-key); Ollama needs none. */
   OPENAI_COMPATIBLE_API_KEY: z.string().optional(),
   MODEL_TIMEOUT_MS: int(30000, 1),
+  /**
+   * Stream model answers to the run's event stream (`text_delta` events, `step_restarted` when a step
+   * that streamed is delivered again). Off by default: it puts model text (customer-facing) into the
+   * event stream, adds a fenced Redis write per batch, and makes a provider's final usage chunk
+   * mandatory for every attempt (a stream without it fails the attempt).
+   */
+  MODEL_STREAMING: bool.default(false),
+  /** A batch of streamed text is written this long after its first character at the latest... */
+  MODEL_STREAM_FLUSH_MS: int(250, 1),
+  /** ...or as soon as it holds this many characters. */
+  MODEL_STREAM_FLUSH_CHARS: int(1024, 1),
   /** Attempts of one model call inside one delivery (short backoffs, no Retry-After); past them the step job is delayed. */
   MODEL_MAX_ATTEMPTS: int(4, 1),
   /**
@@ -181,6 +192,16 @@ export const configSchema = z.object({
   LOOP_REPEAT_LIMIT: int(2, 1),
   /** Keys of finished runs expire after this long. */
   RUN_RETENTION_MS: int(7 * 24 * 3600_000, 1000),
+  /**
+   * Follow-ups: how long a subject's latest-run record lives after its last run was created. A later
+   * event on the subject within it starts a run linked to that one (`previousRunId`); past it, an unlinked run.
+   */
+  SUBJECT_LINK_TTL_MS: int(30 * 24 * 3600_000, 1000),
+  /**
+   * A follow-up whose previous run is still queued or running waits before its first model call
+   * (its step job is delayed this long, again and again, within its own wall-clock budget).
+   */
+  FOLLOW_UP_WAIT_MS: int(1000, 10),
   /** Events stream cap per run (approximate MAXLEN). */
   EVENTS_MAX_LEN: int(1000, 10),
   /** Reconciliation: how long a still-processing request is queried before going to a human. */

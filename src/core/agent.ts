@@ -10,6 +10,7 @@
  */
 import type { z } from 'zod';
 import { fingerprint } from './canonical.js';
+import type { JournalEntry } from './journal.js';
 import { agentModelChoiceSchema, type AgentModelChoice } from './model.js';
 import { countTokens } from './tokens.js';
 import type { DispatchReceipt, DispatchRequest, LookupRequest, LookupResult, ReadTool, ReconcileMethod, ServiceCapabilities, Tool, ToolContext, WriteTool } from './tool.js';
@@ -114,6 +115,42 @@ export interface CompensationCall {
   args: unknown;
 }
 
+/**
+ * The run a follow-up continues (the subject's run before it), as the agent's followUp sees it.
+ * Read when the follow-up's first model call is prepared: the previous run has then reached a
+ * status other than queued or running (it may still be parked with a person).
+ */
+export interface PreviousRun<I = unknown> {
+  runId: string;
+  status: string;
+  input: I;
+  /** Its final answer, when it ended with one. */
+  final?: string | undefined;
+  /** Its journal: decisions, observations and statuses (operator entries left out). */
+  journal: JournalEntry[];
+  /** What that run was itself given of the runs before it (a chain of follow-ups), if anything. */
+  earlier?: string | undefined;
+}
+
+/** How much of the earlier chain the default follow-up text keeps (the tail, in characters). */
+export const FOLLOW_UP_EARLIER_MAX_CHARS = 8000;
+
+/**
+ * The default previous conversation of a follow-up: the earlier chain (its tail), then the previous
+ * run's first message and its final answer (or the status it ended in). Customer text goes to the
+ * model here, never to logs.
+ */
+export function defaultFollowUp<I>(previous: PreviousRun<I>, prompt: (input: I) => string): string {
+  const earlier = previous.earlier ? previous.earlier.slice(-FOLLOW_UP_EARLIER_MAX_CHARS) : '';
+  const answer = previous.final ?? `(no final answer: the run ended ${previous.status})`;
+  return [
+    'Earlier in this conversation:',
+    ...(earlier ? [earlier] : []),
+    `User: ${prompt(previous.input)}`,
+    `Assistant: ${answer}`,
+  ].join('\n');
+}
+
 export interface AgentDefinition<I> {
   /** Lowercase letters, digits, `_` or `-`; a run names its agent by it. */
   name: string;
@@ -146,6 +183,13 @@ export interface AgentDefinition<I> {
   compensationFor?(action: CompensableAction, input: I): CompensationCall | undefined;
   /** Turns the scripted provider plays when a run brings no script (demo and tests; refused in production). */
   demoScript?(input: I): unknown;
+  /**
+   * The previous conversation a follow-up run's model sees, as text sent before this run's first
+   * message (its tokens count in every budget estimate of the run). Called once per follow-up;
+   * the engine stores the text with the run, so every step and every recovery sends the same.
+   * Default: defaultFollowUp (the earlier chain, the previous first message and final answer).
+   */
+  followUp?(previous: PreviousRun<I>, input: I): string;
 }
 
 
@@ -174,6 +218,7 @@ export interface Agent<I = unknown> {
   estimateInputTokens(input: I): number;
   compensationFor?(action: CompensableAction, input: I): CompensationCall | undefined;
   demoScript?(input: I): unknown;
+  followUp(previous: PreviousRun<I>, input: I): string;
 }
 
 /** An input estimate without the agent's texts: the input's serialized JSON by the tokenizer, plus 200 for the instructions. */
@@ -200,6 +245,7 @@ export function defineAgent<I>(def: AgentDefinition<I>): Agent<I> {
     estimateInputTokens: def.estimateInputTokens ?? ((input: I) => countTokens(def.instructions(input)) + countTokens(prompt(input))),
     ...(def.compensationFor ? { compensationFor: def.compensationFor } : {}),
     ...(def.demoScript ? { demoScript: def.demoScript } : {}),
+    followUp: def.followUp ?? ((previous: PreviousRun<I>) => defaultFollowUp(previous, prompt)),
   };
   Object.defineProperty(agent, AGENT, { value: true });
   return Object.freeze(agent);

@@ -72,6 +72,14 @@ export interface ModelRequest {
   /** Turns for the scripted provider: the run's own script, else the agent's demoScript (validated by that provider). */
   script?: unknown;
   signal: AbortSignal;
+  /**
+   * Set when the engine streams answers (MODEL_STREAMING): the provider asks for a streamed
+   * response and hands each piece of answer text here as it arrives, in order, before complete()
+   * resolves. The callback never throws and never blocks (the engine batches the writes). The
+   * returned turn is still the whole answer, with the usage of the stream's final chunk: a stream
+   * that ends without it, or is cut short, is a failed attempt like any other.
+   */
+  onTextDelta?: (text: string) => void;
 }
 
 export interface ModelTurn {

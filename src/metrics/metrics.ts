@@ -19,6 +19,7 @@ export class Metrics {
   readonly loopStops: Counter;
   readonly sigtermHandoffs: Counter;
   readonly modelWaits: Counter;
+  readonly followUpWaits: Counter;
   readonly stallRecoveries: Counter;
   readonly deadOwnerRequeues: Counter;
   readonly ownerWatchErrors: Counter;
@@ -28,6 +29,7 @@ export class Metrics {
   readonly runsFinished: Counter;
   readonly versionHandbacks: Counter;
   readonly versionDecisions: Counter;
+  readonly textDeltaBatches: Counter;
 
   constructor(readonly registry: Registry, opts: { defaultMetrics?: boolean } = {}) {
     const r = [registry];
@@ -47,6 +49,7 @@ export class Metrics {
     this.duplicateWrites = new Counter({ name: 'agent_duplicate_writes_total', help: 'Duplicate business writes detected', labelNames: ['tool'], registers: r });
     this.loopStops = new Counter({ name: 'agent_loop_stops_total', help: 'Runs stopped because the same write was requested again and again', registers: r });
     this.modelWaits = new Counter({ name: 'agent_model_waits_total', help: 'Step jobs delayed to wait out a provider outage (429/5xx, Retry-After honoured)', labelNames: ['provider'], registers: r });
+    this.followUpWaits = new Counter({ name: 'agent_follow_up_waits_total', help: 'First steps of follow-up runs delayed because the previous run of their subject was still queued or running', registers: r });
     this.sigtermHandoffs = new Counter({ name: 'agent_sigterm_handoffs_total', help: 'Jobs handed back to the queue on SIGTERM', registers: r });
     this.stallRecoveries = new Counter({ name: 'agent_stall_recoveries_total', help: 'Step jobs redelivered after a stall (worker died or froze)', registers: r });
     this.deadOwnerRequeues = new Counter({ name: 'agent_dead_owner_requeues_total', help: 'Step jobs moved back to wait because the Redis connection holding their lock vanished (its process died, or the connection dropped)', registers: r });
@@ -64,6 +67,10 @@ export class Metrics {
     this.versionDecisions = new Counter({
       name: 'agent_version_decisions_total', help: 'Operator decisions on runs parked for a version change (continue under a served version, cancel)',
       labelNames: ['decision'], registers: r,
+    });
+    this.textDeltaBatches = new Counter({
+      name: 'agent_text_delta_batches_total', help: 'Batches of streamed model text: written to the run\'s events, preceded by step_restarted, or stopped (fence lost, write failed)',
+      labelNames: ['outcome'], registers: r,
     });
     this.scrapeErrors = new Counter({ name: 'agent_scrape_collect_errors_total', help: 'Scrape-time gauges not refreshed because their Redis read failed', labelNames: ['collector'], registers: r });
   }

@@ -12,11 +12,16 @@
  * window); any other answer is a TerminalError (`model_failed`). A response
  * without usage comes back without `usage`: the step processor calls that an
  * error (`missing_usage`), never zero.
+ *
+ * Streaming (the request carries `onTextDelta`): the SDK's streamText, each
+ * text delta handed on as it arrives; the usage is the stream's final chunk's.
+ * A stream that is cut short (no finish part, or the connection dropped) is a
+ * RetryableError: nothing usable was received and the step asks again.
  */
 import { createAnthropic } from '@ai-sdk/anthropic';
 import { createOpenAI } from '@ai-sdk/openai';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
-import { APICallError, generateText, jsonSchema, RetryError, type CallSettings, type LanguageModel, type ModelMessage, type ToolSet } from 'ai';
+import { APICallError, generateText, jsonSchema, RetryError, streamText, type CallSettings, type LanguageModel, type LanguageModelUsage, type ModelMessage, type ToolSet } from 'ai';
 import { AgentError, RetryableError, TerminalError } from '../core/errors.js';
 import type { JournalEntry, ToolCall } from '../core/journal.js';
 import type { ModelOptions, ModelProvider, ModelRequest, ModelTurn, ToolSpec } from '../core/model.js';
@@ -65,29 +70,16 @@ export class AiSdkProvider implements ModelProvider {
   }
 
   async complete(req: ModelRequest): Promise<ModelTurn> {
-    let result: Awaited<ReturnType<typeof generateText>>;
+    let result: Answer;
     try {
-      result = await withTimeout(this.opts.timeoutMs, req.signal, (signal) => generateText({
-        model: this.languageModel(req.model),
-        ...samplingOf(req.options),
-        // The agent's instructions and first message come with the request: the provider holds no prompt text.
-        system: req.instructions,
-        messages: [{ role: 'user', content: req.prompt }, ...toMessages(req.transcript ?? [])],
-        tools: this.toolSet(req.tools),
-        toolChoice: 'auto',
-        // The engine retries (src/worker/stepProcessor.ts): one HTTP request per attempt.
-        maxRetries: 0,
-        abortSignal: signal,
-        ...(this.opts.sendMaxOutputTokens === false ? {} : { maxOutputTokens: req.maxCompletionTokens }),
-        ...(this.opts.providerOptions ? { providerOptions: this.opts.providerOptions(req) } : {}),
-      }));
+      result = await withTimeout(this.opts.timeoutMs, req.signal, (signal) => (req.onTextDelta ? this.stream(req, signal, req.onTextDelta) : this.generate(req, signal)));
     } catch (err) {
       if (req.signal.aborted) throw err;
       throw classify(err, this.now());
     }
     const toolCalls: ToolCall[] = result.toolCalls.map((c) => ({ id: c.toolCallId, name: c.toolName, args: c.input }));
     const text = result.text.length > 0 ? result.text : undefined;
-    const { inputTokens, outputTokens } = result.usage;
+    const { inputTokens, outputTokens } = result.usage ?? {};
     // Both counts or none: a half-reported usage is a missing one (never read as zero).
     const usage = typeof inputTokens === 'number' && typeof outputTokens === 'number' ? { promptTokens: inputTokens, completionTokens: outputTokens } : undefined;
     return {
@@ -96,6 +88,66 @@ export class AiSdkProvider implements ModelProvider {
       ...(toolCalls.length === 0 ? { final: text ?? '' } : text !== undefined ? { text } : {}),
       ...(usage ? { usage } : {}),
     };
+  }
+
+  private callOptions(req: ModelRequest, signal: AbortSignal) {
+    return {
+      model: this.languageModel(req.model),
+      ...samplingOf(req.options),
+      // The agent's instructions and first message come with the request: the provider holds no prompt text.
+      system: req.instructions,
+      messages: [{ role: 'user' as const, content: req.prompt }, ...toMessages(req.transcript ?? [])],
+      tools: this.toolSet(req.tools),
+      toolChoice: 'auto' as const,
+      // The engine retries (src/worker/stepProcessor.ts): one HTTP request per attempt.
+      maxRetries: 0,
+      abortSignal: signal,
+      ...(this.opts.sendMaxOutputTokens === false ? {} : { maxOutputTokens: req.maxCompletionTokens }),
+      ...(this.opts.providerOptions ? { providerOptions: this.opts.providerOptions(req) } : {}),
+    };
+  }
+
+  private async generate(req: ModelRequest, signal: AbortSignal): Promise<Answer> {
+    const r = await generateText(this.callOptions(req, signal));
+    return { text: r.text, toolCalls: r.toolCalls, usage: r.usage };
+  }
+
+  /**
+   * One streamed attempt, read to its end: text deltas go to `onDelta` as they arrive; the usage
+   * is the finish part's (the stream's final usage chunk). An error part is thrown as the call's
+   * error; a stream that ends without its finish part was cut short (RetryableError).
+   */
+  private async stream(req: ModelRequest, signal: AbortSignal, onDelta: (text: string) => void): Promise<Answer> {
+    const r = streamText({ ...this.callOptions(req, signal), onError: () => {} });
+    let text = '';
+    const toolCalls: Answer['toolCalls'] = [];
+    let usage: LanguageModelUsage | undefined;
+    let finished = false;
+    try {
+      for await (const part of r.fullStream) {
+        if (part.type === 'text-delta') {
+          text += part.text;
+          onDelta(part.text);
+        } else if (part.type === 'tool-call') {
+          toolCalls.push({ toolCallId: part.toolCallId, toolName: part.toolName, input: part.input });
+        } else if (part.type === 'error') {
+          throw part.error;
+        } else if (part.type === 'abort') {
+          throw signal.reason ?? new Error('model stream aborted');
+        } else if (part.type === 'finish') {
+          finished = true;
+          usage = part.totalUsage;
+        }
+      }
+    } catch (err) {
+      // The connection dropped after a 2xx began (the SDK marks it retryable): the answer was cut short.
+      if (APICallError.isInstance(err) && (err.statusCode ?? 0) < 300 && err.isRetryable) {
+        throw Object.assign(new RetryableError('model stream cut short (truncated)'), { cause: err });
+      }
+      throw err;
+    }
+    if (!finished) throw new RetryableError('model stream ended before its finish (truncated)');
+    return { text, toolCalls, usage };
   }
 
   private toolSet(specs: ToolSpec[]): ToolSet {
@@ -111,6 +163,13 @@ export class AiSdkProvider implements ModelProvider {
     }
     return set;
   }
+}
+
+/** What one attempt produced, from generateText or a streamed response read to its end. */
+interface Answer {
+  text: string;
+  toolCalls: { toolCallId: string; toolName: string; input: unknown }[];
+  usage: LanguageModelUsage | undefined;
 }
 
 /** The pinned choice's sampling options as the SDK's call settings (maxOutputTokens travels as the request's cap). */

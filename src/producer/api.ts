@@ -6,6 +6,7 @@ import { requireRunAccess, requireRunCreation, runNotFound } from './auth.js';
 import { BODY_LIMIT, bodyParserError, bodyTooDeep, nestedDeeperThan } from './bodies.js';
 import { InvalidRunRequest, startRun } from './runs.js';
 import { createRunSchemaFor } from './schemas.js';
+import { EVENT_KEY_FORMAT } from '../runs/spec.js';
 import { runView, type EffectsLister } from './view.js';
 
 export interface ApiOptions {
@@ -47,15 +48,16 @@ export function createApi(ctx: AppContext, opts: ApiOptions = {}): express.Expre
       res.status(400).json({ error: 'invalid_request', fields });
       return;
     }
+    // The Idempotency-Key names the intake event: a new key on the same subject is a follow-up run.
     const header = req.header('idempotency-key');
-    if (header !== undefined && (header.length === 0 || header.length > 200)) {
-      res.status(400).json({ error: 'invalid_request', fields: [{ path: 'Idempotency-Key', message: '1 to 200 characters' }] });
+    if (header !== undefined && !EVENT_KEY_FORMAT.test(header)) {
+      res.status(400).json({ error: 'invalid_request', fields: [{ path: 'Idempotency-Key', message: '1 to 200 visible ASCII characters, no spaces' }] });
       return;
     }
     try {
-      const { runId, created } = await startRun(ctx, parsed.data, header);
-      if (created) return void res.status(201).json({ runId, created });
-      // The same intake again (tenant, agent, key): the existing run, with its status (a dead run was settled, never left queued).
+      const { runId, created, previousRunId } = await startRun(ctx, parsed.data, header);
+      if (created) return void res.status(201).json({ runId, created, ...(previousRunId ? { previousRunId } : {}) });
+      // The same event again (or, with no event named, the subject's latest run): that run, with its status (a dead run was settled, never left queued).
       const status = (await ctx.redis.hget(ctx.keys.run(runId).run, 'status')) ?? undefined;
       res.status(200).json({ runId, created, ...(status ? { status } : {}) });
     } catch (err) {

@@ -1,8 +1,14 @@
 /**
- * Starting a run of a named agent: idempotent on (tenant, agent, intake key)
- * by construction (the run id is derived from them; the key is the agent's
- * key(input)) and on the Idempotency-Key header (a key -> run id record, kept
- * 24 h). The input is validated by the agent's schema. Nothing is written for
+ * Starting a run of a named agent. The agent's key(input) names the run's
+ * subject; the intake event (a webhook's event id, the Idempotency-Key header)
+ * names the event. One run per event, by construction: the run id is derived
+ * from (tenant, agent, subject, event), so the same event delivered twice is
+ * the same run, and a new event on the subject is a new run, linked to the
+ * subject's latest run by createRun (`previousRunId`). A request that names no
+ * event is the subject's run: its latest run when it has one, else the run
+ * derived from (tenant, agent, subject). The Idempotency-Key is also a
+ * key -> run id record (24 h): the same key is the same run even with another
+ * body. The input is validated by the agent's schema. Nothing is written for
  * an invalid request.
  */
 import type { AppContext } from '../bin/context.js';
@@ -10,7 +16,7 @@ import { scriptedModelAllowed } from '../config/testHooks.js';
 import { TerminalError } from '../core/errors.js';
 import type { Agent } from '../core/agent.js';
 import { runSpecSchema, type RunSpec } from '../runs/spec.js';
-import { runIdFor } from '../store/keys.js';
+import { runIdFor, runIdForEvent } from '../store/keys.js';
 import { resolveModelChoice } from './modelChoice.js';
 import { normalizeRunRequest, type CreateRunRequest, type RunRequest } from './schemas.js';
 
@@ -26,7 +32,7 @@ export class InvalidRunRequest extends TerminalError {
 const joinPath = (head: string, path: readonly PropertyKey[]) => [head, ...path.map(String)].join('.');
 
 /** The request's agent and its input as that agent's schema accepts it; an InvalidRunRequest naming the field otherwise. */
-export function resolveIntake(ctx: AppContext, req: RunRequest): { agent: Agent; input: unknown; key: string; runId: string } {
+export function resolveIntake(ctx: AppContext, req: RunRequest, event?: string): { agent: Agent; input: unknown; key: string; runId: string } {
   const agent = ctx.agents.get(req.agent);
   if (!agent) {
     const path = req.fields.input === 'ticket' ? '(body)' : 'agent';
@@ -35,18 +41,20 @@ export function resolveIntake(ctx: AppContext, req: RunRequest): { agent: Agent;
   const parsed = agent.input.safeParse(req.input);
   if (!parsed.success) throw new InvalidRunRequest(parsed.error.issues.map((i) => ({ path: joinPath(req.fields.input, i.path), message: i.message })));
   const key = agent.key(parsed.data);
-  return { agent, input: parsed.data, key, runId: runIdFor(req.tenant, agent.name, key) };
+  const runId = event === undefined ? runIdFor(req.tenant, agent.name, key) : runIdForEvent(req.tenant, agent.name, key, event, ctx.keys.shards);
+  return { agent, input: parsed.data, key, runId };
 }
 
-/** The run id a request would start (for intake paths that record it first: webhooks). */
-export function runIdOf(ctx: AppContext, req: CreateRunRequest): string {
-  return resolveIntake(ctx, normalizeRunRequest(req)).runId;
+/** The run id a request's event would start (for intake paths that record it first: webhooks). */
+export function runIdOf(ctx: AppContext, req: CreateRunRequest, event?: string): string {
+  return resolveIntake(ctx, normalizeRunRequest(req), event).runId;
 }
 
-export function buildSpec(ctx: AppContext, request: CreateRunRequest, nowMs: number): RunSpec {
+/** The run spec of a request; `event` (already validated at the edge, and again by the spec schema) names the intake event. */
+export function buildSpec(ctx: AppContext, request: CreateRunRequest, nowMs: number, event?: string): RunSpec {
   const { cfg } = ctx;
   const req = normalizeRunRequest(request);
-  const { agent, input, key, runId } = resolveIntake(ctx, req);
+  const { agent, input, key, runId } = resolveIntake(ctx, req, event);
   const problems: { path: string; message: string }[] = [];
   const maxSteps = req.budget?.maxSteps ?? cfg.DEFAULT_MAX_STEPS;
   const maxTokens = req.budget?.maxTokens ?? cfg.DEFAULT_MAX_TOKENS;
@@ -62,7 +70,7 @@ export function buildSpec(ctx: AppContext, request: CreateRunRequest, nowMs: num
   else if (req.script && model !== undefined && model !== 'scripted') problems.push({ path: req.fields.script, message: 'only the scripted provider takes a script' });
   if (problems.length > 0 || 'path' in choice) throw new InvalidRunRequest(problems);
   const spec: RunSpec = {
-    v: 2, runId, tenant: req.tenant, agent: agent.name, key, input,
+    v: 2, runId, tenant: req.tenant, agent: agent.name, key, ...(event !== undefined ? { event } : {}), input,
     model: choice.provider, modelId: choice.model, ...(choice.options ? { modelOptions: choice.options } : {}),
     ...(req.script ? { script: req.script } : {}),
     agentVersion: agent.version, toolsHash: agent.tools.schemaHash,
@@ -84,10 +92,14 @@ function specFieldToRequest(path: string, req: RunRequest): string {
   return path;
 }
 
+/**
+ * @param idempotencyKey the API's Idempotency-Key: the event, and a key -> run record.
+ * @param event the intake event (default: the Idempotency-Key); a webhook passes its event id.
+ */
 export async function startRun(
-  ctx: AppContext, req: CreateRunRequest, idempotencyKey: string | undefined, nowMs = Date.now(),
-): Promise<{ runId: string; created: boolean }> {
-  const spec = buildSpec(ctx, req, nowMs);
+  ctx: AppContext, req: CreateRunRequest, idempotencyKey: string | undefined, nowMs = Date.now(), event = idempotencyKey,
+): Promise<{ runId: string; created: boolean; previousRunId?: string }> {
+  const spec = buildSpec(ctx, req, nowMs, event);
   if (idempotencyKey) {
     const key = ctx.keys.requestKey(spec.tenant, idempotencyKey);
     const previous = (await ctx.redis.set(key, spec.runId, 'PX', REQUEST_KEY_TTL_MS, 'NX', 'GET')) as string | null;
@@ -97,6 +109,7 @@ export async function startRun(
       await ctx.redis.set(key, spec.runId, 'PX', REQUEST_KEY_TTL_MS);
     }
   }
-  const created = await ctx.store.create(spec, nowMs);
-  return { runId: spec.runId, created };
+  const intake = await ctx.store.intake(spec, nowMs);
+  if (intake.outcome !== 'created') return { runId: intake.runId, created: false };
+  return { runId: intake.runId, created: true, ...(intake.previousRunId ? { previousRunId: intake.previousRunId } : {}) };
 }

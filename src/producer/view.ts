@@ -13,8 +13,14 @@ import type { RunSpec } from '../runs/spec.js';
 export interface RunView {
   runId: string;
   tenant: string;
-  /** The intake key (the same tenant, agent and key is the same run). */
+  /** The subject key (agent.key(input)): the subject's runs form a chain (previousRunId / nextRunId). */
   key: string;
+  /** The intake event's key (webhook event id, Idempotency-Key), when the run was started by one. */
+  event?: string;
+  /** The subject's run before this one (this run is its follow-up). */
+  previousRunId?: string;
+  /** The subject's run after this one (the follow-up of this run). */
+  nextRunId?: string;
   status: string;
   reason: string;
   step: number;
@@ -41,7 +47,7 @@ export async function runView(ctx: AppContext, runId: string, listEffects?: Effe
   const k = ctx.keys.run(runId);
   const [state, hash, budget] = await Promise.all([
     ctx.store.readState(runId),
-    ctx.redis.hmget(k.run, 'tenant', 'agent', 'key', 'model', 'agentVersion', 'toolsHash', 'createdAt', 'finishedAt'),
+    ctx.redis.hmget(k.run, 'tenant', 'agent', 'key', 'model', 'agentVersion', 'toolsHash', 'createdAt', 'finishedAt', 'previousRunId', 'nextRunId'),
     ctx.redis.hmget(k.budget, 'maxSteps', 'maxTokens', 'maxWallMs', 'deadlineAt'),
   ]);
   if (!state) return undefined;
@@ -51,7 +57,7 @@ export async function runView(ctx: AppContext, runId: string, listEffects?: Effe
     return undefined;
   });
   if (!spec && notes.length === 0) notes.push('spec_missing');
-  const [tenant, agentName, intakeKey, model, agentVersion, toolsHash, createdAtRaw, finishedAtRaw] = hash;
+  const [tenant, agentName, intakeKey, model, agentVersion, toolsHash, createdAtRaw, finishedAtRaw, previousRunId, nextRunId] = hash;
   const num = (v: string | null | undefined) => (Number.isFinite(Number(v)) ? Number(v ?? 0) : 0);
   const limits: RunSpec['limits'] = spec?.limits ?? {
     maxSteps: num(budget[0]), maxTokens: num(budget[1]), maxWallMs: num(budget[2]), deadlineAt: num(budget[3]),
@@ -66,6 +72,9 @@ export async function runView(ctx: AppContext, runId: string, listEffects?: Effe
   ]);
   return {
     runId, tenant: spec?.tenant ?? tenant ?? '', key: spec?.key ?? intakeKey ?? '',
+    ...(spec?.event !== undefined ? { event: spec.event } : {}),
+    ...(previousRunId ? { previousRunId } : {}),
+    ...(nextRunId ? { nextRunId } : {}),
     status: state.status, reason: state.reason, step: state.cursor,
     agent: {
       name: spec?.agent ?? agentName ?? '', model: spec?.model ?? model ?? '',
@@ -153,6 +162,12 @@ export function effectBlock(raw: unknown): string {
 </section>`;
 }
 
+/** A row linking the subject's previous or next run (the follow-up chain), or nothing. */
+function chainRow(label: string, id: string, runId: string | undefined): string {
+  if (runId === undefined) return '';
+  return `<tr><th>${label}</th><td><a id="${id}" href="/runs/${encodeURIComponent(runId)}">${escapeHtml(runId)}</a></td></tr>\n`;
+}
+
 /**
  * The run view as a small read-only HTML page for operators (served at
  * /runs/:id, linked from Bull Board): status, budget, transcript, effects
@@ -170,7 +185,7 @@ export function renderRunHtml(view: RunView): string {
 <tr><th>reason</th><td id="reason">${escapeHtml(view.reason)}</td></tr>
 <tr><th>tenant</th><td>${escapeHtml(view.tenant)}</td></tr>
 <tr><th>key</th><td>${escapeHtml(view.key)}</td></tr>
-<tr><th>step</th><td>${escapeHtml(view.step)}</td></tr>
+${chainRow('previous run', 'previous-run', view.previousRunId)}${chainRow('next run', 'next-run', view.nextRunId)}<tr><th>step</th><td>${escapeHtml(view.step)}</td></tr>
 <tr><th>agent</th><td>${escapeHtml(`${view.agent.name} ${view.agent.agentVersion} · ${view.agent.model}${view.agent.modelId !== undefined ? `/${view.agent.modelId}` : ''} · tools ${view.agent.toolsHash}`)}</td></tr>
 ${view.status === 'needs_human' && view.reason.startsWith('version_mismatch') ? `<tr><th>version queue</th><td id="version-queue">parked for a version change (pinned ${escapeHtml(`${view.agent.agentVersion}/${view.agent.toolsHash}`)}): continue it under a served version or cancel it, from the console or with <code>agentctl versions continue|cancel ${escapeHtml(view.runId)}</code></td></tr>\n` : ''}${view.notes ? `<tr><th>notes</th><td id="notes">${escapeHtml(view.notes.join('; '))}</td></tr>\n` : ''}</tbody></table>
 <h2>Budget</h2>

@@ -4,11 +4,15 @@
  * (/webhooks/<kind>/<tenant>), per-tenant secret from WEBHOOK_SECRETS.
  *
  * Order at the edge: signature over the raw bytes -> strict body schema ->
- * event-id dedupe (SET NX, 24 h) -> startRun. startRun is idempotent on
- * (tenant, ticket id) anyway, so if the process dies after the dedupe record
- * and before the run exists, the sender's retry is answered `duplicate` with
- * the run id while the run may be missing: the dedupe record is therefore
- * deleted when startRun fails, and written with the run id it is for.
+ * event-id dedupe (SET NX, 24 h) -> startRun. The event id is the run's intake
+ * event: the ticket is the subject, so a later event on the same ticket (a
+ * customer's reply: a new event id, or a Zendesk event with a new comment id)
+ * starts a follow-up run linked to the ticket's latest run, while the same
+ * event twice is one run (the run id derives from tenant, ticket and event).
+ * startRun is idempotent on the event anyway, so if the process dies after the
+ * dedupe record and before the run exists, the sender's retry is answered
+ * `duplicate` with the run id while the run may be missing: the dedupe record
+ * is therefore deleted when startRun fails, and written with the run id it is for.
  *
  * These routes need the raw body, so they are mounted before the API's JSON
  * parser (see src/producer/fullApi.ts).
@@ -22,15 +26,22 @@ import { InvalidRunRequest, runIdOf, startRun } from './runs.js';
 import { ticketSchema, type Ticket } from '../agents/support/ticket.js';
 import { invalid, param } from './operators/http.js';
 import { checkSignature, SIGNATURE_HEADER, TIMESTAMP_HEADER } from './webhookSignature.js';
+import { EVENT_KEY_FORMAT, eventKeySchema } from '../runs/spec.js';
 
 const EVENT_TTL_MS = 24 * 3600_000;
+const INVOCATION_HEADER = 'x-zendesk-webhook-invocation-id';
 const TENANT = /^[a-z0-9][a-z0-9_-]{0,62}$/i;
 
-const ticketEventSchema = z.object({ v: z.literal(1), eventId: z.string().min(1).max(200), ticket: ticketSchema }).strict();
+const ticketEventSchema = z.object({ v: z.literal(1), eventId: eventKeySchema, ticket: ticketSchema }).strict();
 
 /** The JSON a Zendesk webhook is configured to send (Zendesk placeholders fill it). */
 const zendeskEventSchema = z.object({
-  eventId: z.string().min(1).max(200).optional(),
+  eventId: eventKeySchema.optional(),
+  /** A ticket-updated / comment-added event carries the comment: its id names the event, its body is the message. */
+  comment: z.object({
+    id: z.union([z.string().regex(/^[\w-]{1,100}$/, '1 to 100 letters, digits, _ or -'), z.number().int().nonnegative()]),
+    body: z.string().min(1).max(200_000),
+  }).strict().optional(),
   ticket: z.object({
     id: z.union([z.string().min(1).max(200), z.number().int().nonnegative()]),
     subject: z.string().min(1).max(1000),
@@ -39,7 +50,12 @@ const zendeskEventSchema = z.object({
   }).strict(),
 }).strict();
 
-type Parsed = { ok: true; eventId: string; ticket: Ticket } | { ok: false; error: z.ZodError } | { ok: false; json: false } | { ok: false; deep: true };
+type Parsed =
+  | { ok: true; eventId: string; ticket: Ticket }
+  | { ok: false; error: z.ZodError }
+  | { ok: false; fields: { path: string; message: string }[] }
+  | { ok: false; json: false }
+  | { ok: false; deep: true };
 
 const NOT_JSON = Symbol('not JSON');
 const TOO_DEEP = Symbol('too deep');
@@ -75,9 +91,17 @@ function parseZendeskEvent(raw: Buffer, req: Request): Parsed {
   const p = zendeskEventSchema.safeParse(body);
   if (!p.success) return { ok: false, error: p.error };
   const t = p.data.ticket;
-  // Zendesk's invocation id when the template carries no event id; else the body's digest (same bytes = same event).
-  const eventId = p.data.eventId ?? req.header('x-zendesk-webhook-invocation-id') ?? createHash('sha256').update(raw).digest('hex');
-  return { ok: true, eventId, ticket: { id: `zendesk-${t.id}`, subject: t.subject, body: t.description, customer: t.requester } };
+  const comment = p.data.comment;
+  // The event: the template's event id; else the comment's id (a new comment is a new event, a redelivered
+  // one the same); else Zendesk's invocation id; else the body's digest (same bytes = same event).
+  const invocation = req.header(INVOCATION_HEADER);
+  if (p.data.eventId === undefined && comment === undefined && invocation !== undefined && !EVENT_KEY_FORMAT.test(invocation)) {
+    return { ok: false, fields: [{ path: INVOCATION_HEADER, message: '1 to 200 visible ASCII characters, no spaces' }] };
+  }
+  const eventId = p.data.eventId ?? (comment ? `zendesk-comment-${comment.id}` : undefined) ?? invocation ?? createHash('sha256').update(raw).digest('hex');
+  // A comment's body is the customer's new message; the ticket's description was the first one.
+  const message = comment ? comment.body : t.description;
+  return { ok: true, eventId, ticket: { id: `zendesk-${t.id}`, subject: t.subject, body: message, customer: t.requester } };
 }
 
 export function webhooksRouter(ctx: AppContext, now: () => number = Date.now): Router {
@@ -98,11 +122,12 @@ export function webhooksRouter(ctx: AppContext, now: () => number = Date.now): R
     if (!parsed.ok) {
       if ('json' in parsed) return void res.status(400).json({ error: 'invalid_json', fields: [{ path: '(body)', message: 'body is not valid JSON' }] });
       if ('deep' in parsed) return bodyTooDeep(res);
+      if ('fields' in parsed) return void res.status(400).json({ error: 'invalid_request', fields: parsed.fields });
       return void invalid(res, parsed.error);
     }
     let runId: string;
     try {
-      runId = runIdOf(ctx, { tenant, ticket: parsed.ticket });
+      runId = runIdOf(ctx, { tenant, ticket: parsed.ticket }, parsed.eventId);
     } catch (err) {
       if (err instanceof InvalidRunRequest) return void res.status(400).json({ error: 'invalid_request', fields: err.fields });
       throw err;
@@ -114,7 +139,7 @@ export function webhooksRouter(ctx: AppContext, now: () => number = Date.now): R
       return void res.status(200).json({ runId: previous, created: false, duplicate: true });
     }
     try {
-      const started = await startRun(ctx, { tenant, ticket: parsed.ticket }, undefined, now());
+      const started = await startRun(ctx, { tenant, ticket: parsed.ticket }, undefined, now(), parsed.eventId);
       res.status(started.created ? 201 : 200).json({ ...started, duplicate: false });
     } catch (err) {
       await ctx.redis.del(key);

@@ -14,6 +14,13 @@ export const maxStepsSchema = z.number().int().positive().max(BUDGET_BOUNDS.maxS
 export const maxTokensSchema = z.number().int().positive().max(BUDGET_BOUNDS.maxTokens);
 export const maxWallMsSchema = z.number().int().positive().max(BUDGET_BOUNDS.maxWallMs);
 
+/**
+ * An intake event's key (a webhook's event id, an Idempotency-Key): 1 to 200 visible ASCII
+ * characters, no spaces (it names a run by digest, and is shown to operators).
+ */
+export const EVENT_KEY_FORMAT = /^[\x21-\x7e]{1,200}$/;
+export const eventKeySchema = z.string().regex(EVENT_KEY_FORMAT, '1 to 200 visible ASCII characters, no spaces');
+
 /** A model provider's name (the worker's provider map decides whether it exists). */
 export { providerNameSchema };
 
@@ -27,8 +34,16 @@ export const runSpecSchema = z.object({
   runId: z.string(),
   tenant: z.string(),
   agent: z.string().regex(AGENT_NAME_FORMAT),
-  /** The intake key (agent.key(input)): the same tenant, agent and key is the same run. */
+  /**
+   * The subject key (agent.key(input)): the runs of one tenant, agent and subject form a
+   * chain, each linked to the one before (`previousRunId`). Without `event`, the same
+   * subject is the same run.
+   */
   key: z.string(),
+  /** The intake event's key (a webhook's event id, the Idempotency-Key): one run per event of a subject. */
+  event: eventKeySchema.optional(),
+  /** The subject's run before this one, linked by createRun when this run was created (the script writes it). */
+  previousRunId: z.string().regex(/^r_[0-9a-f]{24}$/).optional(),
   input: z.unknown(),
   /** The pinned model choice: the provider's name (here, for runs pinned before model ids were)... */
   model: providerNameSchema,

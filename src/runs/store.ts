@@ -5,7 +5,7 @@
 import type { RedisClient } from '../store/connect.js';
 import { captureAddStandardJob } from '../store/bullmqInternals.js';
 import { KeySpace, stepJobId } from '../store/keys.js';
-import { createRun } from '../store/calls/createRun.js';
+import { createRun, type CreateRunResult } from '../store/calls/createRun.js';
 import { resumeRun } from '../store/calls/resumeRun.js';
 import { decodeEntry, encodeEntry, type JournalEntry, type OperatorEntry } from '../core/journal.js';
 import { runSpecSchema, type RunSpec, type StepJobData } from './spec.js';
@@ -30,10 +30,22 @@ export class RunStore {
     readonly keys: KeySpace,
     readonly queues: ShardQueues,
     private readonly eventsMaxLen: number,
+    /** How long a subject's latest-run record lives (config SUBJECT_LINK_TTL_MS). */
+    private readonly subjectTtlMs = 30 * 24 * 3600_000,
   ) {}
 
-  /** Creates the run and step 1's job atomically. Returns false when the run already existed. */
+  /** Creates the run and step 1's job atomically. Returns false when nothing was created (see intake). */
   async create(spec: RunSpec, nowMs: number): Promise<boolean> {
+    return (await this.intake(spec, nowMs)).outcome === 'created';
+  }
+
+  /**
+   * Creates the run and step 1's job atomically, linked to the latest run of its subject
+   * (tenant, agent, spec.key): the new run's `previousRunId`, the previous run's `nextRunId`.
+   * A spec with an event (spec.event) is one run per event; one without joins the subject's
+   * latest run when there is one (`joined`, nothing written). The same run again is `exists`.
+   */
+  async intake(spec: RunSpec, nowMs: number): Promise<CreateRunResult> {
     const k = this.keys.run(spec.runId);
     const shard = this.keys.shardOf(spec.runId);
     const first: StepJobData = { v: 1, runId: spec.runId, step: 1, used: { steps: 0, tokens: 0, contextBytes: 0 } };
@@ -46,9 +58,11 @@ export class RunStore {
     const budget = { ...spec.limits, stepsUsed: 0, tokensUsed: 0, contextBytes: 0 };
     // Lua's cjson turns numbers into doubles (1.7e+12): send every field as a string.
     const strings = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).map(([f, v]) => [f, String(v)]));
-    return createRun(this.redis, { run: k.run, budget: k.budget, events: k.events, runIndex: this.keys.runIndex(shard) }, {
+    const subjectLatest = this.keys.subjectLatest(spec.tenant, spec.agent, spec.key);
+    return createRun(this.redis, { run: k.run, budget: k.budget, events: k.events, runIndex: this.keys.runIndex(shard), subjectLatest }, {
       runId: spec.runId, now: nowMs, run: strings(run), budget: strings(budget),
-      event: JSON.stringify({ runId: spec.runId, tenant: spec.tenant }), eventsMaxLen: this.eventsMaxLen, firstJob: add,
+      event: JSON.stringify({ runId: spec.runId, tenant: spec.tenant }), eventsMaxLen: this.eventsMaxLen,
+      mode: spec.event !== undefined ? 'event' : 'subject', subjectTtlMs: this.subjectTtlMs, firstJob: add,
     });
   }
 

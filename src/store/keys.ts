@@ -177,6 +177,17 @@ export class KeySpace {
     return `${this.prefix}:webhook-event:${digest}`;
   }
 
+  /**
+   * string with TTL: the latest run of a subject (tenant, agent, subject key), read and
+   * moved by createRun in the same change that creates the next run. It lives on the
+   * subject's home shard, where every run of the subject lives (subjectShard), so the
+   * script stays in one Cluster slot.
+   */
+  subjectLatest(tenant: string, agent: string, subjectKey: string): string {
+    const digest = createHash('sha256').update(`${tenant}\u0000${agent}\u0000${subjectKey}`).digest('hex').slice(0, 32);
+    return `${this.prefix}:${tagOf(subjectShard(tenant, agent, subjectKey, this.shards))}:subject:${digest}`;
+  }
+
   /** Redlock resource: one reconciler sweeps at a time (efficiency only; the ledger's CAS keeps effects once). */
   reconcilerLeader(): string {
     return `${this.prefix}:reconciler:leader`;
@@ -243,6 +254,32 @@ export function isRunId(id: unknown): id is string {
 /** Whether `id` has an action id's format (see isRunId). */
 export function isActionId(id: unknown): id is string {
   return typeof id === 'string' && ACTION_ID_FORMAT.test(id);
+}
+
+/**
+ * The home shard of a subject: the shard of its event-less run (runIdFor). Every run of the
+ * subject is placed there (runIdForEvent), with the subject's latest-run record.
+ */
+export function subjectShard(tenant: string, agent: string, subjectKey: string, shards: number): number {
+  return shardOf(runIdFor(tenant, agent, subjectKey), shards);
+}
+
+/**
+ * The run of one intake event on a subject: the same tenant, agent, subject key and event key
+ * is the same run (one intake per event). Derived from those four and a counter, the first
+ * counter value whose id falls on the subject's home shard: deterministic, so a redelivered
+ * event names the same run, and on the subject's shard, so createRun links it atomically.
+ * About `shards` digests per call.
+ */
+export function runIdForEvent(tenant: string, agent: string, subjectKey: string, eventKey: string, shards: number): string {
+  const home = subjectShard(tenant, agent, subjectKey, shards);
+  for (let n = 0; n < shards * 64; n++) {
+    const digest = createHash('sha256').update(`${tenant}\u0000${agent}\u0000${subjectKey}\u0000event\u0000${eventKey}\u0000${n}`).digest('hex');
+    const id = `r_${digest.slice(0, 24)}`;
+    if (shardOf(id, shards) === home) return id;
+  }
+  // (1 - 1/S)^(64 S) < e^-64: not reached in practice; an error rather than a run off its subject's shard.
+  throw new RangeError('no run id on the subject shard');
 }
 
 /** Run id derived from the business identity of the intake: the same tenant, agent and intake key is the same run. */

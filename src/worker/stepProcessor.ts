@@ -45,6 +45,9 @@ import { nextStatus } from './policy.js';
 import type { CrashPoints } from '../config/testHooks.js';
 import type { EffectRunner } from './effects.js';
 import type { VersionGate, VersionVerdict } from './versionGate.js';
+import { TextStream } from './textStream.js';
+import { FollowUps } from './followUp.js';
+import { countTokens } from '../core/tokens.js';
 
 /**
  * What a step reads of the configuration, and nothing else (src/bin passes the
@@ -67,6 +70,12 @@ export interface StepOptions {
   readonly APPROVAL_TTL_MS: number;
   /** Per-tenant token budget per UTC day (0 = none). */
   readonly TENANT_DAILY_TOKENS: number;
+  /** Stream answer text to the run's events (text_delta, step_restarted), batched by time or size (src/worker/textStream.ts). */
+  readonly MODEL_STREAMING: boolean;
+  readonly MODEL_STREAM_FLUSH_MS: number;
+  readonly MODEL_STREAM_FLUSH_CHARS: number;
+  /** How long a follow-up's first step is delayed, each time, while the previous run of its subject is queued or running (ms). */
+  readonly FOLLOW_UP_WAIT_MS: number;
 }
 
 export interface StepDeps {
@@ -160,8 +169,10 @@ export class StepProcessor {
   private readonly now: () => number;
   private readonly tenantBudget: TenantBudget;
   private readonly workerName: string;
+  private readonly followUps: FollowUps;
 
   constructor(private readonly d: StepDeps) {
+    this.followUps = new FollowUps(d.store);
     this.tenantBudget = new TenantBudget(d.redis, d.keys, d.cfg.TENANT_DAILY_TOKENS);
     this.transcripts = d.transcripts ?? new TranscriptCache();
     this.now = d.now ?? Date.now;
@@ -255,6 +266,12 @@ export class StepProcessor {
       let decision = journalled;
       let carriesDecision = false;
       if (!decision) {
+        // A follow-up's model sees the previous conversation, read once the previous run is no longer at work.
+        const followUp = await this.followUps.context(agent, spec);
+        if ('waitingFor' in followUp) {
+          await this.waitForPrevious(job, token, spec, step, followUp.waitingFor, commit, log);
+          return;
+        }
         // What one attempt may spend: the same for every attempt of this call (the transcript does not change between them).
         const estimate = await this.estimateOf(agent, spec, used);
         const stop = await exactIfRefused(estimate, (tokens) => preflight(spec, used, tokens, this.now()));
@@ -266,7 +283,9 @@ export class StepProcessor {
         }
         // Each attempt is checked before (what it may spend) and charged after (what it did), tenant day included.
         const chargeAbandoned = (tokens: number) => this.chargeAbandoned(job, token, lockKey, step, tokens, log);
-        const called = await this.callModel(agent, spec, step, used, estimate, signal, log, trace, chargeAbandoned);
+        const stream = this.textStream(job, token, lockKey, step, startedEvent, redelivered, log);
+        const called = await this.callModel(agent, spec, step, used, estimate, signal, log, trace, chargeAbandoned, stream)
+          .finally(() => void (startedEmitted ||= stream?.startedEmitted === true));
         if ('unavailable' in called) {
           await this.waitOutOutage(job, token, data, spec, called.unavailable, called.charged, chargeAbandoned, commit, log);
           return;
@@ -282,7 +301,7 @@ export class StepProcessor {
         decision = called.decision;
         const hasWrite = decision.toolCalls.some((c) => agent.tools.get(c.name)?.effect === 'write');
         if (hasWrite || redelivered) {
-          const bytes = await this.journalDecision(job, token, lockKey, decision, log, startedEvent, used);
+          const bytes = await this.journalDecision(job, token, lockKey, decision, log, startedEmitted ? '' : startedEvent, used);
           startedEmitted = true;
           used = grown({ ...used, tokens: used.tokens + total(decision.usage) }, bytes);
           this.d.crash.hit('after_decision', step);
@@ -332,7 +351,7 @@ export class StepProcessor {
       this.d.metrics.stepDuration.observe(Number(process.hrtime.bigint() - started) / 1e9);
       log.debug({ code: 'step_committed', status }, 'step committed');
     } catch (err) {
-      if (err instanceof DelayedError) throw err; // waiting out a provider outage: the job is in the delayed set
+      if (err instanceof DelayedError) throw err; // waiting out a provider outage or a previous run: the job is in the delayed set
       if (err instanceof FenceError) {
         this.d.metrics.fenceRejections.inc({ code: err.code });
         log.info({ code: err.code }, 'commit refused by the fence');
@@ -396,10 +415,53 @@ export class StepProcessor {
     };
   }
 
+  /**
+   * A follow-up's previous conversation (FollowUps, read before the first promptOf of the run's
+   * spec) goes before the first message, and its tokens into every estimate of the run.
+   */
   private promptOf(agent: Agent, spec: RunSpec): { instructions: string; prompt: string; inputTokens: number } {
     let p = this.prompts.get(spec);
-    if (!p) this.prompts.set(spec, (p = { instructions: agent.instructions(spec.input), prompt: agent.prompt(spec.input), inputTokens: agent.estimateInputTokens(spec.input) }));
+    if (!p) {
+      const previous = this.followUps.known(spec);
+      const prompt = agent.prompt(spec.input);
+      p = previous === ''
+        ? { instructions: agent.instructions(spec.input), prompt, inputTokens: agent.estimateInputTokens(spec.input) }
+        : { instructions: agent.instructions(spec.input), prompt: `${previous}\n\n${prompt}`, inputTokens: agent.estimateInputTokens(spec.input) + countTokens(previous) + 1 };
+      this.prompts.set(spec, p);
+    }
     return p;
+  }
+
+  /**
+   * A follow-up whose previous run is still queued or running waits: its step job goes to the
+   * delayed set for FOLLOW_UP_WAIT_MS (no worker holds it) and asks again. The wait is bounded by
+   * the follow-up's own deadline: one that would end at or past it stops the run `budget_exceeded`
+   * (wall_clock), with its status, event and metric, by the commit. Nothing was sent to the model.
+   * A cancel requested meanwhile ends it at once (cancelled), nothing sent either.
+   */
+  private async waitForPrevious(
+    job: Job, token: string, spec: RunSpec, step: number, previousStatus: string, commit: (plan: CommitPlan) => Promise<void>, log: Logger,
+  ): Promise<void> {
+    const now = this.now();
+    const waitMs = this.d.cfg.FOLLOW_UP_WAIT_MS;
+    // A cancel waits for the run's next commit: a waiting follow-up commits now (the commit sets `cancelled`
+    // with the cancel's reason), instead of when the previous run ends and after a model call.
+    if ((await this.d.redis.hget(this.d.keys.run(spec.runId).run, 'cancelRequested')) === '1') {
+      log.info({ code: 'follow_up_cancelled', previousRunId: spec.previousRunId }, 'cancelled while waiting for the previous run');
+      await commit(this.stopPlan(step, { status: 'cancelled', reason: 'cancelled while waiting for the previous run' }, [], false));
+      return;
+    }
+    if (now + waitMs >= spec.limits.deadlineAt) {
+      const stop = wallClockStop(spec, now, true);
+      this.d.metrics.budgetStops.inc({ kind: stop.kind });
+      log.warn({ code: 'budget_exceeded', kind: stop.kind, previousRunId: spec.previousRunId, previousStatus }, stop.reason);
+      await commit(this.stopPlan(step, { status: 'budget_exceeded', reason: `${stop.reason} waiting for the previous run ${spec.previousRunId}` }, [], false));
+      return;
+    }
+    await job.moveToDelayed(now + waitMs, token);
+    this.d.metrics.followUpWaits.inc();
+    log.info({ code: 'follow_up_wait', previousRunId: spec.previousRunId, previousStatus, waitMs }, 'previous run still at work: follow-up delayed');
+    throw new DelayedError();
   }
 
   /**
@@ -430,8 +492,20 @@ export class StepProcessor {
     return n;
   }
 
+  /** This delivery's streamed answer text, when MODEL_STREAMING is on. */
+  private textStream(job: Job, token: string, lockKey: string, step: number, startedEvent: string, redelivered: boolean, log: Logger): TextStream | undefined {
+    if (!this.d.cfg.MODEL_STREAMING) return undefined;
+    const k = this.d.keys.run((job.data as StepJobData).runId);
+    return new TextStream({
+      redis: this.d.redis, keys: { run: k.run, events: k.events, jobLock: lockKey }, token, step, jobId: job.id!, jobAttempt: job.attemptsStarted, jobInstance: job.timestamp, redelivered,
+      eventsMaxLen: this.d.cfg.EVENTS_MAX_LEN, flushMs: this.d.cfg.MODEL_STREAM_FLUSH_MS, flushChars: this.d.cfg.MODEL_STREAM_FLUSH_CHARS,
+      startedEvent, metrics: this.d.metrics, log,
+    });
+  }
+
   private async callModel(
     agent: Agent, spec: RunSpec, step: number, used: Used, estimate: Estimate, signal: AbortSignal, log: Logger, trace: Context | undefined, chargeAbandoned: (tokens: number) => Promise<void>,
+    stream: TextStream | undefined,
   ): Promise<Called> {
     return traced(this.d.tracer, {
       name: 'agent.model', parent: trace,
@@ -440,7 +514,7 @@ export class StepProcessor {
         ? { 'agent.outcome': r.failed.status, 'agent.tokens': r.charged }
         : 'unavailable' in r ? { 'agent.outcome': 'provider_unavailable', 'agent.tokens': r.charged }
         : { 'agent.outcome': 'decided', 'agent.tokens': total(r.decision.usage), 'agent.tools': r.decision.toolCalls.map((c) => c.name) }),
-    }, () => this.decide(agent, spec, step, used, estimate, signal, log, chargeAbandoned));
+    }, () => this.decide(agent, spec, step, used, estimate, signal, log, chargeAbandoned, stream));
   }
 
   /**
@@ -452,6 +526,7 @@ export class StepProcessor {
    */
   private async decide(
     agent: Agent, spec: RunSpec, step: number, used: Used, estimate: Estimate, signal: AbortSignal, log: Logger, chargeAbandoned: (tokens: number) => Promise<void>,
+    stream: TextStream | undefined,
   ): Promise<Called> {
     const provider = this.d.providers.get(spec.model);
     if (!provider) return { failed: { status: 'failed', reason: `model_unavailable: ${spec.model}` }, charged: 0 };
@@ -477,17 +552,22 @@ export class StepProcessor {
           const tenantStop = await exactIfRefused(estimate, (tokens) => this.tenantBudget.reserve(spec.tenant, tokens, this.now()));
           if (tenantStop) throw new BudgetStopError(tenantStop);
           let spent = 0;
+          // Streamed text of this attempt: all of it is written before the decision can be (end(true)).
+          const streamed = stream?.attempt(attempt);
           try {
             const t = await withDeadlineScope(deadlineAt, signal, (attemptScope) => provider.complete({
               runId: spec.runId, step, attempt, instructions, prompt, tools: agent.tools.specs,
               // The run's pinned model; its maxOutputTokens may only lower the deployment's cap (the pre-flight counts the cap).
               model: spec.modelId, options: spec.modelOptions,
               maxCompletionTokens: Math.min(this.d.cfg.COMPLETION_TOKEN_CAP, spec.modelOptions?.maxOutputTokens ?? Infinity), script,
-              ...(transcript ? { transcript } : {}),
+              ...(transcript ? { transcript } : {}), ...(streamed ? { onTextDelta: streamed.push } : {}),
               get signal() {
                 return attemptScope.signal;
               },
-            }), this.now);
+            }), this.now).then(
+              async (answer) => (await streamed?.end(true), answer),
+              async (err: unknown) => { await streamed?.end(false); throw err; },
+            );
             if (t.usage) {
               const u = validUsage(t.usage);
               spent = total(u);

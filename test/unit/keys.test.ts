@@ -33,3 +33,24 @@ describe('KeySpace', () => {
     expect(keys.reconcilerLeader()).toBe('agent:reconciler:leader');
   });
 });
+
+describe('follow-up run ids', () => {
+  it('one run per event, on the subject home shard; the event-less run id is unchanged', async () => {
+    const { runIdFor, runIdForEvent, subjectShard, shardOf, RUN_ID_FORMAT } = await import('../../src/store/keys.js');
+    for (const shards of [1, 6, 64]) {
+      for (let i = 0; i < 20; i++) {
+        const subject = `T-${i}`;
+        const home = subjectShard('acme', 'support', subject, shards);
+        expect(home).toBe(shardOf(runIdFor('acme', 'support', subject), shards));
+        const a = runIdForEvent('acme', 'support', subject, 'e-1', shards);
+        const b = runIdForEvent('acme', 'support', subject, 'e-2', shards);
+        expect(a).toMatch(RUN_ID_FORMAT);
+        expect(a).toBe(runIdForEvent('acme', 'support', subject, 'e-1', shards));
+        expect(a).not.toBe(b);
+        expect(a).not.toBe(runIdFor('acme', 'support', subject));
+        expect([shardOf(a, shards), shardOf(b, shards)]).toEqual([home, home]);
+      }
+    }
+    expect(runIdForEvent('acme', 'support', 'T-1', 'e-1', 6)).not.toBe(runIdForEvent('other', 'support', 'T-1', 'e-1', 6));
+  });
+});

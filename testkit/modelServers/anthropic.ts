@@ -59,5 +59,5 @@ function render(reply: Reply, req: RecordedRequest, res: ServerResponse, n: numb
   }
   events.push(ev('message_delta', { delta: { stop_reason: stopReason, stop_sequence: null }, ...(usage ? { usage: { output_tokens: usage.output_tokens } } : {}) }));
   events.push(ev('message_stop', {}));
-  sse(res, events, reply.truncateAfterEvents);
+  sse(res, events, reply.truncateAfterEvents, reply.eventDelayMs);
 }

@@ -79,5 +79,5 @@ function streamTurn(
   // The usage chunk: empty choices, the whole request's usage (only when asked for, and only when the reply has one).
   if (t.includeUsage && t.usage) events.push(chunk([], { usage: t.usage }));
   events.push('data: [DONE]\n\n');
-  sse(res, events, reply.truncateAfterEvents);
+  sse(res, events, reply.truncateAfterEvents, reply.eventDelayMs);
 }

@@ -15,6 +15,8 @@ export interface TurnReply {
   usage?: { input: number; output: number } | null;
   /** Streaming only: the connection is cut after this many events (no final usage, no end marker). */
   truncateAfterEvents?: number;
+  /** Streaming only: a pause before each event after the first (a model dribbling tokens; crash tests kill the worker meanwhile). */
+  eventDelayMs?: number;
 }
 
 export interface ErrorReply {
@@ -96,14 +98,27 @@ export async function startModelServer(path: string, render: Render): Promise<Mo
 /**
  * Writes SSE events; with `limit`, only the first `limit` of them, then cuts the
  * connection once they are flushed (the client has read part of an answer, as
- * when a server or a proxy dies mid-stream).
+ * when a server or a proxy dies mid-stream). With `delayMs`, one event at a time
+ * with that pause between them (stops quietly when the client goes away).
  */
-export function sse(res: ServerResponse, events: string[], limit = Infinity): void {
+export function sse(res: ServerResponse, events: string[], limit = Infinity, delayMs = 0): void {
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
   res.flushHeaders();
+  const cut = () => setTimeout(() => res.socket?.destroy(), 20);
+  if (delayMs > 0) {
+    const sent = events.slice(0, limit);
+    let i = 0;
+    const next = () => {
+      if (res.destroyed) return;
+      if (i >= sent.length) return void (limit < events.length ? cut() : res.end());
+      res.write(sent[i++]!);
+      setTimeout(next, delayMs);
+    };
+    return next();
+  }
   if (limit >= events.length) {
     res.end(events.join(''));
     return;
   }
-  res.write(events.slice(0, limit).join(''), () => setTimeout(() => res.socket?.destroy(), 20));
+  res.write(events.slice(0, limit).join(''), cut);
 }

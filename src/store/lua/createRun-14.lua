@@ -1,0 +1,72 @@
+--[[
+  Creates a run and its first step job in one atomic change, linked to the
+  latest run of its subject (follow-ups).
+
+  KEYS[1] run hash            KEYS[2] budget hash
+  KEYS[3] events stream       KEYS[4] shard run index (zset)
+  KEYS[5] subject's latest run (string; KeySpace.subjectLatest, same shard)
+  KEYS[6..14] BullMQ addStandardJob keys for step 1's job
+
+  ARGV[1] run id              ARGV[2] now (ms)
+  ARGV[3] run fields (JSON object of strings; `spec` is the spec's JSON)
+  ARGV[4] budget fields (JSON object of strings)
+  ARGV[5] created event (JSON)   ARGV[6] events max length
+  ARGV[7] intake mode: 'event' (one run per event, linked to the subject's
+          latest run) or 'subject' (no event named: the subject's latest run
+          is the run, when one exists)
+  ARGV[8] the subject record's TTL (ms)
+  ARGV[9..11] BullMQ addStandardJob argv
+
+  Returns: {1, previousRunId or ''} created (linked when previousRunId is set);
+           {0, runId} the run already existed (the same event again; nothing written);
+           {2, latestRunId} mode 'subject' and the subject has a latest run: that run
+           (nothing written).
+
+  The previous run (same shard: every run of a subject lives on the subject's
+  home shard) gets `nextRunId` and a `follow_up` event; the new run's hash and
+  spec get `previousRunId`. A latest run whose keys expired links nothing.
+  Keeps the run listing indexes (includes/runIndex.lua) in the same change.
+]]
+-- @include emitEvent
+-- @include runIndex
+-- @include bullmq:addStandardJob
+
+if redis.call('EXISTS', KEYS[1]) == 1 then return { 0, ARGV[1] } end
+
+local runKeyPrefix = string.match(KEYS[1], '^(.*:run:)[^:]+$')
+local previous = redis.call('GET', KEYS[5])
+if previous and redis.call('EXISTS', runKeyPrefix .. previous) == 0 then previous = nil end
+if previous and ARGV[7] == 'subject' then return { 2, previous } end
+
+local fields = cjson.decode(ARGV[3])
+if previous then
+  fields['previousRunId'] = previous
+  -- Run ids are r_ and hex digits: spliced into the spec's JSON object as its first member.
+  fields['spec'] = '{"previousRunId":"' .. previous .. '",' .. string.sub(fields['spec'], 2)
+end
+
+local function hsetFields(key, t)
+  local flat = {}
+  for k, v in pairs(t) do
+    flat[#flat + 1] = k
+    flat[#flat + 1] = tostring(v)
+  end
+  redis.call('HSET', key, unpack(flat))
+end
+
+hsetFields(KEYS[1], fields)
+hsetFields(KEYS[2], cjson.decode(ARGV[4]))
+indexRunCreated(KEYS[1], ARGV[2])
+redis.call('ZADD', KEYS[4], ARGV[2], ARGV[1])
+emitEvent(KEYS[3], ARGV[6], 'run_created', ARGV[5])
+redis.call('SET', KEYS[5], ARGV[1], 'PX', ARGV[8])
+if previous then
+  local previousKey = runKeyPrefix .. previous
+  redis.call('HSET', previousKey, 'nextRunId', ARGV[1])
+  emitEvent(previousKey .. ':events', ARGV[6], 'follow_up', cjson.encode({ nextRunId = ARGV[1] }))
+end
+
+local bullKeys = {}
+for i = 6, 14 do bullKeys[#bullKeys + 1] = KEYS[i] end
+bullmqAddStandardJob(bullKeys, { ARGV[9], ARGV[10], ARGV[11] })
+return { 1, previous or '' }

@@ -1,0 +1,65 @@
+/**
+ * The previous conversation of a follow-up run (a run created with `previousRunId`, see
+ * createRun-14.lua): what the agent's followUp(previous, input) makes of the subject's run
+ * before this one, sent to the model before this run's first message.
+ *
+ * Read once, when the follow-up's first model call is prepared, and only once the previous run
+ * has left `queued` and `running` (it ended, or a person holds it): until then the follow-up
+ * waits (its step job is delayed, see StepProcessor). The text is stored in the run's hash
+ * (`followUpContext`, HSETNX: the first writer wins), so every later step, every redelivery and
+ * every worker sends the same text even if the previous run moves on. If the process dies between
+ * reading the previous run and the HSETNX, the next delivery reads it again: nothing was sent yet.
+ * A previous run whose keys have expired gives an empty text (the run goes on unlinked in effect).
+ */
+import type { Agent, PreviousRun } from '../core/agent.js';
+import type { DecisionEntry, JournalEntry } from '../core/journal.js';
+import type { RunSpec } from '../runs/spec.js';
+import type { RunStore } from '../runs/store.js';
+
+/** The run hash field holding a follow-up's frozen previous conversation. */
+export const FOLLOW_UP_FIELD = 'followUpContext';
+
+/** Statuses in which the previous run is still at work: a follow-up waits for it. */
+const ACTIVE = new Set(['queued', 'running']);
+
+export type FollowUpContext = { text: string } | { waitingFor: string };
+
+export class FollowUps {
+  private readonly texts = new WeakMap<RunSpec, string>();
+
+  constructor(private readonly store: RunStore) {}
+
+  /** The text already known for this run (after context() answered it), or '' for a run that is no follow-up. */
+  known(spec: RunSpec): string {
+    return this.texts.get(spec) ?? '';
+  }
+
+  /** The follow-up's previous conversation, or the previous run's status while it is still at work. */
+  async context(agent: Agent, spec: RunSpec): Promise<FollowUpContext> {
+    const previousRunId = spec.previousRunId;
+    if (previousRunId === undefined) return { text: '' };
+    const hit = this.texts.get(spec);
+    if (hit !== undefined) return { text: hit };
+    const { redis, keys } = this.store;
+    const runKey = keys.run(spec.runId).run;
+    let text = await redis.hget(runKey, FOLLOW_UP_FIELD);
+    if (text === null) {
+      const [statusRaw, earlierRaw] = await redis.hmget(keys.run(previousRunId).run, 'status', FOLLOW_UP_FIELD);
+      const status = statusRaw ?? null;
+      const earlier = earlierRaw ?? null;
+      if (status !== null && ACTIVE.has(status)) return { waitingFor: status };
+      const fresh = status === null ? '' : agent.followUp(await this.previous(previousRunId, status, earlier), spec.input);
+      await redis.hsetnx(runKey, FOLLOW_UP_FIELD, fresh);
+      text = (await redis.hget(runKey, FOLLOW_UP_FIELD)) ?? fresh;
+    }
+    this.texts.set(spec, text);
+    return { text };
+  }
+
+  private async previous(runId: string, status: string, earlier: string | null): Promise<PreviousRun> {
+    const [spec, journal] = await Promise.all([this.store.readSpec(runId), this.store.transcript(runId)]);
+    const conversation = journal.filter((e): e is Exclude<JournalEntry, { kind: 'operator' }> => e.kind !== 'operator');
+    const final = conversation.filter((e): e is DecisionEntry => e.kind === 'decision' && e.final !== undefined).at(-1)?.final;
+    return { runId, status, input: spec?.input, final, journal: conversation, ...(earlier ? { earlier } : {}) };
+  }
+}
