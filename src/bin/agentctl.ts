@@ -11,6 +11,9 @@
  *   agentctl cancel <runId>
  *   agentctl retry <runId> [--steps N] [--tokens N] [--wall-ms N]
  *                                                       a failed / budget_exceeded / needs_human run goes on from its last commit
+ *   agentctl versions [list] [--limit N]                runs parked for a version change, with the versions served
+ *   agentctl versions continue <runId> [--to VERSION] [--tools-hash H]   re-pin to a served version and resume
+ *   agentctl versions cancel <runId>                    cancel a run of the version queue
  *   agentctl run <runId>                                the run view
  *   agentctl events <runId> [--from STREAM_ID]          live events (SSE), resumable
  *
@@ -28,6 +31,7 @@ const { values, positionals } = parseArgs({
     receipt: { type: 'string' }, evidence: { type: 'string' }, from: { type: 'string' }, help: { type: 'boolean', short: 'h' },
     steps: { type: 'string' }, tokens: { type: 'string' }, 'wall-ms': { type: 'string' },
     status: { type: 'string' }, tenant: { type: 'string' }, agent: { type: 'string' }, since: { type: 'string' }, until: { type: 'string' }, limit: { type: 'string' }, cursor: { type: 'string' },
+    to: { type: 'string' }, 'tools-hash': { type: 'string' },
   },
 });
 
@@ -40,7 +44,8 @@ function usage(message?: string): never {
   if (message) console.error(message);
   console.error('usage: agentctl runs [--status S] [--tenant T] [--agent A] [--since T] [--until T] [--limit N] [--cursor C] | approvals | approve|reject <actionId> --fingerprint F | reconciliations |\n'
     + '       resolve <actionId> confirmed|not_sent|compensate [--receipt R] [--evidence JSON] |\n'
-    + '       cancel <runId> | retry <runId> [--steps N] [--tokens N] [--wall-ms N] | run <runId> | events <runId> [--from ID]   [--url U] [--token T]');
+    + '       cancel <runId> | retry <runId> [--steps N] [--tokens N] [--wall-ms N] | run <runId> | events <runId> [--from ID] |\n'
+    + '       versions [list] [--limit N] | versions continue <runId> [--to VERSION] [--tools-hash H] | versions cancel <runId>   [--url U] [--token T]');
   process.exit(2);
 }
 
@@ -90,6 +95,7 @@ async function events(runId: string, from: string | undefined): Promise<void> {
 }
 
 const [command, a, b] = positionals;
+const VERSION_QUEUE = '/v1/operators/version-mismatches';
 if (values.help || !command) usage();
 /** Ids are checked by format here too: a malformed one never reaches the server. */
 const id = (x: string | undefined, what: 'runId' | 'actionId') => {
@@ -139,6 +145,19 @@ switch (command) {
     break;
   case 'events':
     await events(decodeURIComponent(id(a, 'runId')), values.from);
+    break;
+  case 'versions':
+    if (a === undefined || a === 'list') {
+      await request('GET', `${VERSION_QUEUE}${values.limit !== undefined ? `?limit=${encodeURIComponent(values.limit)}` : ''}`);
+    } else if (a === 'continue') {
+      await request('POST', `${VERSION_QUEUE}/${id(b, 'runId')}/continue`, {
+        ...(values.to !== undefined ? { agentVersion: values.to } : {}), ...(values['tools-hash'] !== undefined ? { toolsHash: values['tools-hash'] } : {}),
+      });
+    } else if (a === 'cancel') {
+      await request('POST', `${VERSION_QUEUE}/${id(b, 'runId')}/cancel`, {});
+    } else {
+      usage(`unknown versions command ${a}`);
+    }
     break;
   default:
     usage(`unknown command ${command}`);

@@ -61,6 +61,19 @@ export const configSchema = z.object({
   SHARDS: int(1, 1),
   /** Shards this worker consumes (empty = all). */
   WORKER_SHARDS: csv,
+  /**
+   * Agent versions this worker serves (the `version` of its agents, e.g. `lead-qualifier@2`); empty = the
+   * version of every agent it loaded. A listed version no loaded agent has stops the worker at boot. A step
+   * of a version the worker does not serve is handed back while a live worker announces that version, else
+   * the run parks needs_human / version_mismatch (the version queue).
+   */
+  WORKER_AGENT_VERSIONS: csv,
+  /** How often a worker announces the versions it serves (agent-versions registry in Redis). */
+  VERSION_HEARTBEAT_MS: int(5000, 50),
+  /** An announcement lives this long unless renewed: a worker gone without withdrawing counts as serving until then. */
+  VERSION_TTL_MS: int(15000, 100),
+  /** A step handed back for another version's worker waits this long in the delayed set before it is offered again. */
+  VERSION_HANDBACK_DELAY_MS: int(250, 0),
   PORT: int(3000),
   HOST: z.string().default('127.0.0.1'),
   WORKER_METRICS_PORT: int(9464),
@@ -356,6 +369,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (dup !== undefined) throw new ConfigError(['OPERATORS'], `invalid configuration: OPERATORS: operator name ${dup} is used twice (OPERATOR_TOKEN is the operator named operator)`);
   if (cfg.OIDC_ISSUER !== undefined && (cfg.OIDC_AUDIENCE === undefined || (cfg.OIDC_JWKS_URL === undefined) === (cfg.OIDC_PUBLIC_KEY === undefined))) {
     throw new ConfigError(['OIDC_ISSUER'], 'invalid configuration: OIDC_ISSUER needs OIDC_AUDIENCE and exactly one of OIDC_JWKS_URL or OIDC_PUBLIC_KEY');
+  }
+  // A heartbeat slower than its TTL would let a live worker's announcement lapse between two beats.
+  if (cfg.VERSION_HEARTBEAT_MS * 2 > cfg.VERSION_TTL_MS) {
+    throw new ConfigError(['VERSION_TTL_MS'], `invalid configuration: VERSION_TTL_MS: ${cfg.VERSION_TTL_MS} must be at least twice VERSION_HEARTBEAT_MS (${cfg.VERSION_HEARTBEAT_MS})`);
   }
   // A default budget above the largest one a request may ask would make every request without a budget a 400.
   for (const [def, limit] of [['DEFAULT_MAX_STEPS', 'LIMIT_MAX_STEPS'], ['DEFAULT_MAX_TOKENS', 'LIMIT_MAX_TOKENS'], ['DEFAULT_MAX_WALL_MS', 'LIMIT_MAX_WALL_MS']] as const) {

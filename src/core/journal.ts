@@ -65,7 +65,7 @@ const operator = z.object({
   v: z.literal(1),
   kind: z.literal('operator'),
   step: z.number().int().nonnegative(),
-  action: z.enum(['approve', 'reject', 'resolve', 'cancel', 'retry']),
+  action: z.enum(['approve', 'reject', 'resolve', 'cancel', 'retry', 'continue_version']),
   by: z.string(),
   at: z.number().int(),
   actionId: z.string().optional(),

@@ -27,6 +27,8 @@ export class Metrics {
   readonly redisConfigOk: Gauge;
   readonly scrapeErrors: Counter;
   readonly runsFinished: Counter;
+  readonly versionHandbacks: Counter;
+  readonly versionDecisions: Counter;
   readonly textDeltaBatches: Counter;
   readonly runRetries: Counter;
 
@@ -58,6 +60,14 @@ export class Metrics {
     this.runsFinished = new Counter({
       name: 'agent_runs_finished_total', help: 'Runs that ended (or were parked for a person), by status and reason code (the reason up to its first colon)',
       labelNames: ['status', 'reason'], registers: r,
+    });
+    this.versionHandbacks = new Counter({
+      name: 'agent_version_handbacks_total', help: 'Step jobs handed back because another live worker serves the version their run is pinned to',
+      labelNames: ['agent'], registers: r,
+    });
+    this.versionDecisions = new Counter({
+      name: 'agent_version_decisions_total', help: 'Operator decisions on runs parked for a version change (continue under a served version, cancel)',
+      labelNames: ['decision'], registers: r,
     });
     this.textDeltaBatches = new Counter({
       name: 'agent_text_delta_batches_total', help: 'Batches of streamed model text: written to the run\'s events, preceded by step_restarted, or stopped (fence lost, write failed)',

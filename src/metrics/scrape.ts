@@ -98,6 +98,12 @@ export async function queueJobCounts(ctx: ScrapeCtx): Promise<Record<(typeof QUE
   return sum;
 }
 
+/** Runs in the version queue, summed over the shards (one ZCARD per shard). */
+export async function versionQueueDepth(ctx: ScrapeCtx): Promise<number> {
+  const counts = await Promise.all(ctx.keys.allShards().map((s) => ctx.redis.zcard(ctx.keys.versionQueue(s))));
+  return counts.reduce((a, b) => a + b, 0);
+}
+
 const ageSeconds = (now: number, oldestMs: number | undefined): number =>
   oldestMs === undefined ? 0 : Math.max(0, (now - oldestMs) / 1000);
 
@@ -173,6 +179,12 @@ export function registerScrapeCollectors(metrics: Metrics, ctx: ScrapeCtx, opts:
       name: 'agent_approvals_pending', help: 'Actions waiting for an approval', registers: r,
       collect: fromStats('approvals_pending', (s) => s.approvals),
     }),
+    versionParkedRuns: new Gauge({
+      name: 'agent_version_parked_runs', help: 'Runs parked needs_human / version_mismatch, waiting for an operator to continue or cancel them (the version queue)', registers: r,
+      collect() {
+        return guarded('version_parked_runs', async () => { this.set(await versionQueueDepth(ctx)); })();
+      },
+    }),
     runsByStatus: new Gauge({
       name: 'agent_runs_by_status', help: 'Runs per status (listing indexes; a finished status counts runs still retained)', labelNames: ['status'], registers: r,
       collect() {
@@ -197,6 +209,7 @@ export interface ScrapeGauges {
   humanQueueDepth: Gauge;
   humanQueueOldestAge: Gauge;
   approvalsPending: Gauge;
+  versionParkedRuns: Gauge;
   runsByStatus: Gauge;
 }
 

@@ -187,7 +187,7 @@ export function renderRunHtml(view: RunView): string {
 <tr><th>key</th><td>${escapeHtml(view.key)}</td></tr>
 ${chainRow('previous run', 'previous-run', view.previousRunId)}${chainRow('next run', 'next-run', view.nextRunId)}<tr><th>step</th><td>${escapeHtml(view.step)}</td></tr>
 <tr><th>agent</th><td>${escapeHtml(`${view.agent.name} ${view.agent.agentVersion} · ${view.agent.model}${view.agent.modelId !== undefined ? `/${view.agent.modelId}` : ''} · tools ${view.agent.toolsHash}`)}</td></tr>
-${view.notes ? `<tr><th>notes</th><td id="notes">${escapeHtml(view.notes.join('; '))}</td></tr>\n` : ''}</tbody></table>
+${view.status === 'needs_human' && view.reason.startsWith('version_mismatch') ? `<tr><th>version queue</th><td id="version-queue">parked for a version change (pinned ${escapeHtml(`${view.agent.agentVersion}/${view.agent.toolsHash}`)}): continue it under a served version or cancel it, from the console or with <code>agentctl versions continue|cancel ${escapeHtml(view.runId)}</code></td></tr>\n` : ''}${view.notes ? `<tr><th>notes</th><td id="notes">${escapeHtml(view.notes.join('; '))}</td></tr>\n` : ''}</tbody></table>
 <h2>Budget</h2>
 <table id="budget"><thead><tr><th></th><th>steps</th><th>tokens</th><th>wall clock ms</th></tr></thead><tbody>
 <tr><th>used</th>${td(used.steps)}${td(used.tokens)}${td(used.wallMs)}</tr>

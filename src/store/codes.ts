@@ -19,6 +19,8 @@ export enum ScriptCode {
   BudgetExhausted = -18,
   /** retryRun-14.lua: an action of the run waits for a person (human queue or approval). */
   ActionWaiting = -19,
+  NotVersionParked = -20,
+  VersionChanged = -21,
 }
 
 /**
@@ -71,6 +73,10 @@ export function scriptError(code: number, context: Record<string, unknown> = {})
       return new AgentError('budget_exhausted', 'a budget of the run leaves no room', context);
     case ScriptCode.ActionWaiting:
       return new AgentError('action_waiting', 'an action of the run waits for a person', context);
+    case ScriptCode.NotVersionParked:
+      return new AgentError('version_mismatch', 'the run is not parked for a version change', context);
+    case ScriptCode.VersionChanged:
+      return new AgentError('version_mismatch', 'the run is no longer pinned to the version it was parked with', context);
     default:
       return new AgentError('ledger_conflict', `unknown script code ${code}`, context);
   }

@@ -138,6 +138,23 @@ export class KeySpace {
     return `${this.prefix}:${tagOf(shard)}:runs-by:agent:${agent}:${status}`;
   }
 
+  /**
+   * zset per shard: runs parked needs_human / version_mismatch (the version queue), run id -> ms of the
+   * park. Kept by includes/runIndex.lua (indexRunStatus), which derives the same name from the run key:
+   * added by the commit that parks, removed by any status change out of needs_human.
+   */
+  versionQueue(shard: number): string {
+    return `${this.prefix}:${tagOf(shard)}:version-queue`;
+  }
+
+  /**
+   * zset per agent name: the versions live workers serve (member: JSON of worker id, version, tools hash,
+   * tool names; score: ms the announcement lapses at), src/runs/versions.ts. Own slot (one key per agent).
+   */
+  agentVersions(agent: string): string {
+    return `${this.prefix}:agent-versions:${agent}`;
+  }
+
   /** string with TTL: one console login session (src/producer/console/session.ts); own slot. */
   consoleSession(id: string): string {
     return `${this.prefix}:console-session:${id}`;

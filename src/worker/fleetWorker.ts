@@ -20,6 +20,8 @@ import { testHooksFrom, type CrashPoints } from '../config/testHooks.js';
 import type { EffectRunner } from './effects.js';
 import { StepProcessor } from './stepProcessor.js';
 import { OwnerWatch } from './ownerWatch.js';
+import { VersionGate } from './versionGate.js';
+import { VersionRegistry } from '../runs/versions.js';
 
 /** How long close() may take once no job is held any more. */
 const CLOSE_TIMEOUT_MS = 1500;
@@ -46,19 +48,23 @@ export class FleetWorker {
   private readonly crash: CrashPoints;
   /** Names each worker's lock tokens after its Redis connection and requeues the jobs of vanished ones. */
   readonly ownerWatch: OwnerWatch;
+  /** The agent versions this process serves, announced to the other workers while it runs. */
+  readonly versions: VersionGate;
 
   constructor(private readonly ctx: EngineContext, opts: FleetWorkerOptions = {}) {
     const { cfg } = ctx;
     this.crash = opts.crash ?? testHooksFrom(cfg).crash;
     // Every step in flight (WORKER_CONCURRENCY per shard) listens on these while it waits on a call: not a leak.
     setMaxListeners(0, this.soft.signal, this.hard.signal);
+    const shards = opts.shards ?? (cfg.WORKER_SHARDS.length > 0 ? cfg.WORKER_SHARDS.map(Number) : ctx.keys.allShards());
+    // Throws ConfigError (WORKER_AGENT_VERSIONS) before any job is taken when a listed version is not loaded.
+    this.versions = new VersionGate(ctx.agents, new VersionRegistry(ctx.redis, ctx.keys, cfg.VERSION_TTL_MS), cfg, ctx.log, shards, (runId) => ctx.keys.shardOf(runId));
     this.processor = new StepProcessor({
       cfg, redis: ctx.redis, keys: ctx.keys, store: ctx.store, specs: new RunSpecCache(ctx.store),
-      agents: ctx.agents, providers: ctx.providers, metrics: ctx.metrics, log: ctx.log,
+      agents: ctx.agents, versions: this.versions, providers: ctx.providers, metrics: ctx.metrics, log: ctx.log,
       crash: this.crash, tracer: ctx.tracing.tracer,
       ...(opts.effects ? { effects: opts.effects } : {}),
     });
-    const shards = opts.shards ?? (cfg.WORKER_SHARDS.length > 0 ? cfg.WORKER_SHARDS.map(Number) : ctx.keys.allShards());
     const watched: { shard: number; worker: Worker }[] = [];
     for (const shard of shards) {
       const worker = new Worker(ctx.keys.queueName(shard), (job, token) => this.handle(job, token), {
@@ -96,9 +102,12 @@ export class FleetWorker {
     this.run();
   }
 
-  /** First half of start(): after it, `workers[i].id` is final (what a process logs before it takes any job). */
-  nameOwners(): Promise<void> {
-    return this.ownerWatch.name();
+  /**
+   * First half of start(): after it, `workers[i].id` is final (what a process logs before it takes any job),
+   * and the versions this process serves are announced (so peers hand their steps over from its first job on).
+   */
+  async nameOwners(): Promise<void> {
+    await Promise.all([this.ownerWatch.name(), this.versions.start()]);
   }
 
   /** Second half of start(): the workers fetch jobs from now on. */
@@ -148,6 +157,8 @@ export class FleetWorker {
     const grace = setTimeout(() => this.hard.abort(new Error('grace period over')), this.ctx.cfg.SHUTDOWN_GRACE_MS);
     this.stopping = (async () => {
       void this.ownerWatch.stop(); // not awaited: a tick may wait on a reconnecting connection
+      // Withdrawn first: a step of a version only this process served parks at once instead of bouncing until the lapse.
+      void this.versions.stop();
       // close() stops fetching at once and resolves when the processors are done and the
       // connections closed. It can hang on a connection that is reconnecting (a Redis restart;
       // BullMQ #2430, #4656): once every held job is handed back or finished, it gets

@@ -44,6 +44,7 @@ import {
 import { nextStatus } from './policy.js';
 import type { CrashPoints } from '../config/testHooks.js';
 import type { EffectRunner } from './effects.js';
+import type { VersionGate, VersionVerdict } from './versionGate.js';
 import { TextStream } from './textStream.js';
 import { FollowUps } from './followUp.js';
 import { countTokens } from '../core/tokens.js';
@@ -85,6 +86,8 @@ export interface StepDeps {
   specs: RunSpecCache;
   /** The agents this worker runs: a run's spec names its agent. */
   agents: AgentCatalog;
+  /** The versions this worker serves and the registry of those others serve; without it, the catalog's versions (no hand-back). */
+  versions?: VersionGate;
   providers: Map<string, ModelProvider>;
   effects?: EffectRunner;
   metrics: Metrics;
@@ -207,15 +210,24 @@ export class StepProcessor {
     this.d.metrics.stepsStarted.inc();
     const lockKey = this.d.keys.jobLock(this.d.keys.shardOf(runId), job.id!);
 
-    const stored = await this.d.specs.get(runId).catch((err: unknown) => {
+    const readSpec = () => this.d.specs.get(runId).catch((err: unknown) => {
       if (err instanceof SyntaxError || err instanceof z.ZodError) throw new InvalidStepInput('invalid_spec', err instanceof z.ZodError ? fieldOf(err) : 'json', { cause: err });
       throw err;
     });
-    if (!stored) {
+    const cached = await readSpec();
+    if (!cached) {
       log.warn({ code: 'run_missing' }, 'step for an unknown run: dropped');
       return;
     }
-    const spec = this.withLimits(stored, data.limits);
+    // A run an operator continued under another version is re-pinned in Redis while this cache may hold
+    // its old pin: a spec this worker would not run is read again once before any verdict on it.
+    let refreshed: RunSpec | undefined;
+    if (!this.agentFor(cached)) {
+      this.d.specs.forget(runId);
+      refreshed = await readSpec();
+    }
+    // Limits an operator extended (a retry) travel in the step job: the cached spec has the ones it was created with.
+    const spec = this.withLimits(refreshed ?? cached, data.limits);
 
     // First delivery of a job created by the previous commit: the job carries the
     // budget usage as of that commit, and no decision for this step can exist yet
@@ -245,16 +257,11 @@ export class StepProcessor {
     const commit = (plan: CommitPlan) => this.commit(job, token, lockKey, data, used, plan, log, fetchNext(), startedEmitted ? '' : startedEvent);
 
     try {
-      // The run's agent, by name: a worker deployed without it hands the run to a person.
-      const agent = this.d.agents.get(spec.agent);
+      // The run's agent at its pinned version and tools hash: a worker that does not serve it hands the
+      // step back to one that does (side-by-side versions), or parks the run for a person (src/worker/versionGate.ts).
+      const agent = this.agentFor(spec);
       if (!agent) {
-        log.warn({ code: 'unknown_agent', agent: spec.agent }, 'the run names an agent this worker does not run');
-        await commit(this.stopPlan(step, { status: 'needs_human', reason: `unknown_agent: ${spec.agent}` }, [], false));
-        return;
-      }
-      // Pinned versions: a run never goes on quietly under changed tools or agent.
-      if (spec.toolsHash !== agent.tools.schemaHash || spec.agentVersion !== agent.version) {
-        await commit(this.stopPlan(step, { status: 'needs_human', reason: `version_mismatch: run pinned ${spec.agentVersion} tools ${spec.toolsHash}, worker has ${agent.version} tools ${agent.tools.schemaHash}` }, [], false));
+        await this.notServed(job, token, spec, (reason) => commit(this.stopPlan(step, { status: 'needs_human', reason }, [], false)), log);
         return;
       }
 
@@ -370,6 +377,36 @@ export class StepProcessor {
       }
       throw err;
     }
+  }
+
+  /** The agent that runs `spec` on this worker, or undefined (another version, tools hash or agent, or a version not served). */
+  private agentFor(spec: RunSpec): Agent | undefined {
+    if (this.d.versions) return this.d.versions.agentFor(spec);
+    const agent = this.d.agents.get(spec.agent);
+    return agent && agent.version === spec.agentVersion && agent.tools.schemaHash === spec.toolsHash ? agent : undefined;
+  }
+
+  /**
+   * A step this worker does not serve. Handed back (moveToDelayed + DelayedError: no attempt is
+   * counted, nothing was written) while another live worker announces the run's version; else the
+   * run parks needs_human with a reason of codes and versions only (`version_mismatch: ...`, the
+   * version queue, or `unknown_agent: <name>`). If the process dies before the move, the stall check
+   * redelivers the job and the verdict is made again.
+   */
+  private async notServed(job: Job, token: string, spec: RunSpec, park: (reason: string) => Promise<void>, log: Logger): Promise<void> {
+    const verdict: VersionVerdict = this.d.versions
+      ? await this.d.versions.verdict(spec)
+      : this.d.agents.get(spec.agent)
+        ? { kind: 'park', reason: `version_mismatch: pinned ${spec.agentVersion}/${spec.toolsHash} served none` }
+        : { kind: 'park', reason: `unknown_agent: ${spec.agent}` };
+    if (verdict.kind === 'hand_back') {
+      await job.moveToDelayed(this.now() + verdict.delayMs, token);
+      this.d.metrics.versionHandbacks.inc({ agent: spec.agent });
+      log.info({ code: 'version_hand_back', agent: spec.agent, version: spec.agentVersion, delayMs: verdict.delayMs }, 'another worker serves this version: step handed back');
+      throw new DelayedError();
+    }
+    log.warn({ code: reasonCodeOf(verdict.reason), agent: spec.agent, version: spec.agentVersion, toolsHash: spec.toolsHash }, 'no live worker serves the run\'s version: parked for a person');
+    await park(verdict.reason);
   }
 
   private stopPlan(step: number, t: Terminal, observations: ObservationEntry[], countStep: boolean): CommitPlan {
@@ -767,6 +804,11 @@ function decisionEvent(d: DecisionEntry): string {
 function fieldOf(err: z.ZodError): string {
   const path = err.issues[0]?.path.map(String).join('.') ?? '';
   return /^[\w.]{1,80}$/.test(path) ? path : '(root)';
+}
+
+/** The code of a reason (`version_mismatch: ...` -> `version_mismatch`). */
+function reasonCodeOf(reason: string): string {
+  return reason.split(':', 1)[0]!;
 }
 
 function total(u: Usage): number {

@@ -67,6 +67,9 @@ const METRICS = new Set([
   'agent_runs_by_status',
   'agent_redis_config_ok',
   'agent_runs_finished_total',
+  'agent_version_parked_runs',
+  'agent_version_handbacks_total',
+  'agent_version_decisions_total',
 ]);
 const HISTOGRAMS = new Set(['agent_step_duration_seconds']);
 
@@ -88,6 +91,7 @@ const ALERTS: Record<string, string[]> = {
   AgentRedisConfigUnsafe: ['agent_redis_config_ok'],
   AgentRunsLost: ['agent_runs_finished_total'],
   AgentFailedRunsRising: ['agent_runs_finished_total'],
+  AgentVersionQueueWaiting: ['agent_version_parked_runs'],
 };
 
 /** Environment the processes read that is not in src/config/config.ts (read by other entry points). */

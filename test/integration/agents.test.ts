@@ -77,7 +77,7 @@ describe('the worker resolves the run agent by name', () => {
   it('another version of the agent: needs_human version_mismatch, as for changed tools', async () => {
     const runId = await createWith('AG-OLD', (s) => ({ ...s, agentVersion: 'support-agent@0' }));
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'])).toBe('needs_human');
-    expect((await h.ctx.store.readState(runId))?.reason).toMatch(/^version_mismatch: run pinned support-agent@0 /);
+    expect((await h.ctx.store.readState(runId))?.reason).toMatch(/^version_mismatch: pinned support-agent@0\/[0-9a-f]{16} served support-agent@1\/[0-9a-f]{16}$/);
   });
 });
 

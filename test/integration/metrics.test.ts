@@ -266,10 +266,11 @@ describe('scrape-time gauges when Redis fails', () => {
     m.duplicateWrites.inc({ tool: 'send_email' });
     const text = await m.registry.metrics();
     expect(text).toMatch(/^agent_duplicate_writes_total\{tool="send_email"\} 1$/m);
-    // One scrape: each of the six gauges failed once (read the counter without scraping again).
+    // One scrape: each of the seven gauges failed once (read the counter without scraping again).
     const errors = (await m.scrapeErrors.get()).values;
     expect(Object.fromEntries(errors.map((v) => [v.labels.collector, v.value]))).toEqual({
       queue_jobs: 1, outcome_unknown_open: 1, outcome_unknown_oldest_age: 1, human_queue_depth: 1, human_queue_oldest_age: 1, approvals_pending: 1,
+      version_parked_runs: 1,
     });
   });
 });

@@ -17,6 +17,8 @@ describe('script codes', () => {
     [ScriptCode.FingerprintMismatch, AgentError, 'ledger_conflict'],
     [ScriptCode.AlreadyDecided, AgentError, 'ledger_conflict'],
     [ScriptCode.CancelRequested, CancelledError, 'run_cancelled'],
+    [ScriptCode.NotVersionParked, AgentError, 'version_mismatch'],
+    [ScriptCode.VersionChanged, AgentError, 'version_mismatch'],
   ])('code %i is a %o with code %s, carrying its context', (code, cls, errCode) => {
     const err = scriptError(code, { step: 3 });
     expect(err).toBeInstanceOf(cls);

@@ -87,6 +87,8 @@ export interface RunPageData {
   humanItems: HumanItem[];
   /** The run's step jobs, latest first (jobs.ts). */
   jobs: RunJob[];
+  /** Set when the run is in the version queue: its pin and the versions live workers serve for its agent. */
+  versionChange?: { pinned: string; served: { agentVersion: string; toolsHash: string; label: string }[] };
   notice?: string;
 }
 
@@ -121,6 +123,7 @@ ${acts && RETRYABLE.has(v.status) ? retryForm(v, csrf) : ''}
 ${!acts ? '<p class="viewer" id="viewer-note">viewer: you can follow this run but not act on it</p>' : ''}
 ${d.approvals.map((a) => approvalBlock(v.runId, a, acts, csrf)).join('\n')}
 ${d.humanItems.map((h) => humanBlock(v.runId, h, acts, csrf)).join('\n')}
+${d.versionChange ? versionBlock(v.runId, d.versionChange, acts, csrf) : ''}
 <h2>Budget</h2>
 ${budget(v)}
 <h2>Jobs</h2>
@@ -183,6 +186,18 @@ function approvalBlock(runId: string, a: PendingApproval, acts: boolean, csrf: s
 <pre class="approval-args">${e(JSON.stringify(a.args, null, 2))}</pre>
 ${acts ? `<form method="post" action="${base}" class="inline">${csrfField(csrf)}<input type="hidden" name="fingerprint" value="${e(a.fingerprint)}"><input type="hidden" name="decision" value="approve"><button class="approve">approve</button></form>
 <form method="post" action="${base}" class="inline">${csrfField(csrf)}<input type="hidden" name="fingerprint" value="${e(a.fingerprint)}"><input type="hidden" name="decision" value="reject"><button class="reject danger">reject</button></form>` : ''}
+</section>`;
+}
+
+/** A run parked for a version change: continue under one of the served versions, or cancel (the version queue's two actions). */
+function versionBlock(runId: string, vc: NonNullable<RunPageData['versionChange']>, acts: boolean, csrf: string): string {
+  const base = `${CONSOLE}/runs/${e(runId)}/version`;
+  const forms = vc.served.map((s) => `<form method="post" action="${base}/continue" class="inline">${csrfField(csrf)}<input type="hidden" name="agentVersion" value="${e(s.agentVersion)}"><input type="hidden" name="toolsHash" value="${e(s.toolsHash)}"><button class="approve continue-version">continue under ${e(s.label)}</button></form>`).join('\n');
+  return `<section class="pending version-change" id="version-change">
+<h2>Parked for a version change</h2>
+<p>Pinned to <code id="version-pinned">${e(vc.pinned)}</code>; live workers serve: ${vc.served.length === 0 ? '<em id="version-served">none</em>' : `<span id="version-served">${vc.served.map((s) => `<code>${e(s.label)}</code>`).join(', ')}</span>`}.
+Continuing re-pins the run and resumes it (recorded effects are not redone); cancelling ends it.</p>
+${acts ? `${forms}\n<form method="post" action="${base}/cancel" class="inline">${csrfField(csrf)}<button class="reject danger" id="cancel-version">cancel run</button></form>` : ''}
 </section>`;
 }
 

@@ -28,6 +28,9 @@ import { directoryFor, type Operator } from '../identity.js';
 import { runView } from '../view.js';
 import { cancelRun, decideApproval, resolveHumanItem, retryStoppedRun, type ActionAnswer } from '../operators/actions.js';
 import { runJobs } from './jobs.js';
+import { cancelVersionRun, continueVersionRun } from '../operators/versions.js';
+import { isVersionParked } from '../../runs/versionQueue.js';
+import { VersionRegistry, versionLabel } from '../../runs/versions.js';
 import { pendingApprovals } from '../operators/approvals.js';
 import { humanQueue } from '../operators/reconciliations.js';
 import { BadCursor, runListQuerySchema, runsPage as listPage } from '../operators/runsList.js';
@@ -60,12 +63,14 @@ const findingForm = z.object({
 const extra = z.string().optional().transform((v) => (v === undefined || v.trim() === '' ? undefined : v.trim()))
   .pipe(z.string().regex(/^\d{1,16}$/, 'a whole number').transform(Number).optional());
 const retryForm = z.object({ csrf: z.string().optional(), steps: extra, tokens: extra, wallMs: extra });
+const versionForm = z.object({ csrf: z.string().optional(), agentVersion: z.string().min(1).max(200), toolsHash: z.string().regex(/^[0-9a-f]{16}$/) });
 const decisionForm = z.object({ csrf: z.string().optional(), decision: z.enum(['approve', 'reject']), fingerprint: z.string().min(1).max(128) });
 
 export function consoleRouter(ctx: AppContext, ledger: Ledger, sessions: ConsoleSessions, compensations: Compensations): Router {
   const r = Router();
   const files = staticFiles();
   const dir = directoryFor(ctx.cfg);
+  const versions = new VersionRegistry(ctx.redis, ctx.keys, ctx.cfg.VERSION_TTL_MS);
 
   r.use(CONSOLE, (_req, res, next) => {
     res.setHeader('content-security-policy', CONSOLE_CSP);
@@ -173,6 +178,12 @@ export function consoleRouter(ctx: AppContext, ledger: Ledger, sessions: Console
       approvals: await pendingApprovals(ctx, ledger, op.tenants, runId),
       humanItems: (await humanQueue(ctx, ledger, op.tenants, runId)) as unknown as HumanItem[],
       jobs: await runJobs(ctx, runId, jobId ?? ''),
+      ...(isVersionParked(view.status, view.reason) ? {
+        versionChange: {
+          pinned: versionLabel(view.agent.agentVersion, view.agent.toolsHash),
+          served: (await versions.served(agent ?? '')).filter((s) => s.shards.includes(ctx.keys.shardOf(runId))).map((s) => ({ agentVersion: s.version, toolsHash: s.toolsHash, label: versionLabel(s.version, s.toolsHash) })),
+        },
+      } : {}),
     };
   }
 
@@ -221,6 +232,21 @@ export function consoleRouter(ctx: AppContext, ledger: Ledger, sessions: Console
     if (f.data.finding === 'confirmed' && !receipt) return html(res, 400, errorPage(400, "a confirmed finding needs the service's id", whoOf(res).operator, whoOf(res).csrf));
     const a = await resolveHumanItem(ctx, ledger, compensations, whoOf(res).operator, param(req.params.actionId), f.data.finding, receipt, { note: f.data.note ?? '', via: 'console' });
     answer(req, res, param(req.params.id), a, `finding recorded: ${f.data.finding}`);
+  });
+
+  r.post(`${CONSOLE}/runs/:id/version/continue`, guard('form'), async (req, res) => {
+    if (!mayAct(res)) return;
+    const f = versionForm.safeParse(req.body);
+    if (!f.success) return html(res, 400, errorPage(400, 'agentVersion and toolsHash are required'));
+    const runId = param(req.params.id);
+    const a = await continueVersionRun(ctx, ledger, versions, whoOf(res).operator, runId, { agentVersion: f.data.agentVersion, toolsHash: f.data.toolsHash });
+    answer(req, res, runId, a, `continued under ${f.data.agentVersion}`);
+  });
+
+  r.post(`${CONSOLE}/runs/:id/version/cancel`, guard('form'), async (req, res) => {
+    if (!mayAct(res)) return;
+    const runId = param(req.params.id);
+    answer(req, res, runId, await cancelVersionRun(ctx, whoOf(res).operator, runId), 'cancelled');
   });
 
   r.post(`${CONSOLE}/runs/:id/cancel`, guard('form'), async (req, res) => {

@@ -1,4 +1,4 @@
-/** Mounts every operator-facing router (run list, approvals, reconciliation, cancel, retry, live events, the run page, the console, Bull Board). */
+/** Mounts every operator-facing router (run list, approvals, reconciliation, cancel, retry, the version queue, live events, the run page, the console, Bull Board). */
 import type express from 'express';
 import type { AppContext } from '../../bin/context.js';
 import type { Ledger } from '../../ledger/ledger.js';
@@ -12,6 +12,7 @@ import { ConsoleSessions } from '../console/session.js';
 import { consoleRouter } from '../console/router.js';
 import { runPageRouter } from './runPage.js';
 import { runsListRouter } from './runsList.js';
+import { versionsRouter } from './versions.js';
 
 /**
  * The console's session cookie is accepted by the console, the GET routes a
@@ -27,6 +28,7 @@ export function mountOperators(app: express.Express, ctx: AppContext, ledger: Le
   app.use(reconciliationsRouter(ctx, ledger, compensations));
   app.use(cancelRouter(ctx));
   app.use(retryRouter(ctx));
+  app.use(versionsRouter(ctx, ledger));
   app.use(eventsRouter(ctx, {}, session));
   app.use(runPageRouter(ctx, ledger, session));
   app.use(consoleRouter(ctx, ledger, sessions, compensations));

@@ -50,7 +50,7 @@
   an expired approval made of it) }, or a negative code:
    -1 lock lost  -2 stale step  -3 run missing  -4 run not running  -5 decision already journalled
 
-  Keeps the run listing indexes (includes/runIndex.lua) in the same change.
+  Keeps the run listing indexes and the version queue (includes/runIndex.lua) in the same change.
 ]]
 -- @include fence
 -- @include emitEvent
@@ -104,7 +104,7 @@ if ARGV[7] ~= '' then redis.call('HINCRBY', KEYS[2], 'contextBytes', ARGV[7]) en
 
 local nextCursor = step
 if ARGV[10] == '1' then nextCursor = step + 1 end
-indexRunStatus(KEYS[1], status, ARGV[8], ARGV[11], fromStatus)
+indexRunStatus(KEYS[1], status, ARGV[8], ARGV[11], fromStatus, reason)
 if status == 'running' then
   redis.call('HSET', KEYS[1], 'cursor', nextCursor, 'status', status, 'reason', reason, 'updatedAt', ARGV[8], 'jobId', ARGV[15])
 else

@@ -37,15 +37,28 @@ local function indexRunCreated(runKey, now)
   runIndexAdd(runKey, string.match(runKey, ':run:([^:]+)$'), h[2] or '', h[3] or '', h[1], now, 0)
 end
 
+-- The version queue (KeySpace.versionQueue): runs parked needs_human with a
+-- reason `version_mismatch...`, run id -> ms of the park.
+local function versionQueueKey(runKey)
+  return string.match(runKey, '^(.*):run:[^:]+$') .. ':version-queue'
+end
+
 -- Call BEFORE the run hash's status is written: moves the run from its
 -- current status's indexes to `to`'s. A no-op when the status does not change.
 -- `from`: the run's current status when the caller has already read it (the
 -- fence has), so a step that stays `running` costs no read here; nil reads it.
-local function indexRunStatus(runKey, to, now, retentionMs, from)
+-- `reason`: the reason being written (only the commit passes it): a park
+-- `needs_human` / `version_mismatch...` enters the version queue; any change
+-- out of needs_human (continue, cancel, resume) leaves it.
+local function indexRunStatus(runKey, to, now, retentionMs, from, reason)
   if from == nil then from = redis.call('HGET', runKey, 'status') end
   if from == to then return end
   local h = redis.call('HMGET', runKey, 'tenant', 'agent')
   local runId = string.match(runKey, ':run:([^:]+)$')
+  if from == 'needs_human' then redis.call('ZREM', versionQueueKey(runKey), runId) end
+  if to == 'needs_human' and reason and string.sub(reason, 1, 16) == 'version_mismatch' then
+    redis.call('ZADD', versionQueueKey(runKey), now, runId)
+  end
   local tenant, agent = h[1] or '', h[2] or ''
   if from then
     for _, k in ipairs(runIndexKeys(runKey, tenant, agent, from)) do redis.call('ZREM', k, runId) end
