@@ -38,7 +38,7 @@ beforeAll(async () => {
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  h = await createHarness('usage', { OPENAI_BASE_URL: `http://127.0.0.1:${(server.address() as AddressInfo).port}` });
+  h = await createHarness('usage', { OPENAI_BASE_URL: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, OPENAI_API_KEY: 'sk-test' });
   await h.startWorker();
 });
 afterAll(async () => {
