@@ -12,7 +12,7 @@
 export {
   defineAgent, defineReadTool, defineWriteTool, defaultInputTokens, isAgent, AgentCatalog,
   type Agent, type AgentDefinition, type ReadToolDefinition, type WriteToolDefinition, type ReconcileStrategy,
-  type CompensableAction, type CompensationCall,
+  type CompensableAction, type CompensationCall, type PreviousRun, defaultFollowUp,
 } from './core/agent.js';
 export { ToolRegistry } from './core/toolRegistry.js';
 export type {
