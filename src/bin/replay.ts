@@ -11,6 +11,7 @@ import { ShardQueues } from '../runs/queues.js';
 import { RunStore } from '../runs/store.js';
 import { replayRun } from '../runs/replay.js';
 import { loadAgents } from './agents.js';
+import { FOLLOW_UP_FIELD, followUpTokens } from '../worker/followUp.js';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -39,9 +40,11 @@ if (!spec) {
 }
 const num = (v: string | undefined) => (v === undefined ? undefined : Number(v));
 const agent = agents.get(spec.agent);
+// A follow-up's previous conversation, as the worker froze it in the run hash, is in every estimate the worker made.
+const previous = await redis.hget(keys.run(runId).run, FOLLOW_UP_FIELD);
 const report = replayRun(spec, await store.transcript(runId), {
   completionCap: cfg.COMPLETION_TOKEN_CAP,
-  ...(agent ? { inputTokens: agent.estimateInputTokens(spec.input), tools: agent.tools.specs } : {}),
+  ...(agent ? { inputTokens: agent.estimateInputTokens(spec.input) + followUpTokens(previous), tools: agent.tools.specs } : {}),
   ...(values['max-tokens'] ? { maxTokens: num(values['max-tokens'])! } : {}),
   ...(values['max-steps'] ? { maxSteps: num(values['max-steps'])! } : {}),
   ...(values['max-attempts'] ? { maxAttempts: num(values['max-attempts'])! } : {}),

@@ -34,6 +34,12 @@ export interface ReplayReport {
   completed: boolean;
 }
 
+/** The extension a `retry` operator entry records (`from=failed,steps=+3,tokens=+0,wall_ms=+0`, src/runs/retry.ts). */
+export function retryExtension(detail: string): { steps: number; tokens: number } {
+  const n = (name: string) => Number(new RegExp(`(?:^|,)${name}=\\+(\\d+)`).exec(detail)?.[1] ?? 0);
+  return { steps: n('steps'), tokens: n('tokens') };
+}
+
 export function replayRun(spec: RunSpec, journal: JournalEntry[], caps: ReplayCaps): ReplayReport {
   const limits = { ...spec.limits, maxSteps: caps.maxSteps ?? spec.limits.maxSteps, maxTokens: caps.maxTokens ?? spec.limits.maxTokens, deadlineAt: Number.MAX_SAFE_INTEGER };
   const replaySpec: RunSpec = { ...spec, limits };
@@ -43,7 +49,17 @@ export function replayRun(spec: RunSpec, journal: JournalEntry[], caps: ReplayCa
   const inputTokens = caps.inputTokens ?? defaultInputTokens(spec.input);
   const decisions = journal.filter((e) => e.kind === 'decision');
   const report: ReplayReport = { runId: spec.runId, recordedSteps: decisions.length, stepsReplayed: 0, tokensSpent: 0, completed: false };
-  for (const d of decisions) {
+  // An operator's retry raised the run's own limits from its place in the journal on (a cap given to the replay stays as given).
+  const extend = (e: JournalEntry) => {
+    if (e.kind !== 'operator' || e.action !== 'retry') return;
+    const more = retryExtension(e.detail);
+    if (caps.maxSteps === undefined) limits.maxSteps += more.steps;
+    if (caps.maxTokens === undefined) limits.maxTokens += more.tokens;
+  };
+  let applied = -1;
+  for (let i = 0; i < journal.length; i++) {
+    const d = journal[i]!;
+    if (i > applied) extend(d);
     if (d.kind !== 'decision') continue;
     const stop = preflight(replaySpec, used, estimateCallTokens(inputTokens, contextTokens, caps.completionCap, caps.tools), 0);
     if (stop) {
@@ -67,6 +83,11 @@ export function replayRun(spec: RunSpec, journal: JournalEntry[], caps: ReplayCa
     if (d.final !== undefined && d.toolCalls.length === 0) {
       report.completed = true;
       break;
+    }
+    // The run stopped on its steps here unless a retry before the next decision raised them: apply those first.
+    for (let j = i + 1; j < journal.length && journal[j]!.kind !== 'decision'; j++) {
+      extend(journal[j]!);
+      applied = j;
     }
     if (used.steps >= limits.maxSteps) {
       report.stoppedAt = { step: d.step, status: 'budget_exceeded', reason: `steps: ${used.steps} of ${limits.maxSteps} used` };

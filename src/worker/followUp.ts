@@ -15,9 +15,15 @@ import type { Agent, PreviousRun } from '../core/agent.js';
 import type { DecisionEntry, JournalEntry } from '../core/journal.js';
 import type { RunSpec } from '../runs/spec.js';
 import type { RunStore } from '../runs/store.js';
+import { countTokens } from '../core/tokens.js';
 
 /** The run hash field holding a follow-up's frozen previous conversation. */
 export const FOLLOW_UP_FIELD = 'followUpContext';
+
+/** The prompt tokens a follow-up's previous conversation adds to every estimate of its run (the text and its separator). */
+export function followUpTokens(text: string | null | undefined): number {
+  return text ? countTokens(text) + 1 : 0;
+}
 
 /** Statuses in which the previous run is still at work: a follow-up waits for it. */
 const ACTIVE = new Set(['queued', 'running']);

@@ -46,8 +46,7 @@ import type { CrashPoints } from '../config/testHooks.js';
 import type { EffectRunner } from './effects.js';
 import type { VersionGate, VersionVerdict } from './versionGate.js';
 import { TextStream } from './textStream.js';
-import { FollowUps } from './followUp.js';
-import { countTokens } from '../core/tokens.js';
+import { FollowUps, followUpTokens } from './followUp.js';
 
 /**
  * What a step reads of the configuration, and nothing else (src/bin passes the
@@ -442,7 +441,7 @@ export class StepProcessor {
       const prompt = agent.prompt(spec.input);
       p = previous === ''
         ? { instructions: agent.instructions(spec.input), prompt, inputTokens: agent.estimateInputTokens(spec.input) }
-        : { instructions: agent.instructions(spec.input), prompt: `${previous}\n\n${prompt}`, inputTokens: agent.estimateInputTokens(spec.input) + countTokens(previous) + 1 };
+        : { instructions: agent.instructions(spec.input), prompt: `${previous}\n\n${prompt}`, inputTokens: agent.estimateInputTokens(spec.input) + followUpTokens(previous) };
       this.prompts.set(spec, p);
     }
     return p;

@@ -11,6 +11,9 @@ import { createHarness, producerAuth, sampleTicket, type Harness } from '../../t
 import { startOpenAIServer, type ModelServer } from '../../testkit/modelServers/openai.js';
 import { sign } from '../../src/producer/webhookSignature.js';
 import type { RunView } from '../../src/producer/view.js';
+import { spawnSync } from 'node:child_process';
+import { FOLLOW_UP_FIELD, followUpTokens } from '../../src/worker/followUp.js';
+import { toolSchemaTokens } from '../../src/worker/policy.js';
 
 const SECRET = 'acme-webhook-secret';
 const OPERATOR_TOKEN = 'operator-token-for-follow-up-tests';
@@ -114,6 +117,16 @@ describe('follow-up runs through POST /v1/runs', () => {
     expect(v2).toMatchObject({ previousRunId: firstId, event: 'evt-2', key: 'F-1' });
     expect(v2.nextRunId).toBeUndefined();
     expect((await h.ctx.store.readSpec(secondId))?.previousRunId).toBe(firstId);
+    // The offline replay (the CLI) counts the previous conversation in its estimate as the worker did:
+    // a cap one token short of that estimate stops the replay before the follow-up's first call.
+    const spec2 = (await h.ctx.store.readSpec(secondId))!;
+    const agent = h.ctx.agents.get(spec2.agent)!;
+    const previous = await h.ctx.redis.hget(h.ctx.keys.run(secondId).run, FOLLOW_UP_FIELD);
+    expect(previous).toContain('ANSWER-ONE');
+    const estimate = agent.estimateInputTokens(spec2.input) + followUpTokens(previous) + toolSchemaTokens(agent.tools.specs) + h.cfg.COMPLETION_TOKEN_CAP;
+    const cli = spawnSync(process.execPath, ['--import', 'tsx', 'src/bin/replay.ts', secondId, '--max-tokens', String(estimate - 1), '--json'], { env: { ...process.env, ...h.env }, encoding: 'utf8' });
+    expect(cli.status, cli.stderr).toBe(0);
+    expect(JSON.parse(cli.stdout.trim())).toMatchObject({ stepsReplayed: 0, stoppedAt: { step: 1, status: 'budget_exceeded' } });
     const page = await fetch(`${url}/runs/${secondId}`, { headers: producerAuth });
     expect(page.status).toBe(200);
     expect(await page.text()).toContain(`href="/runs/${firstId}"`);

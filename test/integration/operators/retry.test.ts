@@ -7,6 +7,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { buildSpec } from '../../../src/producer/runs.js';
+import { replayRun } from '../../../src/runs/replay.js';
 import { createEffectRunner } from '../../../src/ledger/runner.js';
 import { approvalPolicy } from '../../../src/ledger/approvals.js';
 import { Ledger } from '../../../src/ledger/ledger.js';
@@ -163,6 +164,11 @@ describe('retry a stopped run', () => {
     const view = await call<{ budget: { limits: { maxSteps: number } } }>(h.url, 'GET', `/v1/runs/${runId}`);
     expect(view.body.budget.limits.maxSteps).toBe(6);
     expect(await retriesCounted('extension_required')).toBeGreaterThanOrEqual(2);
+    // The offline replay applies the journalled extension where it was made: all four steps, as the run went.
+    const spec = (await h.ctx.store.readSpec(runId))!;
+    const agent = h.ctx.agents.get(spec.agent)!;
+    const caps = { completionCap: h.cfg.COMPLETION_TOKEN_CAP, inputTokens: agent.estimateInputTokens(spec.input), tools: agent.tools.specs };
+    expect(replayRun(spec, await h.ctx.store.transcript(runId), caps)).toMatchObject({ completed: true, stepsReplayed: 4 });
   });
 
   it('wall clock: a run past its deadline needs more wall clock, counted from the retry', async () => {
