@@ -9,11 +9,13 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createHarness, producerAuth, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { spawnWorker } from '../../testkit/processes.js';
+import { readSse, type SseEvent } from '../../testkit/sse.js';
 import { startOpenAIServer } from '../../testkit/modelServers/openai.js';
 import type { ModelServer } from '../../testkit/modelServers/queue.js';
 import { buildSpec } from '../../src/producer/runs.js';
 
-interface SseEvent { id: string; event: string; data: Record<string, unknown> }
+/** An SSE event with its JSON data parsed. */
+type RunEvent = Omit<SseEvent, 'data'> & { data: Record<string, unknown> };
 
 let h: Harness;
 let model: ModelServer;
@@ -32,50 +34,29 @@ afterEach(async () => {
 });
 
 /** Reads the run's SSE stream from `lastEventId` until `until` says stop (then disconnects) or the server ends it. */
-async function follow(runId: string, lastEventId: string | undefined, until: (events: SseEvent[]) => boolean = () => false): Promise<{ events: SseEvent[]; ended: boolean }> {
+async function follow(runId: string, lastEventId: string | undefined, until: (events: RunEvent[]) => boolean = () => false): Promise<{ events: RunEvent[]; ended: boolean }> {
   const ac = new AbortController();
   const timer = setTimeout(() => ac.abort(), 60_000);
   const res = await fetch(`${api}/v1/runs/${runId}/events`, { headers: { ...producerAuth, ...(lastEventId ? { 'last-event-id': lastEventId } : {}) }, signal: ac.signal });
   expect(res.status).toBe(200);
-  const reader = res.body!.getReader();
-  const decoder = new TextDecoder();
-  const events: SseEvent[] = [];
-  let buf = '';
+  const events: RunEvent[] = [];
   try {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return { events, ended: true };
-      buf += decoder.decode(value, { stream: true });
-      let idx: number;
-      while ((idx = buf.indexOf('\n\n')) >= 0) {
-        const block = buf.slice(0, idx);
-        buf = buf.slice(idx + 2);
-        if (block.startsWith(':')) continue;
-        const ev: SseEvent = { id: '', event: '', data: {} };
-        for (const line of block.split('\n')) {
-          const at = line.indexOf(': ');
-          const [field, v] = [line.slice(0, at), line.slice(at + 2)];
-          if (field === 'id') ev.id = v;
-          else if (field === 'event') ev.event = v;
-          else if (field === 'data') ev.data = JSON.parse(v) as Record<string, unknown>;
-        }
-        events.push(ev);
-        if (until(events)) {
-          ac.abort();
-          await reader.cancel().catch(() => {});
-          return { events, ended: false };
-        }
-      }
-    }
+    const { ended } = await readSse(res, (raw) => {
+      const last = raw.at(-1)!;
+      events.push({ ...last, data: JSON.parse(last.data) as Record<string, unknown> });
+      return until(events);
+    });
+    return { events, ended };
   } finally {
     clearTimeout(timer);
+    ac.abort();
   }
 }
 
 // A long lock: a loaded box must not hand the victim's step to itself again (a false stall); its death is
 // noticed from its vanished Redis connection (owner watch, OWNER_WATCH_MS), not from the lock expiring.
 const victimEnv = (extra: Record<string, string> = {}) => ({ ...h.env, LOCK_DURATION_MS: '10000', STALLED_INTERVAL_MS: '5000', ...extra });
-const texts = (events: SseEvent[]) => events.filter((e) => e.event === 'text_delta').map((e) => String(e.data.text)).join('');
+const texts = (events: RunEvent[]) => events.filter((e) => e.event === 'text_delta').map((e) => String(e.data.text)).join('');
 
 describe('an answer streamed across an eviction', () => {
   it('SIGKILL mid-answer: the reconnecting client gets step_restarted, then the complete answer; one model request per delivery', async () => {

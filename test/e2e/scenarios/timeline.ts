@@ -5,6 +5,7 @@
  * offsets from the scenario's start.
  */
 import type { TapRecord } from './tap.js';
+import { parseSseBlock } from '../../../testkit/sse.js';
 
 export interface TimelineEntry {
   at: number;
@@ -113,27 +114,16 @@ export function followEvents(apiUrl: string, runId: string): EventFollower {
 }
 
 function parseSse(block: string): RunEvent | undefined {
-  let id = '';
-  let type = 'message';
-  const data: string[] = [];
-  for (const line of block.split('\n')) {
-    if (line.startsWith(':')) continue;
-    const c = line.indexOf(':');
-    const field = c < 0 ? line : line.slice(0, c);
-    const value = c < 0 ? '' : line.slice(c + 1).replace(/^ /, '');
-    if (field === 'id') id = value;
-    else if (field === 'event') type = value;
-    else if (field === 'data') data.push(value);
-  }
-  if (!id) return undefined;
+  const ev = parseSseBlock(block);
+  if (!ev?.id) return undefined;
   let parsed: Record<string, unknown> = {};
   try {
-    const v = JSON.parse(data.join('\n')) as unknown;
+    const v = JSON.parse(ev.data) as unknown;
     if (v && typeof v === 'object' && !Array.isArray(v)) parsed = v as Record<string, unknown>;
   } catch {
-    parsed = { raw: data.join('\n') };
+    parsed = { raw: ev.data };
   }
-  return { id, at: Number(id.split('-')[0]), type, data: parsed };
+  return { id: ev.id, at: Number(ev.id.split('-')[0]), type: ev.event || 'message', data: parsed };
 }
 
 /** "GET /api/v2/tickets.json?external_id=a_0123456789ab…" with long query values shortened. */

@@ -1,9 +1,9 @@
 /** Live events over SSE: a client that disconnects mid-run and resumes with Last-Event-ID sees every event once. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Harness } from '../../../testkit/harness.js';
+import { readSse, type SseEvent } from '../../../testkit/sse.js';
 import { call, email, final, OPERATOR_TOKEN, operatorHarness, refund, startScripted, turn } from './support.js';
 
-interface SseEvent { id: string; event: string; data: string }
 
 const VIEWER_CAP = 50;
 const UNKNOWN_RUN = `r_${'0'.repeat(24)}`;
@@ -26,39 +26,14 @@ async function readEvents(runId: string, lastEventId: string | undefined, stopAf
   });
   expect(res.status).toBe(200);
   expect(res.headers.get('content-type')).toMatch(/text\/event-stream/);
-  const reader = res.body!.getReader();
-  const decoder = new TextDecoder();
-  const events: SseEvent[] = [];
-  let buf = '';
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) {
-      clearTimeout(timer);
-      return { events, ended: true };
-    }
-    buf += decoder.decode(value, { stream: true });
-    let idx: number;
-    while ((idx = buf.indexOf('\n\n')) >= 0) {
-      const block = buf.slice(0, idx);
-      buf = buf.slice(idx + 2);
-      if (block.startsWith(':')) continue;
-      const ev: SseEvent = { id: '', event: '', data: '' };
-      for (const line of block.split('\n')) {
-        const [field, ...rest] = line.split(': ');
-        const v = rest.join(': ');
-        if (field === 'id') ev.id = v;
-        else if (field === 'event') ev.event = v;
-        else if (field === 'data') ev.data = ev.data ? `${ev.data}\n${v}` : v;
-      }
-      events.push(ev);
+  try {
+    return await readSse(res, (events) => {
       if (events.length === 1) onFirst?.();
-      if (events.length >= stopAfter) {
-        clearTimeout(timer);
-        ac.abort();
-        await reader.cancel().catch(() => {});
-        return { events, ended: false };
-      }
-    }
+      return events.length >= stopAfter;
+    });
+  } finally {
+    clearTimeout(timer);
+    ac.abort();
   }
 }
 

@@ -1,0 +1,54 @@
+/**
+ * Reading a Server-Sent Events response in tests: the wire parsed block by
+ * block (`id:`, `event:`, `data:` lines; several data lines joined by a newline;
+ * comment blocks skipped), each event handed over in order as it arrives.
+ */
+export interface SseEvent {
+  id: string;
+  event: string;
+  data: string;
+}
+
+/** One SSE block (`field: value` or `field:value` lines), or undefined for a block of comments only (a keep-alive). */
+export function parseSseBlock(block: string): SseEvent | undefined {
+  const ev: SseEvent = { id: '', event: '', data: '' };
+  let fields = 0;
+  for (const line of block.split('\n')) {
+    if (line.startsWith(':')) continue;
+    fields++;
+    const c = line.indexOf(':');
+    const field = c < 0 ? line : line.slice(0, c);
+    const value = c < 0 ? '' : line.slice(c + 1).replace(/^ /, '');
+    if (field === 'id') ev.id = value;
+    else if (field === 'event') ev.event = value;
+    else if (field === 'data') ev.data = ev.data ? `${ev.data}\n${value}` : value;
+  }
+  return fields === 0 ? undefined : ev;
+}
+
+/**
+ * Reads `res`'s events into `events` until the server ends the response (`ended: true`) or `stop(events)`
+ * says enough (the body is cancelled: `ended: false`).
+ */
+export async function readSse(res: Response, stop: (events: SseEvent[]) => boolean = () => false): Promise<{ events: SseEvent[]; ended: boolean }> {
+  const reader = res.body!.getReader();
+  const decoder = new TextDecoder();
+  const events: SseEvent[] = [];
+  let buf = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return { events, ended: true };
+    buf += decoder.decode(value, { stream: true });
+    let idx: number;
+    while ((idx = buf.indexOf('\n\n')) >= 0) {
+      const ev = parseSseBlock(buf.slice(0, idx));
+      buf = buf.slice(idx + 2);
+      if (!ev) continue;
+      events.push(ev);
+      if (stop(events)) {
+        await reader.cancel().catch(() => {});
+        return { events, ended: false };
+      }
+    }
+  }
+}
