@@ -35,6 +35,7 @@
   Keeps the run listing indexes (includes/runIndex.lua) in the same change.
 ]]
 -- @include emitEvent
+-- @include expireRun
 -- @include runIndex
 -- @include bullmq:addStandardJob
 
@@ -67,13 +68,7 @@ redis.call('HSET', KEYS[2], 'maxSteps', ARGV[7], 'maxTokens', ARGV[8], 'maxWallM
 if ARGV[11] == '1' then redis.call('HINCRBY', KEYS[2], 'extensions', 1) end
 redis.call('RPUSH', KEYS[3], ARGV[12])
 
-for i = 1, 5 do redis.call('PERSIST', KEYS[i]) end
-for _, ak in ipairs(actions) do
-  redis.call('PERSIST', ak)
-  redis.call('PERSIST', ak .. ':history')
-  local reservation = redis.call('HGET', ak, 'reservationKey')
-  if reservation then redis.call('PERSIST', reservation) end
-end
+persistRun({ KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5] }, KEYS[5])
 
 emitEvent(KEYS[4], ARGV[6], 'run_retried', ARGV[13])
 emitEvent(KEYS[4], ARGV[6], 'status_changed', ARGV[14])

@@ -1,14 +1,23 @@
 --[[
   Retention: a finished run's keys expire after retentionMs, its ledger
-  records (hash, history, reservation) included. All share the run's hash tag.
+  records (hash, history, reservation) included; a retried run's keys are
+  made persistent again. All share the run's hash tag.
 ]]
+local function eachRunKey(keys, actionsKey, fn)
+  for _, k in ipairs(keys) do fn(k) end
+  for _, ak in ipairs(redis.call('SMEMBERS', actionsKey)) do
+    fn(ak)
+    fn(ak .. ':history')
+    local reservation = redis.call('HGET', ak, 'reservationKey')
+    if reservation then fn(reservation) end
+  end
+end
+
 local function expireRun(keys, actionsKey, retentionMs)
   if tonumber(retentionMs) <= 0 then return end
-  for _, k in ipairs(keys) do redis.call('PEXPIRE', k, retentionMs) end
-  for _, ak in ipairs(redis.call('SMEMBERS', actionsKey)) do
-    redis.call('PEXPIRE', ak, retentionMs)
-    redis.call('PEXPIRE', ak .. ':history', retentionMs)
-    local reservation = redis.call('HGET', ak, 'reservationKey')
-    if reservation then redis.call('PEXPIRE', reservation, retentionMs) end
-  end
+  eachRunKey(keys, actionsKey, function(k) redis.call('PEXPIRE', k, retentionMs) end)
+end
+
+local function persistRun(keys, actionsKey)
+  eachRunKey(keys, actionsKey, function(k) redis.call('PERSIST', k) end)
 end
