@@ -6,19 +6,15 @@
 import { RetryableError, TerminalError } from '../core/errors.js';
 import type { ModelProvider, ModelRequest, ModelTurn } from '../core/model.js';
 import { scriptSchema, type Script } from './script.js';
+import { parseOnce } from '../core/parseOnce.js';
 
-/** Scripts already validated, by identity (a run's spec, and so its script, is cached by the worker). */
-const validated = new WeakMap<object, Script>();
+/** A script, validated once per object (a run's spec, and so its script, is cached by the worker). */
+const validScript = parseOnce(scriptSchema, 'the script is not a valid script');
 
 /** The request's script, validated; none, or an invalid one, is a TerminalError (`invalid_input`): no retry makes one. */
 function scriptOf(raw: unknown): Script {
   if (raw === undefined) throw new TerminalError('invalid_input', 'no script: the run brought none and its agent has no demoScript');
-  const known = typeof raw === 'object' && raw !== null ? validated.get(raw) : undefined;
-  if (known) return known;
-  const parsed = scriptSchema.safeParse(raw);
-  if (!parsed.success) throw new TerminalError('invalid_input', 'the script is not a valid script', { issues: parsed.error.issues.map((i) => i.path.join('.')) });
-  if (typeof raw === 'object' && raw !== null) validated.set(raw, parsed.data);
-  return parsed.data;
+  return validScript(raw);
 }
 
 export class ScriptedProvider implements ModelProvider {
