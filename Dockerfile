@@ -1,7 +1,7 @@
 # One image for every process of the fleet (api, worker, reconciler); the command picks one:
-#   api         node dist/src/bin/api.js      (default)
-#   worker      node dist/src/bin/worker.js
-#   reconciler  node dist/src/bin/reconciler.js
+#   api         node dist/src/server/api.js      (default)
+#   worker      node dist/src/server/worker.js
+#   reconciler  node dist/src/server/reconciler.js
 # Build: docker build -t durable-agent-fleet .
 # The sandbox (a test double of the vendors) is not in it: `docker build --target sandbox -t
 # durable-agent-fleet-sandbox .` builds the development-only image that adds it (compose profile dev).
@@ -56,4 +56,4 @@ USER node
 EXPOSE 3000 9464 9465
 # Exec form: node is PID 1 and receives SIGTERM itself (the worker's handoff depends on it).
 STOPSIGNAL SIGTERM
-CMD ["node", "dist/src/bin/api.js"]
+CMD ["node", "dist/src/server/api.js"]

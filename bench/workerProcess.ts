@@ -13,7 +13,7 @@
  */
 import type { Job, Worker } from 'bullmq';
 import { loadConfig } from '../src/config/config.js';
-import { createContext } from '../src/bin/context.js';
+import { createContext } from '../src/server/buildContext.js';
 import { createLogger } from '../src/metrics/log.js';
 import { createRedis, targetOf } from '../src/store/connect.js';
 import { createEffectRunner } from '../src/ledger/runner.js';

@@ -13,20 +13,20 @@
 import type { ChildProcess } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import { loadConfig } from '../src/config/config.js';
-import { boot, listen, PortInUseError } from '../src/bin/boot.js';
-import { createContext } from '../src/bin/context.js';
+import { boot, listen, PortInUseError } from '../src/server/boot.js';
+import { createContext } from '../src/server/buildContext.js';
 import { spawnModule } from '../testkit/spawnModule.js';
 import { createLogger } from '../src/metrics/log.js';
 import { ledgerFor } from '../src/ledger/ledger.js';
 import { Reconciler } from '../src/ledger/reconciler.js';
-import { createFullApi } from '../src/producer/fullApi.js';
+import { createFullApi } from '../src/http/fullApi.js';
 import { freePort, startEmbeddedRedis, type EmbeddedRedis } from '../testkit/embeddedRedis.js';
 import { startSandbox } from '../sandbox/server.js';
 import { startOpenAIServer } from '../testkit/modelServers/openai.js';
 import { startAnthropicServer } from '../testkit/modelServers/anthropic.js';
 import type { ModelServer } from '../testkit/modelServers/queue.js';
 import { scriptResponder } from '../testkit/modelServers/scriptPlayer.js';
-import { scriptSchema, type Script } from '../src/models/script.js';
+import { scriptSchema, type Script } from '../src/models/scriptedTurns.js';
 
 const DEMO_MODELS = ['scripted', 'openai-local', 'anthropic-local'] as const;
 type DemoModel = (typeof DEMO_MODELS)[number];
@@ -80,7 +80,7 @@ const reconciler = new Reconciler(ctx, 'reconciler:demo');
 reconciler.start();
 
 let stopping = false;
-const workers: ChildProcess[] = workerPorts.map((port) => spawnModule('src/bin/worker', { ...env, WORKER_METRICS_PORT: String(port) }));
+const workers: ChildProcess[] = workerPorts.map((port) => spawnModule('src/server/worker', { ...env, WORKER_METRICS_PORT: String(port) }));
 // A worker that cannot start (its port taken, say) has printed why: the demo stops with it.
 for (const w of workers) {
   w.once('exit', (code) => {

@@ -5,7 +5,7 @@
  */
 import { pino } from 'pino';
 import { z } from 'zod';
-import { failBoot, PortInUseError } from '../src/bin/boot.js';
+import { failBoot, PortInUseError } from '../src/server/boot.js';
 import { startSandbox } from './server.js';
 
 const envSchema = z.object({

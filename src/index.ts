@@ -21,8 +21,8 @@ export type {
 export type { AgentModelChoice, ModelChoice, ModelOptions, ModelProvider, ModelRequest, ModelTurn, ToolSpec } from './core/model.js';
 export type { ToolCall, Usage } from './core/journal.js';
 export { AgentError, TerminalError, RetryableError, KeyConflictError, type ErrorCode } from './core/errors.js';
-export { httpJson, OutcomeUnknownError, type HttpResult, type ServiceOptions } from './core/http.js';
+export { httpJson, OutcomeUnknownError, type HttpResult, type ServiceOptions } from './core/httpJson.js';
 export type { AgentsModuleContext, AgentsExport } from './config/agentsModule.js';
 export { loadConfig, type Config } from './config/config.js';
-export type { EngineContext } from './runs/context.js';
-export { createFleet, type Fleet, type FleetOptions } from './bin/fleet.js';
+export type { EngineContext } from './runs/engineContext.js';
+export { createFleet, type Fleet, type FleetOptions } from './server/fleet.js';

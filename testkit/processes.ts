@@ -9,7 +9,7 @@ export interface WorkerProcess {
 }
 
 export async function spawnWorker(env: Record<string, string>): Promise<WorkerProcess> {
-  const child = spawnModule('src/bin/worker', { WORKER_METRICS_PORT: '0', ...env, LOG_LEVEL: 'info' }, ['ignore', 'pipe', 'pipe']);
+  const child = spawnModule('src/server/worker', { WORKER_METRICS_PORT: '0', ...env, LOG_LEVEL: 'info' }, ['ignore', 'pipe', 'pipe']);
   const lines: string[] = [];
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
   onLines(child.stdout!, (line) => lines.push(line));

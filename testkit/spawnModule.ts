@@ -6,7 +6,7 @@ import { dirname, join } from 'node:path';
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
 const fromSources = import.meta.url.endsWith('.ts');
 
-/** modulePath is relative to the repository root (or dist/), without extension, e.g. 'src/bin/worker'. */
+/** modulePath is relative to the repository root (or dist/), without extension, e.g. 'src/server/worker'. */
 export function spawnModule(modulePath: string, env: Record<string, string | undefined>, stdio: StdioOptions = 'inherit'): ChildProcess {
   const file = join(repoRoot, `${modulePath}${fromSources ? '.ts' : '.js'}`);
   const args = fromSources ? ['--import', 'tsx', file] : [file];

@@ -6,7 +6,7 @@
 import { Redis } from 'ioredis';
 import { BULL_EVENTS_MAX_LEN } from '../../src/runs/queues.js';
 import { loadConfig } from '../../src/config/config.js';
-import { createContext } from '../../src/bin/context.js';
+import { createContext } from '../../src/server/buildContext.js';
 import { createLogger } from '../../src/metrics/log.js';
 import { newMetrics } from '../../src/metrics/metrics.js';
 import { startEmbeddedRedis } from '../../testkit/embeddedRedis.js';

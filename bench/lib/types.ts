@@ -4,7 +4,7 @@
  * bench/sections/index.ts and `npm run bench -- --only=<name>` runs it.
  */
 import type { Redis } from 'ioredis';
-import type { AppContext } from '../../src/bin/context.js';
+import type { AppContext } from '../../src/server/buildContext.js';
 import type { Config } from '../../src/config/config.js';
 import type { EmbeddedRedis } from '../../testkit/embeddedRedis.js';
 import type { SandboxHandle } from '../../sandbox/server.js';

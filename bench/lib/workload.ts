@@ -2,9 +2,9 @@
  * Workloads: engine runs (scripted model, zero latency) and plain chains, and
  * one measured round of either through a worker pool.
  */
-import type { Script } from '../../src/models/script.js';
-import { buildSpec } from '../../src/producer/runs.js';
-import type { AppContext } from '../../src/bin/context.js';
+import type { Script } from '../../src/models/scriptedTurns.js';
+import { buildSpec } from '../../src/producer/intake.js';
+import type { AppContext } from '../../src/server/buildContext.js';
 import { plainQueue, seedChains, PLAIN_QUEUE } from '../plainChain.js';
 import type { WorkerPool } from './pool.js';
 import type { ChildRoundStats, WorkKind } from './protocol.js';

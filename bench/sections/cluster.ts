@@ -13,7 +13,7 @@
  */
 import { Redis } from 'ioredis';
 import { loadConfig } from '../../src/config/config.js';
-import { createContext, type AppContext } from '../../src/bin/context.js';
+import { createContext, type AppContext } from '../../src/server/buildContext.js';
 import { createLogger } from '../../src/metrics/log.js';
 import { newMetrics } from '../../src/metrics/metrics.js';
 import { redisServerOnPath } from '../../testkit/embeddedRedis.js';

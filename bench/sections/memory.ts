@@ -15,7 +15,7 @@
  *     of the runs' keys right after they finish (each key carrying a TTL) and
  *     again once the retention has elapsed.
  */
-import { buildSpec } from '../../src/producer/runs.js';
+import { buildSpec } from '../../src/producer/intake.js';
 import type { Redis } from 'ioredis';
 import { WorkerPool } from '../lib/pool.js';
 import { mean, round } from '../lib/stats.js';

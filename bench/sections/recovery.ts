@@ -3,7 +3,7 @@
  * signal starts again on ANOTHER worker process, for our engine and for plain
  * BullMQ with its default settings, in the same bench run.
  *
- * Engine (real `npm run worker` processes, src/bin/worker.ts), one trial at a
+ * Engine (real `npm run worker` processes, src/server/worker.ts), one trial at a
  * time, three settings in turn: the defaults (owner watch every 100 ms, lock
  * 20 s, stall check 5 s) with SIGTERM and SIGKILL alternating; the previous
  * lock-only setting (lock 1.2 s, stall check 0.6 s, OWNER_WATCH_MS=0) with
@@ -31,7 +31,7 @@ import { Queue } from 'bullmq';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
-import { buildSpec } from '../../src/producer/runs.js';
+import { buildSpec } from '../../src/producer/intake.js';
 import { stepJobId } from '../../src/store/keys.js';
 import { ownerBaseOfToken } from '../../src/store/bullmqInternals.js';
 import { spawnChaosWorker, type ChaosWorker } from '../../test/e2e/chaos/processes.js';
@@ -392,7 +392,7 @@ export const recovery: Section = {
       name: this.name, title: this.title, metrics,
       tables: [{
         title: `Signal -> the held step starts on another worker process (processedOn - signal time). Engine: ${engine.length} sequential trials alternating SIGTERM/SIGKILL, ` +
-          `real worker processes (src/bin/worker.ts), step 3 (search_kb) held by a slow kb read. Plain BullMQ (default Worker options, processor holds the job): ` +
+          `real worker processes (src/server/worker.ts), step 3 (search_kb) held by a slow kb read. Plain BullMQ (default Worker options, processor holds the job): ` +
           `${n} + ${n} + ${m} trials run concurrently with the engine's, one queue and one job per trial; victim Workers took their jobs staggered over ${plain.staggerMs / 1000} s and rescuer Workers ` +
           `started their stall checkers staggered over ~30 s (spread lock/stall phases); all victim processes signalled at the same instant (${Math.ceil(n / 10)} + ${Math.ceil(n / 10)} + 1 processes, 10 Workers each). ` +
           'close() row: signal -> the job finished on the SAME worker (it is not handed over; a step longer than the pod grace period is SIGKILLed and stalls like the SIGKILL row).',

@@ -11,11 +11,11 @@
  *     added latency is the AI SDK reading 1,000 SSE chunks.
  */
 import { loadConfig } from '../../src/config/config.js';
-import { createContext, type AppContext } from '../../src/bin/context.js';
+import { createContext, type AppContext } from '../../src/server/buildContext.js';
 import { createLogger } from '../../src/metrics/log.js';
 import { newMetrics } from '../../src/metrics/metrics.js';
 import { FleetWorker } from '../../src/worker/fleetWorker.js';
-import { buildSpec } from '../../src/producer/runs.js';
+import { buildSpec } from '../../src/producer/intake.js';
 import { startOpenAIServer } from '../../testkit/modelServers/openai.js';
 import type { ModelServer } from '../../testkit/modelServers/queue.js';
 import { AiSdkProvider, openAIOptions } from '../../src/models/aiSdk.js';

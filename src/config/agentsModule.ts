@@ -2,7 +2,7 @@
  * The shape of an agents module (AGENTS_MODULE): its default export, or its
  * `agents` export, is a list of agents or a function of this context giving
  * one, so a tool is built with its own service's settings (base URLs, keys)
- * without the engine knowing them. Loaded by src/bin/agents.ts.
+ * without the engine knowing them. Loaded by src/server/loadAgents.ts.
  */
 import type { Agent } from '../core/agent.js';
 import type { Config } from './config.js';

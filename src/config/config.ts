@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { BUDGET_BOUNDS } from '../runs/bounds.js';
+import { BUDGET_BOUNDS } from '../budget/bounds.js';
 import { PROVIDER_NAMES } from '../models/names.js';
 import { TerminalError } from '../core/errors.js';
 import { agentModelChoiceSchema } from '../core/model.js';
@@ -144,7 +144,7 @@ export const configSchema = z.object({
   /**
    * Per provider, the deployment keeps only the endpoint, the credential and a default model id (for
    * choices that name none); agents and tenants choose the model. OpenAI and Anthropic exist only with
-   * their key; an OpenAI-compatible server only with its URL (src/bin/context.ts buildProviders).
+   * their key; an OpenAI-compatible server only with its URL (src/server/buildContext.ts buildProviders).
    */
   OPENAI_BASE_URL: z.string().url().default('https://api.openai.com/v1'),
   OPENAI_API_KEY: z.string().optional(),
@@ -184,7 +184,7 @@ export const configSchema = z.object({
   DEFAULT_MAX_STEPS: int(20, 1).pipe(z.number().max(BUDGET_BOUNDS.maxSteps)),
   DEFAULT_MAX_TOKENS: int(100000, 1).pipe(z.number().max(BUDGET_BOUNDS.maxTokens)),
   DEFAULT_MAX_WALL_MS: int(15 * 60_000, 1).pipe(z.number().max(BUDGET_BOUNDS.maxWallMs)),
-  /** Ceilings a request may not exceed (a 400 names the field); at most the hard bounds of src/runs/bounds.ts. */
+  /** Ceilings a request may not exceed (a 400 names the field); at most the hard bounds of src/budget/bounds.ts. */
   LIMIT_MAX_STEPS: int(200, 1).pipe(z.number().max(BUDGET_BOUNDS.maxSteps)),
   LIMIT_MAX_TOKENS: int(5_000_000, 1).pipe(z.number().max(BUDGET_BOUNDS.maxTokens)),
   LIMIT_MAX_WALL_MS: int(24 * 3600_000, 1).pipe(z.number().max(BUDGET_BOUNDS.maxWallMs)),
@@ -245,7 +245,7 @@ export const configSchema = z.object({
    */
   DEV_AUTH: z.enum(['off', 'generate']).default('off'),
   /**
-   * Per-operator credentials (src/producer/identity.ts), JSON:
+   * Per-operator credentials (src/http/operatorIdentity.ts), JSON:
    * [{"name":"ada","tokenSha256":"<hex sha256 of the token>","role":"operator"|"viewer","tenants":"*"|["acme"]}].
    * OPERATORS_FILE names a file holding the same JSON (read once at boot); both may be set.
    * OPERATOR_TOKEN stays one operator named `operator`, role operator, every tenant.

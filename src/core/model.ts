@@ -1,4 +1,4 @@
-/** The model provider interface: one call per attempt; retries are the caller's (src/core/retry.ts). */
+/** The model provider interface: one call per attempt; retries are the caller's (src/core/withRetry.ts). */
 import { z } from 'zod';
 import type { JournalEntry, ToolCall, Usage } from './journal.js';
 

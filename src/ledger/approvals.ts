@@ -17,7 +17,7 @@
  * run is stopped second, the index entry removed last; a rerun of the sweep
  * finds the entry, the action already rejected as expired, and stops the run.
  */
-import type { EngineContext } from '../runs/context.js';
+import type { EngineContext } from '../runs/engineContext.js';
 import type { Config } from '../config/config.js';
 import type { WriteTool } from '../core/tool.js';
 import { ledgerFor } from './ledger.js';

@@ -26,7 +26,7 @@
  * `confirmed`, before the run ends -> a repeat ends it.
  */
 import { randomUUID } from 'node:crypto';
-import type { EngineContext } from '../runs/context.js';
+import type { EngineContext } from '../runs/engineContext.js';
 import type { Agent } from '../core/agent.js';
 import type { WriteTool } from '../core/tool.js';
 import { RetryableError, TerminalError } from '../core/errors.js';

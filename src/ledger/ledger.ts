@@ -4,7 +4,7 @@
  * reservation of the idempotency key, and per-shard indexes of open actions
  * and of the human queue. Every move is one compare-and-set script.
  */
-import type { EngineContext } from '../runs/context.js';
+import type { EngineContext } from '../runs/engineContext.js';
 import { AgentError } from '../core/errors.js';
 import type { RedisClient } from '../store/connect.js';
 import type { KeySpace } from '../store/keys.js';

@@ -19,8 +19,8 @@
  * "Not found" alone is never "not sent".
  */
 import { AgentError, KeyConflictError, RetryableError } from '../core/errors.js';
-import { OutcomeUnknownError } from '../core/http.js';
-import { abortableSleep } from '../core/retry.js';
+import { OutcomeUnknownError } from '../core/httpJson.js';
+import { abortableSleep } from '../core/withRetry.js';
 import type { LookupResult, ReconcileMethod, ToolContext, WriteTool } from '../core/tool.js';
 import { DeadlineError, withDeadline } from '../core/timeout.js';
 import type { Metrics } from '../metrics/metrics.js';

@@ -7,7 +7,7 @@
  * compensation's lease is held: Ledger.ownerAlive) are left to that owner.
  */
 import Redlock from 'redlock';
-import type { EngineContext } from '../runs/context.js';
+import type { EngineContext } from '../runs/engineContext.js';
 import type { WriteTool } from '../core/tool.js';
 import { Ledger, LedgerConflict, ledgerFor } from './ledger.js';
 import { reconcile, type ReconcileOutcome } from './reconcile.js';

@@ -13,11 +13,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { EngineContext } from '../runs/context.js';
+import type { EngineContext } from '../runs/engineContext.js';
 import { AgentError, CancelledError, KeyConflictError, RetryableError, ShutdownError } from '../core/errors.js';
 import { DeadlineError } from '../core/timeout.js';
-import { withRetry } from '../core/retry.js';
-import { OutcomeUnknownError } from '../core/http.js';
+import { withRetry } from '../core/withRetry.js';
+import { OutcomeUnknownError } from '../core/httpJson.js';
 import type { DispatchReceipt, ToolContext, WriteTool } from '../core/tool.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { traced } from '../metrics/tracing.js';

@@ -5,7 +5,7 @@
  */
 import { RetryableError, TerminalError } from '../core/errors.js';
 import type { ModelProvider, ModelRequest, ModelTurn } from '../core/model.js';
-import { scriptSchema, type Script } from './script.js';
+import { scriptSchema, type Script } from './scriptedTurns.js';
 import { parseOnce } from '../core/parseOnce.js';
 
 /** A script, validated once per object (a run's spec, and so its script, is cached by the worker). */

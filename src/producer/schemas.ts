@@ -10,7 +10,7 @@
  * The stored run spec is the engine's: src/runs/spec.ts.
  */
 import { z } from 'zod';
-import { scriptSchema } from '../models/script.js';
+import { scriptSchema } from '../models/scriptedTurns.js';
 import { maxStepsSchema, maxTokensSchema, maxWallMsSchema, providerNameSchema } from '../runs/spec.js';
 
 export const budgetRequestSchema = z

@@ -15,16 +15,16 @@
  * is therefore deleted when startRun fails, and written with the run id it is for.
  *
  * These routes need the raw body, so they are mounted before the API's JSON
- * parser (see src/producer/fullApi.ts).
+ * parser (see src/http/fullApi.ts).
  */
 import { createHash } from 'node:crypto';
 import express, { Router, type Request, type Response } from 'express';
 import { z } from 'zod';
-import type { AppContext } from '../bin/context.js';
-import { BODY_LIMIT, bodyTooDeep, nestedDeeperThan } from './bodies.js';
-import { InvalidRunRequest, runIdOf, startRun } from './runs.js';
+import type { AppContext } from '../server/buildContext.js';
+import { BODY_LIMIT, bodyTooDeep, nestedDeeperThan } from './bodyLimits.js';
+import { InvalidRunRequest, runIdOf, startRun } from './intake.js';
 import { ticketSchema, type Ticket } from '../agents/support/ticket.js';
-import { invalid, param } from './operators/http.js';
+import { invalid, param } from './fieldErrors.js';
 import { checkSignature, SIGNATURE_HEADER, TIMESTAMP_HEADER } from './webhookSignature.js';
 import { EVENT_KEY_FORMAT, eventKeySchema } from '../runs/spec.js';
 

@@ -1,7 +1,7 @@
 /**
  * Replay harness (seed 004): re-walks a recorded run's journal offline under
  * other caps or retry policies, with the same pre-flight and after-call check
- * as the worker (src/worker/budget.ts; per step: the journal records a step's
+ * as the worker (src/budget/tenantBudget.ts; per step: the journal records a step's
  * usage summed over its attempts, not each attempt's), and reports where it would have stopped and what it
  * would have spent. Nothing is sent anywhere: recorded observations stand in
  * for the tools (the fake transport), recorded usage for the model.
@@ -11,7 +11,7 @@ import type { JournalEntry } from '../core/journal.js';
 import { encodeEntry, estimateTokens } from '../core/journal.js';
 import type { RunSpec } from './spec.js';
 import type { ToolSpec } from '../core/model.js';
-import { estimateCallTokens, isContext, preflight, spentCheck, type Used } from '../worker/budget.js';
+import { estimateCallTokens, isContext, preflight, spentCheck, type Used } from '../budget/tenantBudget.js';
 
 export interface ReplayCaps {
   maxSteps?: number;
@@ -34,7 +34,7 @@ export interface ReplayReport {
   completed: boolean;
 }
 
-/** The extension a `retry` operator entry records (`from=failed,steps=+3,tokens=+0,wall_ms=+0`, src/runs/retry.ts). */
+/** The extension a `retry` operator entry records (`from=failed,steps=+3,tokens=+0,wall_ms=+0`, src/runs/retryRun.ts). */
 export function retryExtension(detail: string): { steps: number; tokens: number } {
   const n = (name: string) => Number(new RegExp(`(?:^|,)${name}=\\+(\\d+)`).exec(detail)?.[1] ?? 0);
   return { steps: n('steps'), tokens: n('tokens') };

@@ -1,5 +1,5 @@
 /** Resuming a parked run after an operator decision, tolerant of the park's commit still being in flight. */
-import type { EngineContext } from '../runs/context.js';
+import type { EngineContext } from './engineContext.js';
 
 const SETTLE_POLL_MS = 50;
 

@@ -7,9 +7,9 @@
 import { z } from 'zod';
 import { AGENT_NAME_FORMAT } from '../core/agent.js';
 import { modelIdSchema, modelOptionsSchema, providerNameSchema } from '../core/model.js';
-import { BUDGET_BOUNDS } from './bounds.js';
+import { BUDGET_BOUNDS } from '../budget/bounds.js';
 
-/** The budget numbers, bounded (src/runs/bounds.ts): the request and the stored spec share them. */
+/** The budget numbers, bounded (src/budget/bounds.ts): the request and the stored spec share them. */
 export const maxStepsSchema = z.number().int().positive().max(BUDGET_BOUNDS.maxSteps);
 export const maxTokensSchema = z.number().int().positive().max(BUDGET_BOUNDS.maxTokens);
 export const maxWallMsSchema = z.number().int().positive().max(BUDGET_BOUNDS.maxWallMs);
@@ -78,7 +78,7 @@ export const stepJobDataSchema = z.object({
   /** Set on the job that resumes a parked run: the step's state is read, never assumed. */
   resume: z.boolean().optional(),
   /**
-   * The run's limits when an operator's retry extended them (src/runs/retry.ts; the budget hash
+   * The run's limits when an operator's retry extended them (src/runs/retryRun.ts; the budget hash
    * holds the same): they replace the spec's, and each commit hands them to the next step's job.
    */
   limits: limitsSchema.optional(),
@@ -94,7 +94,7 @@ export const stepJobDataSchema = z.object({
     tokens: tokenTotal,
     /**
      * UTF-8 bytes of the transcript's decisions and observations (an upper bound on their tokens:
-     * src/worker/policy.ts). Absent in a job written before it existed: the step then counts exactly.
+     * src/budget/policy.ts). Absent in a job written before it existed: the step then counts exactly.
      */
     contextBytes: tokenTotal.optional(),
   }),

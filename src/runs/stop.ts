@@ -1,5 +1,5 @@
 /** Ends a parked run from outside its step (operator cancel, approval expiry): src/store/lua/stopRun-5.lua. */
-import type { EngineContext } from '../runs/context.js';
+import type { EngineContext } from './engineContext.js';
 import { countRunFinished } from '../metrics/metrics.js';
 import { stopRunCall } from '../store/calls/stopRun.js';
 

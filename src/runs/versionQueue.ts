@@ -9,7 +9,7 @@
  * (continueUnderVersion: re-pin + journal + resume, one script) or cancel (the
  * run's ordinary cancel, src/runs/stop.ts).
  */
-import type { EngineContext } from './context.js';
+import type { EngineContext } from './engineContext.js';
 import { captureAddStandardJob } from '../store/bullmqInternals.js';
 import { continueVersion } from '../store/calls/continueVersion.js';
 import { stepJobId } from '../store/keys.js';

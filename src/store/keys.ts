@@ -155,12 +155,12 @@ export class KeySpace {
     return `${this.prefix}:agent-versions:${agent}`;
   }
 
-  /** string with TTL: one console login session (src/producer/console/session.ts); own slot. */
+  /** string with TTL: one console login session (src/http/console/session.ts); own slot. */
   consoleSession(id: string): string {
     return `${this.prefix}:console-session:${id}`;
   }
 
-  /** stream per shard and API process: written to wake that process's blocked event reader (src/producer/operators/eventFanout.ts). */
+  /** stream per shard and API process: written to wake that process's blocked event reader (src/http/operators/eventFanout.ts). */
   sseWake(shard: number, processId: string): string {
     return `${this.prefix}:${tagOf(shard)}:sse-wake:${processId}`;
   }

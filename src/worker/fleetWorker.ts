@@ -11,7 +11,7 @@
  */
 import { setMaxListeners } from 'node:events';
 import { UnrecoverableError, Worker, WaitingError, type Job } from 'bullmq';
-import type { EngineContext } from '../runs/context.js';
+import type { EngineContext } from '../runs/engineContext.js';
 import { RunSpecCache } from '../runs/store.js';
 import { wakeAnotherWorker } from '../store/bullmqInternals.js';
 import { InvalidStepInput, InvariantError } from '../core/errors.js';

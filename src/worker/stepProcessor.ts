@@ -25,7 +25,7 @@ import { encodeEntry, estimateTokens, usageSchema, type DecisionEntry, type Jour
 import { TranscriptCache } from '../runs/transcriptCache.js';
 import { countRunFinished, type Metrics } from '../metrics/metrics.js';
 import type { ModelProvider, ModelTurn } from '../core/model.js';
-import { withRetry } from '../core/retry.js';
+import { withRetry } from '../core/withRetry.js';
 import type { Agent, AgentCatalog } from '../core/agent.js';
 import type { ToolContext } from '../core/tool.js';
 import { stepJobDataSchema, type RunLimits, type RunSpec, type StepJobData } from '../runs/spec.js';
@@ -40,8 +40,8 @@ import { RunSpecCache, RunStore } from '../runs/store.js';
 import { STEP_JOB_NAME } from '../runs/queues.js';
 import {
   attemptCheck, BudgetStopError, estimateCallTokens, isContext, preflight, spentCheck, TenantBudget, wallClockStop, type BudgetKind, type BudgetStop, type Used,
-} from './budget.js';
-import { nextStatus } from './policy.js';
+} from '../budget/tenantBudget.js';
+import { nextStatus } from '../budget/policy.js';
 import type { CrashPoints } from '../config/testHooks.js';
 import type { EffectRunner } from './effects.js';
 import type { VersionGate, VersionVerdict } from './versionGate.js';
@@ -49,7 +49,7 @@ import { TextStream } from './textStream.js';
 import { FollowUps, followUpTokens } from './followUp.js';
 
 /**
- * What a step reads of the configuration, and nothing else (src/bin passes the
+ * What a step reads of the configuration, and nothing else (src/server passes the
  * process's Config, which has every field; defaults are in src/config/config.ts).
  */
 export interface StepOptions {

@@ -39,9 +39,9 @@ const K8S_DEV = 'k8s/overlays/dev';
 
 /** The four processes of the image and their entry points (Dockerfile, compose, k8s). */
 const ENTRYPOINTS = {
-  api: 'dist/src/bin/api.js',
-  worker: 'dist/src/bin/worker.js',
-  reconciler: 'dist/src/bin/reconciler.js',
+  api: 'dist/src/server/api.js',
+  worker: 'dist/src/server/worker.js',
+  reconciler: 'dist/src/server/reconciler.js',
   sandbox: 'dist/sandbox/main.js',
 } as const;
 
@@ -75,7 +75,7 @@ const HISTOGRAMS = new Set(['agent_step_duration_seconds']);
 
 /**
  * After SIGTERM the worker waits up to SHUTDOWN_GRACE_MS for in-flight effects, then exits on its
- * own at the latest this much later (src/bin/worker.ts). SIGKILL must come after that.
+ * own at the latest this much later (src/server/worker.ts). SIGKILL must come after that.
  */
 const WORKER_HARD_EXIT_MARGIN_MS = 3000;
 

@@ -66,25 +66,25 @@ afterAll(async () => {
 
 describe('a process that cannot boot', () => {
   it('names the bad setting (api)', async () => {
-    expectOneLine(await runToExit('src/bin/api', { REDIS_URL: redisUrl(), LOCK_DURATION_MS: 'soon' }), /^api: cannot start: invalid configuration: LOCK_DURATION_MS\b/);
+    expectOneLine(await runToExit('src/server/api', { REDIS_URL: redisUrl(), LOCK_DURATION_MS: 'soon' }), /^api: cannot start: invalid configuration: LOCK_DURATION_MS\b/);
   }, BOOT_CASE_TIMEOUT_MS);
 
   it('names a production refusal (worker)', async () => {
     expectOneLine(
-      await runToExit('src/bin/worker', { APP_MODE: 'production', REDIS_URL: redisUrl(), MODEL_PROVIDER: 'openai', PRODUCER_TOKEN: 'p', OPERATOR_TOKEN: 'o', SANDBOX_URL: 'http://127.0.0.1:9', ZENDESK_EMAIL: 'agent@example.com', ZENDESK_TOKEN: 'z', RESEND_API_KEY: 're_x', RESEND_FROM: 'Support <support@example.com>', STRIPE_API_KEY: 'sk_test_x' }),
+      await runToExit('src/server/worker', { APP_MODE: 'production', REDIS_URL: redisUrl(), MODEL_PROVIDER: 'openai', PRODUCER_TOKEN: 'p', OPERATOR_TOKEN: 'o', SANDBOX_URL: 'http://127.0.0.1:9', ZENDESK_EMAIL: 'agent@example.com', ZENDESK_TOKEN: 'z', RESEND_API_KEY: 're_x', RESEND_FROM: 'Support <support@example.com>', STRIPE_API_KEY: 'sk_test_x' }),
       /^worker: cannot start: invalid configuration: OPENAI_API_KEY\b/,
     );
   }, BOOT_CASE_TIMEOUT_MS);
 
   it('names a missing REDIS_URL (reconciler)', async () => {
-    expectOneLine(await runToExit('src/bin/reconciler', {}), /^reconciler: cannot start: .*REDIS_URL/);
+    expectOneLine(await runToExit('src/server/reconciler', {}), /^reconciler: cannot start: .*REDIS_URL/);
   }, BOOT_CASE_TIMEOUT_MS);
 
   it('names an unreachable Redis and stops instead of retrying forever (api, worker, reconciler)', async () => {
     const nobody = `redis://127.0.0.1:${await freePort()}`;
     const env = { REDIS_URL: nobody, REDIS_BOOT_TIMEOUT_MS: '300' };
     const exits = await Promise.all([
-      runToExit('src/bin/api', env), runToExit('src/bin/worker', env), runToExit('src/bin/reconciler', env),
+      runToExit('src/server/api', env), runToExit('src/server/worker', env), runToExit('src/server/reconciler', env),
     ]);
     for (const exit of exits) expectOneLine(exit, new RegExp(`cannot start: Redis at ${nobody} unreachable for 300 ms .*ECONNREFUSED`));
   }, BOOT_CASE_TIMEOUT_MS);
@@ -93,9 +93,9 @@ describe('a process that cannot boot', () => {
     const port = String(takenPort);
     const env = { REDIS_URL: redisUrl() };
     const [api, worker, reconciler, sandbox] = await Promise.all([
-      runToExit('src/bin/api', { ...env, PORT: port }),
-      runToExit('src/bin/worker', { ...env, WORKER_METRICS_PORT: port }),
-      runToExit('src/bin/reconciler', { ...env, RECONCILER_METRICS_PORT: port }),
+      runToExit('src/server/api', { ...env, PORT: port }),
+      runToExit('src/server/worker', { ...env, WORKER_METRICS_PORT: port }),
+      runToExit('src/server/reconciler', { ...env, RECONCILER_METRICS_PORT: port }),
       runToExit('sandbox/main', { SANDBOX_PORT: port }),
     ]);
     expectOneLine(api!, new RegExp(`^api: cannot start: port ${port} \\(PORT\\) is already in use`));

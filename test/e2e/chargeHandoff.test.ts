@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { spawnWorker } from '../../testkit/processes.js';
-import { buildSpec } from '../../src/producer/runs.js';
+import { buildSpec } from '../../src/producer/intake.js';
 
 let h: Harness;
 beforeAll(async () => {

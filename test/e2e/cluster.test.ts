@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startLocalCluster, type LocalCluster } from '../../testkit/cluster.js';
 import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { spawnWorker } from '../../testkit/processes.js';
-import { buildSpec } from '../../src/producer/runs.js';
+import { buildSpec } from '../../src/producer/intake.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { redisServerOnPath } from '../../testkit/embeddedRedis.js';
 

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startLocalCluster, type LocalCluster } from '../../testkit/cluster.js';
 import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
-import { startRun } from '../../src/producer/runs.js';
+import { startRun } from '../../src/producer/intake.js';
 import { redisServerOnPath } from '../../testkit/embeddedRedis.js';
 
 const SUBJECTS = 12;

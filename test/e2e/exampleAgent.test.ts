@@ -33,7 +33,7 @@ afterEach(async () => {
 const exampleEnv = (extra: Record<string, string> = {}) => ({ ...h.env, AGENTS_MODULE, CRM_URL: crm.url, ...extra });
 
 async function startApiProcess(): Promise<string> {
-  const child = spawnModule('src/bin/api', { ...exampleEnv(), PORT: '0', LOG_LEVEL: 'info' }, ['ignore', 'pipe', 'pipe']);
+  const child = spawnModule('src/server/api', { ...exampleEnv(), PORT: '0', LOG_LEVEL: 'info' }, ['ignore', 'pipe', 'pipe']);
   children.push(child);
   const lines: string[] = [];
   onLines(child.stdout!, (l) => lines.push(l));
@@ -118,7 +118,7 @@ describe('the example agent, loaded by AGENTS_MODULE into the stock api and work
 
 describe('a broken AGENTS_MODULE stops boot with one line naming it', () => {
   const bootLine = async (module: string, env: Record<string, string> = {}) => {
-    const child = spawnModule('src/bin/worker', { ...h.env, AGENTS_MODULE: module, WORKER_METRICS_PORT: '0', ...env }, ['ignore', 'pipe', 'pipe']);
+    const child = spawnModule('src/server/worker', { ...h.env, AGENTS_MODULE: module, WORKER_METRICS_PORT: '0', ...env }, ['ignore', 'pipe', 'pipe']);
     children.push(child);
     let stderr = '';
     child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));

@@ -10,10 +10,10 @@ import { UnrecoverableError, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { createHarness, producerAuth, redisUrl, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { spawnWorker } from '../../testkit/processes.js';
-import { buildSpec } from '../../src/producer/runs.js';
+import { buildSpec } from '../../src/producer/intake.js';
 import { Reconciler } from '../../src/ledger/reconciler.js';
 import { stepJobId } from '../../src/store/keys.js';
-import type { Script } from '../../src/models/script.js';
+import type { Script } from '../../src/models/scriptedTurns.js';
 import { final, read } from '../../testkit/turns.js';
 
 let h: Harness | undefined;
@@ -244,7 +244,7 @@ describe('every budget number the API accepts is bounded, and whatever it accept
   });
 
   it('the largest values the API can be configured to accept make a run that runs, and its view answers', async () => {
-    // The hard bounds of src/runs/bounds.ts as the deployment's limits.
+    // The hard bounds of src/budget/bounds.ts as the deployment's limits.
     const max = { maxSteps: 10_000, maxTokens: 1_000_000_000, maxWallMs: 30 * 24 * 3600_000 };
     h = await createHarness('lostmax', { LIMIT_MAX_STEPS: String(max.maxSteps), LIMIT_MAX_TOKENS: String(max.maxTokens), LIMIT_MAX_WALL_MS: String(max.maxWallMs) });
     const { url } = await h.startApi();

@@ -5,7 +5,7 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { onLines, spawnModule } from '../../testkit/spawnModule.js';
-import { startOpsServer } from '../../src/bin/opsServer.js';
+import { startOpsServer } from '../../src/http/opsServer.js';
 import { newMetrics } from '../../src/metrics/metrics.js';
 import { freePort } from '../../testkit/embeddedRedis.js';
 import { createHarness, type Harness } from '../../testkit/harness.js';
@@ -62,7 +62,7 @@ describe('/metrics access', () => {
     const h = await createHarness('metricsport');
     harnesses.push(h);
     const [port, metricsPort] = [await freePort(), await freePort()];
-    const child = spawnModule('src/bin/api', { ...h.env, PORT: String(port), API_METRICS_PORT: String(metricsPort), METRICS_TOKEN: TOKEN, LOG_LEVEL: 'info' }, ['ignore', 'pipe', 'pipe']);
+    const child = spawnModule('src/server/api', { ...h.env, PORT: String(port), API_METRICS_PORT: String(metricsPort), METRICS_TOKEN: TOKEN, LOG_LEVEL: 'info' }, ['ignore', 'pipe', 'pipe']);
     const lines: string[] = [];
     onLines(child.stdout!, (l) => lines.push(l));
     try {

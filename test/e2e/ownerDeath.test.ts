@@ -18,11 +18,11 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { spawnWorker, type WorkerProcess } from '../../testkit/processes.js';
-import { buildSpec } from '../../src/producer/runs.js';
+import { buildSpec } from '../../src/producer/intake.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { clientIdOfToken } from '../../src/store/bullmqInternals.js';
 import { stepJobId } from '../../src/store/keys.js';
-import type { Script } from '../../src/models/script.js';
+import type { Script } from '../../src/models/scriptedTurns.js';
 import { read, final, email } from '../../testkit/turns.js';
 
 let h: Harness;

@@ -2,7 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
 import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
-import { buildSpec } from '../../src/producer/runs.js';
+import { buildSpec } from '../../src/producer/intake.js';
 import { replayRun } from '../../src/runs/replay.js';
 
 let h: Harness;
@@ -33,7 +33,7 @@ describe('replay harness', () => {
     const steps = replayRun(spec, journal, { ...base, maxSteps: 2 });
     expect(steps.stoppedAt).toMatchObject({ step: 2, status: 'budget_exceeded' });
     // The CLI entry point against the same Redis.
-    const cli = spawnSync(process.execPath, ['--import', 'tsx', 'src/bin/replay.ts', spec.runId, '--max-tokens', '4000', '--json'], { env: { ...process.env, ...h.env }, encoding: 'utf8' });
+    const cli = spawnSync(process.execPath, ['--import', 'tsx', 'src/server/replay.ts', spec.runId, '--max-tokens', '4000', '--json'], { env: { ...process.env, ...h.env }, encoding: 'utf8' });
     expect(cli.status, cli.stderr).toBe(0);
     expect(JSON.parse(cli.stdout.trim())).toEqual(tight);
   });

@@ -8,7 +8,7 @@
  * the other: the POST's latency, and the time from the request to `completed`.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildSpec } from '../../src/producer/runs.js';
+import { buildSpec } from '../../src/producer/intake.js';
 import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { call, email, final, OPERATOR_TOKEN, turn } from '../integration/operators/support.js';
 

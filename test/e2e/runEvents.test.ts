@@ -5,8 +5,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
-import { buildSpec } from '../../src/producer/runs.js';
-import type { Script } from '../../src/models/script.js';
+import { buildSpec } from '../../src/producer/intake.js';
+import type { Script } from '../../src/models/scriptedTurns.js';
 import { emailTurn, final, read } from '../../testkit/turns.js';
 import { spawnWorker } from '../../testkit/processes.js';
 

@@ -12,7 +12,7 @@ import { spawnWorker } from '../../testkit/processes.js';
 import { readSse, type SseEvent } from '../../testkit/sse.js';
 import { startOpenAIServer } from '../../testkit/modelServers/openai.js';
 import type { ModelServer } from '../../testkit/modelServers/queue.js';
-import { buildSpec } from '../../src/producer/runs.js';
+import { buildSpec } from '../../src/producer/intake.js';
 
 /** An SSE event with its JSON data parsed. */
 type RunEvent = Omit<SseEvent, 'data'> & { data: Record<string, unknown> };

@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createHarness, producerAuth, sampleTicket, type Harness } from '../../testkit/harness.js';
-import { buildSpec } from '../../src/producer/runs.js';
+import { buildSpec } from '../../src/producer/intake.js';
 import { runIdFor } from '../../src/store/keys.js';
 import { defineAgent, defineReadTool, defineWriteTool } from '../../src/core/agent.js';
 import { CompensationRefused, compensationCall } from '../../src/ledger/compensation.js';

@@ -6,9 +6,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
-import { buildSpec } from '../../src/producer/runs.js';
-import type { Script } from '../../src/models/script.js';
-import { withRetry } from '../../src/core/retry.js';
+import { buildSpec } from '../../src/producer/intake.js';
+import type { Script } from '../../src/models/scriptedTurns.js';
+import { withRetry } from '../../src/core/withRetry.js';
 import { RetryableError } from '../../src/core/errors.js';
 import { DeadlineError } from '../../src/core/timeout.js';
 import { ledgerFor } from '../../src/ledger/ledger.js';

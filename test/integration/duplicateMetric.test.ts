@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, sampleTicket, type Harness, supportTool } from '../../testkit/harness.js';
-import { buildSpec } from '../../src/producer/runs.js';
+import { buildSpec } from '../../src/producer/intake.js';
 import { actionIdentity } from '../../src/ledger/identity.js';
 import type { WriteTool } from '../../src/core/tool.js';
 

@@ -7,13 +7,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Worker } from 'bullmq';
 import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { ScriptedProvider } from '../../src/models/scripted.js';
-import { buildSpec } from '../../src/producer/runs.js';
+import { buildSpec } from '../../src/producer/intake.js';
 import { StepProcessor } from '../../src/worker/stepProcessor.js';
 import { RunSpecCache } from '../../src/runs/store.js';
 import { CrashPoints } from '../../src/config/testHooks.js';
-import type { Script } from '../../src/models/script.js';
+import type { Script } from '../../src/models/scriptedTurns.js';
 import { encodeEntry, estimateTokens } from '../../src/core/journal.js';
-import { isContext, toolSchemaTokens } from '../../src/worker/policy.js';
+import { isContext, toolSchemaTokens } from '../../src/budget/policy.js';
 
 const readTurn = (i: number) => ({ toolCalls: [{ name: 'read_ticket', args: {} }], usage: { promptTokens: 100 + i, completionTokens: 10 }, transientFailures: 0 });
 const finalTurn = { toolCalls: [], final: 'done', usage: { promptTokens: 50, completionTokens: 5 }, transientFailures: 0 };

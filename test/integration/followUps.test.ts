@@ -10,10 +10,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, producerAuth, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { startOpenAIServer, type ModelServer } from '../../testkit/modelServers/openai.js';
 import { sign } from '../../src/producer/webhookSignature.js';
-import type { RunView } from '../../src/producer/view.js';
+import type { RunView } from '../../src/http/runView.js';
 import { spawnSync } from 'node:child_process';
 import { FOLLOW_UP_FIELD, followUpTokens } from '../../src/worker/followUp.js';
-import { toolSchemaTokens } from '../../src/worker/policy.js';
+import { toolSchemaTokens } from '../../src/budget/policy.js';
 
 const SECRET = 'acme-webhook-secret';
 const OPERATOR_TOKEN = 'operator-token-for-follow-up-tests';
@@ -124,7 +124,7 @@ describe('follow-up runs through POST /v1/runs', () => {
     const previous = await h.ctx.redis.hget(h.ctx.keys.run(secondId).run, FOLLOW_UP_FIELD);
     expect(previous).toContain('ANSWER-ONE');
     const estimate = agent.estimateInputTokens(spec2.input) + followUpTokens(previous) + toolSchemaTokens(agent.tools.specs) + h.cfg.COMPLETION_TOKEN_CAP;
-    const cli = spawnSync(process.execPath, ['--import', 'tsx', 'src/bin/replay.ts', secondId, '--max-tokens', String(estimate - 1), '--json'], { env: { ...process.env, ...h.env }, encoding: 'utf8' });
+    const cli = spawnSync(process.execPath, ['--import', 'tsx', 'src/server/replay.ts', secondId, '--max-tokens', String(estimate - 1), '--json'], { env: { ...process.env, ...h.env }, encoding: 'utf8' });
     expect(cli.status, cli.stderr).toBe(0);
     expect(JSON.parse(cli.stdout.trim())).toMatchObject({ stepsReplayed: 0, stoppedAt: { step: 1, status: 'budget_exceeded' } });
     const page = await fetch(`${url}/runs/${secondId}`, { headers: producerAuth });

@@ -4,13 +4,13 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createHarness, producerAuth, sampleTicket, type Harness, supportTool } from '../../testkit/harness.js';
-import { buildSpec } from '../../src/producer/runs.js';
+import { buildSpec } from '../../src/producer/intake.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { createEffectRunner } from '../../src/ledger/runner.js';
 import { actionIdentity } from '../../src/ledger/identity.js';
 import { CrashPoints } from '../../src/config/testHooks.js';
 import type { WriteTool } from '../../src/core/tool.js';
-import type { Script } from '../../src/models/script.js';
+import type { Script } from '../../src/models/scriptedTurns.js';
 import type { FaultRule } from '../../sandbox/types.js';
 
 const u = { promptTokens: 10, completionTokens: 5 };

@@ -1,12 +1,12 @@
 /** Logs never carry customer text: errors go through pino's err serializer, with URL paths and queries redacted. */
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createContext } from '../../src/bin/context.js';
+import { createContext } from '../../src/server/buildContext.js';
 import { loadConfig } from '../../src/config/config.js';
 import { RetryableError } from '../../src/core/errors.js';
 import { createLogger, redactUrls } from '../../src/metrics/log.js';
 import { newMetrics } from '../../src/metrics/metrics.js';
-import { buildSpec } from '../../src/producer/runs.js';
+import { buildSpec } from '../../src/producer/intake.js';
 import { freePort } from '../../testkit/embeddedRedis.js';
 import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
 

@@ -9,11 +9,11 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createHarness, sampleTicket, type Harness, supportTool } from '../../testkit/harness.js';
-import { buildSpec } from '../../src/producer/runs.js';
+import { buildSpec } from '../../src/producer/intake.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { actionIdentity } from '../../src/ledger/identity.js';
 import type { WriteTool } from '../../src/core/tool.js';
-import type { Script } from '../../src/models/script.js';
+import type { Script } from '../../src/models/scriptedTurns.js';
 import type { FaultRule } from '../../sandbox/types.js';
 import { newMetrics, type Metrics } from '../../src/metrics/metrics.js';
 import { registerScrapeCollectors } from '../../src/metrics/scrape.js';

@@ -8,7 +8,7 @@ import { reconcile } from '../../src/ledger/reconcile.js';
 import type { ActionRecord, Ledger } from '../../src/ledger/ledger.js';
 import type { DispatchReceipt, LookupResult, ReconcileMethod, ToolContext, WriteTool } from '../../src/core/tool.js';
 import { KeyConflictError, RetryableError } from '../../src/core/errors.js';
-import { OutcomeUnknownError } from '../../src/core/http.js';
+import { OutcomeUnknownError } from '../../src/core/httpJson.js';
 import { newMetrics } from '../../src/metrics/metrics.js';
 import { z } from 'zod';
 

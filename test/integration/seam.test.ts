@@ -11,7 +11,7 @@ import { createSupportTools } from '../../src/agents/support/tools/index.js';
 import { supportAgent } from '../../src/agents/support/index.js';
 import type { ReadTool, ToolContext, WriteTool } from '../../src/core/tool.js';
 import { ScriptedProvider } from '../../src/models/scripted.js';
-import { estimateCallTokens } from '../../src/worker/budget.js';
+import { estimateCallTokens } from '../../src/budget/tenantBudget.js';
 import { countTokens } from '../../src/core/tokens.js';
 import { startSandbox, type SandboxHandle } from '../../sandbox/server.js';
 import { TerminalError } from '../../src/core/errors.js';

@@ -1,7 +1,7 @@
 /** A tenant's daily token budget is reserved before each model call, across runs. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
-import { buildSpec } from '../../src/producer/runs.js';
+import { buildSpec } from '../../src/producer/intake.js';
 
 let h: Harness;
 beforeAll(async () => {

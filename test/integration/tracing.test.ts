@@ -6,12 +6,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base';
 import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
-import { createContext } from '../../src/bin/context.js';
+import { createContext } from '../../src/server/buildContext.js';
 import { createLogger } from '../../src/metrics/log.js';
 import { newMetrics } from '../../src/metrics/metrics.js';
 import { createTracing } from '../../src/metrics/tracing.js';
-import { buildSpec } from '../../src/producer/runs.js';
-import type { Script } from '../../src/models/script.js';
+import { buildSpec } from '../../src/producer/intake.js';
+import type { Script } from '../../src/models/scriptedTurns.js';
 import { emailTurn, final, read } from '../../testkit/turns.js';
 
 // The email's body must never show up in events or spans.

@@ -13,7 +13,7 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createHarness, sampleTicket, supportTool, type Harness } from '../../testkit/harness.js';
-import { buildSpec } from '../../src/producer/runs.js';
+import { buildSpec } from '../../src/producer/intake.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { createEffectRunner } from '../../src/ledger/runner.js';
 import { reconcile } from '../../src/ledger/reconcile.js';

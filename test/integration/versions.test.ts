@@ -11,7 +11,7 @@ import { createHash } from 'node:crypto';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, type Harness } from '../../testkit/harness.js';
-import { createContext, type AppContext } from '../../src/bin/context.js';
+import { createContext, type AppContext } from '../../src/server/buildContext.js';
 import { newMetrics } from '../../src/metrics/metrics.js';
 import { createLogger } from '../../src/metrics/log.js';
 import { createEffectRunner } from '../../src/ledger/runner.js';
@@ -161,7 +161,7 @@ describe('the version queue from agentctl, the run page and the console', () => 
   });
   const ctl = async (...args: string[]) => {
     try {
-      const { stdout } = await run(process.execPath, ['--import', 'tsx', 'src/bin/agentctl.ts', ...args, '--url', url, '--token', OPERATOR_TOKEN]);
+      const { stdout } = await run(process.execPath, ['--import', 'tsx', 'src/server/agentctl.ts', ...args, '--url', url, '--token', OPERATOR_TOKEN]);
       return { code: 0, out: JSON.parse(stdout) as Record<string, unknown> };
     } catch (err) {
       const e = err as { code: number; stdout: string };

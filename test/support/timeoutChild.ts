@@ -5,7 +5,7 @@
  * prints one JSON line: whether the call failed and after how long. Gives up
  * (fired: false) after 8 s.
  */
-import { httpJson } from '../../src/core/http.js';
+import { httpJson } from '../../src/core/httpJson.js';
 import { OpenAIProvider } from '../../src/models/openai.js';
 
 const [url, mode] = process.argv.slice(2) as [string, string];

@@ -10,9 +10,9 @@ import { ConfigError } from '../../src/config/config.js';
 import { LedgerConflict } from '../../src/ledger/ledger.js';
 import { CompensationRefused } from '../../src/ledger/compensation.js';
 import { RedisMisconfigured, RedisUnreachable } from '../../src/store/connect.js';
-import { InvalidRunRequest } from '../../src/producer/runs.js';
-import { PortInUseError } from '../../src/bin/boot.js';
-import { BudgetStopError } from '../../src/worker/budget.js';
+import { InvalidRunRequest } from '../../src/producer/intake.js';
+import { PortInUseError } from '../../src/server/boot.js';
+import { BudgetStopError } from '../../src/budget/tenantBudget.js';
 
 describe('the error hierarchy', () => {
   const cause = new Error('underneath');

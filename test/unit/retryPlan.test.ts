@@ -1,6 +1,6 @@
-/** The retry's rules without Redis (src/runs/retry.ts planRetry): statuses, reasons, extensions, limits. */
+/** The retry's rules without Redis (src/runs/retryRun.ts planRetry): statuses, reasons, extensions, limits. */
 import { describe, expect, it } from 'vitest';
-import { planRetry } from '../../src/runs/retry.js';
+import { planRetry } from '../../src/runs/retryRun.js';
 
 const now = 1_800_000_000_000;
 const old = { maxSteps: 5, maxTokens: 1000, maxWallMs: 60_000, deadlineAt: now - 10_000 };

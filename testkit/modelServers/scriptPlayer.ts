@@ -6,7 +6,7 @@
  * (the agent's prompt(input)) and to its step by the assistant turns already
  * in it: concurrent runs interleave freely.
  */
-import type { Script } from '../../src/models/script.js';
+import type { Script } from '../../src/models/scriptedTurns.js';
 import type { RecordedRequest, Reply } from './queue.js';
 
 type Message = { role?: unknown; content?: unknown };

@@ -4,10 +4,10 @@
  * wording, and the scripted turns of the demo.
  */
 import { defineAgent, FOLLOW_UP_EARLIER_MAX_CHARS, type Agent } from '../../core/agent.js';
-import type { ServiceOptions } from '../../core/http.js';
+import type { ServiceOptions } from '../../core/httpJson.js';
 import type { SupportServices } from './vendors/index.js';
 import { clarificationEmail } from './compensation.js';
-import { supportScript } from './script.js';
+import { supportScript } from './scriptedModel.js';
 import { ticketSchema, type Ticket } from './ticket.js';
 import { createSupportTools } from './tools/index.js';
 

@@ -1,7 +1,7 @@
 /** Typed call of activeOwners-1.lua: the client ids named by a shard queue's active lock tokens. */
 import type { Redis } from 'ioredis';
 import type { KeySpace } from '../keys.js';
-import { script } from '../scripts.js';
+import { script } from '../luaScripts.js';
 
 /**
  * Distinct Redis client ids that hold the shard queue's active jobs (read only).

@@ -1,6 +1,6 @@
 /** Typed call of src/store/lua/announceVersion-1.lua: announce (or renew) one agent version a worker serves. */
 import type { RedisClient } from '../connect.js';
-import { script } from '../scripts.js';
+import { script } from '../luaScripts.js';
 
 export interface AnnounceVersionArgs {
   /** The announcement (JSON: worker id, version, tools hash, tool names); the same string on every renewal. */

@@ -1,7 +1,7 @@
 /** Typed call of src/store/lua/appendTextDeltas-3.lua: one batch of streamed model text, fenced like the commit. */
 import type { RedisClient } from '../connect.js';
 import { expectReply } from '../codes.js';
-import { script } from '../scripts.js';
+import { script } from '../luaScripts.js';
 
 export interface AppendTextDeltasKeys {
   run: string;

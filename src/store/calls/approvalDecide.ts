@@ -1,7 +1,7 @@
 /** Typed call of src/store/lua/approvalDecide-4.lua: one atomic claim of a pending approval. */
 import type { RedisClient } from '../connect.js';
 import { ScriptCode, scriptError } from '../codes.js';
-import { script } from '../scripts.js';
+import { script } from '../luaScripts.js';
 
 export interface ApprovalDecideKeys {
   action: string;

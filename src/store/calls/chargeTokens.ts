@@ -1,7 +1,7 @@
 /** Typed call of src/store/lua/chargeTokens-3.lua: charge a handed-back step's spent tokens, fenced like the commit. */
 import type { RedisClient } from '../connect.js';
 import { expectReply } from '../codes.js';
-import { script } from '../scripts.js';
+import { script } from '../luaScripts.js';
 
 export interface ChargeTokensKeys {
   run: string;

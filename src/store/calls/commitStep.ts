@@ -8,7 +8,7 @@
 import type { RedisClient } from '../connect.js';
 import { commitBullKeys, type CapturedAdd } from '../bullmqInternals.js';
 import { expectReply } from '../codes.js';
-import { script } from '../scripts.js';
+import { script } from '../luaScripts.js';
 
 export interface CommitStepKeys {
   run: string;

@@ -2,7 +2,7 @@
 import type { RedisClient } from '../connect.js';
 import type { CapturedAdd } from '../bullmqInternals.js';
 import { expectReply } from '../codes.js';
-import { script } from '../scripts.js';
+import { script } from '../luaScripts.js';
 
 export interface ContinueVersionArgs {
   /** The pinned version and tools hash the operator saw (the change is refused if they moved). */

@@ -2,7 +2,7 @@
 import type { RedisClient } from '../connect.js';
 import type { CapturedAdd } from '../bullmqInternals.js';
 import { InvariantError } from '../../core/errors.js';
-import { script } from '../scripts.js';
+import { script } from '../luaScripts.js';
 
 export interface CreateRunKeys {
   run: string;

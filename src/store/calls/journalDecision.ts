@@ -1,7 +1,7 @@
 /** Typed call of src/store/lua/journalDecision-5.lua: journal a step's decision (and charge its usage) before a write runs. */
 import type { RedisClient } from '../connect.js';
 import { expectReply } from '../codes.js';
-import { script } from '../scripts.js';
+import { script } from '../luaScripts.js';
 
 export interface JournalDecisionKeys {
   run: string;

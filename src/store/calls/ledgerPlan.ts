@@ -1,7 +1,7 @@
 /** Typed call of src/store/lua/ledgerPlan-5.lua: look an action up by id, or plan it (record + SET NX reservation). */
 import type { RedisClient } from '../connect.js';
 import { expectReply } from '../codes.js';
-import { script } from '../scripts.js';
+import { script } from '../luaScripts.js';
 
 export interface LedgerPlanKeys {
   action: string;

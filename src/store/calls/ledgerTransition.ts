@@ -1,7 +1,7 @@
 /** Typed call of src/store/lua/ledgerTransition-6.lua: a ledger record's compare-and-set move. */
 import type { RedisClient } from '../connect.js';
 import { ScriptCode, scriptError } from '../codes.js';
-import { script } from '../scripts.js';
+import { script } from '../luaScripts.js';
 
 export interface LedgerTransitionKeys {
   action: string;

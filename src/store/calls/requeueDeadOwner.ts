@@ -1,7 +1,7 @@
 /** Typed call of requeueDeadOwner-6.lua: a vanished client's active jobs back to wait. */
 import type { Redis } from 'ioredis';
 import type { KeySpace } from '../keys.js';
-import { script } from '../scripts.js';
+import { script } from '../luaScripts.js';
 
 /**
  * Moves back to wait the shard queue's active jobs whose lock still names

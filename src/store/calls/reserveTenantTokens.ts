@@ -1,7 +1,7 @@
 /** Typed calls of src/store/lua/reserveTenantTokens-1.lua: a tenant's daily token counter. */
 import type { RedisClient } from '../connect.js';
 import { ScriptCode } from '../codes.js';
-import { script } from '../scripts.js';
+import { script } from '../luaScripts.js';
 
 export interface TenantTokensArgs {
   /** The tenant-day counter key. */

@@ -3,7 +3,7 @@ import type { RedisClient } from '../connect.js';
 import type { RunKeys } from '../keys.js';
 import type { CapturedAdd } from '../bullmqInternals.js';
 import { ScriptCode, expectReply } from '../codes.js';
-import { script } from '../scripts.js';
+import { script } from '../luaScripts.js';
 import { InvariantError } from '../../core/errors.js';
 
 export interface RetryRunArgs {

@@ -2,7 +2,7 @@
 import type { RedisClient } from '../connect.js';
 import type { RunKeys } from '../keys.js';
 import { expectReply } from '../codes.js';
-import { script } from '../scripts.js';
+import { script } from '../luaScripts.js';
 
 export interface StopRunArgs {
   runId: string;

@@ -16,14 +16,14 @@
  */
 import { randomBytes } from 'node:crypto';
 import { loadConfig } from '../../../src/config/config.js';
-import { createContext, type AppContext } from '../../../src/bin/context.js';
+import { createContext, type AppContext } from '../../../src/server/buildContext.js';
 import { createLogger } from '../../../src/metrics/log.js';
 import { newMetrics } from '../../../src/metrics/metrics.js';
 import { startEmbeddedRedis, type EmbeddedRedis } from '../../../testkit/embeddedRedis.js';
 import { startSandbox, type SandboxHandle } from '../../../sandbox/server.js';
 import type { FaultRule } from '../../../sandbox/types.js';
 import { mulberry32 } from '../../../sandbox/faults.js';
-import { buildSpec } from '../../../src/producer/runs.js';
+import { buildSpec } from '../../../src/producer/intake.js';
 import { Ledger } from '../../../src/ledger/ledger.js';
 import { Reconciler } from '../../../src/ledger/reconciler.js';
 import { spawnChaosWorker, type ChaosWorker } from './processes.js';

@@ -19,7 +19,7 @@ export interface ChaosWorker {
 }
 
 export async function spawnChaosWorker(env: Record<string, string>, crashPoint?: string, startTimeoutMs = 30_000): Promise<ChaosWorker> {
-  const child = spawnModule('src/bin/worker', { WORKER_METRICS_PORT: '0', ...env, LOG_LEVEL: 'info', ...(crashPoint ? { CRASH_POINTS: crashPoint } : {}) }, ['ignore', 'pipe', 'pipe']);
+  const child = spawnModule('src/server/worker', { WORKER_METRICS_PORT: '0', ...env, LOG_LEVEL: 'info', ...(crashPoint ? { CRASH_POINTS: crashPoint } : {}) }, ['ignore', 'pipe', 'pipe']);
   const lines: string[] = [];
   const w: ChaosWorker = { child, pid: child.pid ?? -1, lines, bullIds: [], dead: false, ...(crashPoint ? { crashPoint } : {}), exited: undefined as never };
   w.exited = new Promise((resolve) => child.once('exit', (code, signal) => { w.dead = true; resolve({ code, signal, at: Date.now() }); }));

@@ -6,12 +6,12 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import type { Server } from 'node:http';
-import { createContext, type AppContext } from '../../../src/bin/context.js';
+import { createContext, type AppContext } from '../../../src/server/buildContext.js';
 import { onLines, spawnModule } from '../../../testkit/spawnModule.js';
 import { loadConfig } from '../../../src/config/config.js';
 import { createLogger } from '../../../src/metrics/log.js';
 import { newMetrics } from '../../../src/metrics/metrics.js';
-import { createFullApi } from '../../../src/producer/fullApi.js';
+import { createFullApi } from '../../../src/http/fullApi.js';
 import { startEmbeddedRedis, type EmbeddedRedis } from '../../../testkit/embeddedRedis.js';
 import { startSandbox, type SandboxHandle } from '../../../sandbox/server.js';
 import type { FaultRule } from '../../../sandbox/types.js';
@@ -227,7 +227,7 @@ function describeFault(f: FaultRule): string {
 }
 
 async function spawnWorker(label: string, env: Record<string, string>, problems: string[]): Promise<ScenarioWorker> {
-  const child = spawnModule('src/bin/worker', { ...env, LOG_LEVEL: 'debug' }, ['ignore', 'pipe', 'pipe']);
+  const child = spawnModule('src/server/worker', { ...env, LOG_LEVEL: 'debug' }, ['ignore', 'pipe', 'pipe']);
   const w: ScenarioWorker = { label, pid: child.pid ?? -1, child, logs: [], stderr: [], dead: false, exited: undefined as never };
   w.exited = new Promise((resolve) => {
     child.once('exit', (code, signal) => {

@@ -11,8 +11,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createFleet, defineAgent, defineReadTool, type Fleet } from '../../../src/index.js';
 import { ConfigError, loadConfig } from '../../../src/config/config.js';
-import { createContext } from '../../../src/bin/context.js';
-import { buildSpec } from '../../../src/producer/runs.js';
+import { createContext } from '../../../src/server/buildContext.js';
+import { buildSpec } from '../../../src/producer/intake.js';
 import { createHarness, producerAuth, type Harness } from '../../../testkit/harness.js';
 import { spawnModule } from '../../../testkit/spawnModule.js';
 import { startOpenAIServer } from '../../../testkit/modelServers/openai.js';
@@ -224,8 +224,8 @@ describe('choices the boot refuses, the field named', () => {
       return new Promise<{ code: number | null; lines: string[] }>((resolve) => child.once('close', (code) => resolve({ code, lines: stderr.trimEnd().split('\n') })));
     };
     const [worker, api] = await Promise.all([
-      exit('src/bin/worker', { TENANT_MODELS: '{"acme":{"support":{"provider":"anthropic","model":"claude-sonnet-4-5"}}}' }),
-      exit('src/bin/api', { TENANT_MODELS: '{"acme":{"support":{"provider":"openai","options":{"topP":7}}}}' }),
+      exit('src/server/worker', { TENANT_MODELS: '{"acme":{"support":{"provider":"anthropic","model":"claude-sonnet-4-5"}}}' }),
+      exit('src/server/api', { TENANT_MODELS: '{"acme":{"support":{"provider":"openai","options":{"topP":7}}}}' }),
     ]);
     expect(worker.code).toBe(1);
     expect(worker.lines).toEqual([expect.stringMatching(/^worker: cannot start: invalid configuration: TENANT_MODELS\.acme\.support\.provider: provider 'anthropic' is not enabled on this process: set ANTHROPIC_API_KEY/)]);

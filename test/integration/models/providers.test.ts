@@ -10,7 +10,7 @@ import { createHarness, sampleTicket, type Harness } from '../../../testkit/harn
 import { startOpenAIServer } from '../../../testkit/modelServers/openai.js';
 import { startAnthropicServer } from '../../../testkit/modelServers/anthropic.js';
 import type { ModelServer } from '../../../testkit/modelServers/queue.js';
-import { buildSpec } from '../../../src/producer/runs.js';
+import { buildSpec } from '../../../src/producer/intake.js';
 import type { DecisionEntry } from '../../../src/core/journal.js';
 import { stepJobId } from '../../../src/store/keys.js';
 

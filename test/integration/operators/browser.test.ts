@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext } from 'playwright-core';
-import { buildSpec } from '../../../src/producer/runs.js';
+import { buildSpec } from '../../../src/producer/intake.js';
 import type { Harness } from '../../../testkit/harness.js';
 import { final, operatorHarness, turn } from './support.js';
 

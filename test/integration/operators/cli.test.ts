@@ -16,7 +16,7 @@ afterAll(async () => {
 
 const ctl = async (...args: string[]) => {
   try {
-    const { stdout } = await run(process.execPath, ['--import', 'tsx', 'src/bin/agentctl.ts', ...args, '--url', h.url, '--token', OPERATOR_TOKEN]);
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', 'src/server/agentctl.ts', ...args, '--url', h.url, '--token', OPERATOR_TOKEN]);
     return { code: 0, out: stdout, err: '' };
   } catch (err) {
     const e = err as { code: number; stdout: string; stderr: string };

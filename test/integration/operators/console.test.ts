@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { buildSpec } from '../../../src/producer/runs.js';
+import { buildSpec } from '../../../src/producer/intake.js';
 import { Ledger } from '../../../src/ledger/ledger.js';
 import type { Harness } from '../../../testkit/harness.js';
 import { email, final, operatorHarness, refund, turn } from './support.js';

@@ -7,7 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildSpec } from '../../../src/producer/runs.js';
+import { buildSpec } from '../../../src/producer/intake.js';
 import type { Harness } from '../../../testkit/harness.js';
 import { sampleTicket } from '../../../testkit/harness.js';
 import { call, email, final, operatorHarness, turn } from './support.js';

@@ -1,6 +1,6 @@
 /** The shared event reader on its own: streams added while it blocks, resumes, leaving. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EventFanout, type StreamEntry } from '../../../src/producer/operators/eventFanout.js';
+import { EventFanout, type StreamEntry } from '../../../src/http/operators/eventFanout.js';
 import { createHarness, type Harness } from '../../../testkit/harness.js';
 
 let h: Harness;

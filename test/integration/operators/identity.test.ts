@@ -135,7 +135,7 @@ describe('OIDC / JWT bearer', () => {
     try {
       const port = (server.address() as { port: number }).port;
       const cfg = loadConfig({ OIDC_ISSUER: ISSUER, OIDC_AUDIENCE: AUDIENCE, OIDC_JWKS_URL: `http://127.0.0.1:${port}/jwks` });
-      const { directoryFor } = await import('../../../src/producer/identity.js');
+      const { directoryFor } = await import('../../../src/http/operatorIdentity.js');
       const token = await new SignJWT({ email: 'jo@example.com', role: 'operator', tenants: ['acme', 'globex'] })
         .setProtectedHeader({ alg: 'RS256', kid: 'k1' }).setIssuer(ISSUER).setAudience(AUDIENCE).setExpirationTime('5m').sign(privateKey);
       expect(await directoryFor(cfg).authenticate(token)).toMatchObject({ name: 'jo@example.com', role: 'operator', tenants: ['acme', 'globex'] });

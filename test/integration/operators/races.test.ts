@@ -13,7 +13,7 @@ import { stopRun } from '../../../src/runs/stop.js';
 import { approvalPolicy, expireApprovals } from '../../../src/ledger/approvals.js';
 import { createEffectRunner } from '../../../src/ledger/runner.js';
 import type { EffectRunner } from '../../../src/worker/effects.js';
-import { buildSpec } from '../../../src/producer/runs.js';
+import { buildSpec } from '../../../src/producer/intake.js';
 import { createHarness, sampleTicket, type Harness, supportTool } from '../../../testkit/harness.js';
 import { call, email, final, OPERATOR_TOKEN, operatorHarness, refund, startScripted, turn } from './support.js';
 

@@ -6,13 +6,13 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { buildSpec } from '../../../src/producer/runs.js';
+import { buildSpec } from '../../../src/producer/intake.js';
 import { replayRun } from '../../../src/runs/replay.js';
 import { createEffectRunner } from '../../../src/ledger/runner.js';
 import { approvalPolicy } from '../../../src/ledger/approvals.js';
 import { Ledger } from '../../../src/ledger/ledger.js';
 import type { EffectRunner } from '../../../src/worker/effects.js';
-import type { Script } from '../../../src/models/script.js';
+import type { Script } from '../../../src/models/scriptedTurns.js';
 import { createHarness, sampleTicket, type Harness } from '../../../testkit/harness.js';
 import { call, email, final, OPERATOR_TOKEN, refund, startScripted, turn } from './support.js';
 
@@ -64,7 +64,7 @@ const emails = () => h.sandbox.counts().byResource.emails!;
 
 const ctl = async (...args: string[]) => {
   try {
-    const { stdout } = await exec(process.execPath, ['--import', 'tsx', 'src/bin/agentctl.ts', ...args, '--url', h.url, '--token', OPERATOR_TOKEN]);
+    const { stdout } = await exec(process.execPath, ['--import', 'tsx', 'src/server/agentctl.ts', ...args, '--url', h.url, '--token', OPERATOR_TOKEN]);
     return { code: 0, out: stdout };
   } catch (err) {
     const e = err as { code: number; stdout: string };

@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildSpec } from '../../../src/producer/runs.js';
+import { buildSpec } from '../../../src/producer/intake.js';
 import { createHarness, sampleTicket, type Harness } from '../../../testkit/harness.js';
 import { call, final, OPERATOR_TOKEN, operatorHarness, refund, turn } from './support.js';
 
@@ -115,11 +115,11 @@ describe('GET /v1/runs', () => {
 
   it('agentctl runs filters and pages', async () => {
     const run = promisify(execFile);
-    const { stdout } = await run(process.execPath, ['--import', 'tsx', 'src/bin/agentctl.ts', 'runs', '--status', 'waiting_approval', '--tenant', 'globex', '--limit', '2', '--url', h.url, '--token', OPERATOR_TOKEN]);
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', 'src/server/agentctl.ts', 'runs', '--status', 'waiting_approval', '--tenant', 'globex', '--limit', '2', '--url', h.url, '--token', OPERATOR_TOKEN]);
     const first = JSON.parse(stdout) as Page;
     expect(first.runs).toHaveLength(2);
     expect(first.nextCursor).toBeDefined();
-    const next = JSON.parse((await run(process.execPath, ['--import', 'tsx', 'src/bin/agentctl.ts', 'runs', '--status', 'waiting_approval', '--tenant', 'globex', '--cursor', first.nextCursor!, '--url', h.url, '--token', OPERATOR_TOKEN])).stdout) as Page;
+    const next = JSON.parse((await run(process.execPath, ['--import', 'tsx', 'src/server/agentctl.ts', 'runs', '--status', 'waiting_approval', '--tenant', 'globex', '--cursor', first.nextCursor!, '--url', h.url, '--token', OPERATOR_TOKEN])).stdout) as Page;
     expect([...first.runs, ...next.runs].map((r) => r.runId).sort()).toEqual([...parked.slice(0, 3)].sort());
     expect(next.nextCursor).toBeUndefined();
   });

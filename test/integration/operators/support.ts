@@ -1,8 +1,8 @@
 /** Shared helpers of the operator tests: a harness with an operator token and approval rules, and JSON over HTTP. */
-import { buildSpec } from '../../../src/producer/runs.js';
+import { buildSpec } from '../../../src/producer/intake.js';
 import { createEffectRunner } from '../../../src/ledger/runner.js';
 import { approvalPolicy } from '../../../src/ledger/approvals.js';
-import type { Script } from '../../../src/models/script.js';
+import type { Script } from '../../../src/models/scriptedTurns.js';
 import { createHarness, sampleTicket, type Harness } from '../../../testkit/harness.js';
 
 export const OPERATOR_TOKEN = 'operator-token-for-tests';

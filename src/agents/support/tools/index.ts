@@ -1,5 +1,5 @@
 /** The support agent's tools (the order feeds the tools' schema hash every run pins: keep it). */
-import type { ServiceOptions } from '../../../core/http.js';
+import type { ServiceOptions } from '../../../core/httpJson.js';
 import type { Tool } from '../../../core/tool.js';
 import { sandboxServices, type SupportServices } from '../vendors/index.js';
 import { ResendClient } from '../vendors/resend.js';

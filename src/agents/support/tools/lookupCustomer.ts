@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { httpJson, type ServiceOptions } from '../../../core/http.js';
+import { httpJson, type ServiceOptions } from '../../../core/httpJson.js';
 import { defineReadTool } from '../../../core/agent.js';
 import type { ReadTool } from '../../../core/tool.js';
 

@@ -2,11 +2,11 @@
  * How the three vendor adapters turn a non-2xx answer into the error a
  * retry or a reconciliation acts on (src/core/tool.ts WriteTool.dispatch).
  * 429/503 (RetryableError) and other 5xx (OutcomeUnknownError) are already
- * classified by src/core/http.ts. Error details carry the status and the
+ * classified by src/core/httpJson.ts. Error details carry the status and the
  * vendor's error code, never the body text (it can echo customer data).
  */
 import { AgentError, KeyConflictError } from '../../../core/errors.js';
-import { OutcomeUnknownError } from '../../../core/http.js';
+import { OutcomeUnknownError } from '../../../core/httpJson.js';
 
 export type Verdict = 'conflict' | 'in_progress' | 'rejected';
 

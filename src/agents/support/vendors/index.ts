@@ -6,7 +6,7 @@
  * sandbox accepts; nothing else in the code path differs from the real vendors.
  */
 import type { Config } from '../../../config/config.js';
-import type { ServiceOptions } from '../../../core/http.js';
+import type { ServiceOptions } from '../../../core/httpJson.js';
 import type { ResendOptions } from './resend.js';
 import type { StripeOptions } from './stripe.js';
 import type { ZendeskOptions } from './zendesk.js';

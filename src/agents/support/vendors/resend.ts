@@ -14,10 +14,10 @@
  * Not Resend's official SDK (`resend`): it has no request timeout option, and it
  * turns every fetch failure into one `application_error` result, so a request
  * that never left (connection refused) and one whose response was lost look the
- * same; src/core/http.ts tells them apart.
+ * same; src/core/httpJson.ts tells them apart.
  */
 import { z } from 'zod';
-import { httpJson } from '../../../core/http.js';
+import { httpJson } from '../../../core/httpJson.js';
 import { malformed, vendorError } from './errors.js';
 
 /** Resend keeps an Idempotency-Key 24 hours (docs: "Idempotency Keys"). */

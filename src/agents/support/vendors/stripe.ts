@@ -12,10 +12,10 @@
  * Not Stripe's official client (`stripe`): it can set the key, turn retries off
  * (maxNetworkRetries: 0) and set a timeout, but it raises one
  * StripeConnectionError for a request that never left and for one whose
- * response was lost, and the ledger must tell them apart; src/core/http.ts does.
+ * response was lost, and the ledger must tell them apart; src/core/httpJson.ts does.
  */
 import { z } from 'zod';
-import { httpJson } from '../../../core/http.js';
+import { httpJson } from '../../../core/httpJson.js';
 import { malformed, vendorError } from './errors.js';
 
 /** Stripe keeps an Idempotency-Key at least 24 hours (docs: "Idempotent requests"). */

@@ -13,10 +13,10 @@
  * Not Zendesk's official client (node-zendesk): it sets no per-request
  * Idempotency-Key and does not expose the `x-idempotency-lookup` header, and
  * its request errors do not tell "never sent" (connection refused) from
- * "response lost" (reset, timeout); src/core/http.ts does.
+ * "response lost" (reset, timeout); src/core/httpJson.ts does.
  */
 import { z } from 'zod';
-import { httpJson, type HttpResult } from '../../../core/http.js';
+import { httpJson, type HttpResult } from '../../../core/httpJson.js';
 import { basic, malformed, vendorError } from './errors.js';
 
 /** Zendesk keeps an Idempotency-Key 2 hours (API introduction, "Idempotency"). */

@@ -1,0 +1,123 @@
+/**
+ * The step policy, pure: what a step may spend and what status it ends in.
+ * No Redis, no clock (the time is passed in), no I/O: the step processor and
+ * replay apply it, test/unit/budgetPolicy.test.ts holds it.
+ *
+ * Budgets are run attributes (limits fixed at creation, usage in the run's
+ * budget hash). The check runs before every model attempt, retries included:
+ * an attempt whose estimate (transcript, run input, tool schemas, instructions, completion cap) could
+ * exceed the remaining tokens is never made, nor one past the deadline. After
+ * each attempt its billed usage is charged, failed attempts included.
+ */
+import type { ToolSpec } from '../core/model.js';
+import { countTokens } from '../core/tokens.js';
+
+export type BudgetKind = 'steps' | 'tokens' | 'wall_clock' | 'tenant_tokens';
+
+export interface BudgetStop {
+  kind: BudgetKind;
+  reason: string;
+}
+
+export interface Used {
+  steps: number;
+  tokens: number;
+  /**
+   * UTF-8 bytes of the transcript's decisions and observations, summed by each commit.
+   * Every BPE token is at least one byte, so this bounds the transcript's tokens from
+   * above at no cost; undefined when unknown (a job from before the field): count exactly.
+   */
+  contextBytes?: number | undefined;
+}
+
+/** What the policy reads of a run: its limits and when it was created (a RunSpec has both). */
+export interface Budgeted {
+  limits: { maxSteps: number; maxTokens: number; maxWallMs: number; deadlineAt: number };
+  createdAt: number;
+}
+
+const toolTokens = new WeakMap<readonly ToolSpec[], number>();
+
+/** Prompt tokens of the tools offered (names, descriptions, JSON schemas), counted once per tool list. */
+export function toolSchemaTokens(tools: readonly ToolSpec[]): number {
+  let n = toolTokens.get(tools);
+  if (n === undefined) toolTokens.set(tools, (n = tools.length === 0 ? 0 : countTokens(JSON.stringify(tools))));
+  return n;
+}
+
+/**
+ * What one model attempt may spend, in tokenizer counts (src/core/tokens.ts): the
+ * transcript so far (`contextTokens`: exact, or the byte bound `used.contextBytes`), the
+ * run's instructions and input (`inputTokens`: the agent's estimateInputTokens, by
+ * default its instructions and first message, counted), the tool schemas offered and
+ * the completion cap. The engine does not read the input's fields.
+ */
+export function estimateCallTokens(inputTokens: number, contextTokens: number, completionCap: number, tools: readonly ToolSpec[] = []): number {
+  return contextTokens + inputTokens + toolSchemaTokens(tools) + completionCap;
+}
+
+/** The part of the transcript a model call is sent (and its context is counted from): decisions and tool observations. */
+export function isContext(kind: string): boolean {
+  return kind === 'decision' || kind === 'observation';
+}
+
+/** Before a step's model call: a step left, and the first attempt's check. `estimate`: estimateCallTokens, computed once per call. */
+export function preflight(spec: Budgeted, used: Used, estimate: number, nowMs: number): BudgetStop | undefined {
+  const { limits } = spec;
+  if (used.steps >= limits.maxSteps) return { kind: 'steps', reason: `steps: ${used.steps} of ${limits.maxSteps} used` };
+  return attemptCheck(spec, used.tokens, estimate, nowMs);
+}
+
+/**
+ * Before each model attempt, retries included: the deadline has not passed and
+ * what the attempt may spend (`estimate`) fits beside what the run has spent
+ * (`usedTokens`, the failed attempts of this step included).
+ */
+export function attemptCheck(spec: Budgeted, usedTokens: number, estimate: number, nowMs: number): BudgetStop | undefined {
+  const { limits } = spec;
+  if (nowMs >= limits.deadlineAt) return wallClockStop(spec, nowMs);
+  if (usedTokens + estimate > limits.maxTokens) {
+    return { kind: 'tokens', reason: `tokens: used ${usedTokens} + estimate ${estimate} > cap ${limits.maxTokens}` };
+  }
+  return undefined;
+}
+
+/** After each model attempt: what it did spend. A run past its cap stops (at the cap, the next pre-flight stops it). */
+export function spentCheck(spec: Budgeted, usedTokens: number): BudgetStop | undefined {
+  if (usedTokens > spec.limits.maxTokens) return { kind: 'tokens', reason: `tokens: used ${usedTokens} of cap ${spec.limits.maxTokens}` };
+  return undefined;
+}
+
+/**
+ * The run's wall-clock deadline passed (before a call, or while the step waited
+ * on one), or `retryCut`: a retry's backoff would have ended past it.
+ */
+export function wallClockStop(spec: Budgeted, nowMs: number, retryCut = false): BudgetStop {
+  const { limits } = spec;
+  const deadline = new Date(limits.deadlineAt).toISOString();
+  const what = retryCut ? `a retry would wait past the deadline ${deadline}` : `deadline ${deadline} passed`;
+  return { kind: 'wall_clock', reason: `wall_clock: ${what} (${nowMs - spec.createdAt} ms of ${limits.maxWallMs} used)` };
+}
+
+export interface NextStatus {
+  status: 'running' | 'completed' | 'budget_exceeded';
+  reason: string;
+  /** The budget that ended the run, when one did. */
+  budget?: BudgetKind;
+}
+
+/**
+ * The status a step that ran its tools commits: `completed` on a final answer
+ * with no tool call; else `budget_exceeded` when the deadline cut its tools
+ * short (`wallStop`) or this was the run's last step; else `running`.
+ */
+export function nextStatus(
+  spec: Budgeted, used: Used, decision: { final?: unknown; toolCalls: readonly unknown[] }, wallStop: BudgetStop | undefined,
+): NextStatus {
+  if (decision.final !== undefined && decision.toolCalls.length === 0) return { status: 'completed', reason: 'final_answer' };
+  if (wallStop) return { status: 'budget_exceeded', reason: wallStop.reason, budget: wallStop.kind };
+  if (used.steps + 1 >= spec.limits.maxSteps) {
+    return { status: 'budget_exceeded', reason: `steps: ${used.steps + 1} of ${spec.limits.maxSteps} used`, budget: 'steps' };
+  }
+  return { status: 'running', reason: '' };
+}

@@ -1,0 +1,86 @@
+/** The HTTP API: run intake and views, health, metrics. */
+import express, { type NextFunction, type Request, type Response } from 'express';
+import type { AppContext } from '../server/buildContext.js';
+import { metricsAllowed } from './opsServer.js';
+import { requireRunAccess, requireRunCreation, runNotFound } from './auth.js';
+import { BODY_LIMIT, bodyParserError, bodyTooDeep, nestedDeeperThan } from '../producer/bodyLimits.js';
+import { InvalidRunRequest, startRun } from '../producer/intake.js';
+import { createRunSchemaFor } from '../producer/schemas.js';
+import { EVENT_KEY_FORMAT } from '../runs/spec.js';
+import { runView, type EffectsLister } from './runView.js';
+
+export interface ApiOptions {
+  listEffects?: EffectsLister;
+  /** Extra routers mounted by later layers (operators, webhooks, Bull Board). */
+  mount?: (app: express.Express) => void;
+  isReady?: () => boolean;
+}
+
+export function createApi(ctx: AppContext, opts: ApiOptions = {}): express.Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.use(express.json({ limit: BODY_LIMIT }));
+  app.use((req, res, next) => (nestedDeeperThan(req.body) ? bodyTooDeep(res) : next()));
+
+  app.get('/healthz', (_req, res) => void res.json({ ok: true }));
+  app.get('/readyz', async (_req, res) => {
+    const ready = (opts.isReady?.() ?? true) && (await ctx.redis.ping().then(() => true, () => false));
+    res.status(ready ? 200 : 503).json({ ready });
+  });
+  // With API_METRICS_PORT set, /metrics is served there (src/server/api.ts), not on PORT.
+  if (ctx.cfg.API_METRICS_PORT === 0) {
+    app.get('/metrics', async (req, res) => {
+      const { METRICS_TOKEN: token, APP_MODE: mode } = ctx.cfg;
+      if (token === undefined && mode === 'production') {
+        return void res.status(503).json({ error: 'metrics_not_exposed', message: 'in production /metrics on PORT needs METRICS_TOKEN, or set API_METRICS_PORT to serve it on a separate port' });
+      }
+      if (!metricsAllowed(token, req.headers.authorization)) {
+        return void res.status(401).setHeader('www-authenticate', 'Bearer').json({ error: 'unauthorized', message: '/metrics needs the METRICS_TOKEN bearer token' });
+      }
+      res.type(ctx.metrics.registry.contentType).send(await ctx.metrics.registry.metrics());
+    });
+  }
+
+  app.post('/v1/runs', requireRunCreation(ctx.cfg), async (req, res) => {
+    const parsed = createRunSchemaFor(req.body).safeParse(req.body);
+    if (!parsed.success) {
+      const fields = parsed.error.issues.map((i) => ({ path: i.path.join('.') || '(body)', message: i.message }));
+      res.status(400).json({ error: 'invalid_request', fields });
+      return;
+    }
+    // The Idempotency-Key names the intake event: a new key on the same subject is a follow-up run.
+    const header = req.header('idempotency-key');
+    if (header !== undefined && !EVENT_KEY_FORMAT.test(header)) {
+      res.status(400).json({ error: 'invalid_request', fields: [{ path: 'Idempotency-Key', message: '1 to 200 visible ASCII characters, no spaces' }] });
+      return;
+    }
+    try {
+      const { runId, created, previousRunId } = await startRun(ctx, parsed.data, header);
+      if (created) return void res.status(201).json({ runId, created, ...(previousRunId ? { previousRunId } : {}) });
+      // The same event again (or, with no event named, the subject's latest run): that run, with its status (a dead run was settled, never left queued).
+      const status = (await ctx.redis.hget(ctx.keys.run(runId).run, 'status')) ?? undefined;
+      res.status(200).json({ runId, created, ...(status ? { status } : {}) });
+    } catch (err) {
+      if (err instanceof InvalidRunRequest) {
+        res.status(400).json({ error: 'invalid_request', fields: err.fields });
+        return;
+      }
+      throw err;
+    }
+  });
+
+  app.get('/v1/runs/:id', requireRunAccess(ctx), async (req, res) => {
+    const view = await runView(ctx, req.params.id, opts.listEffects);
+    if (!view) return runNotFound(res);
+    res.json(view);
+  });
+
+  opts.mount?.(app);
+
+  app.use((err: Error & { status?: number; type?: string }, _req: Request, res: Response, _next: NextFunction) => {
+    if (bodyParserError(err, res)) return;
+    ctx.log.error({ code: 'api_error', err }, 'request failed');
+    res.status(err.status ?? 500).json({ error: 'internal_error' });
+  });
+  return app;
+}

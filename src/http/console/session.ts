@@ -1,0 +1,98 @@
+/**
+ * Console login sessions. A login (the operator's token or JWT, checked by
+ * src/http/operatorIdentity.ts) creates a session in Redis (a random 256-bit id,
+ * the operator, a CSRF token, PX = CONSOLE_SESSION_TTL_MS, never past a JWT's
+ * exp) and sets the cookie `console_session=<id>.<HMAC-SHA256(id)>`: HttpOnly
+ * (no script reads it), SameSite=Strict (no other site's page sends it),
+ * Path=/, Secure behind HTTPS. Logout deletes the session: the cookie is then
+ * worth nothing. A cookie whose signature does not match is never looked up.
+ *
+ * The session's CSRF token (synchronizer pattern) is in every console form; a
+ * POST without it, or with another, is refused (403) before anything happens.
+ */
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { Request, Response } from 'express';
+import type { AppContext } from '../../server/buildContext.js';
+import type { Operator } from '../operatorIdentity.js';
+
+export const SESSION_COOKIE = 'console_session';
+/** Double-submit token of the login form (there is no session yet to hold one). */
+export const LOGIN_CSRF_COOKIE = 'console_login_csrf';
+
+export interface Session {
+  operator: Operator;
+  csrf: string;
+}
+
+/** Cookies of a request (no dependency: a Cookie header is `a=b; c=d`). */
+export function cookies(req: Request): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const part of (req.headers.cookie ?? '').split(';')) {
+    const i = part.indexOf('=');
+    if (i > 0) out[part.slice(0, i).trim()] = decodeURIComponent(part.slice(i + 1).trim());
+  }
+  return out;
+}
+
+export function sameToken(a: string | undefined, b: string | undefined): boolean {
+  if (a === undefined || b === undefined || a.length !== b.length || a.length === 0) return false;
+  return timingSafeEqual(Buffer.from(a), Buffer.from(b));
+}
+
+export function cookieFlags(req: Request, maxAgeMs?: number): string {
+  return `Path=/; HttpOnly; SameSite=Strict${req.secure ? '; Secure' : ''}${maxAgeMs !== undefined ? `; Max-Age=${Math.floor(maxAgeMs / 1000)}` : ''}`;
+}
+
+export class ConsoleSessions {
+  /** Undefined when the console may not sign sessions (production without CONSOLE_SESSION_SECRET). */
+  private readonly secret: Buffer | undefined;
+
+  constructor(private readonly ctx: Pick<AppContext, 'redis' | 'keys' | 'cfg'>) {
+    const configured = ctx.cfg.CONSOLE_SESSION_SECRET;
+    // Development without a secret: one per process (sessions end when it restarts; other replicas refuse them).
+    this.secret = configured !== undefined ? Buffer.from(configured) : ctx.cfg.APP_MODE === 'development' ? randomBytes(32) : undefined;
+  }
+
+  get enabled(): boolean {
+    return this.secret !== undefined;
+  }
+
+  private sign(id: string): string {
+    return createHmac('sha256', this.secret!).update(id).digest('base64url');
+  }
+
+  async create(req: Request, res: Response, operator: Operator): Promise<Session> {
+    const id = randomBytes(32).toString('base64url');
+    const session: Session = { operator, csrf: randomBytes(24).toString('base64url') };
+    const ttl = Math.min(this.ctx.cfg.CONSOLE_SESSION_TTL_MS, operator.expiresAt !== undefined ? operator.expiresAt - Date.now() : Infinity);
+    if (ttl <= 0) throw new Error('session: the credential has already expired');
+    await this.ctx.redis.set(this.ctx.keys.consoleSession(id), JSON.stringify(session), 'PX', Math.floor(ttl));
+    res.append('set-cookie', `${SESSION_COOKIE}=${id}.${this.sign(id)}; ${cookieFlags(req, ttl)}`);
+    return session;
+  }
+
+  /** The session of a request's cookie, or undefined (none, bad signature, expired, logged out). */
+  async read(req: Request): Promise<Session | undefined> {
+    if (!this.secret) return undefined;
+    const raw = cookies(req)[SESSION_COOKIE];
+    const dot = raw?.lastIndexOf('.') ?? -1;
+    if (!raw || dot <= 0) return undefined;
+    const id = raw.slice(0, dot);
+    if (!/^[\w-]{43}$/.test(id) || !sameToken(raw.slice(dot + 1), this.sign(id))) return undefined;
+    const stored = await this.ctx.redis.get(this.ctx.keys.consoleSession(id));
+    if (!stored) return undefined;
+    return JSON.parse(stored) as Session;
+  }
+
+  async destroy(req: Request, res: Response): Promise<void> {
+    const raw = cookies(req)[SESSION_COOKIE];
+    const id = raw?.slice(0, raw.lastIndexOf('.'));
+    if (id && /^[\w-]{43}$/.test(id)) await this.ctx.redis.del(this.ctx.keys.consoleSession(id));
+    res.append('set-cookie', `${SESSION_COOKIE}=; ${cookieFlags(req, 0)}`);
+  }
+
+  /** The operator of a request's session: what the API's GET routes and Bull Board accept as a login. */
+  reader() {
+    return async (req: Request): Promise<Operator | undefined> => (await this.read(req))?.operator;
+  }
+}

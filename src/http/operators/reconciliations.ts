@@ -1,0 +1,75 @@
+/**
+ * Operator routes of the human reconciliation queue: actions in needs_human
+ * (outcome unknown and not decidable by the service) with their evidence, and
+ * the operator's finding.
+ *
+ * confirmed -> needs_human->confirmed with the receipt; the resumed step reads it, nothing is resent.
+ * not_sent  -> needs_human->safe_retry; the resumed step dispatches once more with the SAME key.
+ * compensate -> a compensating action (a clarification email to the customer) planned, linked
+ *               both ways, and executed through the ledger; the original moves
+ *               needs_human->compensation_required; once the compensation is confirmed the
+ *               run ends `failed` / `compensated: ...` (see compensation.ts). Repeating the
+ *               request finishes a compensation left unsettled and never sends a second one.
+ * A finding on a compensation itself (it reached needs_human) finishes it and ends the run.
+ *
+ * If the process dies between the move and the resume, the run stays
+ * needs_human with a settled action; the reconciler or a second POST (409,
+ * with the state) shows it, and resuming is safe to repeat.
+ */
+import { Router } from 'express';
+import { z } from 'zod';
+import type { AppContext } from '../../server/buildContext.js';
+import { Ledger } from '../../ledger/ledger.js';
+import { operatorOf, requireOperator } from '../auth.js';
+import { seesTenant } from '../operatorIdentity.js';
+import { invalid, param } from '../../producer/fieldErrors.js';
+import { createEffectRunner } from '../../ledger/runner.js';
+import { CrashPoints } from '../../config/testHooks.js';
+import { Compensations } from '../../ledger/compensation.js';
+import { resolveHumanItem } from './actions.js';
+
+/** `operator` is accepted for older clients and ignored: the finding records the authenticated operator. */
+const findingSchema = z.object({
+  finding: z.enum(['confirmed', 'not_sent', 'compensate']),
+  receipt: z.string().min(1).max(200).optional(),
+  evidence: z.unknown(),
+  operator: z.string().min(1).max(200).optional(),
+}).strict().refine((b) => b.finding !== 'confirmed' || b.receipt !== undefined, { path: ['receipt'], message: 'a confirmed finding needs the receipt' });
+export { findingSchema };
+
+/** The human queue with each item's history, those of `tenants` only unless '*' (and of one run when given). */
+export async function humanQueue(ctx: AppContext, ledger: Ledger, tenants: '*' | readonly string[], runId?: string) {
+  const items = [];
+  const shards = runId !== undefined ? [ctx.keys.shardOf(runId)] : ctx.keys.allShards();
+  for (const shard of shards) {
+    for (const { actionId, since } of await ledger.indexed(ctx.keys.humanQueue(shard), Number.POSITIVE_INFINITY, 1000)) {
+      const rec = await ledger.getInShard(shard, actionId);
+      if (!rec || (runId !== undefined && rec.runId !== runId)) continue;
+      if (tenants !== '*' && !seesTenant({ tenants }, await ctx.redis.hget(ctx.keys.run(rec.runId).run, 'tenant'))) continue;
+      items.push({ ...rec, since, history: await ledger.history(rec.runId, actionId) });
+    }
+  }
+  return items;
+}
+
+/** The compensation driver of operator findings (one per process). */
+export function operatorCompensations(ctx: AppContext, ledger: Ledger): Compensations {
+  return new Compensations(ctx, ledger, createEffectRunner(ctx, { workerId: `operator-api:${process.pid}`, crash: new CrashPoints([]) }));
+}
+
+export function reconciliationsRouter(ctx: AppContext, ledger: Ledger, compensations = operatorCompensations(ctx, ledger)): Router {
+  const r = Router();
+
+  r.get('/v1/reconciliations', requireOperator(ctx.cfg, 'viewer'), async (_req, res) => {
+    res.json({ reconciliations: await humanQueue(ctx, ledger, operatorOf(res).tenants) });
+  });
+
+  r.post('/v1/reconciliations/:actionId', requireOperator(ctx.cfg, 'operator'), async (req, res) => {
+    const parsed = findingSchema.safeParse(req.body);
+    if (!parsed.success) return void invalid(res, parsed.error);
+    const { finding, receipt, evidence } = parsed.data;
+    const answer = await resolveHumanItem(ctx, ledger, compensations, operatorOf(res), param(req.params.actionId), finding, receipt, evidence);
+    res.status(answer.status).json(answer.body);
+  });
+  return r;
+}

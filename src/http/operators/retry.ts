@@ -1,0 +1,33 @@
+/**
+ * POST /v1/runs/:id/retry {steps?, tokens?, wallMs?}: a `failed`, `budget_exceeded`
+ * or `needs_human` run continues from its last commit, optionally with more steps,
+ * tokens or wall clock (src/runs/retryRun.ts, one script: src/store/lua/retryRun-14.lua).
+ * Recorded in the run's journal as an `operator` entry (action `retry`, by the
+ * authenticated operator, the extension as its detail). A malformed body is 400
+ * naming the field and writes nothing.
+ */
+import { Router } from 'express';
+import { z } from 'zod';
+import type { AppContext } from '../../server/buildContext.js';
+import { BUDGET_BOUNDS } from '../../budget/bounds.js';
+import { operatorOf, requireOperator } from '../auth.js';
+import { retryStoppedRun } from './actions.js';
+import { invalid, param } from '../../producer/fieldErrors.js';
+
+/** Each extension is bounded by src/budget/bounds.ts; the run's totals by LIMIT_MAX_* (checked by retryRun). */
+export const retryBodySchema = z.object({
+  steps: z.number().int().nonnegative().max(BUDGET_BOUNDS.maxSteps).optional(),
+  tokens: z.number().int().nonnegative().max(BUDGET_BOUNDS.maxTokens).optional(),
+  wallMs: z.number().int().nonnegative().max(BUDGET_BOUNDS.maxWallMs).optional(),
+}).strict();
+
+export function retryRouter(ctx: AppContext): Router {
+  const r = Router();
+  r.post('/v1/runs/:id/retry', requireOperator(ctx.cfg, 'operator'), async (req, res) => {
+    const parsed = retryBodySchema.safeParse(req.body ?? {});
+    if (!parsed.success) return void invalid(res, parsed.error);
+    const answer = await retryStoppedRun(ctx, operatorOf(res), param(req.params.id), parsed.data);
+    res.status(answer.status).json(answer.body);
+  });
+  return r;
+}

@@ -1,0 +1,49 @@
+/**
+ * GET /runs/:id: the run view (the same data as GET /v1/runs/:id) as a small
+ * read-only HTML page, the target of Bull Board's per-job link. Readable with
+ * the board's basic-auth credentials (a browser reuses those it gave the
+ * board: same realm) or any bearer token that may read the run (a tenant
+ * token only its own runs, another tenant's run is 404 like an unknown one).
+ */
+import { Router, type NextFunction, type Request, type Response } from 'express';
+import type { AppContext } from '../../server/buildContext.js';
+import type { Ledger } from '../../ledger/ledger.js';
+import { authUnconfigured, bearer, OPERATOR_SETTINGS, type SessionReader, principalFor, principalSees, runTokensConfigured } from '../auth.js';
+import { renderRunHtml, runView } from '../runView.js';
+import { isRunId } from '../../store/keys.js';
+import { askForBoardCredentials, basicAuthOn, boardBasicMatches, RUN_PAGE_PATH } from './bullBoard.js';
+import { param } from '../../producer/fieldErrors.js';
+
+/** The page's one 404: malformed, another tenant's and unknown run ids alike. */
+const pageNotFound = (res: Response) => void res.status(404).type('text/plain').send('run not found');
+
+function pageAuth(ctx: AppContext, session?: SessionReader) {
+  return async (req: Request, res: Response, next: NextFunction) => {
+    // Never open: with no credential of any kind configured the page is off (503 naming the settings).
+    if (!basicAuthOn(ctx.cfg) && !runTokensConfigured(ctx.cfg)) {
+      return authUnconfigured(res, `BULL_BOARD_USER and BULL_BOARD_PASSWORD, or ${OPERATOR_SETTINGS}`);
+    }
+    const runId = param(req.params.id);
+    if (boardBasicMatches(ctx.cfg, req)) return isRunId(runId) ? next() : pageNotFound(res);
+    // A console session: the console's own page of the run (it acts, and updates live).
+    if (bearer(req) === undefined && isRunId(runId) && (await session?.(req))) return void res.redirect(303, `/console/runs/${runId}`);
+    const p = await principalFor(ctx.cfg, req);
+    if (!p) return void askForBoardCredentials(ctx.cfg, res, 'bull board credentials or a token that may read this run are required');
+    if (!isRunId(runId)) return pageNotFound(res);
+    if (!principalSees(p, await ctx.redis.hget(ctx.keys.run(runId).run, 'tenant'))) return pageNotFound(res);
+    next();
+  };
+}
+
+export function runPageRouter(ctx: AppContext, ledger: Ledger, session?: SessionReader): Router {
+  const r = Router();
+  r.get(`${RUN_PAGE_PATH}/:id`, pageAuth(ctx, session), async (req, res) => {
+    const view = await runView(ctx, param(req.params.id), (runId) => ledger.listForRun(runId));
+    res.setHeader('content-security-policy', "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
+    res.setHeader('x-content-type-options', 'nosniff');
+    res.setHeader('cache-control', 'no-store');
+    if (!view) return pageNotFound(res);
+    res.type('html').send(renderRunHtml(view));
+  });
+  return r;
+}

@@ -1,0 +1,85 @@
+/**
+ * GET /v1/runs?status=&tenant=&agent=&since=&until=&cursor=&limit=: runs, newest status
+ * change first (since/until: the last status change in [since, until), epoch ms or ISO 8601), from the listing indexes (src/runs/list.ts). Any principal
+ * that may read runs may list them, each seeing only what it may read: an
+ * operator scoped to tenants and a tenant token list their own tenants' runs
+ * (a filter naming another tenant lists nothing). `nextCursor` continues the
+ * walk; a malformed query is 400 naming the field.
+ */
+import { Router } from 'express';
+import { z } from 'zod';
+import type { AppContext } from '../../server/buildContext.js';
+import { listRuns, decodeCursor, type RunPage } from '../../runs/list.js';
+import { authUnconfigured, principalFor, RUN_TOKEN_SETTINGS, runTokensConfigured, type Principal, type SessionReader } from '../auth.js';
+import { RUN_STATUSES } from '../../runs/status.js';
+import { invalid } from '../../producer/fieldErrors.js';
+
+const NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/i;
+
+/**
+ * A time bound of the listing: epoch ms, or an ISO 8601 date-time; one without a zone
+ * (what a browser's datetime-local field sends) is read as UTC.
+ */
+function timeSchema(field: string) {
+  return z.string().max(40).transform((raw, c) => {
+    const iso = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?$/.test(raw) ? `${raw}Z` : raw;
+    const ms = /^\d{1,15}$/.test(raw) ? Number(raw) : /^\d{4}-\d{2}-\d{2}T/.test(raw) ? Date.parse(iso) : NaN;
+    if (!Number.isFinite(ms)) {
+      c.addIssue({ code: 'custom', message: `${field}: epoch ms or an ISO 8601 date-time (e.g. 2026-12-03T14:00Z)` });
+      return z.NEVER;
+    }
+    return ms;
+  });
+}
+
+export const runListQuerySchema = z.object({
+  status: z.enum(RUN_STATUSES).optional(),
+  tenant: z.string().regex(NAME, 'tenant: 1-63 letters, digits, _ or -').optional(),
+  agent: z.string().regex(NAME, 'agent: 1-63 letters, digits, _ or -').optional(),
+  since: timeSchema('since').optional(),
+  until: timeSchema('until').optional(),
+  cursor: z.string().max(200).optional(),
+  limit: z.coerce.number().int().min(1).max(200).default(50),
+}).strict();
+export type RunListQuery = z.infer<typeof runListQuerySchema>;
+
+/** The tenants a principal's listing reads: undefined = all; [] = none. */
+export function listedTenants(p: Principal, filter: string | undefined): readonly string[] | undefined {
+  const allowed = p.role === 'producer' ? '*' : p.role === 'tenant' ? [p.tenant] : p.operator.tenants;
+  if (filter !== undefined) return allowed === '*' || allowed.includes(filter) ? [filter] : [];
+  return allowed === '*' ? undefined : allowed;
+}
+
+export class BadCursor extends Error {
+  readonly code = 'invalid_cursor';
+}
+
+/** One page of runs as `p` may see them. Throws BadCursor for a cursor this API did not make. */
+export async function runsPage(ctx: AppContext, p: Principal, q: RunListQuery): Promise<RunPage> {
+  const cursor = q.cursor !== undefined ? decodeCursor(q.cursor) : undefined;
+  if (q.cursor !== undefined && !cursor) throw new BadCursor('cursor: not one this API returned');
+  const tenants = listedTenants(p, q.tenant);
+  return listRuns(ctx.redis, ctx.keys, {
+    statuses: q.status ? [q.status] : RUN_STATUSES, limit: q.limit,
+    ...(q.since !== undefined ? { since: q.since } : {}), ...(q.until !== undefined ? { until: q.until } : {}),
+    ...(tenants !== undefined ? { tenants } : {}), ...(q.agent !== undefined ? { agent: q.agent } : {}), ...(cursor ? { cursor } : {}),
+  });
+}
+
+export function runsListRouter(ctx: AppContext, session?: SessionReader): Router {
+  const r = Router();
+  r.get('/v1/runs', async (req, res) => {
+    if (!runTokensConfigured(ctx.cfg)) return authUnconfigured(res, RUN_TOKEN_SETTINGS);
+    const p = await principalFor(ctx.cfg, req, session);
+    if (!p) return void res.status(401).json({ error: 'unauthorized', message: 'an operator, producer or tenant token is required' });
+    const parsed = runListQuerySchema.safeParse(req.query);
+    if (!parsed.success) return void invalid(res, parsed.error);
+    try {
+      res.json(await runsPage(ctx, p, parsed.data));
+    } catch (err) {
+      if (err instanceof BadCursor) return void res.status(400).json({ error: 'invalid_request', fields: [{ path: 'cursor', message: err.message }] });
+      throw err;
+    }
+  });
+  return r;
+}

@@ -1,0 +1,115 @@
+/**
+ * Starting a run of a named agent. The agent's key(input) names the run's
+ * subject; the intake event (a webhook's event id, the Idempotency-Key header)
+ * names the event. One run per event, by construction: the run id is derived
+ * from (tenant, agent, subject, event), so the same event delivered twice is
+ * the same run, and a new event on the subject is a new run, linked to the
+ * subject's latest run by createRun (`previousRunId`). A request that names no
+ * event is the subject's run: its latest run when it has one, else the run
+ * derived from (tenant, agent, subject). The Idempotency-Key is also a
+ * key -> run id record (24 h): the same key is the same run even with another
+ * body. The input is validated by the agent's schema. Nothing is written for
+ * an invalid request.
+ */
+import type { AppContext } from '../server/buildContext.js';
+import { scriptedModelAllowed } from '../config/testHooks.js';
+import { TerminalError } from '../core/errors.js';
+import type { Agent } from '../core/agent.js';
+import { runSpecSchema, type RunSpec } from '../runs/spec.js';
+import { runIdFor, runIdForEvent } from '../store/keys.js';
+import { resolveModelChoice } from './modelChoice.js';
+import { normalizeRunRequest, type CreateRunRequest, type RunRequest } from './schemas.js';
+
+export const REQUEST_KEY_TTL_MS = 24 * 3600_000;
+
+/** A create-run request that does not validate (a 400 naming the fields). */
+export class InvalidRunRequest extends TerminalError {
+  constructor(readonly fields: { path: string; message: string }[]) {
+    super('invalid_input', `invalid request: ${fields.map((f) => `${f.path}: ${f.message}`).join('; ')}`);
+  }
+}
+
+const joinPath = (head: string, path: readonly PropertyKey[]) => [head, ...path.map(String)].join('.');
+
+/** The request's agent and its input as that agent's schema accepts it; an InvalidRunRequest naming the field otherwise. */
+export function resolveIntake(ctx: AppContext, req: RunRequest, event?: string): { agent: Agent; input: unknown; key: string; runId: string } {
+  const agent = ctx.agents.get(req.agent);
+  if (!agent) {
+    const path = req.fields.input === 'ticket' ? '(body)' : 'agent';
+    throw new InvalidRunRequest([{ path, message: `agent '${req.agent}' is not run by this deployment (${ctx.agents.names.join(', ')})` }]);
+  }
+  const parsed = agent.input.safeParse(req.input);
+  if (!parsed.success) throw new InvalidRunRequest(parsed.error.issues.map((i) => ({ path: joinPath(req.fields.input, i.path), message: i.message })));
+  const key = agent.key(parsed.data);
+  const runId = event === undefined ? runIdFor(req.tenant, agent.name, key) : runIdForEvent(req.tenant, agent.name, key, event, ctx.keys.shards);
+  return { agent, input: parsed.data, key, runId };
+}
+
+/** The run id a request's event would start (for intake paths that record it first: webhooks). */
+export function runIdOf(ctx: AppContext, req: CreateRunRequest, event?: string): string {
+  return resolveIntake(ctx, normalizeRunRequest(req), event).runId;
+}
+
+/** The run spec of a request; `event` (already validated at the edge, and again by the spec schema) names the intake event. */
+export function buildSpec(ctx: AppContext, request: CreateRunRequest, nowMs: number, event?: string): RunSpec {
+  const { cfg } = ctx;
+  const req = normalizeRunRequest(request);
+  const { agent, input, key, runId } = resolveIntake(ctx, req, event);
+  const problems: { path: string; message: string }[] = [];
+  const maxSteps = req.budget?.maxSteps ?? cfg.DEFAULT_MAX_STEPS;
+  const maxTokens = req.budget?.maxTokens ?? cfg.DEFAULT_MAX_TOKENS;
+  const maxWallMs = req.budget?.maxWallMs ?? cfg.DEFAULT_MAX_WALL_MS;
+  if (maxSteps > cfg.LIMIT_MAX_STEPS) problems.push({ path: 'budget.maxSteps', message: `at most ${cfg.LIMIT_MAX_STEPS}` });
+  if (maxTokens > cfg.LIMIT_MAX_TOKENS) problems.push({ path: 'budget.maxTokens', message: `at most ${cfg.LIMIT_MAX_TOKENS}` });
+  if (maxWallMs > cfg.LIMIT_MAX_WALL_MS) problems.push({ path: 'budget.maxWallMs', message: `at most ${cfg.LIMIT_MAX_WALL_MS}` });
+  // The model is chosen here, once, and pinned in the spec (src/producer/modelChoice.ts).
+  const choice = resolveModelChoice(cfg, ctx.providers, agent, req.tenant, req.model, req.fields.model);
+  if ('path' in choice) problems.push(choice);
+  const model = 'path' in choice ? undefined : choice.provider;
+  if (req.script && !scriptedModelAllowed(cfg)) problems.push({ path: req.fields.script, message: 'run-supplied scripts are refused (APP_MODE=production or SCRIPTED_MODEL_ENABLED=false)' });
+  else if (req.script && model !== undefined && model !== 'scripted') problems.push({ path: req.fields.script, message: 'only the scripted provider takes a script' });
+  if (problems.length > 0 || 'path' in choice) throw new InvalidRunRequest(problems);
+  const spec: RunSpec = {
+    v: 2, runId, tenant: req.tenant, agent: agent.name, key, ...(event !== undefined ? { event } : {}), input,
+    model: choice.provider, modelId: choice.model, ...(choice.options ? { modelOptions: choice.options } : {}),
+    ...(req.script ? { script: req.script } : {}),
+    agentVersion: agent.version, toolsHash: agent.tools.schemaHash,
+    limits: { maxSteps, maxTokens, maxWallMs, deadlineAt: nowMs + maxWallMs },
+    createdAt: nowMs,
+  };
+  // The worker parses the stored spec with this schema: what it would refuse is refused here.
+  const check = runSpecSchema.safeParse(JSON.parse(JSON.stringify(spec)));
+  if (!check.success) throw new InvalidRunRequest(check.error.issues.map((i) => ({ path: specFieldToRequest(i.path.map(String).join('.'), req), message: i.message })));
+  return spec;
+}
+
+/** A spec field named as the request field it comes from (`limits.maxWallMs` -> `budget.maxWallMs`). */
+function specFieldToRequest(path: string, req: RunRequest): string {
+  if (path.startsWith('limits.deadlineAt')) return 'budget.maxWallMs';
+  if (path.startsWith('limits.')) return `budget.${path.slice('limits.'.length)}`;
+  if (path.startsWith('script')) return req.fields.script + path.slice('script'.length);
+  if (path.startsWith('input')) return req.fields.input + path.slice('input'.length);
+  return path;
+}
+
+/**
+ * @param idempotencyKey the API's Idempotency-Key: the event, and a key -> run record.
+ * @param event the intake event (default: the Idempotency-Key); a webhook passes its event id.
+ */
+export async function startRun(
+  ctx: AppContext, req: CreateRunRequest, idempotencyKey: string | undefined, nowMs = Date.now(), event = idempotencyKey,
+): Promise<{ runId: string; created: boolean; previousRunId?: string }> {
+  const spec = buildSpec(ctx, req, nowMs, event);
+  if (idempotencyKey) {
+    const key = ctx.keys.requestKey(spec.tenant, idempotencyKey);
+    const previous = (await ctx.redis.set(key, spec.runId, 'PX', REQUEST_KEY_TTL_MS, 'NX', 'GET')) as string | null;
+    if (previous && previous !== spec.runId) {
+      if (await ctx.store.exists(previous)) return { runId: previous, created: false };
+      // The earlier request died before creating its run: this request's run takes the key.
+      await ctx.redis.set(key, spec.runId, 'PX', REQUEST_KEY_TTL_MS);
+    }
+  }
+  const intake = await ctx.store.intake(spec, nowMs);
+  if (intake.outcome !== 'created') return { runId: intake.runId, created: false };
+  return { runId: intake.runId, created: true, ...(intake.previousRunId ? { previousRunId: intake.previousRunId } : {}) };
+}

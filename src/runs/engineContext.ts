@@ -1,0 +1,33 @@
+/**
+ * What the engine is given by the process that runs it: the frozen config,
+ * Redis and its key space, queues and the run store, the agents it runs and
+ * the model providers, metrics, tracing and a logger. Built by the entry points
+ * (src/server/buildContext.ts); the engine never builds one and never names an agent.
+ */
+import type { Logger } from 'pino';
+import type { AgentCatalog } from '../core/agent.js';
+import type { ModelProvider } from '../core/model.js';
+import type { Config } from '../config/config.js';
+import type { Metrics } from '../metrics/metrics.js';
+import type { Tracing } from '../metrics/tracing.js';
+import type { RedisClient } from '../store/connect.js';
+import type { KeySpace } from '../store/keys.js';
+import type { ShardQueues } from './queues.js';
+import type { RunStore } from './store.js';
+
+export interface EngineContext {
+  cfg: Config;
+  log: Logger;
+  redis: RedisClient;
+  keys: KeySpace;
+  queues: ShardQueues;
+  store: RunStore;
+  /** The agents this process runs, by name (each with its tools). */
+  agents: AgentCatalog;
+  /** Model providers by name (a run's spec names one). */
+  providers: Map<string, ModelProvider>;
+  metrics: Metrics;
+  /** Spans (TRACING); `tracing.tracer` is undefined when off. */
+  tracing: Tracing;
+  close(): Promise<void>;
+}

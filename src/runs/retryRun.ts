@@ -1,0 +1,156 @@
+/**
+ * Retry a stopped run (`failed`, `budget_exceeded`, `needs_human`) from its last
+ * commit, on an operator's request, optionally with more steps, tokens or wall
+ * clock: src/store/lua/retryRun-14.lua, one atomic change (status, limits, the
+ * operator's journal entry, events, index, the step's new job).
+ *
+ * Nothing done is done again: the ledger is not touched, and the step re-runs
+ * through it (a journalled decision is reused, a confirmed effect answers from
+ * its record, an unsettled one is reconciled). What is refused, with nothing
+ * written, and why:
+ * - another status (409): only those three stop a run that may go on;
+ * - `version_mismatch`: the step re-checks the pinned versions and parks again
+ *   (the version queue's continue or cancel decides such a run);
+ * - `approval_expired`: an expired approval is final, the re-run step fails again;
+ * - a `budget_exceeded` run without an extension of the budget that stopped it, and
+ *   any run whose limits leave no room (steps or tokens used up, deadline passed):
+ *   it would stop again at once;
+ * - the tenant's day budget used up (TENANT_DAILY_TOKENS): the first model call would stop;
+ * - an action waiting for a person (human queue, pending approval): resolve it first
+ *   (resolving resumes the run by itself);
+ * - totals past the deployment's LIMIT_MAX_* (400 naming the field).
+ *
+ * If the process dies before the script, nothing happened; after it, the run
+ * is running with its job: the retry is whole or absent.
+ */
+import { reasonCode } from '../metrics/metrics.js';
+import type { OperatorEntry } from '../core/journal.js';
+import { captureAddStandardJob } from '../store/bullmqInternals.js';
+import { stepJobId } from '../store/keys.js';
+import { retryRunCall } from '../store/calls/retryRun.js';
+import type { EngineContext } from './engineContext.js';
+import { STEP_JOB_NAME } from './queues.js';
+import type { RunLimits, StepJobData } from './spec.js';
+
+export const RETRYABLE_STATUSES = ['failed', 'budget_exceeded', 'needs_human'] as const;
+
+/** Extra budget granted by the retry (each >= 0; 0 or absent = none). */
+export interface RetryExtension {
+  steps?: number;
+  tokens?: number;
+  /**
+   * More wall clock: the new deadline is this much after the old one, or after now when
+   * the old one has passed; the run's maxWallMs (the wall clock granted in all) grows by it.
+   */
+  wallMs?: number;
+}
+
+export type RetryOutcome =
+  | { ok: true; runId: string; from: string; reason: string; step: number; jobId: string; limits: RunLimits; extension: Required<RetryExtension> }
+  | { ok: false; code: 'run_missing' }
+  | { ok: false; code: 'not_retryable'; status: string }
+  | { ok: false; code: 'version_mismatch' | 'approval_expired' | 'moved_on'; status: string }
+  | { ok: false; code: 'extension_required'; budget: string }
+  | { ok: false; code: 'budget_exhausted'; budget: string }
+  | { ok: false; code: 'tenant_budget_exhausted'; tenant: string }
+  | { ok: false; code: 'action_waiting'; actionId: string }
+  | { ok: false; code: 'over_limit'; field: 'steps' | 'tokens' | 'wallMs'; limit: number };
+
+const EXTENDABLE: Record<string, keyof RetryExtension> = { steps: 'steps', tokens: 'tokens', wall_clock: 'wallMs' };
+
+/** `by`: the authenticated operator's name (recorded in the journal and the event). */
+export async function retryRun(ctx: EngineContext, runId: string, by: string, ext: RetryExtension, now = Date.now()): Promise<RetryOutcome> {
+  const k = ctx.keys.run(runId);
+  const [[status, reason, cursorRaw, resumesRaw, tenant], budget] = await Promise.all([
+    ctx.redis.hmget(k.run, 'status', 'reason', 'cursor', 'resumes', 'tenant'),
+    ctx.redis.hmget(k.budget, 'maxSteps', 'maxTokens', 'maxWallMs', 'deadlineAt', 'extensions'),
+  ]);
+  if (!status) {
+    ctx.metrics.runRetries.inc({ from: 'none', reason: 'none', outcome: 'run_missing' });
+    return { ok: false, code: 'run_missing' };
+  }
+  const reasonText = reason ?? '';
+  const count = (outcomeCode: string) => ctx.metrics.runRetries.inc({ from: status, reason: reasonCode(reasonText), outcome: outcomeCode });
+  const refuse = <T extends Refusal>(r: T): T => {
+    count(r.code);
+    ctx.log.info({ code: 'retry_refused', runId, refusal: r.code, from: status, operator: by }, 'retry refused');
+    return r;
+  };
+
+  const [maxSteps, maxTokens, maxWallMs, deadlineAt] = budget.slice(0, 4).map(Number) as [number, number, number, number];
+  const plan = planRetry({ status, reason: reasonText }, { maxSteps, maxTokens, maxWallMs, deadlineAt }, ext, now, ctx.cfg);
+  if (!plan.ok) return refuse(plan);
+  const { limits, extension } = plan;
+  const dayUsed = await tenantDayUsed(ctx, tenant ?? '', now);
+  if (dayUsed !== undefined && dayUsed >= ctx.cfg.TENANT_DAILY_TOKENS) return refuse({ ok: false, code: 'tenant_budget_exhausted', tenant: tenant ?? '' });
+
+  const cursor = Number(cursorRaw ?? 0);
+  const resumes = Number(resumesRaw ?? 0);
+  const extended = extension.steps + extension.tokens + extension.wallMs > 0;
+  // Limits ride in the job once any retry extended them; the spec's hold otherwise.
+  const carryLimits = extended || Number(budget[4] ?? 0) > 0;
+  const jobId = `${stepJobId(runId, cursor)}.r${resumes + 1}`;
+  const state = await ctx.store.readState(runId);
+  if (!state) return refuse({ ok: false, code: 'run_missing' });
+  const { used } = state;
+  const data: StepJobData = { v: 1, runId, step: cursor, used, resume: true, ...(carryLimits ? { limits } : {}) };
+  const job = await captureAddStandardJob(ctx.queues.forRun(runId), STEP_JOB_NAME, data, { ...ctx.queues.jobOptions(runId, cursor), jobId });
+  const detail = `from=${status},steps=+${extension.steps},tokens=+${extension.tokens},wall_ms=+${extension.wallMs}`;
+  const entry: OperatorEntry = { v: 1, kind: 'operator', step: cursor, action: 'retry', by, at: now, detail };
+  const r = await retryRunCall(ctx.redis, k, {
+    runId, expected: { status, cursor, resumes }, jobId, now, eventsMaxLen: ctx.cfg.EVENTS_MAX_LEN, limits, extended,
+    entry: JSON.stringify(entry),
+    retriedEvent: JSON.stringify({ from: status, reason: reasonCode(reasonText), by, step: cursor, jobId, extension, limits }),
+    statusEvent: JSON.stringify({ status: 'running', reason: 'retried', from: status }),
+    job,
+  });
+  switch (r.outcome) {
+    case 'retried':
+      count('retried');
+      ctx.log.info({ code: 'run_retried', runId, from: status, step: cursor, jobId, operator: by, extended }, 'run retried');
+      return { ok: true, runId, from: status, reason: reasonText, step: cursor, jobId, limits, extension };
+    case 'wrong_status': return refuse({ ok: false, code: 'not_retryable', status: r.status });
+    case 'moved_on': return refuse({ ok: false, code: 'moved_on', status });
+    case 'budget_exhausted': return refuse({ ok: false, code: 'budget_exhausted', budget: r.budget });
+    case 'action_waiting': return refuse({ ok: false, code: 'action_waiting', actionId: r.actionId });
+  }
+}
+
+type Refusal = Extract<RetryOutcome, { ok: false }>;
+
+/**
+ * The retry's rules that need no Redis (test/unit/retryPlan.test.ts): the status and
+ * reason it may go on from, the extension it needs, and the limits it makes (within
+ * the deployment's LIMIT_MAX_*). The budget room and waiting actions are checked
+ * again by the script, atomically with the change.
+ */
+export function planRetry(
+  run: { status: string; reason: string }, old: RunLimits, ext: RetryExtension, now: number,
+  ceilings: { LIMIT_MAX_STEPS: number; LIMIT_MAX_TOKENS: number; LIMIT_MAX_WALL_MS: number },
+): { ok: true; limits: RunLimits; extension: Required<RetryExtension> } | Refusal {
+  const { status } = run;
+  if (!(RETRYABLE_STATUSES as readonly string[]).includes(status)) return { ok: false, code: 'not_retryable', status };
+  const why = reasonCode(run.reason);
+  if (why === 'version_mismatch' || why === 'approval_expired') return { ok: false, code: why, status };
+  const extension = { steps: ext.steps ?? 0, tokens: ext.tokens ?? 0, wallMs: ext.wallMs ?? 0 };
+  const stoppedBy = EXTENDABLE[why];
+  if (status === 'budget_exceeded' && stoppedBy && extension[stoppedBy] === 0) return { ok: false, code: 'extension_required', budget: why };
+  const limits: RunLimits = {
+    maxSteps: old.maxSteps + extension.steps,
+    maxTokens: old.maxTokens + extension.tokens,
+    // The wall clock granted in all (what LIMIT_MAX_WALL_MS bounds); the deadline is what the worker checks.
+    maxWallMs: old.maxWallMs + extension.wallMs,
+    deadlineAt: extension.wallMs > 0 ? Math.max(old.deadlineAt, now) + extension.wallMs : old.deadlineAt,
+  };
+  if (limits.maxSteps > ceilings.LIMIT_MAX_STEPS) return { ok: false, code: 'over_limit', field: 'steps', limit: ceilings.LIMIT_MAX_STEPS };
+  if (limits.maxTokens > ceilings.LIMIT_MAX_TOKENS) return { ok: false, code: 'over_limit', field: 'tokens', limit: ceilings.LIMIT_MAX_TOKENS };
+  if (limits.maxWallMs > ceilings.LIMIT_MAX_WALL_MS) return { ok: false, code: 'over_limit', field: 'wallMs', limit: ceilings.LIMIT_MAX_WALL_MS };
+  return { ok: true, limits, extension };
+}
+
+/** Tokens the tenant used today, when a daily budget is configured; undefined when none is. */
+async function tenantDayUsed(ctx: EngineContext, tenant: string, now: number): Promise<number | undefined> {
+  if (ctx.cfg.TENANT_DAILY_TOKENS <= 0) return undefined;
+  const day = new Date(now).toISOString().slice(0, 10);
+  return Number((await ctx.redis.get(ctx.keys.tenantTokens(tenant, day))) ?? 0);
+}

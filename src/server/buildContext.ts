@@ -1,0 +1,95 @@
+/**
+ * Builds the parts every process shares from the frozen config: the agents
+ * (AGENTS_MODULE, src/server/loadAgents.ts), Redis connections, key space, queues,
+ * run store, model providers, metrics. Each process (api, worker, reconciler,
+ * demo) owns one context and closes it. The engine sees it as an
+ * EngineContext (src/runs/engineContext.ts).
+ */
+import type { Logger } from 'pino';
+import type { Config } from '../config/config.js';
+import { scriptedModelAllowed } from '../config/testHooks.js';
+import { createLogger } from '../metrics/log.js';
+import { Metrics, newMetrics } from '../metrics/metrics.js';
+import { registerScrapeCollectors } from '../metrics/scrape.js';
+import { createTracing, type Tracing } from '../metrics/tracing.js';
+import { assertRedisSafe, createRedis, targetOf, waitForRedis, type RedisClient } from '../store/connect.js';
+import { KeySpace } from '../store/keys.js';
+import { loadScripts } from '../store/luaScripts.js';
+import { ShardQueues } from '../runs/queues.js';
+import { RunStore } from '../runs/store.js';
+import { RUN_STATUSES, TERMINAL_STATUSES } from '../runs/status.js';
+import type { Agent, AgentCatalog as Catalog } from '../core/agent.js';
+import { AgentCatalog } from '../core/agent.js';
+import type { ModelProvider } from '../core/model.js';
+import type { EngineContext } from '../runs/engineContext.js';
+import { loadAgents } from './loadAgents.js';
+import { checkModelChoices } from '../producer/modelChoice.js';
+import { ScriptedProvider } from '../models/scripted.js';
+import { OpenAIProvider } from '../models/openai.js';
+import { anthropicProvider, openAICompatibleProvider } from '../models/aiSdk.js';
+
+/** The engine's context, as the entry points and the producer name it. */
+export type AppContext = EngineContext;
+
+/**
+ * The providers this process can call, by name. A vendor's provider exists only with its
+ * credential (OPENAI_API_KEY, ANTHROPIC_API_KEY) or endpoint (OPENAI_COMPATIBLE_BASE_URL):
+ * a model choice naming one that is missing stops the boot (checkModelChoices), and a run
+ * that still names one ends `failed` / `model_unavailable: <provider>`.
+ */
+export function buildProviders(cfg: Config): Map<string, ModelProvider> {
+  const providers = new Map<string, ModelProvider>();
+  if (scriptedModelAllowed(cfg)) providers.set('scripted', new ScriptedProvider());
+  const common = { timeoutMs: cfg.MODEL_TIMEOUT_MS };
+  if (cfg.OPENAI_API_KEY) providers.set('openai', new OpenAIProvider({ ...common, baseUrl: cfg.OPENAI_BASE_URL, model: cfg.OPENAI_MODEL, apiKey: cfg.OPENAI_API_KEY }));
+  if (cfg.ANTHROPIC_API_KEY) providers.set('anthropic', anthropicProvider({ ...common, baseUrl: cfg.ANTHROPIC_BASE_URL, model: cfg.ANTHROPIC_MODEL, apiKey: cfg.ANTHROPIC_API_KEY }));
+  if (cfg.OPENAI_COMPATIBLE_BASE_URL && cfg.OPENAI_COMPATIBLE_MODEL) {
+    providers.set('openai-compatible', openAICompatibleProvider({
+      ...common, baseUrl: cfg.OPENAI_COMPATIBLE_BASE_URL, model: cfg.OPENAI_COMPATIBLE_MODEL, ...(cfg.OPENAI_COMPATIBLE_API_KEY ? { apiKey: cfg.OPENAI_COMPATIBLE_API_KEY } : {}),
+    }));
+  }
+  return providers;
+}
+
+export interface ContextOptions {
+  log?: Logger;
+  metrics?: Metrics;
+  tracing?: Tracing;
+  /** The agents to run; default: those of AGENTS_MODULE (or the built-in ones). */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  agents?: readonly Agent<any>[] | Catalog;
+  /** Model providers; default: buildProviders(cfg). */
+  providers?: Map<string, ModelProvider>;
+}
+
+export async function createContext(cfg: Config, name: string, opts: ContextOptions = {}): Promise<AppContext> {
+  // Agents first: a deployment whose AGENTS_MODULE is broken stops before it touches Redis.
+  const agents = opts.agents === undefined ? await loadAgents(cfg) : opts.agents instanceof AgentCatalog ? opts.agents : new AgentCatalog(opts.agents as readonly Agent[]);
+  // Then the model choices: one naming a provider this process lacks stops it here, the field named.
+  const providers = opts.providers ?? buildProviders(cfg);
+  checkModelChoices(cfg, agents, providers);
+  const log = opts.log ?? createLogger(name, cfg.LOG_LEVEL);
+  const target = targetOf(cfg);
+  const redis = createRedis(target, name);
+  // Boot: Redis answers within REDIS_BOOT_TIMEOUT_MS or the process stops naming it (src/server/boot.ts).
+  await waitForRedis(redis, target, cfg.REDIS_BOOT_TIMEOUT_MS);
+  redis.on('error', (err) => log.warn({ code: 'redis_error', err }, 'redis connection error'));
+  const metrics = opts.metrics ?? newMetrics({ defaultMetrics: true });
+  const report = await assertRedisSafe(redis, (m) => log.warn({ code: 'redis_aof_off' }, m));
+  metrics.redisConfigOk.set({ check: 'noeviction' }, report.noeviction ? 1 : 0);
+  metrics.redisConfigOk.set({ check: 'aof' }, report.aof ? 1 : 0);
+  loadScripts(redis);
+  const keys = new KeySpace(cfg.KEY_PREFIX, cfg.BULL_PREFIX, cfg.SHARDS);
+  const queues = new ShardQueues(keys, redis, (err) => log.warn({ code: 'queue_error', err }, 'queue connection error'));
+  const store = new RunStore(redis, keys, queues, cfg.EVENTS_MAX_LEN, cfg.SUBJECT_LINK_TTL_MS);
+  registerScrapeCollectors(metrics, { redis, keys, queues, log }, { runs: { statuses: RUN_STATUSES, terminal: new Set(TERMINAL_STATUSES), retentionMs: cfg.RUN_RETENTION_MS } });
+  const tracing = opts.tracing ?? createTracing(cfg, name);
+  return {
+    cfg, log, redis, keys, queues, store, agents, providers, metrics, tracing,
+    async close() {
+      await queues.close();
+      redis.disconnect();
+      await tracing.shutdown().catch(() => {});
+    },
+  };
+}

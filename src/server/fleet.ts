@@ -1,0 +1,102 @@
+/**
+ * createFleet: the same components the entry points start (api, worker,
+ * reconciler), in one process, for a team that embeds the fleet instead of
+ * running `npm run api|worker|reconciler`. Thin on purpose: each part is what
+ * the matching src/server file builds, over one context.
+ */
+import { createServer, type Server } from 'node:http';
+import { loadConfig, type Config } from '../config/config.js';
+import type { Agent } from '../core/agent.js';
+import type { ModelProvider } from '../core/model.js';
+import { approvalPolicy } from '../ledger/approvals.js';
+import { Reconciler } from '../ledger/reconciler.js';
+import { createEffectRunner } from '../ledger/runner.js';
+import { createFullApi } from '../http/fullApi.js';
+import type { EngineContext } from '../runs/engineContext.js';
+import { FleetWorker } from '../worker/fleetWorker.js';
+import { listen } from './boot.js';
+import { createContext } from './buildContext.js';
+
+export interface FleetOptions {
+  /** The agents this fleet runs (made by defineAgent). */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  agents: readonly Agent<any>[];
+  /** Model providers by name; default: the configured ones (scripted in development, openai). */
+  providers?: Map<string, ModelProvider> | Record<string, ModelProvider>;
+  /** The configuration: a frozen Config, or raw settings read like the environment (default: process.env). */
+  config?: Config | Record<string, string | undefined>;
+  /** Shorthand for config REDIS_URL. */
+  redis?: string;
+  /** Names the process in logs and Redis client names (default `fleet`). */
+  name?: string;
+}
+
+export interface Fleet {
+  context: EngineContext;
+  api: {
+    /** Serves the HTTP API (runs, operators, webhooks, /metrics) on port (default PORT) and host (default HOST). */
+    listen(port?: number, host?: string): Promise<{ url: string; server: Server }>;
+  };
+  worker: {
+    /** Starts consuming steps (WORKER_SHARDS, WORKER_CONCURRENCY); stop() hands held jobs back. */
+    start(): FleetWorker;
+  };
+  reconciler: {
+    /** Starts the sweeping reconciler (one sweeper at a time across the fleet). */
+    start(): Reconciler;
+  };
+  /** Stops what was started (workers hand their jobs back), then closes connections. */
+  close(): Promise<void>;
+}
+
+function configOf(opts: FleetOptions): Config {
+  const given = opts.config;
+  if (given && Object.isFrozen(given) && 'SHARDS' in given) return given as Config;
+  const env = { ...((given as Record<string, string | undefined> | undefined) ?? process.env), ...(opts.redis ? { REDIS_URL: opts.redis } : {}) };
+  return loadConfig(env);
+}
+
+export async function createFleet(opts: FleetOptions): Promise<Fleet> {
+  const cfg = configOf(opts);
+  const providers = opts.providers instanceof Map ? opts.providers : opts.providers ? new Map(Object.entries(opts.providers)) : undefined;
+  const ctx = await createContext(cfg, opts.name ?? 'fleet', { agents: opts.agents, ...(providers ? { providers } : {}) });
+  const servers: Server[] = [];
+  const workers: FleetWorker[] = [];
+  const reconcilers: Reconciler[] = [];
+  let ready = true;
+  return {
+    context: ctx,
+    api: {
+      async listen(port = cfg.PORT, host = cfg.HOST) {
+        const server = createServer(createFullApi(ctx, () => ready));
+        const bound = await listen(server, port, host, 'PORT');
+        servers.push(server);
+        return { url: `http://${host}:${bound}`, server };
+      },
+    },
+    worker: {
+      start() {
+        const w = new FleetWorker(ctx, { effects: createEffectRunner(ctx, { approvals: approvalPolicy(cfg.APPROVAL_RULES) }) });
+        // It names its lock tokens after its Redis connection (one round trip) and then runs; a Redis gone at that
+        // moment is logged, and the worker takes no job (ready stays false).
+        w.start().catch((err: unknown) => ctx.log.error({ code: 'worker_start_failed', err }, 'worker could not start'));
+        workers.push(w);
+        return w;
+      },
+    },
+    reconciler: {
+      start() {
+        const r = new Reconciler(ctx);
+        r.start();
+        reconcilers.push(r);
+        return r;
+      },
+    },
+    async close() {
+      ready = false;
+      await Promise.all([...workers.map((w) => w.stop()), ...reconcilers.map((r) => r.stop())]);
+      await Promise.all(servers.map((s) => new Promise((res) => s.close(() => res(undefined)))));
+      await ctx.close();
+    },
+  };
+}

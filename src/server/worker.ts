@@ -1,0 +1,62 @@
+/**
+ * `npm run worker`: one worker process. First SIGTERM/SIGINT: graceful
+ * handoff (see FleetWorker); a second one, or the grace period plus a margin,
+ * exits anyway. Exit code 0 after a graceful stop.
+ */
+import { loadConfig } from '../config/config.js';
+import { boot } from './boot.js';
+import { createContext } from './buildContext.js';
+import { startOpsServer } from '../http/opsServer.js';
+import { createEffectRunner } from '../ledger/runner.js';
+import { approvalPolicy } from '../ledger/approvals.js';
+import { FleetWorker } from '../worker/fleetWorker.js';
+
+// A signal while the process is still starting: it holds no job yet, so it just leaves (exit 0).
+let started = false;
+const leaveWhileStarting = () => { if (!started) process.exit(0); };
+process.on('SIGTERM', leaveWhileStarting);
+process.on('SIGINT', leaveWhileStarting);
+
+const { cfg, ctx, fleet, ops } = await boot('worker', async () => {
+  const cfg = loadConfig();
+  const ctx = await createContext(cfg, 'worker');
+  const fleet = new FleetWorker(ctx, { effects: createEffectRunner(ctx, { approvals: approvalPolicy(ctx.cfg.APPROVAL_RULES) }) });
+  const ops = await startOpsServer({ port: cfg.WORKER_METRICS_PORT, host: cfg.HOST, registry: ctx.metrics.registry, isReady: () => fleet.ready, metricsToken: cfg.METRICS_TOKEN, portSetting: 'WORKER_METRICS_PORT' });
+  return { cfg, ctx, fleet, ops };
+});
+await fleet.nameOwners();
+// The BullMQ worker ids (`<uuid>@<client id>`) prefix the lock tokens of the jobs this process holds (operators and the
+// chaos campaign map a lock to its process). Logged before any job is taken: a step may crash the process at once.
+ctx.log.info({ code: 'worker_started', pid: process.pid, metricsPort: ops.port, shards: ctx.keys.allShards().length, bullWorkerIds: fleet.workers.map((w) => w.id) }, 'worker started');
+fleet.run();
+started = true;
+
+let firstSignalAt = 0;
+async function shutdown(signal: string): Promise<void> {
+  // Ctrl-C reaches the whole process group and the parent (npm start) then sends SIGTERM:
+  // a second signal within a second is that echo, not an operator insisting.
+  if (firstSignalAt > 0 && Date.now() - firstSignalAt < 1000) return;
+  if (firstSignalAt > 0) {
+    ctx.log.warn({ code: 'forced_exit', signal }, 'second signal: exiting now');
+    process.exit(1);
+  }
+  firstSignalAt = Date.now();
+  ctx.log.info({ code: 'shutdown_started', signal, graceMs: cfg.SHUTDOWN_GRACE_MS }, 'handing jobs back');
+  let stage = 'handing_back';
+  const hardExit = setTimeout(() => {
+    ctx.log.error({ code: 'forced_exit', stage, held: [...fleet.held] }, 'shutdown did not finish after the grace period: exiting');
+    process.exit(1);
+  }, cfg.SHUTDOWN_GRACE_MS + 3000);
+  hardExit.unref();
+  await fleet.stop();
+  stage = 'closing_connections';
+  ops.server.close();
+  // A connection stuck reconnecting must not keep a stopped worker alive.
+  await Promise.race([ctx.close(), new Promise((r) => setTimeout(r, 2000).unref())]);
+  ctx.log.info({ code: 'shutdown_done' }, 'worker stopped');
+  process.exit(0);
+}
+process.off('SIGTERM', leaveWhileStarting);
+process.off('SIGINT', leaveWhileStarting);
+process.on('SIGTERM', () => void shutdown('SIGTERM'));
+process.on('SIGINT', () => void shutdown('SIGINT'));
