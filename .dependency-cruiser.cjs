@@ -22,6 +22,13 @@ module.exports = {
       to: { path: '^(src/(agents|models|producer|http|server)/|src/index\\.ts$|sandbox/|testkit/|test/|demo/|examples/|bench/)' },
     },
     {
+      name: 'composition-root-is-a-leaf',
+      severity: 'error',
+      comment: 'src/server builds the context, providers and fleet and starts the processes: nothing in src/ imports it but the package entry (createFleet).',
+      from: { path: '^src/', pathNot: '^src/(server/|index\\.ts$)' },
+      to: { path: '^src/server/' },
+    },
+    {
       name: 'src-knows-no-test-double',
       severity: 'error',
       comment: 'Production code never imports the sandbox, the test kit, tests, the demo, examples or benchmarks.',

@@ -8,7 +8,8 @@ import type { Server } from 'node:http';
 import { inject } from 'vitest';
 import { Redis } from 'ioredis';
 import { loadConfig, type Config } from '../src/config/config.js';
-import { createContext, type AppContext } from '../src/server/buildContext.js';
+import { createContext } from '../src/server/buildContext.js';
+import type { EngineContext } from '../src/runs/engineContext.js';
 import { createLogger } from '../src/metrics/log.js';
 import { newMetrics } from '../src/metrics/metrics.js';
 import { FleetWorker, type FleetWorkerOptions } from '../src/worker/fleetWorker.js';
@@ -34,10 +35,10 @@ export const producerAuth = { authorization: `Bearer ${PRODUCER_TOKEN}` };
 
 export interface Harness {
   cfg: Config;
-  ctx: AppContext;
+  ctx: EngineContext;
   sandbox: SandboxHandle;
   env: Record<string, string>;
-  startWorker(opts?: FleetWorkerOptions, ctxOverride?: AppContext): Promise<FleetWorker>;
+  startWorker(opts?: FleetWorkerOptions, ctxOverride?: EngineContext): Promise<FleetWorker>;
   startApi(): Promise<{ url: string; server: Server }>;
   waitForStatus(runId: string, statuses: string[], timeoutMs?: number): Promise<string>;
   close(): Promise<void>;
@@ -60,7 +61,7 @@ export async function createHarness(name: string, env: Record<string, string> = 
   const ctx = await createContext(cfg, name, { log, metrics: newMetrics() });
   const workers: FleetWorker[] = [];
   const servers: Server[] = [];
-  const extraCtx: AppContext[] = [];
+  const extraCtx: EngineContext[] = [];
   return {
     cfg, ctx, sandbox, env: fullEnv,
     async startWorker(opts = {}, ctxOverride) {
@@ -110,7 +111,7 @@ export async function createHarness(name: string, env: Record<string, string> = 
 }
 
 /** A tool of the support agent (the harness's default agent), as the engine holds it. */
-export function supportTool(ctx: AppContext, name: string): Tool | undefined {
+export function supportTool(ctx: EngineContext, name: string): Tool | undefined {
   return ctx.agents.get('support')?.tools.get(name);
 }
 

@@ -4,7 +4,7 @@
  * bench/sections/index.ts and `npm run bench -- --only=<name>` runs it.
  */
 import type { Redis } from 'ioredis';
-import type { AppContext } from '../../src/server/buildContext.js';
+import type { EngineContext } from '../../src/runs/engineContext.js';
 import type { Config } from '../../src/config/config.js';
 import type { EmbeddedRedis } from '../../testkit/embeddedRedis.js';
 import type { SandboxHandle } from '../../sandbox/server.js';
@@ -54,7 +54,7 @@ export interface BenchEnv {
   appEnv: Record<string, string>;
   cfg: Config;
   /** A context in the bench process (creating runs, reading state, in-process workers). */
-  ctx: AppContext;
+  ctx: EngineContext;
   /** A separate admin connection (INFO, FLUSHALL): never shared with the measured clients. */
   admin: Redis;
   /** Spawns `n` worker child processes (stopped by the bench on exit, even on error). */

@@ -4,7 +4,7 @@
  */
 import type { Script } from '../../src/models/scriptedTurns.js';
 import { buildSpec } from '../../src/producer/intake.js';
-import type { AppContext } from '../../src/server/buildContext.js';
+import type { EngineContext } from '../../src/runs/engineContext.js';
 import { plainQueue, seedChains, PLAIN_QUEUE } from '../plainChain.js';
 import type { WorkerPool } from './pool.js';
 import type { ChildRoundStats, WorkKind } from './protocol.js';
@@ -38,7 +38,7 @@ export function ticket(id: string, body = 'The mug was shattered when I opened t
 }
 
 /** Creates a run through the producer path (buildSpec + RunStore.create); returns its id. */
-export async function createRun(ctx: AppContext, ticketId: string, script: Script, opts: { maxSteps: number; body?: string; maxTokens?: number }): Promise<string> {
+export async function createRun(ctx: EngineContext, ticketId: string, script: Script, opts: { maxSteps: number; body?: string; maxTokens?: number }): Promise<string> {
   const t = ticket(ticketId, opts.body);
   const spec = buildSpec(ctx, { tenant: TENANT, ticket: t, budget: { maxSteps: opts.maxSteps, maxTokens: opts.maxTokens ?? 5_000_000 }, agent: { model: 'scripted', script } }, Date.now());
   if (!(await ctx.store.create(spec, Date.now()))) throw new Error(`run for ${ticketId} already existed`);

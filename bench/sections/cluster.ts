@@ -13,7 +13,8 @@
  */
 import { Redis } from 'ioredis';
 import { loadConfig } from '../../src/config/config.js';
-import { createContext, type AppContext } from '../../src/server/buildContext.js';
+import { createContext } from '../../src/server/buildContext.js';
+import type { EngineContext } from '../../src/runs/engineContext.js';
 import { createLogger } from '../../src/metrics/log.js';
 import { newMetrics } from '../../src/metrics/metrics.js';
 import { redisServerOnPath } from '../../testkit/embeddedRedis.js';
@@ -28,7 +29,7 @@ const PROCS = 2;
 
 interface Target {
   name: 'single' | 'cluster';
-  ctx: AppContext;
+  ctx: EngineContext;
   pool: WorkerPool;
   /** Masters (admin connections) to FLUSHALL between rounds. */
   masters: Redis[];

@@ -11,7 +11,8 @@
  *     added latency is the AI SDK reading 1,000 SSE chunks.
  */
 import { loadConfig } from '../../src/config/config.js';
-import { createContext, type AppContext } from '../../src/server/buildContext.js';
+import { createContext } from '../../src/server/buildContext.js';
+import type { EngineContext } from '../../src/runs/engineContext.js';
 import { createLogger } from '../../src/metrics/log.js';
 import { newMetrics } from '../../src/metrics/metrics.js';
 import { FleetWorker } from '../../src/worker/fleetWorker.js';
@@ -88,7 +89,7 @@ async function providerAlone(server: ModelServer, n: number): Promise<{ stream: 
 }
 
 interface World {
-  cfg: AppContext['cfg'];
+  cfg: EngineContext['cfg'];
   start(ticket: string): Promise<string>;
   done(runId: string): Promise<void>;
   deltaEvents(runId: string): Promise<number>;

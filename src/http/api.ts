@@ -1,6 +1,6 @@
 /** The HTTP API: run intake and views, health, metrics. */
 import express, { type NextFunction, type Request, type Response } from 'express';
-import type { AppContext } from '../server/buildContext.js';
+import type { EngineContext } from '../runs/engineContext.js';
 import { metricsAllowed } from './opsServer.js';
 import { requireRunAccess, requireRunCreation, runNotFound } from './auth.js';
 import { BODY_LIMIT, bodyParserError, bodyTooDeep, nestedDeeperThan } from '../producer/bodyLimits.js';
@@ -16,7 +16,7 @@ export interface ApiOptions {
   isReady?: () => boolean;
 }
 
-export function createApi(ctx: AppContext, opts: ApiOptions = {}): express.Express {
+export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.use(express.json({ limit: BODY_LIMIT }));

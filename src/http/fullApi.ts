@@ -1,13 +1,13 @@
 /** The API with every layer mounted (run effects from the ledger, operators, Bull Board, webhooks). */
 import express, { type NextFunction, type Request, type Response } from 'express';
-import type { AppContext } from '../server/buildContext.js';
+import type { EngineContext } from '../runs/engineContext.js';
 import { ledgerFor } from '../ledger/ledger.js';
 import { mountOperators } from './operators/index.js';
 import { webhooksRouter } from '../producer/webhooks.js';
 import { createApi } from './api.js';
 import { bodyParserError } from '../producer/bodyLimits.js';
 
-export function createFullApi(ctx: AppContext, isReady: () => boolean): express.Express {
+export function createFullApi(ctx: EngineContext, isReady: () => boolean): express.Express {
   const ledger = ledgerFor(ctx);
   const api = createApi(ctx, { isReady, listEffects: (runId) => ledger.listForRun(runId), mount: (app) => mountOperators(app, ctx, ledger) });
   // Signed webhooks need the raw body, so they sit in front of the API's JSON parser.

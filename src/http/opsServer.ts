@@ -2,7 +2,7 @@
 import { createServer, type Server } from 'node:http';
 import type { Registry } from 'prom-client';
 import { tokenMatches } from './auth.js';
-import { listen } from '../server/boot.js';
+import { listen } from './listen.js';
 
 /**
  * Whether a /metrics request may read: with METRICS_TOKEN set, only with

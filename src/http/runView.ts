@@ -4,7 +4,7 @@
  * spec, a journal entry, a ledger record, a limit past what a date holds) is left out and
  * named in `notes`, and the run's status and reason are shown from its hash.
  */
-import type { AppContext } from '../server/buildContext.js';
+import type { EngineContext } from '../runs/engineContext.js';
 import { decodeEntry, type JournalEntry } from '../core/journal.js';
 import type { ModelOptions } from '../core/model.js';
 import { isRunId } from '../store/keys.js';
@@ -42,7 +42,7 @@ export interface RunView {
 export type EffectsLister = (runId: string) => Promise<unknown[]>;
 
 /** Undefined for an unknown run, and for a malformed id before any Redis access (a `:journal` suffix would name another key). */
-export async function runView(ctx: AppContext, runId: string, listEffects?: EffectsLister, nowMs = Date.now()): Promise<RunView | undefined> {
+export async function runView(ctx: EngineContext, runId: string, listEffects?: EffectsLister, nowMs = Date.now()): Promise<RunView | undefined> {
   if (!isRunId(runId)) return undefined;
   const k = ctx.keys.run(runId);
   const [state, hash, budget] = await Promise.all([
@@ -92,7 +92,7 @@ export async function runView(ctx: AppContext, runId: string, listEffects?: Effe
 }
 
 /** The journal, entry by entry: an entry that no longer parses is left out and noted. */
-async function readTranscript(ctx: AppContext, journalKey: string, notes: string[]): Promise<JournalEntry[]> {
+async function readTranscript(ctx: EngineContext, journalKey: string, notes: string[]): Promise<JournalEntry[]> {
   const raws = (await ctx.redis.lrange(journalKey, 0, -1)) as string[];
   const out: JournalEntry[] = [];
   raws.forEach((raw, i) => {

@@ -1,6 +1,6 @@
 /**
  * OpenTelemetry spans per step, model call and effect (TRACING, off by
- * default). One tracer per process, passed in through the AppContext, never
+ * default). One tracer per process, passed in through the EngineContext, never
  * registered globally. Code is traced through one interceptor, `traced`: with
  * tracing off there is no tracer and it just runs its function (no span
  * objects, no attribute objects on the hot path).

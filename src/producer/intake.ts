@@ -11,7 +11,7 @@
  * body. The input is validated by the agent's schema. Nothing is written for
  * an invalid request.
  */
-import type { AppContext } from '../server/buildContext.js';
+import type { EngineContext } from '../runs/engineContext.js';
 import { scriptedModelAllowed } from '../config/testHooks.js';
 import { TerminalError } from '../core/errors.js';
 import type { Agent } from '../core/agent.js';
@@ -32,7 +32,7 @@ export class InvalidRunRequest extends TerminalError {
 const joinPath = (head: string, path: readonly PropertyKey[]) => [head, ...path.map(String)].join('.');
 
 /** The request's agent and its input as that agent's schema accepts it; an InvalidRunRequest naming the field otherwise. */
-export function resolveIntake(ctx: AppContext, req: RunRequest, event?: string): { agent: Agent; input: unknown; key: string; runId: string } {
+export function resolveIntake(ctx: EngineContext, req: RunRequest, event?: string): { agent: Agent; input: unknown; key: string; runId: string } {
   const agent = ctx.agents.get(req.agent);
   if (!agent) {
     const path = req.fields.input === 'ticket' ? '(body)' : 'agent';
@@ -46,12 +46,12 @@ export function resolveIntake(ctx: AppContext, req: RunRequest, event?: string):
 }
 
 /** The run id a request's event would start (for intake paths that record it first: webhooks). */
-export function runIdOf(ctx: AppContext, req: CreateRunRequest, event?: string): string {
+export function runIdOf(ctx: EngineContext, req: CreateRunRequest, event?: string): string {
   return resolveIntake(ctx, normalizeRunRequest(req), event).runId;
 }
 
 /** The run spec of a request; `event` (already validated at the edge, and again by the spec schema) names the intake event. */
-export function buildSpec(ctx: AppContext, request: CreateRunRequest, nowMs: number, event?: string): RunSpec {
+export function buildSpec(ctx: EngineContext, request: CreateRunRequest, nowMs: number, event?: string): RunSpec {
   const { cfg } = ctx;
   const req = normalizeRunRequest(request);
   const { agent, input, key, runId } = resolveIntake(ctx, req, event);
@@ -97,7 +97,7 @@ function specFieldToRequest(path: string, req: RunRequest): string {
  * @param event the intake event (default: the Idempotency-Key); a webhook passes its event id.
  */
 export async function startRun(
-  ctx: AppContext, req: CreateRunRequest, idempotencyKey: string | undefined, nowMs = Date.now(), event = idempotencyKey,
+  ctx: EngineContext, req: CreateRunRequest, idempotencyKey: string | undefined, nowMs = Date.now(), event = idempotencyKey,
 ): Promise<{ runId: string; created: boolean; previousRunId?: string }> {
   const spec = buildSpec(ctx, req, nowMs, event);
   if (idempotencyKey) {

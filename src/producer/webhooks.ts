@@ -20,7 +20,7 @@
 import { createHash } from 'node:crypto';
 import express, { Router, type Request, type Response } from 'express';
 import { z } from 'zod';
-import type { AppContext } from '../server/buildContext.js';
+import type { EngineContext } from '../runs/engineContext.js';
 import { BODY_LIMIT, bodyTooDeep, nestedDeeperThan } from './bodyLimits.js';
 import { InvalidRunRequest, runIdOf, startRun } from './intake.js';
 import { ticketSchema, type Ticket } from '../agents/support/ticket.js';
@@ -104,7 +104,7 @@ function parseZendeskEvent(raw: Buffer, req: Request): Parsed {
   return { ok: true, eventId, ticket: { id: `zendesk-${t.id}`, subject: t.subject, body: message, customer: t.requester } };
 }
 
-export function webhooksRouter(ctx: AppContext, now: () => number = Date.now): Router {
+export function webhooksRouter(ctx: EngineContext, now: () => number = Date.now): Router {
   const r = Router();
   const raw = express.raw({ type: () => true, limit: BODY_LIMIT });
 

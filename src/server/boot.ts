@@ -3,18 +3,9 @@
  * unreachable or unsafe, a port in use) prints one line on stderr naming the problem and exits
  * 1: no stack trace, no endless retry loop. Once booted, Redis connections reconnect as usual.
  */
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { TerminalError } from '../core/errors.js';
+export { listen, PortInUseError } from '../http/listen.js';
 
 export const BOOT_FAILED_EXIT_CODE = 1;
-
-/** A port the process must listen on is taken. */
-export class PortInUseError extends TerminalError {
-  constructor(readonly port: number, readonly setting: string, options?: ErrorOptions) {
-    super('port_in_use', `port ${port} (${setting}) is already in use: stop what holds it or set ${setting} to a free port`, { port, setting }, options);
-  }
-}
 
 /** The one line a failed boot prints: `<process>: cannot start: <problem>`. */
 export function bootFailureLine(processName: string, err: unknown): string {
@@ -37,21 +28,4 @@ export async function boot<T>(processName: string, start: () => Promise<T>, clea
     await cleanup?.().catch(() => {});
     failBoot(processName, err);
   }
-}
-
-/** Listens, resolving with the bound port; EADDRINUSE becomes a PortInUseError naming `setting`. */
-export function listen(server: Server, port: number, host: string, setting: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const onError = (err: NodeJS.ErrnoException) => {
-      server.off('listening', onListening);
-      reject(err.code === 'EADDRINUSE' ? new PortInUseError(port, setting, { cause: err }) : err);
-    };
-    const onListening = () => {
-      server.off('error', onError);
-      resolve((server.address() as AddressInfo).port);
-    };
-    server.once('error', onError);
-    server.once('listening', onListening);
-    server.listen(port, host);
-  });
 }

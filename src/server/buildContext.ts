@@ -28,9 +28,6 @@ import { ScriptedProvider } from '../models/scripted.js';
 import { OpenAIProvider } from '../models/openai.js';
 import { anthropicProvider, openAICompatibleProvider } from '../models/aiSdk.js';
 
-/** The engine's context, as the entry points and the producer name it. */
-export type AppContext = EngineContext;
-
 /**
  * The providers this process can call, by name. A vendor's provider exists only with its
  * credential (OPENAI_API_KEY, ANTHROPIC_API_KEY) or endpoint (OPENAI_COMPATIBLE_BASE_URL):
@@ -62,7 +59,7 @@ export interface ContextOptions {
   providers?: Map<string, ModelProvider>;
 }
 
-export async function createContext(cfg: Config, name: string, opts: ContextOptions = {}): Promise<AppContext> {
+export async function createContext(cfg: Config, name: string, opts: ContextOptions = {}): Promise<EngineContext> {
   // Agents first: a deployment whose AGENTS_MODULE is broken stops before it touches Redis.
   const agents = opts.agents === undefined ? await loadAgents(cfg) : opts.agents instanceof AgentCatalog ? opts.agents : new AgentCatalog(opts.agents as readonly Agent[]);
   // Then the model choices: one naming a provider this process lacks stops it here, the field named.

@@ -3,7 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { ConfigError, loadConfig } from '../../src/config/config.js';
 import { scriptedModelAllowed } from '../../src/config/testHooks.js';
-import { buildProviders, type AppContext } from '../../src/server/buildContext.js';
+import { buildProviders } from '../../src/server/buildContext.js';
+import type { EngineContext } from '../../src/runs/engineContext.js';
 import { AgentCatalog } from '../../src/core/agent.js';
 import { supportAgent } from '../../src/agents/support/index.js';
 import { supportServices } from '../../src/agents/support/vendors/index.js';
@@ -111,7 +112,7 @@ describe('config', () => {
 
     it('refuses a run-supplied script at the API edge, naming agent.script', () => {
       const cfg = loadConfig(prod);
-      const ctx = { cfg, providers: buildProviders(cfg), agents: new AgentCatalog([supportAgent({ baseUrl: cfg.SANDBOX_URL })]) } as unknown as AppContext;
+      const ctx = { cfg, providers: buildProviders(cfg), agents: new AgentCatalog([supportAgent({ baseUrl: cfg.SANDBOX_URL })]) } as unknown as EngineContext;
       const req = { tenant: 'acme', ticket: { id: 'T-1', subject: 's', body: 'b', customer: { email: 'a@example.com', name: 'A' } } };
       expect(buildSpec(ctx, req, 0).model).toBe('openai');
       const refused = (agent: TicketRunRequest['agent']) => {

@@ -11,7 +11,8 @@ import { createHash } from 'node:crypto';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, type Harness } from '../../testkit/harness.js';
-import { createContext, type AppContext } from '../../src/server/buildContext.js';
+import { createContext } from '../../src/server/buildContext.js';
+import type { EngineContext } from '../../src/runs/engineContext.js';
 import { newMetrics } from '../../src/metrics/metrics.js';
 import { createLogger } from '../../src/metrics/log.js';
 import { createEffectRunner } from '../../src/ledger/runner.js';
@@ -39,7 +40,7 @@ const BEA_TOKEN = 'bea-token-for-version-tests';
 
 let h: Harness;
 let url: string;
-const contexts: AppContext[] = [];
+const contexts: EngineContext[] = [];
 
 beforeAll(async () => {
   h = await createHarness('versions', {
@@ -55,7 +56,7 @@ afterAll(async () => {
 });
 
 /** A worker (in this process) that loads one version of the agent, with its own context and metrics. */
-async function versionWorker(agent: typeof v1, env: Record<string, string> = {}): Promise<{ worker: FleetWorker; ctx: AppContext }> {
+async function versionWorker(agent: typeof v1, env: Record<string, string> = {}): Promise<{ worker: FleetWorker; ctx: EngineContext }> {
   const cfg = loadConfig({ ...h.env, ...env });
   const ctx = await createContext(cfg, `versions-${agent.version}`, { agents: [agent], log: createLogger('versions', cfg.LOG_LEVEL), metrics: newMetrics() });
   contexts.push(ctx);
@@ -78,13 +79,13 @@ async function createRun(agent: typeof v1, script: unknown[]): Promise<string> {
   return spec.runId;
 }
 
-const counter = async (ctx: AppContext, name: string, labels: Record<string, string> = {}) => {
+const counter = async (ctx: EngineContext, name: string, labels: Record<string, string> = {}) => {
   const values = (await ctx.metrics.registry.getSingleMetric(name)?.get())?.values ?? [];
   return values.filter((v) => Object.entries(labels).every(([k, x]) => v.labels[k] === x)).reduce((s, v) => s + v.value, 0);
 };
 
 describe('the version queue: a v1 run meets a v2-only worker', () => {
-  let w2: { worker: FleetWorker; ctx: AppContext };
+  let w2: { worker: FleetWorker; ctx: EngineContext };
   beforeAll(async () => {
     w2 = await versionWorker(v2);
   });
@@ -152,7 +153,7 @@ describe('the version queue: a v1 run meets a v2-only worker', () => {
 });
 
 describe('the version queue from agentctl, the run page and the console', () => {
-  let w2: { worker: FleetWorker; ctx: AppContext };
+  let w2: { worker: FleetWorker; ctx: EngineContext };
   beforeAll(async () => {
     w2 = await versionWorker(v2);
   });

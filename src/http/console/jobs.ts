@@ -7,7 +7,7 @@
  * Bounded: the run's event stream is capped (EVENTS_MAX_LEN) and at most
  * MAX_JOBS ids are shown, the latest first.
  */
-import type { AppContext } from '../../server/buildContext.js';
+import type { EngineContext } from '../../runs/engineContext.js';
 
 export interface RunJob {
   jobId: string;
@@ -19,7 +19,7 @@ export interface RunJob {
 const MAX_JOBS = 30;
 const EVENTS_READ = 500;
 
-export async function runJobs(ctx: AppContext, runId: string, currentJobId: string): Promise<RunJob[]> {
+export async function runJobs(ctx: EngineContext, runId: string, currentJobId: string): Promise<RunJob[]> {
   const k = ctx.keys.run(runId);
   const entries = (await ctx.redis.xrevrange(k.events, '+', '-', 'COUNT', EVENTS_READ)) as [string, string[]][];
   const seen = new Map<string, number>();

@@ -19,7 +19,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import express, { Router, type NextFunction, type Request, type Response } from 'express';
 import { z } from 'zod';
-import type { AppContext } from '../../server/buildContext.js';
+import type { EngineContext } from '../../runs/engineContext.js';
 import type { Compensations } from '../../ledger/compensation.js';
 import type { Ledger } from '../../ledger/ledger.js';
 import { isRunId } from '../../store/keys.js';
@@ -66,7 +66,7 @@ const retryForm = z.object({ csrf: z.string().optional(), steps: extra, tokens: 
 const versionForm = z.object({ csrf: z.string().optional(), agentVersion: z.string().min(1).max(200), toolsHash: z.string().regex(/^[0-9a-f]{16}$/) });
 const decisionForm = z.object({ csrf: z.string().optional(), decision: z.enum(['approve', 'reject']), fingerprint: z.string().min(1).max(128) });
 
-export function consoleRouter(ctx: AppContext, ledger: Ledger, sessions: ConsoleSessions, compensations: Compensations): Router {
+export function consoleRouter(ctx: EngineContext, ledger: Ledger, sessions: ConsoleSessions, compensations: Compensations): Router {
   const r = Router();
   const files = staticFiles();
   const dir = directoryFor(ctx.cfg);

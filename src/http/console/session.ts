@@ -12,7 +12,7 @@
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Request, Response } from 'express';
-import type { AppContext } from '../../server/buildContext.js';
+import type { EngineContext } from '../../runs/engineContext.js';
 import type { Operator } from '../operatorIdentity.js';
 
 export const SESSION_COOKIE = 'console_session';
@@ -47,7 +47,7 @@ export class ConsoleSessions {
   /** Undefined when the console may not sign sessions (production without CONSOLE_SESSION_SECRET). */
   private readonly secret: Buffer | undefined;
 
-  constructor(private readonly ctx: Pick<AppContext, 'redis' | 'keys' | 'cfg'>) {
+  constructor(private readonly ctx: Pick<EngineContext, 'redis' | 'keys' | 'cfg'>) {
     const configured = ctx.cfg.CONSOLE_SESSION_SECRET;
     // Development without a secret: one per process (sessions end when it restarts; other replicas refuse them).
     this.secret = configured !== undefined ? Buffer.from(configured) : ctx.cfg.APP_MODE === 'development' ? randomBytes(32) : undefined;

@@ -10,7 +10,7 @@
  * JSON body; a tenant-scoped operator gets the same 404 for another tenant's
  * run or action as for an unknown one.
  */
-import type { AppContext } from '../../server/buildContext.js';
+import type { EngineContext } from '../../runs/engineContext.js';
 import { FenceError } from '../../core/errors.js';
 import { APPROVAL_VOID, withdrawApprovals } from '../../ledger/approvals.js';
 import { Compensations, CompensationRefused } from '../../ledger/compensation.js';
@@ -32,7 +32,7 @@ const NO_ACTION: ActionAnswer = { status: 404, body: { error: 'not_found', messa
 const NO_RUN: ActionAnswer = { status: 404, body: { error: 'not_found', message: 'no such run' } };
 
 /** The action's record when it exists and the operator may see its run; else undefined (404 alike). */
-export async function visibleAction(ctx: AppContext, ledger: Ledger, op: Operator, actionId: string): Promise<ActionRecord | undefined> {
+export async function visibleAction(ctx: EngineContext, ledger: Ledger, op: Operator, actionId: string): Promise<ActionRecord | undefined> {
   if (!isActionId(actionId)) return undefined;
   const rec = await ledger.locate(actionId);
   if (!rec || !(await operatorSeesRun(ctx, op, rec.runId))) return undefined;
@@ -44,7 +44,7 @@ export async function visibleAction(ctx: AppContext, ledger: Ledger, op: Operato
  * operator was shown). A second decision reports the first (alreadyDecided).
  */
 export async function decideApproval(
-  ctx: AppContext, ledger: Ledger, op: Operator, actionId: string, decision: 'approve' | 'reject', fingerprint: string,
+  ctx: EngineContext, ledger: Ledger, op: Operator, actionId: string, decision: 'approve' | 'reject', fingerprint: string,
 ): Promise<ActionAnswer> {
   const rec = await visibleAction(ctx, ledger, op, actionId);
   if (!rec) return NO_ACTION;
@@ -81,7 +81,7 @@ export type Finding = 'confirmed' | 'not_sent' | 'compensate';
  * each finding does). `receipt` is required for confirmed (the service's id).
  */
 export async function resolveHumanItem(
-  ctx: AppContext, ledger: Ledger, compensations: Compensations, op: Operator,
+  ctx: EngineContext, ledger: Ledger, compensations: Compensations, op: Operator,
   actionId: string, finding: Finding, receipt: string | undefined, evidence: unknown,
 ): Promise<ActionAnswer> {
   const rec = await visibleAction(ctx, ledger, op, actionId);
@@ -130,7 +130,7 @@ export async function resolveHumanItem(
  * Cancel: a parked run at once, a running one at its next commit (see
  * cancel.ts). The reason names the operator: `cancelled_by_operator: requested by <name>`.
  */
-export async function cancelRun(ctx: AppContext, op: Operator, runId: string): Promise<ActionAnswer> {
+export async function cancelRun(ctx: EngineContext, op: Operator, runId: string): Promise<ActionAnswer> {
   if (!isRunId(runId) || !(await operatorSeesRun(ctx, op, runId))) return NO_RUN;
   const reason = `cancelled_by_operator: requested by ${op.name}`;
   let result;
@@ -158,7 +158,7 @@ export async function cancelRun(ctx: AppContext, op: Operator, runId: string): P
  * operator's name. 404 for a run the operator may not see; 409 naming the status or
  * what must happen first; 400 naming the field whose extension passes LIMIT_MAX_*.
  */
-export async function retryStoppedRun(ctx: AppContext, op: Operator, runId: string, ext: RetryExtension): Promise<ActionAnswer> {
+export async function retryStoppedRun(ctx: EngineContext, op: Operator, runId: string, ext: RetryExtension): Promise<ActionAnswer> {
   if (!isRunId(runId) || !(await operatorSeesRun(ctx, op, runId))) return NO_RUN;
   const r = await retryRun(ctx, runId, op.name, ext);
   if (r.ok) {

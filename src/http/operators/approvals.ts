@@ -4,7 +4,7 @@
  */
 import { Router } from 'express';
 import { z } from 'zod';
-import type { AppContext } from '../../server/buildContext.js';
+import type { EngineContext } from '../../runs/engineContext.js';
 import { Ledger } from '../../ledger/ledger.js';
 import { operatorOf, requireOperator } from '../auth.js';
 import { seesTenant } from '../operatorIdentity.js';
@@ -29,7 +29,7 @@ export interface PendingApproval {
 }
 
 /** Pending approvals of runs still parked, those of `tenants` only unless '*'. */
-export async function pendingApprovals(ctx: AppContext, ledger: Ledger, tenants: '*' | readonly string[], runId?: string): Promise<PendingApproval[]> {
+export async function pendingApprovals(ctx: EngineContext, ledger: Ledger, tenants: '*' | readonly string[], runId?: string): Promise<PendingApproval[]> {
   const approvals: PendingApproval[] = [];
   const shards = runId !== undefined ? [ctx.keys.shardOf(runId)] : ctx.keys.allShards();
   for (const shard of shards) {
@@ -45,7 +45,7 @@ export async function pendingApprovals(ctx: AppContext, ledger: Ledger, tenants:
   return approvals;
 }
 
-export function approvalsRouter(ctx: AppContext, ledger: Ledger): Router {
+export function approvalsRouter(ctx: EngineContext, ledger: Ledger): Router {
   const r = Router();
 
   r.get('/v1/approvals', requireOperator(ctx.cfg, 'viewer'), async (_req, res) => {

@@ -12,7 +12,7 @@ import type { NextFunction, Request, Response } from 'express';
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { ExpressAdapter } from '@bull-board/express';
-import type { AppContext } from '../../server/buildContext.js';
+import type { EngineContext } from '../../runs/engineContext.js';
 import { authUnconfigured, bearer, OPERATOR_SETTINGS, tokenMatches, type SessionReader } from '../auth.js';
 import { directoryFor } from '../operatorIdentity.js';
 
@@ -29,12 +29,12 @@ function basicCredentials(req: Request): { user: string; password: string } | un
 }
 
 /** Whether the board's basic-auth credentials are configured. */
-export function basicAuthOn(cfg: AppContext['cfg']): boolean {
+export function basicAuthOn(cfg: EngineContext['cfg']): boolean {
   return cfg.BULL_BOARD_USER !== undefined && cfg.BULL_BOARD_PASSWORD !== undefined;
 }
 
 /** True when the request carries the board's basic-auth credentials. */
-export function boardBasicMatches(cfg: AppContext['cfg'], req: Request): boolean {
+export function boardBasicMatches(cfg: EngineContext['cfg'], req: Request): boolean {
   const { BULL_BOARD_USER: user, BULL_BOARD_PASSWORD: password } = cfg;
   if (user === undefined || password === undefined) return false;
   const basic = basicCredentials(req);
@@ -46,7 +46,7 @@ export function boardBasicMatches(cfg: AppContext['cfg'], req: Request): boolean
 }
 
 /** 401 asking a browser for the board's credentials (same realm as the board, so they are reused). */
-export function askForBoardCredentials(cfg: AppContext['cfg'], res: Response, message: string): void {
+export function askForBoardCredentials(cfg: EngineContext['cfg'], res: Response, message: string): void {
   if (basicAuthOn(cfg)) res.setHeader('www-authenticate', 'Basic realm="bull-board", charset="UTF-8"');
   res.status(401).json({ error: 'unauthorized', message });
 }
@@ -57,7 +57,7 @@ export function askForBoardCredentials(cfg: AppContext['cfg'], res: Response, me
  * since the board shows every shard's jobs. A viewer may look while the board
  * is read-only; only an operator when it is not.
  */
-export function boardAuth(cfg: AppContext['cfg'], session?: SessionReader) {
+export function boardAuth(cfg: EngineContext['cfg'], session?: SessionReader) {
   const dir = directoryFor(cfg);
   return async (req: Request, res: Response, next: NextFunction) => {
     if (!basicAuthOn(cfg) && !dir.configured) return authUnconfigured(res, `${OPERATOR_SETTINGS}, or BULL_BOARD_USER and BULL_BOARD_PASSWORD`);
@@ -83,7 +83,7 @@ export function runLinkOf(job: { data?: unknown }): { href: string; displayText:
  * shard's Queue (which writes the queue's meta key), and an API that serves
  * no operator should not touch the queues.
  */
-export function mountBullBoard(app: express.Express, ctx: AppContext, session?: SessionReader): void {
+export function mountBullBoard(app: express.Express, ctx: EngineContext, session?: SessionReader): void {
   let router: express.Router | undefined;
   const board = () => {
     if (router) return router;

@@ -11,14 +11,14 @@
  */
 import { Router } from 'express';
 import { z } from 'zod';
-import type { AppContext } from '../../server/buildContext.js';
+import type { EngineContext } from '../../runs/engineContext.js';
 import { operatorOf, requireOperator } from '../auth.js';
 import { cancelRun } from './actions.js';
 import { invalid, param } from '../../producer/fieldErrors.js';
 
 const cancelSchema = z.object({ operator: z.string().min(1).max(200).optional() }).strict();
 
-export function cancelRouter(ctx: AppContext): Router {
+export function cancelRouter(ctx: EngineContext): Router {
   const r = Router();
   r.post('/v1/runs/:id/cancel', requireOperator(ctx.cfg, 'operator'), async (req, res) => {
     const parsed = cancelSchema.safeParse(req.body ?? {});

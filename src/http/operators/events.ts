@@ -8,7 +8,7 @@
  * Any token that may read the run may follow it (a tenant token: its own runs).
  */
 import { Router, type Request } from 'express';
-import type { AppContext } from '../../server/buildContext.js';
+import type { EngineContext } from '../../runs/engineContext.js';
 import { requireRunAccess, runNotFound, type SessionReader } from '../auth.js';
 import { EventFanout, type StreamEntry, type Viewer } from './eventFanout.js';
 import { param } from '../../producer/fieldErrors.js';
@@ -29,7 +29,7 @@ function startId(req: Request): string | undefined {
   return STREAM_ID.test(given) ? given : undefined;
 }
 
-export function eventsRouter(ctx: AppContext, opts: EventsOptions = {}, session?: SessionReader): Router {
+export function eventsRouter(ctx: EngineContext, opts: EventsOptions = {}, session?: SessionReader): Router {
   const r = Router();
   const maxViewers = opts.maxViewers ?? ctx.cfg.SSE_MAX_VIEWERS;
   const fanout = new EventFanout(ctx.redis, ctx.keys, ctx.log, { blockMs: opts.blockMs ?? 10_000, maxViewers });

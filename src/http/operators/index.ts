@@ -1,6 +1,6 @@
 /** Mounts every operator-facing router (run list, approvals, reconciliation, cancel, retry, the version queue, live events, the run page, the console, Bull Board). */
 import type express from 'express';
-import type { AppContext } from '../../server/buildContext.js';
+import type { EngineContext } from '../../runs/engineContext.js';
 import type { Ledger } from '../../ledger/ledger.js';
 import { approvalsRouter } from './approvals.js';
 import { mountBullBoard } from './bullBoard.js';
@@ -19,7 +19,7 @@ import { versionsRouter } from './versions.js';
  * console page reads (the run list, a run's event stream, the run page) and
  * Bull Board (one login for both); every other API route takes bearers only.
  */
-export function mountOperators(app: express.Express, ctx: AppContext, ledger: Ledger): void {
+export function mountOperators(app: express.Express, ctx: EngineContext, ledger: Ledger): void {
   const sessions = new ConsoleSessions(ctx);
   const session = sessions.reader();
   const compensations = operatorCompensations(ctx, ledger);

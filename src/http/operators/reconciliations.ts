@@ -18,7 +18,7 @@
  */
 import { Router } from 'express';
 import { z } from 'zod';
-import type { AppContext } from '../../server/buildContext.js';
+import type { EngineContext } from '../../runs/engineContext.js';
 import { Ledger } from '../../ledger/ledger.js';
 import { operatorOf, requireOperator } from '../auth.js';
 import { seesTenant } from '../operatorIdentity.js';
@@ -38,7 +38,7 @@ const findingSchema = z.object({
 export { findingSchema };
 
 /** The human queue with each item's history, those of `tenants` only unless '*' (and of one run when given). */
-export async function humanQueue(ctx: AppContext, ledger: Ledger, tenants: '*' | readonly string[], runId?: string) {
+export async function humanQueue(ctx: EngineContext, ledger: Ledger, tenants: '*' | readonly string[], runId?: string) {
   const items = [];
   const shards = runId !== undefined ? [ctx.keys.shardOf(runId)] : ctx.keys.allShards();
   for (const shard of shards) {
@@ -53,11 +53,11 @@ export async function humanQueue(ctx: AppContext, ledger: Ledger, tenants: '*' |
 }
 
 /** The compensation driver of operator findings (one per process). */
-export function operatorCompensations(ctx: AppContext, ledger: Ledger): Compensations {
+export function operatorCompensations(ctx: EngineContext, ledger: Ledger): Compensations {
   return new Compensations(ctx, ledger, createEffectRunner(ctx, { workerId: `operator-api:${process.pid}`, crash: new CrashPoints([]) }));
 }
 
-export function reconciliationsRouter(ctx: AppContext, ledger: Ledger, compensations = operatorCompensations(ctx, ledger)): Router {
+export function reconciliationsRouter(ctx: EngineContext, ledger: Ledger, compensations = operatorCompensations(ctx, ledger)): Router {
   const r = Router();
 
   r.get('/v1/reconciliations', requireOperator(ctx.cfg, 'viewer'), async (_req, res) => {

@@ -8,7 +8,7 @@
  */
 import { Router } from 'express';
 import { z } from 'zod';
-import type { AppContext } from '../../server/buildContext.js';
+import type { EngineContext } from '../../runs/engineContext.js';
 import { BUDGET_BOUNDS } from '../../budget/bounds.js';
 import { operatorOf, requireOperator } from '../auth.js';
 import { retryStoppedRun } from './actions.js';
@@ -21,7 +21,7 @@ export const retryBodySchema = z.object({
   wallMs: z.number().int().nonnegative().max(BUDGET_BOUNDS.maxWallMs).optional(),
 }).strict();
 
-export function retryRouter(ctx: AppContext): Router {
+export function retryRouter(ctx: EngineContext): Router {
   const r = Router();
   r.post('/v1/runs/:id/retry', requireOperator(ctx.cfg, 'operator'), async (req, res) => {
     const parsed = retryBodySchema.safeParse(req.body ?? {});

@@ -6,7 +6,7 @@
  * token only its own runs, another tenant's run is 404 like an unknown one).
  */
 import { Router, type NextFunction, type Request, type Response } from 'express';
-import type { AppContext } from '../../server/buildContext.js';
+import type { EngineContext } from '../../runs/engineContext.js';
 import type { Ledger } from '../../ledger/ledger.js';
 import { authUnconfigured, bearer, OPERATOR_SETTINGS, type SessionReader, principalFor, principalSees, runTokensConfigured } from '../auth.js';
 import { renderRunHtml, runView } from '../runView.js';
@@ -17,7 +17,7 @@ import { param } from '../../producer/fieldErrors.js';
 /** The page's one 404: malformed, another tenant's and unknown run ids alike. */
 const pageNotFound = (res: Response) => void res.status(404).type('text/plain').send('run not found');
 
-function pageAuth(ctx: AppContext, session?: SessionReader) {
+function pageAuth(ctx: EngineContext, session?: SessionReader) {
   return async (req: Request, res: Response, next: NextFunction) => {
     // Never open: with no credential of any kind configured the page is off (503 naming the settings).
     if (!basicAuthOn(ctx.cfg) && !runTokensConfigured(ctx.cfg)) {
@@ -35,7 +35,7 @@ function pageAuth(ctx: AppContext, session?: SessionReader) {
   };
 }
 
-export function runPageRouter(ctx: AppContext, ledger: Ledger, session?: SessionReader): Router {
+export function runPageRouter(ctx: EngineContext, ledger: Ledger, session?: SessionReader): Router {
   const r = Router();
   r.get(`${RUN_PAGE_PATH}/:id`, pageAuth(ctx, session), async (req, res) => {
     const view = await runView(ctx, param(req.params.id), (runId) => ledger.listForRun(runId));

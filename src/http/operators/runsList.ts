@@ -8,7 +8,7 @@
  */
 import { Router } from 'express';
 import { z } from 'zod';
-import type { AppContext } from '../../server/buildContext.js';
+import type { EngineContext } from '../../runs/engineContext.js';
 import { listRuns, decodeCursor, type RunPage } from '../../runs/list.js';
 import { authUnconfigured, principalFor, RUN_TOKEN_SETTINGS, runTokensConfigured, type Principal, type SessionReader } from '../auth.js';
 import { RUN_STATUSES } from '../../runs/status.js';
@@ -55,7 +55,7 @@ export class BadCursor extends Error {
 }
 
 /** One page of runs as `p` may see them. Throws BadCursor for a cursor this API did not make. */
-export async function runsPage(ctx: AppContext, p: Principal, q: RunListQuery): Promise<RunPage> {
+export async function runsPage(ctx: EngineContext, p: Principal, q: RunListQuery): Promise<RunPage> {
   const cursor = q.cursor !== undefined ? decodeCursor(q.cursor) : undefined;
   if (q.cursor !== undefined && !cursor) throw new BadCursor('cursor: not one this API returned');
   const tenants = listedTenants(p, q.tenant);
@@ -66,7 +66,7 @@ export async function runsPage(ctx: AppContext, p: Principal, q: RunListQuery): 
   });
 }
 
-export function runsListRouter(ctx: AppContext, session?: SessionReader): Router {
+export function runsListRouter(ctx: EngineContext, session?: SessionReader): Router {
   const r = Router();
   r.get('/v1/runs', async (req, res) => {
     if (!runTokensConfigured(ctx.cfg)) return authUnconfigured(res, RUN_TOKEN_SETTINGS);

@@ -21,7 +21,7 @@
  */
 import { Router } from 'express';
 import { z } from 'zod';
-import type { AppContext } from '../../server/buildContext.js';
+import type { EngineContext } from '../../runs/engineContext.js';
 import { AgentError, FenceError } from '../../core/errors.js';
 import type { Ledger } from '../../ledger/ledger.js';
 import type { LedgerState } from '../../ledger/states.js';
@@ -49,7 +49,7 @@ const NO_RUN: ActionAnswer = { status: 404, body: { error: 'not_found', message:
 const labelOf = (s: ServedVersion) => ({ agentVersion: s.version, toolsHash: s.toolsHash, label: versionLabel(s.version, s.toolsHash), tools: s.tools, workers: s.workers.length });
 
 /** The version queue as `op` may see it, each run with the versions served for its agent. */
-export async function versionQueue(ctx: AppContext, registry: VersionRegistry, op: Operator, limit: number) {
+export async function versionQueue(ctx: EngineContext, registry: VersionRegistry, op: Operator, limit: number) {
   const page = await listVersionParked(ctx, { limit, ...(op.tenants !== '*' ? { tenants: op.tenants } : {}) });
   const servedByAgent = new Map<string, ServedVersion[]>();
   for (const agent of new Set(page.runs.map((r) => r.agent))) servedByAgent.set(agent, await registry.served(agent));
@@ -63,7 +63,7 @@ export async function versionQueue(ctx: AppContext, registry: VersionRegistry, o
 
 /** Continue a parked run under a served version (see the module comment for every refusal). */
 export async function continueVersionRun(
-  ctx: AppContext, ledger: Ledger, registry: VersionRegistry, op: Operator, runId: string, wanted: { agentVersion?: string | undefined; toolsHash?: string | undefined },
+  ctx: EngineContext, ledger: Ledger, registry: VersionRegistry, op: Operator, runId: string, wanted: { agentVersion?: string | undefined; toolsHash?: string | undefined },
 ): Promise<ActionAnswer> {
   if (!isRunId(runId) || !(await operatorSeesRun(ctx, op, runId))) return NO_RUN;
   const [status, reason, agent, agentVersion, toolsHash] = await ctx.redis.hmget(ctx.keys.run(runId).run, 'status', 'reason', 'agent', 'agentVersion', 'toolsHash');
@@ -103,7 +103,7 @@ export async function continueVersionRun(
 }
 
 /** Cancel a run of the version queue (the run's ordinary cancel, counted as a version decision). */
-export async function cancelVersionRun(ctx: AppContext, op: Operator, runId: string): Promise<ActionAnswer> {
+export async function cancelVersionRun(ctx: EngineContext, op: Operator, runId: string): Promise<ActionAnswer> {
   if (!isRunId(runId) || !(await operatorSeesRun(ctx, op, runId))) return NO_RUN;
   const [status, reason] = await ctx.redis.hmget(ctx.keys.run(runId).run, 'status', 'reason');
   if (!isVersionParked(status, reason)) return { status: 409, body: { error: 'not_version_parked', runId, status, reason } };
@@ -112,7 +112,7 @@ export async function cancelVersionRun(ctx: AppContext, op: Operator, runId: str
   return answer;
 }
 
-export function versionsRouter(ctx: AppContext, ledger: Ledger): Router {
+export function versionsRouter(ctx: EngineContext, ledger: Ledger): Router {
   const r = Router();
   const registry = new VersionRegistry(ctx.redis, ctx.keys, ctx.cfg.VERSION_TTL_MS);
   r.get(VERSION_QUEUE_PATH, requireOperator(ctx.cfg, 'viewer'), async (req, res) => {

@@ -16,7 +16,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { loadConfig } from '../../../src/config/config.js';
-import { createContext, type AppContext } from '../../../src/server/buildContext.js';
+import { createContext } from '../../../src/server/buildContext.js';
+import type { EngineContext } from '../../../src/runs/engineContext.js';
 import { createLogger } from '../../../src/metrics/log.js';
 import { newMetrics } from '../../../src/metrics/metrics.js';
 import { startEmbeddedRedis, type EmbeddedRedis } from '../../../testkit/embeddedRedis.js';
@@ -108,7 +109,7 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
     ...(unsafe ? { UNSAFE_DISABLE_IDEMPOTENCY: 'true' } : {}),
   };
   const cfg = loadConfig({ ...env, LOG_LEVEL: 'silent' });
-  const ctx: AppContext = await createContext(cfg, 'chaos', { log: createLogger('chaos', 'silent'), metrics: newMetrics() });
+  const ctx: EngineContext = await createContext(cfg, 'chaos', { log: createLogger('chaos', 'silent'), metrics: newMetrics() });
   const reconciler = new Reconciler(ctx, 'reconciler:chaos');
 
   const faults: FaultRule[] = [];

@@ -6,7 +6,8 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import type { Server } from 'node:http';
-import { createContext, type AppContext } from '../../../src/server/buildContext.js';
+import { createContext } from '../../../src/server/buildContext.js';
+import type { EngineContext } from '../../../src/runs/engineContext.js';
 import { onLines, spawnModule } from '../../../testkit/spawnModule.js';
 import { loadConfig } from '../../../src/config/config.js';
 import { createLogger } from '../../../src/metrics/log.js';
@@ -97,7 +98,7 @@ export interface Stack {
   sandbox: SandboxHandle;
   tap: Tap;
   apiUrl: string;
-  ctx: AppContext;
+  ctx: EngineContext;
   workers: ScenarioWorker[];
   /** Unexpected process exits and similar problems seen while running. */
   problems: string[];
