@@ -19,8 +19,8 @@ export class BudgetStopError extends TerminalError {
 }
 
 /**
- * The tenant's daily token budget (seed 004: a hundred cheap runs must not add
- * up to an expensive morning). Each model attempt's estimate is reserved
+ * The tenant's daily token budget (a hundred cheap runs must not add up to an
+ * expensive morning). Each model attempt's estimate is reserved
  * atomically before it and settled to the attempt's real usage after it; the
  * settlement is recorded even past the limit, and once over, the next
  * reservation is refused.

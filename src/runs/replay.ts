@@ -1,5 +1,5 @@
 /**
- * Replay harness (seed 004): re-walks a recorded run's journal offline under
+ * Replay harness: re-walks a recorded run's journal offline under
  * other caps or retry policies, with the same pre-flight and after-call check
  * as the worker (src/budget/tenantBudget.ts; per step: the journal records a step's
  * usage summed over its attempts, not each attempt's), and reports where it would have stopped and what it

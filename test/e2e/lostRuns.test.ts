@@ -1,5 +1,5 @@
 /**
- * No run is lost silently (DESIGN.md invariant 11): every way a step job can die ends its
+ * No run is lost silently: every way a step job can die ends its
  * run with a status, a reason code, a status journal entry, a run event and
  * agent_runs_finished_total{status,reason}; the reconciler's sweep finds runs whose current
  * job is missing; the run view answers 200 for a run whose stored data no longer parses.
