@@ -7,6 +7,7 @@
 import { z } from 'zod';
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiResponsesObject } from 'zod-openapi';
 import { agentRunSchema, ticketRunSchema } from '../producer/schemas.js';
+import { SCHEDULE_ID, scheduleBodySchema } from '../producer/schedules.js';
 import { ticketEventSchema, zendeskEventSchema } from '../producer/webhooks.js';
 import { SIGNATURE_HEADER, TIMESTAMP_HEADER } from '../producer/webhookSignature.js';
 import { runListQuerySchema } from './operators/runsList.js';
@@ -40,6 +41,8 @@ const actionId = z.string().regex(/^a_[0-9a-f]{32}$/).meta({ description: 'An ac
 const runParams = { path: z.object({ id: runId }) };
 const actionParams = { path: z.object({ actionId }) };
 const tenantParams = { path: z.object({ tenant: z.string() }) };
+const scheduleId = z.string().regex(SCHEDULE_ID).meta({ description: 'A schedule id: 1-64 letters, digits, _ . or -' });
+const scheduleParams = { path: z.object({ tenant: z.string(), id: scheduleId }) };
 
 /** The refusals every protected route shares: no credential, the wrong role, none configured. */
 const guarded: ZodOpenApiResponsesObject = {
@@ -47,11 +50,11 @@ const guarded: ZodOpenApiResponsesObject = {
   '403': refusal('The credential may not do this.'),
   '503': refusal('The route\'s credential is not configured (the body names the setting).'),
 };
-const runLookup: ZodOpenApiResponsesObject = { ...guarded, '404': refusal('Unknown or malformed id, or another tenant\'s.') };
+const idLookup: ZodOpenApiResponsesObject = { ...guarded, '404': refusal('Unknown or malformed id, or another tenant\'s.') };
 const operatorPost = (summary: string, body: z.ZodType, ok: string): ZodOpenApiOperationObject => ({
   summary,
   requestBody: { content: { 'application/json': { schema: body } } },
-  responses: { '200': jsonObject(ok), '400': refusal('Invalid body, named by field.'), '409': refusal('Refused in the run\'s present state.'), ...runLookup },
+  responses: { '200': jsonObject(ok), '400': refusal('Invalid body, named by field.'), '409': refusal('Refused in the run\'s present state.'), ...idLookup },
 });
 
 function webhook(summary: string, body: z.ZodType, withTenantPath: boolean): ZodOpenApiOperationObject {
@@ -119,7 +122,7 @@ export function openApiDocument(): ReturnType<typeof createDocument> {
         },
       },
       '/v1/runs': runsPath,
-      '/v1/runs/{id}': { get: { summary: 'The run view.', requestParams: runParams, responses: { '200': jsonObject('The run'), ...runLookup } } },
+      '/v1/runs/{id}': { get: { summary: 'The run view.', requestParams: runParams, responses: { '200': jsonObject('The run'), ...idLookup } } },
       '/v1/runs/{id}/events': {
         get: {
           summary: 'The run\'s events as server-sent events, resumable from Last-Event-ID.',
@@ -127,7 +130,7 @@ export function openApiDocument(): ReturnType<typeof createDocument> {
           responses: {
             '200': { description: 'text/event-stream', content: { 'text/event-stream': { schema: z.string() } } },
             '429': refusal('Too many viewers.'),
-            ...runLookup,
+            ...idLookup,
           },
         },
       },
@@ -151,6 +154,30 @@ export function openApiDocument(): ReturnType<typeof createDocument> {
       },
       [`${VERSION_QUEUE_PATH}/{id}/cancel`]: {
         post: { ...operatorPost('Cancel a run of the version queue.', z.object({}).strict(), 'Cancelled'), requestParams: runParams },
+      },
+      '/v1/schedules': {
+        get: {
+          summary: 'Schedules, of one tenant or all the operator sees.',
+          requestParams: { query: z.object({ tenant: z.string().optional() }) },
+          responses: { '200': jsonObject('{schedules}'), ...guarded },
+        },
+      },
+      '/v1/schedules/{id}': {
+        put: {
+          summary: 'Create or replace a schedule: runs of an agent on a cron.',
+          requestParams: { path: z.object({ id: scheduleId }) },
+          requestBody: { content: { 'application/json': { schema: scheduleBodySchema } } },
+          responses: { '200': jsonObject('The schedule'), '400': refusal('Invalid id or body, named by field.'), ...guarded },
+        },
+      },
+      '/v1/schedules/{tenant}/{id}/pause': {
+        post: { summary: 'Pause a schedule.', requestParams: scheduleParams, responses: { '200': jsonObject('The schedule'), ...idLookup } },
+      },
+      '/v1/schedules/{tenant}/{id}/resume': {
+        post: { summary: 'Resume a schedule.', requestParams: scheduleParams, responses: { '200': jsonObject('The schedule'), ...idLookup } },
+      },
+      '/v1/schedules/{tenant}/{id}': {
+        delete: { summary: 'Delete a schedule.', requestParams: scheduleParams, responses: { '204': { description: 'Deleted.' }, ...idLookup } },
       },
       '/webhooks/tickets': { post: webhook('A signed ticket event.', ticketEventSchema, false) },
       '/webhooks/tickets/{tenant}': { post: webhook('A signed ticket event.', ticketEventSchema, true) },
