@@ -34,6 +34,8 @@ export class Metrics {
   readonly flowAdmitted: Counter;
   readonly rateLimitWaits: Counter;
   readonly modelRateLimited: Counter;
+  readonly scheduleTicks: Counter;
+  readonly waits: Counter;
 
   constructor(readonly registry: Registry, opts: { defaultMetrics?: boolean } = {}) {
     const r = [registry];
@@ -86,6 +88,14 @@ export class Metrics {
       labelNames: ['bucket'], registers: r,
     });
     this.modelRateLimited = new Counter({ name: 'agent_model_rate_limited_total', help: 'Model attempts answered 429 by the provider', labelNames: ['provider'], registers: r });
+    this.scheduleTicks = new Counter({
+      name: 'agent_schedule_ticks_total', help: 'Schedule ticks, by outcome (started a run, duplicate of a started one, skipped: paused or removed, invalid)',
+      labelNames: ['outcome'], registers: r,
+    });
+    this.waits = new Counter({
+      name: 'agent_waits_total', help: 'Durable waits of runs (sleep, event) by how they ended: parked, delivered, woke, timed_out, refused',
+      labelNames: ['kind', 'outcome'], registers: r,
+    });
     this.scrapeErrors = new Counter({ name: 'agent_scrape_collect_errors_total', help: 'Scrape-time gauges not refreshed because their Redis read failed', labelNames: ['collector'], registers: r });
   }
 }
