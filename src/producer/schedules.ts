@@ -17,7 +17,7 @@ import type { EngineContext } from '../runs/engineContext.js';
 import { budgetRequestSchema } from './schemas.js';
 import { InvalidRunRequest, buildSpec, startRun } from './intake.js';
 
-const SCHEDULE_ID = /^[A-Za-z0-9_.-]{1,64}$/;
+export const SCHEDULE_ID = /^[A-Za-z0-9_.-]{1,64}$/;
 
 /** PUT /v1/schedules/:id: what runs and when (`cron`: five or six fields, `tz` an IANA zone, UTC by default). */
 export const scheduleBodySchema = z
