@@ -37,10 +37,10 @@ import { eventKeySchema } from '../runs/spec.js';
 const EVENT_TTL_MS = 24 * 3600_000;
 const TENANT = /^[a-z0-9][a-z0-9_-]{0,62}$/i;
 
-const ticketEventSchema = z.object({ v: z.literal(1), eventId: eventKeySchema, ticket: ticketSchema }).strict();
+export const ticketEventSchema = z.object({ v: z.literal(1), eventId: eventKeySchema, ticket: ticketSchema }).strict();
 
 /** The JSON a Zendesk webhook is configured to send (Zendesk placeholders fill it). */
-const zendeskEventSchema = z.object({
+export const zendeskEventSchema = z.object({
   eventId: eventKeySchema.optional(),
   /** A ticket-updated / comment-added event carries the comment: its id names the event, its body is the message. */
   comment: z.object({
