@@ -17,3 +17,4 @@ export { startAnthropicServer } from './modelServers/anthropic.js';
 export type { ModelServer, Reply, TurnReply, ErrorReply, RawReply, RecordedRequest } from './modelServers/queue.js';
 export { scriptResponder } from './modelServers/scriptPlayer.js';
 export { parseSseBlock, readSse, type SseEvent } from './sse.js';
+export { startMcpHttpServer, bookingServer, BookingStore, type Booking, type BookingOptions, type McpHttpHandle } from './mcpServer.js';
