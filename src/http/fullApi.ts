@@ -6,6 +6,7 @@ import { mountOperators } from './operators/index.js';
 import { webhooksRouter } from '../producer/webhooks.js';
 import { createApi } from './api.js';
 import { bodyParserError } from '../producer/bodyLimits.js';
+import { storeErrorAnswered, storeGate } from './storeUnavailable.js';
 
 export function createFullApi(ctx: EngineContext, isReady: () => boolean): express.Express {
   const ledger = ledgerFor(ctx);
@@ -13,9 +14,11 @@ export function createFullApi(ctx: EngineContext, isReady: () => boolean): expre
   // Signed webhooks need the raw body, so they sit in front of the API's JSON parser.
   const app = express();
   app.disable('x-powered-by');
+  app.use(storeGate(ctx));
   app.use(webhooksRouter(ctx));
   app.use((err: Error & { status?: number; type?: string }, _req: Request, res: Response, next: NextFunction) => {
     if (!res.headersSent && bodyParserError(err, res)) return;
+    if (storeErrorAnswered(ctx, err, res)) return;
     ctx.log.error({ code: 'webhook_error', err }, 'webhook failed');
     if (res.headersSent) return next(err);
     res.status(err.status ?? 500).json({ error: 'internal_error' });

@@ -31,6 +31,7 @@ export class Metrics {
   readonly versionDecisions: Counter;
   readonly textDeltaBatches: Counter;
   readonly runRetries: Counter;
+  readonly replicationWaits: Histogram;
 
   constructor(readonly registry: Registry, opts: { defaultMetrics?: boolean } = {}) {
     const r = [registry];
@@ -76,6 +77,11 @@ export class Metrics {
     this.runRetries = new Counter({
       name: 'agent_run_retries_total', help: 'Operator retries of stopped runs, by the status and reason code retried from and the outcome (retried, or the refusal code)',
       labelNames: ['from', 'reason', 'outcome'], registers: r,
+    });
+    this.replicationWaits = new Histogram({
+      name: 'agent_replication_wait_seconds',
+      help: 'Waits for replicas (WAIT/WAITAOF, REDIS_MIN_REPLICAS) before a write is acknowledged: a run\'s creation (intake) or an action\'s intent (dispatch); outcome ok or not_replicated',
+      labelNames: ['write', 'outcome'], registers: r, buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
     });
     this.scrapeErrors = new Counter({ name: 'agent_scrape_collect_errors_total', help: 'Scrape-time gauges not refreshed because their Redis read failed', labelNames: ['collector'], registers: r });
   }
