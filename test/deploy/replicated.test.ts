@@ -52,7 +52,7 @@ describe('deploy/compose.replicated.yml', () => {
     const sentinelHosts = Object.keys(services).filter((n) => n.startsWith('redis-sentinel-')).map((n) => `${n}:26379`).sort();
     for (const app of ['api', 'worker-1', 'worker-2', 'reconciler']) {
       // The secrets production requires come from the environment, as in docker-compose.yml; development mode needs none.
-      const env = { ...(base.services[app].environment as Obj), ...(services[app]!.environment as Obj), APP_MODE: 'development', MODEL_PROVIDER: 'scripted' };
+      const env = { ...(base.services[app].environment as Obj), ...(services[app]!.environment as Obj), APP_MODE: 'development', MODEL_PROVIDER: 'scripted' } as Obj;
       expect(String(env.REDIS_SENTINELS).split(',').sort(), app).toEqual(sentinelHosts);
       const cfg = loadConfig(Object.fromEntries(Object.entries(env).map(([k, v]) => [k, String(v ?? '').replace(/\$\{[A-Z0-9_]+:-([^}]*)\}/g, '$1')])));
       expect(cfg.REDIS_MIN_REPLICAS, app).toBeGreaterThanOrEqual(1);
