@@ -19,7 +19,14 @@ module.exports = {
       severity: 'error',
       comment: 'The engine (core, runs, worker, ledger, store) is given agents and providers; it never imports agents, models, the producer, entry points or anything outside src/.',
       from: { path: '^src/(core|budget|runs|worker|ledger|store)/' },
-      to: { path: '^(src/(agents|models|producer|http|server)/|src/index\\.ts$|sandbox/|testkit/|test/|demo/|examples/|bench/)' },
+      to: { path: '^(src/(agents|models|producer|http|server|mcp)/|src/index\\.ts$|sandbox/|testkit/|test/|demo/|examples/|bench/)' },
+    },
+    {
+      name: 'mcp-builds-on-core',
+      severity: 'error',
+      comment: 'src/mcp turns MCP servers into tools: it uses what any agent author uses (src/core), nothing of the machinery.',
+      from: { path: '^src/mcp/' },
+      to: { path: '^src/', pathNot: '^src/(core|mcp)/' },
     },
     {
       name: 'composition-root-is-a-leaf',

@@ -21,6 +21,10 @@ export type {
 export type { AgentModelChoice, ModelChoice, ModelOptions, ModelProvider, ModelRequest, ModelTurn, ToolSpec } from './core/model.js';
 export type { ToolCall, Usage } from './core/journal.js';
 export { AgentError, TerminalError, RetryableError, KeyConflictError, type ErrorCode } from './core/errors.js';
+export {
+  connectMcpServer, MCP_META, type McpTransport, type McpToolsOptions, type McpWriteDeclaration, type McpServerConnection,
+  type McpCallResult, type McpCaller,
+} from './mcp/mcpTools.js';
 export { httpJson, OutcomeUnknownError, type HttpResult, type ServiceOptions } from './core/httpJson.js';
 export type { AgentsModuleContext, AgentsExport } from './config/agentsModule.js';
 export { loadConfig, type Config } from './config/config.js';

@@ -2,11 +2,11 @@
  * Test harness: a unique key prefix per test context on the suite's real
  * Redis, the real sandbox over HTTP, real workers, real API over HTTP.
  */
-import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { inject } from 'vitest';
 import { Redis } from 'ioredis';
+import { deletePrefix, uniquePrefix } from './keyPrefix.js';
 import { loadConfig, type Config } from '../src/config/config.js';
 import { createContext } from '../src/server/buildContext.js';
 import type { EngineContext } from '../src/runs/engineContext.js';
@@ -22,9 +22,7 @@ export function redisUrl(): string {
   return inject('redisUrl');
 }
 
-export function uniquePrefix(name: string): string {
-  return `t${name.replace(/[^a-z0-9]/gi, '').slice(0, 10)}${randomBytes(4).toString('hex')}`;
-}
+export { uniquePrefix } from './keyPrefix.js';
 
 /**
  * The producer token every harness configures (run routes are closed without one):
@@ -95,14 +93,7 @@ export async function createHarness(name: string, env: Record<string, string> = 
       for (const s of servers) s.close();
       await sandbox.close();
       const scan = new Redis(redisUrl());
-      for (const p of [prefix, `${prefix}b`]) {
-        let cursor = '0';
-        do {
-          const [next, keys] = await scan.scan(cursor, 'MATCH', `${p}:*`, 'COUNT', 1000);
-          cursor = next;
-          if (keys.length) await scan.del(...keys);
-        } while (cursor !== '0');
-      }
+      for (const p of [prefix, `${prefix}b`]) await deletePrefix(scan, p);
       scan.disconnect();
       for (const c of extraCtx) await c.close();
       await ctx.close();

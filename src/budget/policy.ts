@@ -1,5 +1,6 @@
 /**
- * The step policy, pure: what a step may spend and what status it ends in.
+ * The budget policy, pure: what a step may spend (the run's limits against its
+ * usage) and what status it ends in.
  * No Redis, no clock (the time is passed in), no I/O: the step processor and
  * replay apply it, test/unit/budgetPolicy.test.ts holds it.
  *
@@ -19,7 +20,8 @@ export interface BudgetStop {
   reason: string;
 }
 
-export interface Used {
+/** What a run has spent (its limits are what it may spend). */
+export interface Usage {
   steps: number;
   tokens: number;
   /**
@@ -29,6 +31,9 @@ export interface Used {
    */
   contextBytes?: number | undefined;
 }
+
+/** @deprecated The former name of Usage. */
+export type Used = Usage;
 
 /** What the policy reads of a run: its limits and when it was created (a RunSpec has both). */
 export interface Budgeted {
@@ -62,7 +67,7 @@ export function isContext(kind: string): boolean {
 }
 
 /** Before a step's model call: a step left, and the first attempt's check. `estimate`: estimateCallTokens, computed once per call. */
-export function preflight(spec: Budgeted, used: Used, estimate: number, nowMs: number): BudgetStop | undefined {
+export function preflight(spec: Budgeted, used: Usage, estimate: number, nowMs: number): BudgetStop | undefined {
   const { limits } = spec;
   if (used.steps >= limits.maxSteps) return { kind: 'steps', reason: `steps: ${used.steps} of ${limits.maxSteps} used` };
   return attemptCheck(spec, used.tokens, estimate, nowMs);
@@ -112,7 +117,7 @@ export interface NextStatus {
  * short (`wallStop`) or this was the run's last step; else `running`.
  */
 export function nextStatus(
-  spec: Budgeted, used: Used, decision: { final?: unknown; toolCalls: readonly unknown[] }, wallStop: BudgetStop | undefined,
+  spec: Budgeted, used: Usage, decision: { final?: unknown; toolCalls: readonly unknown[] }, wallStop: BudgetStop | undefined,
 ): NextStatus {
   if (decision.final !== undefined && decision.toolCalls.length === 0) return { status: 'completed', reason: 'final_answer' };
   if (wallStop) return { status: 'budget_exceeded', reason: wallStop.reason, budget: wallStop.kind };

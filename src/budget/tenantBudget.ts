@@ -9,7 +9,7 @@ import type { RedisClient } from '../store/connect.js';
 import type { KeySpace } from '../store/keys.js';
 import { reserveTenantTokens, settleTenantTokens } from '../store/calls/reserveTenantTokens.js';
 
-export { attemptCheck, estimateCallTokens, isContext, preflight, spentCheck, wallClockStop, type BudgetKind, type BudgetStop, type Used, toolSchemaTokens } from './policy.js';
+export { attemptCheck, estimateCallTokens, isContext, preflight, spentCheck, wallClockStop, type BudgetKind, type BudgetStop, type Usage, type Used, toolSchemaTokens } from './policy.js';
 
 /** A budget stopped the step: the run ends `budget_exceeded` with the stop's reason. */
 export class BudgetStopError extends TerminalError {
@@ -19,8 +19,8 @@ export class BudgetStopError extends TerminalError {
 }
 
 /**
- * The tenant's daily token budget (seed 004: a hundred cheap runs must not add
- * up to an expensive morning). Each model attempt's estimate is reserved
+ * The tenant's daily token budget (a hundred cheap runs must not add up to an
+ * expensive morning). Each model attempt's estimate is reserved
  * atomically before it and settled to the attempt's real usage after it; the
  * settlement is recorded even past the limit, and once over, the next
  * reservation is refused.

@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { BUDGET_BOUNDS } from '../budget/bounds.js';
+import { HARD_LIMITS } from '../budget/limits.js';
 import { PROVIDER_NAMES } from '../models/names.js';
 import { TerminalError } from '../core/errors.js';
 import { agentModelChoiceSchema } from '../core/model.js';
@@ -181,13 +181,13 @@ export const configSchema = z.object({
   RETRY_MAX_MS: int(5000, 0),
   /** Completion cap sent to the model and used by the pre-flight budget estimate. */
   COMPLETION_TOKEN_CAP: int(1024, 1),
-  DEFAULT_MAX_STEPS: int(20, 1).pipe(z.number().max(BUDGET_BOUNDS.maxSteps)),
-  DEFAULT_MAX_TOKENS: int(100000, 1).pipe(z.number().max(BUDGET_BOUNDS.maxTokens)),
-  DEFAULT_MAX_WALL_MS: int(15 * 60_000, 1).pipe(z.number().max(BUDGET_BOUNDS.maxWallMs)),
-  /** Ceilings a request may not exceed (a 400 names the field); at most the hard bounds of src/budget/bounds.ts. */
-  LIMIT_MAX_STEPS: int(200, 1).pipe(z.number().max(BUDGET_BOUNDS.maxSteps)),
-  LIMIT_MAX_TOKENS: int(5_000_000, 1).pipe(z.number().max(BUDGET_BOUNDS.maxTokens)),
-  LIMIT_MAX_WALL_MS: int(24 * 3600_000, 1).pipe(z.number().max(BUDGET_BOUNDS.maxWallMs)),
+  DEFAULT_MAX_STEPS: int(20, 1).pipe(z.number().max(HARD_LIMITS.maxSteps)),
+  DEFAULT_MAX_TOKENS: int(100000, 1).pipe(z.number().max(HARD_LIMITS.maxTokens)),
+  DEFAULT_MAX_WALL_MS: int(15 * 60_000, 1).pipe(z.number().max(HARD_LIMITS.maxWallMs)),
+  /** Ceilings a request may not exceed (a 400 names the field); at most the hard limits of src/budget/limits.ts. */
+  LIMIT_MAX_STEPS: int(200, 1).pipe(z.number().max(HARD_LIMITS.maxSteps)),
+  LIMIT_MAX_TOKENS: int(5_000_000, 1).pipe(z.number().max(HARD_LIMITS.maxTokens)),
+  LIMIT_MAX_WALL_MS: int(24 * 3600_000, 1).pipe(z.number().max(HARD_LIMITS.maxWallMs)),
   /** Same write requested this many extra times in one run stops it as needs_human/loop_detected. */
   LOOP_REPEAT_LIMIT: int(2, 1),
   /** Keys of finished runs expire after this long. */

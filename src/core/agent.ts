@@ -31,7 +31,7 @@ export interface ReadToolDefinition<A> {
 
 /**
  * How the service settles a doubt after a request that may have left the
- * process (DESIGN.md "How real services settle a doubt"; src/ledger/reconcile.ts):
+ * process (src/ledger/reconcile.ts applies it):
  *  - `lookup` (or `{ kind: 'lookup' }`): the tool's `lookup` asks the service (by key, external id,
  *    metadata); "not found" alone is not "not sent";
  *  - `{ kind: 'replay_same_key', windowMs }`: inside the service's key window (from the action's

@@ -1,5 +1,6 @@
 /**
- * Retries live in code, never in the model's context (seed 004). Only
+ * Retries live in code, never in the model's context: a retry the
+ * model saw would grow its context and invite it to retry on its own. Only
  * RetryableError (nothing left the process: 429, 503, refused, timeout of a
  * call with no outside effect) is retried, with capped exponential backoff and
  * full jitter, honouring Retry-After; anything else propagates at once. A

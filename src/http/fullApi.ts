@@ -6,6 +6,7 @@ import { mountOperators } from './operators/index.js';
 import { webhooksRouter } from '../producer/webhooks.js';
 import { createApi } from './api.js';
 import { bodyParserError } from '../producer/bodyLimits.js';
+import { OPENAPI_PATH, openApiDocument } from './openapi.js';
 
 export function createFullApi(ctx: EngineContext, isReady: () => boolean): express.Express {
   const ledger = ledgerFor(ctx);
@@ -13,6 +14,9 @@ export function createFullApi(ctx: EngineContext, isReady: () => boolean): expre
   // Signed webhooks need the raw body, so they sit in front of the API's JSON parser.
   const app = express();
   app.disable('x-powered-by');
+  // Built on the first request: a process that is never asked for it does not pay for it.
+  let document: ReturnType<typeof openApiDocument> | undefined;
+  app.get(OPENAPI_PATH, (_req, res) => void res.json((document ??= openApiDocument())));
   app.use(webhooksRouter(ctx));
   app.use((err: Error & { status?: number; type?: string }, _req: Request, res: Response, next: NextFunction) => {
     if (!res.headersSent && bodyParserError(err, res)) return;

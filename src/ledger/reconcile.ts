@@ -1,5 +1,5 @@
 /**
- * Reconcile before retry (seed 003). An action in `outcome_unknown` may have
+ * Reconcile before retry: "not found" alone is not "not sent". An action in `outcome_unknown` may have
  * happened. Its tool declares how its service settles a doubt
  * (`service.reconcile`, an ordered list; src/core/tool.ts), and every round
  * tries those methods in order:

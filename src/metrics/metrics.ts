@@ -31,6 +31,8 @@ export class Metrics {
   readonly versionDecisions: Counter;
   readonly textDeltaBatches: Counter;
   readonly runRetries: Counter;
+  readonly scheduleTicks: Counter;
+  readonly waits: Counter;
 
   constructor(readonly registry: Registry, opts: { defaultMetrics?: boolean } = {}) {
     const r = [registry];
@@ -76,6 +78,14 @@ export class Metrics {
     this.runRetries = new Counter({
       name: 'agent_run_retries_total', help: 'Operator retries of stopped runs, by the status and reason code retried from and the outcome (retried, or the refusal code)',
       labelNames: ['from', 'reason', 'outcome'], registers: r,
+    });
+    this.scheduleTicks = new Counter({
+      name: 'agent_schedule_ticks_total', help: 'Schedule ticks, by outcome (started a run, duplicate of a started one, skipped: paused or removed, invalid)',
+      labelNames: ['outcome'], registers: r,
+    });
+    this.waits = new Counter({
+      name: 'agent_waits_total', help: 'Durable waits of runs (sleep, event) by how they ended: parked, delivered, woke, timed_out, refused',
+      labelNames: ['kind', 'outcome'], registers: r,
     });
     this.scrapeErrors = new Counter({ name: 'agent_scrape_collect_errors_total', help: 'Scrape-time gauges not refreshed because their Redis read failed', labelNames: ['collector'], registers: r });
   }

@@ -14,11 +14,17 @@
  * `duplicate` with the run id while the run may be missing: the dedupe record
  * is therefore deleted when startRun fails, and written with the run id it is for.
  *
+ * An event's identity comes only from what the signature covers: a header the
+ * signature does not cover (Zendesk's invocation id, say) can be changed by
+ * anyone replaying a captured request, so it never names an event. The dedupe
+ * record outlives the replay window (twice the tolerance), so a signed request
+ * is refused as stale before its record can expire.
+ *
  * These routes need the raw body, so they are mounted before the API's JSON
  * parser (see src/http/fullApi.ts).
  */
 import { createHash } from 'node:crypto';
-import express, { Router, type Request, type Response } from 'express';
+import express, { Router, type Response } from 'express';
 import { z } from 'zod';
 import type { EngineContext } from '../runs/engineContext.js';
 import { BODY_LIMIT, bodyTooDeep, nestedDeeperThan } from './bodyLimits.js';
@@ -26,16 +32,15 @@ import { InvalidRunRequest, runIdOf, startRun } from './intake.js';
 import { ticketSchema, type Ticket } from '../agents/support/ticket.js';
 import { invalid, param } from './fieldErrors.js';
 import { checkSignature, SIGNATURE_HEADER, TIMESTAMP_HEADER } from './webhookSignature.js';
-import { EVENT_KEY_FORMAT, eventKeySchema } from '../runs/spec.js';
+import { eventKeySchema } from '../runs/spec.js';
 
 const EVENT_TTL_MS = 24 * 3600_000;
-const INVOCATION_HEADER = 'x-zendesk-webhook-invocation-id';
 const TENANT = /^[a-z0-9][a-z0-9_-]{0,62}$/i;
 
-const ticketEventSchema = z.object({ v: z.literal(1), eventId: eventKeySchema, ticket: ticketSchema }).strict();
+export const ticketEventSchema = z.object({ v: z.literal(1), eventId: eventKeySchema, ticket: ticketSchema }).strict();
 
 /** The JSON a Zendesk webhook is configured to send (Zendesk placeholders fill it). */
-const zendeskEventSchema = z.object({
+export const zendeskEventSchema = z.object({
   eventId: eventKeySchema.optional(),
   /** A ticket-updated / comment-added event carries the comment: its id names the event, its body is the message. */
   comment: z.object({
@@ -53,7 +58,6 @@ const zendeskEventSchema = z.object({
 type Parsed =
   | { ok: true; eventId: string; ticket: Ticket }
   | { ok: false; error: z.ZodError }
-  | { ok: false; fields: { path: string; message: string }[] }
   | { ok: false; json: false }
   | { ok: false; deep: true };
 
@@ -76,6 +80,15 @@ function unparsed(body: unknown): Parsed | undefined {
   return undefined;
 }
 
+function bodyDigest(raw: Buffer): string {
+  return createHash('sha256').update(raw).digest('hex');
+}
+
+/** How long an event id is remembered: a day, and never less than the window in which its signature is fresh. */
+export function eventTtlMs(toleranceS: number): number {
+  return Math.max(EVENT_TTL_MS, 2 * toleranceS * 1000);
+}
+
 function parseTicketEvent(raw: Buffer): Parsed {
   const body = parseJson(raw);
   const refused = unparsed(body);
@@ -84,7 +97,7 @@ function parseTicketEvent(raw: Buffer): Parsed {
   return p.success ? { ok: true, eventId: p.data.eventId, ticket: p.data.ticket } : { ok: false, error: p.error };
 }
 
-function parseZendeskEvent(raw: Buffer, req: Request): Parsed {
+function parseZendeskEvent(raw: Buffer): Parsed {
   const body = parseJson(raw);
   const refused = unparsed(body);
   if (refused) return refused;
@@ -92,13 +105,10 @@ function parseZendeskEvent(raw: Buffer, req: Request): Parsed {
   if (!p.success) return { ok: false, error: p.error };
   const t = p.data.ticket;
   const comment = p.data.comment;
-  // The event: the template's event id; else the comment's id (a new comment is a new event, a redelivered
-  // one the same); else Zendesk's invocation id; else the body's digest (same bytes = same event).
-  const invocation = req.header(INVOCATION_HEADER);
-  if (p.data.eventId === undefined && comment === undefined && invocation !== undefined && !EVENT_KEY_FORMAT.test(invocation)) {
-    return { ok: false, fields: [{ path: INVOCATION_HEADER, message: '1 to 200 visible ASCII characters, no spaces' }] };
-  }
-  const eventId = p.data.eventId ?? (comment ? `zendesk-comment-${comment.id}` : undefined) ?? invocation ?? createHash('sha256').update(raw).digest('hex');
+  // The event, from signed parts only: the template's event id; else the comment's id (a new comment is a new
+  // event, a redelivered one the same); else the body's digest. Not the signed timestamp: a sender's redelivery
+  // signs the same body again with a fresh one, and it is still the same event.
+  const eventId = p.data.eventId ?? (comment ? `zendesk-comment-${comment.id}` : undefined) ?? bodyDigest(raw);
   // A comment's body is the customer's new message; the ticket's description was the first one.
   const message = comment ? comment.body : t.description;
   return { ok: true, eventId, ticket: { id: `zendesk-${t.id}`, subject: t.subject, body: message, customer: t.requester } };
@@ -108,7 +118,7 @@ export function webhooksRouter(ctx: EngineContext, now: () => number = Date.now)
   const r = Router();
   const raw = express.raw({ type: () => true, limit: BODY_LIMIT });
 
-  const handle = (parse: (raw: Buffer, req: Request) => Parsed) => async (req: Request, res: Response) => {
+  const handle = (parse: (raw: Buffer) => Parsed) => async (req: express.Request, res: Response) => {
     const tenant = param(req.params.tenant) || (typeof req.query.tenant === 'string' ? req.query.tenant : '');
     // Own keys only: `constructor` or `toString` must not find Object.prototype's (a function is no secret).
     const secret = TENANT.test(tenant) && Object.hasOwn(ctx.cfg.WEBHOOK_SECRETS, tenant) ? ctx.cfg.WEBHOOK_SECRETS[tenant] : undefined;
@@ -118,11 +128,10 @@ export function webhooksRouter(ctx: EngineContext, now: () => number = Date.now)
       ctx.log.warn({ code: `webhook_${check}`, tenant }, 'webhook refused');
       return void res.status(401).json({ error: 'invalid_signature', reason: check });
     }
-    const parsed = parse(body, req);
+    const parsed = parse(body);
     if (!parsed.ok) {
       if ('json' in parsed) return void res.status(400).json({ error: 'invalid_json', fields: [{ path: '(body)', message: 'body is not valid JSON' }] });
       if ('deep' in parsed) return bodyTooDeep(res);
-      if ('fields' in parsed) return void res.status(400).json({ error: 'invalid_request', fields: parsed.fields });
       return void invalid(res, parsed.error);
     }
     let runId: string;
@@ -133,7 +142,7 @@ export function webhooksRouter(ctx: EngineContext, now: () => number = Date.now)
       throw err;
     }
     const key = ctx.keys.webhookEvent(tenant, parsed.eventId);
-    const first = await ctx.redis.set(key, runId, 'PX', EVENT_TTL_MS, 'NX');
+    const first = await ctx.redis.set(key, runId, 'PX', eventTtlMs(ctx.cfg.WEBHOOK_TOLERANCE_S), 'NX');
     if (first === null) {
       const previous = (await ctx.redis.get(key)) ?? runId;
       return void res.status(200).json({ runId: previous, created: false, duplicate: true });

@@ -10,8 +10,9 @@ export const STEP_JOB_NAME = 'step';
  * with backoff. A completed step job is removed by the commit that completes it
  * (the journal holds what the step did), past a window of the latest
  * COMPLETED_WINDOW per queue that Bull Board shows: a fixed cost per shard, not
- * per run. Correctness never relies on jobId dedupe (DESIGN.md: it ends when the
- * hash is removed): the commit's fence does.
+ * per run. Correctness never relies on jobId dedupe (BullMQ dedupes a custom jobId
+ * only while the job's hash exists, so it ends when the hash is removed): the commit's
+ * fence does.
  */
 export const COMPLETED_WINDOW = 100;
 /** BullMQ's per-queue event stream cap (its default is 10,000; nothing here reads that stream but Bull Board's live view). */

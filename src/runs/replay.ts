@@ -1,6 +1,6 @@
 /**
- * Replay harness (seed 004): re-walks a recorded run's journal offline under
- * other caps or retry policies, with the same pre-flight and after-call check
+ * Replay harness: re-walks a recorded run's journal offline under
+ * other limits or retry policies, with the same pre-flight and after-call check
  * as the worker (src/budget/tenantBudget.ts; per step: the journal records a step's
  * usage summed over its attempts, not each attempt's), and reports where it would have stopped and what it
  * would have spent. Nothing is sent anywhere: recorded observations stand in
@@ -11,9 +11,9 @@ import type { JournalEntry } from '../core/journal.js';
 import { encodeEntry, estimateTokens } from '../core/journal.js';
 import type { RunSpec } from './spec.js';
 import type { ToolSpec } from '../core/model.js';
-import { estimateCallTokens, isContext, preflight, spentCheck, type Used } from '../budget/tenantBudget.js';
+import { estimateCallTokens, isContext, preflight, spentCheck, type Usage } from '../budget/tenantBudget.js';
 
-export interface ReplayCaps {
+export interface ReplayOptions {
   maxSteps?: number;
   maxTokens?: number;
   completionCap: number;
@@ -40,38 +40,38 @@ export function retryExtension(detail: string): { steps: number; tokens: number 
   return { steps: n('steps'), tokens: n('tokens') };
 }
 
-export function replayRun(spec: RunSpec, journal: JournalEntry[], caps: ReplayCaps): ReplayReport {
-  const limits = { ...spec.limits, maxSteps: caps.maxSteps ?? spec.limits.maxSteps, maxTokens: caps.maxTokens ?? spec.limits.maxTokens, deadlineAt: Number.MAX_SAFE_INTEGER };
+export function replayRun(spec: RunSpec, journal: JournalEntry[], opts: ReplayOptions): ReplayReport {
+  const limits = { ...spec.limits, maxSteps: opts.maxSteps ?? spec.limits.maxSteps, maxTokens: opts.maxTokens ?? spec.limits.maxTokens, deadlineAt: Number.MAX_SAFE_INTEGER };
   const replaySpec: RunSpec = { ...spec, limits };
-  const used: Used = { steps: 0, tokens: 0 };
+  const used: Usage = { steps: 0, tokens: 0 };
   // Offline: the transcript's tokens counted exactly (the worker does so whenever its byte bound could stop a call).
   let contextTokens = 0;
-  const inputTokens = caps.inputTokens ?? defaultInputTokens(spec.input);
+  const inputTokens = opts.inputTokens ?? defaultInputTokens(spec.input);
   const decisions = journal.filter((e) => e.kind === 'decision');
   const report: ReplayReport = { runId: spec.runId, recordedSteps: decisions.length, stepsReplayed: 0, tokensSpent: 0, completed: false };
-  // An operator's retry raised the run's own limits from its place in the journal on (a cap given to the replay stays as given).
+  // An operator's retry raised the run's own limits from its place in the journal on (a limit given to the replay stays as given).
   const extend = (e: JournalEntry) => {
     if (e.kind !== 'operator' || e.action !== 'retry') return;
     const more = retryExtension(e.detail);
-    if (caps.maxSteps === undefined) limits.maxSteps += more.steps;
-    if (caps.maxTokens === undefined) limits.maxTokens += more.tokens;
+    if (opts.maxSteps === undefined) limits.maxSteps += more.steps;
+    if (opts.maxTokens === undefined) limits.maxTokens += more.tokens;
   };
   let applied = -1;
   for (let i = 0; i < journal.length; i++) {
     const d = journal[i]!;
     if (i > applied) extend(d);
     if (d.kind !== 'decision') continue;
-    const stop = preflight(replaySpec, used, estimateCallTokens(inputTokens, contextTokens, caps.completionCap, caps.tools), 0);
+    const stop = preflight(replaySpec, used, estimateCallTokens(inputTokens, contextTokens, opts.completionCap, opts.tools), 0);
     if (stop) {
       report.stoppedAt = { step: d.step, status: 'budget_exceeded', reason: stop.reason };
       break;
     }
-    if (caps.maxAttempts !== undefined && d.attempts > caps.maxAttempts) {
-      report.stoppedAt = { step: d.step, status: 'failed', reason: `model_failed: needed ${d.attempts} attempts, policy allows ${caps.maxAttempts}` };
+    if (opts.maxAttempts !== undefined && d.attempts > opts.maxAttempts) {
+      report.stoppedAt = { step: d.step, status: 'failed', reason: `model_failed: needed ${d.attempts} attempts, policy allows ${opts.maxAttempts}` };
       break;
     }
     used.tokens += d.usage.promptTokens + d.usage.completionTokens;
-    // As in the worker: a call that ends past the cap is charged, and its decision is not acted on.
+    // As in the worker: a call that ends past the limit is charged, and its decision is not acted on.
     const over = spentCheck(replaySpec, used.tokens);
     if (over) {
       report.stoppedAt = { step: d.step, status: 'budget_exceeded', reason: over.reason };

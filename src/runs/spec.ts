@@ -7,12 +7,12 @@
 import { z } from 'zod';
 import { AGENT_NAME_FORMAT } from '../core/agent.js';
 import { modelIdSchema, modelOptionsSchema, providerNameSchema } from '../core/model.js';
-import { BUDGET_BOUNDS } from '../budget/bounds.js';
+import { HARD_LIMITS } from '../budget/limits.js';
 
-/** The budget numbers, bounded (src/budget/bounds.ts): the request and the stored spec share them. */
-export const maxStepsSchema = z.number().int().positive().max(BUDGET_BOUNDS.maxSteps);
-export const maxTokensSchema = z.number().int().positive().max(BUDGET_BOUNDS.maxTokens);
-export const maxWallMsSchema = z.number().int().positive().max(BUDGET_BOUNDS.maxWallMs);
+/** The budget numbers, bounded (src/budget/limits.ts): the request and the stored spec share them. */
+export const maxStepsSchema = z.number().int().positive().max(HARD_LIMITS.maxSteps);
+export const maxTokensSchema = z.number().int().positive().max(HARD_LIMITS.maxTokens);
+export const maxWallMsSchema = z.number().int().positive().max(HARD_LIMITS.maxWallMs);
 
 /** A run's limits: in its spec as created, in a step job's data once an operator's retry extended them. */
 export const limitsSchema = z.object({ maxSteps: maxStepsSchema, maxTokens: maxTokensSchema, maxWallMs: maxWallMsSchema, deadlineAt: z.number().int().nonnegative() });

@@ -14,6 +14,7 @@ import { createEffectRunner } from '../ledger/runner.js';
 import { createFullApi } from '../http/fullApi.js';
 import type { EngineContext } from '../runs/engineContext.js';
 import { FleetWorker } from '../worker/fleetWorker.js';
+import { Schedules, startScheduleWorker } from '../producer/schedules.js';
 import { listen } from './boot.js';
 import { createContext } from './buildContext.js';
 
@@ -63,6 +64,7 @@ export async function createFleet(opts: FleetOptions): Promise<Fleet> {
   const servers: Server[] = [];
   const workers: FleetWorker[] = [];
   const reconcilers: Reconciler[] = [];
+  const tickers: { close(): Promise<void> }[] = [];
   let ready = true;
   return {
     context: ctx,
@@ -81,6 +83,7 @@ export async function createFleet(opts: FleetOptions): Promise<Fleet> {
         // moment is logged, and the worker takes no job (ready stays false).
         w.start().catch((err: unknown) => ctx.log.error({ code: 'worker_start_failed', err }, 'worker could not start'));
         workers.push(w);
+        tickers.push(startScheduleWorker(ctx, new Schedules(ctx)));
         return w;
       },
     },
@@ -94,7 +97,7 @@ export async function createFleet(opts: FleetOptions): Promise<Fleet> {
     },
     async close() {
       ready = false;
-      await Promise.all([...workers.map((w) => w.stop()), ...reconcilers.map((r) => r.stop())]);
+      await Promise.all([...workers.map((w) => w.stop()), ...reconcilers.map((r) => r.stop()), ...tickers.map((t) => t.close())]);
       await Promise.all(servers.map((s) => new Promise((res) => s.close(() => res(undefined)))));
       await ctx.close();
     },

@@ -10,6 +10,7 @@ import { startOpsServer } from '../http/opsServer.js';
 import { createEffectRunner } from '../ledger/runner.js';
 import { approvalPolicy } from '../ledger/approvals.js';
 import { FleetWorker } from '../worker/fleetWorker.js';
+import { Schedules, startScheduleWorker } from '../producer/schedules.js';
 
 // A signal while the process is still starting: it holds no job yet, so it just leaves (exit 0).
 let started = false;
@@ -29,6 +30,9 @@ await fleet.nameOwners();
 // chaos campaign map a lock to its process). Logged before any job is taken: a step may crash the process at once.
 ctx.log.info({ code: 'worker_started', pid: process.pid, metricsPort: ops.port, shards: ctx.keys.allShards().length, bullWorkerIds: fleet.workers.map((w) => w.id) }, 'worker started');
 fleet.run();
+// Schedule ticks become runs in worker processes (any number of them: one run per tick).
+const schedules = new Schedules(ctx);
+const ticker = startScheduleWorker(ctx, schedules);
 started = true;
 
 let firstSignalAt = 0;
@@ -48,7 +52,7 @@ async function shutdown(signal: string): Promise<void> {
     process.exit(1);
   }, cfg.SHUTDOWN_GRACE_MS + 3000);
   hardExit.unref();
-  await fleet.stop();
+  await Promise.all([fleet.stop(), ticker.close()]);
   stage = 'closing_connections';
   ops.server.close();
   // A connection stuck reconnecting must not keep a stopped worker alive.

@@ -15,6 +15,9 @@ export function shardOf(runId: string, shards: number): number {
   return h.readUInt32BE(0) % shards;
 }
 
+/** BullMQ queue of schedule ticks (job schedulers); its keys share the `{schedules}` tag. */
+export const SCHEDULES_QUEUE = 'schedules-{schedules}';
+
 export const tagOf = (shard: number): string => `{${shard}}`;
 export const queueNameOf = (shard: number): string => `${QUEUE_BASENAME}-${tagOf(shard)}`;
 
@@ -114,6 +117,16 @@ export class KeySpace {
   /** zset per shard: actions waiting for approval, scored by expiry. */
   approvals(shard: number): string {
     return `${this.prefix}:${tagOf(shard)}:approvals`;
+  }
+
+  /** hash: tenant + ':' + schedule id -> the schedule's definition (JSON, src/producer/schedules.ts), paused ones included. */
+  schedules(): string {
+    return `${this.prefix}:{schedules}:definitions`;
+  }
+
+  /** The BullMQ queue whose job schedulers tick the schedules (one hash tag: its keys stay in one slot). */
+  schedulesQueueName(): string {
+    return SCHEDULES_QUEUE;
   }
 
   /** zset per shard: run ids by creation time (listing, retention). */

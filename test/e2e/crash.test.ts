@@ -44,7 +44,7 @@ describe('crash recovery with real SIGKILL', () => {
     expect(h.sandbox.counts().byResource.emails!.records).toBe(1);
   });
 
-  it('seed 000: a 20-step run evicted at step 12 after a ticket and an email finishes with one of each', async () => {
+  it('a 20-step run evicted at step 12 after a ticket and an email finishes with one of each', async () => {
     const script: Script = [read, read, read, ticket, email, ...Array.from({ length: 14 }, () => read), final];
     const runId = await create(script, 'C-2');
     const victim = await spawnWorker(killedEnv('before_commit@12'));

@@ -1,5 +1,5 @@
 /**
- * No run is lost silently (DESIGN.md invariant 11): every way a step job can die ends its
+ * No run is lost silently: every way a step job can die ends its
  * run with a status, a reason code, a status journal entry, a run event and
  * agent_runs_finished_total{status,reason}; the reconciler's sweep finds runs whose current
  * job is missing; the run view answers 200 for a run whose stored data no longer parses.
@@ -244,7 +244,7 @@ describe('every budget number the API accepts is bounded, and whatever it accept
   });
 
   it('the largest values the API can be configured to accept make a run that runs, and its view answers', async () => {
-    // The hard bounds of src/budget/bounds.ts as the deployment's limits.
+    // The hard limits of src/budget/limits.ts as the deployment's limits.
     const max = { maxSteps: 10_000, maxTokens: 1_000_000_000, maxWallMs: 30 * 24 * 3600_000 };
     h = await createHarness('lostmax', { LIMIT_MAX_STEPS: String(max.maxSteps), LIMIT_MAX_TOKENS: String(max.maxTokens), LIMIT_MAX_WALL_MS: String(max.maxWallMs) });
     const { url } = await h.startApi();

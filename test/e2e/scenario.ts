@@ -11,7 +11,9 @@ import { SCENARIOS, UsageError } from './scenarios/index.js';
 import { liveStacks } from './scenarios/stack.js';
 
 function usage(): string {
-  const lines = Object.entries(SCENARIOS).map(([name, d]) => `  ${name.padEnd(12)} seed ${d.seed}: ${d.about}${d.options ? `\n  ${''.padEnd(12)} options: ${d.options}` : ''}`);
+  const lines = Object.entries(SCENARIOS).map(
+    ([name, d]) => `  ${name.padEnd(12)} ${d.about}${d.options ? `\n  ${''.padEnd(12)} options: ${d.options}` : ''}`,
+  );
   return `usage: npm run scenario -- <name> [options]\n${lines.join('\n')}`;
 }
 
@@ -40,9 +42,9 @@ process.on('SIGINT', () => {
 });
 
 try {
-  console.error(`scenario ${name} (seed ${def.seed}): ${def.about}`);
+  console.error(`scenario ${name}: ${def.about}`);
   const result = await def.run(args, (line) => console.error(`[${name}] ${line}`));
-  console.log(`\n== ${name} (seed ${def.seed}) timeline ==`);
+  console.log(`\n== ${name} timeline ==`);
   for (const line of result.timeline) console.log(line);
   console.log(`\n== expectations ==`);
   for (const c of result.checks) console.log(`${c.ok ? 'ok  ' : 'FAIL'}  ${c.what}`);

@@ -22,7 +22,7 @@ function expectOk(r: ScenarioResult): void {
 const STEPS_1_TO_20 = Array.from({ length: 20 }, (_, i) => i + 1);
 
 describe('scenarios (npm run scenario)', () => {
-  it('eviction (seed 000): SIGKILL mid-step 12 after a ticket and an email; another worker finishes with one of each and a continuous budget', async () => {
+  it('eviction: SIGKILL mid-step 12 after a ticket and an email; another worker ends it, one of each', async () => {
     const r = await run('eviction');
     expectOk(r);
     const s = r.summary;
@@ -43,7 +43,7 @@ describe('scenarios (npm run scenario)', () => {
     expect(r.timeline.some((l) => /process exited \(SIGKILL\)/.test(l))).toBe(true);
   }, 90_000);
 
-  it('eviction (seed 000) with SIGTERM: the step is handed back at once, same counts', async () => {
+  it('eviction with SIGTERM: the step is handed back at once, same counts', async () => {
     const r = await run('eviction', { signal: 'SIGTERM' });
     expectOk(r);
     expect(r.summary).toMatchObject({ signal: 'SIGTERM', status: 'completed', tickets: 1, emails: 1, duplicates: 0, steps: 20, journalSteps: 20 });
@@ -52,7 +52,7 @@ describe('scenarios (npm run scenario)', () => {
     expect(r.timeline.some((l) => /handed back to the queue/.test(l))).toBe(true);
   }, 90_000);
 
-  it('timeout (seed 003): the send times out, the service commits later; outcome_unknown is settled by the same-key replay, one email', async () => {
+  it('timeout: the send times out, the service commits later; a same-key replay settles it, one email', async () => {
     const r = await run('timeout');
     expectOk(r);
     expect(r.summary).toMatchObject({ fault: 'slow_commit', status: 'completed', emails: 1, duplicates: 0 });
@@ -69,14 +69,14 @@ describe('scenarios (npm run scenario)', () => {
     expect(answers[answers.length - 1]).toBe(200);
   }, 90_000);
 
-  it('timeout (seed 003) with the answer lost after the commit: one same-key replay confirms it, one email', async () => {
+  it('timeout with the answer lost after the commit: one same-key replay confirms it, one email', async () => {
     const r = await run('timeout', { fault: 'lost_response' });
     expectOk(r);
     expect(r.summary).toMatchObject({ fault: 'lost_response', status: 'completed', emails: 1, duplicates: 0, emailPosts: 2, replayAnswers: [200] });
     expect(r.summary.path).toBe('planned -> authorized -> dispatched -> outcome_unknown -> confirmed');
   }, 90_000);
 
-  it('retry-storm (seed 004): 429 then 201 and a looping agent; exactly one write, run stopped loop_detected', async () => {
+  it('retry-storm: 429 then 201 and a looping agent; exactly one write, run stopped loop_detected', async () => {
     const r = await run('retry-storm');
     expectOk(r);
     expect(r.summary).toMatchObject({

@@ -1,7 +1,7 @@
 /**
  * The durable step engine against real Redis: journal order, budget
  * accounting, the fence (duplicate and stale deliveries), the three budget
- * cases of seed 004.
+ * stops (steps, tokens, deadline).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Worker } from 'bullmq';

@@ -1,6 +1,6 @@
 /**
  * The effect ledger against the real sandbox over HTTP and real Redis:
- * seed 004's test plan, seed 003's reconciliation cases, races, loops.
+ * a 429 then success is one write, the reconciliation of a lost response, races, loops.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createHarness, producerAuth, sampleTicket, type Harness, supportTool } from '../../testkit/harness.js';
@@ -42,7 +42,7 @@ async function run(script: Script, faults: FaultRule[] = []): Promise<string> {
 const emailsSent = () => h.sandbox.counts().byResource.emails!.records;
 
 describe('effect ledger', () => {
-  it('seed 004: a 429 followed by a 201 produces exactly one recorded write', async () => {
+  it('a 429 followed by a 201 produces exactly one recorded write', async () => {
     const runId = await run([t([email]), final], [{ kind: 'rate_limit', resource: 'emails', count: 1 }]);
     expect(await h.waitForStatus(runId, ['completed', 'needs_human', 'failed'])).toBe('completed');
     expect(emailsSent()).toBe(1);
@@ -76,7 +76,7 @@ describe('effect ledger', () => {
     }
   });
 
-  it('seed 003: a send that timed out but did commit is settled by the same-key replay (Resend), no second send', async () => {
+  it('a send that timed out but did commit is settled by the same-key replay (Resend), no second send', async () => {
     const runId = await run([t([email]), final], [{ kind: 'lost_response_after_commit', resource: 'emails', count: 1 }]);
     expect(await h.waitForStatus(runId, ['completed', 'needs_human', 'failed'])).toBe('completed');
     expect(emailsSent()).toBe(1);
@@ -86,7 +86,7 @@ describe('effect ledger', () => {
     expect(effect?.receipt).toMatch(/^[0-9a-f-]{36}$/);
   });
 
-  it('seed 003: a ticket create that timed out but did commit is found by external_id (Zendesk), no second ticket', async () => {
+  it('a ticket create that timed out but did commit is found by external_id (Zendesk), no second ticket', async () => {
     const runId = await run([t([ticketCall]), final], [{ kind: 'lost_response_after_commit', resource: 'tickets', count: 1 }]);
     expect(await h.waitForStatus(runId, ['completed', 'needs_human', 'failed'])).toBe('completed');
     expect(h.sandbox.counts().byResource.tickets!.records).toBe(1);
@@ -95,7 +95,7 @@ describe('effect ledger', () => {
     expect(effect?.receipt).toMatch(/^\d+$/);
   });
 
-  it('seed 003: one that never committed is sent once more with the same key (the replay is the retry)', async () => {
+  it('one that never committed is sent once more with the same key (the replay is the retry)', async () => {
     const runId = await run([t([email]), final], [{ kind: 'refuse_before_commit', resource: 'emails', count: 1 }]);
     expect(await h.waitForStatus(runId, ['completed', 'needs_human', 'failed'])).toBe('completed');
     expect(emailsSent()).toBe(1);
@@ -105,7 +105,7 @@ describe('effect ledger', () => {
     expect(Object.keys(h.sandbox.counts().byResource.emails!.byKey)).toEqual([effect!.idempotencyKey]);
   });
 
-  it('seed 003: a lost response the service cannot answer for goes to needs_human, and the run parks', async () => {
+  it('a lost response the service cannot answer for goes to needs_human, and the run parks', async () => {
     const runId = await run([t([email]), final], [
       { kind: 'lost_response_after_commit', resource: 'emails', count: 1 },
       { kind: 'no_lookup', resource: 'emails' },

@@ -1,6 +1,6 @@
 /**
  * Each vendor adapter through the effect ledger, against the sandbox over real
- * HTTP and real Redis: seed 004 (429 then success -> one write) and seed 003
+ * HTTP and real Redis: a 429 then success is one write, and a doubt is settled
  * (lost response after commit -> confirmed with the service's id, no second
  * effect; never committed -> one more request with the same key; undecidable
  * or past the key window -> the human queue), plus the vendor faults: Zendesk's
@@ -73,7 +73,7 @@ async function setup(v: Vendor, faults: FaultRule[] = []) {
 }
 
 describe.each(VENDORS)('$tool through the ledger', (v) => {
-  it('seed 004: a 429 (Retry-After) then success is exactly one write', async () => {
+  it('a 429 (Retry-After) then success is exactly one write', async () => {
     const s = await setup(v, [{ kind: 'rate_limit', resource: v.resource, count: 1, retryAfterS: 0 }]);
     const r = await s.run();
     expect(r).toMatchObject({ kind: 'observed', status: 'ok' });
@@ -83,7 +83,7 @@ describe.each(VENDORS)('$tool through the ledger', (v) => {
     expect(rec?.receipt).toMatch(v.receipt);
   });
 
-  it('seed 003: the response lost after the commit is confirmed with the service id, no second effect', async () => {
+  it('the response lost after the commit is confirmed with the service id, no second effect', async () => {
     const s = await setup(v, [{ kind: 'lost_response_after_commit', resource: v.resource, count: 1 }]);
     expect(await s.run()).toMatchObject({ kind: 'observed', status: 'ok' });
     expect(s.records()).toEqual({ records: 1, byKey: { [s.id.idempotencyKey]: 1 } });
@@ -95,7 +95,7 @@ describe.each(VENDORS)('$tool through the ledger', (v) => {
     expect(why).toMatch(v.tool === 'create_ticket' ? /lookup/ : /replay/);
   });
 
-  it('seed 003: a request that never committed is sent once more with the same key', async () => {
+  it('a request that never committed is sent once more with the same key', async () => {
     const s = await setup(v, [{ kind: 'refuse_before_commit', resource: v.resource, count: 1 }]);
     const before = h.sandbox.counts().requests;
     expect(await s.run()).toMatchObject({ kind: 'observed', status: 'ok' });
@@ -105,7 +105,7 @@ describe.each(VENDORS)('$tool through the ledger', (v) => {
     expect(h.sandbox.counts().requests - before).toBe(v.tool === 'create_ticket' ? 3 : 2);
   });
 
-  it('seed 003: undecidable (no answer about the earlier request) goes to the human queue', async () => {
+  it('undecidable (no answer about the earlier request) goes to the human queue', async () => {
     const s = await setup(v, [
       { kind: 'lost_response_after_commit', resource: v.resource, count: 1 },
       { kind: 'no_lookup', resource: v.resource },

@@ -17,7 +17,7 @@ import { isTerminal } from '../../runs/status.js';
  * `approver` is accepted for older clients and ignored: the recorded approver is the
  * authenticated operator (the answer's `approver` says who was recorded).
  */
-const decisionSchema = z.object({
+export const decisionSchema = z.object({
   decision: z.enum(['approve', 'reject']),
   fingerprint: z.string().min(1).max(128),
   approver: z.string().min(1).max(200).optional(),

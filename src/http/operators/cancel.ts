@@ -16,7 +16,7 @@ import { operatorOf, requireOperator } from '../auth.js';
 import { cancelRun } from './actions.js';
 import { invalid, param } from '../../producer/fieldErrors.js';
 
-const cancelSchema = z.object({ operator: z.string().min(1).max(200).optional() }).strict();
+export const cancelSchema = z.object({ operator: z.string().min(1).max(200).optional() }).strict();
 
 export function cancelRouter(ctx: EngineContext): Router {
   const r = Router();

@@ -1,4 +1,4 @@
-/** Mounts every operator-facing router (run list, approvals, reconciliation, cancel, retry, the version queue, live events, the run page, the console, Bull Board). */
+/** Mounts every operator-facing router (run list, approvals, reconciliation, cancel, retry, the version queue, live events, the run page, the console, schedules, Bull Board). */
 import type express from 'express';
 import type { EngineContext } from '../../runs/engineContext.js';
 import type { Ledger } from '../../ledger/ledger.js';
@@ -13,6 +13,8 @@ import { consoleRouter } from '../console/router.js';
 import { runPageRouter } from './runPage.js';
 import { runsListRouter } from './runsList.js';
 import { versionsRouter } from './versions.js';
+import { schedulesRouter } from './schedules.js';
+import { Schedules } from '../../producer/schedules.js';
 
 /**
  * The console's session cookie is accepted by the console, the GET routes a
@@ -32,5 +34,6 @@ export function mountOperators(app: express.Express, ctx: EngineContext, ledger:
   app.use(eventsRouter(ctx, {}, session));
   app.use(runPageRouter(ctx, ledger, session));
   app.use(consoleRouter(ctx, ledger, sessions, compensations));
+  app.use(schedulesRouter(ctx, new Schedules(ctx)));
   mountBullBoard(app, ctx, session);
 }

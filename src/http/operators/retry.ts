@@ -9,16 +9,16 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import type { EngineContext } from '../../runs/engineContext.js';
-import { BUDGET_BOUNDS } from '../../budget/bounds.js';
+import { HARD_LIMITS } from '../../budget/limits.js';
 import { operatorOf, requireOperator } from '../auth.js';
 import { retryStoppedRun } from './actions.js';
 import { invalid, param } from '../../producer/fieldErrors.js';
 
-/** Each extension is bounded by src/budget/bounds.ts; the run's totals by LIMIT_MAX_* (checked by retryRun). */
+/** Each extension is bounded by src/budget/limits.ts; the run's totals by LIMIT_MAX_* (checked by retryRun). */
 export const retryBodySchema = z.object({
-  steps: z.number().int().nonnegative().max(BUDGET_BOUNDS.maxSteps).optional(),
-  tokens: z.number().int().nonnegative().max(BUDGET_BOUNDS.maxTokens).optional(),
-  wallMs: z.number().int().nonnegative().max(BUDGET_BOUNDS.maxWallMs).optional(),
+  steps: z.number().int().nonnegative().max(HARD_LIMITS.maxSteps).optional(),
+  tokens: z.number().int().nonnegative().max(HARD_LIMITS.maxTokens).optional(),
+  wallMs: z.number().int().nonnegative().max(HARD_LIMITS.maxWallMs).optional(),
 }).strict();
 
 export function retryRouter(ctx: EngineContext): Router {

@@ -35,9 +35,9 @@ import { invalid, param } from '../../producer/fieldErrors.js';
 
 export const VERSION_QUEUE_PATH = '/v1/operators/version-mismatches';
 
-const listQuerySchema = z.object({ limit: z.coerce.number().int().min(1).max(500).default(100) }).strict();
+export const versionListQuerySchema = z.object({ limit: z.coerce.number().int().min(1).max(500).default(100) }).strict();
 const VERSION = /^[\w.@+:/-]{1,200}$/;
-const continueSchema = z.object({
+export const continueSchema = z.object({
   agentVersion: z.string().regex(VERSION, 'agentVersion: 1-200 letters, digits or _ . @ + : / -').optional(),
   toolsHash: z.string().regex(/^[0-9a-f]{16}$/, 'toolsHash: 16 lowercase hex digits').optional(),
 }).strict().refine((b) => b.toolsHash === undefined || b.agentVersion !== undefined, { path: ['agentVersion'], message: 'a toolsHash needs its agentVersion' });
@@ -116,7 +116,7 @@ export function versionsRouter(ctx: EngineContext, ledger: Ledger): Router {
   const r = Router();
   const registry = new VersionRegistry(ctx.redis, ctx.keys, ctx.cfg.VERSION_TTL_MS);
   r.get(VERSION_QUEUE_PATH, requireOperator(ctx.cfg, 'viewer'), async (req, res) => {
-    const parsed = listQuerySchema.safeParse(req.query);
+    const parsed = versionListQuerySchema.safeParse(req.query);
     if (!parsed.success) return void invalid(res, parsed.error);
     res.json(await versionQueue(ctx, registry, operatorOf(res), parsed.data.limit));
   });

@@ -58,7 +58,7 @@ export async function runEviction(opts: EvictionOptions = {}): Promise<ScenarioR
   const tl = new Timeline();
   const checks = new Checks();
   const script = evictionScript();
-  const summary: Record<string, unknown> = { scenario: 'eviction', seed: '000', signal };
+  const summary: Record<string, unknown> = { scenario: 'eviction', signal };
   let stack: Stack | undefined;
   let follower: EventFollower | undefined;
   let view: RunViewJson | undefined;

@@ -10,7 +10,6 @@ export { runTimeout } from './timeout.js';
 export { runRetryStorm } from './retryStorm.js';
 
 export interface ScenarioDef {
-  seed: string;
   about: string;
   options: string;
   run(args: Map<string, string>, progress?: (line: string) => void): Promise<ScenarioResult>;
@@ -18,7 +17,6 @@ export interface ScenarioDef {
 
 export const SCENARIOS: Record<string, ScenarioDef> = {
   eviction: {
-    seed: '000',
     about: 'a worker is evicted at step 12 after creating a ticket and sending an email; another worker resumes the run',
     options: '--signal=SIGKILL (default: the process dies) | --signal=SIGTERM (graceful handoff)',
     run: (args, progress) => {
@@ -28,7 +26,6 @@ export const SCENARIOS: Record<string, ScenarioDef> = {
     },
   },
   timeout: {
-    seed: '003',
     about: 'the email send times out after the service committed it; the ledger reconciles by lookup instead of resending',
     options: '--fault=slow_commit (default: a real client timeout) | --fault=lost_response (the answer is lost after the commit)',
     run: (args, progress) => {
@@ -38,7 +35,6 @@ export const SCENARIOS: Record<string, ScenarioDef> = {
     },
   },
   'retry-storm': {
-    seed: '004',
     about: 'the service answers 429 then 201 and the agent keeps asking for the same write; one write, then the loop stop',
     options: '',
     run: (_args, progress) => runRetryStorm(progress ? { progress } : {}),

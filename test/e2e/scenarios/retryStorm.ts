@@ -1,11 +1,11 @@
 /**
- * Seed 004: the write endpoint answers 429 (a saturated rate limiter) and
+ * Retry storm: the write endpoint answers 429 (a saturated rate limiter) and
  * then 201, and the agent, told to "make it pass", keeps asking for the same
  * write step after step with a growing context. Here the 429 is retried in
  * code with the same idempotency key (the model never sees it), the repeats
  * are answered from the ledger without a request, and after
  * LOOP_REPEAT_LIMIT repeats the run stops `needs_human` / `loop_detected`.
- * The service even ignores Idempotency-Key, like the seed's: one write
+ * The service even ignores Idempotency-Key, like a vendor without keys: one write
  * anyway, because the ledger never sends the repeat.
  */
 import type { FaultRule } from '../../../sandbox/types.js';
@@ -52,7 +52,7 @@ export async function runRetryStorm(opts: RetryStormOptions = {}): Promise<Scena
   const tl = new Timeline();
   const checks = new Checks();
   const script = retryStormScript();
-  const summary: Record<string, unknown> = { scenario: 'retry-storm', seed: '004' };
+  const summary: Record<string, unknown> = { scenario: 'retry-storm' };
   let stack: Stack | undefined;
   let follower: EventFollower | undefined;
   let view: RunViewJson | undefined;

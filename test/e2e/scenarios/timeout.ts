@@ -56,7 +56,7 @@ export async function runTimeout(opts: TimeoutOptions = {}): Promise<ScenarioRes
   const tl = new Timeline();
   const checks = new Checks();
   const script = timeoutScript();
-  const summary: Record<string, unknown> = { scenario: 'timeout', seed: '003', fault };
+  const summary: Record<string, unknown> = { scenario: 'timeout', fault };
   let stack: Stack | undefined;
   let follower: EventFollower | undefined;
   let view: RunViewJson | undefined;

@@ -2,6 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Harness } from '../../../testkit/harness.js';
 import { sign } from '../../../src/producer/webhookSignature.js';
+import { eventTtlMs } from '../../../src/producer/webhooks.js';
 import { sampleTicket } from '../../../testkit/harness.js';
 import { operatorHarness } from './support.js';
 
@@ -14,12 +15,17 @@ afterAll(async () => {
   await h.close();
 });
 
-async function post(path: string, raw: string, opts: { secret?: string; timestamp?: string; signature?: string } = {}) {
+type PostOptions = { secret?: string; timestamp?: string; signature?: string; headers?: Record<string, string> };
+
+async function post(path: string, raw: string, opts: PostOptions = {}) {
   const timestamp = opts.timestamp ?? new Date().toISOString();
   const signature = opts.signature ?? sign(opts.secret ?? SECRET, timestamp, raw);
   const res = await fetch(`${h.url}${path}`, {
     method: 'POST', body: raw,
-    headers: { 'content-type': 'application/json', 'x-zendesk-webhook-signature': signature, 'x-zendesk-webhook-signature-timestamp': timestamp },
+    headers: {
+      'content-type': 'application/json', 'x-zendesk-webhook-signature': signature,
+      'x-zendesk-webhook-signature-timestamp': timestamp, ...opts.headers,
+    },
   });
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
@@ -42,6 +48,26 @@ describe('signed webhooks', () => {
     expect(res.status).toBe(201);
     const spec = await h.ctx.store.readSpec(res.body.runId as string);
     expect(spec?.input).toMatchObject({ id: 'zendesk-4242', body: 'It arrived shattered', customer: { email: 'ada@example.com' } });
+  });
+
+  it('one signed payload is one event whatever its unsigned headers say, and a re-signed redelivery too', async () => {
+    const raw = JSON.stringify({ ticket: { id: 5151, subject: 'Late parcel', description: 'Where is it?', requester: { email: 'ada@example.com', name: 'Ada' } } });
+    const timestamp = new Date().toISOString();
+    const signature = sign(SECRET, timestamp, raw);
+    const first = await post('/webhooks/zendesk/acme', raw, { timestamp, signature, headers: { 'x-zendesk-webhook-invocation-id': 'inv-1' } });
+    expect(first.status).toBe(201);
+    const replays: Record<string, string>[] = [{ 'x-zendesk-webhook-invocation-id': 'inv-2' }, { 'x-zendesk-webhook-invocation-id': 'inv-3' }, {}, { 'x-request-id': 'r-9' }];
+    for (const headers of replays) {
+      const replay = await post('/webhooks/zendesk/acme', raw, { timestamp, signature, headers });
+      expect(replay, JSON.stringify(headers)).toMatchObject({ status: 200, body: { runId: first.body.runId, duplicate: true } });
+    }
+    const resigned = await post('/webhooks/zendesk/acme', raw, { timestamp: String(Math.floor(Date.now() / 1000) - 1) });
+    expect(resigned).toMatchObject({ status: 200, body: { runId: first.body.runId, duplicate: true } });
+  });
+
+  it('an event id is remembered at least as long as its signature can be replayed', () => {
+    expect(eventTtlMs(60)).toBe(24 * 3600_000);
+    expect(eventTtlMs(3 * 24 * 3600)).toBeGreaterThanOrEqual(2 * 3 * 24 * 3600_000);
   });
 
   it('refuses a bad signature, a tampered body, a stale timestamp, an unknown tenant, and a bad body', async () => {

@@ -1,0 +1,179 @@
+/**
+ * Schedules: an agent started on a cron pattern, per tenant, through BullMQ's job schedulers.
+ *
+ * A schedule's definition is kept in one hash (`KeySpace.schedules`), paused ones included; its
+ * live form is a BullMQ job scheduler on the `schedules` queue, which makes one job per tick
+ * (its id names the tick, so every process that upserts or ticks it makes the same job). The
+ * tick's job starts a run whose intake event is `schedule:<id>:<tick ms>`: the run id derives
+ * from it (src/producer/intake.ts), so a tick delivered twice, or by two processes, is one run.
+ * Pausing removes the job scheduler and keeps the definition; resuming upserts it again (BullMQ
+ * has no pause of one scheduler). The same input each tick is the same subject: each tick's run
+ * is a follow-up of the previous one (it waits for it and its model sees that conversation).
+ */
+import { Queue, Worker, type Job } from 'bullmq';
+import { CronExpressionParser } from 'cron-parser';
+import { z } from 'zod';
+import type { EngineContext } from '../runs/engineContext.js';
+import { budgetRequestSchema } from './schemas.js';
+import { InvalidRunRequest, buildSpec, startRun } from './intake.js';
+
+export const SCHEDULE_ID = /^[A-Za-z0-9_.-]{1,64}$/;
+
+/** PUT /v1/schedules/:id: what runs and when (`cron`: five or six fields, `tz` an IANA zone, UTC by default). */
+export const scheduleBodySchema = z
+  .object({
+    tenant: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/i, 'tenant must be 1-63 letters, digits, _ or -'),
+    agent: z.string().min(1).max(63),
+    cron: z.string().min(1).max(120).refine(validCron, 'not a cron pattern (five or six fields)'),
+    tz: z.string().min(1).max(64).refine(validZone, 'not an IANA time zone').optional(),
+    input: z.unknown(),
+    budget: budgetRequestSchema.optional(),
+  })
+  .strict();
+export type ScheduleBody = z.infer<typeof scheduleBodySchema>;
+
+const definitionSchema = scheduleBodySchema.extend({ id: z.string().regex(SCHEDULE_ID), paused: z.boolean() });
+export type Schedule = z.infer<typeof definitionSchema>;
+
+/** A tick job's data: which schedule (its definition is read at the tick, so an edit applies to the next one). */
+const tickDataSchema = z.object({ tenant: z.string(), id: z.string() }).strict();
+
+function validCron(pattern: string): boolean {
+  try {
+    CronExpressionParser.parse(pattern, { tz: 'UTC' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function validZone(tz: string): boolean {
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: tz });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export function isScheduleId(id: string): boolean {
+  return SCHEDULE_ID.test(id);
+}
+
+const schedulerId = (tenant: string, id: string): string => `${tenant}:${id}`;
+
+export class Schedules {
+  readonly queue: Queue;
+
+  constructor(private readonly ctx: EngineContext) {
+    this.queue = new Queue(ctx.keys.schedulesQueueName(), { connection: ctx.redis as never, prefix: ctx.keys.bullPrefix });
+    this.queue.on('error', (err) => ctx.log.warn({ code: 'schedules_queue_error', err }, 'schedules queue error'));
+  }
+
+  /**
+   * Creates or replaces a schedule (kept paused if it was). The agent and its input are checked
+   * as a run request would be (an InvalidRunRequest names the field); nothing is written then.
+   */
+  async put(id: string, body: ScheduleBody): Promise<Schedule> {
+    buildSpec(this.ctx, { tenant: body.tenant, agent: body.agent, input: body.input, ...(body.budget ? { budget: body.budget } : {}) }, Date.now());
+    const previous = await this.get(body.tenant, id);
+    const schedule: Schedule = { ...body, id, paused: previous?.paused ?? false };
+    await this.ctx.redis.hset(this.ctx.keys.schedules(), schedulerId(body.tenant, id), JSON.stringify(schedule));
+    if (!schedule.paused) await this.upsertScheduler(schedule);
+    return schedule;
+  }
+
+  async get(tenant: string, id: string): Promise<Schedule | undefined> {
+    const raw = await this.ctx.redis.hget(this.ctx.keys.schedules(), schedulerId(tenant, id));
+    return raw === null ? undefined : definitionSchema.parse(JSON.parse(raw));
+  }
+
+  /** Every schedule (of `tenant` when given), with its next tick (undefined while paused). */
+  async list(tenant?: string): Promise<(Schedule & { nextTickAt?: number })[]> {
+    const all = await this.ctx.redis.hgetall(this.ctx.keys.schedules());
+    const out: (Schedule & { nextTickAt?: number })[] = [];
+    for (const raw of Object.values(all)) {
+      const s = definitionSchema.parse(JSON.parse(raw));
+      if (tenant !== undefined && s.tenant !== tenant) continue;
+      const live = s.paused ? undefined : await this.queue.getJobScheduler(schedulerId(s.tenant, s.id));
+      out.push({ ...s, ...(live?.next !== undefined ? { nextTickAt: Number(live.next) } : {}) });
+    }
+    return out.sort((a, b) => `${a.tenant}:${a.id}`.localeCompare(`${b.tenant}:${b.id}`));
+  }
+
+  /** Pauses (removes the job scheduler, keeps the definition) or resumes. Undefined when there is no such schedule. */
+  async setPaused(tenant: string, id: string, paused: boolean): Promise<Schedule | undefined> {
+    const s = await this.get(tenant, id);
+    if (!s) return undefined;
+    const next = { ...s, paused };
+    await this.ctx.redis.hset(this.ctx.keys.schedules(), schedulerId(tenant, id), JSON.stringify(next));
+    if (paused) await this.queue.removeJobScheduler(schedulerId(tenant, id));
+    else await this.upsertScheduler(next);
+    return next;
+  }
+
+  async remove(tenant: string, id: string): Promise<boolean> {
+    await this.queue.removeJobScheduler(schedulerId(tenant, id));
+    return (await this.ctx.redis.hdel(this.ctx.keys.schedules(), schedulerId(tenant, id))) > 0;
+  }
+
+  private async upsertScheduler(s: Schedule): Promise<void> {
+    await this.queue.upsertJobScheduler(
+      schedulerId(s.tenant, s.id),
+      { pattern: s.cron, tz: s.tz ?? 'UTC' },
+      { name: 'tick', data: { tenant: s.tenant, id: s.id }, opts: { removeOnComplete: { count: 100 }, removeOnFail: { count: 1000 } } },
+    );
+  }
+
+  async close(): Promise<void> {
+    await this.queue.close();
+  }
+}
+
+/**
+ * The tick's time: BullMQ gives each scheduler job the time it was scheduled for (`prevMillis`
+ * in 6.x, also in its id `repeat:<scheduler>:<ms>`); its creation time plus delay otherwise.
+ */
+export function tickTimeOf(job: Pick<Job, 'opts' | 'timestamp' | 'delay' | 'id'>): number {
+  const prev = (job.opts as { prevMillis?: number }).prevMillis;
+  if (typeof prev === 'number' && prev > 0) return prev;
+  const fromId = /:(\d+)$/.exec(job.id ?? '')?.[1];
+  return fromId !== undefined ? Number(fromId) : job.timestamp + (job.delay ?? 0);
+}
+
+/**
+ * Starts the run of one tick. A schedule removed, paused or whose request no longer validates
+ * (its agent gone) starts nothing: logged and counted (agent_schedule_ticks_total by outcome).
+ */
+export async function runTick(ctx: EngineContext, schedules: Schedules, job: Job, now = Date.now()): Promise<string> {
+  const data = tickDataSchema.parse(job.data);
+  const s = await schedules.get(data.tenant, data.id);
+  const count = (outcome: string) => ctx.metrics.scheduleTicks.inc({ outcome });
+  if (!s || s.paused) {
+    count('skipped');
+    ctx.log.info({ code: 'schedule_tick_skipped', tenant: data.tenant, schedule: data.id }, 'tick of a removed or paused schedule');
+    return 'skipped';
+  }
+  const tickAt = tickTimeOf(job);
+  try {
+    const req = { tenant: s.tenant, agent: s.agent, input: s.input, ...(s.budget ? { budget: s.budget } : {}) };
+    const { runId, created } = await startRun(ctx, req, undefined, now, `schedule:${s.id}:${tickAt}`);
+    count(created ? 'started' : 'duplicate');
+    ctx.log.info({ code: 'schedule_tick', tenant: s.tenant, schedule: s.id, tickAt, runId, created }, 'schedule ticked');
+    return runId;
+  } catch (err) {
+    if (!(err instanceof InvalidRunRequest)) throw err;
+    count('invalid');
+    ctx.log.warn({ code: 'schedule_invalid', tenant: s.tenant, schedule: s.id, fields: err.fields.map((f) => f.path) }, 'schedule no longer validates');
+    return 'invalid';
+  }
+}
+
+/** The worker that turns ticks into runs (run in worker processes; any number of them: one run per tick). */
+export function startScheduleWorker(ctx: EngineContext, schedules: Schedules): Worker {
+  const w = new Worker(ctx.keys.schedulesQueueName(), (job) => runTick(ctx, schedules, job), {
+    connection: ctx.redis.duplicate() as never, prefix: ctx.keys.bullPrefix, concurrency: 4,
+  });
+  w.on('error', (err) => ctx.log.warn({ code: 'schedule_worker_error', err }, 'schedule worker error'));
+  return w;
+}

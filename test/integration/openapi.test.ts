@@ -1,0 +1,114 @@
+/**
+ * GET /openapi.json: a valid OpenAPI 3.1 document (checked by a validator library) that matches the live app:
+ * every JSON route the app mounts is in the document, and every operation in the document answers on the live
+ * API with a status and content type the document lists for it.
+ */
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Validator } from '@seriousme/openapi-schema-validator';
+import express from 'express';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createHarness, producerAuth, type Harness } from '../../testkit/harness.js';
+import { createFullApi } from '../../src/http/fullApi.js';
+
+const OPERATOR_TOKEN = 'operator-token-for-openapi';
+/** The HTML pages and Bull Board: not JSON routes, not in the document. */
+const HTML_ROUTES = /^\/(console|runs|admin)(\/|$)/;
+
+type Responses = Record<string, { content?: Record<string, unknown> }>;
+type Operation = { responses: Responses };
+type OpenApi = { openapi: string; paths: Record<string, Record<string, Operation>> };
+
+interface Layer {
+  route?: { path: string; methods: Record<string, boolean> };
+  handle?: { stack?: Layer[] };
+}
+
+/** Every route of a router stack, `METHOD /path` (routers mounted without a path are walked). */
+function mountedRoutes(stack: Layer[]): string[] {
+  return stack.flatMap((layer) => {
+    if (layer.route) return Object.keys(layer.route.methods).map((m) => `${m.toUpperCase()} ${layer.route!.path}`);
+    return layer.handle?.stack ? mountedRoutes(layer.handle.stack) : [];
+  });
+}
+
+/** `/v1/runs/{id}` -> `/v1/runs/:id` (Express's form). */
+const expressPath = (path: string) => path.replace(/\{(\w+)\}/g, ':$1');
+
+/** A value for each path parameter: well-formed ids no run has. */
+const SAMPLE: Record<string, string> = { id: `r_${'0'.repeat(24)}`, actionId: `a_${'0'.repeat(32)}`, tenant: 'acme' };
+
+let h: Harness;
+let url: string;
+let server: Server;
+let doc: OpenApi;
+
+beforeAll(async () => {
+  h = await createHarness('openapi', { OPERATOR_TOKEN });
+  const app = createFullApi(h.ctx, () => true);
+  server = await new Promise<Server>((resolve) => {
+    const s = app.listen(0, '127.0.0.1', () => resolve(s));
+  });
+  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const res = await fetch(`${url}/openapi.json`);
+  expect(res.status).toBe(200);
+  doc = (await res.json()) as OpenApi;
+});
+
+afterAll(async () => {
+  server.close();
+  await h.close();
+});
+
+describe('GET /openapi.json', () => {
+  it('is a valid OpenAPI 3.1 document', async () => {
+    const result = await new Validator().validate(doc as never);
+    expect(result.errors ?? []).toEqual([]);
+    expect(result.valid).toBe(true);
+    expect(doc.openapi).toBe('3.1.0');
+  });
+
+  it('documents every JSON route the app mounts, and nothing else', () => {
+    // An Express app mounted in another (the API in the full app) hides behind a closure: record each one as it
+    // is mounted, and walk every app the full app is made of.
+    const apps: { router: { stack: Layer[] } }[] = [];
+    const use = express.application.use;
+    express.application.use = function (this: unknown, ...args: unknown[]) {
+      for (const a of args) if (typeof a === 'function' && 'router' in a) apps.push(a as never);
+      return (use as (...a: unknown[]) => unknown).apply(this, args);
+    } as typeof use;
+    try {
+      apps.push(createFullApi(h.ctx, () => true) as never);
+    } finally {
+      express.application.use = use;
+    }
+    const routes = apps.flatMap((a) => mountedRoutes(a.router.stack));
+    const mounted = new Set(routes.filter((r) => !HTML_ROUTES.test(r.split(' ')[1]!)));
+    const documented = new Set(Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${expressPath(path)}`)));
+    expect([...documented].sort()).toEqual([...mounted].sort());
+  });
+
+  it('every operation answers on the live API as the document says', async () => {
+    const answered: string[] = [];
+    for (const [path, ops] of Object.entries(doc.paths)) {
+      for (const [method, op] of Object.entries(ops)) {
+        const target = path.replace(/\{(\w+)\}/g, (_m, name: string) => SAMPLE[name]!);
+        const token = (method === 'post' && path === '/v1/runs') || method === 'put' ? producerAuth : { authorization: `Bearer ${OPERATOR_TOKEN}` };
+        const init: RequestInit = method === 'get' || method === 'delete'
+          ? { method: method.toUpperCase(), headers: token }
+          : { method: method.toUpperCase(), headers: { ...token, 'content-type': 'application/json' }, body: '{}' };
+        const controller = new AbortController();
+        const res = await fetch(`${url}${target}`, { ...init, signal: controller.signal });
+        const type = (res.headers.get('content-type') ?? '').split(';')[0]!;
+        controller.abort(); // the event stream would stay open
+        const listed = op.responses[String(res.status)];
+        expect(listed, `${method.toUpperCase()} ${path} answered ${res.status}, not in the document`).toBeDefined();
+        // An answer documented without content (204) has none.
+        const types = listed!.content ? Object.keys(listed!.content) : [''];
+        expect(types, `${method.toUpperCase()} ${path} ${res.status} content type`).toContain(type);
+        answered.push(`${method.toUpperCase()} ${path} ${res.status}`);
+      }
+    }
+    expect(answered.length).toBe(Object.values(doc.paths).reduce((n, ops) => n + Object.keys(ops).length, 0));
+  });
+});
