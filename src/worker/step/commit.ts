@@ -8,7 +8,7 @@
  */
 import { FenceError } from '../../core/errors.js';
 import { encodeEntry } from '../../core/journal.js';
-import { isContext, type Used } from '../../budget/tenantBudget.js';
+import { isContext, type Usage } from '../../budget/tenantBudget.js';
 import { countRunFinished } from '../../metrics/metrics.js';
 import type { StepJobData } from '../../runs/spec.js';
 import type { StepEnv } from './env.js';
@@ -65,7 +65,7 @@ export function commitRecord(env: StepEnv, state: StepState, plan: CommitPlan, f
   };
 }
 
-function usedAfter(used: Used, plan: CommitPlan, bytes: number): Used {
+function usedAfter(used: Usage, plan: CommitPlan, bytes: number): Usage {
   return grown({ steps: used.steps + plan.stepsDelta, tokens: used.tokens + plan.tokensDelta,
     contextBytes: used.contextBytes }, bytes);
 }

@@ -5,8 +5,8 @@
  */
 import type { Context } from '@opentelemetry/api';
 import type { Logger } from 'pino';
-import type { DecisionEntry, JournalEntry, ObservationEntry, Usage } from '../../core/journal.js';
-import type { Used } from '../../budget/tenantBudget.js';
+import type { DecisionEntry, JournalEntry, ObservationEntry, Usage as TokenUsage } from '../../core/journal.js';
+import type { Usage } from '../../budget/tenantBudget.js';
 import type { RunSpec, StepJobData } from '../../runs/spec.js';
 import type { CapturedAdd } from '../../store/bullmqInternals.js';
 
@@ -74,7 +74,7 @@ export interface StepState {
   /** This delivery's step_started event: it rides in the first script this delivery runs. */
   readonly startedEvent: string;
   /** The run's budget usage as of the last write this delivery knows (grown by journalDecision). */
-  used: Used;
+  used: Usage;
   /** A script of this delivery has written the step_started event. */
   startedEmitted: boolean;
   /** The step's decision: journalled by an earlier delivery, or made by this one. */
@@ -92,12 +92,13 @@ export function stopPlan(step: number, t: Terminal, observations: ObservationEnt
   };
 }
 
-export function total(u: Usage): number {
+/** A model call's tokens, prompt and completion. */
+export function total(u: TokenUsage): number {
   return u.promptTokens + u.completionTokens;
 }
 
 /** Usage with the transcript's byte count grown by `bytes` (left unknown when it was). */
-export function grown(used: Used, bytes: number): Used {
+export function grown(used: Usage, bytes: number): Usage {
   return used.contextBytes === undefined
     ? { steps: used.steps, tokens: used.tokens }
     : { ...used, contextBytes: used.contextBytes + bytes };
