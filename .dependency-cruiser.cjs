@@ -1,12 +1,33 @@
 /**
- * The dependency rule (`npm run depcruise`, part of `npm test`): dependencies
+ * The dependency rules (`npm run depcruise`, part of `npm test`): dependencies
  * point one way, entry points -> producer, agents, models -> the engine (core,
- * runs, worker, ledger, store), and nothing in src/ reaches the test doubles.
+ * store, budget, runs, worker, ledger, in that order), and nothing in src/ reaches
+ * the test doubles. test/integration/dependencyRules.test.ts plants a violation of each
+ * rule in a scratch tree and shows depcruise refusing it.
  * Type-only imports count (tsPreCompilationDeps): a type is a dependency too.
  */
+/**
+ * The engine's layers, lowest first: each imports only the layers before it. The store holds
+ * the keys and scripts, the budget reads the store, a run is built from both, the worker steps a
+ * run, and the ledger implements the effect port the worker declares (src/worker/effects.ts),
+ * so the step never reaches into the ledger's machinery. config and metrics sit beside the
+ * layers (every layer reads its options and reports), outside this order.
+ */
+const ENGINE_LAYERS = ['core', 'store', 'budget', 'runs', 'worker', 'ledger'];
+
+/** One rule per layer: nothing in it imports a layer above it. */
+const layerRules = ENGINE_LAYERS.slice(0, -1).map((layer, i) => ({
+  name: `engine-layer-${layer}`,
+  severity: 'error',
+  comment: `Engine layers in order (${ENGINE_LAYERS.join(' <- ')}): src/${layer} imports no layer above it.`,
+  from: { path: `^src/${layer}/` },
+  to: { path: `^src/(${ENGINE_LAYERS.slice(i + 1).join('|')})/` },
+}));
+
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
   forbidden: [
+    ...layerRules,
     {
       name: 'no-circular',
       severity: 'error',
@@ -41,6 +62,13 @@ module.exports = {
       comment: 'Production code never imports the sandbox, the test kit, tests, the demo, examples or benchmarks.',
       from: { path: '^src/' },
       to: { path: '^(sandbox|testkit|test|demo|examples|bench)/' },
+    },
+    {
+      name: 'unit-tests-need-no-services',
+      severity: 'error',
+      comment: 'test/unit is the fast tier (npm run test:unit): it reaches no Redis, sandbox or harness.',
+      from: { path: '^test/unit/' },
+      to: { path: '^(testkit|sandbox|test/(support|integration|e2e|deploy))/' },
     },
     {
       name: 'core-stands-alone',

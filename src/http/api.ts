@@ -3,7 +3,10 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import type { EngineContext } from '../runs/engineContext.js';
 import { metricsAllowed } from './opsServer.js';
 import { requireRunAccess, requireRunCreation, runNotFound } from './auth.js';
-import { BODY_LIMIT, bodyParserError, bodyTooDeep, nestedDeeperThan } from '../producer/bodyLimits.js';
+import {
+  BODY_LIMIT, bodyIllFormed, bodyTooDeep, illFormedStringPath, nestedDeeperThan,
+} from '../producer/bodyLimits.js';
+import { answerRequestError } from './requestErrors.js';
 import { InvalidRunRequest, startRun } from '../producer/intake.js';
 import { createRunSchemaFor } from '../producer/schemas.js';
 import { EVENT_KEY_FORMAT } from '../runs/spec.js';
@@ -20,7 +23,11 @@ export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Ex
   const app = express();
   app.disable('x-powered-by');
   app.use(express.json({ limit: BODY_LIMIT }));
-  app.use((req, res, next) => (nestedDeeperThan(req.body) ? bodyTooDeep(res) : next()));
+  app.use((req, res, next) => {
+    if (nestedDeeperThan(req.body)) return bodyTooDeep(res);
+    const illFormed = illFormedStringPath(req.body);
+    return illFormed === undefined ? next() : bodyIllFormed(res, illFormed);
+  });
 
   app.get('/healthz', (_req, res) => void res.json({ ok: true }));
   app.get('/readyz', async (_req, res) => {
@@ -78,7 +85,7 @@ export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Ex
   opts.mount?.(app);
 
   app.use((err: Error & { status?: number; type?: string }, _req: Request, res: Response, _next: NextFunction) => {
-    if (bodyParserError(err, res)) return;
+    if (answerRequestError(err, res, ctx.log)) return;
     ctx.log.error({ code: 'api_error', err }, 'request failed');
     res.status(err.status ?? 500).json({ error: 'internal_error' });
   });

@@ -5,7 +5,7 @@ import { ledgerFor } from '../ledger/ledger.js';
 import { mountOperators } from './operators/index.js';
 import { webhooksRouter } from '../producer/webhooks.js';
 import { createApi } from './api.js';
-import { bodyParserError } from '../producer/bodyLimits.js';
+import { answerRequestError } from './requestErrors.js';
 import { OPENAPI_PATH, openApiDocument } from './openapi.js';
 
 export function createFullApi(ctx: EngineContext, isReady: () => boolean): express.Express {
@@ -19,7 +19,7 @@ export function createFullApi(ctx: EngineContext, isReady: () => boolean): expre
   app.get(OPENAPI_PATH, (_req, res) => void res.json((document ??= openApiDocument())));
   app.use(webhooksRouter(ctx));
   app.use((err: Error & { status?: number; type?: string }, _req: Request, res: Response, next: NextFunction) => {
-    if (!res.headersSent && bodyParserError(err, res)) return;
+    if (!res.headersSent && answerRequestError(err, res, ctx.log)) return;
     ctx.log.error({ code: 'webhook_error', err }, 'webhook failed');
     if (res.headersSent) return next(err);
     res.status(err.status ?? 500).json({ error: 'internal_error' });

@@ -14,7 +14,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { EngineContext } from '../runs/engineContext.js';
-import { AgentError, CancelledError, KeyConflictError, RetryableError, ShutdownError } from '../core/errors.js';
+import {
+  AgentError, CancelledError, hasErrorCode, isKeyConflict, isOutcomeUnknown, isRetryable, ShutdownError,
+} from '../core/errors.js';
 import { DeadlineError } from '../core/timeout.js';
 import { withRetry } from '../core/withRetry.js';
 import { OutcomeUnknownError } from '../core/httpJson.js';
@@ -231,13 +233,13 @@ export class LedgerEffectRunner implements EffectRunner {
       );
     } catch (caught) {
       // The deadline cut the retries short: handled as the refusal it followed, then the step stops.
-      const err = caught instanceof DeadlineError && caught.cause instanceof RetryableError ? caught.cause : caught;
-      if (err instanceof OutcomeUnknownError || err instanceof RetryableError) {
+      const err = caught instanceof DeadlineError && isRetryable(caught.cause) ? caught.cause : caught;
+      if (isOutcomeUnknown(err) || isRetryable(err)) {
         // The request may have been processed (timeout, reset, 5xx, malformed), or every
         // attempt was refused: either way the service is asked before anything is resent.
         await this.move({ ...rec, state: 'dispatched' }, 'dispatched', 'outcome_unknown', { why: 'no definite answer from the service', evidence: { error: (err as Error).message, ...(err as AgentError).details } });
         if (ctx.signal.aborted) throw new ShutdownError({ cause: caught });
-        if (err instanceof RetryableError) {
+        if (isRetryable(err)) {
           const sent = { ...rec, state: 'outcome_unknown' as const, attempts: rec.attempts + 1, ...(window.replayUntil ? { replayUntil: Number(window.replayUntil) } : {}) };
           const r = await reconcile(this.reconcileDeps(deadlineAt), sent, tool, ctx, this.d.workerId);
           // Proven not sent: retry later in code (the job backs off), never in the model's context;
@@ -246,7 +248,7 @@ export class LedgerEffectRunner implements EffectRunner {
         }
         return;
       }
-      if (err instanceof KeyConflictError) {
+      if (isKeyConflict(err)) {
         // Same key, another request at the service: never a retry. Stop and surface it to a person.
         await this.move({ ...rec, state: 'dispatched' }, 'dispatched', 'outcome_unknown', { why: 'the service refused: key conflict', evidence: { error: err.message, ...err.details } });
         await this.move({ ...rec, state: 'outcome_unknown' }, 'outcome_unknown', 'needs_human', {
@@ -255,7 +257,7 @@ export class LedgerEffectRunner implements EffectRunner {
         log.warn({ code: 'idempotency_conflict', ...err.details }, 'the service holds this key for a different request');
         return;
       }
-      if (err instanceof AgentError && err.code === 'invalid_input') {
+      if (hasErrorCode(err, 'invalid_input')) {
         // The service refused the request outright: a definite outcome with no effect.
         await this.move({ ...rec, state: 'dispatched' }, 'dispatched', 'confirmed', { why: 'the service rejected the request', evidence: err.details }, {
           outcome: 'rejected_by_service', output: JSON.stringify({ rejected: true, ...err.details }),
