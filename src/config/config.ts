@@ -304,6 +304,37 @@ export const configSchema = z.object({
   SSE_MAX_VIEWERS: int(1000, 1),
   /** Per-tenant token budget per UTC day (0 = no tenant budget). */
   TENANT_DAILY_TOKENS: int(0, 0),
+  /**
+   * Flow control (src/flow): a new run waits in its tenant's line and is admitted in weighted
+   * round-robin while its tenant, its agent and the fleet are under their concurrency limits.
+   * Off: every run starts at once (first come, first served, step by step).
+   */
+  FLOW_CONTROL: bool.default(false),
+  /** Runs of one tenant at work at once (0 = no limit); per tenant in FLOW_TENANT_LIMITS, at run time by `agentctl flow`. */
+  FLOW_TENANT_CONCURRENCY: int(50, 0),
+  /** Runs of one agent at work at once, across tenants (0 = no limit); per agent in FLOW_AGENT_LIMITS. */
+  FLOW_AGENT_CONCURRENCY: int(0, 0),
+  /** Runs at work at once in the whole fleet (0 = no limit). */
+  FLOW_FLEET_CONCURRENCY: int(0, 0),
+  /** Weights of the tenants' turns, e.g. {"acme":2} (default 1 each): a tenant of weight 2 is admitted twice as often. */
+  FLOW_TENANT_WEIGHTS: json(z.record(z.string().min(1), z.number().positive().max(1000)), {}),
+  /** Concurrency limits per tenant, e.g. {"acme":100} (0 = none), over FLOW_TENANT_CONCURRENCY. */
+  FLOW_TENANT_LIMITS: json(z.record(z.string().min(1), z.number().int().min(0)), {}),
+  /** Concurrency limits per agent, e.g. {"support":40} (0 = none), over FLOW_AGENT_CONCURRENCY. */
+  FLOW_AGENT_LIMITS: json(z.record(z.string().min(1), z.number().int().min(0)), {}),
+  /** How often each worker does flow control's bookkeeping: slots of ended runs, admissions whose admitter died. */
+  FLOW_SWEEP_MS: int(1000, 50),
+  /**
+   * Model rate limits, e.g. [{"provider":"openai","model":"gpt-4o-mini","rpm":500,"tpm":200000}]: a token
+   * bucket each, reserved before every model attempt. `model` omitted: every model of the provider shares
+   * it; `perTenant`: one bucket per tenant with these limits.
+   */
+  MODEL_RATE_LIMITS: json(z.array(z.object({
+    provider: z.string().min(1), model: z.string().min(1).optional(),
+    rpm: z.number().int().min(0), tpm: z.number().int().min(0), perTenant: z.boolean().optional(),
+  }).strict()), []),
+  /** How much refill a rate-limit bucket holds (ms of its rate): the largest burst past the steady rate. */
+  MODEL_RATE_BURST_MS: int(1000, 10),
 });
 
 export type Config = Readonly<z.infer<typeof configSchema>>;

@@ -44,7 +44,8 @@ export type ErrorCode =
   | 'idempotency_conflict'
   | 'agents_module_invalid'
   | 'budget_exhausted'
-  | 'action_waiting';
+  | 'action_waiting'
+  | 'rate_limited';
 
 /**
  * What a retry should do with an error:

@@ -31,6 +31,9 @@ export class Metrics {
   readonly versionDecisions: Counter;
   readonly textDeltaBatches: Counter;
   readonly runRetries: Counter;
+  readonly flowAdmitted: Counter;
+  readonly rateLimitWaits: Counter;
+  readonly modelRateLimited: Counter;
   readonly scheduleTicks: Counter;
   readonly waits: Counter;
 
@@ -79,6 +82,12 @@ export class Metrics {
       name: 'agent_run_retries_total', help: 'Operator retries of stopped runs, by the status and reason code retried from and the outcome (retried, or the refusal code)',
       labelNames: ['from', 'reason', 'outcome'], registers: r,
     });
+    this.flowAdmitted = new Counter({ name: 'agent_flow_admitted_total', help: 'Runs admitted from their tenant\'s line (flow control)', labelNames: ['tenant'], registers: r });
+    this.rateLimitWaits = new Counter({
+      name: 'agent_rate_limit_waits_total', help: 'Step jobs delayed because a model rate limit\'s bucket was empty (or blocked by a 429\'s Retry-After)',
+      labelNames: ['bucket'], registers: r,
+    });
+    this.modelRateLimited = new Counter({ name: 'agent_model_rate_limited_total', help: 'Model attempts answered 429 by the provider', labelNames: ['provider'], registers: r });
     this.scheduleTicks = new Counter({
       name: 'agent_schedule_ticks_total', help: 'Schedule ticks, by outcome (started a run, duplicate of a started one, skipped: paused or removed, invalid)',
       labelNames: ['outcome'], registers: r,

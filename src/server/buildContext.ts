@@ -23,6 +23,9 @@ import { AgentCatalog } from '../core/agent.js';
 import type { ModelProvider } from '../core/model.js';
 import type { EngineContext } from '../runs/engineContext.js';
 import { loadAgents } from './loadAgents.js';
+import { Admission } from '../flow/admission.js';
+import { RateLimits } from '../flow/rateLimits.js';
+import { registerFlowGauges } from '../flow/gauges.js';
 import { checkModelChoices } from '../producer/modelChoice.js';
 import { ScriptedProvider } from '../models/scripted.js';
 import { OpenAIProvider } from '../models/openai.js';
@@ -81,8 +84,11 @@ export async function createContext(cfg: Config, name: string, opts: ContextOpti
   const store = new RunStore(redis, keys, queues, cfg.EVENTS_MAX_LEN, cfg.SUBJECT_LINK_TTL_MS);
   registerScrapeCollectors(metrics, { redis, keys, queues, log }, { runs: { statuses: RUN_STATUSES, terminal: new Set(TERMINAL_STATUSES), retentionMs: cfg.RUN_RETENTION_MS } });
   const tracing = opts.tracing ?? createTracing(cfg, name);
+  const admission = new Admission({ redis, keys, queues, cfg, metrics, log });
+  const rates = new RateLimits(redis, keys, cfg);
+  registerFlowGauges(metrics, { redis, keys, cfg, log });
   return {
-    cfg, log, redis, keys, queues, store, agents, providers, metrics, tracing,
+    cfg, log, redis, keys, queues, store, agents, providers, metrics, tracing, admission, rates,
     async close() {
       await queues.close();
       redis.disconnect();

@@ -41,6 +41,11 @@ export async function commit(env: StepEnv, state: StepState, plan: CommitPlan, f
   countRunFinished(env.metrics, committed, reason);
   if (committed !== 'running') {
     env.store.forgetTranscript(state.runId);
+    // The run stopped or parked: its slot goes to the next run in line. If this fails or the process dies here,
+    // the bookkeeping sweep releases it.
+    await env.admission?.release(state.runId)
+      .catch((err: unknown) => state.log.warn({ code: 'flow_release_failed', err },
+        'slot not released (the sweep will)'));
     const logged = committed === plan.status ? plan.reason : undefined;
     state.log.info({ code: 'run_' + committed, reason: logged, steps: nextUsed.steps, tokens: nextUsed.tokens },
       'run stopped');

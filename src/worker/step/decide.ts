@@ -13,7 +13,7 @@ import type { StepEnv } from './env.js';
 import { callModel, type Called } from './model.js';
 import { exactIfRefused, type Prompts } from './prompt.js';
 import { grown, stopPlan, total, type CommitPlan, type StepState } from './state.js';
-import { waitForPrevious, waitOutOutage } from './waits.js';
+import { waitForPrevious, waitForRateLimit, waitOutOutage } from './waits.js';
 
 export async function decide(env: StepEnv, prompts: Prompts, state: StepState,
   agent: Agent): Promise<CommitPlan | undefined> {
@@ -36,6 +36,7 @@ export async function decide(env: StepEnv, prompts: Prompts, state: StepState,
   const called: Called = await callModel(env, state, { agent, prompt: prompts.promptOf(agent, state.spec), estimate,
     stream, chargeAbandoned })
     .finally(() => void (state.startedEmitted ||= stream?.startedEmitted === true));
+  if ('throttled' in called) return waitForRateLimit(env, state, called.throttled, called.charged, chargeAbandoned);
   if ('unavailable' in called) return waitOutOutage(env, state, called.unavailable, called.charged, chargeAbandoned);
   if ('failed' in called) {
     if (called.budget) return budgetStopped(env, state, called.budget, called.failed.reason, called.charged);

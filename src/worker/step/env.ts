@@ -14,6 +14,7 @@ import type { RunSpec } from '../../runs/spec.js';
 import type { EffectRunner } from '../effects.js';
 import type { FollowUpContext } from '../followUp.js';
 import type { VersionVerdict } from '../versionGate.js';
+import type { RateLimits } from '../../flow/rateLimits.js';
 import type { StepStore } from './store.js';
 
 /**
@@ -78,4 +79,8 @@ export interface StepEnv {
   readonly tracer: Tracer | undefined;
   /** Names this process in run events. */
   readonly workerName: string;
+  /** Flow control: a run that stops or parks gives its slot back (src/flow/admission.ts). */
+  readonly admission: { release(runId: string): Promise<void> } | undefined;
+  /** Model rate limits, reserved around each model attempt (src/flow/rateLimits.ts). */
+  readonly rates: RateLimits | undefined;
 }

@@ -15,6 +15,7 @@ import { traced } from '../../metrics/tracing.js';
 import {
   attemptCheck, BudgetStopError, spentCheck, wallClockStop, type BudgetKind,
 } from '../../budget/tenantBudget.js';
+import { RateLimitWait, ratedAttempt, type RatedAttempt } from '../../flow/rateWait.js';
 import type { TextStream } from '../textStream.js';
 import type { StepEnv } from './env.js';
 import { exactIfRefused, type Estimate, type Prompt } from './prompt.js';
@@ -27,7 +28,8 @@ import { total, type StepState, type Terminal } from './state.js';
 export type Called =
   | { decision: DecisionEntry }
   | { failed: Terminal; charged: number; budget?: BudgetKind }
-  | { unavailable: { provider: string; retryAfterMs: number | undefined }; charged: number };
+  | { unavailable: { provider: string; retryAfterMs: number | undefined }; charged: number }
+  | { throttled: RateLimitWait; charged: number };
 
 /**
  * What one call needs besides the state: the agent, its prompt, the estimate, and the step's charge of abandoned
@@ -68,6 +70,7 @@ export function callModel(env: StepEnv, state: StepState, input: CallInput): Pro
 function spanOutcome(r: Called): Record<string, string | number | string[]> {
   if ('failed' in r) return { 'agent.outcome': r.failed.status, 'agent.tokens': r.charged };
   if ('unavailable' in r) return { 'agent.outcome': 'provider_unavailable', 'agent.tokens': r.charged };
+  if ('throttled' in r) return { 'agent.outcome': 'rate_limited', 'agent.tokens': r.charged };
   return { 'agent.outcome': 'decided', 'agent.tokens': total(r.decision.usage),
     'agent.tools': r.decision.toolCalls.map((c) => c.name) };
 }
@@ -110,17 +113,33 @@ class ModelCall {
     return this.decided(turn);
   }
 
-  /** One attempt: checked before (run and tenant day), charged after (what it did spend, failed or not). */
+  /**
+   * What one attempt may spend, checked and reserved: the run's budget, the model's rate limit (one
+   * request and the estimate, or a RateLimitWait with nothing reserved), the tenant's day.
+   */
+  private async reserve(): Promise<RatedAttempt | undefined> {
+    const { env, state } = this;
+    const { spec } = state;
+    const { estimate } = this.input;
+    const usedTokens = state.used.tokens + total(this.usage);
+    const stop = await exactIfRefused(estimate, (tokens) => attemptCheck(spec, usedTokens, tokens, env.now()));
+    if (stop) throw new BudgetStopError(stop);
+    const rated = await ratedAttempt(env.rates, spec, this.provider.name, estimate.tokens, env.now());
+    const tenantStop = await exactIfRefused(estimate, (tokens) => env.tenant.reserve(spec.tenant, tokens, env.now()));
+    if (tenantStop) {
+      await rated?.settle(0);
+      throw new BudgetStopError(tenantStop);
+    }
+    return rated;
+  }
+
+  /** One attempt: checked before (run, rate limit, tenant day), charged after (what it did spend, failed or not). */
   private async attempt(attempt: number): Promise<ModelTurn> {
     const { env, state } = this;
     const { spec } = state;
     const { estimate } = this.input;
     this.attempts = attempt;
-    const stop = await exactIfRefused(estimate, (tokens) => attemptCheck(spec, state.used.tokens + total(this.usage),
-      tokens, env.now()));
-    if (stop) throw new BudgetStopError(stop);
-    const tenantStop = await exactIfRefused(estimate, (tokens) => env.tenant.reserve(spec.tenant, tokens, env.now()));
-    if (tenantStop) throw new BudgetStopError(tenantStop);
+    const rated = await this.reserve();
     let spent = 0;
     try {
       const t = await this.complete(attempt);
@@ -131,10 +150,12 @@ class ModelCall {
       env.metrics.modelAttempts.inc({ ...this.labels, outcome: err instanceof RetryableError ? 'retryable' : 'error' });
       const reported = (err as AgentError).details?.usage;
       if (reported !== undefined) spent = this.add(reported);
+      await rated?.failed(err, env.metrics);
       const named = err instanceof RetryableError && err.retryAfterMs !== undefined && !state.signal.aborted;
       if (named) throw new NamedWait(err);
       throw err;
     } finally {
+      await rated?.settle(spent);
       await env.tenant.settle(spec.tenant, spent - estimate.tokens, env.now());
     }
   }
@@ -179,6 +200,7 @@ class ModelCall {
       if (charged > 0) await this.input.chargeAbandoned(charged);
       throw err;
     }
+    if (err instanceof RateLimitWait) return { throttled: err, charged };
     if (err instanceof BudgetStopError) return { failed: { status: 'budget_exceeded', reason: err.stop.reason },
       charged, budget: err.stop.kind };
     if (err instanceof DeadlineError) {

@@ -17,6 +17,7 @@ import type { RunSpecCache, RunStore } from '../../runs/store.js';
 import { TranscriptCache } from '../../runs/transcriptCache.js';
 import type { RedisClient } from '../../store/connect.js';
 import type { KeySpace } from '../../store/keys.js';
+import type { RateLimits } from '../../flow/rateLimits.js';
 import type { EffectRunner } from '../effects.js';
 import { FollowUps } from '../followUp.js';
 import type { VersionGate, VersionVerdict } from '../versionGate.js';
@@ -51,6 +52,10 @@ export interface StepDeps {
   tracer?: Tracer | undefined;
   /** Names this process in run events (`worker:<pid>` by default). */
   workerName?: string;
+  /** Flow control: a run that stops or parks gives its slot back (src/flow/admission.ts). */
+  admission?: { release(runId: string): Promise<void> } | undefined;
+  /** Model rate limits, reserved around each model attempt (src/flow/rateLimits.ts). */
+  rates?: RateLimits | undefined;
 }
 
 /** The step as BullMQ's processor: builds the stages' environment on Redis and runs the pipeline per job. */
@@ -91,7 +96,8 @@ function envOf(d: StepDeps): StepEnv {
   return {
     cfg: d.cfg, store, agents: agentChoice(d), providers: d.providers, effects: d.effects,
     tenant: new TenantBudget(d.redis, d.keys, d.cfg.TENANT_DAILY_TOKENS), followUps: new FollowUps(d.store),
-    metrics: d.metrics, crash: d.crash, now: d.now ?? Date.now, tracer: d.tracer,
+    metrics: d.metrics, crash: d.crash, now: d.now ?? Date.now, tracer: d.tracer, admission: d.admission,
+      rates: d.rates,
       workerName: d.workerName ?? `worker:${process.pid}`,
   };
 }

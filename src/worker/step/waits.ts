@@ -8,6 +8,7 @@
  */
 import { DelayedError } from 'bullmq';
 import { wallClockStop } from '../../budget/tenantBudget.js';
+import { waitForRate, type RateLimitWait } from '../../flow/rateWait.js';
 import type { VersionVerdict } from '../versionGate.js';
 import type { StepEnv } from './env.js';
 import { stopPlan, type CommitPlan, type StepState } from './state.js';
@@ -106,6 +107,20 @@ export async function waitOutOutage(
   log.warn({ code: 'model_wait', provider: outage.provider, waitMs, outageMs: now - since },
     'provider unavailable: step delayed');
   throw new DelayedError();
+}
+
+/**
+ * The model's rate limit is spent: the job waits for the bucket (src/flow/rateWait.ts), or, when that
+ * is past the run's deadline, the run stops `budget_exceeded` with what the failed attempts spent.
+ */
+export async function waitForRateLimit(
+  env: StepEnv, state: StepState, wait: RateLimitWait, charged: number,
+    chargeAbandoned: (tokens: number) => Promise<void>,
+): Promise<CommitPlan> {
+  const step = { delay: (untilMs: number) => state.job.delay(untilMs), spec: state.spec, wait, charged,
+    now: env.now() };
+  const reason = await waitForRate(env, step, { chargeAbandoned, log: state.log });
+  return { ...stopPlan(state.step, { status: 'budget_exceeded', reason }), tokensDelta: charged };
 }
 
 /** The code of a reason (`version_mismatch: ...` -> `version_mismatch`). */

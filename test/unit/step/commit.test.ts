@@ -13,7 +13,8 @@ const advance: CommitPlan = {
 };
 
 describe('commit', () => {
-  it("builds one record: entries encoded, the transcript's growth, and the next step's job with the usage after it", () => {
+  it("builds one record: entries encoded, the transcript's growth, and the next step's job with the usage after it",
+    () => {
     const w = world();
     const limits = { ...spec.limits, maxSteps: 40 };
     const state = stateOf(spec, new MemoryJob(`${spec.runId}.s1`, jobData(spec, 1, { limits })), {
@@ -22,14 +23,16 @@ describe('commit', () => {
     const record = commitRecord(w.env, state, advance, true);
     const bytes = Buffer.byteLength(record.encoded[0]!);
     expect(record.contextBytesDelta).toBe(bytes);
-    expect(record.next).toEqual({ v: 1, runId: spec.runId, step: 2, used: { steps: 4, tokens: 105, contextBytes: 10 + bytes }, limits });
+    expect(record.next).toEqual({ v: 1, runId: spec.runId, step: 2, used: { steps: 4, tokens: 105,
+      contextBytes: 10 + bytes }, limits });
     expect(record.fetchNext).toBe(true);
     expect(record.startedEvent).toBe(state.startedEvent);
   });
 
   it('a stop adds no next job; a run without a byte count keeps none', () => {
     const w = world();
-    const state = stateOf(spec, new MemoryJob(`${spec.runId}.s1`, jobData(spec)), { used: { steps: 0, tokens: 0 }, startedEmitted: true });
+    const state = stateOf(spec, new MemoryJob(`${spec.runId}.s1`, jobData(spec)), { used: { steps: 0, tokens: 0 },
+      startedEmitted: true });
     const record = commitRecord(w.env, state, stopPlan(1, { status: 'failed', reason: 'x' }), false);
     expect(record.next).toBeUndefined();
     expect(record.contextBytesDelta).toBeUndefined();
@@ -66,6 +69,17 @@ describe('commit', () => {
     expect(err).toBeInstanceOf(FenceError);
     expect((err as FenceError).code).toBe('lock_lost');
     expect(w.store.run(spec.runId).journal).toHaveLength(0);
+  });
+
+  it("a run that stops gives its flow-control slot back; one that goes on keeps it", async () => {
+    const released: string[] = [];
+    for (const plan of [advance, stopPlan(1, { status: 'needs_human', reason: 'x' })]) {
+      const w = world();
+      w.env = { ...w.env, admission: { release: async (runId) => void released.push(`${runId}:${plan.status}`) } };
+      w.store.addRun(spec);
+      await commit(w.env, stateOf(spec, new MemoryJob(`${spec.runId}.s1`, jobData(spec))), plan, false);
+    }
+    expect(released).toEqual([`${spec.runId}:needs_human`]);
   });
 
   it('a recorded cancel wins over the plan: the run ends cancelled and is counted so', async () => {

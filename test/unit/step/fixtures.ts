@@ -55,7 +55,8 @@ export class QueuedModel implements ModelProvider {
 }
 
 export const usage = { promptTokens: 10, completionTokens: 2 };
-export const readTurn = (id = 'n1'): ModelTurn => ({ toolCalls: [{ id: `c-${id}`, name: 'read_note', args: { id } }], usage });
+export const readTurn = (id = 'n1'): ModelTurn => ({ toolCalls: [{ id: `c-${id}`, name: 'read_note', args: { id } }],
+  usage });
 export const writeTurn: ModelTurn = { toolCalls: [{ id: 'c-w', name: 'send_note', args: { to: 'a' } }], usage };
 export const finalTurn: ModelTurn = { toolCalls: [], final: 'done', usage };
 
@@ -77,8 +78,16 @@ export interface World {
   pipeline: StepPipeline;
 }
 
-/** `crash`: points armed to throw (a death at that instant, seen as a thrown error); `effects`: the ledger's answers. */
-export function world(opts: { turns?: (ModelTurn | Error)[]; crash?: string[]; effects?: (EffectResult | Error)[] } = {}): World {
+/**
+ * `crash`: points armed to throw (a death at that instant, seen as a thrown error); `effects`: the ledger's answers.
+ */
+export interface WorldOptions {
+  turns?: (ModelTurn | Error)[];
+  crash?: string[];
+  effects?: (EffectResult | Error)[];
+}
+
+export function world(opts: WorldOptions = {}): World {
   const store = new MemoryStepStore();
   const model = new QueuedModel(opts.turns ?? []);
   const clock = { now: NOW };
@@ -103,7 +112,7 @@ export function world(opts: { turns?: (ModelTurn | Error)[]; crash?: string[]; e
       crashed.push('killed');
       throw new Error('killed');
     }),
-    now: () => clock.now, tracer: undefined, workerName: 'worker:test',
+    now: () => clock.now, tracer: undefined, workerName: 'worker:test', admission: undefined, rates: undefined,
   };
   return { env, store, model, effects, clock, crashed, pipeline: new StepPipeline(env) };
 }
@@ -121,7 +130,8 @@ export function delivery(job: MemoryJob, signal = new AbortController().signal):
 /** A state as the load stage makes it, for the stages after it. */
 export function stateOf(spec: RunSpec, job: MemoryJob, over: Partial<StepState> = {}): StepState {
   return {
-    job, data: job.data as StepJobData, runId: spec.runId, step: (job.data as StepJobData).step, spec, redelivered: false,
+    job, data: job.data as StepJobData, runId: spec.runId, step: (job.data as StepJobData).step, spec,
+      redelivered: false,
     signal: new AbortController().signal, dispatchSignal: new AbortController().signal, trace: undefined, log,
     started: process.hrtime.bigint(), startedEvent: '{"step":1}', used: { steps: 0, tokens: 0, contextBytes: 0 },
     startedEmitted: false, carriesDecision: false, ...over,

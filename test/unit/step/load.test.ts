@@ -1,4 +1,7 @@
-/** The load stage without Redis: job data validated, unknown runs dropped, stale redeliveries refused, journalled decisions found. */
+/**
+ * The load stage without Redis: job data validated, unknown runs dropped, stale redeliveries refused, journalled
+ * decisions found.
+ */
 import { describe, expect, it } from 'vitest';
 import { InvalidStepInput } from '../../../src/core/errors.js';
 import { load } from '../../../src/worker/step/load.js';
@@ -17,7 +20,8 @@ describe('load', () => {
   it('drops a step of an unknown run', async () => {
     const w = world();
     const spec = specOf();
-    expect(await load(w.env, delivery(new MemoryJob(`${spec.runId}.s1`, jobData(spec))), new WeakMap())).toBeUndefined();
+    expect(await load(w.env, delivery(new MemoryJob(`${spec.runId}.s1`, jobData(spec))),
+      new WeakMap())).toBeUndefined();
   });
 
   it("a first delivery trusts the usage its job carries and reads no state", async () => {
@@ -48,7 +52,8 @@ describe('load', () => {
     const w = world();
     const spec = specOf();
     const run = w.store.addRun(spec);
-    const decision = { v: 1 as const, kind: 'decision' as const, step: 1, model: 'queued', toolCalls: [], final: 'x', usage, attempts: 1 };
+    const decision = { v: 1 as const, kind: 'decision' as const, step: 1, model: 'queued', toolCalls: [], final: 'x',
+      usage, attempts: 1 };
     run.journal.push(decision);
     run.state.decidedStep = 1;
     run.state.used = { steps: 0, tokens: 12, contextBytes: 40 };

@@ -1,4 +1,7 @@
-/** The stages run in order by the pipeline, without Redis: a run to its end, a duplicate delivery, a failing step's last attempt. */
+/**
+ * The stages run in order by the pipeline, without Redis: a run to its end, a duplicate delivery, a failing step's last
+ * attempt.
+ */
 import { describe, expect, it } from 'vitest';
 import { MemoryJob } from './memoryStepStore.js';
 import { delivery, finalTurn, jobData, readTurn, specOf, world, writeTurn, type World } from './fixtures.js';
@@ -20,7 +23,8 @@ describe('step pipeline', () => {
     await deliverCurrent(w, spec.runId);
     await deliverCurrent(w, spec.runId);
     const run = w.store.run(spec.runId);
-    expect(run.journal.map((e) => `${e.kind}:${e.step}`)).toEqual(['decision:1', 'observation:1', 'decision:2', 'status:2']);
+    expect(run.journal.map((e) => `${e.kind}:${e.step}`)).toEqual(['decision:1', 'observation:1', 'decision:2',
+      'status:2']);
     expect(run.state).toMatchObject({ status: 'completed', cursor: 2 });
     expect(run.state.used).toMatchObject({ steps: 2, tokens: 24 });
     expect(run.events.filter((e) => e.type === 'step_started')).toHaveLength(2);
@@ -48,7 +52,7 @@ describe('step pipeline', () => {
     expect(rejections.values.find((v) => v.labels.code === 'lock_lost')?.value).toBe(1);
   });
 
-  it('an error before the last attempt is rethrown (BullMQ retries); on the last one the run ends failed with its code', async () => {
+  it('an error is rethrown before the last attempt (BullMQ retries); on the last, the run ends failed with its code', async () => {
     const leak = () => new TypeError('customer text here');
     const w = world({ turns: [writeTurn, writeTurn], effects: [leak(), leak()] });
     const spec = specOf();
