@@ -18,6 +18,7 @@
  */
 import { DelayedError } from 'bullmq';
 import { AgentError, errorCode, FenceError } from '../../core/errors.js';
+import { NotReplicatedError } from '../../store/replicated.js';
 import { act } from './act.js';
 import { commit } from './commit.js';
 import { decide } from './decide.js';
@@ -64,31 +65,43 @@ export class StepPipeline {
   }
 
   /**
-   * A stage threw. A hand-back (DelayedError) passes through; a fence refusal ends the delivery
-   * (a decision journalled concurrently throws, so the redelivery reuses it); at SIGTERM the job
-   * is handed back; on the job's last attempt the run ends `failed` with the error's code (never
-   * its text: it may quote customer data); else BullMQ retries the job.
+   * A stage threw. A hand-back (DelayedError) passes through; replicas behind delay the job; a fence
+   * refusal ends the delivery; at SIGTERM the job is handed back; on the job's last attempt the run
+   * ends `failed` with the error's code (never its text: it may quote customer data); else BullMQ
+   * retries the job.
    */
   private async failed(state: StepState, err: unknown, fetchNext: () => boolean): Promise<void> {
-    const { env } = this;
     const { log } = state;
     if (err instanceof DelayedError) throw err;
-    if (err instanceof FenceError) {
-      env.metrics.fenceRejections.inc({ code: err.code });
-      log.info({ code: err.code }, 'commit refused by the fence');
-      if (err.code !== 'lock_lost') await env.store.ensureCurrentStepJob(state.runId);
-      if (err.code === 'decision_exists') throw err;
-      return;
-    }
+    if (err instanceof NotReplicatedError && !state.signal.aborted) return this.waitForReplicas(state, err);
+    if (err instanceof FenceError) return this.fenced(state, err);
     if (state.signal.aborted) throw err;
     const lastAttempt = state.job.attemptsMade + 1 >= state.job.maxAttempts;
     log.error({ code: err instanceof AgentError ? err.code : 'step_error', err, lastAttempt }, 'step failed');
     if (!lastAttempt) throw err;
     // If this stop cannot be committed, the job fails and the failed event (or the sweep) ends the run.
     const stop = stopPlan(state.step, { status: 'failed', reason: `step_error: ${errorCode(err)}` });
-    await commit(env, state, stop, fetchNext()).catch((commitErr: unknown) => {
+    await commit(this.env, state, stop, fetchNext()).catch((commitErr: unknown) => {
       log.error({ code: 'stop_commit_failed', err: commitErr }, 'could not commit the failed status');
       throw err;
     });
+  }
+
+  /** Nothing was sent (the action is safe_retry): the job waits for the replicas without spending an attempt. */
+  private async waitForReplicas(state: StepState, err: NotReplicatedError): Promise<never> {
+    state.log.warn({ code: err.code, ...err.details }, 'replicas behind: step delayed');
+    await state.job.delay(this.env.now() + err.retryAfterMs);
+    throw new DelayedError();
+  }
+
+  /**
+   * Another owner moved the run on: counted, and the run's current job made sure of. A decision
+   * journalled concurrently throws, so the redelivery reuses it.
+   */
+  private async fenced(state: StepState, err: FenceError): Promise<void> {
+    this.env.metrics.fenceRejections.inc({ code: err.code });
+    state.log.info({ code: err.code }, 'commit refused by the fence');
+    if (err.code !== 'lock_lost') await this.env.store.ensureCurrentStepJob(state.runId);
+    if (err.code === 'decision_exists') throw err;
   }
 }

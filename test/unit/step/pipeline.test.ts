@@ -2,7 +2,9 @@
  * The stages run in order by the pipeline, without Redis: a run to its end, a duplicate delivery, a failing step's last
  * attempt.
  */
+import { DelayedError } from 'bullmq';
 import { describe, expect, it } from 'vitest';
+import { NotReplicatedError } from '../../../src/store/replicated.js';
 import { MemoryJob } from './memoryStepStore.js';
 import { delivery, finalTurn, jobData, readTurn, specOf, world, writeTurn, type World } from './fixtures.js';
 
@@ -68,5 +70,15 @@ describe('step pipeline', () => {
     expect(JSON.stringify(run.journal)).not.toContain('customer text');
     // The redelivery reused the decision the first delivery journalled before its write.
     expect(w.model.requests).toHaveLength(1);
+  });
+
+  it('replicas behind before a dispatch: the job waits their Retry-After, no attempt spent, nothing committed', async () => {
+    const w = world({ turns: [writeTurn], effects: [new NotReplicatedError(0, 1, 250)] });
+    const spec = specOf();
+    w.store.addRun(spec);
+    const job = new MemoryJob(`${spec.runId}.s1`, jobData(spec), 'token-A', 1, 0, 1);
+    await expect(w.pipeline.run(delivery(job))).rejects.toBeInstanceOf(DelayedError);
+    expect(job.delayedUntil).toBe(w.clock.now + 250);
+    expect(w.store.run(spec.runId).state.status).toBe('running');
   });
 });
