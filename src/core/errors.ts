@@ -45,7 +45,8 @@ export type ErrorCode =
   | 'agents_module_invalid'
   | 'budget_exhausted'
   | 'action_waiting'
-  | 'rate_limited';
+  | 'rate_limited'
+  | 'not_replicated';
 
 /**
  * What a retry should do with an error:

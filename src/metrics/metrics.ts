@@ -36,6 +36,7 @@ export class Metrics {
   readonly modelRateLimited: Counter;
   readonly scheduleTicks: Counter;
   readonly waits: Counter;
+  readonly replicationWaits: Histogram;
 
   constructor(readonly registry: Registry, opts: { defaultMetrics?: boolean } = {}) {
     const r = [registry];
@@ -95,6 +96,11 @@ export class Metrics {
     this.waits = new Counter({
       name: 'agent_waits_total', help: 'Durable waits of runs (sleep, event) by how they ended: parked, delivered, woke, timed_out, refused',
       labelNames: ['kind', 'outcome'], registers: r,
+    });
+    this.replicationWaits = new Histogram({
+      name: 'agent_replication_wait_seconds',
+      help: 'Waits for replicas (WAIT/WAITAOF, REDIS_MIN_REPLICAS) before a write is acknowledged: a run\'s creation (intake) or an action\'s intent (dispatch); outcome ok or not_replicated',
+      labelNames: ['write', 'outcome'], registers: r, buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
     });
     this.scrapeErrors = new Counter({ name: 'agent_scrape_collect_errors_total', help: 'Scrape-time gauges not refreshed because their Redis read failed', labelNames: ['collector'], registers: r });
   }

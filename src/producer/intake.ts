@@ -20,6 +20,7 @@ import type { CreateRunResult } from '../store/calls/createRun.js';
 import { runIdFor, runIdForEvent } from '../store/keys.js';
 import { resolveModelChoice } from './modelChoice.js';
 import { normalizeRunRequest, type CreateRunRequest, type RunRequest } from './schemas.js';
+import { runReplicated } from '../runs/replication.js';
 
 export const REQUEST_KEY_TTL_MS = 24 * 3600_000;
 
@@ -112,6 +113,10 @@ export async function startRun(
   }
   const intake = await createAdmitted(ctx, spec, nowMs);
   if (intake.outcome !== 'created') return { runId: intake.runId, created: false };
+  // Acknowledged means replicated: else NotReplicatedError (a 503 with Retry-After). The run may still exist on
+  // this master and proceed; the caller's retry with the same Idempotency-Key finds it, and if the master dies
+  // first the run is gone from the store as from the caller's view (no 201 was given for it).
+  await runReplicated(ctx, intake.runId, 'intake');
   return { runId: intake.runId, created: true, ...(intake.previousRunId ? { previousRunId: intake.previousRunId } : {}) };
 }
 

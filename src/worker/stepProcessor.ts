@@ -17,6 +17,7 @@
 import type { Context, Tracer } from '@opentelemetry/api';
 import { traced } from '../metrics/tracing.js';
 import { DelayedError, type Job } from 'bullmq';
+import { NotReplicatedError } from '../store/replicated.js';
 import { z } from 'zod';
 import type { Logger } from 'pino';
 import { AgentError, errorCode, FenceError, InvalidStepInput, RetryableError, ShutdownError, TerminalError } from '../core/errors.js';
@@ -366,6 +367,12 @@ export class StepProcessor {
       log.debug({ code: 'step_committed', status }, 'step committed');
     } catch (err) {
       if (err instanceof DelayedError) throw err; // waiting out a provider outage or a previous run: the job is in the delayed set
+      if (err instanceof NotReplicatedError && !signal.aborted) {
+        // Nothing was sent (the action is safe_retry): wait for the replicas without spending an attempt.
+        log.warn({ code: err.code, ...err.details }, 'replicas behind: step delayed');
+        await job.moveToDelayed(this.now() + err.retryAfterMs, token);
+        throw new DelayedError();
+      }
       if (err instanceof FenceError) {
         this.d.metrics.fenceRejections.inc({ code: err.code });
         log.info({ code: err.code }, 'commit refused by the fence');
