@@ -52,7 +52,7 @@ async function timed<T>(name: string, work: () => Promise<T>): Promise<T> {
   }
 }
 
-function bash(script: string, cwd: string, timeout = 180_000): Promise<{ stdout: string; stderr: string }> {
+function bash(script: string, cwd: string, timeout = 400_000): Promise<{ stdout: string; stderr: string }> {
   return run('bash', ['-eo', 'pipefail', '-c', script], { cwd, env, timeout, maxBuffer: 16 * 1024 * 1024 });
 }
 
