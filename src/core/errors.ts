@@ -44,7 +44,9 @@ export type ErrorCode =
   | 'idempotency_conflict'
   | 'agents_module_invalid'
   | 'budget_exhausted'
-  | 'action_waiting';
+  | 'action_waiting'
+  | 'rate_limited'
+  | 'not_replicated';
 
 /**
  * What a retry should do with an error:

@@ -11,6 +11,11 @@ import { InvalidRunRequest, startRun } from '../producer/intake.js';
 import { createRunSchemaFor } from '../producer/schemas.js';
 import { EVENT_KEY_FORMAT } from '../runs/spec.js';
 import { runView, type EffectsLister } from './runView.js';
+import { storeErrorAnswered, storeGate } from './storeUnavailable.js';
+import { storeWritable } from '../store/connect.js';
+
+/** /readyz's store check answers within this (a lost master must not hang the probe). */
+const READY_PING_MS = 1000;
 
 export interface ApiOptions {
   listEffects?: EffectsLister;
@@ -22,6 +27,7 @@ export interface ApiOptions {
 export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Express {
   const app = express();
   app.disable('x-powered-by');
+  app.use(storeGate(ctx));
   app.use(express.json({ limit: BODY_LIMIT }));
   app.use((req, res, next) => {
     if (nestedDeeperThan(req.body)) return bodyTooDeep(res);
@@ -31,7 +37,7 @@ export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Ex
 
   app.get('/healthz', (_req, res) => void res.json({ ok: true }));
   app.get('/readyz', async (_req, res) => {
-    const ready = (opts.isReady?.() ?? true) && (await ctx.redis.ping().then(() => true, () => false));
+    const ready = (opts.isReady?.() ?? true) && (await storeWritable(ctx.redis, READY_PING_MS));
     res.status(ready ? 200 : 503).json({ ready });
   });
   // With API_METRICS_PORT set, /metrics is served there (src/server/api.ts), not on PORT.
@@ -86,6 +92,7 @@ export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Ex
 
   app.use((err: Error & { status?: number; type?: string }, _req: Request, res: Response, _next: NextFunction) => {
     if (answerRequestError(err, res, ctx.log)) return;
+    if (storeErrorAnswered(ctx, err, res)) return;
     ctx.log.error({ code: 'api_error', err }, 'request failed');
     res.status(err.status ?? 500).json({ error: 'internal_error' });
   });

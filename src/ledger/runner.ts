@@ -29,6 +29,8 @@ import type { EffectResult, EffectRunner } from '../worker/effects.js';
 import { actionIdentity } from './identity.js';
 import { Ledger, LedgerConflict, ledgerFor, type ActionRecord } from './ledger.js';
 import { reconcile } from './reconcile.js';
+import { runReplicated } from '../runs/replication.js';
+import { NotReplicatedError } from '../store/replicated.js';
 import type { LedgerState } from './states.js';
 
 /** Decides whether an action needs a person's approval before dispatch (see src/ledger/approvals.ts). */
@@ -65,6 +67,11 @@ export interface RunnerDeps {
   tracer?: Tracer | undefined;
   workerId: string;
   approvals?: ApprovalPolicy;
+  /**
+   * Waits until the run's writes so far (the decision, the action's plan and intent) are on the replicas
+   * REDIS_MIN_REPLICAS asks for, or throws NotReplicatedError (src/runs/replication.ts). Absent: no wait.
+   */
+  replicate?: (runId: string) => Promise<void>;
 }
 
 const MAX_DRIVE_ROUNDS = 12;
@@ -219,6 +226,7 @@ export class LedgerEffectRunner implements EffectRunner {
     const window: Record<string, string> = windowMs !== undefined && rec.replayUntil === undefined ? { replayUntil: String(now() + windowMs) } : {};
     // Intent is recorded before the request leaves: from here on, a crash means "maybe sent".
     if (!(await this.move(rec, rec.state, 'dispatched', { why: 'dispatching', evidence: { attempt: rec.attempts + 1 } }, window, { countAttempt: true, unlessCancelled }))) return;
+    await this.untilReplicated(rec, log);
     this.d.crash.hit('after_dispatched', ctx.step);
     const firstDispatch = rec.attempts === 0;
     let receipt: DispatchReceipt;
@@ -284,6 +292,28 @@ export class LedgerEffectRunner implements EffectRunner {
   }
 
   /**
+   * Nothing leaves the process that a failover could make the ledger forget: the intent just recorded, and with
+   * it the decision that chose the action, must be on the replicas first. If they are not, the request is not
+   * sent: the action goes to safe_retry (proven unsent, the same key next time) and NotReplicatedError tells the
+   * step to wait (its job is delayed). If this process dies before that move, the next owner finds `dispatched`
+   * and reconciles with the service, as after any crash past the intent.
+   */
+  private async untilReplicated(rec: ActionRecord, log: Logger): Promise<void> {
+    if (!this.d.replicate) return;
+    try {
+      await this.d.replicate(rec.runId);
+    } catch (err) {
+      if (!(err instanceof NotReplicatedError)) throw err;
+      const evidence = { acked: err.acked, required: err.required };
+      log.warn({ code: 'not_replicated', ...evidence }, 'intent not on enough replicas: not dispatched');
+      const why = 'not sent: the intent was not on enough replicas';
+      await this.move({ ...rec, state: 'dispatched' }, 'dispatched', 'outcome_unknown', { why, evidence });
+      await this.move({ ...rec, state: 'outcome_unknown' }, 'outcome_unknown', 'safe_retry', { why, evidence });
+      throw err;
+    }
+  }
+
+  /**
    * Negative control only (test hook unsafeDisableIdempotency): no ledger, a blind send of the
    * action's key every time. Against a key-ignoring service, every redelivery duplicates.
    */
@@ -311,5 +341,6 @@ export function createEffectRunner(ctx: EngineContext, opts: { approvals?: Appro
     cfg: ctx.cfg, ledger: ledgerFor(ctx), metrics: opts.metrics ?? ctx.metrics, log: ctx.log,
     crash: opts.crash ?? hooks.crash, unsafeDisableIdempotency: hooks.unsafeDisableIdempotency, workerId: opts.workerId ?? `worker:${process.pid}`, tracer: ctx.tracing.tracer,
     ...(opts.approvals ? { approvals: opts.approvals } : {}),
+    ...(ctx.cfg.REDIS_MIN_REPLICAS > 0 ? { replicate: (runId: string) => runReplicated(ctx, runId, 'dispatch') } : {}),
   });
 }
