@@ -15,6 +15,7 @@ import { runsListRouter } from './runsList.js';
 import { versionsRouter } from './versions.js';
 import { schedulesRouter } from './schedules.js';
 import { sessionsRouter } from './sessions.js';
+import { flowRouter } from './flow.js';
 import { Schedules } from '../../producer/schedules.js';
 
 /**
@@ -37,5 +38,6 @@ export function mountOperators(app: express.Express, ctx: EngineContext, ledger:
   app.use(consoleRouter(ctx, ledger, sessions, compensations));
   app.use(schedulesRouter(ctx, new Schedules(ctx)));
   app.use(sessionsRouter(ctx, sessions));
+  app.use(flowRouter(ctx));
   mountBullBoard(app, ctx, session);
 }
