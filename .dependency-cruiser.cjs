@@ -39,7 +39,7 @@ module.exports = {
       name: 'engine-knows-no-agent',
       severity: 'error',
       comment: 'The engine (core, runs, worker, ledger, store) is given agents and providers; it never imports agents, models, the producer, entry points or anything outside src/.',
-      from: { path: '^src/(core|budget|runs|worker|ledger|store)/' },
+      from: { path: '^src/(core|budget|runs|worker|ledger|store|flow)/' },
       to: { path: '^(src/(agents|models|producer|http|server|mcp)/|src/index\\.ts$|sandbox/|testkit/|test/|demo/|examples/|bench/)' },
     },
     {

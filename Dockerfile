@@ -5,8 +5,8 @@
 # Build: docker build -t durable-agent-fleet .
 # The sandbox (a test double of the vendors) is not in it: `docker build --target sandbox -t
 # durable-agent-fleet-sandbox .` builds the development-only image that adds it (compose profile dev).
-# For reproducible builds pin the base image by digest (node:20-bookworm-slim@sha256:...).
-ARG NODE_IMAGE=node:20-bookworm-slim
+# For reproducible builds pin the base image by digest (node:24-bookworm-slim@sha256:...).
+ARG NODE_IMAGE=node:24-bookworm-slim
 
 # --- build: all dependencies, compile TypeScript, copy the Lua scripts next to the JS -------
 FROM ${NODE_IMAGE} AS build

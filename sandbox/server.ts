@@ -20,7 +20,7 @@ import { FaultPlan } from './faults.js';
 import { sendJson } from './http.js';
 import { customerRead, kbRead } from './reads.js';
 import { Store } from './store.js';
-import { type EffectResource, type FaultRule, type SandboxCounts } from './types.js';
+import { type EffectResource, type FaultRule, type SandboxCounts, type SandboxRecord } from './types.js';
 import { handleResend } from './vendors/resend.js';
 import { handleStripe } from './vendors/stripe.js';
 import { handleZendesk } from './vendors/zendesk.js';
@@ -44,6 +44,8 @@ export interface SandboxHandle {
   addFaults(rules: FaultRule[]): void;
   clearFaults(): void;
   counts(): SandboxCounts;
+  /** Every record of a resource, oldest first (the failover campaign counts emails per recipient). */
+  records(resource: EffectResource): SandboxRecord[];
   /** Clear records, counts and faults, and restart the fault PRNG from the seed (the clock and windows too). */
   reset(): void;
   /** Move the sandbox clock forward: keys older than their vendor's window are forgotten. */
@@ -93,6 +95,7 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<SandboxHa
     addFaults: (rules) => ctx.faults.add(rules),
     clearFaults: () => ctx.faults.clear(),
     counts: () => ctx.store.counts(),
+    records: (resource) => ctx.store.all(resource),
     reset,
     advanceClock: (ms) => ctx.store.advance(ms),
     setKeyWindow: (resource, ms) => {

@@ -20,7 +20,10 @@ export type {
 } from './core/tool.js';
 export type { AgentModelChoice, ModelChoice, ModelOptions, ModelProvider, ModelRequest, ModelTurn, ToolSpec } from './core/model.js';
 export type { ToolCall, Usage } from './core/journal.js';
-export { AgentError, TerminalError, RetryableError, KeyConflictError, type ErrorCode } from './core/errors.js';
+export {
+  AgentError, TerminalError, RetryableError, KeyConflictError, isAgentError, isRetryable, isOutcomeUnknown, isKeyConflict, hasErrorCode,
+  type ErrorCode,
+} from './core/errors.js';
 export {
   connectMcpServer, MCP_META, type McpTransport, type McpToolsOptions, type McpWriteDeclaration, type McpServerConnection,
   type McpCallResult, type McpCaller,

@@ -84,7 +84,8 @@ export async function startEmbeddedRedis(opts: EmbeddedOptions = {}): Promise<Em
     url, port, dir,
     async kill(signal = 'SIGTERM') {
       const p = handle.process;
-      if (!p || p.exitCode !== null) return;
+      // A process killed by a signal has a signalCode and no exitCode: it is gone too.
+      if (!p || p.exitCode !== null || p.signalCode !== null) return;
       await new Promise<void>((resolve) => {
         p.once('exit', () => resolve());
         p.kill(signal);

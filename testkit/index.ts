@@ -18,3 +18,6 @@ export type { ModelServer, Reply, TurnReply, ErrorReply, RawReply, RecordedReque
 export { scriptResponder } from './modelServers/scriptPlayer.js';
 export { parseSseBlock, readSse, type SseEvent } from './sse.js';
 export { startMcpHttpServer, bookingServer, BookingStore, type Booking, type BookingOptions, type McpHttpHandle } from './mcpServer.js';
+export {
+  crashTest, STEP_CRASH_POINTS, type CrashTestOptions, type CrashTestService, type CrashReport, type CrashCase, type CrashVerdict,
+} from './crashTest.js';

@@ -8,14 +8,16 @@ export interface WorkerProcess {
   lines: string[];
 }
 
-export async function spawnWorker(env: Record<string, string>): Promise<WorkerProcess> {
+/** startTimeoutMs: until its start line (a loaded machine compiles the sources slowly). */
+export async function spawnWorker(env: Record<string, string>, startTimeoutMs = 30_000): Promise<WorkerProcess> {
   const child = spawnModule('src/server/worker', { WORKER_METRICS_PORT: '0', ...env, LOG_LEVEL: 'info' }, ['ignore', 'pipe', 'pipe']);
   const lines: string[] = [];
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
   onLines(child.stdout!, (line) => lines.push(line));
   child.stderr!.on('data', (d: Buffer) => lines.push(`stderr: ${d.toString()}`));
-  const deadline = Date.now() + 30_000;
+  const deadline = Date.now() + startTimeoutMs;
   while (!lines.some((l) => l.includes('"worker_started"'))) {
+    if (child.signalCode === 'SIGKILL') break; // a crash point can fire before the start line is read
     if (child.exitCode !== null || Date.now() > deadline) throw new Error(`worker did not start:\n${lines.join('\n')}`);
     await new Promise((r) => setTimeout(r, 20));
   }

@@ -22,6 +22,8 @@ export interface CrmHandle {
   url: string;
   /** Deals created (business effects): a duplicate would be a second deal for one lead. */
   deals(): Deal[];
+  /** Deals created per Idempotency-Key (what a crash test counts against its runs). */
+  effectsByKey(): Record<string, number>;
   close(): Promise<void>;
 }
 
@@ -43,6 +45,7 @@ async function readJson(req: IncomingMessage): Promise<unknown> {
 export async function startCrm(port = 0): Promise<CrmHandle> {
   const byKey = new Map<string, { deal: Deal; bodyHash: string }>();
   const deals: Deal[] = [];
+  const createdPerKey: Record<string, number> = {};
   const server = createServer((req, res) => {
     void (async () => {
       const url = new URL(req.url ?? '/', 'http://crm');
@@ -64,6 +67,7 @@ export async function startCrm(port = 0): Promise<CrmHandle> {
         }
         const deal: Deal = { id: `deal_${deals.length + 1}`, leadId: body.leadId, company: body.company, tier: body.tier, amountCents: body.amountCents };
         deals.push(deal);
+        createdPerKey[key] = (createdPerKey[key] ?? 0) + 1;
         byKey.set(key, { deal, bodyHash });
         return send(res, 201, deal);
       }
@@ -80,6 +84,7 @@ export async function startCrm(port = 0): Promise<CrmHandle> {
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     deals: () => [...deals],
+    effectsByKey: () => ({ ...createdPerKey }),
     close: () => new Promise((r) => server.close(() => r())),
   };
 }

@@ -51,13 +51,38 @@ export const configSchema = z.object({
   REDIS_URL: z.string().url().optional(),
   /** host:port,host:port of a Redis Cluster; takes precedence over REDIS_URL. */
   REDIS_CLUSTER_NODES: csv,
+  /**
+   * host:port,host:port of Redis Sentinels watching the master named REDIS_SENTINEL_MASTER; takes precedence over
+   * REDIS_URL (REDIS_CLUSTER_NODES over both). Clients ask the sentinels for the master and follow a failover.
+   */
+  REDIS_SENTINELS: csv,
+  REDIS_SENTINEL_MASTER: z.string().regex(/^[\w.-]{1,100}$/).default('mymaster'),
+  /** The password of the sentinels themselves (the master's is in REDIS_URL's or REDIS_PASSWORD). */
+  REDIS_SENTINEL_PASSWORD: z.string().min(1).optional(),
+  /** The master's password with REDIS_SENTINELS (with REDIS_URL it is in the URL). */
+  REDIS_PASSWORD: z.string().min(1).optional(),
+  /**
+   * Replicas that must hold a write before it counts as acknowledged (WAIT; WAITAOF too where the server has it):
+   * a run's creation before its 201, an action's decision and intent before its request leaves. 0 = a single
+   * Redis, no wait. With N > 0 a write a failover could still take is not acknowledged: the API answers 503 with
+   * Retry-After, a dispatch waits (the step job is delayed, no attempt counted).
+   */
+  REDIS_MIN_REPLICAS: int(0, 0),
+  /** How long one replication wait may take, in ms (WAIT's timeout). */
+  REDIS_REPLICA_WAIT_MS: int(500, 1),
+  /** Retry-After (seconds) of a 503 while the store is unavailable or a write is not replicated. */
+  STORE_RETRY_AFTER_S: int(2, 1),
   /** At boot, how long a process waits for Redis before it exits naming it (then reconnects forever once up). */
   REDIS_BOOT_TIMEOUT_MS: int(10000, 100),
   /** Prefix of every key this app owns (runs, journals, ledger). */
   KEY_PREFIX: z.string().regex(/^[a-z0-9_-]+$/i).default('agent'),
   /** Prefix BullMQ uses for its queue keys. */
   BULL_PREFIX: z.string().regex(/^[a-z0-9_-]+$/i).default('bull'),
-  /** Number of step-queue shards; a run lives on shard hash(runId) % SHARDS. */
+  /**
+   * Number of step-queue shards; a run lives on shard hash(runId) % SHARDS. Unset: 1 on a single Redis, 16 on a
+   * Cluster (CLUSTER_DEFAULT_SHARDS: every master of a 3 to 6 master cluster owns some; the boot says which
+   * masters own none). Every process of a deployment must use the same count.
+   */
   SHARDS: int(1, 1),
   /** Shards this worker consumes (empty = all). */
   WORKER_SHARDS: csv,
@@ -281,9 +306,43 @@ export const configSchema = z.object({
   SSE_MAX_VIEWERS: int(1000, 1),
   /** Per-tenant token budget per UTC day (0 = no tenant budget). */
   TENANT_DAILY_TOKENS: int(0, 0),
+  /**
+   * Flow control (src/flow): a new run waits in its tenant's line and is admitted in weighted
+   * round-robin while its tenant, its agent and the fleet are under their concurrency limits.
+   * Off: every run starts at once (first come, first served, step by step).
+   */
+  FLOW_CONTROL: bool.default(false),
+  /** Runs of one tenant at work at once (0 = no limit); per tenant in FLOW_TENANT_LIMITS, at run time by `agentctl flow`. */
+  FLOW_TENANT_CONCURRENCY: int(50, 0),
+  /** Runs of one agent at work at once, across tenants (0 = no limit); per agent in FLOW_AGENT_LIMITS. */
+  FLOW_AGENT_CONCURRENCY: int(0, 0),
+  /** Runs at work at once in the whole fleet (0 = no limit). */
+  FLOW_FLEET_CONCURRENCY: int(0, 0),
+  /** Weights of the tenants' turns, e.g. {"acme":2} (default 1 each): a tenant of weight 2 is admitted twice as often. */
+  FLOW_TENANT_WEIGHTS: json(z.record(z.string().min(1), z.number().positive().max(1000)), {}),
+  /** Concurrency limits per tenant, e.g. {"acme":100} (0 = none), over FLOW_TENANT_CONCURRENCY. */
+  FLOW_TENANT_LIMITS: json(z.record(z.string().min(1), z.number().int().min(0)), {}),
+  /** Concurrency limits per agent, e.g. {"support":40} (0 = none), over FLOW_AGENT_CONCURRENCY. */
+  FLOW_AGENT_LIMITS: json(z.record(z.string().min(1), z.number().int().min(0)), {}),
+  /** How often each worker does flow control's bookkeeping: slots of ended runs, admissions whose admitter died. */
+  FLOW_SWEEP_MS: int(1000, 50),
+  /**
+   * Model rate limits, e.g. [{"provider":"openai","model":"gpt-4o-mini","rpm":500,"tpm":200000}]: a token
+   * bucket each, reserved before every model attempt. `model` omitted: every model of the provider shares
+   * it; `perTenant`: one bucket per tenant with these limits.
+   */
+  MODEL_RATE_LIMITS: json(z.array(z.object({
+    provider: z.string().min(1), model: z.string().min(1).optional(),
+    rpm: z.number().int().min(0), tpm: z.number().int().min(0), perTenant: z.boolean().optional(),
+  }).strict()), []),
+  /** How much refill a rate-limit bucket holds (ms of its rate): the largest burst past the steady rate. */
+  MODEL_RATE_BURST_MS: int(1000, 10),
 });
 
 export type Config = Readonly<z.infer<typeof configSchema>>;
+
+/** SHARDS on a Cluster when unset: the tags {0}..{15} fall on every master of a 3-master (6, 6, 4) and 6-master cluster. */
+export const CLUSTER_DEFAULT_SHARDS = 16;
 
 /** Bad configuration: boot stops with the fields named (never retried). */
 export class ConfigError extends TerminalError {
@@ -346,6 +405,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new ConfigError(fields, `invalid configuration: ${detail}`);
   }
   const cfg = parsed.data;
+  // One shard would put every run on one master of a Cluster: spread by default.
+  if (raw.SHARDS === undefined && cfg.REDIS_CLUSTER_NODES.length > 0) cfg.SHARDS = CLUSTER_DEFAULT_SHARDS;
   if (cfg.DEV_AUTH === 'generate') {
     if (cfg.APP_MODE !== 'development') throw new ConfigError(['DEV_AUTH'], 'invalid configuration: DEV_AUTH=generate is for APP_MODE=development only');
     const secret = () => randomBytes(18).toString('base64url');

@@ -44,7 +44,9 @@ export type ErrorCode =
   | 'idempotency_conflict'
   | 'agents_module_invalid'
   | 'budget_exhausted'
-  | 'action_waiting';
+  | 'action_waiting'
+  | 'rate_limited'
+  | 'not_replicated';
 
 /**
  * What a retry should do with an error:
@@ -150,14 +152,43 @@ export class InvariantError extends AgentError {
   override readonly retry: RetryKind = 'terminal';
 }
 
-/** Whether a retry of `err` may run again in code now (after backoff): only a RetryableError. */
+const RETRY_KINDS: ReadonlySet<string> = new Set<RetryKind>(['terminal', 'retryable', 'outcome_unknown', 'redeliver', 'fenced', 'cancelled', 'shutdown']);
+
+/**
+ * Whether `err` is one of the engine's errors, recognised by its `code` and `retry`, not by its class: an agents
+ * module that resolved its own copy of the package (another path, another version) throws errors of other
+ * classes with the same meaning. The classes stay for raising; deciding goes through these guards.
+ */
+export function isAgentError(err: unknown): err is AgentError {
+  if (err instanceof AgentError) return true;
+  if (!(err instanceof Error)) return false;
+  const { code, retry } = err as { code?: unknown; retry?: unknown };
+  return typeof code === 'string' && typeof retry === 'string' && RETRY_KINDS.has(retry);
+}
+
+/** Whether a retry of `err` may run again in code now (after backoff): a RetryableError, by its `retry`. */
 export function isRetryable(err: unknown): err is RetryableError {
-  return err instanceof AgentError && err.retry === 'retryable';
+  return isAgentError(err) && err.retry === 'retryable';
+}
+
+/** Whether the request may have reached the service (an OutcomeUnknownError, by its `retry`): reconcile first. */
+export function isOutcomeUnknown(err: unknown): err is OutcomeUnknownError {
+  return isAgentError(err) && err.retry === 'outcome_unknown';
+}
+
+/** Whether the service holds the key for another request (a KeyConflictError, by its `code`). */
+export function isKeyConflict(err: unknown): err is KeyConflictError {
+  return isAgentError(err) && err.code === 'idempotency_conflict';
+}
+
+/** Whether `err` is the engine's error with this `code` (e.g. `invalid_input`: the service refused the request). */
+export function hasErrorCode(err: unknown, code: ErrorCode): err is AgentError {
+  return isAgentError(err) && err.code === code;
 }
 
 /** What a retry should do with any error: its `retry`, else `redeliver` (an unknown error fails the delivery). */
 export function retryKindOf(err: unknown): RetryKind {
-  return err instanceof AgentError ? err.retry : 'redeliver';
+  return isAgentError(err) ? err.retry : 'redeliver';
 }
 
 /** A bounded code for any error (for reasons and metric labels): its snake_case `code`, else its class name. */

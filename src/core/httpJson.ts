@@ -6,7 +6,7 @@
  *  - OutcomeUnknownError: the request may have left and been processed
  *    (timeout, reset, other 5xx, malformed body) -> reconcile, never resend blindly.
  */
-import { AgentError, OutcomeUnknownError, RetryableError } from './errors.js';
+import { isAgentError, OutcomeUnknownError, RetryableError } from './errors.js';
 import { TimeoutError, withTimeout } from './timeout.js';
 
 export { OutcomeUnknownError };
@@ -49,7 +49,7 @@ export async function httpJson(url: string, init: HttpRequest): Promise<HttpResu
   } catch (err) {
     if (init.signal.aborted) throw new OutcomeUnknownError(`request did not complete: ${(err as Error).message}`, { reason: 'aborted' }, { cause: err });
     if (err instanceof TimeoutError) throw new OutcomeUnknownError(`request did not complete: ${err.message}`, { reason: 'timeout_or_reset', timeoutMs: err.timeoutMs }, { cause: err });
-    if (err instanceof AgentError) throw err;
+    if (isAgentError(err)) throw err;
     if (isConnectRefused(err)) throw new RetryableError(`connection refused: ${url}`, undefined, { reason: 'refused' }, { cause: err });
     throw new OutcomeUnknownError(`request did not complete: ${(err as Error).message}`, { reason: 'timeout_or_reset' }, { cause: err });
   }

@@ -6,7 +6,7 @@
  * full jitter, honouring Retry-After; anything else propagates at once. A
  * deadline bounds the whole: no backoff is slept past it.
  */
-import { RetryableError } from './errors.js';
+import { isRetryable, type RetryableError } from './errors.js';
 import { DeadlineError } from './timeout.js';
 
 export interface RetryPolicy {
@@ -57,7 +57,7 @@ export async function withRetry<T>(
     try {
       return await fn(attempt);
     } catch (err) {
-      if (!(err instanceof RetryableError) || attempt >= policy.maxAttempts) throw err;
+      if (!isRetryable(err) || attempt >= policy.maxAttempts) throw err;
       const delay = Math.min(policy.maxMs, Math.max(err.retryAfterMs ?? 0, backoffMs(attempt, policy, random)));
       if (deps.deadlineAt !== undefined && (deps.now ?? Date.now)() + delay >= deps.deadlineAt) throw new DeadlineError(deps.deadlineAt, err);
       deps.onRetry?.(attempt, err, delay);

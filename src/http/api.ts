@@ -3,11 +3,19 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import type { EngineContext } from '../runs/engineContext.js';
 import { metricsAllowed } from './opsServer.js';
 import { requireRunAccess, requireRunCreation, runNotFound } from './auth.js';
-import { BODY_LIMIT, bodyParserError, bodyTooDeep, nestedDeeperThan } from '../producer/bodyLimits.js';
+import {
+  BODY_LIMIT, bodyIllFormed, bodyTooDeep, illFormedStringPath, nestedDeeperThan,
+} from '../producer/bodyLimits.js';
+import { answerRequestError } from './requestErrors.js';
 import { InvalidRunRequest, startRun } from '../producer/intake.js';
 import { createRunSchemaFor } from '../producer/schemas.js';
 import { EVENT_KEY_FORMAT } from '../runs/spec.js';
 import { runView, type EffectsLister } from './runView.js';
+import { storeErrorAnswered, storeGate } from './storeUnavailable.js';
+import { storeWritable } from '../store/connect.js';
+
+/** /readyz's store check answers within this (a lost master must not hang the probe). */
+const READY_PING_MS = 1000;
 
 export interface ApiOptions {
   listEffects?: EffectsLister;
@@ -19,12 +27,17 @@ export interface ApiOptions {
 export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Express {
   const app = express();
   app.disable('x-powered-by');
+  app.use(storeGate(ctx));
   app.use(express.json({ limit: BODY_LIMIT }));
-  app.use((req, res, next) => (nestedDeeperThan(req.body) ? bodyTooDeep(res) : next()));
+  app.use((req, res, next) => {
+    if (nestedDeeperThan(req.body)) return bodyTooDeep(res);
+    const illFormed = illFormedStringPath(req.body);
+    return illFormed === undefined ? next() : bodyIllFormed(res, illFormed);
+  });
 
   app.get('/healthz', (_req, res) => void res.json({ ok: true }));
   app.get('/readyz', async (_req, res) => {
-    const ready = (opts.isReady?.() ?? true) && (await ctx.redis.ping().then(() => true, () => false));
+    const ready = (opts.isReady?.() ?? true) && (await storeWritable(ctx.redis, READY_PING_MS));
     res.status(ready ? 200 : 503).json({ ready });
   });
   // With API_METRICS_PORT set, /metrics is served there (src/server/api.ts), not on PORT.
@@ -78,7 +91,8 @@ export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Ex
   opts.mount?.(app);
 
   app.use((err: Error & { status?: number; type?: string }, _req: Request, res: Response, _next: NextFunction) => {
-    if (bodyParserError(err, res)) return;
+    if (answerRequestError(err, res, ctx.log)) return;
+    if (storeErrorAnswered(ctx, err, res)) return;
     ctx.log.error({ code: 'api_error', err }, 'request failed');
     res.status(err.status ?? 500).json({ error: 'internal_error' });
   });

@@ -5,8 +5,9 @@ import { ledgerFor } from '../ledger/ledger.js';
 import { mountOperators } from './operators/index.js';
 import { webhooksRouter } from '../producer/webhooks.js';
 import { createApi } from './api.js';
-import { bodyParserError } from '../producer/bodyLimits.js';
+import { answerRequestError } from './requestErrors.js';
 import { OPENAPI_PATH, openApiDocument } from './openapi.js';
+import { storeErrorAnswered, storeGate } from './storeUnavailable.js';
 
 export function createFullApi(ctx: EngineContext, isReady: () => boolean): express.Express {
   const ledger = ledgerFor(ctx);
@@ -17,9 +18,11 @@ export function createFullApi(ctx: EngineContext, isReady: () => boolean): expre
   // Built on the first request: a process that is never asked for it does not pay for it.
   let document: ReturnType<typeof openApiDocument> | undefined;
   app.get(OPENAPI_PATH, (_req, res) => void res.json((document ??= openApiDocument())));
+  app.use(storeGate(ctx));
   app.use(webhooksRouter(ctx));
   app.use((err: Error & { status?: number; type?: string }, _req: Request, res: Response, next: NextFunction) => {
-    if (!res.headersSent && bodyParserError(err, res)) return;
+    if (!res.headersSent && answerRequestError(err, res, ctx.log)) return;
+    if (storeErrorAnswered(ctx, err, res)) return;
     ctx.log.error({ code: 'webhook_error', err }, 'webhook failed');
     if (res.headersSent) return next(err);
     res.status(err.status ?? 500).json({ error: 'internal_error' });

@@ -29,7 +29,7 @@ import { randomUUID } from 'node:crypto';
 import type { EngineContext } from '../runs/engineContext.js';
 import type { Agent } from '../core/agent.js';
 import type { WriteTool } from '../core/tool.js';
-import { RetryableError, TerminalError } from '../core/errors.js';
+import { isRetryable, TerminalError } from '../core/errors.js';
 import { Ledger, LedgerConflict, type ActionRecord } from './ledger.js';
 import type { LedgerEffectRunner } from './runner.js';
 import type { LedgerState } from './states.js';
@@ -127,7 +127,7 @@ export class Compensations {
           await this.runner.settle(comp.actionId, this.toolOf(spec, comp.tool), comp.args, toolCtx, spec.tenant);
         } catch (err) {
           // Proven not sent but refused for now: left in safe_retry, a repeated request sends it with the same key.
-          if (!(err instanceof RetryableError)) throw err;
+          if (!isRetryable(err)) throw err;
         } finally {
           await this.ledger.releaseLease(comp.runId, comp.actionId, holder);
         }

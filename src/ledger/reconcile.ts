@@ -18,7 +18,7 @@
  *    plus its margin: `notAfter`) -> needs_human with what was last learned.
  * "Not found" alone is never "not sent".
  */
-import { AgentError, KeyConflictError, RetryableError } from '../core/errors.js';
+import { hasErrorCode, isKeyConflict, isOutcomeUnknown, isRetryable, type AgentError } from '../core/errors.js';
 import { OutcomeUnknownError } from '../core/httpJson.js';
 import { abortableSleep } from '../core/withRetry.js';
 import type { LookupResult, ReconcileMethod, ToolContext, WriteTool } from '../core/tool.js';
@@ -160,16 +160,16 @@ async function replayRound(
   } catch (err) {
     if (err instanceof DeadlineError) throw err;
     if (ctx.signal.aborted) throw err;
-    if (err instanceof KeyConflictError) {
+    if (isKeyConflict(err)) {
       return { kind: 'needs_human', why: 'conflict: the service holds this key for a different request', evidence: failure(err) };
     }
-    if (err instanceof OutcomeUnknownError && err.details.reason === 'in_progress') {
+    if (isOutcomeUnknown(err) && err.details.reason === 'in_progress') {
       return { kind: 'wait', why: 'the service is still processing the first request with this key', evidence: failure(err) };
     }
-    if (err instanceof OutcomeUnknownError || err instanceof RetryableError) {
+    if (isOutcomeUnknown(err) || isRetryable(err)) {
       return { kind: 'pass', why: 'the replay got no definite answer', evidence: failure(err) };
     }
-    if (err instanceof AgentError && err.code === 'invalid_input') {
+    if (hasErrorCode(err, 'invalid_input')) {
       return { kind: 'needs_human', why: 'the service refused the same-key replay', evidence: failure(err) };
     }
     throw err;

@@ -14,7 +14,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { EngineContext } from '../runs/engineContext.js';
-import { AgentError, CancelledError, KeyConflictError, RetryableError, ShutdownError } from '../core/errors.js';
+import {
+  AgentError, CancelledError, hasErrorCode, isKeyConflict, isOutcomeUnknown, isRetryable, ShutdownError,
+} from '../core/errors.js';
 import { DeadlineError } from '../core/timeout.js';
 import { withRetry } from '../core/withRetry.js';
 import { OutcomeUnknownError } from '../core/httpJson.js';
@@ -27,6 +29,8 @@ import type { EffectResult, EffectRunner } from '../worker/effects.js';
 import { actionIdentity } from './identity.js';
 import { Ledger, LedgerConflict, ledgerFor, type ActionRecord } from './ledger.js';
 import { reconcile } from './reconcile.js';
+import { runReplicated } from '../runs/replication.js';
+import { NotReplicatedError } from '../store/replicated.js';
 import type { LedgerState } from './states.js';
 
 /** Decides whether an action needs a person's approval before dispatch (see src/ledger/approvals.ts). */
@@ -63,6 +67,11 @@ export interface RunnerDeps {
   tracer?: Tracer | undefined;
   workerId: string;
   approvals?: ApprovalPolicy;
+  /**
+   * Waits until the run's writes so far (the decision, the action's plan and intent) are on the replicas
+   * REDIS_MIN_REPLICAS asks for, or throws NotReplicatedError (src/runs/replication.ts). Absent: no wait.
+   */
+  replicate?: (runId: string) => Promise<void>;
 }
 
 const MAX_DRIVE_ROUNDS = 12;
@@ -217,6 +226,7 @@ export class LedgerEffectRunner implements EffectRunner {
     const window: Record<string, string> = windowMs !== undefined && rec.replayUntil === undefined ? { replayUntil: String(now() + windowMs) } : {};
     // Intent is recorded before the request leaves: from here on, a crash means "maybe sent".
     if (!(await this.move(rec, rec.state, 'dispatched', { why: 'dispatching', evidence: { attempt: rec.attempts + 1 } }, window, { countAttempt: true, unlessCancelled }))) return;
+    await this.untilReplicated(rec, log);
     this.d.crash.hit('after_dispatched', ctx.step);
     const firstDispatch = rec.attempts === 0;
     let receipt: DispatchReceipt;
@@ -231,13 +241,13 @@ export class LedgerEffectRunner implements EffectRunner {
       );
     } catch (caught) {
       // The deadline cut the retries short: handled as the refusal it followed, then the step stops.
-      const err = caught instanceof DeadlineError && caught.cause instanceof RetryableError ? caught.cause : caught;
-      if (err instanceof OutcomeUnknownError || err instanceof RetryableError) {
+      const err = caught instanceof DeadlineError && isRetryable(caught.cause) ? caught.cause : caught;
+      if (isOutcomeUnknown(err) || isRetryable(err)) {
         // The request may have been processed (timeout, reset, 5xx, malformed), or every
         // attempt was refused: either way the service is asked before anything is resent.
         await this.move({ ...rec, state: 'dispatched' }, 'dispatched', 'outcome_unknown', { why: 'no definite answer from the service', evidence: { error: (err as Error).message, ...(err as AgentError).details } });
         if (ctx.signal.aborted) throw new ShutdownError({ cause: caught });
-        if (err instanceof RetryableError) {
+        if (isRetryable(err)) {
           const sent = { ...rec, state: 'outcome_unknown' as const, attempts: rec.attempts + 1, ...(window.replayUntil ? { replayUntil: Number(window.replayUntil) } : {}) };
           const r = await reconcile(this.reconcileDeps(deadlineAt), sent, tool, ctx, this.d.workerId);
           // Proven not sent: retry later in code (the job backs off), never in the model's context;
@@ -246,7 +256,7 @@ export class LedgerEffectRunner implements EffectRunner {
         }
         return;
       }
-      if (err instanceof KeyConflictError) {
+      if (isKeyConflict(err)) {
         // Same key, another request at the service: never a retry. Stop and surface it to a person.
         await this.move({ ...rec, state: 'dispatched' }, 'dispatched', 'outcome_unknown', { why: 'the service refused: key conflict', evidence: { error: err.message, ...err.details } });
         await this.move({ ...rec, state: 'outcome_unknown' }, 'outcome_unknown', 'needs_human', {
@@ -255,7 +265,7 @@ export class LedgerEffectRunner implements EffectRunner {
         log.warn({ code: 'idempotency_conflict', ...err.details }, 'the service holds this key for a different request');
         return;
       }
-      if (err instanceof AgentError && err.code === 'invalid_input') {
+      if (hasErrorCode(err, 'invalid_input')) {
         // The service refused the request outright: a definite outcome with no effect.
         await this.move({ ...rec, state: 'dispatched' }, 'dispatched', 'confirmed', { why: 'the service rejected the request', evidence: err.details }, {
           outcome: 'rejected_by_service', output: JSON.stringify({ rejected: true, ...err.details }),
@@ -279,6 +289,28 @@ export class LedgerEffectRunner implements EffectRunner {
       await this.move({ ...rec, state: 'outcome_unknown' }, 'outcome_unknown', 'confirmed', { why: 'service confirmed (late response)', evidence }, set);
     }
     this.d.crash.hit('after_outcome', ctx.step);
+  }
+
+  /**
+   * Nothing leaves the process that a failover could make the ledger forget: the intent just recorded, and with
+   * it the decision that chose the action, must be on the replicas first. If they are not, the request is not
+   * sent: the action goes to safe_retry (proven unsent, the same key next time) and NotReplicatedError tells the
+   * step to wait (its job is delayed). If this process dies before that move, the next owner finds `dispatched`
+   * and reconciles with the service, as after any crash past the intent.
+   */
+  private async untilReplicated(rec: ActionRecord, log: Logger): Promise<void> {
+    if (!this.d.replicate) return;
+    try {
+      await this.d.replicate(rec.runId);
+    } catch (err) {
+      if (!(err instanceof NotReplicatedError)) throw err;
+      const evidence = { acked: err.acked, required: err.required };
+      log.warn({ code: 'not_replicated', ...evidence }, 'intent not on enough replicas: not dispatched');
+      const why = 'not sent: the intent was not on enough replicas';
+      await this.move({ ...rec, state: 'dispatched' }, 'dispatched', 'outcome_unknown', { why, evidence });
+      await this.move({ ...rec, state: 'outcome_unknown' }, 'outcome_unknown', 'safe_retry', { why, evidence });
+      throw err;
+    }
   }
 
   /**
@@ -309,5 +341,6 @@ export function createEffectRunner(ctx: EngineContext, opts: { approvals?: Appro
     cfg: ctx.cfg, ledger: ledgerFor(ctx), metrics: opts.metrics ?? ctx.metrics, log: ctx.log,
     crash: opts.crash ?? hooks.crash, unsafeDisableIdempotency: hooks.unsafeDisableIdempotency, workerId: opts.workerId ?? `worker:${process.pid}`, tracer: ctx.tracing.tracer,
     ...(opts.approvals ? { approvals: opts.approvals } : {}),
+    ...(ctx.cfg.REDIS_MIN_REPLICAS > 0 ? { replicate: (runId: string) => runReplicated(ctx, runId, 'dispatch') } : {}),
   });
 }

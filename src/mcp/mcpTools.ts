@@ -17,7 +17,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { z } from 'zod';
 import { defineReadTool, defineWriteTool, type ReconcileStrategy } from '../core/agent.js';
-import { AgentError, OutcomeUnknownError, RetryableError, TerminalError } from '../core/errors.js';
+import { isAgentError, OutcomeUnknownError, RetryableError, TerminalError } from '../core/errors.js';
 import type { DispatchReceipt, LookupRequest, LookupResult, Tool, ToolContext } from '../core/tool.js';
 
 /** The `_meta` fields of a write call (request) and of its answer (result). */
@@ -179,7 +179,7 @@ function mcpWriteTool(client: Client, t: ListedTool, decl: McpWriteDeclaration, 
       try {
         result = (await client.callTool({ name: t.name, arguments: args, _meta }, undefined, { signal: req.signal, timeout: req.timeoutMs })) as McpCallResult;
       } catch (err) {
-        if (err instanceof AgentError) throw err;
+        if (isAgentError(err)) throw err;
         if (neverSent(err)) throw new RetryableError(`MCP server refused the connection for '${t.name}'`, undefined, {}, { cause: err });
         // Timeout, closed connection, reset: the call may have run on the server.
         throw new OutcomeUnknownError(`MCP write '${t.name}' has no answer`, { tool: t.name }, { cause: err });

@@ -31,8 +31,12 @@ export class Metrics {
   readonly versionDecisions: Counter;
   readonly textDeltaBatches: Counter;
   readonly runRetries: Counter;
+  readonly flowAdmitted: Counter;
+  readonly rateLimitWaits: Counter;
+  readonly modelRateLimited: Counter;
   readonly scheduleTicks: Counter;
   readonly waits: Counter;
+  readonly replicationWaits: Histogram;
 
   constructor(readonly registry: Registry, opts: { defaultMetrics?: boolean } = {}) {
     const r = [registry];
@@ -79,6 +83,12 @@ export class Metrics {
       name: 'agent_run_retries_total', help: 'Operator retries of stopped runs, by the status and reason code retried from and the outcome (retried, or the refusal code)',
       labelNames: ['from', 'reason', 'outcome'], registers: r,
     });
+    this.flowAdmitted = new Counter({ name: 'agent_flow_admitted_total', help: 'Runs admitted from their tenant\'s line (flow control)', labelNames: ['tenant'], registers: r });
+    this.rateLimitWaits = new Counter({
+      name: 'agent_rate_limit_waits_total', help: 'Step jobs delayed because a model rate limit\'s bucket was empty (or blocked by a 429\'s Retry-After)',
+      labelNames: ['bucket'], registers: r,
+    });
+    this.modelRateLimited = new Counter({ name: 'agent_model_rate_limited_total', help: 'Model attempts answered 429 by the provider', labelNames: ['provider'], registers: r });
     this.scheduleTicks = new Counter({
       name: 'agent_schedule_ticks_total', help: 'Schedule ticks, by outcome (started a run, duplicate of a started one, skipped: paused or removed, invalid)',
       labelNames: ['outcome'], registers: r,
@@ -86,6 +96,11 @@ export class Metrics {
     this.waits = new Counter({
       name: 'agent_waits_total', help: 'Durable waits of runs (sleep, event) by how they ended: parked, delivered, woke, timed_out, refused',
       labelNames: ['kind', 'outcome'], registers: r,
+    });
+    this.replicationWaits = new Histogram({
+      name: 'agent_replication_wait_seconds',
+      help: 'Waits for replicas (WAIT/WAITAOF, REDIS_MIN_REPLICAS) before a write is acknowledged: a run\'s creation (intake) or an action\'s intent (dispatch); outcome ok or not_replicated',
+      labelNames: ['write', 'outcome'], registers: r, buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
     });
     this.scrapeErrors = new Counter({ name: 'agent_scrape_collect_errors_total', help: 'Scrape-time gauges not refreshed because their Redis read failed', labelNames: ['collector'], registers: r });
   }

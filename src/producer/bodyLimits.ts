@@ -3,6 +3,11 @@
  * an oversized body is a 413 naming the limit, a body nested deeper than
  * MAX_BODY_DEPTH is a 400 (deep values would otherwise reach recursive code:
  * canonical JSON of tool arguments, JSON.stringify of evidence).
+ *
+ * Every string of a body must be well-formed Unicode: JSON may escape a lone
+ * UTF-16 surrogate (`"\ud800"`), which Redis's JSON decoder refuses inside a
+ * script. This is decided here, once for every body, and answered 400 naming
+ * the field, so no schema or script has to know about it.
  */
 import type { Response } from 'express';
 
@@ -19,6 +24,29 @@ export function nestedDeeperThan(value: unknown, max = MAX_BODY_DEPTH): boolean 
     for (const child of Object.values(v)) if (child !== null && typeof child === 'object') stack.push([child, depth + 1]);
   }
   return false;
+}
+
+// With the u flag a pair is one code point: only a lone surrogate is a code point of category Cs.
+const LONE_SURROGATE = /\p{Cs}/u;
+const wellFormed = (s: string): boolean => !LONE_SURROGATE.test(s);
+
+/** The path of the first string (value or key) in `value` that is not well-formed Unicode, or undefined. */
+export function illFormedStringPath(value: unknown): string | undefined {
+  const stack: [unknown, string[]][] = [[value, []]];
+  while (stack.length > 0) {
+    const [v, path] = stack.pop()!;
+    if (typeof v === 'string' && !wellFormed(v)) return path.join('.') || '(body)';
+    if (v === null || typeof v !== 'object') continue;
+    for (const [key, child] of Object.entries(v)) {
+      if (!wellFormed(key)) return [...path, '(key)'].join('.');
+      stack.push([child, [...path, key]]);
+    }
+  }
+  return undefined;
+}
+
+export function bodyIllFormed(res: Response, path: string): void {
+  res.status(400).json({ error: 'invalid_request', fields: [{ path, message: 'not well-formed Unicode (a lone UTF-16 surrogate)' }] });
 }
 
 export function bodyTooLarge(res: Response): void {

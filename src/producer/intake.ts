@@ -16,9 +16,11 @@ import { scriptedModelAllowed } from '../config/testHooks.js';
 import { TerminalError } from '../core/errors.js';
 import type { Agent } from '../core/agent.js';
 import { runSpecSchema, type RunSpec } from '../runs/spec.js';
+import type { CreateRunResult } from '../store/calls/createRun.js';
 import { runIdFor, runIdForEvent } from '../store/keys.js';
 import { resolveModelChoice } from './modelChoice.js';
 import { normalizeRunRequest, type CreateRunRequest, type RunRequest } from './schemas.js';
+import { runReplicated } from '../runs/replication.js';
 
 export const REQUEST_KEY_TTL_MS = 24 * 3600_000;
 
@@ -75,7 +77,7 @@ export function buildSpec(ctx: EngineContext, request: CreateRunRequest, nowMs: 
     ...(req.script ? { script: req.script } : {}),
     agentVersion: agent.version, toolsHash: agent.tools.schemaHash,
     limits: { maxSteps, maxTokens, maxWallMs, deadlineAt: nowMs + maxWallMs },
-    createdAt: nowMs,
+    createdAt: nowMs, ...(req.priority ? { priority: req.priority } : {}),
   };
   // The worker parses the stored spec with this schema: what it would refuse is refused here.
   const check = runSpecSchema.safeParse(JSON.parse(JSON.stringify(spec)));
@@ -109,7 +111,27 @@ export async function startRun(
       await ctx.redis.set(key, spec.runId, 'PX', REQUEST_KEY_TTL_MS);
     }
   }
-  const intake = await ctx.store.intake(spec, nowMs);
+  const intake = await createAdmitted(ctx, spec, nowMs);
   if (intake.outcome !== 'created') return { runId: intake.runId, created: false };
+  // Acknowledged means replicated: else NotReplicatedError (a 503 with Retry-After). The run may still exist on
+  // this master and proceed; the caller's retry with the same Idempotency-Key finds it, and if the master dies
+  // first the run is gone from the store as from the caller's view (no 201 was given for it).
+  await runReplicated(ctx, intake.runId, 'intake');
   return { runId: intake.runId, created: true, ...(intake.previousRunId ? { previousRunId: intake.previousRunId } : {}) };
+}
+
+/**
+ * The run created, under flow control in its tenant's line: put in line first, then created with
+ * its step 1 job delayed to its deadline (RunStore.intake), then whatever the limits allow admitted.
+ * A process that dies in between leaves a line entry without a run (admission finds no job and gives
+ * the slot back) or a run in line (admitted in its turn); see src/flow/admission.ts.
+ */
+async function createAdmitted(ctx: EngineContext, spec: RunSpec, nowMs: number): Promise<CreateRunResult> {
+  const admission = ctx.admission?.enabled ? ctx.admission : undefined;
+  if (!admission) return ctx.store.intake(spec, nowMs);
+  const queued = await admission.enqueue({ runId: spec.runId, tenant: spec.tenant, agent: spec.agent, priority: spec.priority ?? 0 }, nowMs);
+  const intake = await ctx.store.intake(spec, nowMs, true);
+  if (intake.outcome !== 'created' && queued) await admission.withdraw(spec.runId);
+  await admission.admit();
+  return intake;
 }

@@ -13,6 +13,9 @@ import { z } from 'zod';
 import { scriptSchema } from '../models/scriptedTurns.js';
 import { maxStepsSchema, maxTokensSchema, maxWallMsSchema, providerNameSchema } from '../runs/spec.js';
 
+/** A run's priority within its tenant's line (flow control): 0 normal (the default) to 4 most urgent. */
+export const prioritySchema = z.number().int().min(0).max(4);
+
 export const budgetRequestSchema = z
   .object({ maxSteps: maxStepsSchema, maxTokens: maxTokensSchema, maxWallMs: maxWallMsSchema })
   .partial()
@@ -29,6 +32,7 @@ export const agentRunSchema = z
     budget: budgetRequestSchema.optional(),
     model: providerNameSchema.optional(),
     script: scriptSchema.optional(),
+    priority: prioritySchema.optional(),
   })
   .strict();
 
@@ -42,6 +46,7 @@ export const ticketRunSchema = z
     ticket: z.unknown().refine((v) => v !== undefined, 'Required'),
     budget: budgetRequestSchema.optional(),
     agent: z.object({ model: providerNameSchema.optional(), script: scriptSchema.optional() }).strict().optional(),
+    priority: prioritySchema.optional(),
   })
   .strict();
 
@@ -62,13 +67,14 @@ export interface RunRequest {
   budget?: z.infer<typeof budgetRequestSchema> | undefined;
   model?: string | undefined;
   script?: z.infer<typeof scriptSchema> | undefined;
+  priority?: number | undefined;
   fields: { input: string; model: string; script: string };
 }
 
 export function normalizeRunRequest(req: CreateRunRequest): RunRequest {
   if ('ticket' in req) {
     return {
-      tenant: req.tenant, agent: SHORTHAND_AGENT, input: req.ticket, budget: req.budget, model: req.agent?.model, script: req.agent?.script,
+      tenant: req.tenant, agent: SHORTHAND_AGENT, input: req.ticket, budget: req.budget, model: req.agent?.model, script: req.agent?.script, priority: req.priority,
       fields: { input: 'ticket', model: 'agent.model', script: 'agent.script' },
     };
   }

@@ -27,7 +27,7 @@ import { createHash } from 'node:crypto';
 import express, { Router, type Response } from 'express';
 import { z } from 'zod';
 import type { EngineContext } from '../runs/engineContext.js';
-import { BODY_LIMIT, bodyTooDeep, nestedDeeperThan } from './bodyLimits.js';
+import { BODY_LIMIT, bodyIllFormed, bodyTooDeep, illFormedStringPath, nestedDeeperThan } from './bodyLimits.js';
 import { InvalidRunRequest, runIdOf, startRun } from './intake.js';
 import { ticketSchema, type Ticket } from '../agents/support/ticket.js';
 import { invalid, param } from './fieldErrors.js';
@@ -59,7 +59,8 @@ type Parsed =
   | { ok: true; eventId: string; ticket: Ticket }
   | { ok: false; error: z.ZodError }
   | { ok: false; json: false }
-  | { ok: false; deep: true };
+  | { ok: false; deep: true }
+  | { ok: false; illFormed: string };
 
 const NOT_JSON = Symbol('not JSON');
 const TOO_DEEP = Symbol('too deep');
@@ -71,12 +72,19 @@ function parseJson(raw: Buffer): unknown {
   } catch {
     return NOT_JSON;
   }
-  return nestedDeeperThan(body) ? TOO_DEEP : body;
+  if (nestedDeeperThan(body)) return TOO_DEEP;
+  const illFormed = illFormedStringPath(body);
+  return illFormed === undefined ? body : new IllFormed(illFormed);
+}
+
+class IllFormed {
+  constructor(readonly path: string) {}
 }
 
 function unparsed(body: unknown): Parsed | undefined {
   if (body === NOT_JSON) return { ok: false, json: false };
   if (body === TOO_DEEP) return { ok: false, deep: true };
+  if (body instanceof IllFormed) return { ok: false, illFormed: body.path };
   return undefined;
 }
 
@@ -132,6 +140,7 @@ export function webhooksRouter(ctx: EngineContext, now: () => number = Date.now)
     if (!parsed.ok) {
       if ('json' in parsed) return void res.status(400).json({ error: 'invalid_json', fields: [{ path: '(body)', message: 'body is not valid JSON' }] });
       if ('deep' in parsed) return bodyTooDeep(res);
+      if ('illFormed' in parsed) return bodyIllFormed(res, parsed.illFormed);
       return void invalid(res, parsed.error);
     }
     let runId: string;

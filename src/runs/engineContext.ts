@@ -14,6 +14,8 @@ import type { RedisClient } from '../store/connect.js';
 import type { KeySpace } from '../store/keys.js';
 import type { ShardQueues } from './queues.js';
 import type { RunStore } from './store.js';
+import type { Admission } from '../flow/admission.js';
+import type { RateLimits } from '../flow/rateLimits.js';
 
 export interface EngineContext {
   cfg: Config;
@@ -27,6 +29,10 @@ export interface EngineContext {
   /** Model providers by name (a run's spec names one). */
   providers: Map<string, ModelProvider>;
   metrics: Metrics;
+  /** Flow control: tenants' lines and concurrency limits (src/flow/admission.ts); off unless FLOW_CONTROL. */
+  admission?: Admission;
+  /** Model rate limits (src/flow/rateLimits.ts); none unless MODEL_RATE_LIMITS. */
+  rates?: RateLimits;
   /** Spans (TRACING); `tracing.tracer` is undefined when off. */
   tracing: Tracing;
   close(): Promise<void>;

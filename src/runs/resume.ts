@@ -15,9 +15,23 @@ export async function resumeParked(
 ): Promise<boolean> {
   const deadline = Date.now() + settleMs;
   for (;;) {
-    if (await ctx.store.resume(runId, expected)) return true;
+    if (await ctx.store.resume(runId, expected)) {
+      await holdSlot(ctx, runId);
+      return true;
+    }
     const status = await ctx.redis.hget(ctx.keys.run(runId).run, 'status');
     if ((status !== 'running' && status !== 'queued') || Date.now() >= deadline) return false;
     await new Promise((r) => setTimeout(r, SETTLE_POLL_MS));
   }
+}
+
+/**
+ * Flow control: a run that comes back to work after a person's decision takes a slot at once
+ * (src/flow/admission.ts, hold). If the process dies before it, the run works without a slot
+ * until it ends (its release then finds nothing to give back).
+ */
+export async function holdSlot(ctx: EngineContext, runId: string): Promise<void> {
+  if (!ctx.admission?.enabled) return;
+  const spec = await ctx.store.readSpec(runId);
+  if (spec) await ctx.admission.hold({ runId, tenant: spec.tenant, agent: spec.agent }, Date.now());
 }

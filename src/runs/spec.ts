@@ -65,6 +65,8 @@ export const runSpecSchema = z.object({
   toolsHash: z.string(),
   limits: limitsSchema,
   createdAt: z.number().int(),
+  /** Its place in its tenant's line under flow control: 0 (normal) to 4 (most urgent); src/flow/admission.ts. */
+  priority: z.number().int().min(0).max(4).optional(),
 });
 export type RunSpec = z.infer<typeof runSpecSchema>;
 

@@ -6,6 +6,7 @@ import type { RedisClient } from '../store/connect.js';
 import { captureAddStandardJob } from '../store/bullmqInternals.js';
 import { KeySpace, stepJobId } from '../store/keys.js';
 import { createRun, type CreateRunResult } from '../store/calls/createRun.js';
+import { createDeferredRun } from '../store/calls/deferNewJob.js';
 import { resumeRun } from '../store/calls/resumeRun.js';
 import { decodeEntry, encodeEntry, type JournalEntry, type OperatorEntry } from '../core/journal.js';
 import { limitsSchema, runSpecSchema, type RunLimits, type RunSpec, type StepJobData } from './spec.js';
@@ -44,8 +45,9 @@ export class RunStore {
    * (tenant, agent, spec.key): the new run's `previousRunId`, the previous run's `nextRunId`.
    * A spec with an event (spec.event) is one run per event; one without joins the subject's
    * latest run when there is one (`joined`, nothing written). The same run again is `exists`.
+   * `waitsForAdmission`: step 1's job waits in the delayed set until flow control admits the run.
    */
-  async intake(spec: RunSpec, nowMs: number): Promise<CreateRunResult> {
+  async intake(spec: RunSpec, nowMs: number, waitsForAdmission = false): Promise<CreateRunResult> {
     const k = this.keys.run(spec.runId);
     const shard = this.keys.shardOf(spec.runId);
     const first: StepJobData = { v: 1, runId: spec.runId, step: 1, used: { steps: 0, tokens: 0, contextBytes: 0 } };
@@ -59,11 +61,18 @@ export class RunStore {
     // Lua's cjson turns numbers into doubles (1.7e+12): send every field as a string.
     const strings = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).map(([f, v]) => [f, String(v)]));
     const subjectLatest = this.keys.subjectLatest(spec.tenant, spec.agent, spec.key);
-    return createRun(this.redis, { run: k.run, budget: k.budget, events: k.events, runIndex: this.keys.runIndex(shard), subjectLatest }, {
+    const keys = { run: k.run, budget: k.budget, events: k.events, runIndex: this.keys.runIndex(shard), subjectLatest };
+    const args = {
       runId: spec.runId, now: nowMs, run: strings(run), budget: strings(budget),
       event: JSON.stringify({ runId: spec.runId, tenant: spec.tenant }), eventsMaxLen: this.eventsMaxLen,
-      mode: spec.event !== undefined ? 'event' : 'subject', subjectTtlMs: this.subjectTtlMs, firstJob: add,
-    });
+      mode: spec.event !== undefined ? 'event' as const : 'subject' as const, subjectTtlMs: this.subjectTtlMs, firstJob: add,
+    };
+    if (!waitsForAdmission) return createRun(this.redis, keys, args);
+    // A run waiting for admission (flow control) has its job delayed to its deadline: admission promotes it;
+    // if admission never comes, it starts then and ends on its wall clock, loudly, instead of waiting for ever.
+    const q = this.keys.queueStateKeys(shard);
+    const jobId = stepJobId(spec.runId, 1);
+    return createDeferredRun(this.redis, keys, args, { wait: q.wait, delayed: `${this.keys.queueKeyPrefix(shard)}delayed`, jobHash: this.keys.jobHash(shard, jobId) }, jobId, spec.limits.deadlineAt);
   }
 
   async exists(runId: string): Promise<boolean> {

@@ -14,6 +14,7 @@ import { registerScrapeCollectors } from '../metrics/scrape.js';
 import { createTracing, type Tracing } from '../metrics/tracing.js';
 import { assertRedisSafe, createRedis, targetOf, waitForRedis, type RedisClient } from '../store/connect.js';
 import { KeySpace } from '../store/keys.js';
+import { shardsPerMaster } from '../store/shardSpread.js';
 import { loadScripts } from '../store/luaScripts.js';
 import { ShardQueues } from '../runs/queues.js';
 import { RunStore } from '../runs/store.js';
@@ -23,6 +24,9 @@ import { AgentCatalog } from '../core/agent.js';
 import type { ModelProvider } from '../core/model.js';
 import type { EngineContext } from '../runs/engineContext.js';
 import { loadAgents } from './loadAgents.js';
+import { Admission } from '../flow/admission.js';
+import { RateLimits } from '../flow/rateLimits.js';
+import { registerFlowGauges } from '../flow/gauges.js';
 import { checkModelChoices } from '../producer/modelChoice.js';
 import { ScriptedProvider } from '../models/scripted.js';
 import { OpenAIProvider } from '../models/openai.js';
@@ -77,12 +81,21 @@ export async function createContext(cfg: Config, name: string, opts: ContextOpti
   metrics.redisConfigOk.set({ check: 'aof' }, report.aof ? 1 : 0);
   loadScripts(redis);
   const keys = new KeySpace(cfg.KEY_PREFIX, cfg.BULL_PREFIX, cfg.SHARDS);
+  const spread = shardsPerMaster(redis, keys);
+  const idle = [...spread].filter(([, n]) => n === 0).map(([node]) => node);
+  if (idle.length > 0) {
+    log.warn({ code: 'shards_not_spread', shards: cfg.SHARDS, idle, spread: Object.fromEntries(spread) },
+      `${idle.length} of ${spread.size} Cluster masters own none of the ${cfg.SHARDS} shards and take no work: raise SHARDS`);
+  }
   const queues = new ShardQueues(keys, redis, (err) => log.warn({ code: 'queue_error', err }, 'queue connection error'));
   const store = new RunStore(redis, keys, queues, cfg.EVENTS_MAX_LEN, cfg.SUBJECT_LINK_TTL_MS);
   registerScrapeCollectors(metrics, { redis, keys, queues, log }, { runs: { statuses: RUN_STATUSES, terminal: new Set(TERMINAL_STATUSES), retentionMs: cfg.RUN_RETENTION_MS } });
   const tracing = opts.tracing ?? createTracing(cfg, name);
+  const admission = new Admission({ redis, keys, queues, cfg, metrics, log });
+  const rates = new RateLimits(redis, keys, cfg);
+  registerFlowGauges(metrics, { redis, keys, cfg, log });
   return {
-    cfg, log, redis, keys, queues, store, agents, providers, metrics, tracing,
+    cfg, log, redis, keys, queues, store, agents, providers, metrics, tracing, admission, rates,
     async close() {
       await queues.close();
       redis.disconnect();

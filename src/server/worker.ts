@@ -7,6 +7,7 @@ import { loadConfig } from '../config/config.js';
 import { boot } from './boot.js';
 import { createContext } from './buildContext.js';
 import { startOpsServer } from '../http/opsServer.js';
+import { storeConnected } from '../store/connect.js';
 import { createEffectRunner } from '../ledger/runner.js';
 import { approvalPolicy } from '../ledger/approvals.js';
 import { FleetWorker } from '../worker/fleetWorker.js';
@@ -22,7 +23,7 @@ const { cfg, ctx, fleet, ops } = await boot('worker', async () => {
   const cfg = loadConfig();
   const ctx = await createContext(cfg, 'worker');
   const fleet = new FleetWorker(ctx, { effects: createEffectRunner(ctx, { approvals: approvalPolicy(ctx.cfg.APPROVAL_RULES) }) });
-  const ops = await startOpsServer({ port: cfg.WORKER_METRICS_PORT, host: cfg.HOST, registry: ctx.metrics.registry, isReady: () => fleet.ready, metricsToken: cfg.METRICS_TOKEN, portSetting: 'WORKER_METRICS_PORT' });
+  const ops = await startOpsServer({ port: cfg.WORKER_METRICS_PORT, host: cfg.HOST, registry: ctx.metrics.registry, isReady: () => fleet.ready && storeConnected(ctx.redis), metricsToken: cfg.METRICS_TOKEN, portSetting: 'WORKER_METRICS_PORT' });
   return { cfg, ctx, fleet, ops };
 });
 await fleet.nameOwners();

@@ -13,10 +13,21 @@ export type RedisClient = Redis | Cluster;
 export interface RedisTarget {
   url?: string;
   clusterNodes?: string[];
+  /** Redis Sentinel: the sentinels (host:port) and the master's name; ioredis asks them where the master is. */
+  sentinel?: { nodes: string[]; master: string; password?: string; sentinelPassword?: string };
 }
 
 export function targetOf(cfg: Config): RedisTarget {
   if (cfg.REDIS_CLUSTER_NODES.length > 0) return { clusterNodes: cfg.REDIS_CLUSTER_NODES };
+  if (cfg.REDIS_SENTINELS.length > 0) {
+    return {
+      sentinel: {
+        nodes: cfg.REDIS_SENTINELS, master: cfg.REDIS_SENTINEL_MASTER,
+        ...(cfg.REDIS_PASSWORD ? { password: cfg.REDIS_PASSWORD } : {}),
+        ...(cfg.REDIS_SENTINEL_PASSWORD ? { sentinelPassword: cfg.REDIS_SENTINEL_PASSWORD } : {}),
+      },
+    };
+  }
   if (cfg.REDIS_URL) return { url: cfg.REDIS_URL };
   throw new ConfigError(['REDIS_URL'], 'invalid configuration: REDIS_URL: required by this process (or REDIS_CLUSTER_NODES)');
 }
@@ -24,6 +35,7 @@ export function targetOf(cfg: Config): RedisTarget {
 /** The target as it may be printed: host and port, never the password. */
 export function describeTarget(target: RedisTarget): string {
   if (target.clusterNodes && target.clusterNodes.length > 0) return `Redis Cluster ${target.clusterNodes.join(',')}`;
+  if (target.sentinel) return `Redis master '${target.sentinel.master}' of the sentinels ${target.sentinel.nodes.join(',')}`;
   try {
     const u = new URL(target.url ?? 'redis://127.0.0.1:6379');
     return `Redis at ${u.protocol}//${u.host}`;
@@ -68,21 +80,46 @@ export async function waitForRedis(client: RedisClient, target: RedisTarget, tim
   }
 }
 
+function hostPort(hp: string): { host: string; port: number } {
+  const [host, port] = hp.split(':');
+  return { host: host || '127.0.0.1', port: Number(port ?? 6379) };
+}
+
+/**
+ * A master demoted to replica by a failover answers writes with READONLY while the client still talks to it:
+ * reconnect (Sentinel tells the client the new master) and resend the command, which never ran.
+ */
+export function reconnectOnReadonly(err: Error): 2 | false {
+  return err.message.startsWith('READONLY') ? 2 : false;
+}
+
 export function createRedis(target: RedisTarget, name = 'agent'): RedisClient {
   if (target.clusterNodes && target.clusterNodes.length > 0) {
-    const nodes = target.clusterNodes.map((hp) => {
-      const [host, port] = hp.split(':');
-      return { host: host ?? '127.0.0.1', port: Number(port ?? 6379) };
-    });
-    return new Cluster(nodes, {
-      redisOptions: { maxRetriesPerRequest: null, connectionName: name },
+    return new Cluster(target.clusterNodes.map(hostPort), {
+      redisOptions: { maxRetriesPerRequest: null, connectionName: name, reconnectOnError: reconnectOnReadonly },
       enableReadyCheck: true,
+    });
+  }
+  if (target.sentinel) {
+    const { nodes, master, password, sentinelPassword } = target.sentinel;
+    return new Redis({
+      sentinels: nodes.map(hostPort), name: master, role: 'master',
+      // Sentinel's +switch-master moves the client at once instead of after its next failed command.
+      failoverDetector: true,
+      ...(password ? { password } : {}), ...(sentinelPassword ? { sentinelPassword } : {}),
+      maxRetriesPerRequest: null, connectionName: name, reconnectOnError: reconnectOnReadonly,
     });
   }
   return new Redis(target.url ?? 'redis://127.0.0.1:6379', {
     maxRetriesPerRequest: null,
     connectionName: name,
+    reconnectOnError: reconnectOnReadonly,
   });
+}
+
+/** Whether the client holds a connection it can send commands on now (a Cluster: its slot table too). */
+export function storeConnected(client: RedisClient): boolean {
+  return client.status === 'ready';
 }
 
 export interface RedisConfigReport {
@@ -151,4 +188,22 @@ export async function nodeForKey(client: RedisClient, key: string): Promise<Redi
   const node = client.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === nodeKey);
   if (!node) throw new RedisUnreachable(`no connection to the master of slot ${slot} (${nodeKey ?? 'unknown'})`);
   return node;
+}
+
+/**
+ * Readiness: the client is connected and what it talks to takes writes now: a master (ROLE; a demoted one is a
+ * replica), or on a Cluster a node that reports every slot served (cluster_state:ok). False past `timeoutMs`.
+ */
+export async function storeWritable(client: RedisClient, timeoutMs: number): Promise<boolean> {
+  if (!storeConnected(client)) return false;
+  const check = client instanceof Cluster
+    ? client.cluster('INFO').then((info) => String(info).includes('cluster_state:ok'))
+    : client.call('ROLE').then((role) => Array.isArray(role) && role[0] === 'master');
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<boolean>((resolve) => { timer = setTimeout(() => resolve(false), timeoutMs); });
+  try {
+    return await Promise.race([check.catch(() => false), late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

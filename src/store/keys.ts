@@ -42,6 +42,30 @@ export interface RunKeys {
   actions: string;
 }
 
+/** Flow control's keys (KeySpace.flow): one hash tag, one slot. */
+export interface FlowKeys {
+  /** hash: run id -> JSON of a run waiting in its tenant's line (tenant, agent, shard, priority, at) */
+  waiting: string;
+  /** hash: run id -> JSON of a run holding a slot (as waiting, plus admittedAt) */
+  held: string;
+  /** hash: run id -> CLIENT ID of the connection that admitted it, until its step job is released to the queue */
+  pending: string;
+  /** hash: `t:<tenant>`, `a:<agent>`, `all` -> slots held */
+  counts: string;
+  /** zset: tenants with waiting runs -> the pass of their next turn (stride scheduling) */
+  turns: string;
+  /** hash: tenant -> its pass; `~vtime` -> the pass of the latest turn served */
+  passes: string;
+  /** hash: `w:<tenant>` weight, `t:<tenant>` / `a:<agent>` concurrency limit, set at run time */
+  settings: string;
+  /** hash: tenant -> runs admitted, ever */
+  admitted: string;
+  /** list: changes of weights and limits, newest first, with who made them */
+  audit: string;
+  /** prefix of the tenants' lines (zsets) */
+  linePrefix: string;
+}
+
 export class KeySpace {
   constructor(
     readonly prefix: string,
@@ -209,6 +233,34 @@ export class KeySpace {
   /** string: tokens a tenant used on one UTC day (own hash tag per tenant). */
   tenantTokens(tenant: string, day: string): string {
     return `${this.prefix}:tenant-tokens:{${tenant}}:${day}`;
+  }
+
+  /**
+   * Flow control's keys (src/flow): every tenant's line, the held slots, the counters, the
+   * weights and limits, all under one hash tag `{flow}`, so admission and release are each one
+   * script in one Cluster slot (a limit is one counter, checked and taken in the same script).
+   */
+  flow(): FlowKeys {
+    const base = `${this.prefix}:{flow}`;
+    return {
+      waiting: `${base}:waiting`, held: `${base}:held`, pending: `${base}:pending`, counts: `${base}:counts`,
+      turns: `${base}:turns`, passes: `${base}:passes`, settings: `${base}:settings`, admitted: `${base}:admitted`,
+      audit: `${base}:audit`, linePrefix: `${base}:line:`,
+    };
+  }
+
+  /** zset: one tenant's line (run id -> priority and arrival), src/flow; `flow().linePrefix` + tenant, built the same in Lua. */
+  flowLine(tenant: string): string {
+    return `${this.flow().linePrefix}${tenant}`;
+  }
+
+  /**
+   * A model rate limit's token bucket and its usage series (src/flow/rateLimits.ts): one hash tag per
+   * bucket (`{rate:<provider>/<model>[/<tenant>]}`), so a reservation is one script on one node.
+   */
+  rateBucket(bucket: string): { bucket: string; series: string } {
+    const base = `${this.prefix}:{rate:${bucket}}`;
+    return { bucket: `${base}:bucket`, series: `${base}:series` };
   }
 
   /** The BullMQ lock key of a job, used to fence commits (BullMQ internal layout). */

@@ -157,6 +157,13 @@ function coalesceWrites(client: RedisClient): void {
   });
 }
 
+/** A script call as a command to queue in a MULTI (one atomic change made of several scripts of one slot). */
+export function scriptCommand(name: string, args: ScriptArg[]): Command {
+  const def = loadedScript(name);
+  if (!def) throw new InvariantError('script_failed', `unknown script ${name}`);
+  return new ScriptCommand(def, args);
+}
+
 export function script(client: RedisClient, name: string): ScriptFn {
   const def = loadedScript(name);
   if (!def) throw new InvariantError('script_failed', `unknown script ${name}`);

@@ -50,6 +50,8 @@ export class FleetWorker {
   readonly ownerWatch: OwnerWatch;
   /** The agent versions this process serves, announced to the other workers while it runs. */
   readonly versions: VersionGate;
+  /** Flow control's bookkeeping (FLOW_SWEEP_MS), when FLOW_CONTROL is on. */
+  private flowSweep?: NodeJS.Timeout;
 
   constructor(private readonly ctx: EngineContext, opts: FleetWorkerOptions = {}) {
     const { cfg } = ctx;
@@ -62,7 +64,8 @@ export class FleetWorker {
     this.processor = new StepProcessor({
       cfg, redis: ctx.redis, keys: ctx.keys, store: ctx.store, specs: new RunSpecCache(ctx.store),
       agents: ctx.agents, versions: this.versions, providers: ctx.providers, metrics: ctx.metrics, log: ctx.log,
-      crash: this.crash, tracer: ctx.tracing.tracer,
+      crash: this.crash, tracer: ctx.tracing.tracer, rates: ctx.rates,
+      ...(ctx.admission?.enabled ? { admission: ctx.admission } : {}),
       ...(opts.effects ? { effects: opts.effects } : {}),
     });
     const watched: { shard: number; worker: Worker }[] = [];
@@ -114,7 +117,25 @@ export class FleetWorker {
   run(): void {
     for (const w of this.workers) void w.run().catch((err) => this.ctx.log.error({ code: 'worker_run_failed', err }));
     this.ownerWatch.start();
+    this.startFlowSweep();
     this.ready = true;
+  }
+
+  /** Every FLOW_SWEEP_MS: slots of runs no longer at work, admissions whose admitter died, then admit (src/flow/admission.ts). */
+  private startFlowSweep(): void {
+    const admission = this.ctx.admission;
+    if (!admission?.enabled || this.flowSweep) return;
+    const loop = () => {
+      admission.sweep()
+        .catch((err: unknown) => {
+          admission.forgetClientId();
+          this.ctx.log.warn({ code: 'flow_sweep_failed', err }, 'flow control bookkeeping failed (next tick retries)');
+        })
+        .finally(() => {
+          if (this.ready) this.flowSweep = setTimeout(loop, this.ctx.cfg.FLOW_SWEEP_MS).unref();
+        });
+    };
+    this.flowSweep = setTimeout(loop, this.ctx.cfg.FLOW_SWEEP_MS).unref();
   }
 
   private async handle(job: Job, token?: string): Promise<void> {
@@ -149,6 +170,7 @@ export class FleetWorker {
   /** Graceful stop (idempotent). A second call with force=true aborts dispatches at once. */
   stop(force = false): Promise<void> {
     this.ready = false;
+    clearTimeout(this.flowSweep);
     if (force) this.hard.abort(new Error('forced shutdown'));
     if (this.stopping) return this.stopping;
     this.soft.abort(new Error('worker shutting down'));

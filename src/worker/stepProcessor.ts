@@ -17,6 +17,7 @@
 import type { Context, Tracer } from '@opentelemetry/api';
 import { traced } from '../metrics/tracing.js';
 import { DelayedError, type Job } from 'bullmq';
+import { NotReplicatedError } from '../store/replicated.js';
 import { z } from 'zod';
 import type { Logger } from 'pino';
 import { AgentError, errorCode, FenceError, InvalidStepInput, RetryableError, ShutdownError, TerminalError } from '../core/errors.js';
@@ -47,6 +48,8 @@ import type { EffectRunner } from './effects.js';
 import type { VersionGate, VersionVerdict } from './versionGate.js';
 import { TextStream } from './textStream.js';
 import { FollowUps, followUpTokens } from './followUp.js';
+import type { RateLimits } from '../flow/rateLimits.js';
+import { RateLimitWait, ratedAttempt, waitForRate } from '../flow/rateWait.js';
 
 /**
  * What a step reads of the configuration, and nothing else (src/server passes the
@@ -98,6 +101,10 @@ export interface StepDeps {
   tracer?: Tracer | undefined;
   /** Names this process in run events (`worker:<pid>` by default). */
   workerName?: string;
+  /** Flow control: a run that stops or parks gives its slot back (src/flow/admission.ts). */
+  admission?: { release(runId: string): Promise<void> } | undefined;
+  /** Model rate limits, reserved around each model attempt (src/flow/rateLimits.ts). */
+  rates?: RateLimits | undefined;
 }
 
 type Terminal = { status: string; reason: string };
@@ -109,7 +116,8 @@ type Terminal = { status: string; reason: string };
 type Called =
   | { decision: DecisionEntry }
   | { failed: Terminal; charged: number; budget?: BudgetKind }
-  | { unavailable: { provider: string; retryAfterMs: number | undefined }; charged: number };
+  | { unavailable: { provider: string; retryAfterMs: number | undefined }; charged: number }
+  | { throttled: RateLimitWait; charged: number };
 
 /** A provider named its wait (Retry-After): not retried in this delivery (withRetry passes it through), the job is delayed. */
 class NamedWait extends AgentError {
@@ -287,6 +295,12 @@ export class StepProcessor {
         const stream = this.textStream(job, token, lockKey, step, startedEvent, redelivered, log);
         const called = await this.callModel(agent, spec, step, used, estimate, signal, log, trace, chargeAbandoned, stream)
           .finally(() => void (startedEmitted ||= stream?.startedEmitted === true));
+        if ('throttled' in called) {
+          await waitForRate(this.d, { job, token, data, spec, wait: called.throttled, charged: called.charged, now: this.now() }, {
+            chargeAbandoned, stop: (reason) => commit({ ...this.stopPlan(step, { status: 'budget_exceeded', reason }, [], false), tokensDelta: called.charged }), log,
+          });
+          return;
+        }
         if ('unavailable' in called) {
           await this.waitOutOutage(job, token, data, spec, called.unavailable, called.charged, chargeAbandoned, commit, log);
           return;
@@ -353,6 +367,12 @@ export class StepProcessor {
       log.debug({ code: 'step_committed', status }, 'step committed');
     } catch (err) {
       if (err instanceof DelayedError) throw err; // waiting out a provider outage or a previous run: the job is in the delayed set
+      if (err instanceof NotReplicatedError && !signal.aborted) {
+        // Nothing was sent (the action is safe_retry): wait for the replicas without spending an attempt.
+        log.warn({ code: err.code, ...err.details }, 'replicas behind: step delayed');
+        await job.moveToDelayed(this.now() + err.retryAfterMs, token);
+        throw new DelayedError();
+      }
       if (err instanceof FenceError) {
         this.d.metrics.fenceRejections.inc({ code: err.code });
         log.info({ code: err.code }, 'commit refused by the fence');
@@ -528,6 +548,7 @@ export class StepProcessor {
       outcome: (r: Called) => ('failed' in r
         ? { 'agent.outcome': r.failed.status, 'agent.tokens': r.charged }
         : 'unavailable' in r ? { 'agent.outcome': 'provider_unavailable', 'agent.tokens': r.charged }
+        : 'throttled' in r ? { 'agent.outcome': 'rate_limited', 'agent.tokens': r.charged }
         : { 'agent.outcome': 'decided', 'agent.tokens': total(r.decision.usage), 'agent.tools': r.decision.toolCalls.map((c) => c.name) }),
     }, () => this.decide(agent, spec, step, used, estimate, signal, log, chargeAbandoned, stream));
   }
@@ -564,8 +585,13 @@ export class StepProcessor {
           attempts = attempt;
           const stop = await exactIfRefused(estimate, (tokens) => attemptCheck(spec, used.tokens + total(usage), tokens, this.now()));
           if (stop) throw new BudgetStopError(stop);
+          // The model's rate limit: one request and the estimate, or a RateLimitWait (nothing reserved).
+          const rated = await ratedAttempt(this.d.rates, spec, provider.name, estimate.tokens, this.now());
           const tenantStop = await exactIfRefused(estimate, (tokens) => this.tenantBudget.reserve(spec.tenant, tokens, this.now()));
-          if (tenantStop) throw new BudgetStopError(tenantStop);
+          if (tenantStop) {
+            await rated?.settle(0);
+            throw new BudgetStopError(tenantStop);
+          }
           let spent = 0;
           // Streamed text of this attempt: all of it is written before the decision can be (end(true)).
           const streamed = stream?.attempt(attempt);
@@ -598,9 +624,11 @@ export class StepProcessor {
               spent = total(billed);
               addUsage(usage, billed);
             }
+            await rated?.failed(err, this.d.metrics);
             if (err instanceof RetryableError && err.retryAfterMs !== undefined && !signal.aborted) throw new NamedWait(err);
             throw err;
           } finally {
+            await rated?.settle(spent);
             await this.tenantBudget.settle(spec.tenant, spent - estimate.tokens, this.now());
           }
         },
@@ -614,6 +642,7 @@ export class StepProcessor {
         if (total(usage) > 0) await chargeAbandoned(total(usage));
         throw err;
       }
+      if (err instanceof RateLimitWait) return { throttled: err, charged: total(usage) };
       if (err instanceof BudgetStopError) return { failed: { status: 'budget_exceeded', reason: err.stop.reason }, charged: total(usage), budget: err.stop.kind };
       if (err instanceof DeadlineError) {
         const stop = wallClockStop(spec, this.now(), err.cause !== undefined);
@@ -789,6 +818,8 @@ export class StepProcessor {
     countRunFinished(this.d.metrics, committed, committed === plan.status ? plan.reason : committed === 'cancelled' ? 'cancelled_by_operator' : 'approval_expired');
     if (committed !== 'running') {
       this.transcripts.forget(runId);
+      // The run stopped or parked: its slot goes to the next run in line. If this fails or the process dies here, the bookkeeping sweep releases it.
+      await this.d.admission?.release(runId).catch((err: unknown) => log.warn({ code: 'flow_release_failed', err }, 'slot not released (the sweep will)'));
       log.info({ code: 'run_' + committed, reason: committed === plan.status ? plan.reason : undefined, steps: nextUsed.steps, tokens: nextUsed.tokens }, 'run stopped');
     }
   }

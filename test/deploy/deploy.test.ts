@@ -223,8 +223,8 @@ describe('Dockerfile', () => {
     expect(diagnostics.map((d) => `line ${d.range.start.line + 1}: ${d.message}`)).toEqual([]);
   });
 
-  it('builds with npm ci && npm run build on Node 20 and keeps the runtime stage lean', () => {
-    expect(lines.find((l) => /^ARG NODE_IMAGE=/.test(l))).toMatch(/node:20[-.]/);
+  it('builds with npm ci && npm run build on Node 24 (the newer LTS) and keeps the runtime stage lean', () => {
+    expect(lines.find((l) => /^ARG NODE_IMAGE=/.test(l))).toMatch(/node:24[-.]/);
     expect(stages.length).toBeGreaterThanOrEqual(2);
     const all = lines.join('\n');
     expect(all).toMatch(/RUN npm ci\b/);

@@ -24,14 +24,27 @@ export interface Session {
   csrf: string;
 }
 
-/** Cookies of a request (no dependency: a Cookie header is `a=b; c=d`). */
+/**
+ * Cookies of a request (no dependency: a Cookie header is `a=b; c=d`). A cookie that does not decode
+ * (`pref=100%`, set by another app on the same host) is skipped: it is not ours and must not lock anyone out.
+ */
 export function cookies(req: Request): Record<string, string> {
   const out: Record<string, string> = {};
   for (const part of (req.headers.cookie ?? '').split(';')) {
     const i = part.indexOf('=');
-    if (i > 0) out[part.slice(0, i).trim()] = decodeURIComponent(part.slice(i + 1).trim());
+    if (i <= 0) continue;
+    const value = decodedOrUndefined(part.slice(i + 1).trim());
+    if (value !== undefined) out[part.slice(0, i).trim()] = value;
   }
   return out;
+}
+
+function decodedOrUndefined(value: string): string | undefined {
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    return undefined;
+  }
 }
 
 export function sameToken(a: string | undefined, b: string | undefined): boolean {

@@ -15,10 +15,10 @@ import { FenceError } from '../../core/errors.js';
 import { APPROVAL_VOID, withdrawApprovals } from '../../ledger/approvals.js';
 import { Compensations, CompensationRefused } from '../../ledger/compensation.js';
 import { Ledger, LedgerConflict, type ActionRecord } from '../../ledger/ledger.js';
-import { resumeParked } from '../../runs/resume.js';
+import { holdSlot, resumeParked } from '../../runs/resume.js';
 import { retryRun, type RetryExtension } from '../../runs/retryRun.js';
 import { stopRun } from '../../runs/stop.js';
-import { isActionId, isRunId } from '../../store/keys.js';
+import { isActionId, isRunId, stepJobId } from '../../store/keys.js';
 import { operatorSeesRun } from '../auth.js';
 import type { Operator } from '../operatorIdentity.js';
 
@@ -133,10 +133,12 @@ export async function resolveHumanItem(
 export async function cancelRun(ctx: EngineContext, op: Operator, runId: string): Promise<ActionAnswer> {
   if (!isRunId(runId) || !(await operatorSeesRun(ctx, op, runId))) return NO_RUN;
   const reason = `cancelled_by_operator: requested by ${op.name}`;
+  // A run still waiting in its tenant's line (flow control) never started: taken out of the line, it is cancelled at once.
+  const neverStarted = (await ctx.admission?.withdraw(runId)) === true;
   let result;
   try {
     result = await stopRun(ctx, runId, {
-      expected: ['waiting_approval', 'needs_human'], status: 'cancelled', reason, now: Date.now(), requestCancel: true,
+      expected: ['waiting_approval', 'needs_human', ...(neverStarted ? ['queued'] : [])], status: 'cancelled', reason, now: Date.now(), requestCancel: true,
     });
   } catch (err) {
     if (err instanceof FenceError && err.code === 'run_missing') return NO_RUN;
@@ -149,6 +151,8 @@ export async function cancelRun(ctx: EngineContext, op: Operator, runId: string)
     await ctx.store.recordOperatorAction(runId, { action: 'cancel', by: op.name, at: Date.now(), detail: 'cancelled' });
     // Cancelled while waiting for approval: nobody is asked to decide for it any more.
     await withdrawApprovals(ctx, runId, reason);
+    // Its step 1 job waited in the delayed set for an admission that will not come.
+    if (neverStarted) await ctx.queues.forRun(runId).remove(stepJobId(runId, 1));
   }
   return { status: result.stopped ? 200 : 202, body: { runId, status: result.status, cancelled: result.stopped ? 'now' : 'at_next_commit', operator: op.name } };
 }
@@ -162,6 +166,7 @@ export async function retryStoppedRun(ctx: EngineContext, op: Operator, runId: s
   if (!isRunId(runId) || !(await operatorSeesRun(ctx, op, runId))) return NO_RUN;
   const r = await retryRun(ctx, runId, op.name, ext);
   if (r.ok) {
+    await holdSlot(ctx, runId);
     return { status: 200, body: { runId, status: 'running', from: r.from, step: r.step, jobId: r.jobId, limits: r.limits, extension: r.extension, operator: op.name } };
   }
   switch (r.code) {

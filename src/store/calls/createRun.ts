@@ -44,10 +44,18 @@ export type CreateRunResult =
   | { outcome: 'joined'; runId: string };
 
 export async function createRun(redis: RedisClient, k: CreateRunKeys, a: CreateRunArgs): Promise<CreateRunResult> {
-  const res = await script(redis, 'createRun')(
+  return createRunResult(a, await script(redis, 'createRun')(...createRunArgs(k, a)));
+}
+
+/** The script's KEYS then ARGV (a caller that sends it inside a MULTI: src/store/calls/deferNewJob.ts). */
+export function createRunArgs(k: CreateRunKeys, a: CreateRunArgs): (string | number | Buffer)[] {
+  return [
     k.run, k.budget, k.events, k.runIndex, k.subjectLatest, ...a.firstJob.keys,
     a.runId, a.now, JSON.stringify(a.run), JSON.stringify(a.budget), a.event, a.eventsMaxLen, a.mode, a.subjectTtlMs, ...a.firstJob.argv,
-  );
+  ];
+}
+
+export function createRunResult(a: CreateRunArgs, res: unknown): CreateRunResult {
   const [code, id] = Array.isArray(res) ? (res as [unknown, unknown]) : [res, undefined];
   const runId = typeof id === 'string' ? id : '';
   if (code === 1) return { outcome: 'created', runId: a.runId, ...(runId !== '' ? { previousRunId: runId } : {}) };

@@ -1,0 +1,242 @@
+/**
+ * Admission: a fleet shared fairly between tenants.
+ *
+ * A new run waits in its tenant's line (its step 1 job sits in BullMQ's delayed set until the
+ * run's deadline, so the queue holds only admitted runs' steps). Runs are admitted in weighted
+ * round-robin between the tenants' lines (flowAdmit-8.lua) while the tenant, the run's agent and
+ * the fleet are under their concurrency limits; within a line, a higher priority goes first.
+ * Admitting a run takes its slot and then promotes its step job to the queue. A slot is given
+ * back (flowRelease-5.lua) when the run ends or parks; the next waiting runs are admitted then.
+ *
+ * What happens if a process dies:
+ *  - after enqueue, before the run exists: the admission finds no job to promote and releases the
+ *    slot at once (the run id never existed);
+ *  - after createRun, before enqueue: never, enqueue comes first;
+ *  - after admitting, before promoting: the admission is `pending` under the admitter's Redis
+ *    CLIENT ID; the bookkeeping sweep of any worker sees that connection gone (CLIENT LIST ID, the
+ *    liveness the step jobs' owners are watched by) and promotes the job (promote is idempotent);
+ *  - after a run ended, before its release: the sweep reads the status of every run holding a slot
+ *    and releases those no longer queued or running (release is idempotent);
+ *  - a run whose admission never comes (its line's state lost) still starts at its deadline and
+ *    ends budget_exceeded (wall_clock), with its status, event and metric.
+ * No path admits a run twice: taking it out of the line and taking its slot is one script.
+ */
+import type { Logger } from 'pino';
+import { Job } from 'bullmq';
+import type { RedisClient } from '../store/connect.js';
+import { nodeForKey } from '../store/connect.js';
+import type { KeySpace } from '../store/keys.js';
+import { stepJobId } from '../store/keys.js';
+import { flowEnqueue, type FlowRun } from '../store/calls/flowEnqueue.js';
+import { flowAdmit, type Admitted } from '../store/calls/flowAdmit.js';
+import { flowRelease } from '../store/calls/flowRelease.js';
+import { flowHold } from '../store/calls/flowHold.js';
+import { flowConfigure } from '../store/calls/flowConfigure.js';
+import type { ShardQueues } from '../runs/queues.js';
+import { STEP_JOB_NAME } from '../runs/queues.js';
+import type { Metrics } from '../metrics/metrics.js';
+import { TerminalError } from '../core/errors.js';
+import { clientIdsOfList } from '../worker/ownerWatch.js';
+
+/** Priority levels of a run within its tenant's line: 0 (normal, the default) to 4 (most urgent). */
+export const PRIORITY_LEVELS = 5;
+export const MAX_PRIORITY = PRIORITY_LEVELS - 1;
+
+/** What admission reads of the configuration (src/config/config.ts documents each). */
+export interface FlowOptions {
+  readonly FLOW_CONTROL: boolean;
+  readonly FLOW_TENANT_CONCURRENCY: number;
+  readonly FLOW_AGENT_CONCURRENCY: number;
+  readonly FLOW_FLEET_CONCURRENCY: number;
+  readonly FLOW_TENANT_WEIGHTS: Readonly<Record<string, number>>;
+  readonly FLOW_TENANT_LIMITS: Readonly<Record<string, number>>;
+  readonly FLOW_AGENT_LIMITS: Readonly<Record<string, number>>;
+  readonly FLOW_SWEEP_MS: number;
+}
+
+export interface FlowDeps {
+  redis: RedisClient;
+  keys: KeySpace;
+  queues: ShardQueues;
+  cfg: FlowOptions;
+  metrics: Metrics;
+  log: Logger;
+}
+
+/** A run's place in its line: priority level first (higher first), then arrival. Below 2^53 for any ms before year 2286. */
+export function placeInLine(priority: number, at: number): number {
+  return (MAX_PRIORITY - priority) * 1e13 + at;
+}
+
+/** What an operator may change at run time: a tenant's weight or limit, an agent's limit. */
+export type FlowSetting = 'weight' | 'limit' | 'agent_limit';
+const SETTING_FIELD: Record<FlowSetting, string> = { weight: 'w', limit: 't', agent_limit: 'a' };
+
+/** The most admissions one script makes (a slot freed admits one; a sweep or a raised limit admits more, round by round). */
+const ADMIT_BATCH = 64;
+
+export class Admission {
+  private clientId?: string;
+  private readonly configured: Record<string, number>;
+
+  constructor(private readonly d: FlowDeps) {
+    const c = d.cfg;
+    this.configured = {
+      ...prefixed('w:', c.FLOW_TENANT_WEIGHTS), ...prefixed('t:', c.FLOW_TENANT_LIMITS), ...prefixed('a:', c.FLOW_AGENT_LIMITS),
+    };
+  }
+
+  get enabled(): boolean {
+    return this.d.cfg.FLOW_CONTROL;
+  }
+
+  /** Puts a run in its tenant's line (before the run is created: see the module comment). False: it was already known. */
+  async enqueue(run: { runId: string; tenant: string; agent: string; priority: number }, now: number): Promise<boolean> {
+    const k = this.d.keys.flow();
+    const meta: FlowRun = { tenant: run.tenant, agent: run.agent, shard: this.d.keys.shardOf(run.runId), priority: run.priority, at: now };
+    return flowEnqueue(this.d.redis, k, this.d.keys.flowLine(run.tenant), run.runId, meta, placeInLine(run.priority, now));
+  }
+
+  /**
+   * Admits waiting runs while the limits allow (rounds of ADMIT_BATCH) and releases each admitted
+   * run's step job to the queue. Returns how many were admitted.
+   */
+  async admit(now = Date.now()): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const admitted = await flowAdmit(this.d.redis, this.d.keys.flow(), {
+        now, max: ADMIT_BATCH, clientId: await this.ownClientId(), defaultWeight: 1, configured: this.configured,
+        tenantLimit: this.d.cfg.FLOW_TENANT_CONCURRENCY, agentLimit: this.d.cfg.FLOW_AGENT_CONCURRENCY, fleetLimit: this.d.cfg.FLOW_FLEET_CONCURRENCY,
+      });
+      await Promise.all(admitted.map((a) => this.start(a)));
+      total += admitted.length;
+      if (admitted.length < ADMIT_BATCH) return total;
+    }
+  }
+
+  /** The run ended, parked or was cancelled: its slot back (or out of its line), then the next runs admitted. */
+  async release(runId: string): Promise<void> {
+    const r = await flowRelease(this.d.redis, this.d.keys.flow(), runId);
+    if (r !== 'none') await this.admit();
+  }
+
+  /**
+   * Takes a run that still waits out of its line (a cancel): true when it was waiting, and then it
+   * never started and holds no slot, so the caller may end it at once. A run at work is untouched.
+   */
+  async withdraw(runId: string): Promise<boolean> {
+    return (await flowRelease(this.d.redis, this.d.keys.flow(), runId, true)) === 'withdrawn';
+  }
+
+  /**
+   * Changes a tenant's weight or concurrency limit, or an agent's limit, at run time (null: back to
+   * the configured value), recorded with who changed it; then admits what a raised limit allows.
+   * Returns the previous run-time value ('' when there was none).
+   */
+  async configure(what: FlowSetting, of: string, value: number | null, who: string, now = Date.now()): Promise<string> {
+    const problem = settingProblem(what, of, value);
+    if (problem) throw new TerminalError('invalid_value', problem);
+    const field = `${SETTING_FIELD[what]}:${of}`;
+    const previous = await flowConfigure(this.d.redis, this.d.keys.flow(), field, { who, what, of, to: value === null ? '' : String(value), at: now });
+    this.d.log.info({ code: 'flow_setting_changed', what, of, value, who }, 'flow control setting changed');
+    await this.admit(now);
+    return previous;
+  }
+
+  /** A run admitted before comes back to work (resumed, retried): it takes a slot at once (flowHold-3.lua). */
+  async hold(run: { runId: string; tenant: string; agent: string }, now: number): Promise<boolean> {
+    const meta: FlowRun = { tenant: run.tenant, agent: run.agent, shard: this.d.keys.shardOf(run.runId), priority: 0, at: now, admittedAt: now };
+    return flowHold(this.d.redis, this.d.keys.flow(), run.runId, meta);
+  }
+
+  /**
+   * Bookkeeping, every FLOW_SWEEP_MS in every worker (several racing are safe: each script is
+   * idempotent): admissions whose admitter's connection is gone get their job promoted; slots of
+   * runs no longer queued or running are released; then whatever the limits allow is admitted
+   * (a limit raised at run time takes effect here).
+   */
+  async sweep(): Promise<{ promoted: number; released: number; admitted: number }> {
+    const k = this.d.keys.flow();
+    const pending = await this.d.redis.hgetall(k.pending);
+    const owners = [...new Set(Object.values(pending))];
+    let promoted = 0;
+    if (owners.length > 0) {
+      const node = await nodeForKey(this.d.redis, k.pending);
+      const alive = clientIdsOfList(String(await node.client('LIST', 'ID', ...owners)));
+      for (const [runId, owner] of Object.entries(pending)) {
+        if (alive.has(owner)) continue;
+        const meta = await this.heldRun(runId);
+        if (meta) {
+          await this.start({ runId, shard: meta.shard, tenant: meta.tenant });
+          promoted++;
+        }
+      }
+    }
+    const held = await this.d.redis.hkeys(k.held);
+    const statuses = await Promise.all(held.map((runId) => this.d.redis.hget(this.d.keys.run(runId).run, 'status')));
+    let released = 0;
+    for (let i = 0; i < held.length; i++) {
+      const s = statuses[i];
+      if (s === 'queued' || s === 'running') continue;
+      if ((await flowRelease(this.d.redis, k, held[i]!)) === 'released') released++;
+    }
+    if (released > 0) this.d.log.info({ code: 'flow_slots_recovered', released }, 'slots of runs no longer at work released');
+    const admitted = await this.admit();
+    return { promoted, released, admitted };
+  }
+
+  private async heldRun(runId: string): Promise<FlowRun | undefined> {
+    const raw = await this.d.redis.hget(this.d.keys.flow().held, runId);
+    return raw === null ? undefined : (JSON.parse(raw) as FlowRun);
+  }
+
+  /**
+   * Releases an admitted run's step 1 job from the delayed set to the queue, then clears its
+   * pending mark. A job that is not delayed any more (promoted already, or started at its
+   * deadline) is left as it is; a run whose job does not exist (its creation never happened)
+   * gives its slot back.
+   */
+  private async start(a: Admitted): Promise<void> {
+    const jobId = stepJobId(a.runId, 1);
+    const queue = this.d.queues.byShard(a.shard);
+    try {
+      await new Job(queue, STEP_JOB_NAME, {}, {}, jobId).promote();
+    } catch (err) {
+      const state = await queue.getJobState(jobId);
+      if (state === 'unknown' && !(await this.d.redis.exists(this.d.keys.run(a.runId).run))) {
+        await flowRelease(this.d.redis, this.d.keys.flow(), a.runId);
+        this.d.log.warn({ code: 'flow_admitted_missing_run', runId: a.runId }, 'admitted run does not exist: slot released');
+        return;
+      }
+      if (state === 'delayed') throw err;
+    }
+    await this.d.redis.hdel(this.d.keys.flow().pending, a.runId);
+    this.d.metrics.flowAdmitted.inc({ tenant: a.tenant });
+  }
+
+  /** CLIENT ID of the connection that runs the flow scripts (the node of `{flow}` on a Cluster). */
+  private async ownClientId(): Promise<string> {
+    if (this.clientId === undefined) {
+      const node = await nodeForKey(this.d.redis, this.d.keys.flow().pending);
+      this.clientId = String(await node.client('ID'));
+    }
+    return this.clientId;
+  }
+
+  /** Forgets the cached CLIENT ID (after a reconnection: admissions made under the old one are promoted by a sweep). */
+  forgetClientId(): void {
+    this.clientId = undefined;
+  }
+}
+
+/** Why a setting is refused (a weight in (0, 1000], a limit a whole number >= 0, a name like a tenant's), or undefined. */
+export function settingProblem(what: FlowSetting, of: string, value: number | null): string | undefined {
+  if (!/^[a-z0-9][a-z0-9_-]{0,62}$/i.test(of)) return `${what === 'agent_limit' ? 'agent' : 'tenant'}: 1-63 letters, digits, _ or -`;
+  if (value === null) return undefined;
+  if (what === 'weight') return Number.isFinite(value) && value > 0 && value <= 1000 ? undefined : 'weight: a number above 0, at most 1000';
+  return Number.isInteger(value) && value >= 0 ? undefined : 'limit: a whole number >= 0 (0 = no limit)';
+}
+
+function prefixed(prefix: string, values: Readonly<Record<string, number>>): Record<string, number> {
+  return Object.fromEntries(Object.entries(values).map(([k, v]) => [prefix + k, v]));
+}

@@ -1,0 +1,35 @@
+/** Typed call of src/store/lua/flowAdmit-8.lua: waiting runs admitted in weighted round-robin. */
+import type { RedisClient } from '../connect.js';
+import type { FlowKeys } from '../keys.js';
+import { script } from '../luaScripts.js';
+
+export interface AdmitArgs {
+  now: number;
+  max: number;
+  /** CLIENT ID of the admitting connection: its admissions are pending until their jobs are released. */
+  clientId: string;
+  defaultWeight: number;
+  /** 0 = none */
+  tenantLimit: number;
+  agentLimit: number;
+  fleetLimit: number;
+  /** Configured weights and limits (`w:<tenant>`, `t:<tenant>`, `a:<agent>`); run-time settings win over them. */
+  configured: Record<string, number>;
+}
+
+export interface Admitted {
+  runId: string;
+  shard: number;
+  tenant: string;
+}
+
+export async function flowAdmit(redis: RedisClient, k: FlowKeys, a: AdmitArgs): Promise<Admitted[]> {
+  const res = await script(redis, 'flowAdmit')(
+    k.waiting, k.held, k.pending, k.counts, k.turns, k.passes, k.settings, k.admitted,
+    a.now, a.max, a.clientId, k.linePrefix, a.defaultWeight, a.tenantLimit, a.agentLimit, a.fleetLimit, JSON.stringify(a.configured),
+  );
+  const flat = Array.isArray(res) ? res.map(String) : [];
+  const out: Admitted[] = [];
+  for (let i = 0; i + 2 < flat.length; i += 3) out.push({ runId: flat[i]!, shard: Number(flat[i + 1]), tenant: flat[i + 2]! });
+  return out;
+}

@@ -1,0 +1,12 @@
+/** Typed call of src/store/lua/flowRelease-5.lua: a run's slot given back, or the run out of its line. */
+import type { RedisClient } from '../connect.js';
+import type { FlowKeys } from '../keys.js';
+import { script } from '../luaScripts.js';
+
+export type Released = 'released' | 'withdrawn' | 'none';
+
+/** `waitingOnly`: only take a waiting run out of its line (a run at work keeps its slot). */
+export async function flowRelease(redis: RedisClient, k: FlowKeys, runId: string, waitingOnly = false): Promise<Released> {
+  const res = await script(redis, 'flowRelease')(k.waiting, k.held, k.pending, k.counts, k.turns, runId, k.linePrefix, waitingOnly ? 'waiting' : 'any');
+  return res === 1 ? 'released' : res === 2 ? 'withdrawn' : 'none';
+}

@@ -1,0 +1,24 @@
+--[[
+  Puts a run in its tenant's line (flow control, src/flow/admission.ts). A run
+  already waiting or holding a slot is left alone (the same intake twice).
+
+  KEYS[1] waiting hash  KEYS[2] held hash  KEYS[3] turns zset
+  KEYS[4] passes hash   KEYS[5] the tenant's line (zset; KeySpace.flowLine)
+
+  ARGV[1] run id  ARGV[2] tenant  ARGV[3] the run's JSON (tenant, agent, shard, priority, at)
+  ARGV[4] the run's place in its line (lower first: priority level, then arrival)
+
+  Returns 1 put in line, 0 already known (nothing written).
+
+  A tenant that joins the turns starts at the latest turn served (`~vtime`) or
+  its own pass if later: an idle tenant saves no credit, a busy one keeps its debt.
+]]
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 or redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+redis.call('ZADD', KEYS[5], ARGV[4], ARGV[1])
+if not redis.call('ZSCORE', KEYS[3], ARGV[2]) then
+  local own = tonumber(redis.call('HGET', KEYS[4], ARGV[2]) or '0')
+  local vtime = tonumber(redis.call('HGET', KEYS[4], '~vtime') or '0')
+  redis.call('ZADD', KEYS[3], string.format('%.17g', math.max(own, vtime)), ARGV[2])
+end
+return 1

@@ -1,0 +1,86 @@
+/**
+ * Acknowledged means replicated. Redis replicates asynchronously: a write the master answered is gone if the
+ * master dies before a replica has it and the replica is promoted. `replicated()` waits until at least
+ * `minReplicas` replicas hold every write made before the call on the connection to the master that owns `key`'s
+ * slot (WAIT; WAITAOF, which also waits for the replicas' fsync, where the server has it: Redis 7.2 and later), or
+ * throws NotReplicatedError. Nothing the caller does after it (answering 201, sending a request to a service) may
+ * happen before it returns.
+ *
+ * Why one wait covers more than the caller's own write: every command of a process goes through one connection per
+ * master, WAIT counts that connection's last write, and the replication stream is ordered, so a wait also covers
+ * whatever any other process wrote to that master before it (a decision journalled by the delivery that died).
+ */
+import type { Redis } from 'ioredis';
+import { Cluster } from 'ioredis';
+import calculateSlot from 'cluster-key-slot';
+import { AgentError, type RetryKind } from '../core/errors.js';
+import type { RedisClient } from './connect.js';
+import { RedisUnreachable } from './connect.js';
+
+export interface ReplicationOptions {
+  /** REDIS_MIN_REPLICAS: 0 returns at once (a single Redis, today's behaviour). */
+  readonly minReplicas: number;
+  /** REDIS_REPLICA_WAIT_MS: the longest one wait blocks. */
+  readonly timeoutMs: number;
+}
+
+/** Fewer replicas than required acknowledged the writes in time: retry later, nothing was acknowledged. */
+export class NotReplicatedError extends AgentError {
+  override readonly retry: RetryKind = 'retryable';
+  constructor(readonly acked: number, readonly required: number, readonly retryAfterMs: number) {
+    super('not_replicated', `${acked} of ${required} replicas acknowledged the write`, { acked, required });
+  }
+}
+
+/** How a server waits: WAITAOF (with the local fsync when it runs AOF) or WAIT only (Redis before 7.2). */
+export interface WaitMode {
+  waitAof: boolean;
+  localAof: boolean;
+}
+
+const modes = new WeakMap<Redis, Promise<WaitMode>>();
+
+/** Asked once per connection: COMMAND INFO answers nil for a command the server does not have. */
+export function waitModeOf(node: Redis): Promise<WaitMode> {
+  let mode = modes.get(node);
+  if (!mode) {
+    mode = (async () => {
+      const info = (await node.call('COMMAND', 'INFO', 'WAITAOF')) as unknown[];
+      if (!Array.isArray(info) || info[0] == null) return { waitAof: false, localAof: false };
+      const aof = (await node.config('GET', 'appendonly')) as string[];
+      return { waitAof: true, localAof: aof[1] === 'yes' };
+    })();
+    mode.catch(() => modes.delete(node));
+    modes.set(node, mode);
+  }
+  return mode;
+}
+
+/** The connection to the master that owns `key`'s slot (the client itself on a single Redis or Sentinel). */
+function masterOf(client: RedisClient, key: string): Redis {
+  if (!(client instanceof Cluster)) return client;
+  const nodeKey = client.slots[calculateSlot(key)]?.[0];
+  const node = client.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === nodeKey);
+  if (!node) throw new RedisUnreachable(`no connection to the master of ${key}'s slot (${nodeKey ?? 'unknown'})`);
+  return node;
+}
+
+/** Replicas that acknowledged: WAIT's count, or WAITAOF's replica count (its local fsync is required too). */
+async function waitOn(node: Redis, opts: ReplicationOptions): Promise<number> {
+  const mode = await waitModeOf(node);
+  if (!mode.waitAof) return Number(await node.call('WAIT', opts.minReplicas, opts.timeoutMs));
+  const [local, replicas] = (await node.call('WAITAOF', mode.localAof ? 1 : 0, opts.minReplicas, opts.timeoutMs)) as [number, number];
+  return mode.localAof && Number(local) < 1 ? 0 : Number(replicas);
+}
+
+/**
+ * Waits until `opts.minReplicas` replicas hold every write made so far to the master of `key`'s slot.
+ * @returns the replicas that acknowledged (0 without waiting when none are required)
+ * @throws NotReplicatedError when fewer acknowledged within `opts.timeoutMs` (retry after `retryAfterMs`)
+ */
+export async function replicated(client: RedisClient, key: string, opts: ReplicationOptions, retryAfterMs = 1000): Promise<number> {
+  if (opts.minReplicas <= 0) return 0;
+  const acked = await waitOn(masterOf(client, key), opts);
+  if (acked < opts.minReplicas) throw new NotReplicatedError(acked, opts.minReplicas, retryAfterMs);
+  return acked;
+}

@@ -1,0 +1,37 @@
+/**
+ * Whether an error means the store cannot take the request now, and a retry later can succeed: the connection is
+ * lost or not yet back, the master is gone or demoted (a failover), the server is loading its data, a Cluster slot
+ * has no master, or a write was not replicated in time. Callers answer 503 with Retry-After, never 500.
+ */
+import { NotReplicatedError } from './replicated.js';
+import { RedisUnreachable } from './connect.js';
+
+/** Error replies Redis sends while it cannot serve (ioredis keeps the reply's first word as the message's start). */
+const UNAVAILABLE_REPLIES = /^(CLUSTERDOWN|READONLY|LOADING|MASTERDOWN|TRYAGAIN|NOREPLICAS|BUSY|NOTREADY|UNBLOCKED)\b/;
+
+/** ioredis's own errors when no connection can carry the command. */
+const CONNECTION_ERRORS = [
+  'Connection is closed',
+  'Stream isn\'t writeable',
+  'Too many Cluster redirections',
+  'Failed to refresh slots cache',
+  'None of startup nodes is available',
+  'Cluster isn\'t ready',
+  'All sentinels are unreachable',
+  'Reached the max retries per request limit',
+];
+
+const NET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
+
+export function storeUnavailable(err: unknown): boolean {
+  if (err instanceof NotReplicatedError || err instanceof RedisUnreachable) return true;
+  if (!(err instanceof Error)) return false;
+  const name = err.name;
+  if (name === 'MaxRetriesPerRequestError' || name === 'ClusterAllFailedError') return true;
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === 'string' && NET_CODES.has(code)) return true;
+  const msg = err.message;
+  if (UNAVAILABLE_REPLIES.test(msg)) return true;
+  if (CONNECTION_ERRORS.some((m) => msg.includes(m))) return true;
+  return err.cause !== undefined && err.cause !== err && storeUnavailable(err.cause);
+}

@@ -1,0 +1,286 @@
+/**
+ * The failover campaign: the fleet (an API, two workers and a reconciler, real processes) on a replicated Redis
+ * (testkit/sentinel.ts: a master, two replicas, three sentinels), the support agent's writes going to the sandbox
+ * (which counts emails per recipient and tickets per source ticket), and a model stand-in that answers differently
+ * every time it is asked (another template, another ticket subject, another wording, at random). A client submits
+ * runs all along and retries a 503 or a dropped connection with the same Idempotency-Key. Meanwhile the master is
+ * SIGKILLed `kills` times; the sentinels promote a replica; the old master restarts and rejoins as a replica.
+ *
+ * `lag`: before each kill the replicas fall behind (SIGSTOP, then a large write fills the replication link's
+ * socket buffers, so the master's later writes exist only in its own output buffer) and stay behind for `lagMs`
+ * of load; the kill then loses every write of that window the master acknowledged. The replicas resume right
+ * after the kill (one of them is promoted). With REDIS_MIN_REPLICAS=0 (no wait: the engine without this change)
+ * acknowledged runs vanish and lost decisions are asked again; with 1 nothing acknowledged is lost.
+ *
+ * Run alone: `npx tsx test/e2e/failover/campaign.ts [--replicas=0|1] [--lag] [--kills=3] [--lag-ms=1500]`.
+ */
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { startSandbox } from '../../../sandbox/server.js';
+import { startOpenAIServer } from '../../../testkit/modelServers/openai.js';
+import type { RecordedRequest, Reply } from '../../../testkit/modelServers/queue.js';
+import { startLocalSentinel, SENTINEL_MASTER, type LocalSentinel } from '../../../testkit/sentinel.js';
+import { freePort } from '../../../testkit/embeddedRedis.js';
+import { onLines, spawnModule } from '../../../testkit/spawnModule.js';
+import { spawnChaosWorker } from '../chaos/processes.js';
+
+export interface CampaignOptions {
+  /** REDIS_MIN_REPLICAS of every process. */
+  minReplicas: number;
+  lag: boolean;
+  kills: number;
+  lagMs: number;
+  /** Runs submitted per second. */
+  rate: number;
+  log?: (line: string) => void;
+}
+
+export interface CampaignResult {
+  minReplicas: number;
+  lag: boolean;
+  kills: number;
+  submitted: number;
+  /** Runs answered 201 (or 200 for a retried request whose run existed). */
+  acknowledged: number;
+  answered503: number;
+  answered500: number;
+  /** Acknowledged runs the store no longer has at the end. */
+  vanished: number;
+  /** Acknowledged runs not in a terminal status at the end. */
+  notTerminal: number;
+  statuses: Record<string, number>;
+  /** Recipients that got more than one email, tickets with more than one follow-up, sandbox duplicates by key. */
+  duplicateEmails: number;
+  duplicateTickets: number;
+  duplicateKeys: number;
+  emails: number;
+  /** Per kill: ms from the SIGKILL to the first step committed afterwards (agent_steps_committed_total moved). */
+  recoveryMs: number[];
+}
+
+const TERMINAL = new Set(['completed', 'failed', 'cancelled', 'budget_exceeded', 'needs_human']);
+const PRODUCER_TOKEN = 'failover-producer-token';
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const pick = <T>(xs: readonly T[]): T => xs[Math.floor(Math.random() * xs.length)]!;
+
+/** The model stand-in: the support flow, each answer drawn anew (a real model is not deterministic either). */
+export function unsteadyModel(req: RecordedRequest): Reply {
+  const messages = Array.isArray(req.body.messages) ? (req.body.messages as { role?: string; content?: unknown }[]) : [];
+  const prompt = String(messages.find((m) => m.role === 'user')?.content ?? '');
+  const ticket = /^Ticket (\S+):/.exec(prompt)?.[1] ?? 'unknown';
+  const email = /<([^>]+)>/.exec(prompt)?.[1] ?? 'nobody@example.com';
+  const step = messages.filter((m) => m.role === 'assistant').length + 1;
+  const usage = { input: 100, output: 20 };
+  const nonce = randomBytes(3).toString('hex');
+  if (step === 1) return { kind: 'turn', toolCalls: [{ name: 'read_ticket', args: {} }], usage };
+  if (step === 2) {
+    const subject = `Follow-up on ${ticket}: ${pick(['delivery', 'damage'])}`;
+    return { kind: 'turn', toolCalls: [{ name: 'create_ticket', args: { subject, body: `Opened ${nonce}`, priority: 'normal', sourceTicketId: ticket } }], usage };
+  }
+  if (step === 3) {
+    const template = pick(['ticket_acknowledged', 'ticket_received']);
+    return { kind: 'turn', toolCalls: [{ name: 'send_email', args: { to: email, template, subject: `Re: ${ticket}`, body: `Hello, noted (${nonce}).` } }], usage };
+  }
+  return { kind: 'turn', text: `Done ${nonce}.`, usage };
+}
+
+interface Proc { kill(signal: NodeJS.Signals): void; exited: Promise<unknown> }
+
+function spawnProcess(module: string, env: Record<string, string>, readyLine: string): Promise<Proc> {
+  const child = spawnModule(module, { ...env, LOG_LEVEL: 'info' }, ['ignore', 'pipe', 'pipe']);
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  const tail: string[] = [];
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${module} did not start:\n${tail.join('\n')}`)), 60_000);
+    onLines(child.stdout!, (line) => {
+      if (tail.length < 50) tail.push(line);
+      if (line.includes(readyLine)) {
+        clearTimeout(timer);
+        resolve({ kill: (s) => child.kill(s), exited });
+      }
+    });
+    child.stderr!.on('data', (d: Buffer) => { if (tail.length < 50) tail.push(d.toString()); });
+  });
+}
+
+/** POST /v1/runs until an answer that is not a 503 / dropped connection (same Idempotency-Key each time). */
+async function submit(api: string, i: number, tally: { s503: number; s500: number }): Promise<string | undefined> {
+  const body = JSON.stringify({ tenant: 'acme', ticket: { id: `F-${i}`, subject: 'Broken mug', body: 'It arrived shattered.', customer: { email: `c${i}@example.com`, name: `C${i}` } } });
+  for (let attempt = 0; attempt < 200; attempt++) {
+    try {
+      const res = await fetch(`${api}/v1/runs`, {
+        method: 'POST', body, headers: { 'content-type': 'application/json', authorization: `Bearer ${PRODUCER_TOKEN}`, 'idempotency-key': `ev-${i}` },
+        signal: AbortSignal.timeout(10_000),
+      });
+      const json = (await res.json().catch(() => ({}))) as { runId?: string };
+      if (res.status === 201 || res.status === 200) return json.runId;
+      if (res.status === 503) tally.s503++;
+      else if (res.status >= 500) tally.s500++;
+      else return undefined;
+    } catch {
+      // The connection dropped or timed out: retried like a 503.
+    }
+    await sleep(250);
+  }
+  return undefined;
+}
+
+/** The last value of agent_steps_committed_total summed over the workers' /metrics (undefined: none answered). */
+async function committedSteps(ports: number[]): Promise<number | undefined> {
+  let sum = 0;
+  let any = false;
+  for (const port of ports) {
+    const text = await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(1000) }).then((r) => r.text()).catch(() => '');
+    const m = /^agent_steps_committed_total (\d+)/m.exec(text);
+    if (m) { sum += Number(m[1]); any = true; }
+  }
+  return any ? sum : undefined;
+}
+
+async function fallBehind(s: LocalSentinel, master: number): Promise<number[]> {
+  const replicas = [...s.nodes.keys()].filter((p) => p !== master);
+  for (const p of replicas) s.nodes.get(p)!.process.kill('SIGSTOP');
+  // Fills the socket buffers of the replication links: what the master writes after it stays in its own buffers.
+  const direct = new Redis({ port: master, host: '127.0.0.1', maxRetriesPerRequest: 1 });
+  await direct.set('failover-campaign:ballast', Buffer.alloc(32 * 1024 * 1024, 1)).catch(() => {});
+  direct.disconnect();
+  return replicas;
+}
+
+export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignResult> {
+  const log = o.log ?? (() => {});
+  const sentinel = await startLocalSentinel({ replicas: 2 });
+  const sandbox = await startSandbox({ port: 0 });
+  const model = await startOpenAIServer();
+  model.respond = unsteadyModel;
+  const prefix = `fo${randomBytes(3).toString('hex')}`;
+  const apiPort = await freePort();
+  const workerPorts = [await freePort(), await freePort()];
+  const env: Record<string, string> = {
+    REDIS_SENTINELS: sentinel.sentinels.join(','), REDIS_SENTINEL_MASTER: SENTINEL_MASTER,
+    KEY_PREFIX: prefix, BULL_PREFIX: `${prefix}b`, SANDBOX_URL: sandbox.url,
+    MODEL_PROVIDER: 'openai', OPENAI_BASE_URL: `${model.url}/v1`, OPENAI_API_KEY: 'sk-test', PRODUCER_TOKEN,
+    REDIS_MIN_REPLICAS: String(o.minReplicas), REDIS_REPLICA_WAIT_MS: '500', STORE_RETRY_AFTER_S: '1',
+    LOCK_DURATION_MS: '4000', STALLED_INTERVAL_MS: '1000', STUCK_RUN_MIN_AGE_MS: '5000', RECONCILER_SWEEP_MS: '500',
+    RECONCILER_MIN_AGE_MS: '1000', RETRY_BASE_MS: '50', RETRY_MAX_MS: '500', REDIS_BOOT_TIMEOUT_MS: '20000',
+    PORT: String(apiPort), HOST: '127.0.0.1', RECONCILER_METRICS_PORT: '0', WORKER_CONCURRENCY: '10',
+  };
+  const procs: Proc[] = [];
+  const workers: Awaited<ReturnType<typeof spawnChaosWorker>>[] = [];
+  // However the campaign ends (a failed start, an interrupted run), nothing it started outlives it.
+  const killAll = () => {
+    for (const w of workers) w.child.kill('SIGKILL');
+    for (const p of procs) p.kill('SIGKILL');
+    for (const n of sentinel.nodes.values()) { n.process.kill('SIGCONT'); n.process.kill('SIGKILL'); }
+  };
+  process.once('exit', killAll);
+  try {
+    return await campaign();
+  } finally {
+    killAll();
+    process.off('exit', killAll);
+    await Promise.all([...workers.map((w) => w.exited), ...procs.map((p) => p.exited)]);
+    await model.close();
+    await sandbox.close();
+    await sentinel.stop();
+  }
+
+  async function campaign(): Promise<CampaignResult> {
+  for (const p of workerPorts) workers.push(await spawnChaosWorker({ ...env, WORKER_METRICS_PORT: String(p) }, undefined, 90_000));
+  procs.push(await spawnProcess('src/server/api', env, '"api_listening"'));
+  procs.push(await spawnProcess('src/server/reconciler', env, '"reconciler_started"'));
+  const api = `http://127.0.0.1:${apiPort}`;
+  const tally = { s503: 0, s500: 0 };
+  const acked: string[] = [];
+  let submitted = 0;
+  let submitting = true;
+  const pending: Promise<void>[] = [];
+  const producer = (async () => {
+    while (submitting) {
+      const i = submitted++;
+      pending.push(submit(api, i, tally).then((runId) => { if (runId) acked.push(runId); }));
+      await sleep(1000 / o.rate);
+    }
+  })();
+  const recoveryMs: number[] = [];
+  try {
+    await sleep(2000);
+    for (let k = 0; k < o.kills; k++) {
+      const master = await sentinel.masterPort();
+      let frozen: number[] = [];
+      if (o.lag) {
+        frozen = await fallBehind(sentinel, master);
+        await sleep(o.lagMs);
+      }
+      const before = await committedSteps(workerPorts);
+      const killedAt = Date.now();
+      await sentinel.kill(master, 'SIGKILL');
+      for (const p of frozen) sentinel.nodes.get(p)!.process.kill('SIGCONT');
+      const promoted = await sentinel.waitForFailover(master);
+      log(`kill ${k + 1}: master ${master} SIGKILLed, ${promoted} promoted after ${Date.now() - killedAt} ms`);
+      // Steps flowing again: the committed-steps counter moves past its value at the kill.
+      const deadline = Date.now() + 60_000;
+      for (;;) {
+        const now = await committedSteps(workerPorts);
+        if (process.env.FAILOVER_DEBUG) log(`committed ${now} (at kill ${before})`);
+        if (now !== undefined && before !== undefined && now > before) break;
+        if (Date.now() > deadline) break;
+        await sleep(50);
+      }
+      recoveryMs.push(Date.now() - killedAt);
+      await sentinel.restart(master);
+      await sentinel.waitForReplicas(2, 60_000);
+      log(`kill ${k + 1}: steps flowing ${recoveryMs.at(-1)} ms after the kill; old master rejoined`);
+      await sleep(2000);
+    }
+  } finally {
+    submitting = false;
+    await producer;
+    await Promise.all(pending);
+  }
+  // Every acknowledged run reaches a terminal status (or is gone: counted as vanished).
+  const reader = new Redis({ sentinels: sentinel.sentinels.map((s) => ({ host: '127.0.0.1', port: Number(s.split(':')[1]) })), name: SENTINEL_MASTER });
+  const runKey = (runId: string) => `${prefix}:{0}:run:${runId}`;
+  const statusOf = async (runId: string) => (await reader.hget(runKey(runId), 'status')) ?? 'vanished';
+  const settleBy = Date.now() + 120_000;
+  let statuses: string[] = [];
+  for (;;) {
+    statuses = await Promise.all(acked.map(statusOf));
+    if (statuses.every((s) => TERMINAL.has(s) || s === 'vanished') || Date.now() > settleBy) break;
+    await sleep(500);
+  }
+  const byStatus: Record<string, number> = {};
+  for (const s of statuses) byStatus[s] = (byStatus[s] ?? 0) + 1;
+  const perRecipient = new Map<string, number>();
+  for (const r of sandbox.records('emails')) {
+    for (const to of (r.resource.to as string[] | undefined) ?? []) perRecipient.set(to, (perRecipient.get(to) ?? 0) + 1);
+  }
+  const perTicket = new Map<string, number>();
+  for (const r of sandbox.records('tickets')) {
+    const source = /Follow-up on (\S+):/.exec(String(r.resource.subject ?? ''))?.[1] ?? String(r.id);
+    perTicket.set(source, (perTicket.get(source) ?? 0) + 1);
+  }
+  const result: CampaignResult = {
+    minReplicas: o.minReplicas, lag: o.lag, kills: o.kills, submitted, acknowledged: acked.length,
+    answered503: tally.s503, answered500: tally.s500,
+    vanished: byStatus.vanished ?? 0, notTerminal: statuses.filter((s) => !TERMINAL.has(s) && s !== 'vanished').length, statuses: byStatus,
+    duplicateEmails: [...perRecipient.values()].filter((n) => n > 1).reduce((a, n) => a + n - 1, 0),
+    duplicateTickets: [...perTicket.values()].filter((n) => n > 1).reduce((a, n) => a + n - 1, 0),
+    duplicateKeys: sandbox.counts().duplicates, emails: sandbox.records('emails').length, recoveryMs,
+  };
+  reader.disconnect();
+  if (process.env.FAILOVER_DEBUG) for (const w of workers) log(w.lines.slice(-15).join('\n'));
+  return result;
+  }
+}
+
+const argv = process.argv.slice(2);
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const arg = (name: string, def: string) => argv.find((a) => a.startsWith(`--${name}=`))?.split('=')[1] ?? def;
+  const result = await runFailoverCampaign({
+    minReplicas: Number(arg('replicas', '1')), lag: argv.includes('--lag'), kills: Number(arg('kills', '3')),
+    lagMs: Number(arg('lag-ms', '1500')), rate: Number(arg('rate', '20')), log: (l) => console.log(l),
+  });
+  console.log(JSON.stringify(result, null, 2));
+  process.exit(0);
+}

@@ -1,0 +1,184 @@
+/**
+ * Flow control on real Redis: runs wait in their tenant's line and are admitted under the
+ * concurrency limits, in weighted turns, higher priority first; a slot comes back when the run
+ * ends (or by the bookkeeping sweep when the release was lost); an admission whose admitter died
+ * before releasing the job is finished by the sweep; a run is never admitted twice; limits and
+ * weights change at run time, recorded with who changed them; a waiting run is cancelled at once.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
+import { startRun } from '../../src/producer/intake.js';
+import { flowAdmit } from '../../src/store/calls/flowAdmit.js';
+import { flowEnqueue } from '../../src/store/calls/flowEnqueue.js';
+import { flowRelease } from '../../src/store/calls/flowRelease.js';
+import { placeInLine } from '../../src/flow/admission.js';
+import { readFlowView } from '../../src/flow/view.js';
+import { stepJobId } from '../../src/store/keys.js';
+import { cancelRun } from '../../src/http/operators/actions.js';
+
+let h: Harness;
+const ticket = (i: number) => ({ ...sampleTicket(`T-${i}`), subject: `order ${i}` });
+let n = 0;
+const start = (tenant: string, extra: Record<string, unknown> = {}) =>
+  startRun(h.ctx, { tenant, ticket: ticket(++n), ...extra } as never, `k-${n}`);
+const flow = () => h.ctx.keys.flow();
+const jobState = (runId: string) => h.ctx.queues.forRun(runId).getJobState(stepJobId(runId, 1));
+/** Takes every run of the script tests out of flow control (they have no run hash to end them). */
+async function clear(): Promise<void> {
+  for (const key of [flow().waiting, flow().held]) {
+    for (const runId of await h.ctx.redis.hkeys(key)) await flowRelease(h.ctx.redis, flow(), runId);
+  }
+}
+const heldOf = async (tenant: string) => Number((await h.ctx.redis.hget(flow().counts, `t:${tenant}`)) ?? 0);
+
+beforeAll(async () => {
+  h = await createHarness('flow', { FLOW_CONTROL: 'true', FLOW_TENANT_CONCURRENCY: '2', FLOW_SWEEP_MS: '100000' });
+});
+afterAll(async () => {
+  await h.close();
+});
+
+describe('the admission script', () => {
+  it('serves the tenants in weighted turns (weight 2 gets two turns to one)', async () => {
+    const k = flow();
+    for (let i = 0; i < 10; i++) {
+      for (const tenant of ['wa', 'wb']) {
+        await flowEnqueue(h.ctx.redis, k, h.ctx.keys.flowLine(tenant), `r_w${tenant}${i}`, { tenant, agent: 'support', shard: 0, priority: 0, at: i }, placeInLine(0, i));
+      }
+    }
+    const admitted = await flowAdmit(h.ctx.redis, k, {
+      now: Date.now(), max: 6, clientId: '1', defaultWeight: 1, tenantLimit: 0, agentLimit: 0, fleetLimit: 0, configured: { 'w:wa': 2 },
+    });
+    expect(admitted.map((a) => a.tenant)).toEqual(['wa', 'wb', 'wa', 'wa', 'wb', 'wa']);
+    expect(admitted.filter((a) => a.tenant === 'wa').map((a) => a.runId)).toEqual(['r_wwa0', 'r_wwa1', 'r_wwa2', 'r_wwa3']);
+    await clear();
+  });
+
+  it('never admits a run twice, however many admit at once', async () => {
+    const k = flow();
+    for (let i = 0; i < 20; i++) {
+      await flowEnqueue(h.ctx.redis, k, h.ctx.keys.flowLine('race'), `r_race${i}`, { tenant: 'race', agent: 'support', shard: 0, priority: 0, at: i }, placeInLine(0, i));
+    }
+    const args = { now: Date.now(), max: 3, clientId: '1', defaultWeight: 1, tenantLimit: 7, agentLimit: 0, fleetLimit: 0, configured: {} };
+    const rounds = await Promise.all(Array.from({ length: 6 }, () => flowAdmit(h.ctx.redis, k, args)));
+    const ids = rounds.flat().map((a) => a.runId);
+    expect(ids).toHaveLength(7);
+    expect(new Set(ids).size).toBe(7);
+    expect(await heldOf('race')).toBe(7);
+    await clear();
+  });
+});
+
+describe('admission', () => {
+  it('admits up to the tenant limit; the others wait with their step job delayed', async () => {
+    const runs = [];
+    for (let i = 0; i < 5; i++) runs.push((await start('lim')).runId);
+    expect(await heldOf('lim')).toBe(2);
+    const states = await Promise.all(runs.map(jobState));
+    expect(states.filter((s) => s === 'waiting')).toHaveLength(2);
+    expect(states.filter((s) => s === 'delayed')).toHaveLength(3);
+    expect(await h.ctx.redis.zcard(h.ctx.keys.flowLine('lim'))).toBe(3);
+  });
+
+  it('gives the slot back when a run ends and admits the next, the higher priority first', async () => {
+    const first = (await start('prio')).runId;
+    const second = (await start('prio')).runId;
+    const normal = (await start('prio')).runId;
+    const urgent = (await start('prio', { priority: 4 })).runId;
+    expect(await jobState(normal)).toBe('delayed');
+    expect(await jobState(urgent)).toBe('delayed');
+    await h.ctx.admission!.release(first);
+    expect(await jobState(urgent)).toBe('waiting');
+    expect(await jobState(normal)).toBe('delayed');
+    await h.ctx.admission!.release(second);
+    expect(await jobState(normal)).toBe('waiting');
+    // A release sent twice frees one slot once.
+    await h.ctx.admission!.release(second);
+    expect(await heldOf('prio')).toBe(2);
+  });
+
+});
+
+describe('crash points', () => {
+  it('an admission whose admitter died before releasing the job is finished by the sweep', async () => {
+    const a = h.ctx.admission!;
+    await h.ctx.redis.hset(flow().settings, 't:dead', '1');
+    const runId = (await start('dead')).runId;
+    // Admitted already (a free slot): put it back as an admission a dead connection made.
+    expect(await jobState(runId)).toBe('waiting');
+    const other = (await start('dead')).runId;
+    expect(await jobState(other)).toBe('delayed');
+    await h.ctx.redis.hset(flow().settings, 't:dead', '2');
+    const k = flow();
+    const [admitted] = await flowAdmit(h.ctx.redis, k, {
+      now: Date.now(), max: 1, clientId: '999999999', defaultWeight: 1, tenantLimit: 2, agentLimit: 0, fleetLimit: 0, configured: {},
+    });
+    expect(admitted?.runId).toBe(other);
+    expect(await jobState(other)).toBe('delayed');
+    expect(await h.ctx.redis.hget(k.pending, other)).toBe('999999999');
+    const swept = await a.sweep();
+    expect(swept.promoted).toBeGreaterThanOrEqual(1);
+    expect(await jobState(other)).toBe('waiting');
+    expect(await h.ctx.redis.hexists(k.pending, other)).toBe(0);
+  });
+
+  it('a slot whose release was lost (the run ended, its worker died) is released by the sweep', async () => {
+    await h.ctx.admission!.configure('limit', 'lost', 1, 'test');
+    const ended = (await start('lost')).runId;
+    const next = (await start('lost')).runId;
+    expect(await jobState(next)).toBe('delayed');
+    // The run's commit ended it, and the process died before the release.
+    await h.ctx.redis.hset(h.ctx.keys.run(ended).run, 'status', 'completed');
+    const swept = await h.ctx.admission!.sweep();
+    expect(swept.released).toBeGreaterThanOrEqual(1);
+    expect(await jobState(next)).toBe('waiting');
+    expect(await heldOf('lost')).toBe(1);
+  });
+});
+
+describe('run time changes and cancel', () => {
+  it('a raised limit admits at once; the change is recorded with who made it', async () => {
+    await h.ctx.admission!.configure('limit', 'grow', 1, 'ops-ada');
+    const runs = [];
+    for (let i = 0; i < 4; i++) runs.push((await start('grow')).runId);
+    expect(await heldOf('grow')).toBe(1);
+    await h.ctx.admission!.configure('limit', 'grow', 3, 'ops-bob');
+    expect(await heldOf('grow')).toBe(3);
+    const view = await readFlowView(h.ctx.redis, h.ctx.keys, h.cfg, Date.now());
+    const line = view.tenants.find((t) => t.tenant === 'grow')!;
+    expect(line).toMatchObject({ held: 3, waiting: 1, limit: 3 });
+    expect(view.changes[0]).toMatchObject({ who: 'ops-bob', what: 'limit', of: 'grow', from: '1', to: '3' });
+    await expect(h.ctx.admission!.configure('weight', 'grow', 0, 'ops-bob')).rejects.toThrow(/weight/);
+  });
+
+  it('a run cancelled while it waits in line ends at once and leaves the line', async () => {
+    await h.ctx.admission!.configure('limit', 'cxl', 1, 'test');
+    await start('cxl');
+    const waiting = (await start('cxl')).runId;
+    const answer = await cancelRun(h.ctx, { name: 'ops-ada', role: 'operator', tenants: '*' } as never, waiting);
+    expect(answer.status).toBe(200);
+    expect(await h.ctx.redis.hget(h.ctx.keys.run(waiting).run, 'status')).toBe('cancelled');
+    expect(await h.ctx.redis.zcard(h.ctx.keys.flowLine('cxl'))).toBe(0);
+    expect(await jobState(waiting)).toBe('unknown');
+  });
+});
+
+describe('with a worker', () => {
+  it('every run finishes and a tenant never has more than its limit at work', async () => {
+    const w = await h.startWorker();
+    const runs = [];
+    for (let i = 0; i < 8; i++) runs.push((await start('busy')).runId);
+    let most = 0;
+    const sampler = setInterval(() => {
+      void heldOf('busy').then((v) => { most = Math.max(most, v); });
+    }, 5);
+    for (const r of runs) await h.waitForStatus(r, ['completed', 'failed', 'needs_human', 'budget_exceeded'], 60_000);
+    clearInterval(sampler);
+    expect(most).toBeGreaterThan(0);
+    expect(most).toBeLessThanOrEqual(2);
+    // The last release follows its run's final commit.
+    for (let i = 0; i < 100 && (await heldOf('busy')) > 0; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(await heldOf('busy')).toBe(0);
+    await w.stop();
+  });
+});

@@ -1,0 +1,133 @@
+/**
+ * Acknowledged means replicated, on a real master with a real replica: the replica frozen (SIGSTOP) stops
+ * acknowledging, so the master's writes exist only there. Then no 201 is given (503 + Retry-After) and no request
+ * leaves for a write tool (the action goes safe_retry, the step waits); once the replica is back, the same run
+ * finishes with one ticket and one email. And a lost connection answers 503 on every route, never 500.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createHarness, producerAuth, sampleTicket, type Harness } from '../../testkit/harness.js';
+import { startEmbeddedRedis, type EmbeddedRedis } from '../../testkit/embeddedRedis.js';
+import { replicated, waitModeOf, NotReplicatedError } from '../../src/store/replicated.js';
+import { buildSpec } from '../../src/producer/intake.js';
+import { Ledger } from '../../src/ledger/ledger.js';
+import type { Redis } from 'ioredis';
+
+let master: EmbeddedRedis;
+let replica: EmbeddedRedis;
+let h: Harness;
+let firstRunId = '';
+
+const post = (url: string, body: unknown, key: string) =>
+  fetch(`${url}/v1/runs`, { method: 'POST', headers: { 'content-type': 'application/json', 'idempotency-key': key, ...producerAuth }, body: JSON.stringify(body) });
+
+async function replicaOnline(): Promise<void> {
+  for (;;) {
+    const info = await (h.ctx.redis as Redis).info('replication');
+    if (/slave0:.*state=online/.test(info)) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe('replication waits (REDIS_MIN_REPLICAS=1)', () => {
+  beforeAll(async () => {
+    master = await startEmbeddedRedis();
+    replica = await startEmbeddedRedis({ extraArgs: ['--replicaof', '127.0.0.1', String(master.port)] });
+    h = await createHarness('replication', { REDIS_URL: master.url, REDIS_MIN_REPLICAS: '1', REDIS_REPLICA_WAIT_MS: '200', STORE_RETRY_AFTER_S: '1' });
+    await replicaOnline();
+  }, 60_000);
+  afterAll(async () => {
+    replica?.process?.kill('SIGCONT');
+    await h?.close();
+    await replica?.stop();
+    await master?.stop();
+  });
+
+  it('waits for the replica; Redis 7.0 has no WAITAOF and says so', async () => {
+    const key = h.ctx.keys.run('r_probe').run;
+    await h.ctx.redis.set(key, '1');
+    expect(await replicated(h.ctx.redis, key, { minReplicas: 1, timeoutMs: 1000 })).toBe(1);
+    const version = String(await (h.ctx.redis as Redis).info('server')).match(/redis_version:(\d+)\.(\d+)/)!;
+    const hasWaitAof = Number(version[1]) > 7 || (Number(version[1]) === 7 && Number(version[2]) >= 2);
+    expect((await waitModeOf(h.ctx.redis as Redis)).waitAof).toBe(hasWaitAof);
+    expect(await replicated(h.ctx.redis, key, { minReplicas: 0, timeoutMs: 1000 })).toBe(0);
+    await h.ctx.redis.del(key);
+  });
+
+  it('a run is acknowledged (201) only once a replica has it: a frozen replica gets the caller a 503 with Retry-After', async () => {
+    const { url } = await h.startApi();
+    const body = { tenant: 'acme', ticket: sampleTicket('REPL-1') };
+    replica.process!.kill('SIGSTOP');
+    try {
+      const refused = await post(url, body, 'repl-ev-1');
+      expect(refused.status).toBe(503);
+      expect(refused.headers.get('retry-after')).toBe('1');
+      expect(await refused.json()).toMatchObject({ error: 'store_unavailable' });
+      await expect(replicated(h.ctx.redis, h.ctx.keys.run('r_x').run, { minReplicas: 1, timeoutMs: 100 })).rejects.toBeInstanceOf(NotReplicatedError);
+    } finally {
+      replica.process!.kill('SIGCONT');
+    }
+    await replicaOnline();
+    // The caller's retry with the same key finds the run the master kept (200), now replicated.
+    const again = await post(url, body, 'repl-ev-1');
+    expect([200, 201]).toContain(again.status);
+    firstRunId = ((await again.json()) as { runId: string }).runId;
+    const metrics = await h.ctx.metrics.registry.getSingleMetricAsString('agent_replication_wait_seconds');
+    expect(metrics).toMatch(/agent_replication_wait_seconds_count\{write="intake",outcome="not_replicated"\} [1-9]/);
+  }, 30_000);
+
+  it('no request leaves for a write while the replica lags: safe_retry, then one ticket and one email once it is back', async () => {
+    const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket('REPL-2') }, Date.now());
+    expect(await h.ctx.store.create(spec, Date.now())).toBe(true);
+    await replicaOnline();
+    replica.process!.kill('SIGSTOP');
+    const ledger = new Ledger(h.ctx.redis, h.ctx.keys);
+    try {
+      await h.startWorker();
+      let held = false;
+      for (let i = 0; i < 300 && !held; i++) {
+        held = (await ledger.listForRun(spec.runId)).some((a) => a.state === 'safe_retry');
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(held).toBe(true);
+      expect(h.sandbox.counts().byResource.tickets?.records ?? 0).toBe(0);
+      expect(await h.ctx.redis.hget(h.ctx.keys.run(spec.runId).run, 'status')).toBe('running');
+    } finally {
+      replica.process!.kill('SIGCONT');
+    }
+    await h.waitForStatus(spec.runId, ['completed'], 60_000);
+    await h.waitForStatus(firstRunId, ['completed'], 60_000);
+    // One ticket and one email per run (this one and the one the previous test acknowledged).
+    const counts = h.sandbox.counts();
+    expect(counts.duplicates).toBe(0);
+    expect(counts.byResource.tickets!.records).toBe(2);
+    expect(counts.byResource.emails!.records).toBe(2);
+  }, 90_000);
+});
+
+describe('a lost store answers 503 with Retry-After, never 500', () => {
+  let lost: EmbeddedRedis;
+  let hl: Harness;
+  beforeAll(async () => {
+    lost = await startEmbeddedRedis();
+    hl = await createHarness('storelost', { REDIS_URL: lost.url, STORE_RETRY_AFTER_S: '3' });
+  }, 30_000);
+  afterAll(async () => {
+    await lost?.stop();
+    await hl?.close().catch(() => {});
+  });
+
+  it('run intake, run views, readiness', async () => {
+    const { url } = await hl.startApi();
+    expect((await fetch(`${url}/readyz`)).status).toBe(200);
+    await lost.kill('SIGKILL');
+    for (let i = 0; i < 100 && hl.ctx.redis.status === 'ready'; i++) await new Promise((r) => setTimeout(r, 20));
+    const created = await post(url, { tenant: 'acme', ticket: sampleTicket('LOST-1') }, 'lost-ev-1');
+    expect(created.status).toBe(503);
+    expect(created.headers.get('retry-after')).toBe('3');
+    const view = await fetch(`${url}/v1/runs/r_0123456789abcdef01234567`, { headers: producerAuth });
+    expect(view.status).toBe(503);
+    expect((await fetch(`${url}/readyz`)).status).toBe(503);
+    expect((await fetch(`${url}/healthz`)).status).toBe(200);
+    await lost.restart();
+  }, 30_000);
+});

@@ -1,0 +1,227 @@
+/**
+ * The crash-test kit: a team's agent through every crash point the engine has,
+ * in real worker processes SIGKILLed there, against real Redis, with the
+ * team's own service counting the effects. The check the fleet's own chaos
+ * campaign makes, for any agent's write tools.
+ *
+ * For each step of the script that calls a write tool and each crash point, one run on its own key
+ * prefix: a spawned worker (CRASH_POINTS=<point>@<step>) kills itself at that instant, another
+ * worker finishes the run, and the service's count for the action's idempotency key is read.
+ * A case passes when the effect happened exactly once and the run completed, or when the run is
+ * with a person (needs_human) with at most one effect and the ledger's evidence.
+ *
+ * @example
+ *   const report = await crashTest({ agentsModule: 'agents/index.ts', input, script,
+ *     service: { env: { CRM_URL: crm.url }, effects: () => crm.effectsByKey() } });
+ *   expect(report.failures).toEqual([]);
+ */
+import { Redis } from 'ioredis';
+import { loadConfig, type Config } from '../src/config/config.js';
+import type { CrashPointName } from '../src/config/testHooks.js';
+import { createContext } from '../src/server/buildContext.js';
+import { loadAgents } from '../src/server/loadAgents.js';
+import { buildSpec } from '../src/producer/intake.js';
+import { scriptSchema } from '../src/models/scriptedTurns.js';
+import { Ledger } from '../src/ledger/ledger.js';
+import { FleetWorker } from '../src/worker/fleetWorker.js';
+import { createEffectRunner } from '../src/ledger/runner.js';
+import { createLogger } from '../src/metrics/log.js';
+import { newMetrics } from '../src/metrics/metrics.js';
+import type { AgentCatalog } from '../src/core/agent.js';
+import type { EngineContext } from '../src/runs/engineContext.js';
+import { startEmbeddedRedis } from './embeddedRedis.js';
+import { deletePrefix, uniquePrefix } from './keyPrefix.js';
+import { spawnWorker } from './processes.js';
+
+/**
+ * The crash points of a step that calls a write tool, in the order they come: the decision
+ * journalled, the action reserved (before dispatch), dispatched (the request about to leave), the
+ * call returned (its outcome not yet recorded), the outcome recorded, before and after the commit.
+ */
+export const STEP_CRASH_POINTS = [
+  'after_decision', 'after_reservation', 'after_dispatched', 'after_call', 'after_outcome', 'before_commit', 'after_commit',
+] as const satisfies readonly CrashPointName[];
+
+export interface CrashTestService {
+  /** The environment the agents module reads the service's address from (e.g. `{ CRM_URL: crm.url }`). */
+  env?: Record<string, string>;
+  /** The effects the service holds, counted per idempotency key (or per action id) it was sent. */
+  effects(): Record<string, number> | Promise<Record<string, number>>;
+}
+
+export interface CrashTestOptions {
+  /** The agents module (AGENTS_MODULE), a path from the working directory. */
+  agentsModule: string;
+  /** The agent to run (default: the module's only agent). */
+  agent?: string;
+  /** The run's input (each case runs it under its own tenant). */
+  input: unknown;
+  /** The scripted model's turns (the script format of POST /v1/runs). */
+  script: unknown;
+  service: CrashTestService;
+  /** Default: STEP_CRASH_POINTS. */
+  points?: readonly CrashPointName[];
+  /** Default: REDIS_URL, else an embedded redis-server started for the test and stopped after. */
+  redisUrl?: string;
+  /** Cases run side by side, each with its own worker process (default 2). */
+  parallel?: number;
+}
+
+export type CrashVerdict = 'exactly_once' | 'with_a_person' | 'duplicate' | 'lost' | 'failed' | 'not_reached';
+
+/** One write action of one case: what the service counted for it and how the run ended. */
+export interface CrashCase {
+  tool: string;
+  point: CrashPointName;
+  step: number;
+  runId: string;
+  /** The run's status after recovery, and its reason when it has one. */
+  status: string;
+  reason?: string | undefined;
+  /** The action's ledger state, and the evidence of its last transition. */
+  actionState?: string | undefined;
+  evidence?: unknown;
+  /** Effects the service counted for the action's key. */
+  effects: number;
+  verdict: CrashVerdict;
+}
+
+export interface CrashReport {
+  cases: CrashCase[];
+  /** Cases where the service counted more than one effect for one action. */
+  duplicates: CrashCase[];
+  /** Every case that is neither exactly once nor with a person (duplicates included). */
+  failures: CrashCase[];
+  /** One line per case: `tool point@step: verdict (effects, status)`. */
+  summary(): string;
+}
+
+const SETTLED = ['completed', 'failed', 'needs_human', 'budget_exceeded', 'cancelled'];
+const PASSING: readonly CrashVerdict[] = ['exactly_once', 'with_a_person'];
+
+interface Target { step: number; tools: string[] }
+
+/** The steps of the script that call write tools of the agent. */
+function writeSteps(catalog: AgentCatalog, agentName: string, script: ReturnType<typeof scriptSchema.parse>): Target[] {
+  const agent = catalog.get(agentName)!;
+  return script.flatMap((turn, i) => {
+    const tools = turn.toolCalls.map((c) => c.name).filter((n) => agent.tools.get(n)?.effect === 'write');
+    return tools.length > 0 ? [{ step: i + 1, tools }] : [];
+  });
+}
+
+async function settled(ctx: EngineContext, runId: string, timeoutMs: number): Promise<string> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const status = (await ctx.redis.hget(ctx.keys.run(runId).run, 'status')) ?? '';
+    if (SETTLED.includes(status)) return status;
+    if (Date.now() > deadline) return status || 'missing';
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+function verdictOf(status: string, effects: number, reached: boolean): CrashVerdict {
+  if (effects > 1) return 'duplicate';
+  if (!reached) return 'not_reached';
+  if (status === 'needs_human') return 'with_a_person';
+  if (status !== 'completed') return 'failed';
+  return effects === 1 ? 'exactly_once' : 'lost';
+}
+
+/** Runs one case: its own prefix, a worker process killed at the point, an in-process worker that recovers the run. */
+async function runCase(
+  base: Record<string, string>, catalog: AgentCatalog, agent: string, opts: CrashTestOptions,
+  script: ReturnType<typeof scriptSchema.parse>, target: Target, point: CrashPointName,
+): Promise<CrashCase[]> {
+  const prefix = uniquePrefix(`ct${point}`);
+  const env = { ...base, KEY_PREFIX: prefix, BULL_PREFIX: `${prefix}b` };
+  const cfg: Config = loadConfig(env);
+  const ctx = await createContext(cfg, 'crash-test', { agents: catalog, log: createLogger('crash-test', cfg.LOG_LEVEL), metrics: newMetrics() });
+  try {
+    const tenant = `ct-${point}-${target.step}`.replace(/_/g, '-');
+    const spec = buildSpec(ctx, { tenant, agent, input: opts.input, model: 'scripted', script } as never, Date.now());
+    await ctx.store.create(spec, Date.now());
+    const victim = await spawnWorker({ ...env, CRASH_POINTS: `${point}@${target.step}` }, 120_000);
+    const outcome = await Promise.race([victim.exited.then(() => 'killed' as const), settled(ctx, spec.runId, 60_000).then(() => 'settled' as const)]);
+    if (outcome === 'settled') victim.child.kill('SIGKILL');
+    const exit = await victim.exited;
+    const reached = outcome === 'killed' && exit.signal === 'SIGKILL';
+    let status = await settled(ctx, spec.runId, 0);
+    if (!SETTLED.includes(status)) {
+      const rescuer = new FleetWorker(ctx, { effects: createEffectRunner(ctx) });
+      await rescuer.start();
+      status = await settled(ctx, spec.runId, 60_000);
+      await rescuer.stop(true);
+    }
+    const reason = (await ctx.redis.hget(ctx.keys.run(spec.runId).run, 'reason')) ?? undefined;
+    const counted = await opts.service.effects();
+    const actions = (await new Ledger(ctx.redis, ctx.keys).listForRun(spec.runId)).filter((a) => a.step === target.step);
+    const seen = new Map<string, number>();
+    return target.tools.map((tool): CrashCase => {
+      // The n-th call of a tool in the step is its n-th action there.
+      const n = seen.get(tool) ?? 0;
+      seen.set(tool, n + 1);
+      const action = actions.filter((a) => a.tool === tool)[n];
+      const effects = action ? (counted[action.idempotencyKey] ?? counted[action.actionId] ?? 0) : 0;
+      return {
+        tool, point, step: target.step, runId: spec.runId, status, reason, effects,
+        actionState: action?.state, evidence: action?.history.at(-1)?.evidence,
+        verdict: verdictOf(status, effects, reached),
+      };
+    });
+  } finally {
+    await ctx.close();
+    const redis = new Redis(base.REDIS_URL!);
+    await deletePrefix(redis, prefix);
+    await deletePrefix(redis, `${prefix}b`);
+    redis.disconnect();
+  }
+}
+
+/** Runs `tasks` with at most `limit` at once, results in order. */
+async function pooled<T>(tasks: (() => Promise<T>)[], limit: number): Promise<T[]> {
+  const results: T[] = new Array(tasks.length);
+  let next = 0;
+  const lane = async () => {
+    while (next < tasks.length) {
+      const i = next++;
+      results[i] = await tasks[i]!();
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, tasks.length) }, lane));
+  return results;
+}
+
+function reportOf(cases: CrashCase[]): CrashReport {
+  return {
+    cases,
+    duplicates: cases.filter((c) => c.verdict === 'duplicate'),
+    failures: cases.filter((c) => !PASSING.includes(c.verdict)),
+    summary: () => cases.map((c) => `${c.tool} ${c.point}@${c.step}: ${c.verdict} (${c.effects} effect(s), ${c.status})`).join('\n'),
+  };
+}
+
+export async function crashTest(opts: CrashTestOptions): Promise<CrashReport> {
+  const embedded = (opts.redisUrl ?? process.env.REDIS_URL) === undefined ? await startEmbeddedRedis() : undefined;
+  const base: Record<string, string> = {
+    REDIS_URL: opts.redisUrl ?? process.env.REDIS_URL ?? embedded!.url,
+    AGENTS_MODULE: opts.agentsModule, LOG_LEVEL: 'silent',
+    // Short locks: a killed worker's step is taken over in about a second (the fence keeps it safe).
+    LOCK_DURATION_MS: '1000', STALLED_INTERVAL_MS: '500', RECONCILE_DEADLINE_MS: '2000', RECONCILE_POLL_MS: '50',
+    RETRY_BASE_MS: '5', RETRY_MAX_MS: '50',
+    ...opts.service.env,
+  };
+  try {
+    const catalog = await loadAgents(loadConfig(base), { ...process.env, ...opts.service.env });
+    const agent = opts.agent ?? (catalog.names.length === 1 ? catalog.names[0]! : undefined);
+    if (!agent || !catalog.get(agent)) throw new TypeError(`crashTest: name the agent to run (the module has ${catalog.names.join(', ')})`);
+    const script = scriptSchema.parse(opts.script);
+    const targets = writeSteps(catalog, agent, script);
+    if (targets.length === 0) throw new TypeError(`crashTest: the script calls no write tool of '${agent}'`);
+    const points = opts.points ?? STEP_CRASH_POINTS;
+    const tasks = targets.flatMap((t) => points.map((p) => () => runCase(base, catalog, agent, opts, script, t, p)));
+    return reportOf((await pooled(tasks, opts.parallel ?? 2)).flat());
+  } finally {
+    await embedded?.stop();
+  }
+}

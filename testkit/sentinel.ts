@@ -1,0 +1,171 @@
+/**
+ * A real replicated Redis for failover tests: one master, `replicas` replicas and three
+ * `redis-server --sentinel` processes on free ports in a temp dir (AOF on, noeviction). The master
+ * can be SIGKILLed, a replica frozen (SIGSTOP: it stops acknowledging, so acknowledged writes stay
+ * only on the master) and any node restarted on its own port and dir (a restarted old master is
+ * turned into a replica of the new one by the sentinels).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { freePort } from './embeddedRedis.js';
+
+export const SENTINEL_MASTER = 'fleet';
+
+export interface SentinelNode {
+  port: number;
+  process: ChildProcess;
+}
+
+export interface LocalSentinel {
+  /** host:port of each sentinel (REDIS_SENTINELS). */
+  sentinels: string[];
+  /** Every data node, by port (master and replicas; roles change with failovers). */
+  nodes: Map<number, SentinelNode>;
+  /** The port of the current master, as the sentinels see it. */
+  masterPort(): Promise<number>;
+  kill(port: number, signal?: NodeJS.Signals): Promise<void>;
+  /** Starts a killed data node again on its port and dir. */
+  restart(port: number): Promise<void>;
+  /** Waits until the sentinels name a master other than `oldPort` and it answers as master. */
+  waitForFailover(oldPort: number, timeoutMs?: number): Promise<number>;
+  /** Waits until the master has `n` replicas online and caught up. */
+  waitForReplicas(n: number, timeoutMs?: number): Promise<void>;
+  stop(): Promise<void>;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function ping(port: number): Promise<boolean> {
+  const c = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  c.on('error', () => {});
+  try {
+    await c.connect();
+    return (await c.ping()) === 'PONG';
+  } catch {
+    return false;
+  } finally {
+    c.disconnect();
+  }
+}
+
+async function until(what: string, timeoutMs: number, check: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+async function query<T>(port: number, f: (c: Redis) => Promise<T>): Promise<T | undefined> {
+  const c = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  c.on('error', () => {});
+  try {
+    await c.connect();
+    return await f(c);
+  } catch {
+    return undefined;
+  } finally {
+    c.disconnect();
+  }
+}
+
+export async function startLocalSentinel(opts: { replicas?: number; downAfterMs?: number } = {}): Promise<LocalSentinel> {
+  const dir = mkdtempSync(join(tmpdir(), 'agent-sentinel-'));
+  const nodes = new Map<number, SentinelNode>();
+  const argsOf = new Map<number, string[]>();
+  const sentinelProcs: ChildProcess[] = [];
+  const dataArgs = (port: number, replicaOf?: number) => [
+    '--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '',
+    '--appendonly', 'yes', '--appendfilename', `aof-${port}.aof`, '--appenddirname', `aof-${port}`,
+    '--maxmemory-policy', 'noeviction', '--logfile', join(dir, `redis-${port}.log`), '--hash-max-listpack-value', '1024',
+    // A failover promotes a replica that still answered; a frozen one is left out (its lag is the point of the test).
+    '--replica-priority', '100',
+    ...(replicaOf !== undefined ? ['--replicaof', '127.0.0.1', String(replicaOf)] : []),
+  ];
+  const startData = (port: number) => {
+    const p = spawn('redis-server', argsOf.get(port)!, { stdio: 'ignore' });
+    nodes.set(port, { port, process: p });
+  };
+  const masterPort = await freePort();
+  argsOf.set(masterPort, dataArgs(masterPort));
+  startData(masterPort);
+  await until(`master ${masterPort}`, 10_000, () => ping(masterPort));
+  for (let i = 0; i < (opts.replicas ?? 2); i++) {
+    const port = await freePort();
+    argsOf.set(port, dataArgs(port, masterPort));
+    startData(port);
+    await until(`replica ${port}`, 10_000, () => ping(port));
+  }
+  const sentinels: string[] = [];
+  for (let i = 0; i < 3; i++) {
+    const port = await freePort();
+    const conf = join(dir, `sentinel-${port}.conf`);
+    writeFileSync(conf, [
+      `port ${port}`, 'bind 127.0.0.1', `dir ${dir}`, `logfile ${join(dir, `sentinel-${port}.log`)}`,
+      `sentinel monitor ${SENTINEL_MASTER} 127.0.0.1 ${masterPort} 2`,
+      `sentinel down-after-milliseconds ${SENTINEL_MASTER} ${opts.downAfterMs ?? 1000}`,
+      `sentinel failover-timeout ${SENTINEL_MASTER} 5000`,
+      `sentinel parallel-syncs ${SENTINEL_MASTER} 2`,
+      '',
+    ].join('\n'));
+    sentinelProcs.push(spawn('redis-server', [conf, '--sentinel'], { stdio: 'ignore' }));
+    sentinels.push(`127.0.0.1:${port}`);
+    await until(`sentinel ${port}`, 10_000, () => ping(port));
+  }
+  const sentinelPorts = sentinels.map((s) => Number(s.split(':')[1]));
+  const handle: LocalSentinel = {
+    sentinels, nodes,
+    async masterPort() {
+      for (const port of sentinelPorts) {
+        const addr = await query(port, (c) => c.call('SENTINEL', 'get-master-addr-by-name', SENTINEL_MASTER) as Promise<[string, string] | null>);
+        if (addr) return Number(addr[1]);
+      }
+      throw new Error('no sentinel names a master');
+    },
+    async kill(port, signal = 'SIGKILL') {
+      const n = nodes.get(port);
+      if (!n || n.process.exitCode !== null || n.process.signalCode !== null) return;
+      await new Promise<void>((resolve) => {
+        n.process.once('exit', () => resolve());
+        n.process.kill(signal);
+      });
+    },
+    async restart(port) {
+      startData(port);
+      await until(`node ${port} restarted`, 10_000, () => ping(port));
+    },
+    async waitForFailover(oldPort, timeoutMs = 30_000) {
+      let port = oldPort;
+      await until('a new master', timeoutMs, async () => {
+        port = await handle.masterPort().catch(() => oldPort);
+        if (port === oldPort) return false;
+        const role = await query(port, (c) => c.call('ROLE') as Promise<unknown[]>);
+        return role?.[0] === 'master';
+      });
+      return port;
+    },
+    async waitForReplicas(n, timeoutMs = 30_000) {
+      await until(`${n} replicas online`, timeoutMs, async () => {
+        const master = await handle.masterPort().catch(() => 0);
+        const info = master ? await query(master, (c) => c.info('replication')) : undefined;
+        const online = (info ?? '').split('\n').filter((l) => /^slave\d+:.*state=online/.test(l)).length;
+        return online >= n;
+      });
+    },
+    async stop() {
+      const all = [...sentinelProcs, ...[...nodes.values()].map((n) => n.process)];
+      await Promise.all(all.map((p) => new Promise<void>((resolve) => {
+        if (p.exitCode !== null || p.signalCode !== null) return resolve();
+        p.once('exit', () => resolve());
+        p.kill('SIGCONT');
+        p.kill('SIGKILL');
+      })));
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  await handle.waitForReplicas(opts.replicas ?? 2);
+  return handle;
+}
