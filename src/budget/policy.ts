@@ -21,7 +21,7 @@ export interface BudgetStop {
 }
 
 /** What a run has spent (its limits are what it may spend). */
-export interface RunUsage {
+export interface Usage {
   steps: number;
   tokens: number;
   /**
@@ -31,9 +31,6 @@ export interface RunUsage {
    */
   contextBytes?: number | undefined;
 }
-
-/** @deprecated The former name of RunUsage. */
-export type Used = RunUsage;
 
 /** What the policy reads of a run: its limits and when it was created (a RunSpec has both). */
 export interface Budgeted {
@@ -67,7 +64,7 @@ export function isContext(kind: string): boolean {
 }
 
 /** Before a step's model call: a step left, and the first attempt's check. `estimate`: estimateCallTokens, computed once per call. */
-export function preflight(spec: Budgeted, used: RunUsage, estimate: number, nowMs: number): BudgetStop | undefined {
+export function preflight(spec: Budgeted, used: Usage, estimate: number, nowMs: number): BudgetStop | undefined {
   const { limits } = spec;
   if (used.steps >= limits.maxSteps) return { kind: 'steps', reason: `steps: ${used.steps} of ${limits.maxSteps} used` };
   return attemptCheck(spec, used.tokens, estimate, nowMs);
@@ -117,7 +114,7 @@ export interface NextStatus {
  * short (`wallStop`) or this was the run's last step; else `running`.
  */
 export function nextStatus(
-  spec: Budgeted, used: RunUsage, decision: { final?: unknown; toolCalls: readonly unknown[] }, wallStop: BudgetStop | undefined,
+  spec: Budgeted, used: Usage, decision: { final?: unknown; toolCalls: readonly unknown[] }, wallStop: BudgetStop | undefined,
 ): NextStatus {
   if (decision.final !== undefined && decision.toolCalls.length === 0) return { status: 'completed', reason: 'final_answer' };
   if (wallStop) return { status: 'budget_exceeded', reason: wallStop.reason, budget: wallStop.kind };

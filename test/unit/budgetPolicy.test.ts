@@ -1,12 +1,12 @@
 /** The step policy, with no Redis: budget checks before and after each attempt, and the status a step commits. */
 import { describe, expect, it } from 'vitest';
 import {
-  attemptCheck, estimateCallTokens, nextStatus, preflight, spentCheck, wallClockStop, type Budgeted, type RunUsage,
+  attemptCheck, estimateCallTokens, nextStatus, preflight, spentCheck, wallClockStop, type Budgeted, type Usage,
 } from '../../src/budget/policy.js';
 
 const createdAt = Date.UTC(2026, 0, 1);
 const spec: Budgeted = { createdAt, limits: { maxSteps: 5, maxTokens: 1000, maxWallMs: 60_000, deadlineAt: createdAt + 60_000 } };
-const used = (steps: number, tokens: number): RunUsage => ({ steps, tokens, contextBytes: 0 });
+const used = (steps: number, tokens: number): Usage => ({ steps, tokens, contextBytes: 0 });
 const t = createdAt + 1000;
 
 describe('estimateCallTokens', () => {
