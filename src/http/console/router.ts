@@ -138,7 +138,7 @@ export function consoleRouter(ctx: EngineContext, ledger: Ledger, sessions: Cons
     if (typeof body.csrf !== 'string' || !sameToken(body.csrf, cookies(req)[LOGIN_CSRF_COOKIE])) return html(res, 403, loginPage(fresh(), 'the login form expired: try again'));
     const operator = typeof body.token === 'string' && body.token.length <= 8192 ? await dir.authenticate(body.token) : undefined;
     if (!operator) return html(res, 401, loginPage(fresh(), 'that token is not valid'));
-    await sessions.create(req, res, operator);
+    await sessions.create(req, res, operator, body.token as string);
     res.append('set-cookie', `${LOGIN_CSRF_COOKIE}=; ${cookieFlags(req, 0)}`);
     ctx.log.info({ code: 'console_login', operator: operator.name, role: operator.role }, 'operator logged in to the console');
     res.redirect(303, `${CONSOLE}/runs`);
