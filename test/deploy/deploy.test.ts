@@ -70,6 +70,12 @@ const METRICS = new Set([
   'agent_version_parked_runs',
   'agent_version_handbacks_total',
   'agent_version_decisions_total',
+  'agent_flow_oldest_waiting_seconds',
+  'agent_flow_waiting_runs',
+  'agent_flow_held_runs',
+  'agent_flow_admitted_total',
+  'agent_rate_limit_waits_total',
+  'agent_model_rate_limited_total',
 ]);
 const HISTOGRAMS = new Set(['agent_step_duration_seconds']);
 
@@ -92,6 +98,8 @@ const ALERTS: Record<string, string[]> = {
   AgentRunsLost: ['agent_runs_finished_total'],
   AgentFailedRunsRising: ['agent_runs_finished_total'],
   AgentVersionQueueWaiting: ['agent_version_parked_runs'],
+  AgentTenantStarved: ['agent_flow_oldest_waiting_seconds'],
+  AgentModelRateLimited: ['agent_model_rate_limited_total'],
 };
 
 /** Environment the processes read that is not in src/config/config.ts (read by other entry points). */
