@@ -17,6 +17,7 @@ import { cancelSchema } from './operators/cancel.js';
 import { retryBodySchema } from './operators/retry.js';
 import { agentFlowBodySchema, tenantFlowBodySchema } from './operators/flow.js';
 import { continueSchema, VERSION_QUEUE_PATH, versionListQuerySchema } from './operators/versions.js';
+import { nameSchema } from './operators/sessions.js';
 
 export const OPENAPI_PATH = '/openapi.json';
 
@@ -155,6 +156,13 @@ export function openApiDocument(): ReturnType<typeof createDocument> {
       },
       [`${VERSION_QUEUE_PATH}/{id}/cancel`]: {
         post: { ...operatorPost('Cancel a run of the version queue.', z.object({}).strict(), 'Cancelled'), requestParams: runParams },
+      },
+      '/v1/operators/{name}/sessions/end': {
+        post: {
+          summary: 'End every console session of one operator.',
+          requestParams: { path: nameSchema },
+          responses: { '200': jsonObject('{operator, sessionsEnded}'), '400': refusal('Invalid name.'), ...guarded },
+        },
       },
       '/v1/schedules': {
         get: {

@@ -11,7 +11,7 @@ import { operatorOf, requireOperator } from '../auth.js';
 import type { ConsoleSessions } from '../console/session.js';
 import { invalid, param } from '../../producer/fieldErrors.js';
 
-const nameSchema = z.object({ name: z.string().min(1).max(200) });
+export const nameSchema = z.object({ name: z.string().min(1).max(200) });
 
 export function sessionsRouter(ctx: EngineContext, sessions: ConsoleSessions): Router {
   const r = Router();
