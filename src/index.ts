@@ -29,7 +29,8 @@ export {
   type McpCallResult, type McpCaller,
 } from './mcp/mcpTools.js';
 export { httpJson, OutcomeUnknownError, type HttpResult, type ServiceOptions } from './core/httpJson.js';
-export type { AgentsModuleContext, AgentsExport } from './config/agentsModule.js';
+export { defineAgentsModule } from './config/agentsModule.js';
+export type { AgentsExport, AgentsModule, AgentsModuleContext, AgentSettingsSchema } from './config/agentsModule.js';
 export { loadConfig, type Config } from './config/config.js';
 export type { EngineContext } from './runs/engineContext.js';
 export { createFleet, type Fleet, type FleetOptions } from './server/fleet.js';

@@ -4,7 +4,7 @@
  *  - "by project frame": each busy sample goes to the nearest frame of src/ or
  *    bench/ on its stack (library time is charged to the project code that
  *    called into it, e.g. ioredis encoding of the commit script's arguments to
- *    StepProcessor.commit); samples with no project frame go to the library.
+ *    RedisStepStore.commit); samples with no project frame go to the library.
  */
 import { readFileSync } from 'node:fs';
 

@@ -8,8 +8,8 @@
  */
 import { z } from 'zod';
 import {
-  defineAgent, defineReadTool, defineWriteTool, httpJson, OutcomeUnknownError, TerminalError,
-  type AgentsModuleContext, type LookupResult,
+  defineAgent, defineAgentsModule, defineReadTool, defineWriteTool, httpJson, OutcomeUnknownError, TerminalError,
+  type LookupResult,
 } from '../../src/index.js';
 
 const leadSchema = z.object({
@@ -84,9 +84,11 @@ export function leadQualifier(crm: { baseUrl: string }) {
   });
 }
 
-/** AGENTS_MODULE entry: the CRM's address comes from the environment (CRM_URL). */
-export default function agents({ env }: AgentsModuleContext) {
-  const baseUrl = env.CRM_URL;
-  if (!baseUrl) throw new Error('CRM_URL is not set (the lead-qualifier CRM)');
-  return [leadQualifier({ baseUrl })];
-}
+/** AGENTS_MODULE entry: the CRM's address is the module's own setting, validated at boot (CRM_URL). */
+export default defineAgentsModule({
+  settings: z.object({
+    /** The CRM the tools call. */
+    CRM_URL: z.string({ error: 'required (the CRM the lead-qualifier calls)' }).url(),
+  }),
+  agents: ({ settings }) => [leadQualifier({ baseUrl: settings.CRM_URL })],
+});

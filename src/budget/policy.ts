@@ -32,9 +32,6 @@ export interface Usage {
   contextBytes?: number | undefined;
 }
 
-/** @deprecated The former name of Usage. */
-export type Used = Usage;
-
 /** What the policy reads of a run: its limits and when it was created (a RunSpec has both). */
 export interface Budgeted {
   limits: { maxSteps: number; maxTokens: number; maxWallMs: number; deadlineAt: number };

@@ -9,7 +9,7 @@ import type { RedisClient } from '../store/connect.js';
 import type { KeySpace } from '../store/keys.js';
 import { reserveTenantTokens, settleTenantTokens } from '../store/calls/reserveTenantTokens.js';
 
-export { attemptCheck, estimateCallTokens, isContext, preflight, spentCheck, wallClockStop, type BudgetKind, type BudgetStop, type Usage, type Used, toolSchemaTokens } from './policy.js';
+export { attemptCheck, estimateCallTokens, isContext, preflight, spentCheck, wallClockStop, type BudgetKind, type BudgetStop, type Usage, toolSchemaTokens } from './policy.js';
 
 /** A budget stopped the step: the run ends `budget_exceeded` with the stop's reason. */
 export class BudgetStopError extends TerminalError {

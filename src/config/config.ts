@@ -118,29 +118,6 @@ export const configSchema = z.object({
   MAX_STALLED_COUNT: int(10, 1),
   /** SIGTERM grace: time for an in-flight dispatch to record its outcome. Keep below k8s terminationGracePeriodSeconds. */
   SHUTDOWN_GRACE_MS: int(20000, 0),
-  SANDBOX_URL: z.string().url().default('http://127.0.0.1:4010'),
-  /**
-   * The support agent's vendors (src/agents/support/vendors). A URL left unset is SANDBOX_URL (the
-   * bundled sandbox speaks all three wires); credentials left unset are the sandbox's, in development
-   * only: production refuses them unset. Point them at the real services with
-   * ZENDESK_URL=https://{subdomain}.zendesk.com, RESEND_URL=https://api.resend.com, STRIPE_URL=https://api.stripe.com.
-   */
-  ZENDESK_URL: z.string().url().optional(),
-  /** Zendesk API-token auth (`{email}/token:{token}`), or ZENDESK_OAUTH_TOKEN (Bearer) instead. */
-  ZENDESK_EMAIL: z.string().min(3).optional(),
-  ZENDESK_TOKEN: z.string().min(1).optional(),
-  ZENDESK_OAUTH_TOKEN: z.string().min(1).optional(),
-  ZENDESK_TIMEOUT_MS: int(5000, 1),
-  RESEND_URL: z.string().url().optional(),
-  /** `re_...` */
-  RESEND_API_KEY: z.string().min(1).optional(),
-  /** The sender address, on a domain verified at Resend: `Support <support@example.com>`. */
-  RESEND_FROM: z.string().min(3).optional(),
-  RESEND_TIMEOUT_MS: int(5000, 1),
-  STRIPE_URL: z.string().url().optional(),
-  /** `sk_...` (or a restricted `rk_...` key allowed to create and list refunds). */
-  STRIPE_API_KEY: z.string().min(1).optional(),
-  STRIPE_TIMEOUT_MS: int(5000, 1),
   /**
    * The module whose default (or `agents`) export lists the agents this deployment runs, or is a
    * function of { config, env } giving them: a path (relative to the working directory) or a package
@@ -396,6 +373,25 @@ function readOperatorsFile(path: string): OperatorEntry[] {
   return parsed.data;
 }
 
+/** A frozen copy of an environment: empty values are unset. */
+function snapshot(env: Record<string, string | undefined>): Readonly<Record<string, string>> {
+  const copy: Record<string, string> = {};
+  for (const [name, value] of Object.entries(env)) if (value !== undefined && value !== '') copy[name] = value;
+  return Object.freeze(copy);
+}
+
+const environments = new WeakMap<Config, Readonly<Record<string, string>>>();
+
+/**
+ * The environment a configuration was read from, for the agents module's own settings
+ * (src/config/agentsModule.ts hands a module the names its schema declares), so the settings
+ * and the configuration always come from one place; this process's environment for a
+ * configuration loadConfig did not make.
+ */
+export function environmentOf(cfg: Config): Readonly<Record<string, string>> {
+  return environments.get(cfg) ?? snapshot(process.env);
+}
+
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
   const raw: Record<string, string> = {};
   for (const key of Object.keys(configSchema.shape)) {
@@ -459,18 +455,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     if (!cfg.PRODUCER_TOKEN || !operatorCredential) {
       throw new ConfigError(['PRODUCER_TOKEN', 'OPERATOR_TOKEN'], 'invalid configuration: production requires PRODUCER_TOKEN and OPERATOR_TOKEN (or OPERATORS / OIDC_ISSUER)');
     }
-    // Without it every tool call would go to the development default on localhost.
-    if (!raw.SANDBOX_URL) refuse('SANDBOX_URL', 'required (the support/email/payments service the tools call)');
     if (cfg.REDIS_CLUSTER_NODES.length === 0 && !cfg.REDIS_URL) refuse('REDIS_URL', 'required (or REDIS_CLUSTER_NODES)');
-    // The sandbox's credentials are development defaults: production names each vendor credential it lacks.
-    if (!cfg.ZENDESK_OAUTH_TOKEN && !(cfg.ZENDESK_EMAIL && cfg.ZENDESK_TOKEN)) refuse('ZENDESK_TOKEN', 'required with ZENDESK_EMAIL (or ZENDESK_OAUTH_TOKEN)');
-    if (!cfg.RESEND_API_KEY) refuse('RESEND_API_KEY', 'required (the email service the tools call)');
-    if (!cfg.RESEND_FROM) refuse('RESEND_FROM', 'required (a sender on a domain verified at Resend)');
-    if (!cfg.STRIPE_API_KEY) refuse('STRIPE_API_KEY', 'required (the payments service the tools call)');
     // Test switches (src/config/testHooks.ts): a crash point SIGKILLs the process, the unsafe switch sends blindly.
     if (cfg.UNSAFE_DISABLE_IDEMPOTENCY) refuse('UNSAFE_DISABLE_IDEMPOTENCY', 'a test-only negative control');
     if (cfg.CRASH_POINTS.length > 0) refuse('CRASH_POINTS', 'test-only');
     if (cfg.PAUSE_POINTS.length > 0) refuse('PAUSE_POINTS', 'test-only');
   }
-  return Object.freeze(cfg);
+  const frozen = Object.freeze(cfg);
+  environments.set(frozen, snapshot(env));
+  return frozen;
 }

@@ -6,7 +6,7 @@
  * the error it wraps, and pino serializes the chain.
  *
  * The step processor translates these at the edge into BullMQ control flow
- * (src/worker/stepProcessor.ts, src/worker/fleetWorker.ts).
+ * (src/worker/step/pipeline.ts, src/worker/fleetWorker.ts).
  */
 export type ErrorCode =
   | 'lock_lost'

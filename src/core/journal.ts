@@ -8,7 +8,7 @@ import { TerminalError } from './errors.js';
 
 /**
  * Token usage: non-negative safe integers (zod's int() is safe-integer only). What a provider reports is
- * validated against it before it is charged (src/worker/stepProcessor.ts); anything else is `invalid_usage`.
+ * validated against it before it is charged (src/worker/step/model.ts); anything else is `invalid_usage`.
  */
 export const usageSchema = z.object({
   promptTokens: z.number().int().nonnegative(),

@@ -4,11 +4,11 @@
  * sleeps; nothing was sent to the model), bounded by the run's deadline: a wait that would end at or
  * past it stops the run `budget_exceeded` (wall_clock), by the commit, with its status, event and metric.
  */
-import { DelayedError, type Job } from 'bullmq';
+import { DelayedError } from 'bullmq';
 import type { Logger } from 'pino';
 import { AgentError, RetryableError } from '../core/errors.js';
 import type { Metrics } from '../metrics/metrics.js';
-import type { RunSpec, StepJobData } from '../runs/spec.js';
+import type { RunSpec } from '../runs/spec.js';
 import { wallClockStop } from '../budget/tenantBudget.js';
 import type { Bucket, RateLimits } from './rateLimits.js';
 
@@ -60,9 +60,8 @@ export interface RateWaitDeps {
 }
 
 export interface RateWaitStep {
-  job: Job;
-  token: string;
-  data: StepJobData;
+  /** Moves the step job to the delayed set until `untilMs` (BullMQ's moveToDelayed with the job's lock token). */
+  delay(untilMs: number): Promise<void>;
   spec: RunSpec;
   wait: RateLimitWait;
   /** Tokens the step's failed attempts spent before the wait (charged before the job moves). */
@@ -72,22 +71,22 @@ export interface RateWaitStep {
 
 /**
  * Delays the step job until the bucket can serve it (with up to 10 % jitter, so the steps waiting on
- * one bucket do not all come back in the same millisecond), or stops the run when that is past its
- * deadline. If the process dies before the move, the stall check redelivers the job and it asks again.
+ * one bucket do not all come back in the same millisecond) and throws DelayedError, or returns the
+ * reason to stop the run with (`budget_exceeded`) when that is past its deadline. If the process
+ * dies before the move, the stall check redelivers the job and it asks again.
  */
 export async function waitForRate(
-  d: RateWaitDeps, s: RateWaitStep, hooks: { chargeAbandoned(tokens: number): Promise<void>; stop(reason: string): Promise<void>; log: Logger },
-): Promise<void> {
+  d: RateWaitDeps, s: RateWaitStep, hooks: { chargeAbandoned(tokens: number): Promise<void>; log: Logger },
+): Promise<string> {
   const waitMs = Math.ceil(s.wait.waitMs * (1 + Math.random() * 0.1));
   if (s.now + waitMs >= s.spec.limits.deadlineAt) {
     const stop = wallClockStop(s.spec, s.now, true);
     d.metrics.budgetStops.inc({ kind: stop.kind });
     hooks.log.warn({ code: 'budget_exceeded', kind: stop.kind, bucket: s.wait.bucket, waitMs }, stop.reason);
-    await hooks.stop(`${stop.reason} waiting for the model rate limit ${s.wait.bucket}`);
-    return;
+    return `${stop.reason} waiting for the model rate limit ${s.wait.bucket}`;
   }
   if (s.charged > 0) await hooks.chargeAbandoned(s.charged);
-  await s.job.moveToDelayed(s.now + waitMs, s.token);
+  await s.delay(s.now + waitMs);
   d.metrics.rateLimitWaits.inc({ bucket: s.wait.bucket });
   hooks.log.info({ code: 'rate_limit_wait', bucket: s.wait.bucket, waitMs }, 'model rate limit: step delayed');
   throw new DelayedError();

@@ -15,7 +15,9 @@ import { decisionSchema } from './operators/approvals.js';
 import { findingSchema } from './operators/reconciliations.js';
 import { cancelSchema } from './operators/cancel.js';
 import { retryBodySchema } from './operators/retry.js';
+import { agentFlowBodySchema, tenantFlowBodySchema } from './operators/flow.js';
 import { continueSchema, VERSION_QUEUE_PATH, versionListQuerySchema } from './operators/versions.js';
+import { nameSchema } from './operators/sessions.js';
 
 export const OPENAPI_PATH = '/openapi.json';
 
@@ -155,6 +157,13 @@ export function openApiDocument(): ReturnType<typeof createDocument> {
       [`${VERSION_QUEUE_PATH}/{id}/cancel`]: {
         post: { ...operatorPost('Cancel a run of the version queue.', z.object({}).strict(), 'Cancelled'), requestParams: runParams },
       },
+      '/v1/operators/{name}/sessions/end': {
+        post: {
+          summary: 'End every console session of one operator.',
+          requestParams: { path: nameSchema },
+          responses: { '200': jsonObject('{operator, sessionsEnded}'), '400': refusal('Invalid name.'), ...guarded },
+        },
+      },
       '/v1/schedules': {
         get: {
           summary: 'Schedules, of one tenant or all the operator sees.',
@@ -178,6 +187,23 @@ export function openApiDocument(): ReturnType<typeof createDocument> {
       },
       '/v1/schedules/{tenant}/{id}': {
         delete: { summary: 'Delete a schedule.', requestParams: scheduleParams, responses: { '204': { description: 'Deleted.' }, ...idLookup } },
+      },
+      '/v1/flow': { get: { summary: 'Flow control: each tenant\'s line and share, the agents\' slots, rate limits, changes.', responses: { '200': jsonObject('The flow view'), ...guarded } } },
+      '/v1/flow/tenants/{tenant}': {
+        put: {
+          summary: 'Change a tenant\'s weight or concurrency limit at run time (null: back to the configured value).',
+          requestParams: { path: z.object({ tenant: z.string() }) },
+          requestBody: { content: { 'application/json': { schema: tenantFlowBodySchema } } },
+          responses: { '200': jsonObject('The change'), '400': refusal('Invalid body, named by field.'), '403': refusal('Needs an operator of every tenant.'), ...guarded },
+        },
+      },
+      '/v1/flow/agents/{agent}': {
+        put: {
+          summary: 'Change an agent\'s concurrency limit at run time.',
+          requestParams: { path: z.object({ agent: z.string() }) },
+          requestBody: { content: { 'application/json': { schema: agentFlowBodySchema } } },
+          responses: { '200': jsonObject('The change'), '400': refusal('Invalid body, named by field.'), '403': refusal('Needs an operator of every tenant.'), ...guarded },
+        },
       },
       '/webhooks/tickets': { post: webhook('A signed ticket event.', ticketEventSchema, false) },
       '/webhooks/tickets/{tenant}': { post: webhook('A signed ticket event.', ticketEventSchema, true) },

@@ -37,7 +37,29 @@ type IdentityConfig = Pick<Config,
 /** The shared OPERATOR_TOKEN's operator. */
 export const SHARED_OPERATOR: Operator = Object.freeze({ name: 'operator', role: 'operator', tenants: '*' });
 
+/** Clock skew allowed between the identity provider and this process, on exp, nbf and iat. */
+export const JWT_CLOCK_SKEW_S = 60;
+/** The longest lifetime (exp - iat, or exp - now without iat) a JWT may claim: a token valid for ever is no session. */
+export const JWT_MAX_LIFETIME_S = 24 * 3600;
+
 const JWT_SHAPE = /^[\w-]+\.[\w-]+\.[\w-]+$/;
+
+/**
+ * What a console session remembers of the credential it was opened with: a digest of the token's sha256 (the
+ * form OPERATORS holds it in), so the directory can tell which configured credential it was without the token.
+ */
+export function credentialFingerprint(token: string): string {
+  return fingerprintOfDigest(createHash('sha256').update(token).digest());
+}
+
+function fingerprintOfDigest(digest: Buffer): string {
+  return createHash('sha256').update('console-session-credential\0').update(digest).digest('hex');
+}
+
+function sameOperator(a: Operator, b: Operator): boolean {
+  const tenants = (o: Operator) => (o.tenants === '*' ? '*' : [...o.tenants].sort().join('\0'));
+  return a.name === b.name && a.role === b.role && tenants(a) === tenants(b);
+}
 
 export class OperatorDirectory {
   private readonly byDigest: { digest: Buffer; operator: Operator }[];
@@ -60,6 +82,19 @@ export class OperatorDirectory {
     return this.cfg.OPERATOR_TOKEN !== undefined || this.byDigest.length > 0 || this.jwtKey !== undefined;
   }
 
+  /**
+   * The operator a console session stands for now, or undefined when its credential is gone or names someone else
+   * (removed from OPERATORS, role or tenants changed, OPERATOR_TOKEN rotated). A session opened with a JWT is kept
+   * while OIDC is configured: its lifetime is the JWT's, capped (see fromJwt), and the token is not stored.
+   */
+  sessionOperator(fingerprint: string, stored: Operator): Operator | undefined {
+    if (stored.expiresAt !== undefined) return this.jwtKey !== undefined ? stored : undefined;
+    const current = this.sharedDigest !== undefined && fingerprintOfDigest(this.sharedDigest) === fingerprint
+      ? SHARED_OPERATOR
+      : this.byDigest.find((e) => fingerprintOfDigest(e.digest) === fingerprint)?.operator;
+    return current !== undefined && sameOperator(current, stored) ? current : undefined;
+  }
+
   /** The operator a bearer token names, or undefined. Every configured token is compared (constant time each). */
   async authenticate(token: string | undefined): Promise<Operator | undefined> {
     if (token === undefined || token === '') return undefined;
@@ -78,7 +113,10 @@ export class OperatorDirectory {
   private async fromJwt(token: string): Promise<Operator | undefined> {
     let payload: JWTPayload;
     try {
-      const opts = { issuer: this.cfg.OIDC_ISSUER!, audience: this.cfg.OIDC_AUDIENCE!, algorithms: this.cfg.OIDC_ALGORITHMS };
+      const opts = {
+        issuer: this.cfg.OIDC_ISSUER!, audience: this.cfg.OIDC_AUDIENCE!, algorithms: this.cfg.OIDC_ALGORITHMS,
+        requiredClaims: ['exp'], clockTolerance: JWT_CLOCK_SKEW_S,
+      };
       // Two call shapes (a key set is a function of the header, a key is a key): same checks either way.
       const key = this.jwtKey!;
       ({ payload } = typeof key === 'function' ? await jwtVerify(token, key, opts) : await jwtVerify(token, key, opts));
@@ -86,8 +124,16 @@ export class OperatorDirectory {
       // Bad signature, wrong issuer or audience, expired, JWKS unreachable: no operator (401). The reason is not told to the caller.
       return undefined;
     }
-    return operatorOfClaims(payload, this.cfg);
+    return lifetimeAllowed(payload, Date.now() / 1000) ? operatorOfClaims(payload, this.cfg) : undefined;
   }
+}
+
+/** A JWT must not be issued in the future (beyond the skew), nor claim to live longer than JWT_MAX_LIFETIME_S. */
+export function lifetimeAllowed(payload: JWTPayload, nowS: number): boolean {
+  if (payload.exp === undefined) return false;
+  if (payload.iat !== undefined && payload.iat > nowS + JWT_CLOCK_SKEW_S) return false;
+  const from = payload.iat ?? nowS;
+  return payload.exp - from <= JWT_MAX_LIFETIME_S + JWT_CLOCK_SKEW_S;
 }
 
 /** The operator a verified JWT's claims describe, or undefined when its name or role is missing or unknown. */

@@ -99,7 +99,7 @@ export class AiSdkProvider implements ModelProvider {
       messages: [{ role: 'user' as const, content: req.prompt }, ...toMessages(req.transcript ?? [])],
       tools: this.toolSet(req.tools),
       toolChoice: 'auto' as const,
-      // The engine retries (src/worker/stepProcessor.ts): one HTTP request per attempt.
+      // The engine retries (src/worker/step/model.ts): one HTTP request per attempt.
       maxRetries: 0,
       abortSignal: signal,
       ...(this.opts.sendMaxOutputTokens === false ? {} : { maxOutputTokens: req.maxCompletionTokens }),

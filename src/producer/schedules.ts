@@ -63,11 +63,17 @@ export function isScheduleId(id: string): boolean {
 const schedulerId = (tenant: string, id: string): string => `${tenant}:${id}`;
 
 export class Schedules {
-  readonly queue: Queue;
+  private made: Queue | undefined;
 
-  constructor(private readonly ctx: EngineContext) {
-    this.queue = new Queue(ctx.keys.schedulesQueueName(), { connection: ctx.redis as never, prefix: ctx.keys.bullPrefix });
-    this.queue.on('error', (err) => ctx.log.warn({ code: 'schedules_queue_error', err }, 'schedules queue error'));
+  constructor(private readonly ctx: EngineContext) {}
+
+  /** Made on first use: BullMQ writes a queue's meta keys when it is constructed, and an API that never schedules writes none. */
+  get queue(): Queue {
+    if (!this.made) {
+      this.made = new Queue(this.ctx.keys.schedulesQueueName(), { connection: this.ctx.redis as never, prefix: this.ctx.keys.bullPrefix });
+      this.made.on('error', (err) => this.ctx.log.warn({ code: 'schedules_queue_error', err }, 'schedules queue error'));
+    }
+    return this.made;
   }
 
   /**
@@ -126,7 +132,7 @@ export class Schedules {
   }
 
   async close(): Promise<void> {
-    await this.queue.close();
+    await this.made?.close();
   }
 }
 

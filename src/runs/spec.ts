@@ -84,7 +84,7 @@ export const stepJobDataSchema = z.object({
    * holds the same): they replace the spec's, and each commit hands them to the next step's job.
    */
   limits: limitsSchema.optional(),
-  /** Epoch ms of the first model failure of a provider outage this step is waiting out (src/worker/stepProcessor.ts). */
+  /** Epoch ms of the first model failure of a provider outage this step is waiting out (src/worker/step/waits.ts). */
   outageSince: z.number().int().nonnegative().optional(),
   /**
    * Budget usage as of the commit that created this job (fast path; re-read on any doubt).

@@ -14,6 +14,9 @@
  *   agentctl versions [list] [--limit N]                runs parked for a version change, with the versions served
  *   agentctl versions continue <runId> [--to VERSION] [--tools-hash H]   re-pin to a served version and resume
  *   agentctl versions cancel <runId>                    cancel a run of the version queue
+ *   agentctl flow                                       flow control: each tenant's line and share, agents, rate limits, changes
+ *   agentctl flow tenant <tenant> [--weight W] [--limit N]   change a tenant's weight or limit at run time ('default': back to config)
+ *   agentctl flow agent <agent> --limit N               change an agent's concurrency limit at run time
  *   agentctl run <runId>                                the run view
  *   agentctl events <runId> [--from STREAM_ID]          live events (SSE), resumable
  *
@@ -31,7 +34,7 @@ const { values, positionals } = parseArgs({
     receipt: { type: 'string' }, evidence: { type: 'string' }, from: { type: 'string' }, help: { type: 'boolean', short: 'h' },
     steps: { type: 'string' }, tokens: { type: 'string' }, 'wall-ms': { type: 'string' },
     status: { type: 'string' }, tenant: { type: 'string' }, agent: { type: 'string' }, since: { type: 'string' }, until: { type: 'string' }, limit: { type: 'string' }, cursor: { type: 'string' },
-    to: { type: 'string' }, 'tools-hash': { type: 'string' },
+    to: { type: 'string' }, 'tools-hash': { type: 'string' }, weight: { type: 'string' },
   },
 });
 
@@ -45,7 +48,8 @@ function usage(message?: string): never {
   console.error('usage: agentctl runs [--status S] [--tenant T] [--agent A] [--since T] [--until T] [--limit N] [--cursor C] | approvals | approve|reject <actionId> --fingerprint F | reconciliations |\n'
     + '       resolve <actionId> confirmed|not_sent|compensate [--receipt R] [--evidence JSON] |\n'
     + '       cancel <runId> | retry <runId> [--steps N] [--tokens N] [--wall-ms N] | run <runId> | events <runId> [--from ID] |\n'
-    + '       versions [list] [--limit N] | versions continue <runId> [--to VERSION] [--tools-hash H] | versions cancel <runId>   [--url U] [--token T]');
+    + '       versions [list] [--limit N] | versions continue <runId> [--to VERSION] [--tools-hash H] | versions cancel <runId> |\n'
+    + '       flow | flow tenant <tenant> [--weight W] [--limit N] | flow agent <agent> --limit N   [--url U] [--token T]');
   process.exit(2);
 }
 
@@ -159,6 +163,17 @@ switch (command) {
       usage(`unknown versions command ${a}`);
     }
     break;
+  case 'flow': {
+    // Values as typed ('default' = back to the configured value): the server validates them, naming the field.
+    const value = (v: string | undefined) => (v === undefined ? undefined : v === 'default' ? null : Number.isFinite(Number(v)) ? Number(v) : v);
+    if (a === undefined) await request('GET', '/v1/flow');
+    else if (a === 'tenant') {
+      await request('PUT', `/v1/flow/tenants/${encodeURIComponent(need(b, 'tenant'))}`, { weight: value(values.weight), limit: value(values.limit) });
+    } else if (a === 'agent') {
+      await request('PUT', `/v1/flow/agents/${encodeURIComponent(need(b, 'agent'))}`, { limit: value(need(values.limit, '--limit')) });
+    } else usage(`unknown flow command ${a}`);
+    break;
+  }
   default:
     usage(`unknown command ${command}`);
 }

@@ -3,14 +3,17 @@
  * Any failure (the module cannot be imported, exports neither a default nor
  * `agents`, the function throws, an entry was not made by defineAgent, two
  * agents share a name, none at all) is an AgentsModuleError naming
- * AGENTS_MODULE: the process stops at boot with that one line (src/server/boot.ts).
+ * AGENTS_MODULE; settings that do not parse are a ConfigError naming the field:
+ * the process stops at boot with that one line (src/server/boot.ts).
  */
 import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { AgentCatalog, isAgent, type Agent } from '../core/agent.js';
-import type { Config } from '../config/config.js';
+import { environmentOf, type Config } from '../config/config.js';
 import { TerminalError } from '../core/errors.js';
-import type { AgentsExport } from '../config/agentsModule.js';
+import {
+  isAgentsModule, parseAgentSettings, type AgentsExport, type AgentSettingsSchema, type Environment,
+} from '../config/agentsModule.js';
 
 /** AGENTS_MODULE cannot be loaded or exports no valid agents: the process does not start. */
 export class AgentsModuleError extends TerminalError {
@@ -25,24 +28,37 @@ function specifierOf(module: string): string {
   return isPath ? pathToFileURL(resolve(process.cwd(), module)).href : module;
 }
 
-export async function loadAgents(cfg: Config, env: Readonly<Record<string, string | undefined>> = process.env): Promise<AgentCatalog> {
-  const module = cfg.AGENTS_MODULE ?? '(built-in src/agents/index.ts)';
-  let loaded: Record<string, unknown>;
+async function importModule(cfg: Config, module: string): Promise<Record<string, unknown>> {
   try {
-    loaded = cfg.AGENTS_MODULE === undefined
+    return cfg.AGENTS_MODULE === undefined
       ? ((await import('../agents/index.js')) as Record<string, unknown>)
       : ((await import(specifierOf(cfg.AGENTS_MODULE))) as Record<string, unknown>);
   } catch (err) {
     throw new AgentsModuleError(module, `cannot be loaded (${(err as Error).message ?? String(err)})`, { cause: err });
   }
-  const exported = (loaded.default ?? loaded.agents) as AgentsExport | undefined;
+}
+
+/**
+ * The agents a module gives, with its settings parsed first: a defineAgentsModule value, or a
+ * list or function beside an optional `settings` export.
+ */
+async function agentsOf(loaded: Record<string, unknown>, module: string, cfg: Config, env: Environment): Promise<unknown> {
+  const exported = loaded.default ?? loaded.agents;
   if (exported === undefined) throw new AgentsModuleError(module, 'exports neither a default nor `agents`');
-  let list: unknown;
+  const declared = isAgentsModule(exported) ? exported : { settings: loaded.settings as AgentSettingsSchema | undefined, agents: exported as AgentsExport };
+  const settings = declared.settings === undefined ? {} : parseAgentSettings(declared.settings, cfg, env);
+  if (typeof declared.agents !== 'function') return declared.agents;
   try {
-    list = typeof exported === 'function' ? await exported({ config: cfg, env }) : exported;
+    return await declared.agents({ config: cfg, settings, env });
   } catch (err) {
     throw new AgentsModuleError(module, `its agents function failed (${(err as Error).message ?? String(err)})`, { cause: err });
   }
+}
+
+/** `env`: the environment the module's settings are read from (default: the one `cfg` was read from). */
+export async function loadAgents(cfg: Config, env: Environment = environmentOf(cfg)): Promise<AgentCatalog> {
+  const module = cfg.AGENTS_MODULE ?? '(built-in src/agents/index.ts)';
+  const list = await agentsOf(await importModule(cfg, module), module, cfg, env);
   if (!Array.isArray(list) || list.length === 0) throw new AgentsModuleError(module, 'exports no agent (a non-empty list, or a function returning one)');
   const bad = list.findIndex((a) => !isAgent(a));
   if (bad >= 0) throw new AgentsModuleError(module, `entry ${bad} was not made by defineAgent`);

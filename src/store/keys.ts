@@ -192,6 +192,11 @@ export class KeySpace {
     return `${this.prefix}:agent-versions:${agent}`;
   }
 
+  /** integer: bumped to end every console session of one operator (src/http/console/session.ts); own slot. */
+  consoleSessionEpoch(operator: string): string {
+    return `${this.prefix}:console-session-epoch:${operator}`;
+  }
+
   /** string with TTL: one console login session (src/http/console/session.ts); own slot. */
   consoleSession(id: string): string {
     return `${this.prefix}:console-session:${id}`;

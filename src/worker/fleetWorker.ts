@@ -18,7 +18,7 @@ import { InvalidStepInput, InvariantError } from '../core/errors.js';
 import { settleFailedJob } from '../runs/stuckRuns.js';
 import { testHooksFrom, type CrashPoints } from '../config/testHooks.js';
 import type { EffectRunner } from './effects.js';
-import { StepProcessor } from './stepProcessor.js';
+import { StepProcessor } from './step/processor.js';
 import { OwnerWatch } from './ownerWatch.js';
 import { VersionGate } from './versionGate.js';
 import { VersionRegistry } from '../runs/versions.js';

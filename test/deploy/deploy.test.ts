@@ -20,7 +20,9 @@ import { fileURLToPath } from 'node:url';
 import { isDeepStrictEqual } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments, stringify } from 'yaml';
-import { ConfigError, configSchema, loadConfig } from '../../src/config/config.js';
+import { ConfigError, configSchema, loadConfig, type Config } from '../../src/config/config.js';
+import { parseAgentSettings } from '../../src/config/agentsModule.js';
+import { supportSettings } from '../../src/agents/support/settings.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Obj = Record<string, any>;
@@ -70,6 +72,12 @@ const METRICS = new Set([
   'agent_version_parked_runs',
   'agent_version_handbacks_total',
   'agent_version_decisions_total',
+  'agent_flow_oldest_waiting_seconds',
+  'agent_flow_waiting_runs',
+  'agent_flow_held_runs',
+  'agent_flow_admitted_total',
+  'agent_rate_limit_waits_total',
+  'agent_model_rate_limited_total',
 ]);
 const HISTOGRAMS = new Set(['agent_step_duration_seconds']);
 
@@ -92,6 +100,8 @@ const ALERTS: Record<string, string[]> = {
   AgentRunsLost: ['agent_runs_finished_total'],
   AgentFailedRunsRising: ['agent_runs_finished_total'],
   AgentVersionQueueWaiting: ['agent_version_parked_runs'],
+  AgentTenantStarved: ['agent_flow_oldest_waiting_seconds'],
+  AgentModelRateLimited: ['agent_model_rate_limited_total'],
 };
 
 /** Environment the processes read that is not in src/config/config.ts (read by other entry points). */
@@ -105,7 +115,9 @@ const EXTRA_ENV = new Set([
   'NODE_ENV',
   'NODE_OPTIONS',
 ]);
-const KNOWN_ENV = new Set([...Object.keys(configSchema.shape), ...EXTRA_ENV]);
+/** The built-in agents module's own settings (the support agent's vendors), as the processes parse them. */
+const agentSettings = (cfg: Config, env: Record<string, string | undefined>) => parseAgentSettings(supportSettings, cfg, env);
+const KNOWN_ENV = new Set([...Object.keys(configSchema.shape), ...Object.keys(supportSettings({ config: { APP_MODE: 'development' } }).shape), ...EXTRA_ENV]);
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -435,7 +447,7 @@ describe('docker-compose.yml', () => {
       const cfg = loadConfig(resolved);
       expect(cfg.APP_MODE, name).toBe('development');
       expect(cfg.MODEL_PROVIDER, name).toBe('scripted');
-      expect(cfg.SANDBOX_URL, name).toBe(devEnv.SANDBOX_URL);
+      expect(agentSettings(cfg, resolved).SANDBOX_URL, name).toBe(devEnv.SANDBOX_URL);
     }
     expect(Object.keys(devEnv).filter((k) => !KNOWN_ENV.has(k) && k !== 'GRAFANA_ADMIN_PASSWORD')).toEqual([]);
   });
@@ -891,15 +903,17 @@ describe('Kubernetes manifests', () => {
     expect(String(secret.stringData.REDIS_URL)).toMatch(new RegExp(`^redis://[^@]*@${svc.metadata.name}:6379$`));
   });
 
-  it('ships production in the base: no sandbox, no scripted model, and the apps boot only once the overlay gives SANDBOX_URL and the Secret', () => {
+  it('ships production in the base: no sandbox, no scripted model, and the support agent boots only once the overlay gives SANDBOX_URL and the Secret', () => {
     expect(workloads.map((w) => w.metadata.name)).not.toContain('agent-sandbox');
     expect(JSON.stringify(docs.map((d) => d.doc))).not.toMatch(/agent-sandbox|SCRIPTED_MODEL_ENABLED/);
     expect(config.data.APP_MODE).toBe('production');
     expect(config.data.MODEL_PROVIDER).toBe('openai');
     expect(() => loadConfig(config.data)).toThrow(ConfigError);
     const secret = { ...(secretTemplate[0] as Obj).stringData, REDIS_URL: 'redis://:pw@redis:6379' };
-    expect(() => loadConfig({ ...config.data, ...secret })).toThrow(/SANDBOX_URL/);
-    expect(loadConfig({ ...config.data, ...secret, SANDBOX_URL: 'https://support.example.com' }).APP_MODE).toBe('production');
+    const cfg = loadConfig({ ...config.data, ...secret });
+    expect(cfg.APP_MODE).toBe('production');
+    expect(() => agentSettings(cfg, { ...config.data, ...secret })).toThrow(/SANDBOX_URL/);
+    expect(agentSettings(cfg, { ...config.data, ...secret, SANDBOX_URL: 'https://support.example.com' }).SANDBOX_URL).toBe('https://support.example.com');
   });
 
   it('renders the dev overlay: the base plus the sandbox, development mode with the scripted model pointed at it', async () => {
@@ -924,7 +938,7 @@ describe('Kubernetes manifests', () => {
     const cfg = loadConfig({ ...data, REDIS_URL: 'redis://:pw@redis:6379' });
     expect(cfg.APP_MODE).toBe('development');
     expect(cfg.MODEL_PROVIDER).toBe('scripted');
-    expect(cfg.SANDBOX_URL).toBe(`http://${svc.metadata.name}:${svc.spec.ports[0].port}`);
+    expect(agentSettings(cfg, data).SANDBOX_URL).toBe(`http://${svc.metadata.name}:${svc.spec.ports[0].port}`);
   }, TOOL_TIMEOUT_MS);
 
   it('carries exactly the rules of deploy/prometheus/rules.yml in its PrometheusRule', () => {

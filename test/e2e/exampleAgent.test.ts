@@ -126,11 +126,11 @@ describe('a broken AGENTS_MODULE stops boot with one line naming it', () => {
     return { code, lines: stderr.trimEnd().split('\n') };
   };
 
-  it('a module that does not exist, and one whose agents function fails (no CRM_URL)', async () => {
+  it('a module that does not exist, and one whose settings do not parse (no CRM_URL)', async () => {
     const [missing, failing] = await Promise.all([bootLine('examples/nowhere/index.ts'), bootLine(AGENTS_MODULE, { CRM_URL: '' })]);
     expect(missing.code).toBe(1);
     expect(missing.lines).toEqual([expect.stringMatching(/^worker: cannot start: AGENTS_MODULE=examples\/nowhere\/index\.ts: cannot be loaded/)]);
     expect(failing.code).toBe(1);
-    expect(failing.lines).toEqual([expect.stringMatching(/^worker: cannot start: AGENTS_MODULE=examples\/lead-qualifier\/index\.ts: its agents function failed \(CRM_URL is not set/)]);
+    expect(failing.lines).toEqual([expect.stringMatching(/^worker: cannot start: invalid configuration: CRM_URL: required \(the CRM the lead-qualifier calls\)/)]);
   });
 });

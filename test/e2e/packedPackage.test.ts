@@ -52,7 +52,7 @@ async function timed<T>(name: string, work: () => Promise<T>): Promise<T> {
   }
 }
 
-function bash(script: string, cwd: string, timeout = 180_000): Promise<{ stdout: string; stderr: string }> {
+function bash(script: string, cwd: string, timeout = 400_000): Promise<{ stdout: string; stderr: string }> {
   return run('bash', ['-eo', 'pipefail', '-c', script], { cwd, env, timeout, maxBuffer: 16 * 1024 * 1024 });
 }
 
@@ -96,14 +96,14 @@ describe('the packed package, as docs/getting-started.md uses it', () => {
       npm_config_prefer_offline: 'true', npm_config_audit: 'false', npm_config_fund: 'false', npm_config_update_notifier: 'false',
       KEY_PREFIX: prefix, BULL_PREFIX: `${prefix}b`, WORKER_METRICS_PORT: '0', LOG_LEVEL: 'info',
     };
-    const { stdout } = await timed('pack', () => run('npm', ['pack', '--silent', '--pack-destination', tmp], { cwd: repoRoot, env, timeout: 180_000 }));
+    const { stdout } = await timed('pack', () => run('npm', ['pack', '--silent', '--pack-destination', tmp], { cwd: repoRoot, env, timeout: 400_000 }));
     const tarball = join(tmp, stdout.trim().split('\n').pop()!);
     substitute = (text) => text
       .replace(/npm install durable-agent-fleet /g, `npm install ${tarball} `)
       .replaceAll(DOC_REDIS, redisUrl())
       .replaceAll(`127.0.0.1:${DOC_PORT}`, `127.0.0.1:${apiPort}`)
       .replaceAll(`PORT=${DOC_PORT}`, `PORT=${apiPort}`);
-  }, 240_000);
+  }, 420_000);
 
   afterAll(async () => {
     await Promise.all(children.map(stop));
@@ -158,5 +158,5 @@ describe('the packed package, as docs/getting-started.md uses it', () => {
     await timed('ts_worker_start', () => start(tsWorker, 'worker_started'));
     const second = await bash(substitute(startRun!.body).replaceAll('A-1001', 'A-1002'), project, 60_000);
     expect(JSON.parse(second.stdout)).toMatchObject({ status: 'completed' });
-  }, 300_000);
+  }, 600_000);
 });

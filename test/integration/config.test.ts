@@ -7,7 +7,6 @@ import { buildProviders } from '../../src/server/buildContext.js';
 import type { EngineContext } from '../../src/runs/engineContext.js';
 import { AgentCatalog } from '../../src/core/agent.js';
 import { supportAgent } from '../../src/agents/support/index.js';
-import { supportServices } from '../../src/agents/support/vendors/index.js';
 import { buildSpec, type InvalidRunRequest } from '../../src/producer/intake.js';
 import type { TicketRunRequest } from '../../src/producer/schemas.js';
 import { assertRedisSafe, RedisMisconfigured } from '../../src/store/connect.js';
@@ -42,8 +41,7 @@ describe('config', () => {
   describe('APP_MODE=production', () => {
     const prod = {
       APP_MODE: 'production', MODEL_PROVIDER: 'openai', OPENAI_API_KEY: 'sk-x', PRODUCER_TOKEN: 'p', OPERATOR_TOKEN: 'o',
-      REDIS_URL: 'redis://redis:6379', SANDBOX_URL: 'http://support:4010',
-      ZENDESK_EMAIL: 'agent@acme.com', ZENDESK_TOKEN: 'zd-token', RESEND_API_KEY: 're_live', RESEND_FROM: 'Acme <support@acme.com>', STRIPE_API_KEY: 'sk_live_x',
+      REDIS_URL: 'redis://redis:6379',
     };
     const refusal = (env: Record<string, string | undefined>): ConfigError => {
       try {
@@ -55,7 +53,7 @@ describe('config', () => {
       throw new Error(`accepted: ${JSON.stringify(env)}`);
     };
 
-    it('boots with a real model, its key, tokens, Redis and the services named', () => {
+    it('boots with a real model, its key, tokens and Redis: no vendor is the engine\'s to name', () => {
       expect(loadConfig(prod).APP_MODE).toBe('production');
       // A vendor's provider exists only with its credential: a choice naming anthropic here stops the boot.
       expect([...buildProviders(loadConfig(prod)).keys()]).toEqual(['openai']);
@@ -80,39 +78,17 @@ describe('config', () => {
       expect(optIn.message).toMatch(/run-supplied scripts/);
     });
 
-    it('refuses openai without OPENAI_API_KEY, and a process without Redis or the services URL, naming the field', () => {
+    it('refuses openai without OPENAI_API_KEY, and a process without Redis, naming the field', () => {
       expect(refusal({ ...prod, OPENAI_API_KEY: undefined }).fields).toEqual(['OPENAI_API_KEY']);
       expect(refusal({ ...prod, OPENAI_API_KEY: '' }).message).toMatch(/^invalid configuration: OPENAI_API_KEY: /);
       expect(refusal({ ...prod, REDIS_URL: undefined }).fields).toEqual(['REDIS_URL']);
       expect(loadConfig({ ...prod, REDIS_URL: undefined, REDIS_CLUSTER_NODES: 'r1:6379,r2:6379' }).REDIS_CLUSTER_NODES).toHaveLength(2);
-      expect(refusal({ ...prod, SANDBOX_URL: undefined }).fields).toEqual(['SANDBOX_URL']);
       expect(refusal({ ...prod, PRODUCER_TOKEN: undefined }).fields).toContain('PRODUCER_TOKEN');
-    });
-
-    it('refuses each vendor credential it lacks, naming it (the sandbox\'s are development defaults)', () => {
-      expect(refusal({ ...prod, ZENDESK_TOKEN: undefined }).fields).toEqual(['ZENDESK_TOKEN']);
-      expect(refusal({ ...prod, ZENDESK_EMAIL: undefined }).fields).toEqual(['ZENDESK_TOKEN']);
-      expect(loadConfig({ ...prod, ZENDESK_EMAIL: undefined, ZENDESK_TOKEN: undefined, ZENDESK_OAUTH_TOKEN: 'oauth' }).ZENDESK_OAUTH_TOKEN).toBe('oauth');
-      expect(refusal({ ...prod, RESEND_API_KEY: undefined }).fields).toEqual(['RESEND_API_KEY']);
-      expect(refusal({ ...prod, RESEND_FROM: undefined }).fields).toEqual(['RESEND_FROM']);
-      expect(refusal({ ...prod, STRIPE_API_KEY: '' }).fields).toEqual(['STRIPE_API_KEY']);
-    });
-
-    it('points each vendor at its own URL and credentials; an unset URL is SANDBOX_URL', () => {
-      const real = supportServices(loadConfig({
-        ...prod, ZENDESK_URL: 'https://acme.zendesk.com/', RESEND_URL: 'https://api.resend.com', STRIPE_URL: 'https://api.stripe.com', STRIPE_TIMEOUT_MS: '8000',
-      }));
-      expect(real.zendesk).toEqual({ baseUrl: 'https://acme.zendesk.com', auth: { kind: 'api_token', email: 'agent@acme.com', token: 'zd-token' }, timeoutMs: 5000 });
-      expect(real.resend).toEqual({ baseUrl: 'https://api.resend.com', apiKey: 're_live', from: 'Acme <support@acme.com>', timeoutMs: 5000 });
-      expect(real.stripe).toEqual({ baseUrl: 'https://api.stripe.com', apiKey: 'sk_live_x', timeoutMs: 8000 });
-      expect(real.reads.baseUrl).toBe('http://support:4010');
-      const oauth = supportServices(loadConfig({ ...prod, ZENDESK_OAUTH_TOKEN: 'oauth' }));
-      expect(oauth.zendesk).toMatchObject({ baseUrl: 'http://support:4010', auth: { kind: 'oauth', accessToken: 'oauth' } });
     });
 
     it('refuses a run-supplied script at the API edge, naming agent.script', () => {
       const cfg = loadConfig(prod);
-      const ctx = { cfg, providers: buildProviders(cfg), agents: new AgentCatalog([supportAgent({ baseUrl: cfg.SANDBOX_URL })]) } as unknown as EngineContext;
+      const ctx = { cfg, providers: buildProviders(cfg), agents: new AgentCatalog([supportAgent({ baseUrl: 'http://support:4010' })]) } as unknown as EngineContext;
       const req = { tenant: 'acme', ticket: { id: 'T-1', subject: 's', body: 'b', customer: { email: 'a@example.com', name: 'A' } } };
       expect(buildSpec(ctx, req, 0).model).toBe('openai');
       const refused = (agent: TicketRunRequest['agent']) => {

@@ -8,7 +8,7 @@ import { Worker } from 'bullmq';
 import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { ScriptedProvider } from '../../src/models/scripted.js';
 import { buildSpec } from '../../src/producer/intake.js';
-import { StepProcessor } from '../../src/worker/stepProcessor.js';
+import { StepProcessor } from '../../src/worker/step/processor.js';
 import { RunSpecCache } from '../../src/runs/store.js';
 import { CrashPoints } from '../../src/config/testHooks.js';
 import type { Script } from '../../src/models/scriptedTurns.js';

@@ -36,6 +36,8 @@ import { humanQueue } from '../operators/reconciliations.js';
 import { BadCursor, runListQuerySchema, runsPage as listPage } from '../operators/runsList.js';
 import { param } from '../../producer/fieldErrors.js';
 import { CONSOLE, errorPage, loginPage, runLive, runPage, runsPage, type HumanItem, type RunPageData } from './pages.js';
+import { flowPage } from './flowPage.js';
+import { flowViewFor } from '../operators/flow.js';
 import { ConsoleSessions, cookieFlags, cookies, LOGIN_CSRF_COOKIE, sameToken } from './session.js';
 
 export const CONSOLE_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
@@ -136,7 +138,7 @@ export function consoleRouter(ctx: EngineContext, ledger: Ledger, sessions: Cons
     if (typeof body.csrf !== 'string' || !sameToken(body.csrf, cookies(req)[LOGIN_CSRF_COOKIE])) return html(res, 403, loginPage(fresh(), 'the login form expired: try again'));
     const operator = typeof body.token === 'string' && body.token.length <= 8192 ? await dir.authenticate(body.token) : undefined;
     if (!operator) return html(res, 401, loginPage(fresh(), 'that token is not valid'));
-    await sessions.create(req, res, operator);
+    await sessions.create(req, res, operator, body.token as string);
     res.append('set-cookie', `${LOGIN_CSRF_COOKIE}=; ${cookieFlags(req, 0)}`);
     ctx.log.info({ code: 'console_login', operator: operator.name, role: operator.role }, 'operator logged in to the console');
     res.redirect(303, `${CONSOLE}/runs`);
@@ -186,6 +188,11 @@ export function consoleRouter(ctx: EngineContext, ledger: Ledger, sessions: Cons
       } : {}),
     };
   }
+
+  r.get(`${CONSOLE}/flow`, guard('page'), async (_req, res) => {
+    const w = whoOf(res);
+    html(res, 200, flowPage(w.operator, await flowViewFor(ctx, w.operator)));
+  });
 
   r.get(`${CONSOLE}/runs/:id`, guard('page'), async (req, res) => {
     const w = whoOf(res);

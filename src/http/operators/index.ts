@@ -14,6 +14,8 @@ import { runPageRouter } from './runPage.js';
 import { runsListRouter } from './runsList.js';
 import { versionsRouter } from './versions.js';
 import { schedulesRouter } from './schedules.js';
+import { sessionsRouter } from './sessions.js';
+import { flowRouter } from './flow.js';
 import { Schedules } from '../../producer/schedules.js';
 
 /**
@@ -35,5 +37,7 @@ export function mountOperators(app: express.Express, ctx: EngineContext, ledger:
   app.use(runPageRouter(ctx, ledger, session));
   app.use(consoleRouter(ctx, ledger, sessions, compensations));
   app.use(schedulesRouter(ctx, new Schedules(ctx)));
+  app.use(sessionsRouter(ctx, sessions));
+  app.use(flowRouter(ctx));
   mountBullBoard(app, ctx, session);
 }

@@ -1,15 +1,15 @@
 /**
  * The services the support agent's tools call, each with its own base URL,
- * credentials and timeout, from the configuration (src/config/config.ts reads
- * the environment: ZENDESK_*, RESEND_*, STRIPE_*). In development every URL
+ * credentials and timeout, from the agent's own settings (../settings.ts:
+ * ZENDESK_*, RESEND_*, STRIPE_*). In development every URL
  * defaults to the bundled sandbox (SANDBOX_URL) and the credentials to ones the
  * sandbox accepts; nothing else in the code path differs from the real vendors.
  */
-import type { Config } from '../../../config/config.js';
 import type { ServiceOptions } from '../../../core/httpJson.js';
 import type { ResendOptions } from './resend.js';
 import type { StripeOptions } from './stripe.js';
 import type { ZendeskOptions } from './zendesk.js';
+import type { SupportSettings } from '../settings.js';
 
 export interface SupportServices {
   /** The support system's read endpoints (customers, knowledge base): SANDBOX_URL. */
@@ -39,8 +39,8 @@ export function sandboxServices(baseUrl: string): SupportServices {
   };
 }
 
-/** The services as configured (loadConfig has already refused missing production credentials). */
-export function supportServices(cfg: Config): SupportServices {
+/** The services as configured (the settings schema has already refused missing production credentials). */
+export function supportServices(cfg: SupportSettings): SupportServices {
   const c = SANDBOX_CREDENTIALS;
   const trim = (u: string) => u.replace(/\/+$/, '');
   const zendeskAuth: ZendeskOptions['auth'] = cfg.ZENDESK_OAUTH_TOKEN

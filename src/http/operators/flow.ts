@@ -1,0 +1,73 @@
+/**
+ * Flow control for operators: GET /v1/flow (each tenant's line and share, the agents' slots, the
+ * rate limits' recent token use, the latest changes) and PUT /v1/flow/tenants/:tenant {weight?, limit?}
+ * and PUT /v1/flow/agents/:agent {limit}: run-time changes, recorded under the authenticated operator
+ * (src/flow/admission.ts, configure). `null` puts a value back to the configured one. Changes need an
+ * operator who sees every tenant (a weight or a limit moves the others' share too); a tenant-scoped
+ * operator reads only its own tenants' lines. A malformed body is 400 naming the field, nothing written.
+ */
+import { Router } from 'express';
+import { z } from 'zod';
+import type { EngineContext } from '../../runs/engineContext.js';
+import { operatorOf, requireOperator } from '../auth.js';
+import { invalid, param } from '../../producer/fieldErrors.js';
+import { readFlowView, type FlowView } from '../../flow/view.js';
+import { settingProblem, type FlowSetting } from '../../flow/admission.js';
+import type { Operator } from '../operatorIdentity.js';
+
+const limitSchema = z.number().int().min(0).max(1_000_000).nullable();
+export const tenantFlowBodySchema = z.object({ weight: z.number().positive().max(1000).nullable().optional(), limit: limitSchema.optional() })
+  .strict().refine((b) => b.weight !== undefined || b.limit !== undefined, 'weight or limit');
+export const agentFlowBodySchema = z.object({ limit: limitSchema }).strict();
+
+/** The view an operator may see: a tenant-scoped one only its tenants' lines (and no one else's changes). */
+export async function flowViewFor(ctx: EngineContext, op: Operator): Promise<FlowView> {
+  const v = await readFlowView(ctx.redis, ctx.keys, ctx.cfg, Date.now());
+  if (op.tenants === '*') return v;
+  const mine = new Set(op.tenants);
+  // Rate limit buckets are `provider/model`, shared, or `provider/model/tenant`.
+  const visibleBucket = (bucket: string) => {
+    const parts = bucket.split('/');
+    return parts.length === 2 || mine.has(parts[2] ?? '');
+  };
+  return { ...v, tenants: v.tenants.filter((t) => mine.has(t.tenant)), changes: v.changes.filter((c) => mine.has(c.of)), rates: v.rates.filter((r) => visibleBucket(r.bucket)) };
+}
+
+export function flowRouter(ctx: EngineContext): Router {
+  const r = Router();
+  r.get('/v1/flow', requireOperator(ctx.cfg, 'viewer'), async (_req, res) => {
+    res.json(await flowViewFor(ctx, operatorOf(res)));
+  });
+  const change = async (res: import('express').Response, what: FlowSetting, of: string, value: number | null | undefined): Promise<boolean> => {
+    if (value === undefined) return true;
+    const problem = settingProblem(what, of, value);
+    if (problem) {
+      res.status(400).json({ error: 'invalid_request', fields: [{ path: what === 'agent_limit' ? 'agent' : 'tenant', message: problem }] });
+      return false;
+    }
+    await ctx.admission!.configure(what, of, value, operatorOf(res).name);
+    return true;
+  };
+  const everyTenant = (res: import('express').Response): boolean => {
+    if (operatorOf(res).tenants === '*') return true;
+    res.status(403).json({ error: 'forbidden', message: 'changing a weight or a limit needs an operator who sees every tenant' });
+    return false;
+  };
+  r.put('/v1/flow/tenants/:tenant', requireOperator(ctx.cfg, 'operator'), async (req, res) => {
+    const parsed = tenantFlowBodySchema.safeParse(req.body ?? {});
+    if (!parsed.success) return void invalid(res, parsed.error);
+    if (!everyTenant(res)) return;
+    const tenant = param(req.params.tenant);
+    if (!(await change(res, 'weight', tenant, parsed.data.weight)) || !(await change(res, 'limit', tenant, parsed.data.limit))) return;
+    res.json({ tenant, ...parsed.data, by: operatorOf(res).name });
+  });
+  r.put('/v1/flow/agents/:agent', requireOperator(ctx.cfg, 'operator'), async (req, res) => {
+    const parsed = agentFlowBodySchema.safeParse(req.body ?? {});
+    if (!parsed.success) return void invalid(res, parsed.error);
+    if (!everyTenant(res)) return;
+    const agent = param(req.params.agent);
+    if (!(await change(res, 'agent_limit', agent, parsed.data.limit))) return;
+    res.json({ agent, ...parsed.data, by: operatorOf(res).name });
+  });
+  return r;
+}

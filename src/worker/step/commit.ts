@@ -1,0 +1,76 @@
+/**
+ * Stage 4, commit: the plan written in one fenced, atomic request (commitStep-23.lua
+ * through the store): the journal entries, the budget, the cursor and status, the next
+ * step's job, and the completion of this job. Crash points `before_commit` and
+ * `after_commit` bracket it: a death before leaves the run wholly before the commit
+ * (the job is redelivered), a death after leaves it wholly after (the redelivered job
+ * is stale and refused by the fence).
+ */
+import { FenceError } from '../../core/errors.js';
+import { encodeEntry } from '../../core/journal.js';
+import { isContext, type Usage } from '../../budget/tenantBudget.js';
+import { countRunFinished } from '../../metrics/metrics.js';
+import type { StepJobData } from '../../runs/spec.js';
+import type { StepEnv } from './env.js';
+import { grown, type CommitPlan, type StepState } from './state.js';
+import type { StepCommit } from './store.js';
+
+/**
+ * @param fetchNext the commit also fetches the worker's next job (BullMQ's worker then takes it from the completion).
+ */
+export async function commit(env: StepEnv, state: StepState, plan: CommitPlan, fetchNext: boolean): Promise<void> {
+  env.crash.hit('before_commit', state.step);
+  const record = commitRecord(env, state, plan, fetchNext);
+  const nextUsed = usedAfter(state.used, plan, record.contextBytesDelta ?? 0);
+  const reply = await env.store.commit(state.job, record).catch((err: unknown) => {
+    if (err instanceof FenceError && err.code === 'decision_exists') state.log.warn({ code: 'decision_exists' },
+      'a decision was journalled concurrently');
+    throw err;
+  });
+  if (reply.completionRefused !== undefined) {
+    // Committed, but BullMQ refused the completion: its worker completes the job as usual.
+    state.log.warn({ code: 'complete_in_commit_refused', bullmqCode: reply.completionRefused },
+      'job not completed by the commit');
+  }
+  env.metrics.stepsCommitted.inc();
+  env.crash.hit('after_commit', state.step);
+  const { committed } = reply;
+  // A recorded cancel or an expired approval may have changed the status the plan asked for.
+  const reason = committed === plan.status ? plan.reason
+    : committed === 'cancelled' ? 'cancelled_by_operator' : 'approval_expired';
+  countRunFinished(env.metrics, committed, reason);
+  if (committed !== 'running') {
+    env.store.forgetTranscript(state.runId);
+    // The run stopped or parked: its slot goes to the next run in line. If this fails or the process dies here,
+    // the bookkeeping sweep releases it.
+    await env.admission?.release(state.runId)
+      .catch((err: unknown) => state.log.warn({ code: 'flow_release_failed', err },
+        'slot not released (the sweep will)'));
+    const logged = committed === plan.status ? plan.reason : undefined;
+    state.log.info({ code: 'run_' + committed, reason: logged, steps: nextUsed.steps, tokens: nextUsed.tokens },
+      'run stopped');
+  }
+}
+
+/** The plan as the store's commit record: entries encoded, the transcript's growth, the next step's job. */
+export function commitRecord(env: StepEnv, state: StepState, plan: CommitPlan, fetchNext: boolean): StepCommit {
+  const { runId, step, data, used } = state;
+  const encoded = plan.entries.map(encodeEntry);
+  let bytes = 0;
+  for (let i = 0; i < encoded.length; i++) {
+    if (isContext(plan.entries[i]!.kind)) bytes += Buffer.byteLength(encoded[i]!);
+  }
+  const next: StepJobData | undefined = plan.status === 'running'
+    ? { v: 1, runId, step: step + 1, used: usedAfter(used, plan, bytes),
+      ...(data.limits ? { limits: data.limits } : {}) }
+    : undefined;
+  return {
+    runId, step, plan, encoded, contextBytesDelta: used.contextBytes === undefined ? undefined : bytes, next, fetchNext,
+    startedEvent: state.startedEmitted ? '' : state.startedEvent, now: env.now(),
+  };
+}
+
+function usedAfter(used: Usage, plan: CommitPlan, bytes: number): Usage {
+  return grown({ steps: used.steps + plan.stepsDelta, tokens: used.tokens + plan.tokensDelta,
+    contextBytes: used.contextBytes }, bytes);
+}

@@ -1,0 +1,86 @@
+/**
+ * What the stages are given: the options a step reads, the narrow store, and the
+ * collaborators (agents, providers, ledger, budgets), each behind the interface a
+ * stage needs. The processor builds one per worker; unit tests build one over the
+ * in-memory store.
+ */
+import type { Tracer } from '@opentelemetry/api';
+import type { Agent } from '../../core/agent.js';
+import type { ModelProvider } from '../../core/model.js';
+import type { BudgetStop } from '../../budget/tenantBudget.js';
+import type { Metrics } from '../../metrics/metrics.js';
+import type { CrashPoints } from '../../config/testHooks.js';
+import type { RunSpec } from '../../runs/spec.js';
+import type { EffectRunner } from '../effects.js';
+import type { FollowUpContext } from '../followUp.js';
+import type { VersionVerdict } from '../versionGate.js';
+import type { RateLimits } from '../../flow/rateLimits.js';
+import type { StepStore } from './store.js';
+
+/**
+ * What a step reads of the configuration, and nothing else (src/server passes the
+ * process's Config, which has every field; defaults are in src/config/config.ts).
+ */
+export interface StepOptions {
+  /** Completion tokens asked of the model per call; part of every attempt's estimate. */
+  readonly COMPLETION_TOKEN_CAP: number;
+  /** Attempts of one model call (retryable failures only), backoff from RETRY_BASE_MS capped at RETRY_MAX_MS. */
+  readonly MODEL_MAX_ATTEMPTS: number;
+  readonly RETRY_BASE_MS: number;
+  readonly RETRY_MAX_MS: number;
+  /** How long a model outage may last, from its first failure, before the run parks needs_human (ms). */
+  readonly MODEL_OUTAGE_MAX_MS: number;
+  /** Cap of a run's event stream. */
+  readonly EVENTS_MAX_LEN: number;
+  /** How long a finished run's keys live, in ms. */
+  readonly RUN_RETENTION_MS: number;
+  /** How long a pending approval waits before it expires, in ms. */
+  readonly APPROVAL_TTL_MS: number;
+  /** Per-tenant token budget per UTC day (0 = none). */
+  readonly TENANT_DAILY_TOKENS: number;
+  /** Stream answer text to the run's events, batched by time or size (src/worker/textStream.ts). */
+  readonly MODEL_STREAMING: boolean;
+  readonly MODEL_STREAM_FLUSH_MS: number;
+  readonly MODEL_STREAM_FLUSH_CHARS: number;
+  /** How long a follow-up's first step is delayed, each time, while the previous run of its subject is at work (ms). */
+  readonly FOLLOW_UP_WAIT_MS: number;
+}
+
+/** The tenant's day of tokens (src/budget/tenantBudget.ts): reserved before each model attempt, settled after. */
+export interface TenantTokens {
+  reserve(tenant: string, amount: number, nowMs: number): Promise<BudgetStop | undefined>;
+  settle(tenant: string, delta: number, nowMs: number): Promise<void>;
+}
+
+/** A follow-up's previous conversation (src/worker/followUp.ts). */
+export interface FollowUpSource {
+  context(agent: Agent, spec: RunSpec): Promise<FollowUpContext>;
+  /** The text already known for this run, '' for none. */
+  known(spec: RunSpec): string;
+}
+
+/** Which agent runs a spec on this worker, and what to do with a spec it does not serve. */
+export interface AgentChoice {
+  agentFor(spec: RunSpec): Agent | undefined;
+  verdict(spec: RunSpec): Promise<VersionVerdict>;
+}
+
+export interface StepEnv {
+  readonly cfg: StepOptions;
+  readonly store: StepStore;
+  readonly agents: AgentChoice;
+  readonly providers: ReadonlyMap<string, ModelProvider>;
+  readonly effects: EffectRunner | undefined;
+  readonly tenant: TenantTokens;
+  readonly followUps: FollowUpSource;
+  readonly metrics: Metrics;
+  readonly crash: CrashPoints;
+  readonly now: () => number;
+  readonly tracer: Tracer | undefined;
+  /** Names this process in run events. */
+  readonly workerName: string;
+  /** Flow control: a run that stops or parks gives its slot back (src/flow/admission.ts). */
+  readonly admission: { release(runId: string): Promise<void> } | undefined;
+  /** Model rate limits, reserved around each model attempt (src/flow/rateLimits.ts). */
+  readonly rates: RateLimits | undefined;
+}

@@ -1,0 +1,254 @@
+/**
+ * The step's model call, retried in code. Before each attempt: the deadline and
+ * what it may spend (run and tenant day); after it: what it did spend, failed
+ * attempts included (their billed usage). Each attempt waits at most until the
+ * run's deadline, and no backoff is slept past it. Handed back at SIGTERM, the
+ * step charges what its failed attempts spent (chargeAbandoned).
+ */
+import { AgentError, RetryableError, TerminalError } from '../../core/errors.js';
+import { DeadlineError, withDeadlineScope } from '../../core/timeout.js';
+import { usageSchema, type DecisionEntry, type JournalEntry, type Usage } from '../../core/journal.js';
+import type { ModelProvider, ModelTurn } from '../../core/model.js';
+import { withRetry } from '../../core/withRetry.js';
+import type { Agent } from '../../core/agent.js';
+import { traced } from '../../metrics/tracing.js';
+import {
+  attemptCheck, BudgetStopError, spentCheck, wallClockStop, type BudgetKind,
+} from '../../budget/tenantBudget.js';
+import { RateLimitWait, ratedAttempt, type RatedAttempt } from '../../flow/rateWait.js';
+import type { TextStream } from '../textStream.js';
+import type { StepEnv } from './env.js';
+import { exactIfRefused, type Estimate, type Prompt } from './prompt.js';
+import { total, type StepState, type Terminal } from './state.js';
+
+/**
+ * A model call's result: a decision, the stop it ends in, or a provider outage to wait out
+ * (`retryAfterMs`: what the provider asked, if it did), with the tokens its attempts spent.
+ */
+export type Called =
+  | { decision: DecisionEntry }
+  | { failed: Terminal; charged: number; budget?: BudgetKind }
+  | { unavailable: { provider: string; retryAfterMs: number | undefined }; charged: number }
+  | { throttled: RateLimitWait; charged: number };
+
+/**
+ * What one call needs besides the state: the agent, its prompt, the estimate, and the step's charge of abandoned
+ * tokens.
+ */
+export interface CallInput {
+  agent: Agent;
+  prompt: Prompt;
+  estimate: Estimate;
+  stream: TextStream | undefined;
+  chargeAbandoned: (tokens: number) => Promise<void>;
+}
+
+/**
+ * A provider named its wait (Retry-After): not retried in this delivery (withRetry passes it through), the job is
+ * delayed.
+ */
+class NamedWait extends AgentError {
+  constructor(readonly retryable: RetryableError) {
+    super('transient', retryable.message, retryable.details);
+  }
+}
+
+export function callModel(env: StepEnv, state: StepState, input: CallInput): Promise<Called> {
+  const { spec, step } = state;
+  return traced(env.tracer, {
+    name: 'agent.model', parent: state.trace,
+    attributes: () => ({ 'agent.run_id': spec.runId, 'agent.step': step, 'agent.model': spec.model,
+      'agent.model_id': spec.modelId ?? '' }),
+    outcome: spanOutcome,
+  }, async () => {
+    const provider = env.providers.get(spec.model);
+    if (!provider) return { failed: { status: 'failed', reason: `model_unavailable: ${spec.model}` }, charged: 0 };
+    return new ModelCall(env, state, input, provider).run();
+  });
+}
+
+function spanOutcome(r: Called): Record<string, string | number | string[]> {
+  if ('failed' in r) return { 'agent.outcome': r.failed.status, 'agent.tokens': r.charged };
+  if ('unavailable' in r) return { 'agent.outcome': 'provider_unavailable', 'agent.tokens': r.charged };
+  if ('throttled' in r) return { 'agent.outcome': 'rate_limited', 'agent.tokens': r.charged };
+  return { 'agent.outcome': 'decided', 'agent.tokens': total(r.decision.usage),
+    'agent.tools': r.decision.toolCalls.map((c) => c.name) };
+}
+
+/** One model call of one step: its attempts, and what they spent (`usage`, failed attempts included). */
+class ModelCall {
+  private readonly usage: Usage = { promptTokens: 0, completionTokens: 0 };
+  private attempts = 0;
+  private readonly labels: { tenant: string; provider: string };
+  private transcript: JournalEntry[] | undefined;
+  /** For the scripted provider, its turns (the run's own script first). */
+  private readonly script: unknown;
+
+  constructor(
+    private readonly env: StepEnv, private readonly state: StepState, private readonly input: CallInput,
+    private readonly provider: ModelProvider,
+  ) {
+    this.labels = { tenant: state.spec.tenant, provider: provider.name };
+    this.script = state.spec.script ?? input.agent.demoScript?.(state.spec.input);
+  }
+
+  async run(): Promise<Called> {
+    const { env, state } = this;
+    env.metrics.modelCalls.inc(this.labels);
+    if (this.provider.needsTranscript) this.transcript = await env.store.transcript(state.runId);
+    let turn: ModelTurn;
+    try {
+      turn = await withRetry(
+        { maxAttempts: env.cfg.MODEL_MAX_ATTEMPTS, baseMs: env.cfg.RETRY_BASE_MS, maxMs: env.cfg.RETRY_MAX_MS },
+        (attempt) => this.attempt(attempt),
+        {
+          signal: state.signal, deadlineAt: state.spec.limits.deadlineAt, now: env.now,
+          onRetry: (attempt, err, delayMs) => state.log.warn({ code: 'model_retry', attempt, delayMs, err },
+            'model call retried'),
+        },
+      );
+    } catch (err) {
+      return this.failed(err);
+    }
+    return this.decided(turn);
+  }
+
+  /**
+   * What one attempt may spend, checked and reserved: the run's budget, the model's rate limit (one
+   * request and the estimate, or a RateLimitWait with nothing reserved), the tenant's day.
+   */
+  private async reserve(): Promise<RatedAttempt | undefined> {
+    const { env, state } = this;
+    const { spec } = state;
+    const { estimate } = this.input;
+    const usedTokens = state.used.tokens + total(this.usage);
+    const stop = await exactIfRefused(estimate, (tokens) => attemptCheck(spec, usedTokens, tokens, env.now()));
+    if (stop) throw new BudgetStopError(stop);
+    const rated = await ratedAttempt(env.rates, spec, this.provider.name, estimate.tokens, env.now());
+    const tenantStop = await exactIfRefused(estimate, (tokens) => env.tenant.reserve(spec.tenant, tokens, env.now()));
+    if (tenantStop) {
+      await rated?.settle(0);
+      throw new BudgetStopError(tenantStop);
+    }
+    return rated;
+  }
+
+  /** One attempt: checked before (run, rate limit, tenant day), charged after (what it did spend, failed or not). */
+  private async attempt(attempt: number): Promise<ModelTurn> {
+    const { env, state } = this;
+    const { spec } = state;
+    const { estimate } = this.input;
+    this.attempts = attempt;
+    const rated = await this.reserve();
+    let spent = 0;
+    try {
+      const t = await this.complete(attempt);
+      if (t.usage) spent = this.add(t.usage);
+      env.metrics.modelAttempts.inc({ ...this.labels, outcome: 'ok' });
+      return t;
+    } catch (err) {
+      env.metrics.modelAttempts.inc({ ...this.labels, outcome: err instanceof RetryableError ? 'retryable' : 'error' });
+      const reported = (err as AgentError).details?.usage;
+      if (reported !== undefined) spent = this.add(reported);
+      await rated?.failed(err, env.metrics);
+      const named = err instanceof RetryableError && err.retryAfterMs !== undefined && !state.signal.aborted;
+      if (named) throw new NamedWait(err);
+      throw err;
+    } finally {
+      await rated?.settle(spent);
+      await env.tenant.settle(spec.tenant, spent - estimate.tokens, env.now());
+    }
+  }
+
+  /** The provider's answer to one attempt; its streamed text is all written before the decision can be (end(true)). */
+  private async complete(attempt: number): Promise<ModelTurn> {
+    const { env, state, input } = this;
+    const { spec } = state;
+    const streamed = input.stream?.attempt(attempt);
+    const answer = withDeadlineScope(spec.limits.deadlineAt, state.signal, (scope) => this.provider.complete({
+      runId: spec.runId, step: state.step, attempt, instructions: input.prompt.instructions,
+        prompt: input.prompt.prompt,
+      tools: input.agent.tools.specs,
+      // The run's pinned model; its maxOutputTokens may only lower the deployment's cap (the pre-flight counts the
+      // cap).
+      model: spec.modelId, options: spec.modelOptions,
+      maxCompletionTokens: Math.min(env.cfg.COMPLETION_TOKEN_CAP, spec.modelOptions?.maxOutputTokens ?? Infinity),
+        script: this.script,
+      ...(this.transcript ? { transcript: this.transcript } : {}), ...(streamed ? { onTextDelta: streamed.push } : {}),
+      get signal() {
+        return scope.signal;
+      },
+    }), env.now);
+    return answer.then(
+      async (t) => (await streamed?.end(true), t),
+      async (err: unknown) => { await streamed?.end(false); throw err; },
+    );
+  }
+
+  /** Adds an attempt's usage (validated); returns its tokens. */
+  private add(reported: unknown): number {
+    const u = validUsage(reported);
+    this.usage.promptTokens += u.promptTokens;
+    this.usage.completionTokens += u.completionTokens;
+    return total(u);
+  }
+
+  private async failed(err: unknown): Promise<Called> {
+    const { state, env } = this;
+    const charged = total(this.usage);
+    if (state.signal.aborted) {
+      if (charged > 0) await this.input.chargeAbandoned(charged);
+      throw err;
+    }
+    if (err instanceof RateLimitWait) return { throttled: err, charged };
+    if (err instanceof BudgetStopError) return { failed: { status: 'budget_exceeded', reason: err.stop.reason },
+      charged, budget: err.stop.kind };
+    if (err instanceof DeadlineError) {
+      const stop = wallClockStop(state.spec, env.now(), err.cause !== undefined);
+      return { failed: { status: 'budget_exceeded', reason: stop.reason }, charged, budget: stop.kind };
+    }
+    // A 429/5xx/network failure that named its wait, or that outlasted this delivery's attempts: an outage, waited out
+    // by delaying the job.
+    const provider = this.provider.name;
+    if (err instanceof NamedWait) return { unavailable: { provider, retryAfterMs: err.retryable.retryAfterMs },
+      charged };
+    if (err instanceof RetryableError) return { unavailable: { provider, retryAfterMs: undefined }, charged };
+    const code = err instanceof AgentError ? err.code : 'model_failed';
+    return { failed: { status: 'failed', reason: `${code}: ${(err as Error).message}` }, charged };
+  }
+
+  private decided(turn: ModelTurn): Called {
+    const { state, env } = this;
+    const { spec } = state;
+    const usage = this.usage;
+    // Missing usage is an error, never zero.
+    if (!turn.usage) return { failed: { status: 'failed',
+      reason: 'missing_usage: the provider reported no token usage' }, charged: total(usage) };
+    env.metrics.modelTokens.inc({ tenant: spec.tenant, type: 'prompt' }, usage.promptTokens);
+    env.metrics.modelTokens.inc({ tenant: spec.tenant, type: 'completion' }, usage.completionTokens);
+    const over = spentCheck(spec, state.used.tokens + total(usage));
+    if (over) return { failed: { status: 'budget_exceeded', reason: over.reason }, charged: total(usage),
+      budget: over.kind };
+    const { toolCalls, final, text } = turn;
+    return {
+      decision: {
+        v: 1, kind: 'decision', step: state.step, model: this.provider.name, toolCalls,
+        ...(final !== undefined ? { final } : {}), ...(text !== undefined ? { text } : {}), usage,
+          attempts: this.attempts,
+      },
+    };
+  }
+}
+
+/**
+ * A provider's usage, validated (non-negative safe integers): an invalid one is a provider error, like a missing one.
+ */
+function validUsage(u: unknown): Usage {
+  const r = usageSchema.safeParse(u);
+  if (!r.success) {
+    const issue = r.error.issues[0];
+    throw new TerminalError('invalid_usage',
+      `the provider reported an invalid token usage (${issue?.path.join('.')}: ${issue?.message})`);
+  }
+  return r.data;
+}

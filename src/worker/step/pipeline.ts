@@ -1,0 +1,107 @@
+/**
+ * One agent step = one BullMQ job (id `<runId>.s<step>`), run as four stages over
+ * one state object (src/worker/step/state.ts):
+ *
+ *   load   (load.ts)    job data, spec, and on a redelivery the run's state (stale jobs end here)
+ *   decide (decide.ts)  the journalled decision, or budget pre-flight -> model call (retried in code)
+ *                       -> journalled at once when a write follows or on a redelivery
+ *   act    (act.ts)     the tool calls; writes through the effect ledger
+ *   commit (commit.ts)  journal entries + budget + cursor + next step's job + this job's
+ *                       completion, one script, fenced by the job's lock token and the run's cursor
+ *
+ * A stage that ends the step early returns the commit that stops the run, or hands the job
+ * back (DelayedError). If the process dies anywhere before the commit, the job is redelivered
+ * and the step starts again: a journalled decision is reused, confirmed effects are answered
+ * from the ledger, dispatched-but-unconfirmed ones are reconciled. If it dies after the commit,
+ * the redelivered job is stale: the fence refuses it and it only makes sure the run's current
+ * step job exists.
+ */
+import { DelayedError } from 'bullmq';
+import { AgentError, errorCode, FenceError } from '../../core/errors.js';
+import { NotReplicatedError } from '../../store/replicated.js';
+import { act } from './act.js';
+import { commit } from './commit.js';
+import { decide } from './decide.js';
+import type { StepEnv } from './env.js';
+import { load, type Delivery, type LimitedSpecs } from './load.js';
+import { Prompts } from './prompt.js';
+import { stopPlan, type CommitPlan, type StepState } from './state.js';
+import { notServed } from './waits.js';
+
+export class StepPipeline {
+  private readonly prompts: Prompts;
+  /** Specs with an operator's extended limits, per spec object. */
+  private readonly limited: LimitedSpecs = new WeakMap();
+
+  constructor(private readonly env: StepEnv) {
+    this.prompts = new Prompts(env.store, env.cfg.COMPLETION_TOKEN_CAP, (spec) => env.followUps.known(spec));
+  }
+
+  /** The stages, in order; a stage that returns a plan ends the step with it. */
+  async run(delivery: Delivery, fetchNext: () => boolean = () => false): Promise<void> {
+    const state = await load(this.env, delivery, this.limited);
+    if (!state) return;
+    try {
+      const plan = await this.plan(state);
+      await commit(this.env, state, plan, fetchNext());
+      if (plan.advance) {
+        this.env.metrics.stepDuration.observe(Number(process.hrtime.bigint() - state.started) / 1e9);
+        state.log.debug({ code: 'step_committed', status: plan.status }, 'step committed');
+      }
+    } catch (err) {
+      await this.failed(state, err, fetchNext);
+    }
+  }
+
+  /**
+   * decide, then act. The run's agent at its pinned version and tools hash: a worker that does
+   * not serve it hands the step back to one that does, or parks the run (src/worker/versionGate.ts).
+   */
+  private async plan(state: StepState): Promise<CommitPlan> {
+    const agent = this.env.agents.agentFor(state.spec);
+    if (!agent) return notServed(this.env, state);
+    const stopped = await decide(this.env, this.prompts, state, agent);
+    return stopped ?? act(this.env, state, agent, state.decision!);
+  }
+
+  /**
+   * A stage threw. A hand-back (DelayedError) passes through; replicas behind delay the job; a fence
+   * refusal ends the delivery; at SIGTERM the job is handed back; on the job's last attempt the run
+   * ends `failed` with the error's code (never its text: it may quote customer data); else BullMQ
+   * retries the job.
+   */
+  private async failed(state: StepState, err: unknown, fetchNext: () => boolean): Promise<void> {
+    const { log } = state;
+    if (err instanceof DelayedError) throw err;
+    if (err instanceof NotReplicatedError && !state.signal.aborted) return this.waitForReplicas(state, err);
+    if (err instanceof FenceError) return this.fenced(state, err);
+    if (state.signal.aborted) throw err;
+    const lastAttempt = state.job.attemptsMade + 1 >= state.job.maxAttempts;
+    log.error({ code: err instanceof AgentError ? err.code : 'step_error', err, lastAttempt }, 'step failed');
+    if (!lastAttempt) throw err;
+    // If this stop cannot be committed, the job fails and the failed event (or the sweep) ends the run.
+    const stop = stopPlan(state.step, { status: 'failed', reason: `step_error: ${errorCode(err)}` });
+    await commit(this.env, state, stop, fetchNext()).catch((commitErr: unknown) => {
+      log.error({ code: 'stop_commit_failed', err: commitErr }, 'could not commit the failed status');
+      throw err;
+    });
+  }
+
+  /** Nothing was sent (the action is safe_retry): the job waits for the replicas without spending an attempt. */
+  private async waitForReplicas(state: StepState, err: NotReplicatedError): Promise<never> {
+    state.log.warn({ code: err.code, ...err.details }, 'replicas behind: step delayed');
+    await state.job.delay(this.env.now() + err.retryAfterMs);
+    throw new DelayedError();
+  }
+
+  /**
+   * Another owner moved the run on: counted, and the run's current job made sure of. A decision
+   * journalled concurrently throws, so the redelivery reuses it.
+   */
+  private async fenced(state: StepState, err: FenceError): Promise<void> {
+    this.env.metrics.fenceRejections.inc({ code: err.code });
+    state.log.info({ code: err.code }, 'commit refused by the fence');
+    if (err.code !== 'lock_lost') await this.env.store.ensureCurrentStepJob(state.runId);
+    if (err.code === 'decision_exists') throw err;
+  }
+}

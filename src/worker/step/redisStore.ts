@@ -1,0 +1,193 @@
+/**
+ * The step's store on Redis: RunStore and RunSpecCache for reads, the typed
+ * script calls (journalDecision, chargeTokens, commitStep) for the fenced writes,
+ * and BullMQ's own job commands for the job's moves. The only module of the step
+ * that knows key names (through KeySpace) and BullMQ's internals.
+ */
+import type { Job } from 'bullmq';
+import type { DecisionEntry } from '../../core/journal.js';
+import type { Metrics } from '../../metrics/metrics.js';
+import type { RedisClient } from '../../store/connect.js';
+import type { KeySpace } from '../../store/keys.js';
+import type { RunSpecCache, RunStore } from '../../runs/store.js';
+import type { TranscriptCache } from '../../runs/transcriptCache.js';
+import { stepJobId } from '../../store/keys.js';
+import { STEP_JOB_NAME } from '../../runs/queues.js';
+import type { StepJobData } from '../../runs/spec.js';
+import { captureAddStandardJob, captureMoveToCompleted, completeFromCommit,
+  type CapturedAdd } from '../../store/bullmqInternals.js';
+import { isScriptError } from '../../store/codes.js';
+import { commitStep } from '../../store/calls/commitStep.js';
+import { chargeTokens } from '../../store/calls/chargeTokens.js';
+import { journalDecision } from '../../store/calls/journalDecision.js';
+import { TextStream } from '../textStream.js';
+import type { StepOptions } from './env.js';
+import type { CommitReply, DecisionWrite, StepCommit, StepStore, StreamTarget } from './store.js';
+import type { StepJob } from './state.js';
+import { decisionEvent } from './events.js';
+
+/** A BullMQ job and the lock token this delivery holds it with. */
+export class BullStepJob implements StepJob {
+  constructor(readonly job: Job, readonly token: string) {}
+
+  get id(): string {
+    return this.job.id!;
+  }
+
+  get data(): unknown {
+    return this.job.data;
+  }
+
+  get attemptsStarted(): number {
+    return this.job.attemptsStarted;
+  }
+
+  get attemptsMade(): number {
+    return this.job.attemptsMade;
+  }
+
+  get maxAttempts(): number {
+    return this.job.opts.attempts ?? 1;
+  }
+
+  get timestamp(): number {
+    return this.job.timestamp;
+  }
+
+  async delay(untilMs: number): Promise<void> {
+    await this.job.moveToDelayed(untilMs, this.token);
+  }
+
+  async updateData(data: StepJobData): Promise<void> {
+    await this.job.updateData(data);
+  }
+
+  completion(fetchNext: boolean): CapturedAdd {
+    return captureMoveToCompleted(this.job, this.token, fetchNext);
+  }
+
+  completedBy(reply: unknown, completion: CapturedAdd): void {
+    completeFromCommit(this.job, reply, Number(completion.argv[1]));
+  }
+}
+
+type StoreOptions = Pick<StepOptions, 'EVENTS_MAX_LEN' | 'RUN_RETENTION_MS' | 'APPROVAL_TTL_MS' | 'MODEL_STREAMING'
+  | 'MODEL_STREAM_FLUSH_MS' | 'MODEL_STREAM_FLUSH_CHARS'>;
+
+export interface RedisStepStoreDeps {
+  cfg: StoreOptions;
+  redis: RedisClient;
+  keys: KeySpace;
+  runs: RunStore;
+  specs: RunSpecCache;
+  transcripts: TranscriptCache;
+  metrics: Metrics;
+}
+
+export class RedisStepStore implements StepStore {
+  constructor(private readonly d: RedisStepStoreDeps) {}
+
+  spec(runId: string) {
+    return this.d.specs.get(runId);
+  }
+
+  forgetSpec(runId: string): void {
+    this.d.specs.forget(runId);
+  }
+
+  readState(runId: string) {
+    return this.d.runs.readState(runId);
+  }
+
+  journalEntry(runId: string, index: number) {
+    return this.d.runs.journalEntry(runId, index);
+  }
+
+  ensureCurrentStepJob(runId: string): Promise<void> {
+    return this.d.runs.ensureCurrentStepJob(runId);
+  }
+
+  async cancelRequested(runId: string): Promise<boolean> {
+    return (await this.d.redis.hget(this.d.keys.run(runId).run, 'cancelRequested')) === '1';
+  }
+
+  transcript(runId: string) {
+    return this.d.transcripts.load(this.d.redis, runId, this.d.keys.run(runId).journal);
+  }
+
+  forgetTranscript(runId: string): void {
+    this.d.transcripts.forget(runId);
+  }
+
+  private lockOf(runId: string, job: StepJob): string {
+    return this.d.keys.jobLock(this.d.keys.shardOf(runId), job.id);
+  }
+
+  async journalDecision(job: StepJob, w: DecisionWrite): Promise<void> {
+    const k = this.d.keys.run(w.runId);
+    const keys = { run: k.run, budget: k.budget, journal: k.journal, events: k.events, jobLock: this.lockOf(w.runId,
+      job) };
+    await journalDecision(this.d.redis, keys, {
+      token: job.token, step: w.decision.step,
+        tokensDelta: w.decision.usage.promptTokens + w.decision.usage.completionTokens,
+      contextBytesDelta: w.contextBytesDelta, entry: w.encoded, now: w.now, eventsMaxLen: this.d.cfg.EVENTS_MAX_LEN,
+      event: decisionEvent(w.decision), jobId: job.id, startedEvent: w.startedEvent,
+    });
+  }
+
+  async chargeTokens(job: StepJob, runId: string, step: number, tokens: number): Promise<void> {
+    const k = this.d.keys.run(runId);
+    const keys = { run: k.run, budget: k.budget, jobLock: this.lockOf(runId, job) };
+    await chargeTokens(this.d.redis, keys, { token: job.token, step, jobId: job.id, tokens });
+  }
+
+  /**
+   * One request: the fenced commit, the next step's job, and the completion of this job
+   * (BullMQ's moveToFinished, optionally fetching the worker's next job). If the process
+   * dies after it, the run is wholly after the commit and this job is already completed.
+   */
+  async commit(job: StepJob, c: StepCommit): Promise<CommitReply> {
+    const { runId, step, plan } = c;
+    const queue = this.d.runs.queues.forRun(runId);
+    // When the run stops, the next job's keys are still passed (the script declares them) but no job is added.
+    const next = await captureAddStandardJob(queue, STEP_JOB_NAME, c.next ?? {}, this.d.runs.queues.jobOptions(runId,
+      step + 1));
+    const finish = job.completion(c.fetchNext);
+    const { finished, committed } = await commitStep(this.d.redis, this.commitKeys(job, runId, plan.approvalFor), {
+      token: job.token, step, status: plan.status, reason: plan.reason, stepsDelta: plan.stepsDelta,
+      tokensDelta: plan.tokensDelta, contextBytesDelta: c.contextBytesDelta, now: c.now,
+      eventsMaxLen: this.d.cfg.EVENTS_MAX_LEN, advance: plan.advance, retentionMs: this.d.cfg.RUN_RETENTION_MS,
+      committedEvent: JSON.stringify({ step, status: plan.status, entries: c.encoded.length }),
+      carriesDecision: plan.carriesDecision, jobId: job.id, nextJobId: stepJobId(runId, step + 1), entries: c.encoded,
+      finish, next, addNext: c.next !== undefined, startedEvent: c.startedEvent,
+      decisionEvent: plan.carriesDecision ? decisionEvent(plan.entries[0] as DecisionEntry) : '',
+      approvalFor: plan.approvalFor ?? '', approvalExpiresAt: c.now + this.d.cfg.APPROVAL_TTL_MS,
+    });
+    if (isScriptError(finished)) return { committed, completionRefused: finished };
+    job.completedBy(finished, finish);
+    return { committed };
+  }
+
+  private commitKeys(job: StepJob, runId: string, approvalFor: string | undefined) {
+    const k = this.d.keys.run(runId);
+    return {
+      run: k.run, budget: k.budget, journal: k.journal, events: k.events, jobLock: this.lockOf(runId, job),
+        actions: k.actions,
+      approvalAction: approvalFor ? this.d.keys.action(runId, approvalFor) : k.run,
+      approvals: this.d.keys.approvals(this.d.keys.shardOf(runId)),
+    };
+  }
+
+  textStream(job: StepJob, t: StreamTarget): TextStream | undefined {
+    const { cfg } = this.d;
+    if (!cfg.MODEL_STREAMING) return undefined;
+    const k = this.d.keys.run(t.runId);
+    return new TextStream({
+      redis: this.d.redis, keys: { run: k.run, events: k.events, jobLock: this.lockOf(t.runId, job) }, token: job.token,
+      step: t.step, jobId: job.id, jobAttempt: job.attemptsStarted, jobInstance: job.timestamp,
+        redelivered: t.redelivered,
+      eventsMaxLen: cfg.EVENTS_MAX_LEN, flushMs: cfg.MODEL_STREAM_FLUSH_MS, flushChars: cfg.MODEL_STREAM_FLUSH_CHARS,
+      startedEvent: t.startedEvent, metrics: this.d.metrics, log: t.log,
+    });
+  }
+}

@@ -1,0 +1,81 @@
+/**
+ * The store a step needs, and nothing more: the run's state and spec, its
+ * transcript, and the three fenced scripts a step runs (journal a decision,
+ * charge abandoned attempts, commit). src/worker/step/redisStore.ts is the real
+ * one (RunStore and the typed script calls); unit tests use an in-memory one.
+ * Every write is fenced by the job's lock token and the run's cursor: a refusal
+ * throws the FenceError of its code (lock_lost, stale_step, run_missing,
+ * run_not_running, decision_exists) and writes nothing.
+ */
+import type { Logger } from 'pino';
+import type { DecisionEntry, JournalEntry } from '../../core/journal.js';
+import type { RunState } from '../../runs/store.js';
+import type { RunSpec, StepJobData } from '../../runs/spec.js';
+import type { TextStream } from '../textStream.js';
+import type { CommitPlan, StepJob } from './state.js';
+
+/** A decision journalled before its writes run (and its usage charged), in one fenced script. */
+export interface DecisionWrite {
+  runId: string;
+  decision: DecisionEntry;
+  /** The decision, encoded as the journal stores it. */
+  encoded: string;
+  /** Bytes the transcript grows by; undefined when the run keeps no byte count. */
+  contextBytesDelta: number | undefined;
+  /** This delivery's step_started event, '' when a script of this delivery already wrote it. */
+  startedEvent: string;
+  now: number;
+}
+
+/** One step's commit, as one record: the plan, its encoded entries, the next job, and what rides along. */
+export interface StepCommit {
+  runId: string;
+  step: number;
+  plan: CommitPlan;
+  /** The plan's entries, encoded as the journal stores them. */
+  encoded: readonly string[];
+  contextBytesDelta: number | undefined;
+  /** The next step's job data; undefined when the run stops or parks (no job is added). */
+  next: StepJobData | undefined;
+  /** The commit also fetches the worker's next job. */
+  fetchNext: boolean;
+  startedEvent: string;
+  now: number;
+}
+
+export interface CommitReply {
+  /** The status committed: the plan's, or what a recorded cancel or an expired approval made of it. */
+  committed: string;
+  /** BullMQ's negative code when it refused the completion (the commit stands; its worker completes the job). */
+  completionRefused?: number;
+}
+
+/** A text stream's place: the job it belongs to and whether this delivery is a redelivery. */
+export interface StreamTarget {
+  runId: string;
+  step: number;
+  startedEvent: string;
+  redelivered: boolean;
+  log: Logger;
+}
+
+export interface StepStore {
+  /** The run's spec (cached: specs never change); undefined for an unknown run. */
+  spec(runId: string): Promise<RunSpec | undefined>;
+  /** Drops the cached spec: an operator may have re-pinned the run. */
+  forgetSpec(runId: string): void;
+  readState(runId: string): Promise<RunState | undefined>;
+  journalEntry(runId: string, index: number): Promise<JournalEntry | undefined>;
+  /** Makes sure the job of the run's current step exists (a stale or refused job's only duty). */
+  ensureCurrentStepJob(runId: string): Promise<void>;
+  cancelRequested(runId: string): Promise<boolean>;
+  /** The run's journal (cached per worker: only new entries are read). */
+  transcript(runId: string): Promise<JournalEntry[]>;
+  forgetTranscript(runId: string): void;
+  journalDecision(job: StepJob, d: DecisionWrite): Promise<void>;
+  /** Charges tokens of attempts abandoned before a decision (fenced; refused silently by the caller). */
+  chargeTokens(job: StepJob, runId: string, step: number, tokens: number): Promise<void>;
+  commit(job: StepJob, c: StepCommit): Promise<CommitReply>;
+  /** This delivery's streamed answer text, when streaming is on. */
+  textStream(job: StepJob, target: StreamTarget): TextStream | undefined;
+}

@@ -1,0 +1,83 @@
+/**
+ * Flow control for operators, over the real API: agentctl reads each tenant's line and changes a
+ * weight or a limit at run time, recorded under the authenticated operator; a bad value is a 400
+ * naming the field with nothing written; the console's flow page in headless Chromium shows the
+ * lines and a server-rendered SVG plot of a rate limit's token rate against its limit.
+ */
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Browser } from 'playwright-core';
+import type { Harness } from '../../../testkit/harness.js';
+import { sampleTicket } from '../../../testkit/harness.js';
+import { startRun } from '../../../src/producer/intake.js';
+import type { FlowView } from '../../../src/flow/view.js';
+import { call, OPERATOR_TOKEN, operatorHarness } from './support.js';
+
+const CHROMIUM = '/usr/bin/chromium';
+const run = promisify(execFile);
+let h: Harness & { url: string };
+
+beforeAll(async () => {
+  h = await operatorHarness('flowops', {
+    FLOW_CONTROL: 'true', FLOW_TENANT_CONCURRENCY: '1',
+    MODEL_RATE_LIMITS: JSON.stringify([{ provider: 'scripted', rpm: 600, tpm: 100000 }]),
+  });
+});
+afterAll(async () => {
+  await h.close();
+});
+
+const ctl = async (...args: string[]) => {
+  try {
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', 'src/server/agentctl.ts', ...args, '--url', h.url, '--token', OPERATOR_TOKEN]);
+    return { code: 0, out: stdout };
+  } catch (err) {
+    const e = err as { code: number; stdout: string };
+    return { code: e.code, out: e.stdout };
+  }
+};
+
+describe('flow control for operators', () => {
+  it('agentctl reads the lines and changes a weight and a limit, recorded with who changed them', async () => {
+    for (let i = 0; i < 3; i++) await startRun(h.ctx, { tenant: 'acme', ticket: sampleTicket(`FLOW-${i}`) }, `flow-${i}`);
+    const changed = await ctl('flow', 'tenant', 'acme', '--weight', '3', '--limit', '5');
+    expect(changed.code).toBe(0);
+    expect(JSON.parse(changed.out)).toMatchObject({ tenant: 'acme', weight: 3, limit: 5, by: 'operator' });
+    const read = await ctl('flow');
+    expect(read.code).toBe(0);
+    const view = JSON.parse(read.out) as FlowView;
+    expect(view.tenants.find((t) => t.tenant === 'acme')).toMatchObject({ weight: 3, limit: 5 });
+    expect(view.changes.slice(0, 2).map((c) => [c.who, c.what, c.to])).toEqual([['operator', 'limit', '5'], ['operator', 'weight', '3']]);
+  });
+
+  it('refuses a bad value naming the field, and writes nothing', async () => {
+    const before = await h.ctx.redis.llen(h.ctx.keys.flow().audit);
+    const bad = await call(h.url, 'PUT', '/v1/flow/tenants/acme', { weight: 0 });
+    expect(bad.status).toBe(400);
+    expect(JSON.stringify(bad.body)).toMatch(/weight/);
+    expect((await call(h.url, 'PUT', '/v1/flow/tenants/acme', { limit: -1 })).status).toBe(400);
+    expect(await h.ctx.redis.llen(h.ctx.keys.flow().audit)).toBe(before);
+  });
+
+  it.skipIf(!existsSync(CHROMIUM))('shows each line and the rate limit plot in the browser', async () => {
+    await h.ctx.rates!.settle(h.ctx.rates!.bucketFor('scripted', undefined, 'acme')!, 0, 4000, Date.now());
+    const { chromium } = await import('playwright-core');
+    const browser: Browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run'] });
+    try {
+      const context = await browser.newContext({ extraHTTPHeaders: { authorization: `Bearer ${OPERATOR_TOKEN}` } });
+      const page = await context.newPage();
+      const res = await page.goto(`${h.url}/console/flow`);
+      expect(res?.status()).toBe(200);
+      await expect(page.locator('#tenants tr[data-tenant="acme"] .share').textContent()).resolves.toMatch(/%/);
+      const plot = page.locator('section.rate[data-bucket="scripted/*"] svg.rate-plot');
+      expect(await plot.count()).toBe(1);
+      expect(await plot.locator('polyline.used').getAttribute('points')).toMatch(/^[\d.]+,[\d.]+( [\d.]+,[\d.]+)+$/);
+      expect(await plot.locator('line.limit').count()).toBe(1);
+      expect(await page.locator('#changes li').first().textContent()).toMatch(/operator/);
+    } finally {
+      await browser.close();
+    }
+  });
+});

@@ -1,0 +1,174 @@
+/**
+ * The step's store in memory, for the stage tests (no Redis): the same fence as the
+ * scripts (the job's lock token, the run's cursor and current job, a running run, no
+ * second decision for a step), the same writes (journal, budget, cursor, status, the
+ * next job), and a record of every call so a test can say what a stage wrote.
+ */
+import { FenceError } from '../../../src/core/errors.js';
+import type { JournalEntry } from '../../../src/core/journal.js';
+import type { RunSpec, StepJobData } from '../../../src/runs/spec.js';
+import type { RunState } from '../../../src/runs/store.js';
+import type { CapturedAdd } from '../../../src/store/bullmqInternals.js';
+import type { CommitReply, DecisionWrite, StepCommit, StepStore } from '../../../src/worker/step/store.js';
+import type { StepJob } from '../../../src/worker/step/state.js';
+
+export interface MemoryRun {
+  spec: RunSpec;
+  state: RunState;
+  /** The token that holds the current job's lock (what BullMQ's lock key would hold). */
+  lock: string;
+  journal: JournalEntry[];
+  events: { type: string; data: unknown }[];
+}
+
+export class MemoryStepStore implements StepStore {
+  readonly runs = new Map<string, MemoryRun>();
+  /** Step jobs the commits added, in order. */
+  readonly added: StepJobData[] = [];
+  readonly ensured: string[] = [];
+  readonly charged: { runId: string; step: number; tokens: number }[] = [];
+  specReads = 0;
+
+  /** A running run at step 1, its job `<runId>.s1` held with `lock`. */
+  addRun(spec: RunSpec, lock = 'token-A'): MemoryRun {
+    const run: MemoryRun = {
+      spec, lock, journal: [], events: [],
+      state: {
+        status: 'running', reason: '', cursor: 1, decidedStep: 0, decisionIndex: 0, cancelRequested: false,
+        jobId: `${spec.runId}.s1`, used: { steps: 0, tokens: 0, contextBytes: 0 }, updatedAt: 0,
+      },
+    };
+    this.runs.set(spec.runId, run);
+    return run;
+  }
+
+  run(runId: string): MemoryRun {
+    const run = this.runs.get(runId);
+    if (!run) throw new Error(`no run ${runId} in the memory store`);
+    return run;
+  }
+
+  async spec(runId: string): Promise<RunSpec | undefined> {
+    this.specReads++;
+    return this.runs.get(runId)?.spec;
+  }
+
+  forgetSpec(): void {}
+
+  async readState(runId: string): Promise<RunState | undefined> {
+    const run = this.runs.get(runId);
+    return run ? structuredClone(run.state) : undefined;
+  }
+
+  async journalEntry(runId: string, index: number): Promise<JournalEntry | undefined> {
+    return this.runs.get(runId)?.journal[index];
+  }
+
+  async ensureCurrentStepJob(runId: string): Promise<void> {
+    this.ensured.push(runId);
+  }
+
+  async cancelRequested(runId: string): Promise<boolean> {
+    return this.run(runId).state.cancelRequested;
+  }
+
+  async transcript(runId: string): Promise<JournalEntry[]> {
+    return [...(this.runs.get(runId)?.journal ?? [])];
+  }
+
+  forgetTranscript(): void {}
+
+  /** The scripts' fence: lock token, run present and running, cursor and current job. */
+  private fence(job: StepJob, runId: string, step: number): MemoryRun {
+    const run = this.runs.get(runId);
+    if (!run) throw new FenceError('run_missing', 'run missing');
+    if (run.lock !== job.token) throw new FenceError('lock_lost', 'lock lost');
+    if (run.state.cursor !== step || run.state.jobId !== job.id) throw new FenceError('stale_step', 'stale step');
+    if (run.state.status !== 'running' && run.state.status !== 'queued') throw new FenceError('run_not_running',
+      'run not running');
+    return run;
+  }
+
+  async journalDecision(job: StepJob, d: DecisionWrite): Promise<void> {
+    const run = this.fence(job, d.runId, d.decision.step);
+    if (run.state.decidedStep === d.decision.step) throw new FenceError('decision_exists', 'decision exists');
+    if (d.startedEvent !== '') run.events.push({ type: 'step_started', data: JSON.parse(d.startedEvent) });
+    run.journal.push(d.decision);
+    run.state.decidedStep = d.decision.step;
+    run.state.decisionIndex = run.journal.length - 1;
+    run.state.used = grow(run.state.used, 0, d.decision.usage.promptTokens + d.decision.usage.completionTokens,
+      d.contextBytesDelta);
+  }
+
+  async chargeTokens(job: StepJob, runId: string, step: number, tokens: number): Promise<void> {
+    const run = this.fence(job, runId, step);
+    run.state.used = grow(run.state.used, 0, tokens, 0);
+    this.charged.push({ runId, step, tokens });
+  }
+
+  async commit(job: StepJob, c: StepCommit): Promise<CommitReply> {
+    const run = this.fence(job, c.runId, c.step);
+    const { plan } = c;
+    if (plan.carriesDecision && run.state.decidedStep === c.step) throw new FenceError('decision_exists',
+      'decision exists');
+    if (c.startedEvent !== '') run.events.push({ type: 'step_started', data: JSON.parse(c.startedEvent) });
+    run.journal.push(...c.encoded.map((e) => JSON.parse(e) as JournalEntry));
+    run.state.used = grow(run.state.used, plan.stepsDelta, plan.tokensDelta, c.contextBytesDelta);
+    // A recorded cancel wins over any status the plan asks for.
+    const committed = run.state.cancelRequested ? 'cancelled' : plan.status;
+    run.state.status = committed;
+    run.state.reason = plan.reason;
+    if (committed === 'running' && plan.advance && c.next) {
+      run.state.cursor = c.step + 1;
+      run.state.jobId = `${c.runId}.s${c.step + 1}`;
+      this.added.push(c.next);
+    }
+    run.events.push({ type: 'step_committed', data: { step: c.step, status: plan.status } });
+    job.completedBy(0, job.completion(c.fetchNext));
+    return { committed };
+  }
+
+  textStream(): undefined {
+    return undefined;
+  }
+}
+
+function grow(used: RunState['used'], steps: number, tokens: number, bytes: number | undefined): RunState['used'] {
+  const next = { steps: used.steps + steps, tokens: used.tokens + tokens };
+  return used.contextBytes === undefined ? next : { ...next, contextBytes: used.contextBytes + (bytes ?? 0) };
+}
+
+/** A job delivery in memory: what the stages see of BullMQ's Job, with its moves recorded. */
+export class MemoryJob implements StepJob {
+  delayedUntil: number | undefined;
+  completed = false;
+  readonly updates: StepJobData[] = [];
+
+  constructor(
+    readonly id: string,
+    public data: unknown,
+    readonly token = 'token-A',
+    readonly attemptsStarted = 1,
+    readonly attemptsMade = 0,
+    readonly maxAttempts = 3,
+  ) {}
+
+  readonly timestamp = 1;
+
+  async delay(untilMs: number): Promise<void> {
+    this.delayedUntil = untilMs;
+  }
+
+  async updateData(data: StepJobData): Promise<void> {
+    this.updates.push(data);
+    this.data = data;
+  }
+
+  completion(): CapturedAdd {
+    return { keys: [], argv: [] };
+  }
+
+  completedBy(): void {
+    this.completed = true;
+  }
+}
