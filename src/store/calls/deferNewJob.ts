@@ -20,12 +20,12 @@ export async function createDeferredRun(
   redis: RedisClient, k: CreateRunKeys, a: CreateRunArgs, q: DeferKeys, jobId: string, startsAt: number,
 ): Promise<CreateRunResult> {
   // The request's own mark on the run it creates: an existing run (the same event again) lacks it, so its job is left alone.
-  const ticket = randomBytes(8).toString('hex');
-  const args = { ...a, run: { ...a.run, admissionTicket: ticket } };
+  const token = randomBytes(8).toString('hex');
+  const args = { ...a, run: { ...a.run, admissionToken: token } };
   const multi = redis.multi();
   const queue = multi as unknown as { sendCommand(c: Command): unknown };
   queue.sendCommand(scriptCommand('createRun', createRunArgs(k, args)));
-  queue.sendCommand(scriptCommand('deferNewJob', [k.run, q.wait, q.delayed, q.jobHash, ticket, jobId, startsAt]));
+  queue.sendCommand(scriptCommand('deferNewJob', [k.run, q.wait, q.delayed, q.jobHash, token, jobId, startsAt]));
   const res = await multi.exec();
   if (!res) throw new InvariantError('script_failed', 'createRun + deferNewJob: MULTI returned nothing');
   for (const [err] of res) if (err) throw err;
