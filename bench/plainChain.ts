@@ -20,7 +20,7 @@ export const PLAIN_QUEUE = 'plain-{0}';
 export const plainJobId = (chain: string, step: number): string => `${chain}.s${step}`;
 
 export function plainQueue(redis: RedisClient, cfg: Config, name = PLAIN_QUEUE): Queue {
-  return new Queue(name, { connection: redis as never, prefix: cfg.BULL_PREFIX });
+  return new Queue(name, { connection: redis, prefix: cfg.BULL_PREFIX });
 }
 
 /** Adds the first job of each chain (outside the measured window). */
@@ -39,7 +39,7 @@ export function plainWorker(redis: RedisClient, cfg: Config, queue: Queue): Work
     await queue.add(STEP_JOB_NAME, next, { ...stepJobOptions, jobId: plainJobId(d.runId, d.step + 1) });
   };
   return new Worker(queue.name, processor, {
-    connection: redis as never,
+    connection: redis,
     prefix: cfg.BULL_PREFIX,
     concurrency: cfg.WORKER_CONCURRENCY,
     lockDuration: cfg.LOCK_DURATION_MS,

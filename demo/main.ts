@@ -11,7 +11,7 @@
  * AI SDK provider (openai-compatible / anthropic), as against vLLM or the vendor.
  */
 import type { ChildProcess } from 'node:child_process';
-import { createServer, type Server } from 'node:http';
+import { createServer } from 'node:http';
 import { loadConfig } from '../src/config/config.js';
 import { boot, listen, PortInUseError } from '../src/server/boot.js';
 import { createContext } from '../src/server/buildContext.js';
@@ -70,7 +70,7 @@ const { env, redisUrl, cfg, ctx, sandbox, server, apiPort, workerPorts, demoMode
   const workerPorts = process.env.WORKER_METRICS_PORT
     ? [cfg.WORKER_METRICS_PORT, cfg.WORKER_METRICS_PORT + 1]
     : await Promise.all([0, 1].map(() => freePort()));
-  return { env, redisUrl, cfg, ctx, sandbox, server: server as Server, apiPort, workerPorts, demoModel };
+  return { env, redisUrl, cfg, ctx, sandbox, server: server, apiPort, workerPorts, demoModel };
 }, async () => {
   await modelServer?.close();
   await embedded?.stop();

@@ -139,7 +139,7 @@ async function runCase(
   const ctx = await createContext(cfg, 'crash-test', { agents: catalog, log: createLogger('crash-test', cfg.LOG_LEVEL), metrics: newMetrics() });
   try {
     const tenant = `ct-${point}-${target.step}`.replace(/_/g, '-');
-    const spec = buildSpec(ctx, { tenant, agent, input: opts.input, model: 'scripted', script } as never, Date.now());
+    const spec = buildSpec(ctx, { tenant, agent, input: opts.input, model: 'scripted', script }, Date.now());
     await ctx.store.create(spec, Date.now());
     const victim = await spawnWorker({ ...env, CRASH_POINTS: `${point}@${target.step}` }, 120_000);
     const outcome = await Promise.race([victim.exited.then(() => 'killed' as const), settled(ctx, spec.runId, 60_000).then(() => 'settled' as const)]);
@@ -180,7 +180,7 @@ async function runCase(
 
 /** Runs `tasks` with at most `limit` at once, results in order. */
 async function pooled<T>(tasks: (() => Promise<T>)[], limit: number): Promise<T[]> {
-  const results: T[] = new Array(tasks.length);
+  const results = new Array<T>(tasks.length);
   let next = 0;
   const lane = async () => {
     while (next < tasks.length) {

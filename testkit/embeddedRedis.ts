@@ -128,6 +128,7 @@ async function startWithTestcontainers(): Promise<EmbeddedRedis> {
       'No Redis available: set REDIS_URL=redis://host:port, or install redis-server ' +
         '(Debian: apt-get install redis-server), or run Docker for Testcontainers. ' +
         `(Testcontainers said: ${e instanceof Error ? e.message : String(e)})`,
+      { cause: e },
     );
   }
 }

@@ -63,7 +63,7 @@ class Child {
     const id = this.nextId++;
     return new Promise<T>((resolve, reject) => {
       this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
-      this.proc.send({ ...msg, id } as ParentMessage);
+      this.proc.send({ ...msg, id });
     });
   }
 }

@@ -143,7 +143,7 @@ export const memory: Section = {
     const pool = await env.spawnPool(2);
     const pids = pool.pids();
     const samples = new Map<number, number[]>(pids.map((p) => [p, []]));
-    let roundsDone: { kind: string; stepsPerSec: number }[] = [];
+    const roundsDone: { kind: string; stepsPerSec: number }[] = [];
     const bytesPerRun: Record<string, number> = {};
     let perRunTable: (string | number)[][] = [];
     let usedPerRun = 0;

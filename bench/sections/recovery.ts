@@ -213,7 +213,7 @@ interface PlainResult {
  */
 async function plainTrials(env: BenchEnv, n: number, m: number, children: Set<HoldChild>, log: (s: string) => void): Promise<PlainResult> {
   const groups = { kill: Array.from({ length: n }, (_, i) => `hold-kill-${i}`), term: Array.from({ length: n }, (_, i) => `hold-term-${i}`), close: Array.from({ length: m }, (_, i) => `hold-close-${i}`) };
-  const queues = [...groups.kill, ...groups.term, ...groups.close].map((name) => new Queue(name, { connection: env.ctx.redis as never, prefix: HOLD_PREFIX }));
+  const queues = [...groups.kill, ...groups.term, ...groups.close].map((name) => new Queue(name, { connection: env.ctx.redis, prefix: HOLD_PREFIX }));
   try {
     await Promise.all(queues.map((q) => q.add('step', { held: true }, { jobId: 'j1' })));
   } finally {

@@ -59,7 +59,7 @@ async function driveRun(env: BenchEnv, runId: string, record: boolean, maxSteps:
   const { ctx, admin } = env;
   const fleet = new FleetWorker(ctx, { effects: createEffectRunner(ctx) }); // its workers never run: we drive its processor
   const queueName = ctx.keys.queueName(ctx.keys.shardOf(runId));
-  const manual = new Worker(queueName, null, { connection: ctx.redis as never, prefix: ctx.keys.bullPrefix, lockDuration: 60_000 });
+  const manual = new Worker(queueName, null, { connection: ctx.redis, prefix: ctx.keys.bullPrefix, lockDuration: 60_000 });
   const signal = new AbortController().signal;
   const costs: StepCost[] = [];
   try {

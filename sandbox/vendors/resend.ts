@@ -33,7 +33,7 @@ interface EmailInput {
 }
 
 const list = (v: unknown): string[] | null =>
-  v === undefined || v === null ? null : typeof v === 'string' ? [v] : Array.isArray(v) && v.every((x) => typeof x === 'string') ? (v as string[]) : null;
+  v === undefined || v === null ? null : typeof v === 'string' ? [v] : Array.isArray(v) && v.every((x) => typeof x === 'string') ? (v) : null;
 
 export const resendEmails: Dialect<EmailInput> = {
   resource: 'emails',

@@ -73,7 +73,7 @@ export const zendeskTickets: Dialect<TicketInput> = {
     if (text.trim() === '') {
       return err(422, 'RecordInvalid', 'Record validation errors', { details: { description: [{ description: 'Description: cannot be blank', error: 'BlankValue' }] } });
     }
-    if (t.priority !== undefined && t.priority !== null && !PRIORITIES.has(String(t.priority))) {
+    if (t.priority !== undefined && t.priority !== null && !(typeof t.priority === 'string' && PRIORITIES.has(t.priority))) {
       return err(422, 'RecordInvalid', 'Record validation errors', { details: { priority: [{ description: 'Priority: is invalid', error: 'InvalidValue' }] } });
     }
     return { input: { base: baseUrl(req), ticket: t, commentBody: text, publicComment: comment?.public !== false }, canon: canonicalJson(body) };

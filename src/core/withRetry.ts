@@ -27,6 +27,8 @@ export interface RetryDeps {
 
 export function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
+    // The signal's own reason (a DeadlineError, the caller's cancel) is what the caller's catch expects.
+    // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors
     if (signal?.aborted) return reject(signal.reason);
     const t = setTimeout(() => {
       signal?.removeEventListener('abort', onAbort);
@@ -34,6 +36,7 @@ export function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> 
     }, ms);
     const onAbort = () => {
       clearTimeout(t);
+      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors
       reject(signal?.reason);
     };
     signal?.addEventListener('abort', onAbort, { once: true });

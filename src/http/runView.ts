@@ -93,7 +93,7 @@ export async function runView(ctx: EngineContext, runId: string, listEffects?: E
 
 /** The journal, entry by entry: an entry that no longer parses is left out and noted. */
 async function readTranscript(ctx: EngineContext, journalKey: string, notes: string[]): Promise<JournalEntry[]> {
-  const raws = (await ctx.redis.lrange(journalKey, 0, -1)) as string[];
+  const raws = (await ctx.redis.lrange(journalKey, 0, -1));
   const out: JournalEntry[] = [];
   raws.forEach((raw, i) => {
     try {

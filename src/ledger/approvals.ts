@@ -84,7 +84,7 @@ export async function expireApprovals(ctx: EngineContext, now: number, limit = 1
         // A person decided and the operator route resumes the run at once: an entry still
         // here later is a resume that was lost (the route's process died). Resume it now.
         if (decision.decidedAt > now - ctx.cfg.RECONCILER_MIN_AGE_MS) continue;
-        const [status, approvalFor] = (await ctx.redis.hmget(ctx.keys.run(rec.runId).run, 'status', 'approvalFor')) as (string | null)[];
+        const [status, approvalFor] = (await ctx.redis.hmget(ctx.keys.run(rec.runId).run, 'status', 'approvalFor'));
         if (status === 'waiting_approval' && (!approvalFor || approvalFor === actionId)) await ctx.store.resume(rec.runId, 'waiting_approval', now);
       }
       // Last: until the run is stopped or resumed, the entry is what brings a rerun back here.

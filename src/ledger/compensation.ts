@@ -153,7 +153,7 @@ export class Compensations {
   }
 
   private async runStatus(runId: string, ended: boolean): Promise<CompensationResult['run']> {
-    const [status, reason] = (await this.ctx.redis.hmget(this.ctx.keys.run(runId).run, 'status', 'reason')) as (string | null)[];
+    const [status, reason] = (await this.ctx.redis.hmget(this.ctx.keys.run(runId).run, 'status', 'reason'));
     return { status: status ?? '', reason: reason ?? '', ended };
   }
 

@@ -130,12 +130,12 @@ export class Ledger {
   }
 
   async history(runId: string, actionId: string): Promise<HistoryEntry[]> {
-    const raw = (await this.redis.lrange(this.k(runId, actionId).history, 0, -1)) as string[];
+    const raw = (await this.redis.lrange(this.k(runId, actionId).history, 0, -1));
     return raw.map((r) => JSON.parse(r) as HistoryEntry);
   }
 
   async listForRun(runId: string): Promise<(ActionRecord & { history: HistoryEntry[] })[]> {
-    const actionKeys = (await this.redis.smembers(this.keys.run(runId).actions)) as string[];
+    const actionKeys = (await this.redis.smembers(this.keys.run(runId).actions));
     const out: (ActionRecord & { history: HistoryEntry[] })[] = [];
     for (const key of actionKeys) {
       const h = await this.redis.hgetall(key);
@@ -148,7 +148,7 @@ export class Ledger {
 
   /** Action ids in a shard index (open actions or the human queue) older than maxScore. */
   async indexed(zsetKey: string, maxScore: number, limit = 100): Promise<{ actionId: string; since: number }[]> {
-    const raw = (await this.redis.zrangebyscore(zsetKey, '-inf', maxScore, 'WITHSCORES', 'LIMIT', 0, limit)) as string[];
+    const raw = (await this.redis.zrangebyscore(zsetKey, '-inf', maxScore, 'WITHSCORES', 'LIMIT', 0, limit));
     const out: { actionId: string; since: number }[] = [];
     for (let i = 0; i < raw.length; i += 2) out.push({ actionId: raw[i]!, since: Number(raw[i + 1]) });
     return out;

@@ -19,7 +19,6 @@
  * "Not found" alone is never "not sent".
  */
 import { hasErrorCode, isKeyConflict, isOutcomeUnknown, isRetryable, type AgentError } from '../core/errors.js';
-import { OutcomeUnknownError } from '../core/httpJson.js';
 import { abortableSleep } from '../core/withRetry.js';
 import type { LookupResult, ReconcileMethod, ToolContext, WriteTool } from '../core/tool.js';
 import { DeadlineError, withDeadline } from '../core/timeout.js';
@@ -74,7 +73,7 @@ export async function reconcile(
   const undecided = runBound ? "outcome still undecidable at the run's deadline" : `outcome still undecidable after ${d.deadlineMs} ms`;
   const bounded = <T>(fn: (signal: AbortSignal) => Promise<T>) => (d.notAfter === undefined ? fn(ctx.signal) : withDeadline(d.notAfter, ctx.signal, fn, now));
   const timeoutMs = () => Math.max(1, Math.min(tool.timeoutMs, deadline - now()));
-  let last: Record<string, unknown> = {};
+  const last: Record<string, unknown> = {};
   for (;;) {
     let spent = 0;
     for (const method of methods) {

@@ -93,7 +93,7 @@ export class Reconciler {
     const olderThan = nowMs - this.ctx.cfg.RUN_RETENTION_MS;
     let pruned = 0;
     for (let offset = 0; offset < maxPerSweep; offset += batch) {
-      const ids = (await this.ctx.redis.zrangebyscore(index, '-inf', olderThan, 'LIMIT', offset, batch)) as string[];
+      const ids = (await this.ctx.redis.zrangebyscore(index, '-inf', olderThan, 'LIMIT', offset, batch));
       if (ids.length === 0) break;
       const pipe = this.ctx.redis.pipeline();
       for (const id of ids) pipe.exists(this.ctx.keys.run(id).run);

@@ -19,7 +19,6 @@ import {
 } from '../core/errors.js';
 import { DeadlineError } from '../core/timeout.js';
 import { withRetry } from '../core/withRetry.js';
-import { OutcomeUnknownError } from '../core/httpJson.js';
 import type { DispatchReceipt, ToolContext, WriteTool } from '../core/tool.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { traced } from '../metrics/tracing.js';
@@ -245,7 +244,7 @@ export class LedgerEffectRunner implements EffectRunner {
       if (isOutcomeUnknown(err) || isRetryable(err)) {
         // The request may have been processed (timeout, reset, 5xx, malformed), or every
         // attempt was refused: either way the service is asked before anything is resent.
-        await this.move({ ...rec, state: 'dispatched' }, 'dispatched', 'outcome_unknown', { why: 'no definite answer from the service', evidence: { error: (err as Error).message, ...(err as AgentError).details } });
+        await this.move({ ...rec, state: 'dispatched' }, 'dispatched', 'outcome_unknown', { why: 'no definite answer from the service', evidence: { error: (err as Error).message, ...(err).details } });
         if (ctx.signal.aborted) throw new ShutdownError({ cause: caught });
         if (isRetryable(err)) {
           const sent = { ...rec, state: 'outcome_unknown' as const, attempts: rec.attempts + 1, ...(window.replayUntil ? { replayUntil: Number(window.replayUntil) } : {}) };

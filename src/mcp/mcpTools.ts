@@ -134,7 +134,7 @@ export async function connectMcpServer(transport: McpTransport, opts: McpToolsOp
     throw new TypeError(`MCP server does not list the declared tool(s) ${missing.join(', ')}`);
   }
   const call: McpCaller = async (name, args, signal) =>
-    (await client.callTool({ name, arguments: args }, undefined, { signal })) as McpCallResult;
+    (await client.callTool({ name, arguments: args }, undefined, { signal }));
   const timeoutMs = opts.timeoutMs ?? 5000;
   const tools: Tool[] = [];
   const skipped: string[] = [];
@@ -148,7 +148,7 @@ export async function connectMcpServer(transport: McpTransport, opts: McpToolsOp
 }
 
 function argsOf(t: ListedTool): z.ZodType<Record<string, unknown>> {
-  return z.fromJSONSchema(t.inputSchema as Parameters<typeof z.fromJSONSchema>[0]) as z.ZodType<Record<string, unknown>>;
+  return z.fromJSONSchema(t.inputSchema) as z.ZodType<Record<string, unknown>>;
 }
 
 function mcpReadTool(call: McpCaller, t: ListedTool, timeoutMs: number): Tool {
@@ -177,7 +177,7 @@ function mcpWriteTool(client: Client, t: ListedTool, decl: McpWriteDeclaration, 
       const _meta = { [MCP_META.idempotencyKey]: req.idempotencyKey, [MCP_META.actionId]: req.actionId };
       let result: McpCallResult;
       try {
-        result = (await client.callTool({ name: t.name, arguments: args, _meta }, undefined, { signal: req.signal, timeout: req.timeoutMs })) as McpCallResult;
+        result = (await client.callTool({ name: t.name, arguments: args, _meta }, undefined, { signal: req.signal, timeout: req.timeoutMs }));
       } catch (err) {
         if (isAgentError(err)) throw err;
         if (neverSent(err)) throw new RetryableError(`MCP server refused the connection for '${t.name}'`, undefined, {}, { cause: err });

@@ -104,7 +104,7 @@ export async function startRun(
   const spec = buildSpec(ctx, req, nowMs, event);
   if (idempotencyKey) {
     const key = ctx.keys.requestKey(spec.tenant, idempotencyKey);
-    const previous = (await ctx.redis.set(key, spec.runId, 'PX', REQUEST_KEY_TTL_MS, 'NX', 'GET')) as string | null;
+    const previous = (await ctx.redis.set(key, spec.runId, 'PX', REQUEST_KEY_TTL_MS, 'NX', 'GET'));
     if (previous && previous !== spec.runId) {
       if (await ctx.store.exists(previous)) return { runId: previous, created: false };
       // The earlier request died before creating its run: this request's run takes the key.

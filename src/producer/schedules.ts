@@ -70,7 +70,7 @@ export class Schedules {
   /** Made on first use: BullMQ writes a queue's meta keys when it is constructed, and an API that never schedules writes none. */
   get queue(): Queue {
     if (!this.made) {
-      this.made = new Queue(this.ctx.keys.schedulesQueueName(), { connection: this.ctx.redis as never, prefix: this.ctx.keys.bullPrefix });
+      this.made = new Queue(this.ctx.keys.schedulesQueueName(), { connection: this.ctx.redis, prefix: this.ctx.keys.bullPrefix });
       this.made.on('error', (err) => this.ctx.log.warn({ code: 'schedules_queue_error', err }, 'schedules queue error'));
     }
     return this.made;
@@ -178,7 +178,7 @@ export async function runTick(ctx: EngineContext, schedules: Schedules, job: Job
 /** The worker that turns ticks into runs (run in worker processes; any number of them: one run per tick). */
 export function startScheduleWorker(ctx: EngineContext, schedules: Schedules): Worker {
   const w = new Worker(ctx.keys.schedulesQueueName(), (job) => runTick(ctx, schedules, job), {
-    connection: ctx.redis.duplicate() as never, prefix: ctx.keys.bullPrefix, concurrency: 4,
+    connection: ctx.redis.duplicate(), prefix: ctx.keys.bullPrefix, concurrency: 4,
   });
   w.on('error', (err) => ctx.log.warn({ code: 'schedule_worker_error', err }, 'schedule worker error'));
   return w;

@@ -34,7 +34,7 @@ export class ShardQueues {
   byShard(shard: number): Queue {
     let q = this.queues.get(shard);
     if (!q) {
-      q = new Queue(this.keys.queueName(shard), { connection: this.connection as never, prefix: this.keys.bullPrefix, streams: { events: { maxLen: BULL_EVENTS_MAX_LEN } } });
+      q = new Queue(this.keys.queueName(shard), { connection: this.connection, prefix: this.keys.bullPrefix, streams: { events: { maxLen: BULL_EVENTS_MAX_LEN } } });
       q.on('error', this.onError);
       this.queues.set(shard, q);
     }

@@ -122,7 +122,7 @@ export class RunStore {
   }
 
   async transcript(runId: string): Promise<JournalEntry[]> {
-    const raws = (await this.redis.lrange(this.keys.run(runId).journal, 0, -1)) as string[];
+    const raws = (await this.redis.lrange(this.keys.run(runId).journal, 0, -1));
     return raws.map((r, i) => decodeEntry(r, i));
   }
 

@@ -131,7 +131,7 @@ export class StuckRuns {
     let offset = this.cursors.get(shard) ?? 0;
     let walked = 0;
     while (walked < cfg.STUCK_RUN_SCAN_PER_SWEEP) {
-      const ids = (await redis.zrange(keys.runIndex(shard), offset, offset + batch - 1)) as string[];
+      const ids = (await redis.zrange(keys.runIndex(shard), offset, offset + batch - 1));
       walked += ids.length;
       offset += ids.length;
       if (ids.length === 0) {
@@ -180,7 +180,7 @@ function deadVerdict(
 }
 
 async function pipelined(redis: RedisClient, commands: (string | number)[][]): Promise<unknown[]> {
-  const pipe = redis.pipeline(commands as never);
+  const pipe = redis.pipeline(commands);
   const res = (await pipe.exec()) ?? [];
   return res.map(([err, v]) => {
     if (err) throw err;

@@ -79,7 +79,7 @@ async function events(runId: string, from: string | undefined): Promise<void> {
       const decoder = new TextDecoder();
       let buf = '';
       for await (const chunk of res.body!) {
-        buf += decoder.decode(chunk as Uint8Array, { stream: true });
+        buf += decoder.decode(chunk, { stream: true });
         let i: number;
         while ((i = buf.indexOf('\n\n')) >= 0) {
           const block = buf.slice(0, i);
@@ -110,7 +110,7 @@ const id = (x: string | undefined, what: 'runId' | 'actionId') => {
 switch (command) {
   case 'runs': {
     const query = new URLSearchParams();
-    for (const f of ['status', 'tenant', 'agent', 'since', 'until', 'limit', 'cursor'] as const) if (values[f] !== undefined) query.set(f, values[f]!);
+    for (const f of ['status', 'tenant', 'agent', 'since', 'until', 'limit', 'cursor'] as const) if (values[f] !== undefined) query.set(f, values[f]);
     const qs = query.toString();
     await request('GET', `/v1/runs${qs ? `?${qs}` : ''}`);
     break;

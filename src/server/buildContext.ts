@@ -12,7 +12,7 @@ import { createLogger } from '../metrics/log.js';
 import { Metrics, newMetrics } from '../metrics/metrics.js';
 import { registerScrapeCollectors } from '../metrics/scrape.js';
 import { createTracing, type Tracing } from '../metrics/tracing.js';
-import { assertRedisSafe, createRedis, targetOf, waitForRedis, type RedisClient } from '../store/connect.js';
+import { assertRedisSafe, createRedis, targetOf, waitForRedis } from '../store/connect.js';
 import { KeySpace } from '../store/keys.js';
 import { shardsPerMaster } from '../store/shardSpread.js';
 import { loadScripts } from '../store/luaScripts.js';

@@ -31,7 +31,7 @@ function specifierOf(module: string): string {
 async function importModule(cfg: Config, module: string): Promise<Record<string, unknown>> {
   try {
     return cfg.AGENTS_MODULE === undefined
-      ? ((await import('../agents/index.js')) as Record<string, unknown>)
+      ? ((await import('../agents/index.js')))
       : ((await import(specifierOf(cfg.AGENTS_MODULE))) as Record<string, unknown>);
   } catch (err) {
     throw new AgentsModuleError(module, `cannot be loaded (${(err as Error).message ?? String(err)})`, { cause: err });

@@ -108,7 +108,7 @@ type MoveToCompletedArgs = (job: Job, returnValue: unknown, removeOnComplete: un
  * `raw` is moveToFinished's reply (0, or the next job's data).
  */
 export function completeFromCommit(job: Job, raw: unknown, finishedOn: number): void {
-  const next = raw2NextJobData(Array.isArray(raw) ? raw : (undefined as unknown as unknown[]));
+  const next: unknown[] = raw2NextJobData(Array.isArray(raw) ? raw : (undefined as unknown as unknown[]));
   job.moveToCompleted = async () => {
     job.finishedOn = finishedOn;
     job.attemptsMade += 1;
@@ -180,7 +180,7 @@ export async function wakeAnotherWorker(redis: { zadd(key: string, score: number
  * fetched job's token stops starting with it.
  */
 export function nameWorkerOwner(worker: { id: string }, base: string, clientId: number): void {
-  (worker as { id: string }).id = ownerId(base, clientId);
+  (worker).id = ownerId(base, clientId);
 }
 
 export const ownerId = (base: string, clientId: number): string => `${base}@${clientId}`;

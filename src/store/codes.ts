@@ -28,7 +28,7 @@ export enum ScriptCode {
  * in a reply array, is a ScriptCode; anything else is the script's result.
  */
 export function replyCode(reply: unknown): number | undefined {
-  const first = Array.isArray(reply) ? reply[0] : reply;
+  const first: unknown = Array.isArray(reply) ? (reply as unknown[])[0] : reply;
   return isScriptError(first) ? first : undefined;
 }
 

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
 import { createHash } from 'node:crypto';
 import type { Socket } from 'node:net';
-import { Cluster, Command, type Redis } from 'ioredis';
+import { Cluster, Command } from 'ioredis';
 import type { RedisClient } from './connect.js';
 import { bullmqAddStandardJobFunction, bullmqMoveToFinishedFunction } from './bullmqInternals.js';
 import { InvariantError } from '../core/errors.js';
@@ -147,7 +147,7 @@ const corked = new WeakSet<Socket>();
  */
 function coalesceWrites(client: RedisClient): void {
   if (client instanceof Cluster) return;
-  const stream = (client as Redis).stream as Socket | undefined;
+  const stream = (client).stream as Socket | undefined;
   if (!stream || corked.has(stream) || typeof stream.cork !== 'function') return;
   corked.add(stream);
   stream.cork();
@@ -173,7 +173,7 @@ export function script(client: RedisClient, name: string): ScriptFn {
     // A NOSCRIPT (script cache flushed) is answered by sending it again: toWritable then sends EVAL.
     const sent = (client.sendCommand(cmd) as Promise<unknown>).catch((err: Error) => {
       if (!err.message.includes('NOSCRIPT')) throw err;
-      return client.sendCommand(new ScriptCommand(def, args)) as Promise<unknown>;
+      return client.sendCommand(new ScriptCommand(def, args));
     });
     return sent;
   };

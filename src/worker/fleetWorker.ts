@@ -71,7 +71,7 @@ export class FleetWorker {
     const watched: { shard: number; worker: Worker }[] = [];
     for (const shard of shards) {
       const worker = new Worker(ctx.keys.queueName(shard), (job, token) => this.handle(job, token), {
-        connection: ctx.redis as never,
+        connection: ctx.redis,
         prefix: ctx.keys.bullPrefix,
         concurrency: cfg.WORKER_CONCURRENCY,
         lockDuration: cfg.LOCK_DURATION_MS,

@@ -171,7 +171,7 @@ function yamlDocs(file: string): Obj[] {
   for (const d of docs) {
     if (d.errors.length) throw new Error(`${file}: ${d.errors.map((e) => e.message).join('; ')}`);
     const v = d.toJS({ maxAliasCount: 100 }) as unknown;
-    if (v !== null && v !== undefined) out.push(v as Obj);
+    if (v !== null && v !== undefined) out.push(v);
   }
   return out;
 }

@@ -122,8 +122,8 @@ function start(command: string[], env: Record<string, string>): Started {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const out: string[] = [];
-  child.stdout!.on('data', (d: Buffer) => out.push(d.toString()));
-  child.stderr!.on('data', (d: Buffer) => out.push(d.toString()));
+  child.stdout.on('data', (d: Buffer) => out.push(d.toString()));
+  child.stderr.on('data', (d: Buffer) => out.push(d.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   return { child, out, exited };
 }

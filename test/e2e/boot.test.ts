@@ -98,10 +98,10 @@ describe('a process that cannot boot', () => {
       runToExit('src/server/reconciler', { ...env, RECONCILER_METRICS_PORT: port }),
       runToExit('sandbox/main', { SANDBOX_PORT: port }),
     ]);
-    expectOneLine(api!, new RegExp(`^api: cannot start: port ${port} \\(PORT\\) is already in use`));
-    expectOneLine(worker!, new RegExp(`^worker: cannot start: port ${port} \\(WORKER_METRICS_PORT\\) is already in use`));
-    expectOneLine(reconciler!, new RegExp(`^reconciler: cannot start: port ${port} \\(RECONCILER_METRICS_PORT\\) is already in use`));
-    expectOneLine(sandbox!, new RegExp(`^sandbox: cannot start: port ${port} \\(SANDBOX_PORT\\) is already in use`));
+    expectOneLine(api, new RegExp(`^api: cannot start: port ${port} \\(PORT\\) is already in use`));
+    expectOneLine(worker, new RegExp(`^worker: cannot start: port ${port} \\(WORKER_METRICS_PORT\\) is already in use`));
+    expectOneLine(reconciler, new RegExp(`^reconciler: cannot start: port ${port} \\(RECONCILER_METRICS_PORT\\) is already in use`));
+    expectOneLine(sandbox, new RegExp(`^sandbox: cannot start: port ${port} \\(SANDBOX_PORT\\) is already in use`));
   }, BOOT_CASE_TIMEOUT_MS);
 
   it('once booted, outlives a Redis restart and reconnects (the boot deadline is for boot only)', async () => {

@@ -40,8 +40,8 @@ describe.skipIf(!redisServerOnPath())('Redis Cluster', () => {
     for (const runId of runIds) await h.waitForStatus(runId, ['completed'], 120_000);
     const counts = h.sandbox.counts();
     expect(counts.duplicates).toBe(0);
-    expect(counts.byResource.tickets!.records).toBe(RUNS);
-    expect(counts.byResource.emails!.records).toBe(RUNS);
+    expect(counts.byResource.tickets.records).toBe(RUNS);
+    expect(counts.byResource.emails.records).toBe(RUNS);
     const ledger = new Ledger(h.ctx.redis, h.ctx.keys);
     for (const runId of runIds.slice(0, 50)) {
       const steps = (await h.ctx.store.transcript(runId)).filter((e) => e.kind === 'decision').map((e) => e.step);

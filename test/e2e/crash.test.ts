@@ -41,7 +41,7 @@ describe('crash recovery with real SIGKILL', () => {
     expect(provider.calls - callsBefore).toBe(1);
     const decisions = (await h.ctx.store.transcript(runId)).filter((e) => e.kind === 'decision').map((e) => e.step);
     expect(decisions).toEqual([1, 2, 3]);
-    expect(h.sandbox.counts().byResource.emails!.records).toBe(1);
+    expect(h.sandbox.counts().byResource.emails.records).toBe(1);
   });
 
   it('a 20-step run evicted at step 12 after a ticket and an email finishes with one of each', async () => {
@@ -53,8 +53,8 @@ describe('crash recovery with real SIGKILL', () => {
     await h.startWorker();
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'])).toBe('completed');
     const counts = h.sandbox.counts();
-    expect(counts.byResource.tickets!.records).toBe(1);
-    expect(counts.byResource.emails!.records).toBe(1);
+    expect(counts.byResource.tickets.records).toBe(1);
+    expect(counts.byResource.emails.records).toBe(1);
     const decisions = (await h.ctx.store.transcript(runId)).filter((e) => e.kind === 'decision').map((e) => e.step);
     expect(decisions).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
     expect((await h.ctx.store.readState(runId))?.used.steps).toBe(20);
@@ -64,7 +64,7 @@ describe('crash recovery with real SIGKILL', () => {
     const runId = await create([read, email, final], 'C-3');
     const victim = await spawnWorker(killedEnv('after_call@2'));
     expect((await victim.exited).signal).toBe('SIGKILL');
-    expect(h.sandbox.counts().byResource.emails!.records).toBe(1);
+    expect(h.sandbox.counts().byResource.emails.records).toBe(1);
     const ledger = new Ledger(h.ctx.redis, h.ctx.keys);
     const [before] = await ledger.listForRun(runId);
     expect(before?.state).toBe('dispatched');
@@ -78,7 +78,7 @@ describe('crash recovery with real SIGKILL', () => {
     expect(after?.history.map((x) => x.by)).toContain('reconciler:test');
     await h.startWorker();
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'])).toBe('completed');
-    expect(h.sandbox.counts().byResource.emails!.records).toBe(1);
+    expect(h.sandbox.counts().byResource.emails.records).toBe(1);
     expect(h.sandbox.counts().requests).toBeGreaterThan(0);
   });
 });

@@ -34,7 +34,7 @@ async function finishAndCheck(runId: string) {
   await h.startWorker();
   expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human', 'budget_exceeded'])).toBe('completed');
   const counts = h.sandbox.counts();
-  expect(counts.byResource.emails!.records).toBe(1);
+  expect(counts.byResource.emails.records).toBe(1);
   expect(counts.duplicates).toBe(0);
   const decisions = (await h.ctx.store.transcript(runId)).filter((e) => e.kind === 'decision').map((e) => e.step);
   expect(decisions).toEqual([1, 2, 3]);

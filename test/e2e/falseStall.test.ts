@@ -45,7 +45,7 @@ describe('false stall (event loop blocked longer than the lock)', () => {
       expect((await frozen.exited).code).toBe(0);
 
       const counts = h.sandbox.counts();
-      expect(counts.byResource.emails!.records).toBe(1);
+      expect(counts.byResource.emails.records).toBe(1);
       expect(counts.duplicates).toBe(0);
       const transcript = await h.ctx.store.transcript(spec.runId);
       expect(transcript.filter((e) => e.kind === 'decision').map((e) => e.step)).toEqual([1, 2, 3]);

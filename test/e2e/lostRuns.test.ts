@@ -177,7 +177,7 @@ describe('a step job that dies ends its run', () => {
     const bare = new Worker(h.ctx.keys.queueName(h.ctx.keys.shardOf(failed)), async (job) => {
       if (job.id === stepJobId(failed, 1)) throw new UnrecoverableError('Ada Lovelace <ada@example.com> said no');
       return 'done without a commit';
-    }, { connection: connection as never, prefix: h.cfg.BULL_PREFIX });
+    }, { connection: connection, prefix: h.cfg.BULL_PREFIX });
     bare.on('failed', (job) => finishedIds.add(job!.id!));
     bare.on('completed', (job) => finishedIds.add(job.id!));
     try {

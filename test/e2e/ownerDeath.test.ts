@@ -66,7 +66,7 @@ async function victimMidEmail(runId: string, env: Record<string, string>, holdMs
 /** One email, each step decided and observed once, three steps used, completed. */
 async function expectOnce(runId: string): Promise<void> {
   const counts = h.sandbox.counts();
-  expect(counts.byResource.emails!.records).toBe(1);
+  expect(counts.byResource.emails.records).toBe(1);
   expect(counts.duplicates).toBe(0);
   const transcript = await h.ctx.store.transcript(runId);
   expect(transcript.filter((e) => e.kind === 'decision').map((e) => e.step)).toEqual([1, 2, 3]);

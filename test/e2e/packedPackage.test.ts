@@ -62,8 +62,8 @@ async function start(command: string, readyCode: string): Promise<{ child: Child
   const child = spawn('bash', ['-c', command], { cwd: project, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   children.push(child);
   const lines: string[] = [];
-  onLines(child.stdout!, (l) => lines.push(l));
-  child.stderr!.on('data', (d: Buffer) => lines.push(`stderr: ${d.toString()}`));
+  onLines(child.stdout, (l) => lines.push(l));
+  child.stderr.on('data', (d: Buffer) => lines.push(`stderr: ${d.toString()}`));
   const deadline = Date.now() + 60_000;
   while (!lines.some((l) => l.includes(`"${readyCode}"`))) {
     if (child.exitCode !== null || Date.now() > deadline) throw new Error(`${command} did not start:\n${lines.join('\n')}`);

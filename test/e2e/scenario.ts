@@ -31,7 +31,7 @@ if (!name || !SCENARIOS[name]) {
   console.error(name ? `unknown scenario: ${name}\n${usage()}` : usage());
   process.exit(2);
 }
-const def = SCENARIOS[name]!;
+const def = SCENARIOS[name];
 
 let interrupted = false;
 process.on('SIGINT', () => {

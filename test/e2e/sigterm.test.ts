@@ -64,8 +64,8 @@ async function finishOnAnotherWorker(runId: string) {
   await h.startWorker();
   expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'], 20_000)).toBe('completed');
   const counts = h.sandbox.counts();
-  expect(counts.byResource.tickets!.records).toBe(1);
-  expect(counts.byResource.emails!.records).toBe(1);
+  expect(counts.byResource.tickets.records).toBe(1);
+  expect(counts.byResource.emails.records).toBe(1);
   expect(counts.duplicates).toBe(0);
   await expectJournalInOrder(runId, 6);
 }
@@ -112,7 +112,7 @@ describe('SIGTERM handoff of a real worker process', () => {
     const email = (await ledger.listForRun(runId)).find((a) => a.tool === 'send_email')!;
     expect(email.state).toBe('confirmed');
     expect(email.history.map((x) => x.to)).not.toContain('outcome_unknown');
-    expect(h.sandbox.counts().byResource.emails!.records).toBe(1);
+    expect(h.sandbox.counts().byResource.emails.records).toBe(1);
     await finishOnAnotherWorker(runId);
   });
 

@@ -59,8 +59,8 @@ describe('BullMQ internals', () => {
     await queue.drain();
     await queue.add(STEP_JOB_NAME, { n: 1 }, { ...stepJobOptions, jobId: 'probe-4' });
     await queue.add(STEP_JOB_NAME, { n: 2 }, { ...stepJobOptions, jobId: 'probe-5' });
-    const w = new Worker(queue.name, null, { connection: h.ctx.redis as never, prefix: h.ctx.keys.bullPrefix });
-    const job = (await w.getNextJob('tok-4'))!;
+    const w = new Worker(queue.name, null, { connection: h.ctx.redis, prefix: h.ctx.keys.bullPrefix });
+    const job = (await w.getNextJob('tok-4'));
     expect(job.id).toBe('probe-4');
     const finish = captureMoveToCompleted(job, 'tok-4', true);
     expect(finish.keys).toHaveLength(BULLMQ_FINISH_KEYS);
@@ -84,10 +84,10 @@ describe('BullMQ internals', () => {
   it('the job lock lives where the fence reads it', async () => {
     const queue = h.ctx.queues.byShard(0);
     await queue.add(STEP_JOB_NAME, {}, { jobId: 'probe-2' });
-    const w = new Worker(queue.name, null, { connection: h.ctx.redis as never, prefix: h.ctx.keys.bullPrefix });
+    const w = new Worker(queue.name, null, { connection: h.ctx.redis, prefix: h.ctx.keys.bullPrefix });
     const job = await w.getNextJob('tok-xyz');
     expect(job?.id).toBeDefined();
-    expect(await h.ctx.redis.get(h.ctx.keys.jobLock(0, job!.id!))).toBe('tok-xyz');
+    expect(await h.ctx.redis.get(h.ctx.keys.jobLock(0, job.id!))).toBe('tok-xyz');
     await w.close();
   });
 });

@@ -56,7 +56,7 @@ describe('duplicate-write metric', () => {
     await h.ctx.store.create(spec, Date.now());
     expect(await h.waitForStatus(spec.runId, ['completed', 'needs_human'])).toBe('completed');
     // Zendesk's list by external_id shows both tickets: the reconciliation counts the second one.
-    expect(h.sandbox.counts().byResource.tickets!.byKey[id.idempotencyKey]).toBe(2);
+    expect(h.sandbox.counts().byResource.tickets.byKey[id.idempotencyKey]).toBe(2);
     expect((await sample('agent_duplicate_writes_total', 'tool="create_ticket"')) - dupBefore).toBe(1);
     expect((await sample('agent_ledger_dedupe_hits_total', 'tool="create_ticket"')) - dedupeBefore).toBe(1);
   });

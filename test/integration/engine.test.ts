@@ -173,12 +173,12 @@ describe('the commit fence', () => {
       const spec = buildSpec(hf.ctx, { tenant: 'acme', ticket: sampleTicket('T-fence'), agent: { model: 'scripted', script: scriptOf(3) } }, Date.now());
       await hf.ctx.store.create(spec, Date.now());
       const queue = hf.ctx.queues.forRun(spec.runId);
-      const manual = new Worker(queue.name, null, { connection: hf.ctx.redis as never, prefix: hf.ctx.keys.bullPrefix, lockDuration: 60_000 });
+      const manual = new Worker(queue.name, null, { connection: hf.ctx.redis, prefix: hf.ctx.keys.bullPrefix, lockDuration: 60_000 });
       const processor = new StepProcessor({
         cfg: hf.cfg, redis: hf.ctx.redis, keys: hf.ctx.keys, store: hf.ctx.store, specs: new RunSpecCache(hf.ctx.store),
         agents: hf.ctx.agents, providers: hf.ctx.providers, metrics: hf.ctx.metrics, log: hf.ctx.log, crash: new CrashPoints([]),
       });
-      const job = (await manual.getNextJob('token-A'))!;
+      const job = (await manual.getNextJob('token-A'));
       expect(job.id).toBe(`${spec.runId}.s1`);
       const lockKey = hf.ctx.keys.jobLock(hf.ctx.keys.shardOf(spec.runId), job.id!);
       // A false stall: another worker now holds the lock with token B.

@@ -20,7 +20,7 @@ let h: Harness;
 const ticket = (i: number) => ({ ...sampleTicket(`T-${i}`), subject: `order ${i}` });
 let n = 0;
 const start = (tenant: string, extra: Record<string, unknown> = {}) =>
-  startRun(h.ctx, { tenant, ticket: ticket(++n), ...extra } as never, `k-${n}`);
+  startRun(h.ctx, { tenant, ticket: ticket(++n), ...extra }, `k-${n}`);
 const flow = () => h.ctx.keys.flow();
 const jobState = (runId: string) => h.ctx.queues.forRun(runId).getJobState(stepJobId(runId, 1));
 /** Takes every run of the script tests out of flow control (they have no run hash to end them). */

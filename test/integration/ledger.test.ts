@@ -39,7 +39,7 @@ async function run(script: Script, faults: FaultRule[] = []): Promise<string> {
   return spec.runId;
 }
 
-const emailsSent = () => h.sandbox.counts().byResource.emails!.records;
+const emailsSent = () => h.sandbox.counts().byResource.emails.records;
 
 describe('effect ledger', () => {
   it('a 429 followed by a 201 produces exactly one recorded write', async () => {
@@ -49,7 +49,7 @@ describe('effect ledger', () => {
     const [effect] = await ledger.listForRun(runId);
     expect(effect?.state).toBe('confirmed');
     expect(effect?.attempts).toBe(1);
-    expect(h.sandbox.counts().byResource.emails!.byKey[effect!.idempotencyKey]).toBe(1);
+    expect(h.sandbox.counts().byResource.emails.byKey[effect!.idempotencyKey]).toBe(1);
   });
 
   it('a key-ignoring service still gets one write per action through the ledger, across a redelivery', async () => {
@@ -69,7 +69,7 @@ describe('effect ledger', () => {
       await hk.ctx.store.create(spec, Date.now());
       expect(await hk.waitForStatus(spec.runId, ['completed', 'needs_human', 'failed'])).toBe('completed');
       expect(armed).toBe(false);
-      expect(hk.sandbox.counts().byResource.emails!.records).toBe(1);
+      expect(hk.sandbox.counts().byResource.emails.records).toBe(1);
       expect(hk.sandbox.counts().duplicates).toBe(0);
     } finally {
       await hk.close();
@@ -89,7 +89,7 @@ describe('effect ledger', () => {
   it('a ticket create that timed out but did commit is found by external_id (Zendesk), no second ticket', async () => {
     const runId = await run([t([ticketCall]), final], [{ kind: 'lost_response_after_commit', resource: 'tickets', count: 1 }]);
     expect(await h.waitForStatus(runId, ['completed', 'needs_human', 'failed'])).toBe('completed');
-    expect(h.sandbox.counts().byResource.tickets!.records).toBe(1);
+    expect(h.sandbox.counts().byResource.tickets.records).toBe(1);
     const [effect] = await ledger.listForRun(runId);
     expect(effect?.history.at(-1)?.why).toMatch(/lookup/);
     expect(effect?.receipt).toMatch(/^\d+$/);
@@ -102,7 +102,7 @@ describe('effect ledger', () => {
     const [effect] = await ledger.listForRun(runId);
     expect(effect?.history.map((x) => x.to)).toEqual(['planned', 'authorized', 'dispatched', 'outcome_unknown', 'confirmed']);
     expect(effect?.history.at(-1)?.evidence).toMatchObject({ replay: true });
-    expect(Object.keys(h.sandbox.counts().byResource.emails!.byKey)).toEqual([effect!.idempotencyKey]);
+    expect(Object.keys(h.sandbox.counts().byResource.emails.byKey)).toEqual([effect!.idempotencyKey]);
   });
 
   it('a lost response the service cannot answer for goes to needs_human, and the run parks', async () => {

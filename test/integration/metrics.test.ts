@@ -108,7 +108,7 @@ describe('metrics', () => {
     expect(await h.waitForStatus(runId, DONE)).toBe('completed');
     const after = await snapshot(m, names);
     expect(after.map((v, i) => v - before[i]!)).toEqual([1, 1, 0, 0]);
-    expect(h.sandbox.counts().byResource.emails!.records).toBe(1);
+    expect(h.sandbox.counts().byResource.emails.records).toBe(1);
     const [effect] = await ledger.listForRun(runId);
     expect(effect?.history.at(-1)?.why).toMatch(/replay/);
   });
@@ -125,7 +125,7 @@ describe('metrics', () => {
     expect(await h.waitForStatus(runId, DONE)).toBe('completed');
     const after = await snapshot(m, names);
     expect(after.map((v, i) => v - before[i]!)).toEqual([1, 0, 0]);
-    expect(h.sandbox.counts().byResource.emails!.records).toBe(1);
+    expect(h.sandbox.counts().byResource.emails.records).toBe(1);
   });
 
   it('a first dispatch the service answers with its replay marker moves agent_duplicate_writes_total{tool} by exactly 1', async () => {
@@ -153,7 +153,7 @@ describe('metrics', () => {
     const [effect] = await ledger.listForRun(spec.runId);
     expect(effect?.state).toBe('confirmed');
     expect(effect?.receipt).toBe(first.receipt);
-    expect(h.sandbox.counts().byResource.tickets!.records).toBe(1);
+    expect(h.sandbox.counts().byResource.tickets.records).toBe(1);
   });
 
   it('labels are bounded: no label value carries a run id (registry and the API /metrics text)', async () => {

@@ -31,7 +31,7 @@ async function holdingWorker(): Promise<{ conn: Redis; worker: Worker; clientId:
   const worker = new Worker(h.ctx.keys.queueName(0), async (job: Job, token?: string) => {
     held.set(job.id!, token!);
     await released;
-  }, { connection: conn as never, prefix: h.ctx.keys.bullPrefix, concurrency: 5, lockDuration: 60_000, stalledInterval: 60_000, autorun: false });
+  }, { connection: conn, prefix: h.ctx.keys.bullPrefix, concurrency: 5, lockDuration: 60_000, stalledInterval: 60_000, autorun: false });
   worker.on('error', () => {});
   const clientId = Number(await conn.client('ID'));
   nameWorkerOwner(worker, 'probe', clientId);
@@ -52,7 +52,7 @@ async function until<T>(fn: () => Promise<T | undefined | false>, what: string, 
 
 describe('owner watch', () => {
   it('a fetched job\'s lock token names the worker\'s connection (BullMQ token layout: `${worker.id}:<n>`)', async () => {
-    const queue = new Queue(h.ctx.keys.queueName(0), { connection: h.ctx.redis as never, prefix: h.ctx.keys.bullPrefix });
+    const queue = new Queue(h.ctx.keys.queueName(0), { connection: h.ctx.redis, prefix: h.ctx.keys.bullPrefix });
     closers.push(() => queue.close());
     const w = await holdingWorker();
     await queue.add('step', {}, { jobId: 'own-1' });
@@ -65,7 +65,7 @@ describe('owner watch', () => {
   });
 
   it('a live owner is never robbed; once its connection is gone its jobs go back to wait at once, a stall counted, with BullMQ events', async () => {
-    const queue = new Queue(h.ctx.keys.queueName(0), { connection: h.ctx.redis as never, prefix: h.ctx.keys.bullPrefix });
+    const queue = new Queue(h.ctx.keys.queueName(0), { connection: h.ctx.redis, prefix: h.ctx.keys.bullPrefix });
     closers.push(() => queue.close());
     const w = await holdingWorker();
     await queue.addBulk([{ name: 'step', data: {}, opts: { jobId: 'own-a' } }, { name: 'step', data: {}, opts: { jobId: 'own-b' } }]);

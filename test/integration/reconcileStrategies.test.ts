@@ -112,7 +112,7 @@ describe('reconciliation strategies', () => {
   });
 
   it('a lookup that keeps finding nothing, with no other method: a person at the deadline, not a re-send', async () => {
-    const h = harness([{ kind: 'lookup' }], { lookup: Array.from({ length: 100 }, () => ({ status: 'absent', evidence: {} }) as LookupResult) });
+    const h = harness([{ kind: 'lookup' }], { lookup: Array.from({ length: 100 }, () => ({ status: 'absent', evidence: {} })) });
     expect(await h.run(rec(), 200)).toBe('needs_human');
     expect(h.calls.every((c) => c.startsWith('lookup'))).toBe(true);
     expect(h.moves[0]!.why).toMatch(/undecidable/);

@@ -99,8 +99,8 @@ describe('replication waits (REDIS_MIN_REPLICAS=1)', () => {
     // One ticket and one email per run (this one and the one the previous test acknowledged).
     const counts = h.sandbox.counts();
     expect(counts.duplicates).toBe(0);
-    expect(counts.byResource.tickets!.records).toBe(2);
-    expect(counts.byResource.emails!.records).toBe(2);
+    expect(counts.byResource.tickets.records).toBe(2);
+    expect(counts.byResource.emails.records).toBe(2);
   }, 90_000);
 });
 

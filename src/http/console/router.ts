@@ -68,6 +68,9 @@ const retryForm = z.object({ csrf: z.string().optional(), steps: extra, tokens: 
 const versionForm = z.object({ csrf: z.string().optional(), agentVersion: z.string().min(1).max(200), toolsHash: z.string().regex(/^[0-9a-f]{16}$/) });
 const decisionForm = z.object({ csrf: z.string().optional(), decision: z.enum(['approve', 'reject']), fingerprint: z.string().min(1).max(128) });
 
+/** A refusal's field as text: a string as it is, anything else as JSON. */
+const textOf = (v: unknown): string => (typeof v === 'string' ? v : JSON.stringify(v));
+
 export function consoleRouter(ctx: EngineContext, ledger: Ledger, sessions: ConsoleSessions, compensations: Compensations): Router {
   const r = Router();
   const files = staticFiles();
@@ -213,7 +216,7 @@ export function consoleRouter(ctx: EngineContext, ledger: Ledger, sessions: Cons
   const answer = (req: Request, res: Response, runId: string, a: ActionAnswer, done: string) => {
     const w = whoOf(res);
     if (a.status >= 200 && a.status < 300) return void res.redirect(303, `${CONSOLE}/runs/${encodeURIComponent(runId)}?done=${encodeURIComponent(done)}`);
-    html(res, a.status, errorPage(a.status, `${String(a.body.error ?? 'refused')}${a.body.message ? `: ${String(a.body.message)}` : ''}`, w.operator, w.csrf));
+    html(res, a.status, errorPage(a.status, `${textOf(a.body.error ?? 'refused')}${a.body.message ? `: ${textOf(a.body.message)}` : ''}`, w.operator, w.csrf));
   };
   const mayAct = (res: Response) => {
     const w = whoOf(res);

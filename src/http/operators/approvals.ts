@@ -36,7 +36,7 @@ export async function pendingApprovals(ctx: EngineContext, ledger: Ledger, tenan
     for (const { actionId, since: expiresAt } of await ledger.indexed(ctx.keys.approvals(shard), Number.POSITIVE_INFINITY, 1000)) {
       const rec = await ledger.getInShard(shard, actionId);
       if (!rec || rec.state !== 'planned' || (runId !== undefined && rec.runId !== runId)) continue;
-      const [tenant, status] = (await ctx.redis.hmget(ctx.keys.run(rec.runId).run, 'tenant', 'status')) as (string | null)[];
+      const [tenant, status] = (await ctx.redis.hmget(ctx.keys.run(rec.runId).run, 'tenant', 'status'));
       if (!status || isTerminal(status)) continue; // void: a decision would authorise nothing
       if (!seesTenant({ tenants }, tenant)) continue;
       approvals.push({ actionId, runId: rec.runId, tenant: tenant ?? '', step: rec.step, tool: rec.tool, args: rec.args, fingerprint: rec.fingerprint, expiresAt, createdAt: rec.createdAt });

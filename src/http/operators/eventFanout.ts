@@ -149,7 +149,7 @@ class ShardReader {
       let reply: XReadReply;
       try {
         this.blocked = true;
-        reply = (await conn.xread('COUNT', 100, 'BLOCK', this.hub.opts.blockMs, 'STREAMS', ...keys, this.wakeKey, ...ids, this.wakeCursor)) as XReadReply;
+        reply = (await conn.xread('COUNT', 100, 'BLOCK', this.hub.opts.blockMs, 'STREAMS', ...keys, this.wakeKey, ...ids, this.wakeCursor));
         failures = 0;
       } catch (err) {
         if (this.stopped || this.conn !== conn) return;

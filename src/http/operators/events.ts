@@ -48,6 +48,8 @@ export function eventsRouter(ctx: EngineContext, opts: EventsOptions = {}, sessi
 
     let ending = false;
     let draining = false;
+    // Assigned once it has joined, below; the close handlers above that line read it first.
+    // eslint-disable-next-line prefer-const
     let viewer: Viewer | undefined;
     let gone = false;
     res.on('close', () => {
@@ -90,7 +92,8 @@ export function eventsRouter(ctx: EngineContext, opts: EventsOptions = {}, sessi
 
 function safeStatus(data: string | undefined): string {
   try {
-    return String((JSON.parse(data ?? '{}') as { status?: unknown }).status ?? '');
+    const status = (JSON.parse(data ?? '{}') as { status?: unknown }).status;
+    return typeof status === 'string' ? status : '';
   } catch {
     return '';
   }

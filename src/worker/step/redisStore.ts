@@ -35,7 +35,7 @@ export class BullStepJob implements StepJob {
   }
 
   get data(): unknown {
-    return this.job.data;
+    return this.job.data as unknown;
   }
 
   get attemptsStarted(): number {

@@ -214,7 +214,7 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
         const snap: Snap = new Map();
         for (const shard of ctx.keys.allShards()) {
           const q = `${bull}:${ctx.keys.queueName(shard)}`;
-          const ids = (await ctx.redis.lrange(`${q}:active`, 0, -1)) as string[];
+          const ids = (await ctx.redis.lrange(`${q}:active`, 0, -1));
           if (ids.length) {
             const pipe = ctx.redis.pipeline();
             for (const id of ids) pipe.hget(`${q}:${id}`, 'processedOn').get(`${q}:${id}:lock`);

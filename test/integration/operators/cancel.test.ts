@@ -27,7 +27,7 @@ describe('cancel', () => {
     expect(await h.ctx.store.readState(runId)).toMatchObject({ status: 'cancelled', reason: 'cancelled_by_operator: requested by operator', cancelRequested: true });
     const again = await call(h.url, 'POST', `/v1/runs/${runId}/cancel`, {});
     expect(again.status).toBe(409);
-    expect(h.sandbox.counts().byResource.refunds!.records).toBe(0);
+    expect(h.sandbox.counts().byResource.refunds.records).toBe(0);
   });
 
   it('a running run dispatches nothing after the request and is cancelled at its next commit', async () => {
@@ -40,8 +40,8 @@ describe('cancel', () => {
     expect(res.status).toBe(202);
     expect(res.body.cancelled).toBe('at_next_commit');
     expect(await h.waitForStatus(runId, ['cancelled', 'completed', 'failed'])).toBe('cancelled');
-    expect(h.sandbox.counts().byResource.tickets!.records).toBe(1);
-    expect(h.sandbox.counts().byResource.emails!.records).toBe(0);
+    expect(h.sandbox.counts().byResource.tickets.records).toBe(1);
+    expect(h.sandbox.counts().byResource.emails.records).toBe(0);
     const obs = (await h.ctx.store.transcript(runId)).filter((e) => e.kind === 'observation').map((e) => e.kind === 'observation' && [e.tool, e.status]);
     expect(obs).toEqual([['create_ticket', 'ok'], ['send_email', 'rejected']]);
     expect((await h.ctx.store.readState(runId))?.reason).toBe('cancelled_by_operator: requested by operator');

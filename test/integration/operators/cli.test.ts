@@ -36,7 +36,7 @@ describe('agentctl', () => {
     expect(ok.code).toBe(0);
     expect(JSON.parse(ok.out)).toMatchObject({ decision: 'approve', approver: 'operator', alreadyDecided: false });
     expect(await h.waitForStatus(runId, ['completed', 'failed'])).toBe('completed');
-    expect(h.sandbox.counts().byResource.refunds!.records).toBe(1);
+    expect(h.sandbox.counts().byResource.refunds.records).toBe(1);
   });
 
   it('refuses a malformed run or action id before any request', async () => {

@@ -140,7 +140,7 @@ describe.skipIf(!haveChromium)('the operator console in a real browser', () => {
     const confirmed = mail!.history.find((x) => x.to === 'confirmed');
     expect(confirmed).toMatchObject({ by: 'ada' });
     expect(JSON.stringify(confirmed!.evidence)).toContain('seen in the provider dashboard');
-    expect(h.sandbox.counts().byResource.emails!.byKey[mail!.idempotencyKey]).toBe(1); // confirmed: never resent
+    expect(h.sandbox.counts().byResource.emails.byKey[mail!.idempotencyKey]).toBe(1); // confirmed: never resent
     await context.close();
   });
 

@@ -86,7 +86,7 @@ describe('console: retry, time range, jobs', () => {
     expect(res.status).toBe(303);
     expect(res.headers.get('location')).toBe(`/console/runs/${runId}?done=retried`);
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'budget_exceeded'])).toBe('completed');
-    expect(h.sandbox.counts().byResource.emails!.records).toBeGreaterThanOrEqual(1);
+    expect(h.sandbox.counts().byResource.emails.records).toBeGreaterThanOrEqual(1);
     const entry = (await h.ctx.store.transcript(runId)).find((e) => e.kind === 'operator');
     expect(entry).toMatchObject({ action: 'retry', by: 'ada', detail: 'from=budget_exceeded,steps=+2,tokens=+0,wall_ms=+0' });
     const after = await get(ada, `/console/runs/${runId}`);

@@ -70,8 +70,8 @@ describe('owner liveness', () => {
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'])).toBe('completed');
     const history = await ledger.history(runId, p.actionId);
     expect(history.map((x) => x.to)).toEqual(['planned', 'authorized', 'dispatched', 'confirmed']);
-    expect(h.sandbox.counts().byResource.refunds!.records).toBe(1);
-    expect(Object.values(h.sandbox.counts().byResource.refunds!.byKey)).toEqual([1]);
+    expect(h.sandbox.counts().byResource.refunds.records).toBe(1);
+    expect(Object.values(h.sandbox.counts().byResource.refunds.byKey)).toEqual([1]);
     expect(await duplicates()).toBe(dupBefore);
   });
 
@@ -94,7 +94,7 @@ describe('owner liveness', () => {
     const res = await compensating;
     expect(res.body).toMatchObject({ compensation: comp.actionId, compensationState: 'confirmed' });
     expect((await ledger.history(runId, comp.actionId)).map((x) => x.to)).toEqual(['planned', 'authorized', 'dispatched', 'confirmed']);
-    expect(h.sandbox.counts().byResource.emails!.byKey[comp.idempotencyKey]).toBe(1);
+    expect(h.sandbox.counts().byResource.emails.byKey[comp.idempotencyKey]).toBe(1);
     expect(await duplicates()).toBe(dupBefore);
   });
 });
@@ -115,8 +115,8 @@ describe('cancel wins', () => {
     expect(transcript.at(-1)).toMatchObject({ kind: 'status', step: 1, status: 'cancelled', reason: 'cancelled_by_operator: requested by operator' });
     const approvals = (await call<{ approvals: Pending[] }>(h.url, 'GET', '/v1/approvals')).body.approvals;
     expect(approvals.filter((a) => a.runId === runId)).toEqual([]);
-    expect(h.sandbox.counts().byResource.tickets!.records).toBe(1);
-    expect(h.sandbox.counts().byResource.refunds!.records).toBe(0);
+    expect(h.sandbox.counts().byResource.tickets.records).toBe(1);
+    expect(h.sandbox.counts().byResource.refunds.records).toBe(0);
   });
 
   it('a cancel wins over a budget stop the commit would have written', async () => {
@@ -155,7 +155,7 @@ describe('cancel wins', () => {
     expect(void2.body).toMatchObject({ error: 'run_finished', state: 'rejected', reason: 'run_cancelled' });
     expect((await ledger.get(runId2, p2.actionId))?.state).toBe('rejected');
     expect(await h.ctx.store.readState(runId2)).toMatchObject({ status: 'cancelled' });
-    expect(h.sandbox.counts().byResource.refunds!.records).toBe(0);
+    expect(h.sandbox.counts().byResource.refunds.records).toBe(0);
   });
 
   it('a cancel recorded between the runner\'s read and its move to dispatched: the move refuses, atomically', async () => {
@@ -186,7 +186,7 @@ describe('cancel wins', () => {
     const history = await ledger.history(runId, r.actionId);
     expect(history.map((x) => x.to)).toEqual(['planned', 'authorized', 'rejected']);
     expect(history.at(-1)?.evidence).toEqual({ cancel: 'cancelled_by_operator: requested by olga' });
-    expect(h.sandbox.counts().byResource.emails!.records).toBe(0);
+    expect(h.sandbox.counts().byResource.emails.records).toBe(0);
     expect(h.sandbox.counts().requests).toBe(0);
   });
 });
@@ -211,7 +211,7 @@ describe('approval expiry cannot race the park', () => {
     expect(r.outcome).toBe('expired');
     expect(await expireApprovals(h.ctx, p.expiresAt + 1)).toContain(p.actionId);
     expect(await h.ctx.store.readState(runId)).toMatchObject({ status: 'failed', reason: 'approval_expired' });
-    expect(h.sandbox.counts().byResource.refunds!.records).toBe(0);
+    expect(h.sandbox.counts().byResource.refunds.records).toBe(0);
   });
 
   it('an operator\'s decision whose resume was lost (the API died after the claim): the sweep resumes the run', async () => {
@@ -222,7 +222,7 @@ describe('approval expiry cannot race the park', () => {
     expect(await h.ctx.store.readState(runId)).toMatchObject({ status: 'waiting_approval' });
     await expireApprovals(h.ctx, Date.now() + h.cfg.RECONCILER_MIN_AGE_MS + 1);
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'], 15_000)).toBe('completed');
-    expect(h.sandbox.counts().byResource.refunds!.records).toBe(1);
+    expect(h.sandbox.counts().byResource.refunds.records).toBe(1);
     expect(await h.ctx.redis.zscore(h.ctx.keys.approvals(h.ctx.keys.shardOf(runId)), p.actionId)).toBeNull();
   });
 });
@@ -273,7 +273,7 @@ describe('approval expiry around the park (a sweep between the runner and the co
     expect(await h2.waitForStatus(runId, ['waiting_approval', 'failed', 'completed'])).toBe('failed');
     expect(await h2.ctx.store.readState(runId)).toMatchObject({ status: 'failed', reason: 'approval_expired' });
     expect((await h2.ctx.store.transcript(runId)).at(-1)).toMatchObject({ kind: 'status', status: 'failed', reason: 'approval_expired' });
-    expect(h2.sandbox.counts().byResource.refunds!.records).toBe(0);
+    expect(h2.sandbox.counts().byResource.refunds.records).toBe(0);
   });
 
   it('an approval requested by an earlier delivery and past its expiry, not yet swept, ends the run at the park', async () => {

@@ -36,7 +36,7 @@ async function parkedEmail(): Promise<{ runId: string; item: Item }> {
   return { runId, item: item! };
 }
 
-const emails = () => h.sandbox.counts().byResource.emails!;
+const emails = () => h.sandbox.counts().byResource.emails;
 
 describe('reconciliation queue', () => {
   it('not_sent: the resumed step dispatches once more with the same key', async () => {

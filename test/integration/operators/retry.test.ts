@@ -60,7 +60,7 @@ async function startWithBudget(script: Script, budget: { maxSteps?: number; maxW
 
 const retry = (runId: string, body: unknown = {}, token?: string) => call(h.url, 'POST', `/v1/runs/${runId}/retry`, body, token);
 const journalLength = (runId: string) => h.ctx.redis.llen(h.ctx.keys.run(runId).journal);
-const emails = () => h.sandbox.counts().byResource.emails!;
+const emails = () => h.sandbox.counts().byResource.emails;
 
 const ctl = async (...args: string[]) => {
   try {
@@ -99,7 +99,7 @@ describe('retry a stopped run', () => {
 
     // The email was answered from the ledger: one record, and the only new request was the ticket's.
     expect(emails().records).toBe(1);
-    expect(h.sandbox.counts().byResource.tickets!.records).toBe(1);
+    expect(h.sandbox.counts().byResource.tickets.records).toBe(1);
     expect(h.sandbox.counts().requests - requestsBefore).toBe(1);
     expect((await ledger.get(runId, emailAction!.actionId))?.attempts).toBe(1);
     const transcript = await h.ctx.store.transcript(runId);
@@ -155,7 +155,7 @@ describe('retry a stopped run', () => {
     // Steps 2, 3 and 4 each run under the extended limits (a step job that lost them would stop at once).
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'budget_exceeded', 'needs_human'])).toBe('completed');
     expect(emails().records).toBe(2);
-    expect(h.sandbox.counts().byResource.tickets!.records).toBe(1);
+    expect(h.sandbox.counts().byResource.tickets.records).toBe(1);
 
     const entry = (await h.ctx.store.transcript(runId)).find((e) => e.kind === 'operator');
     expect(entry).toMatchObject({ action: 'retry', by: 'operator', detail: 'from=budget_exceeded,steps=+5,tokens=+0,wall_ms=+600000' });

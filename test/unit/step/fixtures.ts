@@ -36,7 +36,7 @@ export const agent: Agent = defineAgent({
       dispatch: async () => ({ receipt: 'x', output: {}, replayed: false }),
     }),
   ],
-}) as Agent;
+});
 
 /** A model that answers from a queue of turns (or errors), recording every request. */
 export class QueuedModel implements ModelProvider {
