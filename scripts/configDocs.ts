@@ -48,7 +48,7 @@ function envForm(value: unknown): string {
   if (value === undefined) return 'unset';
   if (Array.isArray(value)) return value.length ? value.join(',') : 'empty';
   if (typeof value === 'object') return JSON.stringify(value);
-  return String(value);
+  return typeof value === 'string' ? value : JSON.stringify(value);
 }
 
 export function settings(): Setting[] {
