@@ -38,21 +38,26 @@ module.exports = {
     {
       name: 'engine-knows-no-agent',
       severity: 'error',
-      comment: 'The engine (core, runs, worker, ledger, store) is given agents and providers; it never imports agents, models, the producer, entry points or anything outside src/.',
+      comment:
+        'The engine (core, runs, worker, ledger, store) is given agents and providers; it never imports agents, models, the producer, entry points or anything outside src/.',
       from: { path: '^src/(core|budget|runs|worker|ledger|store|flow)/' },
-      to: { path: '^(src/(agents|models|producer|http|server|mcp)/|src/index\\.ts$|sandbox/|testkit/|test/|demo/|examples/|bench/)' },
+      to: {
+        path: '^(src/(agents|models|producer|http|server|mcp)/|src/index\\.ts$|sandbox/|testkit/|test/|demo/|examples/|bench/)',
+      },
     },
     {
       name: 'mcp-builds-on-core',
       severity: 'error',
-      comment: 'src/mcp turns MCP servers into tools: it uses what any agent author uses (src/core), nothing of the machinery.',
+      comment:
+        'src/mcp turns MCP servers into tools: it uses what any agent author uses (src/core), nothing of the machinery.',
       from: { path: '^src/mcp/' },
       to: { path: '^src/', pathNot: '^src/(core|mcp)/' },
     },
     {
       name: 'composition-root-is-a-leaf',
       severity: 'error',
-      comment: 'src/server builds the context, providers and fleet and starts the processes: nothing in src/ imports it but the package entry (createFleet).',
+      comment:
+        'src/server builds the context, providers and fleet and starts the processes: nothing in src/ imports it but the package entry (createFleet).',
       from: { path: '^src/', pathNot: '^src/(server/|index\\.ts$)' },
       to: { path: '^src/server/' },
     },
@@ -90,7 +95,11 @@ module.exports = {
     exclude: { path: '^(node_modules|dist)/' },
     tsPreCompilationDeps: true,
     tsConfig: { fileName: 'tsconfig.json' },
-    enhancedResolveOptions: { exportsFields: ['exports'], conditionNames: ['import', 'require', 'node', 'default', 'types'], extensions: ['.ts', '.js', '.mjs', '.cjs', '.json', '.d.ts'] },
+    enhancedResolveOptions: {
+      exportsFields: ['exports'],
+      conditionNames: ['import', 'require', 'node', 'default', 'types'],
+      extensions: ['.ts', '.js', '.mjs', '.cjs', '.json', '.d.ts'],
+    },
     reporterOptions: { text: { highlightFocused: true } },
   },
 };

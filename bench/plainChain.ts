@@ -25,10 +25,12 @@ export function plainQueue(redis: RedisClient, cfg: Config, name = PLAIN_QUEUE):
 
 /** Adds the first job of each chain (outside the measured window). */
 export async function seedChains(queue: Queue, chainIds: string[], steps: number): Promise<void> {
-  await Promise.all(chainIds.map((runId) => {
-    const data: PlainJobData = { v: 1, runId, step: 1, steps };
-    return queue.add(STEP_JOB_NAME, data, { ...stepJobOptions, jobId: plainJobId(runId, 1) });
-  }));
+  await Promise.all(
+    chainIds.map((runId) => {
+      const data: PlainJobData = { v: 1, runId, step: 1, steps };
+      return queue.add(STEP_JOB_NAME, data, { ...stepJobOptions, jobId: plainJobId(runId, 1) });
+    }),
+  );
 }
 
 export function plainWorker(redis: RedisClient, cfg: Config, queue: Queue): Worker {

@@ -23,7 +23,9 @@ try {
   const pool = await env.spawnPool(1);
   for (let r = 0; r < rounds; r++) {
     const res = await runRound(env, pool, { kind, chains: 50, steps: 40, tag: `prof${r}` });
-    console.log(`${kind} round ${r}: ${Math.round(res.stepsPerSec)} steps/s, worker CPU ${res.nodeCpuUsPerStep.toFixed(0)} µs/step`);
+    console.log(
+      `${kind} round ${r}: ${Math.round(res.stepsPerSec)} steps/s, worker CPU ${res.nodeCpuUsPerStep.toFixed(0)} µs/step`,
+    );
   }
   await pool.kill();
 } finally {

@@ -23,14 +23,21 @@ function parseArgs(argv: string[]): BenchOptions & { only?: string[] } {
   let roundsSet = false;
   for (const a of argv) {
     if (a === '--quick') opts.quick = true;
-    else if (a.startsWith('--only=')) opts.only = a.slice('--only='.length).split(',').map((s) => s.trim().toLowerCase()).filter(Boolean);
+    else if (a.startsWith('--only='))
+      opts.only = a
+        .slice('--only='.length)
+        .split(',')
+        .map((s) => s.trim().toLowerCase())
+        .filter(Boolean);
     else if (a.startsWith('--rounds=')) {
       opts.rounds = Math.max(1, Number(a.slice('--rounds='.length)) | 0);
       roundsSet = true;
     } else if (a === '--cpu-prof' || a.startsWith('--cpu-prof=')) {
       opts.cpuProfDir = a.includes('=') ? a.slice('--cpu-prof='.length) : join(tmpdir(), `bench-cpuprof-${Date.now()}`);
     } else if (a === '--help' || a === '-h') {
-      console.log(`usage: npm run bench -- [--quick] [--only=${sections.map((s) => s.name).join(',')}] [--rounds=N] [--cpu-prof[=dir]]`);
+      console.log(
+        `usage: npm run bench -- [--quick] [--only=${sections.map((s) => s.name).join(',')}] [--rounds=N] [--cpu-prof[=dir]]`,
+      );
       process.exit(0);
     } else {
       console.error(`unknown argument: ${a}`);
@@ -74,9 +81,11 @@ for (const sig of ['SIGINT', 'SIGTERM'] as const) {
 try {
   env = await createBenchEnv(opts);
   const version = ((await env.admin.info('server')).match(/redis_version:(\S+)/) ?? [])[1];
-  console.log(`bench: ${opts.quick ? 'quick' : 'full'}, rounds ${opts.rounds}, sections ${selected.map((s) => s.name).join(', ')}; ` +
-    `redis ${version} (embedded, ${env.redis.url}, AOF everysec), node ${process.version}, ${cpus().length} cpus` +
-    (opts.cpuProfDir ? `; worker CPU profiles -> ${opts.cpuProfDir}` : ''));
+  console.log(
+    `bench: ${opts.quick ? 'quick' : 'full'}, rounds ${opts.rounds}, sections ${selected.map((s) => s.name).join(', ')}; ` +
+      `redis ${version} (embedded, ${env.redis.url}, AOF everysec), node ${process.version}, ${cpus().length} cpus` +
+      (opts.cpuProfDir ? `; worker CPU profiles -> ${opts.cpuProfDir}` : ''),
+  );
   for (const section of selected) {
     if (interrupted) break;
     const s0 = performance.now();
@@ -110,15 +119,27 @@ const out = {
   ...(opts.cpuProfDir ? { cpuProfDir: opts.cpuProfDir } : {}),
   targets: summary,
   ...(fatal ? { error: fatal } : {}),
-  sections: Object.fromEntries(results.map((r) => [r.name, {
-    title: r.title,
-    durationMs: r.durationMs,
-    ...(r.error ? { error: r.error } : {}),
-    metrics: Object.fromEntries(r.metrics.map((m) => [m.key, {
-      value: m.value, unit: m.unit, ...(m.target ? { target: m.target, met: m.met } : {}),
-    }])),
-    ...(r.details ? { details: r.details } : {}),
-  }])),
+  sections: Object.fromEntries(
+    results.map((r) => [
+      r.name,
+      {
+        title: r.title,
+        durationMs: r.durationMs,
+        ...(r.error ? { error: r.error } : {}),
+        metrics: Object.fromEntries(
+          r.metrics.map((m) => [
+            m.key,
+            {
+              value: m.value,
+              unit: m.unit,
+              ...(m.target ? { target: m.target, met: m.met } : {}),
+            },
+          ]),
+        ),
+        ...(r.details ? { details: r.details } : {}),
+      },
+    ]),
+  ),
 };
 const code = fatal || results.some((r) => r.error) ? 1 : 0;
 process.stdout.write(`${JSON.stringify(out)}\n`, () => process.exit(code));

@@ -66,19 +66,37 @@ async function prepare(spec: PrepareSpec): Promise<void> {
     const w = plainWorker(plainRedis, cfg, q);
     workers = [w];
     close = () => w.close();
-    start = () => void w.run().catch((err: Error) => console.error(`[bench-worker ${process.pid}] plain worker: ${err.message}`));
+    start = () =>
+      void w.run().catch((err: Error) => console.error(`[bench-worker ${process.pid}] plain worker: ${err.message}`));
   } else {
     const fleet = new FleetWorker(ctx, { effects: createEffectRunner(ctx) });
     workers = fleet.workers;
     close = () => fleet.stop();
-    start = () => void fleet.start().catch((err: Error) => console.error(`[bench-worker ${process.pid}] fleet: ${err.message}`));
+    start = () =>
+      void fleet.start().catch((err: Error) => console.error(`[bench-worker ${process.pid}] fleet: ${err.message}`));
   }
   await Promise.all(workers.map((w) => w.waitUntilReady()));
   const r: Round = {
-    spec, workers, close, start, started: new Map(), sent0: 0, counts0: {}, reported: 0,
+    spec,
+    workers,
+    close,
+    start,
+    started: new Map(),
+    sent0: 0,
+    counts0: {},
+    reported: 0,
     stats: {
-      pid: process.pid, completed: 0, failed: 0, failures: [], goAt: 0, firstActiveAt: 0, lastAt: 0, cpuUs: 0,
-      commandsSent: 0, byCommand: {}, ...(spec.recordLatency ? { latencies: [], completedAt: [] } : {}),
+      pid: process.pid,
+      completed: 0,
+      failed: 0,
+      failures: [],
+      goAt: 0,
+      firstActiveAt: 0,
+      lastAt: 0,
+      cpuUs: 0,
+      commandsSent: 0,
+      byCommand: {},
+      ...(spec.recordLatency ? { latencies: [], completedAt: [] } : {}),
     },
   };
   for (const w of workers) {

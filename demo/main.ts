@@ -30,12 +30,24 @@ import { scriptSchema, type Script } from '../src/models/scriptedTurns.js';
 
 const DEMO_MODELS = ['scripted', 'openai-local', 'anthropic-local'] as const;
 type DemoModel = (typeof DEMO_MODELS)[number];
-const demoModelArg = process.argv.find((a) => a.startsWith('--model='))?.slice('--model='.length) ?? process.env.DEMO_MODEL ?? 'scripted';
+const demoModelArg =
+  process.argv.find((a) => a.startsWith('--model='))?.slice('--model='.length) ?? process.env.DEMO_MODEL ?? 'scripted';
 
 /** The deployment settings that point the workers at a local model server (a real provider over HTTP). */
 function localModelEnv(model: DemoModel, server: ModelServer | undefined): Record<string, string> {
-  if (model === 'openai-local') return { MODEL_PROVIDER: 'openai-compatible', OPENAI_COMPATIBLE_BASE_URL: `${server!.url}/v1`, OPENAI_COMPATIBLE_MODEL: 'demo-local-llama' };
-  if (model === 'anthropic-local') return { MODEL_PROVIDER: 'anthropic', ANTHROPIC_BASE_URL: `${server!.url}/v1`, ANTHROPIC_API_KEY: 'demo-local-key', ANTHROPIC_MODEL: 'demo-local-claude' };
+  if (model === 'openai-local')
+    return {
+      MODEL_PROVIDER: 'openai-compatible',
+      OPENAI_COMPATIBLE_BASE_URL: `${server!.url}/v1`,
+      OPENAI_COMPATIBLE_MODEL: 'demo-local-llama',
+    };
+  if (model === 'anthropic-local')
+    return {
+      MODEL_PROVIDER: 'anthropic',
+      ANTHROPIC_BASE_URL: `${server!.url}/v1`,
+      ANTHROPIC_API_KEY: 'demo-local-key',
+      ANTHROPIC_MODEL: 'demo-local-claude',
+    };
   return {};
 }
 
@@ -43,44 +55,54 @@ function localModelEnv(model: DemoModel, server: ModelServer | undefined): Recor
 // unset one is the default when free, else any free port, so two demos run side by side.
 let embedded: EmbeddedRedis | undefined;
 let modelServer: ModelServer | undefined;
-const { env, redisUrl, cfg, ctx, sandbox, server, apiPort, workerPorts, demoModel } = await boot('demo', async () => {
-  if (!(DEMO_MODELS as readonly string[]).includes(demoModelArg)) throw new Error(`--model (DEMO_MODEL) must be one of ${DEMO_MODELS.join(', ')}, not '${demoModelArg}'`);
-  const demoModel = demoModelArg as DemoModel;
-  const base = loadConfig();
-  let redisUrl = base.REDIS_URL;
-  if (!redisUrl && base.REDIS_CLUSTER_NODES.length === 0) {
-    embedded = await startEmbeddedRedis();
-    redisUrl = embedded.url;
-  }
-  const sandbox = await startSandbox({ port: 0 });
-  if (demoModel === 'openai-local') modelServer = await startOpenAIServer();
-  if (demoModel === 'anthropic-local') modelServer = await startAnthropicServer();
-  const env = {
-    ...process.env, ...(redisUrl ? { REDIS_URL: redisUrl } : {}), SANDBOX_URL: sandbox.url, LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
-    ...localModelEnv(demoModel, modelServer),
-  };
-  // The API's credentials: random ones for this demo (DEV_AUTH=generate), printed below; the workers need none.
-  const cfg = loadConfig({ ...env, DEV_AUTH: process.env.DEV_AUTH ?? 'generate' });
-  const ctx = await createContext(cfg, 'demo', { log: createLogger('demo', cfg.LOG_LEVEL) });
-  const server = createServer(createFullApi(ctx, () => true));
-  const apiPort = await listen(server, cfg.PORT, cfg.HOST, 'PORT').catch((err: unknown) => {
-    if (err instanceof PortInUseError && !process.env.PORT) return listen(server, 0, cfg.HOST, 'PORT');
-    throw err;
-  });
-  const workerPorts = process.env.WORKER_METRICS_PORT
-    ? [cfg.WORKER_METRICS_PORT, cfg.WORKER_METRICS_PORT + 1]
-    : await Promise.all([0, 1].map(() => freePort()));
-  return { env, redisUrl, cfg, ctx, sandbox, server: server, apiPort, workerPorts, demoModel };
-}, async () => {
-  await modelServer?.close();
-  await embedded?.stop();
-});
+const { env, redisUrl, cfg, ctx, sandbox, server, apiPort, workerPorts, demoModel } = await boot(
+  'demo',
+  async () => {
+    if (!(DEMO_MODELS as readonly string[]).includes(demoModelArg))
+      throw new Error(`--model (DEMO_MODEL) must be one of ${DEMO_MODELS.join(', ')}, not '${demoModelArg}'`);
+    const demoModel = demoModelArg as DemoModel;
+    const base = loadConfig();
+    let redisUrl = base.REDIS_URL;
+    if (!redisUrl && base.REDIS_CLUSTER_NODES.length === 0) {
+      embedded = await startEmbeddedRedis();
+      redisUrl = embedded.url;
+    }
+    const sandbox = await startSandbox({ port: 0 });
+    if (demoModel === 'openai-local') modelServer = await startOpenAIServer();
+    if (demoModel === 'anthropic-local') modelServer = await startAnthropicServer();
+    const env = {
+      ...process.env,
+      ...(redisUrl ? { REDIS_URL: redisUrl } : {}),
+      SANDBOX_URL: sandbox.url,
+      LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
+      ...localModelEnv(demoModel, modelServer),
+    };
+    // The API's credentials: random ones for this demo (DEV_AUTH=generate), printed below; the workers need none.
+    const cfg = loadConfig({ ...env, DEV_AUTH: process.env.DEV_AUTH ?? 'generate' });
+    const ctx = await createContext(cfg, 'demo', { log: createLogger('demo', cfg.LOG_LEVEL) });
+    const server = createServer(createFullApi(ctx, () => true));
+    const apiPort = await listen(server, cfg.PORT, cfg.HOST, 'PORT').catch((err: unknown) => {
+      if (err instanceof PortInUseError && !process.env.PORT) return listen(server, 0, cfg.HOST, 'PORT');
+      throw err;
+    });
+    const workerPorts = process.env.WORKER_METRICS_PORT
+      ? [cfg.WORKER_METRICS_PORT, cfg.WORKER_METRICS_PORT + 1]
+      : await Promise.all([0, 1].map(() => freePort()));
+    return { env, redisUrl, cfg, ctx, sandbox, server: server, apiPort, workerPorts, demoModel };
+  },
+  async () => {
+    await modelServer?.close();
+    await embedded?.stop();
+  },
+);
 const apiUrl = `http://${cfg.HOST}:${apiPort}`;
 const reconciler = new Reconciler(ctx, 'reconciler:demo');
 reconciler.start();
 
 let stopping = false;
-const workers: ChildProcess[] = workerPorts.map((port) => spawnModule('src/server/worker', { ...env, WORKER_METRICS_PORT: String(port) }));
+const workers: ChildProcess[] = workerPorts.map((port) =>
+  spawnModule('src/server/worker', { ...env, WORKER_METRICS_PORT: String(port) }),
+);
 // A worker that cannot start (its port taken, say) has printed why: the demo stops with it.
 for (const w of workers) {
   w.once('exit', (code) => {
@@ -106,15 +128,31 @@ Ctrl-C stops everything.
 `);
 
 const tickets = [
-  { id: 'DEMO-1', subject: 'My order arrived broken', body: 'The mug was shattered.', customer: { email: 'ada@example.com', name: 'Ada' } },
-  { id: 'DEMO-2', subject: 'Where is my refund?', body: 'I returned the lamp two weeks ago.', customer: { email: 'grace@example.com', name: 'Grace' } },
-  { id: 'DEMO-3', subject: 'Cannot log in', body: 'Password reset email never arrives.', customer: { email: 'linus@example.com', name: 'Linus' } },
+  {
+    id: 'DEMO-1',
+    subject: 'My order arrived broken',
+    body: 'The mug was shattered.',
+    customer: { email: 'ada@example.com', name: 'Ada' },
+  },
+  {
+    id: 'DEMO-2',
+    subject: 'Where is my refund?',
+    body: 'I returned the lamp two weeks ago.',
+    customer: { email: 'grace@example.com', name: 'Grace' },
+  },
+  {
+    id: 'DEMO-3',
+    subject: 'Cannot log in',
+    body: 'Password reset email never arrives.',
+    customer: { email: 'linus@example.com', name: 'Linus' },
+  },
 ];
 // A local model server plays the support agent's demo script, each run's turns matched by its prompt.
 if (modelServer) {
   const support = ctx.agents.get('support');
   const scripts = new Map<string, Script>();
-  for (const t of tickets) if (support?.demoScript) scripts.set(support.prompt(t), scriptSchema.parse(support.demoScript(t)));
+  for (const t of tickets)
+    if (support?.demoScript) scripts.set(support.prompt(t), scriptSchema.parse(support.demoScript(t)));
   modelServer.respond = scriptResponder(scripts);
 }
 // One ticket's email send loses its response after committing: watch it get reconciled, not resent.
@@ -124,7 +162,10 @@ const runIds: string[] = [];
 for (const ticket of tickets) {
   const res = await fetch(`${apiUrl}/v1/runs`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', ...(cfg.PRODUCER_TOKEN ? { authorization: `Bearer ${cfg.PRODUCER_TOKEN}` } : {}) },
+    headers: {
+      'content-type': 'application/json',
+      ...(cfg.PRODUCER_TOKEN ? { authorization: `Bearer ${cfg.PRODUCER_TOKEN}` } : {}),
+    },
     body: JSON.stringify({ tenant: 'demo', ticket }),
   });
   const body = (await res.json()) as { runId: string };
@@ -145,17 +186,25 @@ const poll = setInterval(async () => {
       console.log(`${new Date().toISOString().slice(11, 23)} ${runId} ${line}`);
     }
   }
-  if ([...last.values()].length === runIds.length && [...last.values()].every((l) => /^(completed|failed|budget_exceeded|needs_human|cancelled)/.test(l)) && !reported) {
+  if (
+    [...last.values()].length === runIds.length &&
+    [...last.values()].every((l) => /^(completed|failed|budget_exceeded|needs_human|cancelled)/.test(l)) &&
+    !reported
+  ) {
     reported = true;
     const c = sandbox.counts();
     for (const runId of runIds) {
       for (const a of await ledger.listForRun(runId)) {
         if (!a.history.some((h) => h.to === 'outcome_unknown')) continue;
-        const path = [a.history[0]?.from ?? 'new', ...a.history.map((h) => h.to)].filter((x) => x !== 'new').join(' -> ');
+        const path = [a.history[0]?.from ?? 'new', ...a.history.map((h) => h.to)]
+          .filter((x) => x !== 'new')
+          .join(' -> ');
         console.log(`reconciled, not resent: ${runId} ${a.tool} ${path} (${a.history[a.history.length - 1]?.why})`);
       }
     }
-    console.log(`all runs settled. sandbox effects: tickets=${c.byResource.tickets?.records} emails=${c.byResource.emails?.records} duplicates=${c.duplicates}.${modelServer ? ` model server: ${modelServer.requests.length} requests, models ${[...new Set(modelServer.requests.map((r) => String(r.body.model)))].join(',')}.` : ''} Still serving; Ctrl-C to stop.`);
+    console.log(
+      `all runs settled. sandbox effects: tickets=${c.byResource.tickets?.records} emails=${c.byResource.emails?.records} duplicates=${c.duplicates}.${modelServer ? ` model server: ${modelServer.requests.length} requests, models ${[...new Set(modelServer.requests.map((r) => String(r.body.model)))].join(',')}.` : ''} Still serving; Ctrl-C to stop.`,
+    );
   }
 }, 300);
 let reported = false;

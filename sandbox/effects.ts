@@ -59,7 +59,12 @@ export function send(res: ServerResponse, a: Answer): void {
   sendJson(res, a.status, a.body, a.headers);
 }
 
-export async function createEffect<I>(ctx: SandboxContext, req: IncomingMessage, res: ServerResponse, d: Dialect<I>): Promise<void> {
+export async function createEffect<I>(
+  ctx: SandboxContext,
+  req: IncomingMessage,
+  res: ServerResponse,
+  d: Dialect<I>,
+): Promise<void> {
   const store = ctx.store;
   const { faults } = ctx;
   let raw: Buffer;
@@ -71,13 +76,16 @@ export async function createEffect<I>(ctx: SandboxContext, req: IncomingMessage,
   }
   const denied = d.authorize(req);
   if (denied) return send(res, denied);
-  if (applyGate(faults, d.resource, res, { rateLimited: d.errors.rateLimited(), unavailable: d.errors.unavailable() })) return;
+  if (applyGate(faults, d.resource, res, { rateLimited: d.errors.rateLimited(), unavailable: d.errors.unavailable() }))
+    return;
   const parsed = d.parse(raw, req);
   if ('status' in parsed) return send(res, parsed);
   const key = header(req, 'idempotency-key');
   if (key !== null && key.length > d.maxKeyLength) return send(res, d.errors.keyTooLong(d.maxKeyLength));
-  if (key !== null && faults.fire(d.resource, ['conflict_in_progress']) !== undefined) return send(res, d.errors.inProgress(key));
-  if (key !== null && store.knows(d.resource, key) && faults.fire(d.resource, ['no_lookup']) !== undefined) return send(res, d.errors.internal());
+  if (key !== null && faults.fire(d.resource, ['conflict_in_progress']) !== undefined)
+    return send(res, d.errors.inProgress(key));
+  if (key !== null && store.knows(d.resource, key) && faults.fire(d.resource, ['no_lookup']) !== undefined)
+    return send(res, d.errors.internal());
 
   const admission = key === null ? ({ kind: 'new' } as const) : store.admit(d.resource, key, parsed.canon);
   // ignore_keys is only drawn for a key the service already knows: that is where it changes the outcome.
@@ -94,7 +102,13 @@ export async function createEffect<I>(ctx: SandboxContext, req: IncomingMessage,
     if (slow !== undefined) await ctx.delays.sleep(slow.ms ?? DEFAULT_SLOW_COMMIT_MS);
     const now = store.now();
     const made = d.create(parsed.input, store.nextSeq(d.resource), now);
-    const record: SandboxRecord = { id: made.id, kind: d.resource, idempotencyKey: key, createdAtMs: now, resource: made.resource };
+    const record: SandboxRecord = {
+      id: made.id,
+      kind: d.resource,
+      idempotencyKey: key,
+      createdAtMs: now,
+      resource: made.resource,
+    };
     store.commit(record, made.answer, admission.kind === 'new');
     committed = true;
 
@@ -102,7 +116,8 @@ export async function createEffect<I>(ctx: SandboxContext, req: IncomingMessage,
     if (res.destroyed) return; // the client timed out during a slow commit; the effect stands
     if (after?.kind === 'lost_response_after_commit') return void res.destroy();
     if (after?.kind === 'error_after_commit') return send(res, d.errors.internal());
-    if (after?.kind === 'malformed_response') return sendRaw(res, made.answer.status, truncated(JSON.stringify(made.answer.body)));
+    if (after?.kind === 'malformed_response')
+      return sendRaw(res, made.answer.status, truncated(JSON.stringify(made.answer.body)));
     send(res, { ...made.answer, ...(d.firstHeaders ? { headers: d.firstHeaders } : {}) });
   } finally {
     // A request that ends before its commit saves nothing for its key (the vendors do the same).

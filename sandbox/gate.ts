@@ -17,13 +17,18 @@ interface Shaped {
 
 /** true when a gate fault fired and the request has been answered (or its socket destroyed). */
 export function applyGate(
-  faults: FaultPlan, resource: string, res: ServerResponse, shapes?: { rateLimited: Shaped; unavailable: Shaped },
+  faults: FaultPlan,
+  resource: string,
+  res: ServerResponse,
+  shapes?: { rateLimited: Shaped; unavailable: Shaped },
 ): boolean {
   const rule = faults.fire(resource, GATE_KINDS);
   if (rule === undefined) return false;
   switch (rule.kind) {
     case 'rate_limit':
-      sendJson(res, 429, shapes?.rateLimited.body ?? { error: 'rate_limited' }, { 'retry-after': String(Math.ceil(rule.retryAfterS ?? 0)) });
+      sendJson(res, 429, shapes?.rateLimited.body ?? { error: 'rate_limited' }, {
+        'retry-after': String(Math.ceil(rule.retryAfterS ?? 0)),
+      });
       break;
     case 'unavailable':
       sendJson(

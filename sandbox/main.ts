@@ -19,12 +19,22 @@ const log = pino({ name: 'sandbox' });
 
 const parsed = envSchema.safeParse(process.env);
 if (!parsed.success) {
-  failBoot('sandbox', { code: 'config_invalid', message: `invalid configuration: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}` });
+  failBoot('sandbox', {
+    code: 'config_invalid',
+    message: `invalid configuration: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`,
+  });
 }
 const config = Object.freeze(parsed.data);
 
-const sandbox = await startSandbox({ port: config.SANDBOX_PORT, host: config.SANDBOX_HOST, seed: config.SANDBOX_SEED }).catch((err: NodeJS.ErrnoException) =>
-  failBoot('sandbox', err.code === 'EADDRINUSE' ? new PortInUseError(config.SANDBOX_PORT, 'SANDBOX_PORT', { cause: err }) : err),
+const sandbox = await startSandbox({
+  port: config.SANDBOX_PORT,
+  host: config.SANDBOX_HOST,
+  seed: config.SANDBOX_SEED,
+}).catch((err: NodeJS.ErrnoException) =>
+  failBoot(
+    'sandbox',
+    err.code === 'EADDRINUSE' ? new PortInUseError(config.SANDBOX_PORT, 'SANDBOX_PORT', { cause: err }) : err,
+  ),
 );
 log.info({ url: sandbox.url, seed: config.SANDBOX_SEED }, 'sandbox_listening');
 

@@ -11,7 +11,13 @@
  * A reset replaces the whole Store; a request still holding the old one
  * commits into it and the effect is invisible afterwards, as intended.
  */
-import { DEFAULT_KEY_WINDOW_MS, EFFECT_RESOURCES, type EffectResource, type SandboxCounts, type SandboxRecord } from './types.js';
+import {
+  DEFAULT_KEY_WINDOW_MS,
+  EFFECT_RESOURCES,
+  type EffectResource,
+  type SandboxCounts,
+  type SandboxRecord,
+} from './types.js';
 
 /** A vendor answer kept for replays: status, body, and the headers worth replaying. */
 export interface StoredAnswer {

@@ -10,23 +10,67 @@
  * See README "Public API" and examples/lead-qualifier.
  */
 export {
-  defineAgent, defineReadTool, defineWriteTool, defaultInputTokens, isAgent, AgentCatalog,
-  type Agent, type AgentDefinition, type ReadToolDefinition, type WriteToolDefinition, type ReconcileStrategy,
-  type CompensableAction, type CompensationCall, type PreviousRun, defaultFollowUp,
+  defineAgent,
+  defineReadTool,
+  defineWriteTool,
+  defaultInputTokens,
+  isAgent,
+  AgentCatalog,
+  type Agent,
+  type AgentDefinition,
+  type ReadToolDefinition,
+  type WriteToolDefinition,
+  type ReconcileStrategy,
+  type CompensableAction,
+  type CompensationCall,
+  type PreviousRun,
+  defaultFollowUp,
 } from './core/agent.js';
 export { ToolRegistry } from './core/toolRegistry.js';
 export type {
-  ReadTool, WriteTool, Tool, ToolContext, DispatchReceipt, DispatchRequest, LookupRequest, LookupResult, ReconcileMethod, ServiceCapabilities, EffectClass,
+  ReadTool,
+  WriteTool,
+  Tool,
+  ToolContext,
+  DispatchReceipt,
+  DispatchRequest,
+  LookupRequest,
+  LookupResult,
+  ReconcileMethod,
+  ServiceCapabilities,
+  EffectClass,
 } from './core/tool.js';
-export type { AgentModelChoice, ModelChoice, ModelOptions, ModelProvider, ModelRequest, ModelTurn, ToolSpec } from './core/model.js';
+export type {
+  AgentModelChoice,
+  ModelChoice,
+  ModelOptions,
+  ModelProvider,
+  ModelRequest,
+  ModelTurn,
+  ToolSpec,
+} from './core/model.js';
 export type { ToolCall, Usage } from './core/journal.js';
 export {
-  AgentError, TerminalError, RetryableError, KeyConflictError, isAgentError, isRetryable, isOutcomeUnknown, isKeyConflict, hasErrorCode,
+  AgentError,
+  TerminalError,
+  RetryableError,
+  KeyConflictError,
+  isAgentError,
+  isRetryable,
+  isOutcomeUnknown,
+  isKeyConflict,
+  hasErrorCode,
   type ErrorCode,
 } from './core/errors.js';
 export {
-  connectMcpServer, MCP_META, type McpTransport, type McpToolsOptions, type McpWriteDeclaration, type McpServerConnection,
-  type McpCallResult, type McpCaller,
+  connectMcpServer,
+  MCP_META,
+  type McpTransport,
+  type McpToolsOptions,
+  type McpWriteDeclaration,
+  type McpServerConnection,
+  type McpCallResult,
+  type McpCaller,
 } from './mcp/mcpTools.js';
 export { httpJson, OutcomeUnknownError, type HttpResult, type ServiceOptions } from './core/httpJson.js';
 export { defineAgentsModule } from './config/agentsModule.js';

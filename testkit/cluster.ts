@@ -21,37 +21,76 @@ export async function startLocalCluster(masters = 3): Promise<LocalCluster> {
     const port = await freePort();
     ports.push(port);
     procs.push(
-      spawn('redis-server', [
-        '--port', String(port), '--bind', '127.0.0.1', '--cluster-enabled', 'yes',
-        '--cluster-config-file', join(dir, `nodes-${port}.conf`), '--dir', dir, '--save', '',
-        '--appendonly', 'yes', '--appendfilename', `aof-${port}.aof`, '--appenddirname', `aof-${port}`,
-        '--maxmemory-policy', 'noeviction', '--logfile', join(dir, `redis-${port}.log`),
-      ], { stdio: 'ignore' }),
+      spawn(
+        'redis-server',
+        [
+          '--port',
+          String(port),
+          '--bind',
+          '127.0.0.1',
+          '--cluster-enabled',
+          'yes',
+          '--cluster-config-file',
+          join(dir, `nodes-${port}.conf`),
+          '--dir',
+          dir,
+          '--save',
+          '',
+          '--appendonly',
+          'yes',
+          '--appendfilename',
+          `aof-${port}.aof`,
+          '--appenddirname',
+          `aof-${port}`,
+          '--maxmemory-policy',
+          'noeviction',
+          '--logfile',
+          join(dir, `redis-${port}.log`),
+        ],
+        { stdio: 'ignore' },
+      ),
     );
   }
   const nodes = ports.map((p) => `127.0.0.1:${p}`);
   for (const p of ports) {
     const deadline = Date.now() + 10_000;
-    while (spawnSync('redis-cli', ['-p', String(p), 'ping']).stdout?.toString().trim() !== 'PONG') {
+    while (
+      spawnSync('redis-cli', ['-p', String(p), 'ping'])
+        .stdout?.toString()
+        .trim() !== 'PONG'
+    ) {
       if (Date.now() > deadline) throw new Error(`cluster node ${p} did not start`);
       await new Promise((r) => setTimeout(r, 50));
     }
   }
-  const create = spawnSync('redis-cli', ['--cluster', 'create', ...nodes, '--cluster-replicas', '0', '--cluster-yes'], { encoding: 'utf8' });
+  const create = spawnSync('redis-cli', ['--cluster', 'create', ...nodes, '--cluster-replicas', '0', '--cluster-yes'], {
+    encoding: 'utf8',
+  });
   if (create.status !== 0) throw new Error(`redis-cli --cluster create failed: ${create.stdout}${create.stderr}`);
   const deadline = Date.now() + 20_000;
-  while (!ports.every((p) => spawnSync('redis-cli', ['-p', String(p), 'cluster', 'info'], { encoding: 'utf8' }).stdout.includes('cluster_state:ok'))) {
+  while (
+    !ports.every((p) =>
+      spawnSync('redis-cli', ['-p', String(p), 'cluster', 'info'], { encoding: 'utf8' }).stdout.includes(
+        'cluster_state:ok',
+      ),
+    )
+  ) {
     if (Date.now() > deadline) throw new Error('cluster did not reach cluster_state:ok');
     await new Promise((r) => setTimeout(r, 100));
   }
   return {
     nodes,
     async stop() {
-      await Promise.all(procs.map((p) => new Promise<void>((resolve) => {
-        if (p.exitCode !== null) return resolve();
-        p.once('exit', () => resolve());
-        p.kill('SIGKILL');
-      })));
+      await Promise.all(
+        procs.map(
+          (p) =>
+            new Promise<void>((resolve) => {
+              if (p.exitCode !== null) return resolve();
+              p.once('exit', () => resolve());
+              p.kill('SIGKILL');
+            }),
+        ),
+      );
       rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -39,7 +39,13 @@ import { spawnWorker } from './processes.js';
  * call returned (its outcome not yet recorded), the outcome recorded, before and after the commit.
  */
 export const STEP_CRASH_POINTS = [
-  'after_decision', 'after_reservation', 'after_dispatched', 'after_call', 'after_outcome', 'before_commit', 'after_commit',
+  'after_decision',
+  'after_reservation',
+  'after_dispatched',
+  'after_call',
+  'after_outcome',
+  'before_commit',
+  'after_commit',
 ] as const satisfies readonly CrashPointName[];
 
 export interface CrashTestService {
@@ -99,7 +105,10 @@ export interface CrashReport {
 const SETTLED = ['completed', 'failed', 'needs_human', 'budget_exceeded', 'cancelled'];
 const PASSING: readonly CrashVerdict[] = ['exactly_once', 'with_a_person'];
 
-interface Target { step: number; tools: string[] }
+interface Target {
+  step: number;
+  tools: string[];
+}
 
 /** The steps of the script that call write tools of the agent. */
 function writeSteps(catalog: AgentCatalog, agentName: string, script: ReturnType<typeof scriptSchema.parse>): Target[] {
@@ -130,19 +139,31 @@ function verdictOf(status: string, effects: number, reached: boolean): CrashVerd
 
 /** Runs one case: its own prefix, a worker process killed at the point, an in-process worker that recovers the run. */
 async function runCase(
-  base: Record<string, string>, catalog: AgentCatalog, agent: string, opts: CrashTestOptions,
-  script: ReturnType<typeof scriptSchema.parse>, target: Target, point: CrashPointName,
+  base: Record<string, string>,
+  catalog: AgentCatalog,
+  agent: string,
+  opts: CrashTestOptions,
+  script: ReturnType<typeof scriptSchema.parse>,
+  target: Target,
+  point: CrashPointName,
 ): Promise<CrashCase[]> {
   const prefix = uniquePrefix(`ct${point}`);
   const env = { ...base, KEY_PREFIX: prefix, BULL_PREFIX: `${prefix}b` };
   const cfg: Config = loadConfig(env);
-  const ctx = await createContext(cfg, 'crash-test', { agents: catalog, log: createLogger('crash-test', cfg.LOG_LEVEL), metrics: newMetrics() });
+  const ctx = await createContext(cfg, 'crash-test', {
+    agents: catalog,
+    log: createLogger('crash-test', cfg.LOG_LEVEL),
+    metrics: newMetrics(),
+  });
   try {
     const tenant = `ct-${point}-${target.step}`.replace(/_/g, '-');
     const spec = buildSpec(ctx, { tenant, agent, input: opts.input, model: 'scripted', script }, Date.now());
     await ctx.store.create(spec, Date.now());
     const victim = await spawnWorker({ ...env, CRASH_POINTS: `${point}@${target.step}` }, 120_000);
-    const outcome = await Promise.race([victim.exited.then(() => 'killed' as const), settled(ctx, spec.runId, 60_000).then(() => 'settled' as const)]);
+    const outcome = await Promise.race([
+      victim.exited.then(() => 'killed' as const),
+      settled(ctx, spec.runId, 60_000).then(() => 'settled' as const),
+    ]);
     if (outcome === 'settled') victim.child.kill('SIGKILL');
     const exit = await victim.exited;
     const reached = outcome === 'killed' && exit.signal === 'SIGKILL';
@@ -155,7 +176,9 @@ async function runCase(
     }
     const reason = (await ctx.redis.hget(ctx.keys.run(spec.runId).run, 'reason')) ?? undefined;
     const counted = await opts.service.effects();
-    const actions = (await new Ledger(ctx.redis, ctx.keys).listForRun(spec.runId)).filter((a) => a.step === target.step);
+    const actions = (await new Ledger(ctx.redis, ctx.keys).listForRun(spec.runId)).filter(
+      (a) => a.step === target.step,
+    );
     const seen = new Map<string, number>();
     return target.tools.map((tool): CrashCase => {
       // The n-th call of a tool in the step is its n-th action there.
@@ -164,8 +187,15 @@ async function runCase(
       const action = actions.filter((a) => a.tool === tool)[n];
       const effects = action ? (counted[action.idempotencyKey] ?? counted[action.actionId] ?? 0) : 0;
       return {
-        tool, point, step: target.step, runId: spec.runId, status, reason, effects,
-        actionState: action?.state, evidence: action?.history.at(-1)?.evidence,
+        tool,
+        point,
+        step: target.step,
+        runId: spec.runId,
+        status,
+        reason,
+        effects,
+        actionState: action?.state,
+        evidence: action?.history.at(-1)?.evidence,
         verdict: verdictOf(status, effects, reached),
       };
     });
@@ -197,7 +227,8 @@ function reportOf(cases: CrashCase[]): CrashReport {
     cases,
     duplicates: cases.filter((c) => c.verdict === 'duplicate'),
     failures: cases.filter((c) => !PASSING.includes(c.verdict)),
-    summary: () => cases.map((c) => `${c.tool} ${c.point}@${c.step}: ${c.verdict} (${c.effects} effect(s), ${c.status})`).join('\n'),
+    summary: () =>
+      cases.map((c) => `${c.tool} ${c.point}@${c.step}: ${c.verdict} (${c.effects} effect(s), ${c.status})`).join('\n'),
   };
 }
 
@@ -205,16 +236,22 @@ export async function crashTest(opts: CrashTestOptions): Promise<CrashReport> {
   const embedded = (opts.redisUrl ?? process.env.REDIS_URL) === undefined ? await startEmbeddedRedis() : undefined;
   const base: Record<string, string> = {
     REDIS_URL: opts.redisUrl ?? process.env.REDIS_URL ?? embedded!.url,
-    AGENTS_MODULE: opts.agentsModule, LOG_LEVEL: 'silent',
+    AGENTS_MODULE: opts.agentsModule,
+    LOG_LEVEL: 'silent',
     // Short locks: a killed worker's step is taken over in about a second (the fence keeps it safe).
-    LOCK_DURATION_MS: '1000', STALLED_INTERVAL_MS: '500', RECONCILE_DEADLINE_MS: '2000', RECONCILE_POLL_MS: '50',
-    RETRY_BASE_MS: '5', RETRY_MAX_MS: '50',
+    LOCK_DURATION_MS: '1000',
+    STALLED_INTERVAL_MS: '500',
+    RECONCILE_DEADLINE_MS: '2000',
+    RECONCILE_POLL_MS: '50',
+    RETRY_BASE_MS: '5',
+    RETRY_MAX_MS: '50',
     ...opts.service.env,
   };
   try {
     const catalog = await loadAgents(loadConfig(base), { ...process.env, ...opts.service.env });
     const agent = opts.agent ?? (catalog.names.length === 1 ? catalog.names[0]! : undefined);
-    if (!agent || !catalog.get(agent)) throw new TypeError(`crashTest: name the agent to run (the module has ${catalog.names.join(', ')})`);
+    if (!agent || !catalog.get(agent))
+      throw new TypeError(`crashTest: name the agent to run (the module has ${catalog.names.join(', ')})`);
     const script = scriptSchema.parse(opts.script);
     const targets = writeSteps(catalog, agent, script);
     if (targets.length === 0) throw new TypeError(`crashTest: the script calls no write tool of '${agent}'`);

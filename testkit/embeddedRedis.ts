@@ -71,17 +71,35 @@ export async function startEmbeddedRedis(opts: EmbeddedOptions = {}): Promise<Em
   const port = opts.port ?? (await freePort());
   const dir = mkdtempSync(join(tmpdir(), 'agent-redis-'));
   const args = [
-    '--port', String(port), '--bind', '127.0.0.1', '--dir', dir,
-    '--save', '', '--appendonly', 'yes', '--appendfsync', opts.appendfsync ?? 'everysec',
-    '--maxmemory-policy', 'noeviction', '--daemonize', 'no', '--logfile', join(dir, 'redis.log'),
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--dir',
+    dir,
+    '--save',
+    '',
+    '--appendonly',
+    'yes',
+    '--appendfsync',
+    opts.appendfsync ?? 'everysec',
+    '--maxmemory-policy',
+    'noeviction',
+    '--daemonize',
+    'no',
+    '--logfile',
+    join(dir, 'redis.log'),
     // A run hash (its spec) and a ledger record (its args) hold values of a few hundred bytes: above the
     // default 64 each hash goes to the hashtable encoding, about twice the bytes (README, "Bytes per run").
-    '--hash-max-listpack-value', '1024',
+    '--hash-max-listpack-value',
+    '1024',
     ...(opts.extraArgs ?? []),
   ];
   const url = `redis://127.0.0.1:${port}`;
   const handle: EmbeddedRedis = {
-    url, port, dir,
+    url,
+    port,
+    dir,
     async kill(signal = 'SIGTERM') {
       const p = handle.process;
       // A process killed by a signal has a signalCode and no exitCode: it is gone too.
@@ -112,16 +130,32 @@ async function startWithTestcontainers(): Promise<EmbeddedRedis> {
   try {
     const { GenericContainer } = await import('testcontainers');
     const container = await new GenericContainer('redis:7')
-      .withCommand(['redis-server', '--appendonly', 'yes', '--maxmemory-policy', 'noeviction', '--hash-max-listpack-value', '1024'])
+      .withCommand([
+        'redis-server',
+        '--appendonly',
+        'yes',
+        '--maxmemory-policy',
+        'noeviction',
+        '--hash-max-listpack-value',
+        '1024',
+      ])
       .withExposedPorts(6379)
       .start();
     const port = container.getMappedPort(6379);
     const url = `redis://${container.getHost()}:${port}`;
     return {
-      url, port, dir: '',
-      async kill() { await container.stop(); },
-      async restart() { await container.restart(); },
-      async stop() { await container.stop(); },
+      url,
+      port,
+      dir: '',
+      async kill() {
+        await container.stop();
+      },
+      async restart() {
+        await container.restart();
+      },
+      async stop() {
+        await container.stop();
+      },
     };
   } catch (e) {
     throw new Error(

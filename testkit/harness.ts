@@ -46,11 +46,17 @@ export async function createHarness(name: string, env: Record<string, string> = 
   const sandbox = await startSandbox({ port: 0 });
   const prefix = uniquePrefix(name);
   const fullEnv = {
-    REDIS_URL: redisUrl(), KEY_PREFIX: prefix, BULL_PREFIX: `${prefix}b`, SANDBOX_URL: sandbox.url,
-    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent', RETRY_BASE_MS: '5', RETRY_MAX_MS: '50',
+    REDIS_URL: redisUrl(),
+    KEY_PREFIX: prefix,
+    BULL_PREFIX: `${prefix}b`,
+    SANDBOX_URL: sandbox.url,
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    RETRY_BASE_MS: '5',
+    RETRY_MAX_MS: '50',
     // In-process workers share the test runner's event loop on a loaded 2-core box: a longer lock than
     // the shipped 1.2 s keeps exact-count assertions free of false-stall redeliveries. Crash tests set their own.
-    LOCK_DURATION_MS: '2000', STALLED_INTERVAL_MS: '1000',
+    LOCK_DURATION_MS: '2000',
+    STALLED_INTERVAL_MS: '1000',
     PRODUCER_TOKEN,
     ...env,
   };
@@ -61,7 +67,10 @@ export async function createHarness(name: string, env: Record<string, string> = 
   const servers: Server[] = [];
   const extraCtx: EngineContext[] = [];
   return {
-    cfg, ctx, sandbox, env: fullEnv,
+    cfg,
+    ctx,
+    sandbox,
+    env: fullEnv,
     async startWorker(opts = {}, ctxOverride) {
       const c = ctxOverride ?? ctx;
       const w = new FleetWorker(c, { effects: createEffectRunner(c), ...opts });

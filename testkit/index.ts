@@ -9,7 +9,13 @@
  * const model = await startOpenAIServer();             // the OpenAI Chat Completions wire, scripted replies
  * const env = { REDIS_URL: redis.url, KEY_PREFIX: uniquePrefix('orders'), OPENAI_BASE_URL: model.url };
  */
-export { startEmbeddedRedis, freePort, redisServerOnPath, type EmbeddedRedis, type EmbeddedOptions } from './embeddedRedis.js';
+export {
+  startEmbeddedRedis,
+  freePort,
+  redisServerOnPath,
+  type EmbeddedRedis,
+  type EmbeddedOptions,
+} from './embeddedRedis.js';
 export { startLocalCluster, type LocalCluster } from './cluster.js';
 export { uniquePrefix, deletePrefix } from './keyPrefix.js';
 export { startOpenAIServer } from './modelServers/openai.js';
@@ -17,7 +23,20 @@ export { startAnthropicServer } from './modelServers/anthropic.js';
 export type { ModelServer, Reply, TurnReply, ErrorReply, RawReply, RecordedRequest } from './modelServers/queue.js';
 export { scriptResponder } from './modelServers/scriptPlayer.js';
 export { parseSseBlock, readSse, type SseEvent } from './sse.js';
-export { startMcpHttpServer, bookingServer, BookingStore, type Booking, type BookingOptions, type McpHttpHandle } from './mcpServer.js';
 export {
-  crashTest, STEP_CRASH_POINTS, type CrashTestOptions, type CrashTestService, type CrashReport, type CrashCase, type CrashVerdict,
+  startMcpHttpServer,
+  bookingServer,
+  BookingStore,
+  type Booking,
+  type BookingOptions,
+  type McpHttpHandle,
+} from './mcpServer.js';
+export {
+  crashTest,
+  STEP_CRASH_POINTS,
+  type CrashTestOptions,
+  type CrashTestService,
+  type CrashReport,
+  type CrashCase,
+  type CrashVerdict,
 } from './crashTest.js';

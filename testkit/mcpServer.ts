@@ -60,41 +60,62 @@ const text = (value: unknown) => [{ type: 'text' as const, text: JSON.stringify(
 /** The MCP server over a store (one per session or request; the store is what persists). */
 export function bookingServer(store: BookingStore): McpServer {
   const server = new McpServer({ name: 'bookings', version: String(store.options.toolsVersion ?? 1) });
-  server.registerTool('find_slots', {
-    description: 'Open slots of a day.',
-    inputSchema: { day: z.string().min(1) },
-    annotations: { readOnlyHint: true },
-  }, ({ day }) => ({ content: text({ day, slots: ['09:00', '10:00'] }), structuredContent: { day, slots: ['09:00', '10:00'] } }));
+  server.registerTool(
+    'find_slots',
+    {
+      description: 'Open slots of a day.',
+      inputSchema: { day: z.string().min(1) },
+      annotations: { readOnlyHint: true },
+    },
+    ({ day }) => ({
+      content: text({ day, slots: ['09:00', '10:00'] }),
+      structuredContent: { day, slots: ['09:00', '10:00'] },
+    }),
+  );
 
   const base = { slot: z.string().min(1), name: z.string().min(1) };
-  const bookShape: Record<string, z.ZodType> = store.options.toolsVersion === 2 ? { ...base, partySize: z.number().int().positive() } : base;
-  server.registerTool('book_slot', {
-    description: 'Book a slot for a customer.',
-    inputSchema: bookShape,
-    annotations: { readOnlyHint: false, idempotentHint: true },
-  }, (args, extra) => {
-    const key = extra._meta?.[MCP_META.idempotencyKey];
-    if (typeof key !== 'string' || key.length === 0) return { isError: true, content: text({ error: 'idempotency_key_required' }) };
-    const { booking, replayed } = store.book(String(args.slot), String(args.name), key);
-    return { content: text(booking), structuredContent: { ...booking }, _meta: { [MCP_META.replayed]: replayed } };
-  });
+  const bookShape: Record<string, z.ZodType> =
+    store.options.toolsVersion === 2 ? { ...base, partySize: z.number().int().positive() } : base;
+  server.registerTool(
+    'book_slot',
+    {
+      description: 'Book a slot for a customer.',
+      inputSchema: bookShape,
+      annotations: { readOnlyHint: false, idempotentHint: true },
+    },
+    (args, extra) => {
+      const key = extra._meta?.[MCP_META.idempotencyKey];
+      if (typeof key !== 'string' || key.length === 0)
+        return { isError: true, content: text({ error: 'idempotency_key_required' }) };
+      const { booking, replayed } = store.book(String(args.slot), String(args.name), key);
+      return { content: text(booking), structuredContent: { ...booking }, _meta: { [MCP_META.replayed]: replayed } };
+    },
+  );
 
-  server.registerTool('find_booking', {
-    description: 'The booking held for an idempotency key, if any.',
-    inputSchema: { idempotencyKey: z.string().min(1) },
-    annotations: { readOnlyHint: true },
-  }, ({ idempotencyKey }) => {
-    const booking = store.bookings.find((b) => b.key === idempotencyKey);
-    // Calls run to completion before they are answered: absent means never received.
-    const found = booking ? { status: 'committed', booking } : { status: 'absent' };
-    return { content: text(found), structuredContent: found };
-  });
+  server.registerTool(
+    'find_booking',
+    {
+      description: 'The booking held for an idempotency key, if any.',
+      inputSchema: { idempotencyKey: z.string().min(1) },
+      annotations: { readOnlyHint: true },
+    },
+    ({ idempotencyKey }) => {
+      const booking = store.bookings.find((b) => b.key === idempotencyKey);
+      // Calls run to completion before they are answered: absent means never received.
+      const found = booking ? { status: 'committed', booking } : { status: 'absent' };
+      return { content: text(found), structuredContent: found };
+    },
+  );
 
   if (store.options.inspect) {
-    server.registerTool('count_effects', {
-      description: 'Bookings per idempotency key.',
-      annotations: { readOnlyHint: true },
-    }, () => ({ content: text(store.effects()), structuredContent: { effects: store.effects() } }));
+    server.registerTool(
+      'count_effects',
+      {
+        description: 'Bookings per idempotency key.',
+        annotations: { readOnlyHint: true },
+      },
+      () => ({ content: text(store.effects()), structuredContent: { effects: store.effects() } }),
+    );
   }
   return server;
 }
@@ -113,17 +134,21 @@ export async function startMcpHttpServer(options: BookingOptions = {}, port = 0)
     const server = bookingServer(store);
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     res.on('close', () => void transport.close().then(() => server.close()));
-    void server.connect(transport).then(() => transport.handleRequest(req, res)).catch(() => {
-      if (!res.headersSent) res.writeHead(500).end();
-    });
+    void server
+      .connect(transport)
+      .then(() => transport.handleRequest(req, res))
+      .catch(() => {
+        if (!res.headersSent) res.writeHead(500).end();
+      });
   });
   await new Promise<void>((r) => http.listen(port, '127.0.0.1', r));
   return {
     url: `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`,
     store,
-    close: () => new Promise((r) => {
-      http.closeAllConnections();
-      http.close(() => r());
-    }),
+    close: () =>
+      new Promise((r) => {
+        http.closeAllConnections();
+        http.close(() => r());
+      }),
   };
 }

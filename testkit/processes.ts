@@ -10,9 +10,15 @@ export interface WorkerProcess {
 
 /** startTimeoutMs: until its start line (a loaded machine compiles the sources slowly). */
 export async function spawnWorker(env: Record<string, string>, startTimeoutMs = 30_000): Promise<WorkerProcess> {
-  const child = spawnModule('src/server/worker', { WORKER_METRICS_PORT: '0', ...env, LOG_LEVEL: 'info' }, ['ignore', 'pipe', 'pipe']);
+  const child = spawnModule('src/server/worker', { WORKER_METRICS_PORT: '0', ...env, LOG_LEVEL: 'info' }, [
+    'ignore',
+    'pipe',
+    'pipe',
+  ]);
   const lines: string[] = [];
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
   onLines(child.stdout!, (line) => lines.push(line));
   child.stderr!.on('data', (d: Buffer) => lines.push(`stderr: ${d.toString()}`));
   const deadline = Date.now() + startTimeoutMs;

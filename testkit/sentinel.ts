@@ -39,7 +39,13 @@ export interface LocalSentinel {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function ping(port: number): Promise<boolean> {
-  const c = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  const c = new Redis({
+    port,
+    host: '127.0.0.1',
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+  });
   c.on('error', () => {});
   try {
     await c.connect();
@@ -60,7 +66,13 @@ async function until(what: string, timeoutMs: number, check: () => Promise<boole
 }
 
 async function query<T>(port: number, f: (c: Redis) => Promise<T>): Promise<T | undefined> {
-  const c = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  const c = new Redis({
+    port,
+    host: '127.0.0.1',
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+  });
   c.on('error', () => {});
   try {
     await c.connect();
@@ -72,17 +84,37 @@ async function query<T>(port: number, f: (c: Redis) => Promise<T>): Promise<T | 
   }
 }
 
-export async function startLocalSentinel(opts: { replicas?: number; downAfterMs?: number } = {}): Promise<LocalSentinel> {
+export async function startLocalSentinel(
+  opts: { replicas?: number; downAfterMs?: number } = {},
+): Promise<LocalSentinel> {
   const dir = mkdtempSync(join(tmpdir(), 'agent-sentinel-'));
   const nodes = new Map<number, SentinelNode>();
   const argsOf = new Map<number, string[]>();
   const sentinelProcs: ChildProcess[] = [];
   const dataArgs = (port: number, replicaOf?: number) => [
-    '--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '',
-    '--appendonly', 'yes', '--appendfilename', `aof-${port}.aof`, '--appenddirname', `aof-${port}`,
-    '--maxmemory-policy', 'noeviction', '--logfile', join(dir, `redis-${port}.log`), '--hash-max-listpack-value', '1024',
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--dir',
+    dir,
+    '--save',
+    '',
+    '--appendonly',
+    'yes',
+    '--appendfilename',
+    `aof-${port}.aof`,
+    '--appenddirname',
+    `aof-${port}`,
+    '--maxmemory-policy',
+    'noeviction',
+    '--logfile',
+    join(dir, `redis-${port}.log`),
+    '--hash-max-listpack-value',
+    '1024',
     // A failover promotes a replica that still answered; a frozen one is left out (its lag is the point of the test).
-    '--replica-priority', '100',
+    '--replica-priority',
+    '100',
     ...(replicaOf !== undefined ? ['--replicaof', '127.0.0.1', String(replicaOf)] : []),
   ];
   const startData = (port: number) => {
@@ -103,24 +135,34 @@ export async function startLocalSentinel(opts: { replicas?: number; downAfterMs?
   for (let i = 0; i < 3; i++) {
     const port = await freePort();
     const conf = join(dir, `sentinel-${port}.conf`);
-    writeFileSync(conf, [
-      `port ${port}`, 'bind 127.0.0.1', `dir ${dir}`, `logfile ${join(dir, `sentinel-${port}.log`)}`,
-      `sentinel monitor ${SENTINEL_MASTER} 127.0.0.1 ${masterPort} 2`,
-      `sentinel down-after-milliseconds ${SENTINEL_MASTER} ${opts.downAfterMs ?? 1000}`,
-      `sentinel failover-timeout ${SENTINEL_MASTER} 5000`,
-      `sentinel parallel-syncs ${SENTINEL_MASTER} 2`,
-      '',
-    ].join('\n'));
+    writeFileSync(
+      conf,
+      [
+        `port ${port}`,
+        'bind 127.0.0.1',
+        `dir ${dir}`,
+        `logfile ${join(dir, `sentinel-${port}.log`)}`,
+        `sentinel monitor ${SENTINEL_MASTER} 127.0.0.1 ${masterPort} 2`,
+        `sentinel down-after-milliseconds ${SENTINEL_MASTER} ${opts.downAfterMs ?? 1000}`,
+        `sentinel failover-timeout ${SENTINEL_MASTER} 5000`,
+        `sentinel parallel-syncs ${SENTINEL_MASTER} 2`,
+        '',
+      ].join('\n'),
+    );
     sentinelProcs.push(spawn('redis-server', [conf, '--sentinel'], { stdio: 'ignore' }));
     sentinels.push(`127.0.0.1:${port}`);
     await until(`sentinel ${port}`, 10_000, () => ping(port));
   }
   const sentinelPorts = sentinels.map((s) => Number(s.split(':')[1]));
   const handle: LocalSentinel = {
-    sentinels, nodes,
+    sentinels,
+    nodes,
     async masterPort() {
       for (const port of sentinelPorts) {
-        const addr = await query(port, (c) => c.call('SENTINEL', 'get-master-addr-by-name', SENTINEL_MASTER) as Promise<[string, string] | null>);
+        const addr = await query(
+          port,
+          (c) => c.call('SENTINEL', 'get-master-addr-by-name', SENTINEL_MASTER) as Promise<[string, string] | null>,
+        );
         if (addr) return Number(addr[1]);
       }
       throw new Error('no sentinel names a master');
@@ -157,12 +199,17 @@ export async function startLocalSentinel(opts: { replicas?: number; downAfterMs?
     },
     async stop() {
       const all = [...sentinelProcs, ...[...nodes.values()].map((n) => n.process)];
-      await Promise.all(all.map((p) => new Promise<void>((resolve) => {
-        if (p.exitCode !== null || p.signalCode !== null) return resolve();
-        p.once('exit', () => resolve());
-        p.kill('SIGCONT');
-        p.kill('SIGKILL');
-      })));
+      await Promise.all(
+        all.map(
+          (p) =>
+            new Promise<void>((resolve) => {
+              if (p.exitCode !== null || p.signalCode !== null) return resolve();
+              p.once('exit', () => resolve());
+              p.kill('SIGCONT');
+              p.kill('SIGKILL');
+            }),
+        ),
+      );
       rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -7,7 +7,11 @@ const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
 const fromSources = import.meta.url.endsWith('.ts');
 
 /** modulePath is relative to the repository root (or dist/), without extension, e.g. 'src/server/worker'. */
-export function spawnModule(modulePath: string, env: Record<string, string | undefined>, stdio: StdioOptions = 'inherit'): ChildProcess {
+export function spawnModule(
+  modulePath: string,
+  env: Record<string, string | undefined>,
+  stdio: StdioOptions = 'inherit',
+): ChildProcess {
   const file = join(repoRoot, `${modulePath}${fromSources ? '.ts' : '.js'}`);
   const args = fromSources ? ['--import', 'tsx', file] : [file];
   return spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio });

@@ -30,7 +30,10 @@ export function parseSseBlock(block: string): SseEvent | undefined {
  * Reads `res`'s events into `events` until the server ends the response (`ended: true`) or `stop(events)`
  * says enough (the body is cancelled: `ended: false`).
  */
-export async function readSse(res: Response, stop: (events: SseEvent[]) => boolean = () => false): Promise<{ events: SseEvent[]; ended: boolean }> {
+export async function readSse(
+  res: Response,
+  stop: (events: SseEvent[]) => boolean = () => false,
+): Promise<{ events: SseEvent[]; ended: boolean }> {
   const reader = res.body!.getReader();
   const decoder = new TextDecoder();
   const events: SseEvent[] = [];

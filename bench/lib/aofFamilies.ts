@@ -21,7 +21,11 @@ async function incrFile(admin: Redis): Promise<string> {
   const [, name] = (await admin.config('GET', 'appendfilename')) as string[];
   const aofDir = join(dir!, sub!);
   const manifest = readFileSync(join(aofDir, `${name}.manifest`), 'utf8');
-  const incr = manifest.split('\n').filter((l) => / type i\b/.test(l)).map((l) => /^file (\S+)/.exec(l)?.[1]).filter(Boolean);
+  const incr = manifest
+    .split('\n')
+    .filter((l) => / type i\b/.test(l))
+    .map((l) => /^file (\S+)/.exec(l)?.[1])
+    .filter(Boolean);
   if (incr.length === 0) throw new Error('no incremental AOF file in the manifest (is AOF on?)');
   return join(aofDir, incr[incr.length - 1]!);
 }
@@ -33,7 +37,11 @@ export async function aofMark(admin: Redis): Promise<AofMark> {
 }
 
 /** Bytes appended since `from` (same file: no AOF rewrite in between), by family of each command's first key. */
-export async function aofBytesByFamily(admin: Redis, from: AofMark, classify: (key: string) => string): Promise<Map<string, number>> {
+export async function aofBytesByFamily(
+  admin: Redis,
+  from: AofMark,
+  classify: (key: string) => string,
+): Promise<Map<string, number>> {
   const file = await incrFile(admin);
   if (file !== from.file) throw new Error('the AOF was rewritten between the marks');
   const buf = readFileSync(file).subarray(from.offset);
@@ -48,7 +56,8 @@ export async function aofBytesByFamily(admin: Redis, from: AofMark, classify: (k
   while (i < buf.length) {
     const start = i;
     const head = line();
-    if (!head.startsWith('*')) throw new Error(`unexpected AOF content at ${from.offset + start}: ${head.slice(0, 20)}`);
+    if (!head.startsWith('*'))
+      throw new Error(`unexpected AOF content at ${from.offset + start}: ${head.slice(0, 20)}`);
     const n = Number(head.slice(1));
     const args: string[] = [];
     for (let a = 0; a < n; a++) {

@@ -32,7 +32,8 @@ function area(url: string): string {
   return m ? `${m[1]}/${m[2]}` : url;
 }
 
-const isProjectFrame = (url: string) => /\/(src|bench)\//.test(url) && !url.includes('node_modules') && !url.includes('clientCounter');
+const isProjectFrame = (url: string) =>
+  /\/(src|bench)\//.test(url) && !url.includes('node_modules') && !url.includes('clientCounter');
 
 /** `skipFraction`: ignore the first part of the profile (start-up, JIT warm-up). */
 export function summarizeProfile(file: string, top = 30, skipFraction = 0): string {
@@ -75,14 +76,19 @@ export function summarizeProfile(file: string, top = 30, skipFraction = 0): stri
         key = `${n.callFrame.functionName || '(anonymous)'}  ${area(n.callFrame.url)}`;
         break;
       }
-      if (!firstLib && n.callFrame.url.includes('node_modules')) firstLib = `${area(n.callFrame.url)}: ${n.callFrame.functionName || '(anonymous)'}`;
+      if (!firstLib && n.callFrame.url.includes('node_modules'))
+        firstLib = `${area(n.callFrame.url)}: ${n.callFrame.functionName || '(anonymous)'}`;
       cur = parent.get(cur);
     }
     add(byFrame, key ?? `[library only] ${firstLib ?? fname}`, t);
   }
   const busy = total - idle;
   const pct = (t: number) => `${((100 * t) / busy).toFixed(1).padStart(5)}%`;
-  const lines = [`sampled ${(total / 1000).toFixed(0)} ms, busy ${(busy / 1000).toFixed(0)} ms (percentages are of busy time)`, '', 'self time by package / file:'];
+  const lines = [
+    `sampled ${(total / 1000).toFixed(0)} ms, busy ${(busy / 1000).toFixed(0)} ms (percentages are of busy time)`,
+    '',
+    'self time by package / file:',
+  ];
   for (const [k, t] of [...byArea].sort((a, b) => b[1] - a[1]).slice(0, 20)) lines.push(`  ${pct(t)}  ${k}`);
   lines.push('', 'by nearest project frame (library time charged to the project code that called it):');
   for (const [k, t] of [...byFrame].sort((a, b) => b[1] - a[1]).slice(0, top)) lines.push(`  ${pct(t)}  ${k}`);

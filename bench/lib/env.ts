@@ -64,7 +64,14 @@ export async function createBenchEnv(opts: BenchOptions): Promise<OwnedEnv> {
       ...appEnv,
     };
     return {
-      redis, sandbox, appEnv, cfg, ctx, admin, onCleanup, cleanup,
+      redis,
+      sandbox,
+      appEnv,
+      cfg,
+      ctx,
+      admin,
+      onCleanup,
+      cleanup,
       async spawnPool(n: number) {
         const execArgv = opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`] : [];
         const pool = await WorkerPool.start(n, { env: childEnv, execArgv });
@@ -75,13 +82,14 @@ export async function createBenchEnv(opts: BenchOptions): Promise<OwnedEnv> {
         await admin.flushall();
         // A BullMQ Queue writes its meta (the event stream cap) when it is constructed; FLUSHALL removes it, and
         // without it BullMQ's scripts fall back to 10,000 events: write it back as the queues would.
-        for (const shard of ctx.keys.allShards()) await admin.hset(ctx.keys.queueStateKeys(shard).meta, 'opts.maxLenEvents', BULL_EVENTS_MAX_LEN);
+        for (const shard of ctx.keys.allShards())
+          await admin.hset(ctx.keys.queueStateKeys(shard).meta, 'opts.maxLenEvents', BULL_EVENTS_MAX_LEN);
         // Start every round with a near-empty AOF: otherwise the AOF of earlier rounds
         // grows past auto-aof-rewrite-min-size (64 MB) and a rewrite (a fork, on 2 cores)
         // lands inside some measured round.
         await admin.bgrewriteaof().catch(() => undefined);
         for (let i = 0; i < 500; i++) {
-          const p = (await admin.info('persistence'));
+          const p = await admin.info('persistence');
           if (/aof_rewrite_in_progress:0/.test(p) && /aof_rewrite_scheduled:0/.test(p)) break;
           await new Promise((r) => setTimeout(r, 10));
         }

@@ -17,7 +17,8 @@
 import { Worker } from 'bullmq';
 
 export type HoldMessage = { cmd: 'start'; queue: string; holdMs: number } | { cmd: 'exit' };
-export type HoldReply = { type: 'hello'; pid: number } | { type: 'started'; queue: string } | { type: 'error'; error: string };
+export type HoldReply =
+  { type: 'hello'; pid: number } | { type: 'started'; queue: string } | { type: 'error'; error: string };
 
 const url = new URL(process.env.HOLD_REDIS_URL ?? 'redis://127.0.0.1:6379');
 const prefix = process.env.HOLD_BULL_PREFIX ?? 'benchhold';
@@ -29,17 +30,24 @@ const send = (m: HoldReply): void => {
 };
 
 function start(queue: string, holdMs: number): void {
-  const w = new Worker(queue, async () => {
-    await new Promise((r) => setTimeout(r, holdMs));
-    return 'held';
-  }, {
-    // Only the connection and the prefix: every other option is BullMQ's default.
-    connection: { host: url.hostname, port: Number(url.port), maxRetriesPerRequest: null },
-    prefix,
-  });
+  const w = new Worker(
+    queue,
+    async () => {
+      await new Promise((r) => setTimeout(r, holdMs));
+      return 'held';
+    },
+    {
+      // Only the connection and the prefix: every other option is BullMQ's default.
+      connection: { host: url.hostname, port: Number(url.port), maxRetriesPerRequest: null },
+      prefix,
+    },
+  );
   w.on('error', (err) => send({ type: 'error', error: `${queue}: ${err.message}` }));
   workers.push(w);
-  void w.waitUntilReady().then(() => send({ type: 'started', queue }), (err: Error) => send({ type: 'error', error: `${queue}: ${err.message}` }));
+  void w.waitUntilReady().then(
+    () => send({ type: 'started', queue }),
+    (err: Error) => send({ type: 'error', error: `${queue}: ${err.message}` }),
+  );
 }
 
 if (onSigterm === 'close') {

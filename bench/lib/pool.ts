@@ -26,7 +26,10 @@ class Child {
   private nextId = 1;
   readonly ready: Promise<number>;
 
-  constructor(readonly proc: ChildProcess, readonly index: number) {
+  constructor(
+    readonly proc: ChildProcess,
+    readonly index: number,
+  ) {
     let hello!: (pid: number) => void;
     let fail!: (e: Error) => void;
     this.ready = new Promise<number>((res, rej) => {
@@ -135,7 +138,10 @@ export class WorkerPool {
           for (const c of this.children) c.onProgress = undefined;
           if (dead) reject(new Error(`worker child ${dead.index} exited during the round`));
           else if (done >= jobs) resolve(Math.max(...this.children.map((c) => c.lastAt)));
-          else reject(new Error(`round timed out after ${timeoutMs} ms: ${done} of ${jobs} jobs completed, ${failed} failed`));
+          else
+            reject(
+              new Error(`round timed out after ${timeoutMs} ms: ${done} of ${jobs} jobs completed, ${failed} failed`),
+            );
         }
       };
       const deadline = Date.now() + timeoutMs;
@@ -151,17 +157,19 @@ export class WorkerPool {
 
   /** Asks the children to exit; SIGKILLs any still alive after `graceMs`. */
   async kill(graceMs = 5000): Promise<void> {
-    await Promise.all(this.children.map(async (c) => {
-      if (c.exited) return;
-      const exited = new Promise<void>((r) => c.proc.once('exit', () => r()));
-      try {
-        if (c.proc.connected) c.proc.send({ id: 0, cmd: 'exit' } satisfies ParentMessage);
-      } catch {
-        // channel already closed
-      }
-      const t = setTimeout(() => c.proc.kill('SIGKILL'), graceMs);
-      await exited;
-      clearTimeout(t);
-    }));
+    await Promise.all(
+      this.children.map(async (c) => {
+        if (c.exited) return;
+        const exited = new Promise<void>((r) => c.proc.once('exit', () => r()));
+        try {
+          if (c.proc.connected) c.proc.send({ id: 0, cmd: 'exit' } satisfies ParentMessage);
+        } catch {
+          // channel already closed
+        }
+        const t = setTimeout(() => c.proc.kill('SIGKILL'), graceMs);
+        await exited;
+        clearTimeout(t);
+      }),
+    );
   }
 }

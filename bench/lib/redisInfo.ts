@@ -59,7 +59,11 @@ export interface Calibration {
   cpuUs: number;
 }
 
-export function delta(a: RedisSnapshot, b: RedisSnapshot, calib: Calibration = { netIn: 0, netOut: 0, cpuUs: 0 }): RedisDelta {
+export function delta(
+  a: RedisSnapshot,
+  b: RedisSnapshot,
+  calib: Calibration = { netIn: 0, netOut: 0, cpuUs: 0 },
+): RedisDelta {
   const byCommand: Record<string, CmdStat> = {};
   let calls = 0;
   let scriptUsec = 0;
@@ -73,7 +77,9 @@ export function delta(a: RedisSnapshot, b: RedisSnapshot, calib: Calibration = {
     if (SCRIPT_COMMANDS.has(name)) scriptUsec += d.usec;
   }
   return {
-    calls, scriptUsec, byCommand,
+    calls,
+    scriptUsec,
+    byCommand,
     netIn: b.netIn - a.netIn - calib.netIn,
     netOut: b.netOut - a.netOut - calib.netOut,
     cpuUs: (b.cpu - a.cpu) * 1e6 - calib.cpuUs,

@@ -4,10 +4,15 @@ import type { SectionResult } from './types.js';
 function table(header: string[], rows: (string | number)[][]): string {
   const cells = [header, ...rows.map((r) => r.map((c) => (typeof c === 'number' ? fmt(c) : c)))];
   const widths = header.map((_, i) => Math.max(...cells.map((r) => String(r[i] ?? '').length)));
-  const line = (r: (string | number)[]) => r.map((c, i) => {
-    const s = String(c ?? '');
-    return typeof c === 'number' || /^-?[\d.,]+( ?[a-zµ/x%]+)?$/i.test(s) ? s.padStart(widths[i]!) : s.padEnd(widths[i]!);
-  }).join('  ');
+  const line = (r: (string | number)[]) =>
+    r
+      .map((c, i) => {
+        const s = String(c ?? '');
+        return typeof c === 'number' || /^-?[\d.,]+( ?[a-zµ/x%]+)?$/i.test(s)
+          ? s.padStart(widths[i]!)
+          : s.padEnd(widths[i]!);
+      })
+      .join('  ');
   const sep = widths.map((w) => '-'.repeat(w)).join('  ');
   return [line(cells[0]!), sep, ...cells.slice(1).map(line)].join('\n');
 }
@@ -24,10 +29,19 @@ export function printSection(r: SectionResult): void {
     return;
   }
   if (r.metrics.length > 0) {
-    console.log(table(
-      ['metric', 'value', 'unit', 'target', 'status', 'note'],
-      r.metrics.map((m) => [m.label, m.value, m.unit, m.target ?? '', m.met === undefined ? '' : m.met ? 'met' : 'MISSED', m.note ?? '']),
-    ));
+    console.log(
+      table(
+        ['metric', 'value', 'unit', 'target', 'status', 'note'],
+        r.metrics.map((m) => [
+          m.label,
+          m.value,
+          m.unit,
+          m.target ?? '',
+          m.met === undefined ? '' : m.met ? 'met' : 'MISSED',
+          m.note ?? '',
+        ]),
+      ),
+    );
   }
   for (const t of r.tables ?? []) {
     console.log(`\n-- ${t.title}`);
@@ -35,11 +49,24 @@ export function printSection(r: SectionResult): void {
   }
 }
 
-export function printSummary(results: SectionResult[]): { met: number; missed: number; missedKeys: string[]; errors: string[] } {
+export function printSummary(results: SectionResult[]): {
+  met: number;
+  missed: number;
+  missedKeys: string[];
+  errors: string[];
+} {
   const withTarget = results.flatMap((r) => r.metrics.filter((m) => m.met !== undefined).map((m) => ({ r, m })));
   const missed = withTarget.filter((x) => !x.m.met);
   const errors = results.filter((r) => r.error).map((r) => r.name);
-  console.log(`\n== Targets: ${withTarget.length - missed.length} met, ${missed.length} missed${errors.length ? `; sections with errors: ${errors.join(', ')}` : ''}`);
-  for (const { r, m } of missed) console.log(`   MISSED ${r.name}: ${m.label} = ${m.value} ${m.unit} (target ${m.target})`);
-  return { met: withTarget.length - missed.length, missed: missed.length, missedKeys: missed.map((x) => `${x.r.name}.${x.m.key}`), errors };
+  console.log(
+    `\n== Targets: ${withTarget.length - missed.length} met, ${missed.length} missed${errors.length ? `; sections with errors: ${errors.join(', ')}` : ''}`,
+  );
+  for (const { r, m } of missed)
+    console.log(`   MISSED ${r.name}: ${m.label} = ${m.value} ${m.unit} (target ${m.target})`);
+  return {
+    met: withTarget.length - missed.length,
+    missed: missed.length,
+    missedKeys: missed.map((x) => `${x.r.name}.${x.m.key}`),
+    errors,
+  };
 }

@@ -32,7 +32,11 @@ export interface Dist {
 
 export function dist(xs: readonly number[]): Dist {
   return {
-    n: xs.length, mean: mean(xs), p50: quantile(xs, 0.5), p90: quantile(xs, 0.9), p99: quantile(xs, 0.99),
+    n: xs.length,
+    mean: mean(xs),
+    p50: quantile(xs, 0.5),
+    p90: quantile(xs, 0.9),
+    p99: quantile(xs, 0.99),
     max: xs.length ? Math.max(...xs) : Number.NaN,
   };
 }

@@ -27,20 +27,45 @@ export function readOnlyScript(steps: number): Script {
 export function oneEffectScript(steps: number, email: string, effectStep = 2): Script {
   const s = readOnlyScript(steps);
   s[effectStep - 1] = {
-    toolCalls: [{ name: 'send_email', args: { to: email, template: 'ack', subject: 'We got your ticket', body: 'Thanks, we are on it.' } }],
-    usage: USAGE, transientFailures: 0,
+    toolCalls: [
+      {
+        name: 'send_email',
+        args: { to: email, template: 'ack', subject: 'We got your ticket', body: 'Thanks, we are on it.' },
+      },
+    ],
+    usage: USAGE,
+    transientFailures: 0,
   };
   return s;
 }
 
 export function ticket(id: string, body = 'The mug was shattered when I opened the box.') {
-  return { id, subject: 'My order arrived broken', body, customer: { email: `c-${id.toLowerCase().replace(/[^a-z0-9]/g, '')}@example.com`, name: 'Ada' } };
+  return {
+    id,
+    subject: 'My order arrived broken',
+    body,
+    customer: { email: `c-${id.toLowerCase().replace(/[^a-z0-9]/g, '')}@example.com`, name: 'Ada' },
+  };
 }
 
 /** Creates a run through the producer path (buildSpec + RunStore.create); returns its id. */
-export async function createRun(ctx: EngineContext, ticketId: string, script: Script, opts: { maxSteps: number; body?: string; maxTokens?: number }): Promise<string> {
+export async function createRun(
+  ctx: EngineContext,
+  ticketId: string,
+  script: Script,
+  opts: { maxSteps: number; body?: string; maxTokens?: number },
+): Promise<string> {
   const t = ticket(ticketId, opts.body);
-  const spec = buildSpec(ctx, { tenant: TENANT, ticket: t, budget: { maxSteps: opts.maxSteps, maxTokens: opts.maxTokens ?? 5_000_000 }, agent: { model: 'scripted', script } }, Date.now());
+  const spec = buildSpec(
+    ctx,
+    {
+      tenant: TENANT,
+      ticket: t,
+      budget: { maxSteps: opts.maxSteps, maxTokens: opts.maxTokens ?? 5_000_000 },
+      agent: { model: 'scripted', script },
+    },
+    Date.now(),
+  );
   if (!(await ctx.store.create(spec, Date.now()))) throw new Error(`run for ${ticketId} already existed`);
   return spec.runId;
 }
@@ -95,10 +120,13 @@ export async function runRound(env: BenchEnv, pool: WorkerPool, spec: RoundSpec)
     await seedChains(q, ids, spec.steps);
     await q.close();
   } else {
-    runIds = await Promise.all(ids.map((id) => {
-      const script = spec.kind === 'effects' ? oneEffectScript(spec.steps, ticket(id).customer.email) : readOnlyScript(spec.steps);
-      return createRun(env.ctx, id, script, { maxSteps: spec.steps + 10 });
-    }));
+    runIds = await Promise.all(
+      ids.map((id) => {
+        const script =
+          spec.kind === 'effects' ? oneEffectScript(spec.steps, ticket(id).customer.email) : readOnlyScript(spec.steps);
+        return createRun(env.ctx, id, script, { maxSteps: spec.steps + 10 });
+      }),
+    );
   }
   await pool.prepare({ kind, queueName: PLAIN_QUEUE, recordLatency: spec.recordLatency ?? false });
   const before = await snapshot(env.admin);
@@ -114,7 +142,8 @@ export async function runRound(env: BenchEnv, pool: WorkerPool, spec: RoundSpec)
   }
   const after = await snapshot(env.admin);
   const failed = stats.reduce((s, c) => s + c.failed, 0);
-  if (failed > 0) throw new Error(`${spec.kind} round: ${failed} jobs failed: ${stats.flatMap((c) => c.failures).join('; ')}`);
+  if (failed > 0)
+    throw new Error(`${spec.kind} round: ${failed} jobs failed: ${stats.flatMap((c) => c.failures).join('; ')}`);
   await verify(env, spec, runIds);
 
   const wallMs = lastAt - goAt;
@@ -128,7 +157,11 @@ export async function runRound(env: BenchEnv, pool: WorkerPool, spec: RoundSpec)
     for (let i = 1; i < times.length; i++) periods.push(times[i]! - times[i - 1]!);
   }
   return {
-    kind: spec.kind, chains: spec.chains, steps: spec.steps, jobs, wallMs,
+    kind: spec.kind,
+    chains: spec.chains,
+    steps: spec.steps,
+    jobs,
+    wallMs,
     stepsPerSec: (jobs / wallMs) * 1000,
     nodeCpuUsPerStep: stats.reduce((s, c) => s + c.cpuUs, 0) / jobs,
     redisCpuUsPerStep: redis.cpuUs / jobs,
@@ -136,7 +169,10 @@ export async function runRound(env: BenchEnv, pool: WorkerPool, spec: RoundSpec)
     redisCallsPerStep: redis.calls / jobs,
     redisBytesPerStep: (redis.netIn + redis.netOut) / jobs,
     aofBytesPerStep: redis.aofBytes / jobs,
-    clientByCommand, redis, latencies, periods,
+    clientByCommand,
+    redis,
+    latencies,
+    periods,
     children: stats.map(({ latencies: _l, completedAt: _c, ...rest }) => rest),
   };
 }
@@ -145,7 +181,10 @@ async function verify(env: BenchEnv, spec: RoundSpec, runIds: string[]): Promise
   if (spec.kind === 'plain') return;
   const statuses = await Promise.all(runIds.map((id) => env.ctx.redis.hget(env.ctx.keys.run(id).run, 'status')));
   const bad = statuses.filter((s) => s !== 'completed');
-  if (bad.length > 0) throw new Error(`${spec.kind} round: ${bad.length} of ${runIds.length} runs did not complete (${[...new Set(bad)].join(', ')})`);
+  if (bad.length > 0)
+    throw new Error(
+      `${spec.kind} round: ${bad.length} of ${runIds.length} runs did not complete (${[...new Set(bad)].join(', ')})`,
+    );
   if (spec.kind === 'effects') {
     const counts = env.sandbox.counts();
     const emails = counts.byResource.emails.records;
@@ -173,20 +212,24 @@ export interface WarmUpResult {
  * at least minCycles, at most maxCycles.
  */
 export async function warmUp(
-  env: BenchEnv, pool: WorkerPool, kinds: RoundKind[], size: { chains: number; steps: number },
+  env: BenchEnv,
+  pool: WorkerPool,
+  kinds: RoundKind[],
+  size: { chains: number; steps: number },
   opts: { minCycles: number; maxCycles: number; tolerance?: number; tag: string },
 ): Promise<WarmUpResult> {
   const tol = opts.tolerance ?? 0.15;
   const history: Record<string, number[]> = Object.fromEntries(kinds.map((k) => [k, [] as number[]]));
   const cpuHistory: Record<string, number[]> = Object.fromEntries(kinds.map((k) => [k, [] as number[]]));
   let cycles = 0;
-  const settled = () => kinds.every((k) => {
-    const h = cpuHistory[k]!;
-    if (h.length < 2) return false;
-    const a = h[h.length - 2]!;
-    const b = h[h.length - 1]!;
-    return Math.abs(b / a - 1) <= tol;
-  });
+  const settled = () =>
+    kinds.every((k) => {
+      const h = cpuHistory[k]!;
+      if (h.length < 2) return false;
+      const a = h[h.length - 2]!;
+      const b = h[h.length - 1]!;
+      return Math.abs(b / a - 1) <= tol;
+    });
   while (cycles < opts.maxCycles) {
     for (const kind of kinds) {
       const r = await runRound(env, pool, { kind, ...size, tag: `${opts.tag}w${cycles}` });

@@ -42,7 +42,11 @@ async function flush(t: Target, env: BenchEnv): Promise<void> {
 
 async function round1(env: BenchEnv, t: Target, chains: number, steps: number, tag: string): Promise<number> {
   await flush(t, env);
-  const runIds = await Promise.all(Array.from({ length: chains }, (_, i) => createRun(t.ctx, `${tag}-${t.name}-${i}`, readOnlyScript(steps), { maxSteps: steps + 10 })));
+  const runIds = await Promise.all(
+    Array.from({ length: chains }, (_, i) =>
+      createRun(t.ctx, `${tag}-${t.name}-${i}`, readOnlyScript(steps), { maxSteps: steps + 10 }),
+    ),
+  );
   await t.pool.prepare({ kind: 'engine', queueName: 'unused', recordLatency: false });
   await t.pool.go();
   const goAt = t.pool.goAt;
@@ -84,9 +88,19 @@ export const cluster: Section = {
     };
     const masters = local.nodes.map((hp) => new Redis(`redis://${hp}`, { maxRetriesPerRequest: null }));
     env.onCleanup(() => masters.forEach((m) => m.disconnect()));
-    const single: Target = { name: 'single', ctx: await mkCtx(childBase, 'bench-single6'), pool: await WorkerPool.start(PROCS, { env: childBase }), masters: [env.admin] };
+    const single: Target = {
+      name: 'single',
+      ctx: await mkCtx(childBase, 'bench-single6'),
+      pool: await WorkerPool.start(PROCS, { env: childBase }),
+      masters: [env.admin],
+    };
     env.onCleanup(() => single.pool.kill());
-    const clus: Target = { name: 'cluster', ctx: await mkCtx(clusterEnv, 'bench-cluster'), pool: await WorkerPool.start(PROCS, { env: clusterEnv }), masters };
+    const clus: Target = {
+      name: 'cluster',
+      ctx: await mkCtx(clusterEnv, 'bench-cluster'),
+      pool: await WorkerPool.start(PROCS, { env: clusterEnv }),
+      masters,
+    };
     env.onCleanup(() => clus.pool.kill());
 
     const results: Record<'single' | 'cluster', number[]> = { single: [], cluster: [] };
@@ -94,7 +108,8 @@ export const cluster: Section = {
     const keysPerNode: number[] = [];
     try {
       for (let w = 0; w < sz.warm; w++) {
-        for (const t of [single, clus]) warm[t.name].push(Math.round(await round1(env, t, sz.chains, sz.steps, `cw${w}`)));
+        for (const t of [single, clus])
+          warm[t.name].push(Math.round(await round1(env, t, sz.chains, sz.steps, `cw${w}`)));
       }
       for (let r = 0; r < rounds; r++) {
         // Alternate which goes first, so a slow phase of the machine does not favour one side.
@@ -110,22 +125,66 @@ export const cluster: Section = {
     const paired = results.single.map((x, i) => results.cluster[i]! / x);
     const ratio = median(paired);
     const metrics: Metric[] = [
-      { key: 'single_steps_per_s', label: `single Redis, SHARDS=${SHARDS}`, value: round(s, 0), unit: 'steps/s', note: results.single.map((x) => Math.round(x)).join(', ') },
-      { key: 'cluster_steps_per_s', label: `3-master cluster, SHARDS=${SHARDS}`, value: round(c, 0), unit: 'steps/s', note: results.cluster.map((x) => Math.round(x)).join(', ') },
-      { key: 'cluster_ratio', label: 'cluster / single (median of paired rounds)', value: round(ratio, 3), unit: 'x', note: paired.map((x) => round(x, 2)).join(', ') },
+      {
+        key: 'single_steps_per_s',
+        label: `single Redis, SHARDS=${SHARDS}`,
+        value: round(s, 0),
+        unit: 'steps/s',
+        note: results.single.map((x) => Math.round(x)).join(', '),
+      },
+      {
+        key: 'cluster_steps_per_s',
+        label: `3-master cluster, SHARDS=${SHARDS}`,
+        value: round(c, 0),
+        unit: 'steps/s',
+        note: results.cluster.map((x) => Math.round(x)).join(', '),
+      },
+      {
+        key: 'cluster_ratio',
+        label: 'cluster / single (median of paired rounds)',
+        value: round(ratio, 3),
+        unit: 'x',
+        note: paired.map((x) => round(x, 2)).join(', '),
+      },
     ];
     return {
-      name: this.name, title: this.title, metrics,
-      tables: [{
-        title: `${rounds} measured round(s) after ${sz.warm} warm-up round(s) each; ${sz.chains} runs x ${sz.steps} read-only steps per round; ${PROCS} worker processes, WORKER_CONCURRENCY 20 per shard queue; keys per master after the last round: ${keysPerNode.join(' / ')}. ` +
-          'All of it on 2 shared cores: 3 redis-server processes compete with the workers, so this measures the routing cost (ioredis Cluster client, per-slot pipelines), not scale-out.',
-        header: ['target', 'warm-up steps/s', 'steps/s per round', 'median'],
-        rows: [
-          ['single Redis', warm.single.join(', '), results.single.map((x) => Math.round(x)).join(', '), Math.round(s)],
-          ['3-master cluster', warm.cluster.join(', '), results.cluster.map((x) => Math.round(x)).join(', '), Math.round(c)],
-        ],
-      }],
-      details: { shards: SHARDS, procs: PROCS, ...sz, rounds, single: results.single, cluster: results.cluster, paired, warm, keysPerNode, nodes: local.nodes },
+      name: this.name,
+      title: this.title,
+      metrics,
+      tables: [
+        {
+          title:
+            `${rounds} measured round(s) after ${sz.warm} warm-up round(s) each; ${sz.chains} runs x ${sz.steps} read-only steps per round; ${PROCS} worker processes, WORKER_CONCURRENCY 20 per shard queue; keys per master after the last round: ${keysPerNode.join(' / ')}. ` +
+            'All of it on 2 shared cores: 3 redis-server processes compete with the workers, so this measures the routing cost (ioredis Cluster client, per-slot pipelines), not scale-out.',
+          header: ['target', 'warm-up steps/s', 'steps/s per round', 'median'],
+          rows: [
+            [
+              'single Redis',
+              warm.single.join(', '),
+              results.single.map((x) => Math.round(x)).join(', '),
+              Math.round(s),
+            ],
+            [
+              '3-master cluster',
+              warm.cluster.join(', '),
+              results.cluster.map((x) => Math.round(x)).join(', '),
+              Math.round(c),
+            ],
+          ],
+        },
+      ],
+      details: {
+        shards: SHARDS,
+        procs: PROCS,
+        ...sz,
+        rounds,
+        single: results.single,
+        cluster: results.cluster,
+        paired,
+        warm,
+        keysPerNode,
+        nodes: local.nodes,
+      },
     };
   },
 };

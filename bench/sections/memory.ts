@@ -19,7 +19,14 @@ import { buildSpec } from '../../src/producer/intake.js';
 import type { Redis } from 'ioredis';
 import { WorkerPool } from '../lib/pool.js';
 import { mean, round } from '../lib/stats.js';
-import { atMost, type BenchEnv, type BenchOptions, type Metric, type Section, type SectionResult } from '../lib/types.js';
+import {
+  atMost,
+  type BenchEnv,
+  type BenchOptions,
+  type Metric,
+  type Section,
+  type SectionResult,
+} from '../lib/types.js';
 import { runRound, TENANT, ticket } from '../lib/workload.js';
 import { aofBytesByFamily, aofMark } from '../lib/aofFamilies.js';
 import { COMPLETED_WINDOW } from '../../src/runs/queues.js';
@@ -104,7 +111,11 @@ async function completeSupportRuns(env: BenchEnv, pool: WorkerPool, n: number, t
   const runIds: string[] = [];
   for (let i = 0; i < n; i++) {
     const t = ticket(`${tag}-${i}`);
-    const spec = buildSpec(env.ctx, { tenant: TENANT, ticket: { ...t, customer: { ...t.customer, email: `m${i}-${tag}@example.com` } } }, Date.now());
+    const spec = buildSpec(
+      env.ctx,
+      { tenant: TENANT, ticket: { ...t, customer: { ...t.customer, email: `m${i}-${tag}@example.com` } } },
+      Date.now(),
+    );
     if (!(await env.ctx.store.create(spec, Date.now()))) throw new Error(`run ${tag}-${i} already existed`);
     runIds.push(spec.runId);
   }
@@ -119,11 +130,21 @@ async function completeSupportRuns(env: BenchEnv, pool: WorkerPool, n: number, t
   }
   const statuses = await Promise.all(runIds.map((id) => env.ctx.redis.hget(env.ctx.keys.run(id).run, 'status')));
   const bad = statuses.filter((s) => s !== 'completed');
-  if (bad.length) throw new Error(`${bad.length} of ${n} support runs did not complete (${[...new Set(bad)].join(', ')})`);
+  if (bad.length)
+    throw new Error(`${bad.length} of ${n} support runs did not complete (${[...new Set(bad)].join(', ')})`);
   return runIds;
 }
 
-const RUN_CATEGORIES = ['run hash', 'run budget', 'run journal', 'run events', 'run actions', 'ledger records', 'ledger history', 'ledger idempotency reservations'];
+const RUN_CATEGORIES = [
+  'run hash',
+  'run budget',
+  'run journal',
+  'run events',
+  'run actions',
+  'ledger records',
+  'ledger history',
+  'ledger idempotency reservations',
+];
 
 export const memory: Section = {
   name: 'memory',
@@ -185,20 +206,37 @@ export const memory: Section = {
       const after = await measureKeys(env.admin, prefix, bullPrefix);
       const aof = await aofBytesByFamily(env.admin, mark, (key) => keyCategory(key, prefix, bullPrefix));
       const aofTotal = [...aof.values()].reduce((s, x) => s + x, 0);
-      aofTable = [...aof.entries()].sort((a, b) => b[1] - a[1]).map(([fam, bytes]) => {
-        aofPerRun[fam] = round(bytes / n, 0);
-        return [fam, round(bytes / n, 0), `${round((100 * bytes) / aofTotal, 1)} %`];
-      });
+      aofTable = [...aof.entries()]
+        .sort((a, b) => b[1] - a[1])
+        .map(([fam, bytes]) => {
+          aofPerRun[fam] = round(bytes / n, 0);
+          return [fam, round(bytes / n, 0), `${round((100 * bytes) / aofTotal, 1)} %`];
+        });
       aofTable.push(['total', round(aofTotal / n, 0), '100 %']);
       usedPerRun = ((await usedMemory(env.admin)) - before) / n;
-      const cats = [...after.byCategory.keys()].sort((a, b) => (after.byCategory.get(b)!.bytes - after.byCategory.get(a)!.bytes));
+      const cats = [...after.byCategory.keys()].sort(
+        (a, b) => after.byCategory.get(b)!.bytes - after.byCategory.get(a)!.bytes,
+      );
       perRunTable = cats.map((cat) => {
         const a = after.byCategory.get(cat)!;
         const b = base.byCategory.get(cat) ?? { keys: 0, bytes: 0 };
         const per = (a.bytes - b.bytes) / n;
         bytesPerRun[cat] = round(per, 0);
         const own = RUN_CATEGORIES.includes(cat);
-        return [cat, round((a.keys - b.keys) / n, 2), round(per, 0), own ? 'run keys: expire RUN_RETENTION_MS after the run ends' : cat.startsWith('bull: step job') ? `BullMQ: removed by the commit past the latest ${COMPLETED_WINDOW} per queue (fixed per shard)` : cat === 'index runs' ? 'per shard, one entry per run: pruned once the run expires' : cat.startsWith('bull: queue') ? 'per shard queue (capped or constant: fixed, not per run)' : 'shared per shard'];
+        return [
+          cat,
+          round((a.keys - b.keys) / n, 2),
+          round(per, 0),
+          own
+            ? 'run keys: expire RUN_RETENTION_MS after the run ends'
+            : cat.startsWith('bull: step job')
+              ? `BullMQ: removed by the commit past the latest ${COMPLETED_WINDOW} per queue (fixed per shard)`
+              : cat === 'index runs'
+                ? 'per shard, one entry per run: pruned once the run expires'
+                : cat.startsWith('bull: queue')
+                  ? 'per shard queue (capped or constant: fixed, not per run)'
+                  : 'shared per shard',
+        ];
       });
     } finally {
       await pool.kill();
@@ -239,26 +277,119 @@ export const memory: Section = {
     const avgMb = mean(rss.flat()) / 1024;
     const idleMb = mean(idleKb) / 1024;
     const metrics: Metric[] = [
-      { key: 'run_key_bytes_per_run', label: 'Redis bytes per completed run, its own keys (run, budget, journal, events, ledger)', value: runKeyBytes, unit: 'B', note: `${n} support-agent runs, ${SUPPORT_STEPS} steps, 2 ledger effects each` },
-      atMost('all_key_bytes_per_run', `Redis bytes per completed run, everything incl. BullMQ (its fixed windows amortized over ${n} runs)`, allBytes, 'B', 16 * 1024),
-      { key: 'aof_bytes_per_run', label: 'AOF bytes appended per completed run', value: round(Object.values(aofPerRun).reduce((s, x) => s + x, 0), 0), unit: 'B' },
+      {
+        key: 'run_key_bytes_per_run',
+        label: 'Redis bytes per completed run, its own keys (run, budget, journal, events, ledger)',
+        value: runKeyBytes,
+        unit: 'B',
+        note: `${n} support-agent runs, ${SUPPORT_STEPS} steps, 2 ledger effects each`,
+      },
+      atMost(
+        'all_key_bytes_per_run',
+        `Redis bytes per completed run, everything incl. BullMQ (its fixed windows amortized over ${n} runs)`,
+        allBytes,
+        'B',
+        16 * 1024,
+      ),
+      {
+        key: 'aof_bytes_per_run',
+        label: 'AOF bytes appended per completed run',
+        value: round(
+          Object.values(aofPerRun).reduce((s, x) => s + x, 0),
+          0,
+        ),
+        unit: 'B',
+      },
       { key: 'used_memory_per_run', label: 'INFO used_memory delta per run', value: round(usedPerRun, 0), unit: 'B' },
-      { key: 'worker_rss_idle_mb', label: 'worker RSS idle (after a warm-up round), mean per process', value: round(idleMb, 1), unit: 'MB' },
-      { key: 'worker_rss_load_avg_mb', label: 'worker RSS under load, mean per process', value: round(avgMb, 1), unit: 'MB', note: `${rss.flat().length} samples, 2 processes` },
-      { key: 'worker_rss_load_max_mb', label: 'worker RSS under load, max', value: round(maxMb, 1), unit: 'MB', note: roundsDone.map((r) => `${r.kind} ${r.stepsPerSec}/s`).join(', ') },
-      { key: 'retention_run_keys_before', label: `retention ${retentionMs} ms: run keys right after ${m} runs finished (with a TTL)`, value: runKeys(kept), unit: 'keys', note: `${runKeysWithTtl} with TTL, ${runBytes(kept)} B` },
-      atMost('retention_run_keys_after', `retention ${retentionMs} ms: run keys ${round(waitedMs / 1000, 1)} s after`, runKeys(gone), 'keys', 0, `${runBytes(gone)} B left`),
-      atMost('retention_run_keys_without_ttl', 'finished runs\' keys without a TTL', runKeys(kept) - runKeysWithTtl, 'keys', 0),
+      {
+        key: 'worker_rss_idle_mb',
+        label: 'worker RSS idle (after a warm-up round), mean per process',
+        value: round(idleMb, 1),
+        unit: 'MB',
+      },
+      {
+        key: 'worker_rss_load_avg_mb',
+        label: 'worker RSS under load, mean per process',
+        value: round(avgMb, 1),
+        unit: 'MB',
+        note: `${rss.flat().length} samples, 2 processes`,
+      },
+      {
+        key: 'worker_rss_load_max_mb',
+        label: 'worker RSS under load, max',
+        value: round(maxMb, 1),
+        unit: 'MB',
+        note: roundsDone.map((r) => `${r.kind} ${r.stepsPerSec}/s`).join(', '),
+      },
+      {
+        key: 'retention_run_keys_before',
+        label: `retention ${retentionMs} ms: run keys right after ${m} runs finished (with a TTL)`,
+        value: runKeys(kept),
+        unit: 'keys',
+        note: `${runKeysWithTtl} with TTL, ${runBytes(kept)} B`,
+      },
+      atMost(
+        'retention_run_keys_after',
+        `retention ${retentionMs} ms: run keys ${round(waitedMs / 1000, 1)} s after`,
+        runKeys(gone),
+        'keys',
+        0,
+        `${runBytes(gone)} B left`,
+      ),
+      atMost(
+        'retention_run_keys_without_ttl',
+        "finished runs' keys without a TTL",
+        runKeys(kept) - runKeysWithTtl,
+        'keys',
+        0,
+      ),
     ];
     return {
-      name: this.name, title: this.title, metrics,
+      name: this.name,
+      title: this.title,
+      metrics,
       tables: [
-        { title: `Redis memory per completed support-agent run (MEMORY USAGE <key> SAMPLES 0 of every key after ${n} runs, minus before, / ${n})`, header: ['keys', 'keys/run', 'bytes/run', 'lifetime'], rows: perRunTable },
-        { title: `AOF bytes per completed run by key family (the incremental AOF over the same ${n} runs, parsed; scripts persist as their effects)`, header: ['family', 'bytes/run', 'share'], rows: aofTable },
-        { title: `Retention: RUN_RETENTION_MS=${retentionMs} on the worker; ${m} runs; keys and bytes right after they finished, and ${round(waitedMs / 1000, 1)} s later`, header: ['keys', 'keys after run', 'with TTL', 'bytes', `keys +${round(waitedMs / 1000, 1)} s`, 'bytes'], rows: retRows },
-        { title: 'Worker process RSS (VmRSS, /proc/<pid>/status), sampled every 100 ms during the load rounds', header: ['pid', 'idle MB', 'samples', 'mean MB', 'max MB'], rows: pids.map((p, i) => [p, round((idleKb[i] ?? NaN) / 1024, 1), rss[i]!.length, round(mean(rss[i]!) / 1024, 1), round(Math.max(...rss[i]!) / 1024, 1)]) },
+        {
+          title: `Redis memory per completed support-agent run (MEMORY USAGE <key> SAMPLES 0 of every key after ${n} runs, minus before, / ${n})`,
+          header: ['keys', 'keys/run', 'bytes/run', 'lifetime'],
+          rows: perRunTable,
+        },
+        {
+          title: `AOF bytes per completed run by key family (the incremental AOF over the same ${n} runs, parsed; scripts persist as their effects)`,
+          header: ['family', 'bytes/run', 'share'],
+          rows: aofTable,
+        },
+        {
+          title: `Retention: RUN_RETENTION_MS=${retentionMs} on the worker; ${m} runs; keys and bytes right after they finished, and ${round(waitedMs / 1000, 1)} s later`,
+          header: ['keys', 'keys after run', 'with TTL', 'bytes', `keys +${round(waitedMs / 1000, 1)} s`, 'bytes'],
+          rows: retRows,
+        },
+        {
+          title: 'Worker process RSS (VmRSS, /proc/<pid>/status), sampled every 100 ms during the load rounds',
+          header: ['pid', 'idle MB', 'samples', 'mean MB', 'max MB'],
+          rows: pids.map((p, i) => [
+            p,
+            round((idleKb[i] ?? NaN) / 1024, 1),
+            rss[i]!.length,
+            round(mean(rss[i]!) / 1024, 1),
+            round(Math.max(...rss[i]!) / 1024, 1),
+          ]),
+        },
       ],
-      details: { runs: n, bytesPerRun, aofPerRun, usedMemoryPerRun: round(usedPerRun, 0), rounds: roundsDone, retention: { ms: retentionMs, runs: m, waitedMs, before: Object.fromEntries(kept.byCategory), after: Object.fromEntries(gone.byCategory) } },
+      details: {
+        runs: n,
+        bytesPerRun,
+        aofPerRun,
+        usedMemoryPerRun: round(usedPerRun, 0),
+        rounds: roundsDone,
+        retention: {
+          ms: retentionMs,
+          runs: m,
+          waitedMs,
+          before: Object.fromEntries(kept.byCategory),
+          after: Object.fromEntries(gone.byCategory),
+        },
+      },
     };
   },
 };

@@ -37,14 +37,24 @@ import { ownerBaseOfToken } from '../../src/store/bullmqInternals.js';
 import { spawnChaosWorker, type ChaosWorker } from '../../test/e2e/chaos/processes.js';
 import type { HoldMessage, HoldReply } from '../lib/holdWorker.js';
 import { dist, round, type Dist } from '../lib/stats.js';
-import { atMost, type BenchEnv, type BenchOptions, type Metric, type Section, type SectionResult } from '../lib/types.js';
+import {
+  atMost,
+  type BenchEnv,
+  type BenchOptions,
+  type Metric,
+  type Section,
+  type SectionResult,
+} from '../lib/types.js';
 import { TENANT, ticket } from '../lib/workload.js';
 
 export const HANDOFF_P99_TARGET_MS = 100;
 export const RECOVERY_P50_TARGET_S = 0.3;
 export const RECOVERY_P99_TARGET_S = 0.6;
 /** The previous setting: short locks and no owner watch (lock expiry alone), measured beside the new one. */
-const LOCK_ONLY: EngineSetting = { label: 'lock only (1.2 s / 0.6 s, no owner watch)', extra: { LOCK_DURATION_MS: '1200', STALLED_INTERVAL_MS: '600', OWNER_WATCH_MS: '0' } };
+const LOCK_ONLY: EngineSetting = {
+  label: 'lock only (1.2 s / 0.6 s, no owner watch)',
+  extra: { LOCK_DURATION_MS: '1200', STALLED_INTERVAL_MS: '600', OWNER_WATCH_MS: '0' },
+};
 const DEFAULTS: EngineSetting = { label: 'defaults (owner watch)', extra: {} };
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -56,7 +66,12 @@ const holdFile = join(dirname(fileURLToPath(import.meta.url)), '..', 'lib', 'hol
 
 type Sig = 'SIGTERM' | 'SIGKILL' | 'SIGSTOP';
 
-async function until<T>(what: string, fn: () => Promise<T | undefined | null | false>, timeoutMs: number, everyMs = 5): Promise<T> {
+async function until<T>(
+  what: string,
+  fn: () => Promise<T | undefined | null | false>,
+  timeoutMs: number,
+  everyMs = 5,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await fn();
@@ -87,7 +102,12 @@ interface EngineSetting {
   extra: Record<string, string>;
 }
 
-async function engineTrials(env: BenchEnv, signals: Sig[], live: Set<ChaosWorker>, setting: EngineSetting): Promise<EngineTrial[]> {
+async function engineTrials(
+  env: BenchEnv,
+  signals: Sig[],
+  live: Set<ChaosWorker>,
+  setting: EngineSetting,
+): Promise<EngineTrial[]> {
   const { ctx } = env;
   const procEnv = { ...env.appEnv, WORKER_METRICS_PORT: '0', ...setting.extra };
   const spawnWorker = async () => {
@@ -115,15 +135,21 @@ async function engineTrials(env: BenchEnv, signals: Sig[], live: Set<ChaosWorker
     const rescuer = pair.find((w) => w !== victim);
     if (!victim || !rescuer) throw new Error(`trial ${t}: step 3's lock (${token}) names neither worker`);
     await sleep(200); // the victim is inside the slow kb read
-    if ((await ctx.store.readState(runId))?.cursor !== 3) throw new Error(`trial ${t}: the victim is not holding step 3`);
+    if ((await ctx.store.readState(runId))?.cursor !== 3)
+      throw new Error(`trial ${t}: the victim is not holding step 3`);
     const sentAt = Date.now();
     if (signal !== 'SIGSTOP') victim.sent = signal;
     victim.sentAt = sentAt;
     victim.child.kill(signal);
-    const p1 = await until('step 3 started on the rescuer', async () => {
-      const p = await ctx.redis.hget(jobKey, 'processedOn');
-      return p !== null && p !== p0 ? p : undefined;
-    }, signal === 'SIGSTOP' ? 120_000 : 20_000, 2);
+    const p1 = await until(
+      'step 3 started on the rescuer',
+      async () => {
+        const p = await ctx.redis.hget(jobKey, 'processedOn');
+        return p !== null && p !== p0 ? p : undefined;
+      },
+      signal === 'SIGSTOP' ? 120_000 : 20_000,
+      2,
+    );
     if (signal === 'SIGSTOP') {
       // Wake the frozen victim: its delivery of step 3 finishes its read and meets the fence; then it stops.
       victim.child.kill('SIGCONT');
@@ -133,14 +159,26 @@ async function engineTrials(env: BenchEnv, signals: Sig[], live: Set<ChaosWorker
     const ex = await victim.exited;
     let completed = false;
     try {
-      await until('the run completes', async () => (await ctx.redis.hget(ctx.keys.run(runId).run, 'status')) === 'completed', 20_000, 20);
+      await until(
+        'the run completes',
+        async () => (await ctx.redis.hget(ctx.keys.run(runId).run, 'status')) === 'completed',
+        20_000,
+        20,
+      );
       completed = true;
     } catch {
       // reported in the table
     }
     const decided = (await ctx.store.transcript(runId)).filter((e) => e.kind === 'decision').map((e) => e.step);
     const journalOnce = decided.every((s, i) => s === i + 1);
-    trials.push({ signal, ms: Number(p1) - sentAt, exitMs: ex.at - sentAt, exit: ex.signal ?? `code ${ex.code}`, completed, journalOnce });
+    trials.push({
+      signal,
+      ms: Number(p1) - sentAt,
+      exitMs: ex.at - sentAt,
+      exit: ex.signal ?? `code ${ex.code}`,
+      completed,
+      journalOnce,
+    });
     pair = [rescuer, await spawnWorker()];
   }
   env.sandbox.clearFaults();
@@ -166,12 +204,16 @@ async function spawnHold(env: BenchEnv, onSigterm: 'default' | 'close'): Promise
     env: {
       ...(process.env.PATH ? { PATH: process.env.PATH } : {}),
       ...(process.env.HOME ? { HOME: process.env.HOME } : {}),
-      HOLD_REDIS_URL: env.redis.url, HOLD_BULL_PREFIX: HOLD_PREFIX, HOLD_ON_SIGTERM: onSigterm,
+      HOLD_REDIS_URL: env.redis.url,
+      HOLD_BULL_PREFIX: HOLD_PREFIX,
+      HOLD_ON_SIGTERM: onSigterm,
     },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   const c: HoldChild = {
-    proc, started: new Map(), errors: [],
+    proc,
+    started: new Map(),
+    errors: [],
     exited: new Promise((resolve) => proc.once('exit', (code, signal) => resolve({ at: Date.now(), code, signal }))),
   };
   const hello = new Promise<void>((resolve, reject) => {
@@ -211,9 +253,21 @@ interface PlainResult {
  * default), `m` SIGTERM trials with a worker.close() handler. Resolves when
  * every stalled job started again (or after PLAIN_WAIT_MS).
  */
-async function plainTrials(env: BenchEnv, n: number, m: number, children: Set<HoldChild>, log: (s: string) => void): Promise<PlainResult> {
-  const groups = { kill: Array.from({ length: n }, (_, i) => `hold-kill-${i}`), term: Array.from({ length: n }, (_, i) => `hold-term-${i}`), close: Array.from({ length: m }, (_, i) => `hold-close-${i}`) };
-  const queues = [...groups.kill, ...groups.term, ...groups.close].map((name) => new Queue(name, { connection: env.ctx.redis, prefix: HOLD_PREFIX }));
+async function plainTrials(
+  env: BenchEnv,
+  n: number,
+  m: number,
+  children: Set<HoldChild>,
+  log: (s: string) => void,
+): Promise<PlainResult> {
+  const groups = {
+    kill: Array.from({ length: n }, (_, i) => `hold-kill-${i}`),
+    term: Array.from({ length: n }, (_, i) => `hold-term-${i}`),
+    close: Array.from({ length: m }, (_, i) => `hold-close-${i}`),
+  };
+  const queues = [...groups.kill, ...groups.term, ...groups.close].map(
+    (name) => new Queue(name, { connection: env.ctx.redis, prefix: HOLD_PREFIX }),
+  );
   try {
     await Promise.all(queues.map((q) => q.add('step', { held: true }, { jobId: 'j1' })));
   } finally {
@@ -226,7 +280,10 @@ async function plainTrials(env: BenchEnv, n: number, m: number, children: Set<Ho
     return cs;
   };
   const [killVictims, termVictims, closeVictims, rescuers] = await Promise.all([
-    spawnN(Math.ceil(n / per), 'default'), spawnN(Math.ceil(n / per), 'default'), spawnN(1, 'close'), spawnN(2, 'default'),
+    spawnN(Math.ceil(n / per), 'default'),
+    spawnN(Math.ceil(n / per), 'default'),
+    spawnN(1, 'close'),
+    spawnN(2, 'default'),
   ]);
   const jobKey = (q: string) => `${HOLD_PREFIX}:${q}:j1`;
   const processedOn = async (q: string) => Number((await env.admin.hget(jobKey(q), 'processedOn')) ?? 0);
@@ -238,29 +295,36 @@ async function plainTrials(env: BenchEnv, n: number, m: number, children: Set<Ho
   const schedule: Promise<void>[] = [];
   const holdLong = 10 * 60_000;
   let lastRescuerAt = 0;
-  for (const [group, victims] of [['kill', killVictims], ['term', termVictims]] as const) {
+  for (const [group, victims] of [
+    ['kill', killVictims],
+    ['term', termVictims],
+  ] as const) {
     groups[group].forEach((q, j) => {
       const v = (j * staggerMs) / n;
       const s = v + 500 + (j % 2) * 15_000;
       lastRescuerAt = Math.max(lastRescuerAt, s);
-      schedule.push((async () => {
-        await sleep(v);
-        await startHold(victims[Math.floor(j / per)]!, q, holdLong);
-        await until(`${q} taken`, () => processedOn(q), 10_000, 20);
-        await sleep(Math.max(0, t0 + s - Date.now()));
-        await startHold(rescuers[j % rescuers.length]!, q, holdLong);
-      })());
+      schedule.push(
+        (async () => {
+          await sleep(v);
+          await startHold(victims[Math.floor(j / per)]!, q, holdLong);
+          await until(`${q} taken`, () => processedOn(q), 10_000, 20);
+          await sleep(Math.max(0, t0 + s - Date.now()));
+          await startHold(rescuers[j % rescuers.length]!, q, holdLong);
+        })(),
+      );
     });
   }
   const signalAt = t0 + lastRescuerAt + 1500;
   // close(): jobs of 10 s started 4..8 s before the signal; rescuers watch the same queues.
   groups.close.forEach((q, i) => {
-    schedule.push((async () => {
-      await sleep(Math.max(0, signalAt - 4000 - i * 1000 - Date.now()));
-      await startHold(closeVictims[0]!, q, 10_000);
-      await until(`${q} taken`, () => processedOn(q), 10_000, 20);
-      await startHold(rescuers[i % rescuers.length]!, q, holdLong);
-    })());
+    schedule.push(
+      (async () => {
+        await sleep(Math.max(0, signalAt - 4000 - i * 1000 - Date.now()));
+        await startHold(closeVictims[0]!, q, 10_000);
+        await until(`${q} taken`, () => processedOn(q), 10_000, 20);
+        await startHold(rescuers[i % rescuers.length]!, q, holdLong);
+      })(),
+    );
   });
   await Promise.all(schedule);
   await sleep(Math.max(0, signalAt - Date.now()));
@@ -294,21 +358,36 @@ async function plainTrials(env: BenchEnv, n: number, m: number, children: Set<Ho
   const closeExit = await closeVictims[0]!.exited;
   const handedOver = [...closeDone.values()].filter((x) => Number.isNaN(x)).length;
   return {
-    kill: groups.kill.map((q) => restarted.get(q)).filter((x): x is number => x !== undefined).map((ms) => ms / 1000),
-    term: groups.term.map((q) => restarted.get(q)).filter((x): x is number => x !== undefined).map((ms) => ms / 1000),
+    kill: groups.kill
+      .map((q) => restarted.get(q))
+      .filter((x): x is number => x !== undefined)
+      .map((ms) => ms / 1000),
+    term: groups.term
+      .map((q) => restarted.get(q))
+      .filter((x): x is number => x !== undefined)
+      .map((ms) => ms / 1000),
     closeFinished: [...closeDone.values()].filter((x) => !Number.isNaN(x)).map((ms) => ms / 1000),
     closeHandedOver: handedOver,
     closeExitS: (closeExit.at - K) / 1000,
     termExit: termExit.signal ?? `code ${termExit.code}`,
     killExit: killExit.signal ?? `code ${killExit.code}`,
-    missing: { kill: groups.kill.filter((q) => !restarted.has(q)).length, term: groups.term.filter((q) => !restarted.has(q)).length },
+    missing: {
+      kill: groups.kill.filter((q) => !restarted.has(q)).length,
+      term: groups.term.filter((q) => !restarted.has(q)).length,
+    },
     staggerMs,
   };
 }
 
 // ---------------------------------------------------------------- section
 
-const fmtDist = (d: Dist, digits: number) => [d.n, round(d.p50, digits), round(d.p90, digits), round(d.p99, digits), round(d.max, digits)];
+const fmtDist = (d: Dist, digits: number) => [
+  d.n,
+  round(d.p50, digits),
+  round(d.p90, digits),
+  round(d.p99, digits),
+  round(d.max, digits),
+];
 
 export const recovery: Section = {
   name: 'recovery',
@@ -336,9 +415,19 @@ export const recovery: Section = {
       const signals: Sig[] = Array.from({ length: 2 * n }, (_, i) => (i % 2 === 0 ? 'SIGTERM' : 'SIGKILL'));
       engine = await engineTrials(env, signals, engineProcs, DEFAULTS);
       log(`engine: ${engine.length} trials done (${DEFAULTS.label})`);
-      lockOnly = await engineTrials(env, Array.from({ length: n }, () => 'SIGKILL' as const), engineProcs, LOCK_ONLY);
+      lockOnly = await engineTrials(
+        env,
+        Array.from({ length: n }, () => 'SIGKILL' as const),
+        engineProcs,
+        LOCK_ONLY,
+      );
       log(`engine: ${lockOnly.length} SIGKILL trials done (${LOCK_ONLY.label})`);
-      stopped = await engineTrials(env, Array.from({ length: k }, () => 'SIGSTOP' as const), engineProcs, DEFAULTS);
+      stopped = await engineTrials(
+        env,
+        Array.from({ length: k }, () => 'SIGSTOP' as const),
+        engineProcs,
+        DEFAULTS,
+      );
       log(`engine: ${stopped.length} SIGSTOP trials done (${DEFAULTS.label})`);
       plain = await plainP;
     } finally {
@@ -361,49 +450,171 @@ export const recovery: Section = {
 
     const metrics: Metric[] = [
       { key: 'engine_handoff_p50_ms', label: 'engine SIGTERM handoff p50', value: round(handoff.p50, 1), unit: 'ms' },
-      atMost('engine_handoff_p99_ms', 'engine SIGTERM handoff p99', round(handoff.p99, 1), 'ms', HANDOFF_P99_TARGET_MS, `${handoff.n} trials, max ${round(handoff.max, 1)} ms`),
-      atMost('engine_recovery_p50_s', `engine SIGKILL recovery p50 (owner watch, lock ${env.cfg.LOCK_DURATION_MS / 1000} s)`, round(recov.p50, 3), 's', RECOVERY_P50_TARGET_S),
-      atMost('engine_recovery_p99_s', `engine SIGKILL recovery p99 (owner watch, lock ${env.cfg.LOCK_DURATION_MS / 1000} s)`, round(recov.p99, 3), 's', RECOVERY_P99_TARGET_S, `${recov.n} trials, max ${round(recov.max, 3)} s`),
-      { key: 'lock_only_recovery_p50_s', label: `SIGKILL recovery p50, ${LOCK_ONLY.label}`, value: round(lockOnlyRecov.p50, 3), unit: 's', note: `${lockOnlyRecov.n} trials` },
-      { key: 'lock_only_recovery_p99_s', label: `SIGKILL recovery p99, ${LOCK_ONLY.label}`, value: round(lockOnlyRecov.p99, 3), unit: 's' },
-      atMost('engine_sigstop_max_s', `SIGSTOP -> step started elsewhere, max (bound: lock + 2 x stall interval)`, round(stopRecov.max, 2), 's', (env.cfg.LOCK_DURATION_MS + 2 * env.cfg.STALLED_INTERVAL_MS) / 1000, `${stopRecov.n} trials, p50 ${round(stopRecov.p50, 2)} s; lock + 1 interval = ${(env.cfg.LOCK_DURATION_MS + env.cfg.STALLED_INTERVAL_MS) / 1000} s`),
-      atMost('engine_double_commits', 'runs whose journal holds a step twice (SIGCONT included)', doubleCommits, 'runs', 0),
+      atMost(
+        'engine_handoff_p99_ms',
+        'engine SIGTERM handoff p99',
+        round(handoff.p99, 1),
+        'ms',
+        HANDOFF_P99_TARGET_MS,
+        `${handoff.n} trials, max ${round(handoff.max, 1)} ms`,
+      ),
+      atMost(
+        'engine_recovery_p50_s',
+        `engine SIGKILL recovery p50 (owner watch, lock ${env.cfg.LOCK_DURATION_MS / 1000} s)`,
+        round(recov.p50, 3),
+        's',
+        RECOVERY_P50_TARGET_S,
+      ),
+      atMost(
+        'engine_recovery_p99_s',
+        `engine SIGKILL recovery p99 (owner watch, lock ${env.cfg.LOCK_DURATION_MS / 1000} s)`,
+        round(recov.p99, 3),
+        's',
+        RECOVERY_P99_TARGET_S,
+        `${recov.n} trials, max ${round(recov.max, 3)} s`,
+      ),
+      {
+        key: 'lock_only_recovery_p50_s',
+        label: `SIGKILL recovery p50, ${LOCK_ONLY.label}`,
+        value: round(lockOnlyRecov.p50, 3),
+        unit: 's',
+        note: `${lockOnlyRecov.n} trials`,
+      },
+      {
+        key: 'lock_only_recovery_p99_s',
+        label: `SIGKILL recovery p99, ${LOCK_ONLY.label}`,
+        value: round(lockOnlyRecov.p99, 3),
+        unit: 's',
+      },
+      atMost(
+        'engine_sigstop_max_s',
+        `SIGSTOP -> step started elsewhere, max (bound: lock + 2 x stall interval)`,
+        round(stopRecov.max, 2),
+        's',
+        (env.cfg.LOCK_DURATION_MS + 2 * env.cfg.STALLED_INTERVAL_MS) / 1000,
+        `${stopRecov.n} trials, p50 ${round(stopRecov.p50, 2)} s; lock + 1 interval = ${(env.cfg.LOCK_DURATION_MS + env.cfg.STALLED_INTERVAL_MS) / 1000} s`,
+      ),
+      atMost(
+        'engine_double_commits',
+        'runs whose journal holds a step twice (SIGCONT included)',
+        doubleCommits,
+        'runs',
+        0,
+      ),
       atMost('engine_duplicate_effects', 'duplicate effects at the sandbox over the section', duplicates, 'effects', 0),
-      { key: 'plain_sigterm_p50_s', label: 'plain BullMQ SIGTERM (default: dies, job stalls) p50', value: round(pt.p50, 2), unit: 's', note: `${pt.n} trials` },
+      {
+        key: 'plain_sigterm_p50_s',
+        label: 'plain BullMQ SIGTERM (default: dies, job stalls) p50',
+        value: round(pt.p50, 2),
+        unit: 's',
+        note: `${pt.n} trials`,
+      },
       { key: 'plain_sigterm_p99_s', label: 'plain BullMQ SIGTERM (default) p99', value: round(pt.p99, 2), unit: 's' },
-      { key: 'plain_recovery_p50_s', label: 'plain BullMQ SIGKILL recovery p50', value: round(pk.p50, 2), unit: 's', note: `${pk.n} trials` },
+      {
+        key: 'plain_recovery_p50_s',
+        label: 'plain BullMQ SIGKILL recovery p50',
+        value: round(pk.p50, 2),
+        unit: 's',
+        note: `${pk.n} trials`,
+      },
       { key: 'plain_recovery_p99_s', label: 'plain BullMQ SIGKILL recovery p99', value: round(pk.p99, 2), unit: 's' },
-      { key: 'recovery_p50_speedup', label: 'SIGKILL recovery p50, plain / engine', value: round(pk.p50 / recov.p50, 1), unit: 'x' },
-      { key: 'handoff_p50_speedup', label: 'SIGTERM step restart p50, plain default / engine', value: round((pt.p50 * 1000) / handoff.p50, 0), unit: 'x' },
-      { key: 'engine_runs_not_completed', label: 'engine runs not completed after the signal', value: notCompleted, unit: 'runs' },
+      {
+        key: 'recovery_p50_speedup',
+        label: 'SIGKILL recovery p50, plain / engine',
+        value: round(pk.p50 / recov.p50, 1),
+        unit: 'x',
+      },
+      {
+        key: 'handoff_p50_speedup',
+        label: 'SIGTERM step restart p50, plain default / engine',
+        value: round((pt.p50 * 1000) / handoff.p50, 0),
+        unit: 'x',
+      },
+      {
+        key: 'engine_runs_not_completed',
+        label: 'engine runs not completed after the signal',
+        value: notCompleted,
+        unit: 'runs',
+      },
     ];
     const lockS = env.cfg.LOCK_DURATION_MS / 1000;
     const stallS = env.cfg.STALLED_INTERVAL_MS / 1000;
     const rows: (string | number)[][] = [
-      ['engine, SIGTERM -> step started on the other worker (ms)', ...fmtDist(handoff, 1), `moveToWait + WaitingError; victim exit ${round(termExits.p50, 0)} ms p50 (${badTermExit} not code 0)`],
-      ['engine, SIGKILL -> step started on the other worker (s)', ...fmtDist(recov, 3), `owner watch every ${env.cfg.OWNER_WATCH_MS} ms: the victim's connection is gone -> requeueDeadOwner; lock ${lockS} s only bounds a frozen process`],
-      [`engine ${LOCK_ONLY.label}, SIGKILL (s)`, ...fmtDist(lockOnlyRecov, 3), 'the previous setting: lock expiry + stall check, at most ~2.4 s (one check per interval per queue across its workers)'],
-      ['engine, SIGSTOP -> step started on the other worker (s)', ...fmtDist(stopRecov, 2), `connection stays open: the watch leaves it; lock ${lockS} s (renewed every ${lockS / 2} s) + stall check every ${stallS} s: at most ~${round(lockS + 2 * stallS, 1)} s; then SIGCONT: ${stopped.filter((t) => t.journalOnce).length} of ${stopped.length} journals hold each step once`],
-      ['plain BullMQ, SIGTERM, no handler (s)', ...fmtDist(pt, 2), `Node default: process dies (${plain.termExit}), job stalls${plain.missing.term ? `; ${plain.missing.term} not restarted in ${PLAIN_WAIT_MS / 1000} s` : ''}`],
-      ['plain BullMQ, SIGKILL (s)', ...fmtDist(pk, 2), `lock 30 s (renewed every 7.5-15 s) + stall check every 30 s${plain.missing.kill ? `; ${plain.missing.kill} not restarted in ${PLAIN_WAIT_MS / 1000} s` : ''}`],
-      ['plain BullMQ, SIGTERM + worker.close() handler (s)', ...fmtDist(pc, 2), `never handed over (${plain.closeHandedOver} of ${m} started elsewhere): close() waits for the step to finish in place; exit after ${round(plain.closeExitS, 2)} s`],
+      [
+        'engine, SIGTERM -> step started on the other worker (ms)',
+        ...fmtDist(handoff, 1),
+        `moveToWait + WaitingError; victim exit ${round(termExits.p50, 0)} ms p50 (${badTermExit} not code 0)`,
+      ],
+      [
+        'engine, SIGKILL -> step started on the other worker (s)',
+        ...fmtDist(recov, 3),
+        `owner watch every ${env.cfg.OWNER_WATCH_MS} ms: the victim's connection is gone -> requeueDeadOwner; lock ${lockS} s only bounds a frozen process`,
+      ],
+      [
+        `engine ${LOCK_ONLY.label}, SIGKILL (s)`,
+        ...fmtDist(lockOnlyRecov, 3),
+        'the previous setting: lock expiry + stall check, at most ~2.4 s (one check per interval per queue across its workers)',
+      ],
+      [
+        'engine, SIGSTOP -> step started on the other worker (s)',
+        ...fmtDist(stopRecov, 2),
+        `connection stays open: the watch leaves it; lock ${lockS} s (renewed every ${lockS / 2} s) + stall check every ${stallS} s: at most ~${round(lockS + 2 * stallS, 1)} s; then SIGCONT: ${stopped.filter((t) => t.journalOnce).length} of ${stopped.length} journals hold each step once`,
+      ],
+      [
+        'plain BullMQ, SIGTERM, no handler (s)',
+        ...fmtDist(pt, 2),
+        `Node default: process dies (${plain.termExit}), job stalls${plain.missing.term ? `; ${plain.missing.term} not restarted in ${PLAIN_WAIT_MS / 1000} s` : ''}`,
+      ],
+      [
+        'plain BullMQ, SIGKILL (s)',
+        ...fmtDist(pk, 2),
+        `lock 30 s (renewed every 7.5-15 s) + stall check every 30 s${plain.missing.kill ? `; ${plain.missing.kill} not restarted in ${PLAIN_WAIT_MS / 1000} s` : ''}`,
+      ],
+      [
+        'plain BullMQ, SIGTERM + worker.close() handler (s)',
+        ...fmtDist(pc, 2),
+        `never handed over (${plain.closeHandedOver} of ${m} started elsewhere): close() waits for the step to finish in place; exit after ${round(plain.closeExitS, 2)} s`,
+      ],
     ];
     return {
-      name: this.name, title: this.title, metrics,
-      tables: [{
-        title: `Signal -> the held step starts on another worker process (processedOn - signal time). Engine: ${engine.length} sequential trials alternating SIGTERM/SIGKILL, ` +
-          `real worker processes (src/server/worker.ts), step 3 (search_kb) held by a slow kb read. Plain BullMQ (default Worker options, processor holds the job): ` +
-          `${n} + ${n} + ${m} trials run concurrently with the engine's, one queue and one job per trial; victim Workers took their jobs staggered over ${plain.staggerMs / 1000} s and rescuer Workers ` +
-          `started their stall checkers staggered over ~30 s (spread lock/stall phases); all victim processes signalled at the same instant (${Math.ceil(n / 10)} + ${Math.ceil(n / 10)} + 1 processes, 10 Workers each). ` +
-          'close() row: signal -> the job finished on the SAME worker (it is not handed over; a step longer than the pod grace period is SIGKILLed and stalls like the SIGKILL row).',
-        header: ['case', 'n', 'p50', 'p90', 'p99', 'max', 'how'],
-        rows,
-      }],
+      name: this.name,
+      title: this.title,
+      metrics,
+      tables: [
+        {
+          title:
+            `Signal -> the held step starts on another worker process (processedOn - signal time). Engine: ${engine.length} sequential trials alternating SIGTERM/SIGKILL, ` +
+            `real worker processes (src/server/worker.ts), step 3 (search_kb) held by a slow kb read. Plain BullMQ (default Worker options, processor holds the job): ` +
+            `${n} + ${n} + ${m} trials run concurrently with the engine's, one queue and one job per trial; victim Workers took their jobs staggered over ${plain.staggerMs / 1000} s and rescuer Workers ` +
+            `started their stall checkers staggered over ~30 s (spread lock/stall phases); all victim processes signalled at the same instant (${Math.ceil(n / 10)} + ${Math.ceil(n / 10)} + 1 processes, 10 Workers each). ` +
+            'close() row: signal -> the job finished on the SAME worker (it is not handed over; a step longer than the pod grace period is SIGKILLed and stalls like the SIGKILL row).',
+          header: ['case', 'n', 'p50', 'p90', 'p99', 'max', 'how'],
+          rows,
+        },
+      ],
       details: {
         engine: engine.map((t) => ({ ...t, ms: t.ms })),
-        lockOnly, stopped,
-        plain: { killS: plain.kill, termS: plain.term, closeFinishedS: plain.closeFinished, closeHandedOver: plain.closeHandedOver, closeExitS: plain.closeExitS, termExit: plain.termExit, killExit: plain.killExit, missing: plain.missing },
-        settings: { engine: { lockDurationMs: env.cfg.LOCK_DURATION_MS, stalledIntervalMs: env.cfg.STALLED_INTERVAL_MS, ownerWatchMs: env.cfg.OWNER_WATCH_MS }, lockOnly: LOCK_ONLY.extra, plain: { lockDurationMs: 30_000, stalledIntervalMs: 30_000, lockRenewTimeMs: 15_000 } },
+        lockOnly,
+        stopped,
+        plain: {
+          killS: plain.kill,
+          termS: plain.term,
+          closeFinishedS: plain.closeFinished,
+          closeHandedOver: plain.closeHandedOver,
+          closeExitS: plain.closeExitS,
+          termExit: plain.termExit,
+          killExit: plain.killExit,
+          missing: plain.missing,
+        },
+        settings: {
+          engine: {
+            lockDurationMs: env.cfg.LOCK_DURATION_MS,
+            stalledIntervalMs: env.cfg.STALLED_INTERVAL_MS,
+            ownerWatchMs: env.cfg.OWNER_WATCH_MS,
+          },
+          lockOnly: LOCK_ONLY.extra,
+          plain: { lockDurationMs: 30_000, stalledIntervalMs: 30_000, lockRenewTimeMs: 15_000 },
+        },
       },
     };
   },

@@ -22,7 +22,14 @@ import { FleetWorker } from '../../src/worker/fleetWorker.js';
 import { clientCounts, diffCounts, sumCounts } from '../lib/clientCounter.js';
 import { calibrate, delta, snapshot } from '../lib/redisInfo.js';
 import { mean, median, round } from '../lib/stats.js';
-import { atMost, type BenchEnv, type BenchOptions, type Metric, type Section, type SectionResult } from '../lib/types.js';
+import {
+  atMost,
+  type BenchEnv,
+  type BenchOptions,
+  type Metric,
+  type Section,
+  type SectionResult,
+} from '../lib/types.js';
 import { createRun, readOnlyScript } from '../lib/workload.js';
 
 export const GROWTH_TARGET = 1.2;
@@ -49,7 +56,10 @@ interface StepCost {
 
 /** 20 KB of plain text (no JSON escaping), deterministic. */
 function ticketBody(bytes: number): string {
-  const words = 'the parcel arrived with a cracked lid and the customer would like a replacement or a refund please advise'.split(' ');
+  const words =
+    'the parcel arrived with a cracked lid and the customer would like a replacement or a refund please advise'.split(
+      ' ',
+    );
   let s = '';
   for (let i = 0; s.length < bytes; i++) s += words[i % words.length] + ' ';
   return s.slice(0, bytes);
@@ -59,7 +69,11 @@ async function driveRun(env: BenchEnv, runId: string, record: boolean, maxSteps:
   const { ctx, admin } = env;
   const fleet = new FleetWorker(ctx, { effects: createEffectRunner(ctx) }); // its workers never run: we drive its processor
   const queueName = ctx.keys.queueName(ctx.keys.shardOf(runId));
-  const manual = new Worker(queueName, null, { connection: ctx.redis, prefix: ctx.keys.bullPrefix, lockDuration: 60_000 });
+  const manual = new Worker(queueName, null, {
+    connection: ctx.redis,
+    prefix: ctx.keys.bullPrefix,
+    lockDuration: 60_000,
+  });
   const signal = new AbortController().signal;
   const costs: StepCost[] = [];
   try {
@@ -80,8 +94,15 @@ async function driveRun(env: BenchEnv, runId: string, record: boolean, maxSteps:
       if (a) {
         const d = delta(a, await snapshot(admin), calib);
         costs.push({
-          step, redisCmds: d.calls, clientCmds: sumCounts(diffCounts(c1, c0)), bytesIn: d.netIn, bytesOut: d.netOut,
-          redisCpuUs: d.cpuUs, scriptUsec: d.scriptUsec, aofBytes: d.aofBytes, latencyMs: t1 - t0,
+          step,
+          redisCmds: d.calls,
+          clientCmds: sumCounts(diffCounts(c1, c0)),
+          bytesIn: d.netIn,
+          bytesOut: d.netOut,
+          redisCpuUs: d.cpuUs,
+          scriptUsec: d.scriptUsec,
+          aofBytes: d.aofBytes,
+          latencyMs: t1 - t0,
         });
       }
     }
@@ -108,11 +129,15 @@ async function fleetLatencies(env: BenchEnv, runId: string, steps: number): Prom
       if (t0 !== undefined) byStep.set(step, performance.now() - t0);
       if (byStep.size >= steps) resolveDone();
     });
-    w.on('failed', (job: Job | undefined, err: Error) => console.error(`[bench] stepcost: job ${job?.id} failed: ${err.message}`));
+    w.on('failed', (job: Job | undefined, err: Error) =>
+      console.error(`[bench] stepcost: job ${job?.id} failed: ${err.message}`),
+    );
   }
   await fleet.start();
   try {
-    const timeout = new Promise<never>((_, rej) => setTimeout(() => rej(new Error(`fleet run ${runId} did not finish`)), 300_000).unref());
+    const timeout = new Promise<never>((_, rej) =>
+      setTimeout(() => rej(new Error(`fleet run ${runId} did not finish`)), 300_000).unref(),
+    );
     await Promise.race([done, timeout]);
   } finally {
     await fleet.stop(true);
@@ -135,7 +160,12 @@ export const stepCost: Section = {
     const repeats = opts.quick ? 2 : 5;
     await env.reset();
     // Warm-up (JIT, script cache): a shorter run of the same shape, not recorded.
-    await driveRun(env, await createRun(env.ctx, 'stepcost-warmup', readOnlyScript(60), { maxSteps, body, maxTokens: MAX_TOKENS }), false, maxSteps);
+    await driveRun(
+      env,
+      await createRun(env.ctx, 'stepcost-warmup', readOnlyScript(60), { maxSteps, body, maxTokens: MAX_TOKENS }),
+      false,
+      maxSteps,
+    );
     const runs: StepCost[][] = [];
     const fleetRuns: Map<number, number>[] = [];
     let status: string | null = null;
@@ -159,31 +189,94 @@ export const stepCost: Section = {
       const at = runs.map((r) => r[i]).filter((c): c is StepCost => c !== undefined);
       const m = (f: (c: StepCost) => number) => median(at.map(f));
       return {
-        step: first.step, redisCmds: m((c) => c.redisCmds), clientCmds: m((c) => c.clientCmds), bytesIn: m((c) => c.bytesIn),
-        bytesOut: m((c) => c.bytesOut), redisCpuUs: m((c) => c.redisCpuUs), scriptUsec: m((c) => c.scriptUsec),
-        aofBytes: m((c) => c.aofBytes), latencyMs: m((c) => c.latencyMs),
+        step: first.step,
+        redisCmds: m((c) => c.redisCmds),
+        clientCmds: m((c) => c.clientCmds),
+        bytesIn: m((c) => c.bytesIn),
+        bytesOut: m((c) => c.bytesOut),
+        redisCpuUs: m((c) => c.redisCpuUs),
+        scriptUsec: m((c) => c.scriptUsec),
+        aofBytes: m((c) => c.aofBytes),
+        latencyMs: m((c) => c.latencyMs),
       };
     });
     const fleetLat = new Map<number, number>();
-    for (const step of fleetRuns[0]!.keys()) fleetLat.set(step, median(fleetRuns.map((f) => f.get(step) ?? NaN).filter(Number.isFinite)));
+    for (const step of fleetRuns[0]!.keys())
+      fleetLat.set(step, median(fleetRuns.map((f) => f.get(step) ?? NaN).filter(Number.isFinite)));
 
     const window = (p: number) => {
       const [from, to] = windowOf(p);
       return costs.filter((c) => c.step >= from && c.step <= to);
     };
     // Counts and bytes are deterministic: means. Times are noisy (GC, AOF fsync, cron): medians.
-    const series: { key: string; label: string; unit: string; f: (c: StepCost) => number; agg: 'avg' | 'median'; target: boolean }[] = [
-      { key: 'redis_cmds', label: 'Redis commands executed (incl. in Lua)', unit: 'cmds', f: (c) => c.redisCmds, agg: 'avg', target: true },
-      { key: 'client_cmds', label: 'requests sent to Redis', unit: 'cmds', f: (c) => c.clientCmds, agg: 'avg', target: true },
-      { key: 'net_bytes', label: 'network bytes in + out', unit: 'B', f: (c) => c.bytesIn + c.bytesOut, agg: 'avg', target: true },
-      { key: 'net_in_bytes', label: 'network bytes in (to Redis)', unit: 'B', f: (c) => c.bytesIn, agg: 'avg', target: false },
+    const series: {
+      key: string;
+      label: string;
+      unit: string;
+      f: (c: StepCost) => number;
+      agg: 'avg' | 'median';
+      target: boolean;
+    }[] = [
+      {
+        key: 'redis_cmds',
+        label: 'Redis commands executed (incl. in Lua)',
+        unit: 'cmds',
+        f: (c) => c.redisCmds,
+        agg: 'avg',
+        target: true,
+      },
+      {
+        key: 'client_cmds',
+        label: 'requests sent to Redis',
+        unit: 'cmds',
+        f: (c) => c.clientCmds,
+        agg: 'avg',
+        target: true,
+      },
+      {
+        key: 'net_bytes',
+        label: 'network bytes in + out',
+        unit: 'B',
+        f: (c) => c.bytesIn + c.bytesOut,
+        agg: 'avg',
+        target: true,
+      },
+      {
+        key: 'net_in_bytes',
+        label: 'network bytes in (to Redis)',
+        unit: 'B',
+        f: (c) => c.bytesIn,
+        agg: 'avg',
+        target: false,
+      },
       { key: 'aof_bytes', label: 'AOF bytes appended', unit: 'B', f: (c) => c.aofBytes, agg: 'avg', target: false },
       // Redis CPU and script time are reported without a target: on this 2-core machine they move by +-20 %
       // between identical runs (no trend over the run's length; see details.perStep).
       { key: 'redis_cpu_us', label: 'Redis CPU', unit: 'µs', f: (c) => c.redisCpuUs, agg: 'median', target: false },
-      { key: 'script_usec', label: 'Redis time in scripts (commandstats)', unit: 'µs', f: (c) => c.scriptUsec, agg: 'median', target: false },
-      { key: 'latency_ms', label: 'step latency, driven', unit: 'ms', f: (c) => c.latencyMs, agg: 'median', target: true },
-      { key: 'latency_avg_ms', label: 'step latency, driven', unit: 'ms', f: (c) => c.latencyMs, agg: 'avg', target: false },
+      {
+        key: 'script_usec',
+        label: 'Redis time in scripts (commandstats)',
+        unit: 'µs',
+        f: (c) => c.scriptUsec,
+        agg: 'median',
+        target: false,
+      },
+      {
+        key: 'latency_ms',
+        label: 'step latency, driven',
+        unit: 'ms',
+        f: (c) => c.latencyMs,
+        agg: 'median',
+        target: true,
+      },
+      {
+        key: 'latency_avg_ms',
+        label: 'step latency, driven',
+        unit: 'ms',
+        f: (c) => c.latencyMs,
+        agg: 'avg',
+        target: false,
+      },
     ];
     const metrics: Metric[] = [];
     const rows: (string | number)[][] = [];
@@ -195,12 +288,27 @@ export const stepCost: Section = {
       const w = points.map((p) => agg(window(p).map(s.f)));
       const first = w[0]!;
       const ratios = w.slice(1).map((x) => x / first);
-      rows.push([`${s.label} (${s.unit})`, s.agg, ...points.map((p) => cell(at(p) && s.f(at(p)!))), ...w.map((x) => round(x, 1)), ...ratios.map((x) => `${round(x, 3)}x`)]);
+      rows.push([
+        `${s.label} (${s.unit})`,
+        s.agg,
+        ...points.map((p) => cell(at(p) && s.f(at(p)!))),
+        ...w.map((x) => round(x, 1)),
+        ...ratios.map((x) => `${round(x, 3)}x`),
+      ]);
       const note = `${w.map((x) => round(x, 1)).join(' -> ')} ${s.unit}`;
       const label = `${s.label}: steps ${windowLabel(last)} / ${windowLabel(1)} (${s.agg})`;
       const r = round(ratios[ratios.length - 1]!, 3);
-      metrics.push(s.target ? atMost(`${s.key}_ratio`, label, r, 'x', GROWTH_TARGET, note) : { key: `${s.key}_ratio`, label, value: r, unit: 'x', note });
-      metrics.push({ key: `${s.key}_ratio_${mid}`, label: `${s.label}: steps ${windowLabel(mid)} / ${windowLabel(1)} (${s.agg})`, value: round(ratios[0]!, 3), unit: 'x' });
+      metrics.push(
+        s.target
+          ? atMost(`${s.key}_ratio`, label, r, 'x', GROWTH_TARGET, note)
+          : { key: `${s.key}_ratio`, label, value: r, unit: 'x', note },
+      );
+      metrics.push({
+        key: `${s.key}_ratio_${mid}`,
+        label: `${s.label}: steps ${windowLabel(mid)} / ${windowLabel(1)} (${s.agg})`,
+        value: round(ratios[0]!, 3),
+        unit: 'x',
+      });
     }
     const fwin = (p: number) => {
       const [from, to] = windowOf(p);
@@ -208,22 +316,61 @@ export const stepCost: Section = {
     };
     const fw = points.map((p) => median(fwin(p)));
     const fr = fw.slice(1).map((x) => x / fw[0]!);
-    rows.push(['step latency, FleetWorker (ms)', 'median', ...points.map((p) => cell(fleetLat.get(p), 3)), ...fw.map((x) => round(x, 3)), ...fr.map((x) => `${round(x, 3)}x`)]);
-    metrics.push(atMost('fleet_latency_ratio', `step latency, FleetWorker: steps ${windowLabel(last)} / ${windowLabel(1)} (median)`, round(fr[fr.length - 1]!, 3), 'x', GROWTH_TARGET, `${fw.map((x) => round(x, 2)).join(' -> ')} ms`));
-    metrics.push({ key: `fleet_latency_ratio_${mid}`, label: `step latency, FleetWorker: steps ${windowLabel(mid)} / ${windowLabel(1)} (median)`, value: round(fr[0]!, 3), unit: 'x' });
+    rows.push([
+      'step latency, FleetWorker (ms)',
+      'median',
+      ...points.map((p) => cell(fleetLat.get(p), 3)),
+      ...fw.map((x) => round(x, 3)),
+      ...fr.map((x) => `${round(x, 3)}x`),
+    ]);
+    metrics.push(
+      atMost(
+        'fleet_latency_ratio',
+        `step latency, FleetWorker: steps ${windowLabel(last)} / ${windowLabel(1)} (median)`,
+        round(fr[fr.length - 1]!, 3),
+        'x',
+        GROWTH_TARGET,
+        `${fw.map((x) => round(x, 2)).join(' -> ')} ms`,
+      ),
+    );
+    metrics.push({
+      key: `fleet_latency_ratio_${mid}`,
+      label: `step latency, FleetWorker: steps ${windowLabel(mid)} / ${windowLabel(1)} (median)`,
+      value: round(fr[0]!, 3),
+      unit: 'x',
+    });
     return {
-      name: this.name, title: this.title, metrics,
-      tables: [{
-        title: `Per step: steps ${points.join(', ')} and the 10-step windows ending there (ratio = window / steps 1-10); ${repeats} repeats, per-step medians; the journal held ${journalLen} entries (${round(journalBytes / 1e6, 1)} MB) at the end. ` +
-          'Driven = getNextJob + processor + moveToCompleted: 3 requests (a running Worker fetches the next job inside the completion: 2). Step 1 also reads the run spec (bytes out).',
-        header: ['per step', 'agg', ...points.map((p) => `step ${p}`), ...points.map((p) => `steps ${windowLabel(p)}`), ...points.slice(1).map((p) => `${p} / 1`)],
-        rows,
-      }],
+      name: this.name,
+      title: this.title,
+      metrics,
+      tables: [
+        {
+          title:
+            `Per step: steps ${points.join(', ')} and the 10-step windows ending there (ratio = window / steps 1-10); ${repeats} repeats, per-step medians; the journal held ${journalLen} entries (${round(journalBytes / 1e6, 1)} MB) at the end. ` +
+            'Driven = getNextJob + processor + moveToCompleted: 3 requests (a running Worker fetches the next job inside the completion: 2). Step 1 also reads the run spec (bytes out).',
+          header: [
+            'per step',
+            'agg',
+            ...points.map((p) => `step ${p}`),
+            ...points.map((p) => `steps ${windowLabel(p)}`),
+            ...points.slice(1).map((p) => `${p} / 1`),
+          ],
+          rows,
+        },
+      ],
       details: {
-        observationBytes: OBSERVATION_BYTES, points, steps: costs.length, repeats, note: 'per step: median over the repeats', finalStatus: status, journalLength: journalLen, journalBytes,
+        observationBytes: OBSERVATION_BYTES,
+        points,
+        steps: costs.length,
+        repeats,
+        note: 'per step: median over the repeats',
+        finalStatus: status,
+        journalLength: journalLen,
+        journalBytes,
         atPoints: Object.fromEntries(points.map((p) => [p, at(p)])),
         // The windows and every 50th step (the whole series of 1,000 steps would make the JSON line ~150 KB).
-        perStep: costs.filter((c) => c.step % 50 === 0 || points.some((p) => c.step >= windowOf(p)[0] && c.step <= windowOf(p)[1]))
+        perStep: costs
+          .filter((c) => c.step % 50 === 0 || points.some((p) => c.step >= windowOf(p)[0] && c.step <= windowOf(p)[1]))
           .map((c) => ({ ...c, latencyMs: round(c.latencyMs, 3), redisCpuUs: round(c.redisCpuUs, 0) })),
       },
     };

@@ -23,7 +23,12 @@ import { AiSdkProvider, openAIOptions } from '../../src/models/aiSdk.js';
 import { dist, round } from '../lib/stats.js';
 import type { BenchEnv, BenchOptions, Metric, Section, SectionResult } from '../lib/types.js';
 
-const ANSWER = Array.from({ length: 120 }, (_, i) => `Sentence ${i}: the replacement ships today and tracking follows by email. `).join('').slice(0, 8000);
+const ANSWER = Array.from(
+  { length: 120 },
+  (_, i) => `Sentence ${i}: the replacement ships today and tracking follows by email. `,
+)
+  .join('')
+  .slice(0, 8000);
 
 export const streaming: Section = {
   name: 'streaming',
@@ -47,7 +52,15 @@ export const streaming: Section = {
     for (let i = 0; i < 5; i++) await Promise.all([once(on), once(off)].map((p) => p.catch(() => undefined)));
     const eventCounts: number[] = [];
     for (let i = 0; i < runsPerMode; i++) {
-      for (const [mode, w] of (i % 2 === 0 ? [['on', on], ['off', off]] : [['off', off], ['on', on]]) as ['on' | 'off', World][]) {
+      for (const [mode, w] of (i % 2 === 0
+        ? [
+            ['on', on],
+            ['off', off],
+          ]
+        : [
+            ['off', off],
+            ['on', on],
+          ]) as ['on' | 'off', World][]) {
         const r = await once(w);
         lat[mode].push(r.ms);
         if (mode === 'on') eventCounts.push(await w.deltaEvents(r.runId));
@@ -63,20 +76,69 @@ export const streaming: Section = {
     const dOn = dist(lat.on);
     const dOff = dist(lat.off);
     const metrics: Metric[] = [
-      { key: 'events_per_answer_fast', label: 'text_delta events per 2,000-token answer (server at full speed)', value: dist(eventCounts).p50, unit: 'events', note: `flush ${on.cfg.MODEL_STREAM_FLUSH_CHARS} chars / ${on.cfg.MODEL_STREAM_FLUSH_MS} ms; 1,000 SSE pieces in` },
-      { key: 'events_per_answer_dribbled', label: 'text_delta events per 2,000-token answer (dribbled, 1 piece/ms)', value: slowEvents, unit: 'events', note: `answer took ${round(slow.ms, 0)} ms` },
-      { key: 'added_latency_p50_ms', label: 'added latency per step, p50 (on - off)', value: round(dOn.p50 - dOff.p50, 2), unit: 'ms', note: `on ${round(dOn.p50, 2)} vs off ${round(dOff.p50, 2)}` },
-      { key: 'provider_stream_cost_p50_ms', label: 'of which the AI SDK reading the stream, p50 (streamText - generateText)', value: round(provider.stream.p50 - provider.generate.p50, 2), unit: 'ms', note: `stream ${round(provider.stream.p50, 2)} vs generate ${round(provider.generate.p50, 2)}, no engine` },
-      { key: 'added_latency_p90_ms', label: 'added latency per step, p90 (on - off)', value: round(dOn.p90 - dOff.p90, 2), unit: 'ms', note: `on ${round(dOn.p90, 2)} vs off ${round(dOff.p90, 2)}` },
+      {
+        key: 'events_per_answer_fast',
+        label: 'text_delta events per 2,000-token answer (server at full speed)',
+        value: dist(eventCounts).p50,
+        unit: 'events',
+        note: `flush ${on.cfg.MODEL_STREAM_FLUSH_CHARS} chars / ${on.cfg.MODEL_STREAM_FLUSH_MS} ms; 1,000 SSE pieces in`,
+      },
+      {
+        key: 'events_per_answer_dribbled',
+        label: 'text_delta events per 2,000-token answer (dribbled, 1 piece/ms)',
+        value: slowEvents,
+        unit: 'events',
+        note: `answer took ${round(slow.ms, 0)} ms`,
+      },
+      {
+        key: 'added_latency_p50_ms',
+        label: 'added latency per step, p50 (on - off)',
+        value: round(dOn.p50 - dOff.p50, 2),
+        unit: 'ms',
+        note: `on ${round(dOn.p50, 2)} vs off ${round(dOff.p50, 2)}`,
+      },
+      {
+        key: 'provider_stream_cost_p50_ms',
+        label: 'of which the AI SDK reading the stream, p50 (streamText - generateText)',
+        value: round(provider.stream.p50 - provider.generate.p50, 2),
+        unit: 'ms',
+        note: `stream ${round(provider.stream.p50, 2)} vs generate ${round(provider.generate.p50, 2)}, no engine`,
+      },
+      {
+        key: 'added_latency_p90_ms',
+        label: 'added latency per step, p90 (on - off)',
+        value: round(dOn.p90 - dOff.p90, 2),
+        unit: 'ms',
+        note: `on ${round(dOn.p90, 2)} vs off ${round(dOff.p90, 2)}`,
+      },
     ];
-    return { name: this.name, title: this.title, metrics, details: { runsPerMode, answerChars: ANSWER.length, on: dOn, off: dOff, eventCounts, provider } };
+    return {
+      name: this.name,
+      title: this.title,
+      metrics,
+      details: { runsPerMode, answerChars: ANSWER.length, on: dOn, off: dOff, eventCounts, provider },
+    };
   },
 };
 
 /** The provider's complete() alone, streamed (deltas to a no-op) and not, alternating. */
-async function providerAlone(server: ModelServer, n: number): Promise<{ stream: ReturnType<typeof dist>; generate: ReturnType<typeof dist> }> {
-  const p = new AiSdkProvider(openAIOptions({ baseUrl: `${server.url}/v1`, apiKey: 'sk-bench', model: 'gpt-4o-mini', timeoutMs: 60_000 }));
-  const req = { runId: 'r', step: 1, attempt: 1, instructions: 'i', prompt: 'p', tools: [], maxCompletionTokens: 4096, signal: new AbortController().signal };
+async function providerAlone(
+  server: ModelServer,
+  n: number,
+): Promise<{ stream: ReturnType<typeof dist>; generate: ReturnType<typeof dist> }> {
+  const p = new AiSdkProvider(
+    openAIOptions({ baseUrl: `${server.url}/v1`, apiKey: 'sk-bench', model: 'gpt-4o-mini', timeoutMs: 60_000 }),
+  );
+  const req = {
+    runId: 'r',
+    step: 1,
+    attempt: 1,
+    instructions: 'i',
+    prompt: 'p',
+    tools: [],
+    maxCompletionTokens: 4096,
+    signal: new AbortController().signal,
+  };
   const times = { stream: [] as number[], generate: [] as number[] };
   for (let i = 0; i < n + 3; i++) {
     for (const mode of ['stream', 'generate'] as const) {
@@ -100,17 +162,38 @@ interface World {
 async function world(env: BenchEnv, server: ModelServer, streaming: boolean): Promise<World> {
   const prefix = streaming ? 'bstron' : 'bstroff';
   const cfg = loadConfig({
-    ...env.appEnv, KEY_PREFIX: prefix, BULL_PREFIX: `${prefix}q`, WORKER_CONCURRENCY: '1',
-    OPENAI_BASE_URL: `${server.url}/v1`, OPENAI_API_KEY: 'sk-bench', MODEL_STREAMING: String(streaming),
+    ...env.appEnv,
+    KEY_PREFIX: prefix,
+    BULL_PREFIX: `${prefix}q`,
+    WORKER_CONCURRENCY: '1',
+    OPENAI_BASE_URL: `${server.url}/v1`,
+    OPENAI_API_KEY: 'sk-bench',
+    MODEL_STREAMING: String(streaming),
     COMPLETION_TOKEN_CAP: '4096',
   });
-  const ctx = await createContext(cfg, `bench-${prefix}`, { log: createLogger('bench', cfg.LOG_LEVEL), metrics: newMetrics() });
+  const ctx = await createContext(cfg, `bench-${prefix}`, {
+    log: createLogger('bench', cfg.LOG_LEVEL),
+    metrics: newMetrics(),
+  });
   const worker = new FleetWorker(ctx, {});
   await worker.start();
   return {
     cfg,
     async start(ticket) {
-      const spec = buildSpec(ctx, { tenant: 'acme', ticket: { id: ticket, subject: 'Broken mug', body: 'My order arrived broken.', customer: { email: 'ada@example.com', name: 'Ada' } }, agent: { model: 'openai' } }, Date.now());
+      const spec = buildSpec(
+        ctx,
+        {
+          tenant: 'acme',
+          ticket: {
+            id: ticket,
+            subject: 'Broken mug',
+            body: 'My order arrived broken.',
+            customer: { email: 'ada@example.com', name: 'Ada' },
+          },
+          agent: { model: 'openai' },
+        },
+        Date.now(),
+      );
       await ctx.store.create(spec, Date.now());
       return spec.runId;
     },
@@ -118,7 +201,8 @@ async function world(env: BenchEnv, server: ModelServer, streaming: boolean): Pr
       for (;;) {
         const s = await ctx.redis.hget(ctx.keys.run(runId).run, 'status');
         if (s === 'completed') return;
-        if (s === 'failed' || s === 'needs_human' || s === 'budget_exceeded') throw new Error(`bench run ${runId} ended ${s}`);
+        if (s === 'failed' || s === 'needs_human' || s === 'budget_exceeded')
+          throw new Error(`bench run ${runId} ended ${s}`);
         await new Promise((r) => setTimeout(r, 1));
       }
     },

@@ -4,7 +4,14 @@
  * concurrency, in the same bench run, with 1 and 2 worker processes.
  * Rounds alternate the kinds; medians are reported.
  */
-import { atLeast, type BenchEnv, type BenchOptions, type Metric, type Section, type SectionResult } from '../lib/types.js';
+import {
+  atLeast,
+  type BenchEnv,
+  type BenchOptions,
+  type Metric,
+  type Section,
+  type SectionResult,
+} from '../lib/types.js';
 import { median, round } from '../lib/stats.js';
 import { runRound, warmUp, type RoundKind, type RoundResult, type WarmUpResult } from '../lib/workload.js';
 import { SCRIPT_COMMANDS } from '../lib/redisInfo.js';
@@ -38,12 +45,20 @@ export const throughput: Section = {
       const pool = await env.spawnPool(procs);
       const results: Record<RoundKind, RoundResult[]> = { plain: [], engine: [], effects: [] };
       try {
-        const w = await warmUp(env, pool, KINDS, { chains: sz.chains, steps: sz.steps }, { ...sz.warm, tag: `w${procs}` });
+        const w = await warmUp(
+          env,
+          pool,
+          KINDS,
+          { chains: sz.chains, steps: sz.steps },
+          { ...sz.warm, tag: `w${procs}` },
+        );
         warmups[`${procs}p`] = w;
         for (let r = 0; r < opts.rounds; r++) {
           const order = r % 2 === 0 ? KINDS : [...KINDS].reverse();
           for (const kind of order) {
-            results[kind].push(await runRound(env, pool, { kind, chains: sz.chains, steps: sz.steps, tag: `p${procs}r${r}` }));
+            results[kind].push(
+              await runRound(env, pool, { kind, chains: sz.chains, steps: sz.steps, tag: `p${procs}r${r}` }),
+            );
           }
         }
       } finally {
@@ -64,46 +79,133 @@ export const throughput: Section = {
       const cpu = (k: RoundKind) => median(results[k].map((x) => x.nodeCpuUsPerStep + x.redisCpuUsPerStep));
       const p = `${procs}p`;
       metrics.push(
-        { key: `plain_${p}`, label: `plain chain, ${procs} proc`, value: round(plain, 0), unit: 'steps/s', note: `rounds ${per('plain')}` },
-        { key: `engine_${p}`, label: `engine read-only, ${procs} proc`, value: round(engine, 0), unit: 'steps/s', note: `rounds ${per('engine')}` },
-        atLeast(`ratio_${p}`, `engine/plain, ${procs} proc (median of paired rounds)`, round(median(ratios), 3), 'x', READ_ONLY_TARGET,
-          `rounds ${ratios.map((x) => round(x, 2)).join(' / ')}; ratio of medians ${round(engine / plain, 2)}`),
-        { key: `cpu_ratio_${p}`, label: `CPU/step plain/engine (worker+Redis), ${procs} proc`, value: round(cpu('plain') / cpu('engine'), 3), unit: 'x',
-          note: `${round(cpu('plain'), 0)} vs ${round(cpu('engine'), 0)} µs/step` },
-        { key: `effects_${p}`, label: `engine + 1 ledger effect/run, ${procs} proc`, value: round(effects, 0), unit: 'steps/s', note: `rounds ${per('effects')}` },
-        { key: `effects_ratio_${p}`, label: `engine+effect/plain, ${procs} proc (paired)`, value: round(median(effRatios), 3), unit: 'x', target: 'report only',
-          note: `rounds ${effRatios.map((x) => round(x, 2)).join(' / ')}; CPU/step ${round(cpu('effects'), 0)} µs` },
+        {
+          key: `plain_${p}`,
+          label: `plain chain, ${procs} proc`,
+          value: round(plain, 0),
+          unit: 'steps/s',
+          note: `rounds ${per('plain')}`,
+        },
+        {
+          key: `engine_${p}`,
+          label: `engine read-only, ${procs} proc`,
+          value: round(engine, 0),
+          unit: 'steps/s',
+          note: `rounds ${per('engine')}`,
+        },
+        atLeast(
+          `ratio_${p}`,
+          `engine/plain, ${procs} proc (median of paired rounds)`,
+          round(median(ratios), 3),
+          'x',
+          READ_ONLY_TARGET,
+          `rounds ${ratios.map((x) => round(x, 2)).join(' / ')}; ratio of medians ${round(engine / plain, 2)}`,
+        ),
+        {
+          key: `cpu_ratio_${p}`,
+          label: `CPU/step plain/engine (worker+Redis), ${procs} proc`,
+          value: round(cpu('plain') / cpu('engine'), 3),
+          unit: 'x',
+          note: `${round(cpu('plain'), 0)} vs ${round(cpu('engine'), 0)} µs/step`,
+        },
+        {
+          key: `effects_${p}`,
+          label: `engine + 1 ledger effect/run, ${procs} proc`,
+          value: round(effects, 0),
+          unit: 'steps/s',
+          note: `rounds ${per('effects')}`,
+        },
+        {
+          key: `effects_ratio_${p}`,
+          label: `engine+effect/plain, ${procs} proc (paired)`,
+          value: round(median(effRatios), 3),
+          unit: 'x',
+          target: 'report only',
+          note: `rounds ${effRatios.map((x) => round(x, 2)).join(' / ')}; CPU/step ${round(cpu('effects'), 0)} µs`,
+        },
       );
       for (const k of KINDS) {
         const rs = results[k];
         const m = (f: (x: RoundResult) => number) => round(median(rs.map(f)), 1);
-        const scriptsPerStep = median(rs.map((x) => Object.entries(x.clientByCommand).filter(([n]) => SCRIPT_COMMANDS.has(n)).reduce((s, [, v]) => s + v, 0) / x.jobs));
+        const scriptsPerStep = median(
+          rs.map(
+            (x) =>
+              Object.entries(x.clientByCommand)
+                .filter(([n]) => SCRIPT_COMMANDS.has(n))
+                .reduce((s, [, v]) => s + v, 0) / x.jobs,
+          ),
+        );
         breakdown.push([
-          `${k} ${procs}p`, m((x) => x.nodeCpuUsPerStep), m((x) => x.redisCpuUsPerStep), m((x) => x.clientCmdsPerStep),
-          round(scriptsPerStep, 2), m((x) => x.redisCallsPerStep), m((x) => x.redisBytesPerStep), m((x) => x.aofBytesPerStep),
+          `${k} ${procs}p`,
+          m((x) => x.nodeCpuUsPerStep),
+          m((x) => x.redisCpuUsPerStep),
+          m((x) => x.clientCmdsPerStep),
+          round(scriptsPerStep, 2),
+          m((x) => x.redisCallsPerStep),
+          m((x) => x.redisBytesPerStep),
+          m((x) => x.aofBytesPerStep),
         ]);
       }
-      details[p] = Object.fromEntries(KINDS.map((k) => [k, results[k].map((x) => ({
-        stepsPerSec: round(x.stepsPerSec, 0), wallMs: round(x.wallMs, 1), nodeCpuUsPerStep: round(x.nodeCpuUsPerStep, 1),
-        redisCpuUsPerStep: round(x.redisCpuUsPerStep, 1), clientCmdsPerStep: round(x.clientCmdsPerStep, 2),
-        redisCallsPerStep: round(x.redisCallsPerStep, 2), redisBytesPerStep: round(x.redisBytesPerStep, 0), aofBytesPerStep: round(x.aofBytesPerStep, 0),
-        clientCommandsPerStep: Object.fromEntries(Object.entries(x.clientByCommand).map(([n, v]) => [n, round(v / x.jobs, 3)])),
-        redisCommandsPerStep: Object.fromEntries(Object.entries(x.redis.byCommand).map(([n, v]) => [n, { calls: round(v.calls / x.jobs, 3), usec: round(v.usec / x.jobs, 2) }])),
-      }))]));
+      details[p] = Object.fromEntries(
+        KINDS.map((k) => [
+          k,
+          results[k].map((x) => ({
+            stepsPerSec: round(x.stepsPerSec, 0),
+            wallMs: round(x.wallMs, 1),
+            nodeCpuUsPerStep: round(x.nodeCpuUsPerStep, 1),
+            redisCpuUsPerStep: round(x.redisCpuUsPerStep, 1),
+            clientCmdsPerStep: round(x.clientCmdsPerStep, 2),
+            redisCallsPerStep: round(x.redisCallsPerStep, 2),
+            redisBytesPerStep: round(x.redisBytesPerStep, 0),
+            aofBytesPerStep: round(x.aofBytesPerStep, 0),
+            clientCommandsPerStep: Object.fromEntries(
+              Object.entries(x.clientByCommand).map(([n, v]) => [n, round(v / x.jobs, 3)]),
+            ),
+            redisCommandsPerStep: Object.fromEntries(
+              Object.entries(x.redis.byCommand).map(([n, v]) => [
+                n,
+                { calls: round(v.calls / x.jobs, 3), usec: round(v.usec / x.jobs, 2) },
+              ]),
+            ),
+          })),
+        ]),
+      );
     }
     return {
-      name: this.name, title: this.title, metrics, details,
-      tables: [{
-        title: 'Cost per step (medians): where the time goes',
-        header: ['round', 'worker CPU µs', 'Redis CPU µs', 'requests sent', 'of which scripts', 'Redis cmds (incl. in Lua)', 'net bytes', 'AOF bytes'],
-        rows: breakdown,
-      }, {
-        title: 'JIT warm-up before measuring (per cycle; measuring starts when worker CPU/step of the last two cycles agree within 15 %)',
-        header: ['procs', 'kind', 'cycles', 'worker CPU µs/step', 'steps/s'],
-        rows: Object.entries(warmups).flatMap(([p, w]) => KINDS.map((k) => [
-          p, k, w.cycles, (w.cpuHistory[k] ?? []).join(' -> ') + (w.stable ? '' : ' (not settled)'), (w.history[k] ?? []).join(' -> '),
-        ])),
-      }],
+      name: this.name,
+      title: this.title,
+      metrics,
+      details,
+      tables: [
+        {
+          title: 'Cost per step (medians): where the time goes',
+          header: [
+            'round',
+            'worker CPU µs',
+            'Redis CPU µs',
+            'requests sent',
+            'of which scripts',
+            'Redis cmds (incl. in Lua)',
+            'net bytes',
+            'AOF bytes',
+          ],
+          rows: breakdown,
+        },
+        {
+          title:
+            'JIT warm-up before measuring (per cycle; measuring starts when worker CPU/step of the last two cycles agree within 15 %)',
+          header: ['procs', 'kind', 'cycles', 'worker CPU µs/step', 'steps/s'],
+          rows: Object.entries(warmups).flatMap(([p, w]) =>
+            KINDS.map((k) => [
+              p,
+              k,
+              w.cycles,
+              (w.cpuHistory[k] ?? []).join(' -> ') + (w.stable ? '' : ' (not settled)'),
+              (w.history[k] ?? []).join(' -> '),
+            ]),
+          ),
+        },
+      ],
     };
   },
 };

@@ -65,7 +65,13 @@ export async function startCrm(port = 0): Promise<CrmHandle> {
           if (seen.bodyHash !== bodyHash) return send(res, 409, { error: 'key_reused_with_another_body' });
           return send(res, 200, seen.deal, { 'idempotent-replayed': 'true' });
         }
-        const deal: Deal = { id: `deal_${deals.length + 1}`, leadId: body.leadId, company: body.company, tier: body.tier, amountCents: body.amountCents };
+        const deal: Deal = {
+          id: `deal_${deals.length + 1}`,
+          leadId: body.leadId,
+          company: body.company,
+          tier: body.tier,
+          amountCents: body.amountCents,
+        };
         deals.push(deal);
         createdPerKey[key] = (createdPerKey[key] ?? 0) + 1;
         byKey.set(key, { deal, bodyHash });

@@ -13,26 +13,34 @@
 import { z } from 'zod';
 import { connectMcpServer, defineAgent, type AgentsModuleContext } from '../../src/index.js';
 
-const requestSchema = z.object({ requestId: z.string().min(1).max(100), name: z.string().min(1).max(200), day: z.string().min(1) }).strict();
+const requestSchema = z
+  .object({ requestId: z.string().min(1).max(100), name: z.string().min(1).max(200), day: z.string().min(1) })
+  .strict();
 type BookingRequest = z.infer<typeof requestSchema>;
 
 export default async function agents({ env }: AgentsModuleContext) {
   const url = env.BOOKINGS_MCP_URL;
   if (!url) throw new Error('BOOKINGS_MCP_URL is not set (the bookings MCP server)');
   const windowMs = Number(env.BOOKINGS_KEY_WINDOW_MS ?? 0);
-  const bookings = await connectMcpServer({ url }, {
-    writes: { book_slot: windowMs > 0 ? { reconcile: { kind: 'replay_same_key', windowMs } } : {} },
-  });
-  return [defineAgent<BookingRequest>({
-    name: 'mcp-booking',
-    version: 'mcp-booking@1',
-    input: requestSchema,
-    tools: bookings.tools,
-    instructions: () => 'You book appointments. Find an open slot on the requested day, book it, then confirm in one line.',
-    prompt: (r) => `Book ${r.name} on ${r.day}.`,
-    key: (r) => r.requestId,
-    demoScript: (r) => bookingScript(r),
-  })];
+  const bookings = await connectMcpServer(
+    { url },
+    {
+      writes: { book_slot: windowMs > 0 ? { reconcile: { kind: 'replay_same_key', windowMs } } : {} },
+    },
+  );
+  return [
+    defineAgent<BookingRequest>({
+      name: 'mcp-booking',
+      version: 'mcp-booking@1',
+      input: requestSchema,
+      tools: bookings.tools,
+      instructions: () =>
+        'You book appointments. Find an open slot on the requested day, book it, then confirm in one line.',
+      prompt: (r) => `Book ${r.name} on ${r.day}.`,
+      key: (r) => r.requestId,
+      demoScript: (r) => bookingScript(r),
+    }),
+  ];
 }
 
 /** The turns a scripted model plays for a request: find a slot, book it, confirm. */

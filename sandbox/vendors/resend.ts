@@ -17,12 +17,19 @@ import type { SandboxContext } from '../context.js';
 import { createEffect, send, type Answer, type Dialect } from '../effects.js';
 import { header } from '../http.js';
 
-const err = (statusCode: number, name: string, message: string): Answer => ({ status: statusCode, body: { statusCode, name, message } });
+const err = (statusCode: number, name: string, message: string): Answer => ({
+  status: statusCode,
+  body: { statusCode, name, message },
+});
 
 function authorize(req: IncomingMessage): Answer | undefined {
   const auth = header(req, 'authorization');
   if (auth === null) {
-    return err(401, 'missing_api_key', 'Missing API key in the authorization header. Include the following header Authorization: Bearer YOUR_API_KEY in the request.');
+    return err(
+      401,
+      'missing_api_key',
+      'Missing API key in the authorization header. Include the following header Authorization: Bearer YOUR_API_KEY in the request.',
+    );
   }
   return /^Bearer re_\S+$/.test(auth) ? undefined : err(403, 'invalid_api_key', 'API key is invalid');
 }
@@ -33,7 +40,13 @@ interface EmailInput {
 }
 
 const list = (v: unknown): string[] | null =>
-  v === undefined || v === null ? null : typeof v === 'string' ? [v] : Array.isArray(v) && v.every((x) => typeof x === 'string') ? (v) : null;
+  v === undefined || v === null
+    ? null
+    : typeof v === 'string'
+      ? [v]
+      : Array.isArray(v) && v.every((x) => typeof x === 'string')
+        ? v
+        : null;
 
 export const resendEmails: Dialect<EmailInput> = {
   resource: 'emails',
@@ -46,14 +59,17 @@ export const resendEmails: Dialect<EmailInput> = {
     } catch {
       return err(422, 'validation_error', 'Invalid JSON body');
     }
-    if (body === null || typeof body !== 'object' || Array.isArray(body)) return err(422, 'validation_error', 'Invalid JSON body');
+    if (body === null || typeof body !== 'object' || Array.isArray(body))
+      return err(422, 'validation_error', 'Invalid JSON body');
     const b = body as Record<string, unknown>;
     if (typeof b.from !== 'string' || b.from === '') return err(422, 'missing_required_field', 'Missing `from` field.');
     const to = list(b.to);
     if (to === null || to.length === 0) return err(422, 'missing_required_field', 'Missing `to` field.');
     if (to.length > 50) return err(422, 'validation_error', 'The `to` field must contain at most 50 addresses.');
-    if (typeof b.subject !== 'string' || b.subject === '') return err(422, 'missing_required_field', 'Missing `subject` field.');
-    if (typeof b.html !== 'string' && typeof b.text !== 'string') return err(422, 'missing_required_field', 'Missing `html` or `text` field.');
+    if (typeof b.subject !== 'string' || b.subject === '')
+      return err(422, 'missing_required_field', 'Missing `subject` field.');
+    if (typeof b.html !== 'string' && typeof b.text !== 'string')
+      return err(422, 'missing_required_field', 'Missing `html` or `text` field.');
     return { input: { body: b, to }, canon: canonicalJson(b) };
   },
   create(input, seq, nowMs) {
@@ -80,8 +96,18 @@ export const resendEmails: Dialect<EmailInput> = {
   replay: (answer) => ({ ...answer }),
   errors: {
     keyTooLong: () => err(400, 'invalid_idempotency_key', 'The key must be between 1-256 chars.'),
-    keyReused: () => err(409, 'invalid_idempotent_request', 'Same idempotency key used with a different request payload. Change your idempotency key or payload.'),
-    inProgress: () => err(409, 'concurrent_idempotent_requests', 'Same idempotency key used while original request is still in progress. Try the request again later.'),
+    keyReused: () =>
+      err(
+        409,
+        'invalid_idempotent_request',
+        'Same idempotency key used with a different request payload. Change your idempotency key or payload.',
+      ),
+    inProgress: () =>
+      err(
+        409,
+        'concurrent_idempotent_requests',
+        'Same idempotency key used while original request is still in progress. Try the request again later.',
+      ),
     internal: () => err(500, 'application_error', 'An unexpected error occurred.'),
     rateLimited: () => err(429, 'rate_limit_exceeded', 'Too many requests. You can only make 2 requests per second.'),
     unavailable: () => err(503, 'service_unavailable', 'The service is temporarily unavailable.'),
@@ -90,7 +116,12 @@ export const resendEmails: Dialect<EmailInput> = {
 };
 
 /** POST /emails and GET /emails/{id}. */
-export async function handleResend(ctx: SandboxContext, req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
+export async function handleResend(
+  ctx: SandboxContext,
+  req: IncomingMessage,
+  res: ServerResponse,
+  path: string,
+): Promise<void> {
   const method = req.method ?? 'GET';
   if (path === '/emails') {
     if (method === 'POST') return createEffect(ctx, req, res, resendEmails);
@@ -100,7 +131,8 @@ export async function handleResend(ctx: SandboxContext, req: IncomingMessage, re
   if (!m) return send(res, err(404, 'not_found', 'The requested endpoint does not exist.'));
   const denied = authorize(req);
   if (denied) return send(res, denied);
-  if (method !== 'GET') return send(res, { ...err(405, 'method_not_allowed', 'Method not allowed'), headers: { allow: 'GET' } });
+  if (method !== 'GET')
+    return send(res, { ...err(405, 'method_not_allowed', 'Method not allowed'), headers: { allow: 'GET' } });
   const record = ctx.store.get('emails', decodeURIComponent(m[1]!));
   if (record === undefined) return send(res, err(404, 'not_found', 'Email not found'));
   send(res, { status: 200, body: record.resource });

@@ -21,7 +21,8 @@ import { createEffect, send, type Answer, type Dialect } from '../effects.js';
 import { header } from '../http.js';
 
 const err = (status: number, type: string, message: string, extra: { code?: string; param?: string } = {}): Answer => ({
-  status, body: { error: { type, ...extra, message } },
+  status,
+  body: { error: { type, ...extra, message } },
 });
 
 const KEY = /^(sk|rk)_(test|live)_\S+$/;
@@ -29,12 +30,20 @@ const KEY = /^(sk|rk)_(test|live)_\S+$/;
 function authorize(req: IncomingMessage): Answer | undefined {
   const auth = header(req, 'authorization');
   if (auth === null) {
-    return err(401, 'invalid_request_error', "You did not provide an API key. You need to provide your API key in the Authorization header, using Bearer auth (e.g. 'Authorization: Bearer YOUR_SECRET_KEY').");
+    return err(
+      401,
+      'invalid_request_error',
+      "You did not provide an API key. You need to provide your API key in the Authorization header, using Bearer auth (e.g. 'Authorization: Bearer YOUR_SECRET_KEY').",
+    );
   }
   const bearer = /^Bearer (\S+)$/.exec(auth)?.[1];
   const basic = /^Basic (\S+)$/.exec(auth)?.[1];
   const key = bearer ?? (basic ? Buffer.from(basic, 'base64').toString('utf8').replace(/:$/, '') : '');
-  return KEY.test(key) ? undefined : err(401, 'invalid_request_error', `Invalid API Key provided: ${key.slice(0, 8)}****`, { code: 'api_key_invalid' });
+  return KEY.test(key)
+    ? undefined
+    : err(401, 'invalid_request_error', `Invalid API Key provided: ${key.slice(0, 8)}****`, {
+        code: 'api_key_invalid',
+      });
 }
 
 const PARAMS = new Set(['payment_intent', 'charge', 'amount', 'currency', 'reason', 'instructions_email']);
@@ -61,25 +70,47 @@ export const stripeRefunds: Dialect<RefundInput> = {
     for (const [k, v] of form) {
       const meta = /^metadata\[([^\]]{1,40})\]$/.exec(k);
       if (meta) {
-        if (v.length > 500) return err(400, 'invalid_request_error', `Metadata values can have up to 500 characters, but you passed in a value that is ${v.length} characters.`, { param: k });
+        if (v.length > 500)
+          return err(
+            400,
+            'invalid_request_error',
+            `Metadata values can have up to 500 characters, but you passed in a value that is ${v.length} characters.`,
+            { param: k },
+          );
         metadata[meta[1]!] = v;
       } else if (!PARAMS.has(k)) {
-        return err(400, 'invalid_request_error', `Received unknown parameter: ${k}`, { code: 'parameter_unknown', param: k });
+        return err(400, 'invalid_request_error', `Received unknown parameter: ${k}`, {
+          code: 'parameter_unknown',
+          param: k,
+        });
       }
     }
     const paymentIntent = form.get('payment_intent');
     const charge = form.get('charge');
     if (!paymentIntent && !charge) {
-      return err(400, 'invalid_request_error', 'One of the following params should be provided for this request: payment_intent or charge.', { code: 'parameter_missing' });
+      return err(
+        400,
+        'invalid_request_error',
+        'One of the following params should be provided for this request: payment_intent or charge.',
+        { code: 'parameter_missing' },
+      );
     }
     const amountText = form.get('amount');
     const amount = amountText === null ? null : Number(amountText);
     if (amount !== null && !(Number.isSafeInteger(amount) && amount > 0 && /^\d+$/.test(amountText!))) {
-      return err(400, 'invalid_request_error', `Invalid integer: ${amountText}`, { code: 'parameter_invalid_integer', param: 'amount' });
+      return err(400, 'invalid_request_error', `Invalid integer: ${amountText}`, {
+        code: 'parameter_invalid_integer',
+        param: 'amount',
+      });
     }
     const reason = form.get('reason');
     if (reason !== null && !REASONS.has(reason)) {
-      return err(400, 'invalid_request_error', 'Invalid reason: must be one of duplicate, fraudulent, or requested_by_customer', { code: 'parameter_invalid_string', param: 'reason' });
+      return err(
+        400,
+        'invalid_request_error',
+        'Invalid reason: must be one of duplicate, fraudulent, or requested_by_customer',
+        { code: 'parameter_invalid_string', param: 'reason' },
+      );
     }
     const currency = (form.get('currency') ?? 'usd').toLowerCase();
     // Stripe compares the request's parameters, whatever their order.
@@ -96,7 +127,15 @@ export const stripeRefunds: Dialect<RefundInput> = {
       charge: input.charge ?? `ch_sbx${pad(seq, 18)}`,
       created: Math.floor(nowMs / 1000),
       currency: input.currency,
-      destination_details: { card: { reference: null, reference_status: 'pending', reference_type: 'acquirer_reference_number', type: 'refund' }, type: 'card' },
+      destination_details: {
+        card: {
+          reference: null,
+          reference_status: 'pending',
+          reference_type: 'acquirer_reference_number',
+          type: 'refund',
+        },
+        type: 'card',
+      },
       metadata: input.metadata,
       payment_intent: input.paymentIntent,
       reason: input.reason,
@@ -110,38 +149,72 @@ export const stripeRefunds: Dialect<RefundInput> = {
   replay: (answer) => ({ ...answer, headers: { 'idempotent-replayed': 'true' } }),
   errors: {
     keyTooLong: (max) => err(400, 'invalid_request_error', `Idempotency-Key must be at most ${max} characters.`),
-    keyReused: (key) => err(400, 'idempotency_error', `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${key}' if you meant to execute a different request.`),
-    inProgress: (key) => err(409, 'invalid_request_error', `There is currently another in-progress request using this Idempotent Key (that probably means you submitted twice, and the other request is still going through): ${key}. Please try again later.`, { code: 'idempotency_key_in_use' }),
+    keyReused: (key) =>
+      err(
+        400,
+        'idempotency_error',
+        `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${key}' if you meant to execute a different request.`,
+      ),
+    inProgress: (key) =>
+      err(
+        409,
+        'invalid_request_error',
+        `There is currently another in-progress request using this Idempotent Key (that probably means you submitted twice, and the other request is still going through): ${key}. Please try again later.`,
+        { code: 'idempotency_key_in_use' },
+      ),
     internal: () => err(500, 'api_error', 'An unknown error occurred'),
-    rateLimited: () => err(429, 'invalid_request_error', 'Request rate limit exceeded. Learn more about rate limits here https://stripe.com/docs/rate-limits.', { code: 'rate_limit' }),
+    rateLimited: () =>
+      err(
+        429,
+        'invalid_request_error',
+        'Request rate limit exceeded. Learn more about rate limits here https://stripe.com/docs/rate-limits.',
+        { code: 'rate_limit' },
+      ),
     unavailable: () => err(503, 'api_error', 'The service is temporarily unavailable'),
     tooLarge: () => err(413, 'invalid_request_error', 'Request body too large'),
   },
 };
 
 /** /v1/refunds and /v1/refunds/{id}. */
-export async function handleStripe(ctx: SandboxContext, req: IncomingMessage, res: ServerResponse, path: string, query: URLSearchParams): Promise<void> {
+export async function handleStripe(
+  ctx: SandboxContext,
+  req: IncomingMessage,
+  res: ServerResponse,
+  path: string,
+  query: URLSearchParams,
+): Promise<void> {
   const method = req.method ?? 'GET';
   if (path === '/v1/refunds') {
     if (method === 'POST') return createEffect(ctx, req, res, stripeRefunds);
     const denied = authorize(req);
     if (denied) return send(res, denied);
-    if (method !== 'GET') return send(res, { ...err(405, 'invalid_request_error', 'Method not allowed'), headers: { allow: 'GET, POST' } });
+    if (method !== 'GET')
+      return send(res, { ...err(405, 'invalid_request_error', 'Method not allowed'), headers: { allow: 'GET, POST' } });
     if (ctx.faults.fire('refunds', ['no_lookup']) !== undefined) return send(res, stripeRefunds.errors.internal());
     const pi = query.get('payment_intent');
     const charge = query.get('charge');
     const limit = Math.min(100, Math.max(1, Number(query.get('limit') ?? 10) || 10));
-    const all = ctx.store.all('refunds').map((r) => r.resource)
+    const all = ctx.store
+      .all('refunds')
+      .map((r) => r.resource)
       .filter((r) => (pi === null || r.payment_intent === pi) && (charge === null || r.charge === charge))
       .reverse();
-    return send(res, { status: 200, body: { object: 'list', data: all.slice(0, limit), has_more: all.length > limit, url: '/v1/refunds' } });
+    return send(res, {
+      status: 200,
+      body: { object: 'list', data: all.slice(0, limit), has_more: all.length > limit, url: '/v1/refunds' },
+    });
   }
   const m = /^\/v1\/refunds\/([^/]+)$/.exec(path);
   const denied = authorize(req);
   if (denied) return send(res, denied);
   if (!m) return send(res, err(404, 'invalid_request_error', `Unrecognized request URL (${method}: ${path}).`));
-  if (method !== 'GET') return send(res, { ...err(405, 'invalid_request_error', 'Method not allowed'), headers: { allow: 'GET' } });
+  if (method !== 'GET')
+    return send(res, { ...err(405, 'invalid_request_error', 'Method not allowed'), headers: { allow: 'GET' } });
   const record = ctx.store.get('refunds', decodeURIComponent(m[1]!));
-  if (record === undefined) return send(res, err(404, 'invalid_request_error', `No such refund: '${m[1]}'`, { code: 'resource_missing', param: 'id' }));
+  if (record === undefined)
+    return send(
+      res,
+      err(404, 'invalid_request_error', `No such refund: '${m[1]}'`, { code: 'resource_missing', param: 'id' }),
+    );
   send(res, { status: 200, body: record.resource });
 }

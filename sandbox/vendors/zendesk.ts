@@ -24,7 +24,8 @@ import { header, readBody } from '../http.js';
 const PRIORITIES = new Set(['urgent', 'high', 'normal', 'low']);
 
 const err = (status: number, error: string, description?: string, extra: Record<string, unknown> = {}): Answer => ({
-  status, body: { error, ...(description !== undefined ? { description } : {}), ...extra },
+  status,
+  body: { error, ...(description !== undefined ? { description } : {}), ...extra },
 });
 
 export const zendeskErrors = {
@@ -66,17 +67,34 @@ export const zendeskTickets: Dialect<TicketInput> = {
       return err(400, 'InvalidJSON', 'The request body is not valid JSON');
     }
     const ticket = (body as { ticket?: unknown } | null)?.ticket;
-    if (ticket === null || typeof ticket !== 'object' || Array.isArray(ticket)) return err(400, 'ParameterMissing', 'Parameter ticket is required');
+    if (ticket === null || typeof ticket !== 'object' || Array.isArray(ticket))
+      return err(400, 'ParameterMissing', 'Parameter ticket is required');
     const t = ticket as Record<string, unknown>;
     const comment = t.comment as { body?: unknown; html_body?: unknown; public?: unknown } | undefined;
-    const text = typeof comment?.body === 'string' ? comment.body : typeof comment?.html_body === 'string' ? comment.html_body : '';
+    const text =
+      typeof comment?.body === 'string'
+        ? comment.body
+        : typeof comment?.html_body === 'string'
+          ? comment.html_body
+          : '';
     if (text.trim() === '') {
-      return err(422, 'RecordInvalid', 'Record validation errors', { details: { description: [{ description: 'Description: cannot be blank', error: 'BlankValue' }] } });
+      return err(422, 'RecordInvalid', 'Record validation errors', {
+        details: { description: [{ description: 'Description: cannot be blank', error: 'BlankValue' }] },
+      });
     }
-    if (t.priority !== undefined && t.priority !== null && !(typeof t.priority === 'string' && PRIORITIES.has(t.priority))) {
-      return err(422, 'RecordInvalid', 'Record validation errors', { details: { priority: [{ description: 'Priority: is invalid', error: 'InvalidValue' }] } });
+    if (
+      t.priority !== undefined &&
+      t.priority !== null &&
+      !(typeof t.priority === 'string' && PRIORITIES.has(t.priority))
+    ) {
+      return err(422, 'RecordInvalid', 'Record validation errors', {
+        details: { priority: [{ description: 'Priority: is invalid', error: 'InvalidValue' }] },
+      });
     }
-    return { input: { base: baseUrl(req), ticket: t, commentBody: text, publicComment: comment?.public !== false }, canon: canonicalJson(body) };
+    return {
+      input: { base: baseUrl(req), ticket: t, commentBody: text, publicComment: comment?.public !== false },
+      canon: canonicalJson(body),
+    };
   },
   create(input, seq, nowMs) {
     const id = seq;
@@ -118,7 +136,13 @@ export const zendeskTickets: Dialect<TicketInput> = {
       allow_attachments: true,
       from_messaging_channel: false,
     };
-    const audit = { id: id * 10, ticket_id: id, created_at: at, author_id: 1, events: [{ id: id * 10 + 1, type: 'Create' }] };
+    const audit = {
+      id: id * 10,
+      ticket_id: id,
+      created_at: at,
+      author_id: 1,
+      events: [{ id: id * 10 + 1, type: 'Create' }],
+    };
     return { id: String(id), resource: ticket, answer: { status: 201, body: { ticket, audit } } };
   },
   replay: (answer) => ({ ...answer, headers: { 'x-idempotency-lookup': 'hit' } }),
@@ -135,7 +159,13 @@ export const zendeskTickets: Dialect<TicketInput> = {
 };
 
 /** Routes under /api/v2 (path without the query). */
-export async function handleZendesk(ctx: SandboxContext, req: IncomingMessage, res: ServerResponse, path: string, query: URLSearchParams): Promise<void> {
+export async function handleZendesk(
+  ctx: SandboxContext,
+  req: IncomingMessage,
+  res: ServerResponse,
+  path: string,
+  query: URLSearchParams,
+): Promise<void> {
   const method = req.method ?? 'GET';
   const m = /^\/api\/v2\/tickets(?:\/(\d+))?(\/comments)?(?:\.json)?$/.exec(path);
   if (!m) return send(res, zendeskErrors.notFound());
@@ -151,9 +181,13 @@ export async function handleZendesk(ctx: SandboxContext, req: IncomingMessage, r
   const record = store.get('tickets', idText);
   if (record === undefined) return send(res, zendeskErrors.notFound());
   if (comments) {
-    if (method !== 'GET') return send(res, { status: 405, body: { error: 'MethodNotAllowed' }, headers: { allow: 'GET' } });
+    if (method !== 'GET')
+      return send(res, { status: 405, body: { error: 'MethodNotAllowed' }, headers: { allow: 'GET' } });
     const list = commentsOf(record);
-    return send(res, { status: 200, body: { comments: list, next_page: null, previous_page: null, count: list.length } });
+    return send(res, {
+      status: 200,
+      body: { comments: list, next_page: null, previous_page: null, count: list.length },
+    });
   }
   if (method === 'GET') return send(res, { status: 200, body: { ticket: record.resource } });
   if (method === 'PUT') return addComment(ctx, req, res, record);
@@ -173,7 +207,12 @@ function listTickets(ctx: SandboxContext, res: ServerResponse, query: URLSearchP
 }
 
 /** PUT with `ticket.comment`: one more comment (Zendesk takes no Idempotency-Key here: a repeat is a second comment). */
-async function addComment(ctx: SandboxContext, req: IncomingMessage, res: ServerResponse, record: TicketRecord): Promise<void> {
+async function addComment(
+  ctx: SandboxContext,
+  req: IncomingMessage,
+  res: ServerResponse,
+  record: TicketRecord,
+): Promise<void> {
   let body: { ticket?: { comment?: { body?: unknown; public?: unknown } } };
   try {
     body = JSON.parse((await readBody(req)).toString('utf8')) as typeof body;
@@ -182,13 +221,38 @@ async function addComment(ctx: SandboxContext, req: IncomingMessage, res: Server
   }
   const comment = body?.ticket?.comment;
   if (typeof comment?.body !== 'string' || comment.body.trim() === '') {
-    return send(res, err(422, 'RecordInvalid', 'Record validation errors', { details: { base: [{ description: 'Comment: cannot be blank', error: 'BlankValue' }] } }));
+    return send(
+      res,
+      err(422, 'RecordInvalid', 'Record validation errors', {
+        details: { base: [{ description: 'Comment: cannot be blank', error: 'BlankValue' }] },
+      }),
+    );
   }
   const at = new Date(ctx.store.now()).toISOString().replace(/\.\d{3}Z$/, 'Z');
   const comments = commentsOf(record);
-  comments.push({ id: Number(record.id) * 1000 + comments.length + 1, type: 'Comment', author_id: 1, body: comment.body, plain_body: comment.body, public: comment.public !== false, created_at: at });
+  comments.push({
+    id: Number(record.id) * 1000 + comments.length + 1,
+    type: 'Comment',
+    author_id: 1,
+    body: comment.body,
+    plain_body: comment.body,
+    public: comment.public !== false,
+    created_at: at,
+  });
   record.resource.updated_at = at;
-  send(res, { status: 200, body: { ticket: record.resource, audit: { id: Number(record.id) * 10 + comments.length, ticket_id: Number(record.id), created_at: at, author_id: 1, events: [{ type: 'Comment', body: comment.body, public: comment.public !== false }] } } });
+  send(res, {
+    status: 200,
+    body: {
+      ticket: record.resource,
+      audit: {
+        id: Number(record.id) * 10 + comments.length,
+        ticket_id: Number(record.id),
+        created_at: at,
+        author_id: 1,
+        events: [{ type: 'Comment', body: comment.body, public: comment.public !== false }],
+      },
+    },
+  });
 }
 
 type TicketRecord = NonNullable<ReturnType<SandboxContext['store']['get']>>;
@@ -197,6 +261,14 @@ type TicketRecord = NonNullable<ReturnType<SandboxContext['store']['get']>>;
 function commentsOf(record: TicketRecord): Record<string, unknown>[] {
   const t = record.resource;
   return (record.comments ??= [
-    { id: Number(record.id) * 1000, type: 'Comment', author_id: 1, body: t.description, plain_body: t.description, public: t.is_public, created_at: t.created_at },
+    {
+      id: Number(record.id) * 1000,
+      type: 'Comment',
+      author_id: 1,
+      body: t.description,
+      plain_body: t.description,
+      public: t.is_public,
+      created_at: t.created_at,
+    },
   ]);
 }

@@ -54,7 +54,12 @@ export function toolSchemaTokens(tools: readonly ToolSpec[]): number {
  * default its instructions and first message, counted), the tool schemas offered and
  * the completion cap. The engine does not read the input's fields.
  */
-export function estimateCallTokens(inputTokens: number, contextTokens: number, completionCap: number, tools: readonly ToolSpec[] = []): number {
+export function estimateCallTokens(
+  inputTokens: number,
+  contextTokens: number,
+  completionCap: number,
+  tools: readonly ToolSpec[] = [],
+): number {
   return contextTokens + inputTokens + toolSchemaTokens(tools) + completionCap;
 }
 
@@ -66,7 +71,8 @@ export function isContext(kind: string): boolean {
 /** Before a step's model call: a step left, and the first attempt's check. `estimate`: estimateCallTokens, computed once per call. */
 export function preflight(spec: Budgeted, used: Usage, estimate: number, nowMs: number): BudgetStop | undefined {
   const { limits } = spec;
-  if (used.steps >= limits.maxSteps) return { kind: 'steps', reason: `steps: ${used.steps} of ${limits.maxSteps} used` };
+  if (used.steps >= limits.maxSteps)
+    return { kind: 'steps', reason: `steps: ${used.steps} of ${limits.maxSteps} used` };
   return attemptCheck(spec, used.tokens, estimate, nowMs);
 }
 
@@ -75,7 +81,12 @@ export function preflight(spec: Budgeted, used: Usage, estimate: number, nowMs: 
  * what the attempt may spend (`estimate`) fits beside what the run has spent
  * (`usedTokens`, the failed attempts of this step included).
  */
-export function attemptCheck(spec: Budgeted, usedTokens: number, estimate: number, nowMs: number): BudgetStop | undefined {
+export function attemptCheck(
+  spec: Budgeted,
+  usedTokens: number,
+  estimate: number,
+  nowMs: number,
+): BudgetStop | undefined {
   const { limits } = spec;
   if (nowMs >= limits.deadlineAt) return wallClockStop(spec, nowMs);
   if (usedTokens + estimate > limits.maxTokens) {
@@ -86,7 +97,8 @@ export function attemptCheck(spec: Budgeted, usedTokens: number, estimate: numbe
 
 /** After each model attempt: what it did spend. A run past its cap stops (at the cap, the next pre-flight stops it). */
 export function spentCheck(spec: Budgeted, usedTokens: number): BudgetStop | undefined {
-  if (usedTokens > spec.limits.maxTokens) return { kind: 'tokens', reason: `tokens: used ${usedTokens} of cap ${spec.limits.maxTokens}` };
+  if (usedTokens > spec.limits.maxTokens)
+    return { kind: 'tokens', reason: `tokens: used ${usedTokens} of cap ${spec.limits.maxTokens}` };
   return undefined;
 }
 
@@ -98,7 +110,10 @@ export function wallClockStop(spec: Budgeted, nowMs: number, retryCut = false): 
   const { limits } = spec;
   const deadline = new Date(limits.deadlineAt).toISOString();
   const what = retryCut ? `a retry would wait past the deadline ${deadline}` : `deadline ${deadline} passed`;
-  return { kind: 'wall_clock', reason: `wall_clock: ${what} (${nowMs - spec.createdAt} ms of ${limits.maxWallMs} used)` };
+  return {
+    kind: 'wall_clock',
+    reason: `wall_clock: ${what} (${nowMs - spec.createdAt} ms of ${limits.maxWallMs} used)`,
+  };
 }
 
 export interface NextStatus {
@@ -114,12 +129,20 @@ export interface NextStatus {
  * short (`wallStop`) or this was the run's last step; else `running`.
  */
 export function nextStatus(
-  spec: Budgeted, used: Usage, decision: { final?: unknown; toolCalls: readonly unknown[] }, wallStop: BudgetStop | undefined,
+  spec: Budgeted,
+  used: Usage,
+  decision: { final?: unknown; toolCalls: readonly unknown[] },
+  wallStop: BudgetStop | undefined,
 ): NextStatus {
-  if (decision.final !== undefined && decision.toolCalls.length === 0) return { status: 'completed', reason: 'final_answer' };
+  if (decision.final !== undefined && decision.toolCalls.length === 0)
+    return { status: 'completed', reason: 'final_answer' };
   if (wallStop) return { status: 'budget_exceeded', reason: wallStop.reason, budget: wallStop.kind };
   if (used.steps + 1 >= spec.limits.maxSteps) {
-    return { status: 'budget_exceeded', reason: `steps: ${used.steps + 1} of ${spec.limits.maxSteps} used`, budget: 'steps' };
+    return {
+      status: 'budget_exceeded',
+      reason: `steps: ${used.steps + 1} of ${spec.limits.maxSteps} used`,
+      budget: 'steps',
+    };
   }
   return { status: 'running', reason: '' };
 }

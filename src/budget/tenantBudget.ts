@@ -9,7 +9,18 @@ import type { RedisClient } from '../store/connect.js';
 import type { KeySpace } from '../store/keys.js';
 import { reserveTenantTokens, settleTenantTokens } from '../store/calls/reserveTenantTokens.js';
 
-export { attemptCheck, estimateCallTokens, isContext, preflight, spentCheck, wallClockStop, type BudgetKind, type BudgetStop, type Usage, toolSchemaTokens } from './policy.js';
+export {
+  attemptCheck,
+  estimateCallTokens,
+  isContext,
+  preflight,
+  spentCheck,
+  wallClockStop,
+  type BudgetKind,
+  type BudgetStop,
+  type Usage,
+  toolSchemaTokens,
+} from './policy.js';
 
 /** A budget stopped the step: the run ends `budget_exceeded` with the stop's reason. */
 export class BudgetStopError extends TerminalError {
@@ -44,9 +55,14 @@ export class TenantBudget {
   async reserve(tenant: string, amount: number, nowMs: number): Promise<BudgetStop | undefined> {
     if (!this.enabled) return undefined;
     const key = this.key(tenant, nowMs);
-    if (!(await reserveTenantTokens(this.redis, { key, amount, dailyLimit: this.dailyLimit, ttlMs: TENANT_DAY_TTL_MS }))) {
+    if (
+      !(await reserveTenantTokens(this.redis, { key, amount, dailyLimit: this.dailyLimit, ttlMs: TENANT_DAY_TTL_MS }))
+    ) {
       const used = Number((await this.redis.get(key)) ?? 0);
-      return { kind: 'tenant_tokens', reason: `tenant_tokens: ${tenant} used ${used} + estimate ${amount} > ${this.dailyLimit} tokens today` };
+      return {
+        kind: 'tenant_tokens',
+        reason: `tenant_tokens: ${tenant} used ${used} + estimate ${amount} > ${this.dailyLimit} tokens today`,
+      };
     }
     return undefined;
   }
@@ -54,7 +70,12 @@ export class TenantBudget {
   /** Records the real spend: `delta` = what the attempt used minus what it reserved. Never refused. */
   async settle(tenant: string, delta: number, nowMs: number): Promise<void> {
     if (!this.enabled || delta === 0) return;
-    await settleTenantTokens(this.redis, { key: this.key(tenant, nowMs), amount: delta, dailyLimit: this.dailyLimit, ttlMs: TENANT_DAY_TTL_MS });
+    await settleTenantTokens(this.redis, {
+      key: this.key(tenant, nowMs),
+      amount: delta,
+      dailyLimit: this.dailyLimit,
+      ttlMs: TENANT_DAY_TTL_MS,
+    });
   }
 }
 

@@ -70,7 +70,11 @@ export function isAgentsModule(value: unknown): value is AgentsModule {
  * handed to it, so an agent's code never sees the engine's secrets (tokens, model keys).
  * A value that does not parse is a ConfigError naming each field.
  */
-export function parseAgentSettings<T extends z.ZodObject>(schema: AgentSettingsSchema<T>, config: Config, env: Environment): z.output<T> {
+export function parseAgentSettings<T extends z.ZodObject>(
+  schema: AgentSettingsSchema<T>,
+  config: Config,
+  env: Environment,
+): z.output<T> {
   const object = typeof schema === 'function' ? schema({ config }) : schema;
   const view: Record<string, string> = {};
   for (const name of Object.keys(object.shape)) {
@@ -81,5 +85,8 @@ export function parseAgentSettings<T extends z.ZodObject>(schema: AgentSettingsS
   if (parsed.success) return parsed.data;
   const fields = parsed.error.issues.map((i) => i.path.join('.'));
   const detail = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
-  throw new ConfigError(fields, `invalid configuration: ${detail} (the agents module's settings, APP_MODE=${config.APP_MODE})`);
+  throw new ConfigError(
+    fields,
+    `invalid configuration: ${detail} (the agents module's settings, APP_MODE=${config.APP_MODE})`,
+  );
 }

@@ -33,15 +33,22 @@ const json = <T extends z.ZodTypeAny>(schema: T, def: z.input<T>) =>
 const csv = z
   .string()
   .default('')
-  .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean));
+  .transform((s) =>
+    s
+      .split(',')
+      .map((x) => x.trim())
+      .filter(Boolean),
+  );
 
 /** One operator of OPERATORS / OPERATORS_FILE: the token itself is never configured, only its sha256. */
-export const operatorEntrySchema = z.object({
-  name: z.string().regex(/^[\w.@+-]{1,100}$/, 'name: 1-100 letters, digits or _ . @ + -'),
-  tokenSha256: z.string().regex(/^[0-9a-f]{64}$/, 'tokenSha256: 64 lowercase hex digits'),
-  role: z.enum(['viewer', 'operator']),
-  tenants: z.union([z.literal('*'), z.array(z.string().min(1)).min(1)]),
-}).strict();
+export const operatorEntrySchema = z
+  .object({
+    name: z.string().regex(/^[\w.@+-]{1,100}$/, 'name: 1-100 letters, digits or _ . @ + -'),
+    tokenSha256: z.string().regex(/^[0-9a-f]{64}$/, 'tokenSha256: 64 lowercase hex digits'),
+    role: z.enum(['viewer', 'operator']),
+    tenants: z.union([z.literal('*'), z.array(z.string().min(1)).min(1)]),
+  })
+  .strict();
 export type OperatorEntry = z.infer<typeof operatorEntrySchema>;
 
 export const configSchema = z.object({
@@ -56,7 +63,10 @@ export const configSchema = z.object({
    * REDIS_URL (REDIS_CLUSTER_NODES over both). Clients ask the sentinels for the master and follow a failover.
    */
   REDIS_SENTINELS: csv,
-  REDIS_SENTINEL_MASTER: z.string().regex(/^[\w.-]{1,100}$/).default('mymaster'),
+  REDIS_SENTINEL_MASTER: z
+    .string()
+    .regex(/^[\w.-]{1,100}$/)
+    .default('mymaster'),
   /** The password of the sentinels themselves (the master's is in REDIS_URL's or REDIS_PASSWORD). */
   REDIS_SENTINEL_PASSWORD: z.string().min(1).optional(),
   /** The master's password with REDIS_SENTINELS (with REDIS_URL it is in the URL). */
@@ -75,9 +85,15 @@ export const configSchema = z.object({
   /** At boot, how long a process waits for Redis before it exits naming it (then reconnects forever once up). */
   REDIS_BOOT_TIMEOUT_MS: int(10000, 100),
   /** Prefix of every key this app owns (runs, journals, ledger). */
-  KEY_PREFIX: z.string().regex(/^[a-z0-9_-]+$/i).default('agent'),
+  KEY_PREFIX: z
+    .string()
+    .regex(/^[a-z0-9_-]+$/i)
+    .default('agent'),
   /** Prefix BullMQ uses for its queue keys. */
-  BULL_PREFIX: z.string().regex(/^[a-z0-9_-]+$/i).default('bull'),
+  BULL_PREFIX: z
+    .string()
+    .regex(/^[a-z0-9_-]+$/i)
+    .default('bull'),
   /**
    * Number of step-queue shards; a run lives on shard hash(runId) % SHARDS. Unset: 1 on a single Redis, 16 on a
    * Cluster (CLUSTER_DEFAULT_SHARDS: every master of a 3 to 6 master cluster owns some; the boot says which
@@ -137,10 +153,16 @@ export const configSchema = z.object({
    * intake, pinned in the run; a request naming another provider for such a run is a 400. Each
    * provider named must be enabled on every process (checked at boot, the field named).
    */
-  TENANT_MODELS: json(z.record(
-    z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/i, 'a tenant: 1-63 letters, digits, _ or -'),
-    z.record(z.union([z.literal('*'), z.string().regex(AGENT_NAME_FORMAT, 'an agent name or *')]), agentModelChoiceSchema),
-  ), {}),
+  TENANT_MODELS: json(
+    z.record(
+      z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/i, 'a tenant: 1-63 letters, digits, _ or -'),
+      z.record(
+        z.union([z.literal('*'), z.string().regex(AGENT_NAME_FORMAT, 'an agent name or *')]),
+        agentModelChoiceSchema,
+      ),
+    ),
+    {},
+  ),
   /** The scripted provider (and run-supplied scripts) is for demos and tests: development only; `false` disables it there too. */
   SCRIPTED_MODEL_ENABLED: bool.optional(),
   /**
@@ -264,7 +286,15 @@ export const configSchema = z.object({
   OIDC_AUDIENCE: z.string().min(1).optional(),
   OIDC_JWKS_URL: z.string().url().optional(),
   OIDC_PUBLIC_KEY: z.string().min(1).optional(),
-  OIDC_ALGORITHMS: z.string().default('RS256,ES256,EdDSA').transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean)),
+  OIDC_ALGORITHMS: z
+    .string()
+    .default('RS256,ES256,EdDSA')
+    .transform((s) =>
+      s
+        .split(',')
+        .map((x) => x.trim())
+        .filter(Boolean),
+    ),
   OIDC_NAME_CLAIM: z.string().default('email'),
   OIDC_ROLE_CLAIM: z.string().default('role'),
   OIDC_TENANTS_CLAIM: z.string().default('tenants'),
@@ -286,7 +316,15 @@ export const configSchema = z.object({
    * [{"tool":"refund","minAmountCents":5000},{"tenant":"acme","tool":"send_email"}].
    */
   APPROVAL_RULES: json(
-    z.array(z.object({ tenant: z.string().optional(), tool: z.string(), minAmountCents: z.number().int().nonnegative().optional() }).strict()),
+    z.array(
+      z
+        .object({
+          tenant: z.string().optional(),
+          tool: z.string(),
+          minAmountCents: z.number().int().nonnegative().optional(),
+        })
+        .strict(),
+    ),
     [],
   ),
   /** A pending approval expires after this long; the run then stops with reason approval_expired. */
@@ -331,10 +369,20 @@ export const configSchema = z.object({
    * bucket each, reserved before every model attempt. `model` omitted: every model of the provider shares
    * it; `perTenant`: one bucket per tenant with these limits.
    */
-  MODEL_RATE_LIMITS: json(z.array(z.object({
-    provider: z.string().min(1), model: z.string().min(1).optional(),
-    rpm: z.number().int().min(0), tpm: z.number().int().min(0), perTenant: z.boolean().optional(),
-  }).strict()), []),
+  MODEL_RATE_LIMITS: json(
+    z.array(
+      z
+        .object({
+          provider: z.string().min(1),
+          model: z.string().min(1).optional(),
+          rpm: z.number().int().min(0),
+          tpm: z.number().int().min(0),
+          perTenant: z.boolean().optional(),
+        })
+        .strict(),
+    ),
+    [],
+  ),
   /** How much refill a rate-limit bucket holds (ms of its rate): the largest burst past the steady rate. */
   MODEL_RATE_BURST_MS: int(1000, 10),
 });
@@ -346,7 +394,10 @@ export const CLUSTER_DEFAULT_SHARDS = 16;
 
 /** Bad configuration: boot stops with the fields named (never retried). */
 export class ConfigError extends TerminalError {
-  constructor(readonly fields: string[], message: string) {
+  constructor(
+    readonly fields: string[],
+    message: string,
+  ) {
     super('config_invalid', message, { fields });
   }
 }
@@ -357,7 +408,10 @@ function readOperatorsFile(path: string): OperatorEntry[] {
   try {
     text = readFileSync(path, 'utf8');
   } catch (err) {
-    throw new ConfigError(['OPERATORS_FILE'], `invalid configuration: OPERATORS_FILE: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+    throw new ConfigError(
+      ['OPERATORS_FILE'],
+      `invalid configuration: OPERATORS_FILE: cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'})`,
+    );
   }
   let raw: unknown;
   try {
@@ -408,7 +462,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   // One shard would put every run on one master of a Cluster: spread by default.
   if (raw.SHARDS === undefined && cfg.REDIS_CLUSTER_NODES.length > 0) cfg.SHARDS = CLUSTER_DEFAULT_SHARDS;
   if (cfg.DEV_AUTH === 'generate') {
-    if (cfg.APP_MODE !== 'development') throw new ConfigError(['DEV_AUTH'], 'invalid configuration: DEV_AUTH=generate is for APP_MODE=development only');
+    if (cfg.APP_MODE !== 'development')
+      throw new ConfigError(['DEV_AUTH'], 'invalid configuration: DEV_AUTH=generate is for APP_MODE=development only');
     const secret = () => randomBytes(18).toString('base64url');
     cfg.PRODUCER_TOKEN ??= secret();
     cfg.OPERATOR_TOKEN ??= secret();
@@ -418,44 +473,79 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     }
   }
   if (cfg.OPENAI_COMPATIBLE_BASE_URL && !cfg.OPENAI_COMPATIBLE_MODEL) {
-    throw new ConfigError(['OPENAI_COMPATIBLE_MODEL'], 'invalid configuration: OPENAI_COMPATIBLE_MODEL: required with OPENAI_COMPATIBLE_BASE_URL (the model the server serves)');
+    throw new ConfigError(
+      ['OPENAI_COMPATIBLE_MODEL'],
+      'invalid configuration: OPENAI_COMPATIBLE_MODEL: required with OPENAI_COMPATIBLE_BASE_URL (the model the server serves)',
+    );
   }
   if (cfg.OPERATORS_FILE !== undefined) cfg.OPERATORS = [...cfg.OPERATORS, ...readOperatorsFile(cfg.OPERATORS_FILE)];
   const names = cfg.OPERATORS.map((o) => o.name);
-  const dup = names.find((n, i) => names.indexOf(n) !== i || n === 'operator' && cfg.OPERATOR_TOKEN !== undefined);
-  if (dup !== undefined) throw new ConfigError(['OPERATORS'], `invalid configuration: OPERATORS: operator name ${dup} is used twice (OPERATOR_TOKEN is the operator named operator)`);
-  if (cfg.OIDC_ISSUER !== undefined && (cfg.OIDC_AUDIENCE === undefined || (cfg.OIDC_JWKS_URL === undefined) === (cfg.OIDC_PUBLIC_KEY === undefined))) {
-    throw new ConfigError(['OIDC_ISSUER'], 'invalid configuration: OIDC_ISSUER needs OIDC_AUDIENCE and exactly one of OIDC_JWKS_URL or OIDC_PUBLIC_KEY');
+  const dup = names.find((n, i) => names.indexOf(n) !== i || (n === 'operator' && cfg.OPERATOR_TOKEN !== undefined));
+  if (dup !== undefined)
+    throw new ConfigError(
+      ['OPERATORS'],
+      `invalid configuration: OPERATORS: operator name ${dup} is used twice (OPERATOR_TOKEN is the operator named operator)`,
+    );
+  if (
+    cfg.OIDC_ISSUER !== undefined &&
+    (cfg.OIDC_AUDIENCE === undefined || (cfg.OIDC_JWKS_URL === undefined) === (cfg.OIDC_PUBLIC_KEY === undefined))
+  ) {
+    throw new ConfigError(
+      ['OIDC_ISSUER'],
+      'invalid configuration: OIDC_ISSUER needs OIDC_AUDIENCE and exactly one of OIDC_JWKS_URL or OIDC_PUBLIC_KEY',
+    );
   }
   // A heartbeat slower than its TTL would let a live worker's announcement lapse between two beats.
   if (cfg.VERSION_HEARTBEAT_MS * 2 > cfg.VERSION_TTL_MS) {
-    throw new ConfigError(['VERSION_TTL_MS'], `invalid configuration: VERSION_TTL_MS: ${cfg.VERSION_TTL_MS} must be at least twice VERSION_HEARTBEAT_MS (${cfg.VERSION_HEARTBEAT_MS})`);
+    throw new ConfigError(
+      ['VERSION_TTL_MS'],
+      `invalid configuration: VERSION_TTL_MS: ${cfg.VERSION_TTL_MS} must be at least twice VERSION_HEARTBEAT_MS (${cfg.VERSION_HEARTBEAT_MS})`,
+    );
   }
   // A default budget above the largest one a request may ask would make every request without a budget a 400.
-  for (const [def, limit] of [['DEFAULT_MAX_STEPS', 'LIMIT_MAX_STEPS'], ['DEFAULT_MAX_TOKENS', 'LIMIT_MAX_TOKENS'], ['DEFAULT_MAX_WALL_MS', 'LIMIT_MAX_WALL_MS']] as const) {
-    if (cfg[def] > cfg[limit]) throw new ConfigError([def], `invalid configuration: ${def}: ${cfg[def]} is above ${limit} (${cfg[limit]})`);
+  for (const [def, limit] of [
+    ['DEFAULT_MAX_STEPS', 'LIMIT_MAX_STEPS'],
+    ['DEFAULT_MAX_TOKENS', 'LIMIT_MAX_TOKENS'],
+    ['DEFAULT_MAX_WALL_MS', 'LIMIT_MAX_WALL_MS'],
+  ] as const) {
+    if (cfg[def] > cfg[limit])
+      throw new ConfigError([def], `invalid configuration: ${def}: ${cfg[def]} is above ${limit} (${cfg[limit]})`);
   }
   if (cfg.APP_MODE === 'production') {
     const refuse = (field: string, why: string) => {
       throw new ConfigError([field], `invalid configuration: ${field}: ${why} (APP_MODE=production)`);
     };
     // The scripted model plays canned turns, and a run may carry its own script: neither is a model.
-    if (cfg.MODEL_PROVIDER === 'scripted') refuse('MODEL_PROVIDER', 'the scripted model is refused in production; use openai, anthropic or openai-compatible');
-    if (cfg.SCRIPTED_MODEL_ENABLED === true) refuse('SCRIPTED_MODEL_ENABLED', 'the scripted model and run-supplied scripts are refused in production');
+    if (cfg.MODEL_PROVIDER === 'scripted')
+      refuse(
+        'MODEL_PROVIDER',
+        'the scripted model is refused in production; use openai, anthropic or openai-compatible',
+      );
+    if (cfg.SCRIPTED_MODEL_ENABLED === true)
+      refuse('SCRIPTED_MODEL_ENABLED', 'the scripted model and run-supplied scripts are refused in production');
     for (const [tenant, byAgent] of Object.entries(cfg.TENANT_MODELS)) {
       for (const [agent, choice] of Object.entries(byAgent)) {
-        if (choice.provider === 'scripted') refuse(`TENANT_MODELS.${tenant}.${agent}.provider`, 'the scripted model is refused in production');
+        if (choice.provider === 'scripted')
+          refuse(`TENANT_MODELS.${tenant}.${agent}.provider`, 'the scripted model is refused in production');
       }
     }
-    if (cfg.MODEL_PROVIDER === 'openai' && !cfg.OPENAI_API_KEY) refuse('OPENAI_API_KEY', 'required by MODEL_PROVIDER=openai');
-    if (cfg.MODEL_PROVIDER === 'anthropic' && !cfg.ANTHROPIC_API_KEY) refuse('ANTHROPIC_API_KEY', 'required by MODEL_PROVIDER=anthropic');
-    if (cfg.MODEL_PROVIDER === 'openai-compatible' && !cfg.OPENAI_COMPATIBLE_BASE_URL) refuse('OPENAI_COMPATIBLE_BASE_URL', 'required by MODEL_PROVIDER=openai-compatible');
+    if (cfg.MODEL_PROVIDER === 'openai' && !cfg.OPENAI_API_KEY)
+      refuse('OPENAI_API_KEY', 'required by MODEL_PROVIDER=openai');
+    if (cfg.MODEL_PROVIDER === 'anthropic' && !cfg.ANTHROPIC_API_KEY)
+      refuse('ANTHROPIC_API_KEY', 'required by MODEL_PROVIDER=anthropic');
+    if (cfg.MODEL_PROVIDER === 'openai-compatible' && !cfg.OPENAI_COMPATIBLE_BASE_URL)
+      refuse('OPENAI_COMPATIBLE_BASE_URL', 'required by MODEL_PROVIDER=openai-compatible');
     // Operators may be per-person (OPERATORS, OIDC) instead of the one shared OPERATOR_TOKEN.
-    const operatorCredential = cfg.OPERATOR_TOKEN !== undefined || cfg.OPERATORS.length > 0 || cfg.OIDC_ISSUER !== undefined;
+    const operatorCredential =
+      cfg.OPERATOR_TOKEN !== undefined || cfg.OPERATORS.length > 0 || cfg.OIDC_ISSUER !== undefined;
     if (!cfg.PRODUCER_TOKEN || !operatorCredential) {
-      throw new ConfigError(['PRODUCER_TOKEN', 'OPERATOR_TOKEN'], 'invalid configuration: production requires PRODUCER_TOKEN and OPERATOR_TOKEN (or OPERATORS / OIDC_ISSUER)');
+      throw new ConfigError(
+        ['PRODUCER_TOKEN', 'OPERATOR_TOKEN'],
+        'invalid configuration: production requires PRODUCER_TOKEN and OPERATOR_TOKEN (or OPERATORS / OIDC_ISSUER)',
+      );
     }
-    if (cfg.REDIS_CLUSTER_NODES.length === 0 && !cfg.REDIS_URL) refuse('REDIS_URL', 'required (or REDIS_CLUSTER_NODES)');
+    if (cfg.REDIS_CLUSTER_NODES.length === 0 && !cfg.REDIS_URL)
+      refuse('REDIS_URL', 'required (or REDIS_CLUSTER_NODES)');
     // Test switches (src/config/testHooks.ts): a crash point SIGKILLs the process, the unsafe switch sends blindly.
     if (cfg.UNSAFE_DISABLE_IDEMPOTENCY) refuse('UNSAFE_DISABLE_IDEMPOTENCY', 'a test-only negative control');
     if (cfg.CRASH_POINTS.length > 0) refuse('CRASH_POINTS', 'test-only');

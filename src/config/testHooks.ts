@@ -24,7 +24,11 @@ export const CRASH_POINT_NAMES = [
 ] as const;
 export type CrashPointName = (typeof CRASH_POINT_NAMES)[number];
 
-interface Armed { name: string; step?: number; pauseMs?: number }
+interface Armed {
+  name: string;
+  step?: number;
+  pauseMs?: number;
+}
 
 function parse(spec: string): Armed {
   const [point, ms] = spec.split('=');
@@ -35,8 +39,15 @@ function parse(spec: string): Armed {
 export class CrashPoints {
   private readonly armed: Armed[];
 
-  constructor(spec: readonly string[], private readonly kill: () => void = () => process.kill(process.pid, 'SIGKILL'), pauses: readonly string[] = []) {
-    this.armed = [...spec.map(parse).map(({ pauseMs: _ignored, ...a }) => a), ...pauses.map(parse).filter((p) => p.pauseMs)];
+  constructor(
+    spec: readonly string[],
+    private readonly kill: () => void = () => process.kill(process.pid, 'SIGKILL'),
+    pauses: readonly string[] = [],
+  ) {
+    this.armed = [
+      ...spec.map(parse).map(({ pauseMs: _ignored, ...a }) => a),
+      ...pauses.map(parse).filter((p) => p.pauseMs),
+    ];
   }
 
   static fromConfig(cfg: { CRASH_POINTS: readonly string[]; PAUSE_POINTS: readonly string[] }): CrashPoints {
@@ -50,7 +61,9 @@ export class CrashPoints {
     if (a.pauseMs === undefined) return this.kill();
     this.armed.splice(this.armed.indexOf(a), 1); // once: a redelivery to this process runs normally
     const until = Date.now() + a.pauseMs;
-    while (Date.now() < until) { /* a synchronous stall on purpose: timers, lock renewals and sockets all wait */ }
+    while (Date.now() < until) {
+      /* a synchronous stall on purpose: timers, lock renewals and sockets all wait */
+    }
   }
 }
 

@@ -13,7 +13,18 @@ import { fingerprint } from './canonical.js';
 import type { JournalEntry } from './journal.js';
 import { agentModelChoiceSchema, type AgentModelChoice } from './model.js';
 import { countTokens } from './tokens.js';
-import type { DispatchReceipt, DispatchRequest, LookupRequest, LookupResult, ReadTool, ReconcileMethod, ServiceCapabilities, Tool, ToolContext, WriteTool } from './tool.js';
+import type {
+  DispatchReceipt,
+  DispatchRequest,
+  LookupRequest,
+  LookupResult,
+  ReadTool,
+  ReconcileMethod,
+  ServiceCapabilities,
+  Tool,
+  ToolContext,
+  WriteTool,
+} from './tool.js';
 import { ToolRegistry } from './toolRegistry.js';
 
 const DEFAULT_TOOL_TIMEOUT_MS = 5000;
@@ -80,21 +91,36 @@ export interface WriteToolDefinition<A> {
 
 export function defineReadTool<A>(def: ReadToolDefinition<A>): ReadTool<A> {
   return {
-    name: def.name, description: def.description, args: def.args, effect: 'read',
-    timeoutMs: def.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS, execute: def.execute,
+    name: def.name,
+    description: def.description,
+    args: def.args,
+    effect: 'read',
+    timeoutMs: def.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
+    execute: def.execute,
   };
 }
 
 export function defineWriteTool<A>(def: WriteToolDefinition<A>): WriteTool<A> {
   const { enforcesKey } = def.service;
   const reconcile = reconcileMethods(def.service.reconcile);
-  if (reconcile.some((m) => m.kind === 'lookup') && !def.lookup) throw new TypeError(`write tool '${def.name}': reconcile 'lookup' needs a lookup function`);
-  const badWindow = reconcile.find((m) => m.kind === 'replay_same_key' && !(Number.isFinite(m.windowMs) && m.windowMs > 0));
-  if (badWindow) throw new TypeError(`write tool '${def.name}': replay_same_key needs a positive windowMs (the service's key window)`);
+  if (reconcile.some((m) => m.kind === 'lookup') && !def.lookup)
+    throw new TypeError(`write tool '${def.name}': reconcile 'lookup' needs a lookup function`);
+  const badWindow = reconcile.find(
+    (m) => m.kind === 'replay_same_key' && !(Number.isFinite(m.windowMs) && m.windowMs > 0),
+  );
+  if (badWindow)
+    throw new TypeError(
+      `write tool '${def.name}': replay_same_key needs a positive windowMs (the service's key window)`,
+    );
   const service: ServiceCapabilities = { enforcesKey, reconcile };
   return {
-    name: def.name, description: def.description, args: def.args, effect: 'write',
-    timeoutMs: def.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS, service, dispatch: def.dispatch,
+    name: def.name,
+    description: def.description,
+    args: def.args,
+    effect: 'write',
+    timeoutMs: def.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
+    service,
+    dispatch: def.dispatch,
     ...(def.lookup ? { lookup: def.lookup } : {}),
     ...(def.identity ? { identity: def.identity } : {}),
     ...(def.material ? { material: def.material } : {}),
@@ -192,14 +218,15 @@ export interface AgentDefinition<I> {
   followUp?(previous: PreviousRun<I>, input: I): string;
 }
 
-
 /** The agent's model choice validated (a TypeError naming the field: an agent module with a typo stops the boot). */
 function modelChoiceOf(agent: string, raw: unknown): AgentModelChoice | undefined {
   if (raw === undefined) return undefined;
   // A provider's name alone is the provider with its default model.
   const parsed = agentModelChoiceSchema.safeParse(typeof raw === 'string' ? { provider: raw } : raw);
   if (!parsed.success) {
-    const detail = parsed.error.issues.map((i) => `${['model', ...i.path.map(String)].join('.')}: ${i.message}`).join('; ');
+    const detail = parsed.error.issues
+      .map((i) => `${['model', ...i.path.map(String)].join('.')}: ${i.message}`)
+      .join('; ');
     throw new TypeError(`agent '${agent}': ${detail}`);
   }
   return Object.freeze(parsed.data);
@@ -229,8 +256,10 @@ export function defaultInputTokens(input: unknown): number {
 const AGENT = Symbol.for('durable-agent-fleet.agent');
 
 export function defineAgent<I>(def: AgentDefinition<I>): Agent<I> {
-  if (!AGENT_NAME_FORMAT.test(def.name)) throw new TypeError(`agent name '${def.name}' must match ${AGENT_NAME_FORMAT}`);
-  if (def.version.length === 0 || def.version.length > 100) throw new TypeError(`agent '${def.name}': version must be 1 to 100 characters`);
+  if (!AGENT_NAME_FORMAT.test(def.name))
+    throw new TypeError(`agent name '${def.name}' must match ${AGENT_NAME_FORMAT}`);
+  if (def.version.length === 0 || def.version.length > 100)
+    throw new TypeError(`agent '${def.name}': version must be 1 to 100 characters`);
   const prompt = def.prompt ?? ((input: I) => JSON.stringify(input));
   const agent: Agent<I> = {
     name: def.name,
@@ -242,7 +271,8 @@ export function defineAgent<I>(def: AgentDefinition<I>): Agent<I> {
     prompt,
     key: def.key ?? ((input) => fingerprint(input).slice(0, 32)),
     // By default what the model is sent: the instructions and the first message, counted by the tokenizer.
-    estimateInputTokens: def.estimateInputTokens ?? ((input: I) => countTokens(def.instructions(input)) + countTokens(prompt(input))),
+    estimateInputTokens:
+      def.estimateInputTokens ?? ((input: I) => countTokens(def.instructions(input)) + countTokens(prompt(input))),
     ...(def.compensationFor ? { compensationFor: def.compensationFor } : {}),
     ...(def.demoScript ? { demoScript: def.demoScript } : {}),
     followUp: def.followUp ?? ((previous: PreviousRun<I>) => defaultFollowUp(previous, prompt)),

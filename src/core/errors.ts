@@ -58,7 +58,8 @@ export type ErrorCode =
  * - `cancelled`: the run's cancel is recorded: stop, dispatch nothing.
  * - `shutdown`: the process is stopping: hand the job back, it is not an attempt.
  */
-export type RetryKind = 'terminal' | 'retryable' | 'outcome_unknown' | 'redeliver' | 'fenced' | 'cancelled' | 'shutdown';
+export type RetryKind =
+  'terminal' | 'retryable' | 'outcome_unknown' | 'redeliver' | 'fenced' | 'cancelled' | 'shutdown';
 
 export class AgentError extends Error {
   /** What a retry should do (see RetryKind). A plain AgentError fails the delivery: the job's attempts decide. */
@@ -96,7 +97,12 @@ export class TerminalError extends AgentError {
 /** Safe to retry in code (nothing left the process), with backoff; `retryAfterMs`: the service's Retry-After. */
 export class RetryableError extends AgentError {
   override readonly retry: RetryKind = 'retryable';
-  constructor(message: string, readonly retryAfterMs?: number, details: Record<string, unknown> = {}, options?: ErrorOptions) {
+  constructor(
+    message: string,
+    readonly retryAfterMs?: number,
+    details: Record<string, unknown> = {},
+    options?: ErrorOptions,
+  ) {
     super('transient', message, details, options);
   }
 }
@@ -138,7 +144,11 @@ export class ShutdownError extends AgentError {
  */
 export class InvalidStepInput extends AgentError {
   override readonly retry: RetryKind = 'terminal';
-  constructor(code: 'invalid_job_data' | 'invalid_spec', readonly field: string, options?: ErrorOptions) {
+  constructor(
+    code: 'invalid_job_data' | 'invalid_spec',
+    readonly field: string,
+    options?: ErrorOptions,
+  ) {
     super(code, `${code}: ${field}`, {}, options);
   }
 }
@@ -152,7 +162,15 @@ export class InvariantError extends AgentError {
   override readonly retry: RetryKind = 'terminal';
 }
 
-const RETRY_KINDS: ReadonlySet<string> = new Set<RetryKind>(['terminal', 'retryable', 'outcome_unknown', 'redeliver', 'fenced', 'cancelled', 'shutdown']);
+const RETRY_KINDS: ReadonlySet<string> = new Set<RetryKind>([
+  'terminal',
+  'retryable',
+  'outcome_unknown',
+  'redeliver',
+  'fenced',
+  'cancelled',
+  'shutdown',
+]);
 
 /**
  * Whether `err` is one of the engine's errors, recognised by its `code` and `retry`, not by its class: an agents

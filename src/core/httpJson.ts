@@ -47,17 +47,38 @@ export async function httpJson(url: string, init: HttpRequest): Promise<HttpResu
   try {
     return await withTimeout(init.timeoutMs, init.signal, (signal) => request(url, init, signal));
   } catch (err) {
-    if (init.signal.aborted) throw new OutcomeUnknownError(`request did not complete: ${(err as Error).message}`, { reason: 'aborted' }, { cause: err });
-    if (err instanceof TimeoutError) throw new OutcomeUnknownError(`request did not complete: ${err.message}`, { reason: 'timeout_or_reset', timeoutMs: err.timeoutMs }, { cause: err });
+    if (init.signal.aborted)
+      throw new OutcomeUnknownError(
+        `request did not complete: ${(err as Error).message}`,
+        { reason: 'aborted' },
+        { cause: err },
+      );
+    if (err instanceof TimeoutError)
+      throw new OutcomeUnknownError(
+        `request did not complete: ${err.message}`,
+        { reason: 'timeout_or_reset', timeoutMs: err.timeoutMs },
+        { cause: err },
+      );
     if (isAgentError(err)) throw err;
-    if (isConnectRefused(err)) throw new RetryableError(`connection refused: ${url}`, undefined, { reason: 'refused' }, { cause: err });
-    throw new OutcomeUnknownError(`request did not complete: ${(err as Error).message}`, { reason: 'timeout_or_reset' }, { cause: err });
+    if (isConnectRefused(err))
+      throw new RetryableError(`connection refused: ${url}`, undefined, { reason: 'refused' }, { cause: err });
+    throw new OutcomeUnknownError(
+      `request did not complete: ${(err as Error).message}`,
+      { reason: 'timeout_or_reset' },
+      { cause: err },
+    );
   }
 }
 
 async function request(url: string, init: HttpRequest, signal: AbortSignal): Promise<HttpResult> {
-  const contentType = init.form !== undefined ? 'application/x-www-form-urlencoded' : init.body !== undefined ? 'application/json' : undefined;
-  const payload = init.form !== undefined ? init.form.toString() : init.body !== undefined ? JSON.stringify(init.body) : undefined;
+  const contentType =
+    init.form !== undefined
+      ? 'application/x-www-form-urlencoded'
+      : init.body !== undefined
+        ? 'application/json'
+        : undefined;
+  const payload =
+    init.form !== undefined ? init.form.toString() : init.body !== undefined ? JSON.stringify(init.body) : undefined;
   const res = await fetch(url, {
     method: init.method,
     signal,
@@ -67,14 +88,20 @@ async function request(url: string, init: HttpRequest, signal: AbortSignal): Pro
   if (res.status === 429 || res.status === 503) {
     const ra = Number(res.headers.get('retry-after'));
     await res.body?.cancel();
-    throw new RetryableError(`service answered ${res.status}`, Number.isFinite(ra) ? ra * 1000 : undefined, { status: res.status });
+    throw new RetryableError(`service answered ${res.status}`, Number.isFinite(ra) ? ra * 1000 : undefined, {
+      status: res.status,
+    });
   }
   const text = await res.text();
   let body: unknown;
   try {
     body = text.length > 0 ? JSON.parse(text) : undefined;
   } catch (err) {
-    throw new OutcomeUnknownError(`malformed response (${res.status})`, { status: res.status, reason: 'malformed' }, { cause: err });
+    throw new OutcomeUnknownError(
+      `malformed response (${res.status})`,
+      { status: res.status, reason: 'malformed' },
+      { cause: err },
+    );
   }
   if (res.status >= 500) throw new OutcomeUnknownError(`service answered ${res.status}`, { status: res.status, body });
   return { status: res.status, headers: res.headers, body };

@@ -3,10 +3,14 @@ import { z } from 'zod';
 import type { JournalEntry, ToolCall, Usage } from './journal.js';
 
 /** A provider's name as runs, agents and configuration spell it (the worker's provider map decides whether it exists). */
-export const providerNameSchema = z.string().regex(/^[a-z][a-z0-9_-]{0,62}$/, 'a provider name: lowercase letters, digits, _ or -');
+export const providerNameSchema = z
+  .string()
+  .regex(/^[a-z][a-z0-9_-]{0,62}$/, 'a provider name: lowercase letters, digits, _ or -');
 
 /** A model id as the provider spells it (`gpt-4o-mini`, `claude-sonnet-4-5`, `llama3.1:8b`, `org/model`): printable, no spaces. */
-export const modelIdSchema = z.string().regex(/^[\x21-\x7e]{1,200}$/, 'a model id: 1-200 printable characters, no spaces');
+export const modelIdSchema = z
+  .string()
+  .regex(/^[\x21-\x7e]{1,200}$/, 'a model id: 1-200 printable characters, no spaces');
 
 /**
  * Sampling options of a model choice, passed to the provider as they are
@@ -14,16 +18,23 @@ export const modelIdSchema = z.string().regex(/^[\x21-\x7e]{1,200}$/, 'a model i
  * only lower the deployment's COMPLETION_TOKEN_CAP, never raise it (the
  * budget pre-flight counts the cap).
  */
-export const modelOptionsSchema = z.object({
-  temperature: z.number().min(0).max(2),
-  topP: z.number().gt(0).max(1),
-  topK: z.number().int().positive().max(1000),
-  maxOutputTokens: z.number().int().positive().max(1_000_000),
-  presencePenalty: z.number().min(-2).max(2),
-  frequencyPenalty: z.number().min(-2).max(2),
-  seed: z.number().int().min(0).max(2 ** 31 - 1),
-  stopSequences: z.array(z.string().min(1).max(100)).max(4),
-}).partial().strict();
+export const modelOptionsSchema = z
+  .object({
+    temperature: z.number().min(0).max(2),
+    topP: z.number().gt(0).max(1),
+    topK: z.number().int().positive().max(1000),
+    maxOutputTokens: z.number().int().positive().max(1_000_000),
+    presencePenalty: z.number().min(-2).max(2),
+    frequencyPenalty: z.number().min(-2).max(2),
+    seed: z
+      .number()
+      .int()
+      .min(0)
+      .max(2 ** 31 - 1),
+    stopSequences: z.array(z.string().min(1).max(100)).max(4),
+  })
+  .partial()
+  .strict();
 export type ModelOptions = z.infer<typeof modelOptionsSchema>;
 
 /**
@@ -32,19 +43,23 @@ export type ModelOptions = z.infer<typeof modelOptionsSchema>;
  * (TENANT_MODELS), resolved at intake and pinned in the run spec: a run's
  * model never changes mid-run.
  */
-export const modelChoiceSchema = z.object({
-  provider: providerNameSchema,
-  model: modelIdSchema,
-  options: modelOptionsSchema.optional(),
-}).strict();
+export const modelChoiceSchema = z
+  .object({
+    provider: providerNameSchema,
+    model: modelIdSchema,
+    options: modelOptionsSchema.optional(),
+  })
+  .strict();
 export type ModelChoice = z.infer<typeof modelChoiceSchema>;
 
 /** A choice as an agent or a tenant override names it: `model` left out is the provider's deployment default. */
-export const agentModelChoiceSchema = z.object({
-  provider: providerNameSchema,
-  model: modelIdSchema.optional(),
-  options: modelOptionsSchema.optional(),
-}).strict();
+export const agentModelChoiceSchema = z
+  .object({
+    provider: providerNameSchema,
+    model: modelIdSchema.optional(),
+    options: modelOptionsSchema.optional(),
+  })
+  .strict();
 export type AgentModelChoice = z.infer<typeof agentModelChoiceSchema>;
 
 export interface ToolSpec {

@@ -15,7 +15,8 @@ export function parseOnce<T>(schema: z.ZodType<T>, invalidMessage: string): (raw
     const known = key ? parsed.get(key) : undefined;
     if (known !== undefined) return known;
     const r = schema.safeParse(raw);
-    if (!r.success) throw new TerminalError('invalid_input', invalidMessage, { issues: r.error.issues.map((i) => i.path.join('.')) });
+    if (!r.success)
+      throw new TerminalError('invalid_input', invalidMessage, { issues: r.error.issues.map((i) => i.path.join('.')) });
     if (key) parsed.set(key, r.data);
     return r.data;
   };

@@ -27,8 +27,16 @@ export class TimeoutError extends AgentError {
 export class DeadlineError extends AgentError {
   /** Nothing more may be waited for: the step stops on the wall clock (budget_exceeded). */
   override readonly retry: RetryKind = 'terminal';
-  constructor(readonly deadlineAt: number, cause?: unknown) {
-    super('deadline', `deadline ${new Date(deadlineAt).toISOString()} reached`, { deadlineAt }, cause === undefined ? undefined : { cause });
+  constructor(
+    readonly deadlineAt: number,
+    cause?: unknown,
+  ) {
+    super(
+      'deadline',
+      `deadline ${new Date(deadlineAt).toISOString()} reached`,
+      { deadlineAt },
+      cause === undefined ? undefined : { cause },
+    );
   }
 }
 
@@ -48,14 +56,20 @@ export interface CallScope {
  * Rejects with that reason as soon as the signal aborts, whatever fn does with it.
  */
 export function withTimeout<T>(
-  ms: number, parent: AbortSignal | undefined, fn: (signal: AbortSignal) => Promise<T>, onTimeout: () => Error = () => new TimeoutError(ms),
+  ms: number,
+  parent: AbortSignal | undefined,
+  fn: (signal: AbortSignal) => Promise<T>,
+  onTimeout: () => Error = () => new TimeoutError(ms),
 ): Promise<T> {
   return withTimeoutScope(ms, parent, (scope) => fn(scope.signal), onTimeout);
 }
 
 /** withTimeout, with the signal created only if fn reads `scope.signal` (CallScope). */
 export async function withTimeoutScope<T>(
-  ms: number, parent: AbortSignal | undefined, fn: (scope: CallScope) => Promise<T>, onTimeout: () => Error = () => new TimeoutError(ms),
+  ms: number,
+  parent: AbortSignal | undefined,
+  fn: (scope: CallScope) => Promise<T>,
+  onTimeout: () => Error = () => new TimeoutError(ms),
 ): Promise<T> {
   let ac: AbortController | undefined;
   let fired = false;
@@ -85,11 +99,14 @@ export async function withTimeoutScope<T>(
   const endsAt = Date.now() + Math.max(0, ms);
   let timer: NodeJS.Timeout;
   const arm = (left: number) => {
-    timer = setTimeout(() => {
-      const rest = endsAt - Date.now();
-      if (rest > 0) arm(rest);
-      else abort(onTimeout());
-    }, Math.min(left, MAX_TIMER_MS));
+    timer = setTimeout(
+      () => {
+        const rest = endsAt - Date.now();
+        if (rest > 0) arm(rest);
+        else abort(onTimeout());
+      },
+      Math.min(left, MAX_TIMER_MS),
+    );
   };
   arm(Math.max(0, ms));
   try {
@@ -109,14 +126,20 @@ export async function withTimeoutScope<T>(
  * parent's reason when the parent aborts.
  */
 export function withDeadline<T>(
-  deadlineAt: number, parent: AbortSignal | undefined, fn: (signal: AbortSignal) => Promise<T>, now: () => number = Date.now,
+  deadlineAt: number,
+  parent: AbortSignal | undefined,
+  fn: (signal: AbortSignal) => Promise<T>,
+  now: () => number = Date.now,
 ): Promise<T> {
   return withDeadlineScope(deadlineAt, parent, (scope) => fn(scope.signal), now);
 }
 
 /** withDeadline, with the signal created only if fn reads `scope.signal` (CallScope). */
 export function withDeadlineScope<T>(
-  deadlineAt: number, parent: AbortSignal | undefined, fn: (scope: CallScope) => Promise<T>, now: () => number = Date.now,
+  deadlineAt: number,
+  parent: AbortSignal | undefined,
+  fn: (scope: CallScope) => Promise<T>,
+  now: () => number = Date.now,
 ): Promise<T> {
   const left = deadlineAt - now();
   if (left <= 0) return Promise.reject(new DeadlineError(deadlineAt));

@@ -62,7 +62,8 @@ export async function withRetry<T>(
     } catch (err) {
       if (!isRetryable(err) || attempt >= policy.maxAttempts) throw err;
       const delay = Math.min(policy.maxMs, Math.max(err.retryAfterMs ?? 0, backoffMs(attempt, policy, random)));
-      if (deps.deadlineAt !== undefined && (deps.now ?? Date.now)() + delay >= deps.deadlineAt) throw new DeadlineError(deps.deadlineAt, err);
+      if (deps.deadlineAt !== undefined && (deps.now ?? Date.now)() + delay >= deps.deadlineAt)
+        throw new DeadlineError(deps.deadlineAt, err);
       deps.onRetry?.(attempt, err, delay);
       await sleep(delay, deps.signal);
     }

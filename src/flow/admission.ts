@@ -82,7 +82,9 @@ export class Admission {
   constructor(private readonly d: FlowDeps) {
     const c = d.cfg;
     this.configured = {
-      ...prefixed('w:', c.FLOW_TENANT_WEIGHTS), ...prefixed('t:', c.FLOW_TENANT_LIMITS), ...prefixed('a:', c.FLOW_AGENT_LIMITS),
+      ...prefixed('w:', c.FLOW_TENANT_WEIGHTS),
+      ...prefixed('t:', c.FLOW_TENANT_LIMITS),
+      ...prefixed('a:', c.FLOW_AGENT_LIMITS),
     };
   }
 
@@ -91,10 +93,26 @@ export class Admission {
   }
 
   /** Puts a run in its tenant's line (before the run is created: see the module comment). False: it was already known. */
-  async enqueue(run: { runId: string; tenant: string; agent: string; priority: number }, now: number): Promise<boolean> {
+  async enqueue(
+    run: { runId: string; tenant: string; agent: string; priority: number },
+    now: number,
+  ): Promise<boolean> {
     const k = this.d.keys.flow();
-    const meta: FlowRun = { tenant: run.tenant, agent: run.agent, shard: this.d.keys.shardOf(run.runId), priority: run.priority, at: now };
-    return flowEnqueue(this.d.redis, k, this.d.keys.flowLine(run.tenant), run.runId, meta, placeInLine(run.priority, now));
+    const meta: FlowRun = {
+      tenant: run.tenant,
+      agent: run.agent,
+      shard: this.d.keys.shardOf(run.runId),
+      priority: run.priority,
+      at: now,
+    };
+    return flowEnqueue(
+      this.d.redis,
+      k,
+      this.d.keys.flowLine(run.tenant),
+      run.runId,
+      meta,
+      placeInLine(run.priority, now),
+    );
   }
 
   /**
@@ -105,8 +123,14 @@ export class Admission {
     let total = 0;
     for (;;) {
       const admitted = await flowAdmit(this.d.redis, this.d.keys.flow(), {
-        now, max: ADMIT_BATCH, clientId: await this.ownClientId(), defaultWeight: 1, configured: this.configured,
-        tenantLimit: this.d.cfg.FLOW_TENANT_CONCURRENCY, agentLimit: this.d.cfg.FLOW_AGENT_CONCURRENCY, fleetLimit: this.d.cfg.FLOW_FLEET_CONCURRENCY,
+        now,
+        max: ADMIT_BATCH,
+        clientId: await this.ownClientId(),
+        defaultWeight: 1,
+        configured: this.configured,
+        tenantLimit: this.d.cfg.FLOW_TENANT_CONCURRENCY,
+        agentLimit: this.d.cfg.FLOW_AGENT_CONCURRENCY,
+        fleetLimit: this.d.cfg.FLOW_FLEET_CONCURRENCY,
       });
       await Promise.all(admitted.map((a) => this.start(a)));
       total += admitted.length;
@@ -137,7 +161,13 @@ export class Admission {
     const problem = settingProblem(what, of, value);
     if (problem) throw new TerminalError('invalid_value', problem);
     const field = `${SETTING_FIELD[what]}:${of}`;
-    const previous = await flowConfigure(this.d.redis, this.d.keys.flow(), field, { who, what, of, to: value === null ? '' : String(value), at: now });
+    const previous = await flowConfigure(this.d.redis, this.d.keys.flow(), field, {
+      who,
+      what,
+      of,
+      to: value === null ? '' : String(value),
+      at: now,
+    });
     this.d.log.info({ code: 'flow_setting_changed', what, of, value, who }, 'flow control setting changed');
     await this.admit(now);
     return previous;
@@ -145,7 +175,14 @@ export class Admission {
 
   /** A run admitted before comes back to work (resumed, retried): it takes a slot at once (flowHold-3.lua). */
   async hold(run: { runId: string; tenant: string; agent: string }, now: number): Promise<boolean> {
-    const meta: FlowRun = { tenant: run.tenant, agent: run.agent, shard: this.d.keys.shardOf(run.runId), priority: 0, at: now, admittedAt: now };
+    const meta: FlowRun = {
+      tenant: run.tenant,
+      agent: run.agent,
+      shard: this.d.keys.shardOf(run.runId),
+      priority: 0,
+      at: now,
+      admittedAt: now,
+    };
     return flowHold(this.d.redis, this.d.keys.flow(), run.runId, meta);
   }
 
@@ -180,7 +217,8 @@ export class Admission {
       if (s === 'queued' || s === 'running') continue;
       if ((await flowRelease(this.d.redis, k, held[i]!)) === 'released') released++;
     }
-    if (released > 0) this.d.log.info({ code: 'flow_slots_recovered', released }, 'slots of runs no longer at work released');
+    if (released > 0)
+      this.d.log.info({ code: 'flow_slots_recovered', released }, 'slots of runs no longer at work released');
     const admitted = await this.admit();
     return { promoted, released, admitted };
   }
@@ -205,7 +243,10 @@ export class Admission {
       const state = await queue.getJobState(jobId);
       if (state === 'unknown' && !(await this.d.redis.exists(this.d.keys.run(a.runId).run))) {
         await flowRelease(this.d.redis, this.d.keys.flow(), a.runId);
-        this.d.log.warn({ code: 'flow_admitted_missing_run', runId: a.runId }, 'admitted run does not exist: slot released');
+        this.d.log.warn(
+          { code: 'flow_admitted_missing_run', runId: a.runId },
+          'admitted run does not exist: slot released',
+        );
         return;
       }
       if (state === 'delayed') throw err;
@@ -231,9 +272,11 @@ export class Admission {
 
 /** Why a setting is refused (a weight in (0, 1000], a limit a whole number >= 0, a name like a tenant's), or undefined. */
 export function settingProblem(what: FlowSetting, of: string, value: number | null): string | undefined {
-  if (!/^[a-z0-9][a-z0-9_-]{0,62}$/i.test(of)) return `${what === 'agent_limit' ? 'agent' : 'tenant'}: 1-63 letters, digits, _ or -`;
+  if (!/^[a-z0-9][a-z0-9_-]{0,62}$/i.test(of))
+    return `${what === 'agent_limit' ? 'agent' : 'tenant'}: 1-63 letters, digits, _ or -`;
   if (value === null) return undefined;
-  if (what === 'weight') return Number.isFinite(value) && value > 0 && value <= 1000 ? undefined : 'weight: a number above 0, at most 1000';
+  if (what === 'weight')
+    return Number.isFinite(value) && value > 0 && value <= 1000 ? undefined : 'weight: a number above 0, at most 1000';
   return Number.isInteger(value) && value >= 0 ? undefined : 'limit: a whole number >= 0 (0 = no limit)';
 }
 

@@ -38,8 +38,15 @@ export interface Bucket extends BucketLimits {
 }
 
 /** The bucket of a call, or undefined when no rule names its provider: the most specific rule (model named) wins. */
-export function bucketFor(cfg: RateOptions, provider: string, model: string | undefined, tenant: string): Bucket | undefined {
-  const rules = cfg.MODEL_RATE_LIMITS.filter((r) => r.provider === provider && (r.model === undefined || r.model === model));
+export function bucketFor(
+  cfg: RateOptions,
+  provider: string,
+  model: string | undefined,
+  tenant: string,
+): Bucket | undefined {
+  const rules = cfg.MODEL_RATE_LIMITS.filter(
+    (r) => r.provider === provider && (r.model === undefined || r.model === model),
+  );
   const rule = rules.find((r) => r.model !== undefined) ?? rules[0];
   if (!rule) return undefined;
   const name = `${rule.provider}/${rule.model ?? '*'}${rule.perTenant ? `/${tenant}` : ''}`;
@@ -48,13 +55,22 @@ export function bucketFor(cfg: RateOptions, provider: string, model: string | un
 
 /** Every bucket the configuration names (a per-tenant rule once per tenant given). */
 export function bucketsOf(cfg: RateOptions, tenants: readonly string[]): Bucket[] {
-  return cfg.MODEL_RATE_LIMITS.flatMap((r) => (r.perTenant ? tenants : ['']).map((t) => ({
-    bucket: `${r.provider}/${r.model ?? '*'}${r.perTenant ? `/${t}` : ''}`, rpm: r.rpm, tpm: r.tpm, burstMs: cfg.MODEL_RATE_BURST_MS,
-  })));
+  return cfg.MODEL_RATE_LIMITS.flatMap((r) =>
+    (r.perTenant ? tenants : ['']).map((t) => ({
+      bucket: `${r.provider}/${r.model ?? '*'}${r.perTenant ? `/${t}` : ''}`,
+      rpm: r.rpm,
+      tpm: r.tpm,
+      burstMs: cfg.MODEL_RATE_BURST_MS,
+    })),
+  );
 }
 
 export class RateLimits {
-  constructor(private readonly redis: RedisClient, private readonly keys: KeySpace, private readonly cfg: RateOptions) {}
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly keys: KeySpace,
+    private readonly cfg: RateOptions,
+  ) {}
 
   get any(): boolean {
     return this.cfg.MODEL_RATE_LIMITS.length > 0;

@@ -14,7 +14,10 @@ import type { Bucket, RateLimits } from './rateLimits.js';
 
 /** The bucket is empty (or blocked by a 429): the attempt was not made; wait `waitMs`. Passes through withRetry. */
 export class RateLimitWait extends AgentError {
-  constructor(readonly bucket: string, readonly waitMs: number) {
+  constructor(
+    readonly bucket: string,
+    readonly waitMs: number,
+  ) {
     super('rate_limited', `model rate limit ${bucket}: wait ${waitMs} ms`, { bucket, waitMs });
   }
 }
@@ -33,7 +36,11 @@ const DEFAULT_429_BLOCK_MS = 1000;
  * rate limit applies to the provider and model.
  */
 export async function ratedAttempt(
-  rates: RateLimits | undefined, spec: RunSpec, provider: string, tokens: number, now: number,
+  rates: RateLimits | undefined,
+  spec: RunSpec,
+  provider: string,
+  tokens: number,
+  now: number,
 ): Promise<RatedAttempt | undefined> {
   if (!rates?.any) return undefined;
   const bucket: Bucket | undefined = rates.bucketFor(provider, spec.modelId, spec.tenant);
@@ -76,7 +83,9 @@ export interface RateWaitStep {
  * dies before the move, the stall check redelivers the job and it asks again.
  */
 export async function waitForRate(
-  d: RateWaitDeps, s: RateWaitStep, hooks: { chargeAbandoned(tokens: number): Promise<void>; log: Logger },
+  d: RateWaitDeps,
+  s: RateWaitStep,
+  hooks: { chargeAbandoned(tokens: number): Promise<void>; log: Logger },
 ): Promise<string> {
   const waitMs = Math.ceil(s.wait.waitMs * (1 + Math.random() * 0.1));
   if (s.now + waitMs >= s.spec.limits.deadlineAt) {

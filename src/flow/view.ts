@@ -49,20 +49,35 @@ export interface FlowView {
   rates: RateSeries[];
 }
 
-const num = (v: string | null | undefined, def = 0): number => (v === null || v === undefined || v === '' ? def : Number(v));
+const num = (v: string | null | undefined, def = 0): number =>
+  v === null || v === undefined || v === '' ? def : Number(v);
 
 /** The number after a setting's prefix, from the run-time settings, then the configuration, then the default. */
-function effective(settings: Record<string, string>, configured: Readonly<Record<string, number>>, field: string, name: string, def: number): number {
+function effective(
+  settings: Record<string, string>,
+  configured: Readonly<Record<string, number>>,
+  field: string,
+  name: string,
+  def: number,
+): number {
   const set = settings[`${field}:${name}`];
-  return set !== undefined ? Number(set) : configured[name] ?? def;
+  return set !== undefined ? Number(set) : (configured[name] ?? def);
 }
 
 export async function readFlowView(
-  redis: RedisClient, keys: KeySpace, cfg: FlowOptions & RateOptions, now: number, seriesSlots = 60,
+  redis: RedisClient,
+  keys: KeySpace,
+  cfg: FlowOptions & RateOptions,
+  now: number,
+  seriesSlots = 60,
 ): Promise<FlowView> {
   const k = keys.flow();
   const [counts, settings, admitted, waitingRaw, changesRaw] = await Promise.all([
-    redis.hgetall(k.counts), redis.hgetall(k.settings), redis.hgetall(k.admitted), redis.hvals(k.waiting), redis.lrange(k.audit, 0, 19),
+    redis.hgetall(k.counts),
+    redis.hgetall(k.settings),
+    redis.hgetall(k.admitted),
+    redis.hvals(k.waiting),
+    redis.lrange(k.audit, 0, 19),
   ]);
   const names = new Set<string>();
   for (const f of Object.keys(counts)) if (f.startsWith('t:')) names.add(f.slice(2));
@@ -73,8 +88,11 @@ export async function readFlowView(
     const line = keys.flowLine(tenant);
     const waiting = await redis.zcard(line);
     tenants.push({
-      tenant, waiting, oldestWaitingMs: waiting > 0 ? now - (await oldestArrival(redis, line)) : 0,
-      held: num(counts[`t:${tenant}`]), admitted: num(admitted[tenant]),
+      tenant,
+      waiting,
+      oldestWaitingMs: waiting > 0 ? now - (await oldestArrival(redis, line)) : 0,
+      held: num(counts[`t:${tenant}`]),
+      admitted: num(admitted[tenant]),
       weight: effective(settings, cfg.FLOW_TENANT_WEIGHTS, 'w', tenant, 1),
       limit: effective(settings, cfg.FLOW_TENANT_LIMITS, 't', tenant, cfg.FLOW_TENANT_CONCURRENCY),
       share: 0,
@@ -86,11 +104,20 @@ export async function readFlowView(
   for (const f of Object.keys(counts)) if (f.startsWith('a:')) agentNames.add(f.slice(2));
   for (const f of Object.keys(settings)) if (f.startsWith('a:')) agentNames.add(f.slice(2));
   const agents = [...agentNames].sort().map((agent) => ({
-    agent, held: num(counts[`a:${agent}`]), limit: effective(settings, cfg.FLOW_AGENT_LIMITS, 'a', agent, cfg.FLOW_AGENT_CONCURRENCY),
+    agent,
+    held: num(counts[`a:${agent}`]),
+    limit: effective(settings, cfg.FLOW_AGENT_LIMITS, 'a', agent, cfg.FLOW_AGENT_CONCURRENCY),
   }));
   const changes = changesRaw.map((c) => JSON.parse(c) as FlowChangeRecord);
   const rates = await readRates(redis, keys, cfg, now, seriesSlots, [...names]);
-  return { enabled: cfg.FLOW_CONTROL, tenants, agents, fleet: { held: num(counts.all), limit: cfg.FLOW_FLEET_CONCURRENCY }, changes, rates };
+  return {
+    enabled: cfg.FLOW_CONTROL,
+    tenants,
+    agents,
+    fleet: { held: num(counts.all), limit: cfg.FLOW_FLEET_CONCURRENCY },
+    changes,
+    rates,
+  };
 }
 
 /** Arrival (ms) of the oldest run in a line: the first of each priority band (a place is band * 1e13 + arrival). */
@@ -103,7 +130,14 @@ async function oldestArrival(redis: RedisClient, line: string): Promise<number> 
   return Number.isFinite(oldest) ? oldest : Date.now();
 }
 
-async function readRates(redis: RedisClient, keys: KeySpace, cfg: RateOptions, now: number, slots: number, tenants: string[]): Promise<RateSeries[]> {
+async function readRates(
+  redis: RedisClient,
+  keys: KeySpace,
+  cfg: RateOptions,
+  now: number,
+  slots: number,
+  tenants: string[],
+): Promise<RateSeries[]> {
   const out: RateSeries[] = [];
   const last = Math.floor(now / SERIES_SLOT_MS) * SERIES_SLOT_MS;
   for (const b of bucketsOf(cfg, tenants)) {

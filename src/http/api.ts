@@ -4,7 +4,11 @@ import type { EngineContext } from '../runs/engineContext.js';
 import { metricsAllowed } from './opsServer.js';
 import { requireRunAccess, requireRunCreation, runNotFound } from './auth.js';
 import {
-  BODY_LIMIT, bodyIllFormed, bodyTooDeep, illFormedStringPath, nestedDeeperThan,
+  BODY_LIMIT,
+  bodyIllFormed,
+  bodyTooDeep,
+  illFormedStringPath,
+  nestedDeeperThan,
 } from '../producer/bodyLimits.js';
 import { answerRequestError } from './requestErrors.js';
 import { InvalidRunRequest, startRun } from '../producer/intake.js';
@@ -45,10 +49,17 @@ export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Ex
     app.get('/metrics', async (req, res) => {
       const { METRICS_TOKEN: token, APP_MODE: mode } = ctx.cfg;
       if (token === undefined && mode === 'production') {
-        return void res.status(503).json({ error: 'metrics_not_exposed', message: 'in production /metrics on PORT needs METRICS_TOKEN, or set API_METRICS_PORT to serve it on a separate port' });
+        return void res.status(503).json({
+          error: 'metrics_not_exposed',
+          message:
+            'in production /metrics on PORT needs METRICS_TOKEN, or set API_METRICS_PORT to serve it on a separate port',
+        });
       }
       if (!metricsAllowed(token, req.headers.authorization)) {
-        return void res.status(401).setHeader('www-authenticate', 'Bearer').json({ error: 'unauthorized', message: '/metrics needs the METRICS_TOKEN bearer token' });
+        return void res
+          .status(401)
+          .setHeader('www-authenticate', 'Bearer')
+          .json({ error: 'unauthorized', message: '/metrics needs the METRICS_TOKEN bearer token' });
       }
       res.type(ctx.metrics.registry.contentType).send(await ctx.metrics.registry.metrics());
     });
@@ -64,7 +75,10 @@ export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Ex
     // The Idempotency-Key names the intake event: a new key on the same subject is a follow-up run.
     const header = req.header('idempotency-key');
     if (header !== undefined && !EVENT_KEY_FORMAT.test(header)) {
-      res.status(400).json({ error: 'invalid_request', fields: [{ path: 'Idempotency-Key', message: '1 to 200 visible ASCII characters, no spaces' }] });
+      res.status(400).json({
+        error: 'invalid_request',
+        fields: [{ path: 'Idempotency-Key', message: '1 to 200 visible ASCII characters, no spaces' }],
+      });
       return;
     }
     try {

@@ -50,7 +50,8 @@ export function actionNotFound(res: Response): void {
 }
 
 /** Who a request speaks for: the producer, one tenant, or a named operator (src/http/operatorIdentity.ts). */
-export type Principal = { role: 'producer' } | { role: 'tenant'; tenant: string } | { role: 'operator'; operator: Operator };
+export type Principal =
+  { role: 'producer' } | { role: 'tenant'; tenant: string } | { role: 'operator'; operator: Operator };
 
 type TokenConfig = Pick<Config, 'PRODUCER_TOKEN' | 'TENANT_TOKENS'>;
 type AuthConfig = Parameters<typeof directoryFor>[0] & TokenConfig;
@@ -83,7 +84,11 @@ export function principalOf(cfg: TokenConfig, token: string | undefined): Princi
  * `session` is given, the console's session cookie), else the producer or a
  * tenant by bearer token.
  */
-export async function principalFor(cfg: AuthConfig, req: Request, session?: SessionReader): Promise<Principal | undefined> {
+export async function principalFor(
+  cfg: AuthConfig,
+  req: Request,
+  session?: SessionReader,
+): Promise<Principal | undefined> {
   const token = bearer(req);
   const operator = token !== undefined ? await directoryFor(cfg).authenticate(token) : await session?.(req);
   if (operator) return { role: 'operator', operator };
@@ -115,11 +120,14 @@ export function requireRunCreation(cfg: TokenConfig) {
   return (req: Request, res: Response, next: NextFunction) => {
     if (!configured) return authUnconfigured(res, 'PRODUCER_TOKEN or TENANT_TOKENS');
     const p = principalOf(cfg, bearer(req));
-    if (!p) return void res.status(401).json({ error: 'unauthorized', message: 'a producer or tenant token is required' });
+    if (!p)
+      return void res.status(401).json({ error: 'unauthorized', message: 'a producer or tenant token is required' });
     const scope = tenantScope(p);
     const asked = (req.body as { tenant?: unknown } | undefined)?.tenant;
     if (scope !== undefined && asked !== scope) {
-      return void res.status(403).json({ error: 'forbidden', message: 'a tenant token creates runs of its own tenant only' });
+      return void res
+        .status(403)
+        .json({ error: 'forbidden', message: 'a tenant token creates runs of its own tenant only' });
     }
     next();
   };
@@ -131,11 +139,17 @@ export function requireRunCreation(cfg: TokenConfig) {
  * before any Redis access: a malformed id (`<id>:journal`, `<id>}`), another
  * tenant's run and an unknown run all answer the same 404 (runNotFound).
  */
-export function requireRunAccess(deps: { cfg: AuthConfig; redis: RedisClient; keys: KeySpace }, session?: SessionReader): RequestHandler<{ id: string }> {
+export function requireRunAccess(
+  deps: { cfg: AuthConfig; redis: RedisClient; keys: KeySpace },
+  session?: SessionReader,
+): RequestHandler<{ id: string }> {
   return async (req, res, next) => {
     if (!runTokensConfigured(deps.cfg)) return authUnconfigured(res, RUN_TOKEN_SETTINGS);
     const p = await principalFor(deps.cfg, req, session);
-    if (!p) return void res.status(401).json({ error: 'unauthorized', message: 'an operator, producer or tenant token is required' });
+    if (!p)
+      return void res
+        .status(401)
+        .json({ error: 'unauthorized', message: 'an operator, producer or tenant token is required' });
     const runId = req.params.id;
     if (!isRunId(runId)) return runNotFound(res);
     res.locals.principal = p;
@@ -158,9 +172,12 @@ export function requireOperator(cfg: AuthConfig, need: OperatorRole, session?: S
     if (!dir.configured) return authUnconfigured(res, OPERATOR_SETTINGS);
     const token = bearer(req);
     const operator = token !== undefined ? await dir.authenticate(token) : await session?.(req);
-    if (!operator) return void res.status(401).json({ error: 'unauthorized', message: 'an operator token is required' });
+    if (!operator)
+      return void res.status(401).json({ error: 'unauthorized', message: 'an operator token is required' });
     if (need === 'operator' && operator.role !== 'operator') {
-      return void res.status(403).json({ error: 'forbidden', message: `operator ${operator.name} has the viewer role: it may look, not act` });
+      return void res
+        .status(403)
+        .json({ error: 'forbidden', message: `operator ${operator.name} has the viewer role: it may look, not act` });
     }
     res.locals.operator = operator;
     next();
@@ -175,7 +192,11 @@ export function operatorOf(res: Response): Operator {
 }
 
 /** Whether `op` may see run `runId` (a tenant-scoped operator: only its tenants' runs; an unknown run: no). */
-export async function operatorSeesRun(deps: { redis: RedisClient; keys: KeySpace }, op: Operator, runId: string): Promise<boolean> {
+export async function operatorSeesRun(
+  deps: { redis: RedisClient; keys: KeySpace },
+  op: Operator,
+  runId: string,
+): Promise<boolean> {
   if (!isRunId(runId)) return false;
   const tenant = await deps.redis.hget(deps.keys.run(runId).run, 'tenant');
   return tenant !== null && seesTenant(op, tenant);

@@ -11,7 +11,11 @@ import { storeErrorAnswered, storeGate } from './storeUnavailable.js';
 
 export function createFullApi(ctx: EngineContext, isReady: () => boolean): express.Express {
   const ledger = ledgerFor(ctx);
-  const api = createApi(ctx, { isReady, listEffects: (runId) => ledger.listForRun(runId), mount: (app) => mountOperators(app, ctx, ledger) });
+  const api = createApi(ctx, {
+    isReady,
+    listEffects: (runId) => ledger.listForRun(runId),
+    mount: (app) => mountOperators(app, ctx, ledger),
+  });
   // Signed webhooks need the raw body, so they sit in front of the API's JSON parser.
   const app = express();
   app.disable('x-powered-by');

@@ -5,8 +5,17 @@ import { TerminalError } from '../core/errors.js';
 
 /** A port the process must listen on is taken. */
 export class PortInUseError extends TerminalError {
-  constructor(readonly port: number, readonly setting: string, options?: ErrorOptions) {
-    super('port_in_use', `port ${port} (${setting}) is already in use: stop what holds it or set ${setting} to a free port`, { port, setting }, options);
+  constructor(
+    readonly port: number,
+    readonly setting: string,
+    options?: ErrorOptions,
+  ) {
+    super(
+      'port_in_use',
+      `port ${port} (${setting}) is already in use: stop what holds it or set ${setting} to a free port`,
+      { port, setting },
+      options,
+    );
   }
 }
 

@@ -21,25 +21,38 @@ import { nameSchema } from './operators/sessions.js';
 
 export const OPENAPI_PATH = '/openapi.json';
 
-const errorBody = z.object({
-  error: z.string(),
-  message: z.string().optional(),
-  fields: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
-}).meta({ id: 'Error', description: 'A refusal: its code, and for a 400 the fields at fault (nothing was written).' });
+const errorBody = z
+  .object({
+    error: z.string(),
+    message: z.string().optional(),
+    fields: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
+  })
+  .meta({ id: 'Error', description: 'A refusal: its code, and for a 400 the fields at fault (nothing was written).' });
 
 /** Answers of a JSON object whose fields the route's page in docs/http-api.md lists. */
-const jsonObject = (description: string) => ({ description, content: { 'application/json': { schema: z.looseObject({}) } } });
+const jsonObject = (description: string) => ({
+  description,
+  content: { 'application/json': { schema: z.looseObject({}) } },
+});
 const refusal = (description: string) => ({ description, content: { 'application/json': { schema: errorBody } } });
 
-const runCreated = z.object({
-  runId: z.string(),
-  created: z.boolean(),
-  previousRunId: z.string().optional(),
-  status: z.string().optional(),
-}).meta({ id: 'RunCreated' });
+const runCreated = z
+  .object({
+    runId: z.string(),
+    created: z.boolean(),
+    previousRunId: z.string().optional(),
+    status: z.string().optional(),
+  })
+  .meta({ id: 'RunCreated' });
 
-const runId = z.string().regex(/^r_[0-9a-f]{24}$/).meta({ description: 'A run id: r_ and 24 hex digits' });
-const actionId = z.string().regex(/^a_[0-9a-f]{32}$/).meta({ description: 'An action id: a_ and 32 hex digits' });
+const runId = z
+  .string()
+  .regex(/^r_[0-9a-f]{24}$/)
+  .meta({ description: 'A run id: r_ and 24 hex digits' });
+const actionId = z
+  .string()
+  .regex(/^a_[0-9a-f]{32}$/)
+  .meta({ description: 'An action id: a_ and 32 hex digits' });
 const runParams = { path: z.object({ id: runId }) };
 const actionParams = { path: z.object({ actionId }) };
 const tenantParams = { path: z.object({ tenant: z.string() }) };
@@ -50,13 +63,21 @@ const scheduleParams = { path: z.object({ tenant: z.string(), id: scheduleId }) 
 const guarded: ZodOpenApiResponsesObject = {
   '401': refusal('No valid credential.'),
   '403': refusal('The credential may not do this.'),
-  '503': refusal('The route\'s credential is not configured (the body names the setting).'),
+  '503': refusal("The route's credential is not configured (the body names the setting)."),
 };
-const idLookup: ZodOpenApiResponsesObject = { ...guarded, '404': refusal('Unknown or malformed id, or another tenant\'s.') };
+const idLookup: ZodOpenApiResponsesObject = {
+  ...guarded,
+  '404': refusal("Unknown or malformed id, or another tenant's."),
+};
 const operatorPost = (summary: string, body: z.ZodType, ok: string): ZodOpenApiOperationObject => ({
   summary,
   requestBody: { content: { 'application/json': { schema: body } } },
-  responses: { '200': jsonObject(ok), '400': refusal('Invalid body, named by field.'), '409': refusal('Refused in the run\'s present state.'), ...idLookup },
+  responses: {
+    '200': jsonObject(ok),
+    '400': refusal('Invalid body, named by field.'),
+    '409': refusal("Refused in the run's present state."),
+    ...idLookup,
+  },
 });
 
 function webhook(summary: string, body: z.ZodType, withTenantPath: boolean): ZodOpenApiOperationObject {
@@ -79,11 +100,14 @@ function webhook(summary: string, body: z.ZodType, withTenantPath: boolean): Zod
 
 const runsPath = {
   post: {
-    summary: 'Start a run of a named agent (or the support agent\'s ticket shorthand).',
+    summary: "Start a run of a named agent (or the support agent's ticket shorthand).",
     requestParams: { header: z.object({ 'idempotency-key': z.string().min(1).max(200).optional() }) },
     requestBody: { content: { 'application/json': { schema: z.union([agentRunSchema, ticketRunSchema]) } } },
     responses: {
-      '200': { description: 'The same event (or subject) again: its run.', content: { 'application/json': { schema: runCreated } } },
+      '200': {
+        description: 'The same event (or subject) again: its run.',
+        content: { 'application/json': { schema: runCreated } },
+      },
       '201': { description: 'A new run.', content: { 'application/json': { schema: runCreated } } },
       '400': refusal('Invalid body, named by field; nothing written.'),
       '413': refusal('Body over the limit.'),
@@ -93,7 +117,11 @@ const runsPath = {
   get: {
     summary: 'Runs, newest status change first.',
     requestParams: { query: runListQuerySchema },
-    responses: { '200': jsonObject('{runs, nextCursor?}'), '400': refusal('Invalid query, named by field.'), ...guarded },
+    responses: {
+      '200': jsonObject('{runs, nextCursor?}'),
+      '400': refusal('Invalid query, named by field.'),
+      ...guarded,
+    },
   },
 } satisfies Record<string, ZodOpenApiOperationObject>;
 
@@ -104,14 +132,24 @@ const API_VERSION = '1';
 export function openApiDocument(): ReturnType<typeof createDocument> {
   return createDocument({
     openapi: '3.1.0',
-    info: { title: 'durable-agent-fleet', version: API_VERSION, license: { name: 'Apache-2.0', identifier: 'Apache-2.0' } },
+    info: {
+      title: 'durable-agent-fleet',
+      version: API_VERSION,
+      license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
+    },
     components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
     security: [{ bearer: [] }],
     paths: {
-      [OPENAPI_PATH]: { get: { summary: 'This document.', security: [], responses: { '200': jsonObject('OpenAPI 3.1') } } },
+      [OPENAPI_PATH]: {
+        get: { summary: 'This document.', security: [], responses: { '200': jsonObject('OpenAPI 3.1') } },
+      },
       '/healthz': { get: { summary: 'Liveness.', security: [], responses: { '200': jsonObject('{ok: true}') } } },
       '/readyz': {
-        get: { summary: 'Readiness (Redis answers).', security: [], responses: { '200': jsonObject('{ready: true}'), '503': jsonObject('{ready: false}') } },
+        get: {
+          summary: 'Readiness (Redis answers).',
+          security: [],
+          responses: { '200': jsonObject('{ready: true}'), '503': jsonObject('{ready: false}') },
+        },
       },
       '/metrics': {
         get: {
@@ -124,10 +162,16 @@ export function openApiDocument(): ReturnType<typeof createDocument> {
         },
       },
       '/v1/runs': runsPath,
-      '/v1/runs/{id}': { get: { summary: 'The run view.', requestParams: runParams, responses: { '200': jsonObject('The run'), ...idLookup } } },
+      '/v1/runs/{id}': {
+        get: {
+          summary: 'The run view.',
+          requestParams: runParams,
+          responses: { '200': jsonObject('The run'), ...idLookup },
+        },
+      },
       '/v1/runs/{id}/events': {
         get: {
-          summary: 'The run\'s events as server-sent events, resumable from Last-Event-ID.',
+          summary: "The run's events as server-sent events, resumable from Last-Event-ID.",
           requestParams: { ...runParams, query: z.object({ lastEventId: z.string().optional() }) },
           responses: {
             '200': { description: 'text/event-stream', content: { 'text/event-stream': { schema: z.string() } } },
@@ -136,11 +180,33 @@ export function openApiDocument(): ReturnType<typeof createDocument> {
           },
         },
       },
-      '/v1/runs/{id}/cancel': { post: { ...operatorPost('Cancel a run.', cancelSchema, 'Cancelled, or cancel recorded'), requestParams: runParams } },
-      '/v1/runs/{id}/retry': { post: { ...operatorPost('Continue a stopped run from its last commit.', retryBodySchema, 'Running again'), requestParams: runParams } },
-      '/v1/approvals': { get: { summary: 'Pending approvals.', responses: { '200': jsonObject('{approvals}'), ...guarded } } },
-      '/v1/approvals/{actionId}': { post: { ...operatorPost('Approve or reject an action.', decisionSchema, 'Decided'), requestParams: actionParams } },
-      '/v1/reconciliations': { get: { summary: 'The human reconciliation queue.', responses: { '200': jsonObject('{reconciliations}'), ...guarded } } },
+      '/v1/runs/{id}/cancel': {
+        post: {
+          ...operatorPost('Cancel a run.', cancelSchema, 'Cancelled, or cancel recorded'),
+          requestParams: runParams,
+        },
+      },
+      '/v1/runs/{id}/retry': {
+        post: {
+          ...operatorPost('Continue a stopped run from its last commit.', retryBodySchema, 'Running again'),
+          requestParams: runParams,
+        },
+      },
+      '/v1/approvals': {
+        get: { summary: 'Pending approvals.', responses: { '200': jsonObject('{approvals}'), ...guarded } },
+      },
+      '/v1/approvals/{actionId}': {
+        post: {
+          ...operatorPost('Approve or reject an action.', decisionSchema, 'Decided'),
+          requestParams: actionParams,
+        },
+      },
+      '/v1/reconciliations': {
+        get: {
+          summary: 'The human reconciliation queue.',
+          responses: { '200': jsonObject('{reconciliations}'), ...guarded },
+        },
+      },
       '/v1/reconciliations/{actionId}': {
         post: { ...operatorPost('Settle an action in doubt.', findingSchema, 'Settled'), requestParams: actionParams },
       },
@@ -152,10 +218,16 @@ export function openApiDocument(): ReturnType<typeof createDocument> {
         },
       },
       [`${VERSION_QUEUE_PATH}/{id}/continue`]: {
-        post: { ...operatorPost('Re-pin a parked run to a served version and resume it.', continueSchema, 'Resumed'), requestParams: runParams },
+        post: {
+          ...operatorPost('Re-pin a parked run to a served version and resume it.', continueSchema, 'Resumed'),
+          requestParams: runParams,
+        },
       },
       [`${VERSION_QUEUE_PATH}/{id}/cancel`]: {
-        post: { ...operatorPost('Cancel a run of the version queue.', z.object({}).strict(), 'Cancelled'), requestParams: runParams },
+        post: {
+          ...operatorPost('Cancel a run of the version queue.', z.object({}).strict(), 'Cancelled'),
+          requestParams: runParams,
+        },
       },
       '/v1/operators/{name}/sessions/end': {
         post: {
@@ -176,33 +248,64 @@ export function openApiDocument(): ReturnType<typeof createDocument> {
           summary: 'Create or replace a schedule: runs of an agent on a cron.',
           requestParams: { path: z.object({ id: scheduleId }) },
           requestBody: { content: { 'application/json': { schema: scheduleBodySchema } } },
-          responses: { '200': jsonObject('The schedule'), '400': refusal('Invalid id or body, named by field.'), ...guarded },
+          responses: {
+            '200': jsonObject('The schedule'),
+            '400': refusal('Invalid id or body, named by field.'),
+            ...guarded,
+          },
         },
       },
       '/v1/schedules/{tenant}/{id}/pause': {
-        post: { summary: 'Pause a schedule.', requestParams: scheduleParams, responses: { '200': jsonObject('The schedule'), ...idLookup } },
+        post: {
+          summary: 'Pause a schedule.',
+          requestParams: scheduleParams,
+          responses: { '200': jsonObject('The schedule'), ...idLookup },
+        },
       },
       '/v1/schedules/{tenant}/{id}/resume': {
-        post: { summary: 'Resume a schedule.', requestParams: scheduleParams, responses: { '200': jsonObject('The schedule'), ...idLookup } },
+        post: {
+          summary: 'Resume a schedule.',
+          requestParams: scheduleParams,
+          responses: { '200': jsonObject('The schedule'), ...idLookup },
+        },
       },
       '/v1/schedules/{tenant}/{id}': {
-        delete: { summary: 'Delete a schedule.', requestParams: scheduleParams, responses: { '204': { description: 'Deleted.' }, ...idLookup } },
+        delete: {
+          summary: 'Delete a schedule.',
+          requestParams: scheduleParams,
+          responses: { '204': { description: 'Deleted.' }, ...idLookup },
+        },
       },
-      '/v1/flow': { get: { summary: 'Flow control: each tenant\'s line and share, the agents\' slots, rate limits, changes.', responses: { '200': jsonObject('The flow view'), ...guarded } } },
+      '/v1/flow': {
+        get: {
+          summary: "Flow control: each tenant's line and share, the agents' slots, rate limits, changes.",
+          responses: { '200': jsonObject('The flow view'), ...guarded },
+        },
+      },
       '/v1/flow/tenants/{tenant}': {
         put: {
-          summary: 'Change a tenant\'s weight or concurrency limit at run time (null: back to the configured value).',
+          summary: "Change a tenant's weight or concurrency limit at run time (null: back to the configured value).",
           requestParams: { path: z.object({ tenant: z.string() }) },
           requestBody: { content: { 'application/json': { schema: tenantFlowBodySchema } } },
-          responses: { '200': jsonObject('The change'), '400': refusal('Invalid body, named by field.'), '403': refusal('Needs an operator of every tenant.'), ...guarded },
+          responses: {
+            '200': jsonObject('The change'),
+            '400': refusal('Invalid body, named by field.'),
+            '403': refusal('Needs an operator of every tenant.'),
+            ...guarded,
+          },
         },
       },
       '/v1/flow/agents/{agent}': {
         put: {
-          summary: 'Change an agent\'s concurrency limit at run time.',
+          summary: "Change an agent's concurrency limit at run time.",
           requestParams: { path: z.object({ agent: z.string() }) },
           requestBody: { content: { 'application/json': { schema: agentFlowBodySchema } } },
-          responses: { '200': jsonObject('The change'), '400': refusal('Invalid body, named by field.'), '403': refusal('Needs an operator of every tenant.'), ...guarded },
+          responses: {
+            '200': jsonObject('The change'),
+            '400': refusal('Invalid body, named by field.'),
+            '403': refusal('Needs an operator of every tenant.'),
+            ...guarded,
+          },
         },
       },
       '/webhooks/tickets': { post: webhook('A signed ticket event.', ticketEventSchema, false) },

@@ -30,9 +30,19 @@ export interface Operator {
   expiresAt?: number;
 }
 
-type IdentityConfig = Pick<Config,
-  'OPERATOR_TOKEN' | 'OPERATORS' | 'OIDC_ISSUER' | 'OIDC_AUDIENCE' | 'OIDC_JWKS_URL' | 'OIDC_PUBLIC_KEY'
-  | 'OIDC_ALGORITHMS' | 'OIDC_NAME_CLAIM' | 'OIDC_ROLE_CLAIM' | 'OIDC_TENANTS_CLAIM'>;
+type IdentityConfig = Pick<
+  Config,
+  | 'OPERATOR_TOKEN'
+  | 'OPERATORS'
+  | 'OIDC_ISSUER'
+  | 'OIDC_AUDIENCE'
+  | 'OIDC_JWKS_URL'
+  | 'OIDC_PUBLIC_KEY'
+  | 'OIDC_ALGORITHMS'
+  | 'OIDC_NAME_CLAIM'
+  | 'OIDC_ROLE_CLAIM'
+  | 'OIDC_TENANTS_CLAIM'
+>;
 
 /** The shared OPERATOR_TOKEN's operator. */
 export const SHARED_OPERATOR: Operator = Object.freeze({ name: 'operator', role: 'operator', tenants: '*' });
@@ -67,10 +77,15 @@ export class OperatorDirectory {
   private readonly sharedDigest: Buffer | undefined;
 
   constructor(private readonly cfg: IdentityConfig) {
-    this.sharedDigest = cfg.OPERATOR_TOKEN !== undefined ? createHash('sha256').update(cfg.OPERATOR_TOKEN).digest() : undefined;
+    this.sharedDigest =
+      cfg.OPERATOR_TOKEN !== undefined ? createHash('sha256').update(cfg.OPERATOR_TOKEN).digest() : undefined;
     this.byDigest = cfg.OPERATORS.map((o) => ({
       digest: Buffer.from(o.tokenSha256, 'hex'),
-      operator: Object.freeze({ name: o.name, role: o.role, tenants: o.tenants === '*' ? '*' : Object.freeze([...o.tenants]) }),
+      operator: Object.freeze({
+        name: o.name,
+        role: o.role,
+        tenants: o.tenants === '*' ? '*' : Object.freeze([...o.tenants]),
+      }),
     }));
     if (cfg.OIDC_ISSUER === undefined) this.jwtKey = undefined;
     else if (cfg.OIDC_JWKS_URL !== undefined) this.jwtKey = createRemoteJWKSet(new URL(cfg.OIDC_JWKS_URL));
@@ -89,9 +104,10 @@ export class OperatorDirectory {
    */
   sessionOperator(fingerprint: string, stored: Operator): Operator | undefined {
     if (stored.expiresAt !== undefined) return this.jwtKey !== undefined ? stored : undefined;
-    const current = this.sharedDigest !== undefined && fingerprintOfDigest(this.sharedDigest) === fingerprint
-      ? SHARED_OPERATOR
-      : this.byDigest.find((e) => fingerprintOfDigest(e.digest) === fingerprint)?.operator;
+    const current =
+      this.sharedDigest !== undefined && fingerprintOfDigest(this.sharedDigest) === fingerprint
+        ? SHARED_OPERATOR
+        : this.byDigest.find((e) => fingerprintOfDigest(e.digest) === fingerprint)?.operator;
     return current !== undefined && sameOperator(current, stored) ? current : undefined;
   }
 
@@ -114,8 +130,11 @@ export class OperatorDirectory {
     let payload: JWTPayload;
     try {
       const opts = {
-        issuer: this.cfg.OIDC_ISSUER!, audience: this.cfg.OIDC_AUDIENCE!, algorithms: this.cfg.OIDC_ALGORITHMS,
-        requiredClaims: ['exp'], clockTolerance: JWT_CLOCK_SKEW_S,
+        issuer: this.cfg.OIDC_ISSUER!,
+        audience: this.cfg.OIDC_AUDIENCE!,
+        algorithms: this.cfg.OIDC_ALGORITHMS,
+        requiredClaims: ['exp'],
+        clockTolerance: JWT_CLOCK_SKEW_S,
       };
       // Two call shapes (a key set is a function of the header, a key is a key): same checks either way.
       const key = this.jwtKey!;
@@ -137,15 +156,25 @@ export function lifetimeAllowed(payload: JWTPayload, nowS: number): boolean {
 }
 
 /** The operator a verified JWT's claims describe, or undefined when its name or role is missing or unknown. */
-export function operatorOfClaims(payload: JWTPayload, cfg: Pick<IdentityConfig, 'OIDC_NAME_CLAIM' | 'OIDC_ROLE_CLAIM' | 'OIDC_TENANTS_CLAIM'>): Operator | undefined {
+export function operatorOfClaims(
+  payload: JWTPayload,
+  cfg: Pick<IdentityConfig, 'OIDC_NAME_CLAIM' | 'OIDC_ROLE_CLAIM' | 'OIDC_TENANTS_CLAIM'>,
+): Operator | undefined {
   const claim = (name: string): unknown => (payload as Record<string, unknown>)[name];
   const name = claim(cfg.OIDC_NAME_CLAIM) ?? payload.sub;
   if (typeof name !== 'string' || name.length === 0 || name.length > 200) return undefined;
   const roles = ([] as unknown[]).concat(claim(cfg.OIDC_ROLE_CLAIM) ?? []);
-  const role: OperatorRole | undefined = roles.includes('operator') ? 'operator' : roles.includes('viewer') ? 'viewer' : undefined;
+  const role: OperatorRole | undefined = roles.includes('operator')
+    ? 'operator'
+    : roles.includes('viewer')
+      ? 'viewer'
+      : undefined;
   if (role === undefined) return undefined;
   const rawTenants = claim(cfg.OIDC_TENANTS_CLAIM);
-  const tenants = rawTenants === '*' ? '*' : ([] as unknown[]).concat(rawTenants ?? []).filter((t): t is string => typeof t === 'string');
+  const tenants =
+    rawTenants === '*'
+      ? '*'
+      : ([] as unknown[]).concat(rawTenants ?? []).filter((t): t is string => typeof t === 'string');
   return { name, role, tenants, ...(payload.exp !== undefined ? { expiresAt: payload.exp * 1000 } : {}) };
 }
 

@@ -14,7 +14,10 @@ export function metricsAllowed(token: string | undefined, authorization: string 
 }
 
 export async function startOpsServer(opts: {
-  port: number; host: string; registry: Registry; isReady: () => boolean;
+  port: number;
+  host: string;
+  registry: Registry;
+  isReady: () => boolean;
   /** METRICS_TOKEN: /metrics requires it as a bearer token when set. */
   metricsToken?: string;
   /** Serve only /metrics (the API's separate metrics port: its health is on PORT). */
@@ -31,7 +34,9 @@ export async function startOpsServer(opts: {
       res.writeHead(ready ? 200 : 503, { 'content-type': 'application/json' }).end(JSON.stringify({ ready }));
     } else if (path === '/metrics') {
       if (!metricsAllowed(opts.metricsToken, req.headers.authorization)) {
-        res.writeHead(401, { 'content-type': 'application/json', 'www-authenticate': 'Bearer' }).end('{"error":"unauthorized","message":"/metrics needs the METRICS_TOKEN bearer token"}');
+        res
+          .writeHead(401, { 'content-type': 'application/json', 'www-authenticate': 'Bearer' })
+          .end('{"error":"unauthorized","message":"/metrics needs the METRICS_TOKEN bearer token"}');
         return;
       }
       opts.registry.metrics().then(

@@ -28,7 +28,14 @@ export interface RunView {
    * `model` is the pinned provider's name; `modelId` and `modelOptions` the rest of the pinned choice
    * (absent for runs pinned before model ids were: they run on the provider's default model).
    */
-  agent: { name: string; model: string; modelId?: string; modelOptions?: ModelOptions; agentVersion: string; toolsHash: string };
+  agent: {
+    name: string;
+    model: string;
+    modelId?: string;
+    modelOptions?: ModelOptions;
+    agentVersion: string;
+    toolsHash: string;
+  };
   budget: {
     limits: { maxSteps: number; maxTokens: number; maxWallMs: number; deadlineAt: string };
     used: { steps: number; tokens: number; wallMs: number };
@@ -42,12 +49,29 @@ export interface RunView {
 export type EffectsLister = (runId: string) => Promise<unknown[]>;
 
 /** Undefined for an unknown run, and for a malformed id before any Redis access (a `:journal` suffix would name another key). */
-export async function runView(ctx: EngineContext, runId: string, listEffects?: EffectsLister, nowMs = Date.now()): Promise<RunView | undefined> {
+export async function runView(
+  ctx: EngineContext,
+  runId: string,
+  listEffects?: EffectsLister,
+  nowMs = Date.now(),
+): Promise<RunView | undefined> {
   if (!isRunId(runId)) return undefined;
   const k = ctx.keys.run(runId);
   const [state, hash, budget] = await Promise.all([
     ctx.store.readState(runId),
-    ctx.redis.hmget(k.run, 'tenant', 'agent', 'key', 'model', 'agentVersion', 'toolsHash', 'createdAt', 'finishedAt', 'previousRunId', 'nextRunId'),
+    ctx.redis.hmget(
+      k.run,
+      'tenant',
+      'agent',
+      'key',
+      'model',
+      'agentVersion',
+      'toolsHash',
+      'createdAt',
+      'finishedAt',
+      'previousRunId',
+      'nextRunId',
+    ),
     ctx.redis.hmget(k.budget, 'maxSteps', 'maxTokens', 'maxWallMs', 'deadlineAt'),
   ]);
   if (!state) return undefined;
@@ -57,10 +81,26 @@ export async function runView(ctx: EngineContext, runId: string, listEffects?: E
     return undefined;
   });
   if (!spec && notes.length === 0) notes.push('spec_missing');
-  const [tenant, agentName, intakeKey, model, agentVersion, toolsHash, createdAtRaw, finishedAtRaw, previousRunId, nextRunId] = hash;
+  const [
+    tenant,
+    agentName,
+    intakeKey,
+    model,
+    agentVersion,
+    toolsHash,
+    createdAtRaw,
+    finishedAtRaw,
+    previousRunId,
+    nextRunId,
+  ] = hash;
   const num = (v: string | null | undefined) => (Number.isFinite(Number(v)) ? Number(v ?? 0) : 0);
   // The budget hash holds the limits in force (an operator's retry may have extended the spec's).
-  const stored = { maxSteps: num(budget[0]), maxTokens: num(budget[1]), maxWallMs: num(budget[2]), deadlineAt: num(budget[3]) };
+  const stored = {
+    maxSteps: num(budget[0]),
+    maxTokens: num(budget[1]),
+    maxWallMs: num(budget[2]),
+    deadlineAt: num(budget[3]),
+  };
   const limits: RunSpec['limits'] = stored.maxSteps > 0 ? stored : (spec?.limits ?? stored);
   const createdAt = spec?.createdAt ?? num(createdAtRaw);
   const finishedAt = num(finishedAtRaw);
@@ -68,22 +108,35 @@ export async function runView(ctx: EngineContext, runId: string, listEffects?: E
   if (deadlineAt === '') notes.push('deadline_unreadable');
   const [transcript, effects] = await Promise.all([
     readTranscript(ctx, k.journal, notes),
-    listEffects ? listEffects(runId).catch(() => (notes.push('effects_unreadable'), [] as unknown[])) : Promise.resolve([]),
+    listEffects
+      ? listEffects(runId).catch(() => (notes.push('effects_unreadable'), [] as unknown[]))
+      : Promise.resolve([]),
   ]);
   return {
-    runId, tenant: spec?.tenant ?? tenant ?? '', key: spec?.key ?? intakeKey ?? '',
+    runId,
+    tenant: spec?.tenant ?? tenant ?? '',
+    key: spec?.key ?? intakeKey ?? '',
     ...(spec?.event !== undefined ? { event: spec.event } : {}),
     ...(previousRunId ? { previousRunId } : {}),
     ...(nextRunId ? { nextRunId } : {}),
-    status: state.status, reason: state.reason, step: state.cursor,
+    status: state.status,
+    reason: state.reason,
+    step: state.cursor,
     agent: {
-      name: spec?.agent ?? agentName ?? '', model: spec?.model ?? model ?? '',
-      ...(spec?.modelId !== undefined ? { modelId: spec.modelId } : {}), ...(spec?.modelOptions ? { modelOptions: spec.modelOptions } : {}),
-      agentVersion: spec?.agentVersion ?? agentVersion ?? '', toolsHash: spec?.toolsHash ?? toolsHash ?? '',
+      name: spec?.agent ?? agentName ?? '',
+      model: spec?.model ?? model ?? '',
+      ...(spec?.modelId !== undefined ? { modelId: spec.modelId } : {}),
+      ...(spec?.modelOptions ? { modelOptions: spec.modelOptions } : {}),
+      agentVersion: spec?.agentVersion ?? agentVersion ?? '',
+      toolsHash: spec?.toolsHash ?? toolsHash ?? '',
     },
     budget: {
       limits: { ...limits, deadlineAt },
-      used: { steps: state.used.steps, tokens: state.used.tokens, wallMs: createdAt > 0 ? (finishedAt || nowMs) - createdAt : 0 },
+      used: {
+        steps: state.used.steps,
+        tokens: state.used.tokens,
+        wallMs: createdAt > 0 ? (finishedAt || nowMs) - createdAt : 0,
+      },
     },
     transcript,
     effects,
@@ -93,7 +146,7 @@ export async function runView(ctx: EngineContext, runId: string, listEffects?: E
 
 /** The journal, entry by entry: an entry that no longer parses is left out and noted. */
 async function readTranscript(ctx: EngineContext, journalKey: string, notes: string[]): Promise<JournalEntry[]> {
-  const raws = (await ctx.redis.lrange(journalKey, 0, -1));
+  const raws = await ctx.redis.lrange(journalKey, 0, -1);
   const out: JournalEntry[] = [];
   raws.forEach((raw, i) => {
     try {
@@ -121,13 +174,20 @@ function issuePath(err: unknown): string {
 
 /** HTML-escapes any value (strings as they are, everything else as JSON). */
 export function escapeHtml(value: unknown): string {
-  const s = typeof value === 'string' ? value : JSON.stringify(value) ?? '';
+  const s = typeof value === 'string' ? value : (JSON.stringify(value) ?? '');
   return s.replace(/[&<>"'`]/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 
 interface EffectLike {
-  actionId?: unknown; tool?: unknown; state?: unknown; step?: unknown; idempotencyKey?: unknown; receipt?: unknown;
-  compensates?: unknown; compensatedBy?: unknown; attempts?: unknown;
+  actionId?: unknown;
+  tool?: unknown;
+  state?: unknown;
+  step?: unknown;
+  idempotencyKey?: unknown;
+  receipt?: unknown;
+  compensates?: unknown;
+  compensatedBy?: unknown;
+  attempts?: unknown;
   history?: { from?: unknown; to?: unknown; at?: unknown; by?: unknown; why?: unknown; evidence?: unknown }[];
 }
 
@@ -151,10 +211,21 @@ export function effectBlock(raw: unknown): string {
   const e = (raw ?? {}) as EffectLike;
   const id = typeof e.actionId === 'string' ? e.actionId : '';
   const links = [
-    typeof e.compensates === 'string' ? `compensates <a href="#${escapeHtml(e.compensates)}">${escapeHtml(e.compensates)}</a>` : '',
-    typeof e.compensatedBy === 'string' ? `compensated by <a href="#${escapeHtml(e.compensatedBy)}">${escapeHtml(e.compensatedBy)}</a>` : '',
-  ].filter(Boolean).join('; ');
-  const history = (e.history ?? []).map((x) => `<tr>${td(at(x.at))}${td(x.from ?? '')}${td(x.to)}${td(x.by)}${td(x.why)}<td><pre>${x.evidence === undefined ? '' : escapeHtml(x.evidence)}</pre></td></tr>`).join('');
+    typeof e.compensates === 'string'
+      ? `compensates <a href="#${escapeHtml(e.compensates)}">${escapeHtml(e.compensates)}</a>`
+      : '',
+    typeof e.compensatedBy === 'string'
+      ? `compensated by <a href="#${escapeHtml(e.compensatedBy)}">${escapeHtml(e.compensatedBy)}</a>`
+      : '',
+  ]
+    .filter(Boolean)
+    .join('; ');
+  const history = (e.history ?? [])
+    .map(
+      (x) =>
+        `<tr>${td(at(x.at))}${td(x.from ?? '')}${td(x.to)}${td(x.by)}${td(x.why)}<td><pre>${x.evidence === undefined ? '' : escapeHtml(x.evidence)}</pre></td></tr>`,
+    )
+    .join('');
   return `<section class="effect" id="${escapeHtml(id)}">
 <h3><code>${escapeHtml(id)}</code> ${escapeHtml(e.tool)} <span class="state" data-state="${escapeHtml(e.state)}">${escapeHtml(e.state)}</span></h3>
 <p>step ${escapeHtml(e.step)} · key <code>${escapeHtml(e.idempotencyKey)}</code> · receipt <code>${escapeHtml(e.receipt ?? '')}</code> · attempts ${escapeHtml(e.attempts ?? 0)}${links ? ` · ${links}` : ''}</p>

@@ -14,7 +14,8 @@ const OWN_ANSWER = new Set(['/healthz', '/readyz', '/metrics']);
 
 export function answerStoreUnavailable(res: Response, retryAfterS: number): void {
   res.status(503).setHeader('retry-after', String(retryAfterS)).json({
-    error: 'store_unavailable', message: 'the store is failing over or unreachable: retry after the Retry-After seconds',
+    error: 'store_unavailable',
+    message: 'the store is failing over or unreachable: retry after the Retry-After seconds',
   });
 }
 

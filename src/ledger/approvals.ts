@@ -75,7 +75,12 @@ export async function expireApprovals(ctx: EngineContext, now: number, limit = 1
       const decision = await ledger.approvalDecision(rec.runId, actionId);
       if (decision?.reason === 'approval_expired') {
         try {
-          await stopRun(ctx, rec.runId, { expected: ['waiting_approval'], status: 'failed', reason: 'approval_expired', now });
+          await stopRun(ctx, rec.runId, {
+            expected: ['waiting_approval'],
+            status: 'failed',
+            reason: 'approval_expired',
+            now,
+          });
         } catch (err) {
           if (!(err instanceof FenceError && err.code === 'run_missing')) throw err; // the run's keys expired: nothing to stop
         }
@@ -84,8 +89,9 @@ export async function expireApprovals(ctx: EngineContext, now: number, limit = 1
         // A person decided and the operator route resumes the run at once: an entry still
         // here later is a resume that was lost (the route's process died). Resume it now.
         if (decision.decidedAt > now - ctx.cfg.RECONCILER_MIN_AGE_MS) continue;
-        const [status, approvalFor] = (await ctx.redis.hmget(ctx.keys.run(rec.runId).run, 'status', 'approvalFor'));
-        if (status === 'waiting_approval' && (!approvalFor || approvalFor === actionId)) await ctx.store.resume(rec.runId, 'waiting_approval', now);
+        const [status, approvalFor] = await ctx.redis.hmget(ctx.keys.run(rec.runId).run, 'status', 'approvalFor');
+        if (status === 'waiting_approval' && (!approvalFor || approvalFor === actionId))
+          await ctx.store.resume(rec.runId, 'waiting_approval', now);
       }
       // Last: until the run is stopped or resumed, the entry is what brings a rerun back here.
       await ctx.redis.zrem(ctx.keys.approvals(shard), actionId);

@@ -61,19 +61,39 @@ export interface CompensationResult {
  * a person) when the agent is not run here, gives no compensation, or names a
  * tool it does not have or arguments that tool refuses.
  */
-export function compensationCall(original: ActionRecord, spec: RunSpec, agent: Agent | undefined): { tool: WriteTool; args: unknown } {
+export function compensationCall(
+  original: ActionRecord,
+  spec: RunSpec,
+  agent: Agent | undefined,
+): { tool: WriteTool; args: unknown } {
   if (!agent) throw new CompensationRefused(`the run's agent '${spec.agent}' is not run by this process`);
-  const call = agent.compensationFor?.({ actionId: original.actionId, tool: original.tool, args: original.args, receipt: original.receipt }, spec.input);
-  if (!call) throw new CompensationRefused(`agent '${agent.name}' has no compensation for ${original.tool}: the action stays with a person`);
+  const call = agent.compensationFor?.(
+    { actionId: original.actionId, tool: original.tool, args: original.args, receipt: original.receipt },
+    spec.input,
+  );
+  if (!call)
+    throw new CompensationRefused(
+      `agent '${agent.name}' has no compensation for ${original.tool}: the action stays with a person`,
+    );
   const tool = agent.tools.get(call.tool);
-  if (!tool || tool.effect !== 'write') throw new CompensationRefused(`agent '${agent.name}' compensates with '${call.tool}', which is not one of its write tools`);
+  if (!tool || tool.effect !== 'write')
+    throw new CompensationRefused(
+      `agent '${agent.name}' compensates with '${call.tool}', which is not one of its write tools`,
+    );
   const args = tool.args.safeParse(call.args);
-  if (!args.success) throw new CompensationRefused(`agent '${agent.name}' gave arguments '${call.tool}' refuses (${args.error.issues.map((i) => i.path.join('.')).join(', ')})`);
+  if (!args.success)
+    throw new CompensationRefused(
+      `agent '${agent.name}' gave arguments '${call.tool}' refuses (${args.error.issues.map((i) => i.path.join('.')).join(', ')})`,
+    );
   return { tool, args: args.data };
 }
 
 export class Compensations {
-  constructor(private readonly ctx: EngineContext, private readonly ledger: Ledger, private readonly runner: LedgerEffectRunner) {}
+  constructor(
+    private readonly ctx: EngineContext,
+    private readonly ledger: Ledger,
+    private readonly runner: LedgerEffectRunner,
+  ) {}
 
   /**
    * Plans the compensation of `original` (in needs_human, or already
@@ -81,7 +101,10 @@ export class Compensations {
    * Throws LedgerConflict when the original is in any other state.
    */
   async compensate(original: ActionRecord, by: string, evidence: unknown): Promise<CompensationResult> {
-    if (original.compensates) throw new CompensationRefused(`${original.actionId} is itself a compensation: resolve it as confirmed or not_sent`);
+    if (original.compensates)
+      throw new CompensationRefused(
+        `${original.actionId} is itself a compensation: resolve it as confirmed or not_sent`,
+      );
     const spec = await this.requireSpec(original.runId);
     let comp: ActionRecord;
     if (original.state === 'needs_human') {
@@ -89,15 +112,25 @@ export class Compensations {
       // Plan first (idempotent by identity), then link: a crash between leaves the original in needs_human for a repeat.
       comp = await this.ledger.planCompensation(original, tool.name, args, by, evidence);
       try {
-        await this.ledger.transition(original.runId, original.actionId, 'needs_human', 'compensation_required', {
-          by, why: 'operator finding: compensate', evidence: { finding: 'compensate', evidence, compensation: comp.actionId },
-        }, { compensatedBy: comp.actionId });
+        await this.ledger.transition(
+          original.runId,
+          original.actionId,
+          'needs_human',
+          'compensation_required',
+          {
+            by,
+            why: 'operator finding: compensate',
+            evidence: { finding: 'compensate', evidence, compensation: comp.actionId },
+          },
+          { compensatedBy: comp.actionId },
+        );
       } catch (err) {
         if (!(err instanceof LedgerConflict && err.actual === 'compensation_required')) throw err; // a concurrent request linked it
       }
     } else if (original.state === 'compensation_required' && original.compensatedBy) {
       const found = await this.ledger.get(original.runId, original.compensatedBy);
-      if (!found) throw new CompensationRefused(`compensation ${original.compensatedBy} of ${original.actionId} is missing`);
+      if (!found)
+        throw new CompensationRefused(`compensation ${original.compensatedBy} of ${original.actionId} is missing`);
       comp = found;
     } else {
       throw new LedgerConflict('needs_human', original.state);
@@ -112,7 +145,11 @@ export class Compensations {
   async drive(comp: ActionRecord, spec: RunSpec, by: string): Promise<CompensationResult> {
     if (comp.state === 'planned') {
       try {
-        await this.ledger.transition(comp.runId, comp.actionId, 'planned', 'authorized', { by, why: 'compensation ordered by an operator', evidence: { compensates: comp.compensates } });
+        await this.ledger.transition(comp.runId, comp.actionId, 'planned', 'authorized', {
+          by,
+          why: 'compensation ordered by an operator',
+          evidence: { compensates: comp.compensates },
+        });
       } catch (err) {
         if (!(err instanceof LedgerConflict)) throw err;
       }
@@ -123,7 +160,12 @@ export class Compensations {
       const holder = `operator-api:${process.pid}:${randomUUID()}`;
       if (await this.ledger.lease(comp.runId, comp.actionId, holder, this.ctx.cfg.RECONCILE_DEADLINE_MS + 60_000)) {
         try {
-          const toolCtx = { runId: comp.runId, step: comp.step, signal: new AbortController().signal, input: spec.input };
+          const toolCtx = {
+            runId: comp.runId,
+            step: comp.step,
+            signal: new AbortController().signal,
+            input: spec.input,
+          };
           await this.runner.settle(comp.actionId, this.toolOf(spec, comp.tool), comp.args, toolCtx, spec.tenant);
         } catch (err) {
           // Proven not sent but refused for now: left in safe_retry, a repeated request sends it with the same key.
@@ -146,21 +188,28 @@ export class Compensations {
     const deadline = Date.now() + END_SETTLE_MS;
     for (;;) {
       // A quick operator can act while the park's commit is still landing: wait for it, like resumeParked.
-      const r = await stopRun(this.ctx, comp.runId, { expected: ['needs_human'], status: 'failed', reason, now: Date.now() });
-      if (r.stopped || (r.status !== 'running' && r.status !== 'queued') || Date.now() >= deadline) return this.runStatus(comp.runId, r.stopped);
+      const r = await stopRun(this.ctx, comp.runId, {
+        expected: ['needs_human'],
+        status: 'failed',
+        reason,
+        now: Date.now(),
+      });
+      if (r.stopped || (r.status !== 'running' && r.status !== 'queued') || Date.now() >= deadline)
+        return this.runStatus(comp.runId, r.stopped);
       await new Promise((res) => setTimeout(res, POLL_MS));
     }
   }
 
   private async runStatus(runId: string, ended: boolean): Promise<CompensationResult['run']> {
-    const [status, reason] = (await this.ctx.redis.hmget(this.ctx.keys.run(runId).run, 'status', 'reason'));
+    const [status, reason] = await this.ctx.redis.hmget(this.ctx.keys.run(runId).run, 'status', 'reason');
     return { status: status ?? '', reason: reason ?? '', ended };
   }
 
   /** The compensation's write tool, from the run's agent (built with its service's configuration). */
   private toolOf(spec: RunSpec, name: string): WriteTool {
     const tool = this.ctx.agents.get(spec.agent)?.tools.get(name);
-    if (!tool || tool.effect !== 'write') throw new CompensationRefused(`no write tool '${name}' for agent '${spec.agent}' in this process`);
+    if (!tool || tool.effect !== 'write')
+      throw new CompensationRefused(`no write tool '${name}' for agent '${spec.agent}' in this process`);
     return tool;
   }
 

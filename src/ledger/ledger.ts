@@ -61,14 +61,19 @@ export type PlanResult = { status: 'new' | 'existing' | 'repeat'; state: LedgerS
 
 /** A compare-and-set found the entry in another state: someone else moved it (the delivery fails; its retry reads the new state). */
 export class LedgerConflict extends AgentError {
-  constructor(readonly expected: LedgerState, readonly actual: string) {
+  constructor(
+    readonly expected: LedgerState,
+    readonly actual: string,
+  ) {
     super('ledger_conflict', `ledger entry is '${actual}', expected '${expected}'`, { expected, actual });
   }
 }
 
 export class Ledger {
   constructor(
-    private readonly redis: RedisClient, private readonly keys: KeySpace, private readonly now: () => number = Date.now,
+    private readonly redis: RedisClient,
+    private readonly keys: KeySpace,
+    private readonly now: () => number = Date.now,
     /** Cap of the run's event stream, where every move is also published as an `effect` event. */
     private readonly eventsMaxLen = 1000,
   ) {}
@@ -77,25 +82,58 @@ export class Ledger {
     const shard = this.keys.shardOf(runId);
     const action = this.keys.action(runId, actionId);
     return {
-      action, history: this.keys.actionHistory(action), open: this.keys.openActions(shard), human: this.keys.humanQueue(shard),
+      action,
+      history: this.keys.actionHistory(action),
+      open: this.keys.openActions(shard),
+      human: this.keys.humanQueue(shard),
       events: this.keys.run(runId).events,
     };
   }
 
   async plan(
-    runId: string, step: number, callId: string, tool: string, id: ActionIdentity, args: unknown, by: string,
+    runId: string,
+    step: number,
+    callId: string,
+    tool: string,
+    id: ActionIdentity,
+    args: unknown,
+    by: string,
   ): Promise<PlanResult> {
     const k = this.k(runId, id.actionId);
     const now = this.now();
     const fields = {
-      actionId: id.actionId, runId, step: String(step), callId, tool, idempotencyKey: id.idempotencyKey,
-      requestId: id.requestId, fingerprint: id.fingerprint, args: JSON.stringify(args), createdAt: String(now), updatedAt: String(now),
+      actionId: id.actionId,
+      runId,
+      step: String(step),
+      callId,
+      tool,
+      idempotencyKey: id.idempotencyKey,
+      requestId: id.requestId,
+      fingerprint: id.fingerprint,
+      args: JSON.stringify(args),
+      createdAt: String(now),
+      updatedAt: String(now),
     };
-    const history: HistoryEntry = { from: null, to: 'planned', at: now, by, why: 'tool call requested by the model', evidence: { step, callId } };
+    const history: HistoryEntry = {
+      from: null,
+      to: 'planned',
+      at: now,
+      by,
+      why: 'tool call requested by the model',
+      evidence: { step, callId },
+    };
     const res = await ledgerPlan(
       this.redis,
       { ...k, reservation: this.keys.reservation(runId, id.idempotencyKey), runActions: this.keys.run(runId).actions },
-      { actionId: id.actionId, fields, history, step, callId, eventsMaxLen: this.eventsMaxLen, event: effectEvent(id.actionId, tool, null, 'planned', step) },
+      {
+        actionId: id.actionId,
+        fields,
+        history,
+        step,
+        callId,
+        eventsMaxLen: this.eventsMaxLen,
+        event: effectEvent(id.actionId, tool, null, 'planned', step),
+      },
     );
     return { status: res.status, state: res.state as LedgerState, repeats: res.repeats };
   }
@@ -107,18 +145,38 @@ export class Ledger {
    * the model's behalf never follows a cancel, however close the two are.
    */
   async transition(
-    runId: string, actionId: string, from: LedgerState, to: LedgerState, ev: Evidence,
-    set: Record<string, string> = {}, opts: { countAttempt?: boolean; unlessCancelled?: boolean } = {},
+    runId: string,
+    actionId: string,
+    from: LedgerState,
+    to: LedgerState,
+    ev: Evidence,
+    set: Record<string, string> = {},
+    opts: { countAttempt?: boolean; unlessCancelled?: boolean } = {},
   ): Promise<void> {
     const k = this.k(runId, actionId);
     const now = this.now();
     const history: HistoryEntry = { from, to, at: now, ...ev };
     const res = await ledgerTransition(
       this.redis,
-      { action: k.action, history: k.history, openActions: k.open, humanQueue: k.human, events: k.events, run: this.keys.run(runId).run },
       {
-        actionId, from, to, now, history, set, countAttempt: opts.countAttempt === true, eventsMaxLen: this.eventsMaxLen,
-        event: effectEvent(actionId, undefined, from, to, undefined), unlessCancelled: opts.unlessCancelled === true,
+        action: k.action,
+        history: k.history,
+        openActions: k.open,
+        humanQueue: k.human,
+        events: k.events,
+        run: this.keys.run(runId).run,
+      },
+      {
+        actionId,
+        from,
+        to,
+        now,
+        history,
+        set,
+        countAttempt: opts.countAttempt === true,
+        eventsMaxLen: this.eventsMaxLen,
+        event: effectEvent(actionId, undefined, from, to, undefined),
+        unlessCancelled: opts.unlessCancelled === true,
       },
     );
     if (!res.moved) throw new LedgerConflict(from, res.actual);
@@ -130,12 +188,12 @@ export class Ledger {
   }
 
   async history(runId: string, actionId: string): Promise<HistoryEntry[]> {
-    const raw = (await this.redis.lrange(this.k(runId, actionId).history, 0, -1));
+    const raw = await this.redis.lrange(this.k(runId, actionId).history, 0, -1);
     return raw.map((r) => JSON.parse(r) as HistoryEntry);
   }
 
   async listForRun(runId: string): Promise<(ActionRecord & { history: HistoryEntry[] })[]> {
-    const actionKeys = (await this.redis.smembers(this.keys.run(runId).actions));
+    const actionKeys = await this.redis.smembers(this.keys.run(runId).actions);
     const out: (ActionRecord & { history: HistoryEntry[] })[] = [];
     for (const key of actionKeys) {
       const h = await this.redis.hgetall(key);
@@ -148,7 +206,7 @@ export class Ledger {
 
   /** Action ids in a shard index (open actions or the human queue) older than maxScore. */
   async indexed(zsetKey: string, maxScore: number, limit = 100): Promise<{ actionId: string; since: number }[]> {
-    const raw = (await this.redis.zrangebyscore(zsetKey, '-inf', maxScore, 'WITHSCORES', 'LIMIT', 0, limit));
+    const raw = await this.redis.zrangebyscore(zsetKey, '-inf', maxScore, 'WITHSCORES', 'LIMIT', 0, limit);
     const out: { actionId: string; since: number }[] = [];
     for (let i = 0; i < raw.length; i += 2) out.push({ actionId: raw[i]!, since: Number(raw[i + 1]) });
     return out;
@@ -173,12 +231,25 @@ export class Ledger {
    * `fingerprint` '' is the expiry sweep (no check, reason given by the caller).
    */
   async decideApproval(
-    runId: string, actionId: string, decision: 'approve' | 'reject', fingerprint: string, by: string, why: string,
-  ): Promise<{ outcome: 'decided' | 'already_decided' | 'expired' | 'void'; decision: ApprovalDecision } | { outcome: 'fingerprint_mismatch' }> {
+    runId: string,
+    actionId: string,
+    decision: 'approve' | 'reject',
+    fingerprint: string,
+    by: string,
+    why: string,
+  ): Promise<
+    | { outcome: 'decided' | 'already_decided' | 'expired' | 'void'; decision: ApprovalDecision }
+    | { outcome: 'fingerprint_mismatch' }
+  > {
     const k = this.k(runId, actionId);
     const res = await approvalDecide(
       this.redis,
-      { action: k.action, history: k.history, approvals: this.keys.approvals(this.keys.shardOf(runId)), run: this.keys.run(runId).run },
+      {
+        action: k.action,
+        history: k.history,
+        approvals: this.keys.approvals(this.keys.shardOf(runId)),
+        run: this.keys.run(runId).run,
+      },
       { actionId, decision, fingerprint, by, now: this.now(), why },
     );
     if (res.outcome === 'fingerprint_mismatch') return res;
@@ -200,23 +271,54 @@ export class Ledger {
    * derive from the original's action id, so a second request (a repeated
    * operator POST) plans nothing new and finds this one. It starts `planned`.
    */
-  async planCompensation(original: ActionRecord, tool: string, args: unknown, by: string, evidence: unknown): Promise<ActionRecord> {
+  async planCompensation(
+    original: ActionRecord,
+    tool: string,
+    args: unknown,
+    by: string,
+    evidence: unknown,
+  ): Promise<ActionRecord> {
     const digest = sha256Hex(canonicalJson({ compensates: original.actionId }));
     const actionId = `a_${digest.slice(0, 32)}`;
     const k = this.k(original.runId, actionId);
     const now = this.now();
     const idempotencyKey = `${original.runId}:compensate:${digest.slice(0, 24)}`;
     const fields = {
-      actionId, runId: original.runId, step: String(original.step), callId: `compensate:${original.callId}`, tool,
-      idempotencyKey, requestId: `rq_${digest.slice(32, 56)}`, fingerprint: fingerprint(args), args: JSON.stringify(args),
-      compensates: original.actionId, createdAt: String(now), updatedAt: String(now),
+      actionId,
+      runId: original.runId,
+      step: String(original.step),
+      callId: `compensate:${original.callId}`,
+      tool,
+      idempotencyKey,
+      requestId: `rq_${digest.slice(32, 56)}`,
+      fingerprint: fingerprint(args),
+      args: JSON.stringify(args),
+      compensates: original.actionId,
+      createdAt: String(now),
+      updatedAt: String(now),
     };
-    const history: HistoryEntry = { from: null, to: 'planned', at: now, by, why: `compensation of ${original.actionId}`, evidence };
+    const history: HistoryEntry = {
+      from: null,
+      to: 'planned',
+      at: now,
+      by,
+      why: `compensation of ${original.actionId}`,
+      evidence,
+    };
     await ledgerPlan(
       this.redis,
-      { ...k, reservation: this.keys.reservation(original.runId, idempotencyKey), runActions: this.keys.run(original.runId).actions },
       {
-        actionId, fields, history, step: original.step, callId: fields.callId, eventsMaxLen: this.eventsMaxLen,
+        ...k,
+        reservation: this.keys.reservation(original.runId, idempotencyKey),
+        runActions: this.keys.run(original.runId).actions,
+      },
+      {
+        actionId,
+        fields,
+        history,
+        step: original.step,
+        callId: fields.callId,
+        eventsMaxLen: this.eventsMaxLen,
         event: effectEvent(actionId, fields.tool, null, 'planned', original.step),
       },
     );
@@ -259,7 +361,13 @@ export class Ledger {
 }
 
 /** An `effect` event on the run's stream: ids and states only, never arguments. */
-function effectEvent(actionId: string, tool: string | undefined, from: LedgerState | null, to: LedgerState, step: number | undefined): string {
+function effectEvent(
+  actionId: string,
+  tool: string | undefined,
+  from: LedgerState | null,
+  to: LedgerState,
+  step: number | undefined,
+): string {
   return JSON.stringify({ actionId, ...(tool ? { tool } : {}), from, to, ...(step !== undefined ? { step } : {}) });
 }
 
@@ -286,8 +394,15 @@ function parseDecision(raw: string): ApprovalDecision {
 
 function toRecord(h: Record<string, string>): ActionRecord {
   return {
-    actionId: h.actionId!, runId: h.runId!, step: Number(h.step), callId: h.callId ?? '', tool: h.tool!,
-    state: h.state as LedgerState, idempotencyKey: h.idempotencyKey!, requestId: h.requestId!, fingerprint: h.fingerprint!,
+    actionId: h.actionId!,
+    runId: h.runId!,
+    step: Number(h.step),
+    callId: h.callId ?? '',
+    tool: h.tool!,
+    state: h.state as LedgerState,
+    idempotencyKey: h.idempotencyKey!,
+    requestId: h.requestId!,
+    fingerprint: h.fingerprint!,
     args: h.args ? JSON.parse(h.args) : undefined,
     ...(h.receipt ? { receipt: h.receipt } : {}),
     ...(h.output ? { output: JSON.parse(h.output) } : {}),
@@ -295,7 +410,9 @@ function toRecord(h: Record<string, string>): ActionRecord {
     ...(h.compensatedBy ? { compensatedBy: h.compensatedBy } : {}),
     ...(h.approvalExpiresAt ? { approvalExpiresAt: Number(h.approvalExpiresAt) } : {}),
     ...(h.replayUntil ? { replayUntil: Number(h.replayUntil) } : {}),
-    attempts: Number(h.attempts ?? 0), repeats: Number(h.repeats ?? 0),
-    createdAt: Number(h.createdAt), updatedAt: Number(h.updatedAt),
+    attempts: Number(h.attempts ?? 0),
+    repeats: Number(h.repeats ?? 0),
+    createdAt: Number(h.createdAt),
+    updatedAt: Number(h.updatedAt),
   };
 }

@@ -51,10 +51,19 @@ type Round =
   | { kind: 'pass'; why: string; evidence: unknown };
 
 export async function reconcile(
-  d: ReconcileDeps, rec: ActionRecord, tool: WriteTool, ctx: ToolContext, by: string,
+  d: ReconcileDeps,
+  rec: ActionRecord,
+  tool: WriteTool,
+  ctx: ToolContext,
+  by: string,
 ): Promise<ReconcileOutcome> {
   const now = d.now ?? Date.now;
-  const move = async (to: 'confirmed' | 'safe_retry' | 'needs_human', why: string, evidence: unknown, set: Record<string, string> = {}) => {
+  const move = async (
+    to: 'confirmed' | 'safe_retry' | 'needs_human',
+    why: string,
+    evidence: unknown,
+    set: Record<string, string> = {},
+  ) => {
     try {
       await d.ledger.transition(rec.runId, rec.actionId, 'outcome_unknown', to, { by, why, evidence }, set);
       d.metrics.effects.inc({ tool: rec.tool, state: to });
@@ -66,12 +75,17 @@ export async function reconcile(
   };
   const methods = tool.service.reconcile;
   if (methods.length === 0) {
-    return move('needs_human', 'the service offers no way to settle a doubt (no lookup, no replay): a person decides', { reconcile: 'none' });
+    return move('needs_human', 'the service offers no way to settle a doubt (no lookup, no replay): a person decides', {
+      reconcile: 'none',
+    });
   }
   const runBound = d.notAfter !== undefined && d.notAfter < now() + d.deadlineMs;
   const deadline = runBound ? d.notAfter! : now() + d.deadlineMs;
-  const undecided = runBound ? "outcome still undecidable at the run's deadline" : `outcome still undecidable after ${d.deadlineMs} ms`;
-  const bounded = <T>(fn: (signal: AbortSignal) => Promise<T>) => (d.notAfter === undefined ? fn(ctx.signal) : withDeadline(d.notAfter, ctx.signal, fn, now));
+  const undecided = runBound
+    ? "outcome still undecidable at the run's deadline"
+    : `outcome still undecidable after ${d.deadlineMs} ms`;
+  const bounded = <T>(fn: (signal: AbortSignal) => Promise<T>) =>
+    d.notAfter === undefined ? fn(ctx.signal) : withDeadline(d.notAfter, ctx.signal, fn, now);
   const timeoutMs = () => Math.max(1, Math.min(tool.timeoutMs, deadline - now()));
   const last: Record<string, unknown> = {};
   for (;;) {
@@ -79,7 +93,10 @@ export async function reconcile(
     for (const method of methods) {
       let r: Round;
       try {
-        r = method.kind === 'lookup' ? await lookupRound(tool, rec, ctx, bounded, timeoutMs()) : await replayRound(method, tool, rec, ctx, bounded, timeoutMs(), now);
+        r =
+          method.kind === 'lookup'
+            ? await lookupRound(tool, rec, ctx, bounded, timeoutMs())
+            : await replayRound(method, tool, rec, ctx, bounded, timeoutMs(), now);
       } catch (err) {
         if (!(err instanceof DeadlineError)) throw err;
         return move('needs_human', undecided, { last, deadline: new Date(d.notAfter!).toISOString() });
@@ -91,7 +108,8 @@ export async function reconcile(
         return move('confirmed', r.why, r.evidence, { receipt: r.receipt, output: JSON.stringify(r.output) });
       }
       if (r.kind === 'safe_retry') {
-        if (rec.attempts >= MAX_DISPATCH_ATTEMPTS) return move('needs_human', `proven not sent, but ${rec.attempts} dispatches already failed`, r.evidence);
+        if (rec.attempts >= MAX_DISPATCH_ATTEMPTS)
+          return move('needs_human', `proven not sent, but ${rec.attempts} dispatches already failed`, r.evidence);
         return move('safe_retry', r.why, r.evidence);
       }
       if (r.kind === 'needs_human') return move('needs_human', r.why, r.evidence);
@@ -99,7 +117,13 @@ export async function reconcile(
       if (r.kind === 'spent') spent++;
     }
     if (spent === methods.length) {
-      return move('needs_human', Object.values(last).map((x) => (x as { why: string }).why).join('; '), last);
+      return move(
+        'needs_human',
+        Object.values(last)
+          .map((x) => (x as { why: string }).why)
+          .join('; '),
+        last,
+      );
     }
     if (now() >= deadline) return move('needs_human', undecided, last);
     await abortableSleep(Math.min(d.pollMs, Math.max(0, deadline - now())), ctx.signal);
@@ -108,11 +132,27 @@ export async function reconcile(
 
 type Bounded = <T>(fn: (signal: AbortSignal) => Promise<T>) => Promise<T>;
 
-async function lookupRound(tool: WriteTool, rec: ActionRecord, ctx: ToolContext, bounded: Bounded, timeoutMs: number): Promise<Round> {
-  if (!tool.lookup) return { kind: 'spent', why: 'the tool declares a lookup but has none', evidence: { lookup: 'missing' } };
+async function lookupRound(
+  tool: WriteTool,
+  rec: ActionRecord,
+  ctx: ToolContext,
+  bounded: Bounded,
+  timeoutMs: number,
+): Promise<Round> {
+  if (!tool.lookup)
+    return { kind: 'spent', why: 'the tool declares a lookup but has none', evidence: { lookup: 'missing' } };
   let r: LookupResult;
   try {
-    r = await bounded((signal) => tool.lookup!(ctx, { actionId: rec.actionId, idempotencyKey: rec.idempotencyKey, requestId: rec.requestId, args: rec.args, timeoutMs, signal }));
+    r = await bounded((signal) =>
+      tool.lookup!(ctx, {
+        actionId: rec.actionId,
+        idempotencyKey: rec.idempotencyKey,
+        requestId: rec.requestId,
+        args: rec.args,
+        timeoutMs,
+        signal,
+      }),
+    );
   } catch (err) {
     if (err instanceof DeadlineError) throw err;
     if (ctx.signal.aborted) throw err;
@@ -121,7 +161,14 @@ async function lookupRound(tool: WriteTool, rec: ActionRecord, ctx: ToolContext,
   }
   switch (r.status) {
     case 'committed':
-      return { kind: 'confirmed', why: 'the service has the request: receipt recovered by lookup', receipt: r.receipt, output: r.output, evidence: r.evidence, ...(r.effects !== undefined ? { effects: r.effects } : {}) };
+      return {
+        kind: 'confirmed',
+        why: 'the service has the request: receipt recovered by lookup',
+        receipt: r.receipt,
+        output: r.output,
+        evidence: r.evidence,
+        ...(r.effects !== undefined ? { effects: r.effects } : {}),
+      };
     case 'processing':
       return { kind: 'wait', why: 'the service is still processing the request', evidence: r.evidence };
     case 'absent_stopped':
@@ -138,32 +185,61 @@ async function lookupRound(tool: WriteTool, rec: ActionRecord, ctx: ToolContext,
  * window recorded at its first dispatch is open for the whole request (its timeout included).
  */
 async function replayRound(
-  method: Extract<ReconcileMethod, { kind: 'replay_same_key' }>, tool: WriteTool, rec: ActionRecord, ctx: ToolContext,
-  bounded: Bounded, timeoutMs: number, now: () => number,
+  method: Extract<ReconcileMethod, { kind: 'replay_same_key' }>,
+  tool: WriteTool,
+  rec: ActionRecord,
+  ctx: ToolContext,
+  bounded: Bounded,
+  timeoutMs: number,
+  now: () => number,
 ): Promise<Round> {
   if (rec.replayUntil === undefined) {
-    return { kind: 'spent', why: 'no key window was recorded at dispatch: a same-key re-send is not known to be safe', evidence: { windowMs: method.windowMs } };
+    return {
+      kind: 'spent',
+      why: 'no key window was recorded at dispatch: a same-key re-send is not known to be safe',
+      evidence: { windowMs: method.windowMs },
+    };
   }
   if (now() + timeoutMs >= rec.replayUntil) {
     return {
-      kind: 'spent', why: `the service's key window ended at ${new Date(rec.replayUntil).toISOString()}: a re-send could be a second effect`,
+      kind: 'spent',
+      why: `the service's key window ended at ${new Date(rec.replayUntil).toISOString()}: a re-send could be a second effect`,
       evidence: { replayUntil: rec.replayUntil },
     };
   }
   try {
-    const receipt = await bounded((signal) => tool.dispatch(rec.args, ctx, { actionId: rec.actionId, idempotencyKey: rec.idempotencyKey, requestId: rec.requestId, timeoutMs, signal }));
+    const receipt = await bounded((signal) =>
+      tool.dispatch(rec.args, ctx, {
+        actionId: rec.actionId,
+        idempotencyKey: rec.idempotencyKey,
+        requestId: rec.requestId,
+        timeoutMs,
+        signal,
+      }),
+    );
     return {
-      kind: 'confirmed', why: 'same-key replay inside the key window: the service answered with the outcome', receipt: receipt.receipt, output: receipt.output,
+      kind: 'confirmed',
+      why: 'same-key replay inside the key window: the service answered with the outcome',
+      receipt: receipt.receipt,
+      output: receipt.output,
       evidence: { replay: true, receipt: receipt.receipt, replayed: receipt.replayed },
     };
   } catch (err) {
     if (err instanceof DeadlineError) throw err;
     if (ctx.signal.aborted) throw err;
     if (isKeyConflict(err)) {
-      return { kind: 'needs_human', why: 'conflict: the service holds this key for a different request', evidence: failure(err) };
+      return {
+        kind: 'needs_human',
+        why: 'conflict: the service holds this key for a different request',
+        evidence: failure(err),
+      };
     }
     if (isOutcomeUnknown(err) && err.details.reason === 'in_progress') {
-      return { kind: 'wait', why: 'the service is still processing the first request with this key', evidence: failure(err) };
+      return {
+        kind: 'wait',
+        why: 'the service is still processing the first request with this key',
+        evidence: failure(err),
+      };
     }
     if (isOutcomeUnknown(err) || isRetryable(err)) {
       return { kind: 'pass', why: 'the replay got no definite answer', evidence: failure(err) };

@@ -32,7 +32,10 @@ export class Reconciler {
   private running?: Promise<unknown>;
   ready = false;
 
-  constructor(private readonly ctx: EngineContext, private readonly id = `reconciler:${process.pid}`) {
+  constructor(
+    private readonly ctx: EngineContext,
+    private readonly id = `reconciler:${process.pid}`,
+  ) {
     this.ledger = ledgerFor(ctx);
     this.stuck = new StuckRuns(ctx);
     this.redlock = new Redlock([ctx.redis], { retryCount: 0 });
@@ -46,7 +49,10 @@ export class Reconciler {
     report.stuckRuns = await this.stuck.sweep(nowMs);
     for (const shard of this.ctx.keys.allShards()) {
       report.indexPruned += await this.pruneRunIndex(shard, nowMs);
-      const due = await this.ledger.indexed(this.ctx.keys.openActions(shard), nowMs - this.ctx.cfg.RECONCILER_MIN_AGE_MS);
+      const due = await this.ledger.indexed(
+        this.ctx.keys.openActions(shard),
+        nowMs - this.ctx.cfg.RECONCILER_MIN_AGE_MS,
+      );
       for (const { actionId } of due) {
         const rec = await this.ledger.getInShard(shard, actionId);
         if (!rec || (rec.state !== 'dispatched' && rec.state !== 'outcome_unknown')) continue;
@@ -59,12 +65,18 @@ export class Reconciler {
         const tool = spec ? this.ctx.agents.get(spec.agent)?.tools.get(rec.tool) : undefined;
         if (!spec || !tool || tool.effect !== 'write') {
           // Left open (and counted by the open-actions gauge): a process that runs this agent sweeps it.
-          this.ctx.log.warn({ code: 'sweep_skipped_no_tool', runId: rec.runId, actionId, agent: spec?.agent, tool: rec.tool }, 'no write tool here for this action');
+          this.ctx.log.warn(
+            { code: 'sweep_skipped_no_tool', runId: rec.runId, actionId, agent: spec?.agent, tool: rec.tool },
+            'no write tool here for this action',
+          );
           continue;
         }
         if (rec.state === 'dispatched') {
           try {
-            await this.ledger.transition(rec.runId, actionId, 'dispatched', 'outcome_unknown', { by: this.id, why: 'swept: dispatched with no live owner' });
+            await this.ledger.transition(rec.runId, actionId, 'dispatched', 'outcome_unknown', {
+              by: this.id,
+              why: 'swept: dispatched with no live owner',
+            });
           } catch (err) {
             if (err instanceof LedgerConflict) continue;
             throw err;
@@ -72,8 +84,16 @@ export class Reconciler {
         }
         const toolCtx = { runId: rec.runId, step: rec.step, signal: new AbortController().signal, input: spec.input };
         const outcome = await reconcile(
-          { ledger: this.ledger, metrics: this.ctx.metrics, deadlineMs: this.ctx.cfg.RECONCILE_DEADLINE_MS, pollMs: this.ctx.cfg.RECONCILE_POLL_MS },
-          { ...rec, state: 'outcome_unknown' }, tool as WriteTool, toolCtx, this.id,
+          {
+            ledger: this.ledger,
+            metrics: this.ctx.metrics,
+            deadlineMs: this.ctx.cfg.RECONCILE_DEADLINE_MS,
+            pollMs: this.ctx.cfg.RECONCILE_POLL_MS,
+          },
+          { ...rec, state: 'outcome_unknown' },
+          tool as WriteTool,
+          toolCtx,
+          this.id,
         );
         count(outcome);
         this.ctx.log.info({ code: `swept_${outcome}`, runId: rec.runId, actionId }, 'action reconciled by the sweeper');
@@ -93,7 +113,7 @@ export class Reconciler {
     const olderThan = nowMs - this.ctx.cfg.RUN_RETENTION_MS;
     let pruned = 0;
     for (let offset = 0; offset < maxPerSweep; offset += batch) {
-      const ids = (await this.ctx.redis.zrangebyscore(index, '-inf', olderThan, 'LIMIT', offset, batch));
+      const ids = await this.ctx.redis.zrangebyscore(index, '-inf', olderThan, 'LIMIT', offset, batch);
       if (ids.length === 0) break;
       const pipe = this.ctx.redis.pipeline();
       for (const id of ids) pipe.exists(this.ctx.keys.run(id).run);

@@ -15,7 +15,13 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { EngineContext } from '../runs/engineContext.js';
 import {
-  AgentError, CancelledError, hasErrorCode, isKeyConflict, isOutcomeUnknown, isRetryable, ShutdownError,
+  AgentError,
+  CancelledError,
+  hasErrorCode,
+  isKeyConflict,
+  isOutcomeUnknown,
+  isRetryable,
+  ShutdownError,
 } from '../core/errors.js';
 import { DeadlineError } from '../core/timeout.js';
 import { withRetry } from '../core/withRetry.js';
@@ -78,19 +84,46 @@ const MAX_DRIVE_ROUNDS = 12;
 export class LedgerEffectRunner implements EffectRunner {
   constructor(private readonly d: RunnerDeps) {}
 
-  async run(input: { tool: WriteTool; args: unknown; call: { id: string }; ctx: ToolContext; tenant: string; deadlineAt?: number }): Promise<EffectResult> {
-    return traced(this.d.tracer, {
-      name: 'agent.effect', parent: input.ctx.trace,
-      attributes: () => ({ 'agent.run_id': input.ctx.runId, 'agent.step': input.ctx.step, 'agent.tool': input.tool.name }),
-      outcome: async (r: EffectResult) => {
-        const state = (await this.d.ledger.get(input.ctx.runId, r.actionId))?.state;
-        return { 'agent.action_id': r.actionId, 'agent.result': r.status, ...(state ? { 'agent.ledger_state': state } : {}) };
+  async run(input: {
+    tool: WriteTool;
+    args: unknown;
+    call: { id: string };
+    ctx: ToolContext;
+    tenant: string;
+    deadlineAt?: number;
+  }): Promise<EffectResult> {
+    return traced(
+      this.d.tracer,
+      {
+        name: 'agent.effect',
+        parent: input.ctx.trace,
+        attributes: () => ({
+          'agent.run_id': input.ctx.runId,
+          'agent.step': input.ctx.step,
+          'agent.tool': input.tool.name,
+        }),
+        outcome: async (r: EffectResult) => {
+          const state = (await this.d.ledger.get(input.ctx.runId, r.actionId))?.state;
+          return {
+            'agent.action_id': r.actionId,
+            'agent.result': r.status,
+            ...(state ? { 'agent.ledger_state': state } : {}),
+          };
+        },
       },
-    }, () => this.runEffect(input));
+      () => this.runEffect(input),
+    );
   }
 
   /** The effect itself (see the module comment); `run` traces it. */
-  private async runEffect(input: { tool: WriteTool; args: unknown; call: { id: string }; ctx: ToolContext; tenant: string; deadlineAt?: number }): Promise<EffectResult> {
+  private async runEffect(input: {
+    tool: WriteTool;
+    args: unknown;
+    call: { id: string };
+    ctx: ToolContext;
+    tenant: string;
+    deadlineAt?: number;
+  }): Promise<EffectResult> {
     const { tool, args, call, ctx } = input;
     if (this.d.unsafeDisableIdempotency) return this.unsafeDispatch(tool, args, ctx);
     const id = actionIdentity(ctx.runId, tool, args);
@@ -104,7 +137,12 @@ export class LedgerEffectRunner implements EffectRunner {
       this.d.metrics.dedupeHits.inc({ tool: tool.name });
       if (plan.repeats >= this.d.cfg.LOOP_REPEAT_LIMIT) {
         this.d.metrics.loopStops.inc();
-        return { kind: 'park', status: 'needs_human', reason: `loop_detected: ${tool.name} requested ${plan.repeats + 1} times`, actionId: id.actionId };
+        return {
+          kind: 'park',
+          status: 'needs_human',
+          reason: `loop_detected: ${tool.name} requested ${plan.repeats + 1} times`,
+          actionId: id.actionId,
+        };
       }
     }
     return this.drive(id.actionId, tool, args, ctx, input.tenant, repeat, false, input.deadlineAt);
@@ -118,31 +156,64 @@ export class LedgerEffectRunner implements EffectRunner {
    * step's lock, it is what lets a `dispatched` record be taken for abandoned.
    * An operator's order is not a model's: a cancel request does not stop it.
    */
-  async settle(actionId: string, tool: WriteTool, args: unknown, ctx: ToolContext, tenant: string): Promise<EffectResult> {
+  async settle(
+    actionId: string,
+    tool: WriteTool,
+    args: unknown,
+    ctx: ToolContext,
+    tenant: string,
+  ): Promise<EffectResult> {
     return this.drive(actionId, tool, args, ctx, tenant, false, true);
   }
 
   /** @param deadlineAt the run's deadline, for a step's action (an operator's order has none). */
   private async drive(
-    actionId: string, tool: WriteTool, args: unknown, ctx: ToolContext, tenant: string, repeat: boolean, operatorOrdered: boolean, deadlineAt?: number,
+    actionId: string,
+    tool: WriteTool,
+    args: unknown,
+    ctx: ToolContext,
+    tenant: string,
+    repeat: boolean,
+    operatorOrdered: boolean,
+    deadlineAt?: number,
   ): Promise<EffectResult> {
     const log = this.d.log.child({ runId: ctx.runId, step: ctx.step, actionId, tool: tool.name });
     for (let round = 0; round < MAX_DRIVE_ROUNDS; round++) {
       const rec = await this.d.ledger.get(ctx.runId, actionId);
       if (!rec) throw new AgentError('action_missing', `ledger entry ${actionId} vanished`);
       if (rec.tool !== tool.name) {
-        return { kind: 'park', status: 'needs_human', reason: `determinism: action ${actionId} was ${rec.tool}, now ${tool.name}`, actionId };
+        return {
+          kind: 'park',
+          status: 'needs_human',
+          reason: `determinism: action ${actionId} was ${rec.tool}, now ${tool.name}`,
+          actionId,
+        };
       }
       switch (rec.state) {
         case 'confirmed':
-          return { kind: 'observed', status: repeat ? 'deduplicated' : 'ok', output: rec.output, actionId: rec.actionId };
+          return {
+            kind: 'observed',
+            status: repeat ? 'deduplicated' : 'ok',
+            output: rec.output,
+            actionId: rec.actionId,
+          };
         case 'rejected':
-          return { kind: 'observed', status: 'rejected', output: rec.output ?? { rejected: true }, actionId: rec.actionId };
+          return {
+            kind: 'observed',
+            status: 'rejected',
+            output: rec.output ?? { rejected: true },
+            actionId: rec.actionId,
+          };
         case 'planned':
           if (this.d.approvals?.requiresApproval(tenant, tool, args)) {
             // The step's park records the approval request (expiry + approvals index) in the
             // same commit (commitStep): no approval is pending, or can expire, before the run parks.
-            return { kind: 'park', status: 'waiting_approval', reason: `approval_required: ${tool.name}`, actionId: rec.actionId };
+            return {
+              kind: 'park',
+              status: 'waiting_approval',
+              reason: `approval_required: ${tool.name}`,
+              actionId: rec.actionId,
+            };
           }
           await this.move(rec, 'planned', 'authorized', { why: 'no approval required by policy' });
           break;
@@ -158,7 +229,9 @@ export class LedgerEffectRunner implements EffectRunner {
           break;
         case 'dispatched':
           // We hold the step's lock, so whoever dispatched it is gone: the request may have left.
-          await this.move(rec, 'dispatched', 'outcome_unknown', { why: 'found dispatched on recovery: the previous owner died' });
+          await this.move(rec, 'dispatched', 'outcome_unknown', {
+            why: 'found dispatched on recovery: the previous owner died',
+          });
           break;
         case 'outcome_unknown': {
           const r = await reconcile(this.reconcileDeps(deadlineAt), rec, tool, ctx, this.d.workerId);
@@ -167,16 +240,29 @@ export class LedgerEffectRunner implements EffectRunner {
         }
         case 'needs_human':
         case 'compensation_required':
-          return { kind: 'park', status: 'needs_human', reason: `needs_human: ${tool.name} action ${rec.actionId} is ${rec.state}`, actionId: rec.actionId };
+          return {
+            kind: 'park',
+            status: 'needs_human',
+            reason: `needs_human: ${tool.name} action ${rec.actionId} is ${rec.state}`,
+            actionId: rec.actionId,
+          };
       }
     }
-    return { kind: 'park', status: 'needs_human', reason: `needs_human: ${tool.name} action ${actionId} did not settle`, actionId };
+    return {
+      kind: 'park',
+      status: 'needs_human',
+      reason: `needs_human: ${tool.name} action ${actionId} did not settle`,
+      actionId,
+    };
   }
 
   /** Reconciling a step's action waits at most until the run's deadline plus DEADLINE_MARGIN_MS. */
   private reconcileDeps(deadlineAt?: number) {
     return {
-      ledger: this.d.ledger, metrics: this.d.metrics, deadlineMs: this.d.cfg.RECONCILE_DEADLINE_MS, pollMs: this.d.cfg.RECONCILE_POLL_MS,
+      ledger: this.d.ledger,
+      metrics: this.d.metrics,
+      deadlineMs: this.d.cfg.RECONCILE_DEADLINE_MS,
+      pollMs: this.d.cfg.RECONCILE_POLL_MS,
       ...(deadlineAt !== undefined ? { notAfter: deadlineAt + this.d.cfg.DEADLINE_MARGIN_MS } : {}),
     };
   }
@@ -187,16 +273,29 @@ export class LedgerEffectRunner implements EffectRunner {
    * commit ends the run `cancelled` (commitStep: a recorded cancel wins over any status).
    */
   private async notDispatched(rec: ActionRecord, err: CancelledError, log: Logger): Promise<EffectResult> {
-    const cancel = typeof err.details.cancelReason === 'string' && err.details.cancelReason !== '' ? err.details.cancelReason : 'cancelled_by_operator';
+    const cancel =
+      typeof err.details.cancelReason === 'string' && err.details.cancelReason !== ''
+        ? err.details.cancelReason
+        : 'cancelled_by_operator';
     const output = { rejected: true, reason: 'cancelled_by_operator', cancel };
     log.info({ code: 'dispatch_cancelled', cancel }, 'run cancel recorded: not dispatching');
-    await this.move(rec, rec.state, 'rejected', { why: 'not dispatched: the run\'s cancel is recorded', evidence: { cancel } }, { output: JSON.stringify(output) });
+    await this.move(
+      rec,
+      rec.state,
+      'rejected',
+      { why: "not dispatched: the run's cancel is recorded", evidence: { cancel } },
+      { output: JSON.stringify(output) },
+    );
     return { kind: 'observed', status: 'rejected', output, actionId: rec.actionId };
   }
 
   /** CAS move; a lost race is fine (the drive loop re-reads the state). */
   private async move(
-    rec: ActionRecord, from: LedgerState, to: LedgerState, ev: { why: string; evidence?: unknown }, set: Record<string, string> = {},
+    rec: ActionRecord,
+    from: LedgerState,
+    to: LedgerState,
+    ev: { why: string; evidence?: unknown },
+    set: Record<string, string> = {},
     opts: { countAttempt?: boolean; unlessCancelled?: boolean } = {},
   ): Promise<boolean> {
     try {
@@ -213,18 +312,38 @@ export class LedgerEffectRunner implements EffectRunner {
    * @param unlessCancelled refuse (CancelledError, nothing sent) when the run's cancel is recorded.
    * @param deadlineAt the run's wall-clock deadline: nothing is sent past it, no request waits past it.
    */
-  private async dispatch(rec: ActionRecord, tool: WriteTool, args: unknown, ctx: ToolContext, log: Logger, unlessCancelled: boolean, deadlineAt?: number): Promise<void> {
+  private async dispatch(
+    rec: ActionRecord,
+    tool: WriteTool,
+    args: unknown,
+    ctx: ToolContext,
+    log: Logger,
+    unlessCancelled: boolean,
+    deadlineAt?: number,
+  ): Promise<void> {
     const now = Date.now;
     // Past the run's deadline nothing is sent: the action stays as it is, the step stops on the wall clock.
     if (deadlineAt !== undefined && now() >= deadlineAt) throw new DeadlineError(deadlineAt);
     // Each request waits at most its own timeout and at most until the deadline.
-    const timeoutMs = () => (deadlineAt === undefined ? tool.timeoutMs : Math.max(1, Math.min(tool.timeoutMs, deadlineAt - now())));
+    const timeoutMs = () =>
+      deadlineAt === undefined ? tool.timeoutMs : Math.max(1, Math.min(tool.timeoutMs, deadlineAt - now()));
     // The service's key window starts with the first request that carries the key: recorded once, before it
     // leaves (so the window we count ends no later than the service's), and never moved by a later dispatch.
     const windowMs = replayWindowMs(tool);
-    const window: Record<string, string> = windowMs !== undefined && rec.replayUntil === undefined ? { replayUntil: String(now() + windowMs) } : {};
+    const window: Record<string, string> =
+      windowMs !== undefined && rec.replayUntil === undefined ? { replayUntil: String(now() + windowMs) } : {};
     // Intent is recorded before the request leaves: from here on, a crash means "maybe sent".
-    if (!(await this.move(rec, rec.state, 'dispatched', { why: 'dispatching', evidence: { attempt: rec.attempts + 1 } }, window, { countAttempt: true, unlessCancelled }))) return;
+    if (
+      !(await this.move(
+        rec,
+        rec.state,
+        'dispatched',
+        { why: 'dispatching', evidence: { attempt: rec.attempts + 1 } },
+        window,
+        { countAttempt: true, unlessCancelled },
+      ))
+    )
+      return;
     await this.untilReplicated(rec, log);
     this.d.crash.hit('after_dispatched', ctx.step);
     const firstDispatch = rec.attempts === 0;
@@ -232,10 +351,19 @@ export class LedgerEffectRunner implements EffectRunner {
     try {
       receipt = await withRetry(
         { maxAttempts: 4, baseMs: this.d.cfg.RETRY_BASE_MS, maxMs: this.d.cfg.RETRY_MAX_MS },
-        () => tool.dispatch(args, ctx, { actionId: rec.actionId, idempotencyKey: rec.idempotencyKey, requestId: rec.requestId, timeoutMs: timeoutMs(), signal: ctx.signal }),
+        () =>
+          tool.dispatch(args, ctx, {
+            actionId: rec.actionId,
+            idempotencyKey: rec.idempotencyKey,
+            requestId: rec.requestId,
+            timeoutMs: timeoutMs(),
+            signal: ctx.signal,
+          }),
         {
-          signal: ctx.signal, ...(deadlineAt !== undefined ? { deadlineAt, now } : {}),
-          onRetry: (attempt, err) => log.warn({ code: 'dispatch_retry', attempt, err }, 'dispatch retried before it was processed'),
+          signal: ctx.signal,
+          ...(deadlineAt !== undefined ? { deadlineAt, now } : {}),
+          onRetry: (attempt, err) =>
+            log.warn({ code: 'dispatch_retry', attempt, err }, 'dispatch retried before it was processed'),
         },
       );
     } catch (caught) {
@@ -244,10 +372,18 @@ export class LedgerEffectRunner implements EffectRunner {
       if (isOutcomeUnknown(err) || isRetryable(err)) {
         // The request may have been processed (timeout, reset, 5xx, malformed), or every
         // attempt was refused: either way the service is asked before anything is resent.
-        await this.move({ ...rec, state: 'dispatched' }, 'dispatched', 'outcome_unknown', { why: 'no definite answer from the service', evidence: { error: (err as Error).message, ...(err).details } });
+        await this.move({ ...rec, state: 'dispatched' }, 'dispatched', 'outcome_unknown', {
+          why: 'no definite answer from the service',
+          evidence: { error: (err as Error).message, ...err.details },
+        });
         if (ctx.signal.aborted) throw new ShutdownError({ cause: caught });
         if (isRetryable(err)) {
-          const sent = { ...rec, state: 'outcome_unknown' as const, attempts: rec.attempts + 1, ...(window.replayUntil ? { replayUntil: Number(window.replayUntil) } : {}) };
+          const sent = {
+            ...rec,
+            state: 'outcome_unknown' as const,
+            attempts: rec.attempts + 1,
+            ...(window.replayUntil ? { replayUntil: Number(window.replayUntil) } : {}),
+          };
           const r = await reconcile(this.reconcileDeps(deadlineAt), sent, tool, ctx, this.d.workerId);
           // Proven not sent: retry later in code (the job backs off), never in the model's context;
           // or, past the run's deadline, not at all (the step stops on the wall clock).
@@ -257,18 +393,32 @@ export class LedgerEffectRunner implements EffectRunner {
       }
       if (isKeyConflict(err)) {
         // Same key, another request at the service: never a retry. Stop and surface it to a person.
-        await this.move({ ...rec, state: 'dispatched' }, 'dispatched', 'outcome_unknown', { why: 'the service refused: key conflict', evidence: { error: err.message, ...err.details } });
-        await this.move({ ...rec, state: 'outcome_unknown' }, 'outcome_unknown', 'needs_human', {
-          why: 'conflict: the service holds this idempotency key for a different request', evidence: { error: err.message, ...err.details },
+        await this.move({ ...rec, state: 'dispatched' }, 'dispatched', 'outcome_unknown', {
+          why: 'the service refused: key conflict',
+          evidence: { error: err.message, ...err.details },
         });
-        log.warn({ code: 'idempotency_conflict', ...err.details }, 'the service holds this key for a different request');
+        await this.move({ ...rec, state: 'outcome_unknown' }, 'outcome_unknown', 'needs_human', {
+          why: 'conflict: the service holds this idempotency key for a different request',
+          evidence: { error: err.message, ...err.details },
+        });
+        log.warn(
+          { code: 'idempotency_conflict', ...err.details },
+          'the service holds this key for a different request',
+        );
         return;
       }
       if (hasErrorCode(err, 'invalid_input')) {
         // The service refused the request outright: a definite outcome with no effect.
-        await this.move({ ...rec, state: 'dispatched' }, 'dispatched', 'confirmed', { why: 'the service rejected the request', evidence: err.details }, {
-          outcome: 'rejected_by_service', output: JSON.stringify({ rejected: true, ...err.details }),
-        });
+        await this.move(
+          { ...rec, state: 'dispatched' },
+          'dispatched',
+          'confirmed',
+          { why: 'the service rejected the request', evidence: err.details },
+          {
+            outcome: 'rejected_by_service',
+            output: JSON.stringify({ rejected: true, ...err.details }),
+          },
+        );
         return;
       }
       throw err;
@@ -283,9 +433,23 @@ export class LedgerEffectRunner implements EffectRunner {
     }
     const set = { receipt: receipt.receipt, output: JSON.stringify(receipt.output) };
     const evidence = { receipt: receipt.receipt, replayed: receipt.replayed };
-    if (!(await this.move({ ...rec, state: 'dispatched' }, 'dispatched', 'confirmed', { why: 'service confirmed', evidence }, set))) {
+    if (
+      !(await this.move(
+        { ...rec, state: 'dispatched' },
+        'dispatched',
+        'confirmed',
+        { why: 'service confirmed', evidence },
+        set,
+      ))
+    ) {
       // A reconciler moved it to outcome_unknown meanwhile: our answer settles it.
-      await this.move({ ...rec, state: 'outcome_unknown' }, 'outcome_unknown', 'confirmed', { why: 'service confirmed (late response)', evidence }, set);
+      await this.move(
+        { ...rec, state: 'outcome_unknown' },
+        'outcome_unknown',
+        'confirmed',
+        { why: 'service confirmed (late response)', evidence },
+        set,
+      );
     }
     this.d.crash.hit('after_outcome', ctx.step);
   }
@@ -320,7 +484,13 @@ export class LedgerEffectRunner implements EffectRunner {
     const id = actionIdentity(ctx.runId, tool, args);
     const key = `unsafe:${randomUUID()}`;
     try {
-      const r = await tool.dispatch(args, ctx, { actionId: id.actionId, idempotencyKey: id.idempotencyKey, requestId: key, timeoutMs: tool.timeoutMs, signal: ctx.signal });
+      const r = await tool.dispatch(args, ctx, {
+        actionId: id.actionId,
+        idempotencyKey: id.idempotencyKey,
+        requestId: key,
+        timeoutMs: tool.timeoutMs,
+        signal: ctx.signal,
+      });
       return { kind: 'observed', status: 'ok', output: r.output, actionId: key };
     } catch (err) {
       return { kind: 'observed', status: 'tool_error', output: { error: (err as Error).message }, actionId: key };
@@ -334,11 +504,20 @@ function replayWindowMs(tool: WriteTool): number | undefined {
   return windows.length === 0 ? undefined : Math.max(...windows);
 }
 
-export function createEffectRunner(ctx: EngineContext, opts: { approvals?: ApprovalPolicy; workerId?: string; crash?: CrashPoints; metrics?: Metrics } = {}): LedgerEffectRunner {
+export function createEffectRunner(
+  ctx: EngineContext,
+  opts: { approvals?: ApprovalPolicy; workerId?: string; crash?: CrashPoints; metrics?: Metrics } = {},
+): LedgerEffectRunner {
   const hooks = testHooksFrom(ctx.cfg);
   return new LedgerEffectRunner({
-    cfg: ctx.cfg, ledger: ledgerFor(ctx), metrics: opts.metrics ?? ctx.metrics, log: ctx.log,
-    crash: opts.crash ?? hooks.crash, unsafeDisableIdempotency: hooks.unsafeDisableIdempotency, workerId: opts.workerId ?? `worker:${process.pid}`, tracer: ctx.tracing.tracer,
+    cfg: ctx.cfg,
+    ledger: ledgerFor(ctx),
+    metrics: opts.metrics ?? ctx.metrics,
+    log: ctx.log,
+    crash: opts.crash ?? hooks.crash,
+    unsafeDisableIdempotency: hooks.unsafeDisableIdempotency,
+    workerId: opts.workerId ?? `worker:${process.pid}`,
+    tracer: ctx.tracing.tracer,
     ...(opts.approvals ? { approvals: opts.approvals } : {}),
     ...(ctx.cfg.REDIS_MIN_REPLICAS > 0 ? { replicate: (runId: string) => runReplicated(ctx, runId, 'dispatch') } : {}),
   });

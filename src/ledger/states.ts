@@ -4,8 +4,15 @@
  * proves every move not listed here is refused by the script).
  */
 export const LEDGER_STATES = [
-  'planned', 'authorized', 'dispatched', 'confirmed', 'outcome_unknown',
-  'safe_retry', 'compensation_required', 'needs_human', 'rejected',
+  'planned',
+  'authorized',
+  'dispatched',
+  'confirmed',
+  'outcome_unknown',
+  'safe_retry',
+  'compensation_required',
+  'needs_human',
+  'rejected',
 ] as const;
 export type LedgerState = (typeof LEDGER_STATES)[number];
 

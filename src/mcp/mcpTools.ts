@@ -102,9 +102,19 @@ function neverSent(err: unknown): boolean {
 }
 
 function transportOf(t: McpTransport): StdioClientTransport | StreamableHTTPClientTransport {
-  if ('url' in t) return new StreamableHTTPClientTransport(new URL(t.url), t.headers ? { requestInit: { headers: t.headers } } : undefined);
+  if ('url' in t)
+    return new StreamableHTTPClientTransport(
+      new URL(t.url),
+      t.headers ? { requestInit: { headers: t.headers } } : undefined,
+    );
   // The server's stderr stays with it: its lines may carry customer text.
-  return new StdioClientTransport({ command: t.command, args: t.args ?? [], ...(t.env ? { env: t.env } : {}), ...(t.cwd ? { cwd: t.cwd } : {}), stderr: 'ignore' });
+  return new StdioClientTransport({
+    command: t.command,
+    args: t.args ?? [],
+    ...(t.env ? { env: t.env } : {}),
+    ...(t.cwd ? { cwd: t.cwd } : {}),
+    stderr: 'ignore',
+  });
 }
 
 /**
@@ -117,7 +127,10 @@ function transportOf(t: McpTransport): StdioClientTransport | StreamableHTTPClie
  *   });
  *   defineAgent({ name: 'booker', version: 'booker@1', tools: bookings.tools, ... });
  */
-export async function connectMcpServer(transport: McpTransport, opts: McpToolsOptions = {}): Promise<McpServerConnection> {
+export async function connectMcpServer(
+  transport: McpTransport,
+  opts: McpToolsOptions = {},
+): Promise<McpServerConnection> {
   const client = new Client({ name: 'durable-agent-fleet', version: '1' });
   await client.connect(transportOf(transport));
   const listed: ListedTool[] = [];
@@ -134,14 +147,15 @@ export async function connectMcpServer(transport: McpTransport, opts: McpToolsOp
     throw new TypeError(`MCP server does not list the declared tool(s) ${missing.join(', ')}`);
   }
   const call: McpCaller = async (name, args, signal) =>
-    (await client.callTool({ name, arguments: args }, undefined, { signal }));
+    await client.callTool({ name, arguments: args }, undefined, { signal });
   const timeoutMs = opts.timeoutMs ?? 5000;
   const tools: Tool[] = [];
   const skipped: string[] = [];
   for (const t of listed) {
     const write = opts.writes?.[t.name];
     if (write) tools.push(mcpWriteTool(client, t, write, call, timeoutMs));
-    else if (t.annotations?.readOnlyHint === true || opts.reads?.includes(t.name)) tools.push(mcpReadTool(call, t, timeoutMs));
+    else if (t.annotations?.readOnlyHint === true || opts.reads?.includes(t.name))
+      tools.push(mcpReadTool(call, t, timeoutMs));
     else skipped.push(t.name);
   }
   return { tools, skipped, close: () => client.close() };
@@ -153,7 +167,10 @@ function argsOf(t: ListedTool): z.ZodType<Record<string, unknown>> {
 
 function mcpReadTool(call: McpCaller, t: ListedTool, timeoutMs: number): Tool {
   return defineReadTool({
-    name: t.name, description: t.description ?? t.name, args: argsOf(t), timeoutMs,
+    name: t.name,
+    description: t.description ?? t.name,
+    args: argsOf(t),
+    timeoutMs,
     async execute(args, ctx) {
       let result: McpCallResult;
       try {
@@ -168,19 +185,32 @@ function mcpReadTool(call: McpCaller, t: ListedTool, timeoutMs: number): Tool {
   });
 }
 
-function mcpWriteTool(client: Client, t: ListedTool, decl: McpWriteDeclaration, call: McpCaller, timeoutMs: number): Tool {
+function mcpWriteTool(
+  client: Client,
+  t: ListedTool,
+  decl: McpWriteDeclaration,
+  call: McpCaller,
+  timeoutMs: number,
+): Tool {
   return defineWriteTool({
-    name: t.name, description: t.description ?? t.name, args: argsOf(t), timeoutMs,
+    name: t.name,
+    description: t.description ?? t.name,
+    args: argsOf(t),
+    timeoutMs,
     ...(decl.identity ? { identity: decl.identity } : {}),
     service: { enforcesKey: true, reconcile: decl.reconcile ?? 'none' },
     async dispatch(args, _ctx, req): Promise<DispatchReceipt> {
       const _meta = { [MCP_META.idempotencyKey]: req.idempotencyKey, [MCP_META.actionId]: req.actionId };
       let result: McpCallResult;
       try {
-        result = (await client.callTool({ name: t.name, arguments: args, _meta }, undefined, { signal: req.signal, timeout: req.timeoutMs }));
+        result = await client.callTool({ name: t.name, arguments: args, _meta }, undefined, {
+          signal: req.signal,
+          timeout: req.timeoutMs,
+        });
       } catch (err) {
         if (isAgentError(err)) throw err;
-        if (neverSent(err)) throw new RetryableError(`MCP server refused the connection for '${t.name}'`, undefined, {}, { cause: err });
+        if (neverSent(err))
+          throw new RetryableError(`MCP server refused the connection for '${t.name}'`, undefined, {}, { cause: err });
         // Timeout, closed connection, reset: the call may have run on the server.
         throw new OutcomeUnknownError(`MCP write '${t.name}' has no answer`, { tool: t.name }, { cause: err });
       }

@@ -2,18 +2,40 @@
 import { pino, stdSerializers, type DestinationStream, type Logger } from 'pino';
 
 export const REDACT_PATHS = [
-  'ticket.body', 'ticket.subject', 'ticket.customer', '*.ticket.body', '*.ticket.customer',
+  'ticket.body',
+  'ticket.subject',
+  'ticket.customer',
+  '*.ticket.body',
+  '*.ticket.customer',
   // A run's input and the prompt built from it are the customer's text, whatever the agent.
-  'input', '*.input', 'prompt', '*.prompt',
-  'args.body', 'args.to', 'args.subject', 'headers.authorization', 'authorization', '*.apiKey', 'apiKey',
-  'OPENAI_API_KEY', 'ANTHROPIC_API_KEY', 'OPENAI_COMPATIBLE_API_KEY', 'PRODUCER_TOKEN', 'OPERATOR_TOKEN', 'METRICS_TOKEN', 'BULL_BOARD_PASSWORD', 'CONSOLE_SESSION_SECRET', 'OIDC_PUBLIC_KEY',
+  'input',
+  '*.input',
+  'prompt',
+  '*.prompt',
+  'args.body',
+  'args.to',
+  'args.subject',
+  'headers.authorization',
+  'authorization',
+  '*.apiKey',
+  'apiKey',
+  'OPENAI_API_KEY',
+  'ANTHROPIC_API_KEY',
+  'OPENAI_COMPATIBLE_API_KEY',
+  'PRODUCER_TOKEN',
+  'OPERATOR_TOKEN',
+  'METRICS_TOKEN',
+  'BULL_BOARD_PASSWORD',
+  'CONSOLE_SESSION_SECRET',
+  'OIDC_PUBLIC_KEY',
 ];
 
 /**
  * scheme://[userinfo@]host[:port] followed by a path, query or fragment. The
  * host part stops at the first `/ ? #`, whitespace, quote or bracket.
  */
-const URL_IN_TEXT = /\b([a-z][a-z0-9+.-]{1,20}:\/\/)([^\s/?#"'<>()[\]{}]*@)?([^\s/?#"'<>()[\]{}@]+)([/?#][^\s"'<>()[\]{}]*)?/gi;
+const URL_IN_TEXT =
+  /\b([a-z][a-z0-9+.-]{1,20}:\/\/)([^\s/?#"'<>()[\]{}]*@)?([^\s/?#"'<>()[\]{}@]+)([/?#][^\s"'<>()[\]{}]*)?/gi;
 
 /**
  * Keeps scheme://host of every URL in `text` and replaces credentials and any
@@ -22,13 +44,16 @@ const URL_IN_TEXT = /\b([a-z][a-z0-9+.-]{1,20}:\/\/)([^\s/?#"'<>()[\]{}]*@)?([^\
  * customer data.
  */
 export function redactUrls(text: string): string {
-  return text.replace(URL_IN_TEXT, (_m, scheme: string, userinfo: string | undefined, host: string, rest: string | undefined) => {
-    // Prose punctuation after a URL ("... failed: <url>: 500") stays.
-    const punct = /[.,:;!]+$/.exec(rest ?? '')?.[0] ?? '';
-    const path = (rest ?? '').slice(0, (rest ?? '').length - punct.length);
-    const tail = path === '' || path === '/' ? path : '/[redacted]';
-    return `${scheme}${userinfo ? '[redacted]@' : ''}${host}${tail}${punct}`;
-  });
+  return text.replace(
+    URL_IN_TEXT,
+    (_m, scheme: string, userinfo: string | undefined, host: string, rest: string | undefined) => {
+      // Prose punctuation after a URL ("... failed: <url>: 500") stays.
+      const punct = /[.,:;!]+$/.exec(rest ?? '')?.[0] ?? '';
+      const path = (rest ?? '').slice(0, (rest ?? '').length - punct.length);
+      const tail = path === '' || path === '/' ? path : '/[redacted]';
+      return `${scheme}${userinfo ? '[redacted]@' : ''}${host}${tail}${punct}`;
+    },
+  );
 }
 
 function redactDeep(value: unknown, depth = 0): unknown {
@@ -51,6 +76,12 @@ export function errSerializer(err: unknown): unknown {
 }
 
 export function createLogger(name: string, level: string, destination?: DestinationStream): Logger {
-  const options = { name, level, redact: { paths: REDACT_PATHS, censor: '[redacted]' }, base: { service: name }, serializers: { err: errSerializer } };
+  const options = {
+    name,
+    level,
+    redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+    base: { service: name },
+    serializers: { err: errSerializer },
+  };
   return destination ? pino(options, destination) : pino(options);
 }

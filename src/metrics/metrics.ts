@@ -38,71 +38,187 @@ export class Metrics {
   readonly waits: Counter;
   readonly replicationWaits: Histogram;
 
-  constructor(readonly registry: Registry, opts: { defaultMetrics?: boolean } = {}) {
+  constructor(
+    readonly registry: Registry,
+    opts: { defaultMetrics?: boolean } = {},
+  ) {
     const r = [registry];
     if (opts.defaultMetrics) collectDefaultMetrics({ register: registry });
     this.stepsStarted = new Counter({ name: 'agent_steps_started_total', help: 'Step jobs started', registers: r });
-    this.stepsCommitted = new Counter({ name: 'agent_steps_committed_total', help: 'Steps committed (journal + budget + cursor + next job)', registers: r });
+    this.stepsCommitted = new Counter({
+      name: 'agent_steps_committed_total',
+      help: 'Steps committed (journal + budget + cursor + next job)',
+      registers: r,
+    });
     this.stepDuration = new Histogram({
-      name: 'agent_step_duration_seconds', help: 'Step processing time, start to commit', registers: r,
+      name: 'agent_step_duration_seconds',
+      help: 'Step processing time, start to commit',
+      registers: r,
       buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     });
-    this.modelCalls = new Counter({ name: 'agent_model_calls_total', help: 'Model calls (one per step decision)', labelNames: ['tenant', 'provider'], registers: r });
-    this.modelAttempts = new Counter({ name: 'agent_model_attempts_total', help: 'Model call attempts, retries included', labelNames: ['tenant', 'provider', 'outcome'], registers: r });
-    this.modelTokens = new Counter({ name: 'agent_model_tokens_total', help: 'Tokens charged to runs', labelNames: ['tenant', 'type'], registers: r });
-    this.budgetStops = new Counter({ name: 'agent_budget_stops_total', help: 'Runs stopped by a budget', labelNames: ['kind'], registers: r });
-    this.effects = new Counter({ name: 'agent_effects_total', help: 'Ledger transitions by tool and target state', labelNames: ['tool', 'state'], registers: r });
-    this.dedupeHits = new Counter({ name: 'agent_ledger_dedupe_hits_total', help: 'Write requests answered from the ledger instead of re-sent', labelNames: ['tool'], registers: r });
-    this.duplicateWrites = new Counter({ name: 'agent_duplicate_writes_total', help: 'Duplicate business writes detected', labelNames: ['tool'], registers: r });
-    this.loopStops = new Counter({ name: 'agent_loop_stops_total', help: 'Runs stopped because the same write was requested again and again', registers: r });
-    this.modelWaits = new Counter({ name: 'agent_model_waits_total', help: 'Step jobs delayed to wait out a provider outage (429/5xx, Retry-After honoured)', labelNames: ['provider'], registers: r });
-    this.followUpWaits = new Counter({ name: 'agent_follow_up_waits_total', help: 'First steps of follow-up runs delayed because the previous run of their subject was still queued or running', registers: r });
-    this.sigtermHandoffs = new Counter({ name: 'agent_sigterm_handoffs_total', help: 'Jobs handed back to the queue on SIGTERM', registers: r });
-    this.stallRecoveries = new Counter({ name: 'agent_stall_recoveries_total', help: 'Step jobs redelivered after a stall (worker died or froze)', registers: r });
-    this.deadOwnerRequeues = new Counter({ name: 'agent_dead_owner_requeues_total', help: 'Step jobs moved back to wait because the Redis connection holding their lock vanished (its process died, or the connection dropped)', registers: r });
-    this.ownerWatchErrors = new Counter({ name: 'agent_owner_watch_errors_total', help: 'Owner-watch ticks that failed (Redis unreachable); lock expiry still recovers', registers: r });
-    this.fenceRejections = new Counter({ name: 'agent_fence_rejections_total', help: 'Commits refused by the fence (stale or duplicate step jobs)', labelNames: ['code'], registers: r });
-    this.redisConfigOk = new Gauge({ name: 'agent_redis_config_ok', help: '1 when the Redis setting is safe for queues', labelNames: ['check'], registers: r });
+    this.modelCalls = new Counter({
+      name: 'agent_model_calls_total',
+      help: 'Model calls (one per step decision)',
+      labelNames: ['tenant', 'provider'],
+      registers: r,
+    });
+    this.modelAttempts = new Counter({
+      name: 'agent_model_attempts_total',
+      help: 'Model call attempts, retries included',
+      labelNames: ['tenant', 'provider', 'outcome'],
+      registers: r,
+    });
+    this.modelTokens = new Counter({
+      name: 'agent_model_tokens_total',
+      help: 'Tokens charged to runs',
+      labelNames: ['tenant', 'type'],
+      registers: r,
+    });
+    this.budgetStops = new Counter({
+      name: 'agent_budget_stops_total',
+      help: 'Runs stopped by a budget',
+      labelNames: ['kind'],
+      registers: r,
+    });
+    this.effects = new Counter({
+      name: 'agent_effects_total',
+      help: 'Ledger transitions by tool and target state',
+      labelNames: ['tool', 'state'],
+      registers: r,
+    });
+    this.dedupeHits = new Counter({
+      name: 'agent_ledger_dedupe_hits_total',
+      help: 'Write requests answered from the ledger instead of re-sent',
+      labelNames: ['tool'],
+      registers: r,
+    });
+    this.duplicateWrites = new Counter({
+      name: 'agent_duplicate_writes_total',
+      help: 'Duplicate business writes detected',
+      labelNames: ['tool'],
+      registers: r,
+    });
+    this.loopStops = new Counter({
+      name: 'agent_loop_stops_total',
+      help: 'Runs stopped because the same write was requested again and again',
+      registers: r,
+    });
+    this.modelWaits = new Counter({
+      name: 'agent_model_waits_total',
+      help: 'Step jobs delayed to wait out a provider outage (429/5xx, Retry-After honoured)',
+      labelNames: ['provider'],
+      registers: r,
+    });
+    this.followUpWaits = new Counter({
+      name: 'agent_follow_up_waits_total',
+      help: 'First steps of follow-up runs delayed because the previous run of their subject was still queued or running',
+      registers: r,
+    });
+    this.sigtermHandoffs = new Counter({
+      name: 'agent_sigterm_handoffs_total',
+      help: 'Jobs handed back to the queue on SIGTERM',
+      registers: r,
+    });
+    this.stallRecoveries = new Counter({
+      name: 'agent_stall_recoveries_total',
+      help: 'Step jobs redelivered after a stall (worker died or froze)',
+      registers: r,
+    });
+    this.deadOwnerRequeues = new Counter({
+      name: 'agent_dead_owner_requeues_total',
+      help: 'Step jobs moved back to wait because the Redis connection holding their lock vanished (its process died, or the connection dropped)',
+      registers: r,
+    });
+    this.ownerWatchErrors = new Counter({
+      name: 'agent_owner_watch_errors_total',
+      help: 'Owner-watch ticks that failed (Redis unreachable); lock expiry still recovers',
+      registers: r,
+    });
+    this.fenceRejections = new Counter({
+      name: 'agent_fence_rejections_total',
+      help: 'Commits refused by the fence (stale or duplicate step jobs)',
+      labelNames: ['code'],
+      registers: r,
+    });
+    this.redisConfigOk = new Gauge({
+      name: 'agent_redis_config_ok',
+      help: '1 when the Redis setting is safe for queues',
+      labelNames: ['check'],
+      registers: r,
+    });
     this.runsFinished = new Counter({
-      name: 'agent_runs_finished_total', help: 'Runs that ended (or were parked for a person), by status and reason code (the reason up to its first colon)',
-      labelNames: ['status', 'reason'], registers: r,
+      name: 'agent_runs_finished_total',
+      help: 'Runs that ended (or were parked for a person), by status and reason code (the reason up to its first colon)',
+      labelNames: ['status', 'reason'],
+      registers: r,
     });
     this.versionHandbacks = new Counter({
-      name: 'agent_version_handbacks_total', help: 'Step jobs handed back because another live worker serves the version their run is pinned to',
-      labelNames: ['agent'], registers: r,
+      name: 'agent_version_handbacks_total',
+      help: 'Step jobs handed back because another live worker serves the version their run is pinned to',
+      labelNames: ['agent'],
+      registers: r,
     });
     this.versionDecisions = new Counter({
-      name: 'agent_version_decisions_total', help: 'Operator decisions on runs parked for a version change (continue under a served version, cancel)',
-      labelNames: ['decision'], registers: r,
+      name: 'agent_version_decisions_total',
+      help: 'Operator decisions on runs parked for a version change (continue under a served version, cancel)',
+      labelNames: ['decision'],
+      registers: r,
     });
     this.textDeltaBatches = new Counter({
-      name: 'agent_text_delta_batches_total', help: 'Batches of streamed model text: written to the run\'s events, preceded by step_restarted, or stopped (fence lost, write failed)',
-      labelNames: ['outcome'], registers: r,
+      name: 'agent_text_delta_batches_total',
+      help: "Batches of streamed model text: written to the run's events, preceded by step_restarted, or stopped (fence lost, write failed)",
+      labelNames: ['outcome'],
+      registers: r,
     });
     this.runRetries = new Counter({
-      name: 'agent_run_retries_total', help: 'Operator retries of stopped runs, by the status and reason code retried from and the outcome (retried, or the refusal code)',
-      labelNames: ['from', 'reason', 'outcome'], registers: r,
+      name: 'agent_run_retries_total',
+      help: 'Operator retries of stopped runs, by the status and reason code retried from and the outcome (retried, or the refusal code)',
+      labelNames: ['from', 'reason', 'outcome'],
+      registers: r,
     });
-    this.flowAdmitted = new Counter({ name: 'agent_flow_admitted_total', help: 'Runs admitted from their tenant\'s line (flow control)', labelNames: ['tenant'], registers: r });
+    this.flowAdmitted = new Counter({
+      name: 'agent_flow_admitted_total',
+      help: "Runs admitted from their tenant's line (flow control)",
+      labelNames: ['tenant'],
+      registers: r,
+    });
     this.rateLimitWaits = new Counter({
-      name: 'agent_rate_limit_waits_total', help: 'Step jobs delayed because a model rate limit\'s bucket was empty (or blocked by a 429\'s Retry-After)',
-      labelNames: ['bucket'], registers: r,
+      name: 'agent_rate_limit_waits_total',
+      help: "Step jobs delayed because a model rate limit's bucket was empty (or blocked by a 429's Retry-After)",
+      labelNames: ['bucket'],
+      registers: r,
     });
-    this.modelRateLimited = new Counter({ name: 'agent_model_rate_limited_total', help: 'Model attempts answered 429 by the provider', labelNames: ['provider'], registers: r });
+    this.modelRateLimited = new Counter({
+      name: 'agent_model_rate_limited_total',
+      help: 'Model attempts answered 429 by the provider',
+      labelNames: ['provider'],
+      registers: r,
+    });
     this.scheduleTicks = new Counter({
-      name: 'agent_schedule_ticks_total', help: 'Schedule ticks, by outcome (started a run, duplicate of a started one, skipped: paused or removed, invalid)',
-      labelNames: ['outcome'], registers: r,
+      name: 'agent_schedule_ticks_total',
+      help: 'Schedule ticks, by outcome (started a run, duplicate of a started one, skipped: paused or removed, invalid)',
+      labelNames: ['outcome'],
+      registers: r,
     });
     this.waits = new Counter({
-      name: 'agent_waits_total', help: 'Durable waits of runs (sleep, event) by how they ended: parked, delivered, woke, timed_out, refused',
-      labelNames: ['kind', 'outcome'], registers: r,
+      name: 'agent_waits_total',
+      help: 'Durable waits of runs (sleep, event) by how they ended: parked, delivered, woke, timed_out, refused',
+      labelNames: ['kind', 'outcome'],
+      registers: r,
     });
     this.replicationWaits = new Histogram({
       name: 'agent_replication_wait_seconds',
-      help: 'Waits for replicas (WAIT/WAITAOF, REDIS_MIN_REPLICAS) before a write is acknowledged: a run\'s creation (intake) or an action\'s intent (dispatch); outcome ok or not_replicated',
-      labelNames: ['write', 'outcome'], registers: r, buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+      help: "Waits for replicas (WAIT/WAITAOF, REDIS_MIN_REPLICAS) before a write is acknowledged: a run's creation (intake) or an action's intent (dispatch); outcome ok or not_replicated",
+      labelNames: ['write', 'outcome'],
+      registers: r,
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
     });
-    this.scrapeErrors = new Counter({ name: 'agent_scrape_collect_errors_total', help: 'Scrape-time gauges not refreshed because their Redis read failed', labelNames: ['collector'], registers: r });
+    this.scrapeErrors = new Counter({
+      name: 'agent_scrape_collect_errors_total',
+      help: 'Scrape-time gauges not refreshed because their Redis read failed',
+      labelNames: ['collector'],
+      registers: r,
+    });
   }
 }
 

@@ -40,7 +40,12 @@ export interface IndexStats {
 }
 
 /** What the scrape reads (given by each process's context). */
-interface ScrapeCtx { redis: RedisClient; keys: KeySpace; queues: ShardQueues; log: Logger }
+interface ScrapeCtx {
+  redis: RedisClient;
+  keys: KeySpace;
+  queues: ShardQueues;
+  log: Logger;
+}
 
 function minDefined(a: number | undefined, b: number | undefined): number | undefined {
   if (a === undefined) return b;
@@ -80,7 +85,13 @@ export async function shardIndexStats(ctx: ScrapeCtx, shard: number): Promise<Sh
 
 export async function indexStats(ctx: ScrapeCtx): Promise<IndexStats> {
   const shards = await Promise.all(ctx.keys.allShards().map((s) => shardIndexStats(ctx, s)));
-  const out: IndexStats = { openActions: 0, openOldestMs: undefined, humanQueue: 0, humanOldestMs: undefined, approvals: 0 };
+  const out: IndexStats = {
+    openActions: 0,
+    openOldestMs: undefined,
+    humanQueue: 0,
+    humanOldestMs: undefined,
+    approvals: 0,
+  };
   for (const s of shards) {
     out.openActions += s.openActions;
     out.openOldestMs = minDefined(out.openOldestMs, s.openOldestMs);
@@ -119,7 +130,11 @@ export interface RunStatusCounting {
   retentionMs: number;
 }
 
-export function registerScrapeCollectors(metrics: Metrics, ctx: ScrapeCtx, opts: { now?: () => number; runs?: RunStatusCounting } = {}): ScrapeGauges {
+export function registerScrapeCollectors(
+  metrics: Metrics,
+  ctx: ScrapeCtx,
+  opts: { now?: () => number; runs?: RunStatusCounting } = {},
+): ScrapeGauges {
   const existing = registered.get(metrics);
   if (existing) return existing;
   const now = opts.now ?? Date.now;
@@ -130,7 +145,9 @@ export function registerScrapeCollectors(metrics: Metrics, ctx: ScrapeCtx, opts:
   const stats = (): Promise<IndexStats> => {
     if (!pending) {
       pending = indexStats(ctx);
-      const clear = () => { pending = undefined; };
+      const clear = () => {
+        pending = undefined;
+      };
       pending.then(clear, clear);
     }
     return pending;
@@ -145,13 +162,19 @@ export function registerScrapeCollectors(metrics: Metrics, ctx: ScrapeCtx, opts:
       ctx.log.warn({ code: 'scrape_collect_failed', collector: name, err }, 'scrape-time gauge not refreshed');
     }
   };
-  const fromStats = (name: string, pick: (s: IndexStats, t: number) => number) => function (this: Gauge) {
-    return guarded(name, async () => { this.set(pick(await stats(), now())); })();
-  };
+  const fromStats = (name: string, pick: (s: IndexStats, t: number) => number) =>
+    function (this: Gauge) {
+      return guarded(name, async () => {
+        this.set(pick(await stats(), now()));
+      })();
+    };
 
   const gauges: ScrapeGauges = {
     queueJobs: new Gauge({
-      name: 'agent_queue_jobs', help: 'Step jobs per BullMQ state, summed over the shard queues', labelNames: ['state'], registers: r,
+      name: 'agent_queue_jobs',
+      help: 'Step jobs per BullMQ state, summed over the shard queues',
+      labelNames: ['state'],
+      registers: r,
       collect() {
         return guarded('queue_jobs', async () => {
           const counts = await queueJobCounts(ctx);
@@ -160,38 +183,62 @@ export function registerScrapeCollectors(metrics: Metrics, ctx: ScrapeCtx, opts:
       },
     }),
     outcomeUnknownOpen: new Gauge({
-      name: 'agent_outcome_unknown_open', help: 'Ledger entries dispatched or outcome_unknown and not yet settled (open-actions index)', registers: r,
+      name: 'agent_outcome_unknown_open',
+      help: 'Ledger entries dispatched or outcome_unknown and not yet settled (open-actions index)',
+      registers: r,
       collect: fromStats('outcome_unknown_open', (s) => s.openActions),
     }),
     outcomeUnknownOldestAge: new Gauge({
-      name: 'agent_outcome_unknown_oldest_age_seconds', help: 'Age of the oldest open (dispatched or outcome_unknown) ledger entry; 0 when none', registers: r,
+      name: 'agent_outcome_unknown_oldest_age_seconds',
+      help: 'Age of the oldest open (dispatched or outcome_unknown) ledger entry; 0 when none',
+      registers: r,
       collect: fromStats('outcome_unknown_oldest_age', (s, t) => ageSeconds(t, s.openOldestMs)),
     }),
     humanQueueDepth: new Gauge({
-      name: 'agent_human_queue_depth', help: 'Ledger entries waiting for a person (needs_human)', registers: r,
+      name: 'agent_human_queue_depth',
+      help: 'Ledger entries waiting for a person (needs_human)',
+      registers: r,
       collect: fromStats('human_queue_depth', (s) => s.humanQueue),
     }),
     humanQueueOldestAge: new Gauge({
-      name: 'agent_human_queue_oldest_age_seconds', help: 'Age of the oldest entry of the human queue; 0 when empty', registers: r,
+      name: 'agent_human_queue_oldest_age_seconds',
+      help: 'Age of the oldest entry of the human queue; 0 when empty',
+      registers: r,
       collect: fromStats('human_queue_oldest_age', (s, t) => ageSeconds(t, s.humanOldestMs)),
     }),
     approvalsPending: new Gauge({
-      name: 'agent_approvals_pending', help: 'Actions waiting for an approval', registers: r,
+      name: 'agent_approvals_pending',
+      help: 'Actions waiting for an approval',
+      registers: r,
       collect: fromStats('approvals_pending', (s) => s.approvals),
     }),
     versionParkedRuns: new Gauge({
-      name: 'agent_version_parked_runs', help: 'Runs parked needs_human / version_mismatch, waiting for an operator to continue or cancel them (the version queue)', registers: r,
+      name: 'agent_version_parked_runs',
+      help: 'Runs parked needs_human / version_mismatch, waiting for an operator to continue or cancel them (the version queue)',
+      registers: r,
       collect() {
-        return guarded('version_parked_runs', async () => { this.set(await versionQueueDepth(ctx)); })();
+        return guarded('version_parked_runs', async () => {
+          this.set(await versionQueueDepth(ctx));
+        })();
       },
     }),
     runsByStatus: new Gauge({
-      name: 'agent_runs_by_status', help: 'Runs per status (listing indexes; a finished status counts runs still retained)', labelNames: ['status'], registers: r,
+      name: 'agent_runs_by_status',
+      help: 'Runs per status (listing indexes; a finished status counts runs still retained)',
+      labelNames: ['status'],
+      registers: r,
       collect() {
         const runs = opts.runs;
         if (!runs) return;
         return guarded('runs_by_status', async () => {
-          const counts = await countRunsByStatus(ctx.redis, ctx.keys, runs.statuses, runs.terminal, runs.retentionMs, now());
+          const counts = await countRunsByStatus(
+            ctx.redis,
+            ctx.keys,
+            runs.statuses,
+            runs.terminal,
+            runs.retentionMs,
+            now(),
+          );
           for (const [status, n] of Object.entries(counts)) this.set({ status }, n);
         })();
       },

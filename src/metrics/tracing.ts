@@ -9,10 +9,22 @@
  * run id belongs; metrics labels never carry it) and tool names, action ids
  * and ledger states; never arguments or customer text.
  */
-import { SpanStatusCode, context, trace, type Attributes, type Context, type Span, type Tracer } from '@opentelemetry/api';
+import {
+  SpanStatusCode,
+  context,
+  trace,
+  type Attributes,
+  type Context,
+  type Span,
+  type Tracer,
+} from '@opentelemetry/api';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import {
-  BasicTracerProvider, BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor, type SpanExporter,
+  BasicTracerProvider,
+  BatchSpanProcessor,
+  ConsoleSpanExporter,
+  SimpleSpanProcessor,
+  type SpanExporter,
 } from '@opentelemetry/sdk-trace-base';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 
@@ -38,7 +50,11 @@ export function createTracing(cfg: TracingConfig, service: string, exporter?: Sp
     ? new SimpleSpanProcessor(exporter)
     : cfg.TRACING === 'console'
       ? new SimpleSpanProcessor(new ConsoleSpanExporter())
-      : new BatchSpanProcessor(new OTLPTraceExporter(cfg.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ? { url: cfg.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT } : {}));
+      : new BatchSpanProcessor(
+          new OTLPTraceExporter(
+            cfg.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ? { url: cfg.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT } : {},
+          ),
+        );
   const provider = new BasicTracerProvider({
     resource: resourceFromAttributes({ 'service.name': `agent-fleet-${service}` }),
     spanProcessors: [processor],
@@ -62,7 +78,11 @@ export interface SpanSpec<T> {
  * The span ends when `fn` settles; a throw marks it as an error and is
  * rethrown unchanged. Without a tracer, `fn(undefined)` runs alone.
  */
-export async function traced<T>(tracer: Tracer | undefined, spec: SpanSpec<T>, fn: (ctx: Context | undefined) => Promise<T>): Promise<T> {
+export async function traced<T>(
+  tracer: Tracer | undefined,
+  spec: SpanSpec<T>,
+  fn: (ctx: Context | undefined) => Promise<T>,
+): Promise<T> {
   if (!tracer) return fn(undefined);
   const parent = spec.parent ?? context.active();
   const span: Span = tracer.startSpan(spec.name, { attributes: spec.attributes() }, parent);

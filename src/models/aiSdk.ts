@@ -21,7 +21,18 @@
 import { createAnthropic } from '@ai-sdk/anthropic';
 import { createOpenAI } from '@ai-sdk/openai';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
-import { APICallError, generateText, jsonSchema, RetryError, streamText, type CallSettings, type LanguageModel, type LanguageModelUsage, type ModelMessage, type ToolSet } from 'ai';
+import {
+  APICallError,
+  generateText,
+  jsonSchema,
+  RetryError,
+  streamText,
+  type CallSettings,
+  type LanguageModel,
+  type LanguageModelUsage,
+  type ModelMessage,
+  type ToolSet,
+} from 'ai';
 import { AgentError, RetryableError, TerminalError } from '../core/errors.js';
 import type { JournalEntry, ToolCall } from '../core/journal.js';
 import type { ModelOptions, ModelProvider, ModelRequest, ModelTurn, ToolSpec } from '../core/model.js';
@@ -72,7 +83,9 @@ export class AiSdkProvider implements ModelProvider {
   async complete(req: ModelRequest): Promise<ModelTurn> {
     let result: Answer;
     try {
-      result = await withTimeout(this.opts.timeoutMs, req.signal, (signal) => (req.onTextDelta ? this.stream(req, signal, req.onTextDelta) : this.generate(req, signal)));
+      result = await withTimeout(this.opts.timeoutMs, req.signal, (signal) =>
+        req.onTextDelta ? this.stream(req, signal, req.onTextDelta) : this.generate(req, signal),
+      );
     } catch (err) {
       if (req.signal.aborted) throw err;
       throw classify(err, this.now());
@@ -81,7 +94,10 @@ export class AiSdkProvider implements ModelProvider {
     const text = result.text.length > 0 ? result.text : undefined;
     const { inputTokens, outputTokens } = result.usage ?? {};
     // Both counts or none: a half-reported usage is a missing one (never read as zero).
-    const usage = typeof inputTokens === 'number' && typeof outputTokens === 'number' ? { promptTokens: inputTokens, completionTokens: outputTokens } : undefined;
+    const usage =
+      typeof inputTokens === 'number' && typeof outputTokens === 'number'
+        ? { promptTokens: inputTokens, completionTokens: outputTokens }
+        : undefined;
     return {
       toolCalls,
       // No tool call: the text is the answer (empty when the model said nothing). With tool calls it is kept beside them.
@@ -173,7 +189,14 @@ interface Answer {
 }
 
 /** The pinned choice's sampling options as the SDK's call settings (maxOutputTokens travels as the request's cap). */
-export function samplingOf(options: ModelOptions | undefined): Partial<Pick<CallSettings, 'temperature' | 'topP' | 'topK' | 'presencePenalty' | 'frequencyPenalty' | 'seed' | 'stopSequences'>> {
+export function samplingOf(
+  options: ModelOptions | undefined,
+): Partial<
+  Pick<
+    CallSettings,
+    'temperature' | 'topP' | 'topK' | 'presencePenalty' | 'frequencyPenalty' | 'seed' | 'stopSequences'
+  >
+> {
   if (!options) return {};
   const { maxOutputTokens: _cap, ...sampling } = options;
   return sampling;
@@ -188,7 +211,17 @@ export function toMessages(transcript: JournalEntry[]): ModelMessage[] {
     // A call with no observation (dropped at the deadline, parked): the SDK needs a result for every call.
     for (const c of pending) {
       if (!results.has(c.id)) {
-        messages.push({ role: 'tool', content: [{ type: 'tool-result', toolCallId: c.id, toolName: c.name, output: { type: 'json', value: { status: 'not_run' } } }] });
+        messages.push({
+          role: 'tool',
+          content: [
+            {
+              type: 'tool-result',
+              toolCallId: c.id,
+              toolName: c.name,
+              output: { type: 'json', value: { status: 'not_run' } },
+            },
+          ],
+        });
       }
     }
     pending = [];
@@ -201,14 +234,26 @@ export function toMessages(transcript: JournalEntry[]): ModelMessage[] {
         role: 'assistant',
         content: [
           ...(text ? [{ type: 'text' as const, text }] : []),
-          ...e.toolCalls.map((c) => ({ type: 'tool-call' as const, toolCallId: c.id, toolName: c.name, input: c.args ?? {} })),
+          ...e.toolCalls.map((c) => ({
+            type: 'tool-call' as const,
+            toolCallId: c.id,
+            toolName: c.name,
+            input: c.args ?? {},
+          })),
         ],
       });
       pending = e.toolCalls.map((c) => ({ id: c.id, name: c.name }));
     } else if (e.kind === 'observation') {
       const msg: ModelMessage & { role: 'tool' } = {
         role: 'tool',
-        content: [{ type: 'tool-result', toolCallId: e.callId, toolName: e.tool, output: { type: 'json', value: { status: e.status, output: (e.output ?? null) as never } } }],
+        content: [
+          {
+            type: 'tool-result',
+            toolCallId: e.callId,
+            toolName: e.tool,
+            output: { type: 'json', value: { status: e.status, output: (e.output ?? null) as never } },
+          },
+        ],
       };
       results.set(e.callId, msg);
       messages.push(msg);
@@ -221,7 +266,8 @@ export function toMessages(transcript: JournalEntry[]): ModelMessage[] {
 /** A failed attempt as the engine's error: retryable (with the server's Retry-After) or terminal. */
 export function classify(err: unknown, nowMs: number): AgentError {
   if (err instanceof AgentError && !(err instanceof TimeoutError)) return err;
-  if (err instanceof TimeoutError) return new RetryableError(`model request ${err.message}`, undefined, { timeoutMs: err.timeoutMs });
+  if (err instanceof TimeoutError)
+    return new RetryableError(`model request ${err.message}`, undefined, { timeoutMs: err.timeoutMs });
   // With maxRetries 0 the SDK throws the call's own error; a RetryError wraps it otherwise.
   const cause = RetryError.isInstance(err) ? err.lastError : err;
   if (APICallError.isInstance(cause)) {
@@ -233,12 +279,16 @@ export function classify(err: unknown, nowMs: number): AgentError {
       return Object.assign(e, { cause });
     }
     // A 2xx here is an answer that does not match the API's schema; one without usage is named so (never read as zero).
-    if (status < 300 && lacksUsage(cause.responseBody)) return Object.assign(new TerminalError('missing_usage', 'the provider reported no token usage', { status }), { cause });
+    if (status < 300 && lacksUsage(cause.responseBody))
+      return Object.assign(new TerminalError('missing_usage', 'the provider reported no token usage', { status }), {
+        cause,
+      });
     const what = status < 300 ? `model response did not match the API (${status})` : `model answered ${status}`;
     return Object.assign(new TerminalError('model_failed', what, { status }), { cause });
   }
   // fetch's own network failure (not wrapped by the SDK).
-  if (cause instanceof TypeError && /fetch failed/i.test(cause.message)) return Object.assign(new RetryableError('model request failed: network'), { cause });
+  if (cause instanceof TypeError && /fetch failed/i.test(cause.message))
+    return Object.assign(new RetryableError('model request failed: network'), { cause });
   const name = (cause as Error | undefined)?.name ?? 'error';
   return Object.assign(new TerminalError('model_failed', `model response unusable: ${name}`), { cause });
 }
@@ -270,7 +320,11 @@ export interface ProviderSettings {
 export function openAIOptions(s: ProviderSettings): AiSdkOptions {
   const openai = createOpenAI({ ...(s.baseUrl ? { baseURL: s.baseUrl } : {}), apiKey: s.apiKey ?? '' });
   return {
-    name: 'openai', model: openai.chat(s.model), defaultModel: s.model, modelFor: (id) => openai.chat(id), timeoutMs: s.timeoutMs,
+    name: 'openai',
+    model: openai.chat(s.model),
+    defaultModel: s.model,
+    modelFor: (id) => openai.chat(id),
+    timeoutMs: s.timeoutMs,
     sendMaxOutputTokens: false,
     providerOptions: (req) => ({ openai: { maxCompletionTokens: req.maxCompletionTokens } }),
   };
@@ -279,11 +333,28 @@ export function openAIOptions(s: ProviderSettings): AiSdkOptions {
 /** Anthropic Messages (max_tokens is required there: the completion cap). */
 export function anthropicProvider(s: ProviderSettings): AiSdkProvider {
   const anthropic = createAnthropic({ ...(s.baseUrl ? { baseURL: s.baseUrl } : {}), apiKey: s.apiKey ?? '' });
-  return new AiSdkProvider({ name: 'anthropic', model: anthropic(s.model), defaultModel: s.model, modelFor: (id) => anthropic(id), timeoutMs: s.timeoutMs });
+  return new AiSdkProvider({
+    name: 'anthropic',
+    model: anthropic(s.model),
+    defaultModel: s.model,
+    modelFor: (id) => anthropic(id),
+    timeoutMs: s.timeoutMs,
+  });
 }
 
 /** An OpenAI-compatible server (vLLM, Ollama, LM Studio...): Chat Completions at baseUrl, the usage chunk asked for when streaming. */
 export function openAICompatibleProvider(s: ProviderSettings & { baseUrl: string }): AiSdkProvider {
-  const compat = createOpenAICompatible({ name: 'openai-compatible', baseURL: s.baseUrl, includeUsage: true, ...(s.apiKey ? { apiKey: s.apiKey } : {}) });
-  return new AiSdkProvider({ name: 'openai-compatible', model: compat.chatModel(s.model), defaultModel: s.model, modelFor: (id) => compat.chatModel(id), timeoutMs: s.timeoutMs });
+  const compat = createOpenAICompatible({
+    name: 'openai-compatible',
+    baseURL: s.baseUrl,
+    includeUsage: true,
+    ...(s.apiKey ? { apiKey: s.apiKey } : {}),
+  });
+  return new AiSdkProvider({
+    name: 'openai-compatible',
+    model: compat.chatModel(s.model),
+    defaultModel: s.model,
+    modelFor: (id) => compat.chatModel(id),
+    timeoutMs: s.timeoutMs,
+  });
 }

@@ -13,7 +13,8 @@ const validScript = parseOnce(scriptSchema, 'the script is not a valid script');
 
 /** The request's script, validated; none, or an invalid one, is a TerminalError (`invalid_input`): no retry makes one. */
 function scriptOf(raw: unknown): Script {
-  if (raw === undefined) throw new TerminalError('invalid_input', 'no script: the run brought none and its agent has no demoScript');
+  if (raw === undefined)
+    throw new TerminalError('invalid_input', 'no script: the run brought none and its agent has no demoScript');
   return validScript(raw);
 }
 
@@ -31,7 +32,10 @@ export class ScriptedProvider implements ModelProvider {
     const turn = script[req.step - 1];
     if (!turn) return { toolCalls: [], final: 'Script finished.', usage: { promptTokens: 1, completionTokens: 1 } };
     if (req.attempt <= turn.transientFailures) {
-      throw new RetryableError('scripted transient failure (503)', undefined, { status: 503, usage: turn.failureUsage });
+      throw new RetryableError('scripted transient failure (503)', undefined, {
+        status: 503,
+        usage: turn.failureUsage,
+      });
     }
     // Streaming on (MODEL_STREAMING): the final answer is handed on in pieces, as a model would write it.
     if (req.onTextDelta && turn.final) for (const piece of turn.final.match(/[^]{1,16}/g) ?? []) req.onTextDelta(piece);

@@ -6,18 +6,20 @@ import { SCRIPT_USAGE_MAX_TOKENS } from '../budget/limits.js';
 const tokens = z.number().int().nonnegative().max(SCRIPT_USAGE_MAX_TOKENS);
 const usageSchema = z.object({ promptTokens: tokens, completionTokens: tokens });
 
-export const scriptTurnSchema = z.object({
-  toolCalls: z
-    .array(z.object({ name: z.string().min(1), args: z.record(z.string(), z.unknown()).default({}) }).strict())
-    .default([]),
-  final: z.string().optional(),
-  /** Omit to make the provider answer without usage (a test of the missing-usage error). */
-  usage: usageSchema.strict().optional(),
-  /** The first N attempts of this turn fail with a transient 503 (retried in code). */
-  transientFailures: z.number().int().min(0).max(20).default(0),
-  /** Usage billed for each failed attempt (charged to the run too). */
-  failureUsage: usageSchema.strict().optional(),
-}).strict();
+export const scriptTurnSchema = z
+  .object({
+    toolCalls: z
+      .array(z.object({ name: z.string().min(1), args: z.record(z.string(), z.unknown()).default({}) }).strict())
+      .default([]),
+    final: z.string().optional(),
+    /** Omit to make the provider answer without usage (a test of the missing-usage error). */
+    usage: usageSchema.strict().optional(),
+    /** The first N attempts of this turn fail with a transient 503 (retried in code). */
+    transientFailures: z.number().int().min(0).max(20).default(0),
+    /** Usage billed for each failed attempt (charged to the run too). */
+    failureUsage: usageSchema.strict().optional(),
+  })
+  .strict();
 
 export const scriptSchema = z.array(scriptTurnSchema).min(1).max(1000);
 export type ScriptTurn = z.infer<typeof scriptTurnSchema>;

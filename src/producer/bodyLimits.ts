@@ -21,7 +21,8 @@ export function nestedDeeperThan(value: unknown, max = MAX_BODY_DEPTH): boolean 
     const [v, depth] = stack.pop()!;
     if (v === null || typeof v !== 'object') continue;
     if (depth > max) return true;
-    for (const child of Object.values(v)) if (child !== null && typeof child === 'object') stack.push([child, depth + 1]);
+    for (const child of Object.values(v))
+      if (child !== null && typeof child === 'object') stack.push([child, depth + 1]);
   }
   return false;
 }
@@ -46,20 +47,28 @@ export function illFormedStringPath(value: unknown): string | undefined {
 }
 
 export function bodyIllFormed(res: Response, path: string): void {
-  res.status(400).json({ error: 'invalid_request', fields: [{ path, message: 'not well-formed Unicode (a lone UTF-16 surrogate)' }] });
+  res.status(400).json({
+    error: 'invalid_request',
+    fields: [{ path, message: 'not well-formed Unicode (a lone UTF-16 surrogate)' }],
+  });
 }
 
 export function bodyTooLarge(res: Response): void {
-  res.status(413).json({ error: 'too_large', limit: BODY_LIMIT, message: `the request body is over the ${BODY_LIMIT} limit` });
+  res
+    .status(413)
+    .json({ error: 'too_large', limit: BODY_LIMIT, message: `the request body is over the ${BODY_LIMIT} limit` });
 }
 
 export function bodyTooDeep(res: Response): void {
-  res.status(400).json({ error: 'invalid_request', fields: [{ path: '(body)', message: `nested deeper than ${MAX_BODY_DEPTH} levels` }] });
+  res.status(400).json({
+    error: 'invalid_request',
+    fields: [{ path: '(body)', message: `nested deeper than ${MAX_BODY_DEPTH} levels` }],
+  });
 }
 
 /** express's body-parser errors (too large, bad JSON, bad charset, aborted): a 4xx that says which, never a 500. */
 export function bodyParserError(err: { status?: number; type?: string }, res: Response): boolean {
-  if (err.type === 'entity.too.large') return bodyTooLarge(res), true;
+  if (err.type === 'entity.too.large') return (bodyTooLarge(res), true);
   if (err.type === 'entity.parse.failed') {
     res.status(400).json({ error: 'invalid_json', fields: [{ path: '(body)', message: 'body is not valid JSON' }] });
     return true;

@@ -34,16 +34,28 @@ export class InvalidRunRequest extends TerminalError {
 const joinPath = (head: string, path: readonly PropertyKey[]) => [head, ...path.map(String)].join('.');
 
 /** The request's agent and its input as that agent's schema accepts it; an InvalidRunRequest naming the field otherwise. */
-export function resolveIntake(ctx: EngineContext, req: RunRequest, event?: string): { agent: Agent; input: unknown; key: string; runId: string } {
+export function resolveIntake(
+  ctx: EngineContext,
+  req: RunRequest,
+  event?: string,
+): { agent: Agent; input: unknown; key: string; runId: string } {
   const agent = ctx.agents.get(req.agent);
   if (!agent) {
     const path = req.fields.input === 'ticket' ? '(body)' : 'agent';
-    throw new InvalidRunRequest([{ path, message: `agent '${req.agent}' is not run by this deployment (${ctx.agents.names.join(', ')})` }]);
+    throw new InvalidRunRequest([
+      { path, message: `agent '${req.agent}' is not run by this deployment (${ctx.agents.names.join(', ')})` },
+    ]);
   }
   const parsed = agent.input.safeParse(req.input);
-  if (!parsed.success) throw new InvalidRunRequest(parsed.error.issues.map((i) => ({ path: joinPath(req.fields.input, i.path), message: i.message })));
+  if (!parsed.success)
+    throw new InvalidRunRequest(
+      parsed.error.issues.map((i) => ({ path: joinPath(req.fields.input, i.path), message: i.message })),
+    );
   const key = agent.key(parsed.data);
-  const runId = event === undefined ? runIdFor(req.tenant, agent.name, key) : runIdForEvent(req.tenant, agent.name, key, event, ctx.keys.shards);
+  const runId =
+    event === undefined
+      ? runIdFor(req.tenant, agent.name, key)
+      : runIdForEvent(req.tenant, agent.name, key, event, ctx.keys.shards);
   return { agent, input: parsed.data, key, runId };
 }
 
@@ -61,27 +73,51 @@ export function buildSpec(ctx: EngineContext, request: CreateRunRequest, nowMs: 
   const maxSteps = req.budget?.maxSteps ?? cfg.DEFAULT_MAX_STEPS;
   const maxTokens = req.budget?.maxTokens ?? cfg.DEFAULT_MAX_TOKENS;
   const maxWallMs = req.budget?.maxWallMs ?? cfg.DEFAULT_MAX_WALL_MS;
-  if (maxSteps > cfg.LIMIT_MAX_STEPS) problems.push({ path: 'budget.maxSteps', message: `at most ${cfg.LIMIT_MAX_STEPS}` });
-  if (maxTokens > cfg.LIMIT_MAX_TOKENS) problems.push({ path: 'budget.maxTokens', message: `at most ${cfg.LIMIT_MAX_TOKENS}` });
-  if (maxWallMs > cfg.LIMIT_MAX_WALL_MS) problems.push({ path: 'budget.maxWallMs', message: `at most ${cfg.LIMIT_MAX_WALL_MS}` });
+  if (maxSteps > cfg.LIMIT_MAX_STEPS)
+    problems.push({ path: 'budget.maxSteps', message: `at most ${cfg.LIMIT_MAX_STEPS}` });
+  if (maxTokens > cfg.LIMIT_MAX_TOKENS)
+    problems.push({ path: 'budget.maxTokens', message: `at most ${cfg.LIMIT_MAX_TOKENS}` });
+  if (maxWallMs > cfg.LIMIT_MAX_WALL_MS)
+    problems.push({ path: 'budget.maxWallMs', message: `at most ${cfg.LIMIT_MAX_WALL_MS}` });
   // The model is chosen here, once, and pinned in the spec (src/producer/modelChoice.ts).
   const choice = resolveModelChoice(cfg, ctx.providers, agent, req.tenant, req.model, req.fields.model);
   if ('path' in choice) problems.push(choice);
   const model = 'path' in choice ? undefined : choice.provider;
-  if (req.script && !scriptedModelAllowed(cfg)) problems.push({ path: req.fields.script, message: 'run-supplied scripts are refused (APP_MODE=production or SCRIPTED_MODEL_ENABLED=false)' });
-  else if (req.script && model !== undefined && model !== 'scripted') problems.push({ path: req.fields.script, message: 'only the scripted provider takes a script' });
+  if (req.script && !scriptedModelAllowed(cfg))
+    problems.push({
+      path: req.fields.script,
+      message: 'run-supplied scripts are refused (APP_MODE=production or SCRIPTED_MODEL_ENABLED=false)',
+    });
+  else if (req.script && model !== undefined && model !== 'scripted')
+    problems.push({ path: req.fields.script, message: 'only the scripted provider takes a script' });
   if (problems.length > 0 || 'path' in choice) throw new InvalidRunRequest(problems);
   const spec: RunSpec = {
-    v: 2, runId, tenant: req.tenant, agent: agent.name, key, ...(event !== undefined ? { event } : {}), input,
-    model: choice.provider, modelId: choice.model, ...(choice.options ? { modelOptions: choice.options } : {}),
+    v: 2,
+    runId,
+    tenant: req.tenant,
+    agent: agent.name,
+    key,
+    ...(event !== undefined ? { event } : {}),
+    input,
+    model: choice.provider,
+    modelId: choice.model,
+    ...(choice.options ? { modelOptions: choice.options } : {}),
     ...(req.script ? { script: req.script } : {}),
-    agentVersion: agent.version, toolsHash: agent.tools.schemaHash,
+    agentVersion: agent.version,
+    toolsHash: agent.tools.schemaHash,
     limits: { maxSteps, maxTokens, maxWallMs, deadlineAt: nowMs + maxWallMs },
-    createdAt: nowMs, ...(req.priority ? { priority: req.priority } : {}),
+    createdAt: nowMs,
+    ...(req.priority ? { priority: req.priority } : {}),
   };
   // The worker parses the stored spec with this schema: what it would refuse is refused here.
   const check = runSpecSchema.safeParse(JSON.parse(JSON.stringify(spec)));
-  if (!check.success) throw new InvalidRunRequest(check.error.issues.map((i) => ({ path: specFieldToRequest(i.path.map(String).join('.'), req), message: i.message })));
+  if (!check.success)
+    throw new InvalidRunRequest(
+      check.error.issues.map((i) => ({
+        path: specFieldToRequest(i.path.map(String).join('.'), req),
+        message: i.message,
+      })),
+    );
   return spec;
 }
 
@@ -99,12 +135,16 @@ function specFieldToRequest(path: string, req: RunRequest): string {
  * @param event the intake event (default: the Idempotency-Key); a webhook passes its event id.
  */
 export async function startRun(
-  ctx: EngineContext, req: CreateRunRequest, idempotencyKey: string | undefined, nowMs = Date.now(), event = idempotencyKey,
+  ctx: EngineContext,
+  req: CreateRunRequest,
+  idempotencyKey: string | undefined,
+  nowMs = Date.now(),
+  event = idempotencyKey,
 ): Promise<{ runId: string; created: boolean; previousRunId?: string }> {
   const spec = buildSpec(ctx, req, nowMs, event);
   if (idempotencyKey) {
     const key = ctx.keys.requestKey(spec.tenant, idempotencyKey);
-    const previous = (await ctx.redis.set(key, spec.runId, 'PX', REQUEST_KEY_TTL_MS, 'NX', 'GET'));
+    const previous = await ctx.redis.set(key, spec.runId, 'PX', REQUEST_KEY_TTL_MS, 'NX', 'GET');
     if (previous && previous !== spec.runId) {
       if (await ctx.store.exists(previous)) return { runId: previous, created: false };
       // The earlier request died before creating its run: this request's run takes the key.
@@ -117,7 +157,11 @@ export async function startRun(
   // this master and proceed; the caller's retry with the same Idempotency-Key finds it, and if the master dies
   // first the run is gone from the store as from the caller's view (no 201 was given for it).
   await runReplicated(ctx, intake.runId, 'intake');
-  return { runId: intake.runId, created: true, ...(intake.previousRunId ? { previousRunId: intake.previousRunId } : {}) };
+  return {
+    runId: intake.runId,
+    created: true,
+    ...(intake.previousRunId ? { previousRunId: intake.previousRunId } : {}),
+  };
 }
 
 /**
@@ -129,7 +173,10 @@ export async function startRun(
 async function createAdmitted(ctx: EngineContext, spec: RunSpec, nowMs: number): Promise<CreateRunResult> {
   const admission = ctx.admission?.enabled ? ctx.admission : undefined;
   if (!admission) return ctx.store.intake(spec, nowMs);
-  const queued = await admission.enqueue({ runId: spec.runId, tenant: spec.tenant, agent: spec.agent, priority: spec.priority ?? 0 }, nowMs);
+  const queued = await admission.enqueue(
+    { runId: spec.runId, tenant: spec.tenant, agent: spec.agent, priority: spec.priority ?? 0 },
+    nowMs,
+  );
   const intake = await ctx.store.intake(spec, nowMs, true);
   if (intake.outcome !== 'created' && queued) await admission.withdraw(spec.runId);
   await admission.admit();

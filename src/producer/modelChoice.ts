@@ -40,15 +40,25 @@ export function tenantOverride(cfg: ModelConfig, tenant: string, agent: string):
   return byAgent?.[agent] ?? byAgent?.['*'];
 }
 
-function pick(cfg: ModelConfig, agent: Agent, tenant: string, requested: string | undefined, requestField: string): Sourced | ModelProblem {
+function pick(
+  cfg: ModelConfig,
+  agent: Agent,
+  tenant: string,
+  requested: string | undefined,
+  requestField: string,
+): Sourced | ModelProblem {
   const override = tenantOverride(cfg, tenant, agent.name);
   if (override) {
     if (requested !== undefined && requested !== override.provider) {
-      return { path: requestField, message: `tenant '${tenant}' runs agent '${agent.name}' on provider '${override.provider}' (TENANT_MODELS); leave ${requestField} out or name that provider` };
+      return {
+        path: requestField,
+        message: `tenant '${tenant}' runs agent '${agent.name}' on provider '${override.provider}' (TENANT_MODELS); leave ${requestField} out or name that provider`,
+      };
     }
     return { choice: override, field: `TENANT_MODELS.${tenant}` };
   }
-  if (requested !== undefined) return { choice: agent.model?.provider === requested ? agent.model : { provider: requested }, field: requestField };
+  if (requested !== undefined)
+    return { choice: agent.model?.provider === requested ? agent.model : { provider: requested }, field: requestField };
   if (agent.model) return { choice: agent.model, field: `agent '${agent.name}' model` };
   return { choice: { provider: cfg.MODEL_PROVIDER }, field: 'MODEL_PROVIDER' };
 }
@@ -58,15 +68,28 @@ function pick(cfg: ModelConfig, agent: Agent, tenant: string, requested: string 
  * @param requested the provider the request names, if any
  */
 export function resolveModelChoice(
-  cfg: ModelConfig, providers: ReadonlyMap<string, ModelProvider>, agent: Agent, tenant: string, requested: string | undefined, requestField: string,
+  cfg: ModelConfig,
+  providers: ReadonlyMap<string, ModelProvider>,
+  agent: Agent,
+  tenant: string,
+  requested: string | undefined,
+  requestField: string,
 ): ModelChoice | ModelProblem {
   const picked = pick(cfg, agent, tenant, requested, requestField);
   if ('path' in picked) return picked;
   const { choice, field } = picked;
   const provider = providers.get(choice.provider);
-  if (!provider) return { path: requestField, message: `provider '${choice.provider}' (from ${field}) is not enabled: ${enableHint(choice.provider)}` };
+  if (!provider)
+    return {
+      path: requestField,
+      message: `provider '${choice.provider}' (from ${field}) is not enabled: ${enableHint(choice.provider)}`,
+    };
   const model = choice.model ?? provider.defaultModel;
-  if (model === undefined) return { path: requestField, message: `provider '${choice.provider}' (from ${field}) has no default model: name one` };
+  if (model === undefined)
+    return {
+      path: requestField,
+      message: `provider '${choice.provider}' (from ${field}) has no default model: name one`,
+    };
   return { provider: choice.provider, model, ...(choice.options ? { options: choice.options } : {}) };
 }
 
@@ -75,12 +98,23 @@ export function resolveModelChoice(
  * without a choice) MODEL_PROVIDER name a provider this process has, with a
  * model id or a default one. A ConfigError naming the field otherwise.
  */
-export function checkModelChoices(cfg: ModelConfig, agents: AgentCatalog, providers: ReadonlyMap<string, ModelProvider>): void {
+export function checkModelChoices(
+  cfg: ModelConfig,
+  agents: AgentCatalog,
+  providers: ReadonlyMap<string, ModelProvider>,
+): void {
   const check = (field: string, choice: AgentModelChoice) => {
     const provider = providers.get(choice.provider);
-    if (!provider) throw new ConfigError([field], `invalid configuration: ${field}: provider '${choice.provider}' is not enabled on this process: ${enableHint(choice.provider)}`);
+    if (!provider)
+      throw new ConfigError(
+        [field],
+        `invalid configuration: ${field}: provider '${choice.provider}' is not enabled on this process: ${enableHint(choice.provider)}`,
+      );
     if (choice.model === undefined && provider.defaultModel === undefined) {
-      throw new ConfigError([field], `invalid configuration: ${field}: provider '${choice.provider}' has no default model: name one`);
+      throw new ConfigError(
+        [field],
+        `invalid configuration: ${field}: provider '${choice.provider}' has no default model: name one`,
+      );
     }
   };
   for (const agent of agents.all) {
@@ -90,7 +124,11 @@ export function checkModelChoices(cfg: ModelConfig, agents: AgentCatalog, provid
   for (const [tenant, byAgent] of Object.entries(cfg.TENANT_MODELS)) {
     for (const [agent, choice] of Object.entries(byAgent)) {
       const field = `TENANT_MODELS.${tenant}.${agent}`;
-      if (agent !== '*' && !agents.get(agent)) throw new ConfigError([field], `invalid configuration: ${field}: no agent '${agent}' in this deployment (${agents.names.join(', ')})`);
+      if (agent !== '*' && !agents.get(agent))
+        throw new ConfigError(
+          [field],
+          `invalid configuration: ${field}: no agent '${agent}' in this deployment (${agents.names.join(', ')})`,
+        );
       check(`${field}.provider`, choice);
     }
   }

@@ -70,8 +70,13 @@ export class Schedules {
   /** Made on first use: BullMQ writes a queue's meta keys when it is constructed, and an API that never schedules writes none. */
   get queue(): Queue {
     if (!this.made) {
-      this.made = new Queue(this.ctx.keys.schedulesQueueName(), { connection: this.ctx.redis, prefix: this.ctx.keys.bullPrefix });
-      this.made.on('error', (err) => this.ctx.log.warn({ code: 'schedules_queue_error', err }, 'schedules queue error'));
+      this.made = new Queue(this.ctx.keys.schedulesQueueName(), {
+        connection: this.ctx.redis,
+        prefix: this.ctx.keys.bullPrefix,
+      });
+      this.made.on('error', (err) =>
+        this.ctx.log.warn({ code: 'schedules_queue_error', err }, 'schedules queue error'),
+      );
     }
     return this.made;
   }
@@ -81,7 +86,11 @@ export class Schedules {
    * as a run request would be (an InvalidRunRequest names the field); nothing is written then.
    */
   async put(id: string, body: ScheduleBody): Promise<Schedule> {
-    buildSpec(this.ctx, { tenant: body.tenant, agent: body.agent, input: body.input, ...(body.budget ? { budget: body.budget } : {}) }, Date.now());
+    buildSpec(
+      this.ctx,
+      { tenant: body.tenant, agent: body.agent, input: body.input, ...(body.budget ? { budget: body.budget } : {}) },
+      Date.now(),
+    );
     const previous = await this.get(body.tenant, id);
     const schedule: Schedule = { ...body, id, paused: previous?.paused ?? false };
     await this.ctx.redis.hset(this.ctx.keys.schedules(), schedulerId(body.tenant, id), JSON.stringify(schedule));
@@ -127,7 +136,11 @@ export class Schedules {
     await this.queue.upsertJobScheduler(
       schedulerId(s.tenant, s.id),
       { pattern: s.cron, tz: s.tz ?? 'UTC' },
-      { name: 'tick', data: { tenant: s.tenant, id: s.id }, opts: { removeOnComplete: { count: 100 }, removeOnFail: { count: 1000 } } },
+      {
+        name: 'tick',
+        data: { tenant: s.tenant, id: s.id },
+        opts: { removeOnComplete: { count: 100 }, removeOnFail: { count: 1000 } },
+      },
     );
   }
 
@@ -157,7 +170,10 @@ export async function runTick(ctx: EngineContext, schedules: Schedules, job: Job
   const count = (outcome: string) => ctx.metrics.scheduleTicks.inc({ outcome });
   if (!s || s.paused) {
     count('skipped');
-    ctx.log.info({ code: 'schedule_tick_skipped', tenant: data.tenant, schedule: data.id }, 'tick of a removed or paused schedule');
+    ctx.log.info(
+      { code: 'schedule_tick_skipped', tenant: data.tenant, schedule: data.id },
+      'tick of a removed or paused schedule',
+    );
     return 'skipped';
   }
   const tickAt = tickTimeOf(job);
@@ -165,12 +181,18 @@ export async function runTick(ctx: EngineContext, schedules: Schedules, job: Job
     const req = { tenant: s.tenant, agent: s.agent, input: s.input, ...(s.budget ? { budget: s.budget } : {}) };
     const { runId, created } = await startRun(ctx, req, undefined, now, `schedule:${s.id}:${tickAt}`);
     count(created ? 'started' : 'duplicate');
-    ctx.log.info({ code: 'schedule_tick', tenant: s.tenant, schedule: s.id, tickAt, runId, created }, 'schedule ticked');
+    ctx.log.info(
+      { code: 'schedule_tick', tenant: s.tenant, schedule: s.id, tickAt, runId, created },
+      'schedule ticked',
+    );
     return runId;
   } catch (err) {
     if (!(err instanceof InvalidRunRequest)) throw err;
     count('invalid');
-    ctx.log.warn({ code: 'schedule_invalid', tenant: s.tenant, schedule: s.id, fields: err.fields.map((f) => f.path) }, 'schedule no longer validates');
+    ctx.log.warn(
+      { code: 'schedule_invalid', tenant: s.tenant, schedule: s.id, fields: err.fields.map((f) => f.path) },
+      'schedule no longer validates',
+    );
     return 'invalid';
   }
 }
@@ -178,7 +200,9 @@ export async function runTick(ctx: EngineContext, schedules: Schedules, job: Job
 /** The worker that turns ticks into runs (run in worker processes; any number of them: one run per tick). */
 export function startScheduleWorker(ctx: EngineContext, schedules: Schedules): Worker {
   const w = new Worker(ctx.keys.schedulesQueueName(), (job) => runTick(ctx, schedules, job), {
-    connection: ctx.redis.duplicate(), prefix: ctx.keys.bullPrefix, concurrency: 4,
+    connection: ctx.redis.duplicate(),
+    prefix: ctx.keys.bullPrefix,
+    concurrency: 4,
   });
   w.on('error', (err) => ctx.log.warn({ code: 'schedule_worker_error', err }, 'schedule worker error'));
   return w;

@@ -74,10 +74,15 @@ export interface RunRequest {
 export function normalizeRunRequest(req: CreateRunRequest): RunRequest {
   if ('ticket' in req) {
     return {
-      tenant: req.tenant, agent: SHORTHAND_AGENT, input: req.ticket, budget: req.budget, model: req.agent?.model, script: req.agent?.script, priority: req.priority,
+      tenant: req.tenant,
+      agent: SHORTHAND_AGENT,
+      input: req.ticket,
+      budget: req.budget,
+      model: req.agent?.model,
+      script: req.agent?.script,
+      priority: req.priority,
       fields: { input: 'ticket', model: 'agent.model', script: 'agent.script' },
     };
   }
   return { ...req, fields: { input: 'input', model: 'model', script: 'script' } };
 }
-

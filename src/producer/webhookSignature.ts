@@ -23,7 +23,12 @@ export function parseTimestamp(value: string): number | undefined {
 export type SignatureCheck = 'ok' | 'missing' | 'bad_timestamp' | 'stale' | 'bad_signature';
 
 export function checkSignature(
-  secret: string, signature: string | undefined, timestamp: string | undefined, rawBody: Buffer, nowMs: number, toleranceS: number,
+  secret: string,
+  signature: string | undefined,
+  timestamp: string | undefined,
+  rawBody: Buffer,
+  nowMs: number,
+  toleranceS: number,
 ): SignatureCheck {
   if (!signature || !timestamp) return 'missing';
   const at = parseTimestamp(timestamp);

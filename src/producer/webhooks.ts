@@ -40,20 +40,30 @@ const TENANT = /^[a-z0-9][a-z0-9_-]{0,62}$/i;
 export const ticketEventSchema = z.object({ v: z.literal(1), eventId: eventKeySchema, ticket: ticketSchema }).strict();
 
 /** The JSON a Zendesk webhook is configured to send (Zendesk placeholders fill it). */
-export const zendeskEventSchema = z.object({
-  eventId: eventKeySchema.optional(),
-  /** A ticket-updated / comment-added event carries the comment: its id names the event, its body is the message. */
-  comment: z.object({
-    id: z.union([z.string().regex(/^[\w-]{1,100}$/, '1 to 100 letters, digits, _ or -'), z.number().int().nonnegative()]),
-    body: z.string().min(1).max(200_000),
-  }).strict().optional(),
-  ticket: z.object({
-    id: z.union([z.string().min(1).max(200), z.number().int().nonnegative()]),
-    subject: z.string().min(1).max(1000),
-    description: z.string().max(200_000),
-    requester: z.object({ email: z.string().email(), name: z.string().min(1).max(200) }).strict(),
-  }).strict(),
-}).strict();
+export const zendeskEventSchema = z
+  .object({
+    eventId: eventKeySchema.optional(),
+    /** A ticket-updated / comment-added event carries the comment: its id names the event, its body is the message. */
+    comment: z
+      .object({
+        id: z.union([
+          z.string().regex(/^[\w-]{1,100}$/, '1 to 100 letters, digits, _ or -'),
+          z.number().int().nonnegative(),
+        ]),
+        body: z.string().min(1).max(200_000),
+      })
+      .strict()
+      .optional(),
+    ticket: z
+      .object({
+        id: z.union([z.string().min(1).max(200), z.number().int().nonnegative()]),
+        subject: z.string().min(1).max(1000),
+        description: z.string().max(200_000),
+        requester: z.object({ email: z.string().email(), name: z.string().min(1).max(200) }).strict(),
+      })
+      .strict(),
+  })
+  .strict();
 
 type Parsed =
   | { ok: true; eventId: string; ticket: Ticket }
@@ -119,7 +129,11 @@ function parseZendeskEvent(raw: Buffer): Parsed {
   const eventId = p.data.eventId ?? (comment ? `zendesk-comment-${comment.id}` : undefined) ?? bodyDigest(raw);
   // A comment's body is the customer's new message; the ticket's description was the first one.
   const message = comment ? comment.body : t.description;
-  return { ok: true, eventId, ticket: { id: `zendesk-${t.id}`, subject: t.subject, body: message, customer: t.requester } };
+  return {
+    ok: true,
+    eventId,
+    ticket: { id: `zendesk-${t.id}`, subject: t.subject, body: message, customer: t.requester },
+  };
 }
 
 export function webhooksRouter(ctx: EngineContext, now: () => number = Date.now): Router {
@@ -129,16 +143,32 @@ export function webhooksRouter(ctx: EngineContext, now: () => number = Date.now)
   const handle = (parse: (raw: Buffer) => Parsed) => async (req: express.Request, res: Response) => {
     const tenant = param(req.params.tenant) || (typeof req.query.tenant === 'string' ? req.query.tenant : '');
     // Own keys only: `constructor` or `toString` must not find Object.prototype's (a function is no secret).
-    const secret = TENANT.test(tenant) && Object.hasOwn(ctx.cfg.WEBHOOK_SECRETS, tenant) ? ctx.cfg.WEBHOOK_SECRETS[tenant] : undefined;
+    const secret =
+      TENANT.test(tenant) && Object.hasOwn(ctx.cfg.WEBHOOK_SECRETS, tenant)
+        ? ctx.cfg.WEBHOOK_SECRETS[tenant]
+        : undefined;
     const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
-    const check = secret === undefined ? 'unknown_tenant' : checkSignature(secret, req.header(SIGNATURE_HEADER), req.header(TIMESTAMP_HEADER), body, now(), ctx.cfg.WEBHOOK_TOLERANCE_S);
+    const check =
+      secret === undefined
+        ? 'unknown_tenant'
+        : checkSignature(
+            secret,
+            req.header(SIGNATURE_HEADER),
+            req.header(TIMESTAMP_HEADER),
+            body,
+            now(),
+            ctx.cfg.WEBHOOK_TOLERANCE_S,
+          );
     if (check !== 'ok') {
       ctx.log.warn({ code: `webhook_${check}`, tenant }, 'webhook refused');
       return void res.status(401).json({ error: 'invalid_signature', reason: check });
     }
     const parsed = parse(body);
     if (!parsed.ok) {
-      if ('json' in parsed) return void res.status(400).json({ error: 'invalid_json', fields: [{ path: '(body)', message: 'body is not valid JSON' }] });
+      if ('json' in parsed)
+        return void res
+          .status(400)
+          .json({ error: 'invalid_json', fields: [{ path: '(body)', message: 'body is not valid JSON' }] });
       if ('deep' in parsed) return bodyTooDeep(res);
       if ('illFormed' in parsed) return bodyIllFormed(res, parsed.illFormed);
       return void invalid(res, parsed.error);
@@ -147,7 +177,8 @@ export function webhooksRouter(ctx: EngineContext, now: () => number = Date.now)
     try {
       runId = runIdOf(ctx, { tenant, ticket: parsed.ticket }, parsed.eventId);
     } catch (err) {
-      if (err instanceof InvalidRunRequest) return void res.status(400).json({ error: 'invalid_request', fields: err.fields });
+      if (err instanceof InvalidRunRequest)
+        return void res.status(400).json({ error: 'invalid_request', fields: err.fields });
       throw err;
     }
     const key = ctx.keys.webhookEvent(tenant, parsed.eventId);
@@ -161,12 +192,16 @@ export function webhooksRouter(ctx: EngineContext, now: () => number = Date.now)
       res.status(started.created ? 201 : 200).json({ ...started, duplicate: false });
     } catch (err) {
       await ctx.redis.del(key);
-      if (err instanceof InvalidRunRequest) return void res.status(400).json({ error: 'invalid_request', fields: err.fields });
+      if (err instanceof InvalidRunRequest)
+        return void res.status(400).json({ error: 'invalid_request', fields: err.fields });
       throw err;
     }
   };
 
-  for (const [path, parse] of [['/webhooks/tickets', parseTicketEvent], ['/webhooks/zendesk', parseZendeskEvent]] as const) {
+  for (const [path, parse] of [
+    ['/webhooks/tickets', parseTicketEvent],
+    ['/webhooks/zendesk', parseZendeskEvent],
+  ] as const) {
     r.post(path, raw, handle(parse));
     r.post(`${path}/:tenant`, raw, handle(parse));
   }

@@ -34,7 +34,10 @@ export interface RunQuery {
   limit: number;
 }
 
-export interface RunCursor { at: number; runId: string }
+export interface RunCursor {
+  at: number;
+  runId: string;
+}
 
 export interface RunRow {
   runId: string;
@@ -48,7 +51,10 @@ export interface RunRow {
   statusAt: number;
 }
 
-export interface RunPage { runs: RunRow[]; nextCursor?: string }
+export interface RunPage {
+  runs: RunRow[];
+  nextCursor?: string;
+}
 
 /** At most this many index entries are read per page per filtered-out row allowance, so one request stays bounded. */
 const EXAMINE_FACTOR = 10;
@@ -70,7 +76,10 @@ class Source {
   buffer: { runId: string; at: number }[] = [];
 
   constructor(
-    readonly shard: number, readonly key: string, private readonly after: RunCursor | undefined, private readonly batch: number,
+    readonly shard: number,
+    readonly key: string,
+    private readonly after: RunCursor | undefined,
+    private readonly batch: number,
     private readonly range: { since?: number | undefined; until?: number | undefined } = {},
   ) {}
 
@@ -101,7 +110,8 @@ class Source {
 
 function sourcesOf(keys: KeySpace, q: RunQuery): Source[] {
   const out: Source[] = [];
-  const add = (shard: number, key: string) => out.push(new Source(shard, key, q.cursor, q.limit + 1, { since: q.since, until: q.until }));
+  const add = (shard: number, key: string) =>
+    out.push(new Source(shard, key, q.cursor, q.limit + 1, { since: q.since, until: q.until }));
   for (const shard of keys.allShards()) {
     for (const status of q.statuses) {
       if (q.tenants !== undefined) for (const t of q.tenants) add(shard, keys.runsByTenant(shard, t, status));
@@ -123,15 +133,17 @@ async function fill(redis: RedisClient, sources: Source[]): Promise<void> {
 async function fillOnce(redis: RedisClient, sources: Source[]): Promise<void> {
   const byShard = new Map<number, Source[]>();
   for (const s of sources) if (s.needsMore) byShard.set(s.shard, [...(byShard.get(s.shard) ?? []), s]);
-  await Promise.all([...byShard.values()].map(async (group) => {
-    const pipe = redis.pipeline();
-    for (const s of group) pipe.call('ZRANGE', ...s.args());
-    const res = (await pipe.exec()) ?? [];
-    res.forEach(([err, reply], i) => {
-      if (err) throw err;
-      group[i]!.take(reply as string[]);
-    });
-  }));
+  await Promise.all(
+    [...byShard.values()].map(async (group) => {
+      const pipe = redis.pipeline();
+      for (const s of group) pipe.call('ZRANGE', ...s.args());
+      const res = (await pipe.exec()) ?? [];
+      res.forEach(([err, reply], i) => {
+        if (err) throw err;
+        group[i]!.take(reply as string[]);
+      });
+    }),
+  );
 }
 
 export async function listRuns(redis: RedisClient, keys: KeySpace, q: RunQuery): Promise<RunPage> {
@@ -155,13 +167,30 @@ export async function listRuns(redis: RedisClient, keys: KeySpace, q: RunQuery):
     const { runId, at } = best.buffer.shift()!;
     examined++;
     last = { at, runId };
-    const [status, reason, tenant, agent, cursor, createdAt] = await redis.hmget(keys.run(runId).run, 'status', 'reason', 'tenant', 'agent', 'cursor', 'createdAt');
+    const [status, reason, tenant, agent, cursor, createdAt] = await redis.hmget(
+      keys.run(runId).run,
+      'status',
+      'reason',
+      'tenant',
+      'agent',
+      'cursor',
+      'createdAt',
+    );
     if (status === null || status === undefined) {
       await redis.zrem(best.key, runId); // the run expired (retention): its entry goes too
       continue;
     }
     if (q.agent !== undefined && (agent ?? '') !== q.agent) continue;
-    rows.push({ runId, status, reason: reason ?? '', tenant: tenant ?? '', agent: agent ?? '', step: Number(cursor ?? 0), createdAt: Number(createdAt ?? 0), statusAt: at });
+    rows.push({
+      runId,
+      status,
+      reason: reason ?? '',
+      tenant: tenant ?? '',
+      agent: agent ?? '',
+      step: Number(cursor ?? 0),
+      createdAt: Number(createdAt ?? 0),
+      statusAt: at,
+    });
   }
   // A full page (or the examine bound): there may be more after the last entry read.
   await fill(redis, sources);
@@ -170,20 +199,29 @@ export async function listRuns(redis: RedisClient, keys: KeySpace, q: RunQuery):
 }
 
 /** Runs per status over every shard (agent_runs_by_status); a terminal status counts only entries younger than the retention. */
-export async function countRunsByStatus(redis: RedisClient, keys: KeySpace, statuses: readonly string[], terminal: ReadonlySet<string>, retentionMs: number, now: number): Promise<Record<string, number>> {
+export async function countRunsByStatus(
+  redis: RedisClient,
+  keys: KeySpace,
+  statuses: readonly string[],
+  terminal: ReadonlySet<string>,
+  retentionMs: number,
+  now: number,
+): Promise<Record<string, number>> {
   const out: Record<string, number> = Object.fromEntries(statuses.map((s) => [s, 0]));
   // One pipeline per shard (one Redis Cluster slot each).
-  await Promise.all(keys.allShards().map(async (shard) => {
-    const pipe = redis.pipeline();
-    for (const status of statuses) {
-      const key = keys.runsByStatus(shard, status);
-      if (terminal.has(status) && retentionMs > 0) pipe.zcount(key, now - retentionMs, '+inf');
-      else pipe.zcard(key);
-    }
-    ((await pipe.exec()) ?? []).forEach(([err, n], i) => {
-      if (err) throw err;
-      out[statuses[i]!]! += Number(n);
-    });
-  }));
+  await Promise.all(
+    keys.allShards().map(async (shard) => {
+      const pipe = redis.pipeline();
+      for (const status of statuses) {
+        const key = keys.runsByStatus(shard, status);
+        if (terminal.has(status) && retentionMs > 0) pipe.zcount(key, now - retentionMs, '+inf');
+        else pipe.zcard(key);
+      }
+      ((await pipe.exec()) ?? []).forEach(([err, n], i) => {
+        if (err) throw err;
+        out[statuses[i]!]! += Number(n);
+      });
+    }),
+  );
   return out;
 }

@@ -29,12 +29,20 @@ export class ShardQueues {
   private readonly queues = new Map<number, Queue>();
 
   /** @param onError connection errors (a Redis restart); without a listener BullMQ prints them raw. */
-  constructor(readonly keys: KeySpace, private readonly connection: RedisClient, private readonly onError: (err: Error) => void = () => {}) {}
+  constructor(
+    readonly keys: KeySpace,
+    private readonly connection: RedisClient,
+    private readonly onError: (err: Error) => void = () => {},
+  ) {}
 
   byShard(shard: number): Queue {
     let q = this.queues.get(shard);
     if (!q) {
-      q = new Queue(this.keys.queueName(shard), { connection: this.connection, prefix: this.keys.bullPrefix, streams: { events: { maxLen: BULL_EVENTS_MAX_LEN } } });
+      q = new Queue(this.keys.queueName(shard), {
+        connection: this.connection,
+        prefix: this.keys.bullPrefix,
+        streams: { events: { maxLen: BULL_EVENTS_MAX_LEN } },
+      });
       q.on('error', this.onError);
       this.queues.set(shard, q);
     }

@@ -41,14 +41,25 @@ export function retryExtension(detail: string): { steps: number; tokens: number 
 }
 
 export function replayRun(spec: RunSpec, journal: JournalEntry[], opts: ReplayOptions): ReplayReport {
-  const limits = { ...spec.limits, maxSteps: opts.maxSteps ?? spec.limits.maxSteps, maxTokens: opts.maxTokens ?? spec.limits.maxTokens, deadlineAt: Number.MAX_SAFE_INTEGER };
+  const limits = {
+    ...spec.limits,
+    maxSteps: opts.maxSteps ?? spec.limits.maxSteps,
+    maxTokens: opts.maxTokens ?? spec.limits.maxTokens,
+    deadlineAt: Number.MAX_SAFE_INTEGER,
+  };
   const replaySpec: RunSpec = { ...spec, limits };
   const used: Usage = { steps: 0, tokens: 0 };
   // Offline: the transcript's tokens counted exactly (the worker does so whenever its byte bound could stop a call).
   let contextTokens = 0;
   const inputTokens = opts.inputTokens ?? defaultInputTokens(spec.input);
   const decisions = journal.filter((e) => e.kind === 'decision');
-  const report: ReplayReport = { runId: spec.runId, recordedSteps: decisions.length, stepsReplayed: 0, tokensSpent: 0, completed: false };
+  const report: ReplayReport = {
+    runId: spec.runId,
+    recordedSteps: decisions.length,
+    stepsReplayed: 0,
+    tokensSpent: 0,
+    completed: false,
+  };
   // An operator's retry raised the run's own limits from its place in the journal on (a limit given to the replay stays as given).
   const extend = (e: JournalEntry) => {
     if (e.kind !== 'operator' || e.action !== 'retry') return;
@@ -61,13 +72,22 @@ export function replayRun(spec: RunSpec, journal: JournalEntry[], opts: ReplayOp
     const d = journal[i]!;
     if (i > applied) extend(d);
     if (d.kind !== 'decision') continue;
-    const stop = preflight(replaySpec, used, estimateCallTokens(inputTokens, contextTokens, opts.completionCap, opts.tools), 0);
+    const stop = preflight(
+      replaySpec,
+      used,
+      estimateCallTokens(inputTokens, contextTokens, opts.completionCap, opts.tools),
+      0,
+    );
     if (stop) {
       report.stoppedAt = { step: d.step, status: 'budget_exceeded', reason: stop.reason };
       break;
     }
     if (opts.maxAttempts !== undefined && d.attempts > opts.maxAttempts) {
-      report.stoppedAt = { step: d.step, status: 'failed', reason: `model_failed: needed ${d.attempts} attempts, policy allows ${opts.maxAttempts}` };
+      report.stoppedAt = {
+        step: d.step,
+        status: 'failed',
+        reason: `model_failed: needed ${d.attempts} attempts, policy allows ${opts.maxAttempts}`,
+      };
       break;
     }
     used.tokens += d.usage.promptTokens + d.usage.completionTokens;
@@ -78,7 +98,8 @@ export function replayRun(spec: RunSpec, journal: JournalEntry[], opts: ReplayOp
       break;
     }
     used.steps += 1;
-    for (const e of journal.filter((x) => x.step === d.step && isContext(x.kind))) contextTokens += estimateTokens(encodeEntry(e));
+    for (const e of journal.filter((x) => x.step === d.step && isContext(x.kind)))
+      contextTokens += estimateTokens(encodeEntry(e));
     report.stepsReplayed++;
     if (d.final !== undefined && d.toolCalls.length === 0) {
       report.completed = true;
@@ -90,7 +111,11 @@ export function replayRun(spec: RunSpec, journal: JournalEntry[], opts: ReplayOp
       applied = j;
     }
     if (used.steps >= limits.maxSteps) {
-      report.stoppedAt = { step: d.step, status: 'budget_exceeded', reason: `steps: ${used.steps} of ${limits.maxSteps} used` };
+      report.stoppedAt = {
+        step: d.step,
+        status: 'budget_exceeded',
+        reason: `steps: ${used.steps} of ${limits.maxSteps} used`,
+      };
       break;
     }
   }

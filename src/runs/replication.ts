@@ -16,7 +16,11 @@ import { NotReplicatedError, replicated } from '../store/replicated.js';
 export type ReplicatedWrite = 'intake' | 'dispatch';
 
 /** Waits until the writes made so far to `runId`'s master are on REDIS_MIN_REPLICAS replicas (NotReplicatedError if not). */
-export async function runReplicated(ctx: Pick<EngineContext, 'redis' | 'keys' | 'cfg' | 'metrics'>, runId: string, write: ReplicatedWrite): Promise<void> {
+export async function runReplicated(
+  ctx: Pick<EngineContext, 'redis' | 'keys' | 'cfg' | 'metrics'>,
+  runId: string,
+  write: ReplicatedWrite,
+): Promise<void> {
   const { REDIS_MIN_REPLICAS: minReplicas, REDIS_REPLICA_WAIT_MS: timeoutMs, STORE_RETRY_AFTER_S: retryS } = ctx.cfg;
   if (minReplicas <= 0) return;
   const end = ctx.metrics.replicationWaits.startTimer({ write });

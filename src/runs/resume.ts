@@ -11,7 +11,10 @@ const SETTLE_POLL_MS = 50;
  * second call is a no-op (resume is fenced on the status).
  */
 export async function resumeParked(
-  ctx: EngineContext, runId: string, expected: 'waiting_approval' | 'needs_human', settleMs = 3000,
+  ctx: EngineContext,
+  runId: string,
+  expected: 'waiting_approval' | 'needs_human',
+  settleMs = 3000,
 ): Promise<boolean> {
   const deadline = Date.now() + settleMs;
   for (;;) {

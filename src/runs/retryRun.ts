@@ -46,7 +46,16 @@ export interface RetryExtension {
 }
 
 export type RetryOutcome =
-  | { ok: true; runId: string; from: string; reason: string; step: number; jobId: string; limits: RunLimits; extension: Required<RetryExtension> }
+  | {
+      ok: true;
+      runId: string;
+      from: string;
+      reason: string;
+      step: number;
+      jobId: string;
+      limits: RunLimits;
+      extension: Required<RetryExtension>;
+    }
   | { ok: false; code: 'run_missing' }
   | { ok: false; code: 'not_retryable'; status: string }
   | { ok: false; code: 'version_mismatch' | 'approval_expired' | 'moved_on'; status: string }
@@ -59,7 +68,13 @@ export type RetryOutcome =
 const EXTENDABLE: Record<string, keyof RetryExtension> = { steps: 'steps', tokens: 'tokens', wall_clock: 'wallMs' };
 
 /** `by`: the authenticated operator's name (recorded in the journal and the event). */
-export async function retryRun(ctx: EngineContext, runId: string, by: string, ext: RetryExtension, now = Date.now()): Promise<RetryOutcome> {
+export async function retryRun(
+  ctx: EngineContext,
+  runId: string,
+  by: string,
+  ext: RetryExtension,
+  now = Date.now(),
+): Promise<RetryOutcome> {
   const k = ctx.keys.run(runId);
   const [[status, reason, cursorRaw, resumesRaw, tenant], budget] = await Promise.all([
     ctx.redis.hmget(k.run, 'status', 'reason', 'cursor', 'resumes', 'tenant'),
@@ -70,19 +85,32 @@ export async function retryRun(ctx: EngineContext, runId: string, by: string, ex
     return { ok: false, code: 'run_missing' };
   }
   const reasonText = reason ?? '';
-  const count = (outcomeCode: string) => ctx.metrics.runRetries.inc({ from: status, reason: reasonCode(reasonText), outcome: outcomeCode });
+  const count = (outcomeCode: string) =>
+    ctx.metrics.runRetries.inc({ from: status, reason: reasonCode(reasonText), outcome: outcomeCode });
   const refuse = <T extends Refusal>(r: T): T => {
     count(r.code);
     ctx.log.info({ code: 'retry_refused', runId, refusal: r.code, from: status, operator: by }, 'retry refused');
     return r;
   };
 
-  const [maxSteps, maxTokens, maxWallMs, deadlineAt] = budget.slice(0, 4).map(Number) as [number, number, number, number];
-  const plan = planRetry({ status, reason: reasonText }, { maxSteps, maxTokens, maxWallMs, deadlineAt }, ext, now, ctx.cfg);
+  const [maxSteps, maxTokens, maxWallMs, deadlineAt] = budget.slice(0, 4).map(Number) as [
+    number,
+    number,
+    number,
+    number,
+  ];
+  const plan = planRetry(
+    { status, reason: reasonText },
+    { maxSteps, maxTokens, maxWallMs, deadlineAt },
+    ext,
+    now,
+    ctx.cfg,
+  );
   if (!plan.ok) return refuse(plan);
   const { limits, extension } = plan;
   const dayUsed = await tenantDayUsed(ctx, tenant ?? '', now);
-  if (dayUsed !== undefined && dayUsed >= ctx.cfg.TENANT_DAILY_TOKENS) return refuse({ ok: false, code: 'tenant_budget_exhausted', tenant: tenant ?? '' });
+  if (dayUsed !== undefined && dayUsed >= ctx.cfg.TENANT_DAILY_TOKENS)
+    return refuse({ ok: false, code: 'tenant_budget_exhausted', tenant: tenant ?? '' });
 
   const cursor = Number(cursorRaw ?? 0);
   const resumes = Number(resumesRaw ?? 0);
@@ -94,25 +122,49 @@ export async function retryRun(ctx: EngineContext, runId: string, by: string, ex
   if (!state) return refuse({ ok: false, code: 'run_missing' });
   const { used } = state;
   const data: StepJobData = { v: 1, runId, step: cursor, used, resume: true, ...(carryLimits ? { limits } : {}) };
-  const job = await captureAddStandardJob(ctx.queues.forRun(runId), STEP_JOB_NAME, data, { ...ctx.queues.jobOptions(runId, cursor), jobId });
+  const job = await captureAddStandardJob(ctx.queues.forRun(runId), STEP_JOB_NAME, data, {
+    ...ctx.queues.jobOptions(runId, cursor),
+    jobId,
+  });
   const detail = `from=${status},steps=+${extension.steps},tokens=+${extension.tokens},wall_ms=+${extension.wallMs}`;
   const entry: OperatorEntry = { v: 1, kind: 'operator', step: cursor, action: 'retry', by, at: now, detail };
   const r = await retryRunCall(ctx.redis, k, {
-    runId, expected: { status, cursor, resumes }, jobId, now, eventsMaxLen: ctx.cfg.EVENTS_MAX_LEN, limits, extended,
+    runId,
+    expected: { status, cursor, resumes },
+    jobId,
+    now,
+    eventsMaxLen: ctx.cfg.EVENTS_MAX_LEN,
+    limits,
+    extended,
     entry: JSON.stringify(entry),
-    retriedEvent: JSON.stringify({ from: status, reason: reasonCode(reasonText), by, step: cursor, jobId, extension, limits }),
+    retriedEvent: JSON.stringify({
+      from: status,
+      reason: reasonCode(reasonText),
+      by,
+      step: cursor,
+      jobId,
+      extension,
+      limits,
+    }),
     statusEvent: JSON.stringify({ status: 'running', reason: 'retried', from: status }),
     job,
   });
   switch (r.outcome) {
     case 'retried':
       count('retried');
-      ctx.log.info({ code: 'run_retried', runId, from: status, step: cursor, jobId, operator: by, extended }, 'run retried');
+      ctx.log.info(
+        { code: 'run_retried', runId, from: status, step: cursor, jobId, operator: by, extended },
+        'run retried',
+      );
       return { ok: true, runId, from: status, reason: reasonText, step: cursor, jobId, limits, extension };
-    case 'wrong_status': return refuse({ ok: false, code: 'not_retryable', status: r.status });
-    case 'moved_on': return refuse({ ok: false, code: 'moved_on', status });
-    case 'budget_exhausted': return refuse({ ok: false, code: 'budget_exhausted', budget: r.budget });
-    case 'action_waiting': return refuse({ ok: false, code: 'action_waiting', actionId: r.actionId });
+    case 'wrong_status':
+      return refuse({ ok: false, code: 'not_retryable', status: r.status });
+    case 'moved_on':
+      return refuse({ ok: false, code: 'moved_on', status });
+    case 'budget_exhausted':
+      return refuse({ ok: false, code: 'budget_exhausted', budget: r.budget });
+    case 'action_waiting':
+      return refuse({ ok: false, code: 'action_waiting', actionId: r.actionId });
   }
 }
 
@@ -125,7 +177,10 @@ type Refusal = Extract<RetryOutcome, { ok: false }>;
  * again by the script, atomically with the change.
  */
 export function planRetry(
-  run: { status: string; reason: string }, old: RunLimits, ext: RetryExtension, now: number,
+  run: { status: string; reason: string },
+  old: RunLimits,
+  ext: RetryExtension,
+  now: number,
   ceilings: { LIMIT_MAX_STEPS: number; LIMIT_MAX_TOKENS: number; LIMIT_MAX_WALL_MS: number },
 ): { ok: true; limits: RunLimits; extension: Required<RetryExtension> } | Refusal {
   const { status } = run;
@@ -134,7 +189,8 @@ export function planRetry(
   if (why === 'version_mismatch' || why === 'approval_expired') return { ok: false, code: why, status };
   const extension = { steps: ext.steps ?? 0, tokens: ext.tokens ?? 0, wallMs: ext.wallMs ?? 0 };
   const stoppedBy = EXTENDABLE[why];
-  if (status === 'budget_exceeded' && stoppedBy && extension[stoppedBy] === 0) return { ok: false, code: 'extension_required', budget: why };
+  if (status === 'budget_exceeded' && stoppedBy && extension[stoppedBy] === 0)
+    return { ok: false, code: 'extension_required', budget: why };
   const limits: RunLimits = {
     maxSteps: old.maxSteps + extension.steps,
     maxTokens: old.maxTokens + extension.tokens,
@@ -142,9 +198,12 @@ export function planRetry(
     maxWallMs: old.maxWallMs + extension.wallMs,
     deadlineAt: extension.wallMs > 0 ? Math.max(old.deadlineAt, now) + extension.wallMs : old.deadlineAt,
   };
-  if (limits.maxSteps > ceilings.LIMIT_MAX_STEPS) return { ok: false, code: 'over_limit', field: 'steps', limit: ceilings.LIMIT_MAX_STEPS };
-  if (limits.maxTokens > ceilings.LIMIT_MAX_TOKENS) return { ok: false, code: 'over_limit', field: 'tokens', limit: ceilings.LIMIT_MAX_TOKENS };
-  if (limits.maxWallMs > ceilings.LIMIT_MAX_WALL_MS) return { ok: false, code: 'over_limit', field: 'wallMs', limit: ceilings.LIMIT_MAX_WALL_MS };
+  if (limits.maxSteps > ceilings.LIMIT_MAX_STEPS)
+    return { ok: false, code: 'over_limit', field: 'steps', limit: ceilings.LIMIT_MAX_STEPS };
+  if (limits.maxTokens > ceilings.LIMIT_MAX_TOKENS)
+    return { ok: false, code: 'over_limit', field: 'tokens', limit: ceilings.LIMIT_MAX_TOKENS };
+  if (limits.maxWallMs > ceilings.LIMIT_MAX_WALL_MS)
+    return { ok: false, code: 'over_limit', field: 'wallMs', limit: ceilings.LIMIT_MAX_WALL_MS };
   return { ok: true, limits, extension };
 }
 

@@ -15,7 +15,12 @@ export const maxTokensSchema = z.number().int().positive().max(HARD_LIMITS.maxTo
 export const maxWallMsSchema = z.number().int().positive().max(HARD_LIMITS.maxWallMs);
 
 /** A run's limits: in its spec as created, in a step job's data once an operator's retry extended them. */
-export const limitsSchema = z.object({ maxSteps: maxStepsSchema, maxTokens: maxTokensSchema, maxWallMs: maxWallMsSchema, deadlineAt: z.number().int().nonnegative() });
+export const limitsSchema = z.object({
+  maxSteps: maxStepsSchema,
+  maxTokens: maxTokensSchema,
+  maxWallMs: maxWallMsSchema,
+  deadlineAt: z.number().int().nonnegative(),
+});
 export type RunLimits = z.infer<typeof limitsSchema>;
 
 /**
@@ -47,7 +52,10 @@ export const runSpecSchema = z.object({
   /** The intake event's key (a webhook's event id, the Idempotency-Key): one run per event of a subject. */
   event: eventKeySchema.optional(),
   /** The subject's run before this one, linked by createRun when this run was created (the script writes it). */
-  previousRunId: z.string().regex(/^r_[0-9a-f]{24}$/).optional(),
+  previousRunId: z
+    .string()
+    .regex(/^r_[0-9a-f]{24}$/)
+    .optional(),
   input: z.unknown(),
   /** The pinned model choice: the provider's name (here, for runs pinned before model ids were)... */
   model: providerNameSchema,

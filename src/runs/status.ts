@@ -7,12 +7,24 @@
  *   any non-terminal -> needs_human (a person decides; it may resume) or cancelled
  */
 export const RUN_STATUSES = [
-  'queued', 'running', 'waiting_approval', 'needs_human', 'completed', 'failed', 'budget_exceeded', 'cancelled',
+  'queued',
+  'running',
+  'waiting_approval',
+  'needs_human',
+  'completed',
+  'failed',
+  'budget_exceeded',
+  'cancelled',
 ] as const;
 export type RunStatus = (typeof RUN_STATUSES)[number];
 
 /** The statuses a run never leaves: its keys get their retention TTL, a decision for it authorises nothing. */
-export const TERMINAL_STATUSES = ['completed', 'failed', 'budget_exceeded', 'cancelled'] as const satisfies readonly RunStatus[];
+export const TERMINAL_STATUSES = [
+  'completed',
+  'failed',
+  'budget_exceeded',
+  'cancelled',
+] as const satisfies readonly RunStatus[];
 export type TerminalStatus = (typeof TERMINAL_STATUSES)[number];
 
 const terminal: ReadonlySet<string> = new Set(TERMINAL_STATUSES);

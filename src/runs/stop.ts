@@ -14,11 +14,21 @@ export interface StopRequest {
 }
 
 /** Returns whether the run was ended, and its status afterwards. Throws FenceError run_missing. */
-export async function stopRun(ctx: EngineContext, runId: string, req: StopRequest): Promise<{ stopped: boolean; status: string }> {
+export async function stopRun(
+  ctx: EngineContext,
+  runId: string,
+  req: StopRequest,
+): Promise<{ stopped: boolean; status: string }> {
   const k = ctx.keys.run(runId);
   const r = await stopRunCall(ctx.redis, k, {
-    runId, expected: req.expected, status: req.status, reason: req.reason, now: req.now,
-    eventsMaxLen: ctx.cfg.EVENTS_MAX_LEN, retentionMs: ctx.cfg.RUN_RETENTION_MS, requestCancel: req.requestCancel === true,
+    runId,
+    expected: req.expected,
+    status: req.status,
+    reason: req.reason,
+    now: req.now,
+    eventsMaxLen: ctx.cfg.EVENTS_MAX_LEN,
+    retentionMs: ctx.cfg.RUN_RETENTION_MS,
+    requestCancel: req.requestCancel === true,
   });
   if (r.stopped) countRunFinished(ctx.metrics, req.status, req.reason);
   return r;

@@ -51,28 +51,58 @@ export class RunStore {
     const k = this.keys.run(spec.runId);
     const shard = this.keys.shardOf(spec.runId);
     const first: StepJobData = { v: 1, runId: spec.runId, step: 1, used: { steps: 0, tokens: 0, contextBytes: 0 } };
-    const add = await captureAddStandardJob(this.queues.byShard(shard), STEP_JOB_NAME, first, this.queues.jobOptions(spec.runId, 1));
+    const add = await captureAddStandardJob(
+      this.queues.byShard(shard),
+      STEP_JOB_NAME,
+      first,
+      this.queues.jobOptions(spec.runId, 1),
+    );
     const run = {
-      status: 'queued', reason: '', cursor: 1, tenant: spec.tenant, agent: spec.agent, key: spec.key,
-      createdAt: spec.createdAt, updatedAt: nowMs, agentVersion: spec.agentVersion, toolsHash: spec.toolsHash,
-      model: spec.model, decidedStep: 0, jobId: stepJobId(spec.runId, 1), spec: JSON.stringify(spec),
+      status: 'queued',
+      reason: '',
+      cursor: 1,
+      tenant: spec.tenant,
+      agent: spec.agent,
+      key: spec.key,
+      createdAt: spec.createdAt,
+      updatedAt: nowMs,
+      agentVersion: spec.agentVersion,
+      toolsHash: spec.toolsHash,
+      model: spec.model,
+      decidedStep: 0,
+      jobId: stepJobId(spec.runId, 1),
+      spec: JSON.stringify(spec),
     };
     const budget = { ...spec.limits, stepsUsed: 0, tokensUsed: 0, contextBytes: 0 };
     // Lua's cjson turns numbers into doubles (1.7e+12): send every field as a string.
-    const strings = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).map(([f, v]) => [f, String(v)]));
+    const strings = (o: Record<string, unknown>) =>
+      Object.fromEntries(Object.entries(o).map(([f, v]) => [f, String(v)]));
     const subjectLatest = this.keys.subjectLatest(spec.tenant, spec.agent, spec.key);
     const keys = { run: k.run, budget: k.budget, events: k.events, runIndex: this.keys.runIndex(shard), subjectLatest };
     const args = {
-      runId: spec.runId, now: nowMs, run: strings(run), budget: strings(budget),
-      event: JSON.stringify({ runId: spec.runId, tenant: spec.tenant }), eventsMaxLen: this.eventsMaxLen,
-      mode: spec.event !== undefined ? 'event' as const : 'subject' as const, subjectTtlMs: this.subjectTtlMs, firstJob: add,
+      runId: spec.runId,
+      now: nowMs,
+      run: strings(run),
+      budget: strings(budget),
+      event: JSON.stringify({ runId: spec.runId, tenant: spec.tenant }),
+      eventsMaxLen: this.eventsMaxLen,
+      mode: spec.event !== undefined ? ('event' as const) : ('subject' as const),
+      subjectTtlMs: this.subjectTtlMs,
+      firstJob: add,
     };
     if (!waitsForAdmission) return createRun(this.redis, keys, args);
     // A run waiting for admission (flow control) has its job delayed to its deadline: admission promotes it;
     // if admission never comes, it starts then and ends on its wall clock, loudly, instead of waiting for ever.
     const q = this.keys.queueStateKeys(shard);
     const jobId = stepJobId(spec.runId, 1);
-    return createDeferredRun(this.redis, keys, args, { wait: q.wait, delayed: `${this.keys.queueKeyPrefix(shard)}delayed`, jobHash: this.keys.jobHash(shard, jobId) }, jobId, spec.limits.deadlineAt);
+    return createDeferredRun(
+      this.redis,
+      keys,
+      args,
+      { wait: q.wait, delayed: `${this.keys.queueKeyPrefix(shard)}delayed`, jobHash: this.keys.jobHash(shard, jobId) },
+      jobId,
+      spec.limits.deadlineAt,
+    );
   }
 
   async exists(runId: string): Promise<boolean> {
@@ -87,15 +117,35 @@ export class RunStore {
   async readState(runId: string): Promise<RunState | undefined> {
     const k = this.keys.run(runId);
     const [run, budget] = await Promise.all([
-      this.redis.hmget(k.run, 'status', 'reason', 'cursor', 'decidedStep', 'decisionIndex', 'cancelRequested', 'updatedAt', 'jobId'),
+      this.redis.hmget(
+        k.run,
+        'status',
+        'reason',
+        'cursor',
+        'decidedStep',
+        'decisionIndex',
+        'cancelRequested',
+        'updatedAt',
+        'jobId',
+      ),
       this.redis.hmget(k.budget, 'stepsUsed', 'tokensUsed', 'contextBytes'),
     ]);
     if (run[0] === null) return undefined;
     const n = (v: string | null | undefined) => Number(v ?? 0);
     return {
-      status: run[0]!, reason: run[1] ?? '', cursor: n(run[2]), decidedStep: n(run[3]), decisionIndex: n(run[4]),
-      cancelRequested: run[5] === '1', updatedAt: n(run[6]), jobId: run[7] ?? '',
-      used: { steps: n(budget[0]), tokens: n(budget[1]), ...(budget[2] === null ? {} : { contextBytes: n(budget[2]) }) },
+      status: run[0]!,
+      reason: run[1] ?? '',
+      cursor: n(run[2]),
+      decidedStep: n(run[3]),
+      decisionIndex: n(run[4]),
+      cancelRequested: run[5] === '1',
+      updatedAt: n(run[6]),
+      jobId: run[7] ?? '',
+      used: {
+        steps: n(budget[0]),
+        tokens: n(budget[1]),
+        ...(budget[2] === null ? {} : { contextBytes: n(budget[2]) }),
+      },
     };
   }
 
@@ -109,7 +159,8 @@ export class RunStore {
     const k = this.keys.run(runId);
     const cursor = Number((await this.redis.hget(k.run, 'cursor')) ?? 0);
     const full: OperatorEntry = { v: 1, kind: 'operator', step: cursor, ...entry };
-    const res = await this.redis.multi()
+    const res = await this.redis
+      .multi()
       .rpush(k.journal, encodeEntry(full))
       .xadd(k.events, 'MAXLEN', '~', this.eventsMaxLen, '*', 'type', 'operator_action', 'data', JSON.stringify(full))
       .exec();
@@ -122,7 +173,7 @@ export class RunStore {
   }
 
   async transcript(runId: string): Promise<JournalEntry[]> {
-    const raws = (await this.redis.lrange(this.keys.run(runId).journal, 0, -1));
+    const raws = await this.redis.lrange(this.keys.run(runId).journal, 0, -1);
     return raws.map((r, i) => decodeEntry(r, i));
   }
 
@@ -136,9 +187,16 @@ export class RunStore {
     if (!state || (state.status !== 'running' && state.status !== 'queued')) return;
     const limits = await this.extendedLimits(runId);
     const data: StepJobData = {
-      v: 1, runId, step: state.cursor, used: state.used, ...(state.jobId !== stepJobId(runId, state.cursor) ? { resume: true } : {}), ...(limits ? { limits } : {}),
+      v: 1,
+      runId,
+      step: state.cursor,
+      used: state.used,
+      ...(state.jobId !== stepJobId(runId, state.cursor) ? { resume: true } : {}),
+      ...(limits ? { limits } : {}),
     };
-    await this.queues.forRun(runId).add(STEP_JOB_NAME, data, { ...this.queues.jobOptions(runId, state.cursor), jobId: state.jobId });
+    await this.queues
+      .forRun(runId)
+      .add(STEP_JOB_NAME, data, { ...this.queues.jobOptions(runId, state.cursor), jobId: state.jobId });
   }
 
   /**
@@ -147,9 +205,21 @@ export class RunStore {
    * A step job a resume or a sweep makes carries them, as the commits do.
    */
   async extendedLimits(runId: string): Promise<RunLimits | undefined> {
-    const [extensions, maxSteps, maxTokens, maxWallMs, deadlineAt] = await this.redis.hmget(this.keys.run(runId).budget, 'extensions', 'maxSteps', 'maxTokens', 'maxWallMs', 'deadlineAt');
+    const [extensions, maxSteps, maxTokens, maxWallMs, deadlineAt] = await this.redis.hmget(
+      this.keys.run(runId).budget,
+      'extensions',
+      'maxSteps',
+      'maxTokens',
+      'maxWallMs',
+      'deadlineAt',
+    );
     if (Number(extensions ?? 0) <= 0) return undefined;
-    return limitsSchema.parse({ maxSteps: Number(maxSteps), maxTokens: Number(maxTokens), maxWallMs: Number(maxWallMs), deadlineAt: Number(deadlineAt) });
+    return limitsSchema.parse({
+      maxSteps: Number(maxSteps),
+      maxTokens: Number(maxTokens),
+      maxWallMs: Number(maxWallMs),
+      deadlineAt: Number(deadlineAt),
+    });
   }
 
   /**
@@ -157,19 +227,41 @@ export class RunStore {
    * only if it is still in `expectedStatus` (a second operator click is a no-op).
    * The resumed step reads its journalled decision and the ledger: nothing is redone.
    */
-  async resume(runId: string, expectedStatus: 'waiting_approval' | 'needs_human', nowMs = Date.now()): Promise<boolean> {
+  async resume(
+    runId: string,
+    expectedStatus: 'waiting_approval' | 'needs_human',
+    nowMs = Date.now(),
+  ): Promise<boolean> {
     const state = await this.readState(runId);
     if (!state || state.status !== expectedStatus) return false;
     const k = this.keys.run(runId);
     const resumes = Number((await this.redis.hget(k.run, 'resumes')) ?? 0);
     const jobId = `${stepJobId(runId, state.cursor)}.r${resumes + 1}`;
     const limits = await this.extendedLimits(runId);
-    const data: StepJobData = { v: 1, runId, step: state.cursor, used: state.used, resume: true, ...(limits ? { limits } : {}) };
-    const add = await captureAddStandardJob(this.queues.forRun(runId), STEP_JOB_NAME, data, { ...this.queues.jobOptions(runId, state.cursor), jobId });
-    return resumeRun(this.redis, { run: k.run, events: k.events }, {
-      expectedStatus, jobId, now: nowMs, eventsMaxLen: this.eventsMaxLen,
-      event: JSON.stringify({ status: 'running', reason: 'resumed', from: expectedStatus }), job: add,
+    const data: StepJobData = {
+      v: 1,
+      runId,
+      step: state.cursor,
+      used: state.used,
+      resume: true,
+      ...(limits ? { limits } : {}),
+    };
+    const add = await captureAddStandardJob(this.queues.forRun(runId), STEP_JOB_NAME, data, {
+      ...this.queues.jobOptions(runId, state.cursor),
+      jobId,
     });
+    return resumeRun(
+      this.redis,
+      { run: k.run, events: k.events },
+      {
+        expectedStatus,
+        jobId,
+        now: nowMs,
+        eventsMaxLen: this.eventsMaxLen,
+        event: JSON.stringify({ status: 'running', reason: 'resumed', from: expectedStatus }),
+        job: add,
+      },
+    );
   }
 }
 
@@ -177,7 +269,10 @@ export class RunStore {
 export class RunSpecCache {
   private readonly specs = new Map<string, RunSpec>();
 
-  constructor(private readonly store: RunStore, private readonly max = 5000) {}
+  constructor(
+    private readonly store: RunStore,
+    private readonly max = 5000,
+  ) {}
 
   async get(runId: string): Promise<RunSpec | undefined> {
     const hit = this.specs.get(runId);

@@ -53,12 +53,20 @@ export async function settleRun(d: SettleDeps, req: SettleRequest): Promise<{ se
   const k = d.keys.run(req.runId);
   const { settled, why } = await settleRunCall(
     d.redis,
-    { ...k, jobHash: d.keys.jobHash(shard, req.jobId), failedSet: d.keys.finishedSet(shard, 'failed'), completedSet: d.keys.finishedSet(shard, 'completed') },
+    {
+      ...k,
+      jobHash: d.keys.jobHash(shard, req.jobId),
+      failedSet: d.keys.finishedSet(shard, 'failed'),
+      completedSet: d.keys.finishedSet(shard, 'completed'),
+    },
     { ...req, eventsMaxLen: d.cfg.EVENTS_MAX_LEN, retentionMs: d.cfg.RUN_RETENTION_MS },
   );
   if (!settled) return { settled: false, why };
   countRunFinished(d.metrics, req.status, req.reason);
-  d.log.error({ code: 'run_settled', runId: req.runId, jobId: req.jobId, job: why, status: req.status, reason: req.reason }, 'run ended: its step job died');
+  d.log.error(
+    { code: 'run_settled', runId: req.runId, jobId: req.jobId, job: why, status: req.status, reason: req.reason },
+    'run ended: its step job died',
+  );
   return { settled: true, why };
 }
 
@@ -89,7 +97,12 @@ function classifyFailedReason(failedReason: string | null): { status: 'failed' |
  * Called from the worker's `failed` event for every failed attempt: only a job that BullMQ
  * failed for good (it sits in the queue's failed set) ends its run; a retried one is left alone.
  */
-export async function settleFailedJob(d: SettleDeps, job: { id?: string | undefined }, err: unknown, now = Date.now()): Promise<boolean> {
+export async function settleFailedJob(
+  d: SettleDeps,
+  job: { id?: string | undefined },
+  err: unknown,
+  now = Date.now(),
+): Promise<boolean> {
   // The run comes from the job id (deterministic), never from job data that may not parse.
   const jobId = job.id;
   const runId = jobId ? runIdOfStepJob(jobId) : undefined;
@@ -113,14 +126,19 @@ export interface StuckRunsReport {
 export class StuckRuns {
   private readonly cursors = new Map<number, number>();
 
-  constructor(private readonly d: SettleDeps & { cfg: SettleDeps['cfg'] & Pick<Config, 'STUCK_RUN_MIN_AGE_MS' | 'STUCK_RUN_SCAN_PER_SWEEP'> }) {}
+  constructor(
+    private readonly d: SettleDeps & {
+      cfg: SettleDeps['cfg'] & Pick<Config, 'STUCK_RUN_MIN_AGE_MS' | 'STUCK_RUN_SCAN_PER_SWEEP'>;
+    },
+  ) {}
 
   async sweep(nowMs = Date.now(), batch = 500): Promise<StuckRunsReport> {
     const report: StuckRunsReport = { checked: 0, settled: 0 };
     for (const shard of this.d.keys.allShards()) {
       // One shard's failure (Redis unreachable) neither stops the others nor the rest of the reconciler's sweep.
       await this.sweepShard(shard, nowMs, batch, report).catch((err: unknown) =>
-        this.d.log.warn({ code: 'stuck_runs_sweep_failed', shard, err }, 'stuck-run sweep of a shard failed'));
+        this.d.log.warn({ code: 'stuck_runs_sweep_failed', shard, err }, 'stuck-run sweep of a shard failed'),
+      );
     }
     return report;
   }
@@ -131,30 +149,43 @@ export class StuckRuns {
     let offset = this.cursors.get(shard) ?? 0;
     let walked = 0;
     while (walked < cfg.STUCK_RUN_SCAN_PER_SWEEP) {
-      const ids = (await redis.zrange(keys.runIndex(shard), offset, offset + batch - 1));
+      const ids = await redis.zrange(keys.runIndex(shard), offset, offset + batch - 1);
       walked += ids.length;
       offset += ids.length;
       if (ids.length === 0) {
         offset = 0;
         break;
       }
-      const runs = await pipelined(redis, ids.map((id) => ['hmget', keys.run(id).run, 'status', 'jobId', 'updatedAt']));
+      const runs = await pipelined(
+        redis,
+        ids.map((id) => ['hmget', keys.run(id).run, 'status', 'jobId', 'updatedAt']),
+      );
       const candidates = ids
         .map((runId, i) => ({ runId, f: runs[i] as (string | null)[] | null }))
-        .filter(({ f }) => f && (f[0] === 'running' || f[0] === 'queued') && f[1] && Number(f[2] ?? 0) <= nowMs - minAge)
+        .filter(
+          ({ f }) => f && (f[0] === 'running' || f[0] === 'queued') && f[1] && Number(f[2] ?? 0) <= nowMs - minAge,
+        )
         .map(({ runId, f }) => ({ runId, jobId: f![1]! }));
       report.checked += candidates.length;
       if (candidates.length > 0) {
-        const jobs = await pipelined(redis, candidates.flatMap(({ jobId }) => [
-          ['exists', keys.jobHash(shard, jobId)],
-          ['hget', keys.jobHash(shard, jobId), 'failedReason'],
-          ['zscore', keys.finishedSet(shard, 'failed'), jobId],
-          ['zscore', keys.finishedSet(shard, 'completed'), jobId],
-        ]));
+        const jobs = await pipelined(
+          redis,
+          candidates.flatMap(({ jobId }) => [
+            ['exists', keys.jobHash(shard, jobId)],
+            ['hget', keys.jobHash(shard, jobId), 'failedReason'],
+            ['zscore', keys.finishedSet(shard, 'failed'), jobId],
+            ['zscore', keys.finishedSet(shard, 'completed'), jobId],
+          ]),
+        );
         for (let i = 0; i < candidates.length; i++) {
           const { runId, jobId } = candidates[i]!;
           const [exists, failedReason, failed, completed] = jobs.slice(4 * i, 4 * i + 4);
-          const dead = deadVerdict(exists === 1, failed !== null, completed !== null, (failedReason as string | null) ?? null);
+          const dead = deadVerdict(
+            exists === 1,
+            failed !== null,
+            completed !== null,
+            (failedReason as string | null) ?? null,
+          );
           if (!dead) continue;
           const r = await settleRun(this.d, { runId, jobId, ...dead, now: nowMs, minAgeMs: minAge });
           if (r.settled) report.settled++;
@@ -171,10 +202,14 @@ export class StuckRuns {
 
 /** What the sweep makes of a run's current job (undefined: alive, waiting, delayed or active). */
 function deadVerdict(
-  exists: boolean, inFailed: boolean, inCompleted: boolean, failedReason: string | null,
+  exists: boolean,
+  inFailed: boolean,
+  inCompleted: boolean,
+  failedReason: string | null,
 ): { jobState: DeadJobState; status: 'failed' | 'needs_human'; reason: string } | undefined {
   if (inFailed && exists) return { jobState: 'failed', ...classifyFailedReason(failedReason) };
-  if (inCompleted && exists) return { jobState: 'completed', status: 'needs_human', reason: 'job_completed_without_commit' };
+  if (inCompleted && exists)
+    return { jobState: 'completed', status: 'needs_human', reason: 'job_completed_without_commit' };
   if (!exists) return { jobState: 'missing', status: 'needs_human', reason: 'job_missing' };
   return undefined;
 }

@@ -15,7 +15,7 @@ export class TranscriptCache {
 
   async load(redis: RedisClient, runId: string, journalKey: string): Promise<JournalEntry[]> {
     const have = this.entries.get(runId) ?? [];
-    const fresh = (await redis.lrange(journalKey, have.length, -1));
+    const fresh = await redis.lrange(journalKey, have.length, -1);
     const all = fresh.length === 0 ? have : have.concat(fresh.map((raw, i) => decodeEntry(raw, have.length + i)));
     this.entries.delete(runId);
     this.entries.set(runId, all);

@@ -54,29 +54,51 @@ export function isVersionParked(status: string | null | undefined, reason: strin
  * hash. Entries whose run expired are dropped from the queue when met. No cursor: the queue is meant to
  * be short (a person empties it); `total` says how many there are.
  */
-export async function listVersionParked(ctx: EngineContext, opts: { limit: number; tenants?: readonly string[] }): Promise<ParkedPage> {
-  const perShard = await Promise.all(ctx.keys.allShards().map(async (shard) => {
-    const key = ctx.keys.versionQueue(shard);
-    // Bounded per request: the newest `limit x EXAMINE_FACTOR` entries of each shard (a tenant filter may skip some).
-    const [entries, total] = await Promise.all([ctx.redis.zrange(key, 0, opts.limit * EXAMINE_FACTOR - 1, 'REV', 'WITHSCORES'), ctx.redis.zcard(key)]);
-    const out: { runId: string; at: number; key: string }[] = [];
-    for (let i = 0; i < entries.length; i += 2) out.push({ runId: entries[i]!, at: Number(entries[i + 1]), key });
-    return { out, total };
-  }));
+export async function listVersionParked(
+  ctx: EngineContext,
+  opts: { limit: number; tenants?: readonly string[] },
+): Promise<ParkedPage> {
+  const perShard = await Promise.all(
+    ctx.keys.allShards().map(async (shard) => {
+      const key = ctx.keys.versionQueue(shard);
+      // Bounded per request: the newest `limit x EXAMINE_FACTOR` entries of each shard (a tenant filter may skip some).
+      const [entries, total] = await Promise.all([
+        ctx.redis.zrange(key, 0, opts.limit * EXAMINE_FACTOR - 1, 'REV', 'WITHSCORES'),
+        ctx.redis.zcard(key),
+      ]);
+      const out: { runId: string; at: number; key: string }[] = [];
+      for (let i = 0; i < entries.length; i += 2) out.push({ runId: entries[i]!, at: Number(entries[i + 1]), key });
+      return { out, total };
+    }),
+  );
   const candidates = perShard.flatMap((s) => s.out).sort((a, b) => b.at - a.at || (a.runId < b.runId ? 1 : -1));
   const runs: ParkedRun[] = [];
   for (const c of candidates) {
     if (runs.length >= opts.limit) break;
     const [status, reason, tenant, agent, agentVersion, toolsHash, cursor] = await ctx.redis.hmget(
-      ctx.keys.run(c.runId).run, 'status', 'reason', 'tenant', 'agent', 'agentVersion', 'toolsHash', 'cursor');
+      ctx.keys.run(c.runId).run,
+      'status',
+      'reason',
+      'tenant',
+      'agent',
+      'agentVersion',
+      'toolsHash',
+      'cursor',
+    );
     if (status === null) {
       await ctx.redis.zrem(c.key, c.runId);
       continue;
     }
     if (opts.tenants !== undefined && !opts.tenants.includes(tenant ?? '')) continue;
     runs.push({
-      runId: c.runId, tenant: tenant ?? '', agent: agent ?? '', agentVersion: agentVersion ?? '', toolsHash: toolsHash ?? '',
-      reason: reason ?? '', step: Number(cursor ?? 0), parkedAt: c.at,
+      runId: c.runId,
+      tenant: tenant ?? '',
+      agent: agent ?? '',
+      agentVersion: agentVersion ?? '',
+      toolsHash: toolsHash ?? '',
+      reason: reason ?? '',
+      step: Number(cursor ?? 0),
+      parkedAt: c.at,
     });
   }
   return { runs, total: perShard.reduce((n, s) => n + s.total, 0) };
@@ -107,20 +129,54 @@ export async function continueUnderVersion(ctx: EngineContext, req: ContinueRequ
   const k = ctx.keys.run(runId);
   const [rawSpec, cursorRaw, resumesRaw] = await ctx.redis.hmget(k.run, 'spec', 'cursor', 'resumes');
   const state = await ctx.store.readState(runId);
-  if (!state || rawSpec === null || rawSpec === undefined) throw new FenceError('run_missing', 'the run does not exist', { runId });
-  const spec = runSpecSchema.parse({ ...(JSON.parse(rawSpec) as object), agentVersion: req.to.version, toolsHash: req.to.toolsHash });
+  if (!state || rawSpec === null || rawSpec === undefined)
+    throw new FenceError('run_missing', 'the run does not exist', { runId });
+  const spec = runSpecSchema.parse({
+    ...(JSON.parse(rawSpec) as object),
+    agentVersion: req.to.version,
+    toolsHash: req.to.toolsHash,
+  });
   const cursor = Number(cursorRaw ?? state.cursor);
   const jobId = `${stepJobId(runId, cursor)}.r${Number(resumesRaw ?? 0) + 1}`;
   const data: StepJobData = { v: 1, runId, step: cursor, used: state.used, resume: true };
-  const job = await captureAddStandardJob(ctx.queues.forRun(runId), STEP_JOB_NAME, data, { ...ctx.queues.jobOptions(runId, cursor), jobId });
-  const detail = `${versionLabel(req.from.version, req.from.toolsHash)} -> ${versionLabel(req.to.version, req.to.toolsHash)}`
-    + (req.vanishedTools.length > 0 ? `; vanished tools: ${req.vanishedTools.join(',')}` : '');
-  const entry: OperatorEntry = { v: 1, kind: 'operator', step: cursor, action: 'continue_version', by: req.by, at: req.now, detail };
-  await continueVersion(ctx.redis, { run: k.run, journal: k.journal, events: k.events }, {
-    fromVersion: req.from.version, fromToolsHash: req.from.toolsHash, spec: JSON.stringify(spec), toVersion: req.to.version, toToolsHash: req.to.toolsHash,
-    jobId, now: req.now, eventsMaxLen: ctx.cfg.EVENTS_MAX_LEN, entry: encodeEntry(entry),
-    event: JSON.stringify({ status: 'running', reason: 'continued_under_version', from: 'needs_human', agentVersion: req.to.version, toolsHash: req.to.toolsHash }),
-    job,
+  const job = await captureAddStandardJob(ctx.queues.forRun(runId), STEP_JOB_NAME, data, {
+    ...ctx.queues.jobOptions(runId, cursor),
+    jobId,
   });
+  const detail =
+    `${versionLabel(req.from.version, req.from.toolsHash)} -> ${versionLabel(req.to.version, req.to.toolsHash)}` +
+    (req.vanishedTools.length > 0 ? `; vanished tools: ${req.vanishedTools.join(',')}` : '');
+  const entry: OperatorEntry = {
+    v: 1,
+    kind: 'operator',
+    step: cursor,
+    action: 'continue_version',
+    by: req.by,
+    at: req.now,
+    detail,
+  };
+  await continueVersion(
+    ctx.redis,
+    { run: k.run, journal: k.journal, events: k.events },
+    {
+      fromVersion: req.from.version,
+      fromToolsHash: req.from.toolsHash,
+      spec: JSON.stringify(spec),
+      toVersion: req.to.version,
+      toToolsHash: req.to.toolsHash,
+      jobId,
+      now: req.now,
+      eventsMaxLen: ctx.cfg.EVENTS_MAX_LEN,
+      entry: encodeEntry(entry),
+      event: JSON.stringify({
+        status: 'running',
+        reason: 'continued_under_version',
+        from: 'needs_human',
+        agentVersion: req.to.version,
+        toolsHash: req.to.toolsHash,
+      }),
+      job,
+    },
+  );
   return entry;
 }

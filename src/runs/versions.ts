@@ -37,7 +37,15 @@ export interface ServedVersion {
 }
 
 /** Validated when read back: a member another build wrote in another shape is skipped, never trusted. */
-const memberSchema = z.object({ w: z.string(), v: z.string(), t: z.string(), n: z.array(z.string()), s: z.array(z.number().int().nonnegative()) }).strict();
+const memberSchema = z
+  .object({
+    w: z.string(),
+    v: z.string(),
+    t: z.string(),
+    n: z.array(z.string()),
+    s: z.array(z.number().int().nonnegative()),
+  })
+  .strict();
 
 /** The member of an announcement: the same string on every renewal (the zset keeps one entry per worker and version). */
 export function announcementMember(a: Announcement): string {
@@ -57,7 +65,11 @@ export class VersionRegistry {
 
   /** Announces (or renews) one version of `agent` for ttlMs. */
   async announce(agent: string, a: Announcement): Promise<void> {
-    await announceVersion(this.redis, { registry: this.keys.agentVersions(agent) }, { member: announcementMember(a), now: this.now(), ttlMs: this.ttlMs });
+    await announceVersion(
+      this.redis,
+      { registry: this.keys.agentVersions(agent) },
+      { member: announcementMember(a), now: this.now(), ttlMs: this.ttlMs },
+    );
   }
 
   /** Withdraws an announcement at once (a stopping worker): steps of that version park instead of bouncing until the lapse. */
@@ -77,12 +89,17 @@ export class VersionRegistry {
         continue;
       }
       const label = versionLabel(parsed.v, parsed.t);
-      const entry = byLabel.get(label) ?? { version: parsed.v, toolsHash: parsed.t, tools: parsed.n, workers: [], shards: [] };
+      const entry = byLabel.get(label) ?? {
+        version: parsed.v,
+        toolsHash: parsed.t,
+        tools: parsed.n,
+        workers: [],
+        shards: [],
+      };
       entry.workers.push(parsed.w);
       for (const shard of parsed.s) if (!entry.shards.includes(shard)) entry.shards.push(shard);
       byLabel.set(label, entry);
     }
     return [...byLabel.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, v]) => v);
   }
-
 }

@@ -30,11 +30,27 @@ import { isActionId, isRunId } from '../store/keys.js';
 const { values, positionals } = parseArgs({
   allowPositionals: true,
   options: {
-    url: { type: 'string' }, token: { type: 'string' }, fingerprint: { type: 'string' }, as: { type: 'string' },
-    receipt: { type: 'string' }, evidence: { type: 'string' }, from: { type: 'string' }, help: { type: 'boolean', short: 'h' },
-    steps: { type: 'string' }, tokens: { type: 'string' }, 'wall-ms': { type: 'string' },
-    status: { type: 'string' }, tenant: { type: 'string' }, agent: { type: 'string' }, since: { type: 'string' }, until: { type: 'string' }, limit: { type: 'string' }, cursor: { type: 'string' },
-    to: { type: 'string' }, 'tools-hash': { type: 'string' }, weight: { type: 'string' },
+    url: { type: 'string' },
+    token: { type: 'string' },
+    fingerprint: { type: 'string' },
+    as: { type: 'string' },
+    receipt: { type: 'string' },
+    evidence: { type: 'string' },
+    from: { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+    steps: { type: 'string' },
+    tokens: { type: 'string' },
+    'wall-ms': { type: 'string' },
+    status: { type: 'string' },
+    tenant: { type: 'string' },
+    agent: { type: 'string' },
+    since: { type: 'string' },
+    until: { type: 'string' },
+    limit: { type: 'string' },
+    cursor: { type: 'string' },
+    to: { type: 'string' },
+    'tools-hash': { type: 'string' },
+    weight: { type: 'string' },
   },
 });
 
@@ -45,11 +61,13 @@ const headers = { 'content-type': 'application/json', ...(token ? { authorizatio
 
 function usage(message?: string): never {
   if (message) console.error(message);
-  console.error('usage: agentctl runs [--status S] [--tenant T] [--agent A] [--since T] [--until T] [--limit N] [--cursor C] | approvals | approve|reject <actionId> --fingerprint F | reconciliations |\n'
-    + '       resolve <actionId> confirmed|not_sent|compensate [--receipt R] [--evidence JSON] |\n'
-    + '       cancel <runId> | retry <runId> [--steps N] [--tokens N] [--wall-ms N] | run <runId> | events <runId> [--from ID] |\n'
-    + '       versions [list] [--limit N] | versions continue <runId> [--to VERSION] [--tools-hash H] | versions cancel <runId> |\n'
-    + '       flow | flow tenant <tenant> [--weight W] [--limit N] | flow agent <agent> --limit N   [--url U] [--token T]');
+  console.error(
+    'usage: agentctl runs [--status S] [--tenant T] [--agent A] [--since T] [--until T] [--limit N] [--cursor C] | approvals | approve|reject <actionId> --fingerprint F | reconciliations |\n' +
+      '       resolve <actionId> confirmed|not_sent|compensate [--receipt R] [--evidence JSON] |\n' +
+      '       cancel <runId> | retry <runId> [--steps N] [--tokens N] [--wall-ms N] | run <runId> | events <runId> [--from ID] |\n' +
+      '       versions [list] [--limit N] | versions continue <runId> [--to VERSION] [--tools-hash H] | versions cancel <runId> |\n' +
+      '       flow | flow tenant <tenant> [--weight W] [--limit N] | flow agent <agent> --limit N   [--url U] [--token T]',
+  );
   process.exit(2);
 }
 
@@ -63,7 +81,12 @@ const REQUEST_TIMEOUT_MS = 30_000;
 
 async function request(method: string, path: string, body?: unknown): Promise<void> {
   const { res, text } = await withTimeout(REQUEST_TIMEOUT_MS, undefined, async (signal) => {
-    const res = await fetch(`${base}${path}`, { method, headers, signal, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
+    const res = await fetch(`${base}${path}`, {
+      method,
+      headers,
+      signal,
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    });
     return { res, text: await res.text() };
   });
   console.log(text);
@@ -74,7 +97,9 @@ async function events(runId: string, from: string | undefined): Promise<void> {
   let last = from;
   for (let attempt = 0; attempt < 20; attempt++) {
     try {
-      const res = await fetch(`${base}/v1/runs/${encodeURIComponent(runId)}/events`, { headers: { ...headers, ...(last ? { 'last-event-id': last } : {}) } });
+      const res = await fetch(`${base}/v1/runs/${encodeURIComponent(runId)}/events`, {
+        headers: { ...headers, ...(last ? { 'last-event-id': last } : {}) },
+      });
       if (!res.ok) return void (await request('GET', `/v1/runs/${encodeURIComponent(runId)}/events`));
       const decoder = new TextDecoder();
       let buf = '';
@@ -104,13 +129,17 @@ if (values.help || !command) usage();
 /** Ids are checked by format here too: a malformed one never reaches the server. */
 const id = (x: string | undefined, what: 'runId' | 'actionId') => {
   const value = need(x, what);
-  if (!(what === 'runId' ? isRunId(value) : isActionId(value))) usage(`${what} ${JSON.stringify(value)} is malformed (${what === 'runId' ? 'r_ + 24 hex digits' : 'a_ + 32 hex digits'})`);
+  if (!(what === 'runId' ? isRunId(value) : isActionId(value)))
+    usage(
+      `${what} ${JSON.stringify(value)} is malformed (${what === 'runId' ? 'r_ + 24 hex digits' : 'a_ + 32 hex digits'})`,
+    );
   return encodeURIComponent(value);
 };
 switch (command) {
   case 'runs': {
     const query = new URLSearchParams();
-    for (const f of ['status', 'tenant', 'agent', 'since', 'until', 'limit', 'cursor'] as const) if (values[f] !== undefined) query.set(f, values[f]);
+    for (const f of ['status', 'tenant', 'agent', 'since', 'until', 'limit', 'cursor'] as const)
+      if (values[f] !== undefined) query.set(f, values[f]);
     const qs = query.toString();
     await request('GET', `/v1/runs${qs ? `?${qs}` : ''}`);
     break;
@@ -121,7 +150,8 @@ switch (command) {
   case 'approve':
   case 'reject':
     await request('POST', `/v1/approvals/${id(a, 'actionId')}`, {
-      decision: command, fingerprint: need(values.fingerprint, '--fingerprint'),
+      decision: command,
+      fingerprint: need(values.fingerprint, '--fingerprint'),
     });
     break;
   case 'reconciliations':
@@ -140,7 +170,11 @@ switch (command) {
   case 'retry': {
     // Numbers as typed: the server validates them (400 naming the field), so the rules live in one place.
     const ext = { steps: values.steps, tokens: values.tokens, wallMs: values['wall-ms'] };
-    const body = Object.fromEntries(Object.entries(ext).filter(([, v]) => v !== undefined).map(([f, v]) => [f, /^\d+$/.test(v!) ? Number(v) : v]));
+    const body = Object.fromEntries(
+      Object.entries(ext)
+        .filter(([, v]) => v !== undefined)
+        .map(([f, v]) => [f, /^\d+$/.test(v!) ? Number(v) : v]),
+    );
     await request('POST', `/v1/runs/${id(a, 'runId')}/retry`, body);
     break;
   }
@@ -152,10 +186,14 @@ switch (command) {
     break;
   case 'versions':
     if (a === undefined || a === 'list') {
-      await request('GET', `${VERSION_QUEUE}${values.limit !== undefined ? `?limit=${encodeURIComponent(values.limit)}` : ''}`);
+      await request(
+        'GET',
+        `${VERSION_QUEUE}${values.limit !== undefined ? `?limit=${encodeURIComponent(values.limit)}` : ''}`,
+      );
     } else if (a === 'continue') {
       await request('POST', `${VERSION_QUEUE}/${id(b, 'runId')}/continue`, {
-        ...(values.to !== undefined ? { agentVersion: values.to } : {}), ...(values['tools-hash'] !== undefined ? { toolsHash: values['tools-hash'] } : {}),
+        ...(values.to !== undefined ? { agentVersion: values.to } : {}),
+        ...(values['tools-hash'] !== undefined ? { toolsHash: values['tools-hash'] } : {}),
       });
     } else if (a === 'cancel') {
       await request('POST', `${VERSION_QUEUE}/${id(b, 'runId')}/cancel`, {});
@@ -165,12 +203,18 @@ switch (command) {
     break;
   case 'flow': {
     // Values as typed ('default' = back to the configured value): the server validates them, naming the field.
-    const value = (v: string | undefined) => (v === undefined ? undefined : v === 'default' ? null : Number.isFinite(Number(v)) ? Number(v) : v);
+    const value = (v: string | undefined) =>
+      v === undefined ? undefined : v === 'default' ? null : Number.isFinite(Number(v)) ? Number(v) : v;
     if (a === undefined) await request('GET', '/v1/flow');
     else if (a === 'tenant') {
-      await request('PUT', `/v1/flow/tenants/${encodeURIComponent(need(b, 'tenant'))}`, { weight: value(values.weight), limit: value(values.limit) });
+      await request('PUT', `/v1/flow/tenants/${encodeURIComponent(need(b, 'tenant'))}`, {
+        weight: value(values.weight),
+        limit: value(values.limit),
+      });
     } else if (a === 'agent') {
-      await request('PUT', `/v1/flow/agents/${encodeURIComponent(need(b, 'agent'))}`, { limit: value(need(values.limit, '--limit')) });
+      await request('PUT', `/v1/flow/agents/${encodeURIComponent(need(b, 'agent'))}`, {
+        limit: value(need(values.limit, '--limit')),
+      });
     } else usage(`unknown flow command ${a}`);
     break;
   }

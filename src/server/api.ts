@@ -14,15 +14,25 @@ const { ctx, server, metricsServer } = await boot('api', async () => {
   const port = await listen(server, cfg.PORT, cfg.HOST, 'PORT');
   ctx.log.info({ code: 'api_listening', url: `http://${cfg.HOST}:${port}` }, 'api listening');
   // /metrics on its own port (not on PORT) when API_METRICS_PORT is set.
-  const metricsServer = cfg.API_METRICS_PORT > 0
-    ? (await startOpsServer({
-      port: cfg.API_METRICS_PORT, host: cfg.HOST, registry: ctx.metrics.registry, isReady: () => ready,
-      metricsToken: cfg.METRICS_TOKEN, metricsOnly: true, portSetting: 'API_METRICS_PORT',
-    })).server
-    : undefined;
+  const metricsServer =
+    cfg.API_METRICS_PORT > 0
+      ? (
+          await startOpsServer({
+            port: cfg.API_METRICS_PORT,
+            host: cfg.HOST,
+            registry: ctx.metrics.registry,
+            isReady: () => ready,
+            metricsToken: cfg.METRICS_TOKEN,
+            metricsOnly: true,
+            portSetting: 'API_METRICS_PORT',
+          })
+        ).server
+      : undefined;
   if (cfg.DEV_AUTH === 'generate') {
     // Development only (refused in production): the generated credentials go to the terminal, never to the log.
-    console.log(`DEV_AUTH=generate: producer token ${cfg.PRODUCER_TOKEN}, operator token ${cfg.OPERATOR_TOKEN}, Bull Board ${cfg.BULL_BOARD_USER} / ${cfg.BULL_BOARD_PASSWORD} at http://${cfg.HOST}:${port}/admin/queues`);
+    console.log(
+      `DEV_AUTH=generate: producer token ${cfg.PRODUCER_TOKEN}, operator token ${cfg.OPERATOR_TOKEN}, Bull Board ${cfg.BULL_BOARD_USER} / ${cfg.BULL_BOARD_PASSWORD} at http://${cfg.HOST}:${port}/admin/queues`,
+    );
   }
   return { cfg, ctx, server, metricsServer };
 });

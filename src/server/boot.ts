@@ -21,7 +21,11 @@ export function failBoot(processName: string, err: unknown): never {
 }
 
 /** Runs a process's start-up; any failure runs `cleanup` (best effort) and ends the process with one line (failBoot). */
-export async function boot<T>(processName: string, start: () => Promise<T>, cleanup?: () => Promise<unknown>): Promise<T> {
+export async function boot<T>(
+  processName: string,
+  start: () => Promise<T>,
+  cleanup?: () => Promise<unknown>,
+): Promise<T> {
   try {
     return await start();
   } catch (err) {

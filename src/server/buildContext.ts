@@ -42,12 +42,36 @@ export function buildProviders(cfg: Config): Map<string, ModelProvider> {
   const providers = new Map<string, ModelProvider>();
   if (scriptedModelAllowed(cfg)) providers.set('scripted', new ScriptedProvider());
   const common = { timeoutMs: cfg.MODEL_TIMEOUT_MS };
-  if (cfg.OPENAI_API_KEY) providers.set('openai', new OpenAIProvider({ ...common, baseUrl: cfg.OPENAI_BASE_URL, model: cfg.OPENAI_MODEL, apiKey: cfg.OPENAI_API_KEY }));
-  if (cfg.ANTHROPIC_API_KEY) providers.set('anthropic', anthropicProvider({ ...common, baseUrl: cfg.ANTHROPIC_BASE_URL, model: cfg.ANTHROPIC_MODEL, apiKey: cfg.ANTHROPIC_API_KEY }));
+  if (cfg.OPENAI_API_KEY)
+    providers.set(
+      'openai',
+      new OpenAIProvider({
+        ...common,
+        baseUrl: cfg.OPENAI_BASE_URL,
+        model: cfg.OPENAI_MODEL,
+        apiKey: cfg.OPENAI_API_KEY,
+      }),
+    );
+  if (cfg.ANTHROPIC_API_KEY)
+    providers.set(
+      'anthropic',
+      anthropicProvider({
+        ...common,
+        baseUrl: cfg.ANTHROPIC_BASE_URL,
+        model: cfg.ANTHROPIC_MODEL,
+        apiKey: cfg.ANTHROPIC_API_KEY,
+      }),
+    );
   if (cfg.OPENAI_COMPATIBLE_BASE_URL && cfg.OPENAI_COMPATIBLE_MODEL) {
-    providers.set('openai-compatible', openAICompatibleProvider({
-      ...common, baseUrl: cfg.OPENAI_COMPATIBLE_BASE_URL, model: cfg.OPENAI_COMPATIBLE_MODEL, ...(cfg.OPENAI_COMPATIBLE_API_KEY ? { apiKey: cfg.OPENAI_COMPATIBLE_API_KEY } : {}),
-    }));
+    providers.set(
+      'openai-compatible',
+      openAICompatibleProvider({
+        ...common,
+        baseUrl: cfg.OPENAI_COMPATIBLE_BASE_URL,
+        model: cfg.OPENAI_COMPATIBLE_MODEL,
+        ...(cfg.OPENAI_COMPATIBLE_API_KEY ? { apiKey: cfg.OPENAI_COMPATIBLE_API_KEY } : {}),
+      }),
+    );
   }
   return providers;
 }
@@ -65,7 +89,12 @@ export interface ContextOptions {
 
 export async function createContext(cfg: Config, name: string, opts: ContextOptions = {}): Promise<EngineContext> {
   // Agents first: a deployment whose AGENTS_MODULE is broken stops before it touches Redis.
-  const agents = opts.agents === undefined ? await loadAgents(cfg) : opts.agents instanceof AgentCatalog ? opts.agents : new AgentCatalog(opts.agents as readonly Agent[]);
+  const agents =
+    opts.agents === undefined
+      ? await loadAgents(cfg)
+      : opts.agents instanceof AgentCatalog
+        ? opts.agents
+        : new AgentCatalog(opts.agents as readonly Agent[]);
   // Then the model choices: one naming a provider this process lacks stops it here, the field named.
   const providers = opts.providers ?? buildProviders(cfg);
   checkModelChoices(cfg, agents, providers);
@@ -84,18 +113,37 @@ export async function createContext(cfg: Config, name: string, opts: ContextOpti
   const spread = shardsPerMaster(redis, keys);
   const idle = [...spread].filter(([, n]) => n === 0).map(([node]) => node);
   if (idle.length > 0) {
-    log.warn({ code: 'shards_not_spread', shards: cfg.SHARDS, idle, spread: Object.fromEntries(spread) },
-      `${idle.length} of ${spread.size} Cluster masters own none of the ${cfg.SHARDS} shards and take no work: raise SHARDS`);
+    log.warn(
+      { code: 'shards_not_spread', shards: cfg.SHARDS, idle, spread: Object.fromEntries(spread) },
+      `${idle.length} of ${spread.size} Cluster masters own none of the ${cfg.SHARDS} shards and take no work: raise SHARDS`,
+    );
   }
-  const queues = new ShardQueues(keys, redis, (err) => log.warn({ code: 'queue_error', err }, 'queue connection error'));
+  const queues = new ShardQueues(keys, redis, (err) =>
+    log.warn({ code: 'queue_error', err }, 'queue connection error'),
+  );
   const store = new RunStore(redis, keys, queues, cfg.EVENTS_MAX_LEN, cfg.SUBJECT_LINK_TTL_MS);
-  registerScrapeCollectors(metrics, { redis, keys, queues, log }, { runs: { statuses: RUN_STATUSES, terminal: new Set(TERMINAL_STATUSES), retentionMs: cfg.RUN_RETENTION_MS } });
+  registerScrapeCollectors(
+    metrics,
+    { redis, keys, queues, log },
+    { runs: { statuses: RUN_STATUSES, terminal: new Set(TERMINAL_STATUSES), retentionMs: cfg.RUN_RETENTION_MS } },
+  );
   const tracing = opts.tracing ?? createTracing(cfg, name);
   const admission = new Admission({ redis, keys, queues, cfg, metrics, log });
   const rates = new RateLimits(redis, keys, cfg);
   registerFlowGauges(metrics, { redis, keys, cfg, log });
   return {
-    cfg, log, redis, keys, queues, store, agents, providers, metrics, tracing, admission, rates,
+    cfg,
+    log,
+    redis,
+    keys,
+    queues,
+    store,
+    agents,
+    providers,
+    metrics,
+    tracing,
+    admission,
+    rates,
     async close() {
       await queues.close();
       redis.disconnect();

@@ -43,8 +43,10 @@ function splitAgentsOption(args: readonly string[]): { agents?: string; rest: st
 function typeStrippingProblem(agents: string): string | undefined {
   const typescript = (process.features as { typescript?: unknown }).typescript;
   if (!/\.[cm]?ts$/.test(agents) || (typescript !== undefined && typescript !== false)) return undefined;
-  return `--agents ${agents}: a TypeScript module needs Node 22.18 or later (this is ${process.version}); `
-    + 'compile it to JavaScript (tsc) and pass the .js file';
+  return (
+    `--agents ${agents}: a TypeScript module needs Node 22.18 or later (this is ${process.version}); ` +
+    'compile it to JavaScript (tsc) and pass the .js file'
+  );
 }
 
 async function main(argv: readonly string[]): Promise<void> {

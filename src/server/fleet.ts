@@ -53,14 +53,25 @@ export interface Fleet {
 function configOf(opts: FleetOptions): Config {
   const given = opts.config;
   if (given && Object.isFrozen(given) && 'SHARDS' in given) return given as Config;
-  const env = { ...((given as Record<string, string | undefined> | undefined) ?? process.env), ...(opts.redis ? { REDIS_URL: opts.redis } : {}) };
+  const env = {
+    ...((given as Record<string, string | undefined> | undefined) ?? process.env),
+    ...(opts.redis ? { REDIS_URL: opts.redis } : {}),
+  };
   return loadConfig(env);
 }
 
 export async function createFleet(opts: FleetOptions): Promise<Fleet> {
   const cfg = configOf(opts);
-  const providers = opts.providers instanceof Map ? opts.providers : opts.providers ? new Map(Object.entries(opts.providers)) : undefined;
-  const ctx = await createContext(cfg, opts.name ?? 'fleet', { agents: opts.agents, ...(providers ? { providers } : {}) });
+  const providers =
+    opts.providers instanceof Map
+      ? opts.providers
+      : opts.providers
+        ? new Map(Object.entries(opts.providers))
+        : undefined;
+  const ctx = await createContext(cfg, opts.name ?? 'fleet', {
+    agents: opts.agents,
+    ...(providers ? { providers } : {}),
+  });
   const servers: Server[] = [];
   const workers: FleetWorker[] = [];
   const reconcilers: Reconciler[] = [];
@@ -78,10 +89,14 @@ export async function createFleet(opts: FleetOptions): Promise<Fleet> {
     },
     worker: {
       start() {
-        const w = new FleetWorker(ctx, { effects: createEffectRunner(ctx, { approvals: approvalPolicy(cfg.APPROVAL_RULES) }) });
+        const w = new FleetWorker(ctx, {
+          effects: createEffectRunner(ctx, { approvals: approvalPolicy(cfg.APPROVAL_RULES) }),
+        });
         // It names its lock tokens after its Redis connection (one round trip) and then runs; a Redis gone at that
         // moment is logged, and the worker takes no job (ready stays false).
-        w.start().catch((err: unknown) => ctx.log.error({ code: 'worker_start_failed', err }, 'worker could not start'));
+        w.start().catch((err: unknown) =>
+          ctx.log.error({ code: 'worker_start_failed', err }, 'worker could not start'),
+        );
         workers.push(w);
         tickers.push(startScheduleWorker(ctx, new Schedules(ctx)));
         return w;
@@ -97,7 +112,11 @@ export async function createFleet(opts: FleetOptions): Promise<Fleet> {
     },
     async close() {
       ready = false;
-      await Promise.all([...workers.map((w) => w.stop()), ...reconcilers.map((r) => r.stop()), ...tickers.map((t) => t.close())]);
+      await Promise.all([
+        ...workers.map((w) => w.stop()),
+        ...reconcilers.map((r) => r.stop()),
+        ...tickers.map((t) => t.close()),
+      ]);
       await Promise.all(servers.map((s) => new Promise((res) => s.close(() => res(undefined)))));
       await ctx.close();
     },

@@ -12,7 +12,11 @@ import { AgentCatalog, isAgent, type Agent } from '../core/agent.js';
 import { environmentOf, type Config } from '../config/config.js';
 import { TerminalError } from '../core/errors.js';
 import {
-  isAgentsModule, parseAgentSettings, type AgentsExport, type AgentSettingsSchema, type Environment,
+  isAgentsModule,
+  parseAgentSettings,
+  type AgentsExport,
+  type AgentSettingsSchema,
+  type Environment,
 } from '../config/agentsModule.js';
 
 /** AGENTS_MODULE cannot be loaded or exports no valid agents: the process does not start. */
@@ -31,7 +35,7 @@ function specifierOf(module: string): string {
 async function importModule(cfg: Config, module: string): Promise<Record<string, unknown>> {
   try {
     return cfg.AGENTS_MODULE === undefined
-      ? ((await import('../agents/index.js')))
+      ? await import('../agents/index.js')
       : ((await import(specifierOf(cfg.AGENTS_MODULE))) as Record<string, unknown>);
   } catch (err) {
     throw new AgentsModuleError(module, `cannot be loaded (${(err as Error).message ?? String(err)})`, { cause: err });
@@ -42,16 +46,25 @@ async function importModule(cfg: Config, module: string): Promise<Record<string,
  * The agents a module gives, with its settings parsed first: a defineAgentsModule value, or a
  * list or function beside an optional `settings` export.
  */
-async function agentsOf(loaded: Record<string, unknown>, module: string, cfg: Config, env: Environment): Promise<unknown> {
+async function agentsOf(
+  loaded: Record<string, unknown>,
+  module: string,
+  cfg: Config,
+  env: Environment,
+): Promise<unknown> {
   const exported = loaded.default ?? loaded.agents;
   if (exported === undefined) throw new AgentsModuleError(module, 'exports neither a default nor `agents`');
-  const declared = isAgentsModule(exported) ? exported : { settings: loaded.settings as AgentSettingsSchema | undefined, agents: exported as AgentsExport };
+  const declared = isAgentsModule(exported)
+    ? exported
+    : { settings: loaded.settings as AgentSettingsSchema | undefined, agents: exported as AgentsExport };
   const settings = declared.settings === undefined ? {} : parseAgentSettings(declared.settings, cfg, env);
   if (typeof declared.agents !== 'function') return declared.agents;
   try {
     return await declared.agents({ config: cfg, settings, env });
   } catch (err) {
-    throw new AgentsModuleError(module, `its agents function failed (${(err as Error).message ?? String(err)})`, { cause: err });
+    throw new AgentsModuleError(module, `its agents function failed (${(err as Error).message ?? String(err)})`, {
+      cause: err,
+    });
   }
 }
 
@@ -59,7 +72,8 @@ async function agentsOf(loaded: Record<string, unknown>, module: string, cfg: Co
 export async function loadAgents(cfg: Config, env: Environment = environmentOf(cfg)): Promise<AgentCatalog> {
   const module = cfg.AGENTS_MODULE ?? '(built-in src/agents/index.ts)';
   const list = await agentsOf(await importModule(cfg, module), module, cfg, env);
-  if (!Array.isArray(list) || list.length === 0) throw new AgentsModuleError(module, 'exports no agent (a non-empty list, or a function returning one)');
+  if (!Array.isArray(list) || list.length === 0)
+    throw new AgentsModuleError(module, 'exports no agent (a non-empty list, or a function returning one)');
   const bad = list.findIndex((a) => !isAgent(a));
   if (bad >= 0) throw new AgentsModuleError(module, `entry ${bad} was not made by defineAgent`);
   try {

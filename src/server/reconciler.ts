@@ -10,7 +10,14 @@ const { ctx, reconciler, ops } = await boot('reconciler', async () => {
   const cfg = loadConfig();
   const ctx = await createContext(cfg, 'reconciler');
   const reconciler = new Reconciler(ctx);
-  const ops = await startOpsServer({ port: cfg.RECONCILER_METRICS_PORT, host: cfg.HOST, registry: ctx.metrics.registry, isReady: () => reconciler.ready && storeConnected(ctx.redis), metricsToken: cfg.METRICS_TOKEN, portSetting: 'RECONCILER_METRICS_PORT' });
+  const ops = await startOpsServer({
+    port: cfg.RECONCILER_METRICS_PORT,
+    host: cfg.HOST,
+    registry: ctx.metrics.registry,
+    isReady: () => reconciler.ready && storeConnected(ctx.redis),
+    metricsToken: cfg.METRICS_TOKEN,
+    portSetting: 'RECONCILER_METRICS_PORT',
+  });
   return { ctx, reconciler, ops };
 });
 reconciler.start();

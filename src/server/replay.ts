@@ -15,7 +15,12 @@ import { FOLLOW_UP_FIELD, followUpTokens } from '../worker/followUp.js';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
-  options: { 'max-tokens': { type: 'string' }, 'max-steps': { type: 'string' }, 'max-attempts': { type: 'string' }, json: { type: 'boolean' } },
+  options: {
+    'max-tokens': { type: 'string' },
+    'max-steps': { type: 'string' },
+    'max-attempts': { type: 'string' },
+    json: { type: 'boolean' },
+  },
 });
 const runId = positionals[0];
 if (!runId) {
@@ -44,14 +49,24 @@ const agent = agents.get(spec.agent);
 const previous = await redis.hget(keys.run(runId).run, FOLLOW_UP_FIELD);
 const report = replayRun(spec, await store.transcript(runId), {
   completionCap: cfg.COMPLETION_TOKEN_CAP,
-  ...(agent ? { inputTokens: agent.estimateInputTokens(spec.input) + followUpTokens(previous), tools: agent.tools.specs } : {}),
+  ...(agent
+    ? { inputTokens: agent.estimateInputTokens(spec.input) + followUpTokens(previous), tools: agent.tools.specs }
+    : {}),
   ...(values['max-tokens'] ? { maxTokens: num(values['max-tokens'])! } : {}),
   ...(values['max-steps'] ? { maxSteps: num(values['max-steps'])! } : {}),
   ...(values['max-attempts'] ? { maxAttempts: num(values['max-attempts'])! } : {}),
 });
 if (values.json) console.log(JSON.stringify(report));
 else {
-  console.log(`run ${report.runId}: ${report.recordedSteps} recorded steps, replayed ${report.stepsReplayed}, would spend ${report.tokensSpent} tokens`);
-  console.log(report.stoppedAt ? `would stop at step ${report.stoppedAt.step}: ${report.stoppedAt.status} (${report.stoppedAt.reason})` : report.completed ? 'would complete' : 'journal ends before a final answer');
+  console.log(
+    `run ${report.runId}: ${report.recordedSteps} recorded steps, replayed ${report.stepsReplayed}, would spend ${report.tokensSpent} tokens`,
+  );
+  console.log(
+    report.stoppedAt
+      ? `would stop at step ${report.stoppedAt.step}: ${report.stoppedAt.status} (${report.stoppedAt.reason})`
+      : report.completed
+        ? 'would complete'
+        : 'journal ends before a final answer',
+  );
 }
 redis.disconnect();

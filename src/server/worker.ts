@@ -15,21 +15,41 @@ import { Schedules, startScheduleWorker } from '../producer/schedules.js';
 
 // A signal while the process is still starting: it holds no job yet, so it just leaves (exit 0).
 let started = false;
-const leaveWhileStarting = () => { if (!started) process.exit(0); };
+const leaveWhileStarting = () => {
+  if (!started) process.exit(0);
+};
 process.on('SIGTERM', leaveWhileStarting);
 process.on('SIGINT', leaveWhileStarting);
 
 const { cfg, ctx, fleet, ops } = await boot('worker', async () => {
   const cfg = loadConfig();
   const ctx = await createContext(cfg, 'worker');
-  const fleet = new FleetWorker(ctx, { effects: createEffectRunner(ctx, { approvals: approvalPolicy(ctx.cfg.APPROVAL_RULES) }) });
-  const ops = await startOpsServer({ port: cfg.WORKER_METRICS_PORT, host: cfg.HOST, registry: ctx.metrics.registry, isReady: () => fleet.ready && storeConnected(ctx.redis), metricsToken: cfg.METRICS_TOKEN, portSetting: 'WORKER_METRICS_PORT' });
+  const fleet = new FleetWorker(ctx, {
+    effects: createEffectRunner(ctx, { approvals: approvalPolicy(ctx.cfg.APPROVAL_RULES) }),
+  });
+  const ops = await startOpsServer({
+    port: cfg.WORKER_METRICS_PORT,
+    host: cfg.HOST,
+    registry: ctx.metrics.registry,
+    isReady: () => fleet.ready && storeConnected(ctx.redis),
+    metricsToken: cfg.METRICS_TOKEN,
+    portSetting: 'WORKER_METRICS_PORT',
+  });
   return { cfg, ctx, fleet, ops };
 });
 await fleet.nameOwners();
 // The BullMQ worker ids (`<uuid>@<client id>`) prefix the lock tokens of the jobs this process holds (operators and the
 // chaos campaign map a lock to its process). Logged before any job is taken: a step may crash the process at once.
-ctx.log.info({ code: 'worker_started', pid: process.pid, metricsPort: ops.port, shards: ctx.keys.allShards().length, bullWorkerIds: fleet.workers.map((w) => w.id) }, 'worker started');
+ctx.log.info(
+  {
+    code: 'worker_started',
+    pid: process.pid,
+    metricsPort: ops.port,
+    shards: ctx.keys.allShards().length,
+    bullWorkerIds: fleet.workers.map((w) => w.id),
+  },
+  'worker started',
+);
 fleet.run();
 // Schedule ticks become runs in worker processes (any number of them: one run per tick).
 const schedules = new Schedules(ctx);
@@ -49,7 +69,10 @@ async function shutdown(signal: string): Promise<void> {
   ctx.log.info({ code: 'shutdown_started', signal, graceMs: cfg.SHUTDOWN_GRACE_MS }, 'handing jobs back');
   let stage = 'handing_back';
   const hardExit = setTimeout(() => {
-    ctx.log.error({ code: 'forced_exit', stage, held: [...fleet.held] }, 'shutdown did not finish after the grace period: exiting');
+    ctx.log.error(
+      { code: 'forced_exit', stage, held: [...fleet.held] },
+      'shutdown did not finish after the grace period: exiting',
+    );
     process.exit(1);
   }, cfg.SHUTDOWN_GRACE_MS + 3000);
   hardExit.unref();

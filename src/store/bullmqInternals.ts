@@ -26,8 +26,12 @@ import { InvariantError } from '../core/errors.js';
 // read from that build, by explicit file path. Pinned version; test/deploy/image.test.ts boots the
 // built entry points under plain node.
 const requireBullmq = createRequire(import.meta.url);
-const { addStandardJob } = requireBullmq('bullmq/dist/cjs/scripts/addStandardJob-9.js') as { addStandardJob: typeof AddStandardJobScript };
-const { moveToFinished } = requireBullmq('bullmq/dist/cjs/scripts/moveToFinished-14.js') as { moveToFinished: typeof MoveToFinishedScript };
+const { addStandardJob } = requireBullmq('bullmq/dist/cjs/scripts/addStandardJob-9.js') as {
+  addStandardJob: typeof AddStandardJobScript;
+};
+const { moveToFinished } = requireBullmq('bullmq/dist/cjs/scripts/moveToFinished-14.js') as {
+  moveToFinished: typeof MoveToFinishedScript;
+};
 
 export const BULLMQ_ADD_KEYS = 9;
 export const BULLMQ_ADD_ARGS = 3;
@@ -42,7 +46,10 @@ export interface CapturedAdd {
 /** Lua source of BullMQ's addStandardJob, wrapped as `local function bullmqAddStandardJob(KEYS, ARGV)`. */
 export function bullmqAddStandardJobFunction(): string {
   if (addStandardJob.name !== 'addStandardJob' || addStandardJob.keys !== BULLMQ_ADD_KEYS) {
-    throw new InvariantError('internals_changed', `BullMQ internals changed: addStandardJob has ${addStandardJob.keys} keys`);
+    throw new InvariantError(
+      'internals_changed',
+      `BullMQ internals changed: addStandardJob has ${addStandardJob.keys} keys`,
+    );
   }
   return `local function bullmqAddStandardJob(KEYS, ARGV)\n${addStandardJob.content}\nend\n`;
 }
@@ -50,7 +57,10 @@ export function bullmqAddStandardJobFunction(): string {
 /** Lua source of BullMQ's moveToFinished, wrapped as `local function bullmqMoveToFinished(KEYS, ARGV)`. */
 export function bullmqMoveToFinishedFunction(): string {
   if (moveToFinished.name !== 'moveToFinished' || moveToFinished.keys !== BULLMQ_FINISH_KEYS) {
-    throw new InvariantError('internals_changed', `BullMQ internals changed: moveToFinished has ${moveToFinished.keys} keys`);
+    throw new InvariantError(
+      'internals_changed',
+      `BullMQ internals changed: moveToFinished has ${moveToFinished.keys} keys`,
+    );
   }
   return `local function bullmqMoveToFinished(KEYS, ARGV)\n${moveToFinished.content}\nend\n`;
 }
@@ -64,11 +74,17 @@ export function bullmqMoveToFinishedFunction(): string {
 export function captureMoveToCompleted(job: Job, token: string, fetchNext: boolean): CapturedAdd {
   const backend = (job as unknown as { backend?: { moveToCompletedArgs?: MoveToCompletedArgs } }).backend;
   if (typeof backend?.moveToCompletedArgs !== 'function') {
-    throw new InvariantError('internals_changed', 'BullMQ internals changed: job.backend.moveToCompletedArgs is missing');
+    throw new InvariantError(
+      'internals_changed',
+      'BullMQ internals changed: job.backend.moveToCompletedArgs is missing',
+    );
   }
   const all = backend.moveToCompletedArgs(job, undefined, job.opts.removeOnComplete, token, fetchNext);
   if (all.length !== BULLMQ_FINISH_KEYS + BULLMQ_FINISH_ARGS) {
-    throw new InvariantError('internals_changed', `BullMQ internals changed: moveToFinished took ${all.length} arguments`);
+    throw new InvariantError(
+      'internals_changed',
+      `BullMQ internals changed: moveToFinished took ${all.length} arguments`,
+    );
   }
   return {
     keys: all.slice(0, BULLMQ_FINISH_KEYS).map(String),
@@ -92,14 +108,23 @@ export function commitBullKeys(add: CapturedAdd, finish: CapturedAdd): string[] 
   const keys = [...finish.keys, add.keys[3]!];
   for (let i = 0; i < BULLMQ_ADD_KEYS; i++) {
     if (keys[ADD_KEYS_FROM_FINISH[i]! - 1] !== add.keys[i]) {
-      throw new InvariantError('internals_changed', `BullMQ internals changed: addStandardJob key ${i + 1} (${add.keys[i]}) is not moveToFinished's`);
+      throw new InvariantError(
+        'internals_changed',
+        `BullMQ internals changed: addStandardJob key ${i + 1} (${add.keys[i]}) is not moveToFinished's`,
+      );
     }
   }
   return keys;
 }
 
 type AddJobToTransaction = (client: unknown, jobData: unknown, jobId: string) => Promise<unknown>;
-type MoveToCompletedArgs = (job: Job, returnValue: unknown, removeOnComplete: unknown, token: string, fetchNext: boolean) => unknown[];
+type MoveToCompletedArgs = (
+  job: Job,
+  returnValue: unknown,
+  removeOnComplete: unknown,
+  token: string,
+  fetchNext: boolean,
+) => unknown[];
 
 /**
  * The step's commit already completed `job` (and fetched the worker's next job):
@@ -126,7 +151,14 @@ export async function captureAddStandardJob(
   data: unknown,
   opts: JobsOptions & { jobId: string },
 ): Promise<CapturedAdd> {
-  if (opts.delay || opts.priority || opts.parent || opts.deduplication || 'repeatJobKey' in opts || typeof opts.backoff === 'number') {
+  if (
+    opts.delay ||
+    opts.priority ||
+    opts.parent ||
+    opts.deduplication ||
+    'repeatJobKey' in opts ||
+    typeof opts.backoff === 'number'
+  ) {
     throw new InvariantError('invariant', 'captureAddStandardJob supports standard jobs only');
   }
   let captured: { name: string; args: (string | Buffer)[] } | undefined;
@@ -141,16 +173,30 @@ export async function captureAddStandardJob(
   // data, timestamp and options with BullMQ's defaults; the backend computes keys and argv.
   const backend = (queue as unknown as { backend?: { addJobToTransaction?: AddJobToTransaction } }).backend;
   if (typeof backend?.addJobToTransaction !== 'function') {
-    throw new InvariantError('internals_changed', 'BullMQ internals changed: queue.backend.addJobToTransaction is missing');
+    throw new InvariantError(
+      'internals_changed',
+      'BullMQ internals changed: queue.backend.addJobToTransaction is missing',
+    );
   }
-  const jobData = { name, data: JSON.stringify(data ?? {}), opts: { attempts: 0, ...opts }, timestamp: opts.timestamp ?? Date.now() };
+  const jobData = {
+    name,
+    data: JSON.stringify(data ?? {}),
+    opts: { attempts: 0, ...opts },
+    timestamp: opts.timestamp ?? Date.now(),
+  };
   await backend.addJobToTransaction(capturingClient, jobData, opts.jobId);
   if (!captured || !captured.name.startsWith('addStandardJob:')) {
-    throw new InvariantError('internals_changed', `BullMQ internals changed: expected addStandardJob, got ${captured?.name ?? 'nothing'}`);
+    throw new InvariantError(
+      'internals_changed',
+      `BullMQ internals changed: expected addStandardJob, got ${captured?.name ?? 'nothing'}`,
+    );
   }
   const all = captured.args;
   if (all.length !== BULLMQ_ADD_KEYS + BULLMQ_ADD_ARGS) {
-    throw new InvariantError('internals_changed', `BullMQ internals changed: addStandardJob took ${all.length} arguments`);
+    throw new InvariantError(
+      'internals_changed',
+      `BullMQ internals changed: addStandardJob took ${all.length} arguments`,
+    );
   }
   return {
     keys: all.slice(0, BULLMQ_ADD_KEYS).map(String),
@@ -164,7 +210,10 @@ export async function captureAddStandardJob(
  * connection and dropped as it closes; a spare marker wakes another worker at
  * once (an idle worker pays one empty fetch for it).
  */
-export async function wakeAnotherWorker(redis: { zadd(key: string, score: number, member: string): Promise<unknown> }, markerKey: string): Promise<void> {
+export async function wakeAnotherWorker(
+  redis: { zadd(key: string, score: number, member: string): Promise<unknown> },
+  markerKey: string,
+): Promise<void> {
   await redis.zadd(markerKey, 0, '0');
 }
 
@@ -180,7 +229,7 @@ export async function wakeAnotherWorker(redis: { zadd(key: string, score: number
  * fetched job's token stops starting with it.
  */
 export function nameWorkerOwner(worker: { id: string }, base: string, clientId: number): void {
-  (worker).id = ownerId(base, clientId);
+  worker.id = ownerId(base, clientId);
 }
 
 export const ownerId = (base: string, clientId: number): string => `${base}@${clientId}`;

@@ -68,7 +68,7 @@ export function scriptError(code: number, context: Record<string, unknown> = {})
     case ScriptCode.AlreadyDecided:
       return new AgentError('ledger_conflict', 'already decided', context);
     case ScriptCode.CancelRequested:
-      return new CancelledError('the run\'s cancel is recorded: nothing more is dispatched', context);
+      return new CancelledError("the run's cancel is recorded: nothing more is dispatched", context);
     case ScriptCode.BudgetExhausted:
       return new AgentError('budget_exhausted', 'a budget of the run leaves no room', context);
     case ScriptCode.ActionWaiting:
@@ -76,7 +76,11 @@ export function scriptError(code: number, context: Record<string, unknown> = {})
     case ScriptCode.NotVersionParked:
       return new AgentError('version_mismatch', 'the run is not parked for a version change', context);
     case ScriptCode.VersionChanged:
-      return new AgentError('version_mismatch', 'the run is no longer pinned to the version it was parked with', context);
+      return new AgentError(
+        'version_mismatch',
+        'the run is no longer pinned to the version it was parked with',
+        context,
+      );
     default:
       return new AgentError('ledger_conflict', `unknown script code ${code}`, context);
   }

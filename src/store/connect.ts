@@ -22,20 +22,25 @@ export function targetOf(cfg: Config): RedisTarget {
   if (cfg.REDIS_SENTINELS.length > 0) {
     return {
       sentinel: {
-        nodes: cfg.REDIS_SENTINELS, master: cfg.REDIS_SENTINEL_MASTER,
+        nodes: cfg.REDIS_SENTINELS,
+        master: cfg.REDIS_SENTINEL_MASTER,
         ...(cfg.REDIS_PASSWORD ? { password: cfg.REDIS_PASSWORD } : {}),
         ...(cfg.REDIS_SENTINEL_PASSWORD ? { sentinelPassword: cfg.REDIS_SENTINEL_PASSWORD } : {}),
       },
     };
   }
   if (cfg.REDIS_URL) return { url: cfg.REDIS_URL };
-  throw new ConfigError(['REDIS_URL'], 'invalid configuration: REDIS_URL: required by this process (or REDIS_CLUSTER_NODES)');
+  throw new ConfigError(
+    ['REDIS_URL'],
+    'invalid configuration: REDIS_URL: required by this process (or REDIS_CLUSTER_NODES)',
+  );
 }
 
 /** The target as it may be printed: host and port, never the password. */
 export function describeTarget(target: RedisTarget): string {
   if (target.clusterNodes && target.clusterNodes.length > 0) return `Redis Cluster ${target.clusterNodes.join(',')}`;
-  if (target.sentinel) return `Redis master '${target.sentinel.master}' of the sentinels ${target.sentinel.nodes.join(',')}`;
+  if (target.sentinel)
+    return `Redis master '${target.sentinel.master}' of the sentinels ${target.sentinel.nodes.join(',')}`;
   try {
     const u = new URL(target.url ?? 'redis://127.0.0.1:6379');
     return `Redis at ${u.protocol}//${u.host}`;
@@ -60,15 +65,24 @@ export class RedisUnreachable extends TerminalError {
 export async function waitForRedis(client: RedisClient, target: RedisTarget, timeoutMs: number): Promise<void> {
   if (client.status === 'ready') return;
   let lastError: Error | undefined;
-  const onError = (err: Error) => { lastError = err; };
+  const onError = (err: Error) => {
+    lastError = err;
+  };
   client.on('error', onError);
   let timer: NodeJS.Timeout | undefined;
   try {
     await new Promise<void>((resolve, reject) => {
       client.once('ready', () => resolve());
       timer = setTimeout(() => {
-        const why = lastError ? `: ${lastError.message || (lastError as { code?: string }).code || lastError.name}` : '';
-        reject(new RedisUnreachable(`${describeTarget(target)} unreachable for ${timeoutMs} ms (REDIS_BOOT_TIMEOUT_MS)${why}`, { cause: lastError }));
+        const why = lastError
+          ? `: ${lastError.message || (lastError as { code?: string }).code || lastError.name}`
+          : '';
+        reject(
+          new RedisUnreachable(
+            `${describeTarget(target)} unreachable for ${timeoutMs} ms (REDIS_BOOT_TIMEOUT_MS)${why}`,
+            { cause: lastError },
+          ),
+        );
       }, timeoutMs);
     });
   } catch (err) {
@@ -103,11 +117,16 @@ export function createRedis(target: RedisTarget, name = 'agent'): RedisClient {
   if (target.sentinel) {
     const { nodes, master, password, sentinelPassword } = target.sentinel;
     return new Redis({
-      sentinels: nodes.map(hostPort), name: master, role: 'master',
+      sentinels: nodes.map(hostPort),
+      name: master,
+      role: 'master',
       // Sentinel's +switch-master moves the client at once instead of after its next failed command.
       failoverDetector: true,
-      ...(password ? { password } : {}), ...(sentinelPassword ? { sentinelPassword } : {}),
-      maxRetriesPerRequest: null, connectionName: name, reconnectOnError: reconnectOnReadonly,
+      ...(password ? { password } : {}),
+      ...(sentinelPassword ? { sentinelPassword } : {}),
+      maxRetriesPerRequest: null,
+      connectionName: name,
+      reconnectOnError: reconnectOnReadonly,
     });
   }
   return new Redis(target.url ?? 'redis://127.0.0.1:6379', {
@@ -157,10 +176,7 @@ export class RedisMisconfigured extends TerminalError {
  * Refuses to start on an evicting Redis (queues and ledgers would silently lose
  * keys) and warns when AOF is off (a Redis restart would lose acknowledged steps).
  */
-export async function assertRedisSafe(
-  client: RedisClient,
-  warn: (msg: string) => void,
-): Promise<RedisConfigReport> {
+export async function assertRedisSafe(client: RedisClient, warn: (msg: string) => void): Promise<RedisConfigReport> {
   const report = await inspectRedisConfig(client);
   if (!report.noeviction) {
     throw new RedisMisconfigured(
@@ -196,11 +212,14 @@ export async function nodeForKey(client: RedisClient, key: string): Promise<Redi
  */
 export async function storeWritable(client: RedisClient, timeoutMs: number): Promise<boolean> {
   if (!storeConnected(client)) return false;
-  const check = client instanceof Cluster
-    ? client.cluster('INFO').then((info) => String(info).includes('cluster_state:ok'))
-    : client.call('ROLE').then((role) => Array.isArray(role) && role[0] === 'master');
+  const check =
+    client instanceof Cluster
+      ? client.cluster('INFO').then((info) => String(info).includes('cluster_state:ok'))
+      : client.call('ROLE').then((role) => Array.isArray(role) && role[0] === 'master');
   let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<boolean>((resolve) => { timer = setTimeout(() => resolve(false), timeoutMs); });
+  const late = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), timeoutMs);
+  });
   try {
     return await Promise.race([check.catch(() => false), late]);
   } finally {

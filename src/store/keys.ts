@@ -248,9 +248,16 @@ export class KeySpace {
   flow(): FlowKeys {
     const base = `${this.prefix}:{flow}`;
     return {
-      waiting: `${base}:waiting`, held: `${base}:held`, pending: `${base}:pending`, counts: `${base}:counts`,
-      turns: `${base}:turns`, passes: `${base}:passes`, settings: `${base}:settings`, admitted: `${base}:admitted`,
-      audit: `${base}:audit`, linePrefix: `${base}:line:`,
+      waiting: `${base}:waiting`,
+      held: `${base}:held`,
+      pending: `${base}:pending`,
+      counts: `${base}:counts`,
+      turns: `${base}:turns`,
+      passes: `${base}:passes`,
+      settings: `${base}:settings`,
+      admitted: `${base}:admitted`,
+      audit: `${base}:audit`,
+      linePrefix: `${base}:line:`,
     };
   }
 
@@ -297,9 +304,23 @@ export class KeySpace {
   }
 
   /** The BullMQ queue keys a dead owner's jobs move through (BullMQ internal layout, as its stall check uses them). */
-  queueStateKeys(shard: number): { active: string; wait: string; stalled: string; meta: string; marker: string; events: string } {
+  queueStateKeys(shard: number): {
+    active: string;
+    wait: string;
+    stalled: string;
+    meta: string;
+    marker: string;
+    events: string;
+  } {
     const q = this.queueKeyPrefix(shard);
-    return { active: `${q}active`, wait: `${q}wait`, stalled: `${q}stalled`, meta: `${q}meta`, marker: `${q}marker`, events: `${q}events` };
+    return {
+      active: `${q}active`,
+      wait: `${q}wait`,
+      stalled: `${q}stalled`,
+      meta: `${q}meta`,
+      marker: `${q}marker`,
+      events: `${q}events`,
+    };
   }
 
   allShards(): number[] {
@@ -341,10 +362,18 @@ export function subjectShard(tenant: string, agent: string, subjectKey: string, 
  * event names the same run, and on the subject's shard, so createRun links it atomically.
  * About `shards` digests per call.
  */
-export function runIdForEvent(tenant: string, agent: string, subjectKey: string, eventKey: string, shards: number): string {
+export function runIdForEvent(
+  tenant: string,
+  agent: string,
+  subjectKey: string,
+  eventKey: string,
+  shards: number,
+): string {
   const home = subjectShard(tenant, agent, subjectKey, shards);
   for (let n = 0; n < shards * 64; n++) {
-    const digest = createHash('sha256').update(`${tenant}\u0000${agent}\u0000${subjectKey}\u0000event\u0000${eventKey}\u0000${n}`).digest('hex');
+    const digest = createHash('sha256')
+      .update(`${tenant}\u0000${agent}\u0000${subjectKey}\u0000event\u0000${eventKey}\u0000${n}`)
+      .digest('hex');
     const id = `r_${digest.slice(0, 24)}`;
     if (shardOf(id, shards) === home) return id;
   }

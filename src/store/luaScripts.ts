@@ -40,7 +40,11 @@ export function scriptDefs(): ScriptDef[] {
     .map((file) => {
       const m = /^(.+)-(\d+)\.lua$/.exec(file);
       if (!m) throw new InvariantError('script_failed', `Lua file ${file} must be named <name>-<numberOfKeys>.lua`);
-      return { name: m[1]!, numberOfKeys: Number(m[2]), lua: resolveIncludes(readFileSync(join(luaDir, file), 'utf8')) };
+      return {
+        name: m[1]!,
+        numberOfKeys: Number(m[2]),
+        lua: resolveIncludes(readFileSync(join(luaDir, file), 'utf8')),
+      };
     });
   return cached;
 }
@@ -58,7 +62,10 @@ type ScriptFn = (...args: ScriptArg[]) => Promise<unknown>;
  * measurable part of a step's CPU.
  */
 class ScriptCommand extends Command {
-  constructor(private readonly def: LoadedScript, args: ScriptArg[]) {
+  constructor(
+    private readonly def: LoadedScript,
+    args: ScriptArg[],
+  ) {
     // Arguments are set after construction: Command's constructor flattens its
     // argument array (Array#flat, several µs for the commit's ~60) and
     // stringifies it; encodeCommand does both in its one pass.
@@ -126,7 +133,12 @@ interface LoadedScript extends ScriptDef {
 let loadedDefs: Map<string, LoadedScript> | undefined;
 
 function loadedScript(name: string): LoadedScript | undefined {
-  loadedDefs ??= new Map(scriptDefs().map((d) => [d.name, { ...d, sha: createHash('sha1').update(d.lua).digest('hex'), sockets: new WeakSet<object>() }]));
+  loadedDefs ??= new Map(
+    scriptDefs().map((d) => [
+      d.name,
+      { ...d, sha: createHash('sha1').update(d.lua).digest('hex'), sockets: new WeakSet<object>() },
+    ]),
+  );
   return loadedDefs.get(name);
 }
 
@@ -147,7 +159,7 @@ const corked = new WeakSet<Socket>();
  */
 function coalesceWrites(client: RedisClient): void {
   if (client instanceof Cluster) return;
-  const stream = (client).stream as Socket | undefined;
+  const stream = client.stream as Socket | undefined;
   if (!stream || corked.has(stream) || typeof stream.cork !== 'function') return;
   corked.add(stream);
   stream.cork();

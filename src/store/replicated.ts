@@ -27,7 +27,11 @@ export interface ReplicationOptions {
 /** Fewer replicas than required acknowledged the writes in time: retry later, nothing was acknowledged. */
 export class NotReplicatedError extends AgentError {
   override readonly retry: RetryKind = 'retryable';
-  constructor(readonly acked: number, readonly required: number, readonly retryAfterMs: number) {
+  constructor(
+    readonly acked: number,
+    readonly required: number,
+    readonly retryAfterMs: number,
+  ) {
     super('not_replicated', `${acked} of ${required} replicas acknowledged the write`, { acked, required });
   }
 }
@@ -69,7 +73,10 @@ function masterOf(client: RedisClient, key: string): Redis {
 async function waitOn(node: Redis, opts: ReplicationOptions): Promise<number> {
   const mode = await waitModeOf(node);
   if (!mode.waitAof) return Number(await node.call('WAIT', opts.minReplicas, opts.timeoutMs));
-  const [local, replicas] = (await node.call('WAITAOF', mode.localAof ? 1 : 0, opts.minReplicas, opts.timeoutMs)) as [number, number];
+  const [local, replicas] = (await node.call('WAITAOF', mode.localAof ? 1 : 0, opts.minReplicas, opts.timeoutMs)) as [
+    number,
+    number,
+  ];
   return mode.localAof && Number(local) < 1 ? 0 : Number(replicas);
 }
 
@@ -78,7 +85,12 @@ async function waitOn(node: Redis, opts: ReplicationOptions): Promise<number> {
  * @returns the replicas that acknowledged (0 without waiting when none are required)
  * @throws NotReplicatedError when fewer acknowledged within `opts.timeoutMs` (retry after `retryAfterMs`)
  */
-export async function replicated(client: RedisClient, key: string, opts: ReplicationOptions, retryAfterMs = 1000): Promise<number> {
+export async function replicated(
+  client: RedisClient,
+  key: string,
+  opts: ReplicationOptions,
+  retryAfterMs = 1000,
+): Promise<number> {
   if (opts.minReplicas <= 0) return 0;
   const acked = await waitOn(masterOf(client, key), opts);
   if (acked < opts.minReplicas) throw new NotReplicatedError(acked, opts.minReplicas, retryAfterMs);

@@ -12,16 +12,24 @@ const UNAVAILABLE_REPLIES = /^(CLUSTERDOWN|READONLY|LOADING|MASTERDOWN|TRYAGAIN|
 /** ioredis's own errors when no connection can carry the command. */
 const CONNECTION_ERRORS = [
   'Connection is closed',
-  'Stream isn\'t writeable',
+  "Stream isn't writeable",
   'Too many Cluster redirections',
   'Failed to refresh slots cache',
   'None of startup nodes is available',
-  'Cluster isn\'t ready',
+  "Cluster isn't ready",
   'All sentinels are unreachable',
   'Reached the max retries per request limit',
 ];
 
-const NET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
+const NET_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+]);
 
 export function storeUnavailable(err: unknown): boolean {
   if (err instanceof NotReplicatedError || err instanceof RedisUnreachable) return true;

@@ -12,5 +12,12 @@ export interface EffectRunner {
    * @param input.deadlineAt the run's wall-clock deadline (epoch ms): no dispatch starts past it (DeadlineError,
    *   the action stays as it is), a dispatch waits at most until it, and reconciling it waits at most DEADLINE_MARGIN_MS more.
    */
-  run(input: { tool: WriteTool; args: unknown; call: ToolCall; ctx: ToolContext; tenant: string; deadlineAt?: number }): Promise<EffectResult>;
+  run(input: {
+    tool: WriteTool;
+    args: unknown;
+    call: ToolCall;
+    ctx: ToolContext;
+    tenant: string;
+    deadlineAt?: number;
+  }): Promise<EffectResult>;
 }

@@ -53,18 +53,38 @@ export class FleetWorker {
   /** Flow control's bookkeeping (FLOW_SWEEP_MS), when FLOW_CONTROL is on. */
   private flowSweep?: NodeJS.Timeout;
 
-  constructor(private readonly ctx: EngineContext, opts: FleetWorkerOptions = {}) {
+  constructor(
+    private readonly ctx: EngineContext,
+    opts: FleetWorkerOptions = {},
+  ) {
     const { cfg } = ctx;
     this.crash = opts.crash ?? testHooksFrom(cfg).crash;
     // Every step in flight (WORKER_CONCURRENCY per shard) listens on these while it waits on a call: not a leak.
     setMaxListeners(0, this.soft.signal, this.hard.signal);
     const shards = opts.shards ?? (cfg.WORKER_SHARDS.length > 0 ? cfg.WORKER_SHARDS.map(Number) : ctx.keys.allShards());
     // Throws ConfigError (WORKER_AGENT_VERSIONS) before any job is taken when a listed version is not loaded.
-    this.versions = new VersionGate(ctx.agents, new VersionRegistry(ctx.redis, ctx.keys, cfg.VERSION_TTL_MS), cfg, ctx.log, shards, (runId) => ctx.keys.shardOf(runId));
+    this.versions = new VersionGate(
+      ctx.agents,
+      new VersionRegistry(ctx.redis, ctx.keys, cfg.VERSION_TTL_MS),
+      cfg,
+      ctx.log,
+      shards,
+      (runId) => ctx.keys.shardOf(runId),
+    );
     this.processor = new StepProcessor({
-      cfg, redis: ctx.redis, keys: ctx.keys, store: ctx.store, specs: new RunSpecCache(ctx.store),
-      agents: ctx.agents, versions: this.versions, providers: ctx.providers, metrics: ctx.metrics, log: ctx.log,
-      crash: this.crash, tracer: ctx.tracing.tracer, rates: ctx.rates,
+      cfg,
+      redis: ctx.redis,
+      keys: ctx.keys,
+      store: ctx.store,
+      specs: new RunSpecCache(ctx.store),
+      agents: ctx.agents,
+      versions: this.versions,
+      providers: ctx.providers,
+      metrics: ctx.metrics,
+      log: ctx.log,
+      crash: this.crash,
+      tracer: ctx.tracing.tracer,
+      rates: ctx.rates,
       ...(ctx.admission?.enabled ? { admission: ctx.admission } : {}),
       ...(opts.effects ? { effects: opts.effects } : {}),
     });
@@ -87,12 +107,19 @@ export class FleetWorker {
       worker.on('failed', (job, err) => {
         if (!job) return;
         settleFailedJob(ctx, job, err).catch((e: unknown) =>
-          ctx.log.error({ code: 'settle_failed', jobId: job.id, err: e }, 'could not end the run of a failed job (the sweep will)'));
+          ctx.log.error(
+            { code: 'settle_failed', jobId: job.id, err: e },
+            'could not end the run of a failed job (the sweep will)',
+          ),
+        );
       });
       this.workers.push(worker);
       watched.push({ shard, worker });
     }
-    this.ownerWatch = new OwnerWatch(ctx, watched, { intervalMs: cfg.OWNER_WATCH_MS, maxStalledCount: cfg.MAX_STALLED_COUNT });
+    this.ownerWatch = new OwnerWatch(ctx, watched, {
+      intervalMs: cfg.OWNER_WATCH_MS,
+      maxStalledCount: cfg.MAX_STALLED_COUNT,
+    });
   }
 
   /**
@@ -126,7 +153,8 @@ export class FleetWorker {
     const admission = this.ctx.admission;
     if (!admission?.enabled || this.flowSweep) return;
     const loop = () => {
-      admission.sweep()
+      admission
+        .sweep()
         .catch((err: unknown) => {
           admission.forgetClientId();
           this.ctx.log.warn({ code: 'flow_sweep_failed', err }, 'flow control bookkeeping failed (next tick retries)');
@@ -145,7 +173,13 @@ export class FleetWorker {
       // The step's commit completes the job and, unless we are stopping, fetches the next one, locked
       // with this job's token: not when that token names a connection since replaced (a watcher would
       // take the next job at once); BullMQ's loop then fetches with a token naming the current one.
-      await this.processor.process(job, token, this.soft.signal, this.hard.signal, () => !this.soft.signal.aborted && this.ownerWatch.isCurrent(token));
+      await this.processor.process(
+        job,
+        token,
+        this.soft.signal,
+        this.hard.signal,
+        () => !this.soft.signal.aborted && this.ownerWatch.isCurrent(token),
+      );
     } catch (err) {
       if (this.soft.signal.aborted) {
         // Hand the job back now; it does not count as an attempt.
@@ -186,10 +220,16 @@ export class FleetWorker {
       // BullMQ #2430, #4656): once every held job is handed back or finished, it gets
       // CLOSE_TIMEOUT_MS more, and then the process leaves anyway (nothing is held).
       const closed = Promise.all(this.workers.map((w) => w.close())).then(() => true);
-      const drained = this.heldDrained().then(() => sleep(CLOSE_TIMEOUT_MS)).then(() => false);
+      const drained = this.heldDrained()
+        .then(() => sleep(CLOSE_TIMEOUT_MS))
+        .then(() => false);
       const clean = await Promise.race([closed, drained]);
       clearTimeout(grace);
-      if (!clean) this.ctx.log.warn({ code: 'close_timeout', timeoutMs: CLOSE_TIMEOUT_MS }, 'worker connections did not close; every job was handed back, leaving anyway');
+      if (!clean)
+        this.ctx.log.warn(
+          { code: 'close_timeout', timeoutMs: CLOSE_TIMEOUT_MS },
+          'worker connections did not close; every job was handed back, leaving anyway',
+        );
     })();
     return this.stopping;
   }

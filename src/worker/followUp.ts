@@ -54,7 +54,8 @@ export class FollowUps {
       const status = statusRaw ?? null;
       const earlier = earlierRaw ?? null;
       if (status !== null && ACTIVE.has(status)) return { waitingFor: status };
-      const fresh = status === null ? '' : agent.followUp(await this.previous(previousRunId, status, earlier), spec.input);
+      const fresh =
+        status === null ? '' : agent.followUp(await this.previous(previousRunId, status, earlier), spec.input);
       await redis.hsetnx(runKey, FOLLOW_UP_FIELD, fresh);
       text = (await redis.hget(runKey, FOLLOW_UP_FIELD)) ?? fresh;
     }
@@ -65,7 +66,9 @@ export class FollowUps {
   private async previous(runId: string, status: string, earlier: string | null): Promise<PreviousRun> {
     const [spec, journal] = await Promise.all([this.store.readSpec(runId), this.store.transcript(runId)]);
     const conversation = journal.filter((e): e is Exclude<JournalEntry, { kind: 'operator' }> => e.kind !== 'operator');
-    const final = conversation.filter((e): e is DecisionEntry => e.kind === 'decision' && e.final !== undefined).at(-1)?.final;
+    const final = conversation
+      .filter((e): e is DecisionEntry => e.kind === 'decision' && e.final !== undefined)
+      .at(-1)?.final;
     return { runId, status, input: spec?.input, final, journal: conversation, ...(earlier ? { earlier } : {}) };
   }
 }

@@ -80,7 +80,11 @@ export class OwnerWatch {
   /** A failing tick logs once per streak (a Redis restart would otherwise log 10 lines a second). */
   private failing = false;
 
-  constructor(private readonly d: OwnerWatchDeps, workers: WatchedWorker[], private readonly opts: OwnerWatchOptions) {
+  constructor(
+    private readonly d: OwnerWatchDeps,
+    workers: WatchedWorker[],
+    private readonly opts: OwnerWatchOptions,
+  ) {
     this.owners = workers.map((w) => ({ ...w, base: w.worker.id }));
   }
 
@@ -127,7 +131,10 @@ export class OwnerWatch {
     nameWorkerOwner(o.worker, o.base, id);
     o.clientId = id;
     if (previous !== undefined) {
-      this.d.log.warn({ code: 'owner_connection_changed', shard: o.shard, previous, clientId: id }, 'redis connection replaced: jobs locked under the old one will be requeued by a watcher');
+      this.d.log.warn(
+        { code: 'owner_connection_changed', shard: o.shard, previous, clientId: id },
+        'redis connection replaced: jobs locked under the old one will be requeued by a watcher',
+      );
     }
   }
 
@@ -144,13 +151,20 @@ export class OwnerWatch {
           const moved = await requeueDeadOwner(node, this.d.keys, o.shard, dead, this.opts.maxStalledCount);
           if (moved.length === 0) continue;
           this.d.metrics.deadOwnerRequeues.inc(moved.length);
-          this.d.log.warn({ code: 'owner_gone', shard: o.shard, clientId: dead, jobIds: moved }, 'jobs of a vanished connection moved back to wait');
+          this.d.log.warn(
+            { code: 'owner_gone', shard: o.shard, clientId: dead, jobIds: moved },
+            'jobs of a vanished connection moved back to wait',
+          );
         }
       }
       this.failing = false;
     } catch (err) {
       this.d.metrics.ownerWatchErrors.inc();
-      if (!this.failing) this.d.log.warn({ code: 'owner_watch_failed', err }, 'owner watch tick failed (retrying every tick; lock expiry still recovers)');
+      if (!this.failing)
+        this.d.log.warn(
+          { code: 'owner_watch_failed', err },
+          'owner watch tick failed (retrying every tick; lock expiry still recovers)',
+        );
       this.failing = true;
     }
   }

@@ -55,7 +55,11 @@ export class TextStream {
 
   attempt(modelAttempt: number): AttemptStream {
     const delivery = `${this.o.jobAttempt}.${modelAttempt}`;
-    const ids = { delivery, deliveryKey: `${this.o.jobInstance}-${delivery}`, mayFollowAnother: this.o.redelivered || modelAttempt > 1 };
+    const ids = {
+      delivery,
+      deliveryKey: `${this.o.jobInstance}-${delivery}`,
+      mayFollowAnother: this.o.redelivered || modelAttempt > 1,
+    };
     return new AttemptStream(this.o, ids, {
       pending: () => (this.started ? '' : this.o.startedEvent),
       written: () => void (this.started = true),
@@ -132,8 +136,13 @@ export class AttemptStream {
     const startedEvent = this.started.pending();
     try {
       const { restarted } = await appendTextDeltas(o.redis, o.keys, {
-        token: o.token, step: o.step, jobId: o.jobId, deliveryKey: this.ids.deliveryKey, eventsMaxLen: o.eventsMaxLen,
-        event: text === '' ? '' : JSON.stringify({ step: o.step, delivery: this.ids.delivery, seq, text }), startedEvent,
+        token: o.token,
+        step: o.step,
+        jobId: o.jobId,
+        deliveryKey: this.ids.deliveryKey,
+        eventsMaxLen: o.eventsMaxLen,
+        event: text === '' ? '' : JSON.stringify({ step: o.step, delivery: this.ids.delivery, seq, text }),
+        startedEvent,
       });
       if (text === '' && !restarted) return; // the marker found nothing to announce, and wrote nothing
       this.started.written();
@@ -144,10 +153,16 @@ export class AttemptStream {
       if (err instanceof FenceError) {
         // Another owner has the step (or it ended): its writes, not ours, are the answer now.
         o.metrics.textDeltaBatches.inc({ outcome: 'fence_lost' });
-        o.log.info({ code: 'text_stream_fenced', fence: err.code, delivery: this.ids.delivery }, 'streamed text stopped: the step is no longer ours');
+        o.log.info(
+          { code: 'text_stream_fenced', fence: err.code, delivery: this.ids.delivery },
+          'streamed text stopped: the step is no longer ours',
+        );
       } else {
         o.metrics.textDeltaBatches.inc({ outcome: 'write_failed' });
-        o.log.warn({ code: 'text_stream_failed', delivery: this.ids.delivery, err }, 'streamed text stopped: write failed');
+        o.log.warn(
+          { code: 'text_stream_failed', delivery: this.ids.delivery, err },
+          'streamed text stopped: write failed',
+        );
       }
     }
   }

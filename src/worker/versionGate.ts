@@ -28,9 +28,7 @@ export interface VersionGateOptions {
   readonly VERSION_HANDBACK_DELAY_MS: number;
 }
 
-export type VersionVerdict =
-  | { kind: 'hand_back'; delayMs: number }
-  | { kind: 'park'; reason: string };
+export type VersionVerdict = { kind: 'hand_back'; delayMs: number } | { kind: 'park'; reason: string };
 
 /** Served versions named in a park reason, at most this many (the reason stays short). */
 const REASON_VERSIONS_MAX = 3;
@@ -56,8 +54,10 @@ export class VersionGate {
     const loaded = new Set(agents.all.map((a) => a.version));
     const unknown = [...listed].filter((v) => !loaded.has(v));
     if (unknown.length > 0) {
-      throw new ConfigError(['WORKER_AGENT_VERSIONS'],
-        `invalid configuration: WORKER_AGENT_VERSIONS: ${unknown.join(', ')} is the version of no loaded agent (loaded: ${[...loaded].join(', ')})`);
+      throw new ConfigError(
+        ['WORKER_AGENT_VERSIONS'],
+        `invalid configuration: WORKER_AGENT_VERSIONS: ${unknown.join(', ')} is the version of no loaded agent (loaded: ${[...loaded].join(', ')})`,
+      );
     }
     for (const a of agents.all) if (listed.size === 0 || listed.has(a.version)) this.serving.set(a.name, a);
   }
@@ -78,19 +78,34 @@ export class VersionGate {
     // Served for this run: by a worker that consumes the run's shard (a version served only elsewhere cannot take its steps).
     const shard = this.shardOf(spec.runId);
     const served = (await this.registry.served(spec.agent)).filter((s) => s.shards.includes(shard));
-    const exact = served.some((s) => s.version === spec.agentVersion && s.toolsHash === spec.toolsHash && s.workers.some((w) => w !== this.workerId));
+    const exact = served.some(
+      (s) =>
+        s.version === spec.agentVersion && s.toolsHash === spec.toolsHash && s.workers.some((w) => w !== this.workerId),
+    );
     if (exact) return { kind: 'hand_back', delayMs: this.opts.VERSION_HANDBACK_DELAY_MS };
-    if (served.length === 0 && !this.agents.get(spec.agent)) return { kind: 'park', reason: `unknown_agent: ${spec.agent}` };
+    if (served.length === 0 && !this.agents.get(spec.agent))
+      return { kind: 'park', reason: `unknown_agent: ${spec.agent}` };
     const labels = served.map((s) => versionLabel(s.version, s.toolsHash));
-    const named = labels.length === 0 ? 'none' : labels.slice(0, REASON_VERSIONS_MAX).join(',') + (labels.length > REASON_VERSIONS_MAX ? ',...' : '');
-    return { kind: 'park', reason: `version_mismatch: pinned ${versionLabel(spec.agentVersion, spec.toolsHash)} served ${named}` };
+    const named =
+      labels.length === 0
+        ? 'none'
+        : labels.slice(0, REASON_VERSIONS_MAX).join(',') + (labels.length > REASON_VERSIONS_MAX ? ',...' : '');
+    return {
+      kind: 'park',
+      reason: `version_mismatch: pinned ${versionLabel(spec.agentVersion, spec.toolsHash)} served ${named}`,
+    };
   }
 
   /** Announces the served versions now, then every VERSION_HEARTBEAT_MS until stop(). Resolves after the first announcement. */
   async start(): Promise<void> {
     await this.announceAll();
     this.timer ??= setInterval(() => {
-      this.announceAll().catch((err: unknown) => this.log.warn({ code: 'version_announce_failed', err }, 'served versions not renewed (they lapse after VERSION_TTL_MS)'));
+      this.announceAll().catch((err: unknown) =>
+        this.log.warn(
+          { code: 'version_announce_failed', err },
+          'served versions not renewed (they lapse after VERSION_TTL_MS)',
+        ),
+      );
     }, this.opts.VERSION_HEARTBEAT_MS);
     this.timer.unref();
   }
@@ -99,8 +114,13 @@ export class VersionGate {
   async stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
-    await Promise.all([...this.serving.values()].map((a) => this.registry.withdraw(a.name, this.announcement(a)))).catch((err: unknown) => {
-      this.log.warn({ code: 'version_withdraw_failed', err }, 'served versions not withdrawn (they lapse after VERSION_TTL_MS)');
+    await Promise.all(
+      [...this.serving.values()].map((a) => this.registry.withdraw(a.name, this.announcement(a))),
+    ).catch((err: unknown) => {
+      this.log.warn(
+        { code: 'version_withdraw_failed', err },
+        'served versions not withdrawn (they lapse after VERSION_TTL_MS)',
+      );
     });
   }
 
@@ -109,6 +129,12 @@ export class VersionGate {
   }
 
   private announcement(a: Agent): Announcement {
-    return { worker: this.workerId, version: a.version, toolsHash: a.tools.schemaHash, tools: a.tools.tools.map((t) => t.name), shards: this.shards };
+    return {
+      worker: this.workerId,
+      version: a.version,
+      toolsHash: a.tools.schemaHash,
+      tools: a.tools.tools.map((t) => t.name),
+      shards: this.shards,
+    };
   }
 }

@@ -24,7 +24,7 @@ import { ConfigError, configSchema, loadConfig, type Config } from '../../src/co
 import { parseAgentSettings } from '../../src/config/agentsModule.js';
 import { supportSettings } from '../../src/agents/support/settings.js';
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+ 
 type Obj = Record<string, any>;
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');

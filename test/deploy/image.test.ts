@@ -20,7 +20,7 @@ import { parse } from 'yaml';
 import { freePort } from '../../testkit/embeddedRedis.js';
 import { redisUrl, uniquePrefix } from '../../testkit/harness.js';
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+ 
 type Obj = Record<string, any>;
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');

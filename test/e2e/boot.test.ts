@@ -27,12 +27,24 @@ const children = new Set<ChildProcess>();
 /** Runs an entry point to its exit (the test's timeout bounds it: an endless retry loop fails). */
 function runToExit(module: string, env: Record<string, string>): Promise<Exit> {
   const prefix = uniquePrefix('boot');
-  const child = spawnModule(module, {
-    // Whatever the runner's environment holds, these are the test's.
-    APP_MODE: 'development', REDIS_URL: '', REDIS_CLUSTER_NODES: '', KEY_PREFIX: prefix, BULL_PREFIX: `${prefix}b`, LOG_LEVEL: 'info',
-    WORKER_METRICS_PORT: '0', RECONCILER_METRICS_PORT: '0', PORT: '0', SANDBOX_PORT: '0',
-    ...env,
-  }, ['ignore', 'pipe', 'pipe']);
+  const child = spawnModule(
+    module,
+    {
+      // Whatever the runner's environment holds, these are the test's.
+      APP_MODE: 'development',
+      REDIS_URL: '',
+      REDIS_CLUSTER_NODES: '',
+      KEY_PREFIX: prefix,
+      BULL_PREFIX: `${prefix}b`,
+      LOG_LEVEL: 'info',
+      WORKER_METRICS_PORT: '0',
+      RECONCILER_METRICS_PORT: '0',
+      PORT: '0',
+      SANDBOX_PORT: '0',
+      ...env,
+    },
+    ['ignore', 'pipe', 'pipe'],
+  );
   children.add(child);
   let stdout = '';
   let stderr = '';
@@ -65,74 +77,135 @@ afterAll(async () => {
 });
 
 describe('a process that cannot boot', () => {
-  it('names the bad setting (api)', async () => {
-    expectOneLine(await runToExit('src/server/api', { REDIS_URL: redisUrl(), LOCK_DURATION_MS: 'soon' }), /^api: cannot start: invalid configuration: LOCK_DURATION_MS\b/);
-  }, BOOT_CASE_TIMEOUT_MS);
+  it(
+    'names the bad setting (api)',
+    async () => {
+      expectOneLine(
+        await runToExit('src/server/api', { REDIS_URL: redisUrl(), LOCK_DURATION_MS: 'soon' }),
+        /^api: cannot start: invalid configuration: LOCK_DURATION_MS\b/,
+      );
+    },
+    BOOT_CASE_TIMEOUT_MS,
+  );
 
-  it('names a production refusal (worker)', async () => {
-    expectOneLine(
-      await runToExit('src/server/worker', { APP_MODE: 'production', REDIS_URL: redisUrl(), MODEL_PROVIDER: 'openai', PRODUCER_TOKEN: 'p', OPERATOR_TOKEN: 'o', SANDBOX_URL: 'http://127.0.0.1:9', ZENDESK_EMAIL: 'agent@example.com', ZENDESK_TOKEN: 'z', RESEND_API_KEY: 're_x', RESEND_FROM: 'Support <support@example.com>', STRIPE_API_KEY: 'sk_test_x' }),
-      /^worker: cannot start: invalid configuration: OPENAI_API_KEY\b/,
-    );
-  }, BOOT_CASE_TIMEOUT_MS);
+  it(
+    'names a production refusal (worker)',
+    async () => {
+      expectOneLine(
+        await runToExit('src/server/worker', {
+          APP_MODE: 'production',
+          REDIS_URL: redisUrl(),
+          MODEL_PROVIDER: 'openai',
+          PRODUCER_TOKEN: 'p',
+          OPERATOR_TOKEN: 'o',
+          SANDBOX_URL: 'http://127.0.0.1:9',
+          ZENDESK_EMAIL: 'agent@example.com',
+          ZENDESK_TOKEN: 'z',
+          RESEND_API_KEY: 're_x',
+          RESEND_FROM: 'Support <support@example.com>',
+          STRIPE_API_KEY: 'sk_test_x',
+        }),
+        /^worker: cannot start: invalid configuration: OPENAI_API_KEY\b/,
+      );
+    },
+    BOOT_CASE_TIMEOUT_MS,
+  );
 
-  it('names a missing REDIS_URL (reconciler)', async () => {
-    expectOneLine(await runToExit('src/server/reconciler', {}), /^reconciler: cannot start: .*REDIS_URL/);
-  }, BOOT_CASE_TIMEOUT_MS);
+  it(
+    'names a missing REDIS_URL (reconciler)',
+    async () => {
+      expectOneLine(await runToExit('src/server/reconciler', {}), /^reconciler: cannot start: .*REDIS_URL/);
+    },
+    BOOT_CASE_TIMEOUT_MS,
+  );
 
-  it('names an unreachable Redis and stops instead of retrying forever (api, worker, reconciler)', async () => {
-    const nobody = `redis://127.0.0.1:${await freePort()}`;
-    const env = { REDIS_URL: nobody, REDIS_BOOT_TIMEOUT_MS: '300' };
-    const exits = await Promise.all([
-      runToExit('src/server/api', env), runToExit('src/server/worker', env), runToExit('src/server/reconciler', env),
-    ]);
-    for (const exit of exits) expectOneLine(exit, new RegExp(`cannot start: Redis at ${nobody} unreachable for 300 ms .*ECONNREFUSED`));
-  }, BOOT_CASE_TIMEOUT_MS);
+  it(
+    'names an unreachable Redis and stops instead of retrying forever (api, worker, reconciler)',
+    async () => {
+      const nobody = `redis://127.0.0.1:${await freePort()}`;
+      const env = { REDIS_URL: nobody, REDIS_BOOT_TIMEOUT_MS: '300' };
+      const exits = await Promise.all([
+        runToExit('src/server/api', env),
+        runToExit('src/server/worker', env),
+        runToExit('src/server/reconciler', env),
+      ]);
+      for (const exit of exits)
+        expectOneLine(exit, new RegExp(`cannot start: Redis at ${nobody} unreachable for 300 ms .*ECONNREFUSED`));
+    },
+    BOOT_CASE_TIMEOUT_MS,
+  );
 
-  it('names the port in use (api PORT, worker WORKER_METRICS_PORT, reconciler RECONCILER_METRICS_PORT, sandbox SANDBOX_PORT)', async () => {
-    const port = String(takenPort);
-    const env = { REDIS_URL: redisUrl() };
-    const [api, worker, reconciler, sandbox] = await Promise.all([
-      runToExit('src/server/api', { ...env, PORT: port }),
-      runToExit('src/server/worker', { ...env, WORKER_METRICS_PORT: port }),
-      runToExit('src/server/reconciler', { ...env, RECONCILER_METRICS_PORT: port }),
-      runToExit('sandbox/main', { SANDBOX_PORT: port }),
-    ]);
-    expectOneLine(api, new RegExp(`^api: cannot start: port ${port} \\(PORT\\) is already in use`));
-    expectOneLine(worker, new RegExp(`^worker: cannot start: port ${port} \\(WORKER_METRICS_PORT\\) is already in use`));
-    expectOneLine(reconciler, new RegExp(`^reconciler: cannot start: port ${port} \\(RECONCILER_METRICS_PORT\\) is already in use`));
-    expectOneLine(sandbox, new RegExp(`^sandbox: cannot start: port ${port} \\(SANDBOX_PORT\\) is already in use`));
-  }, BOOT_CASE_TIMEOUT_MS);
+  it(
+    'names the port in use (api PORT, worker WORKER_METRICS_PORT, reconciler RECONCILER_METRICS_PORT, sandbox SANDBOX_PORT)',
+    async () => {
+      const port = String(takenPort);
+      const env = { REDIS_URL: redisUrl() };
+      const [api, worker, reconciler, sandbox] = await Promise.all([
+        runToExit('src/server/api', { ...env, PORT: port }),
+        runToExit('src/server/worker', { ...env, WORKER_METRICS_PORT: port }),
+        runToExit('src/server/reconciler', { ...env, RECONCILER_METRICS_PORT: port }),
+        runToExit('sandbox/main', { SANDBOX_PORT: port }),
+      ]);
+      expectOneLine(api, new RegExp(`^api: cannot start: port ${port} \\(PORT\\) is already in use`));
+      expectOneLine(
+        worker,
+        new RegExp(`^worker: cannot start: port ${port} \\(WORKER_METRICS_PORT\\) is already in use`),
+      );
+      expectOneLine(
+        reconciler,
+        new RegExp(`^reconciler: cannot start: port ${port} \\(RECONCILER_METRICS_PORT\\) is already in use`),
+      );
+      expectOneLine(sandbox, new RegExp(`^sandbox: cannot start: port ${port} \\(SANDBOX_PORT\\) is already in use`));
+    },
+    BOOT_CASE_TIMEOUT_MS,
+  );
 
-  it('once booted, outlives a Redis restart and reconnects (the boot deadline is for boot only)', async () => {
-    const redis = await startEmbeddedRedis();
-    const admin = new Redis(redis.url, { maxRetriesPerRequest: null });
-    admin.on('error', () => {});
-    const prefix = uniquePrefix('reboot');
-    const worker = await spawnWorker({ REDIS_URL: redis.url, REDIS_CLUSTER_NODES: '', KEY_PREFIX: prefix, BULL_PREFIX: `${prefix}b`, REDIS_BOOT_TIMEOUT_MS: '300' });
-    children.add(worker.child);
-    const workerConnected = async () => {
-      for (;;) {
-        const list = (await admin.client('LIST')) as string;
-        if (/ name=worker /.test(list)) return;
-        await new Promise((r) => setTimeout(r, 50));
+  it(
+    'once booted, outlives a Redis restart and reconnects (the boot deadline is for boot only)',
+    async () => {
+      const redis = await startEmbeddedRedis();
+      const admin = new Redis(redis.url, { maxRetriesPerRequest: null });
+      admin.on('error', () => {});
+      const prefix = uniquePrefix('reboot');
+      const worker = await spawnWorker({
+        REDIS_URL: redis.url,
+        REDIS_CLUSTER_NODES: '',
+        KEY_PREFIX: prefix,
+        BULL_PREFIX: `${prefix}b`,
+        REDIS_BOOT_TIMEOUT_MS: '300',
+      });
+      children.add(worker.child);
+      const workerConnected = async () => {
+        for (;;) {
+          const list = (await admin.client('LIST')) as string;
+          if (/ name=worker /.test(list)) return;
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      };
+      try {
+        await workerConnected();
+        await redis.restart(); // every connection drops; any worker connection on the new server is a reconnect
+        await workerConnected();
+        expect(worker.child.exitCode, worker.lines.join('\n')).toBeNull();
+        worker.child.kill('SIGTERM');
+        expect((await worker.exited).code).toBe(0);
+      } finally {
+        if (worker.child.exitCode === null) worker.child.kill('SIGKILL');
+        admin.disconnect();
+        await redis.stop();
       }
-    };
-    try {
-      await workerConnected();
-      await redis.restart(); // every connection drops; any worker connection on the new server is a reconnect
-      await workerConnected();
-      expect(worker.child.exitCode, worker.lines.join('\n')).toBeNull();
-      worker.child.kill('SIGTERM');
-      expect((await worker.exited).code).toBe(0);
-    } finally {
-      if (worker.child.exitCode === null) worker.child.kill('SIGKILL');
-      admin.disconnect();
-      await redis.stop();
-    }
-  }, BOOT_CASE_TIMEOUT_MS);
+    },
+    BOOT_CASE_TIMEOUT_MS,
+  );
 
-  it('names a bad sandbox setting', async () => {
-    expectOneLine(await runToExit('sandbox/main', { SANDBOX_PORT: 'http' }), /^sandbox: cannot start: invalid configuration: SANDBOX_PORT\b/);
-  }, BOOT_CASE_TIMEOUT_MS);
+  it(
+    'names a bad sandbox setting',
+    async () => {
+      expectOneLine(
+        await runToExit('sandbox/main', { SANDBOX_PORT: 'http' }),
+        /^sandbox: cannot start: invalid configuration: SANDBOX_PORT\b/,
+      );
+    },
+    BOOT_CASE_TIMEOUT_MS,
+  );
 });

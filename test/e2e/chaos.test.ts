@@ -10,7 +10,16 @@ import { runCampaign } from './chaos/campaign.js';
 
 describe('chaos campaign', () => {
   it('keeps every invariant under kills, crash points, SIGTERMs and a Redis restart', async () => {
-    const r = await runCampaign({ runs: 40, seconds: 25, seed: 7, workers: 3, chaosEverySec: 1.2, crashPointProbability: 0.6, redisRestarts: 1, drainSeconds: 60 });
+    const r = await runCampaign({
+      runs: 40,
+      seconds: 25,
+      seed: 7,
+      workers: 3,
+      chaosEverySec: 1.2,
+      crashPointProbability: 0.6,
+      redisRestarts: 1,
+      drainSeconds: 60,
+    });
     expect(r.killsTotal).toBeGreaterThanOrEqual(5);
     expect(r.killsTotal - r.kills.external!).toBeGreaterThanOrEqual(1);
     expect(r.redisRestarts).toBe(1);
@@ -21,13 +30,25 @@ describe('chaos campaign', () => {
     expect(r.budgetBreaches).toEqual([]);
     expect(r.journalProblems).toEqual([]);
     expect(r.failures).toEqual([]);
-    expect(r.completed + (r.statuses.needs_human ?? 0) + (r.statuses.failed ?? 0) + (r.statuses.budget_exceeded ?? 0)).toBe(40);
+    expect(
+      r.completed + (r.statuses.needs_human ?? 0) + (r.statuses.failed ?? 0) + (r.statuses.budget_exceeded ?? 0),
+    ).toBe(40);
     expect(r.effects).toBeGreaterThan(0);
     expect(r.ok).toBe(true);
   }, 240_000);
 
   it('negative control: with the ledger bypassed and keys ignored, the checker reports duplicates', async () => {
-    const r = await runCampaign({ runs: 20, seconds: 12, seed: 3, workers: 2, unsafe: true, chaosEverySec: 1, crashPointProbability: 0.7, redisRestarts: 0, drainSeconds: 45 });
+    const r = await runCampaign({
+      runs: 20,
+      seconds: 12,
+      seed: 3,
+      workers: 2,
+      unsafe: true,
+      chaosEverySec: 1,
+      crashPointProbability: 0.7,
+      redisRestarts: 0,
+      drainSeconds: 45,
+    });
     expect(r.duplicates).toBeGreaterThan(0);
     expect(r.duplicateKeys.length).toBeGreaterThan(0);
     expect(r.ok).toBe(true);

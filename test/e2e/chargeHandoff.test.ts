@@ -22,12 +22,27 @@ describe('failed attempts of a step handed back at SIGTERM', () => {
   it('are charged to the run before the handoff, and the next owner adds its own', async () => {
     const script = [
       // Every attempt fails, each billed 100 tokens.
-      { toolCalls: [{ name: 'read_ticket', args: {} }], usage: { promptTokens: 10, completionTokens: 5 }, transientFailures: 20, failureUsage: { promptTokens: 100, completionTokens: 0 } },
+      {
+        toolCalls: [{ name: 'read_ticket', args: {} }],
+        usage: { promptTokens: 10, completionTokens: 5 },
+        transientFailures: 20,
+        failureUsage: { promptTokens: 100, completionTokens: 0 },
+      },
     ];
-    const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket('CH-1'), agent: { model: 'scripted', script } }, Date.now());
+    const spec = buildSpec(
+      h.ctx,
+      { tenant: 'acme', ticket: sampleTicket('CH-1'), agent: { model: 'scripted', script } },
+      Date.now(),
+    );
     await h.ctx.store.create(spec, Date.now());
     // Long backoffs and many attempts: the worker is inside the retry loop when the signal comes.
-    const w = await spawnWorker({ ...h.env, WORKER_METRICS_PORT: '0', MODEL_MAX_ATTEMPTS: '20', RETRY_BASE_MS: '1500', RETRY_MAX_MS: '1500' });
+    const w = await spawnWorker({
+      ...h.env,
+      WORKER_METRICS_PORT: '0',
+      MODEL_MAX_ATTEMPTS: '20',
+      RETRY_BASE_MS: '1500',
+      RETRY_MAX_MS: '1500',
+    });
     const retries = () => w.lines.filter((l) => l.includes('"code":"model_retry"')).length;
     const deadline = Date.now() + 20_000;
     while (retries() < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
@@ -37,10 +52,14 @@ describe('failed attempts of a step handed back at SIGTERM', () => {
     expect(w.lines.some((l) => l.includes('"code":"sigterm_handoff"'))).toBe(true);
     // Each logged retry followed one failed attempt; the one in flight at the signal had not failed yet.
     const failedBeforeHandoff = retries();
-    expect(Number(await h.ctx.redis.hget(h.ctx.keys.run(spec.runId).budget, 'tokensUsed'))).toBe(100 * failedBeforeHandoff);
+    expect(Number(await h.ctx.redis.hget(h.ctx.keys.run(spec.runId).budget, 'tokensUsed'))).toBe(
+      100 * failedBeforeHandoff,
+    );
     // The next owner (4 attempts here) spends its own four, charged, and with no outage window left parks the run.
     await h.startWorker();
-    expect(await h.waitForStatus(spec.runId, ['completed', 'failed', 'budget_exceeded', 'needs_human'])).toBe('needs_human');
+    expect(await h.waitForStatus(spec.runId, ['completed', 'failed', 'budget_exceeded', 'needs_human'])).toBe(
+      'needs_human',
+    );
     const state = (await h.ctx.store.readState(spec.runId))!;
     expect(state.reason).toMatch(/^provider_unavailable: scripted/);
     expect(state.used.tokens).toBe(100 * failedBeforeHandoff + 400);

@@ -17,7 +17,11 @@ let h: Harness;
 describe.skipIf(!redisServerOnPath())('Redis Cluster', () => {
   beforeAll(async () => {
     cluster = await startLocalCluster(3);
-    h = await createHarness('cluster', { REDIS_CLUSTER_NODES: cluster.nodes.join(','), SHARDS: '6', WORKER_CONCURRENCY: '20' });
+    h = await createHarness('cluster', {
+      REDIS_CLUSTER_NODES: cluster.nodes.join(','),
+      SHARDS: '6',
+      WORKER_CONCURRENCY: '20',
+    });
   }, 60_000);
   afterAll(async () => {
     await h?.close();
@@ -27,14 +31,26 @@ describe.skipIf(!redisServerOnPath())('Redis Cluster', () => {
   it(`runs ${RUNS} support-agent runs across shards, survives a SIGKILLed worker, no duplicate, none lost`, async () => {
     const runIds: string[] = [];
     for (let i = 0; i < RUNS; i++) {
-      const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: { ...sampleTicket(`CL-${i}`), customer: { email: `c${i}@example.com`, name: `C${i}` } } }, Date.now());
+      const spec = buildSpec(
+        h.ctx,
+        {
+          tenant: 'acme',
+          ticket: { ...sampleTicket(`CL-${i}`), customer: { email: `c${i}@example.com`, name: `C${i}` } },
+        },
+        Date.now(),
+      );
       expect(await h.ctx.store.create(spec, Date.now())).toBe(true);
       runIds.push(spec.runId);
     }
     const shards = new Set(runIds.map((r) => h.ctx.keys.shardOf(r)));
     expect(shards.size).toBe(6);
     // A worker process that dies mid-run (at its third step, before the commit), then one that stays.
-    const victim = await spawnWorker({ ...h.env, CRASH_POINTS: 'before_commit@3', LOCK_DURATION_MS: '1000', STALLED_INTERVAL_MS: '500' });
+    const victim = await spawnWorker({
+      ...h.env,
+      CRASH_POINTS: 'before_commit@3',
+      LOCK_DURATION_MS: '1000',
+      STALLED_INTERVAL_MS: '500',
+    });
     expect((await victim.exited).signal).toBe('SIGKILL');
     await h.startWorker();
     for (const runId of runIds) await h.waitForStatus(runId, ['completed'], 120_000);

@@ -16,7 +16,11 @@ let h: Harness;
 describe.skipIf(!redisServerOnPath())('follow-ups on Redis Cluster', () => {
   beforeAll(async () => {
     cluster = await startLocalCluster(3);
-    h = await createHarness('clusterfollowups', { REDIS_CLUSTER_NODES: cluster.nodes.join(','), SHARDS: '6', FOLLOW_UP_WAIT_MS: '50' });
+    h = await createHarness('clusterfollowups', {
+      REDIS_CLUSTER_NODES: cluster.nodes.join(','),
+      SHARDS: '6',
+      FOLLOW_UP_WAIT_MS: '50',
+    });
   }, 60_000);
   afterAll(async () => {
     await h?.close();
@@ -28,7 +32,13 @@ describe.skipIf(!redisServerOnPath())('follow-ups on Redis Cluster', () => {
     for (let i = 0; i < SUBJECTS; i++) {
       const ticket = { ...sampleTicket(`CF-${i}`), customer: { email: `c${i}@example.com`, name: `C${i}` } };
       const first = await startRun(h.ctx, { tenant: 'acme', ticket }, undefined, Date.now(), 'e-1');
-      const second = await startRun(h.ctx, { tenant: 'acme', ticket: { ...ticket, body: 'Any news?' } }, undefined, Date.now(), 'e-2');
+      const second = await startRun(
+        h.ctx,
+        { tenant: 'acme', ticket: { ...ticket, body: 'Any news?' } },
+        undefined,
+        Date.now(),
+        'e-2',
+      );
       expect(first.created && second.created).toBe(true);
       expect(second.previousRunId).toBe(first.runId);
       expect(h.ctx.keys.shardOf(second.runId)).toBe(h.ctx.keys.shardOf(first.runId));

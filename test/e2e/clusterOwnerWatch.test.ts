@@ -15,7 +15,11 @@ let cluster: LocalCluster;
 let h: Harness;
 beforeAll(async () => {
   cluster = await startLocalCluster(3);
-  h = await createHarness('clusterwatch', { REDIS_CLUSTER_NODES: cluster.nodes.join(','), SHARDS: '6', OWNER_WATCH_MS: '0' });
+  h = await createHarness('clusterwatch', {
+    REDIS_CLUSTER_NODES: cluster.nodes.join(','),
+    SHARDS: '6',
+    OWNER_WATCH_MS: '0',
+  });
 }, 60_000);
 afterAll(async () => {
   await h?.close();
@@ -23,7 +27,7 @@ afterAll(async () => {
 });
 
 describe('owner watch on Redis Cluster', () => {
-  it('names each shard worker after its connection to the slot\'s master, and requeues a vanished connection\'s job there', async () => {
+  it("names each shard worker after its connection to the slot's master, and requeues a vanished connection's job there", async () => {
     const fleet = await h.startWorker();
     for (const [shard, w] of fleet.workers.entries()) {
       const node = await nodeForKey(h.ctx.redis, h.ctx.keys.queueStateKeys(shard).active);
@@ -44,7 +48,8 @@ describe('owner watch on Redis Cluster', () => {
     expect(await h.ctx.redis.lrange(k.active, 0, -1)).toEqual(['held']);
 
     owner.disconnect();
-    while (String(await node.client('LIST', 'ID', String(clientId))).includes(`id=${clientId} `)) await new Promise((r) => setTimeout(r, 10));
+    while (String(await node.client('LIST', 'ID', String(clientId))).includes(`id=${clientId} `))
+      await new Promise((r) => setTimeout(r, 10));
     await fleet.ownerWatch.tick();
     expect(await h.ctx.redis.lrange(k.wait, 0, -1)).toEqual(['held']);
     expect(await h.ctx.redis.exists(h.ctx.keys.jobLock(shard, 'held'))).toBe(0);

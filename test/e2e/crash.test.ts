@@ -14,19 +14,32 @@ import { read, final, email, ticket } from '../../testkit/turns.js';
 
 let h: Harness;
 beforeEach(async () => {
-  h = await createHarness('crash', { RECONCILER_MIN_AGE_MS: '0', RECONCILE_DEADLINE_MS: '2000', RECONCILE_POLL_MS: '50' });
+  h = await createHarness('crash', {
+    RECONCILER_MIN_AGE_MS: '0',
+    RECONCILE_DEADLINE_MS: '2000',
+    RECONCILE_POLL_MS: '50',
+  });
 });
 afterEach(async () => {
   await h.close();
 });
 
 async function create(script: Script, id: string) {
-  const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket(id), budget: { maxSteps: 25 }, agent: { model: 'scripted', script } }, Date.now());
+  const spec = buildSpec(
+    h.ctx,
+    { tenant: 'acme', ticket: sampleTicket(id), budget: { maxSteps: 25 }, agent: { model: 'scripted', script } },
+    Date.now(),
+  );
   await h.ctx.store.create(spec, Date.now());
   return spec.runId;
 }
 
-const killedEnv = (points: string) => ({ ...h.env, CRASH_POINTS: points, LOCK_DURATION_MS: '1000', STALLED_INTERVAL_MS: '500' });
+const killedEnv = (points: string) => ({
+  ...h.env,
+  CRASH_POINTS: points,
+  LOCK_DURATION_MS: '1000',
+  STALLED_INTERVAL_MS: '500',
+});
 
 describe('crash recovery with real SIGKILL', () => {
   it('a crash after the decision is journalled resumes without a second model call', async () => {

@@ -23,12 +23,21 @@ afterEach(async () => {
 
 async function createRun(id: string): Promise<string> {
   const script: Script = [read, email, final];
-  const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket(id), budget: { maxSteps: 10 }, agent: { model: 'scripted', script } }, Date.now());
+  const spec = buildSpec(
+    h.ctx,
+    { tenant: 'acme', ticket: sampleTicket(id), budget: { maxSteps: 10 }, agent: { model: 'scripted', script } },
+    Date.now(),
+  );
   await h.ctx.store.create(spec, Date.now());
   return spec.runId;
 }
 
-const victimEnv = (extra: Record<string, string>) => ({ ...h.env, LOCK_DURATION_MS: '1000', STALLED_INTERVAL_MS: '500', ...extra });
+const victimEnv = (extra: Record<string, string>) => ({
+  ...h.env,
+  LOCK_DURATION_MS: '1000',
+  STALLED_INTERVAL_MS: '500',
+  ...extra,
+});
 
 async function finishAndCheck(runId: string) {
   await h.startWorker();

@@ -19,10 +19,15 @@ afterEach(async () => {
   await server.close();
 });
 
-const run = (env: Record<string, string> = {}, points?: CrashPointName[]) => crashTest({
-  agentsModule: 'examples/mcp-booking/index.ts', input, script: bookingScript(input), redisUrl: redisUrl(), ...(points ? { points } : {}),
-  service: { env: { BOOKINGS_MCP_URL: server.url, ...env }, effects: () => server.store.effects() },
-});
+const run = (env: Record<string, string> = {}, points?: CrashPointName[]) =>
+  crashTest({
+    agentsModule: 'examples/mcp-booking/index.ts',
+    input,
+    script: bookingScript(input),
+    redisUrl: redisUrl(),
+    ...(points ? { points } : {}),
+    service: { env: { BOOKINGS_MCP_URL: server.url, ...env }, effects: () => server.store.effects() },
+  });
 
 describe('crashTest on an MCP write tool', () => {
   describe('a server that replays a same-key call (the agent declares a 60 s key window)', () => {
@@ -33,8 +38,13 @@ describe('crashTest on an MCP write tool', () => {
       const report = await run({ BOOKINGS_KEY_WINDOW_MS: '60000' });
       expect(report.failures, report.summary()).toEqual([]);
       expect(report.cases.map((c) => [c.point, c.verdict])).toEqual([
-        ['after_decision', 'exactly_once'], ['after_reservation', 'exactly_once'], ['after_dispatched', 'exactly_once'],
-        ['after_call', 'exactly_once'], ['after_outcome', 'exactly_once'], ['before_commit', 'exactly_once'], ['after_commit', 'exactly_once'],
+        ['after_decision', 'exactly_once'],
+        ['after_reservation', 'exactly_once'],
+        ['after_dispatched', 'exactly_once'],
+        ['after_call', 'exactly_once'],
+        ['after_outcome', 'exactly_once'],
+        ['before_commit', 'exactly_once'],
+        ['after_commit', 'exactly_once'],
       ]);
     });
   });
@@ -46,7 +56,9 @@ describe('crashTest on an MCP write tool', () => {
     it('the report names the tool, the crash point and the duplicate', { timeout: 600_000 }, async () => {
       const report = await run({ BOOKINGS_KEY_WINDOW_MS: '60000' });
       // Killed after the call: the replay that settles the doubt books again.
-      expect(report.duplicates).toEqual([expect.objectContaining({ tool: 'book_slot', point: 'after_call', step: 2, effects: 2, verdict: 'duplicate' })]);
+      expect(report.duplicates).toEqual([
+        expect.objectContaining({ tool: 'book_slot', point: 'after_call', step: 2, effects: 2, verdict: 'duplicate' }),
+      ]);
       expect(report.summary()).toContain('book_slot after_call@2: duplicate (2 effect(s), completed)');
     });
   });
@@ -55,16 +67,20 @@ describe('crashTest on an MCP write tool', () => {
     beforeEach(async () => {
       server = await startMcpHttpServer();
     });
-    it('a request that may have left goes to a person with the evidence; the others are exactly once', { timeout: 600_000 }, async () => {
-      const report = await run({}, ['after_reservation', 'after_dispatched', 'after_call', 'after_outcome']);
-      expect(report.failures, report.summary()).toEqual([]);
-      const withPerson = report.cases.filter((c) => c.verdict === 'with_a_person');
-      expect(withPerson.map((c) => c.point)).toEqual(['after_dispatched', 'after_call']);
-      for (const c of withPerson) {
-        expect(c.effects).toBeLessThanOrEqual(1);
-        expect(c.actionState).toBe('needs_human');
-        expect(c.evidence).toBeDefined();
-      }
-    });
+    it(
+      'a request that may have left goes to a person with the evidence; the others are exactly once',
+      { timeout: 600_000 },
+      async () => {
+        const report = await run({}, ['after_reservation', 'after_dispatched', 'after_call', 'after_outcome']);
+        expect(report.failures, report.summary()).toEqual([]);
+        const withPerson = report.cases.filter((c) => c.verdict === 'with_a_person');
+        expect(withPerson.map((c) => c.point)).toEqual(['after_dispatched', 'after_call']);
+        for (const c of withPerson) {
+          expect(c.effects).toBeLessThanOrEqual(1);
+          expect(c.actionState).toBe('needs_human');
+          expect(c.evidence).toBeDefined();
+        }
+      },
+    );
   });
 });

@@ -20,7 +20,11 @@ const demos: Demo[] = [];
 
 function startDemo(env: Record<string, string | undefined> = {}): Demo {
   // Unset: each demo spawns its own Redis and picks its ports.
-  const child = spawnModule('demo/main', { REDIS_URL: undefined, REDIS_CLUSTER_NODES: undefined, PORT: undefined, WORKER_METRICS_PORT: undefined, ...env }, ['ignore', 'pipe', 'pipe']);
+  const child = spawnModule(
+    'demo/main',
+    { REDIS_URL: undefined, REDIS_CLUSTER_NODES: undefined, PORT: undefined, WORKER_METRICS_PORT: undefined, ...env },
+    ['ignore', 'pipe', 'pipe'],
+  );
   let text = '';
   child.stdout!.on('data', (d: Buffer) => (text += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (text += d.toString()));
@@ -52,7 +56,11 @@ describe.skipIf(!redisServerOnPath())('npm start', () => {
     for (const d of [a, b]) apis.push((await waitFor(d, /API\s+(http:\/\/\S+)\/v1\/runs/, 90_000))[1] as string);
     expect(apis[0]).not.toBe(apis[1]);
     for (const d of [a, b]) {
-      const settled = await waitFor(d, /all runs settled\. sandbox effects: tickets=(\d+) emails=(\d+) duplicates=(\d+)/, 120_000);
+      const settled = await waitFor(
+        d,
+        /all runs settled\. sandbox effects: tickets=(\d+) emails=(\d+) duplicates=(\d+)/,
+        120_000,
+      );
       expect(settled.slice(1)).toEqual(['3', '3', '0']);
     }
     for (const api of apis) expect((await fetch(`${api}/healthz`)).status).toBe(200);
@@ -61,11 +69,21 @@ describe.skipIf(!redisServerOnPath())('npm start', () => {
   }, 240_000);
 
   it('--model=openai-local / anthropic-local (DEMO_MODEL): the same runs through the real AI SDK providers over HTTP to a local model server', async () => {
-    const [o, a] = [startDemo({ DEMO_MODEL: 'openai-local' }), startDemo({ DEMO_MODEL: 'anthropic-local' })] as [Demo, Demo];
+    const [o, a] = [startDemo({ DEMO_MODEL: 'openai-local' }), startDemo({ DEMO_MODEL: 'anthropic-local' })] as [
+      Demo,
+      Demo,
+    ];
     await waitFor(o, /model\s+openai-compatible demo-local-llama at http:\/\/127\.0\.0\.1:\d+/, 90_000);
     await waitFor(a, /model\s+anthropic demo-local-claude at http:\/\/127\.0\.0\.1:\d+/, 90_000);
-    for (const [d, model] of [[o, 'demo-local-llama'], [a, 'demo-local-claude']] as const) {
-      const settled = await waitFor(d, /all runs settled\. sandbox effects: tickets=(\d+) emails=(\d+) duplicates=(\d+)\. model server: (\d+) requests, models (\S+)\./, 120_000);
+    for (const [d, model] of [
+      [o, 'demo-local-llama'],
+      [a, 'demo-local-claude'],
+    ] as const) {
+      const settled = await waitFor(
+        d,
+        /all runs settled\. sandbox effects: tickets=(\d+) emails=(\d+) duplicates=(\d+)\. model server: (\d+) requests, models (\S+)\./,
+        120_000,
+      );
       // Three tickets of six decisions each, every one asked of the local server by its model id; no decision asked twice.
       expect(settled.slice(1), d.out()).toEqual(['3', '3', '0', '18', model]);
       expect(d.out()).not.toMatch(/\b(failed|needs_human|budget_exceeded)\b/);
@@ -77,7 +95,11 @@ describe.skipIf(!redisServerOnPath())('npm start', () => {
   it('names a --model it does not know in one line and exits non-zero', async () => {
     const d = startDemo({ DEMO_MODEL: 'gpt-5-local' });
     expect(await d.exited).not.toBe(0);
-    expect(d.out().trim().split('\n')).toEqual([expect.stringMatching(/^demo: cannot start: --model \(DEMO_MODEL\) must be one of scripted, openai-local, anthropic-local, not 'gpt-5-local'/)]);
+    expect(d.out().trim().split('\n')).toEqual([
+      expect.stringMatching(
+        /^demo: cannot start: --model \(DEMO_MODEL\) must be one of scripted, openai-local, anthropic-local, not 'gpt-5-local'/,
+      ),
+    ]);
   }, 90_000);
 
   it('names a port set in the environment that is taken, in one line, and exits non-zero', async () => {
@@ -87,7 +109,9 @@ describe.skipIf(!redisServerOnPath())('npm start', () => {
     try {
       const d = startDemo({ PORT: String(port) });
       expect(await d.exited).not.toBe(0);
-      expect(d.out().trim().split('\n')).toEqual([expect.stringMatching(new RegExp(`^demo: cannot start: port ${port} \\(PORT\\) is already in use`))]);
+      expect(d.out().trim().split('\n')).toEqual([
+        expect.stringMatching(new RegExp(`^demo: cannot start: port ${port} \\(PORT\\) is already in use`)),
+      ]);
     } finally {
       await new Promise((r) => taken.close(r));
     }

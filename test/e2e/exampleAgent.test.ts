@@ -33,7 +33,11 @@ afterEach(async () => {
 const exampleEnv = (extra: Record<string, string> = {}) => ({ ...h.env, AGENTS_MODULE, CRM_URL: crm.url, ...extra });
 
 async function startApiProcess(): Promise<string> {
-  const child = spawnModule('src/server/api', { ...exampleEnv(), PORT: '0', LOG_LEVEL: 'info' }, ['ignore', 'pipe', 'pipe']);
+  const child = spawnModule('src/server/api', { ...exampleEnv(), PORT: '0', LOG_LEVEL: 'info' }, [
+    'ignore',
+    'pipe',
+    'pipe',
+  ]);
   children.push(child);
   const lines: string[] = [];
   onLines(child.stdout!, (l) => lines.push(l));
@@ -54,7 +58,11 @@ async function worker(extra: Record<string, string> = {}): Promise<WorkerProcess
 }
 
 async function post(api: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
-  const res = await fetch(`${api}/v1/runs`, { method: 'POST', headers: { 'content-type': 'application/json', ...producerAuth }, body: JSON.stringify(body) });
+  const res = await fetch(`${api}/v1/runs`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...producerAuth },
+    body: JSON.stringify(body),
+  });
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 
@@ -63,7 +71,11 @@ const lead = (leadId: string) => ({ leadId, company: 'Acme Corp', email: 'buyer@
 describe('the example agent, loaded by AGENTS_MODULE into the stock api and worker processes', () => {
   it('runs end to end through the HTTP API: input validated by its schema, one deal, the run view names the agent', async () => {
     const api = await startApiProcess();
-    const refused = await post(api, { tenant: 'acme', agent: 'lead-qualifier', input: { ...lead('L-BAD'), email: 'not-an-email' } });
+    const refused = await post(api, {
+      tenant: 'acme',
+      agent: 'lead-qualifier',
+      input: { ...lead('L-BAD'), email: 'not-an-email' },
+    });
     expect(refused.status).toBe(400);
     expect(refused.body.fields).toEqual([{ path: 'input.email', message: expect.any(String) }]);
     expect(await h.ctx.store.exists(runIdFor('acme', 'lead-qualifier', 'L-BAD'))).toBe(false);
@@ -75,17 +87,27 @@ describe('the example agent, loaded by AGENTS_MODULE into the stock api and work
     expect(created.status).toBe(201);
     const runId = created.body.runId as string;
     expect(runId).toBe(runIdFor('acme', 'lead-qualifier', 'L-1'));
-    expect((await post(api, { tenant: 'acme', agent: 'lead-qualifier', input: lead('L-1') })).body).toMatchObject({ runId, created: false });
+    expect((await post(api, { tenant: 'acme', agent: 'lead-qualifier', input: lead('L-1') })).body).toMatchObject({
+      runId,
+      created: false,
+    });
 
     await worker();
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human', 'budget_exceeded'])).toBe('completed');
-    expect(crm.deals()).toEqual([{ id: 'deal_1', leadId: 'L-1', company: 'Acme Corp', tier: 'enterprise', amountCents: 5_000_000 }]);
+    expect(crm.deals()).toEqual([
+      { id: 'deal_1', leadId: 'L-1', company: 'Acme Corp', tier: 'enterprise', amountCents: 5_000_000 },
+    ]);
     const view = (await (await fetch(`${api}/v1/runs/${runId}`, { headers: producerAuth })).json()) as {
-      agent: { name: string; agentVersion: string }; key: string; effects: { tool: string; state: string; receipt?: string }[]; transcript: { kind: string }[];
+      agent: { name: string; agentVersion: string };
+      key: string;
+      effects: { tool: string; state: string; receipt?: string }[];
+      transcript: { kind: string }[];
     };
     expect(view.agent).toMatchObject({ name: 'lead-qualifier', agentVersion: 'lead-qualifier@1' });
     expect(view.key).toBe('L-1');
-    expect(view.effects).toEqual([expect.objectContaining({ tool: 'create_deal', state: 'confirmed', receipt: 'deal_1' })]);
+    expect(view.effects).toEqual([
+      expect.objectContaining({ tool: 'create_deal', state: 'confirmed', receipt: 'deal_1' }),
+    ]);
     expect(view.transcript.filter((e) => e.kind === 'decision')).toHaveLength(3);
   });
 
@@ -118,7 +140,11 @@ describe('the example agent, loaded by AGENTS_MODULE into the stock api and work
 
 describe('a broken AGENTS_MODULE stops boot with one line naming it', () => {
   const bootLine = async (module: string, env: Record<string, string> = {}) => {
-    const child = spawnModule('src/server/worker', { ...h.env, AGENTS_MODULE: module, WORKER_METRICS_PORT: '0', ...env }, ['ignore', 'pipe', 'pipe']);
+    const child = spawnModule(
+      'src/server/worker',
+      { ...h.env, AGENTS_MODULE: module, WORKER_METRICS_PORT: '0', ...env },
+      ['ignore', 'pipe', 'pipe'],
+    );
     children.push(child);
     let stderr = '';
     child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
@@ -127,10 +153,19 @@ describe('a broken AGENTS_MODULE stops boot with one line naming it', () => {
   };
 
   it('a module that does not exist, and one whose settings do not parse (no CRM_URL)', async () => {
-    const [missing, failing] = await Promise.all([bootLine('examples/nowhere/index.ts'), bootLine(AGENTS_MODULE, { CRM_URL: '' })]);
+    const [missing, failing] = await Promise.all([
+      bootLine('examples/nowhere/index.ts'),
+      bootLine(AGENTS_MODULE, { CRM_URL: '' }),
+    ]);
     expect(missing.code).toBe(1);
-    expect(missing.lines).toEqual([expect.stringMatching(/^worker: cannot start: AGENTS_MODULE=examples\/nowhere\/index\.ts: cannot be loaded/)]);
+    expect(missing.lines).toEqual([
+      expect.stringMatching(/^worker: cannot start: AGENTS_MODULE=examples\/nowhere\/index\.ts: cannot be loaded/),
+    ]);
     expect(failing.code).toBe(1);
-    expect(failing.lines).toEqual([expect.stringMatching(/^worker: cannot start: invalid configuration: CRM_URL: required \(the CRM the lead-qualifier calls\)/)]);
+    expect(failing.lines).toEqual([
+      expect.stringMatching(
+        /^worker: cannot start: invalid configuration: CRM_URL: required \(the CRM the lead-qualifier calls\)/,
+      ),
+    ]);
   });
 });

@@ -14,7 +14,12 @@ import type { Script } from '../../src/models/scriptedTurns.js';
 import { read, final, email } from '../../testkit/turns.js';
 
 // Short locks on both sides, so a 2.5 s freeze is a stall to everyone else.
-const LOCKS = { LOCK_DURATION_MS: '600', STALLED_INTERVAL_MS: '300', RECONCILE_DEADLINE_MS: '3000', RECONCILE_POLL_MS: '50' };
+const LOCKS = {
+  LOCK_DURATION_MS: '600',
+  STALLED_INTERVAL_MS: '300',
+  RECONCILE_DEADLINE_MS: '3000',
+  RECONCILE_POLL_MS: '50',
+};
 
 let h: Harness;
 beforeEach(async () => {
@@ -27,7 +32,16 @@ afterEach(async () => {
 describe('false stall (event loop blocked longer than the lock)', () => {
   for (const point of ['after_reservation', 'after_dispatched', 'after_call']) {
     it(`frozen ${point}: the step is delivered again (to the other worker, or to this one once it wakes); still one email, each step committed once`, async () => {
-      const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket(`FS-${point}`), budget: { maxSteps: 10 }, agent: { model: 'scripted', script: [read, email, final] as Script } }, Date.now());
+      const spec = buildSpec(
+        h.ctx,
+        {
+          tenant: 'acme',
+          ticket: sampleTicket(`FS-${point}`),
+          budget: { maxSteps: 10 },
+          agent: { model: 'scripted', script: [read, email, final] as Script },
+        },
+        Date.now(),
+      );
       await h.ctx.store.create(spec, Date.now());
       const frozen = await spawnWorker({ ...h.env, PAUSE_POINTS: `${point}@2=2500` });
       const ledger = new Ledger(h.ctx.redis, h.ctx.keys);

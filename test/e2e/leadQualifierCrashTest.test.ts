@@ -21,7 +21,10 @@ it('create_deal through every crash point: exactly once', { timeout: 600_000 }, 
   const lead = { leadId: 'L-CT', company: 'Acme Corp', email: 'buyer@acme.example' };
   const script = leadQualifier({ baseUrl: crm.url }).demoScript!(lead);
   const report = await crashTest({
-    agentsModule: 'examples/lead-qualifier/index.ts', input: lead, script, redisUrl: redisUrl(),
+    agentsModule: 'examples/lead-qualifier/index.ts',
+    input: lead,
+    script,
+    redisUrl: redisUrl(),
     service: { env: { CRM_URL: crm.url }, effects: () => crm.effectsByKey() },
   });
   expect(report.failures, report.summary()).toEqual([]);

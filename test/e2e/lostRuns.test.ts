@@ -23,7 +23,11 @@ afterEach(async () => {
 });
 
 async function newRun(harness: Harness, ticketId: string, script: Script = [read, final] as Script): Promise<string> {
-  const spec = buildSpec(harness.ctx, { tenant: 'acme', ticket: sampleTicket(ticketId), budget: { maxSteps: 10 }, agent: { model: 'scripted', script } }, Date.now());
+  const spec = buildSpec(
+    harness.ctx,
+    { tenant: 'acme', ticket: sampleTicket(ticketId), budget: { maxSteps: 10 }, agent: { model: 'scripted', script } },
+    Date.now(),
+  );
   await harness.ctx.store.create(spec, Date.now());
   return spec.runId;
 }
@@ -37,13 +41,19 @@ async function runHash(harness: Harness, runId: string): Promise<Record<string, 
   return harness.ctx.redis.hgetall(harness.ctx.keys.run(runId).run);
 }
 
-async function lastStatusEntry(harness: Harness, runId: string): Promise<{ kind: string; status: string; reason: string } | undefined> {
+async function lastStatusEntry(
+  harness: Harness,
+  runId: string,
+): Promise<{ kind: string; status: string; reason: string } | undefined> {
   const raw = await harness.ctx.redis.lindex(harness.ctx.keys.run(runId).journal, -1);
   return raw ? JSON.parse(raw) : undefined;
 }
 
 async function statusEvents(harness: Harness, runId: string): Promise<{ status: string; reason: string }[]> {
-  const entries = (await harness.ctx.redis.xrange(harness.ctx.keys.run(runId).events, '-', '+')) as [string, string[]][];
+  const entries = (await harness.ctx.redis.xrange(harness.ctx.keys.run(runId).events, '-', '+')) as [
+    string,
+    string[],
+  ][];
   return entries
     .filter(([, f]) => f[1] === 'status_changed')
     .map(([, f]) => JSON.parse(f[3]!) as { status: string; reason: string });
@@ -51,7 +61,9 @@ async function statusEvents(harness: Harness, runId: string): Promise<{ status: 
 
 async function finishedCount(harness: Harness, status: string, reason: string): Promise<number> {
   const text = await harness.ctx.metrics.registry.metrics();
-  const line = text.split('\n').find((l) => l.startsWith(`agent_runs_finished_total{status="${status}",reason="${reason}"}`));
+  const line = text
+    .split('\n')
+    .find((l) => l.startsWith(`agent_runs_finished_total{status="${status}",reason="${reason}"}`));
   return line ? Number(line.split(' ').pop()) : 0;
 }
 
@@ -67,7 +79,13 @@ async function until<T>(what: string, f: () => Promise<T | undefined | false>, t
 }
 
 /** The run ended with this status and reason, with a journal entry, an event and the metric. */
-async function expectSettled(harness: Harness, runId: string, status: string, reason: string, metricReason: string): Promise<void> {
+async function expectSettled(
+  harness: Harness,
+  runId: string,
+  status: string,
+  reason: string,
+  metricReason: string,
+): Promise<void> {
   expect(await harness.waitForStatus(runId, [status])).toBe(status);
   const run = await runHash(harness, runId);
   expect(run.reason).toBe(reason);
@@ -81,7 +99,11 @@ describe('a step job that dies ends its run', () => {
     h = await createHarness('lostdata');
     const runId = await newRun(h, 'LR-data');
     // Job data the worker cannot parse (a negative total; an absurd provider usage is refused before it gets here).
-    await h.ctx.redis.hset(jobKey(h, runId, stepJobId(runId, 1)), 'data', `{"v":1,"runId":"${runId}","step":1,"used":{"steps":0,"tokens":-1,"contextBytes":0}}`);
+    await h.ctx.redis.hset(
+      jobKey(h, runId, stepJobId(runId, 1)),
+      'data',
+      `{"v":1,"runId":"${runId}","step":1,"used":{"steps":0,"tokens":-1,"contextBytes":0}}`,
+    );
     await h.startWorker();
     await expectSettled(h, runId, 'failed', 'invalid_job_data: used.tokens', 'invalid_job_data');
   });
@@ -104,14 +126,15 @@ describe('a step job that dies ends its run', () => {
     expect(view.notes).toContain('spec_unreadable: limits.maxWallMs');
     // The same ticket posted again answers the settled run and its status, not a run queued forever.
     const again = await fetch(`${url}/v1/runs`, {
-      method: 'POST', headers: { 'content-type': 'application/json', ...producerAuth },
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...producerAuth },
       body: JSON.stringify({ tenant: 'acme', ticket: sampleTicket('LR-spec') }),
     });
     expect(again.status).toBe(200);
     expect(await again.json()).toMatchObject({ runId, created: false, status: 'failed' });
   });
 
-  it('an exception before the step\'s own error handling, on every attempt: failed, attempts_exhausted', async () => {
+  it("an exception before the step's own error handling, on every attempt: failed, attempts_exhausted", async () => {
     h = await createHarness('lostexc');
     const runId = await newRun(h, 'LR-exc');
     // A redelivered step reads its journalled decision first; that entry is corrupt, so every attempt throws there.
@@ -127,7 +150,11 @@ describe('a step job that dies ends its run', () => {
   });
 
   it('stalled more than allowed (two worker processes SIGKILLed mid-step): needs_human, stalled_too_often', async () => {
-    h = await createHarness('loststall', { LOCK_DURATION_MS: '600', STALLED_INTERVAL_MS: '300', MAX_STALLED_COUNT: '1' });
+    h = await createHarness('loststall', {
+      LOCK_DURATION_MS: '600',
+      STALLED_INTERVAL_MS: '300',
+      MAX_STALLED_COUNT: '1',
+    });
     const runId = await newRun(h, 'LR-stall');
     // Each of the first two processes takes the step and dies before its commit.
     for (let i = 0; i < 2; i++) {
@@ -174,10 +201,14 @@ describe('a step job that dies ends its run', () => {
     // A bare BullMQ worker (no fleet handler: as if the fleet worker died before its failed event ran).
     const connection = new Redis(redisUrl(), { maxRetriesPerRequest: null });
     const finishedIds = new Set<string>();
-    const bare = new Worker(h.ctx.keys.queueName(h.ctx.keys.shardOf(failed)), async (job) => {
-      if (job.id === stepJobId(failed, 1)) throw new UnrecoverableError('Ada Lovelace <ada@example.com> said no');
-      return 'done without a commit';
-    }, { connection: connection, prefix: h.cfg.BULL_PREFIX });
+    const bare = new Worker(
+      h.ctx.keys.queueName(h.ctx.keys.shardOf(failed)),
+      async (job) => {
+        if (job.id === stepJobId(failed, 1)) throw new UnrecoverableError('Ada Lovelace <ada@example.com> said no');
+        return 'done without a commit';
+      },
+      { connection: connection, prefix: h.cfg.BULL_PREFIX },
+    );
     bare.on('failed', (job) => finishedIds.add(job!.id!));
     bare.on('completed', (job) => finishedIds.add(job.id!));
     try {
@@ -196,7 +227,11 @@ describe('a step job that dies ends its run', () => {
     const runId = await newRun(h, 'LR-count');
     await h.startWorker();
     expect(await h.waitForStatus(runId, ['completed', 'failed'])).toBe('completed');
-    await until('the run-finished metric', async () => (await finishedCount(h!, 'completed', 'final_answer')) === 1, 5000);
+    await until(
+      'the run-finished metric',
+      async () => (await finishedCount(h!, 'completed', 'final_answer')) === 1,
+      5000,
+    );
   });
 });
 
@@ -207,14 +242,26 @@ describe('the run view', () => {
     const k = h.ctx.keys.run(runId);
     await h.ctx.redis.hset(k.run, 'spec', '{not json', 'status', 'failed', 'reason', 'invalid_spec: json');
     await h.ctx.redis.hset(k.budget, 'deadlineAt', String(Number.MAX_SAFE_INTEGER));
-    await h.ctx.redis.rpush(k.journal, '{"v":1,"kind":"decision"}', JSON.stringify({ v: 1, kind: 'status', step: 1, status: 'failed', reason: 'invalid_spec: json' }));
+    await h.ctx.redis.rpush(
+      k.journal,
+      '{"v":1,"kind":"decision"}',
+      JSON.stringify({ v: 1, kind: 'status', step: 1, status: 'failed', reason: 'invalid_spec: json' }),
+    );
     const { url } = await h.startApi();
     const res = await fetch(`${url}/v1/runs/${runId}`, { headers: producerAuth });
     expect(res.status).toBe(200);
-    const view = (await res.json()) as { status: string; tenant: string; transcript: unknown[]; notes: string[]; budget: { limits: { maxSteps: number } } };
+    const view = (await res.json()) as {
+      status: string;
+      tenant: string;
+      transcript: unknown[];
+      notes: string[];
+      budget: { limits: { maxSteps: number } };
+    };
     expect(view).toMatchObject({ status: 'failed', tenant: 'acme', budget: { limits: { maxSteps: 10 } } });
     expect(view.transcript).toHaveLength(1);
-    expect(view.notes).toEqual(expect.arrayContaining(['spec_unreadable: json', 'journal_entry_unreadable: 0', 'deadline_unreadable']));
+    expect(view.notes).toEqual(
+      expect.arrayContaining(['spec_unreadable: json', 'journal_entry_unreadable: 0', 'deadline_unreadable']),
+    );
     const page = await fetch(`${url}/runs/${runId}`, { headers: producerAuth });
     expect(page.status).toBe(200);
   });
@@ -222,7 +269,11 @@ describe('the run view', () => {
 
 describe('every budget number the API accepts is bounded, and whatever it accepts runs', () => {
   const post = (url: string, body: unknown) =>
-    fetch(`${url}/v1/runs`, { method: 'POST', headers: { 'content-type': 'application/json', ...producerAuth }, body: JSON.stringify(body) });
+    fetch(`${url}/v1/runs`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...producerAuth },
+      body: JSON.stringify(body),
+    });
 
   it('a maxWallMs near Number.MAX_SAFE_INTEGER (or past LIMIT_MAX_WALL_MS) is a 400 naming the field, and nothing is written', async () => {
     h = await createHarness('lostbounds');
@@ -231,7 +282,10 @@ describe('every budget number the API accepts is bounded, and whatever it accept
       [{ budget: { maxWallMs: Number.MAX_SAFE_INTEGER } }, 'budget.maxWallMs'],
       [{ budget: { maxWallMs: 24 * 3600_000 + 1 } }, 'budget.maxWallMs'],
       [{ budget: { maxTokens: 1e12 } }, 'budget.maxTokens'],
-      [{ agent: { model: 'scripted', script: [{ ...final, usage: { promptTokens: 1e300, completionTokens: 1 } }] } }, 'agent.script.0.usage.promptTokens'],
+      [
+        { agent: { model: 'scripted', script: [{ ...final, usage: { promptTokens: 1e300, completionTokens: 1 } }] } },
+        'agent.script.0.usage.promptTokens',
+      ],
     ];
     for (const [extra, field] of cases) {
       const ticket = sampleTicket(`LR-bound-${field}`);
@@ -246,12 +300,25 @@ describe('every budget number the API accepts is bounded, and whatever it accept
   it('the largest values the API can be configured to accept make a run that runs, and its view answers', async () => {
     // The hard limits of src/budget/limits.ts as the deployment's limits.
     const max = { maxSteps: 10_000, maxTokens: 1_000_000_000, maxWallMs: 30 * 24 * 3600_000 };
-    h = await createHarness('lostmax', { LIMIT_MAX_STEPS: String(max.maxSteps), LIMIT_MAX_TOKENS: String(max.maxTokens), LIMIT_MAX_WALL_MS: String(max.maxWallMs) });
+    h = await createHarness('lostmax', {
+      LIMIT_MAX_STEPS: String(max.maxSteps),
+      LIMIT_MAX_TOKENS: String(max.maxTokens),
+      LIMIT_MAX_WALL_MS: String(max.maxWallMs),
+    });
     const { url } = await h.startApi();
-    const tooBig = await post(url, { tenant: 'acme', ticket: sampleTicket('LR-max+1'), budget: { ...max, maxWallMs: max.maxWallMs + 1 } });
+    const tooBig = await post(url, {
+      tenant: 'acme',
+      ticket: sampleTicket('LR-max+1'),
+      budget: { ...max, maxWallMs: max.maxWallMs + 1 },
+    });
     expect(tooBig.status).toBe(400);
     await h.startWorker();
-    const res = await post(url, { tenant: 'acme', ticket: sampleTicket('LR-max'), budget: max, agent: { model: 'scripted', script: [read, final] } });
+    const res = await post(url, {
+      tenant: 'acme',
+      ticket: sampleTicket('LR-max'),
+      budget: max,
+      agent: { model: 'scripted', script: [read, final] },
+    });
     expect(res.status).toBe(201);
     const { runId } = (await res.json()) as { runId: string };
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'])).toBe('completed');

@@ -22,7 +22,8 @@ async function api(env: Record<string, string>): Promise<string> {
   return (await h.startApi()).url;
 }
 
-const scrape = (url: string, token?: string) => fetch(`${url}/metrics`, { headers: token ? { authorization: `Bearer ${token}` } : {} });
+const scrape = (url: string, token?: string) =>
+  fetch(`${url}/metrics`, { headers: token ? { authorization: `Bearer ${token}` } : {} });
 
 describe('/metrics access', () => {
   it('METRICS_TOKEN: the API answers 401 without it or with another token, 200 with it', async () => {
@@ -36,8 +37,15 @@ describe('/metrics access', () => {
 
   it('production: the main port refuses unauthenticated metrics with a 503 naming both settings', async () => {
     const url = await api({
-      APP_MODE: 'production', MODEL_PROVIDER: 'openai', OPENAI_API_KEY: 'sk-test-not-used', OPERATOR_TOKEN: 'operator-token-for-tests',
-      ZENDESK_EMAIL: 'agent@example.com', ZENDESK_TOKEN: 'not-used', RESEND_API_KEY: 're_not_used', RESEND_FROM: 'Support <support@example.com>', STRIPE_API_KEY: 'sk_test_not_used',
+      APP_MODE: 'production',
+      MODEL_PROVIDER: 'openai',
+      OPENAI_API_KEY: 'sk-test-not-used',
+      OPERATOR_TOKEN: 'operator-token-for-tests',
+      ZENDESK_EMAIL: 'agent@example.com',
+      ZENDESK_TOKEN: 'not-used',
+      RESEND_API_KEY: 're_not_used',
+      RESEND_FROM: 'Support <support@example.com>',
+      STRIPE_API_KEY: 'sk_test_not_used',
     });
     const res = await scrape(url);
     expect(res.status).toBe(503);
@@ -47,7 +55,13 @@ describe('/metrics access', () => {
   });
 
   it('the worker and reconciler ops server requires the token too', async () => {
-    const { server, port } = await startOpsServer({ port: 0, host: '127.0.0.1', registry: newMetrics().registry, isReady: () => true, metricsToken: TOKEN });
+    const { server, port } = await startOpsServer({
+      port: 0,
+      host: '127.0.0.1',
+      registry: newMetrics().registry,
+      isReady: () => true,
+      metricsToken: TOKEN,
+    });
     try {
       const url = `http://127.0.0.1:${port}`;
       expect((await scrape(url)).status).toBe(401);
@@ -62,13 +76,18 @@ describe('/metrics access', () => {
     const h = await createHarness('metricsport');
     harnesses.push(h);
     const [port, metricsPort] = [await freePort(), await freePort()];
-    const child = spawnModule('src/server/api', { ...h.env, PORT: String(port), API_METRICS_PORT: String(metricsPort), METRICS_TOKEN: TOKEN, LOG_LEVEL: 'info' }, ['ignore', 'pipe', 'pipe']);
+    const child = spawnModule(
+      'src/server/api',
+      { ...h.env, PORT: String(port), API_METRICS_PORT: String(metricsPort), METRICS_TOKEN: TOKEN, LOG_LEVEL: 'info' },
+      ['ignore', 'pipe', 'pipe'],
+    );
     const lines: string[] = [];
     onLines(child.stdout!, (l) => lines.push(l));
     try {
       const deadline = Date.now() + 30_000;
       while (!lines.some((l) => l.includes('"api_listening"'))) {
-        if (child.exitCode !== null || Date.now() > deadline) throw new Error(`api did not start:\n${lines.join('\n')}`);
+        if (child.exitCode !== null || Date.now() > deadline)
+          throw new Error(`api did not start:\n${lines.join('\n')}`);
         await new Promise((r) => setTimeout(r, 20));
       }
       const main = `http://127.0.0.1:${port}`;

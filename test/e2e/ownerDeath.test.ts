@@ -28,7 +28,11 @@ import { read, final, email } from '../../testkit/turns.js';
 let h: Harness;
 const victims: WorkerProcess[] = [];
 beforeEach(async () => {
-  h = await createHarness('ownerdeath', { RECONCILER_MIN_AGE_MS: '0', RECONCILE_DEADLINE_MS: '15000', RECONCILE_POLL_MS: '50' });
+  h = await createHarness('ownerdeath', {
+    RECONCILER_MIN_AGE_MS: '0',
+    RECONCILE_DEADLINE_MS: '15000',
+    RECONCILE_POLL_MS: '50',
+  });
 });
 afterEach(async () => {
   for (const v of victims.splice(0)) {
@@ -44,7 +48,16 @@ afterEach(async () => {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function createRun(id: string): Promise<string> {
-  const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket(id), budget: { maxSteps: 10 }, agent: { model: 'scripted', script: [read, email, final] as Script } }, Date.now());
+  const spec = buildSpec(
+    h.ctx,
+    {
+      tenant: 'acme',
+      ticket: sampleTicket(id),
+      budget: { maxSteps: 10 },
+      agent: { model: 'scripted', script: [read, email, final] as Script },
+    },
+    Date.now(),
+  );
   await h.ctx.store.create(spec, Date.now());
   return spec.runId;
 }
@@ -81,7 +94,8 @@ async function expectOnce(runId: string): Promise<void> {
 /** step_started events of one step in the run's stream: one per delivery that reached its first script. */
 async function deliveriesOf(runId: string, step: number): Promise<number> {
   const entries = await h.ctx.redis.xrange(h.ctx.keys.run(runId).events, '-', '+');
-  return entries.filter(([, f]) => f[1] === 'step_started' && (JSON.parse(f[3]!) as { step: number }).step === step).length;
+  return entries.filter(([, f]) => f[1] === 'step_started' && (JSON.parse(f[3]!) as { step: number }).step === step)
+    .length;
 }
 
 const requeues = async () => (await h.ctx.metrics.deadOwnerRequeues.get()).values[0]?.value ?? 0;
@@ -102,7 +116,12 @@ describe('owner watch with real processes', () => {
   it('an event loop blocked 5 s mid-step (lock 20 s): no second delivery, one email, one commit per step', async () => {
     const runId = await createRun('OD-block');
     h.sandbox.setFaults([]);
-    const victim = await spawnWorker({ ...h.env, LOCK_DURATION_MS: '20000', STALLED_INTERVAL_MS: '5000', PAUSE_POINTS: 'after_dispatched@2=5000' });
+    const victim = await spawnWorker({
+      ...h.env,
+      LOCK_DURATION_MS: '20000',
+      STALLED_INTERVAL_MS: '5000',
+      PAUSE_POINTS: 'after_dispatched@2=5000',
+    });
     victims.push(victim);
     const ledger = new Ledger(h.ctx.redis, h.ctx.keys);
     const deadline = Date.now() + 20_000;
@@ -120,7 +139,7 @@ describe('owner watch with real processes', () => {
     await expectOnce(runId);
   });
 
-  it('CLIENT KILL of a live worker\'s connection mid-step: its jobs move, the step completes once, one email', async () => {
+  it("CLIENT KILL of a live worker's connection mid-step: its jobs move, the step completes once, one email", async () => {
     const runId = await createRun('OD-clientkill');
     const victim = await victimMidEmail(runId, { LOCK_DURATION_MS: '60000', STALLED_INTERVAL_MS: '30000' }, 1500);
     await h.startWorker();
@@ -151,7 +170,8 @@ describe('owner watch with real processes', () => {
     // The woken delivery finishes its call and tries to commit: the fence refuses it.
     const deadline = Date.now() + 15_000;
     while (!victim.lines.some((l) => l.includes('"code":"lock_lost"') || l.includes('"code":"stale_step"'))) {
-      if (Date.now() > deadline) throw new Error(`the woken delivery never reached its fence:\n${victim.lines.join('\n')}`);
+      if (Date.now() > deadline)
+        throw new Error(`the woken delivery never reached its fence:\n${victim.lines.join('\n')}`);
       await sleep(20);
     }
     victim.child.kill('SIGTERM');

@@ -26,11 +26,19 @@ const DOC = join(repoRoot, 'docs', 'getting-started.md');
 const DOC_REDIS = 'redis://127.0.0.1:6379';
 const DOC_PORT = '3000';
 
-interface Block { lang: string; attrs: string; body: string }
+interface Block {
+  lang: string;
+  attrs: string;
+  body: string;
+}
 
 /** The fenced code blocks of a markdown file, in order: language, the rest of the info string, the text. */
 function codeBlocks(markdown: string): Block[] {
-  return [...markdown.matchAll(/^```(\w+)([^\n]*)\n([\s\S]*?)^```$/gm)].map((m) => ({ lang: m[1]!, attrs: m[2]!.trim(), body: m[3]! }));
+  return [...markdown.matchAll(/^```(\w+)([^\n]*)\n([\s\S]*?)^```$/gm)].map((m) => ({
+    lang: m[1]!,
+    attrs: m[2]!.trim(),
+    body: m[3]!,
+  }));
 }
 
 const typeStripping = Boolean((process.features as { typescript?: unknown }).typescript);
@@ -59,14 +67,20 @@ function bash(script: string, cwd: string, timeout = 400_000): Promise<{ stdout:
 /** A long-running command of the doc, started as its own process; resolves once it logs `readyCode`. */
 async function start(command: string, readyCode: string): Promise<{ child: ChildProcess; lines: string[] }> {
   // Its own process group: npx and the node it starts stop together.
-  const child = spawn('bash', ['-c', command], { cwd: project, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const child = spawn('bash', ['-c', command], {
+    cwd: project,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
   children.push(child);
   const lines: string[] = [];
   onLines(child.stdout, (l) => lines.push(l));
   child.stderr.on('data', (d: Buffer) => lines.push(`stderr: ${d.toString()}`));
   const deadline = Date.now() + 60_000;
   while (!lines.some((l) => l.includes(`"${readyCode}"`))) {
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`${command} did not start:\n${lines.join('\n')}`);
+    if (child.exitCode !== null || Date.now() > deadline)
+      throw new Error(`${command} did not start:\n${lines.join('\n')}`);
     await new Promise((r) => setTimeout(r, 50));
   }
   return { child, lines };
@@ -93,16 +107,25 @@ describe('the packed package, as docs/getting-started.md uses it', () => {
     env = {
       ...process.env,
       // Installs from the cache; the registry only for what it lacks.
-      npm_config_prefer_offline: 'true', npm_config_audit: 'false', npm_config_fund: 'false', npm_config_update_notifier: 'false',
-      KEY_PREFIX: prefix, BULL_PREFIX: `${prefix}b`, WORKER_METRICS_PORT: '0', LOG_LEVEL: 'info',
+      npm_config_prefer_offline: 'true',
+      npm_config_audit: 'false',
+      npm_config_fund: 'false',
+      npm_config_update_notifier: 'false',
+      KEY_PREFIX: prefix,
+      BULL_PREFIX: `${prefix}b`,
+      WORKER_METRICS_PORT: '0',
+      LOG_LEVEL: 'info',
     };
-    const { stdout } = await timed('pack', () => run('npm', ['pack', '--silent', '--pack-destination', tmp], { cwd: repoRoot, env, timeout: 400_000 }));
+    const { stdout } = await timed('pack', () =>
+      run('npm', ['pack', '--silent', '--pack-destination', tmp], { cwd: repoRoot, env, timeout: 400_000 }),
+    );
     const tarball = join(tmp, stdout.trim().split('\n').pop()!);
-    substitute = (text) => text
-      .replace(/npm install durable-agent-fleet /g, `npm install ${tarball} `)
-      .replaceAll(DOC_REDIS, redisUrl())
-      .replaceAll(`127.0.0.1:${DOC_PORT}`, `127.0.0.1:${apiPort}`)
-      .replaceAll(`PORT=${DOC_PORT}`, `PORT=${apiPort}`);
+    substitute = (text) =>
+      text
+        .replace(/npm install durable-agent-fleet /g, `npm install ${tarball} `)
+        .replaceAll(DOC_REDIS, redisUrl())
+        .replaceAll(`127.0.0.1:${DOC_PORT}`, `127.0.0.1:${apiPort}`)
+        .replaceAll(`PORT=${DOC_PORT}`, `PORT=${apiPort}`);
   }, 420_000);
 
   afterAll(async () => {
@@ -134,8 +157,13 @@ describe('the packed package, as docs/getting-started.md uses it', () => {
     await timed('tsc', () => bash(build!.body, project));
 
     // The engine and its test kit by name, from the installed tarball.
-    const { stdout: kit } = await bash(`node --input-type=module -e "const k = await import('durable-agent-fleet/testkit'); console.log(Object.keys(k).join())"`, project);
-    expect(kit.trim().split(',')).toEqual(expect.arrayContaining(['startEmbeddedRedis', 'startOpenAIServer', 'uniquePrefix']));
+    const { stdout: kit } = await bash(
+      `node --input-type=module -e "const k = await import('durable-agent-fleet/testkit'); console.log(Object.keys(k).join())"`,
+      project,
+    );
+    expect(kit.trim().split(',')).toEqual(
+      expect.arrayContaining(['startEmbeddedRedis', 'startOpenAIServer', 'uniquePrefix']),
+    );
 
     await timed('api_start', () => start(substitute(server('api')), 'api_listening'));
     const worker = await timed('worker_start', () => start(substitute(server('worker')), 'worker_started'));

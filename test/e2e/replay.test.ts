@@ -23,7 +23,11 @@ describe('replay harness', () => {
     const state = await h.ctx.store.readState(spec.runId);
     // The agent's input estimate and tools are part of each estimate, as the worker (and the CLI) counts them.
     const agent = h.ctx.agents.get('support')!;
-    const base = { completionCap: h.cfg.COMPLETION_TOKEN_CAP, inputTokens: agent.estimateInputTokens(spec.input), tools: agent.tools.specs };
+    const base = {
+      completionCap: h.cfg.COMPLETION_TOKEN_CAP,
+      inputTokens: agent.estimateInputTokens(spec.input),
+      tools: agent.tools.specs,
+    };
     const same = replayRun(spec, journal, base);
     expect(same).toMatchObject({ completed: true, stepsReplayed: 6, tokensSpent: state!.used.tokens });
     const tight = replayRun(spec, journal, { ...base, maxTokens: 4000 });
@@ -33,7 +37,11 @@ describe('replay harness', () => {
     const steps = replayRun(spec, journal, { ...base, maxSteps: 2 });
     expect(steps.stoppedAt).toMatchObject({ step: 2, status: 'budget_exceeded' });
     // The CLI entry point against the same Redis.
-    const cli = spawnSync(process.execPath, ['--import', 'tsx', 'src/server/replay.ts', spec.runId, '--max-tokens', '4000', '--json'], { env: { ...process.env, ...h.env }, encoding: 'utf8' });
+    const cli = spawnSync(
+      process.execPath,
+      ['--import', 'tsx', 'src/server/replay.ts', spec.runId, '--max-tokens', '4000', '--json'],
+      { env: { ...process.env, ...h.env }, encoding: 'utf8' },
+    );
     expect(cli.status, cli.stderr).toBe(0);
     expect(JSON.parse(cli.stdout.trim())).toEqual(tight);
   });
@@ -42,8 +50,25 @@ describe('replay harness', () => {
     const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket('RP-2') }, Date.now());
     const usage = { promptTokens: 1500, completionTokens: 100 };
     const journal = [
-      { v: 1 as const, kind: 'decision' as const, step: 1, model: 'scripted', toolCalls: [{ id: 'c', name: 'read_ticket', args: {} }], usage, attempts: 1 },
-      { v: 1 as const, kind: 'decision' as const, step: 2, model: 'scripted', toolCalls: [], final: 'done', usage, attempts: 1 },
+      {
+        v: 1 as const,
+        kind: 'decision' as const,
+        step: 1,
+        model: 'scripted',
+        toolCalls: [{ id: 'c', name: 'read_ticket', args: {} }],
+        usage,
+        attempts: 1,
+      },
+      {
+        v: 1 as const,
+        kind: 'decision' as const,
+        step: 2,
+        model: 'scripted',
+        toolCalls: [],
+        final: 'done',
+        usage,
+        attempts: 1,
+      },
     ];
     const r = replayRun(spec, journal, { completionCap: 100, maxTokens: 1500 });
     expect(r.stoppedAt).toEqual({ step: 1, status: 'budget_exceeded', reason: 'tokens: used 1600 of cap 1500' });

@@ -28,7 +28,16 @@ describe.skipIf(process.env.RETRY_BENCH !== '1')('retry latency', () => {
     const N = Number(process.env.RETRY_BENCH_RUNS ?? 40);
     const ids: string[] = [];
     for (let i = 0; i < N; i++) {
-      const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket(`RB-${i}-${Date.now()}`), agent: { model: 'scripted', script: [turn([email]), final] }, budget: { maxSteps: 1 } }, Date.now());
+      const spec = buildSpec(
+        h.ctx,
+        {
+          tenant: 'acme',
+          ticket: sampleTicket(`RB-${i}-${Date.now()}`),
+          agent: { model: 'scripted', script: [turn([email]), final] },
+          budget: { maxSteps: 1 },
+        },
+        Date.now(),
+      );
       await h.ctx.store.create(spec, Date.now());
       ids.push(spec.runId);
     }
@@ -39,11 +48,14 @@ describe.skipIf(process.env.RETRY_BENCH !== '1')('retry latency', () => {
       const t0 = performance.now();
       expect((await call(h.url, 'POST', `/v1/runs/${id}/retry`, { steps: 1 })).status).toBe(200);
       post.push(performance.now() - t0);
-      while ((await h.ctx.redis.hget(h.ctx.keys.run(id).run, 'status')) !== 'completed') await new Promise((r) => setTimeout(r, 2));
+      while ((await h.ctx.redis.hget(h.ctx.keys.run(id).run, 'status')) !== 'completed')
+        await new Promise((r) => setTimeout(r, 2));
       done.push(performance.now() - t0);
     }
     const q = (a: number[], p: number) => [...a].sort((x, y) => x - y)[Math.floor(p * (a.length - 1))]!.toFixed(1);
     expect(h.sandbox.counts().byResource.emails.records).toBe(N);
-    console.log(`retry latency, N=${N}: POST p50 ${q(post, 0.5)} ms, p95 ${q(post, 0.95)} ms; request to completed p50 ${q(done, 0.5)} ms, p95 ${q(done, 0.95)} ms`);
+    console.log(
+      `retry latency, N=${N}: POST p50 ${q(post, 0.5)} ms, p95 ${q(post, 0.95)} ms; request to completed p50 ${q(done, 0.5)} ms, p95 ${q(done, 0.95)} ms`,
+    );
   });
 });

@@ -23,19 +23,40 @@ afterAll(async () => {
 
 describe('run events', () => {
   it('publishes step started, decision, every effect transition, step committed and the final status, in order', async () => {
-    const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket('EV-1'), agent: { model: 'scripted', script } }, Date.now());
+    const spec = buildSpec(
+      h.ctx,
+      { tenant: 'acme', ticket: sampleTicket('EV-1'), agent: { model: 'scripted', script } },
+      Date.now(),
+    );
     await h.ctx.store.create(spec, Date.now());
     await h.startWorker();
     expect(await h.waitForStatus(spec.runId, ['completed', 'failed'])).toBe('completed');
 
     const raw = (await h.ctx.redis.xrange(h.ctx.keys.run(spec.runId).events, '-', '+')) as [string, string[]][];
     const events = raw.map(([, f]) => ({ type: f[1]!, data: JSON.parse(f[3]!) as Record<string, unknown> }));
-    const summary = events.map((e) => (e.type === 'effect' ? `effect:${String(e.data.to)}` : e.type === 'status_changed' ? `status:${String(e.data.status)}` : `${e.type}@${String(e.data.step ?? '')}`));
+    const summary = events.map((e) =>
+      e.type === 'effect'
+        ? `effect:${String(e.data.to)}`
+        : e.type === 'status_changed'
+          ? `status:${String(e.data.status)}`
+          : `${e.type}@${String(e.data.step ?? '')}`,
+    );
     expect(summary).toEqual([
       'run_created@',
-      'step_started@1', 'decision@1', 'step_committed@1',
-      'step_started@2', 'decision@2', 'effect:planned', 'effect:authorized', 'effect:dispatched', 'effect:confirmed', 'step_committed@2',
-      'step_started@3', 'decision@3', 'step_committed@3', 'status:completed',
+      'step_started@1',
+      'decision@1',
+      'step_committed@1',
+      'step_started@2',
+      'decision@2',
+      'effect:planned',
+      'effect:authorized',
+      'effect:dispatched',
+      'effect:confirmed',
+      'step_committed@2',
+      'step_started@3',
+      'decision@3',
+      'step_committed@3',
+      'status:completed',
     ]);
     const started = events.find((e) => e.type === 'step_started')!.data;
     expect(started).toMatchObject({ step: 1, jobId: `${spec.runId}.s1`, attempt: 1 });
@@ -49,9 +70,18 @@ describe('run events', () => {
     // Its own namespace: no worker but the victim may take step 2 before it crashes.
     const hc = await createHarness('runevents-crash');
     try {
-      const spec = buildSpec(hc.ctx, { tenant: 'acme', ticket: sampleTicket('EV-2'), agent: { model: 'scripted', script } }, Date.now());
+      const spec = buildSpec(
+        hc.ctx,
+        { tenant: 'acme', ticket: sampleTicket('EV-2'), agent: { model: 'scripted', script } },
+        Date.now(),
+      );
       await hc.ctx.store.create(spec, Date.now());
-      const victim = await spawnWorker({ ...hc.env, CRASH_POINTS: 'after_decision@2', LOCK_DURATION_MS: '1000', STALLED_INTERVAL_MS: '500' });
+      const victim = await spawnWorker({
+        ...hc.env,
+        CRASH_POINTS: 'after_decision@2',
+        LOCK_DURATION_MS: '1000',
+        STALLED_INTERVAL_MS: '500',
+      });
       expect((await victim.exited).signal).toBe('SIGKILL');
       await hc.startWorker();
       expect(await hc.waitForStatus(spec.runId, ['completed', 'failed'], 20_000)).toBe('completed');
@@ -65,7 +95,9 @@ describe('run events', () => {
 /** Step 2 started twice (attempts 1 and 2), decided once, committed once. */
 async function expectStep2Events(hc: Harness, runId: string) {
   const raw = (await hc.ctx.redis.xrange(hc.ctx.keys.run(runId).events, '-', '+')) as [string, string[]][];
-  const step2 = raw.map(([, f]) => ({ type: f[1]!, data: JSON.parse(f[3]!) as Record<string, unknown> })).filter((e) => e.data.step === 2);
+  const step2 = raw
+    .map(([, f]) => ({ type: f[1]!, data: JSON.parse(f[3]!) as Record<string, unknown> }))
+    .filter((e) => e.data.step === 2);
   expect(step2.filter((e) => e.type === 'step_started').map((e) => e.data.attempt)).toEqual([1, 2]);
   expect(step2.filter((e) => e.type === 'decision')).toHaveLength(1);
   expect(step2.filter((e) => e.type === 'step_committed')).toHaveLength(1);

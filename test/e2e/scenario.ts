@@ -19,10 +19,14 @@ function usage(): string {
 
 const argv = process.argv.slice(2);
 const name = argv.find((a) => !a.startsWith('--'));
-const args = new Map(argv.filter((a) => a.startsWith('--')).map((a) => {
-  const [k, v] = a.slice(2).split('=');
-  return [k!, v ?? 'true'] as const;
-}));
+const args = new Map(
+  argv
+    .filter((a) => a.startsWith('--'))
+    .map((a) => {
+      const [k, v] = a.slice(2).split('=');
+      return [k!, v ?? 'true'] as const;
+    }),
+);
 if (args.has('help')) {
   console.log(usage());
   process.exit(0);

@@ -10,7 +10,8 @@ import { SCENARIOS, type ScenarioResult } from './scenarios/index.js';
 import { evictionScript, EVICT_AT_STEP } from './scenarios/eviction.js';
 import { decisionSteps, scriptTokens } from './scenarios/report.js';
 
-const run = (name: string, args: Record<string, string> = {}): Promise<ScenarioResult> => SCENARIOS[name]!.run(new Map(Object.entries(args)));
+const run = (name: string, args: Record<string, string> = {}): Promise<ScenarioResult> =>
+  SCENARIOS[name]!.run(new Map(Object.entries(args)));
 
 /** Fails with the timeline, so a broken expectation shows what happened. */
 function expectOk(r: ScenarioResult): void {
@@ -27,11 +28,24 @@ describe('scenarios (npm run scenario)', () => {
     expectOk(r);
     const s = r.summary;
     const script = evictionScript();
-    expect(s).toMatchObject({ signal: 'SIGKILL', status: 'completed', tickets: 1, emails: 1, duplicates: 0, ticketPosts: 1, emailPosts: 1, steps: 20, journalSteps: 20 });
+    expect(s).toMatchObject({
+      signal: 'SIGKILL',
+      status: 'completed',
+      tickets: 1,
+      emails: 1,
+      duplicates: 0,
+      ticketPosts: 1,
+      emailPosts: 1,
+      steps: 20,
+      journalSteps: 20,
+    });
     // Journal: every step once, in order (steps 1-11 were not redone, step 12 not twice).
     expect(decisionSteps(r.view!)).toEqual(STEPS_1_TO_20);
     // Budget: before the eviction exactly steps 1..11; after it, it continues from there; at the end exactly the 20 turns.
-    expect(s.budgetBeforeEviction).toEqual({ steps: EVICT_AT_STEP - 1, tokens: scriptTokens(script, EVICT_AT_STEP - 1) });
+    expect(s.budgetBeforeEviction).toEqual({
+      steps: EVICT_AT_STEP - 1,
+      tokens: scriptTokens(script, EVICT_AT_STEP - 1),
+    });
     const after = s.budgetAfterRecovery as { steps: number; tokens: number };
     expect(after.steps).toBeGreaterThanOrEqual(EVICT_AT_STEP);
     expect(after.tokens).toBe(scriptTokens(script, after.steps));
@@ -46,7 +60,15 @@ describe('scenarios (npm run scenario)', () => {
   it('eviction with SIGTERM: the step is handed back at once, same counts', async () => {
     const r = await run('eviction', { signal: 'SIGTERM' });
     expectOk(r);
-    expect(r.summary).toMatchObject({ signal: 'SIGTERM', status: 'completed', tickets: 1, emails: 1, duplicates: 0, steps: 20, journalSteps: 20 });
+    expect(r.summary).toMatchObject({
+      signal: 'SIGTERM',
+      status: 'completed',
+      tickets: 1,
+      emails: 1,
+      duplicates: 0,
+      steps: 20,
+      journalSteps: 20,
+    });
     expect(decisionSteps(r.view!)).toEqual(STEPS_1_TO_20);
     expect(r.summary.tokens).toBe(scriptTokens(evictionScript()));
     expect(r.timeline.some((l) => /handed back to the queue/.test(l))).toBe(true);
@@ -58,7 +80,13 @@ describe('scenarios (npm run scenario)', () => {
     expect(r.summary).toMatchObject({ fault: 'slow_commit', status: 'completed', emails: 1, duplicates: 0 });
     const email = r.view!.effects.find((e) => e.tool === 'send_email')!;
     expect(email.state).toBe('confirmed');
-    expect(email.history.map((h) => h.to)).toEqual(['planned', 'authorized', 'dispatched', 'outcome_unknown', 'confirmed']);
+    expect(email.history.map((h) => h.to)).toEqual([
+      'planned',
+      'authorized',
+      'dispatched',
+      'outcome_unknown',
+      'confirmed',
+    ]);
     const confirmed = email.history[email.history.length - 1]!;
     expect(confirmed.from).toBe('outcome_unknown');
     expect(confirmed.why).toMatch(/replay/);
@@ -72,7 +100,14 @@ describe('scenarios (npm run scenario)', () => {
   it('timeout with the answer lost after the commit: one same-key replay confirms it, one email', async () => {
     const r = await run('timeout', { fault: 'lost_response' });
     expectOk(r);
-    expect(r.summary).toMatchObject({ fault: 'lost_response', status: 'completed', emails: 1, duplicates: 0, emailPosts: 2, replayAnswers: [200] });
+    expect(r.summary).toMatchObject({
+      fault: 'lost_response',
+      status: 'completed',
+      emails: 1,
+      duplicates: 0,
+      emailPosts: 2,
+      replayAnswers: [200],
+    });
     expect(r.summary.path).toBe('planned -> authorized -> dispatched -> outcome_unknown -> confirmed');
   }, 90_000);
 
@@ -80,7 +115,13 @@ describe('scenarios (npm run scenario)', () => {
     const r = await run('retry-storm');
     expectOk(r);
     expect(r.summary).toMatchObject({
-      status: 'needs_human', writes: 1, duplicates: 0, ticketPosts: 2, ticketAnswers: [429, 201], writesRequested: 3, answeredFromLedger: 1,
+      status: 'needs_human',
+      writes: 1,
+      duplicates: 0,
+      ticketPosts: 2,
+      ticketAnswers: [429, 201],
+      writesRequested: 3,
+      answeredFromLedger: 1,
     });
     expect(String(r.summary.reason)).toMatch(/^loop_detected/);
     const effects = r.view!.effects.filter((e) => e.tool === 'create_ticket');

@@ -22,9 +22,16 @@ afterEach(async () => {
   await h.close();
 });
 
-async function call(method: string, path: string, body?: unknown, auth = producerAuth): Promise<{ status: number; body: Record<string, unknown> }> {
+async function call(
+  method: string,
+  path: string,
+  body?: unknown,
+  auth = producerAuth,
+): Promise<{ status: number; body: Record<string, unknown> }> {
   const res = await fetch(`${url}${path}`, {
-    method, headers: { 'content-type': 'application/json', ...auth }, ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    method,
+    headers: { 'content-type': 'application/json', ...auth },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
   });
   const text = await res.text();
   return { status: res.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
@@ -57,21 +64,38 @@ async function until(check: () => boolean | Promise<boolean>, timeoutMs = 20_000
 
 describe('schedules', () => {
   it('refuses a bad pattern or input with the field named, and writes nothing', async () => {
-    const bad = await call('PUT', '/v1/schedules/nightly', { tenant: 'acme', agent: 'support', cron: 'every day', input: sampleTicket('S-1') });
+    const bad = await call('PUT', '/v1/schedules/nightly', {
+      tenant: 'acme',
+      agent: 'support',
+      cron: 'every day',
+      input: sampleTicket('S-1'),
+    });
     expect(bad.status).toBe(400);
     expect(bad.body.fields).toEqual([{ path: 'cron', message: expect.any(String) }]);
-    const badInput = await call('PUT', '/v1/schedules/nightly', { tenant: 'acme', agent: 'support', cron: '0 3 * * *', input: { id: 'x' } });
+    const badInput = await call('PUT', '/v1/schedules/nightly', {
+      tenant: 'acme',
+      agent: 'support',
+      cron: '0 3 * * *',
+      input: { id: 'x' },
+    });
     expect(badInput.status).toBe(400);
     expect((badInput.body.fields as { path: string }[])[0]!.path).toMatch(/^input\./);
     expect(await h.ctx.redis.hlen(h.ctx.keys.schedules())).toBe(0);
   });
 
-  it('two worker processes tick one schedule: one run per tick, the tick as the run\'s event; paused, no run', async () => {
+  it("two worker processes tick one schedule: one run per tick, the tick as the run's event; paused, no run", async () => {
     workers.push(await spawnWorker(h.env), await spawnWorker(h.env));
-    const put = await call('PUT', '/v1/schedules/every-second', { tenant: 'acme', agent: 'support', cron: '* * * * * *', input: sampleTicket('S-2') });
+    const put = await call('PUT', '/v1/schedules/every-second', {
+      tenant: 'acme',
+      agent: 'support',
+      cron: '* * * * * *',
+      input: sampleTicket('S-2'),
+    });
     expect(put.status).toBe(200);
     const listed = await call('GET', '/v1/schedules', undefined, operator);
-    expect(listed.body.schedules).toEqual([expect.objectContaining({ id: 'every-second', tenant: 'acme', paused: false, nextTickAt: expect.any(Number) })]);
+    expect(listed.body.schedules).toEqual([
+      expect.objectContaining({ id: 'every-second', tenant: 'acme', paused: false, nextTickAt: expect.any(Number) }),
+    ]);
 
     await until(() => ticks().size >= 3);
     const paused = await call('POST', '/v1/schedules/acme/every-second/pause', undefined, operator);

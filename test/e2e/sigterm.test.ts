@@ -36,7 +36,13 @@ async function until<T>(what: string, fn: () => Promise<T | undefined | false>, 
   throw new Error(`timed out waiting for ${what}`);
 }
 
-const procEnv = (port: number) => ({ ...h.env, WORKER_METRICS_PORT: String(port), SHUTDOWN_GRACE_MS: String(GRACE_MS), LOCK_DURATION_MS: '1000', STALLED_INTERVAL_MS: '500' });
+const procEnv = (port: number) => ({
+  ...h.env,
+  WORKER_METRICS_PORT: String(port),
+  SHUTDOWN_GRACE_MS: String(GRACE_MS),
+  LOCK_DURATION_MS: '1000',
+  STALLED_INTERVAL_MS: '500',
+});
 
 async function readyz(port: number): Promise<number> {
   try {
@@ -54,7 +60,9 @@ async function expectJournalInOrder(runId: string, n: number) {
 /** Waits until the run's email is `dispatched` (the request has left), and returns the ledger. */
 async function emailDispatched(runId: string): Promise<Ledger> {
   const ledger = new Ledger(h.ctx.redis, h.ctx.keys);
-  await until('email dispatched', async () => (await ledger.listForRun(runId)).some((a) => a.tool === 'send_email' && a.state === 'dispatched'));
+  await until('email dispatched', async () =>
+    (await ledger.listForRun(runId)).some((a) => a.tool === 'send_email' && a.state === 'dispatched'),
+  );
   return ledger;
 }
 
@@ -101,10 +109,14 @@ describe('SIGTERM handoff of a real worker process', () => {
     const sentAt = Date.now();
     proc.child.kill('SIGTERM');
     // Unready while the dispatch finishes inside the grace.
-    const status = await until('readyz 503', async () => {
-      const s = await readyz(port);
-      return s === 503 ? s : undefined;
-    }, 5000);
+    const status = await until(
+      'readyz 503',
+      async () => {
+        const s = await readyz(port);
+        return s === 503 ? s : undefined;
+      },
+      5000,
+    );
     expect(status).toBe(503);
     const exit = await proc.exited;
     expect(exit).toEqual({ code: 0, signal: null });
@@ -121,7 +133,10 @@ describe('SIGTERM handoff of a real worker process', () => {
       h.sandbox.setFaults([{ kind: 'slow_commit', resource: 'emails', ms: 4000 }]);
       const port = await freePort();
       const runId = await createSupportRun(`S-${how === 'second SIGTERM' ? 4 : 3}`);
-      const proc = await spawnWorker({ ...procEnv(port), SHUTDOWN_GRACE_MS: how === 'second SIGTERM' ? String(GRACE_MS) : '800' });
+      const proc = await spawnWorker({
+        ...procEnv(port),
+        SHUTDOWN_GRACE_MS: how === 'second SIGTERM' ? String(GRACE_MS) : '800',
+      });
       const ledger = await emailDispatched(runId);
       const sentAt = Date.now();
       proc.child.kill('SIGTERM');

@@ -23,8 +23,12 @@ let api: string;
 beforeEach(async () => {
   model = await startOpenAIServer();
   h = await createHarness('streamkill', {
-    OPENAI_BASE_URL: `${model.url}/v1`, OPENAI_API_KEY: 'sk-test', OPENAI_MODEL: 'gpt-4o-mini',
-    MODEL_STREAMING: 'true', MODEL_STREAM_FLUSH_MS: '100', MODEL_STREAM_FLUSH_CHARS: '1024',
+    OPENAI_BASE_URL: `${model.url}/v1`,
+    OPENAI_API_KEY: 'sk-test',
+    OPENAI_MODEL: 'gpt-4o-mini',
+    MODEL_STREAMING: 'true',
+    MODEL_STREAM_FLUSH_MS: '100',
+    MODEL_STREAM_FLUSH_CHARS: '1024',
   });
   api = (await h.startApi()).url;
 });
@@ -34,10 +38,17 @@ afterEach(async () => {
 });
 
 /** Reads the run's SSE stream from `lastEventId` until `until` says stop (then disconnects) or the server ends it. */
-async function follow(runId: string, lastEventId: string | undefined, until: (events: RunEvent[]) => boolean = () => false): Promise<{ events: RunEvent[]; ended: boolean }> {
+async function follow(
+  runId: string,
+  lastEventId: string | undefined,
+  until: (events: RunEvent[]) => boolean = () => false,
+): Promise<{ events: RunEvent[]; ended: boolean }> {
   const ac = new AbortController();
   const timer = setTimeout(() => ac.abort(), 60_000);
-  const res = await fetch(`${api}/v1/runs/${runId}/events`, { headers: { ...producerAuth, ...(lastEventId ? { 'last-event-id': lastEventId } : {}) }, signal: ac.signal });
+  const res = await fetch(`${api}/v1/runs/${runId}/events`, {
+    headers: { ...producerAuth, ...(lastEventId ? { 'last-event-id': lastEventId } : {}) },
+    signal: ac.signal,
+  });
   expect(res.status).toBe(200);
   const events: RunEvent[] = [];
   try {
@@ -55,16 +66,31 @@ async function follow(runId: string, lastEventId: string | undefined, until: (ev
 
 // A long lock: a loaded box must not hand the victim's step to itself again (a false stall); its death is
 // noticed from its vanished Redis connection (owner watch, OWNER_WATCH_MS), not from the lock expiring.
-const victimEnv = (extra: Record<string, string> = {}) => ({ ...h.env, LOCK_DURATION_MS: '10000', STALLED_INTERVAL_MS: '5000', ...extra });
-const texts = (events: RunEvent[]) => events.filter((e) => e.event === 'text_delta').map((e) => String(e.data.text)).join('');
+const victimEnv = (extra: Record<string, string> = {}) => ({
+  ...h.env,
+  LOCK_DURATION_MS: '10000',
+  STALLED_INTERVAL_MS: '5000',
+  ...extra,
+});
+const texts = (events: RunEvent[]) =>
+  events
+    .filter((e) => e.event === 'text_delta')
+    .map((e) => String(e.data.text))
+    .join('');
 
 describe('an answer streamed across an eviction', () => {
   it('SIGKILL mid-answer: the reconnecting client gets step_restarted, then the complete answer; one model request per delivery', async () => {
     // 480 characters in 60 pieces, 50 ms apart (3 s): the victim writes a few batches, then dies mid-answer.
-    const answer = Array.from({ length: 12 }, (_, i) => `Part ${String(i).padStart(2, '0')} of the answer. `).join('').padEnd(480, '.');
+    const answer = Array.from({ length: 12 }, (_, i) => `Part ${String(i).padStart(2, '0')} of the answer. `)
+      .join('')
+      .padEnd(480, '.');
     model.enqueue({ kind: 'turn', text: answer, usage: { input: 100, output: 120 }, eventDelayMs: 50 });
     model.enqueue({ kind: 'turn', text: answer, usage: { input: 100, output: 120 } });
-    const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket('SK-1'), agent: { model: 'openai' } }, Date.now());
+    const spec = buildSpec(
+      h.ctx,
+      { tenant: 'acme', ticket: sampleTicket('SK-1'), agent: { model: 'openai' } },
+      Date.now(),
+    );
     await h.ctx.store.create(spec, Date.now());
     const victim = await spawnWorker(victimEnv());
 
@@ -84,10 +110,17 @@ describe('an answer streamed across an eviction', () => {
     expect(rest.ended).toBe(true);
     const types = rest.events.map((e) => e.event);
     // No event twice across the two connections.
-    expect(new Set([...first.events, ...rest.events].map((e) => e.id)).size).toBe(first.events.length + rest.events.length);
+    expect(new Set([...first.events, ...rest.events].map((e) => e.id)).size).toBe(
+      first.events.length + rest.events.length,
+    );
     const restart = types.indexOf('step_restarted');
     expect(restart).toBeGreaterThanOrEqual(0);
-    expect(rest.events[restart]!.data).toMatchObject({ step: 1, reason: 'redelivered', previous: '1.1', delivery: '2.1' });
+    expect(rest.events[restart]!.data).toMatchObject({
+      step: 1,
+      reason: 'redelivered',
+      previous: '1.1',
+      delivery: '2.1',
+    });
     // Whatever the victim still wrote before dying comes before the restart; after it, only the new delivery's text: the whole answer.
     const before = rest.events.slice(0, restart);
     expect(before.filter((e) => e.event === 'text_delta').every((e) => e.data.delivery === '1.1')).toBe(true);
@@ -107,9 +140,20 @@ describe('an answer streamed across an eviction', () => {
   it('a decision journalled before the kill is replayed: not asked again, not streamed again, no restart', async () => {
     // Step 1: text beside a write (the decision is journalled before the email), then the crash; step 2: the final answer.
     const said = 'I will email you the replacement details now.';
-    model.enqueue({ kind: 'turn', text: said, toolCalls: [{ name: 'send_email', args: { to: 'ada@example.com', template: 'ack', subject: 'Re', body: 'On it.' } }], usage: { input: 50, output: 30 } });
+    model.enqueue({
+      kind: 'turn',
+      text: said,
+      toolCalls: [
+        { name: 'send_email', args: { to: 'ada@example.com', template: 'ack', subject: 'Re', body: 'On it.' } },
+      ],
+      usage: { input: 50, output: 30 },
+    });
     model.enqueue({ kind: 'turn', text: 'All done.', usage: { input: 80, output: 5 } });
-    const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket('SK-2'), agent: { model: 'openai' } }, Date.now());
+    const spec = buildSpec(
+      h.ctx,
+      { tenant: 'acme', ticket: sampleTicket('SK-2'), agent: { model: 'openai' } },
+      Date.now(),
+    );
     await h.ctx.store.create(spec, Date.now());
     const victim = await spawnWorker(victimEnv({ CRASH_POINTS: 'after_decision@1' }));
     expect((await victim.exited).signal).toBe('SIGKILL');

@@ -13,7 +13,11 @@ afterAll(async () => {
 });
 
 const post = (body: unknown, headers: Record<string, string> = {}) =>
-  fetch(`${url}/v1/runs`, { method: 'POST', headers: { 'content-type': 'application/json', ...producerAuth, ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+  fetch(`${url}/v1/runs`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...producerAuth, ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
 
 async function keyCount(): Promise<number> {
   let n = 0;
@@ -32,7 +36,10 @@ describe('POST /v1/runs', () => {
     const before = await keyCount();
     const cases: [unknown, string][] = [
       [{ tenant: 'acme' }, 'ticket'],
-      [{ tenant: 'acme', ticket: { ...sampleTicket(), customer: { email: 'nope', name: 'A' } } }, 'ticket.customer.email'],
+      [
+        { tenant: 'acme', ticket: { ...sampleTicket(), customer: { email: 'nope', name: 'A' } } },
+        'ticket.customer.email',
+      ],
       [{ tenant: 'acme', ticket: sampleTicket(), budget: { maxSteps: -1 } }, 'budget.maxSteps'],
       [{ tenant: 'acme', ticket: sampleTicket(), budget: { maxSteps: 100000 } }, 'budget.maxSteps'],
       [{ tenant: 'acme', ticket: sampleTicket(), agent: { model: 'gpt-x' } }, 'agent.model'],
@@ -54,19 +61,43 @@ describe('POST /v1/runs', () => {
     const nestedCases: [unknown, string][] = [
       [{ tenant: 'acme', ticket: { ...ticket, priority: 'high' } }, 'ticket'],
       [{ tenant: 'acme', ticket: { ...ticket, customer: { ...ticket.customer, phone: '555' } } }, 'ticket.customer'],
-      [{ tenant: 'acme', ticket, agent: { model: 'scripted', script: [{ toolCalls: [{ name: 'x', args: {}, extra: 1 }] }] } }, 'agent.script.0.toolCalls.0'],
-      [{ tenant: 'acme', ticket, agent: { model: 'scripted', script: [{ final: 'ok', usage: { promptTokens: 1, completionTokens: 1, cost: 3 } }] } }, 'agent.script.0.usage'],
+      [
+        {
+          tenant: 'acme',
+          ticket,
+          agent: { model: 'scripted', script: [{ toolCalls: [{ name: 'x', args: {}, extra: 1 }] }] },
+        },
+        'agent.script.0.toolCalls.0',
+      ],
+      [
+        {
+          tenant: 'acme',
+          ticket,
+          agent: {
+            model: 'scripted',
+            script: [{ final: 'ok', usage: { promptTokens: 1, completionTokens: 1, cost: 3 } }],
+          },
+        },
+        'agent.script.0.usage',
+      ],
     ];
     for (const [body, field] of nestedCases) {
       const res = await post(body);
       expect(res.status, JSON.stringify(body)).toBe(400);
       const json = (await res.json()) as { fields: { path: string; message: string }[] };
-      expect(json.fields.map((f) => f.path), JSON.stringify(body)).toContain(field);
+      expect(
+        json.fields.map((f) => f.path),
+        JSON.stringify(body),
+      ).toContain(field);
       expect(json.fields.map((f) => f.message).join(' ')).toMatch(/unrecognized key/i);
     }
     const nest = (levels: number) => `${'{"v":'.repeat(levels)}"x"${'}'.repeat(levels)}`;
     for (const levels of [40, 100_000]) {
-      const body = JSON.stringify({ tenant: 'acme', ticket, agent: { model: 'scripted', script: [{ toolCalls: [{ name: 'send_email', args: { deep: '@' } }] }] } }).replace('"@"', nest(levels));
+      const body = JSON.stringify({
+        tenant: 'acme',
+        ticket,
+        agent: { model: 'scripted', script: [{ toolCalls: [{ name: 'send_email', args: { deep: '@' } }] }] },
+      }).replace('"@"', nest(levels));
       const res = await post(body);
       expect(res.status, `${levels} levels`).toBe(400);
       expect(JSON.stringify(await res.json())).toContain('nested deeper than 32 levels');
@@ -89,7 +120,9 @@ describe('POST /v1/runs', () => {
     expect(((await sameKey.json()) as { runId: string }).runId).toBe(runId);
     const otherTenant = await post({ tenant: 'other', ticket: sampleTicket('A-1') });
     expect(otherTenant.status).toBe(201);
-    expect(await h.ctx.queues.forRun(runId).getJobCountByTypes('waiting', 'active', 'completed')).toBeGreaterThanOrEqual(1);
+    expect(
+      await h.ctx.queues.forRun(runId).getJobCountByTypes('waiting', 'active', 'completed'),
+    ).toBeGreaterThanOrEqual(1);
   });
 
   it('GET /v1/runs/:id shows status, step, budget, transcript and effects; 404 for an unknown run', async () => {
@@ -97,7 +130,10 @@ describe('POST /v1/runs', () => {
     const res = await post({ tenant: 'acme', ticket: sampleTicket('V-1'), budget: { maxSteps: 10 } });
     const { runId } = (await res.json()) as { runId: string };
     await h.waitForStatus(runId, ['completed']);
-    const view = (await (await fetch(`${url}/v1/runs/${runId}`, { headers: producerAuth })).json()) as Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+    const view = (await (await fetch(`${url}/v1/runs/${runId}`, { headers: producerAuth })).json()) as Record<
+      string,
+      any
+    >;
     expect(view.status).toBe('completed');
     expect(view.step).toBe(7);
     expect(view.budget.limits.maxSteps).toBe(10);

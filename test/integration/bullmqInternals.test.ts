@@ -6,8 +6,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Job, Worker } from 'bullmq';
 import { createHarness, type Harness } from '../../testkit/harness.js';
 import {
-  BULLMQ_ADD_KEYS, BULLMQ_FINISH_KEYS, bullmqAddStandardJobFunction, bullmqMoveToFinishedFunction, captureAddStandardJob,
-  captureMoveToCompleted, commitBullKeys, completeFromCommit,
+  BULLMQ_ADD_KEYS,
+  BULLMQ_FINISH_KEYS,
+  bullmqAddStandardJobFunction,
+  bullmqMoveToFinishedFunction,
+  captureAddStandardJob,
+  captureMoveToCompleted,
+  commitBullKeys,
+  completeFromCommit,
 } from '../../src/store/bullmqInternals.js';
 import { STEP_JOB_NAME, stepJobOptions } from '../../src/runs/queues.js';
 
@@ -47,8 +53,15 @@ describe('BullMQ internals', () => {
     const opts = { ...stepJobOptions, jobId: 'probe-3', timestamp: 1_700_000_000_000 };
     const data = { v: 1, runId: 'r', step: 3 };
     let sent: (string | Buffer)[] = [];
-    const client = { runCommand: (_name: string, args: (string | Buffer)[]) => { sent = args; return Promise.resolve('probe-3'); } };
-    await (new Job(queue, STEP_JOB_NAME, data, opts, opts.jobId) as unknown as { addJob(c: unknown): Promise<string> }).addJob(client);
+    const client = {
+      runCommand: (_name: string, args: (string | Buffer)[]) => {
+        sent = args;
+        return Promise.resolve('probe-3');
+      },
+    };
+    await (
+      new Job(queue, STEP_JOB_NAME, data, opts, opts.jobId) as unknown as { addJob(c: unknown): Promise<string> }
+    ).addJob(client);
     const add = await captureAddStandardJob(queue, STEP_JOB_NAME, data, opts);
     expect([...add.keys, ...add.argv]).toEqual(sent);
   });
@@ -60,7 +73,7 @@ describe('BullMQ internals', () => {
     await queue.add(STEP_JOB_NAME, { n: 1 }, { ...stepJobOptions, jobId: 'probe-4' });
     await queue.add(STEP_JOB_NAME, { n: 2 }, { ...stepJobOptions, jobId: 'probe-5' });
     const w = new Worker(queue.name, null, { connection: h.ctx.redis, prefix: h.ctx.keys.bullPrefix });
-    const job = (await w.getNextJob('tok-4'));
+    const job = await w.getNextJob('tok-4');
     expect(job.id).toBe('probe-4');
     const finish = captureMoveToCompleted(job, 'tok-4', true);
     expect(finish.keys).toHaveLength(BULLMQ_FINISH_KEYS);

@@ -33,14 +33,20 @@ describe('config', () => {
   });
 
   it('refuses a default budget above the largest a request may ask (every request without a budget would be a 400)', () => {
-    expect(() => loadConfig({ DEFAULT_MAX_STEPS: '300' })).toThrow(/DEFAULT_MAX_STEPS: 300 is above LIMIT_MAX_STEPS \(200\)/);
+    expect(() => loadConfig({ DEFAULT_MAX_STEPS: '300' })).toThrow(
+      /DEFAULT_MAX_STEPS: 300 is above LIMIT_MAX_STEPS \(200\)/,
+    );
     expect(() => loadConfig({ DEFAULT_MAX_WALL_MS: String(2 * 24 * 3600_000) })).toThrow(/DEFAULT_MAX_WALL_MS/);
     expect(loadConfig({ DEFAULT_MAX_STEPS: '300', LIMIT_MAX_STEPS: '300' }).DEFAULT_MAX_STEPS).toBe(300);
   });
 
   describe('APP_MODE=production', () => {
     const prod = {
-      APP_MODE: 'production', MODEL_PROVIDER: 'openai', OPENAI_API_KEY: 'sk-x', PRODUCER_TOKEN: 'p', OPERATOR_TOKEN: 'o',
+      APP_MODE: 'production',
+      MODEL_PROVIDER: 'openai',
+      OPENAI_API_KEY: 'sk-x',
+      PRODUCER_TOKEN: 'p',
+      OPERATOR_TOKEN: 'o',
       REDIS_URL: 'redis://redis:6379',
     };
     const refusal = (env: Record<string, string | undefined>): ConfigError => {
@@ -53,7 +59,7 @@ describe('config', () => {
       throw new Error(`accepted: ${JSON.stringify(env)}`);
     };
 
-    it('boots with a real model, its key, tokens and Redis: no vendor is the engine\'s to name', () => {
+    it("boots with a real model, its key, tokens and Redis: no vendor is the engine's to name", () => {
       expect(loadConfig(prod).APP_MODE).toBe('production');
       // A vendor's provider exists only with its credential: a choice naming anthropic here stops the boot.
       expect([...buildProviders(loadConfig(prod)).keys()]).toEqual(['openai']);
@@ -61,17 +67,28 @@ describe('config', () => {
 
     it('names the key or server each real provider needs; an OpenAI-compatible server comes with its model', () => {
       expect(refusal({ ...prod, MODEL_PROVIDER: 'anthropic' }).fields).toEqual(['ANTHROPIC_API_KEY']);
-      expect(loadConfig({ ...prod, MODEL_PROVIDER: 'anthropic', ANTHROPIC_API_KEY: 'ak-x' }).MODEL_PROVIDER).toBe('anthropic');
+      expect(loadConfig({ ...prod, MODEL_PROVIDER: 'anthropic', ANTHROPIC_API_KEY: 'ak-x' }).MODEL_PROVIDER).toBe(
+        'anthropic',
+      );
       expect(refusal({ ...prod, MODEL_PROVIDER: 'openai-compatible' }).fields).toEqual(['OPENAI_COMPATIBLE_BASE_URL']);
-      expect(refusal({ ...prod, OPENAI_COMPATIBLE_BASE_URL: 'http://vllm:8000/v1' }).fields).toEqual(['OPENAI_COMPATIBLE_MODEL']);
-      const compat = loadConfig({ ...prod, MODEL_PROVIDER: 'openai-compatible', OPENAI_COMPATIBLE_BASE_URL: 'http://vllm:8000/v1', OPENAI_COMPATIBLE_MODEL: 'qwen' });
+      expect(refusal({ ...prod, OPENAI_COMPATIBLE_BASE_URL: 'http://vllm:8000/v1' }).fields).toEqual([
+        'OPENAI_COMPATIBLE_MODEL',
+      ]);
+      const compat = loadConfig({
+        ...prod,
+        MODEL_PROVIDER: 'openai-compatible',
+        OPENAI_COMPATIBLE_BASE_URL: 'http://vllm:8000/v1',
+        OPENAI_COMPATIBLE_MODEL: 'qwen',
+      });
       expect([...buildProviders(compat).keys()]).toEqual(['openai', 'openai-compatible']);
     });
 
     it('refuses the scripted model, even when SCRIPTED_MODEL_ENABLED=true asks for it', () => {
       expect(refusal({ ...prod, MODEL_PROVIDER: 'scripted' }).fields).toEqual(['MODEL_PROVIDER']);
       expect(refusal({ ...prod, MODEL_PROVIDER: undefined }).fields).toEqual(['MODEL_PROVIDER']);
-      expect(refusal({ ...prod, MODEL_PROVIDER: 'scripted', SCRIPTED_MODEL_ENABLED: 'true' }).fields).toEqual(['MODEL_PROVIDER']);
+      expect(refusal({ ...prod, MODEL_PROVIDER: 'scripted', SCRIPTED_MODEL_ENABLED: 'true' }).fields).toEqual([
+        'MODEL_PROVIDER',
+      ]);
       // the opt-in made the scripted provider (and so run-supplied scripts) available beside openai
       const optIn = refusal({ ...prod, SCRIPTED_MODEL_ENABLED: 'true' });
       expect(optIn.fields).toEqual(['SCRIPTED_MODEL_ENABLED']);
@@ -82,14 +99,23 @@ describe('config', () => {
       expect(refusal({ ...prod, OPENAI_API_KEY: undefined }).fields).toEqual(['OPENAI_API_KEY']);
       expect(refusal({ ...prod, OPENAI_API_KEY: '' }).message).toMatch(/^invalid configuration: OPENAI_API_KEY: /);
       expect(refusal({ ...prod, REDIS_URL: undefined }).fields).toEqual(['REDIS_URL']);
-      expect(loadConfig({ ...prod, REDIS_URL: undefined, REDIS_CLUSTER_NODES: 'r1:6379,r2:6379' }).REDIS_CLUSTER_NODES).toHaveLength(2);
+      expect(
+        loadConfig({ ...prod, REDIS_URL: undefined, REDIS_CLUSTER_NODES: 'r1:6379,r2:6379' }).REDIS_CLUSTER_NODES,
+      ).toHaveLength(2);
       expect(refusal({ ...prod, PRODUCER_TOKEN: undefined }).fields).toContain('PRODUCER_TOKEN');
     });
 
     it('refuses a run-supplied script at the API edge, naming agent.script', () => {
       const cfg = loadConfig(prod);
-      const ctx = { cfg, providers: buildProviders(cfg), agents: new AgentCatalog([supportAgent({ baseUrl: 'http://support:4010' })]) } as unknown as EngineContext;
-      const req = { tenant: 'acme', ticket: { id: 'T-1', subject: 's', body: 'b', customer: { email: 'a@example.com', name: 'A' } } };
+      const ctx = {
+        cfg,
+        providers: buildProviders(cfg),
+        agents: new AgentCatalog([supportAgent({ baseUrl: 'http://support:4010' })]),
+      } as unknown as EngineContext;
+      const req = {
+        tenant: 'acme',
+        ticket: { id: 'T-1', subject: 's', body: 'b', customer: { email: 'a@example.com', name: 'A' } },
+      };
       expect(buildSpec(ctx, req, 0).model).toBe('openai');
       const refused = (agent: TicketRunRequest['agent']) => {
         try {
@@ -99,7 +125,9 @@ describe('config', () => {
         }
         throw new Error('accepted');
       };
-      const script = [{ toolCalls: [], transientFailures: 0, final: 'done', usage: { promptTokens: 1, completionTokens: 1 } }];
+      const script = [
+        { toolCalls: [], transientFailures: 0, final: 'done', usage: { promptTokens: 1, completionTokens: 1 } },
+      ];
       expect(refused({ script })).toEqual([{ path: 'agent.script', message: expect.stringMatching(/refused/) }]);
       expect(refused({ model: 'scripted', script }).map((f) => f.path)).toEqual(['agent.model', 'agent.script']);
     });
@@ -112,7 +140,9 @@ describe('config', () => {
   });
 
   it('refuses an evicting Redis with a message saying how to fix it, warns when AOF is off', async () => {
-    const evicting = await startEmbeddedRedis({ extraArgs: ['--maxmemory-policy', 'allkeys-lru', '--appendonly', 'no'] });
+    const evicting = await startEmbeddedRedis({
+      extraArgs: ['--maxmemory-policy', 'allkeys-lru', '--appendonly', 'no'],
+    });
     const client = new Redis(evicting.url);
     try {
       await expect(assertRedisSafe(client, () => {})).rejects.toThrow(RedisMisconfigured);

@@ -19,7 +19,13 @@ const SLACK_MS = 2500;
 let h: Harness;
 beforeAll(async () => {
   // Backoffs of seconds and 10 model attempts: unbounded, a step with 9 transient failures waits ~15 s.
-  h = await createHarness('deadline', { RETRY_BASE_MS: '2000', RETRY_MAX_MS: '4000', MODEL_MAX_ATTEMPTS: '10', RECONCILE_POLL_MS: '100', LIMIT_MAX_WALL_MS: String(28 * 24 * 3600_000) });
+  h = await createHarness('deadline', {
+    RETRY_BASE_MS: '2000',
+    RETRY_MAX_MS: '4000',
+    MODEL_MAX_ATTEMPTS: '10',
+    RECONCILE_POLL_MS: '100',
+    LIMIT_MAX_WALL_MS: String(28 * 24 * 3600_000),
+  });
   await h.startWorker();
 });
 afterAll(async () => {
@@ -28,7 +34,11 @@ afterAll(async () => {
 });
 
 async function create(ticketId: string, script: Script, maxWallMs: number) {
-  const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket(ticketId), budget: { maxWallMs }, agent: { model: 'scripted', script } }, Date.now());
+  const spec = buildSpec(
+    h.ctx,
+    { tenant: 'acme', ticket: sampleTicket(ticketId), budget: { maxWallMs }, agent: { model: 'scripted', script } },
+    Date.now(),
+  );
   expect(await h.ctx.store.create(spec, Date.now())).toBe(true);
   return spec;
 }
@@ -41,10 +51,21 @@ describe('withRetry and a deadline', () => {
     let t = 1000;
     const slept: number[] = [];
     const failure = new RetryableError('503');
-    const p = withRetry({ maxAttempts: 10, baseMs: 100, maxMs: 100 }, async () => { throw failure; }, {
-      random: () => 1, now: () => t, deadlineAt: 1350,
-      sleep: async (ms) => { slept.push(ms); t += ms; },
-    });
+    const p = withRetry(
+      { maxAttempts: 10, baseMs: 100, maxMs: 100 },
+      async () => {
+        throw failure;
+      },
+      {
+        random: () => 1,
+        now: () => t,
+        deadlineAt: 1350,
+        sleep: async (ms) => {
+          slept.push(ms);
+          t += ms;
+        },
+      },
+    );
     const err = await p.catch((e: unknown) => e);
     expect(err).toBeInstanceOf(DeadlineError);
     expect((err as DeadlineError).cause).toBe(failure);
@@ -62,14 +83,21 @@ describe('the wall-clock deadline bounds a step', () => {
 
   it('model retries and their backoff stop at the deadline: budget_exceeded (wall_clock), failed attempts charged', async () => {
     const script: Script = [
-      { toolCalls: [{ name: 'read_ticket', args: {} }], usage, transientFailures: 9, failureUsage: { promptTokens: 5, completionTokens: 0 } },
+      {
+        toolCalls: [{ name: 'read_ticket', args: {} }],
+        usage,
+        transientFailures: 9,
+        failureUsage: { promptTokens: 5, completionTokens: 0 },
+      },
       final,
     ];
     const spec = await create('D-model', script, 1500);
     expect(await h.waitForStatus(spec.runId, ['completed', 'failed', 'budget_exceeded'])).toBe('budget_exceeded');
     expect(Date.now()).toBeLessThan(spec.limits.deadlineAt + SLACK_MS);
     const state = (await h.ctx.store.readState(spec.runId))!;
-    expect(state.reason).toMatch(/^wall_clock: (a retry would wait past the deadline|deadline) \S+ (passed )?\(\d+ ms of 1500 used\)/);
+    expect(state.reason).toMatch(
+      /^wall_clock: (a retry would wait past the deadline|deadline) \S+ (passed )?\(\d+ ms of 1500 used\)/,
+    );
     expect(state.used.tokens).toBeGreaterThanOrEqual(5);
     expect(state.used.tokens % 5).toBe(0);
     expect(state.used.steps).toBe(0);
@@ -94,10 +122,15 @@ describe('the wall-clock deadline bounds a step', () => {
   it('a write dispatched near the deadline and its reconcile polling end by the deadline plus the margin; the ledger keeps the doubt', async () => {
     // The email service commits only after 12 s: the request times out, lookups say `processing`.
     h.sandbox.setFaults([{ kind: 'slow_commit', resource: 'emails', ms: 12_000 }]);
-    const email = { name: 'send_email', args: { to: 'ada@example.com', template: 'ack', subject: 'Re', body: 'On it.' } };
+    const email = {
+      name: 'send_email',
+      args: { to: 'ada@example.com', template: 'ack', subject: 'Re', body: 'On it.' },
+    };
     const spec = await create('D-write', [{ toolCalls: [email], usage, transientFailures: 0 }, final], 2000);
     // Unbounded: a 5 s dispatch timeout then 30 s of polling (RECONCILE_DEADLINE_MS).
-    expect(await h.waitForStatus(spec.runId, ['completed', 'failed', 'budget_exceeded', 'needs_human'], 20_000)).toBe('needs_human');
+    expect(await h.waitForStatus(spec.runId, ['completed', 'failed', 'budget_exceeded', 'needs_human'], 20_000)).toBe(
+      'needs_human',
+    );
     expect(Date.now()).toBeLessThan(spec.limits.deadlineAt + h.cfg.DEADLINE_MARGIN_MS + SLACK_MS);
     const [rec] = await ledgerFor(h.ctx).listForRun(spec.runId);
     expect(rec?.state).toBe('needs_human');

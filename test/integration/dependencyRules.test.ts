@@ -31,7 +31,9 @@ function folderOf(pattern: string | undefined): string {
 
 /** Each planted file imports a folder its rule forbids. */
 const plants = [
-  ...rules.filter((r) => r.name.startsWith('engine-layer-')).map((r) => ({ rule: r.name, from: folderOf(r.from.path), to: folderOf(r.to.path) })),
+  ...rules
+    .filter((r) => r.name.startsWith('engine-layer-'))
+    .map((r) => ({ rule: r.name, from: folderOf(r.from.path), to: folderOf(r.to.path) })),
   { rule: 'composition-root-is-a-leaf', from: 'http', to: 'server' },
 ];
 
@@ -46,12 +48,24 @@ function write(dir: string, file: string, text: string): void {
 /** A src/ with one target module per folder, and the planted imports when asked. */
 function tree(name: string, planted: boolean): string {
   const dir = join(scratch, name);
-  write(dir, 'tsconfig.json', JSON.stringify({ compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', strict: true }, include: ['src'] }));
+  write(
+    dir,
+    'tsconfig.json',
+    JSON.stringify({
+      compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', strict: true },
+      include: ['src'],
+    }),
+  );
   write(dir, 'package.json', JSON.stringify({ type: 'module' }));
   for (const p of plants) {
     write(dir, `src/${p.to}/target.ts`, 'export const target = 1;\n');
     write(dir, `src/${p.from}/target.ts`, 'export const target = 1;\n');
-    if (planted) write(dir, `src/${p.from}/plant.ts`, `import { target } from '../${p.to}/target.js';\nexport const plant = target;\n`);
+    if (planted)
+      write(
+        dir,
+        `src/${p.from}/plant.ts`,
+        `import { target } from '../${p.to}/target.js';\nexport const plant = target;\n`,
+      );
   }
   // A legal import in the clean tree too: the rules do not refuse everything.
   write(dir, 'src/worker/uses.ts', "import { target } from '../runs/target.js';\nexport const uses = target;\n");
@@ -75,19 +89,33 @@ function cruise(dir: string): Promise<{ code: number; violations: string[] }> {
 describe('the dependency rules', () => {
   it('plant one violation per rule: the layer order and the composition root', () => {
     expect(plants.map((p) => p.rule)).toEqual([
-      'engine-layer-core', 'engine-layer-store', 'engine-layer-budget', 'engine-layer-runs', 'engine-layer-worker', 'composition-root-is-a-leaf',
+      'engine-layer-core',
+      'engine-layer-store',
+      'engine-layer-budget',
+      'engine-layer-runs',
+      'engine-layer-worker',
+      'composition-root-is-a-leaf',
     ]);
   });
 
-  it.concurrent('depcruise refuses each planted violation, naming its rule and file', async () => {
-    const { code, violations } = await cruise(tree('planted', true));
-    expect(code).not.toBe(0);
-    for (const p of plants) expect(violations).toContain(`${p.rule}: src/${p.from}/plant.ts -> src/${p.to}/target.ts`);
-  }, 60_000);
+  it.concurrent(
+    'depcruise refuses each planted violation, naming its rule and file',
+    async () => {
+      const { code, violations } = await cruise(tree('planted', true));
+      expect(code).not.toBe(0);
+      for (const p of plants)
+        expect(violations).toContain(`${p.rule}: src/${p.from}/plant.ts -> src/${p.to}/target.ts`);
+    },
+    60_000,
+  );
 
-  it.concurrent('the same tree without the plants passes', async () => {
-    const { code, violations } = await cruise(tree('clean', false));
-    expect(violations).toEqual([]);
-    expect(code).toBe(0);
-  }, 60_000);
+  it.concurrent(
+    'the same tree without the plants passes',
+    async () => {
+      const { code, violations } = await cruise(tree('clean', false));
+      expect(violations).toEqual([]);
+      expect(code).toBe(0);
+    },
+    60_000,
+  );
 });

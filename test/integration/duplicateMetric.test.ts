@@ -34,7 +34,11 @@ async function sample(name: string, labels: string): Promise<number> {
 
 describe('duplicate-write metric', () => {
   it('a clean run leaves the duplicate counter at zero', async () => {
-    const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket('DM-clean'), agent: { model: 'scripted', script: [email, final] } }, Date.now());
+    const spec = buildSpec(
+      h.ctx,
+      { tenant: 'acme', ticket: sampleTicket('DM-clean'), agent: { model: 'scripted', script: [email, final] } },
+      Date.now(),
+    );
     await h.ctx.store.create(spec, Date.now());
     await h.waitForStatus(spec.runId, ['completed']);
     expect(await sample('agent_duplicate_writes_total', 'tool="send_email"')).toBe(0);
@@ -43,14 +47,31 @@ describe('duplicate-write metric', () => {
   it('a second effect for one action, found by reconciliation, moves the duplicate counter by 1; a repeat moves dedupe by 1', async () => {
     const ticketArgs = { subject: 'Follow-up', body: 'Broken mug', priority: 'normal', sourceTicketId: 'DM-dup' };
     const ticketTurn = { toolCalls: [{ name: 'create_ticket', args: ticketArgs }], usage: u, transientFailures: 0 };
-    const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket('DM-dup'), agent: { model: 'scripted', script: [ticketTurn, ticketTurn, final] } }, Date.now());
+    const spec = buildSpec(
+      h.ctx,
+      {
+        tenant: 'acme',
+        ticket: sampleTicket('DM-dup'),
+        agent: { model: 'scripted', script: [ticketTurn, ticketTurn, final] },
+      },
+      Date.now(),
+    );
     const tool = supportTool(h.ctx, 'create_ticket') as WriteTool;
     const id = actionIdentity(spec.runId, tool, ticketArgs);
     // Another sender already created this action's ticket (same key, same external_id), and the service
     // ignores keys: the run's create lands a second ticket, and its answer is lost.
     const ctx = { runId: spec.runId, step: 1, signal: new AbortController().signal, input: spec.input };
-    await tool.dispatch(ticketArgs, ctx, { actionId: id.actionId, idempotencyKey: id.idempotencyKey, requestId: 'rq_other', timeoutMs: 5000, signal: ctx.signal });
-    h.sandbox.setFaults([{ kind: 'ignore_keys', resource: 'tickets' }, { kind: 'lost_response_after_commit', resource: 'tickets', count: 1 }]);
+    await tool.dispatch(ticketArgs, ctx, {
+      actionId: id.actionId,
+      idempotencyKey: id.idempotencyKey,
+      requestId: 'rq_other',
+      timeoutMs: 5000,
+      signal: ctx.signal,
+    });
+    h.sandbox.setFaults([
+      { kind: 'ignore_keys', resource: 'tickets' },
+      { kind: 'lost_response_after_commit', resource: 'tickets', count: 1 },
+    ]);
     const dupBefore = await sample('agent_duplicate_writes_total', 'tool="create_ticket"');
     const dedupeBefore = await sample('agent_ledger_dedupe_hits_total', 'tool="create_ticket"');
     await h.ctx.store.create(spec, Date.now());

@@ -15,8 +15,17 @@ import type { Script } from '../../src/models/scriptedTurns.js';
 import { encodeEntry, estimateTokens } from '../../src/core/journal.js';
 import { isContext, toolSchemaTokens } from '../../src/budget/policy.js';
 
-const readTurn = (i: number) => ({ toolCalls: [{ name: 'read_ticket', args: {} }], usage: { promptTokens: 100 + i, completionTokens: 10 }, transientFailures: 0 });
-const finalTurn = { toolCalls: [], final: 'done', usage: { promptTokens: 50, completionTokens: 5 }, transientFailures: 0 };
+const readTurn = (i: number) => ({
+  toolCalls: [{ name: 'read_ticket', args: {} }],
+  usage: { promptTokens: 100 + i, completionTokens: 10 },
+  transientFailures: 0,
+});
+const finalTurn = {
+  toolCalls: [],
+  final: 'done',
+  usage: { promptTokens: 50, completionTokens: 5 },
+  transientFailures: 0,
+};
 
 function scriptOf(steps: number): Script {
   return [...Array.from({ length: steps - 1 }, (_, i) => readTurn(i + 1)), finalTurn];
@@ -30,9 +39,18 @@ afterAll(async () => {
   await h.close();
 });
 
-async function create(ticketId: string, script: Script | undefined, budget: Record<string, number> = {}, body?: string) {
+async function create(
+  ticketId: string,
+  script: Script | undefined,
+  budget: Record<string, number> = {},
+  body?: string,
+) {
   const ticket = { ...sampleTicket(ticketId), ...(body ? { body } : {}) };
-  const spec = buildSpec(h.ctx, { tenant: 'acme', ticket, budget, agent: { model: 'scripted', ...(script ? { script } : {}) } }, Date.now());
+  const spec = buildSpec(
+    h.ctx,
+    { tenant: 'acme', ticket, budget, agent: { model: 'scripted', ...(script ? { script } : {}) } },
+    Date.now(),
+  );
   expect(await h.ctx.store.create(spec, Date.now())).toBe(true);
   return spec.runId;
 }
@@ -89,7 +107,8 @@ describe('step engine', () => {
     const spec = (await h.ctx.store.readSpec(runId))!;
     const agent = h.ctx.agents.get(spec.agent)!;
     const context = (await h.ctx.store.transcript(runId)).filter((e) => isContext(e.kind));
-    const fixed = agent.estimateInputTokens(spec.input) + toolSchemaTokens(agent.tools.specs) + h.cfg.COMPLETION_TOKEN_CAP;
+    const fixed =
+      agent.estimateInputTokens(spec.input) + toolSchemaTokens(agent.tools.specs) + h.cfg.COMPLETION_TOKEN_CAP;
     // The stop names the tokenizer's count of the transcript, not its byte bound (which is larger and would have stopped sooner).
     const tokens = context.reduce((s, e) => s + estimateTokens(encodeEntry(e)), 0);
     const bytes = context.reduce((s, e) => s + Buffer.byteLength(encodeEntry(e)), 0);
@@ -107,7 +126,11 @@ describe('step engine', () => {
   });
 
   it('missing usage from the provider is an error, never zero', async () => {
-    const script: Script = [readTurn(1), { toolCalls: [{ name: 'read_ticket', args: {} }], transientFailures: 0 }, finalTurn];
+    const script: Script = [
+      readTurn(1),
+      { toolCalls: [{ name: 'read_ticket', args: {} }], transientFailures: 0 },
+      finalTurn,
+    ];
     const runId = await create('T-nousage', script);
     expect(await h.waitForStatus(runId, ['completed', 'failed'])).toBe('failed');
     const state = await h.ctx.store.readState(runId);
@@ -158,7 +181,14 @@ describe('step engine', () => {
   });
 
   it('invalid tool arguments become a format-error observation the model sees, not a crash', async () => {
-    const script: Script = [{ toolCalls: [{ name: 'lookup_customer', args: { email: 'not-an-email' } }], usage: { promptTokens: 1, completionTokens: 1 }, transientFailures: 0 }, finalTurn];
+    const script: Script = [
+      {
+        toolCalls: [{ name: 'lookup_customer', args: { email: 'not-an-email' } }],
+        usage: { promptTokens: 1, completionTokens: 1 },
+        transientFailures: 0,
+      },
+      finalTurn,
+    ];
     const runId = await create('T-badargs', script);
     expect(await h.waitForStatus(runId, ['completed', 'failed'])).toBe('completed');
     const obs = (await h.ctx.store.transcript(runId)).find((e) => e.kind === 'observation');
@@ -170,15 +200,31 @@ describe('the commit fence', () => {
   it('a step delivered twice (lock moved after a false stall) and a stale job after the commit commit once', async () => {
     const hf = await createHarness('fence');
     try {
-      const spec = buildSpec(hf.ctx, { tenant: 'acme', ticket: sampleTicket('T-fence'), agent: { model: 'scripted', script: scriptOf(3) } }, Date.now());
+      const spec = buildSpec(
+        hf.ctx,
+        { tenant: 'acme', ticket: sampleTicket('T-fence'), agent: { model: 'scripted', script: scriptOf(3) } },
+        Date.now(),
+      );
       await hf.ctx.store.create(spec, Date.now());
       const queue = hf.ctx.queues.forRun(spec.runId);
-      const manual = new Worker(queue.name, null, { connection: hf.ctx.redis, prefix: hf.ctx.keys.bullPrefix, lockDuration: 60_000 });
-      const processor = new StepProcessor({
-        cfg: hf.cfg, redis: hf.ctx.redis, keys: hf.ctx.keys, store: hf.ctx.store, specs: new RunSpecCache(hf.ctx.store),
-        agents: hf.ctx.agents, providers: hf.ctx.providers, metrics: hf.ctx.metrics, log: hf.ctx.log, crash: new CrashPoints([]),
+      const manual = new Worker(queue.name, null, {
+        connection: hf.ctx.redis,
+        prefix: hf.ctx.keys.bullPrefix,
+        lockDuration: 60_000,
       });
-      const job = (await manual.getNextJob('token-A'));
+      const processor = new StepProcessor({
+        cfg: hf.cfg,
+        redis: hf.ctx.redis,
+        keys: hf.ctx.keys,
+        store: hf.ctx.store,
+        specs: new RunSpecCache(hf.ctx.store),
+        agents: hf.ctx.agents,
+        providers: hf.ctx.providers,
+        metrics: hf.ctx.metrics,
+        log: hf.ctx.log,
+        crash: new CrashPoints([]),
+      });
+      const job = await manual.getNextJob('token-A');
       expect(job.id).toBe(`${spec.runId}.s1`);
       const lockKey = hf.ctx.keys.jobLock(hf.ctx.keys.shardOf(spec.runId), job.id!);
       // A false stall: another worker now holds the lock with token B.

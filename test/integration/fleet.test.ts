@@ -29,8 +29,13 @@ describe('createFleet', () => {
     const reconciler = fleet.reconciler.start();
     expect(fleet.context.agents.names).toEqual(['lead-qualifier']);
     const res = await fetch(`${url}/v1/runs`, {
-      method: 'POST', headers: { 'content-type': 'application/json', ...producerAuth },
-      body: JSON.stringify({ tenant: 'acme', agent: 'lead-qualifier', input: { leadId: 'F-1', company: 'Tiny Shop', email: 'owner@tiny.example' } }),
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...producerAuth },
+      body: JSON.stringify({
+        tenant: 'acme',
+        agent: 'lead-qualifier',
+        input: { leadId: 'F-1', company: 'Tiny Shop', email: 'owner@tiny.example' },
+      }),
     });
     expect(res.status).toBe(201);
     const { runId } = (await res.json()) as { runId: string };

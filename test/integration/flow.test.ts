@@ -43,23 +43,58 @@ describe('the admission script', () => {
     const k = flow();
     for (let i = 0; i < 10; i++) {
       for (const tenant of ['wa', 'wb']) {
-        await flowEnqueue(h.ctx.redis, k, h.ctx.keys.flowLine(tenant), `r_w${tenant}${i}`, { tenant, agent: 'support', shard: 0, priority: 0, at: i }, placeInLine(0, i));
+        await flowEnqueue(
+          h.ctx.redis,
+          k,
+          h.ctx.keys.flowLine(tenant),
+          `r_w${tenant}${i}`,
+          { tenant, agent: 'support', shard: 0, priority: 0, at: i },
+          placeInLine(0, i),
+        );
       }
     }
     const admitted = await flowAdmit(h.ctx.redis, k, {
-      now: Date.now(), max: 6, clientId: '1', defaultWeight: 1, tenantLimit: 0, agentLimit: 0, fleetLimit: 0, configured: { 'w:wa': 2 },
+      now: Date.now(),
+      max: 6,
+      clientId: '1',
+      defaultWeight: 1,
+      tenantLimit: 0,
+      agentLimit: 0,
+      fleetLimit: 0,
+      configured: { 'w:wa': 2 },
     });
     expect(admitted.map((a) => a.tenant)).toEqual(['wa', 'wb', 'wa', 'wa', 'wb', 'wa']);
-    expect(admitted.filter((a) => a.tenant === 'wa').map((a) => a.runId)).toEqual(['r_wwa0', 'r_wwa1', 'r_wwa2', 'r_wwa3']);
+    expect(admitted.filter((a) => a.tenant === 'wa').map((a) => a.runId)).toEqual([
+      'r_wwa0',
+      'r_wwa1',
+      'r_wwa2',
+      'r_wwa3',
+    ]);
     await clear();
   });
 
   it('never admits a run twice, however many admit at once', async () => {
     const k = flow();
     for (let i = 0; i < 20; i++) {
-      await flowEnqueue(h.ctx.redis, k, h.ctx.keys.flowLine('race'), `r_race${i}`, { tenant: 'race', agent: 'support', shard: 0, priority: 0, at: i }, placeInLine(0, i));
+      await flowEnqueue(
+        h.ctx.redis,
+        k,
+        h.ctx.keys.flowLine('race'),
+        `r_race${i}`,
+        { tenant: 'race', agent: 'support', shard: 0, priority: 0, at: i },
+        placeInLine(0, i),
+      );
     }
-    const args = { now: Date.now(), max: 3, clientId: '1', defaultWeight: 1, tenantLimit: 7, agentLimit: 0, fleetLimit: 0, configured: {} };
+    const args = {
+      now: Date.now(),
+      max: 3,
+      clientId: '1',
+      defaultWeight: 1,
+      tenantLimit: 7,
+      agentLimit: 0,
+      fleetLimit: 0,
+      configured: {},
+    };
     const rounds = await Promise.all(Array.from({ length: 6 }, () => flowAdmit(h.ctx.redis, k, args)));
     const ids = rounds.flat().map((a) => a.runId);
     expect(ids).toHaveLength(7);
@@ -96,7 +131,6 @@ describe('admission', () => {
     await h.ctx.admission!.release(second);
     expect(await heldOf('prio')).toBe(2);
   });
-
 });
 
 describe('crash points', () => {
@@ -111,7 +145,14 @@ describe('crash points', () => {
     await h.ctx.redis.hset(flow().settings, 't:dead', '2');
     const k = flow();
     const [admitted] = await flowAdmit(h.ctx.redis, k, {
-      now: Date.now(), max: 1, clientId: '999999999', defaultWeight: 1, tenantLimit: 2, agentLimit: 0, fleetLimit: 0, configured: {},
+      now: Date.now(),
+      max: 1,
+      clientId: '999999999',
+      defaultWeight: 1,
+      tenantLimit: 2,
+      agentLimit: 0,
+      fleetLimit: 0,
+      configured: {},
     });
     expect(admitted?.runId).toBe(other);
     expect(await jobState(other)).toBe('delayed');
@@ -170,7 +211,9 @@ describe('with a worker', () => {
     for (let i = 0; i < 8; i++) runs.push((await start('busy')).runId);
     let most = 0;
     const sampler = setInterval(() => {
-      void heldOf('busy').then((v) => { most = Math.max(most, v); });
+      void heldOf('busy').then((v) => {
+        most = Math.max(most, v);
+      });
     }, 5);
     for (const r of runs) await h.waitForStatus(r, ['completed', 'failed', 'needs_human', 'budget_exceeded'], 60_000);
     clearInterval(sampler);

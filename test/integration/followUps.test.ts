@@ -25,8 +25,13 @@ let openai: ModelServer;
 beforeAll(async () => {
   openai = await startOpenAIServer();
   h = await createHarness('followups', {
-    OPENAI_BASE_URL: `${openai.url}/v1`, OPENAI_API_KEY: 'sk-test', OPENAI_MODEL: 'gpt-4o-mini',
-    WEBHOOK_SECRETS: JSON.stringify({ acme: SECRET }), WEBHOOK_TOLERANCE_S: '60', FOLLOW_UP_WAIT_MS: '100', OPERATOR_TOKEN,
+    OPENAI_BASE_URL: `${openai.url}/v1`,
+    OPENAI_API_KEY: 'sk-test',
+    OPENAI_MODEL: 'gpt-4o-mini',
+    WEBHOOK_SECRETS: JSON.stringify({ acme: SECRET }),
+    WEBHOOK_TOLERANCE_S: '60',
+    FOLLOW_UP_WAIT_MS: '100',
+    OPERATOR_TOKEN,
   });
   await h.startWorker();
   url = (await h.startApi()).url;
@@ -39,7 +44,11 @@ afterAll(async () => {
 async function postRun(body: unknown, eventKey?: string): Promise<{ status: number; body: Record<string, unknown> }> {
   const res = await fetch(`${url}/v1/runs`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', ...producerAuth, ...(eventKey !== undefined ? { 'idempotency-key': eventKey } : {}) },
+    headers: {
+      'content-type': 'application/json',
+      ...producerAuth,
+      ...(eventKey !== undefined ? { 'idempotency-key': eventKey } : {}),
+    },
     body: JSON.stringify(body),
   });
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
@@ -55,8 +64,13 @@ async function postWebhook(path: string, payload: unknown): Promise<{ status: nu
   const raw = JSON.stringify(payload);
   const timestamp = new Date().toISOString();
   const res = await fetch(`${url}${path}`, {
-    method: 'POST', body: raw,
-    headers: { 'content-type': 'application/json', 'x-zendesk-webhook-signature': sign(SECRET, timestamp, raw), 'x-zendesk-webhook-signature-timestamp': timestamp },
+    method: 'POST',
+    body: raw,
+    headers: {
+      'content-type': 'application/json',
+      'x-zendesk-webhook-signature': sign(SECRET, timestamp, raw),
+      'x-zendesk-webhook-signature-timestamp': timestamp,
+    },
   });
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
@@ -83,19 +97,32 @@ const ticket = (id: string, body: string) => ({ ...sampleTicket(id), body });
 
 describe('follow-up runs through POST /v1/runs', () => {
   it('two events on one subject are two linked runs; the same event twice is one run; the follow-up model sees the previous conversation', async () => {
-    openai.enqueue({ kind: 'turn', text: 'ANSWER-ONE: a replacement mug is on its way.', usage: { input: 100, output: 10 } });
-    const first = await postRun({ tenant: 'acme', ticket: ticket('F-1', 'FIRST-MESSAGE the mug is broken'), agent: { model: 'openai' } }, 'evt-1');
+    openai.enqueue({
+      kind: 'turn',
+      text: 'ANSWER-ONE: a replacement mug is on its way.',
+      usage: { input: 100, output: 10 },
+    });
+    const first = await postRun(
+      { tenant: 'acme', ticket: ticket('F-1', 'FIRST-MESSAGE the mug is broken'), agent: { model: 'openai' } },
+      'evt-1',
+    );
     expect(first.status).toBe(201);
     const firstId = first.body.runId as string;
     expect(first.body.previousRunId).toBeUndefined();
     expect(await h.waitForStatus(firstId, DONE)).toBe('completed');
 
     // The same event again (a retried POST): the same run, nothing new.
-    const again = await postRun({ tenant: 'acme', ticket: ticket('F-1', 'FIRST-MESSAGE the mug is broken'), agent: { model: 'openai' } }, 'evt-1');
+    const again = await postRun(
+      { tenant: 'acme', ticket: ticket('F-1', 'FIRST-MESSAGE the mug is broken'), agent: { model: 'openai' } },
+      'evt-1',
+    );
     expect(again).toMatchObject({ status: 200, body: { runId: firstId, created: false } });
 
     openai.enqueue({ kind: 'turn', text: 'ANSWER-TWO: tracking number sent.', usage: { input: 150, output: 10 } });
-    const second = await postRun({ tenant: 'acme', ticket: ticket('F-1', 'SECOND-MESSAGE where is my replacement?'), agent: { model: 'openai' } }, 'evt-2');
+    const second = await postRun(
+      { tenant: 'acme', ticket: ticket('F-1', 'SECOND-MESSAGE where is my replacement?'), agent: { model: 'openai' } },
+      'evt-2',
+    );
     expect(second.status).toBe(201);
     const secondId = second.body.runId as string;
     expect(secondId).not.toBe(firstId);
@@ -109,7 +136,11 @@ describe('follow-up runs through POST /v1/runs', () => {
     expect(sent[0]).toContain('ANSWER-ONE: a replacement mug is on its way.');
     expect(sent[0]!.indexOf('ANSWER-ONE')).toBeLessThan(sent[0]!.indexOf('SECOND-MESSAGE'));
     // The first run's requests never carried anything of the second.
-    expect(requestsFor('FIRST-MESSAGE').filter((m) => !m.includes('SECOND-MESSAGE')).every((m) => !m.includes('ANSWER-TWO'))).toBe(true);
+    expect(
+      requestsFor('FIRST-MESSAGE')
+        .filter((m) => !m.includes('SECOND-MESSAGE'))
+        .every((m) => !m.includes('ANSWER-TWO')),
+    ).toBe(true);
 
     const [v1, v2] = await Promise.all([view(firstId), view(secondId)]);
     expect(v1).toMatchObject({ nextRunId: secondId, event: 'evt-1', key: 'F-1' });
@@ -123,17 +154,31 @@ describe('follow-up runs through POST /v1/runs', () => {
     const agent = h.ctx.agents.get(spec2.agent)!;
     const previous = await h.ctx.redis.hget(h.ctx.keys.run(secondId).run, FOLLOW_UP_FIELD);
     expect(previous).toContain('ANSWER-ONE');
-    const estimate = agent.estimateInputTokens(spec2.input) + followUpTokens(previous) + toolSchemaTokens(agent.tools.specs) + h.cfg.COMPLETION_TOKEN_CAP;
-    const cli = spawnSync(process.execPath, ['--import', 'tsx', 'src/server/replay.ts', secondId, '--max-tokens', String(estimate - 1), '--json'], { env: { ...process.env, ...h.env }, encoding: 'utf8' });
+    const estimate =
+      agent.estimateInputTokens(spec2.input) +
+      followUpTokens(previous) +
+      toolSchemaTokens(agent.tools.specs) +
+      h.cfg.COMPLETION_TOKEN_CAP;
+    const cli = spawnSync(
+      process.execPath,
+      ['--import', 'tsx', 'src/server/replay.ts', secondId, '--max-tokens', String(estimate - 1), '--json'],
+      { env: { ...process.env, ...h.env }, encoding: 'utf8' },
+    );
     expect(cli.status, cli.stderr).toBe(0);
-    expect(JSON.parse(cli.stdout.trim())).toMatchObject({ stepsReplayed: 0, stoppedAt: { step: 1, status: 'budget_exceeded' } });
+    expect(JSON.parse(cli.stdout.trim())).toMatchObject({
+      stepsReplayed: 0,
+      stoppedAt: { step: 1, status: 'budget_exceeded' },
+    });
     const page = await fetch(`${url}/runs/${secondId}`, { headers: producerAuth });
     expect(page.status).toBe(200);
     expect(await page.text()).toContain(`href="/runs/${firstId}"`);
 
     // A third event chains on: its previous conversation carries the first exchange too.
     openai.enqueue({ kind: 'turn', text: 'ANSWER-THREE', usage: { input: 150, output: 10 } });
-    const third = await postRun({ tenant: 'acme', ticket: ticket('F-1', 'THIRD-MESSAGE thanks'), agent: { model: 'openai' } }, 'evt-3');
+    const third = await postRun(
+      { tenant: 'acme', ticket: ticket('F-1', 'THIRD-MESSAGE thanks'), agent: { model: 'openai' } },
+      'evt-3',
+    );
     expect(third.body.previousRunId).toBe(secondId);
     expect(await h.waitForStatus(third.body.runId as string, DONE)).toBe('completed');
     const sentThird = requestsFor('THIRD-MESSAGE')[0]!;
@@ -147,17 +192,26 @@ describe('follow-up runs through POST /v1/runs', () => {
   it('the previous conversation counts in the budget estimate: a follow-up it would push past maxTokens stops before the model call', async () => {
     const long = `LONG-ANSWER ${'the replacement ships from our warehouse next week; '.repeat(400)}`;
     openai.enqueue({ kind: 'turn', text: long, usage: { input: 100, output: 3000 } });
-    const first = await postRun({ tenant: 'acme', ticket: ticket('F-B', 'BUDGET-FIRST'), agent: { model: 'openai' } }, 'evt-b1');
+    const first = await postRun(
+      { tenant: 'acme', ticket: ticket('F-B', 'BUDGET-FIRST'), agent: { model: 'openai' } },
+      'evt-b1',
+    );
     expect(await h.waitForStatus(first.body.runId as string, DONE)).toBe('completed');
 
     // The same budget is enough for a run with no previous conversation (another subject)...
     const budget = { maxTokens: 3500 };
-    const control = await postRun({ tenant: 'acme', ticket: ticket('F-C', 'BUDGET-CONTROL'), agent: { model: 'openai' }, budget }, 'evt-c1');
+    const control = await postRun(
+      { tenant: 'acme', ticket: ticket('F-C', 'BUDGET-CONTROL'), agent: { model: 'openai' }, budget },
+      'evt-c1',
+    );
     expect(await h.waitForStatus(control.body.runId as string, DONE)).toBe('completed');
 
     // ...but not for the follow-up, whose first message carries the long answer: stopped, the model never asked.
     const before = openai.requests.length;
-    const second = await postRun({ tenant: 'acme', ticket: ticket('F-B', 'BUDGET-SECOND'), agent: { model: 'openai' }, budget }, 'evt-b2');
+    const second = await postRun(
+      { tenant: 'acme', ticket: ticket('F-B', 'BUDGET-SECOND'), agent: { model: 'openai' }, budget },
+      'evt-b2',
+    );
     expect(second.body.previousRunId).toBe(first.body.runId);
     expect(await h.waitForStatus(second.body.runId as string, DONE)).toBe('budget_exceeded');
     expect((await view(second.body.runId as string)).reason).toMatch(/token/);
@@ -168,18 +222,30 @@ describe('follow-up runs through POST /v1/runs', () => {
   it('a follow-up arriving while the previous run is at work waits for it, then sees its final answer', async () => {
     const waitsBefore = await metric('agent_follow_up_waits_total');
     // The first run's model is unavailable for a second (429, Retry-After: 1): its step job is delayed, the run still at work.
-    openai.enqueue({ kind: 'error', status: 429, retryAfter: '1' }, { kind: 'turn', text: 'ANSWER-SLOW', usage: { input: 100, output: 10 } });
-    const first = await postRun({ tenant: 'acme', ticket: ticket('F-W', 'WAIT-FIRST'), agent: { model: 'openai' } }, 'evt-w1');
+    openai.enqueue(
+      { kind: 'error', status: 429, retryAfter: '1' },
+      { kind: 'turn', text: 'ANSWER-SLOW', usage: { input: 100, output: 10 } },
+    );
+    const first = await postRun(
+      { tenant: 'acme', ticket: ticket('F-W', 'WAIT-FIRST'), agent: { model: 'openai' } },
+      'evt-w1',
+    );
     const firstId = first.body.runId as string;
     for (let i = 0; i < 200 && requestsFor('WAIT-FIRST').length === 0; i++) await new Promise((r) => setTimeout(r, 10));
-    const second = await postRun({ tenant: 'acme', ticket: ticket('F-W', 'WAIT-SECOND'), agent: { model: 'openai' } }, 'evt-w2');
+    const second = await postRun(
+      { tenant: 'acme', ticket: ticket('F-W', 'WAIT-SECOND'), agent: { model: 'openai' } },
+      'evt-w2',
+    );
     expect(second.status).toBe(201);
     expect(second.body.previousRunId).toBe(firstId);
     expect(await h.waitForStatus(second.body.runId as string, DONE)).toBe('completed');
     expect(await h.ctx.redis.hget(h.ctx.keys.run(firstId).run, 'status')).toBe('completed');
     // The follow-up asked the model only after the previous run's final answer, and with it.
     const order = openai.requests.map((r) => JSON.stringify(r.body.messages));
-    const lastOfFirst = order.reduce((last, m, i) => (m.includes('WAIT-FIRST') && !m.includes('WAIT-SECOND') ? i : last), -1);
+    const lastOfFirst = order.reduce(
+      (last, m, i) => (m.includes('WAIT-FIRST') && !m.includes('WAIT-SECOND') ? i : last),
+      -1,
+    );
     const firstOfSecond = order.findIndex((m) => m.includes('WAIT-SECOND'));
     expect(firstOfSecond).toBeGreaterThan(lastOfFirst);
     expect(order[firstOfSecond]).toContain('ANSWER-SLOW');
@@ -187,13 +253,25 @@ describe('follow-up runs through POST /v1/runs', () => {
   });
 
   it('a follow-up cancelled while it waits ends cancelled at once; its model is never asked', async () => {
-    openai.enqueue({ kind: 'error', status: 429, retryAfter: '3' }, { kind: 'turn', text: 'ANSWER-C', usage: { input: 100, output: 10 } });
-    const first = await postRun({ tenant: 'acme', ticket: ticket('F-X', 'CANCEL-FIRST'), agent: { model: 'openai' } }, 'evt-x1');
-    for (let i = 0; i < 200 && requestsFor('CANCEL-FIRST').length === 0; i++) await new Promise((r) => setTimeout(r, 10));
-    const second = await postRun({ tenant: 'acme', ticket: ticket('F-X', 'CANCEL-SECOND'), agent: { model: 'openai' } }, 'evt-x2');
+    openai.enqueue(
+      { kind: 'error', status: 429, retryAfter: '3' },
+      { kind: 'turn', text: 'ANSWER-C', usage: { input: 100, output: 10 } },
+    );
+    const first = await postRun(
+      { tenant: 'acme', ticket: ticket('F-X', 'CANCEL-FIRST'), agent: { model: 'openai' } },
+      'evt-x1',
+    );
+    for (let i = 0; i < 200 && requestsFor('CANCEL-FIRST').length === 0; i++)
+      await new Promise((r) => setTimeout(r, 10));
+    const second = await postRun(
+      { tenant: 'acme', ticket: ticket('F-X', 'CANCEL-SECOND'), agent: { model: 'openai' } },
+      'evt-x2',
+    );
     expect(second.body.previousRunId).toBe(first.body.runId);
     const res = await fetch(`${url}/v1/runs/${second.body.runId as string}/cancel`, {
-      method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${OPERATOR_TOKEN}` }, body: '{}',
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${OPERATOR_TOKEN}` },
+      body: '{}',
     });
     expect(res.status).toBeLessThan(300);
     expect(await h.waitForStatus(second.body.runId as string, DONE)).toBe('cancelled');
@@ -216,12 +294,24 @@ describe('follow-up runs through POST /v1/runs', () => {
 
 describe('follow-up runs through the signed webhooks', () => {
   it('a ticket event with a new event id is a follow-up; the same event redelivered is one run', async () => {
-    const first = await postWebhook('/webhooks/tickets?tenant=acme', { v: 1, eventId: 'wh-1', ticket: sampleTicket('WF-1') });
+    const first = await postWebhook('/webhooks/tickets?tenant=acme', {
+      v: 1,
+      eventId: 'wh-1',
+      ticket: sampleTicket('WF-1'),
+    });
     expect(first).toMatchObject({ status: 201, body: { created: true, duplicate: false } });
     const firstId = first.body.runId as string;
-    const again = await postWebhook('/webhooks/tickets?tenant=acme', { v: 1, eventId: 'wh-1', ticket: sampleTicket('WF-1') });
+    const again = await postWebhook('/webhooks/tickets?tenant=acme', {
+      v: 1,
+      eventId: 'wh-1',
+      ticket: sampleTicket('WF-1'),
+    });
     expect(again).toMatchObject({ status: 200, body: { runId: firstId, duplicate: true } });
-    const reply = await postWebhook('/webhooks/tickets?tenant=acme', { v: 1, eventId: 'wh-2', ticket: { ...sampleTicket('WF-1'), body: 'Any news?' } });
+    const reply = await postWebhook('/webhooks/tickets?tenant=acme', {
+      v: 1,
+      eventId: 'wh-2',
+      ticket: { ...sampleTicket('WF-1'), body: 'Any news?' },
+    });
     expect(reply).toMatchObject({ status: 201, body: { created: true, previousRunId: firstId } });
     expect(reply.body.runId).not.toBe(firstId);
     expect((await view(reply.body.runId as string)).previousRunId).toBe(firstId);
@@ -230,14 +320,23 @@ describe('follow-up runs through the signed webhooks', () => {
   });
 
   it('a zendesk comment event with a new comment id is a follow-up carrying the comment; the same comment twice is one run', async () => {
-    const zTicket = { id: 9001, subject: 'Broken mug', description: 'It arrived shattered', requester: { email: 'ada@example.com', name: 'Ada' } };
+    const zTicket = {
+      id: 9001,
+      subject: 'Broken mug',
+      description: 'It arrived shattered',
+      requester: { email: 'ada@example.com', name: 'Ada' },
+    };
     const created = await postWebhook('/webhooks/zendesk/acme', { eventId: 'z-created-9001', ticket: zTicket });
     expect(created.status).toBe(201);
     const comment = { ticket: zTicket, comment: { id: 555, body: 'Still waiting for the replacement' } };
     const reply = await postWebhook('/webhooks/zendesk/acme', comment);
     expect(reply).toMatchObject({ status: 201, body: { created: true, previousRunId: created.body.runId } });
     const spec = await h.ctx.store.readSpec(reply.body.runId as string);
-    expect(spec).toMatchObject({ key: 'zendesk-9001', event: 'zendesk-comment-555', input: { body: 'Still waiting for the replacement' } });
+    expect(spec).toMatchObject({
+      key: 'zendesk-9001',
+      event: 'zendesk-comment-555',
+      input: { body: 'Still waiting for the replacement' },
+    });
     const redelivered = await postWebhook('/webhooks/zendesk/acme', comment);
     expect(redelivered).toMatchObject({ status: 200, body: { runId: reply.body.runId, duplicate: true } });
     await h.waitForStatus(reply.body.runId as string, DONE);
@@ -245,10 +344,17 @@ describe('follow-up runs through the signed webhooks', () => {
 
   it('a bad event id is a 400 naming the field; nothing is written', async () => {
     const before = await keyCount();
-    const res = await postWebhook('/webhooks/tickets?tenant=acme', { v: 1, eventId: 'bad event', ticket: sampleTicket('WF-BAD') });
+    const res = await postWebhook('/webhooks/tickets?tenant=acme', {
+      v: 1,
+      eventId: 'bad event',
+      ticket: sampleTicket('WF-BAD'),
+    });
     expect(res.status).toBe(400);
     expect((res.body.fields as { path: string }[]).map((f) => f.path)).toContain('eventId');
-    const z = await postWebhook('/webhooks/zendesk/acme', { ticket: { id: 1, subject: 'S', description: 'D', requester: { email: 'ada@example.com', name: 'Ada' } }, comment: { id: 'no spaces allowed', body: 'x' } });
+    const z = await postWebhook('/webhooks/zendesk/acme', {
+      ticket: { id: 1, subject: 'S', description: 'D', requester: { email: 'ada@example.com', name: 'Ada' } },
+      comment: { id: 'no spaces allowed', body: 'x' },
+    });
     expect(z.status).toBe(400);
     expect((z.body.fields as { path: string }[]).map((f) => f.path).join(' ')).toContain('comment.id');
     expect(await keyCount()).toBe(before);
@@ -256,6 +362,8 @@ describe('follow-up runs through the signed webhooks', () => {
 });
 
 async function metric(name: string): Promise<number> {
-  const line = (await h.ctx.metrics.registry.metrics()).split('\n').find((l) => l.startsWith(`${name} `) || l.startsWith(`${name}{`));
+  const line = (await h.ctx.metrics.registry.metrics())
+    .split('\n')
+    .find((l) => l.startsWith(`${name} `) || l.startsWith(`${name}{`));
   return line ? Number(line.split(' ').pop()) : 0;
 }

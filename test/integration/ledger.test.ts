@@ -14,9 +14,20 @@ import type { Script } from '../../src/models/scriptedTurns.js';
 import type { FaultRule } from '../../sandbox/types.js';
 
 const u = { promptTokens: 10, completionTokens: 5 };
-const t = (toolCalls: { name: string; args: Record<string, unknown> }[], extra = {}) => ({ toolCalls, usage: u, transientFailures: 0, ...extra });
-const email = { name: 'send_email', args: { to: 'ada@example.com', template: 'ack', subject: 'Re: broken mug', body: 'We are on it.' } };
-const ticketCall = { name: 'create_ticket', args: { subject: 'Follow-up', body: 'Broken mug', priority: 'normal', sourceTicketId: 'T' } };
+const t = (toolCalls: { name: string; args: Record<string, unknown> }[], extra = {}) => ({
+  toolCalls,
+  usage: u,
+  transientFailures: 0,
+  ...extra,
+});
+const email = {
+  name: 'send_email',
+  args: { to: 'ada@example.com', template: 'ack', subject: 'Re: broken mug', body: 'We are on it.' },
+};
+const ticketCall = {
+  name: 'create_ticket',
+  args: { subject: 'Follow-up', body: 'Broken mug', priority: 'normal', sourceTicketId: 'T' },
+};
 const final = t([], { final: 'done' });
 
 let h: Harness;
@@ -34,7 +45,11 @@ beforeEach(() => h.sandbox.reset());
 let seq = 0;
 async function run(script: Script, faults: FaultRule[] = []): Promise<string> {
   h.sandbox.setFaults(faults);
-  const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket(`L-${++seq}`), agent: { model: 'scripted', script } }, Date.now());
+  const spec = buildSpec(
+    h.ctx,
+    { tenant: 'acme', ticket: sampleTicket(`L-${++seq}`), agent: { model: 'scripted', script } },
+    Date.now(),
+  );
   await h.ctx.store.create(spec, Date.now());
   return spec.runId;
 }
@@ -65,7 +80,11 @@ describe('effect ledger', () => {
     try {
       await hk.startWorker({ crash, effects: createEffectRunner(hk.ctx, { crash }) });
       hk.sandbox.setFaults([{ kind: 'ignore_keys' }]);
-      const spec = buildSpec(hk.ctx, { tenant: 'acme', ticket: sampleTicket('K-1'), agent: { model: 'scripted', script: [t([email]), final] } }, Date.now());
+      const spec = buildSpec(
+        hk.ctx,
+        { tenant: 'acme', ticket: sampleTicket('K-1'), agent: { model: 'scripted', script: [t([email]), final] } },
+        Date.now(),
+      );
       await hk.ctx.store.create(spec, Date.now());
       expect(await hk.waitForStatus(spec.runId, ['completed', 'needs_human', 'failed'])).toBe('completed');
       expect(armed).toBe(false);
@@ -77,17 +96,29 @@ describe('effect ledger', () => {
   });
 
   it('a send that timed out but did commit is settled by the same-key replay (Resend), no second send', async () => {
-    const runId = await run([t([email]), final], [{ kind: 'lost_response_after_commit', resource: 'emails', count: 1 }]);
+    const runId = await run(
+      [t([email]), final],
+      [{ kind: 'lost_response_after_commit', resource: 'emails', count: 1 }],
+    );
     expect(await h.waitForStatus(runId, ['completed', 'needs_human', 'failed'])).toBe('completed');
     expect(emailsSent()).toBe(1);
     const [effect] = await ledger.listForRun(runId);
-    expect(effect?.history.map((x) => x.to)).toEqual(['planned', 'authorized', 'dispatched', 'outcome_unknown', 'confirmed']);
+    expect(effect?.history.map((x) => x.to)).toEqual([
+      'planned',
+      'authorized',
+      'dispatched',
+      'outcome_unknown',
+      'confirmed',
+    ]);
     expect(effect?.history.at(-1)?.why).toMatch(/replay/);
     expect(effect?.receipt).toMatch(/^[0-9a-f-]{36}$/);
   });
 
   it('a ticket create that timed out but did commit is found by external_id (Zendesk), no second ticket', async () => {
-    const runId = await run([t([ticketCall]), final], [{ kind: 'lost_response_after_commit', resource: 'tickets', count: 1 }]);
+    const runId = await run(
+      [t([ticketCall]), final],
+      [{ kind: 'lost_response_after_commit', resource: 'tickets', count: 1 }],
+    );
     expect(await h.waitForStatus(runId, ['completed', 'needs_human', 'failed'])).toBe('completed');
     expect(h.sandbox.counts().byResource.tickets.records).toBe(1);
     const [effect] = await ledger.listForRun(runId);
@@ -100,16 +131,25 @@ describe('effect ledger', () => {
     expect(await h.waitForStatus(runId, ['completed', 'needs_human', 'failed'])).toBe('completed');
     expect(emailsSent()).toBe(1);
     const [effect] = await ledger.listForRun(runId);
-    expect(effect?.history.map((x) => x.to)).toEqual(['planned', 'authorized', 'dispatched', 'outcome_unknown', 'confirmed']);
+    expect(effect?.history.map((x) => x.to)).toEqual([
+      'planned',
+      'authorized',
+      'dispatched',
+      'outcome_unknown',
+      'confirmed',
+    ]);
     expect(effect?.history.at(-1)?.evidence).toMatchObject({ replay: true });
     expect(Object.keys(h.sandbox.counts().byResource.emails.byKey)).toEqual([effect!.idempotencyKey]);
   });
 
   it('a lost response the service cannot answer for goes to needs_human, and the run parks', async () => {
-    const runId = await run([t([email]), final], [
-      { kind: 'lost_response_after_commit', resource: 'emails', count: 1 },
-      { kind: 'no_lookup', resource: 'emails' },
-    ]);
+    const runId = await run(
+      [t([email]), final],
+      [
+        { kind: 'lost_response_after_commit', resource: 'emails', count: 1 },
+        { kind: 'no_lookup', resource: 'emails' },
+      ],
+    );
     expect(await h.waitForStatus(runId, ['completed', 'needs_human', 'failed'])).toBe('needs_human');
     const [effect] = await ledger.listForRun(runId);
     expect(effect?.state).toBe('needs_human');
@@ -129,7 +169,10 @@ describe('effect ledger', () => {
 
   it('a tool call with invalid arguments never reaches the service', async () => {
     const before = h.sandbox.counts().requests;
-    const runId = await run([t([{ name: 'send_email', args: { to: 'nobody', template: 'x', subject: 's', body: 'b' } }]), final]);
+    const runId = await run([
+      t([{ name: 'send_email', args: { to: 'nobody', template: 'x', subject: 's', body: 'b' } }]),
+      final,
+    ]);
     expect(await h.waitForStatus(runId, ['completed', 'needs_human', 'failed'])).toBe('completed');
     expect(h.sandbox.counts().requests - before).toBe(0);
     expect(await ledger.listForRun(runId)).toHaveLength(0);
@@ -140,7 +183,9 @@ describe('effect ledger', () => {
     expect(await h.waitForStatus(runId, ['completed', 'needs_human', 'failed'])).toBe('needs_human');
     expect((await h.ctx.store.readState(runId))?.reason).toMatch(/^loop_detected: send_email/);
     expect(emailsSent()).toBe(1);
-    const obs = (await h.ctx.store.transcript(runId)).filter((e) => e.kind === 'observation').map((e) => e.kind === 'observation' && e.status);
+    const obs = (await h.ctx.store.transcript(runId))
+      .filter((e) => e.kind === 'observation')
+      .map((e) => e.kind === 'observation' && e.status);
     // LOOP_REPEAT_LIMIT=2: the first repeat is answered from the ledger, the second stops the run.
     expect(obs).toEqual(['ok', 'deduplicated']);
     expect(h.ctx.metrics.loopStops).toBeDefined();
@@ -156,7 +201,11 @@ describe('effect ledger', () => {
 
   it('two workers racing on one action: one dispatch', async () => {
     h.sandbox.setFaults([{ kind: 'slow_commit', resource: 'emails', ms: 300 }]);
-    const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket('RACE'), agent: { model: 'scripted', script: [final] } }, Date.now());
+    const spec = buildSpec(
+      h.ctx,
+      { tenant: 'acme', ticket: sampleTicket('RACE'), agent: { model: 'scripted', script: [final] } },
+      Date.now(),
+    );
     await h.ctx.store.create(spec, Date.now());
     const a = createEffectRunner(h.ctx, { workerId: 'w-a' });
     const b = createEffectRunner(h.ctx, { workerId: 'w-b' });
@@ -175,8 +224,13 @@ describe('effect ledger', () => {
     const runId = await run([t([ticketCall]), t([email]), final]);
     expect(await h.waitForStatus(runId, ['completed', 'needs_human', 'failed'])).toBe('completed');
     const api = await h.startApi();
-    const view = (await (await fetch(`${api.url}/v1/runs/${runId}`, { headers: producerAuth })).json()) as { effects: { tool: string; state: string; idempotencyKey: string; receipt: string; history: unknown[] }[] };
-    expect(view.effects.map((e) => [e.tool, e.state])).toEqual([['create_ticket', 'confirmed'], ['send_email', 'confirmed']]);
+    const view = (await (await fetch(`${api.url}/v1/runs/${runId}`, { headers: producerAuth })).json()) as {
+      effects: { tool: string; state: string; idempotencyKey: string; receipt: string; history: unknown[] }[];
+    };
+    expect(view.effects.map((e) => [e.tool, e.state])).toEqual([
+      ['create_ticket', 'confirmed'],
+      ['send_email', 'confirmed'],
+    ]);
     expect(view.effects[0]?.receipt).toMatch(/^\d+$/);
     expect(view.effects[1]?.idempotencyKey).toContain(runId);
     expect(view.effects[1]?.history.length).toBe(4);

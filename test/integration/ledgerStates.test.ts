@@ -54,9 +54,13 @@ describe('ledger state machine', () => {
 
   it('dispatched never goes back to planned, and a stale compare-and-set loses', async () => {
     const { runId, actionId } = await actionIn('dispatched', 999);
-    await expect(ledger.transition(runId, actionId, 'dispatched', 'planned', { by: 't', why: 'x' })).rejects.toMatchObject({ code: 'illegal_transition' });
+    await expect(
+      ledger.transition(runId, actionId, 'dispatched', 'planned', { by: 't', why: 'x' }),
+    ).rejects.toMatchObject({ code: 'illegal_transition' });
     await ledger.transition(runId, actionId, 'dispatched', 'confirmed', { by: 'a', why: 'first' });
-    await expect(ledger.transition(runId, actionId, 'dispatched', 'outcome_unknown', { by: 'b', why: 'late' })).rejects.toMatchObject({ code: 'ledger_conflict', actual: 'confirmed' });
+    await expect(
+      ledger.transition(runId, actionId, 'dispatched', 'outcome_unknown', { by: 'b', why: 'late' }),
+    ).rejects.toMatchObject({ code: 'ledger_conflict', actual: 'confirmed' });
   });
 
   it('action ids and keys are stable, derived from run and business action, not the wording', () => {
@@ -80,12 +84,14 @@ describe('ledger state machine', () => {
     }
     expect(mail('carol2@example.com').actionId).not.toBe(carol.actionId);
 
-    const ticket = (subject: string, sourceTicketId = 'T-1') => actionIdentity('r_1', createTicket, { subject, body: 'B', priority: 'normal', sourceTicketId }).actionId;
+    const ticket = (subject: string, sourceTicketId = 'T-1') =>
+      actionIdentity('r_1', createTicket, { subject, body: 'B', priority: 'normal', sourceTicketId }).actionId;
     expect(ticket('Refund  request ')).toBe(ticket('refund request'));
     expect(ticket('refund request', ' T-1')).toBe(ticket('refund request'));
     expect(ticket('refund requested')).not.toBe(ticket('refund request'));
 
-    const money = (currency: string, orderId = 'O-1') => actionIdentity('r_1', refundTool, { orderId, amountCents: 500, currency, reason: 'r' }).actionId;
+    const money = (currency: string, orderId = 'O-1') =>
+      actionIdentity('r_1', refundTool, { orderId, amountCents: 500, currency, reason: 'r' }).actionId;
     expect(money('eur')).toBe(money('EUR'));
     expect(money('EUR', ' O-1 ')).toBe(money('EUR'));
     expect(money('USD')).not.toBe(money('EUR'));

@@ -13,17 +13,36 @@ import { createHarness, sampleTicket, type Harness } from '../../testkit/harness
 /** A pino destination that keeps every line. */
 function capture(): { stream: Writable; lines: () => Record<string, unknown>[]; text: () => string } {
   const chunks: string[] = [];
-  const stream = new Writable({ write(chunk, _enc, cb) { chunks.push(String(chunk)); cb(); } });
+  const stream = new Writable({
+    write(chunk, _enc, cb) {
+      chunks.push(String(chunk));
+      cb();
+    },
+  });
   const text = () => chunks.join('');
-  return { stream, text, lines: () => text().split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>) };
+  return {
+    stream,
+    text,
+    lines: () =>
+      text()
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as Record<string, unknown>),
+  };
 }
 
 describe('redactUrls', () => {
   it('keeps scheme://host and drops credentials, paths and queries', () => {
-    expect(redactUrls('GET https://api.example.com/v1/customers/carol%40example.com failed')).toBe('GET https://api.example.com/[redacted] failed');
-    expect(redactUrls('POST http://127.0.0.1:4010/v1/emails?to=carol@example.com: 500')).toBe('POST http://127.0.0.1:4010/[redacted]: 500');
+    expect(redactUrls('GET https://api.example.com/v1/customers/carol%40example.com failed')).toBe(
+      'GET https://api.example.com/[redacted] failed',
+    );
+    expect(redactUrls('POST http://127.0.0.1:4010/v1/emails?to=carol@example.com: 500')).toBe(
+      'POST http://127.0.0.1:4010/[redacted]: 500',
+    );
     expect(redactUrls('redis://:s3cret@redis:6379/0 down')).toBe('redis://[redacted]@redis:6379/[redacted] down');
-    expect(redactUrls('http://sandbox:4010/ and http://sandbox:4010')).toBe('http://sandbox:4010/ and http://sandbox:4010');
+    expect(redactUrls('http://sandbox:4010/ and http://sandbox:4010')).toBe(
+      'http://sandbox:4010/ and http://sandbox:4010',
+    );
     expect(redactUrls('no url here: carol')).toBe('no url here: carol');
   });
 });
@@ -33,9 +52,17 @@ describe('the err serializer', () => {
     const out = capture();
     const log = createLogger('logtest', 'info', out.stream);
     const cause = new Error('fetch failed: https://api.example.com/v1/customers?email=carol@example.com');
-    const err = Object.assign(new RetryableError('connection refused: http://127.0.0.1:1/v1/customers/carol%40example.com', undefined, { url: 'http://127.0.0.1:1/v1/customers?email=carol@example.com' }), { cause });
+    const err = Object.assign(
+      new RetryableError('connection refused: http://127.0.0.1:1/v1/customers/carol%40example.com', undefined, {
+        url: 'http://127.0.0.1:1/v1/customers?email=carol@example.com',
+      }),
+      { cause },
+    );
     log.warn({ code: 'tool_error', err }, 'read tool failed');
-    log.warn({ code: 'tool_error', err: 'connection refused: http://127.0.0.1:1/v1/customers/carol%40example.com' }, 'legacy call site');
+    log.warn(
+      { code: 'tool_error', err: 'connection refused: http://127.0.0.1:1/v1/customers/carol%40example.com' },
+      'legacy call site',
+    );
     const [first, second] = out.lines() as { err: Record<string, unknown> }[];
     expect(first!.err.type).toBe('RetryableError');
     expect(String(first!.err.stack)).toContain('RetryableError');
@@ -60,12 +87,26 @@ describe('a failing tool in a real worker', () => {
     const port = await freePort();
     const cfg = loadConfig({ ...h.env, SANDBOX_URL: `http://127.0.0.1:${port}`, LOG_LEVEL: 'info' });
     const out = capture();
-    const ctx = await createContext(cfg, 'logworker', { log: createLogger('logworker', 'info', out.stream), metrics: newMetrics() });
+    const ctx = await createContext(cfg, 'logworker', {
+      log: createLogger('logworker', 'info', out.stream),
+      metrics: newMetrics(),
+    });
     const lookup = { name: 'lookup_customer', args: { email: 'Carol.Customer@example.com' } };
-    const spec = buildSpec(ctx, {
-      tenant: 'acme', ticket: sampleTicket(`LOG-${Date.now()}`),
-      agent: { model: 'scripted', script: [{ toolCalls: [lookup], usage: { promptTokens: 10, completionTokens: 5 }, transientFailures: 0 }, { toolCalls: [], final: 'done', usage: { promptTokens: 10, completionTokens: 5 }, transientFailures: 0 }] },
-    }, Date.now());
+    const spec = buildSpec(
+      ctx,
+      {
+        tenant: 'acme',
+        ticket: sampleTicket(`LOG-${Date.now()}`),
+        agent: {
+          model: 'scripted',
+          script: [
+            { toolCalls: [lookup], usage: { promptTokens: 10, completionTokens: 5 }, transientFailures: 0 },
+            { toolCalls: [], final: 'done', usage: { promptTokens: 10, completionTokens: 5 }, transientFailures: 0 },
+          ],
+        },
+      },
+      Date.now(),
+    );
     await ctx.store.create(spec, Date.now());
     await h.startWorker({}, ctx);
     expect(await h.waitForStatus(spec.runId, ['completed', 'failed', 'needs_human'])).toBe('completed');

@@ -25,20 +25,35 @@ afterEach(async () => {
 const track = <T extends { close(): Promise<void> }>(c: T): T => (opened.push(c), c);
 
 const req = (key: string) => ({
-  actionId: `act-${key}`, idempotencyKey: key, requestId: `rq-${key}`, timeoutMs: 3000, signal: new AbortController().signal,
+  actionId: `act-${key}`,
+  idempotencyKey: key,
+  requestId: `rq-${key}`,
+  timeoutMs: 3000,
+  signal: new AbortController().signal,
 });
 const toolCtx = { runId: 'r1', step: 1, signal: new AbortController().signal, input: {} };
 const writeOf = (c: McpServerConnection, name: string) => c.tools.find((t) => t.name === name) as WriteTool;
 
 describe('MCP tools over stdio (the SDK spawns the server)', () => {
   it('reads as the server marks them, the declared write, and one booking per key sent in _meta', async () => {
-    const env = Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[1] !== undefined));
-    const conn = track(await connectMcpServer(
-      { command: process.execPath, args: ['--import', 'tsx', 'testkit/mcpStdioServer.ts'], env: { ...env, MCP_INSPECT: '1' } },
-      { writes: { book_slot: {} } },
-    ));
+    const env = Object.fromEntries(
+      Object.entries(process.env).filter((e): e is [string, string] => e[1] !== undefined),
+    );
+    const conn = track(
+      await connectMcpServer(
+        {
+          command: process.execPath,
+          args: ['--import', 'tsx', 'testkit/mcpStdioServer.ts'],
+          env: { ...env, MCP_INSPECT: '1' },
+        },
+        { writes: { book_slot: {} } },
+      ),
+    );
     expect(conn.tools.map((t) => [t.name, t.effect])).toEqual([
-      ['find_slots', 'read'], ['book_slot', 'write'], ['find_booking', 'read'], ['count_effects', 'read'],
+      ['find_slots', 'read'],
+      ['book_slot', 'write'],
+      ['find_booking', 'read'],
+      ['count_effects', 'read'],
     ]);
     const book = writeOf(conn, 'book_slot');
     expect(book.service).toEqual({ enforcesKey: true, reconcile: [] }); // default: a doubt goes to a person
@@ -65,7 +80,12 @@ describe('MCP tools over streamable HTTP', () => {
   });
 
   it('the key in _meta is the one the server counts; a server that ignores it books twice', async () => {
-    const conn = track(await connectMcpServer({ url: server.url }, { writes: { book_slot: { reconcile: { kind: 'replay_same_key', windowMs: 60_000 } } } }));
+    const conn = track(
+      await connectMcpServer(
+        { url: server.url },
+        { writes: { book_slot: { reconcile: { kind: 'replay_same_key', windowMs: 60_000 } } } },
+      ),
+    );
     const book = writeOf(conn, 'book_slot');
     expect(book.service.reconcile).toEqual([{ kind: 'replay_same_key', windowMs: 60_000 }]);
     await book.dispatch({ slot: 'mon', name: 'Ada' }, toolCtx, req('k-2'));
@@ -81,8 +101,12 @@ describe('MCP tools over streamable HTTP', () => {
     const conn = track(await connectMcpServer({ url: server.url }, { writes: { book_slot: {} } }));
     await server.close();
     const read = conn.tools.find((t) => t.name === 'find_slots')!;
-    await expect(read.effect === 'read' && read.execute({ day: 'mon' }, toolCtx)).rejects.toMatchObject({ retry: 'retryable' });
-    await expect(writeOf(conn, 'book_slot').dispatch({ slot: 'mon', name: 'Ada' }, toolCtx, req('k-3'))).rejects.toMatchObject({ retry: 'retryable' });
+    await expect(read.effect === 'read' && read.execute({ day: 'mon' }, toolCtx)).rejects.toMatchObject({
+      retry: 'retryable',
+    });
+    await expect(
+      writeOf(conn, 'book_slot').dispatch({ slot: 'mon', name: 'Ada' }, toolCtx, req('k-3')),
+    ).rejects.toMatchObject({ retry: 'retryable' });
   });
 });
 
@@ -98,16 +122,29 @@ describe('MCP tools in a run', () => {
   async function bookingAgentCtx(url: string): Promise<EngineContext> {
     const conn = track(await connectMcpServer({ url }, { writes: { book_slot: {} } }));
     const agent = defineAgent({
-      name: 'mcp-booking', version: 'mcp-booking@1', tools: conn.tools,
+      name: 'mcp-booking',
+      version: 'mcp-booking@1',
+      tools: conn.tools,
       input: z.object({ requestId: z.string(), name: z.string(), day: z.string() }).strict(),
-      instructions: () => 'book', key: (r) => r.requestId,
+      instructions: () => 'book',
+      key: (r) => r.requestId,
     });
     return createContext(h.cfg, 'mcprun', { agents: [agent] });
   }
 
   async function createRun(ctx: EngineContext, requestId: string): Promise<string> {
     const input = { requestId, name: 'Ada', day: 'mon' };
-    const spec = buildSpec(ctx, { tenant: 'acme', agent: 'mcp-booking', input, model: 'scripted', script: scriptSchema.parse(bookingScript(input)) }, Date.now());
+    const spec = buildSpec(
+      ctx,
+      {
+        tenant: 'acme',
+        agent: 'mcp-booking',
+        input,
+        model: 'scripted',
+        script: scriptSchema.parse(bookingScript(input)),
+      },
+      Date.now(),
+    );
     await ctx.store.create(spec, Date.now());
     return spec.runId;
   }
@@ -134,7 +171,9 @@ describe('MCP tools in a run', () => {
     const runId = await createRun(ctx1, 'R-2');
     await h.startWorker({}, ctx2);
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'])).toBe('needs_human');
-    expect(await h.ctx.redis.hget(h.ctx.keys.run(runId).run, 'reason')).toMatch(/^version_mismatch: pinned mcp-booking@1\//);
+    expect(await h.ctx.redis.hget(h.ctx.keys.run(runId).run, 'reason')).toMatch(
+      /^version_mismatch: pinned mcp-booking@1\//,
+    );
     expect(v2.store.bookings).toEqual([]);
   });
 });

@@ -21,9 +21,20 @@ import { KeySpace } from '../../src/store/keys.js';
 import { createLogger } from '../../src/metrics/log.js';
 
 const u = { promptTokens: 10, completionTokens: 5 };
-const t = (toolCalls: { name: string; args: Record<string, unknown> }[], extra = {}) => ({ toolCalls, usage: u, transientFailures: 0, ...extra });
-const email = { name: 'send_email', args: { to: 'ada@example.com', template: 'ack', subject: 'Re: broken mug', body: 'We are on it.' } };
-const ticketCall = { name: 'create_ticket', args: { subject: 'Follow-up', body: 'Broken mug', priority: 'normal', sourceTicketId: 'T' } };
+const t = (toolCalls: { name: string; args: Record<string, unknown> }[], extra = {}) => ({
+  toolCalls,
+  usage: u,
+  transientFailures: 0,
+  ...extra,
+});
+const email = {
+  name: 'send_email',
+  args: { to: 'ada@example.com', template: 'ack', subject: 'Re: broken mug', body: 'We are on it.' },
+};
+const ticketCall = {
+  name: 'create_ticket',
+  args: { subject: 'Follow-up', body: 'Broken mug', priority: 'normal', sourceTicketId: 'T' },
+};
 const final = t([], { final: 'done' });
 const DONE = ['completed', 'needs_human', 'failed'];
 
@@ -66,7 +77,11 @@ beforeEach(() => h.sandbox.reset());
 
 let seq = 0;
 function specFor(script: Script) {
-  const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket(`M-${++seq}`), agent: { model: 'scripted', script } }, Date.now());
+  const spec = buildSpec(
+    h.ctx,
+    { tenant: 'acme', ticket: sampleTicket(`M-${++seq}`), agent: { model: 'scripted', script } },
+    Date.now(),
+  );
   runIds.push(spec.runId);
   return spec;
 }
@@ -104,7 +119,10 @@ describe('metrics', () => {
       ['agent_ledger_dedupe_hits_total'],
     ];
     const before = await snapshot(m, names);
-    const runId = await run([t([email]), final], [{ kind: 'lost_response_after_commit', resource: 'emails', count: 1 }]);
+    const runId = await run(
+      [t([email]), final],
+      [{ kind: 'lost_response_after_commit', resource: 'emails', count: 1 }],
+    );
     expect(await h.waitForStatus(runId, DONE)).toBe('completed');
     const after = await snapshot(m, names);
     expect(after.map((v, i) => v - before[i]!)).toEqual([1, 1, 0, 0]);
@@ -137,7 +155,13 @@ describe('metrics', () => {
     const createTicket = supportTool(h.ctx, 'create_ticket') as WriteTool;
     const id = actionIdentity(spec.runId, createTicket, ticketCall.args);
     const toolCtx = { runId: spec.runId, step: 1, signal: new AbortController().signal, input: spec.input };
-    const first = await createTicket.dispatch(ticketCall.args, toolCtx, { actionId: id.actionId, idempotencyKey: id.idempotencyKey, requestId: 'rq_outside_the_ledger', timeoutMs: 5000, signal: toolCtx.signal });
+    const first = await createTicket.dispatch(ticketCall.args, toolCtx, {
+      actionId: id.actionId,
+      idempotencyKey: id.idempotencyKey,
+      requestId: 'rq_outside_the_ledger',
+      timeoutMs: 5000,
+      signal: toolCtx.signal,
+    });
     expect(first.replayed).toBe(false);
 
     const names: [string, Labels?][] = [
@@ -185,18 +209,34 @@ describe('scrape-time gauges', () => {
 
   it('start at 0 on an empty key space, with every queue state exported', async () => {
     const m = hg.ctx.metrics;
-    for (const name of ['agent_outcome_unknown_open', 'agent_outcome_unknown_oldest_age_seconds', 'agent_human_queue_depth', 'agent_human_queue_oldest_age_seconds', 'agent_approvals_pending']) {
+    for (const name of [
+      'agent_outcome_unknown_open',
+      'agent_outcome_unknown_oldest_age_seconds',
+      'agent_human_queue_depth',
+      'agent_human_queue_oldest_age_seconds',
+      'agent_approvals_pending',
+    ]) {
       expect(await value(m, name), name).toBe(0);
     }
     const queue = (await m.registry.getMetricsAsJSON()).find((x) => x.name === 'agent_queue_jobs');
-    expect(queue?.values.map((v) => v.labels.state).sort()).toEqual(['active', 'completed', 'delayed', 'failed', 'waiting']);
+    expect(queue?.values.map((v) => v.labels.state).sort()).toEqual([
+      'active',
+      'completed',
+      'delayed',
+      'failed',
+      'waiting',
+    ]);
     expect(queue?.values.every((v) => v.value === 0)).toBe(true);
   });
 
   it('count a waiting step job before any worker runs', async () => {
     const m = hg.ctx.metrics;
     hg.sandbox.setFaults([]);
-    const spec = buildSpec(hg.ctx, { tenant: 'acme', ticket: sampleTicket('G-0'), agent: { model: 'scripted', script: [final] } }, Date.now());
+    const spec = buildSpec(
+      hg.ctx,
+      { tenant: 'acme', ticket: sampleTicket('G-0'), agent: { model: 'scripted', script: [final] } },
+      Date.now(),
+    );
     await hg.ctx.store.create(spec, Date.now());
     expect(await value(m, 'agent_queue_jobs', { state: 'waiting' })).toBe(1);
     await hg.startWorker();
@@ -211,7 +251,11 @@ describe('scrape-time gauges', () => {
       { kind: 'lost_response_after_commit', resource: 'emails', count: 1 },
       { kind: 'no_lookup', resource: 'emails' },
     ]);
-    const spec = buildSpec(hg.ctx, { tenant: 'acme', ticket: sampleTicket('G-1'), agent: { model: 'scripted', script: [t([email]), final] } }, Date.now());
+    const spec = buildSpec(
+      hg.ctx,
+      { tenant: 'acme', ticket: sampleTicket('G-1'), agent: { model: 'scripted', script: [t([email]), final] } },
+      Date.now(),
+    );
     await hg.ctx.store.create(spec, Date.now());
     expect(await hg.waitForStatus(spec.runId, DONE)).toBe('needs_human');
 
@@ -254,7 +298,9 @@ describe('scrape-time gauges', () => {
 describe('scrape-time gauges when Redis fails', () => {
   it('do not fail the scrape: counters are still exported and the failure is counted per collector', async () => {
     const m = newMetrics();
-    const boom = () => { throw new Error('redis down'); };
+    const boom = () => {
+      throw new Error('redis down');
+    };
     const ctx = {
       redis: { pipeline: boom },
       keys: new KeySpace('tfail', 'tfailb', 2),
@@ -269,7 +315,12 @@ describe('scrape-time gauges when Redis fails', () => {
     // One scrape: each of the seven gauges failed once (read the counter without scraping again).
     const errors = (await m.scrapeErrors.get()).values;
     expect(Object.fromEntries(errors.map((v) => [v.labels.collector, v.value]))).toEqual({
-      queue_jobs: 1, outcome_unknown_open: 1, outcome_unknown_oldest_age: 1, human_queue_depth: 1, human_queue_oldest_age: 1, approvals_pending: 1,
+      queue_jobs: 1,
+      outcome_unknown_open: 1,
+      outcome_unknown_oldest_age: 1,
+      human_queue_depth: 1,
+      human_queue_oldest_age: 1,
+      approvals_pending: 1,
       version_parked_runs: 1,
     });
   });

@@ -84,7 +84,11 @@ describe('GET /openapi.json', () => {
     }
     const routes = apps.flatMap((a) => mountedRoutes(a.router.stack));
     const mounted = new Set(routes.filter((r) => !HTML_ROUTES.test(r.split(' ')[1]!)));
-    const documented = new Set(Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${expressPath(path)}`)));
+    const documented = new Set(
+      Object.entries(doc.paths).flatMap(([path, ops]) =>
+        Object.keys(ops).map((m) => `${m.toUpperCase()} ${expressPath(path)}`),
+      ),
+    );
     expect([...documented].sort()).toEqual([...mounted].sort());
   });
 
@@ -93,10 +97,14 @@ describe('GET /openapi.json', () => {
     for (const [path, ops] of Object.entries(doc.paths)) {
       for (const [method, op] of Object.entries(ops)) {
         const target = path.replace(/\{(\w+)\}/g, (_m, name: string) => SAMPLE[name]!);
-        const token = (method === 'post' && path === '/v1/runs') || method === 'put' ? producerAuth : { authorization: `Bearer ${OPERATOR_TOKEN}` };
-        const init: RequestInit = method === 'get' || method === 'delete'
-          ? { method: method.toUpperCase(), headers: token }
-          : { method: method.toUpperCase(), headers: { ...token, 'content-type': 'application/json' }, body: '{}' };
+        const token =
+          (method === 'post' && path === '/v1/runs') || method === 'put'
+            ? producerAuth
+            : { authorization: `Bearer ${OPERATOR_TOKEN}` };
+        const init: RequestInit =
+          method === 'get' || method === 'delete'
+            ? { method: method.toUpperCase(), headers: token }
+            : { method: method.toUpperCase(), headers: { ...token, 'content-type': 'application/json' }, body: '{}' };
         const controller = new AbortController();
         const res = await fetch(`${url}${target}`, { ...init, signal: controller.signal });
         const type = (res.headers.get('content-type') ?? '').split(';')[0]!;

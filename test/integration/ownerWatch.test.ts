@@ -23,20 +23,41 @@ afterEach(async () => {
 });
 
 /** A BullMQ worker on its own connection, named like a FleetWorker's, that holds every job it takes until released. */
-async function holdingWorker(): Promise<{ conn: Redis; worker: Worker; clientId: number; held: Map<string, string>; release: () => void }> {
+async function holdingWorker(): Promise<{
+  conn: Redis;
+  worker: Worker;
+  clientId: number;
+  held: Map<string, string>;
+  release: () => void;
+}> {
   const conn = new Redis(redisUrl(), { maxRetriesPerRequest: null });
   const held = new Map<string, string>();
   let release!: () => void;
   const released = new Promise<void>((r) => (release = r));
-  const worker = new Worker(h.ctx.keys.queueName(0), async (job: Job, token?: string) => {
-    held.set(job.id!, token!);
-    await released;
-  }, { connection: conn, prefix: h.ctx.keys.bullPrefix, concurrency: 5, lockDuration: 60_000, stalledInterval: 60_000, autorun: false });
+  const worker = new Worker(
+    h.ctx.keys.queueName(0),
+    async (job: Job, token?: string) => {
+      held.set(job.id!, token!);
+      await released;
+    },
+    {
+      connection: conn,
+      prefix: h.ctx.keys.bullPrefix,
+      concurrency: 5,
+      lockDuration: 60_000,
+      stalledInterval: 60_000,
+      autorun: false,
+    },
+  );
   worker.on('error', () => {});
   const clientId = Number(await conn.client('ID'));
   nameWorkerOwner(worker, 'probe', clientId);
   void worker.run();
-  closers.push(async () => { release(); await worker.close(true); conn.disconnect(); });
+  closers.push(async () => {
+    release();
+    await worker.close(true);
+    conn.disconnect();
+  });
   return { conn, worker, clientId, held, release };
 }
 
@@ -51,7 +72,7 @@ async function until<T>(fn: () => Promise<T | undefined | false>, what: string, 
 }
 
 describe('owner watch', () => {
-  it('a fetched job\'s lock token names the worker\'s connection (BullMQ token layout: `${worker.id}:<n>`)', async () => {
+  it("a fetched job's lock token names the worker's connection (BullMQ token layout: `${worker.id}:<n>`)", async () => {
     const queue = new Queue(h.ctx.keys.queueName(0), { connection: h.ctx.redis, prefix: h.ctx.keys.bullPrefix });
     closers.push(() => queue.close());
     const w = await holdingWorker();
@@ -61,18 +82,26 @@ describe('owner watch', () => {
     expect(clientIdOfToken(token)).toBe(String(w.clientId));
     expect(ownerBaseOfToken(token)).toBe('probe');
     expect(await h.ctx.redis.get(h.ctx.keys.jobLock(0, 'own-1'))).toBe(token);
-    expect(clientIdsOfList(String(await h.ctx.redis.client('LIST', 'ID', String(w.clientId), '999999999')))).toEqual(new Set([String(w.clientId)]));
+    expect(clientIdsOfList(String(await h.ctx.redis.client('LIST', 'ID', String(w.clientId), '999999999')))).toEqual(
+      new Set([String(w.clientId)]),
+    );
   });
 
   it('a live owner is never robbed; once its connection is gone its jobs go back to wait at once, a stall counted, with BullMQ events', async () => {
     const queue = new Queue(h.ctx.keys.queueName(0), { connection: h.ctx.redis, prefix: h.ctx.keys.bullPrefix });
     closers.push(() => queue.close());
     const w = await holdingWorker();
-    await queue.addBulk([{ name: 'step', data: {}, opts: { jobId: 'own-a' } }, { name: 'step', data: {}, opts: { jobId: 'own-b' } }]);
+    await queue.addBulk([
+      { name: 'step', data: {}, opts: { jobId: 'own-a' } },
+      { name: 'step', data: {}, opts: { jobId: 'own-b' } },
+    ]);
     await until(async () => w.held.size === 2, 'both jobs to start');
 
     // A watcher on this test's connection (as a FleetWorker's own would run): the owner is alive, nothing moves.
-    const watch = new OwnerWatch(h.ctx, [{ shard: 0, worker: { id: 'watcher' } }], { intervalMs: 0, maxStalledCount: 1 });
+    const watch = new OwnerWatch(h.ctx, [{ shard: 0, worker: { id: 'watcher' } }], {
+      intervalMs: 0,
+      maxStalledCount: 1,
+    });
     await watch.tick();
     expect(await queue.getActiveCount()).toBe(2);
     // The script moves only jobs whose lock names the given client: another id moves nothing.
@@ -81,7 +110,11 @@ describe('owner watch', () => {
 
     // The owner's connection vanishes (its process died): the next tick moves both jobs.
     w.conn.disconnect();
-    await until(async () => !clientIdsOfList(String(await h.ctx.redis.client('LIST', 'ID', String(w.clientId)))).has(String(w.clientId)), 'the connection to close');
+    await until(
+      async () =>
+        !clientIdsOfList(String(await h.ctx.redis.client('LIST', 'ID', String(w.clientId)))).has(String(w.clientId)),
+      'the connection to close',
+    );
     const requeues = async () => (await h.ctx.metrics.deadOwnerRequeues.get()).values[0]?.value ?? 0;
     const before = await requeues();
     await watch.tick();
@@ -90,7 +123,9 @@ describe('owner watch', () => {
     expect(await h.ctx.redis.exists(h.ctx.keys.jobLock(0, 'own-a'))).toBe(0);
     expect(await h.ctx.redis.hget(h.ctx.keys.jobHash(0, 'own-a'), 'stc')).toBe('1');
     expect((await requeues()) - before).toBe(2);
-    const events = (await h.ctx.redis.xrange(`${h.ctx.keys.queueKeyPrefix(0)}events`, '-', '+')).map(([, f]) => `${f[1]}:${f[3]}`);
+    const events = (await h.ctx.redis.xrange(`${h.ctx.keys.queueKeyPrefix(0)}events`, '-', '+')).map(
+      ([, f]) => `${f[1]}:${f[3]}`,
+    );
     expect(events).toContain('stalled:own-a');
     expect(events).toContain('waiting:own-b');
 
@@ -98,8 +133,14 @@ describe('owner watch', () => {
     const w2 = await holdingWorker();
     await until(async () => w2.held.size === 2, 'the jobs to start again');
     w2.conn.disconnect();
-    await until(async () => !clientIdsOfList(String(await h.ctx.redis.client('LIST', 'ID', String(w2.clientId)))).has(String(w2.clientId)), 'the second connection to close');
+    await until(
+      async () =>
+        !clientIdsOfList(String(await h.ctx.redis.client('LIST', 'ID', String(w2.clientId)))).has(String(w2.clientId)),
+      'the second connection to close',
+    );
     await watch.tick();
-    expect(await h.ctx.redis.hget(h.ctx.keys.jobHash(0, 'own-a'), 'defa')).toBe('job stalled more than allowable limit');
+    expect(await h.ctx.redis.hget(h.ctx.keys.jobHash(0, 'own-a'), 'defa')).toBe(
+      'job stalled more than allowable limit',
+    );
   });
 });

@@ -16,16 +16,40 @@ const NOW = 1_000_000;
 
 function rec(over: Partial<ActionRecord> = {}): ActionRecord {
   return {
-    actionId: 'a_1', runId: 'r_1', step: 1, callId: 'c', tool: 'write', state: 'outcome_unknown', idempotencyKey: 'k', requestId: 'rq',
-    fingerprint: 'f', args: { x: 1 }, attempts: 1, repeats: 0, createdAt: NOW, updatedAt: NOW, replayUntil: NOW + 60_000, ...over,
+    actionId: 'a_1',
+    runId: 'r_1',
+    step: 1,
+    callId: 'c',
+    tool: 'write',
+    state: 'outcome_unknown',
+    idempotencyKey: 'k',
+    requestId: 'rq',
+    fingerprint: 'f',
+    args: { x: 1 },
+    attempts: 1,
+    repeats: 0,
+    createdAt: NOW,
+    updatedAt: NOW,
+    replayUntil: NOW + 60_000,
+    ...over,
   };
 }
 
-function harness(reconcileWith: ReconcileMethod[], answers: { lookup?: (LookupResult | Error)[]; replay?: (DispatchReceipt | Error)[] }) {
+function harness(
+  reconcileWith: ReconcileMethod[],
+  answers: { lookup?: (LookupResult | Error)[]; replay?: (DispatchReceipt | Error)[] },
+) {
   const moves: { to: string; why: string; evidence: unknown; set: Record<string, string> }[] = [];
   const calls: string[] = [];
   const ledger = {
-    async transition(_r: string, _a: string, _from: string, to: string, ev: { why: string; evidence?: unknown }, set: Record<string, string> = {}) {
+    async transition(
+      _r: string,
+      _a: string,
+      _from: string,
+      to: string,
+      ev: { why: string; evidence?: unknown },
+      set: Record<string, string> = {},
+    ) {
       moves.push({ to, why: ev.why, evidence: ev.evidence, set });
     },
   } as unknown as Ledger;
@@ -36,7 +60,11 @@ function harness(reconcileWith: ReconcileMethod[], answers: { lookup?: (LookupRe
     return a;
   };
   const tool: WriteTool = {
-    name: 'write', description: 'w', effect: 'write', args: z.object({ x: z.number() }), timeoutMs: 100,
+    name: 'write',
+    description: 'w',
+    effect: 'write',
+    args: z.object({ x: z.number() }),
+    timeoutMs: 100,
     service: { enforcesKey: true, reconcile: reconcileWith },
     async dispatch(args, _ctx, req) {
       calls.push(`replay ${JSON.stringify(args)} ${req.idempotencyKey}`);
@@ -50,7 +78,8 @@ function harness(reconcileWith: ReconcileMethod[], answers: { lookup?: (LookupRe
   const metrics = newMetrics();
   const ctx: ToolContext = { runId: 'r_1', step: 1, signal: new AbortController().signal, input: {} };
   let clock = NOW;
-  const run = (r = rec(), deadlineMs = 1000) => reconcile({ ledger, metrics, deadlineMs, pollMs: 10, now: () => (clock += 5) }, r, tool, ctx, 'test');
+  const run = (r = rec(), deadlineMs = 1000) =>
+    reconcile({ ledger, metrics, deadlineMs, pollMs: 10, now: () => (clock += 5) }, r, tool, ctx, 'test');
   return { run, moves, calls, metrics };
 }
 
@@ -65,7 +94,9 @@ describe('reconciliation strategies', () => {
   });
 
   it('lookup, then replay: found by lookup confirms without a re-send', async () => {
-    const h = harness([{ kind: 'lookup' }, { kind: 'replay_same_key', windowMs: 1 }], { lookup: [{ status: 'committed', receipt: 'T1', output: {}, evidence: {}, effects: 2 }] });
+    const h = harness([{ kind: 'lookup' }, { kind: 'replay_same_key', windowMs: 1 }], {
+      lookup: [{ status: 'committed', receipt: 'T1', output: {}, evidence: {}, effects: 2 }],
+    });
     expect(await h.run()).toBe('confirmed');
     expect(h.calls).toEqual(['lookup a_1']);
     expect(h.moves[0]!.set.receipt).toBe('T1');
@@ -73,10 +104,17 @@ describe('reconciliation strategies', () => {
   });
 
   it('lookup absent proves nothing: the identical request is re-sent with the same key inside the window', async () => {
-    const h = harness([{ kind: 'lookup' }, { kind: 'replay_same_key', windowMs: 1 }], { lookup: [{ status: 'absent', evidence: {} }], replay: [receipt('T2', true)] });
+    const h = harness([{ kind: 'lookup' }, { kind: 'replay_same_key', windowMs: 1 }], {
+      lookup: [{ status: 'absent', evidence: {} }],
+      replay: [receipt('T2', true)],
+    });
     expect(await h.run()).toBe('confirmed');
     expect(h.calls).toEqual(['lookup a_1', 'replay {"x":1} k']);
-    expect(h.moves[0]).toMatchObject({ to: 'confirmed', evidence: { replay: true, replayed: true }, set: { receipt: 'T2' } });
+    expect(h.moves[0]).toMatchObject({
+      to: 'confirmed',
+      evidence: { replay: true, replayed: true },
+      set: { receipt: 'T2' },
+    });
   });
 
   it('past the window no replay is sent: the next method, and with none left a person, with the reason', async () => {
@@ -86,7 +124,9 @@ describe('reconciliation strategies', () => {
     expect(onlyReplay.calls).toEqual([]);
     expect(onlyReplay.moves[0]!.why).toMatch(/key window ended/);
 
-    const thenLookup = harness([{ kind: 'replay_same_key', windowMs: 1 }, { kind: 'lookup' }], { lookup: [{ status: 'committed', receipt: 'R1', output: {}, evidence: {} }] });
+    const thenLookup = harness([{ kind: 'replay_same_key', windowMs: 1 }, { kind: 'lookup' }], {
+      lookup: [{ status: 'committed', receipt: 'R1', output: {}, evidence: {} }],
+    });
     expect(await thenLookup.run(past)).toBe('confirmed');
     expect(thenLookup.calls).toEqual(['lookup a_1']);
 
@@ -97,7 +137,9 @@ describe('reconciliation strategies', () => {
   });
 
   it('a replay answered "same key, other body" is a conflict: to a person, never retried', async () => {
-    const h = harness([{ kind: 'replay_same_key', windowMs: 1 }], { replay: [new KeyConflictError('held for another request')] });
+    const h = harness([{ kind: 'replay_same_key', windowMs: 1 }], {
+      replay: [new KeyConflictError('held for another request')],
+    });
     expect(await h.run()).toBe('needs_human');
     expect(h.calls).toHaveLength(1);
     expect(h.moves[0]!.why).toMatch(/conflict/);
@@ -105,21 +147,33 @@ describe('reconciliation strategies', () => {
 
   it('"still in progress", a lost answer or a 429 on the replay: wait and replay again until it answers', async () => {
     const h = harness([{ kind: 'replay_same_key', windowMs: 1 }], {
-      replay: [new OutcomeUnknownError('busy', { reason: 'in_progress' }), new OutcomeUnknownError('reset'), new RetryableError('429'), receipt('E1')],
+      replay: [
+        new OutcomeUnknownError('busy', { reason: 'in_progress' }),
+        new OutcomeUnknownError('reset'),
+        new RetryableError('429'),
+        receipt('E1'),
+      ],
     });
     expect(await h.run()).toBe('confirmed');
     expect(h.calls).toHaveLength(4);
   });
 
   it('a lookup that keeps finding nothing, with no other method: a person at the deadline, not a re-send', async () => {
-    const h = harness([{ kind: 'lookup' }], { lookup: Array.from({ length: 100 }, () => ({ status: 'absent', evidence: {} })) });
+    const h = harness([{ kind: 'lookup' }], {
+      lookup: Array.from({ length: 100 }, () => ({ status: 'absent', evidence: {} })),
+    });
     expect(await h.run(rec(), 200)).toBe('needs_human');
     expect(h.calls.every((c) => c.startsWith('lookup'))).toBe(true);
     expect(h.moves[0]!.why).toMatch(/undecidable/);
   });
 
   it('absent and proven stopped allows one safe retry, until the dispatch attempts are used', async () => {
-    const h = harness([{ kind: 'lookup' }], { lookup: [{ status: 'absent_stopped', evidence: {} }, { status: 'absent_stopped', evidence: {} }] });
+    const h = harness([{ kind: 'lookup' }], {
+      lookup: [
+        { status: 'absent_stopped', evidence: {} },
+        { status: 'absent_stopped', evidence: {} },
+      ],
+    });
     expect(await h.run()).toBe('safe_retry');
     expect(await h.run(rec({ attempts: 3 }))).toBe('needs_human');
   });

@@ -18,7 +18,11 @@ let h: Harness;
 let firstRunId = '';
 
 const post = (url: string, body: unknown, key: string) =>
-  fetch(`${url}/v1/runs`, { method: 'POST', headers: { 'content-type': 'application/json', 'idempotency-key': key, ...producerAuth }, body: JSON.stringify(body) });
+  fetch(`${url}/v1/runs`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'idempotency-key': key, ...producerAuth },
+    body: JSON.stringify(body),
+  });
 
 async function replicaOnline(): Promise<void> {
   for (;;) {
@@ -32,7 +36,12 @@ describe('replication waits (REDIS_MIN_REPLICAS=1)', () => {
   beforeAll(async () => {
     master = await startEmbeddedRedis();
     replica = await startEmbeddedRedis({ extraArgs: ['--replicaof', '127.0.0.1', String(master.port)] });
-    h = await createHarness('replication', { REDIS_URL: master.url, REDIS_MIN_REPLICAS: '1', REDIS_REPLICA_WAIT_MS: '200', STORE_RETRY_AFTER_S: '1' });
+    h = await createHarness('replication', {
+      REDIS_URL: master.url,
+      REDIS_MIN_REPLICAS: '1',
+      REDIS_REPLICA_WAIT_MS: '200',
+      STORE_RETRY_AFTER_S: '1',
+    });
     await replicaOnline();
   }, 60_000);
   afterAll(async () => {
@@ -62,7 +71,9 @@ describe('replication waits (REDIS_MIN_REPLICAS=1)', () => {
       expect(refused.status).toBe(503);
       expect(refused.headers.get('retry-after')).toBe('1');
       expect(await refused.json()).toMatchObject({ error: 'store_unavailable' });
-      await expect(replicated(h.ctx.redis, h.ctx.keys.run('r_x').run, { minReplicas: 1, timeoutMs: 100 })).rejects.toBeInstanceOf(NotReplicatedError);
+      await expect(
+        replicated(h.ctx.redis, h.ctx.keys.run('r_x').run, { minReplicas: 1, timeoutMs: 100 }),
+      ).rejects.toBeInstanceOf(NotReplicatedError);
     } finally {
       replica.process!.kill('SIGCONT');
     }

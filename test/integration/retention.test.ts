@@ -20,7 +20,11 @@ afterEach(async () => {
 
 async function createSupportRun(id: string): Promise<string> {
   const t = sampleTicket(id);
-  const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: { ...t, customer: { ...t.customer, email: `${id.toLowerCase()}@example.com` } } }, Date.now());
+  const spec = buildSpec(
+    h.ctx,
+    { tenant: 'acme', ticket: { ...t, customer: { ...t.customer, email: `${id.toLowerCase()}@example.com` } } },
+    Date.now(),
+  );
   expect(await h.ctx.store.create(spec, Date.now())).toBe(true);
   return spec.runId;
 }
@@ -40,7 +44,7 @@ async function runKeys(runId: string): Promise<{ run: string[]; ledger: string[]
 const pttls = (keys: string[]) => Promise.all(keys.map((key) => h.ctx.redis.pttl(key)));
 
 describe('retention of finished runs (RUN_RETENTION_MS)', () => {
-  it('a completed run\'s keys, ledger included, expire RUN_RETENTION_MS after it ends; an unfinished run\'s keys do not', async () => {
+  it("a completed run's keys, ledger included, expire RUN_RETENTION_MS after it ends; an unfinished run's keys do not", async () => {
     const worker = await h.startWorker();
     const done = await createSupportRun('RET-1');
     expect(await h.waitForStatus(done, ['completed', 'failed', 'needs_human'], 20_000)).toBe('completed');

@@ -33,19 +33,48 @@ function create(resource: EffectResource, body: Record<string, unknown>, opts: O
   const key: Record<string, string> = opts.key === null ? {} : { 'idempotency-key': opts.key ?? newKey() };
   const init = (path: string, auth: string, contentType: string, payload: string) =>
     fetch(`${sb.url}${path}`, {
-      method: 'POST', signal: opts.signal,
-      headers: { 'content-type': contentType, ...key, ...(opts.auth === null ? {} : { authorization: opts.auth ?? auth }) } as Record<string, string>,
+      method: 'POST',
+      signal: opts.signal,
+      headers: {
+        'content-type': contentType,
+        ...key,
+        ...(opts.auth === null ? {} : { authorization: opts.auth ?? auth }),
+      } as Record<string, string>,
       body: payload,
     });
-  if (resource === 'tickets') return init('/api/v2/tickets.json', ZENDESK_AUTH, 'application/json', JSON.stringify({ ticket: body }));
+  if (resource === 'tickets')
+    return init('/api/v2/tickets.json', ZENDESK_AUTH, 'application/json', JSON.stringify({ ticket: body }));
   if (resource === 'emails') return init('/emails', 'Bearer re_test', 'application/json', JSON.stringify(body));
-  return init('/v1/refunds', 'Bearer sk_test_x', 'application/x-www-form-urlencoded', new URLSearchParams(body as Record<string, string>).toString());
+  return init(
+    '/v1/refunds',
+    'Bearer sk_test_x',
+    'application/x-www-form-urlencoded',
+    new URLSearchParams(body as Record<string, string>).toString(),
+  );
 }
 
-const ticket = (subject = 'Broken mug') => ({ subject, comment: { body: 'It arrived shattered.', public: false }, priority: 'normal' });
-const email = (to = 'ada@example.com') => ({ from: 'Support <support@example.com>', to: [to], subject: 'Re: broken mug', text: 'We are on it.' });
-const refund = (amount = '500') => ({ payment_intent: 'pi_123', amount, currency: 'eur', 'metadata[action_id]': 'a_1' });
-const sample: Record<EffectResource, () => Record<string, unknown>> = { tickets: ticket, emails: email, refunds: refund };
+const ticket = (subject = 'Broken mug') => ({
+  subject,
+  comment: { body: 'It arrived shattered.', public: false },
+  priority: 'normal',
+});
+const email = (to = 'ada@example.com') => ({
+  from: 'Support <support@example.com>',
+  to: [to],
+  subject: 'Re: broken mug',
+  text: 'We are on it.',
+});
+const refund = (amount = '500') => ({
+  payment_intent: 'pi_123',
+  amount,
+  currency: 'eur',
+  'metadata[action_id]': 'a_1',
+});
+const sample: Record<EffectResource, () => Record<string, unknown>> = {
+  tickets: ticket,
+  emails: email,
+  refunds: refund,
+};
 
 describe('Zendesk tickets (/api/v2)', () => {
   it('creates with 201 {ticket, audit} and x-idempotency-lookup: miss, then replays the same key and body with hit', async () => {
@@ -53,14 +82,30 @@ describe('Zendesk tickets (/api/v2)', () => {
     const first = await create('tickets', { ...ticket(), external_id: 'a_ext_1' }, { key });
     expect(first.status).toBe(201);
     expect(first.headers.get('x-idempotency-lookup')).toBe('miss');
-    const body = (await first.json()) as { ticket: { id: number; external_id: string; status: string; description: string }; audit: unknown };
-    expect(body.ticket).toMatchObject({ id: 1, external_id: 'a_ext_1', status: 'new', description: 'It arrived shattered.' });
+    const body = (await first.json()) as {
+      ticket: { id: number; external_id: string; status: string; description: string };
+      audit: unknown;
+    };
+    expect(body.ticket).toMatchObject({
+      id: 1,
+      external_id: 'a_ext_1',
+      status: 'new',
+      description: 'It arrived shattered.',
+    });
     expect(body.audit).toBeDefined();
 
     // The same body with its keys in another order is the same request.
     const again = await fetch(`${sb.url}/api/v2/tickets.json`, {
-      method: 'POST', headers: { 'content-type': 'application/json', 'idempotency-key': key, authorization: ZENDESK_AUTH },
-      body: JSON.stringify({ ticket: { external_id: 'a_ext_1', priority: 'normal', comment: { public: false, body: 'It arrived shattered.' }, subject: 'Broken mug' } }),
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'idempotency-key': key, authorization: ZENDESK_AUTH },
+      body: JSON.stringify({
+        ticket: {
+          external_id: 'a_ext_1',
+          priority: 'normal',
+          comment: { public: false, body: 'It arrived shattered.' },
+          subject: 'Broken mug',
+        },
+      }),
     });
     expect(again.status).toBe(201);
     expect(again.headers.get('x-idempotency-lookup')).toBe('hit');
@@ -73,7 +118,10 @@ describe('Zendesk tickets (/api/v2)', () => {
     expect((await create('tickets', ticket('A'), { key })).status).toBe(201);
     const res = await create('tickets', ticket('B'), { key });
     expect(res.status).toBe(400);
-    expect(await res.json()).toEqual({ error: 'IdempotentRequestError', description: "Request parameters don't match the given idempotency key" });
+    expect(await res.json()).toEqual({
+      error: 'IdempotentRequestError',
+      description: "Request parameters don't match the given idempotency key",
+    });
     expect(sb.counts().byResource.tickets.records).toBe(1);
   });
 
@@ -81,15 +129,27 @@ describe('Zendesk tickets (/api/v2)', () => {
     await create('tickets', { ...ticket(), external_id: 'a_ext_2' });
     await create('tickets', { ...ticket('Other'), external_id: 'a_other' });
     const auth = { authorization: ZENDESK_AUTH };
-    const list = (await (await fetch(`${sb.url}/api/v2/tickets.json?external_id=a_ext_2`, { headers: auth })).json()) as { tickets: { id: number }[]; count: number };
+    const list = (await (
+      await fetch(`${sb.url}/api/v2/tickets.json?external_id=a_ext_2`, { headers: auth })
+    ).json()) as { tickets: { id: number }[]; count: number };
     expect(list.count).toBe(1);
     const id = list.tickets[0]!.id;
-    expect(((await (await fetch(`${sb.url}/api/v2/tickets/${id}.json`, { headers: auth })).json()) as { ticket: { id: number } }).ticket.id).toBe(id);
+    expect(
+      (
+        (await (await fetch(`${sb.url}/api/v2/tickets/${id}.json`, { headers: auth })).json()) as {
+          ticket: { id: number };
+        }
+      ).ticket.id,
+    ).toBe(id);
     const put = await fetch(`${sb.url}/api/v2/tickets/${id}.json`, {
-      method: 'PUT', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ ticket: { comment: { body: 'Replacement shipped.', public: true } } }),
+      method: 'PUT',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ ticket: { comment: { body: 'Replacement shipped.', public: true } } }),
     });
     expect(put.status).toBe(200);
-    const comments = (await (await fetch(`${sb.url}/api/v2/tickets/${id}/comments.json`, { headers: auth })).json()) as { comments: { body: string }[] };
+    const comments = (await (
+      await fetch(`${sb.url}/api/v2/tickets/${id}/comments.json`, { headers: auth })
+    ).json()) as { comments: { body: string }[] };
     expect(comments.comments.map((c) => c.body)).toEqual(['It arrived shattered.', 'Replacement shipped.']);
     expect((await fetch(`${sb.url}/api/v2/tickets/999.json`, { headers: auth })).status).toBe(404);
   });
@@ -106,7 +166,11 @@ describe('Zendesk tickets (/api/v2)', () => {
   });
 
   it('validates: no ticket 400, no comment 422, a key over 255 characters 400', async () => {
-    const noTicket = await fetch(`${sb.url}/api/v2/tickets.json`, { method: 'POST', headers: { authorization: ZENDESK_AUTH, 'content-type': 'application/json' }, body: '{}' });
+    const noTicket = await fetch(`${sb.url}/api/v2/tickets.json`, {
+      method: 'POST',
+      headers: { authorization: ZENDESK_AUTH, 'content-type': 'application/json' },
+      body: '{}',
+    });
     expect(noTicket.status).toBe(400);
     const noComment = await create('tickets', { subject: 'x' });
     expect(noComment.status).toBe(422);
@@ -128,8 +192,17 @@ describe('Resend emails (/emails)', () => {
     expect(again.status).toBe(200);
     expect(await again.json()).toEqual({ id });
     expect(again.headers.get('idempotent-replayed')).toBeNull();
-    const got = (await (await fetch(`${sb.url}/emails/${id}`, { headers: { authorization: 'Bearer re_test' } })).json()) as Record<string, unknown>;
-    expect(got).toMatchObject({ object: 'email', id, to: ['ada@example.com'], subject: 'Re: broken mug', text: 'We are on it.', last_event: 'delivered' });
+    const got = (await (
+      await fetch(`${sb.url}/emails/${id}`, { headers: { authorization: 'Bearer re_test' } })
+    ).json()) as Record<string, unknown>;
+    expect(got).toMatchObject({
+      object: 'email',
+      id,
+      to: ['ada@example.com'],
+      subject: 'Re: broken mug',
+      text: 'We are on it.',
+      last_event: 'delivered',
+    });
     expect(sb.counts().byResource.emails).toEqual({ records: 1, byKey: { [key]: 1 } });
   });
 
@@ -152,13 +225,25 @@ describe('Resend emails (/emails)', () => {
   });
 
   it('auth: missing 401 missing_api_key, not re_ 403 invalid_api_key; fields: 422 missing_required_field; key over 256: 400', async () => {
-    expect(await (await create('emails', email(), { auth: null })).json()).toMatchObject({ statusCode: 401, name: 'missing_api_key' });
-    expect(await (await create('emails', email(), { auth: 'Bearer sk_nope' })).json()).toMatchObject({ statusCode: 403, name: 'invalid_api_key' });
+    expect(await (await create('emails', email(), { auth: null })).json()).toMatchObject({
+      statusCode: 401,
+      name: 'missing_api_key',
+    });
+    expect(await (await create('emails', email(), { auth: 'Bearer sk_nope' })).json()).toMatchObject({
+      statusCode: 403,
+      name: 'invalid_api_key',
+    });
     const { from: _from, ...noFrom } = email();
-    expect(await (await create('emails', noFrom)).json()).toMatchObject({ statusCode: 422, name: 'missing_required_field' });
+    expect(await (await create('emails', noFrom)).json()).toMatchObject({
+      statusCode: 422,
+      name: 'missing_required_field',
+    });
     const { text: _text, ...noBody } = email();
     expect((await create('emails', noBody)).status).toBe(422);
-    expect(await (await create('emails', email(), { key: 'k'.repeat(257) })).json()).toMatchObject({ statusCode: 400, name: 'invalid_idempotency_key' });
+    expect(await (await create('emails', email(), { key: 'k'.repeat(257) })).json()).toMatchObject({
+      statusCode: 400,
+      name: 'invalid_idempotency_key',
+    });
     expect(sb.counts().byResource.emails.records).toBe(0);
   });
 
@@ -181,7 +266,14 @@ describe('Stripe refunds (/v1/refunds, form-encoded)', () => {
     const first = await create('refunds', refund(), { key });
     expect(first.status).toBe(200);
     const body = (await first.json()) as Record<string, unknown>;
-    expect(body).toMatchObject({ object: 'refund', amount: 500, currency: 'eur', payment_intent: 'pi_123', status: 'succeeded', metadata: { action_id: 'a_1' } });
+    expect(body).toMatchObject({
+      object: 'refund',
+      amount: 500,
+      currency: 'eur',
+      payment_intent: 'pi_123',
+      status: 'succeeded',
+      metadata: { action_id: 'a_1' },
+    });
     expect(String(body.id)).toMatch(/^re_/);
     expect(first.headers.get('idempotent-replayed')).toBeNull();
     const again = await create('refunds', refund(), { key });
@@ -200,19 +292,27 @@ describe('Stripe refunds (/v1/refunds, form-encoded)', () => {
     const busy = await create('refunds', refund('700'));
     expect(busy.status).toBe(409);
     expect(((await busy.json()) as { error: { code: string } }).error.code).toBe('idempotency_key_in_use');
-    const list = (await (await fetch(`${sb.url}/v1/refunds?payment_intent=pi_123`, { headers: { authorization: 'Bearer sk_test_x' } })).json()) as { object: string; data: { amount: number }[] };
+    const list = (await (
+      await fetch(`${sb.url}/v1/refunds?payment_intent=pi_123`, { headers: { authorization: 'Bearer sk_test_x' } })
+    ).json()) as { object: string; data: { amount: number }[] };
     expect(list.object).toBe('list');
     expect(list.data.map((r) => r.amount)).toEqual([500]);
   });
 
   it('auth (Bearer or basic sk_ key), parameters and the error shape {error: {type, code, message}}', async () => {
-    expect((await create('refunds', refund(), { auth: `Basic ${Buffer.from('sk_test_x:').toString('base64')}` })).status).toBe(200);
+    expect(
+      (await create('refunds', refund(), { auth: `Basic ${Buffer.from('sk_test_x:').toString('base64')}` })).status,
+    ).toBe(200);
     const none = await create('refunds', refund(), { auth: null });
     expect(none.status).toBe(401);
     expect(((await none.json()) as { error: { type: string } }).error.type).toBe('invalid_request_error');
     expect((await create('refunds', { amount: '5' })).status).toBe(400);
-    expect(((await (await create('refunds', refund('-3'))).json()) as { error: { code: string } }).error.code).toBe('parameter_invalid_integer');
-    expect(((await (await create('refunds', { ...refund(), bogus: '1' })).json()) as { error: { code: string } }).error.code).toBe('parameter_unknown');
+    expect(((await (await create('refunds', refund('-3'))).json()) as { error: { code: string } }).error.code).toBe(
+      'parameter_invalid_integer',
+    );
+    expect(
+      ((await (await create('refunds', { ...refund(), bogus: '1' })).json()) as { error: { code: string } }).error.code,
+    ).toBe('parameter_unknown');
     expect(sb.counts().byResource.refunds.records).toBe(1);
   });
 
@@ -273,7 +373,9 @@ describe('faults', () => {
     sb.setFaults([{ kind: 'error_after_commit', resource: 'tickets', count: 1 }]);
     const res = await create('tickets', { ...ticket(), external_id: 'a_err' });
     expect(res.status).toBe(500);
-    const list = (await (await fetch(`${sb.url}/api/v2/tickets.json?external_id=a_err`, { headers: { authorization: ZENDESK_AUTH } })).json()) as { count: number };
+    const list = (await (
+      await fetch(`${sb.url}/api/v2/tickets.json?external_id=a_err`, { headers: { authorization: ZENDESK_AUTH } })
+    ).json()) as { count: number };
     expect(list.count).toBe(1);
   });
 
@@ -281,8 +383,12 @@ describe('faults', () => {
     await create('tickets', { ...ticket(), external_id: 'a_lag' });
     sb.setFaults([{ kind: 'list_lag', resource: 'tickets', count: 1 }]);
     const url = `${sb.url}/api/v2/tickets.json?external_id=a_lag`;
-    expect(((await (await fetch(url, { headers: { authorization: ZENDESK_AUTH } })).json()) as { count: number }).count).toBe(0);
-    expect(((await (await fetch(url, { headers: { authorization: ZENDESK_AUTH } })).json()) as { count: number }).count).toBe(1);
+    expect(
+      ((await (await fetch(url, { headers: { authorization: ZENDESK_AUTH } })).json()) as { count: number }).count,
+    ).toBe(0);
+    expect(
+      ((await (await fetch(url, { headers: { authorization: ZENDESK_AUTH } })).json()) as { count: number }).count,
+    ).toBe(1);
   });
 
   it('slow_commit: the client gives up, the commit still lands once', async () => {
@@ -315,18 +421,28 @@ describe('faults', () => {
   it('no_lookup: the lists answer 500 and a known key answers 500 without processing', async () => {
     const key = newKey();
     await create('refunds', refund(), { key });
-    sb.setFaults([{ kind: 'no_lookup', resource: 'refunds' }, { kind: 'no_lookup', resource: 'tickets' }]);
-    expect((await fetch(`${sb.url}/v1/refunds?payment_intent=pi_123`, { headers: { authorization: 'Bearer sk_test_x' } })).status).toBe(500);
+    sb.setFaults([
+      { kind: 'no_lookup', resource: 'refunds' },
+      { kind: 'no_lookup', resource: 'tickets' },
+    ]);
+    expect(
+      (await fetch(`${sb.url}/v1/refunds?payment_intent=pi_123`, { headers: { authorization: 'Bearer sk_test_x' } }))
+        .status,
+    ).toBe(500);
     expect((await create('refunds', refund(), { key })).status).toBe(500);
     expect((await create('refunds', refund())).status).toBe(200); // a new key is processed
-    expect((await fetch(`${sb.url}/api/v2/tickets.json?external_id=x`, { headers: { authorization: ZENDESK_AUTH } })).status).toBe(500);
+    expect(
+      (await fetch(`${sb.url}/api/v2/tickets.json?external_id=x`, { headers: { authorization: ZENDESK_AUTH } })).status,
+    ).toBe(500);
     expect(sb.counts().byResource.refunds.records).toBe(2);
   });
 
   it('every effect resource answers a concurrent burst with one key once', async () => {
     for (const resource of ['tickets', 'emails', 'refunds'] as const) {
       const key = newKey();
-      const results = await Promise.all(Array.from({ length: 20 }, () => create(resource, sample[resource](), { key })));
+      const results = await Promise.all(
+        Array.from({ length: 20 }, () => create(resource, sample[resource](), { key })),
+      );
       expect(results.every((r) => r.status === 200 || r.status === 201 || r.status === 409)).toBe(true);
       expect(sb.counts().byResource[resource].byKey[key]).toBe(1);
     }
@@ -349,7 +465,9 @@ describe('faults', () => {
       const out: number[] = [];
       for (let i = 0; i < 24; i++) {
         const res = await fetch(`${s.url}/emails`, {
-          method: 'POST', headers: { 'idempotency-key': `p-${i}`, authorization: 'Bearer re_x', 'content-type': 'application/json' }, body: JSON.stringify(email()),
+          method: 'POST',
+          headers: { 'idempotency-key': `p-${i}`, authorization: 'Bearer re_x', 'content-type': 'application/json' },
+          body: JSON.stringify(email()),
         });
         out.push(res.status);
       }
@@ -418,7 +536,11 @@ describe('admin API', () => {
     await admin.reset(sb.url);
     expect(await admin.getCounts(sb.url)).toEqual({
       requests: 0,
-      byResource: { tickets: { records: 0, byKey: {} }, emails: { records: 0, byKey: {} }, refunds: { records: 0, byKey: {} } },
+      byResource: {
+        tickets: { records: 0, byKey: {} },
+        emails: { records: 0, byKey: {} },
+        refunds: { records: 0, byKey: {} },
+      },
       duplicates: 0,
       duplicateKeys: [],
     });

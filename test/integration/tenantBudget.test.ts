@@ -49,11 +49,19 @@ describe('tenant daily budget, settled past its limit', () => {
   it("records a run's real spend even past the day's limit, and refuses the next call once over", async () => {
     // Step 1's reservation (~1.2k) fits; the model then reports 5,000 tokens: more than the whole day.
     const script = [
-      { toolCalls: [{ name: 'read_ticket', args: {} }], usage: { promptTokens: 4900, completionTokens: 100 }, transientFailures: 0 },
+      {
+        toolCalls: [{ name: 'read_ticket', args: {} }],
+        usage: { promptTokens: 4900, completionTokens: 100 },
+        transientFailures: 0,
+      },
       { toolCalls: [], final: 'done', usage: { promptTokens: 10, completionTokens: 5 }, transientFailures: 0 },
     ];
     const startRun = async (id: string) => {
-      const spec = buildSpec(small.ctx, { tenant: 'initech', ticket: sampleTicket(id), agent: { model: 'scripted', script } }, Date.now());
+      const spec = buildSpec(
+        small.ctx,
+        { tenant: 'initech', ticket: sampleTicket(id), agent: { model: 'scripted', script } },
+        Date.now(),
+      );
       await small.ctx.store.create(spec, Date.now());
       return spec.runId;
     };
@@ -69,6 +77,8 @@ describe('tenant daily budget, settled past its limit', () => {
     expect(stateB.reason).toMatch(/^tenant_tokens: initech/);
     const day = new Date().toISOString().slice(0, 10);
     // The tenant's day holds exactly what both runs spent, past the limit.
-    expect(Number(await small.ctx.redis.get(small.ctx.keys.tenantTokens('initech', day)))).toBe(stateA.used.tokens + stateB.used.tokens);
+    expect(Number(await small.ctx.redis.get(small.ctx.keys.tenantTokens('initech', day)))).toBe(
+      stateA.used.tokens + stateB.used.tokens,
+    );
   });
 });

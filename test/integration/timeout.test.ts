@@ -25,9 +25,13 @@ afterAll(() => {
   server.close();
 });
 
-function runChild(mode: 'tool' | 'model'): Promise<{ fired: boolean; elapsedMs: number; error?: string; message?: string }> {
+function runChild(
+  mode: 'tool' | 'model',
+): Promise<{ fired: boolean; elapsedMs: number; error?: string; message?: string }> {
   return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, ['--expose-gc', '--import', 'tsx', child, `${url}/never`, mode], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawn(process.execPath, ['--expose-gc', '--import', 'tsx', child, `${url}/never`, mode], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     let err = '';
     p.stdout.on('data', (d: Buffer) => (out += d.toString()));

@@ -33,14 +33,23 @@ describe('tracing', () => {
 
   it('spans each step, its model call and its effect, with the run id, and no customer text', async () => {
     const exporter = new InMemorySpanExporter();
-    const ctx = await createContext(h.cfg, 'tracing', { log: createLogger('tracing', 'silent'), metrics: newMetrics(), tracing: createTracing({ TRACING: 'console' }, 'test', exporter) });
+    const ctx = await createContext(h.cfg, 'tracing', {
+      log: createLogger('tracing', 'silent'),
+      metrics: newMetrics(),
+      tracing: createTracing({ TRACING: 'console' }, 'test', exporter),
+    });
     await h.startWorker({}, ctx);
-    const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket('TR-1'), agent: { model: 'scripted', script } }, Date.now());
+    const spec = buildSpec(
+      h.ctx,
+      { tenant: 'acme', ticket: sampleTicket('TR-1'), agent: { model: 'scripted', script } },
+      Date.now(),
+    );
     await h.ctx.store.create(spec, Date.now());
     expect(await h.waitForStatus(spec.runId, ['completed', 'failed'])).toBe('completed');
     // The last step's span ends just after its commit made the run visible as completed: wait for it.
     const until = Date.now() + 10_000;
-    while (exporter.getFinishedSpans().filter((s) => s.name === 'agent.step').length < 3 && Date.now() < until) await new Promise((r) => setTimeout(r, 10));
+    while (exporter.getFinishedSpans().filter((s) => s.name === 'agent.step').length < 3 && Date.now() < until)
+      await new Promise((r) => setTimeout(r, 10));
 
     const spans = exporter.getFinishedSpans();
     const steps = spans.filter((s) => s.name === 'agent.step');
@@ -49,12 +58,24 @@ describe('tracing', () => {
     const models = spans.filter((s) => s.name === 'agent.model');
     expect(models).toHaveLength(3);
     const [effect] = spans.filter((s) => s.name === 'agent.effect');
-    expect(effect?.attributes).toMatchObject({ 'agent.run_id': spec.runId, 'agent.step': 2, 'agent.tool': 'send_email', 'agent.result': 'ok', 'agent.ledger_state': 'confirmed' });
+    expect(effect?.attributes).toMatchObject({
+      'agent.run_id': spec.runId,
+      'agent.step': 2,
+      'agent.tool': 'send_email',
+      'agent.result': 'ok',
+      'agent.ledger_state': 'confirmed',
+    });
     // Parented: the effect and the model call of step 2 belong to step 2's span, in one trace.
     const step2 = steps.find((s) => s.attributes['agent.step'] === 2)!;
     expect(effect!.parentSpanContext?.spanId).toBe(step2.spanContext().spanId);
     expect(effect!.spanContext().traceId).toBe(step2.spanContext().traceId);
-    expect(models.some((m) => m.parentSpanContext?.spanId === step2.spanContext().spanId && m.attributes['agent.tools']?.toString() === 'send_email')).toBe(true);
+    expect(
+      models.some(
+        (m) =>
+          m.parentSpanContext?.spanId === step2.spanContext().spanId &&
+          m.attributes['agent.tools']?.toString() === 'send_email',
+      ),
+    ).toBe(true);
     expect(JSON.stringify(spans.map((s) => s.attributes))).not.toContain('SECRET-BODY');
   });
 });

@@ -31,14 +31,31 @@ beforeAll(async () => {
       const later = body.messages.some((m) => m.role === 'assistant');
       const message = later
         ? { content: 'done' }
-        : { content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'read_ticket', arguments: '{}' } }] };
+        : {
+            content: null,
+            tool_calls: [{ id: 'c1', type: 'function', function: { name: 'read_ticket', arguments: '{}' } }],
+          };
       const usage = later ? { prompt_tokens: 20, completion_tokens: 5 } : stepOneUsage[ticketId];
       res.setHeader('content-type', 'application/json');
-      res.end(JSON.stringify({ id: 'chatcmpl-u', object: 'chat.completion', created: 1, model: 'm', choices: [{ index: 0, message: { role: 'assistant', ...message }, finish_reason: later ? 'stop' : 'tool_calls' }], usage }));
+      res.end(
+        JSON.stringify({
+          id: 'chatcmpl-u',
+          object: 'chat.completion',
+          created: 1,
+          model: 'm',
+          choices: [
+            { index: 0, message: { role: 'assistant', ...message }, finish_reason: later ? 'stop' : 'tool_calls' },
+          ],
+          usage,
+        }),
+      );
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  h = await createHarness('usage', { OPENAI_BASE_URL: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, OPENAI_API_KEY: 'sk-test' });
+  h = await createHarness('usage', {
+    OPENAI_BASE_URL: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    OPENAI_API_KEY: 'sk-test',
+  });
   await h.startWorker();
 });
 afterAll(async () => {
@@ -47,7 +64,11 @@ afterAll(async () => {
 });
 
 async function run(ticketId: string): Promise<string> {
-  const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket(ticketId), agent: { model: 'openai' } }, Date.now());
+  const spec = buildSpec(
+    h.ctx,
+    { tenant: 'acme', ticket: sampleTicket(ticketId), agent: { model: 'openai' } },
+    Date.now(),
+  );
   await h.ctx.store.create(spec, Date.now());
   return spec.runId;
 }

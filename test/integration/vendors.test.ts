@@ -42,17 +42,23 @@ interface Vendor {
 
 const VENDORS: Vendor[] = [
   {
-    tool: 'create_ticket', resource: 'tickets', receipt: /^\d+$/,
+    tool: 'create_ticket',
+    resource: 'tickets',
+    receipt: /^\d+$/,
     args: { subject: 'Follow-up', body: 'Broken mug', priority: 'normal', sourceTicketId: 'T-1' },
     other: { subject: 'Follow-up', body: 'Another wording', priority: 'high', sourceTicketId: 'T-1' },
   },
   {
-    tool: 'send_email', resource: 'emails', receipt: /^[0-9a-f-]{36}$/,
+    tool: 'send_email',
+    resource: 'emails',
+    receipt: /^[0-9a-f-]{36}$/,
     args: { to: 'ada@example.com', template: 'ack', subject: 'Re: broken mug', body: 'We are on it.' },
     other: { to: 'ada@example.com', template: 'ack', subject: 'Re: broken mug', body: 'Other words.' },
   },
   {
-    tool: 'refund', resource: 'refunds', receipt: /^re_/,
+    tool: 'refund',
+    resource: 'refunds',
+    receipt: /^re_/,
     args: { orderId: 'pi_order_1', amountCents: 1500, currency: 'EUR', reason: 'broken mug' },
     other: { orderId: 'pi_order_1', amountCents: 1500, currency: 'EUR', reason: 'changed reason' },
   },
@@ -61,12 +67,26 @@ const VENDORS: Vendor[] = [
 let seq = 0;
 async function setup(v: Vendor, faults: FaultRule[] = []) {
   h.sandbox.setFaults(faults);
-  const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket(`V-${++seq}`), agent: { model: 'scripted', script: [{ toolCalls: [], final: 'done', usage: { promptTokens: 1, completionTokens: 1 }, transientFailures: 0 }] } }, Date.now());
+  const spec = buildSpec(
+    h.ctx,
+    {
+      tenant: 'acme',
+      ticket: sampleTicket(`V-${++seq}`),
+      agent: {
+        model: 'scripted',
+        script: [
+          { toolCalls: [], final: 'done', usage: { promptTokens: 1, completionTokens: 1 }, transientFailures: 0 },
+        ],
+      },
+    },
+    Date.now(),
+  );
   await h.ctx.store.create(spec, Date.now());
   const tool = supportTool(h.ctx, v.tool) as WriteTool;
   const ctx: ToolContext = { runId: spec.runId, step: 1, signal: new AbortController().signal, input: spec.input };
   const id = actionIdentity(spec.runId, tool, v.args);
-  const run = () => createEffectRunner(h.ctx).run({ tool, args: v.args, call: { id: `call_${seq}` }, ctx, tenant: 'acme' });
+  const run = () =>
+    createEffectRunner(h.ctx).run({ tool, args: v.args, call: { id: `call_${seq}` }, ctx, tenant: 'acme' });
   const records = () => h.sandbox.counts().byResource[v.resource];
   const history = async () => (await ledger.history(spec.runId, id.actionId)).map((x) => x.to);
   return { spec, tool, ctx, id, run, records, history };
@@ -122,7 +142,13 @@ describe.each(VENDORS)('$tool through the ledger', (v) => {
     const s = await setup(v);
     const ctx = s.ctx;
     // Another sender used this action's key with a different body.
-    await s.tool.dispatch(v.other, ctx, { actionId: s.id.actionId, idempotencyKey: s.id.idempotencyKey, requestId: 'rq_other', timeoutMs: 5000, signal: ctx.signal });
+    await s.tool.dispatch(v.other, ctx, {
+      actionId: s.id.actionId,
+      idempotencyKey: s.id.idempotencyKey,
+      requestId: 'rq_other',
+      timeoutMs: 5000,
+      signal: ctx.signal,
+    });
     const before = h.sandbox.counts().requests;
     const r = await s.run();
     expect(r).toMatchObject({ kind: 'park', status: 'needs_human' });
@@ -137,20 +163,45 @@ describe.each(VENDORS)('$tool through the ledger', (v) => {
 async function lostThenReconcileAt(v: Vendor, atMs: (replayUntil: number) => number, faults: FaultRule[] = []) {
   const s = await setup(v, [{ kind: 'lost_response_after_commit', resource: v.resource, count: 1 }]);
   // The request whose response is lost, then the ledger as a step leaves it: dispatched (window recorded), outcome_unknown.
-  await s.tool.dispatch(v.args, s.ctx, { actionId: s.id.actionId, idempotencyKey: s.id.idempotencyKey, requestId: s.id.requestId, timeoutMs: 5000, signal: s.ctx.signal }).catch(() => {});
+  await s.tool
+    .dispatch(v.args, s.ctx, {
+      actionId: s.id.actionId,
+      idempotencyKey: s.id.idempotencyKey,
+      requestId: s.id.requestId,
+      timeoutMs: 5000,
+      signal: s.ctx.signal,
+    })
+    .catch(() => {});
   await ledger.plan(s.spec.runId, 1, 'call_w', v.tool, s.id, v.args, 'test');
   await ledger.transition(s.spec.runId, s.id.actionId, 'planned', 'authorized', { by: 'test', why: 'test' });
   const dispatchedAt = Date.now();
   const window = v.tool === 'create_ticket' ? 2 * 3600_000 : 24 * 3600_000;
-  await ledger.transition(s.spec.runId, s.id.actionId, 'authorized', 'dispatched', { by: 'test', why: 'dispatching' }, { replayUntil: String(dispatchedAt + window) }, { countAttempt: true });
-  await ledger.transition(s.spec.runId, s.id.actionId, 'dispatched', 'outcome_unknown', { by: 'test', why: 'response lost' });
+  await ledger.transition(
+    s.spec.runId,
+    s.id.actionId,
+    'authorized',
+    'dispatched',
+    { by: 'test', why: 'dispatching' },
+    { replayUntil: String(dispatchedAt + window) },
+    { countAttempt: true },
+  );
+  await ledger.transition(s.spec.runId, s.id.actionId, 'dispatched', 'outcome_unknown', {
+    by: 'test',
+    why: 'response lost',
+  });
   h.sandbox.setFaults(faults);
   h.sandbox.advanceClock(window + 60_000); // at the service too, the key is past its window
   const rec = (await ledger.get(s.spec.runId, s.id.actionId))!;
   expect(rec.replayUntil).toBe(dispatchedAt + window);
   // A clock that runs, shifted to `atMs` (the reconciliation's own deadline must still come).
   const offset = atMs(rec.replayUntil!) - Date.now();
-  const outcome = await reconcile({ ledger, metrics: h.ctx.metrics, deadlineMs: 300, pollMs: 20, now: () => Date.now() + offset }, rec, s.tool, s.ctx, 'test');
+  const outcome = await reconcile(
+    { ledger, metrics: h.ctx.metrics, deadlineMs: 300, pollMs: 20, now: () => Date.now() + offset },
+    rec,
+    s.tool,
+    s.ctx,
+    'test',
+  );
   return { ...s, outcome, last: (await ledger.history(s.spec.runId, s.id.actionId)).at(-1) };
 }
 
@@ -162,7 +213,7 @@ describe('past the key window', () => {
     expect(r.records()).toEqual({ records: 1, byKey: { [r.id.idempotencyKey]: 1 } });
   });
 
-  it('Stripe: past 24 h the payment\'s refunds are listed and the one carrying the action id confirms it', async () => {
+  it("Stripe: past 24 h the payment's refunds are listed and the one carrying the action id confirms it", async () => {
     const r = await lostThenReconcileAt(VENDORS[2]!, (until) => until + 1);
     expect(r.outcome).toBe('confirmed');
     expect(r.last?.why).toMatch(/lookup/);
@@ -186,7 +237,7 @@ describe('vendor faults', () => {
     expect(s.records().records).toBe(1);
   });
 
-  it('Zendesk\'s list does not show the ticket yet: the same-key re-send inside 2 h is answered hit, one ticket', async () => {
+  it("Zendesk's list does not show the ticket yet: the same-key re-send inside 2 h is answered hit, one ticket", async () => {
     const s = await setup(VENDORS[0]!, [
       { kind: 'lost_response_after_commit', resource: 'tickets', count: 1 },
       { kind: 'list_lag', resource: 'tickets', count: 1 },
@@ -208,13 +259,21 @@ describe('vendor faults', () => {
     expect(s.records().records).toBe(1);
   });
 
-  it('Stripe\'s Idempotent-Replayed on a first dispatch counts one duplicate write; the service deduplicated it', async () => {
+  it("Stripe's Idempotent-Replayed on a first dispatch counts one duplicate write; the service deduplicated it", async () => {
     const v = VENDORS[2]!;
     const s = await setup(v);
-    await s.tool.dispatch(v.args, s.ctx, { actionId: s.id.actionId, idempotencyKey: s.id.idempotencyKey, requestId: 'rq_outside', timeoutMs: 5000, signal: s.ctx.signal });
-    const before = (await h.ctx.metrics.duplicateWrites.get()).values.find((x) => x.labels.tool === 'refund')?.value ?? 0;
+    await s.tool.dispatch(v.args, s.ctx, {
+      actionId: s.id.actionId,
+      idempotencyKey: s.id.idempotencyKey,
+      requestId: 'rq_outside',
+      timeoutMs: 5000,
+      signal: s.ctx.signal,
+    });
+    const before =
+      (await h.ctx.metrics.duplicateWrites.get()).values.find((x) => x.labels.tool === 'refund')?.value ?? 0;
     expect(await s.run()).toMatchObject({ kind: 'observed', status: 'ok' });
-    const after = (await h.ctx.metrics.duplicateWrites.get()).values.find((x) => x.labels.tool === 'refund')?.value ?? 0;
+    const after =
+      (await h.ctx.metrics.duplicateWrites.get()).values.find((x) => x.labels.tool === 'refund')?.value ?? 0;
     expect(after - before).toBe(1);
     expect(s.records().records).toBe(1);
   });

@@ -28,7 +28,11 @@ import { versionedAgent } from '../fixtures/versioned/agents.js';
 import { call, OPERATOR_TOKEN } from './operators/support.js';
 
 const usage = { promptTokens: 10, completionTokens: 5 };
-const turn = (name: string, args: Record<string, unknown>) => ({ toolCalls: [{ name, args }], usage, transientFailures: 0 });
+const turn = (name: string, args: Record<string, unknown>) => ({
+  toolCalls: [{ name, args }],
+  usage,
+  transientFailures: 0,
+});
 const final = { toolCalls: [], final: 'done', usage, transientFailures: 0 };
 const v1 = versionedAgent('1');
 const v2 = versionedAgent('2');
@@ -44,9 +48,19 @@ const contexts: EngineContext[] = [];
 
 beforeAll(async () => {
   h = await createHarness('versions', {
-    OPERATOR_TOKEN, VERSION_HEARTBEAT_MS: '100', VERSION_TTL_MS: '600', VERSION_HANDBACK_DELAY_MS: '10',
+    OPERATOR_TOKEN,
+    VERSION_HEARTBEAT_MS: '100',
+    VERSION_TTL_MS: '600',
+    VERSION_HANDBACK_DELAY_MS: '10',
     APPROVAL_RULES: JSON.stringify([{ tool: 'legacy_send' }]),
-    OPERATORS: JSON.stringify([{ name: 'bea', tokenSha256: createHash('sha256').update(BEA_TOKEN).digest('hex'), role: 'operator', tenants: ['globex'] }]),
+    OPERATORS: JSON.stringify([
+      {
+        name: 'bea',
+        tokenSha256: createHash('sha256').update(BEA_TOKEN).digest('hex'),
+        role: 'operator',
+        tenants: ['globex'],
+      },
+    ]),
   });
   url = (await h.startApi()).url;
 });
@@ -56,11 +70,20 @@ afterAll(async () => {
 });
 
 /** A worker (in this process) that loads one version of the agent, with its own context and metrics. */
-async function versionWorker(agent: typeof v1, env: Record<string, string> = {}): Promise<{ worker: FleetWorker; ctx: EngineContext }> {
+async function versionWorker(
+  agent: typeof v1,
+  env: Record<string, string> = {},
+): Promise<{ worker: FleetWorker; ctx: EngineContext }> {
   const cfg = loadConfig({ ...h.env, ...env });
-  const ctx = await createContext(cfg, `versions-${agent.version}`, { agents: [agent], log: createLogger('versions', cfg.LOG_LEVEL), metrics: newMetrics() });
+  const ctx = await createContext(cfg, `versions-${agent.version}`, {
+    agents: [agent],
+    log: createLogger('versions', cfg.LOG_LEVEL),
+    metrics: newMetrics(),
+  });
   contexts.push(ctx);
-  const worker = new (await import('../../src/worker/fleetWorker.js')).FleetWorker(ctx, { effects: createEffectRunner(ctx, { approvals: approvalPolicy(cfg.APPROVAL_RULES) }) });
+  const worker = new (await import('../../src/worker/fleetWorker.js')).FleetWorker(ctx, {
+    effects: createEffectRunner(ctx, { approvals: approvalPolicy(cfg.APPROVAL_RULES) }),
+  });
   await worker.start();
   return { worker, ctx };
 }
@@ -71,9 +94,18 @@ async function createRun(agent: typeof v1, script: unknown[]): Promise<string> {
   const id = `V-${++seq}-${Date.now()}`;
   const now = Date.now();
   const spec: RunSpec = {
-    v: 2, runId: runIdFor('acme', 'versioned', id), tenant: 'acme', agent: 'versioned', key: id, input: { id }, model: 'scripted', script,
-    agentVersion: agent.version, toolsHash: agent.tools.schemaHash,
-    limits: { maxSteps: 10, maxTokens: 10_000, maxWallMs: 60_000, deadlineAt: now + 60_000 }, createdAt: now,
+    v: 2,
+    runId: runIdFor('acme', 'versioned', id),
+    tenant: 'acme',
+    agent: 'versioned',
+    key: id,
+    input: { id },
+    model: 'scripted',
+    script,
+    agentVersion: agent.version,
+    toolsHash: agent.tools.schemaHash,
+    limits: { maxSteps: 10, maxTokens: 10_000, maxWallMs: 60_000, deadlineAt: now + 60_000 },
+    createdAt: now,
   };
   expect(await h.ctx.store.create(spec, now)).toBe(true);
   return spec.runId;
@@ -81,7 +113,9 @@ async function createRun(agent: typeof v1, script: unknown[]): Promise<string> {
 
 const counter = async (ctx: EngineContext, name: string, labels: Record<string, string> = {}) => {
   const values = (await ctx.metrics.registry.getSingleMetric(name)?.get())?.values ?? [];
-  return values.filter((v) => Object.entries(labels).every(([k, x]) => v.labels[k] === x)).reduce((s, v) => s + v.value, 0);
+  return values
+    .filter((v) => Object.entries(labels).every(([k, x]) => v.labels[k] === x))
+    .reduce((s, v) => s + v.value, 0);
 };
 
 describe('the version queue: a v1 run meets a v2-only worker', () => {
@@ -96,25 +130,49 @@ describe('the version queue: a v1 run meets a v2-only worker', () => {
   it('parks version_mismatch (codes and versions only), listed with the served version, counted by the gauge; continue completes it under v2, journalled with who', async () => {
     const runId = await createRun(v1, [turn('lookup', { q: 'a' }), final]);
     expect(await h.waitForStatus(runId, ['needs_human', 'completed', 'failed'])).toBe('needs_human');
-    expect((await h.ctx.store.readState(runId))?.reason).toBe(`version_mismatch: pinned ${label(v1)} served ${label(v2)}`);
+    expect((await h.ctx.store.readState(runId))?.reason).toBe(
+      `version_mismatch: pinned ${label(v1)} served ${label(v2)}`,
+    );
 
     const listed = await call<{ total: number; runs: Record<string, unknown>[] }>(url, 'GET', QUEUE);
     expect(listed.status).toBe(200);
-    expect(listed.body.runs).toEqual([expect.objectContaining({
-      runId, agent: 'versioned', agentVersion: v1.version, toolsHash: v1.tools.schemaHash, step: 1, pinned: label(v1),
-      served: [expect.objectContaining({ agentVersion: v2.version, toolsHash: v2.tools.schemaHash, tools: ['lookup', 'note'], workers: 1 })],
-    })]);
+    expect(listed.body.runs).toEqual([
+      expect.objectContaining({
+        runId,
+        agent: 'versioned',
+        agentVersion: v1.version,
+        toolsHash: v1.tools.schemaHash,
+        step: 1,
+        pinned: label(v1),
+        served: [
+          expect.objectContaining({
+            agentVersion: v2.version,
+            toolsHash: v2.tools.schemaHash,
+            tools: ['lookup', 'note'],
+            workers: 1,
+          }),
+        ],
+      }),
+    ]);
     await h.ctx.metrics.registry.metrics(); // the scrape runs the collectors
     expect(await counter(h.ctx, 'agent_version_parked_runs')).toBe(1);
-    const runsFinished = await counter(w2.ctx, 'agent_runs_finished_total', { status: 'needs_human', reason: 'version_mismatch' });
+    const runsFinished = await counter(w2.ctx, 'agent_runs_finished_total', {
+      status: 'needs_human',
+      reason: 'version_mismatch',
+    });
     expect(runsFinished).toBeGreaterThanOrEqual(1);
 
     // A viewer-level request without credentials is refused; a bad body is a 400 naming the field, nothing written.
     expect((await call(url, 'GET', QUEUE, undefined, '')).status).toBe(401);
-    const bad = await call<{ fields: { path: string }[] }>(url, 'POST', `${QUEUE}/${runId}/continue`, { agentVersion: 'versioned@2', toolsHash: 'XYZ' });
+    const bad = await call<{ fields: { path: string }[] }>(url, 'POST', `${QUEUE}/${runId}/continue`, {
+      agentVersion: 'versioned@2',
+      toolsHash: 'XYZ',
+    });
     expect(bad.status).toBe(400);
     expect(bad.body.fields.map((f) => f.path)).toEqual(['toolsHash']);
-    expect((await call(url, 'POST', `${QUEUE}/${runId}/continue`, { agentVersion: 'versioned@9' })).body).toMatchObject({ error: 'version_not_served' });
+    expect((await call(url, 'POST', `${QUEUE}/${runId}/continue`, { agentVersion: 'versioned@9' })).body).toMatchObject(
+      { error: 'version_not_served' },
+    );
     expect(await h.ctx.redis.hget(h.ctx.keys.run(runId).run, 'status')).toBe('needs_human');
 
     // Another tenant's operator: the run is not listed, and acting on it is 404 like an unknown run.
@@ -123,12 +181,22 @@ describe('the version queue: a v1 run meets a v2-only worker', () => {
     expect((await call(url, 'POST', `${QUEUE}/${runId}/cancel`, {}, BEA_TOKEN)).status).toBe(404);
 
     const cont = await call<Record<string, unknown>>(url, 'POST', `${QUEUE}/${runId}/continue`, {});
-    expect(cont).toMatchObject({ status: 200, body: { runId, from: label(v1), to: label(v2), vanishedTools: [], operator: 'operator' } });
+    expect(cont).toMatchObject({
+      status: 200,
+      body: { runId, from: label(v1), to: label(v2), vanishedTools: [], operator: 'operator' },
+    });
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'])).toBe('completed');
     const spec = await h.ctx.store.readSpec(runId);
     expect(spec).toMatchObject({ agentVersion: v2.version, toolsHash: v2.tools.schemaHash });
     const ops = (await h.ctx.store.transcript(runId)).filter((e) => e.kind === 'operator');
-    expect(ops).toEqual([expect.objectContaining({ action: 'continue_version', by: 'operator', step: 1, detail: `${label(v1)} -> ${label(v2)}` })]);
+    expect(ops).toEqual([
+      expect.objectContaining({
+        action: 'continue_version',
+        by: 'operator',
+        step: 1,
+        detail: `${label(v1)} -> ${label(v2)}`,
+      }),
+    ]);
     const events = (await h.ctx.redis.xrange(h.ctx.keys.run(runId).events, '-', '+')).map(([, f]) => f[1]);
     expect(events).toContain('operator_action');
 
@@ -136,7 +204,9 @@ describe('the version queue: a v1 run meets a v2-only worker', () => {
     expect((await call<{ runs: unknown[] }>(url, 'GET', QUEUE)).body.runs).toEqual([]);
     await h.ctx.metrics.registry.metrics();
     expect(await counter(h.ctx, 'agent_version_parked_runs')).toBe(0);
-    expect((await call(url, 'POST', `${QUEUE}/${runId}/continue`, {})).body).toMatchObject({ error: 'not_version_parked' });
+    expect((await call(url, 'POST', `${QUEUE}/${runId}/continue`, {})).body).toMatchObject({
+      error: 'not_version_parked',
+    });
     expect(await counter(h.ctx, 'agent_version_decisions_total', { decision: 'continue' })).toBe(1);
   });
 
@@ -147,7 +217,9 @@ describe('the version queue: a v1 run meets a v2-only worker', () => {
     expect(res).toMatchObject({ status: 200, body: { runId, status: 'cancelled', operator: 'operator' } });
     expect(await h.ctx.redis.hget(h.ctx.keys.run(runId).run, 'status')).toBe('cancelled');
     expect((await call<{ runs: unknown[] }>(url, 'GET', QUEUE)).body.runs).toEqual([]);
-    expect((await call(url, 'POST', `${QUEUE}/${runId}/cancel`, {})).body).toMatchObject({ error: 'not_version_parked' });
+    expect((await call(url, 'POST', `${QUEUE}/${runId}/cancel`, {})).body).toMatchObject({
+      error: 'not_version_parked',
+    });
     expect(await counter(h.ctx, 'agent_version_decisions_total', { decision: 'cancel' })).toBe(1);
   });
 });
@@ -162,7 +234,16 @@ describe('the version queue from agentctl, the run page and the console', () => 
   });
   const ctl = async (...args: string[]) => {
     try {
-      const { stdout } = await run(process.execPath, ['--import', 'tsx', 'src/server/agentctl.ts', ...args, '--url', url, '--token', OPERATOR_TOKEN]);
+      const { stdout } = await run(process.execPath, [
+        '--import',
+        'tsx',
+        'src/server/agentctl.ts',
+        ...args,
+        '--url',
+        url,
+        '--token',
+        OPERATOR_TOKEN,
+      ]);
       return { code: 0, out: JSON.parse(stdout) as Record<string, unknown> };
     } catch (err) {
       const e = err as { code: number; stdout: string };
@@ -176,7 +257,10 @@ describe('the version queue from agentctl, the run page and the console', () => 
     const list = await ctl('versions', 'list');
     expect(list.code).toBe(0);
     expect((list.out.runs as { runId: string }[]).map((r) => r.runId).sort()).toEqual([a, b].sort());
-    expect(await ctl('versions', 'continue', a, '--to', v2.version)).toMatchObject({ code: 0, out: { runId: a, to: label(v2) } });
+    expect(await ctl('versions', 'continue', a, '--to', v2.version)).toMatchObject({
+      code: 0,
+      out: { runId: a, to: label(v2) },
+    });
     expect(await ctl('versions', 'cancel', b)).toMatchObject({ code: 0, out: { runId: b, status: 'cancelled' } });
     expect(await ctl('versions', 'cancel', b)).toMatchObject({ code: 1, out: { error: 'not_version_parked' } });
     expect(await h.waitForStatus(a, ['completed', 'failed', 'needs_human'])).toBe('completed');
@@ -194,7 +278,12 @@ describe('the version queue from agentctl, the run page and the console', () => 
     expect(consolePage).toContain(`continue under ${label(v2)}`);
     expect(consolePage).toContain('id="cancel-version"');
     const form = new URLSearchParams({ agentVersion: v2.version, toolsHash: v2.tools.schemaHash });
-    const res = await fetch(`${url}/console/runs/${runId}/version/continue`, { method: 'POST', headers: { ...auth, 'content-type': 'application/x-www-form-urlencoded' }, body: form, redirect: 'manual' });
+    const res = await fetch(`${url}/console/runs/${runId}/version/continue`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/x-www-form-urlencoded' },
+      body: form,
+      redirect: 'manual',
+    });
     expect(res.status).toBeLessThan(400);
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'])).toBe('completed');
     const entry = (await h.ctx.store.transcript(runId)).find((e) => e.kind === 'operator');
@@ -207,9 +296,15 @@ describe('tools whose names vanished in the new version', () => {
   async function parkedUnderV1(): Promise<{ runId: string; actionId: string; fingerprint: string }> {
     const w1 = await versionWorker(v1);
     const runId = await createRun(v1, [turn('legacy_send', { to: 'x' }), turn('lookup', { q: 'b' }), final]);
-    expect(await h.waitForStatus(runId, ['waiting_approval', 'completed', 'failed', 'needs_human'])).toBe('waiting_approval');
+    expect(await h.waitForStatus(runId, ['waiting_approval', 'completed', 'failed', 'needs_human'])).toBe(
+      'waiting_approval',
+    );
     await w1.worker.stop(true);
-    const approvals = await call<{ approvals: { runId: string; actionId: string; fingerprint: string }[] }>(url, 'GET', '/v1/approvals');
+    const approvals = await call<{ approvals: { runId: string; actionId: string; fingerprint: string }[] }>(
+      url,
+      'GET',
+      '/v1/approvals',
+    );
     const a = approvals.body.approvals.find((x) => x.runId === runId)!;
     return { runId, actionId: a.actionId, fingerprint: a.fingerprint };
   }
@@ -218,11 +313,19 @@ describe('tools whose names vanished in the new version', () => {
     const { runId, actionId, fingerprint } = await parkedUnderV1();
     const w2 = await versionWorker(v2);
     try {
-      expect((await call(url, 'POST', `/v1/approvals/${actionId}`, { decision: 'approve', fingerprint })).status).toBe(200);
+      expect((await call(url, 'POST', `/v1/approvals/${actionId}`, { decision: 'approve', fingerprint })).status).toBe(
+        200,
+      );
       expect(await h.waitForStatus(runId, ['needs_human', 'completed', 'failed'])).toBe('needs_human');
       expect((await h.ctx.store.readState(runId))?.reason).toMatch(/^version_mismatch: /);
       const refused = await call<Record<string, unknown>>(url, 'POST', `${QUEUE}/${runId}/continue`, {});
-      expect(refused).toMatchObject({ status: 409, body: { error: 'unsettled_actions_of_vanished_tools', actions: [{ actionId, tool: 'legacy_send', state: 'authorized' }] } });
+      expect(refused).toMatchObject({
+        status: 409,
+        body: {
+          error: 'unsettled_actions_of_vanished_tools',
+          actions: [{ actionId, tool: 'legacy_send', state: 'authorized' }],
+        },
+      });
       expect(await h.ctx.redis.hget(h.ctx.keys.run(runId).run, 'status')).toBe('needs_human');
       expect((await call(url, 'POST', `${QUEUE}/${runId}/cancel`, {})).status).toBe(200);
       expect(await h.ctx.redis.hget(h.ctx.keys.run(runId).run, 'status')).toBe('cancelled');
@@ -235,13 +338,17 @@ describe('tools whose names vanished in the new version', () => {
     const { runId, actionId, fingerprint } = await parkedUnderV1();
     const w2 = await versionWorker(v2);
     try {
-      expect((await call(url, 'POST', `/v1/approvals/${actionId}`, { decision: 'reject', fingerprint })).status).toBe(200);
+      expect((await call(url, 'POST', `/v1/approvals/${actionId}`, { decision: 'reject', fingerprint })).status).toBe(
+        200,
+      );
       expect(await h.waitForStatus(runId, ['needs_human', 'completed', 'failed'])).toBe('needs_human');
       const cont = await call<Record<string, unknown>>(url, 'POST', `${QUEUE}/${runId}/continue`, {});
       expect(cont).toMatchObject({ status: 200, body: { vanishedTools: ['legacy_send'] } });
       expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'])).toBe('completed');
       const transcript = await h.ctx.store.transcript(runId);
-      expect(transcript.find((e) => e.kind === 'operator' && e.action === 'continue_version')).toMatchObject({ detail: `${label(v1)} -> ${label(v2)}; vanished tools: legacy_send` });
+      expect(transcript.find((e) => e.kind === 'operator' && e.action === 'continue_version')).toMatchObject({
+        detail: `${label(v1)} -> ${label(v2)}; vanished tools: legacy_send`,
+      });
       const obs = transcript.filter((e) => e.kind === 'observation' && e.tool === 'legacy_send');
       expect(obs.at(-1)).toMatchObject({ status: 'format_error', output: { error: 'unknown_tool' } });
       const ledger = await h.ctx.redis.hget(h.ctx.keys.action(runId, actionId), 'state');
@@ -256,12 +363,22 @@ describe('hand-back while another live worker serves the version', () => {
   it('the v2 worker hands a v1 step back (counted) while v1 is announced, and parks it once the announcement is withdrawn', async () => {
     const w2 = await versionWorker(v2);
     const registry = new VersionRegistry(h.ctx.redis, h.ctx.keys, 60_000);
-    const ghost = { worker: 'elsewhere:1', version: v1.version, toolsHash: v1.tools.schemaHash, tools: ['lookup', 'legacy_send'], shards: [0] };
+    const ghost = {
+      worker: 'elsewhere:1',
+      version: v1.version,
+      toolsHash: v1.tools.schemaHash,
+      tools: ['lookup', 'legacy_send'],
+      shards: [0],
+    };
     try {
       await registry.announce('versioned', ghost);
       const runId = await createRun(v1, [final]);
       const deadline = Date.now() + 10_000;
-      while ((await counter(w2.ctx, 'agent_version_handbacks_total', { agent: 'versioned' })) < 3 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      while (
+        (await counter(w2.ctx, 'agent_version_handbacks_total', { agent: 'versioned' })) < 3 &&
+        Date.now() < deadline
+      )
+        await new Promise((r) => setTimeout(r, 20));
       expect(await counter(w2.ctx, 'agent_version_handbacks_total', { agent: 'versioned' })).toBeGreaterThanOrEqual(3);
       expect(await h.ctx.redis.hget(h.ctx.keys.run(runId).run, 'status')).toBe('queued');
       expect(await h.ctx.redis.hget(h.ctx.keys.run(runId).run, 'decidedStep')).toBe('0');
@@ -278,16 +395,24 @@ describe('hand-back while another live worker serves the version', () => {
   });
 });
 
-describe('a live worker of the version that does not consume the run\'s shard does not serve it', () => {
+describe("a live worker of the version that does not consume the run's shard does not serve it", () => {
   it('parks at once (WORKER_SHARDS are announced with the versions)', async () => {
     const w2 = await versionWorker(v2);
     const registry = new VersionRegistry(h.ctx.redis, h.ctx.keys, 60_000);
-    const elsewhere = { worker: 'elsewhere:2', version: v1.version, toolsHash: v1.tools.schemaHash, tools: ['lookup', 'legacy_send'], shards: [7] };
+    const elsewhere = {
+      worker: 'elsewhere:2',
+      version: v1.version,
+      toolsHash: v1.tools.schemaHash,
+      tools: ['lookup', 'legacy_send'],
+      shards: [7],
+    };
     try {
       await registry.announce('versioned', elsewhere);
       const runId = await createRun(v1, [final]);
       expect(await h.waitForStatus(runId, ['needs_human', 'completed'])).toBe('needs_human');
-      expect((await h.ctx.store.readState(runId))?.reason).toBe(`version_mismatch: pinned ${label(v1)} served ${label(v2)}`);
+      expect((await h.ctx.store.readState(runId))?.reason).toBe(
+        `version_mismatch: pinned ${label(v1)} served ${label(v2)}`,
+      );
       expect(await counter(w2.ctx, 'agent_version_handbacks_total')).toBe(0);
       // Cleaned up for the tests after this one.
       expect((await call(url, 'POST', `${QUEUE}/${runId}/cancel`, {})).status).toBe(200);
@@ -301,8 +426,11 @@ describe('a live worker of the version that does not consume the run\'s shard do
 describe('configuration', () => {
   it('WORKER_AGENT_VERSIONS naming a version no loaded agent has stops the worker at boot, naming the field', () => {
     const cfg = loadConfig({ ...h.env, WORKER_AGENT_VERSIONS: 'versioned@3' });
-    expect(() => new VersionGate(new AgentCatalog([v2]), new VersionRegistry(h.ctx.redis, h.ctx.keys, 1000), cfg, h.ctx.log))
-      .toThrow(/WORKER_AGENT_VERSIONS: versioned@3 is the version of no loaded agent/);
-    expect(() => loadConfig({ ...h.env, VERSION_HEARTBEAT_MS: '1000', VERSION_TTL_MS: '1500' })).toThrow(/VERSION_TTL_MS/);
+    expect(
+      () => new VersionGate(new AgentCatalog([v2]), new VersionRegistry(h.ctx.redis, h.ctx.keys, 1000), cfg, h.ctx.log),
+    ).toThrow(/WORKER_AGENT_VERSIONS: versioned@3 is the version of no loaded agent/);
+    expect(() => loadConfig({ ...h.env, VERSION_HEARTBEAT_MS: '1000', VERSION_TTL_MS: '1500' })).toThrow(
+      /VERSION_TTL_MS/,
+    );
   });
 });

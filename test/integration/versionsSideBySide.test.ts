@@ -23,17 +23,32 @@ const RUNS_PER_VERSION = 8;
 let h: Harness;
 const workers: WorkerProcess[] = [];
 beforeAll(async () => {
-  h = await createHarness('versions-side', { VERSION_HEARTBEAT_MS: '200', VERSION_TTL_MS: '2000', VERSION_HANDBACK_DELAY_MS: '20' });
+  h = await createHarness('versions-side', {
+    VERSION_HEARTBEAT_MS: '200',
+    VERSION_TTL_MS: '2000',
+    VERSION_HANDBACK_DELAY_MS: '20',
+  });
 });
 afterAll(async () => {
   for (const w of workers) if (w.child.exitCode === null) w.child.kill('SIGKILL');
   await h.close();
 });
 
-async function startVersionWorker(version: '1' | '2', env: Record<string, string> = {}): Promise<WorkerProcess & { pid: number; metricsPort: number }> {
-  const w = await spawnWorker({ ...h.env, AGENTS_MODULE: 'test/fixtures/versioned/agents.ts', VERSIONED_AGENT_VERSION: version, ...env });
+async function startVersionWorker(
+  version: '1' | '2',
+  env: Record<string, string> = {},
+): Promise<WorkerProcess & { pid: number; metricsPort: number }> {
+  const w = await spawnWorker({
+    ...h.env,
+    AGENTS_MODULE: 'test/fixtures/versioned/agents.ts',
+    VERSIONED_AGENT_VERSION: version,
+    ...env,
+  });
   workers.push(w);
-  const started = JSON.parse(w.lines.find((l) => l.includes('"worker_started"'))!) as { pid: number; metricsPort: number };
+  const started = JSON.parse(w.lines.find((l) => l.includes('"worker_started"'))!) as {
+    pid: number;
+    metricsPort: number;
+  };
   return Object.assign(w, { pid: started.pid, metricsPort: started.metricsPort });
 }
 
@@ -42,9 +57,18 @@ async function createRun(agent: typeof v1): Promise<string> {
   const id = `S-${agent.version}-${++seq}`;
   const now = Date.now();
   const spec: RunSpec = {
-    v: 2, runId: runIdFor('acme', 'versioned', id), tenant: 'acme', agent: 'versioned', key: id, input: { id }, model: 'scripted',
-    script: [lookup('a'), lookup('b'), final], agentVersion: agent.version, toolsHash: agent.tools.schemaHash,
-    limits: { maxSteps: 10, maxTokens: 10_000, maxWallMs: 120_000, deadlineAt: now + 120_000 }, createdAt: now,
+    v: 2,
+    runId: runIdFor('acme', 'versioned', id),
+    tenant: 'acme',
+    agent: 'versioned',
+    key: id,
+    input: { id },
+    model: 'scripted',
+    script: [lookup('a'), lookup('b'), final],
+    agentVersion: agent.version,
+    toolsHash: agent.tools.schemaHash,
+    limits: { maxSteps: 10, maxTokens: 10_000, maxWallMs: 120_000, deadlineAt: now + 120_000 },
+    createdAt: now,
   };
   expect(await h.ctx.store.create(spec, now)).toBe(true);
   return spec.runId;
@@ -52,7 +76,10 @@ async function createRun(agent: typeof v1): Promise<string> {
 
 async function handbacks(port: number): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  return [...text.matchAll(/^agent_version_handbacks_total\{agent="versioned"\} (\d+)$/gm)].reduce((s, m) => s + Number(m[1]), 0);
+  return [...text.matchAll(/^agent_version_handbacks_total\{agent="versioned"\} (\d+)$/gm)].reduce(
+    (s, m) => s + Number(m[1]),
+    0,
+  );
 }
 
 describe('v1 and v2 served side by side by two worker processes', () => {
@@ -69,13 +96,18 @@ describe('v1 and v2 served side by side by two worker processes', () => {
       runs.v2.push(await createRun(v2));
     }
     for (const [version, ids] of Object.entries(runs)) {
-      for (const runId of ids) expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human', 'cancelled'], 60_000), `${version} ${runId}`).toBe('completed');
+      for (const runId of ids)
+        expect(
+          await h.waitForStatus(runId, ['completed', 'failed', 'needs_human', 'cancelled'], 60_000),
+          `${version} ${runId}`,
+        ).toBe('completed');
     }
     const workerOf = { v1: `worker:${w1.pid}`, v2: `worker:${w2.pid}` };
     for (const [version, ids] of Object.entries(runs) as ['v1' | 'v2', string[]][]) {
       for (const runId of ids) {
         const started = (await h.ctx.redis.xrange(h.ctx.keys.run(runId).events, '-', '+'))
-          .filter(([, f]) => f[1] === 'step_started').map(([, f]) => (JSON.parse(f[3]!) as { worker: string }).worker);
+          .filter(([, f]) => f[1] === 'step_started')
+          .map(([, f]) => (JSON.parse(f[3]!) as { worker: string }).worker);
         expect(started.length).toBeGreaterThanOrEqual(3);
         expect(new Set(started), `${version} ${runId}`).toEqual(new Set([workerOf[version]]));
         const spec = await h.ctx.store.readSpec(runId);
@@ -91,7 +123,9 @@ describe('v1 and v2 served side by side by two worker processes', () => {
     expect(counted).toBe(logged);
     expect(counted).toBeGreaterThan(0);
     // A figure for the notes, not an assertion (timings flake on a shared machine).
-    console.log(`side by side: ${RUNS_PER_VERSION * 2} runs x 3 steps in ${elapsedMs} ms, ${counted} hand-backs (v2 worker ${await handbacks(w2.metricsPort)}, v1 worker ${await handbacks(w1.metricsPort)})`);
+    console.log(
+      `side by side: ${RUNS_PER_VERSION * 2} runs x 3 steps in ${elapsedMs} ms, ${counted} hand-backs (v2 worker ${await handbacks(w2.metricsPort)}, v1 worker ${await handbacks(w1.metricsPort)})`,
+    );
   }, 120_000);
 
   it('the v1 worker SIGKILLed: its announcement lapses (VERSION_TTL_MS), meanwhile v1 steps are handed back, then they park in the version queue', async () => {
@@ -100,7 +134,9 @@ describe('v1 and v2 served side by side by two worker processes', () => {
     const before = await handbacks(w2.metricsPort);
     const runId = await createRun(v1);
     expect(await h.waitForStatus(runId, ['needs_human', 'completed', 'failed'], 30_000)).toBe('needs_human');
-    expect((await h.ctx.store.readState(runId))?.reason).toBe(`version_mismatch: pinned ${v1.version}/${v1.tools.schemaHash} served ${v2.version}/${v2.tools.schemaHash}`);
+    expect((await h.ctx.store.readState(runId))?.reason).toBe(
+      `version_mismatch: pinned ${v1.version}/${v1.tools.schemaHash} served ${v2.version}/${v2.tools.schemaHash}`,
+    );
     expect(await handbacks(w2.metricsPort)).toBeGreaterThan(before);
     expect(await h.ctx.redis.zscore(h.ctx.keys.versionQueue(h.ctx.keys.shardOf(runId)), runId)).not.toBeNull();
   }, 60_000);

@@ -24,8 +24,14 @@ async function call(): Promise<unknown> {
   if (mode === 'tool') return httpJson(url, { method: 'GET', timeoutMs: TIMEOUT_MS, signal });
   const provider = new OpenAIProvider({ baseUrl: url, model: 'm', timeoutMs: TIMEOUT_MS });
   return provider.complete({
-    runId: 'r', step: 1, attempt: 1, tools: [], maxCompletionTokens: 10, signal,
-    instructions: 'You are a test.', prompt: 'Ticket T: s',
+    runId: 'r',
+    step: 1,
+    attempt: 1,
+    tools: [],
+    maxCompletionTokens: 10,
+    signal,
+    instructions: 'You are a test.',
+    prompt: 'Ticket T: s',
   });
 }
 
@@ -33,7 +39,14 @@ try {
   await call();
   console.log(JSON.stringify({ fired: false, answered: true }));
 } catch (err) {
-  console.log(JSON.stringify({ fired: true, elapsedMs: Date.now() - started, error: (err as Error).name, message: (err as Error).message }));
+  console.log(
+    JSON.stringify({
+      fired: true,
+      elapsedMs: Date.now() - started,
+      error: (err as Error).name,
+      message: (err as Error).message,
+    }),
+  );
 }
 clearInterval(collector);
 clearTimeout(giveUp);

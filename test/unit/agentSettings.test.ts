@@ -13,11 +13,20 @@ import { ConfigError, environmentOf, loadConfig } from '../../src/config/config.
 import { loadAgents } from '../../src/server/loadAgents.js';
 
 const engine = {
-  APP_MODE: 'production', MODEL_PROVIDER: 'openai', OPENAI_API_KEY: 'sk-x', PRODUCER_TOKEN: 'p', OPERATOR_TOKEN: 'o', REDIS_URL: 'redis://redis:6379',
+  APP_MODE: 'production',
+  MODEL_PROVIDER: 'openai',
+  OPENAI_API_KEY: 'sk-x',
+  PRODUCER_TOKEN: 'p',
+  OPERATOR_TOKEN: 'o',
+  REDIS_URL: 'redis://redis:6379',
 };
 const vendors = {
-  SANDBOX_URL: 'http://support:4010', ZENDESK_EMAIL: 'agent@acme.com', ZENDESK_TOKEN: 'zd-token',
-  RESEND_API_KEY: 're_live', RESEND_FROM: 'Acme <support@acme.com>', STRIPE_API_KEY: 'sk_live_x',
+  SANDBOX_URL: 'http://support:4010',
+  ZENDESK_EMAIL: 'agent@acme.com',
+  ZENDESK_TOKEN: 'zd-token',
+  RESEND_API_KEY: 're_live',
+  RESEND_FROM: 'Acme <support@acme.com>',
+  STRIPE_API_KEY: 'sk_live_x',
 };
 
 function refusal(run: () => unknown): ConfigError {
@@ -45,12 +54,16 @@ describe('the engine configuration', () => {
   });
 });
 
-describe('a module\'s settings', () => {
+describe("a module's settings", () => {
   const cfg = loadConfig(engine);
 
-  it('hands the schema only the names it declares (an agent never sees the engine\'s secrets)', () => {
+  it("hands the schema only the names it declares (an agent never sees the engine's secrets)", () => {
     const loose = z.looseObject({ CRM_URL: z.string().url() });
-    const settings = parseAgentSettings(loose, cfg, { CRM_URL: 'http://crm:4020', OPERATOR_TOKEN: 'o', OPENAI_API_KEY: 'sk-x' });
+    const settings = parseAgentSettings(loose, cfg, {
+      CRM_URL: 'http://crm:4020',
+      OPERATOR_TOKEN: 'o',
+      OPENAI_API_KEY: 'sk-x',
+    });
     expect(settings).toEqual({ CRM_URL: 'http://crm:4020' });
   });
 
@@ -62,22 +75,28 @@ describe('a module\'s settings', () => {
   });
 });
 
-describe('the support agent\'s settings', () => {
+describe("the support agent's settings", () => {
   const prod = loadConfig(engine);
   const dev = loadConfig({});
-  const parse = (cfg: typeof prod, env: Record<string, string | undefined>) => parseAgentSettings(supportSettings, cfg, env);
+  const parse = (cfg: typeof prod, env: Record<string, string | undefined>) =>
+    parseAgentSettings(supportSettings, cfg, env);
 
   it('production refuses each vendor setting it lacks, naming it', () => {
     expect(parse(prod, vendors).STRIPE_API_KEY).toBe('sk_live_x');
     expect(refusal(() => parse(prod, { ...vendors, SANDBOX_URL: undefined })).fields).toEqual(['SANDBOX_URL']);
     expect(refusal(() => parse(prod, { ...vendors, ZENDESK_TOKEN: undefined })).fields).toEqual(['ZENDESK_TOKEN']);
     expect(refusal(() => parse(prod, { ...vendors, ZENDESK_EMAIL: undefined })).fields).toEqual(['ZENDESK_TOKEN']);
-    expect(parse(prod, { ...vendors, ZENDESK_EMAIL: undefined, ZENDESK_TOKEN: undefined, ZENDESK_OAUTH_TOKEN: 'oauth' }).ZENDESK_OAUTH_TOKEN).toBe('oauth');
+    expect(
+      parse(prod, { ...vendors, ZENDESK_EMAIL: undefined, ZENDESK_TOKEN: undefined, ZENDESK_OAUTH_TOKEN: 'oauth' })
+        .ZENDESK_OAUTH_TOKEN,
+    ).toBe('oauth');
     expect(refusal(() => parse(prod, { ...vendors, RESEND_API_KEY: undefined })).fields).toEqual(['RESEND_API_KEY']);
     expect(refusal(() => parse(prod, { ...vendors, RESEND_FROM: undefined })).fields).toEqual(['RESEND_FROM']);
     const stripe = refusal(() => parse(prod, { ...vendors, STRIPE_API_KEY: '' }));
     expect(stripe.fields).toEqual(['STRIPE_API_KEY']);
-    expect(stripe.message).toMatch(/^invalid configuration: STRIPE_API_KEY: required in production \(the payments service/);
+    expect(stripe.message).toMatch(
+      /^invalid configuration: STRIPE_API_KEY: required in production \(the payments service/,
+    );
   });
 
   it('development takes the sandbox for every unset vendor', () => {
@@ -87,19 +106,37 @@ describe('the support agent\'s settings', () => {
   });
 
   it('points each vendor at its own URL and credentials; an unset URL is SANDBOX_URL', () => {
-    const real = supportServices(parse(prod, {
-      ...vendors, ZENDESK_URL: 'https://acme.zendesk.com/', RESEND_URL: 'https://api.resend.com', STRIPE_URL: 'https://api.stripe.com', STRIPE_TIMEOUT_MS: '8000',
-    }));
-    expect(real.zendesk).toEqual({ baseUrl: 'https://acme.zendesk.com', auth: { kind: 'api_token', email: 'agent@acme.com', token: 'zd-token' }, timeoutMs: 5000 });
-    expect(real.resend).toEqual({ baseUrl: 'https://api.resend.com', apiKey: 're_live', from: 'Acme <support@acme.com>', timeoutMs: 5000 });
+    const real = supportServices(
+      parse(prod, {
+        ...vendors,
+        ZENDESK_URL: 'https://acme.zendesk.com/',
+        RESEND_URL: 'https://api.resend.com',
+        STRIPE_URL: 'https://api.stripe.com',
+        STRIPE_TIMEOUT_MS: '8000',
+      }),
+    );
+    expect(real.zendesk).toEqual({
+      baseUrl: 'https://acme.zendesk.com',
+      auth: { kind: 'api_token', email: 'agent@acme.com', token: 'zd-token' },
+      timeoutMs: 5000,
+    });
+    expect(real.resend).toEqual({
+      baseUrl: 'https://api.resend.com',
+      apiKey: 're_live',
+      from: 'Acme <support@acme.com>',
+      timeoutMs: 5000,
+    });
     expect(real.stripe).toEqual({ baseUrl: 'https://api.stripe.com', apiKey: 'sk_live_x', timeoutMs: 8000 });
     expect(real.reads.baseUrl).toBe('http://support:4010');
     const oauth = supportServices(parse(prod, { ...vendors, ZENDESK_OAUTH_TOKEN: 'oauth' }));
-    expect(oauth.zendesk).toMatchObject({ baseUrl: 'http://support:4010', auth: { kind: 'oauth', accessToken: 'oauth' } });
+    expect(oauth.zendesk).toMatchObject({
+      baseUrl: 'http://support:4010',
+      auth: { kind: 'oauth', accessToken: 'oauth' },
+    });
   });
 });
 
-describe('loading a deployment\'s agents', () => {
+describe("loading a deployment's agents", () => {
   it('the built-in module in production without Stripe keys stops the boot naming STRIPE_API_KEY', async () => {
     const cfg = loadConfig({ ...engine, ...vendors, STRIPE_API_KEY: undefined });
     await expect(loadAgents(cfg)).rejects.toThrow(/^invalid configuration: STRIPE_API_KEY: required in production/);
@@ -108,7 +145,9 @@ describe('loading a deployment\'s agents', () => {
 
   it('the lead-qualifier runs in production with its CRM and no vendor of the support agent', async () => {
     const lead = { ...engine, AGENTS_MODULE: 'examples/lead-qualifier/index.ts' };
-    expect((await loadAgents(loadConfig({ ...lead, CRM_URL: 'https://crm.example.com' }))).names).toEqual(['lead-qualifier']);
+    expect((await loadAgents(loadConfig({ ...lead, CRM_URL: 'https://crm.example.com' }))).names).toEqual([
+      'lead-qualifier',
+    ]);
     const e = await loadAgents(loadConfig(lead)).catch((err: unknown) => err);
     expect(e).toBeInstanceOf(ConfigError);
     expect((e as ConfigError).fields).toEqual(['CRM_URL']);

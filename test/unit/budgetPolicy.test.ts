@@ -1,11 +1,21 @@
 /** The step policy, with no Redis: budget checks before and after each attempt, and the status a step commits. */
 import { describe, expect, it } from 'vitest';
 import {
-  attemptCheck, estimateCallTokens, nextStatus, preflight, spentCheck, wallClockStop, type Budgeted, type Usage,
+  attemptCheck,
+  estimateCallTokens,
+  nextStatus,
+  preflight,
+  spentCheck,
+  wallClockStop,
+  type Budgeted,
+  type Usage,
 } from '../../src/budget/policy.js';
 
 const createdAt = Date.UTC(2026, 0, 1);
-const spec: Budgeted = { createdAt, limits: { maxSteps: 5, maxTokens: 1000, maxWallMs: 60_000, deadlineAt: createdAt + 60_000 } };
+const spec: Budgeted = {
+  createdAt,
+  limits: { maxSteps: 5, maxTokens: 1000, maxWallMs: 60_000, deadlineAt: createdAt + 60_000 },
+};
 const used = (steps: number, tokens: number): Usage => ({ steps, tokens, contextBytes: 0 });
 const t = createdAt + 1000;
 
@@ -22,7 +32,10 @@ describe('preflight and attemptCheck', () => {
 
   it('an attempt that could exceed the cap is not made; one that fits exactly is', () => {
     expect(preflight(spec, used(1, 600), 400, t)).toBeUndefined();
-    expect(preflight(spec, used(1, 600), 401, t)).toEqual({ kind: 'tokens', reason: 'tokens: used 600 + estimate 401 > cap 1000' });
+    expect(preflight(spec, used(1, 600), 401, t)).toEqual({
+      kind: 'tokens',
+      reason: 'tokens: used 600 + estimate 401 > cap 1000',
+    });
     expect(attemptCheck(spec, 999, 2, t)?.kind).toBe('tokens');
   });
 
@@ -42,14 +55,19 @@ describe('spentCheck', () => {
 
 describe('wallClockStop', () => {
   it('says whether a retry was cut', () => {
-    expect(wallClockStop(spec, t, true).reason).toBe('wall_clock: a retry would wait past the deadline 2026-01-01T00:01:00.000Z (1000 ms of 60000 used)');
+    expect(wallClockStop(spec, t, true).reason).toBe(
+      'wall_clock: a retry would wait past the deadline 2026-01-01T00:01:00.000Z (1000 ms of 60000 used)',
+    );
   });
 });
 
 describe('nextStatus', () => {
   const call = [{ id: 'c1' }];
   it('a final answer with no tool call completes the run', () => {
-    expect(nextStatus(spec, used(4, 0), { final: 'done', toolCalls: [] }, undefined)).toEqual({ status: 'completed', reason: 'final_answer' });
+    expect(nextStatus(spec, used(4, 0), { final: 'done', toolCalls: [] }, undefined)).toEqual({
+      status: 'completed',
+      reason: 'final_answer',
+    });
   });
 
   it('a final answer with tool calls is not the end', () => {
@@ -58,11 +76,19 @@ describe('nextStatus', () => {
 
   it('the deadline cut the tools short: budget_exceeded on the wall clock', () => {
     const stop = wallClockStop(spec, t);
-    expect(nextStatus(spec, used(0, 0), { toolCalls: call }, stop)).toEqual({ status: 'budget_exceeded', reason: stop.reason, budget: 'wall_clock' });
+    expect(nextStatus(spec, used(0, 0), { toolCalls: call }, stop)).toEqual({
+      status: 'budget_exceeded',
+      reason: stop.reason,
+      budget: 'wall_clock',
+    });
   });
 
   it('the last step allowed ends the run; the one before goes on', () => {
-    expect(nextStatus(spec, used(4, 0), { toolCalls: call }, undefined)).toEqual({ status: 'budget_exceeded', reason: 'steps: 5 of 5 used', budget: 'steps' });
+    expect(nextStatus(spec, used(4, 0), { toolCalls: call }, undefined)).toEqual({
+      status: 'budget_exceeded',
+      reason: 'steps: 5 of 5 used',
+      budget: 'steps',
+    });
     expect(nextStatus(spec, used(3, 0), { toolCalls: call }, undefined)).toEqual({ status: 'running', reason: '' });
   });
 });

@@ -4,9 +4,18 @@ import { ConfigError, loadConfig } from '../../src/config/config.js';
 import { CrashPoints, scriptedModelAllowed, testHooksFrom } from '../../src/config/testHooks.js';
 
 const prod = {
-  APP_MODE: 'production', MODEL_PROVIDER: 'openai', OPENAI_API_KEY: 'sk-x', PRODUCER_TOKEN: 'p', OPERATOR_TOKEN: 'o',
-  REDIS_URL: 'redis://redis:6379', SANDBOX_URL: 'http://support:4010',
-  ZENDESK_EMAIL: 'agent@acme.com', ZENDESK_TOKEN: 'zd-token', RESEND_API_KEY: 're_live', RESEND_FROM: 'Acme <support@acme.com>', STRIPE_API_KEY: 'sk_live_x',
+  APP_MODE: 'production',
+  MODEL_PROVIDER: 'openai',
+  OPENAI_API_KEY: 'sk-x',
+  PRODUCER_TOKEN: 'p',
+  OPERATOR_TOKEN: 'o',
+  REDIS_URL: 'redis://redis:6379',
+  SANDBOX_URL: 'http://support:4010',
+  ZENDESK_EMAIL: 'agent@acme.com',
+  ZENDESK_TOKEN: 'zd-token',
+  RESEND_API_KEY: 're_live',
+  RESEND_FROM: 'Acme <support@acme.com>',
+  STRIPE_API_KEY: 'sk_live_x',
 };
 
 function refusal(env: Record<string, string | undefined>): ConfigError {

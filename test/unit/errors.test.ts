@@ -1,8 +1,18 @@
 /** The error hierarchy: every class has a stable code, keeps its cause, and says what a retry should do. */
 import { describe, expect, it } from 'vitest';
 import {
-  AgentError, CancelledError, errorCode, FenceError, InvalidStepInput, InvariantError, isRetryable, OutcomeUnknownError, RetryableError, retryKindOf,
-  ShutdownError, TerminalError,
+  AgentError,
+  CancelledError,
+  errorCode,
+  FenceError,
+  InvalidStepInput,
+  InvariantError,
+  isRetryable,
+  OutcomeUnknownError,
+  RetryableError,
+  retryKindOf,
+  ShutdownError,
+  TerminalError,
 } from '../../src/core/errors.js';
 import { DeadlineError, TimeoutError } from '../../src/core/timeout.js';
 import { JournalCorrupt, decodeEntry } from '../../src/core/journal.js';

@@ -3,9 +3,20 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineAgent, FOLLOW_UP_EARLIER_MAX_CHARS, type PreviousRun } from '../../src/core/agent.js';
 
-const base = { name: 'echo', version: 'echo@1', input: z.object({ text: z.string() }), tools: [], instructions: () => 'Echo.' };
+const base = {
+  name: 'echo',
+  version: 'echo@1',
+  input: z.object({ text: z.string() }),
+  tools: [],
+  instructions: () => 'Echo.',
+};
 const previous = (over: Partial<PreviousRun<{ text: string }>> = {}): PreviousRun<{ text: string }> => ({
-  runId: 'r_000000000000000000000001', status: 'completed', input: { text: 'first question' }, final: 'first answer', journal: [], ...over,
+  runId: 'r_000000000000000000000001',
+  status: 'completed',
+  input: { text: 'first question' },
+  final: 'first answer',
+  journal: [],
+  ...over,
 });
 
 describe('followUp', () => {
@@ -20,7 +31,9 @@ describe('followUp', () => {
 
   it('by default: a previous run without a final answer says how it ended; a long chain keeps its tail', () => {
     const agent = defineAgent(base);
-    expect(agent.followUp(previous({ final: undefined, status: 'needs_human' }), { text: 'x' })).toContain('(no final answer: the run ended needs_human)');
+    expect(agent.followUp(previous({ final: undefined, status: 'needs_human' }), { text: 'x' })).toContain(
+      '(no final answer: the run ended needs_human)',
+    );
     const long = `HEAD${'x'.repeat(FOLLOW_UP_EARLIER_MAX_CHARS)}TAIL`;
     const text = agent.followUp(previous({ earlier: long }), { text: 'x' });
     expect(text).toContain('TAIL');

@@ -25,7 +25,10 @@ describe('actionIdentity', () => {
   });
 
   it('identity picks the identifying fields; material picks what an approval binds to', () => {
-    const t = tool({ identity: (x) => ({ order: (x as { order: string }).order }), material: (x) => ({ amount: (x as { amount: number }).amount }) });
+    const t = tool({
+      identity: (x) => ({ order: (x as { order: string }).order }),
+      material: (x) => ({ amount: (x as { amount: number }).amount }),
+    });
     const a = actionIdentity(run, t, { order: 'o1', amount: 5, note: 'a' });
     const b = actionIdentity(run, t, { order: 'o1', amount: 5, note: 'b' });
     const c = actionIdentity(run, t, { order: 'o1', amount: 6, note: 'a' });

@@ -51,6 +51,8 @@ describe('follow-up run ids', () => {
         expect([shardOf(a, shards), shardOf(b, shards)]).toEqual([home, home]);
       }
     }
-    expect(runIdForEvent('acme', 'support', 'T-1', 'e-1', 6)).not.toBe(runIdForEvent('other', 'support', 'T-1', 'e-1', 6));
+    expect(runIdForEvent('acme', 'support', 'T-1', 'e-1', 6)).not.toBe(
+      runIdForEvent('other', 'support', 'T-1', 'e-1', 6),
+    );
   });
 });

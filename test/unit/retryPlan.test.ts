@@ -9,21 +9,38 @@ const plan = (status: string, reason: string, ext = {}) => planRetry({ status, r
 
 describe('planRetry', () => {
   it('only failed, budget_exceeded and needs_human runs go on', () => {
-    for (const s of ['queued', 'running', 'waiting_approval', 'completed', 'cancelled']) expect(plan(s, '')).toEqual({ ok: false, code: 'not_retryable', status: s });
+    for (const s of ['queued', 'running', 'waiting_approval', 'completed', 'cancelled'])
+      expect(plan(s, '')).toEqual({ ok: false, code: 'not_retryable', status: s });
     expect(plan('failed', 'step_error: step_error').ok).toBe(true);
     expect(plan('needs_human', 'provider_unavailable: openai').ok).toBe(true);
   });
 
   it('refuses what a retry cannot change: a pinned version, an expired approval', () => {
-    expect(plan('needs_human', 'version_mismatch: run pinned a, worker has b')).toMatchObject({ ok: false, code: 'version_mismatch' });
+    expect(plan('needs_human', 'version_mismatch: run pinned a, worker has b')).toMatchObject({
+      ok: false,
+      code: 'version_mismatch',
+    });
     expect(plan('failed', 'approval_expired')).toMatchObject({ ok: false, code: 'approval_expired' });
   });
 
   it('a budget stop needs more of the budget that stopped it', () => {
-    expect(plan('budget_exceeded', 'steps: 5 of 5 used')).toEqual({ ok: false, code: 'extension_required', budget: 'steps' });
-    expect(plan('budget_exceeded', 'steps: 5 of 5 used', { tokens: 10 })).toMatchObject({ code: 'extension_required', budget: 'steps' });
-    expect(plan('budget_exceeded', 'tokens: used 990 + estimate 50 > cap 1000', { tokens: 100 })).toMatchObject({ ok: true, limits: { maxTokens: 1100 } });
-    expect(plan('budget_exceeded', 'wall_clock: deadline passed', { steps: 1 })).toMatchObject({ code: 'extension_required', budget: 'wall_clock' });
+    expect(plan('budget_exceeded', 'steps: 5 of 5 used')).toEqual({
+      ok: false,
+      code: 'extension_required',
+      budget: 'steps',
+    });
+    expect(plan('budget_exceeded', 'steps: 5 of 5 used', { tokens: 10 })).toMatchObject({
+      code: 'extension_required',
+      budget: 'steps',
+    });
+    expect(plan('budget_exceeded', 'tokens: used 990 + estimate 50 > cap 1000', { tokens: 100 })).toMatchObject({
+      ok: true,
+      limits: { maxTokens: 1100 },
+    });
+    expect(plan('budget_exceeded', 'wall_clock: deadline passed', { steps: 1 })).toMatchObject({
+      code: 'extension_required',
+      budget: 'wall_clock',
+    });
     // The tenant's day is not the run's budget: no extension of it exists (checked against Redis instead).
     expect(plan('budget_exceeded', 'tenant_tokens: acme used 10 + estimate 5 > 12 tokens today').ok).toBe(true);
   });
@@ -31,7 +48,13 @@ describe('planRetry', () => {
   it('wall clock: from now when the deadline has passed, from the deadline when it is ahead; maxWallMs adds up', () => {
     const passed = plan('budget_exceeded', 'wall_clock: deadline passed', { wallMs: 5000 });
     expect(passed).toMatchObject({ ok: true, limits: { deadlineAt: now + 5000, maxWallMs: 65_000 } });
-    const ahead = planRetry({ status: 'failed', reason: 'x' }, { ...old, deadlineAt: now + 1000 }, { wallMs: 5000 }, now, ceilings);
+    const ahead = planRetry(
+      { status: 'failed', reason: 'x' },
+      { ...old, deadlineAt: now + 1000 },
+      { wallMs: 5000 },
+      now,
+      ceilings,
+    );
     expect(ahead).toMatchObject({ ok: true, limits: { deadlineAt: now + 6000 } });
     expect(plan('failed', 'x')).toMatchObject({ ok: true, limits: old, extension: { steps: 0, tokens: 0, wallMs: 0 } });
   });

@@ -6,8 +6,10 @@ import { expectReply, replyCode, ScriptCode } from '../../src/store/codes.js';
 import { FenceError } from '../../src/core/errors.js';
 
 const src = join(import.meta.dirname, '../../src');
-const walk = (dir: string): string[] => readdirSync(dir, { withFileTypes: true })
-  .flatMap((e) => (e.isDirectory() ? walk(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : []));
+const walk = (dir: string): string[] =>
+  readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? walk(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [],
+  );
 
 describe('script calls', () => {
   it('every Lua file has its wrapper in src/store/calls/<name>.ts, which calls it', () => {

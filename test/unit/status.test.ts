@@ -16,7 +16,13 @@ describe('run status', () => {
   });
 
   it('a run ends (for the finished-runs metric) when terminal or handed to a person', () => {
-    expect(RUN_STATUSES.filter(endsRun)).toEqual(['needs_human', 'completed', 'failed', 'budget_exceeded', 'cancelled']);
+    expect(RUN_STATUSES.filter(endsRun)).toEqual([
+      'needs_human',
+      'completed',
+      'failed',
+      'budget_exceeded',
+      'cancelled',
+    ]);
   });
 
   it('isRunStatus knows the list', () => {

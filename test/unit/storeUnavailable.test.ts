@@ -8,9 +8,9 @@ const withCode = (message: string, code: string) => Object.assign(new Error(mess
 describe('storeUnavailable: errors that mean "retry later" (503), not a bug (500)', () => {
   it.each([
     ['CLUSTERDOWN The cluster is down'],
-    ['READONLY You can\'t write against a read only replica.'],
+    ["READONLY You can't write against a read only replica."],
     ['LOADING Redis is loading the dataset in memory'],
-    ['MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to \'no\'.'],
+    ["MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."],
     ['TRYAGAIN Multiple keys request during rehashing of slot'],
     ['Too many Cluster redirections. Last error: Error: CLUSTERDOWN The cluster is down'],
     ['Connection is closed.'],
@@ -22,7 +22,9 @@ describe('storeUnavailable: errors that mean "retry later" (503), not a bug (500
   it('connection codes, a replication wait that fell short, a wrapped cause', () => {
     expect(storeUnavailable(withCode('connect ECONNREFUSED 127.0.0.1:6379', 'ECONNREFUSED'))).toBe(true);
     expect(storeUnavailable(new NotReplicatedError(0, 1, 1000))).toBe(true);
-    expect(storeUnavailable(new Error('step failed', { cause: new Error('CLUSTERDOWN Hash slot not served') }))).toBe(true);
+    expect(storeUnavailable(new Error('step failed', { cause: new Error('CLUSTERDOWN Hash slot not served') }))).toBe(
+      true,
+    );
   });
 
   it('anything else is not', () => {
@@ -32,7 +34,7 @@ describe('storeUnavailable: errors that mean "retry later" (503), not a bug (500
   });
 
   it('a demoted master (READONLY) makes the client reconnect and resend; other errors do not', () => {
-    expect(reconnectOnReadonly(new Error('READONLY You can\'t write against a read only replica.'))).toBe(2);
+    expect(reconnectOnReadonly(new Error("READONLY You can't write against a read only replica."))).toBe(2);
     expect(reconnectOnReadonly(new Error('ERR unknown command'))).toBe(false);
   });
 });

@@ -9,10 +9,14 @@ const noSleep = { sleep: async () => {}, random: () => 1 };
 
 async function attempts(err: () => Error, deps = {}): Promise<{ n: number; thrown: unknown }> {
   let n = 0;
-  const thrown = await withRetry(policy, async () => {
-    n++;
-    throw err();
-  }, { ...noSleep, ...deps }).catch((e: unknown) => e);
+  const thrown = await withRetry(
+    policy,
+    async () => {
+      n++;
+      throw err();
+    },
+    { ...noSleep, ...deps },
+  ).catch((e: unknown) => e);
   return { n, thrown };
 }
 
@@ -35,7 +39,9 @@ describe('withRetry', () => {
   it('backoff doubles from base, capped, and Retry-After wins when longer', async () => {
     expect([1, 2, 3, 4, 5].map((a) => backoffMs(a, policy, () => 1))).toEqual([100, 200, 400, 800, 1000]);
     const delays: number[] = [];
-    await attempts(() => new RetryableError('429', 700), { onRetry: (_a: number, _e: unknown, d: number) => delays.push(d) });
+    await attempts(() => new RetryableError('429', 700), {
+      onRetry: (_a: number, _e: unknown, d: number) => delays.push(d),
+    });
     expect(delays).toEqual([700, 700, 700]);
   });
 

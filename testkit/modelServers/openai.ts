@@ -30,49 +30,113 @@ function render(reply: Reply, req: RecordedRequest, res: ServerResponse, n: numb
   }
   if (reply.kind === 'error') {
     const e = ERRORS[reply.status] ?? { type: 'server_error', code: null, message: `status ${reply.status}` };
-    res.writeHead(reply.status, { 'content-type': 'application/json', ...(reply.retryAfter !== undefined ? { 'retry-after': reply.retryAfter } : {}) })
+    res
+      .writeHead(reply.status, {
+        'content-type': 'application/json',
+        ...(reply.retryAfter !== undefined ? { 'retry-after': reply.retryAfter } : {}),
+      })
       .end(JSON.stringify({ error: { message: e.message, type: e.type, param: null, code: e.code } }));
     return;
   }
   const id = `chatcmpl-${n}`;
   const model = String(req.body.model);
   const created = Math.floor(req.at / 1000);
-  const calls = (reply.toolCalls ?? []).map((c, i) => ({ id: `call_${n}_${i}`, type: 'function' as const, function: { name: c.name, arguments: JSON.stringify(c.args) } }));
+  const calls = (reply.toolCalls ?? []).map((c, i) => ({
+    id: `call_${n}_${i}`,
+    type: 'function' as const,
+    function: { name: c.name, arguments: JSON.stringify(c.args) },
+  }));
   const finish = calls.length > 0 ? 'tool_calls' : 'stop';
   const usage = reply.usage
-    ? { prompt_tokens: reply.usage.input, completion_tokens: reply.usage.output, total_tokens: reply.usage.input + reply.usage.output }
+    ? {
+        prompt_tokens: reply.usage.input,
+        completion_tokens: reply.usage.output,
+        total_tokens: reply.usage.input + reply.usage.output,
+      }
     : undefined;
   if (req.body.stream === true) {
-    streamTurn(res, reply, { id, model, created, calls, finish, usage, includeUsage: (req.body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true });
+    streamTurn(res, reply, {
+      id,
+      model,
+      created,
+      calls,
+      finish,
+      usage,
+      includeUsage: (req.body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true,
+    });
     return;
   }
-  res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({
-    id, object: 'chat.completion', created, model, system_fingerprint: 'fp_local',
-    choices: [{
-      index: 0,
-      message: { role: 'assistant', content: reply.text ?? null, refusal: null, ...(calls.length > 0 ? { tool_calls: calls } : {}) },
-      logprobs: null,
-      finish_reason: finish,
-    }],
-    ...(usage ? { usage } : {}),
-  }));
+  res.writeHead(200, { 'content-type': 'application/json' }).end(
+    JSON.stringify({
+      id,
+      object: 'chat.completion',
+      created,
+      model,
+      system_fingerprint: 'fp_local',
+      choices: [
+        {
+          index: 0,
+          message: {
+            role: 'assistant',
+            content: reply.text ?? null,
+            refusal: null,
+            ...(calls.length > 0 ? { tool_calls: calls } : {}),
+          },
+          logprobs: null,
+          finish_reason: finish,
+        },
+      ],
+      ...(usage ? { usage } : {}),
+    }),
+  );
 }
 
 function streamTurn(
-  res: ServerResponse, reply: TurnReply,
-  t: { id: string; model: string; created: number; calls: { id: string; function: { name: string; arguments: string } }[]; finish: string; usage: object | undefined; includeUsage: boolean },
+  res: ServerResponse,
+  reply: TurnReply,
+  t: {
+    id: string;
+    model: string;
+    created: number;
+    calls: { id: string; function: { name: string; arguments: string } }[];
+    finish: string;
+    usage: object | undefined;
+    includeUsage: boolean;
+  },
 ): void {
   const chunk = (choices: unknown[], extra: object = {}) =>
     `data: ${JSON.stringify({ id: t.id, object: 'chat.completion.chunk', created: t.created, model: t.model, system_fingerprint: 'fp_local', choices, ...extra })}\n\n`;
-  const events = [chunk([{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }])];
+  const events = [
+    chunk([{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }]),
+  ];
   // Text in small pieces, as a model writes it.
   for (const piece of (reply.text ?? '').match(/.{1,8}/gs) ?? []) {
     events.push(chunk([{ index: 0, delta: { content: piece }, logprobs: null, finish_reason: null }]));
   }
   for (const [i, c] of t.calls.entries()) {
-    events.push(chunk([{ index: 0, delta: { tool_calls: [{ index: i, id: c.id, type: 'function', function: { name: c.function.name, arguments: '' } }] }, logprobs: null, finish_reason: null }]));
+    events.push(
+      chunk([
+        {
+          index: 0,
+          delta: {
+            tool_calls: [{ index: i, id: c.id, type: 'function', function: { name: c.function.name, arguments: '' } }],
+          },
+          logprobs: null,
+          finish_reason: null,
+        },
+      ]),
+    );
     for (const piece of c.function.arguments.match(/.{1,16}/gs) ?? []) {
-      events.push(chunk([{ index: 0, delta: { tool_calls: [{ index: i, function: { arguments: piece } }] }, logprobs: null, finish_reason: null }]));
+      events.push(
+        chunk([
+          {
+            index: 0,
+            delta: { tool_calls: [{ index: i, function: { arguments: piece } }] },
+            logprobs: null,
+            finish_reason: null,
+          },
+        ]),
+      );
     }
   }
   events.push(chunk([{ index: 0, delta: {}, logprobs: null, finish_reason: t.finish }]));

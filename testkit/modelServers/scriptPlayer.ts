@@ -14,7 +14,10 @@ type Message = { role?: unknown; content?: unknown };
 /** A message's text: a string, or the text blocks of a content array (both wires). */
 function textOf(content: unknown): string {
   if (typeof content === 'string') return content;
-  if (Array.isArray(content)) return content.map((b: { type?: unknown; text?: unknown }) => (b?.type === 'text' && typeof b.text === 'string' ? b.text : '')).join('');
+  if (Array.isArray(content))
+    return content
+      .map((b: { type?: unknown; text?: unknown }) => (b?.type === 'text' && typeof b.text === 'string' ? b.text : ''))
+      .join('');
   return '';
 }
 

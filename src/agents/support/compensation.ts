@@ -23,6 +23,11 @@ export function clarificationEmail(original: CompensableAction, ticket: Ticket):
   const body = `Hello ${ticket.customer.name},\n\n${(Object.hasOwn(what, original.tool) ? what[original.tool] : undefined) ?? `An automated action about ${about} needs a correction.`}\nA member of our team is following up with you personally.\n`;
   return {
     tool: 'send_email',
-    args: { to, template: `compensation:${original.actionId}`, subject: clip(`Correction: ${ticket.subject}`, 500), body },
+    args: {
+      to,
+      template: `compensation:${original.actionId}`,
+      subject: clip(`Correction: ${ticket.subject}`, 500),
+      body,
+    },
   };
 }

@@ -22,16 +22,18 @@ export function supportAgent(services: SupportServices | ServiceOptions): Agent<
     version: SUPPORT_AGENT_VERSION,
     input: ticketSchema,
     tools: createSupportTools(services),
-    instructions: () => 'You are a support agent. Use the tools to resolve the ticket, then answer with a short final summary.',
+    instructions: () =>
+      'You are a support agent. Use the tools to resolve the ticket, then answer with a short final summary.',
     prompt: (t) => `Ticket ${t.id}: ${t.subject}\n\n${t.body}\n\nCustomer: ${t.customer.name} <${t.customer.email}>`,
     // The ticket is the subject: each event on it (a customer's reply) is a run, linked to the ticket's run before it.
     key: (t) => t.id,
     // A reply's run sees the earlier exchanges on the ticket: what the customer wrote and what was answered.
-    followUp: (previous) => [
-      ...(previous.earlier ? [previous.earlier.slice(-FOLLOW_UP_EARLIER_MAX_CHARS)] : []),
-      `Earlier on this ticket the customer wrote:\n${previous.input.body}`,
-      `The answer was: ${previous.final ?? `(none: that run ended ${previous.status})`}`,
-    ].join('\n\n'),
+    followUp: (previous) =>
+      [
+        ...(previous.earlier ? [previous.earlier.slice(-FOLLOW_UP_EARLIER_MAX_CHARS)] : []),
+        `Earlier on this ticket the customer wrote:\n${previous.input.body}`,
+        `The answer was: ${previous.final ?? `(none: that run ended ${previous.status})`}`,
+      ].join('\n\n'),
     compensationFor: (action, ticket) => clarificationEmail(action, ticket),
     demoScript: (t) => supportScript(t),
   });

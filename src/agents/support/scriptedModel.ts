@@ -11,14 +11,23 @@ export function supportScript(ticket: Ticket): Script {
   const base = { transientFailures: 0 };
   return [
     { ...base, toolCalls: [{ name: 'read_ticket', args: {} }], usage: usage(400, 40) },
-    { ...base, toolCalls: [{ name: 'lookup_customer', args: { email: ticket.customer.email } }], usage: usage(520, 40) },
+    {
+      ...base,
+      toolCalls: [{ name: 'lookup_customer', args: { email: ticket.customer.email } }],
+      usage: usage(520, 40),
+    },
     { ...base, toolCalls: [{ name: 'search_kb', args: { query: ticket.subject } }], usage: usage(640, 60) },
     {
       ...base,
       toolCalls: [
         {
           name: 'create_ticket',
-          args: { subject: `Follow-up: ${ticket.subject}`, body: `Customer ${ticket.customer.name} reported: ${ticket.subject}`, priority: 'normal', sourceTicketId: ticket.id },
+          args: {
+            subject: `Follow-up: ${ticket.subject}`,
+            body: `Customer ${ticket.customer.name} reported: ${ticket.subject}`,
+            priority: 'normal',
+            sourceTicketId: ticket.id,
+          },
         },
       ],
       usage: usage(800, 90),

@@ -18,35 +18,41 @@ export function supportSettings({ config }: { config: Pick<Config, 'APP_MODE'> }
   /** Required in production (`why`: what it is for), optional in development. */
   const needed = (schema: z.ZodString, why: string) =>
     production ? z.string({ error: `required in production (${why})` }).pipe(schema) : schema.optional();
-  return z.object({
-    /**
-     * The support system's reads (customers, knowledge base), and every vendor whose URL is unset.
-     * Without it in production every tool call would go to the development default on localhost.
-     */
-    SANDBOX_URL: production
-      ? z.string({ error: 'required in production (the support/email/payments service the tools call)' }).pipe(url)
-      : url.default('http://127.0.0.1:4010'),
-    ZENDESK_URL: url.optional(),
-    /** Zendesk API-token auth (`{email}/token:{token}`), or ZENDESK_OAUTH_TOKEN (Bearer) instead. */
-    ZENDESK_EMAIL: z.string().min(3).optional(),
-    ZENDESK_TOKEN: z.string().min(1).optional(),
-    ZENDESK_OAUTH_TOKEN: z.string().min(1).optional(),
-    ZENDESK_TIMEOUT_MS: ms(5000),
-    RESEND_URL: url.optional(),
-    /** `re_...` */
-    RESEND_API_KEY: needed(z.string().min(1), 'the email service the tools call'),
-    /** The sender address, on a domain verified at Resend: `Support <support@example.com>`. */
-    RESEND_FROM: needed(z.string().min(3), 'a sender on a domain verified at Resend'),
-    RESEND_TIMEOUT_MS: ms(5000),
-    STRIPE_URL: url.optional(),
-    /** `sk_...` (or a restricted `rk_...` key allowed to create and list refunds). */
-    STRIPE_API_KEY: needed(z.string().min(1), 'the payments service the tools call'),
-    STRIPE_TIMEOUT_MS: ms(5000),
-  }).superRefine((s, ctx) => {
-    if (production && !s.ZENDESK_OAUTH_TOKEN && !(s.ZENDESK_EMAIL && s.ZENDESK_TOKEN)) {
-      ctx.addIssue({ code: 'custom', path: ['ZENDESK_TOKEN'], message: 'required in production with ZENDESK_EMAIL (or ZENDESK_OAUTH_TOKEN)' });
-    }
-  });
+  return z
+    .object({
+      /**
+       * The support system's reads (customers, knowledge base), and every vendor whose URL is unset.
+       * Without it in production every tool call would go to the development default on localhost.
+       */
+      SANDBOX_URL: production
+        ? z.string({ error: 'required in production (the support/email/payments service the tools call)' }).pipe(url)
+        : url.default('http://127.0.0.1:4010'),
+      ZENDESK_URL: url.optional(),
+      /** Zendesk API-token auth (`{email}/token:{token}`), or ZENDESK_OAUTH_TOKEN (Bearer) instead. */
+      ZENDESK_EMAIL: z.string().min(3).optional(),
+      ZENDESK_TOKEN: z.string().min(1).optional(),
+      ZENDESK_OAUTH_TOKEN: z.string().min(1).optional(),
+      ZENDESK_TIMEOUT_MS: ms(5000),
+      RESEND_URL: url.optional(),
+      /** `re_...` */
+      RESEND_API_KEY: needed(z.string().min(1), 'the email service the tools call'),
+      /** The sender address, on a domain verified at Resend: `Support <support@example.com>`. */
+      RESEND_FROM: needed(z.string().min(3), 'a sender on a domain verified at Resend'),
+      RESEND_TIMEOUT_MS: ms(5000),
+      STRIPE_URL: url.optional(),
+      /** `sk_...` (or a restricted `rk_...` key allowed to create and list refunds). */
+      STRIPE_API_KEY: needed(z.string().min(1), 'the payments service the tools call'),
+      STRIPE_TIMEOUT_MS: ms(5000),
+    })
+    .superRefine((s, ctx) => {
+      if (production && !s.ZENDESK_OAUTH_TOKEN && !(s.ZENDESK_EMAIL && s.ZENDESK_TOKEN)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['ZENDESK_TOKEN'],
+          message: 'required in production with ZENDESK_EMAIL (or ZENDESK_OAUTH_TOKEN)',
+        });
+      }
+    });
 }
 
 export type SupportSettings = z.output<ReturnType<typeof supportSettings>>;

@@ -35,11 +35,29 @@ export function ratePlot(r: RateSeries): string {
 
 export function flowPage(op: Operator, v: FlowView): string {
   const pct = (n: number) => `${(n * 100).toFixed(0)} %`;
-  const tenants = v.tenants.map((t) => `<tr data-tenant="${e(t.tenant)}"><td>${e(t.tenant)}</td><td class="waiting">${t.waiting}</td><td>${(t.oldestWaitingMs / 1000).toFixed(1)} s</td>
-<td class="held">${t.held} / ${t.limit === 0 ? '∞' : t.limit}</td><td>${t.weight}</td><td class="share">${pct(t.share)}</td><td>${t.admitted}</td></tr>`).join('\n');
-  const agents = v.agents.map((a) => `<tr><td>${e(a.agent)}</td><td>${a.held} / ${a.limit === 0 ? '∞' : a.limit}</td></tr>`).join('\n');
-  const changes = v.changes.map((c) => `<li>${new Date(c.at).toISOString()} <b>${e(c.who)}</b> set ${e(c.what)} of ${e(c.of)}: ${e(c.from || 'default')} → ${e(c.to || 'default')}</li>`).join('\n');
-  const rates = v.rates.map((r) => `<section class="rate" data-bucket="${e(r.bucket)}"><h3>${e(r.bucket)} <small>${r.rpm} requests/min, ${r.tpm} tokens/min</small></h3>${ratePlot(r)}</section>`).join('\n');
+  const tenants = v.tenants
+    .map(
+      (
+        t,
+      ) => `<tr data-tenant="${e(t.tenant)}"><td>${e(t.tenant)}</td><td class="waiting">${t.waiting}</td><td>${(t.oldestWaitingMs / 1000).toFixed(1)} s</td>
+<td class="held">${t.held} / ${t.limit === 0 ? '∞' : t.limit}</td><td>${t.weight}</td><td class="share">${pct(t.share)}</td><td>${t.admitted}</td></tr>`,
+    )
+    .join('\n');
+  const agents = v.agents
+    .map((a) => `<tr><td>${e(a.agent)}</td><td>${a.held} / ${a.limit === 0 ? '∞' : a.limit}</td></tr>`)
+    .join('\n');
+  const changes = v.changes
+    .map(
+      (c) =>
+        `<li>${new Date(c.at).toISOString()} <b>${e(c.who)}</b> set ${e(c.what)} of ${e(c.of)}: ${e(c.from || 'default')} → ${e(c.to || 'default')}</li>`,
+    )
+    .join('\n');
+  const rates = v.rates
+    .map(
+      (r) =>
+        `<section class="rate" data-bucket="${e(r.bucket)}"><h3>${e(r.bucket)} <small>${r.rpm} requests/min, ${r.tpm} tokens/min</small></h3>${ratePlot(r)}</section>`,
+    )
+    .join('\n');
   const body = `<h1>Flow control</h1>
 <p id="flow-state">${v.enabled ? 'on' : 'off (FLOW_CONTROL=false): runs start at once'} · fleet ${v.fleet.held} at work${v.fleet.limit > 0 ? ` of ${v.fleet.limit}` : ''}</p>
 <h2>Tenants</h2>

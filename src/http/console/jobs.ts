@@ -43,7 +43,8 @@ export async function runJobs(ctx: EngineContext, runId: string, currentJobId: s
     const [finishedOn, failedReason, data] = (res[i]?.[1] ?? []) as (string | null)[];
     let step = seen.get(jobId)!;
     if (step < 0) step = stepOfData(data);
-    const state: RunJob['state'] = data == null ? 'removed' : failedReason ? 'failed' : finishedOn ? 'finished' : 'pending';
+    const state: RunJob['state'] =
+      data == null ? 'removed' : failedReason ? 'failed' : finishedOn ? 'finished' : 'pending';
     return { jobId, step, state };
   });
 }

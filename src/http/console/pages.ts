@@ -16,7 +16,12 @@ import type { RunJob } from './jobs.js';
 
 export const CONSOLE = '/console';
 
-const HTMX_CONFIG = JSON.stringify({ includeIndicatorStyles: false, allowEval: false, allowScriptTags: false, selfRequestsOnly: true });
+const HTMX_CONFIG = JSON.stringify({
+  includeIndicatorStyles: false,
+  allowEval: false,
+  allowScriptTags: false,
+  selfRequestsOnly: true,
+});
 
 export function layout(title: string, body: string, op?: Operator, csrf?: string): string {
   return `<!doctype html>
@@ -38,25 +43,49 @@ ${op ? `<form class="who" method="post" action="${CONSOLE}/logout"><span id="ope
 const csrfField = (csrf: string | undefined) => (csrf ? `<input type="hidden" name="csrf" value="${e(csrf)}">` : '');
 
 export function loginPage(csrf: string, error?: string): string {
-  return layout('log in', `<h1>Log in</h1>
+  return layout(
+    'log in',
+    `<h1>Log in</h1>
 ${error ? `<p class="error" id="login-error">${e(error)}</p>` : ''}
 <form method="post" action="${CONSOLE}/login" class="login">
 <label>operator token or identity provider JWT <input type="password" name="token" autocomplete="off" required></label>
 <input type="hidden" name="csrf" value="${e(csrf)}">
 <button id="login">log in</button>
-</form>`);
+</form>`,
+  );
 }
 
-export interface ListFilters { status?: string; tenant?: string; agent?: string; since?: number; until?: number }
+export interface ListFilters {
+  status?: string;
+  tenant?: string;
+  agent?: string;
+  since?: number;
+  until?: number;
+}
 
 /** A datetime-local field's value (UTC, to the second) for a time bound. */
 const localValue = (ms: number | undefined) => (ms === undefined ? '' : new Date(ms).toISOString().slice(0, 19));
 
-export function runsPage(op: Operator, csrf: string, f: ListFilters, rows: RunRow[], nextCursor: string | undefined): string {
+export function runsPage(
+  op: Operator,
+  csrf: string,
+  f: ListFilters,
+  rows: RunRow[],
+  nextCursor: string | undefined,
+): string {
   const option = (s: string) => `<option value="${e(s)}"${f.status === s ? ' selected' : ''}>${e(s)}</option>`;
-  const q = (extra: Record<string, string>) => new URLSearchParams({ ...(f.status ? { status: f.status } : {}), ...(f.tenant ? { tenant: f.tenant } : {}), ...(f.agent ? { agent: f.agent } : {}),
-    ...(f.since !== undefined ? { since: String(f.since) } : {}), ...(f.until !== undefined ? { until: String(f.until) } : {}), ...extra }).toString();
-  return layout('runs', `<h1>Runs</h1>
+  const q = (extra: Record<string, string>) =>
+    new URLSearchParams({
+      ...(f.status ? { status: f.status } : {}),
+      ...(f.tenant ? { tenant: f.tenant } : {}),
+      ...(f.agent ? { agent: f.agent } : {}),
+      ...(f.since !== undefined ? { since: String(f.since) } : {}),
+      ...(f.until !== undefined ? { until: String(f.until) } : {}),
+      ...extra,
+    }).toString();
+  return layout(
+    'runs',
+    `<h1>Runs</h1>
 <form method="get" action="${CONSOLE}/runs" class="filters">
 <label>status <select name="status" id="filter-status"><option value="">any</option>${RUN_STATUSES.map(option).join('')}</select></label>
 <label>tenant <input name="tenant" id="filter-tenant" value="${e(f.tenant ?? '')}"></label>
@@ -69,11 +98,19 @@ export function runsPage(op: Operator, csrf: string, f: ListFilters, rows: RunRo
 ${rows.map((r) => `<tr data-run="${e(r.runId)}"><td><a href="${CONSOLE}/runs/${e(r.runId)}">${e(r.runId)}</a></td><td><span class="status" data-status="${e(r.status)}">${e(r.status)}</span></td><td>${e(r.reason)}</td><td>${e(r.tenant)}</td><td>${e(r.agent)}</td><td>${e(r.step)}</td><td>${e(new Date(r.statusAt).toISOString())}</td></tr>`).join('\n')}
 </tbody></table>
 ${rows.length === 0 ? '<p id="no-runs">no runs match</p>' : ''}
-${nextCursor ? `<p><a id="next-page" href="${CONSOLE}/runs?${e(q({ cursor: nextCursor }))}">next page</a></p>` : ''}`, op, csrf);
+${nextCursor ? `<p><a id="next-page" href="${CONSOLE}/runs?${e(q({ cursor: nextCursor }))}">next page</a></p>` : ''}`,
+    op,
+    csrf,
+  );
 }
 
 export interface HumanItem {
-  actionId: string; tool: string; state: string; args: unknown; idempotencyKey: string; since: number;
+  actionId: string;
+  tool: string;
+  state: string;
+  args: unknown;
+  idempotencyKey: string;
+  since: number;
   history: { from?: string | null; to: string; at: number; by: string; why: string; evidence?: unknown }[];
 }
 
@@ -94,12 +131,17 @@ export interface RunPageData {
 
 export function runPage(op: Operator, csrf: string, d: RunPageData): string {
   const id = d.view.runId;
-  return layout(`run ${id}`, `<p><a href="${CONSOLE}/runs">← runs</a></p>
+  return layout(
+    `run ${id}`,
+    `<p><a href="${CONSOLE}/runs">← runs</a></p>
 <h1>Run <code id="run-id">${e(id)}</code></h1>
 ${d.notice ? `<p class="notice" id="notice">${e(d.notice)}</p>` : ''}
 <div id="live" data-events="/v1/runs/${e(id)}/events" data-live="${CONSOLE}/runs/${e(id)}/live">
 ${runLive(op, csrf, d)}
-</div>`, op, csrf);
+</div>`,
+    op,
+    csrf,
+  );
 }
 
 const TERMINAL = new Set(['completed', 'failed', 'budget_exceeded', 'cancelled']);
@@ -108,7 +150,9 @@ const TERMINAL = new Set(['completed', 'failed', 'budget_exceeded', 'cancelled']
 export function runLive(op: Operator, csrf: string, d: RunPageData): string {
   const v = d.view;
   const acts = op.role === 'operator';
-  const jobLink = d.jobId ? `/admin/queues/queue/${encodeURIComponent(d.queueName)}/${encodeURIComponent(d.jobId)}` : `/admin/queues/queue/${encodeURIComponent(d.queueName)}`;
+  const jobLink = d.jobId
+    ? `/admin/queues/queue/${encodeURIComponent(d.queueName)}/${encodeURIComponent(d.jobId)}`
+    : `/admin/queues/queue/${encodeURIComponent(d.queueName)}`;
   return `<table class="summary"><tbody>
 <tr><th>status</th><td><span class="status" id="status" data-status="${e(v.status)}">${e(v.status)}</span></td></tr>
 <tr><th>reason</th><td id="reason">${e(v.reason)}</td></tr>
@@ -159,7 +203,8 @@ ${d.jobs.map((j) => `<tr data-job="${e(j.jobId)}"><td>${j.state === 'removed' ? 
 
 function budget(v: RunView): string {
   const { limits, used } = v.budget;
-  const row = (name: string, u: number, l: number) => `<tr><th>${name}</th><td>${e(u)}</td><td>${e(l)}</td><td><meter min="0" max="${e(l)}" value="${e(Math.min(u, l))}" high="${e(l * 0.8)}"></meter></td></tr>`;
+  const row = (name: string, u: number, l: number) =>
+    `<tr><th>${name}</th><td>${e(u)}</td><td>${e(l)}</td><td><meter min="0" max="${e(l)}" value="${e(Math.min(u, l))}" high="${e(l * 0.8)}"></meter></td></tr>`;
   return `<table id="budget"><thead><tr><th></th><th>used</th><th>limit</th><th></th></tr></thead><tbody>
 ${row('steps', used.steps, limits.maxSteps)}${row('tokens', used.tokens, limits.maxTokens)}${row('wall clock ms', used.wallMs, limits.maxWallMs)}
 </tbody></table><p>deadline ${e(limits.deadlineAt)}</p>`;
@@ -184,15 +229,29 @@ function approvalBlock(runId: string, a: PendingApproval, acts: boolean, csrf: s
 <h2>Approval needed: <code>${e(a.tool)}</code></h2>
 <p>Exactly this is approved (fingerprint <code class="fingerprint">${e(a.fingerprint)}</code>, expires ${e(new Date(a.expiresAt).toISOString())}):</p>
 <pre class="approval-args">${e(JSON.stringify(a.args, null, 2))}</pre>
-${acts ? `<form method="post" action="${base}" class="inline">${csrfField(csrf)}<input type="hidden" name="fingerprint" value="${e(a.fingerprint)}"><input type="hidden" name="decision" value="approve"><button class="approve">approve</button></form>
-<form method="post" action="${base}" class="inline">${csrfField(csrf)}<input type="hidden" name="fingerprint" value="${e(a.fingerprint)}"><input type="hidden" name="decision" value="reject"><button class="reject danger">reject</button></form>` : ''}
+${
+  acts
+    ? `<form method="post" action="${base}" class="inline">${csrfField(csrf)}<input type="hidden" name="fingerprint" value="${e(a.fingerprint)}"><input type="hidden" name="decision" value="approve"><button class="approve">approve</button></form>
+<form method="post" action="${base}" class="inline">${csrfField(csrf)}<input type="hidden" name="fingerprint" value="${e(a.fingerprint)}"><input type="hidden" name="decision" value="reject"><button class="reject danger">reject</button></form>`
+    : ''
+}
 </section>`;
 }
 
 /** A run parked for a version change: continue under one of the served versions, or cancel (the version queue's two actions). */
-function versionBlock(runId: string, vc: NonNullable<RunPageData['versionChange']>, acts: boolean, csrf: string): string {
+function versionBlock(
+  runId: string,
+  vc: NonNullable<RunPageData['versionChange']>,
+  acts: boolean,
+  csrf: string,
+): string {
   const base = `${CONSOLE}/runs/${e(runId)}/version`;
-  const forms = vc.served.map((s) => `<form method="post" action="${base}/continue" class="inline">${csrfField(csrf)}<input type="hidden" name="agentVersion" value="${e(s.agentVersion)}"><input type="hidden" name="toolsHash" value="${e(s.toolsHash)}"><button class="approve continue-version">continue under ${e(s.label)}</button></form>`).join('\n');
+  const forms = vc.served
+    .map(
+      (s) =>
+        `<form method="post" action="${base}/continue" class="inline">${csrfField(csrf)}<input type="hidden" name="agentVersion" value="${e(s.agentVersion)}"><input type="hidden" name="toolsHash" value="${e(s.toolsHash)}"><button class="approve continue-version">continue under ${e(s.label)}</button></form>`,
+    )
+    .join('\n');
   return `<section class="pending version-change" id="version-change">
 <h2>Parked for a version change</h2>
 <p>Pinned to <code id="version-pinned">${e(vc.pinned)}</code>; live workers serve: ${vc.served.length === 0 ? '<em id="version-served">none</em>' : `<span id="version-served">${vc.served.map((s) => `<code>${e(s.label)}</code>`).join(', ')}</span>`}.
@@ -202,21 +261,35 @@ ${acts ? `${forms}\n<form method="post" action="${base}/cancel" class="inline">$
 }
 
 function humanBlock(runId: string, h: HumanItem, acts: boolean, csrf: string): string {
-  const history = h.history.map((x) => `<tr><td>${e(new Date(x.at).toISOString())}</td><td>${e(x.from ?? '')}</td><td>${e(x.to)}</td><td>${e(x.by)}</td><td>${e(x.why)}</td><td><pre>${x.evidence === undefined ? '' : e(JSON.stringify(x.evidence, null, 2))}</pre></td></tr>`).join('');
+  const history = h.history
+    .map(
+      (x) =>
+        `<tr><td>${e(new Date(x.at).toISOString())}</td><td>${e(x.from ?? '')}</td><td>${e(x.to)}</td><td>${e(x.by)}</td><td>${e(x.why)}</td><td><pre>${x.evidence === undefined ? '' : e(JSON.stringify(x.evidence, null, 2))}</pre></td></tr>`,
+    )
+    .join('');
   return `<section class="pending human" id="human-${e(h.actionId)}">
 <h2>A person must decide: <code>${e(h.tool)}</code> (${e(h.state)})</h2>
 <p>The outcome of this request is unknown and the service could not settle it. Idempotency key <code>${e(h.idempotencyKey)}</code>.</p>
 <pre>${e(JSON.stringify(h.args, null, 2))}</pre>
 <table class="history"><thead><tr><th>at</th><th>from</th><th>to</th><th>by</th><th>why</th><th>evidence</th></tr></thead><tbody>${history}</tbody></table>
-${acts ? `<form method="post" action="${CONSOLE}/runs/${e(runId)}/reconciliations/${e(h.actionId)}" class="resolve">${csrfField(csrf)}
+${
+  acts
+    ? `<form method="post" action="${CONSOLE}/runs/${e(runId)}/reconciliations/${e(h.actionId)}" class="resolve">${csrfField(csrf)}
 <label><input type="radio" name="finding" value="confirmed" required> confirmed: the service has it, its id is <input name="receipt" class="receipt" placeholder="the service's id"></label>
 <label><input type="radio" name="finding" value="not_sent"> not sent: send it once more with the same key</label>
 <label><input type="radio" name="finding" value="compensate"> compensate: send a correcting action</label>
 <label>what you checked <textarea name="note" maxlength="2000"></textarea></label>
-<button class="resolve-submit">record finding</button></form>` : ''}
+<button class="resolve-submit">record finding</button></form>`
+    : ''
+}
 </section>`;
 }
 
 export function errorPage(status: number, message: string, op?: Operator, csrf?: string): string {
-  return layout(String(status), `<h1>${e(status)}</h1><p id="error">${e(message)}</p><p><a href="${CONSOLE}/runs">runs</a></p>`, op, csrf);
+  return layout(
+    String(status),
+    `<h1>${e(status)}</h1><p id="error">${e(message)}</p><p><a href="${CONSOLE}/runs">runs</a></p>`,
+    op,
+    csrf,
+  );
 }

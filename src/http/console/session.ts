@@ -73,7 +73,12 @@ export class ConsoleSessions {
   constructor(private readonly ctx: Pick<EngineContext, 'redis' | 'keys' | 'cfg' | 'log'>) {
     const configured = ctx.cfg.CONSOLE_SESSION_SECRET;
     // Development without a secret: one per process (sessions end when it restarts; other replicas refuse them).
-    this.secret = configured !== undefined ? Buffer.from(configured) : ctx.cfg.APP_MODE === 'development' ? randomBytes(32) : undefined;
+    this.secret =
+      configured !== undefined
+        ? Buffer.from(configured)
+        : ctx.cfg.APP_MODE === 'development'
+          ? randomBytes(32)
+          : undefined;
   }
 
   get enabled(): boolean {
@@ -86,9 +91,17 @@ export class ConsoleSessions {
 
   async create(req: Request, res: Response, operator: Operator, token: string): Promise<Session> {
     const id = randomBytes(32).toString('base64url');
-    const epoch = Number(await this.ctx.redis.get(this.ctx.keys.consoleSessionEpoch(operator.name)) ?? 0);
-    const session: Session = { operator, csrf: randomBytes(24).toString('base64url'), credential: credentialFingerprint(token), epoch };
-    const ttl = Math.min(this.ctx.cfg.CONSOLE_SESSION_TTL_MS, operator.expiresAt !== undefined ? operator.expiresAt - Date.now() : Infinity);
+    const epoch = Number((await this.ctx.redis.get(this.ctx.keys.consoleSessionEpoch(operator.name))) ?? 0);
+    const session: Session = {
+      operator,
+      csrf: randomBytes(24).toString('base64url'),
+      credential: credentialFingerprint(token),
+      epoch,
+    };
+    const ttl = Math.min(
+      this.ctx.cfg.CONSOLE_SESSION_TTL_MS,
+      operator.expiresAt !== undefined ? operator.expiresAt - Date.now() : Infinity,
+    );
     if (ttl <= 0) throw new Error('session: the credential has already expired');
     await this.ctx.redis.set(this.ctx.keys.consoleSession(id), JSON.stringify(session), 'PX', Math.floor(ttl));
     res.append('set-cookie', `${SESSION_COOKIE}=${id}.${this.sign(id)}; ${cookieFlags(req, ttl)}`);
@@ -109,7 +122,10 @@ export class ConsoleSessions {
     const current = await this.stillValid(session);
     if (current) return { ...session, operator: current } as Session;
     await this.ctx.redis.del(this.ctx.keys.consoleSession(id));
-    this.ctx.log.info({ code: 'console_session_revoked', operator: session.operator.name }, 'console session no longer matches its operator');
+    this.ctx.log.info(
+      { code: 'console_session_revoked', operator: session.operator.name },
+      'console session no longer matches its operator',
+    );
     return undefined;
   }
 
@@ -119,7 +135,7 @@ export class ConsoleSessions {
     if (session.credential === undefined || session.epoch === undefined) return undefined;
     const current = directoryFor(this.ctx.cfg).sessionOperator(session.credential, session.operator);
     if (!current) return undefined;
-    const epoch = Number(await this.ctx.redis.get(this.ctx.keys.consoleSessionEpoch(current.name)) ?? 0);
+    const epoch = Number((await this.ctx.redis.get(this.ctx.keys.consoleSessionEpoch(current.name))) ?? 0);
     return epoch === session.epoch ? current : undefined;
   }
 

@@ -32,7 +32,12 @@ const NO_ACTION: ActionAnswer = { status: 404, body: { error: 'not_found', messa
 const NO_RUN: ActionAnswer = { status: 404, body: { error: 'not_found', message: 'no such run' } };
 
 /** The action's record when it exists and the operator may see its run; else undefined (404 alike). */
-export async function visibleAction(ctx: EngineContext, ledger: Ledger, op: Operator, actionId: string): Promise<ActionRecord | undefined> {
+export async function visibleAction(
+  ctx: EngineContext,
+  ledger: Ledger,
+  op: Operator,
+  actionId: string,
+): Promise<ActionRecord | undefined> {
   if (!isActionId(actionId)) return undefined;
   const rec = await ledger.locate(actionId);
   if (!rec || !(await operatorSeesRun(ctx, op, rec.runId))) return undefined;
@@ -44,29 +49,54 @@ export async function visibleAction(ctx: EngineContext, ledger: Ledger, op: Oper
  * operator was shown). A second decision reports the first (alreadyDecided).
  */
 export async function decideApproval(
-  ctx: EngineContext, ledger: Ledger, op: Operator, actionId: string, decision: 'approve' | 'reject', fingerprint: string,
+  ctx: EngineContext,
+  ledger: Ledger,
+  op: Operator,
+  actionId: string,
+  decision: 'approve' | 'reject',
+  fingerprint: string,
 ): Promise<ActionAnswer> {
   const rec = await visibleAction(ctx, ledger, op, actionId);
   if (!rec) return NO_ACTION;
   let result;
   try {
-    result = await ledger.decideApproval(rec.runId, actionId, decision, fingerprint, op.name, decision === 'approve' ? 'approved by an operator' : 'rejected by an operator');
+    result = await ledger.decideApproval(
+      rec.runId,
+      actionId,
+      decision,
+      fingerprint,
+      op.name,
+      decision === 'approve' ? 'approved by an operator' : 'rejected by an operator',
+    );
   } catch (err) {
-    if (err instanceof LedgerConflict) return { status: 409, body: { error: 'not_pending', actionId, state: err.actual } };
+    if (err instanceof LedgerConflict)
+      return { status: 409, body: { error: 'not_pending', actionId, state: err.actual } };
     throw err;
   }
-  if (result.outcome === 'fingerprint_mismatch') return { status: 409, body: { error: 'fingerprint_mismatch', actionId } };
+  if (result.outcome === 'fingerprint_mismatch')
+    return { status: 409, body: { error: 'fingerprint_mismatch', actionId } };
   if (result.outcome === 'void' || result.decision.approver === APPROVAL_VOID) {
     // The run finished while it waited (cancelled, say): the approval authorises nothing.
     return { status: 409, body: { error: 'run_finished', ...result.decision } };
   }
   if (result.outcome === 'expired' || result.decision.reason === 'approval_expired') {
-    await stopRun(ctx, rec.runId, { expected: ['waiting_approval'], status: 'failed', reason: 'approval_expired', now: Date.now() });
+    await stopRun(ctx, rec.runId, {
+      expected: ['waiting_approval'],
+      status: 'failed',
+      reason: 'approval_expired',
+      now: Date.now(),
+    });
     await ctx.redis.zrem(ctx.keys.approvals(ctx.keys.shardOf(rec.runId)), actionId);
     return { status: 409, body: { error: 'approval_expired', ...result.decision } };
   }
   if (result.outcome === 'decided') {
-    await ctx.store.recordOperatorAction(rec.runId, { action: decision, by: op.name, at: result.decision.decidedAt, actionId, detail: result.decision.state });
+    await ctx.store.recordOperatorAction(rec.runId, {
+      action: decision,
+      by: op.name,
+      at: result.decision.decidedAt,
+      actionId,
+      detail: result.decision.state,
+    });
   }
   // Every caller resumes: if the first decider died before resuming, the second (or the sweep) finishes the job.
   await resumeParked(ctx, rec.runId, 'waiting_approval');
@@ -81,14 +111,25 @@ export type Finding = 'confirmed' | 'not_sent' | 'compensate';
  * each finding does). `receipt` is required for confirmed (the service's id).
  */
 export async function resolveHumanItem(
-  ctx: EngineContext, ledger: Ledger, compensations: Compensations, op: Operator,
-  actionId: string, finding: Finding, receipt: string | undefined, evidence: unknown,
+  ctx: EngineContext,
+  ledger: Ledger,
+  compensations: Compensations,
+  op: Operator,
+  actionId: string,
+  finding: Finding,
+  receipt: string | undefined,
+  evidence: unknown,
 ): Promise<ActionAnswer> {
   const rec = await visibleAction(ctx, ledger, op, actionId);
   if (!rec) return NO_ACTION;
   const by = op.name;
-  const ev = { by, why: `operator finding: ${finding}`, evidence: { finding, evidence, ...(receipt ? { receipt } : {}) } };
-  const journal = () => ctx.store.recordOperatorAction(rec.runId, { action: 'resolve', by, at: Date.now(), actionId, detail: finding });
+  const ev = {
+    by,
+    why: `operator finding: ${finding}`,
+    evidence: { finding, evidence, ...(receipt ? { receipt } : {}) },
+  };
+  const journal = () =>
+    ctx.store.recordOperatorAction(rec.runId, { action: 'resolve', by, at: Date.now(), actionId, detail: finding });
   try {
     if (finding === 'compensate') {
       const result = await compensations.compensate(rec, by, ev.evidence);
@@ -97,29 +138,56 @@ export async function resolveHumanItem(
       return {
         status: result.inProgress ? 202 : 200,
         body: {
-          actionId, runId: rec.runId, state: after?.state, resumed: false, operator: by,
-          compensation: result.compensation.actionId, compensationState: result.compensation.state,
+          actionId,
+          runId: rec.runId,
+          state: after?.state,
+          resumed: false,
+          operator: by,
+          compensation: result.compensation.actionId,
+          compensationState: result.compensation.state,
           ...(result.compensation.receipt ? { compensationReceipt: result.compensation.receipt } : {}),
-          inProgress: result.inProgress, run: result.run,
+          inProgress: result.inProgress,
+          run: result.run,
         },
       };
     }
     if (finding === 'confirmed') {
       const output = JSON.stringify({ receipt, confirmedBy: 'operator' });
-      await ledger.transition(rec.runId, actionId, 'needs_human', 'confirmed', ev, { receipt: receipt!, output, outcome: 'confirmed_by_operator' });
+      await ledger.transition(rec.runId, actionId, 'needs_human', 'confirmed', ev, {
+        receipt: receipt!,
+        output,
+        outcome: 'confirmed_by_operator',
+      });
     } else {
       await ledger.transition(rec.runId, actionId, 'needs_human', 'safe_retry', ev);
     }
   } catch (err) {
-    if (err instanceof LedgerConflict) return { status: 409, body: { error: 'not_in_human_queue', actionId, state: err.actual } };
-    if (err instanceof CompensationRefused) return { status: 409, body: { error: err.code, actionId, message: err.message } };
+    if (err instanceof LedgerConflict)
+      return { status: 409, body: { error: 'not_in_human_queue', actionId, state: err.actual } };
+    if (err instanceof CompensationRefused)
+      return { status: 409, body: { error: err.code, actionId, message: err.message } };
     throw err;
   }
   await journal();
   if (rec.compensates) {
     // A compensation resolved by a person: finish it (a safe_retry is sent once more with its key) and end the run; never resume the agent.
-    const result = await compensations.drive((await ledger.get(rec.runId, actionId))!, await compensations.requireSpec(rec.runId), by);
-    return { status: 200, body: { actionId, runId: rec.runId, state: result.compensation.state, resumed: false, compensates: rec.compensates, run: result.run, operator: by } };
+    const result = await compensations.drive(
+      (await ledger.get(rec.runId, actionId))!,
+      await compensations.requireSpec(rec.runId),
+      by,
+    );
+    return {
+      status: 200,
+      body: {
+        actionId,
+        runId: rec.runId,
+        state: result.compensation.state,
+        resumed: false,
+        compensates: rec.compensates,
+        run: result.run,
+        operator: by,
+      },
+    };
   }
   const resumed = await resumeParked(ctx, rec.runId, 'needs_human');
   const after = await ledger.get(rec.runId, actionId);
@@ -138,13 +206,18 @@ export async function cancelRun(ctx: EngineContext, op: Operator, runId: string)
   let result;
   try {
     result = await stopRun(ctx, runId, {
-      expected: ['waiting_approval', 'needs_human', ...(neverStarted ? ['queued'] : [])], status: 'cancelled', reason, now: Date.now(), requestCancel: true,
+      expected: ['waiting_approval', 'needs_human', ...(neverStarted ? ['queued'] : [])],
+      status: 'cancelled',
+      reason,
+      now: Date.now(),
+      requestCancel: true,
     });
   } catch (err) {
     if (err instanceof FenceError && err.code === 'run_missing') return NO_RUN;
     throw err;
   }
-  if (!result.stopped && TERMINAL.has(result.status)) return { status: 409, body: { error: 'run_finished', runId, status: result.status } };
+  if (!result.stopped && TERMINAL.has(result.status))
+    return { status: 409, body: { error: 'run_finished', runId, status: result.status } };
   // Parked (no step in flight): the journal gets the operator's entry now. A running run's
   // cancel is journalled by its next commit, as a status entry whose reason names the operator.
   if (result.stopped) {
@@ -154,7 +227,10 @@ export async function cancelRun(ctx: EngineContext, op: Operator, runId: string)
     // Its step 1 job waited in the delayed set for an admission that will not come.
     if (neverStarted) await ctx.queues.forRun(runId).remove(stepJobId(runId, 1));
   }
-  return { status: result.stopped ? 200 : 202, body: { runId, status: result.status, cancelled: result.stopped ? 'now' : 'at_next_commit', operator: op.name } };
+  return {
+    status: result.stopped ? 200 : 202,
+    body: { runId, status: result.status, cancelled: result.stopped ? 'now' : 'at_next_commit', operator: op.name },
+  };
 }
 
 /**
@@ -162,32 +238,116 @@ export async function cancelRun(ctx: EngineContext, op: Operator, runId: string)
  * operator's name. 404 for a run the operator may not see; 409 naming the status or
  * what must happen first; 400 naming the field whose extension passes LIMIT_MAX_*.
  */
-export async function retryStoppedRun(ctx: EngineContext, op: Operator, runId: string, ext: RetryExtension): Promise<ActionAnswer> {
+export async function retryStoppedRun(
+  ctx: EngineContext,
+  op: Operator,
+  runId: string,
+  ext: RetryExtension,
+): Promise<ActionAnswer> {
   if (!isRunId(runId) || !(await operatorSeesRun(ctx, op, runId))) return NO_RUN;
   const r = await retryRun(ctx, runId, op.name, ext);
   if (r.ok) {
     await holdSlot(ctx, runId);
-    return { status: 200, body: { runId, status: 'running', from: r.from, step: r.step, jobId: r.jobId, limits: r.limits, extension: r.extension, operator: op.name } };
+    return {
+      status: 200,
+      body: {
+        runId,
+        status: 'running',
+        from: r.from,
+        step: r.step,
+        jobId: r.jobId,
+        limits: r.limits,
+        extension: r.extension,
+        operator: op.name,
+      },
+    };
   }
   switch (r.code) {
-    case 'run_missing': return NO_RUN;
+    case 'run_missing':
+      return NO_RUN;
     case 'not_retryable':
-      return { status: 409, body: { error: 'not_retryable', runId, status: r.status, message: `the run is ${r.status}: only failed, budget_exceeded or needs_human runs are retried` } };
+      return {
+        status: 409,
+        body: {
+          error: 'not_retryable',
+          runId,
+          status: r.status,
+          message: `the run is ${r.status}: only failed, budget_exceeded or needs_human runs are retried`,
+        },
+      };
     case 'version_mismatch':
-      return { status: 409, body: { error: r.code, runId, status: r.status, message: 'the run is pinned to another agent version: a retry would park it again (continue or cancel it instead)' } };
+      return {
+        status: 409,
+        body: {
+          error: r.code,
+          runId,
+          status: r.status,
+          message:
+            'the run is pinned to another agent version: a retry would park it again (continue or cancel it instead)',
+        },
+      };
     case 'approval_expired':
-      return { status: 409, body: { error: r.code, runId, status: r.status, message: 'its approval expired, which is final: a retry would fail again' } };
+      return {
+        status: 409,
+        body: {
+          error: r.code,
+          runId,
+          status: r.status,
+          message: 'its approval expired, which is final: a retry would fail again',
+        },
+      };
     case 'moved_on':
-      return { status: 409, body: { error: r.code, runId, message: 'the run changed while the retry was prepared: look again' } };
+      return {
+        status: 409,
+        body: { error: r.code, runId, message: 'the run changed while the retry was prepared: look again' },
+      };
     case 'extension_required':
-      return { status: 409, body: { error: r.code, runId, budget: r.budget, message: `the run stopped on its ${r.budget} budget: a retry needs more of it (${r.budget === 'wall_clock' ? 'wallMs' : r.budget})` } };
+      return {
+        status: 409,
+        body: {
+          error: r.code,
+          runId,
+          budget: r.budget,
+          message: `the run stopped on its ${r.budget} budget: a retry needs more of it (${r.budget === 'wall_clock' ? 'wallMs' : r.budget})`,
+        },
+      };
     case 'budget_exhausted':
-      return { status: 409, body: { error: r.code, runId, budget: r.budget, message: `the run's ${r.budget} budget leaves no room: it would stop again at once` } };
+      return {
+        status: 409,
+        body: {
+          error: r.code,
+          runId,
+          budget: r.budget,
+          message: `the run's ${r.budget} budget leaves no room: it would stop again at once`,
+        },
+      };
     case 'tenant_budget_exhausted':
-      return { status: 409, body: { error: r.code, runId, message: "the tenant's daily token budget is used up: the run would stop again at once" } };
+      return {
+        status: 409,
+        body: {
+          error: r.code,
+          runId,
+          message: "the tenant's daily token budget is used up: the run would stop again at once",
+        },
+      };
     case 'action_waiting':
-      return { status: 409, body: { error: r.code, runId, actionId: r.actionId, message: 'an action of the run waits for a person: resolve it or decide its approval first (that resumes the run)' } };
+      return {
+        status: 409,
+        body: {
+          error: r.code,
+          runId,
+          actionId: r.actionId,
+          message:
+            'an action of the run waits for a person: resolve it or decide its approval first (that resumes the run)',
+        },
+      };
     case 'over_limit':
-      return { status: 400, body: { error: 'invalid_request', fields: [{ path: r.field, message: `the run's total would pass this deployment's limit of ${r.limit}` }] } };
+      return {
+        status: 400,
+        body: {
+          error: 'invalid_request',
+          fields: [{ path: r.field, message: `the run's total would pass this deployment's limit of ${r.limit}` }],
+        },
+      };
   }
 }

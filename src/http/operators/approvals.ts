@@ -12,34 +12,61 @@ import { decideApproval } from './actions.js';
 import { invalid, param } from '../../producer/fieldErrors.js';
 import { isTerminal } from '../../runs/status.js';
 
-
 /**
  * `approver` is accepted for older clients and ignored: the recorded approver is the
  * authenticated operator (the answer's `approver` says who was recorded).
  */
-export const decisionSchema = z.object({
-  decision: z.enum(['approve', 'reject']),
-  fingerprint: z.string().min(1).max(128),
-  approver: z.string().min(1).max(200).optional(),
-}).strict();
+export const decisionSchema = z
+  .object({
+    decision: z.enum(['approve', 'reject']),
+    fingerprint: z.string().min(1).max(128),
+    approver: z.string().min(1).max(200).optional(),
+  })
+  .strict();
 
 export interface PendingApproval {
-  actionId: string; runId: string; tenant: string; step: number; tool: string; args: unknown;
-  fingerprint: string; expiresAt: number; createdAt: number;
+  actionId: string;
+  runId: string;
+  tenant: string;
+  step: number;
+  tool: string;
+  args: unknown;
+  fingerprint: string;
+  expiresAt: number;
+  createdAt: number;
 }
 
 /** Pending approvals of runs still parked, those of `tenants` only unless '*'. */
-export async function pendingApprovals(ctx: EngineContext, ledger: Ledger, tenants: '*' | readonly string[], runId?: string): Promise<PendingApproval[]> {
+export async function pendingApprovals(
+  ctx: EngineContext,
+  ledger: Ledger,
+  tenants: '*' | readonly string[],
+  runId?: string,
+): Promise<PendingApproval[]> {
   const approvals: PendingApproval[] = [];
   const shards = runId !== undefined ? [ctx.keys.shardOf(runId)] : ctx.keys.allShards();
   for (const shard of shards) {
-    for (const { actionId, since: expiresAt } of await ledger.indexed(ctx.keys.approvals(shard), Number.POSITIVE_INFINITY, 1000)) {
+    for (const { actionId, since: expiresAt } of await ledger.indexed(
+      ctx.keys.approvals(shard),
+      Number.POSITIVE_INFINITY,
+      1000,
+    )) {
       const rec = await ledger.getInShard(shard, actionId);
       if (!rec || rec.state !== 'planned' || (runId !== undefined && rec.runId !== runId)) continue;
-      const [tenant, status] = (await ctx.redis.hmget(ctx.keys.run(rec.runId).run, 'tenant', 'status'));
+      const [tenant, status] = await ctx.redis.hmget(ctx.keys.run(rec.runId).run, 'tenant', 'status');
       if (!status || isTerminal(status)) continue; // void: a decision would authorise nothing
       if (!seesTenant({ tenants }, tenant)) continue;
-      approvals.push({ actionId, runId: rec.runId, tenant: tenant ?? '', step: rec.step, tool: rec.tool, args: rec.args, fingerprint: rec.fingerprint, expiresAt, createdAt: rec.createdAt });
+      approvals.push({
+        actionId,
+        runId: rec.runId,
+        tenant: tenant ?? '',
+        step: rec.step,
+        tool: rec.tool,
+        args: rec.args,
+        fingerprint: rec.fingerprint,
+        expiresAt,
+        createdAt: rec.createdAt,
+      });
     }
   }
   return approvals;
@@ -56,7 +83,14 @@ export function approvalsRouter(ctx: EngineContext, ledger: Ledger): Router {
     const parsed = decisionSchema.safeParse(req.body);
     if (!parsed.success) return void invalid(res, parsed.error);
     const { decision, fingerprint } = parsed.data;
-    const answer = await decideApproval(ctx, ledger, operatorOf(res), param(req.params.actionId), decision, fingerprint);
+    const answer = await decideApproval(
+      ctx,
+      ledger,
+      operatorOf(res),
+      param(req.params.actionId),
+      decision,
+      fingerprint,
+    );
     res.status(answer.status).json(answer.body);
   });
   return r;

@@ -60,12 +60,17 @@ export function askForBoardCredentials(cfg: EngineContext['cfg'], res: Response,
 export function boardAuth(cfg: EngineContext['cfg'], session?: SessionReader) {
   const dir = directoryFor(cfg);
   return async (req: Request, res: Response, next: NextFunction) => {
-    if (!basicAuthOn(cfg) && !dir.configured) return authUnconfigured(res, `${OPERATOR_SETTINGS}, or BULL_BOARD_USER and BULL_BOARD_PASSWORD`);
+    if (!basicAuthOn(cfg) && !dir.configured)
+      return authUnconfigured(res, `${OPERATOR_SETTINGS}, or BULL_BOARD_USER and BULL_BOARD_PASSWORD`);
     if (boardBasicMatches(cfg, req)) return next();
     const token = bearer(req);
     const op = token !== undefined ? await dir.authenticate(token) : await session?.(req);
     if (op && op.tenants === '*' && (op.role === 'operator' || cfg.BULL_BOARD_READ_ONLY)) return next();
-    if (op) return void res.status(403).json({ error: 'forbidden', message: `operator ${op.name} may not open the queues (needs every tenant${cfg.BULL_BOARD_READ_ONLY ? '' : ' and the operator role'})` });
+    if (op)
+      return void res.status(403).json({
+        error: 'forbidden',
+        message: `operator ${op.name} may not open the queues (needs every tenant${cfg.BULL_BOARD_READ_ONLY ? '' : ' and the operator role'})`,
+      });
     askForBoardCredentials(cfg, res, 'bull board credentials or an operator token are required');
   };
 }
@@ -90,7 +95,9 @@ export function mountBullBoard(app: express.Express, ctx: EngineContext, session
     const serverAdapter = new ExpressAdapter();
     serverAdapter.setBasePath(BULL_BOARD_PATH);
     createBullBoard({
-      queues: ctx.queues.all().map((q) => new BullMQAdapter(q, { readOnlyMode: ctx.cfg.BULL_BOARD_READ_ONLY, externalJobUrl: runLinkOf })),
+      queues: ctx.queues
+        .all()
+        .map((q) => new BullMQAdapter(q, { readOnlyMode: ctx.cfg.BULL_BOARD_READ_ONLY, externalJobUrl: runLinkOf })),
       // @bull-board/express 9.10.1 carries its own @bull-board/api 9.10.1 (the root one is 9.10.2): same shape, separate declarations.
       serverAdapter: serverAdapter as unknown as Parameters<typeof createBullBoard>[0]['serverAdapter'],
     });

@@ -66,8 +66,12 @@ class ViewerState implements Viewer {
   buffer: StreamEntry[] | undefined = [];
   closed = false;
   constructor(
-    readonly runId: string, readonly stream: string, public last: string, readonly sink: ViewerSink,
-    private readonly onLeave: (v: ViewerState) => void, private readonly read: (v: ViewerState) => Promise<void>,
+    readonly runId: string,
+    readonly stream: string,
+    public last: string,
+    readonly sink: ViewerSink,
+    private readonly onLeave: (v: ViewerState) => void,
+    private readonly read: (v: ViewerState) => Promise<void>,
   ) {}
 
   drain(): Promise<void> {
@@ -98,7 +102,10 @@ class ShardReader {
   private stopped = false;
   private wakeCursor = '0-0';
 
-  constructor(private readonly hub: EventFanout, readonly wakeKey: string) {}
+  constructor(
+    private readonly hub: EventFanout,
+    readonly wakeKey: string,
+  ) {}
 
   add(v: ViewerState): boolean {
     let s = this.streams.get(v.stream);
@@ -149,7 +156,17 @@ class ShardReader {
       let reply: XReadReply;
       try {
         this.blocked = true;
-        reply = (await conn.xread('COUNT', 100, 'BLOCK', this.hub.opts.blockMs, 'STREAMS', ...keys, this.wakeKey, ...ids, this.wakeCursor));
+        reply = await conn.xread(
+          'COUNT',
+          100,
+          'BLOCK',
+          this.hub.opts.blockMs,
+          'STREAMS',
+          ...keys,
+          this.wakeKey,
+          ...ids,
+          this.wakeCursor,
+        );
         failures = 0;
       } catch (err) {
         if (this.stopped || this.conn !== conn) return;
@@ -194,7 +211,12 @@ export class EventFanout {
   private readonly id = randomUUID();
   private count = 0;
 
-  constructor(readonly redis: RedisClient, readonly keys: KeySpace, readonly log: Logger, readonly opts: FanoutOptions) {}
+  constructor(
+    readonly redis: RedisClient,
+    readonly keys: KeySpace,
+    readonly log: Logger,
+    readonly opts: FanoutOptions,
+  ) {}
 
   /** Live viewers now. */
   get viewers(): number {
@@ -215,13 +237,24 @@ export class EventFanout {
       this.readers.set(shard, reader);
     }
     const r = reader;
-    const v = new ViewerState(runId, this.keys.run(runId).events, last, sink, (gone) => {
-      this.count--;
-      r.remove(gone);
-    }, (x) => this.readAfter(x));
+    const v = new ViewerState(
+      runId,
+      this.keys.run(runId).events,
+      last,
+      sink,
+      (gone) => {
+        this.count--;
+        r.remove(gone);
+      },
+      (x) => this.readAfter(x),
+    );
     const isNew = r.add(v);
     // A blocked read does not see a stream added after it started: wake it.
-    if (isNew && r.isBlocked) await this.redis.xadd(r.wakeKey, 'MAXLEN', '1', '*', 'w', '1').then(() => this.redis.pexpire(r.wakeKey, 3600_000)).catch(() => {});
+    if (isNew && r.isBlocked)
+      await this.redis
+        .xadd(r.wakeKey, 'MAXLEN', '1', '*', 'w', '1')
+        .then(() => this.redis.pexpire(r.wakeKey, 3600_000))
+        .catch(() => {});
     await this.catchUp(v);
     return v;
   }

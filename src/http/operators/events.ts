@@ -24,7 +24,8 @@ export interface EventsOptions {
 }
 
 function startId(req: Request): string | undefined {
-  const given = req.header('last-event-id') ?? (typeof req.query.lastEventId === 'string' ? req.query.lastEventId : undefined);
+  const given =
+    req.header('last-event-id') ?? (typeof req.query.lastEventId === 'string' ? req.query.lastEventId : undefined);
   if (given === undefined || given === '') return '0-0';
   return STREAM_ID.test(given) ? given : undefined;
 }
@@ -36,14 +37,27 @@ export function eventsRouter(ctx: EngineContext, opts: EventsOptions = {}, sessi
   r.get('/v1/runs/:id/events', requireRunAccess(ctx, session), async (req, res) => {
     const runId = param(req.params.id);
     const last = startId(req);
-    if (last === undefined) return void res.status(400).json({ error: 'invalid_request', fields: [{ path: 'Last-Event-ID', message: 'a stream id like 1700000000000-0' }] });
+    if (last === undefined)
+      return void res.status(400).json({
+        error: 'invalid_request',
+        fields: [{ path: 'Last-Event-ID', message: 'a stream id like 1700000000000-0' }],
+      });
     if (!(await ctx.store.exists(runId))) return runNotFound(res);
     // No await from here to join(), which takes the slot: the cap is exact.
     if (fanout.viewers >= maxViewers) {
       res.setHeader('retry-after', '5');
-      return void res.status(503).json({ error: 'too_many_viewers', limit: maxViewers, message: `this process serves at most ${maxViewers} live event streams (SSE_MAX_VIEWERS)` });
+      return void res.status(503).json({
+        error: 'too_many_viewers',
+        limit: maxViewers,
+        message: `this process serves at most ${maxViewers} live event streams (SSE_MAX_VIEWERS)`,
+      });
     }
-    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' });
+    res.writeHead(200, {
+      'content-type': 'text/event-stream',
+      'cache-control': 'no-cache',
+      connection: 'keep-alive',
+      'x-accel-buffering': 'no',
+    });
     res.flushHeaders();
 
     let ending = false;
@@ -75,7 +89,10 @@ export function eventsRouter(ctx: EngineContext, opts: EventsOptions = {}, sessi
         if (status !== null && !isTerminal(status)) return void res.write(': keep-alive\n\n');
         // Finished or gone: whatever the stream still holds for this viewer, then the end.
         draining = true;
-        void viewer?.drain().catch(() => {}).finally(end);
+        void viewer
+          ?.drain()
+          .catch(() => {})
+          .finally(end);
       },
       fail(err) {
         if (!ending) ctx.log.warn({ code: 'sse_read_failed', runId, err }, 'event stream read failed');

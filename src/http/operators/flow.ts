@@ -16,8 +16,10 @@ import { settingProblem, type FlowSetting } from '../../flow/admission.js';
 import type { Operator } from '../operatorIdentity.js';
 
 const limitSchema = z.number().int().min(0).max(1_000_000).nullable();
-export const tenantFlowBodySchema = z.object({ weight: z.number().positive().max(1000).nullable().optional(), limit: limitSchema.optional() })
-  .strict().refine((b) => b.weight !== undefined || b.limit !== undefined, 'weight or limit');
+export const tenantFlowBodySchema = z
+  .object({ weight: z.number().positive().max(1000).nullable().optional(), limit: limitSchema.optional() })
+  .strict()
+  .refine((b) => b.weight !== undefined || b.limit !== undefined, 'weight or limit');
 export const agentFlowBodySchema = z.object({ limit: limitSchema }).strict();
 
 /** The view an operator may see: a tenant-scoped one only its tenants' lines (and no one else's changes). */
@@ -30,7 +32,12 @@ export async function flowViewFor(ctx: EngineContext, op: Operator): Promise<Flo
     const parts = bucket.split('/');
     return parts.length === 2 || mine.has(parts[2] ?? '');
   };
-  return { ...v, tenants: v.tenants.filter((t) => mine.has(t.tenant)), changes: v.changes.filter((c) => mine.has(c.of)), rates: v.rates.filter((r) => visibleBucket(r.bucket)) };
+  return {
+    ...v,
+    tenants: v.tenants.filter((t) => mine.has(t.tenant)),
+    changes: v.changes.filter((c) => mine.has(c.of)),
+    rates: v.rates.filter((r) => visibleBucket(r.bucket)),
+  };
 }
 
 export function flowRouter(ctx: EngineContext): Router {
@@ -38,11 +45,19 @@ export function flowRouter(ctx: EngineContext): Router {
   r.get('/v1/flow', requireOperator(ctx.cfg, 'viewer'), async (_req, res) => {
     res.json(await flowViewFor(ctx, operatorOf(res)));
   });
-  const change = async (res: import('express').Response, what: FlowSetting, of: string, value: number | null | undefined): Promise<boolean> => {
+  const change = async (
+    res: import('express').Response,
+    what: FlowSetting,
+    of: string,
+    value: number | null | undefined,
+  ): Promise<boolean> => {
     if (value === undefined) return true;
     const problem = settingProblem(what, of, value);
     if (problem) {
-      res.status(400).json({ error: 'invalid_request', fields: [{ path: what === 'agent_limit' ? 'agent' : 'tenant', message: problem }] });
+      res.status(400).json({
+        error: 'invalid_request',
+        fields: [{ path: what === 'agent_limit' ? 'agent' : 'tenant', message: problem }],
+      });
       return false;
     }
     await ctx.admission!.configure(what, of, value, operatorOf(res).name);
@@ -50,7 +65,9 @@ export function flowRouter(ctx: EngineContext): Router {
   };
   const everyTenant = (res: import('express').Response): boolean => {
     if (operatorOf(res).tenants === '*') return true;
-    res.status(403).json({ error: 'forbidden', message: 'changing a weight or a limit needs an operator who sees every tenant' });
+    res
+      .status(403)
+      .json({ error: 'forbidden', message: 'changing a weight or a limit needs an operator who sees every tenant' });
     return false;
   };
   r.put('/v1/flow/tenants/:tenant', requireOperator(ctx.cfg, 'operator'), async (req, res) => {
@@ -58,7 +75,11 @@ export function flowRouter(ctx: EngineContext): Router {
     if (!parsed.success) return void invalid(res, parsed.error);
     if (!everyTenant(res)) return;
     const tenant = param(req.params.tenant);
-    if (!(await change(res, 'weight', tenant, parsed.data.weight)) || !(await change(res, 'limit', tenant, parsed.data.limit))) return;
+    if (
+      !(await change(res, 'weight', tenant, parsed.data.weight)) ||
+      !(await change(res, 'limit', tenant, parsed.data.limit))
+    )
+      return;
     res.json({ tenant, ...parsed.data, by: operatorOf(res).name });
   });
   r.put('/v1/flow/agents/:agent', requireOperator(ctx.cfg, 'operator'), async (req, res) => {

@@ -29,12 +29,18 @@ import { Compensations } from '../../ledger/compensation.js';
 import { resolveHumanItem } from './actions.js';
 
 /** `operator` is accepted for older clients and ignored: the finding records the authenticated operator. */
-const findingSchema = z.object({
-  finding: z.enum(['confirmed', 'not_sent', 'compensate']),
-  receipt: z.string().min(1).max(200).optional(),
-  evidence: z.unknown(),
-  operator: z.string().min(1).max(200).optional(),
-}).strict().refine((b) => b.finding !== 'confirmed' || b.receipt !== undefined, { path: ['receipt'], message: 'a confirmed finding needs the receipt' });
+const findingSchema = z
+  .object({
+    finding: z.enum(['confirmed', 'not_sent', 'compensate']),
+    receipt: z.string().min(1).max(200).optional(),
+    evidence: z.unknown(),
+    operator: z.string().min(1).max(200).optional(),
+  })
+  .strict()
+  .refine((b) => b.finding !== 'confirmed' || b.receipt !== undefined, {
+    path: ['receipt'],
+    message: 'a confirmed finding needs the receipt',
+  });
 export { findingSchema };
 
 /** The human queue with each item's history, those of `tenants` only unless '*' (and of one run when given). */
@@ -42,10 +48,15 @@ export async function humanQueue(ctx: EngineContext, ledger: Ledger, tenants: '*
   const items = [];
   const shards = runId !== undefined ? [ctx.keys.shardOf(runId)] : ctx.keys.allShards();
   for (const shard of shards) {
-    for (const { actionId, since } of await ledger.indexed(ctx.keys.humanQueue(shard), Number.POSITIVE_INFINITY, 1000)) {
+    for (const { actionId, since } of await ledger.indexed(
+      ctx.keys.humanQueue(shard),
+      Number.POSITIVE_INFINITY,
+      1000,
+    )) {
       const rec = await ledger.getInShard(shard, actionId);
       if (!rec || (runId !== undefined && rec.runId !== runId)) continue;
-      if (tenants !== '*' && !seesTenant({ tenants }, await ctx.redis.hget(ctx.keys.run(rec.runId).run, 'tenant'))) continue;
+      if (tenants !== '*' && !seesTenant({ tenants }, await ctx.redis.hget(ctx.keys.run(rec.runId).run, 'tenant')))
+        continue;
       items.push({ ...rec, since, history: await ledger.history(rec.runId, actionId) });
     }
   }
@@ -54,10 +65,18 @@ export async function humanQueue(ctx: EngineContext, ledger: Ledger, tenants: '*
 
 /** The compensation driver of operator findings (one per process). */
 export function operatorCompensations(ctx: EngineContext, ledger: Ledger): Compensations {
-  return new Compensations(ctx, ledger, createEffectRunner(ctx, { workerId: `operator-api:${process.pid}`, crash: new CrashPoints([]) }));
+  return new Compensations(
+    ctx,
+    ledger,
+    createEffectRunner(ctx, { workerId: `operator-api:${process.pid}`, crash: new CrashPoints([]) }),
+  );
 }
 
-export function reconciliationsRouter(ctx: EngineContext, ledger: Ledger, compensations = operatorCompensations(ctx, ledger)): Router {
+export function reconciliationsRouter(
+  ctx: EngineContext,
+  ledger: Ledger,
+  compensations = operatorCompensations(ctx, ledger),
+): Router {
   const r = Router();
 
   r.get('/v1/reconciliations', requireOperator(ctx.cfg, 'viewer'), async (_req, res) => {
@@ -68,7 +87,16 @@ export function reconciliationsRouter(ctx: EngineContext, ledger: Ledger, compen
     const parsed = findingSchema.safeParse(req.body);
     if (!parsed.success) return void invalid(res, parsed.error);
     const { finding, receipt, evidence } = parsed.data;
-    const answer = await resolveHumanItem(ctx, ledger, compensations, operatorOf(res), param(req.params.actionId), finding, receipt, evidence);
+    const answer = await resolveHumanItem(
+      ctx,
+      ledger,
+      compensations,
+      operatorOf(res),
+      param(req.params.actionId),
+      finding,
+      receipt,
+      evidence,
+    );
     res.status(answer.status).json(answer.body);
   });
   return r;

@@ -15,11 +15,13 @@ import { retryStoppedRun } from './actions.js';
 import { invalid, param } from '../../producer/fieldErrors.js';
 
 /** Each extension is bounded by src/budget/limits.ts; the run's totals by LIMIT_MAX_* (checked by retryRun). */
-export const retryBodySchema = z.object({
-  steps: z.number().int().nonnegative().max(HARD_LIMITS.maxSteps).optional(),
-  tokens: z.number().int().nonnegative().max(HARD_LIMITS.maxTokens).optional(),
-  wallMs: z.number().int().nonnegative().max(HARD_LIMITS.maxWallMs).optional(),
-}).strict();
+export const retryBodySchema = z
+  .object({
+    steps: z.number().int().nonnegative().max(HARD_LIMITS.maxSteps).optional(),
+    tokens: z.number().int().nonnegative().max(HARD_LIMITS.maxTokens).optional(),
+    wallMs: z.number().int().nonnegative().max(HARD_LIMITS.maxWallMs).optional(),
+  })
+  .strict();
 
 export function retryRouter(ctx: EngineContext): Router {
   const r = Router();

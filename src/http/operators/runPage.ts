@@ -8,7 +8,15 @@
 import { Router, type NextFunction, type Request, type Response } from 'express';
 import type { EngineContext } from '../../runs/engineContext.js';
 import type { Ledger } from '../../ledger/ledger.js';
-import { authUnconfigured, bearer, OPERATOR_SETTINGS, type SessionReader, principalFor, principalSees, runTokensConfigured } from '../auth.js';
+import {
+  authUnconfigured,
+  bearer,
+  OPERATOR_SETTINGS,
+  type SessionReader,
+  principalFor,
+  principalSees,
+  runTokensConfigured,
+} from '../auth.js';
 import { renderRunHtml, runView } from '../runView.js';
 import { isRunId } from '../../store/keys.js';
 import { askForBoardCredentials, basicAuthOn, boardBasicMatches, RUN_PAGE_PATH } from './bullBoard.js';
@@ -26,9 +34,15 @@ function pageAuth(ctx: EngineContext, session?: SessionReader) {
     const runId = param(req.params.id);
     if (boardBasicMatches(ctx.cfg, req)) return isRunId(runId) ? next() : pageNotFound(res);
     // A console session: the console's own page of the run (it acts, and updates live).
-    if (bearer(req) === undefined && isRunId(runId) && (await session?.(req))) return void res.redirect(303, `/console/runs/${runId}`);
+    if (bearer(req) === undefined && isRunId(runId) && (await session?.(req)))
+      return void res.redirect(303, `/console/runs/${runId}`);
     const p = await principalFor(ctx.cfg, req);
-    if (!p) return void askForBoardCredentials(ctx.cfg, res, 'bull board credentials or a token that may read this run are required');
+    if (!p)
+      return void askForBoardCredentials(
+        ctx.cfg,
+        res,
+        'bull board credentials or a token that may read this run are required',
+      );
     if (!isRunId(runId)) return pageNotFound(res);
     if (!principalSees(p, await ctx.redis.hget(ctx.keys.run(runId).run, 'tenant'))) return pageNotFound(res);
     next();
@@ -39,7 +53,10 @@ export function runPageRouter(ctx: EngineContext, ledger: Ledger, session?: Sess
   const r = Router();
   r.get(`${RUN_PAGE_PATH}/:id`, pageAuth(ctx, session), async (req, res) => {
     const view = await runView(ctx, param(req.params.id), (runId) => ledger.listForRun(runId));
-    res.setHeader('content-security-policy', "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
+    res.setHeader(
+      'content-security-policy',
+      "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    );
     res.setHeader('x-content-type-options', 'nosniff');
     res.setHeader('cache-control', 'no-store');
     if (!view) return pageNotFound(res);

@@ -10,7 +10,14 @@ import { Router } from 'express';
 import { z } from 'zod';
 import type { EngineContext } from '../../runs/engineContext.js';
 import { listRuns, decodeCursor, type RunPage } from '../../runs/list.js';
-import { authUnconfigured, principalFor, RUN_TOKEN_SETTINGS, runTokensConfigured, type Principal, type SessionReader } from '../auth.js';
+import {
+  authUnconfigured,
+  principalFor,
+  RUN_TOKEN_SETTINGS,
+  runTokensConfigured,
+  type Principal,
+  type SessionReader,
+} from '../auth.js';
 import { RUN_STATUSES } from '../../runs/status.js';
 import { invalid } from '../../producer/fieldErrors.js';
 
@@ -21,26 +28,31 @@ const NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/i;
  * (what a browser's datetime-local field sends) is read as UTC.
  */
 function timeSchema(field: string) {
-  return z.string().max(40).transform((raw, c) => {
-    const iso = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?$/.test(raw) ? `${raw}Z` : raw;
-    const ms = /^\d{1,15}$/.test(raw) ? Number(raw) : /^\d{4}-\d{2}-\d{2}T/.test(raw) ? Date.parse(iso) : NaN;
-    if (!Number.isFinite(ms)) {
-      c.addIssue({ code: 'custom', message: `${field}: epoch ms or an ISO 8601 date-time (e.g. 2026-12-03T14:00Z)` });
-      return z.NEVER;
-    }
-    return ms;
-  });
+  return z
+    .string()
+    .max(40)
+    .transform((raw, c) => {
+      const iso = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?$/.test(raw) ? `${raw}Z` : raw;
+      const ms = /^\d{1,15}$/.test(raw) ? Number(raw) : /^\d{4}-\d{2}-\d{2}T/.test(raw) ? Date.parse(iso) : NaN;
+      if (!Number.isFinite(ms)) {
+        c.addIssue({ code: 'custom', message: `${field}: epoch ms or an ISO 8601 date-time (e.g. 2026-12-03T14:00Z)` });
+        return z.NEVER;
+      }
+      return ms;
+    });
 }
 
-export const runListQuerySchema = z.object({
-  status: z.enum(RUN_STATUSES).optional(),
-  tenant: z.string().regex(NAME, 'tenant: 1-63 letters, digits, _ or -').optional(),
-  agent: z.string().regex(NAME, 'agent: 1-63 letters, digits, _ or -').optional(),
-  since: timeSchema('since').optional(),
-  until: timeSchema('until').optional(),
-  cursor: z.string().max(200).optional(),
-  limit: z.coerce.number().int().min(1).max(200).default(50),
-}).strict();
+export const runListQuerySchema = z
+  .object({
+    status: z.enum(RUN_STATUSES).optional(),
+    tenant: z.string().regex(NAME, 'tenant: 1-63 letters, digits, _ or -').optional(),
+    agent: z.string().regex(NAME, 'agent: 1-63 letters, digits, _ or -').optional(),
+    since: timeSchema('since').optional(),
+    until: timeSchema('until').optional(),
+    cursor: z.string().max(200).optional(),
+    limit: z.coerce.number().int().min(1).max(200).default(50),
+  })
+  .strict();
 export type RunListQuery = z.infer<typeof runListQuerySchema>;
 
 /** The tenants a principal's listing reads: undefined = all; [] = none. */
@@ -60,9 +72,13 @@ export async function runsPage(ctx: EngineContext, p: Principal, q: RunListQuery
   if (q.cursor !== undefined && !cursor) throw new BadCursor('cursor: not one this API returned');
   const tenants = listedTenants(p, q.tenant);
   return listRuns(ctx.redis, ctx.keys, {
-    statuses: q.status ? [q.status] : RUN_STATUSES, limit: q.limit,
-    ...(q.since !== undefined ? { since: q.since } : {}), ...(q.until !== undefined ? { until: q.until } : {}),
-    ...(tenants !== undefined ? { tenants } : {}), ...(q.agent !== undefined ? { agent: q.agent } : {}), ...(cursor ? { cursor } : {}),
+    statuses: q.status ? [q.status] : RUN_STATUSES,
+    limit: q.limit,
+    ...(q.since !== undefined ? { since: q.since } : {}),
+    ...(q.until !== undefined ? { until: q.until } : {}),
+    ...(tenants !== undefined ? { tenants } : {}),
+    ...(q.agent !== undefined ? { agent: q.agent } : {}),
+    ...(cursor ? { cursor } : {}),
   });
 }
 
@@ -71,13 +87,19 @@ export function runsListRouter(ctx: EngineContext, session?: SessionReader): Rou
   r.get('/v1/runs', async (req, res) => {
     if (!runTokensConfigured(ctx.cfg)) return authUnconfigured(res, RUN_TOKEN_SETTINGS);
     const p = await principalFor(ctx.cfg, req, session);
-    if (!p) return void res.status(401).json({ error: 'unauthorized', message: 'an operator, producer or tenant token is required' });
+    if (!p)
+      return void res
+        .status(401)
+        .json({ error: 'unauthorized', message: 'an operator, producer or tenant token is required' });
     const parsed = runListQuerySchema.safeParse(req.query);
     if (!parsed.success) return void invalid(res, parsed.error);
     try {
       res.json(await runsPage(ctx, p, parsed.data));
     } catch (err) {
-      if (err instanceof BadCursor) return void res.status(400).json({ error: 'invalid_request', fields: [{ path: 'cursor', message: err.message }] });
+      if (err instanceof BadCursor)
+        return void res
+          .status(400)
+          .json({ error: 'invalid_request', fields: [{ path: 'cursor', message: err.message }] });
       throw err;
     }
   });

@@ -14,7 +14,10 @@ import { invalid, param } from '../../producer/fieldErrors.js';
 import { InvalidRunRequest } from '../../producer/intake.js';
 import { isScheduleId, scheduleBodySchema, type Schedules } from '../../producer/schedules.js';
 
-const badId = (res: Response) => void res.status(400).json({ error: 'invalid_request', fields: [{ path: 'id', message: '1-64 letters, digits, _ . or -' }] });
+const badId = (res: Response) =>
+  void res
+    .status(400)
+    .json({ error: 'invalid_request', fields: [{ path: 'id', message: '1-64 letters, digits, _ . or -' }] });
 const notFound = (res: Response) => void res.status(404).json({ error: 'not_found', message: 'no such schedule' });
 
 export function schedulesRouter(ctx: EngineContext, schedules: Schedules): Router {
@@ -43,7 +46,10 @@ export function schedulesRouter(ctx: EngineContext, schedules: Schedules): Route
       if (!seesTenant(operatorOf(res), tenant)) return notFound(res);
       const s = await schedules.setPaused(tenant, param(req.params.id), action === 'pause');
       if (!s) return notFound(res);
-      ctx.log.info({ code: `schedule_${action}d`, tenant, schedule: s.id, operator: operatorOf(res).name }, `schedule ${action}d`);
+      ctx.log.info(
+        { code: `schedule_${action}d`, tenant, schedule: s.id, operator: operatorOf(res).name },
+        `schedule ${action}d`,
+      );
       res.json(s);
     });
   }

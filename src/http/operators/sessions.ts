@@ -20,7 +20,9 @@ export function sessionsRouter(ctx: EngineContext, sessions: ConsoleSessions): R
     if (!parsed.success) return void invalid(res, parsed.error);
     const by = operatorOf(res);
     if (by.name !== parsed.data.name && by.tenants !== '*') {
-      return void res.status(403).json({ error: 'forbidden', message: `operator ${by.name} may end only its own sessions` });
+      return void res
+        .status(403)
+        .json({ error: 'forbidden', message: `operator ${by.name} may end only its own sessions` });
     }
     await sessions.endAll(parsed.data.name);
     ctx.log.info({ code: 'console_sessions_ended', operator: parsed.data.name, by: by.name }, 'console sessions ended');

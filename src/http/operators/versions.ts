@@ -35,18 +35,42 @@ import { invalid, param } from '../../producer/fieldErrors.js';
 
 export const VERSION_QUEUE_PATH = '/v1/operators/version-mismatches';
 
-export const versionListQuerySchema = z.object({ limit: z.coerce.number().int().min(1).max(500).default(100) }).strict();
+export const versionListQuerySchema = z
+  .object({ limit: z.coerce.number().int().min(1).max(500).default(100) })
+  .strict();
 const VERSION = /^[\w.@+:/-]{1,200}$/;
-export const continueSchema = z.object({
-  agentVersion: z.string().regex(VERSION, 'agentVersion: 1-200 letters, digits or _ . @ + : / -').optional(),
-  toolsHash: z.string().regex(/^[0-9a-f]{16}$/, 'toolsHash: 16 lowercase hex digits').optional(),
-}).strict().refine((b) => b.toolsHash === undefined || b.agentVersion !== undefined, { path: ['agentVersion'], message: 'a toolsHash needs its agentVersion' });
+export const continueSchema = z
+  .object({
+    agentVersion: z.string().regex(VERSION, 'agentVersion: 1-200 letters, digits or _ . @ + : / -').optional(),
+    toolsHash: z
+      .string()
+      .regex(/^[0-9a-f]{16}$/, 'toolsHash: 16 lowercase hex digits')
+      .optional(),
+  })
+  .strict()
+  .refine((b) => b.toolsHash === undefined || b.agentVersion !== undefined, {
+    path: ['agentVersion'],
+    message: 'a toolsHash needs its agentVersion',
+  });
 
 /** Ledger states an action has not settled in (a worker of the run's version must still move it). */
-const UNSETTLED: ReadonlySet<LedgerState> = new Set(['planned', 'authorized', 'dispatched', 'outcome_unknown', 'safe_retry', 'needs_human']);
+const UNSETTLED: ReadonlySet<LedgerState> = new Set([
+  'planned',
+  'authorized',
+  'dispatched',
+  'outcome_unknown',
+  'safe_retry',
+  'needs_human',
+]);
 const NO_RUN: ActionAnswer = { status: 404, body: { error: 'not_found', message: 'no such run' } };
 
-const labelOf = (s: ServedVersion) => ({ agentVersion: s.version, toolsHash: s.toolsHash, label: versionLabel(s.version, s.toolsHash), tools: s.tools, workers: s.workers.length });
+const labelOf = (s: ServedVersion) => ({
+  agentVersion: s.version,
+  toolsHash: s.toolsHash,
+  label: versionLabel(s.version, s.toolsHash),
+  tools: s.tools,
+  workers: s.workers.length,
+});
 
 /** The version queue as `op` may see it, each run with the versions served for its agent. */
 export async function versionQueue(ctx: EngineContext, registry: VersionRegistry, op: Operator, limit: number) {
@@ -54,50 +78,120 @@ export async function versionQueue(ctx: EngineContext, registry: VersionRegistry
   const servedByAgent = new Map<string, ServedVersion[]>();
   for (const agent of new Set(page.runs.map((r) => r.agent))) servedByAgent.set(agent, await registry.served(agent));
   // Served for a run: by a worker that consumes the run's shard.
-  const servedFor = (agent: string, runId: string) => (servedByAgent.get(agent) ?? []).filter((s) => s.shards.includes(ctx.keys.shardOf(runId)));
+  const servedFor = (agent: string, runId: string) =>
+    (servedByAgent.get(agent) ?? []).filter((s) => s.shards.includes(ctx.keys.shardOf(runId)));
   return {
     total: page.total,
-    runs: page.runs.map((r) => ({ ...r, pinned: versionLabel(r.agentVersion, r.toolsHash), served: servedFor(r.agent, r.runId).map(labelOf) })),
+    runs: page.runs.map((r) => ({
+      ...r,
+      pinned: versionLabel(r.agentVersion, r.toolsHash),
+      served: servedFor(r.agent, r.runId).map(labelOf),
+    })),
   };
 }
 
 /** Continue a parked run under a served version (see the module comment for every refusal). */
 export async function continueVersionRun(
-  ctx: EngineContext, ledger: Ledger, registry: VersionRegistry, op: Operator, runId: string, wanted: { agentVersion?: string | undefined; toolsHash?: string | undefined },
+  ctx: EngineContext,
+  ledger: Ledger,
+  registry: VersionRegistry,
+  op: Operator,
+  runId: string,
+  wanted: { agentVersion?: string | undefined; toolsHash?: string | undefined },
 ): Promise<ActionAnswer> {
   if (!isRunId(runId) || !(await operatorSeesRun(ctx, op, runId))) return NO_RUN;
-  const [status, reason, agent, agentVersion, toolsHash] = await ctx.redis.hmget(ctx.keys.run(runId).run, 'status', 'reason', 'agent', 'agentVersion', 'toolsHash');
-  if (!isVersionParked(status, reason)) return { status: 409, body: { error: 'not_version_parked', runId, status, reason } };
+  const [status, reason, agent, agentVersion, toolsHash] = await ctx.redis.hmget(
+    ctx.keys.run(runId).run,
+    'status',
+    'reason',
+    'agent',
+    'agentVersion',
+    'toolsHash',
+  );
+  if (!isVersionParked(status, reason))
+    return { status: 409, body: { error: 'not_version_parked', runId, status, reason } };
   const shard = ctx.keys.shardOf(runId);
   const served = (await registry.served(agent!)).filter((s) => s.shards.includes(shard));
-  const candidates = served.filter((s) => (wanted.agentVersion === undefined || s.version === wanted.agentVersion) && (wanted.toolsHash === undefined || s.toolsHash === wanted.toolsHash));
+  const candidates = served.filter(
+    (s) =>
+      (wanted.agentVersion === undefined || s.version === wanted.agentVersion) &&
+      (wanted.toolsHash === undefined || s.toolsHash === wanted.toolsHash),
+  );
   if (candidates.length === 0) {
-    return { status: 409, body: { error: wanted.agentVersion ? 'version_not_served' : 'no_served_version', runId, served: served.map(labelOf) } };
+    return {
+      status: 409,
+      body: {
+        error: wanted.agentVersion ? 'version_not_served' : 'no_served_version',
+        runId,
+        served: served.map(labelOf),
+      },
+    };
   }
-  if (candidates.length > 1) return { status: 409, body: { error: 'ambiguous_version', runId, served: candidates.map(labelOf), message: 'name agentVersion (and toolsHash)' } };
+  if (candidates.length > 1)
+    return {
+      status: 409,
+      body: {
+        error: 'ambiguous_version',
+        runId,
+        served: candidates.map(labelOf),
+        message: 'name agentVersion (and toolsHash)',
+      },
+    };
   const to = candidates[0]!;
   const kept = new Set(to.tools);
   const unsettled = (await ledger.listForRun(runId)).filter((a) => UNSETTLED.has(a.state) && !kept.has(a.tool));
   if (unsettled.length > 0) {
     return {
       status: 409,
-      body: { error: 'unsettled_actions_of_vanished_tools', runId, to: versionLabel(to.version, to.toolsHash), actions: unsettled.map((a) => ({ actionId: a.actionId, tool: a.tool, state: a.state })) },
+      body: {
+        error: 'unsettled_actions_of_vanished_tools',
+        runId,
+        to: versionLabel(to.version, to.toolsHash),
+        actions: unsettled.map((a) => ({ actionId: a.actionId, tool: a.tool, state: a.state })),
+      },
     };
   }
   const used = new Set<string>();
-  for (const e of await ctx.store.transcript(runId)) if (e.kind === 'decision') for (const c of e.toolCalls) used.add(c.name);
+  for (const e of await ctx.store.transcript(runId))
+    if (e.kind === 'decision') for (const c of e.toolCalls) used.add(c.name);
   const vanishedTools = [...used].filter((t) => !kept.has(t)).sort();
   try {
     const entry = await continueUnderVersion(ctx, {
-      runId, from: { version: agentVersion!, toolsHash: toolsHash! }, to: { version: to.version, toolsHash: to.toolsHash }, by: op.name, vanishedTools, now: Date.now(),
+      runId,
+      from: { version: agentVersion!, toolsHash: toolsHash! },
+      to: { version: to.version, toolsHash: to.toolsHash },
+      by: op.name,
+      vanishedTools,
+      now: Date.now(),
     });
     ctx.metrics.versionDecisions.inc({ decision: 'continue' });
-    ctx.log.info({ code: 'version_continued', runId, from: versionLabel(agentVersion!, toolsHash!), to: versionLabel(to.version, to.toolsHash), operator: op.name }, 'run continued under another version');
-    return { status: 200, body: { runId, status: 'running', from: versionLabel(agentVersion!, toolsHash!), to: versionLabel(to.version, to.toolsHash), vanishedTools, operator: op.name, journal: entry } };
+    ctx.log.info(
+      {
+        code: 'version_continued',
+        runId,
+        from: versionLabel(agentVersion!, toolsHash!),
+        to: versionLabel(to.version, to.toolsHash),
+        operator: op.name,
+      },
+      'run continued under another version',
+    );
+    return {
+      status: 200,
+      body: {
+        runId,
+        status: 'running',
+        from: versionLabel(agentVersion!, toolsHash!),
+        to: versionLabel(to.version, to.toolsHash),
+        vanishedTools,
+        operator: op.name,
+        journal: entry,
+      },
+    };
   } catch (err) {
     if (err instanceof FenceError && err.code === 'run_missing') return NO_RUN;
     // Another operator continued or cancelled it meanwhile: the second click changes nothing.
-    if (err instanceof AgentError && err.code === 'version_mismatch') return { status: 409, body: { error: 'not_version_parked', runId, message: err.message } };
+    if (err instanceof AgentError && err.code === 'version_mismatch')
+      return { status: 409, body: { error: 'not_version_parked', runId, message: err.message } };
     throw err;
   }
 }
@@ -106,7 +200,8 @@ export async function continueVersionRun(
 export async function cancelVersionRun(ctx: EngineContext, op: Operator, runId: string): Promise<ActionAnswer> {
   if (!isRunId(runId) || !(await operatorSeesRun(ctx, op, runId))) return NO_RUN;
   const [status, reason] = await ctx.redis.hmget(ctx.keys.run(runId).run, 'status', 'reason');
-  if (!isVersionParked(status, reason)) return { status: 409, body: { error: 'not_version_parked', runId, status, reason } };
+  if (!isVersionParked(status, reason))
+    return { status: 409, body: { error: 'not_version_parked', runId, status, reason } };
   const answer = await cancelRun(ctx, op, runId);
   if (answer.status === 200) ctx.metrics.versionDecisions.inc({ decision: 'cancel' });
   return answer;
@@ -127,7 +222,10 @@ export function versionsRouter(ctx: EngineContext, ledger: Ledger): Router {
     res.status(answer.status).json(answer.body);
   });
   r.post(`${VERSION_QUEUE_PATH}/:id/cancel`, requireOperator(ctx.cfg, 'operator'), async (req, res) => {
-    const parsed = z.object({}).strict().safeParse(req.body ?? {});
+    const parsed = z
+      .object({})
+      .strict()
+      .safeParse(req.body ?? {});
     if (!parsed.success) return void invalid(res, parsed.error);
     const answer = await cancelVersionRun(ctx, operatorOf(res), param(req.params.id));
     res.status(answer.status).json(answer.body);

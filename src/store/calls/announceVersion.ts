@@ -10,6 +10,10 @@ export interface AnnounceVersionArgs {
 }
 
 /** Returns the number of live announcements of the agent after this one. */
-export async function announceVersion(redis: RedisClient, k: { registry: string }, a: AnnounceVersionArgs): Promise<number> {
+export async function announceVersion(
+  redis: RedisClient,
+  k: { registry: string },
+  a: AnnounceVersionArgs,
+): Promise<number> {
   return Number(await script(redis, 'announceVersion')(k.registry, a.member, a.now, a.ttlMs));
 }

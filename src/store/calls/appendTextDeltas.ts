@@ -29,7 +29,22 @@ export interface AppendTextDeltasArgs {
  * Returns whether a step_restarted event went first (another delivery had streamed this step);
  * throws the FenceError of a refusal (lock lost, stale step, run missing/not running, decision exists).
  */
-export async function appendTextDeltas(redis: RedisClient, k: AppendTextDeltasKeys, a: AppendTextDeltasArgs): Promise<{ restarted: boolean }> {
-  const res = await script(redis, 'appendTextDeltas')(k.run, k.events, k.jobLock, a.token, a.step, a.jobId, a.deliveryKey, a.eventsMaxLen, a.event, a.startedEvent);
+export async function appendTextDeltas(
+  redis: RedisClient,
+  k: AppendTextDeltasKeys,
+  a: AppendTextDeltasArgs,
+): Promise<{ restarted: boolean }> {
+  const res = await script(redis, 'appendTextDeltas')(
+    k.run,
+    k.events,
+    k.jobLock,
+    a.token,
+    a.step,
+    a.jobId,
+    a.deliveryKey,
+    a.eventsMaxLen,
+    a.event,
+    a.startedEvent,
+  );
   return { restarted: Number(expectReply(res, { step: a.step })) === 0 };
 }

@@ -32,9 +32,22 @@ export type ApprovalDecideReply =
 
 const OUTCOMES = { 1: 'decided', 2: 'already_decided', 3: 'expired', 4: 'void' } as const;
 
-export async function approvalDecide(redis: RedisClient, k: ApprovalDecideKeys, a: ApprovalDecideArgs): Promise<ApprovalDecideReply> {
+export async function approvalDecide(
+  redis: RedisClient,
+  k: ApprovalDecideKeys,
+  a: ApprovalDecideArgs,
+): Promise<ApprovalDecideReply> {
   const [code, body] = (await script(redis, 'approvalDecide')(
-    k.action, k.history, k.approvals, k.run, a.actionId, a.decision, a.fingerprint, a.by, a.now, a.why,
+    k.action,
+    k.history,
+    k.approvals,
+    k.run,
+    a.actionId,
+    a.decision,
+    a.fingerprint,
+    a.by,
+    a.now,
+    a.why,
   )) as [number, string];
   if (code === ScriptCode.FingerprintMismatch) return { outcome: 'fingerprint_mismatch' };
   if (code === ScriptCode.StateMismatch) return { outcome: 'conflict', state: body };

@@ -24,10 +24,27 @@ export interface ContinueVersionArgs {
 }
 
 /** Throws FenceError run_missing, or AgentError version_mismatch when the run is not parked for a version change or its pin moved. */
-export async function continueVersion(redis: RedisClient, k: { run: string; journal: string; events: string }, a: ContinueVersionArgs): Promise<void> {
+export async function continueVersion(
+  redis: RedisClient,
+  k: { run: string; journal: string; events: string },
+  a: ContinueVersionArgs,
+): Promise<void> {
   const res = await script(redis, 'continueVersion')(
-    k.run, k.journal, k.events, ...a.job.keys,
-    a.fromVersion, a.fromToolsHash, a.spec, a.toVersion, a.toToolsHash, a.jobId, a.now, a.eventsMaxLen, a.entry, a.event, ...a.job.argv,
+    k.run,
+    k.journal,
+    k.events,
+    ...a.job.keys,
+    a.fromVersion,
+    a.fromToolsHash,
+    a.spec,
+    a.toVersion,
+    a.toToolsHash,
+    a.jobId,
+    a.now,
+    a.eventsMaxLen,
+    a.entry,
+    a.event,
+    ...a.job.argv,
   );
   expectReply(res, { runKey: k.run });
 }

@@ -50,8 +50,21 @@ export async function createRun(redis: RedisClient, k: CreateRunKeys, a: CreateR
 /** The script's KEYS then ARGV (a caller that sends it inside a MULTI: src/store/calls/deferNewJob.ts). */
 export function createRunArgs(k: CreateRunKeys, a: CreateRunArgs): (string | number | Buffer)[] {
   return [
-    k.run, k.budget, k.events, k.runIndex, k.subjectLatest, ...a.firstJob.keys,
-    a.runId, a.now, JSON.stringify(a.run), JSON.stringify(a.budget), a.event, a.eventsMaxLen, a.mode, a.subjectTtlMs, ...a.firstJob.argv,
+    k.run,
+    k.budget,
+    k.events,
+    k.runIndex,
+    k.subjectLatest,
+    ...a.firstJob.keys,
+    a.runId,
+    a.now,
+    JSON.stringify(a.run),
+    JSON.stringify(a.budget),
+    a.event,
+    a.eventsMaxLen,
+    a.mode,
+    a.subjectTtlMs,
+    ...a.firstJob.argv,
   ];
 }
 

@@ -7,7 +7,13 @@ import type { Command } from 'ioredis';
 import type { RedisClient } from '../connect.js';
 import { InvariantError } from '../../core/errors.js';
 import { scriptCommand } from '../luaScripts.js';
-import { createRunArgs, createRunResult, type CreateRunArgs, type CreateRunKeys, type CreateRunResult } from './createRun.js';
+import {
+  createRunArgs,
+  createRunResult,
+  type CreateRunArgs,
+  type CreateRunKeys,
+  type CreateRunResult,
+} from './createRun.js';
 
 export interface DeferKeys {
   wait: string;
@@ -17,7 +23,12 @@ export interface DeferKeys {
 
 /** createRun, with step 1's job (`jobId`) deferred until `startsAt` unless admitted before. */
 export async function createDeferredRun(
-  redis: RedisClient, k: CreateRunKeys, a: CreateRunArgs, q: DeferKeys, jobId: string, startsAt: number,
+  redis: RedisClient,
+  k: CreateRunKeys,
+  a: CreateRunArgs,
+  q: DeferKeys,
+  jobId: string,
+  startsAt: number,
 ): Promise<CreateRunResult> {
   // The request's own mark on the run it creates: an existing run (the same event again) lacks it, so its job is left alone.
   const token = randomBytes(8).toString('hex');

@@ -25,11 +25,27 @@ export interface Admitted {
 
 export async function flowAdmit(redis: RedisClient, k: FlowKeys, a: AdmitArgs): Promise<Admitted[]> {
   const res = await script(redis, 'flowAdmit')(
-    k.waiting, k.held, k.pending, k.counts, k.turns, k.passes, k.settings, k.admitted,
-    a.now, a.max, a.clientId, k.linePrefix, a.defaultWeight, a.tenantLimit, a.agentLimit, a.fleetLimit, JSON.stringify(a.configured),
+    k.waiting,
+    k.held,
+    k.pending,
+    k.counts,
+    k.turns,
+    k.passes,
+    k.settings,
+    k.admitted,
+    a.now,
+    a.max,
+    a.clientId,
+    k.linePrefix,
+    a.defaultWeight,
+    a.tenantLimit,
+    a.agentLimit,
+    a.fleetLimit,
+    JSON.stringify(a.configured),
   );
   const flat = Array.isArray(res) ? res.map(String) : [];
   const out: Admitted[] = [];
-  for (let i = 0; i + 2 < flat.length; i += 3) out.push({ runId: flat[i]!, shard: Number(flat[i + 1]), tenant: flat[i + 2]! });
+  for (let i = 0; i + 2 < flat.length; i += 3)
+    out.push({ runId: flat[i]!, shard: Number(flat[i + 1]), tenant: flat[i + 2]! });
   return out;
 }

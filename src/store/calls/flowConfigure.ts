@@ -17,6 +17,20 @@ export interface FlowChange {
 }
 
 /** Returns the previous value ('' when it was the default). */
-export async function flowConfigure(redis: RedisClient, k: FlowKeys, field: string, change: FlowChange): Promise<string> {
-  return String(await script(redis, 'flowConfigure')(k.settings, k.audit, field, change.to, JSON.stringify(change), FLOW_AUDIT_KEPT));
+export async function flowConfigure(
+  redis: RedisClient,
+  k: FlowKeys,
+  field: string,
+  change: FlowChange,
+): Promise<string> {
+  return String(
+    await script(redis, 'flowConfigure')(
+      k.settings,
+      k.audit,
+      field,
+      change.to,
+      JSON.stringify(change),
+      FLOW_AUDIT_KEPT,
+    ),
+  );
 }

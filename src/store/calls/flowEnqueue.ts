@@ -16,7 +16,24 @@ export interface FlowRun {
 }
 
 /** Returns whether the run was put in line (false: it was already waiting or holding a slot). */
-export async function flowEnqueue(redis: RedisClient, k: FlowKeys, line: string, runId: string, run: FlowRun, place: number): Promise<boolean> {
-  const res = await script(redis, 'flowEnqueue')(k.waiting, k.held, k.turns, k.passes, line, runId, run.tenant, JSON.stringify(run), place);
+export async function flowEnqueue(
+  redis: RedisClient,
+  k: FlowKeys,
+  line: string,
+  runId: string,
+  run: FlowRun,
+  place: number,
+): Promise<boolean> {
+  const res = await script(redis, 'flowEnqueue')(
+    k.waiting,
+    k.held,
+    k.turns,
+    k.passes,
+    line,
+    runId,
+    run.tenant,
+    JSON.stringify(run),
+    place,
+  );
   return res === 1;
 }

@@ -6,7 +6,21 @@ import { script } from '../luaScripts.js';
 export type Released = 'released' | 'withdrawn' | 'none';
 
 /** `waitingOnly`: only take a waiting run out of its line (a run at work keeps its slot). */
-export async function flowRelease(redis: RedisClient, k: FlowKeys, runId: string, waitingOnly = false): Promise<Released> {
-  const res = await script(redis, 'flowRelease')(k.waiting, k.held, k.pending, k.counts, k.turns, runId, k.linePrefix, waitingOnly ? 'waiting' : 'any');
+export async function flowRelease(
+  redis: RedisClient,
+  k: FlowKeys,
+  runId: string,
+  waitingOnly = false,
+): Promise<Released> {
+  const res = await script(redis, 'flowRelease')(
+    k.waiting,
+    k.held,
+    k.pending,
+    k.counts,
+    k.turns,
+    runId,
+    k.linePrefix,
+    waitingOnly ? 'waiting' : 'any',
+  );
   return res === 1 ? 'released' : res === 2 ? 'withdrawn' : 'none';
 }

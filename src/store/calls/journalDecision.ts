@@ -29,10 +29,27 @@ export interface JournalDecisionArgs {
 }
 
 /** Returns the decision's journal index; throws the FenceError of a refusal (lock lost, stale step, run missing/not running, decision exists). */
-export async function journalDecision(redis: RedisClient, k: JournalDecisionKeys, a: JournalDecisionArgs): Promise<number> {
+export async function journalDecision(
+  redis: RedisClient,
+  k: JournalDecisionKeys,
+  a: JournalDecisionArgs,
+): Promise<number> {
   const res = await script(redis, 'journalDecision')(
-    k.run, k.budget, k.journal, k.events, k.jobLock,
-    a.token, a.step, a.tokensDelta, a.contextBytesDelta ?? '', a.entry, a.now, a.eventsMaxLen, a.event, a.jobId, a.startedEvent,
+    k.run,
+    k.budget,
+    k.journal,
+    k.events,
+    k.jobLock,
+    a.token,
+    a.step,
+    a.tokensDelta,
+    a.contextBytesDelta ?? '',
+    a.entry,
+    a.now,
+    a.eventsMaxLen,
+    a.event,
+    a.jobId,
+    a.startedEvent,
   );
   return Number(expectReply(res, { step: a.step }));
 }

@@ -31,9 +31,23 @@ export type LedgerPlanReply = { status: 'new' | 'existing' | 'repeat'; state: st
 /** Throws the typed error of -13 (the reservation is held by another action). */
 export async function ledgerPlan(redis: RedisClient, k: LedgerPlanKeys, a: LedgerPlanArgs): Promise<LedgerPlanReply> {
   const res = await script(redis, 'ledgerPlan')(
-    k.action, k.history, k.reservation, k.runActions, k.events,
-    a.actionId, JSON.stringify(a.fields), JSON.stringify(a.history), a.step, a.callId, a.eventsMaxLen, a.event,
+    k.action,
+    k.history,
+    k.reservation,
+    k.runActions,
+    k.events,
+    a.actionId,
+    JSON.stringify(a.fields),
+    JSON.stringify(a.history),
+    a.step,
+    a.callId,
+    a.eventsMaxLen,
+    a.event,
   );
-  const [status, state, repeats] = expectReply(res, { actionId: a.actionId }) as [LedgerPlanReply['status'], string, number];
+  const [status, state, repeats] = expectReply(res, { actionId: a.actionId }) as [
+    LedgerPlanReply['status'],
+    string,
+    number,
+  ];
   return { status, state, repeats: Number(repeats) };
 }

@@ -32,13 +32,36 @@ export interface LedgerTransitionArgs {
 /** `moved`, or `conflict` with the state found (someone else moved first). Any other refusal throws its typed error. */
 export type LedgerTransitionReply = { moved: true } | { moved: false; actual: string };
 
-export async function ledgerTransition(redis: RedisClient, k: LedgerTransitionKeys, a: LedgerTransitionArgs): Promise<LedgerTransitionReply> {
+export async function ledgerTransition(
+  redis: RedisClient,
+  k: LedgerTransitionKeys,
+  a: LedgerTransitionArgs,
+): Promise<LedgerTransitionReply> {
   const [code, actual, cancelReason] = (await script(redis, 'ledgerTransition')(
-    k.action, k.history, k.openActions, k.humanQueue, k.events, k.run,
-    a.from, a.to, a.now, JSON.stringify(a.history), JSON.stringify(a.set), a.countAttempt ? 1 : 0, a.actionId,
-    a.eventsMaxLen, a.event, a.unlessCancelled ? 1 : 0,
+    k.action,
+    k.history,
+    k.openActions,
+    k.humanQueue,
+    k.events,
+    k.run,
+    a.from,
+    a.to,
+    a.now,
+    JSON.stringify(a.history),
+    JSON.stringify(a.set),
+    a.countAttempt ? 1 : 0,
+    a.actionId,
+    a.eventsMaxLen,
+    a.event,
+    a.unlessCancelled ? 1 : 0,
   )) as [number, string, string?];
   if (code === 1) return { moved: true };
   if (code === ScriptCode.StateMismatch) return { moved: false, actual };
-  throw scriptError(code, { actionId: a.actionId, from: a.from, to: a.to, actual, ...(cancelReason !== undefined ? { cancelReason } : {}) });
+  throw scriptError(code, {
+    actionId: a.actionId,
+    from: a.from,
+    to: a.to,
+    actual,
+    ...(cancelReason !== undefined ? { cancelReason } : {}),
+  });
 }

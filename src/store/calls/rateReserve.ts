@@ -20,16 +20,35 @@ const call = (redis: RedisClient, k: BucketKeys, l: BucketLimits, now: number, o
   script(redis, 'rateReserve')(k.bucket, k.series, now, l.rpm, l.tpm, l.burstMs, op, a, b, SERIES_RETENTION_MS);
 
 /** 0: one request and `tokens` reserved; else the ms to wait (nothing reserved). */
-export async function rateReserve(redis: RedisClient, k: BucketKeys, l: BucketLimits, now: number, tokens: number): Promise<number> {
+export async function rateReserve(
+  redis: RedisClient,
+  k: BucketKeys,
+  l: BucketLimits,
+  now: number,
+  tokens: number,
+): Promise<number> {
   return Number(await call(redis, k, l, now, 'reserve', tokens));
 }
 
 /** The attempt's real use: `used - estimate` back to (or out of) the bucket; `used` into the series. */
-export async function rateSettle(redis: RedisClient, k: BucketKeys, l: BucketLimits, now: number, estimate: number, used: number): Promise<void> {
+export async function rateSettle(
+  redis: RedisClient,
+  k: BucketKeys,
+  l: BucketLimits,
+  now: number,
+  estimate: number,
+  used: number,
+): Promise<void> {
   await call(redis, k, l, now, 'settle', used - estimate, used);
 }
 
 /** A 429 that still came: the bucket empties and refuses until `waitMs` from now. */
-export async function rateBlock(redis: RedisClient, k: BucketKeys, l: BucketLimits, now: number, waitMs: number): Promise<void> {
+export async function rateBlock(
+  redis: RedisClient,
+  k: BucketKeys,
+  l: BucketLimits,
+  now: number,
+  waitMs: number,
+): Promise<void> {
   await call(redis, k, l, now, 'block', waitMs);
 }

@@ -9,11 +9,24 @@ import { script } from '../luaScripts.js';
  * Returns the ids of the jobs moved. Safe to call twice or from several
  * watchers at once: a job is moved only while its lock names that client.
  */
-export async function requeueDeadOwner(node: Redis, keys: KeySpace, shard: number, clientId: string, maxStalledCount: number): Promise<string[]> {
+export async function requeueDeadOwner(
+  node: Redis,
+  keys: KeySpace,
+  shard: number,
+  clientId: string,
+  maxStalledCount: number,
+): Promise<string[]> {
   const k = keys.queueStateKeys(shard);
   const res = await script(node, 'requeueDeadOwner')(
-    k.active, k.wait, k.stalled, k.meta, k.marker, k.events,
-    keys.queueKeyPrefix(shard), clientId, maxStalledCount,
+    k.active,
+    k.wait,
+    k.stalled,
+    k.meta,
+    k.marker,
+    k.events,
+    keys.queueKeyPrefix(shard),
+    clientId,
+    maxStalledCount,
   );
   return Array.isArray(res) ? res.map(String) : [];
 }

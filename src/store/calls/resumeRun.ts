@@ -16,10 +16,21 @@ export interface ResumeRunArgs {
 }
 
 /** true: resumed; false: the run is missing or not in the expected status (a second click changes nothing). */
-export async function resumeRun(redis: RedisClient, k: { run: string; events: string }, a: ResumeRunArgs): Promise<boolean> {
+export async function resumeRun(
+  redis: RedisClient,
+  k: { run: string; events: string },
+  a: ResumeRunArgs,
+): Promise<boolean> {
   const res = await script(redis, 'resumeRun')(
-    k.run, k.events, ...a.job.keys,
-    a.expectedStatus, a.jobId, a.now, a.eventsMaxLen, a.event, ...a.job.argv,
+    k.run,
+    k.events,
+    ...a.job.keys,
+    a.expectedStatus,
+    a.jobId,
+    a.now,
+    a.eventsMaxLen,
+    a.event,
+    ...a.job.argv,
   );
   return replyCode(res) === undefined && res === 1;
 }

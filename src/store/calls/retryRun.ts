@@ -33,19 +33,41 @@ export type RetryRunResult =
 
 /** The script's answer; throws FenceError run_missing (and the typed error of any other code). */
 export async function retryRunCall(redis: RedisClient, k: RunKeys, a: RetryRunArgs): Promise<RetryRunResult> {
-  const res = await script(redis, 'retryRun')(
-    k.run, k.budget, k.journal, k.events, k.actions, ...a.job.keys,
-    a.expected.status, a.expected.cursor, a.expected.resumes, a.jobId, a.now, a.eventsMaxLen,
-    a.limits.maxSteps, a.limits.maxTokens, a.limits.maxWallMs, a.limits.deadlineAt, a.extended ? 1 : 0,
-    a.entry, a.retriedEvent, a.statusEvent, ...a.job.argv,
-  ) as [number, string];
+  const res = (await script(redis, 'retryRun')(
+    k.run,
+    k.budget,
+    k.journal,
+    k.events,
+    k.actions,
+    ...a.job.keys,
+    a.expected.status,
+    a.expected.cursor,
+    a.expected.resumes,
+    a.jobId,
+    a.now,
+    a.eventsMaxLen,
+    a.limits.maxSteps,
+    a.limits.maxTokens,
+    a.limits.maxWallMs,
+    a.limits.deadlineAt,
+    a.extended ? 1 : 0,
+    a.entry,
+    a.retriedEvent,
+    a.statusEvent,
+    ...a.job.argv,
+  )) as [number, string];
   const [code, detail] = res;
   switch (code) {
-    case 1: return { outcome: 'retried' };
-    case ScriptCode.RunNotRunning: return { outcome: 'wrong_status', status: detail };
-    case ScriptCode.StaleStep: return { outcome: 'moved_on' };
-    case ScriptCode.BudgetExhausted: return { outcome: 'budget_exhausted', budget: detail as 'steps' | 'tokens' | 'wall_clock' };
-    case ScriptCode.ActionWaiting: return { outcome: 'action_waiting', actionId: detail };
+    case 1:
+      return { outcome: 'retried' };
+    case ScriptCode.RunNotRunning:
+      return { outcome: 'wrong_status', status: detail };
+    case ScriptCode.StaleStep:
+      return { outcome: 'moved_on' };
+    case ScriptCode.BudgetExhausted:
+      return { outcome: 'budget_exhausted', budget: detail as 'steps' | 'tokens' | 'wall_clock' };
+    case ScriptCode.ActionWaiting:
+      return { outcome: 'action_waiting', actionId: detail };
     default:
       expectReply(res, { runId: a.runId });
       throw new InvariantError('invariant', `retryRun-14.lua answered ${code}`);

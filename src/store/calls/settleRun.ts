@@ -23,10 +23,28 @@ export interface SettleRunArgs {
 }
 
 /** settled with the job state, or left alone with why (run_moved_on, job_alive, job_<state>, too_young); throws FenceError run_missing. */
-export async function settleRunCall(redis: RedisClient, k: SettleRunKeys, a: SettleRunArgs): Promise<{ settled: boolean; why: string }> {
+export async function settleRunCall(
+  redis: RedisClient,
+  k: SettleRunKeys,
+  a: SettleRunArgs,
+): Promise<{ settled: boolean; why: string }> {
   const res = await script(redis, 'settleRun')(
-    k.run, k.budget, k.journal, k.events, k.actions, k.jobHash, k.failedSet, k.completedSet,
-    a.jobId, a.jobState, a.status, a.reason, a.now, a.minAgeMs, a.eventsMaxLen, a.retentionMs,
+    k.run,
+    k.budget,
+    k.journal,
+    k.events,
+    k.actions,
+    k.jobHash,
+    k.failedSet,
+    k.completedSet,
+    a.jobId,
+    a.jobState,
+    a.status,
+    a.reason,
+    a.now,
+    a.minAgeMs,
+    a.eventsMaxLen,
+    a.retentionMs,
   );
   const [code, why] = expectReply(res, { runId: a.runId }) as [number, string];
   return { settled: code === 1, why };

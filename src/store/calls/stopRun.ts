@@ -17,10 +17,25 @@ export interface StopRunArgs {
 }
 
 /** `stopped`, and the run's status afterwards; throws FenceError run_missing. */
-export async function stopRunCall(redis: RedisClient, k: RunKeys, a: StopRunArgs): Promise<{ stopped: boolean; status: string }> {
+export async function stopRunCall(
+  redis: RedisClient,
+  k: RunKeys,
+  a: StopRunArgs,
+): Promise<{ stopped: boolean; status: string }> {
   const res = await script(redis, 'stopRun')(
-    k.run, k.budget, k.journal, k.events, k.actions,
-    a.expected.join(' '), a.status, a.reason, a.now, a.eventsMaxLen, a.retentionMs, a.requestCancel ? 1 : 0, a.requestCancel ? a.reason : '',
+    k.run,
+    k.budget,
+    k.journal,
+    k.events,
+    k.actions,
+    a.expected.join(' '),
+    a.status,
+    a.reason,
+    a.now,
+    a.eventsMaxLen,
+    a.retentionMs,
+    a.requestCancel ? 1 : 0,
+    a.requestCancel ? a.reason : '',
   );
   const [code, status] = expectReply(res, { runId: a.runId }) as [number, string];
   return { stopped: code === 1, status };

@@ -42,8 +42,11 @@ export async function act(env: StepEnv, state: StepState, agent: Agent, decision
     }
     // A write was requested, so the decision is already journalled: park at this step
     // (a park into waiting_approval records the approval request in the same commit).
-    if ('park' in result) return { ...stopPlan(step, result.park, observations),
-      ...(result.approvalFor ? { approvalFor: result.approvalFor } : {}) };
+    if ('park' in result)
+      return {
+        ...stopPlan(step, result.park, observations),
+        ...(result.approvalFor ? { approvalFor: result.approvalFor } : {}),
+      };
     observations.push(result.obs);
   }
   return advancePlan(env, state, decision, observations, wallStop);
@@ -53,8 +56,11 @@ export async function act(env: StepEnv, state: StepState, agent: Agent, decision
  * The commit of a step whose tools all ran (or stopped at the deadline): the run's next status by the budget policy.
  */
 function advancePlan(
-  env: StepEnv, state: StepState, decision: DecisionEntry, observations: ObservationEntry[],
-    wallStop: BudgetStop | undefined,
+  env: StepEnv,
+  state: StepState,
+  decision: DecisionEntry,
+  observations: ObservationEntry[],
+  wallStop: BudgetStop | undefined,
 ): CommitPlan {
   const { step, spec, carriesDecision } = state;
   const entries: JournalEntry[] = carriesDecision ? [decision, ...observations] : [...observations];
@@ -62,12 +68,24 @@ function advancePlan(
   if (budget) env.metrics.budgetStops.inc({ kind: budget });
   if (budget === 'wall_clock') state.log.warn({ code: 'budget_exceeded', kind: budget }, reason);
   if (status !== 'running') entries.push({ v: 1, kind: 'status', step, status, reason });
-  return { entries, carriesDecision, status, reason, stepsDelta: 1,
-    tokensDelta: carriesDecision ? total(decision.usage) : 0, advance: true };
+  return {
+    entries,
+    carriesDecision,
+    status,
+    reason,
+    stepsDelta: 1,
+    tokensDelta: carriesDecision ? total(decision.usage) : 0,
+    advance: true,
+  };
 }
 
-async function runTool(env: StepEnv, state: StepState, agent: Agent, call: ToolCall,
-  ctx: ToolContext): Promise<ToolResult> {
+async function runTool(
+  env: StepEnv,
+  state: StepState,
+  agent: Agent,
+  call: ToolCall,
+  ctx: ToolContext,
+): Promise<ToolResult> {
   const base = { v: 1 as const, kind: 'observation' as const, step: ctx.step, callId: call.id, tool: call.name };
   const tool = agent.tools.get(call.name);
   if (!tool) return { obs: { ...base, status: 'format_error', output: { error: 'unknown_tool', tool: call.name } } };
@@ -77,30 +95,53 @@ async function runTool(env: StepEnv, state: StepState, agent: Agent, call: ToolC
     const issues = parsed.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message }));
     return { obs: { ...base, status: 'format_error', output: { error: 'invalid_arguments', issues } } };
   }
-  if (tool.effect === 'read') return { obs: { ...base, ...(await runRead(env, state, call.name, tool, parsed.data,
-    ctx)) } };
-  if (!env.effects) return { obs: { ...base, status: 'tool_error',
-    output: { error: 'write tools are not enabled on this worker' } } };
+  if (tool.effect === 'read')
+    return { obs: { ...base, ...(await runRead(env, state, call.name, tool, parsed.data, ctx)) } };
+  if (!env.effects)
+    return { obs: { ...base, status: 'tool_error', output: { error: 'write tools are not enabled on this worker' } } };
   const { spec, dispatchSignal } = state;
   const r = await env.effects.run({
-    tool, args: parsed.data, call, ctx: { ...ctx, signal: dispatchSignal }, tenant: spec.tenant,
-      deadlineAt: spec.limits.deadlineAt,
+    tool,
+    args: parsed.data,
+    call,
+    ctx: { ...ctx, signal: dispatchSignal },
+    tenant: spec.tenant,
+    deadlineAt: spec.limits.deadlineAt,
   });
-  if (r.kind === 'park') return { park: { status: r.status, reason: r.reason },
-    ...(r.status === 'waiting_approval' ? { approvalFor: r.actionId } : {}) };
+  if (r.kind === 'park')
+    return {
+      park: { status: r.status, reason: r.reason },
+      ...(r.status === 'waiting_approval' ? { approvalFor: r.actionId } : {}),
+    };
   return { obs: { ...base, status: r.status, output: r.output, actionId: r.actionId } };
 }
 
 /** A read, retried in code; each attempt and each backoff ends by the run's deadline (DeadlineError stops the step). */
 async function runRead(
-  env: StepEnv, state: StepState, name: string, tool: ReadTool, args: unknown, ctx: ToolContext,
+  env: StepEnv,
+  state: StepState,
+  name: string,
+  tool: ReadTool,
+  args: unknown,
+  ctx: ToolContext,
 ): Promise<Pick<ObservationEntry, 'status' | 'output'>> {
   const { deadlineAt } = state.spec.limits;
   try {
     const output = await withRetry(
       { maxAttempts: 3, baseMs: env.cfg.RETRY_BASE_MS, maxMs: env.cfg.RETRY_MAX_MS },
-      () => withDeadlineScope(deadlineAt, ctx.signal, (scope) => tool.execute(args, { ...ctx,
-        get signal() { return scope.signal; } }), env.now),
+      () =>
+        withDeadlineScope(
+          deadlineAt,
+          ctx.signal,
+          (scope) =>
+            tool.execute(args, {
+              ...ctx,
+              get signal() {
+                return scope.signal;
+              },
+            }),
+          env.now,
+        ),
       { signal: ctx.signal, deadlineAt, now: env.now },
     );
     return { status: 'ok', output };

@@ -23,32 +23,38 @@ export async function commit(env: StepEnv, state: StepState, plan: CommitPlan, f
   const record = commitRecord(env, state, plan, fetchNext);
   const nextUsed = usedAfter(state.used, plan, record.contextBytesDelta ?? 0);
   const reply = await env.store.commit(state.job, record).catch((err: unknown) => {
-    if (err instanceof FenceError && err.code === 'decision_exists') state.log.warn({ code: 'decision_exists' },
-      'a decision was journalled concurrently');
+    if (err instanceof FenceError && err.code === 'decision_exists')
+      state.log.warn({ code: 'decision_exists' }, 'a decision was journalled concurrently');
     throw err;
   });
   if (reply.completionRefused !== undefined) {
     // Committed, but BullMQ refused the completion: its worker completes the job as usual.
-    state.log.warn({ code: 'complete_in_commit_refused', bullmqCode: reply.completionRefused },
-      'job not completed by the commit');
+    state.log.warn(
+      { code: 'complete_in_commit_refused', bullmqCode: reply.completionRefused },
+      'job not completed by the commit',
+    );
   }
   env.metrics.stepsCommitted.inc();
   env.crash.hit('after_commit', state.step);
   const { committed } = reply;
   // A recorded cancel or an expired approval may have changed the status the plan asked for.
-  const reason = committed === plan.status ? plan.reason
-    : committed === 'cancelled' ? 'cancelled_by_operator' : 'approval_expired';
+  const reason =
+    committed === plan.status ? plan.reason : committed === 'cancelled' ? 'cancelled_by_operator' : 'approval_expired';
   countRunFinished(env.metrics, committed, reason);
   if (committed !== 'running') {
     env.store.forgetTranscript(state.runId);
     // The run stopped or parked: its slot goes to the next run in line. If this fails or the process dies here,
     // the bookkeeping sweep releases it.
-    await env.admission?.release(state.runId)
-      .catch((err: unknown) => state.log.warn({ code: 'flow_release_failed', err },
-        'slot not released (the sweep will)'));
+    await env.admission
+      ?.release(state.runId)
+      .catch((err: unknown) =>
+        state.log.warn({ code: 'flow_release_failed', err }, 'slot not released (the sweep will)'),
+      );
     const logged = committed === plan.status ? plan.reason : undefined;
-    state.log.info({ code: 'run_' + committed, reason: logged, steps: nextUsed.steps, tokens: nextUsed.tokens },
-      'run stopped');
+    state.log.info(
+      { code: 'run_' + committed, reason: logged, steps: nextUsed.steps, tokens: nextUsed.tokens },
+      'run stopped',
+    );
   }
 }
 
@@ -60,17 +66,32 @@ export function commitRecord(env: StepEnv, state: StepState, plan: CommitPlan, f
   for (let i = 0; i < encoded.length; i++) {
     if (isContext(plan.entries[i]!.kind)) bytes += Buffer.byteLength(encoded[i]!);
   }
-  const next: StepJobData | undefined = plan.status === 'running'
-    ? { v: 1, runId, step: step + 1, used: usedAfter(used, plan, bytes),
-      ...(data.limits ? { limits: data.limits } : {}) }
-    : undefined;
+  const next: StepJobData | undefined =
+    plan.status === 'running'
+      ? {
+          v: 1,
+          runId,
+          step: step + 1,
+          used: usedAfter(used, plan, bytes),
+          ...(data.limits ? { limits: data.limits } : {}),
+        }
+      : undefined;
   return {
-    runId, step, plan, encoded, contextBytesDelta: used.contextBytes === undefined ? undefined : bytes, next, fetchNext,
-    startedEvent: state.startedEmitted ? '' : state.startedEvent, now: env.now(),
+    runId,
+    step,
+    plan,
+    encoded,
+    contextBytesDelta: used.contextBytes === undefined ? undefined : bytes,
+    next,
+    fetchNext,
+    startedEvent: state.startedEmitted ? '' : state.startedEvent,
+    now: env.now(),
   };
 }
 
 function usedAfter(used: Usage, plan: CommitPlan, bytes: number): Usage {
-  return grown({ steps: used.steps + plan.stepsDelta, tokens: used.tokens + plan.tokensDelta,
-    contextBytes: used.contextBytes }, bytes);
+  return grown(
+    { steps: used.steps + plan.stepsDelta, tokens: used.tokens + plan.tokensDelta, contextBytes: used.contextBytes },
+    bytes,
+  );
 }

@@ -15,8 +15,12 @@ import { exactIfRefused, type Prompts } from './prompt.js';
 import { grown, stopPlan, total, type CommitPlan, type StepState } from './state.js';
 import { waitForPrevious, waitForRateLimit, waitOutOutage } from './waits.js';
 
-export async function decide(env: StepEnv, prompts: Prompts, state: StepState,
-  agent: Agent): Promise<CommitPlan | undefined> {
+export async function decide(
+  env: StepEnv,
+  prompts: Prompts,
+  state: StepState,
+  agent: Agent,
+): Promise<CommitPlan | undefined> {
   if (state.decision) {
     state.log.info({ code: 'decision_replayed' }, 'reusing the journalled decision');
     return undefined;
@@ -30,12 +34,19 @@ export async function decide(env: StepEnv, prompts: Prompts, state: StepState,
   if (stop) return budgetStopped(env, state, stop.kind, stop.reason, 0);
   const chargeAbandoned = (tokens: number) => chargeAbandonedTokens(env, state, tokens);
   const stream = env.store.textStream(state.job, {
-    runId: state.runId, step: state.step, startedEvent: state.startedEvent, redelivered: state.redelivered,
-      log: state.log,
+    runId: state.runId,
+    step: state.step,
+    startedEvent: state.startedEvent,
+    redelivered: state.redelivered,
+    log: state.log,
   });
-  const called: Called = await callModel(env, state, { agent, prompt: prompts.promptOf(agent, state.spec), estimate,
-    stream, chargeAbandoned })
-    .finally(() => void (state.startedEmitted ||= stream?.startedEmitted === true));
+  const called: Called = await callModel(env, state, {
+    agent,
+    prompt: prompts.promptOf(agent, state.spec),
+    estimate,
+    stream,
+    chargeAbandoned,
+  }).finally(() => void (state.startedEmitted ||= stream?.startedEmitted === true));
   if ('throttled' in called) return waitForRateLimit(env, state, called.throttled, called.charged, chargeAbandoned);
   if ('unavailable' in called) return waitOutOutage(env, state, called.unavailable, called.charged, chargeAbandoned);
   if ('failed' in called) {
@@ -68,8 +79,12 @@ async function keep(env: StepEnv, state: StepState, agent: Agent, decision: Deci
   const encoded = encodeEntry(decision);
   const bytes = Buffer.byteLength(encoded);
   await env.store.journalDecision(state.job, {
-    runId: state.runId, decision, encoded, contextBytesDelta: state.used.contextBytes === undefined ? undefined : bytes,
-    startedEvent: state.startedEmitted ? '' : state.startedEvent, now: env.now(),
+    runId: state.runId,
+    decision,
+    encoded,
+    contextBytesDelta: state.used.contextBytes === undefined ? undefined : bytes,
+    startedEvent: state.startedEmitted ? '' : state.startedEvent,
+    now: env.now(),
   });
   state.log.debug({ code: 'decision_journalled' }, 'decision journalled');
   state.startedEmitted = true;

@@ -43,12 +43,29 @@ export async function load(env: StepEnv, d: Delivery, limited: LimitedSpecs): Pr
   const redelivered = data.resume === true || job.attemptsStarted > 1 || job.attemptsMade > 0;
   const known = redelivered ? await readDelivered(env, job, runId, step, log) : { used: data.used };
   if (!known) return undefined;
-  const startedEvent = JSON.stringify({ step, jobId: job.id, attempt: job.attemptsStarted, startedAt,
-    worker: env.workerName });
+  const startedEvent = JSON.stringify({
+    step,
+    jobId: job.id,
+    attempt: job.attemptsStarted,
+    startedAt,
+    worker: env.workerName,
+  });
   return {
-    job, data, runId, step, spec: withLimits(limited, spec, data.limits), redelivered,
-    signal: d.signal, dispatchSignal: d.dispatchSignal, trace: d.trace, log, started, startedEvent,
-    used: known.used, startedEmitted: false, carriesDecision: false,
+    job,
+    data,
+    runId,
+    step,
+    spec: withLimits(limited, spec, data.limits),
+    redelivered,
+    signal: d.signal,
+    dispatchSignal: d.dispatchSignal,
+    trace: d.trace,
+    log,
+    started,
+    startedEvent,
+    used: known.used,
+    startedEmitted: false,
+    carriesDecision: false,
     ...(known.decision ? { decision: known.decision } : {}),
   };
 }
@@ -86,7 +103,11 @@ function readSpec(env: StepEnv, runId: string): Promise<RunSpec | undefined> {
 
 /** A redelivery's usage and journalled decision, or undefined for a stale job (the run is elsewhere). */
 async function readDelivered(
-  env: StepEnv, job: StepJob, runId: string, step: number, log: Logger,
+  env: StepEnv,
+  job: StepJob,
+  runId: string,
+  step: number,
+  log: Logger,
 ): Promise<Pick<StepState, 'used' | 'decision'> | undefined> {
   const state = await env.store.readState(runId);
   if (!state) return undefined;
@@ -113,8 +134,12 @@ function withLimits(limited: LimitedSpecs, spec: RunSpec, limits: RunLimits | un
 }
 
 function sameLimits(a: RunLimits, b: RunLimits): boolean {
-  return a.maxSteps === b.maxSteps && a.maxTokens === b.maxTokens && a.maxWallMs === b.maxWallMs
-    && a.deadlineAt === b.deadlineAt;
+  return (
+    a.maxSteps === b.maxSteps &&
+    a.maxTokens === b.maxTokens &&
+    a.maxWallMs === b.maxWallMs &&
+    a.deadlineAt === b.deadlineAt
+  );
 }
 
 /** The first invalid field's path (`used.tokens`), never its value. */

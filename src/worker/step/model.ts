@@ -13,7 +13,11 @@ import { withRetry } from '../../core/withRetry.js';
 import type { Agent } from '../../core/agent.js';
 import { traced } from '../../metrics/tracing.js';
 import {
-  attemptCheck, BudgetStopError, spentCheck, wallClockStop, type BudgetKind,
+  attemptCheck,
+  BudgetStopError,
+  spentCheck,
+  wallClockStop,
+  type BudgetKind,
 } from '../../budget/tenantBudget.js';
 import { RateLimitWait, ratedAttempt, type RatedAttempt } from '../../flow/rateWait.js';
 import type { TextStream } from '../textStream.js';
@@ -55,24 +59,36 @@ class NamedWait extends AgentError {
 
 export function callModel(env: StepEnv, state: StepState, input: CallInput): Promise<Called> {
   const { spec, step } = state;
-  return traced(env.tracer, {
-    name: 'agent.model', parent: state.trace,
-    attributes: () => ({ 'agent.run_id': spec.runId, 'agent.step': step, 'agent.model': spec.model,
-      'agent.model_id': spec.modelId ?? '' }),
-    outcome: spanOutcome,
-  }, async () => {
-    const provider = env.providers.get(spec.model);
-    if (!provider) return { failed: { status: 'failed', reason: `model_unavailable: ${spec.model}` }, charged: 0 };
-    return new ModelCall(env, state, input, provider).run();
-  });
+  return traced(
+    env.tracer,
+    {
+      name: 'agent.model',
+      parent: state.trace,
+      attributes: () => ({
+        'agent.run_id': spec.runId,
+        'agent.step': step,
+        'agent.model': spec.model,
+        'agent.model_id': spec.modelId ?? '',
+      }),
+      outcome: spanOutcome,
+    },
+    async () => {
+      const provider = env.providers.get(spec.model);
+      if (!provider) return { failed: { status: 'failed', reason: `model_unavailable: ${spec.model}` }, charged: 0 };
+      return new ModelCall(env, state, input, provider).run();
+    },
+  );
 }
 
 function spanOutcome(r: Called): Record<string, string | number | string[]> {
   if ('failed' in r) return { 'agent.outcome': r.failed.status, 'agent.tokens': r.charged };
   if ('unavailable' in r) return { 'agent.outcome': 'provider_unavailable', 'agent.tokens': r.charged };
   if ('throttled' in r) return { 'agent.outcome': 'rate_limited', 'agent.tokens': r.charged };
-  return { 'agent.outcome': 'decided', 'agent.tokens': total(r.decision.usage),
-    'agent.tools': r.decision.toolCalls.map((c) => c.name) };
+  return {
+    'agent.outcome': 'decided',
+    'agent.tokens': total(r.decision.usage),
+    'agent.tools': r.decision.toolCalls.map((c) => c.name),
+  };
 }
 
 /** One model call of one step: its attempts, and what they spent (`usage`, failed attempts included). */
@@ -85,7 +101,9 @@ class ModelCall {
   private readonly script: unknown;
 
   constructor(
-    private readonly env: StepEnv, private readonly state: StepState, private readonly input: CallInput,
+    private readonly env: StepEnv,
+    private readonly state: StepState,
+    private readonly input: CallInput,
     private readonly provider: ModelProvider,
   ) {
     this.labels = { tenant: state.spec.tenant, provider: provider.name };
@@ -102,9 +120,11 @@ class ModelCall {
         { maxAttempts: env.cfg.MODEL_MAX_ATTEMPTS, baseMs: env.cfg.RETRY_BASE_MS, maxMs: env.cfg.RETRY_MAX_MS },
         (attempt) => this.attempt(attempt),
         {
-          signal: state.signal, deadlineAt: state.spec.limits.deadlineAt, now: env.now,
-          onRetry: (attempt, err, delayMs) => state.log.warn({ code: 'model_retry', attempt, delayMs, err },
-            'model call retried'),
+          signal: state.signal,
+          deadlineAt: state.spec.limits.deadlineAt,
+          now: env.now,
+          onRetry: (attempt, err, delayMs) =>
+            state.log.warn({ code: 'model_retry', attempt, delayMs, err }, 'model call retried'),
         },
       );
     } catch (err) {
@@ -165,23 +185,37 @@ class ModelCall {
     const { env, state, input } = this;
     const { spec } = state;
     const streamed = input.stream?.attempt(attempt);
-    const answer = withDeadlineScope(spec.limits.deadlineAt, state.signal, (scope) => this.provider.complete({
-      runId: spec.runId, step: state.step, attempt, instructions: input.prompt.instructions,
-        prompt: input.prompt.prompt,
-      tools: input.agent.tools.specs,
-      // The run's pinned model; its maxOutputTokens may only lower the deployment's cap (the pre-flight counts the
-      // cap).
-      model: spec.modelId, options: spec.modelOptions,
-      maxCompletionTokens: Math.min(env.cfg.COMPLETION_TOKEN_CAP, spec.modelOptions?.maxOutputTokens ?? Infinity),
-        script: this.script,
-      ...(this.transcript ? { transcript: this.transcript } : {}), ...(streamed ? { onTextDelta: streamed.push } : {}),
-      get signal() {
-        return scope.signal;
-      },
-    }), env.now);
+    const answer = withDeadlineScope(
+      spec.limits.deadlineAt,
+      state.signal,
+      (scope) =>
+        this.provider.complete({
+          runId: spec.runId,
+          step: state.step,
+          attempt,
+          instructions: input.prompt.instructions,
+          prompt: input.prompt.prompt,
+          tools: input.agent.tools.specs,
+          // The run's pinned model; its maxOutputTokens may only lower the deployment's cap (the pre-flight counts the
+          // cap).
+          model: spec.modelId,
+          options: spec.modelOptions,
+          maxCompletionTokens: Math.min(env.cfg.COMPLETION_TOKEN_CAP, spec.modelOptions?.maxOutputTokens ?? Infinity),
+          script: this.script,
+          ...(this.transcript ? { transcript: this.transcript } : {}),
+          ...(streamed ? { onTextDelta: streamed.push } : {}),
+          get signal() {
+            return scope.signal;
+          },
+        }),
+      env.now,
+    );
     return answer.then(
       async (t) => (await streamed?.end(true), t),
-      async (err: unknown) => { await streamed?.end(false); throw err; },
+      async (err: unknown) => {
+        await streamed?.end(false);
+        throw err;
+      },
     );
   }
 
@@ -201,8 +235,8 @@ class ModelCall {
       throw err;
     }
     if (err instanceof RateLimitWait) return { throttled: err, charged };
-    if (err instanceof BudgetStopError) return { failed: { status: 'budget_exceeded', reason: err.stop.reason },
-      charged, budget: err.stop.kind };
+    if (err instanceof BudgetStopError)
+      return { failed: { status: 'budget_exceeded', reason: err.stop.reason }, charged, budget: err.stop.kind };
     if (err instanceof DeadlineError) {
       const stop = wallClockStop(state.spec, env.now(), err.cause !== undefined);
       return { failed: { status: 'budget_exceeded', reason: stop.reason }, charged, budget: stop.kind };
@@ -210,8 +244,8 @@ class ModelCall {
     // A 429/5xx/network failure that named its wait, or that outlasted this delivery's attempts: an outage, waited out
     // by delaying the job.
     const provider = this.provider.name;
-    if (err instanceof NamedWait) return { unavailable: { provider, retryAfterMs: err.retryable.retryAfterMs },
-      charged };
+    if (err instanceof NamedWait)
+      return { unavailable: { provider, retryAfterMs: err.retryable.retryAfterMs }, charged };
     if (err instanceof RetryableError) return { unavailable: { provider, retryAfterMs: undefined }, charged };
     const code = err instanceof AgentError ? err.code : 'model_failed';
     return { failed: { status: 'failed', reason: `${code}: ${(err as Error).message}` }, charged };
@@ -222,19 +256,28 @@ class ModelCall {
     const { spec } = state;
     const usage = this.usage;
     // Missing usage is an error, never zero.
-    if (!turn.usage) return { failed: { status: 'failed',
-      reason: 'missing_usage: the provider reported no token usage' }, charged: total(usage) };
+    if (!turn.usage)
+      return {
+        failed: { status: 'failed', reason: 'missing_usage: the provider reported no token usage' },
+        charged: total(usage),
+      };
     env.metrics.modelTokens.inc({ tenant: spec.tenant, type: 'prompt' }, usage.promptTokens);
     env.metrics.modelTokens.inc({ tenant: spec.tenant, type: 'completion' }, usage.completionTokens);
     const over = spentCheck(spec, state.used.tokens + total(usage));
-    if (over) return { failed: { status: 'budget_exceeded', reason: over.reason }, charged: total(usage),
-      budget: over.kind };
+    if (over)
+      return { failed: { status: 'budget_exceeded', reason: over.reason }, charged: total(usage), budget: over.kind };
     const { toolCalls, final, text } = turn;
     return {
       decision: {
-        v: 1, kind: 'decision', step: state.step, model: this.provider.name, toolCalls,
-        ...(final !== undefined ? { final } : {}), ...(text !== undefined ? { text } : {}), usage,
-          attempts: this.attempts,
+        v: 1,
+        kind: 'decision',
+        step: state.step,
+        model: this.provider.name,
+        toolCalls,
+        ...(final !== undefined ? { final } : {}),
+        ...(text !== undefined ? { text } : {}),
+        usage,
+        attempts: this.attempts,
       },
     };
   }
@@ -247,8 +290,10 @@ function validUsage(u: unknown): Usage {
   const r = usageSchema.safeParse(u);
   if (!r.success) {
     const issue = r.error.issues[0];
-    throw new TerminalError('invalid_usage',
-      `the provider reported an invalid token usage (${issue?.path.join('.')}: ${issue?.message})`);
+    throw new TerminalError(
+      'invalid_usage',
+      `the provider reported an invalid token usage (${issue?.path.join('.')}: ${issue?.message})`,
+    );
   }
   return r.data;
 }

@@ -74,31 +74,60 @@ export class StepProcessor {
    *   should fetch the worker's next job (BullMQ's worker then takes it from `job.moveToCompleted`).
    */
   async process(
-    job: Job, token: string, signal: AbortSignal, dispatchSignal: AbortSignal = signal,
-      fetchNext: () => boolean = () => false,
+    job: Job,
+    token: string,
+    signal: AbortSignal,
+    dispatchSignal: AbortSignal = signal,
+    fetchNext: () => boolean = () => false,
   ): Promise<void> {
     const attributes = () => {
       const raw = job.data as Partial<StepJobData>;
-      return { 'agent.run_id': String(raw.runId), 'agent.step': Number(raw.step), 'agent.job_id': String(job.id),
-        'agent.attempt': job.attemptsStarted };
+      return {
+        'agent.run_id': String(raw.runId),
+        'agent.step': Number(raw.step),
+        'agent.job_id': String(job.id),
+        'agent.attempt': job.attemptsStarted,
+      };
     };
-    const delivery = (trace: Context | undefined): Delivery => ({ job: new BullStepJob(job, token), signal,
-      dispatchSignal, trace, log: this.d.log });
-    return traced(this.d.tracer, { name: 'agent.step', attributes }, (trace) => this.pipeline.run(delivery(trace),
-      fetchNext));
+    const delivery = (trace: Context | undefined): Delivery => ({
+      job: new BullStepJob(job, token),
+      signal,
+      dispatchSignal,
+      trace,
+      log: this.d.log,
+    });
+    return traced(this.d.tracer, { name: 'agent.step', attributes }, (trace) =>
+      this.pipeline.run(delivery(trace), fetchNext),
+    );
   }
 }
 
 function envOf(d: StepDeps): StepEnv {
   const transcripts = d.transcripts ?? new TranscriptCache();
-  const store = new RedisStepStore({ cfg: d.cfg, redis: d.redis, keys: d.keys, runs: d.store, specs: d.specs,
-    transcripts, metrics: d.metrics });
+  const store = new RedisStepStore({
+    cfg: d.cfg,
+    redis: d.redis,
+    keys: d.keys,
+    runs: d.store,
+    specs: d.specs,
+    transcripts,
+    metrics: d.metrics,
+  });
   return {
-    cfg: d.cfg, store, agents: agentChoice(d), providers: d.providers, effects: d.effects,
-    tenant: new TenantBudget(d.redis, d.keys, d.cfg.TENANT_DAILY_TOKENS), followUps: new FollowUps(d.store),
-    metrics: d.metrics, crash: d.crash, now: d.now ?? Date.now, tracer: d.tracer, admission: d.admission,
-      rates: d.rates,
-      workerName: d.workerName ?? `worker:${process.pid}`,
+    cfg: d.cfg,
+    store,
+    agents: agentChoice(d),
+    providers: d.providers,
+    effects: d.effects,
+    tenant: new TenantBudget(d.redis, d.keys, d.cfg.TENANT_DAILY_TOKENS),
+    followUps: new FollowUps(d.store),
+    metrics: d.metrics,
+    crash: d.crash,
+    now: d.now ?? Date.now,
+    tracer: d.tracer,
+    admission: d.admission,
+    rates: d.rates,
+    workerName: d.workerName ?? `worker:${process.pid}`,
   };
 }
 
@@ -110,8 +139,9 @@ function agentChoice(d: StepDeps): AgentChoice {
     const pinned = agent && agent.version === spec.agentVersion && agent.tools.schemaHash === spec.toolsHash;
     return pinned ? agent : undefined;
   };
-  const verdict = async (spec: RunSpec): Promise<VersionVerdict> => d.agents.get(spec.agent)
-    ? { kind: 'park', reason: `version_mismatch: pinned ${spec.agentVersion}/${spec.toolsHash} served none` }
-    : { kind: 'park', reason: `unknown_agent: ${spec.agent}` };
+  const verdict = async (spec: RunSpec): Promise<VersionVerdict> =>
+    d.agents.get(spec.agent)
+      ? { kind: 'park', reason: `version_mismatch: pinned ${spec.agentVersion}/${spec.toolsHash} served none` }
+      : { kind: 'park', reason: `unknown_agent: ${spec.agent}` };
   return { agentFor, verdict };
 }

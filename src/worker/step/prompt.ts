@@ -45,9 +45,10 @@ export class Prompts {
       const prompt = agent.prompt(spec.input);
       const instructions = agent.instructions(spec.input);
       const inputTokens = agent.estimateInputTokens(spec.input);
-      p = previous === ''
-        ? { instructions, prompt, inputTokens }
-        : { instructions, prompt: `${previous}\n\n${prompt}`, inputTokens: inputTokens + followUpTokens(previous) };
+      p =
+        previous === ''
+          ? { instructions, prompt, inputTokens }
+          : { instructions, prompt: `${previous}\n\n${prompt}`, inputTokens: inputTokens + followUpTokens(previous) };
       this.prompts.set(spec, p);
     }
     return p;
@@ -87,7 +88,8 @@ export class Prompts {
  * byte bound is checked again on the exact count, which then replaces the bound.
  */
 export async function exactIfRefused(
-  estimate: Estimate, check: (tokens: number) => BudgetStop | undefined | Promise<BudgetStop | undefined>,
+  estimate: Estimate,
+  check: (tokens: number) => BudgetStop | undefined | Promise<BudgetStop | undefined>,
 ): Promise<BudgetStop | undefined> {
   const stop = await check(estimate.tokens);
   if (stop === undefined || !estimate.exact || (stop.kind !== 'tokens' && stop.kind !== 'tenant_tokens')) return stop;

@@ -14,8 +14,12 @@ import type { TranscriptCache } from '../../runs/transcriptCache.js';
 import { stepJobId } from '../../store/keys.js';
 import { STEP_JOB_NAME } from '../../runs/queues.js';
 import type { StepJobData } from '../../runs/spec.js';
-import { captureAddStandardJob, captureMoveToCompleted, completeFromCommit,
-  type CapturedAdd } from '../../store/bullmqInternals.js';
+import {
+  captureAddStandardJob,
+  captureMoveToCompleted,
+  completeFromCommit,
+  type CapturedAdd,
+} from '../../store/bullmqInternals.js';
 import { isScriptError } from '../../store/codes.js';
 import { commitStep } from '../../store/calls/commitStep.js';
 import { chargeTokens } from '../../store/calls/chargeTokens.js';
@@ -28,7 +32,10 @@ import { decisionEvent } from './events.js';
 
 /** A BullMQ job and the lock token this delivery holds it with. */
 export class BullStepJob implements StepJob {
-  constructor(readonly job: Job, readonly token: string) {}
+  constructor(
+    readonly job: Job,
+    readonly token: string,
+  ) {}
 
   get id(): string {
     return this.job.id!;
@@ -71,8 +78,15 @@ export class BullStepJob implements StepJob {
   }
 }
 
-type StoreOptions = Pick<StepOptions, 'EVENTS_MAX_LEN' | 'RUN_RETENTION_MS' | 'APPROVAL_TTL_MS' | 'MODEL_STREAMING'
-  | 'MODEL_STREAM_FLUSH_MS' | 'MODEL_STREAM_FLUSH_CHARS'>;
+type StoreOptions = Pick<
+  StepOptions,
+  | 'EVENTS_MAX_LEN'
+  | 'RUN_RETENTION_MS'
+  | 'APPROVAL_TTL_MS'
+  | 'MODEL_STREAMING'
+  | 'MODEL_STREAM_FLUSH_MS'
+  | 'MODEL_STREAM_FLUSH_CHARS'
+>;
 
 export interface RedisStepStoreDeps {
   cfg: StoreOptions;
@@ -125,13 +139,24 @@ export class RedisStepStore implements StepStore {
 
   async journalDecision(job: StepJob, w: DecisionWrite): Promise<void> {
     const k = this.d.keys.run(w.runId);
-    const keys = { run: k.run, budget: k.budget, journal: k.journal, events: k.events, jobLock: this.lockOf(w.runId,
-      job) };
+    const keys = {
+      run: k.run,
+      budget: k.budget,
+      journal: k.journal,
+      events: k.events,
+      jobLock: this.lockOf(w.runId, job),
+    };
     await journalDecision(this.d.redis, keys, {
-      token: job.token, step: w.decision.step,
-        tokensDelta: w.decision.usage.promptTokens + w.decision.usage.completionTokens,
-      contextBytesDelta: w.contextBytesDelta, entry: w.encoded, now: w.now, eventsMaxLen: this.d.cfg.EVENTS_MAX_LEN,
-      event: decisionEvent(w.decision), jobId: job.id, startedEvent: w.startedEvent,
+      token: job.token,
+      step: w.decision.step,
+      tokensDelta: w.decision.usage.promptTokens + w.decision.usage.completionTokens,
+      contextBytesDelta: w.contextBytesDelta,
+      entry: w.encoded,
+      now: w.now,
+      eventsMaxLen: this.d.cfg.EVENTS_MAX_LEN,
+      event: decisionEvent(w.decision),
+      jobId: job.id,
+      startedEvent: w.startedEvent,
     });
   }
 
@@ -150,18 +175,37 @@ export class RedisStepStore implements StepStore {
     const { runId, step, plan } = c;
     const queue = this.d.runs.queues.forRun(runId);
     // When the run stops, the next job's keys are still passed (the script declares them) but no job is added.
-    const next = await captureAddStandardJob(queue, STEP_JOB_NAME, c.next ?? {}, this.d.runs.queues.jobOptions(runId,
-      step + 1));
+    const next = await captureAddStandardJob(
+      queue,
+      STEP_JOB_NAME,
+      c.next ?? {},
+      this.d.runs.queues.jobOptions(runId, step + 1),
+    );
     const finish = job.completion(c.fetchNext);
     const { finished, committed } = await commitStep(this.d.redis, this.commitKeys(job, runId, plan.approvalFor), {
-      token: job.token, step, status: plan.status, reason: plan.reason, stepsDelta: plan.stepsDelta,
-      tokensDelta: plan.tokensDelta, contextBytesDelta: c.contextBytesDelta, now: c.now,
-      eventsMaxLen: this.d.cfg.EVENTS_MAX_LEN, advance: plan.advance, retentionMs: this.d.cfg.RUN_RETENTION_MS,
+      token: job.token,
+      step,
+      status: plan.status,
+      reason: plan.reason,
+      stepsDelta: plan.stepsDelta,
+      tokensDelta: plan.tokensDelta,
+      contextBytesDelta: c.contextBytesDelta,
+      now: c.now,
+      eventsMaxLen: this.d.cfg.EVENTS_MAX_LEN,
+      advance: plan.advance,
+      retentionMs: this.d.cfg.RUN_RETENTION_MS,
       committedEvent: JSON.stringify({ step, status: plan.status, entries: c.encoded.length }),
-      carriesDecision: plan.carriesDecision, jobId: job.id, nextJobId: stepJobId(runId, step + 1), entries: c.encoded,
-      finish, next, addNext: c.next !== undefined, startedEvent: c.startedEvent,
+      carriesDecision: plan.carriesDecision,
+      jobId: job.id,
+      nextJobId: stepJobId(runId, step + 1),
+      entries: c.encoded,
+      finish,
+      next,
+      addNext: c.next !== undefined,
+      startedEvent: c.startedEvent,
       decisionEvent: plan.carriesDecision ? decisionEvent(plan.entries[0] as DecisionEntry) : '',
-      approvalFor: plan.approvalFor ?? '', approvalExpiresAt: c.now + this.d.cfg.APPROVAL_TTL_MS,
+      approvalFor: plan.approvalFor ?? '',
+      approvalExpiresAt: c.now + this.d.cfg.APPROVAL_TTL_MS,
     });
     if (isScriptError(finished)) return { committed, completionRefused: finished };
     job.completedBy(finished, finish);
@@ -171,8 +215,12 @@ export class RedisStepStore implements StepStore {
   private commitKeys(job: StepJob, runId: string, approvalFor: string | undefined) {
     const k = this.d.keys.run(runId);
     return {
-      run: k.run, budget: k.budget, journal: k.journal, events: k.events, jobLock: this.lockOf(runId, job),
-        actions: k.actions,
+      run: k.run,
+      budget: k.budget,
+      journal: k.journal,
+      events: k.events,
+      jobLock: this.lockOf(runId, job),
+      actions: k.actions,
       approvalAction: approvalFor ? this.d.keys.action(runId, approvalFor) : k.run,
       approvals: this.d.keys.approvals(this.d.keys.shardOf(runId)),
     };
@@ -183,11 +231,20 @@ export class RedisStepStore implements StepStore {
     if (!cfg.MODEL_STREAMING) return undefined;
     const k = this.d.keys.run(t.runId);
     return new TextStream({
-      redis: this.d.redis, keys: { run: k.run, events: k.events, jobLock: this.lockOf(t.runId, job) }, token: job.token,
-      step: t.step, jobId: job.id, jobAttempt: job.attemptsStarted, jobInstance: job.timestamp,
-        redelivered: t.redelivered,
-      eventsMaxLen: cfg.EVENTS_MAX_LEN, flushMs: cfg.MODEL_STREAM_FLUSH_MS, flushChars: cfg.MODEL_STREAM_FLUSH_CHARS,
-      startedEvent: t.startedEvent, metrics: this.d.metrics, log: t.log,
+      redis: this.d.redis,
+      keys: { run: k.run, events: k.events, jobLock: this.lockOf(t.runId, job) },
+      token: job.token,
+      step: t.step,
+      jobId: job.id,
+      jobAttempt: job.attemptsStarted,
+      jobInstance: job.timestamp,
+      redelivered: t.redelivered,
+      eventsMaxLen: cfg.EVENTS_MAX_LEN,
+      flushMs: cfg.MODEL_STREAM_FLUSH_MS,
+      flushChars: cfg.MODEL_STREAM_FLUSH_CHARS,
+      startedEvent: t.startedEvent,
+      metrics: this.d.metrics,
+      log: t.log,
     });
   }
 }

@@ -87,8 +87,12 @@ export interface StepState {
 export function stopPlan(step: number, t: Terminal, observations: ObservationEntry[] = []): CommitPlan {
   return {
     entries: [...observations, { v: 1, kind: 'status', step, status: t.status, reason: t.reason }],
-    carriesDecision: false, status: t.status, reason: t.reason,
-    stepsDelta: 0, tokensDelta: 0, advance: false,
+    carriesDecision: false,
+    status: t.status,
+    reason: t.reason,
+    stepsDelta: 0,
+    tokensDelta: 0,
+    advance: false,
   };
 }
 

@@ -24,13 +24,16 @@ export async function notServed(env: StepEnv, state: StepState): Promise<CommitP
   if (verdict.kind === 'hand_back') {
     await state.job.delay(env.now() + verdict.delayMs);
     env.metrics.versionHandbacks.inc({ agent: spec.agent });
-    log.info({ code: 'version_hand_back', agent: spec.agent, version: spec.agentVersion, delayMs: verdict.delayMs },
-      'another worker serves this version: step handed back');
+    log.info(
+      { code: 'version_hand_back', agent: spec.agent, version: spec.agentVersion, delayMs: verdict.delayMs },
+      'another worker serves this version: step handed back',
+    );
     throw new DelayedError();
   }
-  log.warn({ code: reasonCodeOf(verdict.reason), agent: spec.agent, version: spec.agentVersion,
-    toolsHash: spec.toolsHash },
-    'no live worker serves the run\'s version: parked for a person');
+  log.warn(
+    { code: reasonCodeOf(verdict.reason), agent: spec.agent, version: spec.agentVersion, toolsHash: spec.toolsHash },
+    "no live worker serves the run's version: parked for a person",
+  );
   return stopPlan(state.step, { status: 'needs_human', reason: verdict.reason });
 }
 
@@ -46,22 +49,28 @@ export async function waitForPrevious(env: StepEnv, state: StepState, previousSt
   const now = env.now();
   const waitMs = env.cfg.FOLLOW_UP_WAIT_MS;
   if (await env.store.cancelRequested(spec.runId)) {
-    log.info({ code: 'follow_up_cancelled', previousRunId: spec.previousRunId },
-      'cancelled while waiting for the previous run');
+    log.info(
+      { code: 'follow_up_cancelled', previousRunId: spec.previousRunId },
+      'cancelled while waiting for the previous run',
+    );
     return stopPlan(step, { status: 'cancelled', reason: 'cancelled while waiting for the previous run' });
   }
   if (now + waitMs >= spec.limits.deadlineAt) {
     const stop = wallClockStop(spec, now, true);
     env.metrics.budgetStops.inc({ kind: stop.kind });
-    log.warn({ code: 'budget_exceeded', kind: stop.kind, previousRunId: spec.previousRunId, previousStatus },
-      stop.reason);
+    log.warn(
+      { code: 'budget_exceeded', kind: stop.kind, previousRunId: spec.previousRunId, previousStatus },
+      stop.reason,
+    );
     const reason = `${stop.reason} waiting for the previous run ${spec.previousRunId}`;
     return stopPlan(step, { status: 'budget_exceeded', reason });
   }
   await state.job.delay(now + waitMs);
   env.metrics.followUpWaits.inc();
-  log.info({ code: 'follow_up_wait', previousRunId: spec.previousRunId, previousStatus, waitMs },
-    'previous run still at work: follow-up delayed');
+  log.info(
+    { code: 'follow_up_wait', previousRunId: spec.previousRunId, previousStatus, waitMs },
+    'previous run still at work: follow-up delayed',
+  );
   throw new DelayedError();
 }
 
@@ -80,7 +89,11 @@ export interface Outage {
  * (`charged`) is charged before the job moves, or by the commit that stops the run.
  */
 export async function waitOutOutage(
-  env: StepEnv, state: StepState, outage: Outage, charged: number, chargeAbandoned: (tokens: number) => Promise<void>,
+  env: StepEnv,
+  state: StepState,
+  outage: Outage,
+  charged: number,
+  chargeAbandoned: (tokens: number) => Promise<void>,
 ): Promise<CommitPlan> {
   const { data, spec, log, step } = state;
   const now = env.now();
@@ -94,18 +107,23 @@ export async function waitOutOutage(
   }
   const windowMs = env.cfg.MODEL_OUTAGE_MAX_MS;
   if (now + waitMs > since + windowMs) {
-    const reason = `provider_unavailable: ${outage.provider} failing for ${now - since} ms, `
-      + `next try in ${waitMs} ms, window ${windowMs} ms`;
-    log.warn({ code: 'provider_unavailable', provider: outage.provider, outageMs: now - since, waitMs },
-      'provider outage past its window: the run goes to a person');
+    const reason =
+      `provider_unavailable: ${outage.provider} failing for ${now - since} ms, ` +
+      `next try in ${waitMs} ms, window ${windowMs} ms`;
+    log.warn(
+      { code: 'provider_unavailable', provider: outage.provider, outageMs: now - since, waitMs },
+      'provider outage past its window: the run goes to a person',
+    );
     return { ...stopPlan(step, { status: 'needs_human', reason }), tokensDelta: charged };
   }
   if (charged > 0) await chargeAbandoned(charged);
   if (data.outageSince === undefined) await state.job.updateData({ ...data, outageSince: since });
   await state.job.delay(now + waitMs);
   env.metrics.modelWaits.inc({ provider: outage.provider });
-  log.warn({ code: 'model_wait', provider: outage.provider, waitMs, outageMs: now - since },
-    'provider unavailable: step delayed');
+  log.warn(
+    { code: 'model_wait', provider: outage.provider, waitMs, outageMs: now - since },
+    'provider unavailable: step delayed',
+  );
   throw new DelayedError();
 }
 
@@ -114,11 +132,19 @@ export async function waitOutOutage(
  * is past the run's deadline, the run stops `budget_exceeded` with what the failed attempts spent.
  */
 export async function waitForRateLimit(
-  env: StepEnv, state: StepState, wait: RateLimitWait, charged: number,
-    chargeAbandoned: (tokens: number) => Promise<void>,
+  env: StepEnv,
+  state: StepState,
+  wait: RateLimitWait,
+  charged: number,
+  chargeAbandoned: (tokens: number) => Promise<void>,
 ): Promise<CommitPlan> {
-  const step = { delay: (untilMs: number) => state.job.delay(untilMs), spec: state.spec, wait, charged,
-    now: env.now() };
+  const step = {
+    delay: (untilMs: number) => state.job.delay(untilMs),
+    spec: state.spec,
+    wait,
+    charged,
+    now: env.now(),
+  };
   const reason = await waitForRate(env, step, { chargeAbandoned, log: state.log });
   return { ...stopPlan(state.step, { status: 'budget_exceeded', reason }), tokensDelta: charged };
 }
@@ -127,4 +153,3 @@ export async function waitForRateLimit(
 function reasonCodeOf(reason: string): string {
   return reason.split(':', 1)[0]!;
 }
-

@@ -30,7 +30,16 @@ import { Reconciler } from '../../../src/ledger/reconciler.js';
 import { spawnChaosWorker, type ChaosWorker } from './processes.js';
 
 /** Every named point; a worker armed with `during_grace` dies only if the campaign SIGTERMs it. */
-export const CAMPAIGN_CRASH_POINTS = ['after_decision', 'after_reservation', 'after_dispatched', 'after_call', 'after_outcome', 'before_commit', 'after_commit', 'during_grace'] as const;
+export const CAMPAIGN_CRASH_POINTS = [
+  'after_decision',
+  'after_reservation',
+  'after_dispatched',
+  'after_call',
+  'after_outcome',
+  'before_commit',
+  'after_commit',
+  'during_grace',
+] as const;
 
 export interface CampaignOptions {
   runs: number;
@@ -49,7 +58,10 @@ export interface CampaignOptions {
   log?: (msg: string) => void;
 }
 
-export interface RunProblem { runId: string; problem: string }
+export interface RunProblem {
+  runId: string;
+  problem: string;
+}
 
 export interface CampaignResult {
   ok: boolean;
@@ -102,14 +114,28 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
   const sandbox: SandboxHandle = await startSandbox({ port: 0, seed: opts.seed });
   const prefix = `chaos${randomBytes(4).toString('hex')}`;
   const env: Record<string, string> = {
-    REDIS_URL: redis.url, KEY_PREFIX: prefix, BULL_PREFIX: `${prefix}b`, SANDBOX_URL: sandbox.url,
-    LOCK_DURATION_MS: '1000', STALLED_INTERVAL_MS: '500', MAX_STALLED_COUNT: '1000',
-    WORKER_CONCURRENCY: '10', RETRY_BASE_MS: '20', RETRY_MAX_MS: '500', SHUTDOWN_GRACE_MS: '5000',
-    RECONCILER_MIN_AGE_MS: '2000', RECONCILE_DEADLINE_MS: '5000', RECONCILE_POLL_MS: '100', RECONCILER_SWEEP_MS: '500',
+    REDIS_URL: redis.url,
+    KEY_PREFIX: prefix,
+    BULL_PREFIX: `${prefix}b`,
+    SANDBOX_URL: sandbox.url,
+    LOCK_DURATION_MS: '1000',
+    STALLED_INTERVAL_MS: '500',
+    MAX_STALLED_COUNT: '1000',
+    WORKER_CONCURRENCY: '10',
+    RETRY_BASE_MS: '20',
+    RETRY_MAX_MS: '500',
+    SHUTDOWN_GRACE_MS: '5000',
+    RECONCILER_MIN_AGE_MS: '2000',
+    RECONCILE_DEADLINE_MS: '5000',
+    RECONCILE_POLL_MS: '100',
+    RECONCILER_SWEEP_MS: '500',
     ...(unsafe ? { UNSAFE_DISABLE_IDEMPOTENCY: 'true' } : {}),
   };
   const cfg = loadConfig({ ...env, LOG_LEVEL: 'silent' });
-  const ctx: EngineContext = await createContext(cfg, 'chaos', { log: createLogger('chaos', 'silent'), metrics: newMetrics() });
+  const ctx: EngineContext = await createContext(cfg, 'chaos', {
+    log: createLogger('chaos', 'silent'),
+    metrics: newMetrics(),
+  });
   const reconciler = new Reconciler(ctx, 'reconciler:chaos');
 
   const faults: FaultRule[] = [];
@@ -126,7 +152,11 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
   sandbox.setFaults(faults);
 
   const kills: Record<string, number> = Object.fromEntries([...CAMPAIGN_CRASH_POINTS, 'external'].map((p) => [p, 0]));
-  let sigterms = 0, sigtermCleanExits = 0, redisRestarts = 0, workersSpawned = 0, bootRetries = 0;
+  let sigterms = 0,
+    sigtermCleanExits = 0,
+    redisRestarts = 0,
+    workersSpawned = 0,
+    bootRetries = 0;
   const failures: string[] = [];
   const fleet: (ChaosWorker | undefined)[] = Array.from({ length: opts.workers }, () => undefined);
   const allExits: Promise<unknown>[] = [];
@@ -151,30 +181,37 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
       const w = await spawnChaosWorker(env, armed);
       workersSpawned++;
       fleet[slot] = w;
-      allExits.push(w.exited.then((e) => {
-        if (e.signal === 'SIGKILL' && w.final) {
-          // disarmed at the drain: not a chaos kill
-        } else if (e.signal === 'SIGKILL') {
-          killTimes.push({ at: w.sentAt ?? e.at, bullIds: w.bullIds });
-          if (w.sent === 'SIGKILL') kills.external!++;
-          else if (w.crashPoint) {
-            const point = w.crashPoint.split('@')[0]!;
-            kills[point] = (kills[point] ?? 0) + 1;
+      allExits.push(
+        w.exited.then((e) => {
+          if (e.signal === 'SIGKILL' && w.final) {
+            // disarmed at the drain: not a chaos kill
+          } else if (e.signal === 'SIGKILL') {
+            killTimes.push({ at: w.sentAt ?? e.at, bullIds: w.bullIds });
+            if (w.sent === 'SIGKILL') kills.external!++;
+            else if (w.crashPoint) {
+              const point = w.crashPoint.split('@')[0]!;
+              kills[point] = (kills[point] ?? 0) + 1;
+            } else failures.push(`worker ${w.pid} died of SIGKILL nobody sent`);
+          } else if (w.sent === 'SIGTERM' && w.final) {
+            if (e.code !== 0)
+              failures.push(`worker ${w.pid} exited code=${e.code} signal=${e.signal} at the final stop`);
+          } else if (w.sent === 'SIGTERM') {
+            if (e.code === 0 && e.at - w.sentAt! < 10_000) sigtermCleanExits++;
+            else
+              failures.push(
+                `worker ${w.pid} exited code=${e.code} signal=${e.signal} ${e.at - w.sentAt!}ms after SIGTERM: ${w.lines.slice(-2).join(' | ')}`,
+              );
+          } else if (e.code === 1 && w.bullIds.length === 0 && w.lines.some((l) => l.includes('[redis_unreachable]'))) {
+            // Started while Redis was restarting: it gave up at its boot deadline with one line, as it must
+            // (no endless retry loop); the refill replaces it, as a Deployment's restart policy would.
+            bootRetries++;
+          } else {
+            failures.push(
+              `worker ${w.pid} exited code=${e.code} signal=${e.signal} unprompted: ${w.lines.slice(-3).join(' | ')}`,
+            );
           }
-          else failures.push(`worker ${w.pid} died of SIGKILL nobody sent`);
-        } else if (w.sent === 'SIGTERM' && w.final) {
-          if (e.code !== 0) failures.push(`worker ${w.pid} exited code=${e.code} signal=${e.signal} at the final stop`);
-        } else if (w.sent === 'SIGTERM') {
-          if (e.code === 0 && e.at - w.sentAt! < 10_000) sigtermCleanExits++;
-          else failures.push(`worker ${w.pid} exited code=${e.code} signal=${e.signal} ${e.at - w.sentAt!}ms after SIGTERM: ${w.lines.slice(-2).join(' | ')}`);
-        } else if (e.code === 1 && w.bullIds.length === 0 && w.lines.some((l) => l.includes('[redis_unreachable]'))) {
-          // Started while Redis was restarting: it gave up at its boot deadline with one line, as it must
-          // (no endless retry loop); the refill replaces it, as a Deployment's restart policy would.
-          bootRetries++;
-        } else {
-          failures.push(`worker ${w.pid} exited code=${e.code} signal=${e.signal} unprompted: ${w.lines.slice(-3).join(' | ')}`);
-        }
-      }));
+        }),
+      );
     } catch (err) {
       log(`spawn failed: ${(err as Error).message.slice(0, 300)}`);
     }
@@ -183,10 +220,20 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
   // Runs are enqueued steadily over the first 80% of the chaos phase, so kills land on live work throughout.
   const runIds: string[] = [];
   const createRun = async (i: number) => {
-    const ticket = { id: `CH-${opts.seed}-${i}`, subject: `Order ${i} arrived broken`, body: 'The mug was shattered.', customer: { email: `c${i}@example.com`, name: `Customer ${i}` } };
+    const ticket = {
+      id: `CH-${opts.seed}-${i}`,
+      subject: `Order ${i} arrived broken`,
+      body: 'The mug was shattered.',
+      customer: { email: `c${i}@example.com`, name: `Customer ${i}` },
+    };
     const spec = buildSpec(ctx, { tenant: 'acme', ticket, budget: { maxSteps: 12, maxTokens: 20_000 } }, Date.now());
     for (;;) {
-      try { await ctx.store.create(spec, Date.now()); break; } catch { await sleep(200); } // redis restarting
+      try {
+        await ctx.store.create(spec, Date.now());
+        break;
+      } catch {
+        await sleep(200);
+      } // redis restarting
     }
     runIds.push(spec.runId);
   };
@@ -214,12 +261,17 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
         const snap: Snap = new Map();
         for (const shard of ctx.keys.allShards()) {
           const q = `${bull}:${ctx.keys.queueName(shard)}`;
-          const ids = (await ctx.redis.lrange(`${q}:active`, 0, -1));
+          const ids = await ctx.redis.lrange(`${q}:active`, 0, -1);
           if (ids.length) {
             const pipe = ctx.redis.pipeline();
             for (const id of ids) pipe.hget(`${q}:${id}`, 'processedOn').get(`${q}:${id}:lock`);
             const res = (await pipe.exec()) ?? [];
-            ids.forEach((id, i) => snap.set(`${shard}|${id}`, { processedOn: Number(res[2 * i]?.[1] ?? 0), lock: String(res[2 * i + 1]?.[1] ?? '') }));
+            ids.forEach((id, i) =>
+              snap.set(`${shard}|${id}`, {
+                processedOn: Number(res[2 * i]?.[1] ?? 0),
+                lock: String(res[2 * i + 1]?.[1] ?? ''),
+              }),
+            );
           }
         }
         lastSnap = snap;
@@ -236,11 +288,15 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
           keys.forEach((k, i) => {
             const w = watched.get(k)!;
             const p = Number(res[i]?.[1] ?? 0);
-            if (p > w.before && p > w.since) { recoveries.push(p - w.since); watched.delete(k); }
-            else if (Date.now() - w.since > 60_000) watched.delete(k);
+            if (p > w.before && p > w.since) {
+              recoveries.push(p - w.since);
+              watched.delete(k);
+            } else if (Date.now() - w.since > 60_000) watched.delete(k);
           });
         }
-      } catch { /* redis restarting */ }
+      } catch {
+        /* redis restarting */
+      }
       await sleep(100);
     }
   })();
@@ -259,7 +315,10 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
 
   // Chaos phase.
   const chaosEnd = Date.now() + opts.seconds * 1000;
-  const restartAt = Array.from({ length: restartsWanted }, (_, i) => Date.now() + ((i + 1) * opts.seconds * 1000) / (restartsWanted + 1));
+  const restartAt = Array.from(
+    { length: restartsWanted },
+    (_, i) => Date.now() + ((i + 1) * opts.seconds * 1000) / (restartsWanted + 1),
+  );
   let nextAction = Date.now() + chaosEveryMs * (0.5 + rnd());
   while (Date.now() < chaosEnd) {
     while (killTimes.length > seenKills) noteKill(killTimes[seenKills++]!);
@@ -296,7 +355,13 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
   while (spawning.size > 0) await sleep(50);
   for (let i = 0; i < fleet.length; i++) {
     const w = fleet[i];
-    if (w && !w.dead && w.crashPoint) { w.final = true; w.sent = 'SIGKILL'; w.sentAt = Date.now(); w.child.kill('SIGKILL'); await w.exited; }
+    if (w && !w.dead && w.crashPoint) {
+      w.final = true;
+      w.sent = 'SIGKILL';
+      w.sentAt = Date.now();
+      w.child.kill('SIGKILL');
+      await w.exited;
+    }
   }
   const drainEnd = Date.now() + drainMs;
   let pending = runIds.length;
@@ -317,7 +382,13 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
 
   while (spawning.size > 0) await sleep(50);
   // Stop the fleet (SIGTERM, counted separately from the campaign's).
-  for (const w of fleet) if (w && !w.dead) { w.final = true; w.sent = 'SIGTERM'; w.sentAt = Date.now(); w.child.kill('SIGTERM'); }
+  for (const w of fleet)
+    if (w && !w.dead) {
+      w.final = true;
+      w.sent = 'SIGTERM';
+      w.sentAt = Date.now();
+      w.child.kill('SIGTERM');
+    }
   await Promise.race([Promise.all(allExits), sleep(15_000)]);
   for (const w of fleet) if (w && !w.dead) w.child.kill('SIGKILL');
   await reconciler.stop();
@@ -325,29 +396,47 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
   // Check invariants.
   const counts = sandbox.counts();
   const duplicateKeys: string[] = [];
-  let duplicates = 0, effects = 0;
+  let duplicates = 0,
+    effects = 0;
   for (const [res, rc] of Object.entries(counts.byResource)) {
     effects += rc.records;
-    for (const [key, n] of Object.entries(rc.byKey)) if (n > 1) { duplicates += n - 1; duplicateKeys.push(`${res}:${key}x${n}`); }
+    for (const [key, n] of Object.entries(rc.byKey))
+      if (n > 1) {
+        duplicates += n - 1;
+        duplicateKeys.push(`${res}:${key}x${n}`);
+      }
   }
   const ledger = new Ledger(ctx.redis, ctx.keys);
   const statuses: Record<string, number> = {};
-  const lostRuns: RunProblem[] = [], budgetBreaches: RunProblem[] = [], journalProblems: RunProblem[] = [];
+  const lostRuns: RunProblem[] = [],
+    budgetBreaches: RunProblem[] = [],
+    journalProblems: RunProblem[] = [];
   const unknowns = { total: 0, resolved: 0, toHumans: 0, unresolved: [] as RunProblem[] };
   let steps = 0;
   for (const runId of runIds) {
     const [state, spec] = await Promise.all([ctx.store.readState(runId), ctx.store.readSpec(runId)]);
-    if (!state || !spec) { lostRuns.push({ runId, problem: 'run missing' }); continue; }
+    if (!state || !spec) {
+      lostRuns.push({ runId, problem: 'run missing' });
+      continue;
+    }
     statuses[state.status] = (statuses[state.status] ?? 0) + 1;
     if (state.status !== 'completed') {
-      if (!['needs_human', 'budget_exceeded', 'failed'].includes(state.status) || !state.reason) lostRuns.push({ runId, problem: `status=${state.status} reason=${state.reason || '(none)'} cursor=${state.cursor}` });
+      if (!['needs_human', 'budget_exceeded', 'failed'].includes(state.status) || !state.reason)
+        lostRuns.push({
+          runId,
+          problem: `status=${state.status} reason=${state.reason || '(none)'} cursor=${state.cursor}`,
+        });
     }
     steps += state.used.steps;
     if (state.used.tokens > spec.limits.maxTokens || state.used.steps > spec.limits.maxSteps)
-      budgetBreaches.push({ runId, problem: `used ${state.used.steps} steps/${state.used.tokens} tokens of ${spec.limits.maxSteps}/${spec.limits.maxTokens}` });
+      budgetBreaches.push({
+        runId,
+        problem: `used ${state.used.steps} steps/${state.used.tokens} tokens of ${spec.limits.maxSteps}/${spec.limits.maxTokens}`,
+      });
     const decisions = (await ctx.store.transcript(runId)).filter((e) => e.kind === 'decision').map((e) => e.step);
     const expected = Array.from({ length: decisions.length }, (_, i) => i + 1);
-    if (decisions.join(',') !== expected.join(',')) journalProblems.push({ runId, problem: `decisions ${decisions.join(',')}` });
+    if (decisions.join(',') !== expected.join(','))
+      journalProblems.push({ runId, problem: `decisions ${decisions.join(',')}` });
     if (!unsafe) {
       const shard = ctx.keys.shardOf(runId);
       for (const a of await ledger.listForRun(runId)) {
@@ -374,12 +463,43 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
     }
   }
   const completed = statuses.completed ?? 0;
-  const recoveryMs = { samples: recoveries.length, p50: pct(recoveries, 50), p99: pct(recoveries, 99), max: recoveries.length ? Math.max(...recoveries) : 0 };
-  const result: CampaignResult = {
-    ok: false, unsafe, runs: runIds.length, completed, statuses, steps, effects, kills, killsTotal: totalKillsSoFar(), sigterms, sigtermCleanExits, redisRestarts,
-    duplicates, duplicateKeys, lostRuns, unknowns, budgetBreaches, journalProblems, recoveryMs, workersSpawned, bootRetries, durationMs: Date.now() - t0, failures,
+  const recoveryMs = {
+    samples: recoveries.length,
+    p50: pct(recoveries, 50),
+    p99: pct(recoveries, 99),
+    max: recoveries.length ? Math.max(...recoveries) : 0,
   };
-  const invariantsHold = duplicates === 0 && lostRuns.length === 0 && unknowns.unresolved.length === 0 && budgetBreaches.length === 0 && journalProblems.length === 0;
+  const result: CampaignResult = {
+    ok: false,
+    unsafe,
+    runs: runIds.length,
+    completed,
+    statuses,
+    steps,
+    effects,
+    kills,
+    killsTotal: totalKillsSoFar(),
+    sigterms,
+    sigtermCleanExits,
+    redisRestarts,
+    duplicates,
+    duplicateKeys,
+    lostRuns,
+    unknowns,
+    budgetBreaches,
+    journalProblems,
+    recoveryMs,
+    workersSpawned,
+    bootRetries,
+    durationMs: Date.now() - t0,
+    failures,
+  };
+  const invariantsHold =
+    duplicates === 0 &&
+    lostRuns.length === 0 &&
+    unknowns.unresolved.length === 0 &&
+    budgetBreaches.length === 0 &&
+    journalProblems.length === 0;
   result.ok = unsafe ? duplicates > 0 : invariantsHold && failures.length === 0;
 
   await ctx.close();
@@ -391,16 +511,32 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
 export function formatResult(r: CampaignResult): string {
   const rows: [string, string | number][] = [
     ['mode', r.unsafe ? 'UNSAFE (negative control)' : 'safe'],
-    ['runs', r.runs], ['completed', r.completed], ['statuses', JSON.stringify(r.statuses)], ['steps', r.steps], ['effects', r.effects],
+    ['runs', r.runs],
+    ['completed', r.completed],
+    ['statuses', JSON.stringify(r.statuses)],
+    ['steps', r.steps],
+    ['effects', r.effects],
     ...Object.entries(r.kills).map(([p, n]) => [`kills ${p}`, n] as [string, number]),
-    ['kills total', r.killsTotal], ['SIGTERMs (clean exits)', `${r.sigterms} (${r.sigtermCleanExits})`], ['redis restarts', r.redisRestarts],
+    ['kills total', r.killsTotal],
+    ['SIGTERMs (clean exits)', `${r.sigterms} (${r.sigtermCleanExits})`],
+    ['redis restarts', r.redisRestarts],
     ['workers spawned', r.workersSpawned],
     ['boot retries (Redis down at start)', r.bootRetries],
-    ['duplicates', r.duplicates], ['lost runs', r.lostRuns.length],
-    ['unknowns (resolved / to humans / unresolved)', `${r.unknowns.total} (${r.unknowns.resolved} / ${r.unknowns.toHumans} / ${r.unknowns.unresolved.length})`],
-    ['budget breaches', r.budgetBreaches.length], ['journal problems', r.journalProblems.length],
-    ['recovery ms p50 / p99 / max (n)', `${r.recoveryMs.p50} / ${r.recoveryMs.p99} / ${r.recoveryMs.max} (${r.recoveryMs.samples})`],
-    ['process failures', r.failures.length], ['duration s', (r.durationMs / 1000).toFixed(1)], ['RESULT', r.ok ? 'PASS' : 'FAIL'],
+    ['duplicates', r.duplicates],
+    ['lost runs', r.lostRuns.length],
+    [
+      'unknowns (resolved / to humans / unresolved)',
+      `${r.unknowns.total} (${r.unknowns.resolved} / ${r.unknowns.toHumans} / ${r.unknowns.unresolved.length})`,
+    ],
+    ['budget breaches', r.budgetBreaches.length],
+    ['journal problems', r.journalProblems.length],
+    [
+      'recovery ms p50 / p99 / max (n)',
+      `${r.recoveryMs.p50} / ${r.recoveryMs.p99} / ${r.recoveryMs.max} (${r.recoveryMs.samples})`,
+    ],
+    ['process failures', r.failures.length],
+    ['duration s', (r.durationMs / 1000).toFixed(1)],
+    ['RESULT', r.ok ? 'PASS' : 'FAIL'],
   ];
   const w = Math.max(...rows.map(([k]) => k.length));
   return rows.map(([k, v]) => `${k.padEnd(w)}  ${v}`).join('\n');

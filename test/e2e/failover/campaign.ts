@@ -65,7 +65,9 @@ const pick = <T>(xs: readonly T[]): T => xs[Math.floor(Math.random() * xs.length
 
 /** The model stand-in: the support flow, each answer drawn anew (a real model is not deterministic either). */
 export function unsteadyModel(req: RecordedRequest): Reply {
-  const messages = Array.isArray(req.body.messages) ? (req.body.messages as { role?: string; content?: unknown }[]) : [];
+  const messages = Array.isArray(req.body.messages)
+    ? (req.body.messages as { role?: string; content?: unknown }[])
+    : [];
   const prompt = String(messages.find((m) => m.role === 'user')?.content ?? '');
   const ticket = /^Ticket (\S+):/.exec(prompt)?.[1] ?? 'unknown';
   const email = /<([^>]+)>/.exec(prompt)?.[1] ?? 'nobody@example.com';
@@ -75,16 +77,37 @@ export function unsteadyModel(req: RecordedRequest): Reply {
   if (step === 1) return { kind: 'turn', toolCalls: [{ name: 'read_ticket', args: {} }], usage };
   if (step === 2) {
     const subject = `Follow-up on ${ticket}: ${pick(['delivery', 'damage'])}`;
-    return { kind: 'turn', toolCalls: [{ name: 'create_ticket', args: { subject, body: `Opened ${nonce}`, priority: 'normal', sourceTicketId: ticket } }], usage };
+    return {
+      kind: 'turn',
+      toolCalls: [
+        {
+          name: 'create_ticket',
+          args: { subject, body: `Opened ${nonce}`, priority: 'normal', sourceTicketId: ticket },
+        },
+      ],
+      usage,
+    };
   }
   if (step === 3) {
     const template = pick(['ticket_acknowledged', 'ticket_received']);
-    return { kind: 'turn', toolCalls: [{ name: 'send_email', args: { to: email, template, subject: `Re: ${ticket}`, body: `Hello, noted (${nonce}).` } }], usage };
+    return {
+      kind: 'turn',
+      toolCalls: [
+        {
+          name: 'send_email',
+          args: { to: email, template, subject: `Re: ${ticket}`, body: `Hello, noted (${nonce}).` },
+        },
+      ],
+      usage,
+    };
   }
   return { kind: 'turn', text: `Done ${nonce}.`, usage };
 }
 
-interface Proc { kill(signal: NodeJS.Signals): void; exited: Promise<unknown> }
+interface Proc {
+  kill(signal: NodeJS.Signals): void;
+  exited: Promise<unknown>;
+}
 
 function spawnProcess(module: string, env: Record<string, string>, readyLine: string): Promise<Proc> {
   const child = spawnModule(module, { ...env, LOG_LEVEL: 'info' }, ['ignore', 'pipe', 'pipe']);
@@ -99,17 +122,33 @@ function spawnProcess(module: string, env: Record<string, string>, readyLine: st
         resolve({ kill: (s) => child.kill(s), exited });
       }
     });
-    child.stderr!.on('data', (d: Buffer) => { if (tail.length < 50) tail.push(d.toString()); });
+    child.stderr!.on('data', (d: Buffer) => {
+      if (tail.length < 50) tail.push(d.toString());
+    });
   });
 }
 
 /** POST /v1/runs until an answer that is not a 503 / dropped connection (same Idempotency-Key each time). */
 async function submit(api: string, i: number, tally: { s503: number; s500: number }): Promise<string | undefined> {
-  const body = JSON.stringify({ tenant: 'acme', ticket: { id: `F-${i}`, subject: 'Broken mug', body: 'It arrived shattered.', customer: { email: `c${i}@example.com`, name: `C${i}` } } });
+  const body = JSON.stringify({
+    tenant: 'acme',
+    ticket: {
+      id: `F-${i}`,
+      subject: 'Broken mug',
+      body: 'It arrived shattered.',
+      customer: { email: `c${i}@example.com`, name: `C${i}` },
+    },
+  });
   for (let attempt = 0; attempt < 200; attempt++) {
     try {
       const res = await fetch(`${api}/v1/runs`, {
-        method: 'POST', body, headers: { 'content-type': 'application/json', authorization: `Bearer ${PRODUCER_TOKEN}`, 'idempotency-key': `ev-${i}` },
+        method: 'POST',
+        body,
+        headers: {
+          'content-type': 'application/json',
+          authorization: `Bearer ${PRODUCER_TOKEN}`,
+          'idempotency-key': `ev-${i}`,
+        },
         signal: AbortSignal.timeout(10_000),
       });
       const json = (await res.json().catch(() => ({}))) as { runId?: string };
@@ -130,9 +169,14 @@ async function committedSteps(ports: number[]): Promise<number | undefined> {
   let sum = 0;
   let any = false;
   for (const port of ports) {
-    const text = await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(1000) }).then((r) => r.text()).catch(() => '');
+    const text = await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(1000) })
+      .then((r) => r.text())
+      .catch(() => '');
     const m = /^agent_steps_committed_total (\d+)/m.exec(text);
-    if (m) { sum += Number(m[1]); any = true; }
+    if (m) {
+      sum += Number(m[1]);
+      any = true;
+    }
   }
   return any ? sum : undefined;
 }
@@ -157,13 +201,30 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
   const apiPort = await freePort();
   const workerPorts = [await freePort(), await freePort()];
   const env: Record<string, string> = {
-    REDIS_SENTINELS: sentinel.sentinels.join(','), REDIS_SENTINEL_MASTER: SENTINEL_MASTER,
-    KEY_PREFIX: prefix, BULL_PREFIX: `${prefix}b`, SANDBOX_URL: sandbox.url,
-    MODEL_PROVIDER: 'openai', OPENAI_BASE_URL: `${model.url}/v1`, OPENAI_API_KEY: 'sk-test', PRODUCER_TOKEN,
-    REDIS_MIN_REPLICAS: String(o.minReplicas), REDIS_REPLICA_WAIT_MS: '500', STORE_RETRY_AFTER_S: '1',
-    LOCK_DURATION_MS: '4000', STALLED_INTERVAL_MS: '1000', STUCK_RUN_MIN_AGE_MS: '5000', RECONCILER_SWEEP_MS: '500',
-    RECONCILER_MIN_AGE_MS: '1000', RETRY_BASE_MS: '50', RETRY_MAX_MS: '500', REDIS_BOOT_TIMEOUT_MS: '20000',
-    PORT: String(apiPort), HOST: '127.0.0.1', RECONCILER_METRICS_PORT: '0', WORKER_CONCURRENCY: '10',
+    REDIS_SENTINELS: sentinel.sentinels.join(','),
+    REDIS_SENTINEL_MASTER: SENTINEL_MASTER,
+    KEY_PREFIX: prefix,
+    BULL_PREFIX: `${prefix}b`,
+    SANDBOX_URL: sandbox.url,
+    MODEL_PROVIDER: 'openai',
+    OPENAI_BASE_URL: `${model.url}/v1`,
+    OPENAI_API_KEY: 'sk-test',
+    PRODUCER_TOKEN,
+    REDIS_MIN_REPLICAS: String(o.minReplicas),
+    REDIS_REPLICA_WAIT_MS: '500',
+    STORE_RETRY_AFTER_S: '1',
+    LOCK_DURATION_MS: '4000',
+    STALLED_INTERVAL_MS: '1000',
+    STUCK_RUN_MIN_AGE_MS: '5000',
+    RECONCILER_SWEEP_MS: '500',
+    RECONCILER_MIN_AGE_MS: '1000',
+    RETRY_BASE_MS: '50',
+    RETRY_MAX_MS: '500',
+    REDIS_BOOT_TIMEOUT_MS: '20000',
+    PORT: String(apiPort),
+    HOST: '127.0.0.1',
+    RECONCILER_METRICS_PORT: '0',
+    WORKER_CONCURRENCY: '10',
   };
   const procs: Proc[] = [];
   const workers: Awaited<ReturnType<typeof spawnChaosWorker>>[] = [];
@@ -171,7 +232,10 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
   const killAll = () => {
     for (const w of workers) w.child.kill('SIGKILL');
     for (const p of procs) p.kill('SIGKILL');
-    for (const n of sentinel.nodes.values()) { n.process.kill('SIGCONT'); n.process.kill('SIGKILL'); }
+    for (const n of sentinel.nodes.values()) {
+      n.process.kill('SIGCONT');
+      n.process.kill('SIGKILL');
+    }
   };
   process.once('exit', killAll);
   try {
@@ -186,91 +250,109 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
   }
 
   async function campaign(): Promise<CampaignResult> {
-  for (const p of workerPorts) workers.push(await spawnChaosWorker({ ...env, WORKER_METRICS_PORT: String(p) }, undefined, 90_000));
-  procs.push(await spawnProcess('src/server/api', env, '"api_listening"'));
-  procs.push(await spawnProcess('src/server/reconciler', env, '"reconciler_started"'));
-  const api = `http://127.0.0.1:${apiPort}`;
-  const tally = { s503: 0, s500: 0 };
-  const acked: string[] = [];
-  let submitted = 0;
-  let submitting = true;
-  const pending: Promise<void>[] = [];
-  const producer = (async () => {
-    while (submitting) {
-      const i = submitted++;
-      pending.push(submit(api, i, tally).then((runId) => { if (runId) acked.push(runId); }));
-      await sleep(1000 / o.rate);
-    }
-  })();
-  const recoveryMs: number[] = [];
-  try {
-    await sleep(2000);
-    for (let k = 0; k < o.kills; k++) {
-      const master = await sentinel.masterPort();
-      let frozen: number[] = [];
-      if (o.lag) {
-        frozen = await fallBehind(sentinel, master);
-        await sleep(o.lagMs);
+    for (const p of workerPorts)
+      workers.push(await spawnChaosWorker({ ...env, WORKER_METRICS_PORT: String(p) }, undefined, 90_000));
+    procs.push(await spawnProcess('src/server/api', env, '"api_listening"'));
+    procs.push(await spawnProcess('src/server/reconciler', env, '"reconciler_started"'));
+    const api = `http://127.0.0.1:${apiPort}`;
+    const tally = { s503: 0, s500: 0 };
+    const acked: string[] = [];
+    let submitted = 0;
+    let submitting = true;
+    const pending: Promise<void>[] = [];
+    const producer = (async () => {
+      while (submitting) {
+        const i = submitted++;
+        pending.push(
+          submit(api, i, tally).then((runId) => {
+            if (runId) acked.push(runId);
+          }),
+        );
+        await sleep(1000 / o.rate);
       }
-      const before = await committedSteps(workerPorts);
-      const killedAt = Date.now();
-      await sentinel.kill(master, 'SIGKILL');
-      for (const p of frozen) sentinel.nodes.get(p)!.process.kill('SIGCONT');
-      const promoted = await sentinel.waitForFailover(master);
-      log(`kill ${k + 1}: master ${master} SIGKILLed, ${promoted} promoted after ${Date.now() - killedAt} ms`);
-      // Steps flowing again: the committed-steps counter moves past its value at the kill.
-      const deadline = Date.now() + 60_000;
-      for (;;) {
-        const now = await committedSteps(workerPorts);
-        if (process.env.FAILOVER_DEBUG) log(`committed ${now} (at kill ${before})`);
-        if (now !== undefined && before !== undefined && now > before) break;
-        if (Date.now() > deadline) break;
-        await sleep(50);
-      }
-      recoveryMs.push(Date.now() - killedAt);
-      await sentinel.restart(master);
-      await sentinel.waitForReplicas(2, 60_000);
-      log(`kill ${k + 1}: steps flowing ${recoveryMs.at(-1)} ms after the kill; old master rejoined`);
+    })();
+    const recoveryMs: number[] = [];
+    try {
       await sleep(2000);
+      for (let k = 0; k < o.kills; k++) {
+        const master = await sentinel.masterPort();
+        let frozen: number[] = [];
+        if (o.lag) {
+          frozen = await fallBehind(sentinel, master);
+          await sleep(o.lagMs);
+        }
+        const before = await committedSteps(workerPorts);
+        const killedAt = Date.now();
+        await sentinel.kill(master, 'SIGKILL');
+        for (const p of frozen) sentinel.nodes.get(p)!.process.kill('SIGCONT');
+        const promoted = await sentinel.waitForFailover(master);
+        log(`kill ${k + 1}: master ${master} SIGKILLed, ${promoted} promoted after ${Date.now() - killedAt} ms`);
+        // Steps flowing again: the committed-steps counter moves past its value at the kill.
+        const deadline = Date.now() + 60_000;
+        for (;;) {
+          const now = await committedSteps(workerPorts);
+          if (process.env.FAILOVER_DEBUG) log(`committed ${now} (at kill ${before})`);
+          if (now !== undefined && before !== undefined && now > before) break;
+          if (Date.now() > deadline) break;
+          await sleep(50);
+        }
+        recoveryMs.push(Date.now() - killedAt);
+        await sentinel.restart(master);
+        await sentinel.waitForReplicas(2, 60_000);
+        log(`kill ${k + 1}: steps flowing ${recoveryMs.at(-1)} ms after the kill; old master rejoined`);
+        await sleep(2000);
+      }
+    } finally {
+      submitting = false;
+      await producer;
+      await Promise.all(pending);
     }
-  } finally {
-    submitting = false;
-    await producer;
-    await Promise.all(pending);
-  }
-  // Every acknowledged run reaches a terminal status (or is gone: counted as vanished).
-  const reader = new Redis({ sentinels: sentinel.sentinels.map((s) => ({ host: '127.0.0.1', port: Number(s.split(':')[1]) })), name: SENTINEL_MASTER });
-  const runKey = (runId: string) => `${prefix}:{0}:run:${runId}`;
-  const statusOf = async (runId: string) => (await reader.hget(runKey(runId), 'status')) ?? 'vanished';
-  const settleBy = Date.now() + 120_000;
-  let statuses: string[] = [];
-  for (;;) {
-    statuses = await Promise.all(acked.map(statusOf));
-    if (statuses.every((s) => TERMINAL.has(s) || s === 'vanished') || Date.now() > settleBy) break;
-    await sleep(500);
-  }
-  const byStatus: Record<string, number> = {};
-  for (const s of statuses) byStatus[s] = (byStatus[s] ?? 0) + 1;
-  const perRecipient = new Map<string, number>();
-  for (const r of sandbox.records('emails')) {
-    for (const to of (r.resource.to as string[] | undefined) ?? []) perRecipient.set(to, (perRecipient.get(to) ?? 0) + 1);
-  }
-  const perTicket = new Map<string, number>();
-  for (const r of sandbox.records('tickets')) {
-    const source = /Follow-up on (\S+):/.exec(String(r.resource.subject ?? ''))?.[1] ?? String(r.id);
-    perTicket.set(source, (perTicket.get(source) ?? 0) + 1);
-  }
-  const result: CampaignResult = {
-    minReplicas: o.minReplicas, lag: o.lag, kills: o.kills, submitted, acknowledged: acked.length,
-    answered503: tally.s503, answered500: tally.s500,
-    vanished: byStatus.vanished ?? 0, notTerminal: statuses.filter((s) => !TERMINAL.has(s) && s !== 'vanished').length, statuses: byStatus,
-    duplicateEmails: [...perRecipient.values()].filter((n) => n > 1).reduce((a, n) => a + n - 1, 0),
-    duplicateTickets: [...perTicket.values()].filter((n) => n > 1).reduce((a, n) => a + n - 1, 0),
-    duplicateKeys: sandbox.counts().duplicates, emails: sandbox.records('emails').length, recoveryMs,
-  };
-  reader.disconnect();
-  if (process.env.FAILOVER_DEBUG) for (const w of workers) log(w.lines.slice(-15).join('\n'));
-  return result;
+    // Every acknowledged run reaches a terminal status (or is gone: counted as vanished).
+    const reader = new Redis({
+      sentinels: sentinel.sentinels.map((s) => ({ host: '127.0.0.1', port: Number(s.split(':')[1]) })),
+      name: SENTINEL_MASTER,
+    });
+    const runKey = (runId: string) => `${prefix}:{0}:run:${runId}`;
+    const statusOf = async (runId: string) => (await reader.hget(runKey(runId), 'status')) ?? 'vanished';
+    const settleBy = Date.now() + 120_000;
+    let statuses: string[] = [];
+    for (;;) {
+      statuses = await Promise.all(acked.map(statusOf));
+      if (statuses.every((s) => TERMINAL.has(s) || s === 'vanished') || Date.now() > settleBy) break;
+      await sleep(500);
+    }
+    const byStatus: Record<string, number> = {};
+    for (const s of statuses) byStatus[s] = (byStatus[s] ?? 0) + 1;
+    const perRecipient = new Map<string, number>();
+    for (const r of sandbox.records('emails')) {
+      for (const to of (r.resource.to as string[] | undefined) ?? [])
+        perRecipient.set(to, (perRecipient.get(to) ?? 0) + 1);
+    }
+    const perTicket = new Map<string, number>();
+    for (const r of sandbox.records('tickets')) {
+      const source = /Follow-up on (\S+):/.exec(String(r.resource.subject ?? ''))?.[1] ?? String(r.id);
+      perTicket.set(source, (perTicket.get(source) ?? 0) + 1);
+    }
+    const result: CampaignResult = {
+      minReplicas: o.minReplicas,
+      lag: o.lag,
+      kills: o.kills,
+      submitted,
+      acknowledged: acked.length,
+      answered503: tally.s503,
+      answered500: tally.s500,
+      vanished: byStatus.vanished ?? 0,
+      notTerminal: statuses.filter((s) => !TERMINAL.has(s) && s !== 'vanished').length,
+      statuses: byStatus,
+      duplicateEmails: [...perRecipient.values()].filter((n) => n > 1).reduce((a, n) => a + n - 1, 0),
+      duplicateTickets: [...perTicket.values()].filter((n) => n > 1).reduce((a, n) => a + n - 1, 0),
+      duplicateKeys: sandbox.counts().duplicates,
+      emails: sandbox.records('emails').length,
+      recoveryMs,
+    };
+    reader.disconnect();
+    if (process.env.FAILOVER_DEBUG) for (const w of workers) log(w.lines.slice(-15).join('\n'));
+    return result;
   }
 }
 
@@ -278,8 +360,12 @@ const argv = process.argv.slice(2);
 if (import.meta.url === `file://${process.argv[1]}`) {
   const arg = (name: string, def: string) => argv.find((a) => a.startsWith(`--${name}=`))?.split('=')[1] ?? def;
   const result = await runFailoverCampaign({
-    minReplicas: Number(arg('replicas', '1')), lag: argv.includes('--lag'), kills: Number(arg('kills', '3')),
-    lagMs: Number(arg('lag-ms', '1500')), rate: Number(arg('rate', '20')), log: (l) => console.log(l),
+    minReplicas: Number(arg('replicas', '1')),
+    lag: argv.includes('--lag'),
+    kills: Number(arg('kills', '3')),
+    lagMs: Number(arg('lag-ms', '1500')),
+    rate: Number(arg('rate', '20')),
+    log: (l) => console.log(l),
   });
   console.log(JSON.stringify(result, null, 2));
   process.exit(0);

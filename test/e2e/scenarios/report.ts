@@ -63,7 +63,12 @@ export function committers(workers: ScenarioWorker[], runId: string): Map<number
   const out = new Map<number, string>();
   for (const w of workers) {
     for (const l of w.logs) {
-      if (l.runId === runId && typeof l.step === 'number' && (l.code === 'step_committed' || l.code?.startsWith('run_'))) out.set(l.step, w.label);
+      if (
+        l.runId === runId &&
+        typeof l.step === 'number' &&
+        (l.code === 'step_committed' || l.code?.startsWith('run_'))
+      )
+        out.set(l.step, w.label);
     }
   }
   return out;
@@ -71,8 +76,13 @@ export function committers(workers: ScenarioWorker[], runId: string): Map<number
 
 function stepSummary(view: RunViewJson, step: number): string {
   const entries = view.transcript.filter((e) => e.step === step);
-  const decision = entries.find((e) => e.kind === 'decision') as { toolCalls?: { name: string }[]; final?: string } | undefined;
-  const obs = entries.filter((e) => e.kind === 'observation') as unknown as { tool: string; status: string; output?: { id?: unknown } }[];
+  const decision = entries.find((e) => e.kind === 'decision') as
+    { toolCalls?: { name: string }[]; final?: string } | undefined;
+  const obs = entries.filter((e) => e.kind === 'observation') as unknown as {
+    tool: string;
+    status: string;
+    output?: { id?: unknown };
+  }[];
   if (!decision) return '';
   if (!decision.toolCalls?.length) return `final answer${decision.final ? `: "${brief(decision.final, 60)}"` : ''}`;
   const parts = decision.toolCalls.map((c, i) => {
@@ -85,7 +95,13 @@ function stepSummary(view: RunViewJson, step: number): string {
   return parts.join(', ');
 }
 
-export function addRunToTimeline(tl: Timeline, runId: string, events: RunEvent[], view: RunViewJson, workers: ScenarioWorker[]): void {
+export function addRunToTimeline(
+  tl: Timeline,
+  runId: string,
+  events: RunEvent[],
+  view: RunViewJson,
+  workers: ScenarioWorker[],
+): void {
   const byStep = committers(workers, runId);
   const commitTimes = new Map<number, string>();
   for (const e of events) if (e.type === 'step_committed') commitTimes.set(Number(e.data.step), e.id.split('-')[0]!);
@@ -101,15 +117,23 @@ export function addRunToTimeline(tl: Timeline, runId: string, events: RunEvent[]
       case 'decision':
         // A decision carried by its step's commit shares the commit's instant: the commit line tells it.
         if (commitTimes.get(step) === e.id.split('-')[0]) break;
-        tl.add(e.at, 'run', view.effects.some((x) => x.step === step)
-          ? `step ${step} decision journalled before its write runs (${brief(e.data.tools ?? e.data)})`
-          : `step ${step} decision journalled first, as on any redelivered step (${brief(e.data.tools ?? e.data)})`);
+        tl.add(
+          e.at,
+          'run',
+          view.effects.some((x) => x.step === step)
+            ? `step ${step} decision journalled before its write runs (${brief(e.data.tools ?? e.data)})`
+            : `step ${step} decision journalled first, as on any redelivered step (${brief(e.data.tools ?? e.data)})`,
+        );
         break;
       case 'step_committed': {
         const who = byStep.get(step);
         const status = String(e.data.status ?? '');
         const what = stepSummary(view, step);
-        tl.add(e.at, who ? `worker ${who}` : 'run', `step ${step} committed${what ? `: ${what}` : ''}${status && status !== 'running' ? ` [run ${status}]` : ''}`);
+        tl.add(
+          e.at,
+          who ? `worker ${who}` : 'run',
+          `step ${step} committed${what ? `: ${what}` : ''}${status && status !== 'running' ? ` [run ${status}]` : ''}`,
+        );
         break;
       }
       case 'status_changed':
@@ -122,7 +146,11 @@ export function addRunToTimeline(tl: Timeline, runId: string, events: RunEvent[]
   for (const eff of view.effects) {
     for (const h of eff.history) {
       const ev = h.evidence === undefined ? '' : ` evidence ${brief(h.evidence)}`;
-      tl.add(h.at, 'ledger', `${eff.tool} ${h.from ?? '(new)'} -> ${h.to} by ${workerOfPid(workers, h.by)}: ${h.why}${ev}`);
+      tl.add(
+        h.at,
+        'ledger',
+        `${eff.tool} ${h.from ?? '(new)'} -> ${h.to} by ${workerOfPid(workers, h.by)}: ${h.why}${ev}`,
+      );
     }
   }
   for (const w of workers) addWorkerLogs(tl, w);
@@ -145,8 +173,10 @@ function addWorkerLogs(tl: Timeline, w: ScenarioWorker): void {
     const code = l.code ?? '';
     let text: string | undefined;
     if (DESCRIBE[code]) text = DESCRIBE[code](l);
-    else if (code.startsWith('reconciled_')) text = `${String(l.tool ?? 'action')} reconciled with the service: ${code.slice('reconciled_'.length)}`;
-    else if (l.level >= 40 && code !== 'redis_aof_off') text = `${code || 'log'}: ${String(l.msg ?? '')}${l.err ? ` (${String(l.err)})` : ''}`;
+    else if (code.startsWith('reconciled_'))
+      text = `${String(l.tool ?? 'action')} reconciled with the service: ${code.slice('reconciled_'.length)}`;
+    else if (l.level >= 40 && code !== 'redis_aof_off')
+      text = `${code || 'log'}: ${String(l.msg ?? '')}${l.err ? ` (${String(l.err)})` : ''}`;
     if (text === undefined) continue;
     tl.add(l.time, `worker ${w.label}`, `${typeof l.step === 'number' ? `step ${l.step}: ` : ''}${text}`);
   }
@@ -183,10 +213,21 @@ export async function endScenario(name: string, e: ScenarioEnd): Promise<Scenari
     await stack?.stop();
   }
   if (stack) {
-    checks.expect(stack.problems.length === 0, `no worker died unexpectedly${stack.problems.length ? `: ${stack.problems.join('; ')}` : ''}`);
+    checks.expect(
+      stack.problems.length === 0,
+      `no worker died unexpectedly${stack.problems.length ? `: ${stack.problems.join('; ')}` : ''}`,
+    );
     if (view) addRunToTimeline(tl, runId, e.follower?.events ?? [], view, stack.workers);
   }
   summary.ok = checks.failures.length === 0;
   summary.failures = checks.failures;
-  return { name, ok: checks.failures.length === 0, failures: checks.failures, checks: checks.list, timeline: tl.render(), summary, ...(view ? { view } : {}) };
+  return {
+    name,
+    ok: checks.failures.length === 0,
+    failures: checks.failures,
+    checks: checks.list,
+    timeline: tl.render(),
+    summary,
+    ...(view ? { view } : {}),
+  };
 }

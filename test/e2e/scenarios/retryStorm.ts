@@ -35,8 +35,19 @@ export function retryStormScript(t = TICKET): Turn[] {
     const usage = { promptTokens: 4000 + 3000 * (i - 1), completionTokens: 200 };
     if (i === 1 || i === 3) turns.push({ toolCalls: [{ name: 'read_ticket', args: {} }], usage });
     else {
-      const body = i === 2 ? 'Create the subscription record for account 7781.' : `Attempt ${i}: the check still fails, create the subscription record for account 7781 again.`;
-      turns.push({ toolCalls: [{ name: 'create_ticket', args: { subject: 'Create missing subscription record', body, priority: 'high', sourceTicketId: t.id } }], usage });
+      const body =
+        i === 2
+          ? 'Create the subscription record for account 7781.'
+          : `Attempt ${i}: the check still fails, create the subscription record for account 7781 again.`;
+      turns.push({
+        toolCalls: [
+          {
+            name: 'create_ticket',
+            args: { subject: 'Create missing subscription record', body, priority: 'high', sourceTicketId: t.id },
+          },
+        ],
+        usage,
+      });
     }
   }
   return turns;
@@ -59,47 +70,107 @@ export async function runRetryStorm(opts: RetryStormOptions = {}): Promise<Scena
   let runId = '';
   let error: unknown;
   try {
-    stack = await startStack({ timeline: tl, workers: 1, faults, progress: opts.progress, env: { LOOP_REPEAT_LIMIT: String(LOOP_REPEAT_LIMIT) } });
+    stack = await startStack({
+      timeline: tl,
+      workers: 1,
+      faults,
+      progress: opts.progress,
+      env: { LOOP_REPEAT_LIMIT: String(LOOP_REPEAT_LIMIT) },
+    });
     const s = stack;
-    runId = await s.createRun({ tenant: 'acme', ticket: TICKET, budget: { maxSteps: MAX_STEPS, maxTokens: MAX_TOKENS }, agent: { model: 'scripted', script } });
+    runId = await s.createRun({
+      tenant: 'acme',
+      ticket: TICKET,
+      budget: { maxSteps: MAX_STEPS, maxTokens: MAX_TOKENS },
+      agent: { model: 'scripted', script },
+    });
     summary.runId = runId;
     follower = followEvents(s.apiUrl, runId);
-    opts.progress?.(`run ${runId} created; the agent will ask for the same write up to ${script.filter((x) => x.toolCalls[0]?.name === 'create_ticket').length} times`);
-    const end = await follower.waitFor((e) => e.type === 'status_changed' && FINAL.has(String(e.data.status)), 30_000, 'the run to stop');
+    opts.progress?.(
+      `run ${runId} created; the agent will ask for the same write up to ${script.filter((x) => x.toolCalls[0]?.name === 'create_ticket').length} times`,
+    );
+    const end = await follower.waitFor(
+      (e) => e.type === 'status_changed' && FINAL.has(String(e.data.status)),
+      30_000,
+      'the run to stop',
+    );
     opts.progress?.(`run stopped: ${String(end.data.status)} ${String(end.data.reason ?? '')}`);
     view = await s.view(runId);
 
     const counts = s.sandbox.counts();
     const posts = s.tap.records.filter((r) => r.method === 'POST' && r.url.startsWith('/api/v2/tickets'));
     const statuses = posts.map((r) => r.status ?? r.outcome);
-    const decisions = view.transcript.filter((e) => e.kind === 'decision') as unknown as { step: number; attempts?: number; toolCalls: { name: string }[] }[];
+    const decisions = view.transcript.filter((e) => e.kind === 'decision') as unknown as {
+      step: number;
+      attempts?: number;
+      toolCalls: { name: string }[];
+    }[];
     const writeSteps = decisions.filter((d) => d.toolCalls.some((c) => c.name === 'create_ticket')).map((d) => d.step);
-    const observations = view.transcript.filter((e) => e.kind === 'observation') as unknown as { step: number; tool: string; status: string; output?: unknown }[];
+    const observations = view.transcript.filter((e) => e.kind === 'observation') as unknown as {
+      step: number;
+      tool: string;
+      status: string;
+      output?: unknown;
+    }[];
     const writeObs = observations.filter((o) => o.tool === 'create_ticket');
     const effects = view.effects.filter((e) => e.tool === 'create_ticket');
     const action = effects[0];
     Object.assign(summary, {
-      status: view.status, reason: view.reason, writesRequested: writeSteps.length, writes: counts.byResource.tickets.records,
-      duplicates: counts.duplicates, ticketPosts: posts.length, ticketAnswers: statuses,
-      answeredFromLedger: writeObs.filter((o) => o.status === 'deduplicated').length, loopRepeatLimit: LOOP_REPEAT_LIMIT,
-      stoppedAtStep: view.step, steps: view.budget.used.steps, journalSteps: decisionSteps(view).length,
-      tokens: view.budget.used.tokens, maxTokens: view.budget.limits.maxTokens, tokensIfUnstopped: scriptTokens(script),
+      status: view.status,
+      reason: view.reason,
+      writesRequested: writeSteps.length,
+      writes: counts.byResource.tickets.records,
+      duplicates: counts.duplicates,
+      ticketPosts: posts.length,
+      ticketAnswers: statuses,
+      answeredFromLedger: writeObs.filter((o) => o.status === 'deduplicated').length,
+      loopRepeatLimit: LOOP_REPEAT_LIMIT,
+      stoppedAtStep: view.step,
+      steps: view.budget.used.steps,
+      journalSteps: decisionSteps(view).length,
+      tokens: view.budget.used.tokens,
+      maxTokens: view.budget.limits.maxTokens,
+      tokensIfUnstopped: scriptTokens(script),
     });
-    tl.add(end.at, 'scenario', `stopped at step ${view.step} of ${MAX_STEPS}: ${view.budget.used.tokens} tokens used; the loop running to step ${MAX_STEPS} would have used ${scriptTokens(script)}`);
-    checks.expect(view.status === 'needs_human' && view.reason.startsWith('loop_detected'), `run stopped needs_human / loop_detected (${view.status} ${view.reason})`);
-    checks.expect(counts.byResource.tickets.records === 1 && counts.duplicates === 0, `exactly one write, no duplicate (${counts.byResource.tickets.records}, ${counts.duplicates})`);
-    checks.expect(statuses.join(',') === '429,201', `the service saw one 429 then one 201, nothing more (${statuses.join(', ')})`);
-    checks.expect(writeSteps.length === LOOP_REPEAT_LIMIT + 1, `the write was asked for ${LOOP_REPEAT_LIMIT + 1} times before the stop (steps ${writeSteps.join(', ')})`);
+    tl.add(
+      end.at,
+      'scenario',
+      `stopped at step ${view.step} of ${MAX_STEPS}: ${view.budget.used.tokens} tokens used; the loop running to step ${MAX_STEPS} would have used ${scriptTokens(script)}`,
+    );
     checks.expect(
-      writeObs.map((o) => o.status).join(',') === ['ok', ...Array(LOOP_REPEAT_LIMIT - 1).fill('deduplicated')].join(','),
+      view.status === 'needs_human' && view.reason.startsWith('loop_detected'),
+      `run stopped needs_human / loop_detected (${view.status} ${view.reason})`,
+    );
+    checks.expect(
+      counts.byResource.tickets.records === 1 && counts.duplicates === 0,
+      `exactly one write, no duplicate (${counts.byResource.tickets.records}, ${counts.duplicates})`,
+    );
+    checks.expect(
+      statuses.join(',') === '429,201',
+      `the service saw one 429 then one 201, nothing more (${statuses.join(', ')})`,
+    );
+    checks.expect(
+      writeSteps.length === LOOP_REPEAT_LIMIT + 1,
+      `the write was asked for ${LOOP_REPEAT_LIMIT + 1} times before the stop (steps ${writeSteps.join(', ')})`,
+    );
+    checks.expect(
+      writeObs.map((o) => o.status).join(',') ===
+        ['ok', ...Array(LOOP_REPEAT_LIMIT - 1).fill('deduplicated')].join(','),
       `the model saw ok, then repeats answered from the ledger (${writeObs.map((o) => o.status).join(', ')})`,
     );
     checks.expect(
-      decisions.find((d) => d.step === writeSteps[0])?.attempts === 1 && !JSON.stringify(observations).includes('rate_limit'),
+      decisions.find((d) => d.step === writeSteps[0])?.attempts === 1 &&
+        !JSON.stringify(observations).includes('rate_limit'),
       'the 429 was retried in code: never in the model context, no extra model call',
     );
-    checks.expect(effects.length === 1 && action?.state === 'confirmed' && action.attempts === 1, `one ledger action, confirmed, dispatched once (${effects.map((e) => `${e.state} attempts=${e.attempts} repeats=${e.repeats}`).join('; ')})`);
-    checks.expect(view.budget.used.tokens === scriptTokens(script, writeSteps[writeSteps.length - 1]), `tokens charged for the turns played only (${view.budget.used.tokens} of ${scriptTokens(script)} if the loop had run on)`);
+    checks.expect(
+      effects.length === 1 && action?.state === 'confirmed' && action.attempts === 1,
+      `one ledger action, confirmed, dispatched once (${effects.map((e) => `${e.state} attempts=${e.attempts} repeats=${e.repeats}`).join('; ')})`,
+    );
+    checks.expect(
+      view.budget.used.tokens === scriptTokens(script, writeSteps[writeSteps.length - 1]),
+      `tokens charged for the turns played only (${view.budget.used.tokens} of ${scriptTokens(script)} if the loop had run on)`,
+    );
   } catch (err) {
     error = err;
   }

@@ -139,21 +139,43 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     const quietReads = opts.quietReads ?? true;
     const tap = await startTap(sandbox.url, (r) => {
       const path = r.url.split('?')[0] ?? '';
-      if (quietReads && READS.test(path) && r.outcome === 'answered' && r.status === 200 && r.end - r.start < 500) return;
+      if (quietReads && READS.test(path) && r.outcome === 'answered' && r.status === 200 && r.end - r.start < 500)
+        return;
       tl.add(r.end, 'sandbox', describeTap(r));
     });
     cleanups.push(() => tap.close());
-    tl.add(Date.now(), 'scenario', `sandbox up (workers reach it through a wire tap)${opts.faults?.length ? `, faults: ${opts.faults.map(describeFault).join('; ')}` : ''}`);
+    tl.add(
+      Date.now(),
+      'scenario',
+      `sandbox up (workers reach it through a wire tap)${opts.faults?.length ? `, faults: ${opts.faults.map(describeFault).join('; ')}` : ''}`,
+    );
 
     // One environment for the API and the workers; anything that would make them disagree is pinned.
     const env: Record<string, string> = {
-      APP_MODE: 'development', REDIS_URL: redis.url, REDIS_CLUSTER_NODES: '', KEY_PREFIX: 'agent', BULL_PREFIX: 'bull',
-      SHARDS: '1', WORKER_SHARDS: '', SANDBOX_URL: tap.url, MODEL_PROVIDER: 'scripted', CRASH_POINTS: '',
-      UNSAFE_DISABLE_IDEMPOTENCY: 'false', PRODUCER_TOKEN: SCENARIO_TOKEN, OPERATOR_TOKEN: '', TENANT_TOKENS: '', APPROVAL_RULES: '',
-      TENANT_DAILY_TOKENS: '0', WORKER_METRICS_PORT: '0', ...opts.env,
+      APP_MODE: 'development',
+      REDIS_URL: redis.url,
+      REDIS_CLUSTER_NODES: '',
+      KEY_PREFIX: 'agent',
+      BULL_PREFIX: 'bull',
+      SHARDS: '1',
+      WORKER_SHARDS: '',
+      SANDBOX_URL: tap.url,
+      MODEL_PROVIDER: 'scripted',
+      CRASH_POINTS: '',
+      UNSAFE_DISABLE_IDEMPOTENCY: 'false',
+      PRODUCER_TOKEN: SCENARIO_TOKEN,
+      OPERATOR_TOKEN: '',
+      TENANT_TOKENS: '',
+      APPROVAL_RULES: '',
+      TENANT_DAILY_TOKENS: '0',
+      WORKER_METRICS_PORT: '0',
+      ...opts.env,
     };
     const cfg = loadConfig({ ...process.env, ...env, LOG_LEVEL: 'silent', PORT: '0', HOST: '127.0.0.1' });
-    const ctx = await createContext(cfg, 'scenario', { log: createLogger('scenario', 'silent'), metrics: newMetrics() });
+    const ctx = await createContext(cfg, 'scenario', {
+      log: createLogger('scenario', 'silent'),
+      metrics: newMetrics(),
+    });
     cleanups.push(() => ctx.close());
     const app = createFullApi(ctx, () => true);
     const server = await new Promise<Server>((resolve, reject) => {
@@ -185,20 +207,36 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
     progress(`${workers.length} worker process(es) up: ${workers.map((w) => `${w.label}=${w.pid}`).join(', ')}`);
 
     const stack: Stack = {
-      timeline: tl, redis, sandbox, tap, apiUrl, ctx, workers, problems,
+      timeline: tl,
+      redis,
+      sandbox,
+      tap,
+      apiUrl,
+      ctx,
+      workers,
+      problems,
       async createRun(body) {
         const sent = Date.now();
         const { res, json } = await withTimeout(HTTP_TIMEOUT_MS, undefined, async (signal) => {
-          const res = await fetch(`${apiUrl}/v1/runs`, { method: 'POST', signal, headers: { 'content-type': 'application/json', authorization: `Bearer ${SCENARIO_TOKEN}` }, body: JSON.stringify(body) });
+          const res = await fetch(`${apiUrl}/v1/runs`, {
+            method: 'POST',
+            signal,
+            headers: { 'content-type': 'application/json', authorization: `Bearer ${SCENARIO_TOKEN}` },
+            body: JSON.stringify(body),
+          });
           return { res, json: (await res.json()) as { runId?: string; fields?: unknown } };
         });
-        if (res.status !== 201 || !json.runId) throw new Error(`POST /v1/runs answered ${res.status}: ${JSON.stringify(json)}`);
+        if (res.status !== 201 || !json.runId)
+          throw new Error(`POST /v1/runs answered ${res.status}: ${JSON.stringify(json)}`);
         tl.add(sent, 'api', `POST /v1/runs -> 201 run ${json.runId} (${Date.now() - sent} ms)`);
         return json.runId;
       },
       async view(runId) {
         return withTimeout(HTTP_TIMEOUT_MS, undefined, async (signal) => {
-          const res = await fetch(`${apiUrl}/v1/runs/${encodeURIComponent(runId)}`, { signal, headers: { authorization: `Bearer ${SCENARIO_TOKEN}` } });
+          const res = await fetch(`${apiUrl}/v1/runs/${encodeURIComponent(runId)}`, {
+            signal,
+            headers: { authorization: `Bearer ${SCENARIO_TOKEN}` },
+          });
           if (!res.ok) throw new Error(`GET /v1/runs/${runId} answered ${res.status}`);
           return (await res.json()) as RunViewJson;
         });
@@ -224,23 +262,42 @@ export async function startStack(opts: StackOptions): Promise<Stack> {
 }
 
 function describeFault(f: FaultRule): string {
-  return [f.kind, f.resource ?? 'all effects', f.count !== undefined ? `x${f.count}` : '', f.ms !== undefined ? `${f.ms} ms` : ''].filter(Boolean).join(' ');
+  return [
+    f.kind,
+    f.resource ?? 'all effects',
+    f.count !== undefined ? `x${f.count}` : '',
+    f.ms !== undefined ? `${f.ms} ms` : '',
+  ]
+    .filter(Boolean)
+    .join(' ');
 }
 
 async function spawnWorker(label: string, env: Record<string, string>, problems: string[]): Promise<ScenarioWorker> {
   const child = spawnModule('src/server/worker', { ...env, LOG_LEVEL: 'debug' }, ['ignore', 'pipe', 'pipe']);
-  const w: ScenarioWorker = { label, pid: child.pid ?? -1, child, logs: [], stderr: [], dead: false, exited: undefined as never };
+  const w: ScenarioWorker = {
+    label,
+    pid: child.pid ?? -1,
+    child,
+    logs: [],
+    stderr: [],
+    dead: false,
+    exited: undefined as never,
+  };
   w.exited = new Promise((resolve) => {
     child.once('exit', (code, signal) => {
       w.dead = true;
-      if (w.sent === undefined) problems.push(`worker ${label} (pid ${w.pid}) exited on its own: code=${code} signal=${signal} ${w.stderr.join('').slice(-300)}`);
+      if (w.sent === undefined)
+        problems.push(
+          `worker ${label} (pid ${w.pid}) exited on its own: code=${code} signal=${signal} ${w.stderr.join('').slice(-300)}`,
+        );
       resolve({ code, signal, at: Date.now() });
     });
   });
   onLines(child.stdout!, (line) => {
     try {
       const parsed = JSON.parse(line) as WorkerLogLine;
-      if (parsed.code === 'worker_started' && typeof parsed.metricsPort === 'number') w.metricsPort = parsed.metricsPort;
+      if (parsed.code === 'worker_started' && typeof parsed.metricsPort === 'number')
+        w.metricsPort = parsed.metricsPort;
       if (w.logs.length < 5000) w.logs.push(parsed);
     } catch {
       // not a log line
@@ -279,7 +336,9 @@ async function stopWorkers(workers: ScenarioWorker[]): Promise<void> {
 export async function stepsInFlight(w: ScenarioWorker): Promise<number> {
   if (w.dead || w.metricsPort === undefined) return 0;
   try {
-    const text = await withTimeout(HTTP_TIMEOUT_MS, undefined, async (signal) => (await fetch(`http://127.0.0.1:${w.metricsPort}/metrics`, { signal })).text());
+    const text = await withTimeout(HTTP_TIMEOUT_MS, undefined, async (signal) =>
+      (await fetch(`http://127.0.0.1:${w.metricsPort}/metrics`, { signal })).text(),
+    );
     const value = (name: string) => Number(new RegExp(`^${name} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
     return value('agent_steps_started_total') - value('agent_steps_committed_total');
   } catch {
@@ -287,7 +346,12 @@ export async function stepsInFlight(w: ScenarioWorker): Promise<number> {
   }
 }
 
-export async function waitUntil<T>(fn: () => Promise<T | undefined> | T | undefined, timeoutMs: number, what: string, everyMs = 20): Promise<T> {
+export async function waitUntil<T>(
+  fn: () => Promise<T | undefined> | T | undefined,
+  timeoutMs: number,
+  what: string,
+  everyMs = 20,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await fn();

@@ -74,13 +74,25 @@ export async function startTap(targetUrl: string, onRecord: (r: TapRecord) => vo
       if (done) return;
       done = true;
       open.delete(id);
-      const rec: TapRecord = { start, end: Date.now(), method, url, ...(idempotencyKey !== undefined ? { idempotencyKey } : {}), ...r };
+      const rec: TapRecord = {
+        start,
+        end: Date.now(),
+        method,
+        url,
+        ...(idempotencyKey !== undefined ? { idempotencyKey } : {}),
+        ...r,
+      };
       records.push(rec);
       onRecord(rec);
     };
 
     const up = httpRequest({
-      host: target.hostname, port: target.port, method, path: url, headers: forwardable(req.headers), agent: false,
+      host: target.hostname,
+      port: target.port,
+      method,
+      path: url,
+      headers: forwardable(req.headers),
+      agent: false,
     });
     up.on('response', (ur) => {
       const chunks: Buffer[] = [];

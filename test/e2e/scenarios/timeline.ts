@@ -70,7 +70,10 @@ export function followEvents(apiUrl: string, runId: string): EventFollower {
   };
   void (async () => {
     try {
-      const res = await fetch(`${apiUrl}/v1/runs/${encodeURIComponent(runId)}/events`, { signal: ac.signal, headers: { accept: 'text/event-stream', authorization: `Bearer ${SCENARIO_TOKEN}` } });
+      const res = await fetch(`${apiUrl}/v1/runs/${encodeURIComponent(runId)}/events`, {
+        signal: ac.signal,
+        headers: { accept: 'text/event-stream', authorization: `Bearer ${SCENARIO_TOKEN}` },
+      });
       if (!res.ok || !res.body) return;
       const decoder = new TextDecoder();
       let buf = '';
@@ -103,7 +106,10 @@ export function followEvents(apiUrl: string, runId: string): EventFollower {
         };
         const t = setTimeout(() => {
           waiters.delete(w);
-          const last = events.slice(-3).map((e) => `${e.type} ${JSON.stringify(e.data)}`).join('; ');
+          const last = events
+            .slice(-3)
+            .map((e) => `${e.type} ${JSON.stringify(e.data)}`)
+            .join('; ');
           reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last events: ${last || 'none'})`));
         }, timeoutMs);
         waiters.add(w);

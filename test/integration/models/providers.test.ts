@@ -24,9 +24,14 @@ const WINDOW_MS = 60_000;
 beforeAll(async () => {
   [openai, compat, anthropic] = await Promise.all([startOpenAIServer(), startOpenAIServer(), startAnthropicServer()]);
   h = await createHarness('models', {
-    OPENAI_BASE_URL: `${openai.url}/v1`, OPENAI_API_KEY: 'sk-test', OPENAI_MODEL: 'gpt-4o-mini',
-    ANTHROPIC_BASE_URL: `${anthropic.url}/v1`, ANTHROPIC_API_KEY: 'ak-test', ANTHROPIC_MODEL: 'claude-test',
-    OPENAI_COMPATIBLE_BASE_URL: `${compat.url}/v1`, OPENAI_COMPATIBLE_MODEL: 'llama-test',
+    OPENAI_BASE_URL: `${openai.url}/v1`,
+    OPENAI_API_KEY: 'sk-test',
+    OPENAI_MODEL: 'gpt-4o-mini',
+    ANTHROPIC_BASE_URL: `${anthropic.url}/v1`,
+    ANTHROPIC_API_KEY: 'ak-test',
+    ANTHROPIC_MODEL: 'claude-test',
+    OPENAI_COMPATIBLE_BASE_URL: `${compat.url}/v1`,
+    OPENAI_COMPATIBLE_MODEL: 'llama-test',
     MODEL_OUTAGE_MAX_MS: String(WINDOW_MS),
   });
   await h.startWorker();
@@ -51,11 +56,15 @@ async function decisions(runId: string): Promise<DecisionEntry[]> {
 
 async function statusEvents(runId: string): Promise<{ status: string; reason: string }[]> {
   const entries = (await h.ctx.redis.xrange(h.ctx.keys.run(runId).events, '-', '+')) as [string, string[]][];
-  return entries.filter(([, f]) => f[1] === 'status_changed').map(([, f]) => JSON.parse(f[3]!) as { status: string; reason: string });
+  return entries
+    .filter(([, f]) => f[1] === 'status_changed')
+    .map(([, f]) => JSON.parse(f[3]!) as { status: string; reason: string });
 }
 
 async function metric(name: string, labels: string): Promise<number> {
-  const line = (await h.ctx.metrics.registry.metrics()).split('\n').find((l) => l.startsWith(`${name}{`) && l.includes(labels));
+  const line = (await h.ctx.metrics.registry.metrics())
+    .split('\n')
+    .find((l) => l.startsWith(`${name}{`) && l.includes(labels));
   return line ? Number(line.split(' ').pop()) : 0;
 }
 
@@ -82,15 +91,29 @@ describe.each(['openai', 'anthropic', 'openai-compatible'] as const)('the %s pro
     const server = servers()[model];
     const before = server.requests.length;
     server.enqueue(
-      { kind: 'turn', text: 'Let me read the ticket first.', toolCalls: [{ name: 'read_ticket', args: {} }], usage: { input: 120, output: 15 } },
+      {
+        kind: 'turn',
+        text: 'Let me read the ticket first.',
+        toolCalls: [{ name: 'read_ticket', args: {} }],
+        usage: { input: 120, output: 15 },
+      },
       { kind: 'turn', text: 'Replacement sent.', usage: { input: 200, output: 8 } },
     );
     const runId = await start(model, `M-${model}`);
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'budget_exceeded', 'needs_human'])).toBe('completed');
     const [first, second] = await decisions(runId);
-    expect(first).toMatchObject({ model, text: 'Let me read the ticket first.', toolCalls: [{ name: 'read_ticket', args: {} }], usage: { promptTokens: 120, completionTokens: 15 } });
+    expect(first).toMatchObject({
+      model,
+      text: 'Let me read the ticket first.',
+      toolCalls: [{ name: 'read_ticket', args: {} }],
+      usage: { promptTokens: 120, completionTokens: 15 },
+    });
     expect(first!.final).toBeUndefined();
-    expect(second).toMatchObject({ final: 'Replacement sent.', toolCalls: [], usage: { promptTokens: 200, completionTokens: 8 } });
+    expect(second).toMatchObject({
+      final: 'Replacement sent.',
+      toolCalls: [],
+      usage: { promptTokens: 200, completionTokens: 8 },
+    });
     expect((await h.ctx.store.readState(runId))!.used.tokens).toBe(120 + 15 + 200 + 8);
     // The second request carries the first turn's text and tool call, and the tool's result, in the vendor's shape.
     const sent = JSON.stringify(server.requests[before + 1]!.body.messages);
@@ -128,7 +151,10 @@ describe('request shapes', () => {
 
 describe('a provider outage is a wait, not a failure', () => {
   it('429 with Retry-After in seconds delays the step job by that long; promoted, the run completes', async () => {
-    openai.enqueue({ kind: 'error', status: 429, retryAfter: '30' }, { kind: 'turn', text: 'ok', usage: { input: 10, output: 2 } });
+    openai.enqueue(
+      { kind: 'error', status: 429, retryAfter: '30' },
+      { kind: 'turn', text: 'ok', usage: { input: 10, output: 2 } },
+    );
     const waitsBefore = await metric('agent_model_waits_total', 'provider="openai"');
     const before = openai.requests.length;
     const runId = await start('openai', 'W-seconds');
@@ -142,12 +168,18 @@ describe('a provider outage is a wait, not a failure', () => {
     expect(openai.requests.length).toBe(before + 1); // no retry slept in the worker meanwhile
     await promote(runId, 1);
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'budget_exceeded', 'needs_human'])).toBe('completed');
-    expect((await decisions(runId))[0]).toMatchObject({ final: 'ok', usage: { promptTokens: 10, completionTokens: 2 } });
+    expect((await decisions(runId))[0]).toMatchObject({
+      final: 'ok',
+      usage: { promptTokens: 10, completionTokens: 2 },
+    });
   });
 
   it('529 with Retry-After as an HTTP date delays the step job until that date exactly', async () => {
     const at = new Date(Math.ceil((Date.now() + 45_000) / 1000) * 1000);
-    anthropic.enqueue({ kind: 'error', status: 529, retryAfter: at.toUTCString() }, { kind: 'turn', text: 'ok', usage: { input: 10, output: 2 } });
+    anthropic.enqueue(
+      { kind: 'error', status: 529, retryAfter: at.toUTCString() },
+      { kind: 'turn', text: 'ok', usage: { input: 10, output: 2 } },
+    );
     const before = anthropic.requests.length;
     const runId = await start('anthropic', 'W-date');
     const { until, seenAt } = await delayedUntil(runId, 1);
@@ -160,12 +192,17 @@ describe('a provider outage is a wait, not a failure', () => {
 
   it('an outage that outlasts the window parks the run needs_human / provider_unavailable, with its event and metric', async () => {
     // First failure: a 1 s wait fits the window. Second: the next wait would end past it.
-    compat.enqueue({ kind: 'error', status: 503, retryAfter: '1' }, { kind: 'error', status: 503, retryAfter: String(WINDOW_MS / 1000) });
+    compat.enqueue(
+      { kind: 'error', status: 503, retryAfter: '1' },
+      { kind: 'error', status: 503, retryAfter: String(WINDOW_MS / 1000) },
+    );
     const parkedBefore = await metric('agent_runs_finished_total', 'reason="provider_unavailable"');
     const runId = await start('openai-compatible', 'W-window');
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'budget_exceeded', 'needs_human'])).toBe('needs_human');
     const state = (await h.ctx.store.readState(runId))!;
-    expect(state.reason).toMatch(/^provider_unavailable: openai-compatible failing for \d+ ms, next try in 60000 ms, window 60000 ms$/);
+    expect(state.reason).toMatch(
+      /^provider_unavailable: openai-compatible failing for \d+ ms, next try in 60000 ms, window 60000 ms$/,
+    );
     expect(state.used.steps).toBe(0);
     expect((await statusEvents(runId)).at(-1)).toMatchObject({ status: 'needs_human', reason: state.reason });
     expect(await metric('agent_runs_finished_total', 'reason="provider_unavailable"')).toBe(parkedBefore + 1);
@@ -175,9 +212,17 @@ describe('a provider outage is a wait, not a failure', () => {
 
   it('a wait that would end past the run deadline stops it budget_exceeded (wall_clock), not later', async () => {
     openai.enqueue({ kind: 'error', status: 429, retryAfter: '50' });
-    const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket('W-deadline'), agent: { model: 'openai' }, budget: { maxWallMs: 20_000 } }, Date.now());
+    const spec = buildSpec(
+      h.ctx,
+      { tenant: 'acme', ticket: sampleTicket('W-deadline'), agent: { model: 'openai' }, budget: { maxWallMs: 20_000 } },
+      Date.now(),
+    );
     await h.ctx.store.create(spec, Date.now());
-    expect(await h.waitForStatus(spec.runId, ['completed', 'failed', 'budget_exceeded', 'needs_human'])).toBe('budget_exceeded');
-    expect((await h.ctx.store.readState(spec.runId))!.reason).toMatch(/^wall_clock: a retry would wait past the deadline/);
+    expect(await h.waitForStatus(spec.runId, ['completed', 'failed', 'budget_exceeded', 'needs_human'])).toBe(
+      'budget_exceeded',
+    );
+    expect((await h.ctx.store.readState(spec.runId))!.reason).toMatch(
+      /^wall_clock: a retry would wait past the deadline/,
+    );
   });
 });

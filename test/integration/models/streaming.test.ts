@@ -24,11 +24,18 @@ const FLUSH_CHARS = 1024;
 beforeAll(async () => {
   [openai, anthropic] = await Promise.all([startOpenAIServer(), startAnthropicServer()]);
   h = await createHarness('streaming', {
-    OPENAI_BASE_URL: `${openai.url}/v1`, OPENAI_API_KEY: 'sk-test', OPENAI_MODEL: 'gpt-4o-mini',
-    ANTHROPIC_BASE_URL: `${anthropic.url}/v1`, ANTHROPIC_API_KEY: 'ak-test', ANTHROPIC_MODEL: 'claude-test',
-    MODEL_STREAMING: 'true', MODEL_STREAM_FLUSH_CHARS: String(FLUSH_CHARS), MODEL_STREAM_FLUSH_MS: '250',
+    OPENAI_BASE_URL: `${openai.url}/v1`,
+    OPENAI_API_KEY: 'sk-test',
+    OPENAI_MODEL: 'gpt-4o-mini',
+    ANTHROPIC_BASE_URL: `${anthropic.url}/v1`,
+    ANTHROPIC_API_KEY: 'ak-test',
+    ANTHROPIC_MODEL: 'claude-test',
+    MODEL_STREAMING: 'true',
+    MODEL_STREAM_FLUSH_CHARS: String(FLUSH_CHARS),
+    MODEL_STREAM_FLUSH_MS: '250',
     // Exact event counts: no false-stall redelivery of an in-process worker on a loaded box (the e2e test kills for real).
-    LOCK_DURATION_MS: '10000', STALLED_INTERVAL_MS: '5000',
+    LOCK_DURATION_MS: '10000',
+    STALLED_INTERVAL_MS: '5000',
   });
   await h.startWorker();
 });
@@ -37,7 +44,10 @@ afterAll(async () => {
   await Promise.all([openai.close(), anthropic.close()]);
 });
 
-interface Ev { type: string; data: Record<string, unknown> }
+interface Ev {
+  type: string;
+  data: Record<string, unknown>;
+}
 
 async function events(runId: string): Promise<Ev[]> {
   const raw = (await h.ctx.redis.xrange(h.ctx.keys.run(runId).events, '-', '+')) as [string, string[]][];
@@ -55,17 +65,24 @@ async function decisions(runId: string): Promise<DecisionEntry[]> {
 }
 
 async function metric(name: string, labels: string): Promise<number> {
-  const line = (await h.ctx.metrics.registry.metrics()).split('\n').find((l) => l.startsWith(`${name}{`) && l.includes(labels));
+  const line = (await h.ctx.metrics.registry.metrics())
+    .split('\n')
+    .find((l) => l.startsWith(`${name}{`) && l.includes(labels));
   return line ? Number(line.split(' ').pop()) : 0;
 }
 
 /** About 2,000 tokens of answer (8,000 characters), different on every line. */
-const longAnswer = Array.from({ length: 100 }, (_, i) => `Line ${String(i).padStart(3, '0')}: the replacement mug ships today, tracking follows. `).join('').slice(0, 8000);
+const longAnswer = Array.from(
+  { length: 100 },
+  (_, i) => `Line ${String(i).padStart(3, '0')}: the replacement mug ships today, tracking follows. `,
+)
+  .join('')
+  .slice(0, 8000);
 
 describe.each(['openai', 'anthropic'] as const)('streamed answers through %s', (model) => {
   const server = () => (model === 'openai' ? openai : anthropic);
 
-  it('a long answer reaches the events in a few batches, in order, and the usage is the final chunk\'s', async () => {
+  it("a long answer reaches the events in a few batches, in order, and the usage is the final chunk's", async () => {
     server().enqueue({ kind: 'turn', text: longAnswer, usage: { input: 300, output: 2000 } });
     const runId = await start(model, `S-long-${model}`);
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human', 'budget_exceeded'])).toBe('completed');
@@ -80,7 +97,9 @@ describe.each(['openai', 'anthropic'] as const)('streamed answers through %s', (
     // step_started first, the text before the decision, the decision once, no restart.
     const order = evs.map((e) => e.type).filter((t) => t !== 'text_delta');
     expect(order).toEqual(['run_created', 'step_started', 'decision', 'step_committed', 'status_changed']);
-    expect(evs.findIndex((e) => e.type === 'text_delta')).toBeGreaterThan(evs.findIndex((e) => e.type === 'step_started'));
+    expect(evs.findIndex((e) => e.type === 'text_delta')).toBeGreaterThan(
+      evs.findIndex((e) => e.type === 'step_started'),
+    );
     expect(evs.map((e) => e.type).lastIndexOf('text_delta')).toBeLessThan(evs.findIndex((e) => e.type === 'decision'));
     const [decision] = await decisions(runId);
     expect(decision).toMatchObject({ final: longAnswer, usage: { promptTokens: 300, completionTokens: 2000 } });
@@ -121,7 +140,13 @@ describe.each(['openai', 'anthropic'] as const)('streamed answers through %s', (
 describe('a restart with no new text', () => {
   it('a retry that answers with tool calls only still announces step_restarted (the partial text is void)', async () => {
     openai.enqueue(
-      { kind: 'turn', text: 'Let me think about this for a while before I answer.', usage: { input: 10, output: 9 }, truncateAfterEvents: 5, eventDelayMs: 100 },
+      {
+        kind: 'turn',
+        text: 'Let me think about this for a while before I answer.',
+        usage: { input: 10, output: 9 },
+        truncateAfterEvents: 5,
+        eventDelayMs: 100,
+      },
       { kind: 'turn', toolCalls: [{ name: 'read_ticket', args: {} }], usage: { input: 10, output: 3 } },
       { kind: 'turn', text: 'Done.', usage: { input: 20, output: 2 } },
     );
@@ -131,13 +156,20 @@ describe('a restart with no new text', () => {
     const types = step1.map((e) => e.type);
     expect(types.filter((t) => t === 'text_delta').length).toBeGreaterThan(0);
     expect(types.indexOf('step_restarted')).toBeGreaterThan(types.lastIndexOf('text_delta'));
-    expect(step1.find((e) => e.type === 'step_restarted')!.data).toMatchObject({ reason: 'attempt_failed', previous: '1.1', delivery: '1.2' });
+    expect(step1.find((e) => e.type === 'step_restarted')!.data).toMatchObject({
+      reason: 'attempt_failed',
+      previous: '1.1',
+      delivery: '1.2',
+    });
     expect(types.indexOf('decision')).toBeGreaterThan(types.indexOf('step_restarted'));
   });
 
   it('a first answer with tool calls only costs no marker write', async () => {
     const before = await metric('agent_text_delta_batches_total', 'outcome="restarted"');
-    openai.enqueue({ kind: 'turn', toolCalls: [{ name: 'read_ticket', args: {} }], usage: { input: 10, output: 3 } }, { kind: 'turn', text: 'Ok.', usage: { input: 20, output: 2 } });
+    openai.enqueue(
+      { kind: 'turn', toolCalls: [{ name: 'read_ticket', args: {} }], usage: { input: 10, output: 3 } },
+      { kind: 'turn', text: 'Ok.', usage: { input: 20, output: 2 } },
+    );
     const runId = await start('openai', 'S-nomarker');
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human', 'budget_exceeded'])).toBe('completed');
     expect((await events(runId)).filter((e) => e.type === 'step_restarted')).toEqual([]);
@@ -165,16 +197,32 @@ describe('usage of a streamed answer', () => {
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human', 'budget_exceeded'])).toBe('completed');
     const evs = await events(runId);
     expect(evs.filter((e) => e.type === 'text_delta').map((e) => [e.data.step, e.data.text])).toEqual([[2, 'Done.']]);
-    expect((await decisions(runId))[0]).toMatchObject({ toolCalls: [{ name: 'read_ticket' }], usage: { promptTokens: 10, completionTokens: 3 } });
+    expect((await decisions(runId))[0]).toMatchObject({
+      toolCalls: [{ name: 'read_ticket' }],
+      usage: { promptTokens: 10, completionTokens: 3 },
+    });
   });
 });
 
 describe('the scripted provider (demo and tests)', () => {
   it('hands its final answer on in pieces: the demo shows the answer being written', async () => {
     const final = 'Your replacement mug ships today; the tracking number follows by email.';
-    const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket('S-scripted'), agent: { model: 'scripted', script: [{ toolCalls: [], final, usage: { promptTokens: 5, completionTokens: 5 }, transientFailures: 0 }] } }, Date.now());
+    const spec = buildSpec(
+      h.ctx,
+      {
+        tenant: 'acme',
+        ticket: sampleTicket('S-scripted'),
+        agent: {
+          model: 'scripted',
+          script: [{ toolCalls: [], final, usage: { promptTokens: 5, completionTokens: 5 }, transientFailures: 0 }],
+        },
+      },
+      Date.now(),
+    );
     await h.ctx.store.create(spec, Date.now());
-    expect(await h.waitForStatus(spec.runId, ['completed', 'failed', 'needs_human', 'budget_exceeded'])).toBe('completed');
+    expect(await h.waitForStatus(spec.runId, ['completed', 'failed', 'needs_human', 'budget_exceeded'])).toBe(
+      'completed',
+    );
     const deltas = (await events(spec.runId)).filter((e) => e.type === 'text_delta');
     expect(deltas.map((e) => e.data.text).join('')).toBe(final);
   });
@@ -192,12 +240,24 @@ describe('the fence on streamed text', () => {
     return { runId, k, jobId, lock };
   }
 
-  it('a worker that no longer holds the step\'s lock writes no text, and counts the stop', async () => {
+  it("a worker that no longer holds the step's lock writes no text, and counts the stop", async () => {
     const { k, jobId, lock } = await ownedRun('someone-else');
     const fenced = await metric('agent_text_delta_batches_total', 'outcome="fence_lost"');
     const stream = new TextStream({
-      redis: h.ctx.redis, keys: { run: k.run, events: k.events, jobLock: lock }, token: 'mine', step: 1, jobId, jobAttempt: 1, jobInstance: 1, redelivered: false,
-      eventsMaxLen: 1000, flushMs: 10, flushChars: 4, startedEvent: '{"step":1}', metrics: h.ctx.metrics, log: h.ctx.log,
+      redis: h.ctx.redis,
+      keys: { run: k.run, events: k.events, jobLock: lock },
+      token: 'mine',
+      step: 1,
+      jobId,
+      jobAttempt: 1,
+      jobInstance: 1,
+      redelivered: false,
+      eventsMaxLen: 1000,
+      flushMs: 10,
+      flushChars: 4,
+      startedEvent: '{"step":1}',
+      metrics: h.ctx.metrics,
+      log: h.ctx.log,
     });
     const attempt = stream.attempt(1);
     attempt.push('first batch');
@@ -211,9 +271,21 @@ describe('the fence on streamed text', () => {
   it('a step whose decision is journalled is never streamed again', async () => {
     const { k, jobId, lock } = await ownedRun('mine');
     await h.ctx.redis.hset(k.run, { decidedStep: 1 });
-    await expect(appendTextDeltas(h.ctx.redis, { run: k.run, events: k.events, jobLock: lock }, {
-      token: 'mine', step: 1, jobId, deliveryKey: '1-2.1', eventsMaxLen: 1000, event: '{}', startedEvent: '',
-    })).rejects.toBeInstanceOf(FenceError);
+    await expect(
+      appendTextDeltas(
+        h.ctx.redis,
+        { run: k.run, events: k.events, jobLock: lock },
+        {
+          token: 'mine',
+          step: 1,
+          jobId,
+          deliveryKey: '1-2.1',
+          eventsMaxLen: 1000,
+          event: '{}',
+          startedEvent: '',
+        },
+      ),
+    ).rejects.toBeInstanceOf(FenceError);
     expect(await h.ctx.redis.xlen(k.events)).toBe(0);
   });
 });

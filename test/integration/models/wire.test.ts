@@ -23,7 +23,12 @@ afterAll(async () => {
   await Promise.all([openai.close(), anthropic.close()]);
 });
 
-const tools = { read_ticket: { description: 'Read the ticket', inputSchema: jsonSchema({ type: 'object', properties: { id: { type: 'string' } } }) } };
+const tools = {
+  read_ticket: {
+    description: 'Read the ticket',
+    inputSchema: jsonSchema({ type: 'object', properties: { id: { type: 'string' } } }),
+  },
+};
 
 async function stream(model: Parameters<typeof streamText>[0]['model']) {
   const r = streamText({ model, prompt: 'hi', tools, maxRetries: 0, onError: () => {} });
@@ -38,7 +43,12 @@ async function stream(model: Parameters<typeof streamText>[0]['model']) {
 
 describe('streaming, read by the SDK', () => {
   it('OpenAI SSE chunks: text deltas, a tool call in pieces, the include_usage chunk', async () => {
-    openai.enqueue({ kind: 'turn', text: 'Checking the ticket for you.', toolCalls: [{ name: 'read_ticket', args: { id: 'T-1' } }], usage: { input: 42, output: 9 } });
+    openai.enqueue({
+      kind: 'turn',
+      text: 'Checking the ticket for you.',
+      toolCalls: [{ name: 'read_ticket', args: { id: 'T-1' } }],
+      usage: { input: 42, output: 9 },
+    });
     const model = createOpenAI({ baseURL: `${openai.url}/v1`, apiKey: 'k' }).chat('gpt-4o-mini');
     const r = await stream(model);
     expect(r.text).toBe('Checking the ticket for you.');
@@ -49,7 +59,12 @@ describe('streaming, read by the SDK', () => {
   });
 
   it('Anthropic SSE events: text_delta, input_json_delta, usage from message_start and message_delta', async () => {
-    anthropic.enqueue({ kind: 'turn', text: 'Checking.', toolCalls: [{ name: 'read_ticket', args: { id: 'T-2' } }], usage: { input: 30, output: 7 } });
+    anthropic.enqueue({
+      kind: 'turn',
+      text: 'Checking.',
+      toolCalls: [{ name: 'read_ticket', args: { id: 'T-2' } }],
+      usage: { input: 30, output: 7 },
+    });
     const model = createAnthropic({ baseURL: `${anthropic.url}/v1`, apiKey: 'k' })('claude-test');
     const r = await stream(model);
     expect(r.text).toBe('Checking.');
@@ -58,7 +73,12 @@ describe('streaming, read by the SDK', () => {
   });
 
   it('a stream cut mid-answer ends without usage (the caller must call that an error, never zero)', async () => {
-    openai.enqueue({ kind: 'turn', text: 'This answer will be cut off half way through.', usage: { input: 5, output: 5 }, truncateAfterEvents: 3 });
+    openai.enqueue({
+      kind: 'turn',
+      text: 'This answer will be cut off half way through.',
+      usage: { input: 5, output: 5 },
+      truncateAfterEvents: 3,
+    });
     const model = createOpenAI({ baseURL: `${openai.url}/v1`, apiKey: 'k' }).chat('gpt-4o-mini');
     const r = streamText({ model, prompt: 'hi', tools, maxRetries: 0, onError: () => {} });
     let text = '';
@@ -85,14 +105,24 @@ describe('Retry-After and error classes', () => {
   });
 
   const apiError = (statusCode: number | undefined, headers: Record<string, string> = {}, body = '') =>
-    new APICallError({ message: 'x', url: 'http://m', requestBodyValues: {}, ...(statusCode !== undefined ? { statusCode } : {}), responseHeaders: headers, responseBody: body });
+    new APICallError({
+      message: 'x',
+      url: 'http://m',
+      requestBodyValues: {},
+      ...(statusCode !== undefined ? { statusCode } : {}),
+      responseHeaders: headers,
+      responseBody: body,
+    });
 
   it('429, 5xx, 529, 408 and no answer are retryable with the Retry-After; other 4xx terminal', () => {
     const r = classify(apiError(429, { 'Retry-After': '30' }), now);
     expect(r).toBeInstanceOf(RetryableError);
     expect((r as RetryableError).retryAfterMs).toBe(30_000);
-    expect((classify(apiError(529, { 'retry-after': 'Thu, 03 Dec 2026 12:00:10 GMT' }), now) as RetryableError).retryAfterMs).toBe(10_000);
-    for (const s of [500, 502, 503, 408, undefined]) expect(classify(apiError(s), now), String(s)).toBeInstanceOf(RetryableError);
+    expect(
+      (classify(apiError(529, { 'retry-after': 'Thu, 03 Dec 2026 12:00:10 GMT' }), now) as RetryableError).retryAfterMs,
+    ).toBe(10_000);
+    for (const s of [500, 502, 503, 408, undefined])
+      expect(classify(apiError(s), now), String(s)).toBeInstanceOf(RetryableError);
     for (const s of [400, 401, 403, 404, 422]) {
       const e = classify(apiError(s), now);
       expect(e, String(s)).toBeInstanceOf(TerminalError);

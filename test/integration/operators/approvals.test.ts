@@ -10,7 +10,15 @@ const refundTool = createSupportTools({ baseUrl: 'http://127.0.0.1:9' }).find((t
 import type { Harness } from '../../../testkit/harness.js';
 import { call, final, operatorHarness, refund, startScripted, turn } from './support.js';
 
-interface Pending { actionId: string; runId: string; tenant: string; tool: string; args: unknown; fingerprint: string; expiresAt: number }
+interface Pending {
+  actionId: string;
+  runId: string;
+  tenant: string;
+  tool: string;
+  args: unknown;
+  fingerprint: string;
+  expiresAt: number;
+}
 
 let h: Harness & { url: string };
 let ledger: Ledger;
@@ -36,7 +44,10 @@ const refundsSent = () => h.sandbox.counts().byResource.refunds.records;
 
 describe('approvals', () => {
   it('the policy matches tool, tenant and amount', () => {
-    const p = approvalPolicy([{ tool: 'refund', minAmountCents: 5000 }, { tool: 'send_email', tenant: 'acme' }]);
+    const p = approvalPolicy([
+      { tool: 'refund', minAmountCents: 5000 },
+      { tool: 'send_email', tenant: 'acme' },
+    ]);
     expect(p.requiresApproval('acme', refundTool, refund(4999).args)).toBe(false);
     expect(p.requiresApproval('acme', refundTool, refund(5000).args)).toBe(true);
     expect(p.requiresApproval('other', { ...refundTool, name: 'send_email' }, {})).toBe(false);
@@ -69,10 +80,16 @@ describe('approvals', () => {
     expect(rec?.state).toBe('confirmed');
     expect(history.filter((x) => x.to === 'authorized')).toHaveLength(1);
     expect(history.find((x) => x.to === 'authorized')?.by).toBe(first.approver);
-    expect((await call<{ approvals: Pending[] }>(h.url, 'GET', '/v1/approvals')).body.approvals.map((x) => x.actionId)).not.toContain(p.actionId);
+    expect(
+      (await call<{ approvals: Pending[] }>(h.url, 'GET', '/v1/approvals')).body.approvals.map((x) => x.actionId),
+    ).not.toContain(p.actionId);
 
     // A later decision changes nothing and reports the first one.
-    const late = await call(h.url, 'POST', `/v1/approvals/${p.actionId}`, { decision: 'reject', fingerprint: p.fingerprint, approver: 'carol' });
+    const late = await call(h.url, 'POST', `/v1/approvals/${p.actionId}`, {
+      decision: 'reject',
+      fingerprint: p.fingerprint,
+      approver: 'carol',
+    });
     expect(late.status).toBe(200);
     expect(late.body).toMatchObject({ ...first, alreadyDecided: true });
     expect(refundsSent()).toBe(1);
@@ -81,7 +98,11 @@ describe('approvals', () => {
   it('a wrong fingerprint is refused with 409 and changes nothing', async () => {
     const runId = await startScripted(h, [turn([refund(7_500)]), final]);
     const p = await pendingFor(runId);
-    const res = await call(h.url, 'POST', `/v1/approvals/${p.actionId}`, { decision: 'approve', fingerprint: 'f'.repeat(64), approver: 'mallory' });
+    const res = await call(h.url, 'POST', `/v1/approvals/${p.actionId}`, {
+      decision: 'approve',
+      fingerprint: 'f'.repeat(64),
+      approver: 'mallory',
+    });
     expect(res.status).toBe(409);
     expect(res.body.error).toBe('fingerprint_mismatch');
     expect((await ledger.get(runId, p.actionId))?.state).toBe('planned');
@@ -89,7 +110,11 @@ describe('approvals', () => {
     expect((await h.ctx.store.readState(runId))?.status).toBe('waiting_approval');
     expect(refundsSent()).toBe(0);
     // Clean up with a rejection: the model sees it and the run completes without a refund.
-    const ok = await call(h.url, 'POST', `/v1/approvals/${p.actionId}`, { decision: 'reject', fingerprint: p.fingerprint, approver: 'alice' });
+    const ok = await call(h.url, 'POST', `/v1/approvals/${p.actionId}`, {
+      decision: 'reject',
+      fingerprint: p.fingerprint,
+      approver: 'alice',
+    });
     expect(ok.status).toBe(200);
     expect(await h.waitForStatus(runId, ['completed', 'failed'])).toBe('completed');
     const obs = (await h.ctx.store.transcript(runId)).filter((e) => e.kind === 'observation');
@@ -100,7 +125,17 @@ describe('approvals', () => {
 
   it('requires the operator token', async () => {
     expect((await call(h.url, 'GET', '/v1/approvals', undefined, '')).status).toBe(401);
-    expect((await call(h.url, 'POST', '/v1/approvals/a_x', { decision: 'approve', fingerprint: 'x', approver: 'y' }, 'wrong')).status).toBe(401);
+    expect(
+      (
+        await call(
+          h.url,
+          'POST',
+          '/v1/approvals/a_x',
+          { decision: 'approve', fingerprint: 'x', approver: 'y' },
+          'wrong',
+        )
+      ).status,
+    ).toBe(401);
   });
 
   it('an expired approval is rejected and stops the run as approval_expired', async () => {
@@ -113,7 +148,11 @@ describe('approvals', () => {
     expect(state).toMatchObject({ status: 'failed', reason: 'approval_expired' });
     const history = await ledger.history(runId, p.actionId);
     expect(history.at(-1)).toMatchObject({ from: 'planned', to: 'rejected', why: 'approval_expired' });
-    const late = await call(h.url, 'POST', `/v1/approvals/${p.actionId}`, { decision: 'approve', fingerprint: p.fingerprint, approver: 'alice' });
+    const late = await call(h.url, 'POST', `/v1/approvals/${p.actionId}`, {
+      decision: 'approve',
+      fingerprint: p.fingerprint,
+      approver: 'alice',
+    });
     expect(late.status).toBe(409);
     expect(late.body.error).toBe('approval_expired');
     expect(refundsSent()).toBe(0);

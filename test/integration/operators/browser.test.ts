@@ -17,7 +17,10 @@ import { final, operatorHarness, turn } from './support.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium) console.warn(`browser.test.ts skipped: ${CHROMIUM} is absent (Debian package chromium; scripts/ci-deps.sh installs it)`);
+if (!haveChromium)
+  console.warn(
+    `browser.test.ts skipped: ${CHROMIUM} is absent (Debian package chromium; scripts/ci-deps.sh installs it)`,
+  );
 
 const USER = 'board-admin';
 const PASSWORD = 'board-password-for-tests';
@@ -29,7 +32,10 @@ const TICKET = {
   customer: { email: 'grace@example.com', name: 'Grace' },
 };
 const HOSTILE = '<img src=x id=injected onerror="document.title=1">';
-const emailCall = { name: 'send_email', args: { to: 'grace@example.com', template: 'ack', subject: 'Re: your parcel', body: `We are on it. ${HOSTILE}` } };
+const emailCall = {
+  name: 'send_email',
+  args: { to: 'grace@example.com', template: 'ack', subject: 'Re: your parcel', body: `We are on it. ${HOSTILE}` },
+};
 
 describe.skipIf(!haveChromium)('operators in a real browser (headless Chromium)', () => {
   let h: Harness & { url: string };
@@ -40,7 +46,11 @@ describe.skipIf(!haveChromium)('operators in a real browser (headless Chromium)'
 
   beforeAll(async () => {
     h = await operatorHarness('browser', { BULL_BOARD_USER: USER, BULL_BOARD_PASSWORD: PASSWORD });
-    const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: TICKET, agent: { model: 'scripted', script: [turn([emailCall]), final] } }, Date.now());
+    const spec = buildSpec(
+      h.ctx,
+      { tenant: 'acme', ticket: TICKET, agent: { model: 'scripted', script: [turn([emailCall]), final] } },
+      Date.now(),
+    );
     await h.ctx.store.create(spec, Date.now());
     runId = spec.runId;
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'])).toBe('completed');
@@ -49,9 +59,21 @@ describe.skipIf(!haveChromium)('operators in a real browser (headless Chromium)'
     // launch() gives every browser a fresh temporary user-data-dir, removed on close.
     browser = await chromium.launch({
       executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
     });
-    context = await browser.newContext({ httpCredentials: { username: USER, password: PASSWORD }, viewport: { width: 1400, height: 1000 } });
+    context = await browser.newContext({
+      httpCredentials: { username: USER, password: PASSWORD },
+      viewport: { width: 1400, height: 1000 },
+    });
     shots = await mkdtemp(join(tmpdir(), 'operators-browser-'));
   });
   afterAll(async () => {
@@ -67,7 +89,10 @@ describe.skipIf(!haveChromium)('operators in a real browser (headless Chromium)'
   async function refused(path: string, credentials?: { username: string; password: string }): Promise<void> {
     const other = await browser.newContext(credentials ? { httpCredentials: credentials } : {});
     const page = await other.newPage();
-    const outcome = await page.goto(`${h.url}${path}`).then((r) => String(r?.status()), (err: Error) => err.message);
+    const outcome = await page.goto(`${h.url}${path}`).then(
+      (r) => String(r?.status()),
+      (err: Error) => err.message,
+    );
     expect(outcome).toMatch(/^401$|ERR_INVALID_AUTH_CREDENTIALS/);
     expect(await page.locator('#status, #transcript, a[href^="/runs/"]').count()).toBe(0);
     const res = await other.request.get(`${h.url}${path}`);
@@ -81,7 +106,7 @@ describe.skipIf(!haveChromium)('operators in a real browser (headless Chromium)'
     await refused('/admin/queues', { username: USER, password: 'wrong' });
   });
 
-  it('Bull Board shows the step queue and the run\'s jobs as references only, each linking to the run page, which shows the run', async () => {
+  it("Bull Board shows the step queue and the run's jobs as references only, each linking to the run page, which shows the run", async () => {
     const page = await context.newPage();
     const queue = h.ctx.queues.all()[0]!.name;
     const res = await page.goto(`${h.url}/admin/queues`);
@@ -93,10 +118,11 @@ describe.skipIf(!haveChromium)('operators in a real browser (headless Chromium)'
     const link = page.locator(`a[href="/runs/${runId}"]`).first();
     await link.waitFor({ timeout: 15_000 });
     expect(await link.textContent()).toContain(`run view: ${runId} step`);
-    const board = (await page.locator('body').innerText());
+    const board = await page.locator('body').innerText();
     expect(board).toContain(runId);
     expect(board).toMatch(/step"?:\s*1\b/);
-    for (const secret of [TICKET.subject, TICKET.body, TICKET.customer.email, 'We are on it']) expect(board).not.toContain(secret);
+    for (const secret of [TICKET.subject, TICKET.body, TICKET.customer.email, 'We are on it'])
+      expect(board).not.toContain(secret);
     await page.screenshot({ path: join(shots, 'board-jobs.png'), fullPage: true });
 
     // Follow the link (it opens a new tab) with the credentials the board was given.
@@ -122,7 +148,8 @@ describe.skipIf(!haveChromium)('operators in a real browser (headless Chromium)'
     expect(await effect.innerText()).toMatch(/receipt [0-9a-f]{8}-[0-9a-f]{4}-/);
     await runPage.screenshot({ path: join(shots, 'run-page.png'), fullPage: true });
 
-    for (const name of ['board-overview.png', 'board-jobs.png', 'run-page.png']) expect((await stat(join(shots, name))).size).toBeGreaterThan(1000);
+    for (const name of ['board-overview.png', 'board-jobs.png', 'run-page.png'])
+      expect((await stat(join(shots, name))).size).toBeGreaterThan(1000);
     console.info(`browser screenshots in ${shots}`);
   });
 

@@ -18,15 +18,21 @@ describe('bull board', () => {
     const none = await fetch(`${h.url}/admin/queues`);
     expect(none.status).toBe(401);
     expect(none.headers.get('www-authenticate')).toMatch(/^Basic/);
-    expect((await fetch(`${h.url}/admin/queues`, { headers: { authorization: basic('admin', 'wrong') } })).status).toBe(401);
-    expect((await fetch(`${h.url}/admin/queues/api/queues`, { headers: { authorization: 'Bearer wrong' } })).status).toBe(401);
+    expect((await fetch(`${h.url}/admin/queues`, { headers: { authorization: basic('admin', 'wrong') } })).status).toBe(
+      401,
+    );
+    expect(
+      (await fetch(`${h.url}/admin/queues/api/queues`, { headers: { authorization: 'Bearer wrong' } })).status,
+    ).toBe(401);
   });
 
   it('serves the board with basic auth or the operator token, listing every shard queue', async () => {
     const page = await fetch(`${h.url}/admin/queues`, { headers: { authorization: basic('admin', 'board-password') } });
     expect(page.status).toBe(200);
     expect(await page.text()).toMatch(/<html/i);
-    const api = await fetch(`${h.url}/admin/queues/api/queues`, { headers: { authorization: `Bearer ${OPERATOR_TOKEN}` } });
+    const api = await fetch(`${h.url}/admin/queues/api/queues`, {
+      headers: { authorization: `Bearer ${OPERATOR_TOKEN}` },
+    });
     expect(api.status).toBe(200);
     const body = (await api.json()) as { queues: { name: string; readOnlyMode: boolean }[] };
     expect(body.queues.map((q) => q.name)).toEqual(h.ctx.queues.all().map((q) => q.name));
@@ -38,10 +44,18 @@ describe('bull board', () => {
     expect(await h.waitForStatus(runId, ['completed', 'failed'])).toBe('completed');
     const queue = h.ctx.queues.forRun(runId).name;
     const auth = { authorization: basic('admin', 'board-password') };
-    const res = await fetch(`${h.url}/admin/queues/api/queues?activeQueue=${encodeURIComponent(queue)}&status=completed&page=1&jobsPerPage=50`, { headers: auth });
+    const res = await fetch(
+      `${h.url}/admin/queues/api/queues?activeQueue=${encodeURIComponent(queue)}&status=completed&page=1&jobsPerPage=50`,
+      { headers: auth },
+    );
     expect(res.status).toBe(200);
     const text = await res.text();
-    const body = JSON.parse(text) as { queues: { name: string; jobs: { id: string; data: unknown; externalUrl?: { href: string; displayText?: string } }[] }[] };
+    const body = JSON.parse(text) as {
+      queues: {
+        name: string;
+        jobs: { id: string; data: unknown; externalUrl?: { href: string; displayText?: string } }[];
+      }[];
+    };
     const jobs = body.queues.find((q) => q.name === queue)!.jobs.filter((j) => j.id.startsWith(`${runId}.`));
     expect(jobs.map((j) => j.id).sort()).toEqual([`${runId}.s1`, `${runId}.s2`]);
     for (const j of jobs) {

@@ -4,7 +4,10 @@ import { Ledger } from '../../../src/ledger/ledger.js';
 import type { Harness } from '../../../testkit/harness.js';
 import { call, email, final, operatorHarness, refund, startScripted, turn } from './support.js';
 
-const ticketCall = { name: 'create_ticket', args: { subject: 'Follow-up', body: 'Broken mug', priority: 'normal', sourceTicketId: 'T' } };
+const ticketCall = {
+  name: 'create_ticket',
+  args: { subject: 'Follow-up', body: 'Broken mug', priority: 'normal', sourceTicketId: 'T' },
+};
 
 let h: Harness & { url: string };
 let ledger: Ledger;
@@ -24,7 +27,11 @@ describe('cancel', () => {
     const res = await call(h.url, 'POST', `/v1/runs/${runId}/cancel`, { operator: 'olga' });
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ status: 'cancelled', cancelled: 'now' });
-    expect(await h.ctx.store.readState(runId)).toMatchObject({ status: 'cancelled', reason: 'cancelled_by_operator: requested by operator', cancelRequested: true });
+    expect(await h.ctx.store.readState(runId)).toMatchObject({
+      status: 'cancelled',
+      reason: 'cancelled_by_operator: requested by operator',
+      cancelRequested: true,
+    });
     const again = await call(h.url, 'POST', `/v1/runs/${runId}/cancel`, {});
     expect(again.status).toBe(409);
     expect(h.sandbox.counts().byResource.refunds.records).toBe(0);
@@ -35,15 +42,21 @@ describe('cancel', () => {
     const runId = await startScripted(h, [turn([ticketCall, email]), turn([email]), final], 'CAN');
     // Wait until the ticket is in flight, then cancel.
     const deadline = Date.now() + 10_000;
-    while (Date.now() < deadline && !(await ledger.listForRun(runId)).some((e) => e.state === 'dispatched')) await new Promise((r) => setTimeout(r, 10));
+    while (Date.now() < deadline && !(await ledger.listForRun(runId)).some((e) => e.state === 'dispatched'))
+      await new Promise((r) => setTimeout(r, 10));
     const res = await call(h.url, 'POST', `/v1/runs/${runId}/cancel`, {});
     expect(res.status).toBe(202);
     expect(res.body.cancelled).toBe('at_next_commit');
     expect(await h.waitForStatus(runId, ['cancelled', 'completed', 'failed'])).toBe('cancelled');
     expect(h.sandbox.counts().byResource.tickets.records).toBe(1);
     expect(h.sandbox.counts().byResource.emails.records).toBe(0);
-    const obs = (await h.ctx.store.transcript(runId)).filter((e) => e.kind === 'observation').map((e) => e.kind === 'observation' && [e.tool, e.status]);
-    expect(obs).toEqual([['create_ticket', 'ok'], ['send_email', 'rejected']]);
+    const obs = (await h.ctx.store.transcript(runId))
+      .filter((e) => e.kind === 'observation')
+      .map((e) => e.kind === 'observation' && [e.tool, e.status]);
+    expect(obs).toEqual([
+      ['create_ticket', 'ok'],
+      ['send_email', 'rejected'],
+    ]);
     expect((await h.ctx.store.readState(runId))?.reason).toBe('cancelled_by_operator: requested by operator');
   });
 

@@ -16,7 +16,16 @@ afterAll(async () => {
 
 const ctl = async (...args: string[]) => {
   try {
-    const { stdout } = await run(process.execPath, ['--import', 'tsx', 'src/server/agentctl.ts', ...args, '--url', h.url, '--token', OPERATOR_TOKEN]);
+    const { stdout } = await run(process.execPath, [
+      '--import',
+      'tsx',
+      'src/server/agentctl.ts',
+      ...args,
+      '--url',
+      h.url,
+      '--token',
+      OPERATOR_TOKEN,
+    ]);
     return { code: 0, out: stdout, err: '' };
   } catch (err) {
     const e = err as { code: number; stdout: string; stderr: string };
@@ -30,7 +39,9 @@ describe('agentctl', () => {
     await h.waitForStatus(runId, ['waiting_approval']);
     const list = await ctl('approvals');
     expect(list.code).toBe(0);
-    const pending = (JSON.parse(list.out) as { approvals: { actionId: string; runId: string; fingerprint: string }[] }).approvals.find((p) => p.runId === runId)!;
+    const pending = (
+      JSON.parse(list.out) as { approvals: { actionId: string; runId: string; fingerprint: string }[] }
+    ).approvals.find((p) => p.runId === runId)!;
     expect((await ctl('approve', pending.actionId, '--fingerprint', 'bad', '--as', 'cli')).code).toBe(1);
     const ok = await ctl('approve', pending.actionId, '--fingerprint', pending.fingerprint, '--as', 'cli');
     expect(ok.code).toBe(0);
@@ -42,7 +53,12 @@ describe('agentctl', () => {
   it('refuses a malformed run or action id before any request', async () => {
     const runId = await startScripted(h, [turn([refund(20_000)]), final], 'CLI');
     await h.waitForStatus(runId, ['waiting_approval']);
-    for (const args of [['cancel', `${runId}:journal`], ['run', `${runId}}`], ['events', `${runId}:events`], ['approve', 'a_x:history', '--fingerprint', 'f', '--as', 'cli']]) {
+    for (const args of [
+      ['cancel', `${runId}:journal`],
+      ['run', `${runId}}`],
+      ['events', `${runId}:events`],
+      ['approve', 'a_x:history', '--fingerprint', 'f', '--as', 'cli'],
+    ]) {
       const r = await ctl(...args);
       expect(r.code, args.join(' ')).toBe(2);
       expect(r.err).toMatch(/malformed/);

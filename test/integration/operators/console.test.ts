@@ -24,13 +24,19 @@ import { email, final, operatorHarness, refund, turn } from './support.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium) console.warn(`console.test.ts skipped: ${CHROMIUM} is absent (Debian package chromium; scripts/ci-deps.sh installs it)`);
+if (!haveChromium)
+  console.warn(
+    `console.test.ts skipped: ${CHROMIUM} is absent (Debian package chromium; scripts/ci-deps.sh installs it)`,
+  );
 
 const sha = (t: string) => createHash('sha256').update(t).digest('hex');
 const ADA = 'ada-console-token-0123';
 const VIC = 'vic-console-token-0123';
 const TOM = 'tom-console-token-0123';
-const SHOTS = process.env.CONSOLE_SCREENSHOTS === '1' ? join(process.cwd(), 'docs', 'console') : join(tmpdir(), 'agent-console-shots');
+const SHOTS =
+  process.env.CONSOLE_SCREENSHOTS === '1'
+    ? join(process.cwd(), 'docs', 'console')
+    : join(tmpdir(), 'agent-console-shots');
 const HOSTILE = '<img src=x id=injected onerror="document.title=1">';
 
 describe.skipIf(!haveChromium)('the operator console in a real browser', () => {
@@ -41,8 +47,17 @@ describe.skipIf(!haveChromium)('the operator console in a real browser', () => {
   let humanRun: string;
 
   async function start(ticketId: string, subject: string, script: unknown[]): Promise<string> {
-    const ticket = { id: ticketId, subject, body: `Hello, ${HOSTILE} my order arrived broken.`, customer: { email: 'grace@example.com', name: 'Grace' } };
-    const spec = buildSpec(h.ctx, { tenant: 'acme', ticket, agent: { model: 'scripted', script: script as never } }, Date.now());
+    const ticket = {
+      id: ticketId,
+      subject,
+      body: `Hello, ${HOSTILE} my order arrived broken.`,
+      customer: { email: 'grace@example.com', name: 'Grace' },
+    };
+    const spec = buildSpec(
+      h.ctx,
+      { tenant: 'acme', ticket, agent: { model: 'scripted', script: script as never } },
+      Date.now(),
+    );
     await h.ctx.store.create(spec, Date.now());
     return spec.runId;
   }
@@ -64,10 +79,15 @@ describe.skipIf(!haveChromium)('the operator console in a real browser', () => {
         { name: 'vic', tokenSha256: sha(VIC), role: 'viewer', tenants: '*' },
         { name: 'tom', tokenSha256: sha(TOM), role: 'operator', tenants: ['globex'] },
       ]),
-      RECONCILE_DEADLINE_MS: '200', RECONCILE_POLL_MS: '20',
+      RECONCILE_DEADLINE_MS: '200',
+      RECONCILE_POLL_MS: '20',
     });
     ledger = new Ledger(h.ctx.redis, h.ctx.keys);
-    approvalRun = await start(`CON-A-${Date.now()}`, 'Refund for a broken teapot', [turn([refund(20_000)]), turn([email]), final]);
+    approvalRun = await start(`CON-A-${Date.now()}`, 'Refund for a broken teapot', [
+      turn([refund(20_000)]),
+      turn([email]),
+      final,
+    ]);
     expect(await h.waitForStatus(approvalRun, ['waiting_approval'])).toBe('waiting_approval');
     h.sandbox.setFaults([
       { kind: 'lost_response_after_commit', resource: 'emails', count: 1 },
@@ -80,7 +100,16 @@ describe.skipIf(!haveChromium)('the operator console in a real browser', () => {
     const { chromium } = await import('playwright-core');
     browser = await chromium.launch({
       executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
     });
     mkdirSync(SHOTS, { recursive: true });
   });
@@ -92,7 +121,9 @@ describe.skipIf(!haveChromium)('the operator console in a real browser', () => {
   it('an operator finds a run by status, opens it, approves the exact content and sees the run continue', async () => {
     const { context, page } = await loggedIn(ADA);
     const cspViolations: string[] = [];
-    page.on('console', (m) => { if (/Content Security Policy/i.test(m.text())) cspViolations.push(m.text()); });
+    page.on('console', (m) => {
+      if (/Content Security Policy/i.test(m.text())) cspViolations.push(m.text());
+    });
     expect(await page.locator('#operator').textContent()).toBe('ada');
     await page.selectOption('#filter-status', 'waiting_approval');
     await Promise.all([page.waitForURL(/status=waiting_approval/), page.click('#filter')]);
@@ -101,7 +132,10 @@ describe.skipIf(!haveChromium)('the operator console in a real browser', () => {
     expect(await rows.first().getAttribute('data-run')).toBe(approvalRun);
     await page.screenshot({ path: join(SHOTS, 'runs.png'), fullPage: true });
 
-    await Promise.all([page.waitForURL(`${h.url}/console/runs/${approvalRun}`), page.click(`a[href="/console/runs/${approvalRun}"]`)]);
+    await Promise.all([
+      page.waitForURL(`${h.url}/console/runs/${approvalRun}`),
+      page.click(`a[href="/console/runs/${approvalRun}"]`),
+    ]);
     expect(await page.locator('#status').textContent()).toBe('waiting_approval');
     // The exact fingerprinted arguments, and customer markup only as text.
     const args = JSON.parse((await page.locator('.approval-args').textContent())!) as unknown;
@@ -126,7 +160,10 @@ describe.skipIf(!haveChromium)('the operator console in a real browser', () => {
   it('an operator resolves a human-queue item with the evidence in front of them and sees the run finish', async () => {
     const { context, page } = await loggedIn(ADA);
     await page.goto(`${h.url}/console/runs?status=needs_human`);
-    await Promise.all([page.waitForURL(`${h.url}/console/runs/${humanRun}`), page.click(`a[href="/console/runs/${humanRun}"]`)]);
+    await Promise.all([
+      page.waitForURL(`${h.url}/console/runs/${humanRun}`),
+      page.click(`a[href="/console/runs/${humanRun}"]`),
+    ]);
     const item = page.locator('section.pending.human');
     expect(await item.locator('table.history').innerText()).toMatch(/outcome_unknown[\s\S]*needs_human/);
     await page.screenshot({ path: join(SHOTS, 'human-queue.png'), fullPage: true });
@@ -145,8 +182,17 @@ describe.skipIf(!haveChromium)('the operator console in a real browser', () => {
   });
 
   it('an operator retries a stopped run with more steps from its page and sees it finish; its jobs are listed', async () => {
-    const ticket = { id: `CON-R-${Date.now()}`, subject: 'Out of steps', body: 'Hello', customer: { email: 'grace@example.com', name: 'Grace' } };
-    const spec = buildSpec(h.ctx, { tenant: 'acme', ticket, agent: { model: 'scripted', script: [turn([email]), final] }, budget: { maxSteps: 1 } }, Date.now());
+    const ticket = {
+      id: `CON-R-${Date.now()}`,
+      subject: 'Out of steps',
+      body: 'Hello',
+      customer: { email: 'grace@example.com', name: 'Grace' },
+    };
+    const spec = buildSpec(
+      h.ctx,
+      { tenant: 'acme', ticket, agent: { model: 'scripted', script: [turn([email]), final] }, budget: { maxSteps: 1 } },
+      Date.now(),
+    );
     await h.ctx.store.create(spec, Date.now());
     expect(await h.waitForStatus(spec.runId, ['budget_exceeded', 'completed'])).toBe('budget_exceeded');
     const { context, page } = await loggedIn(ADA);
@@ -176,7 +222,10 @@ describe.skipIf(!haveChromium)('the operator console in a real browser', () => {
     await page.screenshot({ path: join(SHOTS, 'viewer.png'), fullPage: true });
     // Even with the session's own CSRF token, the server refuses a viewer's action.
     const csrf = await page.locator('input[name=csrf]').first().getAttribute('value');
-    const res = await page.request.post(`${h.url}/console/runs/${runId}/cancel`, { form: { csrf: csrf! }, maxRedirects: 0 });
+    const res = await page.request.post(`${h.url}/console/runs/${runId}/cancel`, {
+      form: { csrf: csrf! },
+      maxRedirects: 0,
+    });
     expect(res.status()).toBe(403);
     expect(await h.ctx.redis.hget(h.ctx.keys.run(runId).run, 'status')).toBe('waiting_approval');
     await context.close();

@@ -31,13 +31,26 @@ afterAll(async () => {
 
 let seq = 0;
 async function stoppedRun(): Promise<string> {
-  const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket(`CRT-${++seq}-${Date.now()}`), agent: { model: 'scripted', script: [turn([email]), final] }, budget: { maxSteps: 1 } }, Date.now());
+  const spec = buildSpec(
+    h.ctx,
+    {
+      tenant: 'acme',
+      ticket: sampleTicket(`CRT-${++seq}-${Date.now()}`),
+      agent: { model: 'scripted', script: [turn([email]), final] },
+      budget: { maxSteps: 1 },
+    },
+    Date.now(),
+  );
   await h.ctx.store.create(spec, Date.now());
   expect(await h.waitForStatus(spec.runId, ['budget_exceeded', 'completed'])).toBe('budget_exceeded');
   return spec.runId;
 }
 
-const cookieOf = (res: Response, name: string) => res.headers.getSetCookie().map((c) => c.split(';')[0]!).find((c) => c.startsWith(`${name}=`))!;
+const cookieOf = (res: Response, name: string) =>
+  res.headers
+    .getSetCookie()
+    .map((c) => c.split(';')[0]!)
+    .find((c) => c.startsWith(`${name}=`))!;
 const csrfOf = (html: string) => /name="csrf" value="([^"]+)"/.exec(html)?.[1];
 
 /** Logs in through the console's form; returns the session cookie. */
@@ -46,7 +59,8 @@ async function login(token: string): Promise<string> {
   const loginCookie = cookieOf(page, 'console_login_csrf');
   const csrf = csrfOf(await page.text())!;
   const res = await fetch(`${h.url}/console/login`, {
-    method: 'POST', redirect: 'manual',
+    method: 'POST',
+    redirect: 'manual',
     headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: loginCookie },
     body: new URLSearchParams({ token, csrf }).toString(),
   });
@@ -58,9 +72,13 @@ const get = async (session: string, path: string) => {
   const res = await fetch(`${h.url}${path}`, { headers: { cookie: session }, redirect: 'manual' });
   return { status: res.status, html: await res.text() };
 };
-const post = (session: string, path: string, form: Record<string, string>) => fetch(`${h.url}${path}`, {
-  method: 'POST', redirect: 'manual', headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: session }, body: new URLSearchParams(form).toString(),
-});
+const post = (session: string, path: string, form: Record<string, string>) =>
+  fetch(`${h.url}${path}`, {
+    method: 'POST',
+    redirect: 'manual',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: session },
+    body: new URLSearchParams(form).toString(),
+  });
 
 describe('console: retry, time range, jobs', () => {
   it('an operator retries a stopped run from its page with an extension and the run finishes; the page shows who retried', async () => {
@@ -88,7 +106,11 @@ describe('console: retry, time range, jobs', () => {
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'budget_exceeded'])).toBe('completed');
     expect(h.sandbox.counts().byResource.emails.records).toBeGreaterThanOrEqual(1);
     const entry = (await h.ctx.store.transcript(runId)).find((e) => e.kind === 'operator');
-    expect(entry).toMatchObject({ action: 'retry', by: 'ada', detail: 'from=budget_exceeded,steps=+2,tokens=+0,wall_ms=+0' });
+    expect(entry).toMatchObject({
+      action: 'retry',
+      by: 'ada',
+      detail: 'from=budget_exceeded,steps=+2,tokens=+0,wall_ms=+0',
+    });
     const after = await get(ada, `/console/runs/${runId}`);
     expect(after.html).not.toContain('id="retry-form"');
     expect(after.html).toContain('operator ada</span> retry');
@@ -108,11 +130,16 @@ describe('console: retry, time range, jobs', () => {
   it('the runs list filters on the time of the last status change, in the console and the API', async () => {
     const before = Date.now() - 1;
     const runId = await stoppedRun();
-    const statusAt = Number(await h.ctx.redis.zscore(h.ctx.keys.runsByStatus(h.ctx.keys.shardOf(runId), 'budget_exceeded'), runId));
+    const statusAt = Number(
+      await h.ctx.redis.zscore(h.ctx.keys.runsByStatus(h.ctx.keys.shardOf(runId), 'budget_exceeded'), runId),
+    );
     const ada = await login(ADA);
     const iso = (ms: number) => new Date(ms).toISOString().slice(0, 19);
 
-    const inRange = await get(ada, `/console/runs?status=budget_exceeded&since=${iso(before - 1000)}&until=${iso(statusAt + 2000)}`);
+    const inRange = await get(
+      ada,
+      `/console/runs?status=budget_exceeded&since=${iso(before - 1000)}&until=${iso(statusAt + 2000)}`,
+    );
     expect(inRange.html).toContain(`data-run="${runId}"`);
     expect(inRange.html).toContain(`value="${iso(before - 1000)}"`);
     const later = await get(ada, `/console/runs?status=budget_exceeded&since=${iso(statusAt + 2000)}`);

@@ -19,45 +19,59 @@ function sink() {
   const waiters: (() => void)[] = [];
   return {
     got,
-    sink: { write: (e: StreamEntry[]) => { got.push(...e); waiters.splice(0).forEach((w) => w()); }, idle: () => {}, fail: (err: unknown) => { throw err; } },
+    sink: {
+      write: (e: StreamEntry[]) => {
+        got.push(...e);
+        waiters.splice(0).forEach((w) => w());
+      },
+      idle: () => {},
+      fail: (err: unknown) => {
+        throw err;
+      },
+    },
     async until(n: number) {
       while (got.length < n) await new Promise<void>((r) => waiters.push(r));
     },
   };
 }
 
-const add = (runId: string, n: number) => h.ctx.redis.xadd(h.ctx.keys.run(runId).events, '*', 'type', 'test', 'data', String(n));
+const add = (runId: string, n: number) =>
+  h.ctx.redis.xadd(h.ctx.keys.run(runId).events, '*', 'type', 'test', 'data', String(n));
 
 describe('EventFanout', () => {
-  it('a stream added while the reader blocks is read at once (the reader is woken), a resume starts after its id', { timeout: 20_000 }, async () => {
-    // A block far longer than the test: only the wake can bring runB's live entries.
-    const fanout = new EventFanout(h.ctx.redis, h.ctx.keys, h.ctx.log, { blockMs: 600_000, maxViewers: 10 });
-    await add(runA, 1);
-    const a = sink();
-    const va = await fanout.join(runA, '0-0', a.sink);
-    await a.until(1);
-    await add(runA, 2);
-    await a.until(2); // the reader is now blocked on runA's stream
+  it(
+    'a stream added while the reader blocks is read at once (the reader is woken), a resume starts after its id',
+    { timeout: 20_000 },
+    async () => {
+      // A block far longer than the test: only the wake can bring runB's live entries.
+      const fanout = new EventFanout(h.ctx.redis, h.ctx.keys, h.ctx.log, { blockMs: 600_000, maxViewers: 10 });
+      await add(runA, 1);
+      const a = sink();
+      const va = await fanout.join(runA, '0-0', a.sink);
+      await a.until(1);
+      await add(runA, 2);
+      await a.until(2); // the reader is now blocked on runA's stream
 
-    const firstB = await add(runB, 1);
-    const b = sink();
-    const vb = await fanout.join(runB, '0-0', b.sink);
-    await b.until(1);
-    await add(runB, 2);
-    await b.until(2);
-    expect(b.got.map((e) => e.fields.data)).toEqual(['1', '2']);
+      const firstB = await add(runB, 1);
+      const b = sink();
+      const vb = await fanout.join(runB, '0-0', b.sink);
+      await b.until(1);
+      await add(runB, 2);
+      await b.until(2);
+      expect(b.got.map((e) => e.fields.data)).toEqual(['1', '2']);
 
-    const resumed = sink();
-    const vr = await fanout.join(runB, firstB!, resumed.sink);
-    await resumed.until(1);
-    await add(runB, 3);
-    await Promise.all([b.until(3), resumed.until(2)]);
-    expect(resumed.got.map((e) => e.fields.data)).toEqual(['2', '3']);
-    expect(a.got.map((e) => e.fields.data)).toEqual(['1', '2']);
-    expect(fanout.viewers).toBe(3);
-    for (const v of [va, vb, vr]) v!.leave();
-    expect(fanout.viewers).toBe(0);
-  });
+      const resumed = sink();
+      const vr = await fanout.join(runB, firstB!, resumed.sink);
+      await resumed.until(1);
+      await add(runB, 3);
+      await Promise.all([b.until(3), resumed.until(2)]);
+      expect(resumed.got.map((e) => e.fields.data)).toEqual(['2', '3']);
+      expect(a.got.map((e) => e.fields.data)).toEqual(['1', '2']);
+      expect(fanout.viewers).toBe(3);
+      for (const v of [va, vb, vr]) v!.leave();
+      expect(fanout.viewers).toBe(0);
+    },
+  );
 
   it('refuses a viewer past maxViewers', async () => {
     const fanout = new EventFanout(h.ctx.redis, h.ctx.keys, h.ctx.log, { blockMs: 1000, maxViewers: 1 });

@@ -4,7 +4,6 @@ import type { Harness } from '../../../testkit/harness.js';
 import { readSse, type SseEvent } from '../../../testkit/sse.js';
 import { call, email, final, OPERATOR_TOKEN, operatorHarness, refund, startScripted, turn } from './support.js';
 
-
 const VIEWER_CAP = 50;
 const UNKNOWN_RUN = `r_${'0'.repeat(24)}`;
 
@@ -17,7 +16,12 @@ afterAll(async () => {
 });
 
 /** Reads SSE events until `stopAfter` of them arrived (then aborts the connection) or the server ends the response. */
-async function readEvents(runId: string, lastEventId: string | undefined, stopAfter = Infinity, onFirst?: () => void): Promise<{ events: SseEvent[]; ended: boolean }> {
+async function readEvents(
+  runId: string,
+  lastEventId: string | undefined,
+  stopAfter = Infinity,
+  onFirst?: () => void,
+): Promise<{ events: SseEvent[]; ended: boolean }> {
   const ac = new AbortController();
   const timer = setTimeout(() => ac.abort(), 30_000);
   const res = await fetch(`${h.url}/v1/runs/${runId}/events`, {
@@ -73,9 +77,13 @@ describe('live events (SSE)', () => {
   });
 
   it('refuses a malformed Last-Event-ID and an unknown run', async () => {
-    const bad = await fetch(`${h.url}/v1/runs/${UNKNOWN_RUN}/events`, { headers: { authorization: `Bearer ${OPERATOR_TOKEN}`, 'last-event-id': 'nope' } });
+    const bad = await fetch(`${h.url}/v1/runs/${UNKNOWN_RUN}/events`, {
+      headers: { authorization: `Bearer ${OPERATOR_TOKEN}`, 'last-event-id': 'nope' },
+    });
     expect(bad.status).toBe(400);
-    const missing = await fetch(`${h.url}/v1/runs/${UNKNOWN_RUN}/events`, { headers: { authorization: `Bearer ${OPERATOR_TOKEN}` } });
+    const missing = await fetch(`${h.url}/v1/runs/${UNKNOWN_RUN}/events`, {
+      headers: { authorization: `Bearer ${OPERATOR_TOKEN}` },
+    });
     expect(missing.status).toBe(404);
     expect((await fetch(`${h.url}/v1/runs/${UNKNOWN_RUN}/events`)).status).toBe(401);
   });
@@ -95,15 +103,29 @@ describe('live events (SSE)', () => {
     await Promise.all(live.map((v) => v.first));
     expect(await sseConnections()).toBeLessThanOrEqual(baseline + 1);
 
-    const refused = await fetch(`${h.url}/v1/runs/${runId}/events`, { headers: { authorization: `Bearer ${OPERATOR_TOKEN}` } });
+    const refused = await fetch(`${h.url}/v1/runs/${runId}/events`, {
+      headers: { authorization: `Bearer ${OPERATOR_TOKEN}` },
+    });
     expect(refused.status).toBe(503);
     const body = (await refused.json()) as { error: string; limit: number; message: string };
     expect(body).toMatchObject({ error: 'too_many_viewers', limit: VIEWER_CAP });
     expect(body.message).toContain('SSE_MAX_VIEWERS');
 
-    const pending = await call<{ approvals: { runId: string; actionId: string; fingerprint: string }[] }>(h.url, 'GET', '/v1/approvals');
+    const pending = await call<{ approvals: { runId: string; actionId: string; fingerprint: string }[] }>(
+      h.url,
+      'GET',
+      '/v1/approvals',
+    );
     const p = pending.body.approvals.find((a) => a.runId === runId)!;
-    expect((await call(h.url, 'POST', `/v1/approvals/${p.actionId}`, { decision: 'approve', fingerprint: p.fingerprint, approver: 'alice' })).status).toBe(200);
+    expect(
+      (
+        await call(h.url, 'POST', `/v1/approvals/${p.actionId}`, {
+          decision: 'approve',
+          fingerprint: p.fingerprint,
+          approver: 'alice',
+        })
+      ).status,
+    ).toBe(200);
 
     const results = await Promise.all(live.map((v) => v.done));
     const stored = (await h.ctx.redis.xrange(h.ctx.keys.run(runId).events, '-', '+')).map(([id]) => id);

@@ -21,7 +21,8 @@ let h: Harness & { url: string };
 
 beforeAll(async () => {
   h = await operatorHarness('flowops', {
-    FLOW_CONTROL: 'true', FLOW_TENANT_CONCURRENCY: '1',
+    FLOW_CONTROL: 'true',
+    FLOW_TENANT_CONCURRENCY: '1',
     MODEL_RATE_LIMITS: JSON.stringify([{ provider: 'scripted', rpm: 600, tpm: 100000 }]),
   });
 });
@@ -31,7 +32,16 @@ afterAll(async () => {
 
 const ctl = async (...args: string[]) => {
   try {
-    const { stdout } = await run(process.execPath, ['--import', 'tsx', 'src/server/agentctl.ts', ...args, '--url', h.url, '--token', OPERATOR_TOKEN]);
+    const { stdout } = await run(process.execPath, [
+      '--import',
+      'tsx',
+      'src/server/agentctl.ts',
+      ...args,
+      '--url',
+      h.url,
+      '--token',
+      OPERATOR_TOKEN,
+    ]);
     return { code: 0, out: stdout };
   } catch (err) {
     const e = err as { code: number; stdout: string };
@@ -41,7 +51,8 @@ const ctl = async (...args: string[]) => {
 
 describe('flow control for operators', () => {
   it('agentctl reads the lines and changes a weight and a limit, recorded with who changed them', async () => {
-    for (let i = 0; i < 3; i++) await startRun(h.ctx, { tenant: 'acme', ticket: sampleTicket(`FLOW-${i}`) }, `flow-${i}`);
+    for (let i = 0; i < 3; i++)
+      await startRun(h.ctx, { tenant: 'acme', ticket: sampleTicket(`FLOW-${i}`) }, `flow-${i}`);
     const changed = await ctl('flow', 'tenant', 'acme', '--weight', '3', '--limit', '5');
     expect(changed.code).toBe(0);
     expect(JSON.parse(changed.out)).toMatchObject({ tenant: 'acme', weight: 3, limit: 5, by: 'operator' });
@@ -49,7 +60,10 @@ describe('flow control for operators', () => {
     expect(read.code).toBe(0);
     const view = JSON.parse(read.out) as FlowView;
     expect(view.tenants.find((t) => t.tenant === 'acme')).toMatchObject({ weight: 3, limit: 5 });
-    expect(view.changes.slice(0, 2).map((c) => [c.who, c.what, c.to])).toEqual([['operator', 'limit', '5'], ['operator', 'weight', '3']]);
+    expect(view.changes.slice(0, 2).map((c) => [c.who, c.what, c.to])).toEqual([
+      ['operator', 'limit', '5'],
+      ['operator', 'weight', '3'],
+    ]);
   });
 
   it('refuses a bad value naming the field, and writes nothing', async () => {
@@ -64,7 +78,10 @@ describe('flow control for operators', () => {
   it.skipIf(!existsSync(CHROMIUM))('shows each line and the rate limit plot in the browser', async () => {
     await h.ctx.rates!.settle(h.ctx.rates!.bucketFor('scripted', undefined, 'acme')!, 0, 4000, Date.now());
     const { chromium } = await import('playwright-core');
-    const browser: Browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run'] });
+    const browser: Browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run'],
+    });
     try {
       const context = await browser.newContext({ extraHTTPHeaders: { authorization: `Bearer ${OPERATOR_TOKEN}` } });
       const page = await context.newPage();

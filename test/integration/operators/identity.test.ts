@@ -27,15 +27,26 @@ const AUDIENCE = 'agent-fleet';
 
 let h: Harness & { url: string };
 let ledger: Ledger;
-let sign: (claims: Record<string, unknown>, opts?: { audience?: string; expiresIn?: string | number }) => Promise<string>;
+let sign: (
+  claims: Record<string, unknown>,
+  opts?: { audience?: string; expiresIn?: string | number },
+) => Promise<string>;
 
 beforeAll(async () => {
   const { privateKey, publicKey } = await generateKeyPair('ES256', { extractable: true });
-  sign = (claims, opts = {}) => new SignJWT(claims).setProtectedHeader({ alg: 'ES256' }).setIssuer(ISSUER)
-    .setAudience(opts.audience ?? AUDIENCE).setIssuedAt().setExpirationTime(opts.expiresIn ?? '10m').sign(privateKey);
+  sign = (claims, opts = {}) =>
+    new SignJWT(claims)
+      .setProtectedHeader({ alg: 'ES256' })
+      .setIssuer(ISSUER)
+      .setAudience(opts.audience ?? AUDIENCE)
+      .setIssuedAt()
+      .setExpirationTime(opts.expiresIn ?? '10m')
+      .sign(privateKey);
   h = await operatorHarness('identity', {
     OPERATORS: JSON.stringify(OPERATORS),
-    OIDC_ISSUER: ISSUER, OIDC_AUDIENCE: AUDIENCE, OIDC_PUBLIC_KEY: await exportSPKI(publicKey),
+    OIDC_ISSUER: ISSUER,
+    OIDC_AUDIENCE: AUDIENCE,
+    OIDC_PUBLIC_KEY: await exportSPKI(publicKey),
   });
   ledger = new Ledger(h.ctx.redis, h.ctx.keys);
 });
@@ -45,7 +56,13 @@ afterAll(async () => {
 
 async function pending(runId: string, token: string): Promise<{ actionId: string; fingerprint: string }> {
   await h.waitForStatus(runId, ['waiting_approval']);
-  const list = await call<{ approvals: { actionId: string; runId: string; fingerprint: string }[] }>(h.url, 'GET', '/v1/approvals', undefined, token);
+  const list = await call<{ approvals: { actionId: string; runId: string; fingerprint: string }[] }>(
+    h.url,
+    'GET',
+    '/v1/approvals',
+    undefined,
+    token,
+  );
   expect(list.status).toBe(200);
   return list.body.approvals.find((a) => a.runId === runId)!;
 }
@@ -54,7 +71,13 @@ describe('per-operator credentials (OPERATORS)', () => {
   it('an approval records the authenticated operator in the ledger history and the journal, not the typed name', async () => {
     const runId = await startScripted(h, [turn([refund(20_000)]), final], 'ID');
     const p = await pending(runId, ADA);
-    const res = await call(h.url, 'POST', `/v1/approvals/${p.actionId}`, { decision: 'approve', fingerprint: p.fingerprint, approver: 'mallory' }, ADA);
+    const res = await call(
+      h.url,
+      'POST',
+      `/v1/approvals/${p.actionId}`,
+      { decision: 'approve', fingerprint: p.fingerprint, approver: 'mallory' },
+      ADA,
+    );
     expect(res.status).toBe(200);
     expect(res.body.approver).toBe('ada');
     expect(await h.waitForStatus(runId, ['completed', 'failed'])).toBe('completed');
@@ -63,7 +86,13 @@ describe('per-operator credentials (OPERATORS)', () => {
     expect(JSON.stringify(history)).not.toContain('mallory');
     const journal = await h.ctx.store.transcript(runId);
     expect(journal.filter((e) => e.kind === 'operator')).toEqual([
-      expect.objectContaining({ kind: 'operator', action: 'approve', by: 'ada', actionId: p.actionId, detail: 'authorized' }),
+      expect.objectContaining({
+        kind: 'operator',
+        action: 'approve',
+        by: 'ada',
+        actionId: p.actionId,
+        detail: 'authorized',
+      }),
     ]);
   });
 
@@ -71,17 +100,28 @@ describe('per-operator credentials (OPERATORS)', () => {
     const runId = await startScripted(h, [turn([refund(20_000)]), final], 'ID');
     const p = await pending(runId, VIC);
     expect((await call(h.url, 'GET', `/v1/runs/${runId}`, undefined, VIC)).status).toBe(200);
-    const refused = await call(h.url, 'POST', `/v1/approvals/${p.actionId}`, { decision: 'approve', fingerprint: p.fingerprint }, VIC);
+    const refused = await call(
+      h.url,
+      'POST',
+      `/v1/approvals/${p.actionId}`,
+      { decision: 'approve', fingerprint: p.fingerprint },
+      VIC,
+    );
     expect(refused).toMatchObject({ status: 403, body: { error: 'forbidden' } });
     expect((await call(h.url, 'POST', `/v1/runs/${runId}/cancel`, {}, VIC)).status).toBe(403);
-    expect((await call(h.url, 'POST', `/v1/reconciliations/${p.actionId}`, { finding: 'not_sent', evidence: {} }, VIC)).status).toBe(403);
+    expect(
+      (await call(h.url, 'POST', `/v1/reconciliations/${p.actionId}`, { finding: 'not_sent', evidence: {} }, VIC))
+        .status,
+    ).toBe(403);
     expect(await h.ctx.redis.hget(h.ctx.keys.run(runId).run, 'status')).toBe('waiting_approval');
     expect((await ledger.get(runId, p.actionId))?.state).toBe('planned');
     // The run's own operator ends it, and the reason names who.
     const cancel = await call(h.url, 'POST', `/v1/runs/${runId}/cancel`, {}, ADA);
     expect(cancel).toMatchObject({ status: 200, body: { cancelled: 'now', operator: 'ada' } });
     expect(await h.ctx.redis.hget(h.ctx.keys.run(runId).run, 'reason')).toBe('cancelled_by_operator: requested by ada');
-    expect((await h.ctx.store.transcript(runId)).filter((e) => e.kind === 'operator')).toEqual([expect.objectContaining({ action: 'cancel', by: 'ada' })]);
+    expect((await h.ctx.store.transcript(runId)).filter((e) => e.kind === 'operator')).toEqual([
+      expect.objectContaining({ action: 'cancel', by: 'ada' }),
+    ]);
   });
 
   it("a tenant-scoped operator gets 404 for another tenant's run and action, and lists without them", async () => {
@@ -92,7 +132,13 @@ describe('per-operator credentials (OPERATORS)', () => {
     const list = await call<{ approvals: { runId: string }[] }>(h.url, 'GET', '/v1/approvals', undefined, TOM);
     expect(list.status).toBe(200);
     expect(list.body.approvals.map((a) => a.runId)).not.toContain(runId);
-    const decide = await call(h.url, 'POST', `/v1/approvals/${p.actionId}`, { decision: 'approve', fingerprint: p.fingerprint }, TOM);
+    const decide = await call(
+      h.url,
+      'POST',
+      `/v1/approvals/${p.actionId}`,
+      { decision: 'approve', fingerprint: p.fingerprint },
+      TOM,
+    );
     expect(decide).toMatchObject({ status: 404, body: { error: 'not_found' } });
     expect((await call(h.url, 'POST', `/v1/runs/${runId}/cancel`, {}, TOM)).status).toBe(404);
     expect(await h.ctx.redis.hget(h.ctx.keys.run(runId).run, 'status')).toBe('waiting_approval');
@@ -110,19 +156,48 @@ describe('OIDC / JWT bearer', () => {
     const p = await pending(runId, ADA);
     const viewer = await sign({ email: 'val@example.com', role: 'viewer', tenants: '*' });
     expect((await call(h.url, 'GET', '/v1/approvals', undefined, viewer)).status).toBe(200);
-    expect((await call(h.url, 'POST', `/v1/approvals/${p.actionId}`, { decision: 'approve', fingerprint: p.fingerprint }, viewer)).status).toBe(403);
+    expect(
+      (
+        await call(
+          h.url,
+          'POST',
+          `/v1/approvals/${p.actionId}`,
+          { decision: 'approve', fingerprint: p.fingerprint },
+          viewer,
+        )
+      ).status,
+    ).toBe(403);
     for (const bad of [
       await sign({ email: 'x@example.com', role: 'operator', tenants: '*' }, { audience: 'someone-else' }),
-      await sign({ email: 'x@example.com', role: 'operator', tenants: '*' }, { expiresIn: Math.floor(Date.now() / 1000) - 60 }),
+      await sign(
+        { email: 'x@example.com', role: 'operator', tenants: '*' },
+        { expiresIn: Math.floor(Date.now() / 1000) - 60 },
+      ),
       await sign({ email: 'x@example.com', tenants: '*' }),
       (await sign({ email: 'x@example.com', role: 'operator', tenants: '*' })).replace(/.{4}$/, 'AAAA'),
     ]) {
       expect((await call(h.url, 'GET', '/v1/approvals', undefined, bad)).status).toBe(401);
     }
     const scoped = await sign({ email: 'gil@example.com', role: ['operator'], tenants: ['globex'] });
-    expect((await call(h.url, 'POST', `/v1/approvals/${p.actionId}`, { decision: 'approve', fingerprint: p.fingerprint }, scoped)).status).toBe(404);
+    expect(
+      (
+        await call(
+          h.url,
+          'POST',
+          `/v1/approvals/${p.actionId}`,
+          { decision: 'approve', fingerprint: p.fingerprint },
+          scoped,
+        )
+      ).status,
+    ).toBe(404);
     const op = await sign({ email: 'oli@example.com', role: ['operator'], tenants: ['acme'] });
-    const ok = await call(h.url, 'POST', `/v1/approvals/${p.actionId}`, { decision: 'reject', fingerprint: p.fingerprint }, op);
+    const ok = await call(
+      h.url,
+      'POST',
+      `/v1/approvals/${p.actionId}`,
+      { decision: 'reject', fingerprint: p.fingerprint },
+      op,
+    );
     expect(ok).toMatchObject({ status: 200, body: { approver: 'oli@example.com', state: 'rejected' } });
     expect((await ledger.history(runId, p.actionId)).find((x) => x.to === 'rejected')?.by).toBe('oli@example.com');
   });
@@ -130,15 +205,30 @@ describe('OIDC / JWT bearer', () => {
   it('verifies against the issuer JWKS URL as well', async () => {
     const { privateKey, publicKey } = await generateKeyPair('RS256', { extractable: true });
     const jwk = { ...(await exportJWK(publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' };
-    const server: Server = createServer((_req, res) => void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [jwk] })));
+    const server: Server = createServer(
+      (_req, res) =>
+        void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [jwk] })),
+    );
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     try {
       const port = (server.address() as { port: number }).port;
-      const cfg = loadConfig({ OIDC_ISSUER: ISSUER, OIDC_AUDIENCE: AUDIENCE, OIDC_JWKS_URL: `http://127.0.0.1:${port}/jwks` });
+      const cfg = loadConfig({
+        OIDC_ISSUER: ISSUER,
+        OIDC_AUDIENCE: AUDIENCE,
+        OIDC_JWKS_URL: `http://127.0.0.1:${port}/jwks`,
+      });
       const { directoryFor } = await import('../../../src/http/operatorIdentity.js');
       const token = await new SignJWT({ email: 'jo@example.com', role: 'operator', tenants: ['acme', 'globex'] })
-        .setProtectedHeader({ alg: 'RS256', kid: 'k1' }).setIssuer(ISSUER).setAudience(AUDIENCE).setExpirationTime('5m').sign(privateKey);
-      expect(await directoryFor(cfg).authenticate(token)).toMatchObject({ name: 'jo@example.com', role: 'operator', tenants: ['acme', 'globex'] });
+        .setProtectedHeader({ alg: 'RS256', kid: 'k1' })
+        .setIssuer(ISSUER)
+        .setAudience(AUDIENCE)
+        .setExpirationTime('5m')
+        .sign(privateKey);
+      expect(await directoryFor(cfg).authenticate(token)).toMatchObject({
+        name: 'jo@example.com',
+        role: 'operator',
+        tenants: ['acme', 'globex'],
+      });
       expect(await directoryFor(cfg).authenticate(token.slice(0, -4) + 'AAAA')).toBeUndefined();
     } finally {
       server.close();
@@ -148,6 +238,8 @@ describe('OIDC / JWT bearer', () => {
   it('configuration: OIDC needs an audience and one key source; operator names are unique', () => {
     expect(() => loadConfig({ OIDC_ISSUER: ISSUER })).toThrow(/OIDC_AUDIENCE/);
     expect(() => loadConfig({ OPERATORS: JSON.stringify([OPERATORS[0], OPERATORS[0]]) })).toThrow(/used twice/);
-    expect(() => loadConfig({ OPERATORS: JSON.stringify([{ ...OPERATORS[0], tokenSha256: ADA }]) })).toThrow(/tokenSha256/);
+    expect(() => loadConfig({ OPERATORS: JSON.stringify([{ ...OPERATORS[0], tokenSha256: ADA }]) })).toThrow(
+      /tokenSha256/,
+    );
   });
 });

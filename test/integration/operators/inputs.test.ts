@@ -11,7 +11,10 @@ import { final, OPERATOR_TOKEN, operatorHarness, startScripted } from './support
 const SECRET = 'acme-webhook-secret';
 let h: Harness & { url: string };
 beforeAll(async () => {
-  h = await operatorHarness('inputs', { WEBHOOK_SECRETS: JSON.stringify({ acme: SECRET }), CONSOLE_SESSION_SECRET: 'x'.repeat(32) });
+  h = await operatorHarness('inputs', {
+    WEBHOOK_SECRETS: JSON.stringify({ acme: SECRET }),
+    CONSOLE_SESSION_SECRET: 'x'.repeat(32),
+  });
 });
 afterAll(async () => {
   await h.close();
@@ -30,18 +33,31 @@ let cookieRun = '';
 
 function signed(raw: string): Record<string, string> {
   const timestamp = new Date().toISOString();
-  return { 'content-type': 'application/json', 'x-zendesk-webhook-signature': sign(SECRET, timestamp, raw), 'x-zendesk-webhook-signature-timestamp': timestamp };
+  return {
+    'content-type': 'application/json',
+    'x-zendesk-webhook-signature': sign(SECRET, timestamp, raw),
+    'x-zendesk-webhook-signature-timestamp': timestamp,
+  };
 }
 
 describe('inputs that once answered 5xx', () => {
   it('a cookie that does not decode is ignored on every route that reads the console session', async () => {
     const runId = (cookieRun = await startScripted(h, [final], 'COOKIE'));
     await h.waitForStatus(runId, ['completed']);
-    const paths = ['/v1/runs', `/v1/runs/${runId}`, `/v1/runs/${runId}/events`, `/runs/${runId}`, '/console/runs', '/console/login', '/admin/queues'];
+    const paths = [
+      '/v1/runs',
+      `/v1/runs/${runId}`,
+      `/v1/runs/${runId}/events`,
+      `/runs/${runId}`,
+      '/console/runs',
+      '/console/login',
+      '/admin/queues',
+    ];
     for (const path of paths) {
       const ctl = new AbortController();
       const res = await fetch(`${h.url}${path}`, {
-        signal: ctl.signal, redirect: 'manual',
+        signal: ctl.signal,
+        redirect: 'manual',
         headers: { cookie: 'other_app_pref=100%; console_session=%E0%A4%A' },
       });
       expect(res.status, path).toBeLessThan(500);
@@ -54,17 +70,28 @@ describe('inputs that once answered 5xx', () => {
   it('a lone surrogate anywhere in a body is a 400 naming the field, on the API and both webhooks; nothing is written', async () => {
     const before = await keys();
     const create = await fetch(`${h.url}/v1/runs`, {
-      method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${PRODUCER_TOKEN}` },
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${PRODUCER_TOKEN}` },
       body: JSON.stringify({ tenant: 'acme', ticket: sampleTicket('LS-\ud800') }),
     });
     expect(create.status).toBe(400);
     expect(await create.json()).toMatchObject({ fields: [{ path: 'ticket.id' }] });
     const ticketEvent = JSON.stringify({ v: 1, eventId: 'ev-ls', ticket: sampleTicket('LS-\udc00') });
-    const hook = await fetch(`${h.url}/webhooks/tickets/acme`, { method: 'POST', headers: signed(ticketEvent), body: ticketEvent });
+    const hook = await fetch(`${h.url}/webhooks/tickets/acme`, {
+      method: 'POST',
+      headers: signed(ticketEvent),
+      body: ticketEvent,
+    });
     expect(hook.status).toBe(400);
     expect(await hook.json()).toMatchObject({ fields: [{ path: 'ticket.id' }] });
-    const zendesk = JSON.stringify({ ticket: { id: 'Z-\ud800', subject: 'S', description: 'D', requester: { email: 'ada@example.com', name: 'Ada' } } });
-    const zres = await fetch(`${h.url}/webhooks/zendesk/acme`, { method: 'POST', headers: signed(zendesk), body: zendesk });
+    const zendesk = JSON.stringify({
+      ticket: { id: 'Z-\ud800', subject: 'S', description: 'D', requester: { email: 'ada@example.com', name: 'Ada' } },
+    });
+    const zres = await fetch(`${h.url}/webhooks/zendesk/acme`, {
+      method: 'POST',
+      headers: signed(zendesk),
+      body: zendesk,
+    });
     expect(zres.status).toBe(400);
     expect(await zres.json()).toMatchObject({ fields: [{ path: 'ticket.id' }] });
     expect(await written(before)).toEqual([]);
@@ -72,8 +99,16 @@ describe('inputs that once answered 5xx', () => {
 
   it('a malformed %-escape in a path parameter is a plain 4xx with no error logged', async () => {
     const errors = vi.spyOn(h.ctx.log, 'error');
-    for (const [method, path] of [['GET', '/v1/runs/%E0%A4%A'], ['POST', '/v1/runs/%E0%A4%A/cancel'], ['GET', '/console/runs/%ZZ']]) {
-      const res = await fetch(`${h.url}${path}`, { method, headers: { authorization: `Bearer ${OPERATOR_TOKEN}`, 'content-type': 'application/json' }, ...(method === 'POST' ? { body: '{}' } : {}) });
+    for (const [method, path] of [
+      ['GET', '/v1/runs/%E0%A4%A'],
+      ['POST', '/v1/runs/%E0%A4%A/cancel'],
+      ['GET', '/console/runs/%ZZ'],
+    ]) {
+      const res = await fetch(`${h.url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${OPERATOR_TOKEN}`, 'content-type': 'application/json' },
+        ...(method === 'POST' ? { body: '{}' } : {}),
+      });
       expect(res.status, path).toBeGreaterThanOrEqual(400);
       expect(res.status, path).toBeLessThan(500);
       expect(await res.text(), path).not.toContain('internal_error');

@@ -18,7 +18,12 @@ import { createHarness, sampleTicket, type Harness, supportTool } from '../../..
 import { call, email, final, OPERATOR_TOKEN, operatorHarness, refund, startScripted, turn } from './support.js';
 
 type Item = ActionRecord & { history: HistoryEntry[] };
-interface Pending { actionId: string; runId: string; fingerprint: string; expiresAt: number }
+interface Pending {
+  actionId: string;
+  runId: string;
+  fingerprint: string;
+  expiresAt: number;
+}
 
 let h: Harness & { url: string };
 let ledger: Ledger;
@@ -51,7 +56,8 @@ async function pendingFor(runId: string): Promise<Pending> {
 
 const duplicates = async () => (await h.ctx.metrics.duplicateWrites.get()).values.reduce((s, v) => s + v.value, 0);
 /** A sweep that considers every open action, however recent. */
-const sweepNow = () => new Reconciler(h.ctx, 'reconciler:races').sweep(Date.now() + h.cfg.RECONCILER_MIN_AGE_MS + 60_000);
+const sweepNow = () =>
+  new Reconciler(h.ctx, 'reconciler:races').sweep(Date.now() + h.cfg.RECONCILER_MIN_AGE_MS + 60_000);
 
 describe('owner liveness', () => {
   it('a resumed step (job .r1) whose write dispatch is slow and live is not swept', async () => {
@@ -59,9 +65,15 @@ describe('owner liveness', () => {
     const p = await pendingFor(runId);
     const dupBefore = await duplicates();
     h.sandbox.setFaults([{ kind: 'slow_commit', resource: 'refunds', ms: 3000 }]);
-    const ok = await call(h.url, 'POST', `/v1/approvals/${p.actionId}`, { decision: 'approve', fingerprint: p.fingerprint, approver: 'alice' });
+    const ok = await call(h.url, 'POST', `/v1/approvals/${p.actionId}`, {
+      decision: 'approve',
+      fingerprint: p.fingerprint,
+      approver: 'alice',
+    });
     expect(ok.status).toBe(200);
-    await until('the refund in flight', async () => ((await ledger.get(runId, p.actionId))?.state === 'dispatched' ? true : undefined));
+    await until('the refund in flight', async () =>
+      (await ledger.get(runId, p.actionId))?.state === 'dispatched' ? true : undefined,
+    );
     expect((await h.ctx.store.readState(runId))?.jobId).toBe(`${runId}.s1.r1`);
 
     const report = await sweepNow();
@@ -82,37 +94,61 @@ describe('owner liveness', () => {
     ]);
     const runId = await startScripted(h, [turn([email]), final], 'LIVE');
     expect(await h.waitForStatus(runId, ['needs_human', 'completed', 'failed'])).toBe('needs_human');
-    const item = (await call<{ reconciliations: Item[] }>(h.url, 'GET', '/v1/reconciliations')).body.reconciliations.find((x) => x.runId === runId)!;
+    const item = (
+      await call<{ reconciliations: Item[] }>(h.url, 'GET', '/v1/reconciliations')
+    ).body.reconciliations.find((x) => x.runId === runId)!;
     const dupBefore = await duplicates();
     h.sandbox.setFaults([{ kind: 'slow_commit', resource: 'emails', ms: 3000 }]);
-    const compensating = call<{ compensation: string; compensationState: string }>(h.url, 'POST', `/v1/reconciliations/${item.actionId}`, { finding: 'compensate', evidence: {}, operator: 'olga' });
-    const comp = await until('the compensation in flight', async () => (await ledger.listForRun(runId)).find((e) => e.compensates === item.actionId && e.state === 'dispatched'));
+    const compensating = call<{ compensation: string; compensationState: string }>(
+      h.url,
+      'POST',
+      `/v1/reconciliations/${item.actionId}`,
+      { finding: 'compensate', evidence: {}, operator: 'olga' },
+    );
+    const comp = await until('the compensation in flight', async () =>
+      (await ledger.listForRun(runId)).find((e) => e.compensates === item.actionId && e.state === 'dispatched'),
+    );
 
     const report = await sweepNow();
     expect(report).toMatchObject({ examined: 1, skippedLive: 1 });
 
     const res = await compensating;
     expect(res.body).toMatchObject({ compensation: comp.actionId, compensationState: 'confirmed' });
-    expect((await ledger.history(runId, comp.actionId)).map((x) => x.to)).toEqual(['planned', 'authorized', 'dispatched', 'confirmed']);
+    expect((await ledger.history(runId, comp.actionId)).map((x) => x.to)).toEqual([
+      'planned',
+      'authorized',
+      'dispatched',
+      'confirmed',
+    ]);
     expect(h.sandbox.counts().byResource.emails.byKey[comp.idempotencyKey]).toBe(1);
     expect(await duplicates()).toBe(dupBefore);
   });
 });
 
-const ticketCall = { name: 'create_ticket', args: { subject: 'Follow-up', body: 'Broken mug', priority: 'normal', sourceTicketId: 'T' } };
+const ticketCall = {
+  name: 'create_ticket',
+  args: { subject: 'Follow-up', body: 'Broken mug', priority: 'normal', sourceTicketId: 'T' },
+};
 
 describe('cancel wins', () => {
   it('a cancel requested while a step runs a write that would park for approval ends the run cancelled, with no pending approval', async () => {
     h.sandbox.setFaults([{ kind: 'slow_commit', resource: 'tickets', ms: 3000 }]);
     const runId = await startScripted(h, [turn([ticketCall, refund(10_000)]), final], 'CWIN');
-    await until('the ticket in flight', async () => ((await ledger.listForRun(runId)).some((e) => e.state === 'dispatched') ? true : undefined));
+    await until('the ticket in flight', async () =>
+      (await ledger.listForRun(runId)).some((e) => e.state === 'dispatched') ? true : undefined,
+    );
     const res = await call(h.url, 'POST', `/v1/runs/${runId}/cancel`, { operator: 'olga' });
     expect(res.status).toBe(202);
     expect(await h.waitForStatus(runId, ['cancelled', 'waiting_approval', 'completed', 'failed'])).toBe('cancelled');
     const state = await h.ctx.store.readState(runId);
     expect(state).toMatchObject({ status: 'cancelled', reason: 'cancelled_by_operator: requested by operator' });
     const transcript = await h.ctx.store.transcript(runId);
-    expect(transcript.at(-1)).toMatchObject({ kind: 'status', step: 1, status: 'cancelled', reason: 'cancelled_by_operator: requested by operator' });
+    expect(transcript.at(-1)).toMatchObject({
+      kind: 'status',
+      step: 1,
+      status: 'cancelled',
+      reason: 'cancelled_by_operator: requested by operator',
+    });
     const approvals = (await call<{ approvals: Pending[] }>(h.url, 'GET', '/v1/approvals')).body.approvals;
     expect(approvals.filter((a) => a.runId === runId)).toEqual([]);
     expect(h.sandbox.counts().byResource.tickets.records).toBe(1);
@@ -121,16 +157,29 @@ describe('cancel wins', () => {
 
   it('a cancel wins over a budget stop the commit would have written', async () => {
     h.sandbox.setFaults([{ kind: 'slow_commit', resource: 'kb', ms: 2000 }]);
-    const spec = buildSpec(h.ctx, {
-      tenant: 'acme', ticket: sampleTicket(`CWIN-budget-${Date.now()}`), budget: { maxSteps: 1 },
-      agent: { model: 'scripted', script: [turn([email, { name: 'search_kb', args: { query: 'broken mug' } }]), final] },
-    }, Date.now());
+    const spec = buildSpec(
+      h.ctx,
+      {
+        tenant: 'acme',
+        ticket: sampleTicket(`CWIN-budget-${Date.now()}`),
+        budget: { maxSteps: 1 },
+        agent: {
+          model: 'scripted',
+          script: [turn([email, { name: 'search_kb', args: { query: 'broken mug' } }]), final],
+        },
+      },
+      Date.now(),
+    );
     await h.ctx.store.create(spec, Date.now());
     const runId = spec.runId;
-    await until('the email confirmed (the slow read follows)', async () => ((await ledger.listForRun(runId)).some((e) => e.state === 'confirmed') ? true : undefined));
+    await until('the email confirmed (the slow read follows)', async () =>
+      (await ledger.listForRun(runId)).some((e) => e.state === 'confirmed') ? true : undefined,
+    );
     expect((await call(h.url, 'POST', `/v1/runs/${runId}/cancel`, { operator: 'olga' })).status).toBe(202);
     expect(await h.waitForStatus(runId, ['cancelled', 'budget_exceeded', 'completed', 'failed'])).toBe('cancelled');
-    const statuses = (await h.ctx.store.transcript(runId)).filter((e) => e.kind === 'status').map((e) => e.kind === 'status' && e.status);
+    const statuses = (await h.ctx.store.transcript(runId))
+      .filter((e) => e.kind === 'status')
+      .map((e) => e.kind === 'status' && e.status);
     expect(statuses).toEqual(['budget_exceeded', 'cancelled']);
   });
 
@@ -141,16 +190,35 @@ describe('cancel wins', () => {
     const listed = (await call<{ approvals: Pending[] }>(h.url, 'GET', '/v1/approvals')).body.approvals;
     expect(listed.map((a) => a.runId)).not.toContain(runId);
     expect(await h.ctx.redis.zscore(h.ctx.keys.approvals(h.ctx.keys.shardOf(runId)), p.actionId)).toBeNull();
-    expect((await ledger.history(runId, p.actionId)).at(-1)).toMatchObject({ to: 'rejected', why: 'cancelled_by_operator: requested by operator' });
-    const late = await call(h.url, 'POST', `/v1/approvals/${p.actionId}`, { decision: 'approve', fingerprint: p.fingerprint, approver: 'alice' });
+    expect((await ledger.history(runId, p.actionId)).at(-1)).toMatchObject({
+      to: 'rejected',
+      why: 'cancelled_by_operator: requested by operator',
+    });
+    const late = await call(h.url, 'POST', `/v1/approvals/${p.actionId}`, {
+      decision: 'approve',
+      fingerprint: p.fingerprint,
+      approver: 'alice',
+    });
     expect(late.status).toBe(409);
 
     // The cancel's process died before withdrawing it: the approval stays listed nowhere and authorises nothing.
     const runId2 = await startScripted(h, [turn([refund(10_000)]), final], 'CWIN');
     const p2 = await pendingFor(runId2);
-    await stopRun(h.ctx, runId2, { expected: ['waiting_approval'], status: 'cancelled', reason: 'cancelled_by_operator: requested by olga', now: Date.now(), requestCancel: true });
-    expect((await call<{ approvals: Pending[] }>(h.url, 'GET', '/v1/approvals')).body.approvals.map((a) => a.runId)).not.toContain(runId2);
-    const void2 = await call(h.url, 'POST', `/v1/approvals/${p2.actionId}`, { decision: 'approve', fingerprint: p2.fingerprint, approver: 'alice' });
+    await stopRun(h.ctx, runId2, {
+      expected: ['waiting_approval'],
+      status: 'cancelled',
+      reason: 'cancelled_by_operator: requested by olga',
+      now: Date.now(),
+      requestCancel: true,
+    });
+    expect(
+      (await call<{ approvals: Pending[] }>(h.url, 'GET', '/v1/approvals')).body.approvals.map((a) => a.runId),
+    ).not.toContain(runId2);
+    const void2 = await call(h.url, 'POST', `/v1/approvals/${p2.actionId}`, {
+      decision: 'approve',
+      fingerprint: p2.fingerprint,
+      approver: 'alice',
+    });
     expect(void2.status).toBe(409);
     expect(void2.body).toMatchObject({ error: 'run_finished', state: 'rejected', reason: 'run_cancelled' });
     expect((await ledger.get(runId2, p2.actionId))?.state).toBe('rejected');
@@ -158,7 +226,7 @@ describe('cancel wins', () => {
     expect(h.sandbox.counts().byResource.refunds.records).toBe(0);
   });
 
-  it('a cancel recorded between the runner\'s read and its move to dispatched: the move refuses, atomically', async () => {
+  it("a cancel recorded between the runner's read and its move to dispatched: the move refuses, atomically", async () => {
     const runId = `r_cancelcas${Date.now()}`;
     const args = email.args;
     const id = actionIdentity(runId, supportTool(h.ctx, 'send_email') as WriteTool, args);
@@ -166,23 +234,74 @@ describe('cancel wins', () => {
     await ledger.plan(runId, 1, 'c1', 'send_email', id, args, 'test');
     await ledger.transition(runId, id.actionId, 'planned', 'authorized', { by: 'test', why: 'policy' });
     // The runner saw no cancel; the cancel lands now, before its compare-and-set.
-    await stopRun(h.ctx, runId, { expected: ['waiting_approval', 'needs_human'], status: 'cancelled', reason: 'cancelled_by_operator: requested by olga', now: Date.now(), requestCancel: true });
-    await expect(ledger.transition(runId, id.actionId, 'authorized', 'dispatched', { by: 'worker', why: 'dispatching' }, {}, { countAttempt: true, unlessCancelled: true }))
-      .rejects.toMatchObject({ code: 'run_cancelled', details: { cancelReason: 'cancelled_by_operator: requested by olga' } });
+    await stopRun(h.ctx, runId, {
+      expected: ['waiting_approval', 'needs_human'],
+      status: 'cancelled',
+      reason: 'cancelled_by_operator: requested by olga',
+      now: Date.now(),
+      requestCancel: true,
+    });
+    await expect(
+      ledger.transition(
+        runId,
+        id.actionId,
+        'authorized',
+        'dispatched',
+        { by: 'worker', why: 'dispatching' },
+        {},
+        { countAttempt: true, unlessCancelled: true },
+      ),
+    ).rejects.toMatchObject({
+      code: 'run_cancelled',
+      details: { cancelReason: 'cancelled_by_operator: requested by olga' },
+    });
     expect(await ledger.get(runId, id.actionId)).toMatchObject({ state: 'authorized', attempts: 0 });
     expect((await ledger.history(runId, id.actionId)).map((x) => x.to)).toEqual(['planned', 'authorized']);
     // An operator's order (a compensation) is not refused by the cancel.
-    await ledger.transition(runId, id.actionId, 'authorized', 'dispatched', { by: 'operator', why: 'compensation' }, {}, { countAttempt: true });
+    await ledger.transition(
+      runId,
+      id.actionId,
+      'authorized',
+      'dispatched',
+      { by: 'operator', why: 'compensation' },
+      {},
+      { countAttempt: true },
+    );
     expect((await ledger.get(runId, id.actionId))?.state).toBe('dispatched');
   });
 
   it('the runner ends a dispatch refused by the cancel in `rejected` with the cancel as evidence, and sends nothing', async () => {
     const runId = `r_cancelrun${Date.now()}`;
-    await h.ctx.redis.hset(h.ctx.keys.run(runId).run, 'status', 'running', 'cursor', '1', 'cancelRequested', '1', 'cancelReason', 'cancelled_by_operator: requested by olga');
+    await h.ctx.redis.hset(
+      h.ctx.keys.run(runId).run,
+      'status',
+      'running',
+      'cursor',
+      '1',
+      'cancelRequested',
+      '1',
+      'cancelReason',
+      'cancelled_by_operator: requested by olga',
+    );
     const runner = createEffectRunner(h.ctx);
-    const ctx = { runId, step: 1, signal: new AbortController().signal, input: { id: 'T', subject: 's', body: 'b', customer: { email: 'ada@example.com', name: 'Ada' } } };
-    const r = await runner.run({ tool: supportTool(h.ctx, 'send_email') as WriteTool, args: email.args, call: { id: 'c1' }, ctx, tenant: 'acme' });
-    expect(r).toMatchObject({ kind: 'observed', status: 'rejected', output: { rejected: true, reason: 'cancelled_by_operator', cancel: 'cancelled_by_operator: requested by olga' } });
+    const ctx = {
+      runId,
+      step: 1,
+      signal: new AbortController().signal,
+      input: { id: 'T', subject: 's', body: 'b', customer: { email: 'ada@example.com', name: 'Ada' } },
+    };
+    const r = await runner.run({
+      tool: supportTool(h.ctx, 'send_email') as WriteTool,
+      args: email.args,
+      call: { id: 'c1' },
+      ctx,
+      tenant: 'acme',
+    });
+    expect(r).toMatchObject({
+      kind: 'observed',
+      status: 'rejected',
+      output: { rejected: true, reason: 'cancelled_by_operator', cancel: 'cancelled_by_operator: requested by olga' },
+    });
     const history = await ledger.history(runId, r.actionId);
     expect(history.map((x) => x.to)).toEqual(['planned', 'authorized', 'rejected']);
     expect(history.at(-1)?.evidence).toEqual({ cancel: 'cancelled_by_operator: requested by olga' });
@@ -198,7 +317,14 @@ describe('approval expiry cannot race the park', () => {
     const runId = await startScripted(h, [turn([refund(9_000)]), final], 'EXP');
     const p = await pendingFor(runId);
     // The sweep's first change (the action rejected as expired), then the sweeper dies.
-    await ledgerAt(p.expiresAt + 1).decideApproval(runId, p.actionId, 'reject', '', 'approval_expiry', 'approval_expired');
+    await ledgerAt(p.expiresAt + 1).decideApproval(
+      runId,
+      p.actionId,
+      'reject',
+      '',
+      'approval_expiry',
+      'approval_expired',
+    );
     expect(await expireApprovals(h.ctx, p.expiresAt + 1)).toContain(p.actionId);
     expect(await h.ctx.store.readState(runId)).toMatchObject({ status: 'failed', reason: 'approval_expired' });
     expect(await h.ctx.redis.zscore(h.ctx.keys.approvals(h.ctx.keys.shardOf(runId)), p.actionId)).toBeNull();
@@ -207,17 +333,31 @@ describe('approval expiry cannot race the park', () => {
   it('an operator deciding past the expiry dies before stopping the run: the sweep stops it', async () => {
     const runId = await startScripted(h, [turn([refund(9_500)]), final], 'EXP');
     const p = await pendingFor(runId);
-    const r = await ledgerAt(p.expiresAt + 1).decideApproval(runId, p.actionId, 'approve', p.fingerprint, 'alice', 'approved by an operator');
+    const r = await ledgerAt(p.expiresAt + 1).decideApproval(
+      runId,
+      p.actionId,
+      'approve',
+      p.fingerprint,
+      'alice',
+      'approved by an operator',
+    );
     expect(r.outcome).toBe('expired');
     expect(await expireApprovals(h.ctx, p.expiresAt + 1)).toContain(p.actionId);
     expect(await h.ctx.store.readState(runId)).toMatchObject({ status: 'failed', reason: 'approval_expired' });
     expect(h.sandbox.counts().byResource.refunds.records).toBe(0);
   });
 
-  it('an operator\'s decision whose resume was lost (the API died after the claim): the sweep resumes the run', async () => {
+  it("an operator's decision whose resume was lost (the API died after the claim): the sweep resumes the run", async () => {
     const runId = await startScripted(h, [turn([refund(9_900)]), final], 'EXP');
     const p = await pendingFor(runId);
-    const r = await ledger.decideApproval(runId, p.actionId, 'approve', p.fingerprint, 'alice', 'approved by an operator');
+    const r = await ledger.decideApproval(
+      runId,
+      p.actionId,
+      'approve',
+      p.fingerprint,
+      'alice',
+      'approved by an operator',
+    );
     expect(r.outcome).toBe('decided');
     expect(await h.ctx.store.readState(runId)).toMatchObject({ status: 'waiting_approval' });
     await expireApprovals(h.ctx, Date.now() + h.cfg.RECONCILER_MIN_AGE_MS + 1);
@@ -231,12 +371,16 @@ describe('approval expiry around the park (a sweep between the runner and the co
   let h2: Harness & { url: string };
   let between: (r: { actionId: string; runId: string }) => Promise<void> = async () => {};
   beforeAll(async () => {
-    const base = await createHarness('racespark', { OPERATOR_TOKEN, APPROVAL_RULES: JSON.stringify([{ tool: 'refund', minAmountCents: 5000 }]) });
+    const base = await createHarness('racespark', {
+      OPERATOR_TOKEN,
+      APPROVAL_RULES: JSON.stringify([{ tool: 'refund', minAmountCents: 5000 }]),
+    });
     const real = createEffectRunner(base.ctx, { approvals: approvalPolicy(base.cfg.APPROVAL_RULES) });
     const effects: EffectRunner = {
       async run(input) {
         const r = await real.run(input);
-        if (r.kind === 'park' && r.status === 'waiting_approval') await between({ actionId: r.actionId, runId: input.ctx.runId });
+        if (r.kind === 'park' && r.status === 'waiting_approval')
+          await between({ actionId: r.actionId, runId: input.ctx.runId });
         return r;
       },
     };
@@ -255,7 +399,9 @@ describe('approval expiry around the park (a sweep between the runner and the co
     const runId = await startScripted(h2, [turn([refund(10_000)]), final], 'PARK');
     expect(await h2.waitForStatus(runId, ['waiting_approval', 'failed', 'completed'])).toBe('waiting_approval');
     expect(sweptBetween).toEqual([]);
-    const p = (await call<{ approvals: Pending[] }>(h2.url, 'GET', '/v1/approvals')).body.approvals.find((a) => a.runId === runId);
+    const p = (await call<{ approvals: Pending[] }>(h2.url, 'GET', '/v1/approvals')).body.approvals.find(
+      (a) => a.runId === runId,
+    );
     expect(p).toBeDefined();
     expect(await expireApprovals(h2.ctx, p!.expiresAt + 1)).toEqual([p!.actionId]);
     expect(await h2.ctx.store.readState(runId)).toMatchObject({ status: 'failed', reason: 'approval_expired' });
@@ -272,7 +418,11 @@ describe('approval expiry around the park (a sweep between the runner and the co
     const runId = await startScripted(h2, [turn([refund(10_000)]), final], 'PARK');
     expect(await h2.waitForStatus(runId, ['waiting_approval', 'failed', 'completed'])).toBe('failed');
     expect(await h2.ctx.store.readState(runId)).toMatchObject({ status: 'failed', reason: 'approval_expired' });
-    expect((await h2.ctx.store.transcript(runId)).at(-1)).toMatchObject({ kind: 'status', status: 'failed', reason: 'approval_expired' });
+    expect((await h2.ctx.store.transcript(runId)).at(-1)).toMatchObject({
+      kind: 'status',
+      status: 'failed',
+      reason: 'approval_expired',
+    });
     expect(h2.sandbox.counts().byResource.refunds.records).toBe(0);
   });
 

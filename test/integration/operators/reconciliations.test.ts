@@ -6,7 +6,10 @@ import { call, email, final, operatorHarness, startScripted, turn } from './supp
 
 type Item = ActionRecord & { history: HistoryEntry[] };
 type CompBody = {
-  state: string; compensation: string; compensationState: string; inProgress: boolean;
+  state: string;
+  compensation: string;
+  compensationState: string;
+  inProgress: boolean;
   run: { status: string; reason: string; ended: boolean };
 };
 
@@ -32,7 +35,13 @@ async function parkedEmail(): Promise<{ runId: string; item: Item }> {
   expect(list.status).toBe(200);
   const item = list.body.reconciliations.find((x) => x.runId === runId);
   expect(item?.state).toBe('needs_human');
-  expect(item?.history.map((x) => x.to)).toEqual(['planned', 'authorized', 'dispatched', 'outcome_unknown', 'needs_human']);
+  expect(item?.history.map((x) => x.to)).toEqual([
+    'planned',
+    'authorized',
+    'dispatched',
+    'outcome_unknown',
+    'needs_human',
+  ]);
   return { runId, item: item! };
 }
 
@@ -44,7 +53,11 @@ describe('reconciliation queue', () => {
     expect(emails().byKey[item.idempotencyKey]).toBe(1);
     // The service answers for its keys again (no_lookup also refuses a known key's re-send).
     h.sandbox.clearFaults();
-    const res = await call(h.url, 'POST', `/v1/reconciliations/${item.actionId}`, { finding: 'not_sent', evidence: { note: 'provider says nothing left' }, operator: 'olga' });
+    const res = await call(h.url, 'POST', `/v1/reconciliations/${item.actionId}`, {
+      finding: 'not_sent',
+      evidence: { note: 'provider says nothing left' },
+      operator: 'olga',
+    });
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ state: 'safe_retry', resumed: true });
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'])).toBe('completed');
@@ -53,18 +66,27 @@ describe('reconciliation queue', () => {
     expect(rec?.attempts).toBe(2);
     const history = await ledger.history(runId, item.actionId);
     expect(history.map((x) => x.to).slice(-3)).toEqual(['safe_retry', 'dispatched', 'confirmed']);
-    expect(history.find((x) => x.to === 'safe_retry')?.by).toBe('operator') // the authenticated operator (OPERATOR_TOKEN), not the typed name;
+    expect(history.find((x) => x.to === 'safe_retry')?.by).toBe('operator'); // the authenticated operator (OPERATOR_TOKEN), not the typed name;
     // One more request, with the same key (the sandbox replays it: still one record).
     expect(Object.keys(emails().byKey)).toEqual([item.idempotencyKey]);
     expect(emails().records).toBe(1);
-    const again = await call(h.url, 'POST', `/v1/reconciliations/${item.actionId}`, { finding: 'not_sent', evidence: {}, operator: 'olga' });
+    const again = await call(h.url, 'POST', `/v1/reconciliations/${item.actionId}`, {
+      finding: 'not_sent',
+      evidence: {},
+      operator: 'olga',
+    });
     expect(again.status).toBe(409);
   });
 
   it('confirmed: records the receipt, and the resumed step never resends', async () => {
     const { runId, item } = await parkedEmail();
     const requests = h.sandbox.counts().requests;
-    const res = await call(h.url, 'POST', `/v1/reconciliations/${item.actionId}`, { finding: 'confirmed', receipt: 'em_manual_1', evidence: { seenIn: 'provider dashboard' }, operator: 'olga' });
+    const res = await call(h.url, 'POST', `/v1/reconciliations/${item.actionId}`, {
+      finding: 'confirmed',
+      receipt: 'em_manual_1',
+      evidence: { seenIn: 'provider dashboard' },
+      operator: 'olga',
+    });
     expect(res.status).toBe(200);
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'])).toBe('completed');
     expect(h.sandbox.counts().requests).toBe(requests);
@@ -75,7 +97,11 @@ describe('reconciliation queue', () => {
   });
 
   it('a confirmed finding without a receipt is refused', async () => {
-    const res = await call(h.url, 'POST', '/v1/reconciliations/a_x', { finding: 'confirmed', evidence: {}, operator: 'olga' });
+    const res = await call(h.url, 'POST', '/v1/reconciliations/a_x', {
+      finding: 'confirmed',
+      evidence: {},
+      operator: 'olga',
+    });
     expect(res.status).toBe(400);
   });
 
@@ -85,7 +111,10 @@ describe('reconciliation queue', () => {
     const body = { finding: 'compensate', evidence: { customerComplained: true }, operator: 'olga' };
     const path = `/v1/reconciliations/${item.actionId}`;
     // Two operators at once, then a third click later.
-    const [a, b] = await Promise.all([call<CompBody>(h.url, 'POST', path, body), call<CompBody>(h.url, 'POST', path, body)]);
+    const [a, b] = await Promise.all([
+      call<CompBody>(h.url, 'POST', path, body),
+      call<CompBody>(h.url, 'POST', path, body),
+    ]);
     for (const r of [a, b]) {
       expect([200, 202]).toContain(r.status);
       expect(r.body.state).toBe('compensation_required');
@@ -93,7 +122,12 @@ describe('reconciliation queue', () => {
     expect(a.body.compensation).toBe(b.body.compensation);
     const c = await call<CompBody>(h.url, 'POST', path, body);
     expect(c.status).toBe(200);
-    expect(c.body).toMatchObject({ state: 'compensation_required', compensation: a.body.compensation, compensationState: 'confirmed', inProgress: false });
+    expect(c.body).toMatchObject({
+      state: 'compensation_required',
+      compensation: a.body.compensation,
+      compensationState: 'confirmed',
+      inProgress: false,
+    });
 
     // Exactly one request reached the service, and it holds one record under the compensation's own key.
     expect(h.sandbox.counts().requests - before).toBe(1);
@@ -107,14 +141,23 @@ describe('reconciliation queue', () => {
     expect(comp.idempotencyKey).toContain(':compensate:');
 
     // Linked both ways; the original's history is kept and only grew.
-    expect(original.history.map((x) => x.to)).toEqual(['planned', 'authorized', 'dispatched', 'outcome_unknown', 'needs_human', 'compensation_required']);
+    expect(original.history.map((x) => x.to)).toEqual([
+      'planned',
+      'authorized',
+      'dispatched',
+      'outcome_unknown',
+      'needs_human',
+      'compensation_required',
+    ]);
     expect(original.compensatedBy).toBe(comp.actionId);
     expect(comp).toMatchObject({ state: 'confirmed', compensates: item.actionId, tool: 'send_email', attempts: 1 });
     expect(comp.history.map((x) => x.to)).toEqual(['planned', 'authorized', 'dispatched', 'confirmed']);
     expect(comp.history.slice(0, 2).map((x) => x.by)).toEqual(['operator', 'operator']);
 
     // The service has the clarification email, to the customer, under the compensation's template.
-    const record = (await (await fetch(`${h.sandbox.url}/emails/${comp.receipt}`, { headers: { authorization: 'Bearer re_sandbox_key' } })).json()) as { to: string[]; tags: { name: string; value: string }[] };
+    const record = (await (
+      await fetch(`${h.sandbox.url}/emails/${comp.receipt}`, { headers: { authorization: 'Bearer re_sandbox_key' } })
+    ).json()) as { to: string[]; tags: { name: string; value: string }[] };
     expect(record.to).toEqual(['ada@example.com']);
     expect(record.tags).toEqual([{ name: 'template', value: `compensation_${item.actionId}` }]);
     const settled = h.sandbox.counts().requests;
@@ -141,7 +184,10 @@ describe('reconciliation queue', () => {
     const body = { finding: 'compensate', evidence: { note: 'wrong template' }, operator: 'olga' };
     const first = await call<CompBody>(h.url, 'POST', path, body);
     expect(first.status).toBe(200);
-    expect(first.body).toMatchObject({ compensationState: 'needs_human', run: { status: 'needs_human', ended: false } });
+    expect(first.body).toMatchObject({
+      compensationState: 'needs_human',
+      run: { status: 'needs_human', ended: false },
+    });
     const compId = first.body.compensation;
     const comp = (await ledger.get(runId, compId))!;
     expect(emails().byKey[comp.idempotencyKey]).toBe(1);
@@ -155,16 +201,31 @@ describe('reconciliation queue', () => {
 
     // It is in the human queue like any action; compensating a compensation is refused.
     const list = await call<{ reconciliations: Item[] }>(h.url, 'GET', '/v1/reconciliations');
-    expect(list.body.reconciliations.find((x) => x.actionId === compId)).toMatchObject({ compensates: item.actionId, state: 'needs_human' });
+    expect(list.body.reconciliations.find((x) => x.actionId === compId)).toMatchObject({
+      compensates: item.actionId,
+      state: 'needs_human',
+    });
     expect((await call(h.url, 'POST', `/v1/reconciliations/${compId}`, body)).status).toBe(409);
 
-    const settled = await call(h.url, 'POST', `/v1/reconciliations/${compId}`, { finding: 'confirmed', receipt: 'em_seen_in_provider', evidence: { seenIn: 'provider dashboard' }, operator: 'olga' });
+    const settled = await call(h.url, 'POST', `/v1/reconciliations/${compId}`, {
+      finding: 'confirmed',
+      receipt: 'em_seen_in_provider',
+      evidence: { seenIn: 'provider dashboard' },
+      operator: 'olga',
+    });
     expect(settled.status).toBe(200);
     expect(settled.body).toMatchObject({ state: 'confirmed', resumed: false, run: { status: 'failed', ended: true } });
     expect((await h.ctx.store.readState(runId))?.reason).toMatch(/^compensated: /);
     expect(posts()).toBe(afterFirst);
     expect(emails().byKey[comp.idempotencyKey]).toBe(1);
     const history = await ledger.history(runId, compId);
-    expect(history.map((x) => x.to)).toEqual(['planned', 'authorized', 'dispatched', 'outcome_unknown', 'needs_human', 'confirmed']);
+    expect(history.map((x) => x.to)).toEqual([
+      'planned',
+      'authorized',
+      'dispatched',
+      'outcome_unknown',
+      'needs_human',
+      'confirmed',
+    ]);
   });
 });

@@ -17,7 +17,10 @@ import { createHarness, sampleTicket, type Harness } from '../../../testkit/harn
 import { call, email, final, OPERATOR_TOKEN, refund, startScripted, turn } from './support.js';
 
 const exec = promisify(execFile);
-const ticketCall = { name: 'create_ticket', args: { subject: 'Follow-up', body: 'Broken mug', priority: 'normal', sourceTicketId: 'T' } };
+const ticketCall = {
+  name: 'create_ticket',
+  args: { subject: 'Follow-up', body: 'Broken mug', priority: 'normal', sourceTicketId: 'T' },
+};
 const email2 = { name: 'send_email', args: { ...email.args, template: 'follow_up', body: 'Here is the follow-up.' } };
 
 let h: Harness & { url: string };
@@ -27,14 +30,18 @@ let failAfterEmail = false;
 
 beforeAll(async () => {
   const harness = await createHarness('retry', {
-    OPERATOR_TOKEN, RECONCILE_DEADLINE_MS: '200', RECONCILE_POLL_MS: '20', RUN_RETENTION_MS: '3600000',
+    OPERATOR_TOKEN,
+    RECONCILE_DEADLINE_MS: '200',
+    RECONCILE_POLL_MS: '20',
+    RUN_RETENTION_MS: '3600000',
     APPROVAL_RULES: JSON.stringify([{ tool: 'refund', minAmountCents: 5000 }]),
   });
   const real = createEffectRunner(harness.ctx, { approvals: approvalPolicy(harness.cfg.APPROVAL_RULES) });
   const effects: EffectRunner = {
     async run(input) {
       const r = await real.run(input);
-      if (failAfterEmail && input.call.name === 'send_email') throw new Error('the process lost its way after the send');
+      if (failAfterEmail && input.call.name === 'send_email')
+        throw new Error('the process lost its way after the send');
       return r;
     },
   };
@@ -53,18 +60,37 @@ beforeEach(() => {
 
 let seq = 0;
 async function startWithBudget(script: Script, budget: { maxSteps?: number; maxWallMs?: number }): Promise<string> {
-  const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket(`RTY-B-${++seq}-${Date.now()}`), agent: { model: 'scripted', script }, budget }, Date.now());
+  const spec = buildSpec(
+    h.ctx,
+    {
+      tenant: 'acme',
+      ticket: sampleTicket(`RTY-B-${++seq}-${Date.now()}`),
+      agent: { model: 'scripted', script },
+      budget,
+    },
+    Date.now(),
+  );
   await h.ctx.store.create(spec, Date.now());
   return spec.runId;
 }
 
-const retry = (runId: string, body: unknown = {}, token?: string) => call(h.url, 'POST', `/v1/runs/${runId}/retry`, body, token);
+const retry = (runId: string, body: unknown = {}, token?: string) =>
+  call(h.url, 'POST', `/v1/runs/${runId}/retry`, body, token);
 const journalLength = (runId: string) => h.ctx.redis.llen(h.ctx.keys.run(runId).journal);
 const emails = () => h.sandbox.counts().byResource.emails;
 
 const ctl = async (...args: string[]) => {
   try {
-    const { stdout } = await exec(process.execPath, ['--import', 'tsx', 'src/server/agentctl.ts', ...args, '--url', h.url, '--token', OPERATOR_TOKEN]);
+    const { stdout } = await exec(process.execPath, [
+      '--import',
+      'tsx',
+      'src/server/agentctl.ts',
+      ...args,
+      '--url',
+      h.url,
+      '--token',
+      OPERATOR_TOKEN,
+    ]);
     return { code: 0, out: stdout };
   } catch (err) {
     const e = err as { code: number; stdout: string };
@@ -103,7 +129,12 @@ describe('retry a stopped run', () => {
     expect(h.sandbox.counts().requests - requestsBefore).toBe(1);
     expect((await ledger.get(runId, emailAction!.actionId))?.attempts).toBe(1);
     const transcript = await h.ctx.store.transcript(runId);
-    expect(transcript.find((e) => e.kind === 'operator')).toMatchObject({ action: 'retry', by: 'operator', step: 1, detail: 'from=failed,steps=+0,tokens=+0,wall_ms=+0' });
+    expect(transcript.find((e) => e.kind === 'operator')).toMatchObject({
+      action: 'retry',
+      by: 'operator',
+      step: 1,
+      detail: 'from=failed,steps=+0,tokens=+0,wall_ms=+0',
+    });
     const events = (await h.ctx.redis.xrange(k.events, '-', '+')).map(([, f]) => f[1]);
     expect(events).toContain('run_retried');
     expect(await retriesCounted('retried')).toBeGreaterThanOrEqual(1);
@@ -113,7 +144,7 @@ describe('retry a stopped run', () => {
     expect(again.body).toMatchObject({ error: 'not_retryable', status: 'completed' });
   });
 
-  it('the retry makes a finished run\'s keys and ledger records persistent again', async () => {
+  it("the retry makes a finished run's keys and ledger records persistent again", async () => {
     // After the retry the run parks for an approval (not finished): its keys must not expire meanwhile.
     const runId = await startWithBudget([turn([email]), turn([refund(10_000)]), final], { maxSteps: 1 });
     expect(await h.waitForStatus(runId, ['budget_exceeded', 'completed'])).toBe('budget_exceeded');
@@ -122,9 +153,20 @@ describe('retry a stopped run', () => {
     const actionKey = h.ctx.keys.action(runId, action!.actionId);
     expect(await h.ctx.redis.pttl(actionKey)).toBeGreaterThan(0);
     expect((await retry(runId, { steps: 2 })).status).toBe(200);
-    expect(await h.waitForStatus(runId, ['waiting_approval', 'completed', 'failed', 'budget_exceeded'])).toBe('waiting_approval');
+    expect(await h.waitForStatus(runId, ['waiting_approval', 'completed', 'failed', 'budget_exceeded'])).toBe(
+      'waiting_approval',
+    );
     const reservation = await h.ctx.redis.hget(actionKey, 'reservationKey');
-    for (const key of [k.run, k.budget, k.journal, k.events, k.actions, actionKey, h.ctx.keys.actionHistory(actionKey), reservation!]) {
+    for (const key of [
+      k.run,
+      k.budget,
+      k.journal,
+      k.events,
+      k.actions,
+      actionKey,
+      h.ctx.keys.actionHistory(actionKey),
+      reservation!,
+    ]) {
       expect(await h.ctx.redis.pttl(key), key).toBe(-1);
     }
     expect(emails().records).toBe(1);
@@ -148,7 +190,10 @@ describe('retry a stopped run', () => {
     const startedAt = Date.now();
     const ok = await ctl('retry', runId, '--steps', '5', '--wall-ms', '600000');
     expect(ok.code).toBe(0);
-    const answer = JSON.parse(ok.out) as { limits: { maxSteps: number; deadlineAt: number; maxWallMs: number }; extension: unknown };
+    const answer = JSON.parse(ok.out) as {
+      limits: { maxSteps: number; deadlineAt: number; maxWallMs: number };
+      extension: unknown;
+    };
     expect(answer.extension).toEqual({ steps: 5, tokens: 0, wallMs: 600_000 });
     expect(answer.limits.maxSteps).toBe(6);
     expect(answer.limits.deadlineAt).toBeGreaterThanOrEqual(Math.max(deadlineBefore, startedAt) + 600_000);
@@ -158,7 +203,11 @@ describe('retry a stopped run', () => {
     expect(h.sandbox.counts().byResource.tickets.records).toBe(1);
 
     const entry = (await h.ctx.store.transcript(runId)).find((e) => e.kind === 'operator');
-    expect(entry).toMatchObject({ action: 'retry', by: 'operator', detail: 'from=budget_exceeded,steps=+5,tokens=+0,wall_ms=+600000' });
+    expect(entry).toMatchObject({
+      action: 'retry',
+      by: 'operator',
+      detail: 'from=budget_exceeded,steps=+5,tokens=+0,wall_ms=+600000',
+    });
     const budget = await h.ctx.redis.hgetall(h.ctx.keys.run(runId).budget);
     expect(budget).toMatchObject({ maxSteps: '6', extensions: '1', stepsUsed: '4' });
     const view = await call<{ budget: { limits: { maxSteps: number } } }>(h.url, 'GET', `/v1/runs/${runId}`);
@@ -167,8 +216,15 @@ describe('retry a stopped run', () => {
     // The offline replay applies the journalled extension where it was made: all four steps, as the run went.
     const spec = (await h.ctx.store.readSpec(runId))!;
     const agent = h.ctx.agents.get(spec.agent)!;
-    const caps = { completionCap: h.cfg.COMPLETION_TOKEN_CAP, inputTokens: agent.estimateInputTokens(spec.input), tools: agent.tools.specs };
-    expect(replayRun(spec, await h.ctx.store.transcript(runId), caps)).toMatchObject({ completed: true, stepsReplayed: 4 });
+    const caps = {
+      completionCap: h.cfg.COMPLETION_TOKEN_CAP,
+      inputTokens: agent.estimateInputTokens(spec.input),
+      tools: agent.tools.specs,
+    };
+    expect(replayRun(spec, await h.ctx.store.transcript(runId), caps)).toMatchObject({
+      completed: true,
+      stepsReplayed: 4,
+    });
   });
 
   it('wall clock: a run past its deadline needs more wall clock, counted from the retry', async () => {
@@ -189,7 +245,10 @@ describe('retry a stopped run', () => {
   });
 
   it('needs_human with an action waiting for a person: refused until it is resolved', async () => {
-    h.sandbox.setFaults([{ kind: 'lost_response_after_commit', resource: 'emails', count: 1 }, { kind: 'no_lookup', resource: 'emails' }]);
+    h.sandbox.setFaults([
+      { kind: 'lost_response_after_commit', resource: 'emails', count: 1 },
+      { kind: 'no_lookup', resource: 'emails' },
+    ]);
     const runId = await startScripted(h, [turn([email]), final], 'RTY');
     expect(await h.waitForStatus(runId, ['needs_human', 'completed', 'failed'])).toBe('needs_human');
     const [action] = await ledger.listForRun(runId);
@@ -213,7 +272,12 @@ describe('retry a stopped run', () => {
     expect((await retry('r_000000000000000000000000')).status).toBe(404);
     expect((await retry(`${runId}:journal`)).status).toBe(404);
     expect((await retry(runId, {}, '')).status).toBe(401);
-    for (const [body, field] of [[{ steps: -1 }, 'steps'], [{ tokens: 1.5 }, 'tokens'], [{ wallMs: 'soon' }, 'wallMs'], [{ steps: 1, why: 'x' }, '(body)']] as const) {
+    for (const [body, field] of [
+      [{ steps: -1 }, 'steps'],
+      [{ tokens: 1.5 }, 'tokens'],
+      [{ wallMs: 'soon' }, 'wallMs'],
+      [{ steps: 1, why: 'x' }, '(body)'],
+    ] as const) {
       const bad = await retry(runId, body);
       expect(bad.status, JSON.stringify(body)).toBe(400);
       expect((bad.body as { fields: { path: string }[] }).fields.map((f) => f.path)).toContain(field);

@@ -35,8 +35,12 @@ beforeAll(async () => {
   const pair = await generateKeyPair('ES256', { extractable: true });
   key = pair.privateKey;
   h = await operatorHarness('revocation', {
-    OPERATOR_TOKEN: SHARED, OPERATORS: JSON.stringify([ada, bob]), CONSOLE_SESSION_SECRET: 's'.repeat(40),
-    OIDC_ISSUER: ISSUER, OIDC_AUDIENCE: AUDIENCE, OIDC_PUBLIC_KEY: await exportSPKI(pair.publicKey),
+    OPERATOR_TOKEN: SHARED,
+    OPERATORS: JSON.stringify([ada, bob]),
+    CONSOLE_SESSION_SECRET: 's'.repeat(40),
+    OIDC_ISSUER: ISSUER,
+    OIDC_AUDIENCE: AUDIENCE,
+    OIDC_PUBLIC_KEY: await exportSPKI(pair.publicKey),
   });
 });
 afterAll(async () => {
@@ -50,7 +54,10 @@ afterAll(async () => {
 /** The same API restarted with other operator settings (same Redis, same session secret). */
 async function restart(env: Record<string, string>): Promise<string> {
   const cfg = loadConfig({ ...h.env, ...env });
-  const ctx = await createContext(cfg, 'revocation-restarted', { log: createLogger('revocation', 'silent'), metrics: newMetrics() });
+  const ctx = await createContext(cfg, 'revocation-restarted', {
+    log: createLogger('revocation', 'silent'),
+    metrics: newMetrics(),
+  });
   const app = createFullApi(ctx, () => true);
   const server = await new Promise<Server>((resolve) => {
     const s = app.listen(0, '127.0.0.1', () => resolve(s));
@@ -59,13 +66,18 @@ async function restart(env: Record<string, string>): Promise<string> {
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
 
-const cookieOf = (res: Response, name: string) => res.headers.getSetCookie().find((c) => c.startsWith(`${name}=`))?.split(';')[0] ?? '';
+const cookieOf = (res: Response, name: string) =>
+  res.headers
+    .getSetCookie()
+    .find((c) => c.startsWith(`${name}=`))
+    ?.split(';')[0] ?? '';
 
 async function login(url: string, token: string): Promise<string> {
   const form = await fetch(`${url}/console/login`);
   const csrfCookie = cookieOf(form, 'console_login_csrf');
   const res = await fetch(`${url}/console/login`, {
-    method: 'POST', redirect: 'manual',
+    method: 'POST',
+    redirect: 'manual',
     headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: csrfCookie },
     body: new URLSearchParams({ token, csrf: csrfCookie.split('=')[1]! }).toString(),
   });
@@ -104,7 +116,10 @@ describe('console sessions follow the operator directory', () => {
     const adaSession = await login(h.url, ADA);
     expect(await call(h.url, 'POST', '/v1/operators/ada/sessions/end', {}, BOB)).toMatchObject({ status: 403 });
     expect(await listWith(h.url, adaSession)).toBe(200);
-    expect(await call(h.url, 'POST', '/v1/operators/bob/sessions/end', {}, ADA)).toMatchObject({ status: 200, body: { sessionsEnded: true } });
+    expect(await call(h.url, 'POST', '/v1/operators/bob/sessions/end', {}, ADA)).toMatchObject({
+      status: 200,
+      body: { sessionsEnded: true },
+    });
     expect(await listWith(h.url, first)).toBe(401);
     expect(await listWith(h.url, second)).toBe(401);
     expect(await listWith(h.url, adaSession)).toBe(200);
@@ -114,8 +129,12 @@ describe('console sessions follow the operator directory', () => {
 
 describe('OIDC bearer lifetime', () => {
   const now = () => Math.floor(Date.now() / 1000);
-  const jwt = (claims: Record<string, unknown>) => new SignJWT({ email: 'oli@example.com', role: 'viewer', tenants: '*', ...claims })
-    .setProtectedHeader({ alg: 'ES256' }).setIssuer(ISSUER).setAudience(AUDIENCE).sign(key);
+  const jwt = (claims: Record<string, unknown>) =>
+    new SignJWT({ email: 'oli@example.com', role: 'viewer', tenants: '*', ...claims })
+      .setProtectedHeader({ alg: 'ES256' })
+      .setIssuer(ISSUER)
+      .setAudience(AUDIENCE)
+      .sign(key);
 
   it('refuses a JWT without exp, with iat in the future, or living longer than a day; allows a minute of skew', async () => {
     const status = async (token: string) => (await call(h.url, 'GET', '/v1/approvals', undefined, token)).status;

@@ -11,8 +11,17 @@ import { buildSpec } from '../../../src/producer/intake.js';
 import { createHarness, sampleTicket, type Harness } from '../../../testkit/harness.js';
 import { call, final, OPERATOR_TOKEN, operatorHarness, refund, turn } from './support.js';
 
-interface Row { runId: string; status: string; tenant: string; agent: string; statusAt: number }
-interface Page { runs: Row[]; nextCursor?: string }
+interface Row {
+  runId: string;
+  status: string;
+  tenant: string;
+  agent: string;
+  statusAt: number;
+}
+interface Page {
+  runs: Row[];
+  nextCursor?: string;
+}
 
 const TOM = 'tom-token-0123456789';
 const GLOBEX_TENANT_TOKEN = 'globex-tenant-token';
@@ -23,7 +32,15 @@ const byTenant: Record<string, string[]> = { acme: [], globex: [] };
 const parked: string[] = [];
 
 async function start(tenant: string, script: unknown[], n: number): Promise<string> {
-  const spec = buildSpec(h.ctx, { tenant, ticket: sampleTicket(`LIST-${tenant}-${n}-${Date.now()}`), agent: { model: 'scripted', script: script as never } }, Date.now());
+  const spec = buildSpec(
+    h.ctx,
+    {
+      tenant,
+      ticket: sampleTicket(`LIST-${tenant}-${n}-${Date.now()}`),
+      agent: { model: 'scripted', script: script as never },
+    },
+    Date.now(),
+  );
   await h.ctx.store.create(spec, Date.now());
   byTenant[tenant]!.push(spec.runId);
   return spec.runId;
@@ -35,7 +52,13 @@ async function walk(query: string, token = OPERATOR_TOKEN): Promise<{ rows: Row[
   let cursor: string | undefined;
   let pages = 0;
   do {
-    const res = await call<Page>(h.url, 'GET', `/v1/runs?${query}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`, undefined, token);
+    const res = await call<Page>(
+      h.url,
+      'GET',
+      `/v1/runs?${query}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`,
+      undefined,
+      token,
+    );
     expect(res.status).toBe(200);
     rows.push(...res.body.runs);
     cursor = res.body.nextCursor;
@@ -52,7 +75,8 @@ beforeAll(async () => {
   for (let i = 0; i < 5; i++) await start('acme', [final], i);
   for (let i = 0; i < 3; i++) parked.push(await start('globex', [turn([refund(20_000)]), final], i));
   parked.push(await start('acme', [turn([refund(20_000)]), final], 9));
-  for (const id of byTenant.acme!.slice(0, 5)) expect(await h.waitForStatus(id, ['completed', 'failed'])).toBe('completed');
+  for (const id of byTenant.acme!.slice(0, 5))
+    expect(await h.waitForStatus(id, ['completed', 'failed'])).toBe('completed');
   for (const id of parked) expect(await h.waitForStatus(id, ['waiting_approval'])).toBe('waiting_approval');
 });
 afterAll(async () => {
@@ -96,7 +120,13 @@ describe('GET /v1/runs', () => {
   });
 
   it('refuses a malformed query or cursor (400 naming the field) and an unknown token (401)', async () => {
-    for (const [q, field] of [['status=bogus', 'status'], ['limit=0', 'limit'], ['tenant=a:b', 'tenant'], ['cursor=xyz', 'cursor'], ['extra=1', '(body)']] as const) {
+    for (const [q, field] of [
+      ['status=bogus', 'status'],
+      ['limit=0', 'limit'],
+      ['tenant=a:b', 'tenant'],
+      ['cursor=xyz', 'cursor'],
+      ['extra=1', '(body)'],
+    ] as const) {
       const res = await call<{ fields: { path: string }[] }>(h.url, 'GET', `/v1/runs?${q}`);
       expect(res.status, q).toBe(400);
       expect(JSON.stringify(res.body.fields), q).toContain(field === '(body)' ? '' : field);
@@ -115,11 +145,45 @@ describe('GET /v1/runs', () => {
 
   it('agentctl runs filters and pages', async () => {
     const run = promisify(execFile);
-    const { stdout } = await run(process.execPath, ['--import', 'tsx', 'src/server/agentctl.ts', 'runs', '--status', 'waiting_approval', '--tenant', 'globex', '--limit', '2', '--url', h.url, '--token', OPERATOR_TOKEN]);
+    const { stdout } = await run(process.execPath, [
+      '--import',
+      'tsx',
+      'src/server/agentctl.ts',
+      'runs',
+      '--status',
+      'waiting_approval',
+      '--tenant',
+      'globex',
+      '--limit',
+      '2',
+      '--url',
+      h.url,
+      '--token',
+      OPERATOR_TOKEN,
+    ]);
     const first = JSON.parse(stdout) as Page;
     expect(first.runs).toHaveLength(2);
     expect(first.nextCursor).toBeDefined();
-    const next = JSON.parse((await run(process.execPath, ['--import', 'tsx', 'src/server/agentctl.ts', 'runs', '--status', 'waiting_approval', '--tenant', 'globex', '--cursor', first.nextCursor!, '--url', h.url, '--token', OPERATOR_TOKEN])).stdout) as Page;
+    const next = JSON.parse(
+      (
+        await run(process.execPath, [
+          '--import',
+          'tsx',
+          'src/server/agentctl.ts',
+          'runs',
+          '--status',
+          'waiting_approval',
+          '--tenant',
+          'globex',
+          '--cursor',
+          first.nextCursor!,
+          '--url',
+          h.url,
+          '--token',
+          OPERATOR_TOKEN,
+        ])
+      ).stdout,
+    ) as Page;
     expect([...first.runs, ...next.runs].map((r) => r.runId).sort()).toEqual([...parked.slice(0, 3)].sort());
     expect(next.nextCursor).toBeUndefined();
   });
@@ -140,7 +204,11 @@ describe('listing runs whose status changed in the same millisecond', () => {
       const seen: string[] = [];
       let cursor;
       for (let pages = 0; pages < 10; pages++) {
-        const page = await listRuns(quiet.ctx.redis, quiet.ctx.keys, { statuses: ['queued'], limit: 2, ...(cursor ? { cursor } : {}) });
+        const page = await listRuns(quiet.ctx.redis, quiet.ctx.keys, {
+          statuses: ['queued'],
+          limit: 2,
+          ...(cursor ? { cursor } : {}),
+        });
         seen.push(...page.runs.map((r) => r.runId));
         if (!page.nextCursor) break;
         const { decodeCursor } = await import('../../../src/runs/list.js');

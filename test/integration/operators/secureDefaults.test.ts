@@ -27,9 +27,19 @@ describe('with no credential configured', () => {
     const runId = await startScripted(h, [final], 'NOAUTH');
     const routes: [string, string, unknown, string][] = [
       ['GET', '/v1/approvals', undefined, 'OPERATOR_TOKEN'],
-      ['POST', `/v1/approvals/a_${'0'.repeat(32)}`, { decision: 'approve', fingerprint: 'f', approver: 'x' }, 'OPERATOR_TOKEN'],
+      [
+        'POST',
+        `/v1/approvals/a_${'0'.repeat(32)}`,
+        { decision: 'approve', fingerprint: 'f', approver: 'x' },
+        'OPERATOR_TOKEN',
+      ],
       ['GET', '/v1/reconciliations', undefined, 'OPERATOR_TOKEN'],
-      ['POST', `/v1/reconciliations/a_${'0'.repeat(32)}`, { finding: 'compensate', operator: 'x', evidence: {} }, 'OPERATOR_TOKEN'],
+      [
+        'POST',
+        `/v1/reconciliations/a_${'0'.repeat(32)}`,
+        { finding: 'compensate', operator: 'x', evidence: {} },
+        'OPERATOR_TOKEN',
+      ],
       ['POST', `/v1/runs/${runId}/cancel`, {}, 'OPERATOR_TOKEN'],
       ['GET', '/admin/queues', undefined, 'BULL_BOARD_USER'],
       ['GET', '/admin/queues/api/queues', undefined, 'OPERATOR_TOKEN'],
@@ -67,9 +77,17 @@ describe('DEV_AUTH=generate', () => {
     }
     expect(a.OPERATOR_TOKEN).not.toBe(b.OPERATOR_TOKEN);
     expect(a.PRODUCER_TOKEN).not.toBe(a.OPERATOR_TOKEN);
-    expect(loadConfig({ DEV_AUTH: 'generate', OPERATOR_TOKEN: 'mine-mine-mine' }).OPERATOR_TOKEN).toBe('mine-mine-mine');
+    expect(loadConfig({ DEV_AUTH: 'generate', OPERATOR_TOKEN: 'mine-mine-mine' }).OPERATOR_TOKEN).toBe(
+      'mine-mine-mine',
+    );
     expect(loadConfig({}).OPERATOR_TOKEN).toBeUndefined();
-    const prod = { APP_MODE: 'production', SCRIPTED_MODEL_ENABLED: 'true', PRODUCER_TOKEN: 'p', OPERATOR_TOKEN: 'o', DEV_AUTH: 'generate' };
+    const prod = {
+      APP_MODE: 'production',
+      SCRIPTED_MODEL_ENABLED: 'true',
+      PRODUCER_TOKEN: 'p',
+      OPERATOR_TOKEN: 'o',
+      DEV_AUTH: 'generate',
+    };
     expect(() => loadConfig(prod)).toThrow(ConfigError);
     expect(() => loadConfig(prod)).toThrow(/DEV_AUTH/);
   });
@@ -82,7 +100,15 @@ describe('ids are checked before any Redis access', () => {
   beforeAll(async () => {
     h = await operatorHarness('ids', { TENANT_TOKENS: JSON.stringify({ acme: ACME, globex: GLOBEX }) });
     const create = async (tenant: string, token: string) =>
-      (await call<{ runId: string }>(h.url, 'POST', '/v1/runs', { tenant, ticket: sampleTicket(`ID-${tenant}-${Date.now()}`), agent: { model: 'scripted', script: [final] } }, token)).body.runId;
+      (
+        await call<{ runId: string }>(
+          h.url,
+          'POST',
+          '/v1/runs',
+          { tenant, ticket: sampleTicket(`ID-${tenant}-${Date.now()}`), agent: { model: 'scripted', script: [final] } },
+          token,
+        )
+      ).body.runId;
     acmeRun = await create('acme', ACME);
     globexRun = await create('globex', GLOBEX);
     await h.waitForStatus(acmeRun, ['completed']);
@@ -94,15 +120,29 @@ describe('ids are checked before any Redis access', () => {
 
   const raw = async (path: string, token: string, method = 'GET', body?: unknown) => {
     const res = await fetch(`${h.url}${path}`, {
-      method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, ...(body ? { body: JSON.stringify(body) } : {}),
+      method,
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      ...(body ? { body: JSON.stringify(body) } : {}),
     });
     return { status: res.status, type: res.headers.get('content-type'), text: await res.text() };
   };
 
-  it('an existing run with a key suffix, another tenant\'s run and an unknown run answer the identical 404', async () => {
+  it("an existing run with a key suffix, another tenant's run and an unknown run answer the identical 404", async () => {
     const unknown = `r_${'0'.repeat(24)}`;
-    const suffixed = [`${acmeRun}:journal`, `${acmeRun}:budget`, `${acmeRun}:events`, `${acmeRun}}`, `${acmeRun}%7D`, `${acmeRun.toUpperCase()}`, `${acmeRun}0`, 'r_'];
-    for (const [token, foreign] of [[ACME, globexRun], [OPERATOR_TOKEN, undefined]] as const) {
+    const suffixed = [
+      `${acmeRun}:journal`,
+      `${acmeRun}:budget`,
+      `${acmeRun}:events`,
+      `${acmeRun}}`,
+      `${acmeRun}%7D`,
+      `${acmeRun.toUpperCase()}`,
+      `${acmeRun}0`,
+      'r_',
+    ];
+    for (const [token, foreign] of [
+      [ACME, globexRun],
+      [OPERATOR_TOKEN, undefined],
+    ] as const) {
       for (const suffix of ['', '/events']) {
         const expected = await raw(`/v1/runs/${unknown}${suffix}`, token);
         expect(expected.status).toBe(404);
@@ -112,7 +152,8 @@ describe('ids are checked before any Redis access', () => {
       }
       const page = await raw(`/runs/${unknown}`, token);
       expect(page.status).toBe(404);
-      for (const id of [...suffixed.map(encodeURIComponent), ...(foreign ? [foreign] : [])]) expect(await raw(`/runs/${id}`, token), id).toEqual(page);
+      for (const id of [...suffixed.map(encodeURIComponent), ...(foreign ? [foreign] : [])])
+        expect(await raw(`/runs/${id}`, token), id).toEqual(page);
     }
     // The real run is there, read through the same routes.
     expect((await raw(`/v1/runs/${acmeRun}`, ACME)).status).toBe(200);
@@ -124,11 +165,17 @@ describe('ids are checked before any Redis access', () => {
     const cancelUnknown = await raw(`/v1/runs/r_${'0'.repeat(24)}/cancel`, OPERATOR_TOKEN, 'POST', {});
     expect(cancelUnknown.status).toBe(404);
     for (const id of [`${runId}:journal`, `${runId}}`, `${runId}:budget`]) {
-      expect(await raw(`/v1/runs/${encodeURIComponent(id)}/cancel`, OPERATOR_TOKEN, 'POST', {}), id).toEqual(cancelUnknown);
+      expect(await raw(`/v1/runs/${encodeURIComponent(id)}/cancel`, OPERATOR_TOKEN, 'POST', {}), id).toEqual(
+        cancelUnknown,
+      );
     }
     expect(await h.ctx.redis.hget(h.ctx.keys.run(runId).run, 'status')).toBe('waiting_approval');
 
-    const { body } = await call<{ approvals: { runId: string; actionId: string; fingerprint: string }[] }>(h.url, 'GET', '/v1/approvals');
+    const { body } = await call<{ approvals: { runId: string; actionId: string; fingerprint: string }[] }>(
+      h.url,
+      'GET',
+      '/v1/approvals',
+    );
     const p = body.approvals.find((a) => a.runId === runId)!;
     const decision = { decision: 'approve', fingerprint: p.fingerprint, approver: 'alice' };
     const finding = { finding: 'not_sent', operator: 'alice', evidence: {} };
@@ -136,8 +183,12 @@ describe('ids are checked before any Redis access', () => {
     const findingUnknown = await raw(`/v1/reconciliations/a_${'0'.repeat(32)}`, OPERATOR_TOKEN, 'POST', finding);
     expect([approvalUnknown.status, findingUnknown.status]).toEqual([404, 404]);
     for (const id of [`${p.actionId}:history`, `${p.actionId}}`, p.actionId.toUpperCase()]) {
-      expect(await raw(`/v1/approvals/${encodeURIComponent(id)}`, OPERATOR_TOKEN, 'POST', decision), id).toEqual(approvalUnknown);
-      expect(await raw(`/v1/reconciliations/${encodeURIComponent(id)}`, OPERATOR_TOKEN, 'POST', finding), id).toEqual(findingUnknown);
+      expect(await raw(`/v1/approvals/${encodeURIComponent(id)}`, OPERATOR_TOKEN, 'POST', decision), id).toEqual(
+        approvalUnknown,
+      );
+      expect(await raw(`/v1/reconciliations/${encodeURIComponent(id)}`, OPERATOR_TOKEN, 'POST', finding), id).toEqual(
+        findingUnknown,
+      );
     }
     expect(await h.ctx.redis.hget(h.ctx.keys.run(runId).run, 'status')).toBe('waiting_approval');
   });

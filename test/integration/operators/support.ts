@@ -7,14 +7,30 @@ import { createHarness, sampleTicket, type Harness } from '../../../testkit/harn
 
 export const OPERATOR_TOKEN = 'operator-token-for-tests';
 export const u = { promptTokens: 10, completionTokens: 5 };
-export const turn = (toolCalls: { name: string; args: Record<string, unknown> }[], extra = {}) => ({ toolCalls, usage: u, transientFailures: 0, ...extra });
+export const turn = (toolCalls: { name: string; args: Record<string, unknown> }[], extra = {}) => ({
+  toolCalls,
+  usage: u,
+  transientFailures: 0,
+  ...extra,
+});
 export const final = turn([], { final: 'done' });
-export const email = { name: 'send_email', args: { to: 'ada@example.com', template: 'ack', subject: 'Re: broken mug', body: 'We are on it.' } };
-export const refund = (amountCents: number) => ({ name: 'refund', args: { orderId: 'O-1', amountCents, currency: 'EUR', reason: 'broken mug' } });
+export const email = {
+  name: 'send_email',
+  args: { to: 'ada@example.com', template: 'ack', subject: 'Re: broken mug', body: 'We are on it.' },
+};
+export const refund = (amountCents: number) => ({
+  name: 'refund',
+  args: { orderId: 'O-1', amountCents, currency: 'EUR', reason: 'broken mug' },
+});
 
-export async function operatorHarness(name: string, env: Record<string, string> = {}): Promise<Harness & { url: string }> {
+export async function operatorHarness(
+  name: string,
+  env: Record<string, string> = {},
+): Promise<Harness & { url: string }> {
   const h = await createHarness(name, {
-    OPERATOR_TOKEN, APPROVAL_RULES: JSON.stringify([{ tool: 'refund', minAmountCents: 5000 }]), ...env,
+    OPERATOR_TOKEN,
+    APPROVAL_RULES: JSON.stringify([{ tool: 'refund', minAmountCents: 5000 }]),
+    ...env,
   });
   await h.startWorker({ effects: createEffectRunner(h.ctx, { approvals: approvalPolicy(h.cfg.APPROVAL_RULES) }) });
   const { url } = await h.startApi();
@@ -23,13 +39,25 @@ export async function operatorHarness(name: string, env: Record<string, string> 
 
 let seq = 0;
 export async function startScripted(h: Harness, script: Script, ticketPrefix = 'OP'): Promise<string> {
-  const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket(`${ticketPrefix}-${++seq}-${Date.now()}`), agent: { model: 'scripted', script } }, Date.now());
+  const spec = buildSpec(
+    h.ctx,
+    {
+      tenant: 'acme',
+      ticket: sampleTicket(`${ticketPrefix}-${++seq}-${Date.now()}`),
+      agent: { model: 'scripted', script },
+    },
+    Date.now(),
+  );
   await h.ctx.store.create(spec, Date.now());
   return spec.runId;
 }
 
 export async function call<T = Record<string, unknown>>(
-  url: string, method: string, path: string, body?: unknown, token: string | undefined = OPERATOR_TOKEN,
+  url: string,
+  method: string,
+  path: string,
+  body?: unknown,
+  token: string | undefined = OPERATOR_TOKEN,
 ): Promise<{ status: number; body: T }> {
   const res = await fetch(`${url}${path}`, {
     method,

@@ -14,13 +14,24 @@ let acmeRun: string;
 let globexRun: string;
 
 async function create(tenant: string, token: string, ticketId: string) {
-  return call<{ runId: string; created: boolean }>(h.url, 'POST', '/v1/runs', {
-    tenant, ticket: sampleTicket(ticketId), agent: { model: 'scripted', script: [final] },
-  }, token);
+  return call<{ runId: string; created: boolean }>(
+    h.url,
+    'POST',
+    '/v1/runs',
+    {
+      tenant,
+      ticket: sampleTicket(ticketId),
+      agent: { model: 'scripted', script: [final] },
+    },
+    token,
+  );
 }
 
 beforeAll(async () => {
-  h = await operatorHarness('tenant', { TENANT_TOKENS: JSON.stringify({ acme: ACME, globex: GLOBEX }), PRODUCER_TOKEN: PRODUCER });
+  h = await operatorHarness('tenant', {
+    TENANT_TOKENS: JSON.stringify({ acme: ACME, globex: GLOBEX }),
+    PRODUCER_TOKEN: PRODUCER,
+  });
   const a = await create('acme', ACME, `ISO-A-${Date.now()}`);
   const g = await create('globex', GLOBEX, `ISO-G-${Date.now()}`);
   expect([a.status, g.status]).toEqual([201, 201]);
@@ -34,13 +45,21 @@ afterAll(async () => {
 });
 
 async function events(runId: string, token: string | undefined): Promise<{ status: number; text: string }> {
-  const res = await fetch(`${h.url}/v1/runs/${runId}/events`, { headers: token ? { authorization: `Bearer ${token}` } : {} });
+  const res = await fetch(`${h.url}/v1/runs/${runId}/events`, {
+    headers: token ? { authorization: `Bearer ${token}` } : {},
+  });
   return { status: res.status, text: await res.text() };
 }
 
 describe('tenant isolation', () => {
-  it('a tenant token reads its own run, and another tenant\'s run is 404 exactly like an unknown one', async () => {
-    const own = await call<{ runId: string; tenant: string; status: string }>(h.url, 'GET', `/v1/runs/${acmeRun}`, undefined, ACME);
+  it("a tenant token reads its own run, and another tenant's run is 404 exactly like an unknown one", async () => {
+    const own = await call<{ runId: string; tenant: string; status: string }>(
+      h.url,
+      'GET',
+      `/v1/runs/${acmeRun}`,
+      undefined,
+      ACME,
+    );
     expect(own.status).toBe(200);
     expect(own.body).toMatchObject({ runId: acmeRun, tenant: 'acme', status: 'completed' });
 
@@ -66,7 +85,8 @@ describe('tenant isolation', () => {
   });
 
   it('the HTML run page too', async () => {
-    const page = (runId: string, token: string) => fetch(`${h.url}/runs/${runId}`, { headers: { authorization: `Bearer ${token}` } });
+    const page = (runId: string, token: string) =>
+      fetch(`${h.url}/runs/${runId}`, { headers: { authorization: `Bearer ${token}` } });
     expect((await page(acmeRun, ACME)).status).toBe(200);
     const other = await page(globexRun, ACME);
     expect(other.status).toBe(404);
@@ -75,7 +95,8 @@ describe('tenant isolation', () => {
 
   it('operator and producer tokens see every run; no token or a wrong one is 401', async () => {
     for (const token of [OPERATOR_TOKEN, PRODUCER]) {
-      for (const runId of [acmeRun, globexRun]) expect((await call(h.url, 'GET', `/v1/runs/${runId}`, undefined, token)).status).toBe(200);
+      for (const runId of [acmeRun, globexRun])
+        expect((await call(h.url, 'GET', `/v1/runs/${runId}`, undefined, token)).status).toBe(200);
     }
     expect((await call(h.url, 'GET', `/v1/runs/${acmeRun}`, undefined, '')).status).toBe(401);
     expect((await call(h.url, 'GET', `/v1/runs/${acmeRun}`, undefined, 'not-a-token')).status).toBe(401);
@@ -93,6 +114,8 @@ describe('tenant isolation', () => {
     expect((await call(h.url, 'GET', '/v1/approvals', undefined, ACME)).status).toBe(401);
     expect((await call(h.url, 'GET', '/v1/reconciliations', undefined, ACME)).status).toBe(401);
     expect((await call(h.url, 'POST', `/v1/runs/${acmeRun}/cancel`, {}, ACME)).status).toBe(401);
-    expect((await fetch(`${h.url}/admin/queues/api/queues`, { headers: { authorization: `Bearer ${ACME}` } })).status).toBe(401);
+    expect(
+      (await fetch(`${h.url}/admin/queues/api/queues`, { headers: { authorization: `Bearer ${ACME}` } })).status,
+    ).toBe(401);
   });
 });

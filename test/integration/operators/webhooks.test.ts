@@ -9,7 +9,10 @@ import { operatorHarness } from './support.js';
 const SECRET = 'acme-webhook-secret';
 let h: Harness & { url: string };
 beforeAll(async () => {
-  h = await operatorHarness('webhooks', { WEBHOOK_SECRETS: JSON.stringify({ acme: SECRET }), WEBHOOK_TOLERANCE_S: '60' });
+  h = await operatorHarness('webhooks', {
+    WEBHOOK_SECRETS: JSON.stringify({ acme: SECRET }),
+    WEBHOOK_TOLERANCE_S: '60',
+  });
 });
 afterAll(async () => {
   await h.close();
@@ -21,10 +24,13 @@ async function post(path: string, raw: string, opts: PostOptions = {}) {
   const timestamp = opts.timestamp ?? new Date().toISOString();
   const signature = opts.signature ?? sign(opts.secret ?? SECRET, timestamp, raw);
   const res = await fetch(`${h.url}${path}`, {
-    method: 'POST', body: raw,
+    method: 'POST',
+    body: raw,
     headers: {
-      'content-type': 'application/json', 'x-zendesk-webhook-signature': signature,
-      'x-zendesk-webhook-signature-timestamp': timestamp, ...opts.headers,
+      'content-type': 'application/json',
+      'x-zendesk-webhook-signature': signature,
+      'x-zendesk-webhook-signature-timestamp': timestamp,
+      ...opts.headers,
     },
   });
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
@@ -43,25 +49,57 @@ describe('signed webhooks', () => {
   });
 
   it('a zendesk event maps the ticket and starts its run', async () => {
-    const raw = JSON.stringify({ ticket: { id: 4242, subject: 'Broken mug', description: 'It arrived shattered', requester: { email: 'ada@example.com', name: 'Ada' } } });
+    const raw = JSON.stringify({
+      ticket: {
+        id: 4242,
+        subject: 'Broken mug',
+        description: 'It arrived shattered',
+        requester: { email: 'ada@example.com', name: 'Ada' },
+      },
+    });
     const res = await post('/webhooks/zendesk/acme', raw);
     expect(res.status).toBe(201);
     const spec = await h.ctx.store.readSpec(res.body.runId as string);
-    expect(spec?.input).toMatchObject({ id: 'zendesk-4242', body: 'It arrived shattered', customer: { email: 'ada@example.com' } });
+    expect(spec?.input).toMatchObject({
+      id: 'zendesk-4242',
+      body: 'It arrived shattered',
+      customer: { email: 'ada@example.com' },
+    });
   });
 
   it('one signed payload is one event whatever its unsigned headers say, and a re-signed redelivery too', async () => {
-    const raw = JSON.stringify({ ticket: { id: 5151, subject: 'Late parcel', description: 'Where is it?', requester: { email: 'ada@example.com', name: 'Ada' } } });
+    const raw = JSON.stringify({
+      ticket: {
+        id: 5151,
+        subject: 'Late parcel',
+        description: 'Where is it?',
+        requester: { email: 'ada@example.com', name: 'Ada' },
+      },
+    });
     const timestamp = new Date().toISOString();
     const signature = sign(SECRET, timestamp, raw);
-    const first = await post('/webhooks/zendesk/acme', raw, { timestamp, signature, headers: { 'x-zendesk-webhook-invocation-id': 'inv-1' } });
+    const first = await post('/webhooks/zendesk/acme', raw, {
+      timestamp,
+      signature,
+      headers: { 'x-zendesk-webhook-invocation-id': 'inv-1' },
+    });
     expect(first.status).toBe(201);
-    const replays: Record<string, string>[] = [{ 'x-zendesk-webhook-invocation-id': 'inv-2' }, { 'x-zendesk-webhook-invocation-id': 'inv-3' }, {}, { 'x-request-id': 'r-9' }];
+    const replays: Record<string, string>[] = [
+      { 'x-zendesk-webhook-invocation-id': 'inv-2' },
+      { 'x-zendesk-webhook-invocation-id': 'inv-3' },
+      {},
+      { 'x-request-id': 'r-9' },
+    ];
     for (const headers of replays) {
       const replay = await post('/webhooks/zendesk/acme', raw, { timestamp, signature, headers });
-      expect(replay, JSON.stringify(headers)).toMatchObject({ status: 200, body: { runId: first.body.runId, duplicate: true } });
+      expect(replay, JSON.stringify(headers)).toMatchObject({
+        status: 200,
+        body: { runId: first.body.runId, duplicate: true },
+      });
     }
-    const resigned = await post('/webhooks/zendesk/acme', raw, { timestamp: String(Math.floor(Date.now() / 1000) - 1) });
+    const resigned = await post('/webhooks/zendesk/acme', raw, {
+      timestamp: String(Math.floor(Date.now() / 1000) - 1),
+    });
     expect(resigned).toMatchObject({ status: 200, body: { runId: first.body.runId, duplicate: true } });
   });
 
@@ -75,7 +113,10 @@ describe('signed webhooks', () => {
     expect((await post('/webhooks/tickets?tenant=acme', raw, { secret: 'another-secret' })).status).toBe(401);
     const ts = new Date().toISOString();
     const sig = sign(SECRET, ts, raw);
-    expect((await post('/webhooks/tickets?tenant=acme', raw.replace('W-2', 'W-3'), { timestamp: ts, signature: sig })).status).toBe(401);
+    expect(
+      (await post('/webhooks/tickets?tenant=acme', raw.replace('W-2', 'W-3'), { timestamp: ts, signature: sig }))
+        .status,
+    ).toBe(401);
     const old = new Date(Date.now() - 120_000).toISOString();
     const stale = await post('/webhooks/tickets?tenant=acme', raw, { timestamp: old });
     expect(stale).toMatchObject({ status: 401, body: { reason: 'stale' } });
@@ -103,7 +144,14 @@ describe('signed webhooks', () => {
   });
 
   it('bad bodies: unknown nested fields and deep nesting are 400, an oversized body a 413 naming the limit', async () => {
-    const zendesk = { ticket: { id: 77, subject: 'S', description: 'D', requester: { email: 'ada@example.com', name: 'Ada', phone: '555' } } };
+    const zendesk = {
+      ticket: {
+        id: 77,
+        subject: 'S',
+        description: 'D',
+        requester: { email: 'ada@example.com', name: 'Ada', phone: '555' },
+      },
+    };
     const unknownField = await post('/webhooks/zendesk/acme', JSON.stringify(zendesk));
     expect(unknownField.status).toBe(400);
     expect(JSON.stringify(unknownField.body)).toContain('ticket.requester');
@@ -114,7 +162,14 @@ describe('signed webhooks', () => {
     const tooDeep = await post('/webhooks/tickets/acme', `{"v":1,"eventId":"ev-7","ticket":${deep}}`);
     expect(tooDeep.status).toBe(400);
     expect(JSON.stringify(tooDeep.body)).toContain('nested deeper than 32 levels');
-    const big = await post('/webhooks/tickets/acme', JSON.stringify({ v: 1, eventId: 'ev-8', ticket: { ...sampleTicket('W-8'), body: 'x'.repeat(1.1 * 1024 * 1024) } }));
+    const big = await post(
+      '/webhooks/tickets/acme',
+      JSON.stringify({
+        v: 1,
+        eventId: 'ev-8',
+        ticket: { ...sampleTicket('W-8'), body: 'x'.repeat(1.1 * 1024 * 1024) },
+      }),
+    );
     expect(big).toMatchObject({ status: 413, body: { error: 'too_large', limit: '1mb' } });
   });
 });

@@ -6,8 +6,15 @@ import { MemoryJob } from './memoryStepStore.js';
 import { agent, jobData, specOf, stateOf, usage, world, type World } from './fixtures.js';
 
 function decision(...calls: { name: string; args: unknown }[]): DecisionEntry {
-  return { v: 1, kind: 'decision', step: 1, model: 'queued', toolCalls: calls.map((c, i) => ({ id: `c${i}`, ...c })),
-    usage, attempts: 1 };
+  return {
+    v: 1,
+    kind: 'decision',
+    step: 1,
+    model: 'queued',
+    toolCalls: calls.map((c, i) => ({ id: `c${i}`, ...c })),
+    usage,
+    attempts: 1,
+  };
 }
 
 function run(w: World, d: DecisionEntry, carriesDecision = false) {
@@ -17,21 +24,30 @@ function run(w: World, d: DecisionEntry, carriesDecision = false) {
 }
 
 describe('act', () => {
-  it('runs the calls in order: a read, an unknown tool and bad arguments become observations the model sees',
-    async () => {
+  it('runs the calls in order: a read, an unknown tool and bad arguments become observations the model sees', async () => {
     const w = world();
-    const d = decision({ name: 'read_note', args: { id: 'a' } }, { name: 'nope', args: {} }, { name: 'read_note',
-      args: { id: 1 } });
+    const d = decision(
+      { name: 'read_note', args: { id: 'a' } },
+      { name: 'nope', args: {} },
+      { name: 'read_note', args: { id: 1 } },
+    );
     const plan = await run(w, d, true);
     expect(plan.entries.map((e) => (e.kind === 'observation' ? `${e.tool}:${e.status}` : e.kind))).toEqual([
-      'decision', 'read_note:ok', 'nope:format_error', 'read_note:format_error',
+      'decision',
+      'read_note:ok',
+      'nope:format_error',
+      'read_note:format_error',
     ]);
-    expect(plan).toMatchObject({ status: 'running', stepsDelta: 1, tokensDelta: 12, advance: true,
-      carriesDecision: true });
+    expect(plan).toMatchObject({
+      status: 'running',
+      stepsDelta: 1,
+      tokensDelta: 12,
+      advance: true,
+      carriesDecision: true,
+    });
   });
 
-  it('a write goes through the ledger and is observed with its action id; a journalled decision is not carried again',
-    async () => {
+  it('a write goes through the ledger and is observed with its action id; a journalled decision is not carried again', async () => {
     const w = world();
     const plan = await run(w, decision({ name: 'send_note', args: { to: 'x' } }));
     expect(plan.entries).toHaveLength(1);
@@ -40,10 +56,13 @@ describe('act', () => {
   });
 
   it('a write that needs approval parks the run at this step, recording which action the approval is for', async () => {
-    const w = world({ effects: [{ kind: 'park', status: 'waiting_approval', reason: 'approval_required',
-      actionId: 'act-7' }] });
-    const plan = await run(w, decision({ name: 'read_note', args: { id: 'a' } }, { name: 'send_note',
-      args: { to: 'x' } }));
+    const w = world({
+      effects: [{ kind: 'park', status: 'waiting_approval', reason: 'approval_required', actionId: 'act-7' }],
+    });
+    const plan = await run(
+      w,
+      decision({ name: 'read_note', args: { id: 'a' } }, { name: 'send_note', args: { to: 'x' } }),
+    );
     expect(plan).toMatchObject({ status: 'waiting_approval', advance: false, stepsDelta: 0, approvalFor: 'act-7' });
     expect(plan.entries.map((e) => e.kind)).toEqual(['observation', 'status']);
   });

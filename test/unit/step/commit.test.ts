@@ -9,12 +9,16 @@ import { jobData, specOf, stateOf, world } from './fixtures.js';
 const spec = specOf();
 const advance: CommitPlan = {
   entries: [{ v: 1, kind: 'observation', step: 1, callId: 'c', tool: 'read_note', status: 'ok', output: { n: 1 } }],
-  carriesDecision: false, status: 'running', reason: '', stepsDelta: 1, tokensDelta: 5, advance: true,
+  carriesDecision: false,
+  status: 'running',
+  reason: '',
+  stepsDelta: 1,
+  tokensDelta: 5,
+  advance: true,
 };
 
 describe('commit', () => {
-  it("builds one record: entries encoded, the transcript's growth, and the next step's job with the usage after it",
-    () => {
+  it("builds one record: entries encoded, the transcript's growth, and the next step's job with the usage after it", () => {
     const w = world();
     const limits = { ...spec.limits, maxSteps: 40 };
     const state = stateOf(spec, new MemoryJob(`${spec.runId}.s1`, jobData(spec, 1, { limits })), {
@@ -23,16 +27,23 @@ describe('commit', () => {
     const record = commitRecord(w.env, state, advance, true);
     const bytes = Buffer.byteLength(record.encoded[0]!);
     expect(record.contextBytesDelta).toBe(bytes);
-    expect(record.next).toEqual({ v: 1, runId: spec.runId, step: 2, used: { steps: 4, tokens: 105,
-      contextBytes: 10 + bytes }, limits });
+    expect(record.next).toEqual({
+      v: 1,
+      runId: spec.runId,
+      step: 2,
+      used: { steps: 4, tokens: 105, contextBytes: 10 + bytes },
+      limits,
+    });
     expect(record.fetchNext).toBe(true);
     expect(record.startedEvent).toBe(state.startedEvent);
   });
 
   it('a stop adds no next job; a run without a byte count keeps none', () => {
     const w = world();
-    const state = stateOf(spec, new MemoryJob(`${spec.runId}.s1`, jobData(spec)), { used: { steps: 0, tokens: 0 },
-      startedEmitted: true });
+    const state = stateOf(spec, new MemoryJob(`${spec.runId}.s1`, jobData(spec)), {
+      used: { steps: 0, tokens: 0 },
+      startedEmitted: true,
+    });
     const record = commitRecord(w.env, state, stopPlan(1, { status: 'failed', reason: 'x' }), false);
     expect(record.next).toBeUndefined();
     expect(record.contextBytesDelta).toBeUndefined();
@@ -52,7 +63,10 @@ describe('commit', () => {
   });
 
   it('a death at before_commit writes nothing; at after_commit the step is wholly committed', async () => {
-    for (const [point, journalled] of [['before_commit', 0], ['after_commit', 1]] as const) {
+    for (const [point, journalled] of [
+      ['before_commit', 0],
+      ['after_commit', 1],
+    ] as const) {
       const w = world({ crash: [point] });
       w.store.addRun(spec);
       const job = new MemoryJob(`${spec.runId}.s1`, jobData(spec));
@@ -71,7 +85,7 @@ describe('commit', () => {
     expect(w.store.run(spec.runId).journal).toHaveLength(0);
   });
 
-  it("a run that stops gives its flow-control slot back; one that goes on keeps it", async () => {
+  it('a run that stops gives its flow-control slot back; one that goes on keeps it', async () => {
     const released: string[] = [];
     for (const plan of [advance, stopPlan(1, { status: 'needs_human', reason: 'x' })]) {
       const w = world();

@@ -8,8 +8,20 @@ import { RetryableError } from '../../../src/core/errors.js';
 import { decide } from '../../../src/worker/step/decide.js';
 import { Prompts } from '../../../src/worker/step/prompt.js';
 import { MemoryJob } from './memoryStepStore.js';
-import { agent, finalTurn, jobData, NOW, options, readTurn, specOf, stateOf, usage, world, writeTurn,
-  type World } from './fixtures.js';
+import {
+  agent,
+  finalTurn,
+  jobData,
+  NOW,
+  options,
+  readTurn,
+  specOf,
+  stateOf,
+  usage,
+  world,
+  writeTurn,
+  type World,
+} from './fixtures.js';
 
 function setUp(w: World, over: Parameters<typeof stateOf>[2] = {}, specOver: Parameters<typeof specOf>[0] = {}) {
   const spec = specOf(specOver);
@@ -23,8 +35,16 @@ function setUp(w: World, over: Parameters<typeof stateOf>[2] = {}, specOver: Par
 describe('decide', () => {
   it('reuses a journalled decision: the model is not asked again', async () => {
     const w = world({ turns: [finalTurn] });
-    const decision = { v: 1 as const, kind: 'decision' as const, step: 1, model: 'queued', toolCalls: [], final: 'x',
-      usage, attempts: 1 };
+    const decision = {
+      v: 1 as const,
+      kind: 'decision' as const,
+      step: 1,
+      model: 'queued',
+      toolCalls: [],
+      final: 'x',
+      usage,
+      attempts: 1,
+    };
     const { state, run } = setUp(w, { decision });
     expect(await run()).toBeUndefined();
     expect(w.model.requests).toHaveLength(0);
@@ -69,8 +89,11 @@ describe('decide', () => {
 
   it('the pre-flight stops a call that could exceed the token budget: no model call, budget_exceeded', async () => {
     const w = world({ turns: [finalTurn] });
-    const { run } = setUp(w, {}, { limits: { maxSteps: 10, maxTokens: 50, maxWallMs: 60_000,
-      deadlineAt: NOW + 60_000 } });
+    const { run } = setUp(
+      w,
+      {},
+      { limits: { maxSteps: 10, maxTokens: 50, maxWallMs: 60_000, deadlineAt: NOW + 60_000 } },
+    );
     const plan = await run();
     expect(plan?.status).toBe('budget_exceeded');
     expect(plan?.reason).toMatch(/^tokens/);
@@ -87,8 +110,7 @@ describe('decide', () => {
     expect(plan?.reason).toMatch(/^missing_usage/);
   });
 
-  it('a provider outage delays the job with the time of its first failure, and charges the failed attempts',
-    async () => {
+  it('a provider outage delays the job with the time of its first failure, and charges the failed attempts', async () => {
     const billed = new RetryableError('slow down', 5, { usage: { promptTokens: 3, completionTokens: 0 } });
     const w = world({ turns: [billed] });
     const { spec, job, run } = setUp(w);

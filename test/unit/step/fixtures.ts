@@ -16,22 +16,39 @@ import { MemoryJob, MemoryStepStore } from './memoryStepStore.js';
 export const NOW = 1_700_000_000_000;
 
 export const options: StepOptions = {
-  COMPLETION_TOKEN_CAP: 100, MODEL_MAX_ATTEMPTS: 2, RETRY_BASE_MS: 1, RETRY_MAX_MS: 2, MODEL_OUTAGE_MAX_MS: 60_000,
-  EVENTS_MAX_LEN: 100, RUN_RETENTION_MS: 1000, APPROVAL_TTL_MS: 1000, TENANT_DAILY_TOKENS: 0, MODEL_STREAMING: false,
-  MODEL_STREAM_FLUSH_MS: 10, MODEL_STREAM_FLUSH_CHARS: 10, FOLLOW_UP_WAIT_MS: 500,
+  COMPLETION_TOKEN_CAP: 100,
+  MODEL_MAX_ATTEMPTS: 2,
+  RETRY_BASE_MS: 1,
+  RETRY_MAX_MS: 2,
+  MODEL_OUTAGE_MAX_MS: 60_000,
+  EVENTS_MAX_LEN: 100,
+  RUN_RETENTION_MS: 1000,
+  APPROVAL_TTL_MS: 1000,
+  TENANT_DAILY_TOKENS: 0,
+  MODEL_STREAMING: false,
+  MODEL_STREAM_FLUSH_MS: 10,
+  MODEL_STREAM_FLUSH_CHARS: 10,
+  FOLLOW_UP_WAIT_MS: 500,
 };
 
 export const reads: string[] = [];
 
 export const agent: Agent = defineAgent({
-  name: 'echo', version: 'echo@1', input: z.object({ text: z.string() }), instructions: () => 'Echo.',
+  name: 'echo',
+  version: 'echo@1',
+  input: z.object({ text: z.string() }),
+  instructions: () => 'Echo.',
   tools: [
     defineReadTool({
-      name: 'read_note', description: 'reads a note', args: z.object({ id: z.string() }),
+      name: 'read_note',
+      description: 'reads a note',
+      args: z.object({ id: z.string() }),
       execute: async ({ id }) => (reads.push(id), { note: `note ${id}` }),
     }),
     defineWriteTool({
-      name: 'send_note', description: 'sends a note', args: z.object({ to: z.string() }),
+      name: 'send_note',
+      description: 'sends a note',
+      args: z.object({ to: z.string() }),
       service: { enforcesKey: true, reconcile: 'none' },
       dispatch: async () => ({ receipt: 'x', output: {}, replayed: false }),
     }),
@@ -55,16 +72,27 @@ export class QueuedModel implements ModelProvider {
 }
 
 export const usage = { promptTokens: 10, completionTokens: 2 };
-export const readTurn = (id = 'n1'): ModelTurn => ({ toolCalls: [{ id: `c-${id}`, name: 'read_note', args: { id } }],
-  usage });
+export const readTurn = (id = 'n1'): ModelTurn => ({
+  toolCalls: [{ id: `c-${id}`, name: 'read_note', args: { id } }],
+  usage,
+});
 export const writeTurn: ModelTurn = { toolCalls: [{ id: 'c-w', name: 'send_note', args: { to: 'a' } }], usage };
 export const finalTurn: ModelTurn = { toolCalls: [], final: 'done', usage };
 
 export function specOf(over: Partial<RunSpec> = {}): RunSpec {
   return {
-    v: 2, runId: 'r_000000000000000000000001', tenant: 'acme', agent: 'echo', key: 'k', input: { text: 'hi' },
-    model: 'queued', agentVersion: agent.version, toolsHash: agent.tools.schemaHash,
-    limits: { maxSteps: 10, maxTokens: 100_000, maxWallMs: 60_000, deadlineAt: NOW + 60_000 }, createdAt: NOW, ...over,
+    v: 2,
+    runId: 'r_000000000000000000000001',
+    tenant: 'acme',
+    agent: 'echo',
+    key: 'k',
+    input: { text: 'hi' },
+    model: 'queued',
+    agentVersion: agent.version,
+    toolsHash: agent.tools.schemaHash,
+    limits: { maxSteps: 10, maxTokens: 100_000, maxWallMs: 60_000, deadlineAt: NOW + 60_000 },
+    createdAt: NOW,
+    ...over,
   };
 }
 
@@ -101,7 +129,11 @@ export function world(opts: WorldOptions = {}): World {
     },
   };
   const env: StepEnv = {
-    cfg: options, store, providers: new Map([['queued', model]]), effects: runner, metrics: newMetrics(),
+    cfg: options,
+    store,
+    providers: new Map([['queued', model]]),
+    effects: runner,
+    metrics: newMetrics(),
     agents: {
       agentFor: (spec) => (spec.agent === agent.name && spec.agentVersion === agent.version ? agent : undefined),
       verdict: async (spec) => ({ kind: 'park', reason: `unknown_agent: ${spec.agent}` }),
@@ -112,7 +144,11 @@ export function world(opts: WorldOptions = {}): World {
       crashed.push('killed');
       throw new Error('killed');
     }),
-    now: () => clock.now, tracer: undefined, workerName: 'worker:test', admission: undefined, rates: undefined,
+    now: () => clock.now,
+    tracer: undefined,
+    workerName: 'worker:test',
+    admission: undefined,
+    rates: undefined,
   };
   return { env, store, model, effects, clock, crashed, pipeline: new StepPipeline(env) };
 }
@@ -130,10 +166,21 @@ export function delivery(job: MemoryJob, signal = new AbortController().signal):
 /** A state as the load stage makes it, for the stages after it. */
 export function stateOf(spec: RunSpec, job: MemoryJob, over: Partial<StepState> = {}): StepState {
   return {
-    job, data: job.data as StepJobData, runId: spec.runId, step: (job.data as StepJobData).step, spec,
-      redelivered: false,
-    signal: new AbortController().signal, dispatchSignal: new AbortController().signal, trace: undefined, log,
-    started: process.hrtime.bigint(), startedEvent: '{"step":1}', used: { steps: 0, tokens: 0, contextBytes: 0 },
-    startedEmitted: false, carriesDecision: false, ...over,
+    job,
+    data: job.data as StepJobData,
+    runId: spec.runId,
+    step: (job.data as StepJobData).step,
+    spec,
+    redelivered: false,
+    signal: new AbortController().signal,
+    dispatchSignal: new AbortController().signal,
+    trace: undefined,
+    log,
+    started: process.hrtime.bigint(),
+    startedEvent: '{"step":1}',
+    used: { steps: 0, tokens: 0, contextBytes: 0 },
+    startedEmitted: false,
+    carriesDecision: false,
+    ...over,
   };
 }

@@ -20,11 +20,12 @@ describe('load', () => {
   it('drops a step of an unknown run', async () => {
     const w = world();
     const spec = specOf();
-    expect(await load(w.env, delivery(new MemoryJob(`${spec.runId}.s1`, jobData(spec))),
-      new WeakMap())).toBeUndefined();
+    expect(
+      await load(w.env, delivery(new MemoryJob(`${spec.runId}.s1`, jobData(spec))), new WeakMap()),
+    ).toBeUndefined();
   });
 
-  it("a first delivery trusts the usage its job carries and reads no state", async () => {
+  it('a first delivery trusts the usage its job carries and reads no state', async () => {
     const w = world();
     const spec = specOf();
     w.store.addRun(spec).state.used = { steps: 99, tokens: 99, contextBytes: 99 };
@@ -52,8 +53,16 @@ describe('load', () => {
     const w = world();
     const spec = specOf();
     const run = w.store.addRun(spec);
-    const decision = { v: 1 as const, kind: 'decision' as const, step: 1, model: 'queued', toolCalls: [], final: 'x',
-      usage, attempts: 1 };
+    const decision = {
+      v: 1 as const,
+      kind: 'decision' as const,
+      step: 1,
+      model: 'queued',
+      toolCalls: [],
+      final: 'x',
+      usage,
+      attempts: 1,
+    };
     run.journal.push(decision);
     run.state.decidedStep = 1;
     run.state.used = { steps: 0, tokens: 12, contextBytes: 40 };

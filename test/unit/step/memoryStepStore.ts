@@ -32,10 +32,20 @@ export class MemoryStepStore implements StepStore {
   /** A running run at step 1, its job `<runId>.s1` held with `lock`. */
   addRun(spec: RunSpec, lock = 'token-A'): MemoryRun {
     const run: MemoryRun = {
-      spec, lock, journal: [], events: [],
+      spec,
+      lock,
+      journal: [],
+      events: [],
       state: {
-        status: 'running', reason: '', cursor: 1, decidedStep: 0, decisionIndex: 0, cancelRequested: false,
-        jobId: `${spec.runId}.s1`, used: { steps: 0, tokens: 0, contextBytes: 0 }, updatedAt: 0,
+        status: 'running',
+        reason: '',
+        cursor: 1,
+        decidedStep: 0,
+        decisionIndex: 0,
+        cancelRequested: false,
+        jobId: `${spec.runId}.s1`,
+        used: { steps: 0, tokens: 0, contextBytes: 0 },
+        updatedAt: 0,
       },
     };
     this.runs.set(spec.runId, run);
@@ -84,8 +94,8 @@ export class MemoryStepStore implements StepStore {
     if (!run) throw new FenceError('run_missing', 'run missing');
     if (run.lock !== job.token) throw new FenceError('lock_lost', 'lock lost');
     if (run.state.cursor !== step || run.state.jobId !== job.id) throw new FenceError('stale_step', 'stale step');
-    if (run.state.status !== 'running' && run.state.status !== 'queued') throw new FenceError('run_not_running',
-      'run not running');
+    if (run.state.status !== 'running' && run.state.status !== 'queued')
+      throw new FenceError('run_not_running', 'run not running');
     return run;
   }
 
@@ -96,8 +106,12 @@ export class MemoryStepStore implements StepStore {
     run.journal.push(d.decision);
     run.state.decidedStep = d.decision.step;
     run.state.decisionIndex = run.journal.length - 1;
-    run.state.used = grow(run.state.used, 0, d.decision.usage.promptTokens + d.decision.usage.completionTokens,
-      d.contextBytesDelta);
+    run.state.used = grow(
+      run.state.used,
+      0,
+      d.decision.usage.promptTokens + d.decision.usage.completionTokens,
+      d.contextBytesDelta,
+    );
   }
 
   async chargeTokens(job: StepJob, runId: string, step: number, tokens: number): Promise<void> {
@@ -109,8 +123,8 @@ export class MemoryStepStore implements StepStore {
   async commit(job: StepJob, c: StepCommit): Promise<CommitReply> {
     const run = this.fence(job, c.runId, c.step);
     const { plan } = c;
-    if (plan.carriesDecision && run.state.decidedStep === c.step) throw new FenceError('decision_exists',
-      'decision exists');
+    if (plan.carriesDecision && run.state.decidedStep === c.step)
+      throw new FenceError('decision_exists', 'decision exists');
     if (c.startedEvent !== '') run.events.push({ type: 'step_started', data: JSON.parse(c.startedEvent) });
     run.journal.push(...c.encoded.map((e) => JSON.parse(e) as JournalEntry));
     run.state.used = grow(run.state.used, plan.stepsDelta, plan.tokensDelta, c.contextBytesDelta);

@@ -25,8 +25,12 @@ describe('step pipeline', () => {
     await deliverCurrent(w, spec.runId);
     await deliverCurrent(w, spec.runId);
     const run = w.store.run(spec.runId);
-    expect(run.journal.map((e) => `${e.kind}:${e.step}`)).toEqual(['decision:1', 'observation:1', 'decision:2',
-      'status:2']);
+    expect(run.journal.map((e) => `${e.kind}:${e.step}`)).toEqual([
+      'decision:1',
+      'observation:1',
+      'decision:2',
+      'status:2',
+    ]);
     expect(run.state).toMatchObject({ status: 'completed', cursor: 2 });
     expect(run.state.used).toMatchObject({ steps: 2, tokens: 24 });
     expect(run.events.filter((e) => e.type === 'step_started')).toHaveLength(2);

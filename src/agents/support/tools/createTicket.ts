@@ -27,14 +27,26 @@ export const createTicketTool = (zendesk: ZendeskClient): WriteTool<CreateTicket
     description: 'Open a follow-up ticket in the support system.',
     args,
     timeoutMs: 5000,
-    service: { enforcesKey: true, reconcile: [{ kind: 'lookup' }, { kind: 'replay_same_key', windowMs: ZENDESK_KEY_WINDOW_MS }] },
+    service: {
+      enforcesKey: true,
+      reconcile: [{ kind: 'lookup' }, { kind: 'replay_same_key', windowMs: ZENDESK_KEY_WINDOW_MS }],
+    },
     // One follow-up ticket per source ticket and subject, whatever the wording of the body; a subject
     // that differs only in case or spacing is the same ticket.
-    identity: (a) => ({ sourceTicketId: a.sourceTicketId.trim(), subject: a.subject.trim().replace(/\s+/g, ' ').toLowerCase() }),
+    identity: (a) => ({
+      sourceTicketId: a.sourceTicketId.trim(),
+      subject: a.subject.trim().replace(/\s+/g, ' ').toLowerCase(),
+    }),
     async dispatch(a, _ctx, req) {
       const { ticket, replayed } = await zendesk.createTicket(
         // An internal note: the follow-up is for the team, not a message to the customer.
-        { subject: a.subject, comment: { body: a.body, public: false }, priority: a.priority, external_id: req.actionId, tags: ['agent_followup'] },
+        {
+          subject: a.subject,
+          comment: { body: a.body, public: false },
+          priority: a.priority,
+          external_id: req.actionId,
+          tags: ['agent_followup'],
+        },
         { idempotencyKey: req.idempotencyKey, timeoutMs: req.timeoutMs, signal: req.signal },
       );
       return { receipt: String(ticket.id), output: created(ticket), replayed };
@@ -44,8 +56,11 @@ export const createTicketTool = (zendesk: ZendeskClient): WriteTool<CreateTicket
       if (found.length === 0) return { status: 'absent', evidence: { query: 'external_id', found: 0 } };
       const first = found.reduce((a, b) => (b.id < a.id ? b : a));
       return {
-        status: 'committed', receipt: String(first.id), output: created(first),
-        evidence: { query: 'external_id', ticket: first.id, found: found.length }, effects: found.length,
+        status: 'committed',
+        receipt: String(first.id),
+        output: created(first),
+        evidence: { query: 'external_id', ticket: first.id, found: found.length },
+        effects: found.length,
       };
     },
   });

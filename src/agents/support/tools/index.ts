@@ -20,7 +20,11 @@ import { sendEmailTool } from './sendEmail.js';
 export function createSupportTools(services: SupportServices | ServiceOptions): Tool[] {
   const s = 'zendesk' in services ? services : sandboxServices(services.baseUrl);
   return [
-    readTicket, lookupCustomerTool(s.reads), searchKbTool(s.reads),
-    createTicketTool(new ZendeskClient(s.zendesk)), sendEmailTool(new ResendClient(s.resend)), refundTool(new StripeClient(s.stripe)),
+    readTicket,
+    lookupCustomerTool(s.reads),
+    searchKbTool(s.reads),
+    createTicketTool(new ZendeskClient(s.zendesk)),
+    sendEmailTool(new ResendClient(s.resend)),
+    refundTool(new StripeClient(s.stripe)),
   ];
 }

@@ -13,7 +13,11 @@ export const lookupCustomerTool = (service: ServiceOptions): ReadTool<{ email: s
     args: z.object({ email: z.string().email() }).strict(),
     timeoutMs: TIMEOUT_MS,
     async execute(args, ctx) {
-      const res = await httpJson(`${service.baseUrl}/v1/customers/${encodeURIComponent(args.email)}`, { method: 'GET', timeoutMs: TIMEOUT_MS, signal: ctx.signal });
+      const res = await httpJson(`${service.baseUrl}/v1/customers/${encodeURIComponent(args.email)}`, {
+        method: 'GET',
+        timeoutMs: TIMEOUT_MS,
+        signal: ctx.signal,
+      });
       return res.body;
     },
   });

@@ -13,7 +13,11 @@ export const searchKbTool = (service: ServiceOptions): ReadTool<{ query: string 
     args: z.object({ query: z.string().min(1).max(500) }).strict(),
     timeoutMs: TIMEOUT_MS,
     async execute(args, ctx) {
-      const res = await httpJson(`${service.baseUrl}/v1/kb?q=${encodeURIComponent(args.query)}`, { method: 'GET', timeoutMs: TIMEOUT_MS, signal: ctx.signal });
+      const res = await httpJson(`${service.baseUrl}/v1/kb?q=${encodeURIComponent(args.query)}`, {
+        method: 'GET',
+        timeoutMs: TIMEOUT_MS,
+        signal: ctx.signal,
+      });
       return res.body;
     },
   });

@@ -48,8 +48,21 @@ export function supportServices(cfg: SupportSettings): SupportServices {
     : { kind: 'api_token', email: cfg.ZENDESK_EMAIL ?? c.zendeskEmail, token: cfg.ZENDESK_TOKEN ?? c.zendeskToken };
   return {
     reads: { baseUrl: trim(cfg.SANDBOX_URL) },
-    zendesk: { baseUrl: trim(cfg.ZENDESK_URL ?? cfg.SANDBOX_URL), auth: zendeskAuth, timeoutMs: cfg.ZENDESK_TIMEOUT_MS },
-    resend: { baseUrl: trim(cfg.RESEND_URL ?? cfg.SANDBOX_URL), apiKey: cfg.RESEND_API_KEY ?? c.resendApiKey, from: cfg.RESEND_FROM ?? c.resendFrom, timeoutMs: cfg.RESEND_TIMEOUT_MS },
-    stripe: { baseUrl: trim(cfg.STRIPE_URL ?? cfg.SANDBOX_URL), apiKey: cfg.STRIPE_API_KEY ?? c.stripeApiKey, timeoutMs: cfg.STRIPE_TIMEOUT_MS },
+    zendesk: {
+      baseUrl: trim(cfg.ZENDESK_URL ?? cfg.SANDBOX_URL),
+      auth: zendeskAuth,
+      timeoutMs: cfg.ZENDESK_TIMEOUT_MS,
+    },
+    resend: {
+      baseUrl: trim(cfg.RESEND_URL ?? cfg.SANDBOX_URL),
+      apiKey: cfg.RESEND_API_KEY ?? c.resendApiKey,
+      from: cfg.RESEND_FROM ?? c.resendFrom,
+      timeoutMs: cfg.RESEND_TIMEOUT_MS,
+    },
+    stripe: {
+      baseUrl: trim(cfg.STRIPE_URL ?? cfg.SANDBOX_URL),
+      apiKey: cfg.STRIPE_API_KEY ?? c.stripeApiKey,
+      timeoutMs: cfg.STRIPE_TIMEOUT_MS,
+    },
   };
 }

@@ -66,8 +66,11 @@ export class ResendClient {
   /** POST /emails -> the email id. */
   async send(email: ResendEmail, req: Call & { idempotencyKey: string }): Promise<{ id: string }> {
     const res = await httpJson(`${this.o.baseUrl}/emails`, {
-      method: 'POST', headers: { ...this.headers(), 'idempotency-key': req.idempotencyKey }, body: this.body(email),
-      timeoutMs: req.timeoutMs ?? this.o.timeoutMs, signal: req.signal,
+      method: 'POST',
+      headers: { ...this.headers(), 'idempotency-key': req.idempotencyKey },
+      body: this.body(email),
+      timeoutMs: req.timeoutMs ?? this.o.timeoutMs,
+      signal: req.signal,
     });
     if (res.status === 200 || res.status === 201) {
       const parsed = z.object({ id: z.string().min(1) }).safeParse(res.body);
@@ -75,7 +78,8 @@ export class ResendClient {
       return parsed.data;
     }
     const name = errorName(res.body);
-    if (res.status === 409 && name === 'invalid_idempotent_request') throw vendorError('resend', 'send email', res.status, name, 'conflict');
+    if (res.status === 409 && name === 'invalid_idempotent_request')
+      throw vendorError('resend', 'send email', res.status, name, 'conflict');
     if (res.status === 409) throw vendorError('resend', 'send email', res.status, name, 'in_progress');
     throw vendorError('resend', 'send email', res.status, name, 'rejected');
   }
@@ -83,11 +87,17 @@ export class ResendClient {
   /** GET /emails/{id}; undefined on 404. */
   async get(id: string, call: Call): Promise<Record<string, unknown> | undefined> {
     const res = await httpJson(`${this.o.baseUrl}/emails/${encodeURIComponent(id)}`, {
-      method: 'GET', headers: this.headers(), timeoutMs: call.timeoutMs ?? this.o.timeoutMs, signal: call.signal,
+      method: 'GET',
+      headers: this.headers(),
+      timeoutMs: call.timeoutMs ?? this.o.timeoutMs,
+      signal: call.signal,
     });
     if (res.status === 404) return undefined;
     if (res.status !== 200) throw vendorError('resend', 'get email', res.status, errorName(res.body), 'rejected');
-    const parsed = z.object({ object: z.literal('email'), id: z.string() }).passthrough().safeParse(res.body);
+    const parsed = z
+      .object({ object: z.literal('email'), id: z.string() })
+      .passthrough()
+      .safeParse(res.body);
     if (!parsed.success) throw malformed('resend', 'get email', res.status);
     return parsed.data;
   }

@@ -29,10 +29,17 @@ export interface StripeOptions {
   timeoutMs: number;
 }
 
-const refundSchema = z.object({
-  id: z.string().startsWith('re_'), object: z.literal('refund'), amount: z.number().int(), currency: z.string(), status: z.string().nullable(),
-  payment_intent: z.string().nullable().optional(), metadata: z.record(z.string(), z.string()).default({}),
-}).passthrough();
+const refundSchema = z
+  .object({
+    id: z.string().startsWith('re_'),
+    object: z.literal('refund'),
+    amount: z.number().int(),
+    currency: z.string(),
+    status: z.string().nullable(),
+    payment_intent: z.string().nullable().optional(),
+    metadata: z.record(z.string(), z.string()).default({}),
+  })
+  .passthrough();
 export type StripeRefund = z.infer<typeof refundSchema>;
 
 export interface StripeRefundCreate {
@@ -62,17 +69,27 @@ export class StripeClient {
 
   /** The form POST /v1/refunds sends (a replay must send the same parameters). */
   form(r: StripeRefundCreate): URLSearchParams {
-    const f = new URLSearchParams({ payment_intent: r.paymentIntent, amount: String(r.amount), currency: r.currency.toLowerCase() });
+    const f = new URLSearchParams({
+      payment_intent: r.paymentIntent,
+      amount: String(r.amount),
+      currency: r.currency.toLowerCase(),
+    });
     if (r.reason) f.set('reason', r.reason);
     for (const [k, v] of Object.entries(r.metadata)) f.set(`metadata[${k}]`, v);
     return f;
   }
 
   /** POST /v1/refunds. `replayed`: Stripe answered a saved response (`Idempotent-Replayed: true`). */
-  async createRefund(r: StripeRefundCreate, req: Call & { idempotencyKey: string }): Promise<{ refund: StripeRefund; replayed: boolean }> {
+  async createRefund(
+    r: StripeRefundCreate,
+    req: Call & { idempotencyKey: string },
+  ): Promise<{ refund: StripeRefund; replayed: boolean }> {
     const res = await httpJson(`${this.o.baseUrl}/v1/refunds`, {
-      method: 'POST', headers: { ...this.headers(), 'idempotency-key': req.idempotencyKey }, form: this.form(r),
-      timeoutMs: req.timeoutMs ?? this.o.timeoutMs, signal: req.signal,
+      method: 'POST',
+      headers: { ...this.headers(), 'idempotency-key': req.idempotencyKey },
+      form: this.form(r),
+      timeoutMs: req.timeoutMs ?? this.o.timeoutMs,
+      signal: req.signal,
     });
     if (res.status === 200) {
       const parsed = refundSchema.safeParse(res.body);
@@ -81,16 +98,23 @@ export class StripeClient {
     }
     const e = errorOf(res.body);
     const code = e.code || e.type;
-    if (e.type === 'idempotency_error' && res.status === 400) throw vendorError('stripe', 'create refund', res.status, code, 'conflict');
+    if (e.type === 'idempotency_error' && res.status === 400)
+      throw vendorError('stripe', 'create refund', res.status, code, 'conflict');
     if (res.status === 409) throw vendorError('stripe', 'create refund', res.status, code, 'in_progress');
     throw vendorError('stripe', 'create refund', res.status, code, 'rejected');
   }
 
   /** GET /v1/refunds?payment_intent=: the payment's refunds, newest first (up to 100). */
   async refundsForPayment(paymentIntent: string, call: Call): Promise<StripeRefund[]> {
-    const res = await httpJson(`${this.o.baseUrl}/v1/refunds?payment_intent=${encodeURIComponent(paymentIntent)}&limit=100`, {
-      method: 'GET', headers: this.headers(), timeoutMs: call.timeoutMs ?? this.o.timeoutMs, signal: call.signal,
-    });
+    const res = await httpJson(
+      `${this.o.baseUrl}/v1/refunds?payment_intent=${encodeURIComponent(paymentIntent)}&limit=100`,
+      {
+        method: 'GET',
+        headers: this.headers(),
+        timeoutMs: call.timeoutMs ?? this.o.timeoutMs,
+        signal: call.signal,
+      },
+    );
     if (res.status !== 200) {
       const e = errorOf(res.body);
       throw vendorError('stripe', 'list refunds', res.status, e.code || e.type, 'rejected');

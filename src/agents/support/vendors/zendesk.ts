@@ -31,7 +31,9 @@ export interface ZendeskOptions {
   timeoutMs: number;
 }
 
-const ticketSchema = z.object({ id: z.number().int(), external_id: z.string().nullable().optional(), status: z.string() }).passthrough();
+const ticketSchema = z
+  .object({ id: z.number().int(), external_id: z.string().nullable().optional(), status: z.string() })
+  .passthrough();
 export type ZendeskTicket = z.infer<typeof ticketSchema>;
 
 export interface ZendeskTicketCreate {
@@ -68,16 +70,23 @@ export class ZendeskClient {
    * POST /api/v2/tickets.json. `replayed`: Zendesk answered from its idempotency store
    * (`x-idempotency-lookup: hit`): the ticket existed already, nothing was created.
    */
-  async createTicket(ticket: ZendeskTicketCreate, req: Call & { idempotencyKey: string }): Promise<{ ticket: ZendeskTicket; replayed: boolean }> {
+  async createTicket(
+    ticket: ZendeskTicketCreate,
+    req: Call & { idempotencyKey: string },
+  ): Promise<{ ticket: ZendeskTicket; replayed: boolean }> {
     const res = await httpJson(this.url('/tickets.json'), {
-      method: 'POST', headers: { ...this.headers(), 'idempotency-key': req.idempotencyKey }, body: { ticket },
-      timeoutMs: req.timeoutMs ?? this.o.timeoutMs, signal: req.signal,
+      method: 'POST',
+      headers: { ...this.headers(), 'idempotency-key': req.idempotencyKey },
+      body: { ticket },
+      timeoutMs: req.timeoutMs ?? this.o.timeoutMs,
+      signal: req.signal,
     });
     if (res.status === 201 || res.status === 200) {
       return { ticket: this.ticketOf(res, 'create'), replayed: res.headers.get('x-idempotency-lookup') === 'hit' };
     }
     const code = errorCode(res.body);
-    if (res.status === 400 && code === 'IdempotentRequestError') throw vendorError('zendesk', 'create ticket', res.status, code, 'conflict');
+    if (res.status === 400 && code === 'IdempotentRequestError')
+      throw vendorError('zendesk', 'create ticket', res.status, code, 'conflict');
     if (res.status === 409) throw vendorError('zendesk', 'create ticket', res.status, code, 'in_progress');
     throw vendorError('zendesk', 'create ticket', res.status, code, 'rejected');
   }
@@ -85,7 +94,10 @@ export class ZendeskClient {
   /** GET /api/v2/tickets.json?external_id=: every ticket carrying it (external ids are not unique). */
   async ticketsByExternalId(externalId: string, call: Call): Promise<ZendeskTicket[]> {
     const res = await httpJson(this.url(`/tickets.json?external_id=${encodeURIComponent(externalId)}`), {
-      method: 'GET', headers: this.headers(), timeoutMs: call.timeoutMs ?? this.o.timeoutMs, signal: call.signal,
+      method: 'GET',
+      headers: this.headers(),
+      timeoutMs: call.timeoutMs ?? this.o.timeoutMs,
+      signal: call.signal,
     });
     if (res.status !== 200) throw vendorError('zendesk', 'list tickets', res.status, errorCode(res.body), 'rejected');
     const parsed = z.object({ tickets: z.array(ticketSchema) }).safeParse(res.body);
@@ -95,7 +107,12 @@ export class ZendeskClient {
 
   /** GET /api/v2/tickets/{id}.json; undefined when Zendesk answers 404. */
   async getTicket(id: number, call: Call): Promise<ZendeskTicket | undefined> {
-    const res = await httpJson(this.url(`/tickets/${id}.json`), { method: 'GET', headers: this.headers(), timeoutMs: call.timeoutMs ?? this.o.timeoutMs, signal: call.signal });
+    const res = await httpJson(this.url(`/tickets/${id}.json`), {
+      method: 'GET',
+      headers: this.headers(),
+      timeoutMs: call.timeoutMs ?? this.o.timeoutMs,
+      signal: call.signal,
+    });
     if (res.status === 404) return undefined;
     if (res.status !== 200) throw vendorError('zendesk', 'show ticket', res.status, errorCode(res.body), 'rejected');
     return this.ticketOf(res, 'show ticket');
@@ -107,7 +124,11 @@ export class ZendeskClient {
    */
   async addComment(id: number, comment: { body: string; public: boolean }, call: Call): Promise<ZendeskTicket> {
     const res = await httpJson(this.url(`/tickets/${id}.json`), {
-      method: 'PUT', headers: this.headers(), body: { ticket: { comment } }, timeoutMs: call.timeoutMs ?? this.o.timeoutMs, signal: call.signal,
+      method: 'PUT',
+      headers: this.headers(),
+      body: { ticket: { comment } },
+      timeoutMs: call.timeoutMs ?? this.o.timeoutMs,
+      signal: call.signal,
     });
     if (res.status !== 200) throw vendorError('zendesk', 'add comment', res.status, errorCode(res.body), 'rejected');
     return this.ticketOf(res, 'add comment');

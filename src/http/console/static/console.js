@@ -11,7 +11,9 @@
   // A person typing in a form of the live part (a retry's extension, a finding's receipt or
   // note) must not see it wiped by a re-render: while a field there was edited, updates wait.
   var editing = false;
-  live.addEventListener('input', function () { editing = true; });
+  live.addEventListener('input', function () {
+    editing = true;
+  });
   function refresh() {
     if (editing) return;
     // Many events arrive together (a step commit emits several): one re-render for them.
