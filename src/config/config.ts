@@ -63,6 +63,7 @@ export const configSchema = z.object({
    * REDIS_URL (REDIS_CLUSTER_NODES over both). Clients ask the sentinels for the master and follow a failover.
    */
   REDIS_SENTINELS: csv,
+  /** The master name the Sentinels watch (with REDIS_SENTINELS). */
   REDIS_SENTINEL_MASTER: z
     .string()
     .regex(/^[\w.-]{1,100}$/)
@@ -115,10 +116,15 @@ export const configSchema = z.object({
   VERSION_TTL_MS: int(15000, 100),
   /** A step handed back for another version's worker waits this long in the delayed set before it is offered again. */
   VERSION_HANDBACK_DELAY_MS: int(250, 0),
+  /** Port of the HTTP API. */
   PORT: int(3000),
+  /** Address the API and the ops ports bind. */
   HOST: z.string().default('127.0.0.1'),
+  /** Ops port of a worker process: /healthz, /readyz, /metrics. */
   WORKER_METRICS_PORT: int(9464),
+  /** Ops port of the reconciler process: /healthz, /readyz, /metrics. */
   RECONCILER_METRICS_PORT: int(9465),
+  /** Step jobs one worker process runs at once. */
   WORKER_CONCURRENCY: int(20, 1),
   /**
    * BullMQ lock. A killed worker's steps are found by the owner watch (its connection vanished), not by
@@ -127,6 +133,7 @@ export const configSchema = z.object({
    * half the lock causes no second delivery.
    */
   LOCK_DURATION_MS: int(20000, 200),
+  /** BullMQ's stall check period; with the lock it bounds how long a frozen process keeps a step. */
   STALLED_INTERVAL_MS: int(5000, 100),
   /** Owner watch period: how often each worker asks Redis whether the connections holding active locks still exist (0 = off: lock expiry alone). */
   OWNER_WATCH_MS: int(100, 0),
@@ -171,17 +178,23 @@ export const configSchema = z.object({
    * their key; an OpenAI-compatible server only with its URL (src/server/buildContext.ts buildProviders).
    */
   OPENAI_BASE_URL: z.string().url().default('https://api.openai.com/v1'),
+  /** OpenAI API key: the openai provider exists only with it. */
   OPENAI_API_KEY: z.string().optional(),
+  /** Default model id of the openai provider. */
   OPENAI_MODEL: z.string().default('gpt-4o-mini'),
   /** Anthropic Messages API (https://api.anthropic.com/v1 by default). */
   ANTHROPIC_BASE_URL: z.string().url().default('https://api.anthropic.com/v1'),
+  /** Anthropic API key: the anthropic provider exists only with it. */
   ANTHROPIC_API_KEY: z.string().optional(),
+  /** Default model id of the anthropic provider. */
   ANTHROPIC_MODEL: z.string().default('claude-sonnet-4-5'),
   /** An OpenAI-compatible Chat Completions server (vLLM `http://host:8000/v1`, Ollama `http://host:11434/v1`); unset = no such provider. */
   OPENAI_COMPATIBLE_BASE_URL: z.string().url().optional(),
+  /** Default model id of the openai-compatible server (required with its URL). */
   OPENAI_COMPATIBLE_MODEL: z.string().optional(),
   /** Sent as a bearer token when set (vLLM --api-key); Ollama needs none. */
   OPENAI_COMPATIBLE_API_KEY: z.string().optional(),
+  /** One model attempt's timeout (never past the run's deadline). */
   MODEL_TIMEOUT_MS: int(30000, 1),
   /**
    * Stream model answers to the run's event stream (`text_delta` events, `step_restarted` when a step
@@ -201,16 +214,23 @@ export const configSchema = z.object({
    * from its first failure; a wait that would end past it parks the run needs_human / provider_unavailable.
    */
   MODEL_OUTAGE_MAX_MS: int(10 * 60_000, 0),
+  /** First backoff of a retry in code (capped exponential, full jitter). */
   RETRY_BASE_MS: int(200, 0),
+  /** Largest backoff of a retry in code; also the delay of an outage wait that names no Retry-After. */
   RETRY_MAX_MS: int(5000, 0),
   /** Completion cap sent to the model and used by the pre-flight budget estimate. */
   COMPLETION_TOKEN_CAP: int(1024, 1),
+  /** Steps of a run whose request gives none. */
   DEFAULT_MAX_STEPS: int(20, 1).pipe(z.number().max(HARD_LIMITS.maxSteps)),
+  /** Tokens of a run whose request gives none. */
   DEFAULT_MAX_TOKENS: int(100000, 1).pipe(z.number().max(HARD_LIMITS.maxTokens)),
+  /** Wall clock of a run whose request gives none. */
   DEFAULT_MAX_WALL_MS: int(15 * 60_000, 1).pipe(z.number().max(HARD_LIMITS.maxWallMs)),
   /** Ceilings a request may not exceed (a 400 names the field); at most the hard limits of src/budget/limits.ts. */
   LIMIT_MAX_STEPS: int(200, 1).pipe(z.number().max(HARD_LIMITS.maxSteps)),
+  /** The most tokens a request may ask for (a 400 names the field); at most the hard limit. */
   LIMIT_MAX_TOKENS: int(5_000_000, 1).pipe(z.number().max(HARD_LIMITS.maxTokens)),
+  /** The longest wall clock a request may ask for (a 400 names the field); at most the hard limit. */
   LIMIT_MAX_WALL_MS: int(24 * 3600_000, 1).pipe(z.number().max(HARD_LIMITS.maxWallMs)),
   /** Same write requested this many extra times in one run stops it as needs_human/loop_detected. */
   LOOP_REPEAT_LIMIT: int(2, 1),
@@ -230,12 +250,14 @@ export const configSchema = z.object({
   EVENTS_MAX_LEN: int(1000, 10),
   /** Reconciliation: how long a still-processing request is queried before going to a human. */
   RECONCILE_DEADLINE_MS: int(30000, 0),
+  /** How often a still-processing request is queried while it is reconciled. */
   RECONCILE_POLL_MS: int(500, 1),
   /**
    * How far past the run's wall-clock deadline a step may still wait: only for the lookups that settle a
    * write cut off by the deadline (then a person decides). Model calls, reads, backoffs and dispatches end at the deadline.
    */
   DEADLINE_MARGIN_MS: int(1000, 0),
+  /** The reconciler's sweep period. */
   RECONCILER_SWEEP_MS: int(2000, 50),
   /** An action in dispatched/outcome_unknown older than this, with no live owner, is swept. */
   RECONCILER_MIN_AGE_MS: int(5000, 0),
@@ -243,9 +265,11 @@ export const configSchema = z.object({
   STUCK_RUN_MIN_AGE_MS: int(30000, 0),
   /** Run-index entries per shard the sweep checks for stuck runs on each pass (it resumes where it stopped). */
   STUCK_RUN_SCAN_PER_SWEEP: int(5000, 1),
+  /** pino level. */
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** OpenTelemetry spans per step, model call and effect: off, console, or otlp (OTLP/HTTP). */
   TRACING: z.enum(['off', 'console', 'otlp']).default('off'),
+  /** OTLP/HTTP endpoint of TRACING=otlp (default http://localhost:4318/v1/traces). */
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z.string().url().optional(),
   /** Test-only: named crash points that SIGKILL this process when reached. */
   CRASH_POINTS: csv,
@@ -262,6 +286,7 @@ export const configSchema = z.object({
    * BULL_BOARD_USER/PASSWORD). A route whose credential is not configured answers 503 naming it.
    */
   PRODUCER_TOKEN: z.string().optional(),
+  /** Bearer token of the operator routes and the console (or OPERATORS / OIDC_ISSUER). */
   OPERATOR_TOKEN: z.string().optional(),
   /**
    * Development only: `generate` fills every unset PRODUCER_TOKEN, OPERATOR_TOKEN,
@@ -275,6 +300,7 @@ export const configSchema = z.object({
    * OPERATOR_TOKEN stays one operator named `operator`, role operator, every tenant.
    */
   OPERATORS: json(z.array(operatorEntrySchema), []),
+  /** A file holding OPERATORS (a mounted secret); read at boot. */
   OPERATORS_FILE: z.string().optional(),
   /**
    * OIDC/JWT bearer tokens, verified with `jose`: issuer and audience must match, the signature
@@ -283,9 +309,13 @@ export const configSchema = z.object({
    * from the claims named here. Unset OIDC_ISSUER = JWTs are not accepted.
    */
   OIDC_ISSUER: z.string().min(1).optional(),
+  /** The audience an operator JWT must name. */
   OIDC_AUDIENCE: z.string().min(1).optional(),
+  /** The issuer's JWKS URL (or OIDC_PUBLIC_KEY). */
   OIDC_JWKS_URL: z.string().url().optional(),
+  /** The issuer's public key, PEM (instead of OIDC_JWKS_URL). */
   OIDC_PUBLIC_KEY: z.string().min(1).optional(),
+  /** Signature algorithms an operator JWT may use, comma-separated. */
   OIDC_ALGORITHMS: z
     .string()
     .default('RS256,ES256,EdDSA')
@@ -295,8 +325,11 @@ export const configSchema = z.object({
         .map((x) => x.trim())
         .filter(Boolean),
     ),
+  /** The JWT claim naming the operator. */
   OIDC_NAME_CLAIM: z.string().default('email'),
+  /** The JWT claim holding the operator's role (viewer or operator). */
   OIDC_ROLE_CLAIM: z.string().default('role'),
+  /** The JWT claim listing the operator's tenants. */
   OIDC_TENANTS_CLAIM: z.string().default('tenants'),
   /**
    * Signs the console's session cookie (HMAC-SHA256). Unset in development: a random secret per
@@ -331,7 +364,9 @@ export const configSchema = z.object({
   APPROVAL_TTL_MS: int(24 * 3600_000, 1000),
   /** Bull Board basic auth (the operator token is accepted too). Production requires one of them. */
   BULL_BOARD_USER: z.string().optional(),
+  /** Bull Board's basic-auth password (with BULL_BOARD_USER). */
   BULL_BOARD_PASSWORD: z.string().optional(),
+  /** Bull Board without retry and remove buttons. */
   BULL_BOARD_READ_ONLY: bool.default(true),
   /** Bearer token /metrics requires on every process (API, worker, reconciler); unset = no token. */
   METRICS_TOKEN: z.string().min(8).optional(),
