@@ -2,6 +2,7 @@
  * A real local Redis Cluster: three `redis-server --cluster-enabled yes`
  * masters on free ports in a temp dir, joined with `redis-cli --cluster create`.
  */
+import { nodeArgs } from './embeddedRedis.js';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -23,30 +24,7 @@ export async function startLocalCluster(masters = 3): Promise<LocalCluster> {
     procs.push(
       spawn(
         'redis-server',
-        [
-          '--port',
-          String(port),
-          '--bind',
-          '127.0.0.1',
-          '--cluster-enabled',
-          'yes',
-          '--cluster-config-file',
-          join(dir, `nodes-${port}.conf`),
-          '--dir',
-          dir,
-          '--save',
-          '',
-          '--appendonly',
-          'yes',
-          '--appendfilename',
-          `aof-${port}.aof`,
-          '--appenddirname',
-          `aof-${port}`,
-          '--maxmemory-policy',
-          'noeviction',
-          '--logfile',
-          join(dir, `redis-${port}.log`),
-        ],
+        ['--cluster-enabled', 'yes', '--cluster-config-file', join(dir, `nodes-${port}.conf`), ...nodeArgs(port, dir)],
         { stdio: 'ignore' },
       ),
     );

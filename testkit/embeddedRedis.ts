@@ -66,6 +66,33 @@ async function waitForPing(url: string, timeoutMs: number): Promise<void> {
   throw new Error(`redis-server did not answer at ${url}: ${String(lastErr)}`);
 }
 
+/**
+ * The arguments every data node of a multi-node test Redis (cluster, sentinel) starts with: its port on
+ * loopback, AOF on in `dir` under per-port names, noeviction, a per-port log.
+ */
+export function nodeArgs(port: number, dir: string): string[] {
+  return [
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--dir',
+    dir,
+    '--save',
+    '',
+    '--appendonly',
+    'yes',
+    '--appendfilename',
+    `aof-${port}.aof`,
+    '--appenddirname',
+    `aof-${port}`,
+    '--maxmemory-policy',
+    'noeviction',
+    '--logfile',
+    join(dir, `redis-${port}.log`),
+  ];
+}
+
 export async function startEmbeddedRedis(opts: EmbeddedOptions = {}): Promise<EmbeddedRedis> {
   if (!redisServerOnPath()) return startWithTestcontainers();
   const port = opts.port ?? (await freePort());

@@ -5,6 +5,7 @@
  * only on the master) and any node restarted on its own port and dir (a restarted old master is
  * turned into a replica of the new one by the sentinels).
  */
+import { nodeArgs } from './embeddedRedis.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -92,24 +93,7 @@ export async function startLocalSentinel(
   const argsOf = new Map<number, string[]>();
   const sentinelProcs: ChildProcess[] = [];
   const dataArgs = (port: number, replicaOf?: number) => [
-    '--port',
-    String(port),
-    '--bind',
-    '127.0.0.1',
-    '--dir',
-    dir,
-    '--save',
-    '',
-    '--appendonly',
-    'yes',
-    '--appendfilename',
-    `aof-${port}.aof`,
-    '--appenddirname',
-    `aof-${port}`,
-    '--maxmemory-policy',
-    'noeviction',
-    '--logfile',
-    join(dir, `redis-${port}.log`),
+    ...nodeArgs(port, dir),
     '--hash-max-listpack-value',
     '1024',
     // A failover promotes a replica that still answered; a frozen one is left out (its lag is the point of the test).
