@@ -246,6 +246,11 @@ export const configSchema = z.object({
    * (its step job is delayed this long, again and again, within its own wall-clock budget).
    */
   FOLLOW_UP_WAIT_MS: int(1000, 10),
+  /**
+   * An event delivered on a key no run waits on yet (POST /v1/events) is kept this long for a wait to come;
+   * a wait's record is kept this long past its due time.
+   */
+  EVENT_KEEP_MS: int(24 * 3600_000, 1000),
   /** Events stream cap per run (approximate MAXLEN). */
   EVENTS_MAX_LEN: int(1000, 10),
   /** Reconciliation: how long a still-processing request is queried before going to a human. */

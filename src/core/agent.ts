@@ -23,6 +23,8 @@ import type {
   ServiceCapabilities,
   Tool,
   ToolContext,
+  WaitRequest,
+  WaitTool,
   WriteTool,
 } from './tool.js';
 import { ToolRegistry } from './toolRegistry.js';
@@ -92,6 +94,41 @@ export interface WriteToolDefinition<A> {
    * finish first, those after it start after it). Default false: it runs at once with the others.
    */
   runsAlone?: boolean;
+}
+
+export interface WaitToolDefinition<A> {
+  name: string;
+  description: string;
+  args: z.ZodType<A>;
+  /**
+   * What to wait for, from the call's arguments: `{ kind: 'sleep', forMs }` or `{ kind: 'sleep', untilMs }`, or
+   * `{ kind: 'event', key, timeoutMs }`. Pure: it is called again if the step is redelivered before its commit.
+   */
+  wait(args: A, ctx: ToolContext): WaitRequest;
+}
+
+/**
+ * A tool that parks the run until a time or an event: no worker is held meanwhile (the next step is a
+ * delayed job), the wait survives worker and Redis restarts and is cancellable, and it counts against the
+ * run's wall clock (see docs/agents-that-do-more.md).
+ *
+ * @example
+ * const followUpLater = defineWaitTool({
+ *   name: 'check_back_later',
+ *   description: 'Sleep before checking the order again.',
+ *   args: z.object({ hours: z.number().positive().max(72) }).strict(),
+ *   wait: ({ hours }) => ({ kind: 'sleep', forMs: hours * 3600_000 }),
+ * });
+ */
+export function defineWaitTool<A>(def: WaitToolDefinition<A>): WaitTool<A> {
+  return {
+    name: def.name,
+    description: def.description,
+    args: def.args,
+    effect: 'wait',
+    timeoutMs: DEFAULT_TOOL_TIMEOUT_MS,
+    wait: def.wait,
+  };
 }
 
 export function defineReadTool<A>(def: ReadToolDefinition<A>): ReadTool<A> {

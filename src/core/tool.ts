@@ -2,7 +2,7 @@
 import type { z } from 'zod';
 import type { Context } from '@opentelemetry/api';
 
-export type EffectClass = 'read' | 'write';
+export type EffectClass = 'read' | 'write' | 'wait';
 
 /**
  * What the engine gives a tool at each call, and nothing domain-specific: a
@@ -114,4 +114,23 @@ export interface WriteTool<A = unknown> extends ToolBase<A> {
   lookup?(ctx: ToolContext, req: LookupRequest): Promise<LookupResult>;
 }
 
-export type Tool = ReadTool<any> | WriteTool<any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+/**
+ * What a wait tool asks: sleep until a time (`untilMs`, epoch ms) or for a duration (`forMs`), or wait for an
+ * event delivered on `key` (POST /v1/events, the run's tenant) for at most `timeoutMs`.
+ */
+export type WaitRequest =
+  | { kind: 'sleep'; untilMs: number }
+  | { kind: 'sleep'; forMs: number }
+  | { kind: 'event'; key: string; timeoutMs: number };
+
+/**
+ * A tool that parks the run: a sleep (status `sleeping`) or a wait for an event (`waiting_event`). No worker
+ * is held: the next step is a delayed job. Its result, seen by the model on the next step: `{ sleptUntil }`,
+ * the event's `{ event: payload }`, or `{ timedOut: true }`.
+ */
+export interface WaitTool<A = unknown> extends ToolBase<A> {
+  effect: 'wait';
+  wait(args: A, ctx: ToolContext): WaitRequest;
+}
+
+export type Tool = ReadTool<any> | WriteTool<any> | WaitTool<any>; // eslint-disable-line @typescript-eslint/no-explicit-any

@@ -87,6 +87,8 @@ export const stepJobDataSchema = z.object({
   step: z.number().int().positive(),
   /** Set on the job that resumes a parked run: the step's state is read, never assumed. */
   resume: z.boolean().optional(),
+  /** Set on a parked wait's wake job (src/runs/waits.ts): the run's wait is read and settled before the step. */
+  wake: z.boolean().optional(),
   /**
    * The run's limits when an operator's retry extended them (src/runs/retryRun.ts; the budget hash
    * holds the same): they replace the spec's, and each commit hands them to the next step's job.

@@ -11,6 +11,7 @@ import { resumeRun } from '../store/calls/resumeRun.js';
 import { decodeEntry, encodeEntry, type JournalEntry, type OperatorEntry } from '../core/journal.js';
 import { limitsSchema, runSpecSchema, type RunLimits, type RunSpec, type StepJobData } from './spec.js';
 import { ShardQueues, STEP_JOB_NAME } from './queues.js';
+import { isWaitStatus, parseWait, type WaitRecord } from './waits.js';
 
 export interface RunState {
   status: string;
@@ -23,6 +24,8 @@ export interface RunState {
   jobId: string;
   used: StepJobData['used'];
   updatedAt: number;
+  /** What a sleeping or waiting_event run waits for (src/runs/waits.ts). */
+  wait?: WaitRecord;
 }
 
 export class RunStore {
@@ -127,6 +130,7 @@ export class RunStore {
         'cancelRequested',
         'updatedAt',
         'jobId',
+        'wait',
       ),
       this.redis.hmget(k.budget, 'stepsUsed', 'tokensUsed', 'contextBytes'),
     ]);
@@ -141,6 +145,7 @@ export class RunStore {
       cancelRequested: run[5] === '1',
       updatedAt: n(run[6]),
       jobId: run[7] ?? '',
+      ...(run[8] ? { wait: parseWait(run[8]) } : {}),
       used: {
         steps: n(budget[0]),
         tokens: n(budget[1]),
@@ -184,7 +189,9 @@ export class RunStore {
    */
   async ensureCurrentStepJob(runId: string): Promise<void> {
     const state = await this.readState(runId);
-    if (!state || (state.status !== 'running' && state.status !== 'queued')) return;
+    if (!state) return;
+    const waking = isWaitStatus(state.status) && state.wait !== undefined;
+    if (!waking && state.status !== 'running' && state.status !== 'queued') return;
     const limits = await this.extendedLimits(runId);
     const data: StepJobData = {
       v: 1,
@@ -192,11 +199,14 @@ export class RunStore {
       step: state.cursor,
       used: state.used,
       ...(state.jobId !== stepJobId(runId, state.cursor) ? { resume: true } : {}),
+      ...(waking ? { wake: true } : {}),
       ...(limits ? { limits } : {}),
     };
+    // A parked wait's job is its wake job, due at the wait's time.
+    const delay = waking ? Math.max(0, state.wait!.at - Date.now()) : 0;
     await this.queues
       .forRun(runId)
-      .add(STEP_JOB_NAME, data, { ...this.queues.jobOptions(runId, state.cursor), jobId: state.jobId });
+      .add(STEP_JOB_NAME, data, { ...this.queues.jobOptions(runId, state.cursor), jobId: state.jobId, delay });
   }
 
   /**

@@ -24,6 +24,7 @@ import { countRunFinished, type Metrics } from '../metrics/metrics.js';
 import type { RedisClient } from '../store/connect.js';
 import { settleRunCall } from '../store/calls/settleRun.js';
 import { type KeySpace, runIdOfStepJob } from '../store/keys.js';
+import { isWaitStatus } from './waits.js';
 
 export type DeadJobState = 'failed' | 'missing' | 'completed';
 
@@ -129,6 +130,8 @@ export class StuckRuns {
   constructor(
     private readonly d: SettleDeps & {
       cfg: SettleDeps['cfg'] & Pick<Config, 'STUCK_RUN_MIN_AGE_MS' | 'STUCK_RUN_SCAN_PER_SWEEP'>;
+      /** Re-creates a parked wait's missing wake job (its worker died between the commit and the add). */
+      store?: { ensureCurrentStepJob(runId: string): Promise<void> };
     },
   ) {}
 
@@ -163,9 +166,13 @@ export class StuckRuns {
       const candidates = ids
         .map((runId, i) => ({ runId, f: runs[i] as (string | null)[] | null }))
         .filter(
-          ({ f }) => f && (f[0] === 'running' || f[0] === 'queued') && f[1] && Number(f[2] ?? 0) <= nowMs - minAge,
+          ({ f }) =>
+            f &&
+            (f[0] === 'running' || f[0] === 'queued' || isWaitStatus(f[0] ?? '')) &&
+            f[1] &&
+            Number(f[2] ?? 0) <= nowMs - minAge,
         )
-        .map(({ runId, f }) => ({ runId, jobId: f![1]! }));
+        .map(({ runId, f }) => ({ runId, jobId: f![1]!, waiting: isWaitStatus(f![0] ?? '') }));
       report.checked += candidates.length;
       if (candidates.length > 0) {
         const jobs = await pipelined(
@@ -187,6 +194,12 @@ export class StuckRuns {
             (failedReason as string | null) ?? null,
           );
           if (!dead) continue;
+          if (candidates[i]!.waiting && dead.jobState === 'missing' && this.d.store) {
+            // A parked wait whose wake job was never added: added now, due at the wait's time.
+            await this.d.store.ensureCurrentStepJob(runId);
+            this.d.log.warn({ code: 'wake_job_recreated', runId, jobId }, 'wake job of a parked wait re-created');
+            continue;
+          }
           const r = await settleRun(this.d, { runId, jobId, ...dead, now: nowMs, minAgeMs: minAge });
           if (r.settled) report.settled++;
         }

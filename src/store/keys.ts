@@ -213,6 +213,16 @@ export class KeySpace {
     return `${this.prefix}:request-key:${digest}`;
   }
 
+  /**
+   * hash: one event key of a tenant (a run's wait for an event, or a delivery kept for one):
+   * src/store/lua/awaitEvent-1.lua, deliverEvent-1.lua, settleEventWait-1.lua. Own hash tag:
+   * the delivery knows the tenant and key, not the run.
+   */
+  eventKey(tenant: string, key: string): string {
+    const digest = createHash('sha256').update(`${tenant}\u0000${key}`).digest('hex').slice(0, 32);
+    return `${this.prefix}:event:{${digest}}`;
+  }
+
   /** string, SET NX PX: one webhook event id of a tenant -> the run it started (own slot: keyed by tenant and event). */
   webhookEvent(tenant: string, eventId: string): string {
     const digest = createHash('sha256').update(`${tenant}\u0000${eventId}`).digest('hex').slice(0, 32);

@@ -18,6 +18,7 @@ import { Ledger, LedgerConflict, type ActionRecord } from '../../ledger/ledger.j
 import { holdSlot, resumeParked } from '../../runs/resume.js';
 import { retryRun, type RetryExtension } from '../../runs/retryRun.js';
 import { stopRun } from '../../runs/stop.js';
+import { isWaitStatus, WAIT_STATUSES } from '../../runs/waits.js';
 import { isActionId, isRunId, stepJobId } from '../../store/keys.js';
 import { operatorSeesRun } from '../auth.js';
 import type { Operator } from '../operatorIdentity.js';
@@ -203,10 +204,12 @@ export async function cancelRun(ctx: EngineContext, op: Operator, runId: string)
   const reason = `cancelled_by_operator: requested by ${op.name}`;
   // A run still waiting in its tenant's line (flow control) never started: taken out of the line, it is cancelled at once.
   const neverStarted = (await ctx.admission?.withdraw(runId)) === true;
+  // A run parked on a wait has a delayed wake job: taken out of the queue once the run is cancelled.
+  const [was, wakeJobId] = await ctx.redis.hmget(ctx.keys.run(runId).run, 'status', 'jobId');
   let result;
   try {
     result = await stopRun(ctx, runId, {
-      expected: ['waiting_approval', 'needs_human', ...(neverStarted ? ['queued'] : [])],
+      expected: ['waiting_approval', 'needs_human', ...WAIT_STATUSES, ...(neverStarted ? ['queued'] : [])],
       status: 'cancelled',
       reason,
       now: Date.now(),
@@ -226,6 +229,12 @@ export async function cancelRun(ctx: EngineContext, op: Operator, runId: string)
     await withdrawApprovals(ctx, runId, reason);
     // Its step 1 job waited in the delayed set for an admission that will not come.
     if (neverStarted) await ctx.queues.forRun(runId).remove(stepJobId(runId, 1));
+    // If this fails, the wake job finds the run cancelled when it fires and does nothing.
+    if (isWaitStatus(was ?? '') && wakeJobId)
+      await ctx.queues
+        .forRun(runId)
+        .remove(wakeJobId)
+        .catch(() => 0);
   }
   return {
     status: result.stopped ? 200 : 202,

@@ -57,6 +57,8 @@ export interface CommitStepArgs {
   /** The action a park into waiting_approval asks approval for ('' for none), and that approval's expiry. */
   approvalFor: string;
   approvalExpiresAt: number;
+  /** A park on a wait: its record (JSON), '' for none. */
+  wait: string;
 }
 
 export interface CommitStepReply {
@@ -102,6 +104,7 @@ export async function commitStep(redis: RedisClient, k: CommitStepKeys, a: Commi
     a.decisionEvent,
     a.approvalFor,
     a.approvalExpiresAt,
+    a.wait,
     // The journal entries, the one variable-length run, last.
     ...a.entries,
   );

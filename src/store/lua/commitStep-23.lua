@@ -34,7 +34,13 @@
   ARGV[30] the decision event (JSON; '' when ARGV[13] is 0)
   ARGV[31] the action id a park into waiting_approval asks approval for ('' for none)
   ARGV[32] that approval's expiry (ms) if none is recorded yet
-  ARGV[33..32+N] journal entries (JSON): the one variable-length run, last
+  ARGV[33] a park on a wait (sleeping | waiting_event): the wait's record (JSON, src/runs/waits.ts), '' for none
+  ARGV[34..33+N] journal entries (JSON): the one variable-length run, last
+
+  A park on a wait advances the cursor and makes the next step's job id the run's
+  current job, with the wait recorded on the run hash (`wait`); no job is added here:
+  the worker adds the wake job, delayed until the wait's time, after this commit (and
+  the sweep adds it if the worker died in between).
 
   A park into waiting_approval records the approval request (expiry on the
   action, entry in the approvals index) here, in the same atomic change as the
@@ -68,7 +74,7 @@ if ARGV[13] == '1' and decidedStep == ARGV[2] then return -5 end
 
 local n = tonumber(ARGV[16])
 local len
-if n > 0 then len = redis.call('RPUSH', KEYS[3], unpack(ARGV, 33, 32 + n)) else len = redis.call('LLEN', KEYS[3]) end
+if n > 0 then len = redis.call('RPUSH', KEYS[3], unpack(ARGV, 34, 33 + n)) else len = redis.call('LLEN', KEYS[3]) end
 
 -- Cancel wins: whatever this commit would set (a park included), the run ends cancelled.
 local status = ARGV[3]
@@ -107,6 +113,8 @@ if ARGV[10] == '1' then nextCursor = step + 1 end
 indexRunStatus(KEYS[1], status, ARGV[8], ARGV[11], fromStatus, reason)
 if status == 'running' then
   redis.call('HSET', KEYS[1], 'cursor', nextCursor, 'status', status, 'reason', reason, 'updatedAt', ARGV[8], 'jobId', ARGV[15])
+elseif ARGV[33] ~= '' and status == ARGV[3] then
+  redis.call('HSET', KEYS[1], 'cursor', nextCursor, 'status', status, 'reason', reason, 'updatedAt', ARGV[8], 'jobId', ARGV[15], 'wait', ARGV[33])
 else
   redis.call('HSET', KEYS[1], 'cursor', nextCursor, 'status', status, 'reason', reason, 'updatedAt', ARGV[8])
 end

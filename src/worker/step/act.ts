@@ -22,6 +22,8 @@ import { wallClockStop, type BudgetStop } from '../../budget/tenantBudget.js';
 import { nextStatus } from '../../budget/policy.js';
 import type { StepEnv } from './env.js';
 import { batchesOf, runTool, type ToolCall, type ToolResult } from './tools.js';
+import { isWaitCall, startWaits } from './waitCalls.js';
+import { statusOfWait, type WaitRecord } from '../../runs/waits.js';
 import { grown, stopPlan, total, type CommitPlan, type StepState } from './state.js';
 
 /** A call's result as act keeps it: journalled already (by this delivery or an earlier one), or to be committed. */
@@ -47,6 +49,14 @@ export async function act(env: StepEnv, state: StepState, agent: Agent, decision
     wallStop = settle(env, state, todo, await Promise.allSettled(todo.map(run)), results);
     if (wallStop || results.some((r) => r && 'park' in r)) break;
   }
+  const waits = calls.flatMap((c, i) => (isWaitCall(agent, c) && !results[i] ? [i] : []));
+  let waitPark: WaitRecord | undefined;
+  if (waits.length > 0 && !wallStop && !results.some((r) => r && 'park' in r)) {
+    const started = await startWaits(env, state, agent, calls, waits, ctx);
+    for (const [i, obs] of started.observed) results[i] = { obs };
+    wallStop = started.stop;
+    waitPark = started.park;
+  }
   // A write was requested, so the decision is already journalled: park at this step
   // (a park into waiting_approval records the approval request in the same commit).
   const park = results.find((r) => r && 'park' in r);
@@ -56,7 +66,7 @@ export async function act(env: StepEnv, state: StepState, agent: Agent, decision
       ...stopPlan(step, park.park, observations),
       ...(park.approvalFor ? { approvalFor: park.approvalFor } : {}),
     };
-  return advancePlan(env, state, decision, observations, wallStop);
+  return advancePlan(env, state, decision, observations, wallStop, waitPark);
 }
 
 /** A call an earlier delivery of this step finished and journalled: its observation, not run again. */
@@ -129,10 +139,13 @@ function advancePlan(
   decision: DecisionEntry,
   observations: ObservationEntry[],
   wallStop: BudgetStop | undefined,
+  waitPark: WaitRecord | undefined,
 ): CommitPlan {
   const { step, spec, carriesDecision } = state;
   const entries: JournalEntry[] = carriesDecision ? [decision, ...observations] : [...observations];
-  const { status, reason, budget } = nextStatus(spec, state.used, decision, wallStop);
+  const next = nextStatus(spec, state.used, decision, wallStop);
+  // A wait parks the run, unless a budget ends it first.
+  const { status, reason, budget } = next.status === 'running' && waitPark ? parkOn(env, waitPark) : next;
   if (budget) env.metrics.budgetStops.inc({ kind: budget });
   if (budget === 'wall_clock') state.log.warn({ code: 'budget_exceeded', kind: budget }, reason);
   if (status !== 'running') entries.push({ v: 1, kind: 'status', step, status, reason });
@@ -144,5 +157,13 @@ function advancePlan(
     stepsDelta: 1,
     tokensDelta: carriesDecision ? total(decision.usage) : 0,
     advance: true,
+    ...(waitPark && status === statusOfWait(waitPark) ? { wait: waitPark } : {}),
   };
+}
+
+/** The status and reason of a park on a wait (the reason names its due time, never the event key). */
+function parkOn(env: StepEnv, wait: WaitRecord): { status: string; reason: string; budget?: undefined } {
+  env.metrics.waits.inc({ kind: wait.kind, outcome: 'parked' });
+  const at = new Date(wait.at).toISOString();
+  return { status: statusOfWait(wait), reason: wait.kind === 'sleep' ? `sleep until ${at}` : `event wait until ${at}` };
 }

@@ -37,6 +37,7 @@ export async function commit(env: StepEnv, state: StepState, plan: CommitPlan, f
   env.metrics.stepsCommitted.inc();
   env.crash.hit('after_commit', state.step);
   const { committed } = reply;
+  if (plan.wait && committed === plan.status) await addWakeJob(env, state, plan, nextUsed);
   // A recorded cancel or an expired approval may have changed the status the plan asked for.
   const reason =
     committed === plan.status ? plan.reason : committed === 'cancelled' ? 'cancelled_by_operator' : 'approval_expired';
@@ -56,6 +57,18 @@ export async function commit(env: StepEnv, state: StepState, plan: CommitPlan, f
       'run stopped',
     );
   }
+}
+
+/**
+ * The parked wait's wake job, delayed until the wait's time. If this fails or the process dies before it,
+ * the run is parked with no job: the stuck-run sweep adds it (RunStore.ensureCurrentStepJob).
+ */
+async function addWakeJob(env: StepEnv, state: StepState, plan: CommitPlan, used: Usage): Promise<void> {
+  const { runId, step, data } = state;
+  const wake: StepJobData = { v: 1, runId, step: step + 1, used, wake: true, ...(data.limits ? { limits: data.limits } : {}) };
+  await env.store.addWakeJob(wake, plan.wait!.at).catch((err: unknown) => {
+    state.log.warn({ code: 'wake_job_not_added', err }, 'wake job not added (the sweep will)');
+  });
 }
 
 /** The plan as the store's commit record: entries encoded, the transcript's growth, the next step's job. */

@@ -44,6 +44,8 @@ export interface StepOptions {
   readonly MODEL_STREAM_FLUSH_CHARS: number;
   /** How long a follow-up's first step is delayed, each time, while the previous run of its subject is at work (ms). */
   readonly FOLLOW_UP_WAIT_MS: number;
+  /** How long a wait-for-event's record is kept past its due time (ms). */
+  readonly EVENT_KEEP_MS: number;
 }
 
 /** The tenant's day of tokens (src/budget/tenantBudget.ts): reserved before each model attempt, settled after. */
@@ -80,7 +82,13 @@ export interface StepEnv {
   /** Names this process in run events. */
   readonly workerName: string;
   /** Flow control: a run that stops or parks gives its slot back (src/flow/admission.ts). */
-  readonly admission: { release(runId: string): Promise<void> } | undefined;
+  readonly admission:
+    | {
+        release(runId: string): Promise<void>;
+        /** Takes a slot for a run that woke from a wait (as a resumed run does: src/runs/resume.ts). */
+        hold?(run: { runId: string; tenant: string; agent: string }, nowMs: number): Promise<unknown>;
+      }
+    | undefined;
   /** Model rate limits, reserved around each model attempt (src/flow/rateLimits.ts). */
   readonly rates: RateLimits | undefined;
 }

@@ -13,6 +13,7 @@ import { z } from 'zod';
 import { InvalidStepInput } from '../../core/errors.js';
 import type { DecisionEntry, ObservationEntry } from '../../core/journal.js';
 import { stepJobDataSchema, type RunLimits, type RunSpec, type StepJobData } from '../../runs/spec.js';
+import { isWaitStatus } from '../../runs/waits.js';
 import type { StepEnv } from './env.js';
 import { lazyChild } from './log.js';
 import type { StepJob, StepState } from './state.js';
@@ -40,7 +41,7 @@ export async function load(env: StepEnv, d: Delivery, limited: LimitedSpecs): Pr
   env.metrics.stepsStarted.inc();
   const spec = await currentSpec(env, runId, log);
   if (!spec) return undefined;
-  const redelivered = data.resume === true || job.attemptsStarted > 1 || job.attemptsMade > 0;
+  const redelivered = data.resume === true || data.wake === true || job.attemptsStarted > 1 || job.attemptsMade > 0;
   const known = redelivered ? await readDelivered(env, job, runId, step, log) : { used: data.used };
   if (!known) return undefined;
   const startedEvent = JSON.stringify({
@@ -68,6 +69,7 @@ export async function load(env: StepEnv, d: Delivery, limited: LimitedSpecs): Pr
     carriesDecision: false,
     ...(known.decision ? { decision: known.decision } : {}),
     ...(known.observed?.length ? { observed: known.observed } : {}),
+    ...(known.waking ? { waking: known.waking } : {}),
   };
 }
 
@@ -109,10 +111,13 @@ async function readDelivered(
   runId: string,
   step: number,
   log: Logger,
-): Promise<Pick<StepState, 'used' | 'decision' | 'observed'> | undefined> {
+): Promise<Pick<StepState, 'used' | 'decision' | 'observed' | 'waking'> | undefined> {
   const state = await env.store.readState(runId);
   if (!state) return undefined;
-  if (state.cursor !== step || state.jobId !== job.id || (state.status !== 'running' && state.status !== 'queued')) {
+  const current = state.cursor === step && state.jobId === job.id;
+  // The wake job of a parked wait: the wait is settled before the step (src/worker/step/wake.ts).
+  if (current && isWaitStatus(state.status) && state.wait) return { used: state.used, waking: state.wait };
+  if (!current || (state.status !== 'running' && state.status !== 'queued')) {
     log.info({ code: 'stale_step', cursor: state.cursor, status: state.status }, 'stale step job');
     env.metrics.fenceRejections.inc({ code: 'stale_step' });
     await env.store.ensureCurrentStepJob(runId);

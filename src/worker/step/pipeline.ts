@@ -27,6 +27,7 @@ import { load, type Delivery, type LimitedSpecs } from './load.js';
 import { Prompts } from './prompt.js';
 import { stopPlan, type CommitPlan, type StepState } from './state.js';
 import { notServed } from './waits.js';
+import { wake } from './wake.js';
 
 export class StepPipeline {
   private readonly prompts: Prompts;
@@ -42,6 +43,7 @@ export class StepPipeline {
     const state = await load(this.env, delivery, this.limited);
     if (!state) return;
     try {
+      if (state.waking) await wake(this.env, state, state.waking);
       const plan = await this.plan(state);
       await commit(this.env, state, plan, fetchNext());
       if (plan.advance) {

@@ -25,9 +25,21 @@ import { commitStep } from '../../store/calls/commitStep.js';
 import { chargeTokens } from '../../store/calls/chargeTokens.js';
 import { journalDecision } from '../../store/calls/journalDecision.js';
 import { journalObservation } from '../../store/calls/journalObservation.js';
+import { awaitEvent, type AwaitReply } from '../../store/calls/awaitEvent.js';
+import { settleEventWait, type SettleReply } from '../../store/calls/settleEventWait.js';
+import { wakeRun } from '../../store/calls/wakeRun.js';
 import { TextStream } from '../textStream.js';
 import type { StepOptions } from './env.js';
-import type { CommitReply, DecisionWrite, ObservationWrite, StepCommit, StepStore, StreamTarget } from './store.js';
+import type {
+  CommitReply,
+  DecisionWrite,
+  EventWait,
+  ObservationWrite,
+  StepCommit,
+  StepStore,
+  StreamTarget,
+  WakeWrite,
+} from './store.js';
 import type { StepJob } from './state.js';
 import { decisionEvent, observationEvent } from './events.js';
 
@@ -84,6 +96,7 @@ type StoreOptions = Pick<
   | 'EVENTS_MAX_LEN'
   | 'RUN_RETENTION_MS'
   | 'APPROVAL_TTL_MS'
+  | 'EVENT_KEEP_MS'
   | 'MODEL_STREAMING'
   | 'MODEL_STREAM_FLUSH_MS'
   | 'MODEL_STREAM_FLUSH_CHARS'
@@ -227,10 +240,42 @@ export class RedisStepStore implements StepStore {
       decisionEvent: plan.carriesDecision ? decisionEvent(plan.entries[0] as DecisionEntry) : '',
       approvalFor: plan.approvalFor ?? '',
       approvalExpiresAt: c.now + this.d.cfg.APPROVAL_TTL_MS,
+      wait: plan.wait ? JSON.stringify(plan.wait) : '',
     });
     if (isScriptError(finished)) return { committed, completionRefused: finished };
     job.completedBy(finished, finish);
     return { committed };
+  }
+
+  async addWakeJob(data: StepJobData, atMs: number): Promise<void> {
+    const { runId, step } = data;
+    const opts = this.d.runs.queues.jobOptions(runId, step);
+    await this.d.runs.queues.forRun(runId).add(STEP_JOB_NAME, data, { ...opts, delay: Math.max(0, atMs - Date.now()) });
+  }
+
+  async wake(job: StepJob, w: WakeWrite): Promise<boolean> {
+    const k = this.d.keys.run(w.runId);
+    const keys = { run: k.run, budget: k.budget, journal: k.journal, events: k.events, jobLock: this.lockOf(w.runId, job) };
+    return wakeRun(this.d.redis, keys, {
+      token: job.token,
+      step: w.step,
+      jobId: job.id,
+      now: w.now,
+      eventsMaxLen: this.d.cfg.EVENTS_MAX_LEN,
+      retentionMs: this.d.cfg.RUN_RETENTION_MS,
+      entry: w.encoded,
+      contextBytesDelta: w.contextBytesDelta,
+      event: w.event,
+    });
+  }
+
+  awaitEvent(w: EventWait & { runId: string }): Promise<AwaitReply> {
+    const key = this.d.keys.eventKey(w.tenant, w.key);
+    return awaitEvent(this.d.redis, key, { ...w, keepMs: this.d.cfg.EVENT_KEEP_MS });
+  }
+
+  settleEventWait(w: EventWait): Promise<SettleReply> {
+    return settleEventWait(this.d.redis, this.d.keys.eventKey(w.tenant, w.key), w);
   }
 
   private commitKeys(job: StepJob, runId: string, approvalFor: string | undefined) {

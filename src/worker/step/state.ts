@@ -9,6 +9,7 @@ import type { DecisionEntry, JournalEntry, ObservationEntry, Usage as TokenUsage
 import type { Usage } from '../../budget/tenantBudget.js';
 import type { RunSpec, StepJobData } from '../../runs/spec.js';
 import type { CapturedAdd } from '../../store/bullmqInternals.js';
+import type { WaitRecord } from '../../runs/waits.js';
 
 /**
  * The delivery of one step job, as the stages see it: BullMQ's Job and the lock
@@ -52,6 +53,8 @@ export interface CommitPlan {
   advance: boolean;
   /** A park into waiting_approval: the action whose approval the commit records. */
   approvalFor?: string;
+  /** A park on a wait (sleeping | waiting_event): recorded on the run; its wake job is added after the commit. */
+  wait?: WaitRecord;
 }
 
 /** The step as its stages see it: built by the load stage, grown by decide and act, written by the commit. */
@@ -79,6 +82,8 @@ export interface StepState {
   startedEmitted: boolean;
   /** The step's decision: journalled by an earlier delivery, or made by this one. */
   decision?: DecisionEntry;
+  /** The wait this wake job ends (the run is parked on it): settled before the step decides. */
+  readonly waking?: WaitRecord;
   /** Observations of this step an earlier delivery journalled after the decision: those calls are not run again. */
   observed?: readonly ObservationEntry[];
   /** The decision rides in the commit (no write followed it and it was not journalled). */

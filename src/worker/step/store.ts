@@ -11,6 +11,8 @@ import type { Logger } from 'pino';
 import type { DecisionEntry, JournalEntry, ObservationEntry } from '../../core/journal.js';
 import type { RunState } from '../../runs/store.js';
 import type { RunSpec, StepJobData } from '../../runs/spec.js';
+import type { AwaitReply } from '../../store/calls/awaitEvent.js';
+import type { SettleReply } from '../../store/calls/settleEventWait.js';
 import type { TextStream } from '../textStream.js';
 import type { CommitPlan, StepJob } from './state.js';
 
@@ -34,6 +36,29 @@ export interface ObservationWrite {
   /** The observation, encoded as the journal stores it. */
   encoded: string;
   contextBytesDelta: number | undefined;
+}
+
+/** A parked wait's run woken by its wake job: running again, the wait's result journalled (if it has one). */
+export interface WakeWrite {
+  runId: string;
+  step: number;
+  /** The wait's result (an event's payload or timeout), '' encoded when none is journalled here. */
+  entry: JournalEntry | undefined;
+  encoded: string;
+  contextBytesDelta: number | undefined;
+  /** The `woke` event (JSON). */
+  event: string;
+  now: number;
+}
+
+/** One event key of a tenant, and the wait on it. */
+export interface EventWait {
+  tenant: string;
+  key: string;
+  waitId: string;
+  /** The wait's due time (ms). */
+  at: number;
+  now: number;
 }
 
 /** One step's commit, as one record: the plan, its encoded entries, the next job, and what rides along. */
@@ -87,6 +112,14 @@ export interface StepStore {
   /** Charges tokens of attempts abandoned before a decision (fenced; refused silently by the caller). */
   chargeTokens(job: StepJob, runId: string, step: number, tokens: number): Promise<void>;
   commit(job: StepJob, c: StepCommit): Promise<CommitReply>;
+  /** Adds a parked wait's wake job (the run's current job), delayed until `atMs`; a no-op if it exists. */
+  addWakeJob(data: StepJobData, atMs: number): Promise<void>;
+  /** Wakes a parked wait's run (fenced; false when an earlier delivery of the job already woke it). */
+  wake(job: StepJob, w: WakeWrite): Promise<boolean>;
+  /** Registers a run's wait on an event key (a delivery kept for the key is consumed at once). */
+  awaitEvent(w: EventWait & { runId: string }): Promise<AwaitReply>;
+  /** Settles a wait on an event key: its delivery, its timeout, or `early` (neither yet). */
+  settleEventWait(w: EventWait): Promise<SettleReply>;
   /** This delivery's streamed answer text, when streaming is on. */
   textStream(job: StepJob, target: StreamTarget): TextStream | undefined;
 }

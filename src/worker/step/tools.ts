@@ -22,6 +22,8 @@ export function batchesOf(agent: Agent, calls: readonly ToolCall[]): number[][] 
   let open: number[] = [];
   calls.forEach((call, i) => {
     const tool = agent.tools.get(call.name);
+    // Wait calls run after all the others (src/worker/step/waitCalls.ts).
+    if (tool?.effect === 'wait') return;
     if (tool?.effect === 'write' && tool.runsAlone === true) {
       if (open.length > 0) batches.push(open);
       batches.push([i]);
@@ -50,6 +52,7 @@ export async function runTool(
   }
   if (tool.effect === 'read')
     return { obs: { ...base, ...(await runRead(env, state, call.name, tool, parsed.data, ctx)) } };
+  if (tool.effect === 'wait') return { obs: { ...base, status: 'format_error', output: { error: 'wait_not_run' } } };
   if (!env.effects)
     return { obs: { ...base, status: 'tool_error', output: { error: 'write tools are not enabled on this worker' } } };
   const { spec, dispatchSignal } = state;

@@ -29,6 +29,7 @@ export const options: StepOptions = {
   MODEL_STREAM_FLUSH_MS: 10,
   MODEL_STREAM_FLUSH_CHARS: 10,
   FOLLOW_UP_WAIT_MS: 500,
+  EVENT_KEEP_MS: 60_000,
 };
 
 export const reads: string[] = [];

@@ -12,11 +12,15 @@ import type { CapturedAdd } from '../../../src/store/bullmqInternals.js';
 import type {
   CommitReply,
   DecisionWrite,
+  EventWait,
   ObservationWrite,
   StepCommit,
   StepStore,
+  WakeWrite,
 } from '../../../src/worker/step/store.js';
 import type { StepJob } from '../../../src/worker/step/state.js';
+import type { AwaitReply } from '../../../src/store/calls/awaitEvent.js';
+import type { SettleReply } from '../../../src/store/calls/settleEventWait.js';
 
 export interface MemoryRun {
   spec: RunSpec;
@@ -33,6 +37,8 @@ export class MemoryStepStore implements StepStore {
   readonly added: StepJobData[] = [];
   readonly ensured: string[] = [];
   readonly charged: { runId: string; step: number; tokens: number }[] = [];
+  /** Wake jobs added after a park on a wait. */
+  readonly wakeJobs: { data: StepJobData; atMs: number }[] = [];
   specReads = 0;
 
   /** A running run at step 1, its job `<runId>.s1` held with `lock`. */
@@ -150,10 +156,63 @@ export class MemoryStepStore implements StepStore {
       run.state.cursor = c.step + 1;
       run.state.jobId = `${c.runId}.s${c.step + 1}`;
       this.added.push(c.next);
+    } else if (plan.wait && committed === plan.status) {
+      run.state.cursor = c.step + 1;
+      run.state.jobId = `${c.runId}.s${c.step + 1}`;
+      run.state.wait = plan.wait;
     }
     run.events.push({ type: 'step_committed', data: { step: c.step, status: plan.status } });
     job.completedBy(0, job.completion(c.fetchNext));
     return { committed };
+  }
+
+  async addWakeJob(data: StepJobData, atMs: number): Promise<void> {
+    this.wakeJobs.push({ data, atMs });
+  }
+
+  async wake(job: StepJob, w: WakeWrite): Promise<boolean> {
+    const run = this.runs.get(w.runId);
+    if (!run) throw new FenceError('run_missing', 'run missing');
+    if (run.lock !== job.token) throw new FenceError('lock_lost', 'lock lost');
+    if (run.state.cursor !== w.step || run.state.jobId !== job.id) throw new FenceError('stale_step', 'stale step');
+    if (run.state.status === 'running') return false;
+    if (run.state.status !== 'sleeping' && run.state.status !== 'waiting_event')
+      throw new FenceError('run_not_running', 'run not parked on a wait');
+    if (w.entry) run.journal.push(w.entry);
+    run.state.status = 'running';
+    delete run.state.wait;
+    run.events.push({ type: 'woke', data: JSON.parse(w.event) });
+    return true;
+  }
+
+  /** Event keys as the scripts keep them (state, wait id, payload), by tenant and key. */
+  readonly eventKeys = new Map<string, { state: string; waitId?: string; payload?: string }>();
+
+  async awaitEvent(w: EventWait & { runId: string }): Promise<AwaitReply> {
+    const k = `${w.tenant}/${w.key}`;
+    const e = this.eventKeys.get(k);
+    if (e?.waitId === w.waitId && (e.state === 'delivered' || e.state === 'consumed'))
+      return { kind: 'delivered', payload: e.payload! };
+    if (e?.waitId === w.waitId) return { kind: 'waiting' };
+    if (e?.state === 'pending') {
+      this.eventKeys.set(k, { state: 'consumed', waitId: w.waitId, payload: e.payload! });
+      return { kind: 'delivered', payload: e.payload! };
+    }
+    if (e?.state === 'waiting' || e?.state === 'delivered') return { kind: 'busy' };
+    this.eventKeys.set(k, { state: 'waiting', waitId: w.waitId });
+    return { kind: 'waiting' };
+  }
+
+  async settleEventWait(w: EventWait): Promise<SettleReply> {
+    const e = this.eventKeys.get(`${w.tenant}/${w.key}`);
+    if (e?.waitId !== w.waitId) return { kind: 'timed_out' };
+    if (e.state === 'delivered' || e.state === 'consumed') {
+      e.state = 'consumed';
+      return { kind: 'delivered', payload: e.payload! };
+    }
+    if (e.state === 'waiting' && w.now < w.at) return { kind: 'early' };
+    e.state = 'timed_out';
+    return { kind: 'timed_out' };
   }
 
   textStream(): undefined {

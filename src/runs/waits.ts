@@ -1,0 +1,51 @@
+/**
+ * A run parked on a wait (status `sleeping` or `waiting_event`): what it waits for, recorded on the run
+ * hash (`wait`, JSON) by the commit that parks it and removed by the script that wakes it. The run's
+ * current job is the wake job, a delayed step job due at `at`; the sweep re-creates it if it is missing.
+ */
+import { z } from 'zod';
+
+export const WAIT_STATUSES = ['sleeping', 'waiting_event'] as const;
+export type WaitStatus = (typeof WAIT_STATUSES)[number];
+
+export const waitRecordSchema = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('sleep'), at: z.number().int().nonnegative() }).strict(),
+  z
+    .object({
+      kind: z.literal('event'),
+      /** Due time: the wait times out then (capped at the run's deadline). */
+      at: z.number().int().nonnegative(),
+      /** The event key, as the tool asked it (tenant-scoped by the run's tenant). */
+      key: z.string().min(1).max(200),
+      /** The step and call that asked: the wait's identity and where its result is journalled. */
+      step: z.number().int().positive(),
+      callId: z.string(),
+      tool: z.string(),
+    })
+    .strict(),
+]);
+export type WaitRecord = z.infer<typeof waitRecordSchema>;
+
+export function statusOfWait(wait: WaitRecord): WaitStatus {
+  return wait.kind === 'sleep' ? 'sleeping' : 'waiting_event';
+}
+
+export function isWaitStatus(status: string): status is WaitStatus {
+  return (WAIT_STATUSES as readonly string[]).includes(status);
+}
+
+/** A wait's identity: one run, step and call (a delivery names the wait it resumed). */
+export function waitIdOf(runId: string, wait: { step: number; callId: string }): string {
+  return `${runId}:${wait.step}:${wait.callId}`;
+}
+
+/** The wait recorded on a run hash, or undefined when there is none or it does not parse. */
+export function parseWait(raw: string | null | undefined): WaitRecord | undefined {
+  if (!raw) return undefined;
+  try {
+    const r = waitRecordSchema.safeParse(JSON.parse(raw));
+    return r.success ? r.data : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,29 @@
+--[[
+  Delivers an event on a key (POST /v1/events): to the wait that holds the key,
+  at most once, or kept for a wait to come until its own expiry.
+
+  KEYS[1] the key's event hash
+
+  ARGV[1] payload (JSON)  ARGV[2] now (ms)  ARGV[3] how long a kept delivery waits for a wait (ms)
+
+  Returns:
+   {'resumed', runId, waitId}  the waiting run gets this payload (its wake job is then promoted)
+   {'kept', expiresAt}         no wait holds the key: kept until expiresAt
+   {'duplicate'}               the wait already got a delivery it has not consumed yet, or one is kept already
+]]
+local e = redis.call('HMGET', KEYS[1], 'state', 'waitId', 'runId', 'expiresAt')
+local state, waitId, runId, expiresAt = e[1], e[2], e[3], e[4]
+local now = tonumber(ARGV[2])
+
+if state == 'waiting' then
+  redis.call('HSET', KEYS[1], 'state', 'delivered', 'payload', ARGV[1], 'deliveredAt', ARGV[2])
+  return { 'resumed', runId, waitId }
+end
+if state == 'delivered' then return { 'duplicate' } end
+if state == 'pending' and tonumber(expiresAt) > now then return { 'duplicate' } end
+
+local until_ = now + tonumber(ARGV[3])
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'state', 'pending', 'payload', ARGV[1], 'expiresAt', until_)
+redis.call('PEXPIREAT', KEYS[1], until_)
+return { 'kept', until_ }

@@ -1,0 +1,129 @@
+/**
+ * The wait calls of a decision (tools built with defineWaitTool), run after every other call of the
+ * step: the first one parks the run (a sleep, or a wait for an event on a key) or answers at once (a
+ * sleep already due, a delivery kept for the key); any other wait call of the same step is a format
+ * error the model sees. A sleep counts against the run's wall clock: one that would end at or past the
+ * deadline stops the run `budget_exceeded` (wall_clock) at once; a wait for an event times out at the
+ * deadline at the latest. If the process dies before the commit, the step is redelivered and the wait
+ * asked again: registering the same wait on a key is idempotent.
+ */
+import type { Agent } from '../../core/agent.js';
+import type { ObservationEntry } from '../../core/journal.js';
+import type { ToolContext, WaitRequest, WaitTool } from '../../core/tool.js';
+import type { BudgetStop } from '../../budget/tenantBudget.js';
+import { waitIdOf, type WaitRecord } from '../../runs/waits.js';
+import type { StepEnv } from './env.js';
+import type { StepState } from './state.js';
+import type { ToolCall } from './tools.js';
+
+export interface WaitsStarted {
+  /** Observations of wait calls answered at once, by the call's index. */
+  observed: Map<number, ObservationEntry>;
+  park?: WaitRecord;
+  stop?: BudgetStop;
+}
+
+/** Whether a call names one of the agent's wait tools. */
+export function isWaitCall(agent: Agent, call: ToolCall): boolean {
+  return agent.tools.get(call.name)?.effect === 'wait';
+}
+
+export async function startWaits(
+  env: StepEnv,
+  state: StepState,
+  agent: Agent,
+  calls: readonly ToolCall[],
+  indexes: readonly number[],
+  ctx: ToolContext,
+): Promise<WaitsStarted> {
+  const out: WaitsStarted = { observed: new Map() };
+  for (const i of indexes) {
+    const call = calls[i]!;
+    const base = { v: 1 as const, kind: 'observation' as const, step: state.step, callId: call.id, tool: call.name };
+    if (out.park || out.stop) {
+      out.observed.set(i, { ...base, status: 'format_error', output: { error: 'one_wait_per_step' } });
+      continue;
+    }
+    const asked = requestOf(agent.tools.get(call.name) as WaitTool, call, ctx, env.now());
+    if ('error' in asked) {
+      out.observed.set(i, { ...base, status: 'format_error', output: asked });
+      continue;
+    }
+    const r = asked.kind === 'sleep' ? sleep(env, state, asked) : await eventWait(env, state, call, asked);
+    if ('obs' in r) out.observed.set(i, { ...base, ...r.obs });
+    if ('park' in r) out.park = r.park;
+    if ('stop' in r) out.stop = r.stop;
+  }
+  return out;
+}
+
+type Asked = { kind: 'sleep'; at: number } | { kind: 'event'; key: string; timeoutMs: number } | { error: string };
+
+/** The wait the tool asks for, from the call's arguments; a bad one is a format error the model sees. */
+function requestOf(
+  tool: WaitTool,
+  call: ToolCall,
+  ctx: ToolContext,
+  now: number,
+): Asked | { error: string; issues?: unknown } {
+  const parsed = tool.args.safeParse(call.args ?? {});
+  if (!parsed.success) {
+    const issues = parsed.error.issues.map((x) => ({ path: x.path.join('.'), message: x.message }));
+    return { error: 'invalid_arguments', issues };
+  }
+  let req: WaitRequest;
+  try {
+    req = tool.wait(parsed.data, ctx);
+  } catch {
+    return { error: 'invalid_wait' };
+  }
+  if (req.kind === 'event') {
+    const ok = typeof req.key === 'string' && req.key.length > 0 && req.key.length <= 200 && req.timeoutMs > 0;
+    return ok ? { kind: 'event', key: req.key, timeoutMs: req.timeoutMs } : { error: 'invalid_wait' };
+  }
+  const at = 'untilMs' in req ? req.untilMs : now + req.forMs;
+  return Number.isFinite(at) ? { kind: 'sleep', at: Math.round(at) } : { error: 'invalid_wait' };
+}
+
+type Started =
+  | { obs: Pick<ObservationEntry, 'status' | 'output'> }
+  | { obs: Pick<ObservationEntry, 'status' | 'output'>; park: WaitRecord }
+  | { park: WaitRecord }
+  | { stop: BudgetStop };
+
+/** A sleep: due already (answered now), past the deadline (the run stops), or a park until its time. */
+function sleep(env: StepEnv, state: StepState, asked: { at: number }): Started {
+  const { deadlineAt } = state.spec.limits;
+  const obs = { status: 'ok', output: { sleptUntil: new Date(asked.at).toISOString() } };
+  if (asked.at <= env.now()) return { obs };
+  if (asked.at >= deadlineAt) {
+    env.metrics.waits.inc({ kind: 'sleep', outcome: 'refused' });
+    const reason =
+      `wall_clock: a sleep until ${new Date(asked.at).toISOString()} ends past ` +
+      `the deadline ${new Date(deadlineAt).toISOString()}`;
+    return { stop: { kind: 'wall_clock', reason } };
+  }
+  return { obs, park: { kind: 'sleep', at: asked.at } };
+}
+
+/** A wait for an event: a delivery kept for the key answers now; else the run parks until one or the timeout. */
+async function eventWait(
+  env: StepEnv,
+  state: StepState,
+  call: ToolCall,
+  asked: { key: string; timeoutMs: number },
+): Promise<Started> {
+  const now = env.now();
+  const at = Math.min(now + asked.timeoutMs, state.spec.limits.deadlineAt);
+  const waitId = waitIdOf(state.runId, { step: state.step, callId: call.id });
+  const r = await env.store.awaitEvent({ tenant: state.spec.tenant, key: asked.key, waitId, at, now, runId: state.runId });
+  if (r.kind === 'delivered') {
+    env.metrics.waits.inc({ kind: 'event', outcome: 'delivered' });
+    return { obs: { status: 'ok', output: { event: JSON.parse(r.payload) as unknown } } };
+  }
+  if (r.kind === 'busy') {
+    env.metrics.waits.inc({ kind: 'event', outcome: 'refused' });
+    return { obs: { status: 'tool_error', output: { error: 'event_key_busy' } } };
+  }
+  return { park: { kind: 'event', at, key: asked.key, step: state.step, callId: call.id, tool: call.name } };
+}
