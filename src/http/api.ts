@@ -13,6 +13,8 @@ import {
 import { answerRequestError } from './requestErrors.js';
 import { InvalidRunRequest, startRun } from '../producer/intake.js';
 import { createRunSchemaFor } from '../producer/schemas.js';
+import { deliver, eventBodySchema } from '../producer/events.js';
+import { invalid } from '../producer/fieldErrors.js';
 import { EVENT_KEY_FORMAT } from '../runs/spec.js';
 import { runView, type EffectsLister } from './runView.js';
 import { storeErrorAnswered, storeGate } from './storeUnavailable.js';
@@ -94,6 +96,24 @@ export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Ex
       }
       throw err;
     }
+  });
+
+  // An outside event for a run waiting on its key (src/producer/events.ts), tenant-scoped like run creation.
+  app.post('/v1/events', requireRunCreation(ctx.cfg), async (req, res) => {
+    const parsed = eventBodySchema.safeParse(req.body);
+    if (!parsed.success) return void invalid(res, parsed.error);
+    const out = await deliver(ctx, parsed.data);
+    if (out.kind === 'duplicate') {
+      const message = 'the wait on this key already has a delivery, or one is kept for it';
+      return void res.status(409).json({ error: 'duplicate_delivery', message });
+    }
+    res
+      .status(202)
+      .json(
+        out.kind === 'resumed'
+          ? { outcome: 'resumed', runId: out.runId }
+          : { outcome: 'kept', expiresAt: out.expiresAt },
+      );
   });
 
   app.get('/v1/runs/:id', requireRunAccess(ctx), async (req, res) => {

@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiResponsesObject } from 'zod-openapi';
 import { agentRunSchema, ticketRunSchema } from '../producer/schemas.js';
 import { SCHEDULE_ID, scheduleBodySchema } from '../producer/schedules.js';
+import { eventBodySchema } from '../producer/events.js';
 import { ticketEventSchema, zendeskEventSchema } from '../producer/webhooks.js';
 import { SIGNATURE_HEADER, TIMESTAMP_HEADER } from '../producer/webhookSignature.js';
 import { runListQuerySchema } from './operators/runsList.js';
@@ -171,6 +172,19 @@ export function openApiDocument(): ReturnType<typeof createDocument> {
         },
       },
       '/v1/runs': runsPath,
+      '/v1/events': {
+        post: {
+          summary: 'Deliver an event to the run waiting on its key (or keep it for a wait to come).',
+          requestBody: { content: { 'application/json': { schema: eventBodySchema } } },
+          responses: {
+            '202': jsonObject('{outcome: resumed, runId} or {outcome: kept, expiresAt}'),
+            '400': refusal('Invalid body, named by field; nothing written.'),
+            '409': refusal('duplicate_delivery: the wait already has a delivery, or one is kept for the key.'),
+            '413': refusal('Body over the limit.'),
+            ...guarded,
+          },
+        },
+      },
       '/v1/runs/{id}': {
         get: {
           summary: 'The run view.',

@@ -24,6 +24,8 @@ export interface RunView {
   status: string;
   reason: string;
   step: number;
+  /** A run parked on a wait (sleeping | waiting_event): what it waits for and when it wakes (ISO time). */
+  wait?: { kind: 'sleep' | 'event'; wakeAt: string };
   /**
    * `model` is the pinned provider's name; `modelId` and `modelOptions` the rest of the pinned choice
    * (absent for runs pinned before model ids were: they run on the provider's default model).
@@ -122,6 +124,7 @@ export async function runView(
     status: state.status,
     reason: state.reason,
     step: state.cursor,
+    ...(state.wait ? { wait: { kind: state.wait.kind, wakeAt: new Date(state.wait.at).toISOString() } } : {}),
     agent: {
       name: spec?.agent ?? agentName ?? '',
       model: spec?.model ?? model ?? '',
@@ -254,7 +257,7 @@ export function renderRunHtml(view: RunView): string {
 <table class="summary"><tbody>
 <tr><th>status</th><td id="status">${escapeHtml(view.status)}</td></tr>
 <tr><th>reason</th><td id="reason">${escapeHtml(view.reason)}</td></tr>
-<tr><th>tenant</th><td>${escapeHtml(view.tenant)}</td></tr>
+${view.wait ? `<tr><th>wakes</th><td id="wake-at">${escapeHtml(`${view.wait.kind} · ${view.wait.wakeAt}`)}</td></tr>\n` : ''}<tr><th>tenant</th><td>${escapeHtml(view.tenant)}</td></tr>
 <tr><th>key</th><td>${escapeHtml(view.key)}</td></tr>
 ${chainRow('previous run', 'previous-run', view.previousRunId)}${chainRow('next run', 'next-run', view.nextRunId)}<tr><th>step</th><td>${escapeHtml(view.step)}</td></tr>
 <tr><th>agent</th><td>${escapeHtml(`${view.agent.name} ${view.agent.agentVersion} · ${view.agent.model}${view.agent.modelId !== undefined ? `/${view.agent.modelId}` : ''} · tools ${view.agent.toolsHash}`)}</td></tr>

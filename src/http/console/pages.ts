@@ -32,7 +32,7 @@ export function layout(title: string, body: string, op?: Operator, csrf?: string
 <script src="${CONSOLE}/static/console.js" defer></script>
 </head><body>
 <header><a class="brand" href="${CONSOLE}/runs">agent console</a>
-<nav><a href="${CONSOLE}/runs">runs</a> <a href="${CONSOLE}/runs?status=waiting_approval">approvals</a> <a href="${CONSOLE}/runs?status=needs_human">human queue</a> <a href="${CONSOLE}/flow">flow</a> <a href="/admin/queues">queues</a></nav>
+<nav><a href="${CONSOLE}/runs">runs</a> <a href="${CONSOLE}/runs?status=waiting_approval">approvals</a> <a href="${CONSOLE}/runs?status=needs_human">human queue</a> <a href="${CONSOLE}/runs?status=sleeping">sleeping</a> <a href="${CONSOLE}/runs?status=waiting_event">waiting for events</a> <a href="${CONSOLE}/flow">flow</a> <a href="/admin/queues">queues</a></nav>
 ${op ? `<form class="who" method="post" action="${CONSOLE}/logout"><span id="operator">${e(op.name)}</span> <span class="role">${e(op.role)}${op.tenants === '*' ? '' : ` · ${e(op.tenants.join(', '))}`}</span>${csrfField(csrf)}<button>log out</button></form>` : ''}
 </header>
 <main>${body}</main>

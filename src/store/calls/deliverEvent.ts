@@ -4,9 +4,7 @@ import { expectReply } from '../codes.js';
 import { script } from '../luaScripts.js';
 
 export type DeliverReply =
-  | { kind: 'resumed'; runId: string; waitId: string }
-  | { kind: 'kept'; expiresAt: number }
-  | { kind: 'duplicate' };
+  { kind: 'resumed'; runId: string; waitId: string } | { kind: 'kept'; expiresAt: number } | { kind: 'duplicate' };
 
 export async function deliverEvent(
   redis: RedisClient,

@@ -65,7 +65,14 @@ export async function commit(env: StepEnv, state: StepState, plan: CommitPlan, f
  */
 async function addWakeJob(env: StepEnv, state: StepState, plan: CommitPlan, used: Usage): Promise<void> {
   const { runId, step, data } = state;
-  const wake: StepJobData = { v: 1, runId, step: step + 1, used, wake: true, ...(data.limits ? { limits: data.limits } : {}) };
+  const wake: StepJobData = {
+    v: 1,
+    runId,
+    step: step + 1,
+    used,
+    wake: true,
+    ...(data.limits ? { limits: data.limits } : {}),
+  };
   await env.store.addWakeJob(wake, plan.wait!.at).catch((err: unknown) => {
     state.log.warn({ code: 'wake_job_not_added', err }, 'wake job not added (the sweep will)');
   });

@@ -255,7 +255,13 @@ export class RedisStepStore implements StepStore {
 
   async wake(job: StepJob, w: WakeWrite): Promise<boolean> {
     const k = this.d.keys.run(w.runId);
-    const keys = { run: k.run, budget: k.budget, journal: k.journal, events: k.events, jobLock: this.lockOf(w.runId, job) };
+    const keys = {
+      run: k.run,
+      budget: k.budget,
+      journal: k.journal,
+      events: k.events,
+      jobLock: this.lockOf(w.runId, job),
+    };
     return wakeRun(this.d.redis, keys, {
       token: job.token,
       step: w.step,

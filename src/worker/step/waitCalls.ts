@@ -116,7 +116,14 @@ async function eventWait(
   const now = env.now();
   const at = Math.min(now + asked.timeoutMs, state.spec.limits.deadlineAt);
   const waitId = waitIdOf(state.runId, { step: state.step, callId: call.id });
-  const r = await env.store.awaitEvent({ tenant: state.spec.tenant, key: asked.key, waitId, at, now, runId: state.runId });
+  const r = await env.store.awaitEvent({
+    tenant: state.spec.tenant,
+    key: asked.key,
+    waitId,
+    at,
+    now,
+    runId: state.runId,
+  });
   if (r.kind === 'delivered') {
     env.metrics.waits.inc({ kind: 'event', outcome: 'delivered' });
     return { obs: { status: 'ok', output: { event: JSON.parse(r.payload) as unknown } } };
