@@ -87,6 +87,11 @@ export interface WriteToolDefinition<A> {
   /** What the service holds for an earlier request (by its key, the action id as external id, the args). Required by a `lookup` strategy. */
   lookup?(ctx: ToolContext, req: LookupRequest): Promise<LookupResult>;
   timeoutMs?: number;
+  /**
+   * Run this write by itself when the model asks for several tools in one turn (the calls before it
+   * finish first, those after it start after it). Default false: it runs at once with the others.
+   */
+  runsAlone?: boolean;
 }
 
 export function defineReadTool<A>(def: ReadToolDefinition<A>): ReadTool<A> {
@@ -124,6 +129,7 @@ export function defineWriteTool<A>(def: WriteToolDefinition<A>): WriteTool<A> {
     ...(def.lookup ? { lookup: def.lookup } : {}),
     ...(def.identity ? { identity: def.identity } : {}),
     ...(def.material ? { material: def.material } : {}),
+    ...(def.runsAlone ? { runsAlone: true } : {}),
   };
 }
 

@@ -36,6 +36,15 @@ const jsonObject = (description: string) => ({
 });
 const refusal = (description: string) => ({ description, content: { 'application/json': { schema: errorBody } } });
 
+const viewerRefusal = z
+  .object({
+    error: z.string(),
+    limit: z.enum(['SSE_MAX_VIEWERS_PER_PRINCIPAL', 'SSE_OPERATOR_RESERVE', 'SSE_MAX_VIEWERS']).optional(),
+    max: z.number().int().optional(),
+    message: z.string().optional(),
+  })
+  .meta({ id: 'ViewerRefusal' });
+
 const runCreated = z
   .object({
     runId: z.string(),
@@ -192,8 +201,13 @@ export function openApiDocument(agents: AgentCatalog): ReturnType<typeof createD
           requestParams: { ...runParams, query: z.object({ lastEventId: z.string().optional() }) },
           responses: {
             '200': { description: 'text/event-stream', content: { 'text/event-stream': { schema: z.string() } } },
-            '429': refusal('Too many viewers.'),
             ...idLookup,
+            '503': {
+              description:
+                'Too many viewers: `limit` names the setting hit (SSE_MAX_VIEWERS_PER_PRINCIPAL, SSE_OPERATOR_RESERVE, ' +
+                "SSE_MAX_VIEWERS), `max` its value; or the route's credential is not configured.",
+              content: { 'application/json': { schema: viewerRefusal } },
+            },
           },
         },
       },
