@@ -36,6 +36,7 @@ export class Metrics {
   readonly modelRateLimited: Counter;
   readonly scheduleTicks: Counter;
   readonly waits: Counter;
+  readonly parallelToolCalls: Histogram;
   readonly replicationWaits: Histogram;
   readonly sseViewers: Gauge;
   readonly sseViewersRefused: Counter;
@@ -207,6 +208,12 @@ export class Metrics {
       help: 'Durable waits of runs (sleep, event) by how they ended: parked, delivered, woke, timed_out, refused',
       labelNames: ['kind', 'outcome'],
       registers: r,
+    });
+    this.parallelToolCalls = new Histogram({
+      name: 'agent_parallel_tool_calls',
+      help: 'Tool calls a step ran at once (batches of two or more)',
+      registers: r,
+      buckets: [2, 3, 4, 6, 8, 12, 16],
     });
     this.replicationWaits = new Histogram({
       name: 'agent_replication_wait_seconds',
