@@ -345,7 +345,7 @@ export const configSchema = z.object({
   CONSOLE_SESSION_TTL_MS: int(8 * 3600_000, 60_000),
   /** {"tenant": "token"}: a tenant token may create and read only that tenant's runs. */
   TENANT_TOKENS: json(z.record(z.string(), z.string().min(8)), {}),
-  /** {"tenant": "secret"}: HMAC-SHA256 secrets of the signed ticket webhooks. */
+  /** {"tenant": "secret"}: HMAC-SHA256 secrets of the signed webhooks (each agent's intake.webhooks). */
   WEBHOOK_SECRETS: json(z.record(z.string(), z.string().min(8)), {}),
   /** Replay window of signed webhooks (timestamp tolerance). */
   WEBHOOK_TOLERANCE_S: int(300, 1),
