@@ -84,7 +84,7 @@ function withAgent(w: World, t: ReturnType<typeof timeline>): StepEnv {
 }
 
 describe('parallel tool calls (act)', () => {
-  it('three 60 ms reads of one turn run at once: the step takes about 60 ms, not 180', async () => {
+  it('three 60 ms reads of one turn run at once: all three start before any ends', async () => {
     const w = world();
     const t = timeline();
     const spec = specOf({ toolsHash: t.agent.tools.schemaHash });
@@ -93,9 +93,8 @@ describe('parallel tool calls (act)', () => {
       decision: d,
       carriesDecision: true,
     });
-    const started = performance.now();
     const plan = await act(withAgent(w, t), state, t.agent, d);
-    expect(performance.now() - started).toBeLessThan(150);
+    // Timing is the integration test's (test/integration/parallelTools.test.ts): here, the overlap itself.
     expect(t.events.slice(0, 3)).toEqual(['start:a', 'start:b', 'start:c']);
     expect(plan.status).toBe('running');
   });
