@@ -7,6 +7,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createHarness, producerAuth, type Harness } from '../../testkit/harness.js';
+import { startEmbeddedRedis, type EmbeddedRedis } from '../../testkit/embeddedRedis.js';
 import { spawnWorker, type WorkerProcess } from '../../testkit/processes.js';
 import { onLines, spawnModule } from '../../testkit/spawnModule.js';
 
@@ -15,15 +16,24 @@ const OPERATOR_TOKEN = 'operator-token-for-tests';
 const usage = { promptTokens: 50, completionTokens: 5 };
 let h: Harness;
 let api: string;
+/** Its own redis-server (AOF always) for the test that restarts it; else the shared one. */
+let redis: EmbeddedRedis | undefined;
 const children: ChildProcess[] = [];
 
-beforeEach(async () => {
-  h = await createHarness('waits', { AGENTS_MODULE, OPERATOR_TOKEN, STUCK_RUN_MIN_AGE_MS: '500' });
+beforeEach(async (t) => {
+  redis = t.task.name.includes('Redis restart') ? await startEmbeddedRedis({ appendfsync: 'always' }) : undefined;
+  h = await createHarness('waits', {
+    AGENTS_MODULE,
+    OPERATOR_TOKEN,
+    STUCK_RUN_MIN_AGE_MS: '500',
+    ...(redis ? { REDIS_URL: redis.url } : {}),
+  });
   api = await startApiProcess();
 });
 afterEach(async () => {
   for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
   await h.close();
+  await redis?.stop();
 });
 
 async function startApiProcess(): Promise<string> {
@@ -32,7 +42,8 @@ async function startApiProcess(): Promise<string> {
   const lines: string[] = [];
   onLines(child.stdout!, (l) => lines.push(l));
   child.stderr!.on('data', (d: Buffer) => lines.push(`stderr: ${d.toString()}`));
-  const deadline = Date.now() + 30_000;
+  // A loaded 2-core box boots a tsx process slowly.
+  const deadline = Date.now() + 90_000;
   for (;;) {
     const line = lines.find((l) => l.includes('"api_listening"'));
     if (line) return (JSON.parse(line) as { url: string }).url;
@@ -87,6 +98,16 @@ describe('waits', () => {
     const events = await h.ctx.redis.xrange(h.ctx.keys.run(runId).events, '-', '+');
     const woke = events.find(([, f]) => f[1] === 'woke');
     expect(Number(woke![0].split('-')[0])).toBeGreaterThanOrEqual(wakeAt);
+  });
+
+  it('a sleep survives a Redis restart: the delayed wake job is in the AOF', async () => {
+    await worker();
+    const runId = await start('W-6', { name: 'check_back_later', args: { seconds: 4 } });
+    expect(await h.waitForStatus(runId, ['sleeping'])).toBe('sleeping');
+    await redis!.kill('SIGKILL');
+    await redis!.restart();
+    expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'], 30_000)).toBe('completed');
+    expect((await observations(runId)).map((o) => Object.keys(o.output as object))).toEqual([['sleptUntil']]);
   });
 
   it('an event delivered twice resumes the run once, with the payload as the call result', async () => {
