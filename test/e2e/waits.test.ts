@@ -29,7 +29,7 @@ beforeEach(async (t) => {
     ...(redis ? { REDIS_URL: redis.url } : {}),
   });
   api = await startApiProcess();
-});
+}, 120_000);
 afterEach(async () => {
   for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
   await h.close();
@@ -81,7 +81,7 @@ async function start(requestId: string, first: { name: string; args: unknown }):
 const observations = async (runId: string) =>
   (await h.ctx.store.transcript(runId)).filter((e) => e.kind === 'observation');
 
-describe('waits', () => {
+describe('waits', { timeout: 120_000 }, () => {
   it('a sleep parks the run sleeping (wake time in its view, no worker held) and survives its worker SIGKILL', async () => {
     const a = await worker();
     const runId = await start('W-1', { name: 'check_back_later', args: { seconds: 3 } });
