@@ -21,6 +21,8 @@ export enum ScriptCode {
   ActionWaiting = -19,
   NotVersionParked = -20,
   VersionChanged = -21,
+  /** A script that brings a run back to work: a later run of its subject superseded it (includes/subject.lua). */
+  Superseded = -22,
 }
 
 /**
@@ -81,6 +83,8 @@ export function scriptError(code: number, context: Record<string, unknown> = {})
         'the run is no longer pinned to the version it was parked with',
         context,
       );
+    case ScriptCode.Superseded:
+      return new AgentError('run_superseded', 'a later run of the subject superseded the run', context);
     default:
       return new AgentError('ledger_conflict', `unknown script code ${code}`, context);
   }

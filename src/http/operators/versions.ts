@@ -22,7 +22,7 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import type { EngineContext } from '../../runs/engineContext.js';
-import { AgentError, FenceError } from '../../core/errors.js';
+import { AgentError, FenceError, hasErrorCode } from '../../core/errors.js';
 import type { Ledger } from '../../ledger/ledger.js';
 import type { LedgerState } from '../../ledger/states.js';
 import { continueUnderVersion, isVersionParked, listVersionParked } from '../../runs/versionQueue.js';
@@ -192,6 +192,12 @@ export async function continueVersionRun(
     // Another operator continued or cancelled it meanwhile: the second click changes nothing.
     if (err instanceof AgentError && err.code === 'version_mismatch')
       return { status: 409, body: { error: 'not_version_parked', runId, message: err.message } };
+    if (hasErrorCode(err, 'run_superseded')) {
+      ctx.metrics.runsSuperseded.inc({ path: 'continue_version' });
+      const laterRunId = String(err.details.laterRunId);
+      const message = `a later run of the subject (${laterRunId}) superseded this one: cancel it instead`;
+      return { status: 409, body: { error: 'run_superseded', runId, laterRunId, message } };
+    }
     throw err;
   }
 }
