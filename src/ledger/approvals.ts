@@ -23,7 +23,6 @@ import type { WriteTool } from '../core/tool.js';
 import { ledgerFor } from './ledger.js';
 import type { ApprovalPolicy } from './runner.js';
 import { stopRun } from '../runs/stop.js';
-import { isTerminal } from '../runs/status.js';
 import type { ResumeResult } from '../store/calls/resumeRun.js';
 import { FenceError } from '../core/errors.js';
 import { LedgerConflict } from './ledger.js';
@@ -96,8 +95,7 @@ export async function expireApprovals(ctx: EngineContext, now: number, limit = 1
         const [status, approvalFor] = await ctx.redis.hmget(ctx.keys.run(rec.runId).run, 'status', 'approvalFor');
         if (status === 'waiting_approval' && (!approvalFor || approvalFor === actionId))
           await settleUnresumed(ctx, rec.runId, actionId, await ctx.store.resume(rec.runId, 'waiting_approval', now));
-        else if (status === null || isTerminal(status))
-          await settleUnresumed(ctx, rec.runId, actionId, { resumed: false, status: status ?? 'missing' });
+        else if (status === 'cancelled') await settleUnresumed(ctx, rec.runId, actionId, { resumed: false, status });
       }
       // Last: until the run is stopped or resumed, the entry is what brings a rerun back here.
       await ctx.redis.zrem(ctx.keys.approvals(shard), actionId);
@@ -142,11 +140,11 @@ export interface VoidedDecision {
 
 /**
  * After a person's decision, its run did not come back to work (resumeRun-12.lua): when the run
- * ended meanwhile (a cancel that landed between the decision and the resume) or a later run of its
+ * was cancelled meanwhile (a cancel that landed between the decision and the resume) or a later run of its
  * subject superseded it, the decision is void. An `authorized` action ends `rejected` with the run's
  * end as evidence (never left authorized on a run that will not run it); a superseded run that
  * waited for this approval ends `failed` / `superseded: <later run>` (nothing else would end it).
- * Undefined when the run is at work (another caller resumed it): the decision stands.
+ * Undefined otherwise (another caller resumed it): the decision stands.
  */
 export async function settleUnresumed(
   ctx: EngineContext,
@@ -156,7 +154,9 @@ export async function settleUnresumed(
 ): Promise<VoidedDecision | undefined> {
   if (r.resumed) return undefined;
   const laterRunId = 'laterRunId' in r ? r.laterRunId : undefined;
-  if (laterRunId === undefined && r.status !== 'missing' && !isTerminal(r.status)) return undefined;
+  // A waiting_approval run ends without coming back to work only by a cancel (an expiry rejects the action
+  // itself): any other status means another caller resumed it and the decision took effect.
+  if (laterRunId === undefined && r.status !== 'cancelled') return undefined;
   const [status, cancelReason] = await ctx.redis.hmget(ctx.keys.run(runId).run, 'status', 'cancelReason');
   const runStatus = status ?? 'missing';
   const evidence = {

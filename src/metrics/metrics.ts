@@ -193,7 +193,7 @@ export class Metrics {
     });
     this.cancelsHonoured = new Counter({
       name: 'agent_cancels_before_model_total',
-      help: "A recorded cancel honoured by a step before a model attempt or a wait (no model call after it)",
+      help: 'A recorded cancel honoured by a step before a model attempt or a wait (no model call after it)',
       labelNames: ['at'],
       registers: r,
     });

@@ -132,27 +132,31 @@ export async function retryRun(
   });
   const detail = `from=${status},steps=+${extension.steps},tokens=+${extension.tokens},wall_ms=+${extension.wallMs}`;
   const entry: OperatorEntry = { v: 1, kind: 'operator', step: cursor, action: 'retry', by, at: now, detail };
-  const r = await retryRunCall(ctx.redis, { ...k, subjectLatest: await ctx.store.subjectLatestOf(runId) }, {
-    runId,
-    expected: { status, cursor, resumes },
-    jobId,
-    now,
-    eventsMaxLen: ctx.cfg.EVENTS_MAX_LEN,
-    limits,
-    extended,
-    entry: JSON.stringify(entry),
-    retriedEvent: JSON.stringify({
-      from: status,
-      reason: reasonCode(reasonText),
-      by,
-      step: cursor,
+  const r = await retryRunCall(
+    ctx.redis,
+    { ...k, subjectLatest: await ctx.store.subjectLatestOf(runId) },
+    {
+      runId,
+      expected: { status, cursor, resumes },
       jobId,
-      extension,
+      now,
+      eventsMaxLen: ctx.cfg.EVENTS_MAX_LEN,
       limits,
-    }),
-    statusEvent: JSON.stringify({ status: 'running', reason: 'retried', from: status }),
-    job,
-  });
+      extended,
+      entry: JSON.stringify(entry),
+      retriedEvent: JSON.stringify({
+        from: status,
+        reason: reasonCode(reasonText),
+        by,
+        step: cursor,
+        jobId,
+        extension,
+        limits,
+      }),
+      statusEvent: JSON.stringify({ status: 'running', reason: 'retried', from: status }),
+      job,
+    },
+  );
   switch (r.outcome) {
     case 'retried':
       count('retried');

@@ -21,9 +21,7 @@ export interface ResumeRunArgs {
  * later run of its subject that superseded it (`laterRunId`: only the subject's latest run comes back to work).
  */
 export type ResumeResult =
-  | { resumed: true }
-  | { resumed: false; status: string }
-  | { resumed: false; status: string; laterRunId: string };
+  { resumed: true } | { resumed: false; status: string } | { resumed: false; status: string; laterRunId: string };
 
 export async function resumeRun(
   redis: RedisClient,

@@ -45,7 +45,9 @@ async function postRun(id: string, event: string, script: Script, budget?: { max
 }
 
 /** A follow-up that stays at work: every attempt of its first model call fails (503), so it waits out an outage. */
-const AT_WORK: Script = [{ toolCalls: [email], transientFailures: 20, usage: { promptTokens: 1, completionTokens: 1 } }];
+const AT_WORK: Script = [
+  { toolCalls: [email], transientFailures: 20, usage: { promptTokens: 1, completionTokens: 1 } },
+];
 
 /** The follow-up on the same ticket, linked to `previous` and still at work (queued). */
 async function followUpAtWork(id: string, previous: string): Promise<string> {
