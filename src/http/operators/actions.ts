@@ -17,7 +17,7 @@ import { Compensations, CompensationRefused } from '../../ledger/compensation.js
 import { Ledger, LedgerConflict, type ActionRecord } from '../../ledger/ledger.js';
 import { holdSlot, resumeParked } from '../../runs/resume.js';
 import { retryRun, type RetryExtension } from '../../runs/retryRun.js';
-import { stopRun } from '../../runs/stop.js';
+import { stopRun, wakeForCancel } from '../../runs/stop.js';
 import { isActionId, isRunId, stepJobId } from '../../store/keys.js';
 import { operatorSeesRun } from '../auth.js';
 import type { Operator } from '../operatorIdentity.js';
@@ -259,6 +259,8 @@ export async function cancelRun(ctx: EngineContext, op: Operator, runId: string)
   }
   if (!result.stopped && TERMINAL.has(result.status))
     return { status: 409, body: { error: 'run_finished', runId, status: result.status } };
+  // At work but waiting (an outage, a follow-up, a rate limit): its step meets the cancel now.
+  if (!result.stopped) await wakeForCancel(ctx, runId);
   // Parked (no step in flight): the journal gets the operator's entry now. A running run's
   // cancel is journalled by its next commit, as a status entry whose reason names the operator.
   if (result.stopped) {

@@ -41,7 +41,9 @@ export async function load(env: StepEnv, d: Delivery, limited: LimitedSpecs): Pr
   const spec = await currentSpec(env, runId, log);
   if (!spec) return undefined;
   const redelivered = data.resume === true || job.attemptsStarted > 1 || job.attemptsMade > 0;
-  const known = redelivered ? await readDelivered(env, job, runId, step, log) : { used: data.used };
+  const known = redelivered
+    ? await readDelivered(env, job, runId, step, log)
+    : { used: data.used, cancelRequested: false };
   if (!known) return undefined;
   const startedEvent = JSON.stringify({
     step,
@@ -64,6 +66,7 @@ export async function load(env: StepEnv, d: Delivery, limited: LimitedSpecs): Pr
     started,
     startedEvent,
     used: known.used,
+    cancelRequested: known.cancelRequested === true,
     startedEmitted: false,
     carriesDecision: false,
     ...(known.decision ? { decision: known.decision } : {}),
@@ -108,7 +111,7 @@ async function readDelivered(
   runId: string,
   step: number,
   log: Logger,
-): Promise<Pick<StepState, 'used' | 'decision'> | undefined> {
+): Promise<(Pick<StepState, 'used' | 'decision'> & { cancelRequested: boolean }) | undefined> {
   const state = await env.store.readState(runId);
   if (!state) return undefined;
   if (state.cursor !== step || state.jobId !== job.id || (state.status !== 'running' && state.status !== 'queued')) {
@@ -117,10 +120,11 @@ async function readDelivered(
     await env.store.ensureCurrentStepJob(runId);
     return undefined;
   }
-  if (state.decidedStep !== step) return { used: state.used };
+  const known = { used: state.used, cancelRequested: state.cancelRequested };
+  if (state.decidedStep !== step) return known;
   const entry = await env.store.journalEntry(runId, state.decisionIndex);
   const decision: DecisionEntry | undefined = entry?.kind === 'decision' && entry.step === step ? entry : undefined;
-  return decision ? { used: state.used, decision } : { used: state.used };
+  return decision ? { ...known, decision } : known;
 }
 
 /** The spec with the limits an operator's retry set (carried by the job); the spec itself when there are none. */
