@@ -21,8 +21,10 @@ export enum ScriptCode {
   ActionWaiting = -19,
   NotVersionParked = -20,
   VersionChanged = -21,
+  /** journalObservation-5.lua: the step's decision is not journalled (an observation never precedes it). */
+  DecisionMissing = -22,
   /** A script that brings a run back to work: a later run of its subject superseded it (includes/subject.lua). */
-  Superseded = -22,
+  Superseded = -23,
 }
 
 /**
@@ -83,6 +85,8 @@ export function scriptError(code: number, context: Record<string, unknown> = {})
         'the run is no longer pinned to the version it was parked with',
         context,
       );
+    case ScriptCode.DecisionMissing:
+      return new AgentError('invariant', "an observation before its step's decision was journalled", context);
     case ScriptCode.Superseded:
       return new AgentError('run_superseded', 'a later run of the subject superseded the run', context);
     default:

@@ -19,7 +19,7 @@
 
   Returns 1, or -3 run missing, -20 the run is not parked for a version change,
   -21 the run's pinned version is no longer the one the operator saw,
-  {-22, later run id} a later run of the subject superseded it (includes/subject.lua:
+  {-23, later run id} a later run of the subject superseded it (includes/subject.lua:
   only the subject's latest run comes back to work).
 
   Leaving needs_human takes the run out of the version queue (includes/runIndex.lua).
@@ -34,7 +34,7 @@ if not run[1] then return -3 end
 if run[1] ~= 'needs_human' or string.sub(run[2] or '', 1, 16) ~= 'version_mismatch' then return -20 end
 if run[3] ~= ARGV[1] or run[4] ~= ARGV[2] then return -21 end
 local later = laterRunOf(KEYS[1], KEYS[13], ARGV[14])
-if later then return { -22, later } end
+if later then return { -23, later } end
 indexRunStatus(KEYS[1], 'running', ARGV[7], 0, run[1])
 redis.call('HSET', KEYS[1], 'spec', ARGV[3], 'agentVersion', ARGV[4], 'toolsHash', ARGV[5],
   'status', 'running', 'reason', '', 'jobId', ARGV[6], 'updatedAt', ARGV[7])

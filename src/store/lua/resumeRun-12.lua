@@ -12,7 +12,7 @@
   ARGV[9] the run id
 
   Returns {1, ''}, or {-3, ''} run missing, {-4, status} the run is not in the
-  expected status, {-22, later run id} a later run of the subject superseded it.
+  expected status, {-23, later run id} a later run of the subject superseded it.
 
   Keeps the run listing indexes (includes/runIndex.lua) in the same change.
 ]]
@@ -25,7 +25,7 @@ local status = redis.call('HGET', KEYS[1], 'status')
 if not status then return { -3, '' } end
 if status ~= ARGV[1] then return { -4, status } end
 local later = laterRunOf(KEYS[1], KEYS[12], ARGV[9])
-if later then return { -22, later } end
+if later then return { -23, later } end
 indexRunStatus(KEYS[1], 'running', ARGV[3], 0)
 redis.call('HSET', KEYS[1], 'status', 'running', 'reason', '', 'jobId', ARGV[2], 'updatedAt', ARGV[3])
 redis.call('HINCRBY', KEYS[1], 'resumes', 1)

@@ -33,7 +33,7 @@
     {-2, ''} the run moved on since it was read (cursor or resumes)
     {-18, steps | tokens | wall_clock} that budget leaves no room
     {-19, action id} an action waits for a person
-    {-22, later run id} a later run of the subject superseded this one (includes/subject.lua)
+    {-23, later run id} a later run of the subject superseded this one (includes/subject.lua)
 
   Keeps the run listing indexes (includes/runIndex.lua) in the same change.
 ]]
@@ -49,7 +49,7 @@ if not status then return { -3, '' } end
 if status ~= ARGV[1] then return { -4, status } end
 if tonumber(run[2] or '0') ~= tonumber(ARGV[2]) or tonumber(run[3] or '0') ~= tonumber(ARGV[3]) then return { -2, '' } end
 local later = laterRunOf(KEYS[1], KEYS[15], ARGV[18])
-if later then return { -22, later } end
+if later then return { -23, later } end
 
 local used = redis.call('HMGET', KEYS[2], 'stepsUsed', 'tokensUsed')
 if tonumber(used[1] or '0') >= tonumber(ARGV[7]) then return { -18, 'steps' } end
