@@ -1,4 +1,7 @@
-/** Typed call of src/store/lua/continueVersion-13.lua: re-pin a run parked for a version change and resume it, one atomic change. */
+/**
+ * Typed call of src/store/lua/continueVersion-13.lua: re-pin a run parked for a version change and resume it, one
+ * atomic change.
+ */
 import type { RedisClient } from '../connect.js';
 import type { CapturedAdd } from '../bullmqInternals.js';
 import { expectReply, ScriptCode } from '../codes.js';
