@@ -39,7 +39,7 @@ describe('cancel', () => {
 
   it('a running run dispatches nothing after the request and is cancelled at its next commit', async () => {
     h.sandbox.setFaults([{ kind: 'slow_commit', resource: 'tickets', ms: 600 }]);
-    // One write per turn: the calls of one turn start at once, so an email beside the ticket would leave with it.
+    // The email in the next step: the calls of one turn run at once, so it would leave beside the ticket.
     const runId = await startScripted(h, [turn([ticketCall]), turn([email]), final], 'CAN');
     // Wait until the ticket is in flight, then cancel.
     const deadline = Date.now() + 10_000;
