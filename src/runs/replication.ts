@@ -25,7 +25,8 @@ export async function runReplicated(
   if (minReplicas <= 0) return;
   const end = ctx.metrics.replicationWaits.startTimer({ write });
   try {
-    await replicated(ctx.redis, ctx.keys.run(runId).run, { minReplicas, timeoutMs }, retryS * 1000);
+    const fence = ctx.keys.replicaFence(ctx.keys.shardOf(runId));
+    await replicated(ctx.redis, fence, { minReplicas, timeoutMs }, retryS * 1000);
     end({ outcome: 'ok' });
   } catch (err) {
     end({ outcome: err instanceof NotReplicatedError ? 'not_replicated' : 'error' });
