@@ -76,7 +76,7 @@ export interface RunnerDeps {
    * Waits until the run's writes so far (the decision, the action's plan and intent) are on the replicas
    * REDIS_MIN_REPLICAS asks for, or throws NotReplicatedError (src/runs/replication.ts). Absent: no wait.
    */
-  replicate?: (runId: string) => Promise<void>;
+  replicate?: (rec: Pick<ActionRecord, 'runId' | 'actionId'>) => Promise<void>;
 }
 
 const MAX_DRIVE_ROUNDS = 12;
@@ -464,7 +464,7 @@ export class LedgerEffectRunner implements EffectRunner {
   private async untilReplicated(rec: ActionRecord, log: Logger): Promise<void> {
     if (!this.d.replicate) return;
     try {
-      await this.d.replicate(rec.runId);
+      await this.d.replicate(rec);
     } catch (err) {
       if (!(err instanceof NotReplicatedError)) throw err;
       const evidence = { acked: err.acked, required: err.required };
@@ -519,6 +519,14 @@ export function createEffectRunner(
     workerId: opts.workerId ?? `worker:${process.pid}`,
     tracer: ctx.tracing.tracer,
     ...(opts.approvals ? { approvals: opts.approvals } : {}),
-    ...(ctx.cfg.REDIS_MIN_REPLICAS > 0 ? { replicate: (runId: string) => runReplicated(ctx, runId, 'dispatch') } : {}),
+    ...(ctx.cfg.REDIS_MIN_REPLICAS > 0 ? { replicate: (rec: ReplicatedAction) => replicatedIntent(ctx, rec) } : {}),
   });
+}
+
+type ReplicatedAction = Pick<ActionRecord, 'runId' | 'actionId'>;
+
+/** The dispatch's wait, witnessed by the intent itself: the action `dispatched` on the server the wait ran on. */
+function replicatedIntent(ctx: EngineContext, rec: ReplicatedAction): Promise<void> {
+  const witness = { key: ctx.keys.action(rec.runId, rec.actionId), field: 'state', expect: 'dispatched' };
+  return runReplicated(ctx, rec.runId, 'dispatch', witness);
 }

@@ -78,6 +78,17 @@ describe('replication waits (REDIS_MIN_REPLICAS=1)', () => {
     await replicaOnline();
   });
 
+  it('a wait whose server lacks the write it is for fails: a wait resent to a promoted replica acknowledges nothing', async () => {
+    const fence = h.ctx.keys.replicaFence(0);
+    const opts = { minReplicas: 1, timeoutMs: 500 };
+    const absent = { key: h.ctx.keys.run('r_absent').run, field: 'status' };
+    await expect(replicated(h.ctx.redis, fence, opts, 1000, absent)).rejects.toMatchObject({ code: 'not_replicated' });
+    const present = { key: h.ctx.keys.run('r_present').run, field: 'status', expect: 'running' };
+    await h.ctx.redis.hset(present.key, { status: 'running' });
+    expect(await replicated(h.ctx.redis, fence, opts, 1000, present)).toBe(1);
+    await h.ctx.redis.del(present.key);
+  });
+
   it('a run is acknowledged (201) only once a replica has it: a frozen replica gets the caller a 503 with Retry-After', async () => {
     const { url } = await h.startApi();
     const body = { tenant: 'acme', ticket: sampleTicket('REPL-1') };
