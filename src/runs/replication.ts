@@ -37,3 +37,16 @@ export async function runReplicated(
     throw err;
   }
 }
+
+/**
+ * The wait before a request leaves for an action (a dispatch, or a reconciler's same-key replay), witnessed by the
+ * action's record in `state` on the server the wait ran on.
+ */
+export function actionReplicated(
+  ctx: Pick<EngineContext, 'redis' | 'keys' | 'cfg' | 'metrics'>,
+  rec: { runId: string; actionId: string },
+  state: 'dispatched' | 'outcome_unknown',
+): Promise<void> {
+  const witness = { key: ctx.keys.action(rec.runId, rec.actionId), field: 'state', expect: state };
+  return runReplicated(ctx, rec.runId, 'dispatch', witness);
+}
