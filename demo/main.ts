@@ -9,8 +9,14 @@
  * start the test kit's local OpenAI-compatible / Anthropic Messages server
  * playing the same script over HTTP, and the workers call it through the real
  * AI SDK provider (openai-compatible / anthropic), as against vLLM or the vendor.
+ *
+ * Stopping is bounded whatever dies first: Ctrl-C (SIGINT to the whole process group) stops the workers, then the
+ * API and Redis, within STOP_DEADLINE_MS, after which everything left is killed; a second Ctrl-C kills at once. The
+ * embedded redis-server has its own process group, so Ctrl-C does not stop it before its clients; if it dies anyway,
+ * nothing waits on it. Its temp dir goes in every case, and a start removes those of demos killed by SIGKILL.
  */
 import type { ChildProcess } from 'node:child_process';
+import { rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { loadConfig } from '../src/config/config.js';
 import { boot, listen, PortInUseError } from '../src/server/boot.js';
@@ -20,7 +26,7 @@ import { createLogger } from '../src/metrics/log.js';
 import { ledgerFor } from '../src/ledger/ledger.js';
 import { Reconciler } from '../src/ledger/reconciler.js';
 import { createFullApi } from '../src/http/fullApi.js';
-import { freePort, startEmbeddedRedis, type EmbeddedRedis } from '../testkit/embeddedRedis.js';
+import { freePort, removeStaleRedisDirs, startEmbeddedRedis, type EmbeddedRedis } from '../testkit/embeddedRedis.js';
 import { startSandbox } from '../sandbox/server.js';
 import { startOpenAIServer } from '../testkit/modelServers/openai.js';
 import { startAnthropicServer } from '../testkit/modelServers/anthropic.js';
@@ -55,6 +61,15 @@ function localModelEnv(model: DemoModel, server: ModelServer | undefined): Recor
 // unset one is the default when free, else any free port, so two demos run side by side.
 let embedded: EmbeddedRedis | undefined;
 let modelServer: ModelServer | undefined;
+// A signal while still starting (handlers below replace this one): Redis has its own process group, so it and its
+// temp dir go with the demo here; sandbox and model server are in this process.
+const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+function leaveWhileStarting(): void {
+  embedded?.process?.kill('SIGKILL');
+  if (embedded?.dir) rmSync(embedded.dir, { recursive: true, force: true });
+  process.exit(1);
+}
+for (const signal of SIGNALS) process.on(signal, leaveWhileStarting);
 const { env, redisUrl, cfg, ctx, sandbox, server, apiPort, workerPorts, demoModel } = await boot(
   'demo',
   async () => {
@@ -64,7 +79,9 @@ const { env, redisUrl, cfg, ctx, sandbox, server, apiPort, workerPorts, demoMode
     const base = loadConfig();
     let redisUrl = base.REDIS_URL;
     if (!redisUrl && base.REDIS_CLUSTER_NODES.length === 0) {
-      embedded = await startEmbeddedRedis();
+      for (const stale of await removeStaleRedisDirs())
+        console.log(`demo: removed ${stale.dir}, the Redis dir of a demo that is gone (pid ${stale.owner})`);
+      embedded = await startEmbeddedRedis({ detached: true });
       redisUrl = embedded.url;
     }
     const sandbox = await startSandbox({ port: 0 });
@@ -112,9 +129,80 @@ for (const w of workers) {
   });
 }
 
+/** Past this, a stop that has not finished kills what is left (a Redis that froze, a close that waits for ever). */
+const STOP_DEADLINE_MS = 5000;
+/** Ctrl-C reaches the demo from the terminal and again through npm and tsx: a second signal this soon is that echo. */
+const SIGNAL_ECHO_MS = 1000;
+let stopStartedAt = 0;
+// Assigned once the samples are sent, below; a stop before that has no poll to clear.
+// eslint-disable-next-line prefer-const
+let poll: NodeJS.Timeout | undefined;
+
+/** Kills every child left, removes Redis's temp dir, exits: nothing here waits on anything. */
+function forceExit(why: string): never {
+  console.error(`demo: ${why}: killing what is left`);
+  for (const w of workers) w.kill('SIGKILL');
+  embedded?.process?.kill('SIGKILL');
+  if (embedded?.dir) rmSync(embedded.dir, { recursive: true, force: true });
+  process.exit(1);
+}
+
+/** Whether the embedded redis-server has exited (an external Redis is never known to be gone). */
+function redisGone(): boolean {
+  const p = embedded?.process;
+  return p !== undefined && (p.exitCode !== null || p.signalCode !== null);
+}
+
+/** Redis is gone: its clients stop reconnecting (pending commands fail at once) and workers cannot hand back. */
+function abandonRedis(): void {
+  ctx.redis.disconnect();
+  for (const w of workers) w.kill('SIGKILL');
+}
+
+async function stop(exitCode = 0): Promise<void> {
+  if (stopping) return;
+  stopping = true;
+  stopStartedAt = Date.now();
+  setTimeout(() => forceExit(`the stop took longer than ${STOP_DEADLINE_MS} ms`), STOP_DEADLINE_MS).unref();
+  clearInterval(poll);
+  if (redisGone()) abandonRedis();
+  for (const w of workers) w.kill('SIGTERM');
+  // A worker killed by a signal has a signalCode and no exitCode: it is gone too.
+  const exited = (w: ChildProcess) => w.exitCode !== null || w.signalCode !== null;
+  await Promise.all(workers.map((w) => new Promise((r) => (exited(w) ? r(null) : w.once('exit', r)))));
+  await reconciler.stop();
+  server.close();
+  server.closeAllConnections();
+  await ctx.close();
+  await sandbox.close();
+  await modelServer?.close();
+  await embedded?.stop();
+  process.exit(exitCode);
+}
+
+function onSignal(signal: NodeJS.Signals): void {
+  if (!stopping) return void stop();
+  if (Date.now() - stopStartedAt < SIGNAL_ECHO_MS) return;
+  forceExit(`second ${signal}`);
+}
+// Redis that dies under a running demo (killed, crashed) ends the demo: nothing can run without it.
+embedded?.process?.once('exit', (code, signal) => {
+  if (stopping) return abandonRedis();
+  console.error(`demo: the embedded redis-server exited (${signal ?? code}): stopping`);
+  void stop(1);
+});
+for (const signal of SIGNALS) {
+  process.off(signal, leaveWhileStarting);
+  process.on(signal, onSignal);
+}
+// Whatever way this process exits (an exception included; SIGKILL excepted), Redis's temp dir goes with it.
+process.once('exit', () => {
+  if (embedded?.dir) rmSync(embedded.dir, { recursive: true, force: true });
+});
+
 console.log(`
 durable agent fleet demo
-  Redis        ${redisUrl ?? cfg.REDIS_CLUSTER_NODES.join(',')}${embedded ? ' (embedded, AOF on)' : ''}
+  Redis        ${redisUrl ?? cfg.REDIS_CLUSTER_NODES.join(',')}${embedded ? ` (embedded, AOF on, in ${embedded.dir})` : ''}
   console      ${apiUrl}/console   (log in with the operator token below)
   API          ${apiUrl}/v1/runs   (health ${apiUrl}/healthz, metrics ${apiUrl}/metrics)
   Bull Board   ${apiUrl}/admin/queues   (user ${cfg.BULL_BOARD_USER ?? '-'}, password ${cfg.BULL_BOARD_PASSWORD ?? '-'}; run pages ${apiUrl}/runs/<runId>)
@@ -160,6 +248,8 @@ sandbox.setFaults([{ kind: 'lost_response_after_commit', resource: 'emails', cou
 
 const runIds: string[] = [];
 for (const ticket of tickets) {
+  // A Ctrl-C while the samples are sent: the stop closes the API under this loop.
+  if (stopping) break;
   const res = await fetch(`${apiUrl}/v1/runs`, {
     method: 'POST',
     headers: {
@@ -167,7 +257,11 @@ for (const ticket of tickets) {
       ...(cfg.PRODUCER_TOKEN ? { authorization: `Bearer ${cfg.PRODUCER_TOKEN}` } : {}),
     },
     body: JSON.stringify({ tenant: 'demo', ticket }),
+  }).catch((err: unknown) => {
+    if (stopping) return undefined;
+    throw err;
   });
+  if (!res) break;
   const body = (await res.json()) as { runId: string };
   runIds.push(body.runId);
   console.log(`enqueued ${ticket.id} -> run ${body.runId} (${res.status})  ${apiUrl}/runs/${body.runId}`);
@@ -175,7 +269,18 @@ for (const ticket of tickets) {
 
 const ledger = ledgerFor(ctx);
 const last = new Map<string, string>();
-const poll = setInterval(async () => {
+let reported = false;
+poll = setInterval(async () => {
+  if (stopping) return;
+  try {
+    await report();
+  } catch (err) {
+    // Redis going away while the demo stops: the stop says what happens next.
+    if (!stopping) console.error(`demo: progress read failed: ${String(err)}`);
+  }
+}, 300);
+
+async function report(): Promise<void> {
   for (const runId of runIds) {
     const state = await ctx.store.readState(runId);
     if (!state) continue;
@@ -206,22 +311,4 @@ const poll = setInterval(async () => {
       `all runs settled. sandbox effects: tickets=${c.byResource.tickets?.records} emails=${c.byResource.emails?.records} duplicates=${c.duplicates}.${modelServer ? ` model server: ${modelServer.requests.length} requests, models ${[...new Set(modelServer.requests.map((r) => String(r.body.model)))].join(',')}.` : ''} Still serving; Ctrl-C to stop.`,
     );
   }
-}, 300);
-let reported = false;
-
-async function stop(exitCode = 0): Promise<void> {
-  if (stopping) return;
-  stopping = true;
-  clearInterval(poll);
-  for (const w of workers) w.kill('SIGTERM');
-  await Promise.all(workers.map((w) => new Promise((r) => (w.exitCode !== null ? r(null) : w.once('exit', r)))));
-  await reconciler.stop();
-  server.close();
-  await ctx.close();
-  await sandbox.close();
-  await modelServer?.close();
-  await embedded?.stop();
-  process.exit(exitCode);
 }
-process.on('SIGINT', () => void stop());
-process.on('SIGTERM', () => void stop());

@@ -1,4 +1,10 @@
-/** `npm run openapi > openapi.json`: the HTTP API's OpenAPI document without a running API (src/http/openapi.ts). */
+/**
+ * `npm run openapi > openapi.json`: the HTTP API's OpenAPI document without a running API (src/http/openapi.ts),
+ * for the built-in agents (a deployment's own agents add their shorthands and webhooks: GET /openapi.json).
+ */
+import { AgentCatalog } from '../src/core/agent.js';
+import { supportAgent } from '../src/agents/support/index.js';
 import { openApiDocument } from '../src/http/openapi.js';
 
-process.stdout.write(`${JSON.stringify(openApiDocument(), null, 2)}\n`);
+const agents = new AgentCatalog([supportAgent({ baseUrl: 'http://127.0.0.1' })]);
+process.stdout.write(`${JSON.stringify(openApiDocument(agents), null, 2)}\n`);

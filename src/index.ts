@@ -24,6 +24,8 @@ export {
   type CompensableAction,
   type CompensationCall,
   type PreviousRun,
+  type AgentIntake,
+  type WebhookIntake,
   defaultFollowUp,
 } from './core/agent.js';
 export { ToolRegistry } from './core/toolRegistry.js';

@@ -3,9 +3,14 @@
  * port in a temp dir, AOF on, noeviction; stopped (and its dir removed) on stop().
  * When redis-server is absent we try Testcontainers (machines with Docker),
  * else fail with a message saying how to get Redis.
+ *
+ * The demo's server is `detached` (its own process group: a terminal's Ctrl-C
+ * reaches the demo, which stops its workers before Redis, not Redis first) and
+ * leaves an owner file in its dir, so a later start can remove the dir (and
+ * shut down the server) of an owner that died by SIGKILL (removeStaleRedisDirs).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -44,6 +49,78 @@ export interface EmbeddedOptions {
   appendfsync?: 'always' | 'everysec' | 'no';
   extraArgs?: string[];
   port?: number;
+  /**
+   * Its own process group, so a signal to the caller's group (Ctrl-C) does not stop it before its clients; with an
+   * owner file (OWNER_FILE) naming the caller's pid, for removeStaleRedisDirs.
+   */
+  detached?: boolean;
+}
+
+/** The file in a detached server's dir naming who owns it: `{ owner, redis, port }` (pids and port). */
+export const OWNER_FILE = 'owner.json';
+const DIR_PREFIX = 'agent-redis-';
+
+interface OwnerRecord {
+  owner: number;
+  redis: number | undefined;
+  port: number;
+}
+
+/** Whether a process exists (one we may not signal exists too). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as { code?: string }).code === 'EPERM';
+  }
+}
+
+function readOwner(dir: string): OwnerRecord | undefined {
+  try {
+    const o = JSON.parse(readFileSync(join(dir, OWNER_FILE), 'utf8')) as Partial<OwnerRecord>;
+    return typeof o.owner === 'number' && typeof o.port === 'number' ? (o as OwnerRecord) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Shuts down the server on `port` if it is the one serving `dir` (a port may have been reused since). */
+async function shutdownServerOf(port: number, dir: string): Promise<void> {
+  const c = new Redis(port, '127.0.0.1', {
+    lazyConnect: true,
+    connectTimeout: 500,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+  });
+  c.on('error', () => {});
+  try {
+    await c.connect();
+    const [, served] = (await c.config('GET', 'dir')) as [string, string];
+    if (served === realpathSync(dir)) await c.call('SHUTDOWN', 'NOSAVE').catch(() => {});
+  } catch {
+    // Nothing answers there, or not a Redis: only the dir is left to remove.
+  } finally {
+    c.disconnect();
+  }
+}
+
+/**
+ * Removes the temp dirs of detached servers whose owner process is gone (killed with SIGKILL, which no handler
+ * sees), shutting down the server still serving one. Dirs without an owner file (the tests') are left alone.
+ */
+export async function removeStaleRedisDirs(): Promise<{ dir: string; owner: number }[]> {
+  const removed: { dir: string; owner: number }[] = [];
+  for (const name of readdirSync(tmpdir())) {
+    if (!name.startsWith(DIR_PREFIX)) continue;
+    const dir = join(tmpdir(), name);
+    const owner = readOwner(dir);
+    if (!owner || alive(owner.owner)) continue;
+    if (owner.redis !== undefined && alive(owner.redis)) await shutdownServerOf(owner.port, dir);
+    rmSync(dir, { recursive: true, force: true });
+    removed.push({ dir, owner: owner.owner });
+  }
+  return removed;
 }
 
 async function waitForPing(url: string, timeoutMs: number): Promise<void> {
@@ -96,7 +173,7 @@ export function nodeArgs(port: number, dir: string): string[] {
 export async function startEmbeddedRedis(opts: EmbeddedOptions = {}): Promise<EmbeddedRedis> {
   if (!redisServerOnPath()) return startWithTestcontainers();
   const port = opts.port ?? (await freePort());
-  const dir = mkdtempSync(join(tmpdir(), 'agent-redis-'));
+  const dir = mkdtempSync(join(tmpdir(), DIR_PREFIX));
   const args = [
     '--port',
     String(port),
@@ -138,7 +215,7 @@ export async function startEmbeddedRedis(opts: EmbeddedOptions = {}): Promise<Em
     },
     async restart() {
       await handle.kill();
-      handle.process = spawn('redis-server', args, { stdio: 'ignore' });
+      handle.process = spawnServer();
       await waitForPing(url, 10_000);
     },
     async stop() {
@@ -146,7 +223,15 @@ export async function startEmbeddedRedis(opts: EmbeddedOptions = {}): Promise<Em
       rmSync(dir, { recursive: true, force: true });
     },
   };
-  handle.process = spawn('redis-server', args, { stdio: 'ignore' });
+  const spawnServer = () => {
+    const child = spawn('redis-server', args, { stdio: 'ignore', detached: opts.detached === true });
+    if (opts.detached) {
+      const owner: OwnerRecord = { owner: process.pid, redis: child.pid, port };
+      writeFileSync(join(dir, OWNER_FILE), JSON.stringify(owner));
+    }
+    return child;
+  };
+  handle.process = spawnServer();
   const onExit = () => handle.process?.kill('SIGKILL');
   process.once('exit', onExit);
   await waitForPing(url, 10_000);

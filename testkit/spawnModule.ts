@@ -6,15 +6,20 @@ import { dirname, join } from 'node:path';
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
 const fromSources = import.meta.url.endsWith('.ts');
 
-/** modulePath is relative to the repository root (or dist/), without extension, e.g. 'src/server/worker'. */
+/**
+ * modulePath is relative to the repository root (or dist/), without extension, e.g. 'src/server/worker'.
+ * `detached`: the child leads its own process group, as a command started from a terminal does; signal the
+ * group with process.kill(-child.pid, signal) to do what Ctrl-C does.
+ */
 export function spawnModule(
   modulePath: string,
   env: Record<string, string | undefined>,
   stdio: StdioOptions = 'inherit',
+  opts: { detached?: boolean } = {},
 ): ChildProcess {
   const file = join(repoRoot, `${modulePath}${fromSources ? '.ts' : '.js'}`);
   const args = fromSources ? ['--import', 'tsx', file] : [file];
-  return spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio });
+  return spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio, detached: opts.detached === true });
 }
 
 /** Calls onLine with each complete line a child writes (its JSON log lines), across chunk boundaries. */

@@ -340,7 +340,7 @@ export const configSchema = z.object({
   CONSOLE_SESSION_TTL_MS: int(8 * 3600_000, 60_000),
   /** {"tenant": "token"}: a tenant token may create and read only that tenant's runs. */
   TENANT_TOKENS: json(z.record(z.string(), z.string().min(8)), {}),
-  /** {"tenant": "secret"}: HMAC-SHA256 secrets of the signed ticket webhooks. */
+  /** {"tenant": "secret"}: HMAC-SHA256 secrets of the signed webhooks (each agent's intake.webhooks). */
   WEBHOOK_SECRETS: json(z.record(z.string(), z.string().min(8)), {}),
   /** Replay window of signed webhooks (timestamp tolerance). */
   WEBHOOK_TOLERANCE_S: int(300, 1),
@@ -377,6 +377,16 @@ export const configSchema = z.object({
   API_METRICS_PORT: int(0, 0),
   /** Live event streams (SSE) one API process serves at once; past it a viewer gets 503. */
   SSE_MAX_VIEWERS: int(1000, 1),
+  /**
+   * Live event streams one principal (a tenant token, the producer token, one operator) holds at once in one API
+   * process; past it that principal gets 503 naming this setting, and everyone else is still served.
+   */
+  SSE_MAX_VIEWERS_PER_PRINCIPAL: int(100, 1),
+  /**
+   * Of SSE_MAX_VIEWERS, the streams only operators may take (the console's live updates): tenants and the producer
+   * share the rest. Must be below SSE_MAX_VIEWERS.
+   */
+  SSE_OPERATOR_RESERVE: int(100, 0),
   /** Per-tenant token budget per UTC day (0 = no tenant budget). */
   TENANT_DAILY_TOKENS: int(0, 0),
   /**
@@ -535,6 +545,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new ConfigError(
       ['VERSION_TTL_MS'],
       `invalid configuration: VERSION_TTL_MS: ${cfg.VERSION_TTL_MS} must be at least twice VERSION_HEARTBEAT_MS (${cfg.VERSION_HEARTBEAT_MS})`,
+    );
+  }
+  // A reserve as large as the whole would leave tenants no live view at all.
+  if (cfg.SSE_OPERATOR_RESERVE >= cfg.SSE_MAX_VIEWERS) {
+    throw new ConfigError(
+      ['SSE_OPERATOR_RESERVE'],
+      `invalid configuration: SSE_OPERATOR_RESERVE: ${cfg.SSE_OPERATOR_RESERVE} must be below SSE_MAX_VIEWERS (${cfg.SSE_MAX_VIEWERS})`,
     );
   }
   // A default budget above the largest one a request may ask would make every request without a budget a 400.

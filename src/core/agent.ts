@@ -87,6 +87,11 @@ export interface WriteToolDefinition<A> {
   /** What the service holds for an earlier request (by its key, the action id as external id, the args). Required by a `lookup` strategy. */
   lookup?(ctx: ToolContext, req: LookupRequest): Promise<LookupResult>;
   timeoutMs?: number;
+  /**
+   * Run this write by itself when the model asks for several tools in one turn (the calls before it
+   * finish first, those after it start after it). Default false: it runs at once with the others.
+   */
+  runsAlone?: boolean;
 }
 
 export function defineReadTool<A>(def: ReadToolDefinition<A>): ReadTool<A> {
@@ -124,6 +129,7 @@ export function defineWriteTool<A>(def: WriteToolDefinition<A>): WriteTool<A> {
     ...(def.lookup ? { lookup: def.lookup } : {}),
     ...(def.identity ? { identity: def.identity } : {}),
     ...(def.material ? { material: def.material } : {}),
+    ...(def.runsAlone ? { runsAlone: true } : {}),
   };
 }
 
@@ -216,6 +222,53 @@ export interface AgentDefinition<I> {
    * Default: defaultFollowUp (the earlier chain, the previous first message and final answer).
    */
   followUp?(previous: PreviousRun<I>, input: I): string;
+  /** Other ways in besides `POST /v1/runs {agent, input}`: a shorthand body field and signed webhooks. */
+  intake?: AgentIntake<I>;
+}
+
+/**
+ * A signed webhook that starts runs of one agent: `POST /webhooks/<name>`, the tenant from `?tenant=` or
+ * `/webhooks/<name>/<tenant>`, signed with the tenant's WEBHOOK_SECRETS entry. The engine checks the signature over
+ * the raw bytes and the body against `body` (a 400 naming the field), then asks `event` for the event and the run's
+ * input. The event names the run (the same event twice is one run; a new event on the same subject is a follow-up),
+ * so it must come only from what the signature covers: the body, never a header.
+ */
+export interface WebhookIntake<I, B = unknown> {
+  /** One line for the API's description. */
+  summary: string;
+  /** The body as the sender sends it; strict, so an unknown field is a 400 naming it. */
+  body: z.ZodType<B>;
+  /** The event's id (1 to 200 visible ASCII characters) and the run's input, from the parsed body and its raw bytes. */
+  event(body: B, raw: Buffer): { id: string; input: I };
+}
+
+export interface AgentIntake<I> {
+  /**
+   * A body field of `POST /v1/runs` that holds this agent's input without naming the agent:
+   * `{ tenant, <field>: input, budget?, agent?: { model?, script? }, priority? }`. For producers that predate
+   * named agents; errors about the input are named under the field.
+   */
+  shorthand?: string;
+  /** Signed webhooks by name (the path segment after /webhooks/). */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  webhooks?: Readonly<Record<string, WebhookIntake<I, any>>>;
+}
+
+/** Fields of the named-agent body, which a shorthand field may not take. */
+const RUN_REQUEST_FIELDS = new Set(['tenant', 'agent', 'input', 'budget', 'model', 'script', 'priority']);
+
+/** The intake hooks checked at definition (a TypeError naming the agent: a module with a typo stops the boot). */
+function intakeOf<I>(agent: string, intake: AgentIntake<I> | undefined): AgentIntake<I> | undefined {
+  if (intake === undefined) return undefined;
+  const { shorthand, webhooks } = intake;
+  if (shorthand !== undefined && (!AGENT_NAME_FORMAT.test(shorthand) || RUN_REQUEST_FIELDS.has(shorthand)))
+    throw new TypeError(
+      `agent '${agent}': intake.shorthand '${shorthand}' must match ${AGENT_NAME_FORMAT} and not be a run field`,
+    );
+  for (const name of Object.keys(webhooks ?? {}))
+    if (!AGENT_NAME_FORMAT.test(name))
+      throw new TypeError(`agent '${agent}': webhook name '${name}' must match ${AGENT_NAME_FORMAT}`);
+  return Object.freeze({ ...intake, ...(webhooks ? { webhooks: Object.freeze({ ...webhooks }) } : {}) });
 }
 
 /** The agent's model choice validated (a TypeError naming the field: an agent module with a typo stops the boot). */
@@ -246,6 +299,7 @@ export interface Agent<I = unknown> {
   compensationFor?(action: CompensableAction, input: I): CompensationCall | undefined;
   demoScript?(input: I): unknown;
   followUp(previous: PreviousRun<I>, input: I): string;
+  readonly intake?: AgentIntake<I> | undefined;
 }
 
 /** An input estimate without the agent's texts: the input's serialized JSON by the tokenizer, plus 200 for the instructions. */
@@ -276,6 +330,7 @@ export function defineAgent<I>(def: AgentDefinition<I>): Agent<I> {
     ...(def.compensationFor ? { compensationFor: def.compensationFor } : {}),
     ...(def.demoScript ? { demoScript: def.demoScript } : {}),
     followUp: def.followUp ?? ((previous: PreviousRun<I>) => defaultFollowUp(previous, prompt)),
+    ...(def.intake ? { intake: intakeOf(def.name, def.intake) } : {}),
   };
   Object.defineProperty(agent, AGENT, { value: true });
   return Object.freeze(agent);
@@ -290,6 +345,8 @@ export function isAgent(value: unknown): value is Agent {
 export class AgentCatalog {
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   private readonly byName = new Map<string, Agent<any>>();
+  private readonly byShorthand = new Map<string, Agent>();
+  private readonly webhookByName = new Map<string, { agent: Agent; hook: WebhookIntake<unknown> }>();
 
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   constructor(agents: readonly Agent<any>[]) {
@@ -297,7 +354,38 @@ export class AgentCatalog {
       if (!isAgent(a)) throw new TypeError('an agent must be made by defineAgent');
       if (this.byName.has(a.name)) throw new TypeError(`two agents are named '${a.name}'`);
       this.byName.set(a.name, a);
+      this.addIntake(a);
     }
+  }
+
+  /** Each shorthand field and webhook name leads to one agent: two claiming one stop the boot. */
+  private addIntake(a: Agent): void {
+    const field = a.intake?.shorthand;
+    if (field !== undefined) {
+      const other = this.byShorthand.get(field);
+      if (other) throw new TypeError(`agents '${other.name}' and '${a.name}' both take the shorthand '${field}'`);
+      this.byShorthand.set(field, a);
+    }
+    for (const [name, hook] of Object.entries(a.intake?.webhooks ?? {})) {
+      const other = this.webhookByName.get(name);
+      if (other) throw new TypeError(`agents '${other.agent.name}' and '${a.name}' both take the webhook '${name}'`);
+      this.webhookByName.set(name, { agent: a, hook });
+    }
+  }
+
+  /** The agent whose shorthand field is `field`. */
+  shorthand(field: string): Agent | undefined {
+    return this.byShorthand.get(field);
+  }
+
+  /** The shorthand fields, in the order the agents were given. */
+  get shorthandFields(): string[] {
+    return [...this.byShorthand.keys()];
+  }
+
+  /** Every webhook of every agent, by name. */
+  get webhooks(): ReadonlyMap<string, { agent: Agent; hook: WebhookIntake<unknown> }> {
+    return this.webhookByName;
   }
 
   get(name: string): Agent | undefined {

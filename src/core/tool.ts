@@ -93,6 +93,12 @@ export interface ReadTool<A = unknown> extends ToolBase<A> {
 export interface WriteTool<A = unknown> extends ToolBase<A> {
   effect: 'write';
   service: ServiceCapabilities;
+  /**
+   * The call runs by itself when the model asks for several tools in one turn: the calls before it
+   * finish first and those after it start after it (a service that serialises writes, an order that
+   * matters). Default: it runs at once with the others, each call its own ledger action and key.
+   */
+  runsAlone?: boolean;
   /** The arguments that identify the business action (default: all of them). */
   identity?(args: A): unknown;
   /** The material fields an approver sees and the fingerprint covers (default: all arguments). */

@@ -6,7 +6,7 @@
  */
 import { DelayedError } from 'bullmq';
 import type { Logger } from 'pino';
-import { AgentError, RetryableError } from '../core/errors.js';
+import { AgentError, isRetryable } from '../core/errors.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { RunSpec } from '../runs/spec.js';
 import { wallClockStop } from '../budget/tenantBudget.js';
@@ -55,7 +55,7 @@ export async function ratedAttempt(
       await rates.settle(bucket, tokens, used, Date.now());
     },
     async failed(err, metrics) {
-      if (!(err instanceof RetryableError) || err.details?.status !== 429) return;
+      if (!isRetryable(err) || err.details?.status !== 429) return;
       metrics.modelRateLimited.inc({ provider });
       await rates.block(bucket, err.retryAfterMs ?? DEFAULT_429_BLOCK_MS, Date.now());
     },

@@ -66,7 +66,7 @@ export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Ex
   }
 
   app.post('/v1/runs', requireRunCreation(ctx.cfg), async (req, res) => {
-    const parsed = createRunSchemaFor(req.body).safeParse(req.body);
+    const parsed = createRunSchemaFor(ctx.agents, req.body).safeParse(req.body);
     if (!parsed.success) {
       const fields = parsed.error.issues.map((i) => ({ path: i.path.join('.') || '(body)', message: i.message }));
       res.status(400).json({ error: 'invalid_request', fields });

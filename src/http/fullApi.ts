@@ -21,7 +21,7 @@ export function createFullApi(ctx: EngineContext, isReady: () => boolean): expre
   app.disable('x-powered-by');
   // Built on the first request: a process that is never asked for it does not pay for it.
   let document: ReturnType<typeof openApiDocument> | undefined;
-  app.get(OPENAPI_PATH, (_req, res) => void res.json((document ??= openApiDocument())));
+  app.get(OPENAPI_PATH, (_req, res) => void res.json((document ??= openApiDocument(ctx.agents))));
   app.use(storeGate(ctx));
   app.use(webhooksRouter(ctx));
   app.use((err: Error & { status?: number; type?: string }, _req: Request, res: Response, next: NextFunction) => {

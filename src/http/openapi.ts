@@ -6,9 +6,9 @@
  */
 import { z } from 'zod';
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiResponsesObject } from 'zod-openapi';
-import { agentRunSchema, ticketRunSchema } from '../producer/schemas.js';
+import type { AgentCatalog } from '../core/agent.js';
+import { agentRunSchema, shorthandRunSchema } from '../producer/schemas.js';
 import { SCHEDULE_ID, scheduleBodySchema } from '../producer/schedules.js';
-import { ticketEventSchema, zendeskEventSchema } from '../producer/webhooks.js';
 import { SIGNATURE_HEADER, TIMESTAMP_HEADER } from '../producer/webhookSignature.js';
 import { runListQuerySchema } from './operators/runsList.js';
 import { decisionSchema } from './operators/approvals.js';
@@ -35,6 +35,15 @@ const jsonObject = (description: string) => ({
   content: { 'application/json': { schema: z.looseObject({}) } },
 });
 const refusal = (description: string) => ({ description, content: { 'application/json': { schema: errorBody } } });
+
+const viewerRefusal = z
+  .object({
+    error: z.string(),
+    limit: z.enum(['SSE_MAX_VIEWERS_PER_PRINCIPAL', 'SSE_OPERATOR_RESERVE', 'SSE_MAX_VIEWERS']).optional(),
+    max: z.number().int().optional(),
+    message: z.string().optional(),
+  })
+  .meta({ id: 'ViewerRefusal' });
 
 const runCreated = z
   .object({
@@ -98,11 +107,18 @@ function webhook(summary: string, body: z.ZodType, withTenantPath: boolean): Zod
   };
 }
 
-const runsPath = {
+/** POST and GET /v1/runs: the create body is the named-agent form or one of the agents' shorthands. */
+const runsPath = (agents: AgentCatalog): Record<string, ZodOpenApiOperationObject> => ({
   post: {
-    summary: "Start a run of a named agent (or the support agent's ticket shorthand).",
+    summary: "Start a run of a named agent (or an agent's shorthand body).",
     requestParams: { header: z.object({ 'idempotency-key': z.string().min(1).max(200).optional() }) },
-    requestBody: { content: { 'application/json': { schema: z.union([agentRunSchema, ticketRunSchema]) } } },
+    requestBody: {
+      content: {
+        'application/json': {
+          schema: z.union([agentRunSchema, ...agents.shorthandFields.map((f) => shorthandRunSchema(f))]),
+        },
+      },
+    },
     responses: {
       '200': {
         description: 'The same event (or subject) again: its run.',
@@ -123,13 +139,23 @@ const runsPath = {
       ...guarded,
     },
   },
-} satisfies Record<string, ZodOpenApiOperationObject>;
+});
+
+/** Each agent's signed webhooks, with and without the tenant in the path. */
+function webhookPaths(agents: AgentCatalog): Record<string, { post: ZodOpenApiOperationObject }> {
+  const paths: Record<string, { post: ZodOpenApiOperationObject }> = {};
+  for (const [name, { hook }] of agents.webhooks) {
+    paths[`/webhooks/${name}`] = { post: webhook(hook.summary, hook.body, false) };
+    paths[`/webhooks/${name}/{tenant}`] = { post: webhook(hook.summary, hook.body, true) };
+  }
+  return paths;
+}
 
 /** The API's version (its paths are /v1/...), not the package's. */
 const API_VERSION = '1';
 
-/** The document of the full API (src/http/fullApi.ts). */
-export function openApiDocument(): ReturnType<typeof createDocument> {
+/** The document of the full API (src/http/fullApi.ts) for the agents a deployment runs (their intake differs). */
+export function openApiDocument(agents: AgentCatalog): ReturnType<typeof createDocument> {
   return createDocument({
     openapi: '3.1.0',
     info: {
@@ -161,7 +187,7 @@ export function openApiDocument(): ReturnType<typeof createDocument> {
           },
         },
       },
-      '/v1/runs': runsPath,
+      '/v1/runs': runsPath(agents),
       '/v1/runs/{id}': {
         get: {
           summary: 'The run view.',
@@ -175,8 +201,13 @@ export function openApiDocument(): ReturnType<typeof createDocument> {
           requestParams: { ...runParams, query: z.object({ lastEventId: z.string().optional() }) },
           responses: {
             '200': { description: 'text/event-stream', content: { 'text/event-stream': { schema: z.string() } } },
-            '429': refusal('Too many viewers.'),
             ...idLookup,
+            '503': {
+              description:
+                'Too many viewers: `limit` names the setting hit (SSE_MAX_VIEWERS_PER_PRINCIPAL, SSE_OPERATOR_RESERVE, ' +
+                "SSE_MAX_VIEWERS), `max` its value; or the route's credential is not configured.",
+              content: { 'application/json': { schema: viewerRefusal } },
+            },
           },
         },
       },
@@ -308,10 +339,7 @@ export function openApiDocument(): ReturnType<typeof createDocument> {
           },
         },
       },
-      '/webhooks/tickets': { post: webhook('A signed ticket event.', ticketEventSchema, false) },
-      '/webhooks/tickets/{tenant}': { post: webhook('A signed ticket event.', ticketEventSchema, true) },
-      '/webhooks/zendesk': { post: webhook('A signed Zendesk trigger.', zendeskEventSchema, false) },
-      '/webhooks/zendesk/{tenant}': { post: webhook('A signed Zendesk trigger.', zendeskEventSchema, true) },
+      ...webhookPaths(agents),
     },
   });
 }

@@ -36,7 +36,10 @@ export class Metrics {
   readonly modelRateLimited: Counter;
   readonly scheduleTicks: Counter;
   readonly waits: Counter;
+  readonly parallelToolCalls: Histogram;
   readonly replicationWaits: Histogram;
+  readonly sseViewers: Gauge;
+  readonly sseViewersRefused: Counter;
 
   constructor(
     readonly registry: Registry,
@@ -206,12 +209,30 @@ export class Metrics {
       labelNames: ['kind', 'outcome'],
       registers: r,
     });
+    this.parallelToolCalls = new Histogram({
+      name: 'agent_parallel_tool_calls',
+      help: 'Tool calls a step ran at once (batches of two or more)',
+      registers: r,
+      buckets: [2, 3, 4, 6, 8, 12, 16],
+    });
     this.replicationWaits = new Histogram({
       name: 'agent_replication_wait_seconds',
       help: "Waits for replicas (WAIT/WAITAOF, REDIS_MIN_REPLICAS) before a write is acknowledged: a run's creation (intake) or an action's intent (dispatch); outcome ok or not_replicated",
       labelNames: ['write', 'outcome'],
       registers: r,
       buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    });
+    this.sseViewers = new Gauge({
+      name: 'agent_sse_viewers',
+      help: 'Live event streams (SSE) this API process serves, by kind of principal (tenant, producer, operator)',
+      labelNames: ['principal'],
+      registers: r,
+    });
+    this.sseViewersRefused = new Counter({
+      name: 'agent_sse_viewers_refused_total',
+      help: 'Event stream viewers refused with 503, by the limit hit (SSE_MAX_VIEWERS_PER_PRINCIPAL, SSE_OPERATOR_RESERVE, SSE_MAX_VIEWERS) and kind of principal',
+      labelNames: ['limit', 'principal'],
+      registers: r,
     });
     this.scrapeErrors = new Counter({
       name: 'agent_scrape_collect_errors_total',

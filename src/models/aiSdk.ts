@@ -202,29 +202,21 @@ export function samplingOf(
   return sampling;
 }
 
-/** The journalled transcript as the SDK's messages: each decision (text and tool calls), then its tool results. */
+/**
+ * The journalled transcript as the SDK's messages: each decision (text and tool calls), then its tool
+ * results in the order the model asked for them (calls that ran at once are journalled as they finished).
+ */
 export function toMessages(transcript: JournalEntry[]): ModelMessage[] {
   const messages: ModelMessage[] = [];
   let pending: { id: string; name: string }[] = [];
-  const results = new Map<string, ModelMessage & { role: 'tool' }>();
+  let results = new Map<string, ModelMessage & { role: 'tool' }>();
   const closeTurn = () => {
     // A call with no observation (dropped at the deadline, parked): the SDK needs a result for every call.
-    for (const c of pending) {
-      if (!results.has(c.id)) {
-        messages.push({
-          role: 'tool',
-          content: [
-            {
-              type: 'tool-result',
-              toolCallId: c.id,
-              toolName: c.name,
-              output: { type: 'json', value: { status: 'not_run' } },
-            },
-          ],
-        });
-      }
-    }
+    for (const c of pending) messages.push(results.get(c.id) ?? toolResult(c.id, c.name, { status: 'not_run' }));
+    // An observation of no call of this turn (never written by the engine) is kept, after the turn's results.
+    for (const [id, msg] of results) if (!pending.some((c) => c.id === id)) messages.push(msg);
     pending = [];
+    results = new Map();
   };
   for (const e of transcript) {
     if (e.kind === 'decision') {
@@ -244,23 +236,18 @@ export function toMessages(transcript: JournalEntry[]): ModelMessage[] {
       });
       pending = e.toolCalls.map((c) => ({ id: c.id, name: c.name }));
     } else if (e.kind === 'observation') {
-      const msg: ModelMessage & { role: 'tool' } = {
-        role: 'tool',
-        content: [
-          {
-            type: 'tool-result',
-            toolCallId: e.callId,
-            toolName: e.tool,
-            output: { type: 'json', value: { status: e.status, output: (e.output ?? null) as never } },
-          },
-        ],
-      };
-      results.set(e.callId, msg);
-      messages.push(msg);
+      results.set(e.callId, toolResult(e.callId, e.tool, { status: e.status, output: e.output ?? null }));
     }
   }
   closeTurn();
   return messages;
+}
+
+function toolResult(toolCallId: string, toolName: string, value: unknown): ModelMessage & { role: 'tool' } {
+  return {
+    role: 'tool',
+    content: [{ type: 'tool-result', toolCallId, toolName, output: { type: 'json', value: value as never } }],
+  };
 }
 
 /** A failed attempt as the engine's error: retryable (with the server's Retry-After) or terminal. */

@@ -41,7 +41,7 @@ export function resolveIntake(
 ): { agent: Agent; input: unknown; key: string; runId: string } {
   const agent = ctx.agents.get(req.agent);
   if (!agent) {
-    const path = req.fields.input === 'ticket' ? '(body)' : 'agent';
+    const path = req.fields.input === 'input' ? 'agent' : '(body)';
     throw new InvalidRunRequest([
       { path, message: `agent '${req.agent}' is not run by this deployment (${ctx.agents.names.join(', ')})` },
     ]);
@@ -61,13 +61,13 @@ export function resolveIntake(
 
 /** The run id a request's event would start (for intake paths that record it first: webhooks). */
 export function runIdOf(ctx: EngineContext, req: CreateRunRequest, event?: string): string {
-  return resolveIntake(ctx, normalizeRunRequest(req), event).runId;
+  return resolveIntake(ctx, normalizeRunRequest(ctx.agents, req), event).runId;
 }
 
 /** The run spec of a request; `event` (already validated at the edge, and again by the spec schema) names the intake event. */
 export function buildSpec(ctx: EngineContext, request: CreateRunRequest, nowMs: number, event?: string): RunSpec {
   const { cfg } = ctx;
-  const req = normalizeRunRequest(request);
+  const req = normalizeRunRequest(ctx.agents, request);
   const { agent, input, key, runId } = resolveIntake(ctx, req, event);
   const problems: { path: string; message: string }[] = [];
   const maxSteps = req.budget?.maxSteps ?? cfg.DEFAULT_MAX_STEPS;

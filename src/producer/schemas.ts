@@ -3,13 +3,14 @@
  *
  *  - `{ tenant, agent: '<name>', input, budget?, model?, script? }`: a run of
  *    the named agent; `input` is validated by that agent's schema (in buildSpec);
- *  - `{ tenant, ticket, budget?, agent?: { model?, script? } }`: the support
- *    agent's shorthand (the first form with agent 'support' and input = ticket),
- *    kept for existing producers and the ticket webhooks.
+ *  - `{ tenant, <field>, budget?, agent?: { model?, script? }, priority? }`: an
+ *    agent's shorthand (its `intake.shorthand`: the first form with that agent and
+ *    input = the field), for producers that predate named agents.
  *
  * The stored run spec is the engine's: src/runs/spec.ts.
  */
 import { z } from 'zod';
+import type { AgentCatalog } from '../core/agent.js';
 import { scriptSchema } from '../models/scriptedTurns.js';
 import { maxStepsSchema, maxTokensSchema, maxWallMsSchema, providerNameSchema } from '../runs/spec.js';
 
@@ -36,27 +37,42 @@ export const agentRunSchema = z
   })
   .strict();
 
-/** The agent the shorthand body runs. */
-export const SHORTHAND_AGENT = 'support';
+/** The request options an agent's shorthand body takes besides its input field (`agent` holds model and script). */
+const shorthandOptions = {
+  tenant: tenantSchema,
+  budget: budgetRequestSchema.optional(),
+  agent: z.object({ model: providerNameSchema.optional(), script: scriptSchema.optional() }).strict().optional(),
+  priority: prioritySchema.optional(),
+};
 
-/** The support agent's shorthand: `ticket` is its input (validated by the agent's schema, errors named under `ticket`). */
-export const ticketRunSchema = z
-  .object({
-    tenant: tenantSchema,
-    ticket: z.unknown().refine((v) => v !== undefined, 'Required'),
-    budget: budgetRequestSchema.optional(),
-    agent: z.object({ model: providerNameSchema.optional(), script: scriptSchema.optional() }).strict().optional(),
-    priority: prioritySchema.optional(),
-  })
-  .strict();
+/**
+ * An agent's shorthand body (its `intake.shorthand`): `{ tenant, <field>: input, ... }`. The input is validated by
+ * the agent's schema at intake, errors named under the field.
+ */
+export function shorthandRunSchema(field: string) {
+  return z.object({ ...shorthandOptions, [field]: z.unknown().refine((v) => v !== undefined, 'Required') }).strict();
+}
 
 export type AgentRunRequest = z.infer<typeof agentRunSchema>;
-export type TicketRunRequest = z.infer<typeof ticketRunSchema>;
-export type CreateRunRequest = AgentRunRequest | TicketRunRequest;
+/** A shorthand body: the options, and the input under the agent's field. */
+export interface ShorthandRunRequest {
+  tenant: string;
+  budget?: z.infer<typeof budgetRequestSchema> | undefined;
+  agent?: { model?: string | undefined; script?: z.infer<typeof scriptSchema> | undefined } | undefined;
+  priority?: number | undefined;
+  [field: string]: unknown;
+}
+export type CreateRunRequest = AgentRunRequest | ShorthandRunRequest;
 
-/** The schema a body is read with: the named-agent form when `agent` is a string, else the shorthand. */
-export function createRunSchemaFor(body: unknown): typeof agentRunSchema | typeof ticketRunSchema {
-  return typeof (body as { agent?: unknown } | null)?.agent === 'string' ? agentRunSchema : ticketRunSchema;
+/**
+ * The schema a body is read with: the named-agent form when `agent` is a string; else the shorthand of the first
+ * agent whose field the body has; else the named-agent form (its errors say what a body needs).
+ */
+export function createRunSchemaFor(agents: AgentCatalog, body: unknown): z.ZodType<CreateRunRequest, unknown> {
+  const fields = typeof body === 'object' && body !== null ? body : {};
+  if (typeof (fields as { agent?: unknown }).agent === 'string') return agentRunSchema;
+  const field = agents.shorthandFields.find((f) => Object.hasOwn(fields, f));
+  return field === undefined ? agentRunSchema : shorthandRunSchema(field);
 }
 
 /** A create request in one form, with the request field each part came from (errors name those). */
@@ -71,18 +87,22 @@ export interface RunRequest {
   fields: { input: string; model: string; script: string };
 }
 
-export function normalizeRunRequest(req: CreateRunRequest): RunRequest {
-  if ('ticket' in req) {
-    return {
-      tenant: req.tenant,
-      agent: SHORTHAND_AGENT,
-      input: req.ticket,
-      budget: req.budget,
-      model: req.agent?.model,
-      script: req.agent?.script,
-      priority: req.priority,
-      fields: { input: 'ticket', model: 'agent.model', script: 'agent.script' },
-    };
-  }
-  return { ...req, fields: { input: 'input', model: 'model', script: 'script' } };
+/** A request in the named-agent form; a shorthand body names its agent by its field (`agents` knows which). */
+export function normalizeRunRequest(agents: AgentCatalog, req: CreateRunRequest): RunRequest {
+  if (typeof req.agent === 'string') return { ...(req as AgentRunRequest), fields: NAMED_FIELDS };
+  const short = req as ShorthandRunRequest;
+  const field = agents.shorthandFields.find((f) => Object.hasOwn(short, f));
+  return {
+    tenant: short.tenant,
+    // No agent claims the body's fields: the intake refuses the unknown agent, naming `agent`.
+    agent: field === undefined ? '' : agents.shorthand(field)!.name,
+    input: field === undefined ? undefined : short[field],
+    budget: short.budget,
+    model: short.agent?.model,
+    script: short.agent?.script,
+    priority: short.priority,
+    fields: { input: field ?? 'input', model: 'agent.model', script: 'agent.script' },
+  };
 }
+
+const NAMED_FIELDS = { input: 'input', model: 'model', script: 'script' };

@@ -21,6 +21,8 @@ export enum ScriptCode {
   ActionWaiting = -19,
   NotVersionParked = -20,
   VersionChanged = -21,
+  /** journalObservation-5.lua: the step's decision is not journalled (an observation never precedes it). */
+  DecisionMissing = -22,
 }
 
 /**
@@ -81,6 +83,8 @@ export function scriptError(code: number, context: Record<string, unknown> = {})
         'the run is no longer pinned to the version it was parked with',
         context,
       );
+    case ScriptCode.DecisionMissing:
+      return new AgentError('invariant', "an observation before its step's decision was journalled", context);
     default:
       return new AgentError('ledger_conflict', `unknown script code ${code}`, context);
   }

@@ -3,12 +3,18 @@
  * sandbox, API and two worker processes) both serve and settle their runs; ports left unset are
  * chosen free, a port set in the environment that is taken is named in one line. With
  * DEMO_MODEL (npm start -- --model=...) a local model server answers over HTTP through the real providers.
+ *
+ * Each demo leads its own process group, as from a terminal, and is stopped as Ctrl-C stops it: SIGINT to the
+ * whole group (workers included). The stop is bounded whatever dies first (Redis killed, Redis frozen), a second
+ * SIGINT forces it, and the Redis temp dir never stays behind (a SIGKILLed demo's is removed by the next start).
  */
 import type { ChildProcess } from 'node:child_process';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { spawnModule } from '../../testkit/spawnModule.js';
-import { redisServerOnPath } from '../../testkit/embeddedRedis.js';
+import { OWNER_FILE, redisServerOnPath } from '../../testkit/embeddedRedis.js';
 
 interface Demo {
   child: ChildProcess;
@@ -24,6 +30,7 @@ function startDemo(env: Record<string, string | undefined> = {}): Demo {
     'demo/main',
     { REDIS_URL: undefined, REDIS_CLUSTER_NODES: undefined, PORT: undefined, WORKER_METRICS_PORT: undefined, ...env },
     ['ignore', 'pipe', 'pipe'],
+    { detached: true },
   );
   let text = '';
   child.stdout!.on('data', (d: Buffer) => (text += d.toString()));
@@ -45,8 +52,59 @@ async function waitFor(demo: Demo, pattern: RegExp, timeoutMs: number): Promise<
   }
 }
 
+/** What a terminal's Ctrl-C does: the signal to every process of the demo's group. */
+function interrupt(demo: Demo, signal: NodeJS.Signals = 'SIGINT'): void {
+  process.kill(-demo.child.pid!, signal);
+}
+
+/** The demo's embedded Redis: its temp dir (from the banner) and pid (from the owner file in it). */
+async function redisOf(demo: Demo): Promise<{ dir: string; pid: number }> {
+  const dir = (await waitFor(demo, /\(embedded, AOF on, in (\S+)\)/, 90_000))[1]!;
+  const { redis } = JSON.parse(readFileSync(join(dir, OWNER_FILE), 'utf8')) as { redis: number };
+  return { dir, pid: redis };
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The exit code, or 'timeout' when the demo is still running after `ms`. */
+async function exitWithin(demo: Demo, ms: number): Promise<number | null | 'timeout'> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'timeout'>((r) => (timer = setTimeout(() => r('timeout'), ms)));
+  try {
+    return await Promise.race([demo.exited, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Waits until a killed process is reaped (a SIGKILLed Redis goes within milliseconds). */
+async function gone(pid: number, ms = 2000): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (alive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+  return !alive(pid);
+}
+
+const redises: { dir: string; pid: number }[] = [];
 afterAll(() => {
-  for (const d of demos) if (d.child.exitCode === null) d.child.kill('SIGKILL');
+  for (const d of demos) {
+    if (d.child.exitCode !== null || d.child.signalCode !== null) continue;
+    try {
+      process.kill(-d.child.pid!, 'SIGKILL');
+    } catch {
+      // The group is gone already.
+    }
+  }
+  for (const r of redises) {
+    if (alive(r.pid)) process.kill(r.pid, 'SIGKILL');
+    rmSync(r.dir, { recursive: true, force: true });
+  }
 });
 
 describe.skipIf(!redisServerOnPath())('npm start', () => {
@@ -64,8 +122,13 @@ describe.skipIf(!redisServerOnPath())('npm start', () => {
       expect(settled.slice(1)).toEqual(['3', '3', '0']);
     }
     for (const api of apis) expect((await fetch(`${api}/healthz`)).status).toBe(200);
-    for (const d of [a, b]) d.child.kill('SIGTERM');
-    for (const d of [a, b]) expect(await d.exited, d.out()).toBe(0);
+    const stores = await Promise.all([a, b].map(redisOf));
+    for (const d of [a, b]) interrupt(d);
+    for (const d of [a, b]) expect(await exitWithin(d, 5000), d.out()).toBe(0);
+    for (const r of stores) {
+      expect(existsSync(r.dir)).toBe(false);
+      expect(await gone(r.pid)).toBe(true);
+    }
   }, 240_000);
 
   it('--model=openai-local / anthropic-local (DEMO_MODEL): the same runs through the real AI SDK providers over HTTP to a local model server', async () => {
@@ -88,8 +151,8 @@ describe.skipIf(!redisServerOnPath())('npm start', () => {
       expect(settled.slice(1), d.out()).toEqual(['3', '3', '0', '18', model]);
       expect(d.out()).not.toMatch(/\b(failed|needs_human|budget_exceeded)\b/);
     }
-    for (const d of [o, a]) d.child.kill('SIGTERM');
-    for (const d of [o, a]) expect(await d.exited, d.out()).toBe(0);
+    for (const d of [o, a]) interrupt(d);
+    for (const d of [o, a]) expect(await exitWithin(d, 5000), d.out()).toBe(0);
   }, 240_000);
 
   it('names a --model it does not know in one line and exits non-zero', async () => {
@@ -116,4 +179,64 @@ describe.skipIf(!redisServerOnPath())('npm start', () => {
       await new Promise((r) => taken.close(r));
     }
   }, 90_000);
+
+  it('Redis killed first, then Ctrl-C: the stop is bounded and removes the temp dir', async () => {
+    const d = startDemo();
+    const r = await redisOf(d);
+    redises.push(r);
+    await waitFor(d, /enqueued DEMO-3/, 90_000);
+    process.kill(r.pid, 'SIGKILL');
+    await new Promise((res) => setTimeout(res, 300));
+    const at = Date.now();
+    interrupt(d);
+    const code = await exitWithin(d, 7000);
+    expect(code, d.out()).not.toBe('timeout');
+    console.log(`Redis killed first: the demo exited ${Date.now() - at} ms after SIGINT (code ${code})`);
+    expect(existsSync(r.dir)).toBe(false);
+    expect(d.out()).toMatch(/the embedded redis-server exited \(SIGKILL\): stopping/);
+  }, 120_000);
+
+  it('a frozen Redis: one Ctrl-C stops within the deadline; a second Ctrl-C forces the exit at once', async () => {
+    const [slow, forced] = [startDemo(), startDemo()] as [Demo, Demo];
+    const stores = [await redisOf(slow), await redisOf(forced)];
+    redises.push(...stores);
+    for (const d of [slow, forced]) await waitFor(d, /all runs settled/, 120_000);
+    // SIGSTOP: the server neither answers nor closes its connections, so whatever waits on it waits for ever.
+    for (const r of stores) process.kill(r.pid, 'SIGSTOP');
+    const started = Date.now();
+    for (const d of [slow, forced]) interrupt(d);
+    expect(await exitWithin(forced, 1500), forced.out()).toBe('timeout');
+    interrupt(forced);
+    expect(await exitWithin(forced, 1500), forced.out()).toBe(1);
+    expect(forced.out()).toMatch(/second SIGINT: killing what is left/);
+    expect(await exitWithin(slow, 7000 - (Date.now() - started)), slow.out()).toBe(1);
+    expect(slow.out()).toMatch(/the stop took longer than 5000 ms: killing what is left/);
+    for (const r of stores) {
+      expect(existsSync(r.dir)).toBe(false);
+      expect(await gone(r.pid)).toBe(true);
+    }
+  }, 120_000);
+
+  it('a SIGKILLed demo leaves its Redis and temp dir: the next start removes them, and its own go on Ctrl-C', async () => {
+    const killed = startDemo();
+    const old = await redisOf(killed);
+    redises.push(old);
+    process.kill(-killed.child.pid!, 'SIGKILL');
+    await killed.exited;
+    expect(existsSync(old.dir)).toBe(true);
+    expect(alive(old.pid)).toBe(true); // its own process group: the SIGKILL of the demo's group did not reach it
+    const next = startDemo();
+    const fresh = await redisOf(next);
+    redises.push(fresh);
+    expect(next.out()).toContain(
+      `demo: removed ${old.dir}, the Redis dir of a demo that is gone (pid ${killed.child.pid})`,
+    );
+    expect(existsSync(old.dir)).toBe(false);
+    expect(await gone(old.pid)).toBe(true);
+    const at = Date.now();
+    interrupt(next);
+    expect(await exitWithin(next, 5000), next.out()).toBe(0);
+    console.log(`Ctrl-C: the demo exited ${Date.now() - at} ms after SIGINT`);
+    expect(existsSync(fresh.dir)).toBe(false);
+  }, 120_000);
 });

@@ -35,7 +35,8 @@ describe('POST /v1/runs', () => {
   it('bad bodies get 400 naming the fields, and nothing is written', async () => {
     const before = await keyCount();
     const cases: [unknown, string][] = [
-      [{ tenant: 'acme' }, 'ticket'],
+      // Neither an agent nor a shorthand field: the named-agent form's errors say what is missing.
+      [{ tenant: 'acme' }, 'agent'],
       [
         { tenant: 'acme', ticket: { ...sampleTicket(), customer: { email: 'nope', name: 'A' } } },
         'ticket.customer.email',

@@ -8,7 +8,7 @@ import type { EngineContext } from '../../src/runs/engineContext.js';
 import { AgentCatalog } from '../../src/core/agent.js';
 import { supportAgent } from '../../src/agents/support/index.js';
 import { buildSpec, type InvalidRunRequest } from '../../src/producer/intake.js';
-import type { TicketRunRequest } from '../../src/producer/schemas.js';
+import type { ShorthandRunRequest } from '../../src/producer/schemas.js';
 import { assertRedisSafe, RedisMisconfigured } from '../../src/store/connect.js';
 import { startEmbeddedRedis } from '../../testkit/embeddedRedis.js';
 
@@ -117,7 +117,7 @@ describe('config', () => {
         ticket: { id: 'T-1', subject: 's', body: 'b', customer: { email: 'a@example.com', name: 'A' } },
       };
       expect(buildSpec(ctx, req, 0).model).toBe('openai');
-      const refused = (agent: TicketRunRequest['agent']) => {
+      const refused = (agent: ShorthandRunRequest['agent']) => {
         try {
           buildSpec(ctx, { ...req, agent }, 0);
         } catch (e) {

@@ -47,6 +47,12 @@ describe('loadConfig', () => {
     expect(refusal({ DEFAULT_MAX_STEPS: '50', LIMIT_MAX_STEPS: '10' }).fields).toEqual(['DEFAULT_MAX_STEPS']);
   });
 
+  it('an operator reserve of every event stream is refused: tenants would get none', () => {
+    expect(refusal({ SSE_MAX_VIEWERS: '100' }).fields).toEqual(['SSE_OPERATOR_RESERVE']);
+    expect(refusal({ SSE_MAX_VIEWERS: '50', SSE_OPERATOR_RESERVE: '50' }).fields).toEqual(['SSE_OPERATOR_RESERVE']);
+    expect(loadConfig({ SSE_MAX_VIEWERS: '50', SSE_OPERATOR_RESERVE: '49' }).SSE_OPERATOR_RESERVE).toBe(49);
+  });
+
   it('production boots without test switches, and refuses each of them', () => {
     expect(loadConfig(prod).APP_MODE).toBe('production');
     expect(refusal({ ...prod, UNSAFE_DISABLE_IDEMPOTENCY: 'true' }).fields).toEqual(['UNSAFE_DISABLE_IDEMPOTENCY']);

@@ -10,6 +10,7 @@ import { clarificationEmail } from './compensation.js';
 import { supportScript } from './scriptedModel.js';
 import { ticketSchema, type Ticket } from './ticket.js';
 import { createSupportTools } from './tools/index.js';
+import { supportIntake } from './intake.js';
 
 export const SUPPORT_AGENT_NAME = 'support';
 /** Pinned by every run (with the tools' schema hash): change it when the behaviour changes. */
@@ -36,5 +37,6 @@ export function supportAgent(services: SupportServices | ServiceOptions): Agent<
       ].join('\n\n'),
     compensationFor: (action, ticket) => clarificationEmail(action, ticket),
     demoScript: (t) => supportScript(t),
+    intake: supportIntake,
   });
 }

@@ -1,16 +1,18 @@
 /**
  * GET /v1/runs/:id/events: the run's Redis stream as Server-Sent Events.
  * Viewers hold no Redis connection of their own: one reader per process and
- * shard fans entries out (eventFanout.ts), and past SSE_MAX_VIEWERS a viewer
- * gets 503 naming the limit. Stream ids are the SSE ids, so a client that
+ * shard fans entries out (eventFanout.ts). Each principal has a share of the
+ * process's viewers and operators a reserve (viewerShares.ts); a viewer past
+ * a limit gets 503 naming it (`limit`: the setting). Stream ids are the SSE ids, so a client that
  * reconnects with Last-Event-ID continues after the last event it saw, each
  * event once. The response ends after a terminal status_changed event.
  * Any token that may read the run may follow it (a tenant token: its own runs).
  */
-import { Router, type Request } from 'express';
+import { Router, type Request, type Response } from 'express';
 import type { EngineContext } from '../../runs/engineContext.js';
-import { requireRunAccess, runNotFound, type SessionReader } from '../auth.js';
+import { requireRunAccess, runNotFound, type Principal, type SessionReader } from '../auth.js';
 import { EventFanout, type StreamEntry, type Viewer } from './eventFanout.js';
+import { ViewerShares, type ViewerLimit, type ViewerShareLimits, type ViewerSlot } from './viewerShares.js';
 import { param } from '../../producer/fieldErrors.js';
 import { isTerminal } from '../../runs/status.js';
 
@@ -23,6 +25,48 @@ export interface EventsOptions {
   maxViewers?: number;
 }
 
+const REFUSALS: Record<ViewerLimit, (l: ViewerShareLimits) => string> = {
+  SSE_MAX_VIEWERS_PER_PRINCIPAL: (l) =>
+    `this credential already holds ${l.perPrincipal} live event streams in this process (SSE_MAX_VIEWERS_PER_PRINCIPAL)`,
+  SSE_OPERATOR_RESERVE: (l) =>
+    `the ${l.maxViewers - l.operatorReserve} live event streams open to tenants are taken; ` +
+    `${l.operatorReserve} are kept for operators (SSE_OPERATOR_RESERVE)`,
+  SSE_MAX_VIEWERS: (l) => `this process serves at most ${l.maxViewers} live event streams (SSE_MAX_VIEWERS)`,
+};
+
+const MAX_OF: Record<ViewerLimit, (l: ViewerShareLimits) => number> = {
+  SSE_MAX_VIEWERS_PER_PRINCIPAL: (l) => l.perPrincipal,
+  SSE_OPERATOR_RESERVE: (l) => l.maxViewers - l.operatorReserve,
+  SSE_MAX_VIEWERS: (l) => l.maxViewers,
+};
+
+/**
+ * A slot for the request's principal (set by requireRunAccess), held until the response closes, or the 503 naming
+ * the limit it hit, counted and logged.
+ */
+function takeSlot(ctx: EngineContext, shares: ViewerShares, res: Response, runId: string): ViewerSlot | undefined {
+  const p = res.locals.principal as Principal;
+  const slot = shares.admit(p);
+  if (typeof slot !== 'string') {
+    ctx.metrics.sseViewers.inc({ principal: p.role });
+    res.once('close', () => {
+      slot.release();
+      ctx.metrics.sseViewers.dec({ principal: p.role });
+    });
+    return slot;
+  }
+  ctx.metrics.sseViewersRefused.inc({ limit: slot, principal: p.role });
+  ctx.log.info({ code: 'sse_viewer_refused', limit: slot, principal: p.role, runId }, 'event stream viewer refused');
+  res.setHeader('retry-after', '5');
+  res.status(503).json({
+    error: 'too_many_viewers',
+    limit: slot,
+    max: MAX_OF[slot](shares.limits),
+    message: REFUSALS[slot](shares.limits),
+  });
+  return undefined;
+}
+
 function startId(req: Request): string | undefined {
   const given =
     req.header('last-event-id') ?? (typeof req.query.lastEventId === 'string' ? req.query.lastEventId : undefined);
@@ -33,6 +77,11 @@ function startId(req: Request): string | undefined {
 export function eventsRouter(ctx: EngineContext, opts: EventsOptions = {}, session?: SessionReader): Router {
   const r = Router();
   const maxViewers = opts.maxViewers ?? ctx.cfg.SSE_MAX_VIEWERS;
+  const shares = new ViewerShares({
+    maxViewers,
+    perPrincipal: ctx.cfg.SSE_MAX_VIEWERS_PER_PRINCIPAL,
+    operatorReserve: Math.min(ctx.cfg.SSE_OPERATOR_RESERVE, maxViewers - 1),
+  });
   const fanout = new EventFanout(ctx.redis, ctx.keys, ctx.log, { blockMs: opts.blockMs ?? 10_000, maxViewers });
   r.get('/v1/runs/:id/events', requireRunAccess(ctx, session), async (req, res) => {
     const runId = param(req.params.id);
@@ -43,15 +92,8 @@ export function eventsRouter(ctx: EngineContext, opts: EventsOptions = {}, sessi
         fields: [{ path: 'Last-Event-ID', message: 'a stream id like 1700000000000-0' }],
       });
     if (!(await ctx.store.exists(runId))) return runNotFound(res);
-    // No await from here to join(), which takes the slot: the cap is exact.
-    if (fanout.viewers >= maxViewers) {
-      res.setHeader('retry-after', '5');
-      return void res.status(503).json({
-        error: 'too_many_viewers',
-        limit: maxViewers,
-        message: `this process serves at most ${maxViewers} live event streams (SSE_MAX_VIEWERS)`,
-      });
-    }
+    // No await from the check to the slot: the caps are exact. The slot goes when the response closes.
+    if (!takeSlot(ctx, shares, res, runId)) return;
     res.writeHead(200, {
       'content-type': 'text/event-stream',
       'cache-control': 'no-cache',

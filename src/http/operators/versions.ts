@@ -22,7 +22,7 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import type { EngineContext } from '../../runs/engineContext.js';
-import { AgentError, FenceError } from '../../core/errors.js';
+import { FenceError, hasErrorCode } from '../../core/errors.js';
 import type { Ledger } from '../../ledger/ledger.js';
 import type { LedgerState } from '../../ledger/states.js';
 import { continueUnderVersion, isVersionParked, listVersionParked } from '../../runs/versionQueue.js';
@@ -190,7 +190,7 @@ export async function continueVersionRun(
   } catch (err) {
     if (err instanceof FenceError && err.code === 'run_missing') return NO_RUN;
     // Another operator continued or cancelled it meanwhile: the second click changes nothing.
-    if (err instanceof AgentError && err.code === 'version_mismatch')
+    if (hasErrorCode(err, 'version_mismatch'))
       return { status: 409, body: { error: 'not_version_parked', runId, message: err.message } };
     throw err;
   }

@@ -1,55 +1,123 @@
 /**
- * Stage 3, act: the decision's tool calls, in order. Reads are retried in code;
- * writes go through the effect ledger (src/ledger), which answers a confirmed
- * effect from its record and reconciles one that may have left the process. The
- * run's deadline bounds the tools too: none starts past it, none waits past it
- * (the calls not run are dropped). Returns the step's commit: the observations
- * and the run's next status, or the park a write asked for.
+ * Stage 3, act: the decision's tool calls, run concurrently. Reads are retried in
+ * code; writes go through the effect ledger (src/ledger), each its own action with
+ * its own key, which answers a confirmed effect from its record and reconciles one
+ * that may have left the process. A write declared `runsAlone` runs by itself: the
+ * calls before it finish first, the calls after it start after it. The run's deadline
+ * bounds the tools too: none starts past it, none waits past it (the calls not run
+ * are dropped). Observations go to the commit in the order the model asked.
+ *
+ * In a step of several calls whose decision is journalled, each call's observation is
+ * journalled as soon as it finishes: if the process dies, the next delivery runs only
+ * the calls not journalled (a write in flight is settled by the ledger on its own).
+ * Returns the step's commit: the observations and the run's next status, or the park a
+ * write asked for.
  */
 import type { Agent } from '../../core/agent.js';
 import { ShutdownError } from '../../core/errors.js';
-import { DeadlineError, withDeadlineScope } from '../../core/timeout.js';
-import type { DecisionEntry, JournalEntry, ObservationEntry } from '../../core/journal.js';
-import type { ReadTool, ToolContext } from '../../core/tool.js';
-import { withRetry } from '../../core/withRetry.js';
+import { DeadlineError } from '../../core/timeout.js';
+import { encodeEntry, type DecisionEntry, type JournalEntry, type ObservationEntry } from '../../core/journal.js';
+import type { ToolContext } from '../../core/tool.js';
 import { wallClockStop, type BudgetStop } from '../../budget/tenantBudget.js';
 import { nextStatus } from '../../budget/policy.js';
 import type { StepEnv } from './env.js';
-import { stopPlan, total, type CommitPlan, type StepState, type Terminal } from './state.js';
+import { batchesOf, runTool, type ToolCall, type ToolResult } from './tools.js';
+import { grown, stopPlan, total, type CommitPlan, type StepState } from './state.js';
 
-type ToolCall = DecisionEntry['toolCalls'][number];
-type ToolResult = { obs: ObservationEntry } | { park: Terminal; approvalFor?: string };
+/** A call's result as act keeps it: journalled already (by this delivery or an earlier one), or to be committed. */
+type Done = ToolResult & { journalled?: boolean };
 
 export async function act(env: StepEnv, state: StepState, agent: Agent, decision: DecisionEntry): Promise<CommitPlan> {
   const { runId, step, spec, signal } = state;
   const ctx: ToolContext = { runId, step, signal, trace: state.trace, input: spec.input };
-  const observations: ObservationEntry[] = [];
+  const calls = decision.toolCalls;
+  const results = calls.map((c) => earlier(state, c));
+  const journalEach = !state.carriesDecision && calls.length > 1;
   let wallStop: BudgetStop | undefined;
-  for (const call of decision.toolCalls) {
+  for (const batch of batchesOf(agent, calls)) {
+    const todo = batch.filter((i) => !results[i]);
+    if (todo.length === 0) continue;
     if (signal.aborted) throw new ShutdownError();
     if (env.now() >= spec.limits.deadlineAt) {
       wallStop = wallClockStop(spec, env.now());
       break;
     }
-    // A tool that ran into the deadline stops the step on the wall clock (a BudgetStop instead of a result).
-    const result: ToolResult | BudgetStop = await runTool(env, state, agent, call, ctx).catch((err: unknown) => {
-      if (!(err instanceof DeadlineError) || signal.aborted) throw err;
-      return wallClockStop(spec, env.now(), err.cause !== undefined);
-    });
-    if ('kind' in result) {
-      wallStop = result;
-      break;
-    }
-    // A write was requested, so the decision is already journalled: park at this step
-    // (a park into waiting_approval records the approval request in the same commit).
-    if ('park' in result)
-      return {
-        ...stopPlan(step, result.park, observations),
-        ...(result.approvalFor ? { approvalFor: result.approvalFor } : {}),
-      };
-    observations.push(result.obs);
+    if (todo.length > 1) env.metrics.parallelToolCalls.observe(todo.length);
+    const run = (i: number) => runAndJournal(env, state, agent, calls[i]!, ctx, journalEach);
+    wallStop = settle(env, state, todo, await Promise.allSettled(todo.map(run)), results);
+    if (wallStop || results.some((r) => r && 'park' in r)) break;
   }
+  // A write was requested, so the decision is already journalled: park at this step
+  // (a park into waiting_approval records the approval request in the same commit).
+  const park = results.find((r) => r && 'park' in r);
+  const observations = unjournalled(results);
+  if (park && 'park' in park)
+    return {
+      ...stopPlan(step, park.park, observations),
+      ...(park.approvalFor ? { approvalFor: park.approvalFor } : {}),
+    };
   return advancePlan(env, state, decision, observations, wallStop);
+}
+
+/** A call an earlier delivery of this step finished and journalled: its observation, not run again. */
+function earlier(state: StepState, call: ToolCall): Done | undefined {
+  const obs = state.observed?.find((o) => o.callId === call.id);
+  return obs ? { obs, journalled: true } : undefined;
+}
+
+/**
+ * The batch's outcomes into `results` (by the calls' indexes). A call that ran into the deadline
+ * stops the step on the wall clock; any other error is thrown once every call of the batch has settled.
+ */
+function settle(
+  env: StepEnv,
+  state: StepState,
+  todo: number[],
+  settled: PromiseSettledResult<Done>[],
+  results: (Done | undefined)[],
+): BudgetStop | undefined {
+  let stop: BudgetStop | undefined;
+  let failure: { err: unknown } | undefined;
+  settled.forEach((s, j) => {
+    if (s.status === 'fulfilled') results[todo[j]!] = s.value;
+    else if (s.reason instanceof DeadlineError && !state.signal.aborted)
+      stop ??= wallClockStop(state.spec, env.now(), s.reason.cause !== undefined);
+    else failure ??= { err: s.reason };
+  });
+  if (failure) throw failure.err;
+  return stop;
+}
+
+/** One call, and its observation journalled at once when the step journals each call. */
+async function runAndJournal(
+  env: StepEnv,
+  state: StepState,
+  agent: Agent,
+  call: ToolCall,
+  ctx: ToolContext,
+  journalEach: boolean,
+): Promise<Done> {
+  const result = await runTool(env, state, agent, call, ctx);
+  if (!journalEach || !('obs' in result)) return result;
+  const encoded = encodeEntry(result.obs);
+  const bytes = Buffer.byteLength(encoded);
+  await env.store.journalObservation(state.job, {
+    runId: state.runId,
+    observation: result.obs,
+    encoded,
+    contextBytesDelta: state.used.contextBytes === undefined ? undefined : bytes,
+  });
+  // The script grew the run's byte count: the next step's job carries it.
+  state.used = grown(state.used, bytes);
+  env.crash.hit('after_observation', state.step);
+  return { ...result, journalled: true };
+}
+
+/** The observations still to be committed, in the order the model asked. */
+function unjournalled(results: (Done | undefined)[]): ObservationEntry[] {
+  const out: ObservationEntry[] = [];
+  for (const r of results) if (r && 'obs' in r && !r.journalled) out.push(r.obs);
+  return out;
 }
 
 /**
@@ -77,77 +145,4 @@ function advancePlan(
     tokensDelta: carriesDecision ? total(decision.usage) : 0,
     advance: true,
   };
-}
-
-async function runTool(
-  env: StepEnv,
-  state: StepState,
-  agent: Agent,
-  call: ToolCall,
-  ctx: ToolContext,
-): Promise<ToolResult> {
-  const base = { v: 1 as const, kind: 'observation' as const, step: ctx.step, callId: call.id, tool: call.name };
-  const tool = agent.tools.get(call.name);
-  if (!tool) return { obs: { ...base, status: 'format_error', output: { error: 'unknown_tool', tool: call.name } } };
-  const parsed = tool.args.safeParse(call.args ?? {});
-  if (!parsed.success) {
-    // The model sees the format error on its next step; the step budget pays for it.
-    const issues = parsed.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message }));
-    return { obs: { ...base, status: 'format_error', output: { error: 'invalid_arguments', issues } } };
-  }
-  if (tool.effect === 'read')
-    return { obs: { ...base, ...(await runRead(env, state, call.name, tool, parsed.data, ctx)) } };
-  if (!env.effects)
-    return { obs: { ...base, status: 'tool_error', output: { error: 'write tools are not enabled on this worker' } } };
-  const { spec, dispatchSignal } = state;
-  const r = await env.effects.run({
-    tool,
-    args: parsed.data,
-    call,
-    ctx: { ...ctx, signal: dispatchSignal },
-    tenant: spec.tenant,
-    deadlineAt: spec.limits.deadlineAt,
-  });
-  if (r.kind === 'park')
-    return {
-      park: { status: r.status, reason: r.reason },
-      ...(r.status === 'waiting_approval' ? { approvalFor: r.actionId } : {}),
-    };
-  return { obs: { ...base, status: r.status, output: r.output, actionId: r.actionId } };
-}
-
-/** A read, retried in code; each attempt and each backoff ends by the run's deadline (DeadlineError stops the step). */
-async function runRead(
-  env: StepEnv,
-  state: StepState,
-  name: string,
-  tool: ReadTool,
-  args: unknown,
-  ctx: ToolContext,
-): Promise<Pick<ObservationEntry, 'status' | 'output'>> {
-  const { deadlineAt } = state.spec.limits;
-  try {
-    const output = await withRetry(
-      { maxAttempts: 3, baseMs: env.cfg.RETRY_BASE_MS, maxMs: env.cfg.RETRY_MAX_MS },
-      () =>
-        withDeadlineScope(
-          deadlineAt,
-          ctx.signal,
-          (scope) =>
-            tool.execute(args, {
-              ...ctx,
-              get signal() {
-                return scope.signal;
-              },
-            }),
-          env.now,
-        ),
-      { signal: ctx.signal, deadlineAt, now: env.now },
-    );
-    return { status: 'ok', output };
-  } catch (err) {
-    if (ctx.signal.aborted || err instanceof DeadlineError) throw err;
-    state.log.warn({ code: 'tool_error', tool: name, err }, 'read tool failed');
-    return { status: 'tool_error', output: { error: (err as Error).message } };
-  }
 }

@@ -11,7 +11,7 @@ import type { Context } from '@opentelemetry/api';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { InvalidStepInput } from '../../core/errors.js';
-import type { DecisionEntry } from '../../core/journal.js';
+import type { DecisionEntry, ObservationEntry } from '../../core/journal.js';
 import { stepJobDataSchema, type RunLimits, type RunSpec, type StepJobData } from '../../runs/spec.js';
 import type { StepEnv } from './env.js';
 import { lazyChild } from './log.js';
@@ -67,6 +67,7 @@ export async function load(env: StepEnv, d: Delivery, limited: LimitedSpecs): Pr
     startedEmitted: false,
     carriesDecision: false,
     ...(known.decision ? { decision: known.decision } : {}),
+    ...(known.observed?.length ? { observed: known.observed } : {}),
   };
 }
 
@@ -108,7 +109,7 @@ async function readDelivered(
   runId: string,
   step: number,
   log: Logger,
-): Promise<Pick<StepState, 'used' | 'decision'> | undefined> {
+): Promise<Pick<StepState, 'used' | 'decision' | 'observed'> | undefined> {
   const state = await env.store.readState(runId);
   if (!state) return undefined;
   if (state.cursor !== step || state.jobId !== job.id || (state.status !== 'running' && state.status !== 'queued')) {
@@ -120,7 +121,16 @@ async function readDelivered(
   if (state.decidedStep !== step) return { used: state.used };
   const entry = await env.store.journalEntry(runId, state.decisionIndex);
   const decision: DecisionEntry | undefined = entry?.kind === 'decision' && entry.step === step ? entry : undefined;
-  return decision ? { used: state.used, decision } : { used: state.used };
+  if (!decision) return { used: state.used };
+  return { used: state.used, decision, observed: await observedAfter(env, runId, step, state.decisionIndex) };
+}
+
+/** The step's observations journalled after its decision (calls an earlier delivery finished). */
+async function observedAfter(env: StepEnv, runId: string, step: number, decisionIndex: number) {
+  const transcript = await env.store.transcript(runId);
+  return transcript
+    .slice(decisionIndex + 1)
+    .filter((e): e is ObservationEntry => e.kind === 'observation' && e.step === step);
 }
 
 /** The spec with the limits an operator's retry set (carried by the job); the spec itself when there are none. */

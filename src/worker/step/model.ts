@@ -5,7 +5,7 @@
  * run's deadline, and no backoff is slept past it. Handed back at SIGTERM, the
  * step charges what its failed attempts spent (chargeAbandoned).
  */
-import { AgentError, RetryableError, TerminalError } from '../../core/errors.js';
+import { AgentError, isAgentError, isRetryable, TerminalError, type RetryableError } from '../../core/errors.js';
 import { DeadlineError, withDeadlineScope } from '../../core/timeout.js';
 import { usageSchema, type DecisionEntry, type JournalEntry, type Usage } from '../../core/journal.js';
 import type { ModelProvider, ModelTurn } from '../../core/model.js';
@@ -167,11 +167,11 @@ class ModelCall {
       env.metrics.modelAttempts.inc({ ...this.labels, outcome: 'ok' });
       return t;
     } catch (err) {
-      env.metrics.modelAttempts.inc({ ...this.labels, outcome: err instanceof RetryableError ? 'retryable' : 'error' });
+      env.metrics.modelAttempts.inc({ ...this.labels, outcome: isRetryable(err) ? 'retryable' : 'error' });
       const reported = (err as AgentError).details?.usage;
       if (reported !== undefined) spent = this.add(reported);
       await rated?.failed(err, env.metrics);
-      const named = err instanceof RetryableError && err.retryAfterMs !== undefined && !state.signal.aborted;
+      const named = isRetryable(err) && err.retryAfterMs !== undefined && !state.signal.aborted;
       if (named) throw new NamedWait(err);
       throw err;
     } finally {
@@ -246,8 +246,8 @@ class ModelCall {
     const provider = this.provider.name;
     if (err instanceof NamedWait)
       return { unavailable: { provider, retryAfterMs: err.retryable.retryAfterMs }, charged };
-    if (err instanceof RetryableError) return { unavailable: { provider, retryAfterMs: undefined }, charged };
-    const code = err instanceof AgentError ? err.code : 'model_failed';
+    if (isRetryable(err)) return { unavailable: { provider, retryAfterMs: undefined }, charged };
+    const code = isAgentError(err) ? err.code : 'model_failed';
     return { failed: { status: 'failed', reason: `${code}: ${(err as Error).message}` }, charged };
   }
 

@@ -17,7 +17,7 @@
  * step job exists.
  */
 import { DelayedError } from 'bullmq';
-import { AgentError, errorCode, FenceError } from '../../core/errors.js';
+import { errorCode, FenceError, isAgentError } from '../../core/errors.js';
 import { NotReplicatedError } from '../../store/replicated.js';
 import { act } from './act.js';
 import { commit } from './commit.js';
@@ -77,7 +77,7 @@ export class StepPipeline {
     if (err instanceof FenceError) return this.fenced(state, err);
     if (state.signal.aborted) throw err;
     const lastAttempt = state.job.attemptsMade + 1 >= state.job.maxAttempts;
-    log.error({ code: err instanceof AgentError ? err.code : 'step_error', err, lastAttempt }, 'step failed');
+    log.error({ code: isAgentError(err) ? err.code : 'step_error', err, lastAttempt }, 'step failed');
     if (!lastAttempt) throw err;
     // If this stop cannot be committed, the job fails and the failed event (or the sweep) ends the run.
     const stop = stopPlan(state.step, { status: 'failed', reason: `step_error: ${errorCode(err)}` });

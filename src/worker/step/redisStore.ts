@@ -24,11 +24,12 @@ import { isScriptError } from '../../store/codes.js';
 import { commitStep } from '../../store/calls/commitStep.js';
 import { chargeTokens } from '../../store/calls/chargeTokens.js';
 import { journalDecision } from '../../store/calls/journalDecision.js';
+import { journalObservation } from '../../store/calls/journalObservation.js';
 import { TextStream } from '../textStream.js';
 import type { StepOptions } from './env.js';
-import type { CommitReply, DecisionWrite, StepCommit, StepStore, StreamTarget } from './store.js';
+import type { CommitReply, DecisionWrite, ObservationWrite, StepCommit, StepStore, StreamTarget } from './store.js';
 import type { StepJob } from './state.js';
-import { decisionEvent } from './events.js';
+import { decisionEvent, observationEvent } from './events.js';
 
 /** A BullMQ job and the lock token this delivery holds it with. */
 export class BullStepJob implements StepJob {
@@ -157,6 +158,26 @@ export class RedisStepStore implements StepStore {
       event: decisionEvent(w.decision),
       jobId: job.id,
       startedEvent: w.startedEvent,
+    });
+  }
+
+  async journalObservation(job: StepJob, w: ObservationWrite): Promise<void> {
+    const k = this.d.keys.run(w.runId);
+    const keys = {
+      run: k.run,
+      budget: k.budget,
+      journal: k.journal,
+      events: k.events,
+      jobLock: this.lockOf(w.runId, job),
+    };
+    await journalObservation(this.d.redis, keys, {
+      token: job.token,
+      step: w.observation.step,
+      jobId: job.id,
+      entry: w.encoded,
+      contextBytesDelta: w.contextBytesDelta,
+      eventsMaxLen: this.d.cfg.EVENTS_MAX_LEN,
+      event: observationEvent(w.observation),
     });
   }
 

@@ -79,6 +79,8 @@ export interface StepState {
   startedEmitted: boolean;
   /** The step's decision: journalled by an earlier delivery, or made by this one. */
   decision?: DecisionEntry;
+  /** Observations of this step an earlier delivery journalled after the decision: those calls are not run again. */
+  observed?: readonly ObservationEntry[];
   /** The decision rides in the commit (no write followed it and it was not journalled). */
   carriesDecision: boolean;
 }

@@ -1,14 +1,14 @@
 /**
  * The store a step needs, and nothing more: the run's state and spec, its
- * transcript, and the three fenced scripts a step runs (journal a decision,
- * charge abandoned attempts, commit). src/worker/step/redisStore.ts is the real
+ * transcript, and the fenced scripts a step runs (journal a decision, journal
+ * one call's observation, charge abandoned attempts, commit). src/worker/step/redisStore.ts is the real
  * one (RunStore and the typed script calls); unit tests use an in-memory one.
  * Every write is fenced by the job's lock token and the run's cursor: a refusal
  * throws the FenceError of its code (lock_lost, stale_step, run_missing,
  * run_not_running, decision_exists) and writes nothing.
  */
 import type { Logger } from 'pino';
-import type { DecisionEntry, JournalEntry } from '../../core/journal.js';
+import type { DecisionEntry, JournalEntry, ObservationEntry } from '../../core/journal.js';
 import type { RunState } from '../../runs/store.js';
 import type { RunSpec, StepJobData } from '../../runs/spec.js';
 import type { TextStream } from '../textStream.js';
@@ -25,6 +25,15 @@ export interface DecisionWrite {
   /** This delivery's step_started event, '' when a script of this delivery already wrote it. */
   startedEvent: string;
   now: number;
+}
+
+/** One call's observation journalled when it finished (a step of several calls whose decision is journalled). */
+export interface ObservationWrite {
+  runId: string;
+  observation: ObservationEntry;
+  /** The observation, encoded as the journal stores it. */
+  encoded: string;
+  contextBytesDelta: number | undefined;
 }
 
 /** One step's commit, as one record: the plan, its encoded entries, the next job, and what rides along. */
@@ -73,6 +82,8 @@ export interface StepStore {
   transcript(runId: string): Promise<JournalEntry[]>;
   forgetTranscript(runId: string): void;
   journalDecision(job: StepJob, d: DecisionWrite): Promise<void>;
+  /** Appends one call's observation after the step's journalled decision (fenced; see journalObservation-5.lua). */
+  journalObservation(job: StepJob, w: ObservationWrite): Promise<void>;
   /** Charges tokens of attempts abandoned before a decision (fenced; refused silently by the caller). */
   chargeTokens(job: StepJob, runId: string, step: number, tokens: number): Promise<void>;
   commit(job: StepJob, c: StepCommit): Promise<CommitReply>;

@@ -9,7 +9,7 @@ const UNKNOWN_RUN = `r_${'0'.repeat(24)}`;
 
 let h: Harness & { url: string };
 beforeAll(async () => {
-  h = await operatorHarness('events', { SSE_MAX_VIEWERS: String(VIEWER_CAP) });
+  h = await operatorHarness('events', { SSE_MAX_VIEWERS: String(VIEWER_CAP), SSE_OPERATOR_RESERVE: '10' });
 });
 afterAll(async () => {
   await h.close();
@@ -107,8 +107,8 @@ describe('live events (SSE)', () => {
       headers: { authorization: `Bearer ${OPERATOR_TOKEN}` },
     });
     expect(refused.status).toBe(503);
-    const body = (await refused.json()) as { error: string; limit: number; message: string };
-    expect(body).toMatchObject({ error: 'too_many_viewers', limit: VIEWER_CAP });
+    const body = (await refused.json()) as { error: string; limit: string; max: number; message: string };
+    expect(body).toMatchObject({ error: 'too_many_viewers', limit: 'SSE_MAX_VIEWERS', max: VIEWER_CAP });
     expect(body.message).toContain('SSE_MAX_VIEWERS');
 
     const pending = await call<{ approvals: { runId: string; actionId: string; fingerprint: string }[] }>(

@@ -1,5 +1,12 @@
 /** Signed ticket webhooks: signature over the raw body, tolerance window, event dedupe, run start. */
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { defineAgent } from '../../../src/core/agent.js';
+import { createFullApi } from '../../../src/http/fullApi.js';
+import { newMetrics } from '../../../src/metrics/metrics.js';
+import { createContext } from '../../../src/server/buildContext.js';
 import type { Harness } from '../../../testkit/harness.js';
 import { sign } from '../../../src/producer/webhookSignature.js';
 import { eventTtlMs } from '../../../src/producer/webhooks.js';
@@ -18,12 +25,18 @@ afterAll(async () => {
   await h.close();
 });
 
-type PostOptions = { secret?: string; timestamp?: string; signature?: string; headers?: Record<string, string> };
+type PostOptions = {
+  secret?: string;
+  timestamp?: string;
+  signature?: string;
+  headers?: Record<string, string>;
+  url?: string;
+};
 
 async function post(path: string, raw: string, opts: PostOptions = {}) {
   const timestamp = opts.timestamp ?? new Date().toISOString();
   const signature = opts.signature ?? sign(opts.secret ?? SECRET, timestamp, raw);
-  const res = await fetch(`${h.url}${path}`, {
+  const res = await fetch(`${opts.url ?? h.url}${path}`, {
     method: 'POST',
     body: raw,
     headers: {
@@ -171,5 +184,45 @@ describe('signed webhooks', () => {
       }),
     );
     expect(big).toMatchObject({ status: 413, body: { error: 'too_large', limit: '1mb' } });
+  });
+
+  it("an agent's own webhook is mounted from its intake, signed and deduplicated like the built-in ones", async () => {
+    const orders = defineAgent<{ order: string }>({
+      name: 'orders',
+      version: 'orders@1',
+      input: z.object({ order: z.string() }).strict(),
+      tools: [],
+      instructions: () => 'help with the order',
+      key: (i) => i.order,
+      intake: {
+        webhooks: {
+          'order-events': {
+            summary: 'An order event.',
+            body: z.object({ delivery: z.string(), order: z.string() }).strict(),
+            event: (b: { delivery: string; order: string }) => ({ id: b.delivery, input: { order: b.order } }),
+          },
+        },
+      },
+    });
+    const ctx = await createContext(h.cfg, 'webhooks-own', { log: h.ctx.log, metrics: newMetrics(), agents: [orders] });
+    const server = await new Promise<Server>((resolve) => {
+      const s = createFullApi(ctx, () => true).listen(0, '127.0.0.1', () => resolve(s));
+    });
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const raw = JSON.stringify({ delivery: 'd-1', order: 'O-9' });
+      const first = await post('/webhooks/order-events/acme', raw, { url });
+      expect(first.status).toBe(201);
+      expect(await ctx.redis.hget(ctx.keys.run(first.body.runId as string).run, 'agent')).toBe('orders');
+      expect((await post('/webhooks/order-events/acme', raw, { url })).body).toMatchObject({ duplicate: true });
+      const bad = await post('/webhooks/order-events/acme', JSON.stringify({ delivery: 'd-2', order: 1 }), { url });
+      expect(bad.status).toBe(400);
+      expect(JSON.stringify(bad.body)).toContain('"path":"order"');
+      // The built-in agent's webhooks belong to the built-in agent: a deployment without it does not serve them.
+      expect((await fetch(`${url}/webhooks/tickets/acme`, { method: 'POST', body: '{}' })).status).toBe(404);
+    } finally {
+      server.close();
+      await ctx.close();
+    }
   });
 });

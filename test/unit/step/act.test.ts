@@ -19,6 +19,8 @@ function decision(...calls: { name: string; args: unknown }[]): DecisionEntry {
 
 function run(w: World, d: DecisionEntry, carriesDecision = false) {
   const spec = specOf();
+  // A decision not carried by the commit was journalled before the tools ran.
+  if (!carriesDecision) w.store.addRun(spec).state.decidedStep = 1;
   const state = stateOf(spec, new MemoryJob(`${spec.runId}.s1`, jobData(spec)), { decision: d, carriesDecision });
   return act(w.env, state, agent, d);
 }
@@ -64,7 +66,9 @@ describe('act', () => {
       decision({ name: 'read_note', args: { id: 'a' } }, { name: 'send_note', args: { to: 'x' } }),
     );
     expect(plan).toMatchObject({ status: 'waiting_approval', advance: false, stepsDelta: 0, approvalFor: 'act-7' });
-    expect(plan.entries.map((e) => e.kind)).toEqual(['observation', 'status']);
+    // Two calls ran at once: the read's observation was journalled when it finished, the park commits the status.
+    expect(plan.entries.map((e) => e.kind)).toEqual(['status']);
+    expect(w.store.run(specOf().runId).journal.map((e) => e.kind)).toEqual(['observation']);
   });
 
   it('no tool starts past the deadline: the step commits budget_exceeded (wall_clock) with what ran', async () => {

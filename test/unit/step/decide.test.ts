@@ -120,6 +120,21 @@ describe('decide', () => {
     expect(w.store.charged).toEqual([{ runId: spec.runId, step: 1, tokens: 3 }]);
   });
 
+  it("a provider's own copy of the engine's retryable error is read by its code: the same delay, the same charge", async () => {
+    // An agents module that resolved another copy of the package throws errors of another class with the same meaning.
+    class ForeignRetryable extends Error {
+      readonly code = 'transient';
+      readonly retry = 'retryable';
+      readonly retryAfterMs = 5;
+      readonly details = { usage: { promptTokens: 3, completionTokens: 0 } };
+    }
+    const w = world({ turns: [new ForeignRetryable('slow down')] });
+    const { spec, job, run } = setUp(w);
+    await expect(run()).rejects.toBeInstanceOf(DelayedError);
+    expect(job.delayedUntil).toBe(w.clock.now + 5);
+    expect(w.store.charged).toEqual([{ runId: spec.runId, step: 1, tokens: 3 }]);
+  });
+
   it('a follow-up whose previous run is at work waits: the job is delayed, nothing is asked of the model', async () => {
     const w = world({ turns: [finalTurn] });
     w.env = { ...w.env, followUps: { context: async () => ({ waitingFor: 'running' }), known: () => '' } };

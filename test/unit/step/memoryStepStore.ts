@@ -9,7 +9,13 @@ import type { JournalEntry } from '../../../src/core/journal.js';
 import type { RunSpec, StepJobData } from '../../../src/runs/spec.js';
 import type { RunState } from '../../../src/runs/store.js';
 import type { CapturedAdd } from '../../../src/store/bullmqInternals.js';
-import type { CommitReply, DecisionWrite, StepCommit, StepStore } from '../../../src/worker/step/store.js';
+import type {
+  CommitReply,
+  DecisionWrite,
+  ObservationWrite,
+  StepCommit,
+  StepStore,
+} from '../../../src/worker/step/store.js';
 import type { StepJob } from '../../../src/worker/step/state.js';
 
 export interface MemoryRun {
@@ -112,6 +118,14 @@ export class MemoryStepStore implements StepStore {
       d.decision.usage.promptTokens + d.decision.usage.completionTokens,
       d.contextBytesDelta,
     );
+  }
+
+  async journalObservation(job: StepJob, w: ObservationWrite): Promise<void> {
+    const run = this.fence(job, w.runId, w.observation.step);
+    if (run.state.decidedStep !== w.observation.step) throw new Error('observation before its decision');
+    run.journal.push(w.observation);
+    run.state.used = grow(run.state.used, 0, 0, w.contextBytesDelta);
+    run.events.push({ type: 'observation', data: { callId: w.observation.callId } });
   }
 
   async chargeTokens(job: StepJob, runId: string, step: number, tokens: number): Promise<void> {

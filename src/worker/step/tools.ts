@@ -1,0 +1,106 @@
+/**
+ * One tool call of the act stage: the arguments checked, a read retried in code, a write
+ * through the effect ledger; and how a decision's calls are grouped to run at once.
+ */
+import type { Agent } from '../../core/agent.js';
+import { DeadlineError, withDeadlineScope } from '../../core/timeout.js';
+import type { DecisionEntry, ObservationEntry } from '../../core/journal.js';
+import type { ReadTool, ToolContext } from '../../core/tool.js';
+import { withRetry } from '../../core/withRetry.js';
+import type { StepEnv } from './env.js';
+import type { StepState, Terminal } from './state.js';
+
+export type ToolCall = DecisionEntry['toolCalls'][number];
+export type ToolResult = { obs: ObservationEntry } | { park: Terminal; approvalFor?: string };
+
+/**
+ * The calls' indexes in the batches they run in, in order: consecutive calls run together, a
+ * write declared `runsAlone` runs in a batch of its own (after the calls before it, before those after).
+ */
+export function batchesOf(agent: Agent, calls: readonly ToolCall[]): number[][] {
+  const batches: number[][] = [];
+  let open: number[] = [];
+  calls.forEach((call, i) => {
+    const tool = agent.tools.get(call.name);
+    if (tool?.effect === 'write' && tool.runsAlone === true) {
+      if (open.length > 0) batches.push(open);
+      batches.push([i]);
+      open = [];
+    } else open.push(i);
+  });
+  if (open.length > 0) batches.push(open);
+  return batches;
+}
+
+export async function runTool(
+  env: StepEnv,
+  state: StepState,
+  agent: Agent,
+  call: ToolCall,
+  ctx: ToolContext,
+): Promise<ToolResult> {
+  const base = { v: 1 as const, kind: 'observation' as const, step: ctx.step, callId: call.id, tool: call.name };
+  const tool = agent.tools.get(call.name);
+  if (!tool) return { obs: { ...base, status: 'format_error', output: { error: 'unknown_tool', tool: call.name } } };
+  const parsed = tool.args.safeParse(call.args ?? {});
+  if (!parsed.success) {
+    // The model sees the format error on its next step; the step budget pays for it.
+    const issues = parsed.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message }));
+    return { obs: { ...base, status: 'format_error', output: { error: 'invalid_arguments', issues } } };
+  }
+  if (tool.effect === 'read')
+    return { obs: { ...base, ...(await runRead(env, state, call.name, tool, parsed.data, ctx)) } };
+  if (!env.effects)
+    return { obs: { ...base, status: 'tool_error', output: { error: 'write tools are not enabled on this worker' } } };
+  const { spec, dispatchSignal } = state;
+  const r = await env.effects.run({
+    tool,
+    args: parsed.data,
+    call,
+    ctx: { ...ctx, signal: dispatchSignal },
+    tenant: spec.tenant,
+    deadlineAt: spec.limits.deadlineAt,
+  });
+  if (r.kind === 'park')
+    return {
+      park: { status: r.status, reason: r.reason },
+      ...(r.status === 'waiting_approval' ? { approvalFor: r.actionId } : {}),
+    };
+  return { obs: { ...base, status: r.status, output: r.output, actionId: r.actionId } };
+}
+
+/** A read, retried in code; each attempt and each backoff ends by the run's deadline (DeadlineError stops the step). */
+async function runRead(
+  env: StepEnv,
+  state: StepState,
+  name: string,
+  tool: ReadTool,
+  args: unknown,
+  ctx: ToolContext,
+): Promise<Pick<ObservationEntry, 'status' | 'output'>> {
+  const { deadlineAt } = state.spec.limits;
+  try {
+    const output = await withRetry(
+      { maxAttempts: 3, baseMs: env.cfg.RETRY_BASE_MS, maxMs: env.cfg.RETRY_MAX_MS },
+      () =>
+        withDeadlineScope(
+          deadlineAt,
+          ctx.signal,
+          (scope) =>
+            tool.execute(args, {
+              ...ctx,
+              get signal() {
+                return scope.signal;
+              },
+            }),
+          env.now,
+        ),
+      { signal: ctx.signal, deadlineAt, now: env.now },
+    );
+    return { status: 'ok', output };
+  } catch (err) {
+    if (ctx.signal.aborted || err instanceof DeadlineError) throw err;
+    state.log.warn({ code: 'tool_error', tool: name, err }, 'read tool failed');
+    return { status: 'tool_error', output: { error: (err as Error).message } };
+  }
+}

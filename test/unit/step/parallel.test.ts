@@ -1,0 +1,185 @@
+/**
+ * Parallel tool calls without Redis: the calls of one turn run at once, a `runsAlone` write by itself, the
+ * observations in the order the model asked, and a kill mid-step redoes none of the calls already journalled.
+ */
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { defineAgent, defineReadTool, defineWriteTool, type Agent } from '../../../src/core/agent.js';
+import type { DecisionEntry } from '../../../src/core/journal.js';
+import { CrashPoints } from '../../../src/config/testHooks.js';
+import type { EffectRunner } from '../../../src/worker/effects.js';
+import type { StepEnv } from '../../../src/worker/step/env.js';
+import { act } from '../../../src/worker/step/act.js';
+import { StepPipeline } from '../../../src/worker/step/pipeline.js';
+import { MemoryJob } from './memoryStepStore.js';
+import { delivery, jobData, specOf, stateOf, usage, world, type World } from './fixtures.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** What ran, when: `start:<id>` and `end:<id>` in the order they happened. */
+function timeline() {
+  const events: string[] = [];
+  const reads: Record<string, number> = {};
+  const slowRead = defineReadTool({
+    name: 'slow_read',
+    description: 'reads slowly',
+    args: z.object({ id: z.string(), ms: z.number() }),
+    execute: async ({ id, ms }) => {
+      reads[id] = (reads[id] ?? 0) + 1;
+      events.push(`start:${id}`);
+      await sleep(ms);
+      events.push(`end:${id}`);
+      return { id };
+    },
+  });
+  const write = (name: string, runsAlone: boolean) =>
+    defineWriteTool({
+      name,
+      description: 'writes',
+      args: z.object({ id: z.string(), ms: z.number() }),
+      service: { enforcesKey: true, reconcile: 'none' },
+      runsAlone,
+      dispatch: async () => ({ receipt: 'r', output: {}, replayed: false }),
+    });
+  const agent: Agent = defineAgent({
+    name: 'echo',
+    version: 'echo@1',
+    input: z.object({ text: z.string() }),
+    instructions: () => 'Echo.',
+    tools: [slowRead, write('send', false), write('send_alone', true)],
+  });
+  const sent: Record<string, number> = {};
+  const effects: EffectRunner = {
+    run: async ({ call, args }) => {
+      const { id, ms } = args as { id: string; ms: number };
+      sent[id] = (sent[id] ?? 0) + 1;
+      events.push(`start:${id}`);
+      await sleep(ms);
+      events.push(`end:${id}`);
+      return { kind: 'observed', status: 'ok', output: { id }, actionId: `a_${call.id}` };
+    },
+  };
+  return { events, reads, sent, agent, effects };
+}
+
+function decision(...calls: [name: string, id: string, ms: number][]): DecisionEntry {
+  return {
+    v: 1,
+    kind: 'decision',
+    step: 1,
+    model: 'queued',
+    toolCalls: calls.map(([name, id, ms]) => ({ id: `c_${id}`, name, args: { id, ms } })),
+    usage,
+    attempts: 1,
+  };
+}
+
+function withAgent(w: World, t: ReturnType<typeof timeline>): StepEnv {
+  const env: StepEnv = {
+    ...w.env,
+    effects: t.effects,
+    agents: { ...w.env.agents, agentFor: () => t.agent },
+  };
+  return env;
+}
+
+describe('parallel tool calls (act)', () => {
+  it('three 60 ms reads of one turn run at once: the step takes about 60 ms, not 180', async () => {
+    const w = world();
+    const t = timeline();
+    const spec = specOf({ toolsHash: t.agent.tools.schemaHash });
+    const d = decision(['slow_read', 'a', 60], ['slow_read', 'b', 60], ['slow_read', 'c', 60]);
+    const state = stateOf(spec, new MemoryJob(`${spec.runId}.s1`, jobData(spec)), {
+      decision: d,
+      carriesDecision: true,
+    });
+    const started = performance.now();
+    const plan = await act(withAgent(w, t), state, t.agent, d);
+    expect(performance.now() - started).toBeLessThan(150);
+    expect(t.events.slice(0, 3)).toEqual(['start:a', 'start:b', 'start:c']);
+    expect(plan.status).toBe('running');
+  });
+
+  it("results keep the model's order however the calls finish", async () => {
+    const w = world();
+    const t = timeline();
+    const spec = specOf({ toolsHash: t.agent.tools.schemaHash });
+    const d = decision(['slow_read', 'slow', 50], ['send', 'w', 20], ['slow_read', 'fast', 1]);
+    const state = stateOf(spec, new MemoryJob(`${spec.runId}.s1`, jobData(spec)), {
+      decision: d,
+      carriesDecision: true,
+    });
+    const plan = await act(withAgent(w, t), state, t.agent, d);
+    expect(t.events.filter((e) => e.startsWith('end:'))).toEqual(['end:fast', 'end:w', 'end:slow']);
+    expect(plan.entries.map((e) => (e.kind === 'observation' ? e.callId : e.kind))).toEqual([
+      'decision',
+      'c_slow',
+      'c_w',
+      'c_fast',
+    ]);
+  });
+
+  it('writes run at once, each its own ledger action; a runsAlone write waits for the calls before it', async () => {
+    const w = world();
+    const t = timeline();
+    const spec = specOf({ toolsHash: t.agent.tools.schemaHash });
+    const d = decision(['send', 'w1', 30], ['send', 'w2', 30], ['send_alone', 'solo', 10], ['slow_read', 'r', 5]);
+    w.store.addRun(spec).state.decidedStep = 1;
+    const state = stateOf(spec, new MemoryJob(`${spec.runId}.s1`, jobData(spec)), { decision: d });
+    const plan = await act(withAgent(w, t), state, t.agent, d);
+    expect(t.events).toEqual([
+      'start:w1',
+      'start:w2',
+      'end:w1',
+      'end:w2',
+      'start:solo',
+      'end:solo',
+      'start:r',
+      'end:r',
+    ]);
+    // The decision is journalled (writes follow): each observation was journalled as its call finished.
+    expect(plan.entries).toEqual([]);
+    const journal = w.store.run(spec.runId).journal;
+    expect(journal.map((e) => (e.kind === 'observation' ? (e.actionId ?? e.callId) : e.kind))).toEqual([
+      'a_c_w1',
+      'a_c_w2',
+      'a_c_solo',
+      'c_r',
+    ]);
+  });
+});
+
+describe('parallel tool calls (a kill mid-step)', () => {
+  it('the next delivery runs only the calls not journalled; the commit holds each observation once, in order', async () => {
+    const w = world();
+    const t = timeline();
+    const spec = specOf({ toolsHash: t.agent.tools.schemaHash });
+    const turn = decision(['send', 'w1', 1], ['slow_read', 'r', 1], ['send', 'w2', 80]);
+    w.model.turns.push({ toolCalls: turn.toolCalls, usage }, { toolCalls: [], final: 'done', usage });
+    w.store.addRun(spec);
+    // The first delivery dies after the first observation is journalled (w2 still in flight).
+    let killed = 0;
+    const dying: StepEnv = {
+      ...withAgent(w, t),
+      crash: new CrashPoints(['after_observation'], () => {
+        if (killed++ === 0) throw new Error('killed');
+      }),
+    };
+    const job = new MemoryJob(`${spec.runId}.s1`, jobData(spec));
+    await expect(new StepPipeline(dying).run(delivery(job))).rejects.toThrow('killed');
+    const journalled = w.store.run(spec.runId).journal.filter((e) => e.kind === 'observation');
+    expect(journalled.length).toBeGreaterThanOrEqual(1);
+    // Redelivered (attempt 2): the decision is reused, only the calls with no journalled observation run.
+    const again = new MemoryJob(`${spec.runId}.s1`, jobData(spec), 'token-A', 2, 1);
+    await new StepPipeline(withAgent(w, t)).run(delivery(again));
+    const run = w.store.run(spec.runId);
+    expect(w.model.requests).toHaveLength(1);
+    for (const o of journalled) {
+      const id = (o as { callId: string }).callId.slice(2);
+      expect({ id, runs: (t.sent[id] ?? 0) + (t.reads[id] ?? 0) }).toEqual({ id, runs: 1 });
+    }
+    const obs = run.journal.filter((e) => e.kind === 'observation').map((e) => (e as { callId: string }).callId);
+    expect([...obs].sort()).toEqual(['c_r', 'c_w1', 'c_w2']);
+    expect(run.state).toMatchObject({ status: 'running', cursor: 2 });
+  });
+});
