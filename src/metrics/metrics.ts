@@ -249,7 +249,9 @@ export function reasonCode(reason: string): string {
   return /^[a-z][a-z0-9_]{0,39}$/.test(code) ? code : 'other';
 }
 
-/** Counts one run end (terminal, or handed to a person): call it once per status change (any other status is ignored). */
+/**
+ * Counts one run end (terminal, or handed to a person): call it once per status change (any other status is ignored).
+ */
 export function countRunFinished(metrics: Metrics, status: string, reason: string): void {
   if (endsRun(status)) metrics.runsFinished.inc({ status, reason: reasonCode(reason) });
 }

@@ -9,7 +9,10 @@ export interface StopRequest {
   status: 'failed' | 'cancelled';
   reason: string;
   now: number;
-  /** Also set cancelRequested, with `reason` as the cancel's reason (a running run is then cancelled at its next commit). */
+  /**
+   * Also set cancelRequested, with `reason` as the cancel's reason (a running run is then cancelled at its next
+   * commit).
+   */
   requestCancel?: boolean;
 }
 

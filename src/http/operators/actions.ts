@@ -170,7 +170,8 @@ export async function resolveHumanItem(
   }
   await journal();
   if (rec.compensates) {
-    // A compensation resolved by a person: finish it (a safe_retry is sent once more with its key) and end the run; never resume the agent.
+    // A compensation resolved by a person: finish it (a safe_retry is sent once more with its key) and end the run;
+    // never resume the agent.
     const result = await compensations.drive(
       (await ledger.get(rec.runId, actionId))!,
       await compensations.requireSpec(rec.runId),
@@ -201,7 +202,8 @@ export async function resolveHumanItem(
 export async function cancelRun(ctx: EngineContext, op: Operator, runId: string): Promise<ActionAnswer> {
   if (!isRunId(runId) || !(await operatorSeesRun(ctx, op, runId))) return NO_RUN;
   const reason = `cancelled_by_operator: requested by ${op.name}`;
-  // A run still waiting in its tenant's line (flow control) never started: taken out of the line, it is cancelled at once.
+  // A run still waiting in its tenant's line (flow control) never started: taken out of the line, it is cancelled at
+  // once.
   const neverStarted = (await ctx.admission?.withdraw(runId)) === true;
   let result;
   try {

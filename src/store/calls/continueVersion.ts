@@ -1,4 +1,7 @@
-/** Typed call of src/store/lua/continueVersion-12.lua: re-pin a run parked for a version change and resume it, one atomic change. */
+/**
+ * Typed call of src/store/lua/continueVersion-12.lua: re-pin a run parked for a version change and resume it, one
+ * atomic change.
+ */
 import type { RedisClient } from '../connect.js';
 import type { CapturedAdd } from '../bullmqInternals.js';
 import { expectReply } from '../codes.js';
@@ -23,7 +26,10 @@ export interface ContinueVersionArgs {
   job: CapturedAdd;
 }
 
-/** Throws FenceError run_missing, or AgentError version_mismatch when the run is not parked for a version change or its pin moved. */
+/**
+ * Throws FenceError run_missing, or AgentError version_mismatch when the run is not parked for a version change or its
+ * pin moved.
+ */
 export async function continueVersion(
   redis: RedisClient,
   k: { run: string; journal: string; events: string },

@@ -1,4 +1,7 @@
-/** Typed call of src/store/lua/retryRun-14.lua: retry a stopped run from its last commit, limits and journal in the same change. */
+/**
+ * Typed call of src/store/lua/retryRun-14.lua: retry a stopped run from its last commit, limits and journal in the same
+ * change.
+ */
 import type { RedisClient } from '../connect.js';
 import type { RunKeys } from '../keys.js';
 import type { CapturedAdd } from '../bullmqInternals.js';
