@@ -46,7 +46,8 @@ export type ErrorCode =
   | 'budget_exhausted'
   | 'action_waiting'
   | 'rate_limited'
-  | 'not_replicated';
+  | 'not_replicated'
+  | 'run_superseded';
 
 /**
  * What a retry should do with an error:

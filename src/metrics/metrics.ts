@@ -31,6 +31,9 @@ export class Metrics {
   readonly versionDecisions: Counter;
   readonly textDeltaBatches: Counter;
   readonly runRetries: Counter;
+  readonly approvalsVoided: Counter;
+  readonly runsSuperseded: Counter;
+  readonly cancelsHonoured: Counter;
   readonly flowAdmitted: Counter;
   readonly rateLimitWaits: Counter;
   readonly modelRateLimited: Counter;
@@ -177,6 +180,24 @@ export class Metrics {
       name: 'agent_run_retries_total',
       help: 'Operator retries of stopped runs, by the status and reason code retried from and the outcome (retried, or the refusal code)',
       labelNames: ['from', 'reason', 'outcome'],
+      registers: r,
+    });
+    this.approvalsVoided = new Counter({
+      name: 'agent_approvals_voided_total',
+      help: "A person's approval decision made void because its run will not run it (run_finished, superseded)",
+      labelNames: ['why'],
+      registers: r,
+    });
+    this.runsSuperseded = new Counter({
+      name: 'agent_runs_superseded_total',
+      help: 'A way back to work (retry, resume, continue) refused: a later run of the subject superseded the run',
+      labelNames: ['path'],
+      registers: r,
+    });
+    this.cancelsHonoured = new Counter({
+      name: 'agent_cancels_before_model_total',
+      help: 'A recorded cancel honoured by a step before a model attempt or a wait (no model call after it)',
+      labelNames: ['at'],
       registers: r,
     });
     this.flowAdmitted = new Counter({
