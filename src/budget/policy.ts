@@ -63,12 +63,17 @@ export function estimateCallTokens(
   return contextTokens + inputTokens + toolSchemaTokens(tools) + completionCap;
 }
 
-/** The part of the transcript a model call is sent (and its context is counted from): decisions and tool observations. */
+/**
+ * The part of the transcript a model call is sent (and its context is counted from): decisions and tool observations.
+ */
 export function isContext(kind: string): boolean {
   return kind === 'decision' || kind === 'observation';
 }
 
-/** Before a step's model call: a step left, and the first attempt's check. `estimate`: estimateCallTokens, computed once per call. */
+/**
+ * Before a step's model call: a step left, and the first attempt's check. `estimate`: estimateCallTokens, computed once
+ * per call.
+ */
 export function preflight(spec: Budgeted, used: Usage, estimate: number, nowMs: number): BudgetStop | undefined {
   const { limits } = spec;
   if (used.steps >= limits.maxSteps)

@@ -135,11 +135,16 @@ export const configSchema = z.object({
   LOCK_DURATION_MS: int(20000, 200),
   /** BullMQ's stall check period; with the lock it bounds how long a frozen process keeps a step. */
   STALLED_INTERVAL_MS: int(5000, 100),
-  /** Owner watch period: how often each worker asks Redis whether the connections holding active locks still exist (0 = off: lock expiry alone). */
+  /**
+   * Owner watch period: how often each worker asks Redis whether the connections holding active locks still exist (0 =
+   * off: lock expiry alone).
+   */
   OWNER_WATCH_MS: int(100, 0),
   /** Stall redeliveries before BullMQ fails the job (the run is then marked failed). */
   MAX_STALLED_COUNT: int(10, 1),
-  /** SIGTERM grace: time for an in-flight dispatch to record its outcome. Keep below k8s terminationGracePeriodSeconds. */
+  /**
+   * SIGTERM grace: time for an in-flight dispatch to record its outcome. Keep below k8s terminationGracePeriodSeconds.
+   */
   SHUTDOWN_GRACE_MS: int(20000, 0),
   /**
    * The module whose default (or `agents`) export lists the agents this deployment runs, or is a
@@ -170,7 +175,10 @@ export const configSchema = z.object({
     ),
     {},
   ),
-  /** The scripted provider (and run-supplied scripts) is for demos and tests: development only; `false` disables it there too. */
+  /**
+   * The scripted provider (and run-supplied scripts) is for demos and tests: development only; `false` disables it
+   * there too.
+   */
   SCRIPTED_MODEL_ENABLED: bool.optional(),
   /**
    * Per provider, the deployment keeps only the endpoint, the credential and a default model id (for
@@ -188,7 +196,10 @@ export const configSchema = z.object({
   ANTHROPIC_API_KEY: z.string().optional(),
   /** Default model id of the anthropic provider. */
   ANTHROPIC_MODEL: z.string().default('claude-sonnet-4-5'),
-  /** An OpenAI-compatible Chat Completions server (vLLM `http://host:8000/v1`, Ollama `http://host:11434/v1`); unset = no such provider. */
+  /**
+   * An OpenAI-compatible Chat Completions server (vLLM `http://host:8000/v1`, Ollama `http://host:11434/v1`); unset =
+   * no such provider.
+   */
   OPENAI_COMPATIBLE_BASE_URL: z.string().url().optional(),
   /** Default model id of the openai-compatible server (required with its URL). */
   OPENAI_COMPATIBLE_MODEL: z.string().optional(),
@@ -207,7 +218,9 @@ export const configSchema = z.object({
   MODEL_STREAM_FLUSH_MS: int(250, 1),
   /** ...or as soon as it holds this many characters. */
   MODEL_STREAM_FLUSH_CHARS: int(1024, 1),
-  /** Attempts of one model call inside one delivery (short backoffs, no Retry-After); past them the step job is delayed. */
+  /**
+   * Attempts of one model call inside one delivery (short backoffs, no Retry-After); past them the step job is delayed.
+   */
   MODEL_MAX_ATTEMPTS: int(4, 1),
   /**
    * A provider outage (429/5xx/network, Retry-After honoured by delaying the step job) is waited out this long
@@ -254,14 +267,18 @@ export const configSchema = z.object({
   RECONCILE_POLL_MS: int(500, 1),
   /**
    * How far past the run's wall-clock deadline a step may still wait: only for the lookups that settle a
-   * write cut off by the deadline (then a person decides). Model calls, reads, backoffs and dispatches end at the deadline.
+   * write cut off by the deadline (then a person decides). Model calls, reads, backoffs and dispatches end at the
+   * deadline.
    */
   DEADLINE_MARGIN_MS: int(1000, 0),
   /** The reconciler's sweep period. */
   RECONCILER_SWEEP_MS: int(2000, 50),
   /** An action in dispatched/outcome_unknown older than this, with no live owner, is swept. */
   RECONCILER_MIN_AGE_MS: int(5000, 0),
-  /** A queued/running run whose current step job is failed, missing or completed without a commit, untouched this long, is ended by the sweep. */
+  /**
+   * A queued/running run whose current step job is failed, missing or completed without a commit, untouched this long,
+   * is ended by the sweep.
+   */
   STUCK_RUN_MIN_AGE_MS: int(30000, 0),
   /** Run-index entries per shard the sweep checks for stuck runs on each pass (it resumes where it stopped). */
   STUCK_RUN_SCAN_PER_SWEEP: int(5000, 1),
@@ -395,13 +412,18 @@ export const configSchema = z.object({
    * Off: every run starts at once (first come, first served, step by step).
    */
   FLOW_CONTROL: bool.default(false),
-  /** Runs of one tenant at work at once (0 = no limit); per tenant in FLOW_TENANT_LIMITS, at run time by `agentctl flow`. */
+  /**
+   * Runs of one tenant at work at once (0 = no limit); per tenant in FLOW_TENANT_LIMITS, at run time by `agentctl
+   * flow`.
+   */
   FLOW_TENANT_CONCURRENCY: int(50, 0),
   /** Runs of one agent at work at once, across tenants (0 = no limit); per agent in FLOW_AGENT_LIMITS. */
   FLOW_AGENT_CONCURRENCY: int(0, 0),
   /** Runs at work at once in the whole fleet (0 = no limit). */
   FLOW_FLEET_CONCURRENCY: int(0, 0),
-  /** Weights of the tenants' turns, e.g. {"acme":2} (default 1 each): a tenant of weight 2 is admitted twice as often. */
+  /**
+   * Weights of the tenants' turns, e.g. {"acme":2} (default 1 each): a tenant of weight 2 is admitted twice as often.
+   */
   FLOW_TENANT_WEIGHTS: json(z.record(z.string().min(1), z.number().positive().max(1000)), {}),
   /** Concurrency limits per tenant, e.g. {"acme":100} (0 = none), over FLOW_TENANT_CONCURRENCY. */
   FLOW_TENANT_LIMITS: json(z.record(z.string().min(1), z.number().int().min(0)), {}),
@@ -434,7 +456,9 @@ export const configSchema = z.object({
 
 export type Config = Readonly<z.infer<typeof configSchema>>;
 
-/** SHARDS on a Cluster when unset: the tags {0}..{15} fall on every master of a 3-master (6, 6, 4) and 6-master cluster. */
+/**
+ * SHARDS on a Cluster when unset: the tags {0}..{15} fall on every master of a 3-master (6, 6, 4) and 6-master cluster.
+ */
 export const CLUSTER_DEFAULT_SHARDS = 16;
 
 /** Bad configuration: boot stops with the fields named (never retried). */

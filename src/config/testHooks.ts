@@ -94,7 +94,10 @@ export function testHooksFrom(cfg: TestSwitches): TestHooks {
   };
 }
 
-/** True when the scripted provider, and so run-supplied scripts, may be used: development only (on unless SCRIPTED_MODEL_ENABLED=false). */
+/**
+ * True when the scripted provider, and so run-supplied scripts, may be used: development only (on unless
+ * SCRIPTED_MODEL_ENABLED=false).
+ */
 export function scriptedModelAllowed(cfg: Pick<TestSwitches, 'APP_MODE' | 'SCRIPTED_MODEL_ENABLED'>): boolean {
   return cfg.APP_MODE === 'development' && cfg.SCRIPTED_MODEL_ENABLED !== false;
 }

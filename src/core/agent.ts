@@ -84,7 +84,10 @@ export interface WriteToolDefinition<A> {
    * holds the key for another request.
    */
   dispatch(args: A, ctx: ToolContext, req: DispatchRequest): Promise<DispatchReceipt>;
-  /** What the service holds for an earlier request (by its key, the action id as external id, the args). Required by a `lookup` strategy. */
+  /**
+   * What the service holds for an earlier request (by its key, the action id as external id, the args). Required by a
+   * `lookup` strategy.
+   */
   lookup?(ctx: ToolContext, req: LookupRequest): Promise<LookupResult>;
   timeoutMs?: number;
   /**
@@ -205,7 +208,10 @@ export interface AgentDefinition<I> {
   prompt?(input: I): string;
   /** The input's business key: the same tenant, agent and key is the same run (default: a digest of the input). */
   key?(input: I): string;
-  /** Prompt tokens of instructions and input, for the budget pre-flight (default: instructions(input) and prompt(input), by the tokenizer). */
+  /**
+   * Prompt tokens of instructions and input, for the budget pre-flight (default: instructions(input) and prompt(input),
+   * by the tokenizer).
+   */
   estimateInputTokens?(input: I): number;
   /**
    * The write-tool call that compensates `action` when an operator orders it,
@@ -302,7 +308,10 @@ export interface Agent<I = unknown> {
   readonly intake?: AgentIntake<I> | undefined;
 }
 
-/** An input estimate without the agent's texts: the input's serialized JSON by the tokenizer, plus 200 for the instructions. */
+/**
+ * An input estimate without the agent's texts: the input's serialized JSON by the tokenizer, plus 200 for the
+ * instructions.
+ */
 export function defaultInputTokens(input: unknown): number {
   return countTokens(JSON.stringify(input) ?? '') + 200;
 }

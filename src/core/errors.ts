@@ -46,12 +46,14 @@ export type ErrorCode =
   | 'budget_exhausted'
   | 'action_waiting'
   | 'rate_limited'
-  | 'not_replicated';
+  | 'not_replicated'
+  | 'run_superseded';
 
 /**
  * What a retry should do with an error:
  * - `terminal`: never retry; the run ends with the error's code as its reason.
- * - `retryable`: nothing left the process (429, 503, refused): retry in code with backoff (RetryableError.retryAfterMs).
+ * - `retryable`: nothing left the process (429, 503, refused): retry in code with backoff
+ *   (RetryableError.retryAfterMs).
  * - `outcome_unknown`: a request may have left the process: reconcile before any retry, never re-send blindly.
  * - `redeliver`: this delivery failed; the job's attempts decide (BullMQ redelivers it).
  * - `fenced`: another owner moved the run on: do nothing more for this job.

@@ -102,7 +102,10 @@ export function decodeEntry(raw: string, index: number): JournalEntry {
   return r.data;
 }
 
-/** Prompt tokens of an encoded entry (its JSON, by the tokenizer: src/core/tokens.ts), summed into the run's context by each commit. */
+/**
+ * Prompt tokens of an encoded entry (its JSON, by the tokenizer: src/core/tokens.ts), summed into the run's context by
+ * each commit.
+ */
 export function estimateTokens(encoded: string): number {
   return countTokens(encoded);
 }

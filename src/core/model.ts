@@ -2,12 +2,17 @@
 import { z } from 'zod';
 import type { JournalEntry, ToolCall, Usage } from './journal.js';
 
-/** A provider's name as runs, agents and configuration spell it (the worker's provider map decides whether it exists). */
+/**
+ * A provider's name as runs, agents and configuration spell it (the worker's provider map decides whether it exists).
+ */
 export const providerNameSchema = z
   .string()
   .regex(/^[a-z][a-z0-9_-]{0,62}$/, 'a provider name: lowercase letters, digits, _ or -');
 
-/** A model id as the provider spells it (`gpt-4o-mini`, `claude-sonnet-4-5`, `llama3.1:8b`, `org/model`): printable, no spaces. */
+/**
+ * A model id as the provider spells it (`gpt-4o-mini`, `claude-sonnet-4-5`, `llama3.1:8b`, `org/model`): printable, no
+ * spaces.
+ */
 export const modelIdSchema = z
   .string()
   .regex(/^[\x21-\x7e]{1,200}$/, 'a model id: 1-200 printable characters, no spaces');
@@ -79,12 +84,16 @@ export interface ModelRequest {
   /** Present only when the provider says it needs it (see needsTranscript). */
   transcript?: JournalEntry[];
   tools: ToolSpec[];
-  /** The model id pinned in the run spec; undefined: the provider's defaultModel (runs pinned before model ids were). */
+  /**
+   * The model id pinned in the run spec; undefined: the provider's defaultModel (runs pinned before model ids were).
+   */
   model?: string | undefined;
   /** The pinned choice's sampling options (maxOutputTokens is already folded into maxCompletionTokens). */
   options?: ModelOptions | undefined;
   maxCompletionTokens: number;
-  /** Turns for the scripted provider: the run's own script, else the agent's demoScript (validated by that provider). */
+  /**
+   * Turns for the scripted provider: the run's own script, else the agent's demoScript (validated by that provider).
+   */
   script?: unknown;
   signal: AbortSignal;
   /**

@@ -33,7 +33,10 @@ export function countTokens(text: string): number {
   return n;
 }
 
-/** Index of the last space in text[from, to] that follows a letter or digit (so the cut splits no run of spaces or punctuation), or -1. */
+/**
+ * Index of the last space in text[from, to] that follows a letter or digit (so the cut splits no run of spaces or
+ * punctuation), or -1.
+ */
 function lastWhitespace(text: string, from: number, to: number): number {
   for (let i = to; i >= from; i--) {
     if (text.charCodeAt(i) === 32 && /[\p{L}\p{N}]/u.test(text[i - 1]!)) return i;

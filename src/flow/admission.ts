@@ -63,7 +63,9 @@ export interface FlowDeps {
   log: Logger;
 }
 
-/** A run's place in its line: priority level first (higher first), then arrival. Below 2^53 for any ms before year 2286. */
+/**
+ * A run's place in its line: priority level first (higher first), then arrival. Below 2^53 for any ms before year 2286.
+ */
 export function placeInLine(priority: number, at: number): number {
   return (MAX_PRIORITY - priority) * 1e13 + at;
 }
@@ -72,7 +74,10 @@ export function placeInLine(priority: number, at: number): number {
 export type FlowSetting = 'weight' | 'limit' | 'agent_limit';
 const SETTING_FIELD: Record<FlowSetting, string> = { weight: 'w', limit: 't', agent_limit: 'a' };
 
-/** The most admissions one script makes (a slot freed admits one; a sweep or a raised limit admits more, round by round). */
+/**
+ * The most admissions one script makes (a slot freed admits one; a sweep or a raised limit admits more, round by
+ * round).
+ */
 const ADMIT_BATCH = 64;
 
 export class Admission {
@@ -92,7 +97,9 @@ export class Admission {
     return this.d.cfg.FLOW_CONTROL;
   }
 
-  /** Puts a run in its tenant's line (before the run is created: see the module comment). False: it was already known. */
+  /**
+   * Puts a run in its tenant's line (before the run is created: see the module comment). False: it was already known.
+   */
   async enqueue(
     run: { runId: string; tenant: string; agent: string; priority: number },
     now: number,
@@ -270,7 +277,9 @@ export class Admission {
   }
 }
 
-/** Why a setting is refused (a weight in (0, 1000], a limit a whole number >= 0, a name like a tenant's), or undefined. */
+/**
+ * Why a setting is refused (a weight in (0, 1000], a limit a whole number >= 0, a name like a tenant's), or undefined.
+ */
 export function settingProblem(what: FlowSetting, of: string, value: number | null): string | undefined {
   if (!/^[a-z0-9][a-z0-9_-]{0,62}$/i.test(of))
     return `${what === 'agent_limit' ? 'agent' : 'tenant'}: 1-63 letters, digits, _ or -`;

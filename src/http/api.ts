@@ -84,7 +84,8 @@ export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Ex
     try {
       const { runId, created, previousRunId } = await startRun(ctx, parsed.data, header);
       if (created) return void res.status(201).json({ runId, created, ...(previousRunId ? { previousRunId } : {}) });
-      // The same event again (or, with no event named, the subject's latest run): that run, with its status (a dead run was settled, never left queued).
+      // The same event again (or, with no event named, the subject's latest run): that run, with its status (a dead run
+      // was settled, never left queued).
       const status = (await ctx.redis.hget(ctx.keys.run(runId).run, 'status')) ?? undefined;
       res.status(200).json({ runId, created, ...(status ? { status } : {}) });
     } catch (err) {

@@ -140,7 +140,8 @@ export class OperatorDirectory {
       const key = this.jwtKey!;
       ({ payload } = typeof key === 'function' ? await jwtVerify(token, key, opts) : await jwtVerify(token, key, opts));
     } catch {
-      // Bad signature, wrong issuer or audience, expired, JWKS unreachable: no operator (401). The reason is not told to the caller.
+      // Bad signature, wrong issuer or audience, expired, JWKS unreachable: no operator (401). The reason is not told
+      // to the caller.
       return undefined;
     }
     return lifetimeAllowed(payload, Date.now() / 1000) ? operatorOfClaims(payload, this.cfg) : undefined;

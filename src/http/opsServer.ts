@@ -1,4 +1,6 @@
-/** The small HTTP port of worker and reconciler processes (and the API's API_METRICS_PORT): /healthz, /readyz, /metrics. */
+/**
+ * The small HTTP port of worker and reconciler processes (and the API's API_METRICS_PORT): /healthz, /readyz, /metrics.
+ */
 import { createServer, type Server } from 'node:http';
 import type { Registry } from 'prom-client';
 import { tokenMatches } from './auth.js';

@@ -48,7 +48,10 @@ export interface RunView {
 
 export type EffectsLister = (runId: string) => Promise<unknown[]>;
 
-/** Undefined for an unknown run, and for a malformed id before any Redis access (a `:journal` suffix would name another key). */
+/**
+ * Undefined for an unknown run, and for a malformed id before any Redis access (a `:journal` suffix would name another
+ * key).
+ */
 export async function runView(
   ctx: EngineContext,
   runId: string,

@@ -23,7 +23,9 @@ import type { WriteTool } from '../core/tool.js';
 import { ledgerFor } from './ledger.js';
 import type { ApprovalPolicy } from './runner.js';
 import { stopRun } from '../runs/stop.js';
+import type { ResumeResult } from '../store/calls/resumeRun.js';
 import { FenceError } from '../core/errors.js';
+import { LedgerConflict } from './ledger.js';
 
 export type ApprovalRule = Config['APPROVAL_RULES'][number];
 
@@ -87,11 +89,13 @@ export async function expireApprovals(ctx: EngineContext, now: number, limit = 1
         expired.push(actionId);
       } else if (decision && decision.approver !== APPROVAL_VOID) {
         // A person decided and the operator route resumes the run at once: an entry still
-        // here later is a resume that was lost (the route's process died). Resume it now.
+        // here later is a resume that was lost (the route's process died). Resume it now,
+        // or void the decision when its run will not run it (ended, superseded).
         if (decision.decidedAt > now - ctx.cfg.RECONCILER_MIN_AGE_MS) continue;
         const [status, approvalFor] = await ctx.redis.hmget(ctx.keys.run(rec.runId).run, 'status', 'approvalFor');
         if (status === 'waiting_approval' && (!approvalFor || approvalFor === actionId))
-          await ctx.store.resume(rec.runId, 'waiting_approval', now);
+          await settleUnresumed(ctx, rec.runId, actionId, await ctx.store.resume(rec.runId, 'waiting_approval', now));
+        else if (status === 'cancelled') await settleUnresumed(ctx, rec.runId, actionId, { resumed: false, status });
       }
       // Last: until the run is stopped or resumed, the entry is what brings a rerun back here.
       await ctx.redis.zrem(ctx.keys.approvals(shard), actionId);
@@ -103,7 +107,8 @@ export async function expireApprovals(ctx: EngineContext, now: number, limit = 1
 /**
  * Withdraws the pending approvals of a run that was ended while it waited
  * (an operator's cancel): each is rejected with `why` (approver APPROVAL_VOID) and leaves the approvals
- * index, so nobody is asked to decide for a finished run. If the process dies
+ * index, so nobody is asked to decide for a finished run. An action approved just before the cancel
+ * (authorized, its run not resumed yet) ends `rejected` with the cancel as evidence. If the process dies
  * first, nothing is lost: a decision on it is void (approvalDecide-4.lua), the
  * list hides it, and the expiry sweep removes it.
  */
@@ -111,9 +116,91 @@ export async function withdrawApprovals(ctx: EngineContext, runId: string, why: 
   const ledger = ledgerFor(ctx);
   const withdrawn: string[] = [];
   for (const rec of await ledger.listForRun(runId)) {
+    // Approved just before the cancel, not resumed yet: the run will never send it.
+    if (rec.state === 'authorized') {
+      const evidence = { runStatus: 'cancelled', cancelReason: why };
+      if ((await voidAuthorized(ctx, runId, rec.actionId, evidence)) === 'rejected') withdrawn.push(rec.actionId);
+      continue;
+    }
     if (rec.state !== 'planned' || rec.approvalExpiresAt === undefined) continue;
     const r = await ledger.decideApproval(runId, rec.actionId, 'reject', '', APPROVAL_VOID, why);
     if (r.outcome === 'decided') withdrawn.push(rec.actionId);
   }
   return withdrawn;
+}
+
+/** Why a person's decision authorised nothing: the run's status, its cancel's reason, the run that superseded it. */
+export interface VoidedDecision {
+  runStatus: string;
+  cancelReason?: string;
+  laterRunId?: string;
+  /** The action's state afterwards (`rejected`: never sent). */
+  state: string;
+}
+
+/**
+ * After a person's decision, its run did not come back to work (resumeRun-12.lua): when the run
+ * was cancelled meanwhile (a cancel that landed between the decision and the resume) or a later run of its
+ * subject superseded it, the decision is void. An `authorized` action ends `rejected` with the run's
+ * end as evidence (never left authorized on a run that will not run it); a superseded run that
+ * waited for this approval ends `failed` / `superseded: <later run>` (nothing else would end it).
+ * Undefined otherwise (another caller resumed it): the decision stands.
+ */
+export async function settleUnresumed(
+  ctx: EngineContext,
+  runId: string,
+  actionId: string,
+  r: ResumeResult,
+): Promise<VoidedDecision | undefined> {
+  if (r.resumed) return undefined;
+  const laterRunId = 'laterRunId' in r ? r.laterRunId : undefined;
+  // A waiting_approval run ends without coming back to work only by a cancel (an expiry rejects the action
+  // itself): any other status means another caller resumed it and the decision took effect.
+  if (laterRunId === undefined && r.status !== 'cancelled') return undefined;
+  const [status, cancelReason] = await ctx.redis.hmget(ctx.keys.run(runId).run, 'status', 'cancelReason');
+  const runStatus = status ?? 'missing';
+  const evidence = {
+    runStatus,
+    ...(cancelReason ? { cancelReason } : {}),
+    ...(laterRunId ? { laterRunId } : {}),
+  };
+  const state = await voidAuthorized(ctx, runId, actionId, evidence);
+  if (laterRunId !== undefined && runStatus === 'waiting_approval') {
+    await stopRun(ctx, runId, {
+      expected: ['waiting_approval'],
+      status: 'failed',
+      reason: `superseded: ${laterRunId}`,
+      now: Date.now(),
+    });
+  }
+  ctx.metrics.approvalsVoided.inc({ why: laterRunId ? 'superseded' : 'run_finished' });
+  ctx.log.info({ code: 'approval_void', runId, actionId, ...evidence }, 'decision void: the run will not run it');
+  return { ...evidence, state };
+}
+
+/** authorized -> rejected (never sent), with why the run will not send it; a lost race leaves what won. */
+async function voidAuthorized(
+  ctx: EngineContext,
+  runId: string,
+  actionId: string,
+  evidence: Record<string, string>,
+): Promise<string> {
+  const ledger = ledgerFor(ctx);
+  const rec = await ledger.get(runId, actionId);
+  if (rec?.state !== 'authorized') return rec?.state ?? 'missing';
+  const why = evidence.laterRunId ? 'superseded' : `run_${evidence.runStatus}`;
+  try {
+    await ledger.transition(
+      runId,
+      actionId,
+      'authorized',
+      'rejected',
+      { by: APPROVAL_VOID, why: `approval void: ${why}`, evidence },
+      { output: JSON.stringify({ rejected: true, reason: why, ...evidence }) },
+    );
+    return 'rejected';
+  } catch (err) {
+    if (err instanceof LedgerConflict) return err.actual;
+    throw err;
+  }
 }

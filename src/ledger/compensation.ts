@@ -109,7 +109,8 @@ export class Compensations {
     let comp: ActionRecord;
     if (original.state === 'needs_human') {
       const { tool, args } = compensationCall(original, spec, this.ctx.agents.get(spec.agent));
-      // Plan first (idempotent by identity), then link: a crash between leaves the original in needs_human for a repeat.
+      // Plan first (idempotent by identity), then link: a crash between leaves the original in needs_human for a
+      // repeat.
       comp = await this.ledger.planCompensation(original, tool.name, args, by, evidence);
       try {
         await this.ledger.transition(

@@ -59,7 +59,10 @@ export interface ActionRecord {
 
 export type PlanResult = { status: 'new' | 'existing' | 'repeat'; state: LedgerState; repeats: number };
 
-/** A compare-and-set found the entry in another state: someone else moved it (the delivery fails; its retry reads the new state). */
+/**
+ * A compare-and-set found the entry in another state: someone else moved it (the delivery fails; its retry reads the
+ * new state).
+ */
 export class LedgerConflict extends AgentError {
   constructor(
     readonly expected: LedgerState,

@@ -31,6 +31,9 @@ export class Metrics {
   readonly versionDecisions: Counter;
   readonly textDeltaBatches: Counter;
   readonly runRetries: Counter;
+  readonly approvalsVoided: Counter;
+  readonly runsSuperseded: Counter;
+  readonly cancelsHonoured: Counter;
   readonly flowAdmitted: Counter;
   readonly rateLimitWaits: Counter;
   readonly modelRateLimited: Counter;
@@ -179,6 +182,24 @@ export class Metrics {
       labelNames: ['from', 'reason', 'outcome'],
       registers: r,
     });
+    this.approvalsVoided = new Counter({
+      name: 'agent_approvals_voided_total',
+      help: "A person's approval decision made void because its run will not run it (run_finished, superseded)",
+      labelNames: ['why'],
+      registers: r,
+    });
+    this.runsSuperseded = new Counter({
+      name: 'agent_runs_superseded_total',
+      help: 'A way back to work (retry, resume, continue) refused: a later run of the subject superseded the run',
+      labelNames: ['path'],
+      registers: r,
+    });
+    this.cancelsHonoured = new Counter({
+      name: 'agent_cancels_before_model_total',
+      help: 'A recorded cancel honoured by a step before a model attempt or a wait (no model call after it)',
+      labelNames: ['at'],
+      registers: r,
+    });
     this.flowAdmitted = new Counter({
       name: 'agent_flow_admitted_total',
       help: "Runs admitted from their tenant's line (flow control)",
@@ -249,7 +270,9 @@ export function reasonCode(reason: string): string {
   return /^[a-z][a-z0-9_]{0,39}$/.test(code) ? code : 'other';
 }
 
-/** Counts one run end (terminal, or handed to a person): call it once per status change (any other status is ignored). */
+/**
+ * Counts one run end (terminal, or handed to a person): call it once per status change (any other status is ignored).
+ */
 export function countRunFinished(metrics: Metrics, status: string, reason: string): void {
   if (endsRun(status)) metrics.runsFinished.inc({ status, reason: reasonCode(reason) });
 }

@@ -100,7 +100,8 @@ export class AiSdkProvider implements ModelProvider {
         : undefined;
     return {
       toolCalls,
-      // No tool call: the text is the answer (empty when the model said nothing). With tool calls it is kept beside them.
+      // No tool call: the text is the answer (empty when the model said nothing). With tool calls it is kept beside
+      // them.
       ...(toolCalls.length === 0 ? { final: text ?? '' } : text !== undefined ? { text } : {}),
       ...(usage ? { usage } : {}),
     };
@@ -329,7 +330,10 @@ export function anthropicProvider(s: ProviderSettings): AiSdkProvider {
   });
 }
 
-/** An OpenAI-compatible server (vLLM, Ollama, LM Studio...): Chat Completions at baseUrl, the usage chunk asked for when streaming. */
+/**
+ * An OpenAI-compatible server (vLLM, Ollama, LM Studio...): Chat Completions at baseUrl, the usage chunk asked for when
+ * streaming.
+ */
 export function openAICompatibleProvider(s: ProviderSettings & { baseUrl: string }): AiSdkProvider {
   const compat = createOpenAICompatible({
     name: 'openai-compatible',

@@ -11,7 +11,9 @@ import { parseOnce } from '../core/parseOnce.js';
 /** A script, validated once per object (a run's spec, and so its script, is cached by the worker). */
 const validScript = parseOnce(scriptSchema, 'the script is not a valid script');
 
-/** The request's script, validated; none, or an invalid one, is a TerminalError (`invalid_input`): no retry makes one. */
+/**
+ * The request's script, validated; none, or an invalid one, is a TerminalError (`invalid_input`): no retry makes one.
+ */
 function scriptOf(raw: unknown): Script {
   if (raw === undefined)
     throw new TerminalError('invalid_input', 'no script: the run brought none and its agent has no demoScript');

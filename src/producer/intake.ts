@@ -33,7 +33,9 @@ export class InvalidRunRequest extends TerminalError {
 
 const joinPath = (head: string, path: readonly PropertyKey[]) => [head, ...path.map(String)].join('.');
 
-/** The request's agent and its input as that agent's schema accepts it; an InvalidRunRequest naming the field otherwise. */
+/**
+ * The request's agent and its input as that agent's schema accepts it; an InvalidRunRequest naming the field otherwise.
+ */
 export function resolveIntake(
   ctx: EngineContext,
   req: RunRequest,
@@ -64,7 +66,10 @@ export function runIdOf(ctx: EngineContext, req: CreateRunRequest, event?: strin
   return resolveIntake(ctx, normalizeRunRequest(ctx.agents, req), event).runId;
 }
 
-/** The run spec of a request; `event` (already validated at the edge, and again by the spec schema) names the intake event. */
+/**
+ * The run spec of a request; `event` (already validated at the edge, and again by the spec schema) names the intake
+ * event.
+ */
 export function buildSpec(ctx: EngineContext, request: CreateRunRequest, nowMs: number, event?: string): RunSpec {
   const { cfg } = ctx;
   const req = normalizeRunRequest(ctx.agents, request);

@@ -67,7 +67,10 @@ export class Schedules {
 
   constructor(private readonly ctx: EngineContext) {}
 
-  /** Made on first use: BullMQ writes a queue's meta keys when it is constructed, and an API that never schedules writes none. */
+  /**
+   * Made on first use: BullMQ writes a queue's meta keys when it is constructed, and an API that never schedules writes
+   * none.
+   */
   get queue(): Queue {
     if (!this.made) {
       this.made = new Queue(this.ctx.keys.schedulesQueueName(), {

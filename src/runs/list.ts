@@ -198,7 +198,10 @@ export async function listRuns(redis: RedisClient, keys: KeySpace, q: RunQuery):
   return more && last ? { runs: rows, nextCursor: encodeCursor(last) } : { runs: rows };
 }
 
-/** Runs per status over every shard (agent_runs_by_status); a terminal status counts only entries younger than the retention. */
+/**
+ * Runs per status over every shard (agent_runs_by_status); a terminal status counts only entries younger than the
+ * retention.
+ */
 export async function countRunsByStatus(
   redis: RedisClient,
   keys: KeySpace,

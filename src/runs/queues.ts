@@ -15,7 +15,10 @@ export const STEP_JOB_NAME = 'step';
  * fence does.
  */
 export const COMPLETED_WINDOW = 100;
-/** BullMQ's per-queue event stream cap (its default is 10,000; nothing here reads that stream but Bull Board's live view). */
+/**
+ * BullMQ's per-queue event stream cap (its default is 10,000; nothing here reads that stream but Bull Board's live
+ * view).
+ */
 export const BULL_EVENTS_MAX_LEN = 1000;
 
 export const stepJobOptions: JobsOptions = {

@@ -34,7 +34,9 @@ export interface ReplayReport {
   completed: boolean;
 }
 
-/** The extension a `retry` operator entry records (`from=failed,steps=+3,tokens=+0,wall_ms=+0`, src/runs/retryRun.ts). */
+/**
+ * The extension a `retry` operator entry records (`from=failed,steps=+3,tokens=+0,wall_ms=+0`, src/runs/retryRun.ts).
+ */
 export function retryExtension(detail: string): { steps: number; tokens: number } {
   const n = (name: string) => Number(new RegExp(`(?:^|,)${name}=\\+(\\d+)`).exec(detail)?.[1] ?? 0);
   return { steps: n('steps'), tokens: n('tokens') };
@@ -60,7 +62,8 @@ export function replayRun(spec: RunSpec, journal: JournalEntry[], opts: ReplayOp
     tokensSpent: 0,
     completed: false,
   };
-  // An operator's retry raised the run's own limits from its place in the journal on (a limit given to the replay stays as given).
+  // An operator's retry raised the run's own limits from its place in the journal on (a limit given to the replay stays
+  // as given).
   const extend = (e: JournalEntry) => {
     if (e.kind !== 'operator' || e.action !== 'retry') return;
     const more = retryExtension(e.detail);

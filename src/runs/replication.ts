@@ -15,7 +15,10 @@ import { NotReplicatedError, replicated } from '../store/replicated.js';
 
 export type ReplicatedWrite = 'intake' | 'dispatch';
 
-/** Waits until the writes made so far to `runId`'s master are on REDIS_MIN_REPLICAS replicas (NotReplicatedError if not). */
+/**
+ * Waits until the writes made so far to `runId`'s master are on REDIS_MIN_REPLICAS replicas (NotReplicatedError if
+ * not).
+ */
 export async function runReplicated(
   ctx: Pick<EngineContext, 'redis' | 'keys' | 'cfg' | 'metrics'>,
   runId: string,

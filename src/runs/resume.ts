@@ -1,4 +1,5 @@
 /** Resuming a parked run after an operator decision, tolerant of the park's commit still being in flight. */
+import type { ResumeResult } from '../store/calls/resumeRun.js';
 import type { EngineContext } from './engineContext.js';
 
 const SETTLE_POLL_MS = 50;
@@ -8,23 +9,26 @@ const SETTLE_POLL_MS = 50;
  * before the step commits the parked status, so a quick operator can decide
  * while the run still reads `running`: then this waits up to `settleMs` for the
  * park to land. (An approval request is recorded by the park's own commit.) A
- * second call is a no-op (resume is fenced on the status).
+ * second call is a no-op (resume is fenced on the status). A run a later run of its
+ * subject superseded is not resumed (`laterRunId`, resumeRun-12.lua).
  */
 export async function resumeParked(
   ctx: EngineContext,
   runId: string,
   expected: 'waiting_approval' | 'needs_human',
   settleMs = 3000,
-): Promise<boolean> {
+): Promise<ResumeResult> {
   const deadline = Date.now() + settleMs;
   for (;;) {
-    if (await ctx.store.resume(runId, expected)) {
-      await holdSlot(ctx, runId);
-      return true;
+    const r = await ctx.store.resume(runId, expected);
+    if (r.resumed) await holdSlot(ctx, runId);
+    if ('laterRunId' in r) {
+      ctx.metrics.runsSuperseded.inc({ path: expected });
+      ctx.log.info({ code: 'run_superseded', runId, laterRunId: r.laterRunId }, 'superseded run not resumed');
     }
-    const status = await ctx.redis.hget(ctx.keys.run(runId).run, 'status');
-    if ((status !== 'running' && status !== 'queued') || Date.now() >= deadline) return false;
-    await new Promise((r) => setTimeout(r, SETTLE_POLL_MS));
+    if (r.resumed || 'laterRunId' in r) return r;
+    if ((r.status !== 'running' && r.status !== 'queued') || Date.now() >= deadline) return r;
+    await new Promise((res) => setTimeout(res, SETTLE_POLL_MS));
   }
 }
 

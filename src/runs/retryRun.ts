@@ -1,7 +1,7 @@
 /**
  * Retry a stopped run (`failed`, `budget_exceeded`, `needs_human`) from its last
  * commit, on an operator's request, optionally with more steps, tokens or wall
- * clock: src/store/lua/retryRun-14.lua, one atomic change (status, limits, the
+ * clock: src/store/lua/retryRun-15.lua, one atomic change (status, limits, the
  * operator's journal entry, events, index, the step's new job).
  *
  * Nothing done is done again: the ledger is not touched, and the step re-runs
@@ -18,6 +18,9 @@
  * - the tenant's day budget used up (TENANT_DAILY_TOKENS): the first model call would stop;
  * - an action waiting for a person (human queue, pending approval): resolve it first
  *   (resolving resumes the run by itself);
+ * - a run a later run of its subject superseded (409 naming it): one run at work per
+ *   subject, and the later run already answered the subject's newer event; going on
+ *   with the earlier one would act on a stale view next to it (includes/subject.lua);
  * - totals past the deployment's LIMIT_MAX_* (400 naming the field).
  *
  * If the process dies before the script, nothing happened; after it, the run
@@ -63,6 +66,7 @@ export type RetryOutcome =
   | { ok: false; code: 'budget_exhausted'; budget: string }
   | { ok: false; code: 'tenant_budget_exhausted'; tenant: string }
   | { ok: false; code: 'action_waiting'; actionId: string }
+  | { ok: false; code: 'superseded'; laterRunId: string }
   | { ok: false; code: 'over_limit'; field: 'steps' | 'tokens' | 'wallMs'; limit: number };
 
 const EXTENDABLE: Record<string, keyof RetryExtension> = { steps: 'steps', tokens: 'tokens', wall_clock: 'wallMs' };
@@ -128,27 +132,31 @@ export async function retryRun(
   });
   const detail = `from=${status},steps=+${extension.steps},tokens=+${extension.tokens},wall_ms=+${extension.wallMs}`;
   const entry: OperatorEntry = { v: 1, kind: 'operator', step: cursor, action: 'retry', by, at: now, detail };
-  const r = await retryRunCall(ctx.redis, k, {
-    runId,
-    expected: { status, cursor, resumes },
-    jobId,
-    now,
-    eventsMaxLen: ctx.cfg.EVENTS_MAX_LEN,
-    limits,
-    extended,
-    entry: JSON.stringify(entry),
-    retriedEvent: JSON.stringify({
-      from: status,
-      reason: reasonCode(reasonText),
-      by,
-      step: cursor,
+  const r = await retryRunCall(
+    ctx.redis,
+    { ...k, subjectLatest: await ctx.store.subjectLatestOf(runId) },
+    {
+      runId,
+      expected: { status, cursor, resumes },
       jobId,
-      extension,
+      now,
+      eventsMaxLen: ctx.cfg.EVENTS_MAX_LEN,
       limits,
-    }),
-    statusEvent: JSON.stringify({ status: 'running', reason: 'retried', from: status }),
-    job,
-  });
+      extended,
+      entry: JSON.stringify(entry),
+      retriedEvent: JSON.stringify({
+        from: status,
+        reason: reasonCode(reasonText),
+        by,
+        step: cursor,
+        jobId,
+        extension,
+        limits,
+      }),
+      statusEvent: JSON.stringify({ status: 'running', reason: 'retried', from: status }),
+      job,
+    },
+  );
   switch (r.outcome) {
     case 'retried':
       count('retried');
@@ -165,6 +173,9 @@ export async function retryRun(
       return refuse({ ok: false, code: 'budget_exhausted', budget: r.budget });
     case 'action_waiting':
       return refuse({ ok: false, code: 'action_waiting', actionId: r.actionId });
+    case 'superseded':
+      ctx.metrics.runsSuperseded.inc({ path: 'retry' });
+      return refuse({ ok: false, code: 'superseded', laterRunId: r.laterRunId });
   }
 }
 

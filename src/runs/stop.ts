@@ -9,7 +9,10 @@ export interface StopRequest {
   status: 'failed' | 'cancelled';
   reason: string;
   now: number;
-  /** Also set cancelRequested, with `reason` as the cancel's reason (a running run is then cancelled at its next commit). */
+  /**
+   * Also set cancelRequested, with `reason` as the cancel's reason (a running run is then cancelled at its next
+   * commit).
+   */
   requestCancel?: boolean;
 }
 
@@ -32,4 +35,24 @@ export async function stopRun(
   });
   if (r.stopped) countRunFinished(ctx.metrics, req.status, req.reason);
   return r;
+}
+
+/**
+ * A run at work whose step job waits in the delayed set (a provider outage's Retry-After, a follow-up's or a rate
+ * limit's wait, a version hand-back) meets its recorded cancel now rather than when the wait ends: the job is
+ * promoted, and its step ends the run `cancelled` before any model call (src/worker/step/cancel.ts). Returns
+ * whether a job was promoted; a job that left the delayed set meanwhile is already on its way to the same check.
+ */
+export async function wakeForCancel(ctx: EngineContext, runId: string): Promise<boolean> {
+  const jobId = await ctx.redis.hget(ctx.keys.run(runId).run, 'jobId');
+  if (!jobId) return false;
+  const job = await ctx.queues.forRun(runId).getJob(jobId);
+  if (!job || !(await job.isDelayed())) return false;
+  try {
+    await job.promote();
+    return true;
+  } catch (err) {
+    ctx.log.debug({ code: 'cancel_wake_missed', runId, jobId, err }, 'the step job left the delayed set first');
+    return false;
+  }
 }

@@ -7,7 +7,7 @@ import { captureAddStandardJob } from '../store/bullmqInternals.js';
 import { KeySpace, stepJobId } from '../store/keys.js';
 import { createRun, type CreateRunResult } from '../store/calls/createRun.js';
 import { createDeferredRun } from '../store/calls/deferNewJob.js';
-import { resumeRun } from '../store/calls/resumeRun.js';
+import { resumeRun, type ResumeResult } from '../store/calls/resumeRun.js';
 import { decodeEntry, encodeEntry, type JournalEntry, type OperatorEntry } from '../core/journal.js';
 import { limitsSchema, runSpecSchema, type RunLimits, type RunSpec, type StepJobData } from './spec.js';
 import { ShardQueues, STEP_JOB_NAME } from './queues.js';
@@ -103,6 +103,18 @@ export class RunStore {
       jobId,
       spec.limits.deadlineAt,
     );
+  }
+
+  /**
+   * The subject's latest-run record of a run (KeySpace.subjectLatest, on the run's shard), from the run's
+   * tenant, agent and subject key: the scripts that bring a run back to work read it (includes/subject.lua).
+   */
+  async subjectLatestOf(runId: string): Promise<string> {
+    const k = this.keys.run(runId);
+    const [tenant, agent, key] = await this.redis.hmget(k.run, 'tenant', 'agent', 'key');
+    // A run without them (its keys are gone) names a key that does not exist, on its own shard.
+    if (tenant == null || agent == null || key == null) return `${k.run}:subject`;
+    return this.keys.subjectLatest(tenant, agent, key);
   }
 
   async exists(runId: string): Promise<boolean> {
@@ -201,7 +213,7 @@ export class RunStore {
 
   /**
    * The run's limits from its budget hash when an operator's retry extended them
-   * (`extensions` counted by retryRun-14.lua), else undefined (the spec's hold).
+   * (`extensions` counted by retryRun-15.lua), else undefined (the spec's hold).
    * A step job a resume or a sweep makes carries them, as the commits do.
    */
   async extendedLimits(runId: string): Promise<RunLimits | undefined> {
@@ -225,15 +237,17 @@ export class RunStore {
   /**
    * Resumes a parked run at its cursor with a fresh job (`<runId>.s<step>.r<n>`),
    * only if it is still in `expectedStatus` (a second operator click is a no-op).
-   * The resumed step reads its journalled decision and the ledger: nothing is redone.
+   * The resumed step reads its journalled decision and the ledger: nothing is redone. A run a later
+   * run of its subject superseded is not resumed (`laterRunId`): one run at work per subject.
    */
   async resume(
     runId: string,
     expectedStatus: 'waiting_approval' | 'needs_human',
     nowMs = Date.now(),
-  ): Promise<boolean> {
+  ): Promise<ResumeResult> {
     const state = await this.readState(runId);
-    if (!state || state.status !== expectedStatus) return false;
+    if (!state) return { resumed: false, status: 'missing' };
+    if (state.status !== expectedStatus) return { resumed: false, status: state.status };
     const k = this.keys.run(runId);
     const resumes = Number((await this.redis.hget(k.run, 'resumes')) ?? 0);
     const jobId = `${stepJobId(runId, state.cursor)}.r${resumes + 1}`;
@@ -252,8 +266,9 @@ export class RunStore {
     });
     return resumeRun(
       this.redis,
-      { run: k.run, events: k.events },
+      { run: k.run, events: k.events, subjectLatest: await this.subjectLatestOf(runId) },
       {
+        runId,
         expectedStatus,
         jobId,
         now: nowMs,

@@ -47,7 +47,10 @@ export interface SettleRequest {
   minAgeMs: number;
 }
 
-/** Ends the run through settleRun-8.lua (src/store/calls/settleRun.ts), counted and logged. Returns whether the run was ended, or why not. */
+/**
+ * Ends the run through settleRun-8.lua (src/store/calls/settleRun.ts), counted and logged. Returns whether the run was
+ * ended, or why not.
+ */
 export async function settleRun(d: SettleDeps, req: SettleRequest): Promise<{ settled: boolean; why: string }> {
   const shard = d.keys.shardOf(req.runId);
   const k = d.keys.run(req.runId);

@@ -119,10 +119,11 @@ export interface ContinueRequest {
 /**
  * Re-pins the run to `to` and resumes it at its cursor with a new job
  * (`<runId>.s<step>.r<n>`), journalling an `operator` entry `continue_version`
- * with who and both versions, in one script (continueVersion-12.lua). The
+ * with who and both versions, in one script (continueVersion-13.lua). The
  * ledger is untouched: the resumed step answers recorded effects from it. Throws
- * FenceError run_missing, or AgentError version_mismatch when the run is not
- * (or no longer) parked for a version change or its pin moved.
+ * FenceError run_missing, AgentError version_mismatch when the run is not
+ * (or no longer) parked for a version change or its pin moved, or AgentError
+ * run_superseded (details.laterRunId) when a later run of its subject superseded it.
  */
 export async function continueUnderVersion(ctx: EngineContext, req: ContinueRequest): Promise<OperatorEntry> {
   const { runId } = req;
@@ -155,10 +156,12 @@ export async function continueUnderVersion(ctx: EngineContext, req: ContinueRequ
     at: req.now,
     detail,
   };
+  const subjectLatest = await ctx.store.subjectLatestOf(runId);
   await continueVersion(
     ctx.redis,
-    { run: k.run, journal: k.journal, events: k.events },
+    { run: k.run, journal: k.journal, events: k.events, subjectLatest },
     {
+      runId,
       fromVersion: req.from.version,
       fromToolsHash: req.from.toolsHash,
       spec: JSON.stringify(spec),

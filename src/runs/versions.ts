@@ -47,7 +47,9 @@ const memberSchema = z
   })
   .strict();
 
-/** The member of an announcement: the same string on every renewal (the zset keeps one entry per worker and version). */
+/**
+ * The member of an announcement: the same string on every renewal (the zset keeps one entry per worker and version).
+ */
 export function announcementMember(a: Announcement): string {
   return JSON.stringify({ w: a.worker, v: a.version, t: a.toolsHash, n: [...a.tools], s: [...a.shards] });
 }
@@ -72,7 +74,10 @@ export class VersionRegistry {
     );
   }
 
-  /** Withdraws an announcement at once (a stopping worker): steps of that version park instead of bouncing until the lapse. */
+  /**
+   * Withdraws an announcement at once (a stopping worker): steps of that version park instead of bouncing until the
+   * lapse.
+   */
   async withdraw(agent: string, a: Announcement): Promise<void> {
     await this.redis.zrem(this.keys.agentVersions(agent), announcementMember(a));
   }

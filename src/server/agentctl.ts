@@ -10,12 +10,15 @@
  *   agentctl resolve <actionId> confirmed|not_sent|compensate [--receipt R] [--evidence JSON]
  *   agentctl cancel <runId>
  *   agentctl retry <runId> [--steps N] [--tokens N] [--wall-ms N]
- *                                                       a failed / budget_exceeded / needs_human run goes on from its last commit
+ * a failed / budget_exceeded / needs_human run goes on from its last commit
+ * xceeded / needs_human run goes on from its last commit
  *   agentctl versions [list] [--limit N]                runs parked for a version change, with the versions served
  *   agentctl versions continue <runId> [--to VERSION] [--tools-hash H]   re-pin to a served version and resume
  *   agentctl versions cancel <runId>                    cancel a run of the version queue
- *   agentctl flow                                       flow control: each tenant's line and share, agents, rate limits, changes
- *   agentctl flow tenant <tenant> [--weight W] [--limit N]   change a tenant's weight or limit at run time ('default': back to config)
+ * agentctl flow                                       flow control: each tenant's line and share, agents, rate limits,
+ * s, changes
+ * agentctl flow tenant <tenant> [--weight W] [--limit N]   change a tenant's weight or limit at run time ('default':
+ * ': back to config)
  *   agentctl flow agent <agent> --limit N               change an agent's concurrency limit at run time
  *   agentctl run <runId>                                the run view
  *   agentctl events <runId> [--from STREAM_ID]          live events (SSE), resumable

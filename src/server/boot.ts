@@ -20,7 +20,9 @@ export function failBoot(processName: string, err: unknown): never {
   process.exit(BOOT_FAILED_EXIT_CODE);
 }
 
-/** Runs a process's start-up; any failure runs `cleanup` (best effort) and ends the process with one line (failBoot). */
+/**
+ * Runs a process's start-up; any failure runs `cleanup` (best effort) and ends the process with one line (failBoot).
+ */
 export async function boot<T>(
   processName: string,
   start: () => Promise<T>,

@@ -5,8 +5,8 @@
  * commit scripts embed BullMQ's own addStandardJob Lua as a local function and
  * call it after the fence checks pass. BullMQ itself computes the script's keys
  * and arguments: its backend's `addJobToTransaction` (what `Job#addJob` calls) runs
- * against a capturing client that records the call instead of sending it. test/integration/bullmqInternals.test.ts fails loudly when a
- * BullMQ upgrade changes any of this (script name, key count, argument layout).
+ * against a capturing client that records the call instead of sending it. test/integration/bullmqInternals.test.ts
+ * fails loudly when a BullMQ upgrade changes any of this (script name, key count, argument layout).
  *
  * The step commit also embeds BullMQ's moveToFinished (completion of the step's
  * own job, and the fetch of the worker's next job), so a step is one request:

@@ -15,14 +15,16 @@ export enum ScriptCode {
   AlreadyDecided = -15,
   TenantBudgetExceeded = -16,
   CancelRequested = -17,
-  /** retryRun-14.lua: a budget of the run leaves no room (the retry would stop again at once). */
+  /** retryRun-15.lua: a budget of the run leaves no room (the retry would stop again at once). */
   BudgetExhausted = -18,
-  /** retryRun-14.lua: an action of the run waits for a person (human queue or approval). */
+  /** retryRun-15.lua: an action of the run waits for a person (human queue or approval). */
   ActionWaiting = -19,
   NotVersionParked = -20,
   VersionChanged = -21,
   /** journalObservation-5.lua: the step's decision is not journalled (an observation never precedes it). */
   DecisionMissing = -22,
+  /** A script that brings a run back to work: a later run of its subject superseded it (includes/subject.lua). */
+  Superseded = -23,
 }
 
 /**
@@ -85,6 +87,8 @@ export function scriptError(code: number, context: Record<string, unknown> = {})
       );
     case ScriptCode.DecisionMissing:
       return new AgentError('invariant', "an observation before its step's decision was journalled", context);
+    case ScriptCode.Superseded:
+      return new AgentError('run_superseded', 'a later run of the subject superseded the run', context);
     default:
       return new AgentError('ledger_conflict', `unknown script code ${code}`, context);
   }

@@ -143,7 +143,10 @@ export class KeySpace {
     return `${this.prefix}:${tagOf(shard)}:approvals`;
   }
 
-  /** hash: tenant + ':' + schedule id -> the schedule's definition (JSON, src/producer/schedules.ts), paused ones included. */
+  /**
+   * hash: tenant + ':' + schedule id -> the schedule's definition (JSON, src/producer/schedules.ts), paused ones
+   * included.
+   */
   schedules(): string {
     return `${this.prefix}:{schedules}:definitions`;
   }
@@ -202,7 +205,10 @@ export class KeySpace {
     return `${this.prefix}:console-session:${id}`;
   }
 
-  /** stream per shard and API process: written to wake that process's blocked event reader (src/http/operators/eventFanout.ts). */
+  /**
+   * stream per shard and API process: written to wake that process's blocked event reader
+   * (src/http/operators/eventFanout.ts).
+   */
   sseWake(shard: number, processId: string): string {
     return `${this.prefix}:${tagOf(shard)}:sse-wake:${processId}`;
   }
@@ -213,7 +219,9 @@ export class KeySpace {
     return `${this.prefix}:request-key:${digest}`;
   }
 
-  /** string, SET NX PX: one webhook event id of a tenant -> the run it started (own slot: keyed by tenant and event). */
+  /**
+   * string, SET NX PX: one webhook event id of a tenant -> the run it started (own slot: keyed by tenant and event).
+   */
   webhookEvent(tenant: string, eventId: string): string {
     const digest = createHash('sha256').update(`${tenant}\u0000${eventId}`).digest('hex').slice(0, 32);
     return `${this.prefix}:webhook-event:${digest}`;
@@ -261,7 +269,10 @@ export class KeySpace {
     };
   }
 
-  /** zset: one tenant's line (run id -> priority and arrival), src/flow; `flow().linePrefix` + tenant, built the same in Lua. */
+  /**
+   * zset: one tenant's line (run id -> priority and arrival), src/flow; `flow().linePrefix` + tenant, built the same in
+   * Lua.
+   */
   flowLine(tenant: string): string {
     return `${this.flow().linePrefix}${tenant}`;
   }

@@ -10,7 +10,8 @@ export type EffectResult =
 export interface EffectRunner {
   /**
    * @param input.deadlineAt the run's wall-clock deadline (epoch ms): no dispatch starts past it (DeadlineError,
-   *   the action stays as it is), a dispatch waits at most until it, and reconciling it waits at most DEADLINE_MARGIN_MS more.
+   * the action stays as it is), a dispatch waits at most until it, and reconciling it waits at most DEADLINE_MARGIN_MS
+   * MS more.
    */
   run(input: {
     tool: WriteTool;

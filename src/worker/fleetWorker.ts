@@ -148,7 +148,10 @@ export class FleetWorker {
     this.ready = true;
   }
 
-  /** Every FLOW_SWEEP_MS: slots of runs no longer at work, admissions whose admitter died, then admit (src/flow/admission.ts). */
+  /**
+   * Every FLOW_SWEEP_MS: slots of runs no longer at work, admissions whose admitter died, then admit
+   * (src/flow/admission.ts).
+   */
   private startFlowSweep(): void {
     const admission = this.ctx.admission;
     if (!admission?.enabled || this.flowSweep) return;
@@ -213,7 +216,8 @@ export class FleetWorker {
     const grace = setTimeout(() => this.hard.abort(new Error('grace period over')), this.ctx.cfg.SHUTDOWN_GRACE_MS);
     this.stopping = (async () => {
       void this.ownerWatch.stop(); // not awaited: a tick may wait on a reconnecting connection
-      // Withdrawn first: a step of a version only this process served parks at once instead of bouncing until the lapse.
+      // Withdrawn first: a step of a version only this process served parks at once instead of bouncing until the
+      // lapse.
       void this.versions.stop();
       // close() stops fetching at once and resolves when the processors are done and the
       // connections closed. It can hang on a connection that is reconnecting (a Redis restart;

@@ -20,7 +20,9 @@ import { countTokens } from '../core/tokens.js';
 /** The run hash field holding a follow-up's frozen previous conversation. */
 export const FOLLOW_UP_FIELD = 'followUpContext';
 
-/** The prompt tokens a follow-up's previous conversation adds to every estimate of its run (the text and its separator). */
+/**
+ * The prompt tokens a follow-up's previous conversation adds to every estimate of its run (the text and its separator).
+ */
 export function followUpTokens(text: string | null | undefined): number {
   return text ? countTokens(text) + 1 : 0;
 }

@@ -67,7 +67,10 @@ export class VersionGate {
     return [...this.serving.values()].map((a) => versionLabel(a.version, a.tools.schemaHash));
   }
 
-  /** The agent that runs `spec` here: the one served under its name, at its pinned version and tools hash; else undefined. */
+  /**
+   * The agent that runs `spec` here: the one served under its name, at its pinned version and tools hash; else
+   * undefined.
+   */
   agentFor(spec: RunSpec): Agent | undefined {
     const a = this.serving.get(spec.agent);
     return a && a.version === spec.agentVersion && a.tools.schemaHash === spec.toolsHash ? a : undefined;
@@ -75,7 +78,8 @@ export class VersionGate {
 
   /** For a spec agentFor() refused: hand the step back, or park the run (with its reason). */
   async verdict(spec: RunSpec): Promise<VersionVerdict> {
-    // Served for this run: by a worker that consumes the run's shard (a version served only elsewhere cannot take its steps).
+    // Served for this run: by a worker that consumes the run's shard (a version served only elsewhere cannot take its
+    // steps).
     const shard = this.shardOf(spec.runId);
     const served = (await this.registry.served(spec.agent)).filter((s) => s.shards.includes(shard));
     const exact = served.some(
@@ -96,7 +100,10 @@ export class VersionGate {
     };
   }
 
-  /** Announces the served versions now, then every VERSION_HEARTBEAT_MS until stop(). Resolves after the first announcement. */
+  /**
+   * Announces the served versions now, then every VERSION_HEARTBEAT_MS until stop(). Resolves after the first
+   * announcement.
+   */
   async start(): Promise<void> {
     await this.announceAll();
     this.timer ??= setInterval(() => {

@@ -16,7 +16,9 @@ export const SUPPORT_AGENT_NAME = 'support';
 /** Pinned by every run (with the tools' schema hash): change it when the behaviour changes. */
 export const SUPPORT_AGENT_VERSION = 'support-agent@1';
 
-/** `services`: each vendor's URL, credentials and timeout (`{ baseUrl }`: all at the sandbox, development and tests). */
+/**
+ * `services`: each vendor's URL, credentials and timeout (`{ baseUrl }`: all at the sandbox, development and tests).
+ */
 export function supportAgent(services: SupportServices | ServiceOptions): Agent<Ticket> {
   return defineAgent<Ticket>({
     name: SUPPORT_AGENT_NAME,

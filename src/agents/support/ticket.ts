@@ -1,4 +1,7 @@
-/** The support agent's run input: a ticket. The engine hands it over as `unknown`; the support tools and prompts narrow it here. */
+/**
+ * The support agent's run input: a ticket. The engine hands it over as `unknown`; the support tools and prompts narrow
+ * it here.
+ */
 import { z } from 'zod';
 import { parseOnce } from '../../core/parseOnce.js';
 
@@ -18,5 +21,8 @@ export const ticketSchema = z
   .strict();
 export type Ticket = z.infer<typeof ticketSchema>;
 
-/** The run input as a ticket (parsed once per input object); an input that is not one is a TerminalError (`invalid_input`): no retry makes it one. */
+/**
+ * The run input as a ticket (parsed once per input object); an input that is not one is a TerminalError
+ * (`invalid_input`): no retry makes it one.
+ */
 export const ticketOf: (input: unknown) => Ticket = parseOnce(ticketSchema, 'the run input is not a support ticket');

@@ -238,7 +238,10 @@ ${
 </section>`;
 }
 
-/** A run parked for a version change: continue under one of the served versions, or cancel (the version queue's two actions). */
+/**
+ * A run parked for a version change: continue under one of the served versions, or cancel (the version queue's two
+ * actions).
+ */
 function versionBlock(
   runId: string,
   vc: NonNullable<RunPageData['versionChange']>,

@@ -12,12 +12,12 @@
  */
 import type { EngineContext } from '../../runs/engineContext.js';
 import { FenceError } from '../../core/errors.js';
-import { APPROVAL_VOID, withdrawApprovals } from '../../ledger/approvals.js';
+import { APPROVAL_VOID, settleUnresumed, withdrawApprovals, type VoidedDecision } from '../../ledger/approvals.js';
 import { Compensations, CompensationRefused } from '../../ledger/compensation.js';
 import { Ledger, LedgerConflict, type ActionRecord } from '../../ledger/ledger.js';
 import { holdSlot, resumeParked } from '../../runs/resume.js';
 import { retryRun, type RetryExtension } from '../../runs/retryRun.js';
-import { stopRun } from '../../runs/stop.js';
+import { stopRun, wakeForCancel } from '../../runs/stop.js';
 import { isActionId, isRunId, stepJobId } from '../../store/keys.js';
 import { operatorSeesRun } from '../auth.js';
 import type { Operator } from '../operatorIdentity.js';
@@ -99,9 +99,27 @@ export async function decideApproval(
     });
   }
   // Every caller resumes: if the first decider died before resuming, the second (or the sweep) finishes the job.
-  await resumeParked(ctx, rec.runId, 'waiting_approval');
+  const resumed = await resumeParked(ctx, rec.runId, 'waiting_approval');
+  // The run ended (a cancel between the decision and the resume) or a later run superseded it: void.
+  const voided = await settleUnresumed(ctx, rec.runId, actionId, resumed);
   await ctx.redis.zrem(ctx.keys.approvals(ctx.keys.shardOf(rec.runId)), actionId);
+  if (voided) return { status: 409, body: voidAnswer(result.decision, voided) };
   return { status: 200, body: { ...result.decision, alreadyDecided: result.outcome === 'already_decided' } };
+}
+
+/** The answer to a decision made void: the run's status, the action's final state, and why. */
+function voidAnswer(decision: object, v: VoidedDecision): Record<string, unknown> {
+  return {
+    ...decision,
+    error: v.laterRunId ? 'run_superseded' : 'run_finished',
+    state: v.state,
+    runStatus: v.runStatus,
+    ...(v.cancelReason ? { cancelReason: v.cancelReason } : {}),
+    ...(v.laterRunId ? { laterRunId: v.laterRunId } : {}),
+    message: v.laterRunId
+      ? `a later run of the subject (${v.laterRunId}) superseded the run: the decision is void`
+      : `the run is ${v.runStatus}: the decision is void, nothing will be sent`,
+  };
 }
 
 export type Finding = 'confirmed' | 'not_sent' | 'compensate';
@@ -170,7 +188,8 @@ export async function resolveHumanItem(
   }
   await journal();
   if (rec.compensates) {
-    // A compensation resolved by a person: finish it (a safe_retry is sent once more with its key) and end the run; never resume the agent.
+    // A compensation resolved by a person: finish it (a safe_retry is sent once more with its key) and end the run;
+    // never resume the agent.
     const result = await compensations.drive(
       (await ledger.get(rec.runId, actionId))!,
       await compensations.requireSpec(rec.runId),
@@ -191,7 +210,30 @@ export async function resolveHumanItem(
   }
   const resumed = await resumeParked(ctx, rec.runId, 'needs_human');
   const after = await ledger.get(rec.runId, actionId);
-  return { status: 200, body: { actionId, runId: rec.runId, state: after?.state, resumed, operator: by } };
+  const body = { actionId, runId: rec.runId, state: after?.state, resumed: resumed.resumed, operator: by };
+  if (!('laterRunId' in resumed)) return { status: 200, body };
+  // The finding stands (it is the effect's truth); the run does not go on next to the later one.
+  const run = await endSuperseded(ctx, ledger, rec.runId, resumed.laterRunId);
+  return { status: 200, body: { ...body, laterRunId: resumed.laterRunId, runStatus: run } };
+}
+
+/**
+ * A needs_human run a later run of its subject superseded, after a person's finding: it will not
+ * come back to work, so it ends `failed` / `superseded: <later run>`, unless another of its actions
+ * still waits for a person (then it stays parked until that one is resolved). Returns its status.
+ */
+async function endSuperseded(ctx: EngineContext, ledger: Ledger, runId: string, laterRunId: string): Promise<string> {
+  const waiting = (await ledger.listForRun(runId)).some(
+    (a) => a.state === 'needs_human' || (a.state === 'planned' && a.approvalExpiresAt !== undefined),
+  );
+  if (waiting) return 'needs_human';
+  const r = await stopRun(ctx, runId, {
+    expected: ['needs_human'],
+    status: 'failed',
+    reason: `superseded: ${laterRunId}`,
+    now: Date.now(),
+  });
+  return r.status;
 }
 
 /**
@@ -201,7 +243,8 @@ export async function resolveHumanItem(
 export async function cancelRun(ctx: EngineContext, op: Operator, runId: string): Promise<ActionAnswer> {
   if (!isRunId(runId) || !(await operatorSeesRun(ctx, op, runId))) return NO_RUN;
   const reason = `cancelled_by_operator: requested by ${op.name}`;
-  // A run still waiting in its tenant's line (flow control) never started: taken out of the line, it is cancelled at once.
+  // A run still waiting in its tenant's line (flow control) never started: taken out of the line, it is cancelled at
+  // once.
   const neverStarted = (await ctx.admission?.withdraw(runId)) === true;
   let result;
   try {
@@ -218,6 +261,8 @@ export async function cancelRun(ctx: EngineContext, op: Operator, runId: string)
   }
   if (!result.stopped && TERMINAL.has(result.status))
     return { status: 409, body: { error: 'run_finished', runId, status: result.status } };
+  // At work but waiting (an outage, a follow-up, a rate limit): its step meets the cancel now.
+  if (!result.stopped) await wakeForCancel(ctx, runId);
   // Parked (no step in flight): the journal gets the operator's entry now. A running run's
   // cancel is journalled by its next commit, as a status entry whose reason names the operator.
   if (result.stopped) {
@@ -339,6 +384,16 @@ export async function retryStoppedRun(
           actionId: r.actionId,
           message:
             'an action of the run waits for a person: resolve it or decide its approval first (that resumes the run)',
+        },
+      };
+    case 'superseded':
+      return {
+        status: 409,
+        body: {
+          error: 'run_superseded',
+          runId,
+          laterRunId: r.laterRunId,
+          message: `a later run of the subject (${r.laterRunId}) superseded this one: only the latest run goes on`,
         },
       };
     case 'over_limit':

@@ -98,7 +98,8 @@ export function mountBullBoard(app: express.Express, ctx: EngineContext, session
       queues: ctx.queues
         .all()
         .map((q) => new BullMQAdapter(q, { readOnlyMode: ctx.cfg.BULL_BOARD_READ_ONLY, externalJobUrl: runLinkOf })),
-      // @bull-board/express 9.10.1 carries its own @bull-board/api 9.10.1 (the root one is 9.10.2): same shape, separate declarations.
+      // @bull-board/express 9.10.1 carries its own @bull-board/api 9.10.1 (the root one is 9.10.2): same shape,
+      // separate declarations.
       serverAdapter: serverAdapter as unknown as Parameters<typeof createBullBoard>[0]['serverAdapter'],
     });
     router = serverAdapter.getRouter() as express.Router;

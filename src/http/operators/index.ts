@@ -1,4 +1,7 @@
-/** Mounts every operator-facing router (run list, approvals, reconciliation, cancel, retry, the version queue, live events, the run page, the console, schedules, Bull Board). */
+/**
+ * Mounts every operator-facing router (run list, approvals, reconciliation, cancel, retry, the version queue, live
+ * events, the run page, the console, schedules, Bull Board).
+ */
 import type express from 'express';
 import type { EngineContext } from '../../runs/engineContext.js';
 import type { Ledger } from '../../ledger/ledger.js';

@@ -1,10 +1,9 @@
 /**
  * GET /v1/runs?status=&tenant=&agent=&since=&until=&cursor=&limit=: runs, newest status
- * change first (since/until: the last status change in [since, until), epoch ms or ISO 8601), from the listing indexes (src/runs/list.ts). Any principal
- * that may read runs may list them, each seeing only what it may read: an
- * operator scoped to tenants and a tenant token list their own tenants' runs
- * (a filter naming another tenant lists nothing). `nextCursor` continues the
- * walk; a malformed query is 400 naming the field.
+ * change first (since/until: the last status change in [since, until), epoch ms or ISO 8601), from the listing indexes
+ * (src/runs/list.ts). Any principal that may read runs may list them, each seeing only what it may read: an operator
+ * scoped to tenants and a tenant token list their own tenants' runs (a filter naming another tenant lists nothing).
+ * `nextCursor` continues the walk; a malformed query is 400 naming the field.
  */
 import { Router } from 'express';
 import { z } from 'zod';

@@ -192,6 +192,12 @@ export async function continueVersionRun(
     // Another operator continued or cancelled it meanwhile: the second click changes nothing.
     if (hasErrorCode(err, 'version_mismatch'))
       return { status: 409, body: { error: 'not_version_parked', runId, message: err.message } };
+    if (hasErrorCode(err, 'run_superseded')) {
+      ctx.metrics.runsSuperseded.inc({ path: 'continue_version' });
+      const laterRunId = String(err.details.laterRunId);
+      const message = `a later run of the subject (${laterRunId}) superseded this one: cancel it instead`;
+      return { status: 409, body: { error: 'run_superseded', runId, laterRunId, message } };
+    }
     throw err;
   }
 }

@@ -54,7 +54,9 @@ export class ViewerShares {
     return this.byPrincipal.get(principalKey(p)) ?? 0;
   }
 
-  /** The limit a new viewer of `p` would pass, if any; the most specific first, so a tenant learns it took its share. */
+  /**
+   * The limit a new viewer of `p` would pass, if any; the most specific first, so a tenant learns it took its share.
+   */
   refusal(p: Principal): ViewerLimit | undefined {
     if (this.heldBy(p) >= this.limits.perPrincipal) return 'SSE_MAX_VIEWERS_PER_PRINCIPAL';
     if (p.role !== 'operator' && this.others >= this.limits.maxViewers - this.limits.operatorReserve)

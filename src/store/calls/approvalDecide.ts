@@ -23,7 +23,8 @@ export interface ApprovalDecideArgs {
 
 /**
  * decided | already_decided (an earlier claim stands) | expired | void (the run has finished), each with the
- * stored decision (JSON); fingerprint_mismatch (nothing changed); conflict with the action's state (not planned, no decision).
+ * stored decision (JSON); fingerprint_mismatch (nothing changed); conflict with the action's state (not planned, no
+ * decision).
  */
 export type ApprovalDecideReply =
   | { outcome: 'decided' | 'already_decided' | 'expired' | 'void'; decision: string }

@@ -16,7 +16,10 @@ export interface ChargeTokensArgs {
   tokens: number;
 }
 
-/** Returns the run's new tokensUsed; throws the FenceError of a fence refusal (lock lost, stale step, run missing or not running). */
+/**
+ * Returns the run's new tokensUsed; throws the FenceError of a fence refusal (lock lost, stale step, run missing or not
+ * running).
+ */
 export async function chargeTokens(redis: RedisClient, k: ChargeTokensKeys, a: ChargeTokensArgs): Promise<number> {
   const res = await script(redis, 'chargeTokens')(k.run, k.budget, k.jobLock, a.token, a.step, a.jobId, a.tokens);
   return Number(expectReply(res, { step: a.step }));

@@ -47,7 +47,10 @@ export interface CommitStepArgs {
   entries: readonly string[];
   /** BullMQ's completion of this job (captureMoveToCompleted). */
   finish: CapturedAdd;
-  /** BullMQ's add of the next step's job (captureAddStandardJob): its keys are always passed, its job added only when `addNext`. */
+  /**
+   * BullMQ's add of the next step's job (captureAddStandardJob): its keys are always passed, its job added only when
+   * `addNext`.
+   */
   next: CapturedAdd;
   addNext: boolean;
   /** This delivery's step_started event (JSON), '' when journalDecision already emitted it. */
@@ -61,13 +64,18 @@ export interface CommitStepArgs {
 
 export interface CommitStepReply {
   journalLength: number;
-  /** moveToFinished's reply: 0, the worker's next job, or BullMQ's negative code (the commit stands; the worker completes the job itself). */
+  /**
+   * moveToFinished's reply: 0, the worker's next job, or BullMQ's negative code (the commit stands; the worker
+   * completes the job itself).
+   */
   finished: unknown;
   /** The status committed: the one asked, or what a recorded cancel or an expired approval made of it. */
   committed: string;
 }
 
-/** Throws the FenceError of a refusal: lock lost, stale step, run missing / not running, decision already journalled. */
+/**
+ * Throws the FenceError of a refusal: lock lost, stale step, run missing / not running, decision already journalled.
+ */
 export async function commitStep(redis: RedisClient, k: CommitStepKeys, a: CommitStepArgs): Promise<CommitStepReply> {
   const res = await script(redis, 'commitStep')(
     k.run,

@@ -1,10 +1,14 @@
-/** Typed call of src/store/lua/continueVersion-12.lua: re-pin a run parked for a version change and resume it, one atomic change. */
+/**
+ * Typed call of src/store/lua/continueVersion-13.lua: re-pin a run parked for a version change and resume it, one
+ * atomic change.
+ */
 import type { RedisClient } from '../connect.js';
 import type { CapturedAdd } from '../bullmqInternals.js';
-import { expectReply } from '../codes.js';
+import { expectReply, ScriptCode } from '../codes.js';
 import { script } from '../luaScripts.js';
 
 export interface ContinueVersionArgs {
+  runId: string;
   /** The pinned version and tools hash the operator saw (the change is refused if they moved). */
   fromVersion: string;
   fromToolsHash: string;
@@ -23,10 +27,13 @@ export interface ContinueVersionArgs {
   job: CapturedAdd;
 }
 
-/** Throws FenceError run_missing, or AgentError version_mismatch when the run is not parked for a version change or its pin moved. */
+/**
+ * Throws FenceError run_missing, AgentError version_mismatch when the run is not parked for a version change or its
+ * pin moved, or AgentError run_superseded (details.laterRunId) when a later run of its subject superseded it.
+ */
 export async function continueVersion(
   redis: RedisClient,
-  k: { run: string; journal: string; events: string },
+  k: { run: string; journal: string; events: string; subjectLatest: string },
   a: ContinueVersionArgs,
 ): Promise<void> {
   const res = await script(redis, 'continueVersion')(
@@ -34,6 +41,7 @@ export async function continueVersion(
     k.journal,
     k.events,
     ...a.job.keys,
+    k.subjectLatest,
     a.fromVersion,
     a.fromToolsHash,
     a.spec,
@@ -45,6 +53,8 @@ export async function continueVersion(
     a.entry,
     a.event,
     ...a.job.argv,
+    a.runId,
   );
-  expectReply(res, { runKey: k.run });
+  const later = Array.isArray(res) && res[0] === ScriptCode.Superseded ? String(res[1]) : undefined;
+  expectReply(res, { runKey: k.run, ...(later ? { laterRunId: later } : {}) });
 }

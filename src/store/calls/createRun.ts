@@ -1,4 +1,7 @@
-/** Typed call of src/store/lua/createRun-14.lua: a run and its first step job in one atomic change, linked to its subject's latest run. */
+/**
+ * Typed call of src/store/lua/createRun-14.lua: a run and its first step job in one atomic change, linked to its
+ * subject's latest run.
+ */
 import type { RedisClient } from '../connect.js';
 import type { CapturedAdd } from '../bullmqInternals.js';
 import { InvariantError } from '../../core/errors.js';

@@ -30,7 +30,8 @@ export async function createDeferredRun(
   jobId: string,
   startsAt: number,
 ): Promise<CreateRunResult> {
-  // The request's own mark on the run it creates: an existing run (the same event again) lacks it, so its job is left alone.
+  // The request's own mark on the run it creates: an existing run (the same event again) lacks it, so its job is left
+  // alone.
   const token = randomBytes(8).toString('hex');
   const args = { ...a, run: { ...a.run, admissionToken: token } };
   const multi = redis.multi();

@@ -1,4 +1,7 @@
-/** Typed call of src/store/lua/journalDecision-5.lua: journal a step's decision (and charge its usage) before a write runs. */
+/**
+ * Typed call of src/store/lua/journalDecision-5.lua: journal a step's decision (and charge its usage) before a write
+ * runs.
+ */
 import type { RedisClient } from '../connect.js';
 import { expectReply } from '../codes.js';
 import { script } from '../luaScripts.js';
@@ -28,7 +31,10 @@ export interface JournalDecisionArgs {
   startedEvent: string;
 }
 
-/** Returns the decision's journal index; throws the FenceError of a refusal (lock lost, stale step, run missing/not running, decision exists). */
+/**
+ * Returns the decision's journal index; throws the FenceError of a refusal (lock lost, stale step, run missing/not
+ * running, decision exists).
+ */
 export async function journalDecision(
   redis: RedisClient,
   k: JournalDecisionKeys,

@@ -1,10 +1,11 @@
-/** Typed call of src/store/lua/resumeRun-11.lua: resume a parked run at its cursor with a new job. */
+/** Typed call of src/store/lua/resumeRun-12.lua: resume a parked run at its cursor with a new job. */
 import type { RedisClient } from '../connect.js';
 import type { CapturedAdd } from '../bullmqInternals.js';
-import { replyCode } from '../codes.js';
+import { expectReply, ScriptCode } from '../codes.js';
 import { script } from '../luaScripts.js';
 
 export interface ResumeRunArgs {
+  runId: string;
   expectedStatus: string;
   jobId: string;
   now: number;
@@ -15,22 +16,43 @@ export interface ResumeRunArgs {
   job: CapturedAdd;
 }
 
-/** true: resumed; false: the run is missing or not in the expected status (a second click changes nothing). */
+/**
+ * Resumed; or not: the run's status (`missing`; not the expected one: a second click changes nothing), or the
+ * later run of its subject that superseded it (`laterRunId`: only the subject's latest run comes back to work).
+ */
+export type ResumeResult =
+  { resumed: true } | { resumed: false; status: string } | { resumed: false; status: string; laterRunId: string };
+
 export async function resumeRun(
   redis: RedisClient,
-  k: { run: string; events: string },
+  k: { run: string; events: string; subjectLatest: string },
   a: ResumeRunArgs,
-): Promise<boolean> {
-  const res = await script(redis, 'resumeRun')(
+): Promise<ResumeResult> {
+  const res = (await script(redis, 'resumeRun')(
     k.run,
     k.events,
     ...a.job.keys,
+    k.subjectLatest,
     a.expectedStatus,
     a.jobId,
     a.now,
     a.eventsMaxLen,
     a.event,
     ...a.job.argv,
-  );
-  return replyCode(res) === undefined && res === 1;
+    a.runId,
+  )) as [number, string];
+  const [code, detail] = res;
+  switch (code) {
+    case 1:
+      return { resumed: true };
+    case ScriptCode.RunMissing:
+      return { resumed: false, status: 'missing' };
+    case ScriptCode.RunNotRunning:
+      return { resumed: false, status: detail };
+    case ScriptCode.Superseded:
+      return { resumed: false, status: a.expectedStatus, laterRunId: detail };
+    default:
+      expectReply(res, { runKey: k.run });
+      return { resumed: false, status: 'unknown' };
+  }
 }

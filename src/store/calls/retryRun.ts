@@ -1,4 +1,7 @@
-/** Typed call of src/store/lua/retryRun-14.lua: retry a stopped run from its last commit, limits and journal in the same change. */
+/**
+ * Typed call of src/store/lua/retryRun-15.lua: retry a stopped run from its last commit, limits and journal in the same
+ * change.
+ */
 import type { RedisClient } from '../connect.js';
 import type { RunKeys } from '../keys.js';
 import type { CapturedAdd } from '../bullmqInternals.js';
@@ -29,10 +32,15 @@ export type RetryRunResult =
   | { outcome: 'wrong_status'; status: string }
   | { outcome: 'moved_on' }
   | { outcome: 'budget_exhausted'; budget: 'steps' | 'tokens' | 'wall_clock' }
-  | { outcome: 'action_waiting'; actionId: string };
+  | { outcome: 'action_waiting'; actionId: string }
+  | { outcome: 'superseded'; laterRunId: string };
 
 /** The script's answer; throws FenceError run_missing (and the typed error of any other code). */
-export async function retryRunCall(redis: RedisClient, k: RunKeys, a: RetryRunArgs): Promise<RetryRunResult> {
+export async function retryRunCall(
+  redis: RedisClient,
+  k: RunKeys & { subjectLatest: string },
+  a: RetryRunArgs,
+): Promise<RetryRunResult> {
   const res = (await script(redis, 'retryRun')(
     k.run,
     k.budget,
@@ -40,6 +48,7 @@ export async function retryRunCall(redis: RedisClient, k: RunKeys, a: RetryRunAr
     k.events,
     k.actions,
     ...a.job.keys,
+    k.subjectLatest,
     a.expected.status,
     a.expected.cursor,
     a.expected.resumes,
@@ -55,6 +64,7 @@ export async function retryRunCall(redis: RedisClient, k: RunKeys, a: RetryRunAr
     a.retriedEvent,
     a.statusEvent,
     ...a.job.argv,
+    a.runId,
   )) as [number, string];
   const [code, detail] = res;
   switch (code) {
@@ -68,8 +78,10 @@ export async function retryRunCall(redis: RedisClient, k: RunKeys, a: RetryRunAr
       return { outcome: 'budget_exhausted', budget: detail as 'steps' | 'tokens' | 'wall_clock' };
     case ScriptCode.ActionWaiting:
       return { outcome: 'action_waiting', actionId: detail };
+    case ScriptCode.Superseded:
+      return { outcome: 'superseded', laterRunId: detail };
     default:
       expectReply(res, { runId: a.runId });
-      throw new InvariantError('invariant', `retryRun-14.lua answered ${code}`);
+      throw new InvariantError('invariant', `retryRun-15.lua answered ${code}`);
   }
 }

@@ -22,7 +22,10 @@ export interface SettleRunArgs {
   retentionMs: number;
 }
 
-/** settled with the job state, or left alone with why (run_moved_on, job_alive, job_<state>, too_young); throws FenceError run_missing. */
+/**
+ * settled with the job state, or left alone with why (run_moved_on, job_alive, job_<state>, too_young); throws
+ * FenceError run_missing.
+ */
 export async function settleRunCall(
   redis: RedisClient,
   k: SettleRunKeys,

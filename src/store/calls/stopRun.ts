@@ -1,4 +1,7 @@
-/** Typed call of src/store/lua/stopRun-5.lua: end a parked run from an expected status (optionally recording a cancel first). */
+/**
+ * Typed call of src/store/lua/stopRun-5.lua: end a parked run from an expected status (optionally recording a cancel
+ * first).
+ */
 import type { RedisClient } from '../connect.js';
 import type { RunKeys } from '../keys.js';
 import { expectReply } from '../codes.js';

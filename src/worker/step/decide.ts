@@ -2,13 +2,15 @@
  * Stage 2, decide: the step's decision. A decision an earlier delivery journalled is
  * reused (the model is not asked again). Otherwise: a follow-up waits for its previous
  * run, the budget pre-flight checks what the call may spend, and the model is called
- * (src/worker/step/model.ts). A decision followed by a write, or made on a redelivery,
+ * (src/worker/step/model.ts), unless the run's cancel is recorded (checked before each
+ * attempt and each wait, src/worker/step/cancel.ts). A decision followed by a write, or made on a redelivery,
  * is journalled at once (fenced, crash point `after_decision`); any other rides in the
  * commit. Returns the commit that stops the run, or undefined with `state.decision` set.
  */
 import type { Agent } from '../../core/agent.js';
 import { encodeEntry, type DecisionEntry } from '../../core/journal.js';
 import { preflight, type BudgetKind } from '../../budget/tenantBudget.js';
+import { cancelledPlan } from './cancel.js';
 import type { StepEnv } from './env.js';
 import { callModel, type Called } from './model.js';
 import { exactIfRefused, type Prompts } from './prompt.js';
@@ -47,6 +49,7 @@ export async function decide(
     stream,
     chargeAbandoned,
   }).finally(() => void (state.startedEmitted ||= stream?.startedEmitted === true));
+  if ('cancelled' in called) return cancelledPlan(env, state, 'model_attempt', called.charged);
   if ('throttled' in called) return waitForRateLimit(env, state, called.throttled, called.charged, chargeAbandoned);
   if ('unavailable' in called) return waitOutOutage(env, state, called.unavailable, called.charged, chargeAbandoned);
   if ('failed' in called) {

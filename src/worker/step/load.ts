@@ -41,7 +41,9 @@ export async function load(env: StepEnv, d: Delivery, limited: LimitedSpecs): Pr
   const spec = await currentSpec(env, runId, log);
   if (!spec) return undefined;
   const redelivered = data.resume === true || job.attemptsStarted > 1 || job.attemptsMade > 0;
-  const known = redelivered ? await readDelivered(env, job, runId, step, log) : { used: data.used };
+  const known = redelivered
+    ? await readDelivered(env, job, runId, step, log)
+    : { used: data.used, cancelRequested: false };
   if (!known) return undefined;
   const startedEvent = JSON.stringify({
     step,
@@ -64,6 +66,7 @@ export async function load(env: StepEnv, d: Delivery, limited: LimitedSpecs): Pr
     started,
     startedEvent,
     used: known.used,
+    cancelRequested: known.cancelRequested === true,
     startedEmitted: false,
     carriesDecision: false,
     ...(known.decision ? { decision: known.decision } : {}),
@@ -109,7 +112,7 @@ async function readDelivered(
   runId: string,
   step: number,
   log: Logger,
-): Promise<Pick<StepState, 'used' | 'decision' | 'observed'> | undefined> {
+): Promise<(Pick<StepState, 'used' | 'decision' | 'observed'> & { cancelRequested: boolean }) | undefined> {
   const state = await env.store.readState(runId);
   if (!state) return undefined;
   if (state.cursor !== step || state.jobId !== job.id || (state.status !== 'running' && state.status !== 'queued')) {
@@ -118,11 +121,12 @@ async function readDelivered(
     await env.store.ensureCurrentStepJob(runId);
     return undefined;
   }
-  if (state.decidedStep !== step) return { used: state.used };
+  const known = { used: state.used, cancelRequested: state.cancelRequested };
+  if (state.decidedStep !== step) return known;
   const entry = await env.store.journalEntry(runId, state.decisionIndex);
   const decision: DecisionEntry | undefined = entry?.kind === 'decision' && entry.step === step ? entry : undefined;
-  if (!decision) return { used: state.used };
-  return { used: state.used, decision, observed: await observedAfter(env, runId, step, state.decisionIndex) };
+  if (!decision) return known;
+  return { ...known, decision, observed: await observedAfter(env, runId, step, state.decisionIndex) };
 }
 
 /** The step's observations journalled after its decision (calls an earlier delivery finished). */

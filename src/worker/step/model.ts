@@ -5,7 +5,15 @@
  * run's deadline, and no backoff is slept past it. Handed back at SIGTERM, the
  * step charges what its failed attempts spent (chargeAbandoned).
  */
-import { AgentError, isAgentError, isRetryable, TerminalError, type RetryableError } from '../../core/errors.js';
+import {
+  AgentError,
+  CancelledError,
+  hasErrorCode,
+  isAgentError,
+  isRetryable,
+  TerminalError,
+  type RetryableError,
+} from '../../core/errors.js';
 import { DeadlineError, withDeadlineScope } from '../../core/timeout.js';
 import { usageSchema, type DecisionEntry, type JournalEntry, type Usage } from '../../core/journal.js';
 import type { ModelProvider, ModelTurn } from '../../core/model.js';
@@ -21,6 +29,7 @@ import {
 } from '../../budget/tenantBudget.js';
 import { RateLimitWait, ratedAttempt, type RatedAttempt } from '../../flow/rateWait.js';
 import type { TextStream } from '../textStream.js';
+import { cancelRecorded } from './cancel.js';
 import type { StepEnv } from './env.js';
 import { exactIfRefused, type Estimate, type Prompt } from './prompt.js';
 import { total, type StepState, type Terminal } from './state.js';
@@ -33,7 +42,8 @@ export type Called =
   | { decision: DecisionEntry }
   | { failed: Terminal; charged: number; budget?: BudgetKind }
   | { unavailable: { provider: string; retryAfterMs: number | undefined }; charged: number }
-  | { throttled: RateLimitWait; charged: number };
+  | { throttled: RateLimitWait; charged: number }
+  | { cancelled: true; charged: number };
 
 /**
  * What one call needs besides the state: the agent, its prompt, the estimate, and the step's charge of abandoned
@@ -84,6 +94,7 @@ function spanOutcome(r: Called): Record<string, string | number | string[]> {
   if ('failed' in r) return { 'agent.outcome': r.failed.status, 'agent.tokens': r.charged };
   if ('unavailable' in r) return { 'agent.outcome': 'provider_unavailable', 'agent.tokens': r.charged };
   if ('throttled' in r) return { 'agent.outcome': 'rate_limited', 'agent.tokens': r.charged };
+  if ('cancelled' in r) return { 'agent.outcome': 'cancelled', 'agent.tokens': r.charged };
   return {
     'agent.outcome': 'decided',
     'agent.tokens': total(r.decision.usage),
@@ -153,12 +164,16 @@ class ModelCall {
     return rated;
   }
 
-  /** One attempt: checked before (run, rate limit, tenant day), charged after (what it did spend, failed or not). */
+  /**
+   * One attempt: checked before (the run's cancel, run budget, rate limit, tenant day), charged after (what it did
+   * spend, failed or not).
+   */
   private async attempt(attempt: number): Promise<ModelTurn> {
     const { env, state } = this;
     const { spec } = state;
     const { estimate } = this.input;
     this.attempts = attempt;
+    await this.beforeAttempt(attempt);
     const rated = await this.reserve();
     let spent = 0;
     try {
@@ -178,6 +193,15 @@ class ModelCall {
       await rated?.settle(spent);
       await env.tenant.settle(spec.tenant, spent - estimate.tokens, env.now());
     }
+  }
+
+  /**
+   * A recorded cancel stops the call before the attempt (src/worker/step/cancel.ts): the first attempt uses the flag
+   * the load stage read, a retry reads it again. Not retried (withRetry passes a CancelledError through).
+   */
+  private async beforeAttempt(attempt: number): Promise<void> {
+    if (await cancelRecorded(this.env, this.state, attempt > 1))
+      throw new CancelledError("the run's cancel is recorded: no model attempt", { attempt });
   }
 
   /** The provider's answer to one attempt; its streamed text is all written before the decision can be (end(true)). */
@@ -234,6 +258,7 @@ class ModelCall {
       if (charged > 0) await this.input.chargeAbandoned(charged);
       throw err;
     }
+    if (hasErrorCode(err, 'run_cancelled')) return { cancelled: true, charged };
     if (err instanceof RateLimitWait) return { throttled: err, charged };
     if (err instanceof BudgetStopError)
       return { failed: { status: 'budget_exceeded', reason: err.stop.reason }, charged, budget: err.stop.kind };

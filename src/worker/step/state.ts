@@ -73,6 +73,8 @@ export interface StepState {
   readonly started: bigint;
   /** This delivery's step_started event: it rides in the first script this delivery runs. */
   readonly startedEvent: string;
+  /** The run's cancel was recorded when the load stage read its state (a redelivery; false on a first delivery). */
+  readonly cancelRequested: boolean;
   /** The run's budget usage as of the last write this delivery knows (grown by journalDecision). */
   used: Usage;
   /** A script of this delivery has written the step_started event. */

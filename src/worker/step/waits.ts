@@ -5,11 +5,24 @@
  * DelayedError (no attempt is counted; no worker holds it meanwhile) or returns the
  * commit that stops the run with its status, reason and metric. If the process dies
  * before the move, the stall check redelivers the job and the verdict is made again.
+ * Before any wait, the run's cancel is read again (beforeWait): a cancelled run ends now
+ * instead of waiting and then calling the model (src/worker/step/cancel.ts).
  */
+
+/** The commit that ends the run `cancelled` when its cancel is recorded, with what the attempts spent; else undefined. */
+async function beforeWait(
+  env: StepEnv,
+  state: StepState,
+  at: CancelPoint,
+  charged = 0,
+): Promise<CommitPlan | undefined> {
+  return (await cancelRecorded(env, state, true)) ? cancelledPlan(env, state, at, charged) : undefined;
+}
 import { DelayedError } from 'bullmq';
 import { wallClockStop } from '../../budget/tenantBudget.js';
 import { waitForRate, type RateLimitWait } from '../../flow/rateWait.js';
 import type { VersionVerdict } from '../versionGate.js';
+import { cancelledPlan, cancelRecorded, type CancelPoint } from './cancel.js';
 import type { StepEnv } from './env.js';
 import { stopPlan, type CommitPlan, type StepState } from './state.js';
 
@@ -22,6 +35,8 @@ export async function notServed(env: StepEnv, state: StepState): Promise<CommitP
   const { spec, log } = state;
   const verdict: VersionVerdict = await env.agents.verdict(spec);
   if (verdict.kind === 'hand_back') {
+    const cancelled = await beforeWait(env, state, 'version_hand_back');
+    if (cancelled) return cancelled;
     await state.job.delay(env.now() + verdict.delayMs);
     env.metrics.versionHandbacks.inc({ agent: spec.agent });
     log.info(
@@ -41,20 +56,15 @@ export async function notServed(env: StepEnv, state: StepState): Promise<CommitP
  * A follow-up whose previous run is still queued or running waits FOLLOW_UP_WAIT_MS and asks
  * again. The wait is bounded by the follow-up's own deadline: one that would end at or past it
  * stops the run `budget_exceeded` (wall_clock). A cancel requested meanwhile ends it at once
- * (`cancelled`): a cancel waits for the run's next commit, and a waiting follow-up commits now
- * instead of after the previous run and a model call. Nothing was sent to the model.
+ * (`cancelled`, beforeWait): a waiting follow-up commits now instead of after the previous run
+ * and a model call. Nothing was sent to the model.
  */
 export async function waitForPrevious(env: StepEnv, state: StepState, previousStatus: string): Promise<CommitPlan> {
   const { spec, log, step } = state;
   const now = env.now();
   const waitMs = env.cfg.FOLLOW_UP_WAIT_MS;
-  if (await env.store.cancelRequested(spec.runId)) {
-    log.info(
-      { code: 'follow_up_cancelled', previousRunId: spec.previousRunId },
-      'cancelled while waiting for the previous run',
-    );
-    return stopPlan(step, { status: 'cancelled', reason: 'cancelled while waiting for the previous run' });
-  }
+  const cancelled = await beforeWait(env, state, 'follow_up_wait');
+  if (cancelled) return cancelled;
   if (now + waitMs >= spec.limits.deadlineAt) {
     const stop = wallClockStop(spec, now, true);
     env.metrics.budgetStops.inc({ kind: stop.kind });
@@ -96,6 +106,8 @@ export async function waitOutOutage(
   chargeAbandoned: (tokens: number) => Promise<void>,
 ): Promise<CommitPlan> {
   const { data, spec, log, step } = state;
+  const cancelled = await beforeWait(env, state, 'outage_wait', charged);
+  if (cancelled) return cancelled;
   const now = env.now();
   const waitMs = outage.retryAfterMs ?? env.cfg.RETRY_MAX_MS;
   const since = data.outageSince ?? now;
@@ -138,6 +150,8 @@ export async function waitForRateLimit(
   charged: number,
   chargeAbandoned: (tokens: number) => Promise<void>,
 ): Promise<CommitPlan> {
+  const cancelled = await beforeWait(env, state, 'rate_limit_wait', charged);
+  if (cancelled) return cancelled;
   const step = {
     delay: (untilMs: number) => state.job.delay(untilMs),
     spec: state.spec,

@@ -128,7 +128,7 @@ describe('decide', () => {
       readonly retryAfterMs = 5;
       readonly details = { usage: { promptTokens: 3, completionTokens: 0 } };
     }
-    const w = world({ turns: [new ForeignRetryable('slow down') as unknown as RetryableError] });
+    const w = world({ turns: [new ForeignRetryable('slow down')] });
     const { spec, job, run } = setUp(w);
     await expect(run()).rejects.toBeInstanceOf(DelayedError);
     expect(job.delayedUntil).toBe(w.clock.now + 5);

@@ -179,6 +179,7 @@ export function stateOf(spec: RunSpec, job: MemoryJob, over: Partial<StepState> 
     started: process.hrtime.bigint(),
     startedEvent: '{"step":1}',
     used: { steps: 0, tokens: 0, contextBytes: 0 },
+    cancelRequested: false,
     startedEmitted: false,
     carriesDecision: false,
     ...over,

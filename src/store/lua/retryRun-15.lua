@@ -18,6 +18,7 @@
   KEYS[1] run hash  KEYS[2] budget hash  KEYS[3] journal list
   KEYS[4] events stream  KEYS[5] run's actions set
   KEYS[6..14] BullMQ addStandardJob keys of the retried step's job
+  KEYS[15] the subject's latest run (KeySpace.subjectLatest, the run's shard)
 
   ARGV[1] expected status  ARGV[2] expected cursor  ARGV[3] expected resumes count
   ARGV[4] the new job id  ARGV[5] now (ms)  ARGV[6] events max length
@@ -25,18 +26,21 @@
   ARGV[11] 1 when the limits change (the budget hash's `extensions` is counted)
   ARGV[12] the operator journal entry (JSON)  ARGV[13] the run_retried event (JSON)
   ARGV[14] the status_changed event (JSON)  ARGV[15..17] BullMQ addStandardJob argv
+  ARGV[18] the run id
 
   Returns {1, ''} retried, or {code, detail} with nothing written:
     {-3, ''} run missing  {-4, status} not in the expected status
     {-2, ''} the run moved on since it was read (cursor or resumes)
     {-18, steps | tokens | wall_clock} that budget leaves no room
     {-19, action id} an action waits for a person
+    {-23, later run id} a later run of the subject superseded this one (includes/subject.lua)
 
   Keeps the run listing indexes (includes/runIndex.lua) in the same change.
 ]]
 -- @include emitEvent
 -- @include expireRun
 -- @include runIndex
+-- @include subject
 -- @include bullmq:addStandardJob
 
 local run = redis.call('HMGET', KEYS[1], 'status', 'cursor', 'resumes')
@@ -44,6 +48,8 @@ local status = run[1]
 if not status then return { -3, '' } end
 if status ~= ARGV[1] then return { -4, status } end
 if tonumber(run[2] or '0') ~= tonumber(ARGV[2]) or tonumber(run[3] or '0') ~= tonumber(ARGV[3]) then return { -2, '' } end
+local later = laterRunOf(KEYS[1], KEYS[15], ARGV[18])
+if later then return { -23, later } end
 
 local used = redis.call('HMGET', KEYS[2], 'stepsUsed', 'tokensUsed')
 if tonumber(used[1] or '0') >= tonumber(ARGV[7]) then return { -18, 'steps' } end

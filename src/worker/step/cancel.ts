@@ -1,0 +1,31 @@
+/**
+ * A recorded cancel (`cancelRequested` on the run, POST /v1/runs/:id/cancel) stops the model too: it is
+ * honoured before every model attempt (model.ts, `beforeAttempt`) and before every wait (waits.ts: outage,
+ * follow-up, version hand-back, rate limit), so a run queued behind a provider outage ends `cancelled` within
+ * one attempt, with no model call after the cancel. The first attempt of a delivery reads the flag the load
+ * stage already has (a redelivery reads the run's state; a job the previous commit made has none: that commit
+ * would have ended the run had a cancel been recorded, so only a cancel recorded since can slip one attempt);
+ * a retry attempt and a wait read it again (one HGET). The commit then ends the run `cancelled` with the
+ * cancel's reason (commitStep-23.lua: a recorded cancel wins over any status).
+ */
+import type { StepEnv } from './env.js';
+import { stopPlan, type CommitPlan, type StepState } from './state.js';
+
+/** Where a cancel was honoured (the metric's label). */
+export type CancelPoint = 'model_attempt' | 'outage_wait' | 'follow_up_wait' | 'version_hand_back' | 'rate_limit_wait';
+
+/** Whether the run's cancel is recorded: the state's flag, or read again (`fresh`) before a retry or a wait. */
+export async function cancelRecorded(env: StepEnv, state: StepState, fresh: boolean): Promise<boolean> {
+  if (state.cancelRequested) return true;
+  return fresh && (await env.store.cancelRequested(state.runId));
+}
+
+/** The commit that ends the run `cancelled` at `at`, with what the step's attempts spent: counted and logged. */
+export function cancelledPlan(env: StepEnv, state: StepState, at: CancelPoint, charged = 0): CommitPlan {
+  env.metrics.cancelsHonoured.inc({ at });
+  state.log.info({ code: 'cancel_honoured', at }, 'cancel recorded: no model call, the run ends cancelled');
+  return {
+    ...stopPlan(state.step, { status: 'cancelled', reason: `cancelled before the ${at}` }),
+    tokensDelta: charged,
+  };
+}
