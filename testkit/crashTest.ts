@@ -48,6 +48,16 @@ export const STEP_CRASH_POINTS = [
   'after_commit',
 ] as const satisfies readonly CrashPointName[];
 
+/**
+ * The crash point of the answer: the worker dies after the first streamed piece of the run's final answer is
+ * written (MODEL_STREAMING on for that case). Every write the run made before must stay exactly once when the
+ * answer step is redone.
+ */
+export const ANSWER_CRASH_POINTS = ['mid_stream'] as const satisfies readonly CrashPointName[];
+
+/** Every point the kit runs by default. */
+export const CRASH_TEST_POINTS = [...STEP_CRASH_POINTS, ...ANSWER_CRASH_POINTS] as const;
+
 export interface CrashTestService {
   /** The environment the agents module reads the service's address from (e.g. `{ CRM_URL: crm.url }`). */
   env?: Record<string, string>;
@@ -65,7 +75,7 @@ export interface CrashTestOptions {
   /** The scripted model's turns (the script format of POST /v1/runs). */
   script: unknown;
   service: CrashTestService;
-  /** Default: STEP_CRASH_POINTS. */
+  /** Default: CRASH_TEST_POINTS (every write step at each step point, and the answer mid-stream). */
   points?: readonly CrashPointName[];
   /** Default: REDIS_URL, else an embedded redis-server started for the test and stopped after. */
   redisUrl?: string;
@@ -79,6 +89,7 @@ export type CrashVerdict = 'exactly_once' | 'with_a_person' | 'duplicate' | 'los
 export interface CrashCase {
   tool: string;
   point: CrashPointName;
+  /** The step the worker was killed in (for `mid_stream`, the answer's step; the tool's own step may be earlier). */
   step: number;
   runId: string;
   /** The run's status after recovery, and its reason when it has one. */
@@ -105,18 +116,39 @@ export interface CrashReport {
 const SETTLED = ['completed', 'failed', 'needs_human', 'budget_exceeded', 'cancelled'];
 const PASSING: readonly CrashVerdict[] = ['exactly_once', 'with_a_person'];
 
+/** A step to kill the worker in, and the write calls whose effects the case counts. */
 interface Target {
   step: number;
-  tools: string[];
+  calls: { step: number; tool: string }[];
 }
 
-/** The steps of the script that call write tools of the agent. */
-function writeSteps(catalog: AgentCatalog, agentName: string, script: ReturnType<typeof scriptSchema.parse>): Target[] {
+type Script = ReturnType<typeof scriptSchema.parse>;
+
+/** Every write call of the script, in order, with its step. */
+function writeCalls(catalog: AgentCatalog, agentName: string, script: Script): Target['calls'] {
   const agent = catalog.get(agentName)!;
-  return script.flatMap((turn, i) => {
-    const tools = turn.toolCalls.map((c) => c.name).filter((n) => agent.tools.get(n)?.effect === 'write');
-    return tools.length > 0 ? [{ step: i + 1, tools }] : [];
-  });
+  return script.flatMap((turn, i) =>
+    turn.toolCalls
+      .filter((c) => agent.tools.get(c.name)?.effect === 'write')
+      .map((c) => ({ step: i + 1, tool: c.name })),
+  );
+}
+
+/** The cases of one point: each write step for a step point; the answer step (with every write) for mid_stream. */
+function targetsOf(point: CrashPointName, calls: Target['calls'], script: Script): Target[] {
+  if (point === 'mid_stream') {
+    const answers = script.flatMap((turn, i) => ((turn.final ?? '').length > 0 ? [i + 1] : []));
+    return answers.length === 0 ? [] : [{ step: answers.at(-1)!, calls }];
+  }
+  const steps = [...new Set(calls.map((c) => c.step))];
+  return steps.map((step) => ({ step, calls: calls.filter((c) => c.step === step) }));
+}
+
+/** The victim's environment for a point: the answer is streamed in small pieces for mid_stream. */
+function victimEnv(env: Record<string, string>, point: CrashPointName, step: number): Record<string, string> {
+  const streamed: Record<string, string> =
+    point === 'mid_stream' ? { MODEL_STREAMING: 'true', MODEL_STREAM_FLUSH_CHARS: '1' } : {};
+  return { ...env, ...streamed, CRASH_POINTS: `${point}@${step}` };
 }
 
 async function settled(ctx: EngineContext, runId: string, timeoutMs: number): Promise<string> {
@@ -143,7 +175,7 @@ async function runCase(
   catalog: AgentCatalog,
   agent: string,
   opts: CrashTestOptions,
-  script: ReturnType<typeof scriptSchema.parse>,
+  script: Script,
   target: Target,
   point: CrashPointName,
 ): Promise<CrashCase[]> {
@@ -159,7 +191,7 @@ async function runCase(
     const tenant = `ct-${point}-${target.step}`.replace(/_/g, '-');
     const spec = buildSpec(ctx, { tenant, agent, input: opts.input, model: 'scripted', script }, Date.now());
     await ctx.store.create(spec, Date.now());
-    const victim = await spawnWorker({ ...env, CRASH_POINTS: `${point}@${target.step}` }, 120_000);
+    const victim = await spawnWorker(victimEnv(env, point, target.step), 120_000);
     const outcome = await Promise.race([
       victim.exited.then(() => 'killed' as const),
       settled(ctx, spec.runId, 60_000).then(() => 'settled' as const),
@@ -176,15 +208,13 @@ async function runCase(
     }
     const reason = (await ctx.redis.hget(ctx.keys.run(spec.runId).run, 'reason')) ?? undefined;
     const counted = await opts.service.effects();
-    const actions = (await new Ledger(ctx.redis, ctx.keys).listForRun(spec.runId)).filter(
-      (a) => a.step === target.step,
-    );
+    const actions = await new Ledger(ctx.redis, ctx.keys).listForRun(spec.runId);
     const seen = new Map<string, number>();
-    return target.tools.map((tool): CrashCase => {
-      // The n-th call of a tool in the step is its n-th action there.
-      const n = seen.get(tool) ?? 0;
-      seen.set(tool, n + 1);
-      const action = actions.filter((a) => a.tool === tool)[n];
+    return target.calls.map(({ step, tool }): CrashCase => {
+      // The n-th call of a tool in a step is its n-th action there.
+      const n = seen.get(`${step}/${tool}`) ?? 0;
+      seen.set(`${step}/${tool}`, n + 1);
+      const action = actions.filter((a) => a.step === step && a.tool === tool)[n];
       const effects = action ? (counted[action.idempotencyKey] ?? counted[action.actionId] ?? 0) : 0;
       return {
         tool,
@@ -253,10 +283,12 @@ export async function crashTest(opts: CrashTestOptions): Promise<CrashReport> {
     if (!agent || !catalog.get(agent))
       throw new TypeError(`crashTest: name the agent to run (the module has ${catalog.names.join(', ')})`);
     const script = scriptSchema.parse(opts.script);
-    const targets = writeSteps(catalog, agent, script);
-    if (targets.length === 0) throw new TypeError(`crashTest: the script calls no write tool of '${agent}'`);
-    const points = opts.points ?? STEP_CRASH_POINTS;
-    const tasks = targets.flatMap((t) => points.map((p) => () => runCase(base, catalog, agent, opts, script, t, p)));
+    const calls = writeCalls(catalog, agent, script);
+    if (calls.length === 0) throw new TypeError(`crashTest: the script calls no write tool of '${agent}'`);
+    const points = opts.points ?? CRASH_TEST_POINTS;
+    const tasks = points.flatMap((p) =>
+      targetsOf(p, calls, script).map((t) => () => runCase(base, catalog, agent, opts, script, t, p)),
+    );
     return reportOf((await pooled(tasks, opts.parallel ?? 2)).flat());
   } finally {
     await embedded?.stop();

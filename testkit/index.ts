@@ -34,6 +34,8 @@ export {
 export {
   crashTest,
   STEP_CRASH_POINTS,
+  ANSWER_CRASH_POINTS,
+  CRASH_TEST_POINTS,
   type CrashTestOptions,
   type CrashTestService,
   type CrashReport,

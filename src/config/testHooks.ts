@@ -14,6 +14,7 @@
  */
 export const CRASH_POINT_NAMES = [
   'after_decision',
+  'mid_stream',
   'after_observation',
   'after_reservation',
   'after_dispatched',

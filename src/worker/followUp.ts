@@ -4,7 +4,8 @@
  * before this one, sent to the model before this run's first message.
  *
  * Read once, when the follow-up's first model call is prepared, and only once the previous run
- * has left `queued` and `running` (it ended, or a person holds it): until then the follow-up
+ * has left `queued` and `running` (it ended, or a person holds it), and so has any older run of the
+ * subject behind a previous run that stopped while it waited: until then the follow-up
  * waits (its step job is delayed, see StepProcessor). The text is stored in the run's hash
  * (`followUpContext`, HSETNX: the first writer wins), so every later step, every redelivery and
  * every worker sends the same text even if the previous run moves on. If the process dies between
@@ -56,6 +57,8 @@ export class FollowUps {
       const status = statusRaw ?? null;
       const earlier = earlierRaw ?? null;
       if (status !== null && ACTIVE.has(status)) return { waitingFor: status };
+      const older = await this.olderAtWork(previousRunId, earlier);
+      if (older) return { waitingFor: older };
       const fresh =
         status === null ? '' : agent.followUp(await this.previous(previousRunId, status, earlier), spec.input);
       await redis.hsetnx(runKey, FOLLOW_UP_FIELD, fresh);
@@ -63,6 +66,28 @@ export class FollowUps {
     }
     this.texts.set(spec, text);
     return { text };
+  }
+
+  /**
+   * The status of an older run of the subject still at work, behind a previous run that never got past its own
+   * wait (it stopped while waiting: no followUpContext). Such a run is not superseded by the previous one in fact:
+   * without this walk the follow-up would start next to it. The walk stops at the first run that got past its wait
+   * (it proved every run before it was no longer at work, and none of those may come back: includes/subject.lua)
+   * or that is no follow-up; usually at once (one read).
+   */
+  private async olderAtWork(previousRunId: string, previousText: string | null): Promise<string | undefined> {
+    const { redis, keys } = this.store;
+    let text = previousText;
+    let runId = previousRunId;
+    while (text === null) {
+      const older = await redis.hget(keys.run(runId).run, 'previousRunId');
+      if (!older) return undefined;
+      const [status, olderText] = await redis.hmget(keys.run(older).run, 'status', FOLLOW_UP_FIELD);
+      if (!status) return undefined;
+      if (ACTIVE.has(status)) return status;
+      [runId, text] = [older, olderText ?? null];
+    }
+    return undefined;
   }
 
   private async previous(runId: string, status: string, earlier: string | null): Promise<PreviousRun> {

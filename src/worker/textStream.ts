@@ -17,6 +17,7 @@
  */
 import type { Logger } from 'pino';
 import { FenceError } from '../core/errors.js';
+import type { CrashPoints } from '../config/testHooks.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { RedisClient } from '../store/connect.js';
 import { appendTextDeltas, type AppendTextDeltasKeys } from '../store/calls/appendTextDeltas.js';
@@ -40,6 +41,8 @@ export interface TextStreamOptions {
   startedEvent: string;
   metrics: Metrics;
   log: Logger;
+  /** Test-only: `mid_stream` fires after the first batch of an answer is written (the answer half sent). */
+  crash?: Pick<CrashPoints, 'hit'>;
 }
 
 /** One delivery of a step: hands out one AttemptStream per model attempt. */
@@ -146,6 +149,7 @@ export class AttemptStream {
       });
       if (text === '' && !restarted) return; // the marker found nothing to announce, and wrote nothing
       this.started.written();
+      if (text !== '') o.crash?.hit('mid_stream', o.step);
       o.metrics.textDeltaBatches.inc({ outcome: restarted ? 'restarted' : 'written' });
     } catch (err) {
       this.stopped = true;

@@ -112,6 +112,7 @@ function envOf(d: StepDeps): StepEnv {
     specs: d.specs,
     transcripts,
     metrics: d.metrics,
+    crash: d.crash,
   });
   return {
     cfg: d.cfg,

@@ -6,6 +6,7 @@
  */
 import type { Job } from 'bullmq';
 import type { DecisionEntry } from '../../core/journal.js';
+import type { CrashPoints } from '../../config/testHooks.js';
 import type { Metrics } from '../../metrics/metrics.js';
 import type { RedisClient } from '../../store/connect.js';
 import type { KeySpace } from '../../store/keys.js';
@@ -97,6 +98,8 @@ export interface RedisStepStoreDeps {
   specs: RunSpecCache;
   transcripts: TranscriptCache;
   metrics: Metrics;
+  /** Test-only crash points (the `mid_stream` one fires inside the text stream). */
+  crash?: CrashPoints | undefined;
 }
 
 export class RedisStepStore implements StepStore {
@@ -266,6 +269,7 @@ export class RedisStepStore implements StepStore {
       startedEvent: t.startedEvent,
       metrics: this.d.metrics,
       log: t.log,
+      ...(this.d.crash ? { crash: this.d.crash } : {}),
     });
   }
 }

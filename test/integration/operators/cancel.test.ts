@@ -39,7 +39,8 @@ describe('cancel', () => {
 
   it('a running run dispatches nothing after the request and is cancelled at its next commit', async () => {
     h.sandbox.setFaults([{ kind: 'slow_commit', resource: 'tickets', ms: 600 }]);
-    const runId = await startScripted(h, [turn([ticketCall, email]), turn([email]), final], 'CAN');
+    // The email in the next step: the calls of one turn run at once, so it would leave beside the ticket.
+    const runId = await startScripted(h, [turn([ticketCall]), turn([email]), final], 'CAN');
     // Wait until the ticket is in flight, then cancel.
     const deadline = Date.now() + 10_000;
     while (Date.now() < deadline && !(await ledger.listForRun(runId)).some((e) => e.state === 'dispatched'))
@@ -53,10 +54,7 @@ describe('cancel', () => {
     const obs = (await h.ctx.store.transcript(runId))
       .filter((e) => e.kind === 'observation')
       .map((e) => e.kind === 'observation' && [e.tool, e.status]);
-    expect(obs).toEqual([
-      ['create_ticket', 'ok'],
-      ['send_email', 'rejected'],
-    ]);
+    expect(obs).toEqual([['create_ticket', 'ok']]);
     expect((await h.ctx.store.readState(runId))?.reason).toBe('cancelled_by_operator: requested by operator');
   });
 

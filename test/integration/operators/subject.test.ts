@@ -33,7 +33,12 @@ let seq = 0;
 const ticketId = () => `SUBJ-${++seq}-${Date.now()}`;
 
 /** POST /v1/runs with an Idempotency-Key: one run per event, a later event on the ticket is a follow-up. */
-async function postRun(id: string, event: string, script: Script, budget?: { maxSteps: number }): Promise<string> {
+async function postRun(
+  id: string,
+  event: string,
+  script: Script,
+  budget?: { maxSteps?: number; maxWallMs?: number },
+): Promise<string> {
   const res = await fetch(`${h.url}/v1/runs`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'idempotency-key': `${id}-${event}`, ...producerAuth },
@@ -164,6 +169,23 @@ describe('one run at work per subject', () => {
     // The superseded run did not send its email again.
     expect(h.sandbox.counts().byResource.emails.byKey[item.idempotencyKey]).toBe(1);
     await cancel(later);
+  });
+
+  it('create: a follow-up waits for an older run still at work behind a previous run that stopped while waiting', async () => {
+    const id = ticketId();
+    const first = await postRun(id, 'evt-1', AT_WORK);
+    // The second waits for the first until its own wall clock runs out.
+    const second = await postRun(id, 'evt-2', [final], { maxWallMs: 1000 });
+    expect(await h.waitForStatus(second, ['budget_exceeded', 'completed'], 10_000)).toBe('budget_exceeded');
+    expect(await status(first)).toBe('queued');
+    const third = await postRun(id, 'evt-3', [final]);
+    expect((await h.ctx.redis.hget(h.ctx.keys.run(third).run, 'previousRunId')) ?? '').toBe(second);
+    await new Promise((r) => setTimeout(r, 500));
+    // The first is still at work: the third has not started.
+    expect(await status(third)).toBe('queued');
+    expect(await h.ctx.redis.hget(h.ctx.keys.run(third).run, 'followUpContext')).toBeNull();
+    await cancel(first);
+    expect(await h.waitForStatus(third, ['completed', 'failed', 'budget_exceeded'])).toBe('completed');
   });
 
   it('version continue: a superseded run parked for a version change is refused, 409 naming the later run', async () => {
