@@ -194,7 +194,9 @@ export async function startLocalSentinel(
             }),
         ),
       );
-      rmSync(dir, { recursive: true, force: true });
+      // SENTINEL_KEEP_DIR keeps the nodes' and sentinels' logs for a post-mortem.
+      if (process.env.SENTINEL_KEEP_DIR) console.log(`sentinel dir kept: ${dir}`);
+      else rmSync(dir, { recursive: true, force: true });
     },
   };
   await handle.waitForReplicas(opts.replicas ?? 2);

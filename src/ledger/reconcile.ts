@@ -24,6 +24,8 @@ import type { LookupResult, ReconcileMethod, ToolContext, WriteTool } from '../c
 import { DeadlineError, withDeadline } from '../core/timeout.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { Ledger, LedgerConflict, type ActionRecord } from './ledger.js';
+import type { EngineContext } from '../runs/engineContext.js';
+import { actionReplicated } from '../runs/replication.js';
 
 export const MAX_DISPATCH_ATTEMPTS = 3;
 
@@ -32,9 +34,24 @@ export interface ReconcileDeps {
   metrics: Metrics;
   deadlineMs: number;
   pollMs: number;
+  /**
+   * Waits until the action's record in `state` is on the replicas REDIS_MIN_REPLICAS asks for (NotReplicatedError
+   * if not): before a same-key replay leaves, as before a dispatch. Absent: no wait.
+   */
+  replicate?: ReplicateAction;
   /** Epoch ms: no lookup or wait past it (a step's run deadline plus DEADLINE_MARGIN_MS); unset for the sweeper. */
   notAfter?: number;
   now?: () => number;
+}
+
+export type ReplicateAction = (
+  rec: Pick<ActionRecord, 'runId' | 'actionId'>,
+  state: 'dispatched' | 'outcome_unknown',
+) => Promise<void>;
+
+/** The replication wait of every request an action sends (src/runs/replication.ts). */
+export function replicateActions(ctx: Pick<EngineContext, 'redis' | 'keys' | 'cfg' | 'metrics'>): ReplicateAction {
+  return (rec, state) => actionReplicated(ctx, rec, state);
 }
 
 export type ReconcileOutcome = 'confirmed' | 'safe_retry' | 'needs_human' | 'moved';
@@ -96,7 +113,7 @@ export async function reconcile(
         r =
           method.kind === 'lookup'
             ? await lookupRound(tool, rec, ctx, bounded, timeoutMs())
-            : await replayRound(method, tool, rec, ctx, bounded, timeoutMs(), now);
+            : await replayRound(d, method, tool, rec, ctx, bounded, timeoutMs(), now);
       } catch (err) {
         if (!(err instanceof DeadlineError)) throw err;
         return move('needs_human', undecided, { last, deadline: new Date(d.notAfter!).toISOString() });
@@ -185,6 +202,7 @@ async function lookupRound(
  * window recorded at its first dispatch is open for the whole request (its timeout included).
  */
 async function replayRound(
+  d: Pick<ReconcileDeps, 'replicate'>,
   method: Extract<ReconcileMethod, { kind: 'replay_same_key' }>,
   tool: WriteTool,
   rec: ActionRecord,
@@ -207,6 +225,10 @@ async function replayRound(
       evidence: { replayUntil: rec.replayUntil },
     };
   }
+  // A replay is a request that may create the effect: like a dispatch, it leaves only once a failover cannot make
+  // the ledger forget the action (a run re-asked after a lost intent could choose another email, another key).
+  const unreplicated = await notReplicated(d, rec);
+  if (unreplicated) return unreplicated;
   try {
     const receipt = await bounded((signal) =>
       tool.dispatch(rec.args, ctx, {
@@ -255,4 +277,16 @@ async function replayRound(
 function failure(err: unknown): Record<string, unknown> {
   const e = err as AgentError;
   return { error: e?.code ?? 'error', message: e?.message, ...(e?.details ?? {}) };
+}
+
+/** A `pass` when the action's record is not on enough replicas yet (the next round asks again), else undefined. */
+async function notReplicated(d: Pick<ReconcileDeps, 'replicate'>, rec: ActionRecord): Promise<Round | undefined> {
+  if (!d.replicate) return undefined;
+  try {
+    await d.replicate(rec, 'outcome_unknown');
+    return undefined;
+  } catch (err) {
+    if (!hasErrorCode(err, 'not_replicated')) throw err;
+    return { kind: 'pass', why: 'not replayed: the action is not on enough replicas', evidence: { replicated: false } };
+  }
 }

@@ -10,7 +10,7 @@ import Redlock from 'redlock';
 import type { EngineContext } from '../runs/engineContext.js';
 import type { WriteTool } from '../core/tool.js';
 import { Ledger, LedgerConflict, ledgerFor } from './ledger.js';
-import { reconcile, type ReconcileOutcome } from './reconcile.js';
+import { reconcile, replicateActions, type ReconcileOutcome } from './reconcile.js';
 import { expireApprovals } from './approvals.js';
 import { StuckRuns, type StuckRunsReport } from '../runs/stuckRuns.js';
 
@@ -89,6 +89,7 @@ export class Reconciler {
             metrics: this.ctx.metrics,
             deadlineMs: this.ctx.cfg.RECONCILE_DEADLINE_MS,
             pollMs: this.ctx.cfg.RECONCILE_POLL_MS,
+            ...(this.ctx.cfg.REDIS_MIN_REPLICAS > 0 ? { replicate: replicateActions(this.ctx) } : {}),
           },
           { ...rec, state: 'outcome_unknown' },
           tool as WriteTool,

@@ -34,7 +34,7 @@ import type { EffectResult, EffectRunner } from '../worker/effects.js';
 import { actionIdentity } from './identity.js';
 import { Ledger, LedgerConflict, ledgerFor, type ActionRecord } from './ledger.js';
 import { reconcile } from './reconcile.js';
-import { runReplicated } from '../runs/replication.js';
+import { replicateActions, type ReplicateAction } from './reconcile.js';
 import { NotReplicatedError } from '../store/replicated.js';
 import type { LedgerState } from './states.js';
 
@@ -76,7 +76,7 @@ export interface RunnerDeps {
    * Waits until the run's writes so far (the decision, the action's plan and intent) are on the replicas
    * REDIS_MIN_REPLICAS asks for, or throws NotReplicatedError (src/runs/replication.ts). Absent: no wait.
    */
-  replicate?: (runId: string) => Promise<void>;
+  replicate?: ReplicateAction;
 }
 
 const MAX_DRIVE_ROUNDS = 12;
@@ -263,6 +263,7 @@ export class LedgerEffectRunner implements EffectRunner {
       metrics: this.d.metrics,
       deadlineMs: this.d.cfg.RECONCILE_DEADLINE_MS,
       pollMs: this.d.cfg.RECONCILE_POLL_MS,
+      ...(this.d.replicate ? { replicate: this.d.replicate } : {}),
       ...(deadlineAt !== undefined ? { notAfter: deadlineAt + this.d.cfg.DEADLINE_MARGIN_MS } : {}),
     };
   }
@@ -464,7 +465,7 @@ export class LedgerEffectRunner implements EffectRunner {
   private async untilReplicated(rec: ActionRecord, log: Logger): Promise<void> {
     if (!this.d.replicate) return;
     try {
-      await this.d.replicate(rec.runId);
+      await this.d.replicate(rec, 'dispatched');
     } catch (err) {
       if (!(err instanceof NotReplicatedError)) throw err;
       const evidence = { acked: err.acked, required: err.required };
@@ -519,6 +520,6 @@ export function createEffectRunner(
     workerId: opts.workerId ?? `worker:${process.pid}`,
     tracer: ctx.tracing.tracer,
     ...(opts.approvals ? { approvals: opts.approvals } : {}),
-    ...(ctx.cfg.REDIS_MIN_REPLICAS > 0 ? { replicate: (runId: string) => runReplicated(ctx, runId, 'dispatch') } : {}),
+    ...(ctx.cfg.REDIS_MIN_REPLICAS > 0 ? { replicate: replicateActions(ctx) } : {}),
   });
 }

@@ -147,21 +147,25 @@ export async function startRun(
   event = idempotencyKey,
 ): Promise<{ runId: string; created: boolean; previousRunId?: string }> {
   const spec = buildSpec(ctx, req, nowMs, event);
+  // Acknowledged means replicated, a run found as much as a run created: else NotReplicatedError (a 503 with
+  // Retry-After). A run an earlier request created may still be only on this master (that request was told 503);
+  // answering 200 for it before a replica has it would acknowledge what a failover can take. The wait covers every
+  // write the master holds (src/store/replicated.ts), whichever process made it.
   if (idempotencyKey) {
     const key = ctx.keys.requestKey(spec.tenant, idempotencyKey);
     const previous = await ctx.redis.set(key, spec.runId, 'PX', REQUEST_KEY_TTL_MS, 'NX', 'GET');
     if (previous && previous !== spec.runId) {
-      if (await ctx.store.exists(previous)) return { runId: previous, created: false };
+      if (await ctx.store.exists(previous)) {
+        await runReplicated(ctx, previous, 'intake');
+        return { runId: previous, created: false };
+      }
       // The earlier request died before creating its run: this request's run takes the key.
       await ctx.redis.set(key, spec.runId, 'PX', REQUEST_KEY_TTL_MS);
     }
   }
   const intake = await createAdmitted(ctx, spec, nowMs);
-  if (intake.outcome !== 'created') return { runId: intake.runId, created: false };
-  // Acknowledged means replicated: else NotReplicatedError (a 503 with Retry-After). The run may still exist on
-  // this master and proceed; the caller's retry with the same Idempotency-Key finds it, and if the master dies
-  // first the run is gone from the store as from the caller's view (no 201 was given for it).
   await runReplicated(ctx, intake.runId, 'intake');
+  if (intake.outcome !== 'created') return { runId: intake.runId, created: false };
   return {
     runId: intake.runId,
     created: true,

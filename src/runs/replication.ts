@@ -11,27 +11,42 @@
  * them anyway (the replication stream is ordered).
  */
 import type { EngineContext } from './engineContext.js';
-import { NotReplicatedError, replicated } from '../store/replicated.js';
+import { NotReplicatedError, replicated, type Witness } from '../store/replicated.js';
 
 export type ReplicatedWrite = 'intake' | 'dispatch';
 
 /**
  * Waits until the writes made so far to `runId`'s master are on REDIS_MIN_REPLICAS replicas (NotReplicatedError if
- * not).
+ * not). `witness`: the write the wait is for (default: the run's hash), which must be on the server the wait ran on.
  */
 export async function runReplicated(
   ctx: Pick<EngineContext, 'redis' | 'keys' | 'cfg' | 'metrics'>,
   runId: string,
   write: ReplicatedWrite,
+  witness: Witness = { key: ctx.keys.run(runId).run, field: 'status' },
 ): Promise<void> {
   const { REDIS_MIN_REPLICAS: minReplicas, REDIS_REPLICA_WAIT_MS: timeoutMs, STORE_RETRY_AFTER_S: retryS } = ctx.cfg;
   if (minReplicas <= 0) return;
   const end = ctx.metrics.replicationWaits.startTimer({ write });
   try {
-    await replicated(ctx.redis, ctx.keys.run(runId).run, { minReplicas, timeoutMs }, retryS * 1000);
+    const fence = ctx.keys.replicaFence(ctx.keys.shardOf(runId));
+    await replicated(ctx.redis, fence, { minReplicas, timeoutMs }, retryS * 1000, witness);
     end({ outcome: 'ok' });
   } catch (err) {
     end({ outcome: err instanceof NotReplicatedError ? 'not_replicated' : 'error' });
     throw err;
   }
+}
+
+/**
+ * The wait before a request leaves for an action (a dispatch, or a reconciler's same-key replay), witnessed by the
+ * action's record in `state` on the server the wait ran on.
+ */
+export function actionReplicated(
+  ctx: Pick<EngineContext, 'redis' | 'keys' | 'cfg' | 'metrics'>,
+  rec: { runId: string; actionId: string },
+  state: 'dispatched' | 'outcome_unknown',
+): Promise<void> {
+  const witness = { key: ctx.keys.action(rec.runId, rec.actionId), field: 'state', expect: state };
+  return runReplicated(ctx, rec.runId, 'dispatch', witness);
 }

@@ -2,28 +2,66 @@
  * Per-worker cache of run transcripts for providers that send the whole
  * conversation to the model. Reads only the entries appended since the last
  * read (LRANGE from the cached length), so a step's Redis cost does not grow
- * with the transcript. Entries are immutable once written, so the cache can
- * only be behind, never wrong; it is bounded (LRU by insertion order).
+ * with the transcript.
+ *
+ * Entries are immutable once written, but a failover can take the last ones
+ * back: the promoted replica may lack entries this worker read from the old
+ * master, and the run then appends other entries in their place. A cache that
+ * trusted its length would hand the model a history the store does not have
+ * (seen in the failover campaign: a lost `read_ticket` turn still in the cache,
+ * so the model was asked as if one step further, and a run opened two tickets).
+ * So each read also fetches the entry at the cached end (same round trip) and
+ * reads the whole journal again when it differs from the one cached.
  */
 import type { RedisClient } from '../store/connect.js';
 import { decodeEntry, type JournalEntry } from '../core/journal.js';
 
+interface Cached {
+  entries: JournalEntry[];
+  /** The raw last entry, as the store had it when read. */
+  last: string;
+}
+
 export class TranscriptCache {
-  private readonly entries = new Map<string, JournalEntry[]>();
+  private readonly entries = new Map<string, Cached>();
+  /** Reads that found the store's journal different from the cache (a failover took entries back). */
+  diverged = 0;
 
   constructor(private readonly maxRuns = 500) {}
 
   async load(redis: RedisClient, runId: string, journalKey: string): Promise<JournalEntry[]> {
-    const have = this.entries.get(runId) ?? [];
-    const fresh = await redis.lrange(journalKey, have.length, -1);
-    const all = fresh.length === 0 ? have : have.concat(fresh.map((raw, i) => decodeEntry(raw, have.length + i)));
+    const have = this.entries.get(runId);
+    const read = have ? await this.readAfter(redis, journalKey, have) : undefined;
+    const fresh = read ?? { entries: [], raw: await redis.lrange(journalKey, 0, -1) };
+    const base = fresh.entries.length;
+    const all =
+      fresh.raw.length === 0 ? fresh.entries : [...fresh.entries, ...fresh.raw.map((r, i) => decodeEntry(r, base + i))];
     this.entries.delete(runId);
-    this.entries.set(runId, all);
+    if (all.length > 0) this.entries.set(runId, { entries: all, last: fresh.raw.at(-1) ?? have!.last });
     if (this.entries.size > this.maxRuns) {
       const oldest = this.entries.keys().next().value;
       if (oldest !== undefined) this.entries.delete(oldest);
     }
     return all;
+  }
+
+  /** The entries appended after the cached ones, or undefined when the store's entry at the cached end differs. */
+  private async readAfter(
+    redis: RedisClient,
+    journalKey: string,
+    have: Cached,
+  ): Promise<{ entries: JournalEntry[]; raw: string[] } | undefined> {
+    const n = have.entries.length;
+    const replies =
+      (await redis
+        .pipeline()
+        .lindex(journalKey, n - 1)
+        .lrange(journalKey, n, -1)
+        .exec()) ?? [];
+    for (const [err] of replies) if (err) throw err;
+    if (replies[0]?.[1] === have.last) return { entries: have.entries, raw: replies[1]?.[1] as string[] };
+    this.diverged++;
+    return undefined;
   }
 
   forget(runId: string): void {

@@ -128,6 +128,14 @@ export class KeySpace {
     return `${this.prefix}:${tagOf(this.shardOf(runId))}:idem:${idempotencyKey}`;
   }
 
+  /**
+   * string per shard, rewritten before every replication wait (src/store/replicated.ts): WAIT counts only the
+   * writes of its own connection, so the wait writes this first and then covers everything the master holds.
+   */
+  replicaFence(shard: number): string {
+    return `${this.prefix}:${tagOf(shard)}:replica-fence`;
+  }
+
   /** zset per shard: actions needing attention (dispatched/outcome_unknown), scored by time. */
   openActions(shard: number): string {
     return `${this.prefix}:${tagOf(shard)}:open-actions`;

@@ -6,9 +6,12 @@
  * throws NotReplicatedError. Nothing the caller does after it (answering 201, sending a request to a service) may
  * happen before it returns.
  *
- * Why one wait covers more than the caller's own write: every command of a process goes through one connection per
- * master, WAIT counts that connection's last write, and the replication stream is ordered, so a wait also covers
- * whatever any other process wrote to that master before it (a decision journalled by the delivery that died).
+ * Why one wait covers more than the caller's own write: WAIT counts the replication offset of its connection's last
+ * write, and the replication stream is ordered. So the wait first rewrites a fence key on the same connection (one
+ * pipeline, one round trip): its offset is then the master's own, and the wait covers whatever any process wrote to
+ * that master before it (a decision journalled by the delivery that died, a run another request created). Without
+ * the fence a wait whose connection wrote nothing lately (an Idempotency-Key that found its run, a ledger move that
+ * was already made) returns at once while the write it is meant to cover is still only on the master.
  */
 import type { Redis } from 'ioredis';
 import { Cluster } from 'ioredis';
@@ -69,30 +72,70 @@ function masterOf(client: RedisClient, key: string): Redis {
   return node;
 }
 
+/** How long a fence write lives: it only has to be written, never read. */
+const FENCE_TTL_MS = 60_000;
+
+/**
+ * The write a wait is for, read back after the wait on the same connection: `field` of hash `key` (equal to
+ * `expect` when given). Why: a command in flight when the connection drops is sent again after the reconnection
+ * (ioredis resends unanswered commands), so a wait begun on a master that died can finish on the promoted replica,
+ * which may never have had the write. Read after the wait, in the same pipeline, the witness shows whether the
+ * server the wait ran on holds it.
+ */
+export interface Witness {
+  readonly key: string;
+  readonly field: string;
+  readonly expect?: string;
+}
+
+/** The fence write, the wait and the witness's read, in one pipeline on `node` (WAIT blocks that connection). */
+async function fencedWait(
+  node: Redis,
+  fenceKey: string,
+  wait: [string, ...number[]],
+  witness?: Witness,
+): Promise<{ reply: unknown; witnessed: boolean }> {
+  const pipe = node
+    .pipeline()
+    .set(fenceKey, String(Date.now()), 'PX', FENCE_TTL_MS)
+    .call(...wait);
+  if (witness) pipe.hget(witness.key, witness.field);
+  const replies = (await pipe.exec()) ?? [];
+  for (const [err] of replies) if (err) throw err;
+  const seen = replies[2]?.[1] as string | null | undefined;
+  const witnessed = !witness || (seen != null && (witness.expect === undefined || seen === witness.expect));
+  return { reply: replies[1]?.[1], witnessed };
+}
+
 /** Replicas that acknowledged: WAIT's count, or WAITAOF's replica count (its local fsync is required too). */
-async function waitOn(node: Redis, opts: ReplicationOptions): Promise<number> {
+async function waitOn(node: Redis, fenceKey: string, opts: ReplicationOptions, witness?: Witness): Promise<number> {
   const mode = await waitModeOf(node);
-  if (!mode.waitAof) return Number(await node.call('WAIT', opts.minReplicas, opts.timeoutMs));
-  const [local, replicas] = (await node.call('WAITAOF', mode.localAof ? 1 : 0, opts.minReplicas, opts.timeoutMs)) as [
-    number,
-    number,
-  ];
-  return mode.localAof && Number(local) < 1 ? 0 : Number(replicas);
+  if (!mode.waitAof) {
+    const r = await fencedWait(node, fenceKey, ['WAIT', opts.minReplicas, opts.timeoutMs], witness);
+    return r.witnessed ? Number(r.reply) : 0;
+  }
+  const wait: [string, ...number[]] = ['WAITAOF', mode.localAof ? 1 : 0, opts.minReplicas, opts.timeoutMs];
+  const r = await fencedWait(node, fenceKey, wait, witness);
+  const [local, replicas] = r.reply as [number, number];
+  return !r.witnessed || (mode.localAof && Number(local) < 1) ? 0 : Number(replicas);
 }
 
 /**
- * Waits until `opts.minReplicas` replicas hold every write made so far to the master of `key`'s slot.
+ * Waits until `opts.minReplicas` replicas hold every write made so far to the master of `fenceKey`'s slot.
+ * @param fenceKey a key of the slot (KeySpace.replicaFence of the run's shard), rewritten before the wait
+ * @param witness the write the wait is for, in the same slot: absent from the server the wait ran on counts as 0
  * @returns the replicas that acknowledged (0 without waiting when none are required)
  * @throws NotReplicatedError when fewer acknowledged within `opts.timeoutMs` (retry after `retryAfterMs`)
  */
 export async function replicated(
   client: RedisClient,
-  key: string,
+  fenceKey: string,
   opts: ReplicationOptions,
   retryAfterMs = 1000,
+  witness?: Witness,
 ): Promise<number> {
   if (opts.minReplicas <= 0) return 0;
-  const acked = await waitOn(masterOf(client, key), opts);
+  const acked = await waitOn(masterOf(client, fenceKey), fenceKey, opts, witness);
   if (acked < opts.minReplicas) throw new NotReplicatedError(acked, opts.minReplicas, retryAfterMs);
   return acked;
 }

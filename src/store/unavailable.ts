@@ -19,6 +19,8 @@ const CONNECTION_ERRORS = [
   "Cluster isn't ready",
   'All sentinels are unreachable',
   'Reached the max retries per request limit',
+  // A pipeline in flight when the connection closed (ioredis aborts it rather than resend it): a replication wait.
+  'Command aborted due to connection close',
 ];
 
 const NET_CODES = new Set([

@@ -4,7 +4,8 @@
  * ledger does with each answer of each method, in order, and when it stops.
  */
 import { describe, expect, it } from 'vitest';
-import { reconcile } from '../../src/ledger/reconcile.js';
+import { reconcile, type ReconcileDeps } from '../../src/ledger/reconcile.js';
+import { NotReplicatedError } from '../../src/store/replicated.js';
 import type { ActionRecord, Ledger } from '../../src/ledger/ledger.js';
 import type { DispatchReceipt, LookupResult, ReconcileMethod, ToolContext, WriteTool } from '../../src/core/tool.js';
 import { KeyConflictError, RetryableError } from '../../src/core/errors.js';
@@ -78,8 +79,14 @@ function harness(
   const metrics = newMetrics();
   const ctx: ToolContext = { runId: 'r_1', step: 1, signal: new AbortController().signal, input: {} };
   let clock = NOW;
-  const run = (r = rec(), deadlineMs = 1000) =>
-    reconcile({ ledger, metrics, deadlineMs, pollMs: 10, now: () => (clock += 5) }, r, tool, ctx, 'test');
+  const run = (r = rec(), deadlineMs = 1000, replicate?: ReconcileDeps['replicate']) =>
+    reconcile(
+      { ledger, metrics, deadlineMs, pollMs: 10, now: () => (clock += 5), ...(replicate ? { replicate } : {}) },
+      r,
+      tool,
+      ctx,
+      'test',
+    );
   return { run, moves, calls, metrics };
 }
 
@@ -115,6 +122,18 @@ describe('reconciliation strategies', () => {
       evidence: { replay: true, replayed: true },
       set: { receipt: 'T2' },
     });
+  });
+
+  it('no replay leaves before the action is on the replicas: the wait falls short, then holds, then one replay', async () => {
+    const h = harness([{ kind: 'replay_same_key', windowMs: 1 }], { replay: [receipt('T3')] });
+    const waits: string[] = [];
+    const replicate: ReconcileDeps['replicate'] = async (r, state) => {
+      waits.push(`${r.actionId} ${state} ${h.calls.length}`);
+      if (waits.length < 3) throw new NotReplicatedError(0, 1, 1000);
+    };
+    expect(await h.run(rec(), 1000, replicate)).toBe('confirmed');
+    expect(waits).toEqual(['a_1 outcome_unknown 0', 'a_1 outcome_unknown 0', 'a_1 outcome_unknown 0']);
+    expect(h.calls).toEqual(['replay {"x":1} k']);
   });
 
   it('past the window no replay is sent: the next method, and with none left a person, with the reason', async () => {

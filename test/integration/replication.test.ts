@@ -52,14 +52,41 @@ describe('replication waits (REDIS_MIN_REPLICAS=1)', () => {
   });
 
   it('waits for the replica; Redis 7.0 has no WAITAOF and says so', async () => {
-    const key = h.ctx.keys.run('r_probe').run;
-    await h.ctx.redis.set(key, '1');
+    const key = h.ctx.keys.replicaFence(0);
     expect(await replicated(h.ctx.redis, key, { minReplicas: 1, timeoutMs: 1000 })).toBe(1);
     const version = String(await (h.ctx.redis as Redis).info('server')).match(/redis_version:(\d+)\.(\d+)/)!;
     const hasWaitAof = Number(version[1]) > 7 || (Number(version[1]) === 7 && Number(version[2]) >= 2);
     expect((await waitModeOf(h.ctx.redis as Redis)).waitAof).toBe(hasWaitAof);
     expect(await replicated(h.ctx.redis, key, { minReplicas: 0, timeoutMs: 1000 })).toBe(0);
-    await h.ctx.redis.del(key);
+  });
+
+  it("a wait covers another connection's write: a connection that wrote nothing lately still waits for it", async () => {
+    const key = h.ctx.keys.replicaFence(0);
+    // This connection's last write is replicated; then another connection writes while the replica is frozen.
+    await replicated(h.ctx.redis, key, { minReplicas: 1, timeoutMs: 1000 });
+    const other = (h.ctx.redis as Redis).duplicate();
+    replica.process!.kill('SIGSTOP');
+    try {
+      await other.set(h.ctx.keys.run('r_other').run, 'only on the master');
+      await expect(replicated(h.ctx.redis, key, { minReplicas: 1, timeoutMs: 200 })).rejects.toMatchObject({
+        code: 'not_replicated',
+      });
+    } finally {
+      replica.process!.kill('SIGCONT');
+      other.disconnect();
+    }
+    await replicaOnline();
+  });
+
+  it('a wait whose server lacks the write it is for fails: a wait resent to a promoted replica acknowledges nothing', async () => {
+    const fence = h.ctx.keys.replicaFence(0);
+    const opts = { minReplicas: 1, timeoutMs: 500 };
+    const absent = { key: h.ctx.keys.run('r_absent').run, field: 'status' };
+    await expect(replicated(h.ctx.redis, fence, opts, 1000, absent)).rejects.toMatchObject({ code: 'not_replicated' });
+    const present = { key: h.ctx.keys.run('r_present').run, field: 'status', expect: 'running' };
+    await h.ctx.redis.hset(present.key, { status: 'running' });
+    expect(await replicated(h.ctx.redis, fence, opts, 1000, present)).toBe(1);
+    await h.ctx.redis.del(present.key);
   });
 
   it('a run is acknowledged (201) only once a replica has it: a frozen replica gets the caller a 503 with Retry-After', async () => {
@@ -71,8 +98,11 @@ describe('replication waits (REDIS_MIN_REPLICAS=1)', () => {
       expect(refused.status).toBe(503);
       expect(refused.headers.get('retry-after')).toBe('1');
       expect(await refused.json()).toMatchObject({ error: 'store_unavailable' });
+      // The retry finds the run the master kept, still only there: no 200 for it either.
+      const found = await post(url, body, 'repl-ev-1');
+      expect(found.status).toBe(503);
       await expect(
-        replicated(h.ctx.redis, h.ctx.keys.run('r_x').run, { minReplicas: 1, timeoutMs: 100 }),
+        replicated(h.ctx.redis, h.ctx.keys.replicaFence(0), { minReplicas: 1, timeoutMs: 100 }),
       ).rejects.toBeInstanceOf(NotReplicatedError);
     } finally {
       replica.process!.kill('SIGCONT');

@@ -15,6 +15,7 @@ describe('storeUnavailable: errors that mean "retry later" (503), not a bug (500
     ['Too many Cluster redirections. Last error: Error: CLUSTERDOWN The cluster is down'],
     ['Connection is closed.'],
     ['All sentinels are unreachable. Retrying from scratch after 10ms.'],
+    ['Command aborted due to connection close'],
   ])('%s', (message) => {
     expect(storeUnavailable(new Error(message))).toBe(true);
   });

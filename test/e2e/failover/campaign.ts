@@ -117,6 +117,8 @@ function spawnProcess(module: string, env: Record<string, string>, readyLine: st
     const timer = setTimeout(() => reject(new Error(`${module} did not start:\n${tail.join('\n')}`)), 60_000);
     onLines(child.stdout!, (line) => {
       if (tail.length < 50) tail.push(line);
+      // FAILOVER_DEBUG: every error line (a 500's cause) on the campaign's stderr.
+      if (process.env.FAILOVER_DEBUG && line.includes('"level":50')) console.error(`${module}: ${line}`);
       if (line.includes(readyLine)) {
         clearTimeout(timer);
         resolve({ kill: (s) => child.kill(s), exited });
@@ -286,7 +288,9 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
         await sentinel.kill(master, 'SIGKILL');
         for (const p of frozen) sentinel.nodes.get(p)!.process.kill('SIGCONT');
         const promoted = await sentinel.waitForFailover(master);
-        log(`kill ${k + 1}: master ${master} SIGKILLed, ${promoted} promoted after ${Date.now() - killedAt} ms`);
+        log(
+          `kill ${k + 1}: master ${master} SIGKILLed at ${killedAt}, ${promoted} promoted after ${Date.now() - killedAt} ms`,
+        );
         // Steps flowing again: the committed-steps counter moves past its value at the kill.
         const deadline = Date.now() + 60_000;
         for (;;) {
@@ -332,6 +336,15 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
     for (const r of sandbox.records('tickets')) {
       const source = /Follow-up on (\S+):/.exec(String(r.resource.subject ?? ''))?.[1] ?? String(r.id);
       perTicket.set(source, (perTicket.get(source) ?? 0) + 1);
+    }
+    // Each duplicate named with its records (key, subject, time): what the closing note cites.
+    for (const [source, n] of perTicket) {
+      if (n < 2) continue;
+      const copies = sandbox
+        .records('tickets')
+        .filter((r) => String(r.resource.subject ?? '').includes(`on ${source}:`))
+        .map((r) => `${r.idempotencyKey} "${String(r.resource.subject)}" at ${r.createdAtMs}`);
+      log(`duplicate ticket for ${source}: ${copies.join(' | ')}`);
     }
     const result: CampaignResult = {
       minReplicas: o.minReplicas,

@@ -1,0 +1,23 @@
+/**
+ * The failover campaign in the suite (small: one kill, a few runs a second; the bigger run is the script,
+ * `npx tsx test/e2e/failover/campaign.ts`). Real processes on a master, two replicas and three sentinels; the
+ * replicas fall behind before the master is SIGKILLed, so every write of that window that was not waited for is
+ * lost; a model stand-in answers differently every time; the sandbox counts emails per recipient and tickets per
+ * source ticket. With REDIS_MIN_REPLICAS=1: nothing acknowledged vanishes, every run ends, nothing is sent twice.
+ */
+import { describe, expect, it } from 'vitest';
+import { runFailoverCampaign } from './campaign.js';
+
+describe('failover campaign: replicas behind, master SIGKILLed, waits on', () => {
+  it('no acknowledged run lost, every run terminal, no second email or ticket', async () => {
+    const r = await runFailoverCampaign({ minReplicas: 1, lag: true, kills: 1, lagMs: 1500, rate: 4 });
+    expect(r.acknowledged).toBeGreaterThan(20);
+    expect(r.answered500).toBe(0);
+    expect(r.vanished).toBe(0);
+    expect(r.notTerminal).toBe(0);
+    expect(r.duplicateEmails).toBe(0);
+    expect(r.duplicateTickets).toBe(0);
+    expect(r.duplicateKeys).toBe(0);
+    expect(r.recoveryMs).toHaveLength(1);
+  }, 240_000);
+});
