@@ -4,15 +4,64 @@
  * `chat.completion.chunk` SSE events ending in `data: [DONE]`, with the usage
  * chunk (`choices: []`) when `stream_options.include_usage` is set. Errors are
  * OpenAI's `{ error: { message, type, param, code } }` with `Retry-After` as given.
+ * With `limits`, the server holds a requests- and tokens-per-minute limit of its own
+ * (./rateLimit.ts) the way OpenAI does: x-ratelimit-* headers on every answer, and past
+ * the limit a 429 `rate_limit_exceeded` with `retry-after` (seconds) and `retry-after-ms`.
  */
 import type { ServerResponse } from 'node:http';
 import { startModelServer, sse, type ModelServer, type RecordedRequest, type Reply, type TurnReply } from './queue.js';
+import { limitHeaders, resetText, ServerRateLimit, type Admission, type ServerLimits } from './rateLimit.js';
 
 export type { ModelServer, Reply } from './queue.js';
+export type { ServerLimits } from './rateLimit.js';
 
-export function startOpenAIServer(): Promise<ModelServer> {
+export interface OpenAIServer extends ModelServer {
+  /** Requests refused with a 429 by the server's own limit (scripted 429s not counted). */
+  limited: number;
+}
+
+export async function startOpenAIServer(opts: { limits?: ServerLimits } = {}): Promise<OpenAIServer> {
   let n = 0;
-  return startModelServer('/v1/chat/completions', (reply, req, res) => render(reply, req, res, ++n));
+  const limit = opts.limits ? new ServerRateLimit(opts.limits) : undefined;
+  const counts = { limited: 0 };
+  const gate = limit
+    ? (reply: Reply, req: RecordedRequest, res: ServerResponse) => {
+        const refused = !answerLimit(limit.admit(tokensOf(reply)), req, res);
+        if (refused) counts.limited++;
+        return refused;
+      }
+    : undefined;
+  const server = await startModelServer(
+    '/v1/chat/completions',
+    (reply, req, res) => render(reply, req, res, ++n),
+    gate,
+  );
+  return Object.defineProperty(server, 'limited', { get: () => counts.limited, enumerable: true }) as OpenAIServer;
+}
+
+/** What a reply costs the tokens-per-minute limit: its usage (an error costs a request only). */
+function tokensOf(reply: Reply): number {
+  return reply.kind === 'turn' && reply.usage ? reply.usage.input + reply.usage.output : 0;
+}
+
+/** Sets the x-ratelimit-* headers; past the limit answers the 429 itself and returns false. */
+function answerLimit(a: Admission, req: RecordedRequest, res: ServerResponse): boolean {
+  for (const [k, v] of Object.entries(limitHeaders(a.state))) res.setHeader(k, v);
+  if (a.ok) return true;
+  const limit = a.kind === 'requests' ? a.state.limitRequests : a.state.limitTokens;
+  const unit = a.kind === 'requests' ? 'requests per min (RPM)' : 'tokens per min (TPM)';
+  const message =
+    `Rate limit reached for ${String(req.body.model)} in organization org-local on ${unit}: ` +
+    `Limit ${limit}, Requested ${a.requested}. Please try again in ${resetText(a.waitMs)}. ` +
+    'Visit https://platform.openai.com/account/rate-limits to learn more.';
+  res
+    .writeHead(429, {
+      'content-type': 'application/json',
+      'retry-after': String(Math.max(1, Math.ceil(a.waitMs / 1000))),
+      'retry-after-ms': String(a.waitMs),
+    })
+    .end(JSON.stringify({ error: { message, type: a.kind, param: null, code: 'rate_limit_exceeded' } }));
+  return false;
 }
 
 const ERRORS: Record<number, { type: string; code: string | null; message: string }> = {

@@ -57,7 +57,10 @@ export interface ModelServer {
 
 export type Render = (reply: Reply, req: RecordedRequest, res: ServerResponse) => void;
 
-export async function startModelServer(path: string, render: Render): Promise<ModelServer> {
+/** Asked before the reply is rendered: true when it answered the request itself (the reply stays queued). */
+export type Gate = (reply: Reply, req: RecordedRequest, res: ServerResponse) => boolean;
+
+export async function startModelServer(path: string, render: Render, gate?: Gate): Promise<ModelServer> {
   const queue: Reply[] = [];
   const requests: RecordedRequest[] = [];
   const handle: ModelServer = {
@@ -92,7 +95,10 @@ export async function startModelServer(path: string, render: Render): Promise<Mo
       }
       const recorded = { at: Date.now(), path: req.url, headers: req.headers, body };
       requests.push(recorded);
-      render(queue.shift() ?? handle.respond?.(recorded) ?? handle.fallback, recorded, res);
+      const reply = queue[0] ?? handle.respond?.(recorded) ?? handle.fallback;
+      if (gate?.(reply, recorded, res)) return;
+      if (queue[0] === reply) queue.shift();
+      render(reply, recorded, res);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
