@@ -1,0 +1,149 @@
+/**
+ * The cost-per-step regression guard: `npm run bench:guard` runs the throughput section and compares what a step
+ * costs against the figures recorded in bench/baseline.json, failing (exit 1) with a table of what grew past its
+ * tolerance; `npm run bench:guard -- --record` writes the figures of this tree as the new baseline.
+ *
+ * Two kinds of figure, guarded differently:
+ *  - counts: Redis commands sent and executed (inside Lua too) and AOF bytes per step. They do not depend on the
+ *    machine's speed or load, so a small tolerance catches a feature that adds a round trip or a write to every step.
+ *  - CPU per step, as a ratio to the plain BullMQ chain measured in the same rounds (worker and Redis CPU): a ratio
+ *    cancels most of the machine's speed and load, not all of it, so its tolerance is wider. Absolute microseconds
+ *    are recorded for people and never compared.
+ *
+ * Usage: npm run bench:guard -- [--record] [--rounds=N] [--quick] [--from=bench-output.json] (read a saved
+ * `npm run bench` output instead of running one).
+ */
+import { spawnSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const BASELINE = join(dirname(fileURLToPath(import.meta.url)), 'baseline.json');
+const KINDS = ['engine', 'effects'] as const;
+const PROCS = ['1p', '2p'] as const;
+
+/** What each guarded figure may grow by before the guard fails. */
+export const TOLERANCE = {
+  clientCmdsPerStep: 0.03,
+  redisCallsPerStep: 0.03,
+  aofBytesPerStep: 0.05,
+  cpuRatio: 0.15,
+} as const;
+type Figure = keyof typeof TOLERANCE;
+
+interface RoundFigures {
+  nodeCpuUsPerStep: number;
+  redisCpuUsPerStep: number;
+  clientCmdsPerStep: number;
+  redisCallsPerStep: number;
+  aofBytesPerStep: number;
+}
+type Details = Record<string, unknown>;
+
+/** Per procs and kind: the guarded figures (medians over the rounds) and the absolute CPU for people. */
+export type Figures = Record<string, Record<string, Record<Figure | 'workerCpuUs' | 'redisCpuUs', number>>>;
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+const r3 = (x: number) => Math.round(x * 1000) / 1000;
+
+/** The guarded figures of one throughput section's details. */
+export function figuresOf(details: Details): Figures {
+  const out: Figures = {};
+  for (const p of PROCS) {
+    const rounds = details[p] as Record<string, RoundFigures[]> | undefined;
+    if (!rounds?.plain?.length) throw new Error(`the throughput output has no rounds for ${p}`);
+    const cpu = (xs: RoundFigures[]) => median(xs.map((x) => x.nodeCpuUsPerStep + x.redisCpuUsPerStep));
+    out[p] = {};
+    for (const k of KINDS) {
+      const xs = rounds[k]!;
+      out[p][k] = {
+        clientCmdsPerStep: r3(median(xs.map((x) => x.clientCmdsPerStep))),
+        redisCallsPerStep: r3(median(xs.map((x) => x.redisCallsPerStep))),
+        aofBytesPerStep: r3(median(xs.map((x) => x.aofBytesPerStep))),
+        cpuRatio: r3(cpu(xs) / cpu(rounds.plain)),
+        workerCpuUs: r3(median(xs.map((x) => x.nodeCpuUsPerStep))),
+        redisCpuUs: r3(median(xs.map((x) => x.redisCpuUsPerStep))),
+      };
+    }
+  }
+  return out;
+}
+
+export interface Regression {
+  where: string;
+  figure: Figure;
+  baseline: number;
+  now: number;
+  limit: number;
+}
+
+/** Every guarded figure that grew past its tolerance (a figure that shrank is an improvement: record it). */
+export function compare(baseline: Figures, now: Figures): Regression[] {
+  const found: Regression[] = [];
+  for (const [p, kinds] of Object.entries(baseline))
+    for (const [k, figures] of Object.entries(kinds))
+      for (const figure of Object.keys(TOLERANCE) as Figure[]) {
+        const base = figures[figure];
+        const value = now[p]?.[k]?.[figure];
+        if (base === undefined || value === undefined) continue;
+        const limit = r3(base * (1 + TOLERANCE[figure]));
+        if (value > limit) found.push({ where: `${k} ${p}`, figure, baseline: base, now: value, limit });
+      }
+  return found;
+}
+
+function benchOutput(args: string[]): { details: Details; rounds: number; node: string } {
+  const from = args.find((a) => a.startsWith('--from='))?.slice('--from='.length);
+  const rounds = args.find((a) => a.startsWith('--rounds=')) ?? '--rounds=3';
+  const text = from
+    ? readFileSync(from, 'utf8')
+    : spawnSync('npx', ['tsx', 'bench/run.ts', '--only=throughput', rounds, ...args.filter((a) => a === '--quick')], {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'inherit'],
+        maxBuffer: 64 * 1024 * 1024,
+      }).stdout;
+  const last = text.trim().split('\n').at(-1) ?? '';
+  const out = JSON.parse(last) as {
+    rounds: number;
+    host: { node: string };
+    sections: { throughput?: { details?: Details; error?: string } };
+  };
+  const section = out.sections.throughput;
+  if (!section?.details) throw new Error(`the bench did not measure throughput: ${section?.error ?? 'no output'}`);
+  return { details: section.details, rounds: out.rounds, node: out.host.node };
+}
+
+function main(args: string[]): number {
+  const { details, rounds, node } = benchOutput(args);
+  const now = figuresOf(details);
+  if (args.includes('--record')) {
+    const record = {
+      recorded: new Date().toISOString().slice(0, 10),
+      node,
+      rounds,
+      tolerance: TOLERANCE,
+      figures: now,
+    };
+    writeFileSync(BASELINE, `${JSON.stringify(record, null, 2)}\n`);
+    console.log(`bench:guard: recorded ${BASELINE}`);
+    return 0;
+  }
+  const baseline = (JSON.parse(readFileSync(BASELINE, 'utf8')) as { figures: Figures }).figures;
+  const regressions = compare(baseline, now);
+  for (const p of PROCS)
+    for (const k of KINDS)
+      console.log(`${k} ${p}: ${JSON.stringify(now[p]![k])} (baseline ${JSON.stringify(baseline[p]?.[k])})`);
+  if (regressions.length === 0) {
+    console.log('bench:guard: every figure within its tolerance');
+    return 0;
+  }
+  for (const r of regressions)
+    console.log(`bench:guard: ${r.where} ${r.figure} ${r.now} > ${r.limit} (baseline ${r.baseline})`);
+  return 1;
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1])
+  process.exitCode = main(process.argv.slice(2));

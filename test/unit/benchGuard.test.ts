@@ -1,0 +1,49 @@
+/** The cost-per-step guard (bench/guard.ts): counts held tightly, CPU as a ratio to the plain chain, loosely. */
+import { describe, expect, it } from 'vitest';
+import { compare, figuresOf, TOLERANCE } from '../../bench/guard.js';
+
+const round = (over: Partial<Record<string, number>> = {}) => ({
+  nodeCpuUsPerStep: 200,
+  redisCpuUsPerStep: 100,
+  clientCmdsPerStep: 10,
+  redisCallsPerStep: 40,
+  aofBytesPerStep: 4000,
+  ...over,
+});
+const plain = {
+  nodeCpuUsPerStep: 100,
+  redisCpuUsPerStep: 50,
+  clientCmdsPerStep: 8,
+  redisCallsPerStep: 30,
+  aofBytesPerStep: 2000,
+};
+const details = (engine: ReturnType<typeof round>) => {
+  const kinds = {
+    plain: [plain, plain, plain],
+    engine: [engine, engine, engine],
+    effects: [round(), round(), round()],
+  };
+  return { '1p': kinds, '2p': kinds };
+};
+
+describe('bench guard', () => {
+  const baseline = figuresOf(details(round()));
+
+  it('reads medians per procs and kind, CPU as a ratio to the plain chain', () => {
+    expect(baseline['1p']!.engine).toMatchObject({ clientCmdsPerStep: 10, cpuRatio: 2, workerCpuUs: 200 });
+  });
+
+  it('passes the same tree, and a tree that got cheaper', () => {
+    expect(compare(baseline, baseline)).toEqual([]);
+    expect(compare(baseline, figuresOf(details(round({ clientCmdsPerStep: 8, nodeCpuUsPerStep: 150 }))))).toEqual([]);
+  });
+
+  it('fails a step that sends one more command, and CPU past its tolerance, naming each', () => {
+    const now = figuresOf(
+      details(round({ clientCmdsPerStep: 11, nodeCpuUsPerStep: 200 * (1 + TOLERANCE.cpuRatio) + 60 })),
+    );
+    const found = compare(baseline, now).filter((r) => r.where === 'engine 1p');
+    expect(found.map((r) => r.figure)).toEqual(['clientCmdsPerStep', 'cpuRatio']);
+    expect(found[0]).toMatchObject({ baseline: 10, now: 11, limit: 10.3 });
+  });
+});
