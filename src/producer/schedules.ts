@@ -130,7 +130,9 @@ export class Schedules {
     return next;
   }
 
+  /** False, with nothing written, when there is no such schedule (the queue's first use would write its meta keys). */
   async remove(tenant: string, id: string): Promise<boolean> {
+    if (!(await this.ctx.redis.hexists(this.ctx.keys.schedules(), schedulerId(tenant, id)))) return false;
     await this.queue.removeJobScheduler(schedulerId(tenant, id));
     return (await this.ctx.redis.hdel(this.ctx.keys.schedules(), schedulerId(tenant, id))) > 0;
   }

@@ -31,6 +31,7 @@ import { isRunId } from '../../store/keys.js';
 import { operatorOf, operatorSeesRun, requireOperator } from '../auth.js';
 import type { Operator } from '../operatorIdentity.js';
 import { cancelRun, type ActionAnswer } from './actions.js';
+import { holdSlot } from '../../runs/resume.js';
 import { invalid, param } from '../../producer/fieldErrors.js';
 
 export const VERSION_QUEUE_PATH = '/v1/operators/version-mismatches';
@@ -164,6 +165,8 @@ export async function continueVersionRun(
       vanishedTools,
       now: Date.now(),
     });
+    // The park gave the run's slot back; coming back to work it takes one again, once (flowHold is idempotent).
+    await holdSlot(ctx, runId);
     ctx.metrics.versionDecisions.inc({ decision: 'continue' });
     ctx.log.info(
       {

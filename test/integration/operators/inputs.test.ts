@@ -3,7 +3,7 @@
  * a malformed %-escape in a path parameter. Each is a 4xx (or ignored), writes nothing, logs no error.
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { PRODUCER_TOKEN, sampleTicket } from '../../../testkit/harness.js';
+import { createHarness, PRODUCER_TOKEN, sampleTicket } from '../../../testkit/harness.js';
 import type { Harness } from '../../../testkit/harness.js';
 import { sign } from '../../../src/producer/webhookSignature.js';
 import { final, OPERATOR_TOKEN, operatorHarness, startScripted } from './support.js';
@@ -115,5 +115,26 @@ describe('inputs that once answered 5xx', () => {
     }
     expect(errors).not.toHaveBeenCalled();
     errors.mockRestore();
+  });
+});
+
+describe('writes of a 4xx', () => {
+  it('deleting a schedule that does not exist is a 404 that writes nothing (found by the fuzzer)', async () => {
+    // No worker: nothing else writes while the request runs.
+    const bare = await createHarness('inputsBare', { OPERATOR_TOKEN });
+    try {
+      const { url } = await bare.startApi();
+      const prefixed = async () => new Set(await bare.ctx.redis.keys(`${bare.cfg.KEY_PREFIX}*`));
+      const before = await prefixed();
+      const res = await fetch(`${url}/v1/schedules/acme/no-such-schedule`, {
+        method: 'DELETE',
+        headers: { authorization: `Bearer ${OPERATOR_TOKEN}` },
+      });
+      expect(res.status).toBe(404);
+      // The schedules queue, made on its first use, wrote its BullMQ meta hash here.
+      expect([...(await prefixed())].filter((k) => !before.has(k))).toEqual([]);
+    } finally {
+      await bare.close();
+    }
   });
 });
