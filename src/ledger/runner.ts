@@ -22,6 +22,7 @@ import {
   isOutcomeUnknown,
   isRetryable,
   ShutdownError,
+  type KeyConflictError,
 } from '../core/errors.js';
 import { DeadlineError } from '../core/timeout.js';
 import { withRetry } from '../core/withRetry.js';
@@ -310,6 +311,9 @@ export class LedgerEffectRunner implements EffectRunner {
   }
 
   /**
+   * Intent, request, outcome: the action is marked dispatched (from here on a crash means "maybe sent"), the request
+   * leaves with the action's key, and its answer is recorded; an answer that is not definite is settled with the
+   * service before anything is resent.
    * @param unlessCancelled refuse (CancelledError, nothing sent) when the run's cancel is recorded.
    * @param deadlineAt the run's wall-clock deadline: nothing is sent past it, no request waits past it.
    */
@@ -322,110 +326,128 @@ export class LedgerEffectRunner implements EffectRunner {
     unlessCancelled: boolean,
     deadlineAt?: number,
   ): Promise<void> {
-    const now = Date.now;
     // Past the run's deadline nothing is sent: the action stays as it is, the step stops on the wall clock.
-    if (deadlineAt !== undefined && now() >= deadlineAt) throw new DeadlineError(deadlineAt);
-    // Each request waits at most its own timeout and at most until the deadline.
-    const timeoutMs = () =>
-      deadlineAt === undefined ? tool.timeoutMs : Math.max(1, Math.min(tool.timeoutMs, deadlineAt - now()));
-    // The service's key window starts with the first request that carries the key: recorded once, before it
-    // leaves (so the window we count ends no later than the service's), and never moved by a later dispatch.
-    const windowMs = replayWindowMs(tool);
-    const window: Record<string, string> =
-      windowMs !== undefined && rec.replayUntil === undefined ? { replayUntil: String(now() + windowMs) } : {};
-    // Intent is recorded before the request leaves: from here on, a crash means "maybe sent".
-    if (
-      !(await this.move(
-        rec,
-        rec.state,
-        'dispatched',
-        { why: 'dispatching', evidence: { attempt: rec.attempts + 1 } },
-        window,
-        { countAttempt: true, unlessCancelled },
-      ))
-    )
+    if (deadlineAt !== undefined && Date.now() >= deadlineAt) throw new DeadlineError(deadlineAt);
+    const window = this.replayWindow(rec, tool);
+    const intent = { why: 'dispatching', evidence: { attempt: rec.attempts + 1 } };
+    if (!(await this.move(rec, rec.state, 'dispatched', intent, window, { countAttempt: true, unlessCancelled })))
       return;
     await this.untilReplicated(rec, log);
     this.d.crash.hit('after_dispatched', ctx.step);
-    const firstDispatch = rec.attempts === 0;
     let receipt: DispatchReceipt;
     try {
-      receipt = await withRetry(
-        { maxAttempts: 4, baseMs: this.d.cfg.RETRY_BASE_MS, maxMs: this.d.cfg.RETRY_MAX_MS },
-        () =>
-          tool.dispatch(args, ctx, {
-            actionId: rec.actionId,
-            idempotencyKey: rec.idempotencyKey,
-            requestId: rec.requestId,
-            timeoutMs: timeoutMs(),
-            signal: ctx.signal,
-          }),
-        {
-          signal: ctx.signal,
-          ...(deadlineAt !== undefined ? { deadlineAt, now } : {}),
-          onRetry: (attempt, err) =>
-            log.warn({ code: 'dispatch_retry', attempt, err }, 'dispatch retried before it was processed'),
-        },
-      );
+      receipt = await this.send(rec, tool, args, ctx, log, deadlineAt);
     } catch (caught) {
-      // The deadline cut the retries short: handled as the refusal it followed, then the step stops.
-      const err = caught instanceof DeadlineError && isRetryable(caught.cause) ? caught.cause : caught;
-      if (isOutcomeUnknown(err) || isRetryable(err)) {
-        // The request may have been processed (timeout, reset, 5xx, malformed), or every
-        // attempt was refused: either way the service is asked before anything is resent.
-        await this.move({ ...rec, state: 'dispatched' }, 'dispatched', 'outcome_unknown', {
-          why: 'no definite answer from the service',
-          evidence: { error: (err as Error).message, ...err.details },
-        });
-        if (ctx.signal.aborted) throw new ShutdownError({ cause: caught });
-        if (isRetryable(err)) {
-          const sent = {
-            ...rec,
-            state: 'outcome_unknown' as const,
-            attempts: rec.attempts + 1,
-            ...(window.replayUntil ? { replayUntil: Number(window.replayUntil) } : {}),
-          };
-          const r = await reconcile(this.reconcileDeps(deadlineAt), sent, tool, ctx, this.d.workerId);
-          // Proven not sent: retry later in code (the job backs off), never in the model's context;
-          // or, past the run's deadline, not at all (the step stops on the wall clock).
-          if (r === 'safe_retry') throw caught;
-        }
-        return;
-      }
-      if (isKeyConflict(err)) {
-        // Same key, another request at the service: never a retry. Stop and surface it to a person.
-        await this.move({ ...rec, state: 'dispatched' }, 'dispatched', 'outcome_unknown', {
-          why: 'the service refused: key conflict',
-          evidence: { error: err.message, ...err.details },
-        });
-        await this.move({ ...rec, state: 'outcome_unknown' }, 'outcome_unknown', 'needs_human', {
-          why: 'conflict: the service holds this idempotency key for a different request',
-          evidence: { error: err.message, ...err.details },
-        });
-        log.warn(
-          { code: 'idempotency_conflict', ...err.details },
-          'the service holds this key for a different request',
-        );
-        return;
-      }
-      if (hasErrorCode(err, 'invalid_input')) {
-        // The service refused the request outright: a definite outcome with no effect.
-        await this.move(
-          { ...rec, state: 'dispatched' },
-          'dispatched',
-          'confirmed',
-          { why: 'the service rejected the request', evidence: err.details },
-          {
-            outcome: 'rejected_by_service',
-            output: JSON.stringify({ rejected: true, ...err.details }),
-          },
-        );
-        return;
-      }
-      throw err;
+      return this.settleRefusal(caught, rec, tool, ctx, log, window, deadlineAt);
     }
     this.d.crash.hit('after_call', ctx.step);
-    if (receipt.replayed && firstDispatch) {
+    await this.recordReceipt(rec, tool, receipt, log);
+    this.d.crash.hit('after_outcome', ctx.step);
+  }
+
+  /**
+   * The service's key window starts with the first request that carries the key: recorded once, before it leaves
+   * (so the window we count ends no later than the service's), and never moved by a later dispatch.
+   */
+  private replayWindow(rec: ActionRecord, tool: WriteTool): Record<string, string> {
+    const windowMs = replayWindowMs(tool);
+    return windowMs !== undefined && rec.replayUntil === undefined
+      ? { replayUntil: String(Date.now() + windowMs) }
+      : {};
+  }
+
+  /** The request, retried only where the service cannot have processed it; each waits at most to the deadline. */
+  private send(
+    rec: ActionRecord,
+    tool: WriteTool,
+    args: unknown,
+    ctx: ToolContext,
+    log: Logger,
+    deadlineAt: number | undefined,
+  ): Promise<DispatchReceipt> {
+    const now = Date.now;
+    const timeoutMs = () =>
+      deadlineAt === undefined ? tool.timeoutMs : Math.max(1, Math.min(tool.timeoutMs, deadlineAt - now()));
+    const request = () =>
+      tool.dispatch(args, ctx, {
+        actionId: rec.actionId,
+        idempotencyKey: rec.idempotencyKey,
+        requestId: rec.requestId,
+        timeoutMs: timeoutMs(),
+        signal: ctx.signal,
+      });
+    return withRetry({ maxAttempts: 4, baseMs: this.d.cfg.RETRY_BASE_MS, maxMs: this.d.cfg.RETRY_MAX_MS }, request, {
+      signal: ctx.signal,
+      ...(deadlineAt !== undefined ? { deadlineAt, now } : {}),
+      onRetry: (attempt, err) =>
+        log.warn({ code: 'dispatch_retry', attempt, err }, 'dispatch retried before it was processed'),
+    });
+  }
+
+  /** A request that did not come back confirmed: settled by what its error says, never blindly resent. */
+  private async settleRefusal(
+    caught: unknown,
+    rec: ActionRecord,
+    tool: WriteTool,
+    ctx: ToolContext,
+    log: Logger,
+    window: Record<string, string>,
+    deadlineAt: number | undefined,
+  ): Promise<void> {
+    // The deadline cut the retries short: handled as the refusal it followed, then the step stops.
+    const err = caught instanceof DeadlineError && isRetryable(caught.cause) ? caught.cause : caught;
+    const sent = { ...rec, state: 'dispatched' as const };
+    if (isOutcomeUnknown(err) || isRetryable(err)) {
+      // The request may have been processed (timeout, reset, 5xx, malformed), or every
+      // attempt was refused: either way the service is asked before anything is resent.
+      await this.move(sent, 'dispatched', 'outcome_unknown', {
+        why: 'no definite answer from the service',
+        evidence: { error: (err as Error).message, ...err.details },
+      });
+      if (ctx.signal.aborted) throw new ShutdownError({ cause: caught });
+      if (!isRetryable(err)) return;
+      const unknown = {
+        ...rec,
+        state: 'outcome_unknown' as const,
+        attempts: rec.attempts + 1,
+        ...(window.replayUntil ? { replayUntil: Number(window.replayUntil) } : {}),
+      };
+      const r = await reconcile(this.reconcileDeps(deadlineAt), unknown, tool, ctx, this.d.workerId);
+      // Proven not sent: retry later in code (the job backs off), never in the model's context;
+      // or, past the run's deadline, not at all (the step stops on the wall clock).
+      if (r === 'safe_retry') throw caught;
+      return;
+    }
+    if (isKeyConflict(err)) return this.keyConflict(sent, err, log);
+    if (hasErrorCode(err, 'invalid_input')) {
+      // The service refused the request outright: a definite outcome with no effect.
+      const output = JSON.stringify({ rejected: true, ...err.details });
+      const why = { why: 'the service rejected the request', evidence: err.details };
+      await this.move(sent, 'dispatched', 'confirmed', why, { outcome: 'rejected_by_service', output });
+      return;
+    }
+    throw err;
+  }
+
+  /** Same key, another request at the service: never a retry. Stop and surface it to a person. */
+  private async keyConflict(sent: ActionRecord, err: KeyConflictError, log: Logger): Promise<void> {
+    const evidence = { error: err.message, ...err.details };
+    await this.move(sent, 'dispatched', 'outcome_unknown', { why: 'the service refused: key conflict', evidence });
+    await this.move({ ...sent, state: 'outcome_unknown' }, 'outcome_unknown', 'needs_human', {
+      why: 'conflict: the service holds this idempotency key for a different request',
+      evidence,
+    });
+    log.warn({ code: 'idempotency_conflict', ...err.details }, 'the service holds this key for a different request');
+  }
+
+  /** The service's answer recorded: confirmed, from dispatched or (after a reconciler's move) outcome_unknown. */
+  private async recordReceipt(
+    rec: ActionRecord,
+    tool: WriteTool,
+    receipt: DispatchReceipt,
+    log: Logger,
+  ): Promise<void> {
+    if (receipt.replayed && rec.attempts === 0) {
       // The service's replay marker on a first dispatch: it already had this key, so another dispatch of
       // this action reached it that the ledger did not record (a lost ledger write, a second sender).
       // The service deduplicated it; the ledger's own record did not: count it and alert.
@@ -434,25 +456,11 @@ export class LedgerEffectRunner implements EffectRunner {
     }
     const set = { receipt: receipt.receipt, output: JSON.stringify(receipt.output) };
     const evidence = { receipt: receipt.receipt, replayed: receipt.replayed };
-    if (
-      !(await this.move(
-        { ...rec, state: 'dispatched' },
-        'dispatched',
-        'confirmed',
-        { why: 'service confirmed', evidence },
-        set,
-      ))
-    ) {
-      // A reconciler moved it to outcome_unknown meanwhile: our answer settles it.
-      await this.move(
-        { ...rec, state: 'outcome_unknown' },
-        'outcome_unknown',
-        'confirmed',
-        { why: 'service confirmed (late response)', evidence },
-        set,
-      );
-    }
-    this.d.crash.hit('after_outcome', ctx.step);
+    const confirmed = { why: 'service confirmed', evidence };
+    if (await this.move({ ...rec, state: 'dispatched' }, 'dispatched', 'confirmed', confirmed, set)) return;
+    // A reconciler moved it to outcome_unknown meanwhile: our answer settles it.
+    const late = { why: 'service confirmed (late response)', evidence };
+    await this.move({ ...rec, state: 'outcome_unknown' }, 'outcome_unknown', 'confirmed', late, set);
   }
 
   /**
