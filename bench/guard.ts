@@ -27,7 +27,7 @@ export const TOLERANCE = {
   clientCmdsPerStep: 0.03,
   redisCallsPerStep: 0.03,
   aofBytesPerStep: 0.05,
-  cpuRatio: 0.15,
+  cpuRatio: 0.25,
 } as const;
 type Figure = keyof typeof TOLERANCE;
 
