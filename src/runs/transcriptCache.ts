@@ -8,8 +8,8 @@
  * back: the promoted replica may lack entries this worker read from the old
  * master, and the run then appends other entries in their place. A cache that
  * trusted its length would hand the model a history the store does not have
- * (seen in the failover campaign: a lost `read_ticket` turn still in the cache,
- * so the model was asked as if one step further, and a run opened two tickets).
+ * (seen in the failover campaign: a lost read step still in the cache, so the
+ * model was asked as if one step further, and a run made its write twice).
  * So each read also fetches the entry at the cached end (same round trip) and
  * reads the whole journal again when it differs from the one cached.
  */
