@@ -155,14 +155,7 @@ export class RedisStepStore implements StepStore {
   }
 
   async journalDecision(job: StepJob, w: DecisionWrite): Promise<void> {
-    const k = this.d.keys.run(w.runId);
-    const keys = {
-      run: k.run,
-      budget: k.budget,
-      journal: k.journal,
-      events: k.events,
-      jobLock: this.lockOf(w.runId, job),
-    };
+    const keys = this.journalKeys(job, w.runId);
     await journalDecision(this.d.redis, keys, {
       token: job.token,
       step: w.decision.step,
@@ -178,14 +171,7 @@ export class RedisStepStore implements StepStore {
   }
 
   async journalObservation(job: StepJob, w: ObservationWrite): Promise<void> {
-    const k = this.d.keys.run(w.runId);
-    const keys = {
-      run: k.run,
-      budget: k.budget,
-      journal: k.journal,
-      events: k.events,
-      jobLock: this.lockOf(w.runId, job),
-    };
+    const keys = this.journalKeys(job, w.runId);
     await journalObservation(this.d.redis, keys, {
       token: job.token,
       step: w.observation.step,
@@ -257,14 +243,7 @@ export class RedisStepStore implements StepStore {
   }
 
   async wake(job: StepJob, w: WakeWrite): Promise<boolean> {
-    const k = this.d.keys.run(w.runId);
-    const keys = {
-      run: k.run,
-      budget: k.budget,
-      journal: k.journal,
-      events: k.events,
-      jobLock: this.lockOf(w.runId, job),
-    };
+    const keys = this.journalKeys(job, w.runId);
     return wakeRun(this.d.redis, keys, {
       token: job.token,
       step: w.step,
@@ -287,14 +266,16 @@ export class RedisStepStore implements StepStore {
     return settleEventWait(this.d.redis, this.d.keys.eventKey(w.tenant, w.key), w);
   }
 
+  /** The keys every fenced journal write of a step touches: the run, its budget, journal and events, the job's lock. */
+  private journalKeys(job: StepJob, runId: string) {
+    const k = this.d.keys.run(runId);
+    return { run: k.run, budget: k.budget, journal: k.journal, events: k.events, jobLock: this.lockOf(runId, job) };
+  }
+
   private commitKeys(job: StepJob, runId: string, approvalFor: string | undefined) {
     const k = this.d.keys.run(runId);
     return {
-      run: k.run,
-      budget: k.budget,
-      journal: k.journal,
-      events: k.events,
-      jobLock: this.lockOf(runId, job),
+      ...this.journalKeys(job, runId),
       actions: k.actions,
       approvalAction: approvalFor ? this.d.keys.action(runId, approvalFor) : k.run,
       approvals: this.d.keys.approvals(this.d.keys.shardOf(runId)),
