@@ -56,7 +56,7 @@ describe('the admission script', () => {
     const admitted = await flowAdmit(h.ctx.redis, k, {
       now: Date.now(),
       max: 6,
-      clientId: '1',
+      owner: '1',
       defaultWeight: 1,
       tenantLimit: 0,
       agentLimit: 0,
@@ -88,7 +88,7 @@ describe('the admission script', () => {
     const args = {
       now: Date.now(),
       max: 3,
-      clientId: '1',
+      owner: '1',
       defaultWeight: 1,
       tenantLimit: 7,
       agentLimit: 0,
@@ -147,7 +147,7 @@ describe('crash points', () => {
     const [admitted] = await flowAdmit(h.ctx.redis, k, {
       now: Date.now(),
       max: 1,
-      clientId: '999999999',
+      owner: '999999999',
       defaultWeight: 1,
       tenantLimit: 2,
       agentLimit: 0,
