@@ -14,9 +14,10 @@
  *    created it (`created`). A run that still does not exist INTAKE_GRACE_MS after it was put in
  *    line never will (its creator died): the sweep gives its slot back;
  *  - after createRun, before enqueue: never, enqueue comes first;
- *  - after admitting, before promoting: the admission is `pending` under the admitter's Redis
- *    CLIENT ID; the bookkeeping sweep of any worker sees that connection gone (CLIENT LIST ID, the
- *    liveness the step jobs' owners are watched by) and promotes the job (promote is idempotent);
+ *  - after admitting, before promoting: the admission is `pending` under the admitter's connection
+ *    (its owner name, src/store/owners.ts); the bookkeeping sweep of any worker sees that connection
+ *    gone (the liveness the step jobs' owners are watched by, which a restart or a failover of Redis
+ *    does not fool) and promotes the job (promote is idempotent);
  *  - after a run ended, before its release: the sweep reads the status of every run holding a slot
  *    and releases those no longer queued or running (release is idempotent);
  *  - a run whose admission never comes (its line's state lost) still starts at its deadline and
@@ -38,7 +39,7 @@ import type { ShardQueues } from '../runs/queues.js';
 import { STEP_JOB_NAME } from '../runs/queues.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { TerminalError } from '../core/errors.js';
-import { clientIdsOfList } from '../worker/ownerWatch.js';
+import { liveOwners, ownerOfConnection } from '../store/owners.js';
 
 /** Priority levels of a run within its tenant's line: 0 (normal, the default) to 4 (most urgent). */
 export const PRIORITY_LEVELS = 5;
@@ -92,7 +93,7 @@ export const INTAKE_GRACE_MS = 60_000;
 type Promotion = 'promoted' | 'not_delayed' | 'not_created';
 
 export class Admission {
-  private clientId?: string;
+  private owner?: string;
   private readonly configured: Record<string, number>;
 
   constructor(private readonly d: FlowDeps) {
@@ -143,7 +144,7 @@ export class Admission {
       const admitted = await flowAdmit(this.d.redis, this.d.keys.flow(), {
         now,
         max: ADMIT_BATCH,
-        clientId: await this.ownClientId(),
+        owner: await this.ownOwner(),
         defaultWeight: 1,
         configured: this.configured,
         tenantLimit: this.d.cfg.FLOW_TENANT_CONCURRENCY,
@@ -227,7 +228,7 @@ export class Admission {
     let promoted = 0;
     if (owners.length > 0) {
       const node = await nodeForKey(this.d.redis, k.pending);
-      const alive = clientIdsOfList(String(await node.client('LIST', 'ID', ...owners)));
+      const alive = await liveOwners(node, owners);
       for (const [runId, owner] of Object.entries(pending)) {
         if (alive.has(owner)) continue;
         const meta = await this.heldRun(runId);
@@ -298,18 +299,18 @@ export class Admission {
     }
   }
 
-  /** CLIENT ID of the connection that runs the flow scripts (the node of `{flow}` on a Cluster). */
-  private async ownClientId(): Promise<string> {
-    if (this.clientId === undefined) {
+  /** The owner name of the connection that runs the flow scripts (the node of `{flow}` on a Cluster). */
+  private async ownOwner(): Promise<string> {
+    if (this.owner === undefined) {
       const node = await nodeForKey(this.d.redis, this.d.keys.flow().pending);
-      this.clientId = String(await node.client('ID'));
+      this.owner = await ownerOfConnection(node);
     }
-    return this.clientId;
+    return this.owner;
   }
 
-  /** Forgets the cached CLIENT ID (after a reconnection: admissions made under the old one are promoted by a sweep). */
-  forgetClientId(): void {
-    this.clientId = undefined;
+  /** Forgets the cached owner (after a reconnection: admissions made under the old one are promoted by a sweep). */
+  forgetOwner(): void {
+    this.owner = undefined;
   }
 }
 

@@ -57,7 +57,7 @@ describe('the admission script', () => {
     const admitted = await flowAdmit(h.ctx.redis, k, {
       now: Date.now(),
       max: 6,
-      clientId: '1',
+      owner: '1',
       defaultWeight: 1,
       tenantLimit: 0,
       agentLimit: 0,
@@ -89,7 +89,7 @@ describe('the admission script', () => {
     const args = {
       now: Date.now(),
       max: 3,
-      clientId: '1',
+      owner: '1',
       defaultWeight: 1,
       tenantLimit: 7,
       agentLimit: 0,
@@ -148,7 +148,7 @@ describe('crash points', () => {
     const [admitted] = await flowAdmit(h.ctx.redis, k, {
       now: Date.now(),
       max: 1,
-      clientId: '999999999',
+      owner: '999999999',
       defaultWeight: 1,
       tenantLimit: 2,
       agentLimit: 0,
