@@ -31,6 +31,7 @@ import { checkModelChoices } from '../producer/modelChoice.js';
 import { ScriptedProvider } from '../models/scripted.js';
 import { OpenAIProvider } from '../models/openai.js';
 import { anthropicProvider, openAICompatibleProvider } from '../models/aiSdk.js';
+import { ReplicaWaitConnections } from '../store/replicated.js';
 
 /**
  * The providers this process can call, by name. A vendor's provider exists only with its
@@ -131,10 +132,17 @@ export async function createContext(cfg: Config, name: string, opts: ContextOpti
   const admission = new Admission({ redis, keys, queues, cfg, metrics, log });
   const rates = new RateLimits(redis, keys, cfg);
   registerFlowGauges(metrics, { redis, keys, cfg, log });
+  const replicaWaits =
+    cfg.REDIS_MIN_REPLICAS > 0
+      ? await ReplicaWaitConnections.open(redis, cfg.REDIS_REPLICA_WAIT_CONNECTIONS, (err) =>
+          log.warn({ code: 'redis_error', err }, 'replication wait connection error'),
+        )
+      : undefined;
   return {
     cfg,
     log,
     redis,
+    ...(replicaWaits ? { replicaWaits } : {}),
     keys,
     queues,
     store,
@@ -146,6 +154,7 @@ export async function createContext(cfg: Config, name: string, opts: ContextOpti
     rates,
     async close() {
       await queues.close();
+      replicaWaits?.close();
       redis.disconnect();
       await tracing.shutdown().catch(() => {});
     },
