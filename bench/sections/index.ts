@@ -12,5 +12,16 @@ import { cluster } from './cluster.js';
 import { memory } from './memory.js';
 import { streaming } from './streaming.js';
 import { replication } from './replication.js';
+import { waits } from './waits.js';
 
-export const sections: Section[] = [throughput, stepCost, overhead, cluster, memory, recovery, streaming, replication];
+export const sections: Section[] = [
+  throughput,
+  stepCost,
+  overhead,
+  cluster,
+  memory,
+  recovery,
+  streaming,
+  waits,
+  replication,
+];
