@@ -25,6 +25,7 @@ import type { RedisClient } from '../store/connect.js';
 import { settleRunCall } from '../store/calls/settleRun.js';
 import { type KeySpace, runIdOfStepJob } from '../store/keys.js';
 import { isWaitStatus } from './waits.js';
+import type { ChildRuns } from './children.js';
 
 export type DeadJobState = 'failed' | 'missing' | 'completed';
 
@@ -135,6 +136,8 @@ export class StuckRuns {
       cfg: SettleDeps['cfg'] & Pick<Config, 'STUCK_RUN_MIN_AGE_MS' | 'STUCK_RUN_SCAN_PER_SWEEP'>;
       /** Re-creates a parked wait's missing wake job (its worker died between the commit and the add). */
       store?: { ensureCurrentStepJob(runId: string): Promise<void> };
+      /** Promotes the wake job of a parent whose child ended (the child's own promotion was lost). */
+      children?: Pick<ChildRuns, 'wakeIfChildEnded'>;
     },
   ) {}
 
@@ -175,7 +178,7 @@ export class StuckRuns {
             f[1] &&
             Number(f[2] ?? 0) <= nowMs - minAge,
         )
-        .map(({ runId, f }) => ({ runId, jobId: f![1]!, waiting: isWaitStatus(f![0] ?? '') }));
+        .map(({ runId, f }) => ({ runId, jobId: f![1]!, status: f![0]!, waiting: isWaitStatus(f![0] ?? '') }));
       report.checked += candidates.length;
       if (candidates.length > 0) {
         const jobs = await pipelined(
@@ -196,7 +199,10 @@ export class StuckRuns {
             completed !== null,
             (failedReason as string | null) ?? null,
           );
-          if (!dead) continue;
+          if (!dead) {
+            if (candidates[i]!.status === 'waiting_child') await this.wakeParent(runId);
+            continue;
+          }
           if (candidates[i]!.waiting && dead.jobState === 'missing' && this.d.store) {
             // A parked wait whose wake job was never added: added now, due at the wait's time.
             await this.d.store.ensureCurrentStepJob(runId);
@@ -213,6 +219,12 @@ export class StuckRuns {
       }
     }
     this.cursors.set(shard, offset);
+  }
+
+  /** A parent waiting on a child that ended resumes now, not at its deadline. */
+  private async wakeParent(runId: string): Promise<void> {
+    if (await this.d.children?.wakeIfChildEnded(runId))
+      this.d.log.warn({ code: 'child_wake_recovered', runId }, "parent's wake job promoted by the sweep");
   }
 }
 

@@ -28,6 +28,7 @@ import { Admission } from '../flow/admission.js';
 import { RateLimits } from '../flow/rateLimits.js';
 import { registerFlowGauges } from '../flow/gauges.js';
 import { checkModelChoices } from '../producer/modelChoice.js';
+import { childRunStarter } from '../producer/childRuns.js';
 import { ScriptedProvider } from '../models/scripted.js';
 import { OpenAIProvider } from '../models/openai.js';
 import { anthropicProvider, openAICompatibleProvider } from '../models/aiSdk.js';
@@ -131,7 +132,7 @@ export async function createContext(cfg: Config, name: string, opts: ContextOpti
   const admission = new Admission({ redis, keys, queues, cfg, metrics, log });
   const rates = new RateLimits(redis, keys, cfg);
   registerFlowGauges(metrics, { redis, keys, cfg, log });
-  return {
+  const ctx: EngineContext = {
     cfg,
     log,
     redis,
@@ -150,4 +151,7 @@ export async function createContext(cfg: Config, name: string, opts: ContextOpti
       await tracing.shutdown().catch(() => {});
     },
   };
+  // Agent tools start their child runs through the producer's intake; the worker is given the starter.
+  ctx.childRuns = childRunStarter(ctx);
+  return ctx;
 }
