@@ -31,6 +31,7 @@ export {
   type PreviousRun,
   type AgentIntake,
   type WebhookIntake,
+  type WebhookEvent,
   defaultFollowUp,
 } from './core/agent.js';
 export { ToolRegistry } from './core/toolRegistry.js';

@@ -36,7 +36,10 @@ const checkRefundPolicy = defineReadTool({
   name: 'check_refund_policy',
   description: 'Whether a refund of this amount is approved without a person.',
   args: z.object({ amountCents: z.number().int().positive() }).strict(),
-  execute: async ({ amountCents }) => ({ approved: amountCents <= AUTO_REFUND_MAX_CENTS, limit: AUTO_REFUND_MAX_CENTS }),
+  execute: async ({ amountCents }) => ({
+    approved: amountCents <= AUTO_REFUND_MAX_CENTS,
+    limit: AUTO_REFUND_MAX_CENTS,
+  }),
 });
 
 /** The triage agent's hand-off: a child run of the refunds agent, at most 4 steps of it. */

@@ -324,8 +324,21 @@ export interface WebhookIntake<I, B = unknown> {
   summary: string;
   /** The body as the sender sends it; strict, so an unknown field is a 400 naming it. */
   body: z.ZodType<B>;
-  /** The event's id (1 to 200 visible ASCII characters) and the run's input, from the parsed body and its raw bytes. */
-  event(body: B, raw: Buffer): { id: string; input: I };
+  /**
+   * The event's id (1 to 200 visible ASCII characters) and the run's input, from the parsed body and its raw bytes;
+   * and, for an event a run may be waiting for (a reply to a question the run asked), `delivery`: the key of that
+   * wait (1 to 200 characters, the key the agent's wait tool names) and the payload the waiting call gets. When a
+   * wait of the tenant holds the key, the payload resumes it (as `POST /v1/events` would, once) and no run starts;
+   * otherwise the event starts its run as any other (a follow-up on its subject). Nothing is kept on the key.
+   */
+  event(body: B, raw: Buffer): WebhookEvent<I>;
+}
+
+/** What a webhook's event is: the run it starts, or the wait it resumes when one holds `delivery.key`. */
+export interface WebhookEvent<I> {
+  id: string;
+  input: I;
+  delivery?: { key: string; payload: unknown } | undefined;
 }
 
 export interface AgentIntake<I> {

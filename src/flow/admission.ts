@@ -9,12 +9,15 @@
  * back (flowRelease-5.lua) when the run ends or parks; the next waiting runs are admitted then.
  *
  * What happens if a process dies:
- *  - after enqueue, before the run exists: the admission finds no job to promote and releases the
- *    slot at once (the run id never existed);
+ *  - after enqueue, before the run exists: an admission made in between (a slot freed by another
+ *    process) finds no job to promote and leaves the run pending; the creator promotes it once it has
+ *    created it (`created`). A run that still does not exist INTAKE_GRACE_MS after it was put in
+ *    line never will (its creator died): the sweep gives its slot back;
  *  - after createRun, before enqueue: never, enqueue comes first;
- *  - after admitting, before promoting: the admission is `pending` under the admitter's Redis
- *    CLIENT ID; the bookkeeping sweep of any worker sees that connection gone (CLIENT LIST ID, the
- *    liveness the step jobs' owners are watched by) and promotes the job (promote is idempotent);
+ *  - after admitting, before promoting: the admission is `pending` under the admitter's connection
+ *    (its owner name, src/store/owners.ts); the bookkeeping sweep of any worker sees that connection
+ *    gone (the liveness the step jobs' owners are watched by, which a restart or a failover of Redis
+ *    does not fool) and promotes the job (promote is idempotent);
  *  - after a run ended, before its release: the sweep reads the status of every run holding a slot
  *    and releases those no longer queued or running (release is idempotent);
  *  - a run whose admission never comes (its line's state lost) still starts at its deadline and
@@ -36,7 +39,7 @@ import type { ShardQueues } from '../runs/queues.js';
 import { STEP_JOB_NAME } from '../runs/queues.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { TerminalError } from '../core/errors.js';
-import { clientIdsOfList } from '../worker/ownerWatch.js';
+import { liveOwners, ownerOfConnection } from '../store/owners.js';
 
 /** Priority levels of a run within its tenant's line: 0 (normal, the default) to 4 (most urgent). */
 export const PRIORITY_LEVELS = 5;
@@ -80,8 +83,17 @@ const SETTING_FIELD: Record<FlowSetting, string> = { weight: 'w', limit: 't', ag
  */
 const ADMIT_BATCH = 64;
 
+/**
+ * A run is put in line just before it is created (src/producer/intake.ts): a held run without a run hash younger than
+ * this may be on its way, older it never will be.
+ */
+export const INTAKE_GRACE_MS = 60_000;
+
+/** What promoting an admitted run's step 1 job found: moved to the queue, already out of the delayed set, or no run. */
+type Promotion = 'promoted' | 'not_delayed' | 'not_created';
+
 export class Admission {
-  private clientId?: string;
+  private owner?: string;
   private readonly configured: Record<string, number>;
 
   constructor(private readonly d: FlowDeps) {
@@ -132,7 +144,7 @@ export class Admission {
       const admitted = await flowAdmit(this.d.redis, this.d.keys.flow(), {
         now,
         max: ADMIT_BATCH,
-        clientId: await this.ownClientId(),
+        owner: await this.ownOwner(),
         defaultWeight: 1,
         configured: this.configured,
         tenantLimit: this.d.cfg.FLOW_TENANT_CONCURRENCY,
@@ -143,6 +155,16 @@ export class Admission {
       total += admitted.length;
       if (admitted.length < ADMIT_BATCH) return total;
     }
+  }
+
+  /**
+   * The run now exists (its creator's intake is done): an admission another process made between enqueue and intake
+   * found no job and left the run pending; its step 1 job is promoted here.
+   */
+  async created(runId: string): Promise<void> {
+    if ((await this.d.redis.hexists(this.d.keys.flow().pending, runId)) === 0) return;
+    const meta = await this.heldRun(runId);
+    if (meta) await this.start({ runId, shard: meta.shard, tenant: meta.tenant });
   }
 
   /** The run ended, parked or was cancelled: its slot back (or out of its line), then the next runs admitted. */
@@ -206,7 +228,7 @@ export class Admission {
     let promoted = 0;
     if (owners.length > 0) {
       const node = await nodeForKey(this.d.redis, k.pending);
-      const alive = clientIdsOfList(String(await node.client('LIST', 'ID', ...owners)));
+      const alive = await liveOwners(node, owners);
       for (const [runId, owner] of Object.entries(pending)) {
         if (alive.has(owner)) continue;
         const meta = await this.heldRun(runId);
@@ -216,13 +238,15 @@ export class Admission {
         }
       }
     }
-    const held = await this.d.redis.hkeys(k.held);
-    const statuses = await Promise.all(held.map((runId) => this.d.redis.hget(this.d.keys.run(runId).run, 'status')));
+    const held = Object.entries(await this.d.redis.hgetall(k.held));
+    const statuses = await Promise.all(held.map(([runId]) => this.d.redis.hget(this.d.keys.run(runId).run, 'status')));
     let released = 0;
     for (let i = 0; i < held.length; i++) {
       const s = statuses[i];
       if (s === 'queued' || s === 'running') continue;
-      if ((await flowRelease(this.d.redis, k, held[i]!)) === 'released') released++;
+      const [runId, raw] = held[i]!;
+      if (s === null && Date.now() - (JSON.parse(raw) as FlowRun).at < INTAKE_GRACE_MS) continue;
+      if ((await flowRelease(this.d.redis, k, runId)) === 'released') released++;
     }
     if (released > 0)
       this.d.log.info({ code: 'flow_slots_recovered', released }, 'slots of runs no longer at work released');
@@ -236,44 +260,57 @@ export class Admission {
   }
 
   /**
-   * Releases an admitted run's step 1 job from the delayed set to the queue, then clears its
-   * pending mark. A job that is not delayed any more (promoted already, or started at its
-   * deadline) is left as it is; a run whose job does not exist (its creation never happened)
-   * gives its slot back.
+   * Releases an admitted run's step 1 job from the delayed set to the queue, then clears its pending mark. A job that
+   * is not delayed any more (promoted already, or started at its deadline) is left as it is. A run that does not exist
+   * yet stays pending: its creator promotes it (`created`), or, past INTAKE_GRACE_MS, its slot is given back.
    */
   private async start(a: Admitted): Promise<void> {
-    const jobId = stepJobId(a.runId, 1);
-    const queue = this.d.queues.byShard(a.shard);
-    try {
-      await new Job(queue, STEP_JOB_NAME, {}, {}, jobId).promote();
-    } catch (err) {
-      const state = await queue.getJobState(jobId);
-      if (state === 'unknown' && !(await this.d.redis.exists(this.d.keys.run(a.runId).run))) {
-        await flowRelease(this.d.redis, this.d.keys.flow(), a.runId);
-        this.d.log.warn(
-          { code: 'flow_admitted_missing_run', runId: a.runId },
-          'admitted run does not exist: slot released',
-        );
-        return;
-      }
-      if (state === 'delayed') throw err;
+    const promotion = await this.promote(a);
+    if (promotion === 'not_created') {
+      const meta = await this.heldRun(a.runId);
+      if (meta && Date.now() - meta.at < INTAKE_GRACE_MS) return;
+      await flowRelease(this.d.redis, this.d.keys.flow(), a.runId);
+      this.d.log.warn(
+        { code: 'flow_admitted_missing_run', runId: a.runId },
+        'admitted run does not exist: slot released',
+      );
+      return;
     }
     await this.d.redis.hdel(this.d.keys.flow().pending, a.runId);
-    this.d.metrics.flowAdmitted.inc({ tenant: a.tenant });
+    if (promotion === 'promoted') this.d.metrics.flowAdmitted.inc({ tenant: a.tenant });
   }
 
-  /** CLIENT ID of the connection that runs the flow scripts (the node of `{flow}` on a Cluster). */
-  private async ownClientId(): Promise<string> {
-    if (this.clientId === undefined) {
-      const node = await nodeForKey(this.d.redis, this.d.keys.flow().pending);
-      this.clientId = String(await node.client('ID'));
+  private async promote(a: Admitted): Promise<Promotion> {
+    const jobId = stepJobId(a.runId, 1);
+    const queue = this.d.queues.byShard(a.shard);
+    const job = new Job(queue, STEP_JOB_NAME, {}, {}, jobId);
+    try {
+      await job.promote();
+      return 'promoted';
+    } catch {
+      const state = await queue.getJobState(jobId);
+      // Created between the attempt and the check (the creator's intake): once more.
+      if (state === 'delayed') {
+        await job.promote();
+        return 'promoted';
+      }
+      if (state === 'unknown' && !(await this.d.redis.exists(this.d.keys.run(a.runId).run))) return 'not_created';
+      return 'not_delayed';
     }
-    return this.clientId;
   }
 
-  /** Forgets the cached CLIENT ID (after a reconnection: admissions made under the old one are promoted by a sweep). */
-  forgetClientId(): void {
-    this.clientId = undefined;
+  /** The owner name of the connection that runs the flow scripts (the node of `{flow}` on a Cluster). */
+  private async ownOwner(): Promise<string> {
+    if (this.owner === undefined) {
+      const node = await nodeForKey(this.d.redis, this.d.keys.flow().pending);
+      this.owner = await ownerOfConnection(node);
+    }
+    return this.owner;
+  }
+
+  /** Forgets the cached owner (after a reconnection: admissions made under the old one are promoted by a sweep). */
+  forgetOwner(): void {
+    this.owner = undefined;
   }
 }
 

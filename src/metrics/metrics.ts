@@ -22,6 +22,7 @@ export class Metrics {
   readonly followUpWaits: Counter;
   readonly stallRecoveries: Counter;
   readonly deadOwnerRequeues: Counter;
+  readonly stepJobsRecreated: Counter;
   readonly ownerWatchErrors: Counter;
   readonly fenceRejections: Counter;
   readonly redisConfigOk: Gauge;
@@ -129,6 +130,11 @@ export class Metrics {
     this.stallRecoveries = new Counter({
       name: 'agent_stall_recoveries_total',
       help: 'Step jobs redelivered after a stall (worker died or froze)',
+      registers: r,
+    });
+    this.stepJobsRecreated = new Counter({
+      name: 'agent_step_jobs_recreated_total',
+      help: 'Missing step jobs of running runs re-created by the stuck-run sweep (the step replays its journal); past 3 times for one run, the run goes to needs_human (job_missing)',
       registers: r,
     });
     this.deadOwnerRequeues = new Counter({

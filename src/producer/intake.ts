@@ -176,8 +176,9 @@ export async function startRun(
 /**
  * The run created, under flow control in its tenant's line: put in line first, then created with
  * its step 1 job delayed to its deadline (RunStore.intake), then whatever the limits allow admitted.
- * A process that dies in between leaves a line entry without a run (admission finds no job and gives
- * the slot back) or a run in line (admitted in its turn); see src/flow/admission.ts.
+ * Another process may admit the run between the two: it finds no job yet, and the run is promoted here
+ * once it exists. A process that dies in between leaves a line entry without a run (its slot given back
+ * by the sweep past INTAKE_GRACE_MS) or a run in line (admitted in its turn); see src/flow/admission.ts.
  */
 export async function createAdmitted(ctx: EngineContext, spec: RunSpec, nowMs: number): Promise<CreateRunResult> {
   const admission = ctx.admission?.enabled ? ctx.admission : undefined;
@@ -188,6 +189,7 @@ export async function createAdmitted(ctx: EngineContext, spec: RunSpec, nowMs: n
   );
   const intake = await ctx.store.intake(spec, nowMs, true);
   if (intake.outcome !== 'created' && queued) await admission.withdraw(spec.runId);
+  else if (queued) await admission.created(spec.runId);
   await admission.admit();
   return intake;
 }

@@ -11,6 +11,7 @@ import type { Config } from '../config/config.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { Tracing } from '../metrics/tracing.js';
 import type { RedisClient } from '../store/connect.js';
+import type { ReplicaWaitConnections } from '../store/replicated.js';
 import type { KeySpace } from '../store/keys.js';
 import type { ShardQueues } from './queues.js';
 import type { RunStore } from './store.js';
@@ -22,6 +23,8 @@ export interface EngineContext {
   cfg: Config;
   log: Logger;
   redis: RedisClient;
+  /** Where replication waits run (src/store/replicated.ts): present when REDIS_MIN_REPLICAS > 0. */
+  replicaWaits?: ReplicaWaitConnections;
   keys: KeySpace;
   queues: ShardQueues;
   store: RunStore;

@@ -20,7 +20,7 @@ export type ReplicatedWrite = 'intake' | 'dispatch';
  * not). `witness`: the write the wait is for (default: the run's hash), which must be on the server the wait ran on.
  */
 export async function runReplicated(
-  ctx: Pick<EngineContext, 'redis' | 'keys' | 'cfg' | 'metrics'>,
+  ctx: Pick<EngineContext, 'redis' | 'replicaWaits' | 'keys' | 'cfg' | 'metrics'>,
   runId: string,
   write: ReplicatedWrite,
   witness: Witness = { key: ctx.keys.run(runId).run, field: 'status' },
@@ -30,7 +30,8 @@ export async function runReplicated(
   const end = ctx.metrics.replicationWaits.startTimer({ write });
   try {
     const fence = ctx.keys.replicaFence(ctx.keys.shardOf(runId));
-    await replicated(ctx.redis, fence, { minReplicas, timeoutMs }, retryS * 1000, witness);
+    const conn = ctx.replicaWaits?.take() ?? ctx.redis;
+    await replicated(conn, fence, { minReplicas, timeoutMs }, retryS * 1000, witness);
     end({ outcome: 'ok' });
   } catch (err) {
     end({ outcome: err instanceof NotReplicatedError ? 'not_replicated' : 'error' });
@@ -43,7 +44,7 @@ export async function runReplicated(
  * action's record in `state` on the server the wait ran on.
  */
 export function actionReplicated(
-  ctx: Pick<EngineContext, 'redis' | 'keys' | 'cfg' | 'metrics'>,
+  ctx: Pick<EngineContext, 'redis' | 'replicaWaits' | 'keys' | 'cfg' | 'metrics'>,
   rec: { runId: string; actionId: string },
   state: 'dispatched' | 'outcome_unknown',
 ): Promise<void> {

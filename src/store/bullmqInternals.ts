@@ -220,26 +220,27 @@ export async function wakeAnotherWorker(
 /**
  * Lock tokens that name their connection. BullMQ's worker locks each job it
  * fetches with `${worker.id}:${n}` (a fetch through a completion reuses the
- * finished job's token). Setting `worker.id` to `<base>@<clientId>`, where
- * clientId is Redis's `CLIENT ID` of the connection the worker fetches, renews
- * and commits on, makes every lock say which connection holds it, so a watcher
- * can ask Redis whether that connection still exists (src/worker/ownerWatch.ts,
- * requeueDeadOwner-6.lua). `id` is public but declared readonly and set once
- * by BullMQ's constructor; test/integration/bullmqInternals.test.ts fails if a
- * fetched job's token stops starting with it.
+ * finished job's token). Setting `worker.id` to `<base>@<owner>`, where owner
+ * names the connection the worker fetches, renews and commits on (its CLIENT ID
+ * and its server, src/store/owners.ts), makes every lock say which connection
+ * holds it, so a watcher can ask Redis whether that connection still exists
+ * (src/worker/ownerWatch.ts, requeueDeadOwner-6.lua). `id` is public but
+ * declared readonly and set once by BullMQ's constructor;
+ * test/integration/bullmqInternals.test.ts fails if a fetched job's token stops
+ * starting with it.
  */
-export function nameWorkerOwner(worker: { id: string }, base: string, clientId: number): void {
-  worker.id = ownerId(base, clientId);
+export function nameWorkerOwner(worker: { id: string }, base: string, owner: string): void {
+  worker.id = ownerId(base, owner);
 }
 
-export const ownerId = (base: string, clientId: number): string => `${base}@${clientId}`;
+export const ownerId = (base: string, owner: string): string => `${base}@${owner}`;
 
-/** The client id a lock token names (`<base>@<clientId>:<n>`), or undefined for any other token. */
-export function clientIdOfToken(token: string): string | undefined {
-  return /@(\d+):\d+$/.exec(token)?.[1];
+/** The owner a lock token names (`<base>@<owner>:<n>`, owner `<clientId>[-<server>]`), or undefined for any other. */
+export function ownerOfToken(token: string): string | undefined {
+  return /@(\d+(?:-[0-9a-f]+)?):\d+$/.exec(token)?.[1];
 }
 
-/** The stable base of a lock token (`<base>@<clientId>:<n>` -> base): the same across reconnections. */
+/** The stable base of a lock token (`<base>@<owner>:<n>` -> base): the same across reconnections. */
 export function ownerBaseOfToken(token: string): string | undefined {
-  return /^(.+)@\d+:\d+$/.exec(token)?.[1];
+  return /^(.+)@\d+(?:-[0-9a-f]+)?:\d+$/.exec(token)?.[1];
 }

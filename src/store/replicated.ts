@@ -139,3 +139,40 @@ export async function replicated(
   if (acked < opts.minReplicas) throw new NotReplicatedError(acked, opts.minReplicas, retryAfterMs);
   return acked;
 }
+
+/**
+ * The connections replication waits run on, apart from the one every other command uses. WAIT blocks the
+ * connection it is sent on until the replicas answer or its timeout passes, and every command queued behind it on
+ * that connection waits too: on the shared connection a lagging replica would hold up step commits, lock renewals
+ * and the owner watch for up to REDIS_REPLICA_WAIT_MS per wait. A fence written here still covers what any
+ * connection wrote before it (the replication stream is ordered), so the waits lose nothing by moving. Several
+ * connections, taken in turn, let waits of different runs proceed side by side instead of one behind another.
+ */
+export class ReplicaWaitConnections {
+  private turn = 0;
+
+  private constructor(private readonly conns: readonly RedisClient[]) {}
+
+  /** `count` duplicates of `client` (same endpoint, Sentinel or Cluster settings), connected before they are used. */
+  static async open(
+    client: RedisClient,
+    count: number,
+    onError: (err: unknown) => void,
+  ): Promise<ReplicaWaitConnections> {
+    const conns = Array.from({ length: Math.max(1, count) }, () => client.duplicate());
+    for (const c of conns) c.on('error', onError);
+    await Promise.all(conns.map((c) => c.ping()));
+    return new ReplicaWaitConnections(conns);
+  }
+
+  /** The next connection, in turn. */
+  take(): RedisClient {
+    const c = this.conns[this.turn % this.conns.length]!;
+    this.turn = (this.turn + 1) % this.conns.length;
+    return c;
+  }
+
+  close(): void {
+    for (const c of this.conns) c.disconnect();
+  }
+}

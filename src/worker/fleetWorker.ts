@@ -160,7 +160,7 @@ export class FleetWorker {
       admission
         .sweep()
         .catch((err: unknown) => {
-          admission.forgetClientId();
+          admission.forgetOwner();
           this.ctx.log.warn({ code: 'flow_sweep_failed', err }, 'flow control bookkeeping failed (next tick retries)');
         })
         .finally(() => {

@@ -4,13 +4,15 @@
  * slow (GC, CPU throttling, a long synchronous stretch) keeps them. So:
  *
  *  - every BullMQ worker of this process locks its jobs with tokens that name
- *    the Redis connection it works on (`<base>@<CLIENT ID>:<n>`,
- *    bullmqInternals.nameWorkerOwner), renamed whenever that connection changes;
+ *    the Redis connection it works on (`<base>@<owner>:<n>`, owner
+ *    `<CLIENT ID>-<server>`, src/store/owners.ts, bullmqInternals.nameWorkerOwner),
+ *    renamed whenever that connection changes;
  *  - every OWNER_WATCH_MS, for each shard it consumes, the watcher reads the
- *    client ids named by the queue's active locks (activeOwners-1.lua) and asks
+ *    owners named by the queue's active locks (activeOwners-1.lua) and asks
  *    the server which of them still exist (`CLIENT LIST ID ...`, on the node
- *    that owns the shard's slot on a Cluster);
- *  - the active jobs of a vanished client go back to wait at once
+ *    that owns the shard's slot on a Cluster; an owner that names another
+ *    server process is gone);
+ *  - the active jobs of a vanished owner go back to wait at once
  *    (requeueDeadOwner-6.lua, which moves a job only while its lock still names
  *    that client), with a BullMQ `stalled` event, a stall counted on the job,
  *    `agent_dead_owner_requeues_total` and an `owner_gone` log line.
@@ -20,16 +22,17 @@
  *
  * Why in every worker and not in the reconciler: recovery then needs no other
  * process (the reconciler is one elected sweeper whose failover takes seconds),
- * and a tick costs two small commands per shard (plus CLIENT ID, and the script
- * when an owner is gone); several watchers racing on one dead owner are safe,
+ * and a tick costs at most three small round trips per shard (the connection's
+ * owner, the active owners, their liveness; and the script when an owner is
+ * gone); several watchers racing on one dead owner are safe,
  * the script moves each job once.
  *
  * A connection that drops and reconnects while its process lives loses its
  * jobs exactly like a false stall: the old delivery keeps running, the commit's
  * fence (the job lock) refuses it and the ledger keeps its effects once.
- * A Redis restart resets client ids: a lock from before it that names an id a
- * new connection now has is taken for alive, and only the stall check recovers
- * that job (slower, never unsafe).
+ * A Redis restart or a failover numbers connections anew; an owner names the
+ * server process too, so a lock from before it is never taken for a new
+ * connection that happens to have the same id: its job moves at the next tick.
  */
 import type { Logger } from 'pino';
 import type { Redis } from 'ioredis';
@@ -37,7 +40,8 @@ import type { Metrics } from '../metrics/metrics.js';
 import type { RedisClient } from '../store/connect.js';
 import { nodeForKey } from '../store/connect.js';
 import type { KeySpace } from '../store/keys.js';
-import { clientIdOfToken, nameWorkerOwner } from '../store/bullmqInternals.js';
+import { nameWorkerOwner, ownerOfToken } from '../store/bullmqInternals.js';
+import { liveOwners, ownerOfConnection } from '../store/owners.js';
 import { activeOwners } from '../store/calls/activeOwners.js';
 import { requeueDeadOwner } from '../store/calls/requeueDeadOwner.js';
 
@@ -56,8 +60,8 @@ export interface WatchedWorker {
 
 interface Owner extends WatchedWorker {
   base: string;
-  /** The CLIENT ID the worker's tokens name now. */
-  clientId?: number;
+  /** The owner (connection and server) the worker's tokens name now. */
+  owner?: string;
 }
 
 export interface OwnerWatchDeps {
@@ -65,11 +69,6 @@ export interface OwnerWatchDeps {
   keys: KeySpace;
   log: Logger;
   metrics: Metrics;
-}
-
-/** Client ids in a `CLIENT LIST` reply (one `id=<n> addr=...` line per client). */
-export function clientIdsOfList(reply: string): Set<string> {
-  return new Set([...reply.matchAll(/(?:^|\n)id=(\d+) /g)].map((m) => m[1]!));
 }
 
 export class OwnerWatch {
@@ -116,8 +115,8 @@ export class OwnerWatch {
    * by a watcher; the worker should not fetch its next job with that token.
    */
   isCurrent(token: string): boolean {
-    const id = clientIdOfToken(token);
-    return id === undefined || this.owners.some((o) => o.clientId !== undefined && String(o.clientId) === id);
+    const owner = ownerOfToken(token);
+    return owner === undefined || this.owners.some((o) => o.owner === owner);
   }
 
   private nodeOf(shard: number): Promise<Redis> {
@@ -125,14 +124,14 @@ export class OwnerWatch {
   }
 
   private async rename(o: Owner, node: Redis): Promise<void> {
-    const id = Number(await node.client('ID'));
-    if (id === o.clientId) return;
-    const previous = o.clientId;
-    nameWorkerOwner(o.worker, o.base, id);
-    o.clientId = id;
+    const owner = await ownerOfConnection(node);
+    if (owner === o.owner) return;
+    const previous = o.owner;
+    nameWorkerOwner(o.worker, o.base, owner);
+    o.owner = owner;
     if (previous !== undefined) {
       this.d.log.warn(
-        { code: 'owner_connection_changed', shard: o.shard, previous, clientId: id },
+        { code: 'owner_connection_changed', shard: o.shard, previous, owner },
         'redis connection replaced: jobs locked under the old one will be requeued by a watcher',
       );
     }
@@ -146,13 +145,13 @@ export class OwnerWatch {
         await this.rename(o, node);
         const owners = await activeOwners(node, this.d.keys, o.shard);
         if (owners.length === 0) continue;
-        const alive = clientIdsOfList(String(await node.client('LIST', 'ID', ...owners)));
-        for (const dead of owners.filter((id) => !alive.has(id))) {
+        const alive = await liveOwners(node, owners);
+        for (const dead of owners.filter((owner) => !alive.has(owner))) {
           const moved = await requeueDeadOwner(node, this.d.keys, o.shard, dead, this.opts.maxStalledCount);
           if (moved.length === 0) continue;
           this.d.metrics.deadOwnerRequeues.inc(moved.length);
           this.d.log.warn(
-            { code: 'owner_gone', shard: o.shard, clientId: dead, jobIds: moved },
+            { code: 'owner_gone', shard: o.shard, owner: dead, jobIds: moved },
             'jobs of a vanished connection moved back to wait',
           );
         }

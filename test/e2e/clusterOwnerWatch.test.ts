@@ -9,7 +9,8 @@ import { Redis } from 'ioredis';
 import { startLocalCluster, type LocalCluster } from '../../testkit/cluster.js';
 import { createHarness, type Harness } from '../../testkit/harness.js';
 import { nodeForKey } from '../../src/store/connect.js';
-import { clientIdOfToken } from '../../src/store/bullmqInternals.js';
+import { ownerOfToken } from '../../src/store/bullmqInternals.js';
+import { ownerOfConnection } from '../../src/store/owners.js';
 
 let cluster: LocalCluster;
 let h: Harness;
@@ -31,7 +32,7 @@ describe('owner watch on Redis Cluster', () => {
     const fleet = await h.startWorker();
     for (const [shard, w] of fleet.workers.entries()) {
       const node = await nodeForKey(h.ctx.redis, h.ctx.keys.queueStateKeys(shard).active);
-      expect(clientIdOfToken(`${w.id}:0`)).toBe(String(await node.client('ID')));
+      expect(ownerOfToken(`${w.id}:0`)).toBe(await ownerOfConnection(node));
     }
     await fleet.stop(true);
 
@@ -39,11 +40,12 @@ describe('owner watch on Redis Cluster', () => {
     const k = h.ctx.keys.queueStateKeys(shard);
     const node = await nodeForKey(h.ctx.redis, k.active);
     const owner = new Redis(node.options.port!, node.options.host!);
-    const clientId = Number(await owner.client('ID'));
+    const ownerName = await ownerOfConnection(owner);
+    const clientId = Number(ownerName.split('-')[0]);
     await h.ctx.queues.byShard(shard).add('step', {}, { jobId: 'held' });
     // The job as a worker on `owner` would hold it: active, locked with a token naming that connection.
     await h.ctx.redis.lmove(k.wait, k.active, 'RIGHT', 'LEFT');
-    await h.ctx.redis.set(h.ctx.keys.jobLock(shard, 'held'), `probe@${clientId}:1`, 'PX', 60_000);
+    await h.ctx.redis.set(h.ctx.keys.jobLock(shard, 'held'), `probe@${ownerName}:1`, 'PX', 60_000);
     await fleet.ownerWatch.tick();
     expect(await h.ctx.redis.lrange(k.active, 0, -1)).toEqual(['held']);
 

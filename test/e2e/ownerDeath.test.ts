@@ -20,7 +20,8 @@ import { createHarness, sampleTicket, type Harness } from '../../testkit/harness
 import { spawnWorker, type WorkerProcess } from '../../testkit/processes.js';
 import { buildSpec } from '../../src/producer/intake.js';
 import { Ledger } from '../../src/ledger/ledger.js';
-import { clientIdOfToken } from '../../src/store/bullmqInternals.js';
+import { ownerOfToken } from '../../src/store/bullmqInternals.js';
+import { parseOwner } from '../../src/store/owners.js';
 import { stepJobId } from '../../src/store/keys.js';
 import type { Script } from '../../src/models/scriptedTurns.js';
 import { read, final, email } from '../../testkit/turns.js';
@@ -144,7 +145,7 @@ describe('owner watch with real processes', () => {
     const victim = await victimMidEmail(runId, { LOCK_DURATION_MS: '60000', STALLED_INTERVAL_MS: '30000' }, 1500);
     await h.startWorker();
     const lockKey = h.ctx.keys.jobLock(h.ctx.keys.shardOf(runId), stepJobId(runId, 2));
-    const clientId = clientIdOfToken((await h.ctx.redis.get(lockKey))!);
+    const clientId = parseOwner(ownerOfToken((await h.ctx.redis.get(lockKey))!) ?? '')?.clientId;
     expect(clientId).toBeDefined();
     await h.ctx.redis.client('KILL', 'ID', clientId!);
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'], 30_000)).toBe('completed');

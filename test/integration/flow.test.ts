@@ -3,15 +3,16 @@
  * concurrency limits, in weighted turns, higher priority first; a slot comes back when the run
  * ends (or by the bookkeeping sweep when the release was lost); an admission whose admitter died
  * before releasing the job is finished by the sweep; a run is never admitted twice; limits and
- * weights change at run time, recorded with who changed them; a waiting run is cancelled at once.
+ * weights change at run time, recorded with who changed them; a waiting run is cancelled at once; a run
+ * admitted by another process between its enqueue and its creation is promoted by its creator.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
-import { startRun } from '../../src/producer/intake.js';
+import { buildSpec, startRun } from '../../src/producer/intake.js';
 import { flowAdmit } from '../../src/store/calls/flowAdmit.js';
 import { flowEnqueue } from '../../src/store/calls/flowEnqueue.js';
 import { flowRelease } from '../../src/store/calls/flowRelease.js';
-import { placeInLine } from '../../src/flow/admission.js';
+import { INTAKE_GRACE_MS, placeInLine } from '../../src/flow/admission.js';
 import { readFlowView } from '../../src/flow/view.js';
 import { stepJobId } from '../../src/store/keys.js';
 import { cancelRun } from '../../src/http/operators/actions.js';
@@ -56,7 +57,7 @@ describe('the admission script', () => {
     const admitted = await flowAdmit(h.ctx.redis, k, {
       now: Date.now(),
       max: 6,
-      clientId: '1',
+      owner: '1',
       defaultWeight: 1,
       tenantLimit: 0,
       agentLimit: 0,
@@ -88,7 +89,7 @@ describe('the admission script', () => {
     const args = {
       now: Date.now(),
       max: 3,
-      clientId: '1',
+      owner: '1',
       defaultWeight: 1,
       tenantLimit: 7,
       agentLimit: 0,
@@ -147,7 +148,7 @@ describe('crash points', () => {
     const [admitted] = await flowAdmit(h.ctx.redis, k, {
       now: Date.now(),
       max: 1,
-      clientId: '999999999',
+      owner: '999999999',
       defaultWeight: 1,
       tenantLimit: 2,
       agentLimit: 0,
@@ -174,6 +175,47 @@ describe('crash points', () => {
     expect(swept.released).toBeGreaterThanOrEqual(1);
     expect(await jobState(next)).toBe('waiting');
     expect(await heldOf('lost')).toBe(1);
+  });
+});
+
+describe('an admission between enqueue and intake', () => {
+  /** A run's spec, put in line but not created yet: the state a creator is in between its two steps. */
+  async function inLineNotCreated(tenant: string, at = Date.now()) {
+    const spec = buildSpec(h.ctx, { tenant, ticket: ticket(++n) }, at, `k-${n}`);
+    await h.ctx.admission!.enqueue({ runId: spec.runId, tenant, agent: spec.agent, priority: 0 }, at);
+    return spec;
+  }
+
+  it('another process admits the run before it exists: it stays held, and its creator promotes it', async () => {
+    const a = h.ctx.admission!;
+    await a.configure('limit', 'between', 1, 'test');
+    const first = (await start('between')).runId;
+    const spec = await inLineNotCreated('between');
+    // A slot frees in another process: the run is admitted, its job does not exist yet.
+    await a.release(first);
+    expect(await h.ctx.redis.hexists(flow().held, spec.runId)).toBe(1);
+    expect(await h.ctx.redis.hexists(flow().pending, spec.runId)).toBe(1);
+    // The sweep leaves a held run that may still be on its way alone.
+    await a.sweep();
+    expect(await h.ctx.redis.hexists(flow().held, spec.runId)).toBe(1);
+    // The creator's intake, then its check: the job leaves the delayed set.
+    expect((await h.ctx.store.intake(spec, Date.now(), true)).outcome).toBe('created');
+    expect(await jobState(spec.runId)).toBe('delayed');
+    await a.created(spec.runId);
+    expect(await jobState(spec.runId)).toBe('waiting');
+    expect(await h.ctx.redis.hexists(flow().pending, spec.runId)).toBe(0);
+    expect(await heldOf('between')).toBe(1);
+  });
+
+  it('a run whose creator died after enqueue gives its slot back once INTAKE_GRACE_MS has passed', async () => {
+    const a = h.ctx.admission!;
+    await a.configure('limit', 'orphan', 1, 'test');
+    const spec = await inLineNotCreated('orphan', Date.now() - INTAKE_GRACE_MS - 1000);
+    await a.admit();
+    expect(await h.ctx.redis.hexists(flow().held, spec.runId)).toBe(0);
+    expect(await heldOf('orphan')).toBe(0);
+    const next = (await start('orphan')).runId;
+    expect(await jobState(next)).toBe('waiting');
   });
 });
 

@@ -8,8 +8,9 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Queue, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { createHarness, redisUrl, type Harness } from '../../testkit/harness.js';
-import { clientIdOfToken, nameWorkerOwner, ownerBaseOfToken } from '../../src/store/bullmqInternals.js';
-import { OwnerWatch, clientIdsOfList } from '../../src/worker/ownerWatch.js';
+import { nameWorkerOwner, ownerBaseOfToken, ownerOfToken } from '../../src/store/bullmqInternals.js';
+import { OwnerWatch } from '../../src/worker/ownerWatch.js';
+import { clientIdsOfList, ownerOfConnection, parseOwner } from '../../src/store/owners.js';
 import { requeueDeadOwner } from '../../src/store/calls/requeueDeadOwner.js';
 
 let h: Harness;
@@ -27,6 +28,7 @@ async function holdingWorker(): Promise<{
   conn: Redis;
   worker: Worker;
   clientId: number;
+  owner: string;
   held: Map<string, string>;
   release: () => void;
 }> {
@@ -50,15 +52,16 @@ async function holdingWorker(): Promise<{
     },
   );
   worker.on('error', () => {});
-  const clientId = Number(await conn.client('ID'));
-  nameWorkerOwner(worker, 'probe', clientId);
+  const owner = await ownerOfConnection(conn);
+  const clientId = Number(parseOwner(owner)!.clientId);
+  nameWorkerOwner(worker, 'probe', owner);
   void worker.run();
   closers.push(async () => {
     release();
     await worker.close(true);
     conn.disconnect();
   });
-  return { conn, worker, clientId, held, release };
+  return { conn, worker, clientId, owner, held, release };
 }
 
 async function until<T>(fn: () => Promise<T | undefined | false>, what: string, ms = 10_000): Promise<T> {
@@ -78,8 +81,8 @@ describe('owner watch', () => {
     const w = await holdingWorker();
     await queue.add('step', {}, { jobId: 'own-1' });
     const token = await until(async () => w.held.get('own-1'), 'the job to start');
-    expect(token.startsWith(`probe@${w.clientId}:`)).toBe(true);
-    expect(clientIdOfToken(token)).toBe(String(w.clientId));
+    expect(token.startsWith(`probe@${w.clientId}-`)).toBe(true);
+    expect(ownerOfToken(token)).toBe(w.owner);
     expect(ownerBaseOfToken(token)).toBe('probe');
     expect(await h.ctx.redis.get(h.ctx.keys.jobLock(0, 'own-1'))).toBe(token);
     expect(clientIdsOfList(String(await h.ctx.redis.client('LIST', 'ID', String(w.clientId), '999999999')))).toEqual(
@@ -104,8 +107,18 @@ describe('owner watch', () => {
     });
     await watch.tick();
     expect(await queue.getActiveCount()).toBe(2);
-    // The script moves only jobs whose lock names the given client: another id moves nothing.
-    expect(await requeueDeadOwner(h.ctx.redis as Redis, h.ctx.keys, 0, String(w.clientId + 100_000), 1)).toEqual([]);
+    // The script moves only jobs whose lock names the given owner: another id, or the same id on another server,
+    // moves nothing.
+    expect(
+      await requeueDeadOwner(
+        h.ctx.redis as Redis,
+        h.ctx.keys,
+        0,
+        `${w.clientId + 100_000}-${parseOwner(w.owner)!.server}`,
+        1,
+      ),
+    ).toEqual([]);
+    expect(await requeueDeadOwner(h.ctx.redis as Redis, h.ctx.keys, 0, `${w.clientId}-000000000000`, 1)).toEqual([]);
     expect(await queue.getActiveCount()).toBe(2);
 
     // The owner's connection vanishes (its process died): the next tick moves both jobs.

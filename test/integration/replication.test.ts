@@ -9,6 +9,7 @@ import { createHarness, producerAuth, sampleTicket, type Harness } from '../../t
 import { startEmbeddedRedis, type EmbeddedRedis } from '../../testkit/embeddedRedis.js';
 import { replicated, waitModeOf, NotReplicatedError } from '../../src/store/replicated.js';
 import { buildSpec } from '../../src/producer/intake.js';
+import { runReplicated } from '../../src/runs/replication.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import type { Redis } from 'ioredis';
 
@@ -88,6 +89,31 @@ describe('replication waits (REDIS_MIN_REPLICAS=1)', () => {
     expect(await replicated(h.ctx.redis, fence, opts, 1000, present)).toBe(1);
     await h.ctx.redis.del(present.key);
   });
+
+  it('a wait blocked by a lagging replica holds up no other command: waits run on their own connections', async () => {
+    expect(h.ctx.replicaWaits).toBeDefined();
+    const ctx = { ...h.ctx, cfg: { ...h.ctx.cfg, REDIS_REPLICA_WAIT_MS: 3000 } };
+    replica.process!.kill('SIGSTOP');
+    try {
+      let settled = false;
+      const wait = runReplicated(ctx, 'r_0123456789abcdef01234567', 'intake', {
+        key: h.ctx.keys.replicaFence(0),
+        field: 'x',
+      })
+        .catch(() => {})
+        .finally(() => (settled = true));
+      await new Promise((r) => setTimeout(r, 50));
+      // On the shared connection these would queue behind the WAIT until its 3 s timeout.
+      await h.ctx.redis.set(h.ctx.keys.run('r_meanwhile').run, 'x');
+      expect(await h.ctx.redis.get(h.ctx.keys.run('r_meanwhile').run)).toBe('x');
+      expect(settled).toBe(false);
+      await wait;
+    } finally {
+      replica.process!.kill('SIGCONT');
+      await h.ctx.redis.del(h.ctx.keys.run('r_meanwhile').run);
+    }
+    await replicaOnline();
+  }, 30_000);
 
   it('a run is acknowledged (201) only once a replica has it: a frozen replica gets the caller a 503 with Retry-After', async () => {
     const { url } = await h.startApi();

@@ -6,8 +6,8 @@ import { script } from '../luaScripts.js';
 export interface AdmitArgs {
   now: number;
   max: number;
-  /** CLIENT ID of the admitting connection: its admissions are pending until their jobs are released. */
-  clientId: string;
+  /** The admitting connection (src/store/owners.ts): its admissions are pending until their jobs are released. */
+  owner: string;
   defaultWeight: number;
   /** 0 = none */
   tenantLimit: number;
@@ -35,7 +35,7 @@ export async function flowAdmit(redis: RedisClient, k: FlowKeys, a: AdmitArgs): 
     k.admitted,
     a.now,
     a.max,
-    a.clientId,
+    a.owner,
     k.linePrefix,
     a.defaultWeight,
     a.tenantLimit,

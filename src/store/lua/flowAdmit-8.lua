@@ -10,7 +10,7 @@
   KEYS[5] turns zset    KEYS[6] passes hash  KEYS[7] settings hash  KEYS[8] admitted hash
 
   ARGV[1] now (ms)  ARGV[2] at most this many admissions
-  ARGV[3] the admitting connection's CLIENT ID (pending until its jobs are released)
+  ARGV[3] the admitting connection's owner name (pending until its jobs are released)
   ARGV[4] line key prefix (+ tenant)  ARGV[5] default weight
   ARGV[6] default tenant limit (0 = none)  ARGV[7] default agent limit (0 = none)
   ARGV[8] fleet limit (0 = none)

@@ -1,11 +1,12 @@
 --[[
-  Moves back to wait every active job whose lock token names a Redis client
-  that no longer exists (the process that held it died: the kernel closed its
+  Moves back to wait every active job whose lock token names a Redis
+  connection that no longer exists (the process that held it died: the kernel closed its
   connection), as BullMQ's own stall check would move a job whose lock expired,
   without waiting for the lock to expire. A job is moved only while its lock
-  still names that client (`<base>@<clientId>:<n>`): a job another worker has
-  taken meanwhile, or whose lock expired, is left alone, so a live owner is
-  never robbed. The client id is never reused while this Redis runs.
+  still names that owner (`<base>@<owner>:<n>`, src/store/owners.ts): a job
+  another worker has taken meanwhile, or whose lock expired, is left alone, so a
+  live owner is never robbed. An owner names its server too, so it is never
+  reused, even after a restart or a failover.
 
   What it updates, like moveStalledJobsToWait: the lock is deleted, the job is
   removed from the active list and the stalled set, its stalled counter `stc`
@@ -21,13 +22,13 @@
   KEYS[4] meta hash     KEYS[5] marker zset KEYS[6] event stream
 
   ARGV[1] the queue's key prefix (`<bullPrefix>:<queue>:`)
-  ARGV[2] the vanished client id
+  ARGV[2] the vanished owner
   ARGV[3] max stalled count (MAX_STALLED_COUNT)
 
   Returns the ids of the jobs moved (empty when none).
 ]]
 local prefix = ARGV[1]
-local deadClient = ARGV[2]
+local deadOwner = ARGV[2]
 local maxStalled = tonumber(ARGV[3])
 
 local meta = redis.call('HMGET', KEYS[4], 'paused', 'concurrency', 'opts.maxLenEvents')
@@ -39,7 +40,7 @@ for _, jobId in ipairs(active) do
   local jobKey = prefix .. jobId
   local lockKey = jobKey .. ':lock'
   local token = redis.call('GET', lockKey)
-  if token and string.match(token, '@(%d+):%d+$') == deadClient then
+  if token and string.match(token, '@(%d+[%-%x]*):%d+$') == deadOwner then
     redis.call('DEL', lockKey)
     redis.call('SREM', KEYS[3], jobId)
     redis.call('LREM', KEYS[1], 1, jobId)

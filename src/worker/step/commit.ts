@@ -12,6 +12,7 @@ import { isContext, type Usage } from '../../budget/tenantBudget.js';
 import { countRunFinished } from '../../metrics/metrics.js';
 import type { StepJobData } from '../../runs/spec.js';
 import { endsRun } from '../../runs/status.js';
+import { waitIdOf } from '../../runs/waits.js';
 import type { StepEnv } from './env.js';
 import { grown, type CommitPlan, type StepState } from './state.js';
 import type { StepCommit } from './store.js';
@@ -78,8 +79,9 @@ async function childBookkeeping(env: StepEnv, state: StepState, plan: CommitPlan
 }
 
 /**
- * The parked wait's wake job, delayed until the wait's time. If this fails or the process dies before it,
- * the run is parked with no job: the stuck-run sweep adds it (RunStore.ensureCurrentStepJob).
+ * The parked wait's wake job, delayed until the wait's time (promoted at once when an event was delivered before
+ * the job existed). If this fails or the process dies before it, the run is parked with no job: the stuck-run
+ * sweep adds it (RunStore.ensureCurrentStepJob), and it finds a delivery when it fires.
  */
 async function addWakeJob(env: StepEnv, state: StepState, plan: CommitPlan, used: Usage): Promise<void> {
   const { runId, step, data } = state;
@@ -91,7 +93,10 @@ async function addWakeJob(env: StepEnv, state: StepState, plan: CommitPlan, used
     wake: true,
     ...(data.limits ? { limits: data.limits } : {}),
   };
-  await env.store.addWakeJob(wake, plan.wait!.at).catch((err: unknown) => {
+  const wait = plan.wait!;
+  const event =
+    wait.kind === 'event' ? { tenant: state.spec.tenant, key: wait.key, waitId: waitIdOf(runId, wait) } : undefined;
+  await env.store.addWakeJob(wake, wait.at, event).catch((err: unknown) => {
     state.log.warn({ code: 'wake_job_not_added', err }, 'wake job not added (the sweep will)');
   });
 }

@@ -1,0 +1,73 @@
+/**
+ * Who holds a lock or an admission: a Redis connection, named so that the name survives neither a restart of
+ * the server nor a failover.
+ *
+ * The liveness the engine recovers by (src/worker/ownerWatch.ts, src/flow/admission.ts) asks the server whether
+ * the connection that holds a job still exists (`CLIENT LIST ID`). A client id alone is unique only while one
+ * server process runs: a restarted Redis, or a replica promoted in a failover, numbers its connections anew, so a
+ * lock written before that names an id some new connection may now have, and a dead owner would be taken for
+ * alive until its lock expired. An owner is therefore `<clientId>-<server>`, where `<server>` is the start of the
+ * server process's `run_id` (random at every start, different on every node): an owner that names another server
+ * cannot be connected to this one, so it is gone.
+ *
+ * An owner of the older form (`<clientId>` alone, written by a process that predates the server part) is checked
+ * by its id, as before.
+ */
+import type { Redis } from 'ioredis';
+
+/** How much of the server's run_id an owner carries: 48 bits, enough to tell the server processes of a fleet apart. */
+const SERVER_TAG_LENGTH = 12;
+
+/** The start of `run_id` in an `INFO server` reply. */
+export function serverTagOfInfo(info: string): string {
+  const runId = /(?:^|\n)run_id:([0-9a-f]+)/.exec(info)?.[1];
+  if (!runId) throw new Error('INFO server named no run_id');
+  return runId.slice(0, SERVER_TAG_LENGTH);
+}
+
+/** An owner's parts: its client id and, in the current form, the server it was connected to. */
+export function parseOwner(owner: string): { clientId: string; server?: string } | undefined {
+  const m = /^(\d+)(?:-([0-9a-f]+))?$/.exec(owner);
+  if (!m) return undefined;
+  return m[2] ? { clientId: m[1]!, server: m[2] } : { clientId: m[1]! };
+}
+
+/** Client ids in a `CLIENT LIST` reply (one `id=<n> addr=...` line per client). */
+export function clientIdsOfList(reply: string): Set<string> {
+  return new Set([...reply.matchAll(/(?:^|\n)id=(\d+) /g)].map((m) => m[1]!));
+}
+
+/** The owner name of `node`'s connection: its CLIENT ID and its server, read in one round trip. */
+export async function ownerOfConnection(node: Redis): Promise<string> {
+  const replies = (await node.pipeline().client('ID').info('server').exec()) ?? [];
+  for (const [err] of replies) if (err) throw err;
+  return `${String(replies[0]![1])}-${serverTagOfInfo(String(replies[1]![1]))}`;
+}
+
+/**
+ * The owners among `owners` that are connected to `node`'s server now. The server is read before and after the
+ * client list, in the same pipeline: a reconnection in between (the list then comes from another server) throws
+ * instead of answering for the wrong server; the caller's next tick asks again.
+ */
+export async function liveOwners(node: Redis, owners: readonly string[]): Promise<Set<string>> {
+  const parsed = owners.map((o) => [o, parseOwner(o)] as const);
+  const ids = [...new Set(parsed.flatMap(([, p]) => (p ? [p.clientId] : [])))];
+  if (ids.length === 0) return new Set();
+  const replies =
+    (await node
+      .pipeline()
+      .info('server')
+      .client('LIST', 'ID', ...ids)
+      .info('server')
+      .exec()) ?? [];
+  for (const [err] of replies) if (err) throw err;
+  const server = serverTagOfInfo(String(replies[0]![1]));
+  if (serverTagOfInfo(String(replies[2]![1])) !== server)
+    throw new Error('the connection moved to another server while owners were checked');
+  const connected = clientIdsOfList(String(replies[1]![1]));
+  const alive = new Set<string>();
+  for (const [owner, p] of parsed) {
+    if (p && connected.has(p.clientId) && (p.server === undefined || p.server === server)) alive.add(owner);
+  }
+  return alive;
+}
