@@ -11,7 +11,6 @@ import type { Config } from '../config/config.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { Tracing } from '../metrics/tracing.js';
 import type { RedisClient } from '../store/connect.js';
-import type { ReplicaWaitConnections } from '../store/replicated.js';
 import type { KeySpace } from '../store/keys.js';
 import type { ShardQueues } from './queues.js';
 import type { RunStore } from './store.js';
@@ -24,7 +23,7 @@ export interface EngineContext {
   log: Logger;
   redis: RedisClient;
   /** Where replication waits run (src/store/replicated.ts): present when REDIS_MIN_REPLICAS > 0. */
-  replicaWaits?: ReplicaWaitConnections;
+  replicaWaits?: RedisClient;
   keys: KeySpace;
   queues: ShardQueues;
   store: RunStore;
