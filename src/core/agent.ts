@@ -14,6 +14,7 @@ import type { JournalEntry } from './journal.js';
 import { agentModelChoiceSchema, type AgentModelChoice } from './model.js';
 import { countTokens } from './tokens.js';
 import type {
+  ChildBudget,
   DispatchReceipt,
   DispatchRequest,
   LookupRequest,
@@ -132,6 +133,48 @@ export function defineWaitTool<A>(def: WaitToolDefinition<A>): WaitTool<A> {
     timeoutMs: DEFAULT_TOOL_TIMEOUT_MS,
     wait: def.wait,
   };
+}
+
+export interface AgentToolDefinition<A> {
+  name: string;
+  description: string;
+  args: z.ZodType<A>;
+  /** The agent the call runs (its name in this deployment's catalog). */
+  agent: string;
+  /** The child run's input, from the call's arguments (validated by the child agent's schema). Pure. */
+  input(args: A): unknown;
+  /** What the child may spend at most (default: all the parent has left); capped by what the parent has left. Pure. */
+  budget?(args: A): ChildBudget;
+}
+
+/**
+ * A tool that hands work to another agent: the call starts a child run of `agent` (its own run id and journal,
+ * the parent's tenant, a budget carved out of what the parent has left, its deadline no later than the parent's)
+ * and parks the parent `waiting_child` until the child ends. The child's final answer is the call's result
+ * (`{ childRunId, answer }`); a child that stopped (failed, budget_exceeded, cancelled, needs_human) is a tool
+ * error the model sees, naming its status and reason. What the child spent is charged to the parent when it
+ * resumes. If the process dies at any point, the child is started once: its run id derives from the parent's run,
+ * step and call (see docs/agents-that-do-more.md).
+ *
+ * @example
+ * const refund = defineAgentTool({
+ *   name: 'hand_to_refunds',
+ *   description: 'Hand a refund to the refunds agent and get its answer.',
+ *   args: z.object({ orderId: z.string(), amountCents: z.number().int().positive() }).strict(),
+ *   agent: 'refunds',
+ *   input: (a) => ({ orderId: a.orderId, amountCents: a.amountCents }),
+ *   budget: () => ({ maxSteps: 5 }),
+ * });
+ */
+export function defineAgentTool<A>(def: AgentToolDefinition<A>): WaitTool<A> {
+  const { agent, input, budget } = def;
+  const tool = defineWaitTool({
+    name: def.name,
+    description: def.description,
+    args: def.args,
+    wait: (args) => ({ kind: 'child', agent, input: input(args), ...(budget ? { budget: budget(args) } : {}) }),
+  });
+  return { ...tool, startsChild: true };
 }
 
 export function defineReadTool<A>(def: ReadToolDefinition<A>): ReadTool<A> {

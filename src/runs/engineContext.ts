@@ -16,6 +16,7 @@ import type { ShardQueues } from './queues.js';
 import type { RunStore } from './store.js';
 import type { Admission } from '../flow/admission.js';
 import type { RateLimits } from '../flow/rateLimits.js';
+import type { ChildRunStarter } from './children.js';
 
 export interface EngineContext {
   cfg: Config;
@@ -35,6 +36,8 @@ export interface EngineContext {
   admission?: Admission;
   /** Model rate limits (src/flow/rateLimits.ts); none unless MODEL_RATE_LIMITS. */
   rates?: RateLimits;
+  /** Starts the child runs of agent tools (src/runs/children.ts); set by the composition root. */
+  childRuns?: ChildRunStarter;
   /** Spans (TRACING); `tracing.tracer` is undefined when off. */
   tracing: Tracing;
   close(): Promise<void>;

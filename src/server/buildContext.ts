@@ -28,6 +28,7 @@ import { Admission } from '../flow/admission.js';
 import { RateLimits } from '../flow/rateLimits.js';
 import { registerFlowGauges } from '../flow/gauges.js';
 import { checkModelChoices } from '../producer/modelChoice.js';
+import { childRunStarter } from '../producer/childRuns.js';
 import { ScriptedProvider } from '../models/scripted.js';
 import { OpenAIProvider } from '../models/openai.js';
 import { anthropicProvider, openAICompatibleProvider } from '../models/aiSdk.js';
@@ -138,7 +139,7 @@ export async function createContext(cfg: Config, name: string, opts: ContextOpti
           log.warn({ code: 'redis_error', err }, 'replication wait connection error'),
         )
       : undefined;
-  return {
+  const ctx: EngineContext = {
     cfg,
     log,
     redis,
@@ -159,4 +160,7 @@ export async function createContext(cfg: Config, name: string, opts: ContextOpti
       await tracing.shutdown().catch(() => {});
     },
   };
+  // Agent tools start their child runs through the producer's intake; the worker is given the starter.
+  ctx.childRuns = childRunStarter(ctx);
+  return ctx;
 }

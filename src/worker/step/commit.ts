@@ -11,6 +11,7 @@ import { encodeEntry } from '../../core/journal.js';
 import { isContext, type Usage } from '../../budget/tenantBudget.js';
 import { countRunFinished } from '../../metrics/metrics.js';
 import type { StepJobData } from '../../runs/spec.js';
+import { endsRun } from '../../runs/status.js';
 import { waitIdOf } from '../../runs/waits.js';
 import type { StepEnv } from './env.js';
 import { grown, type CommitPlan, type StepState } from './state.js';
@@ -39,6 +40,7 @@ export async function commit(env: StepEnv, state: StepState, plan: CommitPlan, f
   env.crash.hit('after_commit', state.step);
   const { committed } = reply;
   if (plan.wait && committed === plan.status) await addWakeJob(env, state, plan, nextUsed);
+  await childBookkeeping(env, state, plan, committed);
   // A recorded cancel or an expired approval may have changed the status the plan asked for.
   const reason =
     committed === plan.status ? plan.reason : committed === 'cancelled' ? 'cancelled_by_operator' : 'approval_expired';
@@ -58,6 +60,22 @@ export async function commit(env: StepEnv, state: StepState, plan: CommitPlan, f
       'run stopped',
     );
   }
+}
+
+/**
+ * A parent parked on a child that already ended resumes now; a child that ended wakes its parent now. Either is
+ * only sooner: if it fails or the process dies here, the parent's wake job fires at its deadline, or the stuck-run
+ * sweep promotes it (src/runs/stuckRuns.ts).
+ */
+async function childBookkeeping(env: StepEnv, state: StepState, plan: CommitPlan, committed: string): Promise<void> {
+  const { children } = env;
+  const parent = state.spec.parent;
+  let woken: Promise<boolean> | undefined;
+  if (plan.wait?.kind === 'child' && committed === plan.status) woken = children?.wakeIfChildEnded(state.runId);
+  else if (parent && endsRun(committed)) woken = children?.wakeParent(parent.runId, state.runId);
+  await woken?.catch((err: unknown) =>
+    state.log.warn({ code: 'child_wake_failed', err }, "parent's wake job not promoted (the sweep will)"),
+  );
 }
 
 /**

@@ -262,6 +262,7 @@ export class RedisStepStore implements StepStore {
       entry: w.encoded,
       contextBytesDelta: w.contextBytesDelta,
       event: w.event,
+      charge: w.charge ?? { steps: 0, tokens: 0 },
     });
   }
 

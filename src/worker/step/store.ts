@@ -49,6 +49,8 @@ export interface WakeWrite {
   /** The `woke` event (JSON). */
   event: string;
   now: number;
+  /** A child's spend, charged to this run with the resume (absent for other waits). */
+  charge?: { steps: number; tokens: number };
 }
 
 /** One event key of a tenant, and the wait on it. */
