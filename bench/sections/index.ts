@@ -11,5 +11,21 @@ import { recovery } from './recovery.js';
 import { cluster } from './cluster.js';
 import { memory } from './memory.js';
 import { streaming } from './streaming.js';
+import { neighbour } from './neighbour.js';
+import { limits } from './limits.js';
+import { priority } from './priority.js';
+import { rateLimit } from './rateLimit.js';
 
-export const sections: Section[] = [throughput, stepCost, overhead, cluster, memory, recovery, streaming];
+export const sections: Section[] = [
+  throughput,
+  stepCost,
+  overhead,
+  cluster,
+  memory,
+  recovery,
+  streaming,
+  neighbour,
+  limits,
+  priority,
+  rateLimit,
+];
