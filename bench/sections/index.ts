@@ -11,6 +11,8 @@ import { recovery } from './recovery.js';
 import { cluster } from './cluster.js';
 import { memory } from './memory.js';
 import { streaming } from './streaming.js';
+import { replication } from './replication.js';
+import { waits } from './waits.js';
 import { neighbour } from './neighbour.js';
 import { limits } from './limits.js';
 import { priority } from './priority.js';
@@ -24,6 +26,8 @@ export const sections: Section[] = [
   memory,
   recovery,
   streaming,
+  waits,
+  replication,
   neighbour,
   limits,
   priority,

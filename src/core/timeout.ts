@@ -5,9 +5,11 @@
  * garbage-collected before it fires: the timeout signal is held only weakly by
  * the combined one, so a GC during the wait leaves a request that never ends.
  * Here the timer is an explicit `setTimeout`, referenced while the call runs
- * (it holds the controller) and cleared when the call settles. The call is also
- * raced against the abort, so a callee that ignores its signal still yields
- * within the timeout. A leaf module: anything may import it.
+ * (it holds the controller) and cleared when the call settles; a call that
+ * settles in the turn of the event loop it started in never needs one
+ * (armLater). The call's promise rejects when the signal aborts, so a callee
+ * that ignores its signal still yields within the timeout. A leaf module:
+ * anything may import it.
  */
 import { AgentError, type RetryKind } from './errors.js';
 
@@ -65,58 +67,121 @@ export function withTimeout<T>(
 }
 
 /** withTimeout, with the signal created only if fn reads `scope.signal` (CallScope). */
-export async function withTimeoutScope<T>(
+export function withTimeoutScope<T>(
   ms: number,
   parent: AbortSignal | undefined,
   fn: (scope: CallScope) => Promise<T>,
   onTimeout: () => Error = () => new TimeoutError(ms),
 ): Promise<T> {
-  let ac: AbortController | undefined;
-  let fired = false;
-  let why: unknown;
-  let rejectAborted!: (reason: unknown) => void;
-  const aborted = new Promise<never>((_, reject) => (rejectAborted = reject));
-  const abort = (reason: unknown) => {
-    if (fired) return;
-    fired = true;
-    why = reason;
-    ac?.abort(reason);
-    rejectAborted(reason);
-  };
-  const scope: CallScope = {
-    get signal() {
-      if (!ac) {
-        ac = new AbortController();
-        if (fired) ac.abort(why);
-      }
-      return ac.signal;
-    },
-  };
-  const onParentAbort = () => abort(parent?.reason);
-  if (parent?.aborted) abort(parent.reason);
-  else parent?.addEventListener('abort', onParentAbort, { once: true });
-  // A Node timer holds at most MAX_TIMER_MS (longer ones fire at once): a longer limit is re-armed.
-  const endsAt = Date.now() + Math.max(0, ms);
-  let timer: NodeJS.Timeout;
-  const arm = (left: number) => {
-    timer = setTimeout(
-      () => {
-        const rest = endsAt - Date.now();
-        if (rest > 0) arm(rest);
-        else abort(onTimeout());
+  return new Promise<T>((resolve, reject) => {
+    // Rejected with whatever the callee or the parent gave (an Error everywhere in this code base).
+    const fail = reject as (reason: unknown) => void;
+    const call = new BoundedCall(Date.now() + Math.max(0, ms), parent, onTimeout, fail);
+    if (parent?.aborted) return call.abort(parent.reason);
+    let answer: Promise<T>;
+    try {
+      answer = Promise.resolve(fn(call));
+    } catch (err) {
+      call.settle();
+      return fail(err);
+    }
+    answer.then(
+      (value) => {
+        if (call.settle()) resolve(value);
       },
-      Math.min(left, MAX_TIMER_MS),
+      (err: unknown) => {
+        if (call.settle()) fail(err);
+      },
     );
-  };
-  arm(Math.max(0, ms));
-  try {
-    if (fired) return await aborted;
-    const call = fn(scope);
-    call.catch(() => {}); // settled after the abort won the race: already reported
-    return await Promise.race([call, aborted]);
-  } finally {
-    clearTimeout(timer!);
-    parent?.removeEventListener('abort', onParentAbort);
+    armLater(call);
+  });
+}
+
+/**
+ * Calls started in this turn of the event loop whose timer and parent listener are not armed yet. Most
+ * bounded calls of a step (a scripted model, a tool that reads its input) settle in the turn they start in;
+ * arming a timer and an abort listener for each and removing them again was a tenth of what a read-only step
+ * allocated. The calls still pending once the turn's I/O is handled are armed then (one setImmediate for all),
+ * for the time left of their limit, which counts from the call's start; a parent aborted meanwhile rejects
+ * them then. A call that outlives its turn is bounded as an eagerly armed one is.
+ */
+let unarmed: BoundedCall[] = [];
+
+function armLater(call: BoundedCall): void {
+  if (unarmed.length === 0) setImmediate(armPending);
+  unarmed.push(call);
+}
+
+function armPending(): void {
+  const calls = unarmed;
+  unarmed = [];
+  for (const call of calls) call.arm();
+}
+
+/** One bounded call: its signal (created on first read), and once armed its timer and its parent's listener. */
+class BoundedCall implements CallScope {
+  private ac: AbortController | undefined;
+  private settled = false;
+  private aborted = false;
+  private why: unknown;
+  private timer: NodeJS.Timeout | undefined;
+  private onParentAbort: (() => void) | undefined;
+
+  constructor(
+    private readonly endsAt: number,
+    private readonly parent: AbortSignal | undefined,
+    private readonly onTimeout: () => Error,
+    private readonly reject: (reason: unknown) => void,
+  ) {}
+
+  get signal(): AbortSignal {
+    if (!this.ac) {
+      this.ac = new AbortController();
+      if (this.aborted) this.ac.abort(this.why);
+    }
+    return this.ac.signal;
+  }
+
+  /** Aborted (the parent's reason, or the timeout): the call rejects at once, whatever fn does with its signal. */
+  abort(reason: unknown): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.aborted = true;
+    this.why = reason;
+    this.disarm();
+    this.ac?.abort(reason);
+    this.reject(reason);
+  }
+
+  /** fn settled: false when an abort already decided the outcome. */
+  settle(): boolean {
+    if (this.settled) return false;
+    this.settled = true;
+    this.disarm();
+    return true;
+  }
+
+  arm(): void {
+    if (this.settled) return;
+    const { parent } = this;
+    if (parent?.aborted) return this.abort(parent.reason);
+    if (parent) {
+      this.onParentAbort = () => this.abort(parent.reason);
+      parent.addEventListener('abort', this.onParentAbort, { once: true });
+    }
+    this.armTimer();
+  }
+
+  /** A Node timer holds at most MAX_TIMER_MS (longer ones fire at once): a longer limit is re-armed. */
+  private armTimer(): void {
+    const left = this.endsAt - Date.now();
+    if (left <= 0) return this.abort(this.onTimeout());
+    this.timer = setTimeout(() => this.armTimer(), Math.min(left, MAX_TIMER_MS));
+  }
+
+  private disarm(): void {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    if (this.onParentAbort) this.parent?.removeEventListener('abort', this.onParentAbort);
   }
 }
 

@@ -22,6 +22,7 @@ export class Metrics {
   readonly followUpWaits: Counter;
   readonly stallRecoveries: Counter;
   readonly deadOwnerRequeues: Counter;
+  readonly stepJobsRecreated: Counter;
   readonly ownerWatchErrors: Counter;
   readonly fenceRejections: Counter;
   readonly redisConfigOk: Gauge;
@@ -39,6 +40,7 @@ export class Metrics {
   readonly modelRateLimited: Counter;
   readonly scheduleTicks: Counter;
   readonly waits: Counter;
+  readonly childRuns: Counter;
   readonly parallelToolCalls: Histogram;
   readonly replicationWaits: Histogram;
   readonly sseViewers: Gauge;
@@ -128,6 +130,11 @@ export class Metrics {
     this.stallRecoveries = new Counter({
       name: 'agent_stall_recoveries_total',
       help: 'Step jobs redelivered after a stall (worker died or froze)',
+      registers: r,
+    });
+    this.stepJobsRecreated = new Counter({
+      name: 'agent_step_jobs_recreated_total',
+      help: 'Missing step jobs of running runs re-created by the stuck-run sweep (the step replays its journal); past 3 times for one run, the run goes to needs_human (job_missing)',
       registers: r,
     });
     this.deadOwnerRequeues = new Counter({
@@ -228,6 +235,14 @@ export class Metrics {
       name: 'agent_waits_total',
       help: 'Durable waits of runs (sleep, event) by how they ended: parked, delivered, woke, timed_out, refused',
       labelNames: ['kind', 'outcome'],
+      registers: r,
+    });
+    this.childRuns = new Counter({
+      name: 'agent_child_runs_total',
+      help:
+        'Child runs of agent tools: started (outcome created), refused (outcome the tool error), ended (outcome the ' +
+        "child's status, counted when its parent resumes), orphaned (outcome: the parent's status when the child ended)",
+      labelNames: ['event', 'outcome'],
       registers: r,
     });
     this.parallelToolCalls = new Histogram({

@@ -12,8 +12,13 @@
  *    per-shard run index (no SCAN), a bounded slice per sweep, and settles only runs
  *    untouched for `STUCK_RUN_MIN_AGE_MS`.
  *
- * A job stalled too often, or missing, may have had a write in flight: the run goes to
- * `needs_human` (the ledger holds each action's state; a person can resume the run).
+ * A running run whose job is missing (deleted, or a write of its queue lost in a failover) gets
+ * it back: the step job is re-created (`step_job_recreated`, `agent_step_jobs_recreated_total`),
+ * which is a redelivery like any other: the step replays its journal and reconciles its actions
+ * by key. A job that keeps vanishing (more than MAX_JOB_RECREATIONS times) and a job stalled too
+ * often may have had a write in flight: the run goes to `needs_human` (the ledger holds each
+ * action's state; a person can resume the run). A queued run's missing job is not re-created:
+ * under flow control it waits for its admission, which a new job would skip.
  * Input that no longer parses and exhausted attempts end the run `failed`.
  * Reasons are codes (`attempts_exhausted: transient`), never error messages or customer text.
  */
@@ -25,8 +30,12 @@ import type { RedisClient } from '../store/connect.js';
 import { settleRunCall } from '../store/calls/settleRun.js';
 import { type KeySpace, runIdOfStepJob } from '../store/keys.js';
 import { isWaitStatus } from './waits.js';
+import type { ChildRuns } from './children.js';
 
 export type DeadJobState = 'failed' | 'missing' | 'completed';
+
+/** How many times the sweep re-creates one run's missing step job before it hands the run to a person. */
+export const MAX_JOB_RECREATIONS = 3;
 
 export interface SettleDeps {
   redis: RedisClient;
@@ -135,6 +144,8 @@ export class StuckRuns {
       cfg: SettleDeps['cfg'] & Pick<Config, 'STUCK_RUN_MIN_AGE_MS' | 'STUCK_RUN_SCAN_PER_SWEEP'>;
       /** Re-creates a parked wait's missing wake job (its worker died between the commit and the add). */
       store?: { ensureCurrentStepJob(runId: string): Promise<void> };
+      /** Promotes the wake job of a parent whose child ended (the child's own promotion was lost). */
+      children?: Pick<ChildRuns, 'wakeIfChildEnded'>;
     },
   ) {}
 
@@ -175,7 +186,7 @@ export class StuckRuns {
             f[1] &&
             Number(f[2] ?? 0) <= nowMs - minAge,
         )
-        .map(({ runId, f }) => ({ runId, jobId: f![1]!, waiting: isWaitStatus(f![0] ?? '') }));
+        .map(({ runId, f }) => ({ runId, jobId: f![1]!, status: f![0]! }));
       report.checked += candidates.length;
       if (candidates.length > 0) {
         const jobs = await pipelined(
@@ -196,13 +207,11 @@ export class StuckRuns {
             completed !== null,
             (failedReason as string | null) ?? null,
           );
-          if (!dead) continue;
-          if (candidates[i]!.waiting && dead.jobState === 'missing' && this.d.store) {
-            // A parked wait whose wake job was never added: added now, due at the wait's time.
-            await this.d.store.ensureCurrentStepJob(runId);
-            this.d.log.warn({ code: 'wake_job_recreated', runId, jobId }, 'wake job of a parked wait re-created');
+          if (!dead) {
+            if (candidates[i]!.status === 'waiting_child') await this.wakeParent(runId);
             continue;
           }
+          if (dead.jobState === 'missing' && (await this.recreated(runId, jobId, candidates[i]!.status))) continue;
           const r = await settleRun(this.d, { runId, jobId, ...dead, now: nowMs, minAgeMs: minAge });
           if (r.settled) report.settled++;
         }
@@ -213,6 +222,36 @@ export class StuckRuns {
       }
     }
     this.cursors.set(shard, offset);
+  }
+
+  /** A parent waiting on a child that ended resumes now, not at its deadline. */
+  private async wakeParent(runId: string): Promise<void> {
+    if (await this.d.children?.wakeIfChildEnded(runId))
+      this.d.log.warn({ code: 'child_wake_recovered', runId }, "parent's wake job promoted by the sweep");
+  }
+
+  /**
+   * A missing job re-created: a parked wait's wake job (its worker died between the commit and the add), due at the
+   * wait's time; a running run's step job, at most MAX_JOB_RECREATIONS times. False: the run is to be settled.
+   */
+  private async recreated(runId: string, jobId: string, status: string): Promise<boolean> {
+    const store = this.d.store;
+    if (!store) return false;
+    if (isWaitStatus(status)) {
+      await store.ensureCurrentStepJob(runId);
+      this.d.log.warn({ code: 'wake_job_recreated', runId, jobId }, 'wake job of a parked wait re-created');
+      return true;
+    }
+    if (status !== 'running') return false;
+    const times = await this.d.redis.hincrby(this.d.keys.run(runId).run, 'jobRecreations', 1);
+    if (times > MAX_JOB_RECREATIONS) return false;
+    await store.ensureCurrentStepJob(runId);
+    this.d.metrics.stepJobsRecreated.inc();
+    this.d.log.warn(
+      { code: 'step_job_recreated', runId, jobId, times },
+      'missing step job of a running run re-created',
+    );
+    return true;
   }
 }
 

@@ -40,6 +40,8 @@ export interface RunKeys {
   events: string;
   /** set: action ids of this run's ledger entries */
   actions: string;
+  /** set: run ids of the child runs its agent tools started (src/runs/children.ts) */
+  children: string;
 }
 
 /** Flow control's keys (KeySpace.flow): one hash tag, one slot. */
@@ -98,6 +100,7 @@ export class KeySpace {
       journal: `${base}:journal`,
       events: `${base}:events`,
       actions: `${base}:actions`,
+      children: `${base}:children`,
     };
   }
 

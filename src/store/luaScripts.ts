@@ -56,10 +56,10 @@ type ScriptFn = (...args: ScriptArg[]) => Promise<unknown>;
  * A script call as one ioredis Command (EVALSHA; EVAL the first time on each
  * connection and after a NOSCRIPT, as ioredis's own defineCommand does), with a
  * leaner wire encoding: ioredis encodes a command that carries any Buffer
- * argument piece by piece (three buffer writes per argument); here the string
- * arguments between Buffers are joined into one string first, and the argument
- * array is not flattened. The commit sends ~60 arguments per step, so this is a
- * measurable part of a step's CPU.
+ * argument piece by piece (three buffer writes per argument); here the command
+ * is written into one slab (encodeCommand), and the argument array is not
+ * flattened. The commit sends ~60 arguments per step, so this is a measurable
+ * part of a step's CPU.
  */
 class ScriptCommand extends Command {
   constructor(
@@ -92,36 +92,90 @@ class ScriptCommand extends Command {
   }
 }
 
-/** RESP encoding of one command: runs of string arguments joined, Buffers copied. */
+/**
+ * Commands are encoded into a shared slab (as Node's own Buffer pool does): each command is a view of the slab's next
+ * bytes, never written again (a fresh slab replaces a full one; a slab lives while a view of it waits in the socket).
+ */
+const SLAB_BYTES = 64 * 1024;
+let slab = Buffer.allocUnsafeSlow(SLAB_BYTES);
+let slabUsed = 0;
+
+/**
+ * RESP encoding of one command, written straight into the slab: no joined string, no Buffer.byteLength pass over
+ * each argument (the commit sends ~60 arguments per step), integers written as digits without a String.
+ */
 export function encodeCommand(name: string, args: ScriptArg[]): Buffer {
-  const parts: (string | Buffer)[] = [];
-  let run = `*${args.length + 1}\r\n$${name.length}\r\n${name}\r\n`;
+  // An upper bound: a UTF-16 code unit is at most 3 UTF-8 bytes; a header at most 24.
+  let bound = 32 + name.length * 3;
+  for (const arg of args)
+    bound += 24 + (typeof arg === 'string' ? arg.length * 3 : typeof arg === 'number' ? 24 : arg.length);
+  if (slab.length - slabUsed < bound) {
+    slab = Buffer.allocUnsafeSlow(Math.max(SLAB_BYTES, bound));
+    slabUsed = 0;
+  }
+  const buf = slab;
+  const start = slabUsed;
+  let o = start;
+  buf[o++] = 42; // '*'
+  o = writeUint(buf, o, args.length + 1);
+  o = crlf(buf, o);
+  o = writeBulkString(buf, o, name);
   for (const arg of args) {
-    if (Buffer.isBuffer(arg)) {
-      parts.push(`${run}$${arg.length}\r\n`, arg);
-      run = '\r\n';
-    } else {
-      const str = typeof arg === 'string' ? arg : String(arg);
-      run += `$${Buffer.byteLength(str)}\r\n${str}\r\n`;
-    }
+    if (typeof arg === 'string') o = writeBulkString(buf, o, arg);
+    else if (typeof arg !== 'number') o = writeBulkBytes(buf, o, arg);
+    else if (Number.isSafeInteger(arg) && arg >= 0) o = writeBulkUint(buf, o, arg);
+    else o = writeBulkString(buf, o, String(arg));
   }
-  if (parts.length === 0) return Buffer.from(run);
-  parts.push(run);
-  let total = 0;
-  const lengths = parts.map((p) => {
-    const n = typeof p === 'string' ? Buffer.byteLength(p) : p.length;
-    total += n;
-    return n;
-  });
-  const out = Buffer.allocUnsafe(total);
-  let offset = 0;
-  for (let i = 0; i < parts.length; i++) {
-    const p = parts[i]!;
-    if (typeof p === 'string') out.write(p, offset, lengths[i]!, 'utf8');
-    else p.copy(out, offset);
-    offset += lengths[i]!;
-  }
-  return out;
+  slabUsed = o;
+  return buf.subarray(start, o);
+}
+
+function digits(n: number): number {
+  let d = 1;
+  for (; n >= 10; d++) n = Math.floor(n / 10);
+  return d;
+}
+
+function writeUint(buf: Buffer, o: number, n: number): number {
+  const end = o + digits(n);
+  let i = end;
+  do {
+    buf[--i] = 48 + (n % 10);
+    n = Math.floor(n / 10);
+  } while (n > 0);
+  return end;
+}
+
+function crlf(buf: Buffer, o: number): number {
+  buf[o] = 13;
+  buf[o + 1] = 10;
+  return o + 2;
+}
+
+/**
+ * `$<bytes>\r\n<string>\r\n`. The string is written first, after a header sized for its length in code units (its
+ * UTF-8 length is at least that); when the byte count needs more digits, the bytes move up to make room.
+ */
+function writeBulkString(buf: Buffer, o: number, s: string): number {
+  const guessed = digits(s.length) + 3;
+  const n = s.length === 0 ? 0 : buf.write(s, o + guessed);
+  const header = n === s.length ? guessed : digits(n) + 3;
+  if (header !== guessed) buf.copyWithin(o + header, o + guessed, o + guessed + n);
+  buf[o] = 36; // '$'
+  crlf(buf, writeUint(buf, o + 1, n));
+  return crlf(buf, o + header + n);
+}
+
+function writeBulkBytes(buf: Buffer, o: number, b: Buffer): number {
+  buf[o] = 36;
+  o = crlf(buf, writeUint(buf, o + 1, b.length));
+  return crlf(buf, o + b.copy(buf, o));
+}
+
+function writeBulkUint(buf: Buffer, o: number, n: number): number {
+  buf[o] = 36;
+  o = crlf(buf, writeUint(buf, o + 1, digits(n)));
+  return crlf(buf, writeUint(buf, o, n));
 }
 
 interface LoadedScript extends ScriptDef {

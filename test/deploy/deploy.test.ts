@@ -941,6 +941,40 @@ describe('Kubernetes manifests', () => {
     expect(agentSettings(cfg, data).SANDBOX_URL).toBe(`http://${svc.metadata.name}:${svc.spec.ports[0].port}`);
   }, TOOL_TIMEOUT_MS);
 
+  it('renders the replicated overlay: three Redis data pods, three Sentinels with a quorum of two, apps that follow them and wait for a replica', async () => {
+    const kubectl = requireTool('kubectl', 'for `kubectl kustomize`; Debian package kubernetes-client');
+    const rendered = parseAllDocuments(expectSuccess(kubectl, ['kustomize', 'k8s/overlays/replicated']))
+      .map((d) => d.toJS() as Obj)
+      .filter(Boolean);
+    const models = await loadModels();
+    const id = (d: Obj) => `${d.kind} ${d.metadata?.name}`;
+    expect(rendered.flatMap((d) => validateStrict(models, d).map((p) => `${id(d)}: ${p}`))).toEqual([]);
+    const get = (kind: string, name: string) => rendered.find((d) => d.kind === kind && d.metadata.name === name) as Obj;
+    const redis = get('StatefulSet', 'redis');
+    const sentinel = get('StatefulSet', 'redis-sentinel');
+    expect(redis.spec.replicas).toBe(3);
+    expect(sentinel.spec.replicas).toBe(3);
+    expect(get('Service', sentinel.spec.serviceName).spec.clusterIP).toBe('None');
+    // Every data pod runs the base's redis.conf (AOF always, noeviction): a promoted replica is the next master.
+    const redisConf = String(get('ConfigMap', 'redis-config').data['redis.conf']);
+    expect(redisConf).toMatch(/^appendfsync always$/m);
+    expect(redisConf).toMatch(/^maxmemory-policy noeviction$/m);
+    const redisScript = (redis.spec.template.spec.containers[0].command as string[]).join(' ');
+    expect(redisScript).toContain('/etc/redis/redis.conf');
+    expect(redisScript).toContain('--masterauth');
+    const sentinelScript = (sentinel.spec.template.spec.containers[0].command as string[]).at(-1)!;
+    expect(sentinelScript).toMatch(/sentinel monitor fleet \$master 6379 2/);
+    // Both start-up scripts are valid shell (the image runs them with sh).
+    for (const script of [redisScript.replace(/^sh -c /, ''), sentinelScript]) expect(run('sh', ['-n', '-c', script]).status).toBe(0);
+    // The apps name every Sentinel pod by its stable name and wait for one replica: a configuration they accept.
+    const data = get('ConfigMap', 'agent-fleet-config').data as Record<string, string>;
+    const pods = Array.from({ length: 3 }, (_, i) => `redis-sentinel-${i}.${sentinel.spec.serviceName}:26379`);
+    expect(data.REDIS_SENTINELS!.split(',')).toEqual(pods);
+    const cfg = loadConfig({ ...data, APP_MODE: 'development', MODEL_PROVIDER: 'scripted', REDIS_PASSWORD: 'pw' });
+    expect(cfg.REDIS_SENTINEL_MASTER).toBe('fleet');
+    expect(cfg.REDIS_MIN_REPLICAS).toBe(1);
+  }, TOOL_TIMEOUT_MS);
+
   it('carries exactly the rules of deploy/prometheus/rules.yml in its PrometheusRule', () => {
     const rules = parse(read('deploy/prometheus/rules.yml')) as Obj;
     const file = rel(K8S_BASE, 'prometheusrule.yaml');

@@ -194,6 +194,26 @@ describe('a step job that dies ends its run', () => {
     expect(await h.waitForStatus(waiting, ['completed', 'failed'])).toBe('completed');
   });
 
+  it("the sweep re-creates a running run's missing step job (the run completes), and hands a job that keeps vanishing to a person", async () => {
+    h = await createHarness('lostrecreate');
+    const lost = await newRun(h, 'LR-recreate');
+    const again = await newRun(h, 'LR-recreate-again');
+    const queue = h.ctx.queues.forRun(lost);
+    for (const runId of [lost, again]) {
+      // The run is at work and its job is gone (a write of its queue lost in a failover, a deletion).
+      await h.ctx.redis.hset(h.ctx.keys.run(runId).run, 'status', 'running');
+      await h.ctx.queues.forRun(runId).remove(stepJobId(runId, 1));
+    }
+    await h.ctx.redis.hset(h.ctx.keys.run(again).run, 'jobRecreations', '3');
+
+    await new Reconciler(h.ctx, 'reconciler:test').sweep(Date.now() + 10 * 60_000);
+    expect(await queue.getJobState(stepJobId(lost, 1))).toBe('waiting');
+    expect((await h.ctx.metrics.stepJobsRecreated.get()).values[0]?.value).toBe(1);
+    await expectSettled(h, again, 'needs_human', 'job_missing', 'job_missing');
+    await h.startWorker();
+    expect(await h.waitForStatus(lost, ['completed', 'failed', 'needs_human'])).toBe('completed');
+  });
+
   it('the sweep settles runs whose job failed or completed with no fleet worker to see it (reason codes, no error text)', async () => {
     h = await createHarness('lostnohandler');
     const failed = await newRun(h, 'LR-nohandler-failed');
