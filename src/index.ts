@@ -3,6 +3,7 @@
  * its own agent on the fleet.
  *
  *   defineReadTool / defineWriteTool  tools, each built with its own client and settings
+ *   defineWaitTool / defineAgentTool  tools that park the run: a sleep, an event, a child run of another agent
  *   defineAgent                       name, version, input schema, instructions, tools, compensation
  *   createFleet                       api, worker and reconciler in one process
  *   AGENTS_MODULE=<module>            or: the stock processes load your agents by configuration
@@ -14,6 +15,7 @@ export {
   defineReadTool,
   defineWriteTool,
   defineWaitTool,
+  defineAgentTool,
   defaultInputTokens,
   isAgent,
   AgentCatalog,
@@ -22,12 +24,14 @@ export {
   type ReadToolDefinition,
   type WriteToolDefinition,
   type WaitToolDefinition,
+  type AgentToolDefinition,
   type ReconcileStrategy,
   type CompensableAction,
   type CompensationCall,
   type PreviousRun,
   type AgentIntake,
   type WebhookIntake,
+  type WebhookEvent,
   defaultFollowUp,
 } from './core/agent.js';
 export { ToolRegistry } from './core/toolRegistry.js';
@@ -36,6 +40,8 @@ export type {
   WriteTool,
   WaitTool,
   WaitRequest,
+  ChildRequest,
+  ChildBudget,
   Tool,
   ToolContext,
   DispatchReceipt,

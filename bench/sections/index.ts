@@ -11,5 +11,17 @@ import { recovery } from './recovery.js';
 import { cluster } from './cluster.js';
 import { memory } from './memory.js';
 import { streaming } from './streaming.js';
+import { replication } from './replication.js';
+import { waits } from './waits.js';
 
-export const sections: Section[] = [throughput, stepCost, overhead, cluster, memory, recovery, streaming];
+export const sections: Section[] = [
+  throughput,
+  stepCost,
+  overhead,
+  cluster,
+  memory,
+  recovery,
+  streaming,
+  waits,
+  replication,
+];

@@ -10,7 +10,7 @@
  * SIGKILL; and the defaults with SIGSTOP (the frozen victim keeps its
  * connection: lock expiry and the stall check recover it; then SIGCONT, and the
  * run's journal must hold each step once). In each trial two worker processes
- * are live; a support-agent run is created and the one that takes its step 3
+ * are live; a support-agent run is created and the one that takes its step 2
  * (search_kb; its lock token names the process) is the victim: the sandbox
  * holds that `kb` read (`slow_commit`, count 1: only this read is slow; the
  * tool's own timeout is 3 s), and 200 ms after the step started the victim gets
@@ -117,7 +117,7 @@ async function engineTrials(
     return w;
   };
   const trials: EngineTrial[] = [];
-  // Two live workers; the one that takes step 3 (its lock token names it) is the trial's victim, the other
+  // Two live workers; the one that takes step 2 (its lock token names it) is the trial's victim, the other
   // the rescuer, and a fresh process replaces the victim for the next trial. (The kb read is bounded by the
   // tool's 3 s timeout: too short to boot a rescuer once the victim holds the step.)
   let pair: ChaosWorker[] = await Promise.all([spawnWorker(), spawnWorker()]);
@@ -127,22 +127,22 @@ async function engineTrials(
     const spec = buildSpec(ctx, { tenant: TENANT, ticket: ticket(`REC-${Date.now()}-${t}`) }, Date.now());
     if (!(await ctx.store.create(spec, Date.now()))) throw new Error('recovery run already existed');
     const runId = spec.runId;
-    const jobKey = `${ctx.keys.bullPrefix}:${ctx.keys.queueName(ctx.keys.shardOf(runId))}:${stepJobId(runId, 3)}`;
-    const p0 = await until('step 3 held', () => ctx.redis.hget(jobKey, 'processedOn'), 30_000);
-    const token = await until('step 3 locked', () => ctx.redis.get(`${jobKey}:lock`), 5_000, 2);
+    const jobKey = `${ctx.keys.bullPrefix}:${ctx.keys.queueName(ctx.keys.shardOf(runId))}:${stepJobId(runId, 2)}`;
+    const p0 = await until('step 2 held', () => ctx.redis.hget(jobKey, 'processedOn'), 30_000);
+    const token = await until('step 2 locked', () => ctx.redis.get(`${jobKey}:lock`), 5_000, 2);
     const base = ownerBaseOfToken(token);
     const victim = pair.find((w) => w.bullIds.some((id) => id.split('@')[0] === base));
     const rescuer = pair.find((w) => w !== victim);
-    if (!victim || !rescuer) throw new Error(`trial ${t}: step 3's lock (${token}) names neither worker`);
+    if (!victim || !rescuer) throw new Error(`trial ${t}: step 2's lock (${token}) names neither worker`);
     await sleep(200); // the victim is inside the slow kb read
-    if ((await ctx.store.readState(runId))?.cursor !== 3)
-      throw new Error(`trial ${t}: the victim is not holding step 3`);
+    if ((await ctx.store.readState(runId))?.cursor !== 2)
+      throw new Error(`trial ${t}: the victim is not holding step 2`);
     const sentAt = Date.now();
     if (signal !== 'SIGSTOP') victim.sent = signal;
     victim.sentAt = sentAt;
     victim.child.kill(signal);
     const p1 = await until(
-      'step 3 started on the rescuer',
+      'step 2 started on the rescuer',
       async () => {
         const p = await ctx.redis.hget(jobKey, 'processedOn');
         return p !== null && p !== p0 ? p : undefined;
@@ -151,7 +151,7 @@ async function engineTrials(
       2,
     );
     if (signal === 'SIGSTOP') {
-      // Wake the frozen victim: its delivery of step 3 finishes its read and meets the fence; then it stops.
+      // Wake the frozen victim: its delivery of step 2 finishes its read and meets the fence; then it stops.
       victim.child.kill('SIGCONT');
       await sleep(3000);
       victim.child.kill('SIGTERM');
@@ -584,7 +584,7 @@ export const recovery: Section = {
         {
           title:
             `Signal -> the held step starts on another worker process (processedOn - signal time). Engine: ${engine.length} sequential trials alternating SIGTERM/SIGKILL, ` +
-            `real worker processes (src/server/worker.ts), step 3 (search_kb) held by a slow kb read. Plain BullMQ (default Worker options, processor holds the job): ` +
+            `real worker processes (src/server/worker.ts), step 2 (search_kb, with lookup_customer) held by a slow kb read. Plain BullMQ (default Worker options, processor holds the job): ` +
             `${n} + ${n} + ${m} trials run concurrently with the engine's, one queue and one job per trial; victim Workers took their jobs staggered over ${plain.staggerMs / 1000} s and rescuer Workers ` +
             `started their stall checkers staggered over ~30 s (spread lock/stall phases); all victim processes signalled at the same instant (${Math.ceil(n / 10)} + ${Math.ceil(n / 10)} + 1 processes, 10 Workers each). ` +
             'close() row: signal -> the job finished on the SAME worker (it is not handed over; a step longer than the pod grace period is SIGKILLed and stalls like the SIGKILL row).',

@@ -81,11 +81,6 @@ export const configSchema = z.object({
   REDIS_MIN_REPLICAS: int(0, 0),
   /** How long one replication wait may take, in ms (WAIT's timeout). */
   REDIS_REPLICA_WAIT_MS: int(500, 1),
-  /**
-   * Connections per process that only run replication waits, taken in turn (used when REDIS_MIN_REPLICAS > 0): a wait
-   * blocks its connection, so waits never hold up the commands of steps, locks and the owner watch.
-   */
-  REDIS_REPLICA_WAIT_CONNECTIONS: int(2, 1),
   /** Retry-After (seconds) of a 503 while the store is unavailable or a write is not replicated. */
   STORE_RETRY_AFTER_S: int(2, 1),
   /** At boot, how long a process waits for Redis before it exits naming it (then reconnects forever once up). */

@@ -16,6 +16,8 @@ export const CRASH_POINT_NAMES = [
   'after_decision',
   'mid_stream',
   'after_observation',
+  'after_child_started',
+  'before_child_resume',
   'after_reservation',
   'after_dispatched',
   'after_call',

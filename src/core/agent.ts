@@ -14,6 +14,7 @@ import type { JournalEntry } from './journal.js';
 import { agentModelChoiceSchema, type AgentModelChoice } from './model.js';
 import { countTokens } from './tokens.js';
 import type {
+  ChildBudget,
   DispatchReceipt,
   DispatchRequest,
   LookupRequest,
@@ -132,6 +133,48 @@ export function defineWaitTool<A>(def: WaitToolDefinition<A>): WaitTool<A> {
     timeoutMs: DEFAULT_TOOL_TIMEOUT_MS,
     wait: def.wait,
   };
+}
+
+export interface AgentToolDefinition<A> {
+  name: string;
+  description: string;
+  args: z.ZodType<A>;
+  /** The agent the call runs (its name in this deployment's catalog). */
+  agent: string;
+  /** The child run's input, from the call's arguments (validated by the child agent's schema). Pure. */
+  input(args: A): unknown;
+  /** What the child may spend at most (default: all the parent has left); capped by what the parent has left. Pure. */
+  budget?(args: A): ChildBudget;
+}
+
+/**
+ * A tool that hands work to another agent: the call starts a child run of `agent` (its own run id and journal,
+ * the parent's tenant, a budget carved out of what the parent has left, its deadline no later than the parent's)
+ * and parks the parent `waiting_child` until the child ends. The child's final answer is the call's result
+ * (`{ childRunId, answer }`); a child that stopped (failed, budget_exceeded, cancelled, needs_human) is a tool
+ * error the model sees, naming its status and reason. What the child spent is charged to the parent when it
+ * resumes. If the process dies at any point, the child is started once: its run id derives from the parent's run,
+ * step and call (see docs/agents-that-do-more.md).
+ *
+ * @example
+ * const refund = defineAgentTool({
+ *   name: 'hand_to_refunds',
+ *   description: 'Hand a refund to the refunds agent and get its answer.',
+ *   args: z.object({ orderId: z.string(), amountCents: z.number().int().positive() }).strict(),
+ *   agent: 'refunds',
+ *   input: (a) => ({ orderId: a.orderId, amountCents: a.amountCents }),
+ *   budget: () => ({ maxSteps: 5 }),
+ * });
+ */
+export function defineAgentTool<A>(def: AgentToolDefinition<A>): WaitTool<A> {
+  const { agent, input, budget } = def;
+  const tool = defineWaitTool({
+    name: def.name,
+    description: def.description,
+    args: def.args,
+    wait: (args) => ({ kind: 'child', agent, input: input(args), ...(budget ? { budget: budget(args) } : {}) }),
+  });
+  return { ...tool, startsChild: true };
 }
 
 export function defineReadTool<A>(def: ReadToolDefinition<A>): ReadTool<A> {
@@ -281,8 +324,21 @@ export interface WebhookIntake<I, B = unknown> {
   summary: string;
   /** The body as the sender sends it; strict, so an unknown field is a 400 naming it. */
   body: z.ZodType<B>;
-  /** The event's id (1 to 200 visible ASCII characters) and the run's input, from the parsed body and its raw bytes. */
-  event(body: B, raw: Buffer): { id: string; input: I };
+  /**
+   * The event's id (1 to 200 visible ASCII characters) and the run's input, from the parsed body and its raw bytes;
+   * and, for an event a run may be waiting for (a reply to a question the run asked), `delivery`: the key of that
+   * wait (1 to 200 characters, the key the agent's wait tool names) and the payload the waiting call gets. When a
+   * wait of the tenant holds the key, the payload resumes it (as `POST /v1/events` would, once) and no run starts;
+   * otherwise the event starts its run as any other (a follow-up on its subject). Nothing is kept on the key.
+   */
+  event(body: B, raw: Buffer): WebhookEvent<I>;
+}
+
+/** What a webhook's event is: the run it starts, or the wait it resumes when one holds `delivery.key`. */
+export interface WebhookEvent<I> {
+  id: string;
+  input: I;
+  delivery?: { key: string; payload: unknown } | undefined;
 }
 
 export interface AgentIntake<I> {

@@ -121,16 +121,35 @@ export interface WriteTool<A = unknown> extends ToolBase<A> {
 export type WaitRequest =
   | { kind: 'sleep'; untilMs: number }
   | { kind: 'sleep'; forMs: number }
-  | { kind: 'event'; key: string; timeoutMs: number };
+  | { kind: 'event'; key: string; timeoutMs: number }
+  | ChildRequest;
+
+/** What a child run may spend at most: each is capped by what the parent has left (src/runs/children.ts). */
+export interface ChildBudget {
+  maxSteps?: number;
+  maxTokens?: number;
+  maxWallMs?: number;
+}
+
+/** An agent tool's call (defineAgentTool): a child run of `agent` with `input`, within `budget`. */
+export interface ChildRequest {
+  kind: 'child';
+  agent: string;
+  input: unknown;
+  budget?: ChildBudget;
+}
 
 /**
- * A tool that parks the run: a sleep (status `sleeping`) or a wait for an event (`waiting_event`). No worker
- * is held: the next step is a delayed job. Its result, seen by the model on the next step: `{ sleptUntil }`,
- * the event's `{ event: payload }`, or `{ timedOut: true }`.
+ * A tool that parks the run: a sleep (status `sleeping`), a wait for an event (`waiting_event`) or for a child
+ * run (`waiting_child`, defineAgentTool). No worker is held: the next step is a delayed job. Its result, seen by
+ * the model on the next step: `{ sleptUntil }`, the event's `{ event: payload }`, `{ timedOut: true }`, or the
+ * child's `{ childRunId, answer }` (a child that stopped is a tool error naming its status and reason).
  */
 export interface WaitTool<A = unknown> extends ToolBase<A> {
   effect: 'wait';
   wait(args: A, ctx: ToolContext): WaitRequest;
+  /** An agent tool (defineAgentTool): its call starts a child run, so the decision that asks is journalled first. */
+  startsChild?: boolean;
 }
 
 export type Tool = ReadTool<any> | WriteTool<any> | WaitTool<any>; // eslint-disable-line @typescript-eslint/no-explicit-any

@@ -104,7 +104,8 @@ export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Ex
     const parsed = eventBodySchema.safeParse(req.body);
     if (!parsed.success) return void invalid(res, parsed.error);
     const out = await deliver(ctx, parsed.data);
-    if (out.kind === 'duplicate') {
+    // `no_wait` is never the answer here (deliver keeps what no wait takes); the check narrows the type.
+    if (out.kind === 'duplicate' || out.kind === 'no_wait') {
       const message = 'the wait on this key already has a delivery, or one is kept for it';
       return void res.status(409).json({ error: 'duplicate_delivery', message });
     }

@@ -55,6 +55,11 @@ const runCreated = z
   })
   .meta({ id: 'RunCreated' });
 
+/** A webhook's event that a waiting run took (src/producer/webhooks.ts). */
+const runResumed = z
+  .object({ runId: z.string(), created: z.literal(false), duplicate: z.literal(false), resumed: z.literal(true) })
+  .meta({ id: 'RunResumed' });
+
 const runId = z
   .string()
   .regex(/^r_[0-9a-f]{24}$/)
@@ -101,6 +106,10 @@ function webhook(summary: string, body: z.ZodType, withTenantPath: boolean): Zod
     responses: {
       '200': { description: 'The same event again.', content: { 'application/json': { schema: runCreated } } },
       '201': { description: 'A new run.', content: { 'application/json': { schema: runCreated } } },
+      '202': {
+        description: 'The event resumed the run waiting on its key (the hook named one): no run started.',
+        content: { 'application/json': { schema: runResumed } },
+      },
       '400': refusal('Invalid body, named by field.'),
       '401': refusal('Unknown tenant or a bad signature.'),
       '413': refusal('Body over the limit.'),

@@ -9,6 +9,7 @@ import { decodeEntry, type JournalEntry } from '../core/journal.js';
 import type { ModelOptions } from '../core/model.js';
 import { isRunId } from '../store/keys.js';
 import type { RunSpec } from '../runs/spec.js';
+import type { WaitRecord } from '../runs/waits.js';
 
 export interface RunView {
   runId: string;
@@ -24,8 +25,15 @@ export interface RunView {
   status: string;
   reason: string;
   step: number;
-  /** A run parked on a wait (sleeping | waiting_event): what it waits for and when it wakes (ISO time). */
-  wait?: { kind: 'sleep' | 'event'; wakeAt: string };
+  /**
+   * A run parked on a wait (sleeping | waiting_event | waiting_child): what it waits for and when it wakes (ISO
+   * time; for a child, the run's deadline), and the child it waits on.
+   */
+  wait?: { kind: 'sleep' | 'event' | 'child'; wakeAt: string; childRunId?: string };
+  /** The run whose agent tool started this one (src/runs/children.ts). */
+  parentRunId?: string;
+  /** The child runs this run's agent tools started, with their statuses ('' for one not created yet). */
+  children?: { runId: string; status: string }[];
   /**
    * `model` is the pinned provider's name; `modelId` and `modelOptions` the rest of the pinned choice
    * (absent for runs pinned before model ids were: they run on the provider's default model).
@@ -111,11 +119,12 @@ export async function runView(
   const finishedAt = num(finishedAtRaw);
   const deadlineAt = isoOf(limits.deadlineAt);
   if (deadlineAt === '') notes.push('deadline_unreadable');
-  const [transcript, effects] = await Promise.all([
+  const [transcript, effects, children] = await Promise.all([
     readTranscript(ctx, k.journal, notes),
     listEffects
       ? listEffects(runId).catch(() => (notes.push('effects_unreadable'), [] as unknown[]))
       : Promise.resolve([]),
+    childrenOf(ctx, k.children),
   ]);
   return {
     runId,
@@ -127,7 +136,9 @@ export async function runView(
     status: state.status,
     reason: state.reason,
     step: state.cursor,
-    ...(state.wait ? { wait: { kind: state.wait.kind, wakeAt: new Date(state.wait.at).toISOString() } } : {}),
+    ...(state.wait ? { wait: waitView(state.wait) } : {}),
+    ...(spec?.parent ? { parentRunId: spec.parent.runId } : {}),
+    ...(children.length > 0 ? { children } : {}),
     agent: {
       name: spec?.agent ?? agentName ?? '',
       model: spec?.model ?? model ?? '',
@@ -148,6 +159,18 @@ export async function runView(
     effects,
     ...(notes.length > 0 ? { notes } : {}),
   };
+}
+
+function waitView(wait: WaitRecord): NonNullable<RunView['wait']> {
+  const wakeAt = new Date(wait.at).toISOString();
+  return wait.kind === 'child' ? { kind: wait.kind, wakeAt, childRunId: wait.childRunId } : { kind: wait.kind, wakeAt };
+}
+
+/** The run's children with their statuses, by run id. */
+async function childrenOf(ctx: EngineContext, key: string): Promise<{ runId: string; status: string }[]> {
+  const ids = (await ctx.redis.smembers(key)).sort();
+  const statuses = await Promise.all(ids.map((id) => ctx.redis.hget(ctx.keys.run(id).run, 'status')));
+  return ids.map((runId, i) => ({ runId, status: statuses[i] ?? '' }));
 }
 
 /** The journal, entry by entry: an entry that no longer parses is left out and noted. */
@@ -262,7 +285,7 @@ export function renderRunHtml(view: RunView): string {
 <tr><th>reason</th><td id="reason">${escapeHtml(view.reason)}</td></tr>
 ${view.wait ? `<tr><th>wakes</th><td id="wake-at">${escapeHtml(`${view.wait.kind} · ${view.wait.wakeAt}`)}</td></tr>\n` : ''}<tr><th>tenant</th><td>${escapeHtml(view.tenant)}</td></tr>
 <tr><th>key</th><td>${escapeHtml(view.key)}</td></tr>
-${chainRow('previous run', 'previous-run', view.previousRunId)}${chainRow('next run', 'next-run', view.nextRunId)}<tr><th>step</th><td>${escapeHtml(view.step)}</td></tr>
+${chainRow('previous run', 'previous-run', view.previousRunId)}${chainRow('next run', 'next-run', view.nextRunId)}${chainRow('parent run', 'parent-run', view.parentRunId)}${(view.children ?? []).map((c) => chainRow(`child run (${c.status || 'not created'})`, `child-${c.runId}`, c.runId)).join('')}<tr><th>step</th><td>${escapeHtml(view.step)}</td></tr>
 <tr><th>agent</th><td>${escapeHtml(`${view.agent.name} ${view.agent.agentVersion} · ${view.agent.model}${view.agent.modelId !== undefined ? `/${view.agent.modelId}` : ''} · tools ${view.agent.toolsHash}`)}</td></tr>
 ${view.status === 'needs_human' && view.reason.startsWith('version_mismatch') ? `<tr><th>version queue</th><td id="version-queue">parked for a version change (pinned ${escapeHtml(`${view.agent.agentVersion}/${view.agent.toolsHash}`)}): continue it under a served version or cancel it, from the console or with <code>agentctl versions continue|cancel ${escapeHtml(view.runId)}</code></td></tr>\n` : ''}${view.notes ? `<tr><th>notes</th><td id="notes">${escapeHtml(view.notes.join('; '))}</td></tr>\n` : ''}</tbody></table>
 <h2>Budget</h2>

@@ -12,6 +12,7 @@ import type { WriteTool } from '../core/tool.js';
 import { Ledger, LedgerConflict, ledgerFor } from './ledger.js';
 import { reconcile, replicateActions, type ReconcileOutcome } from './reconcile.js';
 import { expireApprovals } from './approvals.js';
+import { childRunsOf } from '../runs/children.js';
 import { StuckRuns, type StuckRunsReport } from '../runs/stuckRuns.js';
 
 export interface SweepReport {
@@ -37,7 +38,7 @@ export class Reconciler {
     private readonly id = `reconciler:${process.pid}`,
   ) {
     this.ledger = ledgerFor(ctx);
-    this.stuck = new StuckRuns(ctx);
+    this.stuck = new StuckRuns({ ...ctx, children: childRunsOf(ctx) });
     this.redlock = new Redlock([ctx.redis], { retryCount: 0 });
     this.redlock.on('clientError', () => {});
   }

@@ -40,6 +40,7 @@ export class Metrics {
   readonly modelRateLimited: Counter;
   readonly scheduleTicks: Counter;
   readonly waits: Counter;
+  readonly childRuns: Counter;
   readonly parallelToolCalls: Histogram;
   readonly replicationWaits: Histogram;
   readonly sseViewers: Gauge;
@@ -234,6 +235,14 @@ export class Metrics {
       name: 'agent_waits_total',
       help: 'Durable waits of runs (sleep, event) by how they ended: parked, delivered, woke, timed_out, refused',
       labelNames: ['kind', 'outcome'],
+      registers: r,
+    });
+    this.childRuns = new Counter({
+      name: 'agent_child_runs_total',
+      help:
+        'Child runs of agent tools: started (outcome created), refused (outcome the tool error), ended (outcome the ' +
+        "child's status, counted when its parent resumes), orphaned (outcome: the parent's status when the child ended)",
+      labelNames: ['event', 'outcome'],
       registers: r,
     });
     this.parallelToolCalls = new Histogram({

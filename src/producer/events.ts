@@ -28,12 +28,21 @@ export type EventBody = z.infer<typeof eventBodySchema>;
 
 /** Delivers one event; promotes the resumed run's wake job. */
 export async function deliver(ctx: EngineContext, body: EventBody, now = Date.now()): Promise<DeliverReply> {
+  return deliverOn(ctx, body, now, ctx.cfg.EVENT_KEEP_MS);
+}
+
+/**
+ * Delivers one event only if a wait holds its key (an agent's webhook, src/producer/webhooks.ts): `resumed`, or
+ * `no_wait` with nothing written, and the caller handles the event otherwise (it starts a run). Nothing is kept:
+ * an event that no wait takes is never left on a key where no run may ever look for it.
+ */
+export async function deliverToWait(ctx: EngineContext, body: EventBody, now = Date.now()): Promise<DeliverReply> {
+  return deliverOn(ctx, body, now, 0);
+}
+
+async function deliverOn(ctx: EngineContext, body: EventBody, now: number, keepMs: number): Promise<DeliverReply> {
   const payload = JSON.stringify(body.payload ?? null);
-  const r = await deliverEvent(ctx.redis, ctx.keys.eventKey(body.tenant, body.key), {
-    payload,
-    now,
-    keepMs: ctx.cfg.EVENT_KEEP_MS,
-  });
+  const r = await deliverEvent(ctx.redis, ctx.keys.eventKey(body.tenant, body.key), { payload, now, keepMs });
   ctx.metrics.waits.inc({ kind: 'event', outcome: `delivery_${r.kind}` });
   if (r.kind === 'resumed') await promoteWake(ctx, r.runId, r.waitId);
   return r;
@@ -46,7 +55,14 @@ async function promoteWake(ctx: EngineContext, runId: string, waitId: string): P
     const job = await ctx.queues.forRun(runId).getJob(stepJobId(runId, step + 1));
     if (job && (await job.isDelayed())) await job.promote();
   } catch (err) {
+    // Promoted meanwhile by the worker that added it (it saw this delivery): nothing left to do.
+    if (jobNotInState(err)) return;
     // Not promoted: the wake job finds the delivery when it fires at the wait's timeout.
     ctx.log.warn({ code: 'wake_promote_failed', runId, err }, 'wake job not promoted');
   }
+}
+
+/** BullMQ's refusal to promote a job that is no longer delayed (its ErrorCode.JobNotInState, -3). */
+function jobNotInState(err: unknown): boolean {
+  return (err as { code?: unknown } | null)?.code === -3;
 }

@@ -180,7 +180,7 @@ export async function startRun(
  * once it exists. A process that dies in between leaves a line entry without a run (its slot given back
  * by the sweep past INTAKE_GRACE_MS) or a run in line (admitted in its turn); see src/flow/admission.ts.
  */
-async function createAdmitted(ctx: EngineContext, spec: RunSpec, nowMs: number): Promise<CreateRunResult> {
+export async function createAdmitted(ctx: EngineContext, spec: RunSpec, nowMs: number): Promise<CreateRunResult> {
   const admission = ctx.admission?.enabled ? ctx.admission : undefined;
   if (!admission) return ctx.store.intake(spec, nowMs);
   const queued = await admission.enqueue(

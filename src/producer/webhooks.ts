@@ -4,7 +4,8 @@
  * WEBHOOK_SECRETS.
  *
  * Order at the edge: signature over the raw bytes -> the hook's strict body schema -> the hook names the event and
- * the input -> event-id dedupe (SET NX, 24 h) -> startRun. The event id is the run's intake event: the agent's key
+ * the input (and maybe a delivery: a wait key and its payload) -> event-id dedupe (SET NX, 24 h) -> the delivery to
+ * a run waiting on the key, if one is (src/producer/events.ts: the run resumes, 202, no run starts) -> else startRun. The event id is the run's intake event: the agent's key
  * is the subject, so a later event on the same subject starts a follow-up run linked to the subject's latest run,
  * while the same event twice is one run (the run id derives from tenant, agent, key and event). startRun is
  * idempotent on the event anyway, so if the process dies after the dedupe record and before the run exists, the
@@ -23,6 +24,7 @@ import type { Agent, WebhookIntake } from '../core/agent.js';
 import type { EngineContext } from '../runs/engineContext.js';
 import { EVENT_KEY_FORMAT } from '../runs/spec.js';
 import { BODY_LIMIT, bodyIllFormed, bodyTooDeep, illFormedStringPath, nestedDeeperThan } from './bodyLimits.js';
+import { deliverToWait, eventBodySchema } from './events.js';
 import { InvalidRunRequest, runIdOf, startRun } from './intake.js';
 import { invalid, param } from './fieldErrors.js';
 import { checkSignature, SIGNATURE_HEADER, TIMESTAMP_HEADER } from './webhookSignature.js';
@@ -31,12 +33,15 @@ const EVENT_TTL_MS = 24 * 3600_000;
 const TENANT = /^[a-z0-9][a-z0-9_-]{0,62}$/i;
 
 type Parsed =
-  | { ok: true; eventId: string; input: unknown }
+  | { ok: true; eventId: string; input: unknown; delivery: Delivery | undefined }
   | { ok: false; error: z.ZodError }
   | { ok: false; json: false }
   | { ok: false; deep: true }
   | { ok: false; illFormed: string }
-  | { ok: false; badEventId: true };
+  | { ok: false; badEventId: true }
+  | { ok: false; badDeliveryKey: true };
+
+type Delivery = { key: string; payload: unknown };
 
 const NOT_JSON = Symbol('not JSON');
 const TOO_DEEP = Symbol('too deep');
@@ -76,9 +81,11 @@ function parseWith(hook: WebhookIntake<unknown>, raw: Buffer): Parsed {
   if (refused) return refused;
   const p = hook.body.safeParse(body);
   if (!p.success) return { ok: false, error: p.error };
-  const { id, input } = hook.event(p.data, raw);
+  const { id, input, delivery } = hook.event(p.data, raw);
   if (!EVENT_KEY_FORMAT.test(id)) return { ok: false, badEventId: true };
-  return { ok: true, eventId: id, input };
+  if (delivery && !eventBodySchema.shape.key.safeParse(delivery.key).success)
+    return { ok: false, badDeliveryKey: true };
+  return { ok: true, eventId: id, input, delivery };
 }
 
 export function webhooksRouter(ctx: EngineContext, now: () => number = Date.now): Router {
@@ -117,6 +124,7 @@ export function webhooksRouter(ctx: EngineContext, now: () => number = Date.now)
       if ('deep' in parsed) return bodyTooDeep(res);
       if ('illFormed' in parsed) return bodyIllFormed(res, parsed.illFormed);
       if ('badEventId' in parsed) return void refuseEventId(res);
+      if ('badDeliveryKey' in parsed) return void refuseDeliveryKey(res);
       return void invalid(res, parsed.error);
     }
     let runId: string;
@@ -134,6 +142,12 @@ export function webhooksRouter(ctx: EngineContext, now: () => number = Date.now)
       return void res.status(200).json({ runId: previous, created: false, duplicate: true });
     }
     try {
+      const resumed = parsed.delivery && (await deliverToWait(ctx, { tenant, ...parsed.delivery }, now()));
+      if (resumed?.kind === 'resumed') {
+        // The event is the waiting run's now: its record names that run, so a redelivery answers it.
+        await ctx.redis.set(key, resumed.runId, 'PX', eventTtlMs(ctx.cfg.WEBHOOK_TOLERANCE_S));
+        return void res.status(202).json({ runId: resumed.runId, created: false, duplicate: false, resumed: true });
+      }
       const started = await startRun(
         ctx,
         { tenant, agent: agent.name, input: parsed.input },
@@ -162,5 +176,13 @@ function refuseEventId(res: Response): void {
   res.status(400).json({
     error: 'invalid_request',
     fields: [{ path: '(event id)', message: '1 to 200 visible ASCII characters, no spaces' }],
+  });
+}
+
+/** The hook named a wait key the store cannot hold (as POST /v1/events would refuse it): a 400, never a 500. */
+function refuseDeliveryKey(res: Response): void {
+  res.status(400).json({
+    error: 'invalid_request',
+    fields: [{ path: '(delivery key)', message: '1 to 200 characters' }],
   });
 }

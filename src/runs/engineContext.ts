@@ -11,19 +11,19 @@ import type { Config } from '../config/config.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { Tracing } from '../metrics/tracing.js';
 import type { RedisClient } from '../store/connect.js';
-import type { ReplicaWaitConnections } from '../store/replicated.js';
 import type { KeySpace } from '../store/keys.js';
 import type { ShardQueues } from './queues.js';
 import type { RunStore } from './store.js';
 import type { Admission } from '../flow/admission.js';
 import type { RateLimits } from '../flow/rateLimits.js';
+import type { ChildRunStarter } from './children.js';
 
 export interface EngineContext {
   cfg: Config;
   log: Logger;
   redis: RedisClient;
   /** Where replication waits run (src/store/replicated.ts): present when REDIS_MIN_REPLICAS > 0. */
-  replicaWaits?: ReplicaWaitConnections;
+  replicaWaits?: RedisClient;
   keys: KeySpace;
   queues: ShardQueues;
   store: RunStore;
@@ -36,6 +36,8 @@ export interface EngineContext {
   admission?: Admission;
   /** Model rate limits (src/flow/rateLimits.ts); none unless MODEL_RATE_LIMITS. */
   rates?: RateLimits;
+  /** Starts the child runs of agent tools (src/runs/children.ts); set by the composition root. */
+  childRuns?: ChildRunStarter;
   /** Spans (TRACING); `tracing.tracer` is undefined when off. */
   tracing: Tracing;
   close(): Promise<void>;

@@ -30,7 +30,7 @@ export async function runReplicated(
   const end = ctx.metrics.replicationWaits.startTimer({ write });
   try {
     const fence = ctx.keys.replicaFence(ctx.keys.shardOf(runId));
-    const conn = ctx.replicaWaits?.take() ?? ctx.redis;
+    const conn = ctx.replicaWaits ?? ctx.redis;
     await replicated(conn, fence, { minReplicas, timeoutMs }, retryS * 1000, witness);
     end({ outcome: 'ok' });
   } catch (err) {

@@ -73,6 +73,18 @@ export const runSpecSchema = z.object({
   toolsHash: z.string(),
   limits: limitsSchema,
   createdAt: z.number().int(),
+  /**
+   * The run that started this one through an agent tool (src/runs/children.ts): its run id, and the step and call
+   * that asked. A child ends `cancelled` when it finds its parent ended or gone.
+   */
+  parent: z
+    .object({
+      runId: z.string().regex(/^r_[0-9a-f]{24}$/),
+      step: z.number().int().positive(),
+      callId: z.string(),
+    })
+    .strict()
+    .optional(),
   /** Its place in its tenant's line under flow control: 0 (normal) to 4 (most urgent); src/flow/admission.ts. */
   priority: z.number().int().min(0).max(4).optional(),
 });

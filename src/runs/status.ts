@@ -3,11 +3,12 @@
  * The Lua scripts read the terminal set from src/store/lua/includes/runStatus.lua,
  * which test/unit/status.test.ts holds equal to TERMINAL_STATUSES.
  *
- *   queued -> running -> (waiting_approval | sleeping | waiting_event -> running)*
+ *   queued -> running -> (waiting_approval | sleeping | waiting_event | waiting_child -> running)*
  *          -> completed | failed | budget_exceeded | cancelled
  *   any non-terminal -> needs_human (a person decides; it may resume) or cancelled
  *   sleeping: a wait tool's sleep, until a time; waiting_event: a wait tool's wait for an event on a key
- *   (src/runs/waits.ts); both hold no worker (the next step is a delayed job) and are cancellable.
+ *   (src/runs/waits.ts); waiting_child: an agent tool's child run, until it ends (src/runs/children.ts); all three
+ *   hold no worker (the next step is a delayed job) and are cancellable.
  */
 export const RUN_STATUSES = [
   'queued',
@@ -15,6 +16,7 @@ export const RUN_STATUSES = [
   'waiting_approval',
   'sleeping',
   'waiting_event',
+  'waiting_child',
   'needs_human',
   'completed',
   'failed',

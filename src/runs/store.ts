@@ -87,7 +87,12 @@ export class RunStore {
       now: nowMs,
       run: strings(run),
       budget: strings(budget),
-      event: JSON.stringify({ runId: spec.runId, tenant: spec.tenant }),
+      // A child run's `created` event names its parent (the event stream shows the tree).
+      event: JSON.stringify({
+        runId: spec.runId,
+        tenant: spec.tenant,
+        ...(spec.parent ? { parentRunId: spec.parent.runId } : {}),
+      }),
       eventsMaxLen: this.eventsMaxLen,
       mode: spec.event !== undefined ? ('event' as const) : ('subject' as const),
       subjectTtlMs: this.subjectTtlMs,

@@ -30,6 +30,7 @@ import type { RedisClient } from '../store/connect.js';
 import { settleRunCall } from '../store/calls/settleRun.js';
 import { type KeySpace, runIdOfStepJob } from '../store/keys.js';
 import { isWaitStatus } from './waits.js';
+import type { ChildRuns } from './children.js';
 
 export type DeadJobState = 'failed' | 'missing' | 'completed';
 
@@ -143,6 +144,8 @@ export class StuckRuns {
       cfg: SettleDeps['cfg'] & Pick<Config, 'STUCK_RUN_MIN_AGE_MS' | 'STUCK_RUN_SCAN_PER_SWEEP'>;
       /** Re-creates a parked wait's missing wake job (its worker died between the commit and the add). */
       store?: { ensureCurrentStepJob(runId: string): Promise<void> };
+      /** Promotes the wake job of a parent whose child ended (the child's own promotion was lost). */
+      children?: Pick<ChildRuns, 'wakeIfChildEnded'>;
     },
   ) {}
 
@@ -204,7 +207,10 @@ export class StuckRuns {
             completed !== null,
             (failedReason as string | null) ?? null,
           );
-          if (!dead) continue;
+          if (!dead) {
+            if (candidates[i]!.status === 'waiting_child') await this.wakeParent(runId);
+            continue;
+          }
           if (dead.jobState === 'missing' && (await this.recreated(runId, jobId, candidates[i]!.status))) continue;
           const r = await settleRun(this.d, { runId, jobId, ...dead, now: nowMs, minAgeMs: minAge });
           if (r.settled) report.settled++;
@@ -216,6 +222,12 @@ export class StuckRuns {
       }
     }
     this.cursors.set(shard, offset);
+  }
+
+  /** A parent waiting on a child that ended resumes now, not at its deadline. */
+  private async wakeParent(runId: string): Promise<void> {
+    if (await this.d.children?.wakeIfChildEnded(runId))
+      this.d.log.warn({ code: 'child_wake_recovered', runId }, "parent's wake job promoted by the sweep");
   }
 
   /**

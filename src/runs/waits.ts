@@ -1,11 +1,12 @@
 /**
- * A run parked on a wait (status `sleeping` or `waiting_event`): what it waits for, recorded on the run
- * hash (`wait`, JSON) by the commit that parks it and removed by the script that wakes it. The run's
- * current job is the wake job, a delayed step job due at `at`; the sweep re-creates it if it is missing.
+ * A run parked on a wait (status `sleeping`, `waiting_event` or `waiting_child`): what it waits for, recorded on
+ * the run hash (`wait`, JSON) by the commit that parks it and removed by the script that wakes it. The run's
+ * current job is the wake job, a delayed step job due at `at` (for a child, the parent's deadline; the child's end
+ * promotes it); the sweep re-creates it if it is missing, and promotes it when the child ended and the job did not.
  */
 import { z } from 'zod';
 
-export const WAIT_STATUSES = ['sleeping', 'waiting_event'] as const;
+export const WAIT_STATUSES = ['sleeping', 'waiting_event', 'waiting_child'] as const;
 export type WaitStatus = (typeof WAIT_STATUSES)[number];
 
 export const waitRecordSchema = z.discriminatedUnion('kind', [
@@ -23,11 +24,22 @@ export const waitRecordSchema = z.discriminatedUnion('kind', [
       tool: z.string(),
     })
     .strict(),
+  z
+    .object({
+      kind: z.literal('child'),
+      /** Due time: the parent's deadline (the child's is no later). */
+      at: z.number().int().nonnegative(),
+      childRunId: z.string().regex(/^r_[0-9a-f]{24}$/),
+      step: z.number().int().positive(),
+      callId: z.string(),
+      tool: z.string(),
+    })
+    .strict(),
 ]);
 export type WaitRecord = z.infer<typeof waitRecordSchema>;
 
 export function statusOfWait(wait: WaitRecord): WaitStatus {
-  return wait.kind === 'sleep' ? 'sleeping' : 'waiting_event';
+  return wait.kind === 'sleep' ? 'sleeping' : wait.kind === 'event' ? 'waiting_event' : 'waiting_child';
 }
 
 export function isWaitStatus(status: string): status is WaitStatus {

@@ -28,10 +28,11 @@ import { Admission } from '../flow/admission.js';
 import { RateLimits } from '../flow/rateLimits.js';
 import { registerFlowGauges } from '../flow/gauges.js';
 import { checkModelChoices } from '../producer/modelChoice.js';
+import { childRunStarter } from '../producer/childRuns.js';
 import { ScriptedProvider } from '../models/scripted.js';
 import { OpenAIProvider } from '../models/openai.js';
 import { anthropicProvider, openAICompatibleProvider } from '../models/aiSdk.js';
-import { ReplicaWaitConnections } from '../store/replicated.js';
+import { openReplicaWaitConnection } from '../store/replicated.js';
 
 /**
  * The providers this process can call, by name. A vendor's provider exists only with its
@@ -134,11 +135,11 @@ export async function createContext(cfg: Config, name: string, opts: ContextOpti
   registerFlowGauges(metrics, { redis, keys, cfg, log });
   const replicaWaits =
     cfg.REDIS_MIN_REPLICAS > 0
-      ? await ReplicaWaitConnections.open(redis, cfg.REDIS_REPLICA_WAIT_CONNECTIONS, (err) =>
+      ? await openReplicaWaitConnection(redis, (err) =>
           log.warn({ code: 'redis_error', err }, 'replication wait connection error'),
         )
       : undefined;
-  return {
+  const ctx: EngineContext = {
     cfg,
     log,
     redis,
@@ -154,9 +155,12 @@ export async function createContext(cfg: Config, name: string, opts: ContextOpti
     rates,
     async close() {
       await queues.close();
-      replicaWaits?.close();
+      replicaWaits?.disconnect();
       redis.disconnect();
       await tracing.shutdown().catch(() => {});
     },
   };
+  // Agent tools start their child runs through the producer's intake; the worker is given the starter.
+  ctx.childRuns = childRunStarter(ctx);
+  return ctx;
 }

@@ -40,6 +40,8 @@ export interface RunKeys {
   events: string;
   /** set: action ids of this run's ledger entries */
   actions: string;
+  /** set: run ids of the child runs its agent tools started (src/runs/children.ts) */
+  children: string;
 }
 
 /** Flow control's keys (KeySpace.flow): one hash tag, one slot. */
@@ -106,6 +108,7 @@ export class KeySpace {
         journal: `${base}:journal`,
         events: `${base}:events`,
         actions: `${base}:actions`,
+        children: `${base}:children`,
       });
       if (this.runMemo.size >= 10_000) this.runMemo.clear();
       this.runMemo.set(runId, keys);

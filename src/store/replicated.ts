@@ -88,36 +88,98 @@ export interface Witness {
   readonly expect?: string;
 }
 
-/** The fence write, the wait and the witness's read, in one pipeline on `node` (WAIT blocks that connection). */
+/** The fence write, the wait and each witness's read, in one pipeline on `node` (WAIT blocks that connection). */
 async function fencedWait(
   node: Redis,
   fenceKey: string,
   wait: [string, ...number[]],
-  witness?: Witness,
-): Promise<{ reply: unknown; witnessed: boolean }> {
+  witnesses: readonly (Witness | undefined)[],
+): Promise<{ reply: unknown; witnessed: boolean[] }> {
   const pipe = node
     .pipeline()
     .set(fenceKey, String(Date.now()), 'PX', FENCE_TTL_MS)
     .call(...wait);
-  if (witness) pipe.hget(witness.key, witness.field);
+  for (const w of witnesses) if (w) pipe.hget(w.key, w.field);
   const replies = (await pipe.exec()) ?? [];
   for (const [err] of replies) if (err) throw err;
-  const seen = replies[2]?.[1] as string | null | undefined;
-  const witnessed = !witness || (seen != null && (witness.expect === undefined || seen === witness.expect));
+  let next = 2;
+  const witnessed = witnesses.map((w) => {
+    if (!w) return true;
+    const seen = replies[next++]?.[1] as string | null | undefined;
+    return seen != null && (w.expect === undefined || seen === w.expect);
+  });
   return { reply: replies[1]?.[1], witnessed };
 }
 
-/** Replicas that acknowledged: WAIT's count, or WAITAOF's replica count (its local fsync is required too). */
-async function waitOn(node: Redis, fenceKey: string, opts: ReplicationOptions, witness?: Witness): Promise<number> {
+/**
+ * Replicas that acknowledged, for each witness: WAIT's count, or WAITAOF's replica count (its local fsync is required
+ * too); 0 for a witness the server lacks.
+ */
+async function waitOn(
+  node: Redis,
+  fenceKey: string,
+  opts: ReplicationOptions,
+  witnesses: readonly (Witness | undefined)[],
+): Promise<number[]> {
   const mode = await waitModeOf(node);
   if (!mode.waitAof) {
-    const r = await fencedWait(node, fenceKey, ['WAIT', opts.minReplicas, opts.timeoutMs], witness);
-    return r.witnessed ? Number(r.reply) : 0;
+    const r = await fencedWait(node, fenceKey, ['WAIT', opts.minReplicas, opts.timeoutMs], witnesses);
+    return r.witnessed.map((ok) => (ok ? Number(r.reply) : 0));
   }
   const wait: [string, ...number[]] = ['WAITAOF', mode.localAof ? 1 : 0, opts.minReplicas, opts.timeoutMs];
-  const r = await fencedWait(node, fenceKey, wait, witness);
+  const r = await fencedWait(node, fenceKey, wait, witnesses);
   const [local, replicas] = r.reply as [number, number];
-  return !r.witnessed || (mode.localAof && Number(local) < 1) ? 0 : Number(replicas);
+  return r.witnessed.map((ok) => (!ok || (mode.localAof && Number(local) < 1) ? 0 : Number(replicas)));
+}
+
+interface Waiter {
+  fenceKey: string;
+  opts: ReplicationOptions;
+  witness: Witness | undefined;
+  resolve(acked: number): void;
+  reject(err: unknown): void;
+}
+
+/** Per master connection: the waiters that arrived while a wait was in flight there (they share the next one). */
+const waiting = new WeakMap<Redis, Waiter[]>();
+
+/**
+ * Group waits. A wait covers every write its fence follows, so the callers that arrive while a wait is in flight on
+ * a connection share the next one: one WAIT (and one replica round trip) for all of them, their witnesses read in
+ * the same pipeline. A caller never joins a wait already sent: its writes might follow that wait's fence. Without
+ * this, WAITs queue one behind another on the connection (each blocks it), and with many steps dispatching at once
+ * every dispatch waits for all the waits before its own.
+ */
+function groupWait(node: Redis, waiter: Waiter): void {
+  const queued = waiting.get(node);
+  if (queued) {
+    queued.push(waiter);
+    return;
+  }
+  waiting.set(node, []);
+  void drain(node, [waiter]);
+}
+
+async function drain(node: Redis, batch: Waiter[]): Promise<void> {
+  while (batch.length > 0) {
+    const opts = {
+      minReplicas: Math.max(...batch.map((w) => w.opts.minReplicas)),
+      timeoutMs: Math.max(...batch.map((w) => w.opts.timeoutMs)),
+    };
+    try {
+      const acked = await waitOn(
+        node,
+        batch[0]!.fenceKey,
+        opts,
+        batch.map((w) => w.witness),
+      );
+      batch.forEach((w, i) => w.resolve(acked[i]!));
+    } catch (err) {
+      for (const w of batch) w.reject(err);
+    }
+    batch = waiting.get(node)!.splice(0);
+  }
+  waiting.delete(node);
 }
 
 /**
@@ -135,44 +197,27 @@ export async function replicated(
   witness?: Witness,
 ): Promise<number> {
   if (opts.minReplicas <= 0) return 0;
-  const acked = await waitOn(masterOf(client, fenceKey), fenceKey, opts, witness);
+  const node = masterOf(client, fenceKey);
+  const acked = await new Promise<number>((resolve, reject) =>
+    groupWait(node, { fenceKey, opts, witness, resolve, reject }),
+  );
   if (acked < opts.minReplicas) throw new NotReplicatedError(acked, opts.minReplicas, retryAfterMs);
   return acked;
 }
 
 /**
- * The connections replication waits run on, apart from the one every other command uses. WAIT blocks the
- * connection it is sent on until the replicas answer or its timeout passes, and every command queued behind it on
- * that connection waits too: on the shared connection a lagging replica would hold up step commits, lock renewals
- * and the owner watch for up to REDIS_REPLICA_WAIT_MS per wait. A fence written here still covers what any
- * connection wrote before it (the replication stream is ordered), so the waits lose nothing by moving. Several
- * connections, taken in turn, let waits of different runs proceed side by side instead of one behind another.
+ * The connection replication waits run on, apart from the one every other command uses. WAIT blocks the connection
+ * it is sent on until the replicas answer or its timeout passes, and every command queued behind it there waits too:
+ * on the shared connection a lagging replica would hold up step commits, lock renewals and the owner watch for up to
+ * REDIS_REPLICA_WAIT_MS per wait. A fence written here still covers what any connection wrote before it (the
+ * replication stream is ordered), so the waits lose nothing by moving; grouped (above), one connection serves them.
  */
-export class ReplicaWaitConnections {
-  private turn = 0;
-
-  private constructor(private readonly conns: readonly RedisClient[]) {}
-
-  /** `count` duplicates of `client` (same endpoint, Sentinel or Cluster settings), connected before they are used. */
-  static async open(
-    client: RedisClient,
-    count: number,
-    onError: (err: unknown) => void,
-  ): Promise<ReplicaWaitConnections> {
-    const conns = Array.from({ length: Math.max(1, count) }, () => client.duplicate());
-    for (const c of conns) c.on('error', onError);
-    await Promise.all(conns.map((c) => c.ping()));
-    return new ReplicaWaitConnections(conns);
-  }
-
-  /** The next connection, in turn. */
-  take(): RedisClient {
-    const c = this.conns[this.turn % this.conns.length]!;
-    this.turn = (this.turn + 1) % this.conns.length;
-    return c;
-  }
-
-  close(): void {
-    for (const c of this.conns) c.disconnect();
-  }
+export async function openReplicaWaitConnection(
+  client: RedisClient,
+  onError: (err: unknown) => void,
+): Promise<RedisClient> {
+  const conn = client.duplicate();
+  conn.on('error', onError);
+  await conn.ping();
+  return conn;
 }

@@ -85,6 +85,7 @@ export class FleetWorker {
       crash: this.crash,
       tracer: ctx.tracing.tracer,
       rates: ctx.rates,
+      childRuns: ctx.childRuns,
       ...(ctx.admission?.enabled ? { admission: ctx.admission } : {}),
       ...(opts.effects ? { effects: opts.effects } : {}),
     });

@@ -66,7 +66,7 @@ async function emailDispatched(runId: string): Promise<Ledger> {
   return ledger;
 }
 
-/** Faults off, a fresh worker finishes the run: one ticket, one email, no duplicate, steps 1-6 once each. */
+/** Faults off, a fresh worker finishes the run: one ticket, one email, no duplicate, steps 1-5 once each. */
 async function finishOnAnotherWorker(runId: string) {
   h.sandbox.clearFaults();
   await h.startWorker();
@@ -75,7 +75,7 @@ async function finishOnAnotherWorker(runId: string) {
   expect(counts.byResource.tickets.records).toBe(1);
   expect(counts.byResource.emails.records).toBe(1);
   expect(counts.duplicates).toBe(0);
-  await expectJournalInOrder(runId, 6);
+  await expectJournalInOrder(runId, 5);
 }
 
 describe('SIGTERM handoff of a real worker process', () => {
@@ -85,8 +85,8 @@ describe('SIGTERM handoff of a real worker process', () => {
     const runId = await createSupportRun('S-1');
     const proc = await spawnWorker(procEnv(port));
     expect(await readyz(port)).toBe(200);
-    // Step 3 is search_kb: the worker holds the step while the read hangs for 3 s.
-    await until('step 3', async () => (await h.ctx.store.readState(runId))?.cursor === 3);
+    // Step 2 reads the customer and the knowledge base at once: the worker holds the step while the kb read hangs 3 s.
+    await until('step 2', async () => (await h.ctx.store.readState(runId))?.cursor === 2);
     await new Promise((r) => setTimeout(r, 300));
     const sentAt = Date.now();
     proc.child.kill('SIGTERM');

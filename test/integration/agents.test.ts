@@ -78,8 +78,8 @@ describe('POST /v1/runs for a named agent', () => {
       v: 2,
       agent: 'support',
       key: 'AG-1',
-      agentVersion: 'support-agent@1',
-      toolsHash: 'ff17df41c8f9a2a1',
+      agentVersion: 'support-agent@2',
+      toolsHash: '3bf043fb192e9083',
       input: sampleTicket('AG-1'),
     });
   });
@@ -114,7 +114,7 @@ describe('the worker resolves the run agent by name', () => {
     const runId = await createWith('AG-OLD', (s) => ({ ...s, agentVersion: 'support-agent@0' }));
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'])).toBe('needs_human');
     expect((await h.ctx.store.readState(runId))?.reason).toMatch(
-      /^version_mismatch: pinned support-agent@0\/[0-9a-f]{16} served support-agent@1\/[0-9a-f]{16}$/,
+      /^version_mismatch: pinned support-agent@0\/[0-9a-f]{16} served support-agent@2\/[0-9a-f]{16}$/,
     );
   });
 });

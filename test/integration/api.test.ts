@@ -136,11 +136,11 @@ describe('POST /v1/runs', () => {
       any
     >;
     expect(view.status).toBe('completed');
-    expect(view.step).toBe(7);
+    expect(view.step).toBe(6);
     expect(view.budget.limits.maxSteps).toBe(10);
-    expect(view.budget.used.steps).toBe(6);
+    expect(view.budget.used.steps).toBe(5);
     expect(view.budget.used.tokens).toBeGreaterThan(0);
-    expect(view.transcript.filter((e: { kind: string }) => e.kind === 'decision')).toHaveLength(6);
+    expect(view.transcript.filter((e: { kind: string }) => e.kind === 'decision')).toHaveLength(5);
     expect(view.effects.map((e: { tool: string }) => e.tool)).toEqual(['create_ticket', 'send_email']);
     expect((await fetch(`${url}/v1/runs/r_nope`, { headers: producerAuth })).status).toBe(404);
     expect((await fetch(`${url}/healthz`)).status).toBe(200);

@@ -115,6 +115,26 @@ describe('replication waits (REDIS_MIN_REPLICAS=1)', () => {
     await replicaOnline();
   }, 30_000);
 
+  it('waits that arrive together share one WAIT, each with its own witness', async () => {
+    const waitCalls = async () =>
+      Number(/cmdstat_wait:calls=(\d+)/.exec(await (h.ctx.redis as Redis).info('commandstats'))?.[1] ?? 0);
+    const conn = h.ctx.replicaWaits!;
+    const fence = h.ctx.keys.replicaFence(0);
+    const opts = { minReplicas: 1, timeoutMs: 1000 };
+    const present = { key: h.ctx.keys.run('r_grouped').run, field: 'status' };
+    await h.ctx.redis.hset(present.key, { status: 'running' });
+    const before = await waitCalls();
+    const results = await Promise.allSettled([
+      ...Array.from({ length: 20 }, () => replicated(conn, fence, opts, 1000, present)),
+      replicated(conn, fence, opts, 1000, { key: h.ctx.keys.run('r_never').run, field: 'status' }),
+    ]);
+    expect(results.slice(0, 20).every((r) => r.status === 'fulfilled' && r.value === 1)).toBe(true);
+    expect(results[20]).toMatchObject({ status: 'rejected', reason: { code: 'not_replicated' } });
+    // The first wait goes out alone; the others, arriving while it is in flight, share the next one.
+    expect((await waitCalls()) - before).toBeLessThanOrEqual(2);
+    await h.ctx.redis.del(present.key);
+  });
+
   it('a run is acknowledged (201) only once a replica has it: a frozen replica gets the caller a 503 with Retry-After', async () => {
     const { url } = await h.startApi();
     const body = { tenant: 'acme', ticket: sampleTicket('REPL-1') };

@@ -35,7 +35,8 @@ const ctxFor = (input: unknown): ToolContext => ({
 
 describe('tools are built with their own service configuration', () => {
   it('keeps the tool schema hash runs are pinned to (no version_mismatch from the refactor)', () => {
-    expect(supportAgent({ baseUrl: 'http://127.0.0.1:9' }).tools.schemaHash).toBe('ff17df41c8f9a2a1');
+    // support-agent@2: wait_for_reply and check_back_later joined the tools (support-agent@1 was ff17df41c8f9a2a1).
+    expect(supportAgent({ baseUrl: 'http://127.0.0.1:9' }).tools.schemaHash).toBe('3bf043fb192e9083');
   });
 
   it('a tool calls the service it was built with, from a context of only runId, step, signal and input', async () => {
@@ -136,8 +137,10 @@ describe("a model request carries the agent's instructions and prompt", () => {
       step: 2,
       script: agent.demoScript!(ticket),
     });
+    // Both reads in one turn: the step runs them at once.
     expect(turn.toolCalls).toEqual([
       { id: 'call_2_0', name: 'lookup_customer', args: { email: ticket.customer.email } },
+      { id: 'call_2_1', name: 'search_kb', args: { query: ticket.subject } },
     ]);
   });
 

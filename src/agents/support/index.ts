@@ -1,7 +1,8 @@
 /**
  * The built-in support agent, on the same API a team's own agent uses
- * (src/core/agent.ts): a ticket in, six tools, the prompt, the compensation
- * wording, and the scripted turns of the demo.
+ * (src/core/agent.ts): a ticket in, its tools (reads, writes, a wait for the
+ * customer's reply and a sleep), the prompt, the compensation wording, and the
+ * scripted turns of the demo.
  */
 import { defineAgent, FOLLOW_UP_EARLIER_MAX_CHARS, type Agent } from '../../core/agent.js';
 import type { ServiceOptions } from '../../core/httpJson.js';
@@ -14,7 +15,7 @@ import { supportIntake } from './intake.js';
 
 export const SUPPORT_AGENT_NAME = 'support';
 /** Pinned by every run (with the tools' schema hash): change it when the behaviour changes. */
-export const SUPPORT_AGENT_VERSION = 'support-agent@1';
+export const SUPPORT_AGENT_VERSION = 'support-agent@2';
 
 /**
  * `services`: each vendor's URL, credentials and timeout (`{ baseUrl }`: all at the sandbox, development and tests).

@@ -5,14 +5,17 @@
  *  - `POST /webhooks/tickets`: our own event format, `{ v: 1, eventId, ticket }`;
  *  - `POST /webhooks/zendesk`: the JSON a Zendesk trigger is configured to send (its placeholders fill it).
  *
- * The ticket is the subject: a later event on the same ticket (a customer's reply: a new event id, or a Zendesk
- * event with a new comment id) starts a follow-up run, while the same event twice is one run.
+ * The ticket is the subject. A later event on the same ticket (a customer's reply: a new event id, or a Zendesk
+ * event with a new comment id) goes to the ticket's run if that run waits for a reply (wait_for_reply, on the
+ * ticket's reply key): the run resumes with the message, once. Otherwise it starts a follow-up run, linked to the
+ * ticket's run before it. The same event twice is one run (or one resume).
  */
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import type { AgentIntake } from '../../core/agent.js';
+import type { AgentIntake, WebhookEvent } from '../../core/agent.js';
 import { eventKeySchema } from '../../runs/spec.js';
 import { ticketSchema, type Ticket } from './ticket.js';
+import { replyKey } from './tools/waitForReply.js';
 
 export const ticketEventSchema = z.object({ v: z.literal(1), eventId: eventKeySchema, ticket: ticketSchema }).strict();
 
@@ -44,7 +47,7 @@ export const zendeskEventSchema = z
 
 type ZendeskEvent = z.infer<typeof zendeskEventSchema>;
 
-function zendeskEvent(e: ZendeskEvent, raw: Buffer): { id: string; input: Ticket } {
+function zendeskEvent(e: ZendeskEvent, raw: Buffer): WebhookEvent<Ticket> {
   const t = e.ticket;
   // The event, from signed parts only: the template's event id; else the comment's id (a new comment is a new
   // event, a redelivered one the same); else the body's digest. Not the signed timestamp: a sender's redelivery
@@ -52,7 +55,14 @@ function zendeskEvent(e: ZendeskEvent, raw: Buffer): { id: string; input: Ticket
   const id = e.eventId ?? (e.comment ? `zendesk-comment-${e.comment.id}` : undefined) ?? digest(raw);
   // A comment's body is the customer's new message; the ticket's description was the first one.
   const body = e.comment ? e.comment.body : t.description;
-  return { id, input: { id: `zendesk-${t.id}`, subject: t.subject, body, customer: t.requester } };
+  const input = { id: `zendesk-${t.id}`, subject: t.subject, body, customer: t.requester };
+  // A comment is a message on a ticket that exists: the answer a run of it may be waiting for.
+  return { id, input, ...(e.comment ? { delivery: replyDelivery(input) } : {}) };
+}
+
+/** The customer's message for the ticket's run waiting on its reply key (the waiting call's `{ event }`). */
+function replyDelivery(t: Ticket): { key: string; payload: { message: string } } {
+  return { key: replyKey(t.id), payload: { message: t.body } };
 }
 
 function digest(raw: Buffer): string {
@@ -65,7 +75,11 @@ export const supportIntake: AgentIntake<Ticket> = {
     tickets: {
       summary: 'A signed ticket event.',
       body: ticketEventSchema,
-      event: (e: z.infer<typeof ticketEventSchema>) => ({ id: e.eventId, input: e.ticket }),
+      event: (e: z.infer<typeof ticketEventSchema>) => ({
+        id: e.eventId,
+        input: e.ticket,
+        delivery: replyDelivery(e.ticket),
+      }),
     },
     zendesk: { summary: 'A signed Zendesk trigger.', body: zendeskEventSchema, event: zendeskEvent },
   },

@@ -32,7 +32,7 @@ export function layout(title: string, body: string, op?: Operator, csrf?: string
 <script src="${CONSOLE}/static/console.js" defer></script>
 </head><body>
 <header><a class="brand" href="${CONSOLE}/runs">agent console</a>
-<nav><a href="${CONSOLE}/runs">runs</a> <a href="${CONSOLE}/runs?status=waiting_approval">approvals</a> <a href="${CONSOLE}/runs?status=needs_human">human queue</a> <a href="${CONSOLE}/runs?status=sleeping">sleeping</a> <a href="${CONSOLE}/runs?status=waiting_event">waiting for events</a> <a href="${CONSOLE}/flow">flow</a> <a href="/admin/queues">queues</a></nav>
+<nav><a href="${CONSOLE}/runs">runs</a> <a href="${CONSOLE}/runs?status=waiting_approval">approvals</a> <a href="${CONSOLE}/runs?status=needs_human">human queue</a> <a href="${CONSOLE}/runs?status=sleeping">sleeping</a> <a href="${CONSOLE}/runs?status=waiting_event">waiting for events</a> <a href="${CONSOLE}/runs?status=waiting_child">waiting for child runs</a> <a href="${CONSOLE}/flow">flow</a> <a href="/admin/queues">queues</a></nav>
 ${op ? `<form class="who" method="post" action="${CONSOLE}/logout"><span id="operator">${e(op.name)}</span> <span class="role">${e(op.role)}${op.tenants === '*' ? '' : ` · ${e(op.tenants.join(', '))}`}</span>${csrfField(csrf)}<button>log out</button></form>` : ''}
 </header>
 <main>${body}</main>
@@ -146,6 +146,16 @@ ${runLive(op, csrf, d)}
 
 const TERMINAL = new Set(['completed', 'failed', 'budget_exceeded', 'cancelled']);
 
+/** The run's place in a tree of agent tools: its parent run, its child runs with their statuses. */
+function treeRows(v: RunPageData['view']): string {
+  const link = (id: string) => `<a href="${CONSOLE}/runs/${e(id)}">${e(id)}</a>`;
+  const parent = v.parentRunId ? `<tr><th>parent run</th><td id="parent-run">${link(v.parentRunId)}</td></tr>\n` : '';
+  const children = v.children?.length
+    ? `<tr><th>child runs</th><td id="child-runs">${v.children.map((c) => `${link(c.runId)} ${e(c.status || 'not created')}`).join('<br>')}</td></tr>\n`
+    : '';
+  return parent + children;
+}
+
 /** The part of the run page that live updates replace (htmx GET .../live on each run event). */
 export function runLive(op: Operator, csrf: string, d: RunPageData): string {
   const v = d.view;
@@ -159,7 +169,7 @@ export function runLive(op: Operator, csrf: string, d: RunPageData): string {
 <tr><th>tenant</th><td id="tenant">${e(v.tenant)}</td></tr>
 <tr><th>agent</th><td>${e(d.agent)} · ${e(v.agent.agentVersion)} · ${e(v.agent.model)}${v.agent.modelId !== undefined ? ` / ${e(v.agent.modelId)}` : ''}</td></tr>
 <tr><th>step</th><td>${e(v.step)}</td></tr>
-<tr><th>jobs</th><td><a id="job-link" href="${e(jobLink)}">${e(d.jobId || d.queueName)} in Bull Board</a></td></tr>
+${treeRows(v)}<tr><th>jobs</th><td><a id="job-link" href="${e(jobLink)}">${e(d.jobId || d.queueName)} in Bull Board</a></td></tr>
 ${v.notes ? `<tr><th>notes</th><td>${e(v.notes.join('; '))}</td></tr>` : ''}
 </tbody></table>
 ${acts && !TERMINAL.has(v.status) ? `<form method="post" action="${CONSOLE}/runs/${e(v.runId)}/cancel" class="inline">${csrfField(csrf)}<button id="cancel" class="danger">cancel run</button></form>` : ''}

@@ -18,6 +18,7 @@ import { Ledger, LedgerConflict, type ActionRecord } from '../../ledger/ledger.j
 import { holdSlot, resumeParked } from '../../runs/resume.js';
 import { retryRun, type RetryExtension } from '../../runs/retryRun.js';
 import { stopRun, wakeForCancel } from '../../runs/stop.js';
+import { childRunsOf } from '../../runs/children.js';
 import { isWaitStatus, WAIT_STATUSES } from '../../runs/waits.js';
 import { isActionId, isRunId, stepJobId } from '../../store/keys.js';
 import { operatorSeesRun } from '../auth.js';
@@ -240,36 +241,63 @@ async function endSuperseded(ctx: EngineContext, ledger: Ledger, runId: string, 
 /**
  * Cancel: a parked run at once, a running one at its next commit (see
  * cancel.ts). The reason names the operator: `cancelled_by_operator: requested by <name>`.
+ * The run's child runs (agent tools) are cancelled with it, and theirs, each `parent_cancelled: <parent>`;
+ * a child the cascade misses (this process dies) ends at its next step, finding its parent ended.
  */
 export async function cancelRun(ctx: EngineContext, op: Operator, runId: string): Promise<ActionAnswer> {
   if (!isRunId(runId) || !(await operatorSeesRun(ctx, op, runId))) return NO_RUN;
-  const reason = `cancelled_by_operator: requested by ${op.name}`;
-  // A run still waiting in its tenant's line (flow control) never started: taken out of the line, it is cancelled at
-  // once.
-  const neverStarted = (await ctx.admission?.withdraw(runId)) === true;
-  // A run parked on a wait has a delayed wake job: taken out of the queue once the run is cancelled.
-  const [was, wakeJobId] = await ctx.redis.hmget(ctx.keys.run(runId).run, 'status', 'jobId');
   let result;
   try {
-    result = await stopRun(ctx, runId, {
-      expected: ['waiting_approval', 'needs_human', ...WAIT_STATUSES, ...(neverStarted ? ['queued'] : [])],
-      status: 'cancelled',
-      reason,
-      now: Date.now(),
-      requestCancel: true,
-    });
+    result = await cancelOne(ctx, runId, `cancelled_by_operator: requested by ${op.name}`, op.name);
   } catch (err) {
     if (err instanceof FenceError && err.code === 'run_missing') return NO_RUN;
     throw err;
   }
   if (!result.stopped && TERMINAL.has(result.status))
     return { status: 409, body: { error: 'run_finished', runId, status: result.status } };
+  await cancelChildren(ctx, runId, op.name);
+  return {
+    status: result.stopped ? 200 : 202,
+    body: { runId, status: result.status, cancelled: result.stopped ? 'now' : 'at_next_commit', operator: op.name },
+  };
+}
+
+/** Every child run of `runId`, and theirs, cancelled (one that ended already is left as it is). */
+async function cancelChildren(ctx: EngineContext, runId: string, by: string): Promise<void> {
+  for (const child of await childRunsOf(ctx).childrenOf(runId)) {
+    const r = await cancelOne(ctx, child, `parent_cancelled: ${runId}`, by).catch((err: unknown) => {
+      if (err instanceof FenceError && err.code === 'run_missing') return undefined;
+      throw err;
+    });
+    if (r) await cancelChildren(ctx, child, by);
+  }
+}
+
+/** One run's cancel: its status afterwards, and whether it was ended now. Throws FenceError run_missing. */
+async function cancelOne(
+  ctx: EngineContext,
+  runId: string,
+  reason: string,
+  by: string,
+): Promise<{ stopped: boolean; status: string }> {
+  // A run still waiting in its tenant's line (flow control) never started: taken out of the line, it is cancelled at
+  // once.
+  const neverStarted = (await ctx.admission?.withdraw(runId)) === true;
+  // A run parked on a wait has a delayed wake job: taken out of the queue once the run is cancelled.
+  const [was, wakeJobId] = await ctx.redis.hmget(ctx.keys.run(runId).run, 'status', 'jobId');
+  const result = await stopRun(ctx, runId, {
+    expected: ['waiting_approval', 'needs_human', ...WAIT_STATUSES, ...(neverStarted ? ['queued'] : [])],
+    status: 'cancelled',
+    reason,
+    now: Date.now(),
+    requestCancel: true,
+  });
   // At work but waiting (an outage, a follow-up, a rate limit): its step meets the cancel now.
-  if (!result.stopped) await wakeForCancel(ctx, runId);
+  if (!result.stopped && !TERMINAL.has(result.status)) await wakeForCancel(ctx, runId);
   // Parked (no step in flight): the journal gets the operator's entry now. A running run's
   // cancel is journalled by its next commit, as a status entry whose reason names the operator.
   if (result.stopped) {
-    await ctx.store.recordOperatorAction(runId, { action: 'cancel', by: op.name, at: Date.now(), detail: 'cancelled' });
+    await ctx.store.recordOperatorAction(runId, { action: 'cancel', by, at: Date.now(), detail: 'cancelled' });
     // Cancelled while waiting for approval: nobody is asked to decide for it any more.
     await withdrawApprovals(ctx, runId, reason);
     // Its step 1 job waited in the delayed set for an admission that will not come.
@@ -280,11 +308,11 @@ export async function cancelRun(ctx: EngineContext, op: Operator, runId: string)
         .forRun(runId)
         .remove(wakeJobId)
         .catch(() => 0);
+    // A child cancelled on its own: its parent resumes now, with the cancel as the call's tool error.
+    const parent = (await ctx.store.readSpec(runId).catch(() => undefined))?.parent;
+    if (parent) await childRunsOf(ctx).wakeParent(parent.runId, runId);
   }
-  return {
-    status: result.stopped ? 200 : 202,
-    body: { runId, status: result.status, cancelled: result.stopped ? 'now' : 'at_next_commit', operator: op.name },
-  };
+  return result;
 }
 
 /**

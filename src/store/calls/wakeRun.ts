@@ -23,6 +23,8 @@ export interface WakeRunArgs {
   contextBytesDelta: number | undefined;
   /** The `woke` event (JSON). */
   event: string;
+  /** A child's spend, charged to the woken run with the resume (0 for other waits). */
+  charge: { steps: number; tokens: number };
 }
 
 /** True when this call woke the run, false when an earlier delivery had; throws the FenceError of a refusal. */
@@ -42,6 +44,8 @@ export async function wakeRun(redis: RedisClient, k: WakeRunKeys, a: WakeRunArgs
     a.entry,
     a.contextBytesDelta ?? '',
     a.event,
+    a.charge.steps,
+    a.charge.tokens,
   );
   return Number(expectReply(res, { step: a.step })) === 1;
 }

@@ -34,7 +34,7 @@
   ARGV[30] the decision event (JSON; '' when ARGV[13] is 0)
   ARGV[31] the action id a park into waiting_approval asks approval for ('' for none)
   ARGV[32] that approval's expiry (ms) if none is recorded yet
-  ARGV[33] a park on a wait (sleeping | waiting_event): the wait's record (JSON, src/runs/waits.ts), '' for none
+  ARGV[33] a park on a wait (sleeping | waiting_event | waiting_child): the wait's record (JSON, src/runs/waits.ts), '' for none
   ARGV[34..33+N] journal entries (JSON): the one variable-length run, last
 
   A park on a wait advances the cursor and makes the next step's job id the run's

@@ -4,11 +4,13 @@
 
   KEYS[1] the key's event hash
 
-  ARGV[1] payload (JSON)  ARGV[2] now (ms)  ARGV[3] how long a kept delivery waits for a wait (ms)
+  ARGV[1] payload (JSON)  ARGV[2] now (ms)  ARGV[3] how long a kept delivery waits for a wait (ms; 0: never
+  kept, the sender handles the event otherwise, as an agent's webhook does by starting a run)
 
   Returns:
    {'resumed', runId, waitId}  the waiting run gets this payload (its wake job is then promoted)
    {'kept', expiresAt}         no wait holds the key: kept until expiresAt
+   {'no_wait'}                 ARGV[3] is 0 and no wait holds the key (or its wait has a delivery already): nothing written
    {'duplicate'}               the wait already got a delivery it has not consumed yet, or one is kept already
 ]]
 local e = redis.call('HMGET', KEYS[1], 'state', 'waitId', 'runId', 'expiresAt')
@@ -19,6 +21,7 @@ if state == 'waiting' then
   redis.call('HSET', KEYS[1], 'state', 'delivered', 'payload', ARGV[1], 'deliveredAt', ARGV[2])
   return { 'resumed', runId, waitId }
 end
+if tonumber(ARGV[3]) == 0 then return { 'no_wait' } end
 if state == 'delivered' then return { 'duplicate' } end
 if state == 'pending' and tonumber(expiresAt) > now then return { 'duplicate' } end
 

@@ -1,9 +1,11 @@
 --[[
-  Wakes a run parked on a wait (sleeping | waiting_event) at the start of its
-  wake job: the run is running again, its wait removed, and the wait's result
-  journalled when it has one to journal (an event's payload or its timeout; a
-  sleep's result was journalled by the commit that parked it). Fenced like
-  commitStep, from the parked statuses instead of running.
+  Wakes a run parked on a wait (sleeping | waiting_event | waiting_child) at the
+  start of its wake job: the run is running again, its wait removed, and the
+  wait's result journalled when it has one to journal (an event's payload or its
+  timeout, a child's outcome; a sleep's result was journalled by the commit that
+  parked it). A child's spend is charged to this run's budget in the same change,
+  so it is charged exactly once, with the resume. Fenced like commitStep, from the
+  parked statuses instead of running.
 
   KEYS[1] run hash  KEYS[2] budget hash  KEYS[3] journal list  KEYS[4] events stream
   KEYS[5] job lock key
@@ -12,6 +14,7 @@
   ARGV[5] events max length  ARGV[6] retention ms (listing indexes)
   ARGV[7] the wait's result entry (JSON; '' for none)  ARGV[8] context bytes delta ('' = none kept)
   ARGV[9] the woke event (JSON)
+  ARGV[10] steps to charge (a child's)  ARGV[11] tokens to charge (a child's)
 
   Returns 1, 0 when the run is already running (an earlier delivery woke it), or a negative code:
    -1 lock lost  -2 stale step  -3 run missing  -4 run not parked on a wait (cancelled, say)
@@ -24,12 +27,14 @@ local run = redis.call('HMGET', KEYS[1], 'cursor', 'status', 'jobId')
 if not run[1] then return -3 end
 if tonumber(run[1]) ~= tonumber(ARGV[2]) or run[3] ~= ARGV[3] then return -2 end
 if run[2] == 'running' then return 0 end
-if run[2] ~= 'sleeping' and run[2] ~= 'waiting_event' then return -4 end
+if run[2] ~= 'sleeping' and run[2] ~= 'waiting_event' and run[2] ~= 'waiting_child' then return -4 end
 
 if ARGV[7] ~= '' then
   redis.call('RPUSH', KEYS[3], ARGV[7])
   if ARGV[8] ~= '' then redis.call('HINCRBY', KEYS[2], 'contextBytes', ARGV[8]) end
 end
+if tonumber(ARGV[10]) > 0 then redis.call('HINCRBY', KEYS[2], 'stepsUsed', ARGV[10]) end
+if tonumber(ARGV[11]) > 0 then redis.call('HINCRBY', KEYS[2], 'tokensUsed', ARGV[11]) end
 indexRunStatus(KEYS[1], 'running', ARGV[4], ARGV[6], run[2], '')
 redis.call('HSET', KEYS[1], 'status', 'running', 'reason', '', 'updatedAt', ARGV[4])
 redis.call('HDEL', KEYS[1], 'wait')

@@ -161,9 +161,15 @@ function advancePlan(
   };
 }
 
-/** The status and reason of a park on a wait (the reason names its due time, never the event key). */
+/** The status and reason of a park on a wait (the reason names its due time and child, never the event key). */
 function parkOn(env: StepEnv, wait: WaitRecord): { status: string; reason: string; budget?: undefined } {
   env.metrics.waits.inc({ kind: wait.kind, outcome: 'parked' });
   const at = new Date(wait.at).toISOString();
-  return { status: statusOfWait(wait), reason: wait.kind === 'sleep' ? `sleep until ${at}` : `event wait until ${at}` };
+  const reason =
+    wait.kind === 'sleep'
+      ? `sleep until ${at}`
+      : wait.kind === 'event'
+        ? `event wait until ${at}`
+        : `child run ${wait.childRunId} until ${at}`;
+  return { status: statusOfWait(wait), reason };
 }

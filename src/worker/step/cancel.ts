@@ -8,6 +8,7 @@
  * a retry attempt and a wait read it again (one HGET). The commit then ends the run `cancelled` with the
  * cancel's reason (commitStep-23.lua: a recorded cancel wins over any status).
  */
+import { isTerminal } from '../../runs/status.js';
 import type { StepEnv } from './env.js';
 import { stopPlan, type CommitPlan, type StepState } from './state.js';
 
@@ -28,4 +29,21 @@ export function cancelledPlan(env: StepEnv, state: StepState, at: CancelPoint, c
     ...stopPlan(state.step, { status: 'cancelled', reason: `cancelled before the ${at}` }),
     tokensDelta: charged,
   };
+}
+
+/**
+ * A child run whose parent ended (cancelled, or any terminal status) or is gone ends `cancelled` before its step
+ * asks the model: no orphan works on for nobody. Read once per step of a child (one HGET on the parent's run). A
+ * parent's cancel also cancels its children at once (src/http/operators/actions.ts); this catches a child that
+ * cascade missed (the API died in between) or a parent that ended otherwise.
+ */
+export async function parentEnded(env: StepEnv, state: StepState): Promise<CommitPlan | undefined> {
+  const parent = state.spec.parent;
+  if (!parent || !env.children) return undefined;
+  const status = await env.children.parentStatus(parent.runId);
+  if (status !== '' && !isTerminal(status)) return undefined;
+  const was = status === '' ? 'missing' : status;
+  env.metrics.childRuns.inc({ event: 'orphaned', outcome: was });
+  state.log.info({ code: 'parent_ended', parentRunId: parent.runId, parentStatus: was }, 'parent ended: child ends');
+  return stopPlan(state.step, { status: 'cancelled', reason: `parent_ended: ${parent.runId} ${was}` });
 }

@@ -11,6 +11,8 @@ import { encodeEntry } from '../../core/journal.js';
 import { isContext, type Usage } from '../../budget/tenantBudget.js';
 import { countRunFinished } from '../../metrics/metrics.js';
 import type { StepJobData } from '../../runs/spec.js';
+import { endsRun } from '../../runs/status.js';
+import { waitIdOf } from '../../runs/waits.js';
 import type { StepEnv } from './env.js';
 import { grown, type CommitPlan, type StepState } from './state.js';
 import type { StepCommit } from './store.js';
@@ -38,6 +40,7 @@ export async function commit(env: StepEnv, state: StepState, plan: CommitPlan, f
   env.crash.hit('after_commit', state.step);
   const { committed } = reply;
   if (plan.wait && committed === plan.status) await addWakeJob(env, state, plan, nextUsed);
+  await childBookkeeping(env, state, plan, committed);
   // A recorded cancel or an expired approval may have changed the status the plan asked for.
   const reason =
     committed === plan.status ? plan.reason : committed === 'cancelled' ? 'cancelled_by_operator' : 'approval_expired';
@@ -60,8 +63,25 @@ export async function commit(env: StepEnv, state: StepState, plan: CommitPlan, f
 }
 
 /**
- * The parked wait's wake job, delayed until the wait's time. If this fails or the process dies before it,
- * the run is parked with no job: the stuck-run sweep adds it (RunStore.ensureCurrentStepJob).
+ * A parent parked on a child that already ended resumes now; a child that ended wakes its parent now. Either is
+ * only sooner: if it fails or the process dies here, the parent's wake job fires at its deadline, or the stuck-run
+ * sweep promotes it (src/runs/stuckRuns.ts).
+ */
+async function childBookkeeping(env: StepEnv, state: StepState, plan: CommitPlan, committed: string): Promise<void> {
+  const { children } = env;
+  const parent = state.spec.parent;
+  let woken: Promise<boolean> | undefined;
+  if (plan.wait?.kind === 'child' && committed === plan.status) woken = children?.wakeIfChildEnded(state.runId);
+  else if (parent && endsRun(committed)) woken = children?.wakeParent(parent.runId, state.runId);
+  await woken?.catch((err: unknown) =>
+    state.log.warn({ code: 'child_wake_failed', err }, "parent's wake job not promoted (the sweep will)"),
+  );
+}
+
+/**
+ * The parked wait's wake job, delayed until the wait's time (promoted at once when an event was delivered before
+ * the job existed). If this fails or the process dies before it, the run is parked with no job: the stuck-run
+ * sweep adds it (RunStore.ensureCurrentStepJob), and it finds a delivery when it fires.
  */
 async function addWakeJob(env: StepEnv, state: StepState, plan: CommitPlan, used: Usage): Promise<void> {
   const { runId, step, data } = state;
@@ -73,7 +93,10 @@ async function addWakeJob(env: StepEnv, state: StepState, plan: CommitPlan, used
     wake: true,
     ...(data.limits ? { limits: data.limits } : {}),
   };
-  await env.store.addWakeJob(wake, plan.wait!.at).catch((err: unknown) => {
+  const wait = plan.wait!;
+  const event =
+    wait.kind === 'event' ? { tenant: state.spec.tenant, key: wait.key, waitId: waitIdOf(runId, wait) } : undefined;
+  await env.store.addWakeJob(wake, wait.at, event).catch((err: unknown) => {
     state.log.warn({ code: 'wake_job_not_added', err }, 'wake job not added (the sweep will)');
   });
 }

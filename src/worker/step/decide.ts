@@ -3,9 +3,9 @@
  * reused (the model is not asked again). Otherwise: a follow-up waits for its previous
  * run, the budget pre-flight checks what the call may spend, and the model is called
  * (src/worker/step/model.ts), unless the run's cancel is recorded (checked before each
- * attempt and each wait, src/worker/step/cancel.ts). A decision followed by a write, or made on a redelivery,
- * is journalled at once (fenced, crash point `after_decision`); any other rides in the
- * commit. Returns the commit that stops the run, or undefined with `state.decision` set.
+ * attempt and each wait, src/worker/step/cancel.ts). A decision followed by a write or a
+ * child run, or made on a redelivery, is journalled at once (fenced, crash point
+ * `after_decision`); any other rides in the commit. Returns the commit that stops the run, or undefined with `state.decision` set.
  */
 import type { Agent } from '../../core/agent.js';
 import { encodeEntry, type DecisionEntry } from '../../core/journal.js';
@@ -68,14 +68,14 @@ function budgetStopped(env: StepEnv, state: StepState, kind: BudgetKind, reason:
 }
 
 /**
- * Keeps the decision: journalled now when a write follows (its effects must find it after a
- * crash) or on a redelivery (a concurrent delivery must not decide again); else it rides in
- * the commit.
+ * Keeps the decision: journalled now when a write or a child run follows (its effects, or the child started
+ * under this call's id, must find it after a crash) or on a redelivery (a concurrent delivery must not decide
+ * again); else it rides in the commit.
  */
 async function keep(env: StepEnv, state: StepState, agent: Agent, decision: DecisionEntry): Promise<void> {
   state.decision = decision;
-  const hasWrite = decision.toolCalls.some((c) => agent.tools.get(c.name)?.effect === 'write');
-  if (!hasWrite && !state.redelivered) {
+  const mustJournal = decision.toolCalls.some((c) => startsEffect(agent, c.name));
+  if (!mustJournal && !state.redelivered) {
     state.carriesDecision = true;
     return;
   }
@@ -93,6 +93,12 @@ async function keep(env: StepEnv, state: StepState, agent: Agent, decision: Deci
   state.startedEmitted = true;
   state.used = grown({ ...state.used, tokens: state.used.tokens + total(decision.usage) }, bytes);
   env.crash.hit('after_decision', state.step);
+}
+
+/** A write, or an agent tool (a wait tool whose call starts a child run: its child is named after the call). */
+function startsEffect(agent: Agent, name: string): boolean {
+  const tool = agent.tools.get(name);
+  return tool?.effect === 'write' || (tool?.effect === 'wait' && tool.startsChild === true);
 }
 
 /**

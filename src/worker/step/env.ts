@@ -16,6 +16,7 @@ import type { FollowUpContext } from '../followUp.js';
 import type { VersionVerdict } from '../versionGate.js';
 import type { RateLimits } from '../../flow/rateLimits.js';
 import type { StepStore } from './store.js';
+import type { ChildOutcome, ChildStart, ChildStartRequest } from '../../runs/children.js';
 
 /**
  * What a step reads of the configuration, and nothing else (src/server passes the
@@ -67,6 +68,20 @@ export interface AgentChoice {
   verdict(spec: RunSpec): Promise<VersionVerdict>;
 }
 
+/**
+ * Child runs of agent tools (src/runs/children.ts): started through the producer's intake, read by the parent's
+ * wake, and the parent's wake job promoted when a child ends.
+ */
+export interface ChildRunPort {
+  start(req: ChildStartRequest): Promise<ChildStart>;
+  outcome(childRunId: string): Promise<ChildOutcome>;
+  /** The parent's status ('' when it is gone): a child whose parent ended ends too. */
+  parentStatus(parentRunId: string): Promise<string>;
+  wakeParent(parentRunId: string, childRunId: string): Promise<boolean>;
+  /** A parent that parked on a child which had already ended resumes now. */
+  wakeIfChildEnded(parentRunId: string): Promise<boolean>;
+}
+
 export interface StepEnv {
   readonly cfg: StepOptions;
   readonly store: StepStore;
@@ -91,4 +106,6 @@ export interface StepEnv {
     | undefined;
   /** Model rate limits, reserved around each model attempt (src/flow/rateLimits.ts). */
   readonly rates: RateLimits | undefined;
+  /** Child runs of agent tools; undefined where none can be started (an agent tool's call is then a tool error). */
+  readonly children?: ChildRunPort | undefined;
 }

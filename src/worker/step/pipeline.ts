@@ -20,6 +20,7 @@ import { DelayedError } from 'bullmq';
 import { errorCode, FenceError, isAgentError } from '../../core/errors.js';
 import { NotReplicatedError } from '../../store/replicated.js';
 import { act } from './act.js';
+import { parentEnded } from './cancel.js';
 import { commit } from './commit.js';
 import { decide } from './decide.js';
 import type { StepEnv } from './env.js';
@@ -56,10 +57,12 @@ export class StepPipeline {
   }
 
   /**
-   * decide, then act. The run's agent at its pinned version and tools hash: a worker that does
+   * decide, then act (a child whose parent ended stops first). The run's agent at its pinned version and tools hash: a worker that does
    * not serve it hands the step back to one that does, or parks the run (src/worker/versionGate.ts).
    */
   private async plan(state: StepState): Promise<CommitPlan> {
+    const orphaned = await parentEnded(this.env, state);
+    if (orphaned) return orphaned;
     const agent = this.env.agents.agentFor(state.spec);
     if (!agent) return notServed(this.env, state);
     const stopped = await decide(this.env, this.prompts, state, agent);

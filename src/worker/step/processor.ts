@@ -21,7 +21,8 @@ import type { RateLimits } from '../../flow/rateLimits.js';
 import type { EffectRunner } from '../effects.js';
 import { FollowUps } from '../followUp.js';
 import type { VersionGate, VersionVerdict } from '../versionGate.js';
-import type { AgentChoice, StepEnv, StepOptions } from './env.js';
+import type { AgentChoice, ChildRunPort, StepEnv, StepOptions } from './env.js';
+import { ChildRuns, type ChildRunStarter } from '../../runs/children.js';
 import type { Delivery } from './load.js';
 import { StepPipeline } from './pipeline.js';
 import { BullStepJob, RedisStepStore } from './redisStore.js';
@@ -56,6 +57,8 @@ export interface StepDeps {
   admission?: { release(runId: string): Promise<void> } | undefined;
   /** Model rate limits, reserved around each model attempt (src/flow/rateLimits.ts). */
   rates?: RateLimits | undefined;
+  /** Starts the child runs of agent tools (the producer's intake, given by the composition root). */
+  childRuns?: ChildRunStarter | undefined;
 }
 
 /** The step as BullMQ's processor: builds the stages' environment on Redis and runs the pipeline per job. */
@@ -128,7 +131,26 @@ function envOf(d: StepDeps): StepEnv {
     tracer: d.tracer,
     admission: d.admission,
     rates: d.rates,
+    children: childPort(d),
     workerName: d.workerName ?? `worker:${process.pid}`,
+  };
+}
+
+/** Child runs read on Redis; started by the starter the worker was given, refused without one. */
+function childPort(d: StepDeps): ChildRunPort {
+  const runs = new ChildRuns({
+    redis: d.redis,
+    keys: d.keys,
+    queues: d.store.queues,
+    retentionMs: d.cfg.RUN_RETENTION_MS,
+  });
+  const starter = d.childRuns;
+  return {
+    start: async (req) => (starter ? starter.start(req) : { kind: 'refused', error: 'unavailable' }),
+    outcome: (id) => runs.outcome(id),
+    parentStatus: (id) => runs.parentStatus(id),
+    wakeParent: (parentId, childId) => runs.wakeParent(parentId, childId),
+    wakeIfChildEnded: (parentId) => runs.wakeIfChildEnded(parentId),
   };
 }
 

@@ -236,10 +236,18 @@ export class RedisStepStore implements StepStore {
     return { committed };
   }
 
-  async addWakeJob(data: StepJobData, atMs: number): Promise<void> {
+  async addWakeJob(
+    data: StepJobData,
+    atMs: number,
+    event?: { tenant: string; key: string; waitId: string },
+  ): Promise<void> {
     const { runId, step } = data;
     const opts = this.d.runs.queues.jobOptions(runId, step);
-    await this.d.runs.queues.forRun(runId).add(STEP_JOB_NAME, data, { ...opts, delay: Math.max(0, atMs - Date.now()) });
+    const delay = Math.max(0, atMs - Date.now());
+    const job = await this.d.runs.queues.forRun(runId).add(STEP_JOB_NAME, data, { ...opts, delay });
+    if (!event || delay === 0) return;
+    const [state, waitId] = await this.d.redis.hmget(this.d.keys.eventKey(event.tenant, event.key), 'state', 'waitId');
+    if (state === 'delivered' && waitId === event.waitId && (await job.isDelayed())) await job.promote();
   }
 
   async wake(job: StepJob, w: WakeWrite): Promise<boolean> {
@@ -254,6 +262,7 @@ export class RedisStepStore implements StepStore {
       entry: w.encoded,
       contextBytesDelta: w.contextBytesDelta,
       event: w.event,
+      charge: w.charge ?? { steps: 0, tokens: 0 },
     });
   }
 

@@ -49,6 +49,8 @@ export interface WakeWrite {
   /** The `woke` event (JSON). */
   event: string;
   now: number;
+  /** A child's spend, charged to this run with the resume (absent for other waits). */
+  charge?: { steps: number; tokens: number };
 }
 
 /** One event key of a tenant, and the wait on it. */
@@ -112,8 +114,13 @@ export interface StepStore {
   /** Charges tokens of attempts abandoned before a decision (fenced; refused silently by the caller). */
   chargeTokens(job: StepJob, runId: string, step: number, tokens: number): Promise<void>;
   commit(job: StepJob, c: StepCommit): Promise<CommitReply>;
-  /** Adds a parked wait's wake job (the run's current job), delayed until `atMs`; a no-op if it exists. */
-  addWakeJob(data: StepJobData, atMs: number): Promise<void>;
+  /**
+   * Adds a parked wait's wake job (the run's current job), delayed until `atMs`; a no-op if it exists. For a wait
+   * on an event (`event`), a delivery that came before the job existed (its deliverer found no job to promote)
+   * promotes the job now: the deliverer checks for the job after its delivery, this checks for a delivery after
+   * the job, so one of the two sees the other.
+   */
+  addWakeJob(data: StepJobData, atMs: number, event?: { tenant: string; key: string; waitId: string }): Promise<void>;
   /** Wakes a parked wait's run (fenced; false when an earlier delivery of the job already woke it). */
   wake(job: StepJob, w: WakeWrite): Promise<boolean>;
   /** Registers a run's wait on an event key (a delivery kept for the key is consumed at once). */

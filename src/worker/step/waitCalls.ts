@@ -5,11 +5,13 @@
  * error the model sees. A sleep counts against the run's wall clock: one that would end at or past the
  * deadline stops the run `budget_exceeded` (wall_clock) at once; a wait for an event times out at the
  * deadline at the latest. If the process dies before the commit, the step is redelivered and the wait
- * asked again: registering the same wait on a key is idempotent.
+ * asked again: registering the same wait on a key is idempotent, and so is starting a child (its run id derives
+ * from this run, step and call; the decision that asked was journalled first, src/worker/step/decide.ts).
  */
 import type { Agent } from '../../core/agent.js';
 import type { ObservationEntry } from '../../core/journal.js';
-import type { ToolContext, WaitRequest, WaitTool } from '../../core/tool.js';
+import type { ChildRequest, ToolContext, WaitRequest, WaitTool } from '../../core/tool.js';
+import { carveLimits } from '../../runs/children.js';
 import type { BudgetStop } from '../../budget/tenantBudget.js';
 import { waitIdOf, type WaitRecord } from '../../runs/waits.js';
 import type { StepEnv } from './env.js';
@@ -49,7 +51,12 @@ export async function startWaits(
       out.observed.set(i, { ...base, status: 'format_error', output: asked });
       continue;
     }
-    const r = asked.kind === 'sleep' ? sleep(env, state, asked) : await eventWait(env, state, call, asked);
+    const r =
+      asked.kind === 'sleep'
+        ? sleep(env, state, asked)
+        : asked.kind === 'event'
+          ? await eventWait(env, state, call, asked)
+          : await childWait(env, state, call, asked.request);
     if ('obs' in r) out.observed.set(i, { ...base, ...r.obs });
     if ('park' in r) out.park = r.park;
     if ('stop' in r) out.stop = r.stop;
@@ -57,7 +64,11 @@ export async function startWaits(
   return out;
 }
 
-type Asked = { kind: 'sleep'; at: number } | { kind: 'event'; key: string; timeoutMs: number } | { error: string };
+type Asked =
+  | { kind: 'sleep'; at: number }
+  | { kind: 'event'; key: string; timeoutMs: number }
+  | { kind: 'child'; request: ChildRequest }
+  | { error: string };
 
 /** The wait the tool asks for, from the call's arguments; a bad one is a format error the model sees. */
 function requestOf(
@@ -81,6 +92,10 @@ function requestOf(
     const ok = typeof req.key === 'string' && req.key.length > 0 && req.key.length <= 200 && req.timeoutMs > 0;
     return ok ? { kind: 'event', key: req.key, timeoutMs: req.timeoutMs } : { error: 'invalid_wait' };
   }
+  if (req.kind === 'child')
+    return typeof req.agent === 'string' && req.agent.length > 0
+      ? { kind: 'child', request: req }
+      : { error: 'invalid_wait' };
   const at = 'untilMs' in req ? req.untilMs : now + req.forMs;
   return Number.isFinite(at) ? { kind: 'sleep', at: Math.round(at) } : { error: 'invalid_wait' };
 }
@@ -133,4 +148,40 @@ async function eventWait(
     return { obs: { status: 'tool_error', output: { error: 'event_key_busy' } } };
   }
   return { park: { kind: 'event', at, key: asked.key, step: state.step, callId: call.id, tool: call.name } };
+}
+
+/**
+ * A child run: started with a budget carved out of what this run has left (none left: a tool error, nothing
+ * started), then this run parks `waiting_child` until the child ends or this run's deadline. A child the intake
+ * refuses (unknown agent, input its schema refuses) is a tool error naming the fields. Crash point
+ * `after_child_started`: the child exists, the park is not committed; the redelivered step finds the same child.
+ */
+async function childWait(env: StepEnv, state: StepState, call: ToolCall, asked: ChildRequest): Promise<Started> {
+  const now = env.now();
+  const { limits, tenant } = state.spec;
+  const carved = carveLimits(limits, state.used, asked.budget, now);
+  const refused = (output: Record<string, unknown>): Started => {
+    env.metrics.childRuns.inc({ event: 'refused', outcome: String(output.error) });
+    return { obs: { status: 'tool_error', output } };
+  };
+  if (!carved) return refused({ error: 'no_budget_for_child' });
+  if (!env.children) return refused({ error: 'child_runs_unavailable' });
+  const parent = { runId: state.runId, step: state.step, callId: call.id, tenant, deadlineAt: limits.deadlineAt };
+  const r = await env.children.start({ parent, agent: asked.agent, input: asked.input, limits: carved, now });
+  if (r.kind === 'refused') {
+    if (r.error === 'unavailable') return refused({ error: 'child_runs_unavailable' });
+    const error = r.error === 'unknown_agent' ? 'unknown_child_agent' : 'invalid_child_input';
+    return refused({ error, fields: r.fields });
+  }
+  if (r.created) env.metrics.childRuns.inc({ event: 'started', outcome: 'created' });
+  state.log.info({ code: 'child_started', childRunId: r.runId, created: r.created }, 'child run started');
+  env.crash.hit('after_child_started', state.step);
+  const park = {
+    kind: 'child' as const,
+    at: limits.deadlineAt,
+    childRunId: r.runId,
+    step: state.step,
+    tool: call.name,
+  };
+  return { park: { ...park, callId: call.id } };
 }

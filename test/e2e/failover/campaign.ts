@@ -183,6 +183,22 @@ async function committedSteps(ports: number[]): Promise<number | undefined> {
   return any ? sum : undefined;
 }
 
+/**
+ * Each replica's replication offset right after the master's death (what it holds): a promoted replica with a smaller
+ * offset than another has lost writes the other acknowledged.
+ */
+async function replicaOffsets(s: LocalSentinel, master: number): Promise<Map<number, number>> {
+  const out = new Map<number, number>();
+  for (const p of [...s.nodes.keys()].filter((q) => q !== master)) {
+    const c = new Redis({ port: p, host: '127.0.0.1', maxRetriesPerRequest: 1, connectTimeout: 1000 });
+    const info = await c.info('replication').catch(() => '');
+    c.disconnect();
+    const m = /slave_repl_offset:(\d+)/.exec(info) ?? /master_repl_offset:(\d+)/.exec(info);
+    out.set(p, m ? Number(m[1]) : -1);
+  }
+  return out;
+}
+
 async function fallBehind(s: LocalSentinel, master: number): Promise<number[]> {
   const replicas = [...s.nodes.keys()].filter((p) => p !== master);
   for (const p of replicas) s.nodes.get(p)!.process.kill('SIGSTOP');
@@ -287,9 +303,11 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
         const killedAt = Date.now();
         await sentinel.kill(master, 'SIGKILL');
         for (const p of frozen) sentinel.nodes.get(p)!.process.kill('SIGCONT');
+        const offsets = await replicaOffsets(sentinel, master);
         const promoted = await sentinel.waitForFailover(master);
         log(
-          `kill ${k + 1}: master ${master} SIGKILLed at ${killedAt}, ${promoted} promoted after ${Date.now() - killedAt} ms`,
+          `kill ${k + 1}: master ${master} SIGKILLed at ${killedAt}, ${promoted} promoted after ${Date.now() - killedAt} ms` +
+            ` (replica offsets at the kill: ${[...offsets].map(([p, o]) => `${p}=${o}`).join(', ')})`,
         );
         // Steps flowing again: the committed-steps counter moves past its value at the kill.
         const deadline = Date.now() + 60_000;

@@ -1,4 +1,7 @@
-/** The support agent's tools (the order feeds the tools' schema hash every run pins: keep it). */
+/**
+ * The support agent's tools (the order feeds the tools' schema hash every run pins: keep it; new tools go last and
+ * the agent's version moves with them).
+ */
 import type { ServiceOptions } from '../../../core/httpJson.js';
 import type { Tool } from '../../../core/tool.js';
 import { sandboxServices, type SupportServices } from '../vendors/index.js';
@@ -11,6 +14,8 @@ import { readTicket } from './readTicket.js';
 import { refundTool } from './refund.js';
 import { searchKbTool } from './searchKb.js';
 import { sendEmailTool } from './sendEmail.js';
+import { checkBackLaterTool } from './checkBackLater.js';
+import { waitForReplyTool } from './waitForReply.js';
 
 /**
  * Each tool built with the service it calls (src/agents/support/vendors: Zendesk, Resend,
@@ -26,5 +31,7 @@ export function createSupportTools(services: SupportServices | ServiceOptions): 
     createTicketTool(new ZendeskClient(s.zendesk)),
     sendEmailTool(new ResendClient(s.resend)),
     refundTool(new StripeClient(s.stripe)),
+    waitForReplyTool,
+    checkBackLaterTool,
   ];
 }
