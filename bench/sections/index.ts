@@ -13,6 +13,10 @@ import { memory } from './memory.js';
 import { streaming } from './streaming.js';
 import { replication } from './replication.js';
 import { waits } from './waits.js';
+import { neighbour } from './neighbour.js';
+import { limits } from './limits.js';
+import { priority } from './priority.js';
+import { rateLimit } from './rateLimit.js';
 
 export const sections: Section[] = [
   throughput,
@@ -24,4 +28,8 @@ export const sections: Section[] = [
   streaming,
   waits,
   replication,
+  neighbour,
+  limits,
+  priority,
+  rateLimit,
 ];
