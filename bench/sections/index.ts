@@ -13,6 +13,7 @@ import { memory } from './memory.js';
 import { streaming } from './streaming.js';
 import { replication } from './replication.js';
 import { waits } from './waits.js';
+import { children } from './children.js';
 
 export const sections: Section[] = [
   throughput,
@@ -23,5 +24,6 @@ export const sections: Section[] = [
   recovery,
   streaming,
   waits,
+  children,
   replication,
 ];
