@@ -64,12 +64,29 @@ export function waitModeOf(node: Redis): Promise<WaitMode> {
 }
 
 /** The connection to the master that owns `key`'s slot (the client itself on a single Redis or Sentinel). */
-function masterOf(client: RedisClient, key: string): Redis {
+async function masterOf(client: RedisClient, key: string): Promise<Redis> {
   if (!(client instanceof Cluster)) return client;
-  const nodeKey = client.slots[calculateSlot(key)]?.[0];
-  const node = client.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === nodeKey);
-  if (!node) throw new RedisUnreachable(`no connection to the master of ${key}'s slot (${nodeKey ?? 'unknown'})`);
-  return node;
+  const lookup = () => {
+    const nodeKey = client.slots[calculateSlot(key)]?.[0];
+    return { nodeKey, node: client.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === nodeKey) };
+  };
+  let found = lookup();
+  if (!found.node) {
+    // A failover moved the slot and nothing sent through this client's router has met a MOVED since: ask again.
+    await refreshSlots(client);
+    found = lookup();
+  }
+  if (!found.node)
+    throw new RedisUnreachable(`no connection to the master of ${key}'s slot (${found.nodeKey ?? 'unknown'})`);
+  return found.node;
+}
+
+/**
+ * Re-reads a Cluster's slot table. The waits send their commands to a node's connection directly, never through the
+ * client's router, so no MOVED reply ever tells this client that a failover moved a slot: after one, it asks.
+ */
+function refreshSlots(client: Cluster): Promise<void> {
+  return new Promise((resolve) => client.refreshSlotsCache(() => resolve()));
 }
 
 /** How long a fence write lives: it only has to be written, never read. */
@@ -197,10 +214,18 @@ export async function replicated(
   witness?: Witness,
 ): Promise<number> {
   if (opts.minReplicas <= 0) return 0;
-  const node = masterOf(client, fenceKey);
-  const acked = await new Promise<number>((resolve, reject) =>
-    groupWait(node, { fenceKey, opts, witness, resolve, reject }),
-  );
+  const node = await masterOf(client, fenceKey);
+  let acked: number;
+  try {
+    acked = await new Promise<number>((resolve, reject) =>
+      groupWait(node, { fenceKey, opts, witness, resolve, reject }),
+    );
+  } catch (err) {
+    // The node may not be the slot's master any more (READONLY from a demoted one, a closed connection): the next
+    // wait goes where the slot is now.
+    if (client instanceof Cluster) await refreshSlots(client);
+    throw err;
+  }
   if (acked < opts.minReplicas) throw new NotReplicatedError(acked, opts.minReplicas, retryAfterMs);
   return acked;
 }

@@ -143,8 +143,9 @@ describe('support runs that do more under a kill loop', () => {
     let redisDown = false;
     let done = false;
 
-    // The customers: each replies once its run waits (not while the test restarts Redis: a webhook whose event
-    // record was written just before Redis died is answered `duplicate` on retry, see the report in docs/testing.md).
+    // The customers: each replies once its run waits, not while the test restarts Redis: a webhook whose event
+    // record was written just before Redis died, and whose delivery then failed, is answered `duplicate` on the
+    // sender's retry (the record's delete failed too), a gap of the webhook's event record, for run starts as well.
     const customers = (async () => {
       while (!done) {
         for (let i = 0; i < runIds.length; i++) {

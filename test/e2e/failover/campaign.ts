@@ -19,12 +19,18 @@ import { Redis } from 'ioredis';
 import { startSandbox } from '../../../sandbox/server.js';
 import { startOpenAIServer } from '../../../testkit/modelServers/openai.js';
 import type { RecordedRequest, Reply } from '../../../testkit/modelServers/queue.js';
-import { startLocalSentinel, SENTINEL_MASTER, type LocalSentinel } from '../../../testkit/sentinel.js';
+import { Cluster } from 'ioredis';
+import type { ChildProcess } from 'node:child_process';
+import { startLocalSentinel, SENTINEL_MASTER } from '../../../testkit/sentinel.js';
+import { startReplicatedCluster } from '../../../testkit/replicatedCluster.js';
+import { KeySpace } from '../../../src/store/keys.js';
 import { freePort } from '../../../testkit/embeddedRedis.js';
 import { onLines, spawnModule } from '../../../testkit/spawnModule.js';
 import { spawnChaosWorker } from '../chaos/processes.js';
 
 export interface CampaignOptions {
+  /** Where the fleet's data lives: a master with two replicas and three Sentinels, or a Cluster of 3 masters, 3 replicas. */
+  store?: 'sentinel' | 'cluster';
   /** REDIS_MIN_REPLICAS of every process. */
   minReplicas: number;
   lag: boolean;
@@ -58,6 +64,8 @@ export interface CampaignResult {
   recoveryMs: number[];
 }
 
+/** SHARDS of the fleet on the Cluster (spread over its three masters). */
+const CLUSTER_SHARDS = 16;
 const TERMINAL = new Set(['completed', 'failed', 'cancelled', 'budget_exceeded', 'needs_human']);
 const PRODUCER_TOKEN = 'failover-producer-token';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -183,13 +191,79 @@ async function committedSteps(ports: number[]): Promise<number | undefined> {
   return any ? sum : undefined;
 }
 
+/** A replicated Redis the campaign kills masters of: Sentinel-managed or a Cluster (the same steps on each). */
+interface ReplicatedStore {
+  /** The fleet's settings to reach it (REDIS_SENTINELS or REDIS_CLUSTER_NODES). */
+  env: Record<string, string>;
+  process(port: number): ChildProcess | undefined;
+  /** The master to kill next (on a Cluster, one of the masters, in turn). */
+  victim(k: number): Promise<number>;
+  replicasOf(master: number): Promise<number[]>;
+  kill(port: number): Promise<void>;
+  waitForFailover(old: number): Promise<number>;
+  /** Restarts a killed master and waits until it follows again (every master with its replicas online). */
+  rejoin(port: number): Promise<void>;
+  /** A key stored on `master` (the ballast that fills its replication links). */
+  keyOn(master: number): Promise<string>;
+  reader(): Redis | Cluster;
+  allProcesses(): ChildProcess[];
+  stop(): Promise<void>;
+}
+
+async function sentinelStore(): Promise<ReplicatedStore> {
+  const s = await startLocalSentinel({ replicas: 2 });
+  return {
+    env: { REDIS_SENTINELS: s.sentinels.join(','), REDIS_SENTINEL_MASTER: SENTINEL_MASTER },
+    process: (port) => s.nodes.get(port)?.process,
+    victim: () => s.masterPort(),
+    replicasOf: async (master) => [...s.nodes.keys()].filter((p) => p !== master),
+    kill: (port) => s.kill(port, 'SIGKILL'),
+    waitForFailover: (old) => s.waitForFailover(old),
+    rejoin: async (port) => {
+      await s.restart(port);
+      await s.waitForReplicas(2, 60_000);
+    },
+    keyOn: async () => 'failover-campaign:ballast',
+    reader: () =>
+      new Redis({
+        sentinels: s.sentinels.map((x) => ({ host: '127.0.0.1', port: Number(x.split(':')[1]) })),
+        name: SENTINEL_MASTER,
+      }),
+    allProcesses: () => [...s.nodes.values()].map((n) => n.process),
+    stop: () => s.stop(),
+  };
+}
+
+async function clusterStore(): Promise<ReplicatedStore> {
+  const c = await startReplicatedCluster({ masters: 3, nodeTimeoutMs: 2000 });
+  return {
+    env: { REDIS_CLUSTER_NODES: c.nodes.join(','), SHARDS: String(CLUSTER_SHARDS) },
+    process: (port) => c.processes.get(port)?.process,
+    victim: async (k) => {
+      const masters = (await c.masters()).sort((a, b) => a - b);
+      return masters[k % masters.length]!;
+    },
+    replicasOf: (master) => c.replicasOf(master),
+    kill: (port) => c.kill(port, 'SIGKILL'),
+    waitForFailover: (old) => c.waitForFailover(old),
+    rejoin: async (port) => {
+      await c.restart(port);
+      await c.waitForReplicas();
+    },
+    keyOn: (master) => c.keyOn(master, 'failover-campaign:ballast'),
+    reader: () => new Cluster(c.nodes.map((n) => ({ host: '127.0.0.1', port: Number(n.split(':')[1]) }))),
+    allProcesses: () => [...c.processes.values()].map((n) => n.process),
+    stop: () => c.stop(),
+  };
+}
+
 /**
  * Each replica's replication offset right after the master's death (what it holds): a promoted replica with a smaller
  * offset than another has lost writes the other acknowledged.
  */
-async function replicaOffsets(s: LocalSentinel, master: number): Promise<Map<number, number>> {
+async function replicaOffsets(replicas: readonly number[]): Promise<Map<number, number>> {
   const out = new Map<number, number>();
-  for (const p of [...s.nodes.keys()].filter((q) => q !== master)) {
+  for (const p of replicas) {
     const c = new Redis({ port: p, host: '127.0.0.1', maxRetriesPerRequest: 1, connectTimeout: 1000 });
     const info = await c.info('replication').catch(() => '');
     c.disconnect();
@@ -199,19 +273,19 @@ async function replicaOffsets(s: LocalSentinel, master: number): Promise<Map<num
   return out;
 }
 
-async function fallBehind(s: LocalSentinel, master: number): Promise<number[]> {
-  const replicas = [...s.nodes.keys()].filter((p) => p !== master);
-  for (const p of replicas) s.nodes.get(p)!.process.kill('SIGSTOP');
+async function fallBehind(store: ReplicatedStore, master: number): Promise<number[]> {
+  const replicas = await store.replicasOf(master);
+  for (const p of replicas) store.process(p)?.kill('SIGSTOP');
   // Fills the socket buffers of the replication links: what the master writes after it stays in its own buffers.
   const direct = new Redis({ port: master, host: '127.0.0.1', maxRetriesPerRequest: 1 });
-  await direct.set('failover-campaign:ballast', Buffer.alloc(32 * 1024 * 1024, 1)).catch(() => {});
+  await direct.set(await store.keyOn(master), Buffer.alloc(32 * 1024 * 1024, 1)).catch(() => {});
   direct.disconnect();
   return replicas;
 }
 
 export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignResult> {
   const log = o.log ?? (() => {});
-  const sentinel = await startLocalSentinel({ replicas: 2 });
+  const store = o.store === 'cluster' ? await clusterStore() : await sentinelStore();
   const sandbox = await startSandbox({ port: 0 });
   const model = await startOpenAIServer();
   model.respond = unsteadyModel;
@@ -219,8 +293,7 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
   const apiPort = await freePort();
   const workerPorts = [await freePort(), await freePort()];
   const env: Record<string, string> = {
-    REDIS_SENTINELS: sentinel.sentinels.join(','),
-    REDIS_SENTINEL_MASTER: SENTINEL_MASTER,
+    ...store.env,
     KEY_PREFIX: prefix,
     BULL_PREFIX: `${prefix}b`,
     SANDBOX_URL: sandbox.url,
@@ -250,9 +323,9 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
   const killAll = () => {
     for (const w of workers) w.child.kill('SIGKILL');
     for (const p of procs) p.kill('SIGKILL');
-    for (const n of sentinel.nodes.values()) {
-      n.process.kill('SIGCONT');
-      n.process.kill('SIGKILL');
+    for (const p of store.allProcesses()) {
+      p.kill('SIGCONT');
+      p.kill('SIGKILL');
     }
   };
   process.once('exit', killAll);
@@ -264,7 +337,7 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
     await Promise.all([...workers.map((w) => w.exited), ...procs.map((p) => p.exited)]);
     await model.close();
     await sandbox.close();
-    await sentinel.stop();
+    await store.stop();
   }
 
   async function campaign(): Promise<CampaignResult> {
@@ -293,18 +366,19 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
     try {
       await sleep(2000);
       for (let k = 0; k < o.kills; k++) {
-        const master = await sentinel.masterPort();
+        const master = await store.victim(k);
+        const replicas = await store.replicasOf(master);
         let frozen: number[] = [];
         if (o.lag) {
-          frozen = await fallBehind(sentinel, master);
+          frozen = await fallBehind(store, master);
           await sleep(o.lagMs);
         }
         const before = await committedSteps(workerPorts);
         const killedAt = Date.now();
-        await sentinel.kill(master, 'SIGKILL');
-        for (const p of frozen) sentinel.nodes.get(p)!.process.kill('SIGCONT');
-        const offsets = await replicaOffsets(sentinel, master);
-        const promoted = await sentinel.waitForFailover(master);
+        await store.kill(master);
+        for (const p of frozen) store.process(p)?.kill('SIGCONT');
+        const offsets = await replicaOffsets(replicas);
+        const promoted = await store.waitForFailover(master);
         log(
           `kill ${k + 1}: master ${master} SIGKILLed at ${killedAt}, ${promoted} promoted after ${Date.now() - killedAt} ms` +
             ` (replica offsets at the kill: ${[...offsets].map(([p, o]) => `${p}=${o}`).join(', ')})`,
@@ -319,8 +393,7 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
           await sleep(50);
         }
         recoveryMs.push(Date.now() - killedAt);
-        await sentinel.restart(master);
-        await sentinel.waitForReplicas(2, 60_000);
+        await store.rejoin(master);
         log(`kill ${k + 1}: steps flowing ${recoveryMs.at(-1)} ms after the kill; old master rejoined`);
         await sleep(2000);
       }
@@ -330,11 +403,9 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
       await Promise.all(pending);
     }
     // Every acknowledged run reaches a terminal status (or is gone: counted as vanished).
-    const reader = new Redis({
-      sentinels: sentinel.sentinels.map((s) => ({ host: '127.0.0.1', port: Number(s.split(':')[1]) })),
-      name: SENTINEL_MASTER,
-    });
-    const runKey = (runId: string) => `${prefix}:{0}:run:${runId}`;
+    const reader = store.reader();
+    const keys = new KeySpace(prefix, `${prefix}b`, o.store === 'cluster' ? CLUSTER_SHARDS : 1);
+    const runKey = (runId: string) => keys.run(runId).run;
     const statusOf = async (runId: string) => (await reader.hget(runKey(runId), 'status')) ?? 'vanished';
     const settleBy = Date.now() + 120_000;
     let statuses: string[] = [];
@@ -391,6 +462,7 @@ const argv = process.argv.slice(2);
 if (import.meta.url === `file://${process.argv[1]}`) {
   const arg = (name: string, def: string) => argv.find((a) => a.startsWith(`--${name}=`))?.split('=')[1] ?? def;
   const result = await runFailoverCampaign({
+    store: arg('store', 'sentinel') === 'cluster' ? 'cluster' : 'sentinel',
     minReplicas: Number(arg('replicas', '1')),
     lag: argv.includes('--lag'),
     kills: Number(arg('kills', '3')),

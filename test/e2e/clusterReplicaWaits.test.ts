@@ -1,0 +1,48 @@
+/**
+ * Replication waits on a Redis Cluster with replicas, across a failover: the waits run on a connection of their own
+ * that sends nothing through the Cluster client's router, so no MOVED reply tells it a slot moved. Before, its slot
+ * table kept naming the dead master and every wait for that master's slots failed `no connection to the master` for
+ * good (a Cluster campaign answered ~20,000 503s and left 52 runs unfinished). Now it asks for the slot table again:
+ * while the promoted master has no replica yet the wait says so (not_replicated: the caller retries), and once the
+ * old master has rejoined as its replica the wait succeeds.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Cluster } from 'ioredis';
+import { startReplicatedCluster, type ReplicatedCluster } from '../../testkit/replicatedCluster.js';
+import { openReplicaWaitConnection, replicated } from '../../src/store/replicated.js';
+
+let cluster: ReplicatedCluster;
+let main: Cluster;
+let waits: Awaited<ReturnType<typeof openReplicaWaitConnection>>;
+
+beforeAll(async () => {
+  cluster = await startReplicatedCluster({ masters: 3, nodeTimeoutMs: 1000 });
+  main = new Cluster(cluster.nodes.map((n) => ({ host: '127.0.0.1', port: Number(n.split(':')[1]) })));
+  await main.ping();
+  waits = await openReplicaWaitConnection(main, () => {});
+}, 60_000);
+afterAll(async () => {
+  waits?.disconnect();
+  main?.disconnect();
+  await cluster?.stop();
+});
+
+describe('replication waits on a Cluster with replicas, across a failover', () => {
+  it('follow the slot to the promoted master: not_replicated until its replica is back, then acknowledged', async () => {
+    const opts = { minReplicas: 1, timeoutMs: 500 };
+    const victim = (await cluster.masters())[0]!;
+    const fence = await cluster.keyOn(victim, 'fence');
+    expect(await replicated(waits, fence, opts)).toBe(1);
+
+    await cluster.kill(victim);
+    const promoted = await cluster.waitForFailover(victim);
+    expect(promoted).not.toBe(victim);
+    await main.set(fence, 'written through the router');
+    // The promoted master has no replica until the old one rejoins: the wait says so; it never fails for good.
+    await expect(replicated(waits, fence, opts)).rejects.toMatchObject({ code: 'not_replicated' });
+
+    await cluster.restart(victim);
+    await cluster.waitForReplicas();
+    expect(await replicated(waits, fence, opts)).toBe(1);
+  }, 120_000);
+});
