@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick] [-- --only=throughput,stepcost] [-- --rounds=5] [-- --cpu-prof[=dir]]`
+ * `npm run bench [-- --quick] [-- --full-size] [-- --only=throughput,stepcost] [-- --rounds=5] [-- --cpu-prof[=dir]]`
  *
  * Starts its own Redis (embedded redis-server, AOF everysec) and sandbox, runs
  * the sections (bench/sections/index.ts), prints a table per section for
@@ -23,6 +23,7 @@ function parseArgs(argv: string[]): BenchOptions & { only?: string[] } {
   let roundsSet = false;
   for (const a of argv) {
     if (a === '--quick') opts.quick = true;
+    else if (a === '--full-size') opts.fullSize = true;
     else if (a.startsWith('--only='))
       opts.only = a
         .slice('--only='.length)
@@ -36,7 +37,7 @@ function parseArgs(argv: string[]): BenchOptions & { only?: string[] } {
       opts.cpuProfDir = a.includes('=') ? a.slice('--cpu-prof='.length) : join(tmpdir(), `bench-cpuprof-${Date.now()}`);
     } else if (a === '--help' || a === '-h') {
       console.log(
-        `usage: npm run bench -- [--quick] [--only=${sections.map((s) => s.name).join(',')}] [--rounds=N] [--cpu-prof[=dir]]`,
+        `usage: npm run bench -- [--quick] [--full-size] [--only=${sections.map((s) => s.name).join(',')}] [--rounds=N] [--cpu-prof[=dir]]`,
       );
       process.exit(0);
     } else {
@@ -82,7 +83,7 @@ try {
   env = await createBenchEnv(opts);
   const version = ((await env.admin.info('server')).match(/redis_version:(\S+)/) ?? [])[1];
   console.log(
-    `bench: ${opts.quick ? 'quick' : 'full'}, rounds ${opts.rounds}, sections ${selected.map((s) => s.name).join(', ')}; ` +
+    `bench: ${opts.quick ? 'quick' : opts.fullSize ? 'full size' : 'full'}, rounds ${opts.rounds}, sections ${selected.map((s) => s.name).join(', ')}; ` +
       `redis ${version} (embedded, ${env.redis.url}, AOF everysec), node ${process.version}, ${cpus().length} cpus` +
       (opts.cpuProfDir ? `; worker CPU profiles -> ${opts.cpuProfDir}` : ''),
   );
@@ -114,6 +115,7 @@ const out = {
   startedAt: startedAt.toISOString(),
   durationMs: Math.round(performance.now() - t0),
   quick: opts.quick,
+  fullSize: opts.fullSize === true,
   rounds: opts.rounds,
   host: { node: process.version, cpus: cpus().length, platform: process.platform },
   ...(opts.cpuProfDir ? { cpuProfDir: opts.cpuProfDir } : {}),

@@ -13,6 +13,8 @@ import type { WorkerPool } from './pool.js';
 export interface BenchOptions {
   /** Small sizes: the whole bench in well under a minute. */
   quick: boolean;
+  /** The sizes an issue names (e.g. a 5,000-run burst): longer than the default sizes, which fit a few minutes. */
+  fullSize?: boolean;
   /** Measurement rounds per comparison (median reported). */
   rounds: number;
   /** Write V8 CPU profiles of the worker child processes to this directory. */

@@ -14,6 +14,10 @@ import { streaming } from './streaming.js';
 import { replication } from './replication.js';
 import { waits } from './waits.js';
 import { children } from './children.js';
+import { neighbour } from './neighbour.js';
+import { limits } from './limits.js';
+import { priority } from './priority.js';
+import { rateLimit } from './rateLimit.js';
 
 export const sections: Section[] = [
   throughput,
@@ -26,4 +30,8 @@ export const sections: Section[] = [
   waits,
   children,
   replication,
+  neighbour,
+  limits,
+  priority,
+  rateLimit,
 ];

@@ -124,3 +124,36 @@ export const stepJobDataSchema = z.object({
   }),
 });
 export type StepJobData = z.infer<typeof stepJobDataSchema>;
+
+/**
+ * stepJobDataSchema.safeParse, with the data of a job a commit made (`{v, runId, step, used}`, the data of nearly
+ * every step) checked by hand first: the same checks, and the object itself when they pass (it has no other field
+ * to strip), without zod's walk of it at every step. Anything else (limits, a resume, a wake, an outage, an unknown
+ * field, a bad value) goes through the schema, which strips what it does not know and names a bad field.
+ */
+export function safeParseStepJobData(raw: unknown): ReturnType<typeof stepJobDataSchema.safeParse> {
+  const common = commonStepJobData(raw);
+  return common ? { success: true, data: common } : stepJobDataSchema.safeParse(raw);
+}
+
+function commonStepJobData(raw: unknown): StepJobData | undefined {
+  if (!isRecord(raw) || raw.v !== 1 || typeof raw.runId !== 'string' || !isSafeCount(raw.step) || raw.step === 0)
+    return undefined;
+  const { used } = raw;
+  if (fieldCount(raw) !== 4 || !isRecord(used) || !isSafeCount(used.steps) || !isTotal(used.tokens)) return undefined;
+  const fields = fieldCount(used);
+  if (fields === 3 ? !isTotal(used.contextBytes) : fields !== 2) return undefined;
+  return raw as StepJobData;
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+/** z.number().int().nonnegative(): a safe integer >= 0. */
+const isSafeCount = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
+/** tokenTotal: a finite integer >= 0, past 2^53 too. */
+const isTotal = (v: unknown): v is number => Number.isInteger(v) && (v as number) >= 0;
+
+function fieldCount(o: object): number {
+  let n = 0;
+  for (const key in o) if (Object.hasOwn(o, key)) n++;
+  return n;
+}

@@ -29,6 +29,17 @@ describe('KeySpace', () => {
     expect(keys.jobLock(2, 'j1')).toBe(`${bull['']}j1:lock`);
   });
 
+  it("a run's keys: under its shard's tag, one frozen object per run (a step names them in every write)", () => {
+    const runId = 'r_000000000000000000000001';
+    const k = keys.run(runId);
+    expect(k.run).toBe(`agent:{${keys.shardOf(runId)}}:run:${runId}`);
+    expect([k.budget, k.journal, k.events, k.actions]).toEqual(
+      ['budget', 'journal', 'events', 'actions'].map((s) => `${k.run}:${s}`),
+    );
+    expect(keys.run(runId)).toBe(k);
+    expect(Object.isFrozen(k)).toBe(true);
+  });
+
   it('the reconciler leader lock is under the prefix', () => {
     expect(keys.reconcilerLeader()).toBe('agent:reconciler:leader');
   });

@@ -19,6 +19,11 @@ describe('traced', () => {
     expect(computed).toBe(0);
   });
 
+  it("without a tracer: hands back fn's own promise (no async frame around it)", () => {
+    const answer = Promise.resolve(7);
+    expect(traced(undefined, { name: 'x', attributes: () => ({}) }, () => answer)).toBe(answer);
+  });
+
   it('with a tracer: one span with its attributes and outcome; children are parented; a throw is recorded and rethrown', async () => {
     const exporter = new InMemorySpanExporter();
     const { tracer, shutdown } = createTracing({ TRACING: 'off' }, 'unit', exporter);

@@ -12,7 +12,7 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import { InvalidStepInput } from '../../core/errors.js';
 import type { DecisionEntry, ObservationEntry } from '../../core/journal.js';
-import { stepJobDataSchema, type RunLimits, type RunSpec, type StepJobData } from '../../runs/spec.js';
+import { safeParseStepJobData, type RunLimits, type RunSpec, type StepJobData } from '../../runs/spec.js';
 import { isWaitStatus } from '../../runs/waits.js';
 import type { StepEnv } from './env.js';
 import { lazyChild } from './log.js';
@@ -77,7 +77,7 @@ export async function load(env: StepEnv, d: Delivery, limited: LimitedSpecs): Pr
 }
 
 function parseJobData(raw: unknown): StepJobData {
-  const parsed = stepJobDataSchema.safeParse(raw);
+  const parsed = safeParseStepJobData(raw);
   if (!parsed.success) throw new InvalidStepInput('invalid_job_data', fieldOf(parsed.error), { cause: parsed.error });
   return parsed.data;
 }

@@ -312,6 +312,9 @@ class ModelCall {
  * A provider's usage, validated (non-negative safe integers): an invalid one is a provider error, like a missing one.
  */
 function validUsage(u: unknown): Usage {
+  // The usual case checked by hand (usageSchema's checks; only these two fields are read): zod names a bad field.
+  const v = u as Partial<Record<keyof Usage, unknown>> | null | undefined;
+  if (isTokenCount(v?.promptTokens) && isTokenCount(v?.completionTokens)) return v as Usage;
   const r = usageSchema.safeParse(u);
   if (!r.success) {
     const issue = r.error.issues[0];
@@ -322,3 +325,5 @@ function validUsage(u: unknown): Usage {
   }
   return r.data;
 }
+
+const isTokenCount = (n: unknown): n is number => Number.isSafeInteger(n) && (n as number) >= 0;
