@@ -6,7 +6,7 @@
  *  1. Worker RSS: VmRSS of every worker child process (/proc/<pid>/status),
  *     idle and sampled every 100 ms during load rounds (read-only engine chains,
  *     then chains with one ledger email per run).
- *  2. Bytes per completed run: N built-in support-agent runs (6 steps: reads,
+ *  2. Bytes per completed run: N built-in support-agent runs (5 steps: reads,
  *     a ticket and an email through the ledger), then `MEMORY USAGE <key>
  *     SAMPLES 0` of every key, grouped by what it is, divided by N; and the
  *     INFO used_memory delta over the N runs; and the bytes Redis appended to
@@ -28,10 +28,12 @@ import {
   type SectionResult,
 } from '../lib/types.js';
 import { runRound, TENANT, ticket } from '../lib/workload.js';
+import { supportScript } from '../../src/agents/support/scriptedModel.js';
 import { aofBytesByFamily, aofMark } from '../lib/aofFamilies.js';
 import { COMPLETED_WINDOW } from '../../src/runs/queues.js';
 
-const SUPPORT_STEPS = 6;
+/** The built-in agent's scripted run (its demo script, one step per turn): each run's step jobs. */
+const SUPPORT_STEPS = supportScript(ticket('steps')).length;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** What a key is, from its name (src/store/keys.ts layout; BullMQ's under the bull prefix). */

@@ -34,15 +34,28 @@ export async function deliver(ctx: EngineContext, body: EventBody, now = Date.no
 /**
  * Delivers one event only if a wait holds its key (an agent's webhook, src/producer/webhooks.ts): `resumed`, or
  * `no_wait` with nothing written, and the caller handles the event otherwise (it starts a run). Nothing is kept:
- * an event that no wait takes is never left on a key where no run may ever look for it.
+ * an event that no wait takes is never left on a key where no run may ever look for it. The same `eventId` again
+ * after its delivery answers `resumed` again: a retry after an error that hid the delivery never starts a run.
  */
-export async function deliverToWait(ctx: EngineContext, body: EventBody, now = Date.now()): Promise<DeliverReply> {
-  return deliverOn(ctx, body, now, 0);
+export async function deliverToWait(
+  ctx: EngineContext,
+  body: EventBody,
+  eventId: string,
+  now = Date.now(),
+): Promise<DeliverReply> {
+  return deliverOn(ctx, body, now, 0, eventId);
 }
 
-async function deliverOn(ctx: EngineContext, body: EventBody, now: number, keepMs: number): Promise<DeliverReply> {
+async function deliverOn(
+  ctx: EngineContext,
+  body: EventBody,
+  now: number,
+  keepMs: number,
+  eventId?: string,
+): Promise<DeliverReply> {
   const payload = JSON.stringify(body.payload ?? null);
-  const r = await deliverEvent(ctx.redis, ctx.keys.eventKey(body.tenant, body.key), { payload, now, keepMs });
+  const key = ctx.keys.eventKey(body.tenant, body.key);
+  const r = await deliverEvent(ctx.redis, key, { payload, now, keepMs, eventId });
   ctx.metrics.waits.inc({ kind: 'event', outcome: `delivery_${r.kind}` });
   if (r.kind === 'resumed') await promoteWake(ctx, r.runId, r.waitId);
   return r;

@@ -142,11 +142,13 @@ export function webhooksRouter(ctx: EngineContext, now: () => number = Date.now)
       return void res.status(200).json({ runId: previous, created: false, duplicate: true });
     }
     try {
-      const resumed = parsed.delivery && (await deliverToWait(ctx, { tenant, ...parsed.delivery }, now()));
-      if (resumed?.kind === 'resumed') {
+      // A retry after an error here finds the same delivery (by the event id), never a second handling.
+      const delivered =
+        parsed.delivery && (await deliverToWait(ctx, { tenant, ...parsed.delivery }, parsed.eventId, now()));
+      if (delivered?.kind === 'resumed') {
         // The event is the waiting run's now: its record names that run, so a redelivery answers it.
-        await ctx.redis.set(key, resumed.runId, 'PX', eventTtlMs(ctx.cfg.WEBHOOK_TOLERANCE_S));
-        return void res.status(202).json({ runId: resumed.runId, created: false, duplicate: false, resumed: true });
+        await ctx.redis.set(key, delivered.runId, 'PX', eventTtlMs(ctx.cfg.WEBHOOK_TOLERANCE_S));
+        return void res.status(202).json({ runId: delivered.runId, created: false, duplicate: false, resumed: true });
       }
       const started = await startRun(
         ctx,

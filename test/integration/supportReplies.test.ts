@@ -68,6 +68,10 @@ describe('the support agent waits for the customer on its ticket', () => {
     expect(reply).toEqual({ status: 202, body: { runId, created: false, duplicate: false, resumed: true } });
     const again = await post('/webhooks/tickets?tenant=acme', ticketEvent('ev-q2', 'RQ-1', 'Order 77, it broke.'));
     expect(again).toEqual({ status: 200, body: { runId, created: false, duplicate: true } });
+    // A retry whose event record is gone (deleted after an error that hid the delivery) finds the same delivery.
+    await h.ctx.redis.del(h.ctx.keys.webhookEvent('acme', 'ev-q2'));
+    const retried = await post('/webhooks/tickets?tenant=acme', ticketEvent('ev-q2', 'RQ-1', 'Order 77, it broke.'));
+    expect(retried).toEqual({ status: 202, body: { runId, created: false, duplicate: false, resumed: true } });
 
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'])).toBe('completed');
     const waited = (await observations(runId)).filter((o) => o.tool === 'wait_for_reply');

@@ -16,9 +16,9 @@ export type DeliverReply =
 export async function deliverEvent(
   redis: RedisClient,
   eventKey: string,
-  a: { payload: string; now: number; keepMs: number },
+  a: { payload: string; now: number; keepMs: number; eventId?: string | undefined },
 ): Promise<DeliverReply> {
-  const res = await script(redis, 'deliverEvent')(eventKey, a.payload, a.now, a.keepMs);
+  const res = await script(redis, 'deliverEvent')(eventKey, a.payload, a.now, a.keepMs, a.eventId ?? '');
   const [kind, x, y] = expectReply(res) as [string, string | number | undefined, string | undefined];
   if (kind === 'resumed') return { kind, runId: String(x), waitId: String(y) };
   if (kind === 'kept') return { kind, expiresAt: Number(x) };

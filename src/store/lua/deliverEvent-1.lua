@@ -6,6 +6,8 @@
 
   ARGV[1] payload (JSON)  ARGV[2] now (ms)  ARGV[3] how long a kept delivery waits for a wait (ms; 0: never
   kept, the sender handles the event otherwise, as an agent's webhook does by starting a run)
+  ARGV[4] the sender's event id ('' for none): the same event again, after its delivery to this wait, answers
+  'resumed' again (a webhook retried after an error it did not see the end of), never a second handling
 
   Returns:
    {'resumed', runId, waitId}  the waiting run gets this payload (its wake job is then promoted)
@@ -13,12 +15,15 @@
    {'no_wait'}                 ARGV[3] is 0 and no wait holds the key (or its wait has a delivery already): nothing written
    {'duplicate'}               the wait already got a delivery it has not consumed yet, or one is kept already
 ]]
-local e = redis.call('HMGET', KEYS[1], 'state', 'waitId', 'runId', 'expiresAt')
-local state, waitId, runId, expiresAt = e[1], e[2], e[3], e[4]
+local e = redis.call('HMGET', KEYS[1], 'state', 'waitId', 'runId', 'expiresAt', 'eventId')
+local state, waitId, runId, expiresAt, eventId = e[1], e[2], e[3], e[4], e[5]
 local now = tonumber(ARGV[2])
 
 if state == 'waiting' then
-  redis.call('HSET', KEYS[1], 'state', 'delivered', 'payload', ARGV[1], 'deliveredAt', ARGV[2])
+  redis.call('HSET', KEYS[1], 'state', 'delivered', 'payload', ARGV[1], 'deliveredAt', ARGV[2], 'eventId', ARGV[4])
+  return { 'resumed', runId, waitId }
+end
+if ARGV[4] ~= '' and eventId == ARGV[4] and (state == 'delivered' or state == 'consumed') then
   return { 'resumed', runId, waitId }
 end
 if tonumber(ARGV[3]) == 0 then return { 'no_wait' } end
