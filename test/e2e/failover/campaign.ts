@@ -414,6 +414,27 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
       if (statuses.every((s) => TERMINAL.has(s) || s === 'vanished') || Date.now() > settleBy) break;
       await sleep(500);
     }
+    // Each run left at work, with where its current job is: what a post-mortem starts from.
+    for (const [i, runId] of acked.entries()) {
+      if (TERMINAL.has(statuses[i]!) || statuses[i] === 'vanished') continue;
+      const shard = keys.shardOf(runId);
+      const [jobId, updatedAt] = await reader.hmget(runKey(runId), 'jobId', 'updatedAt');
+      const q = keys.queueKeyPrefix(shard);
+      const where = jobId
+        ? await Promise.all([
+            reader.exists(`${q}${jobId}`),
+            reader.zscore(`${q}delayed`, jobId),
+            reader.lpos(`${q}wait`, jobId),
+            reader.lpos(`${q}active`, jobId),
+            reader.zscore(`${q}prioritized`, jobId),
+            reader.get(`${q}${jobId}:lock`),
+          ])
+        : [];
+      log(
+        `not terminal: ${runId} shard ${shard} ${statuses[i]} job ${jobId} updated ${Date.now() - Number(updatedAt)} ms ago ` +
+          `(exists, delayed, wait, active, prioritized, lock): ${JSON.stringify(where)}`,
+      );
+    }
     const byStatus: Record<string, number> = {};
     for (const s of statuses) byStatus[s] = (byStatus[s] ?? 0) + 1;
     const perRecipient = new Map<string, number>();
