@@ -126,7 +126,7 @@ export async function retryRun(
   if (!state) return refuse({ ok: false, code: 'run_missing' });
   const { used } = state;
   const data: StepJobData = { v: 1, runId, step: cursor, used, resume: true, ...(carryLimits ? { limits } : {}) };
-  const job = await captureAddStandardJob(ctx.queues.forRun(runId), STEP_JOB_NAME, data, {
+  const job = captureAddStandardJob(ctx.queues.forRun(runId), STEP_JOB_NAME, data, {
     ...ctx.queues.jobOptions(runId, cursor),
     jobId,
   });

@@ -54,7 +54,7 @@ export class RunStore {
     const k = this.keys.run(spec.runId);
     const shard = this.keys.shardOf(spec.runId);
     const first: StepJobData = { v: 1, runId: spec.runId, step: 1, used: { steps: 0, tokens: 0, contextBytes: 0 } };
-    const add = await captureAddStandardJob(
+    const add = captureAddStandardJob(
       this.queues.byShard(shard),
       STEP_JOB_NAME,
       first,
@@ -275,7 +275,7 @@ export class RunStore {
       resume: true,
       ...(limits ? { limits } : {}),
     };
-    const add = await captureAddStandardJob(this.queues.forRun(runId), STEP_JOB_NAME, data, {
+    const add = captureAddStandardJob(this.queues.forRun(runId), STEP_JOB_NAME, data, {
       ...this.queues.jobOptions(runId, state.cursor),
       jobId,
     });

@@ -140,7 +140,7 @@ export async function continueUnderVersion(ctx: EngineContext, req: ContinueRequ
   const cursor = Number(cursorRaw ?? state.cursor);
   const jobId = `${stepJobId(runId, cursor)}.r${Number(resumesRaw ?? 0) + 1}`;
   const data: StepJobData = { v: 1, runId, step: cursor, used: state.used, resume: true };
-  const job = await captureAddStandardJob(ctx.queues.forRun(runId), STEP_JOB_NAME, data, {
+  const job = captureAddStandardJob(ctx.queues.forRun(runId), STEP_JOB_NAME, data, {
     ...ctx.queues.jobOptions(runId, cursor),
     jobId,
   });

@@ -144,13 +144,16 @@ export function completeFromCommit(job: Job, raw: unknown, finishedOn: number): 
 /**
  * The exact KEYS and ARGV BullMQ would send to add this job, computed by BullMQ.
  * Only standard jobs (no delay, no priority, no parent) are supported.
+ * Synchronous: BullMQ computes the call before its first await (the capturing
+ * client is called in that synchronous part), so a commit waits for no promise
+ * of it; if a BullMQ upgrade awaits first, nothing is captured and this throws.
  */
-export async function captureAddStandardJob(
+export function captureAddStandardJob(
   queue: Queue,
   name: string,
   data: unknown,
   opts: JobsOptions & { jobId: string },
-): Promise<CapturedAdd> {
+): CapturedAdd {
   if (
     opts.delay ||
     opts.priority ||
@@ -184,7 +187,8 @@ export async function captureAddStandardJob(
     opts: { attempts: 0, ...opts },
     timestamp: opts.timestamp ?? Date.now(),
   };
-  await backend.addJobToTransaction(capturingClient, jobData, opts.jobId);
+  // Its promise resolves with the job id the capturing client answers; nothing waits for it.
+  void backend.addJobToTransaction(capturingClient, jobData, opts.jobId).catch(() => undefined);
   if (!captured || !captured.name.startsWith('addStandardJob:')) {
     throw new InvariantError(
       'internals_changed',

@@ -29,7 +29,9 @@ describe('BullMQ internals', () => {
   it('captures the exact addStandardJob call BullMQ would make, and our embedded copy adds a real job', async () => {
     expect(bullmqAddStandardJobFunction()).toContain('local function bullmqAddStandardJob(KEYS, ARGV)');
     const queue = h.ctx.queues.byShard(0);
-    const add = await captureAddStandardJob(queue, STEP_JOB_NAME, { hello: 1 }, { jobId: 'probe-1', attempts: 2 });
+    const add = captureAddStandardJob(queue, STEP_JOB_NAME, { hello: 1 }, { jobId: 'probe-1', attempts: 2 });
+    // Captured in BullMQ's synchronous part: a commit waits for no promise of it.
+    expect(add).not.toBeInstanceOf(Promise);
     expect(add.keys).toHaveLength(BULLMQ_ADD_KEYS);
     expect(add.keys[0]).toBe(`${h.cfg.BULL_PREFIX}:steps-{0}:wait`);
     const lua = `${bullmqAddStandardJobFunction()}\nreturn bullmqAddStandardJob(KEYS, ARGV)`;
@@ -62,7 +64,7 @@ describe('BullMQ internals', () => {
     await (
       new Job(queue, STEP_JOB_NAME, data, opts, opts.jobId) as unknown as { addJob(c: unknown): Promise<string> }
     ).addJob(client);
-    const add = await captureAddStandardJob(queue, STEP_JOB_NAME, data, opts);
+    const add = captureAddStandardJob(queue, STEP_JOB_NAME, data, opts);
     expect([...add.keys, ...add.argv]).toEqual(sent);
   });
 
@@ -78,7 +80,7 @@ describe('BullMQ internals', () => {
     const finish = captureMoveToCompleted(job, 'tok-4', true);
     expect(finish.keys).toHaveLength(BULLMQ_FINISH_KEYS);
     // A commit sends moveToFinished's keys plus add's `id`; add's keys are found among them.
-    const add = await captureAddStandardJob(queue, STEP_JOB_NAME, {}, { ...stepJobOptions, jobId: 'probe-6' });
+    const add = captureAddStandardJob(queue, STEP_JOB_NAME, {}, { ...stepJobOptions, jobId: 'probe-6' });
     expect(commitBullKeys(add, finish)).toEqual([...finish.keys, add.keys[3]]);
     const lua = `${bullmqMoveToFinishedFunction()}\nreturn bullmqMoveToFinished(KEYS, ARGV)`;
     const raw = await h.ctx.redis.eval(lua, finish.keys.length, ...finish.keys, ...finish.argv);

@@ -35,20 +35,28 @@ export async function decide(
   const stop = await exactIfRefused(estimate, (tokens) => preflight(state.spec, state.used, tokens, env.now()));
   if (stop) return budgetStopped(env, state, stop.kind, stop.reason, 0);
   const chargeAbandoned = (tokens: number) => chargeAbandonedTokens(env, state, tokens);
-  const stream = env.store.textStream(state.job, {
-    runId: state.runId,
-    step: state.step,
-    startedEvent: state.startedEvent,
-    redelivered: state.redelivered,
-    log: state.log,
-  });
-  const called: Called = await callModel(env, state, {
-    agent,
-    prompt: prompts.promptOf(agent, state.spec),
-    estimate,
-    stream,
-    chargeAbandoned,
-  }).finally(() => void (state.startedEmitted ||= stream?.startedEmitted === true));
+  // The stream's target is built only when answers are streamed (MODEL_STREAMING).
+  const stream = env.cfg.MODEL_STREAMING
+    ? env.store.textStream(state.job, {
+        runId: state.runId,
+        step: state.step,
+        startedEvent: state.startedEvent,
+        redelivered: state.redelivered,
+        log: state.log,
+      })
+    : undefined;
+  let called: Called;
+  try {
+    called = await callModel(env, state, {
+      agent,
+      prompt: prompts.promptOf(agent, state.spec),
+      estimate,
+      stream,
+      chargeAbandoned,
+    });
+  } finally {
+    state.startedEmitted ||= stream?.startedEmitted === true;
+  }
   if ('cancelled' in called) return cancelledPlan(env, state, 'model_attempt', called.charged);
   if ('throttled' in called) return waitForRateLimit(env, state, called.throttled, called.charged, chargeAbandoned);
   if ('unavailable' in called) return waitOutOutage(env, state, called.unavailable, called.charged, chargeAbandoned);

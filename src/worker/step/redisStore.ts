@@ -198,7 +198,7 @@ export class RedisStepStore implements StepStore {
     const { runId, step, plan } = c;
     const queue = this.d.runs.queues.forRun(runId);
     // When the run stops, the next job's keys are still passed (the script declares them) but no job is added.
-    const next = await captureAddStandardJob(
+    const next = captureAddStandardJob(
       queue,
       STEP_JOB_NAME,
       c.next ?? {},
