@@ -13,6 +13,7 @@ import { memory } from './memory.js';
 import { streaming } from './streaming.js';
 import { replication } from './replication.js';
 import { waits } from './waits.js';
+import { children } from './children.js';
 import { neighbour } from './neighbour.js';
 import { limits } from './limits.js';
 import { priority } from './priority.js';
@@ -27,6 +28,7 @@ export const sections: Section[] = [
   recovery,
   streaming,
   waits,
+  children,
   replication,
   neighbour,
   limits,

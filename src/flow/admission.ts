@@ -134,6 +134,12 @@ export class Admission {
     );
   }
 
+  /** The priority a run still waiting in its line was placed at; undefined when it is not waiting. */
+  async waitingPriority(runId: string): Promise<number | undefined> {
+    const raw = await this.d.redis.hget(this.d.keys.flow().waiting, runId);
+    return raw === null ? undefined : (JSON.parse(raw) as FlowRun).priority;
+  }
+
   /**
    * Admits waiting runs while the limits allow (rounds of ADMIT_BATCH) and releases each admitted
    * run's step job to the queue. Returns how many were admitted.

@@ -12,6 +12,7 @@
  * an invalid request.
  */
 import type { EngineContext } from '../runs/engineContext.js';
+import type { Admission } from '../flow/admission.js';
 import { scriptedModelAllowed } from '../config/testHooks.js';
 import { TerminalError } from '../core/errors.js';
 import type { Agent } from '../core/agent.js';
@@ -183,8 +184,9 @@ export async function startRun(
 export async function createAdmitted(ctx: EngineContext, spec: RunSpec, nowMs: number): Promise<CreateRunResult> {
   const admission = ctx.admission?.enabled ? ctx.admission : undefined;
   if (!admission) return ctx.store.intake(spec, nowMs);
+  const priority = await placeBehindPrevious(ctx, admission, spec);
   const queued = await admission.enqueue(
-    { runId: spec.runId, tenant: spec.tenant, agent: spec.agent, priority: spec.priority ?? 0 },
+    { runId: spec.runId, tenant: spec.tenant, agent: spec.agent, priority },
     nowMs,
   );
   const intake = await ctx.store.intake(spec, nowMs, true);
@@ -192,4 +194,18 @@ export async function createAdmitted(ctx: EngineContext, spec: RunSpec, nowMs: n
   else if (queued) await admission.created(spec.runId);
   await admission.admit();
   return intake;
+}
+
+/**
+ * The priority a run is placed in line at: a follow-up never goes ahead of its subject's previous run still waiting
+ * in line, or it would be admitted first and wait for that run holding its slot (docs/flow-control.md); its place is
+ * capped at the previous run's priority. Two runs of one subject created at the same instant are not ordered so.
+ */
+async function placeBehindPrevious(ctx: EngineContext, admission: Admission, spec: RunSpec): Promise<number> {
+  const asked = spec.priority ?? 0;
+  if (asked === 0) return 0;
+  const previous = await ctx.redis.get(ctx.keys.subjectLatest(spec.tenant, spec.agent, spec.key));
+  if (previous === null || previous === spec.runId) return asked;
+  const waiting = await admission.waitingPriority(previous);
+  return waiting === undefined ? asked : Math.min(asked, waiting);
 }

@@ -12,6 +12,7 @@
  */
 import type { EngineContext } from './engineContext.js';
 import { NotReplicatedError, replicated, type Witness } from '../store/replicated.js';
+import { storeUnavailable } from '../store/unavailable.js';
 
 export type ReplicatedWrite = 'intake' | 'dispatch';
 
@@ -34,8 +35,16 @@ export async function runReplicated(
     await replicated(conn, fence, { minReplicas, timeoutMs }, retryS * 1000, witness);
     end({ outcome: 'ok' });
   } catch (err) {
-    end({ outcome: err instanceof NotReplicatedError ? 'not_replicated' : 'error' });
-    throw err;
+    // A wait that met a failover (the master gone, the slot moved) could not confirm anything: not replicated, retry
+    // later (a step waits without spending an attempt, intake answers 503), never a step error.
+    const notReplicated =
+      err instanceof NotReplicatedError
+        ? err
+        : storeUnavailable(err)
+          ? new NotReplicatedError(0, minReplicas, retryS * 1000)
+          : undefined;
+    end({ outcome: notReplicated ? 'not_replicated' : 'error' });
+    throw notReplicated ?? err;
   }
 }
 

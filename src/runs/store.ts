@@ -11,7 +11,7 @@ import { resumeRun, type ResumeResult } from '../store/calls/resumeRun.js';
 import { decodeEntry, encodeEntry, type JournalEntry, type OperatorEntry } from '../core/journal.js';
 import { limitsSchema, runSpecSchema, type RunLimits, type RunSpec, type StepJobData } from './spec.js';
 import { ShardQueues, STEP_JOB_NAME } from './queues.js';
-import { isWaitStatus, parseWait, type WaitRecord } from './waits.js';
+import { isWaitStatus, parseWait, waitIdOf, type WaitRecord } from './waits.js';
 
 export interface RunState {
   status: string;
@@ -219,11 +219,23 @@ export class RunStore {
       ...(waking ? { wake: true } : {}),
       ...(limits ? { limits } : {}),
     };
-    // A parked wait's job is its wake job, due at the wait's time.
-    const delay = waking ? Math.max(0, state.wait!.at - Date.now()) : 0;
+    const delay = waking ? await this.wakeDelay(runId, state.wait!) : 0;
     await this.queues
       .forRun(runId)
       .add(STEP_JOB_NAME, data, { ...this.queues.jobOptions(runId, state.cursor), jobId: state.jobId, delay });
+  }
+
+  /**
+   * A parked wait's job is its wake job, due at the wait's time; at once when the wait is for an event already
+   * delivered (the delivery found no job to promote: its process died between the park and the job's add).
+   */
+  private async wakeDelay(runId: string, wait: WaitRecord): Promise<number> {
+    const due = Math.max(0, wait.at - Date.now());
+    if (wait.kind !== 'event' || due === 0) return due;
+    const tenant = await this.redis.hget(this.keys.run(runId).run, 'tenant');
+    if (!tenant) return due;
+    const [state, waitId] = await this.redis.hmget(this.keys.eventKey(tenant, wait.key), 'state', 'waitId');
+    return state === 'delivered' && waitId === waitIdOf(runId, wait) ? 0 : due;
   }
 
   /**

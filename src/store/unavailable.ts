@@ -7,7 +7,9 @@ import { NotReplicatedError } from './replicated.js';
 import { RedisUnreachable } from './connect.js';
 
 /** Error replies Redis sends while it cannot serve (ioredis keeps the reply's first word as the message's start). */
-const UNAVAILABLE_REPLIES = /^(CLUSTERDOWN|READONLY|LOADING|MASTERDOWN|TRYAGAIN|NOREPLICAS|BUSY|NOTREADY|UNBLOCKED)\b/;
+// MOVED and ASK reach the engine only from a node's own connection (a replication wait) whose slot moved in a failover.
+const UNAVAILABLE_REPLIES =
+  /^(CLUSTERDOWN|READONLY|LOADING|MASTERDOWN|TRYAGAIN|NOREPLICAS|BUSY|NOTREADY|UNBLOCKED|MOVED|ASK)\b/;
 
 /** ioredis's own errors when no connection can carry the command. */
 const CONNECTION_ERRORS = [

@@ -9,7 +9,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Cluster } from 'ioredis';
 import { startReplicatedCluster, type ReplicatedCluster } from '../../testkit/replicatedCluster.js';
-import { openReplicaWaitConnection, replicated } from '../../src/store/replicated.js';
+import { NotReplicatedError, openReplicaWaitConnection, replicated } from '../../src/store/replicated.js';
+import { runReplicated } from '../../src/runs/replication.js';
+import { newMetrics } from '../../src/metrics/metrics.js';
 
 let cluster: ReplicatedCluster;
 let main: Cluster;
@@ -40,6 +42,19 @@ describe('replication waits on a Cluster with replicas, across a failover', () =
     await main.set(fence, 'written through the router');
     // The promoted master has no replica until the old one rejoins: the wait says so; it never fails for good.
     await expect(replicated(waits, fence, opts)).rejects.toMatchObject({ code: 'not_replicated' });
+
+    // The same through the engine's wait: a wait sent where the slot was before answers MOVED or finds the
+    // connection closed; either way not replicated (a retry later), never a step error.
+    const ctx = {
+      redis: main,
+      replicaWaits: waits,
+      keys: { replicaFence: () => fence, shardOf: () => 0, run: () => ({ run: fence }) },
+      cfg: { REDIS_MIN_REPLICAS: 1, REDIS_REPLICA_WAIT_MS: 500, STORE_RETRY_AFTER_S: 1 },
+      metrics: newMetrics(),
+    } as unknown as Parameters<typeof runReplicated>[0];
+    await expect(
+      runReplicated(ctx, 'r_0123456789abcdef01234567', 'intake', { key: `witness-${fence}`, field: 'x' }),
+    ).rejects.toBeInstanceOf(NotReplicatedError);
 
     await cluster.restart(victim);
     await cluster.waitForReplicas();

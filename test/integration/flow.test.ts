@@ -178,6 +178,34 @@ describe('crash points', () => {
   });
 });
 
+describe('a follow-up at a higher priority', () => {
+  it('is placed behind its subject’s previous run still waiting, which is admitted first', async () => {
+    await h.ctx.admission!.configure('limit', 'fup', 1, 'test');
+    const busy = (await start('fup')).runId;
+    const subject = ticket(++n);
+    const previous = await startRun(h.ctx, { tenant: 'fup', ticket: subject }, undefined, Date.now(), 'e-1');
+    const followUp = await startRun(
+      h.ctx,
+      { tenant: 'fup', ticket: { ...subject, body: 'Any news?' }, priority: 4 },
+      undefined,
+      Date.now(),
+      'e-2',
+    );
+    expect(followUp.previousRunId).toBe(previous.runId);
+    const other = (await start('fup', { priority: 4 })).runId;
+    expect(await h.ctx.redis.zrange(h.ctx.keys.flowLine('fup'), 0, -1)).toEqual([
+      other,
+      previous.runId,
+      followUp.runId,
+    ]);
+    await h.ctx.admission!.release(busy);
+    expect(await jobState(other)).toBe('waiting');
+    await h.ctx.admission!.release(other);
+    expect(await jobState(previous.runId)).toBe('waiting');
+    expect(await jobState(followUp.runId)).toBe('delayed');
+  });
+});
+
 describe('an admission between enqueue and intake', () => {
   /** A run's spec, put in line but not created yet: the state a creator is in between its two steps. */
   async function inLineNotCreated(tenant: string, at = Date.now()) {

@@ -1,7 +1,8 @@
 /**
  * A delivery that lands between a wait's registration and its wake job's add: the deliverer finds no job to
- * promote, so the worker promotes the job it adds (RedisStepStore.addWakeJob). Without that, the run would sleep
- * until its wait's timeout with its event delivered.
+ * promote, so the worker promotes the job it adds (RedisStepStore.addWakeJob); and when the worker died before
+ * adding it (SIGKILLed at `after_commit`, a real process), the sweep's re-add is due at once, not at the wait's
+ * timeout (RunStore.ensureCurrentStepJob). Without these the run would sleep until its timeout, its event delivered.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deliver } from '../../src/producer/events.js';
@@ -10,7 +11,10 @@ import { TranscriptCache } from '../../src/runs/transcriptCache.js';
 import { waitIdOf } from '../../src/runs/waits.js';
 import { stepJobId } from '../../src/store/keys.js';
 import { RedisStepStore } from '../../src/worker/step/redisStore.js';
-import { createHarness, type Harness } from '../../testkit/harness.js';
+import { buildSpec } from '../../src/producer/intake.js';
+import { replyKey } from '../../src/agents/support/tools/waitForReply.js';
+import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
+import { spawnWorker } from '../../testkit/processes.js';
 
 let h: Harness;
 let store: RedisStepStore;
@@ -58,4 +62,25 @@ describe('a wake job added after its event was delivered', () => {
     });
     expect(await (await h.ctx.queues.forRun(other).getJob(stepJobId(other, 2)))!.getState()).toBe('delayed');
   });
+
+  it("after its worker died between the park and the job's add, the sweep's re-add is due at once", async () => {
+    const worker = await spawnWorker({ ...h.env, CRASH_POINTS: 'after_commit@1' });
+    const usage = { promptTokens: 10, completionTokens: 5 };
+    const base = { usage, transientFailures: 0 };
+    const script = [
+      { toolCalls: [{ name: 'wait_for_reply', args: { hours: 1 } }], ...base },
+      { toolCalls: [], final: 'done', ...base },
+    ];
+    const ticket = sampleTicket('P-3');
+    const spec = buildSpec(h.ctx, { tenant: 'acme', ticket, agent: { model: 'scripted', script } }, Date.now());
+    await h.ctx.store.create(spec, Date.now());
+    expect((await worker.exited).signal).toBe('SIGKILL');
+    expect(await h.ctx.redis.hget(h.ctx.keys.run(spec.runId).run, 'status')).toBe('waiting_event');
+    const queue = h.ctx.queues.forRun(spec.runId);
+    expect(await queue.getJob(stepJobId(spec.runId, 2))).toBeUndefined();
+    const r = await deliver(h.ctx, { tenant: 'acme', key: replyKey(ticket.id), payload: { message: 'M' } });
+    expect(r).toMatchObject({ kind: 'resumed', runId: spec.runId });
+    await h.ctx.store.ensureCurrentStepJob(spec.runId);
+    expect(await (await queue.getJob(stepJobId(spec.runId, 2)))!.getState()).toBe('waiting');
+  }, 60_000);
 });

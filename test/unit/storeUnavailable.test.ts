@@ -16,6 +16,7 @@ describe('storeUnavailable: errors that mean "retry later" (503), not a bug (500
     ['Connection is closed.'],
     ['All sentinels are unreachable. Retrying from scratch after 10ms.'],
     ['Command aborted due to connection close'],
+    ['MOVED 13907 127.0.0.1:38419'],
   ])('%s', (message) => {
     expect(storeUnavailable(new Error(message))).toBe(true);
   });

@@ -35,3 +35,27 @@ describe.skipIf(process.env.FAILOVER_CAMPAIGN !== '1')(
     }, 240_000);
   },
 );
+
+describe.skipIf(process.env.FAILOVER_CAMPAIGN !== '1')(
+  'failover campaign on a Redis Cluster with replicas: a master SIGKILLed with its replica behind, waits on',
+  () => {
+    it('no acknowledged run lost, every run terminal, no second email or ticket', async () => {
+      const r = await runFailoverCampaign({
+        store: 'cluster',
+        minReplicas: 1,
+        lag: true,
+        kills: 1,
+        lagMs: 1500,
+        rate: 4,
+        log: console.log,
+      });
+      expect(r.acknowledged).toBeGreaterThan(20);
+      expect(r.answered500).toBe(0);
+      expect(r.vanished).toBe(0);
+      expect(r.notTerminal).toBe(0);
+      expect(r.duplicateEmails).toBe(0);
+      expect(r.duplicateTickets).toBe(0);
+      expect(r.duplicateKeys).toBe(0);
+    }, 300_000);
+  },
+);

@@ -1,0 +1,45 @@
+/**
+ * A child's limits carved out of its parent's (src/runs/children.ts): never more than the parent has left,
+ * the parent's deadline at the latest, what the call asks only lowering them; nothing to give is no child.
+ */
+import { describe, expect, it } from 'vitest';
+import { carveLimits, childEventOf } from '../../src/runs/children.js';
+
+const now = 1_000_000;
+const parent = { maxSteps: 10, maxTokens: 1200, deadlineAt: now + 60_000 };
+
+describe('carveLimits', () => {
+  it("gives the parent's tokens left, its steps left after the calling step, its deadline", () => {
+    expect(carveLimits(parent, { steps: 2, tokens: 200 }, undefined, now)).toEqual({
+      maxSteps: 7,
+      maxTokens: 1000,
+      deadlineAt: now + 60_000,
+    });
+  });
+
+  it('a budget asked lowers them and never raises them', () => {
+    const asked = { maxSteps: 3, maxTokens: 5000, maxWallMs: 10_000 };
+    expect(carveLimits(parent, { steps: 2, tokens: 200 }, asked, now)).toEqual({
+      maxSteps: 3,
+      maxTokens: 1000,
+      deadlineAt: now + 10_000,
+    });
+    expect(carveLimits(parent, { steps: 0, tokens: 0 }, { maxWallMs: 120_000 }, now)!.deadlineAt).toBe(now + 60_000);
+  });
+
+  it('nothing left to give: no child', () => {
+    expect(carveLimits(parent, { steps: 9, tokens: 0 }, undefined, now)).toBeUndefined();
+    expect(carveLimits(parent, { steps: 0, tokens: 1200 }, undefined, now)).toBeUndefined();
+    expect(carveLimits(parent, { steps: 0, tokens: 0 }, undefined, now + 60_000)).toBeUndefined();
+  });
+});
+
+describe('childEventOf', () => {
+  it('one event per parent run, step and call, a valid intake key', () => {
+    const a = childEventOf('r_' + 'a'.repeat(24), 3, 'call_3_0');
+    expect(a).toBe(childEventOf('r_' + 'a'.repeat(24), 3, 'call_3_0'));
+    expect(a).not.toBe(childEventOf('r_' + 'a'.repeat(24), 3, 'call_3_1'));
+    expect(a).not.toBe(childEventOf('r_' + 'a'.repeat(24), 4, 'call_3_0'));
+    expect(a).toMatch(/^child:[0-9a-f]{32}$/);
+  });
+});
