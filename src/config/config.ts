@@ -140,6 +140,12 @@ export const configSchema = z.object({
    * off: lock expiry alone).
    */
   OWNER_WATCH_MS: int(100, 0),
+  /**
+   * A shard whose worker started no job for this long while its queue had jobs ready gets a new BullMQ worker (its
+   * fetch loop stopped, as after some failovers; src/worker/fetchWatch.ts). 0 = off. Keep it well above 5 s, the
+   * longest an idle worker blocks between fetches.
+   */
+  FETCH_STALL_MS: int(30_000, 0),
   /** Stall redeliveries before BullMQ fails the job (the run is then marked failed). */
   MAX_STALLED_COUNT: int(10, 1),
   /**

@@ -24,6 +24,7 @@ export class Metrics {
   readonly deadOwnerRequeues: Counter;
   readonly stepJobsRecreated: Counter;
   readonly ownerWatchErrors: Counter;
+  readonly fetchLoopRestarts: Counter;
   readonly fenceRejections: Counter;
   readonly redisConfigOk: Gauge;
   readonly scrapeErrors: Counter;
@@ -140,6 +141,11 @@ export class Metrics {
     this.deadOwnerRequeues = new Counter({
       name: 'agent_dead_owner_requeues_total',
       help: 'Step jobs moved back to wait because the Redis connection holding their lock vanished (its process died, or the connection dropped)',
+      registers: r,
+    });
+    this.fetchLoopRestarts = new Counter({
+      name: 'agent_fetch_loop_restarts_total',
+      help: 'Shards whose BullMQ worker fetched nothing for FETCH_STALL_MS while jobs were ready (its loop stopped, e.g. after a failover): replaced by a new worker',
       registers: r,
     });
     this.ownerWatchErrors = new Counter({

@@ -20,6 +20,8 @@ import { testHooksFrom, type CrashPoints } from '../config/testHooks.js';
 import type { EffectRunner } from './effects.js';
 import { StepProcessor } from './step/processor.js';
 import { OwnerWatch } from './ownerWatch.js';
+import { FetchWatch } from './fetchWatch.js';
+import { runIdOfStepJob } from '../store/keys.js';
 import { VersionGate } from './versionGate.js';
 import { VersionRegistry } from '../runs/versions.js';
 
@@ -50,6 +52,10 @@ export class FleetWorker {
   readonly ownerWatch: OwnerWatch;
   /** The agent versions this process serves, announced to the other workers while it runs. */
   readonly versions: VersionGate;
+  /** The shards this process consumes, in the order of `workers`. */
+  private readonly shards: readonly number[];
+  /** Replaces a shard's worker whose fetch loop stopped (src/worker/fetchWatch.ts). */
+  private readonly fetchWatch: FetchWatch;
   /** Flow control's bookkeeping (FLOW_SWEEP_MS), when FLOW_CONTROL is on. */
   private flowSweep?: NodeJS.Timeout;
 
@@ -91,36 +97,80 @@ export class FleetWorker {
     });
     const watched: { shard: number; worker: Worker }[] = [];
     for (const shard of shards) {
-      const worker = new Worker(ctx.keys.queueName(shard), (job, token) => this.handle(job, token), {
-        connection: ctx.redis,
-        prefix: ctx.keys.bullPrefix,
-        concurrency: cfg.WORKER_CONCURRENCY,
-        lockDuration: cfg.LOCK_DURATION_MS,
-        stalledInterval: cfg.STALLED_INTERVAL_MS,
-        maxStalledCount: cfg.MAX_STALLED_COUNT,
-        autorun: false,
-      });
-      worker.on('error', (err) => ctx.log.warn({ code: 'worker_error', err }, 'worker error'));
-      worker.on('stalled', () => ctx.metrics.stallRecoveries.inc());
-      // A job BullMQ failed for good ends its run with a reason (a retried attempt changes nothing:
-      // the script settles only a run whose current job sits in the failed set). If this process
-      // dies before it runs, the reconciler's sweep settles the run (src/runs/stuckRuns.ts).
-      worker.on('failed', (job, err) => {
-        if (!job) return;
-        settleFailedJob(ctx, job, err).catch((e: unknown) =>
-          ctx.log.error(
-            { code: 'settle_failed', jobId: job.id, err: e },
-            'could not end the run of a failed job (the sweep will)',
-          ),
-        );
-      });
+      const worker = this.createWorker(shard);
       this.workers.push(worker);
       watched.push({ shard, worker });
     }
+    this.shards = shards;
+    this.fetchWatch = new FetchWatch(
+      {
+        redis: ctx.redis,
+        keys: ctx.keys,
+        log: ctx.log,
+        metrics: ctx.metrics,
+        stallMs: cfg.FETCH_STALL_MS,
+        concurrency: cfg.WORKER_CONCURRENCY,
+        heldOn: (shard) => [...this.held].filter((id) => this.shardOfJob(id) === shard).length,
+        restart: (shard) => this.restartShard(shard),
+      },
+      shards,
+    );
     this.ownerWatch = new OwnerWatch(ctx, watched, {
       intervalMs: cfg.OWNER_WATCH_MS,
       maxStalledCount: cfg.MAX_STALLED_COUNT,
     });
+  }
+
+  /** A BullMQ worker consuming one shard's queue, its events wired to the run bookkeeping and the fetch watch. */
+  private createWorker(shard: number): Worker {
+    const { ctx } = this;
+    const { cfg } = ctx;
+    const worker = new Worker(ctx.keys.queueName(shard), (job, token) => this.handle(job, token), {
+      connection: ctx.redis,
+      prefix: ctx.keys.bullPrefix,
+      concurrency: cfg.WORKER_CONCURRENCY,
+      lockDuration: cfg.LOCK_DURATION_MS,
+      stalledInterval: cfg.STALLED_INTERVAL_MS,
+      maxStalledCount: cfg.MAX_STALLED_COUNT,
+      autorun: false,
+    });
+    worker.on('error', (err) => ctx.log.warn({ code: 'worker_error', err }, 'worker error'));
+    worker.on('stalled', () => ctx.metrics.stallRecoveries.inc());
+    worker.on('active', () => this.fetchWatch?.fetched(shard));
+    worker.on('drained', () => this.fetchWatch?.fetched(shard));
+    // A job BullMQ failed for good ends its run with a reason (a retried attempt changes nothing:
+    // the script settles only a run whose current job sits in the failed set). If this process
+    // dies before it runs, the reconciler's sweep settles the run (src/runs/stuckRuns.ts).
+    worker.on('failed', (job, err) => {
+      if (!job) return;
+      settleFailedJob(ctx, job, err).catch((e: unknown) =>
+        ctx.log.error(
+          { code: 'settle_failed', jobId: job.id, err: e },
+          'could not end the run of a failed job (the sweep will)',
+        ),
+      );
+    });
+    return worker;
+  }
+
+  /**
+   * A shard's fetch loop stopped (src/worker/fetchWatch.ts): a new BullMQ worker, named after its connection, takes
+   * its place; the old one is closed without waiting (the jobs it holds finish or are delivered again, fenced).
+   */
+  private async restartShard(shard: number): Promise<void> {
+    if (!this.ready) return;
+    const i = this.shards.indexOf(shard);
+    const old = this.workers[i]!;
+    const fresh = this.createWorker(shard);
+    await this.ownerWatch.replace(old, fresh);
+    this.workers[i] = fresh;
+    void fresh.run().catch((err) => this.ctx.log.error({ code: 'worker_run_failed', err }));
+    void old.close(true).catch(() => {});
+  }
+
+  private shardOfJob(jobId: string): number | undefined {
+    const runId = runIdOfStepJob(jobId);
+    return runId === undefined ? undefined : this.ctx.keys.shardOf(runId);
   }
 
   /**
@@ -145,6 +195,7 @@ export class FleetWorker {
   run(): void {
     for (const w of this.workers) void w.run().catch((err) => this.ctx.log.error({ code: 'worker_run_failed', err }));
     this.ownerWatch.start();
+    this.fetchWatch.start();
     this.startFlowSweep();
     this.ready = true;
   }
@@ -209,6 +260,7 @@ export class FleetWorker {
   stop(force = false): Promise<void> {
     this.ready = false;
     clearTimeout(this.flowSweep);
+    this.fetchWatch.stop();
     if (force) this.hard.abort(new Error('forced shutdown'));
     if (this.stopping) return this.stopping;
     this.soft.abort(new Error('worker shutting down'));

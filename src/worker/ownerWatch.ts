@@ -119,6 +119,16 @@ export class OwnerWatch {
     return owner === undefined || this.owners.some((o) => o.owner === owner);
   }
 
+  /** A worker replaced by a new one (src/worker/fetchWatch.ts): the new one named after its connection, then watched. */
+  async replace(old: { id: string }, fresh: { id: string }): Promise<void> {
+    const o = this.owners.find((x) => x.worker === old);
+    if (!o) return;
+    o.worker = fresh;
+    o.base = fresh.id;
+    delete o.owner;
+    await this.rename(o, await this.nodeOf(o.shard));
+  }
+
   private nodeOf(shard: number): Promise<Redis> {
     return nodeForKey(this.d.redis, this.d.keys.queueStateKeys(shard).active);
   }

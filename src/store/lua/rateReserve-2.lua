@@ -55,6 +55,9 @@ elseif op == 'block' then
   blockedUntil = math.max(blockedUntil, now + tonumber(ARGV[6]))
   r, t = math.min(r, 0), math.min(t, 0)
 end
-redis.call('HSET', KEYS[1], 'r', string.format('%.17g', r), 't', string.format('%.17g', t), 'at', ARGV[1], 'until', string.format('%d', blockedUntil))
+-- The refill time only moves forward: callers' clocks and the moment each read its clock differ (a settle reads it
+-- after the call, the next reserve of another process may have read it before), and moving it back would refill
+-- the same interval twice.
+redis.call('HSET', KEYS[1], 'r', string.format('%.17g', r), 't', string.format('%.17g', t), 'at', string.format('%d', math.max(at, now)), 'until', string.format('%d', blockedUntil))
 redis.call('PEXPIRE', KEYS[1], 3600000)
 return result

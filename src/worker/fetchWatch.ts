@@ -1,0 +1,97 @@
+/**
+ * A shard whose fetch loop stopped. Each shard of a worker process is consumed by one BullMQ worker, whose loop
+ * fetches the next job (blocking on the queue's marker, then moving a job to active). After a Redis failover that
+ * loop can stop for good while every command around it works again: on a Cluster with replicas the failover
+ * campaign left runs `queued` with their jobs in `wait` and no process fetching them (docs/failover.md); BullMQ's
+ * own issues describe the same after failovers. Nothing else would notice: the jobs are where BullMQ fetches them,
+ * so no stall check, owner watch or stuck-run sweep moves them.
+ *
+ * So every FETCH_STALL_MS / 2 the watch asks, for each shard whose worker has not started a job for FETCH_STALL_MS
+ * and holds fewer jobs than its concurrency (a busy worker is not a stopped one), whether its queue has jobs ready
+ * (in `wait`, or due in `delayed`). If so the loop has stopped: the shard's BullMQ worker is replaced by a new one
+ * (`fetch_loop_restarted`, `agent_fetch_loop_restarts_total`). The old one is closed without waiting: the jobs it
+ * still holds finish or stall and are delivered again, fenced like any redelivery. An idle shard (nothing ready)
+ * counts as fetching.
+ */
+import type { Logger } from 'pino';
+import type { RedisClient } from '../store/connect.js';
+import type { KeySpace } from '../store/keys.js';
+import type { Metrics } from '../metrics/metrics.js';
+
+export interface FetchWatchDeps {
+  redis: RedisClient;
+  keys: KeySpace;
+  log: Logger;
+  metrics: Metrics;
+  /** FETCH_STALL_MS (0: off) and the jobs a shard's worker may hold at once. */
+  stallMs: number;
+  concurrency: number;
+  /** Jobs this process holds on a shard now. */
+  heldOn(shard: number): number;
+  /** Replaces the shard's BullMQ worker by a new one. */
+  restart(shard: number): Promise<void>;
+}
+
+export class FetchWatch {
+  private readonly lastFetch = new Map<number, number>();
+  private timer?: NodeJS.Timeout;
+  private stopped = false;
+
+  constructor(
+    private readonly d: FetchWatchDeps,
+    private readonly shards: readonly number[],
+  ) {
+    const now = Date.now();
+    for (const s of shards) this.lastFetch.set(s, now);
+  }
+
+  /** The shard's worker started a job or found its queue empty: its loop runs. */
+  fetched(shard: number, at = Date.now()): void {
+    this.lastFetch.set(shard, at);
+  }
+
+  start(): void {
+    if (this.d.stallMs <= 0 || this.timer || this.stopped) return;
+    const loop = () => {
+      void this.tick()
+        .catch((err: unknown) => this.d.log.warn({ code: 'fetch_watch_failed', err }, 'fetch watch tick failed'))
+        .finally(() => {
+          if (!this.stopped) this.timer = setTimeout(loop, this.d.stallMs / 2).unref();
+        });
+    };
+    this.timer = setTimeout(loop, this.d.stallMs / 2).unref();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.timer);
+  }
+
+  async tick(now = Date.now()): Promise<void> {
+    for (const shard of this.shards) {
+      if (now - (this.lastFetch.get(shard) ?? now) < this.d.stallMs) continue;
+      if (this.d.heldOn(shard) >= this.d.concurrency) continue;
+      if (!(await this.ready(shard, now))) {
+        this.fetched(shard, now);
+        continue;
+      }
+      this.d.metrics.fetchLoopRestarts.inc();
+      this.d.log.warn(
+        { code: 'fetch_loop_restarted', shard, idleMs: now - this.lastFetch.get(shard)! },
+        "shard's worker fetched nothing while jobs were ready: replaced by a new one",
+      );
+      this.fetched(shard, now);
+      await this.d.restart(shard);
+    }
+  }
+
+  /** Whether the shard's queue has a job to fetch: one waiting, or a delayed one due (BullMQ scores ms x 4096). */
+  private async ready(shard: number, now: number): Promise<boolean> {
+    const prefix = this.d.keys.queueKeyPrefix(shard);
+    const [waiting, due] = await Promise.all([
+      this.d.redis.llen(`${prefix}wait`),
+      this.d.redis.zcount(`${prefix}delayed`, 0, now * 4096),
+    ]);
+    return waiting > 0 || due > 0;
+  }
+}
