@@ -83,15 +83,22 @@ function scriptOf(i: number) {
   ];
 }
 
+/** Starts run i; a 503 (the API's Redis reconnecting after the restart) is retried with the same key, as a producer does. */
 async function startRun(i: number): Promise<string> {
   const body = { tenant: 'acme', agent: 'support', input: ticketOf(i), model: 'scripted', script: scriptOf(i) };
-  const res = await fetch(`${api.url}/v1/runs`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...producerAuth },
-    body: JSON.stringify(body),
-  });
-  expect(res.status).toBe(201);
-  return ((await res.json()) as { runId: string }).runId;
+  for (let attempt = 0; ; attempt++) {
+    const res = await fetch(`${api.url}/v1/runs`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'idempotency-key': `kill-loop-${i}`, ...producerAuth },
+      body: JSON.stringify(body),
+    });
+    if (res.status === 503 && attempt < 100) {
+      await new Promise((r) => setTimeout(r, 100));
+      continue;
+    }
+    expect([200, 201]).toContain(res.status);
+    return ((await res.json()) as { runId: string }).runId;
+  }
 }
 
 /** The customer's reply on ticket i, by the signed webhook: its answer, or undefined when the API could not answer. */

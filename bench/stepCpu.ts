@@ -1,0 +1,42 @@
+/**
+ * `npx tsx bench/stepCpu.ts [cycles]` (default 8): worker CPU per read-only step of this tree, against the plain
+ * BullMQ chain in the same worker process: 4 warm-up cycles, then `cycles` cycles of one plain and one engine round
+ * (100 chains x 40 steps, concurrency 20, one worker process). Prints the medians of worker and Redis CPU per step
+ * (process.cpuUsage of the worker; INFO of the bench's own redis-server), the median of the paired engine / plain
+ * worker CPU ratios, and Redis commands per step. About 45 s; for comparing two trees, run it in each, alternating.
+ */
+import { createBenchEnv } from './lib/env.js';
+import { runRound, type RoundKind } from './lib/workload.js';
+import { installClientCounter } from './lib/clientCounter.js';
+import { median } from './lib/stats.js';
+
+installClientCounter();
+const cycles = Number(process.argv[2] ?? 8);
+const WARM_UP = 4;
+const env = await createBenchEnv({ quick: false, rounds: cycles });
+try {
+  const pool = await env.spawnPool(1);
+  const kinds: RoundKind[] = ['plain', 'engine'];
+  const seen = Object.fromEntries(
+    kinds.map((k) => [k, { worker: [] as number[], redis: [] as number[], calls: [] as number[] }]),
+  );
+  for (let i = 0; i < WARM_UP + cycles; i++) {
+    for (const kind of kinds) {
+      const r = await runRound(env, pool, { kind, chains: 100, steps: 40, tag: `c${i}` });
+      if (i < WARM_UP) continue;
+      seen[kind]!.worker.push(r.nodeCpuUsPerStep);
+      seen[kind]!.redis.push(r.redisCpuUsPerStep);
+      seen[kind]!.calls.push(r.redisCallsPerStep);
+    }
+  }
+  await pool.kill();
+  const [plain, engine] = [seen.plain!, seen.engine!];
+  const ratios = engine.worker.map((w, i) => w / plain.worker[i]!);
+  const f = (n: number) => n.toFixed(1);
+  console.log(`worker CPU µs/step: plain ${f(median(plain.worker))}, engine ${f(median(engine.worker))}`);
+  console.log(`engine / plain worker CPU, median of ${cycles} paired cycles: ${median(ratios).toFixed(2)}`);
+  console.log(`Redis CPU µs/step: plain ${f(median(plain.redis))}, engine ${f(median(engine.redis))}`);
+  console.log(`Redis commands/step: plain ${f(median(plain.calls))}, engine ${f(median(engine.calls))}`);
+} finally {
+  await env.cleanup();
+}
