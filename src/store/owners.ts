@@ -37,34 +37,43 @@ export function clientIdsOfList(reply: string): Set<string> {
   return new Set([...reply.matchAll(/(?:^|\n)id=(\d+) /g)].map((m) => m[1]!));
 }
 
-/** The owner name of `node`'s connection: its CLIENT ID and its server, read in one round trip. */
+/**
+ * Each connection's server, read once per connection: a reconnection (the `ready` event, also after a failover or a
+ * restart) forgets it, so the next read asks the server again. Without the cache every owner-watch tick sent `INFO`.
+ */
+const servers = new WeakMap<Redis, string>();
+const watched = new WeakSet<Redis>();
+
+async function serverOf(node: Redis): Promise<string> {
+  if (!watched.has(node)) {
+    watched.add(node);
+    node.on('ready', () => servers.delete(node));
+  }
+  let server = servers.get(node);
+  if (server === undefined) {
+    server = serverTagOfInfo(String(await node.info('server')));
+    servers.set(node, server);
+  }
+  return server;
+}
+
+/** The owner name of `node`'s connection: its CLIENT ID and its server. */
 export async function ownerOfConnection(node: Redis): Promise<string> {
-  const replies = (await node.pipeline().client('ID').info('server').exec()) ?? [];
-  for (const [err] of replies) if (err) throw err;
-  return `${String(replies[0]![1])}-${serverTagOfInfo(String(replies[1]![1]))}`;
+  const server = await serverOf(node);
+  return `${String(await node.client('ID'))}-${server}`;
 }
 
 /**
- * The owners among `owners` that are connected to `node`'s server now. The server is read before and after the
- * client list, in the same pipeline: a reconnection in between (the list then comes from another server) throws
- * instead of answering for the wrong server; the caller's next tick asks again.
+ * The owners among `owners` that are connected to `node`'s server now. The server is the one this connection was
+ * found on since its last (re)connection; a reconnection between that and the client list makes at most one check
+ * take an owner of the old server for alive, and the next one (the server read again) finds it gone.
  */
 export async function liveOwners(node: Redis, owners: readonly string[]): Promise<Set<string>> {
   const parsed = owners.map((o) => [o, parseOwner(o)] as const);
   const ids = [...new Set(parsed.flatMap(([, p]) => (p ? [p.clientId] : [])))];
   if (ids.length === 0) return new Set();
-  const replies =
-    (await node
-      .pipeline()
-      .info('server')
-      .client('LIST', 'ID', ...ids)
-      .info('server')
-      .exec()) ?? [];
-  for (const [err] of replies) if (err) throw err;
-  const server = serverTagOfInfo(String(replies[0]![1]));
-  if (serverTagOfInfo(String(replies[2]![1])) !== server)
-    throw new Error('the connection moved to another server while owners were checked');
-  const connected = clientIdsOfList(String(replies[1]![1]));
+  const server = await serverOf(node);
+  const connected = clientIdsOfList(String(await node.client('LIST', 'ID', ...ids)));
   const alive = new Set<string>();
   for (const [owner, p] of parsed) {
     if (p && connected.has(p.clientId) && (p.server === undefined || p.server === server)) alive.add(owner);

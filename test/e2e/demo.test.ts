@@ -52,9 +52,16 @@ async function waitFor(demo: Demo, pattern: RegExp, timeoutMs: number): Promise<
   }
 }
 
-/** What a terminal's Ctrl-C does: the signal to every process of the demo's group. */
+/**
+ * What a terminal's Ctrl-C does: the signal to every process of the demo's group. A group already gone (the demo
+ * stopped by itself, as it does when its Redis dies) is left as it is: the caller checks how it ended.
+ */
 function interrupt(demo: Demo, signal: NodeJS.Signals = 'SIGINT'): void {
-  process.kill(-demo.child.pid!, signal);
+  try {
+    process.kill(-demo.child.pid!, signal);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+  }
 }
 
 /** The demo's embedded Redis: its temp dir (from the banner) and pid (from the owner file in it). */
@@ -147,8 +154,9 @@ describe.skipIf(!redisServerOnPath())('npm start', () => {
         /all runs settled\. sandbox effects: tickets=(\d+) emails=(\d+) duplicates=(\d+)\. model server: (\d+) requests, models (\S+)\./,
         120_000,
       );
-      // Three tickets of six decisions each, every one asked of the local server by its model id; no decision asked twice.
-      expect(settled.slice(1), d.out()).toEqual(['3', '3', '0', '18', model]);
+      // Three tickets of five decisions each (the support agent reads the customer and the knowledge base in one turn),
+      // every one asked of the local server by its model id; no decision asked twice.
+      expect(settled.slice(1), d.out()).toEqual(['3', '3', '0', '15', model]);
       expect(d.out()).not.toMatch(/\b(failed|needs_human|budget_exceeded)\b/);
     }
     for (const d of [o, a]) interrupt(d);
