@@ -9,7 +9,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Redis } from 'ioredis';
+import { ping, query, until } from './nodeQuery.js';
 import calculateSlot from 'cluster-key-slot';
 import { freePort, nodeArgs } from './embeddedRedis.js';
 
@@ -37,35 +37,6 @@ export interface ReplicatedCluster {
   /** A key stored on the master on `port` (for a write that must land there). */
   keyOn(port: number, base: string): Promise<string>;
   stop(): Promise<void>;
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function query<T>(port: number, f: (c: Redis) => Promise<T>): Promise<T | undefined> {
-  const c = new Redis({
-    port,
-    host: '127.0.0.1',
-    lazyConnect: true,
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => null,
-  });
-  c.on('error', () => {});
-  try {
-    await c.connect();
-    return await f(c);
-  } catch {
-    return undefined;
-  } finally {
-    c.disconnect();
-  }
-}
-
-async function until(what: string, timeoutMs: number, check: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
 }
 
 interface NodeLine {
@@ -123,7 +94,7 @@ export async function startReplicatedCluster(
     ]);
     start(port);
   }
-  for (const p of ports) await until(`node ${p}`, 10_000, async () => (await query(p, (c) => c.ping())) === 'PONG');
+  for (const p of ports) await until(`node ${p}`, 10_000, () => ping(p));
   const nodes = ports.map((p) => `127.0.0.1:${p}`);
   const create = spawnSync('redis-cli', ['--cluster', 'create', ...nodes, '--cluster-replicas', '1', '--cluster-yes'], {
     encoding: 'utf8',
@@ -168,7 +139,7 @@ export async function startReplicatedCluster(
     },
     async restart(port) {
       start(port);
-      await until(`node ${port} restarted`, 10_000, async () => (await query(port, (c) => c.ping())) === 'PONG');
+      await until(`node ${port} restarted`, 10_000, () => ping(port));
     },
     async waitForFailover(oldPort, timeoutMs = 60_000) {
       const before = new Set(await handle.masters());

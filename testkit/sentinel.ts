@@ -10,7 +10,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Redis } from 'ioredis';
+import { ping, query, until } from './nodeQuery.js';
 import { freePort } from './embeddedRedis.js';
 
 export const SENTINEL_MASTER = 'fleet';
@@ -35,54 +35,6 @@ export interface LocalSentinel {
   /** Waits until the master has `n` replicas online and caught up. */
   waitForReplicas(n: number, timeoutMs?: number): Promise<void>;
   stop(): Promise<void>;
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function ping(port: number): Promise<boolean> {
-  const c = new Redis({
-    port,
-    host: '127.0.0.1',
-    lazyConnect: true,
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => null,
-  });
-  c.on('error', () => {});
-  try {
-    await c.connect();
-    return (await c.ping()) === 'PONG';
-  } catch {
-    return false;
-  } finally {
-    c.disconnect();
-  }
-}
-
-async function until(what: string, timeoutMs: number, check: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
-
-async function query<T>(port: number, f: (c: Redis) => Promise<T>): Promise<T | undefined> {
-  const c = new Redis({
-    port,
-    host: '127.0.0.1',
-    lazyConnect: true,
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => null,
-  });
-  c.on('error', () => {});
-  try {
-    await c.connect();
-    return await f(c);
-  } catch {
-    return undefined;
-  } finally {
-    c.disconnect();
-  }
 }
 
 export async function startLocalSentinel(
