@@ -1,6 +1,7 @@
 /** The run API over real HTTP: validation (400 naming fields, nothing written), idempotent creation, views. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, producerAuth, sampleTicket, type Harness } from '../../testkit/harness.js';
+import { countKeys } from '../../testkit/keyPrefix.js';
 
 let h: Harness;
 let url: string;
@@ -19,17 +20,7 @@ const post = (body: unknown, headers: Record<string, string> = {}) =>
     body: typeof body === 'string' ? body : JSON.stringify(body),
   });
 
-async function keyCount(): Promise<number> {
-  let n = 0;
-  let cursor = '0';
-  do {
-    const [next, keys] = await h.ctx.redis.scan(cursor, 'MATCH', `${h.cfg.KEY_PREFIX}*`, 'COUNT', 1000);
-    cursor = next;
-    n += keys.length;
-  } while (cursor !== '0');
-  const [, bull] = await h.ctx.redis.scan('0', 'MATCH', `${h.cfg.BULL_PREFIX}:*`, 'COUNT', 10000);
-  return n + bull.length;
-}
+const keyCount = () => countKeys(h.ctx.redis, h.cfg.KEY_PREFIX, h.cfg.BULL_PREFIX);
 
 describe('POST /v1/runs', () => {
   it('bad bodies get 400 naming the fields, and nothing is written', async () => {

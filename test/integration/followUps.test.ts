@@ -8,6 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, producerAuth, sampleTicket, type Harness } from '../../testkit/harness.js';
+import { countKeys } from '../../testkit/keyPrefix.js';
 import { startOpenAIServer, type ModelServer } from '../../testkit/modelServers/openai.js';
 import { sign } from '../../src/producer/webhookSignature.js';
 import type { RunView } from '../../src/http/runView.js';
@@ -75,18 +76,7 @@ async function postWebhook(path: string, payload: unknown): Promise<{ status: nu
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 
-async function keyCount(): Promise<number> {
-  let n = 0;
-  for (const p of [h.cfg.KEY_PREFIX, h.cfg.BULL_PREFIX]) {
-    let cursor = '0';
-    do {
-      const [next, keys] = await h.ctx.redis.scan(cursor, 'MATCH', `${p}:*`, 'COUNT', 1000);
-      cursor = next;
-      n += keys.length;
-    } while (cursor !== '0');
-  }
-  return n;
-}
+const keyCount = () => countKeys(h.ctx.redis, h.cfg.KEY_PREFIX, h.cfg.BULL_PREFIX);
 
 /** The user messages of the model requests that carry `marker` (a ticket's text), in order. */
 function requestsFor(marker: string): string[] {

@@ -14,12 +14,18 @@
   live.addEventListener('input', function () {
     editing = true;
   });
+  // A re-render already scheduled or in flight when the typing began is dropped too: its answer
+  // would replace the field being filled.
+  live.addEventListener('htmx:beforeSwap', function (evt) {
+    if (editing) evt.detail.shouldSwap = false;
+  });
   function refresh() {
     if (editing) return;
     // Many events arrive together (a step commit emits several): one re-render for them.
     if (pending) return;
     pending = setTimeout(function () {
       pending = null;
+      if (editing) return;
       if (window.htmx) window.htmx.ajax('GET', fragment, { target: '#live', swap: 'innerHTML' });
     }, 150);
   }
