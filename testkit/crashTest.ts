@@ -191,7 +191,7 @@ async function runCase(
     const tenant = `ct-${point}-${target.step}`.replace(/_/g, '-');
     const spec = buildSpec(ctx, { tenant, agent, input: opts.input, model: 'scripted', script }, Date.now());
     await ctx.store.create(spec, Date.now());
-    const victim = await spawnWorker(victimEnv(env, point, target.step), 120_000);
+    const victim = await spawnWorker(victimEnv(env, point, target.step), { startTimeoutMs: 120_000 });
     const outcome = await Promise.race([
       victim.exited.then(() => 'killed' as const),
       settled(ctx, spec.runId, 60_000).then(() => 'settled' as const),

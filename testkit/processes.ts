@@ -1,52 +1,157 @@
-/** Real worker processes for crash tests: spawned with the harness env, killed with real signals. */
+/**
+ * Real worker, API and reconciler processes for crash tests, the chaos campaigns and the benchmarks: spawned with the
+ * harness env (src/server/worker, src/server/api through spawnModule), killed with real signals.
+ */
 import type { ChildProcess } from 'node:child_process';
 import { onLines, spawnModule } from './spawnModule.js';
 
-export interface WorkerProcess {
+export interface ProcessExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  /** Date.now() when the exit was seen. */
+  at: number;
+}
+
+export interface SpawnedProcess {
   child: ChildProcess;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  pid: number;
+  exited: Promise<ProcessExit>;
+  /** Set once the process has exited. */
+  dead: boolean;
+  /** Its log lines (all of them, or with `keep: 'lifecycle'` its start, shutdown and error lines) and stderr. */
   lines: string[];
 }
 
-/** startTimeoutMs: until its start line (a loaded machine compiles the sources slowly). */
-export async function spawnWorker(env: Record<string, string>, startTimeoutMs = 30_000): Promise<WorkerProcess> {
-  const child = spawnModule('src/server/worker', { WORKER_METRICS_PORT: '0', ...env, LOG_LEVEL: 'info' }, [
+export interface WorkerProcess extends SpawnedProcess {
+  /** The crash point it was armed with (CRASH_POINTS), if any. */
+  crashPoint?: string;
+  /** BullMQ worker ids of this process (from its start line): the prefix of its jobs' lock tokens. */
+  bullIds: string[];
+}
+
+export interface SpawnOptions {
+  /** Until its start line (a loaded machine compiles the sources slowly). Past it the process is SIGKILLed. */
+  startTimeoutMs?: number;
+  /** Arms the worker (CRASH_POINTS=<point>[@<step>]): it kills itself there, maybe before its start line is read. */
+  crashPoint?: string;
+  /**
+   * What to keep of its log: 'all' (default) for tests that read its lines; 'lifecycle' (start, shutdown, errors, the
+   * latest 200) for a campaign whose workers log every step for minutes.
+   */
+  keep?: 'all' | 'lifecycle';
+  /**
+   * An exit before the start line: 'throw' (default) with its lines, or 'return' the process as it is (dead), for a
+   * campaign whose workers may find Redis restarting and leave, as they must.
+   */
+  exitBeforeStart?: 'throw' | 'return';
+}
+
+const LIFECYCLE = /_started|api_listening|shutdown|forced_exit|error/; // the start lines of worker, api, reconciler
+const KEPT_LINES = 200;
+
+function track<T extends object>(child: ChildProcess, keep: 'all' | 'lifecycle', extra: T): SpawnedProcess & T {
+  const lines: string[] = [];
+  const proc: SpawnedProcess & T = Object.assign(
+    { child, pid: child.pid ?? -1, lines, dead: false, exited: undefined as never as Promise<ProcessExit> },
+    extra,
+  );
+  proc.exited = new Promise((resolve) =>
+    child.once('exit', (code, signal) => {
+      proc.dead = true;
+      resolve({ code, signal, at: Date.now() });
+    }),
+  );
+  onLines(child.stdout!, (line) => {
+    if (keep === 'all') return void lines.push(line);
+    if (!LIFECYCLE.test(line)) return;
+    lines.push(line);
+    if (lines.length > KEPT_LINES) lines.splice(1, 1); // keep the start line and the latest
+  });
+  child.stderr!.on('data', (d: Buffer) => {
+    if (keep === 'all' || lines.length < KEPT_LINES) lines.push(`stderr: ${d.toString()}`);
+  });
+  return proc;
+}
+
+/**
+ * Waits for a line containing `marker`. An exit first: undefined when `leaving` accepts it, else thrown with the
+ * lines; past the deadline the process is SIGKILLed and that is thrown.
+ */
+async function untilLine(
+  proc: SpawnedProcess,
+  marker: string,
+  what: string,
+  timeoutMs: number,
+  leaving: (child: ChildProcess) => boolean,
+): Promise<string | undefined> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const line = proc.lines.find((l) => l.includes(marker));
+    if (line) return line;
+    if (proc.dead || proc.child.exitCode !== null || proc.child.signalCode !== null) {
+      if (leaving(proc.child)) return undefined;
+      throw new Error(
+        `${what} did not start (exit ${proc.child.exitCode ?? proc.child.signalCode}):\n${proc.lines.join('\n')}`,
+      );
+    }
+    if (Date.now() > deadline) {
+      proc.child.kill('SIGKILL');
+      throw new Error(`${what} did not start within its start limit:\n${proc.lines.join('\n')}`);
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** A worker process (src/server/worker, its metrics on a free port); resolves once it logged its start line. */
+export async function spawnWorker(env: Record<string, string>, opts: SpawnOptions = {}): Promise<WorkerProcess> {
+  const armed = opts.crashPoint ? { CRASH_POINTS: opts.crashPoint } : {};
+  const child = spawnModule('src/server/worker', { WORKER_METRICS_PORT: '0', ...env, ...armed, LOG_LEVEL: 'info' }, [
     'ignore',
     'pipe',
     'pipe',
   ]);
-  const lines: string[] = [];
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
-  );
-  onLines(child.stdout!, (line) => lines.push(line));
-  child.stderr!.on('data', (d: Buffer) => lines.push(`stderr: ${d.toString()}`));
-  const deadline = Date.now() + startTimeoutMs;
-  while (!lines.some((l) => l.includes('"worker_started"'))) {
-    if (child.signalCode === 'SIGKILL') break; // a crash point can fire before the start line is read
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`worker did not start:\n${lines.join('\n')}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  return { child, exited, lines };
+  const w: WorkerProcess = track(child, opts.keep ?? 'all', {
+    bullIds: [] as string[],
+    ...(opts.crashPoint ? { crashPoint: opts.crashPoint } : {}),
+  });
+  // A crash point (armed here or in env) can fire before the start line is read.
+  const leaving = (c: ChildProcess) => opts.exitBeforeStart === 'return' || c.signalCode === 'SIGKILL';
+  const started = await untilLine(w, '"worker_started"', 'worker', opts.startTimeoutMs ?? 30_000, leaving);
+  if (started) w.bullIds = (JSON.parse(started) as { bullWorkerIds?: string[] }).bullWorkerIds ?? [];
+  return w;
 }
 
-/** An API process (src/server/api) on a free port; resolves with its URL once it listens. */
+/** An API process (src/server/api) on a free port unless env names PORT; resolves with its URL once it listens. */
 export async function spawnApi(
   env: Record<string, string>,
-  startTimeoutMs = 90_000,
-): Promise<WorkerProcess & { url: string }> {
-  const child = spawnModule('src/server/api', { ...env, PORT: '0', LOG_LEVEL: 'info' }, ['ignore', 'pipe', 'pipe']);
-  const lines: string[] = [];
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
-  );
-  onLines(child.stdout!, (line) => lines.push(line));
-  child.stderr!.on('data', (d: Buffer) => lines.push(`stderr: ${d.toString()}`));
-  const deadline = Date.now() + startTimeoutMs;
-  for (;;) {
-    const line = lines.find((l) => l.includes('"api_listening"'));
-    if (line) return { child, exited, lines, url: (JSON.parse(line) as { url: string }).url };
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`api did not start:\n${lines.join('\n')}`);
-    await new Promise((r) => setTimeout(r, 20));
+  opts: Pick<SpawnOptions, 'startTimeoutMs' | 'keep'> = {},
+): Promise<SpawnedProcess & { url: string }> {
+  const child = spawnModule('src/server/api', { PORT: '0', ...env, LOG_LEVEL: 'info' }, ['ignore', 'pipe', 'pipe']);
+  const api = track(child, opts.keep ?? 'all', { url: '' });
+  const listening = await untilLine(api, '"api_listening"', 'api', opts.startTimeoutMs ?? 90_000, () => false);
+  api.url = (JSON.parse(listening!) as { url: string }).url;
+  return api;
+}
+
+/** A reconciler process (src/server/reconciler); resolves once it logged its start line. */
+export async function spawnReconciler(
+  env: Record<string, string>,
+  opts: Pick<SpawnOptions, 'startTimeoutMs' | 'keep'> = {},
+): Promise<SpawnedProcess> {
+  const child = spawnModule('src/server/reconciler', { RECONCILER_METRICS_PORT: '0', ...env, LOG_LEVEL: 'info' }, [
+    'ignore',
+    'pipe',
+    'pipe',
+  ]);
+  const proc = track(child, opts.keep ?? 'all', {});
+  await untilLine(proc, '"reconciler_started"', 'reconciler', opts.startTimeoutMs ?? 60_000, () => false);
+  return proc;
+}
+
+/** SIGKILLs every process of the list still running and empties it (a test's afterEach). */
+export function killAll(procs: (ChildProcess | SpawnedProcess)[]): void {
+  for (const p of procs.splice(0)) {
+    const child = 'child' in p ? p.child : p;
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   }
 }

@@ -15,7 +15,7 @@ import { newMetrics } from '../../src/metrics/metrics.js';
 import { buildSpec } from '../../src/producer/intake.js';
 import type { EngineContext } from '../../src/runs/engineContext.js';
 import { refunds, triage } from '../../examples/triage-refunds/index.js';
-import { spawnChaosWorker } from '../../test/e2e/chaos/processes.js';
+import { spawnWorker } from '../../testkit/processes.js';
 import { dist, round } from '../lib/stats.js';
 import type { BenchEnv, BenchOptions, Section, SectionResult } from '../lib/types.js';
 import { TENANT } from '../lib/workload.js';
@@ -78,7 +78,7 @@ async function run(env: BenchEnv, opts: BenchOptions): Promise<SectionResult> {
     metrics: newMetrics(),
   });
   env.onCleanup(() => ctx.close());
-  const worker = await spawnChaosWorker({ ...appEnv, WORKER_METRICS_PORT: '0' });
+  const worker = await spawnWorker({ ...appEnv, WORKER_METRICS_PORT: '0' }, { keep: 'lifecycle' });
   env.onCleanup(() => {
     if (!worker.dead) worker.child.kill('SIGKILL');
   });

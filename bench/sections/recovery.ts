@@ -34,7 +34,8 @@ import { dirname, join } from 'node:path';
 import { buildSpec } from '../../src/producer/intake.js';
 import { stepJobId } from '../../src/store/keys.js';
 import { ownerBaseOfToken } from '../../src/store/bullmqInternals.js';
-import { spawnChaosWorker, type ChaosWorker } from '../../test/e2e/chaos/processes.js';
+import { spawnWorker as spawnFleetWorker } from '../../testkit/processes.js';
+import type { ChaosWorker } from '../../test/e2e/chaos/campaign.js';
 import type { HoldMessage, HoldReply } from '../lib/holdWorker.js';
 import { dist, round, type Dist } from '../lib/stats.js';
 import {
@@ -111,7 +112,7 @@ async function engineTrials(
   const { ctx } = env;
   const procEnv = { ...env.appEnv, WORKER_METRICS_PORT: '0', ...setting.extra };
   const spawnWorker = async () => {
-    const w = await spawnChaosWorker(procEnv);
+    const w = await spawnFleetWorker(procEnv, { keep: 'lifecycle', exitBeforeStart: 'return' });
     live.add(w);
     void w.exited.then(() => live.delete(w));
     return w;

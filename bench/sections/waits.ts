@@ -16,7 +16,7 @@
 import { deliver } from '../../src/producer/events.js';
 import { replyKey } from '../../src/agents/support/tools/waitForReply.js';
 import type { Script } from '../../src/models/scriptedTurns.js';
-import { spawnChaosWorker } from '../../test/e2e/chaos/processes.js';
+import { spawnWorker } from '../../testkit/processes.js';
 import { dist, round, type Dist } from '../lib/stats.js';
 import type { BenchEnv, BenchOptions, Metric, Section, SectionResult } from '../lib/types.js';
 import { createRun, TENANT, USAGE } from '../lib/workload.js';
@@ -141,7 +141,7 @@ const distRow = (what: string, d: Dist) => [what, d.n, round(d.p50, 1), round(d.
 async function run(env: BenchEnv, opts: BenchOptions): Promise<SectionResult> {
   await env.reset();
   const n = opts.quick ? 5 : 10 * Math.max(1, Math.min(opts.rounds, 5));
-  const worker = await spawnChaosWorker({ ...env.appEnv, WORKER_METRICS_PORT: '0' });
+  const worker = await spawnWorker({ ...env.appEnv, WORKER_METRICS_PORT: '0' }, { keep: 'lifecycle' });
   env.onCleanup(() => {
     if (!worker.dead) worker.child.kill('SIGKILL');
   });

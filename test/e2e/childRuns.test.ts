@@ -9,8 +9,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createHarness, producerAuth, type Harness } from '../../testkit/harness.js';
-import { spawnWorker, type WorkerProcess } from '../../testkit/processes.js';
-import { onLines, spawnModule } from '../../testkit/spawnModule.js';
+import { killAll, spawnApi, spawnWorker, type WorkerProcess } from '../../testkit/processes.js';
 
 const AGENTS_MODULE = 'examples/triage-refunds/index.ts';
 const ENDED = ['completed', 'failed', 'budget_exceeded', 'cancelled', 'needs_human'];
@@ -25,24 +24,14 @@ beforeEach(async () => {
   api = await startApiProcess();
 }, 120_000);
 afterEach(async () => {
-  for (const c of processes.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  killAll(processes);
   await h.close();
 });
 
 async function startApiProcess(): Promise<string> {
-  const child = spawnModule('src/server/api', { ...h.env, PORT: '0', LOG_LEVEL: 'info' }, ['ignore', 'pipe', 'pipe']);
-  processes.push(child);
-  const lines: string[] = [];
-  onLines(child.stdout!, (l) => lines.push(l));
-  child.stderr!.on('data', (d: Buffer) => lines.push(`stderr: ${d.toString()}`));
-  // A loaded 2-core box boots a tsx process slowly.
-  const deadline = Date.now() + 90_000;
-  for (;;) {
-    const line = lines.find((l) => l.includes('"api_listening"'));
-    if (line) return (JSON.parse(line) as { url: string }).url;
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`api did not start:\n${lines.join('\n')}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  const api = await spawnApi(h.env);
+  processes.push(api.child);
+  return api.url;
 }
 
 /** A worker process; a victim (crash point armed) has short locks so its job is taken over quickly. */

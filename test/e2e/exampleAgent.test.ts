@@ -9,8 +9,8 @@
 import type { ChildProcess } from 'node:child_process';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createHarness, producerAuth, type Harness } from '../../testkit/harness.js';
-import { spawnWorker, type WorkerProcess } from '../../testkit/processes.js';
-import { onLines, spawnModule } from '../../testkit/spawnModule.js';
+import { killAll, spawnApi, spawnWorker, type WorkerProcess } from '../../testkit/processes.js';
+import { spawnModule } from '../../testkit/spawnModule.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { runIdFor } from '../../src/store/keys.js';
 import { startCrm, type CrmHandle } from '../../examples/lead-qualifier/crm.js';
@@ -25,7 +25,7 @@ beforeEach(async () => {
   crm = await startCrm();
 });
 afterEach(async () => {
-  for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  killAll(children);
   await crm.close();
   await h.close();
 });
@@ -33,22 +33,9 @@ afterEach(async () => {
 const exampleEnv = (extra: Record<string, string> = {}) => ({ ...h.env, AGENTS_MODULE, CRM_URL: crm.url, ...extra });
 
 async function startApiProcess(): Promise<string> {
-  const child = spawnModule('src/server/api', { ...exampleEnv(), PORT: '0', LOG_LEVEL: 'info' }, [
-    'ignore',
-    'pipe',
-    'pipe',
-  ]);
-  children.push(child);
-  const lines: string[] = [];
-  onLines(child.stdout!, (l) => lines.push(l));
-  child.stderr!.on('data', (d: Buffer) => lines.push(`stderr: ${d.toString()}`));
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const line = lines.find((l) => l.includes('"api_listening"'));
-    if (line) return (JSON.parse(line) as { url: string }).url;
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`api did not start:\n${lines.join('\n')}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  const api = await spawnApi(exampleEnv());
+  children.push(api.child);
+  return api.url;
 }
 
 async function worker(extra: Record<string, string> = {}): Promise<WorkerProcess> {

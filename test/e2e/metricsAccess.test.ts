@@ -4,7 +4,7 @@
  * production the API's main port never serves it without a token.
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import { onLines, spawnModule } from '../../testkit/spawnModule.js';
+import { spawnApi } from '../../testkit/processes.js';
 import { startOpsServer } from '../../src/http/opsServer.js';
 import { newMetrics } from '../../src/metrics/metrics.js';
 import { freePort } from '../../testkit/embeddedRedis.js';
@@ -76,20 +76,13 @@ describe('/metrics access', () => {
     const h = await createHarness('metricsport');
     harnesses.push(h);
     const [port, metricsPort] = [await freePort(), await freePort()];
-    const child = spawnModule(
-      'src/server/api',
-      { ...h.env, PORT: String(port), API_METRICS_PORT: String(metricsPort), METRICS_TOKEN: TOKEN, LOG_LEVEL: 'info' },
-      ['ignore', 'pipe', 'pipe'],
-    );
-    const lines: string[] = [];
-    onLines(child.stdout!, (l) => lines.push(l));
+    const api = await spawnApi({
+      ...h.env,
+      PORT: String(port),
+      API_METRICS_PORT: String(metricsPort),
+      METRICS_TOKEN: TOKEN,
+    });
     try {
-      const deadline = Date.now() + 30_000;
-      while (!lines.some((l) => l.includes('"api_listening"'))) {
-        if (child.exitCode !== null || Date.now() > deadline)
-          throw new Error(`api did not start:\n${lines.join('\n')}`);
-        await new Promise((r) => setTimeout(r, 20));
-      }
       const main = `http://127.0.0.1:${port}`;
       const metrics = `http://127.0.0.1:${metricsPort}`;
       expect((await fetch(`${main}/healthz`)).status).toBe(200);
@@ -99,8 +92,8 @@ describe('/metrics access', () => {
       expect(ok.status).toBe(200);
       expect(await ok.text()).toContain('agent_');
     } finally {
-      child.kill('SIGTERM');
-      await new Promise((r) => (child.exitCode !== null ? r(null) : child.once('exit', r)));
+      api.child.kill('SIGTERM');
+      await api.exited;
     }
   });
 });

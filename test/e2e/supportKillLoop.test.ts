@@ -16,7 +16,7 @@ import { sign } from '../../src/producer/webhookSignature.js';
 import { replyKey } from '../../src/agents/support/tools/waitForReply.js';
 import { createHarness, producerAuth, type Harness } from '../../testkit/harness.js';
 import { startEmbeddedRedis, type EmbeddedRedis } from '../../testkit/embeddedRedis.js';
-import { spawnApi, spawnWorker, type WorkerProcess } from '../../testkit/processes.js';
+import { spawnApi, spawnWorker, type SpawnedProcess, type WorkerProcess } from '../../testkit/processes.js';
 
 const SECRET = 'kill-loop-webhook-secret';
 const RUNS = 8;
@@ -27,7 +27,7 @@ const usage = { promptTokens: 20, completionTokens: 5 };
 
 let redis: EmbeddedRedis;
 let h: Harness;
-let api: WorkerProcess & { url: string };
+let api: SpawnedProcess & { url: string };
 let reconciler: Reconciler;
 const workers = new Set<WorkerProcess>();
 
@@ -126,7 +126,7 @@ let starting = 0;
 async function addWorker(): Promise<void> {
   starting++;
   try {
-    const w = await spawnWorker(h.env, 60_000);
+    const w = await spawnWorker(h.env, { startTimeoutMs: 60_000 });
     workers.add(w);
     void w.exited.then(() => workers.delete(w));
   } finally {

@@ -8,8 +8,7 @@ import type { ChildProcess } from 'node:child_process';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createHarness, producerAuth, type Harness } from '../../testkit/harness.js';
 import { startEmbeddedRedis, type EmbeddedRedis } from '../../testkit/embeddedRedis.js';
-import { spawnWorker, type WorkerProcess } from '../../testkit/processes.js';
-import { onLines, spawnModule } from '../../testkit/spawnModule.js';
+import { killAll, spawnApi, spawnWorker, type WorkerProcess } from '../../testkit/processes.js';
 
 const AGENTS_MODULE = 'examples/ask-and-wait/index.ts';
 const OPERATOR_TOKEN = 'operator-token-for-tests';
@@ -31,25 +30,15 @@ beforeEach(async (t) => {
   api = await startApiProcess();
 }, 120_000);
 afterEach(async () => {
-  for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  killAll(children);
   await h.close();
   await redis?.stop();
 });
 
 async function startApiProcess(): Promise<string> {
-  const child = spawnModule('src/server/api', { ...h.env, PORT: '0', LOG_LEVEL: 'info' }, ['ignore', 'pipe', 'pipe']);
-  children.push(child);
-  const lines: string[] = [];
-  onLines(child.stdout!, (l) => lines.push(l));
-  child.stderr!.on('data', (d: Buffer) => lines.push(`stderr: ${d.toString()}`));
-  // A loaded 2-core box boots a tsx process slowly.
-  const deadline = Date.now() + 90_000;
-  for (;;) {
-    const line = lines.find((l) => l.includes('"api_listening"'));
-    if (line) return (JSON.parse(line) as { url: string }).url;
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`api did not start:\n${lines.join('\n')}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  const api = await spawnApi(h.env);
+  children.push(api.child);
+  return api.url;
 }
 
 async function worker(): Promise<WorkerProcess> {

@@ -27,7 +27,7 @@ import { mulberry32 } from '../../../sandbox/faults.js';
 import { buildSpec } from '../../../src/producer/intake.js';
 import { Ledger } from '../../../src/ledger/ledger.js';
 import { Reconciler } from '../../../src/ledger/reconciler.js';
-import { spawnChaosWorker, type ChaosWorker } from './processes.js';
+import { spawnWorker, type WorkerProcess } from '../../../testkit/processes.js';
 
 /** Every named point; a worker armed with `during_grace` dies only if the campaign SIGTERMs it. */
 export const CAMPAIGN_CRASH_POINTS = [
@@ -96,6 +96,15 @@ const pct = (xs: number[], p: number) => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)]!;
 };
+
+/** A campaign worker and what the campaign itself did to it. */
+export interface ChaosWorker extends WorkerProcess {
+  /** Set when the campaign itself sent the signal. */
+  sent?: 'SIGKILL' | 'SIGTERM';
+  sentAt?: number;
+  /** The campaign's final stop (not a chaos SIGTERM). */
+  final?: boolean;
+}
 
 const TERMINAL = new Set(['completed', 'needs_human', 'budget_exceeded', 'failed', 'cancelled']);
 
@@ -178,7 +187,11 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
     const points: readonly string[] = unsafe ? ['before_commit@4', 'before_commit@5'] : CAMPAIGN_CRASH_POINTS;
     const armed = chaosOn && rnd() < crashP ? points[Math.floor(rnd() * points.length)] : undefined;
     try {
-      const w = await spawnChaosWorker(env, armed);
+      const w: ChaosWorker = await spawnWorker(env, {
+        ...(armed ? { crashPoint: armed } : {}),
+        keep: 'lifecycle',
+        exitBeforeStart: 'return',
+      });
       workersSpawned++;
       fleet[slot] = w;
       allExits.push(

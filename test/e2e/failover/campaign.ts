@@ -25,8 +25,7 @@ import { startLocalSentinel, SENTINEL_MASTER } from '../../../testkit/sentinel.j
 import { startReplicatedCluster } from '../../../testkit/replicatedCluster.js';
 import { KeySpace } from '../../../src/store/keys.js';
 import { freePort } from '../../../testkit/embeddedRedis.js';
-import { onLines, spawnModule } from '../../../testkit/spawnModule.js';
-import { spawnChaosWorker } from '../chaos/processes.js';
+import { spawnApi, spawnReconciler, spawnWorker, type SpawnedProcess } from '../../../testkit/processes.js';
 
 export interface CampaignOptions {
   /** Where the fleet's data lives: a master with two replicas and three Sentinels, or a Cluster of 3 masters, 3 replicas. */
@@ -110,32 +109,6 @@ export function unsteadyModel(req: RecordedRequest): Reply {
     };
   }
   return { kind: 'turn', text: `Done ${nonce}.`, usage };
-}
-
-interface Proc {
-  kill(signal: NodeJS.Signals): void;
-  exited: Promise<unknown>;
-}
-
-function spawnProcess(module: string, env: Record<string, string>, readyLine: string): Promise<Proc> {
-  const child = spawnModule(module, { ...env, LOG_LEVEL: 'info' }, ['ignore', 'pipe', 'pipe']);
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  const tail: string[] = [];
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${module} did not start:\n${tail.join('\n')}`)), 60_000);
-    onLines(child.stdout!, (line) => {
-      if (tail.length < 50) tail.push(line);
-      // FAILOVER_DEBUG: every error line (a 500's cause) on the campaign's stderr.
-      if (process.env.FAILOVER_DEBUG && line.includes('"level":50')) console.error(`${module}: ${line}`);
-      if (line.includes(readyLine)) {
-        clearTimeout(timer);
-        resolve({ kill: (s) => child.kill(s), exited });
-      }
-    });
-    child.stderr!.on('data', (d: Buffer) => {
-      if (tail.length < 50) tail.push(d.toString());
-    });
-  });
 }
 
 /** POST /v1/runs until an answer that is not a 503 / dropped connection (same Idempotency-Key each time). */
@@ -317,12 +290,12 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
     RECONCILER_METRICS_PORT: '0',
     WORKER_CONCURRENCY: '10',
   };
-  const procs: Proc[] = [];
-  const workers: Awaited<ReturnType<typeof spawnChaosWorker>>[] = [];
+  const procs: SpawnedProcess[] = [];
+  const workers: SpawnedProcess[] = [];
   // However the campaign ends (a failed start, an interrupted run), nothing it started outlives it.
   const killAll = () => {
     for (const w of workers) w.child.kill('SIGKILL');
-    for (const p of procs) p.kill('SIGKILL');
+    for (const p of procs) p.child.kill('SIGKILL');
     for (const p of store.allProcesses()) {
       p.kill('SIGCONT');
       p.kill('SIGKILL');
@@ -342,9 +315,14 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
 
   async function campaign(): Promise<CampaignResult> {
     for (const p of workerPorts)
-      workers.push(await spawnChaosWorker({ ...env, WORKER_METRICS_PORT: String(p) }, undefined, 90_000));
-    procs.push(await spawnProcess('src/server/api', env, '"api_listening"'));
-    procs.push(await spawnProcess('src/server/reconciler', env, '"reconciler_started"'));
+      workers.push(
+        await spawnWorker(
+          { ...env, WORKER_METRICS_PORT: String(p) },
+          { startTimeoutMs: 90_000, keep: 'lifecycle', exitBeforeStart: 'return' },
+        ),
+      );
+    procs.push(await spawnApi(env, { startTimeoutMs: 60_000, keep: 'lifecycle' }));
+    procs.push(await spawnReconciler(env, { keep: 'lifecycle' }));
     const api = `http://127.0.0.1:${apiPort}`;
     const tally = { s503: 0, s500: 0 };
     const acked: string[] = [];
@@ -474,7 +452,8 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
       recoveryMs,
     };
     reader.disconnect();
-    if (process.env.FAILOVER_DEBUG) for (const w of workers) log(w.lines.slice(-15).join('\n'));
+    // FAILOVER_DEBUG: the last start, shutdown and error lines (a 500's cause) of every process.
+    if (process.env.FAILOVER_DEBUG) for (const w of [...workers, ...procs]) log(w.lines.slice(-15).join('\n'));
     return result;
   }
 }
