@@ -12,9 +12,11 @@
  * tools hash: a server that changes a tool sends runs pinned to the old hash to the version queue.
  * The listing is taken once, when the agents module builds the agents (a process's boot).
  */
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+// The SDK is loaded when a server is connected, not when the engine is imported: the processes of a fleet
+// whose agents use no MCP server do not pay its start-up.
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { z } from 'zod';
 import { defineReadTool, defineWriteTool, type ReconcileStrategy } from '../core/agent.js';
 import { isAgentError, OutcomeUnknownError, RetryableError, TerminalError } from '../core/errors.js';
@@ -101,12 +103,15 @@ function neverSent(err: unknown): boolean {
   return cause?.code === 'ECONNREFUSED' || ECONNREFUSED.test(String((err as Error).message));
 }
 
-function transportOf(t: McpTransport): StdioClientTransport | StreamableHTTPClientTransport {
-  if ('url' in t)
+async function transportOf(t: McpTransport): Promise<StdioClientTransport | StreamableHTTPClientTransport> {
+  if ('url' in t) {
+    const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
     return new StreamableHTTPClientTransport(
       new URL(t.url),
       t.headers ? { requestInit: { headers: t.headers } } : undefined,
     );
+  }
+  const { StdioClientTransport } = await import('@modelcontextprotocol/sdk/client/stdio.js');
   // The server's stderr stays with it: its lines may carry customer text.
   return new StdioClientTransport({
     command: t.command,
@@ -131,8 +136,9 @@ export async function connectMcpServer(
   transport: McpTransport,
   opts: McpToolsOptions = {},
 ): Promise<McpServerConnection> {
+  const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
   const client = new Client({ name: 'durable-agent-fleet', version: '1' });
-  await client.connect(transportOf(transport));
+  await client.connect(await transportOf(transport));
   const listed: ListedTool[] = [];
   let cursor: string | undefined;
   do {

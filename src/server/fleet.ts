@@ -11,7 +11,6 @@ import type { ModelProvider } from '../core/model.js';
 import { approvalPolicy } from '../ledger/approvals.js';
 import { Reconciler } from '../ledger/reconciler.js';
 import { createEffectRunner } from '../ledger/runner.js';
-import { createFullApi } from '../http/fullApi.js';
 import type { EngineContext } from '../runs/engineContext.js';
 import { FleetWorker } from '../worker/fleetWorker.js';
 import { Schedules, startScheduleWorker } from '../producer/schedules.js';
@@ -81,6 +80,9 @@ export async function createFleet(opts: FleetOptions): Promise<Fleet> {
     context: ctx,
     api: {
       async listen(port = cfg.PORT, host = cfg.HOST) {
+        // Loaded here, not at the top: a worker that imports the engine by name (an agents module does) then boots
+        // without the HTTP stack (express, the queue board, the OpenAPI document) it never serves.
+        const { createFullApi } = await import('../http/fullApi.js');
         const server = createServer(createFullApi(ctx, () => ready));
         const bound = await listen(server, port, host, 'PORT');
         servers.push(server);
