@@ -247,7 +247,8 @@ export class Metrics {
       name: 'agent_child_runs_total',
       help:
         'Child runs of agent tools: started (outcome created), refused (outcome the tool error), ended (outcome the ' +
-        "child's status, counted when its parent resumes), orphaned (outcome: the parent's status when the child ended)",
+        "child's status, counted when its parent resumes), orphaned (outcome: the parent's status when the child ended), " +
+        "wake_recovered (outcome promoted: the stuck-run sweep promoted the parent's wake job a child's end did not)",
       labelNames: ['event', 'outcome'],
       registers: r,
     });

@@ -54,6 +54,8 @@ export interface ChildOutcome {
   answer?: string;
   steps: number;
   tokens: number;
+  /** When the child's run last changed (its end, once it ended); 0 when it does not exist. */
+  updatedAt: number;
 }
 
 /** The intake event of a parent's call: one child per (parent run, step, call), whatever the redeliveries. */
@@ -115,19 +117,20 @@ export class ChildRuns {
    */
   async outcome(childRunId: string): Promise<ChildOutcome> {
     const k = this.d.keys.run(childRunId);
-    const [[status, reason], [steps, tokens], tail] = await Promise.all([
-      this.d.redis.hmget(k.run, 'status', 'reason'),
+    const [[status, reason, updatedAt], [steps, tokens], tail] = await Promise.all([
+      this.d.redis.hmget(k.run, 'status', 'reason', 'updatedAt'),
       this.d.redis.hmget(k.budget, 'stepsUsed', 'tokensUsed'),
       this.d.redis.lrange(k.journal, -3, -1),
     ]);
     if (status === null || status === undefined)
-      return { ended: true, status: 'failed', reason: 'child_missing', steps: 0, tokens: 0 };
+      return { ended: true, status: 'failed', reason: 'child_missing', steps: 0, tokens: 0, updatedAt: 0 };
     const out: ChildOutcome = {
       ended: endsRun(status),
       status,
       reason: reason ?? '',
       steps: Number(steps ?? 0),
       tokens: Number(tokens ?? 0),
+      updatedAt: Number(updatedAt ?? 0),
     };
     if (status !== 'completed') return out;
     for (const [i, raw] of tail.reverse().entries()) {
@@ -160,10 +163,17 @@ export class ChildRuns {
     );
   }
 
-  /** The parent's wake job promoted when its child ended (the sweep's part: the child's own promotion was lost). */
-  async wakeIfChildEnded(parentRunId: string): Promise<boolean> {
+  /**
+   * The parent's wake job promoted when its child ended (by `endedBy` at the latest: the sweep leaves a child that
+   * ended a moment ago to its own promotion). The parent's own commit calls it for a child that ended before the
+   * park; the stuck-run sweep for a child whose promotion was lost (its process died between its last commit and
+   * the promotion).
+   */
+  async wakeIfChildEnded(parentRunId: string, endedBy = Infinity): Promise<boolean> {
     const wait = parseWait(await this.d.redis.hget(this.d.keys.run(parentRunId).run, 'wait'));
-    if (wait?.kind !== 'child' || !(await this.outcome(wait.childRunId)).ended) return false;
+    if (wait?.kind !== 'child') return false;
+    const child = await this.outcome(wait.childRunId);
+    if (!child.ended || child.updatedAt > endedBy) return false;
     return this.wakeParent(parentRunId, wait.childRunId);
   }
 }

@@ -208,7 +208,7 @@ export class StuckRuns {
             (failedReason as string | null) ?? null,
           );
           if (!dead) {
-            if (candidates[i]!.status === 'waiting_child') await this.wakeParent(runId);
+            if (candidates[i]!.status === 'waiting_child') await this.wakeParent(runId, nowMs - minAge);
             continue;
           }
           if (dead.jobState === 'missing' && (await this.recreated(runId, jobId, candidates[i]!.status))) continue;
@@ -224,10 +224,28 @@ export class StuckRuns {
     this.cursors.set(shard, offset);
   }
 
-  /** A parent waiting on a child that ended resumes now, not at its deadline. */
-  private async wakeParent(runId: string): Promise<void> {
-    if (await this.d.children?.wakeIfChildEnded(runId))
-      this.d.log.warn({ code: 'child_wake_recovered', runId }, "parent's wake job promoted by the sweep");
+  /**
+   * A parent waiting on a child that ended (by `endedBy`) resumes now, not at its deadline: the child's process died
+   * between its last commit and the promotion of its parent's wake job. Only the promotion is made here; the wake
+   * job itself resumes the parent, fenced (wakeRun-5.lua), so a promotion made twice resumes it once. Counted
+   * (`agent_child_runs_total{event="wake_recovered"}`), told on the parent's events (`wake_recovered`) and logged.
+   */
+  private async wakeParent(runId: string, endedBy: number): Promise<void> {
+    if (!(await this.d.children?.wakeIfChildEnded(runId, endedBy))) return;
+    const { redis, keys, cfg, metrics, log } = this.d;
+    metrics.childRuns.inc({ event: 'wake_recovered', outcome: 'promoted' });
+    await redis.xadd(
+      keys.run(runId).events,
+      'MAXLEN',
+      '~',
+      cfg.EVENTS_MAX_LEN,
+      '*',
+      'type',
+      'wake_recovered',
+      'data',
+      JSON.stringify({ kind: 'child', by: 'stuck_run_sweep' }),
+    );
+    log.warn({ code: 'child_wake_recovered', runId }, "parent's wake job promoted by the sweep");
   }
 
   /**
