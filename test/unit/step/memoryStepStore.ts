@@ -178,7 +178,7 @@ export class MemoryStepStore implements StepStore {
     if (run.state.status === 'running') return false;
     if (run.state.status !== 'sleeping' && run.state.status !== 'waiting_event')
       throw new FenceError('run_not_running', 'run not parked on a wait');
-    if (w.entry) run.journal.push(w.entry);
+    run.journal.push(...w.entries);
     run.state.status = 'running';
     delete run.state.wait;
     run.events.push({ type: 'woke', data: JSON.parse(w.event) });
