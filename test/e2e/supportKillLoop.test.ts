@@ -3,14 +3,14 @@
  * replies in by the signed tickets webhook), worker processes SIGKILLed and replaced every ~2 s, and the run
  * store's own redis-server (AOF always, in a temp dir) SIGKILLed and restarted once during the loop. Each run
  * reads the customer and the knowledge base at once, opens a ticket and emails the customer at once (parallel
- * writes), hands a refund to a refunds agent (a child run, which refunds at Stripe and emails the customer at
- * once), emails a question and waits for the reply on its ticket, sleeps 2 s, and answers. The processes load
+ * writes), hands two refunds to a refunds agent in one turn (two child runs at once, each refunding at Stripe and
+ * emailing the customer at once; the parent waits for both), emails a question and waits for the reply on its ticket, sleeps 2 s, and answers. The processes load
  * test/fixtures/killLoopAgents.ts (the support agent with the hand-off, and the refunds agent).
  *
  * Checked afterwards, from the vendor stand-ins' own counts and from Redis: 0 duplicate effects at the services
  * (and exactly the effects the runs asked for, the children's included), every run and every child completed,
- * exactly one child per hand-off, listed on its parent, and no other child anywhere (none orphaned), the child's
- * answer taken by its parent once and its spend charged once, every reply delivered (202 resumed) taken by its run
+ * exactly one child per hand-off, listed on its parent, and no other child anywhere (none orphaned), each child's
+ * answer taken by its parent once in the order asked and the children's spend charged once, every reply delivered (202 resumed) taken by its run
  * exactly once (one wait observation carrying it, its key consumed), every sleep woken once.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -63,10 +63,11 @@ const ticketOf = (i: number, body = 'My order arrived broken.') => ({
   customer: { email: `c${i}@example.com`, name: `Customer ${i}` },
 });
 
-const orderOf = (i: number) => `pi_KL_${i}`;
-/** A scripted turn's tokens: the parent's six turns, and its child's two charged to it once. */
+const orderOf = (i: number, n: number) => `pi_KL_${i}_${n}`;
+/** A scripted turn's tokens: the parent's six turns, and its two children's two each, charged to it once. */
 const TURN_TOKENS = usage.promptTokens + usage.completionTokens;
 const PARENT_TURNS = 6;
+const CHILDREN = 2;
 const CHILD_TURNS = 2;
 
 function scriptOf(i: number) {
@@ -88,7 +89,13 @@ function scriptOf(i: number) {
       },
       email('ticket_acknowledged', 'We are on it.'),
     ]),
-    turn([{ name: 'hand_to_refunds', args: { orderId: orderOf(i), amountCents: 1000 + i, email: t.customer.email } }]),
+    // Two refunds handed off in one turn: two children at once, the parent waiting for both.
+    turn(
+      [0, 1].map((n) => ({
+        name: 'hand_to_refunds',
+        args: { orderId: orderOf(i, n), amountCents: 1000 + i, email: t.customer.email },
+      })),
+    ),
     turn([email('question', 'Which order number?'), { name: 'wait_for_reply', args: { hours: 120 / 3600 } }]),
     turn([{ name: 'check_back_later', args: { hours: 2 / 3600 } }]),
     { toolCalls: [], final: 'done', usage },
@@ -238,9 +245,9 @@ describe('support runs that do more under a kill loop', () => {
     expect(counts.duplicates).toBe(0);
     expect(counts.duplicateKeys).toEqual([]);
     expect(counts.byResource.tickets.records).toBe(RUNS);
-    // The acknowledgement and the question, and the child's refund confirmation.
-    expect(counts.byResource.emails.records).toBe(3 * RUNS);
-    expect(counts.byResource.refunds.records).toBe(RUNS);
+    // The acknowledgement and the question, and each child's refund confirmation.
+    expect(counts.byResource.emails.records).toBe((2 + CHILDREN) * RUNS);
+    expect(counts.byResource.refunds.records).toBe(CHILDREN * RUNS);
     // No child orphaned: every refunds run there is was started by a hand-off and is listed on its parent.
     const children = await childrenOfAll(runIds);
     expect((await runsOf('refunds')).sort()).toEqual([...children.values()].flat().sort());
@@ -258,16 +265,18 @@ describe('support runs that do more under a kill loop', () => {
       const events = await h.ctx.redis.xrange(h.ctx.keys.run(runId).events, '-', '+');
       const woke = events.filter(([, f]) => f[1] === 'woke').map(([, f]) => JSON.parse(f[3]!) as { kind: string });
       expect(woke.map((w) => w.kind).sort()).toEqual(['child', 'event', 'sleep']);
-      // One child per hand-off, completed, its answer taken once, its spend charged to the parent once.
-      const [child] = children.get(runId)!;
-      expect(children.get(runId)).toHaveLength(1);
-      expect(await statusOf(child!)).toBe('completed');
-      expect((await h.ctx.store.readSpec(child!))?.parent?.runId).toBe(runId);
-      expect(obs.filter((o) => o.tool === 'hand_to_refunds').map((o) => o.output)).toEqual([
-        { childRunId: child, answer: `refunded ${orderOf(i)}` },
-      ]);
+      // One child per hand-off, completed, its answer taken once in the order asked, the spend charged once.
+      const handedOff = obs.filter((o) => o.tool === 'hand_to_refunds').map((o) => o.output as { childRunId: string });
+      expect(handedOff.map((o) => o.childRunId).sort()).toEqual([...children.get(runId)!].sort());
+      expect(handedOff).toEqual(
+        [0, 1].map((n) => ({ childRunId: handedOff[n]!.childRunId, answer: `refunded ${orderOf(i, n)}` })),
+      );
+      for (const { childRunId } of handedOff) {
+        expect(await statusOf(childRunId)).toBe('completed');
+        expect((await h.ctx.store.readSpec(childRunId))?.parent?.runId).toBe(runId);
+      }
       const used = (await h.ctx.store.readState(runId))!.used;
-      expect(used.tokens).toBe((PARENT_TURNS + CHILD_TURNS) * TURN_TOKENS);
+      expect(used.tokens).toBe((PARENT_TURNS + CHILDREN * CHILD_TURNS) * TURN_TOKENS);
     }
   }, 180_000);
 });
