@@ -177,6 +177,7 @@ async function runsOf(agent: string): Promise<string[]> {
 
 describe('support runs that do more under a kill loop', () => {
   it('0 duplicate effects at the services, every run and child completed, no child orphaned, every reply taken once', async () => {
+    const started = Date.now();
     await Promise.all([addWorker(), addWorker()]);
     const runIds: string[] = [];
     const answers = new Map<number, { status: number; body: Record<string, unknown> }>();
@@ -242,6 +243,14 @@ describe('support runs that do more under a kill loop', () => {
     expect(restarts).toBe(1);
     expect(statuses).toEqual(runIds.map(() => 'completed'));
     const counts = h.sandbox.counts();
+    // The figure docs/agents-that-do-more.md quotes ("Under kills").
+    const children = await childrenOfAll(runIds);
+    console.info(
+      `kill loop: ${RUNS} runs, ${[...children.values()].flat().length} children, ${kills} worker SIGKILLs, ` +
+        `${restarts} Redis SIGKILL+restart, ${counts.byResource.tickets.records} tickets, ` +
+        `${counts.byResource.emails.records} emails, ${counts.byResource.refunds.records} refunds, ` +
+        `${counts.duplicates} duplicates, ${((Date.now() - started) / 1000).toFixed(1)} s`,
+    );
     expect(counts.duplicates).toBe(0);
     expect(counts.duplicateKeys).toEqual([]);
     expect(counts.byResource.tickets.records).toBe(RUNS);
@@ -249,7 +258,6 @@ describe('support runs that do more under a kill loop', () => {
     expect(counts.byResource.emails.records).toBe((2 + CHILDREN) * RUNS);
     expect(counts.byResource.refunds.records).toBe(CHILDREN * RUNS);
     // No child orphaned: every refunds run there is was started by a hand-off and is listed on its parent.
-    const children = await childrenOfAll(runIds);
     expect((await runsOf('refunds')).sort()).toEqual([...children.values()].flat().sort());
     for (let i = 0; i < RUNS; i++) {
       const runId = runIds[i]!;
