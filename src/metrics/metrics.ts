@@ -239,7 +239,9 @@ export class Metrics {
     });
     this.waits = new Counter({
       name: 'agent_waits_total',
-      help: 'Durable waits of runs (sleep, event) by how they ended: parked, delivered, woke, timed_out, refused',
+      help:
+        'Durable waits of runs (sleep, event, child) by how they ended: parked, delivered, woke, timed_out, refused; ' +
+        "job_recreated: the stuck-run sweep re-created a parked wait's missing wake job",
       labelNames: ['kind', 'outcome'],
       registers: r,
     });

@@ -250,13 +250,16 @@ export class StuckRuns {
 
   /**
    * A missing job re-created: a parked wait's wake job (its worker died between the commit and the add), due at the
-   * wait's time; a running run's step job, at most MAX_JOB_RECREATIONS times. False: the run is to be settled.
+   * wait's time, or at once when what it waits for already came (an event delivered, children ended), counted
+   * (`agent_waits_total{outcome="job_recreated"}`); a running run's step job, at most MAX_JOB_RECREATIONS times. False: the run is to be settled.
    */
   private async recreated(runId: string, jobId: string, status: string): Promise<boolean> {
     const store = this.d.store;
     if (!store) return false;
     if (isWaitStatus(status)) {
       await store.ensureCurrentStepJob(runId);
+      const kind = status === 'sleeping' ? 'sleep' : status === 'waiting_event' ? 'event' : 'child';
+      this.d.metrics.waits.inc({ kind, outcome: 'job_recreated' });
       this.d.log.warn({ code: 'wake_job_recreated', runId, jobId }, 'wake job of a parked wait re-created');
       return true;
     }

@@ -6,7 +6,9 @@
  * parent's resume (the child's outcome read, nothing written): another worker finishes, with exactly one child
  * and the child's spend charged to the parent once. A worker SIGKILLed right after the child's last commit, before
  * it promoted its parent's wake job (the child's end signal lost): the stuck-run sweep wakes the parent, which
- * resumes with the child's answer once, counted and told on its events.
+ * resumes with the child's answer once, counted and told on its events. A worker SIGKILLed right after the
+ * parent's park, before it added the parent's wake job: the child ends with no job to promote, and the sweep's
+ * re-created wake job is due at once.
  */
 import type { ChildProcess } from 'node:child_process';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -158,5 +160,26 @@ describe('agents that call agents, in real processes', { timeout: 180_000 }, () 
     expect(transcript.map((e) => (e as { output: unknown }).output)).toEqual([
       { childRunId: child, answer: 'Refund of 2000 cents on O-T-4 approved.' },
     ]);
+  });
+
+  it("a parent's wake job lost at its park: the sweep re-creates it due at once when the child has ended", async () => {
+    const victim = await worker('after_commit@1');
+    const parent = await startTriage('T-5');
+    expect((await victim.exited).signal).toBe('SIGKILL');
+    const { redis, keys, queues, metrics } = h.ctx;
+    expect(await redis.hget(keys.run(parent).run, 'status')).toBe('waiting_child');
+    const jobId = (await redis.hget(keys.run(parent).run, 'jobId'))!;
+    expect(await queues.forRun(parent).getJob(jobId)).toBeUndefined();
+    await worker();
+    const [child] = await redis.smembers(keys.run(parent).children);
+    expect(await h.waitForStatus(child!, ENDED, 60_000)).toBe('completed');
+    const recreated = async () =>
+      (await metrics.waits.get()).values.find((v) => v.labels.kind === 'child' && v.labels.outcome === 'job_recreated')
+        ?.value ?? 0;
+    const before = await recreated();
+    // One sweep: the job it adds is due now, not at the parent's deadline minutes away.
+    await new Reconciler(h.ctx, 'reconciler:children-e2e').sweep(Date.now() + 1000);
+    expect(await recreated()).toBe(before + 1);
+    await expectOneChildAndCharged(parent);
   });
 });
