@@ -1,4 +1,9 @@
-/** Shared helpers of the operator tests: a harness with an operator token and approval rules, and JSON over HTTP. */
+/**
+ * Shared helpers of the operator tests: a harness with an operator token and approval rules, JSON over HTTP, and the
+ * agentctl command run as an operator would.
+ */
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { buildSpec } from '../../../src/producer/intake.js';
 import { createEffectRunner } from '../../../src/ledger/runner.js';
 import { approvalPolicy } from '../../../src/ledger/approvals.js';
@@ -66,4 +71,28 @@ export async function call<T = Record<string, unknown>>(
   });
   const text = await res.text();
   return { status: res.status, body: (text ? JSON.parse(text) : {}) as T };
+}
+
+const exec = promisify(execFile);
+
+/** `agentctl <args> --url <url> --token <token>` in its own process: its exit code, stdout and stderr. */
+export function agentctl(url: string, token = OPERATOR_TOKEN) {
+  return async (...args: string[]): Promise<{ code: number; out: string; err: string }> => {
+    try {
+      const { stdout, stderr } = await exec(process.execPath, [
+        '--import',
+        'tsx',
+        'src/server/agentctl.ts',
+        ...args,
+        '--url',
+        url,
+        '--token',
+        token,
+      ]);
+      return { code: 0, out: stdout, err: stderr };
+    } catch (err) {
+      const e = err as { code: number; stdout: string; stderr: string };
+      return { code: e.code, out: e.stdout, err: e.stderr };
+    }
+  };
 }
