@@ -321,7 +321,7 @@ describe('agents that call agents', () => {
       const [late, quick] = await childrenInOrder(parent);
       expect([late, quick].sort()).toEqual(ids);
       const obs = (await ctx.store.transcript(parent)).filter((e) => e.kind === 'observation');
-      expect(obs.map((o) => (o).output)).toEqual([
+      expect(obs.map((o) => o.output)).toEqual([
         { childRunId: late, answer: 'kid k-P-1-0 answered late' },
         { childRunId: quick, answer: 'kid k-P-1-1 answered' },
       ]);
