@@ -3,11 +3,12 @@
  * step: the first one parks the run (a sleep, or a wait for an event on a key) or answers at once (a
  * sleep already due, a delivery kept for the key); any other wait call of the same step is a format
  * error the model sees, except agent-tool calls: every one of them starts its child, and the run waits
- * for all of them in one park (each child with its share of the run's budget). A sleep counts against the run's wall clock: one that would end at or past the
- * deadline stops the run `budget_exceeded` (wall_clock) at once; a wait for an event times out at the
- * deadline at the latest. If the process dies before the commit, the step is redelivered and the wait
- * asked again: registering the same wait on a key is idempotent, and so is starting a child (its run id derives
- * from this run, step and call; the decision that asked was journalled first, src/worker/step/decide.ts).
+ * for all of them in one park (each child with its share of the run's budget). A sleep counts against
+ * the run's wall clock: one that would end at or past the deadline stops the run `budget_exceeded`
+ * (wall_clock) at once; a wait for an event times out at the deadline at the latest. If the process
+ * dies before the commit, the step is redelivered and the wait asked again: registering the same wait
+ * on a key is idempotent, and so is starting a child (its run id derives from this run, step and call;
+ * the decision that asked was journalled first, src/worker/step/decide.ts).
  */
 import type { Agent } from '../../core/agent.js';
 import type { ObservationEntry } from '../../core/journal.js';
@@ -170,9 +171,9 @@ async function eventWait(
 /**
  * A child run: started with a budget carved out of its share of what this run has left (none left: a tool error,
  * nothing started), then this run parks `waiting_child` until the child (and every other child of the step) ended,
- * or this run's deadline. A child the intake
- * refuses (unknown agent, input its schema refuses) is a tool error naming the fields. Crash point
- * `after_child_started`: the child exists, the park is not committed; the redelivered step finds the same child.
+ * or this run's deadline. A child the intake refuses (unknown agent, input its schema refuses) is a tool error
+ * naming the fields. Crash point `after_child_started`: the child exists, the park is not committed; the
+ * redelivered step finds the same child and starts the step's children it had not started yet.
  */
 async function childWait(
   env: StepEnv,
