@@ -13,11 +13,8 @@ import type { EffectRunner } from '../../../src/worker/effects.js';
 import type { Script } from '../../../src/models/scriptedTurns.js';
 import { createHarness, sampleTicket, type Harness } from '../../../testkit/harness.js';
 import { agentctl, call, final, email, OPERATOR_TOKEN, refund, startScripted, turn } from './support.js';
+import { ticketCall } from '../../../testkit/turns.js';
 
-const ticketCall = {
-  name: 'create_ticket',
-  args: { subject: 'Follow-up', body: 'Broken mug', priority: 'normal', sourceTicketId: 'T' },
-};
 const email2 = { name: 'send_email', args: { ...email.args, template: 'follow_up', body: 'Here is the follow-up.' } };
 
 let h: Harness & { url: string };

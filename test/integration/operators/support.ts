@@ -11,22 +11,8 @@ import type { Script } from '../../../src/models/scriptedTurns.js';
 import { createHarness, sampleTicket, type Harness } from '../../../testkit/harness.js';
 
 export const OPERATOR_TOKEN = 'operator-token-for-tests';
-export const u = { promptTokens: 10, completionTokens: 5 };
-export const turn = (toolCalls: { name: string; args: Record<string, unknown> }[], extra = {}) => ({
-  toolCalls,
-  usage: u,
-  transientFailures: 0,
-  ...extra,
-});
-export const final = turn([], { final: 'done' });
-export const email = {
-  name: 'send_email',
-  args: { to: 'ada@example.com', template: 'ack', subject: 'Re: broken mug', body: 'We are on it.' },
-};
-export const refund = (amountCents: number) => ({
-  name: 'refund',
-  args: { orderId: 'O-1', amountCents, currency: 'EUR', reason: 'broken mug' },
-});
+// The operator tests' turns and calls are the engine tests' own (testkit/turns.ts).
+export { final, turn, emailCall as email, refundCall as refund } from '../../../testkit/turns.js';
 
 export async function operatorHarness(
   name: string,
