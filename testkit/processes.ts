@@ -44,6 +44,8 @@ export interface SpawnOptions {
    * campaign whose workers may find Redis restarting and leave, as they must.
    */
   exitBeforeStart?: 'throw' | 'return';
+  /** Flags for Node itself (e.g. --cpu-prof, which NODE_OPTIONS does not take). */
+  nodeArgs?: string[];
 }
 
 const LIFECYCLE = /_started|api_listening|shutdown|forced_exit|error/; // the start lines of worker, api, reconciler
@@ -105,11 +107,12 @@ async function untilLine(
 /** A worker process (src/server/worker, its metrics on a free port); resolves once it logged its start line. */
 export async function spawnWorker(env: Record<string, string>, opts: SpawnOptions = {}): Promise<WorkerProcess> {
   const armed = opts.crashPoint ? { CRASH_POINTS: opts.crashPoint } : {};
-  const child = spawnModule('src/server/worker', { WORKER_METRICS_PORT: '0', ...env, ...armed, LOG_LEVEL: 'info' }, [
-    'ignore',
-    'pipe',
-    'pipe',
-  ]);
+  const child = spawnModule(
+    'src/server/worker',
+    { WORKER_METRICS_PORT: '0', ...env, ...armed, LOG_LEVEL: 'info' },
+    ['ignore', 'pipe', 'pipe'],
+    { nodeArgs: opts.nodeArgs ?? [] },
+  );
   const w: WorkerProcess = track(child, opts.keep ?? 'all', {
     bullIds: [] as string[],
     ...(opts.crashPoint ? { crashPoint: opts.crashPoint } : {}),
@@ -124,9 +127,11 @@ export async function spawnWorker(env: Record<string, string>, opts: SpawnOption
 /** An API process (src/server/api) on a free port unless env names PORT; resolves with its URL once it listens. */
 export async function spawnApi(
   env: Record<string, string>,
-  opts: Pick<SpawnOptions, 'startTimeoutMs' | 'keep'> = {},
+  opts: Pick<SpawnOptions, 'startTimeoutMs' | 'keep' | 'nodeArgs'> = {},
 ): Promise<SpawnedProcess & { url: string }> {
-  const child = spawnModule('src/server/api', { PORT: '0', ...env, LOG_LEVEL: 'info' }, ['ignore', 'pipe', 'pipe']);
+  const child = spawnModule('src/server/api', { PORT: '0', ...env, LOG_LEVEL: 'info' }, ['ignore', 'pipe', 'pipe'], {
+    nodeArgs: opts.nodeArgs ?? [],
+  });
   const api = track(child, opts.keep ?? 'all', { url: '' });
   const listening = await untilLine(api, '"api_listening"', 'api', opts.startTimeoutMs ?? 90_000, () => false);
   api.url = (JSON.parse(listening!) as { url: string }).url;
