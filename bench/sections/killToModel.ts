@@ -102,13 +102,9 @@ export const killToModel: Section = {
       for (const w of live) if (w.child.exitCode === null) w.child.kill('SIGKILL');
     });
     const start = async () => {
-      const w = await spawnWorker(procEnv);
+      const w = await spawnWorker(procEnv, { keep: 'lifecycle' });
       live.add(w);
       return w;
-    };
-    const bullIdsOf = (w: WorkerProcess): string[] => {
-      const line = w.lines.find((l) => l.includes('"worker_started"'));
-      return line ? ((JSON.parse(line) as { bullWorkerIds?: string[] }).bullWorkerIds ?? []) : [];
     };
     let pair: WorkerProcess[] = await Promise.all([start(), start()]);
     const trials: Trial[] = [];
@@ -136,7 +132,7 @@ export const killToModel: Section = {
       const jobKey = `${ctx.keys.bullPrefix}:${ctx.keys.queueName(ctx.keys.shardOf(runId))}:${stepJobId(runId, HELD_STEP)}`;
       const token = await until('the step lock', () => ctx.redis.get(`${jobKey}:lock`), 5_000);
       const base = ownerBaseOfToken(token);
-      const victim = pair.find((w) => bullIdsOf(w).some((id) => id.split('@')[0] === base));
+      const victim = pair.find((w) => w.bullIds.some((id) => id.split('@')[0] === base));
       if (!victim) throw new Error(`trial ${t}: step ${HELD_STEP}'s lock (${token}) names neither worker`);
       await sleep(Math.max(0, first.at + KILL_AFTER_MS - Date.now()));
       const killedAt = Date.now();
