@@ -92,7 +92,7 @@ describe('SIGTERM handoff of a real worker process', () => {
     proc.child.kill('SIGTERM');
     const exit = await proc.exited;
     const tookMs = Date.now() - sentAt;
-    expect(exit).toEqual({ code: 0, signal: null });
+    expect(exit).toMatchObject({ code: 0, signal: null });
     expect(tookMs).toBeLessThan(2500); // the 3 s read was aborted, not waited for; grace is 10 s
     expect(proc.lines.some((l) => l.includes('"sigterm_handoff"'))).toBe(true);
     // Handed back to the wait list (not stalled): a fresh worker takes it right away.
@@ -119,7 +119,7 @@ describe('SIGTERM handoff of a real worker process', () => {
     );
     expect(status).toBe(503);
     const exit = await proc.exited;
-    expect(exit).toEqual({ code: 0, signal: null });
+    expect(exit).toMatchObject({ code: 0, signal: null });
     expect(Date.now() - sentAt).toBeLessThan(GRACE_MS);
     const email = (await ledger.listForRun(runId)).find((a) => a.tool === 'send_email')!;
     expect(email.state).toBe('confirmed');
