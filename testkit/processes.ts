@@ -48,7 +48,8 @@ export interface SpawnOptions {
   nodeArgs?: string[];
 }
 
-const LIFECYCLE = /_started|api_listening|shutdown|forced_exit|error/; // the start lines of worker, api, reconciler
+// The start lines of a worker, an API and a reconciler, its shutdown and its errors.
+const LIFECYCLE = /"(worker_started|api_listening|reconciler_started)"|shutdown|forced_exit|error/;
 const KEPT_LINES = 200;
 
 function track<T extends object>(child: ChildProcess, keep: 'all' | 'lifecycle', extra: T): SpawnedProcess & T {
