@@ -40,6 +40,7 @@ import { STEP_JOB_NAME } from '../runs/queues.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { TerminalError } from '../core/errors.js';
 import { liveOwners, ownerOfConnection } from '../store/owners.js';
+import { StepPriorities } from './stepPriority.js';
 
 /** Priority levels of a run within its tenant's line: 0 (normal, the default) to 4 (most urgent). */
 export const PRIORITY_LEVELS = 5;
@@ -95,9 +96,11 @@ type Promotion = 'promoted' | 'not_delayed' | 'not_created';
 export class Admission {
   private owner?: string;
   private readonly configured: Record<string, number>;
+  private readonly steps: StepPriorities;
 
   constructor(private readonly d: FlowDeps) {
     const c = d.cfg;
+    this.steps = new StepPriorities(c.FLOW_TENANT_WEIGHTS);
     this.configured = {
       ...prefixed('w:', c.FLOW_TENANT_WEIGHTS),
       ...prefixed('t:', c.FLOW_TENANT_LIMITS),
@@ -222,12 +225,34 @@ export class Admission {
   }
 
   /**
+   * The BullMQ priority of a tenant's next step job (src/flow/stepPriority.ts), from the shares last read by a sweep;
+   * 0 (a standard job) with flow control off.
+   */
+  stepPriority(tenant: string): number {
+    return this.enabled ? this.steps.of(tenant) : 0;
+  }
+
+  /** Reads every tenant's runs at work and run-time weight (one request) into the step priorities. */
+  async refreshStepPriorities(): Promise<void> {
+    const k = this.d.keys.flow();
+    const [counts, settings] = (await this.d.redis.pipeline().hgetall(k.counts).hgetall(k.settings).exec()) ?? [];
+    const failed = counts?.[0] ?? settings?.[0];
+    if (failed) throw failed;
+    this.steps.update({
+      counts: (counts?.[1] ?? {}) as Record<string, string>,
+      settings: (settings?.[1] ?? {}) as Record<string, string>,
+    });
+  }
+
+  /**
    * Bookkeeping, every FLOW_SWEEP_MS in every worker (several racing are safe: each script is
    * idempotent): admissions whose admitter's connection is gone get their job promoted; slots of
    * runs no longer queued or running are released; then whatever the limits allow is admitted
-   * (a limit raised at run time takes effect here).
+   * (a limit raised at run time takes effect here). First, the tenants' shares are read again for the step
+   * priorities.
    */
   async sweep(): Promise<{ promoted: number; released: number; admitted: number }> {
+    await this.refreshStepPriorities();
     const k = this.d.keys.flow();
     const pending = await this.d.redis.hgetall(k.pending);
     const owners = [...new Set(Object.values(pending))];

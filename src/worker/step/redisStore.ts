@@ -16,7 +16,7 @@ import { stepJobId } from '../../store/keys.js';
 import { STEP_JOB_NAME } from '../../runs/queues.js';
 import type { StepJobData } from '../../runs/spec.js';
 import {
-  captureAddStandardJob,
+  captureAddJob,
   captureMoveToCompleted,
   completeFromCommit,
   type CapturedAdd,
@@ -198,12 +198,10 @@ export class RedisStepStore implements StepStore {
     const { runId, step, plan } = c;
     const queue = this.d.runs.queues.forRun(runId);
     // When the run stops, the next job's keys are still passed (the script declares them) but no job is added.
-    const next = captureAddStandardJob(
-      queue,
-      STEP_JOB_NAME,
-      c.next ?? {},
-      this.d.runs.queues.jobOptions(runId, step + 1),
-    );
+    // Under flow control the next job is prioritized by its tenant's share (src/flow/stepPriority.ts).
+    const opts = this.d.runs.queues.jobOptions(runId, step + 1);
+    if (c.nextPriority > 0) opts.priority = c.nextPriority;
+    const next = captureAddJob(queue, STEP_JOB_NAME, c.next ?? {}, opts);
     const finish = job.completion(c.fetchNext);
     const { finished, committed } = await commitStep(this.d.redis, this.commitKeys(job, runId, plan.approvalFor), {
       token: job.token,

@@ -73,6 +73,8 @@ export interface StepCommit {
   contextBytesDelta: number | undefined;
   /** The next step's job data; undefined when the run stops or parks (no job is added). */
   next: StepJobData | undefined;
+  /** The next step's job's BullMQ priority (flow control: its tenant's share); 0 for a standard job. */
+  nextPriority: number;
   /** The commit also fetches the worker's next job. */
   fetchNext: boolean;
   startedEvent: string;

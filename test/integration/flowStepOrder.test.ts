@@ -1,0 +1,132 @@
+/**
+ * Step-level fairness on real Redis (src/flow/stepPriority.ts): under flow control a tenant with few
+ * runs at work has its step jobs taken before the step jobs another tenant with many runs at work
+ * queued earlier; admitted runs' first steps keep the order of their admission; flow control off
+ * keeps the one first-come-first-served line. Steps are driven one at a time (fetch, the engine's
+ * processor, completion), so the order asserted is the queue's, not a race between workers.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Worker, type Job } from 'bullmq';
+import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
+import { startRun } from '../../src/producer/intake.js';
+import { FleetWorker } from '../../src/worker/fleetWorker.js';
+import { createEffectRunner } from '../../src/ledger/runner.js';
+import type { Script } from '../../src/models/scriptedTurns.js';
+import { stepPriority } from '../../src/flow/stepPriority.js';
+
+const usage = { promptTokens: 10, completionTokens: 1 };
+const script = (steps: number): Script => [
+  ...Array.from({ length: steps - 1 }, () => ({
+    toolCalls: [{ name: 'read_ticket', args: {} }],
+    usage,
+    transientFailures: 0,
+  })),
+  { toolCalls: [], final: 'done', usage, transientFailures: 0 },
+];
+
+const HEAVY_RUNS = 8;
+const STEPS = 4;
+
+/**
+ * Tenant `heavy` starts HEAVY_RUNS runs, then tenant `light` one, all admitted at once (no limit); then steps are
+ * taken one at a time. Returns the tenant of each step job in the order the queue gave them.
+ */
+async function stepOrder(h: Harness): Promise<string[]> {
+  const tenantOf = new Map<string, string>();
+  let n = 0;
+  const start = async (tenant: string) => {
+    n++;
+    const r = await startRun(
+      h.ctx,
+      {
+        tenant,
+        ticket: { ...sampleTicket(`T-${tenant}-${n}`), subject: `order ${n}` },
+        budget: { maxSteps: STEPS + 2 },
+        agent: { model: 'scripted', script: script(STEPS) },
+      },
+      `k-${tenant}-${n}`,
+    );
+    tenantOf.set(r.runId, tenant);
+  };
+  for (let i = 0; i < HEAVY_RUNS; i++) await start('heavy');
+  await start('light');
+  // What every worker's bookkeeping sweep does each FLOW_SWEEP_MS: the tenants' shares read again.
+  await h.ctx.admission?.refreshStepPriorities();
+
+  const fleet = new FleetWorker(h.ctx, { effects: createEffectRunner(h.ctx) }); // never started: driven below
+  const manual = new Worker(h.ctx.keys.queueName(0), null, {
+    connection: h.ctx.redis,
+    prefix: h.ctx.keys.bullPrefix,
+    lockDuration: 60_000,
+  });
+  const signal = new AbortController().signal;
+  const order: string[] = [];
+  try {
+    await manual.waitUntilReady();
+    for (let i = 0; ; i++) {
+      const token = `order-${i}`;
+      const job = (await manual.getNextJob(token, { block: false })) as Job | undefined;
+      if (!job) break;
+      order.push(tenantOf.get((job.data as { runId: string }).runId) ?? '?');
+      await fleet.processor.process(job, token, signal);
+      await job.moveToCompleted(undefined, token, false);
+    }
+  } finally {
+    await manual.close();
+    await fleet.stop(true);
+  }
+  const ended = await Promise.all(
+    [...tenantOf.keys()].map((runId) => h.ctx.redis.hget(h.ctx.keys.run(runId).run, 'status')),
+  );
+  expect(ended.every((s) => s === 'completed')).toBe(true);
+  return order;
+}
+
+describe('step jobs under flow control', () => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await createHarness('flow-steps', {
+      FLOW_CONTROL: 'true',
+      FLOW_TENANT_CONCURRENCY: '0',
+      FLOW_SWEEP_MS: '100000',
+    });
+  });
+  afterAll(async () => {
+    await h.close();
+  });
+
+  it("a tenant with one run at work has its steps taken before the other tenant's backlog", async () => {
+    const order = await stepOrder(h);
+    expect(order).toHaveLength((HEAVY_RUNS + 1) * STEPS);
+    // First steps in the order the runs were admitted (the wait list, served before any prioritized step) ...
+    expect(order.slice(0, HEAVY_RUNS + 1)).toEqual([...Array(HEAVY_RUNS).fill('heavy'), 'light']);
+    // ... then light's later steps, queued after heavy's 8 step-2 jobs, before any of them.
+    expect(order.slice(HEAVY_RUNS + 1, HEAVY_RUNS + STEPS)).toEqual(Array(STEPS - 1).fill('light'));
+  });
+});
+
+describe('step jobs without flow control', () => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await createHarness('flow-steps-off', { FLOW_CONTROL: 'false' });
+  });
+  afterAll(async () => {
+    await h.close();
+  });
+
+  it('stay in one first-come-first-served line', async () => {
+    const order = await stepOrder(h);
+    // Light's step 2 was queued after heavy's eight step-2 jobs, and waits for them.
+    expect(order.slice(HEAVY_RUNS + 1, 2 * HEAVY_RUNS + 2)).toEqual([...Array(HEAVY_RUNS).fill('heavy'), 'light']);
+  });
+});
+
+describe('stepPriority', () => {
+  it('is 1 below a load of two runs per unit of weight, then one more per doubling', () => {
+    expect([0, 1, 1.9, 2, 3, 4, 8, 50, 1000].map((held) => stepPriority(held, 1))).toEqual([
+      1, 1, 1, 2, 2, 3, 4, 6, 10,
+    ]);
+    expect(stepPriority(50, 2)).toBe(5);
+    expect(stepPriority(40, 1)).toBe(stepPriority(50, 1));
+  });
+});
