@@ -18,6 +18,7 @@ import { neighbour } from './neighbour.js';
 import { limits } from './limits.js';
 import { priority } from './priority.js';
 import { rateLimit } from './rateLimit.js';
+import { flowCost } from './flowCost.js';
 
 export const sections: Section[] = [
   throughput,
@@ -34,4 +35,5 @@ export const sections: Section[] = [
   limits,
   priority,
   rateLimit,
+  flowCost,
 ];

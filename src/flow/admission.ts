@@ -56,6 +56,7 @@ export interface FlowOptions {
   readonly FLOW_TENANT_LIMITS: Readonly<Record<string, number>>;
   readonly FLOW_AGENT_LIMITS: Readonly<Record<string, number>>;
   readonly FLOW_SWEEP_MS: number;
+  readonly FLOW_STEP_PRIORITY: boolean;
 }
 
 export interface FlowDeps {
@@ -226,10 +227,10 @@ export class Admission {
 
   /**
    * The BullMQ priority of a tenant's next step job (src/flow/stepPriority.ts), from the shares last read by a sweep;
-   * 0 (a standard job) with flow control off.
+   * 0 (a standard job) with flow control or FLOW_STEP_PRIORITY off.
    */
   stepPriority(tenant: string): number {
-    return this.enabled ? this.steps.of(tenant) : 0;
+    return this.enabled && this.d.cfg.FLOW_STEP_PRIORITY ? this.steps.of(tenant) : 0;
   }
 
   /** Reads every tenant's runs at work and run-time weight (one request) into the step priorities. */

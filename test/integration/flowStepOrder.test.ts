@@ -4,6 +4,7 @@
  * queued earlier; admitted runs' first steps keep the order of their admission; flow control off
  * keeps the one first-come-first-served line. Steps are driven one at a time (fetch, the engine's
  * processor, completion), so the order asserted is the queue's, not a race between workers.
+ * FLOW_STEP_PRIORITY=false keeps flow control's admission with the one line.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Worker, type Job } from 'bullmq';
@@ -105,10 +106,13 @@ describe('step jobs under flow control', () => {
   });
 });
 
-describe('step jobs without flow control', () => {
+describe.each([
+  ['without flow control', { FLOW_CONTROL: 'false' }],
+  ['under flow control with FLOW_STEP_PRIORITY=false', { FLOW_CONTROL: 'true', FLOW_STEP_PRIORITY: 'false' }],
+])('step jobs %s', (_name, env) => {
   let h: Harness;
   beforeAll(async () => {
-    h = await createHarness('flow-steps-off', { FLOW_CONTROL: 'false' });
+    h = await createHarness('flow-steps-fifo', { ...env, FLOW_TENANT_CONCURRENCY: '0', FLOW_SWEEP_MS: '100000' });
   });
   afterAll(async () => {
     await h.close();
