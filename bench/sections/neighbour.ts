@@ -5,7 +5,8 @@
  * B's time from create to its first step and to its end (p50, p99) against B alone on an idle
  * fleet. Flow control off is the queue as it was before admission (first come, first served, step
  * by step); on is `FLOW_CONTROL=true`, with the default tenant limit (50 runs at work at once, more than the
- * fleet's 40 worker slots) and with 20 (half of them); each also with FLOW_STEP_PRIORITY=false (admission by turns,
+ * fleet's 40 worker slots), with 20 (half of them) and with none (A's whole burst admitted at once, its step
+ * jobs fill the queue); each also with FLOW_STEP_PRIORITY=false (admission by turns,
  * but the admitted runs' step jobs in one first-come-first-served line: what flow control was before step jobs were
  * ordered by their tenant's share, src/flow/stepPriority.ts).
  */
@@ -55,6 +56,18 @@ const MODES = [
     key: 'on20fifo',
     label: 'flow on, tenant limit 20, steps first come first served',
     env: { FLOW_CONTROL: 'true', FLOW_TENANT_CONCURRENCY: '20', FLOW_STEP_PRIORITY: 'false' },
+    burst: true,
+  },
+  {
+    key: 'on0',
+    label: 'flow on, no tenant limit',
+    env: { FLOW_CONTROL: 'true', FLOW_TENANT_CONCURRENCY: '0' },
+    burst: true,
+  },
+  {
+    key: 'on0fifo',
+    label: 'flow on, no tenant limit, steps first come first served',
+    env: { FLOW_CONTROL: 'true', FLOW_TENANT_CONCURRENCY: '0', FLOW_STEP_PRIORITY: 'false' },
     burst: true,
   },
 ] as const;

@@ -40,7 +40,7 @@ import { STEP_JOB_NAME } from '../runs/queues.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { TerminalError } from '../core/errors.js';
 import { liveOwners, ownerOfConnection } from '../store/owners.js';
-import { StepPriorities } from './stepPriority.js';
+import { StepPriorities, stepPriority } from './stepPriority.js';
 
 /** Priority levels of a run within its tenant's line: 0 (normal, the default) to 4 (most urgent). */
 export const PRIORITY_LEVELS = 5;
@@ -312,11 +312,19 @@ export class Admission {
     if (promotion === 'promoted') this.d.metrics.flowAdmitted.inc({ tenant: a.tenant });
   }
 
+  /**
+   * With FLOW_STEP_PRIORITY the job is given its tenant's step priority first (the share after this admission): a
+   * tenant with its whole burst admitted (no limit) then does not fill the wait list, which BullMQ serves before any
+   * prioritized job, ahead of every other tenant's steps. If the process dies between the two, the job is delayed
+   * with its priority set, and the sweep promotes it.
+   */
   private async promote(a: Admitted): Promise<Promotion> {
     const jobId = stepJobId(a.runId, 1);
     const queue = this.d.queues.byShard(a.shard);
     const job = new Job(queue, STEP_JOB_NAME, {}, {}, jobId);
     try {
+      const priority = this.firstStepPriority(a);
+      if (priority > 0) await job.changePriority({ priority });
       await job.promote();
       return 'promoted';
     } catch {
@@ -329,6 +337,13 @@ export class Admission {
       if (state === 'unknown' && !(await this.d.redis.exists(this.d.keys.run(a.runId).run))) return 'not_created';
       return 'not_delayed';
     }
+  }
+
+  private firstStepPriority(a: Admitted): number {
+    if (!this.enabled || !this.d.cfg.FLOW_STEP_PRIORITY) return 0;
+    if (a.held === undefined || a.weight === undefined) return this.steps.of(a.tenant);
+    this.steps.note(a.tenant, a.held, a.weight);
+    return stepPriority(a.held, a.weight);
   }
 
   /** The owner name of the connection that runs the flow scripts (the node of `{flow}` on a Cluster). */

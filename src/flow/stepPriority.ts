@@ -15,9 +15,10 @@
  *
  * No tenant is shut out for long: a tenant ahead of another holds at most half its share of
  * runs, each with one step job at a time, so the slots it can take are bounded by its own runs.
- * A run's first step (the job its admission promotes) and a woken, resumed or redelivered step
- * go to the wait list, which BullMQ serves before any prioritized job: they already had their
- * turn in the admission.
+ * A run's first step is given its priority by the admission that promotes it (from the count the
+ * admission script returns, one more request per run, none per step). A woken, resumed or
+ * redelivered step goes to the wait list, which BullMQ serves before any prioritized job: rare,
+ * and each already had its turn.
  *
  * The share is read from the admission's counters (`counts`, `settings` of `{flow}`) once per
  * bookkeeping sweep (FLOW_SWEEP_MS) into this process's memory, never per step: a priority is
@@ -53,6 +54,11 @@ export class StepPriorities {
 
   of(tenant: string): number {
     return this.byTenant.get(tenant) ?? 1;
+  }
+
+  /** A share read more recently than the last update (an admission's own count): kept until the next update. */
+  note(tenant: string, held: number, weight: number): void {
+    this.byTenant.set(tenant, stepPriority(held, weight));
   }
 
   /** Replaces every tenant's priority with the one these shares give (a weight set at run time wins). */

@@ -23,7 +23,11 @@ let n = 0;
 const start = (tenant: string, extra: Record<string, unknown> = {}) =>
   startRun(h.ctx, { tenant, ticket: ticket(++n), ...extra }, `k-${n}`);
 const flow = () => h.ctx.keys.flow();
-const jobState = (runId: string) => h.ctx.queues.forRun(runId).getJobState(stepJobId(runId, 1));
+/** Step 1's job: `queued` once released to the queue (BullMQ's prioritized set, src/flow/stepPriority.ts, or its wait list). */
+const jobState = async (runId: string) => {
+  const state = await h.ctx.queues.forRun(runId).getJobState(stepJobId(runId, 1));
+  return state === 'prioritized' || state === 'waiting' ? 'queued' : state;
+};
 /** Takes every run of the script tests out of flow control (they have no run hash to end them). */
 async function clear(): Promise<void> {
   for (const key of [flow().waiting, flow().held]) {
@@ -111,7 +115,7 @@ describe('admission', () => {
     for (let i = 0; i < 5; i++) runs.push((await start('lim')).runId);
     expect(await heldOf('lim')).toBe(2);
     const states = await Promise.all(runs.map(jobState));
-    expect(states.filter((s) => s === 'waiting')).toHaveLength(2);
+    expect(states.filter((s) => s === 'queued')).toHaveLength(2);
     expect(states.filter((s) => s === 'delayed')).toHaveLength(3);
     expect(await h.ctx.redis.zcard(h.ctx.keys.flowLine('lim'))).toBe(3);
   });
@@ -124,10 +128,10 @@ describe('admission', () => {
     expect(await jobState(normal)).toBe('delayed');
     expect(await jobState(urgent)).toBe('delayed');
     await h.ctx.admission!.release(first);
-    expect(await jobState(urgent)).toBe('waiting');
+    expect(await jobState(urgent)).toBe('queued');
     expect(await jobState(normal)).toBe('delayed');
     await h.ctx.admission!.release(second);
-    expect(await jobState(normal)).toBe('waiting');
+    expect(await jobState(normal)).toBe('queued');
     // A release sent twice frees one slot once.
     await h.ctx.admission!.release(second);
     expect(await heldOf('prio')).toBe(2);
@@ -140,7 +144,7 @@ describe('crash points', () => {
     await h.ctx.redis.hset(flow().settings, 't:dead', '1');
     const runId = (await start('dead')).runId;
     // Admitted already (a free slot): put it back as an admission a dead connection made.
-    expect(await jobState(runId)).toBe('waiting');
+    expect(await jobState(runId)).toBe('queued');
     const other = (await start('dead')).runId;
     expect(await jobState(other)).toBe('delayed');
     await h.ctx.redis.hset(flow().settings, 't:dead', '2');
@@ -160,7 +164,7 @@ describe('crash points', () => {
     expect(await h.ctx.redis.hget(k.pending, other)).toBe('999999999');
     const swept = await a.sweep();
     expect(swept.promoted).toBeGreaterThanOrEqual(1);
-    expect(await jobState(other)).toBe('waiting');
+    expect(await jobState(other)).toBe('queued');
     expect(await h.ctx.redis.hexists(k.pending, other)).toBe(0);
   });
 
@@ -173,7 +177,7 @@ describe('crash points', () => {
     await h.ctx.redis.hset(h.ctx.keys.run(ended).run, 'status', 'completed');
     const swept = await h.ctx.admission!.sweep();
     expect(swept.released).toBeGreaterThanOrEqual(1);
-    expect(await jobState(next)).toBe('waiting');
+    expect(await jobState(next)).toBe('queued');
     expect(await heldOf('lost')).toBe(1);
   });
 });
@@ -199,9 +203,9 @@ describe('a follow-up at a higher priority', () => {
       followUp.runId,
     ]);
     await h.ctx.admission!.release(busy);
-    expect(await jobState(other)).toBe('waiting');
+    expect(await jobState(other)).toBe('queued');
     await h.ctx.admission!.release(other);
-    expect(await jobState(previous.runId)).toBe('waiting');
+    expect(await jobState(previous.runId)).toBe('queued');
     expect(await jobState(followUp.runId)).toBe('delayed');
   });
 });
@@ -230,7 +234,7 @@ describe('an admission between enqueue and intake', () => {
     expect((await h.ctx.store.intake(spec, Date.now(), true)).outcome).toBe('created');
     expect(await jobState(spec.runId)).toBe('delayed');
     await a.created(spec.runId);
-    expect(await jobState(spec.runId)).toBe('waiting');
+    expect(await jobState(spec.runId)).toBe('queued');
     expect(await h.ctx.redis.hexists(flow().pending, spec.runId)).toBe(0);
     expect(await heldOf('between')).toBe(1);
   });
@@ -243,7 +247,7 @@ describe('an admission between enqueue and intake', () => {
     expect(await h.ctx.redis.hexists(flow().held, spec.runId)).toBe(0);
     expect(await heldOf('orphan')).toBe(0);
     const next = (await start('orphan')).runId;
-    expect(await jobState(next)).toBe('waiting');
+    expect(await jobState(next)).toBe('queued');
   });
 });
 
