@@ -1,7 +1,8 @@
 /**
  * Section "flowcost": what flow control costs a run that no limit holds back, per step, against flow control off.
- * Two worker pools of one process each (the same bench worker, `FLOW_CONTROL=false` and `true` with the default
- * limits), used in turn on the same Redis, in paired rounds whose order alternates:
+ * Three worker pools of one process each (the same bench worker: `FLOW_CONTROL=false`; `true` with the default
+ * limits; `true` with FLOW_STEP_PRIORITY=false, which tells the step priorities' part of the cost from admission's),
+ * used in turn on the same Redis, in rounds whose order rotates, each compared with the flow-off round of its cycle:
  *   - loaded: 40 runs of 40 read steps at once, concurrency 20 (under the default tenant limit of 50: every run is
  *     admitted at its creation, nothing waits in line): worker CPU per step (process.cpuUsage of the worker, from go
  *     to its last completion: the step, the release and admission at each run's end, the bookkeeping sweep), Redis
@@ -28,9 +29,13 @@ import type { WorkerPool } from '../lib/pool.js';
 
 /** The issue's bound: a run that is not limited costs at most 5 % more per step. */
 const TARGET = 1.05;
-const MODES = ['off', 'on'] as const;
+const MODES = ['off', 'on', 'onfifo'] as const;
 type Mode = (typeof MODES)[number];
-const ENV: Record<Mode, Record<string, string>> = { off: { FLOW_CONTROL: 'false' }, on: { FLOW_CONTROL: 'true' } };
+const ENV: Record<Mode, Record<string, string>> = {
+  off: { FLOW_CONTROL: 'false' },
+  on: { FLOW_CONTROL: 'true' },
+  onfifo: { FLOW_CONTROL: 'true', FLOW_STEP_PRIORITY: 'false' },
+};
 
 interface Samples {
   cpu: number[];
@@ -45,12 +50,16 @@ export const flowCost: Section = {
   async run(env: BenchEnv, opts: BenchOptions): Promise<SectionResult> {
     const loaded = opts.quick ? { chains: 20, steps: 20 } : { chains: 40, steps: 40 };
     const serialSteps = opts.quick ? 60 : 200;
-    const rounds = Math.max(opts.quick ? 2 : 6, opts.rounds);
+    const rounds = Math.max(opts.quick ? 2 : 12, opts.rounds);
     const warmUp = opts.quick ? 1 : 3;
-    const ctxs: Record<Mode, EngineContext> = {
-      off: await flowContext(env, 'bench-flowcost-off', ENV.off),
-      on: await flowContext(env, 'bench-flowcost-on', ENV.on),
-    };
+    const ctxs = {} as Record<Mode, EngineContext>;
+    const pools = {} as Record<Mode, WorkerPool>;
+    const seen = {} as Record<Mode, Samples>;
+    for (const mode of MODES) {
+      ctxs[mode] = await flowContext(env, `bench-flowcost-${mode}`, ENV[mode]);
+      pools[mode] = await env.spawnPool(1, ENV[mode]);
+      seen[mode] = { cpu: [], redisCpu: [], rate: [], latency: [] };
+    }
     const create = (mode: Mode) => async (id: string, script: Script, maxSteps: number) => {
       const r = await startRun(
         ctxs[mode],
@@ -59,19 +68,11 @@ export const flowCost: Section = {
       );
       return r.runId;
     };
-    const pools: Record<Mode, WorkerPool> = {
-      off: await env.spawnPool(1, ENV.off),
-      on: await env.spawnPool(1, ENV.on),
-    };
-    const seen: Record<Mode, Samples> = {
-      off: { cpu: [], redisCpu: [], rate: [], latency: [] },
-      on: { cpu: [], redisCpu: [], rate: [], latency: [] },
-    };
     const round1 = (mode: Mode, spec: Omit<RoundSpec, 'kind' | 'create'>): Promise<RoundResult> =>
       runRound(env, pools[mode], { kind: 'engine', create: create(mode), ...spec });
     try {
       for (let r = 0; r < warmUp + rounds; r++) {
-        const order: Mode[] = r % 2 === 0 ? ['off', 'on'] : ['on', 'off'];
+        const order: Mode[] = MODES.map((_, i) => MODES[(i + r) % MODES.length]!);
         for (const mode of order) {
           const l = await round1(mode, { ...loaded, tag: `fc${mode}${r}` });
           const u = await round1(mode, { chains: 1, steps: serialSteps, tag: `fu${mode}${r}`, recordLatency: true });
@@ -85,12 +86,19 @@ export const flowCost: Section = {
     } finally {
       await Promise.all(MODES.map((m) => pools[m].kill()));
     }
-    // Ratios per pair (the two rounds of one cycle ran next to each other), then their median.
-    const paired = (f: (s: Samples) => number[]) => round(median(f(seen.on).map((v, i) => v / f(seen.off)[i]!)), 3);
+    // Ratios per cycle (its rounds ran next to each other), then their median.
+    const paired = (f: (s: Samples) => number[], mode: Mode = 'on') =>
+      round(median(f(seen[mode]).map((v, i) => v / f(seen.off)[i]!)), 3);
     const cpuRatio = paired((s) => s.cpu);
     const latencyRatio = paired((s) => s.latency);
     const redisRatio = paired((s) => s.redisCpu);
     const rateRatio = paired((s) => s.rate);
+    const fifo = {
+      cpu: paired((s) => s.cpu, 'onfifo'),
+      redisCpu: paired((s) => s.redisCpu, 'onfifo'),
+      rate: paired((s) => s.rate, 'onfifo'),
+      latency: paired((s) => s.latency, 'onfifo'),
+    };
     const m = (xs: number[], d = 1) => round(median(xs), d);
     const metrics: Metric[] = [
       atMost(
@@ -123,12 +131,21 @@ export const flowCost: Section = {
         unit: 'x',
         note: `${m(seen.on.rate, 0)} vs ${m(seen.off.rate, 0)}`,
       },
+      {
+        key: 'fifo_worker_cpu_ratio',
+        label: 'worker CPU per step, on with FLOW_STEP_PRIORITY=false / off',
+        value: fifo.cpu,
+        unit: 'x',
+        note: `${m(seen.onfifo.cpu)} vs ${m(seen.off.cpu)} µs`,
+      },
     ];
-    const row = (label: string, f: (s: Samples) => number[], d: number, ratio: number) => [
+    const row = (label: string, f: (s: Samples) => number[], d: number, ratio: number, fifoRatio: number) => [
       label,
       m(f(seen.off), d),
       m(f(seen.on), d),
       `${ratio}x`,
+      m(f(seen.onfifo), d),
+      `${fifoRatio}x`,
     ];
     return {
       name: this.name,
@@ -137,12 +154,18 @@ export const flowCost: Section = {
       tables: [
         {
           title: `per step, medians of ${rounds} paired rounds (after ${warmUp} warm-up cycles); ratio = median of the pairs' on / off`,
-          header: ['per step', 'flow off', 'flow on (no limit hit)', 'on / off'],
+          header: ['per step', 'flow off', 'flow on (no limit hit)', 'on / off', 'on, steps FIFO', 'FIFO / off'],
           rows: [
-            row(`worker CPU, µs (${loaded.chains} runs x ${loaded.steps} steps)`, (s) => s.cpu, 1, cpuRatio),
-            row('Redis CPU, µs (same rounds)', (s) => s.redisCpu, 1, redisRatio),
-            row('steps per second (same rounds)', (s) => s.rate, 0, rateRatio),
-            row(`latency of a run alone, ms (${serialSteps} steps, p50)`, (s) => s.latency, 3, latencyRatio),
+            row(`worker CPU, µs (${loaded.chains} runs x ${loaded.steps} steps)`, (s) => s.cpu, 1, cpuRatio, fifo.cpu),
+            row('Redis CPU, µs (same rounds)', (s) => s.redisCpu, 1, redisRatio, fifo.redisCpu),
+            row('steps per second (same rounds)', (s) => s.rate, 0, rateRatio, fifo.rate),
+            row(
+              `latency of a run alone, ms (${serialSteps} steps, p50)`,
+              (s) => s.latency,
+              3,
+              latencyRatio,
+              fifo.latency,
+            ),
           ],
         },
       ],
@@ -152,7 +175,7 @@ export const flowCost: Section = {
         rounds,
         warmUp,
         samples: seen,
-        latencyDist: { off: dist(seen.off.latency), on: dist(seen.on.latency) },
+        latencyDist: Object.fromEntries(MODES.map((mode) => [mode, dist(seen[mode].latency)])),
       },
     };
   },

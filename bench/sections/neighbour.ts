@@ -90,7 +90,9 @@ export const neighbour: Section = {
     const results: Record<string, ModeResult> = {};
     for (const mode of MODES) {
       const ctx = await flowContext(env, `bench-${mode.key}`, mode.env);
-      results[mode.key] = await runMode(env, ctx, mode, mode.burst ? burst : 0, bRuns);
+      results[mode.key] = await runMode(env, ctx, mode, mode.burst ? burst : 0, bRuns).catch((e: Error) => {
+        throw new Error(`mode ${mode.label}: ${e.message}`, { cause: e });
+      });
     }
     const idle = results.idle!;
     const s = (ms: number) => round(ms / 1000, 3);
