@@ -322,19 +322,28 @@ export class Admission {
     const jobId = stepJobId(a.runId, 1);
     const queue = this.d.queues.byShard(a.shard);
     const job = new Job(queue, STEP_JOB_NAME, {}, {}, jobId);
-    try {
-      const priority = this.firstStepPriority(a);
+    const priority = this.firstStepPriority(a);
+    const release = async () => {
       if (priority > 0) await job.changePriority({ priority });
       await job.promote();
+    };
+    try {
+      await release();
       return 'promoted';
     } catch {
-      const state = await queue.getJobState(jobId);
+      let state = await queue.getJobState(jobId);
+      if (state === 'unknown') {
+        if (!(await this.d.redis.exists(this.d.keys.run(a.runId).run))) return 'not_created';
+        // The run and its job are created together (createRun + deferNewJob, one MULTI): created between the two
+        // reads. Read once more: answering `not_delayed` here would clear the pending mark the creator's `created`
+        // looks for, and the job would stay delayed until the run's deadline.
+        state = await queue.getJobState(jobId);
+      }
       // Created between the attempt and the check (the creator's intake): once more.
       if (state === 'delayed') {
-        await job.promote();
+        await release();
         return 'promoted';
       }
-      if (state === 'unknown' && !(await this.d.redis.exists(this.d.keys.run(a.runId).run))) return 'not_created';
       return 'not_delayed';
     }
   }
