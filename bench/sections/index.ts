@@ -19,6 +19,8 @@ import { limits } from './limits.js';
 import { priority } from './priority.js';
 import { rateLimit } from './rateLimit.js';
 import { flowCost } from './flowCost.js';
+import { intake } from './intake.js';
+import { killToModel } from './killToModel.js';
 
 export const sections: Section[] = [
   throughput,
@@ -27,6 +29,7 @@ export const sections: Section[] = [
   cluster,
   memory,
   recovery,
+  killToModel,
   streaming,
   waits,
   children,
@@ -36,4 +39,5 @@ export const sections: Section[] = [
   priority,
   rateLimit,
   flowCost,
+  intake,
 ];
