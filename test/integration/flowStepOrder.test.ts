@@ -14,16 +14,9 @@ import { FleetWorker } from '../../src/worker/fleetWorker.js';
 import { createEffectRunner } from '../../src/ledger/runner.js';
 import type { Script } from '../../src/models/scriptedTurns.js';
 import { stepPriority } from '../../src/flow/stepPriority.js';
+import { final, read } from '../../testkit/turns.js';
 
-const usage = { promptTokens: 10, completionTokens: 1 };
-const script = (steps: number): Script => [
-  ...Array.from({ length: steps - 1 }, () => ({
-    toolCalls: [{ name: 'read_ticket', args: {} }],
-    usage,
-    transientFailures: 0,
-  })),
-  { toolCalls: [], final: 'done', usage, transientFailures: 0 },
-];
+const script = (steps: number): Script => [...Array.from({ length: steps - 1 }, () => read), final];
 
 const HEAVY_RUNS = 8;
 const STEPS = 4;
