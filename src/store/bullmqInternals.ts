@@ -2,8 +2,9 @@
  * The only module that touches BullMQ internals (outside its supported API).
  *
  * To make "commit step N" and "step N+1's job exists" one atomic change, our
- * commit scripts embed BullMQ's own addStandardJob Lua as a local function and
- * call it after the fence checks pass. BullMQ itself computes the script's keys
+ * commit scripts embed BullMQ's own addStandardJob Lua (and, for the step commit,
+ * addPrioritizedJob: flow control's step order) as a local function and call it
+ * after the fence checks pass. BullMQ itself computes the script's keys
  * and arguments: its backend's `addJobToTransaction` (what `Job#addJob` calls) runs
  * against a capturing client that records the call instead of sending it. test/integration/bullmqInternals.test.ts
  * fails loudly when a BullMQ upgrade changes any of this (script name, key count, argument layout).
