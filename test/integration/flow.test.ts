@@ -4,7 +4,8 @@
  * ends (or by the bookkeeping sweep when the release was lost); an admission whose admitter died
  * before releasing the job is finished by the sweep; a run is never admitted twice; limits and
  * weights change at run time, recorded with who changed them; a waiting run is cancelled at once; a run
- * admitted by another process between its enqueue and its creation is promoted by its creator.
+ * admitted by another process between its enqueue and its creation is promoted by its creator, or by the
+ * admitter when the creation lands while it checks.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
@@ -237,6 +238,29 @@ describe('an admission between enqueue and intake', () => {
     expect(await jobState(spec.runId)).toBe('queued');
     expect(await h.ctx.redis.hexists(flow().pending, spec.runId)).toBe(0);
     expect(await heldOf('between')).toBe(1);
+  });
+
+  it('the run is created while the admitter checks why its promotion failed: the admitter promotes it', async () => {
+    const a = h.ctx.admission!;
+    await a.configure('limit', 'race', 1, 'test');
+    const first = (await start('race')).runId;
+    const spec = await inLineNotCreated('race');
+    // The creator's intake lands just after the admitter read the job's state ('unknown'), before it checks the run.
+    const queue = h.ctx.queues.forRun(spec.runId);
+    const read = queue.getJobState.bind(queue);
+    queue.getJobState = async (jobId: string) => {
+      const state = await read(jobId);
+      queue.getJobState = read;
+      expect((await h.ctx.store.intake(spec, Date.now(), true)).outcome).toBe('created');
+      return state;
+    };
+    await a.release(first);
+    expect(queue.getJobState).toBe(read);
+    // Not left delayed until its deadline with no pending mark for its creator's check to find.
+    expect(await jobState(spec.runId)).toBe('queued');
+    expect(await h.ctx.redis.hexists(flow().pending, spec.runId)).toBe(0);
+    await a.created(spec.runId);
+    expect(await heldOf('race')).toBe(1);
   });
 
   it('a run whose creator died after enqueue gives its slot back once INTAKE_GRACE_MS has passed', async () => {
