@@ -116,7 +116,8 @@ async function readDelivered(
   step: number,
   log: Logger,
 ): Promise<
-  (Pick<StepState, 'used' | 'decision' | 'decisionDigest' | 'observed' | 'waking'> & { cancelRequested: boolean }) | undefined
+  | (Pick<StepState, 'used' | 'decision' | 'decisionDigest' | 'observed' | 'waking'> & { cancelRequested: boolean })
+  | undefined
 > {
   const state = await env.store.readState(runId);
   if (!state) return undefined;

@@ -361,7 +361,9 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
   async function campaign(): Promise<CampaignResult> {
     if (logDir) log(`fleet logs kept: ${logDir}`);
     for (const [i, p] of workerPorts.entries()) {
-      const w = await spawnChaosWorker({ ...env, WORKER_METRICS_PORT: String(p) }, undefined, 90_000);
+      // Kept logs are at debug: each step's decision and commit, by run, step, job and attempt.
+      const level: Record<string, string> = logDir ? { LOG_LEVEL: 'debug' } : {};
+      const w = await spawnChaosWorker({ ...env, ...level, WORKER_METRICS_PORT: String(p) }, undefined, 90_000);
       keepLog(`worker-${i + 1}`, w.child.stdout, w.child.stderr);
       workers.push(w);
     }
