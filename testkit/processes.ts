@@ -34,8 +34,11 @@ export async function spawnWorker(env: Record<string, string>, startTimeoutMs = 
 export async function spawnApi(
   env: Record<string, string>,
   startTimeoutMs = 90_000,
+  nodeArgs: string[] = [],
 ): Promise<WorkerProcess & { url: string }> {
-  const child = spawnModule('src/server/api', { ...env, PORT: '0', LOG_LEVEL: 'info' }, ['ignore', 'pipe', 'pipe']);
+  const child = spawnModule('src/server/api', { ...env, PORT: '0', LOG_LEVEL: 'info' }, ['ignore', 'pipe', 'pipe'], {
+    nodeArgs,
+  });
   const lines: string[] = [];
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.once('exit', (code, signal) => resolve({ code, signal })),

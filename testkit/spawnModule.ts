@@ -9,16 +9,17 @@ const fromSources = import.meta.url.endsWith('.ts');
 /**
  * modulePath is relative to the repository root (or dist/), without extension, e.g. 'src/server/worker'.
  * `detached`: the child leads its own process group, as a command started from a terminal does; signal the
- * group with process.kill(-child.pid, signal) to do what Ctrl-C does.
+ * group with process.kill(-child.pid, signal) to do what Ctrl-C does. `nodeArgs`: flags for Node itself (e.g.
+ * --cpu-prof, which NODE_OPTIONS does not take).
  */
 export function spawnModule(
   modulePath: string,
   env: Record<string, string | undefined>,
   stdio: StdioOptions = 'inherit',
-  opts: { detached?: boolean } = {},
+  opts: { detached?: boolean; nodeArgs?: string[] } = {},
 ): ChildProcess {
   const file = join(repoRoot, `${modulePath}${fromSources ? '.ts' : '.js'}`);
-  const args = fromSources ? ['--import', 'tsx', file] : [file];
+  const args = [...(opts.nodeArgs ?? []), ...(fromSources ? ['--import', 'tsx', file] : [file])];
   return spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio, detached: opts.detached === true });
 }
 

@@ -18,6 +18,8 @@ import { neighbour } from './neighbour.js';
 import { limits } from './limits.js';
 import { priority } from './priority.js';
 import { rateLimit } from './rateLimit.js';
+import { intake } from './intake.js';
+import { killToModel } from './killToModel.js';
 
 export const sections: Section[] = [
   throughput,
@@ -26,6 +28,7 @@ export const sections: Section[] = [
   cluster,
   memory,
   recovery,
+  killToModel,
   streaming,
   waits,
   children,
@@ -34,4 +37,5 @@ export const sections: Section[] = [
   limits,
   priority,
   rateLimit,
+  intake,
 ];

@@ -141,6 +141,11 @@ export const configSchema = z.object({
    */
   OWNER_WATCH_MS: int(100, 0),
   /**
+   * Owner probe period: between two owner-watch passes, how often each worker asks only whether the owners the last
+   * pass found alive still are (one CLIENT LIST ID per node); one gone starts a pass at once. 0 = no probe.
+   */
+  OWNER_PROBE_MS: int(20, 0),
+  /**
    * A shard whose worker started no job for this long while its queue had jobs ready gets a new BullMQ worker (its
    * fetch loop stopped, as after some failovers; src/worker/fetchWatch.ts). 0 = off. Keep it well above 5 s, the
    * longest an idle worker blocks between fetches.

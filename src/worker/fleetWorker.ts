@@ -117,6 +117,7 @@ export class FleetWorker {
     );
     this.ownerWatch = new OwnerWatch(ctx, watched, {
       intervalMs: cfg.OWNER_WATCH_MS,
+      probeMs: cfg.OWNER_PROBE_MS,
       maxStalledCount: cfg.MAX_STALLED_COUNT,
     });
   }

@@ -15,7 +15,13 @@
  *  - the active jobs of a vanished owner go back to wait at once
  *    (requeueDeadOwner-6.lua, which moves a job only while its lock still names
  *    that client), with a BullMQ `stalled` event, a stall counted on the job,
- *    `agent_dead_owner_requeues_total` and an `owner_gone` log line.
+ *    `agent_dead_owner_requeues_total` and an `owner_gone` log line;
+ *  - between two passes, every OWNER_PROBE_MS, a probe asks each node only
+ *    whether the other owners the last pass found alive still are (one
+ *    `CLIENT LIST ID ...` per node, no script): one that is gone starts a pass
+ *    at once. A death is then noticed within the probe's period, not the
+ *    pass's, at the price of one small command per node per probe; an owner
+ *    that appears and dies between two passes is still found by the next pass.
  *
  * Locks can then be long (LOCK_DURATION_MS): they only bound a process that is
  * frozen (SIGSTOP, a partition), which BullMQ's stall check still recovers.
@@ -48,6 +54,8 @@ import { requeueDeadOwner } from '../store/calls/requeueDeadOwner.js';
 export interface OwnerWatchOptions {
   /** Poll period in ms (OWNER_WATCH_MS); 0 names the owners but never polls (lock expiry alone recovers). */
   intervalMs: number;
+  /** Probe period in ms (OWNER_PROBE_MS): the owners the last pass found alive, asked again; 0 = no probe. */
+  probeMs?: number;
   /** BullMQ's MAX_STALLED_COUNT: a requeue counts as a stall. */
   maxStalledCount: number;
 }
@@ -74,8 +82,14 @@ export interface OwnerWatchDeps {
 export class OwnerWatch {
   private readonly owners: Owner[];
   private timer?: NodeJS.Timeout;
+  private probeTimer?: NodeJS.Timeout;
   private running?: Promise<void>;
+  private probing?: Promise<void>;
+  /** A pass asked for while one runs (the probe found an owner gone): it runs again as soon as it ends. */
+  private again = false;
   private stopped = false;
+  /** Other owners the last pass found alive, by the node they are connected to: what the probe asks about. */
+  private alive = new Map<Redis, Set<string>>();
   /** A failing tick logs once per streak (a Redis restart would otherwise log 10 lines a second). */
   private failing = false;
 
@@ -95,18 +109,54 @@ export class OwnerWatch {
   /** Starts polling (no-op with intervalMs 0). */
   start(): void {
     if (this.opts.intervalMs <= 0 || this.timer || this.stopped) return;
-    const loop = () => {
-      this.running = this.tick().finally(() => {
-        if (!this.stopped) this.timer = setTimeout(loop, this.opts.intervalMs).unref();
-      });
-    };
-    this.timer = setTimeout(loop, this.opts.intervalMs).unref();
+    this.timer = setTimeout(() => this.pass(), this.opts.intervalMs).unref();
+    const probeMs = this.opts.probeMs ?? 0;
+    if (probeMs > 0) {
+      const probe = () => {
+        this.probing = this.probe().finally(() => {
+          if (!this.stopped) this.probeTimer = setTimeout(probe, probeMs).unref();
+        });
+      };
+      this.probeTimer = setTimeout(probe, probeMs).unref();
+    }
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
-    await this.running;
+    clearTimeout(this.probeTimer);
+    await Promise.all([this.running, this.probing]);
+  }
+
+  /** One pass now (or right after the one running), then the next one an interval later. */
+  private pass(): void {
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    clearTimeout(this.timer);
+    this.running = this.tick().finally(() => {
+      this.running = undefined;
+      if (this.stopped) return;
+      if (this.again) {
+        this.again = false;
+        return this.pass();
+      }
+      this.timer = setTimeout(() => this.pass(), this.opts.intervalMs).unref();
+    });
+  }
+
+  /** Whether every owner the last pass found alive still is; a pass at once when one is gone. */
+  async probe(): Promise<void> {
+    try {
+      for (const [node, owners] of this.alive) {
+        if (owners.size === 0) continue;
+        const alive = await liveOwners(node, [...owners]);
+        if (alive.size < owners.size) return this.pass();
+      }
+    } catch {
+      // The pass reports a failing Redis (once per streak); a probe that fails only waits for it.
+    }
   }
 
   /**
@@ -149,6 +199,7 @@ export class OwnerWatch {
 
   /** One pass over the shards: rename after a reconnection, then requeue the jobs of vanished clients. */
   async tick(): Promise<void> {
+    const seen = new Map<Redis, Set<string>>();
     try {
       for (const o of this.owners) {
         const node = await this.nodeOf(o.shard);
@@ -156,6 +207,8 @@ export class OwnerWatch {
         const owners = await activeOwners(node, this.d.keys, o.shard);
         if (owners.length === 0) continue;
         const alive = await liveOwners(node, owners);
+        const others = seen.get(node) ?? seen.set(node, new Set()).get(node)!;
+        for (const owner of alive) if (!this.owners.some((x) => x.owner === owner)) others.add(owner);
         for (const dead of owners.filter((owner) => !alive.has(owner))) {
           const moved = await requeueDeadOwner(node, this.d.keys, o.shard, dead, this.opts.maxStalledCount);
           if (moved.length === 0) continue;
@@ -167,6 +220,7 @@ export class OwnerWatch {
         }
       }
       this.failing = false;
+      this.alive = seen;
     } catch (err) {
       this.d.metrics.ownerWatchErrors.inc();
       if (!this.failing)

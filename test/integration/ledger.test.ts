@@ -12,23 +12,9 @@ import { CrashPoints } from '../../src/config/testHooks.js';
 import type { WriteTool } from '../../src/core/tool.js';
 import type { Script } from '../../src/models/scriptedTurns.js';
 import type { FaultRule } from '../../sandbox/types.js';
+import { emailCall as email, final, ticketCall, turn } from '../../testkit/turns.js';
 
-const u = { promptTokens: 10, completionTokens: 5 };
-const t = (toolCalls: { name: string; args: Record<string, unknown> }[], extra = {}) => ({
-  toolCalls,
-  usage: u,
-  transientFailures: 0,
-  ...extra,
-});
-const email = {
-  name: 'send_email',
-  args: { to: 'ada@example.com', template: 'ack', subject: 'Re: broken mug', body: 'We are on it.' },
-};
-const ticketCall = {
-  name: 'create_ticket',
-  args: { subject: 'Follow-up', body: 'Broken mug', priority: 'normal', sourceTicketId: 'T' },
-};
-const final = t([], { final: 'done' });
+const t = turn;
 
 let h: Harness;
 let ledger: Ledger;

@@ -19,23 +19,9 @@ import { newMetrics, type Metrics } from '../../src/metrics/metrics.js';
 import { registerScrapeCollectors } from '../../src/metrics/scrape.js';
 import { KeySpace } from '../../src/store/keys.js';
 import { createLogger } from '../../src/metrics/log.js';
+import { emailCall as email, final, ticketCall, turn } from '../../testkit/turns.js';
 
-const u = { promptTokens: 10, completionTokens: 5 };
-const t = (toolCalls: { name: string; args: Record<string, unknown> }[], extra = {}) => ({
-  toolCalls,
-  usage: u,
-  transientFailures: 0,
-  ...extra,
-});
-const email = {
-  name: 'send_email',
-  args: { to: 'ada@example.com', template: 'ack', subject: 'Re: broken mug', body: 'We are on it.' },
-};
-const ticketCall = {
-  name: 'create_ticket',
-  args: { subject: 'Follow-up', body: 'Broken mug', priority: 'normal', sourceTicketId: 'T' },
-};
-const final = t([], { final: 'done' });
+const t = turn;
 const DONE = ['completed', 'needs_human', 'failed'];
 
 type Labels = Record<string, string>;

@@ -156,4 +156,27 @@ describe('owner watch', () => {
       'job stalled more than allowable limit',
     );
   });
+
+  it('between two passes, the probe notices an owner the last pass found alive is gone and starts a pass at once', async () => {
+    const queue = new Queue(h.ctx.keys.queueName(0), { connection: h.ctx.redis, prefix: h.ctx.keys.bullPrefix });
+    closers.push(() => queue.close());
+    const w = await holdingWorker();
+    await queue.add('step', {}, { jobId: 'probe-a' });
+    await until(async () => w.held.size === 1, 'the job to start');
+    // Passes a minute apart: only the probe can move the job within this test.
+    const watch = new OwnerWatch(h.ctx, [{ shard: 0, worker: { id: 'watcher' } }], {
+      intervalMs: 60_000,
+      probeMs: 20,
+      maxStalledCount: 5,
+    });
+    closers.push(() => watch.stop());
+    await watch.tick(); // the pass that finds the owner alive
+    watch.start();
+    await new Promise((r) => setTimeout(r, 200));
+    expect(await queue.getActiveCount()).toBe(1); // a live owner's job stays through many probes
+
+    w.conn.disconnect();
+    await until(async () => (await queue.getWaiting()).some((j) => j.id === 'probe-a'), 'the probe to requeue the job');
+    expect(await queue.getActiveCount()).toBe(0);
+  });
 });

@@ -6,9 +6,7 @@
  * version_mismatch in the version queue, where an operator continues it under a
  * served version (re-pinned, journalled with who, ledger untouched) or cancels it.
  */
-import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, type Harness } from '../../testkit/harness.js';
 import { createContext } from '../../src/server/buildContext.js';
@@ -25,7 +23,7 @@ import { AgentCatalog } from '../../src/core/agent.js';
 import type { RunSpec } from '../../src/runs/spec.js';
 import type { FleetWorker } from '../../src/worker/fleetWorker.js';
 import { versionedAgent } from '../fixtures/versioned/agents.js';
-import { call, OPERATOR_TOKEN } from './operators/support.js';
+import { agentctl, call, OPERATOR_TOKEN } from './operators/support.js';
 
 const usage = { promptTokens: 10, completionTokens: 5 };
 const turn = (name: string, args: Record<string, unknown>) => ({
@@ -38,7 +36,6 @@ const v1 = versionedAgent('1');
 const v2 = versionedAgent('2');
 const label = (a: typeof v1) => `${a.version}/${a.tools.schemaHash}`;
 const QUEUE = '/v1/operators/version-mismatches';
-const run = promisify(execFile);
 /** An operator of another tenant: sees none of acme's parked runs, acts on none. */
 const BEA_TOKEN = 'bea-token-for-version-tests';
 
@@ -233,22 +230,8 @@ describe('the version queue from agentctl, the run page and the console', () => 
     await w2.worker.stop(true);
   });
   const ctl = async (...args: string[]) => {
-    try {
-      const { stdout } = await run(process.execPath, [
-        '--import',
-        'tsx',
-        'src/server/agentctl.ts',
-        ...args,
-        '--url',
-        url,
-        '--token',
-        OPERATOR_TOKEN,
-      ]);
-      return { code: 0, out: JSON.parse(stdout) as Record<string, unknown> };
-    } catch (err) {
-      const e = err as { code: number; stdout: string };
-      return { code: e.code, out: (e.stdout ? JSON.parse(e.stdout) : {}) as Record<string, unknown> };
-    }
+    const r = await agentctl(url)(...args);
+    return { code: r.code, out: (r.out ? JSON.parse(r.out) : {}) as Record<string, unknown> };
   };
 
   it('agentctl versions list | continue | cancel', async () => {

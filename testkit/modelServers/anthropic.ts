@@ -6,7 +6,7 @@
  * Errors are `{ type: 'error', error: { type, message } }` with `Retry-After` as given.
  */
 import type { ServerResponse } from 'node:http';
-import { startModelServer, sse, type ModelServer, type RecordedRequest, type Reply } from './queue.js';
+import { startModelServer, sse, type ModelServer, type RecordedRequest, type RenderedReply } from './queue.js';
 
 export type { ModelServer, Reply } from './queue.js';
 
@@ -25,7 +25,7 @@ const ERROR_TYPES: Record<number, string> = {
   529: 'overloaded_error',
 };
 
-function render(reply: Reply, req: RecordedRequest, res: ServerResponse, n: number): void {
+function render(reply: RenderedReply, req: RecordedRequest, res: ServerResponse, n: number): void {
   if (reply.kind === 'raw') {
     res.writeHead(reply.status, { 'content-type': 'application/json' }).end(JSON.stringify(reply.body));
     return;

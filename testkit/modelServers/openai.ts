@@ -9,7 +9,14 @@
  * the limit a 429 `rate_limit_exceeded` with `retry-after` (seconds) and `retry-after-ms`.
  */
 import type { ServerResponse } from 'node:http';
-import { startModelServer, sse, type ModelServer, type RecordedRequest, type Reply, type TurnReply } from './queue.js';
+import {
+  startModelServer,
+  sse,
+  type ModelServer,
+  type RecordedRequest,
+  type RenderedReply,
+  type TurnReply,
+} from './queue.js';
 import { limitHeaders, resetText, ServerRateLimit, type Admission, type ServerLimits } from './rateLimit.js';
 
 export type { ModelServer, Reply } from './queue.js';
@@ -25,7 +32,7 @@ export async function startOpenAIServer(opts: { limits?: ServerLimits } = {}): P
   const limit = opts.limits ? new ServerRateLimit(opts.limits) : undefined;
   const counts = { limited: 0 };
   const gate = limit
-    ? (reply: Reply, req: RecordedRequest, res: ServerResponse) => {
+    ? (reply: RenderedReply, req: RecordedRequest, res: ServerResponse) => {
         const refused = !answerLimit(limit.admit(tokensOf(reply)), req, res);
         if (refused) counts.limited++;
         return refused;
@@ -40,7 +47,7 @@ export async function startOpenAIServer(opts: { limits?: ServerLimits } = {}): P
 }
 
 /** What a reply costs the tokens-per-minute limit: its usage (an error costs a request only). */
-function tokensOf(reply: Reply): number {
+function tokensOf(reply: RenderedReply): number {
   return reply.kind === 'turn' && reply.usage ? reply.usage.input + reply.usage.output : 0;
 }
 
@@ -72,7 +79,7 @@ const ERRORS: Record<number, { type: string; code: string | null; message: strin
   401: { type: 'invalid_request_error', code: 'invalid_api_key', message: 'Incorrect API key provided' },
 };
 
-function render(reply: Reply, req: RecordedRequest, res: ServerResponse, n: number): void {
+function render(reply: RenderedReply, req: RecordedRequest, res: ServerResponse, n: number): void {
   if (reply.kind === 'raw') {
     res.writeHead(reply.status, { 'content-type': 'application/json' }).end(JSON.stringify(reply.body));
     return;

@@ -33,7 +33,14 @@ export interface RawReply {
   body: unknown;
 }
 
-export type Reply = TurnReply | ErrorReply | RawReply;
+/** No answer at all: the request stays open until the client goes away (a model call a worker dies inside). */
+export interface HoldReply {
+  kind: 'hold';
+}
+
+export type Reply = TurnReply | ErrorReply | RawReply | HoldReply;
+/** What a vendor's renderer draws (a hold is answered by never answering, before any renderer). */
+export type RenderedReply = Exclude<Reply, HoldReply>;
 
 export interface RecordedRequest {
   /** Epoch ms at which the request's body was read. */
@@ -55,10 +62,10 @@ export interface ModelServer {
   close(): Promise<void>;
 }
 
-export type Render = (reply: Reply, req: RecordedRequest, res: ServerResponse) => void;
+export type Render = (reply: RenderedReply, req: RecordedRequest, res: ServerResponse) => void;
 
 /** Asked before the reply is rendered: true when it answered the request itself (the reply stays queued). */
-export type Gate = (reply: Reply, req: RecordedRequest, res: ServerResponse) => boolean;
+export type Gate = (reply: RenderedReply, req: RecordedRequest, res: ServerResponse) => boolean;
 
 export async function startModelServer(path: string, render: Render, gate?: Gate): Promise<ModelServer> {
   const queue: Reply[] = [];
@@ -96,6 +103,10 @@ export async function startModelServer(path: string, render: Render, gate?: Gate
       const recorded = { at: Date.now(), path: req.url, headers: req.headers, body };
       requests.push(recorded);
       const reply = queue[0] ?? handle.respond?.(recorded) ?? handle.fallback;
+      if (reply.kind === 'hold') {
+        if (queue[0] === reply) queue.shift();
+        return;
+      }
       if (gate?.(reply, recorded, res)) return;
       if (queue[0] === reply) queue.shift();
       render(reply, recorded, res);

@@ -12,17 +12,9 @@
  * once. Either way the run resumes at step 12, not step 1: one ticket, one
  * email, and a budget that continues from what was used before the eviction.
  */
-import {
-  Checks,
-  endScenario,
-  committers,
-  decisionSteps,
-  scriptTokens,
-  type ScenarioResult,
-  type Turn,
-} from './report.js';
-import { startStack, stepsInFlight, waitUntil, type RunViewJson, type Stack } from './stack.js';
-import { followEvents, Timeline, type EventFollower } from './timeline.js';
+import { committers, decisionSteps, scriptTokens, type ScenarioResult, type Turn } from './report.js';
+import { runScenario } from './scenario.js';
+import { stepsInFlight, waitUntil } from './stack.js';
 
 export interface EvictionOptions {
   signal?: 'SIGKILL' | 'SIGTERM';
@@ -73,38 +65,25 @@ export function evictionScript(t = TICKET): Turn[] {
   return turns;
 }
 
-const FINAL = new Set(['completed', 'failed', 'budget_exceeded', 'cancelled', 'needs_human']);
-
 export async function runEviction(opts: EvictionOptions = {}): Promise<ScenarioResult> {
   const signal = opts.signal ?? 'SIGKILL';
-  const tl = new Timeline();
-  const checks = new Checks();
   const script = evictionScript();
-  const summary: Record<string, unknown> = { scenario: 'eviction', signal };
-  let stack: Stack | undefined;
-  let follower: EventFollower | undefined;
-  let view: RunViewJson | undefined;
-  let runId = '';
-  let error: unknown;
-  try {
-    stack = await startStack({
-      timeline: tl,
+  const setup = {
+    stack: {
       workers: 2,
       progress: opts.progress,
-      faults: [{ kind: 'slow_commit', resource: 'customers', ms: SLOW_READ_MS, count: 1 }],
-    });
-    const s = stack;
-    runId = await s.createRun({
+      faults: [{ kind: 'slow_commit' as const, resource: 'customers', ms: SLOW_READ_MS, count: 1 }],
+    },
+    summary: { signal },
+    run: {
       tenant: 'acme',
       ticket: TICKET,
       budget: { maxSteps: MAX_STEPS, maxTokens: 100_000 },
       agent: { model: 'scripted', script },
-    });
-    summary.runId = runId;
-    follower = followEvents(s.apiUrl, runId);
-    const f = follower;
-    opts.progress?.(`run ${runId} created; waiting for step ${EVICT_AT_STEP}`);
-
+    },
+    created: (runId: string) => `run ${runId} created; waiting for step ${EVICT_AT_STEP}`,
+  };
+  return runScenario('eviction', setup, async ({ stack: s, runId, follower: f, tl, checks, summary, ended }) => {
     await f.waitFor(
       (e) => e.type === 'step_committed' && Number(e.data.step) === EVICT_AT_STEP - 1,
       30_000,
@@ -166,13 +145,9 @@ export async function runEviction(opts: EvictionOptions = {}): Promise<ScenarioR
       `budget after recovery continues from before: ${after.budget.used.steps} steps, ${after.budget.used.tokens} tokens = exactly the turns played`,
     );
 
-    const end = await f.waitFor(
-      (e) => e.type === 'status_changed' && FINAL.has(String(e.data.status)),
-      30_000,
-      'the run to finish',
-    );
+    const end = await ended(30_000);
     opts.progress?.(`run finished: ${String(end.data.status)}`);
-    view = await s.view(runId);
+    const view = await s.view(runId);
     const resumedBy = committers(s.workers, runId).get(EVICT_AT_STEP);
     summary.resumedBy = resumedBy ?? null;
     tl.add(
@@ -220,8 +195,6 @@ export async function runEviction(opts: EvictionOptions = {}): Promise<ScenarioR
       view.budget.used.steps === MAX_STEPS && view.budget.used.tokens === scriptTokens(script),
       `final budget = ${MAX_STEPS} steps and the script's ${scriptTokens(script)} tokens: no reset, no double charge (${view.budget.used.steps}, ${view.budget.used.tokens})`,
     );
-  } catch (err) {
-    error = err;
-  }
-  return endScenario('eviction', { checks, tl, summary, runId, stack, follower, view, error });
+    return view;
+  });
 }

@@ -9,9 +9,8 @@
  * anyway, because the ledger never sends the repeat.
  */
 import type { FaultRule } from '../../../sandbox/types.js';
-import { Checks, endScenario, decisionSteps, scriptTokens, type ScenarioResult, type Turn } from './report.js';
-import { startStack, type RunViewJson, type Stack } from './stack.js';
-import { followEvents, Timeline, type EventFollower } from './timeline.js';
+import { decisionSteps, scriptTokens, type ScenarioResult, type Turn } from './report.js';
+import { runScenario } from './scenario.js';
 
 export interface RetryStormOptions {
   progress?: (line: string) => void;
@@ -53,49 +52,27 @@ export function retryStormScript(t = TICKET): Turn[] {
   return turns;
 }
 
-const FINAL = new Set(['completed', 'failed', 'budget_exceeded', 'cancelled', 'needs_human']);
-
 export async function runRetryStorm(opts: RetryStormOptions = {}): Promise<ScenarioResult> {
   const faults: FaultRule[] = [
     { kind: 'rate_limit', resource: 'tickets', count: 1, retryAfterS: 0 },
     { kind: 'ignore_keys', resource: 'tickets' },
   ];
-  const tl = new Timeline();
-  const checks = new Checks();
   const script = retryStormScript();
-  const summary: Record<string, unknown> = { scenario: 'retry-storm' };
-  let stack: Stack | undefined;
-  let follower: EventFollower | undefined;
-  let view: RunViewJson | undefined;
-  let runId = '';
-  let error: unknown;
-  try {
-    stack = await startStack({
-      timeline: tl,
-      workers: 1,
-      faults,
-      progress: opts.progress,
-      env: { LOOP_REPEAT_LIMIT: String(LOOP_REPEAT_LIMIT) },
-    });
-    const s = stack;
-    runId = await s.createRun({
+  const setup = {
+    stack: { workers: 1, faults, progress: opts.progress, env: { LOOP_REPEAT_LIMIT: String(LOOP_REPEAT_LIMIT) } },
+    run: {
       tenant: 'acme',
       ticket: TICKET,
       budget: { maxSteps: MAX_STEPS, maxTokens: MAX_TOKENS },
       agent: { model: 'scripted', script },
-    });
-    summary.runId = runId;
-    follower = followEvents(s.apiUrl, runId);
-    opts.progress?.(
+    },
+    created: (runId: string) =>
       `run ${runId} created; the agent will ask for the same write up to ${script.filter((x) => x.toolCalls[0]?.name === 'create_ticket').length} times`,
-    );
-    const end = await follower.waitFor(
-      (e) => e.type === 'status_changed' && FINAL.has(String(e.data.status)),
-      30_000,
-      'the run to stop',
-    );
+  };
+  return runScenario('retry-storm', setup, async ({ stack: s, runId, tl, checks, summary, ended }) => {
+    const end = await ended(30_000, 'the run to stop');
     opts.progress?.(`run stopped: ${String(end.data.status)} ${String(end.data.reason ?? '')}`);
-    view = await s.view(runId);
+    const view = await s.view(runId);
 
     const counts = s.sandbox.counts();
     const posts = s.tap.records.filter((r) => r.method === 'POST' && r.url.startsWith('/api/v2/tickets'));
@@ -171,8 +148,6 @@ export async function runRetryStorm(opts: RetryStormOptions = {}): Promise<Scena
       view.budget.used.tokens === scriptTokens(script, writeSteps[writeSteps.length - 1]),
       `tokens charged for the turns played only (${view.budget.used.tokens} of ${scriptTokens(script)} if the loop had run on)`,
     );
-  } catch (err) {
-    error = err;
-  }
-  return endScenario('retry-storm', { checks, tl, summary, runId, stack, follower, view, error });
+    return view;
+  });
 }

@@ -11,9 +11,9 @@
  */
 import { createSupportTools } from '../../../src/agents/support/tools/index.js';
 import type { FaultRule } from '../../../sandbox/types.js';
-import { Checks, endScenario, decisionSteps, scriptTokens, type ScenarioResult } from './report.js';
-import { startStack, type RunViewJson, type Stack } from './stack.js';
-import { followEvents, Timeline, type EventFollower } from './timeline.js';
+import { decisionSteps, scriptTokens, type ScenarioResult } from './report.js';
+import { runScenario } from './scenario.js';
+import type { Timeline } from './timeline.js';
 
 export interface TimeoutOptions {
   fault?: 'slow_commit' | 'lost_response';
@@ -53,7 +53,6 @@ export function timeoutScript(t = TICKET) {
 const SEND_TIMEOUT_MS = createSupportTools({ baseUrl: 'http://127.0.0.1:9' }).find(
   (t) => t.name === 'send_email',
 )!.timeoutMs;
-const FINAL = new Set(['completed', 'failed', 'budget_exceeded', 'cancelled', 'needs_human']);
 const EXPECTED_PATH = ['planned', 'authorized', 'dispatched', 'outcome_unknown', 'confirmed'];
 
 export async function runTimeout(opts: TimeoutOptions = {}): Promise<ScenarioResult> {
@@ -63,48 +62,26 @@ export async function runTimeout(opts: TimeoutOptions = {}): Promise<ScenarioRes
     fault === 'slow_commit'
       ? [{ kind: 'slow_commit', resource: 'emails', ms: commitMs, count: 1 }]
       : [{ kind: 'lost_response_after_commit', resource: 'emails', count: 1 }];
-  const tl = new Timeline();
-  const checks = new Checks();
   const script = timeoutScript();
-  const summary: Record<string, unknown> = { scenario: 'timeout', fault };
-  let stack: Stack | undefined;
-  let follower: EventFollower | undefined;
-  let view: RunViewJson | undefined;
-  let runId = '';
-  let error: unknown;
-  try {
-    stack = await startStack({
-      timeline: tl,
-      workers: 1,
-      faults,
-      progress: opts.progress,
-      env: { RECONCILE_POLL_MS: '400' },
-    });
-    const s = stack;
-    if (fault === 'slow_commit')
-      tl.add(
-        Date.now(),
-        'scenario',
-        `the email service will commit after ${commitMs} ms; send_email gives up after ${SEND_TIMEOUT_MS} ms`,
-      );
-    runId = await s.createRun({
-      tenant: 'acme',
-      ticket: TICKET,
-      budget: { maxSteps: 10 },
-      agent: { model: 'scripted', script },
-    });
-    summary.runId = runId;
-    follower = followEvents(s.apiUrl, runId);
-    opts.progress?.(
+  const setup = {
+    stack: { workers: 1, faults, progress: opts.progress, env: { RECONCILE_POLL_MS: '400' } },
+    summary: { fault },
+    beforeRun: (tl: Timeline) => {
+      if (fault === 'slow_commit')
+        tl.add(
+          Date.now(),
+          'scenario',
+          `the email service will commit after ${commitMs} ms; send_email gives up after ${SEND_TIMEOUT_MS} ms`,
+        );
+    },
+    run: { tenant: 'acme', ticket: TICKET, budget: { maxSteps: 10 }, agent: { model: 'scripted', script } },
+    created: (runId: string) =>
       `run ${runId} created; the email send will ${fault === 'slow_commit' ? `time out after ${SEND_TIMEOUT_MS} ms` : 'lose its answer'}`,
-    );
-    const end = await follower.waitFor(
-      (e) => e.type === 'status_changed' && FINAL.has(String(e.data.status)),
-      45_000,
-      'the run to finish',
-    );
+  };
+  return runScenario('timeout', setup, async ({ stack: s, runId, checks, summary, ended }) => {
+    const end = await ended(45_000);
     opts.progress?.(`run finished: ${String(end.data.status)}`);
-    view = await s.view(runId);
+    const view = await s.view(runId);
 
     const counts = s.sandbox.counts();
     // In the order they were sent (the tap records a request when it ends: the first send ends last).
@@ -177,8 +154,6 @@ export async function runTimeout(opts: TimeoutOptions = {}): Promise<ScenarioRes
       view.budget.used.tokens === scriptTokens(script),
       `tokens charged once per turn (${view.budget.used.tokens} = ${scriptTokens(script)})`,
     );
-  } catch (err) {
-    error = err;
-  }
-  return endScenario('timeout', { checks, tl, summary, runId, stack, follower, view, error });
+    return view;
+  });
 }

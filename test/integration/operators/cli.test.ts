@@ -1,11 +1,8 @@
 /** agentctl against the real API: list approvals, approve one, see the run finish. */
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Harness } from '../../../testkit/harness.js';
-import { final, OPERATOR_TOKEN, operatorHarness, refund, startScripted, turn } from './support.js';
+import { agentctl, final, operatorHarness, refund, startScripted, turn } from './support.js';
 
-const run = promisify(execFile);
 let h: Harness & { url: string };
 beforeAll(async () => {
   h = await operatorHarness('cli');
@@ -14,24 +11,7 @@ afterAll(async () => {
   await h.close();
 });
 
-const ctl = async (...args: string[]) => {
-  try {
-    const { stdout } = await run(process.execPath, [
-      '--import',
-      'tsx',
-      'src/server/agentctl.ts',
-      ...args,
-      '--url',
-      h.url,
-      '--token',
-      OPERATOR_TOKEN,
-    ]);
-    return { code: 0, out: stdout, err: '' };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, out: e.stdout, err: e.stderr };
-  }
-};
+const ctl = (...args: string[]) => agentctl(h.url)(...args);
 
 describe('agentctl', () => {
   it('lists and approves an approval', async () => {

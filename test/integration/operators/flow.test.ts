@@ -4,19 +4,16 @@
  * naming the field with nothing written; the console's flow page in headless Chromium shows the
  * lines and a server-rendered SVG plot of a rate limit's token rate against its limit.
  */
-import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser } from 'playwright-core';
 import type { Harness } from '../../../testkit/harness.js';
 import { sampleTicket } from '../../../testkit/harness.js';
 import { startRun } from '../../../src/producer/intake.js';
 import type { FlowView } from '../../../src/flow/view.js';
-import { call, OPERATOR_TOKEN, operatorHarness } from './support.js';
+import { agentctl, call, OPERATOR_TOKEN, operatorHarness } from './support.js';
 
 const CHROMIUM = '/usr/bin/chromium';
-const run = promisify(execFile);
 let h: Harness & { url: string };
 
 beforeAll(async () => {
@@ -30,24 +27,7 @@ afterAll(async () => {
   await h.close();
 });
 
-const ctl = async (...args: string[]) => {
-  try {
-    const { stdout } = await run(process.execPath, [
-      '--import',
-      'tsx',
-      'src/server/agentctl.ts',
-      ...args,
-      '--url',
-      h.url,
-      '--token',
-      OPERATOR_TOKEN,
-    ]);
-    return { code: 0, out: stdout };
-  } catch (err) {
-    const e = err as { code: number; stdout: string };
-    return { code: e.code, out: e.stdout };
-  }
-};
+const ctl = (...args: string[]) => agentctl(h.url)(...args);
 
 describe('flow control for operators', () => {
   it('agentctl reads the lines and changes a weight and a limit, recorded with who changed them', async () => {

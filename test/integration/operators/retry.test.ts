@@ -3,8 +3,6 @@
  * commit, through the ledger (a confirmed effect is not sent again), with a budget
  * extension journalled under the authenticated operator; refusals write nothing.
  */
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { buildSpec } from '../../../src/producer/intake.js';
 import { replayRun } from '../../../src/runs/replay.js';
@@ -14,13 +12,9 @@ import { Ledger } from '../../../src/ledger/ledger.js';
 import type { EffectRunner } from '../../../src/worker/effects.js';
 import type { Script } from '../../../src/models/scriptedTurns.js';
 import { createHarness, sampleTicket, type Harness } from '../../../testkit/harness.js';
-import { call, email, final, OPERATOR_TOKEN, refund, startScripted, turn } from './support.js';
+import { agentctl, call, final, email, OPERATOR_TOKEN, refund, startScripted, turn } from './support.js';
+import { ticketCall } from '../../../testkit/turns.js';
 
-const exec = promisify(execFile);
-const ticketCall = {
-  name: 'create_ticket',
-  args: { subject: 'Follow-up', body: 'Broken mug', priority: 'normal', sourceTicketId: 'T' },
-};
 const email2 = { name: 'send_email', args: { ...email.args, template: 'follow_up', body: 'Here is the follow-up.' } };
 
 let h: Harness & { url: string };
@@ -79,24 +73,7 @@ const retry = (runId: string, body: unknown = {}, token?: string) =>
 const journalLength = (runId: string) => h.ctx.redis.llen(h.ctx.keys.run(runId).journal);
 const emails = () => h.sandbox.counts().byResource.emails;
 
-const ctl = async (...args: string[]) => {
-  try {
-    const { stdout } = await exec(process.execPath, [
-      '--import',
-      'tsx',
-      'src/server/agentctl.ts',
-      ...args,
-      '--url',
-      h.url,
-      '--token',
-      OPERATOR_TOKEN,
-    ]);
-    return { code: 0, out: stdout };
-  } catch (err) {
-    const e = err as { code: number; stdout: string };
-    return { code: e.code, out: e.stdout };
-  }
-};
+const ctl = (...args: string[]) => agentctl(h.url)(...args);
 
 async function retriesCounted(outcome: string): Promise<number> {
   const m = await h.ctx.metrics.registry.getSingleMetric('agent_run_retries_total')!.get();

@@ -1,4 +1,9 @@
-/** Shared helpers of the operator tests: a harness with an operator token and approval rules, and JSON over HTTP. */
+/**
+ * Shared helpers of the operator tests: a harness with an operator token and approval rules, JSON over HTTP, and the
+ * agentctl command run as an operator would.
+ */
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { buildSpec } from '../../../src/producer/intake.js';
 import { createEffectRunner } from '../../../src/ledger/runner.js';
 import { approvalPolicy } from '../../../src/ledger/approvals.js';
@@ -6,22 +11,8 @@ import type { Script } from '../../../src/models/scriptedTurns.js';
 import { createHarness, sampleTicket, type Harness } from '../../../testkit/harness.js';
 
 export const OPERATOR_TOKEN = 'operator-token-for-tests';
-export const u = { promptTokens: 10, completionTokens: 5 };
-export const turn = (toolCalls: { name: string; args: Record<string, unknown> }[], extra = {}) => ({
-  toolCalls,
-  usage: u,
-  transientFailures: 0,
-  ...extra,
-});
-export const final = turn([], { final: 'done' });
-export const email = {
-  name: 'send_email',
-  args: { to: 'ada@example.com', template: 'ack', subject: 'Re: broken mug', body: 'We are on it.' },
-};
-export const refund = (amountCents: number) => ({
-  name: 'refund',
-  args: { orderId: 'O-1', amountCents, currency: 'EUR', reason: 'broken mug' },
-});
+// The operator tests' turns and calls are the engine tests' own (testkit/turns.ts).
+export { final, turn, emailCall as email, refundCall as refund } from '../../../testkit/turns.js';
 
 export async function operatorHarness(
   name: string,
@@ -66,4 +57,28 @@ export async function call<T = Record<string, unknown>>(
   });
   const text = await res.text();
   return { status: res.status, body: (text ? JSON.parse(text) : {}) as T };
+}
+
+const exec = promisify(execFile);
+
+/** `agentctl <args> --url <url> --token <token>` in its own process: its exit code, stdout and stderr. */
+export function agentctl(url: string, token = OPERATOR_TOKEN) {
+  return async (...args: string[]): Promise<{ code: number; out: string; err: string }> => {
+    try {
+      const { stdout, stderr } = await exec(process.execPath, [
+        '--import',
+        'tsx',
+        'src/server/agentctl.ts',
+        ...args,
+        '--url',
+        url,
+        '--token',
+        token,
+      ]);
+      return { code: 0, out: stdout, err: stderr };
+    } catch (err) {
+      const e = err as { code: number; stdout: string; stderr: string };
+      return { code: e.code, out: e.stdout, err: e.stderr };
+    }
+  };
 }
