@@ -70,13 +70,17 @@ describe('a decision lost in a failover is not acted on', () => {
     });
   }, 60_000);
   afterAll(async () => {
+    // The fleet first (and gone), so no connection of it holds the model, the sandbox or a node while they stop.
+    const exited = (c: ChildProcess | undefined) =>
+      new Promise((r) => (!c || c.exitCode !== null || c.signalCode !== null ? r(undefined) : c.once('exit', r)));
     worker?.child.kill('SIGKILL');
     api?.kill('SIGKILL');
+    await Promise.all([exited(worker?.child), exited(api)]);
     reader?.disconnect();
-    await model?.close();
-    await sandbox?.close();
     for (const n of s?.nodes.values() ?? []) n.process.kill('SIGCONT');
     await s?.stop();
+    await model?.close();
+    await sandbox?.close();
   });
 
   it('the delivery that made it plans nothing on the promoted replica; one ticket, one email', async () => {
