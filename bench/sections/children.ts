@@ -7,12 +7,17 @@
  * hand-off step, the child's two steps, the triage's answer). The figure is each run's time from its `run_created`
  * event to its `completed` status event (stream ids, Redis time); the overhead is the difference of the medians:
  * the child's creation, the parent's park and wake, and the two steps of the parent around the child.
+ *
+ * And two refunds handed off two ways, in the same alternation: both in one turn (two children at once, one park
+ * and one wake of the parent, its 2 steps) against one per turn (one child after the other, two parks and wakes,
+ * its 3 steps): what starting children together saves.
  */
 import { createContext } from '../../src/server/buildContext.js';
 import { loadConfig } from '../../src/config/config.js';
 import { createLogger } from '../../src/metrics/log.js';
 import { newMetrics } from '../../src/metrics/metrics.js';
 import { buildSpec } from '../../src/producer/intake.js';
+import { scriptSchema } from '../../src/models/scriptedTurns.js';
 import type { EngineContext } from '../../src/runs/engineContext.js';
 import { refunds, triage } from '../../examples/triage-refunds/index.js';
 import { spawnChaosWorker } from '../../test/e2e/chaos/processes.js';
@@ -25,17 +30,34 @@ const ENDED = ['completed', 'failed', 'needs_human', 'budget_exceeded', 'cancell
 
 const idMs = (id: string): number => Number(id.split('-')[0]);
 
-async function start(ctx: EngineContext, kind: 'inline' | 'child', i: number): Promise<string> {
+type Kind = 'inline' | 'child' | 'together' | 'one_by_one';
+const usage = { promptTokens: 60, completionTokens: 10 };
+
+/** A triage script handing two refunds off, both in one turn or one per turn, then answering. */
+function twoRefunds(kind: 'together' | 'one_by_one', i: number) {
+  const call = (n: number) => ({
+    name: 'hand_to_refunds',
+    args: { orderId: `O-${kind}-${i}-${n}`, amountCents: 20_00, reason: 'broken mug' },
+  });
+  const turns =
+    kind === 'together'
+      ? [{ toolCalls: [call(0), call(1)], usage }]
+      : [
+          { toolCalls: [call(0)], usage },
+          { toolCalls: [call(1)], usage },
+        ];
+  return scriptSchema.parse([...turns, { toolCalls: [], final: 'both handled', usage }]);
+}
+
+async function start(ctx: EngineContext, kind: Kind, i: number): Promise<string> {
   const order = { orderId: `O-${kind}-${i}`, amountCents: 20_00 };
+  const triageInput = { ticketId: `T-${kind}-${i}`, text: 'broken mug', ...order };
   const request =
     kind === 'inline'
       ? { tenant: TENANT, agent: 'refunds', input: { ...order, reason: 'broken mug' }, model: 'scripted' }
-      : {
-          tenant: TENANT,
-          agent: 'triage',
-          input: { ticketId: `T-${kind}-${i}`, text: 'broken mug', ...order },
-          model: 'scripted',
-        };
+      : kind === 'child'
+        ? { tenant: TENANT, agent: 'triage', input: triageInput, model: 'scripted' }
+        : { tenant: TENANT, agent: 'triage', input: triageInput, model: 'scripted', script: twoRefunds(kind, i) };
   const spec = buildSpec(ctx, request, Date.now());
   if (!(await ctx.store.create(spec, Date.now()))) throw new Error(`run ${spec.runId} already existed`);
   return spec.runId;
@@ -57,12 +79,18 @@ async function runMs(ctx: EngineContext, runId: string): Promise<number> {
   return idMs(done[0]) - idMs(created[0]);
 }
 
-async function pairs(ctx: EngineContext, n: number): Promise<{ inline: number[]; child: number[] }> {
-  const out = { inline: [] as number[], child: [] as number[] };
+async function pairs(ctx: EngineContext, n: number): Promise<Record<Kind, number[]>> {
+  const out: Record<Kind, number[]> = { inline: [], child: [], together: [], one_by_one: [] };
   for (let i = 0; i < n; i++) {
-    // Alternating which goes first, so a drift of the machine lands on both.
-    const order = i % 2 === 0 ? (['inline', 'child'] as const) : (['child', 'inline'] as const);
-    for (const kind of order) out[kind].push(await runMs(ctx, await start(ctx, kind, i)));
+    // Alternating which goes first, so a drift of the machine lands on both of each pair.
+    const order: Kind[][] = [
+      ['inline', 'child'],
+      ['together', 'one_by_one'],
+    ];
+    for (const pair of order) {
+      for (const kind of i % 2 === 0 ? pair : [...pair].reverse())
+        out[kind].push(await runMs(ctx, await start(ctx, kind, i)));
+    }
   }
   return out;
 }
@@ -86,6 +114,8 @@ async function run(env: BenchEnv, opts: BenchOptions): Promise<SectionResult> {
     const r = await pairs(ctx, n);
     const inline = dist(r.inline);
     const child = dist(r.child);
+    const together = dist(r.together);
+    const oneByOne = dist(r.one_by_one);
     const note = `${inline.n} runs each, one at a time, alternating`;
     return {
       name: 'children',
@@ -111,6 +141,20 @@ async function run(env: BenchEnv, opts: BenchOptions): Promise<SectionResult> {
           value: round(child.p50 - inline.p50, 1),
           unit: 'ms',
         },
+        {
+          key: 'two_children_together_p50_ms',
+          label: 'triage run handing two refunds off in one turn (2 children at once), p50',
+          value: round(together.p50, 1),
+          unit: 'ms',
+          note,
+        },
+        {
+          key: 'two_children_one_by_one_p50_ms',
+          label: 'the same two handed off one per turn, p50',
+          value: round(oneByOne.p50, 1),
+          unit: 'ms',
+          note,
+        },
       ],
       tables: [
         {
@@ -119,10 +163,24 @@ async function run(env: BenchEnv, opts: BenchOptions): Promise<SectionResult> {
           rows: [
             ['inline', inline.n, round(inline.p50, 1), round(inline.p99, 1), round(inline.max, 1)],
             ['child run', child.n, round(child.p50, 1), round(child.p99, 1), round(child.max, 1)],
+            [
+              'two children in one turn',
+              together.n,
+              round(together.p50, 1),
+              round(together.p99, 1),
+              round(together.max, 1),
+            ],
+            [
+              'two children one per turn',
+              oneByOne.n,
+              round(oneByOne.p50, 1),
+              round(oneByOne.p99, 1),
+              round(oneByOne.max, 1),
+            ],
           ],
         },
       ],
-      details: { inlineMs: r.inline, childMs: r.child },
+      details: { inlineMs: r.inline, childMs: r.child, togetherMs: r.together, oneByOneMs: r.one_by_one },
     };
   } finally {
     worker.child.kill('SIGTERM');

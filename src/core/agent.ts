@@ -153,8 +153,10 @@ export interface AgentToolDefinition<A> {
  * and parks the parent `waiting_child` until the child ends. The child's final answer is the call's result
  * (`{ childRunId, answer }`); a child that stopped (failed, budget_exceeded, cancelled, needs_human) is a tool
  * error the model sees, naming its status and reason. What the child spent is charged to the parent when it
- * resumes. If the process dies at any point, the child is started once: its run id derives from the parent's run,
- * step and call (see docs/agents-that-do-more.md).
+ * resumes. Several agent-tool calls in one turn start a child each, at once, each with its share of what the parent
+ * has left; the parent waits for all of them and its model gets each result in the order it asked. If the process
+ * dies at any point, each child is started once: its run id derives from the parent's run, step and call (see
+ * docs/agents-that-do-more.md).
  *
  * @example
  * const refund = defineAgentTool({

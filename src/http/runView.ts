@@ -27,9 +27,9 @@ export interface RunView {
   step: number;
   /**
    * A run parked on a wait (sleeping | waiting_event | waiting_child): what it waits for and when it wakes (ISO
-   * time; for a child, the run's deadline), and the child it waits on.
+   * time; for children, the run's deadline), and the children it waits on, in the order the model asked.
    */
-  wait?: { kind: 'sleep' | 'event' | 'child'; wakeAt: string; childRunId?: string };
+  wait?: { kind: 'sleep' | 'event' | 'child'; wakeAt: string; childRunIds?: string[] };
   /** The run whose agent tool started this one (src/runs/children.ts). */
   parentRunId?: string;
   /** The child runs this run's agent tools started, with their statuses ('' for one not created yet). */
@@ -163,7 +163,9 @@ export async function runView(
 
 function waitView(wait: WaitRecord): NonNullable<RunView['wait']> {
   const wakeAt = new Date(wait.at).toISOString();
-  return wait.kind === 'child' ? { kind: wait.kind, wakeAt, childRunId: wait.childRunId } : { kind: wait.kind, wakeAt };
+  return wait.kind === 'child'
+    ? { kind: wait.kind, wakeAt, childRunIds: wait.children.map((c) => c.runId) }
+    : { kind: wait.kind, wakeAt };
 }
 
 /** The run's children with their statuses, by run id. */

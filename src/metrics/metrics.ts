@@ -239,7 +239,9 @@ export class Metrics {
     });
     this.waits = new Counter({
       name: 'agent_waits_total',
-      help: 'Durable waits of runs (sleep, event) by how they ended: parked, delivered, woke, timed_out, refused',
+      help:
+        'Durable waits of runs (sleep, event, child) by how they ended: parked, delivered, woke, timed_out, refused; ' +
+        "job_recreated: the stuck-run sweep re-created a parked wait's missing wake job",
       labelNames: ['kind', 'outcome'],
       registers: r,
     });
@@ -247,7 +249,8 @@ export class Metrics {
       name: 'agent_child_runs_total',
       help:
         'Child runs of agent tools: started (outcome created), refused (outcome the tool error), ended (outcome the ' +
-        "child's status, counted when its parent resumes), orphaned (outcome: the parent's status when the child ended)",
+        "child's status, counted when its parent resumes), orphaned (outcome: the parent's status when the child ended), " +
+        "wake_recovered (outcome promoted: the stuck-run sweep promoted the parent's wake job a child's end did not)",
       labelNames: ['event', 'outcome'],
       registers: r,
     });

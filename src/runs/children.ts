@@ -7,8 +7,9 @@
  *  - the tree: the parent's `children` set (added before the child is created, so a child never exists unlisted)
  *    and the child's spec `parent`;
  *  - the outcome the parent's wake reads from the child's run hash (status, reason, final answer, spend);
- *  - the parent's wake job promoted when the child ends (by the child's last commit, a cancel, or the stuck-run
- *    sweep when those were lost: late, never lost).
+ *  - the parent's wake job promoted when its children ended (by the last child's commit, a cancel, or the stuck-run
+ *    sweep when those were lost: late, never lost). A step may start several children (agent-tool calls in one
+ *    turn): the parent waits for all of them, each with a share of its budget (carveLimits).
  *
  * BullMQ's flows (parent/child job dependencies) do not fit: a step is a chain of jobs each committed by our own
  * scripts, and a parked parent has no job at all while it waits (its wake job is added after the park), so there
@@ -63,18 +64,20 @@ export function childEventOf(parentRunId: string, step: number, callId: string):
 }
 
 /**
- * The child's limits: what the call asks, never more than the parent has left. Steps: the parent's left after the
- * step that asks (which is counted at its commit); tokens: the parent's left now; deadline: the parent's at the
- * latest. Undefined when the parent has no step or token left to give.
+ * One child's limits: what the call asks, never more than its share of what the parent has left, so that the
+ * `share` children a step starts together can never spend more than the parent has (each gets at most 1/share of
+ * it). Steps: the parent's left after the step that asks (which is counted at its commit); tokens: the parent's left
+ * now; deadline: the parent's at the latest. Undefined when the parent has no step or token left to give.
  */
 export function carveLimits(
   parent: { maxSteps: number; maxTokens: number; deadlineAt: number },
   used: { steps: number; tokens: number },
   asked: ChildBudget | undefined,
   now: number,
+  share = 1,
 ): ChildStartRequest['limits'] | undefined {
-  const stepsLeft = parent.maxSteps - used.steps - 1;
-  const tokensLeft = parent.maxTokens - used.tokens;
+  const stepsLeft = Math.floor((parent.maxSteps - used.steps - 1) / share);
+  const tokensLeft = Math.floor((parent.maxTokens - used.tokens) / share);
   const maxSteps = Math.min(stepsLeft, asked?.maxSteps ?? Infinity);
   const maxTokens = Math.min(tokensLeft, asked?.maxTokens ?? Infinity);
   const deadlineAt = Math.min(parent.deadlineAt, now + (asked?.maxWallMs ?? Infinity));
@@ -143,27 +146,56 @@ export class ChildRuns {
   }
 
   /**
-   * A child ended: its parent's wake job, if the parent still waits on this child, is promoted so the parent resumes
-   * now rather than at its deadline. Returns whether a job was promoted (false: nothing waits, or it already left the
-   * delayed set, which is as good).
+   * A child ended: its parent's wake job, if the parent still waits on this child and every other child it waits on
+   * ended too, is promoted so the parent resumes now rather than at its deadline. Each child checks after its own
+   * last commit, so the last of them to check sees them all ended. Returns whether a job was promoted (false:
+   * nothing waits, a child is still at work, or the job already left the delayed set, which is as good).
    */
   async wakeParent(parentRunId: string, childRunId: string): Promise<boolean> {
     const run = this.d.keys.run(parentRunId).run;
     const [status, rawWait, jobId] = await this.d.redis.hmget(run, 'status', 'wait', 'jobId');
     const wait = parseWait(rawWait);
-    if (status !== 'waiting_child' || wait?.kind !== 'child' || wait.childRunId !== childRunId || !jobId) return false;
+    if (status !== 'waiting_child' || wait?.kind !== 'child' || !jobId) return false;
+    if (!wait.children.some((c) => c.runId === childRunId) || !(await this.allEnded(wait.children))) return false;
+    return this.promote(parentRunId, jobId);
+  }
+
+  /**
+   * The parent's wake job promoted when all its children ended (by `endedBy` at the latest: the sweep leaves a child
+   * that ended a moment ago to its own promotion). The parent's own commit calls it for children that ended before
+   * the park; the stuck-run sweep for a promotion that was lost (the last child's process died between its last
+   * commit and the promotion).
+   */
+  async wakeIfChildEnded(parentRunId: string, endedBy = Infinity): Promise<boolean> {
+    const [status, rawWait, jobId] = await this.d.redis.hmget(
+      this.d.keys.run(parentRunId).run,
+      'status',
+      'wait',
+      'jobId',
+    );
+    const wait = parseWait(rawWait);
+    if (status !== 'waiting_child' || wait?.kind !== 'child' || !jobId) return false;
+    if (!(await this.allEnded(wait.children, endedBy))) return false;
+    return this.promote(parentRunId, jobId);
+  }
+
+  /** Whether every child ended (terminal, handed to a person, or gone), each by `endedBy`. */
+  async allEnded(children: readonly { runId: string }[], endedBy = Infinity): Promise<boolean> {
+    const states = await Promise.all(
+      children.map((c) => this.d.redis.hmget(this.d.keys.run(c.runId).run, 'status', 'updatedAt')),
+    );
+    return states.every(([status, updatedAt]) => {
+      if (status === null || status === undefined) return true;
+      return endsRun(status) && Number(updatedAt ?? 0) <= endedBy;
+    });
+  }
+
+  private async promote(parentRunId: string, jobId: string): Promise<boolean> {
     const job = await this.d.queues.forRun(parentRunId).getJob(jobId);
     if (!job || !(await job.isDelayed())) return false;
     return job.promote().then(
       () => true,
       () => false,
     );
-  }
-
-  /** The parent's wake job promoted when its child ended (the sweep's part: the child's own promotion was lost). */
-  async wakeIfChildEnded(parentRunId: string): Promise<boolean> {
-    const wait = parseWait(await this.d.redis.hget(this.d.keys.run(parentRunId).run, 'wait'));
-    if (wait?.kind !== 'child' || !(await this.outcome(wait.childRunId)).ended) return false;
-    return this.wakeParent(parentRunId, wait.childRunId);
   }
 }

@@ -12,6 +12,7 @@ import { decodeEntry, encodeEntry, type JournalEntry, type OperatorEntry } from 
 import { limitsSchema, runSpecSchema, type RunLimits, type RunSpec, type StepJobData } from './spec.js';
 import { ShardQueues, STEP_JOB_NAME } from './queues.js';
 import { isWaitStatus, parseWait, waitIdOf, type WaitRecord } from './waits.js';
+import { endsRun } from './status.js';
 
 export interface RunState {
   status: string;
@@ -227,11 +228,18 @@ export class RunStore {
 
   /**
    * A parked wait's job is its wake job, due at the wait's time; at once when the wait is for an event already
-   * delivered (the delivery found no job to promote: its process died between the park and the job's add).
+   * delivered (the delivery found no job to promote: its process died between the park and the job's add), or for
+   * children that all ended (their promotion found no job for the same reason).
    */
   private async wakeDelay(runId: string, wait: WaitRecord): Promise<number> {
     const due = Math.max(0, wait.at - Date.now());
-    if (wait.kind !== 'event' || due === 0) return due;
+    if (due === 0 || wait.kind === 'sleep') return due;
+    if (wait.kind === 'child') {
+      const statuses = await Promise.all(
+        wait.children.map((c) => this.redis.hget(this.keys.run(c.runId).run, 'status')),
+      );
+      return statuses.every((s) => s === null || endsRun(s)) ? 0 : due;
+    }
     const tenant = await this.redis.hget(this.keys.run(runId).run, 'tenant');
     if (!tenant) return due;
     const [state, waitId] = await this.redis.hmget(this.keys.eventKey(tenant, wait.key), 'state', 'waitId');

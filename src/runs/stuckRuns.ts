@@ -208,7 +208,7 @@ export class StuckRuns {
             (failedReason as string | null) ?? null,
           );
           if (!dead) {
-            if (candidates[i]!.status === 'waiting_child') await this.wakeParent(runId);
+            if (candidates[i]!.status === 'waiting_child') await this.wakeParent(runId, nowMs - minAge);
             continue;
           }
           if (dead.jobState === 'missing' && (await this.recreated(runId, jobId, candidates[i]!.status))) continue;
@@ -224,21 +224,42 @@ export class StuckRuns {
     this.cursors.set(shard, offset);
   }
 
-  /** A parent waiting on a child that ended resumes now, not at its deadline. */
-  private async wakeParent(runId: string): Promise<void> {
-    if (await this.d.children?.wakeIfChildEnded(runId))
-      this.d.log.warn({ code: 'child_wake_recovered', runId }, "parent's wake job promoted by the sweep");
+  /**
+   * A parent waiting on a child that ended (by `endedBy`) resumes now, not at its deadline: the child's process died
+   * between its last commit and the promotion of its parent's wake job. Only the promotion is made here; the wake
+   * job itself resumes the parent, fenced (wakeRun-5.lua), so a promotion made twice resumes it once. Counted
+   * (`agent_child_runs_total{event="wake_recovered"}`), told on the parent's events (`wake_recovered`) and logged.
+   */
+  private async wakeParent(runId: string, endedBy: number): Promise<void> {
+    if (!(await this.d.children?.wakeIfChildEnded(runId, endedBy))) return;
+    const { redis, keys, cfg, metrics, log } = this.d;
+    metrics.childRuns.inc({ event: 'wake_recovered', outcome: 'promoted' });
+    await redis.xadd(
+      keys.run(runId).events,
+      'MAXLEN',
+      '~',
+      cfg.EVENTS_MAX_LEN,
+      '*',
+      'type',
+      'wake_recovered',
+      'data',
+      JSON.stringify({ kind: 'child', by: 'stuck_run_sweep' }),
+    );
+    log.warn({ code: 'child_wake_recovered', runId }, "parent's wake job promoted by the sweep");
   }
 
   /**
    * A missing job re-created: a parked wait's wake job (its worker died between the commit and the add), due at the
-   * wait's time; a running run's step job, at most MAX_JOB_RECREATIONS times. False: the run is to be settled.
+   * wait's time, or at once when what it waits for already came (an event delivered, children ended), counted
+   * (`agent_waits_total{outcome="job_recreated"}`); a running run's step job, at most MAX_JOB_RECREATIONS times. False: the run is to be settled.
    */
   private async recreated(runId: string, jobId: string, status: string): Promise<boolean> {
     const store = this.d.store;
     if (!store) return false;
     if (isWaitStatus(status)) {
       await store.ensureCurrentStepJob(runId);
+      const kind = status === 'sleeping' ? 'sleep' : status === 'waiting_event' ? 'event' : 'child';
+      this.d.metrics.waits.inc({ kind, outcome: 'job_recreated' });
       this.d.log.warn({ code: 'wake_job_recreated', runId, jobId }, 'wake job of a parked wait re-created');
       return true;
     }

@@ -9,7 +9,17 @@ import { z } from 'zod';
 export const WAIT_STATUSES = ['sleeping', 'waiting_event', 'waiting_child'] as const;
 export type WaitStatus = (typeof WAIT_STATUSES)[number];
 
-export const waitRecordSchema = z.discriminatedUnion('kind', [
+/** One child a parent waits on: the child's run and the agent-tool call that started it. */
+const waitedChildSchema = z
+  .object({
+    runId: z.string().regex(/^r_[0-9a-f]{24}$/),
+    /** The call whose result the child's outcome becomes. */
+    callId: z.string(),
+    tool: z.string(),
+  })
+  .strict();
+
+const waitSchemas = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('sleep'), at: z.number().int().nonnegative() }).strict(),
   z
     .object({
@@ -27,16 +37,28 @@ export const waitRecordSchema = z.discriminatedUnion('kind', [
   z
     .object({
       kind: z.literal('child'),
-      /** Due time: the parent's deadline (the child's is no later). */
+      /** Due time: the parent's deadline (the children's are no later). */
       at: z.number().int().nonnegative(),
-      childRunId: z.string().regex(/^r_[0-9a-f]{24}$/),
       step: z.number().int().positive(),
-      callId: z.string(),
-      tool: z.string(),
+      /** Every child the step started, in the order the model asked: the run waits until all of them ended. */
+      children: z.array(waitedChildSchema).min(1),
     })
     .strict(),
 ]);
-export type WaitRecord = z.infer<typeof waitRecordSchema>;
+
+/**
+ * A child wait recorded before a step could start several children named its one child at the top
+ * (`childRunId`, `callId`, `tool`): read as a list of one, so a run parked by an earlier version wakes as before.
+ */
+function upgraded(raw: unknown): unknown {
+  const r = raw as Record<string, unknown> | null;
+  if (r?.kind !== 'child' || typeof r.childRunId !== 'string' || 'children' in r) return raw;
+  const { childRunId, callId, tool, ...rest } = r;
+  return { ...rest, children: [{ runId: childRunId, callId, tool }] };
+}
+
+export const waitRecordSchema = z.preprocess(upgraded, waitSchemas);
+export type WaitRecord = z.output<typeof waitSchemas>;
 
 export function statusOfWait(wait: WaitRecord): WaitStatus {
   return wait.kind === 'sleep' ? 'sleeping' : wait.kind === 'event' ? 'waiting_event' : 'waiting_child';

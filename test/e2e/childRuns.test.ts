@@ -4,10 +4,15 @@
  * completes, the triage run resumes with its answer and completes, and the run view shows the tree. A worker
  * SIGKILLed right after the child's start (before the parent's park is committed) and one SIGKILLed at the
  * parent's resume (the child's outcome read, nothing written): another worker finishes, with exactly one child
- * and the child's spend charged to the parent once.
+ * and the child's spend charged to the parent once. A worker SIGKILLed right after the child's last commit, before
+ * it promoted its parent's wake job (the child's end signal lost): the stuck-run sweep wakes the parent, which
+ * resumes with the child's answer once, counted and told on its events. A worker SIGKILLed right after the
+ * parent's park, before it added the parent's wake job: the child ends with no job to promote, and the sweep's
+ * re-created wake job is due at once.
  */
 import type { ChildProcess } from 'node:child_process';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { Reconciler } from '../../src/ledger/reconciler.js';
 import { createHarness, producerAuth, type Harness } from '../../testkit/harness.js';
 import { spawnWorker, type WorkerProcess } from '../../testkit/processes.js';
 import { onLines, spawnModule } from '../../testkit/spawnModule.js';
@@ -124,6 +129,57 @@ describe('agents that call agents, in real processes', { timeout: 180_000 }, () 
     expect((await victim.exited).signal).toBe('SIGKILL');
     expect(await h.ctx.redis.hget(h.ctx.keys.run(parent).run, 'status')).toBe('waiting_child');
     await worker();
+    await expectOneChildAndCharged(parent);
+  });
+
+  it('a child whose end signal was lost (its worker SIGKILLed after its last commit): the sweep wakes the parent once', async () => {
+    // The refunds child's last step is 2; the triage parent's step 2 only runs after its wake.
+    const victim = await worker('after_commit@2');
+    const parent = await startTriage('T-4');
+    expect((await victim.exited).signal).toBe('SIGKILL');
+    const { redis, keys, queues, metrics } = h.ctx;
+    const [child] = await redis.smembers(keys.run(parent).children);
+    expect(await redis.hget(keys.run(child!).run, 'status')).toBe('completed');
+    // The parent still waits, its wake job delayed to its deadline: nothing else would wake it for minutes.
+    expect(await redis.hget(keys.run(parent).run, 'status')).toBe('waiting_child');
+    const jobId = (await redis.hget(keys.run(parent).run, 'jobId'))!;
+    expect(await (await queues.forRun(parent).getJob(jobId))!.getState()).toBe('delayed');
+    await worker();
+    const recovered = async () =>
+      (await metrics.childRuns.get()).values.find((v) => v.labels.event === 'wake_recovered')?.value ?? 0;
+    const before = await recovered();
+    // As the reconciler process sweeps, past STUCK_RUN_MIN_AGE_MS.
+    await new Reconciler(h.ctx, 'reconciler:children-e2e').sweep(Date.now() + 1000);
+    await expectOneChildAndCharged(parent);
+    expect(await recovered()).toBe(before + 1);
+    const events = await redis.xrange(keys.run(parent).events, '-', '+');
+    const types = events.map(([, f]) => f[1]);
+    expect(types.filter((t) => t === 'wake_recovered')).toHaveLength(1);
+    expect(types.filter((t) => t === 'woke')).toHaveLength(1);
+    const transcript = (await h.ctx.store.transcript(parent)).filter((e) => e.kind === 'observation');
+    expect(transcript.map((e) => (e as { output: unknown }).output)).toEqual([
+      { childRunId: child, answer: 'Refund of 2000 cents on O-T-4 approved.' },
+    ]);
+  });
+
+  it("a parent's wake job lost at its park: the sweep re-creates it due at once when the child has ended", async () => {
+    const victim = await worker('after_commit@1');
+    const parent = await startTriage('T-5');
+    expect((await victim.exited).signal).toBe('SIGKILL');
+    const { redis, keys, queues, metrics } = h.ctx;
+    expect(await redis.hget(keys.run(parent).run, 'status')).toBe('waiting_child');
+    const jobId = (await redis.hget(keys.run(parent).run, 'jobId'))!;
+    expect(await queues.forRun(parent).getJob(jobId)).toBeUndefined();
+    await worker();
+    const [child] = await redis.smembers(keys.run(parent).children);
+    expect(await h.waitForStatus(child!, ENDED, 60_000)).toBe('completed');
+    const recreated = async () =>
+      (await metrics.waits.get()).values.find((v) => v.labels.kind === 'child' && v.labels.outcome === 'job_recreated')
+        ?.value ?? 0;
+    const before = await recreated();
+    // One sweep: the job it adds is due now, not at the parent's deadline minutes away.
+    await new Reconciler(h.ctx, 'reconciler:children-e2e').sweep(Date.now() + 1000);
+    expect(await recreated()).toBe(before + 1);
     await expectOneChildAndCharged(parent);
   });
 });

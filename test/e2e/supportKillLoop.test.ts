@@ -3,11 +3,15 @@
  * replies in by the signed tickets webhook), worker processes SIGKILLed and replaced every ~2 s, and the run
  * store's own redis-server (AOF always, in a temp dir) SIGKILLed and restarted once during the loop. Each run
  * reads the customer and the knowledge base at once, opens a ticket and emails the customer at once (parallel
- * writes), emails a question and waits for the reply on its ticket, sleeps 2 s, and answers.
+ * writes), hands two refunds to a refunds agent in one turn (two child runs at once, each refunding at Stripe and
+ * emailing the customer at once; the parent waits for both), emails a question and waits for the reply on its ticket, sleeps 2 s, and answers. The processes load
+ * test/fixtures/killLoopAgents.ts (the support agent with the hand-off, and the refunds agent).
  *
  * Checked afterwards, from the vendor stand-ins' own counts and from Redis: 0 duplicate effects at the services
- * (and exactly the effects the runs asked for), every run completed, every reply delivered (202 resumed) taken by
- * its run exactly once (one wait observation carrying it, its key consumed), every sleep woken once.
+ * (and exactly the effects the runs asked for, the children's included), every run and every child completed,
+ * exactly one child per hand-off, listed on its parent, and no other child anywhere (none orphaned), each child's
+ * answer taken by its parent once in the order asked and the children's spend charged once, every reply delivered (202 resumed) taken by its run
+ * exactly once (one wait observation carrying it, its key consumed), every sleep woken once.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ObservationEntry } from '../../src/core/journal.js';
@@ -35,6 +39,7 @@ beforeAll(async () => {
   redis = await startEmbeddedRedis({ appendfsync: 'always' });
   h = await createHarness('kill-loop', {
     REDIS_URL: redis.url,
+    AGENTS_MODULE: 'test/fixtures/killLoopAgents.ts',
     WEBHOOK_SECRETS: JSON.stringify({ acme: SECRET }),
     STUCK_RUN_MIN_AGE_MS: '500',
     RECONCILE_POLL_MS: '100',
@@ -58,6 +63,13 @@ const ticketOf = (i: number, body = 'My order arrived broken.') => ({
   customer: { email: `c${i}@example.com`, name: `Customer ${i}` },
 });
 
+const orderOf = (i: number, n: number) => `pi_KL_${i}_${n}`;
+/** A scripted turn's tokens: the parent's six turns, and its two children's two each, charged to it once. */
+const TURN_TOKENS = usage.promptTokens + usage.completionTokens;
+const PARENT_TURNS = 6;
+const CHILDREN = 2;
+const CHILD_TURNS = 2;
+
 function scriptOf(i: number) {
   const t = ticketOf(i);
   const email = (template: string, body: string) => ({
@@ -77,6 +89,13 @@ function scriptOf(i: number) {
       },
       email('ticket_acknowledged', 'We are on it.'),
     ]),
+    // Two refunds handed off in one turn: two children at once, the parent waiting for both.
+    turn(
+      [0, 1].map((n) => ({
+        name: 'hand_to_refunds',
+        args: { orderId: orderOf(i, n), amountCents: 1000 + i, email: t.customer.email },
+      })),
+    ),
     turn([email('question', 'Which order number?'), { name: 'wait_for_reply', args: { hours: 120 / 3600 } }]),
     turn([{ name: 'check_back_later', args: { hours: 2 / 3600 } }]),
     { toolCalls: [], final: 'done', usage },
@@ -142,8 +161,23 @@ async function statusOf(runId: string): Promise<string | undefined> {
   }
 }
 
+/** Each parent's children, as listed on it. */
+async function childrenOfAll(parents: string[]): Promise<Map<string, string[]>> {
+  const listed = await Promise.all(parents.map((p) => h.ctx.redis.smembers(h.ctx.keys.run(p).children)));
+  return new Map(parents.map((p, i) => [p, listed[i]!]));
+}
+
+/** Every run of `agent` in the run index, however it was started. */
+async function runsOf(agent: string): Promise<string[]> {
+  const { redis, keys } = h.ctx;
+  const ids = (await Promise.all(keys.allShards().map((s) => redis.zrange(keys.runIndex(s), 0, -1)))).flat();
+  const agents = await Promise.all(ids.map((id) => redis.hget(keys.run(id).run, 'agent')));
+  return ids.filter((_, i) => agents[i] === agent);
+}
+
 describe('support runs that do more under a kill loop', () => {
-  it('0 duplicate effects at the services, every run completed, every delivered reply taken once', async () => {
+  it('0 duplicate effects at the services, every run and child completed, no child orphaned, every reply taken once', async () => {
+    const started = Date.now();
     await Promise.all([addWorker(), addWorker()]);
     const runIds: string[] = [];
     const answers = new Map<number, { status: number; body: Record<string, unknown> }>();
@@ -209,10 +243,22 @@ describe('support runs that do more under a kill loop', () => {
     expect(restarts).toBe(1);
     expect(statuses).toEqual(runIds.map(() => 'completed'));
     const counts = h.sandbox.counts();
+    // The figure docs/agents-that-do-more.md quotes ("Under kills").
+    const children = await childrenOfAll(runIds);
+    console.info(
+      `kill loop: ${RUNS} runs, ${[...children.values()].flat().length} children, ${kills} worker SIGKILLs, ` +
+        `${restarts} Redis SIGKILL+restart, ${counts.byResource.tickets.records} tickets, ` +
+        `${counts.byResource.emails.records} emails, ${counts.byResource.refunds.records} refunds, ` +
+        `${counts.duplicates} duplicates, ${((Date.now() - started) / 1000).toFixed(1)} s`,
+    );
     expect(counts.duplicates).toBe(0);
     expect(counts.duplicateKeys).toEqual([]);
     expect(counts.byResource.tickets.records).toBe(RUNS);
-    expect(counts.byResource.emails.records).toBe(2 * RUNS); // the acknowledgement and the question
+    // The acknowledgement and the question, and each child's refund confirmation.
+    expect(counts.byResource.emails.records).toBe((2 + CHILDREN) * RUNS);
+    expect(counts.byResource.refunds.records).toBe(CHILDREN * RUNS);
+    // No child orphaned: every refunds run there is was started by a hand-off and is listed on its parent.
+    expect((await runsOf('refunds')).sort()).toEqual([...children.values()].flat().sort());
     for (let i = 0; i < RUNS; i++) {
       const runId = runIds[i]!;
       expect(answers.get(i)).toEqual({
@@ -226,7 +272,19 @@ describe('support runs that do more under a kill loop', () => {
       expect(await h.ctx.redis.hget(h.ctx.keys.eventKey('acme', replyKey(`KL-${i}`)), 'state')).toBe('consumed');
       const events = await h.ctx.redis.xrange(h.ctx.keys.run(runId).events, '-', '+');
       const woke = events.filter(([, f]) => f[1] === 'woke').map(([, f]) => JSON.parse(f[3]!) as { kind: string });
-      expect(woke.map((w) => w.kind).sort()).toEqual(['event', 'sleep']);
+      expect(woke.map((w) => w.kind).sort()).toEqual(['child', 'event', 'sleep']);
+      // One child per hand-off, completed, its answer taken once in the order asked, the spend charged once.
+      const handedOff = obs.filter((o) => o.tool === 'hand_to_refunds').map((o) => o.output as { childRunId: string });
+      expect(handedOff.map((o) => o.childRunId).sort()).toEqual([...children.get(runId)!].sort());
+      expect(handedOff).toEqual(
+        [0, 1].map((n) => ({ childRunId: handedOff[n]!.childRunId, answer: `refunded ${orderOf(i, n)}` })),
+      );
+      for (const { childRunId } of handedOff) {
+        expect(await statusOf(childRunId)).toBe('completed');
+        expect((await h.ctx.store.readSpec(childRunId))?.parent?.runId).toBe(runId);
+      }
+      const used = (await h.ctx.store.readState(runId))!.used;
+      expect(used.tokens).toBe((PARENT_TURNS + CHILDREN * CHILD_TURNS) * TURN_TOKENS);
     }
   }, 180_000);
 });

@@ -3,7 +3,10 @@
  * journal and budget carved out of the parent's), the parent parks `waiting_child` and resumes with the child's
  * answer, or its stop as a tool error; a parent with 1,000 tokens left cannot have a child spend 1,001; the
  * child's spend is charged to the parent with the resume; a child is started once per parent call; cancel
- * cascades down the tree; a child whose parent ended ends too; the run view shows the tree.
+ * cascades down the tree; a child whose parent ended ends too; the run view shows the tree. Several agent-tool
+ * calls in one turn start a child each: the parent waits for all of them and resumes with each result in the order
+ * the model asked, the children sharing what it has left (together never more), charged once; a step redelivered
+ * after its first child started finds that child and starts the others.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -13,6 +16,7 @@ import { createContext } from '../../src/server/buildContext.js';
 import { buildSpec } from '../../src/producer/intake.js';
 import { scriptSchema } from '../../src/models/scriptedTurns.js';
 import { toMessages } from '../../src/models/aiSdk.js';
+import { CrashPoints } from '../../src/config/testHooks.js';
 import type { EngineContext } from '../../src/runs/engineContext.js';
 import { childRunsOf } from '../../src/runs/children.js';
 import { stopRun } from '../../src/runs/stop.js';
@@ -26,7 +30,7 @@ const usage = { promptTokens: 50, completionTokens: 10 };
 const spendy = { promptTokens: 100, completionTokens: 20 };
 
 const kidInput = z
-  .object({ id: z.string(), mode: z.enum(['answer', 'spend', 'fail', 'sleep', 'nest', 'slow']) })
+  .object({ id: z.string(), mode: z.enum(['answer', 'late', 'spend', 'fail', 'sleep', 'nest', 'slow']) })
   .strict();
 type KidInput = z.infer<typeof kidInput>;
 
@@ -60,6 +64,11 @@ const kid = defineAgent<KidInput>({
   ],
   demoScript: ({ id, mode }): unknown[] => {
     if (mode === 'answer') return [{ final: `kid ${id} answered`, usage }];
+    if (mode === 'late')
+      return [
+        { toolCalls: [{ name: 'noop', args: { ms: 300 } }], usage },
+        { final: `kid ${id} answered late`, usage },
+      ];
     if (mode === 'spend') return Array.from({ length: 30 }, () => ({ toolCalls: [{ name: 'noop' }], usage: spendy }));
     if (mode === 'fail') return [{ toolCalls: [] }]; // no usage: the provider's answer is an error, the run fails
     if (mode === 'slow')
@@ -91,10 +100,17 @@ const boss = defineAgent<{ id: string; mode: KidInput['mode'] }>({
 
 let h: Harness;
 let ctx: EngineContext;
+/** Armed by a test: the next child start throws, as a process dying there would stop the step (a redelivery). */
+let failNextChildStart = false;
+const crash = new CrashPoints(['after_child_started'], () => {
+  if (!failNextChildStart) return;
+  failNextChildStart = false;
+  throw new Error('stopped at after_child_started');
+});
 beforeAll(async () => {
   h = await createHarness('children', { COMPLETION_TOKEN_CAP: '100', MODEL_MAX_ATTEMPTS: '1' });
   ctx = await createContext(h.cfg, 'children', { agents: [boss, kid] });
-  await h.startWorker({}, ctx);
+  await h.startWorker({ crash }, ctx);
 });
 afterAll(async () => {
   await h.close();
@@ -102,10 +118,21 @@ afterAll(async () => {
 
 const ENDED = ['completed', 'failed', 'budget_exceeded', 'cancelled', 'needs_human'];
 
-/** A boss run whose step 1 hands `mode` to a kid (spending `first`), then answers. */
-async function startBoss(id: string, mode: KidInput['mode'], budget = {}, first = usage): Promise<string> {
+/**
+ * A boss run whose step 1 hands `mode` to a kid (spending `first`), then answers; with several modes, one kid each,
+ * all asked in the same turn (`k-<id>-<n>`).
+ */
+async function startBoss(
+  id: string,
+  mode: KidInput['mode'] | KidInput['mode'][],
+  budget = {},
+  first = usage,
+): Promise<string> {
+  const calls = Array.isArray(mode)
+    ? mode.map((m, n) => ({ name: 'delegate', args: { id: `k-${id}-${n}`, mode: m } }))
+    : [{ name: 'delegate', args: { id: `k-${id}`, mode } }];
   const turns = [
-    { toolCalls: [{ name: 'delegate', args: { id: `k-${id}`, mode } }], usage: first },
+    { toolCalls: calls, usage: first },
     { final: 'boss done', usage },
   ];
   const spec = buildSpec(
@@ -113,7 +140,7 @@ async function startBoss(id: string, mode: KidInput['mode'], budget = {}, first 
     {
       tenant: 'acme',
       agent: 'boss',
-      input: { id, mode },
+      input: { id, mode: Array.isArray(mode) ? mode[0]! : mode },
       model: 'scripted',
       script: scriptSchema.parse(turns),
       budget,
@@ -275,5 +302,98 @@ describe('agents that call agents', () => {
     expect((await ctx.store.readState(child))!.reason).toBe(`parent_ended: ${parent} cancelled`);
     expect((await used(child)).steps).toBeLessThan(6);
     expect(await counted('orphaned', 'cancelled')).toBe(orphanedBefore + 1);
+  });
+
+  describe('several agent-tool calls in one turn', () => {
+    /** A parent's children, in the order its calls asked (their observations'). */
+    async function childrenInOrder(parent: string): Promise<string[]> {
+      const obs = (await ctx.store.transcript(parent)).filter((e): e is ObservationEntry => e.kind === 'observation');
+      return obs.map((o) => (o.output as { childRunId: string }).childRunId);
+    }
+
+    it('start a child each; the parent waits for all and resumes with each result in the order asked, charged once', async () => {
+      const endedBefore = await counted('ended', 'completed');
+      // The first kid asked is the last to finish.
+      const parent = await startBoss('P-1', ['late', 'answer']);
+      expect(await h.waitForStatus(parent, ENDED)).toBe('completed');
+      const ids = await childRunsOf(ctx).childrenOf(parent);
+      expect(ids).toHaveLength(2);
+      const [late, quick] = await childrenInOrder(parent);
+      expect([late, quick].sort()).toEqual(ids);
+      const obs = (await ctx.store.transcript(parent)).filter((e) => e.kind === 'observation');
+      expect(obs.map((o) => o.output)).toEqual([
+        { childRunId: late, answer: 'kid k-P-1-0 answered late' },
+        { childRunId: quick, answer: 'kid k-P-1-1 answered' },
+      ]);
+      const results = toMessages(await ctx.store.transcript(parent)).filter((m) => m.role === 'tool');
+      expect(JSON.stringify(results).indexOf('answered late')).toBeLessThan(
+        JSON.stringify(results).indexOf('k-P-1-1 answered'),
+      );
+      // Charged once, with the one resume: the parent's 2 steps and 120 tokens, the late kid's 2 and 120, the other's 1 and 60.
+      expect(await used(late!)).toMatchObject({ steps: 2, tokens: 120 });
+      expect(await used(quick!)).toMatchObject({ steps: 1, tokens: 60 });
+      expect(await used(parent)).toMatchObject({ steps: 5, tokens: 300 });
+      const events = await ctx.redis.xrange(ctx.keys.run(parent).events, '-', '+');
+      const woke = events.filter(([, f]) => f[1] === 'woke').map(([, f]) => JSON.parse(f[3]!) as unknown);
+      expect(woke).toEqual([
+        expect.objectContaining({
+          kind: 'child',
+          children: [
+            { runId: late, status: 'completed' },
+            { runId: quick, status: 'completed' },
+          ],
+        }),
+      ]);
+      const parked = events.filter(([, f]) => f[1] === 'status_changed').map(([, f]) => f[3]!);
+      expect(parked.some((p) => p.includes('waiting_child') && p.includes(late!) && p.includes(quick!))).toBe(true);
+      expect(await counted('ended', 'completed')).toBe(endedBefore + 2);
+    });
+
+    it('share what the parent has left: two children together cannot spend more than its 1,000 tokens', async () => {
+      const parent = await startBoss(
+        'P-2',
+        ['spend', 'spend'],
+        { maxTokens: 1200, maxSteps: 40 },
+        { promptTokens: 150, completionTokens: 50 },
+      );
+      expect(await h.waitForStatus(parent, ENDED)).toBe('completed');
+      const kids = await childRunsOf(ctx).childrenOf(parent);
+      expect(kids).toHaveLength(2);
+      let spent = 0;
+      for (const k of kids) {
+        expect((await ctx.store.readSpec(k))!.limits.maxTokens).toBe(500);
+        expect((await ctx.store.readState(k))!.status).toBe('budget_exceeded');
+        spent += (await used(k)).tokens;
+      }
+      expect(spent).toBeLessThanOrEqual(1000);
+      expect((await used(parent)).tokens).toBe(200 + spent + 60);
+      expect((await used(parent)).tokens).toBeLessThanOrEqual(1200);
+    });
+
+    it("a failing child is that call's tool error; the other's answer comes back", async () => {
+      const parent = await startBoss('P-3', ['fail', 'answer']);
+      expect(await h.waitForStatus(parent, ENDED)).toBe('completed');
+      const [failed, answered] = await childrenInOrder(parent);
+      const obs = (await ctx.store.transcript(parent)).filter((e): e is ObservationEntry => e.kind === 'observation');
+      expect(obs.map((o) => [o.status, (o.output as { error?: string }).error])).toEqual([
+        ['tool_error', 'child_failed'],
+        ['ok', undefined],
+      ]);
+      expect(obs[0]!.output).toMatchObject({ childRunId: failed, status: 'failed' });
+      expect(obs[1]!.output).toEqual({ childRunId: answered, answer: 'kid k-P-3-1 answered' });
+    });
+
+    it('a step stopped after its first child started: the redelivery finds that child and starts the other', async () => {
+      const startedBefore = await counted('started', 'created');
+      failNextChildStart = true;
+      const parent = await startBoss('P-4', ['answer', 'answer']);
+      expect(await h.waitForStatus(parent, ENDED)).toBe('completed');
+      expect(failNextChildStart).toBe(false);
+      const kids = await childRunsOf(ctx).childrenOf(parent);
+      expect(kids).toHaveLength(2);
+      expect(await counted('started', 'created')).toBe(startedBefore + 2);
+      expect((await childrenInOrder(parent)).sort()).toEqual(kids);
+      expect(await used(parent)).toMatchObject({ steps: 4, tokens: 240 });
+    });
   });
 });

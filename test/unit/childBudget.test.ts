@@ -27,6 +27,15 @@ describe('carveLimits', () => {
     expect(carveLimits(parent, { steps: 0, tokens: 0 }, { maxWallMs: 120_000 }, now)!.deadlineAt).toBe(now + 60_000);
   });
 
+  it('children started together share it: each at most its part, together never more than is left', () => {
+    const each = carveLimits(parent, { steps: 2, tokens: 200 }, undefined, now, 3)!;
+    expect(each).toEqual({ maxSteps: 2, maxTokens: 333, deadlineAt: now + 60_000 });
+    expect(3 * each.maxTokens).toBeLessThanOrEqual(1000);
+    expect(3 * each.maxSteps).toBeLessThanOrEqual(7);
+    // A share smaller than a step: none of them starts.
+    expect(carveLimits(parent, { steps: 2, tokens: 200 }, undefined, now, 8)).toBeUndefined();
+  });
+
   it('nothing left to give: no child', () => {
     expect(carveLimits(parent, { steps: 9, tokens: 0 }, undefined, now)).toBeUndefined();
     expect(carveLimits(parent, { steps: 0, tokens: 1200 }, undefined, now)).toBeUndefined();

@@ -6,6 +6,7 @@
  */
 import { defineAgent, FOLLOW_UP_EARLIER_MAX_CHARS, type Agent } from '../../core/agent.js';
 import type { ServiceOptions } from '../../core/httpJson.js';
+import type { Tool } from '../../core/tool.js';
 import type { SupportServices } from './vendors/index.js';
 import { clarificationEmail } from './compensation.js';
 import { supportScript } from './scriptedModel.js';
@@ -19,13 +20,18 @@ export const SUPPORT_AGENT_VERSION = 'support-agent@2';
 
 /**
  * `services`: each vendor's URL, credentials and timeout (`{ baseUrl }`: all at the sandbox, development and tests).
+ * `moreTools`: a deployment's own tools (an agent tool handing work to its other agents, say), after the built-in
+ * ones: they change the tools' schema hash every run pins, so give them from the first run on.
  */
-export function supportAgent(services: SupportServices | ServiceOptions): Agent<Ticket> {
+export function supportAgent(
+  services: SupportServices | ServiceOptions,
+  moreTools: readonly Tool[] = [],
+): Agent<Ticket> {
   return defineAgent<Ticket>({
     name: SUPPORT_AGENT_NAME,
     version: SUPPORT_AGENT_VERSION,
     input: ticketSchema,
-    tools: createSupportTools(services),
+    tools: [...createSupportTools(services), ...moreTools],
     instructions: () =>
       'You are a support agent. Use the tools to resolve the ticket, then answer with a short final summary.',
     prompt: (t) => `Ticket ${t.id}: ${t.subject}\n\n${t.body}\n\nCustomer: ${t.customer.name} <${t.customer.email}>`,

@@ -18,12 +18,12 @@ export interface WakeRunArgs {
   now: number;
   eventsMaxLen: number;
   retentionMs: number;
-  /** The wait's result entry (JSON), '' when it has none to journal (a sleep's was journalled by its park). */
-  entry: string;
+  /** The wait's result entries (JSON), none for a sleep (its result was journalled by its park). */
+  entries: string[];
   contextBytesDelta: number | undefined;
   /** The `woke` event (JSON). */
   event: string;
-  /** A child's spend, charged to the woken run with the resume (0 for other waits). */
+  /** The children's spend, charged to the woken run with the resume (0 for other waits). */
   charge: { steps: number; tokens: number };
 }
 
@@ -41,11 +41,11 @@ export async function wakeRun(redis: RedisClient, k: WakeRunKeys, a: WakeRunArgs
     a.now,
     a.eventsMaxLen,
     a.retentionMs,
-    a.entry,
     a.contextBytesDelta ?? '',
     a.event,
     a.charge.steps,
     a.charge.tokens,
+    ...a.entries,
   );
   return Number(expectReply(res, { step: a.step })) === 1;
 }

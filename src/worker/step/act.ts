@@ -170,6 +170,6 @@ function parkOn(env: StepEnv, wait: WaitRecord): { status: string; reason: strin
       ? `sleep until ${at}`
       : wait.kind === 'event'
         ? `event wait until ${at}`
-        : `child run ${wait.childRunId} until ${at}`;
+        : `${wait.children.length > 1 ? 'child runs' : 'child run'} ${wait.children.map((c) => c.runId).join(', ')} until ${at}`;
   return { status: statusOfWait(wait), reason };
 }

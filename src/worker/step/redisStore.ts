@@ -261,7 +261,7 @@ export class RedisStepStore implements StepStore {
       now: w.now,
       eventsMaxLen: this.d.cfg.EVENTS_MAX_LEN,
       retentionMs: this.d.cfg.RUN_RETENTION_MS,
-      entry: w.encoded,
+      entries: w.encoded,
       contextBytesDelta: w.contextBytesDelta,
       event: w.event,
       charge: w.charge ?? { steps: 0, tokens: 0 },

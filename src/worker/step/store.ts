@@ -42,14 +42,15 @@ export interface ObservationWrite {
 export interface WakeWrite {
   runId: string;
   step: number;
-  /** The wait's result (an event's payload or timeout), '' encoded when none is journalled here. */
-  entry: JournalEntry | undefined;
-  encoded: string;
+  /** The wait's results (an event's payload or timeout, each child's outcome); none for a sleep. */
+  entries: JournalEntry[];
+  /** The entries, encoded as the journal stores them. */
+  encoded: string[];
   contextBytesDelta: number | undefined;
   /** The `woke` event (JSON). */
   event: string;
   now: number;
-  /** A child's spend, charged to this run with the resume (absent for other waits). */
+  /** The children's spend, charged to this run with the resume (absent for other waits). */
   charge?: { steps: number; tokens: number };
 }
 

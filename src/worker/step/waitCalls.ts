@@ -2,11 +2,13 @@
  * The wait calls of a decision (tools built with defineWaitTool), run after every other call of the
  * step: the first one parks the run (a sleep, or a wait for an event on a key) or answers at once (a
  * sleep already due, a delivery kept for the key); any other wait call of the same step is a format
- * error the model sees. A sleep counts against the run's wall clock: one that would end at or past the
- * deadline stops the run `budget_exceeded` (wall_clock) at once; a wait for an event times out at the
- * deadline at the latest. If the process dies before the commit, the step is redelivered and the wait
- * asked again: registering the same wait on a key is idempotent, and so is starting a child (its run id derives
- * from this run, step and call; the decision that asked was journalled first, src/worker/step/decide.ts).
+ * error the model sees, except agent-tool calls: every one of them starts its child, and the run waits
+ * for all of them in one park (each child with its share of the run's budget). A sleep counts against
+ * the run's wall clock: one that would end at or past the deadline stops the run `budget_exceeded`
+ * (wall_clock) at once; a wait for an event times out at the deadline at the latest. If the process
+ * dies before the commit, the step is redelivered and the wait asked again: registering the same wait
+ * on a key is idempotent, and so is starting a child (its run id derives from this run, step and call;
+ * the decision that asked was journalled first, src/worker/step/decide.ts).
  */
 import type { Agent } from '../../core/agent.js';
 import type { ObservationEntry } from '../../core/journal.js';
@@ -39,10 +41,14 @@ export async function startWaits(
   ctx: ToolContext,
 ): Promise<WaitsStarted> {
   const out: WaitsStarted = { observed: new Map() };
+  // The children of one step share what the run has left: each gets at most its part.
+  const share = indexes.filter((i) => startsChild(agent, calls[i]!)).length;
   for (const i of indexes) {
     const call = calls[i]!;
     const base = { v: 1 as const, kind: 'observation' as const, step: state.step, callId: call.id, tool: call.name };
-    if (out.park || out.stop) {
+    // One wait per step, except that every agent-tool call of the step joins one wait for all their children.
+    const joins = out.park?.kind === 'child' && startsChild(agent, call);
+    if (out.stop || (out.park && !joins)) {
       out.observed.set(i, { ...base, status: 'format_error', output: { error: 'one_wait_per_step' } });
       continue;
     }
@@ -56,12 +62,24 @@ export async function startWaits(
         ? sleep(env, state, asked)
         : asked.kind === 'event'
           ? await eventWait(env, state, call, asked)
-          : await childWait(env, state, call, asked.request);
+          : await childWait(env, state, call, asked.request, share);
     if ('obs' in r) out.observed.set(i, { ...base, ...r.obs });
-    if ('park' in r) out.park = r.park;
+    if ('park' in r) out.park = joined(out.park, r.park);
     if ('stop' in r) out.stop = r.stop;
   }
   return out;
+}
+
+/** Whether a call names an agent tool (a wait tool whose call starts a child run). */
+function startsChild(agent: Agent, call: ToolCall): boolean {
+  const tool = agent.tools.get(call.name);
+  return tool?.effect === 'wait' && tool.startsChild === true;
+}
+
+/** A child's park joined to the step's park on the children it started before: one wait for all of them. */
+function joined(park: WaitRecord | undefined, next: WaitRecord): WaitRecord {
+  if (park?.kind !== 'child' || next.kind !== 'child') return next;
+  return { ...park, children: [...park.children, ...next.children] };
 }
 
 type Asked =
@@ -151,15 +169,22 @@ async function eventWait(
 }
 
 /**
- * A child run: started with a budget carved out of what this run has left (none left: a tool error, nothing
- * started), then this run parks `waiting_child` until the child ends or this run's deadline. A child the intake
- * refuses (unknown agent, input its schema refuses) is a tool error naming the fields. Crash point
- * `after_child_started`: the child exists, the park is not committed; the redelivered step finds the same child.
+ * A child run: started with a budget carved out of its share of what this run has left (none left: a tool error,
+ * nothing started), then this run parks `waiting_child` until the child (and every other child of the step) ended,
+ * or this run's deadline. A child the intake refuses (unknown agent, input its schema refuses) is a tool error
+ * naming the fields. Crash point `after_child_started`: the child exists, the park is not committed; the
+ * redelivered step finds the same child and starts the step's children it had not started yet.
  */
-async function childWait(env: StepEnv, state: StepState, call: ToolCall, asked: ChildRequest): Promise<Started> {
+async function childWait(
+  env: StepEnv,
+  state: StepState,
+  call: ToolCall,
+  asked: ChildRequest,
+  share: number,
+): Promise<Started> {
   const now = env.now();
   const { limits, tenant } = state.spec;
-  const carved = carveLimits(limits, state.used, asked.budget, now);
+  const carved = carveLimits(limits, state.used, asked.budget, now, share);
   const refused = (output: Record<string, unknown>): Started => {
     env.metrics.childRuns.inc({ event: 'refused', outcome: String(output.error) });
     return { obs: { status: 'tool_error', output } };
@@ -176,12 +201,6 @@ async function childWait(env: StepEnv, state: StepState, call: ToolCall, asked: 
   if (r.created) env.metrics.childRuns.inc({ event: 'started', outcome: 'created' });
   state.log.info({ code: 'child_started', childRunId: r.runId, created: r.created }, 'child run started');
   env.crash.hit('after_child_started', state.step);
-  const park = {
-    kind: 'child' as const,
-    at: limits.deadlineAt,
-    childRunId: r.runId,
-    step: state.step,
-    tool: call.name,
-  };
-  return { park: { ...park, callId: call.id } };
+  const child = { runId: r.runId, callId: call.id, tool: call.name };
+  return { park: { kind: 'child', at: limits.deadlineAt, step: state.step, children: [child] } };
 }

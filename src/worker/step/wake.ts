@@ -5,9 +5,10 @@
  * An event wait is settled on its key by one compare-and-set (settleEventWait-1.lua: the delivery or the
  * timeout, never both), then wakeRun-5.lua makes the run running again with the wait's result journalled
  * as the waiting call's observation. If the process dies between the two, the redelivered job settles
- * again and gets the same answer; after wakeRun, it finds the run running and goes on. A child wait reads the
- * child's run (ended, or still at work before this run's deadline: delayed again); wakeRun-5.lua journals the
- * child's outcome and charges its spend to this run in one change, so the charge and the resume happen once.
+ * again and gets the same answer; after wakeRun, it finds the run running and goes on. A child wait reads its
+ * children's runs (all ended, or one still at work before this run's deadline: delayed again); wakeRun-5.lua
+ * journals every child's outcome and charges their spend to this run in one change, so the charge and the resume
+ * happen once.
  */
 import { DelayedError } from 'bullmq';
 import { encodeEntry, type ObservationEntry } from '../../core/journal.js';
@@ -18,27 +19,35 @@ import { InvariantError } from '../../core/errors.js';
 
 export async function wake(env: StepEnv, state: StepState, wait: WaitRecord): Promise<void> {
   const now = env.now();
-  let charge: ChildCharge | undefined;
-  let result: ObservationEntry | 'woke' | 'early';
-  if (wait.kind === 'sleep') result = now >= wait.at ? 'woke' : 'early';
-  else if (wait.kind === 'event') result = await settle(env, state, wait, now);
-  else {
-    const child = await settleChild(env, wait, now);
-    result = child === 'early' ? child : child.entry;
-    if (child !== 'early') charge = child.charge;
+  let charged: ChildrenSettled | undefined;
+  let result: ObservationEntry[] | 'early';
+  if (wait.kind === 'sleep') result = now >= wait.at ? [] : 'early';
+  else if (wait.kind === 'event') {
+    const settled = await settle(env, state, wait, now);
+    result = settled === 'early' ? settled : [settled];
+  } else {
+    const settled = await settleChildren(env, wait, now);
+    result = settled === 'early' ? settled : settled.entries;
+    if (settled !== 'early') charged = settled;
   }
   if (result === 'early') {
     await state.job.delay(wait.at);
     state.log.info({ code: 'wake_early', kind: wait.kind, at: wait.at }, 'wake job early: delayed to the wait');
     throw new DelayedError();
   }
-  const entry = result === 'woke' ? undefined : result;
-  const encoded = entry ? encodeEntry(entry) : '';
-  const bytes = Buffer.byteLength(encoded);
+  const entries = result;
+  const encoded = entries.map(encodeEntry);
+  const bytes = encoded.reduce((n, e) => n + Buffer.byteLength(e), 0);
+  const charge = charged
+    ? charged.children.reduce((t, c) => ({ steps: t.steps + c.steps, tokens: t.tokens + c.tokens }), {
+        steps: 0,
+        tokens: 0,
+      })
+    : undefined;
   const woke = await env.store.wake(state.job, {
     runId: state.runId,
     step: state.step,
-    entry,
+    entries,
     encoded,
     contextBytesDelta: state.used.contextBytes === undefined ? undefined : bytes,
     event: JSON.stringify({
@@ -46,20 +55,20 @@ export async function wake(env: StepEnv, state: StepState, wait: WaitRecord): Pr
       kind: wait.kind,
       at: wait.at,
       lateMs: now - wait.at,
-      ...(wait.kind === 'child' ? { childRunId: wait.childRunId, childStatus: charge?.status } : {}),
+      ...(charged ? { children: charged.children.map((c) => ({ runId: c.runId, status: c.status })) } : {}),
     }),
     now,
-    ...(charge ? { charge: { steps: charge.steps, tokens: charge.tokens } } : {}),
+    ...(charge ? { charge } : {}),
   });
   if (!woke) return;
-  // The state was read before the wake: the journalled result grows the transcript's byte count, a child's spend
-  // its budget.
-  if (entry) state.used = grown(state.used, bytes);
+  // The state was read before the wake: the journalled results grow the transcript's byte count, the children's
+  // spend its budget.
+  if (entries.length > 0) state.used = grown(state.used, bytes);
   if (charge)
     state.used = { ...state.used, steps: state.used.steps + charge.steps, tokens: state.used.tokens + charge.tokens };
-  const outcome = wait.kind === 'sleep' ? 'woke' : isTimeout(entry) ? 'timed_out' : 'delivered';
+  const outcome = wait.kind === 'sleep' ? 'woke' : isTimeout(entries[0]) ? 'timed_out' : 'delivered';
   env.metrics.waits.inc({ kind: wait.kind, outcome });
-  if (charge) env.metrics.childRuns.inc({ event: 'ended', outcome: charge.status });
+  for (const c of charged?.children ?? []) env.metrics.childRuns.inc({ event: 'ended', outcome: c.status });
   state.log.info({ code: 'run_woke', kind: wait.kind, outcome, lateMs: now - wait.at }, 'run woke from its wait');
   // Parked, the run gave its flow-control slot back: it takes one again, as a resumed run does.
   const { tenant, agent } = state.spec;
@@ -83,43 +92,54 @@ async function settle(
   return { ...base, status: 'ok', output: { event: JSON.parse(r.payload) as unknown } };
 }
 
-interface ChildCharge {
-  steps: number;
-  tokens: number;
-  /** The child's status, or `timed_out` when this run's deadline came first. */
-  status: string;
+/** The children's outcomes as the waiting calls' observations, with each child's spend to charge. */
+interface ChildrenSettled {
+  entries: ObservationEntry[];
+  children: {
+    runId: string;
+    steps: number;
+    tokens: number;
+    /** The child's status, or `timed_out` when this run's deadline came first. */
+    status: string;
+  }[];
 }
 
 /**
- * A child's outcome as the waiting call's observation, with its spend to charge; `early` while it is at work before
- * this run's deadline. Completed: `{ childRunId, answer }`. Stopped (failed, budget_exceeded, cancelled,
- * needs_human): a tool error naming the child's status and reason. Still at work at the deadline: `child_timed_out`
- * (the child's own deadline, no later than this run's, ends it). Crash point `before_child_resume`: the outcome was
- * read, nothing written; the redelivered wake job reads it again.
+ * The children's outcomes as the waiting calls' observations, in the order the model asked, with their spend to
+ * charge; `early` while one is at work before this run's deadline. Completed: `{ childRunId, answer }`. Stopped
+ * (failed, budget_exceeded, cancelled, needs_human): a tool error naming the child's status and reason. Still at
+ * work at the deadline: `child_timed_out` (the child's own deadline, no later than this run's, ends it). Crash point
+ * `before_child_resume`: the outcomes were read, nothing written; the redelivered wake job reads them again.
  */
-async function settleChild(
+async function settleChildren(
   env: StepEnv,
   wait: Extract<WaitRecord, { kind: 'child' }>,
   now: number,
-): Promise<{ entry: ObservationEntry; charge: ChildCharge } | 'early'> {
-  if (!env.children) throw new InvariantError('invariant', 'a run waits on a child and no child port');
-  const child = await env.children.outcome(wait.childRunId);
-  if (!child.ended && now < wait.at) return 'early';
+): Promise<ChildrenSettled | 'early'> {
+  const port = env.children;
+  if (!port) throw new InvariantError('invariant', 'a run waits on a child and no child port');
+  const outcomes = await Promise.all(wait.children.map((c) => port.outcome(c.runId)));
+  if (outcomes.some((o) => !o.ended) && now < wait.at) return 'early';
   env.crash.hit('before_child_resume', wait.step + 1);
-  const base = { v: 1 as const, kind: 'observation' as const, step: wait.step, callId: wait.callId, tool: wait.tool };
-  const { childRunId } = wait;
-  const entry: ObservationEntry =
-    child.status === 'completed'
-      ? { ...base, status: 'ok', output: { childRunId, answer: child.answer ?? '' } }
-      : child.ended
-        ? {
-            ...base,
-            status: 'tool_error',
-            output: { error: `child_${child.status}`, childRunId, status: child.status, reason: child.reason },
-          }
-        : { ...base, status: 'tool_error', output: { error: 'child_timed_out', childRunId, status: child.status } };
-  const status = child.ended ? child.status : 'timed_out';
-  return { entry, charge: { steps: child.steps, tokens: child.tokens, status } };
+  const settled: ChildrenSettled = { entries: [], children: [] };
+  wait.children.forEach(({ runId: childRunId, callId, tool }, i) => {
+    const child = outcomes[i]!;
+    const base = { v: 1 as const, kind: 'observation' as const, step: wait.step, callId, tool };
+    settled.entries.push(
+      child.status === 'completed'
+        ? { ...base, status: 'ok', output: { childRunId, answer: child.answer ?? '' } }
+        : child.ended
+          ? {
+              ...base,
+              status: 'tool_error',
+              output: { error: `child_${child.status}`, childRunId, status: child.status, reason: child.reason },
+            }
+          : { ...base, status: 'tool_error', output: { error: 'child_timed_out', childRunId, status: child.status } },
+    );
+    const status = child.ended ? child.status : 'timed_out';
+    settled.children.push({ runId: childRunId, steps: child.steps, tokens: child.tokens, status });
+  });
+  return settled;
 }
 
 function isTimeout(entry: ObservationEntry | undefined): boolean {

@@ -177,9 +177,10 @@ export class MemoryStepStore implements StepStore {
     if (run.lock !== job.token) throw new FenceError('lock_lost', 'lock lost');
     if (run.state.cursor !== w.step || run.state.jobId !== job.id) throw new FenceError('stale_step', 'stale step');
     if (run.state.status === 'running') return false;
-    if (run.state.status !== 'sleeping' && run.state.status !== 'waiting_event')
+    if (!['sleeping', 'waiting_event', 'waiting_child'].includes(run.state.status))
       throw new FenceError('run_not_running', 'run not parked on a wait');
-    if (w.entry) run.journal.push(w.entry);
+    run.journal.push(...w.entries);
+    run.state.used = grow(run.state.used, w.charge?.steps ?? 0, w.charge?.tokens ?? 0, w.contextBytesDelta);
     run.state.status = 'running';
     delete run.state.wait;
     run.events.push({ type: 'woke', data: JSON.parse(w.event) });
