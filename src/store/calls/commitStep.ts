@@ -43,6 +43,11 @@ export interface CommitStepArgs {
   carriesDecision: boolean;
   jobId: string;
   nextJobId: string;
+  /**
+   * sha1 of the step's decision entry when it was journalled before the commit (not carried by it): the server must
+   * hold it as the step's decision (decisionDigest). Undefined when the commit follows no journalled decision.
+   */
+  decision?: string | undefined;
   /** Journal entries (JSON), appended in order. */
   entries: readonly string[];
   /** BullMQ's completion of this job (captureMoveToCompleted). */
@@ -113,6 +118,7 @@ export async function commitStep(redis: RedisClient, k: CommitStepKeys, a: Commi
     a.approvalFor,
     a.approvalExpiresAt,
     a.wait,
+    a.decision ?? '',
     a.next.prioritized ? 'p' : '',
     // The journal entries, the one variable-length run, last.
     ...a.entries,

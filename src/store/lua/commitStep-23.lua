@@ -37,9 +37,12 @@
   ARGV[31] the action id a park into waiting_approval asks approval for ('' for none)
   ARGV[32] that approval's expiry (ms) if none is recorded yet
   ARGV[33] a park on a wait (sleeping | waiting_event | waiting_child): the wait's record (JSON, src/runs/waits.ts), '' for none
-  ARGV[34] `p` when the next step's job is prioritized (flow control: its priority says its
+  ARGV[34] sha1 of the step's decision entry when it was journalled before this commit
+           (ARGV[13] is 0): the server must hold it as the step's decision, or nothing is
+           written ('' when the commit follows no journalled decision)
+  ARGV[35] `p` when the next step's job is prioritized (flow control: its priority says its
            tenant's share, src/flow/stepPriority.ts), '' for a standard job
-  ARGV[35..34+N] journal entries (JSON): the one variable-length run, last
+  ARGV[36..35+N] journal entries (JSON): the one variable-length run, last
 
   A park on a wait advances the cursor and makes the next step's job id the run's
   current job, with the wait recorded on the run hash (`wait`); no job is added here:
@@ -59,6 +62,7 @@
   completes the job itself), the status committed (ARGV[3], or what a cancel or
   an expired approval made of it) }, or a negative code:
    -1 lock lost  -2 stale step  -3 run missing  -4 run not running  -5 decision already journalled
+   -24 the journalled decision this commit follows is not the server's (includes/journalledDecision.lua)
 
   Keeps the run listing indexes and the version queue (includes/runIndex.lua) in the same change.
 ]]
@@ -67,6 +71,7 @@
 -- @include expireRun
 -- @include runStatus
 -- @include runIndex
+-- @include journalledDecision
 -- @include bullmq:addStandardJob
 -- @include bullmq:addPrioritizedJob
 -- @include bullmq:moveToFinished
@@ -76,10 +81,11 @@ local fence, decidedStep, cancelRequested, cancelReason, fromStatus = checkFence
 if fence ~= 0 then return fence end
 
 if ARGV[13] == '1' and decidedStep == ARGV[2] then return -5 end
+if ARGV[34] ~= '' and not holdsDecision(KEYS[1], KEYS[3], ARGV[2], ARGV[34]) then return -24 end
 
 local n = tonumber(ARGV[16])
 local len
-if n > 0 then len = redis.call('RPUSH', KEYS[3], unpack(ARGV, 35, 34 + n)) else len = redis.call('LLEN', KEYS[3]) end
+if n > 0 then len = redis.call('RPUSH', KEYS[3], unpack(ARGV, 36, 35 + n)) else len = redis.call('LLEN', KEYS[3]) end
 
 -- Cancel wins: whatever this commit would set (a park included), the run ends cancelled.
 local status = ARGV[3]
@@ -127,7 +133,7 @@ emitEvent(KEYS[4], ARGV[9], 'step_started', ARGV[29])
 emitEvent(KEYS[4], ARGV[9], 'decision', ARGV[30])
 emitEvent(KEYS[4], ARGV[9], 'step_committed', ARGV[12])
 
-if status == 'running' and ARGV[34] == 'p' then
+if status == 'running' and ARGV[35] == 'p' then
   bullmqAddPrioritizedJob({ KEYS[20], KEYS[15], KEYS[21], KEYS[9], KEYS[13], KEYS[17], KEYS[8], KEYS[10], KEYS[16] },
     { ARGV[26], ARGV[27], ARGV[28] })
 elseif status == 'running' then

@@ -130,6 +130,7 @@ export function commitRecord(env: StepEnv, state: StepState, plan: CommitPlan, f
     fetchNext,
     startedEvent: state.startedEmitted ? '' : state.startedEvent,
     now: env.now(),
+    decision: plan.carriesDecision ? undefined : state.decisionDigest,
   };
 }
 

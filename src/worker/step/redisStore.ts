@@ -5,7 +5,7 @@
  * that knows key names (through KeySpace) and BullMQ's internals.
  */
 import type { Job } from 'bullmq';
-import type { DecisionEntry } from '../../core/journal.js';
+import { decodeEntry, entryDigest, type DecisionEntry } from '../../core/journal.js';
 import type { CrashPoints } from '../../config/testHooks.js';
 import type { Metrics } from '../../metrics/metrics.js';
 import type { RedisClient } from '../../store/connect.js';
@@ -130,8 +130,9 @@ export class RedisStepStore implements StepStore {
     return this.d.runs.readState(runId);
   }
 
-  journalEntry(runId: string, index: number) {
-    return this.d.runs.journalEntry(runId, index);
+  async journalEntry(runId: string, index: number) {
+    const raw = await this.d.redis.lindex(this.d.keys.run(runId).journal, index);
+    return raw === null ? undefined : { entry: decodeEntry(raw, index), digest: entryDigest(raw) };
   }
 
   ensureCurrentStepJob(runId: string): Promise<void> {
@@ -228,6 +229,7 @@ export class RedisStepStore implements StepStore {
       approvalFor: plan.approvalFor ?? '',
       approvalExpiresAt: c.now + this.d.cfg.APPROVAL_TTL_MS,
       wait: plan.wait ? JSON.stringify(plan.wait) : '',
+      decision: c.decision,
     });
     if (isScriptError(finished)) return { committed, completionRefused: finished };
     job.completedBy(finished, finish);

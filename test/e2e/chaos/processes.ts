@@ -25,7 +25,7 @@ export async function spawnChaosWorker(
 ): Promise<ChaosWorker> {
   const child = spawnModule(
     'src/server/worker',
-    { WORKER_METRICS_PORT: '0', ...env, LOG_LEVEL: 'info', ...(crashPoint ? { CRASH_POINTS: crashPoint } : {}) },
+    { WORKER_METRICS_PORT: '0', LOG_LEVEL: 'info', ...env, ...(crashPoint ? { CRASH_POINTS: crashPoint } : {}) },
     ['ignore', 'pipe', 'pipe'],
   );
   const lines: string[] = [];

@@ -15,6 +15,10 @@
  * Run alone: `npx tsx test/e2e/failover/campaign.ts [--replicas=0|1] [--lag] [--kills=3] [--lag-ms=1500]`.
  */
 import { randomBytes } from 'node:crypto';
+import { createWriteStream, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Readable } from 'node:stream';
 import { Redis } from 'ioredis';
 import { startSandbox } from '../../../sandbox/server.js';
 import { startOpenAIServer } from '../../../testkit/modelServers/openai.js';
@@ -117,8 +121,22 @@ interface Proc {
   exited: Promise<unknown>;
 }
 
+/**
+ * FAILOVER_KEEP_LOGS: every line each fleet process writes goes to a file of its own in one temp dir (named on the
+ * campaign's output), where the campaign otherwise keeps only errors: a duplicate's post-mortem needs every
+ * delivery of its step, from every worker. With SENTINEL_KEEP_DIR (the nodes' AOF) it is the whole record.
+ */
+const logDir = process.env.FAILOVER_KEEP_LOGS ? mkdtempSync(join(tmpdir(), 'failover-logs-')) : undefined;
+function keepLog(name: string, stdout: Readable | null, stderr: Readable | null): void {
+  if (!logDir) return;
+  const out = createWriteStream(join(logDir, `${name}.log`), { flags: 'a' });
+  stdout?.on('data', (d: Buffer) => out.write(d));
+  stderr?.on('data', (d: Buffer) => out.write(d));
+}
+
 function spawnProcess(module: string, env: Record<string, string>, readyLine: string): Promise<Proc> {
   const child = spawnModule(module, { ...env, LOG_LEVEL: 'info' }, ['ignore', 'pipe', 'pipe']);
+  keepLog(module.split('/').at(-1)!, child.stdout, child.stderr);
   const exited = new Promise((resolve) => child.once('exit', resolve));
   const tail: string[] = [];
   return new Promise((resolve, reject) => {
@@ -341,8 +359,14 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
   }
 
   async function campaign(): Promise<CampaignResult> {
-    for (const p of workerPorts)
-      workers.push(await spawnChaosWorker({ ...env, WORKER_METRICS_PORT: String(p) }, undefined, 90_000));
+    if (logDir) log(`fleet logs kept: ${logDir}`);
+    for (const [i, p] of workerPorts.entries()) {
+      // Kept logs are at debug: each step's decision and commit, by run, step, job and attempt.
+      const level: Record<string, string> = logDir ? { LOG_LEVEL: 'debug' } : {};
+      const w = await spawnChaosWorker({ ...env, ...level, WORKER_METRICS_PORT: String(p) }, undefined, 90_000);
+      keepLog(`worker-${i + 1}`, w.child.stdout, w.child.stderr);
+      workers.push(w);
+    }
     procs.push(await spawnProcess('src/server/api', env, '"api_listening"'));
     procs.push(await spawnProcess('src/server/reconciler', env, '"reconciler_started"'));
     const api = `http://127.0.0.1:${apiPort}`;
