@@ -44,6 +44,8 @@ export interface SpawnOptions {
    * campaign whose workers may find Redis restarting and leave, as they must.
    */
   exitBeforeStart?: 'throw' | 'return';
+  /** The worker's LOG_LEVEL (default info: its start line is read at that level). */
+  logLevel?: 'info' | 'debug' | 'trace';
   /** Flags for Node itself (e.g. --cpu-prof, which NODE_OPTIONS does not take). */
   nodeArgs?: string[];
 }
@@ -110,7 +112,7 @@ export async function spawnWorker(env: Record<string, string>, opts: SpawnOption
   const armed = opts.crashPoint ? { CRASH_POINTS: opts.crashPoint } : {};
   const child = spawnModule(
     'src/server/worker',
-    { WORKER_METRICS_PORT: '0', ...env, ...armed, LOG_LEVEL: 'info' },
+    { WORKER_METRICS_PORT: '0', ...env, ...armed, LOG_LEVEL: opts.logLevel ?? 'info' },
     ['ignore', 'pipe', 'pipe'],
     { nodeArgs: opts.nodeArgs ?? [] },
   );

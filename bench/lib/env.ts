@@ -72,9 +72,9 @@ export async function createBenchEnv(opts: BenchOptions): Promise<OwnedEnv> {
       admin,
       onCleanup,
       cleanup,
-      async spawnPool(n: number) {
+      async spawnPool(n: number, extraEnv: Record<string, string> = {}) {
         const execArgv = opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`] : [];
-        const pool = await WorkerPool.start(n, { env: childEnv, execArgv });
+        const pool = await WorkerPool.start(n, { env: { ...childEnv, ...extraEnv }, execArgv });
         onCleanup(() => pool.kill());
         return pool;
       },

@@ -128,14 +128,28 @@ export async function createMany(
   return out;
 }
 
-/** Polls the runs' statuses until every one has ended; returns them. Throws past `timeoutMs` naming how many were left. */
+/**
+ * Polls the runs' statuses until every one has ended; returns them. Throws past `timeoutMs` naming how many were left
+ * and where the first few stand (status, cursor, their current job's state).
+ */
 export async function waitAllEnded(ctx: EngineContext, runIds: string[], timeoutMs: number): Promise<string[]> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const statuses = await runStatuses(ctx, runIds);
-    const left = statuses.filter((s) => !ENDED.has(s)).length;
-    if (left === 0) return statuses;
-    if (Date.now() > deadline) throw new Error(`${left} of ${runIds.length} runs had not ended after ${timeoutMs} ms`);
+    const left = runIds.filter((_, i) => !ENDED.has(statuses[i]!));
+    if (left.length === 0) return statuses;
+    if (Date.now() > deadline) {
+      const where = await Promise.all(
+        left.slice(0, 3).map(async (runId) => {
+          const [status, cursor, jobId] = await ctx.redis.hmget(ctx.keys.run(runId).run, 'status', 'cursor', 'jobId');
+          const job = jobId ? await ctx.queues.forRun(runId).getJobState(jobId) : 'none';
+          return `${runId} ${status} cursor ${cursor} job ${jobId} ${job}`;
+        }),
+      );
+      throw new Error(
+        `${left.length} of ${runIds.length} runs had not ended after ${timeoutMs} ms: ${where.join('; ')}`,
+      );
+    }
     await sleep(200);
   }
 }

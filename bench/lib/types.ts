@@ -60,7 +60,7 @@ export interface BenchEnv {
   /** A separate admin connection (INFO, FLUSHALL): never shared with the measured clients. */
   admin: Redis;
   /** Spawns `n` worker child processes (stopped by the bench on exit, even on error). */
-  spawnPool(n: number): Promise<WorkerPool>;
+  spawnPool(n: number, extraEnv?: Record<string, string>): Promise<WorkerPool>;
   /** Empties the bench Redis (scripts stay cached) and the sandbox. */
   reset(): Promise<void>;
   /** Registers a cleanup that runs at the end (or on error / signal), last registered first. */

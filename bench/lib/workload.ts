@@ -79,6 +79,8 @@ export interface RoundSpec {
   recordLatency?: boolean;
   /** Unique per round (ticket ids, so no worker cache carries over). */
   tag: string;
+  /** Creates an engine run (default: createRun, straight into the queue); returns its id. */
+  create?: (ticketId: string, script: Script, maxSteps: number) => Promise<string>;
   timeoutMs?: number;
 }
 
@@ -124,7 +126,9 @@ export async function runRound(env: BenchEnv, pool: WorkerPool, spec: RoundSpec)
       ids.map((id) => {
         const script =
           spec.kind === 'effects' ? oneEffectScript(spec.steps, ticket(id).customer.email) : readOnlyScript(spec.steps);
-        return createRun(env.ctx, id, script, { maxSteps: spec.steps + 10 });
+        return spec.create
+          ? spec.create(id, script, spec.steps + 10)
+          : createRun(env.ctx, id, script, { maxSteps: spec.steps + 10 });
       }),
     );
   }

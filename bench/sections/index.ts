@@ -18,6 +18,7 @@ import { neighbour } from './neighbour.js';
 import { limits } from './limits.js';
 import { priority } from './priority.js';
 import { rateLimit } from './rateLimit.js';
+import { flowCost } from './flowCost.js';
 import { intake } from './intake.js';
 import { killToModel } from './killToModel.js';
 
@@ -37,5 +38,6 @@ export const sections: Section[] = [
   limits,
   priority,
   rateLimit,
+  flowCost,
   intake,
 ];

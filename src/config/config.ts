@@ -448,6 +448,11 @@ export const configSchema = z.object({
   /** How often each worker does flow control's bookkeeping: slots of ended runs, admissions whose admitter died. */
   FLOW_SWEEP_MS: int(1000, 50),
   /**
+   * Under flow control, order admitted runs' step jobs by their tenant's share (a tenant with fewer runs at work per
+   * unit of weight first); false: one first-come-first-served line, as with flow control off.
+   */
+  FLOW_STEP_PRIORITY: bool.default(true),
+  /**
    * Model rate limits, e.g. [{"provider":"openai","model":"gpt-4o-mini","rpm":500,"tpm":200000}]: a token
    * bucket each, reserved before every model attempt. `model` omitted: every model of the provider shares
    * it; `perTenant`: one bucket per tenant with these limits.

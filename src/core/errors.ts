@@ -15,6 +15,7 @@ export type ErrorCode =
   | 'run_not_running'
   | 'run_cancelled'
   | 'decision_exists'
+  | 'decision_not_journalled'
   | 'budget_exceeded'
   | 'missing_usage'
   | 'model_failed'

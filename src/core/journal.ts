@@ -2,6 +2,7 @@
  * Journal entries: the durable transcript of a run, appended one by one to a
  * Redis list and never rewritten. Validated when read back (schema version v:1).
  */
+import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { countTokens } from './tokens.js';
 import { TerminalError } from './errors.js';
@@ -88,6 +89,14 @@ export class JournalCorrupt extends TerminalError {
 
 export function encodeEntry(entry: JournalEntry): string {
   return JSON.stringify(entry);
+}
+
+/**
+ * A journalled entry's identity: the sha1 of its bytes as the journal holds them (what `redis.sha1hex` computes in
+ * the scripts that check a step's writes follow the decision the store holds, includes/journalledDecision.lua).
+ */
+export function entryDigest(encoded: string): string {
+  return createHash('sha1').update(encoded, 'utf8').digest('hex');
 }
 
 export function decodeEntry(raw: string, index: number): JournalEntry {

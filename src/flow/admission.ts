@@ -40,6 +40,7 @@ import { STEP_JOB_NAME } from '../runs/queues.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { TerminalError } from '../core/errors.js';
 import { liveOwners, ownerOfConnection } from '../store/owners.js';
+import { StepPriorities, stepPriority } from './stepPriority.js';
 
 /** Priority levels of a run within its tenant's line: 0 (normal, the default) to 4 (most urgent). */
 export const PRIORITY_LEVELS = 5;
@@ -55,6 +56,7 @@ export interface FlowOptions {
   readonly FLOW_TENANT_LIMITS: Readonly<Record<string, number>>;
   readonly FLOW_AGENT_LIMITS: Readonly<Record<string, number>>;
   readonly FLOW_SWEEP_MS: number;
+  readonly FLOW_STEP_PRIORITY: boolean;
 }
 
 export interface FlowDeps {
@@ -95,9 +97,11 @@ type Promotion = 'promoted' | 'not_delayed' | 'not_created';
 export class Admission {
   private owner?: string;
   private readonly configured: Record<string, number>;
+  private readonly steps: StepPriorities;
 
   constructor(private readonly d: FlowDeps) {
     const c = d.cfg;
+    this.steps = new StepPriorities(c.FLOW_TENANT_WEIGHTS);
     this.configured = {
       ...prefixed('w:', c.FLOW_TENANT_WEIGHTS),
       ...prefixed('t:', c.FLOW_TENANT_LIMITS),
@@ -222,12 +226,34 @@ export class Admission {
   }
 
   /**
+   * The BullMQ priority of a tenant's next step job (src/flow/stepPriority.ts), from the shares last read by a sweep;
+   * 0 (a standard job) with flow control or FLOW_STEP_PRIORITY off.
+   */
+  stepPriority(tenant: string): number {
+    return this.enabled && this.d.cfg.FLOW_STEP_PRIORITY ? this.steps.of(tenant) : 0;
+  }
+
+  /** Reads every tenant's runs at work and run-time weight (one request) into the step priorities. */
+  async refreshStepPriorities(): Promise<void> {
+    const k = this.d.keys.flow();
+    const [counts, settings] = (await this.d.redis.pipeline().hgetall(k.counts).hgetall(k.settings).exec()) ?? [];
+    const failed = counts?.[0] ?? settings?.[0];
+    if (failed) throw failed;
+    this.steps.update({
+      counts: (counts?.[1] ?? {}) as Record<string, string>,
+      settings: (settings?.[1] ?? {}) as Record<string, string>,
+    });
+  }
+
+  /**
    * Bookkeeping, every FLOW_SWEEP_MS in every worker (several racing are safe: each script is
    * idempotent): admissions whose admitter's connection is gone get their job promoted; slots of
    * runs no longer queued or running are released; then whatever the limits allow is admitted
-   * (a limit raised at run time takes effect here).
+   * (a limit raised at run time takes effect here). First, the tenants' shares are read again for the step
+   * priorities.
    */
   async sweep(): Promise<{ promoted: number; released: number; admitted: number }> {
+    await this.refreshStepPriorities();
     const k = this.d.keys.flow();
     const pending = await this.d.redis.hgetall(k.pending);
     const owners = [...new Set(Object.values(pending))];
@@ -286,23 +312,47 @@ export class Admission {
     if (promotion === 'promoted') this.d.metrics.flowAdmitted.inc({ tenant: a.tenant });
   }
 
+  /**
+   * With FLOW_STEP_PRIORITY the job is given its tenant's step priority first (the share after this admission): a
+   * tenant with its whole burst admitted (no limit) then does not fill the wait list, which BullMQ serves before any
+   * prioritized job, ahead of every other tenant's steps. If the process dies between the two, the job is delayed
+   * with its priority set, and the sweep promotes it.
+   */
   private async promote(a: Admitted): Promise<Promotion> {
     const jobId = stepJobId(a.runId, 1);
     const queue = this.d.queues.byShard(a.shard);
     const job = new Job(queue, STEP_JOB_NAME, {}, {}, jobId);
-    try {
+    const priority = this.firstStepPriority(a);
+    const release = async () => {
+      if (priority > 0) await job.changePriority({ priority });
       await job.promote();
+    };
+    try {
+      await release();
       return 'promoted';
     } catch {
-      const state = await queue.getJobState(jobId);
+      let state = await queue.getJobState(jobId);
+      if (state === 'unknown') {
+        if (!(await this.d.redis.exists(this.d.keys.run(a.runId).run))) return 'not_created';
+        // The run and its job are created together (createRun + deferNewJob, one MULTI): created between the two
+        // reads. Read once more: answering `not_delayed` here would clear the pending mark the creator's `created`
+        // looks for, and the job would stay delayed until the run's deadline.
+        state = await queue.getJobState(jobId);
+      }
       // Created between the attempt and the check (the creator's intake): once more.
       if (state === 'delayed') {
-        await job.promote();
+        await release();
         return 'promoted';
       }
-      if (state === 'unknown' && !(await this.d.redis.exists(this.d.keys.run(a.runId).run))) return 'not_created';
       return 'not_delayed';
     }
+  }
+
+  private firstStepPriority(a: Admitted): number {
+    if (!this.enabled || !this.d.cfg.FLOW_STEP_PRIORITY) return 0;
+    if (a.held === undefined || a.weight === undefined) return this.steps.of(a.tenant);
+    this.steps.note(a.tenant, a.held, a.weight);
+    return stepPriority(a.held, a.weight);
   }
 
   /** The owner name of the connection that runs the flow scripts (the node of `{flow}` on a Cluster). */

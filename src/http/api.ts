@@ -18,7 +18,7 @@ import { invalid } from '../producer/fieldErrors.js';
 import { EVENT_KEY_FORMAT } from '../runs/spec.js';
 import { runView, type EffectsLister } from './runView.js';
 import { storeErrorAnswered, storeGate } from './storeUnavailable.js';
-import { storeWritable } from '../store/connect.js';
+import { storeEnded, storeWritable } from '../store/connect.js';
 
 /** /readyz's store check answers within this (a lost master must not hang the probe). */
 const READY_PING_MS = 1000;
@@ -41,7 +41,11 @@ export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Ex
     return illFormed === undefined ? next() : bodyIllFormed(res, illFormed);
   });
 
-  app.get('/healthz', (_req, res) => void res.json({ ok: true }));
+  // Liveness fails once the store client ended on its own (storeEnded): only a restart reconnects it.
+  app.get('/healthz', (_req, res) => {
+    const alive = !storeEnded(ctx.redis);
+    res.status(alive ? 200 : 503).json({ ok: alive });
+  });
   app.get('/readyz', async (_req, res) => {
     const ready = (opts.isReady?.() ?? true) && (await storeWritable(ctx.redis, READY_PING_MS));
     res.status(ready ? 200 : 503).json({ ready });

@@ -179,7 +179,13 @@ export function openApiDocument(agents: AgentCatalog): ReturnType<typeof createD
       [OPENAPI_PATH]: {
         get: { summary: 'This document.', security: [], responses: { '200': jsonObject('OpenAPI 3.1') } },
       },
-      '/healthz': { get: { summary: 'Liveness.', security: [], responses: { '200': jsonObject('{ok: true}') } } },
+      '/healthz': {
+        get: {
+          summary: 'Liveness (503 once the store client gave up reconnecting: restart the process).',
+          security: [],
+          responses: { '200': jsonObject('{ok: true}'), '503': jsonObject('{ok: false}') },
+        },
+      },
       '/readyz': {
         get: {
           summary: 'Readiness (Redis answers).',

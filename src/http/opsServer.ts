@@ -20,6 +20,8 @@ export async function startOpsServer(opts: {
   host: string;
   registry: Registry;
   isReady: () => boolean;
+  /** Liveness: false once the process cannot recover by itself (its store client ended): /healthz answers 503. */
+  isAlive?: () => boolean;
   /** METRICS_TOKEN: /metrics requires it as a bearer token when set. */
   metricsToken?: string;
   /** Serve only /metrics (the API's separate metrics port: its health is on PORT). */
@@ -30,7 +32,8 @@ export async function startOpsServer(opts: {
   const server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     if (path === '/healthz' && !opts.metricsOnly) {
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
+      const alive = opts.isAlive?.() ?? true;
+      res.writeHead(alive ? 200 : 503, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: alive }));
     } else if (path === '/readyz' && !opts.metricsOnly) {
       const ready = opts.isReady();
       res.writeHead(ready ? 200 : 503, { 'content-type': 'application/json' }).end(JSON.stringify({ ready }));

@@ -93,6 +93,12 @@ export class Ledger {
     };
   }
 
+  /**
+   * Looks the action up, or plans it. `decision`: the digest of the journalled decision that asked for it
+   * (entryDigest); the plan is refused (FenceError `decision_not_journalled`, nothing written) where the run's journal
+   * does not hold that decision as the step's, so no effect leaves for a decision a failover took back. Omitted for
+   * an action no step decided (an operator's compensation).
+   */
   async plan(
     runId: string,
     step: number,
@@ -101,6 +107,7 @@ export class Ledger {
     id: ActionIdentity,
     args: unknown,
     by: string,
+    decision?: string,
   ): Promise<PlanResult> {
     const k = this.k(runId, id.actionId);
     const now = this.now();
@@ -127,7 +134,13 @@ export class Ledger {
     };
     const res = await ledgerPlan(
       this.redis,
-      { ...k, reservation: this.keys.reservation(runId, id.idempotencyKey), runActions: this.keys.run(runId).actions },
+      {
+        ...k,
+        reservation: this.keys.reservation(runId, id.idempotencyKey),
+        runActions: this.keys.run(runId).actions,
+        run: this.keys.run(runId).run,
+        journal: this.keys.run(runId).journal,
+      },
       {
         actionId: id.actionId,
         fields,
@@ -136,6 +149,7 @@ export class Ledger {
         callId,
         eventsMaxLen: this.eventsMaxLen,
         event: effectEvent(id.actionId, tool, null, 'planned', step),
+        decision,
       },
     );
     return { status: res.status, state: res.state as LedgerState, repeats: res.repeats };
@@ -314,6 +328,8 @@ export class Ledger {
         ...k,
         reservation: this.keys.reservation(original.runId, idempotencyKey),
         runActions: this.keys.run(original.runId).actions,
+        run: this.keys.run(original.runId).run,
+        journal: this.keys.run(original.runId).journal,
       },
       {
         actionId,

@@ -92,6 +92,7 @@ export class LedgerEffectRunner implements EffectRunner {
     ctx: ToolContext;
     tenant: string;
     deadlineAt?: number;
+    decision?: string | undefined;
   }): Promise<EffectResult> {
     return traced(
       this.d.tracer,
@@ -124,11 +125,21 @@ export class LedgerEffectRunner implements EffectRunner {
     ctx: ToolContext;
     tenant: string;
     deadlineAt?: number;
+    decision?: string | undefined;
   }): Promise<EffectResult> {
     const { tool, args, call, ctx } = input;
     if (this.d.unsafeDisableIdempotency) return this.unsafeDispatch(tool, args, ctx);
     const id = actionIdentity(ctx.runId, tool, args);
-    const plan = await this.d.ledger.plan(ctx.runId, ctx.step, call.id, tool.name, id, args, this.d.workerId);
+    const plan = await this.d.ledger.plan(
+      ctx.runId,
+      ctx.step,
+      call.id,
+      tool.name,
+      id,
+      args,
+      this.d.workerId,
+      input.decision,
+    );
     if (plan.status === 'new') this.d.metrics.effects.inc({ tool: tool.name, state: 'planned' });
     this.d.crash.hit('after_reservation', ctx.step);
     let repeat = false;

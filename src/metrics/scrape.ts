@@ -102,10 +102,17 @@ export async function indexStats(ctx: ScrapeCtx): Promise<IndexStats> {
   return out;
 }
 
+/**
+ * Jobs per state, summed over the shard queues. Under flow control step jobs wait in BullMQ's prioritized set
+ * (src/flow/stepPriority.ts): they are counted as waiting, which is what the scaling and queue alerts read.
+ */
 export async function queueJobCounts(ctx: ScrapeCtx): Promise<Record<(typeof QUEUE_STATES)[number], number>> {
-  const per = await Promise.all(ctx.queues.all().map((q) => q.getJobCounts(...QUEUE_STATES)));
+  const per = await Promise.all(ctx.queues.all().map((q) => q.getJobCounts(...QUEUE_STATES, 'prioritized')));
   const sum = Object.fromEntries(QUEUE_STATES.map((s) => [s, 0])) as Record<(typeof QUEUE_STATES)[number], number>;
-  for (const counts of per) for (const s of QUEUE_STATES) sum[s] += counts[s] ?? 0;
+  for (const counts of per) {
+    for (const s of QUEUE_STATES) sum[s] += counts[s] ?? 0;
+    sum.waiting += counts.prioritized ?? 0;
+  }
   return sum;
 }
 

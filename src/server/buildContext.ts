@@ -106,6 +106,15 @@ export async function createContext(cfg: Config, name: string, opts: ContextOpti
   // Boot: Redis answers within REDIS_BOOT_TIMEOUT_MS or the process stops naming it (src/server/boot.ts).
   await waitForRedis(redis, target, cfg.REDIS_BOOT_TIMEOUT_MS);
   redis.on('error', (err) => log.warn({ code: 'redis_error', err }, 'redis connection error'));
+  let closing = false;
+  // A client that ends without the process closing it never reconnects: said once, loudly; /healthz fails from then on.
+  redis.once('end', () => {
+    if (!closing)
+      log.error(
+        { code: 'store_connection_ended' },
+        'the redis client gave up reconnecting: liveness fails until restart',
+      );
+  });
   const metrics = opts.metrics ?? newMetrics({ defaultMetrics: true });
   const report = await assertRedisSafe(redis, (m) => log.warn({ code: 'redis_aof_off' }, m));
   metrics.redisConfigOk.set({ check: 'noeviction' }, report.noeviction ? 1 : 0);
@@ -154,6 +163,7 @@ export async function createContext(cfg: Config, name: string, opts: ContextOpti
     admission,
     rates,
     async close() {
+      closing = true;
       await queues.close();
       replicaWaits?.disconnect();
       redis.disconnect();

@@ -3,7 +3,7 @@ import { loadConfig } from '../config/config.js';
 import { boot } from './boot.js';
 import { createContext } from './buildContext.js';
 import { startOpsServer } from '../http/opsServer.js';
-import { storeConnected } from '../store/connect.js';
+import { storeConnected, storeEnded } from '../store/connect.js';
 import { Reconciler } from '../ledger/reconciler.js';
 
 const { ctx, reconciler, ops } = await boot('reconciler', async () => {
@@ -15,6 +15,7 @@ const { ctx, reconciler, ops } = await boot('reconciler', async () => {
     host: cfg.HOST,
     registry: ctx.metrics.registry,
     isReady: () => reconciler.ready && storeConnected(ctx.redis),
+    isAlive: () => !storeEnded(ctx.redis),
     metricsToken: cfg.METRICS_TOKEN,
     portSetting: 'RECONCILER_METRICS_PORT',
   });

@@ -7,7 +7,7 @@ import { loadConfig } from '../config/config.js';
 import { boot } from './boot.js';
 import { createContext } from './buildContext.js';
 import { startOpsServer } from '../http/opsServer.js';
-import { storeConnected } from '../store/connect.js';
+import { storeConnected, storeEnded } from '../store/connect.js';
 import { createEffectRunner } from '../ledger/runner.js';
 import { approvalPolicy } from '../ledger/approvals.js';
 import { FleetWorker } from '../worker/fleetWorker.js';
@@ -32,6 +32,7 @@ const { cfg, ctx, fleet, ops } = await boot('worker', async () => {
     host: cfg.HOST,
     registry: ctx.metrics.registry,
     isReady: () => fleet.ready && storeConnected(ctx.redis),
+    isAlive: () => !storeEnded(ctx.redis),
     metricsToken: cfg.METRICS_TOKEN,
     portSetting: 'WORKER_METRICS_PORT',
   });

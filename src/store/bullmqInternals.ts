@@ -2,8 +2,9 @@
  * The only module that touches BullMQ internals (outside its supported API).
  *
  * To make "commit step N" and "step N+1's job exists" one atomic change, our
- * commit scripts embed BullMQ's own addStandardJob Lua as a local function and
- * call it after the fence checks pass. BullMQ itself computes the script's keys
+ * commit scripts embed BullMQ's own addStandardJob Lua (and, for the step commit,
+ * addPrioritizedJob: flow control's step order) as a local function and call it
+ * after the fence checks pass. BullMQ itself computes the script's keys
  * and arguments: its backend's `addJobToTransaction` (what `Job#addJob` calls) runs
  * against a capturing client that records the call instead of sending it. test/integration/bullmqInternals.test.ts
  * fails loudly when a BullMQ upgrade changes any of this (script name, key count, argument layout).
@@ -17,6 +18,7 @@
 import { createRequire } from 'node:module';
 import { raw2NextJobData, type Job, type JobsOptions, type Queue } from 'bullmq';
 import type { addStandardJob as AddStandardJobScript } from 'bullmq/dist/esm/scripts/addStandardJob-9.js';
+import type { addPrioritizedJob as AddPrioritizedJobScript } from 'bullmq/dist/esm/scripts/addPrioritizedJob-9.js';
 import type { moveToFinished as MoveToFinishedScript } from 'bullmq/dist/esm/scripts/moveToFinished-14.js';
 import { InvariantError } from '../core/errors.js';
 
@@ -28,6 +30,9 @@ import { InvariantError } from '../core/errors.js';
 const requireBullmq = createRequire(import.meta.url);
 const { addStandardJob } = requireBullmq('bullmq/dist/cjs/scripts/addStandardJob-9.js') as {
   addStandardJob: typeof AddStandardJobScript;
+};
+const { addPrioritizedJob } = requireBullmq('bullmq/dist/cjs/scripts/addPrioritizedJob-9.js') as {
+  addPrioritizedJob: typeof AddPrioritizedJobScript;
 };
 const { moveToFinished } = requireBullmq('bullmq/dist/cjs/scripts/moveToFinished-14.js') as {
   moveToFinished: typeof MoveToFinishedScript;
@@ -43,6 +48,17 @@ export interface CapturedAdd {
   argv: (string | Buffer)[];
 }
 
+/** A captured add of a job: BullMQ's addStandardJob (the wait list) or addPrioritizedJob (the prioritized set). */
+export interface CapturedJobAdd extends CapturedAdd {
+  prioritized: boolean;
+}
+
+/**
+ * BullMQ's largest job priority (its `Job` refuses more): the score of a prioritized job is priority * 2^32 plus the
+ * queue's counter, so jobs of one priority are taken in the order they were added.
+ */
+export const BULLMQ_MAX_PRIORITY = 2_097_152;
+
 /** Lua source of BullMQ's addStandardJob, wrapped as `local function bullmqAddStandardJob(KEYS, ARGV)`. */
 export function bullmqAddStandardJobFunction(): string {
   if (addStandardJob.name !== 'addStandardJob' || addStandardJob.keys !== BULLMQ_ADD_KEYS) {
@@ -52,6 +68,17 @@ export function bullmqAddStandardJobFunction(): string {
     );
   }
   return `local function bullmqAddStandardJob(KEYS, ARGV)\n${addStandardJob.content}\nend\n`;
+}
+
+/** Lua source of BullMQ's addPrioritizedJob, wrapped as `local function bullmqAddPrioritizedJob(KEYS, ARGV)`. */
+export function bullmqAddPrioritizedJobFunction(): string {
+  if (addPrioritizedJob.name !== 'addPrioritizedJob' || addPrioritizedJob.keys !== BULLMQ_ADD_KEYS) {
+    throw new InvariantError(
+      'internals_changed',
+      `BullMQ internals changed: addPrioritizedJob has ${addPrioritizedJob.keys} keys`,
+    );
+  }
+  return `local function bullmqAddPrioritizedJob(KEYS, ARGV)\n${addPrioritizedJob.content}\nend\n`;
 }
 
 /** Lua source of BullMQ's moveToFinished, wrapped as `local function bullmqMoveToFinished(KEYS, ARGV)`. */
@@ -103,14 +130,24 @@ export function captureMoveToCompleted(job: Job, token: string, fetchNext: boole
  */
 export const ADD_KEYS_FROM_FINISH = [1, 8, 9, 15, 11, 7, 2, 4, 14] as const;
 
-/** The 15 BullMQ keys of a commit (moveToFinished's, then add's `id`), checked against ADD_KEYS_FROM_FINISH. */
-export function commitBullKeys(add: CapturedAdd, finish: CapturedAdd): string[] {
-  const keys = [...finish.keys, add.keys[3]!];
+/**
+ * The same for addPrioritizedJob's keys (marker, meta, id, prioritized, delayed, completed, active, events, pc): all
+ * among moveToFinished's but `id`, so a commit adds either kind of job with the same 15 keys.
+ */
+export const ADD_PRIORITIZED_KEYS_FROM_FINISH = [14, 9, 15, 3, 7, 11, 2, 4, 10] as const;
+
+/**
+ * The 15 BullMQ keys of a commit (moveToFinished's, then add's `id`), checked against ADD_KEYS_FROM_FINISH (or
+ * ADD_PRIORITIZED_KEYS_FROM_FINISH for a prioritized add).
+ */
+export function commitBullKeys(add: CapturedAdd & { prioritized?: boolean }, finish: CapturedAdd): string[] {
+  const positions = add.prioritized ? ADD_PRIORITIZED_KEYS_FROM_FINISH : ADD_KEYS_FROM_FINISH;
+  const keys = [...finish.keys, add.keys[positions.indexOf(15)]!];
   for (let i = 0; i < BULLMQ_ADD_KEYS; i++) {
-    if (keys[ADD_KEYS_FROM_FINISH[i]! - 1] !== add.keys[i]) {
+    if (keys[positions[i]! - 1] !== add.keys[i]) {
       throw new InvariantError(
         'internals_changed',
-        `BullMQ internals changed: addStandardJob key ${i + 1} (${add.keys[i]}) is not moveToFinished's`,
+        `BullMQ internals changed: ${add.prioritized ? 'addPrioritizedJob' : 'addStandardJob'} key ${i + 1} (${add.keys[i]}) is not moveToFinished's`,
       );
     }
   }
@@ -154,15 +191,30 @@ export function captureAddStandardJob(
   data: unknown,
   opts: JobsOptions & { jobId: string },
 ): CapturedAdd {
+  if (opts.priority) throw new InvariantError('invariant', 'captureAddStandardJob supports standard jobs only');
+  return captureAddJob(queue, name, data, opts);
+}
+
+/**
+ * The same for a job added to the queue at once: standard (the wait list) without `opts.priority`, prioritized (the
+ * prioritized set, taken after the wait list, lowest priority first) with one (1 to BULLMQ_MAX_PRIORITY).
+ */
+export function captureAddJob(
+  queue: Queue,
+  name: string,
+  data: unknown,
+  opts: JobsOptions & { jobId: string },
+): CapturedJobAdd {
   if (
     opts.delay ||
-    opts.priority ||
     opts.parent ||
     opts.deduplication ||
     'repeatJobKey' in opts ||
-    typeof opts.backoff === 'number'
+    typeof opts.backoff === 'number' ||
+    (opts.priority !== undefined &&
+      !(Number.isInteger(opts.priority) && opts.priority >= 0 && opts.priority <= BULLMQ_MAX_PRIORITY))
   ) {
-    throw new InvariantError('invariant', 'captureAddStandardJob supports standard jobs only');
+    throw new InvariantError('invariant', 'captureAddJob supports standard and prioritized jobs only');
   }
   let captured: { name: string; args: (string | Buffer)[] } | undefined;
   const capturingClient = {
@@ -189,22 +241,25 @@ export function captureAddStandardJob(
   };
   // Its promise resolves with the job id the capturing client answers; nothing waits for it.
   void backend.addJobToTransaction(capturingClient, jobData, opts.jobId).catch(() => undefined);
-  if (!captured || !captured.name.startsWith('addStandardJob:')) {
+  const prioritized = Boolean(opts.priority);
+  const expected = prioritized ? 'addPrioritizedJob:' : 'addStandardJob:';
+  if (!captured || !captured.name.startsWith(expected)) {
     throw new InvariantError(
       'internals_changed',
-      `BullMQ internals changed: expected addStandardJob, got ${captured?.name ?? 'nothing'}`,
+      `BullMQ internals changed: expected ${expected.slice(0, -1)}, got ${captured?.name ?? 'nothing'}`,
     );
   }
   const all = captured.args;
   if (all.length !== BULLMQ_ADD_KEYS + BULLMQ_ADD_ARGS) {
     throw new InvariantError(
       'internals_changed',
-      `BullMQ internals changed: addStandardJob took ${all.length} arguments`,
+      `BullMQ internals changed: ${expected.slice(0, -1)} took ${all.length} arguments`,
     );
   }
   return {
     keys: all.slice(0, BULLMQ_ADD_KEYS).map(String),
     argv: all.slice(BULLMQ_ADD_KEYS),
+    prioritized,
   };
 }
 

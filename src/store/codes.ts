@@ -25,6 +25,11 @@ export enum ScriptCode {
   DecisionMissing = -22,
   /** A script that brings a run back to work: a later run of its subject superseded it (includes/subject.lua). */
   Superseded = -23,
+  /**
+   * ledgerPlan-7.lua, commitStep-23.lua: the server does not hold the decision the caller acts on as the step's
+   * journalled one (a failover took it back, or another delivery decided the step again): nothing is written.
+   */
+  DecisionNotJournalled = -24,
 }
 
 /**
@@ -87,6 +92,12 @@ export function scriptError(code: number, context: Record<string, unknown> = {})
       );
     case ScriptCode.DecisionMissing:
       return new AgentError('invariant', "an observation before its step's decision was journalled", context);
+    case ScriptCode.DecisionNotJournalled:
+      return new FenceError(
+        'decision_not_journalled',
+        "the store does not hold this delivery's decision as the step's journalled one",
+        context,
+      );
     case ScriptCode.Superseded:
       return new AgentError('run_superseded', 'a later run of the subject superseded the run', context);
     default:

@@ -141,6 +141,15 @@ export function storeConnected(client: RedisClient): boolean {
   return client.status === 'ready';
 }
 
+/**
+ * Whether the client has given up for good (`end`): ioredis reconnects no more. A process's own close ends it too;
+ * otherwise (seen with a Sentinel client that rejected its own reconnection after a failover) every later command fails
+ * and only a restart of the process brings the store back, so liveness fails (src/http/opsServer.ts, src/http/api.ts).
+ */
+export function storeEnded(client: RedisClient): boolean {
+  return client.status === 'end';
+}
+
 export interface RedisConfigReport {
   noeviction: boolean;
   aof: boolean;

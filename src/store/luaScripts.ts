@@ -1,7 +1,8 @@
 /**
  * Loads the Lua files of src/store/lua once and exposes them by name (EVALSHA).
  * `name-N.lua` declares N keys; `-- @include x` pulls src/store/lua/includes/x.lua;
- * `-- @include bullmq:addStandardJob` / `bullmq:moveToFinished` pull BullMQ's own scripts (bullmqInternals.ts).
+ * `-- @include bullmq:addStandardJob` / `bullmq:addPrioritizedJob` / `bullmq:moveToFinished` pull BullMQ's own scripts
+ * (bullmqInternals.ts).
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -10,7 +11,11 @@ import { createHash } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { Cluster, Command } from 'ioredis';
 import type { RedisClient } from './connect.js';
-import { bullmqAddStandardJobFunction, bullmqMoveToFinishedFunction } from './bullmqInternals.js';
+import {
+  bullmqAddPrioritizedJobFunction,
+  bullmqAddStandardJobFunction,
+  bullmqMoveToFinishedFunction,
+} from './bullmqInternals.js';
 import { InvariantError } from '../core/errors.js';
 
 const luaDir = join(dirname(fileURLToPath(import.meta.url)), 'lua');
@@ -26,6 +31,7 @@ function resolveIncludes(source: string, seen = new Set<string>()): string {
     if (seen.has(name)) return '';
     seen.add(name);
     if (name === 'bullmq:addStandardJob') return bullmqAddStandardJobFunction();
+    if (name === 'bullmq:addPrioritizedJob') return bullmqAddPrioritizedJobFunction();
     if (name === 'bullmq:moveToFinished') return bullmqMoveToFinishedFunction();
     return resolveIncludes(readFileSync(join(luaDir, 'includes', `${name}.lua`), 'utf8'), seen);
   });

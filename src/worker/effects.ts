@@ -20,5 +20,10 @@ export interface EffectRunner {
     ctx: ToolContext;
     tenant: string;
     deadlineAt?: number;
+    /**
+     * The digest of the journalled decision that asked for the call (entryDigest): the action is planned only where
+     * the run's journal holds that decision, so nothing leaves for a decision a failover took back.
+     */
+    decision?: string | undefined;
   }): Promise<EffectResult>;
 }

@@ -1,6 +1,6 @@
 /**
  * Fails loudly when a BullMQ upgrade changes the internals our atomic commit
- * relies on: the addStandardJob script, its key/argument layout, the lock key.
+ * relies on: the addStandardJob and addPrioritizedJob scripts, their key/argument layout, the lock key.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Job, Worker } from 'bullmq';
@@ -8,8 +8,10 @@ import { createHarness, type Harness } from '../../testkit/harness.js';
 import {
   BULLMQ_ADD_KEYS,
   BULLMQ_FINISH_KEYS,
+  bullmqAddPrioritizedJobFunction,
   bullmqAddStandardJobFunction,
   bullmqMoveToFinishedFunction,
+  captureAddJob,
   captureAddStandardJob,
   captureMoveToCompleted,
   commitBullKeys,
@@ -40,6 +42,38 @@ describe('BullMQ internals', () => {
     const job = await queue.getJob('probe-1');
     expect(job?.data).toEqual({ hello: 1 });
     expect(job?.opts.attempts).toBe(2);
+  });
+
+  it('captures addPrioritizedJob for a job with a priority (what Job#addJob sends), and our copy adds it prioritized', async () => {
+    expect(bullmqAddPrioritizedJobFunction()).toContain('local function bullmqAddPrioritizedJob(KEYS, ARGV)');
+    const queue = h.ctx.queues.byShard(0);
+    const opts = { ...stepJobOptions, jobId: 'probe-p', priority: 6, timestamp: 1_700_000_000_000 };
+    let sent: (string | Buffer)[] = [];
+    const client = {
+      runCommand: (_name: string, args: (string | Buffer)[]) => {
+        sent = args;
+        return Promise.resolve('probe-p');
+      },
+    };
+    await (
+      new Job(queue, STEP_JOB_NAME, { p: 1 }, opts, opts.jobId) as unknown as { addJob(c: unknown): Promise<string> }
+    ).addJob(client);
+    const add = captureAddJob(queue, STEP_JOB_NAME, { p: 1 }, opts);
+    expect(add.prioritized).toBe(true);
+    expect([...add.keys, ...add.argv]).toEqual(sent);
+    // Its keys are moveToFinished's of the same queue, plus `id`: a commit passes the same 15 keys for either add.
+    const finishKeys = captureMoveToCompleted(
+      new Job(queue, STEP_JOB_NAME, {}, {}, 'probe-f') as Job,
+      'tok',
+      false,
+    ).keys;
+    expect(commitBullKeys(add, { keys: finishKeys, argv: [] })).toEqual(
+      commitBullKeys(captureAddJob(queue, STEP_JOB_NAME, {}, { jobId: 'probe-s' }), { keys: finishKeys, argv: [] }),
+    );
+    const lua = `${bullmqAddPrioritizedJobFunction()}\nreturn bullmqAddPrioritizedJob(KEYS, ARGV)`;
+    expect(await h.ctx.redis.eval(lua, add.keys.length, ...add.keys, ...add.argv)).toBe('probe-p');
+    expect(await queue.getJobState('probe-p')).toBe('prioritized');
+    expect((await queue.getJob('probe-p'))?.priority).toBe(6);
   });
 
   it('adding a job sets the queue marker a spare SIGTERM wake-up writes to', async () => {

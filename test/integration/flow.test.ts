@@ -4,7 +4,8 @@
  * ends (or by the bookkeeping sweep when the release was lost); an admission whose admitter died
  * before releasing the job is finished by the sweep; a run is never admitted twice; limits and
  * weights change at run time, recorded with who changed them; a waiting run is cancelled at once; a run
- * admitted by another process between its enqueue and its creation is promoted by its creator.
+ * admitted by another process between its enqueue and its creation is promoted by its creator, or by the
+ * admitter when the creation lands while it checks.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
@@ -23,7 +24,11 @@ let n = 0;
 const start = (tenant: string, extra: Record<string, unknown> = {}) =>
   startRun(h.ctx, { tenant, ticket: ticket(++n), ...extra }, `k-${n}`);
 const flow = () => h.ctx.keys.flow();
-const jobState = (runId: string) => h.ctx.queues.forRun(runId).getJobState(stepJobId(runId, 1));
+/** Step 1's job: `queued` once released to the queue (BullMQ's prioritized set, src/flow/stepPriority.ts, or its wait list). */
+const jobState = async (runId: string) => {
+  const state = await h.ctx.queues.forRun(runId).getJobState(stepJobId(runId, 1));
+  return state === 'prioritized' || state === 'waiting' ? 'queued' : state;
+};
 /** Takes every run of the script tests out of flow control (they have no run hash to end them). */
 async function clear(): Promise<void> {
   for (const key of [flow().waiting, flow().held]) {
@@ -111,7 +116,7 @@ describe('admission', () => {
     for (let i = 0; i < 5; i++) runs.push((await start('lim')).runId);
     expect(await heldOf('lim')).toBe(2);
     const states = await Promise.all(runs.map(jobState));
-    expect(states.filter((s) => s === 'waiting')).toHaveLength(2);
+    expect(states.filter((s) => s === 'queued')).toHaveLength(2);
     expect(states.filter((s) => s === 'delayed')).toHaveLength(3);
     expect(await h.ctx.redis.zcard(h.ctx.keys.flowLine('lim'))).toBe(3);
   });
@@ -124,10 +129,10 @@ describe('admission', () => {
     expect(await jobState(normal)).toBe('delayed');
     expect(await jobState(urgent)).toBe('delayed');
     await h.ctx.admission!.release(first);
-    expect(await jobState(urgent)).toBe('waiting');
+    expect(await jobState(urgent)).toBe('queued');
     expect(await jobState(normal)).toBe('delayed');
     await h.ctx.admission!.release(second);
-    expect(await jobState(normal)).toBe('waiting');
+    expect(await jobState(normal)).toBe('queued');
     // A release sent twice frees one slot once.
     await h.ctx.admission!.release(second);
     expect(await heldOf('prio')).toBe(2);
@@ -140,7 +145,7 @@ describe('crash points', () => {
     await h.ctx.redis.hset(flow().settings, 't:dead', '1');
     const runId = (await start('dead')).runId;
     // Admitted already (a free slot): put it back as an admission a dead connection made.
-    expect(await jobState(runId)).toBe('waiting');
+    expect(await jobState(runId)).toBe('queued');
     const other = (await start('dead')).runId;
     expect(await jobState(other)).toBe('delayed');
     await h.ctx.redis.hset(flow().settings, 't:dead', '2');
@@ -160,7 +165,7 @@ describe('crash points', () => {
     expect(await h.ctx.redis.hget(k.pending, other)).toBe('999999999');
     const swept = await a.sweep();
     expect(swept.promoted).toBeGreaterThanOrEqual(1);
-    expect(await jobState(other)).toBe('waiting');
+    expect(await jobState(other)).toBe('queued');
     expect(await h.ctx.redis.hexists(k.pending, other)).toBe(0);
   });
 
@@ -173,7 +178,7 @@ describe('crash points', () => {
     await h.ctx.redis.hset(h.ctx.keys.run(ended).run, 'status', 'completed');
     const swept = await h.ctx.admission!.sweep();
     expect(swept.released).toBeGreaterThanOrEqual(1);
-    expect(await jobState(next)).toBe('waiting');
+    expect(await jobState(next)).toBe('queued');
     expect(await heldOf('lost')).toBe(1);
   });
 });
@@ -199,9 +204,9 @@ describe('a follow-up at a higher priority', () => {
       followUp.runId,
     ]);
     await h.ctx.admission!.release(busy);
-    expect(await jobState(other)).toBe('waiting');
+    expect(await jobState(other)).toBe('queued');
     await h.ctx.admission!.release(other);
-    expect(await jobState(previous.runId)).toBe('waiting');
+    expect(await jobState(previous.runId)).toBe('queued');
     expect(await jobState(followUp.runId)).toBe('delayed');
   });
 });
@@ -230,9 +235,32 @@ describe('an admission between enqueue and intake', () => {
     expect((await h.ctx.store.intake(spec, Date.now(), true)).outcome).toBe('created');
     expect(await jobState(spec.runId)).toBe('delayed');
     await a.created(spec.runId);
-    expect(await jobState(spec.runId)).toBe('waiting');
+    expect(await jobState(spec.runId)).toBe('queued');
     expect(await h.ctx.redis.hexists(flow().pending, spec.runId)).toBe(0);
     expect(await heldOf('between')).toBe(1);
+  });
+
+  it('the run is created while the admitter checks why its promotion failed: the admitter promotes it', async () => {
+    const a = h.ctx.admission!;
+    await a.configure('limit', 'race', 1, 'test');
+    const first = (await start('race')).runId;
+    const spec = await inLineNotCreated('race');
+    // The creator's intake lands just after the admitter read the job's state ('unknown'), before it checks the run.
+    const queue = h.ctx.queues.forRun(spec.runId);
+    const read = queue.getJobState.bind(queue);
+    queue.getJobState = async (jobId: string) => {
+      const state = await read(jobId);
+      queue.getJobState = read;
+      expect((await h.ctx.store.intake(spec, Date.now(), true)).outcome).toBe('created');
+      return state;
+    };
+    await a.release(first);
+    expect(queue.getJobState).toBe(read);
+    // Not left delayed until its deadline with no pending mark for its creator's check to find.
+    expect(await jobState(spec.runId)).toBe('queued');
+    expect(await h.ctx.redis.hexists(flow().pending, spec.runId)).toBe(0);
+    await a.created(spec.runId);
+    expect(await heldOf('race')).toBe(1);
   });
 
   it('a run whose creator died after enqueue gives its slot back once INTAKE_GRACE_MS has passed', async () => {
@@ -243,7 +271,7 @@ describe('an admission between enqueue and intake', () => {
     expect(await h.ctx.redis.hexists(flow().held, spec.runId)).toBe(0);
     expect(await heldOf('orphan')).toBe(0);
     const next = (await start('orphan')).runId;
-    expect(await jobState(next)).toBe('waiting');
+    expect(await jobState(next)).toBe('queued');
   });
 });
 

@@ -6,7 +6,7 @@
  * written here and nowhere else.
  */
 import type { RedisClient } from '../connect.js';
-import { commitBullKeys, type CapturedAdd } from '../bullmqInternals.js';
+import { commitBullKeys, type CapturedAdd, type CapturedJobAdd } from '../bullmqInternals.js';
 import { expectReply } from '../codes.js';
 import { script } from '../luaScripts.js';
 
@@ -43,15 +43,20 @@ export interface CommitStepArgs {
   carriesDecision: boolean;
   jobId: string;
   nextJobId: string;
+  /**
+   * sha1 of the step's decision entry when it was journalled before the commit (not carried by it): the server must
+   * hold it as the step's decision (decisionDigest). Undefined when the commit follows no journalled decision.
+   */
+  decision?: string | undefined;
   /** Journal entries (JSON), appended in order. */
   entries: readonly string[];
   /** BullMQ's completion of this job (captureMoveToCompleted). */
   finish: CapturedAdd;
   /**
-   * BullMQ's add of the next step's job (captureAddStandardJob): its keys are always passed, its job added only when
-   * `addNext`.
+   * BullMQ's add of the next step's job (captureAddJob: standard, or prioritized under flow control): its keys are
+   * always passed, its job added only when `addNext`.
    */
-  next: CapturedAdd;
+  next: CapturedJobAdd;
   addNext: boolean;
   /** This delivery's step_started event (JSON), '' when journalDecision already emitted it. */
   startedEvent: string;
@@ -113,6 +118,8 @@ export async function commitStep(redis: RedisClient, k: CommitStepKeys, a: Commi
     a.approvalFor,
     a.approvalExpiresAt,
     a.wait,
+    a.decision ?? '',
+    a.next.prioritized ? 'p' : '',
     // The journal entries, the one variable-length run, last.
     ...a.entries,
   );

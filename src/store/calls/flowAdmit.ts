@@ -21,6 +21,9 @@ export interface Admitted {
   runId: string;
   shard: number;
   tenant: string;
+  /** The tenant's runs at work once this one is admitted, and its weight (its step jobs' share); absent when unknown. */
+  held?: number;
+  weight?: number;
 }
 
 export async function flowAdmit(redis: RedisClient, k: FlowKeys, a: AdmitArgs): Promise<Admitted[]> {
@@ -45,7 +48,13 @@ export async function flowAdmit(redis: RedisClient, k: FlowKeys, a: AdmitArgs): 
   );
   const flat = Array.isArray(res) ? res.map(String) : [];
   const out: Admitted[] = [];
-  for (let i = 0; i + 2 < flat.length; i += 3)
-    out.push({ runId: flat[i]!, shard: Number(flat[i + 1]), tenant: flat[i + 2]! });
+  for (let i = 0; i + 4 < flat.length; i += 5)
+    out.push({
+      runId: flat[i]!,
+      shard: Number(flat[i + 1]),
+      tenant: flat[i + 2]!,
+      held: Number(flat[i + 3]),
+      weight: Number(flat[i + 4]),
+    });
   return out;
 }

@@ -1,4 +1,7 @@
-/** Typed call of src/store/lua/ledgerPlan-5.lua: look an action up by id, or plan it (record + SET NX reservation). */
+/**
+ * Typed call of src/store/lua/ledgerPlan-7.lua: look an action up by id, or plan it (record + SET NX reservation),
+ * only where the run's journal holds the decision that asked for it.
+ */
 import type { RedisClient } from '../connect.js';
 import { expectReply } from '../codes.js';
 import { script } from '../luaScripts.js';
@@ -11,6 +14,9 @@ export interface LedgerPlanKeys {
   /** The run's set of action ids. */
   runActions: string;
   events: string;
+  /** The run's hash and journal: where the decision the action follows must be. */
+  run: string;
+  journal: string;
 }
 
 export interface LedgerPlanArgs {
@@ -23,12 +29,20 @@ export interface LedgerPlanArgs {
   eventsMaxLen: number;
   /** The `effect` event (JSON) published when the action is planned. */
   event: string;
+  /**
+   * sha1 of the journalled decision entry that asked for the action (decisionDigest); undefined for an action planned
+   * outside a step (an operator's compensation).
+   */
+  decision?: string | undefined;
 }
 
 /** 'repeat': the same write asked again from another step or call (a loop signal). */
 export type LedgerPlanReply = { status: 'new' | 'existing' | 'repeat'; state: string; repeats: number };
 
-/** Throws the typed error of -13 (the reservation is held by another action). */
+/**
+ * Throws the typed error of -13 (the reservation is held by another action) and the FenceError of -24 (the server
+ * does not hold the decision: nothing planned, the action must not leave).
+ */
 export async function ledgerPlan(redis: RedisClient, k: LedgerPlanKeys, a: LedgerPlanArgs): Promise<LedgerPlanReply> {
   const res = await script(redis, 'ledgerPlan')(
     k.action,
@@ -36,6 +50,8 @@ export async function ledgerPlan(redis: RedisClient, k: LedgerPlanKeys, a: Ledge
     k.reservation,
     k.runActions,
     k.events,
+    k.run,
+    k.journal,
     a.actionId,
     JSON.stringify(a.fields),
     JSON.stringify(a.history),
@@ -43,6 +59,7 @@ export async function ledgerPlan(redis: RedisClient, k: LedgerPlanKeys, a: Ledge
     a.callId,
     a.eventsMaxLen,
     a.event,
+    a.decision ?? '',
   );
   const [status, state, repeats] = expectReply(res, { actionId: a.actionId }) as [
     LedgerPlanReply['status'],

@@ -9,7 +9,9 @@
   KEYS[7..20] BullMQ moveToFinished keys completing this job
   KEYS[21] BullMQ's job id counter key; addStandardJob's keys for the next step's
            job are KEYS[7, 14, 15, 21, 17, 13, 8, 10, 20] (bullmqInternals.ts
-           ADD_KEYS_FROM_FINISH, checked against BullMQ's own on every commit)
+           ADD_KEYS_FROM_FINISH, checked against BullMQ's own on every commit),
+           addPrioritizedJob's KEYS[20, 15, 21, 9, 13, 17, 8, 10, 16]
+           (ADD_PRIORITIZED_KEYS_FROM_FINISH)
   KEYS[22] the action a park into waiting_approval asks approval for (any other
            commit passes the run hash here, untouched)
   KEYS[23] the shard's approvals zset
@@ -29,13 +31,18 @@
   ARGV[15] the next step's job id (becomes the run's current job when status is running)
   ARGV[16] number of journal entries N
   ARGV[17..25] BullMQ moveToFinished argv (completes this job; may fetch the worker's next job)
-  ARGV[26..28] BullMQ addStandardJob argv (empty strings when the status is not running)
+  ARGV[26..28] BullMQ addStandardJob or addPrioritizedJob argv (empty strings when the status is not running)
   ARGV[29] step-started event (JSON; '' when this delivery's journalDecision already emitted it)
   ARGV[30] the decision event (JSON; '' when ARGV[13] is 0)
   ARGV[31] the action id a park into waiting_approval asks approval for ('' for none)
   ARGV[32] that approval's expiry (ms) if none is recorded yet
   ARGV[33] a park on a wait (sleeping | waiting_event | waiting_child): the wait's record (JSON, src/runs/waits.ts), '' for none
-  ARGV[34..33+N] journal entries (JSON): the one variable-length run, last
+  ARGV[34] sha1 of the step's decision entry when it was journalled before this commit
+           (ARGV[13] is 0): the server must hold it as the step's decision, or nothing is
+           written ('' when the commit follows no journalled decision)
+  ARGV[35] `p` when the next step's job is prioritized (flow control: its priority says its
+           tenant's share, src/flow/stepPriority.ts), '' for a standard job
+  ARGV[36..35+N] journal entries (JSON): the one variable-length run, last
 
   A park on a wait advances the cursor and makes the next step's job id the run's
   current job, with the wait recorded on the run hash (`wait`); no job is added here:
@@ -55,6 +62,7 @@
   completes the job itself), the status committed (ARGV[3], or what a cancel or
   an expired approval made of it) }, or a negative code:
    -1 lock lost  -2 stale step  -3 run missing  -4 run not running  -5 decision already journalled
+   -24 the journalled decision this commit follows is not the server's (includes/journalledDecision.lua)
 
   Keeps the run listing indexes and the version queue (includes/runIndex.lua) in the same change.
 ]]
@@ -63,7 +71,9 @@
 -- @include expireRun
 -- @include runStatus
 -- @include runIndex
+-- @include journalledDecision
 -- @include bullmq:addStandardJob
+-- @include bullmq:addPrioritizedJob
 -- @include bullmq:moveToFinished
 
 local step = tonumber(ARGV[2])
@@ -71,10 +81,11 @@ local fence, decidedStep, cancelRequested, cancelReason, fromStatus = checkFence
 if fence ~= 0 then return fence end
 
 if ARGV[13] == '1' and decidedStep == ARGV[2] then return -5 end
+if ARGV[34] ~= '' and not holdsDecision(KEYS[1], KEYS[3], ARGV[2], ARGV[34]) then return -24 end
 
 local n = tonumber(ARGV[16])
 local len
-if n > 0 then len = redis.call('RPUSH', KEYS[3], unpack(ARGV, 34, 33 + n)) else len = redis.call('LLEN', KEYS[3]) end
+if n > 0 then len = redis.call('RPUSH', KEYS[3], unpack(ARGV, 36, 35 + n)) else len = redis.call('LLEN', KEYS[3]) end
 
 -- Cancel wins: whatever this commit would set (a park included), the run ends cancelled.
 local status = ARGV[3]
@@ -122,7 +133,10 @@ emitEvent(KEYS[4], ARGV[9], 'step_started', ARGV[29])
 emitEvent(KEYS[4], ARGV[9], 'decision', ARGV[30])
 emitEvent(KEYS[4], ARGV[9], 'step_committed', ARGV[12])
 
-if status == 'running' then
+if status == 'running' and ARGV[35] == 'p' then
+  bullmqAddPrioritizedJob({ KEYS[20], KEYS[15], KEYS[21], KEYS[9], KEYS[13], KEYS[17], KEYS[8], KEYS[10], KEYS[16] },
+    { ARGV[26], ARGV[27], ARGV[28] })
+elseif status == 'running' then
   bullmqAddStandardJob({ KEYS[7], KEYS[14], KEYS[15], KEYS[21], KEYS[17], KEYS[13], KEYS[8], KEYS[10], KEYS[20] },
     { ARGV[26], ARGV[27], ARGV[28] })
 else

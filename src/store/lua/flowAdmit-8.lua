@@ -17,8 +17,10 @@
   ARGV[9] configured values (JSON object: `w:<tenant>`, `t:<tenant>`, `a:<agent>` -> number);
           a value set at run time (the settings hash) wins over it, and it over the default
 
-  Returns a flat array {runId, shard, tenant, ...} of the runs admitted: each holds a
-  slot, counted, and is pending until the caller has released its step job.
+  Returns a flat array {runId, shard, tenant, held, weight, ...} of the runs admitted: each
+  holds a slot, counted, and is pending until the caller has released its step job; held is
+  its tenant's runs at work after it and weight the tenant's weight (the share its step jobs
+  are ordered by, src/flow/stepPriority.ts).
 ]]
 local function num(v, def) return tonumber(v or '') or def end
 local fleetLimit = num(ARGV[8], 0)
@@ -50,7 +52,7 @@ local function pick()
   return nil
 end
 
-while #out < 3 * num(ARGV[2], 1) do
+while #out < 5 * num(ARGV[2], 1) do
   if fleetLimit > 0 and num(redis.call('HGET', KEYS[4], 'all'), 0) >= fleetLimit then break end
   local tenant, pass, line, runId, meta = pick()
   if not tenant then break end
@@ -59,7 +61,7 @@ while #out < 3 * num(ARGV[2], 1) do
   meta.admittedAt = tonumber(ARGV[1])
   redis.call('HSET', KEYS[2], runId, cjson.encode(meta))
   redis.call('HSET', KEYS[3], runId, ARGV[3])
-  redis.call('HINCRBY', KEYS[4], 't:' .. tenant, 1)
+  local held = redis.call('HINCRBY', KEYS[4], 't:' .. tenant, 1)
   redis.call('HINCRBY', KEYS[4], 'a:' .. meta.agent, 1)
   redis.call('HINCRBY', KEYS[4], 'all', 1)
   redis.call('HINCRBY', KEYS[8], tenant, 1)
@@ -70,5 +72,7 @@ while #out < 3 * num(ARGV[2], 1) do
   out[#out + 1] = runId
   out[#out + 1] = tostring(meta.shard)
   out[#out + 1] = tenant
+  out[#out + 1] = held
+  out[#out + 1] = tostring(weight)
 end
 return out

@@ -57,7 +57,7 @@ if tonumber(used[2] or '0') >= tonumber(ARGV[8]) then return { -18, 'tokens' } e
 if tonumber(ARGV[5]) >= tonumber(ARGV[10]) then return { -18, 'wall_clock' } end
 
 local actions = redis.call('SMEMBERS', KEYS[5])
--- The actions set holds the ledger records' keys (ledgerPlan-5.lua); the action id is their last part.
+-- The actions set holds the ledger records' keys (ledgerPlan-7.lua); the action id is their last part.
 for _, ak in ipairs(actions) do
   local a = redis.call('HMGET', ak, 'state', 'approvalExpiresAt', 'decision')
   local waiting = a[1] == 'needs_human' or (a[1] == 'planned' and a[2] and not a[3])

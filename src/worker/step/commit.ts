@@ -126,9 +126,11 @@ export function commitRecord(env: StepEnv, state: StepState, plan: CommitPlan, f
     encoded,
     contextBytesDelta: used.contextBytes === undefined ? undefined : bytes,
     next,
+    nextPriority: next ? (env.admission?.stepPriority?.(state.spec.tenant) ?? 0) : 0,
     fetchNext,
     startedEvent: state.startedEmitted ? '' : state.startedEvent,
     now: env.now(),
+    decision: plan.carriesDecision ? undefined : state.decisionDigest,
   };
 }
 

@@ -8,7 +8,7 @@
  * `after_decision`); any other rides in the commit. Returns the commit that stops the run, or undefined with `state.decision` set.
  */
 import type { Agent } from '../../core/agent.js';
-import { encodeEntry, type DecisionEntry } from '../../core/journal.js';
+import { encodeEntry, entryDigest, type DecisionEntry } from '../../core/journal.js';
 import { preflight, type BudgetKind } from '../../budget/tenantBudget.js';
 import { cancelledPlan } from './cancel.js';
 import type { StepEnv } from './env.js';
@@ -97,6 +97,7 @@ async function keep(env: StepEnv, state: StepState, agent: Agent, decision: Deci
     startedEvent: state.startedEmitted ? '' : state.startedEvent,
     now: env.now(),
   });
+  state.decisionDigest = entryDigest(encoded);
   state.log.debug({ code: 'decision_journalled' }, 'decision journalled');
   state.startedEmitted = true;
   state.used = grown({ ...state.used, tokens: state.used.tokens + total(decision.usage) }, bytes);

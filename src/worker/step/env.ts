@@ -102,6 +102,8 @@ export interface StepEnv {
         release(runId: string): Promise<void>;
         /** Takes a slot for a run that woke from a wait (as a resumed run does: src/runs/resume.ts). */
         hold?(run: { runId: string; tenant: string; agent: string }, nowMs: number): Promise<unknown>;
+        /** The BullMQ priority of the tenant's next step job, 0 for none (src/flow/stepPriority.ts). */
+        stepPriority?(tenant: string): number;
       }
     | undefined;
   /** Model rate limits, reserved around each model attempt (src/flow/rateLimits.ts). */

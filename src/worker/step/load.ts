@@ -71,6 +71,7 @@ export async function load(env: StepEnv, d: Delivery, limited: LimitedSpecs): Pr
     startedEmitted: false,
     carriesDecision: false,
     ...(known.decision ? { decision: known.decision } : {}),
+    ...(known.decisionDigest ? { decisionDigest: known.decisionDigest } : {}),
     ...(known.observed?.length ? { observed: known.observed } : {}),
     ...(known.waking ? { waking: known.waking } : {}),
   };
@@ -114,7 +115,10 @@ async function readDelivered(
   runId: string,
   step: number,
   log: Logger,
-): Promise<(Pick<StepState, 'used' | 'decision' | 'observed' | 'waking'> & { cancelRequested: boolean }) | undefined> {
+): Promise<
+  | (Pick<StepState, 'used' | 'decision' | 'decisionDigest' | 'observed' | 'waking'> & { cancelRequested: boolean })
+  | undefined
+> {
   const state = await env.store.readState(runId);
   if (!state) return undefined;
   const current = state.cursor === step && state.jobId === job.id;
@@ -129,10 +133,12 @@ async function readDelivered(
   }
   const known = { used: state.used, cancelRequested: state.cancelRequested };
   if (state.decidedStep !== step) return known;
-  const entry = await env.store.journalEntry(runId, state.decisionIndex);
+  const read = await env.store.journalEntry(runId, state.decisionIndex);
+  const entry = read?.entry;
   const decision: DecisionEntry | undefined = entry?.kind === 'decision' && entry.step === step ? entry : undefined;
   if (!decision) return known;
-  return { ...known, decision, observed: await observedAfter(env, runId, step, state.decisionIndex) };
+  const observed = await observedAfter(env, runId, step, state.decisionIndex);
+  return { ...known, decision, decisionDigest: read!.digest, observed };
 }
 
 /** The step's observations journalled after its decision (calls an earlier delivery finished). */

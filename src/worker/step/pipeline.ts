@@ -101,12 +101,14 @@ export class StepPipeline {
 
   /**
    * Another owner moved the run on: counted, and the run's current job made sure of. A decision
-   * journalled concurrently throws, so the redelivery reuses it.
+   * journalled concurrently throws, so the redelivery reuses it; so does a decision the store does
+   * not hold (a failover took it back after this delivery journalled it): the redelivery reads the
+   * step's decision where the run is now, or decides again, and nothing of this one is written.
    */
   private async fenced(state: StepState, err: FenceError): Promise<void> {
     this.env.metrics.fenceRejections.inc({ code: err.code });
     state.log.info({ code: err.code }, 'commit refused by the fence');
     if (err.code !== 'lock_lost') await this.env.store.ensureCurrentStepJob(state.runId);
-    if (err.code === 'decision_exists') throw err;
+    if (err.code === 'decision_exists' || err.code === 'decision_not_journalled') throw err;
   }
 }

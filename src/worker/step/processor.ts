@@ -53,8 +53,11 @@ export interface StepDeps {
   tracer?: Tracer | undefined;
   /** Names this process in run events (`worker:<pid>` by default). */
   workerName?: string;
-  /** Flow control: a run that stops or parks gives its slot back (src/flow/admission.ts). */
-  admission?: { release(runId: string): Promise<void> } | undefined;
+  /**
+   * Flow control: a run that stops or parks gives its slot back, and its next step's job is ordered by its tenant's
+   * share (src/flow/admission.ts).
+   */
+  admission?: StepEnv['admission'];
   /** Model rate limits, reserved around each model attempt (src/flow/rateLimits.ts). */
   rates?: RateLimits | undefined;
   /** Starts the child runs of agent tools (the producer's intake, given by the composition root). */

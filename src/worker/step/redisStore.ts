@@ -5,7 +5,7 @@
  * that knows key names (through KeySpace) and BullMQ's internals.
  */
 import type { Job } from 'bullmq';
-import type { DecisionEntry } from '../../core/journal.js';
+import { decodeEntry, entryDigest, type DecisionEntry } from '../../core/journal.js';
 import type { CrashPoints } from '../../config/testHooks.js';
 import type { Metrics } from '../../metrics/metrics.js';
 import type { RedisClient } from '../../store/connect.js';
@@ -16,7 +16,7 @@ import { stepJobId } from '../../store/keys.js';
 import { STEP_JOB_NAME } from '../../runs/queues.js';
 import type { StepJobData } from '../../runs/spec.js';
 import {
-  captureAddStandardJob,
+  captureAddJob,
   captureMoveToCompleted,
   completeFromCommit,
   type CapturedAdd,
@@ -130,8 +130,9 @@ export class RedisStepStore implements StepStore {
     return this.d.runs.readState(runId);
   }
 
-  journalEntry(runId: string, index: number) {
-    return this.d.runs.journalEntry(runId, index);
+  async journalEntry(runId: string, index: number) {
+    const raw = await this.d.redis.lindex(this.d.keys.run(runId).journal, index);
+    return raw === null ? undefined : { entry: decodeEntry(raw, index), digest: entryDigest(raw) };
   }
 
   ensureCurrentStepJob(runId: string): Promise<void> {
@@ -198,12 +199,10 @@ export class RedisStepStore implements StepStore {
     const { runId, step, plan } = c;
     const queue = this.d.runs.queues.forRun(runId);
     // When the run stops, the next job's keys are still passed (the script declares them) but no job is added.
-    const next = captureAddStandardJob(
-      queue,
-      STEP_JOB_NAME,
-      c.next ?? {},
-      this.d.runs.queues.jobOptions(runId, step + 1),
-    );
+    // Under flow control the next job is prioritized by its tenant's share (src/flow/stepPriority.ts).
+    const opts = this.d.runs.queues.jobOptions(runId, step + 1);
+    if (c.nextPriority > 0) opts.priority = c.nextPriority;
+    const next = captureAddJob(queue, STEP_JOB_NAME, c.next ?? {}, opts);
     const finish = job.completion(c.fetchNext);
     const { finished, committed } = await commitStep(this.d.redis, this.commitKeys(job, runId, plan.approvalFor), {
       token: job.token,
@@ -230,6 +229,7 @@ export class RedisStepStore implements StepStore {
       approvalFor: plan.approvalFor ?? '',
       approvalExpiresAt: c.now + this.d.cfg.APPROVAL_TTL_MS,
       wait: plan.wait ? JSON.stringify(plan.wait) : '',
+      decision: c.decision,
     });
     if (isScriptError(finished)) return { committed, completionRefused: finished };
     job.completedBy(finished, finish);

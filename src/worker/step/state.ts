@@ -84,6 +84,12 @@ export interface StepState {
   startedEmitted: boolean;
   /** The step's decision: journalled by an earlier delivery, or made by this one. */
   decision?: DecisionEntry;
+  /**
+   * The journalled decision's digest (entryDigest). Every write that follows it (an action's plan, the commit of
+   * the step's observations) names it, and the store refuses the write where its journal holds another decision or
+   * none: a decision a failover took back must not be acted on. Unset while the decision rides in the commit.
+   */
+  decisionDigest?: string;
   /** The wait this wake job ends (the run is parked on it): settled before the step decides. */
   readonly waking?: WaitRecord;
   /** Observations of this step an earlier delivery journalled after the decision: those calls are not run again. */

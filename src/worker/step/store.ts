@@ -74,10 +74,14 @@ export interface StepCommit {
   contextBytesDelta: number | undefined;
   /** The next step's job data; undefined when the run stops or parks (no job is added). */
   next: StepJobData | undefined;
+  /** The next step's job's BullMQ priority (flow control: its tenant's share); 0 for a standard job. */
+  nextPriority: number;
   /** The commit also fetches the worker's next job. */
   fetchNext: boolean;
   startedEvent: string;
   now: number;
+  /** The digest of the step's decision when it was journalled before this commit (the commit must follow it). */
+  decision: string | undefined;
 }
 
 export interface CommitReply {
@@ -102,7 +106,8 @@ export interface StepStore {
   /** Drops the cached spec: an operator may have re-pinned the run. */
   forgetSpec(runId: string): void;
   readState(runId: string): Promise<RunState | undefined>;
-  journalEntry(runId: string, index: number): Promise<JournalEntry | undefined>;
+  /** The journal's entry at `index`, with its digest (entryDigest of its bytes as stored); undefined past the end. */
+  journalEntry(runId: string, index: number): Promise<{ entry: JournalEntry; digest: string } | undefined>;
   /** Makes sure the job of the run's current step exists (a stale or refused job's only duty). */
   ensureCurrentStepJob(runId: string): Promise<void>;
   cancelRequested(runId: string): Promise<boolean>;

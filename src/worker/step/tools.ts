@@ -63,6 +63,7 @@ export async function runTool(
     ctx: { ...ctx, signal: dispatchSignal },
     tenant: spec.tenant,
     deadlineAt: spec.limits.deadlineAt,
+    decision: state.decisionDigest,
   });
   if (r.kind === 'park')
     return {

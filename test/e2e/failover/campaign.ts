@@ -15,6 +15,10 @@
  * Run alone: `npx tsx test/e2e/failover/campaign.ts [--replicas=0|1] [--lag] [--kills=3] [--lag-ms=1500]`.
  */
 import { randomBytes } from 'node:crypto';
+import { createWriteStream, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Readable } from 'node:stream';
 import { Redis } from 'ioredis';
 import { startSandbox } from '../../../sandbox/server.js';
 import { startOpenAIServer } from '../../../testkit/modelServers/openai.js';
@@ -109,6 +113,19 @@ export function unsteadyModel(req: RecordedRequest): Reply {
     };
   }
   return { kind: 'turn', text: `Done ${nonce}.`, usage };
+}
+
+/**
+ * FAILOVER_KEEP_LOGS: every line each fleet process writes goes to a file of its own in one temp dir (named on the
+ * campaign's output), where the campaign otherwise keeps only errors: a duplicate's post-mortem needs every
+ * delivery of its step, from every worker. With SENTINEL_KEEP_DIR (the nodes' AOF) it is the whole record.
+ */
+const logDir = process.env.FAILOVER_KEEP_LOGS ? mkdtempSync(join(tmpdir(), 'failover-logs-')) : undefined;
+function keepLog(name: string, stdout: Readable | null, stderr: Readable | null): void {
+  if (!logDir) return;
+  const out = createWriteStream(join(logDir, `${name}.log`), { flags: 'a' });
+  stdout?.on('data', (d: Buffer) => out.write(d));
+  stderr?.on('data', (d: Buffer) => out.write(d));
 }
 
 /** POST /v1/runs until an answer that is not a 503 / dropped connection (same Idempotency-Key each time). */
@@ -314,15 +331,26 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
   }
 
   async function campaign(): Promise<CampaignResult> {
-    for (const p of workerPorts)
-      workers.push(
-        await spawnWorker(
-          { ...env, WORKER_METRICS_PORT: String(p) },
-          { startTimeoutMs: 90_000, keep: 'lifecycle', exitBeforeStart: 'return' },
-        ),
+    if (logDir) log(`fleet logs kept: ${logDir}`);
+    for (const [i, p] of workerPorts.entries()) {
+      const w = await spawnWorker(
+        { ...env, WORKER_METRICS_PORT: String(p) },
+        {
+          startTimeoutMs: 90_000,
+          keep: 'lifecycle',
+          exitBeforeStart: 'return',
+          // Kept logs are at debug: each step's decision and commit, by run, step, job and attempt.
+          ...(logDir ? { logLevel: 'debug' } : {}),
+        },
       );
-    procs.push(await spawnApi(env, { startTimeoutMs: 60_000, keep: 'lifecycle' }));
-    procs.push(await spawnReconciler(env, { keep: 'lifecycle' }));
+      keepLog(`worker-${i + 1}`, w.child.stdout, w.child.stderr);
+      workers.push(w);
+    }
+    const apiProcess = await spawnApi(env, { startTimeoutMs: 60_000, keep: 'lifecycle' });
+    keepLog('api', apiProcess.child.stdout, apiProcess.child.stderr);
+    const reconciler = await spawnReconciler(env, { keep: 'lifecycle' });
+    keepLog('reconciler', reconciler.child.stdout, reconciler.child.stderr);
+    procs.push(apiProcess, reconciler);
     const api = `http://127.0.0.1:${apiPort}`;
     const tally = { s503: 0, s500: 0 };
     const acked: string[] = [];

@@ -5,7 +5,7 @@
  * next job), and a record of every call so a test can say what a stage wrote.
  */
 import { FenceError } from '../../../src/core/errors.js';
-import type { JournalEntry } from '../../../src/core/journal.js';
+import { encodeEntry, entryDigest, type JournalEntry } from '../../../src/core/journal.js';
 import type { RunSpec, StepJobData } from '../../../src/runs/spec.js';
 import type { RunState } from '../../../src/runs/store.js';
 import type { CapturedAdd } from '../../../src/store/bullmqInternals.js';
@@ -82,8 +82,9 @@ export class MemoryStepStore implements StepStore {
     return run ? structuredClone(run.state) : undefined;
   }
 
-  async journalEntry(runId: string, index: number): Promise<JournalEntry | undefined> {
-    return this.runs.get(runId)?.journal[index];
+  async journalEntry(runId: string, index: number): Promise<{ entry: JournalEntry; digest: string } | undefined> {
+    const entry = this.runs.get(runId)?.journal[index];
+    return entry ? { entry, digest: entryDigest(encodeEntry(entry)) } : undefined;
   }
 
   async ensureCurrentStepJob(runId: string): Promise<void> {
