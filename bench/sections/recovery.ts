@@ -4,7 +4,7 @@
  * BullMQ with its default settings, in the same bench run.
  *
  * Engine (real `npm run worker` processes, src/server/worker.ts), one trial at a
- * time, three settings in turn: the defaults (owner watch every 100 ms, lock
+ * time, three settings in turn: the defaults (owner watch every 100 ms and its probe every 20 ms, lock
  * 20 s, stall check 5 s) with SIGTERM and SIGKILL alternating; the previous
  * lock-only setting (lock 1.2 s, stall check 0.6 s, OWNER_WATCH_MS=0) with
  * SIGKILL; and the defaults with SIGSTOP (the frozen victim keeps its
@@ -549,7 +549,7 @@ export const recovery: Section = {
       [
         'engine, SIGKILL -> step started on the other worker (s)',
         ...fmtDist(recov, 3),
-        `owner watch every ${env.cfg.OWNER_WATCH_MS} ms: the victim's connection is gone -> requeueDeadOwner; lock ${lockS} s only bounds a frozen process`,
+        `owner watch every ${env.cfg.OWNER_WATCH_MS} ms, its probe every ${env.cfg.OWNER_PROBE_MS} ms: the victim's connection is gone -> requeueDeadOwner; lock ${lockS} s only bounds a frozen process`,
       ],
       [
         `engine ${LOCK_ONLY.label}, SIGKILL (s)`,
