@@ -1,6 +1,6 @@
 /**
  * Section "limits": concurrency limits hold while worker processes die. Three tenants with limits
- * 4, 8 and 6 (`FLOW_TENANT_LIMITS`, `FLOW_TENANT_CONCURRENCY`) create their runs (20 read steps of
+ * 4, 8 and 6 (`FLOW_TENANT_LIMITS`, `FLOW_TENANT_CONCURRENCY`) create their runs (150 read steps of
  * the scripted model each) at once; three worker processes (`src/server/worker`, concurrency 20:
  * 60 slots, more than the limits together) run them, and every 1 to 3 s one of them, chosen at
  * random, is SIGKILLed and a fresh one started (3 kills with --quick, 6, 12 with --full-size). Every
@@ -32,7 +32,8 @@ import {
 } from '../lib/flowFleet.js';
 import type { EngineContext } from '../../src/runs/engineContext.js';
 
-const STEPS = 20;
+// Long enough that every kill lands while runs are at work on a quiet machine (360 runs of 20 steps ended in 6 s, before one kill).
+const STEPS = 150;
 const LIMITS: Record<string, number> = { 'tenant-a': 4, 'tenant-b': 8, 'tenant-c': 6 };
 const FLEET_ENV = {
   FLOW_CONTROL: 'true',
