@@ -19,7 +19,7 @@ import { stepJobId } from '../../src/store/keys.js';
 import { ownerBaseOfToken } from '../../src/store/bullmqInternals.js';
 import { startOpenAIServer } from '../../testkit/modelServers/openai.js';
 import type { RecordedRequest, Reply } from '../../testkit/modelServers/queue.js';
-import { spawnWorker, type WorkerProcess } from '../../testkit/processes.js';
+import { killAll, spawnWorker, type WorkerProcess } from '../../testkit/processes.js';
 import { dist, round } from '../lib/stats.js';
 import {
   atMost,
@@ -77,9 +77,10 @@ export const killToModel: Section = {
     let lastHeld: string | undefined;
     server.respond = (req): Reply => {
       const step = stepOf(req);
-      if (step === HELD_STEP && !held.has(conversationOf(req))) {
-        held.add(conversationOf(req));
-        lastHeld = conversationOf(req);
+      const conversation = step === HELD_STEP ? conversationOf(req) : undefined;
+      if (conversation !== undefined && !held.has(conversation)) {
+        held.add(conversation);
+        lastHeld = conversation;
         return { kind: 'hold' };
       }
       if (step >= STEPS) return { kind: 'turn', text: 'done', usage: { input: 100, output: 10 } };
@@ -97,13 +98,11 @@ export const killToModel: Section = {
       metrics: newMetrics(),
     });
     env.onCleanup(() => ctx.close());
-    const live = new Set<WorkerProcess>();
-    env.onCleanup(() => {
-      for (const w of live) if (w.child.exitCode === null) w.child.kill('SIGKILL');
-    });
+    const live: WorkerProcess[] = [];
+    env.onCleanup(() => killAll(live));
     const start = async () => {
       const w = await spawnWorker(procEnv, { keep: 'lifecycle' });
-      live.add(w);
+      live.push(w);
       return w;
     };
     let pair: WorkerProcess[] = await Promise.all([start(), start()]);
@@ -129,8 +128,9 @@ export const killToModel: Section = {
           ? undefined
           : server.requests.filter((r) => stepOf(r) === HELD_STEP && conversationOf(r) === lastHeld)[i - 1];
       const first = await until(`trial ${t}: step ${HELD_STEP}'s model call`, () => asked(1), 60_000);
-      const jobKey = `${ctx.keys.bullPrefix}:${ctx.keys.queueName(ctx.keys.shardOf(runId))}:${stepJobId(runId, HELD_STEP)}`;
-      const token = await until('the step lock', () => ctx.redis.get(`${jobKey}:lock`), 5_000);
+      const shard = ctx.keys.shardOf(runId);
+      const jobId = stepJobId(runId, HELD_STEP);
+      const token = await until('the step lock', () => ctx.redis.get(ctx.keys.jobLock(shard, jobId)), 5_000);
       const base = ownerBaseOfToken(token);
       const victim = pair.find((w) => w.bullIds.some((id) => id.split('@')[0] === base));
       if (!victim) throw new Error(`trial ${t}: step ${HELD_STEP}'s lock (${token}) names neither worker`);
@@ -138,7 +138,7 @@ export const killToModel: Section = {
       const killedAt = Date.now();
       victim.child.kill('SIGKILL');
       const again = await until(`trial ${t}: step ${HELD_STEP}'s second model call`, () => asked(2), 60_000);
-      const processedOn = Number(await ctx.redis.hget(jobKey, 'processedOn'));
+      const processedOn = Number(await ctx.redis.hget(ctx.keys.jobHash(shard, jobId), 'processedOn'));
       trials.push({ jobRestartMs: processedOn - killedAt, modelCallMs: again.at - killedAt });
       await until(
         `trial ${t}: the run completes`,
@@ -146,7 +146,7 @@ export const killToModel: Section = {
         60_000,
       );
       await victim.exited;
-      live.delete(victim);
+      live.splice(live.indexOf(victim), 1);
       pair = [...pair.filter((w) => w !== victim), await start()];
     }
     const model = dist(trials.map((x) => x.modelCallMs / 1000));

@@ -128,9 +128,14 @@ async function engineTrials(
     const spec = buildSpec(ctx, { tenant: TENANT, ticket: ticket(`REC-${Date.now()}-${t}`) }, Date.now());
     if (!(await ctx.store.create(spec, Date.now()))) throw new Error('recovery run already existed');
     const runId = spec.runId;
-    const jobKey = `${ctx.keys.bullPrefix}:${ctx.keys.queueName(ctx.keys.shardOf(runId))}:${stepJobId(runId, 2)}`;
+    const jobKey = ctx.keys.jobHash(ctx.keys.shardOf(runId), stepJobId(runId, 2));
     const p0 = await until('step 2 held', () => ctx.redis.hget(jobKey, 'processedOn'), 30_000);
-    const token = await until('step 2 locked', () => ctx.redis.get(`${jobKey}:lock`), 5_000, 2);
+    const token = await until(
+      'step 2 locked',
+      () => ctx.redis.get(ctx.keys.jobLock(ctx.keys.shardOf(runId), stepJobId(runId, 2))),
+      5_000,
+      2,
+    );
     const base = ownerBaseOfToken(token);
     const victim = pair.find((w) => w.bullIds.some((id) => id.split('@')[0] === base));
     const rescuer = pair.find((w) => w !== victim);

@@ -130,6 +130,8 @@ export class OwnerWatch {
 
   /** One pass now (or right after the one running), then the next one an interval later. */
   private pass(): void {
+    // A probe in flight when the watch stops must not start a pass on connections being closed.
+    if (this.stopped) return;
     if (this.running) {
       this.again = true;
       return;
