@@ -59,38 +59,25 @@ export interface CapturedJobAdd extends CapturedAdd {
  */
 export const BULLMQ_MAX_PRIORITY = 2_097_152;
 
-/** Lua source of BullMQ's addStandardJob, wrapped as `local function bullmqAddStandardJob(KEYS, ARGV)`. */
-export function bullmqAddStandardJobFunction(): string {
-  if (addStandardJob.name !== 'addStandardJob' || addStandardJob.keys !== BULLMQ_ADD_KEYS) {
-    throw new InvariantError(
-      'internals_changed',
-      `BullMQ internals changed: addStandardJob has ${addStandardJob.keys} keys`,
-    );
+/**
+ * Lua source of one of BullMQ's scripts, wrapped as `local function bullmq<Name>(KEYS, ARGV)`, after checking it is
+ * the script, with the key count, our commit scripts were written against.
+ */
+function embedded(script: { name: string; keys: number; content: string }, name: string, keys: number): string {
+  if (script.name !== name || script.keys !== keys) {
+    throw new InvariantError('internals_changed', `BullMQ internals changed: ${name} has ${script.keys} keys`);
   }
-  return `local function bullmqAddStandardJob(KEYS, ARGV)\n${addStandardJob.content}\nend\n`;
+  return `local function bullmq${name[0]!.toUpperCase()}${name.slice(1)}(KEYS, ARGV)\n${script.content}\nend\n`;
 }
+
+/** Lua source of BullMQ's addStandardJob, wrapped as `local function bullmqAddStandardJob(KEYS, ARGV)`. */
+export const bullmqAddStandardJobFunction = () => embedded(addStandardJob, 'addStandardJob', BULLMQ_ADD_KEYS);
 
 /** Lua source of BullMQ's addPrioritizedJob, wrapped as `local function bullmqAddPrioritizedJob(KEYS, ARGV)`. */
-export function bullmqAddPrioritizedJobFunction(): string {
-  if (addPrioritizedJob.name !== 'addPrioritizedJob' || addPrioritizedJob.keys !== BULLMQ_ADD_KEYS) {
-    throw new InvariantError(
-      'internals_changed',
-      `BullMQ internals changed: addPrioritizedJob has ${addPrioritizedJob.keys} keys`,
-    );
-  }
-  return `local function bullmqAddPrioritizedJob(KEYS, ARGV)\n${addPrioritizedJob.content}\nend\n`;
-}
+export const bullmqAddPrioritizedJobFunction = () => embedded(addPrioritizedJob, 'addPrioritizedJob', BULLMQ_ADD_KEYS);
 
 /** Lua source of BullMQ's moveToFinished, wrapped as `local function bullmqMoveToFinished(KEYS, ARGV)`. */
-export function bullmqMoveToFinishedFunction(): string {
-  if (moveToFinished.name !== 'moveToFinished' || moveToFinished.keys !== BULLMQ_FINISH_KEYS) {
-    throw new InvariantError(
-      'internals_changed',
-      `BullMQ internals changed: moveToFinished has ${moveToFinished.keys} keys`,
-    );
-  }
-  return `local function bullmqMoveToFinished(KEYS, ARGV)\n${moveToFinished.content}\nend\n`;
-}
+export const bullmqMoveToFinishedFunction = () => embedded(moveToFinished, 'moveToFinished', BULLMQ_FINISH_KEYS);
 
 /**
  * The exact KEYS and ARGV BullMQ's worker would send to complete this active job
