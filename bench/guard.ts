@@ -100,11 +100,16 @@ function benchOutput(args: string[]): { details: Details; rounds: number; node: 
   const rounds = args.find((a) => a.startsWith('--rounds=')) ?? '--rounds=3';
   const text = from
     ? readFileSync(from, 'utf8')
-    : spawnSync('npx', ['tsx', 'bench/run.ts', '--only=throughput', rounds, ...args.filter((a) => a === '--quick')], {
-        encoding: 'utf8',
-        stdio: ['ignore', 'pipe', 'inherit'],
-        maxBuffer: 64 * 1024 * 1024,
-      }).stdout;
+    : // The compiled bench (`npm run bench:guard` builds dist/ first): the code as it ships, not tsx's transform of it.
+      spawnSync(
+        process.execPath,
+        ['dist/bench/run.js', '--only=throughput', rounds, ...args.filter((a) => a === '--quick')],
+        {
+          encoding: 'utf8',
+          stdio: ['ignore', 'pipe', 'inherit'],
+          maxBuffer: 64 * 1024 * 1024,
+        },
+      ).stdout;
   const last = text.trim().split('\n').at(-1) ?? '';
   const out = JSON.parse(last) as {
     rounds: number;

@@ -18,9 +18,25 @@ export function spawnModule(
   stdio: StdioOptions = 'inherit',
   opts: { detached?: boolean; nodeArgs?: string[] } = {},
 ): ChildProcess {
-  const file = join(repoRoot, `${modulePath}${fromSources ? '.ts' : '.js'}`);
-  const args = [...(opts.nodeArgs ?? []), ...(fromSources ? ['--import', 'tsx', file] : [file])];
-  return spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio, detached: opts.detached === true });
+  return spawn(process.execPath, moduleArgs(modulePath, opts.nodeArgs), {
+    env: { ...process.env, ...env },
+    stdio,
+    detached: opts.detached === true,
+  });
+}
+
+/**
+ * Node's arguments to run a project module the way this process runs: its compiled file when this process runs from
+ * dist/ (as the image does, and the benchmarks, so they measure the code that ships), else its source through tsx.
+ */
+export function moduleArgs(modulePath: string, nodeArgs: string[] = []): string[] {
+  const file = moduleFile(modulePath);
+  return [...nodeArgs, ...(fromSources ? ['--import', 'tsx', file] : [file])];
+}
+
+/** The absolute path of a project module as this process runs it: its source, or its compiled file under dist/. */
+export function moduleFile(modulePath: string): string {
+  return join(repoRoot, `${modulePath}${fromSources ? '.ts' : '.js'}`);
 }
 
 /** Calls onLine with each complete line a child writes (its JSON log lines), across chunk boundaries. */

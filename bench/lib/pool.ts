@@ -1,15 +1,12 @@
 /**
- * A pool of bench worker child processes (bench/workerProcess.ts), spawned as
- * `node --import tsx bench/workerProcess.ts` with an IPC channel. The bench
+ * A pool of bench worker child processes (bench/workerProcess.ts), spawned the way the bench runs (compiled from
+ * dist/ by `npm run bench`, through tsx when started from the sources) with an IPC channel. The bench
  * drives rounds through it: prepare -> go -> waitFor(jobs) -> finish.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
-import { dirname, join } from 'node:path';
+import { moduleArgs } from '../../testkit/spawnModule.js';
 import type { ChildMessage, ChildRoundStats, ParentMessage, PrepareSpec } from './protocol.js';
 import { nowMs } from './stats.js';
-
-const workerFile = join(dirname(fileURLToPath(import.meta.url)), '..', 'workerProcess.ts');
 
 type Pending = { resolve: (v: unknown) => void; reject: (e: Error) => void };
 
@@ -88,7 +85,7 @@ export class WorkerPool {
   static async start(n: number, opts: PoolOptions): Promise<WorkerPool> {
     const children: Child[] = [];
     for (let i = 0; i < n; i++) {
-      const proc = spawn(process.execPath, [...(opts.execArgv ?? []), '--import', 'tsx', workerFile], {
+      const proc = spawn(process.execPath, moduleArgs('bench/workerProcess', opts.execArgv), {
         env: opts.env,
         stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       });

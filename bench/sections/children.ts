@@ -24,8 +24,9 @@ import { spawnWorker } from '../../testkit/processes.js';
 import { dist, round } from '../lib/stats.js';
 import type { BenchEnv, BenchOptions, Section, SectionResult } from '../lib/types.js';
 import { TENANT } from '../lib/workload.js';
+import { moduleFile } from '../../testkit/spawnModule.js';
 
-const AGENTS_MODULE = 'examples/triage-refunds/index.ts';
+const AGENTS_MODULE = moduleFile('examples/triage-refunds/index');
 const ENDED = ['completed', 'failed', 'needs_human', 'budget_exceeded', 'cancelled'];
 
 const idMs = (id: string): number => Number(id.split('-')[0]);

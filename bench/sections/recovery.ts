@@ -29,12 +29,11 @@
  */
 import { Queue } from 'bullmq';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
-import { dirname, join } from 'node:path';
 import { buildSpec } from '../../src/producer/intake.js';
 import { stepJobId } from '../../src/store/keys.js';
 import { ownerBaseOfToken } from '../../src/store/bullmqInternals.js';
 import { spawnWorker as spawnFleetWorker } from '../../testkit/processes.js';
+import { moduleArgs } from '../../testkit/spawnModule.js';
 import type { ChaosWorker } from '../../test/e2e/chaos/campaign.js';
 import type { HoldMessage, HoldReply } from '../lib/holdWorker.js';
 import { dist, round, type Dist } from '../lib/stats.js';
@@ -63,7 +62,6 @@ const HOLD_PREFIX = 'benchhold';
 /** Longest wait for a plain job to restart: lock expiry (15-30 s) + up to two stall intervals (the queue's
  *  `stalled-check` key lets one check run per interval across ALL its workers, the victim's included). */
 const PLAIN_WAIT_MS = 100_000;
-const holdFile = join(dirname(fileURLToPath(import.meta.url)), '..', 'lib', 'holdWorker.ts');
 
 type Sig = 'SIGTERM' | 'SIGKILL' | 'SIGSTOP';
 
@@ -206,7 +204,7 @@ interface HoldChild {
 }
 
 async function spawnHold(env: BenchEnv, onSigterm: 'default' | 'close'): Promise<HoldChild> {
-  const proc = spawn(process.execPath, ['--import', 'tsx', holdFile], {
+  const proc = spawn(process.execPath, moduleArgs('bench/lib/holdWorker'), {
     env: {
       ...(process.env.PATH ? { PATH: process.env.PATH } : {}),
       ...(process.env.HOME ? { HOME: process.env.HOME } : {}),
