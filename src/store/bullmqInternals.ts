@@ -61,13 +61,38 @@ export const BULLMQ_MAX_PRIORITY = 2_097_152;
 
 /**
  * Lua source of one of BullMQ's scripts, wrapped as `local function bullmq<Name>(KEYS, ARGV)`, after checking it is
- * the script, with the key count, our commit scripts were written against.
+ * the script, with the key count, our commit scripts were written against, and without its event appends.
  */
 function embedded(script: { name: string; keys: number; content: string }, name: string, keys: number): string {
   if (script.name !== name || script.keys !== keys) {
     throw new InvariantError('internals_changed', `BullMQ internals changed: ${name} has ${script.keys} keys`);
   }
-  return `local function bullmq${name[0]!.toUpperCase()}${name.slice(1)}(KEYS, ARGV)\n${script.content}\nend\n`;
+  const body = withoutEventAppends(script.content, name);
+  return `local function bullmq${name[0]!.toUpperCase()}${name.slice(1)}(KEYS, ARGV)\n${body}\nend\n`;
+}
+
+/**
+ * BullMQ's appends to a queue's event stream (`rcall("XADD", ...)`, the stream its QueueEvents reads) become calls of
+ * a function that does nothing. What the engine's commits do to a job (added, waiting, active, completed) is said by
+ * the run's own event stream, in the same atomic change; nothing reads BullMQ's. A step's commit made four of these
+ * appends, each with its AOF bytes: about a tenth of the step's Redis CPU, the resource that bounds the fleet's steps
+ * per second. BullMQ's own scripts (a worker's fetch when the commit did not fetch, a stalled job, a retry) still
+ * append, so a queue's BullMQ stream is no record of its steps. No append's result is used (checked here: a script
+ * that assigns or returns one stops the boot).
+ */
+function withoutEventAppends(content: string, name: string): string {
+  if (/(=|return)\s*rcall\("XADD"/.test(content)) {
+    throw new InvariantError('internals_changed', `BullMQ internals changed: ${name} uses an event append's result`);
+  }
+  let appends = 0;
+  const body = content.replace(/\brcall\("XADD",/g, () => {
+    appends++;
+    return 'noEventAppend("XADD",';
+  });
+  if (appends === 0) {
+    throw new InvariantError('internals_changed', `BullMQ internals changed: ${name} appends no event we know of`);
+  }
+  return `local function noEventAppend() end\n${body}`;
 }
 
 /** Lua source of BullMQ's addStandardJob, wrapped as `local function bullmqAddStandardJob(KEYS, ARGV)`. */

@@ -130,6 +130,43 @@ describe('BullMQ internals', () => {
     await w.close();
   });
 
+  it("our embedded copies append nothing to the queue's BullMQ event stream; BullMQ's own scripts still do", async () => {
+    for (const lua of [
+      bullmqAddStandardJobFunction(),
+      bullmqAddPrioritizedJobFunction(),
+      bullmqMoveToFinishedFunction(),
+    ])
+      expect(lua).not.toContain('rcall("XADD"');
+    const queue = h.ctx.queues.byShard(0);
+    await queue.drain();
+    const stream = `${h.ctx.keys.bullPrefix}:${queue.name}:events`;
+    const eventsOf = async (jobId: string): Promise<string[]> =>
+      ((await h.ctx.redis.xrange(stream, '-', '+')) as [string, string[]][])
+        .filter(([, f]) => f[f.indexOf('jobId') + 1] === jobId)
+        .map(([, f]) => f[f.indexOf('event') + 1]!);
+    await queue.add(STEP_JOB_NAME, { n: 1 }, { ...stepJobOptions, jobId: 'probe-7' });
+    expect(await eventsOf('probe-7')).toEqual(['added', 'waiting']);
+    const add = captureAddStandardJob(queue, STEP_JOB_NAME, { n: 2 }, { ...stepJobOptions, jobId: 'probe-8' });
+    await h.ctx.redis.eval(
+      `${bullmqAddStandardJobFunction()}\nreturn bullmqAddStandardJob(KEYS, ARGV)`,
+      add.keys.length,
+      ...add.keys,
+      ...add.argv,
+    );
+    const w = new Worker(queue.name, null, { connection: h.ctx.redis, prefix: h.ctx.keys.bullPrefix });
+    const job = await w.getNextJob('tok-7');
+    expect(job.id).toBe('probe-7');
+    const finish = captureMoveToCompleted(job, 'tok-7', true);
+    const lua = `${bullmqMoveToFinishedFunction()}\nreturn bullmqMoveToFinished(KEYS, ARGV)`;
+    await h.ctx.redis.eval(lua, finish.keys.length, ...finish.keys, ...finish.argv);
+    expect(await queue.getJobState('probe-7')).toBe('completed');
+    expect(await queue.getJobState('probe-8')).toBe('active');
+    // BullMQ's fetch appended `active`; our completion appended no `completed`, our add and fetch nothing.
+    expect(await eventsOf('probe-7')).toEqual(['added', 'waiting', 'active']);
+    expect(await eventsOf('probe-8')).toEqual([]);
+    await w.close();
+  });
+
   it('the job lock lives where the fence reads it', async () => {
     const queue = h.ctx.queues.byShard(0);
     await queue.add(STEP_JOB_NAME, {}, { jobId: 'probe-2' });
