@@ -10,7 +10,9 @@
   a client discards the partial answer before the new text arrives. A call
   with an empty event is a marker: a later delivery that reached its answer
   without writing text (tool calls only) still announces the restart, and
-  writes nothing when no other delivery streamed the step.
+  writes nothing when no other delivery streamed the step. The batch's events
+  (step_started, step_restarted, text_delta, those that happen) share one
+  stream entry (includes/emitEvents.lua).
 
   KEYS[1] run hash  KEYS[2] events stream  KEYS[3] job lock key
 
@@ -24,7 +26,7 @@
    -1 lock lost  -2 stale step  -3 run missing  -4 run not running  -5 decision already journalled
 ]]
 -- @include fence
--- @include emitEvent
+-- @include emitEvents
 
 local step = tonumber(ARGV[2])
 local fence, decidedStep = checkFence(KEYS[1], KEYS[3], ARGV[1], step, ARGV[3])
@@ -35,20 +37,19 @@ local last = redis.call('HMGET', KEYS[1], 'streamStep', 'streamDelivery')
 local streamedHere = last[1] == ARGV[2]
 if ARGV[6] == '' and not streamedHere then return 1 end
 
-emitEvent(KEYS[2], ARGV[5], 'step_started', ARGV[7])
 local reply = 1
+local restarted = ''
 if last[2] ~= ARGV[4] or not streamedHere then
   if streamedHere then
     -- Same job attempt, another model attempt: the attempt failed; else the step was delivered again.
     local sameJob = string.match(last[2], '^[^.]+') == string.match(ARGV[4], '^[^.]+')
-    local restarted = cjson.encode({
+    restarted = cjson.encode({
       step = step, reason = sameJob and 'attempt_failed' or 'redelivered',
       previous = string.match(last[2], '-([^-]*)$'), delivery = string.match(ARGV[4], '-([^-]*)$'),
     })
-    emitEvent(KEYS[2], ARGV[5], 'step_restarted', restarted)
     reply = 0
   end
   redis.call('HSET', KEYS[1], 'streamStep', ARGV[2], 'streamDelivery', ARGV[4])
 end
-emitEvent(KEYS[2], ARGV[5], 'text_delta', ARGV[6])
+emitEvents(KEYS[2], ARGV[5], { 'step_started', ARGV[7], 'step_restarted', restarted, 'text_delta', ARGV[6] })
 return reply

@@ -64,10 +64,13 @@
    -1 lock lost  -2 stale step  -3 run missing  -4 run not running  -5 decision already journalled
    -24 the journalled decision this commit follows is not the server's (includes/journalledDecision.lua)
 
+  The step's events (step_started, decision, step_committed, and status_changed
+  when the run stops or parks) share one stream entry (includes/emitEvents.lua).
+
   Keeps the run listing indexes and the version queue (includes/runIndex.lua) in the same change.
 ]]
 -- @include fence
--- @include emitEvent
+-- @include emitEvents
 -- @include expireRun
 -- @include runStatus
 -- @include runIndex
@@ -129,9 +132,13 @@ elseif ARGV[33] ~= '' and status == ARGV[3] then
 else
   redis.call('HSET', KEYS[1], 'cursor', nextCursor, 'status', status, 'reason', reason, 'updatedAt', ARGV[8])
 end
-emitEvent(KEYS[4], ARGV[9], 'step_started', ARGV[29])
-emitEvent(KEYS[4], ARGV[9], 'decision', ARGV[30])
-emitEvent(KEYS[4], ARGV[9], 'step_committed', ARGV[12])
+-- The step's events, and the status change of a run that stops or parks, in one stream entry.
+local events = { 'step_started', ARGV[29], 'decision', ARGV[30], 'step_committed', ARGV[12] }
+if status ~= 'running' then
+  events[7] = 'status_changed'
+  events[8] = cjson.encode({ status = status, reason = reason })
+end
+emitEvents(KEYS[4], ARGV[9], events)
 
 if status == 'running' and ARGV[35] == 'p' then
   bullmqAddPrioritizedJob({ KEYS[20], KEYS[15], KEYS[21], KEYS[9], KEYS[13], KEYS[17], KEYS[8], KEYS[10], KEYS[16] },
@@ -139,12 +146,9 @@ if status == 'running' and ARGV[35] == 'p' then
 elseif status == 'running' then
   bullmqAddStandardJob({ KEYS[7], KEYS[14], KEYS[15], KEYS[21], KEYS[17], KEYS[13], KEYS[8], KEYS[10], KEYS[20] },
     { ARGV[26], ARGV[27], ARGV[28] })
-else
-  emitEvent(KEYS[4], ARGV[9], 'status_changed', cjson.encode({ status = status, reason = reason }))
-  if terminalStatus[status] then
-    redis.call('HSET', KEYS[1], 'finishedAt', ARGV[8])
-    expireRun({ KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6] }, KEYS[6], ARGV[11])
-  end
+elseif terminalStatus[status] then
+  redis.call('HSET', KEYS[1], 'finishedAt', ARGV[8])
+  expireRun({ KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6] }, KEYS[6], ARGV[11])
 end
 
 local finished = bullmqMoveToFinished(

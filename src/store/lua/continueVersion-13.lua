@@ -24,7 +24,7 @@
 
   Leaving needs_human takes the run out of the version queue (includes/runIndex.lua).
 ]]
--- @include emitEvent
+-- @include emitEvents
 -- @include runIndex
 -- @include subject
 -- @include bullmq:addStandardJob
@@ -40,8 +40,7 @@ redis.call('HSET', KEYS[1], 'spec', ARGV[3], 'agentVersion', ARGV[4], 'toolsHash
   'status', 'running', 'reason', '', 'jobId', ARGV[6], 'updatedAt', ARGV[7])
 redis.call('HINCRBY', KEYS[1], 'resumes', 1)
 redis.call('RPUSH', KEYS[2], ARGV[9])
-emitEvent(KEYS[3], ARGV[8], 'operator_action', ARGV[9])
-emitEvent(KEYS[3], ARGV[8], 'status_changed', ARGV[10])
+emitEvents(KEYS[3], ARGV[8], { 'operator_action', ARGV[9], 'status_changed', ARGV[10] })
 local bullKeys = {}
 for i = 4, 12 do bullKeys[#bullKeys + 1] = KEYS[i] end
 bullmqAddStandardJob(bullKeys, { ARGV[11], ARGV[12], ARGV[13] })

@@ -8,7 +8,7 @@
   ARGV[1] lock token  ARGV[2] step  ARGV[3] tokens delta  ARGV[4] context bytes delta ('' = the run keeps none)
   ARGV[5] decision entry (JSON)  ARGV[6] now (ms)  ARGV[7] events max length
   ARGV[8] decision event (JSON)  ARGV[9] this job's id
-  ARGV[10] step-started event (JSON; emitted before the decision)
+  ARGV[10] step-started event (JSON; '' when already emitted; else stored before the decision, in one stream entry)
 
   Returns: journal index of the decision, or a negative code:
    -1 lock lost  -2 stale step  -3 run missing  -4 run not running  -5 decision already journalled
@@ -16,7 +16,7 @@
   Keeps the run listing indexes (includes/runIndex.lua) in the same change.
 ]]
 -- @include fence
--- @include emitEvent
+-- @include emitEvents
 -- @include runIndex
 
 local step = tonumber(ARGV[2])
@@ -29,6 +29,5 @@ redis.call('HINCRBY', KEYS[2], 'tokensUsed', ARGV[3])
 if ARGV[4] ~= '' then redis.call('HINCRBY', KEYS[2], 'contextBytes', ARGV[4]) end
 indexRunStatus(KEYS[1], 'running', ARGV[6], 0, fromStatus)
 redis.call('HSET', KEYS[1], 'decidedStep', ARGV[2], 'decisionIndex', len - 1, 'status', 'running', 'updatedAt', ARGV[6])
-emitEvent(KEYS[4], ARGV[7], 'step_started', ARGV[10])
-emitEvent(KEYS[4], ARGV[7], 'decision', ARGV[8])
+emitEvents(KEYS[4], ARGV[7], { 'step_started', ARGV[10], 'decision', ARGV[8] })
 return len - 1

@@ -37,7 +37,7 @@
 
   Keeps the run listing indexes (includes/runIndex.lua) in the same change.
 ]]
--- @include emitEvent
+-- @include emitEvents
 -- @include expireRun
 -- @include runIndex
 -- @include subject
@@ -76,8 +76,7 @@ redis.call('RPUSH', KEYS[3], ARGV[12])
 
 persistRun({ KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5] }, KEYS[5])
 
-emitEvent(KEYS[4], ARGV[6], 'run_retried', ARGV[13])
-emitEvent(KEYS[4], ARGV[6], 'status_changed', ARGV[14])
+emitEvents(KEYS[4], ARGV[6], { 'run_retried', ARGV[13], 'status_changed', ARGV[14] })
 local bullKeys = {}
 for i = 6, 14 do bullKeys[#bullKeys + 1] = KEYS[i] end
 bullmqAddStandardJob(bullKeys, { ARGV[15], ARGV[16], ARGV[17] })

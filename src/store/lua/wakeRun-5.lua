@@ -19,7 +19,7 @@
   Returns 1, 0 when the run is already running (an earlier delivery woke it), or a negative code:
    -1 lock lost  -2 stale step  -3 run missing  -4 run not parked on a wait (cancelled, say)
 ]]
--- @include emitEvent
+-- @include emitEvents
 -- @include runIndex
 
 if redis.call('GET', KEYS[5]) ~= ARGV[1] then return -1 end
@@ -38,6 +38,5 @@ if tonumber(ARGV[10]) > 0 then redis.call('HINCRBY', KEYS[2], 'tokensUsed', ARGV
 indexRunStatus(KEYS[1], 'running', ARGV[4], ARGV[6], run[2], '')
 redis.call('HSET', KEYS[1], 'status', 'running', 'reason', '', 'updatedAt', ARGV[4])
 redis.call('HDEL', KEYS[1], 'wait')
-emitEvent(KEYS[4], ARGV[5], 'woke', ARGV[8])
-emitEvent(KEYS[4], ARGV[5], 'status_changed', cjson.encode({ status = 'running', reason = '' }))
+emitEvents(KEYS[4], ARGV[5], { 'woke', ARGV[8], 'status_changed', cjson.encode({ status = 'running', reason = '' }) })
 return 1
