@@ -8,6 +8,7 @@
  * MAX_JOBS ids are shown, the latest first.
  */
 import type { EngineContext } from '../../runs/engineContext.js';
+import { decodeEntries } from '../../store/runEvents.js';
 
 export interface RunJob {
   jobId: string;
@@ -24,10 +25,11 @@ export async function runJobs(ctx: EngineContext, runId: string, currentJobId: s
   const entries = (await ctx.redis.xrevrange(k.events, '+', '-', 'COUNT', EVENTS_READ)) as [string, string[]][];
   const seen = new Map<string, number>();
   if (currentJobId) seen.set(currentJobId, -1);
-  for (const [, fields] of entries) {
-    if (fields[1] !== 'step_started') continue;
+  // Newest entry first, and within an entry its last event first: the latest jobs come first.
+  for (const { type, data } of decodeEntries(entries).reverse()) {
+    if (type !== 'step_started') continue;
     try {
-      const e = JSON.parse(fields[3] ?? '') as { jobId?: unknown; step?: unknown };
+      const e = JSON.parse(data) as { jobId?: unknown; step?: unknown };
       if (typeof e.jobId === 'string' && !seen.has(e.jobId)) seen.set(e.jobId, typeof e.step === 'number' ? e.step : 0);
     } catch {
       // An event that does not parse names no job: skipped.

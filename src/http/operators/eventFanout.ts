@@ -12,22 +12,21 @@
  *
  * A viewer that joins (or resumes after Last-Event-ID) catches up with XRANGE
  * on the shared command connection while live entries are buffered, then
- * gets every entry after its last id, each once and in order.
+ * gets every event after its position, each once and in order. Entries are
+ * expanded into events by src/store/runEvents.ts; a position inside an entry
+ * (a resume from one of its events) reads that entry again and skips the
+ * events before it.
  * Past `maxViewers` join() returns undefined: the route answers 503.
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { RedisClient } from '../../store/connect.js';
 import type { KeySpace } from '../../store/keys.js';
-
-export interface StreamEntry {
-  id: string;
-  fields: Record<string, string>;
-}
+import { decodeEntries, isAfter, type EventPosition, type RunEvent } from '../../store/runEvents.js';
 
 export interface ViewerSink {
-  /** Entries after the viewer's last id, in order, each once. */
-  write(entries: StreamEntry[]): void;
+  /** Events after the viewer's position, in order, each once. */
+  write(events: RunEvent[]): void;
   /** Nothing arrived for a while: a keep-alive is due, and `status` is the run's status (null: gone). */
   idle(status: string | null): void;
   /** The reader failed for good (the viewer should end). */
@@ -48,27 +47,22 @@ export interface FanoutOptions {
 
 type XReadReply = [string, [string, string[]][]][] | null;
 
-function toEntry(id: string, flat: string[]): StreamEntry {
-  const fields: Record<string, string> = {};
-  for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
-  return { id, fields };
-}
-
-/** Stream ids compare as (ms, seq). */
-export function idAfter(a: string, b: string): boolean {
-  const [am, as] = a.split('-').map(Number) as [number, number];
-  const [bm, bs] = b.split('-').map(Number) as [number, number];
-  return am > bm || (am === bm && as > bs);
+/**
+ * The position after `events`, the tail of whole entries: past their last entry, so the next read of the
+ * stream starts after it (exclusive).
+ */
+function past(events: RunEvent[]): EventPosition {
+  return { entry: events[events.length - 1]!.entry, index: Infinity };
 }
 
 class ViewerState implements Viewer {
-  /** Live entries held while the catch-up read runs; undefined once caught up. */
-  buffer: StreamEntry[] | undefined = [];
+  /** Live events held while the catch-up read runs; undefined once caught up. */
+  buffer: RunEvent[] | undefined = [];
   closed = false;
   constructor(
     readonly runId: string,
     readonly stream: string,
-    public last: string,
+    public last: EventPosition,
     readonly sink: ViewerSink,
     private readonly onLeave: (v: ViewerState) => void,
     private readonly read: (v: ViewerState) => Promise<void>,
@@ -78,12 +72,12 @@ class ViewerState implements Viewer {
     return this.read(this);
   }
 
-  deliver(entries: StreamEntry[]): void {
+  deliver(events: RunEvent[]): void {
     if (this.closed) return;
-    if (this.buffer) return void this.buffer.push(...entries);
-    const fresh = entries.filter((e) => idAfter(e.id, this.last));
+    if (this.buffer) return void this.buffer.push(...events);
+    const fresh = events.filter((e) => isAfter(e, this.last));
     if (fresh.length === 0) return;
-    this.last = fresh[fresh.length - 1]!.id;
+    this.last = past(fresh);
     this.sink.write(fresh);
   }
 
@@ -111,7 +105,8 @@ class ShardReader {
     let s = this.streams.get(v.stream);
     const isNew = !s;
     if (!s) {
-      s = { cursor: v.last, viewers: new Set(), runId: v.runId };
+      // XREAD reads after whole entries: the rest of an entry the viewer stands inside comes from its catch-up.
+      s = { cursor: v.last.entry, viewers: new Set(), runId: v.runId };
       this.streams.set(v.stream, s);
     }
     s.viewers.add(v);
@@ -191,8 +186,8 @@ class ShardReader {
         const s = this.streams.get(key);
         if (!s) continue;
         s.cursor = raw[raw.length - 1]![0];
-        const entries = raw.map(([id, flat]) => toEntry(id, flat));
-        for (const v of [...s.viewers]) v.deliver(entries);
+        const events = decodeEntries(raw);
+        for (const v of [...s.viewers]) v.deliver(events);
       }
     }
   }
@@ -224,10 +219,10 @@ export class EventFanout {
   }
 
   /**
-   * Follows the run's event stream after `last` (exclusive). Undefined when
+   * Follows the run's events after position `last` (exclusive). Undefined when
    * the process already serves maxViewers streams.
    */
-  async join(runId: string, last: string, sink: ViewerSink): Promise<Viewer | undefined> {
+  async join(runId: string, last: EventPosition, sink: ViewerSink): Promise<Viewer | undefined> {
     if (this.count >= this.opts.maxViewers) return undefined;
     this.count++;
     const shard = this.keys.shardOf(runId);
@@ -259,7 +254,7 @@ export class EventFanout {
     return v;
   }
 
-  /** XRANGE after the viewer's last id until the end, then the buffered live entries. */
+  /** XRANGE after the viewer's position until the end, then the buffered live events. */
   private async catchUp(v: ViewerState): Promise<void> {
     try {
       await this.readAfter(v);
@@ -274,12 +269,14 @@ export class EventFanout {
 
   private async readAfter(v: ViewerState): Promise<void> {
     for (;;) {
-      const page = await this.redis.xrange(v.stream, `(${v.last}`, '+', 'COUNT', 100);
+      // Inside an entry, the entry itself is read again (inclusive start) for the events after the position.
+      const start = v.last.index === Infinity ? `(${v.last.entry}` : v.last.entry;
+      const page = await this.redis.xrange(v.stream, start, '+', 'COUNT', 100);
       if (v.closed) return;
-      const entries = page.map(([id, flat]) => toEntry(id, flat)).filter((e) => idAfter(e.id, v.last));
-      if (entries.length > 0) {
-        v.last = entries[entries.length - 1]!.id;
-        v.sink.write(entries);
+      const events = decodeEntries(page).filter((e) => isAfter(e, v.last));
+      if (events.length > 0) {
+        v.last = past(events);
+        v.sink.write(events);
       }
       if (page.length < 100) return;
     }

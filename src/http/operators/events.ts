@@ -3,20 +3,20 @@
  * Viewers hold no Redis connection of their own: one reader per process and
  * shard fans entries out (eventFanout.ts). Each principal has a share of the
  * process's viewers and operators a reserve (viewerShares.ts); a viewer past
- * a limit gets 503 naming it (`limit`: the setting). Stream ids are the SSE ids, so a client that
- * reconnects with Last-Event-ID continues after the last event it saw, each
- * event once. The response ends after a terminal status_changed event.
+ * a limit gets 503 naming it (`limit`: the setting). Each event's id is its SSE id: the stream entry id, or
+ * `<entry id>.<index>` for an event of an entry holding several (src/store/runEvents.ts), so a client that
+ * reconnects with Last-Event-ID continues after the last event it saw, each event once, even from the middle
+ * of an entry. The response ends after a terminal status_changed event.
  * Any token that may read the run may follow it (a tenant token: its own runs).
  */
 import { Router, type Request, type Response } from 'express';
 import type { EngineContext } from '../../runs/engineContext.js';
 import { requireRunAccess, runNotFound, type Principal, type SessionReader } from '../auth.js';
-import { EventFanout, type StreamEntry, type Viewer } from './eventFanout.js';
+import { EventFanout, type Viewer } from './eventFanout.js';
 import { ViewerShares, type ViewerLimit, type ViewerShareLimits, type ViewerSlot } from './viewerShares.js';
 import { param } from '../../producer/fieldErrors.js';
 import { isTerminal } from '../../runs/status.js';
-
-const STREAM_ID = /^\d+-\d+$/;
+import { parseEventId, STREAM_START, type EventPosition, type RunEvent } from '../../store/runEvents.js';
 
 export interface EventsOptions {
   /** Keep-alive period; each one also checks the run's status. */
@@ -67,11 +67,11 @@ function takeSlot(ctx: EngineContext, shares: ViewerShares, res: Response, runId
   return undefined;
 }
 
-function startId(req: Request): string | undefined {
+function startAt(req: Request): EventPosition | undefined {
   const given =
     req.header('last-event-id') ?? (typeof req.query.lastEventId === 'string' ? req.query.lastEventId : undefined);
-  if (given === undefined || given === '') return '0-0';
-  return STREAM_ID.test(given) ? given : undefined;
+  if (given === undefined || given === '') return STREAM_START;
+  return parseEventId(given);
 }
 
 export function eventsRouter(ctx: EngineContext, opts: EventsOptions = {}, session?: SessionReader): Router {
@@ -85,11 +85,11 @@ export function eventsRouter(ctx: EngineContext, opts: EventsOptions = {}, sessi
   const fanout = new EventFanout(ctx.redis, ctx.keys, ctx.log, { blockMs: opts.blockMs ?? 10_000, maxViewers });
   r.get('/v1/runs/:id/events', requireRunAccess(ctx, session), async (req, res) => {
     const runId = param(req.params.id);
-    const last = startId(req);
+    const last = startAt(req);
     if (last === undefined)
       return void res.status(400).json({
         error: 'invalid_request',
-        fields: [{ path: 'Last-Event-ID', message: 'a stream id like 1700000000000-0' }],
+        fields: [{ path: 'Last-Event-ID', message: 'an event id like 1700000000000-0 or 1700000000000-0.2' }],
       });
     if (!(await ctx.store.exists(runId))) return runNotFound(res);
     // No await from the check to the slot: the caps are exact. The slot goes when the response closes.
@@ -118,12 +118,11 @@ export function eventsRouter(ctx: EngineContext, opts: EventsOptions = {}, sessi
       if (!res.writableEnded) res.end();
     };
     viewer = await fanout.join(runId, last, {
-      write(entries: StreamEntry[]) {
+      write(events: RunEvent[]) {
         if (ending) return;
-        for (const { id, fields } of entries) {
-          const type = fields.type ?? 'message';
-          res.write(`id: ${id}\nevent: ${type}\ndata: ${(fields.data ?? '').replace(/\n/g, '\ndata: ')}\n\n`);
-          if (type === 'status_changed' && isTerminal(safeStatus(fields.data))) return end();
+        for (const { id, type, data } of events) {
+          res.write(`id: ${id}\nevent: ${type}\ndata: ${data.replace(/\n/g, '\ndata: ')}\n\n`);
+          if (type === 'status_changed' && isTerminal(safeStatus(data))) return end();
         }
       },
       idle(status) {
@@ -149,9 +148,9 @@ export function eventsRouter(ctx: EngineContext, opts: EventsOptions = {}, sessi
   return r;
 }
 
-function safeStatus(data: string | undefined): string {
+function safeStatus(data: string): string {
   try {
-    const status = (JSON.parse(data ?? '{}') as { status?: unknown }).status;
+    const status = (JSON.parse(data || '{}') as { status?: unknown }).status;
     return typeof status === 'string' ? status : '';
   } catch {
     return '';

@@ -1,6 +1,7 @@
 /** The shared event reader on its own: streams added while it blocks, resumes, leaving. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EventFanout, type StreamEntry } from '../../../src/http/operators/eventFanout.js';
+import { EventFanout } from '../../../src/http/operators/eventFanout.js';
+import { parseEventId, STREAM_START, type RunEvent } from '../../../src/store/runEvents.js';
 import { createHarness, type Harness } from '../../../testkit/harness.js';
 
 let h: Harness;
@@ -15,12 +16,12 @@ const runA = `r_${'a'.repeat(24)}`;
 const runB = `r_${'b'.repeat(24)}`;
 
 function sink() {
-  const got: StreamEntry[] = [];
+  const got: RunEvent[] = [];
   const waiters: (() => void)[] = [];
   return {
     got,
     sink: {
-      write: (e: StreamEntry[]) => {
+      write: (e: RunEvent[]) => {
         got.push(...e);
         waiters.splice(0).forEach((w) => w());
       },
@@ -47,39 +48,79 @@ describe('EventFanout', () => {
       const fanout = new EventFanout(h.ctx.redis, h.ctx.keys, h.ctx.log, { blockMs: 600_000, maxViewers: 10 });
       await add(runA, 1);
       const a = sink();
-      const va = await fanout.join(runA, '0-0', a.sink);
+      const va = await fanout.join(runA, STREAM_START, a.sink);
       await a.until(1);
       await add(runA, 2);
       await a.until(2); // the reader is now blocked on runA's stream
 
       const firstB = await add(runB, 1);
       const b = sink();
-      const vb = await fanout.join(runB, '0-0', b.sink);
+      const vb = await fanout.join(runB, STREAM_START, b.sink);
       await b.until(1);
       await add(runB, 2);
       await b.until(2);
-      expect(b.got.map((e) => e.fields.data)).toEqual(['1', '2']);
+      expect(b.got.map((e) => e.data)).toEqual(['1', '2']);
 
       const resumed = sink();
-      const vr = await fanout.join(runB, firstB!, resumed.sink);
+      const vr = await fanout.join(runB, parseEventId(firstB!)!, resumed.sink);
       await resumed.until(1);
       await add(runB, 3);
       await Promise.all([b.until(3), resumed.until(2)]);
-      expect(resumed.got.map((e) => e.fields.data)).toEqual(['2', '3']);
-      expect(a.got.map((e) => e.fields.data)).toEqual(['1', '2']);
+      expect(resumed.got.map((e) => e.data)).toEqual(['2', '3']);
+      expect(a.got.map((e) => e.data)).toEqual(['1', '2']);
       expect(fanout.viewers).toBe(3);
       for (const v of [va, vb, vr]) v!.leave();
       expect(fanout.viewers).toBe(0);
     },
   );
 
+  it('expands packed entries live and on catch-up; a resume inside an entry gets the rest of it, then the later entries', async () => {
+    const runC = `r_${'c'.repeat(24)}`;
+    const stream = h.ctx.keys.run(runC).events;
+    const fanout = new EventFanout(h.ctx.redis, h.ctx.keys, h.ctx.log, { blockMs: 600_000, maxViewers: 10 });
+    const packed = await h.ctx.redis.xadd(
+      stream,
+      '*',
+      'type',
+      'a',
+      'data',
+      '1',
+      'type',
+      'b',
+      'data',
+      '2',
+      'type',
+      'c',
+      'data',
+      '3',
+    );
+    const live = sink();
+    const vl = await fanout.join(runC, STREAM_START, live.sink);
+    await live.until(3);
+    await h.ctx.redis.xadd(stream, '*', 'type', 'd', 'data', '4', 'type', 'e', 'data', '5');
+    await live.until(5);
+    expect(live.got.map((e) => [e.id, e.type, e.data])).toEqual([
+      [`${packed}.0`, 'a', '1'],
+      [`${packed}.1`, 'b', '2'],
+      [`${packed}.2`, 'c', '3'],
+      [expect.stringMatching(/^\d+-\d+\.0$/), 'd', '4'],
+      [expect.stringMatching(/^\d+-\d+\.1$/), 'e', '5'],
+    ]);
+
+    const resumed = sink();
+    const vr = await fanout.join(runC, parseEventId(`${packed}.0`)!, resumed.sink);
+    await resumed.until(4);
+    expect(resumed.got.map((e) => e.id)).toEqual(live.got.slice(1).map((e) => e.id));
+    for (const v of [vl, vr]) v!.leave();
+  });
+
   it('refuses a viewer past maxViewers', async () => {
     const fanout = new EventFanout(h.ctx.redis, h.ctx.keys, h.ctx.log, { blockMs: 1000, maxViewers: 1 });
-    const first = await fanout.join(runA, '0-0', sink().sink);
+    const first = await fanout.join(runA, STREAM_START, sink().sink);
     expect(first).toBeDefined();
-    expect(await fanout.join(runA, '0-0', sink().sink)).toBeUndefined();
+    expect(await fanout.join(runA, STREAM_START, sink().sink)).toBeUndefined();
     first!.leave();
-    const again = await fanout.join(runA, '0-0', sink().sink);
+    const again = await fanout.join(runA, STREAM_START, sink().sink);
     expect(again).toBeDefined();
     again!.leave();
   });
