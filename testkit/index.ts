@@ -23,6 +23,7 @@ export { startAnthropicServer } from './modelServers/anthropic.js';
 export type { ModelServer, Reply, TurnReply, ErrorReply, RawReply, RecordedRequest } from './modelServers/queue.js';
 export { scriptResponder } from './modelServers/scriptPlayer.js';
 export { parseSseBlock, readSse, type SseEvent } from './sse.js';
+export { readRunEvents, type RunEvent } from './runEvents.js';
 export {
   startMcpHttpServer,
   bookingServer,

@@ -15,6 +15,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Reconciler } from '../../src/ledger/reconciler.js';
 import { createHarness, producerAuth, type Harness } from '../../testkit/harness.js';
 import { killAll, spawnApi, spawnWorker, type WorkerProcess } from '../../testkit/processes.js';
+import { readRunEvents } from '../../testkit/runEvents.js';
 
 const AGENTS_MODULE = 'examples/triage-refunds/index.ts';
 const ENDED = ['completed', 'failed', 'budget_exceeded', 'cancelled', 'needs_human'];
@@ -141,8 +142,7 @@ describe('agents that call agents, in real processes', { timeout: 180_000 }, () 
     await new Reconciler(h.ctx, 'reconciler:children-e2e').sweep(Date.now() + 1000);
     await expectOneChildAndCharged(parent);
     expect(await recovered()).toBe(before + 1);
-    const events = await redis.xrange(keys.run(parent).events, '-', '+');
-    const types = events.map(([, f]) => f[1]);
+    const types = (await readRunEvents({ redis, keys }, parent)).map((e) => e.type);
     expect(types.filter((t) => t === 'wake_recovered')).toHaveLength(1);
     expect(types.filter((t) => t === 'woke')).toHaveLength(1);
     const transcript = (await h.ctx.store.transcript(parent)).filter((e) => e.kind === 'observation');

@@ -14,6 +14,7 @@ import { startRun } from '../../src/producer/intake.js';
 import { redisServerOnPath } from '../../testkit/embeddedRedis.js';
 import { nodeForKey } from '../../src/store/connect.js';
 import type { Script } from '../../src/models/scriptedTurns.js';
+import { readRunEvents } from '../../testkit/runEvents.js';
 
 const TENANTS = ['acme', 'beta'];
 const RUNS_PER_TENANT = 6;
@@ -84,9 +85,8 @@ describe.skipIf(!redisServerOnPath())('flow control on Redis Cluster', () => {
     // Every model call is journalled as a decision event; its stream id is the Redis time it was written.
     const calls: number[] = [];
     for (const r of runs) {
-      const events = (await h.ctx.redis.xrange(h.ctx.keys.run(r.runId).events, '-', '+')) as [string, string[]][];
-      for (const [id, fields] of events)
-        if (fields[fields.indexOf('type') + 1] === 'decision') calls.push(Number(id.split('-')[0]));
+      for (const e of await readRunEvents(h.ctx, r.runId))
+        if (e.type === 'decision') calls.push(Number(e.entry.split('-')[0]));
     }
     calls.sort((a, b) => a - b);
     expect(calls).toHaveLength(runs.length * STEPS);

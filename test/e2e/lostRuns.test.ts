@@ -15,6 +15,7 @@ import { Reconciler } from '../../src/ledger/reconciler.js';
 import { stepJobId } from '../../src/store/keys.js';
 import type { Script } from '../../src/models/scriptedTurns.js';
 import { final, read } from '../../testkit/turns.js';
+import { readRunEvents } from '../../testkit/runEvents.js';
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -50,13 +51,9 @@ async function lastStatusEntry(
 }
 
 async function statusEvents(harness: Harness, runId: string): Promise<{ status: string; reason: string }[]> {
-  const entries = (await harness.ctx.redis.xrange(harness.ctx.keys.run(runId).events, '-', '+')) as [
-    string,
-    string[],
-  ][];
-  return entries
-    .filter(([, f]) => f[1] === 'status_changed')
-    .map(([, f]) => JSON.parse(f[3]!) as { status: string; reason: string });
+  return (await readRunEvents(harness.ctx, runId))
+    .filter((e) => e.type === 'status_changed')
+    .map((e) => JSON.parse(e.data) as { status: string; reason: string });
 }
 
 async function finishedCount(harness: Harness, status: string, reason: string): Promise<number> {

@@ -25,6 +25,7 @@ import { parseOwner } from '../../src/store/owners.js';
 import { stepJobId } from '../../src/store/keys.js';
 import type { Script } from '../../src/models/scriptedTurns.js';
 import { read, final, email } from '../../testkit/turns.js';
+import { readRunEvents } from '../../testkit/runEvents.js';
 
 let h: Harness;
 const victims: WorkerProcess[] = [];
@@ -94,9 +95,9 @@ async function expectOnce(runId: string): Promise<void> {
 
 /** step_started events of one step in the run's stream: one per delivery that reached its first script. */
 async function deliveriesOf(runId: string, step: number): Promise<number> {
-  const entries = await h.ctx.redis.xrange(h.ctx.keys.run(runId).events, '-', '+');
-  return entries.filter(([, f]) => f[1] === 'step_started' && (JSON.parse(f[3]!) as { step: number }).step === step)
-    .length;
+  return (await readRunEvents(h.ctx, runId)).filter(
+    (e) => e.type === 'step_started' && (JSON.parse(e.data) as { step: number }).step === step,
+  ).length;
 }
 
 const requeues = async () => (await h.ctx.metrics.deadOwnerRequeues.get()).values[0]?.value ?? 0;

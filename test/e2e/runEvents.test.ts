@@ -9,6 +9,7 @@ import { buildSpec } from '../../src/producer/intake.js';
 import type { Script } from '../../src/models/scriptedTurns.js';
 import { emailTurn, final, read } from '../../testkit/turns.js';
 import { spawnWorker } from '../../testkit/processes.js';
+import { readRunEvents } from '../../testkit/runEvents.js';
 
 // The email's body must never show up in events or spans.
 const script: Script = [read, emailTurn('SECRET-BODY'), final];
@@ -32,8 +33,10 @@ describe('run events', () => {
     await h.startWorker();
     expect(await h.waitForStatus(spec.runId, ['completed', 'failed'])).toBe('completed');
 
-    const raw = (await h.ctx.redis.xrange(h.ctx.keys.run(spec.runId).events, '-', '+')) as [string, string[]][];
-    const events = raw.map(([, f]) => ({ type: f[1]!, data: JSON.parse(f[3]!) as Record<string, unknown> }));
+    const events = (await readRunEvents(h.ctx, spec.runId)).map((e) => ({
+      type: e.type,
+      data: JSON.parse(e.data) as Record<string, unknown>,
+    }));
     const summary = events.map((e) =>
       e.type === 'effect'
         ? `effect:${String(e.data.to)}`
@@ -94,9 +97,8 @@ describe('run events', () => {
 
 /** Step 2 started twice (attempts 1 and 2), decided once, committed once. */
 async function expectStep2Events(hc: Harness, runId: string) {
-  const raw = (await hc.ctx.redis.xrange(hc.ctx.keys.run(runId).events, '-', '+')) as [string, string[]][];
-  const step2 = raw
-    .map(([, f]) => ({ type: f[1]!, data: JSON.parse(f[3]!) as Record<string, unknown> }))
+  const step2 = (await readRunEvents(hc.ctx, runId))
+    .map((e) => ({ type: e.type, data: JSON.parse(e.data) as Record<string, unknown> }))
     .filter((e) => e.data.step === 2);
   expect(step2.filter((e) => e.type === 'step_started').map((e) => e.data.attempt)).toEqual([1, 2]);
   expect(step2.filter((e) => e.type === 'decision')).toHaveLength(1);

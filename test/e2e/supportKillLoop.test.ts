@@ -21,6 +21,7 @@ import { replyKey } from '../../src/agents/support/tools/waitForReply.js';
 import { createHarness, producerAuth, type Harness } from '../../testkit/harness.js';
 import { startEmbeddedRedis, type EmbeddedRedis } from '../../testkit/embeddedRedis.js';
 import { spawnApi, spawnWorker, type SpawnedProcess, type WorkerProcess } from '../../testkit/processes.js';
+import { readRunEvents } from '../../testkit/runEvents.js';
 
 const SECRET = 'kill-loop-webhook-secret';
 const RUNS = 8;
@@ -270,8 +271,8 @@ describe('support runs that do more under a kill loop', () => {
       expect(waited).toEqual([{ event: { message: `reply ${i}` } }]);
       expect(obs.filter((o) => o.tool === 'check_back_later')).toHaveLength(1);
       expect(await h.ctx.redis.hget(h.ctx.keys.eventKey('acme', replyKey(`KL-${i}`)), 'state')).toBe('consumed');
-      const events = await h.ctx.redis.xrange(h.ctx.keys.run(runId).events, '-', '+');
-      const woke = events.filter(([, f]) => f[1] === 'woke').map(([, f]) => JSON.parse(f[3]!) as { kind: string });
+      const events = await readRunEvents(h.ctx, runId);
+      const woke = events.filter((e) => e.type === 'woke').map((e) => JSON.parse(e.data) as { kind: string });
       expect(woke.map((w) => w.kind).sort()).toEqual(['child', 'event', 'sleep']);
       // One child per hand-off, completed, its answer taken once in the order asked, the spend charged once.
       const handedOff = obs.filter((o) => o.tool === 'hand_to_refunds').map((o) => o.output as { childRunId: string });

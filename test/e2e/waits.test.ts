@@ -9,6 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createHarness, producerAuth, type Harness } from '../../testkit/harness.js';
 import { startEmbeddedRedis, type EmbeddedRedis } from '../../testkit/embeddedRedis.js';
 import { killAll, spawnApi, spawnWorker, type WorkerProcess } from '../../testkit/processes.js';
+import { readRunEvents } from '../../testkit/runEvents.js';
 
 const AGENTS_MODULE = 'examples/ask-and-wait/index.ts';
 const OPERATOR_TOKEN = 'operator-token-for-tests';
@@ -84,9 +85,8 @@ describe('waits', { timeout: 120_000 }, () => {
     await a.exited;
     await worker();
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'], 20_000)).toBe('completed');
-    const events = await h.ctx.redis.xrange(h.ctx.keys.run(runId).events, '-', '+');
-    const woke = events.find(([, f]) => f[1] === 'woke');
-    expect(Number(woke![0].split('-')[0])).toBeGreaterThanOrEqual(wakeAt);
+    const woke = (await readRunEvents(h.ctx, runId)).find((e) => e.type === 'woke');
+    expect(Number(woke!.entry.split('-')[0])).toBeGreaterThanOrEqual(wakeAt);
   });
 
   it('a sleep survives a Redis restart: the delayed wake job is in the AOF', async () => {

@@ -15,6 +15,7 @@ import { CompensationRefused, compensationCall } from '../../src/ledger/compensa
 import type { ActionRecord } from '../../src/ledger/ledger.js';
 import type { RunSpec } from '../../src/runs/spec.js';
 import { final } from '../../testkit/turns.js';
+import { readRunEvents } from '../../testkit/runEvents.js';
 
 let h: Harness;
 let url: string;
@@ -102,7 +103,7 @@ describe('the worker resolves the run agent by name', () => {
     const runId = await createWith('AG-GHOST', (s) => ({ ...s, agent: 'ghost' }));
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'])).toBe('needs_human');
     expect((await h.ctx.store.readState(runId))?.reason).toBe('unknown_agent: ghost');
-    const events = (await h.ctx.redis.xrange(h.ctx.keys.run(runId).events, '-', '+')).map(([, f]) => f.join(' '));
+    const events = (await readRunEvents(h.ctx, runId)).map((e) => `${e.type} ${e.data}`);
     expect(events.some((e) => e.includes('unknown_agent: ghost'))).toBe(true);
     const finished = (await h.ctx.metrics.registry.getSingleMetric('agent_runs_finished_total')?.get())?.values ?? [];
     expect(

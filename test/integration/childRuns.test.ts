@@ -23,6 +23,7 @@ import { stopRun } from '../../src/runs/stop.js';
 import { runView } from '../../src/http/runView.js';
 import { cancelRun } from '../../src/http/operators/actions.js';
 import type { ObservationEntry } from '../../src/core/journal.js';
+import { readRunEvents } from '../../testkit/runEvents.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const usage = { promptTokens: 50, completionTokens: 10 };
@@ -203,10 +204,7 @@ describe('agents that call agents', () => {
     const view = await runView(ctx, parent);
     expect(view?.children).toEqual([{ runId: child, status: 'completed' }]);
     expect((await runView(ctx, child))?.parentRunId).toBe(parent);
-    const events = await ctx.redis.xrange(ctx.keys.run(parent).events, '-', '+');
-    const statuses = events
-      .filter(([, f]) => f[f.indexOf('type') + 1] === 'status_changed')
-      .map(([, f]) => f.join(' '));
+    const statuses = (await readRunEvents(ctx, parent)).filter((e) => e.type === 'status_changed').map((e) => e.data);
     expect(statuses.some((s) => s.includes('waiting_child') && s.includes(child))).toBe(true);
     expect(await counted('ended', 'completed')).toBe(endedBefore + 1);
   });
@@ -333,8 +331,8 @@ describe('agents that call agents', () => {
       expect(await used(late!)).toMatchObject({ steps: 2, tokens: 120 });
       expect(await used(quick!)).toMatchObject({ steps: 1, tokens: 60 });
       expect(await used(parent)).toMatchObject({ steps: 5, tokens: 300 });
-      const events = await ctx.redis.xrange(ctx.keys.run(parent).events, '-', '+');
-      const woke = events.filter(([, f]) => f[1] === 'woke').map(([, f]) => JSON.parse(f[3]!) as unknown);
+      const events = await readRunEvents(ctx, parent);
+      const woke = events.filter((e) => e.type === 'woke').map((e) => JSON.parse(e.data) as unknown);
       expect(woke).toEqual([
         expect.objectContaining({
           kind: 'child',
@@ -344,7 +342,7 @@ describe('agents that call agents', () => {
           ],
         }),
       ]);
-      const parked = events.filter(([, f]) => f[1] === 'status_changed').map(([, f]) => f[3]!);
+      const parked = events.filter((e) => e.type === 'status_changed').map((e) => e.data);
       expect(parked.some((p) => p.includes('waiting_child') && p.includes(late!) && p.includes(quick!))).toBe(true);
       expect(await counted('ended', 'completed')).toBe(endedBefore + 2);
     });

@@ -10,6 +10,7 @@ import { startRun } from '../../src/producer/intake.js';
 import type { EngineContext } from '../../src/runs/engineContext.js';
 import { childRunsOf } from '../../src/runs/children.js';
 import { refunds, triage } from '../../examples/triage-refunds/index.js';
+import { readRunEvents } from '../../testkit/runEvents.js';
 
 let h: Harness;
 let ctx: EngineContext;
@@ -32,8 +33,8 @@ describe('flow control with child runs', () => {
     expect(await h.waitForStatus(runId, ENDED)).toBe('completed');
     const [child] = await childRunsOf(ctx).childrenOf(runId);
     expect(await h.waitForStatus(child!, ENDED)).toBe('completed');
-    const events = await ctx.redis.xrange(ctx.keys.run(runId).events, '-', '+');
-    expect(events.some(([, f]) => f[1] === 'woke')).toBe(true);
+    const events = await readRunEvents(ctx, runId);
+    expect(events.some((e) => e.type === 'woke')).toBe(true);
     // The slot goes back right after the parent's last commit.
     for (let i = 0; i < 250 && (await held()) !== 0; i++) await new Promise((r) => setTimeout(r, 20));
     expect(await held()).toBe(0);

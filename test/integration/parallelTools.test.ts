@@ -12,6 +12,7 @@ import { buildSpec } from '../../src/producer/intake.js';
 import { scriptSchema } from '../../src/models/scriptedTurns.js';
 import { toMessages } from '../../src/models/aiSdk.js';
 import type { EngineContext } from '../../src/runs/engineContext.js';
+import { readRunEvents } from '../../testkit/runEvents.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** Effects the stand-in service holds, per idempotency key. */
@@ -70,17 +71,10 @@ const done = { final: 'done', usage };
 
 /** Step 1's time from its start to its commit, from the run's events (the stream id carries the commit's ms). */
 async function stepOneMs(runId: string): Promise<number> {
-  const events = await ctx.redis.xrange(ctx.keys.run(runId).events, '-', '+');
-  const field = (f: string[], name: string) => f[f.indexOf(name) + 1]!;
-  const started = events.find(
-    ([, f]) => field(f, 'type') === 'step_started' && JSON.parse(field(f, 'data')).step === 1,
-  );
-  const committed = events.find(
-    ([, f]) => field(f, 'type') === 'step_committed' && JSON.parse(field(f, 'data')).step === 1,
-  );
-  return (
-    Number(committed![0].split('-')[0]) - (JSON.parse(field(started![1], 'data')) as { startedAt: number }).startedAt
-  );
+  const events = await readRunEvents(ctx, runId);
+  const started = events.find((e) => e.type === 'step_started' && JSON.parse(e.data).step === 1);
+  const committed = events.find((e) => e.type === 'step_committed' && JSON.parse(e.data).step === 1);
+  return Number(committed!.entry.split('-')[0]) - (JSON.parse(started!.data) as { startedAt: number }).startedAt;
 }
 
 describe('parallel tool calls', () => {

@@ -10,6 +10,7 @@ import type { ObservationEntry } from '../../src/core/journal.js';
 import { sign } from '../../src/producer/webhookSignature.js';
 import { replyKey } from '../../src/agents/support/tools/waitForReply.js';
 import { createHarness, type Harness } from '../../testkit/harness.js';
+import { readRunEvents } from '../../testkit/runEvents.js';
 
 const SECRET = 'acme-webhook-secret';
 let h: Harness;
@@ -51,8 +52,7 @@ async function observations(runId: string): Promise<ObservationEntry[]> {
 }
 
 async function wokeEvents(runId: string): Promise<number> {
-  const events = await h.ctx.redis.xrange(h.ctx.keys.run(runId).events, '-', '+');
-  return events.filter(([, f]) => f[1] === 'woke').length;
+  return (await readRunEvents(h.ctx, runId)).filter((e) => e.type === 'woke').length;
 }
 
 describe('the support agent waits for the customer on its ticket', () => {

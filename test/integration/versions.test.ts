@@ -24,6 +24,7 @@ import type { RunSpec } from '../../src/runs/spec.js';
 import type { FleetWorker } from '../../src/worker/fleetWorker.js';
 import { versionedAgent } from '../fixtures/versioned/agents.js';
 import { agentctl, call, OPERATOR_TOKEN } from './operators/support.js';
+import { readRunEvents } from '../../testkit/runEvents.js';
 
 const usage = { promptTokens: 10, completionTokens: 5 };
 const turn = (name: string, args: Record<string, unknown>) => ({
@@ -194,7 +195,7 @@ describe('the version queue: a v1 run meets a v2-only worker', () => {
         detail: `${label(v1)} -> ${label(v2)}`,
       }),
     ]);
-    const events = (await h.ctx.redis.xrange(h.ctx.keys.run(runId).events, '-', '+')).map(([, f]) => f[1]);
+    const events = (await readRunEvents(h.ctx, runId)).map((e) => e.type);
     expect(events).toContain('operator_action');
 
     // Out of the queue; a second continue changes nothing.

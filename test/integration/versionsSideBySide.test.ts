@@ -12,6 +12,7 @@ import { spawnWorker, type WorkerProcess } from '../../testkit/processes.js';
 import { runIdFor } from '../../src/store/keys.js';
 import type { RunSpec } from '../../src/runs/spec.js';
 import { versionedAgent } from '../fixtures/versioned/agents.js';
+import { readRunEvents } from '../../testkit/runEvents.js';
 
 const usage = { promptTokens: 10, completionTokens: 5 };
 const lookup = (q: string) => ({ toolCalls: [{ name: 'lookup', args: { q } }], usage, transientFailures: 0 });
@@ -105,9 +106,9 @@ describe('v1 and v2 served side by side by two worker processes', () => {
     const workerOf = { v1: `worker:${w1.pid}`, v2: `worker:${w2.pid}` };
     for (const [version, ids] of Object.entries(runs) as ['v1' | 'v2', string[]][]) {
       for (const runId of ids) {
-        const started = (await h.ctx.redis.xrange(h.ctx.keys.run(runId).events, '-', '+'))
-          .filter(([, f]) => f[1] === 'step_started')
-          .map(([, f]) => (JSON.parse(f[3]!) as { worker: string }).worker);
+        const started = (await readRunEvents(h.ctx, runId))
+          .filter((e) => e.type === 'step_started')
+          .map((e) => (JSON.parse(e.data) as { worker: string }).worker);
         expect(started.length).toBeGreaterThanOrEqual(3);
         expect(new Set(started), `${version} ${runId}`).toEqual(new Set([workerOf[version]]));
         const spec = await h.ctx.store.readSpec(runId);

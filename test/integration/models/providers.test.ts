@@ -13,6 +13,7 @@ import type { ModelServer } from '../../../testkit/modelServers/queue.js';
 import { buildSpec } from '../../../src/producer/intake.js';
 import type { DecisionEntry } from '../../../src/core/journal.js';
 import { stepJobId } from '../../../src/store/keys.js';
+import { readRunEvents } from '../../../testkit/runEvents.js';
 
 let h: Harness;
 let openai: ModelServer;
@@ -55,10 +56,9 @@ async function decisions(runId: string): Promise<DecisionEntry[]> {
 }
 
 async function statusEvents(runId: string): Promise<{ status: string; reason: string }[]> {
-  const entries = (await h.ctx.redis.xrange(h.ctx.keys.run(runId).events, '-', '+')) as [string, string[]][];
-  return entries
-    .filter(([, f]) => f[1] === 'status_changed')
-    .map(([, f]) => JSON.parse(f[3]!) as { status: string; reason: string });
+  return (await readRunEvents(h.ctx, runId))
+    .filter((e) => e.type === 'status_changed')
+    .map((e) => JSON.parse(e.data) as { status: string; reason: string });
 }
 
 async function metric(name: string, labels: string): Promise<number> {

@@ -15,6 +15,7 @@ import type { DecisionEntry } from '../../../src/core/journal.js';
 import { TextStream } from '../../../src/worker/textStream.js';
 import { appendTextDeltas } from '../../../src/store/calls/appendTextDeltas.js';
 import { FenceError } from '../../../src/core/errors.js';
+import { readRunEvents } from '../../../testkit/runEvents.js';
 
 let h: Harness;
 let openai: ModelServer;
@@ -50,8 +51,10 @@ interface Ev {
 }
 
 async function events(runId: string): Promise<Ev[]> {
-  const raw = (await h.ctx.redis.xrange(h.ctx.keys.run(runId).events, '-', '+')) as [string, string[]][];
-  return raw.map(([, f]) => ({ type: f[1]!, data: JSON.parse(f[3]!) as Record<string, unknown> }));
+  return (await readRunEvents(h.ctx, runId)).map((e) => ({
+    type: e.type,
+    data: JSON.parse(e.data) as Record<string, unknown>,
+  }));
 }
 
 async function start(model: 'openai' | 'anthropic', ticketId: string): Promise<string> {

@@ -2,6 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Harness } from '../../../testkit/harness.js';
 import { readSse, type SseEvent } from '../../../testkit/sse.js';
+import { readRunEvents } from '../../../testkit/runEvents.js';
 import { call, email, final, OPERATOR_TOKEN, operatorHarness, refund, startScripted, turn } from './support.js';
 
 const VIEWER_CAP = 50;
@@ -65,7 +66,7 @@ describe('live events (SSE)', () => {
     expect(second.ended).toBe(true);
 
     const all = [...first.events, ...second.events];
-    const stored = (await h.ctx.redis.xrange(h.ctx.keys.run(runId).events, '-', '+')).map(([id]) => id);
+    const stored = (await readRunEvents(h.ctx, runId)).map((e) => e.id);
     expect(all.map((e) => e.id)).toEqual(stored);
     expect(new Set(all.map((e) => e.id)).size).toBe(all.length);
     expect(all.at(-1)).toMatchObject({ event: 'status_changed' });
@@ -74,6 +75,26 @@ describe('live events (SSE)', () => {
     const deadline = Date.now() + 3000;
     while ((await sseConnections()) > baseline && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     expect(await sseConnections()).toBe(baseline);
+  });
+
+  it('an entry holding several events: each event has its own id, and a resume from any of them gets exactly the rest, in order', async () => {
+    const runId = await startScripted(h, [turn([email]), final], 'PACK');
+    expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'], 5000)).toBe('completed');
+    const stored = await readRunEvents(h.ctx, runId);
+    // The commits pack their events: at least one entry holds three or more (step_started, decision, step_committed).
+    expect(stored.some((e) => e.id.endsWith('.2'))).toBe(true);
+    const all = await readEvents(runId, undefined);
+    expect(all.ended).toBe(true);
+    expect(all.events).toEqual(stored.map((e) => ({ id: e.id, event: e.type, data: e.data })));
+    expect(new Set(all.events.map((e) => e.id)).size).toBe(stored.length);
+    // From every event, the first of an entry, one in its middle, its last: nothing skipped, nothing repeated.
+    for (let i = 0; i < stored.length - 1; i++) {
+      const rest = await readEvents(runId, stored[i]!.id);
+      expect(
+        rest.events.map((e) => e.id),
+        `resumed after ${stored[i]!.id}`,
+      ).toEqual(stored.slice(i + 1).map((e) => e.id));
+    }
   });
 
   it('refuses a malformed Last-Event-ID and an unknown run', async () => {
@@ -128,7 +149,7 @@ describe('live events (SSE)', () => {
     ).toBe(200);
 
     const results = await Promise.all(live.map((v) => v.done));
-    const stored = (await h.ctx.redis.xrange(h.ctx.keys.run(runId).events, '-', '+')).map(([id]) => id);
+    const stored = (await readRunEvents(h.ctx, runId)).map((e) => e.id);
     expect(JSON.parse(results[0]!.events.at(-1)!.data)).toMatchObject({ status: 'completed' });
     for (const r of results) {
       expect(r.ended).toBe(true);

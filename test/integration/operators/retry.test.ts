@@ -14,6 +14,7 @@ import type { Script } from '../../../src/models/scriptedTurns.js';
 import { createHarness, sampleTicket, type Harness } from '../../../testkit/harness.js';
 import { agentctl, call, final, email, OPERATOR_TOKEN, refund, startScripted, turn } from './support.js';
 import { ticketCall } from '../../../testkit/turns.js';
+import { readRunEvents } from '../../../testkit/runEvents.js';
 
 const email2 = { name: 'send_email', args: { ...email.args, template: 'follow_up', body: 'Here is the follow-up.' } };
 
@@ -113,7 +114,7 @@ describe('retry a stopped run', () => {
       step: 1,
       detail: 'from=failed,steps=+0,tokens=+0,wall_ms=+0',
     });
-    const events = (await h.ctx.redis.xrange(k.events, '-', '+')).map(([, f]) => f[1]);
+    const events = (await readRunEvents(h.ctx, runId)).map((e) => e.type);
     expect(events).toContain('run_retried');
     expect(await retriesCounted('retried')).toBeGreaterThanOrEqual(1);
     // A second retry of the completed run is refused, naming the status.
