@@ -275,7 +275,10 @@ export const configSchema = z.object({
    * a wait's record is kept this long past its due time.
    */
   EVENT_KEEP_MS: int(24 * 3600_000, 1000),
-  /** Events stream cap per run (approximate MAXLEN). */
+  /**
+   * Events stream cap per run, in stream entries (approximate MAXLEN), not events: a script that appends several
+   * events stores them in one entry (a step's commit up to four), so the stream keeps more events than this.
+   */
   EVENTS_MAX_LEN: int(1000, 10),
   /** Reconciliation: how long a still-processing request is queried before going to a human. */
   RECONCILE_DEADLINE_MS: int(30000, 0),

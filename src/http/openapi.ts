@@ -227,6 +227,11 @@ export function openApiDocument(agents: AgentCatalog): ReturnType<typeof createD
       '/v1/runs/{id}/events': {
         get: {
           summary: "The run's events as server-sent events, resumable from Last-Event-ID.",
+          description:
+            "Each event's `id:` is the stream entry id (`1700000000000-0`) when the entry holds one event, or " +
+            '`<entry id>.<index>` (`1700000000000-0.2`, index from 0) for each event of an entry holding several. ' +
+            'A Last-Event-ID (header or `lastEventId`) of either form resumes after that event: nothing skipped, ' +
+            'nothing repeated.',
           requestParams: { ...runParams, query: z.object({ lastEventId: z.string().optional() }) },
           responses: {
             '200': { description: 'text/event-stream', content: { 'text/event-stream': { schema: z.string() } } },

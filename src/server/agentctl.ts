@@ -21,7 +21,7 @@
  * ': back to config)
  *   agentctl flow agent <agent> --limit N               change an agent's concurrency limit at run time
  *   agentctl run <runId>                                the run view
- *   agentctl events <runId> [--from STREAM_ID]          live events (SSE), resumable
+ *   agentctl events <runId> [--from EVENT_ID]           live events (SSE), resumable after an event's id
  *
  * --url (default $AGENTCTL_URL or http://127.0.0.1:3000) and --token (default $OPERATOR_TOKEN).
  * Exit code 0 on a 2xx answer, 1 otherwise; the answer is printed as JSON.
