@@ -25,8 +25,8 @@ export async function runJobs(ctx: EngineContext, runId: string, currentJobId: s
   const entries = (await ctx.redis.xrevrange(k.events, '+', '-', 'COUNT', EVENTS_READ)) as [string, string[]][];
   const seen = new Map<string, number>();
   if (currentJobId) seen.set(currentJobId, -1);
-  // Newest entry first, and within an entry its last event first: the latest jobs come first.
-  for (const { type, data } of decodeEntries(entries).reverse()) {
+  // XREVRANGE gives the newest entry first; its events in stream order, then all reversed: the latest job first.
+  for (const { type, data } of decodeEntries(entries.reverse()).reverse()) {
     if (type !== 'step_started') continue;
     try {
       const e = JSON.parse(data) as { jobId?: unknown; step?: unknown };
