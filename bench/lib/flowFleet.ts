@@ -16,6 +16,7 @@ import type { EngineContext } from '../../src/runs/engineContext.js';
 import { spawnModule } from '../../testkit/spawnModule.js';
 import { readOnlyScript, ticket } from './workload.js';
 import type { BenchEnv } from './types.js';
+import { decodeEntries } from '../../src/store/runEvents.js';
 
 /** Statuses a run ends in (anything else is still at work or waiting). */
 export const ENDED = new Set(['completed', 'failed', 'budget_exceeded', 'cancelled', 'needs_human']);
@@ -174,16 +175,15 @@ export interface RunTimeline {
 
 /** A run's first step and end, from the ids of its events (Redis server time, ms). */
 export async function runTimeline(ctx: EngineContext, runId: string): Promise<RunTimeline> {
-  const entries = (await ctx.redis.xrange(ctx.keys.run(runId).events, '-', '+')) as [string, string[]][];
+  const events = decodeEntries(await ctx.redis.xrange(ctx.keys.run(runId).events, '-', '+'));
   let firstStepAt = Number.NaN;
   let endedAt = Number.NaN;
   let status = '';
-  for (const [id, fields] of entries) {
-    const at = Number(id.split('-')[0]);
-    const type = fields[fields.indexOf('type') + 1];
+  for (const { entry, type, data } of events) {
+    const at = Number(entry.split('-')[0]);
     if (type === 'step_started' && Number.isNaN(firstStepAt)) firstStepAt = at;
     if (type === 'status_changed') {
-      const s = (JSON.parse(fields[fields.indexOf('data') + 1] ?? '{}') as { status?: string }).status ?? '';
+      const s = (JSON.parse(data || '{}') as { status?: string }).status ?? '';
       if (ENDED.has(s)) {
         endedAt = at;
         status = s;

@@ -25,6 +25,7 @@ import { dist, round } from '../lib/stats.js';
 import type { BenchEnv, BenchOptions, Section, SectionResult } from '../lib/types.js';
 import { TENANT } from '../lib/workload.js';
 import { moduleFile } from '../../testkit/spawnModule.js';
+import { decodeEntries } from '../../src/store/runEvents.js';
 
 const AGENTS_MODULE = moduleFile('examples/triage-refunds/index');
 const ENDED = ['completed', 'failed', 'needs_human', 'budget_exceeded', 'cancelled'];
@@ -73,11 +74,11 @@ async function runMs(ctx: EngineContext, runId: string): Promise<number> {
     if (ENDED.includes(s) || Date.now() > deadline) throw new Error(`run ${runId} is '${s}', not completed`);
     await new Promise((r) => setTimeout(r, 5));
   }
-  const ev = await ctx.redis.xrange(ctx.keys.run(runId).events, '-', '+');
-  const created = ev.find(([, f]) => f[1] === 'run_created');
-  const done = ev.find(([, f]) => f[1] === 'status_changed' && f[3]?.includes('"completed"'));
+  const ev = decodeEntries(await ctx.redis.xrange(ctx.keys.run(runId).events, '-', '+'));
+  const created = ev.find((e) => e.type === 'run_created');
+  const done = ev.find((e) => e.type === 'status_changed' && e.data.includes('"completed"'));
   if (!created || !done) throw new Error(`run ${runId}: no run_created or completed event`);
-  return idMs(done[0]) - idMs(created[0]);
+  return idMs(done.entry) - idMs(created.entry);
 }
 
 async function pairs(ctx: EngineContext, n: number): Promise<Record<Kind, number[]>> {

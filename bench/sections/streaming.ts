@@ -22,6 +22,7 @@ import type { ModelServer } from '../../testkit/modelServers/queue.js';
 import { AiSdkProvider, openAIOptions } from '../../src/models/aiSdk.js';
 import { dist, round } from '../lib/stats.js';
 import type { BenchEnv, BenchOptions, Metric, Section, SectionResult } from '../lib/types.js';
+import { decodeEntries } from '../../src/store/runEvents.js';
 
 const ANSWER = Array.from(
   { length: 120 },
@@ -207,8 +208,8 @@ async function world(env: BenchEnv, server: ModelServer, streaming: boolean): Pr
       }
     },
     async deltaEvents(runId) {
-      const raw = (await ctx.redis.xrange(ctx.keys.run(runId).events, '-', '+')) as [string, string[]][];
-      return raw.filter(([, f]) => f[1] === 'text_delta').length;
+      const events = decodeEntries(await ctx.redis.xrange(ctx.keys.run(runId).events, '-', '+'));
+      return events.filter((e) => e.type === 'text_delta').length;
     },
     async close() {
       await worker.stop(true);

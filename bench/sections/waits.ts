@@ -20,6 +20,7 @@ import { spawnWorker } from '../../testkit/processes.js';
 import { dist, round, type Dist } from '../lib/stats.js';
 import type { BenchEnv, BenchOptions, Metric, Section, SectionResult } from '../lib/types.js';
 import { createRun, TENANT, USAGE } from '../lib/workload.js';
+import { decodeEntries, type RunEvent } from '../../src/store/runEvents.js';
 
 const READ_MS = 200;
 const SLEEP_MS = 1000;
@@ -37,10 +38,8 @@ const QUERIES = ['broken mug', 'refund policy', 'shipping times'];
 const parallelScript: Script = [turn(QUERIES.map(kb)), finalTurn];
 const sequentialScript: Script = [...QUERIES.map((q) => turn([kb(q)])), finalTurn];
 
-type Events = [string, string[]][];
-
-async function events(env: BenchEnv, runId: string): Promise<Events> {
-  return await env.ctx.redis.xrange(env.ctx.keys.run(runId).events, '-', '+');
+async function events(env: BenchEnv, runId: string): Promise<RunEvent[]> {
+  return decodeEntries(await env.ctx.redis.xrange(env.ctx.keys.run(runId).events, '-', '+'));
 }
 
 const idMs = (id: string): number => Number(id.split('-')[0]);
@@ -66,10 +65,10 @@ async function finished(env: BenchEnv, runId: string): Promise<void> {
 /** A run's time from its creation to its completion, by its events (Redis time). */
 async function runMs(env: BenchEnv, runId: string): Promise<number> {
   const ev = await events(env, runId);
-  const created = ev.find(([, f]) => f[1] === 'run_created');
-  const done = ev.find(([, f]) => f[1] === 'status_changed' && f[3]?.includes('"completed"'));
+  const created = ev.find((e) => e.type === 'run_created');
+  const done = ev.find((e) => e.type === 'status_changed' && e.data.includes('"completed"'));
   if (!created || !done) throw new Error(`run ${runId}: no run_created or completed event`);
-  return idMs(done[0]) - idMs(created[0]);
+  return idMs(done.entry) - idMs(created.entry);
 }
 
 async function parallelVsSequential(env: BenchEnv, pairs: number): Promise<{ par: number[]; seq: number[] }> {
@@ -104,9 +103,9 @@ async function deliveryToStep(env: BenchEnv, n: number): Promise<number[]> {
     const r = await deliver(env.ctx, { tenant: TENANT, key: replyKey(ticketId), payload: { message: 'yes' } });
     if (r.kind !== 'resumed') throw new Error(`delivery to ${runId}: ${r.kind}`);
     await finished(env, runId);
-    const woke = (await events(env, runId)).find(([, f]) => f[1] === 'woke');
+    const woke = (await events(env, runId)).find((e) => e.type === 'woke');
     if (!woke) throw new Error(`run ${runId}: no woke event`);
-    out.push(idMs(woke[0]) - t0);
+    out.push(idMs(woke.entry) - t0);
   }
   return out;
 }
@@ -121,9 +120,9 @@ async function sleepToStep(env: BenchEnv, n: number): Promise<number[]> {
   const out: number[] = [];
   for (const runId of runIds) {
     await finished(env, runId);
-    const woke = (await events(env, runId)).find(([, f]) => f[1] === 'woke');
+    const woke = (await events(env, runId)).find((e) => e.type === 'woke');
     if (!woke) throw new Error(`run ${runId}: no woke event`);
-    out.push((JSON.parse(woke[1][3]!) as { lateMs: number }).lateMs);
+    out.push((JSON.parse(woke.data) as { lateMs: number }).lateMs);
   }
   return out;
 }
