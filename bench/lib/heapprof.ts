@@ -56,8 +56,7 @@ export class AllocSampler {
   }
 
   async stop(kind: string, steps: number): Promise<void> {
-    const { profile } = await this.session.post('HeapProfiler.getSamplingProfile');
-    await this.session.post('HeapProfiler.stopSampling');
+    const { profile } = await this.session.post('HeapProfiler.stopSampling');
     const round: AllocRound = { kind, steps, profile };
     const n = String(this.rounds++).padStart(3, '0');
     writeFileSync(join(this.dir, `alloc-${process.pid}-${n}-${kind}.json`), JSON.stringify(round));
