@@ -1,23 +1,30 @@
 /**
- * `npx tsx bench/profile.ts [engine|plain|effects] [rounds] [outDir]` (PROFILE_SKIP=0.4: ignore the first 40 %,
- * the JIT warm-up): runs only
- * rounds of one kind on one worker child started with --cpu-prof, then prints
- * the profile's top functions and packages by self time (bench/lib/cpuprof.ts).
+ * `npx tsx bench/profile.ts [engine|plain|effects] [rounds] [outDir] [--alloc]` (PROFILE_SKIP=0.4: ignore the first
+ * 40 %, the JIT warm-up): runs only rounds of one kind on one worker child and prints where a step's work goes.
+ *  - default: the child runs with --cpu-prof; the profile's top functions and packages by self time
+ *    (bench/lib/cpuprof.ts).
+ *  - `--alloc`: the child samples its allocations round by round instead; bytes allocated per step by function and
+ *    by nearest project frame over the rounds past the warm-up (bench/lib/heapprof.ts).
  * For finding where a step's time goes; not part of `npm run bench`.
  */
-import { readdirSync } from 'node:fs';
+import { mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { createBenchEnv } from './lib/env.js';
 import { runRound, type RoundKind } from './lib/workload.js';
 import { summarizeProfile } from './lib/cpuprof.js';
+import { summarizeAllocations } from './lib/heapprof.js';
 import { installClientCounter } from './lib/clientCounter.js';
 
 installClientCounter();
-const kind = (process.argv[2] ?? 'engine') as RoundKind;
-const rounds = Number(process.argv[3] ?? 5);
-const dir = process.argv[4] ?? join(tmpdir(), `bench-profile-${kind}-${Date.now()}`);
-const env = await createBenchEnv({ quick: false, rounds, cpuProfDir: dir });
+const alloc = process.argv.includes('--alloc');
+const [kindArg, roundsArg, dirArg] = process.argv.slice(2).filter((a) => !a.startsWith('--'));
+const kind = (kindArg ?? 'engine') as RoundKind;
+const rounds = Number(roundsArg ?? 5);
+const skip = Number(process.env.PROFILE_SKIP ?? 0.4);
+const dir = dirArg ?? join(tmpdir(), `bench-${alloc ? 'alloc' : 'profile'}-${kind}-${Date.now()}`);
+mkdirSync(dir, { recursive: true });
+const env = await createBenchEnv({ quick: false, rounds, ...(alloc ? { allocProfDir: dir } : { cpuProfDir: dir }) });
 try {
   console.log(`embedded redis pid ${env.redis.process?.pid} at ${env.redis.url}`);
   const pool = await env.spawnPool(1);
@@ -31,8 +38,18 @@ try {
 } finally {
   await env.cleanup();
 }
-const files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'));
-for (const f of files) {
-  console.log(`\n${join(dir, f)}`);
-  console.log(summarizeProfile(join(dir, f), 40, Number(process.env.PROFILE_SKIP ?? 0.4)));
+if (alloc) {
+  // One file per round, in order: the warm-up's rounds are left out as a whole.
+  const files = readdirSync(dir)
+    .filter((f) => f.startsWith('alloc-'))
+    .sort();
+  const measured = files.slice(Math.floor(files.length * skip)).map((f) => join(dir, f));
+  console.log(`\n${dir}`);
+  console.log(summarizeAllocations(measured, 40));
+} else {
+  const files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'));
+  for (const f of files) {
+    console.log(`\n${join(dir, f)}`);
+    console.log(summarizeProfile(join(dir, f), 40, skip));
+  }
 }

@@ -21,6 +21,7 @@ import { FleetWorker } from '../src/worker/fleetWorker.js';
 import { clientCounts, commandsSent, diffCounts, installClientCounter } from './lib/clientCounter.js';
 import type { ChildMessage, ChildRoundStats, ParentMessage, PrepareSpec } from './lib/protocol.js';
 import { nowMs } from './lib/stats.js';
+import { ALLOC_PROFILE_ENV, AllocSampler } from './lib/heapprof.js';
 import { plainQueue, plainWorker } from './plainChain.js';
 import type { Queue } from 'bullmq';
 
@@ -35,6 +36,8 @@ const log = createLogger('bench-worker', cfg.LOG_LEVEL);
 const ctx = await createContext(cfg, 'bench-worker', { log });
 const plainRedis = createRedis(targetOf(cfg), 'bench-plain');
 const plainQueues = new Map<string, Queue>();
+const allocDir = process.env[ALLOC_PROFILE_ENV];
+const allocSampler = allocDir ? new AllocSampler(allocDir) : undefined;
 
 interface Round {
   spec: PrepareSpec;
@@ -127,9 +130,11 @@ async function prepare(spec: PrepareSpec): Promise<void> {
   round = r;
 }
 
-function go(): void {
+async function go(): Promise<void> {
   const r = round;
   if (!r) throw new Error('no round prepared');
+  // Sampling starts before the round's clock and CPU reading, so its own start-up is outside both.
+  await allocSampler?.start();
   r.stats.goAt = nowMs();
   r.cpu0 = process.cpuUsage();
   r.sent0 = commandsSent();
@@ -152,6 +157,7 @@ async function finish(): Promise<ChildRoundStats> {
   if (!r) throw new Error('no round prepared');
   if (r.timer) clearInterval(r.timer);
   r.stats.byCommand = diffCounts(clientCounts(), r.counts0);
+  await allocSampler?.stop(r.spec.kind, r.stats.completed);
   await r.close();
   round = undefined;
   return r.stats;

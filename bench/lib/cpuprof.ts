@@ -20,7 +20,7 @@ interface Profile {
   timeDeltas: number[];
 }
 
-function area(url: string): string {
+export function area(url: string): string {
   if (!url) return '(native/vm)';
   const nm = url.lastIndexOf('node_modules/');
   if (nm >= 0) {
@@ -32,7 +32,7 @@ function area(url: string): string {
   return m ? `${m[1]}/${m[2]}` : url;
 }
 
-const isProjectFrame = (url: string) =>
+export const isProjectFrame = (url: string) =>
   /\/(src|bench)\//.test(url) && !url.includes('node_modules') && !url.includes('clientCounter');
 
 /** `skipFraction`: ignore the first part of the profile (start-up, JIT warm-up). */

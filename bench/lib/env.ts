@@ -13,6 +13,7 @@ import { startEmbeddedRedis } from '../../testkit/embeddedRedis.js';
 import { startSandbox } from '../../sandbox/server.js';
 import type { BenchEnv, BenchOptions } from './types.js';
 import { WorkerPool } from './pool.js';
+import { ALLOC_PROFILE_ENV } from './heapprof.js';
 
 export interface OwnedEnv extends BenchEnv {
   cleanup(): Promise<void>;
@@ -74,7 +75,8 @@ export async function createBenchEnv(opts: BenchOptions): Promise<OwnedEnv> {
       cleanup,
       async spawnPool(n: number, extraEnv: Record<string, string> = {}) {
         const execArgv = opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`] : [];
-        const pool = await WorkerPool.start(n, { env: { ...childEnv, ...extraEnv }, execArgv });
+        const allocEnv: Record<string, string> = opts.allocProfDir ? { [ALLOC_PROFILE_ENV]: opts.allocProfDir } : {};
+        const pool = await WorkerPool.start(n, { env: { ...childEnv, ...allocEnv, ...extraEnv }, execArgv });
         onCleanup(() => pool.kill());
         return pool;
       },

@@ -19,6 +19,8 @@ export interface BenchOptions {
   rounds: number;
   /** Write V8 CPU profiles of the worker child processes to this directory. */
   cpuProfDir?: string;
+  /** Sample the worker children's allocations round by round into this directory (bench/lib/heapprof.ts). */
+  allocProfDir?: string;
 }
 
 export interface Metric {

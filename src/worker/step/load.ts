@@ -70,10 +70,12 @@ export async function load(env: StepEnv, d: Delivery, limited: LimitedSpecs): Pr
     cancelRequested: known.cancelRequested === true,
     startedEmitted: false,
     carriesDecision: false,
-    ...(known.decision ? { decision: known.decision } : {}),
-    ...(known.decisionDigest ? { decisionDigest: known.decisionDigest } : {}),
-    ...(known.observed?.length ? { observed: known.observed } : {}),
-    ...(known.waking ? { waking: known.waking } : {}),
+    // What a redelivery found, undefined on a first delivery: every state has one shape, and no spreads of mostly
+    // empty objects (they allocated more than the state itself).
+    decision: known.decision,
+    decisionDigest: known.decisionDigest,
+    observed: known.observed?.length ? known.observed : undefined,
+    waking: known.waking,
   };
 }
 

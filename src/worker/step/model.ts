@@ -209,38 +209,39 @@ class ModelCall {
     const { env, state, input } = this;
     const { spec } = state;
     const streamed = input.stream?.attempt(attempt);
-    const answer = withDeadlineScope(
-      spec.limits.deadlineAt,
-      state.signal,
-      (scope) =>
-        this.provider.complete({
-          runId: spec.runId,
-          step: state.step,
-          attempt,
-          instructions: input.prompt.instructions,
-          prompt: input.prompt.prompt,
-          tools: input.agent.tools.specs,
-          // The run's pinned model; its maxOutputTokens may only lower the deployment's cap (the pre-flight counts the
-          // cap).
-          model: spec.modelId,
-          options: spec.modelOptions,
-          maxCompletionTokens: Math.min(env.cfg.COMPLETION_TOKEN_CAP, spec.modelOptions?.maxOutputTokens ?? Infinity),
-          script: this.script,
-          ...(this.transcript ? { transcript: this.transcript } : {}),
-          ...(streamed ? { onTextDelta: streamed.push } : {}),
-          get signal() {
-            return scope.signal;
-          },
-        }),
-      env.now,
-    );
-    return answer.then(
-      async (t) => (await streamed?.end(true), t),
-      async (err: unknown) => {
-        await streamed?.end(false);
-        throw err;
-      },
-    );
+    let answer: ModelTurn;
+    try {
+      answer = await withDeadlineScope(
+        spec.limits.deadlineAt,
+        state.signal,
+        (scope) =>
+          this.provider.complete({
+            runId: spec.runId,
+            step: state.step,
+            attempt,
+            instructions: input.prompt.instructions,
+            prompt: input.prompt.prompt,
+            tools: input.agent.tools.specs,
+            // The run's pinned model; its maxOutputTokens may only lower the deployment's cap (the pre-flight counts the
+            // cap).
+            model: spec.modelId,
+            options: spec.modelOptions,
+            maxCompletionTokens: Math.min(env.cfg.COMPLETION_TOKEN_CAP, spec.modelOptions?.maxOutputTokens ?? Infinity),
+            script: this.script,
+            ...(this.transcript ? { transcript: this.transcript } : {}),
+            ...(streamed ? { onTextDelta: streamed.push } : {}),
+            get signal() {
+              return scope.signal;
+            },
+          }),
+        env.now,
+      );
+    } catch (err) {
+      await streamed?.end(false);
+      throw err;
+    }
+    await streamed?.end(true);
+    return answer;
   }
 
   /** Adds an attempt's usage (validated); returns its tokens. */

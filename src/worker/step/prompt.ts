@@ -85,15 +85,30 @@ export class Prompts {
 
 /**
  * A budget check (`check(tokens)`: a stop, or undefined) on the estimate; a stop of the
- * byte bound is checked again on the exact count, which then replaces the bound.
+ * byte bound is checked again on the exact count, which then replaces the bound. A check
+ * that answers at once is answered at once: no promise unless one of the checks is async
+ * or the exact count is read (the pre-flight and the run's budget check of each attempt).
  */
-export async function exactIfRefused(
+export function exactIfRefused(
   estimate: Estimate,
   check: (tokens: number) => BudgetStop | undefined | Promise<BudgetStop | undefined>,
-): Promise<BudgetStop | undefined> {
-  const stop = await check(estimate.tokens);
+): BudgetStop | undefined | Promise<BudgetStop | undefined> {
+  const stop = check(estimate.tokens);
+  return stop instanceof Promise
+    ? stop.then((s) => againOnExact(estimate, check, s))
+    : againOnExact(estimate, check, stop);
+}
+
+/** The first check's stop; a stop of the byte bound is asked again of the exact count. */
+function againOnExact(
+  estimate: Estimate,
+  check: (tokens: number) => BudgetStop | undefined | Promise<BudgetStop | undefined>,
+  stop: BudgetStop | undefined,
+): BudgetStop | undefined | Promise<BudgetStop | undefined> {
   if (stop === undefined || !estimate.exact || (stop.kind !== 'tokens' && stop.kind !== 'tenant_tokens')) return stop;
-  estimate.tokens = await estimate.exact();
-  estimate.exact = undefined;
-  return check(estimate.tokens);
+  return estimate.exact().then((tokens) => {
+    estimate.tokens = tokens;
+    estimate.exact = undefined;
+    return check(tokens);
+  });
 }
