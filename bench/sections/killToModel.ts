@@ -105,49 +105,56 @@ export const killToModel: Section = {
       live.push(w);
       return w;
     };
-    let pair: WorkerProcess[] = await Promise.all([start(), start()]);
     const trials: Trial[] = [];
-    for (let t = 0; t < n; t++) {
-      const spec = buildSpec(
-        ctx,
-        {
-          tenant: TENANT,
-          agent: 'support',
-          input: ticket(`KTM-${Date.now()}-${t}`),
-          model: 'openai-compatible',
-          budget: { maxSteps: STEPS + 5 },
-        },
-        Date.now(),
-      );
-      if (!(await ctx.store.create(spec, Date.now()))) throw new Error('run already existed');
-      const runId = spec.runId;
-      lastHeld = undefined;
-      // The i-th call of this trial's step 10 (the held conversation is this trial's: one run at a time).
-      const asked = (i: number) =>
-        lastHeld === undefined
-          ? undefined
-          : server.requests.filter((r) => stepOf(r) === HELD_STEP && conversationOf(r) === lastHeld)[i - 1];
-      const first = await until(`trial ${t}: step ${HELD_STEP}'s model call`, () => asked(1), 60_000);
-      const shard = ctx.keys.shardOf(runId);
-      const jobId = stepJobId(runId, HELD_STEP);
-      const token = await until('the step lock', () => ctx.redis.get(ctx.keys.jobLock(shard, jobId)), 5_000);
-      const base = ownerBaseOfToken(token);
-      const victim = pair.find((w) => w.bullIds.some((id) => id.split('@')[0] === base));
-      if (!victim) throw new Error(`trial ${t}: step ${HELD_STEP}'s lock (${token}) names neither worker`);
-      await sleep(Math.max(0, first.at + KILL_AFTER_MS - Date.now()));
-      const killedAt = Date.now();
-      victim.child.kill('SIGKILL');
-      const again = await until(`trial ${t}: step ${HELD_STEP}'s second model call`, () => asked(2), 60_000);
-      const processedOn = Number(await ctx.redis.hget(ctx.keys.jobHash(shard, jobId), 'processedOn'));
-      trials.push({ jobRestartMs: processedOn - killedAt, modelCallMs: again.at - killedAt });
-      await until(
-        `trial ${t}: the run completes`,
-        async () => ((await ctx.store.readState(runId))?.status === 'completed' ? true : undefined),
-        60_000,
-      );
-      await victim.exited;
-      live.splice(live.indexOf(victim), 1);
-      pair = [...pair.filter((w) => w !== victim), await start()];
+    // The section's workers end with it: left running, they would take the next sections' jobs from the same queues.
+    try {
+      await holdAndKill(n, await Promise.all([start(), start()]));
+    } finally {
+      killAll(live);
+    }
+    async function holdAndKill(n: number, pair: WorkerProcess[]): Promise<void> {
+      for (let t = 0; t < n; t++) {
+        const spec = buildSpec(
+          ctx,
+          {
+            tenant: TENANT,
+            agent: 'support',
+            input: ticket(`KTM-${Date.now()}-${t}`),
+            model: 'openai-compatible',
+            budget: { maxSteps: STEPS + 5 },
+          },
+          Date.now(),
+        );
+        if (!(await ctx.store.create(spec, Date.now()))) throw new Error('run already existed');
+        const runId = spec.runId;
+        lastHeld = undefined;
+        // The i-th call of this trial's step 10 (the held conversation is this trial's: one run at a time).
+        const asked = (i: number) =>
+          lastHeld === undefined
+            ? undefined
+            : server.requests.filter((r) => stepOf(r) === HELD_STEP && conversationOf(r) === lastHeld)[i - 1];
+        const first = await until(`trial ${t}: step ${HELD_STEP}'s model call`, () => asked(1), 60_000);
+        const shard = ctx.keys.shardOf(runId);
+        const jobId = stepJobId(runId, HELD_STEP);
+        const token = await until('the step lock', () => ctx.redis.get(ctx.keys.jobLock(shard, jobId)), 5_000);
+        const base = ownerBaseOfToken(token);
+        const victim = pair.find((w) => w.bullIds.some((id) => id.split('@')[0] === base));
+        if (!victim) throw new Error(`trial ${t}: step ${HELD_STEP}'s lock (${token}) names neither worker`);
+        await sleep(Math.max(0, first.at + KILL_AFTER_MS - Date.now()));
+        const killedAt = Date.now();
+        victim.child.kill('SIGKILL');
+        const again = await until(`trial ${t}: step ${HELD_STEP}'s second model call`, () => asked(2), 60_000);
+        const processedOn = Number(await ctx.redis.hget(ctx.keys.jobHash(shard, jobId), 'processedOn'));
+        trials.push({ jobRestartMs: processedOn - killedAt, modelCallMs: again.at - killedAt });
+        await until(
+          `trial ${t}: the run completes`,
+          async () => ((await ctx.store.readState(runId))?.status === 'completed' ? true : undefined),
+          60_000,
+        );
+        await victim.exited;
+        live.splice(live.indexOf(victim), 1);
+        pair = [...pair.filter((w) => w !== victim), await start()];
+      }
     }
     const model = dist(trials.map((x) => x.modelCallMs / 1000));
     const job = dist(trials.map((x) => x.jobRestartMs / 1000));

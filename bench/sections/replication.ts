@@ -16,14 +16,15 @@ const STEPS = 10;
 /** The step that sends the email (oneEffectScript's default). */
 const EFFECT_STEP = 2;
 
-async function replicaOf(env: BenchEnv): Promise<void> {
+/** A replica of the bench's Redis, online; stopped by the caller (a replica left attached costs the next sections). */
+async function replicaOf(env: BenchEnv): Promise<{ stop(): Promise<void> }> {
   const replica = await startEmbeddedRedis({
     appendfsync: 'everysec',
     extraArgs: ['--replicaof', '127.0.0.1', String(env.redis.port)],
   });
   env.onCleanup(() => replica.stop());
   for (let i = 0; i < 400; i++) {
-    if (/slave0:.*state=online/.test(await env.admin.info('replication'))) return;
+    if (/slave0:.*state=online/.test(await env.admin.info('replication'))) return replica;
     await new Promise((r) => setTimeout(r, 50));
   }
   throw new Error('the replica did not come online');
@@ -46,7 +47,7 @@ export const replication: Section = {
     const rounds = Math.max(1, opts.rounds);
     const loaded = opts.quick ? { chains: 20, steps: STEPS } : { chains: 50, steps: STEPS };
     const alone = opts.quick ? 5 : 15;
-    await replicaOf(env);
+    const replica = await replicaOf(env);
     const pools: Record<Mode, WorkerPool> = {
       off: await WorkerPool.start(1, { env: poolEnv(env, 'off') }),
       on: await WorkerPool.start(1, { env: poolEnv(env, 'on') }),
@@ -80,6 +81,7 @@ export const replication: Section = {
       }
     }
     await Promise.all([pools.off.kill(), pools.on.kill()]);
+    await replica.stop();
     return report(this, byMode, loaded, rounds, alone);
   },
 };
