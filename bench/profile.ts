@@ -1,6 +1,7 @@
 /**
- * `npx tsx bench/profile.ts [engine|plain|effects] [rounds] [outDir] [--alloc]` (PROFILE_SKIP=0.4: ignore the first
- * 40 %, the JIT warm-up): runs only rounds of one kind on one worker child and prints where a step's work goes.
+ * `node dist/bench/profile.js [engine|plain|effects] [rounds] [outDir] [--alloc]`, after `npm run build`
+ * (PROFILE_SKIP=0.4: ignore the first 40 %, the JIT warm-up): runs only rounds of one kind on one worker child and
+ * prints where a step's work goes.
  *  - default: the child runs with --cpu-prof; the profile's top functions and packages by self time
  *    (bench/lib/cpuprof.ts).
  *  - `--alloc`: the child samples its allocations round by round instead; bytes allocated per step by function and

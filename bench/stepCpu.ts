@@ -1,9 +1,10 @@
 /**
- * `npx tsx bench/stepCpu.ts [cycles]` (default 8): worker CPU per read-only step of this tree, against the plain
- * BullMQ chain in the same worker process: 4 warm-up cycles, then `cycles` cycles of one plain and one engine round
- * (100 chains x 40 steps, concurrency 20, one worker process). Prints the medians of worker and Redis CPU per step
- * (process.cpuUsage of the worker; INFO of the bench's own redis-server), the median of the paired engine / plain
- * worker CPU ratios, and Redis commands per step. About 45 s; for comparing two trees, run it in each, alternating.
+ * `node dist/bench/stepCpu.js [cycles]` (after `npm run build`; default 8): worker CPU per read-only step of this
+ * tree, against the plain BullMQ chain in the same worker process: 4 warm-up cycles, then `cycles` cycles of one
+ * plain and one engine round (100 chains x 40 steps, concurrency 20, one worker process). Prints the medians of
+ * worker and Redis CPU per step (process.cpuUsage of the worker; INFO of the bench's own redis-server), the median of
+ * the paired engine / plain worker CPU ratios, and Redis commands per step. About 30 s; for comparing two trees, run
+ * it in each, alternating.
  */
 import { createBenchEnv } from './lib/env.js';
 import { runRound, type RoundKind } from './lib/workload.js';
