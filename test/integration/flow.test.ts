@@ -188,12 +188,15 @@ describe('a follow-up at a higher priority', () => {
     await h.ctx.admission!.configure('limit', 'fup', 1, 'test');
     const busy = (await start('fup')).runId;
     const subject = ticket(++n);
-    const previous = await startRun(h.ctx, { tenant: 'fup', ticket: subject }, undefined, Date.now(), 'e-1');
+    const at = Date.now();
+    const previous = await startRun(h.ctx, { tenant: 'fup', ticket: subject }, undefined, at, 'e-1');
+    // A millisecond later at least: two runs of one subject created in the same millisecond are not ordered
+    // (src/producer/intake.ts), and on a fast machine the second create can land in the first one's millisecond.
     const followUp = await startRun(
       h.ctx,
       { tenant: 'fup', ticket: { ...subject, body: 'Any news?' }, priority: 4 },
       undefined,
-      Date.now(),
+      Math.max(Date.now(), at + 1),
       'e-2',
     );
     expect(followUp.previousRunId).toBe(previous.runId);
