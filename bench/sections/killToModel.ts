@@ -108,11 +108,7 @@ export const killToModel: Section = {
     const trials: Trial[] = [];
     // The section's workers end with it: left running, they would take the next sections' jobs from the same queues.
     try {
-      await holdAndKill(n, await Promise.all([start(), start()]));
-    } finally {
-      killAll(live);
-    }
-    async function holdAndKill(n: number, pair: WorkerProcess[]): Promise<void> {
+      let pair: WorkerProcess[] = await Promise.all([start(), start()]);
       for (let t = 0; t < n; t++) {
         const spec = buildSpec(
           ctx,
@@ -155,6 +151,8 @@ export const killToModel: Section = {
         live.splice(live.indexOf(victim), 1);
         pair = [...pair.filter((w) => w !== victim), await start()];
       }
+    } finally {
+      killAll(live);
     }
     const model = dist(trials.map((x) => x.modelCallMs / 1000));
     const job = dist(trials.map((x) => x.jobRestartMs / 1000));
