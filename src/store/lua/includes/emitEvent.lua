@@ -1,5 +1,5 @@
---[[ Appends one run event to the run's stream, capped (approximate MAXLEN). ]]
+--[[ Appends one run event to the run's stream: an entry of its own (emitEvents with one event). ]]
+-- @include emitEvents
 local function emitEvent(eventsKey, maxLen, eventType, payload)
-  if payload == nil or payload == '' then return end
-  redis.call('XADD', eventsKey, 'MAXLEN', '~', maxLen, '*', 'type', eventType, 'data', payload)
+  emitEvents(eventsKey, maxLen, { eventType, payload })
 end
