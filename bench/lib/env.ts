@@ -74,7 +74,10 @@ export async function createBenchEnv(opts: BenchOptions): Promise<OwnedEnv> {
       onCleanup,
       cleanup,
       async spawnPool(n: number, extraEnv: Record<string, string> = {}) {
-        const execArgv = opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`] : [];
+        const execArgv = [
+          ...(opts.cpuProfDir ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`] : []),
+          ...(opts.workerNodeFlags ?? []),
+        ];
         const allocEnv: Record<string, string> = opts.allocProfDir ? { [ALLOC_PROFILE_ENV]: opts.allocProfDir } : {};
         const pool = await WorkerPool.start(n, { env: { ...childEnv, ...allocEnv, ...extraEnv }, execArgv });
         onCleanup(() => pool.kill());

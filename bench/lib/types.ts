@@ -21,6 +21,8 @@ export interface BenchOptions {
   cpuProfDir?: string;
   /** Sample the worker children's allocations round by round into this directory (bench/lib/heapprof.ts). */
   allocProfDir?: string;
+  /** More node flags for the worker children (e.g. --trace-gc-nvp: bench/gcTrace.ts). */
+  workerNodeFlags?: string[];
 }
 
 export interface Metric {
