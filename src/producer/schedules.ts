@@ -202,13 +202,52 @@ export async function runTick(ctx: EngineContext, schedules: Schedules, job: Job
   }
 }
 
+/**
+ * How long a stopping process waits for the schedule worker to close. Its close() waits for the ticks in progress and
+ * then for its connection, and hangs on a connection that is reconnecting (a Redis outage; BullMQ #2430, #4656): a
+ * worker process stopped during an outage waited out its whole grace period and left with exit code 1, holding
+ * nothing. A tick is a few milliseconds of work and makes one run at most (its idempotency key), so the process
+ * leaves after this long anyway; a tick cut short is delivered again.
+ */
+export const SCHEDULE_CLOSE_TIMEOUT_MS = 3000;
+
+/** The schedule worker of a process; close() resolves within SCHEDULE_CLOSE_TIMEOUT_MS. */
+export interface ScheduleWorker {
+  close(): Promise<void>;
+}
+
 /** The worker that turns ticks into runs (run in worker processes; any number of them: one run per tick). */
-export function startScheduleWorker(ctx: EngineContext, schedules: Schedules): Worker {
+export function startScheduleWorker(ctx: EngineContext, schedules: Schedules): ScheduleWorker {
   const w = new Worker(ctx.keys.schedulesQueueName(), (job) => runTick(ctx, schedules, job), {
     connection: ctx.redis.duplicate(),
     prefix: ctx.keys.bullPrefix,
     concurrency: 4,
   });
   w.on('error', (err) => ctx.log.warn({ code: 'schedule_worker_error', err }, 'schedule worker error'));
-  return w;
+  let closing: Promise<void> | undefined;
+  return {
+    close() {
+      closing ??= (async () => {
+        let timer: NodeJS.Timeout | undefined;
+        const gaveUp = new Promise<boolean>((resolve) => {
+          timer = setTimeout(() => resolve(false), SCHEDULE_CLOSE_TIMEOUT_MS).unref();
+        });
+        const closed = w.close().then(
+          () => true,
+          (err: unknown) => {
+            ctx.log.warn({ code: 'schedule_worker_error', err }, 'schedule worker close failed');
+            return true;
+          },
+        );
+        const clean = await Promise.race([closed, gaveUp]);
+        clearTimeout(timer);
+        if (!clean)
+          ctx.log.warn(
+            { code: 'close_timeout', worker: 'schedules', timeoutMs: SCHEDULE_CLOSE_TIMEOUT_MS },
+            'schedule worker connection did not close; leaving anyway',
+          );
+      })();
+      return closing;
+    },
+  };
 }

@@ -206,6 +206,36 @@ describe('a process that cannot boot', () => {
   );
 
   it(
+    'a SIGTERM while Redis is away: the worker stops cleanly (exit 0) instead of waiting out its grace period',
+    async () => {
+      const redis = await startEmbeddedRedis();
+      const prefix = uniquePrefix('away');
+      const worker = await spawnWorker({
+        REDIS_URL: redis.url,
+        REDIS_CLUSTER_NODES: '',
+        KEY_PREFIX: prefix,
+        BULL_PREFIX: `${prefix}b`,
+      });
+      children.add(worker.child);
+      try {
+        // Every connection is reconnecting when the signal comes: the schedule worker's close() never resolved,
+        // and the process left after SHUTDOWN_GRACE_MS + 3 s with forced_exit and code 1, holding nothing.
+        await redis.kill();
+        worker.child.kill('SIGTERM');
+        const exit = await worker.exited;
+        const said = worker.lines.join('\n');
+        expect(exit.code, said).toBe(0);
+        expect(said).not.toContain('"forced_exit"');
+        expect(said).toContain('"shutdown_done"');
+      } finally {
+        if (worker.child.exitCode === null) worker.child.kill('SIGKILL');
+        await redis.stop();
+      }
+    },
+    BOOT_CASE_TIMEOUT_MS,
+  );
+
+  it(
     'names a bad sandbox setting',
     async () => {
       expectOneLine(
