@@ -26,6 +26,7 @@ describe.each([
       kills: 1,
       lagMs: 1500,
       rate: 4,
+      minAcknowledged: 21,
       log: console.log,
     });
     expect(r.acknowledged).toBeGreaterThan(20);

@@ -41,6 +41,12 @@ export interface CampaignOptions {
   lagMs: number;
   /** Runs submitted per second. */
   rate: number;
+  /**
+   * After the last kill, submitting goes on until this many runs were acknowledged in all (at most 60 s more): on a
+   * slow machine the replicas take longer to catch up after the failover, creates wait for them (REDIS_MIN_REPLICAS)
+   * and are answered 503 meanwhile, and a fixed window acknowledged too few runs to say anything.
+   */
+  minAcknowledged?: number;
   log?: (line: string) => void;
 }
 
@@ -403,6 +409,8 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
         log(`kill ${k + 1}: steps flowing ${recoveryMs.at(-1)} ms after the kill; old master rejoined`);
         await sleep(2000);
       }
+      const enoughBy = Date.now() + 60_000;
+      while (acked.length < (o.minAcknowledged ?? 0) && Date.now() < enoughBy) await sleep(100);
     } finally {
       submitting = false;
       await producer;
