@@ -4,7 +4,14 @@
  * its parent's abort, whenever that comes.
  */
 import { describe, expect, it } from 'vitest';
-import { DeadlineError, TimeoutError, withDeadlineScope, withTimeoutScope } from '../../src/core/timeout.js';
+import {
+  DeadlineError,
+  TimeoutError,
+  withDeadlineScope,
+  withScopeSignal,
+  withTimeoutScope,
+  type CallScope,
+} from '../../src/core/timeout.js';
 
 const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
 const never = () => new Promise<never>(() => {});
@@ -95,5 +102,40 @@ describe('withTimeoutScope', () => {
     });
     await expect(passed).rejects.toBeInstanceOf(DeadlineError);
     expect(called).toBe(false);
+  });
+});
+
+describe('withScopeSignal', () => {
+  /** A scope that counts how often its signal is asked for. */
+  function countedScope(): CallScope & { reads: number } {
+    const ac = new AbortController();
+    return {
+      reads: 0,
+      get signal() {
+        this.reads++;
+        return ac.signal;
+      },
+    };
+  }
+
+  it("asks the scope for its signal only when the object's signal is read, each object its own scope", () => {
+    const [a, b] = [countedScope(), countedScope()];
+    const x = withScopeSignal({ runId: 'r1' }, a);
+    const y = withScopeSignal({ runId: 'r2' }, b);
+    expect(a.reads + b.reads).toBe(0);
+    expect(x.signal).toBeInstanceOf(AbortSignal);
+    expect(a.reads).toBe(1);
+    expect(b.reads).toBe(0);
+    expect(y.signal).not.toBe(x.signal);
+  });
+
+  it('reads like a data property: enumerable, copied by a spread, the scope itself hidden', () => {
+    const scope = countedScope();
+    const o = withScopeSignal({ runId: 'r1', step: 3 }, scope);
+    expect(Object.keys(o)).toEqual(['runId', 'step', 'signal']);
+    const copy = { ...o };
+    expect(copy.signal).toBe(o.signal);
+    expect(Object.getOwnPropertyDescriptor(copy, 'signal')?.get).toBeUndefined();
+    expect(JSON.stringify(o)).toBe('{"runId":"r1","step":3,"signal":{}}');
   });
 });

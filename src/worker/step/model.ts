@@ -14,7 +14,7 @@ import {
   TerminalError,
   type RetryableError,
 } from '../../core/errors.js';
-import { DeadlineError, withDeadlineScope } from '../../core/timeout.js';
+import { DeadlineError, withDeadlineScope, withScopeSignal } from '../../core/timeout.js';
 import { usageSchema, type DecisionEntry, type JournalEntry, type Usage } from '../../core/journal.js';
 import type { ModelProvider, ModelTurn } from '../../core/model.js';
 import { withRetry } from '../../core/withRetry.js';
@@ -215,25 +215,30 @@ class ModelCall {
         spec.limits.deadlineAt,
         state.signal,
         (scope) =>
-          this.provider.complete({
-            runId: spec.runId,
-            step: state.step,
-            attempt,
-            instructions: input.prompt.instructions,
-            prompt: input.prompt.prompt,
-            tools: input.agent.tools.specs,
-            // The run's pinned model; its maxOutputTokens may only lower the deployment's cap (the pre-flight counts the
-            // cap).
-            model: spec.modelId,
-            options: spec.modelOptions,
-            maxCompletionTokens: Math.min(env.cfg.COMPLETION_TOKEN_CAP, spec.modelOptions?.maxOutputTokens ?? Infinity),
-            script: this.script,
-            ...(this.transcript ? { transcript: this.transcript } : {}),
-            ...(streamed ? { onTextDelta: streamed.push } : {}),
-            get signal() {
-              return scope.signal;
-            },
-          }),
+          this.provider.complete(
+            withScopeSignal(
+              {
+                runId: spec.runId,
+                step: state.step,
+                attempt,
+                instructions: input.prompt.instructions,
+                prompt: input.prompt.prompt,
+                tools: input.agent.tools.specs,
+                // The run's pinned model; its maxOutputTokens may only lower the deployment's cap (the pre-flight counts the
+                // cap).
+                model: spec.modelId,
+                options: spec.modelOptions,
+                maxCompletionTokens: Math.min(
+                  env.cfg.COMPLETION_TOKEN_CAP,
+                  spec.modelOptions?.maxOutputTokens ?? Infinity,
+                ),
+                script: this.script,
+                ...(this.transcript ? { transcript: this.transcript } : {}),
+                ...(streamed ? { onTextDelta: streamed.push } : {}),
+              },
+              scope,
+            ),
+          ),
         env.now,
       );
     } catch (err) {

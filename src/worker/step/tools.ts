@@ -3,7 +3,7 @@
  * through the effect ledger; and how a decision's calls are grouped to run at once.
  */
 import type { Agent } from '../../core/agent.js';
-import { DeadlineError, withDeadlineScope } from '../../core/timeout.js';
+import { DeadlineError, withDeadlineScope, withScopeSignal } from '../../core/timeout.js';
 import type { DecisionEntry, ObservationEntry } from '../../core/journal.js';
 import type { ReadTool, ToolContext } from '../../core/tool.js';
 import { withRetry } from '../../core/withRetry.js';
@@ -90,13 +90,9 @@ async function runRead(
         withDeadlineScope(
           deadlineAt,
           ctx.signal,
-          (scope) =>
-            tool.execute(args, {
-              ...ctx,
-              get signal() {
-                return scope.signal;
-              },
-            }),
+          // The step's context with this call's signal; built without `signal` first, so the accessor is added, not
+          // swapped for a data property (which gives the object a hidden class of its own again).
+          (scope) => tool.execute(args, withScopeSignal(withoutSignal(ctx), scope)),
           env.now,
         ),
       { signal: ctx.signal, deadlineAt, now: env.now },
@@ -107,4 +103,9 @@ async function runRead(
     state.log.warn({ code: 'tool_error', tool: name, err }, 'read tool failed');
     return { status: 'tool_error', output: { error: (err as Error).message } };
   }
+}
+
+function withoutSignal(ctx: ToolContext): Omit<ToolContext, 'signal'> {
+  const { signal: _parent, ...rest } = ctx;
+  return rest;
 }
