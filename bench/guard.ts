@@ -9,6 +9,9 @@
  *  - CPU per step, as a ratio to the plain BullMQ chain measured in the same rounds (worker and Redis CPU): a ratio
  *    cancels most of the machine's speed and load, not all of it, so its tolerance is wider. Absolute microseconds
  *    are recorded for people and never compared.
+ *  - the bytes of a read-only step still reachable at a young-generation collection (bench/gcTrace.ts, `gc` in the
+ *    baseline): a step's garbage costs the worker what survives, so a change that keeps a step's objects alive past
+ *    the step (it happened once: 3.5 KB a step, most of the worker's GC time) is seen here before it is seen in CPU.
  *
  * Usage: npm run bench:guard -- [--record] [--rounds=N] [--quick] [--from=bench-output.json] (read a saved
  * `npm run bench` output instead of running one).
@@ -28,6 +31,7 @@ export const TOLERANCE = {
   redisCallsPerStep: 0.03,
   aofBytesPerStep: 0.05,
   cpuRatio: 0.25,
+  survivedKbPerStep: 0.5,
 } as const;
 type Figure = keyof typeof TOLERANCE;
 
@@ -41,7 +45,7 @@ interface RoundFigures {
 type Details = Record<string, unknown>;
 
 /** Per procs and kind: the guarded figures (medians over the rounds) and the absolute CPU for people. */
-export type Figures = Record<string, Record<string, Record<Figure | 'workerCpuUs' | 'redisCpuUs', number>>>;
+export type Figures = Record<string, Record<string, Partial<Record<Figure | 'workerCpuUs' | 'redisCpuUs', number>>>>;
 
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -121,9 +125,20 @@ function benchOutput(args: string[]): { details: Details; rounds: number; node: 
   return { details: section.details, rounds: out.rounds, node: out.host.node };
 }
 
+/** What a read-only step leaves to the young generation (bench/gcTrace.ts, one worker child, 4 measured rounds). */
+function gcFigures(): Figures {
+  const text = spawnSync(process.execPath, ['dist/bench/gcTrace.js', 'engine', '4'], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  }).stdout;
+  const survived = /survived a scavenge: ([\d.]+) KB\/step/.exec(text)?.[1];
+  if (survived === undefined) throw new Error(`gcTrace printed no survivors: ${text.slice(0, 300)}`);
+  return { gc: { engine: { survivedKbPerStep: Number(survived) } } };
+}
+
 function main(args: string[]): number {
   const { details, rounds, node } = benchOutput(args);
-  const now = figuresOf(details);
+  const now = { ...figuresOf(details), ...gcFigures() };
   if (args.includes('--record')) {
     const record = {
       recorded: new Date().toISOString().slice(0, 10),
@@ -141,6 +156,7 @@ function main(args: string[]): number {
   for (const p of PROCS)
     for (const k of KINDS)
       console.log(`${k} ${p}: ${JSON.stringify(now[p]![k])} (baseline ${JSON.stringify(baseline[p]?.[k])})`);
+  console.log(`engine gc: ${JSON.stringify(now.gc?.engine)} (baseline ${JSON.stringify(baseline.gc?.engine)})`);
   if (regressions.length === 0) {
     console.log('bench:guard: every figure within its tolerance');
     return 0;
