@@ -28,7 +28,6 @@ import type { ChildProcess } from 'node:child_process';
 import { startLocalSentinel, SENTINEL_MASTER } from '../../../testkit/sentinel.js';
 import { startReplicatedCluster } from '../../../testkit/replicatedCluster.js';
 import { KeySpace } from '../../../src/store/keys.js';
-import { freePort } from '../../../testkit/embeddedRedis.js';
 import { spawnApi, spawnReconciler, spawnWorker, type SpawnedProcess } from '../../../testkit/processes.js';
 
 export interface CampaignOptions {
@@ -286,8 +285,9 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
   const model = await startOpenAIServer();
   model.respond = unsteadyModel;
   const prefix = `fo${randomBytes(3).toString('hex')}`;
-  const apiPort = await freePort();
-  const workerPorts = [await freePort(), await freePort()];
+  // Every process binds port 0 and says which port it got: a port picked free beforehand was taken by another test
+  // before the process bound it, once, under the full suite.
+  const workerPorts: number[] = [];
   const env: Record<string, string> = {
     ...store.env,
     KEY_PREFIX: prefix,
@@ -308,7 +308,7 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
     RETRY_BASE_MS: '50',
     RETRY_MAX_MS: '500',
     REDIS_BOOT_TIMEOUT_MS: '20000',
-    PORT: String(apiPort),
+    PORT: '0',
     HOST: '127.0.0.1',
     RECONCILER_METRICS_PORT: '0',
     WORKER_CONCURRENCY: '10',
@@ -338,9 +338,9 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
 
   async function campaign(): Promise<CampaignResult> {
     if (logDir) log(`fleet logs kept: ${logDir}`);
-    for (const [i, p] of workerPorts.entries()) {
+    for (const i of [0, 1]) {
       const w = await spawnWorker(
-        { ...env, WORKER_METRICS_PORT: String(p) },
+        { ...env, WORKER_METRICS_PORT: '0' },
         {
           startTimeoutMs: 90_000,
           keep: 'lifecycle',
@@ -351,13 +351,15 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
       );
       keepLog(`worker-${i + 1}`, w.child.stdout, w.child.stderr);
       workers.push(w);
+      const started = w.lines.find((l) => l.includes('"worker_started"'));
+      if (started) workerPorts.push((JSON.parse(started) as { metricsPort: number }).metricsPort);
     }
     const apiProcess = await spawnApi(env, { startTimeoutMs: 60_000, keep: 'lifecycle' });
     keepLog('api', apiProcess.child.stdout, apiProcess.child.stderr);
     const reconciler = await spawnReconciler(env, { keep: 'lifecycle' });
     keepLog('reconciler', reconciler.child.stdout, reconciler.child.stderr);
     procs.push(apiProcess, reconciler);
-    const api = `http://127.0.0.1:${apiPort}`;
+    const api = apiProcess.url;
     const tally = { s503: 0, s500: 0 };
     const acked: string[] = [];
     let submitted = 0;
