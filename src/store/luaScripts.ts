@@ -26,7 +26,8 @@ export interface ScriptDef {
   lua: string;
 }
 
-function resolveIncludes(source: string, seen = new Set<string>()): string {
+/** A script's source with its `-- @include` lines replaced by what they name (also for bench variants of a script). */
+export function resolveIncludes(source: string, seen = new Set<string>()): string {
   return source.replace(/^-- @include (\S+)\s*$/gm, (_line, name: string) => {
     if (seen.has(name)) return '';
     seen.add(name);

@@ -1,0 +1,47 @@
+/**
+ * The step commit (src/store/lua/commitStep-23.lua) with one of its writes taken out: what `redisCost --ablate`
+ * replays to price each write. A read-only step's commit that stays `running` writes the journal entries, the budget
+ * counters, the run hash's cursor, and one event stream entry (the run listing indexes change only when the status
+ * does: a run's first and last step). The cursor has no ablation: it is the next commit's fence, and a replay
+ * without it refuses every later commit. Each ablation names the exact text it removes and throws when the script
+ * no longer holds it, so a changed commit cannot be priced by a removal that silently removes nothing.
+ */
+import { scriptDefs } from '../../src/store/luaScripts.js';
+
+export const COMMIT_ABLATIONS: Record<string, { removes: string; keeps: string }> = {
+  journal: {
+    removes:
+      "if n > 0 then len = redis.call('RPUSH', KEYS[3], unpack(ARGV, 36, 35 + n)) else len = redis.call('LLEN', KEYS[3]) end",
+    keeps: 'len = 0',
+  },
+  budget: {
+    removes:
+      "redis.call('HINCRBY', KEYS[2], 'stepsUsed', ARGV[5])\nredis.call('HINCRBY', KEYS[2], 'tokensUsed', ARGV[6])\n",
+    keeps: '',
+  },
+  events: { removes: 'emitEvents(KEYS[4], ARGV[9], events)', keeps: '' },
+  index: { removes: 'indexRunStatus(KEYS[1], status, ARGV[8], ARGV[11], fromStatus, reason)', keeps: '' },
+};
+
+/** The shipped commit script, resolved as the engine loads it. */
+export function commitScript(): string {
+  const def = scriptDefs().find((d) => d.name === 'commitStep');
+  if (!def) throw new Error('no commitStep script in src/store/lua');
+  return def.lua;
+}
+
+/** The commit without the named writes (`events`, or several joined by `+`: `journal+budget`). */
+export function ablatedCommit(names: string): string {
+  let lua = commitScript();
+  for (const name of names.split('+')) {
+    const ablation = COMMIT_ABLATIONS[name];
+    if (!ablation) throw new Error(`unknown ablation ${name}; one of ${Object.keys(COMMIT_ABLATIONS).join(', ')}`);
+    const at = lua.indexOf(ablation.removes);
+    if (at < 0 || lua.indexOf(ablation.removes, at + 1) >= 0)
+      throw new Error(
+        `ablation ${name}: commitStep no longer holds its text exactly once; update bench/lib/commitAblations.ts`,
+      );
+    lua = lua.slice(0, at) + ablation.keeps + lua.slice(at + ablation.removes.length);
+  }
+  return lua;
+}

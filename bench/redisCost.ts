@@ -1,0 +1,134 @@
+/**
+ * `node dist/bench/redisCost.js [--chains=50] [--steps=40] [--ablate=journal,budget,events,index,journal+budget]
+ * [--variant=<script>=<file.lua> ...] [--cpu-rounds=0] [--keep=<dir>]` (after `npm run build`; needs valgrind): what a read-only step costs the Redis server, exactly.
+ *
+ * Runs one plain BullMQ chain round and one engine round (read-only steps, one worker process, as the throughput
+ * section does) while recording every command the server executes (MONITOR), then replays each round into a fresh
+ * redis-server under callgrind and prints the instructions the server executed per step in the measured part of
+ * the round. Instruction counts do not move with the machine's load, so two figures differ only when the work
+ * does: a change to a script is priced by `--variant`, which replays the engine's round with that script's body
+ * taken from the file (its `-- @include` lines resolved as the engine's are) instead of the shipped one, and each
+ * of the commit's writes by `--ablate`, which replays it with the commit minus that write (lib/commitAblations.ts).
+ * `--cpu-rounds=N` also replays each case N times natively, alternating, for the server's CPU µs per step (INFO
+ * cpu; noisy on a shared machine). `--keep` keeps the callgrind files (callgrind_annotate shows where the
+ * instructions go, function by function).
+ */
+import { readFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import { createBenchEnv } from './lib/env.js';
+import { runRound } from './lib/workload.js';
+import { median } from './lib/stats.js';
+import { captureCommands } from './lib/monitorTrace.js';
+import { replay, scriptBodies, sha1, splitRounds, startReplayServer, type TracedRound } from './lib/replayTrace.js';
+import { ablatedCommit } from './lib/commitAblations.js';
+import { resolveIncludes, scriptDefs } from '../src/store/luaScripts.js';
+
+const flag = (key: string, fallback: string) =>
+  process.argv.find((a) => a.startsWith(`--${key}=`))?.slice(key.length + 3) ?? fallback;
+const chains = Number(flag('chains', '50'));
+const steps = Number(flag('steps', '40'));
+const cpuRounds = Number(flag('cpu-rounds', '0'));
+const keep = flag('keep', '');
+const ablations = flag('ablate', '').split(',').filter(Boolean);
+const variantFlags = process.argv.filter((a) => a.startsWith('--variant=')).map((a) => a.slice('--variant='.length));
+
+interface Case {
+  label: string;
+  round: TracedRound;
+  swap: Map<string, string>;
+  bodies: string[];
+}
+
+async function trace(): Promise<{ plain: TracedRound; engine: TracedRound; bodies: Map<string, Buffer> }> {
+  const env = await createBenchEnv({ quick: false, rounds: 1 });
+  try {
+    const pool = await env.spawnPool(1);
+    const capture = await captureCommands(env.redis.port);
+    for (const kind of ['plain', 'engine'] as const) await runRound(env, pool, { kind, chains, steps, tag: 'trace' });
+    const commands = await capture.stop();
+    await pool.kill();
+    const rounds = splitRounds(commands);
+    if (rounds.length !== 2) throw new Error(`expected 2 traced rounds, found ${rounds.length}`);
+    return { plain: rounds[0]!, engine: rounds[1]!, bodies: scriptBodies(commands) };
+  } finally {
+    await env.cleanup();
+  }
+}
+
+/** The engine's round with `script` replaced by `body`. */
+function swapCase(label: string, script: string, body: string, engine: TracedRound): Case {
+  const shipped = scriptDefs().find((d) => d.name === script);
+  if (!shipped) throw new Error(`${label}: no script ${script} in src/store/lua`);
+  const from = sha1(shipped.lua);
+  const calls = (c: TracedRound['window'][number]) =>
+    c.args[1] && (c.args[1].toString() === from || sha1(c.args[1]) === from);
+  if (!engine.window.some(calls)) throw new Error(`${label}: the engine's round never calls ${script}`);
+  return { label, round: engine, swap: new Map([[from, sha1(body)]]), bodies: [body] };
+}
+
+function variantCase(spec: string, engine: TracedRound): Case {
+  const eq = spec.indexOf('=');
+  if (eq < 0) throw new Error(`--variant=${spec}: expected <script>=<file.lua>`);
+  const [script, file] = [spec.slice(0, eq), spec.slice(eq + 1)];
+  return swapCase(`${script}=${basename(file)}`, script, resolveIncludes(readFileSync(file, 'utf8')), engine);
+}
+
+async function measure(c: Case, bodies: Map<string, Buffer>, callgrind: boolean, index: number) {
+  const outFile = keep && callgrind ? join(keep, `callgrind.${index}.${c.label.replace(/[^\w.=-]/g, '_')}`) : undefined;
+  const server = await startReplayServer({ callgrind, ...(outFile ? { outFile } : {}) });
+  try {
+    await server.load([...bodies.values(), ...c.bodies]);
+    await replay(server.client, c.round.prefix, c.swap);
+    const cpu0 = await server.cpuSeconds();
+    await server.count(true);
+    const result = await replay(server.client, c.round.window, c.swap);
+    await server.count(false);
+    const cpuUs = ((await server.cpuSeconds()) - cpu0) * 1e6;
+    return { result, cpuUs, instructions: await server.stop() };
+  } catch (e) {
+    await server.stop().catch(() => undefined);
+    throw e;
+  }
+}
+
+const ablated = ablations.map((a) => [a, ablatedCommit(a)] as const); // an unknown or stale ablation fails first
+const { plain, engine, bodies } = await trace();
+const cases: Case[] = [
+  { label: 'plain', round: plain, swap: new Map(), bodies: [] },
+  { label: 'engine', round: engine, swap: new Map(), bodies: [] },
+  ...ablated.map(([a, body]) => swapCase(`commit without ${a}`, 'commitStep', body, engine)),
+  ...variantFlags.map((v) => variantCase(v, engine)),
+];
+const perStep = chains * steps;
+console.log(`${chains} chains x ${steps} read-only steps; Redis instructions per step (callgrind), replayed:`);
+const irs: number[] = [];
+let refusedByEngine = 0;
+for (const [i, c] of cases.entries()) {
+  const { result, instructions } = await measure(c, bodies, true, i);
+  const ir = instructions! / perStep;
+  irs.push(ir);
+  const vs =
+    i === 0 ? '' : `  x${(ir / irs[0]!).toFixed(3)} plain${i > 1 ? `, x${(ir / irs[1]!).toFixed(3)} engine` : ''}`;
+  console.log(
+    `  ${c.label.padEnd(32)} ${Math.round(ir).toLocaleString('en-US').padStart(9)} instr/step${vs}` +
+      `  (${(result.sent / perStep).toFixed(1)} commands/step, errors ${result.errors}, refused ${result.refused})`,
+  );
+  for (const err of result.firstErrors) console.log(`      ${err}`);
+  // A replay is faithful when its scripts refuse what the round's did; a variant that refuses more measured less work.
+  if (i > 1 && result.refused !== refusedByEngine)
+    console.log(`      NOT COMPARABLE: ${result.refused} refused calls against the engine's ${refusedByEngine}`);
+  if (i === 1) refusedByEngine = result.refused;
+}
+if (cpuRounds > 0) {
+  const cpu = cases.map(() => [] as number[]);
+  for (let r = 0; r < cpuRounds; r++)
+    for (const [i, c] of cases.entries()) cpu[i]!.push((await measure(c, bodies, false, i)).cpuUs / perStep);
+  console.log(`Redis CPU µs per step, replayed natively, median of ${cpuRounds} alternating rounds:`);
+  for (const [i, c] of cases.entries()) {
+    const ratio = median(cpu[i]!.map((v, r) => v / cpu[0]![r]!));
+    console.log(
+      `  ${c.label.padEnd(32)} ${median(cpu[i]!).toFixed(1).padStart(7)} µs  x${ratio.toFixed(3)} plain (paired)`,
+    );
+  }
+}
+if (keep) console.log(`callgrind files in ${keep} (callgrind_annotate <file>)`);
