@@ -62,7 +62,8 @@ function swapCase(label: string, script: string, body: string, engine: TracedRou
   const from = sha1(shipped.lua);
   const calls = (c: TracedRound['window'][number]) =>
     c.args[1] && (c.args[1].toString() === from || sha1(c.args[1]) === from);
-  if (!engine.window.some(calls)) throw new Error(`${label}: the engine's round never calls ${script}`);
+  if (!engine.prefix.some(calls) && !engine.window.some(calls))
+    throw new Error(`${label}: the engine's round never calls ${script}`);
   return { label, round: engine, swap: new Map([[from, sha1(body)]]), bodies: [body] };
 }
 

@@ -79,6 +79,8 @@ export async function captureCommands(port: number, host = '127.0.0.1'): Promise
   const endSeen = new Promise<void>((resolve) => (ended = resolve));
   let pending = '';
   let ok = false;
+  let monitoring: () => void = () => {};
+  const started = new Promise<void>((resolve) => (monitoring = resolve));
   let failure: Error | undefined;
   socket.setEncoding('latin1'); // every byte one char: MONITOR lines are ASCII, \xHH carries the rest
   socket.on('data', (chunk: string) => {
@@ -90,6 +92,7 @@ export async function captureCommands(port: number, host = '127.0.0.1'): Promise
       if (!ok) {
         if (reply !== '+OK') failure = new Error(`MONITOR refused: ${reply}`);
         ok = true;
+        monitoring();
         continue;
       }
       try {
@@ -104,8 +107,11 @@ export async function captureCommands(port: number, host = '127.0.0.1'): Promise
   socket.on('error', (e) => {
     failure ??= e;
     ended();
+    monitoring();
   });
   socket.write('MONITOR\r\n');
+  await started; // commands sent before the server's +OK would be missing from the trace
+  if (failure) throw failure;
   return {
     async stop() {
       // MONITOR's lines can lag far behind the server under load: an ECHO sent now marks where the trace ends.

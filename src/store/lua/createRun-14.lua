@@ -51,11 +51,22 @@ local function hsetFields(key, t)
     flat[#flat + 1] = k
     flat[#flat + 1] = tostring(v)
   end
-  redis.call('HSET', key, unpack(flat))
+  if #flat > 0 then redis.call('HSET', key, unpack(flat)) end
 end
 
 hsetFields(KEYS[1], fields)
-hsetFields(KEYS[2], cjson.decode(ARGV[4]))
+-- The counters every commit increments go first: a small hash is one listpack, searched from its start, and pairs()
+-- would put them anywhere.
+local budget = cjson.decode(ARGV[4])
+local counters = {}
+for _, f in ipairs({ 'stepsUsed', 'tokensUsed', 'contextBytes' }) do
+  if budget[f] ~= nil then
+    counters[f] = budget[f]
+    budget[f] = nil
+  end
+end
+hsetFields(KEYS[2], counters)
+hsetFields(KEYS[2], budget)
 indexRunCreated(KEYS[1], ARGV[2])
 redis.call('ZADD', KEYS[4], ARGV[2], ARGV[1])
 emitEvent(KEYS[3], ARGV[6], 'run_created', ARGV[5])
