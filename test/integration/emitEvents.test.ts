@@ -36,8 +36,9 @@ async function emit(pairs: [string, string][]): Promise<string[] | undefined> {
   await redis.del(key);
   const length = (await redis.eval(script, 1, key, pairs.length, ...pairs.flat())) as number;
   if (length === 0) return undefined;
-  const [[, fields]] = (await redis.xrange(key, '-', '+')) as [string, string[]][];
-  return fields;
+  const entries = (await redis.xrange(key, '-', '+')) as [string, string[]][];
+  expect(entries).toHaveLength(1);
+  return entries[0]![1];
 }
 
 const expected = (pairs: [string, string][]) =>
