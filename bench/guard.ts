@@ -12,9 +12,12 @@
  *  - the bytes of a read-only step still reachable at a young-generation collection (bench/gcTrace.ts, `gc` in the
  *    baseline): a step's garbage costs the worker what survives, so a change that keeps a step's objects alive past
  *    the step (it happened once: 3.5 KB a step, most of the worker's GC time) is seen here before it is seen in CPU.
+ *  - the Redis instructions of a read-only step as a ratio to the plain chain's (bench/redisCost.ts under valgrind,
+ *    20 runs x 20 steps, `redis` in the baseline): exact, whatever the machine is doing, so a change to a script that
+ *    costs the server 2 % more fails here although no CPU figure could show it.
  *
  * Usage: npm run bench:guard -- [--record] [--rounds=N] [--quick] [--from=bench-output.json] (read a saved
- * `npm run bench` output instead of running one).
+ * `npm run bench` output instead of running one) [--skip-instructions] (a machine without valgrind).
  */
 import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -32,6 +35,7 @@ export const TOLERANCE = {
   aofBytesPerStep: 0.05,
   cpuRatio: 0.25,
   survivedKbPerStep: 0.5,
+  redisInstrRatio: 0.02,
 } as const;
 type Figure = keyof typeof TOLERANCE;
 
@@ -136,9 +140,26 @@ function gcFigures(): Figures {
   return { gc: { engine: { survivedKbPerStep: Number(survived) } } };
 }
 
+/** Redis instructions per read-only step, engine / plain (bench/redisCost.ts: one traced round each, replayed). */
+function redisFigures(): Figures {
+  if (spawnSync('valgrind', ['--version'], { stdio: 'ignore' }).status !== 0)
+    throw new Error('valgrind is not on PATH (apt-get install valgrind), or pass --skip-instructions');
+  const text = spawnSync(process.execPath, ['dist/bench/redisCost.js', '--chains=20', '--steps=20'], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  }).stdout;
+  const ratio = /^\s+engine\s+[\d,]+ instr\/step\s+x([\d.]+) plain/m.exec(text)?.[1];
+  if (ratio === undefined) throw new Error(`redisCost printed no engine figure: ${text.slice(0, 300)}`);
+  return { redis: { engine: { redisInstrRatio: Number(ratio) } } };
+}
+
 function main(args: string[]): number {
   const { details, rounds, node } = benchOutput(args);
-  const now = { ...figuresOf(details), ...gcFigures() };
+  const now = {
+    ...figuresOf(details),
+    ...gcFigures(),
+    ...(args.includes('--skip-instructions') ? {} : redisFigures()),
+  };
   if (args.includes('--record')) {
     const record = {
       recorded: new Date().toISOString().slice(0, 10),
@@ -157,6 +178,12 @@ function main(args: string[]): number {
     for (const k of KINDS)
       console.log(`${k} ${p}: ${JSON.stringify(now[p]![k])} (baseline ${JSON.stringify(baseline[p]?.[k])})`);
   console.log(`engine gc: ${JSON.stringify(now.gc?.engine)} (baseline ${JSON.stringify(baseline.gc?.engine)})`);
+  const redis = now.redis?.engine;
+  console.log(
+    redis
+      ? `engine redis: ${JSON.stringify(redis)} (baseline ${JSON.stringify(baseline.redis?.engine)})`
+      : 'engine redis: not measured (--skip-instructions)',
+  );
   if (regressions.length === 0) {
     console.log('bench:guard: every figure within its tolerance');
     return 0;

@@ -46,4 +46,12 @@ describe('bench guard', () => {
     expect(found.map((r) => r.figure)).toEqual(['clientCmdsPerStep', 'cpuRatio']);
     expect(found[0]).toMatchObject({ baseline: 10, now: 11, limit: 10.3 });
   });
+
+  it('holds the Redis instruction ratio to 2 %, exact figures needing no wider tolerance', () => {
+    const base = { redis: { engine: { redisInstrRatio: 1.176 } } };
+    expect(compare(base, { redis: { engine: { redisInstrRatio: 1.19 } } })).toEqual([]);
+    expect(compare(base, { redis: { engine: { redisInstrRatio: 1.21 } } })).toEqual([
+      { where: 'engine redis', figure: 'redisInstrRatio', baseline: 1.176, now: 1.21, limit: 1.2 },
+    ]);
+  });
 });
