@@ -80,6 +80,27 @@ export function withScopeSignal<T extends object>(o: T, scope: CallScope): T & C
 }
 
 /**
+ * Whether `p` settles (resolves or rejects) within `ms`: for a close() that can hang (a connection reconnecting to
+ * a Redis that is away), so a stopping process waits for it a bounded time and can say it gave up. The timer does
+ * not keep the process alive and is cleared when `p` settles first.
+ */
+export async function settledWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const gaveUp = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms).unref();
+  });
+  const settled = p.then(
+    () => true as const,
+    () => true as const,
+  );
+  try {
+    return await Promise.race([settled, gaveUp]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
  * Runs fn with a signal that aborts when `parent` aborts (reason: the parent's
  * reason) or after `ms` (reason: onTimeout(), a TimeoutError by default).
  * Rejects with that reason as soon as the signal aborts, whatever fn does with it.

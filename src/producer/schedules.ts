@@ -14,6 +14,7 @@ import { Queue, Worker, type Job } from 'bullmq';
 import { CronExpressionParser } from 'cron-parser';
 import { z } from 'zod';
 import type { EngineContext } from '../runs/engineContext.js';
+import { settledWithin } from '../core/timeout.js';
 import { budgetRequestSchema } from './schemas.js';
 import { InvalidRunRequest, buildSpec, startRun } from './intake.js';
 
@@ -228,20 +229,10 @@ export function startScheduleWorker(ctx: EngineContext, schedules: Schedules): S
   return {
     close() {
       closing ??= (async () => {
-        let timer: NodeJS.Timeout | undefined;
-        const gaveUp = new Promise<boolean>((resolve) => {
-          timer = setTimeout(() => resolve(false), SCHEDULE_CLOSE_TIMEOUT_MS).unref();
+        const closed = w.close().catch((err: unknown) => {
+          ctx.log.warn({ code: 'schedule_worker_error', err }, 'schedule worker close failed');
         });
-        const closed = w.close().then(
-          () => true,
-          (err: unknown) => {
-            ctx.log.warn({ code: 'schedule_worker_error', err }, 'schedule worker close failed');
-            return true;
-          },
-        );
-        const clean = await Promise.race([closed, gaveUp]);
-        clearTimeout(timer);
-        if (!clean)
+        if (!(await settledWithin(closed, SCHEDULE_CLOSE_TIMEOUT_MS)))
           ctx.log.warn(
             { code: 'close_timeout', worker: 'schedules', timeoutMs: SCHEDULE_CLOSE_TIMEOUT_MS },
             'schedule worker connection did not close; leaving anyway',

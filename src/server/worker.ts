@@ -12,6 +12,10 @@ import { createEffectRunner } from '../ledger/runner.js';
 import { approvalPolicy } from '../ledger/approvals.js';
 import { FleetWorker } from '../worker/fleetWorker.js';
 import { Schedules, startScheduleWorker } from '../producer/schedules.js';
+import { settledWithin } from '../core/timeout.js';
+
+/** How long a stopped worker waits for its Redis connections to close (they hang while reconnecting). */
+const CONNECTIONS_CLOSE_TIMEOUT_MS = 2000;
 
 // A signal while the process is still starting: it holds no job yet, so it just leaves (exit 0).
 let started = false;
@@ -80,8 +84,12 @@ async function shutdown(signal: string): Promise<void> {
   await Promise.all([fleet.stop(), ticker.close()]);
   stage = 'closing_connections';
   ops.server.close();
-  // A connection stuck reconnecting must not keep a stopped worker alive.
-  await Promise.race([ctx.close(), new Promise((r) => setTimeout(r, 2000).unref())]);
+  // A connection stuck reconnecting (Redis away) must not keep a stopped worker alive: wait a bounded time, say so.
+  if (!(await settledWithin(ctx.close(), CONNECTIONS_CLOSE_TIMEOUT_MS)))
+    ctx.log.warn(
+      { code: 'close_timeout', worker: 'connections', timeoutMs: CONNECTIONS_CLOSE_TIMEOUT_MS },
+      'Redis connections did not close; every job was handed back, leaving anyway',
+    );
   ctx.log.info({ code: 'shutdown_done' }, 'worker stopped');
   process.exit(0);
 }
