@@ -285,7 +285,7 @@ export class FleetWorker {
       clearTimeout(grace);
       if (!clean)
         this.ctx.log.warn(
-          { code: 'close_timeout', timeoutMs: CLOSE_TIMEOUT_MS },
+          { code: 'close_timeout', worker: 'steps', timeoutMs: CLOSE_TIMEOUT_MS },
           'worker connections did not close; every job was handed back, leaving anyway',
         );
     })();

@@ -227,7 +227,9 @@ describe('a process that cannot boot', () => {
         expect(exit.code, said).toBe(0);
         expect(said).not.toContain('"forced_exit"');
         expect(said).toContain('"shutdown_done"');
-        // The schedule worker's close hangs on its reconnecting connection: cut short after its bound, and said.
+        // The step workers' and the schedule worker's closes hang on their reconnecting connections: each is cut
+        // short after its bound, and named.
+        expect(said).toMatch(/"code":"close_timeout","worker":"steps","timeoutMs":1500/);
         expect(said).toMatch(/"code":"close_timeout","worker":"schedules","timeoutMs":3000/);
       } finally {
         if (worker.child.exitCode === null) worker.child.kill('SIGKILL');
