@@ -170,11 +170,9 @@ export function nodeArgs(port: number, dir: string): string[] {
   ];
 }
 
-export async function startEmbeddedRedis(opts: EmbeddedOptions = {}): Promise<EmbeddedRedis> {
-  if (!redisServerOnPath()) return startWithTestcontainers();
-  const port = opts.port ?? (await freePort());
-  const dir = mkdtempSync(join(tmpdir(), DIR_PREFIX));
-  const args = [
+/** The arguments of the embedded redis-server: AOF on, noeviction, its log in `dir` (also the bench's replay server). */
+export function embeddedServerArgs(port: number, dir: string, opts: EmbeddedOptions = {}): string[] {
+  return [
     '--port',
     String(port),
     '--bind',
@@ -199,6 +197,13 @@ export async function startEmbeddedRedis(opts: EmbeddedOptions = {}): Promise<Em
     '1024',
     ...(opts.extraArgs ?? []),
   ];
+}
+
+export async function startEmbeddedRedis(opts: EmbeddedOptions = {}): Promise<EmbeddedRedis> {
+  if (!redisServerOnPath()) return startWithTestcontainers();
+  const port = opts.port ?? (await freePort());
+  const dir = mkdtempSync(join(tmpdir(), DIR_PREFIX));
+  const args = embeddedServerArgs(port, dir, opts);
   const url = `redis://127.0.0.1:${port}`;
   const handle: EmbeddedRedis = {
     url,

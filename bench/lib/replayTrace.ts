@@ -15,7 +15,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { freePort } from '../../testkit/embeddedRedis.js';
+import { embeddedServerArgs, freePort } from '../../testkit/embeddedRedis.js';
 import type { TracedCommand } from './monitorTrace.js';
 
 /** The commands of one bench round: what builds its start state, and what it measured (between its INFO reads). */
@@ -138,15 +138,11 @@ export interface ReplayServer {
   stop(): Promise<number | undefined>;
 }
 
-/** redis-server as the bench runs it (embeddedRedis.ts: AOF everysec, noeviction, listpack values to 1 KB). */
+/** redis-server as the bench runs it (testkit/embeddedRedis.ts: AOF everysec, noeviction, listpack values to 1 KB). */
 export async function startReplayServer(opts: { callgrind?: boolean; outFile?: string } = {}): Promise<ReplayServer> {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'agent-replay-'));
-  const serverArgs = [
-    ...['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', ''],
-    ...['--appendonly', 'yes', '--appendfsync', 'everysec', '--maxmemory-policy', 'noeviction'],
-    ...['--hash-max-listpack-value', '1024', '--logfile', join(dir, 'redis.log')],
-  ];
+  const serverArgs = embeddedServerArgs(port, dir, { appendfsync: 'everysec' });
   const child: ChildProcess = opts.callgrind
     ? spawn(
         'valgrind',
