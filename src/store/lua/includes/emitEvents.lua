@@ -8,23 +8,19 @@
   events: { type, payload, type, payload, ... }; an empty payload is skipped
   (that event did not happen), and no entry is added when every one is empty.
 
-  When every event happened (a read-only step's commit: started, decision,
-  committed; and the step that ends a run: the status change too), the fields go
-  straight to XADD as arguments. Gathering them in a table grown one field at a
-  time and unpacking it costs the server about as much again as the XADD itself
-  (1.5 % of a read-only step's Redis instructions: bench/redisCost.ts).
+  The shape of almost every step (a read-only step's commit that stays
+  running: started, decision, committed, all three present) goes straight to
+  XADD as arguments. Gathering the fields in a table grown one field at a time
+  and unpacking it costs the server about as much again as the XADD itself
+  (bench/redisCost.ts); any other shape, the step that ends a run among them,
+  takes the loop.
 ]]
 local function emitEvents(eventsKey, maxLen, events)
   local n = table.maxn(events)
-  local a, b, c, d = events[2], events[4], events[6], events[8]
-  local abc = a and a ~= '' and b and b ~= '' and c and c ~= ''
-  if n == 6 and abc then
+  local a, b, c = events[2], events[4], events[6]
+  if n == 6 and a and a ~= '' and b and b ~= '' and c and c ~= '' then
     redis.call('XADD', eventsKey, 'MAXLEN', '~', maxLen, '*', 'type', events[1], 'data', a,
       'type', events[3], 'data', b, 'type', events[5], 'data', c)
-    return
-  elseif n == 8 and abc and d and d ~= '' then
-    redis.call('XADD', eventsKey, 'MAXLEN', '~', maxLen, '*', 'type', events[1], 'data', a,
-      'type', events[3], 'data', b, 'type', events[5], 'data', c, 'type', events[7], 'data', d)
     return
   end
   local fields = {}
