@@ -80,24 +80,32 @@ export function withScopeSignal<T extends object>(o: T, scope: CallScope): T & C
 }
 
 /**
- * Whether `p` settles (resolves or rejects) within `ms`: for a close() that can hang (a connection reconnecting to
- * a Redis that is away), so a stopping process waits for it a bounded time and can say it gave up. The timer does
- * not keep the process alive and is cleared when `p` settles first.
+ * What `p` resolves to, or `late` when it has not resolved within `ms`: a bounded wait on something that can hang (a
+ * connection reconnecting to a Redis that is away). The timer does not keep the process alive and is cleared when
+ * `p` resolves first; `p` must not reject (map its rejection to a value first).
  */
-export async function settledWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
+export async function resultWithin<T>(p: Promise<T>, ms: number, late: T): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  const gaveUp = new Promise<false>((resolve) => {
-    timer = setTimeout(() => resolve(false), ms).unref();
+  const gaveUp = new Promise<T>((resolve) => {
+    timer = setTimeout(() => resolve(late), ms).unref();
   });
-  const settled = p.then(
-    () => true as const,
-    () => true as const,
-  );
   try {
-    return await Promise.race([settled, gaveUp]);
+    return await Promise.race([p, gaveUp]);
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** Whether `p` settles (resolves or rejects) within `ms`: so a stopping process waits for a close() a bounded time. */
+export function settledWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
+  return resultWithin(
+    p.then(
+      () => true,
+      () => true,
+    ),
+    ms,
+    false,
+  );
 }
 
 /**

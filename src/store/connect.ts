@@ -7,6 +7,7 @@
 import { Cluster, Redis } from 'ioredis';
 import { ConfigError, type Config } from '../config/config.js';
 import { TerminalError } from '../core/errors.js';
+import { resultWithin } from '../core/timeout.js';
 
 export type RedisClient = Redis | Cluster;
 
@@ -225,13 +226,9 @@ export async function storeWritable(client: RedisClient, timeoutMs: number): Pro
     client instanceof Cluster
       ? client.cluster('INFO').then((info) => String(info).includes('cluster_state:ok'))
       : client.call('ROLE').then((role) => Array.isArray(role) && role[0] === 'master');
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<boolean>((resolve) => {
-    timer = setTimeout(() => resolve(false), timeoutMs);
-  });
-  try {
-    return await Promise.race([check.catch(() => false), late]);
-  } finally {
-    clearTimeout(timer);
-  }
+  return resultWithin(
+    check.catch(() => false),
+    timeoutMs,
+    false,
+  );
 }

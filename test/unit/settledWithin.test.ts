@@ -1,6 +1,6 @@
-/** settledWithin (src/core/timeout.ts): a bounded wait for a close() that can hang, which says when it gave up. */
+/** settledWithin and resultWithin (src/core/timeout.ts): a bounded wait for a close() that can hang, which says when it gave up. */
 import { describe, expect, it } from 'vitest';
-import { settledWithin } from '../../src/core/timeout.js';
+import { resultWithin, settledWithin } from '../../src/core/timeout.js';
 
 describe('settledWithin', () => {
   it('is true when the promise resolves or rejects in time', async () => {
@@ -19,5 +19,10 @@ describe('settledWithin', () => {
     expect(await settledWithin(late, 10)).toBe(false);
     reject(new Error('closed too late'));
     await new Promise((r) => setTimeout(r, 10)); // vitest fails the run on an unhandled rejection
+  });
+
+  it('resultWithin gives what the promise resolved to, or the late value', async () => {
+    expect(await resultWithin(Promise.resolve('master'), 1000, 'late')).toBe('master');
+    expect(await resultWithin(new Promise<string>(() => {}), 10, 'late')).toBe('late');
   });
 });
