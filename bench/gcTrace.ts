@@ -1,11 +1,11 @@
 /**
- * `node dist/bench/gcTrace.js [engine|plain|effects] [rounds]`, after `npm run build` (default engine, 6 rounds):
- * what a kind of step leaves to the worker's garbage collector. One worker child runs 4 warm-up rounds and then the
- * measured ones (100 chains x 40 steps, concurrency 20) with V8's `--trace-gc-nvp`; this process reads V8's line for
- * every young-generation collection (scavenge) and full collection of the measured rounds and prints, per step: the
- * bytes that were still reachable at a scavenge (copied, so paid for) and the bytes promoted to the old generation,
- * the scavenges' pause on the main thread and their time on V8's helper threads (both count in the worker's CPU),
- * and the full collections' pause.
+ * `node dist/bench/gcTrace.js [engine|plain|effects] [rounds] [--procs=1]`, after `npm run build` (default engine, 6
+ * rounds): what a kind of step leaves to the worker's garbage collector. `procs` worker children run 4 warm-up rounds
+ * and then the measured ones (100 chains x 40 steps, concurrency 20 each) with V8's `--trace-gc-nvp`; this process
+ * reads V8's line for every young-generation collection (scavenge) and full collection of the measured rounds and
+ * prints, per step: the bytes that were still reachable at a scavenge (copied, so paid for) and the bytes promoted to
+ * the old generation, the scavenges' pause on the main thread and their time on V8's helper threads (both count in
+ * the worker's CPU), and the full collections' pause.
  *
  * A step's garbage is cheap while it dies young: a scavenge costs what survives it, not what was allocated. For
  * finding why it does not; not part of `npm run bench`.
@@ -24,9 +24,10 @@ const MEASURE_START = 'gc-trace: measuring';
 const MEASURE_END = 'gc-trace: measured steps';
 const WARM_UP = 4;
 
-const [kindArg, roundsArg] = process.argv.slice(2);
+const [kindArg, roundsArg] = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const kind = (kindArg ?? 'engine') as RoundKind;
 const rounds = Number(roundsArg ?? 6);
+const procs = Number(process.argv.find((a) => a.startsWith('--procs='))?.slice('--procs='.length) ?? 1);
 
 if (process.env.GC_TRACE_CHILD) await measure();
 else await report();
@@ -35,7 +36,7 @@ else await report();
 async function measure(): Promise<void> {
   const env = await createBenchEnv({ quick: false, rounds, workerNodeFlags: ['--trace-gc-nvp'] });
   try {
-    const pool = await env.spawnPool(1);
+    const pool = await env.spawnPool(procs);
     for (let r = 0; r < WARM_UP; r++) await runRound(env, pool, { kind, chains: 100, steps: 40, tag: `w${r}` });
     console.log(MEASURE_START);
     let steps = 0;
@@ -50,7 +51,7 @@ async function measure(): Promise<void> {
 
 /** In this process: runs the child and sums V8's lines between its markers. */
 async function report(): Promise<void> {
-  const child = spawn(process.execPath, [fileURLToPath(import.meta.url), kind, String(rounds)], {
+  const child = spawn(process.execPath, [fileURLToPath(import.meta.url), kind, String(rounds), `--procs=${procs}`], {
     env: { ...process.env, GC_TRACE_CHILD: '1' },
     stdio: ['ignore', 'pipe', 'inherit'],
   });

@@ -1,7 +1,7 @@
 /**
- * `node dist/bench/profile.js [engine|plain|effects] [rounds] [outDir] [--alloc]`, after `npm run build`
- * (PROFILE_SKIP=0.4: ignore the first 40 %, the JIT warm-up): runs only rounds of one kind on one worker child and
- * prints where a step's work goes.
+ * `node dist/bench/profile.js [engine|plain|effects] [rounds] [outDir] [--alloc] [--procs=1]`, after `npm run build`
+ * (PROFILE_SKIP=0.4: ignore the first 40 %, the JIT warm-up): runs only rounds of one kind on `procs` worker children
+ * (50 chains each) and prints where a step's work goes, one profile per child.
  *  - default: the child runs with --cpu-prof; the profile's top functions and packages by self time
  *    (bench/lib/cpuprof.ts).
  *  - `--alloc`: the child samples its allocations round by round instead; bytes allocated per step by function and
@@ -22,15 +22,16 @@ const alloc = process.argv.includes('--alloc');
 const [kindArg, roundsArg, dirArg] = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const kind = (kindArg ?? 'engine') as RoundKind;
 const rounds = Number(roundsArg ?? 5);
+const procs = Number(process.argv.find((a) => a.startsWith('--procs='))?.slice('--procs='.length) ?? 1);
 const skip = Number(process.env.PROFILE_SKIP ?? 0.4);
 const dir = dirArg ?? join(tmpdir(), `bench-${alloc ? 'alloc' : 'profile'}-${kind}-${Date.now()}`);
 mkdirSync(dir, { recursive: true });
 const env = await createBenchEnv({ quick: false, rounds, ...(alloc ? { allocProfDir: dir } : { cpuProfDir: dir }) });
 try {
   console.log(`embedded redis pid ${env.redis.process?.pid} at ${env.redis.url}`);
-  const pool = await env.spawnPool(1);
+  const pool = await env.spawnPool(procs);
   for (let r = 0; r < rounds; r++) {
-    const res = await runRound(env, pool, { kind, chains: 50, steps: 40, tag: `prof${r}` });
+    const res = await runRound(env, pool, { kind, chains: 50 * procs, steps: 40, tag: `prof${r}` });
     console.log(
       `${kind} round ${r}: ${Math.round(res.stepsPerSec)} steps/s, worker CPU ${res.nodeCpuUsPerStep.toFixed(0)} µs/step`,
     );

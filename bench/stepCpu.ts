@@ -1,7 +1,8 @@
 /**
- * `node dist/bench/stepCpu.js [cycles]` (after `npm run build`; default 8): worker CPU per read-only step of this
- * tree, against the plain BullMQ chain in the same worker process: 4 warm-up cycles, then `cycles` cycles of one
- * plain and one engine round (100 chains x 40 steps, concurrency 20, one worker process). Prints the medians of
+ * `node dist/bench/stepCpu.js [cycles] [--procs=1] [--node-flags='<flags>']` (after `npm run build`; default 8):
+ * worker CPU per read-only step of this tree, against the plain BullMQ chain in the same worker processes: 4 warm-up
+ * cycles, then `cycles` cycles of one plain and one engine round (100 chains x 40 steps, concurrency 20 per process,
+ * `procs` worker processes started with `node-flags`). Prints the medians of
  * worker and Redis CPU per step (process.cpuUsage of the worker; INFO of the bench's own redis-server), the median of
  * the paired engine / plain worker CPU ratios, and Redis commands per step. About 30 s; for comparing two trees, run
  * it in each, alternating.
@@ -12,11 +13,14 @@ import { installClientCounter } from './lib/clientCounter.js';
 import { median } from './lib/stats.js';
 
 installClientCounter();
-const cycles = Number(process.argv[2] ?? 8);
+const flag = (key: string) => process.argv.find((a) => a.startsWith(`--${key}=`))?.slice(key.length + 3);
+const cycles = Number(process.argv.slice(2).find((a) => !a.startsWith('--')) ?? 8);
+const procs = Number(flag('procs') ?? 1);
+const workerNodeFlags = (flag('node-flags') ?? '').split(' ').filter(Boolean);
 const WARM_UP = 4;
-const env = await createBenchEnv({ quick: false, rounds: cycles });
+const env = await createBenchEnv({ quick: false, rounds: cycles, workerNodeFlags });
 try {
-  const pool = await env.spawnPool(1);
+  const pool = await env.spawnPool(procs);
   const kinds: RoundKind[] = ['plain', 'engine'];
   const seen = Object.fromEntries(
     kinds.map((k) => [k, { worker: [] as number[], redis: [] as number[], calls: [] as number[] }]),
