@@ -1,6 +1,6 @@
 /**
  * Validators for values handed over as `unknown` that stay the same object for
- * the whole run (a run's input, its script: the worker caches the run spec), so
+ * the whole run (a run's input: the worker caches the run spec), so
  * each object is parsed once, not at every step. A value that does not parse is
  * a TerminalError (`invalid_input`, with the paths of its issues): no retry makes
  * it valid.

@@ -5,19 +5,28 @@
  */
 import { RetryableError, TerminalError } from '../core/errors.js';
 import type { ModelProvider, ModelRequest, ModelTurn } from '../core/model.js';
-import { scriptSchema, type Script } from './scriptedTurns.js';
-import { parseOnce } from '../core/parseOnce.js';
+import { SCRIPT_MAX_TURNS, scriptTurnSchema, type ScriptTurn } from './scriptedTurns.js';
 
-/** A script, validated once per object (a run's spec, and so its script, is cached by the worker). */
-const validScript = parseOnce(scriptSchema, 'the script is not a valid script');
+const INVALID = 'the script is not a valid script';
 
 /**
- * The request's script, validated; none, or an invalid one, is a TerminalError (`invalid_input`): no retry makes one.
+ * The turn of step `step` (undefined past the script's end), validated when it is played: one turn a step. Validating
+ * the whole script kept a parsed copy of every turn per run and per worker process, and a run's steps land on every
+ * worker of the fleet. No script, or an invalid one, is a TerminalError (`invalid_input`): no retry makes one. The
+ * intake validated the whole script already (src/producer/schemas.ts); this guards what Redis hands back.
  */
-function scriptOf(raw: unknown): Script {
+function turnOf(raw: unknown, step: number): ScriptTurn | undefined {
   if (raw === undefined)
     throw new TerminalError('invalid_input', 'no script: the run brought none and its agent has no demoScript');
-  return validScript(raw);
+  if (!Array.isArray(raw) || raw.length === 0 || raw.length > SCRIPT_MAX_TURNS)
+    throw new TerminalError('invalid_input', INVALID, { issues: [`a list of 1 to ${SCRIPT_MAX_TURNS} turns`] });
+  if (step > raw.length) return undefined;
+  const r = scriptTurnSchema.safeParse(raw[step - 1]);
+  if (!r.success)
+    throw new TerminalError('invalid_input', INVALID, {
+      issues: r.error.issues.map((i) => [step - 1, ...i.path].join('.')),
+    });
+  return r.data;
 }
 
 export class ScriptedProvider implements ModelProvider {
@@ -30,8 +39,7 @@ export class ScriptedProvider implements ModelProvider {
 
   async complete(req: ModelRequest): Promise<ModelTurn> {
     this.calls++;
-    const script = scriptOf(req.script);
-    const turn = script[req.step - 1];
+    const turn = turnOf(req.script, req.step);
     if (!turn) return { toolCalls: [], final: 'Script finished.', usage: { promptTokens: 1, completionTokens: 1 } };
     if (req.attempt <= turn.transientFailures) {
       throw new RetryableError('scripted transient failure (503)', undefined, {

@@ -21,6 +21,9 @@ export const scriptTurnSchema = z
   })
   .strict();
 
-export const scriptSchema = z.array(scriptTurnSchema).min(1).max(1000);
+/** A script's length, 1 to this many turns. */
+export const SCRIPT_MAX_TURNS = 1000;
+
+export const scriptSchema = z.array(scriptTurnSchema).min(1).max(SCRIPT_MAX_TURNS);
 export type ScriptTurn = z.infer<typeof scriptTurnSchema>;
 export type Script = z.infer<typeof scriptSchema>;
