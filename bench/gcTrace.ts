@@ -1,9 +1,9 @@
 /**
- * `node dist/bench/gcTrace.js [engine|plain|effects] [rounds] [--procs=1]`, after `npm run build` (default engine, 6
- * rounds): what a kind of step leaves to the worker's garbage collector. `procs` worker children run 4 warm-up rounds
- * and then the measured ones (100 chains x 40 steps, concurrency 20 each) with V8's `--trace-gc-nvp`; this process
- * reads V8's line for every young-generation collection (scavenge) and full collection of the measured rounds and
- * prints, per step: the bytes that were still reachable at a scavenge (copied, so paid for) and the bytes promoted to
+ * `node dist/bench/gcTrace.js [engine|plain|effects] [rounds] [--procs=1] [--chains=100] [--steps=40]`, after `npm run
+ * build` (default engine, 6 rounds): what a kind of step leaves to the worker's garbage collector. `procs` worker
+ * children run 4 warm-up rounds and then the measured ones (`chains` runs of `steps` steps, concurrency 20 each) with
+ * V8's `--trace-gc-nvp`; this process reads V8's line for every young-generation collection (scavenge) and full
+ * collection of the measured rounds and prints, per step: the bytes that were still reachable at a scavenge (copied, so paid for) and the bytes promoted to
  * the old generation, the scavenges' pause on the main thread and their time on V8's helper threads (both count in
  * the worker's CPU), and the full collections' pause.
  *
@@ -27,7 +27,11 @@ const WARM_UP = 4;
 const [kindArg, roundsArg] = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const kind = (kindArg ?? 'engine') as RoundKind;
 const rounds = Number(roundsArg ?? 6);
-const procs = Number(process.argv.find((a) => a.startsWith('--procs='))?.slice('--procs='.length) ?? 1);
+const flag = (key: string, fallback: number) =>
+  Number(process.argv.find((a) => a.startsWith(`--${key}=`))?.slice(key.length + 3) ?? fallback);
+const procs = flag('procs', 1);
+const chains = flag('chains', 100);
+const steps = flag('steps', 40);
 
 if (process.env.GC_TRACE_CHILD) await measure();
 else await report();
@@ -37,12 +41,12 @@ async function measure(): Promise<void> {
   const env = await createBenchEnv({ quick: false, rounds, workerNodeFlags: ['--trace-gc-nvp'] });
   try {
     const pool = await env.spawnPool(procs);
-    for (let r = 0; r < WARM_UP; r++) await runRound(env, pool, { kind, chains: 100, steps: 40, tag: `w${r}` });
+    for (let r = 0; r < WARM_UP; r++) await runRound(env, pool, { kind, chains, steps, tag: `w${r}` });
     console.log(MEASURE_START);
-    let steps = 0;
+    let measured = 0;
     for (let r = 0; r < rounds; r++)
-      steps += (await runRound(env, pool, { kind, chains: 100, steps: 40, tag: `m${r}` })).jobs;
-    console.log(`${MEASURE_END} ${steps}`);
+      measured += (await runRound(env, pool, { kind, chains, steps, tag: `m${r}` })).jobs;
+    console.log(`${MEASURE_END} ${measured}`);
     await pool.kill();
   } finally {
     await env.cleanup();
@@ -51,25 +55,36 @@ async function measure(): Promise<void> {
 
 /** In this process: runs the child and sums V8's lines between its markers. */
 async function report(): Promise<void> {
-  const child = spawn(process.execPath, [fileURLToPath(import.meta.url), kind, String(rounds), `--procs=${procs}`], {
-    env: { ...process.env, GC_TRACE_CHILD: '1' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  const child = spawn(
+    process.execPath,
+    [
+      fileURLToPath(import.meta.url),
+      kind,
+      String(rounds),
+      `--procs=${procs}`,
+      `--chains=${chains}`,
+      `--steps=${steps}`,
+    ],
+    {
+      env: { ...process.env, GC_TRACE_CHILD: '1' },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
   const t = new GcTotals();
   let measuring = false;
-  let steps = 0;
+  let measured = 0;
   for await (const line of createInterface({ input: child.stdout })) {
     if (line === MEASURE_START) measuring = true;
     else if (line.startsWith(MEASURE_END)) {
-      steps = Number(line.slice(MEASURE_END.length));
+      measured = Number(line.slice(MEASURE_END.length));
       measuring = false;
     } else if (measuring) t.add(line);
   }
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-  if (code !== 0 || steps === 0) throw new Error(`the measuring child failed (exit ${code})`);
-  const kb = (bytes: number) => (bytes / 1024 / steps).toFixed(2);
-  const us = (ms: number) => ((ms * 1000) / steps).toFixed(1);
-  console.log(`${kind}: ${steps} steps, ${t.scavenges} scavenges, ${t.fullCollections} full collections`);
+  if (code !== 0 || measured === 0) throw new Error(`the measuring child failed (exit ${code})`);
+  const kb = (bytes: number) => (bytes / 1024 / measured).toFixed(2);
+  const us = (ms: number) => ((ms * 1000) / measured).toFixed(1);
+  console.log(`${kind}: ${measured} steps, ${t.scavenges} scavenges, ${t.fullCollections} full collections`);
   console.log(`survived a scavenge: ${kb(t.survived)} KB/step, promoted: ${kb(t.promoted)} KB/step`);
   console.log(
     `scavenges: ${us(t.scavengeMs)} µs/step on the main thread + ${us(t.helperMs)} µs/step on helper threads; ` +

@@ -1,8 +1,8 @@
 /**
- * `node dist/bench/stepCpu.js [cycles] [--procs=1] [--node-flags='<flags>']` (after `npm run build`; default 8):
- * worker CPU per read-only step of this tree, against the plain BullMQ chain in the same worker processes: 4 warm-up
- * cycles, then `cycles` cycles of one plain and one engine round (100 chains x 40 steps, concurrency 20 per process,
- * `procs` worker processes started with `node-flags`). Prints the medians of
+ * `node dist/bench/stepCpu.js [cycles] [--procs=1] [--chains=100] [--steps=40] [--node-flags='<flags>']` (after `npm run
+ * build`; default 8): worker CPU per read-only step of this tree, against the plain BullMQ chain in the same worker
+ * processes: 4 warm-up cycles, then `cycles` cycles of one plain and one engine round (`chains` runs of `steps` steps,
+ * concurrency 20 per process, `procs` worker processes started with `node-flags`). Prints the medians of
  * worker and Redis CPU per step (process.cpuUsage of the worker; INFO of the bench's own redis-server), the median of
  * the paired engine / plain worker CPU ratios, and Redis commands per step. About 30 s; for comparing two trees, run
  * it in each, alternating.
@@ -16,6 +16,8 @@ installClientCounter();
 const flag = (key: string) => process.argv.find((a) => a.startsWith(`--${key}=`))?.slice(key.length + 3);
 const cycles = Number(process.argv.slice(2).find((a) => !a.startsWith('--')) ?? 8);
 const procs = Number(flag('procs') ?? 1);
+const chains = Number(flag('chains') ?? 100);
+const steps = Number(flag('steps') ?? 40);
 const workerNodeFlags = (flag('node-flags') ?? '').split(' ').filter(Boolean);
 const WARM_UP = 4;
 const env = await createBenchEnv({ quick: false, rounds: cycles, workerNodeFlags });
@@ -27,7 +29,7 @@ try {
   );
   for (let i = 0; i < WARM_UP + cycles; i++) {
     for (const kind of kinds) {
-      const r = await runRound(env, pool, { kind, chains: 100, steps: 40, tag: `c${i}` });
+      const r = await runRound(env, pool, { kind, chains, steps, tag: `c${i}` });
       if (i < WARM_UP) continue;
       seen[kind]!.worker.push(r.nodeCpuUsPerStep);
       seen[kind]!.redis.push(r.redisCpuUsPerStep);
