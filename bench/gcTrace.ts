@@ -3,9 +3,9 @@
  * build` (default engine, 6 rounds): what a kind of step leaves to the worker's garbage collector. `procs` worker
  * children run 4 warm-up rounds and then the measured ones (`chains` runs of `steps` steps, concurrency 20 each) with
  * V8's `--trace-gc-nvp`; this process reads V8's line for every young-generation collection (scavenge) and full
- * collection of the measured rounds and prints, per step: the bytes that were still reachable at a scavenge (copied, so paid for) and the bytes promoted to
- * the old generation, the scavenges' pause on the main thread and their time on V8's helper threads (both count in
- * the worker's CPU), and the full collections' pause.
+ * collection of the measured rounds and prints, per step: the bytes that were still reachable at a scavenge (copied,
+ * so paid for) and the bytes promoted to the old generation, the scavenges' pause on the main thread and their time
+ * on V8's helper threads (both count in the worker's CPU), and the full collections' pause.
  *
  * A step's garbage is cheap while it dies young: a scavenge costs what survives it, not what was allocated. For
  * finding why it does not; not part of `npm run bench`.
