@@ -1,6 +1,6 @@
 /**
- * `node dist/bench/stepCpu.js [cycles] [--procs=1] [--chains=100] [--steps=40] [--node-flags='<flags>']` (after `npm run
- * build`; default 8): worker CPU per read-only step of this tree, against the plain BullMQ chain in the same worker
+ * `node dist/bench/stepCpu.js [cycles] [--procs=1] [--chains=100] [--steps=40] [--node-flags='<flags>']` (after
+ * `npm run build`; default 8): worker CPU per read-only step of this tree, against the plain BullMQ chain in the same worker
  * processes: 4 warm-up cycles, then `cycles` cycles of one plain and one engine round (`chains` runs of `steps` steps,
  * concurrency 20 per process, `procs` worker processes started with `node-flags`). Prints the medians of
  * worker and Redis CPU per step (process.cpuUsage of the worker; INFO of the bench's own redis-server), the median of
