@@ -34,7 +34,8 @@ describe('replication waits on a Cluster with replicas, across a failover', () =
     const opts = { minReplicas: 1, timeoutMs: 500 };
     const victim = (await cluster.masters())[0]!;
     const fence = await cluster.keyOn(victim, 'fence');
-    expect(await replicated(waits, fence, opts)).toBe(1);
+    // A replica just synced can miss its first 500 ms wait on a loaded machine, as after the rejoin below.
+    expect(await acknowledgedWithin(() => replicated(waits, fence, opts), 20_000)).toBe(1);
 
     await cluster.kill(victim);
     const promoted = await cluster.waitForFailover(victim);
