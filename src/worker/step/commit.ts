@@ -46,7 +46,10 @@ export async function commit(env: StepEnv, state: StepState, plan: CommitPlan, f
     committed === plan.status ? plan.reason : committed === 'cancelled' ? 'cancelled_by_operator' : 'approval_expired';
   countRunFinished(env.metrics, committed, reason);
   if (committed !== 'running') {
+    // Nothing of a run that stopped or parked stays cached here (its input is customer text); a parked run's next
+    // step reads its spec again.
     env.store.forgetTranscript(state.runId);
+    env.store.forgetSpec(state.runId);
     // The run stopped or parked: its slot goes to the next run in line. If this fails or the process dies here,
     // the bookkeeping sweep releases it.
     await env.admission

@@ -96,6 +96,17 @@ describe('commit', () => {
     expect(released).toEqual([`${spec.runId}:needs_human`]);
   });
 
+  it('a run that stops lets go of its cached spec and transcript; one that goes on keeps them', async () => {
+    const forgotten: string[][] = [];
+    for (const plan of [advance, stopPlan(1, { status: 'completed', reason: 'final_answer' })]) {
+      const w = world();
+      w.store.addRun(spec);
+      await commit(w.env, stateOf(spec, new MemoryJob(`${spec.runId}.s1`, jobData(spec))), plan, false);
+      forgotten.push(w.store.forgotten);
+    }
+    expect(forgotten).toEqual([[], [`transcript:${spec.runId}`, `spec:${spec.runId}`]]);
+  });
+
   it('a recorded cancel wins over the plan: the run ends cancelled and is counted so', async () => {
     const w = world();
     w.store.addRun(spec).state.cancelRequested = true;

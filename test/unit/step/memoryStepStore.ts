@@ -40,6 +40,8 @@ export class MemoryStepStore implements StepStore {
   /** Wake jobs added after a park on a wait. */
   readonly wakeJobs: { data: StepJobData; atMs: number }[] = [];
   specReads = 0;
+  /** Runs whose cached spec and transcript a stage let go of (`spec:<runId>`, `transcript:<runId>`). */
+  readonly forgotten: string[] = [];
 
   /** A running run at step 1, its job `<runId>.s1` held with `lock`. */
   addRun(spec: RunSpec, lock = 'token-A'): MemoryRun {
@@ -75,7 +77,9 @@ export class MemoryStepStore implements StepStore {
     return this.runs.get(runId)?.spec;
   }
 
-  forgetSpec(): void {}
+  forgetSpec(runId: string): void {
+    this.forgotten.push(`spec:${runId}`);
+  }
 
   async readState(runId: string): Promise<RunState | undefined> {
     const run = this.runs.get(runId);
@@ -99,7 +103,9 @@ export class MemoryStepStore implements StepStore {
     return [...(this.runs.get(runId)?.journal ?? [])];
   }
 
-  forgetTranscript(): void {}
+  forgetTranscript(runId: string): void {
+    this.forgotten.push(`transcript:${runId}`);
+  }
 
   /** The scripts' fence: lock token, run present and running, cursor and current job. */
   private fence(job: StepJob, runId: string, step: number): MemoryRun {
