@@ -315,7 +315,10 @@ export class RunStore {
   }
 }
 
-/** Worker-side cache of immutable run specs: read once per run per worker. */
+/**
+ * Worker-side cache of immutable run specs: read once per run per worker, let go of when a commit here stops or parks
+ * the run (src/worker/step/commit.ts); the oldest goes first past `max`.
+ */
 export class RunSpecCache {
   private readonly specs = new Map<string, RunSpec>();
 
