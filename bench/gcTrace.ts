@@ -19,19 +19,18 @@ import { fileURLToPath } from 'node:url';
 import { createBenchEnv } from './lib/env.js';
 import { runRound, type RoundKind } from './lib/workload.js';
 import { GcTotals } from './lib/gcTrace.js';
+import { flag, positionals } from './lib/args.js';
 
 const MEASURE_START = 'gc-trace: measuring';
 const MEASURE_END = 'gc-trace: measured steps';
 const WARM_UP = 4;
 
-const [kindArg, roundsArg] = process.argv.slice(2).filter((a) => !a.startsWith('--'));
+const [kindArg, roundsArg] = positionals();
 const kind = (kindArg ?? 'engine') as RoundKind;
 const rounds = Number(roundsArg ?? 6);
-const flag = (key: string, fallback: number) =>
-  Number(process.argv.find((a) => a.startsWith(`--${key}=`))?.slice(key.length + 3) ?? fallback);
-const procs = flag('procs', 1);
-const chains = flag('chains', 100);
-const steps = flag('steps', 40);
+const procs = Number(flag('procs', '1'));
+const chains = Number(flag('chains', '100'));
+const steps = Number(flag('steps', '40'));
 
 if (process.env.GC_TRACE_CHILD) await measure();
 else await report();

@@ -16,13 +16,14 @@ import { runRound, type RoundKind } from './lib/workload.js';
 import { summarizeProfile } from './lib/cpuprof.js';
 import { summarizeAllocations } from './lib/heapprof.js';
 import { installClientCounter } from './lib/clientCounter.js';
+import { flag, positionals } from './lib/args.js';
 
 installClientCounter();
 const alloc = process.argv.includes('--alloc');
-const [kindArg, roundsArg, dirArg] = process.argv.slice(2).filter((a) => !a.startsWith('--'));
+const [kindArg, roundsArg, dirArg] = positionals();
 const kind = (kindArg ?? 'engine') as RoundKind;
 const rounds = Number(roundsArg ?? 5);
-const procs = Number(process.argv.find((a) => a.startsWith('--procs='))?.slice('--procs='.length) ?? 1);
+const procs = Number(flag('procs', '1'));
 const skip = Number(process.env.PROFILE_SKIP ?? 0.4);
 const dir = dirArg ?? join(tmpdir(), `bench-${alloc ? 'alloc' : 'profile'}-${kind}-${Date.now()}`);
 mkdirSync(dir, { recursive: true });

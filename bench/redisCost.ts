@@ -21,10 +21,9 @@ import { median } from './lib/stats.js';
 import { captureCommands } from './lib/monitorTrace.js';
 import { replay, scriptBodies, sha1, splitRounds, startReplayServer, type TracedRound } from './lib/replayTrace.js';
 import { ablatedCommit } from './lib/commitAblations.js';
+import { flag } from './lib/args.js';
 import { resolveIncludes, scriptDefs } from '../src/store/luaScripts.js';
 
-const flag = (key: string, fallback: string) =>
-  process.argv.find((a) => a.startsWith(`--${key}=`))?.slice(key.length + 3) ?? fallback;
 const chains = Number(flag('chains', '50'));
 const steps = Number(flag('steps', '40'));
 const cpuRounds = Number(flag('cpu-rounds', '0'));

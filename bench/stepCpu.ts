@@ -11,14 +11,14 @@ import { createBenchEnv } from './lib/env.js';
 import { runRound, type RoundKind } from './lib/workload.js';
 import { installClientCounter } from './lib/clientCounter.js';
 import { median } from './lib/stats.js';
+import { flag, positionals } from './lib/args.js';
 
 installClientCounter();
-const flag = (key: string) => process.argv.find((a) => a.startsWith(`--${key}=`))?.slice(key.length + 3);
-const cycles = Number(process.argv.slice(2).find((a) => !a.startsWith('--')) ?? 8);
-const procs = Number(flag('procs') ?? 1);
-const chains = Number(flag('chains') ?? 100);
-const steps = Number(flag('steps') ?? 40);
-const workerNodeFlags = (flag('node-flags') ?? '').split(' ').filter(Boolean);
+const cycles = Number(positionals()[0] ?? 8);
+const procs = Number(flag('procs', '1'));
+const chains = Number(flag('chains', '100'));
+const steps = Number(flag('steps', '40'));
+const workerNodeFlags = flag('node-flags', '').split(' ').filter(Boolean);
 const WARM_UP = 4;
 const env = await createBenchEnv({ quick: false, rounds: cycles, workerNodeFlags });
 try {
