@@ -15,6 +15,7 @@ import type { EngineContext } from '../runs/engineContext.js';
 import { RunSpecCache } from '../runs/store.js';
 import { wakeAnotherWorker } from '../store/bullmqInternals.js';
 import { InvalidStepInput, InvariantError } from '../core/errors.js';
+import { settledWithin } from '../core/timeout.js';
 import { settleFailedJob } from '../runs/stuckRuns.js';
 import { testHooksFrom, type CrashPoints } from '../config/testHooks.js';
 import type { EffectRunner } from './effects.js';
@@ -277,11 +278,11 @@ export class FleetWorker {
       // connections closed. It can hang on a connection that is reconnecting (a Redis restart;
       // BullMQ #2430, #4656): once every held job is handed back or finished, it gets
       // CLOSE_TIMEOUT_MS more, and then the process leaves anyway (nothing is held).
-      const closed = Promise.all(this.workers.map((w) => w.close())).then(() => true);
-      const drained = this.heldDrained()
-        .then(() => sleep(CLOSE_TIMEOUT_MS))
-        .then(() => false);
-      const clean = await Promise.race([closed, drained]);
+      const closed = Promise.all(this.workers.map((w) => w.close()));
+      const clean = await Promise.race([
+        closed.then(() => true),
+        this.heldDrained().then(() => settledWithin(closed, CLOSE_TIMEOUT_MS)),
+      ]);
       clearTimeout(grace);
       if (!clean)
         this.ctx.log.warn(
