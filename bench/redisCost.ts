@@ -13,7 +13,7 @@
  * cpu; noisy on a shared machine). `--keep` keeps the callgrind files (callgrind_annotate shows where the
  * instructions go, function by function).
  */
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { createBenchEnv } from './lib/env.js';
 import { runRound } from './lib/workload.js';
@@ -28,6 +28,7 @@ const chains = Number(flag('chains', '50'));
 const steps = Number(flag('steps', '40'));
 const cpuRounds = Number(flag('cpu-rounds', '0'));
 const keep = flag('keep', '');
+if (keep) mkdirSync(keep, { recursive: true });
 const ablations = flag('ablate', '').split(',').filter(Boolean);
 const variantFlags = process.argv.filter((a) => a.startsWith('--variant=')).map((a) => a.slice('--variant='.length));
 
