@@ -35,8 +35,15 @@ import {
 } from 'ai';
 import { AgentError, RetryableError, TerminalError } from '../core/errors.js';
 import type { JournalEntry, ToolCall } from '../core/journal.js';
-import type { ModelOptions, ModelProvider, ModelRequest, ModelTurn, ToolSpec } from '../core/model.js';
+import type { ModelOptions, ModelRequest, ModelTurn, ToolSpec } from '../core/model.js';
 import { parseRetryAfter } from '../core/retryAfter.js';
+import {
+  ANTHROPIC_MESSAGE_REPLY,
+  CHAT_COMPLETION_REPLY,
+  cannedFetch,
+  warmUpRequest,
+  type WarmableProvider,
+} from './warmUp.js';
 import { TimeoutError, withTimeout } from '../core/timeout.js';
 
 export interface AiSdkOptions {
@@ -53,10 +60,15 @@ export interface AiSdkOptions {
   providerOptions?: (req: ModelRequest) => Record<string, Record<string, number | string | boolean>>;
   /** Whether the completion cap goes as the SDK's maxOutputTokens (off when providerOptions carries it). */
   sendMaxOutputTokens?: boolean;
+  /**
+   * The same vendor's SDK model with a fetch that answers in its wire format without sending anything (warmUp.ts):
+   * warm() makes one call through it at boot.
+   */
+  warmModel?: LanguageModel;
   now?: () => number;
 }
 
-export class AiSdkProvider implements ModelProvider {
+export class AiSdkProvider implements WarmableProvider {
   readonly name: string;
   readonly defaultModel: string | undefined;
   readonly needsTranscript = true;
@@ -80,11 +92,20 @@ export class AiSdkProvider implements ModelProvider {
     return m;
   }
 
-  async complete(req: ModelRequest): Promise<ModelTurn> {
+  complete(req: ModelRequest): Promise<ModelTurn> {
+    return this.answer(req, this.languageModel(req.model));
+  }
+
+  /** One call through the warm-up model (nothing leaves the process): this provider's code ready for its first step. */
+  async warm(): Promise<void> {
+    if (this.opts.warmModel) await this.answer(warmUpRequest(), this.opts.warmModel);
+  }
+
+  private async answer(req: ModelRequest, model: LanguageModel): Promise<ModelTurn> {
     let result: Answer;
     try {
       result = await withTimeout(this.opts.timeoutMs, req.signal, (signal) =>
-        req.onTextDelta ? this.stream(req, signal, req.onTextDelta) : this.generate(req, signal),
+        req.onTextDelta ? this.stream(req, model, signal, req.onTextDelta) : this.generate(req, model, signal),
       );
     } catch (err) {
       if (req.signal.aborted) throw err;
@@ -107,9 +128,9 @@ export class AiSdkProvider implements ModelProvider {
     };
   }
 
-  private callOptions(req: ModelRequest, signal: AbortSignal) {
+  private callOptions(req: ModelRequest, model: LanguageModel, signal: AbortSignal) {
     return {
-      model: this.languageModel(req.model),
+      model,
       ...samplingOf(req.options),
       // The agent's instructions and first message come with the request: the provider holds no prompt text.
       system: req.instructions,
@@ -124,8 +145,8 @@ export class AiSdkProvider implements ModelProvider {
     };
   }
 
-  private async generate(req: ModelRequest, signal: AbortSignal): Promise<Answer> {
-    const r = await generateText(this.callOptions(req, signal));
+  private async generate(req: ModelRequest, model: LanguageModel, signal: AbortSignal): Promise<Answer> {
+    const r = await generateText(this.callOptions(req, model, signal));
     return { text: r.text, toolCalls: r.toolCalls, usage: r.usage };
   }
 
@@ -134,8 +155,13 @@ export class AiSdkProvider implements ModelProvider {
    * is the finish part's (the stream's final usage chunk). An error part is thrown as the call's
    * error; a stream that ends without its finish part was cut short (RetryableError).
    */
-  private async stream(req: ModelRequest, signal: AbortSignal, onDelta: (text: string) => void): Promise<Answer> {
-    const r = streamText({ ...this.callOptions(req, signal), onError: () => {} });
+  private async stream(
+    req: ModelRequest,
+    model: LanguageModel,
+    signal: AbortSignal,
+    onDelta: (text: string) => void,
+  ): Promise<Answer> {
+    const r = streamText({ ...this.callOptions(req, model, signal), onError: () => {} });
     let text = '';
     const toolCalls: Answer['toolCalls'] = [];
     let usage: LanguageModelUsage | undefined;
@@ -307,9 +333,11 @@ export interface ProviderSettings {
 /** OpenAI Chat Completions (not the Responses API): the completion cap goes as max_completion_tokens. */
 export function openAIOptions(s: ProviderSettings): AiSdkOptions {
   const openai = createOpenAI({ ...(s.baseUrl ? { baseURL: s.baseUrl } : {}), apiKey: s.apiKey ?? '' });
+  const warm = createOpenAI({ apiKey: 'warm-up', fetch: cannedFetch(CHAT_COMPLETION_REPLY) });
   return {
     name: 'openai',
     model: openai.chat(s.model),
+    warmModel: warm.chat(s.model),
     defaultModel: s.model,
     modelFor: (id) => openai.chat(id),
     timeoutMs: s.timeoutMs,
@@ -321,9 +349,11 @@ export function openAIOptions(s: ProviderSettings): AiSdkOptions {
 /** Anthropic Messages (max_tokens is required there: the completion cap). */
 export function anthropicProvider(s: ProviderSettings): AiSdkProvider {
   const anthropic = createAnthropic({ ...(s.baseUrl ? { baseURL: s.baseUrl } : {}), apiKey: s.apiKey ?? '' });
+  const warm = createAnthropic({ apiKey: 'warm-up', fetch: cannedFetch(ANTHROPIC_MESSAGE_REPLY) });
   return new AiSdkProvider({
     name: 'anthropic',
     model: anthropic(s.model),
+    warmModel: warm(s.model),
     defaultModel: s.model,
     modelFor: (id) => anthropic(id),
     timeoutMs: s.timeoutMs,
@@ -341,9 +371,16 @@ export function openAICompatibleProvider(s: ProviderSettings & { baseUrl: string
     includeUsage: true,
     ...(s.apiKey ? { apiKey: s.apiKey } : {}),
   });
+  const warm = createOpenAICompatible({
+    name: 'openai-compatible',
+    baseURL: s.baseUrl,
+    includeUsage: true,
+    fetch: cannedFetch(CHAT_COMPLETION_REPLY),
+  });
   return new AiSdkProvider({
     name: 'openai-compatible',
     model: compat.chatModel(s.model),
+    warmModel: warm.chatModel(s.model),
     defaultModel: s.model,
     modelFor: (id) => compat.chatModel(id),
     timeoutMs: s.timeoutMs,

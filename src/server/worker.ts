@@ -13,6 +13,7 @@ import { approvalPolicy } from '../ledger/approvals.js';
 import { FleetWorker } from '../worker/fleetWorker.js';
 import { Schedules, startScheduleWorker } from '../producer/schedules.js';
 import { settledWithin } from '../core/timeout.js';
+import { warmUpModelCalls } from '../models/warmUp.js';
 
 /** How long a stopped worker waits for its Redis connections to close (they hang while reconnecting). */
 const CONNECTIONS_CLOSE_TIMEOUT_MS = 2000;
@@ -43,6 +44,8 @@ const { cfg, ctx, fleet, ops } = await boot('worker', async () => {
   return { cfg, ctx, fleet, ops };
 });
 await fleet.nameOwners();
+// Before the first job: a fresh worker is what takes over a killed one's step, and its first model call was slow.
+const warmed = await warmUpModelCalls(ctx.providers, ctx.log);
 // The BullMQ worker ids (`<uuid>@<client id>`) prefix the lock tokens of the jobs this process holds (operators and the
 // chaos campaign map a lock to its process). Logged before any job is taken: a step may crash the process at once.
 ctx.log.info(
@@ -52,6 +55,7 @@ ctx.log.info(
     metricsPort: ops.port,
     shards: ctx.keys.allShards().length,
     bullWorkerIds: fleet.workers.map((w) => w.id),
+    warmed,
   },
   'worker started',
 );
