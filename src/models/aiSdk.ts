@@ -17,6 +17,9 @@
  * text delta handed on as it arrives; the usage is the stream's final chunk's.
  * A stream that is cut short (no finish part, or the connection dropped) is a
  * RetryableError: nothing usable was received and the step asks again.
+ *
+ * warm() runs the same code once at boot through a copy of the vendor's SDK model whose fetch answers inside the
+ * process (src/models/warmUp.ts): a fresh worker's first real call is then as quick as its later ones.
  */
 import { createAnthropic } from '@ai-sdk/anthropic';
 import { createOpenAI } from '@ai-sdk/openai';
@@ -37,6 +40,7 @@ import { AgentError, RetryableError, TerminalError } from '../core/errors.js';
 import type { JournalEntry, ToolCall } from '../core/journal.js';
 import type { ModelOptions, ModelRequest, ModelTurn, ToolSpec } from '../core/model.js';
 import { parseRetryAfter } from '../core/retryAfter.js';
+import { TimeoutError, withTimeout } from '../core/timeout.js';
 import {
   ANTHROPIC_MESSAGE_REPLY,
   CHAT_COMPLETION_REPLY,
@@ -44,7 +48,6 @@ import {
   warmUpRequest,
   type WarmableProvider,
 } from './warmUp.js';
-import { TimeoutError, withTimeout } from '../core/timeout.js';
 
 export interface AiSdkOptions {
   /** The provider's name in runs (`agent.model`) and metrics. */
