@@ -77,8 +77,14 @@ describe('model rate limits through a real step', () => {
     const deadline = Date.now() + 10_000;
     while (openai!.requests.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
     const refusedAt = openai!.requests[0]!.at;
-    const bucket = await hh.ctx.redis.hget(hh.ctx.keys.rateBucket('openai/gpt-4o-mini').bucket, 'until');
-    expect(Number(bucket)).toBeGreaterThanOrEqual(refusedAt + 1900);
+    // The server records the request before it answers; the worker blocks the bucket once it has read the 429.
+    const bucketKey = hh.ctx.keys.rateBucket('openai/gpt-4o-mini').bucket;
+    let until = 0;
+    while (until === 0 && Date.now() < deadline) {
+      until = Number(await hh.ctx.redis.hget(bucketKey, 'until'));
+      if (until === 0) await new Promise((r) => setTimeout(r, 10));
+    }
+    expect(until).toBeGreaterThanOrEqual(refusedAt + 1900);
     const second = await createRun(url, `RL429-${Date.now()}-b`);
     expect(await hh.waitForStatus(second, ['completed', 'failed'], 20_000)).toBe('completed');
     expect(await hh.waitForStatus(first, ['completed', 'failed'], 20_000)).toBe('completed');
