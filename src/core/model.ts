@@ -122,4 +122,9 @@ export interface ModelProvider {
   /** Whether complete() needs the run's transcript (read incrementally, see TranscriptCache). */
   readonly needsTranscript: boolean;
   complete(req: ModelRequest): Promise<ModelTurn>;
+  /**
+   * Makes the provider's code ready before its first call, sending nothing (a worker calls it once at boot,
+   * src/models/warmUp.ts); a provider without it is not warmed.
+   */
+  warm?(): Promise<void>;
 }

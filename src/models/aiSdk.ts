@@ -38,16 +38,10 @@ import {
 } from 'ai';
 import { AgentError, RetryableError, TerminalError } from '../core/errors.js';
 import type { JournalEntry, ToolCall } from '../core/journal.js';
-import type { ModelOptions, ModelRequest, ModelTurn, ToolSpec } from '../core/model.js';
+import type { ModelOptions, ModelProvider, ModelRequest, ModelTurn, ToolSpec } from '../core/model.js';
 import { parseRetryAfter } from '../core/retryAfter.js';
 import { TimeoutError, withTimeout } from '../core/timeout.js';
-import {
-  ANTHROPIC_MESSAGE_REPLY,
-  CHAT_COMPLETION_REPLY,
-  cannedFetch,
-  warmUpRequest,
-  type WarmableProvider,
-} from './warmUp.js';
+import { ANTHROPIC_MESSAGE_REPLY, CHAT_COMPLETION_REPLY, cannedFetch, warmUpRequest } from './warmUp.js';
 
 export interface AiSdkOptions {
   /** The provider's name in runs (`agent.model`) and metrics. */
@@ -71,7 +65,7 @@ export interface AiSdkOptions {
   now?: () => number;
 }
 
-export class AiSdkProvider implements WarmableProvider {
+export class AiSdkProvider implements ModelProvider {
   readonly name: string;
   readonly defaultModel: string | undefined;
   readonly needsTranscript = true;
@@ -95,7 +89,7 @@ export class AiSdkProvider implements WarmableProvider {
     return m;
   }
 
-  complete(req: ModelRequest): Promise<ModelTurn> {
+  async complete(req: ModelRequest): Promise<ModelTurn> {
     return this.answer(req, this.languageModel(req.model));
   }
 

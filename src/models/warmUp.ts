@@ -17,15 +17,6 @@ import { countTokens } from '../core/tokens.js';
 /** How long the boot waits for the warm-up: past it the worker starts anyway (the calls go on in the background). */
 const WARM_UP_TIMEOUT_MS = 2000;
 
-/** A provider that can make its code ready before its first call (no request leaves the process). */
-export interface WarmableProvider extends ModelProvider {
-  warm(): Promise<void>;
-}
-
-function isWarmable(p: ModelProvider): p is WarmableProvider {
-  return typeof (p as Partial<WarmableProvider>).warm === 'function';
-}
-
 /** An OpenAI Chat Completions answer (OpenAI and OpenAI-compatible servers): a final text with usage. */
 export const CHAT_COMPLETION_REPLY = JSON.stringify({
   id: 'chatcmpl-warm-up',
@@ -96,7 +87,7 @@ export async function warmHttpClient(): Promise<void> {
  * WARM_UP_TIMEOUT_MS. Returns what was warmed (for the boot's log line).
  */
 export async function warmUpModelCalls(providers: Map<string, ModelProvider>, log: Logger): Promise<string[]> {
-  const warmable = [...providers.values()].filter(isWarmable);
+  const warmable = [...providers.values()].filter((p) => p.warm !== undefined);
   const warmed: string[] = [];
   const one = async (name: string, fn: () => unknown) => {
     try {
@@ -109,7 +100,7 @@ export async function warmUpModelCalls(providers: Map<string, ModelProvider>, lo
   const all = Promise.all([
     one('tokenizer', () => countTokens('warm-up: the pre-flight counts a prompt like this')),
     ...(warmable.length > 0 ? [one('http', warmHttpClient)] : []),
-    ...warmable.map((p) => one(p.name, () => p.warm())),
+    ...warmable.map((p) => one(p.name, () => p.warm!())),
   ]);
   if (!(await settledWithin(all, WARM_UP_TIMEOUT_MS)))
     log.warn({ code: 'warm_up_slow', timeoutMs: WARM_UP_TIMEOUT_MS }, 'model warm-up still running: starting anyway');
