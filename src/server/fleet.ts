@@ -14,6 +14,7 @@ import { createEffectRunner } from '../ledger/runner.js';
 import type { EngineContext } from '../runs/engineContext.js';
 import { FleetWorker } from '../worker/fleetWorker.js';
 import { Schedules, startScheduleWorker } from '../producer/schedules.js';
+import { warmUpModelCalls } from '../models/warmUp.js';
 import { listen } from './boot.js';
 import { createContext } from './buildContext.js';
 
@@ -100,6 +101,8 @@ export async function createFleet(opts: FleetOptions): Promise<Fleet> {
           ctx.log.error({ code: 'worker_start_failed', err }, 'worker could not start'),
         );
         workers.push(w);
+        // The first model call made ready as `npm run worker` does at boot; here beside the start (never rejects).
+        void warmUpModelCalls(ctx.providers, ctx.log);
         tickers.push(startScheduleWorker(ctx, new Schedules(ctx)));
         return w;
       },

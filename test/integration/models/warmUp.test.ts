@@ -18,6 +18,9 @@ import { createLogger } from '../../../src/metrics/log.js';
 import type { ModelProvider } from '../../../src/core/model.js';
 import { createHarness, type Harness } from '../../../testkit/harness.js';
 import { spawnWorker, type WorkerProcess } from '../../../testkit/processes.js';
+import { createFleet } from '../../../src/index.js';
+import { leadQualifier } from '../../../examples/lead-qualifier/index.js';
+import { until } from '../../../testkit/nodeQuery.js';
 
 let openai: ModelServer;
 let compat: ModelServer;
@@ -69,7 +72,7 @@ describe('a provider warm-up', () => {
     const all = providers();
     const openaiProvider = all[0]![0];
     const compatProvider = all[1]![0];
-    const broken: ModelProvider & { warm(): Promise<void> } = {
+    const broken: ModelProvider = {
       name: 'broken',
       needsTranscript: false,
       complete: () => Promise.reject(new Error('not called')),
@@ -114,5 +117,32 @@ describe('a worker process', () => {
     const started = JSON.parse(w.lines.find((l) => l.includes('"worker_started"'))!) as { warmed: string[] };
     expect(started.warmed.sort()).toEqual(['http', 'openai-compatible', 'tokenizer']);
     expect(compat.requests.length).toBe(before);
+  });
+});
+
+describe('an embedded fleet (createFleet)', () => {
+  it("warms its providers as its worker starts: a team's own provider with warm() is called once", async () => {
+    const h = await createHarness('warmupfleet');
+    let warmed = 0;
+    const own: ModelProvider = {
+      name: 'own',
+      needsTranscript: false,
+      complete: () => Promise.reject(new Error('not called')),
+      warm: () => Promise.resolve(void warmed++),
+    };
+    const fleet = await createFleet({
+      agents: [leadQualifier({ baseUrl: 'http://127.0.0.1:1' })],
+      config: h.env,
+      providers: { scripted: new ScriptedProvider(), own },
+    });
+    try {
+      expect(warmed).toBe(0);
+      fleet.worker.start();
+      await until('the warm-up', 5000, () => Promise.resolve(warmed > 0));
+      expect(warmed).toBe(1);
+    } finally {
+      await fleet.close();
+      await h.close();
+    }
   });
 });
