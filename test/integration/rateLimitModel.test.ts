@@ -8,6 +8,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createHarness, producerAuth, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { startOpenAIServer, type OpenAIServer, type ServerLimits } from '../../testkit/modelServers/openai.js';
+import { until } from '../../testkit/nodeQuery.js';
 
 let h: Harness | undefined;
 let openai: OpenAIServer | undefined;
@@ -79,12 +80,9 @@ describe('model rate limits through a real step', () => {
     const refusedAt = openai!.requests[0]!.at;
     // The server records the request before it answers; the worker blocks the bucket once it has read the 429.
     const bucketKey = hh.ctx.keys.rateBucket('openai/gpt-4o-mini').bucket;
-    let until = 0;
-    while (until === 0 && Date.now() < deadline) {
-      until = Number(await hh.ctx.redis.hget(bucketKey, 'until'));
-      if (until === 0) await new Promise((r) => setTimeout(r, 10));
-    }
-    expect(until).toBeGreaterThanOrEqual(refusedAt + 1900);
+    const blockedUntil = async () => Number(await hh.ctx.redis.hget(bucketKey, 'until'));
+    await until('the bucket blocked after the 429', 10_000, async () => (await blockedUntil()) > 0);
+    expect(await blockedUntil()).toBeGreaterThanOrEqual(refusedAt + 1900);
     const second = await createRun(url, `RL429-${Date.now()}-b`);
     expect(await hh.waitForStatus(second, ['completed', 'failed'], 20_000)).toBe('completed');
     expect(await hh.waitForStatus(first, ['completed', 'failed'], 20_000)).toBe('completed');
