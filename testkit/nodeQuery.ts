@@ -1,10 +1,8 @@
 /**
- * One-off questions to a single test Redis node (a Sentinel-managed one or a Cluster node), and waiting for an
- * answer: shared by testkit/sentinel.ts and testkit/replicatedCluster.ts.
+ * One-off questions to a single test Redis node (a Sentinel-managed one or a Cluster node): shared by
+ * testkit/sentinel.ts and testkit/replicatedCluster.ts.
  */
 import { Redis } from 'ioredis';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Runs `f` on a fresh connection to the node on `port`; undefined when the node does not answer or `f` fails. */
 export async function query<T>(port: number, f: (c: Redis) => Promise<T>): Promise<T | undefined> {
@@ -29,13 +27,4 @@ export async function query<T>(port: number, f: (c: Redis) => Promise<T>): Promi
 /** Whether the node on `port` answers PING. */
 export async function ping(port: number): Promise<boolean> {
   return (await query(port, (c) => c.ping())) === 'PONG';
-}
-
-/** Polls `check` every 50 ms until it holds; throws naming `what` past `timeoutMs`. */
-export async function until(what: string, timeoutMs: number, check: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
 }

@@ -9,7 +9,8 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ping, query, until } from './nodeQuery.js';
+import { ping, query } from './nodeQuery.js';
+import { until } from './until.js';
 import calculateSlot from 'cluster-key-slot';
 import { freePort, nodeArgs } from './embeddedRedis.js';
 

@@ -10,7 +10,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ping, query, until } from './nodeQuery.js';
+import { ping, query } from './nodeQuery.js';
+import { until } from './until.js';
 import { freePort } from './embeddedRedis.js';
 
 export const SENTINEL_MASTER = 'fleet';

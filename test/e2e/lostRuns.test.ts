@@ -16,6 +16,7 @@ import { stepJobId } from '../../src/store/keys.js';
 import type { Script } from '../../src/models/scriptedTurns.js';
 import { final, read } from '../../testkit/turns.js';
 import { readRunEvents } from '../../testkit/runEvents.js';
+import { until } from '../../testkit/until.js';
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -65,16 +66,6 @@ async function finishedCount(harness: Harness, status: string, reason: string): 
 }
 
 /** Waits for a condition, not a time. */
-async function until<T>(what: string, f: () => Promise<T | undefined | false>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await f();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 /** The run ended with this status and reason, with a journal entry, an event and the metric. */
 async function expectSettled(
   harness: Harness,
@@ -88,7 +79,7 @@ async function expectSettled(
   expect(run.reason).toBe(reason);
   expect(await lastStatusEntry(harness, runId)).toMatchObject({ kind: 'status', status, reason });
   expect(await statusEvents(harness, runId)).toContainEqual(expect.objectContaining({ status, reason }));
-  await until('the run-finished metric', async () => (await finishedCount(harness, status, metricReason)) === 1, 5000);
+  await until('the run-finished metric', 5000, async () => (await finishedCount(harness, status, metricReason)) === 1);
 }
 
 describe('a step job that dies ends its run', () => {
@@ -229,7 +220,7 @@ describe('a step job that dies ends its run', () => {
     bare.on('failed', (job) => finishedIds.add(job!.id!));
     bare.on('completed', (job) => finishedIds.add(job.id!));
     try {
-      await until('both jobs finished', async () => finishedIds.size === 2);
+      await until('both jobs finished', 30_000, async () => finishedIds.size === 2);
     } finally {
       await bare.close();
       connection.disconnect();
@@ -246,8 +237,8 @@ describe('a step job that dies ends its run', () => {
     expect(await h.waitForStatus(runId, ['completed', 'failed'])).toBe('completed');
     await until(
       'the run-finished metric',
-      async () => (await finishedCount(h!, 'completed', 'final_answer')) === 1,
       5000,
+      async () => (await finishedCount(h!, 'completed', 'final_answer')) === 1,
     );
   });
 });

@@ -7,6 +7,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createHarness, producerAuth, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { spawnWorker, type WorkerProcess } from '../../testkit/processes.js';
+import { until } from '../../testkit/until.js';
 
 const OPERATOR_TOKEN = 'operator-token-for-tests';
 let h: Harness;
@@ -54,14 +55,6 @@ function ticks(): Map<number, { created: number; runIds: Set<string> }> {
   return out;
 }
 
-async function until(check: () => boolean | Promise<boolean>, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 describe('schedules', () => {
   it('refuses a bad pattern or input with the field named, and writes nothing', async () => {
     const bad = await call('PUT', '/v1/schedules/nightly', {
@@ -97,7 +90,7 @@ describe('schedules', () => {
       expect.objectContaining({ id: 'every-second', tenant: 'acme', paused: false, nextTickAt: expect.any(Number) }),
     ]);
 
-    await until(() => ticks().size >= 3);
+    await until('three ticks', 20_000, () => ticks().size >= 3);
     const paused = await call('POST', '/v1/schedules/acme/every-second/pause', undefined, operator);
     expect(paused.body.paused).toBe(true);
     const atPause = new Set(ticks().keys());
@@ -120,7 +113,7 @@ describe('schedules', () => {
     const resumed = await call('POST', '/v1/schedules/acme/every-second/resume', undefined, operator);
     expect(resumed.body.paused).toBe(false);
     const before = ticks().size;
-    await until(() => ticks().size > before);
+    await until('another tick', 20_000, () => ticks().size > before);
     expect((await call('DELETE', '/v1/schedules/acme/every-second', undefined, operator)).status).toBe(204);
   }, 60_000);
 });

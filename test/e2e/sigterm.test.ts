@@ -10,6 +10,7 @@ import { spawnWorker } from '../../testkit/processes.js';
 import { buildSpec } from '../../src/producer/intake.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { freePort } from '../../testkit/embeddedRedis.js';
+import { until } from '../../testkit/until.js';
 
 const GRACE_MS = 10_000;
 let h: Harness;
@@ -24,16 +25,6 @@ async function createSupportRun(id: string): Promise<string> {
   const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket(id), budget: { maxSteps: 25 } }, Date.now());
   await h.ctx.store.create(spec, Date.now());
   return spec.runId;
-}
-
-async function until<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const v = await fn();
-    if (v) return v;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  throw new Error(`timed out waiting for ${what}`);
 }
 
 const procEnv = (port: number) => ({
@@ -60,7 +51,7 @@ async function expectJournalInOrder(runId: string, n: number) {
 /** Waits until the run's email is `dispatched` (the request has left), and returns the ledger. */
 async function emailDispatched(runId: string): Promise<Ledger> {
   const ledger = new Ledger(h.ctx.redis, h.ctx.keys);
-  await until('email dispatched', async () =>
+  await until('email dispatched', 20_000, async () =>
     (await ledger.listForRun(runId)).some((a) => a.tool === 'send_email' && a.state === 'dispatched'),
   );
   return ledger;
@@ -86,7 +77,7 @@ describe('SIGTERM handoff of a real worker process', () => {
     const proc = await spawnWorker(procEnv(port));
     expect(await readyz(port)).toBe(200);
     // Step 2 reads the customer and the knowledge base at once: the worker holds the step while the kb read hangs 3 s.
-    await until('step 2', async () => (await h.ctx.store.readState(runId))?.cursor === 2);
+    await until('step 2', 20_000, async () => (await h.ctx.store.readState(runId))?.cursor === 2);
     await new Promise((r) => setTimeout(r, 300));
     const sentAt = Date.now();
     proc.child.kill('SIGTERM');
@@ -109,14 +100,10 @@ describe('SIGTERM handoff of a real worker process', () => {
     const sentAt = Date.now();
     proc.child.kill('SIGTERM');
     // Unready while the dispatch finishes inside the grace.
-    const status = await until(
-      'readyz 503',
-      async () => {
-        const s = await readyz(port);
-        return s === 503 ? s : undefined;
-      },
-      5000,
-    );
+    const status = await until('readyz 503', 5000, async () => {
+      const s = await readyz(port);
+      return s === 503 ? s : undefined;
+    });
     expect(status).toBe(503);
     const exit = await proc.exited;
     expect(exit).toMatchObject({ code: 0, signal: null });

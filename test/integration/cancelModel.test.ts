@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, producerAuth, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { startOpenAIServer, type ModelServer } from '../../testkit/modelServers/openai.js';
+import { until } from '../../testkit/until.js';
 
 const OPERATOR_TOKEN = 'operator-token-for-cancel-tests';
 let h: Harness;
@@ -50,14 +51,6 @@ async function startRun(): Promise<{ runId: string; marker: string }> {
 
 const requestsFor = (marker: string) => openai.requests.filter((r) => JSON.stringify(r.body).includes(marker)).length;
 
-async function until(check: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
 async function cancel(runId: string): Promise<{ status: number; body: Record<string, unknown> }> {
   const res = await fetch(`${url}/v1/runs/${runId}/cancel`, {
     method: 'POST',
@@ -76,9 +69,11 @@ describe('cancel stops the model', () => {
   it('a run waiting out an outage (Retry-After 30 s) ends cancelled at once, with no model request after the cancel', async () => {
     openai.fallback = { kind: 'error', status: 503, retryAfter: '30' };
     const { runId, marker } = await startRun();
-    await until(() => requestsFor(marker) >= 1);
+    await until('the first model request', 10_000, () => requestsFor(marker) >= 1);
     // The step moved its job to the delayed set for the provider's 30 s.
-    await until(async () => (await h.ctx.queues.forRun(runId).getJob(`${runId}.s1`))?.isDelayed() ?? false);
+    await until('the step job delayed', 10_000, async () =>
+      (await h.ctx.queues.forRun(runId).getJob(`${runId}.s1`))?.isDelayed(),
+    );
     const before = await honoured('model_attempt');
     const sent = requestsFor(marker);
 
@@ -96,7 +91,7 @@ describe('cancel stops the model', () => {
   it('a run inside its model retry loop (503s, no Retry-After) ends cancelled before its next attempt', async () => {
     openai.fallback = { kind: 'error', status: 503 };
     const { runId, marker } = await startRun();
-    await until(() => requestsFor(marker) >= 3);
+    await until('three model requests', 10_000, () => requestsFor(marker) >= 3);
     expect(await h.ctx.redis.hget(h.ctx.keys.run(runId).run, 'status')).toBe('queued');
 
     const res = await cancel(runId);

@@ -12,6 +12,7 @@ import { nameWorkerOwner, ownerBaseOfToken, ownerOfToken } from '../../src/store
 import { OwnerWatch } from '../../src/worker/ownerWatch.js';
 import { clientIdsOfList, ownerOfConnection, parseOwner } from '../../src/store/owners.js';
 import { requeueDeadOwner } from '../../src/store/calls/requeueDeadOwner.js';
+import { until } from '../../testkit/until.js';
 
 let h: Harness;
 const closers: (() => Promise<unknown>)[] = [];
@@ -64,23 +65,13 @@ async function holdingWorker(): Promise<{
   return { conn, worker, clientId, owner, held, release };
 }
 
-async function until<T>(fn: () => Promise<T | undefined | false>, what: string, ms = 10_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
 describe('owner watch', () => {
   it("a fetched job's lock token names the worker's connection (BullMQ token layout: `${worker.id}:<n>`)", async () => {
     const queue = new Queue(h.ctx.keys.queueName(0), { connection: h.ctx.redis, prefix: h.ctx.keys.bullPrefix });
     closers.push(() => queue.close());
     const w = await holdingWorker();
     await queue.add('step', {}, { jobId: 'own-1' });
-    const token = await until(async () => w.held.get('own-1'), 'the job to start');
+    const token = await until('the job to start', 10_000, async () => w.held.get('own-1'));
     expect(token.startsWith(`probe@${w.clientId}-`)).toBe(true);
     expect(ownerOfToken(token)).toBe(w.owner);
     expect(ownerBaseOfToken(token)).toBe('probe');
@@ -98,7 +89,7 @@ describe('owner watch', () => {
       { name: 'step', data: {}, opts: { jobId: 'own-a' } },
       { name: 'step', data: {}, opts: { jobId: 'own-b' } },
     ]);
-    await until(async () => w.held.size === 2, 'both jobs to start');
+    await until('both jobs to start', 10_000, async () => w.held.size === 2);
 
     // A watcher on this test's connection (as a FleetWorker's own would run): the owner is alive, nothing moves.
     const watch = new OwnerWatch(h.ctx, [{ shard: 0, worker: { id: 'watcher' } }], {
@@ -124,9 +115,10 @@ describe('owner watch', () => {
     // The owner's connection vanishes (its process died): the next tick moves both jobs.
     w.conn.disconnect();
     await until(
+      'the connection to close',
+      10_000,
       async () =>
         !clientIdsOfList(String(await h.ctx.redis.client('LIST', 'ID', String(w.clientId)))).has(String(w.clientId)),
-      'the connection to close',
     );
     const requeues = async () => (await h.ctx.metrics.deadOwnerRequeues.get()).values[0]?.value ?? 0;
     const before = await requeues();
@@ -144,12 +136,13 @@ describe('owner watch', () => {
 
     // A job that keeps losing its owner past MAX_STALLED_COUNT is marked to fail on its next fetch (BullMQ's reason).
     const w2 = await holdingWorker();
-    await until(async () => w2.held.size === 2, 'the jobs to start again');
+    await until('the jobs to start again', 10_000, async () => w2.held.size === 2);
     w2.conn.disconnect();
     await until(
+      'the second connection to close',
+      10_000,
       async () =>
         !clientIdsOfList(String(await h.ctx.redis.client('LIST', 'ID', String(w2.clientId)))).has(String(w2.clientId)),
-      'the second connection to close',
     );
     await watch.tick();
     expect(await h.ctx.redis.hget(h.ctx.keys.jobHash(0, 'own-a'), 'defa')).toBe(
@@ -162,7 +155,7 @@ describe('owner watch', () => {
     closers.push(() => queue.close());
     const w = await holdingWorker();
     await queue.add('step', {}, { jobId: 'probe-a' });
-    await until(async () => w.held.size === 1, 'the job to start');
+    await until('the job to start', 10_000, async () => w.held.size === 1);
     // Passes a minute apart: only the probe can move the job within this test.
     const watch = new OwnerWatch(h.ctx, [{ shard: 0, worker: { id: 'watcher' } }], {
       intervalMs: 60_000,
@@ -176,7 +169,9 @@ describe('owner watch', () => {
     expect(await queue.getActiveCount()).toBe(1); // a live owner's job stays through many probes
 
     w.conn.disconnect();
-    await until(async () => (await queue.getWaiting()).some((j) => j.id === 'probe-a'), 'the probe to requeue the job');
+    await until('the probe to requeue the job', 10_000, async () =>
+      (await queue.getWaiting()).some((j) => j.id === 'probe-a'),
+    );
     expect(await queue.getActiveCount()).toBe(0);
   });
 });

@@ -8,7 +8,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createHarness, producerAuth, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { startOpenAIServer, type OpenAIServer, type ServerLimits } from '../../testkit/modelServers/openai.js';
-import { until } from '../../testkit/nodeQuery.js';
+import { until } from '../../testkit/until.js';
 
 let h: Harness | undefined;
 let openai: OpenAIServer | undefined;

@@ -20,7 +20,7 @@ import { createHarness, type Harness } from '../../../testkit/harness.js';
 import { spawnWorker, type WorkerProcess } from '../../../testkit/processes.js';
 import { createFleet } from '../../../src/index.js';
 import { leadQualifier } from '../../../examples/lead-qualifier/index.js';
-import { until } from '../../../testkit/nodeQuery.js';
+import { until } from '../../../testkit/until.js';
 
 let openai: ModelServer;
 let compat: ModelServer;

@@ -16,6 +16,7 @@ import type { EffectRunner } from '../../../src/worker/effects.js';
 import { buildSpec } from '../../../src/producer/intake.js';
 import { createHarness, sampleTicket, type Harness, supportTool } from '../../../testkit/harness.js';
 import { call, email, final, OPERATOR_TOKEN, operatorHarness, refund, startScripted, turn } from './support.js';
+import { until } from '../../../testkit/until.js';
 
 type Item = ActionRecord & { history: HistoryEntry[] };
 interface Pending {
@@ -35,16 +36,6 @@ afterAll(async () => {
   await h.close();
 });
 beforeEach(() => h.sandbox.reset());
-
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 async function pendingFor(runId: string): Promise<Pending> {
   await h.waitForStatus(runId, ['waiting_approval']);
@@ -71,8 +62,10 @@ describe('owner liveness', () => {
       approver: 'alice',
     });
     expect(ok.status).toBe(200);
-    await until('the refund in flight', async () =>
-      (await ledger.get(runId, p.actionId))?.state === 'dispatched' ? true : undefined,
+    await until(
+      'the refund in flight',
+      20_000,
+      async () => (await ledger.get(runId, p.actionId))?.state === 'dispatched',
     );
     expect((await h.ctx.store.readState(runId))?.jobId).toBe(`${runId}.s1.r1`);
 
@@ -105,7 +98,7 @@ describe('owner liveness', () => {
       `/v1/reconciliations/${item.actionId}`,
       { finding: 'compensate', evidence: {}, operator: 'olga' },
     );
-    const comp = await until('the compensation in flight', async () =>
+    const comp = await until('the compensation in flight', 20_000, async () =>
       (await ledger.listForRun(runId)).find((e) => e.compensates === item.actionId && e.state === 'dispatched'),
     );
 
@@ -134,8 +127,8 @@ describe('cancel wins', () => {
   it('a cancel requested while a step runs a write that would park for approval ends the run cancelled, with no pending approval', async () => {
     h.sandbox.setFaults([{ kind: 'slow_commit', resource: 'tickets', ms: 3000 }]);
     const runId = await startScripted(h, [turn([ticketCall, refund(10_000)]), final], 'CWIN');
-    await until('the ticket in flight', async () =>
-      (await ledger.listForRun(runId)).some((e) => e.state === 'dispatched') ? true : undefined,
+    await until('the ticket in flight', 20_000, async () =>
+      (await ledger.listForRun(runId)).some((e) => e.state === 'dispatched'),
     );
     const res = await call(h.url, 'POST', `/v1/runs/${runId}/cancel`, { operator: 'olga' });
     expect(res.status).toBe(202);
@@ -172,8 +165,8 @@ describe('cancel wins', () => {
     );
     await h.ctx.store.create(spec, Date.now());
     const runId = spec.runId;
-    await until('the email confirmed (the slow read follows)', async () =>
-      (await ledger.listForRun(runId)).some((e) => e.state === 'confirmed') ? true : undefined,
+    await until('the email confirmed (the slow read follows)', 20_000, async () =>
+      (await ledger.listForRun(runId)).some((e) => e.state === 'confirmed'),
     );
     expect((await call(h.url, 'POST', `/v1/runs/${runId}/cancel`, { operator: 'olga' })).status).toBe(202);
     expect(await h.waitForStatus(runId, ['cancelled', 'budget_exceeded', 'completed', 'failed'])).toBe('cancelled');
