@@ -31,7 +31,7 @@ import type { Metrics } from '../metrics/metrics.js';
 import { traced } from '../metrics/tracing.js';
 import type { Tracer } from '@opentelemetry/api';
 import { testHooksFrom, type CrashPoints } from '../config/testHooks.js';
-import type { EffectResult, EffectRunner } from '../worker/effects.js';
+import type { EffectRequest, EffectResult, EffectRunner } from '../worker/effects.js';
 import { actionIdentity } from './identity.js';
 import { Ledger, LedgerConflict, ledgerFor, type ActionRecord } from './ledger.js';
 import { reconcile } from './reconcile.js';
@@ -82,18 +82,13 @@ export interface RunnerDeps {
 
 const MAX_DRIVE_ROUNDS = 12;
 
+/** An effect request as the ledger reads it: of the tool call, only its id (callers outside a step pass no more). */
+export type LedgerEffectRequest = Omit<EffectRequest, 'call'> & { call: Pick<EffectRequest['call'], 'id'> };
+
 export class LedgerEffectRunner implements EffectRunner {
   constructor(private readonly d: RunnerDeps) {}
 
-  async run(input: {
-    tool: WriteTool;
-    args: unknown;
-    call: { id: string };
-    ctx: ToolContext;
-    tenant: string;
-    deadlineAt?: number;
-    decision?: string | undefined;
-  }): Promise<EffectResult> {
+  async run(input: LedgerEffectRequest): Promise<EffectResult> {
     return traced(
       this.d.tracer,
       {
@@ -118,15 +113,7 @@ export class LedgerEffectRunner implements EffectRunner {
   }
 
   /** The effect itself (see the module comment); `run` traces it. */
-  private async runEffect(input: {
-    tool: WriteTool;
-    args: unknown;
-    call: { id: string };
-    ctx: ToolContext;
-    tenant: string;
-    deadlineAt?: number;
-    decision?: string | undefined;
-  }): Promise<EffectResult> {
+  private async runEffect(input: LedgerEffectRequest): Promise<EffectResult> {
     const { tool, args, call, ctx } = input;
     if (this.d.unsafeDisableIdempotency) return this.unsafeDispatch(tool, args, ctx);
     const id = actionIdentity(ctx.runId, tool, args);

@@ -7,23 +7,25 @@ export type EffectResult =
   /** The run must stop at a waiting point: the action needs a person (approval or reconciliation). */
   | { kind: 'park'; status: 'needs_human' | 'waiting_approval'; reason: string; actionId: string };
 
-export interface EffectRunner {
+/** One write tool call for the ledger to carry out. */
+export interface EffectRequest {
+  tool: WriteTool;
+  args: unknown;
+  call: ToolCall;
+  ctx: ToolContext;
+  tenant: string;
   /**
-   * @param input.deadlineAt the run's wall-clock deadline (epoch ms): no dispatch starts past it (DeadlineError,
-   * the action stays as it is), a dispatch waits at most until it, and reconciling it waits at most DEADLINE_MARGIN_MS
-   * MS more.
+   * The run's wall-clock deadline (epoch ms): no dispatch starts past it (DeadlineError, the action stays as it is), a
+   * dispatch waits at most until it, and reconciling it waits at most DEADLINE_MARGIN_MS more.
    */
-  run(input: {
-    tool: WriteTool;
-    args: unknown;
-    call: ToolCall;
-    ctx: ToolContext;
-    tenant: string;
-    deadlineAt?: number;
-    /**
-     * The digest of the journalled decision that asked for the call (entryDigest): the action is planned only where
-     * the run's journal holds that decision, so nothing leaves for a decision a failover took back.
-     */
-    decision?: string | undefined;
-  }): Promise<EffectResult>;
+  deadlineAt?: number;
+  /**
+   * The digest of the journalled decision that asked for the call (entryDigest): the action is planned only where
+   * the run's journal holds that decision, so nothing leaves for a decision a failover took back.
+   */
+  decision?: string | undefined;
+}
+
+export interface EffectRunner {
+  run(input: EffectRequest): Promise<EffectResult>;
 }
