@@ -15,7 +15,9 @@
  * worker's own completion call is answered with the script's result
  * (`completeFromCommit`) instead of being sent.
  */
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { raw2NextJobData, type Job, type JobsOptions, type Queue } from 'bullmq';
 import type { addStandardJob as AddStandardJobScript } from 'bullmq/dist/esm/scripts/addStandardJob-9.js';
 import type { addPrioritizedJob as AddPrioritizedJobScript } from 'bullmq/dist/esm/scripts/addPrioritizedJob-9.js';
@@ -81,19 +83,21 @@ function embedded(script: { name: string; keys: number; content: string }, name:
  * that assigns or returns one stops the boot).
  */
 function withoutEventAppends(content: string, name: string): string {
+  checkEventAppends(content, name);
+  return `local function noEventAppend() end\n${silenceEventAppends(content)}`;
+}
+
+/** Fails the boot when `content` uses an event append's result or appends no event we know of. */
+function checkEventAppends(content: string, name: string): void {
   if (/(=|return)\s*rcall\("XADD"/.test(content)) {
     throw new InvariantError('internals_changed', `BullMQ internals changed: ${name} uses an event append's result`);
   }
-  let appends = 0;
-  const body = content.replace(/\brcall\("XADD",/g, () => {
-    appends++;
-    return 'noEventAppend("XADD",';
-  });
-  if (appends === 0) {
+  if (!/\brcall\("XADD",/.test(content)) {
     throw new InvariantError('internals_changed', `BullMQ internals changed: ${name} appends no event we know of`);
   }
-  return `local function noEventAppend() end\n${body}`;
 }
+
+const silenceEventAppends = (content: string): string => content.replace(/\brcall\("XADD",/g, 'noEventAppend("XADD",');
 
 /** Lua source of BullMQ's addStandardJob, wrapped as `local function bullmqAddStandardJob(KEYS, ARGV)`. */
 export const bullmqAddStandardJobFunction = () => embedded(addStandardJob, 'addStandardJob', BULLMQ_ADD_KEYS);
@@ -103,6 +107,54 @@ export const bullmqAddPrioritizedJobFunction = () => embedded(addPrioritizedJob,
 
 /** Lua source of BullMQ's moveToFinished, wrapped as `local function bullmqMoveToFinished(KEYS, ARGV)`. */
 export const bullmqMoveToFinishedFunction = () => embedded(moveToFinished, 'moveToFinished', BULLMQ_FINISH_KEYS);
+
+/**
+ * One of BullMQ's scripts taken apart for a Redis function library (luaLibrary.ts): its helper definitions (the
+ * files it includes, by path, each once) and the rest (its own preamble and body), its event appends made calls of
+ * `noEventAppend` (which the library defines) as in `embedded`. A library defines the helpers once, when it loads, where a script defines them again on every call.
+ * Read from the Lua sources BullMQ ships beside its build (`dist/cjs/commands`), with its includes resolved as its
+ * build resolves them; checked against the script BullMQ sends (the two put together must be it, line for line).
+ */
+export interface BullmqScriptParts {
+  definitions: Map<string, string>;
+  body: string;
+}
+
+const commandsDir = dirname(requireBullmq.resolve('bullmq/dist/cjs/commands/moveToFinished-14.lua'));
+const SCRIPTS = { moveToFinished, addStandardJob, addPrioritizedJob };
+
+export function bullmqScriptParts(name: keyof typeof SCRIPTS): BullmqScriptParts {
+  const script = SCRIPTS[name];
+  // Each include once, its own includes first (as BullMQ's build inlines them): a helper is defined after those it calls.
+  const definitions = new Map<string, string>();
+  const includeLine = /^--- @include "([^"]+)"\s*$/gm;
+  const inline = (file: string): string =>
+    readFileSync(file, 'utf8').replace(includeLine, (_line, path: string) => {
+      const target = join(dirname(file), `${path}.lua`);
+      if (definitions.has(target)) return '';
+      definitions.set(target, '');
+      const inlined = inline(target);
+      definitions.delete(target);
+      definitions.set(target, readFileSync(target, 'utf8').replace(includeLine, ''));
+      return inlined;
+    });
+  const file = join(commandsDir, `${name}-${script.keys}.lua`);
+  const whole = inline(file);
+  const lines = (text: string) =>
+    text
+      .split('\n')
+      .map((l) => l.trimEnd())
+      .filter((l) => l.trim() !== '')
+      .join('\n');
+  if (lines(whole) !== lines(script.content)) {
+    throw new InvariantError('internals_changed', `BullMQ internals changed: ${name}'s Lua sources are not its script`);
+  }
+  checkEventAppends(whole, name);
+  return {
+    definitions: new Map([...definitions].map(([file, text]) => [file, silenceEventAppends(text)])),
+    body: silenceEventAppends(readFileSync(file, 'utf8').replace(includeLine, '')),
+  };
+}
 
 /**
  * The exact KEYS and ARGV BullMQ's worker would send to complete this active job

@@ -17,6 +17,7 @@ import {
   bullmqMoveToFinishedFunction,
 } from './bullmqInternals.js';
 import { InvariantError } from '../core/errors.js';
+import { buildLibrary, LIBRARY_SCRIPTS, type LuaLibrary } from './luaLibrary.js';
 
 const luaDir = join(dirname(fileURLToPath(import.meta.url)), 'lua');
 
@@ -97,6 +98,19 @@ class ScriptCommand extends Command {
       self.name = 'evalsha';
       self.args[0] = this.def.sha;
     }
+    return encodeCommand(self.name, self.args);
+  }
+}
+
+/** A library script's call (FCALL), with the same wire encoding; luaLibrary.ts says why the commit is one. */
+class FunctionCommand extends Command {
+  constructor(fn: string, numberOfKeys: number, args: readonly ScriptArg[]) {
+    super('fcall', [], { replyEncoding: 'utf8' });
+    (this as unknown as { args: ScriptArg[] }).args = ([fn, numberOfKeys] as ScriptArg[]).concat(args);
+  }
+
+  override toWritable(_socket: object): Buffer {
+    const self = this as unknown as { name: string; args: ScriptArg[] };
     return encodeCommand(self.name, self.args);
   }
 }
@@ -189,6 +203,8 @@ function writeBulkUint(buf: Buffer, o: number, n: number): number {
 
 interface LoadedScript extends ScriptDef {
   sha: string;
+  /** The library function that runs it (LIBRARY_SCRIPTS), called by FCALL; undefined for a script (EVALSHA). */
+  fn?: string;
   /** Connections (sockets) that have run the script once by EVAL. */
   sockets: WeakSet<object>;
 }
@@ -199,7 +215,12 @@ function loadedScript(name: string): LoadedScript | undefined {
   loadedDefs ??= new Map(
     scriptDefs().map((d) => [
       d.name,
-      { ...d, sha: createHash('sha1').update(d.lua).digest('hex'), sockets: new WeakSet<object>() },
+      {
+        ...d,
+        sha: createHash('sha1').update(d.lua).digest('hex'),
+        sockets: new WeakSet<object>(),
+        ...(LIBRARY_SCRIPTS.has(d.name) ? { fn: library().functions.get(d.name) } : {}),
+      },
     ]),
   );
   return loadedDefs.get(name);
@@ -256,6 +277,7 @@ export function callScript(client: RedisClient, name: string, args: readonly Scr
 }
 
 function send(client: RedisClient, def: LoadedScript, args: readonly ScriptArg[]): Promise<unknown> {
+  if (def.fn) return callFunction(client, def.fn, def.numberOfKeys, args);
   const cmd = new ScriptCommand(def, args);
   coalesceWrites(client);
   // A NOSCRIPT (script cache flushed) is answered by sending it again: toWritable then sends EVAL.
@@ -263,4 +285,42 @@ function send(client: RedisClient, def: LoadedScript, args: readonly ScriptArg[]
     if (!err.message.includes('NOSCRIPT')) throw err;
     return client.sendCommand(new ScriptCommand(def, args));
   });
+}
+
+let built: LuaLibrary | undefined;
+
+/** The function library of LIBRARY_SCRIPTS (luaLibrary.ts), built once. */
+export function library(): LuaLibrary {
+  built ??= buildLibrary();
+  return built;
+}
+
+/**
+ * FCALL of a library function. A server without the library (a new node, a FUNCTION FLUSH) answers "Function not
+ * found": the library is loaded there and the call sent again, as a script's NOSCRIPT is answered by EVAL.
+ */
+function callFunction(client: RedisClient, fn: string, numberOfKeys: number, args: readonly ScriptArg[]) {
+  coalesceWrites(client);
+  return (client.sendCommand(new FunctionCommand(fn, numberOfKeys, args)) as Promise<unknown>).catch(
+    async (err: Error) => {
+      if (!err.message.includes('Function not found')) throw err;
+      await loadLibrary(client);
+      return client.sendCommand(new FunctionCommand(fn, numberOfKeys, args));
+    },
+  );
+}
+
+/**
+ * Loads the library on the server a client writes to (every master of a Cluster). Loading a library of the same
+ * name again is refused ("already exists"): it is there, which is all a caller needs.
+ */
+export async function loadLibrary(client: RedisClient, lib: LuaLibrary = library()): Promise<void> {
+  const nodes = client instanceof Cluster ? client.nodes('master') : [client];
+  await Promise.all(
+    nodes.map((node) =>
+      node.call('FUNCTION', 'LOAD', lib.code).catch((err: Error) => {
+        if (!err.message.includes('already exists')) throw err;
+      }),
+    ),
+  );
 }
