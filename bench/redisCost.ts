@@ -22,7 +22,8 @@ import { captureCommands } from './lib/monitorTrace.js';
 import { replay, scriptBodies, sha1, splitRounds, startReplayServer, type TracedRound } from './lib/replayTrace.js';
 import { ablatedCommit } from './lib/commitAblations.js';
 import { flag } from './lib/args.js';
-import { resolveIncludes, scriptDefs } from '../src/store/luaScripts.js';
+import { library, resolveIncludes, scriptDefs } from '../src/store/luaScripts.js';
+import { buildLibrary, LIBRARY_SCRIPTS } from '../src/store/luaLibrary.js';
 
 const chains = Number(flag('chains', '50'));
 const steps = Number(flag('steps', '40'));
@@ -55,30 +56,42 @@ async function trace(): Promise<{ plain: TracedRound; engine: TracedRound; bodie
   }
 }
 
-/** The engine's round with `script` replaced by `body`. */
-function swapCase(label: string, script: string, body: string, engine: TracedRound): Case {
+/**
+ * The engine's round with `script` replaced by `source` (its file's text, `-- @include` lines and all). A library
+ * script's variant is a library of its own, loaded beside the shipped one; a script's is its resolved body.
+ */
+function swapCase(label: string, script: string, source: string, engine: TracedRound): Case {
   const shipped = scriptDefs().find((d) => d.name === script);
   if (!shipped) throw new Error(`${label}: no script ${script} in src/store/lua`);
-  const from = sha1(shipped.lua);
+  let from: string;
+  let to: string;
+  let body: string;
+  if (LIBRARY_SCRIPTS.has(script)) {
+    const variant = buildLibrary(new Map([[script, source]]));
+    [from, to, body] = [library().functions.get(script)!, variant.functions.get(script)!, variant.code];
+  } else {
+    body = resolveIncludes(source);
+    [from, to] = [sha1(shipped.lua), sha1(body)];
+  }
   const calls = (c: TracedRound['window'][number]) =>
     c.args[1] && (c.args[1].toString() === from || sha1(c.args[1]) === from);
   if (!engine.prefix.some(calls) && !engine.window.some(calls))
     throw new Error(`${label}: the engine's round never calls ${script}`);
-  return { label, round: engine, swap: new Map([[from, sha1(body)]]), bodies: [body] };
+  return { label, round: engine, swap: new Map([[from, to]]), bodies: [body] };
 }
 
 function variantCase(spec: string, engine: TracedRound): Case {
   const eq = spec.indexOf('=');
   if (eq < 0) throw new Error(`--variant=${spec}: expected <script>=<file.lua>`);
   const [script, file] = [spec.slice(0, eq), spec.slice(eq + 1)];
-  return swapCase(`${script}=${basename(file)}`, script, resolveIncludes(readFileSync(file, 'utf8')), engine);
+  return swapCase(`${script}=${basename(file)}`, script, readFileSync(file, 'utf8'), engine);
 }
 
 async function measure(c: Case, bodies: Map<string, Buffer>, callgrind: boolean, index: number) {
   const outFile = keep && callgrind ? join(keep, `callgrind.${index}.${c.label.replace(/[^\w.=-]/g, '_')}`) : undefined;
   const server = await startReplayServer({ callgrind, ...(outFile ? { outFile } : {}) });
   try {
-    await server.load([...bodies.values(), ...c.bodies]);
+    await server.load([...bodies.values(), library().code, ...c.bodies]);
     await replay(server.client, c.round.prefix, c.swap);
     const cpu0 = await server.cpuSeconds();
     await server.count(true);

@@ -6,7 +6,8 @@
  * without it refuses every later commit. Each ablation names the exact text it removes and throws when the script
  * no longer holds it, so a changed commit cannot be priced by a removal that silently removes nothing.
  */
-import { scriptDefs } from '../../src/store/luaScripts.js';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 
 export const COMMIT_ABLATIONS: Record<string, { removes: string; keeps: string }> = {
   journal: {
@@ -23,11 +24,9 @@ export const COMMIT_ABLATIONS: Record<string, { removes: string; keeps: string }
   index: { removes: 'indexRunStatus(KEYS[1], status, ARGV[8], ARGV[11], fromStatus, reason)', keeps: '' },
 };
 
-/** The shipped commit script, resolved as the engine loads it. */
+/** The shipped commit's source (its `-- @include` lines kept: redisCost builds a library of it). */
 export function commitScript(): string {
-  const def = scriptDefs().find((d) => d.name === 'commitStep');
-  if (!def) throw new Error('no commitStep script in src/store/lua');
-  return def.lua;
+  return readFileSync(fileURLToPath(new URL('../../src/store/lua/commitStep-23.lua', import.meta.url)), 'utf8');
 }
 
 /** The commit without the named writes (`events`, or several joined by `+`: `journal+budget`). */

@@ -7,7 +7,8 @@
  *
  * What a replay leaves out: blocking commands (a worker's wait for its next job: on one connection a blocked
  * command would stall the replay, and its wake-up is not in the trace), the bench's own INFO and AOF rewrites,
- * connection and script-cache commands (every script is loaded before the replay; an EVAL becomes its EVALSHA).
+ * connection, script-cache and function-library commands (every script and library is loaded before the replay; an
+ * EVAL becomes its EVALSHA).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -71,7 +72,7 @@ export function scriptBodies(trace: TracedCommand[]): Map<string, Buffer> {
 }
 
 const SKIPPED = new Set([
-  'INFO', 'BGREWRITEAOF', 'MONITOR', 'SCRIPT', 'CLIENT', 'HELLO', 'PING', 'QUIT', 'CONFIG', 'SELECT', 'READONLY',
+  'INFO', 'BGREWRITEAOF', 'MONITOR', 'SCRIPT', 'FUNCTION', 'CLIENT', 'HELLO', 'PING', 'QUIT', 'CONFIG', 'SELECT', 'READONLY',
   'BZPOPMIN', 'BZPOPMAX', 'BLPOP', 'BRPOP', 'BRPOPLPUSH', 'BLMOVE', 'BLMPOP', 'BZMPOP', 'WAIT',
   'SUBSCRIBE', 'PSUBSCRIBE', 'UNSUBSCRIBE', 'PUNSUBSCRIBE',
 ]); // prettier-ignore
@@ -86,7 +87,7 @@ export interface ReplayResult {
 
 /**
  * Sends the commands, 64 at a time on one connection (replies in order, so the server sees the trace's order), EVAL
- * turned into EVALSHA and script shas swapped as `swap` says.
+ * turned into EVALSHA and script shas (or library function names) swapped as `swap` says.
  */
 export async function replay(
   client: Redis,
@@ -102,8 +103,8 @@ export async function replay(
       continue;
     let args = c.args;
     if (n === 'EVAL') args = [Buffer.from('EVALSHA'), Buffer.from(sha1(args[1]!)), ...args.slice(2)];
-    const isScript = n === 'EVAL' || n === 'EVALSHA';
-    if (isScript) {
+    // A script by its sha, a library function by its name: either may be swapped for a variant's.
+    if (n === 'EVAL' || n === 'EVALSHA' || n === 'FCALL') {
       const to = swap.get(args[1]!.toString());
       if (to) args = [args[0]!, Buffer.from(to), ...args.slice(2)];
     }
@@ -115,7 +116,8 @@ export async function replay(
         result.sent++;
         try {
           const reply = await client.callBuffer(args[0]!.toString(), ...args.slice(1));
-          if (typeof reply === 'number' && reply < 0 && /^evalsha$/i.test(args[0]!.toString())) result.refused++;
+          if (typeof reply === 'number' && reply < 0 && /^(evalsha|fcall)$/i.test(args[0]!.toString()))
+            result.refused++;
         } catch (e) {
           result.errors++;
           if (result.firstErrors.length < 3) result.firstErrors.push(`${args[0]!.toString()}: ${(e as Error).message}`);
@@ -128,7 +130,7 @@ export async function replay(
 
 export interface ReplayServer {
   client: Redis;
-  /** Loads script bodies (all a trace and its variants use). */
+  /** Loads script bodies and function libraries (`#!lua name=...`): all a trace and its variants use. */
   load(bodies: Iterable<Buffer | string>): Promise<void>;
   /** Server CPU seconds so far (INFO cpu, user + sys). */
   cpuSeconds(): Promise<number>;
@@ -177,7 +179,10 @@ export async function startReplayServer(opts: { callgrind?: boolean; outFile?: s
   return {
     client,
     async load(bodies) {
-      for (const b of bodies) await client.call('SCRIPT', 'LOAD', b);
+      for (const b of bodies) {
+        if (b.toString().startsWith('#!lua name=')) await client.call('FUNCTION', 'LOAD', 'REPLACE', b);
+        else await client.call('SCRIPT', 'LOAD', b);
+      }
     },
     async cpuSeconds() {
       const info = await client.info('cpu');
