@@ -119,7 +119,7 @@ export async function createContext(cfg: Config, name: string, opts: ContextOpti
   const report = await assertRedisSafe(redis, (m) => log.warn({ code: 'redis_aof_off' }, m));
   metrics.redisConfigOk.set({ check: 'noeviction' }, report.noeviction ? 1 : 0);
   metrics.redisConfigOk.set({ check: 'aof' }, report.aof ? 1 : 0);
-  loadScripts(redis);
+  await loadScripts(redis);
   const keys = new KeySpace(cfg.KEY_PREFIX, cfg.BULL_PREFIX, cfg.SHARDS);
   const spread = shardsPerMaster(redis, keys);
   const idle = [...spread].filter(([, n]) => n === 0).map(([node]) => node);

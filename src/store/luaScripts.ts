@@ -226,9 +226,13 @@ function loadedScript(name: string): LoadedScript | undefined {
   return loadedDefs.get(name);
 }
 
-/** Reads and checks every script once (a bad Lua file fails at boot, not at first use). */
-export function loadScripts(_client: RedisClient): void {
+/**
+ * Reads and checks every script once and loads the function library on the server (a bad Lua file fails at boot,
+ * not at first use; the first steps do not meet the library's absence).
+ */
+export async function loadScripts(client: RedisClient): Promise<void> {
   for (const def of scriptDefs()) loadedScript(def.name);
+  await loadLibrary(client);
 }
 
 const corked = new WeakSet<Socket>();
