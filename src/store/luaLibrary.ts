@@ -16,7 +16,7 @@ import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { bullmqScriptParts, type BullmqScriptParts } from './bullmqInternals.js';
+import { bullmqScriptParts } from './bullmqInternals.js';
 import { InvariantError } from '../core/errors.js';
 
 const luaDir = join(dirname(fileURLToPath(import.meta.url)), 'lua');
@@ -48,7 +48,6 @@ const includeLine = /^-- @include (\S+)\s*$/gm;
 export function buildLibrary(bodies: ReadonlyMap<string, string> = new Map()): LuaLibrary {
   const helpers: string[] = [];
   const defined = new Set<string>();
-  const bullmq = new Map<string, BullmqScriptParts>();
   // Our includes and BullMQ's wrappers, each once, before the first function that uses them; an include's own
   // includes first.
   const define = (name: string): void => {
@@ -56,8 +55,7 @@ export function buildLibrary(bodies: ReadonlyMap<string, string> = new Map()): L
     defined.add(name);
     const wrapper = BULLMQ_WRAPPERS[name as keyof typeof BULLMQ_WRAPPERS];
     if (wrapper) {
-      const parts = bullmq.get(wrapper.script) ?? bullmqScriptParts(wrapper.script);
-      bullmq.set(wrapper.script, parts);
+      const parts = bullmqScriptParts(wrapper.script);
       for (const [file, text] of parts.definitions) {
         if (defined.has(file)) continue;
         defined.add(file);
