@@ -108,21 +108,23 @@ export const bullmqAddPrioritizedJobFunction = () => embedded(addPrioritizedJob,
 /** Lua source of BullMQ's moveToFinished, wrapped as `local function bullmqMoveToFinished(KEYS, ARGV)`. */
 export const bullmqMoveToFinishedFunction = () => embedded(moveToFinished, 'moveToFinished', BULLMQ_FINISH_KEYS);
 
-/**
- * One of BullMQ's scripts taken apart for a Redis function library (luaLibrary.ts): its helper definitions (the
- * files it includes, by path, each once) and the rest (its own preamble and body), its event appends made calls of
- * `noEventAppend` (which the library defines) as in `embedded`. A library defines the helpers once, when it loads, where a script defines them again on every call.
- * Read from the Lua sources BullMQ ships beside its build (`dist/cjs/commands`), with its includes resolved as its
- * build resolves them; checked against the script BullMQ sends (the two put together must be it, line for line).
- */
+/** One of BullMQ's scripts taken apart: the helpers it includes (by file, each once) and the rest. */
 export interface BullmqScriptParts {
   definitions: Map<string, string>;
+  /** The script's own preamble and body. */
   body: string;
 }
 
 const commandsDir = dirname(requireBullmq.resolve('bullmq/dist/cjs/commands/moveToFinished-14.lua'));
 const SCRIPTS = { moveToFinished, addStandardJob, addPrioritizedJob };
 
+/**
+ * BullMQ's script `name` taken apart for the commit's function library (luaLibrary.ts), which defines the helpers
+ * once, when it loads, where a script defines them again on every call. Read from the Lua sources BullMQ ships
+ * beside its build (`dist/cjs/commands`), its includes resolved as its build resolves them, and checked against the
+ * script BullMQ sends: the two put together must be it, line for line. Its event appends are calls of
+ * `noEventAppend` (which the library defines), as in `embedded`.
+ */
 export function bullmqScriptParts(name: keyof typeof SCRIPTS): BullmqScriptParts {
   const script = SCRIPTS[name];
   // Each include once, its own includes first (as BullMQ's build inlines them): a helper is defined after those it calls.
