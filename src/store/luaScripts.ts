@@ -1,8 +1,8 @@
 /**
  * Loads the Lua files of src/store/lua once and exposes them by name: scripts (EVALSHA), and the step's commit as a
- * function of a library (FCALL, luaLibrary.ts). `name-N.lua` declares N keys; `-- @include x` pulls src/store/lua/includes/x.lua;
- * `-- @include bullmq:addStandardJob` / `bullmq:addPrioritizedJob` / `bullmq:moveToFinished` pull BullMQ's own scripts
- * (bullmqInternals.ts).
+ * function of a library (FCALL, luaLibrary.ts). `name-N.lua` declares N keys; `-- @include x` pulls
+ * src/store/lua/includes/x.lua; `-- @include bullmq:addStandardJob` / `bullmq:addPrioritizedJob` /
+ * `bullmq:moveToFinished` pull BullMQ's own scripts (bullmqInternals.ts).
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
