@@ -130,18 +130,21 @@ export function bullmqScriptParts(name: keyof typeof SCRIPTS): BullmqScriptParts
   // Each include once, its own includes first (as BullMQ's build inlines them): a helper is defined after those it calls.
   const definitions = new Map<string, string>();
   const includeLine = /^--- @include "([^"]+)"\s*$/gm;
-  const inline = (file: string): string =>
-    readFileSync(file, 'utf8').replace(includeLine, (_line, path: string) => {
+  // A file with its includes inlined (what BullMQ's build makes of it) and without them (its own text).
+  const resolve = (file: string): { inlined: string; own: string } => {
+    const text = readFileSync(file, 'utf8');
+    const inlined = text.replace(includeLine, (_line, path: string) => {
       const target = join(dirname(file), `${path}.lua`);
       if (definitions.has(target)) return '';
       definitions.set(target, '');
-      const inlined = inline(target);
+      const included = resolve(target);
       definitions.delete(target);
-      definitions.set(target, readFileSync(target, 'utf8').replace(includeLine, ''));
-      return inlined;
+      definitions.set(target, included.own);
+      return included.inlined;
     });
-  const file = join(commandsDir, `${name}-${script.keys}.lua`);
-  const whole = inline(file);
+    return { inlined, own: text.replace(includeLine, '') };
+  };
+  const { inlined: whole, own: body } = resolve(join(commandsDir, `${name}-${script.keys}.lua`));
   const lines = (text: string) =>
     text
       .split('\n')
@@ -154,7 +157,7 @@ export function bullmqScriptParts(name: keyof typeof SCRIPTS): BullmqScriptParts
   checkEventAppends(whole, name);
   return {
     definitions: new Map([...definitions].map(([file, text]) => [file, silenceEventAppends(text)])),
-    body: silenceEventAppends(readFileSync(file, 'utf8').replace(includeLine, '')),
+    body: silenceEventAppends(body),
   };
 }
 

@@ -13,13 +13,9 @@
  * until deleted (docs/operations.md).
  */
 import { createHash } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { bullmqScriptParts } from './bullmqInternals.js';
+import { includeSource, INCLUDE_LINE, luaFiles } from './luaFiles.js';
 import { InvariantError } from '../core/errors.js';
-
-const luaDir = join(dirname(fileURLToPath(import.meta.url)), 'lua');
 
 /** The scripts of src/store/lua that run as library functions: the one every step runs. */
 export const LIBRARY_SCRIPTS: ReadonlySet<string> = new Set(['commitStep']);
@@ -38,8 +34,6 @@ export interface LuaLibrary {
   /** Script name -> the function FCALL names. */
   functions: Map<string, string>;
 }
-
-const includeLine = /^-- @include (\S+)\s*$/gm;
 
 /**
  * The library of LIBRARY_SCRIPTS. `bodies` replaces a script's source (a bench variant of it); the library then has
@@ -64,17 +58,17 @@ export function buildLibrary(bodies: ReadonlyMap<string, string> = new Map()): L
       helpers.push(`local function ${wrapper.fn}(KEYS, ARGV)\n${parts.body}\nend`);
       return;
     }
-    const source = readFileSync(join(luaDir, 'includes', `${name}.lua`), 'utf8');
-    for (const m of source.matchAll(includeLine)) define(m[1]!);
-    helpers.push(source.replace(includeLine, ''));
+    const source = includeSource(name);
+    for (const m of source.matchAll(INCLUDE_LINE)) define(m[1]!);
+    helpers.push(source.replace(INCLUDE_LINE, ''));
   };
   const registered: { script: string; body: string }[] = [];
   for (const script of LIBRARY_SCRIPTS) {
-    const file = readdirSync(luaDir).find((f) => new RegExp(`^${script}-\\d+\\.lua$`).test(f));
+    const file = luaFiles().find((f) => f.name === script);
     if (!file) throw new InvariantError('script_failed', `no Lua file for library script ${script}`);
-    const source = bodies.get(script) ?? readFileSync(join(luaDir, file), 'utf8');
-    for (const m of source.matchAll(includeLine)) define(m[1]!);
-    registered.push({ script, body: source.replace(includeLine, '') });
+    const source = bodies.get(script) ?? file.source;
+    for (const m of source.matchAll(INCLUDE_LINE)) define(m[1]!);
+    registered.push({ script, body: source.replace(INCLUDE_LINE, '') });
   }
   // BullMQ's helpers call `rcall`, which its scripts set to redis.call; a library's top level cannot reach
   // redis.call (only a call can), so each call sets it first.

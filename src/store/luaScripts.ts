@@ -1,12 +1,9 @@
 /**
- * Loads the Lua files of src/store/lua once and exposes them by name: scripts (EVALSHA), and the step's commit as a
- * function of a library (FCALL, luaLibrary.ts). `name-N.lua` declares N keys; `-- @include x` pulls
- * src/store/lua/includes/x.lua; `-- @include bullmq:addStandardJob` / `bullmq:addPrioritizedJob` /
- * `bullmq:moveToFinished` pull BullMQ's own scripts (bullmqInternals.ts).
+ * The Lua of src/store/lua (luaFiles.ts) by name, loaded once: scripts (EVALSHA), and the step's commit as a function
+ * of a library (FCALL, luaLibrary.ts). `-- @include x` pulls src/store/lua/includes/x.lua; `-- @include
+ * bullmq:addStandardJob` / `bullmq:addPrioritizedJob` / `bullmq:moveToFinished` pull BullMQ's own scripts
+ * (bullmqInternals.ts).
  */
-import { readdirSync, readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import { dirname, join } from 'node:path';
 import { createHash } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { Cluster, Command } from 'ioredis';
@@ -18,8 +15,7 @@ import {
 } from './bullmqInternals.js';
 import { InvariantError } from '../core/errors.js';
 import { buildLibrary, LIBRARY_SCRIPTS, type LuaLibrary } from './luaLibrary.js';
-
-const luaDir = join(dirname(fileURLToPath(import.meta.url)), 'lua');
+import { includeSource, INCLUDE_LINE, luaFiles } from './luaFiles.js';
 
 export interface ScriptDef {
   name: string;
@@ -29,31 +25,20 @@ export interface ScriptDef {
 
 /** A script's source with its `-- @include` lines replaced by what they name (also for bench variants of a script). */
 export function resolveIncludes(source: string, seen = new Set<string>()): string {
-  return source.replace(/^-- @include (\S+)\s*$/gm, (_line, name: string) => {
+  return source.replace(INCLUDE_LINE, (_line, name: string) => {
     if (seen.has(name)) return '';
     seen.add(name);
     if (name === 'bullmq:addStandardJob') return bullmqAddStandardJobFunction();
     if (name === 'bullmq:addPrioritizedJob') return bullmqAddPrioritizedJobFunction();
     if (name === 'bullmq:moveToFinished') return bullmqMoveToFinishedFunction();
-    return resolveIncludes(readFileSync(join(luaDir, 'includes', `${name}.lua`), 'utf8'), seen);
+    return resolveIncludes(includeSource(name), seen);
   });
 }
 
 let cached: ScriptDef[] | undefined;
 
 export function scriptDefs(): ScriptDef[] {
-  if (cached) return cached;
-  cached = readdirSync(luaDir)
-    .filter((f) => f.endsWith('.lua'))
-    .map((file) => {
-      const m = /^(.+)-(\d+)\.lua$/.exec(file);
-      if (!m) throw new InvariantError('script_failed', `Lua file ${file} must be named <name>-<numberOfKeys>.lua`);
-      return {
-        name: m[1]!,
-        numberOfKeys: Number(m[2]),
-        lua: resolveIncludes(readFileSync(join(luaDir, file), 'utf8')),
-      };
-    });
+  cached ??= luaFiles().map((f) => ({ name: f.name, numberOfKeys: f.numberOfKeys, lua: resolveIncludes(f.source) }));
   return cached;
 }
 
