@@ -6,8 +6,7 @@
  * without it refuses every later commit. Each ablation names the exact text it removes and throws when the script
  * no longer holds it, so a changed commit cannot be priced by a removal that silently removes nothing.
  */
-import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { luaFiles } from '../../src/store/luaFiles.js';
 
 export const COMMIT_ABLATIONS: Record<string, { removes: string; keeps: string }> = {
   journal: {
@@ -26,7 +25,9 @@ export const COMMIT_ABLATIONS: Record<string, { removes: string; keeps: string }
 
 /** The shipped commit's source (its `-- @include` lines kept: redisCost builds a library of it). */
 export function commitScript(): string {
-  return readFileSync(fileURLToPath(new URL('../../src/store/lua/commitStep-23.lua', import.meta.url)), 'utf8');
+  const file = luaFiles().find((f) => f.name === 'commitStep');
+  if (!file) throw new Error('no commitStep script in src/store/lua');
+  return file.source;
 }
 
 /** The commit without the named writes (`events`, or several joined by `+`: `journal+budget`). */

@@ -6,12 +6,12 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
-import { readFileSync } from 'node:fs';
 import { startEmbeddedRedis, type EmbeddedRedis } from '../../testkit/embeddedRedis.js';
 import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { buildSpec } from '../../src/producer/intake.js';
 import { library } from '../../src/store/luaScripts.js';
 import { buildLibrary } from '../../src/store/luaLibrary.js';
+import { luaFiles } from '../../src/store/luaFiles.js';
 
 let server: EmbeddedRedis;
 let h: Harness;
@@ -79,7 +79,7 @@ describe('the commit as a library function', () => {
   });
 
   it('a variant of the commit is a library of its own, loaded beside the shipped one', async () => {
-    const source = readFileSync(new URL('../../src/store/lua/commitStep-23.lua', import.meta.url), 'utf8');
+    const { source } = luaFiles().find((f) => f.name === 'commitStep')!;
     const variant = buildLibrary(new Map([['commitStep', `${source}\n-- a variant\n`]]));
     expect(variant.name).not.toBe(library().name);
     expect(variant.functions.get('commitStep')).not.toBe(library().functions.get('commitStep'));
