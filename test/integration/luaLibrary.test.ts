@@ -12,6 +12,7 @@ import { buildSpec } from '../../src/producer/intake.js';
 import { library } from '../../src/store/luaScripts.js';
 import { buildLibrary } from '../../src/store/luaLibrary.js';
 import { luaFiles } from '../../src/store/luaFiles.js';
+import { until } from '../../testkit/until.js';
 
 let server: EmbeddedRedis;
 let h: Harness;
@@ -70,7 +71,7 @@ describe('the commit as a library function', () => {
     try {
       expect(await libraries(admin)).toContain(library().name);
       await admin.config('RESETSTAT');
-      for (let i = 0; i < 200 && h.ctx.redis.status !== 'ready'; i++) await new Promise((r) => setTimeout(r, 25));
+      await until('the store reconnected', 5000, () => h.ctx.redis.status === 'ready');
       await completeOneRun('LIB-3');
       expect((await fcallStats(admin)).failed).toBe(0);
     } finally {
