@@ -7,21 +7,39 @@
  * Type-only imports count (tsPreCompilationDeps): a type is a dependency too.
  */
 /**
- * The engine's layers, lowest first: each imports only the layers before it. The store holds
- * the keys and scripts, the budget reads the store, a run is built from both, the worker steps a
- * run, and the ledger implements the effect port the worker declares (src/worker/effects.ts),
- * so the step never reaches into the ledger's machinery. config and metrics sit beside the
- * layers (every layer reads its options and reports), outside this order.
+ * The layers of src/, lowest first: each imports only the layers before it. core is what agents build on (ports,
+ * define*, errors, the leaf constants every layer shares: statuses, hard limits, provider names); config reads the
+ * environment into one frozen object; the store holds the keys, scripts and queues; metrics name what is counted;
+ * the budget reads the store; flow control admits runs and paces models; a run is built from all of them; the worker
+ * steps a run, and the ledger implements the effect port the worker declares (src/worker/effects.ts), so the step
+ * never reaches into the ledger's machinery. Above the engine: MCP tools and model providers (built on core), the
+ * agents, the producer (intake), the HTTP layer, and the composition root (src/server) on top.
  */
-const ENGINE_LAYERS = ['core', 'store', 'budget', 'runs', 'worker', 'ledger'];
+const LAYERS = [
+  'core',
+  'config',
+  'store',
+  'metrics',
+  'budget',
+  'flow',
+  'runs',
+  'worker',
+  'ledger',
+  'mcp',
+  'models',
+  'agents',
+  'producer',
+  'http',
+  'server',
+];
 
 /** One rule per layer: nothing in it imports a layer above it. */
-const layerRules = ENGINE_LAYERS.slice(0, -1).map((layer, i) => ({
-  name: `engine-layer-${layer}`,
+const layerRules = LAYERS.slice(0, -1).map((layer, i) => ({
+  name: `layer-${layer}`,
   severity: 'error',
-  comment: `Engine layers in order (${ENGINE_LAYERS.join(' <- ')}): src/${layer} imports no layer above it.`,
+  comment: `Layers in order (${LAYERS.join(' <- ')}): src/${layer} imports no layer above it.`,
   from: { path: `^src/${layer}/` },
-  to: { path: `^src/(${ENGINE_LAYERS.slice(i + 1).join('|')})/` },
+  to: { path: `^src/(${LAYERS.slice(i + 1).join('|')})/` },
 }));
 
 /** @type {import('dependency-cruiser').IConfiguration} */

@@ -6,7 +6,7 @@
 import { Queue, Worker, type Job } from 'bullmq';
 import type { Config } from '../src/config/config.js';
 import type { RedisClient } from '../src/store/connect.js';
-import { STEP_JOB_NAME, stepJobOptions } from '../src/runs/queues.js';
+import { STEP_JOB_NAME, stepJobOptions } from '../src/store/queues.js';
 
 export interface PlainJobData {
   v: 1;

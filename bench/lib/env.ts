@@ -4,7 +4,7 @@
  * an admin connection, worker pools; all stopped by `cleanup()`, also on error.
  */
 import { Redis } from 'ioredis';
-import { BULL_EVENTS_MAX_LEN } from '../../src/runs/queues.js';
+import { BULL_EVENTS_MAX_LEN } from '../../src/store/queues.js';
 import { loadConfig } from '../../src/config/config.js';
 import { createContext } from '../../src/server/buildContext.js';
 import { createLogger } from '../../src/metrics/log.js';

@@ -30,7 +30,7 @@ import {
 import { runRound, TENANT, ticket } from '../lib/workload.js';
 import { supportScript } from '../../src/agents/support/scriptedModel.js';
 import { aofBytesByFamily, aofMark } from '../lib/aofFamilies.js';
-import { COMPLETED_WINDOW } from '../../src/runs/queues.js';
+import { COMPLETED_WINDOW } from '../../src/store/queues.js';
 
 /** The built-in agent's scripted run (its demo script, one step per turn): each run's step jobs. */
 const SUPPORT_STEPS = supportScript(ticket('steps')).length;

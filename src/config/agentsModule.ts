@@ -10,7 +10,8 @@
  */
 import { z } from 'zod';
 import type { Agent } from '../core/agent.js';
-import { ConfigError, type Config } from './config.js';
+import { type Config } from './config.js';
+import { ConfigError } from '../core/errors.js';
 
 /** The process environment as the configuration stage read it, frozen (empty values are unset). */
 export type Environment = Readonly<Record<string, string | undefined>>;

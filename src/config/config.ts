@@ -6,9 +6,9 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { HARD_LIMITS } from '../budget/limits.js';
-import { PROVIDER_NAMES } from '../models/names.js';
-import { TerminalError } from '../core/errors.js';
+import { HARD_LIMITS } from '../core/limits.js';
+import { PROVIDER_NAMES } from '../core/providerNames.js';
+import { ConfigError } from '../core/errors.js';
 import { agentModelChoiceSchema } from '../core/model.js';
 import { AGENT_NAME_FORMAT } from '../core/agent.js';
 
@@ -250,7 +250,7 @@ export const configSchema = z.object({
   DEFAULT_MAX_TOKENS: int(100000, 1).pipe(z.number().max(HARD_LIMITS.maxTokens)),
   /** Wall clock of a run whose request gives none. */
   DEFAULT_MAX_WALL_MS: int(15 * 60_000, 1).pipe(z.number().max(HARD_LIMITS.maxWallMs)),
-  /** Ceilings a request may not exceed (a 400 names the field); at most the hard limits of src/budget/limits.ts. */
+  /** Ceilings a request may not exceed (a 400 names the field); at most the hard limits of src/core/limits.ts. */
   LIMIT_MAX_STEPS: int(200, 1).pipe(z.number().max(HARD_LIMITS.maxSteps)),
   /** The most tokens a request may ask for (a 400 names the field); at most the hard limit. */
   LIMIT_MAX_TOKENS: int(5_000_000, 1).pipe(z.number().max(HARD_LIMITS.maxTokens)),
@@ -484,16 +484,6 @@ export type Config = Readonly<z.infer<typeof configSchema>>;
  * SHARDS on a Cluster when unset: the tags {0}..{15} fall on every master of a 3-master (6, 6, 4) and 6-master cluster.
  */
 export const CLUSTER_DEFAULT_SHARDS = 16;
-
-/** Bad configuration: boot stops with the fields named (never retried). */
-export class ConfigError extends TerminalError {
-  constructor(
-    readonly fields: string[],
-    message: string,
-  ) {
-    super('config_invalid', message, { fields });
-  }
-}
 
 /** OPERATORS_FILE: the same JSON as OPERATORS; unreadable or invalid fails the boot naming the field. */
 function readOperatorsFile(path: string): OperatorEntry[] {

@@ -219,3 +219,13 @@ export function errorCode(err: unknown): string {
   const name = (err as Error | undefined)?.name ?? '';
   return /^[A-Za-z]\w{0,39}$/.test(name) ? name : 'error';
 }
+
+/** Bad configuration: boot stops with the fields named (never retried). */
+export class ConfigError extends TerminalError {
+  constructor(
+    readonly fields: string[],
+    message: string,
+  ) {
+    super('config_invalid', message, { fields });
+  }
+}

@@ -8,8 +8,8 @@ import { DelayedError } from 'bullmq';
 import type { Logger } from 'pino';
 import { AgentError, isRetryable } from '../core/errors.js';
 import type { Metrics } from '../metrics/metrics.js';
-import type { RunSpec } from '../runs/spec.js';
 import { wallClockStop } from '../budget/tenantBudget.js';
+import type { Budgeted } from '../budget/policy.js';
 import type { Bucket, RateLimits } from './rateLimits.js';
 
 /** The bucket is empty (or blocked by a 429): the attempt was not made; wait `waitMs`. Passes through withRetry. */
@@ -28,6 +28,12 @@ export interface RatedAttempt {
   failed(err: unknown, metrics: Metrics): Promise<void>;
 }
 
+/** What a rate limit reads of a run's spec: whose it is, the model it names, and its budget. */
+export interface RatedRun extends Budgeted {
+  tenant: string;
+  modelId?: string | undefined;
+}
+
 /** A 429's wait when the provider named none: a second, then the bucket refills from empty. */
 const DEFAULT_429_BLOCK_MS = 1000;
 
@@ -37,7 +43,7 @@ const DEFAULT_429_BLOCK_MS = 1000;
  */
 export async function ratedAttempt(
   rates: RateLimits | undefined,
-  spec: RunSpec,
+  spec: RatedRun,
   provider: string,
   tokens: number,
   now: number,
@@ -69,7 +75,7 @@ export interface RateWaitDeps {
 export interface RateWaitStep {
   /** Moves the step job to the delayed set until `untilMs` (BullMQ's moveToDelayed with the job's lock token). */
   delay(untilMs: number): Promise<void>;
-  spec: RunSpec;
+  spec: RatedRun;
   wait: RateLimitWait;
   /** Tokens the step's failed attempts spent before the wait (charged before the job moves). */
   charged: number;

@@ -3,7 +3,7 @@
  * Labels are bounded: tool, tenant, kind, state, status; never run ids or customer data.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { endsRun } from '../runs/status.js';
+import { endsRun } from '../core/status.js';
 
 export class Metrics {
   readonly stepsStarted: Counter;

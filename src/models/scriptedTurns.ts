@@ -1,6 +1,6 @@
 /** The scripted provider's script format (also accepted in POST /v1/runs under agent.script). */
 import { z } from 'zod';
-import { SCRIPT_USAGE_MAX_TOKENS } from '../budget/limits.js';
+import { SCRIPT_USAGE_MAX_TOKENS } from '../core/limits.js';
 
 /** A turn's reported usage, bounded (the script comes in through the API). */
 const tokens = z.number().int().nonnegative().max(SCRIPT_USAGE_MAX_TOKENS);

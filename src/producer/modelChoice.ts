@@ -15,10 +15,10 @@
  * this process lacks stops it with the field named, instead of failing runs later.
  */
 import type { Config } from '../config/config.js';
-import { ConfigError } from '../config/config.js';
+import { ConfigError } from '../core/errors.js';
 import type { Agent, AgentCatalog } from '../core/agent.js';
 import type { AgentModelChoice, ModelChoice, ModelProvider } from '../core/model.js';
-import { enableHint } from '../models/names.js';
+import { enableHint } from '../core/providerNames.js';
 
 type ModelConfig = Pick<Config, 'MODEL_PROVIDER' | 'TENANT_MODELS'>;
 

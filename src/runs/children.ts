@@ -20,8 +20,8 @@ import type { RedisClient } from '../store/connect.js';
 import type { KeySpace } from '../store/keys.js';
 import { decodeEntry } from '../core/journal.js';
 import type { ChildBudget } from '../core/tool.js';
-import type { ShardQueues } from './queues.js';
-import { endsRun } from './status.js';
+import type { ShardQueues } from '../store/queues.js';
+import { endsRun } from '../core/status.js';
 import { parseWait } from './waits.js';
 
 /** A child run to start: the parent that asks, the agent and input, and limits already carved out of the parent's. */

@@ -12,7 +12,7 @@ import type { Metrics } from '../metrics/metrics.js';
 import type { Tracing } from '../metrics/tracing.js';
 import type { RedisClient } from '../store/connect.js';
 import type { KeySpace } from '../store/keys.js';
-import type { ShardQueues } from './queues.js';
+import type { ShardQueues } from '../store/queues.js';
 import type { RunStore } from './store.js';
 import type { Admission } from '../flow/admission.js';
 import type { RateLimits } from '../flow/rateLimits.js';

@@ -32,7 +32,7 @@ import { captureAddStandardJob } from '../store/bullmqInternals.js';
 import { stepJobId } from '../store/keys.js';
 import { retryRunCall } from '../store/calls/retryRun.js';
 import type { EngineContext } from './engineContext.js';
-import { STEP_JOB_NAME } from './queues.js';
+import { STEP_JOB_NAME } from '../store/queues.js';
 import type { RunLimits, StepJobData } from './spec.js';
 
 export const RETRYABLE_STATUSES = ['failed', 'budget_exceeded', 'needs_human'] as const;

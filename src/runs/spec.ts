@@ -7,9 +7,9 @@
 import { z } from 'zod';
 import { AGENT_NAME_FORMAT } from '../core/agent.js';
 import { modelIdSchema, modelOptionsSchema, providerNameSchema } from '../core/model.js';
-import { HARD_LIMITS } from '../budget/limits.js';
+import { HARD_LIMITS } from '../core/limits.js';
 
-/** The budget numbers, bounded (src/budget/limits.ts): the request and the stored spec share them. */
+/** The budget numbers, bounded (src/core/limits.ts): the request and the stored spec share them. */
 export const maxStepsSchema = z.number().int().positive().max(HARD_LIMITS.maxSteps);
 export const maxTokensSchema = z.number().int().positive().max(HARD_LIMITS.maxTokens);
 export const maxWallMsSchema = z.number().int().positive().max(HARD_LIMITS.maxWallMs);

@@ -10,9 +10,9 @@ import { createDeferredRun } from '../store/calls/deferNewJob.js';
 import { resumeRun, type ResumeResult } from '../store/calls/resumeRun.js';
 import { decodeEntry, encodeEntry, type JournalEntry, type OperatorEntry } from '../core/journal.js';
 import { limitsSchema, runSpecSchema, type RunLimits, type RunSpec, type StepJobData } from './spec.js';
-import { ShardQueues, STEP_JOB_NAME } from './queues.js';
+import { ShardQueues, STEP_JOB_NAME } from '../store/queues.js';
 import { isWaitStatus, parseWait, waitIdOf, type WaitRecord } from './waits.js';
-import { endsRun } from './status.js';
+import { endsRun } from '../core/status.js';
 
 export interface RunState {
   status: string;

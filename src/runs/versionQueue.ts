@@ -16,7 +16,7 @@ import { stepJobId } from '../store/keys.js';
 import { encodeEntry, type OperatorEntry } from '../core/journal.js';
 import { FenceError } from '../core/errors.js';
 import { runSpecSchema, type StepJobData } from './spec.js';
-import { STEP_JOB_NAME } from './queues.js';
+import { STEP_JOB_NAME } from '../store/queues.js';
 import { versionLabel } from './versions.js';
 
 export interface ParkedRun {

@@ -7,7 +7,7 @@ import { loadConfig } from '../config/config.js';
 import { boot } from './boot.js';
 import { createRedis, targetOf, waitForRedis } from '../store/connect.js';
 import { KeySpace } from '../store/keys.js';
-import { ShardQueues } from '../runs/queues.js';
+import { ShardQueues } from '../store/queues.js';
 import { RunStore } from '../runs/store.js';
 import { replayRun } from '../runs/replay.js';
 import { loadAgents } from './loadAgents.js';

@@ -5,7 +5,8 @@
  * restart stalls callers instead of failing them.
  */
 import { Cluster, Redis } from 'ioredis';
-import { ConfigError, type Config } from '../config/config.js';
+import { type Config } from '../config/config.js';
+import { ConfigError } from '../core/errors.js';
 import { TerminalError } from '../core/errors.js';
 import { resultWithin } from '../core/timeout.js';
 

@@ -16,7 +16,7 @@ import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Agent, AgentCatalog } from '../core/agent.js';
-import { ConfigError } from '../config/config.js';
+import { ConfigError } from '../core/errors.js';
 import type { RunSpec } from '../runs/spec.js';
 import { versionLabel, type Announcement, type VersionRegistry } from '../runs/versions.js';
 

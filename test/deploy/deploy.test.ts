@@ -20,7 +20,8 @@ import { fileURLToPath } from 'node:url';
 import { isDeepStrictEqual } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments, stringify } from 'yaml';
-import { ConfigError, configSchema, loadConfig, type Config } from '../../src/config/config.js';
+import { configSchema, loadConfig, type Config } from '../../src/config/config.js';
+import { ConfigError } from '../../src/core/errors.js';
 import { parseAgentSettings } from '../../src/config/agentsModule.js';
 import { supportSettings } from '../../src/agents/support/settings.js';
 

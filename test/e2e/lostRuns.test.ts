@@ -306,7 +306,7 @@ describe('every budget number the API accepts is bounded, and whatever it accept
   });
 
   it('the largest values the API can be configured to accept make a run that runs, and its view answers', async () => {
-    // The hard limits of src/budget/limits.ts as the deployment's limits.
+    // The hard limits of src/core/limits.ts as the deployment's limits.
     const max = { maxSteps: 10_000, maxTokens: 1_000_000_000, maxWallMs: 30 * 24 * 3600_000 };
     h = await createHarness('lostmax', {
       LIMIT_MAX_STEPS: String(max.maxSteps),

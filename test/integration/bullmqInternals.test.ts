@@ -17,7 +17,7 @@ import {
   commitBullKeys,
   completeFromCommit,
 } from '../../src/store/bullmqInternals.js';
-import { STEP_JOB_NAME, stepJobOptions } from '../../src/runs/queues.js';
+import { STEP_JOB_NAME, stepJobOptions } from '../../src/store/queues.js';
 
 let h: Harness;
 beforeAll(async () => {

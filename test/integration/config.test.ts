@@ -1,7 +1,8 @@
 /** Configuration fails at boot with the field named; Redis must be noeviction. */
 import { describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
-import { ConfigError, loadConfig } from '../../src/config/config.js';
+import { loadConfig } from '../../src/config/config.js';
+import { ConfigError } from '../../src/core/errors.js';
 import { scriptedModelAllowed } from '../../src/config/testHooks.js';
 import { buildProviders } from '../../src/server/buildContext.js';
 import type { EngineContext } from '../../src/runs/engineContext.js';

@@ -1,6 +1,6 @@
 /**
- * The dependency rules hold only if depcruise refuses what they forbid: each rule of the engine's
- * layer order and the composition-root rule gets a planted violation in a scratch tree (the
+ * The dependency rules hold only if depcruise refuses what they forbid: each rule of the
+ * layer order (every folder of src/) and the composition-root rule gets a planted violation in a scratch tree (the
  * repository's own .dependency-cruiser.cjs, a minimal src/), and depcruise must name that rule and
  * that file; the same tree without the plants passes. The scratch tree is removed afterwards.
  */
@@ -32,7 +32,7 @@ function folderOf(pattern: string | undefined): string {
 /** Each planted file imports a folder its rule forbids. */
 const plants = [
   ...rules
-    .filter((r) => r.name.startsWith('engine-layer-'))
+    .filter((r) => r.name.startsWith('layer-'))
     .map((r) => ({ rule: r.name, from: folderOf(r.from.path), to: folderOf(r.to.path) })),
   { rule: 'composition-root-is-a-leaf', from: 'http', to: 'server' },
 ];
@@ -89,11 +89,20 @@ function cruise(dir: string): Promise<{ code: number; violations: string[] }> {
 describe('the dependency rules', () => {
   it('plant one violation per rule: the layer order and the composition root', () => {
     expect(plants.map((p) => p.rule)).toEqual([
-      'engine-layer-core',
-      'engine-layer-store',
-      'engine-layer-budget',
-      'engine-layer-runs',
-      'engine-layer-worker',
+      'layer-core',
+      'layer-config',
+      'layer-store',
+      'layer-metrics',
+      'layer-budget',
+      'layer-flow',
+      'layer-runs',
+      'layer-worker',
+      'layer-ledger',
+      'layer-mcp',
+      'layer-models',
+      'layer-agents',
+      'layer-producer',
+      'layer-http',
       'composition-root-is-a-leaf',
     ]);
   });

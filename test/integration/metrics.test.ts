@@ -16,7 +16,7 @@ import type { WriteTool } from '../../src/core/tool.js';
 import type { Script } from '../../src/models/scriptedTurns.js';
 import type { FaultRule } from '../../sandbox/types.js';
 import { newMetrics, type Metrics } from '../../src/metrics/metrics.js';
-import { registerScrapeCollectors } from '../../src/metrics/scrape.js';
+import { registerScrapeCollectors } from '../../src/runs/scrape.js';
 import { KeySpace } from '../../src/store/keys.js';
 import { createLogger } from '../../src/metrics/log.js';
 import { emailCall as email, final, ticketCall, turn } from '../../testkit/turns.js';

@@ -9,7 +9,8 @@ import { z } from 'zod';
 import { supportSettings } from '../../src/agents/support/settings.js';
 import { supportServices } from '../../src/agents/support/vendors/index.js';
 import { defineAgentsModule, parseAgentSettings } from '../../src/config/agentsModule.js';
-import { ConfigError, environmentOf, loadConfig } from '../../src/config/config.js';
+import { environmentOf, loadConfig } from '../../src/config/config.js';
+import { ConfigError } from '../../src/core/errors.js';
 import { loadAgents } from '../../src/server/loadAgents.js';
 
 const engine = {

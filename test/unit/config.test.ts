@@ -1,6 +1,7 @@
 /** Configuration parsing and the test hooks, without Redis. */
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../src/config/config.js';
+import { loadConfig } from '../../src/config/config.js';
+import { ConfigError } from '../../src/core/errors.js';
 import { CrashPoints, scriptedModelAllowed, testHooksFrom } from '../../src/config/testHooks.js';
 
 const prod = {

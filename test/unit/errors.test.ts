@@ -16,7 +16,7 @@ import {
 } from '../../src/core/errors.js';
 import { DeadlineError, TimeoutError } from '../../src/core/timeout.js';
 import { JournalCorrupt, decodeEntry } from '../../src/core/journal.js';
-import { ConfigError } from '../../src/config/config.js';
+import { ConfigError } from '../../src/core/errors.js';
 import { LedgerConflict } from '../../src/ledger/ledger.js';
 import { CompensationRefused } from '../../src/ledger/compensation.js';
 import { RedisMisconfigured, RedisUnreachable } from '../../src/store/connect.js';

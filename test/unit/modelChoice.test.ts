@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { AgentCatalog, defineAgent } from '../../src/core/agent.js';
 import type { ModelProvider } from '../../src/core/model.js';
-import { ConfigError } from '../../src/config/config.js';
+import { ConfigError } from '../../src/core/errors.js';
 import { checkModelChoices, resolveModelChoice } from '../../src/producer/modelChoice.js';
 
 const provider = (name: string, defaultModel?: string): ModelProvider => ({

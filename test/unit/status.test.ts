@@ -2,7 +2,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { endsRun, isRunStatus, isTerminal, RUN_STATUSES, TERMINAL_STATUSES } from '../../src/runs/status.js';
+import { endsRun, isRunStatus, isTerminal, RUN_STATUSES, TERMINAL_STATUSES } from '../../src/core/status.js';
 
 const luaDir = join(import.meta.dirname, '../../src/store/lua');
 

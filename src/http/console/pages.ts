@@ -10,7 +10,7 @@ import type { Operator } from '../operatorIdentity.js';
 import { effectBlock, escapeHtml as e, type RunView } from '../runView.js';
 import type { PendingApproval } from '../operators/approvals.js';
 import type { RunRow } from '../../runs/list.js';
-import { RUN_STATUSES } from '../../runs/status.js';
+import { RUN_STATUSES } from '../../core/status.js';
 import { RETRYABLE_STATUSES } from '../../runs/retryRun.js';
 import type { RunJob } from './jobs.js';
 

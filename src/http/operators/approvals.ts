@@ -10,7 +10,7 @@ import { operatorOf, requireOperator } from '../auth.js';
 import { seesTenant } from '../operatorIdentity.js';
 import { decideApproval } from './actions.js';
 import { invalid, param } from '../../producer/fieldErrors.js';
-import { isTerminal } from '../../runs/status.js';
+import { isTerminal } from '../../core/status.js';
 
 /**
  * `approver` is accepted for older clients and ignored: the recorded approver is the

@@ -15,7 +15,7 @@ import { requireRunAccess, runNotFound, type Principal, type SessionReader } fro
 import { EventFanout, type Viewer } from './eventFanout.js';
 import { ViewerShares, type ViewerLimit, type ViewerShareLimits, type ViewerSlot } from './viewerShares.js';
 import { param } from '../../producer/fieldErrors.js';
-import { isTerminal } from '../../runs/status.js';
+import { isTerminal } from '../../core/status.js';
 import { parseEventId, STREAM_START, type EventPosition, type RunEvent } from '../../store/runEvents.js';
 
 export interface EventsOptions {

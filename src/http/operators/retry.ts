@@ -9,12 +9,12 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import type { EngineContext } from '../../runs/engineContext.js';
-import { HARD_LIMITS } from '../../budget/limits.js';
+import { HARD_LIMITS } from '../../core/limits.js';
 import { operatorOf, requireOperator } from '../auth.js';
 import { retryStoppedRun } from './actions.js';
 import { invalid, param } from '../../producer/fieldErrors.js';
 
-/** Each extension is bounded by src/budget/limits.ts; the run's totals by LIMIT_MAX_* (checked by retryRun). */
+/** Each extension is bounded by src/core/limits.ts; the run's totals by LIMIT_MAX_* (checked by retryRun). */
 export const retryBodySchema = z
   .object({
     steps: z.number().int().nonnegative().max(HARD_LIMITS.maxSteps).optional(),

@@ -17,7 +17,7 @@ import {
   type Principal,
   type SessionReader,
 } from '../auth.js';
-import { RUN_STATUSES } from '../../runs/status.js';
+import { RUN_STATUSES } from '../../core/status.js';
 import { invalid } from '../../producer/fieldErrors.js';
 
 const NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/i;

@@ -8,7 +8,7 @@
  * a retry attempt and a wait read it again (one HGET). The commit then ends the run `cancelled` with the
  * cancel's reason (commitStep-23.lua: a recorded cancel wins over any status).
  */
-import { isTerminal } from '../../runs/status.js';
+import { isTerminal } from '../../core/status.js';
 import type { StepEnv } from './env.js';
 import { stopPlan, type CommitPlan, type StepState } from './state.js';
 

@@ -11,7 +11,7 @@ import { encodeEntry } from '../../core/journal.js';
 import { isContext, type Usage } from '../../budget/tenantBudget.js';
 import { countRunFinished } from '../../metrics/metrics.js';
 import type { StepJobData } from '../../runs/spec.js';
-import { endsRun } from '../../runs/status.js';
+import { endsRun } from '../../core/status.js';
 import { waitIdOf } from '../../runs/waits.js';
 import type { StepEnv } from './env.js';
 import { grown, type CommitPlan, type StepState } from './state.js';

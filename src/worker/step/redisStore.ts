@@ -13,7 +13,7 @@ import type { KeySpace } from '../../store/keys.js';
 import type { RunSpecCache, RunStore } from '../../runs/store.js';
 import type { TranscriptCache } from '../../runs/transcriptCache.js';
 import { stepJobId } from '../../store/keys.js';
-import { STEP_JOB_NAME } from '../../runs/queues.js';
+import { STEP_JOB_NAME } from '../../store/queues.js';
 import type { StepJobData } from '../../runs/spec.js';
 import {
   captureAddJob,

@@ -10,7 +10,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createFleet, defineAgent, defineReadTool, type Fleet } from '../../../src/index.js';
-import { ConfigError, loadConfig } from '../../../src/config/config.js';
+import { loadConfig } from '../../../src/config/config.js';
+import { ConfigError } from '../../../src/core/errors.js';
 import { createContext } from '../../../src/server/buildContext.js';
 import { buildSpec } from '../../../src/producer/intake.js';
 import { createHarness, producerAuth, type Harness } from '../../../testkit/harness.js';

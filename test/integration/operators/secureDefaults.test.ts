@@ -5,7 +5,8 @@
  * access so a malformed, foreign or unknown id gets one and the same 404.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../../src/config/config.js';
+import { loadConfig } from '../../../src/config/config.js';
+import { ConfigError } from '../../../src/core/errors.js';
 import { createHarness, sampleTicket, type Harness } from '../../../testkit/harness.js';
 import { call, final, OPERATOR_TOKEN, operatorHarness, refund, startScripted, turn } from './support.js';
 

@@ -15,10 +15,10 @@ import { Gauge } from 'prom-client';
 import type { Logger } from 'pino';
 import type { RedisClient } from '../store/connect.js';
 import type { KeySpace } from '../store/keys.js';
-import type { ShardQueues } from '../runs/queues.js';
-import type { Metrics } from './metrics.js';
+import type { ShardQueues } from '../store/queues.js';
+import type { Metrics } from '../metrics/metrics.js';
 import { InvariantError } from '../core/errors.js';
-import { countRunsByStatus } from '../runs/list.js';
+import { countRunsByStatus } from './list.js';
 
 export const QUEUE_STATES = ['waiting', 'active', 'delayed', 'completed', 'failed'] as const;
 
