@@ -29,6 +29,7 @@ import type {
   WriteTool,
 } from './tool.js';
 import { ToolRegistry } from './toolRegistry.js';
+import type { RunStatus } from './status.js';
 
 const DEFAULT_TOOL_TIMEOUT_MS = 5000;
 /** Agent names go into run ids, run hashes and metric labels: short, lowercase, no separators of keys. */
@@ -239,7 +240,7 @@ export interface CompensationCall {
  */
 export interface PreviousRun<I = unknown> {
   runId: string;
-  status: string;
+  status: RunStatus;
   input: I;
   /** Its final answer, when it ended with one. */
   final?: string | undefined;

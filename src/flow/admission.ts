@@ -41,6 +41,7 @@ import type { Metrics } from '../metrics/metrics.js';
 import { TerminalError } from '../core/errors.js';
 import { liveOwners, ownerOfConnection } from '../store/owners.js';
 import { StepPriorities, stepPriority } from './stepPriority.js';
+import { readStatuses } from '../store/runRecord.js';
 
 /** Priority levels of a run within its tenant's line: 0 (normal, the default) to 4 (most urgent). */
 export const PRIORITY_LEVELS = 5;
@@ -271,13 +272,17 @@ export class Admission {
       }
     }
     const held = Object.entries(await this.d.redis.hgetall(k.held));
-    const statuses = await Promise.all(held.map(([runId]) => this.d.redis.hget(this.d.keys.run(runId).run, 'status')));
+    const statuses = await readStatuses(
+      this.d.redis,
+      this.d.keys,
+      held.map(([runId]) => runId),
+    );
     let released = 0;
     for (let i = 0; i < held.length; i++) {
       const s = statuses[i];
       if (s === 'queued' || s === 'running') continue;
       const [runId, raw] = held[i]!;
-      if (s === null && Date.now() - (JSON.parse(raw) as FlowRun).at < INTAKE_GRACE_MS) continue;
+      if (s === undefined && Date.now() - (JSON.parse(raw) as FlowRun).at < INTAKE_GRACE_MS) continue;
       if ((await flowRelease(this.d.redis, k, runId)) === 'released') released++;
     }
     if (released > 0)

@@ -19,6 +19,7 @@ import { EVENT_KEY_FORMAT } from '../runs/spec.js';
 import { runView, type EffectsLister } from './runView.js';
 import { storeErrorAnswered, storeGate } from './storeUnavailable.js';
 import { storeEnded, storeWritable } from '../store/connect.js';
+import { readStatus } from '../store/runRecord.js';
 
 /** /readyz's store check answers within this (a lost master must not hang the probe). */
 const READY_PING_MS = 1000;
@@ -92,7 +93,7 @@ export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Ex
       if (created) return void res.status(201).json({ runId, created, ...(previousRunId ? { previousRunId } : {}) });
       // The same event again (or, with no event named, the subject's latest run): that run, with its status (a dead run
       // was settled, never left queued).
-      const status = (await ctx.redis.hget(ctx.keys.run(runId).run, 'status')) ?? undefined;
+      const status = await readStatus(ctx.redis, ctx.keys, runId);
       res.status(200).json({ runId, created, ...(status ? { status } : {}) });
     } catch (err) {
       if (err instanceof InvalidRunRequest) {

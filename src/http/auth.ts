@@ -17,6 +17,7 @@ import type { Config } from '../config/config.js';
 import type { RedisClient } from '../store/connect.js';
 import { isRunId, type KeySpace } from '../store/keys.js';
 import { directoryFor, seesTenant, type Operator, type OperatorRole } from './operatorIdentity.js';
+import { readRun } from '../store/runRecord.js';
 
 export function tokenMatches(given: string | undefined, expected: string): boolean {
   if (given === undefined) return false;
@@ -154,7 +155,7 @@ export function requireRunAccess(
     if (!isRunId(runId)) return runNotFound(res);
     res.locals.principal = p;
     if (p.role === 'producer' || (p.role === 'operator' && p.operator.tenants === '*')) return next();
-    const owner = await deps.redis.hget(deps.keys.run(runId).run, 'tenant');
+    const owner = (await readRun(deps.redis, deps.keys, runId, ['tenant']))?.tenant ?? null;
     if (!principalSees(p, owner)) return runNotFound(res);
     next();
   };
@@ -198,6 +199,6 @@ export async function operatorSeesRun(
   runId: string,
 ): Promise<boolean> {
   if (!isRunId(runId)) return false;
-  const tenant = await deps.redis.hget(deps.keys.run(runId).run, 'tenant');
-  return tenant !== null && seesTenant(op, tenant);
+  const run = await readRun(deps.redis, deps.keys, runId, ['tenant']);
+  return run !== undefined && seesTenant(op, run.tenant);
 }

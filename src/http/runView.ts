@@ -10,6 +10,8 @@ import type { ModelOptions } from '../core/model.js';
 import { isRunId } from '../store/keys.js';
 import type { RunSpec } from '../runs/spec.js';
 import type { WaitRecord } from '../runs/waits.js';
+import type { RunStatus } from '../core/status.js';
+import { readBudget, readRun, readStatuses } from '../store/runRecord.js';
 
 export interface RunView {
   runId: string;
@@ -22,7 +24,7 @@ export interface RunView {
   previousRunId?: string;
   /** The subject's run after this one (the follow-up of this run). */
   nextRunId?: string;
-  status: string;
+  status: RunStatus;
   reason: string;
   step: number;
   /**
@@ -33,7 +35,7 @@ export interface RunView {
   /** The run whose agent tool started this one (src/runs/children.ts). */
   parentRunId?: string;
   /** The child runs this run's agent tools started, with their statuses ('' for one not created yet). */
-  children?: { runId: string; status: string }[];
+  children?: { runId: string; status: RunStatus | '' }[];
   /**
    * `model` is the pinned provider's name; `modelId` and `modelOptions` the rest of the pinned choice
    * (absent for runs pinned before model ids were: they run on the provider's default model).
@@ -70,10 +72,9 @@ export async function runView(
 ): Promise<RunView | undefined> {
   if (!isRunId(runId)) return undefined;
   const k = ctx.keys.run(runId);
-  const [state, hash, budget] = await Promise.all([
+  const [state, hash, stored] = await Promise.all([
     ctx.store.readState(runId),
-    ctx.redis.hmget(
-      k.run,
+    readRun(ctx.redis, ctx.keys, runId, [
       'tenant',
       'agent',
       'key',
@@ -84,39 +85,21 @@ export async function runView(
       'finishedAt',
       'previousRunId',
       'nextRunId',
-    ),
-    ctx.redis.hmget(k.budget, 'maxSteps', 'maxTokens', 'maxWallMs', 'deadlineAt'),
+    ]),
+    readBudget(ctx.redis, ctx.keys, runId, ['maxSteps', 'maxTokens', 'maxWallMs', 'deadlineAt']),
   ]);
-  if (!state) return undefined;
+  if (!state || !hash) return undefined;
   const notes: string[] = [];
   const spec = await ctx.store.readSpec(runId).catch((err: unknown) => {
     notes.push(`spec_unreadable: ${issuePath(err)}`);
     return undefined;
   });
   if (!spec && notes.length === 0) notes.push('spec_missing');
-  const [
-    tenant,
-    agentName,
-    intakeKey,
-    model,
-    agentVersion,
-    toolsHash,
-    createdAtRaw,
-    finishedAtRaw,
-    previousRunId,
-    nextRunId,
-  ] = hash;
-  const num = (v: string | null | undefined) => (Number.isFinite(Number(v)) ? Number(v ?? 0) : 0);
+  const { tenant, agent: agentName, key: intakeKey, model, agentVersion, toolsHash, previousRunId, nextRunId } = hash;
   // The budget hash holds the limits in force (an operator's retry may have extended the spec's).
-  const stored = {
-    maxSteps: num(budget[0]),
-    maxTokens: num(budget[1]),
-    maxWallMs: num(budget[2]),
-    deadlineAt: num(budget[3]),
-  };
   const limits: RunSpec['limits'] = stored.maxSteps > 0 ? stored : (spec?.limits ?? stored);
-  const createdAt = spec?.createdAt ?? num(createdAtRaw);
-  const finishedAt = num(finishedAtRaw);
+  const createdAt = spec?.createdAt ?? hash.createdAt;
+  const finishedAt = hash.finishedAt;
   const deadlineAt = isoOf(limits.deadlineAt);
   if (deadlineAt === '') notes.push('deadline_unreadable');
   const [transcript, effects, children] = await Promise.all([
@@ -128,8 +111,8 @@ export async function runView(
   ]);
   return {
     runId,
-    tenant: spec?.tenant ?? tenant ?? '',
-    key: spec?.key ?? intakeKey ?? '',
+    tenant: spec?.tenant ?? tenant,
+    key: spec?.key ?? intakeKey,
     ...(spec?.event !== undefined ? { event: spec.event } : {}),
     ...(previousRunId ? { previousRunId } : {}),
     ...(nextRunId ? { nextRunId } : {}),
@@ -140,12 +123,12 @@ export async function runView(
     ...(spec?.parent ? { parentRunId: spec.parent.runId } : {}),
     ...(children.length > 0 ? { children } : {}),
     agent: {
-      name: spec?.agent ?? agentName ?? '',
-      model: spec?.model ?? model ?? '',
+      name: spec?.agent ?? agentName,
+      model: spec?.model ?? model,
       ...(spec?.modelId !== undefined ? { modelId: spec.modelId } : {}),
       ...(spec?.modelOptions ? { modelOptions: spec.modelOptions } : {}),
-      agentVersion: spec?.agentVersion ?? agentVersion ?? '',
-      toolsHash: spec?.toolsHash ?? toolsHash ?? '',
+      agentVersion: spec?.agentVersion ?? agentVersion,
+      toolsHash: spec?.toolsHash ?? toolsHash,
     },
     budget: {
       limits: { ...limits, deadlineAt },
@@ -169,9 +152,9 @@ function waitView(wait: WaitRecord): NonNullable<RunView['wait']> {
 }
 
 /** The run's children with their statuses, by run id. */
-async function childrenOf(ctx: EngineContext, key: string): Promise<{ runId: string; status: string }[]> {
+async function childrenOf(ctx: EngineContext, key: string): Promise<{ runId: string; status: RunStatus | '' }[]> {
   const ids = (await ctx.redis.smembers(key)).sort();
-  const statuses = await Promise.all(ids.map((id) => ctx.redis.hget(ctx.keys.run(id).run, 'status')));
+  const statuses = await readStatuses(ctx.redis, ctx.keys, ids);
   return ids.map((runId, i) => ({ runId, status: statuses[i] ?? '' }));
 }
 

@@ -26,6 +26,7 @@ import { stopRun } from '../runs/stop.js';
 import type { ResumeResult } from '../store/calls/resumeRun.js';
 import { FenceError } from '../core/errors.js';
 import { LedgerConflict } from './ledger.js';
+import { readRun } from '../store/runRecord.js';
 
 export type ApprovalRule = Config['APPROVAL_RULES'][number];
 
@@ -92,7 +93,9 @@ export async function expireApprovals(ctx: EngineContext, now: number, limit = 1
         // here later is a resume that was lost (the route's process died). Resume it now,
         // or void the decision when its run will not run it (ended, superseded).
         if (decision.decidedAt > now - ctx.cfg.RECONCILER_MIN_AGE_MS) continue;
-        const [status, approvalFor] = await ctx.redis.hmget(ctx.keys.run(rec.runId).run, 'status', 'approvalFor');
+        const run = await readRun(ctx.redis, ctx.keys, rec.runId, ['approvalFor']);
+        const status = run?.status;
+        const approvalFor = run?.approvalFor;
         if (status === 'waiting_approval' && (!approvalFor || approvalFor === actionId))
           await settleUnresumed(ctx, rec.runId, actionId, await ctx.store.resume(rec.runId, 'waiting_approval', now));
         else if (status === 'cancelled') await settleUnresumed(ctx, rec.runId, actionId, { resumed: false, status });
@@ -157,8 +160,9 @@ export async function settleUnresumed(
   // A waiting_approval run ends without coming back to work only by a cancel (an expiry rejects the action
   // itself): any other status means another caller resumed it and the decision took effect.
   if (laterRunId === undefined && r.status !== 'cancelled') return undefined;
-  const [status, cancelReason] = await ctx.redis.hmget(ctx.keys.run(runId).run, 'status', 'cancelReason');
-  const runStatus = status ?? 'missing';
+  const run = await readRun(ctx.redis, ctx.keys, runId, ['cancelReason']);
+  const runStatus = run?.status ?? 'missing';
+  const cancelReason = run?.cancelReason;
   const evidence = {
     runStatus,
     ...(cancelReason ? { cancelReason } : {}),

@@ -35,6 +35,8 @@ import type { LedgerEffectRunner } from './runner.js';
 import type { LedgerState } from './states.js';
 import type { RunSpec } from '../runs/spec.js';
 import { stopRun } from '../runs/stop.js';
+import { readRun } from '../store/runRecord.js';
+import type { RunStatus } from '../core/status.js';
 
 /** States in which driving the compensation further is pointless: a person or nothing is next. */
 const SETTLED: ReadonlySet<LedgerState> = new Set(['confirmed', 'rejected', 'needs_human', 'compensation_required']);
@@ -52,7 +54,7 @@ export interface CompensationResult {
   compensation: ActionRecord;
   /** Another request holds the compensation's lease and is driving it now. */
   inProgress: boolean;
-  run: { status: string; reason: string; ended: boolean };
+  run: { status: RunStatus | 'missing'; reason: string; ended: boolean };
 }
 
 /**
@@ -202,8 +204,8 @@ export class Compensations {
   }
 
   private async runStatus(runId: string, ended: boolean): Promise<CompensationResult['run']> {
-    const [status, reason] = await this.ctx.redis.hmget(this.ctx.keys.run(runId).run, 'status', 'reason');
-    return { status: status ?? '', reason: reason ?? '', ended };
+    const run = await readRun(this.ctx.redis, this.ctx.keys, runId, ['reason']);
+    return { status: run?.status ?? 'missing', reason: run?.reason ?? '', ended };
   }
 
   /** The compensation's write tool, from the run's agent (built with its service's configuration). */

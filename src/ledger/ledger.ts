@@ -14,6 +14,7 @@ import { ledgerTransition } from '../store/calls/ledgerTransition.js';
 import { canonicalJson, fingerprint, sha256Hex } from '../core/canonical.js';
 import type { ActionIdentity } from './identity.js';
 import type { LedgerState } from './states.js';
+import { readRun } from '../store/runRecord.js';
 
 export interface Evidence {
   by: string;
@@ -368,7 +369,7 @@ export class Ledger {
    */
   async ownerAlive(rec: Pick<ActionRecord, 'runId' | 'actionId' | 'compensates'>): Promise<boolean> {
     if (rec.compensates) return (await this.redis.exists(this.keys.actionLease(rec.runId, rec.actionId))) === 1;
-    const jobId = await this.redis.hget(this.keys.run(rec.runId).run, 'jobId');
+    const jobId = (await readRun(this.redis, this.keys, rec.runId, ['jobId']))?.jobId;
     if (!jobId) return false;
     return (await this.redis.exists(this.keys.jobLock(this.keys.shardOf(rec.runId), jobId))) === 1;
   }

@@ -23,6 +23,8 @@ import type { ChildBudget } from '../core/tool.js';
 import type { ShardQueues } from '../store/queues.js';
 import { endsRun } from '../core/status.js';
 import { parseWait } from './waits.js';
+import type { RunStatus } from '../core/status.js';
+import { readBudget, readRun, readStatus } from '../store/runRecord.js';
 
 /** A child run to start: the parent that asks, the agent and input, and limits already carved out of the parent's. */
 export interface ChildStartRequest {
@@ -49,7 +51,7 @@ export interface ChildRunStarter {
 export interface ChildOutcome {
   /** Terminal, or handed to a person: the parent's wait is over. */
   ended: boolean;
-  status: string;
+  status: RunStatus;
   reason: string;
   /** The child's final answer, when it completed. */
   answer?: string;
@@ -118,21 +120,20 @@ export class ChildRuns {
    */
   async outcome(childRunId: string): Promise<ChildOutcome> {
     const k = this.d.keys.run(childRunId);
-    const [[status, reason], [steps, tokens], tail] = await Promise.all([
-      this.d.redis.hmget(k.run, 'status', 'reason'),
-      this.d.redis.hmget(k.budget, 'stepsUsed', 'tokensUsed'),
+    const [run, used, tail] = await Promise.all([
+      readRun(this.d.redis, this.d.keys, childRunId, ['reason']),
+      readBudget(this.d.redis, this.d.keys, childRunId, ['stepsUsed', 'tokensUsed']),
       this.d.redis.lrange(k.journal, -3, -1),
     ]);
-    if (status === null || status === undefined)
-      return { ended: true, status: 'failed', reason: 'child_missing', steps: 0, tokens: 0 };
+    if (!run) return { ended: true, status: 'failed', reason: 'child_missing', steps: 0, tokens: 0 };
     const out: ChildOutcome = {
-      ended: endsRun(status),
-      status,
-      reason: reason ?? '',
-      steps: Number(steps ?? 0),
-      tokens: Number(tokens ?? 0),
+      ended: endsRun(run.status),
+      status: run.status,
+      reason: run.reason,
+      steps: used.stepsUsed,
+      tokens: used.tokensUsed,
     };
-    if (status !== 'completed') return out;
+    if (run.status !== 'completed') return out;
     for (const [i, raw] of tail.reverse().entries()) {
       const e = decodeEntry(raw, -1 - i);
       if (e.kind === 'decision' && typeof e.final === 'string') return { ...out, answer: e.final };
@@ -140,9 +141,9 @@ export class ChildRuns {
     return out;
   }
 
-  /** The parent's status ('' when it is gone). */
-  async parentStatus(parentRunId: string): Promise<string> {
-    return (await this.d.redis.hget(this.d.keys.run(parentRunId).run, 'status')) ?? '';
+  /** The parent's status (undefined when it is gone). */
+  async parentStatus(parentRunId: string): Promise<RunStatus | undefined> {
+    return readStatus(this.d.redis, this.d.keys, parentRunId);
   }
 
   /**
@@ -152,10 +153,10 @@ export class ChildRuns {
    * nothing waits, a child is still at work, or the job already left the delayed set, which is as good).
    */
   async wakeParent(parentRunId: string, childRunId: string): Promise<boolean> {
-    const run = this.d.keys.run(parentRunId).run;
-    const [status, rawWait, jobId] = await this.d.redis.hmget(run, 'status', 'wait', 'jobId');
-    const wait = parseWait(rawWait);
-    if (status !== 'waiting_child' || wait?.kind !== 'child' || !jobId) return false;
+    const parent = await readRun(this.d.redis, this.d.keys, parentRunId, ['wait', 'jobId']);
+    const wait = parseWait(parent?.wait ?? null);
+    const jobId = parent?.jobId;
+    if (parent?.status !== 'waiting_child' || wait?.kind !== 'child' || !jobId) return false;
     if (!wait.children.some((c) => c.runId === childRunId) || !(await this.allEnded(wait.children))) return false;
     return this.promote(parentRunId, jobId);
   }
@@ -167,27 +168,18 @@ export class ChildRuns {
    * commit and the promotion).
    */
   async wakeIfChildEnded(parentRunId: string, endedBy = Infinity): Promise<boolean> {
-    const [status, rawWait, jobId] = await this.d.redis.hmget(
-      this.d.keys.run(parentRunId).run,
-      'status',
-      'wait',
-      'jobId',
-    );
-    const wait = parseWait(rawWait);
-    if (status !== 'waiting_child' || wait?.kind !== 'child' || !jobId) return false;
+    const parent = await readRun(this.d.redis, this.d.keys, parentRunId, ['wait', 'jobId']);
+    const wait = parseWait(parent?.wait ?? null);
+    const jobId = parent?.jobId;
+    if (parent?.status !== 'waiting_child' || wait?.kind !== 'child' || !jobId) return false;
     if (!(await this.allEnded(wait.children, endedBy))) return false;
     return this.promote(parentRunId, jobId);
   }
 
   /** Whether every child ended (terminal, handed to a person, or gone), each by `endedBy`. */
   async allEnded(children: readonly { runId: string }[], endedBy = Infinity): Promise<boolean> {
-    const states = await Promise.all(
-      children.map((c) => this.d.redis.hmget(this.d.keys.run(c.runId).run, 'status', 'updatedAt')),
-    );
-    return states.every(([status, updatedAt]) => {
-      if (status === null || status === undefined) return true;
-      return endsRun(status) && Number(updatedAt ?? 0) <= endedBy;
-    });
+    const states = await Promise.all(children.map((c) => readRun(this.d.redis, this.d.keys, c.runId, ['updatedAt'])));
+    return states.every((run) => run === undefined || (endsRun(run.status) && run.updatedAt <= endedBy));
   }
 
   private async promote(parentRunId: string, jobId: string): Promise<boolean> {

@@ -17,6 +17,8 @@
  */
 import type { RedisClient } from '../store/connect.js';
 import type { KeySpace } from '../store/keys.js';
+import type { RunStatus } from '../core/status.js';
+import { readRun } from '../store/runRecord.js';
 
 export interface RunQuery {
   /** Statuses to list (the caller passes every status when unfiltered). */
@@ -41,7 +43,7 @@ export interface RunCursor {
 
 export interface RunRow {
   runId: string;
-  status: string;
+  status: RunStatus;
   reason: string;
   tenant: string;
   agent: string;
@@ -167,28 +169,20 @@ export async function listRuns(redis: RedisClient, keys: KeySpace, q: RunQuery):
     const { runId, at } = best.buffer.shift()!;
     examined++;
     last = { at, runId };
-    const [status, reason, tenant, agent, cursor, createdAt] = await redis.hmget(
-      keys.run(runId).run,
-      'status',
-      'reason',
-      'tenant',
-      'agent',
-      'cursor',
-      'createdAt',
-    );
-    if (status === null || status === undefined) {
+    const run = await readRun(redis, keys, runId, ['reason', 'tenant', 'agent', 'cursor', 'createdAt']);
+    if (!run) {
       await redis.zrem(best.key, runId); // the run expired (retention): its entry goes too
       continue;
     }
-    if (q.agent !== undefined && (agent ?? '') !== q.agent) continue;
+    if (q.agent !== undefined && run.agent !== q.agent) continue;
     rows.push({
       runId,
-      status,
-      reason: reason ?? '',
-      tenant: tenant ?? '',
-      agent: agent ?? '',
-      step: Number(cursor ?? 0),
-      createdAt: Number(createdAt ?? 0),
+      status: run.status,
+      reason: run.reason,
+      tenant: run.tenant,
+      agent: run.agent,
+      step: run.cursor,
+      createdAt: run.createdAt,
       statusAt: at,
     });
   }

@@ -12,6 +12,7 @@ import { encodeEntry, estimateTokens } from '../core/journal.js';
 import type { RunSpec } from './spec.js';
 import type { ToolSpec } from '../core/model.js';
 import { estimateCallTokens, isContext, preflight, spentCheck, type Usage } from '../budget/tenantBudget.js';
+import type { RunStatus } from '../core/status.js';
 
 export interface ReplayOptions {
   maxSteps?: number;
@@ -30,7 +31,7 @@ export interface ReplayReport {
   recordedSteps: number;
   stepsReplayed: number;
   tokensSpent: number;
-  stoppedAt?: { step: number; status: string; reason: string };
+  stoppedAt?: { step: number; status: RunStatus; reason: string };
   completed: boolean;
 }
 

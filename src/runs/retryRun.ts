@@ -34,6 +34,7 @@ import { retryRunCall } from '../store/calls/retryRun.js';
 import type { EngineContext } from './engineContext.js';
 import { STEP_JOB_NAME } from '../store/queues.js';
 import type { RunLimits, StepJobData } from './spec.js';
+import { readBudget, readRun } from '../store/runRecord.js';
 
 export const RETRYABLE_STATUSES = ['failed', 'budget_exceeded', 'needs_human'] as const;
 
@@ -80,15 +81,15 @@ export async function retryRun(
   now = Date.now(),
 ): Promise<RetryOutcome> {
   const k = ctx.keys.run(runId);
-  const [[status, reason, cursorRaw, resumesRaw, tenant], budget] = await Promise.all([
-    ctx.redis.hmget(k.run, 'status', 'reason', 'cursor', 'resumes', 'tenant'),
-    ctx.redis.hmget(k.budget, 'maxSteps', 'maxTokens', 'maxWallMs', 'deadlineAt', 'extensions'),
+  const [run, budget] = await Promise.all([
+    readRun(ctx.redis, ctx.keys, runId, ['reason', 'cursor', 'resumes', 'tenant']),
+    readBudget(ctx.redis, ctx.keys, runId, ['maxSteps', 'maxTokens', 'maxWallMs', 'deadlineAt', 'extensions']),
   ]);
-  if (!status) {
+  if (!run) {
     ctx.metrics.runRetries.inc({ from: 'none', reason: 'none', outcome: 'run_missing' });
     return { ok: false, code: 'run_missing' };
   }
-  const reasonText = reason ?? '';
+  const { status, reason: reasonText, cursor, resumes, tenant } = run;
   const count = (outcomeCode: string) =>
     ctx.metrics.runRetries.inc({ from: status, reason: reasonCode(reasonText), outcome: outcomeCode });
   const refuse = <T extends Refusal>(r: T): T => {
@@ -97,12 +98,7 @@ export async function retryRun(
     return r;
   };
 
-  const [maxSteps, maxTokens, maxWallMs, deadlineAt] = budget.slice(0, 4).map(Number) as [
-    number,
-    number,
-    number,
-    number,
-  ];
+  const { maxSteps, maxTokens, maxWallMs, deadlineAt } = budget;
   const plan = planRetry(
     { status, reason: reasonText },
     { maxSteps, maxTokens, maxWallMs, deadlineAt },
@@ -112,15 +108,13 @@ export async function retryRun(
   );
   if (!plan.ok) return refuse(plan);
   const { limits, extension } = plan;
-  const dayUsed = await tenantDayUsed(ctx, tenant ?? '', now);
+  const dayUsed = await tenantDayUsed(ctx, tenant, now);
   if (dayUsed !== undefined && dayUsed >= ctx.cfg.TENANT_DAILY_TOKENS)
-    return refuse({ ok: false, code: 'tenant_budget_exhausted', tenant: tenant ?? '' });
+    return refuse({ ok: false, code: 'tenant_budget_exhausted', tenant });
 
-  const cursor = Number(cursorRaw ?? 0);
-  const resumes = Number(resumesRaw ?? 0);
   const extended = extension.steps + extension.tokens + extension.wallMs > 0;
   // Limits ride in the job once any retry extended them; the spec's hold otherwise.
-  const carryLimits = extended || Number(budget[4] ?? 0) > 0;
+  const carryLimits = extended || budget.extensions > 0;
   const jobId = `${stepJobId(runId, cursor)}.r${resumes + 1}`;
   const state = await ctx.store.readState(runId);
   if (!state) return refuse({ ok: false, code: 'run_missing' });

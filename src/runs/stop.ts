@@ -2,10 +2,12 @@
 import type { EngineContext } from './engineContext.js';
 import { countRunFinished } from '../metrics/metrics.js';
 import { stopRunCall } from '../store/calls/stopRun.js';
+import { readRun } from '../store/runRecord.js';
+import type { RunStatus } from '../core/status.js';
 
 export interface StopRequest {
   /** Statuses the run may be ended from; any other status is left alone. */
-  expected: string[];
+  expected: RunStatus[];
   status: 'failed' | 'cancelled';
   reason: string;
   now: number;
@@ -21,7 +23,7 @@ export async function stopRun(
   ctx: EngineContext,
   runId: string,
   req: StopRequest,
-): Promise<{ stopped: boolean; status: string }> {
+): Promise<{ stopped: boolean; status: RunStatus }> {
   const k = ctx.keys.run(runId);
   const r = await stopRunCall(ctx.redis, k, {
     runId,
@@ -44,7 +46,7 @@ export async function stopRun(
  * whether a job was promoted; a job that left the delayed set meanwhile is already on its way to the same check.
  */
 export async function wakeForCancel(ctx: EngineContext, runId: string): Promise<boolean> {
-  const jobId = await ctx.redis.hget(ctx.keys.run(runId).run, 'jobId');
+  const jobId = (await readRun(ctx.redis, ctx.keys, runId, ['jobId']))?.jobId;
   if (!jobId) return false;
   const job = await ctx.queues.forRun(runId).getJob(jobId);
   if (!job || !(await job.isDelayed())) return false;

@@ -12,10 +12,11 @@ import { decodeEntry, encodeEntry, type JournalEntry, type OperatorEntry } from 
 import { limitsSchema, runSpecSchema, type RunLimits, type RunSpec, type StepJobData } from './spec.js';
 import { ShardQueues, STEP_JOB_NAME } from '../store/queues.js';
 import { isWaitStatus, parseWait, waitIdOf, type WaitRecord } from './waits.js';
-import { endsRun } from '../core/status.js';
+import { endsRun, type RunStatus } from '../core/status.js';
+import { newRunRecord, readBudget, readRun, readStatuses } from '../store/runRecord.js';
 
 export interface RunState {
-  status: string;
+  status: RunStatus;
   reason: string;
   cursor: number;
   decidedStep: number;
@@ -61,10 +62,7 @@ export class RunStore {
       first,
       this.queues.jobOptions(spec.runId, 1),
     );
-    const run = {
-      status: 'queued',
-      reason: '',
-      cursor: 1,
+    const run = newRunRecord({
       tenant: spec.tenant,
       agent: spec.agent,
       key: spec.key,
@@ -73,10 +71,9 @@ export class RunStore {
       agentVersion: spec.agentVersion,
       toolsHash: spec.toolsHash,
       model: spec.model,
-      decidedStep: 0,
       jobId: stepJobId(spec.runId, 1),
       spec: JSON.stringify(spec),
-    };
+    });
     const budget = { ...spec.limits, stepsUsed: 0, tokensUsed: 0, contextBytes: 0 };
     // Lua's cjson turns numbers into doubles (1.7e+12): send every field as a string.
     const strings = (o: Record<string, unknown>) =>
@@ -86,7 +83,7 @@ export class RunStore {
     const args = {
       runId: spec.runId,
       now: nowMs,
-      run: strings(run),
+      run,
       budget: strings(budget),
       // A child run's `created` event names its parent (the event stream shows the tree).
       event: JSON.stringify({
@@ -120,10 +117,10 @@ export class RunStore {
    */
   async subjectLatestOf(runId: string): Promise<string> {
     const k = this.keys.run(runId);
-    const [tenant, agent, key] = await this.redis.hmget(k.run, 'tenant', 'agent', 'key');
+    const run = await readRun(this.redis, this.keys, runId, ['tenant', 'agent', 'key']);
     // A run without them (its keys are gone) names a key that does not exist, on its own shard.
-    if (tenant == null || agent == null || key == null) return `${k.run}:subject`;
-    return this.keys.subjectLatest(tenant, agent, key);
+    if (!run) return `${k.run}:subject`;
+    return this.keys.subjectLatest(run.tenant, run.agent, run.key);
   }
 
   async exists(runId: string): Promise<boolean> {
@@ -131,16 +128,13 @@ export class RunStore {
   }
 
   async readSpec(runId: string): Promise<RunSpec | undefined> {
-    const raw = await this.redis.hget(this.keys.run(runId).run, 'spec');
+    const raw = (await readRun(this.redis, this.keys, runId, ['spec']))?.spec;
     return raw ? runSpecSchema.parse(JSON.parse(raw)) : undefined;
   }
 
   async readState(runId: string): Promise<RunState | undefined> {
-    const k = this.keys.run(runId);
     const [run, budget] = await Promise.all([
-      this.redis.hmget(
-        k.run,
-        'status',
+      readRun(this.redis, this.keys, runId, [
         'reason',
         'cursor',
         'decidedStep',
@@ -149,25 +143,18 @@ export class RunStore {
         'updatedAt',
         'jobId',
         'wait',
-      ),
-      this.redis.hmget(k.budget, 'stepsUsed', 'tokensUsed', 'contextBytes'),
+      ]),
+      readBudget(this.redis, this.keys, runId, ['stepsUsed', 'tokensUsed', 'contextBytes']),
     ]);
-    if (run[0] === null) return undefined;
-    const n = (v: string | null | undefined) => Number(v ?? 0);
+    if (!run) return undefined;
+    const { wait, ...rest } = run;
     return {
-      status: run[0]!,
-      reason: run[1] ?? '',
-      cursor: n(run[2]),
-      decidedStep: n(run[3]),
-      decisionIndex: n(run[4]),
-      cancelRequested: run[5] === '1',
-      updatedAt: n(run[6]),
-      jobId: run[7] ?? '',
-      ...(run[8] ? { wait: parseWait(run[8]) } : {}),
+      ...rest,
+      ...(wait ? { wait: parseWait(wait) } : {}),
       used: {
-        steps: n(budget[0]),
-        tokens: n(budget[1]),
-        ...(budget[2] === null ? {} : { contextBytes: n(budget[2]) }),
+        steps: budget.stepsUsed,
+        tokens: budget.tokensUsed,
+        ...(budget.contextBytes === undefined ? {} : { contextBytes: budget.contextBytes }),
       },
     };
   }
@@ -180,7 +167,7 @@ export class RunStore {
    */
   async recordOperatorAction(runId: string, entry: Omit<OperatorEntry, 'v' | 'kind' | 'step'>): Promise<void> {
     const k = this.keys.run(runId);
-    const cursor = Number((await this.redis.hget(k.run, 'cursor')) ?? 0);
+    const cursor = (await readRun(this.redis, this.keys, runId, ['cursor']))?.cursor ?? 0;
     const full: OperatorEntry = { v: 1, kind: 'operator', step: cursor, ...entry };
     const res = await this.redis
       .multi()
@@ -235,12 +222,14 @@ export class RunStore {
     const due = Math.max(0, wait.at - Date.now());
     if (due === 0 || wait.kind === 'sleep') return due;
     if (wait.kind === 'child') {
-      const statuses = await Promise.all(
-        wait.children.map((c) => this.redis.hget(this.keys.run(c.runId).run, 'status')),
+      const statuses = await readStatuses(
+        this.redis,
+        this.keys,
+        wait.children.map((c) => c.runId),
       );
-      return statuses.every((s) => s === null || endsRun(s)) ? 0 : due;
+      return statuses.every((s) => s === undefined || endsRun(s)) ? 0 : due;
     }
-    const tenant = await this.redis.hget(this.keys.run(runId).run, 'tenant');
+    const tenant = (await readRun(this.redis, this.keys, runId, ['tenant']))?.tenant;
     if (!tenant) return due;
     const [state, waitId] = await this.redis.hmget(this.keys.eventKey(tenant, wait.key), 'state', 'waitId');
     return state === 'delivered' && waitId === waitIdOf(runId, wait) ? 0 : due;
@@ -252,21 +241,15 @@ export class RunStore {
    * A step job a resume or a sweep makes carries them, as the commits do.
    */
   async extendedLimits(runId: string): Promise<RunLimits | undefined> {
-    const [extensions, maxSteps, maxTokens, maxWallMs, deadlineAt] = await this.redis.hmget(
-      this.keys.run(runId).budget,
+    const { extensions, ...limits } = await readBudget(this.redis, this.keys, runId, [
       'extensions',
       'maxSteps',
       'maxTokens',
       'maxWallMs',
       'deadlineAt',
-    );
-    if (Number(extensions ?? 0) <= 0) return undefined;
-    return limitsSchema.parse({
-      maxSteps: Number(maxSteps),
-      maxTokens: Number(maxTokens),
-      maxWallMs: Number(maxWallMs),
-      deadlineAt: Number(deadlineAt),
-    });
+    ]);
+    if (extensions <= 0) return undefined;
+    return limitsSchema.parse(limits);
   }
 
   /**
@@ -284,7 +267,7 @@ export class RunStore {
     if (!state) return { resumed: false, status: 'missing' };
     if (state.status !== expectedStatus) return { resumed: false, status: state.status };
     const k = this.keys.run(runId);
-    const resumes = Number((await this.redis.hget(k.run, 'resumes')) ?? 0);
+    const resumes = (await readRun(this.redis, this.keys, runId, ['resumes']))?.resumes ?? 0;
     const jobId = `${stepJobId(runId, state.cursor)}.r${resumes + 1}`;
     const limits = await this.extendedLimits(runId);
     const data: StepJobData = {

@@ -31,6 +31,7 @@ import { settleRunCall } from '../store/calls/settleRun.js';
 import { type KeySpace, runIdOfStepJob } from '../store/keys.js';
 import { isWaitStatus } from './waits.js';
 import type { ChildRuns } from './children.js';
+import { decodeRun, runFieldsToRead } from '../store/runRecord.js';
 
 export type DeadJobState = 'failed' | 'missing' | 'completed';
 
@@ -173,20 +174,21 @@ export class StuckRuns {
         offset = 0;
         break;
       }
+      const fields = ['jobId', 'updatedAt'] as const;
       const runs = await pipelined(
         redis,
-        ids.map((id) => ['hmget', keys.run(id).run, 'status', 'jobId', 'updatedAt']),
+        ids.map((id) => ['hmget', keys.run(id).run, ...runFieldsToRead(fields)]),
       );
       const candidates = ids
-        .map((runId, i) => ({ runId, f: runs[i] as (string | null)[] | null }))
+        .map((runId, i) => ({ runId, run: decodeRun(fields, (runs[i] as (string | null)[] | null) ?? []) }))
         .filter(
-          ({ f }) =>
-            f &&
-            (f[0] === 'running' || f[0] === 'queued' || isWaitStatus(f[0] ?? '')) &&
-            f[1] &&
-            Number(f[2] ?? 0) <= nowMs - minAge,
+          ({ run }) =>
+            run &&
+            (run.status === 'running' || run.status === 'queued' || isWaitStatus(run.status)) &&
+            run.jobId &&
+            run.updatedAt <= nowMs - minAge,
         )
-        .map(({ runId, f }) => ({ runId, jobId: f![1]!, status: f![0]! }));
+        .map(({ runId, run }) => ({ runId, jobId: run!.jobId, status: run!.status }));
       report.checked += candidates.length;
       if (candidates.length > 0) {
         const jobs = await pipelined(

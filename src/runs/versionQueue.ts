@@ -18,6 +18,7 @@ import { FenceError } from '../core/errors.js';
 import { runSpecSchema, type StepJobData } from './spec.js';
 import { STEP_JOB_NAME } from '../store/queues.js';
 import { versionLabel } from './versions.js';
+import { readRun } from '../store/runRecord.js';
 
 export interface ParkedRun {
   runId: string;
@@ -75,29 +76,28 @@ export async function listVersionParked(
   const runs: ParkedRun[] = [];
   for (const c of candidates) {
     if (runs.length >= opts.limit) break;
-    const [status, reason, tenant, agent, agentVersion, toolsHash, cursor] = await ctx.redis.hmget(
-      ctx.keys.run(c.runId).run,
-      'status',
+    const run = await readRun(ctx.redis, ctx.keys, c.runId, [
       'reason',
       'tenant',
       'agent',
       'agentVersion',
       'toolsHash',
       'cursor',
-    );
-    if (status === null) {
+    ]);
+    if (!run) {
       await ctx.redis.zrem(c.key, c.runId);
       continue;
     }
-    if (opts.tenants !== undefined && !opts.tenants.includes(tenant ?? '')) continue;
+    const { reason, tenant, agent, agentVersion, toolsHash, cursor } = run;
+    if (opts.tenants !== undefined && !opts.tenants.includes(tenant)) continue;
     runs.push({
       runId: c.runId,
-      tenant: tenant ?? '',
-      agent: agent ?? '',
-      agentVersion: agentVersion ?? '',
-      toolsHash: toolsHash ?? '',
-      reason: reason ?? '',
-      step: Number(cursor ?? 0),
+      tenant,
+      agent,
+      agentVersion,
+      toolsHash,
+      reason,
+      step: cursor,
       parkedAt: c.at,
     });
   }
@@ -128,17 +128,17 @@ export interface ContinueRequest {
 export async function continueUnderVersion(ctx: EngineContext, req: ContinueRequest): Promise<OperatorEntry> {
   const { runId } = req;
   const k = ctx.keys.run(runId);
-  const [rawSpec, cursorRaw, resumesRaw] = await ctx.redis.hmget(k.run, 'spec', 'cursor', 'resumes');
+  const run = await readRun(ctx.redis, ctx.keys, runId, ['spec', 'cursor', 'resumes']);
+  const rawSpec = run?.spec;
   const state = await ctx.store.readState(runId);
-  if (!state || rawSpec === null || rawSpec === undefined)
-    throw new FenceError('run_missing', 'the run does not exist', { runId });
+  if (!state || rawSpec === undefined) throw new FenceError('run_missing', 'the run does not exist', { runId });
   const spec = runSpecSchema.parse({
     ...(JSON.parse(rawSpec) as object),
     agentVersion: req.to.version,
     toolsHash: req.to.toolsHash,
   });
-  const cursor = Number(cursorRaw ?? state.cursor);
-  const jobId = `${stepJobId(runId, cursor)}.r${Number(resumesRaw ?? 0) + 1}`;
+  const cursor = run?.cursor ?? state.cursor;
+  const jobId = `${stepJobId(runId, cursor)}.r${(run?.resumes ?? 0) + 1}`;
   const data: StepJobData = { v: 1, runId, step: cursor, used: state.used, resume: true };
   const job = captureAddStandardJob(ctx.queues.forRun(runId), STEP_JOB_NAME, data, {
     ...ctx.queues.jobOptions(runId, cursor),

@@ -11,7 +11,8 @@ import { ShardQueues } from '../store/queues.js';
 import { RunStore } from '../runs/store.js';
 import { replayRun } from '../runs/replay.js';
 import { loadAgents } from './loadAgents.js';
-import { FOLLOW_UP_FIELD, followUpTokens } from '../worker/followUp.js';
+import { followUpTokens } from '../worker/followUp.js';
+import { readRun } from '../store/runRecord.js';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -46,7 +47,7 @@ if (!spec) {
 const num = (v: string | undefined) => (v === undefined ? undefined : Number(v));
 const agent = agents.get(spec.agent);
 // A follow-up's previous conversation, as the worker froze it in the run hash, is in every estimate the worker made.
-const previous = await redis.hget(keys.run(runId).run, FOLLOW_UP_FIELD);
+const previous = (await readRun(redis, keys, runId, ['followUpContext']))?.followUpContext ?? null;
 const report = replayRun(spec, await store.transcript(runId), {
   completionCap: cfg.COMPLETION_TOKEN_CAP,
   ...(agent

@@ -17,9 +17,11 @@ import type { DecisionEntry, JournalEntry } from '../core/journal.js';
 import type { RunSpec } from '../runs/spec.js';
 import type { RunStore } from '../runs/store.js';
 import { countTokens } from '../core/tokens.js';
+import type { RunStatus } from '../core/status.js';
+import { readRun, type RunField } from '../store/runRecord.js';
 
 /** The run hash field holding a follow-up's frozen previous conversation. */
-export const FOLLOW_UP_FIELD = 'followUpContext';
+export const FOLLOW_UP_FIELD = 'followUpContext' satisfies RunField;
 
 /**
  * The prompt tokens a follow-up's previous conversation adds to every estimate of its run (the text and its separator).
@@ -51,18 +53,18 @@ export class FollowUps {
     if (hit !== undefined) return { text: hit };
     const { redis, keys } = this.store;
     const runKey = keys.run(spec.runId).run;
-    let text = await redis.hget(runKey, FOLLOW_UP_FIELD);
+    let text = (await readRun(redis, keys, spec.runId, [FOLLOW_UP_FIELD]))?.followUpContext ?? null;
     if (text === null) {
-      const [statusRaw, earlierRaw] = await redis.hmget(keys.run(previousRunId).run, 'status', FOLLOW_UP_FIELD);
-      const status = statusRaw ?? null;
-      const earlier = earlierRaw ?? null;
+      const previous = await readRun(redis, keys, previousRunId, [FOLLOW_UP_FIELD]);
+      const status = previous?.status ?? null;
+      const earlier = previous?.followUpContext ?? null;
       if (status !== null && ACTIVE.has(status)) return { waitingFor: status };
       const older = await this.olderAtWork(previousRunId, earlier);
       if (older) return { waitingFor: older };
       const fresh =
         status === null ? '' : agent.followUp(await this.previous(previousRunId, status, earlier), spec.input);
       await redis.hsetnx(runKey, FOLLOW_UP_FIELD, fresh);
-      text = (await redis.hget(runKey, FOLLOW_UP_FIELD)) ?? fresh;
+      text = (await readRun(redis, keys, spec.runId, [FOLLOW_UP_FIELD]))?.followUpContext ?? fresh;
     }
     this.texts.set(spec, text);
     return { text };
@@ -80,17 +82,17 @@ export class FollowUps {
     let text = previousText;
     let runId = previousRunId;
     while (text === null) {
-      const older = await redis.hget(keys.run(runId).run, 'previousRunId');
+      const older = (await readRun(redis, keys, runId, ['previousRunId']))?.previousRunId;
       if (!older) return undefined;
-      const [status, olderText] = await redis.hmget(keys.run(older).run, 'status', FOLLOW_UP_FIELD);
-      if (!status) return undefined;
-      if (ACTIVE.has(status)) return status;
-      [runId, text] = [older, olderText ?? null];
+      const run = await readRun(redis, keys, older, [FOLLOW_UP_FIELD]);
+      if (!run) return undefined;
+      if (ACTIVE.has(run.status)) return run.status;
+      [runId, text] = [older, run.followUpContext ?? null];
     }
     return undefined;
   }
 
-  private async previous(runId: string, status: string, earlier: string | null): Promise<PreviousRun> {
+  private async previous(runId: string, status: RunStatus, earlier: string | null): Promise<PreviousRun> {
     const [spec, journal] = await Promise.all([this.store.readSpec(runId), this.store.transcript(runId)]);
     const conversation = journal.filter((e): e is Exclude<JournalEntry, { kind: 'operator' }> => e.kind !== 'operator');
     const final = conversation

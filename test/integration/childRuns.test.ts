@@ -21,7 +21,7 @@ import type { EngineContext } from '../../src/runs/engineContext.js';
 import { childRunsOf } from '../../src/runs/children.js';
 import { stopRun } from '../../src/runs/stop.js';
 import { runView } from '../../src/http/runView.js';
-import { cancelRun } from '../../src/http/operators/actions.js';
+import { cancelRun } from '../../src/operations/cancel.js';
 import type { ObservationEntry } from '../../src/core/journal.js';
 import { readRunEvents } from '../../testkit/runEvents.js';
 
@@ -278,8 +278,7 @@ describe('agents that call agents', () => {
     expect(await h.waitForStatus(grandchild, ['sleeping'])).toBe('sleeping');
     expect(await h.waitForStatus(child, ['waiting_child'])).toBe('waiting_child');
     expect(await h.waitForStatus(parent, ['waiting_child'])).toBe('waiting_child');
-    const op = { name: 'ops-ada', role: 'operator', tenants: '*' } as never;
-    expect((await cancelRun(ctx, op, parent)).status).toBe(200);
+    expect((await cancelRun(ctx, { name: 'ops-ada', tenants: '*' }, parent)).kind).toBe('done');
     for (const id of [parent, child, grandchild]) expect(await h.waitForStatus(id, ENDED)).toBe('cancelled');
     expect((await ctx.store.readState(grandchild))!.reason).toBe(`parent_cancelled: ${child}`);
     // Nothing left in the queue to wake any of them.

@@ -16,7 +16,7 @@ import { flowRelease } from '../../src/store/calls/flowRelease.js';
 import { INTAKE_GRACE_MS, placeInLine } from '../../src/flow/admission.js';
 import { readFlowView } from '../../src/flow/view.js';
 import { stepJobId } from '../../src/store/keys.js';
-import { cancelRun } from '../../src/http/operators/actions.js';
+import { cancelRun } from '../../src/operations/cancel.js';
 
 let h: Harness;
 const ticket = (i: number) => ({ ...sampleTicket(`T-${i}`), subject: `order ${i}` });
@@ -297,8 +297,8 @@ describe('run time changes and cancel', () => {
     await h.ctx.admission!.configure('limit', 'cxl', 1, 'test');
     await start('cxl');
     const waiting = (await start('cxl')).runId;
-    const answer = await cancelRun(h.ctx, { name: 'ops-ada', role: 'operator', tenants: '*' } as never, waiting);
-    expect(answer.status).toBe(200);
+    const outcome = await cancelRun(h.ctx, { name: 'ops-ada', tenants: '*' }, waiting);
+    expect(outcome.kind).toBe('done');
     expect(await h.ctx.redis.hget(h.ctx.keys.run(waiting).run, 'status')).toBe('cancelled');
     expect(await h.ctx.redis.zcard(h.ctx.keys.flowLine('cxl'))).toBe(0);
     expect(await jobState(waiting)).toBe('unknown');

@@ -10,14 +10,12 @@ import type { Ledger } from '../../ledger/ledger.js';
 import type { EngineContext } from '../../runs/engineContext.js';
 import type { VersionRegistry } from '../../runs/versions.js';
 import { param } from '../../producer/fieldErrors.js';
-import {
-  cancelRun,
-  decideApproval,
-  resolveHumanItem,
-  retryStoppedRun,
-  type ActionAnswer,
-} from '../operators/actions.js';
-import { cancelVersionRun, continueVersionRun } from '../operators/versions.js';
+import { decideApproval } from '../../operations/approve.js';
+import { cancelRun } from '../../operations/cancel.js';
+import { cancelVersionRun, continueVersionRun } from '../../operations/continueVersion.js';
+import { resolveHumanItem } from '../../operations/resolve.js';
+import { retryStoppedRun } from '../../operations/retry.js';
+import { answerOf, type ActionAnswer } from '../operators/answers.js';
 import { refuse, whoOf, type Guard } from './access.js';
 import { CONSOLE } from './pages.js';
 
@@ -98,7 +96,7 @@ export function mountForms(r: Router, d: FormDeps, guard: Guard): void {
     if (!f.success) return refuse(res, 400, 'decision and fingerprint are required');
     const { decision, fingerprint } = f.data;
     const actionId = param(req.params.actionId);
-    const a = await decideApproval(ctx, ledger, whoOf(res).operator, actionId, decision, fingerprint);
+    const a = answerOf(await decideApproval(ctx, ledger, whoOf(res).operator, actionId, decision, fingerprint));
     answer(res, param(req.params.id), a, decision === 'approve' ? 'approved' : 'rejected');
   });
 
@@ -112,15 +110,12 @@ export function mountForms(r: Router, d: FormDeps, guard: Guard): void {
     const evidence = { note: f.data.note ?? '', via: 'console' as const };
     const actionId = param(req.params.actionId);
     const operator = whoOf(res).operator;
-    const a = await resolveHumanItem(
-      ctx,
-      ledger,
-      d.compensations,
-      operator,
-      actionId,
-      f.data.finding,
-      receipt,
-      evidence,
+    const a = answerOf(
+      await resolveHumanItem(ctx, ledger, d.compensations, operator, actionId, {
+        finding: f.data.finding,
+        receipt,
+        evidence,
+      }),
     );
     answer(res, param(req.params.id), a, `finding recorded: ${f.data.finding}`);
   });
@@ -131,20 +126,20 @@ export function mountForms(r: Router, d: FormDeps, guard: Guard): void {
     if (!f.success) return refuse(res, 400, 'agentVersion and toolsHash are required');
     const runId = param(req.params.id);
     const target = { agentVersion: f.data.agentVersion, toolsHash: f.data.toolsHash };
-    const a = await continueVersionRun(ctx, ledger, d.versions, whoOf(res).operator, runId, target);
+    const a = answerOf(await continueVersionRun(ctx, ledger, d.versions, whoOf(res).operator, runId, target));
     answer(res, runId, a, `continued under ${f.data.agentVersion}`);
   });
 
   r.post(`${CONSOLE}/runs/:id/version/cancel`, guard('form'), async (req, res) => {
     if (!mayAct(res)) return;
     const runId = param(req.params.id);
-    answer(res, runId, await cancelVersionRun(ctx, whoOf(res).operator, runId), 'cancelled');
+    answer(res, runId, answerOf(await cancelVersionRun(ctx, whoOf(res).operator, runId)), 'cancelled');
   });
 
   r.post(`${CONSOLE}/runs/:id/cancel`, guard('form'), async (req, res) => {
     if (!mayAct(res)) return;
     const runId = param(req.params.id);
-    answer(res, runId, await cancelRun(ctx, whoOf(res).operator, runId), 'cancel requested');
+    answer(res, runId, answerOf(await cancelRun(ctx, whoOf(res).operator, runId)), 'cancel requested');
   });
 
   r.post(`${CONSOLE}/runs/:id/retry`, guard('form'), async (req, res) => {
@@ -152,7 +147,7 @@ export function mountForms(r: Router, d: FormDeps, guard: Guard): void {
     const f = retryForm.safeParse(req.body);
     if (!f.success) return refuse(res, 400, `invalid extension: ${fieldsText(f.error.issues)}`);
     const runId = param(req.params.id);
-    const a = await retryStoppedRun(ctx, whoOf(res).operator, runId, extensionOf(f.data));
+    const a = answerOf(await retryStoppedRun(ctx, whoOf(res).operator, runId, extensionOf(f.data)));
     if (a.status === 400) {
       const fields = (a.body.fields as { path: string; message: string }[] | undefined) ?? [];
       return refuse(res, 400, `invalid extension: ${fieldsText(fields)}`);

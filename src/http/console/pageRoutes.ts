@@ -17,6 +17,7 @@ import { html, refuse, whoOf, type Guard } from './access.js';
 import { flowPage } from './flowPage.js';
 import { runJobs } from './jobs.js';
 import { CONSOLE, errorPage, runLive, runPage, runsPage, type HumanItem, type RunPageData } from './pages.js';
+import { readRun } from '../../store/runRecord.js';
 
 /** A notice a form's redirect carries back (`?done=`): plain words only, never markup. */
 const NOTICE = /^[\w :.-]{1,120}$/;
@@ -47,11 +48,12 @@ async function pageData(d: PageDeps, op: Operator, runId: string): Promise<RunPa
   if (!isRunId(runId) || !(await operatorSeesRun(ctx, op, runId))) return undefined;
   const view = await runView(ctx, runId, (id) => ledger.listForRun(id));
   if (!view) return undefined;
-  const [spec, agent, jobId] = await Promise.all([
+  const [spec, run] = await Promise.all([
     ctx.store.readSpec(runId).catch(() => undefined),
-    ctx.redis.hget(ctx.keys.run(runId).run, 'agent'),
-    ctx.redis.hget(ctx.keys.run(runId).run, 'jobId'),
+    readRun(ctx.redis, ctx.keys, runId, ['agent', 'jobId']),
   ]);
+  const agent = run?.agent ?? null;
+  const jobId = run?.jobId || null;
   const parked = isVersionParked(view.status, view.reason);
   const pinned = versionLabel(view.agent.agentVersion, view.agent.toolsHash);
   return {

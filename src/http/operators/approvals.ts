@@ -8,9 +8,11 @@ import type { EngineContext } from '../../runs/engineContext.js';
 import { Ledger } from '../../ledger/ledger.js';
 import { operatorOf, requireOperator } from '../auth.js';
 import { seesTenant } from '../operatorIdentity.js';
-import { decideApproval } from './actions.js';
+import { decideApproval } from '../../operations/approve.js';
+import { answerOf } from './answers.js';
 import { invalid, param } from '../../producer/fieldErrors.js';
 import { isTerminal } from '../../core/status.js';
+import { readRun } from '../../store/runRecord.js';
 
 /**
  * `approver` is accepted for older clients and ignored: the recorded approver is the
@@ -53,13 +55,13 @@ export async function pendingApprovals(
     )) {
       const rec = await ledger.getInShard(shard, actionId);
       if (!rec || rec.state !== 'planned' || (runId !== undefined && rec.runId !== runId)) continue;
-      const [tenant, status] = await ctx.redis.hmget(ctx.keys.run(rec.runId).run, 'tenant', 'status');
-      if (!status || isTerminal(status)) continue; // void: a decision would authorise nothing
-      if (!seesTenant({ tenants }, tenant)) continue;
+      const run = await readRun(ctx.redis, ctx.keys, rec.runId, ['tenant']);
+      if (!run || isTerminal(run.status)) continue; // void: a decision would authorise nothing
+      if (!seesTenant({ tenants }, run.tenant)) continue;
       approvals.push({
         actionId,
         runId: rec.runId,
-        tenant: tenant ?? '',
+        tenant: run.tenant,
         step: rec.step,
         tool: rec.tool,
         args: rec.args,
@@ -83,13 +85,8 @@ export function approvalsRouter(ctx: EngineContext, ledger: Ledger): Router {
     const parsed = decisionSchema.safeParse(req.body);
     if (!parsed.success) return void invalid(res, parsed.error);
     const { decision, fingerprint } = parsed.data;
-    const answer = await decideApproval(
-      ctx,
-      ledger,
-      operatorOf(res),
-      param(req.params.actionId),
-      decision,
-      fingerprint,
+    const answer = answerOf(
+      await decideApproval(ctx, ledger, operatorOf(res), param(req.params.actionId), decision, fingerprint),
     );
     res.status(answer.status).json(answer.body);
   });

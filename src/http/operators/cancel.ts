@@ -13,7 +13,8 @@ import { Router } from 'express';
 import { z } from 'zod';
 import type { EngineContext } from '../../runs/engineContext.js';
 import { operatorOf, requireOperator } from '../auth.js';
-import { cancelRun } from './actions.js';
+import { cancelRun } from '../../operations/cancel.js';
+import { answerOf } from './answers.js';
 import { invalid, param } from '../../producer/fieldErrors.js';
 
 export const cancelSchema = z.object({ operator: z.string().min(1).max(200).optional() }).strict();
@@ -23,7 +24,7 @@ export function cancelRouter(ctx: EngineContext): Router {
   r.post('/v1/runs/:id/cancel', requireOperator(ctx.cfg, 'operator'), async (req, res) => {
     const parsed = cancelSchema.safeParse(req.body ?? {});
     if (!parsed.success) return void invalid(res, parsed.error);
-    const answer = await cancelRun(ctx, operatorOf(res), param(req.params.id));
+    const answer = answerOf(await cancelRun(ctx, operatorOf(res), param(req.params.id)));
     res.status(answer.status).json(answer.body);
   });
   return r;

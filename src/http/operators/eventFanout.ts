@@ -23,12 +23,14 @@ import type { Logger } from 'pino';
 import type { RedisClient } from '../../store/connect.js';
 import type { KeySpace } from '../../store/keys.js';
 import { decodeEntries, isAfter, type EventPosition, type RunEvent } from '../../store/runEvents.js';
+import type { RunStatus } from '../../core/status.js';
+import { readStatus } from '../../store/runRecord.js';
 
 export interface ViewerSink {
   /** Events after the viewer's position, in order, each once. */
   write(events: RunEvent[]): void;
   /** Nothing arrived for a while: a keep-alive is due, and `status` is the run's status (null: gone). */
-  idle(status: string | null): void;
+  idle(status: RunStatus | null): void;
   /** The reader failed for good (the viewer should end). */
   fail(err: unknown): void;
 }
@@ -194,8 +196,12 @@ class ShardReader {
 
   private async idle(): Promise<void> {
     for (const s of [...this.streams.values()]) {
-      const status = await this.hub.redis.hget(this.hub.keys.run(s.runId).run, 'status').catch(() => undefined);
-      if (status === undefined) continue;
+      let status: RunStatus | null;
+      try {
+        status = (await readStatus(this.hub.redis, this.hub.keys, s.runId)) ?? null;
+      } catch {
+        continue; // Redis unreachable: the next idle tick asks again
+      }
       for (const v of [...s.viewers]) if (!v.buffer) v.sink.idle(status);
     }
   }

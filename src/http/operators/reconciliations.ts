@@ -26,7 +26,9 @@ import { invalid, param } from '../../producer/fieldErrors.js';
 import { createEffectRunner } from '../../ledger/runner.js';
 import { CrashPoints } from '../../config/testHooks.js';
 import { Compensations } from '../../ledger/compensation.js';
-import { resolveHumanItem } from './actions.js';
+import { resolveHumanItem } from '../../operations/resolve.js';
+import { answerOf } from './answers.js';
+import { readRun } from '../../store/runRecord.js';
 
 /** `operator` is accepted for older clients and ignored: the finding records the authenticated operator. */
 const findingSchema = z
@@ -55,7 +57,10 @@ export async function humanQueue(ctx: EngineContext, ledger: Ledger, tenants: '*
     )) {
       const rec = await ledger.getInShard(shard, actionId);
       if (!rec || (runId !== undefined && rec.runId !== runId)) continue;
-      if (tenants !== '*' && !seesTenant({ tenants }, await ctx.redis.hget(ctx.keys.run(rec.runId).run, 'tenant')))
+      if (
+        tenants !== '*' &&
+        !seesTenant({ tenants }, (await readRun(ctx.redis, ctx.keys, rec.runId, ['tenant']))?.tenant ?? null)
+      )
         continue;
       items.push({ ...rec, since, history: await ledger.history(rec.runId, actionId) });
     }
@@ -87,15 +92,12 @@ export function reconciliationsRouter(
     const parsed = findingSchema.safeParse(req.body);
     if (!parsed.success) return void invalid(res, parsed.error);
     const { finding, receipt, evidence } = parsed.data;
-    const answer = await resolveHumanItem(
-      ctx,
-      ledger,
-      compensations,
-      operatorOf(res),
-      param(req.params.actionId),
-      finding,
-      receipt,
-      evidence,
+    const answer = answerOf(
+      await resolveHumanItem(ctx, ledger, compensations, operatorOf(res), param(req.params.actionId), {
+        finding,
+        receipt,
+        evidence,
+      }),
     );
     res.status(answer.status).json(answer.body);
   });

@@ -11,7 +11,8 @@ import { z } from 'zod';
 import type { EngineContext } from '../../runs/engineContext.js';
 import { HARD_LIMITS } from '../../core/limits.js';
 import { operatorOf, requireOperator } from '../auth.js';
-import { retryStoppedRun } from './actions.js';
+import { retryStoppedRun } from '../../operations/retry.js';
+import { answerOf } from './answers.js';
 import { invalid, param } from '../../producer/fieldErrors.js';
 
 /** Each extension is bounded by src/core/limits.ts; the run's totals by LIMIT_MAX_* (checked by retryRun). */
@@ -28,7 +29,7 @@ export function retryRouter(ctx: EngineContext): Router {
   r.post('/v1/runs/:id/retry', requireOperator(ctx.cfg, 'operator'), async (req, res) => {
     const parsed = retryBodySchema.safeParse(req.body ?? {});
     if (!parsed.success) return void invalid(res, parsed.error);
-    const answer = await retryStoppedRun(ctx, operatorOf(res), param(req.params.id), parsed.data);
+    const answer = answerOf(await retryStoppedRun(ctx, operatorOf(res), param(req.params.id), parsed.data));
     res.status(answer.status).json(answer.body);
   });
   return r;

@@ -21,6 +21,7 @@ import { renderRunHtml, runView } from '../runView.js';
 import { isRunId } from '../../store/keys.js';
 import { askForBoardCredentials, basicAuthOn, boardBasicMatches, RUN_PAGE_PATH } from './bullBoard.js';
 import { param } from '../../producer/fieldErrors.js';
+import { readRun } from '../../store/runRecord.js';
 
 /** The page's one 404: malformed, another tenant's and unknown run ids alike. */
 const pageNotFound = (res: Response) => void res.status(404).type('text/plain').send('run not found');
@@ -44,7 +45,8 @@ function pageAuth(ctx: EngineContext, session?: SessionReader) {
         'bull board credentials or a token that may read this run are required',
       );
     if (!isRunId(runId)) return pageNotFound(res);
-    if (!principalSees(p, await ctx.redis.hget(ctx.keys.run(runId).run, 'tenant'))) return pageNotFound(res);
+    if (!principalSees(p, (await readRun(ctx.redis, ctx.keys, runId, ['tenant']))?.tenant ?? null))
+      return pageNotFound(res);
     next();
   };
 }

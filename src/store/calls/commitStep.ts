@@ -9,6 +9,7 @@ import type { RedisClient } from '../connect.js';
 import { commitBullKeys, type CapturedAdd, type CapturedJobAdd } from '../bullmqInternals.js';
 import { expectReply } from '../codes.js';
 import { callScript, type ScriptArg } from '../luaScripts.js';
+import type { RunStatus } from '../../core/status.js';
 
 export interface CommitStepKeys {
   run: string;
@@ -26,7 +27,7 @@ export interface CommitStepKeys {
 export interface CommitStepArgs {
   token: string;
   step: number;
-  status: string;
+  status: RunStatus;
   reason: string;
   stepsDelta: number;
   tokensDelta: number;

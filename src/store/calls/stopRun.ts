@@ -6,11 +6,13 @@ import type { RedisClient } from '../connect.js';
 import type { RunKeys } from '../keys.js';
 import { expectReply } from '../codes.js';
 import { script } from '../luaScripts.js';
+import { isRunStatus, type RunStatus } from '../../core/status.js';
+import { InvariantError } from '../../core/errors.js';
 
 export interface StopRunArgs {
   runId: string;
-  expected: readonly string[];
-  status: string;
+  expected: readonly RunStatus[];
+  status: RunStatus;
   reason: string;
   now: number;
   eventsMaxLen: number;
@@ -24,7 +26,7 @@ export async function stopRunCall(
   redis: RedisClient,
   k: RunKeys,
   a: StopRunArgs,
-): Promise<{ stopped: boolean; status: string }> {
+): Promise<{ stopped: boolean; status: RunStatus }> {
   const res = await script(redis, 'stopRun')(
     k.run,
     k.budget,
@@ -41,5 +43,6 @@ export async function stopRunCall(
     a.requestCancel ? a.reason : '',
   );
   const [code, status] = expectReply(res, { runId: a.runId }) as [number, string];
+  if (!isRunStatus(status)) throw new InvariantError('invariant', `stopRun answered an unknown status: ${status}`);
   return { stopped: code === 1, status };
 }

@@ -25,6 +25,7 @@ import { batchesOf, runTool, type ToolCall, type ToolResult } from './tools.js';
 import { isWaitCall, startWaits } from './waitCalls.js';
 import { statusOfWait, type WaitRecord } from '../../runs/waits.js';
 import { grown, stopPlan, total, type CommitPlan, type StepState } from './state.js';
+import type { RunStatus } from '../../core/status.js';
 
 /** A call's result as act keeps it: journalled already (by this delivery or an earlier one), or to be committed. */
 type Done = ToolResult & { journalled?: boolean };
@@ -162,7 +163,7 @@ function advancePlan(
 }
 
 /** The status and reason of a park on a wait (the reason names its due time and child, never the event key). */
-function parkOn(env: StepEnv, wait: WaitRecord): { status: string; reason: string; budget?: undefined } {
+function parkOn(env: StepEnv, wait: WaitRecord): { status: RunStatus; reason: string; budget?: undefined } {
   env.metrics.waits.inc({ kind: wait.kind, outcome: 'parked' });
   const at = new Date(wait.at).toISOString();
   const reason =

@@ -41,8 +41,8 @@ export async function parentEnded(env: StepEnv, state: StepState): Promise<Commi
   const parent = state.spec.parent;
   if (!parent || !env.children) return undefined;
   const status = await env.children.parentStatus(parent.runId);
-  if (status !== '' && !isTerminal(status)) return undefined;
-  const was = status === '' ? 'missing' : status;
+  if (status !== undefined && !isTerminal(status)) return undefined;
+  const was = status ?? 'missing';
   env.metrics.childRuns.inc({ event: 'orphaned', outcome: was });
   state.log.info({ code: 'parent_ended', parentRunId: parent.runId, parentStatus: was }, 'parent ended: child ends');
   return stopPlan(state.step, { status: 'cancelled', reason: `parent_ended: ${parent.runId} ${was}` });

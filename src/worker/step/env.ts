@@ -4,6 +4,7 @@
  * stage needs. The processor builds one per worker; unit tests build one over the
  * in-memory store.
  */
+import type { RunStatus } from '../../core/status.js';
 import type { Tracer } from '@opentelemetry/api';
 import type { Agent } from '../../core/agent.js';
 import type { ModelProvider } from '../../core/model.js';
@@ -75,8 +76,8 @@ export interface AgentChoice {
 export interface ChildRunPort {
   start(req: ChildStartRequest): Promise<ChildStart>;
   outcome(childRunId: string): Promise<ChildOutcome>;
-  /** The parent's status ('' when it is gone): a child whose parent ended ends too. */
-  parentStatus(parentRunId: string): Promise<string>;
+  /** The parent's status (undefined when it is gone): a child whose parent ended ends too. */
+  parentStatus(parentRunId: string): Promise<RunStatus | undefined>;
   wakeParent(parentRunId: string, childRunId: string): Promise<boolean>;
   /** A parent that parked on a child which had already ended resumes now. */
   wakeIfChildEnded(parentRunId: string): Promise<boolean>;

@@ -43,6 +43,7 @@ import type {
 } from './store.js';
 import type { StepJob } from './state.js';
 import { decisionEvent, observationEvent } from './events.js';
+import { readRun } from '../../store/runRecord.js';
 
 /** A BullMQ job and the lock token this delivery holds it with. */
 export class BullStepJob implements StepJob {
@@ -140,7 +141,7 @@ export class RedisStepStore implements StepStore {
   }
 
   async cancelRequested(runId: string): Promise<boolean> {
-    return (await this.d.redis.hget(this.d.keys.run(runId).run, 'cancelRequested')) === '1';
+    return (await readRun(this.d.redis, this.d.keys, runId, ['cancelRequested']))?.cancelRequested ?? false;
   }
 
   transcript(runId: string) {

@@ -10,6 +10,7 @@ import type { Usage } from '../../budget/tenantBudget.js';
 import type { RunSpec, StepJobData } from '../../runs/spec.js';
 import type { CapturedAdd } from '../../store/bullmqInternals.js';
 import type { WaitRecord } from '../../runs/waits.js';
+import type { RunStatus } from '../../core/status.js';
 
 /**
  * The delivery of one step job, as the stages see it: BullMQ's Job and the lock
@@ -36,7 +37,7 @@ export interface StepJob {
 }
 
 export interface Terminal {
-  status: string;
+  status: RunStatus;
   reason: string;
 }
 
@@ -45,7 +46,7 @@ export interface CommitPlan {
   entries: JournalEntry[];
   /** The entries start with the step's decision (not journalled before). */
   carriesDecision: boolean;
-  status: string;
+  status: RunStatus;
   reason: string;
   stepsDelta: number;
   tokensDelta: number;

@@ -16,6 +16,7 @@ import { waitIdOf, type WaitRecord } from '../../runs/waits.js';
 import type { StepEnv } from './env.js';
 import { grown, type StepState } from './state.js';
 import { InvariantError } from '../../core/errors.js';
+import type { RunStatus } from '../../core/status.js';
 
 export async function wake(env: StepEnv, state: StepState, wait: WaitRecord): Promise<void> {
   const now = env.now();
@@ -100,7 +101,7 @@ interface ChildrenSettled {
     steps: number;
     tokens: number;
     /** The child's status, or `timed_out` when this run's deadline came first. */
-    status: string;
+    status: RunStatus | 'timed_out';
   }[];
 }
 

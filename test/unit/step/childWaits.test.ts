@@ -51,7 +51,7 @@ class Children implements ChildRunPort {
     return this.outcomes.get(id)!;
   }
   async parentStatus() {
-    return '';
+    return undefined;
   }
   async wakeParent() {
     return false;

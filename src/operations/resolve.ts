@@ -1,0 +1,177 @@
+/**
+ * An operator's finding on a human-queue item: `confirmed` (the effect happened: the service's receipt is required),
+ * `not_sent` (it did not: the action may be sent once more with its key) or `compensate` (undo it with the tool's
+ * compensation). The finding is the effect's truth; the run resumes after it, unless the item was a compensation
+ * (the run then ends) or a later run of the subject superseded the run (it then ends `superseded`).
+ */
+import type { EngineContext } from '../runs/engineContext.js';
+import { CompensationRefused, type Compensations } from '../ledger/compensation.js';
+import { LedgerConflict, type ActionRecord, type Ledger } from '../ledger/ledger.js';
+import { resumeParked } from '../runs/resume.js';
+import { stopRun } from '../runs/stop.js';
+import type { RunStatus } from '../core/status.js';
+import { visibleAction, type Actor } from './actor.js';
+import { accepted, done, NO_ACTION, refused, type Outcome } from './outcome.js';
+
+export type Finding = 'confirmed' | 'not_sent' | 'compensate';
+
+export interface FindingRequest {
+  finding: Finding;
+  /** The service's id of the effect: required for `confirmed`. */
+  receipt?: string | undefined;
+  evidence: unknown;
+}
+
+export async function resolveHumanItem(
+  ctx: EngineContext,
+  ledger: Ledger,
+  compensations: Compensations,
+  actor: Actor,
+  actionId: string,
+  req: FindingRequest,
+): Promise<Outcome<Record<string, unknown>>> {
+  const rec = await visibleAction(ctx, ledger, actor, actionId);
+  if (!rec) return NO_ACTION;
+  const journal = () =>
+    ctx.store.recordOperatorAction(rec.runId, {
+      action: 'resolve',
+      by: actor.name,
+      at: Date.now(),
+      actionId,
+      detail: req.finding,
+    });
+  try {
+    if (req.finding === 'compensate') {
+      const answer = await compensate(ledger, compensations, rec, actor.name, req);
+      await journal();
+      return answer;
+    }
+    await recordFinding(ledger, rec, actor.name, req);
+  } catch (err) {
+    if (err instanceof LedgerConflict) return refused('not_in_human_queue', { actionId, state: err.actual });
+    if (err instanceof CompensationRefused) return refused('compensation_refused', { actionId, message: err.message });
+    throw err;
+  }
+  await journal();
+  if (rec.compensates) return finishCompensation(ledger, compensations, rec, actor.name);
+  return resumeAfterFinding(ctx, ledger, rec, actor.name);
+}
+
+function evidenceOf(by: string, req: FindingRequest) {
+  return {
+    by,
+    why: `operator finding: ${req.finding}`,
+    evidence: { finding: req.finding, evidence: req.evidence, ...(req.receipt ? { receipt: req.receipt } : {}) },
+  };
+}
+
+/** `confirmed` records the receipt as the action's outcome; `not_sent` lets it be sent once more with its key. */
+async function recordFinding(ledger: Ledger, rec: ActionRecord, by: string, req: FindingRequest): Promise<void> {
+  const ev = evidenceOf(by, req);
+  if (req.finding === 'confirmed') {
+    const output = JSON.stringify({ receipt: req.receipt, confirmedBy: 'operator' });
+    await ledger.transition(rec.runId, rec.actionId, 'needs_human', 'confirmed', ev, {
+      receipt: req.receipt!,
+      output,
+      outcome: 'confirmed_by_operator',
+    });
+  } else {
+    await ledger.transition(rec.runId, rec.actionId, 'needs_human', 'safe_retry', ev);
+  }
+}
+
+/** Undo the effect with the tool's compensation: accepted while another request drives it. */
+async function compensate(
+  ledger: Ledger,
+  compensations: Compensations,
+  rec: ActionRecord,
+  by: string,
+  req: FindingRequest,
+): Promise<Outcome<Record<string, unknown>>> {
+  const result = await compensations.compensate(rec, by, evidenceOf(by, req).evidence);
+  const after = await ledger.get(rec.runId, rec.actionId);
+  const value = {
+    actionId: rec.actionId,
+    runId: rec.runId,
+    state: after?.state,
+    resumed: false,
+    operator: by,
+    compensation: result.compensation.actionId,
+    compensationState: result.compensation.state,
+    ...(result.compensation.receipt ? { compensationReceipt: result.compensation.receipt } : {}),
+    inProgress: result.inProgress,
+    run: result.run,
+  };
+  return result.inProgress ? accepted(value) : done(value);
+}
+
+/**
+ * A compensation resolved by a person: finish it (a safe_retry is sent once more with its key) and end the run;
+ * never resume the agent.
+ */
+async function finishCompensation(
+  ledger: Ledger,
+  compensations: Compensations,
+  rec: ActionRecord,
+  by: string,
+): Promise<Outcome<Record<string, unknown>>> {
+  const result = await compensations.drive(
+    (await ledger.get(rec.runId, rec.actionId))!,
+    await compensations.requireSpec(rec.runId),
+    by,
+  );
+  return done({
+    actionId: rec.actionId,
+    runId: rec.runId,
+    state: result.compensation.state,
+    resumed: false,
+    compensates: rec.compensates,
+    run: result.run,
+    operator: by,
+  });
+}
+
+async function resumeAfterFinding(
+  ctx: EngineContext,
+  ledger: Ledger,
+  rec: ActionRecord,
+  by: string,
+): Promise<Outcome<Record<string, unknown>>> {
+  const resumed = await resumeParked(ctx, rec.runId, 'needs_human');
+  const after = await ledger.get(rec.runId, rec.actionId);
+  const value = {
+    actionId: rec.actionId,
+    runId: rec.runId,
+    state: after?.state,
+    resumed: resumed.resumed,
+    operator: by,
+  };
+  if (!('laterRunId' in resumed)) return done(value);
+  // The finding stands (it is the effect's truth); the run does not go on next to the later one.
+  const runStatus = await endSuperseded(ctx, ledger, rec.runId, resumed.laterRunId);
+  return done({ ...value, laterRunId: resumed.laterRunId, runStatus });
+}
+
+/**
+ * A needs_human run a later run of its subject superseded, after a person's finding: it will not
+ * come back to work, so it ends `failed` / `superseded: <later run>`, unless another of its actions
+ * still waits for a person (then it stays parked until that one is resolved). Returns its status.
+ */
+async function endSuperseded(
+  ctx: EngineContext,
+  ledger: Ledger,
+  runId: string,
+  laterRunId: string,
+): Promise<RunStatus> {
+  const waiting = (await ledger.listForRun(runId)).some(
+    (a) => a.state === 'needs_human' || (a.state === 'planned' && a.approvalExpiresAt !== undefined),
+  );
+  if (waiting) return 'needs_human';
+  const r = await stopRun(ctx, runId, {
+    expected: ['needs_human'],
+    status: 'failed',
+    reason: `superseded: ${laterRunId}`,
+    now: Date.now(),
+  });
+  return r.status;
+}

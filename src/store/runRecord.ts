@@ -1,0 +1,179 @@
+/**
+ * The run's record in Redis, typed: every field of the run hash (`KeySpace.run(id).run`) and of its budget hash
+ * (`.budget`) is named once here, with how its stored string reads back. TypeScript reads a run through
+ * `readRun` / `readBudget` (or `decodeRun` on values it fetched itself, in a pipeline with other reads); the Lua
+ * scripts under src/store/lua write the same names (createRun-14.lua, commitStep-23.lua, ...), and the record's
+ * first writer is `newRunRecord` (src/runs/store.ts sends it to createRun).
+ *
+ * Reading a field no run ever has is a type error, and a status is a `RunStatus`, never a bare string.
+ */
+import type { RedisClient } from './connect.js';
+import type { KeySpace } from './keys.js';
+import { InvariantError } from '../core/errors.js';
+import { isRunStatus, type RunStatus } from '../core/status.js';
+
+type Decode<T> = (raw: string | null) => T;
+
+const text: Decode<string> = (raw) => raw ?? '';
+/** A count or a time in ms: absent reads 0 (a run written before the field existed). */
+const count: Decode<number> = (raw) => {
+  const n = Number(raw ?? 0);
+  return Number.isFinite(n) ? n : 0;
+};
+const flag: Decode<boolean> = (raw) => raw === '1';
+const optional: Decode<string | undefined> = (raw) => (raw === null || raw === '' ? undefined : raw);
+/** A text whose absence means something other than '' (not written yet). */
+const present: Decode<string | undefined> = (raw) => raw ?? undefined;
+const status: Decode<RunStatus> = (raw) => {
+  if (isRunStatus(raw)) return raw;
+  // Only our scripts write a status, from the one list (src/core/status.ts): anything else is a broken store.
+  throw new InvariantError('invariant', `run_status_unknown: ${String(raw).slice(0, 40)}`);
+};
+
+/** The run hash: each field and how it reads back. */
+const RUN_FIELDS = {
+  status,
+  /** Why the run is in its status (a code, then detail): '' while it works. */
+  reason: text,
+  /** The step the run is at (1-based). */
+  cursor: count,
+  tenant: text,
+  agent: text,
+  /** The subject key (agent.key(input)): a subject's runs form a chain. */
+  key: text,
+  createdAt: count,
+  updatedAt: count,
+  /** When the run ended (0 while it has not). */
+  finishedAt: count,
+  agentVersion: text,
+  toolsHash: text,
+  /** The pinned provider's name. */
+  model: text,
+  /** The last step whose model decision is journalled, and that decision's journal index. */
+  decidedStep: count,
+  decisionIndex: count,
+  /** The run's current step job: only that job may commit. */
+  jobId: text,
+  /** The immutable run spec, JSON (src/runs/spec.ts parses it). */
+  spec: optional,
+  cancelRequested: flag,
+  cancelReason: optional,
+  /** What a parked run waits for, JSON (src/runs/waits.ts parses it). */
+  wait: optional,
+  /** Operator resumes and retries so far (each names its job `.r<n>`). */
+  resumes: count,
+  retries: count,
+  /** The subject's run before this one and after it. */
+  previousRunId: optional,
+  nextRunId: optional,
+  /** The action an approval park waits on. */
+  approvalFor: optional,
+  /** The previous conversation a follow-up's first step carries (src/worker/followUp.ts). */
+  followUpContext: present,
+  /** The step and delivery whose streamed text the run's events hold (appendTextDeltas-3.lua). */
+  streamStep: count,
+  streamDelivery: text,
+} satisfies Record<string, Decode<unknown>>;
+
+/** The budget hash: the limits in force and what the run has used. */
+const BUDGET_FIELDS = {
+  maxSteps: count,
+  maxTokens: count,
+  maxWallMs: count,
+  deadlineAt: count,
+  stepsUsed: count,
+  tokensUsed: count,
+  /** Absent in a budget hash written before the context was counted: the step's usage then leaves it out. */
+  contextBytes: (raw: string | null) => (raw === null ? undefined : count(raw)),
+  /** Operator retries that extended the limits (retryRun-15.lua). */
+  extensions: count,
+} satisfies Record<string, Decode<unknown>>;
+
+export type RunField = keyof typeof RUN_FIELDS;
+export type RunRecord = { [F in RunField]: ReturnType<(typeof RUN_FIELDS)[F]> };
+export type BudgetField = keyof typeof BUDGET_FIELDS;
+export type BudgetRecord = { [F in BudgetField]: ReturnType<(typeof BUDGET_FIELDS)[F]> };
+
+/**
+ * Decodes the values of an HMGET of the run hash for `fields` (status first, as `runFieldsToRead` asks):
+ * undefined when the run does not exist (its status is absent).
+ */
+export function decodeRun<F extends RunField>(
+  fields: readonly F[],
+  values: readonly (string | null)[],
+): Pick<RunRecord, F | 'status'> | undefined {
+  if (values[0] === null || values[0] === undefined) return undefined;
+  const out: Record<string, unknown> = { status: status(values[0]) };
+  fields.forEach((f, i) => {
+    if (f !== 'status') out[f] = RUN_FIELDS[f](values[i + 1] ?? null);
+  });
+  return out as Pick<RunRecord, F | 'status'>;
+}
+
+/** The field names an HMGET for `decodeRun(fields, ...)` sends: the status (whether the run exists), then `fields`. */
+export function runFieldsToRead(fields: readonly RunField[]): string[] {
+  return ['status', ...fields];
+}
+
+/** Reads `fields` of a run (and its status): undefined when the run does not exist. */
+export async function readRun<F extends RunField>(
+  redis: RedisClient,
+  keys: KeySpace,
+  runId: string,
+  fields: readonly F[],
+): Promise<Pick<RunRecord, F | 'status'> | undefined> {
+  const values = await redis.hmget(keys.run(runId).run, ...runFieldsToRead(fields));
+  return decodeRun(fields, values);
+}
+
+/** A run's status, or undefined when the run does not exist. */
+export async function readStatus(redis: RedisClient, keys: KeySpace, runId: string): Promise<RunStatus | undefined> {
+  return (await readRun(redis, keys, runId, []))?.status;
+}
+
+/** The statuses of several runs, by position (undefined for one that does not exist). */
+export async function readStatuses(
+  redis: RedisClient,
+  keys: KeySpace,
+  runIds: readonly string[],
+): Promise<(RunStatus | undefined)[]> {
+  return Promise.all(runIds.map((id) => readStatus(redis, keys, id)));
+}
+
+/** Reads `fields` of a run's budget hash (absent fields read 0). */
+export async function readBudget<F extends BudgetField>(
+  redis: RedisClient,
+  keys: KeySpace,
+  runId: string,
+  fields: readonly F[],
+): Promise<Pick<BudgetRecord, F>> {
+  const values = await redis.hmget(keys.run(runId).budget, ...fields);
+  return Object.fromEntries(fields.map((f, i) => [f, BUDGET_FIELDS[f](values[i] ?? null)])) as Pick<BudgetRecord, F>;
+}
+
+/** What createRun writes as a new run's hash: every field a string (Lua's cjson would turn numbers into doubles). */
+export function newRunRecord(
+  fields: Pick<
+    RunRecord,
+    'tenant' | 'agent' | 'key' | 'createdAt' | 'updatedAt' | 'agentVersion' | 'toolsHash' | 'model' | 'jobId'
+  > & { spec: string },
+): Record<string, string> {
+  const { tenant, agent, key, createdAt, updatedAt, agentVersion, toolsHash, model, jobId, spec } = fields;
+  const record: Partial<Record<RunField, string | number>> = {
+    status: 'queued',
+    reason: '',
+    cursor: 1,
+    tenant,
+    agent,
+    key,
+    createdAt,
+    updatedAt,
+    agentVersion,
+    toolsHash,
+    model,
+    decidedStep: 0,
+    jobId,
+    spec,
+  };
+  return Object.fromEntries(Object.entries(record).map(([f, v]) => [f, String(v)]));
+}
