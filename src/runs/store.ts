@@ -240,9 +240,9 @@ export class RunStore {
       );
       return statuses.every((s) => s === null || endsRun(s)) ? 0 : due;
     }
-    const tenant = await this.redis.hget(this.keys.run(runId).run, 'tenant');
-    if (!tenant) return due;
-    const [state, waitId] = await this.redis.hmget(this.keys.eventKey(tenant, wait.key), 'state', 'waitId');
+    const [tenant, agent] = await this.redis.hmget(this.keys.run(runId).run, 'tenant', 'agent');
+    if (!tenant || !agent) return due;
+    const [state, waitId] = await this.redis.hmget(this.keys.eventKey(tenant, agent, wait.key), 'state', 'waitId');
     return state === 'delivered' && waitId === waitIdOf(runId, wait) ? 0 : due;
   }
 

@@ -18,6 +18,7 @@ import { Ledger, LedgerConflict, type ActionRecord } from '../../ledger/ledger.j
 import { holdSlot, resumeParked } from '../../runs/resume.js';
 import { retryRun, type RetryExtension } from '../../runs/retryRun.js';
 import { stopRun, wakeForCancel } from '../../runs/stop.js';
+import { releaseWaitForCancel } from '../../runs/waits.js';
 import { childRunsOf } from '../../runs/children.js';
 import { isWaitStatus, WAIT_STATUSES } from '../../runs/waits.js';
 import { isActionId, isRunId, stepJobId } from '../../store/keys.js';
@@ -285,6 +286,7 @@ async function cancelOne(
   const neverStarted = (await ctx.admission?.withdraw(runId)) === true;
   // A run parked on a wait has a delayed wake job: taken out of the queue once the run is cancelled.
   const [was, wakeJobId] = await ctx.redis.hmget(ctx.keys.run(runId).run, 'status', 'jobId');
+  await releaseWaitForCancel(ctx, runId);
   const result = await stopRun(ctx, runId, {
     expected: ['waiting_approval', 'needs_human', ...WAIT_STATUSES, ...(neverStarted ? ['queued'] : [])],
     status: 'cancelled',
