@@ -41,6 +41,8 @@ const HOUR = 3600_000;
 describe('a wake job added after its event was delivered', () => {
   it('is promoted at once; one added with no delivery stays delayed until the timeout', async () => {
     const now = Date.now();
+    // A run at work (its step registers the wait before the commit parks it): a delivery goes to its wait.
+    await h.ctx.redis.hset(h.ctx.keys.run(runId).run, 'status', 'running');
     const waitId = waitIdOf(runId, { step: 1, callId: 'call_1_0' });
     const reg = await store.awaitEvent({
       tenant: 'acme',
