@@ -100,7 +100,12 @@ async function deliveryToStep(env: BenchEnv, n: number): Promise<number[]> {
     const runId = await createRun(env.ctx, ticketId, script, { maxSteps: 10 });
     await statusOf(env, runId, ['waiting_event']);
     const t0 = Date.now();
-    const r = await deliver(env.ctx, { tenant: TENANT, key: replyKey(ticketId), payload: { message: 'yes' } });
+    const r = await deliver(env.ctx, {
+      tenant: TENANT,
+      agent: 'support',
+      key: replyKey(ticketId),
+      payload: { message: 'yes' },
+    });
     if (r.kind !== 'resumed') throw new Error(`delivery to ${runId}: ${r.kind}`);
     await finished(env, runId);
     const woke = (await events(env, runId)).find((e) => e.type === 'woke');

@@ -1,6 +1,6 @@
 /**
  * An example agent that waits: it asks a question and waits for the answer as an event on a key
- * (POST /v1/events {tenant, key: `reply:<requestId>`, payload}), or sleeps before checking back.
+ * (POST /v1/events {tenant, agent: 'ask-and-wait', key: `reply:<requestId>`, payload}), or sleeps before checking back.
  * No worker is held while it waits; the wait survives worker and Redis restarts.
  *
  *   AGENTS_MODULE=examples/ask-and-wait/index.ts npm run worker

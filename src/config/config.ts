@@ -276,6 +276,23 @@ export const configSchema = z.object({
    */
   EVENT_KEEP_MS: int(24 * 3600_000, 1000),
   /**
+   * The largest event payload POST /v1/events takes, in bytes of its JSON (413 `payload_too_large` past it, nothing
+   * written). Webhook deliveries are bounded by the webhook body limit and never kept.
+   */
+  EVENT_PAYLOAD_MAX_BYTES: int(64 * 1024, 1),
+  /**
+   * A tenant's deliveries kept at a time on keys no run waits on (POST /v1/events): one more is refused 429
+   * `kept_deliveries_limit` naming this setting, nothing written. A kept delivery counts until its keep ends.
+   */
+  EVENT_KEPT_MAX_PER_TENANT: int(1000, 1),
+  /** The payload bytes of a tenant's kept deliveries at a time (429 `kept_deliveries_limit` past it, as above). */
+  EVENT_KEPT_MAX_BYTES_PER_TENANT: int(16 * 1024 * 1024, 1),
+  /**
+   * How long a delivery's `eventId` (POST /v1/events) is remembered on its key: the same id again within it is
+   * answered as the first time (`duplicate: true`) and delivers nothing.
+   */
+  EVENT_ID_TTL_MS: int(24 * 3600_000, 1000),
+  /**
    * Events stream cap per run, in stream entries (approximate MAXLEN), not events: a script that appends several
    * events stores them in one entry (a step's commit up to four), so the stream keeps more events than this.
    */

@@ -331,7 +331,7 @@ export interface WebhookIntake<I, B = unknown> {
    * The event's id (1 to 200 visible ASCII characters) and the run's input, from the parsed body and its raw bytes;
    * and, for an event a run may be waiting for (a reply to a question the run asked), `delivery`: the key of that
    * wait (1 to 200 characters, the key the agent's wait tool names) and the payload the waiting call gets. When a
-   * wait of the tenant holds the key, the payload resumes it (as `POST /v1/events` would, once) and no run starts;
+   * wait of the tenant and agent holds the key, the payload resumes it (as `POST /v1/events` would, once) and no run starts;
    * otherwise the event starts its run as any other (a follow-up on its subject). Nothing is kept on the key.
    */
   event(body: B, raw: Buffer): WebhookEvent<I>;

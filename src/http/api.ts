@@ -108,19 +108,30 @@ export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Ex
   app.post('/v1/events', requireRunCreation(ctx.cfg), async (req, res) => {
     const parsed = eventBodySchema.safeParse(req.body);
     if (!parsed.success) return void invalid(res, parsed.error);
+    if (!ctx.agents.get(parsed.data.agent)) {
+      const message = `agent '${parsed.data.agent}' is not run by this deployment (${ctx.agents.names.join(', ')})`;
+      return void res.status(400).json({ error: 'invalid_request', fields: [{ path: 'agent', message }] });
+    }
     const out = await deliver(ctx, parsed.data);
+    if (out.kind === 'too_large')
+      return void res
+        .status(413)
+        .json({ error: 'payload_too_large', field: 'payload', limit: out.limit, max: out.max });
+    if (out.kind === 'kept_limit')
+      return void res
+        .status(429)
+        .setHeader('retry-after', String(Math.ceil(out.retryAfterMs / 1000)))
+        .json({ error: 'kept_deliveries_limit', limit: out.limit, max: out.max });
     // `no_wait` is never the answer here (deliver keeps what no wait takes); the check narrows the type.
     if (out.kind === 'duplicate' || out.kind === 'no_wait') {
       const message = 'the wait on this key already has a delivery, or one is kept for it';
       return void res.status(409).json({ error: 'duplicate_delivery', message });
     }
-    res
-      .status(202)
-      .json(
-        out.kind === 'resumed'
-          ? { outcome: 'resumed', runId: out.runId }
-          : { outcome: 'kept', expiresAt: out.expiresAt },
-      );
+    const answer =
+      out.kind === 'resumed' ? { outcome: 'resumed', runId: out.runId } : { outcome: 'kept', expiresAt: out.expiresAt };
+    // The same eventId again: the first answer, nothing delivered.
+    if (out.seen) return void res.status(200).json({ ...answer, duplicate: true });
+    res.status(202).json(answer);
   });
 
   app.get('/v1/runs/:id', requireRunAccess(ctx), async (req, res) => {

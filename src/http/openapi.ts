@@ -206,13 +206,24 @@ export function openApiDocument(agents: AgentCatalog): ReturnType<typeof createD
       '/v1/runs': runsPath(agents),
       '/v1/events': {
         post: {
-          summary: 'Deliver an event to the run waiting on its key (or keep it for a wait to come).',
+          summary: "Deliver an event to the agent's run waiting on its key (or keep it for a wait to come).",
+          description:
+            'Keys are per agent: `agent` names whose wait the key is. With an `eventId`, the same id again within ' +
+            'EVENT_ID_TTL_MS is answered as the first time (200, `duplicate: true`) and delivers nothing; without ' +
+            'one, a second delivery after the wait consumed the first is kept for EVENT_KEEP_MS.',
           requestBody: { content: { 'application/json': { schema: eventBodySchema } } },
           responses: {
+            '200': jsonObject('The same eventId again: the first answer, with duplicate: true; nothing delivered'),
             '202': jsonObject('{outcome: resumed, runId} or {outcome: kept, expiresAt}'),
-            '400': refusal('Invalid body, named by field; nothing written.'),
+            '400': refusal('Invalid body, or an agent this deployment does not run, named by field; nothing written.'),
             '409': refusal('duplicate_delivery: the wait already has a delivery, or one is kept for the key.'),
-            '413': refusal('Body over the limit.'),
+            '413': refusal(
+              'Body over the limit, or payload_too_large: the payload over EVENT_PAYLOAD_MAX_BYTES (`limit`, `max`).',
+            ),
+            '429': refusal(
+              "kept_deliveries_limit: the tenant's kept deliveries at EVENT_KEPT_MAX_PER_TENANT or " +
+                'EVENT_KEPT_MAX_BYTES_PER_TENANT (`limit`, `max`, Retry-After); nothing written.',
+            ),
             ...guarded,
           },
         },

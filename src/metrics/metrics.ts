@@ -241,7 +241,9 @@ export class Metrics {
       name: 'agent_waits_total',
       help:
         'Durable waits of runs (sleep, event, child) by how they ended: parked, delivered, woke, timed_out, refused; ' +
-        "job_recreated: the stuck-run sweep re-created a parked wait's missing wake job",
+        "job_recreated: the stuck-run sweep re-created a parked wait's missing wake job; key_released: the key of a " +
+        'wait whose run ended freed; delivery_<outcome>: POST /v1/events and webhook deliveries (resumed, kept, seen, ' +
+        'duplicate, no_wait, refused_payload_size, refused_kept_count, refused_kept_bytes)',
       labelNames: ['kind', 'outcome'],
       registers: r,
     });

@@ -11,7 +11,7 @@ import { isTerminal, type RunStatus } from '../core/status.js';
 import { withdrawApprovals } from '../ledger/approvals.js';
 import { stopRun, wakeForCancel } from '../runs/stop.js';
 import { childRunsOf } from '../runs/children.js';
-import { isWaitStatus, WAIT_STATUSES } from '../runs/waits.js';
+import { isWaitStatus, releaseWaitForCancel, WAIT_STATUSES } from '../runs/waits.js';
 import { isRunId, stepJobId } from '../store/keys.js';
 import { readRun } from '../store/runRecord.js';
 import { actorSeesRun, type Actor } from './actor.js';
@@ -59,6 +59,8 @@ async function cancelOne(
   const neverStarted = (await ctx.admission?.withdraw(runId)) === true;
   // A run parked on a wait has a delayed wake job: taken out of the queue once the run is cancelled.
   const before = await readRun(ctx.redis, ctx.keys, runId, ['jobId']);
+  // A run parked on an event wait lets its key go first: a delivery after the cancel starts a follow-up.
+  await releaseWaitForCancel(ctx, runId);
   let result: { stopped: boolean; status: RunStatus };
   try {
     result = await stopRun(ctx, runId, {

@@ -1,34 +1,98 @@
 /**
- * POST /v1/events {tenant, key, payload}: an outside event for a run waiting on `key` (a wait tool's
- * `{ kind: 'event', key, timeoutMs }`). One script on the key (deliverEvent-1.lua) gives the payload to
- * the wait that holds the key, at most once: a second delivery before the wait consumed the first is
- * refused (409 duplicate_delivery), so two deliveries resume the run once. A delivery on a key no run
- * waits on yet is kept for EVENT_KEEP_MS, and the first wait on the key takes it at once.
+ * POST /v1/events {tenant, agent, key, payload, eventId?}: an outside event for a run of `agent` waiting on `key` (a
+ * wait tool's `{ kind: 'event', key, timeoutMs }`). Keys are the agent's: two agents of a tenant that name the same
+ * key never take each other's deliveries. One script on the key (deliverEvent-2.lua) gives the payload to the wait
+ * that holds the key, at most once: a second delivery before the wait consumed the first is refused
+ * (409 duplicate_delivery), so two deliveries resume the run once. A delivery on a key no run waits on is kept for
+ * EVENT_KEEP_MS, and the first wait on the key takes it at once; so is one after the wait consumed an earlier one
+ * (a sender's retry without an `eventId`). With an `eventId`, the same id again within EVENT_ID_TTL_MS is answered
+ * as the first time and delivers nothing.
+ *
+ * Bounded: a payload over EVENT_PAYLOAD_MAX_BYTES is refused (413), and a tenant's kept deliveries are capped in
+ * count and bytes (EVENT_KEPT_MAX_PER_TENANT, EVENT_KEPT_MAX_BYTES_PER_TENANT; 429): a sender cannot fill the memory
+ * every tenant's runs live in. Room is reserved before a delivery is kept and given back when it is not kept after
+ * all; a process that dies in between holds the room until the keep would have ended.
  *
  * After the script, the run's wake job (delayed until the wait's timeout) is promoted so the run resumes
  * now. If the process dies in between, the wake job still finds the delivery when it fires at the timeout:
  * late, never lost, never twice.
  */
+import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
+import { AGENT_NAME_FORMAT } from '../core/agent.js';
 import type { EngineContext } from '../runs/engineContext.js';
+import { eventKeySchema } from '../runs/spec.js';
+import { releaseIfHolderEnded } from '../runs/waits.js';
 import { deliverEvent, type DeliverReply } from '../store/calls/deliverEvent.js';
+import { releaseKept, reserveKept } from '../store/calls/keptQuota.js';
 import { stepJobId } from '../store/keys.js';
 
 export const eventBodySchema = z
   .object({
     tenant: z.string().min(1).max(63),
+    /** The agent whose run waits on the key (keys are per agent). */
+    agent: z.string().regex(AGENT_NAME_FORMAT, 'an agent name'),
     /** The key a run waits on (as its wait tool named it). */
     key: z.string().min(1).max(200),
     /** What the waiting call gets as its result (`{ event: payload }`). */
     payload: z.unknown(),
+    /** The sender's id of this event: the same id again (a retry) is answered as the first time, nothing delivered. */
+    eventId: eventKeySchema.optional(),
   })
   .strict()
   .meta({ id: 'EventDelivery' });
 export type EventBody = z.infer<typeof eventBodySchema>;
 
+/** A delivery refused by a limit: nothing was written. */
+export type EventRefusal =
+  | { kind: 'too_large'; limit: 'EVENT_PAYLOAD_MAX_BYTES'; max: number; bytes: number }
+  | {
+      kind: 'kept_limit';
+      limit: 'EVENT_KEPT_MAX_PER_TENANT' | 'EVENT_KEPT_MAX_BYTES_PER_TENANT';
+      max: number;
+      retryAfterMs: number;
+    };
+
 /** Delivers one event; promotes the resumed run's wake job. */
-export async function deliver(ctx: EngineContext, body: EventBody, now = Date.now()): Promise<DeliverReply> {
-  return deliverOn(ctx, body, now, ctx.cfg.EVENT_KEEP_MS);
+export async function deliver(
+  ctx: EngineContext,
+  body: EventBody,
+  now = Date.now(),
+): Promise<DeliverReply | EventRefusal> {
+  const payload = JSON.stringify(body.payload ?? null);
+  const bytes = Buffer.byteLength(payload);
+  const max = ctx.cfg.EVENT_PAYLOAD_MAX_BYTES;
+  if (bytes > max)
+    return refused(ctx, 'payload_size', { kind: 'too_large', limit: 'EVENT_PAYLOAD_MAX_BYTES', max, bytes });
+  // To a wait first: only a delivery that no wait takes is kept, in the tenant's room.
+  const r = await deliverOn(ctx, body, payload, now, 0, body.eventId, false);
+  if (r.kind !== 'no_wait') return r;
+  const quota = ctx.keys.keptDeliveries(body.tenant);
+  const reservation = { id: randomUUID(), bytes };
+  const room = await reserveKept(ctx.redis, quota, reservation, {
+    endsAt: now + ctx.cfg.EVENT_KEEP_MS,
+    maxCount: ctx.cfg.EVENT_KEPT_MAX_PER_TENANT,
+    maxBytes: ctx.cfg.EVENT_KEPT_MAX_BYTES_PER_TENANT,
+    now,
+  });
+  if (room.kind !== 'ok') {
+    const count = room.kind === 'count';
+    return refused(ctx, count ? 'kept_count' : 'kept_bytes', {
+      kind: 'kept_limit',
+      limit: count ? 'EVENT_KEPT_MAX_PER_TENANT' : 'EVENT_KEPT_MAX_BYTES_PER_TENANT',
+      max: count ? ctx.cfg.EVENT_KEPT_MAX_PER_TENANT : ctx.cfg.EVENT_KEPT_MAX_BYTES_PER_TENANT,
+      retryAfterMs: Math.max(1000, room.oldestEndsAt - now),
+    });
+  }
+  const kept = await deliverOn(ctx, body, payload, now, ctx.cfg.EVENT_KEEP_MS, body.eventId);
+  if (kept.kind !== 'kept' || kept.seen) await releaseKept(ctx.redis, quota, reservation);
+  return kept;
+}
+
+function refused(ctx: EngineContext, reason: string, r: EventRefusal): EventRefusal {
+  ctx.metrics.waits.inc({ kind: 'event', outcome: `delivery_refused_${reason}` });
+  ctx.log.warn({ code: 'event_delivery_refused', reason, limit: r.limit, max: r.max }, 'event delivery refused');
+  return r;
 }
 
 /**
@@ -39,25 +103,37 @@ export async function deliver(ctx: EngineContext, body: EventBody, now = Date.no
  */
 export async function deliverToWait(
   ctx: EngineContext,
-  body: EventBody,
+  body: Omit<EventBody, 'eventId'>,
   eventId: string,
   now = Date.now(),
 ): Promise<DeliverReply> {
-  return deliverOn(ctx, body, now, 0, eventId);
+  return deliverOn(ctx, body, JSON.stringify(body.payload ?? null), now, 0, eventId);
 }
 
+/** One delivery on the agent's key; a wait on it whose run has ended is released first (releaseIfHolderEnded). */
 async function deliverOn(
   ctx: EngineContext,
-  body: EventBody,
+  body: Pick<EventBody, 'tenant' | 'agent' | 'key'>,
+  payload: string,
   now: number,
   keepMs: number,
-  eventId?: string,
+  eventId: string | undefined,
+  countNoWait = true,
 ): Promise<DeliverReply> {
-  const payload = JSON.stringify(body.payload ?? null);
-  const key = ctx.keys.eventKey(body.tenant, body.key);
-  const r = await deliverEvent(ctx.redis, key, { payload, now, keepMs, eventId });
-  ctx.metrics.waits.inc({ kind: 'event', outcome: `delivery_${r.kind}` });
-  if (r.kind === 'resumed') await promoteWake(ctx, r.runId, r.waitId);
+  const key = ctx.keys.eventKey(body.tenant, body.agent, body.key);
+  await releaseIfHolderEnded(ctx, key);
+  const keys = { event: key, eventId: ctx.keys.eventIdRecord(key, eventId ?? '') };
+  const r = await deliverEvent(ctx.redis, keys, {
+    payload,
+    now,
+    keepMs,
+    eventId,
+    eventIdTtlMs: ctx.cfg.EVENT_ID_TTL_MS,
+  });
+  // A first try of POST /v1/events that no wait takes is counted by the second, which keeps it.
+  if (r.kind === 'no_wait' && !countNoWait) return r;
+  ctx.metrics.waits.inc({ kind: 'event', outcome: 'seen' in r ? 'delivery_seen' : `delivery_${r.kind}` });
+  if (r.kind === 'resumed' && !('seen' in r)) await promoteWake(ctx, r.runId, r.waitId);
   return r;
 }
 

@@ -4,7 +4,8 @@
  * WEBHOOK_SECRETS.
  *
  * Order at the edge: signature over the raw bytes -> the hook's strict body schema -> the hook names the event and
- * the input (and maybe a delivery: a wait key and its payload) -> event-id dedupe (SET NX, 24 h) -> the delivery to
+ * the input (and maybe a delivery: a wait key of the hook's agent and its payload) -> event-id dedupe (SET NX, 24 h;
+ * per tenant, agent and hook: another hook's event of the same id is another event) -> the delivery to
  * a run waiting on the key, if one is (src/producer/events.ts: the run resumes, 202, no run starts) -> else startRun. The event id is the run's intake event: the agent's key
  * is the subject, so a later event on the same subject starts a follow-up run linked to the subject's latest run,
  * while the same event twice is one run (the run id derives from tenant, agent, key and event). startRun is
@@ -92,83 +93,91 @@ export function webhooksRouter(ctx: EngineContext, now: () => number = Date.now)
   const r = Router();
   const raw = express.raw({ type: () => true, limit: BODY_LIMIT });
 
-  const handle = (agent: Agent, hook: WebhookIntake<unknown>) => async (req: express.Request, res: Response) => {
-    const tenant = param(req.params.tenant) || (typeof req.query.tenant === 'string' ? req.query.tenant : '');
-    // Own keys only: `constructor` or `toString` must not find Object.prototype's (a function is no secret).
-    const secret =
-      TENANT.test(tenant) && Object.hasOwn(ctx.cfg.WEBHOOK_SECRETS, tenant)
-        ? ctx.cfg.WEBHOOK_SECRETS[tenant]
-        : undefined;
-    const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
-    const check =
-      secret === undefined
-        ? 'unknown_tenant'
-        : checkSignature(
-            secret,
-            req.header(SIGNATURE_HEADER),
-            req.header(TIMESTAMP_HEADER),
-            body,
-            now(),
-            ctx.cfg.WEBHOOK_TOLERANCE_S,
-          );
-    if (check !== 'ok') {
-      ctx.log.warn({ code: `webhook_${check}`, tenant }, 'webhook refused');
-      return void res.status(401).json({ error: 'invalid_signature', reason: check });
-    }
-    const parsed = parseWith(hook, body);
-    if (!parsed.ok) {
-      if ('json' in parsed)
-        return void res
-          .status(400)
-          .json({ error: 'invalid_json', fields: [{ path: '(body)', message: 'body is not valid JSON' }] });
-      if ('deep' in parsed) return bodyTooDeep(res);
-      if ('illFormed' in parsed) return bodyIllFormed(res, parsed.illFormed);
-      if ('badEventId' in parsed) return void refuseEventId(res);
-      if ('badDeliveryKey' in parsed) return void refuseDeliveryKey(res);
-      return void invalid(res, parsed.error);
-    }
-    let runId: string;
-    try {
-      runId = runIdOf(ctx, { tenant, agent: agent.name, input: parsed.input }, parsed.eventId);
-    } catch (err) {
-      if (err instanceof InvalidRunRequest)
-        return void res.status(400).json({ error: 'invalid_request', fields: err.fields });
-      throw err;
-    }
-    const key = ctx.keys.webhookEvent(tenant, parsed.eventId);
-    const first = await ctx.redis.set(key, runId, 'PX', eventTtlMs(ctx.cfg.WEBHOOK_TOLERANCE_S), 'NX');
-    if (first === null) {
-      const previous = (await ctx.redis.get(key)) ?? runId;
-      return void res.status(200).json({ runId: previous, created: false, duplicate: true });
-    }
-    try {
-      // A retry after an error here finds the same delivery (by the event id), never a second handling.
-      const delivered =
-        parsed.delivery && (await deliverToWait(ctx, { tenant, ...parsed.delivery }, parsed.eventId, now()));
-      if (delivered?.kind === 'resumed') {
-        // The event is the waiting run's now: its record names that run, so a redelivery answers it.
-        await ctx.redis.set(key, delivered.runId, 'PX', eventTtlMs(ctx.cfg.WEBHOOK_TOLERANCE_S));
-        return void res.status(202).json({ runId: delivered.runId, created: false, duplicate: false, resumed: true });
+  const handle =
+    (name: string, agent: Agent, hook: WebhookIntake<unknown>) => async (req: express.Request, res: Response) => {
+      const tenant = param(req.params.tenant) || (typeof req.query.tenant === 'string' ? req.query.tenant : '');
+      // Own keys only: `constructor` or `toString` must not find Object.prototype's (a function is no secret).
+      const secret =
+        TENANT.test(tenant) && Object.hasOwn(ctx.cfg.WEBHOOK_SECRETS, tenant)
+          ? ctx.cfg.WEBHOOK_SECRETS[tenant]
+          : undefined;
+      const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+      const check =
+        secret === undefined
+          ? 'unknown_tenant'
+          : checkSignature(
+              secret,
+              req.header(SIGNATURE_HEADER),
+              req.header(TIMESTAMP_HEADER),
+              body,
+              now(),
+              ctx.cfg.WEBHOOK_TOLERANCE_S,
+            );
+      if (check !== 'ok') {
+        ctx.log.warn({ code: `webhook_${check}`, tenant }, 'webhook refused');
+        return void res.status(401).json({ error: 'invalid_signature', reason: check });
       }
-      const started = await startRun(
-        ctx,
-        { tenant, agent: agent.name, input: parsed.input },
-        undefined,
-        now(),
-        parsed.eventId,
-      );
-      res.status(started.created ? 201 : 200).json({ ...started, duplicate: false });
-    } catch (err) {
-      await ctx.redis.del(key);
-      if (err instanceof InvalidRunRequest)
-        return void res.status(400).json({ error: 'invalid_request', fields: err.fields });
-      throw err;
-    }
-  };
+      const parsed = parseWith(hook, body);
+      if (!parsed.ok) {
+        if ('json' in parsed)
+          return void res
+            .status(400)
+            .json({ error: 'invalid_json', fields: [{ path: '(body)', message: 'body is not valid JSON' }] });
+        if ('deep' in parsed) return bodyTooDeep(res);
+        if ('illFormed' in parsed) return bodyIllFormed(res, parsed.illFormed);
+        if ('badEventId' in parsed) return void refuseEventId(res);
+        if ('badDeliveryKey' in parsed) return void refuseDeliveryKey(res);
+        return void invalid(res, parsed.error);
+      }
+      let runId: string;
+      try {
+        runId = runIdOf(ctx, { tenant, agent: agent.name, input: parsed.input }, parsed.eventId);
+      } catch (err) {
+        if (err instanceof InvalidRunRequest)
+          return void res.status(400).json({ error: 'invalid_request', fields: err.fields });
+        throw err;
+      }
+      // Per hook and agent: two hooks' senders number their events independently.
+      const key = ctx.keys.webhookEvent(tenant, agent.name, name, parsed.eventId);
+      const first = await ctx.redis.set(key, runId, 'PX', eventTtlMs(ctx.cfg.WEBHOOK_TOLERANCE_S), 'NX');
+      if (first === null) {
+        const previous = (await ctx.redis.get(key)) ?? runId;
+        return void res.status(200).json({ runId: previous, created: false, duplicate: true });
+      }
+      try {
+        // A retry after an error here finds the same delivery (by the event id), never a second handling.
+        const delivered =
+          parsed.delivery &&
+          (await deliverToWait(
+            ctx,
+            { tenant, agent: agent.name, ...parsed.delivery },
+            `${name}/${parsed.eventId}`,
+            now(),
+          ));
+        if (delivered?.kind === 'resumed') {
+          // The event is the waiting run's now: its record names that run, so a redelivery answers it.
+          await ctx.redis.set(key, delivered.runId, 'PX', eventTtlMs(ctx.cfg.WEBHOOK_TOLERANCE_S));
+          return void res.status(202).json({ runId: delivered.runId, created: false, duplicate: false, resumed: true });
+        }
+        const started = await startRun(
+          ctx,
+          { tenant, agent: agent.name, input: parsed.input },
+          undefined,
+          now(),
+          parsed.eventId,
+        );
+        res.status(started.created ? 201 : 200).json({ ...started, duplicate: false });
+      } catch (err) {
+        await ctx.redis.del(key);
+        if (err instanceof InvalidRunRequest)
+          return void res.status(400).json({ error: 'invalid_request', fields: err.fields });
+        throw err;
+      }
+    };
 
   for (const [name, { agent, hook }] of ctx.agents.webhooks) {
-    r.post(`/webhooks/${name}`, raw, handle(agent, hook));
-    r.post(`/webhooks/${name}/:tenant`, raw, handle(agent, hook));
+    r.post(`/webhooks/${name}`, raw, handle(name, agent, hook));
+    r.post(`/webhooks/${name}/:tenant`, raw, handle(name, agent, hook));
   }
   return r;
 }

@@ -229,9 +229,13 @@ export class RunStore {
       );
       return statuses.every((s) => s === undefined || endsRun(s)) ? 0 : due;
     }
-    const tenant = (await readRun(this.redis, this.keys, runId, ['tenant']))?.tenant;
-    if (!tenant) return due;
-    const [state, waitId] = await this.redis.hmget(this.keys.eventKey(tenant, wait.key), 'state', 'waitId');
+    const run = await readRun(this.redis, this.keys, runId, ['tenant', 'agent']);
+    if (!run?.tenant || !run.agent) return due;
+    const [state, waitId] = await this.redis.hmget(
+      this.keys.eventKey(run.tenant, run.agent, wait.key),
+      'state',
+      'waitId',
+    );
     return state === 'delivered' && waitId === waitIdOf(runId, wait) ? 0 : due;
   }
 

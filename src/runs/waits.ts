@@ -5,6 +5,11 @@
  * promotes it); the sweep re-creates it if it is missing, and promotes it when the child ended and the job did not.
  */
 import { z } from 'zod';
+import type { RedisClient } from '../store/connect.js';
+import type { KeySpace } from '../store/keys.js';
+import { releaseEventWait } from '../store/calls/releaseEventWait.js';
+import { isTerminal } from '../core/status.js';
+import { readRun, readStatus } from '../store/runRecord.js';
 
 export const WAIT_STATUSES = ['sleeping', 'waiting_event', 'waiting_child'] as const;
 export type WaitStatus = (typeof WAIT_STATUSES)[number];
@@ -82,4 +87,50 @@ export function parseWait(raw: string | null | undefined): WaitRecord | undefine
   } catch {
     return undefined;
   }
+}
+
+/** What the key releases below read and write: the store, and the waits counter. */
+export interface WaitKeyStore {
+  redis: RedisClient;
+  keys: KeySpace;
+  metrics: { waits: { inc(labels: { kind: string; outcome: string }): void } };
+}
+
+/**
+ * Frees an event key whose wait belongs to a run that has ended (or whose keys expired) without taking it: every way
+ * a run ends (a cancel recorded at a commit, a budget stop, a step that failed for good, a settled dead job) leaves
+ * the key as its wait registered it, and the run's own slot cannot change a key on another slot in the same script.
+ * So a delivery that finds a wait on the key, and a new wait that finds the key busy, ask the holder's run first:
+ * ended, the key is released (a compare-and-set on the wait id: a new wait is never touched) and the caller goes on
+ * as if no wait held it. A run that is parked with a person (needs_human) keeps its key: it may resume.
+ * Returns whether the key was released.
+ */
+export async function releaseIfHolderEnded(s: WaitKeyStore, eventKey: string): Promise<boolean> {
+  const [state, runId, waitId] = await s.redis.hmget(eventKey, 'state', 'runId', 'waitId');
+  if ((state !== 'waiting' && state !== 'delivered') || !runId || !waitId) return false;
+  const status = await readStatus(s.redis, s.keys, runId);
+  if (status !== undefined && !isTerminal(status)) return false;
+  return released(s, eventKey, waitId);
+}
+
+/**
+ * A cancel releases the key its run waits on before it ends the run (src/store/lua/stopRun-5.lua): a delivery after
+ * the release finds no wait and is kept, or starts a follow-up run, as after a timeout; one before it was the run's,
+ * as any input a cancelled run got before its cancel. The release cannot be in the cancel's own script (the key has
+ * its own hash tag, the run another), and it comes first so that no delivery is answered `resumed` for a run
+ * already cancelled. If the process dies in between, the run stays parked until its timeout, its key free, and the
+ * cancel is asked again.
+ */
+export async function releaseWaitForCancel(s: WaitKeyStore, runId: string): Promise<void> {
+  const run = await readRun(s.redis, s.keys, runId, ['wait', 'tenant', 'agent']);
+  const wait = parseWait(run?.wait ?? null);
+  if (!run || wait?.kind !== 'event' || !run.tenant || !run.agent) return;
+  if (run.status === 'running' || run.status === 'queued') return;
+  await released(s, s.keys.eventKey(run.tenant, run.agent, wait.key), waitIdOf(runId, wait));
+}
+
+async function released(s: WaitKeyStore, eventKey: string, waitId: string): Promise<boolean> {
+  const freed = await releaseEventWait(s.redis, eventKey, waitId);
+  if (freed) s.metrics.waits.inc({ kind: 'event', outcome: 'key_released' });
+  return freed;
 }

@@ -243,20 +243,43 @@ export class KeySpace {
   }
 
   /**
-   * hash: one event key of a tenant (a run's wait for an event, or a delivery kept for one):
-   * src/store/lua/awaitEvent-1.lua, deliverEvent-1.lua, settleEventWait-1.lua. Own hash tag:
-   * the delivery knows the tenant and key, not the run.
+   * hash: one event key of a tenant's agent (a run's wait for an event, or a delivery kept for one):
+   * src/store/lua/awaitEvent-1.lua, deliverEvent-2.lua, settleEventWait-1.lua, releaseEventWait-1.lua. Scoped by
+   * agent: two agents of a tenant that name the same key (`reply:<id>`) never take each other's deliveries. Own hash
+   * tag: the delivery knows the tenant, agent and key, not the run.
    */
-  eventKey(tenant: string, key: string): string {
-    const digest = createHash('sha256').update(`${tenant}\u0000${key}`).digest('hex').slice(0, 32);
+  eventKey(tenant: string, agent: string, key: string): string {
+    const digest = createHash('sha256').update(`${tenant}\u0000${agent}\u0000${key}`).digest('hex').slice(0, 32);
     return `${this.prefix}:event:{${digest}}`;
   }
 
   /**
-   * string, SET NX PX: one webhook event id of a tenant -> the run it started (own slot: keyed by tenant and event).
+   * string, SET PX: a delivery's event id on its event key (same hash tag) -> the answer it got, so the sender's
+   * retry is answered the same and delivers nothing again (deliverEvent-2.lua).
    */
-  webhookEvent(tenant: string, eventId: string): string {
-    const digest = createHash('sha256').update(`${tenant}\u0000${eventId}`).digest('hex').slice(0, 32);
+  eventIdRecord(eventKey: string, eventId: string): string {
+    return `${eventKey}:id:${createHash('sha256').update(eventId).digest('hex').slice(0, 32)}`;
+  }
+
+  /**
+   * zset: a tenant's deliveries kept on keys no run waits on (member `<event key digest>:<bytes>`, score: when the
+   * keep ends), and `:bytes` beside it (string: their payload bytes); src/store/lua/reserveKept-2.lua caps both.
+   */
+  keptDeliveries(tenant: string): { set: string; bytes: string } {
+    const digest = createHash('sha256').update(tenant).digest('hex').slice(0, 32);
+    const base = `${this.prefix}:kept:{${digest}}`;
+    return { set: base, bytes: `${base}:bytes` };
+  }
+
+  /**
+   * string, SET NX PX: one webhook event id of a tenant's hook (and its agent) -> the run it started (own slot: keyed
+   * by tenant, agent, hook and event). Scoped by hook: two hooks' senders number their events independently.
+   */
+  webhookEvent(tenant: string, agent: string, hook: string, eventId: string): string {
+    const digest = createHash('sha256')
+      .update(`${tenant}\u0000${agent}\u0000${hook}\u0000${eventId}`)
+      .digest('hex')
+      .slice(0, 32);
     return `${this.prefix}:webhook-event:${digest}`;
   }
 

@@ -270,7 +270,9 @@ describe('support runs that do more under a kill loop', () => {
       const waited = obs.filter((o) => o.tool === 'wait_for_reply').map((o) => o.output);
       expect(waited).toEqual([{ event: { message: `reply ${i}` } }]);
       expect(obs.filter((o) => o.tool === 'check_back_later')).toHaveLength(1);
-      expect(await h.ctx.redis.hget(h.ctx.keys.eventKey('acme', replyKey(`KL-${i}`)), 'state')).toBe('consumed');
+      expect(await h.ctx.redis.hget(h.ctx.keys.eventKey('acme', 'support', replyKey(`KL-${i}`)), 'state')).toBe(
+        'consumed',
+      );
       const events = await readRunEvents(h.ctx, runId);
       const woke = events.filter((e) => e.type === 'woke').map((e) => JSON.parse(e.data) as { kind: string });
       expect(woke.map((w) => w.kind).sort()).toEqual(['child', 'event', 'sleep']);

@@ -103,7 +103,8 @@ describe('waits', { timeout: 120_000 }, () => {
     await worker();
     const runId = await start('W-2', { name: 'wait_for_reply', args: { requestId: 'W-2', timeoutSeconds: 60 } });
     expect(await h.waitForStatus(runId, ['waiting_event'])).toBe('waiting_event');
-    const deliver = () => call('/v1/events', { tenant: 'acme', key: 'reply:W-2', payload: { size: 'M' } });
+    const deliver = () =>
+      call('/v1/events', { agent: 'ask-and-wait', tenant: 'acme', key: 'reply:W-2', payload: { size: 'M' } });
     const answers = await Promise.all([deliver(), deliver()]);
     expect(answers.map((a) => a.status).sort()).toEqual([202, 409]);
     expect(answers.find((a) => a.status === 202)!.body).toEqual({ outcome: 'resumed', runId });
@@ -117,18 +118,23 @@ describe('waits', { timeout: 120_000 }, () => {
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'], 20_000)).toBe('completed');
     expect((await observations(runId)).map((o) => o.output)).toEqual([{ timedOut: true }]);
     // A delivery after the timeout is kept for a wait to come, not given to the run that timed out.
-    const late = await call('/v1/events', { tenant: 'acme', key: 'reply:W-3', payload: 'late' });
+    const late = await call('/v1/events', { agent: 'ask-and-wait', tenant: 'acme', key: 'reply:W-3', payload: 'late' });
     expect(late.body.outcome).toBe('kept');
   });
 
   it('a delivery before the wait is kept and answers the wait at once', async () => {
-    const early = await call('/v1/events', { tenant: 'acme', key: 'reply:W-4', payload: { size: 'L' } });
+    const early = await call('/v1/events', {
+      agent: 'ask-and-wait',
+      tenant: 'acme',
+      key: 'reply:W-4',
+      payload: { size: 'L' },
+    });
     expect(early).toMatchObject({ status: 202, body: { outcome: 'kept' } });
     await worker();
     const runId = await start('W-4', { name: 'wait_for_reply', args: { requestId: 'W-4', timeoutSeconds: 60 } });
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'], 20_000)).toBe('completed');
     expect((await observations(runId)).map((o) => o.output)).toEqual([{ event: { size: 'L' } }]);
-    const other = await call('/v1/events', { tenant: 'other', key: 'reply:W-4', payload: 1 });
+    const other = await call('/v1/events', { agent: 'ask-and-wait', tenant: 'other', key: 'reply:W-4', payload: 1 });
     expect(other.body.outcome).toBe('kept');
   });
 

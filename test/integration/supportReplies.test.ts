@@ -69,7 +69,7 @@ describe('the support agent waits for the customer on its ticket', () => {
     const again = await post('/webhooks/tickets?tenant=acme', ticketEvent('ev-q2', 'RQ-1', 'Order 77, it broke.'));
     expect(again).toEqual({ status: 200, body: { runId, created: false, duplicate: true } });
     // A retry whose event record is gone (deleted after an error that hid the delivery) finds the same delivery.
-    await h.ctx.redis.del(h.ctx.keys.webhookEvent('acme', 'ev-q2'));
+    await h.ctx.redis.del(h.ctx.keys.webhookEvent('acme', 'support', 'tickets', 'ev-q2'));
     const retried = await post('/webhooks/tickets?tenant=acme', ticketEvent('ev-q2', 'RQ-1', 'Order 77, it broke.'));
     expect(retried).toEqual({ status: 202, body: { runId, created: false, duplicate: false, resumed: true } });
 
@@ -79,7 +79,7 @@ describe('the support agent waits for the customer on its ticket', () => {
     expect(await wokeEvents(runId)).toBe(1);
     // No follow-up run: the reply was this run's.
     expect(await h.ctx.redis.hget(h.ctx.keys.run(runId).run, 'nextRunId')).toBeNull();
-    expect(await h.ctx.redis.hget(h.ctx.keys.eventKey('acme', replyKey('RQ-1')), 'state')).toBe('consumed');
+    expect(await h.ctx.redis.hget(h.ctx.keys.eventKey('acme', 'support', replyKey('RQ-1')), 'state')).toBe('consumed');
     const counts = h.sandbox.counts();
     expect(counts.byResource.emails.records).toBe(2); // the question and the acknowledgement
     expect(counts.byResource.tickets.records).toBe(1);
@@ -127,6 +127,6 @@ describe('the support agent waits for the customer on its ticket', () => {
     const res = await post('/webhooks/tickets?tenant=acme', ticketEvent('ev-k1', long, 'hello'));
     expect(res.status).toBe(400);
     expect(res.body).toMatchObject({ error: 'invalid_request', fields: [{ path: '(delivery key)' }] });
-    expect(await h.ctx.redis.exists(h.ctx.keys.webhookEvent('acme', 'ev-k1'))).toBe(0);
+    expect(await h.ctx.redis.exists(h.ctx.keys.webhookEvent('acme', 'support', 'tickets', 'ev-k1'))).toBe(0);
   });
 });

@@ -41,22 +41,41 @@ const HOUR = 3600_000;
 describe('a wake job added after its event was delivered', () => {
   it('is promoted at once; one added with no delivery stays delayed until the timeout', async () => {
     const now = Date.now();
+    // A run at work (its step registers the wait before the commit parks it): a delivery goes to its wait.
+    await h.ctx.redis.hset(h.ctx.keys.run(runId).run, 'status', 'running');
     const waitId = waitIdOf(runId, { step: 1, callId: 'call_1_0' });
-    const reg = await store.awaitEvent({ tenant: 'acme', key: 'reply:P-1', waitId, at: now + HOUR, now, runId });
+    const reg = await store.awaitEvent({
+      tenant: 'acme',
+      agent: 'support',
+      key: 'reply:P-1',
+      waitId,
+      at: now + HOUR,
+      now,
+      runId,
+    });
     expect(reg.kind).toBe('waiting');
     // The delivery comes before the wake job exists: nothing to promote yet.
-    const r = await deliver(h.ctx, { tenant: 'acme', key: 'reply:P-1', payload: { ok: true } }, now);
+    const r = await deliver(h.ctx, { tenant: 'acme', agent: 'support', key: 'reply:P-1', payload: { ok: true } }, now);
     expect(r).toMatchObject({ kind: 'resumed', runId, waitId });
     const data = { v: 1 as const, runId, step: 2, used: { steps: 1, tokens: 0 }, wake: true };
-    await store.addWakeJob(data, now + HOUR, { tenant: 'acme', key: 'reply:P-1', waitId });
+    await store.addWakeJob(data, now + HOUR, { tenant: 'acme', agent: 'support', key: 'reply:P-1', waitId });
     const queue = h.ctx.queues.forRun(runId);
     expect(await (await queue.getJob(stepJobId(runId, 2)))!.getState()).toBe('waiting');
 
     const other = 'r_0123456789abcdef01234568';
     const otherWait = waitIdOf(other, { step: 1, callId: 'call_1_0' });
-    await store.awaitEvent({ tenant: 'acme', key: 'reply:P-2', waitId: otherWait, at: now + HOUR, now, runId: other });
+    await store.awaitEvent({
+      tenant: 'acme',
+      agent: 'support',
+      key: 'reply:P-2',
+      waitId: otherWait,
+      at: now + HOUR,
+      now,
+      runId: other,
+    });
     await store.addWakeJob({ ...data, runId: other }, now + HOUR, {
       tenant: 'acme',
+      agent: 'support',
       key: 'reply:P-2',
       waitId: otherWait,
     });
@@ -78,7 +97,12 @@ describe('a wake job added after its event was delivered', () => {
     expect(await h.ctx.redis.hget(h.ctx.keys.run(spec.runId).run, 'status')).toBe('waiting_event');
     const queue = h.ctx.queues.forRun(spec.runId);
     expect(await queue.getJob(stepJobId(spec.runId, 2))).toBeUndefined();
-    const r = await deliver(h.ctx, { tenant: 'acme', key: replyKey(ticket.id), payload: { message: 'M' } });
+    const r = await deliver(h.ctx, {
+      tenant: 'acme',
+      agent: 'support',
+      key: replyKey(ticket.id),
+      payload: { message: 'M' },
+    });
     expect(r).toMatchObject({ kind: 'resumed', runId: spec.runId });
     await h.ctx.store.ensureCurrentStepJob(spec.runId);
     expect(await (await queue.getJob(stepJobId(spec.runId, 2)))!.getState()).toBe('waiting');

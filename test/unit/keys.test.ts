@@ -6,12 +6,22 @@ import { KeySpace, queueNameOf } from '../../src/store/keys.js';
 describe('KeySpace', () => {
   const keys = new KeySpace('agent', 'bull', 4);
 
-  it('webhook event keys: deterministic per (tenant, event), never carry either as text', () => {
-    const a = keys.webhookEvent('acme', 'evt-1');
-    expect(a).toBe(keys.webhookEvent('acme', 'evt-1'));
-    expect(a).not.toBe(keys.webhookEvent('acme', 'evt-2'));
-    expect(a).not.toBe(keys.webhookEvent('acme2', 'evt-1'));
+  it('webhook event keys: deterministic per (tenant, agent, hook, event), never carry any as text', () => {
+    const a = keys.webhookEvent('acme', 'support', 'tickets', 'evt-1');
+    expect(a).toBe(keys.webhookEvent('acme', 'support', 'tickets', 'evt-1'));
+    expect(a).not.toBe(keys.webhookEvent('acme', 'support', 'tickets', 'evt-2'));
+    expect(a).not.toBe(keys.webhookEvent('acme2', 'support', 'tickets', 'evt-1'));
+    expect(a).not.toBe(keys.webhookEvent('acme', 'support', 'zendesk', 'evt-1'));
+    expect(a).not.toBe(keys.webhookEvent('acme', 'orders', 'tickets', 'evt-1'));
     expect(a).toMatch(/^agent:webhook-event:[0-9a-f]{32}$/);
+  });
+
+  it('event keys are per (tenant, agent, key); an event id record shares the key hash tag', () => {
+    const k = keys.eventKey('acme', 'support', 'reply:1');
+    expect(k).not.toBe(keys.eventKey('acme', 'orders', 'reply:1'));
+    expect(keys.eventIdRecord(k, 'e-1').startsWith(`${k}:id:`)).toBe(true);
+    const kept = keys.keptDeliveries('acme');
+    expect(kept.bytes.startsWith(kept.set)).toBe(true);
   });
 
   it('an action history list lives next to its action', () => {

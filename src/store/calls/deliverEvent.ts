@@ -1,27 +1,38 @@
 /**
- * Typed call of src/store/lua/deliverEvent-1.lua: an event delivered on a key, to its wait at most once, or kept
- * (`keepMs` 0: never kept).
+ * Typed call of src/store/lua/deliverEvent-2.lua: an event delivered on a key, to its wait at most once, or kept
+ * (`keepMs` 0: never kept); the same event id again is answered as the first time.
  */
 import type { RedisClient } from '../connect.js';
 import { expectReply } from '../codes.js';
 import { script } from '../luaScripts.js';
 
 export type DeliverReply =
-  | { kind: 'resumed'; runId: string; waitId: string }
-  | { kind: 'kept'; expiresAt: number }
+  | { kind: 'resumed'; runId: string; waitId: string; seen?: true }
+  | { kind: 'kept'; expiresAt: number; seen?: true }
   | { kind: 'duplicate' }
   /** `keepMs` 0 and no wait holds the key (or its wait has a delivery already): nothing written. */
   | { kind: 'no_wait' };
 
 export async function deliverEvent(
   redis: RedisClient,
-  eventKey: string,
-  a: { payload: string; now: number; keepMs: number; eventId?: string | undefined },
+  keys: { event: string; eventId: string },
+  a: { payload: string; now: number; keepMs: number; eventId?: string | undefined; eventIdTtlMs: number },
 ): Promise<DeliverReply> {
-  const res = await script(redis, 'deliverEvent')(eventKey, a.payload, a.now, a.keepMs, a.eventId ?? '');
-  const [kind, x, y] = expectReply(res) as [string, string | number | undefined, string | undefined];
-  if (kind === 'resumed') return { kind, runId: String(x), waitId: String(y) };
-  if (kind === 'kept') return { kind, expiresAt: Number(x) };
+  const res = await script(redis, 'deliverEvent')(
+    keys.event,
+    keys.eventId,
+    a.payload,
+    a.now,
+    a.keepMs,
+    a.eventId ?? '',
+    a.eventIdTtlMs,
+  );
+  const reply = expectReply(res) as string[];
+  const seen = reply[0] === 'seen';
+  const [kind, x, y] = seen ? reply.slice(1) : reply;
+  const mark = seen ? { seen: true as const } : {};
+  if (kind === 'resumed') return { kind, runId: String(x), waitId: String(y), ...mark };
+  if (kind === 'kept') return { kind, expiresAt: Number(x), ...mark };
   if (kind === 'no_wait') return { kind };
   return { kind: 'duplicate' };
 }

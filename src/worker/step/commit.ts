@@ -98,7 +98,9 @@ async function addWakeJob(env: StepEnv, state: StepState, plan: CommitPlan, used
   };
   const wait = plan.wait!;
   const event =
-    wait.kind === 'event' ? { tenant: state.spec.tenant, key: wait.key, waitId: waitIdOf(runId, wait) } : undefined;
+    wait.kind === 'event'
+      ? { tenant: state.spec.tenant, agent: state.spec.agent, key: wait.key, waitId: waitIdOf(runId, wait) }
+      : undefined;
   await env.store.addWakeJob(wake, wait.at, event).catch((err: unknown) => {
     state.log.warn({ code: 'wake_job_not_added', err }, 'wake job not added (the sweep will)');
   });

@@ -28,6 +28,7 @@ import { journalDecision } from '../../store/calls/journalDecision.js';
 import { journalObservation } from '../../store/calls/journalObservation.js';
 import { awaitEvent, type AwaitReply } from '../../store/calls/awaitEvent.js';
 import { settleEventWait, type SettleReply } from '../../store/calls/settleEventWait.js';
+import { releaseIfHolderEnded } from '../../runs/waits.js';
 import { wakeRun } from '../../store/calls/wakeRun.js';
 import { TextStream } from '../textStream.js';
 import type { StepOptions } from './env.js';
@@ -240,14 +241,18 @@ export class RedisStepStore implements StepStore {
   async addWakeJob(
     data: StepJobData,
     atMs: number,
-    event?: { tenant: string; key: string; waitId: string },
+    event?: { tenant: string; agent: string; key: string; waitId: string },
   ): Promise<void> {
     const { runId, step } = data;
     const opts = this.d.runs.queues.jobOptions(runId, step);
     const delay = Math.max(0, atMs - Date.now());
     const job = await this.d.runs.queues.forRun(runId).add(STEP_JOB_NAME, data, { ...opts, delay });
     if (!event || delay === 0) return;
-    const [state, waitId] = await this.d.redis.hmget(this.d.keys.eventKey(event.tenant, event.key), 'state', 'waitId');
+    const [state, waitId] = await this.d.redis.hmget(
+      this.d.keys.eventKey(event.tenant, event.agent, event.key),
+      'state',
+      'waitId',
+    );
     if (state === 'delivered' && waitId === event.waitId && (await job.isDelayed())) await job.promote();
   }
 
@@ -267,13 +272,20 @@ export class RedisStepStore implements StepStore {
     });
   }
 
-  awaitEvent(w: EventWait & { runId: string }): Promise<AwaitReply> {
-    const key = this.d.keys.eventKey(w.tenant, w.key);
-    return awaitEvent(this.d.redis, key, { ...w, keepMs: this.d.cfg.EVENT_KEEP_MS });
+  /**
+   * A key busy with the wait of a run that has ended is released and asked again (releaseIfHolderEnded): a run that
+   * ended any way but through its wake job never blocks the key for the next.
+   */
+  async awaitEvent(w: EventWait & { runId: string }): Promise<AwaitReply> {
+    const key = this.d.keys.eventKey(w.tenant, w.agent, w.key);
+    const ask = () => awaitEvent(this.d.redis, key, { ...w, keepMs: this.d.cfg.EVENT_KEEP_MS });
+    const r = await ask();
+    if (r.kind !== 'busy' || !(await releaseIfHolderEnded(this.d, key))) return r;
+    return ask();
   }
 
   settleEventWait(w: EventWait): Promise<SettleReply> {
-    return settleEventWait(this.d.redis, this.d.keys.eventKey(w.tenant, w.key), w);
+    return settleEventWait(this.d.redis, this.d.keys.eventKey(w.tenant, w.agent, w.key), w);
   }
 
   /** The keys every fenced journal write of a step touches: the run, its budget, journal and events, the job's lock. */

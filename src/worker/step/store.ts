@@ -54,9 +54,10 @@ export interface WakeWrite {
   charge?: { steps: number; tokens: number };
 }
 
-/** One event key of a tenant, and the wait on it. */
+/** One event key of a tenant's agent, and the wait on it. */
 export interface EventWait {
   tenant: string;
+  agent: string;
   key: string;
   waitId: string;
   /** The wait's due time (ms). */
@@ -126,7 +127,11 @@ export interface StepStore {
    * promotes the job now: the deliverer checks for the job after its delivery, this checks for a delivery after
    * the job, so one of the two sees the other.
    */
-  addWakeJob(data: StepJobData, atMs: number, event?: { tenant: string; key: string; waitId: string }): Promise<void>;
+  addWakeJob(
+    data: StepJobData,
+    atMs: number,
+    event?: { tenant: string; agent: string; key: string; waitId: string },
+  ): Promise<void>;
   /** Wakes a parked wait's run (fenced; false when an earlier delivery of the job already woke it). */
   wake(job: StepJob, w: WakeWrite): Promise<boolean>;
   /** Registers a run's wait on an event key (a delivery kept for the key is consumed at once). */

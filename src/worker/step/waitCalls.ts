@@ -10,6 +10,7 @@
  * on a key is idempotent, and so is starting a child (its run id derives from this run, step and call;
  * the decision that asked was journalled first, src/worker/step/decide.ts).
  */
+import { z } from 'zod';
 import type { Agent } from '../../core/agent.js';
 import type { ObservationEntry } from '../../core/journal.js';
 import type { ChildRequest, ToolContext, WaitRequest, WaitTool } from '../../core/tool.js';
@@ -86,15 +87,10 @@ type Asked =
   | { kind: 'sleep'; at: number }
   | { kind: 'event'; key: string; timeoutMs: number }
   | { kind: 'child'; request: ChildRequest }
-  | { error: string };
+  | { error: string; issues?: { path: string; message: string }[] };
 
 /** The wait the tool asks for, from the call's arguments; a bad one is a format error the model sees. */
-function requestOf(
-  tool: WaitTool,
-  call: ToolCall,
-  ctx: ToolContext,
-  now: number,
-): Asked | { error: string; issues?: unknown } {
+function requestOf(tool: WaitTool, call: ToolCall, ctx: ToolContext, now: number): Asked {
   const parsed = tool.args.safeParse(call.args ?? {});
   if (!parsed.success) {
     const issues = parsed.error.issues.map((x) => ({ path: x.path.join('.'), message: x.message }));
@@ -106,16 +102,53 @@ function requestOf(
   } catch {
     return { error: 'invalid_wait' };
   }
-  if (req.kind === 'event') {
-    const ok = typeof req.key === 'string' && req.key.length > 0 && req.key.length <= 200 && req.timeoutMs > 0;
-    return ok ? { kind: 'event', key: req.key, timeoutMs: req.timeoutMs } : { error: 'invalid_wait' };
+  return checked(req, now);
+}
+
+/** The latest instant a date can name (ms since the epoch): a wait past it has no time to be due at. */
+export const LATEST_TIME_MS = 8.64e15;
+const instant = z.number().finite().min(0).max(LATEST_TIME_MS, 'at most 8.64e15 (the latest date)');
+const duration = z.number().finite().min(0).max(LATEST_TIME_MS, 'at most 8.64e15 ms');
+const amount = z.number().finite().positive().max(LATEST_TIME_MS);
+
+/**
+ * Every numeric field of a wait request bounded, whatever the tool computed from the model's arguments: a value no
+ * date, timer or budget can hold is the model's format error (`invalid_wait`, naming the field), never an
+ * exception that fails the run.
+ */
+const requestSchemas = {
+  sleepUntil: z.object({ kind: z.literal('sleep'), untilMs: instant }),
+  sleepFor: z.object({ kind: z.literal('sleep'), forMs: duration }),
+  event: z.object({ kind: z.literal('event'), key: z.string().min(1).max(200), timeoutMs: amount }),
+  child: z.object({
+    kind: z.literal('child'),
+    agent: z.string().min(1),
+    budget: z
+      .object({ maxSteps: amount.optional(), maxTokens: amount.optional(), maxWallMs: amount.optional() })
+      .optional(),
+  }),
+};
+
+function checked(req: WaitRequest, now: number): Asked {
+  const r = req as Partial<Record<string, unknown>> | null;
+  const schema =
+    r?.kind === 'event'
+      ? requestSchemas.event
+      : r?.kind === 'child'
+        ? requestSchemas.child
+        : r !== null && typeof r === 'object' && 'untilMs' in r
+          ? requestSchemas.sleepUntil
+          : requestSchemas.sleepFor;
+  const parsed = schema.safeParse(req);
+  if (!parsed.success) {
+    const issues = parsed.error.issues.map((x) => ({ path: x.path.join('.'), message: x.message }));
+    return { error: 'invalid_wait', issues };
   }
-  if (req.kind === 'child')
-    return typeof req.agent === 'string' && req.agent.length > 0
-      ? { kind: 'child', request: req }
-      : { error: 'invalid_wait' };
-  const at = 'untilMs' in req ? req.untilMs : now + req.forMs;
-  return Number.isFinite(at) ? { kind: 'sleep', at: Math.round(at) } : { error: 'invalid_wait' };
+  if (req.kind === 'event') return { kind: 'event', key: req.key, timeoutMs: Math.ceil(req.timeoutMs) };
+  if (req.kind === 'child') return { kind: 'child', request: req };
+  const at = Math.round('untilMs' in req ? req.untilMs : now + req.forMs);
+  if (at > LATEST_TIME_MS) return { error: 'invalid_wait', issues: [{ path: 'forMs', message: 'ends past 8.64e15' }] };
+  return { kind: 'sleep', at };
 }
 
 type Started =
@@ -151,6 +184,7 @@ async function eventWait(
   const waitId = waitIdOf(state.runId, { step: state.step, callId: call.id });
   const r = await env.store.awaitEvent({
     tenant: state.spec.tenant,
+    agent: state.spec.agent,
     key: asked.key,
     waitId,
     at,

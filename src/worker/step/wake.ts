@@ -86,7 +86,8 @@ async function settle(
   now: number,
 ): Promise<ObservationEntry | 'early'> {
   const waitId = waitIdOf(state.runId, wait);
-  const r = await env.store.settleEventWait({ tenant: state.spec.tenant, key: wait.key, waitId, at: wait.at, now });
+  const { tenant, agent } = state.spec;
+  const r = await env.store.settleEventWait({ tenant, agent, key: wait.key, waitId, at: wait.at, now });
   if (r.kind === 'early') return 'early';
   const base = { v: 1 as const, kind: 'observation' as const, step: wait.step, callId: wait.callId, tool: wait.tool };
   if (r.kind === 'timed_out') return { ...base, status: 'ok', output: { timedOut: true } };
