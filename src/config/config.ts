@@ -276,6 +276,17 @@ export const configSchema = z.object({
    */
   EVENT_KEEP_MS: int(24 * 3600_000, 1000),
   /**
+   * Schedules one tenant may hold, paused ones included (PUT /v1/schedules/:id of a new one past it: 409
+   * `schedule_limit` naming `tenant`, nothing written; replacing one of its own is always allowed).
+   */
+  SCHEDULES_MAX_PER_TENANT: int(20, 1),
+  /**
+   * The shortest time between two ticks a schedule's cron may ask for, in ms (a pattern whose ticks can come closer,
+   * e.g. every second, is a 400 naming `cron`, nothing written). Checked from the pattern's seconds, minutes and hours,
+   * midnight included.
+   */
+  SCHEDULE_MIN_INTERVAL_MS: int(60_000, 1000),
+  /**
    * Events stream cap per run, in stream entries (approximate MAXLEN), not events: a script that appends several
    * events stores them in one entry (a step's commit up to four), so the stream keeps more events than this.
    */
