@@ -53,8 +53,15 @@ const definitionSchema = scheduleBodySchema.extend({
 });
 export type Schedule = z.infer<typeof definitionSchema>;
 
-/** A schedule as the API shows it: its owner's kind, never the credential's fingerprint. */
-export type ScheduleView = Omit<Schedule, 'owner'> & { createdBy: 'producer' | 'tenant'; nextTickAt?: number };
+/** A schedule as the API shows it (and /openapi.json describes it): its owner's kind, never the fingerprint. */
+export const scheduleViewSchema = definitionSchema
+  .omit({ owner: true })
+  .extend({
+    createdBy: z.enum(['producer', 'tenant']).meta({ description: 'Whose credential it fires on' }),
+    nextTickAt: z.number().int().optional().meta({ description: 'Epoch ms of the next tick; absent while paused' }),
+  })
+  .meta({ id: 'Schedule' });
+export type ScheduleView = z.infer<typeof scheduleViewSchema>;
 
 export function scheduleView(s: Schedule, nextTickAt?: number): ScheduleView {
   const { owner, ...rest } = s;

@@ -13,7 +13,7 @@ import type { EngineContext } from '../../src/runs/engineContext.js';
 import { loadConfig } from '../../src/config/config.js';
 import { createLogger } from '../../src/metrics/log.js';
 import { newMetrics } from '../../src/metrics/metrics.js';
-import { runTick, Schedules } from '../../src/producer/schedules.js';
+import { runTick, Schedules, scheduleViewSchema } from '../../src/producer/schedules.js';
 
 const OPERATOR_TOKEN = 'operator-token-for-tests';
 const VIEWER_TOKEN = 'viewer-token-for-tests';
@@ -112,6 +112,8 @@ describe("a tenant's own schedules", () => {
     // What proves the credential stays in Redis.
     expect(JSON.stringify(listed)).not.toMatch(/credential/);
     expect(listed[0]).toMatchObject({ createdBy: 'tenant', paused: false });
+    // The shape /openapi.json gives it.
+    expect(scheduleViewSchema.array().safeParse(listed).error).toBeUndefined();
   });
 
   it('pauses, resumes and deletes its own; another tenant’s is a 404 with nothing changed', async () => {
