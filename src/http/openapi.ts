@@ -103,9 +103,24 @@ const operatorPost = (summary: string, body: z.ZodType, ok: string): ZodOpenApiO
   },
 });
 
+/**
+ * A signed webhook's credential: no bearer token, the HMAC of the request (src/producer/webhookSignature.ts). OpenAPI
+ * has no HMAC scheme; an apiKey in the signature header is the closest form, the description says how it is made.
+ */
+const webhookSignature = {
+  type: 'apiKey',
+  in: 'header',
+  name: SIGNATURE_HEADER,
+  description:
+    `base64(HMAC-SHA256(secret, timestamp + raw body)), the secret being the tenant's WEBHOOK_SECRETS entry and the ` +
+    `timestamp the ${TIMESTAMP_HEADER} header (ISO 8601 or Unix seconds, within WEBHOOK_TOLERANCE_S of the ` +
+    "server's clock). No bearer token is read.",
+} as const;
+
 function webhook(summary: string, body: z.ZodType, withTenantPath: boolean): ZodOpenApiOperationObject {
   return {
     summary,
+    security: [{ webhookSignature: [] }],
     requestParams: {
       header: z.object({ [SIGNATURE_HEADER]: z.string(), [TIMESTAMP_HEADER]: z.string() }),
       ...(withTenantPath ? tenantParams : { query: z.object({ tenant: z.string() }) }),
@@ -181,7 +196,7 @@ export function openApiDocument(agents: AgentCatalog): ReturnType<typeof createD
       version: API_VERSION,
       license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
     },
-    components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
+    components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' }, webhookSignature } },
     security: [{ bearer: [] }],
     paths: {
       [OPENAPI_PATH]: {
