@@ -86,7 +86,9 @@ export function schedulesRouter(ctx: EngineContext, schedules: Schedules): Route
           fields: [{ path: 'tenant', message: err.message }],
         });
       if (!(err instanceof InvalidRunRequest)) throw err;
-      res.status(400).json({ error: 'invalid_request', fields: err.fields });
+      // The deployment's configuration (its agents, its providers' settings) is the producer's to see, not a tenant's.
+      const seesDeployment = principalOf(ctx.cfg, token)?.role === 'producer';
+      res.status(400).json({ error: 'invalid_request', fields: err.fieldsFor(seesDeployment) });
     }
   });
   r.get('/v1/schedules', requireSchedulePrincipal(ctx, false), async (req, res) => {
