@@ -296,6 +296,14 @@ export const configSchema = z.object({
   /** How often a still-processing request is queried while it is reconciled. */
   RECONCILE_POLL_MS: int(500, 1),
   /**
+   * The least time one attempt to settle a doubt (a lookup, a same-key replay) is given, in ms, or the tool's own
+   * timeout when that is shorter, even when less is left before RECONCILE_DEADLINE_MS or the run's deadline plus
+   * DEADLINE_MARGIN_MS: the last answer before a person decides is the service's, never a timeout of what the
+   * deadline left (once "timed out after 1 ms"). Those deadlines are overrun by at most this much. A dispatch is not
+   * started with less than this (or its tool's timeout) left before the run's deadline: the step stops first.
+   */
+  RECONCILE_MIN_ATTEMPT_MS: int(2000, 1),
+  /**
    * How far past the run's wall-clock deadline a step may still wait: only for the lookups that settle a
    * write cut off by the deadline (then a person decides). Model calls, reads, backoffs and dispatches end at the
    * deadline.
