@@ -298,9 +298,9 @@ export const configSchema = z.object({
   /**
    * The least time one attempt to settle a doubt (a lookup, a same-key replay) is given, in ms, or the tool's own
    * timeout when that is shorter, even when less is left before RECONCILE_DEADLINE_MS or the run's deadline plus
-   * DEADLINE_MARGIN_MS: the last answer before a person decides is the service's, never a timeout of what the
-   * deadline left (once "timed out after 1 ms"). Those deadlines are overrun by at most this much. A dispatch is not
-   * started with less than this (or its tool's timeout) left before the run's deadline: the step stops first.
+   * DEADLINE_MARGIN_MS: the last answer before a person decides is the service's, never a timeout of the few ms the
+   * deadline left. A dispatch started before the run's deadline gets the same. Those deadlines are overrun by at
+   * most this much.
    */
   RECONCILE_MIN_ATTEMPT_MS: int(2000, 1),
   /**
