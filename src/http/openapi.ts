@@ -326,7 +326,8 @@ export function openApiDocument(agents: AgentCatalog): ReturnType<typeof createD
       },
       '/v1/schedules': {
         get: {
-          summary: 'Schedules the credential may see: a tenant token its own, an operator its tenants\', the producer all.',
+          summary:
+            "Schedules the credential may see: a tenant token its own, an operator its tenants', the producer all.",
           requestParams: { query: z.object({ tenant: z.string().optional() }) },
           responses: { '200': scheduleAnswer(z.object({ schedules: z.array(scheduleViewSchema) })), ...guarded },
         },
@@ -341,7 +342,9 @@ export function openApiDocument(agents: AgentCatalog): ReturnType<typeof createD
           requestBody: { content: { 'application/json': { schema: scheduleBodySchema } } },
           responses: {
             '200': scheduleAnswer(scheduleViewSchema),
-            '400': refusal('Invalid id or body, named by field (`cron` ticking more often than SCHEDULE_MIN_INTERVAL_MS).'),
+            '400': refusal(
+              'Invalid id or body, named by field (`cron` ticking more often than SCHEDULE_MIN_INTERVAL_MS).',
+            ),
             '409': refusal('`schedule_limit`: the tenant holds SCHEDULES_MAX_PER_TENANT schedules (field `tenant`).'),
             ...guarded,
           },

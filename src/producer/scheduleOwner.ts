@@ -16,9 +16,7 @@ export type ScheduleActor = { kind: 'producer' } | { kind: 'tenant'; token: stri
 /** What a definition keeps of its owner (the fingerprint never leaves Redis: see scheduleView). */
 export const scheduleOwnerSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('producer') }).strict(),
-  z
-    .object({ kind: z.literal('tenant'), credential: z.string().regex(/^[0-9a-f]{64}$/) })
-    .strict(),
+  z.object({ kind: z.literal('tenant'), credential: z.string().regex(/^[0-9a-f]{64}$/) }).strict(),
 ]);
 export type ScheduleOwner = z.infer<typeof scheduleOwnerSchema>;
 

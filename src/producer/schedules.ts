@@ -85,7 +85,8 @@ const DAY_S = 86_400;
 export function minTickGapMs(pattern: string): number {
   const { second, minute, hour } = CronExpressionParser.parse(pattern, { tz: 'UTC' }).fields;
   const times: number[] = [];
-  for (const h of hour.values) for (const m of minute.values) for (const sec of second.values) times.push(h * 3600 + m * 60 + sec);
+  for (const h of hour.values)
+    for (const m of minute.values) for (const sec of second.values) times.push(h * 3600 + m * 60 + sec);
   times.sort((a, b) => a - b);
   let gap = DAY_S - times[times.length - 1]! + times[0]!;
   for (let i = 1; i < times.length; i++) gap = Math.min(gap, times[i]! - times[i - 1]!);

@@ -265,11 +265,18 @@ describe('the last attempt before a person decides', () => {
     });
   }
 
-  it("a tool whose own timeout is shorter than the minimum keeps it", async () => {
+  it('a tool whose own timeout is shorter than the minimum keeps it', async () => {
     const s = slowService(300);
     let clock = NOW;
     await reconcile(
-      { ledger: s.ledger, metrics: newMetrics(), deadlineMs: 1000, pollMs: 10, minAttemptMs: 2000, now: () => (clock += 7) },
+      {
+        ledger: s.ledger,
+        metrics: newMetrics(),
+        deadlineMs: 1000,
+        pollMs: 10,
+        minAttemptMs: 2000,
+        now: () => (clock += 7),
+      },
       rec({ replayUntil: undefined }),
       s.tool,
       s.ctx,

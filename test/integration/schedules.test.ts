@@ -68,9 +68,9 @@ describe('limits', () => {
     }
     expect(await h.ctx.redis.hlen(h.ctx.keys.schedules())).toBe(0);
     // Once a minute, and a daily pattern whose ticks are a minute apart across midnight, pass.
-    expect((await call('PUT', '/v1/schedules/minutely', ACME, { ...hourly('acme', 1), cron: '* * * * *' })).status).toBe(
-      200,
-    );
+    expect(
+      (await call('PUT', '/v1/schedules/minutely', ACME, { ...hourly('acme', 1), cron: '* * * * *' })).status,
+    ).toBe(200);
     expect(
       (await call('PUT', '/v1/schedules/midnight', ACME, { ...hourly('acme', 2), cron: '0,59 0,23 * * *' })).status,
     ).toBe(200);
@@ -83,9 +83,7 @@ describe('limits', () => {
     expect(over.status).toBe(409);
     expect(over.body).toMatchObject({ error: 'schedule_limit', fields: [{ path: 'tenant' }] });
     expect(await h.ctx.redis.hexists(h.ctx.keys.schedules(), 'acme:c')).toBe(0);
-    expect((await call('PUT', '/v1/schedules/b', ACME, { ...hourly('acme', 2), cron: '30 * * * *' })).status).toBe(
-      200,
-    );
+    expect((await call('PUT', '/v1/schedules/b', ACME, { ...hourly('acme', 2), cron: '30 * * * *' })).status).toBe(200);
     // The cap is per tenant.
     expect((await call('PUT', '/v1/schedules/c', GLOBEX, hourly('globex', 1))).status).toBe(200);
   });
@@ -103,10 +101,7 @@ describe("a tenant's own schedules", () => {
   it('lists its own, never another tenant’s; operators and the producer see all', async () => {
     expect(ids((await call('GET', '/v1/schedules', ACME)).body)).toEqual(['acme/nightly']);
     expect((await call('GET', '/v1/schedules?tenant=globex', ACME)).body.schedules).toEqual([]);
-    expect(ids((await call('GET', '/v1/schedules', OPERATOR_TOKEN)).body)).toEqual([
-      'acme/nightly',
-      'globex/nightly',
-    ]);
+    expect(ids((await call('GET', '/v1/schedules', OPERATOR_TOKEN)).body)).toEqual(['acme/nightly', 'globex/nightly']);
     expect(ids((await call('GET', '/v1/schedules', VIEWER_TOKEN)).body)).toHaveLength(2);
     const listed = (await call('GET', '/v1/schedules', ACME)).body.schedules as Record<string, unknown>[];
     // What proves the credential stays in Redis.
@@ -135,7 +130,10 @@ describe('a tick checks the credential that made the schedule', () => {
   beforeAll(async () => {
     // Another process of the same deployment after acme's token was removed from TENANT_TOKENS.
     const cfg = loadConfig({ ...h.env, TENANT_TOKENS: JSON.stringify({ globex: GLOBEX }) });
-    revoked = await createContext(cfg, 'schedules-revoked', { log: createLogger('revoked', 'silent'), metrics: newMetrics() });
+    revoked = await createContext(cfg, 'schedules-revoked', {
+      log: createLogger('revoked', 'silent'),
+      metrics: newMetrics(),
+    });
   });
   afterAll(async () => {
     await revoked.close();
@@ -147,7 +145,10 @@ describe('a tick checks the credential that made the schedule', () => {
     const schedules = new Schedules(revoked);
     try {
       expect(await runTick(revoked, schedules, tickJob('acme', 'nightly', 1_800_000_000_000))).toBe('revoked');
-      expect(await schedules.get('acme', 'nightly')).toMatchObject({ paused: true, pausedReason: 'credential_revoked' });
+      expect(await schedules.get('acme', 'nightly')).toMatchObject({
+        paused: true,
+        pausedReason: 'credential_revoked',
+      });
       const ticks = (await revoked.metrics.scheduleTicks.get()).values;
       expect(ticks.find((v) => v.labels.outcome === 'revoked')?.value).toBe(1);
       expect(ticks.find((v) => v.labels.outcome === 'started')).toBeUndefined();

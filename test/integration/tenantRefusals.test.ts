@@ -32,7 +32,7 @@ describe('refusals to a tenant', () => {
   const schedule = { ...ghost, cron: '0 3 * * *' };
   const model = { tenant: 'acme', agent: 'support', input: sampleTicket('TR-1'), model: 'openai' };
 
-  it("an unknown agent: the tenant learns it is unknown, not which agents the deployment runs", async () => {
+  it('an unknown agent: the tenant learns it is unknown, not which agents the deployment runs', async () => {
     for (const [method, path, body] of [
       ['POST', '/v1/runs', ghost],
       ['PUT', '/v1/schedules/nightly', schedule],

@@ -65,8 +65,7 @@ function actorOf(p: Principal | undefined, token: string | undefined): ScheduleA
 }
 
 /** Who `p` names in logs: a role, and an operator's name (never a token). */
-const whoActs = (p: Principal) =>
-  p.role === 'operator' ? { operator: p.operator.name } : { by: p.role };
+const whoActs = (p: Principal) => (p.role === 'operator' ? { operator: p.operator.name } : { by: p.role });
 
 export function schedulesRouter(ctx: EngineContext, schedules: Schedules): Router {
   const r = Router();
@@ -116,7 +115,10 @@ export function schedulesRouter(ctx: EngineContext, schedules: Schedules): Route
     const tenant = param(req.params.tenant);
     if (!principalSees(p, tenant)) return notFound(res);
     if (!(await schedules.remove(tenant, param(req.params.id)))) return notFound(res);
-    ctx.log.info({ code: 'schedule_deleted', tenant, schedule: param(req.params.id), ...whoActs(p) }, 'schedule deleted');
+    ctx.log.info(
+      { code: 'schedule_deleted', tenant, schedule: param(req.params.id), ...whoActs(p) },
+      'schedule deleted',
+    );
     res.status(204).end();
   });
   return r;

@@ -22,7 +22,13 @@ export async function putSchedule(
   a: PutScheduleArgs,
 ): Promise<PutScheduleResult> {
   const reply = Number(
-    await script(redis, 'putSchedule')(k.definitions, `${a.tenant}:${a.id}`, a.definition, `${a.tenant}:`, a.maxPerTenant),
+    await script(redis, 'putSchedule')(
+      k.definitions,
+      `${a.tenant}:${a.id}`,
+      a.definition,
+      `${a.tenant}:`,
+      a.maxPerTenant,
+    ),
   );
   const result = RESULTS[reply];
   if (!result) throw new InvariantError('invariant', `putSchedule-1.lua answered ${reply}`);
