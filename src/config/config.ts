@@ -293,6 +293,17 @@ export const configSchema = z.object({
    */
   EVENT_ID_TTL_MS: int(24 * 3600_000, 1000),
   /**
+   * Schedules one tenant may hold, paused ones included (PUT /v1/schedules/:id of a new one past it: 409
+   * `schedule_limit` naming `tenant`, nothing written; replacing one of its own is always allowed).
+   */
+  SCHEDULES_MAX_PER_TENANT: int(20, 1),
+  /**
+   * The shortest time between two ticks a schedule's cron may ask for, in ms (a pattern whose ticks can come closer,
+   * e.g. every second, is a 400 naming `cron`, nothing written). Checked from the pattern's seconds, minutes and hours,
+   * midnight included.
+   */
+  SCHEDULE_MIN_INTERVAL_MS: int(60_000, 1000),
+  /**
    * Events stream cap per run, in stream entries (approximate MAXLEN), not events: a script that appends several
    * events stores them in one entry (a step's commit up to four), so the stream keeps more events than this.
    */
@@ -301,6 +312,14 @@ export const configSchema = z.object({
   RECONCILE_DEADLINE_MS: int(30000, 0),
   /** How often a still-processing request is queried while it is reconciled. */
   RECONCILE_POLL_MS: int(500, 1),
+  /**
+   * The least time one attempt to settle a doubt (a lookup, a same-key replay) is given, in ms, or the tool's own
+   * timeout when that is shorter, even when less is left before RECONCILE_DEADLINE_MS or the run's deadline plus
+   * DEADLINE_MARGIN_MS: the last answer before a person decides is the service's, never a timeout of the few ms the
+   * deadline left. A dispatch started before the run's deadline gets the same. Those deadlines are overrun by at
+   * most this much.
+   */
+  RECONCILE_MIN_ATTEMPT_MS: int(2000, 1),
   /**
    * How far past the run's wall-clock deadline a step may still wait: only for the lookups that settle a
    * write cut off by the deadline (then a person decides). Model calls, reads, backoffs and dispatches end at the

@@ -2,7 +2,7 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { EngineContext } from '../runs/engineContext.js';
 import { metricsAllowed } from './opsServer.js';
-import { requireRunAccess, requireRunCreation, runNotFound } from './auth.js';
+import { bearer, principalOf, requireRunAccess, requireRunCreation, runNotFound } from './auth.js';
 import {
   BODY_LIMIT,
   bodyIllFormed,
@@ -97,7 +97,9 @@ export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Ex
       res.status(200).json({ runId, created, ...(status ? { status } : {}) });
     } catch (err) {
       if (err instanceof InvalidRunRequest) {
-        res.status(400).json({ error: 'invalid_request', fields: err.fields });
+        // The deployment's configuration (its agents, its providers' settings) is the producer's to see, not a tenant's.
+        const seesDeployment = principalOf(ctx.cfg, bearer(req))?.role === 'producer';
+        res.status(400).json({ error: 'invalid_request', fields: err.fieldsFor(seesDeployment) });
         return;
       }
       throw err;

@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiResponsesObject } from 'zod-openapi';
 import type { AgentCatalog } from '../core/agent.js';
 import { agentRunSchema, shorthandRunSchema } from '../producer/schemas.js';
-import { SCHEDULE_ID, scheduleBodySchema } from '../producer/schedules.js';
+import { SCHEDULE_ID, scheduleBodySchema, scheduleViewSchema } from '../producer/schedules.js';
 import { eventBodySchema } from '../producer/events.js';
 import { SIGNATURE_HEADER, TIMESTAMP_HEADER } from '../producer/webhookSignature.js';
 import { runListQuerySchema } from './operators/runsList.js';
@@ -84,6 +84,14 @@ const idLookup: ZodOpenApiResponsesObject = {
   ...guarded,
   '404': refusal("Unknown or malformed id, or another tenant's."),
 };
+const scheduleLookup: ZodOpenApiResponsesObject = {
+  ...guarded,
+  '404': refusal("Unknown schedule, or another tenant's."),
+};
+const scheduleAnswer = (schema: z.ZodType) => ({
+  description: 'The schedule(s)',
+  content: { 'application/json': { schema } },
+});
 const operatorPost = (summary: string, body: z.ZodType, ok: string): ZodOpenApiOperationObject => ({
   summary,
   requestBody: { content: { 'application/json': { schema: body } } },
@@ -95,9 +103,24 @@ const operatorPost = (summary: string, body: z.ZodType, ok: string): ZodOpenApiO
   },
 });
 
+/**
+ * A signed webhook's credential: no bearer token, the HMAC of the request (src/producer/webhookSignature.ts). OpenAPI
+ * has no HMAC scheme; an apiKey in the signature header is the closest form, the description says how it is made.
+ */
+const webhookSignature = {
+  type: 'apiKey',
+  in: 'header',
+  name: SIGNATURE_HEADER,
+  description:
+    `base64(HMAC-SHA256(secret, timestamp + raw body)), the secret being the tenant's WEBHOOK_SECRETS entry and the ` +
+    `timestamp the ${TIMESTAMP_HEADER} header (ISO 8601 or Unix seconds, within WEBHOOK_TOLERANCE_S of the ` +
+    "server's clock). No bearer token is read.",
+} as const;
+
 function webhook(summary: string, body: z.ZodType, withTenantPath: boolean): ZodOpenApiOperationObject {
   return {
     summary,
+    security: [{ webhookSignature: [] }],
     requestParams: {
       header: z.object({ [SIGNATURE_HEADER]: z.string(), [TIMESTAMP_HEADER]: z.string() }),
       ...(withTenantPath ? tenantParams : { query: z.object({ tenant: z.string() }) }),
@@ -173,7 +196,7 @@ export function openApiDocument(agents: AgentCatalog): ReturnType<typeof createD
       version: API_VERSION,
       license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
     },
-    components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
+    components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' }, webhookSignature } },
     security: [{ bearer: [] }],
     paths: {
       [OPENAPI_PATH]: {
@@ -314,42 +337,49 @@ export function openApiDocument(agents: AgentCatalog): ReturnType<typeof createD
       },
       '/v1/schedules': {
         get: {
-          summary: 'Schedules, of one tenant or all the operator sees.',
+          summary:
+            "Schedules the credential may see: a tenant token its own, an operator its tenants', the producer all.",
           requestParams: { query: z.object({ tenant: z.string().optional() }) },
-          responses: { '200': jsonObject('{schedules}'), ...guarded },
+          responses: { '200': scheduleAnswer(z.object({ schedules: z.array(scheduleViewSchema) })), ...guarded },
         },
       },
       '/v1/schedules/{id}': {
         put: {
-          summary: 'Create or replace a schedule: runs of an agent on a cron.',
+          summary: 'Create or replace a schedule: runs of an agent on a cron (the producer, or a tenant for itself).',
+          description:
+            'The schedule fires on the credential that made it: one made with a tenant token stops (paused, ' +
+            '`pausedReason: credential_revoked`) once that token is removed or rotated.',
           requestParams: { path: z.object({ id: scheduleId }) },
           requestBody: { content: { 'application/json': { schema: scheduleBodySchema } } },
           responses: {
-            '200': jsonObject('The schedule'),
-            '400': refusal('Invalid id or body, named by field.'),
+            '200': scheduleAnswer(scheduleViewSchema),
+            '400': refusal(
+              'Invalid id or body, named by field (`cron` ticking more often than SCHEDULE_MIN_INTERVAL_MS).',
+            ),
+            '409': refusal('`schedule_limit`: the tenant holds SCHEDULES_MAX_PER_TENANT schedules (field `tenant`).'),
             ...guarded,
           },
         },
       },
       '/v1/schedules/{tenant}/{id}/pause': {
         post: {
-          summary: 'Pause a schedule.',
+          summary: 'Pause a schedule (its tenant, the producer, or an operator of the tenant).',
           requestParams: scheduleParams,
-          responses: { '200': jsonObject('The schedule'), ...idLookup },
+          responses: { '200': scheduleAnswer(scheduleViewSchema), ...scheduleLookup },
         },
       },
       '/v1/schedules/{tenant}/{id}/resume': {
         post: {
-          summary: 'Resume a schedule.',
+          summary: 'Resume a schedule; resumed with a tenant token, it fires on that token from then on.',
           requestParams: scheduleParams,
-          responses: { '200': jsonObject('The schedule'), ...idLookup },
+          responses: { '200': scheduleAnswer(scheduleViewSchema), ...scheduleLookup },
         },
       },
       '/v1/schedules/{tenant}/{id}': {
         delete: {
-          summary: 'Delete a schedule.',
+          summary: 'Delete a schedule (its tenant, the producer, or an operator of the tenant).',
           requestParams: scheduleParams,
-          responses: { '204': { description: 'Deleted.' }, ...idLookup },
+          responses: { '204': { description: 'Deleted.' }, ...scheduleLookup },
         },
       },
       '/v1/flow': {

@@ -16,6 +16,8 @@
  *  - no method at all (`none`), or every method spent -> needs_human at once;
  *    still undecided at the deadline (in a step, never past the run's deadline
  *    plus its margin: `notAfter`) -> needs_human with what was last learned.
+ *    Every attempt, the last one included, is given at least `minAttemptMs` (or the
+ *    tool's own timeout when shorter): what was last learned is the service's answer.
  * "Not found" alone is never "not sent".
  */
 import { hasErrorCode, isKeyConflict, isOutcomeUnknown, isRetryable, type AgentError } from '../core/errors.js';
@@ -34,6 +36,12 @@ export interface ReconcileDeps {
   metrics: Metrics;
   deadlineMs: number;
   pollMs: number;
+  /**
+   * The least time one settle attempt (a lookup, a same-key replay) is given, or its tool's own timeout when shorter
+   * (RECONCILE_MIN_ATTEMPT_MS), even when less is left before the deadline (`deadlineMs`, `notAfter`): the last
+   * answer a person reads is the service's, never a timeout the clamp made. Overruns the deadline by at most this.
+   */
+  minAttemptMs: number;
   /**
    * Waits until the action's record in `state` is on the replicas REDIS_MIN_REPLICAS asks for (NotReplicatedError
    * if not): before a same-key replay leaves, as before a dispatch. Absent: no wait.
@@ -101,19 +109,24 @@ export async function reconcile(
   const undecided = runBound
     ? "outcome still undecidable at the run's deadline"
     : `outcome still undecidable after ${d.deadlineMs} ms`;
-  const bounded = <T>(fn: (signal: AbortSignal) => Promise<T>) =>
-    d.notAfter === undefined ? fn(ctx.signal) : withDeadline(d.notAfter, ctx.signal, fn, now);
-  const timeoutMs = () => Math.max(1, Math.min(tool.timeoutMs, deadline - now()));
+  // Never less than the minimum attempt, even when the deadline leaves less: a 1 ms lookup learns nothing.
+  const timeoutMs = () => Math.min(tool.timeoutMs, Math.max(deadline - now(), d.minAttemptMs));
+  /** An attempt of `ms`: in a step, bounded by the run's deadline plus margin, or by the attempt's own end if later. */
+  const boundedFor =
+    (ms: number): Bounded =>
+    (fn) =>
+      d.notAfter === undefined ? fn(ctx.signal) : withDeadline(Math.max(d.notAfter, now() + ms), ctx.signal, fn, now);
   const last: Record<string, unknown> = {};
   for (;;) {
     let spent = 0;
     for (const method of methods) {
       let r: Round;
+      const ms = timeoutMs();
       try {
         r =
           method.kind === 'lookup'
-            ? await lookupRound(tool, rec, ctx, bounded, timeoutMs())
-            : await replayRound(d, method, tool, rec, ctx, bounded, timeoutMs(), now);
+            ? await lookupRound(tool, rec, ctx, boundedFor(ms), ms)
+            : await replayRound(d, method, tool, rec, ctx, boundedFor(ms), ms, now);
       } catch (err) {
         if (!(err instanceof DeadlineError)) throw err;
         return move('needs_human', undecided, { last, deadline: new Date(d.notAfter!).toISOString() });

@@ -90,6 +90,7 @@ export class Reconciler {
             metrics: this.ctx.metrics,
             deadlineMs: this.ctx.cfg.RECONCILE_DEADLINE_MS,
             pollMs: this.ctx.cfg.RECONCILE_POLL_MS,
+            minAttemptMs: this.ctx.cfg.RECONCILE_MIN_ATTEMPT_MS,
             ...(this.ctx.cfg.REDIS_MIN_REPLICAS > 0 ? { replicate: replicateActions(this.ctx) } : {}),
           },
           { ...rec, state: 'outcome_unknown' },

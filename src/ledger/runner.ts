@@ -54,6 +54,8 @@ export interface RunnerOptions {
   /** How long a still-processing request is queried before it goes to a person, and how often, in ms. */
   readonly RECONCILE_DEADLINE_MS: number;
   readonly RECONCILE_POLL_MS: number;
+  /** The least time one settle attempt or dispatch is given (or the tool's timeout when shorter), in ms. */
+  readonly RECONCILE_MIN_ATTEMPT_MS: number;
   /** How far past the run's deadline the lookups that settle a write cut off by it may still wait, in ms. */
   readonly DEADLINE_MARGIN_MS: number;
   /** Backoff of a refused dispatch (nothing left the process), in ms. */
@@ -262,6 +264,7 @@ export class LedgerEffectRunner implements EffectRunner {
       metrics: this.d.metrics,
       deadlineMs: this.d.cfg.RECONCILE_DEADLINE_MS,
       pollMs: this.d.cfg.RECONCILE_POLL_MS,
+      minAttemptMs: this.d.cfg.RECONCILE_MIN_ATTEMPT_MS,
       ...(this.d.replicate ? { replicate: this.d.replicate } : {}),
       ...(deadlineAt !== undefined ? { notAfter: deadlineAt + this.d.cfg.DEADLINE_MARGIN_MS } : {}),
     };
@@ -354,7 +357,10 @@ export class LedgerEffectRunner implements EffectRunner {
       : {};
   }
 
-  /** The request, retried only where the service cannot have processed it; each waits at most to the deadline. */
+  /**
+   * The request, retried only where the service cannot have processed it; none starts past the deadline, and each
+   * waits at most to the deadline or RECONCILE_MIN_ATTEMPT_MS, whichever is later.
+   */
   private send(
     rec: ActionRecord,
     tool: WriteTool,
@@ -364,8 +370,11 @@ export class LedgerEffectRunner implements EffectRunner {
     deadlineAt: number | undefined,
   ): Promise<DispatchReceipt> {
     const now = Date.now;
+    // A request started before the deadline gets at least the minimum attempt (or the tool's own timeout): cut to
+    // what the deadline leaves, it would time out on its own and make the doubt reconcile has to settle.
+    const floor = this.d.cfg.RECONCILE_MIN_ATTEMPT_MS;
     const timeoutMs = () =>
-      deadlineAt === undefined ? tool.timeoutMs : Math.max(1, Math.min(tool.timeoutMs, deadlineAt - now()));
+      deadlineAt === undefined ? tool.timeoutMs : Math.min(tool.timeoutMs, Math.max(deadlineAt - now(), floor));
     const request = () =>
       tool.dispatch(args, ctx, {
         actionId: rec.actionId,

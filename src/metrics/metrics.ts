@@ -233,7 +233,7 @@ export class Metrics {
     });
     this.scheduleTicks = new Counter({
       name: 'agent_schedule_ticks_total',
-      help: 'Schedule ticks, by outcome (started a run, duplicate of a started one, skipped: paused or removed, invalid)',
+      help: 'Schedule ticks, by outcome (started a run, duplicate of a started one, skipped: paused or removed, invalid, revoked: the credential that made it is no longer configured, the schedule paused)',
       labelNames: ['outcome'],
       registers: r,
     });

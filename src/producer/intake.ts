@@ -25,10 +25,35 @@ import { runReplicated } from '../runs/replication.js';
 
 export const REQUEST_KEY_TTL_MS = 24 * 3600_000;
 
+/**
+ * A field at fault. `deployment` says what the deployment is configured with (the agents it runs, the setting that
+ * enables a provider, where a model choice came from): for the producer and operators, who run it, never for a
+ * tenant.
+ */
+export interface FieldProblem {
+  path: string;
+  message: string;
+  deployment?: string;
+}
+
 /** A create-run request that does not validate (a 400 naming the fields). */
 export class InvalidRunRequest extends TerminalError {
-  constructor(readonly fields: { path: string; message: string }[]) {
+  /** The fields at fault as anyone may see them. */
+  readonly fields: { path: string; message: string }[];
+  private readonly detailed: { path: string; message: string }[];
+  constructor(problems: FieldProblem[]) {
+    const fields = problems.map(({ path, message }) => ({ path, message }));
     super('invalid_input', `invalid request: ${fields.map((f) => `${f.path}: ${f.message}`).join('; ')}`);
+    this.fields = fields;
+    this.detailed = problems.map(({ path, message, deployment }) => ({
+      path,
+      message: deployment === undefined ? message : `${message} (${deployment})`,
+    }));
+  }
+
+  /** The fields for a caller: with the deployment's configuration only where `seesDeployment` (producer, operators). */
+  fieldsFor(seesDeployment: boolean): { path: string; message: string }[] {
+    return seesDeployment ? this.detailed : this.fields;
   }
 }
 
@@ -46,7 +71,11 @@ export function resolveIntake(
   if (!agent) {
     const path = req.fields.input === 'input' ? 'agent' : '(body)';
     throw new InvalidRunRequest([
-      { path, message: `agent '${req.agent}' is not run by this deployment (${ctx.agents.names.join(', ')})` },
+      {
+        path,
+        message: `agent '${req.agent}' is not run by this deployment`,
+        deployment: `it runs: ${ctx.agents.names.join(', ')}`,
+      },
     ]);
   }
   const parsed = agent.input.safeParse(req.input);
@@ -75,7 +104,7 @@ export function buildSpec(ctx: EngineContext, request: CreateRunRequest, nowMs: 
   const { cfg } = ctx;
   const req = normalizeRunRequest(ctx.agents, request);
   const { agent, input, key, runId } = resolveIntake(ctx, req, event);
-  const problems: { path: string; message: string }[] = [];
+  const problems: FieldProblem[] = [];
   const maxSteps = req.budget?.maxSteps ?? cfg.DEFAULT_MAX_STEPS;
   const maxTokens = req.budget?.maxTokens ?? cfg.DEFAULT_MAX_TOKENS;
   const maxWallMs = req.budget?.maxWallMs ?? cfg.DEFAULT_MAX_WALL_MS;

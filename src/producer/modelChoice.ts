@@ -29,10 +29,14 @@ interface Sourced {
   field: string;
 }
 
-/** A problem with the request's model (a 400 naming the field). */
+/**
+ * A problem with the request's model (a 400 naming the field). `deployment`: where the choice came from and what
+ * enables the provider, shown to the producer and operators only (src/producer/intake.ts, FieldProblem).
+ */
 export interface ModelProblem {
   path: string;
   message: string;
+  deployment?: string;
 }
 
 export function tenantOverride(cfg: ModelConfig, tenant: string, agent: string): AgentModelChoice | undefined {
@@ -82,13 +86,15 @@ export function resolveModelChoice(
   if (!provider)
     return {
       path: requestField,
-      message: `provider '${choice.provider}' (from ${field}) is not enabled: ${enableHint(choice.provider)}`,
+      message: `provider '${choice.provider}' is not enabled`,
+      deployment: `from ${field}; ${enableHint(choice.provider)}`,
     };
   const model = choice.model ?? provider.defaultModel;
   if (model === undefined)
     return {
       path: requestField,
-      message: `provider '${choice.provider}' (from ${field}) has no default model: name one`,
+      message: `provider '${choice.provider}' has no default model: name one`,
+      deployment: `from ${field}`,
     };
   return { provider: choice.provider, model, ...(choice.options ? { options: choice.options } : {}) };
 }

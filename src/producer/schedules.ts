@@ -9,6 +9,11 @@
  * Pausing removes the job scheduler and keeps the definition; resuming upserts it again (BullMQ
  * has no pause of one scheduler). The same input each tick is the same subject: each tick's run
  * is a follow-up of the previous one (it waits for it and its model sees that conversation).
+ *
+ * Bounds: a tenant holds at most SCHEDULES_MAX_PER_TENANT schedules (counted and written in one script,
+ * putSchedule-1.lua), and a pattern may not tick more often than SCHEDULE_MIN_INTERVAL_MS. A tick fires only while
+ * the credential that made the schedule is still configured (src/producer/scheduleOwner.ts); otherwise the tick
+ * pauses it `credential_revoked`, starts nothing, and says so (log code, metric).
  */
 import { Queue, Worker, type Job } from 'bullmq';
 import { CronExpressionParser } from 'cron-parser';
@@ -17,6 +22,8 @@ import type { EngineContext } from '../runs/engineContext.js';
 import { settledWithin } from '../core/timeout.js';
 import { budgetRequestSchema } from './schemas.js';
 import { InvalidRunRequest, buildSpec, startRun } from './intake.js';
+import { putSchedule } from '../store/calls/putSchedule.js';
+import { ownerOf, ownerStillValid, scheduleOwnerSchema, type ScheduleActor } from './scheduleOwner.js';
 
 export const SCHEDULE_ID = /^[A-Za-z0-9_.-]{1,64}$/;
 
@@ -33,8 +40,58 @@ export const scheduleBodySchema = z
   .strict();
 export type ScheduleBody = z.infer<typeof scheduleBodySchema>;
 
-const definitionSchema = scheduleBodySchema.extend({ id: z.string().regex(SCHEDULE_ID), paused: z.boolean() });
+/** Why a schedule is paused when no person paused it. */
+export const CREDENTIAL_REVOKED = 'credential_revoked';
+
+const definitionSchema = scheduleBodySchema.extend({
+  id: z.string().regex(SCHEDULE_ID),
+  paused: z.boolean(),
+  /** Set when the schedule paused itself (CREDENTIAL_REVOKED); a person's pause has none. */
+  pausedReason: z.literal(CREDENTIAL_REVOKED).optional(),
+  /** Whose authority it fires on; absent on definitions stored before owners were kept (the producer's). */
+  owner: scheduleOwnerSchema.optional(),
+});
 export type Schedule = z.infer<typeof definitionSchema>;
+
+/** A schedule as the API shows it (and /openapi.json describes it): its owner's kind, never the fingerprint. */
+export const scheduleViewSchema = definitionSchema
+  .omit({ owner: true })
+  .extend({
+    createdBy: z.enum(['producer', 'tenant']).meta({ description: 'Whose credential it fires on' }),
+    nextTickAt: z.number().int().optional().meta({ description: 'Epoch ms of the next tick; absent while paused' }),
+  })
+  .meta({ id: 'Schedule' });
+export type ScheduleView = z.infer<typeof scheduleViewSchema>;
+
+export function scheduleView(s: Schedule, nextTickAt?: number): ScheduleView {
+  const { owner, ...rest } = s;
+  return { ...rest, createdBy: owner?.kind ?? 'producer', ...(nextTickAt !== undefined ? { nextTickAt } : {}) };
+}
+
+/** The tenant already holds SCHEDULES_MAX_PER_TENANT schedules: a 409 naming `tenant`, nothing written. */
+export class ScheduleLimitReached extends Error {
+  readonly code = 'schedule_limit';
+  constructor(readonly max: number) {
+    super(`a tenant holds at most ${max} schedules (SCHEDULES_MAX_PER_TENANT): delete one first`);
+  }
+}
+
+const DAY_S = 86_400;
+
+/**
+ * The shortest time two ticks of `pattern` can be apart, in ms: from the times of day its second, minute and hour
+ * fields allow (midnight included, as if every day matched), so a lower bound whatever its day fields say.
+ */
+export function minTickGapMs(pattern: string): number {
+  const { second, minute, hour } = CronExpressionParser.parse(pattern, { tz: 'UTC' }).fields;
+  const times: number[] = [];
+  for (const h of hour.values)
+    for (const m of minute.values) for (const sec of second.values) times.push(h * 3600 + m * 60 + sec);
+  times.sort((a, b) => a - b);
+  let gap = DAY_S - times[times.length - 1]! + times[0]!;
+  for (let i = 1; i < times.length; i++) gap = Math.min(gap, times[i]! - times[i - 1]!);
+  return gap * 1000;
+}
 
 /** A tick job's data: which schedule (its definition is read at the tick, so an edit applies to the next one). */
 const tickDataSchema = z.object({ tenant: z.string(), id: z.string() }).strict();
@@ -89,15 +146,33 @@ export class Schedules {
    * Creates or replaces a schedule (kept paused if it was). The agent and its input are checked
    * as a run request would be (an InvalidRunRequest names the field); nothing is written then.
    */
-  async put(id: string, body: ScheduleBody): Promise<Schedule> {
+  async put(id: string, body: ScheduleBody, actor: ScheduleActor): Promise<Schedule> {
     buildSpec(
       this.ctx,
       { tenant: body.tenant, agent: body.agent, input: body.input, ...(body.budget ? { budget: body.budget } : {}) },
       Date.now(),
     );
+    const minMs = this.ctx.cfg.SCHEDULE_MIN_INTERVAL_MS;
+    const gap = minTickGapMs(body.cron);
+    if (gap < minMs)
+      throw new InvalidRunRequest([
+        { path: 'cron', message: `ticks can be ${gap} ms apart; at least ${minMs} (SCHEDULE_MIN_INTERVAL_MS)` },
+      ]);
     const previous = await this.get(body.tenant, id);
-    const schedule: Schedule = { ...body, id, paused: previous?.paused ?? false };
-    await this.ctx.redis.hset(this.ctx.keys.schedules(), schedulerId(body.tenant, id), JSON.stringify(schedule));
+    // A person's pause is kept; a pause for a revoked credential ends with a PUT, which brings a valid one.
+    const paused = previous?.paused === true && previous.pausedReason === undefined;
+    const schedule: Schedule = { ...body, id, paused, owner: ownerOf(actor) };
+    const put = await putSchedule(
+      this.ctx.redis,
+      { definitions: this.ctx.keys.schedules() },
+      {
+        tenant: body.tenant,
+        id,
+        definition: JSON.stringify(schedule),
+        maxPerTenant: this.ctx.cfg.SCHEDULES_MAX_PER_TENANT,
+      },
+    );
+    if (put === 'limit') throw new ScheduleLimitReached(this.ctx.cfg.SCHEDULES_MAX_PER_TENANT);
     if (!schedule.paused) await this.upsertScheduler(schedule);
     return schedule;
   }
@@ -107,28 +182,40 @@ export class Schedules {
     return raw === null ? undefined : definitionSchema.parse(JSON.parse(raw));
   }
 
-  /** Every schedule (of `tenant` when given), with its next tick (undefined while paused). */
-  async list(tenant?: string): Promise<(Schedule & { nextTickAt?: number })[]> {
+  /** Every schedule of the tenants `sees` accepts, with its next tick (undefined while paused). */
+  async list(sees: (tenant: string) => boolean = () => true): Promise<ScheduleView[]> {
     const all = await this.ctx.redis.hgetall(this.ctx.keys.schedules());
-    const out: (Schedule & { nextTickAt?: number })[] = [];
+    const out: ScheduleView[] = [];
     for (const raw of Object.values(all)) {
       const s = definitionSchema.parse(JSON.parse(raw));
-      if (tenant !== undefined && s.tenant !== tenant) continue;
+      if (!sees(s.tenant)) continue;
       const live = s.paused ? undefined : await this.queue.getJobScheduler(schedulerId(s.tenant, s.id));
-      out.push({ ...s, ...(live?.next !== undefined ? { nextTickAt: Number(live.next) } : {}) });
+      out.push(scheduleView(s, live?.next !== undefined ? Number(live.next) : undefined));
     }
     return out.sort((a, b) => `${a.tenant}:${a.id}`.localeCompare(`${b.tenant}:${b.id}`));
   }
 
-  /** Pauses (removes the job scheduler, keeps the definition) or resumes. Undefined when there is no such schedule. */
-  async setPaused(tenant: string, id: string, paused: boolean): Promise<Schedule | undefined> {
+  /**
+   * Pauses (removes the job scheduler, keeps the definition) or resumes. A resume by `actor` makes the schedule fire
+   * on that actor's credential from then on (a tenant takes back a schedule its revoked token made). Undefined when
+   * there is no such schedule.
+   */
+  async setPaused(tenant: string, id: string, paused: boolean, actor?: ScheduleActor): Promise<Schedule | undefined> {
     const s = await this.get(tenant, id);
     if (!s) return undefined;
-    const next = { ...s, paused };
+    const { pausedReason: _, ...rest } = s;
+    const next: Schedule = { ...rest, paused, ...(!paused && actor ? { owner: ownerOf(actor) } : {}) };
     await this.ctx.redis.hset(this.ctx.keys.schedules(), schedulerId(tenant, id), JSON.stringify(next));
     if (paused) await this.queue.removeJobScheduler(schedulerId(tenant, id));
     else await this.upsertScheduler(next);
     return next;
+  }
+
+  /** A tick found the schedule's credential revoked: paused, with the reason, until a PUT or resume brings one. */
+  async pauseRevoked(s: Schedule): Promise<void> {
+    const next: Schedule = { ...s, paused: true, pausedReason: CREDENTIAL_REVOKED };
+    await this.ctx.redis.hset(this.ctx.keys.schedules(), schedulerId(s.tenant, s.id), JSON.stringify(next));
+    await this.queue.removeJobScheduler(schedulerId(s.tenant, s.id));
   }
 
   /** False, with nothing written, when there is no such schedule (the queue's first use would write its meta keys). */
@@ -168,7 +255,9 @@ export function tickTimeOf(job: Pick<Job, 'opts' | 'timestamp' | 'delay' | 'id'>
 
 /**
  * Starts the run of one tick. A schedule removed, paused or whose request no longer validates
- * (its agent gone) starts nothing: logged and counted (agent_schedule_ticks_total by outcome).
+ * (its agent gone) starts nothing: logged and counted (agent_schedule_ticks_total by outcome). One whose
+ * credential is no longer configured starts nothing either and is paused `credential_revoked` (outcome `revoked`,
+ * log code `schedule_credential_revoked`).
  */
 export async function runTick(ctx: EngineContext, schedules: Schedules, job: Job, now = Date.now()): Promise<string> {
   const data = tickDataSchema.parse(job.data);
@@ -181,6 +270,15 @@ export async function runTick(ctx: EngineContext, schedules: Schedules, job: Job
       'tick of a removed or paused schedule',
     );
     return 'skipped';
+  }
+  if (!ownerStillValid(ctx.cfg, s.tenant, s.owner)) {
+    count('revoked');
+    await schedules.pauseRevoked(s);
+    ctx.log.warn(
+      { code: 'schedule_credential_revoked', tenant: s.tenant, schedule: s.id },
+      'the credential that made this schedule is no longer configured: paused, no run started',
+    );
+    return 'revoked';
   }
   const tickAt = tickTimeOf(job);
   try {

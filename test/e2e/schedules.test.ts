@@ -15,7 +15,8 @@ let url: string;
 const workers: WorkerProcess[] = [];
 
 beforeEach(async () => {
-  h = await createHarness('schedules', { OPERATOR_TOKEN });
+  // Per-second ticks: the shortest interval a deployment may allow.
+  h = await createHarness('schedules', { OPERATOR_TOKEN, SCHEDULE_MIN_INTERVAL_MS: '1000' });
   ({ url } = await h.startApi());
 });
 afterEach(async () => {

@@ -50,13 +50,13 @@ describe('POST /v1/runs for a named agent', () => {
     const ghost = await post({ tenant: 'acme', agent: 'ghost', input: {} });
     expect(ghost.status).toBe(400);
     expect(ghost.body.fields).toEqual([
-      { path: 'agent', message: "agent 'ghost' is not run by this deployment (support)" },
+      { path: 'agent', message: "agent 'ghost' is not run by this deployment (it runs: support)" },
     ]);
     const model = await post({ tenant: 'acme', agent: 'support', input: sampleTicket('AG-M'), model: 'gpt-x' });
     expect(model.body.fields).toEqual([
       {
         path: 'model',
-        message: expect.stringMatching(/^provider 'gpt-x' \(from model\) is not enabled: no such provider/),
+        message: expect.stringMatching(/^provider 'gpt-x' is not enabled \(from model; no such provider/),
       },
     ]);
   });

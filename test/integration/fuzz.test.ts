@@ -4,7 +4,9 @@
  * the app mounts (console, run pages, webhooks) and Bull Board. The property, request by request: no 5xx, no hang,
  * and nothing written to Redis for a 4xx (every write to the test's own Redis database is seen as a keyspace
  * event, test/support/fuzz/writes.ts). A fixed seed (FUZZ_SEED to replay another); FUZZ_RUNS=n requests per route.
+ * Credentials: the producer, an operator, a viewer, and two tenants' tokens, each tenant holding a schedule (`daily`).
  */
+import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -23,6 +25,8 @@ const RUNS = Number(process.env.FUZZ_RUNS ?? 80);
 const TIMEOUT_MS = 5000;
 const OPERATOR_TOKEN = 'operator-token-for-the-fuzzer';
 const ACME = 'acme-tenant-token-for-the-fuzzer';
+const GLOBEX = 'globex-tenant-token-for-the-fuzzer';
+const VIEWER = 'viewer-token-for-the-fuzzer';
 const SECRET = 'acme-webhook-secret-for-the-fuzzer';
 const BOARD = { user: 'board', password: 'board-password-for-the-fuzzer' };
 /**
@@ -45,7 +49,7 @@ const SEEDS: Record<string, unknown> = {
     ticket: { id: 1, subject: 's', description: 'd', requester: { email: 'a@example.com', name: 'A' } },
     comment: { id: 1, body: 'b' },
   },
-  'PUT /v1/schedules/:id': { tenant: 'acme', agent: 'support', cron: '*/5 * * * *', input: { ticket } },
+  'PUT /v1/schedules/:id': { tenant: 'acme', agent: 'support', cron: '*/5 * * * *', input: ticket },
   'PUT /v1/flow/tenants/:tenant': { weight: 2, limit: 5 },
   'PUT /v1/flow/agents/:agent': { limit: 5 },
   'POST /v1/approvals/:actionId': { decision: 'approve', fingerprint: 'f', approver: 'alice' },
@@ -114,7 +118,12 @@ beforeAll(async () => {
   h = await createHarness('fuzz', {
     REDIS_URL: withDb(redisUrl(), DB),
     OPERATOR_TOKEN,
-    TENANT_TOKENS: JSON.stringify({ acme: ACME }),
+    TENANT_TOKENS: JSON.stringify({ acme: ACME, globex: GLOBEX }),
+    OPERATORS: JSON.stringify([
+      { name: 'vic', tokenSha256: createHash('sha256').update(VIEWER).digest('hex'), role: 'viewer', tenants: '*' },
+    ]),
+    // Two each: a PUT of a new schedule meets the cap (409, nothing written) as often as it passes.
+    SCHEDULES_MAX_PER_TENANT: '2',
     WEBHOOK_SECRETS: JSON.stringify({ acme: SECRET }),
     CONSOLE_SESSION_SECRET: 'fuzz-console-session-secret-0123456789',
     BULL_BOARD_USER: BOARD.user,
@@ -124,8 +133,21 @@ beforeAll(async () => {
   base = new URL(url);
   const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket(`FZ-RUN-${Date.now()}`) }, Date.now());
   await h.ctx.store.create(spec, Date.now());
+  // A schedule of each tenant, made with its own token: the schedule routes meet one they may and one they may not
+  // touch (the ids below name both).
+  for (const [tenant, token] of [
+    ['acme', ACME],
+    ['globex', GLOBEX],
+  ] as const) {
+    const put = await fetch(`${url}/v1/schedules/daily`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ tenant, agent: 'support', cron: '0 3 * * *', input: ticket }),
+    });
+    expect(put.status).toBe(200);
+  }
   world = {
-    tokens: [PRODUCER_TOKEN, OPERATOR_TOKEN, ACME],
+    tokens: [PRODUCER_TOKEN, OPERATOR_TOKEN, ACME, GLOBEX, VIEWER],
     basic: [`Basic ${Buffer.from(`${BOARD.user}:${BOARD.password}`).toString('base64')}`],
     cookies: [await sessionCookie(url)],
     ids: [spec.runId, `r_${'0'.repeat(24)}`, `a_${'0'.repeat(32)}`, 'acme', 'globex', 'support', 'daily', 'operator'],

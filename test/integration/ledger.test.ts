@@ -10,6 +10,8 @@ import { createEffectRunner } from '../../src/ledger/runner.js';
 import { actionIdentity } from '../../src/ledger/identity.js';
 import { CrashPoints } from '../../src/config/testHooks.js';
 import type { WriteTool } from '../../src/core/tool.js';
+import { defineWriteTool } from '../../src/core/agent.js';
+import { z } from 'zod';
 import type { Script } from '../../src/models/scriptedTurns.js';
 import type { FaultRule } from '../../sandbox/types.js';
 import { emailCall as email, final, ticketCall, turn } from '../../testkit/turns.js';
@@ -220,5 +222,38 @@ describe('effect ledger', () => {
     expect(view.effects[0]?.receipt).toMatch(/^\d+$/);
     expect(view.effects[1]?.idempotencyKey).toContain(runId);
     expect(view.effects[1]?.history.length).toBe(4);
+  });
+
+  it('a dispatch started shortly before the run deadline gets the minimum attempt, not what the deadline leaves', async () => {
+    const spec = buildSpec(
+      h.ctx,
+      { tenant: 'acme', ticket: sampleTicket('NEAR'), agent: { model: 'scripted', script: [final] } },
+      Date.now(),
+    );
+    await h.ctx.store.create(spec, Date.now());
+    const timeouts: number[] = [];
+    const note = defineWriteTool({
+      name: 'note',
+      description: 'n',
+      args: z.object({ n: z.number() }).strict(),
+      timeoutMs: 5000,
+      service: { enforcesKey: true, reconcile: 'none' },
+      dispatch: async (_args, _ctx, req) => {
+        timeouts.push(req.timeoutMs);
+        return { receipt: 'n-1', output: {}, replayed: false };
+      },
+    });
+    const ctx = { runId: spec.runId, step: 1, signal: new AbortController().signal, input: spec.input };
+    // Less than the minimum attempt is left (but the deadline has not passed): the request still gets the minimum.
+    const deadlineAt = Date.now() + h.cfg.RECONCILE_MIN_ATTEMPT_MS - 500;
+    await createEffectRunner(h.ctx, { workerId: 'w-near' }).run({
+      tool: note,
+      args: { n: 1 },
+      call: { id: 'call_1_0' },
+      ctx,
+      tenant: 'acme',
+      deadlineAt,
+    });
+    expect(timeouts).toEqual([h.cfg.RECONCILE_MIN_ATTEMPT_MS]);
   });
 });

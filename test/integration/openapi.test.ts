@@ -10,14 +10,20 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, producerAuth, type Harness } from '../../testkit/harness.js';
 import { createFullApi } from '../../src/http/fullApi.js';
 import { routesOf } from '../support/routes.js';
+import { SIGNATURE_HEADER, TIMESTAMP_HEADER } from '../../src/producer/webhookSignature.js';
 
 const OPERATOR_TOKEN = 'operator-token-for-openapi';
 /** The HTML pages and Bull Board: not JSON routes, not in the document. */
 const HTML_ROUTES = /^\/(console|runs|admin)(\/|$)/;
 
 type Responses = Record<string, { content?: Record<string, unknown> }>;
-type Operation = { responses: Responses };
-type OpenApi = { openapi: string; paths: Record<string, Record<string, Operation>> };
+type Operation = { responses: Responses; security?: Record<string, string[]>[] };
+type OpenApi = {
+  openapi: string;
+  paths: Record<string, Record<string, Operation>>;
+  security: Record<string, string[]>[];
+  components: { securitySchemes: Record<string, Record<string, string>> };
+};
 
 /** `/v1/runs/{id}` -> `/v1/runs/:id` (Express's form). */
 const expressPath = (path: string) => path.replace(/\{(\w+)\}/g, ':$1');
@@ -53,6 +59,18 @@ describe('GET /openapi.json', () => {
     expect(result.errors ?? []).toEqual([]);
     expect(result.valid).toBe(true);
     expect(doc.openapi).toBe('3.1.0');
+  });
+
+  it("declares each route's real credential: webhooks are HMAC-signed, never a bearer", () => {
+    const webhooks = Object.entries(doc.paths).filter(([path]) => path.startsWith('/webhooks/'));
+    expect(webhooks.length).toBeGreaterThan(0);
+    for (const [path, ops] of webhooks) expect(ops.post!.security, path).toEqual([{ webhookSignature: [] }]);
+    const scheme = doc.components.securitySchemes.webhookSignature!;
+    expect(scheme).toMatchObject({ type: 'apiKey', in: 'header', name: SIGNATURE_HEADER });
+    expect(scheme.description).toContain(TIMESTAMP_HEADER);
+    expect(scheme.description).toContain('WEBHOOK_SECRETS');
+    // Everything else keeps the document's bearer default (or says it needs nothing).
+    expect(doc.security).toEqual([{ bearer: [] }]);
   });
 
   it('documents every JSON route the app mounts, and nothing else', () => {

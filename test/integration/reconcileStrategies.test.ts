@@ -81,7 +81,15 @@ function harness(
   let clock = NOW;
   const run = (r = rec(), deadlineMs = 1000, replicate?: ReconcileDeps['replicate']) =>
     reconcile(
-      { ledger, metrics, deadlineMs, pollMs: 10, now: () => (clock += 5), ...(replicate ? { replicate } : {}) },
+      {
+        ledger,
+        metrics,
+        deadlineMs,
+        pollMs: 10,
+        minAttemptMs: 50,
+        now: () => (clock += 5),
+        ...(replicate ? { replicate } : {}),
+      },
       r,
       tool,
       ctx,
@@ -195,5 +203,85 @@ describe('reconciliation strategies', () => {
     });
     expect(await h.run()).toBe('safe_retry');
     expect(await h.run(rec({ attempts: 3 }))).toBe('needs_human');
+  });
+});
+
+describe('the last attempt before a person decides', () => {
+  /** A lookup that answers `processing` until the deadline and records the timeout each call was given. */
+  function slowService(toolTimeoutMs: number) {
+    const timeouts: number[] = [];
+    const moves: { to: string; why: string; evidence: unknown }[] = [];
+    const ledger = {
+      async transition(_r: string, _a: string, _f: string, to: string, ev: { why: string; evidence?: unknown }) {
+        moves.push({ to, why: ev.why, evidence: ev.evidence });
+      },
+    } as unknown as Ledger;
+    const tool: WriteTool = {
+      name: 'write',
+      description: 'w',
+      effect: 'write',
+      args: z.object({ x: z.number() }),
+      timeoutMs: toolTimeoutMs,
+      service: { enforcesKey: true, reconcile: [{ kind: 'lookup' }] },
+      async dispatch() {
+        throw new Error('no dispatch in a lookup');
+      },
+      async lookup(_ctx, req) {
+        timeouts.push(req.timeoutMs);
+        // The service answers within any timeout it is given: still processing, this is call n.
+        return { status: 'processing', evidence: { answer: 'processing', call: timeouts.length } };
+      },
+    };
+    const ctx: ToolContext = { runId: 'r_1', step: 1, signal: new AbortController().signal, input: {} };
+    return { ledger, tool, ctx, timeouts, moves };
+  }
+
+  for (const notAfter of [undefined, NOW + 1000]) {
+    it(`gets at least minAttemptMs (or the tool's own timeout), never what the clamp leaves (${notAfter ? 'in a step' : 'the sweeper'})`, async () => {
+      const s = slowService(5000);
+      let clock = NOW;
+      const outcome = await reconcile(
+        {
+          ledger: s.ledger,
+          metrics: newMetrics(),
+          deadlineMs: 1000,
+          pollMs: 10,
+          minAttemptMs: 2000,
+          ...(notAfter !== undefined ? { notAfter } : {}),
+          now: () => (clock += 7),
+        },
+        rec({ replayUntil: undefined }),
+        s.tool,
+        s.ctx,
+        'test',
+      );
+      expect(outcome).toBe('needs_human');
+      expect(s.timeouts.length).toBeGreaterThan(1);
+      expect(Math.min(...s.timeouts)).toBeGreaterThanOrEqual(2000);
+      // What the person reads is the service's own last answer, not a timeout the clamp made.
+      expect(s.moves).toHaveLength(1);
+      expect(JSON.stringify(s.moves[0]!.evidence)).toContain(`"call":${s.timeouts.length}`);
+      expect(JSON.stringify(s.moves[0]!.evidence)).not.toMatch(/timed out/);
+    });
+  }
+
+  it('a tool whose own timeout is shorter than the minimum keeps it', async () => {
+    const s = slowService(300);
+    let clock = NOW;
+    await reconcile(
+      {
+        ledger: s.ledger,
+        metrics: newMetrics(),
+        deadlineMs: 1000,
+        pollMs: 10,
+        minAttemptMs: 2000,
+        now: () => (clock += 7),
+      },
+      rec({ replayUntil: undefined }),
+      s.tool,
+      s.ctx,
+      'test',
+    );
+    expect(new Set(s.timeouts)).toEqual(new Set([300]));
   });
 });

@@ -86,15 +86,16 @@ describe('resolveModelChoice', () => {
   });
 
   it('a provider this process lacks, or one without a default when none is named: the request field and the source named', () => {
+    // The source and the setting are the deployment's: apart from the message, for the producer and operators.
     expect(resolveModelChoice(cfg(), providers, mine, 't', 'scripted', 'model')).toEqual({
       path: 'model',
-      message: expect.stringMatching(
-        /^provider 'scripted' \(from model\) is not enabled: the scripted model runs in APP_MODE=development only/,
-      ),
+      message: "provider 'scripted' is not enabled",
+      deployment: expect.stringMatching(/^from model; the scripted model runs in APP_MODE=development only/),
     });
     expect(resolveModelChoice(cfg(), providers, agent('bare'), 't', undefined, 'model')).toEqual({
       path: 'model',
-      message: "provider 'bare' (from agent 'a' model) has no default model: name one",
+      message: "provider 'bare' has no default model: name one",
+      deployment: "from agent 'a' model",
     });
     expect(
       resolveModelChoice(cfg(), providers, agent({ provider: 'bare', model: 'x-1' }), 't', undefined, 'model'),
