@@ -121,7 +121,7 @@ export class ChildRuns {
     const [[status, reason], [steps, tokens], tail] = await Promise.all([
       this.d.redis.hmget(k.run, 'status', 'reason'),
       this.d.redis.hmget(k.budget, 'stepsUsed', 'tokensUsed'),
-      this.d.redis.lrange(k.journal, -3, -1),
+      this.d.redis.lrangeBuffer(k.journal, -3, -1), // bytes: a long final answer is stored compressed
     ]);
     if (status === null || status === undefined)
       return { ended: true, status: 'failed', reason: 'child_missing', steps: 0, tokens: 0 };
