@@ -7,10 +7,16 @@
  *     <key> SAMPLES 0` of every key after minus before, grouped by the key's family (src/store/keys.ts), / N.
  *  2. AOF bytes per read-only step: a plain BullMQ chain round and an engine round of the same size (the
  *     throughput section's workload), INFO aof_current_size delta / steps; and the AOF bytes per 20-step 1 KB run.
+ *  3. The journal codec's choice (src/core/journal.ts): each candidate codec over every entry of the same runs'
+ *     transcripts (their JSON), bytes kept and CPU per entry (CPU: process.cpuUsage over repeated passes, noisy on
+ *     a shared machine; the ratios are exact).
  */
+import { constants, brotliCompressSync, brotliDecompressSync, deflateRawSync, inflateRawSync } from 'node:zlib';
+import * as zlib from 'node:zlib';
 import { round } from '../lib/stats.js';
 import { atMost, type BenchEnv, type BenchOptions, type Metric, type Section, type SectionResult } from '../lib/types.js';
 import { createRun, readOnlyScript, runRound } from '../lib/workload.js';
+import { unpackEntry } from '../../src/core/journal.js';
 import { aofBytesByFamily, aofMark } from '../lib/aofFamilies.js';
 import type { WorkerPool } from '../lib/pool.js';
 import { completeSupportRuns, keyCategory, measureKeys } from './memory.js';
@@ -67,6 +73,8 @@ async function completeLongRuns(env: BenchEnv, pool: WorkerPool, n: number, tag:
 }
 
 interface PerRun {
+  /** The runs' journal entries (JSON), for the codec comparison. */
+  transcripts: string[];
   total: number;
   byFamily: Record<string, { keys: number; bytes: number }>;
   aof: number;
@@ -83,6 +91,7 @@ async function perRun(env: BenchEnv, n: number, complete: () => Promise<unknown>
   await complete();
   await sleep(1200); // appendfsync everysec: the last writes reach the file within a second
   const after = await measureKeys(env.admin, prefix, bullPrefix);
+  const transcripts = await journalsOf(env);
   const aof = await aofBytesByFamily(env.admin, mark, (key) => keyCategory(key, prefix, bullPrefix));
   const byFamily: PerRun['byFamily'] = {};
   let total = 0;
@@ -99,7 +108,82 @@ async function perRun(env: BenchEnv, n: number, complete: () => Promise<unknown>
     aofByFamily[fam] = round(bytes / n, 0);
     aofTotal += bytes;
   }
-  return { total: round(total, 0), byFamily, aof: round(aofTotal / n, 0), aofByFamily };
+  return { transcripts, total: round(total, 0), byFamily, aof: round(aofTotal / n, 0), aofByFamily };
+}
+
+/** Every journal entry in the bench Redis, as JSON. */
+async function journalsOf(env: BenchEnv): Promise<string[]> {
+  const out: string[] = [];
+  let cursor = '0';
+  do {
+    const [next, keys] = await env.admin.scan(cursor, 'MATCH', `${env.ctx.keys.prefix}:*:journal`, 'COUNT', 1000);
+    cursor = next;
+    for (const key of keys)
+      for (const [i, raw] of (await env.admin.lrangeBuffer(key, 0, -1)).entries()) out.push(unpackEntry(raw, i));
+  } while (cursor !== '0');
+  return out;
+}
+
+/** The preset dictionary's idea, rebuilt here so a candidate can be priced with and without one. */
+const SCHEMA_DICTIONARY = Buffer.from(
+  '{"v":1,"kind":"operator","step":1,"action":"approve","by":"","at":1,"detail":""}' +
+    '{"v":1,"kind":"status","step":1,"status":"completed","reason":"final_answer"}' +
+    '"usage":{"promptTokens":100,"completionTokens":10},"attempts":1}' +
+    '{"v":1,"kind":"decision","step":1,"model":"","toolCalls":[{"id":"call_1_0","name":"","args":{}}],"final":"","text":"' +
+    '{"v":1,"kind":"observation","step":1,"callId":"call_1_0","tool":"","status":"ok","output":{"',
+);
+
+type Codec = [(b: Buffer) => Buffer, (c: Buffer) => Buffer];
+const zstd = zlib as unknown as {
+  zstdCompressSync?: (b: Buffer, o?: object) => Buffer;
+  zstdDecompressSync?: (b: Buffer, o?: object) => Buffer;
+};
+const brotli = (quality: number): Codec => [
+  (b) =>
+    brotliCompressSync(b, {
+      params: { [constants.BROTLI_PARAM_QUALITY]: quality, [constants.BROTLI_PARAM_SIZE_HINT]: b.length },
+    }),
+  (c) => brotliDecompressSync(c),
+];
+const CODECS: Record<string, Codec> = {
+  'deflate-raw 6': [(b) => deflateRawSync(b, { level: 6 }), (c) => inflateRawSync(c)],
+  'deflate-raw 6 + schema dictionary (shipped, 4 KB window)': [
+    (b) => deflateRawSync(b, { level: 6, windowBits: 12, memLevel: 4, dictionary: SCHEMA_DICTIONARY }),
+    (c) => inflateRawSync(c, { dictionary: SCHEMA_DICTIONARY }),
+  ],
+  'brotli 4': brotli(4),
+  'brotli 6': brotli(6),
+  'brotli 11': brotli(11),
+  ...(zstd.zstdCompressSync && zstd.zstdDecompressSync
+    ? {
+        'zstd 3': [(b: Buffer) => zstd.zstdCompressSync!(b), (c: Buffer) => zstd.zstdDecompressSync!(c)] as Codec,
+      }
+    : {}),
+};
+
+/** Bytes kept (whole transcripts, every entry compressed) and CPU µs per entry of each codec. */
+function codecRows(corpora: Record<string, string[]>): (string | number)[][] {
+  const rows: (string | number)[][] = [];
+  for (const [name, [compress, inflate]] of Object.entries(CODECS)) {
+    const row: (string | number)[] = [name];
+    for (const entries of Object.values(corpora)) {
+      const bufs = entries.map((e) => Buffer.from(e, 'utf8'));
+      const raw = bufs.reduce((s, b) => s + b.length, 0);
+      const packed = bufs.map(compress);
+      const kept = packed.reduce((s, c) => s + c.length + 1, 0);
+      const passes = Math.max(1, Math.ceil(20_000 / bufs.length));
+      let t = process.cpuUsage();
+      for (let p = 0; p < passes; p++) for (const b of bufs) compress(b);
+      const c = process.cpuUsage(t);
+      t = process.cpuUsage();
+      for (let p = 0; p < passes; p++) for (const x of packed) inflate(x);
+      const d = process.cpuUsage(t);
+      const per = (u: NodeJS.CpuUsage) => round((u.user + u.system) / passes / bufs.length, 1);
+      row.push(round(kept / raw, 3), per(c), per(d));
+    }
+    rows.push(row);
+  }
+  return rows;
 }
 
 function familyRows(a: PerRun, b: PerRun): (string | number)[][] {
@@ -148,6 +232,8 @@ export const bytes: Section = {
     } finally {
       await pool.kill();
     }
+    const corpora = { support: support.transcripts, [`${LONG_STEPS}x1KB`]: long.transcripts };
+    const codecs = codecRows(corpora);
     const metrics: Metric[] = [
       atMost(
         'memory_per_support_run',
@@ -201,8 +287,24 @@ export const bytes: Section = {
           header: ['family', 'support B/run', `${LONG_STEPS}x1KB B/run`],
           rows: aofRows(support, long),
         },
+        {
+          title: `Journal codecs over every entry of these runs (${support.transcripts.length} support, ${long.transcripts.length} ${LONG_STEPS}x1KB entries, each compressed on its own; kept = stored bytes incl. the marker / JSON bytes; µs = CPU per entry)`,
+          header: [
+            'codec',
+            'support kept',
+            'compress µs',
+            'inflate µs',
+            `${LONG_STEPS}x1KB kept`,
+            'compress µs',
+            'inflate µs',
+          ],
+          rows: codecs,
+        },
       ],
-      details: { support, long, plainAofPerStep: plainAof, engineAofPerStep: engineAof, runs: { nSupport, nLong } },
+      details: {
+        support: { ...support, transcripts: undefined },
+        long: { ...long, transcripts: undefined },
+        codecs, plainAofPerStep: plainAof, engineAofPerStep: engineAof, runs: { nSupport, nLong } },
     };
   },
 };
