@@ -14,7 +14,14 @@
 import { constants, brotliCompressSync, brotliDecompressSync, deflateRawSync, inflateRawSync } from 'node:zlib';
 import * as zlib from 'node:zlib';
 import { round } from '../lib/stats.js';
-import { atMost, type BenchEnv, type BenchOptions, type Metric, type Section, type SectionResult } from '../lib/types.js';
+import {
+  atMost,
+  type BenchEnv,
+  type BenchOptions,
+  type Metric,
+  type Section,
+  type SectionResult,
+} from '../lib/types.js';
 import { createRun, readOnlyScript, runRound } from '../lib/workload.js';
 import { unpackEntry } from '../../src/core/journal.js';
 import { aofBytesByFamily, aofMark } from '../lib/aofFamilies.js';
@@ -171,7 +178,7 @@ function codecRows(corpora: Record<string, string[]>): (string | number)[][] {
       const raw = bufs.reduce((s, b) => s + b.length, 0);
       const packed = bufs.map(compress);
       const kept = packed.reduce((s, c) => s + c.length + 1, 0);
-      const passes = Math.max(1, Math.ceil(20_000 / bufs.length));
+      const passes = Math.max(1, Math.ceil(2_000 / bufs.length));
       let t = process.cpuUsage();
       for (let p = 0; p < passes; p++) for (const b of bufs) compress(b);
       const c = process.cpuUsage(t);
@@ -279,11 +286,18 @@ export const bytes: Section = {
       tables: [
         {
           title: `Redis memory per completed run by key family (MEMORY USAGE <key> SAMPLES 0 of every key, after minus before, / runs)`,
-          header: ['family', 'support keys/run', 'support B/run', `${LONG_STEPS}x1KB keys/run`, `${LONG_STEPS}x1KB B/run`],
+          header: [
+            'family',
+            'support keys/run',
+            'support B/run',
+            `${LONG_STEPS}x1KB keys/run`,
+            `${LONG_STEPS}x1KB B/run`,
+          ],
           rows: familyRows(support, long),
         },
         {
-          title: 'AOF bytes per completed run by key family (the incremental AOF, parsed; scripts persist as their effects)',
+          title:
+            'AOF bytes per completed run by key family (the incremental AOF, parsed; scripts persist as their effects)',
           header: ['family', 'support B/run', `${LONG_STEPS}x1KB B/run`],
           rows: aofRows(support, long),
         },
@@ -304,7 +318,11 @@ export const bytes: Section = {
       details: {
         support: { ...support, transcripts: undefined },
         long: { ...long, transcripts: undefined },
-        codecs, plainAofPerStep: plainAof, engineAofPerStep: engineAof, runs: { nSupport, nLong } },
+        codecs,
+        plainAofPerStep: plainAof,
+        engineAofPerStep: engineAof,
+        runs: { nSupport, nLong },
+      },
     };
   },
 };

@@ -16,7 +16,13 @@
 import type { Agent } from '../../core/agent.js';
 import { ShutdownError } from '../../core/errors.js';
 import { DeadlineError } from '../../core/timeout.js';
-import { encodeEntry, packEntry, type DecisionEntry, type JournalEntry, type ObservationEntry } from '../../core/journal.js';
+import {
+  encodeEntry,
+  packEntry,
+  type DecisionEntry,
+  type JournalEntry,
+  type ObservationEntry,
+} from '../../core/journal.js';
 import type { ToolContext } from '../../core/tool.js';
 import { wallClockStop, type BudgetStop } from '../../budget/tenantBudget.js';
 import { nextStatus } from '../../budget/policy.js';
