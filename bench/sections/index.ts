@@ -10,6 +10,7 @@ import { overhead } from './overhead.js';
 import { recovery } from './recovery.js';
 import { cluster } from './cluster.js';
 import { memory } from './memory.js';
+import { bytes } from './bytes.js';
 import { streaming } from './streaming.js';
 import { replication } from './replication.js';
 import { waits } from './waits.js';
@@ -28,6 +29,7 @@ export const sections: Section[] = [
   overhead,
   cluster,
   memory,
+  bytes,
   recovery,
   killToModel,
   streaming,

@@ -51,19 +51,21 @@ export function keyCategory(key: string, prefix: string, bullPrefix: string): st
     if (kind === 'run') return sub ? `run ${sub}` : 'run hash';
     return sub ? `ledger ${sub}` : 'ledger records';
   }
+  const byIndex = new RegExp(`^${prefix}:\\{\\d+\\}:(runs-by|subject):`).exec(key);
+  if (byIndex) return byIndex[1] === 'subject' ? 'subject latest run' : 'index runs-by';
   const shared = new RegExp(`^${prefix}:\\{\\d+\\}:([\\w-]+)$`).exec(key);
   if (shared) return `index ${shared[1]}`;
   return key.startsWith(`${prefix}:`) ? `other ${key.slice(prefix.length + 1).split(':')[0]}` : 'other';
 }
 
-interface KeyReport {
+export interface KeyReport {
   keys: number;
   bytes: number;
   byCategory: Map<string, { keys: number; bytes: number; withTtl: number }>;
 }
 
 /** MEMORY USAGE (all samples) and PTTL of every key, grouped by category. */
-async function measureKeys(admin: Redis, prefix: string, bullPrefix: string): Promise<KeyReport> {
+export async function measureKeys(admin: Redis, prefix: string, bullPrefix: string): Promise<KeyReport> {
   const keys: string[] = [];
   let cursor = '0';
   do {
@@ -109,7 +111,7 @@ async function rssKb(pid: number): Promise<number> {
 }
 
 /** Creates `n` support-agent runs, lets the pool finish them, checks they completed. */
-async function completeSupportRuns(env: BenchEnv, pool: WorkerPool, n: number, tag: string): Promise<string[]> {
+export async function completeSupportRuns(env: BenchEnv, pool: WorkerPool, n: number, tag: string): Promise<string[]> {
   const runIds: string[] = [];
   for (let i = 0; i < n; i++) {
     const t = ticket(`${tag}-${i}`);

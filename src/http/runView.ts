@@ -158,9 +158,12 @@ async function childrenOf(ctx: EngineContext, key: string): Promise<{ runId: str
   return ids.map((runId, i) => ({ runId, status: statuses[i] ?? '' }));
 }
 
-/** The journal, entry by entry: an entry that no longer parses is left out and noted. */
+/**
+ * The journal, entry by entry: an entry that no longer parses is left out and noted. Read as bytes: an entry may be
+ * stored compressed (packEntry), which no string decoding survives.
+ */
 async function readTranscript(ctx: EngineContext, journalKey: string, notes: string[]): Promise<JournalEntry[]> {
-  const raws = await ctx.redis.lrange(journalKey, 0, -1);
+  const raws = await ctx.redis.lrangeBuffer(journalKey, 0, -1);
   const out: JournalEntry[] = [];
   raws.forEach((raw, i) => {
     try {

@@ -123,7 +123,7 @@ export class ChildRuns {
     const [run, used, tail] = await Promise.all([
       readRun(this.d.redis, this.d.keys, childRunId, ['reason']),
       readBudget(this.d.redis, this.d.keys, childRunId, ['stepsUsed', 'tokensUsed']),
-      this.d.redis.lrange(k.journal, -3, -1),
+      this.d.redis.lrangeBuffer(k.journal, -3, -1), // bytes: a long final answer is stored compressed
     ]);
     if (!run) return { ended: true, status: 'failed', reason: 'child_missing', steps: 0, tokens: 0 };
     const out: ChildOutcome = {

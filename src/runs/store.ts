@@ -177,13 +177,14 @@ export class RunStore {
     for (const [err] of res ?? []) if (err) throw err;
   }
 
+  /** Journal reads are of bytes: an entry may be stored compressed (packEntry), which no string decoding survives. */
   async journalEntry(runId: string, index: number): Promise<JournalEntry | undefined> {
-    const raw = await this.redis.lindex(this.keys.run(runId).journal, index);
+    const raw = await this.redis.lindexBuffer(this.keys.run(runId).journal, index);
     return raw === null ? undefined : decodeEntry(raw, index);
   }
 
   async transcript(runId: string): Promise<JournalEntry[]> {
-    const raws = await this.redis.lrange(this.keys.run(runId).journal, 0, -1);
+    const raws = await this.redis.lrangeBuffer(this.keys.run(runId).journal, 0, -1);
     return raws.map((r, i) => decodeEntry(r, i));
   }
 

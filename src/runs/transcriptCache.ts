@@ -12,6 +12,8 @@
  * model was asked as if one step further, and a run made its write twice).
  * So each read also fetches the entry at the cached end (same round trip) and
  * reads the whole journal again when it differs from the one cached.
+ *
+ * Entries are read as bytes: one may be stored compressed (packEntry in src/core/journal.ts).
  */
 import type { RedisClient } from '../store/connect.js';
 import { decodeEntry, type JournalEntry } from '../core/journal.js';
@@ -19,7 +21,7 @@ import { decodeEntry, type JournalEntry } from '../core/journal.js';
 interface Cached {
   entries: JournalEntry[];
   /** The raw last entry, as the store had it when read. */
-  last: string;
+  last: Buffer;
 }
 
 export class TranscriptCache {
@@ -32,7 +34,7 @@ export class TranscriptCache {
   async load(redis: RedisClient, runId: string, journalKey: string): Promise<JournalEntry[]> {
     const have = this.entries.get(runId);
     const read = have ? await this.readAfter(redis, journalKey, have) : undefined;
-    const fresh = read ?? { entries: [], raw: await redis.lrange(journalKey, 0, -1) };
+    const fresh = read ?? { entries: [], raw: await redis.lrangeBuffer(journalKey, 0, -1) };
     const base = fresh.entries.length;
     const all =
       fresh.raw.length === 0 ? fresh.entries : [...fresh.entries, ...fresh.raw.map((r, i) => decodeEntry(r, base + i))];
@@ -50,16 +52,18 @@ export class TranscriptCache {
     redis: RedisClient,
     journalKey: string,
     have: Cached,
-  ): Promise<{ entries: JournalEntry[]; raw: string[] } | undefined> {
+  ): Promise<{ entries: JournalEntry[]; raw: Buffer[] } | undefined> {
     const n = have.entries.length;
     const replies =
       (await redis
         .pipeline()
-        .lindex(journalKey, n - 1)
-        .lrange(journalKey, n, -1)
+        .lindexBuffer(journalKey, n - 1)
+        .lrangeBuffer(journalKey, n, -1)
         .exec()) ?? [];
     for (const [err] of replies) if (err) throw err;
-    if (replies[0]?.[1] === have.last) return { entries: have.entries, raw: replies[1]?.[1] as string[] };
+    const last = replies[0]?.[1];
+    if (Buffer.isBuffer(last) && last.equals(have.last))
+      return { entries: have.entries, raw: replies[1]?.[1] as Buffer[] };
     this.diverged++;
     return undefined;
   }

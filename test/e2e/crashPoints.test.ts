@@ -11,7 +11,8 @@ import { spawnWorker } from '../../testkit/processes.js';
 import { buildSpec } from '../../src/producer/intake.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import type { Script } from '../../src/models/scriptedTurns.js';
-import { read, final, email } from '../../testkit/turns.js';
+import { read, final, email, emailTurn } from '../../testkit/turns.js';
+import { DEFLATE_MARKER } from '../../src/core/journal.js';
 
 let h: Harness;
 beforeEach(async () => {
@@ -21,8 +22,8 @@ afterEach(async () => {
   await h.close();
 });
 
-async function createRun(id: string): Promise<string> {
-  const script: Script = [read, email, final];
+async function createRun(id: string, emailTurnOfStep2 = email): Promise<string> {
+  const script: Script = [read, emailTurnOfStep2, final];
   const spec = buildSpec(
     h.ctx,
     { tenant: 'acme', ticket: sampleTicket(id), budget: { maxSteps: 10 }, agent: { model: 'scripted', script } },
@@ -96,5 +97,19 @@ describe('named crash points (real SIGKILL at the instant named)', () => {
     h.sandbox.clearFaults();
     const action = await finishAndCheck(runId);
     expect(action.history.map((x) => x.to)).toContain('outcome_unknown');
+  });
+
+  it('after_decision with the decision stored compressed: the next owner acts on it, never asks the model again', async () => {
+    // A long email body makes step 2's decision long enough to be stored deflated (packEntry): its digest, which
+    // the ledger's plan and the commit check against the server's copy, is of those bytes.
+    const body = Array.from({ length: 12 }, (_, i) => `Paragraph ${i}: your replacement mugs ship tomorrow.`).join(' ');
+    const runId = await createRun('CP-packed', emailTurn(body));
+    const victim = await spawnWorker(victimEnv({ CRASH_POINTS: 'after_decision@2' }));
+    expect((await victim.exited).signal).toBe('SIGKILL');
+    const journal = await h.ctx.redis.lrangeBuffer(h.ctx.keys.run(runId).journal, 0, -1);
+    expect(journal.at(-1)?.[0]).toBe(DEFLATE_MARKER);
+    const action = await finishAndCheck(runId);
+    expect(action.history.map((x) => x.to)).toEqual(['planned', 'authorized', 'dispatched', 'confirmed']);
+    expect(h.sandbox.counts().byResource.emails.records).toBe(1);
   });
 });

@@ -49,8 +49,8 @@ export interface CommitStepArgs {
    * hold it as the step's decision (decisionDigest). Undefined when the commit follows no journalled decision.
    */
   decision?: string | undefined;
-  /** Journal entries (JSON), appended in order. */
-  entries: readonly string[];
+  /** Journal entries as stored (JSON or compressed: packEntry), appended in order. */
+  entries: readonly (string | Buffer)[];
   /** BullMQ's completion of this job (captureMoveToCompleted). */
   finish: CapturedAdd;
   /**

@@ -20,8 +20,8 @@ export interface JournalDecisionArgs {
   tokensDelta: number;
   /** UTF-8 bytes the transcript grows by; undefined when the run's byte count is unknown (not kept for it). */
   contextBytesDelta: number | undefined;
-  /** The decision entry (JSON). */
-  entry: string;
+  /** The decision entry as stored (JSON or compressed: packEntry). */
+  entry: string | Buffer;
   now: number;
   eventsMaxLen: number;
   /** The `decision` event (JSON). */

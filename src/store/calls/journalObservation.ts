@@ -18,8 +18,8 @@ export interface JournalObservationArgs {
   token: string;
   step: number;
   jobId: string;
-  /** The observation entry (JSON). */
-  entry: string;
+  /** The observation entry as stored (JSON or compressed: packEntry). */
+  entry: string | Buffer;
   /** UTF-8 bytes the transcript grows by; undefined when the run keeps no byte count. */
   contextBytesDelta: number | undefined;
   eventsMaxLen: number;

@@ -18,8 +18,8 @@ export interface WakeRunArgs {
   now: number;
   eventsMaxLen: number;
   retentionMs: number;
-  /** The wait's result entries (JSON), none for a sleep (its result was journalled by its park). */
-  entries: string[];
+  /** The wait's result entries (JSON), none for a sleep (its result was journalled by its park); as stored (JSON or compressed: packEntry). */
+  entries: (string | Buffer)[];
   contextBytesDelta: number | undefined;
   /** The `woke` event (JSON). */
   event: string;

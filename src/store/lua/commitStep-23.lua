@@ -68,6 +68,12 @@
   when the run stops or parks) share one stream entry (includes/emitEvents.lua).
 
   Keeps the run listing indexes and the version queue (includes/runIndex.lua) in the same change.
+
+  A run that ends here lets go, in the same change, of what nothing reads after
+  its end: its completed step jobs, this one included (includes/dropRunJobs.lua),
+  and, when it cannot come back to work (completed, cancelled), the run hash's
+  per-step bookkeeping (decidedStep, decisionIndex: a retry of a failed run reuses
+  a journalled decision through them).
 ]]
 -- @include fence
 -- @include emitEvents
@@ -75,6 +81,7 @@
 -- @include runStatus
 -- @include runIndex
 -- @include journalledDecision
+-- @include dropRunJobs
 -- @include bullmq:addStandardJob
 -- @include bullmq:addPrioritizedJob
 -- @include bullmq:moveToFinished
@@ -154,4 +161,10 @@ end
 local finished = bullmqMoveToFinished(
   { KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16], KEYS[17], KEYS[18], KEYS[19], KEYS[20] },
   { ARGV[17], ARGV[18], ARGV[19], ARGV[20], ARGV[21], ARGV[22], ARGV[23], ARGV[24], ARGV[25] })
+if terminalStatus[status] then
+  -- After the completion: the ending job is in the completed set by now. KEYS[17] is that set, ARGV[23] the queue's
+  -- key prefix (moveToFinished's own).
+  dropRunJobs(KEYS[17], ARGV[23], ARGV[14])
+  if status == 'completed' or status == 'cancelled' then redis.call('HDEL', KEYS[1], 'decidedStep', 'decisionIndex') end
+end
 return { len, finished, status }

@@ -19,8 +19,11 @@
   Returns {1, job state} settled, {0, why} left alone (run_moved_on,
   job_alive, job_<state>, too_young), or {-3, ''} run missing.
 
-  Keeps the run listing indexes (includes/runIndex.lua) in the same change.
+  Keeps the run listing indexes (includes/runIndex.lua) in the same change. A run
+  that ends `failed` lets go of its completed step jobs (includes/dropRunJobs.lua);
+  the failed job stays for inspection.
 ]]
+-- @include dropRunJobs
 -- @include emitEvent
 -- @include expireRun
 -- @include runIndex
@@ -50,5 +53,6 @@ emitEvent(KEYS[4], ARGV[7], 'status_changed', cjson.encode({ status = status, re
 if status == 'failed' then
   redis.call('HSET', KEYS[1], 'finishedAt', ARGV[5])
   expireRun({ KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5] }, KEYS[5], ARGV[8])
+  dropRunJobs(KEYS[8], string.sub(KEYS[6], 1, #KEYS[6] - #ARGV[1]), ARGV[1])
 end
 return { 1, jobState }

@@ -16,7 +16,13 @@
 import type { Agent } from '../../core/agent.js';
 import { ShutdownError } from '../../core/errors.js';
 import { DeadlineError } from '../../core/timeout.js';
-import { encodeEntry, type DecisionEntry, type JournalEntry, type ObservationEntry } from '../../core/journal.js';
+import {
+  encodeEntry,
+  packEntry,
+  type DecisionEntry,
+  type JournalEntry,
+  type ObservationEntry,
+} from '../../core/journal.js';
 import type { ToolContext } from '../../core/tool.js';
 import { wallClockStop, type BudgetStop } from '../../budget/tenantBudget.js';
 import { nextStatus } from '../../budget/policy.js';
@@ -110,8 +116,9 @@ async function runAndJournal(
 ): Promise<Done> {
   const result = await runTool(env, state, agent, call, ctx);
   if (!journalEach || !('obs' in result)) return result;
-  const encoded = encodeEntry(result.obs);
-  const bytes = Buffer.byteLength(encoded);
+  const json = encodeEntry(result.obs);
+  const bytes = Buffer.byteLength(json);
+  const encoded = packEntry(json);
   await env.store.journalObservation(state.job, {
     runId: state.runId,
     observation: result.obs,

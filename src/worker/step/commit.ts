@@ -7,7 +7,7 @@
  * is stale and refused by the fence).
  */
 import { FenceError } from '../../core/errors.js';
-import { encodeEntry } from '../../core/journal.js';
+import { encodeEntry, packEntry, type StoredEntry } from '../../core/journal.js';
 import { isContext, type Usage } from '../../budget/tenantBudget.js';
 import { countRunFinished } from '../../metrics/metrics.js';
 import type { StepJobData } from '../../runs/spec.js';
@@ -109,10 +109,13 @@ async function addWakeJob(env: StepEnv, state: StepState, plan: CommitPlan, used
 /** The plan as the store's commit record: entries encoded, the transcript's growth, the next step's job. */
 export function commitRecord(env: StepEnv, state: StepState, plan: CommitPlan, fetchNext: boolean): StepCommit {
   const { runId, step, data, used } = state;
-  const encoded = plan.entries.map(encodeEntry);
+  const encoded: StoredEntry[] = [];
   let bytes = 0;
-  for (let i = 0; i < encoded.length; i++) {
-    if (isContext(plan.entries[i]!.kind)) bytes += Buffer.byteLength(encoded[i]!);
+  for (const entry of plan.entries) {
+    const json = encodeEntry(entry);
+    // The budget counts the transcript's JSON (what a prompt carries), not its stored form.
+    if (isContext(entry.kind)) bytes += Buffer.byteLength(json);
+    encoded.push(packEntry(json));
   }
   const next: StepJobData | undefined =
     plan.status === 'running'

@@ -8,7 +8,7 @@
  * `after_decision`); any other rides in the commit. Returns the commit that stops the run, or undefined with `state.decision` set.
  */
 import type { Agent } from '../../core/agent.js';
-import { encodeEntry, entryDigest, type DecisionEntry } from '../../core/journal.js';
+import { encodeEntry, entryDigest, packEntry, type DecisionEntry } from '../../core/journal.js';
 import { preflight, type BudgetKind } from '../../budget/tenantBudget.js';
 import { cancelledPlan } from './cancel.js';
 import type { StepEnv } from './env.js';
@@ -87,8 +87,9 @@ async function keep(env: StepEnv, state: StepState, agent: Agent, decision: Deci
     state.carriesDecision = true;
     return;
   }
-  const encoded = encodeEntry(decision);
-  const bytes = Buffer.byteLength(encoded);
+  const json = encodeEntry(decision);
+  const bytes = Buffer.byteLength(json);
+  const encoded = packEntry(json);
   await env.store.journalDecision(state.job, {
     runId: state.runId,
     decision,

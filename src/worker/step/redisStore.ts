@@ -133,7 +133,8 @@ export class RedisStepStore implements StepStore {
   }
 
   async journalEntry(runId: string, index: number) {
-    const raw = await this.d.redis.lindex(this.d.keys.run(runId).journal, index);
+    // Bytes: the entry may be stored compressed, and its digest is of the stored bytes.
+    const raw = await this.d.redis.lindexBuffer(this.d.keys.run(runId).journal, index);
     return raw === null ? undefined : { entry: decodeEntry(raw, index), digest: entryDigest(raw) };
   }
 

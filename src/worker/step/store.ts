@@ -8,7 +8,7 @@
  * run_not_running, decision_exists) and writes nothing.
  */
 import type { Logger } from 'pino';
-import type { DecisionEntry, JournalEntry, ObservationEntry } from '../../core/journal.js';
+import type { DecisionEntry, JournalEntry, ObservationEntry, StoredEntry } from '../../core/journal.js';
 import type { RunState } from '../../runs/store.js';
 import type { RunSpec, StepJobData } from '../../runs/spec.js';
 import type { AwaitReply } from '../../store/calls/awaitEvent.js';
@@ -20,8 +20,8 @@ import type { CommitPlan, StepJob } from './state.js';
 export interface DecisionWrite {
   runId: string;
   decision: DecisionEntry;
-  /** The decision, encoded as the journal stores it. */
-  encoded: string;
+  /** The decision, encoded as the journal stores it (packEntry). */
+  encoded: StoredEntry;
   /** Bytes the transcript grows by; undefined when the run keeps no byte count. */
   contextBytesDelta: number | undefined;
   /** This delivery's step_started event, '' when a script of this delivery already wrote it. */
@@ -33,8 +33,8 @@ export interface DecisionWrite {
 export interface ObservationWrite {
   runId: string;
   observation: ObservationEntry;
-  /** The observation, encoded as the journal stores it. */
-  encoded: string;
+  /** The observation, encoded as the journal stores it (packEntry). */
+  encoded: StoredEntry;
   contextBytesDelta: number | undefined;
 }
 
@@ -44,8 +44,8 @@ export interface WakeWrite {
   step: number;
   /** The wait's results (an event's payload or timeout, each child's outcome); none for a sleep. */
   entries: JournalEntry[];
-  /** The entries, encoded as the journal stores them. */
-  encoded: string[];
+  /** The entries, encoded as the journal stores them (packEntry). */
+  encoded: StoredEntry[];
   contextBytesDelta: number | undefined;
   /** The `woke` event (JSON). */
   event: string;
@@ -70,8 +70,8 @@ export interface StepCommit {
   runId: string;
   step: number;
   plan: CommitPlan;
-  /** The plan's entries, encoded as the journal stores them. */
-  encoded: readonly string[];
+  /** The plan's entries, encoded as the journal stores them (packEntry). */
+  encoded: readonly StoredEntry[];
   contextBytesDelta: number | undefined;
   /** The next step's job data; undefined when the run stops or parks (no job is added). */
   next: StepJobData | undefined;

@@ -11,7 +11,7 @@
  * happen once.
  */
 import { DelayedError } from 'bullmq';
-import { encodeEntry, type ObservationEntry } from '../../core/journal.js';
+import { encodeEntry, packEntry, type ObservationEntry } from '../../core/journal.js';
 import { waitIdOf, type WaitRecord } from '../../runs/waits.js';
 import type { StepEnv } from './env.js';
 import { grown, type StepState } from './state.js';
@@ -37,8 +37,9 @@ export async function wake(env: StepEnv, state: StepState, wait: WaitRecord): Pr
     throw new DelayedError();
   }
   const entries = result;
-  const encoded = entries.map(encodeEntry);
-  const bytes = encoded.reduce((n, e) => n + Buffer.byteLength(e), 0);
+  const json = entries.map(encodeEntry);
+  const bytes = json.reduce((n, e) => n + Buffer.byteLength(e), 0);
+  const encoded = json.map(packEntry);
   const charge = charged
     ? charged.children.reduce((t, c) => ({ steps: t.steps + c.steps, tokens: t.tokens + c.tokens }), {
         steps: 0,

@@ -5,7 +5,7 @@
  * next job), and a record of every call so a test can say what a stage wrote.
  */
 import { FenceError } from '../../../src/core/errors.js';
-import { encodeEntry, entryDigest, type JournalEntry } from '../../../src/core/journal.js';
+import { decodeEntry, encodeEntry, entryDigest, packEntry, type JournalEntry } from '../../../src/core/journal.js';
 import type { RunSpec, StepJobData } from '../../../src/runs/spec.js';
 import type { RunState } from '../../../src/runs/store.js';
 import type { CapturedAdd } from '../../../src/store/bullmqInternals.js';
@@ -88,7 +88,7 @@ export class MemoryStepStore implements StepStore {
 
   async journalEntry(runId: string, index: number): Promise<{ entry: JournalEntry; digest: string } | undefined> {
     const entry = this.runs.get(runId)?.journal[index];
-    return entry ? { entry, digest: entryDigest(encodeEntry(entry)) } : undefined;
+    return entry ? { entry, digest: entryDigest(packEntry(encodeEntry(entry))) } : undefined;
   }
 
   async ensureCurrentStepJob(runId: string): Promise<void> {
@@ -153,7 +153,7 @@ export class MemoryStepStore implements StepStore {
     if (plan.carriesDecision && run.state.decidedStep === c.step)
       throw new FenceError('decision_exists', 'decision exists');
     if (c.startedEvent !== '') run.events.push({ type: 'step_started', data: JSON.parse(c.startedEvent) });
-    run.journal.push(...c.encoded.map((e) => JSON.parse(e) as JournalEntry));
+    run.journal.push(...c.encoded.map((e, i) => decodeEntry(e, i)));
     run.state.used = grow(run.state.used, plan.stepsDelta, plan.tokensDelta, c.contextBytesDelta);
     // A recorded cancel wins over any status the plan asks for.
     const committed = run.state.cancelRequested ? 'cancelled' : plan.status;
