@@ -98,6 +98,7 @@ describe('the dependency rules', () => {
       'layer-runs',
       'layer-worker',
       'layer-ledger',
+      'layer-operations',
       'layer-mcp',
       'layer-models',
       'layer-agents',
