@@ -1,0 +1,74 @@
+/**
+ * Flow control and woken runs: a run parked on a wait gave its slot back, so when its wait ends it waits for a slot
+ * like any run (at the front of its tenant's line) and its next step does not run before it has one. Under a tenant
+ * limit of 2, ten runs woken together (ten events delivered at once, ten sleeps ending at one instant) never have
+ * more than 2 at work: neither the flow's counter nor the runs `running` go above it, and every run completes.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createHarness, type Harness } from '../../testkit/harness.js';
+import { until } from '../../testkit/until.js';
+import { startRun } from '../../src/producer/intake.js';
+import { deliver } from '../../src/producer/events.js';
+import { sampleAtWork } from '../fixtures/flowAtWork.js';
+
+const RUNS = 10;
+const usage = { promptTokens: 10, completionTokens: 2 };
+let h: Harness;
+
+beforeAll(async () => {
+  h = await createHarness('flowwakes', {
+    AGENTS_MODULE: 'test/fixtures/flowWaitAgents.ts',
+    FLOW_CONTROL: 'true',
+    FLOW_TENANT_CONCURRENCY: '2',
+    FLOW_SWEEP_MS: '200',
+  });
+  await h.startWorker();
+});
+afterAll(async () => {
+  await h.close();
+});
+
+let n = 0;
+async function start(tenant: string, first: { name: string; args: unknown }): Promise<string> {
+  const script = [
+    { toolCalls: [first], usage },
+    { toolCalls: [{ name: 'work', args: { ms: 300 } }], usage },
+    { toolCalls: [], final: 'done', usage },
+  ];
+  const id = `W-${++n}`;
+  const r = await startRun(h.ctx, { tenant, agent: 'flow-a', input: { id }, model: 'scripted', script }, `k-${id}`);
+  return r.runId;
+}
+
+const statusOf = async (runId: string) => (await h.ctx.redis.hget(h.ctx.keys.run(runId).run, 'status')) ?? '';
+const allIn = async (runIds: string[], status: string) =>
+  (await Promise.all(runIds.map(statusOf))).every((s) => s === status);
+
+describe('woken runs under a tenant limit', { timeout: 90_000 }, () => {
+  it('ten events delivered at once: at most 2 at work, all complete', async () => {
+    const runIds: string[] = [];
+    for (let i = 0; i < RUNS; i++) runIds.push(await start('ev', { name: 'wait_for', args: { key: `e${i}`, timeoutSeconds: 120 } }));
+    await until('ten runs waiting for their event', 30_000, () => allIn(runIds, 'waiting_event'));
+    const sampler = sampleAtWork(h.ctx, { tenants: ['ev'], agents: [] }, 5);
+    await Promise.all(runIds.map((_, i) => deliver(h.ctx, { tenant: 'ev', key: `e${i}`, payload: { i } })));
+    await until('ten runs completed', 60_000, () => allIn(runIds, 'completed'));
+    const seen = await sampler.stop();
+    expect(seen.counters['t:ev']).toBeLessThanOrEqual(2);
+    expect(seen.running['t:ev']).toBeLessThanOrEqual(2);
+    expect(seen.running['t:ev']).toBeGreaterThanOrEqual(1);
+    await until('no slot left held', 10_000, async () => Number((await h.ctx.redis.hget(h.ctx.keys.flow().counts, 't:ev')) ?? 0) === 0);
+  });
+
+  it('ten sleeps ending at one instant: at most 2 at work, all complete', async () => {
+    const at = Date.now() + 4000;
+    const runIds: string[] = [];
+    for (let i = 0; i < RUNS; i++) runIds.push(await start('sl', { name: 'sleep_until', args: { untilMs: at } }));
+    await until('ten runs sleeping', 30_000, () => allIn(runIds, 'sleeping'));
+    const sampler = sampleAtWork(h.ctx, { tenants: ['sl'], agents: [] }, 5);
+    await until('ten runs completed', 60_000, () => allIn(runIds, 'completed'));
+    const seen = await sampler.stop();
+    expect(seen.counters['t:sl']).toBeLessThanOrEqual(2);
+    expect(seen.running['t:sl']).toBeLessThanOrEqual(2);
+    expect(seen.running['t:sl']).toBeGreaterThanOrEqual(1);
+  });
+});
