@@ -13,6 +13,7 @@ import { sampleAtWork } from '../fixtures/flowAtWork.js';
 
 const RUNS = 10;
 const usage = { promptTokens: 10, completionTokens: 2 };
+const transientFailures = 0;
 let h: Harness;
 
 beforeAll(async () => {
@@ -29,11 +30,11 @@ afterAll(async () => {
 });
 
 let n = 0;
-async function start(tenant: string, first: { name: string; args: unknown }): Promise<string> {
+async function start(tenant: string, first: { name: string; args: Record<string, unknown> }): Promise<string> {
   const script = [
-    { toolCalls: [first], usage },
-    { toolCalls: [{ name: 'work', args: { ms: 300 } }], usage },
-    { toolCalls: [], final: 'done', usage },
+    { toolCalls: [first], usage, transientFailures },
+    { toolCalls: [{ name: 'work', args: { ms: 300 } }], usage, transientFailures },
+    { toolCalls: [], final: 'done', usage, transientFailures },
   ];
   const id = `W-${++n}`;
   const r = await startRun(h.ctx, { tenant, agent: 'flow-a', input: { id }, model: 'scripted', script }, `k-${id}`);
@@ -47,7 +48,8 @@ const allIn = async (runIds: string[], status: string) =>
 describe('woken runs under a tenant limit', { timeout: 90_000 }, () => {
   it('ten events delivered at once: at most 2 at work, all complete', async () => {
     const runIds: string[] = [];
-    for (let i = 0; i < RUNS; i++) runIds.push(await start('ev', { name: 'wait_for', args: { key: `e${i}`, timeoutSeconds: 120 } }));
+    for (let i = 0; i < RUNS; i++)
+      runIds.push(await start('ev', { name: 'wait_for', args: { key: `e${i}`, timeoutSeconds: 120 } }));
     await until('ten runs waiting for their event', 30_000, () => allIn(runIds, 'waiting_event'));
     const sampler = sampleAtWork(h.ctx, { tenants: ['ev'], agents: [] }, 5);
     await Promise.all(runIds.map((_, i) => deliver(h.ctx, { tenant: 'ev', key: `e${i}`, payload: { i } })));
@@ -56,7 +58,11 @@ describe('woken runs under a tenant limit', { timeout: 90_000 }, () => {
     expect(seen.counters['t:ev']).toBeLessThanOrEqual(2);
     expect(seen.running['t:ev']).toBeLessThanOrEqual(2);
     expect(seen.running['t:ev']).toBeGreaterThanOrEqual(1);
-    await until('no slot left held', 10_000, async () => Number((await h.ctx.redis.hget(h.ctx.keys.flow().counts, 't:ev')) ?? 0) === 0);
+    await until(
+      'no slot left held',
+      10_000,
+      async () => Number((await h.ctx.redis.hget(h.ctx.keys.flow().counts, 't:ev')) ?? 0) === 0,
+    );
   });
 
   it('ten sleeps ending at one instant: at most 2 at work, all complete', async () => {

@@ -56,7 +56,7 @@ describe('loadConfig', () => {
 
   it('a tenant weight too small for exact turns is refused (flow control)', () => {
     for (const w of ['1e-300', '5e-324', '0.0001'])
-      expect(refusal({ FLOW_TENANT_WEIGHTS: `{"acme":${w}}` }).fields).toEqual(['FLOW_TENANT_WEIGHTS']);
+      expect(refusal({ FLOW_TENANT_WEIGHTS: `{"acme":${w}}` }).fields).toEqual(['FLOW_TENANT_WEIGHTS.acme']);
     expect(loadConfig({ FLOW_TENANT_WEIGHTS: '{"acme":0.001,"big":1000}' }).FLOW_TENANT_WEIGHTS).toEqual({
       acme: 0.001,
       big: 1000,
