@@ -10,6 +10,9 @@ import { until } from '../../testkit/until.js';
 import { startRun } from '../../src/producer/intake.js';
 import { deliver } from '../../src/producer/events.js';
 import { sampleAtWork } from '../fixtures/flowAtWork.js';
+import { StuckRuns } from '../../src/runs/stuckRuns.js';
+import { childRunsOf } from '../../src/runs/children.js';
+import { readRunEvents } from '../../testkit/runEvents.js';
 
 const RUNS = 10;
 const usage = { promptTokens: 10, completionTokens: 2 };
@@ -76,5 +79,44 @@ describe('woken runs under a tenant limit', { timeout: 90_000 }, () => {
     expect(seen.counters['t:sl']).toBeLessThanOrEqual(2);
     expect(seen.running['t:sl']).toBeLessThanOrEqual(2);
     expect(seen.running['t:sl']).toBeGreaterThanOrEqual(1);
+  });
+
+  it('a parent whose children ended waits in line for its slot; the stuck-run sweep leaves it there', async () => {
+    const { ctx } = h;
+    const script = [
+      { toolCalls: [{ name: 'hand_off', args: { id: 'C-1' } }], usage, transientFailures },
+      { toolCalls: [], final: 'done', usage, transientFailures },
+    ];
+    const { runId } = await startRun(
+      ctx,
+      { tenant: 'ch', agent: 'flow-a', input: { id: 'P-1' }, model: 'scripted', script },
+      'k-P-1',
+    );
+    const [childId] = await until('the child started', 20_000, async () => {
+      const c = await childRunsOf(ctx).childrenOf(runId);
+      return c.length > 0 && c;
+    });
+    // While the child works (1.5 s), a run of the tenant holds a slot by a person's decision (past the limit of 2):
+    // once the child ends, the tenant has no slot free for its parent.
+    await until(
+      'the child admitted',
+      20_000,
+      async () => (await ctx.redis.hexists(ctx.keys.flow().held, childId!)) === 1,
+    );
+    await ctx.admission!.hold({ runId: 'r_blocker1', tenant: 'ch', agent: 'flow-b' }, Date.now());
+    await ctx.admission!.hold({ runId: 'r_blocker2', tenant: 'ch', agent: 'flow-b' }, Date.now());
+    await until('the woken parent in line', 20_000, async () => {
+      const waiting = await ctx.redis.hexists(ctx.keys.flow().waiting, runId);
+      return waiting === 1 && (await statusOf(childId!)) === 'completed';
+    });
+    expect(await statusOf(runId)).toBe('waiting_child');
+    // Its children ended, its job waits for its admission: not a lost wake for the sweep to recover.
+    const stuck = new StuckRuns({ ...ctx, cfg: { ...ctx.cfg, STUCK_RUN_MIN_AGE_MS: 0 }, children: childRunsOf(ctx) });
+    await stuck.sweep(Date.now() + 1000);
+    expect((await readRunEvents(ctx, runId)).map((e) => e.type)).not.toContain('wake_recovered');
+    expect(await statusOf(runId)).toBe('waiting_child');
+    await ctx.admission!.release('r_blocker1');
+    expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'])).toBe('completed');
+    await ctx.admission!.release('r_blocker2');
   });
 });
