@@ -172,7 +172,8 @@ describe('woken runs under flow control', () => {
         }
       })();
       let kills = 0;
-      while (Date.now() < started + CHAOS_MS) {
+      // At least CHAOS_MS, and on until 6 kills (a loaded machine boots replacements slowly), 45 s at most.
+      while ((Date.now() < started + CHAOS_MS || kills < 6) && Date.now() < started + 45_000) {
         await new Promise((r) => setTimeout(r, 1000 + Math.random() * 1500));
         // One worker is left standing at least (replacements boot in the background, seconds on a loaded machine).
         const victim = workers.size >= 2 ? [...workers][Math.floor(Math.random() * workers.size)] : undefined;
