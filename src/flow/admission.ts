@@ -44,7 +44,7 @@ import { flowWeightProblem } from '../core/flowWeight.js';
 import { liveOwners, ownerOfConnection } from '../store/owners.js';
 import { StepPriorities, stepPriority } from './stepPriority.js';
 import { readRun } from '../store/runRecord.js';
-import { isWaitStatus } from '../runs/waits.js';
+import type { RunStatus } from '../core/status.js';
 
 /** Priority levels of a run within its tenant's line: 0 (normal, the default) to 4 (most urgent). */
 export const PRIORITY_LEVELS = 5;
@@ -467,10 +467,13 @@ export function settingProblem(what: FlowSetting, of: string, value: number | nu
  * Whether a held slot serves no run at work, for the sweep to release: its run is neither queued nor running, nor
  * parked on a wait with the slot taken for its current (wake) job, admitted and about to run.
  */
-function slotIdle(status: string | undefined, jobId: string | undefined, meta: FlowRun): boolean {
+function slotIdle(status: RunStatus | undefined, jobId: string | undefined, meta: FlowRun): boolean {
   if (status === 'queued' || status === 'running') return false;
-  return !(isWaitStatus(status ?? '') && jobId !== undefined && jobId !== '' && meta.jobId === jobId);
+  return !(status !== undefined && PARKED_ON_WAIT.has(status) && jobId !== undefined && meta.jobId === jobId);
 }
+
+/** The statuses of a run parked on a wait (src/runs/waits.ts, a layer above this one, names them too). */
+const PARKED_ON_WAIT: ReadonlySet<RunStatus> = new Set<RunStatus>(['sleeping', 'waiting_event', 'waiting_child']);
 
 /** A held run's job to release, when it is not its step 1 job. */
 function jobOf(meta: FlowRun): { jobId?: string } {
