@@ -11,6 +11,7 @@ import { PROVIDER_NAMES } from '../core/providerNames.js';
 import { ConfigError } from '../core/errors.js';
 import { agentModelChoiceSchema } from '../core/model.js';
 import { AGENT_NAME_FORMAT } from '../core/agent.js';
+import { FLOW_WEIGHT_MAX, FLOW_WEIGHT_MIN } from '../core/flowWeight.js';
 
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'])
@@ -478,8 +479,9 @@ export const configSchema = z.object({
   FLOW_FLEET_CONCURRENCY: int(0, 0),
   /**
    * Weights of the tenants' turns, e.g. {"acme":2} (default 1 each): a tenant of weight 2 is admitted twice as often.
+   * From 0.001 to 1000 (src/core/flowWeight.ts).
    */
-  FLOW_TENANT_WEIGHTS: json(z.record(z.string().min(1), z.number().positive().max(1000)), {}),
+  FLOW_TENANT_WEIGHTS: json(z.record(z.string().min(1), z.number().min(FLOW_WEIGHT_MIN).max(FLOW_WEIGHT_MAX)), {}),
   /** Concurrency limits per tenant, e.g. {"acme":100} (0 = none), over FLOW_TENANT_CONCURRENCY. */
   FLOW_TENANT_LIMITS: json(z.record(z.string().min(1), z.number().int().min(0)), {}),
   /** Concurrency limits per agent, e.g. {"support":40} (0 = none), over FLOW_AGENT_CONCURRENCY. */

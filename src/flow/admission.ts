@@ -29,19 +29,22 @@ import { Job } from 'bullmq';
 import type { RedisClient } from '../store/connect.js';
 import { nodeForKey } from '../store/connect.js';
 import type { KeySpace } from '../store/keys.js';
-import { stepJobId } from '../store/keys.js';
+import { stepJobGeneration, stepJobId } from '../store/keys.js';
 import { flowEnqueue, type FlowRun } from '../store/calls/flowEnqueue.js';
 import { flowAdmit, type Admitted } from '../store/calls/flowAdmit.js';
 import { flowRelease } from '../store/calls/flowRelease.js';
 import { flowHold } from '../store/calls/flowHold.js';
+import { flowWake, type WakeSlot } from '../store/calls/flowWake.js';
 import { flowConfigure } from '../store/calls/flowConfigure.js';
 import type { ShardQueues } from '../store/queues.js';
 import { STEP_JOB_NAME } from '../store/queues.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { TerminalError } from '../core/errors.js';
+import { flowWeightProblem } from '../core/flowWeight.js';
 import { liveOwners, ownerOfConnection } from '../store/owners.js';
 import { StepPriorities, stepPriority } from './stepPriority.js';
-import { readStatuses } from '../store/runRecord.js';
+import { readRun } from '../store/runRecord.js';
+import type { RunStatus } from '../core/status.js';
 
 /** Priority levels of a run within its tenant's line: 0 (normal, the default) to 4 (most urgent). */
 export const PRIORITY_LEVELS = 5;
@@ -74,6 +77,14 @@ export interface FlowDeps {
  */
 export function placeInLine(priority: number, at: number): number {
   return (MAX_PRIORITY - priority) * 1e13 + at;
+}
+
+/**
+ * A woken run's place: ahead of every run not yet admitted (their places are >= 0), behind the runs of its tenant
+ * woken before it (see `Admission.wake`).
+ */
+export function placeOfWoken(at: number): number {
+  return at - 1e13;
 }
 
 /** What an operator may change at run time: a tenant's weight or limit, an agent's limit. */
@@ -156,11 +167,7 @@ export class Admission {
         now,
         max: ADMIT_BATCH,
         owner: await this.ownOwner(),
-        defaultWeight: 1,
-        configured: this.configured,
-        tenantLimit: this.d.cfg.FLOW_TENANT_CONCURRENCY,
-        agentLimit: this.d.cfg.FLOW_AGENT_CONCURRENCY,
-        fleetLimit: this.d.cfg.FLOW_FLEET_CONCURRENCY,
+        ...this.limits(),
       });
       await Promise.all(admitted.map((a) => this.start(a)));
       total += admitted.length;
@@ -175,13 +182,66 @@ export class Admission {
   async created(runId: string): Promise<void> {
     if ((await this.d.redis.hexists(this.d.keys.flow().pending, runId)) === 0) return;
     const meta = await this.heldRun(runId);
-    if (meta) await this.start({ runId, shard: meta.shard, tenant: meta.tenant });
+    if (meta) await this.start({ runId, shard: meta.shard, tenant: meta.tenant, ...jobOf(meta) });
   }
 
-  /** The run ended, parked or was cancelled: its slot back (or out of its line), then the next runs admitted. */
-  async release(runId: string): Promise<void> {
-    const r = await flowRelease(this.d.redis, this.d.keys.flow(), runId);
+  /**
+   * The run ended, parked or was cancelled: its slot back (or out of its line), then the next runs admitted. `byJobId`:
+   * the job whose commit ended or parked it; a slot the run holds for a later job (it woke, or was resumed, before
+   * this release came) is left alone.
+   */
+  async release(runId: string, byJobId?: string): Promise<void> {
+    const gen = byJobId === undefined ? undefined : stepJobGeneration(byJobId);
+    const r = await flowRelease(this.d.redis, this.d.keys.flow(), runId, false, gen);
     if (r !== 'none') await this.admit();
+  }
+
+  /**
+   * A run woken from a wait asks for a slot for its wake job (flowWake-8.lua): `held` (taken now, admitted while it
+   * waited, or the slot it parked with, whose release had not come yet), or `waiting` in its tenant's line. Its step
+   * runs only once it holds one: a wait gave the slot back, so a wake is new work and counts against the tenant's,
+   * the agent's and the fleet's limits like any; without this, any producer could put every run of a tenant to
+   * work at once by delivering their events together.
+   *
+   * Where it waits, and why that is fair: at the front of its tenant's line, behind the runs of that tenant woken
+   * before it, ahead of the runs not yet admitted. Within a tenant it arrived first: it was admitted before every run
+   * still in that line, and finishing runs already started before starting new ones keeps a tenant's own burst from
+   * holding its started runs half done (their waits' results, their effects) for as long as the burst lasts. Between
+   * tenants it changes nothing: its tenant gets the slot only in its turn of the weighted round-robin, and the turn
+   * is charged as an admission's is (its pass moves on by its stride), so a tenant whose runs wait and wake often
+   * gets no more than its weight's share of the slots. A slot free under every limit with no woken run of the tenant
+   * ahead is taken at once, its turn charged the same.
+   */
+  async wake(run: { runId: string; tenant: string; agent: string; jobId: string }, now: number): Promise<WakeSlot> {
+    const meta: FlowRun = {
+      tenant: run.tenant,
+      agent: run.agent,
+      shard: this.d.keys.shardOf(run.runId),
+      priority: 0,
+      at: now,
+      jobId: run.jobId,
+      gen: stepJobGeneration(run.jobId),
+    };
+    return flowWake(this.d.redis, this.d.keys.flow(), run.runId, meta, placeOfWoken(now), this.limits());
+  }
+
+  /**
+   * The woken run's wake job is delayed now, to be released by its admission (`start`). An admission made between
+   * the run's `wake` and that delay found the job still active and could not release it: if the run holds its slot
+   * now, the job is released here. Then whatever the limits allow is admitted (a woken run put in line behind an
+   * agent at its limit may be passed over while another agent's run fits).
+   */
+  async wokenWaits(run: { runId: string; jobId: string }): Promise<void> {
+    const meta = await this.heldRun(run.runId);
+    if (meta?.jobId === run.jobId) {
+      await this.d.queues
+        .byShard(meta.shard)
+        .getJob(run.jobId)
+        .then((job) => job?.promote())
+        .catch(() => undefined); // released already (its admitter promoted it meanwhile)
+      await this.d.redis.hdel(this.d.keys.flow().pending, run.runId);
+    }
+    await this.admit();
   }
 
   /**
@@ -213,8 +273,13 @@ export class Admission {
     return previous;
   }
 
-  /** A run admitted before comes back to work (resumed, retried): it takes a slot at once (flowHold-3.lua). */
+  /**
+   * A run admitted before comes back to work by a person's decision (resumed, retried, continued): it takes a slot at
+   * once (flowHold-3.lua), for the job it was given (the run's `jobId`), so a release still on its way from the commit
+   * that parked or stopped it frees nothing.
+   */
   async hold(run: { runId: string; tenant: string; agent: string }, now: number): Promise<boolean> {
+    const jobId = (await readRun(this.d.redis, this.d.keys, run.runId, ['jobId']))?.jobId;
     const meta: FlowRun = {
       tenant: run.tenant,
       agent: run.agent,
@@ -222,6 +287,7 @@ export class Admission {
       priority: 0,
       at: now,
       admittedAt: now,
+      ...(jobId ? { jobId, gen: stepJobGeneration(jobId) } : {}),
     };
     return flowHold(this.d.redis, this.d.keys.flow(), run.runId, meta);
   }
@@ -266,24 +332,22 @@ export class Admission {
         if (alive.has(owner)) continue;
         const meta = await this.heldRun(runId);
         if (meta) {
-          await this.start({ runId, shard: meta.shard, tenant: meta.tenant });
+          await this.start({ runId, shard: meta.shard, tenant: meta.tenant, ...jobOf(meta) });
           promoted++;
         }
       }
     }
     const held = Object.entries(await this.d.redis.hgetall(k.held));
-    const statuses = await readStatuses(
-      this.d.redis,
-      this.d.keys,
-      held.map(([runId]) => runId),
-    );
+    const runs = await Promise.all(held.map(([runId]) => readRun(this.d.redis, this.d.keys, runId, ['jobId'])));
     let released = 0;
     for (let i = 0; i < held.length; i++) {
-      const s = statuses[i];
-      if (s === 'queued' || s === 'running') continue;
+      const run = runs[i];
       const [runId, raw] = held[i]!;
-      if (s === undefined && Date.now() - (JSON.parse(raw) as FlowRun).at < INTAKE_GRACE_MS) continue;
-      if ((await flowRelease(this.d.redis, k, runId)) === 'released') released++;
+      const meta = JSON.parse(raw) as FlowRun;
+      if (!slotIdle(run?.status, run?.jobId, meta)) continue;
+      if (run === undefined && Date.now() - meta.at < INTAKE_GRACE_MS) continue;
+      // Released for the job it was read for: taken since for a later one (the run woke), it is left alone.
+      if ((await flowRelease(this.d.redis, k, runId, false, meta.gen ?? [0, 0])) === 'released') released++;
     }
     if (released > 0)
       this.d.log.info({ code: 'flow_slots_recovered', released }, 'slots of runs no longer at work released');
@@ -324,10 +388,11 @@ export class Admission {
    * with its priority set, and the sweep promotes it.
    */
   private async promote(a: Admitted): Promise<Promotion> {
-    const jobId = stepJobId(a.runId, 1);
+    const jobId = a.jobId ?? stepJobId(a.runId, 1);
     const queue = this.d.queues.byShard(a.shard);
     const job = new Job(queue, STEP_JOB_NAME, {}, {}, jobId);
-    const priority = this.firstStepPriority(a);
+    // A woken run's wake job goes to the wait list, as a woken step's job always does (src/flow/stepPriority.ts).
+    const priority = a.jobId ? 0 : this.firstStepPriority(a);
     const release = async () => {
       if (priority > 0) await job.changePriority({ priority });
       await job.promote();
@@ -360,6 +425,17 @@ export class Admission {
     return stepPriority(a.held, a.weight);
   }
 
+  /** The weights and limits every script that gives a slot reads (a run-time setting wins over them). */
+  private limits() {
+    return {
+      defaultWeight: 1,
+      configured: this.configured,
+      tenantLimit: this.d.cfg.FLOW_TENANT_CONCURRENCY,
+      agentLimit: this.d.cfg.FLOW_AGENT_CONCURRENCY,
+      fleetLimit: this.d.cfg.FLOW_FLEET_CONCURRENCY,
+    };
+  }
+
   /** The owner name of the connection that runs the flow scripts (the node of `{flow}` on a Cluster). */
   private async ownOwner(): Promise<string> {
     if (this.owner === undefined) {
@@ -376,15 +452,32 @@ export class Admission {
 }
 
 /**
- * Why a setting is refused (a weight in (0, 1000], a limit a whole number >= 0, a name like a tenant's), or undefined.
+ * Why a setting is refused (a weight from 0.001 to 1000, src/core/flowWeight.ts; a limit a whole number >= 0; a name
+ * like a tenant's), or undefined. The message starts with the field it names.
  */
 export function settingProblem(what: FlowSetting, of: string, value: number | null): string | undefined {
   if (!/^[a-z0-9][a-z0-9_-]{0,62}$/i.test(of))
     return `${what === 'agent_limit' ? 'agent' : 'tenant'}: 1-63 letters, digits, _ or -`;
   if (value === null) return undefined;
-  if (what === 'weight')
-    return Number.isFinite(value) && value > 0 && value <= 1000 ? undefined : 'weight: a number above 0, at most 1000';
+  if (what === 'weight') return flowWeightProblem(value);
   return Number.isInteger(value) && value >= 0 ? undefined : 'limit: a whole number >= 0 (0 = no limit)';
+}
+
+/**
+ * Whether a held slot serves no run at work, for the sweep to release: its run is neither queued nor running, nor
+ * parked on a wait with the slot taken for its current (wake) job, admitted and about to run.
+ */
+function slotIdle(status: RunStatus | undefined, jobId: string | undefined, meta: FlowRun): boolean {
+  if (status === 'queued' || status === 'running') return false;
+  return !(status !== undefined && PARKED_ON_WAIT.has(status) && jobId !== undefined && meta.jobId === jobId);
+}
+
+/** The statuses of a run parked on a wait (src/runs/waits.ts, a layer above this one, names them too). */
+const PARKED_ON_WAIT: ReadonlySet<RunStatus> = new Set<RunStatus>(['sleeping', 'waiting_event', 'waiting_child']);
+
+/** A held run's job to release, when it is not its step 1 job. */
+function jobOf(meta: FlowRun): { jobId?: string } {
+  return meta.jobId ? { jobId: meta.jobId } : {};
 }
 
 function prefixed(prefix: string, values: Readonly<Record<string, number>>): Record<string, number> {

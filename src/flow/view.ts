@@ -123,7 +123,8 @@ export async function readFlowView(
 /** Arrival (ms) of the oldest run in a line: the first of each priority band (a place is band * 1e13 + arrival). */
 async function oldestArrival(redis: RedisClient, line: string): Promise<number> {
   let oldest = Infinity;
-  for (let band = 0; band <= MAX_PRIORITY; band++) {
+  // Band -1: runs woken from a wait, at the front of the line (placeOfWoken); then one band per priority level.
+  for (let band = -1; band <= MAX_PRIORITY; band++) {
     const first = await redis.zrangebyscore(line, band * 1e13, `(${(band + 1) * 1e13}`, 'WITHSCORES', 'LIMIT', 0, 1);
     if (first.length === 2) oldest = Math.min(oldest, Number(first[1]) - band * 1e13);
   }

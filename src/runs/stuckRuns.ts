@@ -233,6 +233,8 @@ export class StuckRuns {
    * (`agent_child_runs_total{event="wake_recovered"}`), told on the parent's events (`wake_recovered`) and logged.
    */
   private async wakeParent(runId: string, endedBy: number): Promise<void> {
+    // Woken already and waiting in its tenant's line for a slot (flow control): its admission releases the job.
+    if ((await this.d.redis.hexists(this.d.keys.flow().waiting, runId)) === 1) return;
     if (!(await this.d.children?.wakeIfChildEnded(runId, endedBy))) return;
     const { redis, keys, cfg, metrics, log } = this.d;
     metrics.childRuns.inc({ event: 'wake_recovered', outcome: 'promoted' });

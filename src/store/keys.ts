@@ -29,6 +29,16 @@ export function runIdOfStepJob(jobId: string): string | undefined {
   return /^(.+)\.s\d+(?:\.r\d+)?$/.exec(jobId)?.[1];
 }
 
+/**
+ * Where a step job stands in its run's life, [step, resume] (`.r<n>`, 0 without): a later job of the run has a
+ * larger one (a wake's job is the step after the park's; a resume or retry at the same step a larger n). Flow
+ * control's slots are recorded with it (src/flow/admission.ts), so a release sent for an older job frees nothing.
+ */
+export function stepJobGeneration(jobId: string): [step: number, resume: number] {
+  const m = /\.s(\d+)(?:\.r(\d+))?$/.exec(jobId);
+  return m ? [Number(m[1]), Number(m[2] ?? 0)] : [0, 0];
+}
+
 export interface RunKeys {
   /** hash: status, cursor, tenant, agent, key, versions, reason */
   run: string;

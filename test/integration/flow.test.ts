@@ -79,6 +79,44 @@ describe('the admission script', () => {
     await clear();
   });
 
+  it('turns stay exact: passes a tiny weight pushed to 1e300 are repaired once the weight is reset', async () => {
+    const k = flow();
+    // What a weight of 1e-300 leaves behind (1 / weight per turn): every tenant's pass near 1e300, where adding a
+    // turn's stride changes nothing in floating point and the turns fall back to alphabetical order.
+    await h.ctx.redis.hset(k.passes, 'ta', '1e300', 'tg', '1e300', '~vtime', '1e300');
+    for (let i = 0; i < 6; i++) {
+      for (const tenant of ['ta', 'tg']) {
+        await flowEnqueue(
+          h.ctx.redis,
+          k,
+          h.ctx.keys.flowLine(tenant),
+          `r_x${tenant}${i}`,
+          { tenant, agent: 'support', shard: 0, priority: 0, at: i },
+          placeInLine(0, i),
+        );
+      }
+    }
+    const admitted = await flowAdmit(h.ctx.redis, k, {
+      now: Date.now(),
+      max: 12,
+      owner: '1',
+      defaultWeight: 1,
+      tenantLimit: 0,
+      agentLimit: 0,
+      fleetLimit: 0,
+      configured: {},
+    });
+    const order = admitted.map((a) => (a.tenant === 'ta' ? 'A' : 'G')).join('');
+    expect(order).toHaveLength(12);
+    // Equal weights take turns: never three of one tenant in a row, half each in the first six.
+    expect(order).not.toMatch(/AAA|GGG/);
+    expect([...order.slice(0, 6)].filter((c) => c === 'A')).toHaveLength(3);
+    // And the passes are back to small integers (exact from here on).
+    const passes = await h.ctx.redis.hgetall(k.passes);
+    for (const tenant of ['ta', 'tg']) expect(Number.isSafeInteger(Number(passes[tenant]))).toBe(true);
+    await clear();
+  });
+
   it('never admits a run twice, however many admit at once', async () => {
     const k = flow();
     for (let i = 0; i < 20; i++) {

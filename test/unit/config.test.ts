@@ -54,6 +54,15 @@ describe('loadConfig', () => {
     expect(loadConfig({ SSE_MAX_VIEWERS: '50', SSE_OPERATOR_RESERVE: '49' }).SSE_OPERATOR_RESERVE).toBe(49);
   });
 
+  it('a tenant weight too small for exact turns is refused (flow control)', () => {
+    for (const w of ['1e-300', '5e-324', '0.0001'])
+      expect(refusal({ FLOW_TENANT_WEIGHTS: `{"acme":${w}}` }).fields).toEqual(['FLOW_TENANT_WEIGHTS.acme']);
+    expect(loadConfig({ FLOW_TENANT_WEIGHTS: '{"acme":0.001,"big":1000}' }).FLOW_TENANT_WEIGHTS).toEqual({
+      acme: 0.001,
+      big: 1000,
+    });
+  });
+
   it('production boots without test switches, and refuses each of them', () => {
     expect(loadConfig(prod).APP_MODE).toBe('production');
     expect(refusal({ ...prod, UNSAFE_DISABLE_IDEMPOTENCY: 'true' }).fields).toEqual(['UNSAFE_DISABLE_IDEMPOTENCY']);

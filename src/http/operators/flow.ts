@@ -13,11 +13,15 @@ import { operatorOf, requireOperator } from '../auth.js';
 import { invalid, param } from '../../producer/fieldErrors.js';
 import { readFlowView, type FlowView } from '../../flow/view.js';
 import { settingProblem, type FlowSetting } from '../../flow/admission.js';
+import { FLOW_WEIGHT_MAX, FLOW_WEIGHT_MIN } from '../../core/flowWeight.js';
 import type { Operator } from '../operatorIdentity.js';
 
 const limitSchema = z.number().int().min(0).max(1_000_000).nullable();
 export const tenantFlowBodySchema = z
-  .object({ weight: z.number().positive().max(1000).nullable().optional(), limit: limitSchema.optional() })
+  .object({
+    weight: z.number().min(FLOW_WEIGHT_MIN).max(FLOW_WEIGHT_MAX).nullable().optional(),
+    limit: limitSchema.optional(),
+  })
   .strict()
   .refine((b) => b.weight !== undefined || b.limit !== undefined, 'weight or limit');
 export const agentFlowBodySchema = z.object({ limit: limitSchema }).strict();
@@ -56,7 +60,7 @@ export function flowRouter(ctx: EngineContext): Router {
     if (problem) {
       res.status(400).json({
         error: 'invalid_request',
-        fields: [{ path: what === 'agent_limit' ? 'agent' : 'tenant', message: problem }],
+        fields: [{ path: problem.slice(0, problem.indexOf(':')), message: problem }],
       });
       return false;
     }

@@ -2,6 +2,7 @@
 import type { RedisClient } from '../connect.js';
 import type { FlowKeys } from '../keys.js';
 import { script } from '../luaScripts.js';
+import { FLOW_STRIDE_SCALE } from '../../core/flowWeight.js';
 
 export interface AdmitArgs {
   now: number;
@@ -24,6 +25,8 @@ export interface Admitted {
   /** The tenant's runs at work once this one is admitted, and its weight (its step jobs' share); absent when unknown. */
   held?: number;
   weight?: number;
+  /** The job to release: a woken run's wake job; absent for a new run (its step 1 job). */
+  jobId?: string;
 }
 
 export async function flowAdmit(redis: RedisClient, k: FlowKeys, a: AdmitArgs): Promise<Admitted[]> {
@@ -45,16 +48,18 @@ export async function flowAdmit(redis: RedisClient, k: FlowKeys, a: AdmitArgs): 
     a.agentLimit,
     a.fleetLimit,
     JSON.stringify(a.configured),
+    FLOW_STRIDE_SCALE,
   );
   const flat = Array.isArray(res) ? res.map(String) : [];
   const out: Admitted[] = [];
-  for (let i = 0; i + 4 < flat.length; i += 5)
+  for (let i = 0; i + 5 < flat.length; i += 6)
     out.push({
       runId: flat[i]!,
       shard: Number(flat[i + 1]),
       tenant: flat[i + 2]!,
       held: Number(flat[i + 3]),
       weight: Number(flat[i + 4]),
+      ...(flat[i + 5] ? { jobId: flat[i + 5] } : {}),
     });
   return out;
 }

@@ -13,7 +13,17 @@ export interface FlowRun {
   at: number;
   /** ms it was admitted (held runs) */
   admittedAt?: number;
+  /** The job its slot is for when that is not its step 1 job: a woken run's wake job, a resumed run's job. */
+  jobId?: string;
+  /**
+   * The slot's generation, [step, resume] of that job (stepJobGeneration, src/store/keys.ts): a release for an older job frees
+   * nothing. Absent: the oldest.
+   */
+  gen?: SlotGeneration;
 }
+
+/** A job's place in its run's life: its step, then how many resumes or retries came before it at that step. */
+export type SlotGeneration = readonly [step: number, resume: number];
 
 /** Returns whether the run was put in line (false: it was already waiting or holding a slot). */
 export async function flowEnqueue(

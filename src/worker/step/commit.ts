@@ -53,7 +53,7 @@ export async function commit(env: StepEnv, state: StepState, plan: CommitPlan, f
     // The run stopped or parked: its slot goes to the next run in line. If this fails or the process dies here,
     // the bookkeeping sweep releases it.
     await env.admission
-      ?.release(state.runId)
+      ?.release(state.runId, state.job.id)
       .catch((err: unknown) =>
         state.log.warn({ code: 'flow_release_failed', err }, 'slot not released (the sweep will)'),
       );

@@ -83,6 +83,14 @@ export interface ChildRunPort {
   wakeIfChildEnded(parentRunId: string): Promise<boolean>;
 }
 
+/** A run woken from a wait, as flow control sees it: its wake job's slot. */
+export interface WokenRun {
+  runId: string;
+  tenant: string;
+  agent: string;
+  jobId: string;
+}
+
 export interface StepEnv {
   readonly cfg: StepOptions;
   readonly store: StepStore;
@@ -100,9 +108,14 @@ export interface StepEnv {
   /** Flow control: a run that stops or parks gives its slot back (src/flow/admission.ts). */
   readonly admission:
     | {
-        release(runId: string): Promise<void>;
-        /** Takes a slot for a run that woke from a wait (as a resumed run does: src/runs/resume.ts). */
-        hold?(run: { runId: string; tenant: string; agent: string }, nowMs: number): Promise<unknown>;
+        /** `byJobId`: the job whose commit stopped or parked the run (a slot held for a later job stays). */
+        release(runId: string, byJobId?: string): Promise<void>;
+        /** A run woken from a wait asks for a slot for its wake job: held, or waiting in its tenant's line. */
+        wake?(run: WokenRun, nowMs: number): Promise<'held' | 'waiting'>;
+        /** The woken run's wake job is delayed: released now if it was admitted meanwhile. */
+        wokenWaits?(run: WokenRun): Promise<void>;
+        /** Takes a run out of its line (true when it was waiting there). */
+        withdraw?(runId: string): Promise<boolean>;
         /** The BullMQ priority of the tenant's next step job, 0 for none (src/flow/stepPriority.ts). */
         stepPriority?(tenant: string): number;
       }

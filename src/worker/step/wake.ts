@@ -8,7 +8,8 @@
  * again and gets the same answer; after wakeRun, it finds the run running and goes on. A child wait reads its
  * children's runs (all ended, or one still at work before this run's deadline: delayed again); wakeRun-5.lua
  * journals every child's outcome and charges their spend to this run in one change, so the charge and the resume
- * happen once.
+ * happen once. Under flow control the woken run first waits for a slot (src/worker/step/wakeSlot.ts): wakeRun runs
+ * only once it holds one.
  */
 import { DelayedError } from 'bullmq';
 import { encodeEntry, packEntry, type ObservationEntry } from '../../core/journal.js';
@@ -17,6 +18,7 @@ import type { StepEnv } from './env.js';
 import { grown, type StepState } from './state.js';
 import { InvariantError } from '../../core/errors.js';
 import type { RunStatus } from '../../core/status.js';
+import { takeWakeSlot } from './wakeSlot.js';
 
 export async function wake(env: StepEnv, state: StepState, wait: WaitRecord): Promise<void> {
   const now = env.now();
@@ -36,6 +38,8 @@ export async function wake(env: StepEnv, state: StepState, wait: WaitRecord): Pr
     state.log.info({ code: 'wake_early', kind: wait.kind, at: wait.at }, 'wake job early: delayed to the wait');
     throw new DelayedError();
   }
+  // Flow control: the run's next step waits for a slot like any run's (it gave its own back when it parked).
+  await takeWakeSlot(env, state, now);
   const entries = result;
   const json = entries.map(encodeEntry);
   const bytes = json.reduce((n, e) => n + Buffer.byteLength(e), 0);
@@ -72,11 +76,6 @@ export async function wake(env: StepEnv, state: StepState, wait: WaitRecord): Pr
   env.metrics.waits.inc({ kind: wait.kind, outcome });
   for (const c of charged?.children ?? []) env.metrics.childRuns.inc({ event: 'ended', outcome: c.status });
   state.log.info({ code: 'run_woke', kind: wait.kind, outcome, lateMs: now - wait.at }, 'run woke from its wait');
-  // Parked, the run gave its flow-control slot back: it takes one again, as a resumed run does.
-  const { tenant, agent } = state.spec;
-  await env.admission
-    ?.hold?.({ runId: state.runId, tenant, agent }, now)
-    .catch((err: unknown) => state.log.warn({ code: 'flow_hold_failed', err }, 'slot not taken on wake'));
 }
 
 /** An event wait's result as the waiting call's observation, or `early` while it still runs. */

@@ -52,6 +52,14 @@ describe('flow control for operators', () => {
     expect(bad.status).toBe(400);
     expect(JSON.stringify(bad.body)).toMatch(/weight/);
     expect((await call(h.url, 'PUT', '/v1/flow/tenants/acme', { limit: -1 })).status).toBe(400);
+    // A weight so small that a turn's stride leaves exact arithmetic (1 / 1e-300): refused, the field named.
+    const settings = await h.ctx.redis.hgetall(h.ctx.keys.flow().settings);
+    for (const weight of [1e-300, 5e-324, 0.0001]) {
+      const tiny = await call(h.url, 'PUT', '/v1/flow/tenants/acme', { weight });
+      expect(tiny.status).toBe(400);
+      expect(JSON.stringify(tiny.body)).toMatch(/"path":"weight"/);
+    }
+    expect(await h.ctx.redis.hgetall(h.ctx.keys.flow().settings)).toEqual(settings);
     expect(await h.ctx.redis.llen(h.ctx.keys.flow().audit)).toBe(before);
   });
 
