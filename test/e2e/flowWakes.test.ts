@@ -164,7 +164,13 @@ describe('woken runs under flow control', () => {
           const batch = runIds.map((_, i) => i).filter((i) => statuses[i] === 'waiting_event' && !delivered.has(i));
           await Promise.all(
             batch.map(async (i) => {
-              const r = await deliver(ctx, { tenant: i % 2 === 0 ? 'ta' : 'tb', key: `k${i}`, payload: { i } });
+              const tenant = i % 2 === 0 ? 'ta' : 'tb';
+              const r = await deliver(ctx, {
+                tenant,
+                agent: i % 4 < 2 ? 'flow-a' : 'flow-b',
+                key: `k${i}`,
+                payload: { i },
+              });
               if (r.kind === 'resumed') delivered.add(i);
             }),
           );

@@ -55,7 +55,9 @@ describe('woken runs under a tenant limit', { timeout: 90_000 }, () => {
       runIds.push(await start('ev', { name: 'wait_for', args: { key: `e${i}`, timeoutSeconds: 120 } }));
     await until('ten runs waiting for their event', 30_000, () => allIn(runIds, 'waiting_event'));
     const sampler = sampleAtWork(h.ctx, { tenants: ['ev'], agents: [] }, 5);
-    await Promise.all(runIds.map((_, i) => deliver(h.ctx, { tenant: 'ev', key: `e${i}`, payload: { i } })));
+    await Promise.all(
+      runIds.map((_, i) => deliver(h.ctx, { tenant: 'ev', agent: 'flow-a', key: `e${i}`, payload: { i } })),
+    );
     await until('ten runs completed', 60_000, () => allIn(runIds, 'completed'));
     const seen = await sampler.stop();
     expect(seen.counters['t:ev']).toBeLessThanOrEqual(2);
