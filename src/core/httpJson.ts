@@ -1,12 +1,13 @@
 /**
  * HTTP to the services the tools call, with failures classified by what a
  * retry may do:
- *  - RetryableError: the request certainly had no effect (connection refused,
- *    429, 503 answered before processing) -> retried in code;
+ *  - RetryableError: the request certainly had no effect (no connection made:
+ *    refused, unresolved name, connect timeout; 429, 503 answered before processing) -> retried in code;
  *  - OutcomeUnknownError: the request may have left and been processed
  *    (timeout, reset, other 5xx, malformed body) -> reconcile, never resend blindly.
  */
 import { isAgentError, OutcomeUnknownError, RetryableError } from './errors.js';
+import { connectFailed } from './neverSent.js';
 import { TimeoutError, withTimeout } from './timeout.js';
 
 export { OutcomeUnknownError };
@@ -23,10 +24,6 @@ export interface HttpResult {
   body: unknown;
 }
 
-function isConnectRefused(err: unknown): boolean {
-  const cause = (err as { cause?: { code?: string } })?.cause;
-  return cause?.code === 'ECONNREFUSED';
-}
 
 /**
  * One request, its body read included, bounded by init.timeoutMs (an explicit
@@ -60,8 +57,8 @@ export async function httpJson(url: string, init: HttpRequest): Promise<HttpResu
         { cause: err },
       );
     if (isAgentError(err)) throw err;
-    if (isConnectRefused(err))
-      throw new RetryableError(`connection refused: ${url}`, undefined, { reason: 'refused' }, { cause: err });
+    if (connectFailed(err))
+      throw new RetryableError(`connection not made: ${url}`, undefined, { reason: 'refused' }, { cause: err });
     throw new OutcomeUnknownError(
       `request did not complete: ${(err as Error).message}`,
       { reason: 'timeout_or_reset' },

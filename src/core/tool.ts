@@ -83,6 +83,11 @@ interface ToolBase<A> {
   description: string;
   args: z.ZodType<A>;
   timeoutMs: number;
+  /**
+   * The largest output (bytes of JSON) the engine journals for a call (default DEFAULT_TOOL_OUTPUT_MAX_BYTES,
+   * src/core/toolOutput.ts); past it the model sees `{ error: 'output_too_large', limitBytes, bytesAtLeast }`.
+   */
+  maxOutputBytes?: number;
 }
 
 export interface ReadTool<A = unknown> extends ToolBase<A> {
