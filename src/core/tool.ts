@@ -1,6 +1,7 @@
 /** The tool interface: a zod argument schema, an effect class and, for writes, the service's capabilities. */
 import type { z } from 'zod';
 import type { Context } from '@opentelemetry/api';
+import type { ToolSource } from './toolSource.js';
 
 export type EffectClass = 'read' | 'write' | 'wait';
 
@@ -88,6 +89,8 @@ interface ToolBase<A> {
    * src/core/toolOutput.ts); past it the model sees `{ error: 'output_too_large', limitBytes, bytesAtLeast }`.
    */
   maxOutputBytes?: number;
+  /** The connection its calls go through, when its process holds one (an MCP server): seen in health and metrics. */
+  source?: ToolSource;
 }
 
 export interface ReadTool<A = unknown> extends ToolBase<A> {

@@ -155,7 +155,7 @@ export function schemaToZod(schema: Record<string, unknown>, patterns: ReadonlyS
       return this.#re2 ? this.#re2.matcher(String(input)).find() : super.test(input);
     }
   }
-  globalThis.RegExp = ServerPattern as RegExpConstructor;
+  globalThis.RegExp = ServerPattern as unknown as RegExpConstructor;
   try {
     return z.fromJSONSchema(schema);
   } finally {
