@@ -103,8 +103,10 @@ export class McpSession implements ToolSource {
     signal: AbortSignal,
     timeoutMs: number,
   ): Promise<McpCallResult> {
+    // Down: the call waits for the reconnection, within its own timeout, before anything is written.
+    if (!this.client && !this.closing) await this.upWithin(timeoutMs, signal);
     const client = this.client;
-    if (!client || this.downSince !== undefined) throw this.notConnected();
+    if (!client) throw this.notConnected();
     try {
       const result = (await client.callTool(params, undefined, { signal, timeout: timeoutMs })) as McpCallResult;
       // A streamable HTTP server has no connection to lose: an answer is what says it is back.
@@ -121,6 +123,23 @@ export class McpSession implements ToolSource {
     this.closing = true;
     clearTimeout(this.timer);
     await this.client?.close();
+  }
+
+  private readonly waiters = new Set<() => void>();
+
+  /** Resolves when the connection is back, after `ms`, or when the signal aborts, whichever is first. */
+  private upWithin(ms: number, signal: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        this.waiters.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      signal.addEventListener('abort', done, { once: true });
+      this.waiters.add(done);
+    });
   }
 
   private notConnected(cause?: unknown): RetryableError {
@@ -144,8 +163,6 @@ export class McpSession implements ToolSource {
     client.onclose = () => this.lost(client);
     await client.connect(await transportOf(this.transport));
     this.client = client;
-    this.downSince = undefined;
-    this.failures = 0;
     return client;
   }
 
@@ -172,6 +189,9 @@ export class McpSession implements ToolSource {
       await client.listTools();
       if (this.closing) return void (await client.close());
       this.reconnects++;
+      this.downSince = undefined;
+      this.failures = 0;
+      for (const w of [...this.waiters]) w();
     } catch {
       const half = this.client;
       this.client = undefined;
