@@ -60,12 +60,14 @@ const only = process.env.MCP_HOSTILE_TOOLS?.split(',');
 const tools = only ? ALL.filter((t) => only.includes(t.name)) : ALL;
 
 const bookings = new Map<string, number>();
-const text = (value: unknown) => [{ type: 'text' as const, text: typeof value === 'string' ? value : JSON.stringify(value) }];
+const text = (value: unknown) => [
+  { type: 'text' as const, text: typeof value === 'string' ? value : JSON.stringify(value) },
+];
 
 const server = new Server({ name: 'hostile', version: '1' }, { capabilities: { tools: {} } });
 server.setRequestHandler(ListToolsRequestSchema, () => ({ tools }));
 server.setRequestHandler(CallToolRequestSchema, async (req) => {
-  const args = (req.params.arguments ?? {}) as Record<string, unknown>;
+  const args = req.params.arguments ?? {};
   switch (req.params.name) {
     case 'match':
       return { content: text({ matched: args.s }) };
@@ -81,7 +83,8 @@ server.setRequestHandler(CallToolRequestSchema, async (req) => {
     case 'pid':
       return { content: text({ pid: process.pid }), structuredContent: { pid: process.pid } };
     case 'book': {
-      const key = String(req.params._meta?.[MCP_META.idempotencyKey] ?? '');
+      const sent = req.params._meta?.[MCP_META.idempotencyKey];
+      const key = typeof sent === 'string' ? sent : '';
       const n = bookings.get(key) ?? 0;
       if (n === 0) bookings.set(key, 1);
       return {
@@ -91,7 +94,10 @@ server.setRequestHandler(CallToolRequestSchema, async (req) => {
       };
     }
     case 'count':
-      return { content: text(Object.fromEntries(bookings)), structuredContent: { bookings: Object.fromEntries(bookings) } };
+      return {
+        content: text(Object.fromEntries(bookings)),
+        structuredContent: { bookings: Object.fromEntries(bookings) },
+      };
     default:
       return { isError: true, content: text({ error: 'unknown_tool' }) };
   }

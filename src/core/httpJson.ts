@@ -24,7 +24,6 @@ export interface HttpResult {
   body: unknown;
 }
 
-
 /**
  * One request, its body read included, bounded by init.timeoutMs (an explicit
  * timer, src/core/timeout.ts) and by init.signal.

@@ -24,7 +24,6 @@ export function connectFailed(err: unknown, depth = 0): boolean {
   if (typeof err !== 'object' || err === null || depth > 4) return false;
   const e = err as Coded;
   if (typeof e.code === 'string' && NOT_CONNECTED_CODES.has(e.code)) return true;
-  if (Array.isArray(e.errors) && e.errors.length > 0 && e.errors.every((x) => connectFailed(x, depth + 1)))
-    return true;
+  if (Array.isArray(e.errors) && e.errors.length > 0 && e.errors.every((x) => connectFailed(x, depth + 1))) return true;
   return connectFailed(e.cause, depth + 1);
 }

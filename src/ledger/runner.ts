@@ -431,15 +431,24 @@ export class LedgerEffectRunner implements EffectRunner {
     log: Logger,
   ): Promise<void> {
     const evidence = { error: err.message, ...err.details };
-    await this.move(sent, 'dispatched', 'outcome_unknown', { why: 'not sent: every attempt failed before it left', evidence });
+    await this.move(sent, 'dispatched', 'outcome_unknown', {
+      why: 'not sent: every attempt failed before it left',
+      evidence,
+    });
     const unknown = { ...sent, state: 'outcome_unknown' as const, attempts: sent.attempts + 1 };
     if (unknown.attempts >= MAX_DISPATCH_ATTEMPTS) {
       const why = `proven not sent, but ${unknown.attempts} dispatches already failed`;
       await this.move(unknown, 'outcome_unknown', 'needs_human', { why, evidence });
       return;
     }
-    await this.move(unknown, 'outcome_unknown', 'safe_retry', { why: 'not sent: a retry with the same key is safe', evidence });
-    log.warn({ code: 'dispatch_not_sent', attempts: unknown.attempts }, 'no attempt reached the service: retried later');
+    await this.move(unknown, 'outcome_unknown', 'safe_retry', {
+      why: 'not sent: a retry with the same key is safe',
+      evidence,
+    });
+    log.warn(
+      { code: 'dispatch_not_sent', attempts: unknown.attempts },
+      'no attempt reached the service: retried later',
+    );
     if (ctx.signal.aborted) throw new ShutdownError({ cause: caught });
     // Retried later in code (the job backs off), never in the model's context; past the run's deadline
     // (a DeadlineError carrying this refusal), not at all: the step stops on the wall clock.

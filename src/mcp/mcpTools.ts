@@ -141,7 +141,11 @@ function outputValidator(limits: SchemaLimits): jsonSchemaValidator {
       return (input: unknown) =>
         zod?.safeParse(input).success === true
           ? { valid: true as const, data: input as T, errorMessage: undefined }
-          : { valid: false as const, data: undefined, errorMessage: 'the structured content does not match its schema' };
+          : {
+              valid: false as const,
+              data: undefined,
+              errorMessage: 'the structured content does not match its schema',
+            };
     },
   };
 }

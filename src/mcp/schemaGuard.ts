@@ -81,7 +81,10 @@ export function checkSchema(schema: unknown, limits: SchemaLimits): { patterns: 
         reason: 'combinators_too_deep',
         message: `combinators (anyOf, oneOf, allOf, not, if) nest deeper than ${limits.maxCombinatorDepth}`,
       };
-    for (const [k, x] of Array.isArray(v) ? v.entries() : Object.entries(v)) {
+    const entries: [string | number, unknown][] = Array.isArray(v)
+      ? [...(v as unknown[]).entries()]
+      : Object.entries(v as Record<string, unknown>);
+    for (const [k, x] of entries) {
       const combinator = !Array.isArray(v) && COMBINATORS.has(k as string);
       if (combinator) branches += Array.isArray(x) ? x.length : 1;
       if (!Array.isArray(v) && k === 'pattern' && typeof x === 'string') patterns.add(x);

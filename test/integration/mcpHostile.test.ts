@@ -172,7 +172,13 @@ describe('in a run', () => {
     opened.push({ close: () => ctx.close() });
     const spec = buildSpec(
       ctx,
-      { tenant: 'acme', agent: 'mcp-hostile', input: { id: 'R-1' }, model: 'scripted', script: scriptSchema.parse(script) },
+      {
+        tenant: 'acme',
+        agent: 'mcp-hostile',
+        input: { id: 'R-1' },
+        model: 'scripted',
+        script: scriptSchema.parse(script),
+      },
       Date.now(),
     );
     await ctx.store.create(spec, Date.now());
