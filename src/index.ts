@@ -83,7 +83,12 @@ export {
   type McpServerConnection,
   type McpCallResult,
   type McpCaller,
+  type McpReconnect,
+  McpSchemaRefusedError,
+  DEFAULT_SCHEMA_LIMITS,
+  type SchemaLimits,
 } from './mcp/mcpTools.js';
+export { DEFAULT_TOOL_OUTPUT_MAX_BYTES } from './core/toolOutput.js';
 export { httpJson, OutcomeUnknownError, type HttpResult, type ServiceOptions } from './core/httpJson.js';
 export { defineAgentsModule } from './config/agentsModule.js';
 export type { AgentsExport, AgentsModule, AgentsModuleContext, AgentSettingsSchema } from './config/agentsModule.js';

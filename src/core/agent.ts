@@ -42,6 +42,8 @@ export interface ReadToolDefinition<A> {
   execute(args: A, ctx: ToolContext): Promise<unknown>;
   /** Per attempt (default 5000 ms); the run's deadline bounds it too. */
   timeoutMs?: number;
+  /** The largest output journalled (bytes of JSON; default 256 KiB): past it the call is a tool error. */
+  maxOutputBytes?: number;
 }
 
 /**
@@ -94,6 +96,11 @@ export interface WriteToolDefinition<A> {
    */
   lookup?(ctx: ToolContext, req: LookupRequest): Promise<LookupResult>;
   timeoutMs?: number;
+  /**
+   * The largest output journalled (bytes of JSON; default 256 KiB). Past it the action stays confirmed (its receipt
+   * is recorded) and the model sees `{ receipt, error: 'output_too_large', ... }` instead of the output.
+   */
+  maxOutputBytes?: number;
   /**
    * Run this write by itself when the model asks for several tools in one turn (the calls before it
    * finish first, those after it start after it). Default false: it runs at once with the others.
@@ -180,6 +187,13 @@ export function defineAgentTool<A>(def: AgentToolDefinition<A>): WaitTool<A> {
   return { ...tool, startsChild: true };
 }
 
+/** A tool's own output cap: a positive whole number of bytes (a TypeError naming the tool otherwise). */
+function outputCap(tool: string, bytes: number): number {
+  if (!Number.isSafeInteger(bytes) || bytes <= 0)
+    throw new TypeError(`tool '${tool}': maxOutputBytes must be a positive whole number of bytes`);
+  return bytes;
+}
+
 export function defineReadTool<A>(def: ReadToolDefinition<A>): ReadTool<A> {
   return {
     name: def.name,
@@ -187,6 +201,7 @@ export function defineReadTool<A>(def: ReadToolDefinition<A>): ReadTool<A> {
     args: def.args,
     effect: 'read',
     timeoutMs: def.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
+    ...(def.maxOutputBytes !== undefined ? { maxOutputBytes: outputCap(def.name, def.maxOutputBytes) } : {}),
     execute: def.execute,
   };
 }
@@ -210,6 +225,7 @@ export function defineWriteTool<A>(def: WriteToolDefinition<A>): WriteTool<A> {
     args: def.args,
     effect: 'write',
     timeoutMs: def.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
+    ...(def.maxOutputBytes !== undefined ? { maxOutputBytes: outputCap(def.name, def.maxOutputBytes) } : {}),
     service,
     dispatch: def.dispatch,
     ...(def.lookup ? { lookup: def.lookup } : {}),

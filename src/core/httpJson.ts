@@ -1,12 +1,13 @@
 /**
  * HTTP to the services the tools call, with failures classified by what a
  * retry may do:
- *  - RetryableError: the request certainly had no effect (connection refused,
- *    429, 503 answered before processing) -> retried in code;
+ *  - RetryableError: the request certainly had no effect (no connection made:
+ *    refused, unresolved name, connect timeout; 429, 503 answered before processing) -> retried in code;
  *  - OutcomeUnknownError: the request may have left and been processed
  *    (timeout, reset, other 5xx, malformed body) -> reconcile, never resend blindly.
  */
 import { isAgentError, OutcomeUnknownError, RetryableError } from './errors.js';
+import { connectFailed } from './neverSent.js';
 import { TimeoutError, withTimeout } from './timeout.js';
 
 export { OutcomeUnknownError };
@@ -21,11 +22,6 @@ export interface HttpResult {
   status: number;
   headers: Headers;
   body: unknown;
-}
-
-function isConnectRefused(err: unknown): boolean {
-  const cause = (err as { cause?: { code?: string } })?.cause;
-  return cause?.code === 'ECONNREFUSED';
 }
 
 /**
@@ -60,8 +56,8 @@ export async function httpJson(url: string, init: HttpRequest): Promise<HttpResu
         { cause: err },
       );
     if (isAgentError(err)) throw err;
-    if (isConnectRefused(err))
-      throw new RetryableError(`connection refused: ${url}`, undefined, { reason: 'refused' }, { cause: err });
+    if (connectFailed(err))
+      throw new RetryableError(`connection not made: ${url}`, undefined, { reason: 'refused' }, { cause: err });
     throw new OutcomeUnknownError(
       `request did not complete: ${(err as Error).message}`,
       { reason: 'timeout_or_reset' },

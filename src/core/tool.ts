@@ -1,6 +1,7 @@
 /** The tool interface: a zod argument schema, an effect class and, for writes, the service's capabilities. */
 import type { z } from 'zod';
 import type { Context } from '@opentelemetry/api';
+import type { ToolSource } from './toolSource.js';
 
 export type EffectClass = 'read' | 'write' | 'wait';
 
@@ -83,6 +84,13 @@ interface ToolBase<A> {
   description: string;
   args: z.ZodType<A>;
   timeoutMs: number;
+  /**
+   * The largest output (bytes of JSON) the engine journals for a call (default DEFAULT_TOOL_OUTPUT_MAX_BYTES,
+   * src/core/toolOutput.ts); past it the model sees `{ error: 'output_too_large', limitBytes, bytesAtLeast }`.
+   */
+  maxOutputBytes?: number;
+  /** The connection its calls go through, when its process holds one (an MCP server): seen in health and metrics. */
+  source?: ToolSource;
 }
 
 export interface ReadTool<A = unknown> extends ToolBase<A> {

@@ -22,6 +22,8 @@ export async function startOpsServer(opts: {
   isReady: () => boolean;
   /** Liveness: false once the process cannot recover by itself (its store client ended): /healthz answers 503. */
   isAlive?: () => boolean;
+  /** More of the liveness answer: its fields join `ok` in the body; `alive: false` fails it too. */
+  health?: () => { alive: boolean } & Record<string, unknown>;
   /** METRICS_TOKEN: /metrics requires it as a bearer token when set. */
   metricsToken?: string;
   /** Serve only /metrics (the API's separate metrics port: its health is on PORT). */
@@ -32,8 +34,11 @@ export async function startOpsServer(opts: {
   const server = createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     if (path === '/healthz' && !opts.metricsOnly) {
-      const alive = opts.isAlive?.() ?? true;
-      res.writeHead(alive ? 200 : 503, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: alive }));
+      const { alive: more = true, ...detail } = opts.health?.() ?? {};
+      const alive = (opts.isAlive?.() ?? true) && more;
+      res
+        .writeHead(alive ? 200 : 503, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ ok: alive, ...detail }));
     } else if (path === '/readyz' && !opts.metricsOnly) {
       const ready = opts.isReady();
       res.writeHead(ready ? 200 : 503, { 'content-type': 'application/json' }).end(JSON.stringify({ ready }));

@@ -24,6 +24,7 @@ import { hasErrorCode, isKeyConflict, isOutcomeUnknown, isRetryable, type AgentE
 import { abortableSleep } from '../core/withRetry.js';
 import type { LookupResult, ReconcileMethod, ToolContext, WriteTool } from '../core/tool.js';
 import { DeadlineError, withDeadline } from '../core/timeout.js';
+import { confirmedOutput } from '../core/toolOutput.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { Ledger, LedgerConflict, type ActionRecord } from './ledger.js';
 import type { EngineContext } from '../runs/engineContext.js';
@@ -135,7 +136,8 @@ export async function reconcile(
       if (r.kind === 'confirmed') {
         // The service holds more than one effect for this one action: loud, whatever happens next.
         if (r.effects !== undefined && r.effects > 1) d.metrics.duplicateWrites.inc({ tool: rec.tool }, r.effects - 1);
-        return move('confirmed', r.why, r.evidence, { receipt: r.receipt, output: JSON.stringify(r.output) });
+        const output = JSON.stringify(confirmedOutput(tool, r.receipt, r.output));
+        return move('confirmed', r.why, r.evidence, { receipt: r.receipt, output });
       }
       if (r.kind === 'safe_retry') {
         if (rec.attempts >= MAX_DISPATCH_ATTEMPTS)

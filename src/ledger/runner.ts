@@ -25,6 +25,7 @@ import {
   type KeyConflictError,
 } from '../core/errors.js';
 import { DeadlineError } from '../core/timeout.js';
+import { confirmedOutput } from '../core/toolOutput.js';
 import { withRetry } from '../core/withRetry.js';
 import type { DispatchReceipt, ToolContext, WriteTool } from '../core/tool.js';
 import type { Metrics } from '../metrics/metrics.js';
@@ -34,7 +35,7 @@ import { testHooksFrom, type CrashPoints } from '../config/testHooks.js';
 import type { EffectRequest, EffectResult, EffectRunner } from '../worker/effects.js';
 import { actionIdentity } from './identity.js';
 import { Ledger, LedgerConflict, ledgerFor, type ActionRecord } from './ledger.js';
-import { reconcile } from './reconcile.js';
+import { MAX_DISPATCH_ATTEMPTS, reconcile } from './reconcile.js';
 import { replicateActions, type ReplicateAction } from './reconcile.js';
 import { NotReplicatedError } from '../store/replicated.js';
 import type { LedgerState } from './states.js';
@@ -339,7 +340,7 @@ export class LedgerEffectRunner implements EffectRunner {
     try {
       receipt = await this.send(rec, tool, args, ctx, log, deadlineAt);
     } catch (caught) {
-      return this.settleRefusal(caught, rec, tool, ctx, log, window, deadlineAt);
+      return this.settleRefusal(caught, rec, tool, ctx, log);
     }
     this.d.crash.hit('after_call', ctx.step);
     await this.recordReceipt(rec, tool, receipt, log);
@@ -398,31 +399,19 @@ export class LedgerEffectRunner implements EffectRunner {
     tool: WriteTool,
     ctx: ToolContext,
     log: Logger,
-    window: Record<string, string>,
-    deadlineAt: number | undefined,
   ): Promise<void> {
     // The deadline cut the retries short: handled as the refusal it followed, then the step stops.
     const err = caught instanceof DeadlineError && isRetryable(caught.cause) ? caught.cause : caught;
     const sent = { ...rec, state: 'dispatched' as const };
-    if (isOutcomeUnknown(err) || isRetryable(err)) {
-      // The request may have been processed (timeout, reset, 5xx, malformed), or every
-      // attempt was refused: either way the service is asked before anything is resent.
+    if (isRetryable(err)) return this.neverSent(sent, err, caught, ctx, log);
+    if (isOutcomeUnknown(err)) {
+      // The request may have been processed (timeout, reset, 5xx, malformed): the service is asked before
+      // anything is resent.
       await this.move(sent, 'dispatched', 'outcome_unknown', {
         why: 'no definite answer from the service',
         evidence: { error: (err as Error).message, ...err.details },
       });
       if (ctx.signal.aborted) throw new ShutdownError({ cause: caught });
-      if (!isRetryable(err)) return;
-      const unknown = {
-        ...rec,
-        state: 'outcome_unknown' as const,
-        attempts: rec.attempts + 1,
-        ...(window.replayUntil ? { replayUntil: Number(window.replayUntil) } : {}),
-      };
-      const r = await reconcile(this.reconcileDeps(deadlineAt), unknown, tool, ctx, this.d.workerId);
-      // Proven not sent: retry later in code (the job backs off), never in the model's context;
-      // or, past the run's deadline, not at all (the step stops on the wall clock).
-      if (r === 'safe_retry') throw caught;
       return;
     }
     if (isKeyConflict(err)) return this.keyConflict(sent, err, log);
@@ -434,6 +423,45 @@ export class LedgerEffectRunner implements EffectRunner {
       return;
     }
     throw err;
+  }
+
+  /**
+   * Every attempt failed before its request left (a RetryableError is only ever that: no connection made, a
+   * transport closed before the request was written, a 429 or 503 answered before processing; withRetry stops at
+   * the first error that is not): nothing reached the service, so there is nothing to reconcile. The action goes
+   * to safe_retry (the same key next time) and the step's attempt fails, so the job backs off and sends it again,
+   * never the model; past MAX_DISPATCH_ATTEMPTS dispatches, a person decides.
+   */
+  private async neverSent(
+    sent: ActionRecord,
+    err: AgentError,
+    caught: unknown,
+    ctx: ToolContext,
+    log: Logger,
+  ): Promise<void> {
+    const evidence = { error: err.message, ...err.details };
+    await this.move(sent, 'dispatched', 'outcome_unknown', {
+      why: 'not sent: every attempt failed before it left',
+      evidence,
+    });
+    const unknown = { ...sent, state: 'outcome_unknown' as const, attempts: sent.attempts + 1 };
+    if (unknown.attempts >= MAX_DISPATCH_ATTEMPTS) {
+      const why = `proven not sent, but ${unknown.attempts} dispatches already failed`;
+      await this.move(unknown, 'outcome_unknown', 'needs_human', { why, evidence });
+      return;
+    }
+    await this.move(unknown, 'outcome_unknown', 'safe_retry', {
+      why: 'not sent: a retry with the same key is safe',
+      evidence,
+    });
+    log.warn(
+      { code: 'dispatch_not_sent', attempts: unknown.attempts },
+      'no attempt reached the service: retried later',
+    );
+    if (ctx.signal.aborted) throw new ShutdownError({ cause: caught });
+    // Retried later in code (the job backs off), never in the model's context; past the run's deadline
+    // (a DeadlineError carrying this refusal), not at all: the step stops on the wall clock.
+    throw caught;
   }
 
   /** Same key, another request at the service: never a retry. Stop and surface it to a person. */
@@ -461,7 +489,10 @@ export class LedgerEffectRunner implements EffectRunner {
       this.d.metrics.duplicateWrites.inc({ tool: tool.name });
       log.warn({ code: 'replayed_key', receipt: receipt.receipt }, 'service replayed an earlier request with this key');
     }
-    const set = { receipt: receipt.receipt, output: JSON.stringify(receipt.output) };
+    const output = confirmedOutput(tool, receipt.receipt, receipt.output);
+    if (output !== receipt.output)
+      log.warn({ code: 'tool_output_too_large', ...(output as object) }, 'write tool output past its cap: not kept');
+    const set = { receipt: receipt.receipt, output: JSON.stringify(output) };
     const evidence = { receipt: receipt.receipt, replayed: receipt.replayed };
     const confirmed = { why: 'service confirmed', evidence };
     if (await this.move({ ...rec, state: 'dispatched' }, 'dispatched', 'confirmed', confirmed, set)) return;

@@ -10,17 +10,31 @@
  *    run as a read, which a recovery would call again.
  * The tools' argument schemas are the server's (zod's fromJSONSchema), so they count in the agent's
  * tools hash: a server that changes a tool sends runs pinned to the old hash to the version queue.
- * The listing is taken once, when the agents module builds the agents (a process's boot).
+ * A server's schemas are untrusted: one out of bounds (its size, its nesting, a pattern RE2 cannot run)
+ * refuses its tool (src/mcp/schemaGuard.ts), and every pattern of the server runs on RE2, in linear time.
+ * The listing is taken once, when the agents module builds the agents (a process's boot); the connection
+ * is re-established after a loss (src/mcp/session.ts).
  */
 // The SDK is loaded when a server is connected, not when the engine is imported: the processes of a fleet
 // whose agents use no MCP server do not pay its start-up.
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import type { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { z } from 'zod';
+import type { jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
+import type { z } from 'zod';
 import { defineReadTool, defineWriteTool, type ReconcileStrategy } from '../core/agent.js';
 import { isAgentError, OutcomeUnknownError, RetryableError, TerminalError } from '../core/errors.js';
+import { connectFailed } from '../core/neverSent.js';
 import type { DispatchReceipt, LookupRequest, LookupResult, Tool, ToolContext } from '../core/tool.js';
+import type { RefusedTool, ToolSourceStatus } from '../core/toolSource.js';
+import {
+  checkSchema,
+  DEFAULT_SCHEMA_LIMITS,
+  schemaToZod,
+  type SchemaLimits,
+  type SchemaRefusal,
+} from './schemaGuard.js';
+import { McpSession, type McpCallResult, type McpReconnect, type McpTransport } from './session.js';
+
+export type { McpCallResult, McpReconnect, McpTransport } from './session.js';
+export { DEFAULT_SCHEMA_LIMITS, type SchemaLimits } from './schemaGuard.js';
 
 /** The `_meta` fields of a write call (request) and of its answer (result). */
 export const MCP_META = {
@@ -31,19 +45,6 @@ export const MCP_META = {
   /** In a result: `true` when the server answered an earlier request with this key and created nothing. */
   replayed: 'durable-agent-fleet/replayed',
 } as const;
-
-/** How the server is reached: a command speaking MCP on its stdio, or a streamable HTTP endpoint. */
-export type McpTransport =
-  | { command: string; args?: string[]; env?: Record<string, string>; cwd?: string }
-  | { url: string; headers?: Record<string, string> };
-
-/** What a call answered, as the SDK returns it. */
-export interface McpCallResult {
-  content?: unknown;
-  structuredContent?: unknown;
-  isError?: boolean;
-  _meta?: Record<string, unknown>;
-}
 
 /** Calls one of the server's tools (a lookup uses it to ask the server about an earlier call). */
 export type McpCaller = (name: string, args: Record<string, unknown>, signal: AbortSignal) => Promise<McpCallResult>;
@@ -64,8 +65,22 @@ export interface McpToolsOptions {
   writes?: Record<string, McpWriteDeclaration>;
   /** Tools the agent takes as reads although the server does not mark them read-only. */
   reads?: readonly string[];
-  /** Per call (default 5000 ms); the run's deadline bounds it too. */
+  /** Per call (default 5000 ms): the SDK's request timeout; the run's deadline bounds it too. */
   timeoutMs?: number;
+  /**
+   * The largest output journalled per call, bytes of JSON (default 256 KiB, DEFAULT_TOOL_OUTPUT_MAX_BYTES): one
+   * number for every tool of the server, or per tool name (`'*'`: the others).
+   */
+  maxOutputBytes?: number | Readonly<Record<string, number>>;
+  /** Bounds of each tool's input and output schema (defaults: DEFAULT_SCHEMA_LIMITS). */
+  schemaLimits?: Partial<SchemaLimits>;
+  /** Reconnection after the connection is lost (defaults: 200 ms, at most 30 s). */
+  reconnect?: McpReconnect;
+}
+
+/** A tool whose schema was refused, and why: `reason` a code, `message` a sentence (neither holds the schema). */
+export interface RefusedMcpTool extends RefusedTool {
+  message: string;
 }
 
 export interface McpServerConnection {
@@ -73,17 +88,28 @@ export interface McpServerConnection {
   tools: Tool[];
   /** Server tools neither read-only nor declared: not given to the agent. */
   skipped: string[];
+  /** Server tools whose schema is out of bounds (`mcp_schema_refused`): not given to the agent. */
+  refused: RefusedMcpTool[];
+  /** The connection's state (also every tool's `source`: the process's health and metrics read it). */
+  status(): ToolSourceStatus;
   close(): Promise<void>;
+}
+
+/** A declared tool (in `writes` or `reads`) whose schema is out of bounds: the boot stops, naming it and why. */
+export class McpSchemaRefusedError extends TypeError {
+  readonly code = 'mcp_schema_refused';
+  constructor(readonly refused: readonly RefusedMcpTool[]) {
+    super(`MCP tool schema refused: ${refused.map((r) => `'${r.tool}' (${r.reason}: ${r.message})`).join('; ')}`);
+  }
 }
 
 interface ListedTool {
   name: string;
   description?: string | undefined;
   inputSchema: Record<string, unknown>;
+  outputSchema?: Record<string, unknown> | undefined;
   annotations?: { readOnlyHint?: boolean | undefined } | undefined;
 }
-
-const ECONNREFUSED = /ECONNREFUSED/;
 
 /** The text an MCP result carries, for the model (structured content when the server gives it). */
 function outputOf(result: McpCallResult): unknown {
@@ -97,34 +123,60 @@ function defaultReceipt(result: McpCallResult, key: string): string {
   return typeof id === 'string' && id.length > 0 ? id : key;
 }
 
-/** Whether the request certainly did not reach the server (nothing to reconcile). */
-function neverSent(err: unknown): boolean {
-  const cause = (err as { cause?: { code?: string } }).cause;
-  return cause?.code === 'ECONNREFUSED' || ECONNREFUSED.test(String((err as Error).message));
+/**
+ * The server's output schemas, for the SDK's check of a result's structured content: the same bounds and the same
+ * regex engine as the input schemas. A tool whose output schema is out of bounds is refused at the listing; one
+ * that still cannot be built fails its tool's answers, never the process.
+ */
+function outputValidator(limits: SchemaLimits): jsonSchemaValidator {
+  return {
+    getValidator<T>(schema: unknown) {
+      const checked = checkSchema(schema, limits);
+      let zod: z.ZodType | undefined;
+      try {
+        zod = 'reason' in checked ? undefined : schemaToZod(schema as Record<string, unknown>, checked.patterns);
+      } catch {
+        zod = undefined;
+      }
+      return (input: unknown) =>
+        zod?.safeParse(input).success === true
+          ? { valid: true as const, data: input as T, errorMessage: undefined }
+          : {
+              valid: false as const,
+              data: undefined,
+              errorMessage: 'the structured content does not match its schema',
+            };
+    },
+  };
 }
 
-async function transportOf(t: McpTransport): Promise<StdioClientTransport | StreamableHTTPClientTransport> {
-  if ('url' in t) {
-    const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
-    return new StreamableHTTPClientTransport(
-      new URL(t.url),
-      t.headers ? { requestInit: { headers: t.headers } } : undefined,
-    );
+/** The zod schema of a tool's arguments, or why its schemas are refused. */
+function argsSchema(t: ListedTool, limits: SchemaLimits): z.ZodType<Record<string, unknown>> | SchemaRefusal {
+  if (t.outputSchema !== undefined) {
+    const out = checkSchema(t.outputSchema, limits);
+    if ('reason' in out) return { reason: out.reason, message: `output schema: ${out.message}` };
   }
-  const { StdioClientTransport } = await import('@modelcontextprotocol/sdk/client/stdio.js');
-  // The server's stderr stays with it: its lines may carry customer text.
-  return new StdioClientTransport({
-    command: t.command,
-    args: t.args ?? [],
-    ...(t.env ? { env: t.env } : {}),
-    ...(t.cwd ? { cwd: t.cwd } : {}),
-    stderr: 'ignore',
-  });
+  const checked = checkSchema(t.inputSchema, limits);
+  if ('reason' in checked) return checked;
+  try {
+    return schemaToZod(t.inputSchema, checked.patterns) as z.ZodType<Record<string, unknown>>;
+  } catch {
+    return { reason: 'schema_invalid', message: 'zod cannot build the schema' };
+  }
+}
+
+/** A tool's output cap from the options, if they name one. */
+function outputCapFor(opts: McpToolsOptions, tool: string): { maxOutputBytes?: number } {
+  const o = opts.maxOutputBytes;
+  const cap = typeof o === 'number' ? o : (o?.[tool] ?? o?.['*']);
+  return cap === undefined ? {} : { maxOutputBytes: cap };
 }
 
 /**
  * Connects to an MCP server and lists its tools as the agent declares them.
- * A declared read or write the server does not list stops the boot (a TypeError naming it).
+ * A declared read or write the server does not list stops the boot (a TypeError naming it), and so does one whose
+ * schema is out of bounds (McpSchemaRefusedError, naming it and the reason); an undeclared read-only tool out of
+ * bounds is left out, named in `refused`.
  *
  * @example
  *   const bookings = await connectMcpServer({ url: env.BOOKINGS_MCP_URL }, {
@@ -136,9 +188,12 @@ export async function connectMcpServer(
   transport: McpTransport,
   opts: McpToolsOptions = {},
 ): Promise<McpServerConnection> {
-  const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
-  const client = new Client({ name: 'durable-agent-fleet', version: '1' });
-  await client.connect(await transportOf(transport));
+  const limits = { ...DEFAULT_SCHEMA_LIMITS, ...opts.schemaLimits };
+  const session = new McpSession(transport, outputValidator(limits), {
+    baseMs: opts.reconnect?.baseMs ?? 200,
+    maxMs: opts.reconnect?.maxMs ?? 30_000,
+  });
+  const client = await session.open();
   const listed: ListedTool[] = [];
   let cursor: string | undefined;
   do {
@@ -147,77 +202,90 @@ export async function connectMcpServer(
     cursor = page.nextCursor;
   } while (cursor);
   const names = new Set(listed.map((t) => t.name));
-  const missing = [...Object.keys(opts.writes ?? {}), ...(opts.reads ?? [])].filter((n) => !names.has(n));
+  const declared = [...Object.keys(opts.writes ?? {}), ...(opts.reads ?? [])];
+  const missing = declared.filter((n) => !names.has(n));
   if (missing.length > 0) {
-    await client.close();
+    await session.close();
     throw new TypeError(`MCP server does not list the declared tool(s) ${missing.join(', ')}`);
   }
-  const call: McpCaller = async (name, args, signal) =>
-    await client.callTool({ name, arguments: args }, undefined, { signal });
   const timeoutMs = opts.timeoutMs ?? 5000;
   const tools: Tool[] = [];
   const skipped: string[] = [];
+  const refused: RefusedMcpTool[] = [];
   for (const t of listed) {
     const write = opts.writes?.[t.name];
-    if (write) tools.push(mcpWriteTool(client, t, write, call, timeoutMs));
-    else if (t.annotations?.readOnlyHint === true || opts.reads?.includes(t.name))
-      tools.push(mcpReadTool(call, t, timeoutMs));
-    else skipped.push(t.name);
+    if (!write && !(t.annotations?.readOnlyHint === true || opts.reads?.includes(t.name))) {
+      skipped.push(t.name);
+      continue;
+    }
+    const args = argsSchema(t, limits);
+    if ('reason' in args) {
+      refused.push({ tool: t.name, reason: args.reason, message: args.message });
+      continue;
+    }
+    const parts = { session, t, args, timeoutMs, cap: outputCapFor(opts, t.name) };
+    tools.push(write ? mcpWriteTool(parts, write) : mcpReadTool(parts));
   }
-  return { tools, skipped, close: () => client.close() };
+  session.refused = refused.map(({ tool, reason }) => ({ tool, reason }));
+  const refusedDeclared = refused.filter((r) => declared.includes(r.tool));
+  if (refusedDeclared.length > 0) {
+    await session.close();
+    throw new McpSchemaRefusedError(refusedDeclared);
+  }
+  return { tools, skipped, refused, status: () => session.status(), close: () => session.close() };
 }
 
-function argsOf(t: ListedTool): z.ZodType<Record<string, unknown>> {
-  return z.fromJSONSchema(t.inputSchema) as z.ZodType<Record<string, unknown>>;
+interface ToolParts {
+  session: McpSession;
+  t: ListedTool;
+  args: z.ZodType<Record<string, unknown>>;
+  timeoutMs: number;
+  cap: { maxOutputBytes?: number };
 }
 
-function mcpReadTool(call: McpCaller, t: ListedTool, timeoutMs: number): Tool {
-  return defineReadTool({
+function mcpReadTool({ session, t, args, timeoutMs, cap }: ToolParts): Tool {
+  const tool = defineReadTool({
     name: t.name,
     description: t.description ?? t.name,
-    args: argsOf(t),
+    args,
     timeoutMs,
-    async execute(args, ctx) {
+    ...cap,
+    async execute(a, ctx) {
       let result: McpCallResult;
       try {
-        result = await call(t.name, args, ctx.signal);
+        result = await session.call({ name: t.name, arguments: a }, ctx.signal, timeoutMs);
       } catch (err) {
         // A read has no effect to reconcile: the engine's retry wrapper may send it again.
+        if (isAgentError(err)) throw err;
         throw new RetryableError(`MCP read tool '${t.name}' failed`, undefined, {}, { cause: err });
       }
       // A tool error is the server's answer: the model sees it, as MCP intends.
       return result.isError ? { error: outputOf(result) } : outputOf(result);
     },
   });
+  return { ...tool, source: session };
 }
 
-function mcpWriteTool(
-  client: Client,
-  t: ListedTool,
-  decl: McpWriteDeclaration,
-  call: McpCaller,
-  timeoutMs: number,
-): Tool {
-  return defineWriteTool({
+function mcpWriteTool({ session, t, args, timeoutMs, cap }: ToolParts, decl: McpWriteDeclaration): Tool {
+  const tool = defineWriteTool({
     name: t.name,
     description: t.description ?? t.name,
-    args: argsOf(t),
+    args,
     timeoutMs,
+    ...cap,
     ...(decl.identity ? { identity: decl.identity } : {}),
     service: { enforcesKey: true, reconcile: decl.reconcile ?? 'none' },
-    async dispatch(args, _ctx, req): Promise<DispatchReceipt> {
+    async dispatch(a, _ctx, req): Promise<DispatchReceipt> {
       const _meta = { [MCP_META.idempotencyKey]: req.idempotencyKey, [MCP_META.actionId]: req.actionId };
       let result: McpCallResult;
       try {
-        result = await client.callTool({ name: t.name, arguments: args, _meta }, undefined, {
-          signal: req.signal,
-          timeout: req.timeoutMs,
-        });
+        result = await session.call({ name: t.name, arguments: a, _meta }, req.signal, req.timeoutMs);
       } catch (err) {
+        // Not connected (nothing written): the session's RetryableError, passed on as it is.
         if (isAgentError(err)) throw err;
-        if (neverSent(err))
+        if (connectFailed(err))
           throw new RetryableError(`MCP server refused the connection for '${t.name}'`, undefined, {}, { cause: err });
-        // Timeout, closed connection, reset: the call may have run on the server.
+        // Timeout, a connection closed after the request was written, reset: the call may have run on the server.
         throw new OutcomeUnknownError(`MCP write '${t.name}' has no answer`, { tool: t.name }, { cause: err });
       }
       // The server's own refusal (its tool error), with no text of it: it may hold customer data.
@@ -225,6 +293,13 @@ function mcpWriteTool(
       const receipt = decl.receipt ? decl.receipt(result) : defaultReceipt(result, req.idempotencyKey);
       return { receipt, output: outputOf(result), replayed: result._meta?.[MCP_META.replayed] === true };
     },
-    ...(decl.lookup ? { lookup: (ctx: ToolContext, req: LookupRequest) => decl.lookup!(call, req, ctx) } : {}),
+    ...(decl.lookup
+      ? {
+          // The lookup's calls are bounded by the lookup's own timeout.
+          lookup: (ctx: ToolContext, req: LookupRequest) =>
+            decl.lookup!((name, a, signal) => session.call({ name, arguments: a }, signal, req.timeoutMs), req, ctx),
+        }
+      : {}),
   });
+  return { ...tool, source: session };
 }

@@ -14,6 +14,7 @@ import { FleetWorker } from '../worker/fleetWorker.js';
 import { Schedules, startScheduleWorker } from '../producer/schedules.js';
 import { settledWithin } from '../core/timeout.js';
 import { warmUpModelCalls } from '../models/warmUp.js';
+import { reportToolSources, toolSourcesHealth, toolSourcesOf } from './toolSources.js';
 
 /** How long a stopped worker waits for its Redis connections to close (they hang while reconnecting). */
 const CONNECTIONS_CLOSE_TIMEOUT_MS = 2000;
@@ -32,12 +33,19 @@ const { cfg, ctx, fleet, ops } = await boot('worker', async () => {
   const fleet = new FleetWorker(ctx, {
     effects: createEffectRunner(ctx, { approvals: approvalPolicy(ctx.cfg.APPROVAL_RULES) }),
   });
+  // The agents' tool connections (MCP servers): in the metrics, the log and /healthz.
+  const sources = toolSourcesOf(ctx.agents);
+  reportToolSources(sources, ctx.metrics.registry, ctx.log);
   const ops = await startOpsServer({
     port: cfg.WORKER_METRICS_PORT,
     host: cfg.HOST,
     registry: ctx.metrics.registry,
     isReady: () => fleet.ready && storeConnected(ctx.redis),
     isAlive: () => !storeEnded(ctx.redis),
+    health: () => {
+      const h = toolSourcesHealth(sources);
+      return h.down.length > 0 ? { alive: h.alive, toolSourcesDown: h.down } : { alive: true };
+    },
     metricsToken: cfg.METRICS_TOKEN,
     portSetting: 'WORKER_METRICS_PORT',
   });

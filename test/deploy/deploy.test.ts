@@ -79,6 +79,9 @@ const METRICS = new Set([
   'agent_flow_admitted_total',
   'agent_rate_limit_waits_total',
   'agent_model_rate_limited_total',
+  'agent_tool_source_up',
+  'agent_tool_source_reconnects',
+  'agent_tool_schemas_refused',
 ]);
 const HISTOGRAMS = new Set(['agent_step_duration_seconds']);
 
@@ -103,6 +106,7 @@ const ALERTS: Record<string, string[]> = {
   AgentVersionQueueWaiting: ['agent_version_parked_runs'],
   AgentTenantStarved: ['agent_flow_oldest_waiting_seconds'],
   AgentModelRateLimited: ['agent_model_rate_limited_total'],
+  AgentToolSourceDown: ['agent_tool_source_up'],
 };
 
 /** Environment the processes read that is not in src/config/config.ts (read by other entry points). */

@@ -3,9 +3,10 @@
  * through the effect ledger; and how a decision's calls are grouped to run at once.
  */
 import type { Agent } from '../../core/agent.js';
-import { DeadlineError, withDeadlineScope, withScopeSignal } from '../../core/timeout.js';
+import { DeadlineError, TimeoutError, withScopeSignal, withTimeoutScope, type CallScope } from '../../core/timeout.js';
 import type { DecisionEntry, ObservationEntry } from '../../core/journal.js';
 import type { ReadTool, ToolContext } from '../../core/tool.js';
+import { cappedOutput } from '../../core/toolOutput.js';
 import { withRetry } from '../../core/withRetry.js';
 import type { StepEnv } from './env.js';
 import type { StepState, Terminal } from './state.js';
@@ -73,7 +74,11 @@ export async function runTool(
   return { obs: { ...base, status: r.status, output: r.output, actionId: r.actionId } };
 }
 
-/** A read, retried in code; each attempt and each backoff ends by the run's deadline (DeadlineError stops the step). */
+/**
+ * A read, retried in code; each attempt is bounded by the tool's `timeoutMs` (a TimeoutError, retried like any
+ * failed read) and by the run's deadline, and each backoff by the deadline (DeadlineError stops the step). An output
+ * past the tool's cap is a tool error: the output itself is never journalled.
+ */
 async function runRead(
   env: StepEnv,
   state: StepState,
@@ -87,7 +92,8 @@ async function runRead(
     const output = await withRetry(
       { maxAttempts: 3, baseMs: env.cfg.RETRY_BASE_MS, maxMs: env.cfg.RETRY_MAX_MS },
       () =>
-        withDeadlineScope(
+        withinBounds(
+          tool.timeoutMs,
           deadlineAt,
           ctx.signal,
           // The step's context with this call's signal; built without `signal` first, so the accessor is added, not
@@ -97,12 +103,36 @@ async function runRead(
         ),
       { signal: ctx.signal, deadlineAt, now: env.now },
     );
+    const capped = cappedOutput(tool, output);
+    if (!capped.ok) {
+      state.log.warn({ code: 'tool_output_too_large', tool: name, ...capped.output }, 'read tool output past its cap');
+      return { status: 'tool_error', output: capped.output };
+    }
     return { status: 'ok', output };
   } catch (err) {
     if (ctx.signal.aborted || err instanceof DeadlineError) throw err;
     state.log.warn({ code: 'tool_error', tool: name, err }, 'read tool failed');
     return { status: 'tool_error', output: { error: (err as Error).message } };
   }
+}
+
+/**
+ * fn bounded by the tool's per-attempt timeout and the run's deadline, whichever ends first, in one bounded call
+ * (one timer, the signal still made only when read): the deadline's end is a DeadlineError, the timeout's a
+ * TimeoutError.
+ */
+function withinBounds<T>(
+  timeoutMs: number,
+  deadlineAt: number,
+  parent: AbortSignal,
+  fn: (scope: CallScope) => Promise<T>,
+  now: () => number,
+): Promise<T> {
+  const left = deadlineAt - now();
+  if (left <= 0) return Promise.reject(new DeadlineError(deadlineAt));
+  return timeoutMs < left
+    ? withTimeoutScope(timeoutMs, parent, fn, () => new TimeoutError(timeoutMs))
+    : withTimeoutScope(left, parent, fn, () => new DeadlineError(deadlineAt));
 }
 
 function withoutSignal(ctx: ToolContext): Omit<ToolContext, 'signal'> {
