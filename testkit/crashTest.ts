@@ -142,7 +142,7 @@ export interface CrashReport {
   failures: CrashCase[];
   /** Cases whose every run the service kept from the crash point (`kept_from_point`): untested there, not failed. */
   unreached: CrashCase[];
-  /** This call's namespace: every run's tenant is `ct-<namespace>-<point>-<step>-<attempt>`. */
+  /** This call's namespace: every run's tenant is `ct-<namespace>-<attempt>-<point>-<step>`. */
   namespace: string;
   /** One line per case: `tool point@step: verdict (effects, status)`, and the runs it took when more than one. */
   summary(): string;
