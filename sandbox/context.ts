@@ -28,6 +28,11 @@ export class Delays {
     });
   }
 
+  /** Requests held by a slow_commit now: received, their commit (or read) not yet made. */
+  get held(): number {
+    return this.pending.size;
+  }
+
   cancelAll(): void {
     for (const t of this.pending) clearTimeout(t);
     this.pending.clear();

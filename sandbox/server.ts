@@ -44,6 +44,11 @@ export interface SandboxHandle {
   addFaults(rules: FaultRule[]): void;
   clearFaults(): void;
   counts(): SandboxCounts;
+  /**
+   * Requests a slow_commit holds now (received, their commit or read not yet made): what a test waits on to know a
+   * request arrived, or that none is still to land.
+   */
+  held(): number;
   /** Every record of a resource, oldest first (the failover campaign counts emails per recipient). */
   records(resource: EffectResource): SandboxRecord[];
   /** Clear records, counts and faults, and restart the fault PRNG from the seed (the clock and windows too). */
@@ -95,6 +100,7 @@ export async function startSandbox(opts: SandboxOptions = {}): Promise<SandboxHa
     addFaults: (rules) => ctx.faults.add(rules),
     clearFaults: () => ctx.faults.clear(),
     counts: () => ctx.store.counts(),
+    held: () => ctx.delays.held,
     records: (resource) => ctx.store.all(resource),
     reset,
     advanceClock: (ms) => ctx.store.advance(ms),

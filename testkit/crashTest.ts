@@ -6,15 +6,20 @@
  *
  * For each step of the script that calls a write tool and each crash point, one run on its own key
  * prefix: a spawned worker (CRASH_POINTS=<point>@<step>) kills itself at that instant, another
- * worker finishes the run, and the service's count for the action's idempotency key is read.
- * A case passes when the effect happened exactly once and the run completed, or when the run is
- * with a person (needs_human) with at most one effect and the ledger's evidence.
+ * worker finishes the run, and once no action of the run is in flight, the service's count for the
+ * action's idempotency key is read. A case passes when the effect happened exactly once and the run
+ * completed, or when the run is with a person (needs_human) with at most one effect and the
+ * ledger's evidence.
+ *
+ * Every call has a namespace of its own (its runs' tenants, so their run ids and idempotency keys):
+ * a service that outlives one call never answers a later one from the effects of an earlier one.
  *
  * @example
  *   const report = await crashTest({ agentsModule: 'agents/index.ts', input, script,
  *     service: { env: { CRM_URL: crm.url }, effects: () => crm.effectsByKey() } });
  *   expect(report.failures).toEqual([]);
  */
+import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { loadConfig, type Config } from '../src/config/config.js';
 import type { CrashPointName } from '../src/config/testHooks.js';
@@ -32,6 +37,7 @@ import type { EngineContext } from '../src/runs/engineContext.js';
 import { startEmbeddedRedis } from './embeddedRedis.js';
 import { deletePrefix, uniquePrefix } from './keyPrefix.js';
 import { spawnWorker } from './processes.js';
+import { until } from './until.js';
 
 /**
  * The crash points of a step that calls a write tool, in the order they come: the decision
@@ -63,6 +69,12 @@ export interface CrashTestService {
   env?: Record<string, string>;
   /** The effects the service holds, counted per idempotency key (or per action id) it was sent. */
   effects(): Record<string, number> | Promise<Record<string, number>>;
+  /**
+   * True when the service holds no request open (every request it received is answered and its effect, if any,
+   * made). The effects are read only then: a request still at the service (a slow commit, a replay the run's
+   * doubt sent) may yet make one. Default: the kit waits only for the ledger (no action in flight).
+   */
+  idle?(): boolean | Promise<boolean>;
 }
 
 export interface CrashTestOptions {
@@ -85,9 +97,22 @@ export interface CrashTestOptions {
    * on 2 cores a third case starting its victim fills those waits.
    */
   parallel?: number;
+  /**
+   * Runs a case may take (default 3). A run that never came to its crash point because the service gave no
+   * definite answer on the way (the call timed out, was reset, was refused: the action went `outcome_unknown`)
+   * tested nothing at that point: the case is run again, under a new run id, up to this many times.
+   */
+  attempts?: number;
+  /**
+   * How long, after a run settles, the kit waits for every action of the case to settle (none `dispatched` or
+   * `outcome_unknown`) and for the service to be idle before it counts (default 30 s); past it the case is
+   * `unsettled`.
+   */
+  settleTimeoutMs?: number;
 }
 
-export type CrashVerdict = 'exactly_once' | 'with_a_person' | 'duplicate' | 'lost' | 'failed' | 'not_reached';
+export type CrashVerdict =
+  'exactly_once' | 'with_a_person' | 'duplicate' | 'lost' | 'failed' | 'not_reached' | 'kept_from_point' | 'unsettled';
 
 /** One write action of one case: what the service counted for it and how the run ended. */
 export interface CrashCase {
@@ -105,20 +130,28 @@ export interface CrashCase {
   /** Effects the service counted for the action's key. */
   effects: number;
   verdict: CrashVerdict;
+  /** Runs the case took: more than one when the service kept a run from the crash point (see `attempts`). */
+  attempts: number;
 }
 
 export interface CrashReport {
   cases: CrashCase[];
   /** Cases where the service counted more than one effect for one action. */
   duplicates: CrashCase[];
-  /** Every case that is neither exactly once nor with a person (duplicates included). */
+  /** Every case that is neither exactly once nor with a person nor kept from its point (duplicates included). */
   failures: CrashCase[];
-  /** One line per case: `tool point@step: verdict (effects, status)`. */
+  /** Cases whose every run the service kept from the crash point (`kept_from_point`): untested there, not failed. */
+  unreached: CrashCase[];
+  /** This call's namespace: every run's tenant is `ct-<namespace>-<attempt>-<point>-<step>`. */
+  namespace: string;
+  /** One line per case: `tool point@step: verdict (effects, status)`, and the runs it took when more than one. */
   summary(): string;
 }
 
 const SETTLED = ['completed', 'failed', 'needs_human', 'budget_exceeded', 'cancelled'];
-const PASSING: readonly CrashVerdict[] = ['exactly_once', 'with_a_person'];
+const PASSING: readonly CrashVerdict[] = ['exactly_once', 'with_a_person', 'kept_from_point'];
+/** Ledger states in which a request of the action may still be at the service. */
+const IN_FLIGHT = ['dispatched', 'outcome_unknown'];
 
 /** A step to kill the worker in, and the write calls whose effects the case counts. */
 interface Target {
@@ -155,33 +188,94 @@ function victimEnv(env: Record<string, string>, point: CrashPointName, step: num
   return { ...env, ...streamed, CRASH_POINTS: `${point}@${step}` };
 }
 
+const runStatus = async (ctx: EngineContext, runId: string): Promise<string> =>
+  (await ctx.redis.hget(ctx.keys.run(runId).run, 'status')) ?? '';
+
+/** The run's status once settled, or the status it has at the end of `timeoutMs` (`missing` for none). */
 async function settled(ctx: EngineContext, runId: string, timeoutMs: number): Promise<string> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const status = (await ctx.redis.hget(ctx.keys.run(runId).run, 'status')) ?? '';
-    if (SETTLED.includes(status)) return status;
-    if (Date.now() > deadline) return status || 'missing';
-    await new Promise((r) => setTimeout(r, 25));
-  }
+  const status = await until(`run ${runId} settled`, timeoutMs, async () => {
+    const s = await runStatus(ctx, runId);
+    return SETTLED.includes(s) && s;
+  }).catch(() => undefined);
+  return status ?? ((await runStatus(ctx, runId)) || 'missing');
 }
 
-function verdictOf(status: string, effects: number, reached: boolean): CrashVerdict {
+type Actions = Awaited<ReturnType<Ledger['listForRun']>>;
+
+/**
+ * The run's actions once none is in flight and the service is idle (a request still at the service may yet make an
+ * effect: counted before it lands, a case would read 0 where the service ends up holding 1); undefined past the
+ * timeout.
+ */
+async function quietActions(
+  ledger: Ledger,
+  runId: string,
+  service: CrashTestService,
+  timeoutMs: number,
+): Promise<Actions | undefined> {
+  return await until(`the actions of run ${runId} settled and the service idle`, timeoutMs, async () => {
+    const actions = await ledger.listForRun(runId);
+    if (actions.some((a) => IN_FLIGHT.includes(a.state))) return undefined;
+    return (await (service.idle?.() ?? true)) && actions;
+  }).catch(() => undefined);
+}
+
+/** The service kept the run from the point: an action of the case went without a definite answer. */
+function keptByService(actions: Actions, calls: Target['calls']): boolean {
+  return actions.some(
+    (a) =>
+      calls.some((c) => c.step === a.step && c.tool === a.tool) && a.history.some((h) => h.to === 'outcome_unknown'),
+  );
+}
+
+/** What the run's end and the service's count say, whatever the crash. */
+function outcomeOf(status: string, effects: number): CrashVerdict {
   if (effects > 1) return 'duplicate';
-  if (!reached) return 'not_reached';
   if (status === 'needs_human') return 'with_a_person';
   if (status !== 'completed') return 'failed';
   return effects === 1 ? 'exactly_once' : 'lost';
 }
 
-/** Runs one case: its own prefix, a worker process killed at the point, an in-process worker that recovers the run. */
-async function runCase(
-  base: Record<string, string>,
-  catalog: AgentCatalog,
-  agent: string,
-  opts: CrashTestOptions,
-  script: Script,
+/**
+ * A run that never came to its point tested nothing there: `not_reached` (a failure: the run went another way),
+ * or, when the service kept it from the point, `kept_from_point` unless its outcome is itself a failure.
+ */
+function verdictOf(status: string, effects: number, reached: boolean, kept: boolean): CrashVerdict {
+  const outcome = outcomeOf(status, effects);
+  if (reached || outcome === 'duplicate') return outcome;
+  if (!kept) return 'not_reached';
+  return PASSING.includes(outcome) ? 'kept_from_point' : outcome;
+}
+
+/** What every case of one crashTest call shares. */
+interface Kit {
+  base: Record<string, string>;
+  catalog: AgentCatalog;
+  agent: string;
+  opts: CrashTestOptions;
+  script: Script;
+  /** This call's namespace (see CrashReport.namespace). */
+  namespace: string;
+}
+
+/** One case, on its own key prefix, once per attempt while the service keeps the run from the point. */
+async function runCase(kit: Kit, target: Target, point: CrashPointName): Promise<CrashCase[]> {
+  const attempts = Math.max(1, kit.opts.attempts ?? 3);
+  for (let attempt = 1; ; attempt++) {
+    const cases = await runAttempt(kit, target, point, `${kit.namespace}-${attempt}`);
+    const kept = cases.some((c) => c.verdict === 'kept_from_point');
+    const failed = cases.some((c) => !PASSING.includes(c.verdict));
+    if (!kept || failed || attempt >= attempts) return cases.map((c) => ({ ...c, attempts: attempt }));
+  }
+}
+
+/** Runs one attempt: its own prefix, a worker process killed at the point, an in-process worker that recovers the run. */
+async function runAttempt(
+  { base, catalog, agent, opts, script }: Kit,
   target: Target,
   point: CrashPointName,
+  /** `<namespace>-<attempt>`: what makes this run's tenant, run id and keys its own. */
+  tag: string,
 ): Promise<CrashCase[]> {
   const prefix = uniquePrefix(`ct${point}`);
   const env = { ...base, KEY_PREFIX: prefix, BULL_PREFIX: `${prefix}b` };
@@ -192,7 +286,7 @@ async function runCase(
     metrics: newMetrics(),
   });
   try {
-    const tenant = `ct-${point}-${target.step}`.replace(/_/g, '-');
+    const tenant = `ct-${tag}-${point}-${target.step}`.replace(/_/g, '-');
     const spec = buildSpec(ctx, { tenant, agent, input: opts.input, model: 'scripted', script }, Date.now());
     await ctx.store.create(spec, Date.now());
     const victim = await spawnWorker(victimEnv(env, point, target.step), { startTimeoutMs: 120_000 });
@@ -211,8 +305,11 @@ async function runCase(
       await rescuer.stop(true);
     }
     const reason = (await ctx.redis.hget(ctx.keys.run(spec.runId).run, 'reason')) ?? undefined;
+    const ledger = new Ledger(ctx.redis, ctx.keys);
+    const quiet = await quietActions(ledger, spec.runId, opts.service, opts.settleTimeoutMs ?? 30_000);
+    const actions = quiet ?? (await ledger.listForRun(spec.runId));
     const counted = await opts.service.effects();
-    const actions = await new Ledger(ctx.redis, ctx.keys).listForRun(spec.runId);
+    const kept = keptByService(actions, target.calls);
     const seen = new Map<string, number>();
     return target.calls.map(({ step, tool }): CrashCase => {
       // The n-th call of a tool in a step is its n-th action there.
@@ -230,7 +327,8 @@ async function runCase(
         effects,
         actionState: action?.state,
         evidence: action?.history.at(-1)?.evidence,
-        verdict: verdictOf(status, effects, reached),
+        verdict: quiet ? verdictOf(status, effects, reached, kept) : 'unsettled',
+        attempts: 1,
       };
     });
   } finally {
@@ -256,13 +354,21 @@ async function pooled<T>(tasks: (() => Promise<T>)[], limit: number): Promise<T[
   return results;
 }
 
-function reportOf(cases: CrashCase[]): CrashReport {
+function reportOf(cases: CrashCase[], namespace: string): CrashReport {
   return {
     cases,
+    namespace,
     duplicates: cases.filter((c) => c.verdict === 'duplicate'),
     failures: cases.filter((c) => !PASSING.includes(c.verdict)),
+    unreached: cases.filter((c) => c.verdict === 'kept_from_point'),
     summary: () =>
-      cases.map((c) => `${c.tool} ${c.point}@${c.step}: ${c.verdict} (${c.effects} effect(s), ${c.status})`).join('\n'),
+      cases
+        .map(
+          (c) =>
+            `${c.tool} ${c.point}@${c.step}: ${c.verdict} (${c.effects} effect(s), ${c.status})` +
+            (c.attempts > 1 ? ` after ${c.attempts} runs` : ''),
+        )
+        .join('\n'),
   };
 }
 
@@ -290,10 +396,10 @@ export async function crashTest(opts: CrashTestOptions): Promise<CrashReport> {
     const calls = writeCalls(catalog, agent, script);
     if (calls.length === 0) throw new TypeError(`crashTest: the script calls no write tool of '${agent}'`);
     const points = opts.points ?? CRASH_TEST_POINTS;
-    const tasks = points.flatMap((p) =>
-      targetsOf(p, calls, script).map((t) => () => runCase(base, catalog, agent, opts, script, t, p)),
-    );
-    return reportOf((await pooled(tasks, opts.parallel ?? 3)).flat());
+    // A namespace per call: its runs (tenant, run id, keys) are none of an earlier call's, whatever the service kept.
+    const kit: Kit = { base, catalog, agent, opts, script, namespace: randomBytes(4).toString('hex') };
+    const tasks = points.flatMap((p) => targetsOf(p, calls, script).map((t) => () => runCase(kit, t, p)));
+    return reportOf((await pooled(tasks, opts.parallel ?? 3)).flat(), kit.namespace);
   } finally {
     await embedded?.stop();
   }

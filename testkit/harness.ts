@@ -17,6 +17,7 @@ import { createFullApi } from '../src/http/fullApi.js';
 import { createEffectRunner } from '../src/ledger/runner.js';
 import { startSandbox, type SandboxHandle } from '../sandbox/server.js';
 import type { Tool } from '../src/core/tool.js';
+import { until } from './until.js';
 
 export function redisUrl(): string {
   return inject('redisUrl');
@@ -39,6 +40,12 @@ export interface Harness {
   startWorker(opts?: FleetWorkerOptions, ctxOverride?: EngineContext): Promise<FleetWorker>;
   startApi(): Promise<{ url: string; server: Server }>;
   waitForStatus(runId: string, statuses: string[], timeoutMs?: number): Promise<string>;
+  /**
+   * Resolves once no job of the run is waiting, delayed, prioritized or active: nothing of the run can run any
+   * more, so nothing more of it can reach a service. A test proves "nothing more happens" with this barrier,
+   * never with a pause.
+   */
+  untilNoJob(runId: string, timeoutMs?: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -88,14 +95,21 @@ export async function createHarness(name: string, env: Record<string, string> = 
       return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server };
     },
     async waitForStatus(runId, statuses, timeoutMs = 30_000) {
-      const deadline = Date.now() + timeoutMs;
       let last = '';
-      while (Date.now() < deadline) {
+      const reached = async () => {
         last = (await ctx.redis.hget(ctx.keys.run(runId).run, 'status')) ?? '';
-        if (statuses.includes(last)) return last;
-        await new Promise((r) => setTimeout(r, 20));
-      }
-      throw new Error(`run ${runId} stayed '${last}', expected ${statuses.join('|')}`);
+        return statuses.includes(last) && last;
+      };
+      return await until(`run ${runId} ${statuses.join('|')}`, timeoutMs, reached).catch(() => {
+        throw new Error(`run ${runId} stayed '${last}', expected ${statuses.join('|')}`);
+      });
+    },
+    async untilNoJob(runId, timeoutMs = 10_000) {
+      const queue = ctx.queues.forRun(runId);
+      await until(`no job of run ${runId} left to run`, timeoutMs, async () => {
+        const jobs = await queue.getJobs(['active', 'waiting', 'delayed', 'prioritized', 'waiting-children']);
+        return !jobs.some((j) => j?.id?.startsWith(`${runId}.`));
+      });
     },
     async close() {
       await Promise.all(workers.map((w) => w.stop(true)));

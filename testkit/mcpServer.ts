@@ -10,6 +10,8 @@
  *
  * It counts bookings per key, so a duplicate is a number. `ignoreKeys` is the planted bug: every
  * call books again, whatever its key. `toolsVersion: 2` changes book_slot's schema (a party size).
+ * `slowCalls` makes the first book_slot calls slow (an answer lost to a caller that gave up, or a
+ * booking made after it gave up); `openCalls` counts the book_slot calls it has not finished.
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -32,12 +34,23 @@ export interface BookingOptions {
   toolsVersion?: 1 | 2;
   /** Also list `count_effects` (read-only), for a test that reaches the server only over MCP. */
   inspect?: boolean;
+  /**
+   * The first `count` book_slot calls take `ms` before they answer: booked at once (`commit: 'before'`, the
+   * answer comes late: lost to a caller that timed out first) or only at the end (`'after'`, a slow commit: the
+   * booking lands after such a caller gave up).
+   */
+  slowCalls?: { count: number; ms: number; commit: 'before' | 'after' };
 }
 
 /** The service's state: one per server, shared by every MCP session. */
 export class BookingStore {
   readonly bookings: Booking[] = [];
-  constructor(public options: BookingOptions = {}) {}
+  /** book_slot calls received and not yet finished (a slow one is open until it has booked and answered). */
+  openCalls = 0;
+  private slowLeft: number;
+  constructor(public options: BookingOptions = {}) {
+    this.slowLeft = options.slowCalls?.count ?? 0;
+  }
 
   /** Bookings per idempotency key (the effects the service counted). */
   effects(): Record<string, number> {
@@ -52,6 +65,21 @@ export class BookingStore {
     const booking = { id: `bk_${this.bookings.length + 1}`, slot, name, key };
     this.bookings.push(booking);
     return { booking, replayed: false };
+  }
+
+  /** One book_slot call, slow while `slowCalls` has some left. */
+  async call(slot: string, name: string, key: string): Promise<{ booking: Booking; replayed: boolean }> {
+    const slow = this.slowLeft > 0 ? this.options.slowCalls : undefined;
+    if (slow) this.slowLeft--;
+    this.openCalls++;
+    try {
+      if (!slow) return this.book(slot, name, key);
+      const early = slow.commit === 'before' ? this.book(slot, name, key) : undefined;
+      await new Promise((r) => setTimeout(r, slow.ms));
+      return early ?? this.book(slot, name, key);
+    } finally {
+      this.openCalls--;
+    }
   }
 }
 
@@ -83,11 +111,11 @@ export function bookingServer(store: BookingStore): McpServer {
       inputSchema: bookShape,
       annotations: { readOnlyHint: false, idempotentHint: true },
     },
-    (args, extra) => {
+    async (args, extra) => {
       const key = extra._meta?.[MCP_META.idempotencyKey];
       if (typeof key !== 'string' || key.length === 0)
         return { isError: true, content: text({ error: 'idempotency_key_required' }) };
-      const { booking, replayed } = store.book(String(args.slot), String(args.name), key);
+      const { booking, replayed } = await store.call(String(args.slot), String(args.name), key);
       return { content: text(booking), structuredContent: { ...booking }, _meta: { [MCP_META.replayed]: replayed } };
     },
   );
@@ -101,8 +129,12 @@ export function bookingServer(store: BookingStore): McpServer {
     },
     ({ idempotencyKey }) => {
       const booking = store.bookings.find((b) => b.key === idempotencyKey);
-      // Calls run to completion before they are answered: absent means never received.
-      const found = booking ? { status: 'committed', booking } : { status: 'absent' };
+      // Absent with no call open means never received; a slow call still open may yet book.
+      const found = booking
+        ? { status: 'committed', booking }
+        : store.openCalls > 0
+          ? { status: 'processing' }
+          : { status: 'absent' };
       return { content: text(found), structuredContent: found };
     },
   );

@@ -92,3 +92,61 @@ describe('crashTest on an MCP write tool', () => {
     );
   });
 });
+
+/** The kit's own guarantees, on test/fixtures/crashKit/booking.ts (the same agent, with a short call timeout). */
+describe('crashTest against a service that outlives one call', () => {
+  const fixture = (env: Record<string, string>, points: CrashPointName[]) =>
+    crashTest({
+      agentsModule: 'test/fixtures/crashKit/booking.ts',
+      input,
+      script: bookingScript(input),
+      redisUrl: redisUrl(),
+      points,
+      service: {
+        env: { BOOKINGS_MCP_URL: server.url, ...env },
+        effects: () => server.store.effects(),
+        idle: () => server.store.openCalls === 0,
+      },
+    });
+
+  it(
+    'an agent that never calls the service does not pass on the effects of an earlier call',
+    { timeout: 600_000 },
+    async () => {
+      server = await startMcpHttpServer();
+      const real = await fixture({ BOOKINGS_KEY_WINDOW_MS: '60000' }, ['after_decision']);
+      expect(real.cases.map((c) => [c.verdict, c.effects])).toEqual([['exactly_once', 1]]);
+      const silent = await fixture({ BOOKINGS_NEVER_CALL: 'true' }, ['after_decision']);
+      expect(silent.cases.map((c) => [c.verdict, c.effects])).toEqual([['lost', 0]]);
+      expect(silent.cases[0]!.runId).not.toBe(real.cases[0]!.runId);
+      expect(server.store.bookings).toHaveLength(1);
+    },
+  );
+
+  it(
+    'a crash point the service kept the run from (an answer lost) is run again, not failed',
+    { timeout: 600_000 },
+    async () => {
+      // The first booking's answer comes after the caller's 1 s timeout: the doubt is settled by a same-key replay,
+      // so that run never comes back from a call (after_call). The case's next run is answered.
+      server = await startMcpHttpServer({ slowCalls: { count: 1, ms: 3000, commit: 'before' } });
+      const report = await fixture({ BOOKINGS_KEY_WINDOW_MS: '60000', BOOKINGS_TIMEOUT_MS: '1000' }, ['after_call']);
+      expect(report.failures, report.summary()).toEqual([]);
+      expect(report.cases).toEqual([
+        expect.objectContaining({ point: 'after_call', verdict: 'exactly_once', effects: 1, attempts: 2 }),
+      ]);
+    },
+  );
+
+  it('counts the effects only once no request of the case is open at the service', { timeout: 600_000 }, async () => {
+    // The booking is made 3 s after the request arrived, 2 s after the caller gave up (no key window: a person
+    // decides): the run is with a person before the service holds the booking.
+    server = await startMcpHttpServer({ slowCalls: { count: 1, ms: 3000, commit: 'after' } });
+    const report = await fixture({ BOOKINGS_TIMEOUT_MS: '1000' }, ['after_reservation']);
+    expect(report.cases).toEqual([
+      expect.objectContaining({ point: 'after_reservation', verdict: 'with_a_person', status: 'needs_human' }),
+    ]);
+    expect(report.cases[0]!.effects).toBe(1);
+    expect(Object.values(server.store.effects())).toEqual([1]);
+  });
+});

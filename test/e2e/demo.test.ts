@@ -13,6 +13,7 @@ import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
+import { until } from '../../testkit/until.js';
 import { spawnModule } from '../../testkit/spawnModule.js';
 import { OWNER_FILE, redisServerOnPath } from '../../testkit/embeddedRedis.js';
 
@@ -194,7 +195,7 @@ describe.skipIf(!redisServerOnPath())('npm start', () => {
     redises.push(r);
     await waitFor(d, /enqueued DEMO-3/, 90_000);
     process.kill(r.pid, 'SIGKILL');
-    await new Promise((res) => setTimeout(res, 300));
+    await until('the redis-server gone', 5000, () => !alive(r.pid));
     const at = Date.now();
     interrupt(d);
     const code = await exitWithin(d, 7000);

@@ -12,6 +12,7 @@ import { buildSpec } from '../../src/producer/intake.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import type { Script } from '../../src/models/scriptedTurns.js';
 import { read, final, email } from '../../testkit/turns.js';
+import { until } from '../../testkit/until.js';
 
 // Short locks on both sides, so a 2.5 s freeze is a stall to everyone else.
 const LOCKS = {
@@ -45,16 +46,14 @@ describe('false stall (event loop blocked longer than the lock)', () => {
       await h.ctx.store.create(spec, Date.now());
       const frozen = await spawnWorker({ ...h.env, PAUSE_POINTS: `${point}@2=2500` });
       const ledger = new Ledger(h.ctx.redis, h.ctx.keys);
-      const deadline = Date.now() + 20_000;
-      while ((await ledger.listForRun(spec.runId)).length === 0) {
-        if (Date.now() > deadline) throw new Error('step 2 never planned its email');
-        await new Promise((r) => setTimeout(r, 10));
-      }
+      await until('step 2 planning its email', 20_000, async () => (await ledger.listForRun(spec.runId)).length > 0);
       // The first worker is frozen now; this one takes over once the lock has expired.
       await h.startWorker();
       expect(await h.waitForStatus(spec.runId, ['completed', 'failed', 'needs_human'], 20_000)).toBe('completed');
-      // Let the frozen worker wake up and try to finish its copy of step 2.
-      await new Promise((r) => setTimeout(r, 3000));
+      // The frozen worker wakes up and tries to finish its copy of step 2: its commit is the last thing it does.
+      await until('the frozen delivery refused at its fence', 15_000, () =>
+        frozen.lines.some((l) => l.includes('"code":"lock_lost"')),
+      );
       frozen.child.kill('SIGTERM');
       expect((await frozen.exited).code).toBe(0);
 

@@ -26,6 +26,7 @@ import { stepJobId } from '../../src/store/keys.js';
 import type { Script } from '../../src/models/scriptedTurns.js';
 import { read, final, email } from '../../testkit/turns.js';
 import { readRunEvents } from '../../testkit/runEvents.js';
+import { until } from '../../testkit/until.js';
 
 let h: Harness;
 const victims: WorkerProcess[] = [];
@@ -46,8 +47,6 @@ afterEach(async () => {
   }
   await h.close();
 });
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function createRun(id: string): Promise<string> {
   const spec = buildSpec(
@@ -70,11 +69,13 @@ async function victimMidEmail(runId: string, env: Record<string, string>, holdMs
   const victim = await spawnWorker({ ...h.env, ...env });
   victims.push(victim);
   const ledger = new Ledger(h.ctx.redis, h.ctx.keys);
-  const deadline = Date.now() + 20_000;
-  while ((await ledger.listForRun(runId))[0]?.state !== 'dispatched') {
-    if (Date.now() > deadline) throw new Error(`step 2 never dispatched its email:\n${victim.lines.join('\n')}`);
-    await sleep(10);
-  }
+  await until(
+    'step 2 dispatching its email',
+    20_000,
+    async () => (await ledger.listForRun(runId))[0]?.state === 'dispatched',
+  ).catch((err: Error) => {
+    throw new Error(`${err.message}:\n${victim.lines.join('\n')}`);
+  });
   return victim;
 }
 
@@ -126,11 +127,7 @@ describe('owner watch with real processes', () => {
     });
     victims.push(victim);
     const ledger = new Ledger(h.ctx.redis, h.ctx.keys);
-    const deadline = Date.now() + 20_000;
-    while ((await ledger.listForRun(runId)).length === 0) {
-      if (Date.now() > deadline) throw new Error('step 2 never planned its email');
-      await sleep(10);
-    }
+    await until('step 2 planning its email', 20_000, async () => (await ledger.listForRun(runId)).length > 0);
     // Another worker (with its own watch) runs through the whole freeze.
     await h.startWorker();
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'], 30_000)).toBe('completed');
@@ -151,9 +148,10 @@ describe('owner watch with real processes', () => {
     await h.ctx.redis.client('KILL', 'ID', clientId!);
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'], 30_000)).toBe('completed');
     // The process lived on: it reconnected under a new client id and said so.
-    await sleep(2000);
+    await until('the victim reporting its new connection', 15_000, () =>
+      victim.lines.some((l) => l.includes('"code":"owner_connection_changed"')),
+    );
     expect(victim.child.exitCode).toBeNull();
-    expect(victim.lines.some((l) => l.includes('"code":"owner_connection_changed"'))).toBe(true);
     // The step moved (a watcher, this one or the victim's own once reconnected, requeued it) and was delivered again.
     expect(await deliveriesOf(runId, 2)).toBeGreaterThanOrEqual(2);
     await expectOnce(runId);
@@ -170,12 +168,11 @@ describe('owner watch with real processes', () => {
     expect(await requeues()).toBe(0);
     victim.child.kill('SIGCONT');
     // The woken delivery finishes its call and tries to commit: the fence refuses it.
-    const deadline = Date.now() + 15_000;
-    while (!victim.lines.some((l) => l.includes('"code":"lock_lost"') || l.includes('"code":"stale_step"'))) {
-      if (Date.now() > deadline)
-        throw new Error(`the woken delivery never reached its fence:\n${victim.lines.join('\n')}`);
-      await sleep(20);
-    }
+    await until('the woken delivery reaching its fence', 15_000, () =>
+      victim.lines.some((l) => l.includes('"code":"lock_lost"') || l.includes('"code":"stale_step"')),
+    ).catch((err: Error) => {
+      throw new Error(`${err.message}:\n${victim.lines.join('\n')}`);
+    });
     victim.child.kill('SIGTERM');
     expect((await victim.exited).code).toBe(0);
     await expectOnce(runId);

@@ -40,13 +40,14 @@ async function call(
 }
 const operator = { authorization: `Bearer ${OPERATOR_TOKEN}` };
 
-/** Each tick's log lines across the workers: tick ms -> runs created for it. */
-function ticks(): Map<number, { created: number; runIds: Set<string> }> {
+/** Each tick of a schedule, from the log lines across the workers: tick ms -> runs created for it. */
+function ticks(schedule = 'every-second'): Map<number, { created: number; runIds: Set<string> }> {
   const out = new Map<number, { created: number; runIds: Set<string> }>();
   for (const w of workers) {
     for (const line of w.lines) {
       if (!line.includes('"schedule_tick"')) continue;
-      const e = JSON.parse(line) as { tickAt: number; runId: string; created: boolean };
+      const e = JSON.parse(line) as { schedule: string; tickAt: number; runId: string; created: boolean };
+      if (e.schedule !== schedule) continue;
       const t = out.get(e.tickAt) ?? { created: 0, runIds: new Set<string>() };
       if (e.created) t.created++;
       t.runIds.add(e.runId);
@@ -92,11 +93,20 @@ describe('schedules', () => {
     ]);
 
     await until('three ticks', 20_000, () => ticks().size >= 3);
+    // A schedule left running beside it: its ticks after the pause show the paused one had its turns too.
+    const control = { tenant: 'beta', agent: 'support', cron: '* * * * * *', input: sampleTicket('S-3') };
+    expect((await call('PUT', '/v1/schedules/control', control)).status).toBe(200);
+    await until('a tick of the schedule left running', 20_000, () => ticks('control').size >= 1);
     const paused = await call('POST', '/v1/schedules/acme/every-second/pause', undefined, operator);
     expect(paused.body.paused).toBe(true);
     const atPause = new Set(ticks().keys());
-    // Two more seconds: a tick already queued at the pause may still start; none after it.
-    await new Promise((r) => setTimeout(r, 2000));
+    const controlAtPause = ticks('control').size;
+    // Two ticks of the other schedule later: a tick already queued at the pause may still start; none after it.
+    await until(
+      'two more ticks of the schedule left running',
+      20_000,
+      () => ticks('control').size >= controlAtPause + 2,
+    );
     const after = [...ticks().keys()].filter((t) => !atPause.has(t));
     expect(after.length).toBeLessThanOrEqual(1);
 
@@ -116,5 +126,6 @@ describe('schedules', () => {
     const before = ticks().size;
     await until('another tick', 20_000, () => ticks().size > before);
     expect((await call('DELETE', '/v1/schedules/acme/every-second', undefined, operator)).status).toBe(204);
+    expect((await call('DELETE', '/v1/schedules/beta/control', undefined, operator)).status).toBe(204);
   }, 60_000);
 });

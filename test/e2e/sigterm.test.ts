@@ -78,7 +78,7 @@ describe('SIGTERM handoff of a real worker process', () => {
     expect(await readyz(port)).toBe(200);
     // Step 2 reads the customer and the knowledge base at once: the worker holds the step while the kb read hangs 3 s.
     await until('step 2', 20_000, async () => (await h.ctx.store.readState(runId))?.cursor === 2);
-    await new Promise((r) => setTimeout(r, 300));
+    await until('the kb read held at the sandbox', 20_000, () => h.sandbox.held() === 1);
     const sentAt = Date.now();
     proc.child.kill('SIGTERM');
     const exit = await proc.exited;

@@ -82,7 +82,8 @@ describe('cancel stops the model', () => {
     expect(res).toMatchObject({ status: 202, body: { cancelled: 'at_next_commit' } });
     expect(await h.waitForStatus(runId, ['cancelled'], 5000)).toBe('cancelled');
     expect(Date.now() - started).toBeLessThan(5000);
-    await new Promise((r) => setTimeout(r, 300));
+    // No job of the run is left: nothing can ask the model again.
+    await h.untilNoJob(runId);
     expect(requestsFor(marker)).toBe(sent);
     expect(await honoured('model_attempt')).toBe(before + 1);
     expect((await h.ctx.store.readState(runId))?.reason).toMatch(/^cancelled_by_operator: requested by /);
@@ -98,7 +99,7 @@ describe('cancel stops the model', () => {
     expect(res.status).toBe(202);
     const sent = requestsFor(marker);
     expect(await h.waitForStatus(runId, ['cancelled'], 5000)).toBe('cancelled');
-    await new Promise((r) => setTimeout(r, 300));
+    await h.untilNoJob(runId);
     // At most the attempt already on the wire when the cancel was recorded.
     expect(requestsFor(marker)).toBeLessThanOrEqual(sent + 1);
   });

@@ -1,9 +1,12 @@
-/** Configuration fails at boot with the field named; Redis must be noeviction. */
+/**
+ * Configuration fails at boot with the field named; the test hooks are decided once from it and
+ * refused in production; Redis must be noeviction.
+ */
 import { describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { loadConfig } from '../../src/config/config.js';
 import { ConfigError } from '../../src/core/errors.js';
-import { scriptedModelAllowed } from '../../src/config/testHooks.js';
+import { CrashPoints, scriptedModelAllowed, testHooksFrom } from '../../src/config/testHooks.js';
 import { buildProviders } from '../../src/server/buildContext.js';
 import type { EngineContext } from '../../src/runs/engineContext.js';
 import { AgentCatalog } from '../../src/core/agent.js';
@@ -13,32 +16,63 @@ import type { ShorthandRunRequest } from '../../src/producer/schemas.js';
 import { assertRedisSafe, RedisMisconfigured } from '../../src/store/connect.js';
 import { startEmbeddedRedis } from '../../testkit/embeddedRedis.js';
 
+function refusal(env: Record<string, string | undefined>): ConfigError {
+  try {
+    loadConfig(env);
+  } catch (e) {
+    expect(e).toBeInstanceOf(ConfigError);
+    return e as ConfigError;
+  }
+  throw new Error(`accepted: ${JSON.stringify(env)}`);
+}
+
 describe('config', () => {
-  it('has documented defaults and freezes', () => {
+  it('has documented defaults, coerced and frozen; empty strings are unset', () => {
     const cfg = loadConfig({});
     expect(cfg.LOCK_DURATION_MS).toBe(20000);
     expect(cfg.STALLED_INTERVAL_MS).toBe(5000);
     expect(cfg.OWNER_WATCH_MS).toBe(100);
     expect(cfg.SHARDS).toBe(1);
+    expect(cfg.APP_MODE).toBe('development');
     expect(Object.isFrozen(cfg)).toBe(true);
+    const set = loadConfig({ WORKER_CONCURRENCY: '7', KEY_PREFIX: '' });
+    expect(set.WORKER_CONCURRENCY).toBe(7);
+    expect(set.KEY_PREFIX).toBe('agent');
   });
 
-  it('names the bad field', () => {
+  it('names every bad field', () => {
     expect(() => loadConfig({ LOCK_DURATION_MS: 'soon' })).toThrow(/LOCK_DURATION_MS/);
-    try {
-      loadConfig({ WORKER_CONCURRENCY: '0', REDIS_URL: 'not a url' });
-    } catch (e) {
-      expect(e).toBeInstanceOf(ConfigError);
-      expect((e as ConfigError).fields.sort()).toEqual(['REDIS_URL', 'WORKER_CONCURRENCY']);
-    }
+    expect(refusal({ WORKER_CONCURRENCY: '0', REDIS_URL: 'not a url' }).fields.sort()).toEqual([
+      'REDIS_URL',
+      'WORKER_CONCURRENCY',
+    ]);
+    const err = refusal({ WORKER_CONCURRENCY: 'many', KEY_PREFIX: 'a:b' });
+    expect(err.fields.sort()).toEqual(['KEY_PREFIX', 'WORKER_CONCURRENCY']);
+    expect(err.code).toBe('config_invalid');
   });
 
   it('refuses a default budget above the largest a request may ask (every request without a budget would be a 400)', () => {
     expect(() => loadConfig({ DEFAULT_MAX_STEPS: '300' })).toThrow(
       /DEFAULT_MAX_STEPS: 300 is above LIMIT_MAX_STEPS \(200\)/,
     );
+    expect(refusal({ DEFAULT_MAX_STEPS: '50', LIMIT_MAX_STEPS: '10' }).fields).toEqual(['DEFAULT_MAX_STEPS']);
     expect(() => loadConfig({ DEFAULT_MAX_WALL_MS: String(2 * 24 * 3600_000) })).toThrow(/DEFAULT_MAX_WALL_MS/);
     expect(loadConfig({ DEFAULT_MAX_STEPS: '300', LIMIT_MAX_STEPS: '300' }).DEFAULT_MAX_STEPS).toBe(300);
+  });
+
+  it('a tenant weight too small for exact turns is refused (flow control)', () => {
+    for (const w of ['1e-300', '5e-324', '0.0001'])
+      expect(refusal({ FLOW_TENANT_WEIGHTS: `{"acme":${w}}` }).fields).toEqual(['FLOW_TENANT_WEIGHTS.acme']);
+    expect(loadConfig({ FLOW_TENANT_WEIGHTS: '{"acme":0.001,"big":1000}' }).FLOW_TENANT_WEIGHTS).toEqual({
+      acme: 0.001,
+      big: 1000,
+    });
+  });
+
+  it('an operator reserve of every event stream is refused: tenants would get none', () => {
+    expect(refusal({ SSE_MAX_VIEWERS: '100' }).fields).toEqual(['SSE_OPERATOR_RESERVE']);
+    expect(refusal({ SSE_MAX_VIEWERS: '50', SSE_OPERATOR_RESERVE: '50' }).fields).toEqual(['SSE_OPERATOR_RESERVE']);
+    expect(loadConfig({ SSE_MAX_VIEWERS: '50', SSE_OPERATOR_RESERVE: '49' }).SSE_OPERATOR_RESERVE).toBe(49);
   });
 
   describe('APP_MODE=production', () => {
@@ -50,16 +84,6 @@ describe('config', () => {
       OPERATOR_TOKEN: 'o',
       REDIS_URL: 'redis://redis:6379',
     };
-    const refusal = (env: Record<string, string | undefined>): ConfigError => {
-      try {
-        loadConfig(env);
-      } catch (e) {
-        expect(e).toBeInstanceOf(ConfigError);
-        return e as ConfigError;
-      }
-      throw new Error(`accepted: ${JSON.stringify(env)}`);
-    };
-
     it("boots with a real model, its key, tokens and Redis: no vendor is the engine's to name", () => {
       expect(loadConfig(prod).APP_MODE).toBe('production');
       // A vendor's provider exists only with its credential: a choice naming anthropic here stops the boot.
@@ -94,6 +118,12 @@ describe('config', () => {
       const optIn = refusal({ ...prod, SCRIPTED_MODEL_ENABLED: 'true' });
       expect(optIn.fields).toEqual(['SCRIPTED_MODEL_ENABLED']);
       expect(optIn.message).toMatch(/run-supplied scripts/);
+    });
+
+    it('boots without test switches, and refuses each of them', () => {
+      expect(refusal({ ...prod, UNSAFE_DISABLE_IDEMPOTENCY: 'true' }).fields).toEqual(['UNSAFE_DISABLE_IDEMPOTENCY']);
+      expect(refusal({ ...prod, CRASH_POINTS: 'after_decision' }).fields).toEqual(['CRASH_POINTS']);
+      expect(refusal({ ...prod, PAUSE_POINTS: 'after_dispatched@2=2500' }).fields).toEqual(['PAUSE_POINTS']);
     });
 
     it('refuses openai without OPENAI_API_KEY, and a process without Redis, naming the field', () => {
@@ -137,6 +167,26 @@ describe('config', () => {
       expect(scriptedModelAllowed(loadConfig({}))).toBe(true);
       expect(scriptedModelAllowed(loadConfig({ SCRIPTED_MODEL_ENABLED: 'false' }))).toBe(false);
       expect(scriptedModelAllowed(loadConfig(prod))).toBe(false);
+    });
+  });
+
+  describe('test hooks', () => {
+    it('are decided once from the configuration', () => {
+      const hooks = testHooksFrom(loadConfig({ UNSAFE_DISABLE_IDEMPOTENCY: 'true' }));
+      expect(hooks.unsafeDisableIdempotency).toBe(true);
+      expect(hooks.scriptedModelAllowed).toBe(true);
+      expect(testHooksFrom(loadConfig({})).unsafeDisableIdempotency).toBe(false);
+    });
+
+    it('crash points kill at the armed point and step only', () => {
+      let kills = 0;
+      const cfg = loadConfig({ CRASH_POINTS: 'after_decision@2' });
+      const crash = new CrashPoints(cfg.CRASH_POINTS, () => kills++);
+      crash.hit('after_decision', 1);
+      crash.hit('after_commit', 2);
+      expect(kills).toBe(0);
+      crash.hit('after_decision', 2);
+      expect(kills).toBe(1);
     });
   });
 

@@ -164,8 +164,14 @@ describe('owner watch', () => {
     });
     closers.push(() => watch.stop());
     await watch.tick(); // the pass that finds the owner alive
+    let probes = 0;
+    const probe = watch.probe.bind(watch);
+    watch.probe = async () => {
+      await probe();
+      probes++;
+    };
     watch.start();
-    await new Promise((r) => setTimeout(r, 200));
+    await until('five probes', 10_000, () => probes >= 5);
     expect(await queue.getActiveCount()).toBe(1); // a live owner's job stays through many probes
 
     w.conn.disconnect();

@@ -5,6 +5,7 @@
  * finishes with one ticket and one email. And a lost connection answers 503 on every route, never 500.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { until } from '../../testkit/until.js';
 import { createHarness, producerAuth, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { startEmbeddedRedis, type EmbeddedRedis } from '../../testkit/embeddedRedis.js';
 import { replicated, waitModeOf, NotReplicatedError } from '../../src/store/replicated.js';
@@ -26,11 +27,9 @@ const post = (url: string, body: unknown, key: string) =>
   });
 
 async function replicaOnline(): Promise<void> {
-  for (;;) {
-    const info = await (h.ctx.redis as Redis).info('replication');
-    if (/slave0:.*state=online/.test(info)) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await until('the replica online', 30_000, async () =>
+    /slave0:.*state=online/.test(await (h.ctx.redis as Redis).info('replication')),
+  );
 }
 
 describe('replication waits (REDIS_MIN_REPLICAS=1)', () => {
@@ -102,7 +101,10 @@ describe('replication waits (REDIS_MIN_REPLICAS=1)', () => {
       })
         .catch(() => {})
         .finally(() => (settled = true));
-      await new Promise((r) => setTimeout(r, 50));
+      // The WAIT is at the server, blocked on the stopped replica.
+      await until('the WAIT blocked at the server', 5000, async () =>
+        / cmd=wait /.test((await (h.ctx.redis as Redis).client('LIST')) as string),
+      );
       // On the shared connection these would queue behind the WAIT until its 3 s timeout.
       await h.ctx.redis.set(h.ctx.keys.run('r_meanwhile').run, 'x');
       expect(await h.ctx.redis.get(h.ctx.keys.run('r_meanwhile').run)).toBe('x');

@@ -6,6 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { until } from '../../testkit/until.js';
 import * as admin from '../../sandbox/adminClient.js';
 import { startSandbox, type SandboxHandle } from '../../sandbox/server.js';
 import type { EffectResource, FaultRule } from '../../sandbox/types.js';
@@ -216,7 +217,7 @@ describe('Resend emails (/emails)', () => {
     sb.setFaults([{ kind: 'slow_commit', resource: 'emails', ms: 400, count: 1 }]);
     const slowKey = newKey();
     const slow = create('emails', email(), { key: slowKey });
-    await new Promise((r) => setTimeout(r, 100));
+    await until('the first request held', 5000, () => sb.held() === 1);
     const concurrent = await create('emails', email(), { key: slowKey });
     expect(concurrent.status).toBe(409);
     expect(await concurrent.json()).toMatchObject({ name: 'concurrent_idempotent_requests' });
@@ -395,7 +396,8 @@ describe('faults', () => {
     sb.setFaults([{ kind: 'slow_commit', resource: 'refunds', ms: 300, count: 1 }]);
     const key = newKey();
     await expect(create('refunds', refund(), { key, signal: AbortSignal.timeout(50) })).rejects.toThrow();
-    await new Promise((r) => setTimeout(r, 400));
+    // Nothing held any more: the commit has landed, and nothing else can.
+    await until('the slow commit made', 5000, () => sb.held() === 0);
     expect(sb.counts().byResource.refunds.byKey[key]).toBe(1);
   });
 

@@ -4,6 +4,7 @@
  * it when tracing is off.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { until } from '../../testkit/until.js';
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base';
 import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { createContext } from '../../src/server/buildContext.js';
@@ -47,9 +48,11 @@ describe('tracing', () => {
     await h.ctx.store.create(spec, Date.now());
     expect(await h.waitForStatus(spec.runId, ['completed', 'failed'])).toBe('completed');
     // The last step's span ends just after its commit made the run visible as completed: wait for it.
-    const until = Date.now() + 10_000;
-    while (exporter.getFinishedSpans().filter((s) => s.name === 'agent.step').length < 3 && Date.now() < until)
-      await new Promise((r) => setTimeout(r, 10));
+    await until(
+      'three step spans',
+      10_000,
+      () => exporter.getFinishedSpans().filter((s) => s.name === 'agent.step').length >= 3,
+    );
 
     const spans = exporter.getFinishedSpans();
     const steps = spans.filter((s) => s.name === 'agent.step');

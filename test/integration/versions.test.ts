@@ -8,6 +8,7 @@
  */
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { until } from '../../testkit/until.js';
 import { createHarness, type Harness } from '../../testkit/harness.js';
 import { createContext } from '../../src/server/buildContext.js';
 import type { EngineContext } from '../../src/runs/engineContext.js';
@@ -357,13 +358,11 @@ describe('hand-back while another live worker serves the version', () => {
     try {
       await registry.announce('versioned', ghost);
       const runId = await createRun(v1, [final]);
-      const deadline = Date.now() + 10_000;
-      while (
-        (await counter(w2.ctx, 'agent_version_handbacks_total', { agent: 'versioned' })) < 3 &&
-        Date.now() < deadline
-      )
-        await new Promise((r) => setTimeout(r, 20));
-      expect(await counter(w2.ctx, 'agent_version_handbacks_total', { agent: 'versioned' })).toBeGreaterThanOrEqual(3);
+      await until(
+        'three hand-backs',
+        10_000,
+        async () => (await counter(w2.ctx, 'agent_version_handbacks_total', { agent: 'versioned' })) >= 3,
+      );
       expect(await h.ctx.redis.hget(h.ctx.keys.run(runId).run, 'status')).toBe('queued');
       expect(await h.ctx.redis.hget(h.ctx.keys.run(runId).run, 'decidedStep')).toBe('0');
       await registry.withdraw('versioned', ghost);

@@ -1,8 +1,9 @@
 /**
  * An agents module's settings are its own: the engine's configuration names no vendor, a module
  * declares a schema over the environment, sees only the names it declares, and a value that does
- * not parse stops the boot naming the field. The support agent's vendors and the lead-qualifier's
- * CRM are the two modules shown here.
+ * not parse stops the boot naming the field. The support agent's vendors are shown here; loading
+ * whole modules (the support agent's, the lead-qualifier's with its CRM) is
+ * test/integration/loadAgents.test.ts.
  */
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -11,7 +12,6 @@ import { supportServices } from '../../src/agents/support/vendors/index.js';
 import { defineAgentsModule, parseAgentSettings } from '../../src/config/agentsModule.js';
 import { environmentOf, loadConfig } from '../../src/config/config.js';
 import { ConfigError } from '../../src/core/errors.js';
-import { loadAgents } from '../../src/server/loadAgents.js';
 
 const engine = {
   APP_MODE: 'production',
@@ -137,24 +137,8 @@ describe("the support agent's settings", () => {
   });
 });
 
-describe("loading a deployment's agents", () => {
-  it('the built-in module in production without Stripe keys stops the boot naming STRIPE_API_KEY', async () => {
-    const cfg = loadConfig({ ...engine, ...vendors, STRIPE_API_KEY: undefined });
-    await expect(loadAgents(cfg)).rejects.toThrow(/^invalid configuration: STRIPE_API_KEY: required in production/);
-    expect((await loadAgents(loadConfig({ ...engine, ...vendors }))).names).toEqual(['support']);
-  }, 60_000);
-
-  it('the lead-qualifier runs in production with its CRM and no vendor of the support agent', async () => {
-    const lead = { ...engine, AGENTS_MODULE: 'examples/lead-qualifier/index.ts' };
-    expect((await loadAgents(loadConfig({ ...lead, CRM_URL: 'https://crm.example.com' }))).names).toEqual([
-      'lead-qualifier',
-    ]);
-    const e = await loadAgents(loadConfig(lead)).catch((err: unknown) => err);
-    expect(e).toBeInstanceOf(ConfigError);
-    expect((e as ConfigError).fields).toEqual(['CRM_URL']);
-  }, 60_000);
-
-  it('defineAgentsModule returns the module, frozen', () => {
+describe('defineAgentsModule', () => {
+  it('returns the module, frozen', () => {
     const module = defineAgentsModule({ settings: z.object({ N: z.coerce.number() }), agents: () => [] });
     expect(typeof module.agents).toBe('function');
     expect(Object.isFrozen(module)).toBe(true);

@@ -9,6 +9,7 @@ import { buildSpec } from '../../../src/producer/intake.js';
 import { Ledger, type ActionRecord, type HistoryEntry } from '../../../src/ledger/ledger.js';
 import type { Script } from '../../../src/models/scriptedTurns.js';
 import { producerAuth, sampleTicket, type Harness } from '../../../testkit/harness.js';
+import { until } from '../../../testkit/until.js';
 import { call, email, final, operatorHarness, refund, turn } from './support.js';
 
 type Item = ActionRecord & { history: HistoryEntry[] };
@@ -63,6 +64,8 @@ async function followUpAtWork(id: string, previous: string): Promise<string> {
 
 const status = async (runId: string) => (await h.ctx.store.readState(runId))?.status;
 const cancel = (runId: string) => call(h.url, 'POST', `/v1/runs/${runId}/cancel`, {});
+/** Times a follow-up's step found a run before it at work and waited (agent_follow_up_waits_total). */
+const followUpWaits = async () => (await h.ctx.metrics.followUpWaits.get()).values[0]?.value ?? 0;
 
 async function pendingApproval(runId: string): Promise<{ actionId: string; fingerprint: string }> {
   await h.waitForStatus(runId, ['waiting_approval']);
@@ -90,7 +93,8 @@ describe('one run at work per subject', () => {
     expect(res.body).toMatchObject({ error: 'run_superseded', runId: first, laterRunId: later });
     expect(await status(first)).toBe('budget_exceeded');
     expect(await h.ctx.redis.llen(h.ctx.keys.run(first).journal)).toBe(journal);
-    await new Promise((r) => setTimeout(r, 300));
+    // The refused retry made no job: nothing of the run can send the email.
+    await h.untilNoJob(first);
     expect(h.sandbox.counts().byResource.emails.records).toBe(0);
     await cancel(later);
   });
@@ -109,7 +113,7 @@ describe('one run at work per subject', () => {
     expect(res.body).toMatchObject({ error: 'run_superseded', laterRunId: later, state: 'rejected' });
     expect((await ledger.get(first, p.actionId))?.state).toBe('rejected');
     expect(await h.ctx.store.readState(first)).toMatchObject({ status: 'failed', reason: `superseded: ${later}` });
-    await new Promise((r) => setTimeout(r, 300));
+    await h.untilNoJob(first);
     expect(h.sandbox.counts().byResource.refunds.records).toBe(0);
     await cancel(later);
   });
@@ -165,7 +169,7 @@ describe('one run at work per subject', () => {
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ resumed: false, laterRunId: later, runStatus: 'failed', state: 'safe_retry' });
     expect(await h.ctx.store.readState(first)).toMatchObject({ status: 'failed', reason: `superseded: ${later}` });
-    await new Promise((r) => setTimeout(r, 300));
+    await h.untilNoJob(first);
     // The superseded run did not send its email again.
     expect(h.sandbox.counts().byResource.emails.byKey[item.idempotencyKey]).toBe(1);
     await cancel(later);
@@ -180,7 +184,9 @@ describe('one run at work per subject', () => {
     expect(await status(first)).toBe('queued');
     const third = await postRun(id, 'evt-3', [final]);
     expect((await h.ctx.redis.hget(h.ctx.keys.run(third).run, 'previousRunId')) ?? '').toBe(second);
-    await new Promise((r) => setTimeout(r, 500));
+    // The third's step has looked at the runs before it twice since it was made, and waited each time.
+    const waited = await followUpWaits();
+    await until('the third run waiting twice', 10_000, async () => (await followUpWaits()) >= waited + 2);
     // The first is still at work: the third has not started.
     expect(await status(third)).toBe('queued');
     expect(await h.ctx.redis.hget(h.ctx.keys.run(third).run, 'followUpContext')).toBeNull();
