@@ -1,14 +1,42 @@
 /**
- * The public surface (package.json "exports" "."): what a team needs to run
- * its own agent on the fleet.
+ * `durable-agent-fleet`: what an agent author imports. An agent is a value: its tools (each built with its own
+ * client and settings), its input schema, instructions and model choice. Nothing here runs anything: the stock
+ * processes (`agent-fleet api|worker|reconciler --agents ./dist/agents.js`) or `durable-agent-fleet/fleet`
+ * (createFleet) run the agents a module exports.
  *
  *   defineReadTool / defineWriteTool  tools, each built with its own client and settings
  *   defineWaitTool / defineAgentTool  tools that park the run: a sleep, an event, a child run of another agent
  *   defineAgent                       name, version, input schema, instructions, tools, compensation
- *   createFleet                       api, worker and reconciler in one process
- *   AGENTS_MODULE=<module>            or: the stock processes load your agents by configuration
+ *   defineAgentsModule                an agents module that reads its own settings from the environment
+ *   httpJson, errors                  a service call that says what a retry should do
  *
- * See README "Public API" and examples/lead-qualifier.
+ * The other entries, by audience: `durable-agent-fleet/fleet` to embed and run a fleet, `durable-agent-fleet/client`
+ * for producers and operators, `durable-agent-fleet/testkit` to crash-test your tools.
+ *
+ * @example
+ * ```ts
+ * import { z } from 'zod';
+ * import { defineAgent, defineReadTool, httpJson } from 'durable-agent-fleet';
+ *
+ * const lookupOrder = defineReadTool({
+ *   name: 'lookup_order',
+ *   description: 'Where an order is.',
+ *   args: z.object({ orderId: z.string() }).strict(),
+ *   execute: async ({ orderId }, ctx) =>
+ *     (await httpJson(`https://shop.example/orders/${orderId}`, { method: 'GET', timeoutMs: 3000, signal: ctx.signal })).body,
+ * });
+ *
+ * export default [
+ *   defineAgent<{ orderId: string }>({
+ *     name: 'where-is-my-order',
+ *     version: 'where-is-my-order@1',
+ *     input: z.object({ orderId: z.string() }).strict(),
+ *     tools: [lookupOrder],
+ *     instructions: () => 'Look the order up and say where it is.',
+ *     prompt: (o) => `Order ${o.orderId}`,
+ *   }),
+ * ];
+ * ```
  */
 export {
   defineAgent,
@@ -92,6 +120,3 @@ export { DEFAULT_TOOL_OUTPUT_MAX_BYTES } from './core/toolOutput.js';
 export { httpJson, OutcomeUnknownError, type HttpResult, type ServiceOptions } from './core/httpJson.js';
 export { defineAgentsModule } from './config/agentsModule.js';
 export type { AgentsExport, AgentsModule, AgentsModuleContext, AgentSettingsSchema } from './config/agentsModule.js';
-export { loadConfig, type Config } from './config/config.js';
-export type { EngineContext } from './runs/engineContext.js';
-export { createFleet, type Fleet, type FleetOptions } from './server/fleet.js';

@@ -32,19 +32,25 @@ export interface FleetOptions {
   name?: string;
 }
 
+/** A part the fleet started: stop() ends it (a worker hands its held jobs back first). */
+export interface Started {
+  stop(): Promise<void>;
+}
+
 export interface Fleet {
-  context: EngineContext;
+  /** The names of the agents this fleet runs. */
+  agents: readonly string[];
   api: {
     /** Serves the HTTP API (runs, operators, webhooks, /metrics) on port (default PORT) and host (default HOST). */
     listen(port?: number, host?: string): Promise<{ url: string; server: Server }>;
   };
   worker: {
     /** Starts consuming steps (WORKER_SHARDS, WORKER_CONCURRENCY); stop() hands held jobs back. */
-    start(): FleetWorker;
+    start(): Started;
   };
   reconciler: {
-    /** Starts the sweeping reconciler (one sweeper at a time across the fleet). */
-    start(): Reconciler;
+    /** Starts the sweeping reconciler (one sweeper at a time across the fleet); sweep() runs one pass now. */
+    start(): Started & Pick<Reconciler, 'sweep'>;
   };
   /** Stops what was started (workers hand their jobs back), then closes connections. */
   close(): Promise<void>;
@@ -58,6 +64,14 @@ function configOf(opts: FleetOptions): Config {
     ...(opts.redis ? { REDIS_URL: opts.redis } : {}),
   };
   return loadConfig(env);
+}
+
+/** The engine's context behind a fleet, for this repository's own tests; never part of the package's surface. */
+const contexts = new WeakMap<Fleet, EngineContext>();
+export function fleetContext(fleet: Fleet): EngineContext {
+  const ctx = contexts.get(fleet);
+  if (!ctx) throw new Error('not a fleet made by createFleet');
+  return ctx;
 }
 
 export async function createFleet(opts: FleetOptions): Promise<Fleet> {
@@ -77,8 +91,8 @@ export async function createFleet(opts: FleetOptions): Promise<Fleet> {
   const reconcilers: Reconciler[] = [];
   const tickers: { close(): Promise<void> }[] = [];
   let ready = true;
-  return {
-    context: ctx,
+  const fleet: Fleet = {
+    agents: ctx.agents.names,
     api: {
       async listen(port = cfg.PORT, host = cfg.HOST) {
         // Loaded here, not at the top: a worker that imports the engine by name (an agents module does) then boots
@@ -126,4 +140,6 @@ export async function createFleet(opts: FleetOptions): Promise<Fleet> {
       await ctx.close();
     },
   };
+  contexts.set(fleet, ctx);
+  return fleet;
 }

@@ -164,6 +164,15 @@ describe('the packed package, as docs/getting-started.md uses it', () => {
     expect(kit.trim().split(',')).toEqual(
       expect.arrayContaining(['startEmbeddedRedis', 'startOpenAIServer', 'uniquePrefix']),
     );
+    // The entries by audience: an agent author's has no fleet in it; the fleet's has no define*.
+    const { stdout: entries } = await bash(
+      `node --input-type=module -e "const a = await import('durable-agent-fleet'); const f = await import('durable-agent-fleet/fleet'); console.log(JSON.stringify([Object.keys(a), Object.keys(f)]))"`,
+      project,
+    );
+    const [author, fleet] = JSON.parse(entries) as [string[], string[]];
+    expect(author).toEqual(expect.arrayContaining(['defineAgent', 'defineWriteTool', 'httpJson']));
+    expect(author).not.toContain('createFleet');
+    expect(fleet.sort()).toEqual(['createFleet', 'loadConfig']);
 
     await timed('api_start', () => start(substitute(server('api')), 'api_listening'));
     const worker = await timed('worker_start', () => start(substitute(server('worker')), 'worker_started'));

@@ -3,7 +3,7 @@
  * the same api, worker and reconciler the entry points start.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createFleet, type Fleet } from '../../src/index.js';
+import { createFleet, type Fleet } from '../../src/fleet.js';
 import { leadQualifier } from '../../examples/lead-qualifier/index.js';
 import { startCrm, type CrmHandle } from '../../examples/lead-qualifier/crm.js';
 import { createHarness, producerAuth, type Harness } from '../../testkit/harness.js';
@@ -27,7 +27,7 @@ describe('createFleet', () => {
     const { url } = await fleet.api.listen(0, '127.0.0.1');
     fleet.worker.start();
     const reconciler = fleet.reconciler.start();
-    expect(fleet.context.agents.names).toEqual(['lead-qualifier']);
+    expect(fleet.agents).toEqual(['lead-qualifier']);
     const res = await fetch(`${url}/v1/runs`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', ...producerAuth },

@@ -9,7 +9,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createFleet, defineAgent, defineReadTool, type Fleet } from '../../../src/index.js';
+import { defineAgent, defineReadTool } from '../../../src/index.js';
+import { createFleet, type Fleet } from '../../../src/fleet.js';
+import { fleetContext } from '../../../src/server/fleet.js';
 import { loadConfig } from '../../../src/config/config.js';
 import { ConfigError } from '../../../src/core/errors.js';
 import { createContext } from '../../../src/server/buildContext.js';
@@ -204,7 +206,7 @@ describe('a model per tenant (TENANT_MODELS)', () => {
       },
     ]);
     const spec = buildSpec(
-      { ...fleet.context, cfg: fleet.context.cfg },
+      { ...fleetContext(fleet), cfg: fleetContext(fleet).cfg },
       { tenant: 'globex', agent: 'alpha', input: { q: 'five' }, model: 'openai' },
       Date.now(),
     );
@@ -221,12 +223,12 @@ describe('the pin', () => {
       TENANT_MODELS: JSON.stringify({ umbrella: { alpha: { provider: 'anthropic', model: 'claude-pinned' } } }),
     });
     const spec = buildSpec(
-      { ...fleet.context, cfg: intakeCfg },
+      { ...fleetContext(fleet), cfg: intakeCfg },
       { tenant: 'umbrella', agent: 'alpha', input: { q: 'one' } },
       Date.now(),
     );
     const before = [compat, anthropic].map((s) => s.requests.length) as [number, number];
-    await fleet.context.store.create(spec, Date.now());
+    await fleetContext(fleet).store.create(spec, Date.now());
     expect(await h.waitForStatus(spec.runId, ['completed', 'failed'])).toBe('completed');
     expect(asked(anthropic, before[1]).map((r) => r.model)).toEqual(['claude-pinned']);
     expect(compat.requests.length).toBe(before[0]);
@@ -234,21 +236,21 @@ describe('the pin', () => {
 
   it("a spec pinned before model ids were (provider name only) runs on that provider's default model, as it did", async () => {
     const spec = buildSpec(
-      fleet.context,
+      fleetContext(fleet),
       { tenant: 'acme', agent: 'alpha', input: { q: 'legacy' }, model: 'openai' },
       Date.now(),
     );
     const { modelId: _id, modelOptions: _opts, ...legacy } = spec;
     const before = openai.requests.length;
-    await fleet.context.store.create(legacy, Date.now());
+    await fleetContext(fleet).store.create(legacy, Date.now());
     expect(await h.waitForStatus(spec.runId, ['completed', 'failed'])).toBe('completed');
     expect(asked(openai, before).map((r) => r.model)).toEqual(['gpt-default']);
     expect((await view(spec.runId)).agent.modelId).toBeUndefined();
   });
 
   it('a run naming a provider this worker lacks ends failed with model_unavailable, loudly', async () => {
-    const spec = buildSpec(fleet.context, { tenant: 'acme', agent: 'alpha', input: { q: 'gone' } }, Date.now());
-    await fleet.context.store.create({ ...spec, model: 'mistral', modelId: 'mistral-large' }, Date.now());
+    const spec = buildSpec(fleetContext(fleet), { tenant: 'acme', agent: 'alpha', input: { q: 'gone' } }, Date.now());
+    await fleetContext(fleet).store.create({ ...spec, model: 'mistral', modelId: 'mistral-large' }, Date.now());
     expect(await h.waitForStatus(spec.runId, ['completed', 'failed'])).toBe('failed');
     expect((await h.ctx.store.readState(spec.runId))!.reason).toBe('model_unavailable: mistral');
   });

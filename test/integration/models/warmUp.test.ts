@@ -18,7 +18,7 @@ import { createLogger } from '../../../src/metrics/log.js';
 import type { ModelProvider } from '../../../src/core/model.js';
 import { createHarness, type Harness } from '../../../testkit/harness.js';
 import { spawnWorker, type WorkerProcess } from '../../../testkit/processes.js';
-import { createFleet } from '../../../src/index.js';
+import { createFleet } from '../../../src/fleet.js';
 import { leadQualifier } from '../../../examples/lead-qualifier/index.js';
 import { until } from '../../../testkit/until.js';
 
