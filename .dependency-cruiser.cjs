@@ -5,6 +5,7 @@
  * the test doubles. test/integration/dependencyRules.test.ts plants a violation of each
  * rule in a scratch tree and shows depcruise refusing it.
  * Type-only imports count (tsPreCompilationDeps): a type is a dependency too.
+ * Decision record 0013: docs/decisions/0013-the-engine-layers-in-order.md.
  */
 /**
  * The layers of src/, lowest first: each imports only the layers before it. core is what agents build on (ports,
@@ -17,31 +18,56 @@
  * agents, the producer (intake), the HTTP layer, and the composition root (src/server) on top.
  */
 const LAYERS = [
-  'core',
-  'config',
-  'store',
-  'metrics',
-  'budget',
-  'flow',
-  'runs',
-  'worker',
-  'ledger',
-  'operations',
-  'mcp',
-  'models',
-  'agents',
-  'producer',
-  'http',
-  'server',
+  {
+    folder: 'core',
+    owns: 'what agents build on: define*, the ports (tool, model), errors, httpJson, the journal, statuses, hard limits, provider names',
+  },
+  {
+    folder: 'config',
+    owns: 'the configuration schema (one frozen object from the environment), the agents-module shape, test hooks',
+  },
+  {
+    folder: 'store',
+    owns: 'connections, keys (the one module naming keys), the run record, shard queues, Lua scripts and their typed calls, BullMQ internals',
+  },
+  { folder: 'metrics', owns: 'prom-client metrics on a registry passed in, logs (redaction), tracing' },
+  { folder: 'budget', owns: 'limits and usage compared: the step pre-flight, the tenant day' },
+  { folder: 'flow', owns: 'flow control: tenant lines, slots and weights; model rate limits' },
+  {
+    folder: 'runs',
+    owns: "a run's life: spec, creation, state, stop, resume, retry, waits, children, versions, stuck runs, replay",
+  },
+  {
+    folder: 'worker',
+    owns: 'the step (load, decide, act, commit), the BullMQ worker, SIGTERM hand-off, the owner watch',
+  },
+  {
+    folder: 'ledger',
+    owns: 'the effect ledger: identity, states, reserve and dispatch, reconcile, approvals, compensation',
+  },
+  {
+    folder: 'operations',
+    owns: 'what a person does to a run (cancel, retry, approve, resolve, continue a version): typed outcomes',
+  },
+  { folder: 'mcp', owns: 'tools from MCP servers, on core only' },
+  { folder: 'models', owns: 'model providers (scripted; the AI SDK for OpenAI, Anthropic, OpenAI-compatible servers)' },
+  { folder: 'agents', owns: 'the built-in agents module (support), on the public API' },
+  { folder: 'producer', owns: 'intake: request schemas, run creation, events, webhooks, schedules, the model chosen' },
+  { folder: 'http', owns: "the HTTP API, auth, the run view, operators' routes, the console, OpenAPI" },
+  {
+    folder: 'server',
+    owns: 'the composition root: api, worker, reconciler, agentctl, replay, createFleet, the agents loader',
+  },
 ];
 
 /** One rule per layer: nothing in it imports a layer above it. */
-const layerRules = LAYERS.slice(0, -1).map((layer, i) => ({
+const FOLDERS = LAYERS.map((l) => l.folder);
+const layerRules = FOLDERS.slice(0, -1).map((layer, i) => ({
   name: `layer-${layer}`,
   severity: 'error',
-  comment: `Layers in order (${LAYERS.join(' <- ')}): src/${layer} imports no layer above it.`,
+  comment: `Layers in order (${FOLDERS.join(' <- ')}): src/${layer} imports no layer above it.`,
   from: { path: `^src/${layer}/` },
-  to: { path: `^src/(${LAYERS.slice(i + 1).join('|')})/` },
+  to: { path: `^src/(${FOLDERS.slice(i + 1).join('|')})/` },
 }));
 
 /** @type {import('dependency-cruiser').IConfiguration} */
@@ -123,3 +149,7 @@ module.exports = {
     reporterOptions: { text: { highlightFocused: true } },
   },
 };
+
+// What each layer owns, lowest first: scripts/layoutDocs.ts draws docs/architecture.md's Layout from it. Not
+// enumerable, so depcruise's own configuration schema (which allows no other keys) does not see it.
+Object.defineProperty(module.exports, 'layers', { value: LAYERS, enumerable: false });

@@ -9,6 +9,7 @@
  * an attempt whose estimate (transcript, run input, tool schemas, instructions, completion cap) could
  * exceed the remaining tokens is never made, nor one past the deadline. After
  * each attempt its billed usage is charged, failed attempts included.
+ * Decision record 0007: docs/decisions/0007-budgets-bound-every-attempt.md.
  */
 import type { ToolSpec } from '../core/model.js';
 import { countTokens } from '../core/tokens.js';

@@ -2,6 +2,7 @@
  * Budgets with Redis: the tenant's daily token budget, and the error a budget
  * stop travels in. The pure checks (pre-flight, each attempt, after it, the
  * deadline) are in src/budget/policy.ts.
+ * Decision record 0008: docs/decisions/0008-the-wall-clock-bounds-every-wait.md.
  */
 import { TerminalError } from '../core/errors.js';
 import type { BudgetStop } from './policy.js';

@@ -7,6 +7,7 @@
  * A module's settings are its own: the engine's configuration names no vendor. The configuration
  * stage reads the environment once and hands the module only the names its schema declares; a
  * value that does not parse stops the process at boot with the field named (ConfigError).
+ * Decision record 0012: docs/decisions/0012-an-agents-module-owns-its-settings.md.
  */
 import { z } from 'zod';
 import type { Agent } from '../core/agent.js';

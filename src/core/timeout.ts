@@ -10,6 +10,7 @@
  * (armLater). The call's promise rejects when the signal aborts, so a callee
  * that ignores its signal still yields within the timeout. A leaf module:
  * anything may import it.
+ * Decision record 0009: docs/decisions/0009-timeouts-always-fire.md.
  */
 import { AgentError, type RetryKind } from './errors.js';
 

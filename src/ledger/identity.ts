@@ -3,6 +3,7 @@
  * the canonical identifying arguments, RFC 8785 + sha256), never from the
  * attempt, the worker or the clock. The same write requested twice in one run
  * is the same action, with the same idempotency key and request id.
+ * Decision record 0006: docs/decisions/0006-action-identity-comes-from-the-run-and-the-busines.md.
  */
 import { canonicalJson, fingerprint, sha256Hex } from '../core/canonical.js';
 import type { WriteTool } from '../core/tool.js';

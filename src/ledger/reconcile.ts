@@ -19,6 +19,7 @@
  *    Every attempt, the last one included, is given at least `minAttemptMs` (or the
  *    tool's own timeout when shorter): what was last learned is the service's answer.
  * "Not found" alone is never "not sent".
+ * Decision record 0011: docs/decisions/0011-not-found-is-not-not-sent.md.
  */
 import { hasErrorCode, isKeyConflict, isOutcomeUnknown, isRetryable, type AgentError } from '../core/errors.js';
 import { abortableSleep } from '../core/withRetry.js';

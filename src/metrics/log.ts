@@ -1,4 +1,5 @@
-/** pino loggers: structured, outcomes as codes, customer text and secrets redacted. */
+/** pino loggers: structured, outcomes as codes, customer text and secrets redacted. * Decision record 0010: docs/decisions/0010-logs-never-carry-customer-text.md.
+ */
 import { pino, stdSerializers, type DestinationStream, type Logger } from 'pino';
 
 export const REDACT_PATHS = [

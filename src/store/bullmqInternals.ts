@@ -14,6 +14,7 @@
  * BullMQ computes its keys and arguments (`moveToCompletedArgs`), and the
  * worker's own completion call is answered with the script's result
  * (`completeFromCommit`) instead of being sent.
+ * Decision record 0014: docs/decisions/0014-our-commits-append-nothing-to-bullmqs-event-stream.md.
  */
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';

@@ -11,6 +11,7 @@
  * found", on which luaScripts.ts loads it and calls again. Functions replicate and persist as data does (the
  * replication stream, the AOF), so a promoted replica has them. Each version leaves its library on the server
  * until deleted (docs/operations.md).
+ * Decision record 0015: docs/decisions/0015-the-step-commit-is-a-redis-function.md.
  */
 import { createHash } from 'node:crypto';
 import { bullmqScriptParts } from './bullmqInternals.js';

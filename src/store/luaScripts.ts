@@ -3,6 +3,7 @@
  * of a library (FCALL, luaLibrary.ts). `-- @include x` pulls src/store/lua/includes/x.lua; `-- @include
  * bullmq:addStandardJob` / `bullmq:addPrioritizedJob` / `bullmq:moveToFinished` pull BullMQ's own scripts
  * (bullmqInternals.ts).
+ * Decision record 0002: docs/decisions/0002-scripts-check-then-write.md.
  */
 import { createHash } from 'node:crypto';
 import type { Socket } from 'node:net';

@@ -39,6 +39,7 @@
  * A Redis restart or a failover numbers connections anew; an owner names the
  * server process too, so a lock from before it is never taken for a new
  * connection that happens to have the same id: its job moves at the next tick.
+ * Decision record 0005: docs/decisions/0005-notice-death-not-silence.md.
  */
 import type { Logger } from 'pino';
 import type { Redis } from 'ioredis';

@@ -4,6 +4,7 @@
  * completion of this job), one atomic change. The Lua's argument positions
  * (BullMQ's keys interleaved, the journal entries between fixed ARGV) are
  * written here and nowhere else.
+ * Decision record 0001: docs/decisions/0001-the-commit-includes-the-next-job-and-completes-thi.md.
  */
 import type { RedisClient } from '../connect.js';
 import { commitBullKeys, type CapturedAdd, type CapturedJobAdd } from '../bullmqInternals.js';

@@ -5,6 +5,7 @@
  * `after_commit` bracket it: a death before leaves the run wholly before the commit
  * (the job is redelivered), a death after leaves it wholly after (the redelivered job
  * is stale and refused by the fence).
+ * Decision record 0003: docs/decisions/0003-the-journal-rides-in-the-round-trips-bullmq-alread.md.
  */
 import { FenceError } from '../../core/errors.js';
 import { encodeEntry, packEntry, type StoredEntry } from '../../core/journal.js';

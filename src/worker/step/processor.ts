@@ -2,6 +2,7 @@
  * The step processor BullMQ runs: one step job through the stage pipeline
  * (src/worker/step/pipeline.ts), with the Redis store, the version gate, the
  * tenant's budget and the follow-ups built from the worker's dependencies.
+ * Decision record 0004: docs/decisions/0004-correctness-never-rests-on-the-lock-or-on-jobid-de.md.
  */
 import type { Context, Tracer } from '@opentelemetry/api';
 import type { Job } from 'bullmq';
