@@ -26,3 +26,17 @@ export function actionIdentity(runId: string, tool: WriteTool, args: unknown): A
     fingerprint: fingerprint(tool.material ? tool.material(args) : args),
   };
 }
+
+/**
+ * The identity of the action that compensates `originalActionId`: derived from the original's action id alone, so a
+ * second request to compensate it (a repeated operator POST) names the same action, key and request id.
+ */
+export function compensationIdentity(runId: string, originalActionId: string, args: unknown): ActionIdentity {
+  const digest = sha256Hex(canonicalJson({ compensates: originalActionId }));
+  return {
+    actionId: `a_${digest.slice(0, 32)}`,
+    idempotencyKey: `${runId}:compensate:${digest.slice(0, 24)}`,
+    requestId: `rq_${digest.slice(32, 56)}`,
+    fingerprint: fingerprint(args),
+  };
+}

@@ -11,8 +11,7 @@ import type { KeySpace } from '../store/keys.js';
 import { approvalDecide } from '../store/calls/approvalDecide.js';
 import { ledgerPlan } from '../store/calls/ledgerPlan.js';
 import { ledgerTransition } from '../store/calls/ledgerTransition.js';
-import { canonicalJson, fingerprint, sha256Hex } from '../core/canonical.js';
-import type { ActionIdentity } from './identity.js';
+import { compensationIdentity, type ActionIdentity } from './identity.js';
 import type { LedgerState } from './states.js';
 import { readRun } from '../store/runRecord.js';
 
@@ -296,11 +295,13 @@ export class Ledger {
     by: string,
     evidence: unknown,
   ): Promise<ActionRecord> {
-    const digest = sha256Hex(canonicalJson({ compensates: original.actionId }));
-    const actionId = `a_${digest.slice(0, 32)}`;
+    const { actionId, idempotencyKey, requestId, fingerprint } = compensationIdentity(
+      original.runId,
+      original.actionId,
+      args,
+    );
     const k = this.k(original.runId, actionId);
     const now = this.now();
-    const idempotencyKey = `${original.runId}:compensate:${digest.slice(0, 24)}`;
     const fields = {
       actionId,
       runId: original.runId,
@@ -308,8 +309,8 @@ export class Ledger {
       callId: `compensate:${original.callId}`,
       tool,
       idempotencyKey,
-      requestId: `rq_${digest.slice(32, 56)}`,
-      fingerprint: fingerprint(args),
+      requestId,
+      fingerprint,
       args: JSON.stringify(args),
       compensates: original.actionId,
       createdAt: String(now),
