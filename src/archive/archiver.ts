@@ -138,7 +138,8 @@ export class Archiver {
     try {
       let deleted = 0;
       for (let n = 1000; n === 1000; deleted += n) n = await deleteArchivedBefore(this.pool, nowMs - days * DAY_MS);
-      if (deleted > 0) this.ctx.log.info({ code: 'archive_retention_deleted', deleted }, 'archived runs past retention deleted');
+      if (deleted > 0)
+        this.ctx.log.info({ code: 'archive_retention_deleted', deleted }, 'archived runs past retention deleted');
     } catch (err) {
       this.ctx.metrics.archiveFailures.inc({ stage: 'retention' });
       this.ctx.log.warn({ code: 'archive_retention_failed', err }, 'archive retention sweep failed');

@@ -19,15 +19,7 @@ import { decodeEntry, encodeEntry, packEntry } from '../core/journal.js';
 import { isTerminal } from '../core/status.js';
 import { readRun } from '../store/runRecord.js';
 import { archivedRunsByField, archivedRunsOfSubject, type ArchivePool } from './db.js';
-import {
-  ERASED,
-  redactAll,
-  redactEntry,
-  redactEventData,
-  redactHistory,
-  redactSpec,
-  redactView,
-} from './redact.js';
+import { ERASED, redactAll, redactEntry, redactEventData, redactHistory, redactSpec, redactView } from './redact.js';
 
 export interface ErasureRequest {
   tenant: string;
@@ -68,7 +60,7 @@ export async function eraseCustomer(
   const pool = ctx.archive?.pool;
   const runIds = await runsToErase(ctx, pool, req);
   const inRedis = await Promise.all(runIds.map((id) => readRun(ctx.redis, ctx.keys, id, ['tenant'])));
-  const atWork = runIds.filter((_, i) => inRedis[i] !== undefined && !isTerminal(inRedis[i]!.status));
+  const atWork = runIds.filter((_, i) => inRedis[i] !== undefined && !isTerminal(inRedis[i].status));
   if (atWork.length > 0) {
     ctx.metrics.erasures.inc({ outcome: 'at_work' });
     return { kind: 'at_work', runIds: atWork };
@@ -84,7 +76,10 @@ export async function eraseCustomer(
     tenant: req.tenant,
     ...(req.subject !== undefined ? { subject: req.subject } : {}),
     ...(req.field
-      ? { field: { name: req.field.name, valueSha256: sha256(req.field.value) }, fieldMatchedBy: 'archive_search_fields' as const }
+      ? {
+          field: { name: req.field.name, valueSha256: sha256(req.field.value) },
+          fieldMatchedBy: 'archive_search_fields' as const,
+        }
       : {}),
     requestedBy: by,
     requestedAt: new Date(nowMs).toISOString(),
@@ -168,7 +163,8 @@ async function eraseRunInRedis(ctx: ErasureContext, runId: string, nowMs: number
       );
       const tx = conn.multi();
       const runFields: Record<string, string> = { erasedAt: String(nowMs) };
-      if (run.spec !== undefined) runFields.spec = JSON.stringify(redactSpec(JSON.parse(run.spec) as Record<string, unknown>));
+      if (run.spec !== undefined)
+        runFields.spec = JSON.stringify(redactSpec(JSON.parse(run.spec) as Record<string, unknown>));
       if (run.followUpContext !== undefined) runFields.followUpContext = ERASED;
       tx.hset(k.run, runFields);
       journal.forEach((raw, i) => {
@@ -195,7 +191,10 @@ async function eraseRunInRedis(ctx: ErasureContext, runId: string, nowMs: number
         if (a.history.length > 0) {
           const historyKey = ctx.keys.actionHistory(a.key);
           tx.del(historyKey);
-          tx.rpush(historyKey, ...a.history.map((h) => JSON.stringify(redactHistory(parseJson(h) as Record<string, unknown>))));
+          tx.rpush(
+            historyKey,
+            ...a.history.map((h) => JSON.stringify(redactHistory(parseJson(h) as Record<string, unknown>))),
+          );
         }
       }
       // The rewrite keeps each key's TTL only where it rewrote in place: give rewritten keys the run's TTL back.
@@ -260,4 +259,3 @@ function parseJson(raw: string): unknown {
 function sha256(s: string): string {
   return createHash('sha256').update(s).digest('hex');
 }
-

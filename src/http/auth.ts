@@ -158,7 +158,9 @@ export function requireRunAccess(
     if (p.role === 'producer' || (p.role === 'operator' && p.operator.tenants === '*')) return next();
     // A run past Redis's retention is read from the archive (its tenant too).
     const owner =
-      (await readRun(deps.redis, deps.keys, runId, ['tenant']))?.tenant ?? (await deps.archive?.tenantOf(runId)) ?? null;
+      (await readRun(deps.redis, deps.keys, runId, ['tenant']))?.tenant ??
+      (await deps.archive?.tenantOf(runId)) ??
+      null;
     if (!principalSees(p, owner)) return runNotFound(res);
     next();
   };
@@ -202,6 +204,7 @@ export async function operatorSeesRun(
   runId: string,
 ): Promise<boolean> {
   if (!isRunId(runId)) return false;
-  const tenant = (await readRun(deps.redis, deps.keys, runId, ['tenant']))?.tenant ?? (await deps.archive?.tenantOf(runId));
+  const tenant =
+    (await readRun(deps.redis, deps.keys, runId, ['tenant']))?.tenant ?? (await deps.archive?.tenantOf(runId));
   return tenant !== undefined && seesTenant(op, tenant);
 }

@@ -22,7 +22,10 @@ export const erasureSchema = z
     subject: z.string().min(1).max(1000).optional(),
     /** An agent's search field and its value (matched on the archive's stored search fields). */
     field: z
-      .object({ name: z.string().regex(/^[\w.-]{1,100}$/, '1-100 letters, digits or _ . -'), value: z.string().min(1).max(1000) })
+      .object({
+        name: z.string().regex(/^[\w.-]{1,100}$/, '1-100 letters, digits or _ . -'),
+        value: z.string().min(1).max(1000),
+      })
       .strict()
       .optional(),
   })

@@ -153,7 +153,7 @@ export async function createContext(cfg: Config, name: string, opts: ContextOpti
   if (!archivePool && cfg.APP_MODE === 'production') {
     log.warn(
       { code: 'archive_unconfigured', retentionMs: cfg.RUN_RETENTION_MS },
-      'no ARCHIVE_URL: a run\'s history ends when its keys expire (RUN_RETENTION_MS after it ends)',
+      "no ARCHIVE_URL: a run's history ends when its keys expire (RUN_RETENTION_MS after it ends)",
     );
   }
   const ctx: EngineContext = {

@@ -91,7 +91,7 @@ async function redisHits(needle: string): Promise<string[]> {
         else if (type === 'set') values = await r.smembersBuffer(key);
         else if (type === 'zset') values = await r.zrangeBuffer(key, 0, -1);
         else if (type === 'stream')
-          values = (await r.xrangeBuffer(key, '-', '+')).flatMap(([, fields]) => fields as Buffer[]);
+          values = (await r.xrangeBuffer(key, '-', '+')).flatMap(([, fields]) => fields);
         if (values.some(has)) hits.push(key);
       }
     } while (cursor !== '0');
@@ -179,7 +179,9 @@ describe('the archive of ended runs', () => {
     await archiver.archiveOne(first, h.ctx.keys.archiveQueue(h.ctx.keys.shardOf(first)));
     expect(await redisHits(mark)).not.toEqual([]);
     expect(await archiveHits(mark)).not.toEqual([]);
-    const before = (await getView(first)).body as { effects: { actionId: string; receipt?: string; idempotencyKey: string }[] };
+    const before = (await getView(first)).body as {
+      effects: { actionId: string; receipt?: string; idempotencyKey: string }[];
+    };
 
     // A third run of the subject at work (queued, no worker): refused, named, nothing written.
     const third = await postRun(ticket(`third message ${mark}`), 'er-3');

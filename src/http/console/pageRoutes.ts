@@ -47,7 +47,8 @@ async function pageData(d: PageDeps, op: Operator, runId: string): Promise<RunPa
   const { ctx, ledger } = d;
   if (!isRunId(runId) || !(await operatorSeesRun(ctx, op, runId))) return undefined;
   const view =
-    (await runView(ctx, runId, (id) => ledger.listForRun(id))) ?? ((await ctx.archive?.view(runId)) as RunView | undefined);
+    (await runView(ctx, runId, (id) => ledger.listForRun(id))) ??
+    ((await ctx.archive?.view(runId)) as RunView | undefined);
   if (!view) return undefined;
   const [spec, run] = await Promise.all([
     ctx.store.readSpec(runId).catch(() => undefined),

@@ -45,9 +45,9 @@ function pageAuth(ctx: EngineContext, session?: SessionReader) {
         'bull board credentials or a token that may read this run are required',
       );
     if (!isRunId(runId)) return pageNotFound(res);
-    const tenant = (await readRun(ctx.redis, ctx.keys, runId, ['tenant']))?.tenant ?? (await ctx.archive?.tenantOf(runId));
-    if (!principalSees(p, tenant ?? null))
-      return pageNotFound(res);
+    const tenant =
+      (await readRun(ctx.redis, ctx.keys, runId, ['tenant']))?.tenant ?? (await ctx.archive?.tenantOf(runId));
+    if (!principalSees(p, tenant ?? null)) return pageNotFound(res);
     next();
   };
 }
