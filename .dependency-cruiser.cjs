@@ -13,7 +13,8 @@
  * environment into one frozen object; the store holds the keys, scripts and queues; metrics name what is counted;
  * the budget reads the store; flow control admits runs and paces models; a run is built from all of them; the worker
  * steps a run, and the ledger implements the effect port the worker declares (src/worker/effects.ts), so the step
- * never reaches into the ledger's machinery; run operations (cancel, retry, approve, resolve, continue) use them all.
+ * never reaches into the ledger's machinery; run operations (cancel, retry, approve, resolve, continue) use them all; the archive (PostgreSQL) copies ended runs
+ * and erases a customer's text from both stores.
  * Above the engine: MCP tools and model providers (built on core), the
  * agents, the producer (intake), the HTTP layer, and the composition root (src/server) on top.
  */
@@ -48,6 +49,10 @@ const LAYERS = [
   {
     folder: 'operations',
     owns: 'what a person does to a run (cancel, retry, approve, resolve, continue a version): typed outcomes',
+  },
+  {
+    folder: 'archive',
+    owns: 'the record kept past retention: the PostgreSQL archive (migrations, archiver, reads) and erasure',
   },
   { folder: 'mcp', owns: 'tools from MCP servers, on core only' },
   { folder: 'models', owns: 'model providers (scripted; the AI SDK for OpenAI, Anthropic, OpenAI-compatible servers)' },

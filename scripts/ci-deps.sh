@@ -7,6 +7,8 @@
 #   docker-compose  (package docker-compose)    validates docker-compose.yml (`config -q`)
 #   chromium        (package chromium)          headless browser of test/integration/operators/browser.test.ts
 #                                               (driven by playwright-core at /usr/bin/chromium)
+#   initdb, postgres (package postgresql)       the archive's PostgreSQL, started in a temp dir by the tests, the
+#                                               demo and the bench (testkit/embeddedPostgres.ts)
 # and checks that the npm devDependencies the test imports are installed.
 # test/deploy/image.test.ts (the production image boots) needs nothing more than npm and the npm registry:
 # it runs `npm ci --omit=dev` into a temp folder itself.
@@ -22,11 +24,17 @@ declare -A PACKAGE_OF=(
   [kubectl]=kubernetes-client
   [docker-compose]=docker-compose
   [chromium]=chromium
+  [initdb]=postgresql
 )
-TOOLS=(promtool kubectl docker-compose chromium)
+TOOLS=(promtool kubectl docker-compose chromium initdb)
 
 # chromium must be Debian's, at the path the browser test launches.
-present() { if [[ $1 == chromium ]]; then [[ -x /usr/bin/chromium ]]; else command -v "$1" >/dev/null 2>&1; fi; }
+# initdb: Debian keeps PostgreSQL's server binaries in /usr/lib/postgresql/<version>/bin, off PATH.
+present() {
+  if [[ $1 == chromium ]]; then [[ -x /usr/bin/chromium ]];
+  elif [[ $1 == initdb ]]; then command -v initdb >/dev/null 2>&1 || compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null;
+  else command -v "$1" >/dev/null 2>&1; fi
+}
 
 missing=()
 for tool in "${TOOLS[@]}"; do

@@ -262,6 +262,24 @@ export const configSchema = z.object({
   /** Keys of finished runs expire after this long. */
   RUN_RETENTION_MS: int(7 * 24 * 3600_000, 1000),
   /**
+   * The archive: a PostgreSQL URL (`postgres://user:pass@host:5432/db`). With it, every run that ends is copied there
+   * (journal, effects with their history, events, budget, links) by the reconciler process, and its Redis keys get
+   * RUN_RETENTION_MS only once its archive row is committed; GET /v1/runs/:id reads the archive when Redis no longer
+   * has the run. Unset: no archive, a run's record ends at RUN_RETENTION_MS (production boots log a warning).
+   */
+  ARCHIVE_URL: z.string().url().optional(),
+  /** Archived runs older than this (by their end) are deleted from the archive by a periodic sweep; 0 keeps them. */
+  ARCHIVE_RETENTION_DAYS: int(365, 0),
+  /** How often the archiver looks for ended runs not yet archived. */
+  ARCHIVE_INTERVAL_MS: int(1000, 10),
+  /** Runs archived per shard per pass. */
+  ARCHIVE_BATCH: int(100, 1),
+  /**
+   * A run's archive lease: one archiver copies a run at a time (an efficiency guard: the archive's insert is
+   * idempotent by run id); a killed archiver's runs are taken again after it.
+   */
+  ARCHIVE_LEASE_MS: int(30_000, 100),
+  /**
    * Follow-ups: how long a subject's latest-run record lives after its last run was created. A later
    * event on the subject within it starts a run linked to that one (`previousRunId`); past it, an unlinked run.
    */

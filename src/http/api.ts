@@ -137,7 +137,7 @@ export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Ex
   });
 
   app.get('/v1/runs/:id', requireRunAccess(ctx), async (req, res) => {
-    const view = await runView(ctx, req.params.id, opts.listEffects);
+    const view = (await runView(ctx, req.params.id, opts.listEffects)) ?? (await ctx.archive?.view(req.params.id));
     if (!view) return runNotFound(res);
     res.json(view);
   });

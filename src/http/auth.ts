@@ -18,6 +18,7 @@ import type { RedisClient } from '../store/connect.js';
 import { isRunId, type KeySpace } from '../store/keys.js';
 import { directoryFor, seesTenant, type Operator, type OperatorRole } from './operatorIdentity.js';
 import { readRun } from '../store/runRecord.js';
+import type { RunArchive } from '../runs/engineContext.js';
 
 export function tokenMatches(given: string | undefined, expected: string): boolean {
   if (given === undefined) return false;
@@ -141,7 +142,7 @@ export function requireRunCreation(cfg: TokenConfig) {
  * tenant's run and an unknown run all answer the same 404 (runNotFound).
  */
 export function requireRunAccess(
-  deps: { cfg: AuthConfig; redis: RedisClient; keys: KeySpace },
+  deps: { cfg: AuthConfig; redis: RedisClient; keys: KeySpace; archive?: Pick<RunArchive, 'tenantOf'> },
   session?: SessionReader,
 ): RequestHandler<{ id: string }> {
   return async (req, res, next) => {
@@ -155,7 +156,11 @@ export function requireRunAccess(
     if (!isRunId(runId)) return runNotFound(res);
     res.locals.principal = p;
     if (p.role === 'producer' || (p.role === 'operator' && p.operator.tenants === '*')) return next();
-    const owner = (await readRun(deps.redis, deps.keys, runId, ['tenant']))?.tenant ?? null;
+    // A run past Redis's retention is read from the archive (its tenant too).
+    const owner =
+      (await readRun(deps.redis, deps.keys, runId, ['tenant']))?.tenant ??
+      (await deps.archive?.tenantOf(runId)) ??
+      null;
     if (!principalSees(p, owner)) return runNotFound(res);
     next();
   };
@@ -194,11 +199,12 @@ export function operatorOf(res: Response): Operator {
 
 /** Whether `op` may see run `runId` (a tenant-scoped operator: only its tenants' runs; an unknown run: no). */
 export async function operatorSeesRun(
-  deps: { redis: RedisClient; keys: KeySpace },
+  deps: { redis: RedisClient; keys: KeySpace; archive?: Pick<RunArchive, 'tenantOf'> },
   op: Operator,
   runId: string,
 ): Promise<boolean> {
   if (!isRunId(runId)) return false;
-  const run = await readRun(deps.redis, deps.keys, runId, ['tenant']);
-  return run !== undefined && seesTenant(op, run.tenant);
+  const tenant =
+    (await readRun(deps.redis, deps.keys, runId, ['tenant']))?.tenant ?? (await deps.archive?.tenantOf(runId));
+  return tenant !== undefined && seesTenant(op, tenant);
 }

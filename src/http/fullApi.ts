@@ -5,6 +5,7 @@ import { ledgerFor } from '../ledger/ledger.js';
 import { mountOperators } from './operators/index.js';
 import { webhooksRouter } from '../producer/webhooks.js';
 import { createApi } from './api.js';
+import { erasuresRouter } from './erasures.js';
 import { answerRequestError } from './requestErrors.js';
 import { OPENAPI_PATH, openApiDocument } from './openapi.js';
 import { storeErrorAnswered, storeGate } from './storeUnavailable.js';
@@ -14,7 +15,10 @@ export function createFullApi(ctx: EngineContext, isReady: () => boolean): expre
   const api = createApi(ctx, {
     isReady,
     listEffects: (runId) => ledger.listForRun(runId),
-    mount: (app) => mountOperators(app, ctx, ledger),
+    mount: (app) => {
+      mountOperators(app, ctx, ledger);
+      app.use(erasuresRouter(ctx));
+    },
   });
   // Signed webhooks need the raw body, so they sit in front of the API's JSON parser.
   const app = express();

@@ -46,6 +46,10 @@ export class Metrics {
   readonly replicationWaits: Histogram;
   readonly sseViewers: Gauge;
   readonly sseViewersRefused: Counter;
+  readonly archivedRuns: Counter;
+  readonly archiveFailures: Counter;
+  readonly archiveLag: Gauge;
+  readonly erasures: Counter;
 
   constructor(
     readonly registry: Registry,
@@ -54,6 +58,28 @@ export class Metrics {
     const r = [registry];
     if (opts.defaultMetrics) collectDefaultMetrics({ register: registry });
     this.stepsStarted = new Counter({ name: 'agent_steps_started_total', help: 'Step jobs started', registers: r });
+    this.archivedRuns = new Counter({
+      name: 'agent_archived_runs_total',
+      help: 'Ended runs whose archive row was committed (src/archive/archiver.ts)',
+      registers: r,
+    });
+    this.archiveFailures = new Counter({
+      name: 'agent_archive_failures_total',
+      help: 'Archive attempts of a run that failed (PostgreSQL or Redis error): the run stays queued and is taken again',
+      labelNames: ['stage'],
+      registers: r,
+    });
+    this.archiveLag = new Gauge({
+      name: 'agent_archive_lag_seconds',
+      help: 'Age of the oldest ended run not yet archived (0 when none waits), as the archiver last saw it',
+      registers: r,
+    });
+    this.erasures = new Counter({
+      name: 'agent_erasures_total',
+      help: 'Erasures of a customer (POST /v1/erasures) by outcome',
+      labelNames: ['outcome'],
+      registers: r,
+    });
     this.stepsCommitted = new Counter({
       name: 'agent_steps_committed_total',
       help: 'Steps committed (journal + budget + cursor + next job)',

@@ -17,6 +17,19 @@ import type { RunStore } from './store.js';
 import type { Admission } from '../flow/admission.js';
 import type { RateLimits } from '../flow/rateLimits.js';
 import type { ChildRunStarter } from './children.js';
+import type { Pool } from 'pg';
+
+/**
+ * The archive of ended runs in PostgreSQL (src/archive; ARCHIVE_URL): what a run's readers ask of it once Redis no
+ * longer has the run.
+ */
+export interface RunArchive {
+  /** GET /v1/runs/:id's body as archived, or undefined. */
+  view(runId: string): Promise<Record<string, unknown> | undefined>;
+  /** The archived run's tenant, or undefined. */
+  tenantOf(runId: string): Promise<string | undefined>;
+  readonly pool: Pool;
+}
 
 export interface EngineContext {
   cfg: Config;
@@ -38,6 +51,8 @@ export interface EngineContext {
   rates?: RateLimits;
   /** Starts the child runs of agent tools (src/runs/children.ts); set by the composition root. */
   childRuns?: ChildRunStarter;
+  /** The archive (ARCHIVE_URL); absent without one. */
+  archive?: RunArchive;
   /** Spans (TRACING); `tracing.tracer` is undefined when off. */
   tracing: Tracing;
   close(): Promise<void>;

@@ -4,6 +4,7 @@ import { countRunFinished } from '../metrics/metrics.js';
 import { stopRunCall } from '../store/calls/stopRun.js';
 import { readRun } from '../store/runRecord.js';
 import type { RunStatus } from '../core/status.js';
+import { retentionAtEnd } from '../store/archiveQueue.js';
 
 export interface StopRequest {
   /** Statuses the run may be ended from; any other status is left alone. */
@@ -32,7 +33,7 @@ export async function stopRun(
     reason: req.reason,
     now: req.now,
     eventsMaxLen: ctx.cfg.EVENTS_MAX_LEN,
-    retentionMs: ctx.cfg.RUN_RETENTION_MS,
+    retentionMs: retentionAtEnd(ctx.cfg),
     requestCancel: req.requestCancel === true,
   });
   if (r.stopped) countRunFinished(ctx.metrics, req.status, req.reason);

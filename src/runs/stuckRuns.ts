@@ -32,6 +32,7 @@ import { type KeySpace, runIdOfStepJob } from '../store/keys.js';
 import { isWaitStatus } from './waits.js';
 import type { ChildRuns } from './children.js';
 import { decodeRun, runFieldsToRead } from '../store/runRecord.js';
+import { retentionAtEnd } from '../store/archiveQueue.js';
 
 export type DeadJobState = 'failed' | 'missing' | 'completed';
 
@@ -41,7 +42,7 @@ export const MAX_JOB_RECREATIONS = 3;
 export interface SettleDeps {
   redis: RedisClient;
   keys: KeySpace;
-  cfg: Pick<Config, 'EVENTS_MAX_LEN' | 'RUN_RETENTION_MS'>;
+  cfg: Pick<Config, 'EVENTS_MAX_LEN' | 'RUN_RETENTION_MS' | 'ARCHIVE_URL'>;
   metrics: Metrics;
   log: Logger;
 }
@@ -73,7 +74,7 @@ export async function settleRun(d: SettleDeps, req: SettleRequest): Promise<{ se
       failedSet: d.keys.finishedSet(shard, 'failed'),
       completedSet: d.keys.finishedSet(shard, 'completed'),
     },
-    { ...req, eventsMaxLen: d.cfg.EVENTS_MAX_LEN, retentionMs: d.cfg.RUN_RETENTION_MS },
+    { ...req, eventsMaxLen: d.cfg.EVENTS_MAX_LEN, retentionMs: retentionAtEnd(d.cfg) },
   );
   if (!settled) return { settled: false, why };
   countRunFinished(d.metrics, req.status, req.reason);

@@ -33,6 +33,7 @@ import { ScriptedProvider } from '../models/scripted.js';
 import { OpenAIProvider } from '../models/openai.js';
 import { anthropicProvider, openAICompatibleProvider } from '../models/aiSdk.js';
 import { openReplicaWaitConnection } from '../store/replicated.js';
+import { openArchive, runArchive } from '../archive/db.js';
 
 /**
  * The providers this process can call, by name. A vendor's provider exists only with its
@@ -148,6 +149,13 @@ export async function createContext(cfg: Config, name: string, opts: ContextOpti
           log.warn({ code: 'redis_error', err }, 'replication wait connection error'),
         )
       : undefined;
+  const archivePool = cfg.ARCHIVE_URL === undefined ? undefined : await openArchive(cfg.ARCHIVE_URL, log);
+  if (!archivePool && cfg.APP_MODE === 'production') {
+    log.warn(
+      { code: 'archive_unconfigured', retentionMs: cfg.RUN_RETENTION_MS },
+      "no ARCHIVE_URL: a run's history ends when its keys expire (RUN_RETENTION_MS after it ends)",
+    );
+  }
   const ctx: EngineContext = {
     cfg,
     log,
@@ -162,9 +170,11 @@ export async function createContext(cfg: Config, name: string, opts: ContextOpti
     tracing,
     admission,
     rates,
+    ...(archivePool ? { archive: runArchive(archivePool) } : {}),
     async close() {
       closing = true;
       await queues.close();
+      await archivePool?.end().catch(() => {});
       replicaWaits?.disconnect();
       redis.disconnect();
       await tracing.shutdown().catch(() => {});

@@ -10,6 +10,8 @@ import type { Agent } from '../core/agent.js';
 import type { ModelProvider } from '../core/model.js';
 import { approvalPolicy } from '../ledger/approvals.js';
 import { Reconciler } from '../ledger/reconciler.js';
+import { archiverFor } from './archiving.js';
+import type { Archiver } from '../archive/archiver.js';
 import { createEffectRunner } from '../ledger/runner.js';
 import type { EngineContext } from '../runs/engineContext.js';
 import { FleetWorker } from '../worker/fleetWorker.js';
@@ -89,6 +91,7 @@ export async function createFleet(opts: FleetOptions): Promise<Fleet> {
   const servers: Server[] = [];
   const workers: FleetWorker[] = [];
   const reconcilers: Reconciler[] = [];
+  const archivers: Archiver[] = [];
   const tickers: { close(): Promise<void> }[] = [];
   let ready = true;
   const fleet: Fleet = {
@@ -126,6 +129,10 @@ export async function createFleet(opts: FleetOptions): Promise<Fleet> {
         const r = new Reconciler(ctx);
         r.start();
         reconcilers.push(r);
+        // With an archive, ended runs are archived by the same process that sweeps.
+        const a = archiverFor(ctx);
+        a?.start();
+        if (a) archivers.push(a);
         return r;
       },
     },
@@ -134,6 +141,7 @@ export async function createFleet(opts: FleetOptions): Promise<Fleet> {
       await Promise.all([
         ...workers.map((w) => w.stop()),
         ...reconcilers.map((r) => r.stop()),
+        ...archivers.map((a) => a.stop()),
         ...tickers.map((t) => t.close()),
       ]);
       await Promise.all(servers.map((s) => new Promise((res) => s.close(() => res(undefined)))));

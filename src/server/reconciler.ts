@@ -5,27 +5,30 @@ import { createContext } from './buildContext.js';
 import { startOpsServer } from '../http/opsServer.js';
 import { storeConnected, storeEnded } from '../store/connect.js';
 import { Reconciler } from '../ledger/reconciler.js';
+import { archiverFor } from './archiving.js';
 
-const { ctx, reconciler, ops } = await boot('reconciler', async () => {
+const { ctx, reconciler, archiver, ops } = await boot('reconciler', async () => {
   const cfg = loadConfig();
   const ctx = await createContext(cfg, 'reconciler');
   const reconciler = new Reconciler(ctx);
+  const archiver = archiverFor(ctx);
   const ops = await startOpsServer({
     port: cfg.RECONCILER_METRICS_PORT,
     host: cfg.HOST,
     registry: ctx.metrics.registry,
-    isReady: () => reconciler.ready && storeConnected(ctx.redis),
+    isReady: () => reconciler.ready && (archiver?.ready ?? true) && storeConnected(ctx.redis),
     isAlive: () => !storeEnded(ctx.redis),
     metricsToken: cfg.METRICS_TOKEN,
     portSetting: 'RECONCILER_METRICS_PORT',
   });
-  return { ctx, reconciler, ops };
+  return { ctx, reconciler, archiver, ops };
 });
 reconciler.start();
+archiver?.start();
 ctx.log.info({ code: 'reconciler_started', metricsPort: ops.port }, 'reconciler started');
 
 async function shutdown(): Promise<void> {
-  await reconciler.stop();
+  await Promise.all([reconciler.stop(), archiver?.stop()]);
   ops.server.close();
   await ctx.close();
   process.exit(0);

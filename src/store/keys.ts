@@ -304,6 +304,25 @@ export class KeySpace {
     return `${this.prefix}:${tagOf(subjectShard(tenant, agent, subjectKey, this.shards))}:subject:${digest}`;
   }
 
+  /**
+   * zset per shard: ended runs not yet archived (run id -> ms of the end), added by the script that ends a run when an
+   * archive is configured (includes/runIndex.lua derives the same name from the run key) and removed by
+   * archiveCommitted-6.lua once the run's archive row is committed.
+   */
+  archiveQueue(shard: number): string {
+    return `${this.prefix}:${tagOf(shard)}:archive-queue`;
+  }
+
+  /** Redlock resource: one archiver copies a run at a time (efficiency only; the archive's insert is idempotent). */
+  archiveLease(runId: string): string {
+    return `${this.run(runId).run}:archive-lease`;
+  }
+
+  /** list: every erasure (POST /v1/erasures), newest first, JSON with who asked and when; own slot. */
+  erasures(): string {
+    return `${this.prefix}:erasures`;
+  }
+
   /** Redlock resource: one reconciler sweeps at a time (efficiency only; the ledger's CAS keeps effects once). */
   reconcilerLeader(): string {
     return `${this.prefix}:reconciler:leader`;

@@ -73,6 +73,10 @@ const RUN_FIELDS = {
   /** The step and delivery whose streamed text the run's events hold (appendTextDeltas-3.lua). */
   streamStep: count,
   streamDelivery: text,
+  /** When the run's archive row was committed (0: not archived; src/archive/archiver.ts). */
+  archivedAt: count,
+  /** When the run's customer text was last erased (absent: never; src/archive/erasure.ts). */
+  erasedAt: optional,
 } satisfies Record<string, Decode<unknown>>;
 
 /** The budget hash: the limits in force and what the run has used. */
@@ -90,8 +94,12 @@ const BUDGET_FIELDS = {
 } satisfies Record<string, Decode<unknown>>;
 
 export type RunField = keyof typeof RUN_FIELDS;
+/** Every field of the run hash (what an archive copies). */
+export const RUN_FIELD_NAMES = Object.keys(RUN_FIELDS) as RunField[];
 export type RunRecord = { [F in RunField]: ReturnType<(typeof RUN_FIELDS)[F]> };
 export type BudgetField = keyof typeof BUDGET_FIELDS;
+/** Every field of the budget hash. */
+export const BUDGET_FIELD_NAMES = Object.keys(BUDGET_FIELDS) as BudgetField[];
 export type BudgetRecord = { [F in BudgetField]: ReturnType<(typeof BUDGET_FIELDS)[F]> };
 
 /**

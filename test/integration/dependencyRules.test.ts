@@ -118,6 +118,7 @@ describe('the dependency rules', () => {
       'layer-worker',
       'layer-ledger',
       'layer-operations',
+      'layer-archive',
       'layer-mcp',
       'layer-models',
       'layer-agents',

@@ -12,7 +12,7 @@ import { pendingApprovals } from '../operators/approvals.js';
 import { flowViewFor } from '../operators/flow.js';
 import { humanQueue } from '../operators/reconciliations.js';
 import { BadCursor, runListQuerySchema, runsPage as listPage } from '../operators/runsList.js';
-import { runView } from '../runView.js';
+import { runView, type RunView } from '../runView.js';
 import { html, refuse, whoOf, type Guard } from './access.js';
 import { flowPage } from './flowPage.js';
 import { runJobs } from './jobs.js';
@@ -46,7 +46,9 @@ async function versionChange(d: PageDeps, runId: string, agent: string, pinned: 
 async function pageData(d: PageDeps, op: Operator, runId: string): Promise<RunPageData | undefined> {
   const { ctx, ledger } = d;
   if (!isRunId(runId) || !(await operatorSeesRun(ctx, op, runId))) return undefined;
-  const view = await runView(ctx, runId, (id) => ledger.listForRun(id));
+  const view =
+    (await runView(ctx, runId, (id) => ledger.listForRun(id))) ??
+    ((await ctx.archive?.view(runId)) as RunView | undefined);
   if (!view) return undefined;
   const [spec, run] = await Promise.all([
     ctx.store.readSpec(runId).catch(() => undefined),

@@ -17,7 +17,7 @@ import {
   principalSees,
   runTokensConfigured,
 } from '../auth.js';
-import { renderRunHtml, runView } from '../runView.js';
+import { renderRunHtml, runView, type RunView } from '../runView.js';
 import { isRunId } from '../../store/keys.js';
 import { askForBoardCredentials, basicAuthOn, boardBasicMatches, RUN_PAGE_PATH } from './bullBoard.js';
 import { param } from '../../producer/fieldErrors.js';
@@ -45,8 +45,9 @@ function pageAuth(ctx: EngineContext, session?: SessionReader) {
         'bull board credentials or a token that may read this run are required',
       );
     if (!isRunId(runId)) return pageNotFound(res);
-    if (!principalSees(p, (await readRun(ctx.redis, ctx.keys, runId, ['tenant']))?.tenant ?? null))
-      return pageNotFound(res);
+    const tenant =
+      (await readRun(ctx.redis, ctx.keys, runId, ['tenant']))?.tenant ?? (await ctx.archive?.tenantOf(runId));
+    if (!principalSees(p, tenant ?? null)) return pageNotFound(res);
     next();
   };
 }
@@ -54,7 +55,11 @@ function pageAuth(ctx: EngineContext, session?: SessionReader) {
 export function runPageRouter(ctx: EngineContext, ledger: Ledger, session?: SessionReader): Router {
   const r = Router();
   r.get(`${RUN_PAGE_PATH}/:id`, pageAuth(ctx, session), async (req, res) => {
-    const view = await runView(ctx, param(req.params.id), (runId) => ledger.listForRun(runId));
+    const id = param(req.params.id);
+    // Past Redis's retention the archive serves the same view.
+    const view =
+      (await runView(ctx, id, (runId) => ledger.listForRun(runId))) ??
+      ((await ctx.archive?.view(id)) as RunView | undefined);
     res.setHeader(
       'content-security-policy',
       "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",

@@ -36,6 +36,8 @@ export interface StepOptions {
   readonly EVENTS_MAX_LEN: number;
   /** How long a finished run's keys live, in ms. */
   readonly RUN_RETENTION_MS: number;
+  /** With an archive, a finished run's keys get their retention once it is archived (src/store/archiveQueue.ts). */
+  readonly ARCHIVE_URL?: string | undefined;
   /** How long a pending approval waits before it expires, in ms. */
   readonly APPROVAL_TTL_MS: number;
   /** Per-tenant token budget per UTC day (0 = none). */

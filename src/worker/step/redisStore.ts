@@ -45,6 +45,7 @@ import type {
 import type { StepJob } from './state.js';
 import { decisionEvent, observationEvent } from './events.js';
 import { readRun } from '../../store/runRecord.js';
+import { retentionAtEnd } from '../../store/archiveQueue.js';
 
 /** A BullMQ job and the lock token this delivery holds it with. */
 export class BullStepJob implements StepJob {
@@ -98,6 +99,7 @@ type StoreOptions = Pick<
   StepOptions,
   | 'EVENTS_MAX_LEN'
   | 'RUN_RETENTION_MS'
+  | 'ARCHIVE_URL'
   | 'APPROVAL_TTL_MS'
   | 'EVENT_KEEP_MS'
   | 'MODEL_STREAMING'
@@ -218,7 +220,7 @@ export class RedisStepStore implements StepStore {
       now: c.now,
       eventsMaxLen: this.d.cfg.EVENTS_MAX_LEN,
       advance: plan.advance,
-      retentionMs: this.d.cfg.RUN_RETENTION_MS,
+      retentionMs: retentionAtEnd(this.d.cfg),
       committedEvent: JSON.stringify({ step, status: plan.status, entries: c.encoded.length }),
       carriesDecision: plan.carriesDecision,
       jobId: job.id,
@@ -265,7 +267,7 @@ export class RedisStepStore implements StepStore {
       jobId: job.id,
       now: w.now,
       eventsMaxLen: this.d.cfg.EVENTS_MAX_LEN,
-      retentionMs: this.d.cfg.RUN_RETENTION_MS,
+      retentionMs: retentionAtEnd(this.d.cfg),
       entries: w.encoded,
       contextBytesDelta: w.contextBytesDelta,
       event: w.event,

@@ -1,7 +1,9 @@
 --[[
   Retention: a finished run's keys expire after retentionMs, its ledger
   records (hash, history, reservation) included; a retried run's keys are
-  made persistent again. All share the run's hash tag.
+  made persistent again. All share the run's hash tag. A retention of 0 or
+  less sets no TTL: a negative one means the run waits for its archive row
+  (includes/runIndex.lua), after which archiveCommitted-6.lua sets it.
 ]]
 local function eachRunKey(keys, actionsKey, fn)
   for _, k in ipairs(keys) do fn(k) end

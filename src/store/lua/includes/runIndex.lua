@@ -13,6 +13,13 @@
   A finished run's keys expire after the retention: the entries of a terminal
   status older than that are trimmed whenever a run enters that status (and a
   reader drops an entry whose run is gone).
+
+  With an archive (ARCHIVE_URL), callers pass the retention negated
+  (src/store/archiveQueue.ts, retentionAtEnd): a run entering a terminal status
+  then joins its shard's archive queue `<prefix>:{N}:archive-queue` (run id ->
+  ms of its end; KeySpace.archiveQueue names the same key), and expireRun sets
+  no TTL: the archiver sets it once the run's archive row is committed
+  (archiveCommitted-6.lua).
 ]]
 -- @include runStatus
 
@@ -23,6 +30,12 @@ end
 
 local function runIndexAdd(runKey, runId, tenant, agent, status, now, retentionMs)
   local retention = tonumber(retentionMs) or 0
+  if retention < 0 then
+    retention = -retention
+    if terminalStatus[status] then
+      redis.call('ZADD', string.match(runKey, '^(.*):run:[^:]+$') .. ':archive-queue', now, runId)
+    end
+  end
   for _, k in ipairs(runIndexKeys(runKey, tenant, agent, status)) do
     redis.call('ZADD', k, now, runId)
     if terminalStatus[status] and retention > 0 then

@@ -1,0 +1,261 @@
+/**
+ * Forgetting a customer (POST /v1/erasures): every run of a subject (or of a search field's value) has its customer
+ * text replaced by a marker, in Redis and in the archive, keeping what an audit needs (src/archive/redact.ts says
+ * which). The erasure itself is recorded, with who asked and when, in Redis (KeySpace.erasures) and in the archive
+ * (`erasures`); a field's value only as its sha256.
+ *
+ * Which runs: a subject's chain in Redis (its latest run per agent, KeySpace.subjectLatest, then previousRunId links),
+ * plus the archive's rows of the tenant's subject; for a field, the archive rows whose stored search fields match
+ * (no search index exists in Redis: those are not searched there), and their Redis copies if still present.
+ *
+ * Runs still at work (any status but a terminal one: queued, running, parked for a person, an approval, a wait)
+ * are refused before anything is written: their steps would carry on with the text, or write it again. A run's Redis
+ * rewrite is one MULTI under WATCH of its keys, so a retry that starts it in between aborts the rewrite (taken again
+ * up to ERASE_TRIES times, then refused as at work).
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import type { EngineContext } from '../runs/engineContext.js';
+import { decodeEntry, encodeEntry, packEntry } from '../core/journal.js';
+import { isTerminal } from '../core/status.js';
+import { readRun } from '../store/runRecord.js';
+import { archivedRunsByField, archivedRunsOfSubject, type ArchivePool } from './db.js';
+import { ERASED, redactAll, redactEntry, redactEventData, redactHistory, redactSpec, redactView } from './redact.js';
+
+export interface ErasureRequest {
+  tenant: string;
+  subject?: string | undefined;
+  field?: { name: string; value: string } | undefined;
+}
+
+/** What the erasure recorded (Redis and the archive), and the answer of the route. */
+export interface ErasureRecord {
+  erasureId: string;
+  tenant: string;
+  subject?: string;
+  field?: { name: string; valueSha256: string };
+  requestedBy: string;
+  requestedAt: string;
+  /** Runs whose text was replaced, in Redis, in the archive, or both. */
+  runIds: string[];
+  /** How runs were found for `field`: the archive rows' stored search fields (no index exists in Redis). */
+  fieldMatchedBy?: 'archive_search_fields';
+}
+
+export type ErasureOutcome = { kind: 'erased'; record: ErasureRecord } | { kind: 'at_work'; runIds: string[] };
+
+type ErasureContext = Pick<EngineContext, 'redis' | 'keys' | 'agents' | 'log' | 'metrics'> & {
+  archive?: { pool: ArchivePool } | undefined;
+};
+
+const ERASE_TRIES = 5;
+/** Longest subject chain walked (a guard against a link cycle in a broken store). */
+const MAX_CHAIN = 10_000;
+
+export async function eraseCustomer(
+  ctx: ErasureContext,
+  req: ErasureRequest,
+  by: string,
+  nowMs = Date.now(),
+): Promise<ErasureOutcome> {
+  const pool = ctx.archive?.pool;
+  const runIds = await runsToErase(ctx, pool, req);
+  const inRedis = await Promise.all(runIds.map((id) => readRun(ctx.redis, ctx.keys, id, ['tenant'])));
+  const atWork = runIds.filter((_, i) => inRedis[i] !== undefined && !isTerminal(inRedis[i].status));
+  if (atWork.length > 0) {
+    ctx.metrics.erasures.inc({ outcome: 'at_work' });
+    return { kind: 'at_work', runIds: atWork };
+  }
+  const raced: string[] = [];
+  for (const [i, runId] of runIds.entries()) {
+    if (inRedis[i] === undefined) continue;
+    if ((await eraseRunInRedis(ctx, runId, nowMs)) === 'at_work') raced.push(runId);
+  }
+  if (pool) for (const runId of runIds) await eraseRunInArchive(pool, runId, nowMs);
+  const record: ErasureRecord = {
+    erasureId: `er_${randomBytes(12).toString('hex')}`,
+    tenant: req.tenant,
+    ...(req.subject !== undefined ? { subject: req.subject } : {}),
+    ...(req.field
+      ? {
+          field: { name: req.field.name, valueSha256: sha256(req.field.value) },
+          fieldMatchedBy: 'archive_search_fields' as const,
+        }
+      : {}),
+    requestedBy: by,
+    requestedAt: new Date(nowMs).toISOString(),
+    runIds: runIds.filter((id) => !raced.includes(id)),
+  };
+  await ctx.redis.lpush(ctx.keys.erasures(), JSON.stringify(record));
+  if (pool) {
+    await pool.query(
+      `INSERT INTO erasures (id, tenant, subject_key, field_name, field_value_sha256, requested_by, requested_at, run_ids)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+      [
+        record.erasureId,
+        record.tenant,
+        record.subject ?? null,
+        record.field?.name ?? null,
+        record.field?.valueSha256 ?? null,
+        by,
+        record.requestedAt,
+        JSON.stringify(record.runIds),
+      ],
+    );
+  }
+  ctx.log.info({ code: 'customer_erased', erasureId: record.erasureId, runs: record.runIds.length, by }, 'erased');
+  if (raced.length > 0) {
+    ctx.metrics.erasures.inc({ outcome: 'at_work' });
+    return { kind: 'at_work', runIds: raced };
+  }
+  ctx.metrics.erasures.inc({ outcome: 'erased' });
+  return { kind: 'erased', record };
+}
+
+/** The runs of the request (see the module's comment), each once, of the request's tenant only. */
+async function runsToErase(ctx: ErasureContext, pool: ArchivePool | undefined, req: ErasureRequest): Promise<string[]> {
+  const found = new Set<string>();
+  if (req.subject !== undefined) {
+    for (const agent of ctx.agents.names) {
+      let id = await ctx.redis.get(ctx.keys.subjectLatest(req.tenant, agent, req.subject));
+      for (let n = 0; id && !found.has(id) && n < MAX_CHAIN; n++) {
+        const run = await readRun(ctx.redis, ctx.keys, id, ['tenant', 'key', 'previousRunId']);
+        if (!run || run.tenant !== req.tenant || run.key !== req.subject) break;
+        found.add(id);
+        id = run.previousRunId ?? null;
+      }
+    }
+    if (pool) for (const id of await archivedRunsOfSubject(pool, req.tenant, req.subject)) found.add(id);
+  }
+  if (req.field && pool) {
+    for (const id of await archivedRunsByField(pool, req.tenant, req.field.name, req.field.value)) found.add(id);
+  }
+  return [...found].sort();
+}
+
+/** Rewrites one run's text in Redis (one MULTI under WATCH); `at_work` when it went back to work meanwhile. */
+async function eraseRunInRedis(ctx: ErasureContext, runId: string, nowMs: number): Promise<'erased' | 'at_work'> {
+  const k = ctx.keys.run(runId);
+  const conn = ctx.redis.duplicate();
+  conn.on('error', () => {});
+  try {
+    for (let attempt = 0; attempt < ERASE_TRIES; attempt++) {
+      await conn.watch(k.run, k.journal, k.events, k.actions);
+      const run = await readRun(conn, ctx.keys, runId, ['spec', 'followUpContext']);
+      if (!run) {
+        await conn.unwatch();
+        return 'erased';
+      }
+      if (!isTerminal(run.status)) {
+        await conn.unwatch();
+        return 'at_work';
+      }
+      const [journal, events, actionKeys] = await Promise.all([
+        conn.lrangeBuffer(k.journal, 0, -1),
+        conn.xrange(k.events, '-', '+'),
+        conn.smembers(k.actions),
+      ]);
+      const actions = await Promise.all(
+        actionKeys.map(async (key) => ({
+          key,
+          record: await conn.hmget(key, 'args', 'output'),
+          history: await conn.lrange(ctx.keys.actionHistory(key), 0, -1),
+        })),
+      );
+      const tx = conn.multi();
+      const runFields: Record<string, string> = { erasedAt: String(nowMs) };
+      if (run.spec !== undefined)
+        runFields.spec = JSON.stringify(redactSpec(JSON.parse(run.spec) as Record<string, unknown>));
+      if (run.followUpContext !== undefined) runFields.followUpContext = ERASED;
+      tx.hset(k.run, runFields);
+      journal.forEach((raw, i) => {
+        try {
+          tx.lset(k.journal, i, packEntry(encodeEntry(redactEntry(decodeEntry(raw, i)))));
+        } catch {
+          // An entry that no longer parses cannot be told apart: replaced whole.
+          tx.lset(k.journal, i, ERASED);
+        }
+      });
+      if (events.length > 0) {
+        tx.del(k.events);
+        for (const [id, fields] of events) {
+          const redacted = fields.map((v, j) => (j % 2 === 1 && fields[j - 1] === 'data' ? redactEventData(v) : v));
+          tx.xadd(k.events, id, ...redacted);
+        }
+      }
+      for (const a of actions) {
+        const [args, output] = a.record;
+        const set: Record<string, string> = {};
+        if (args) set.args = JSON.stringify(redactAll(parseJson(args)));
+        if (output) set.output = JSON.stringify(redactAll(parseJson(output)));
+        if (Object.keys(set).length > 0) tx.hset(a.key, set);
+        if (a.history.length > 0) {
+          const historyKey = ctx.keys.actionHistory(a.key);
+          tx.del(historyKey);
+          tx.rpush(
+            historyKey,
+            ...a.history.map((h) => JSON.stringify(redactHistory(parseJson(h) as Record<string, unknown>))),
+          );
+        }
+      }
+      // The rewrite keeps each key's TTL only where it rewrote in place: give rewritten keys the run's TTL back.
+      const ttl = await conn.pttl(k.run);
+      if (ttl > 0) {
+        tx.pexpire(k.events, ttl);
+        for (const a of actions) if (a.history.length > 0) tx.pexpire(ctx.keys.actionHistory(a.key), ttl);
+      }
+      if ((await tx.exec()) !== null) return 'erased';
+    }
+    return 'at_work';
+  } finally {
+    conn.disconnect();
+  }
+}
+
+/** Rewrites one run's archive row (in a transaction, the row locked), if the archive has it. */
+async function eraseRunInArchive(pool: ArchivePool, runId: string, nowMs: number): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const res = await client.query<{
+      view: Record<string, unknown>;
+      spec: Record<string, unknown> | null;
+      events: { id: string; type: string; data: string }[];
+      record: Record<string, unknown>;
+    }>('SELECT view, spec, events, record FROM archived_runs WHERE run_id = $1 FOR UPDATE', [runId]);
+    const row = res.rows[0];
+    if (row) {
+      const record: Record<string, unknown> = { ...row.record, erasedAt: String(nowMs) };
+      if (record.followUpContext !== undefined) record.followUpContext = ERASED;
+      await client.query(
+        `UPDATE archived_runs SET view = $2, spec = $3, events = $4, record = $5, search_fields = '{}',
+           erased_at_ms = GREATEST(erased_at_ms, $6), versions = versions + 1 WHERE run_id = $1`,
+        [
+          runId,
+          JSON.stringify(redactView(row.view)),
+          row.spec === null ? null : JSON.stringify(redactSpec(row.spec)),
+          JSON.stringify(row.events.map((e) => ({ ...e, data: redactEventData(e.data) }))),
+          JSON.stringify(record),
+          nowMs,
+        ],
+      );
+    }
+    await client.query('COMMIT');
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    client.release();
+  }
+}
+
+function parseJson(raw: string): unknown {
+  try {
+    return JSON.parse(raw) as unknown;
+  } catch {
+    return ERASED;
+  }
+}
+
+function sha256(s: string): string {
+  return createHash('sha256').update(s).digest('hex');
+}

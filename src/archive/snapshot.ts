@@ -1,0 +1,84 @@
+/**
+ * A run's copy for the archive, read from Redis through the run store's own readers: the run record
+ * (runRecord.ts), its budget, the run view (transcript decoded by the journal's decoders, so a deflated entry is read
+ * as the text it stores; effects with every ledger move and its evidence), its events (runEvents.ts) and its links.
+ */
+import type { EngineContext } from '../runs/engineContext.js';
+import { decodeEntries } from '../store/runEvents.js';
+import { BUDGET_FIELD_NAMES, readBudget, readRun, RUN_FIELD_NAMES, type RunRecord } from '../store/runRecord.js';
+import type { ArchivedRun } from './db.js';
+
+/** Builds GET /v1/runs/:id's body for a run in Redis (src/http/runView.ts, given by the composition root). */
+export type RunViewOf = (runId: string) => Promise<object | undefined>;
+
+export interface RunSnapshot {
+  row: ArchivedRun;
+  /** The record as read: its finishedAt and erasedAt fence the archive's mark (archiveCommitted-6.lua). */
+  record: Pick<RunRecord, 'status' | 'finishedAt' | 'erasedAt'>;
+}
+
+/** The run as the archive keeps it, or undefined when its keys are gone. */
+export async function snapshotRun(
+  ctx: Pick<EngineContext, 'redis' | 'keys'>,
+  runId: string,
+  viewOf: RunViewOf,
+): Promise<RunSnapshot | undefined> {
+  const k = ctx.keys.run(runId);
+  const [record, budget, entries, view] = await Promise.all([
+    readRun(ctx.redis, ctx.keys, runId, RUN_FIELD_NAMES),
+    readBudget(ctx.redis, ctx.keys, runId, BUDGET_FIELD_NAMES),
+    ctx.redis.xrange(k.events, '-', '+'),
+    viewOf(runId),
+  ]);
+  if (!record || !view) return undefined;
+  const spec = parseObject(record.spec);
+  const { spec: _spec, ...rest } = record;
+  const viewObj = view as Record<string, unknown>;
+  const children = Array.isArray(viewObj.children) ? (viewObj.children as { runId: string }[]).map((c) => c.runId) : [];
+  const parent = spec?.parent as { runId?: string } | undefined;
+  return {
+    record,
+    row: {
+      runId,
+      tenant: record.tenant,
+      agent: record.agent,
+      subjectKey: record.key,
+      status: record.status,
+      reason: record.reason,
+      createdAtMs: record.createdAt,
+      endedAtMs: record.finishedAt,
+      erasedAtMs: Number(record.erasedAt ?? 0) || 0,
+      previousRunId: record.previousRunId,
+      nextRunId: record.nextRunId,
+      parentRunId: parent?.runId,
+      childRunIds: children,
+      view: viewObj,
+      spec,
+      events: decodeEntries(entries).map((e) => ({ id: e.id, type: e.type, data: e.data })),
+      budget,
+      record: rest,
+      searchFields: searchFieldsOf(spec?.input),
+    },
+  };
+}
+
+/**
+ * An agent's search fields as the archive stores them with the run. No agent declares search fields on this
+ * engine yet: the input's top-level text, number and boolean fields stand for them.
+ */
+export function searchFieldsOf(input: unknown): Record<string, unknown> {
+  if (input === null || typeof input !== 'object' || Array.isArray(input)) return {};
+  return Object.fromEntries(
+    Object.entries(input).filter(([, v]) => ['string', 'number', 'boolean'].includes(typeof v)),
+  );
+}
+
+function parseObject(raw: string | undefined): Record<string, unknown> | undefined {
+  if (raw === undefined) return undefined;
+  try {
+    const v = JSON.parse(raw) as unknown;
+    return v !== null && typeof v === 'object' ? (v as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,65 @@
+/**
+ * POST /v1/erasures (operators with the operator role, for a tenant they see): forget a customer. The body names the
+ * tenant and a subject (the agent's subject key, e.g. a ticket id) and/or an agent's search field and value; every
+ * run found has its customer text replaced in Redis and in the archive, keeping ids, statuses, receipts, keys and
+ * times (src/archive/erasure.ts). 201 with the erasure's record (who asked and when, the runs rewritten);
+ * 409 `runs_at_work` naming the runs not ended (nothing written); 400 naming the field.
+ */
+import { Router } from 'express';
+import { z } from 'zod';
+import type { EngineContext } from '../runs/engineContext.js';
+import { operatorOf, requireOperator } from './auth.js';
+import { seesTenant } from './operatorIdentity.js';
+import { invalid } from '../producer/fieldErrors.js';
+import { eraseCustomer } from '../archive/erasure.js';
+
+export const ERASURES_PATH = '/v1/erasures';
+
+export const erasureSchema = z
+  .object({
+    tenant: z.string().min(1).max(200),
+    /** The subject key (agent.key(input)) whose runs to erase. */
+    subject: z.string().min(1).max(1000).optional(),
+    /** An agent's search field and its value (matched on the archive's stored search fields). */
+    field: z
+      .object({
+        name: z.string().regex(/^[\w.-]{1,100}$/, '1-100 letters, digits or _ . -'),
+        value: z.string().min(1).max(1000),
+      })
+      .strict()
+      .optional(),
+  })
+  .strict()
+  .refine((b) => b.subject !== undefined || b.field !== undefined, {
+    message: 'name a subject or a field',
+    path: ['subject'],
+  });
+
+export function erasuresRouter(ctx: EngineContext): Router {
+  const r = Router();
+  r.post(ERASURES_PATH, requireOperator(ctx.cfg, 'operator'), async (req, res) => {
+    const parsed = erasureSchema.safeParse(req.body ?? {});
+    if (!parsed.success) return void invalid(res, parsed.error);
+    const body = parsed.data;
+    const op = operatorOf(res);
+    if (!seesTenant(op, body.tenant)) {
+      return void res.status(403).json({ error: 'forbidden', message: `operator ${op.name} does not see tenant` });
+    }
+    if (body.field && !ctx.archive) {
+      return void res.status(400).json({
+        error: 'invalid_request',
+        fields: [{ path: 'field', message: 'a field is matched in the archive: set ARCHIVE_URL' }],
+      });
+    }
+    const out = await eraseCustomer(ctx, body, op.name);
+    if (out.kind === 'at_work') {
+      return void res.status(409).json({
+        error: 'runs_at_work',
+        message: 'runs not ended cannot be erased: cancel them or wait for their end, then ask again',
+        runIds: out.runIds,
+      });
+    }
+    res.status(201).json(out.record);
+  });
+  return r;
+}

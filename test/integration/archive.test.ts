@@ -1,0 +1,233 @@
+/**
+ * The archive (ARCHIVE_URL, a real PostgreSQL from PATH): an ended run keeps its keys without a TTL until its archive
+ * row is committed, then gets the retention; the archive serves the same view once Redis let the run go; a copy taken
+ * twice is one row. Erasure: a customer's text planted in a ticket and its follow-up is gone from every Redis key and
+ * every archive column afterwards, ids, statuses, receipts and keys kept; a run at work is refused, naming it.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { createHarness, producerAuth, redisUrl, sampleTicket, type Harness } from '../../testkit/harness.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../testkit/embeddedPostgres.js';
+import { until } from '../../testkit/until.js';
+import { archiverFor } from '../../src/server/archiving.js';
+import type { Archiver } from '../../src/archive/archiver.js';
+import { upsertArchivedRun } from '../../src/archive/db.js';
+import { snapshotRun } from '../../src/archive/snapshot.js';
+import { runView } from '../../src/http/runView.js';
+import { ledgerFor } from '../../src/ledger/ledger.js';
+import { DEFLATE_MARKER, unpackEntry } from '../../src/core/journal.js';
+
+const OPERATOR_TOKEN = 'operator-token-for-archive-tests';
+const operatorAuth = { authorization: `Bearer ${OPERATOR_TOKEN}` };
+const RETENTION_MS = 1500;
+const DONE = ['completed', 'failed', 'budget_exceeded', 'needs_human', 'cancelled'];
+let pg: EmbeddedPostgres;
+let h: Harness;
+let url: string;
+let archiver: Archiver;
+
+beforeAll(async () => {
+  pg = await startEmbeddedPostgres();
+  h = await createHarness('archive', {
+    ARCHIVE_URL: pg.url,
+    RUN_RETENTION_MS: String(RETENTION_MS),
+    OPERATOR_TOKEN,
+    FOLLOW_UP_WAIT_MS: '50',
+  });
+  archiver = archiverFor(h.ctx)!;
+  url = (await h.startApi()).url;
+}, 60_000);
+afterAll(async () => {
+  await h?.close();
+  await pg?.stop();
+});
+
+async function postRun(ticket: unknown, eventKey: string): Promise<string> {
+  const res = await fetch(`${url}/v1/runs`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...producerAuth, 'idempotency-key': eventKey },
+    body: JSON.stringify({ tenant: 'acme', ticket }),
+  });
+  expect(res.status).toBe(201);
+  return ((await res.json()) as { runId: string }).runId;
+}
+
+async function getView(runId: string): Promise<{ status: number; body: unknown }> {
+  const res = await fetch(`${url}/v1/runs/${runId}`, { headers: producerAuth });
+  return { status: res.status, body: await res.json() };
+}
+
+const runKeysOf = (runId: string) => {
+  const k = h.ctx.keys.run(runId);
+  return [k.run, k.budget, k.journal, k.events, k.actions];
+};
+
+/** Every key of the Redis database, read by type (journal entries inflated), that contains `needle`. */
+async function redisHits(needle: string): Promise<string[]> {
+  const r = new Redis(redisUrl());
+  const hits: string[] = [];
+  const has = (b: Buffer | string) => Buffer.from(b).includes(needle);
+  const entry = (b: Buffer) => {
+    if (b[0] !== DEFLATE_MARKER) return b;
+    try {
+      return Buffer.from(unpackEntry(b, 0));
+    } catch {
+      return b; // not a journal entry
+    }
+  };
+  try {
+    let cursor = '0';
+    do {
+      const [next, keys] = await r.scan(cursor, 'COUNT', 1000);
+      cursor = next;
+      for (const key of keys) {
+        if (has(key)) hits.push(`${key} (name)`);
+        const type = await r.type(key);
+        let values: Buffer[] = [];
+        if (type === 'string') values = [(await r.getBuffer(key)) ?? Buffer.alloc(0)];
+        else if (type === 'hash') values = await r.hvalsBuffer(key);
+        else if (type === 'list') values = (await r.lrangeBuffer(key, 0, -1)).map(entry);
+        else if (type === 'set') values = await r.smembersBuffer(key);
+        else if (type === 'zset') values = await r.zrangeBuffer(key, 0, -1);
+        else if (type === 'stream')
+          values = (await r.xrangeBuffer(key, '-', '+')).flatMap(([, fields]) => fields);
+        if (values.some(has)) hits.push(key);
+      }
+    } while (cursor !== '0');
+  } finally {
+    r.disconnect();
+  }
+  return hits;
+}
+
+/** Every text, json and jsonb column of every table of the archive that contains `needle`. */
+async function archiveHits(needle: string): Promise<string[]> {
+  const pool = h.ctx.archive!.pool;
+  const cols = await pool.query<{ table_name: string; column_name: string }>(
+    `SELECT table_name, column_name FROM information_schema.columns
+     WHERE table_schema = 'public' AND data_type IN ('text', 'json', 'jsonb', 'character varying')`,
+  );
+  const hits: string[] = [];
+  for (const { table_name, column_name } of cols.rows) {
+    const res = await pool.query<{ n: string }>(
+      `SELECT count(*) AS n FROM "${table_name}" WHERE strpos("${column_name}"::text, $1) > 0`,
+      [needle],
+    );
+    if (Number(res.rows[0]!.n) > 0) hits.push(`${table_name}.${column_name}`);
+  }
+  return hits;
+}
+
+describe('the archive of ended runs', () => {
+  it('keeps an ended run in Redis until its archive row is committed, then the archive serves the same view', async () => {
+    const worker = await h.startWorker();
+    const runId = await postRun(sampleTicket('ARC-1'), 'arc-1');
+    expect(await h.waitForStatus(runId, DONE, 20_000)).toBe('completed');
+    await worker.stop();
+
+    // Ended, not archived: no TTL on any key, queued for the archive.
+    const keys = runKeysOf(runId);
+    for (const key of keys) expect(await h.ctx.redis.pttl(key), key).toBe(-1);
+    const queue = h.ctx.keys.archiveQueue(h.ctx.keys.shardOf(runId));
+    expect(await h.ctx.redis.zscore(queue, runId)).not.toBeNull();
+    const fromRedis = await getView(runId);
+    expect(fromRedis.status).toBe(200);
+
+    const report = await archiver.pass();
+    expect(report).toMatchObject({ archived: 1, failed: 0 });
+    expect(await h.ctx.redis.zscore(queue, runId)).toBeNull();
+    for (const key of keys) {
+      const ttl = await h.ctx.redis.pttl(key);
+      expect(ttl, key).toBeGreaterThan(0);
+      expect(ttl, key).toBeLessThanOrEqual(RETENTION_MS);
+    }
+    const row = await h.ctx.archive!.pool.query('SELECT * FROM archived_runs WHERE run_id = $1', [runId]);
+    expect(row.rows).toHaveLength(1);
+    expect(row.rows[0]).toMatchObject({ status: 'completed', tenant: 'acme', subject_key: 'ARC-1', versions: 1 });
+    expect((row.rows[0].view as { effects: unknown[] }).effects.length).toBeGreaterThan(0);
+    expect((row.rows[0].events as unknown[]).length).toBeGreaterThan(0);
+
+    // The same copy again (an archiver killed after its commit, before the mark): one row, unchanged.
+    const snap = await snapshotRun(h.ctx, runId, (id) => runView(h.ctx, id, (r) => ledgerFor(h.ctx).listForRun(r)));
+    expect(await upsertArchivedRun(h.ctx.archive!.pool, snap!.row)).toBe(false);
+    expect(await archiver.pass()).toMatchObject({ archived: 0, unchanged: 0, lagSeconds: 0 });
+
+    // Redis lets it go at the retention; the API serves the archived view, the same body.
+    await until('the run keys to expire', RETENTION_MS + 10_000, async () => (await h.ctx.redis.exists(...keys)) === 0);
+    const fromArchive = await getView(runId);
+    expect(fromArchive.status).toBe(200);
+    expect(fromArchive.body).toEqual(fromRedis.body);
+  });
+
+  it("erases a customer's text from every Redis key and every archive row, keeping ids, statuses and receipts", async () => {
+    const mark = `ERASE-ME-${randomBytes(8).toString('hex')}`;
+    const subject = `ER-${randomBytes(4).toString('hex')}`;
+    const worker = await h.startWorker();
+    const ticket = (body: string) => ({
+      ...sampleTicket(subject),
+      subject: `Broken ${mark}`,
+      body,
+      customer: { email: 'erase-me@example.com', name: `Name ${mark}` },
+    });
+    const first = await postRun(ticket(`first message ${mark}`), 'er-1');
+    expect(await h.waitForStatus(first, DONE, 20_000)).toBe('completed');
+    const second = await postRun(ticket(`second message ${mark}`), 'er-2');
+    expect(await h.waitForStatus(second, DONE, 20_000)).toBe('completed');
+    await worker.stop();
+    // The first run archived, the second ended and waiting for its copy: both stores hold the text.
+    await archiver.archiveOne(first, h.ctx.keys.archiveQueue(h.ctx.keys.shardOf(first)));
+    expect(await redisHits(mark)).not.toEqual([]);
+    expect(await archiveHits(mark)).not.toEqual([]);
+    const before = (await getView(first)).body as {
+      effects: { actionId: string; receipt?: string; idempotencyKey: string }[];
+    };
+
+    // A third run of the subject at work (queued, no worker): refused, named, nothing written.
+    const third = await postRun(ticket(`third message ${mark}`), 'er-3');
+    const refused = await fetch(`${url}/v1/erasures`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...operatorAuth },
+      body: JSON.stringify({ tenant: 'acme', subject }),
+    });
+    expect(refused.status).toBe(409);
+    expect(await refused.json()).toMatchObject({ error: 'runs_at_work', runIds: [third] });
+    expect(await h.ctx.redis.llen(h.ctx.keys.erasures())).toBe(0);
+
+    const cancel = await fetch(`${url}/v1/runs/${third}/cancel`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...operatorAuth },
+      body: '{}',
+    });
+    expect(cancel.status).toBeLessThan(300);
+    // A queued run is cancelled by its next step (no model call after the cancel).
+    const again = await h.startWorker();
+    expect(await h.waitForStatus(third, ['cancelled'])).toBe('cancelled');
+    await again.stop();
+
+    const erased = await fetch(`${url}/v1/erasures`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...operatorAuth },
+      body: JSON.stringify({ tenant: 'acme', subject }),
+    });
+    expect(erased.status).toBe(201);
+    const record = (await erased.json()) as { runIds: string[]; requestedBy: string; erasureId: string };
+    expect(record.runIds).toEqual([first, second, third].sort());
+    expect(record.requestedBy).toBe('operator');
+    // The queued runs reach the archive after the erasure: their copies carry the marker, not the text.
+    await archiver.pass();
+
+    expect(await redisHits(mark)).toEqual([]);
+    expect(await archiveHits(mark)).toEqual([]);
+    // What an audit needs is kept: statuses, action ids, receipts, idempotency keys; the erasure's own record.
+    const after = (await getView(first)).body as typeof before & { status: string };
+    expect(after.status).toBe('completed');
+    expect(after.effects.map((e) => [e.actionId, e.receipt, e.idempotencyKey])).toEqual(
+      before.effects.map((e) => [e.actionId, e.receipt, e.idempotencyKey]),
+    );
+    const audit = await h.ctx.archive!.pool.query('SELECT requested_by, run_ids FROM erasures WHERE id = $1', [
+      record.erasureId,
+    ]);
+    expect(audit.rows[0]).toMatchObject({ requested_by: 'operator', run_ids: [first, second, third].sort() });
+  });
+});
