@@ -62,12 +62,14 @@ export function handToPerson(desk: DeskOptions) {
         const receipt = String(id);
         return { receipt, output: { taskId: receipt }, replayed: res.headers.get('x-idempotency-lookup') === 'hit' };
       }
-      if (res.status === 201 || res.status === 200) throw new OutcomeUnknownError('the desk answered without a ticket id');
+      if (res.status === 201 || res.status === 200)
+        throw new OutcomeUnknownError('the desk answered without a ticket id');
       const code = (res.body as { error?: unknown } | undefined)?.error;
       if (res.status === 400 && code === 'IdempotentRequestError')
         throw new KeyConflictError('the desk holds this key for another task', { status: res.status });
       // The desk is still working on the same key: the outcome is not known yet.
-      if (res.status === 409) throw new OutcomeUnknownError('the desk is processing this key', { reason: 'in_progress' });
+      if (res.status === 409)
+        throw new OutcomeUnknownError('the desk is processing this key', { reason: 'in_progress' });
       throw new TerminalError('invalid_input', `the desk refused the task (${res.status})`, { status: res.status });
     },
   });

@@ -11,7 +11,8 @@ import type { ModelProvider, ModelRequest, ModelTurn } from '../core/model.js';
 import {
   isBranchingTurn,
   SCRIPT_MAX_TURNS,
-  scriptEntrySchema,
+  scriptBranchingTurnSchema,
+  scriptTurnSchema,
   type ScriptBranchingTurn,
   type ScriptEntry,
   type ScriptTurn,
@@ -31,7 +32,8 @@ function entryOf(raw: unknown, step: number): ScriptEntry | undefined {
   if (!Array.isArray(raw) || raw.length === 0 || raw.length > SCRIPT_MAX_TURNS)
     throw new TerminalError('invalid_input', INVALID, { issues: [`a list of 1 to ${SCRIPT_MAX_TURNS} turns`] });
   if (step > raw.length) return undefined;
-  const r = scriptEntrySchema.safeParse(raw[step - 1]);
+  const entry: unknown = raw[step - 1];
+  const r = isBranchingTurn(entry) ? scriptBranchingTurnSchema.safeParse(entry) : scriptTurnSchema.safeParse(entry);
   if (!r.success)
     throw new TerminalError('invalid_input', INVALID, {
       issues: r.error.issues.map((i) => [step - 1, ...i.path].join('.')),
@@ -47,13 +49,15 @@ function entryOf(raw: unknown, step: number): ScriptEntry | undefined {
 function lastToolResults(transcript: readonly JournalEntry[]): string[] {
   const observations = transcript.filter((e) => e.kind === 'observation');
   const last = observations.at(-1)?.step;
-  return observations
-    .filter((e) => e.step === last)
-    .map((e) => JSON.stringify({ status: e.status, output: e.output }));
+  return observations.filter((e) => e.step === last).map((e) => JSON.stringify({ status: e.status, output: e.output }));
 }
 
 /** The branch a branching turn plays: the first whose condition holds; none holding is the script's error. */
-function branchOf(entry: ScriptBranchingTurn, transcript: readonly JournalEntry[] | undefined, step: number): ScriptTurn {
+function branchOf(
+  entry: ScriptBranchingTurn,
+  transcript: readonly JournalEntry[] | undefined,
+  step: number,
+): ScriptTurn {
   if (!transcript) throw new TerminalError('invalid_input', 'a branching turn was asked without the transcript');
   const results = lastToolResults(transcript);
   const branch = entry.branches.find(

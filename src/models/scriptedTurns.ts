@@ -49,21 +49,37 @@ export const scriptBranchingTurnSchema = z
   .object({ branches: z.array(scriptBranchSchema).min(1).max(SCRIPT_MAX_BRANCHES) })
   .strict();
 
-/** Whether a script's entry is a branching turn (it names `branches`), told apart before it is validated. */
+/** Whether a script's entry is a branching turn (it names `branches`): the scripted provider validates it as one. */
 export function isBranchingTurn(raw: unknown): boolean {
   return typeof raw === 'object' && raw !== null && !Array.isArray(raw) && 'branches' in raw;
 }
 
+/** Either form, as the API's document describes an entry (JSON Schema, the request's side). */
+const entryDocument = (() => {
+  const { $schema: _, ...schema } = z.toJSONSchema(z.union([scriptTurnSchema, scriptBranchingTurnSchema]), {
+    io: 'input',
+  });
+  return schema;
+})();
+
 /**
  * What a script holds at a step: a turn, or a branching turn. Chosen by the `branches` field, then validated by that
- * form alone, so an issue names the field that is wrong (a union would name only the entry).
+ * form alone, so an issue names the field that is wrong (a union names only the entry); the API's document shows
+ * both forms.
  */
-export const scriptEntrySchema = z.unknown().transform((raw, ctx): ScriptTurn | ScriptBranchingTurn => {
-  const r = isBranchingTurn(raw) ? scriptBranchingTurnSchema.safeParse(raw) : scriptTurnSchema.safeParse(raw);
-  if (r.success) return r.data;
-  for (const issue of r.error.issues) ctx.addIssue({ ...issue } as Parameters<typeof ctx.addIssue>[0]);
-  return z.NEVER;
-});
+export const scriptEntrySchema = z
+  .unknown()
+  .transform((raw, ctx): ScriptTurn | ScriptBranchingTurn => {
+    const r = isBranchingTurn(raw) ? scriptBranchingTurnSchema.safeParse(raw) : scriptTurnSchema.safeParse(raw);
+    if (r.success) return r.data;
+    for (const issue of r.error.issues) ctx.addIssue({ ...issue });
+    return z.NEVER;
+  })
+  .meta({
+    override: (ctx) => {
+      Object.assign(ctx.jsonSchema, entryDocument);
+    },
+  });
 
 /** A script's length, 1 to this many turns. */
 export const SCRIPT_MAX_TURNS = 1000;

@@ -149,7 +149,10 @@ describe('agents that call agents, in real processes', { timeout: 180_000 }, () 
       [
         'hand_to_refunds',
         'ok',
-        { childRunId: child!.runId, answer: 'needs_person: refund of 9000 cents on O-T-6 is above the 5000-cent limit.' },
+        {
+          childRunId: child!.runId,
+          answer: 'needs_person: refund of 9000 cents on O-T-6 is above the 5000-cent limit.',
+        },
       ],
       ['hand_to_person', 'ok', { taskId: expect.any(String) }],
     ]);

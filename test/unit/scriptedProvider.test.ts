@@ -96,7 +96,10 @@ describe('ScriptedProvider', () => {
     it('looks only at the last step that has tool results, any of its calls', async () => {
       const p = new ScriptedProvider();
       const older = observation(1, 'ok', { answer: 'yes' });
-      const last = [observation(3, 'ok', { answer: 'no' }), { ...observation(3, 'ok', { answer: 'yes!' }), callId: 'c2' }];
+      const last = [
+        observation(3, 'ok', { answer: 'no' }),
+        { ...observation(3, 'ok', { answer: 'yes!' }), callId: 'c2' },
+      ];
       expect((await p.complete(request(2, script, [older, observation(3, 'ok', { answer: 'no' })]))).final).toBe(
         undefined,
       );
