@@ -26,7 +26,7 @@ import type { CrashPointName } from '../src/config/testHooks.js';
 import { createContext } from '../src/server/buildContext.js';
 import { loadAgents } from '../src/server/loadAgents.js';
 import { buildSpec } from '../src/producer/intake.js';
-import { scriptSchema } from '../src/models/scriptedTurns.js';
+import { scriptSchema, type ScriptTurn } from '../src/models/scriptedTurns.js';
 import { Ledger } from '../src/ledger/ledger.js';
 import { FleetWorker } from '../src/worker/fleetWorker.js';
 import { createEffectRunner } from '../src/ledger/runner.js';
@@ -159,7 +159,20 @@ interface Target {
   calls: { step: number; tool: string }[];
 }
 
-type Script = ReturnType<typeof scriptSchema.parse>;
+/** A crash test's script: plain turns, so each step's writes are known before the run (see plainScript). */
+type Script = ScriptTurn[];
+
+/**
+ * The script's turns, refused with a TypeError when one is a branching turn: which writes such a step makes depends on
+ * what the run's tools answered, so the crash points of its writes cannot be chosen beforehand.
+ */
+function plainScript(raw: unknown): Script {
+  return scriptSchema.parse(raw).map((entry, i) => {
+    if ('branches' in entry)
+      throw new TypeError(`crashTest: turn ${i + 1} is a branching turn; give the crash test a script of plain turns`);
+    return entry;
+  });
+}
 
 /** Every write call of the script, in order, with its step. */
 function writeCalls(catalog: AgentCatalog, agentName: string, script: Script): Target['calls'] {
@@ -392,7 +405,7 @@ export async function crashTest(opts: CrashTestOptions): Promise<CrashReport> {
     const agent = opts.agent ?? (catalog.names.length === 1 ? catalog.names[0]! : undefined);
     if (!agent || !catalog.get(agent))
       throw new TypeError(`crashTest: name the agent to run (the module has ${catalog.names.join(', ')})`);
-    const script = scriptSchema.parse(opts.script);
+    const script = plainScript(opts.script);
     const calls = writeCalls(catalog, agent, script);
     if (calls.length === 0) throw new TypeError(`crashTest: the script calls no write tool of '${agent}'`);
     const points = opts.points ?? CRASH_TEST_POINTS;

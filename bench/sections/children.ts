@@ -19,7 +19,7 @@ import { newMetrics } from '../../src/metrics/metrics.js';
 import { buildSpec } from '../../src/producer/intake.js';
 import { scriptSchema } from '../../src/models/scriptedTurns.js';
 import type { EngineContext } from '../../src/runs/engineContext.js';
-import { refunds, triage } from '../../examples/triage-refunds/index.js';
+import { refunds, triageAgent } from '../../examples/triage-refunds/index.js';
 import { spawnWorker } from '../../testkit/processes.js';
 import { dist, round } from '../lib/stats.js';
 import type { BenchEnv, BenchOptions, Section, SectionResult } from '../lib/types.js';
@@ -103,7 +103,8 @@ async function run(env: BenchEnv, opts: BenchOptions): Promise<SectionResult> {
   const appEnv = { ...env.appEnv, AGENTS_MODULE };
   const cfg = loadConfig(appEnv);
   const ctx = await createContext(cfg, 'bench-children', {
-    agents: [triage, refunds],
+    // The worker process builds the same agents from the module's settings (the desk: the bench's sandbox).
+    agents: [triageAgent({ baseUrl: env.sandbox.url, token: 'sandbox-token' }), refunds],
     log: createLogger('bench-children', cfg.LOG_LEVEL),
     metrics: newMetrics(),
   });

@@ -53,9 +53,17 @@ export default [
     key: (r) => r.requestId,
     demoScript: (r) => [
       { toolCalls: [{ name: 'wait_for_reply', args: { requestId: r.requestId, timeoutSeconds: 60 } }], usage },
-      { toolCalls: [], final: 'Thanks for your reply.', usage },
+      // The wait's result picks the answer: a reply, or the timeout (no reply is not thanked for).
+      {
+        branches: [
+          { whenLastToolResult: { contains: '"timedOut":true' }, final: NO_REPLY, usage },
+          { final: 'Thanks for your reply.', usage },
+        ],
+      },
     ],
   }),
 ];
 
 const usage = { promptTokens: 50, completionTokens: 5 };
+/** The answer when the wait timed out. */
+export const NO_REPLY = 'No reply came in time; we will ask again.';

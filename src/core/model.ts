@@ -81,7 +81,7 @@ export interface ModelRequest {
   instructions: string;
   /** The conversation's first user message: the agent's prompt(input). */
   prompt: string;
-  /** Present only when the provider says it needs it (see needsTranscript). */
+  /** Present only when the provider says it needs it (see needsTranscript and needsTranscriptFor). */
   transcript?: JournalEntry[];
   tools: ToolSpec[];
   /**
@@ -121,6 +121,11 @@ export interface ModelProvider {
   readonly defaultModel?: string | undefined;
   /** Whether complete() needs the run's transcript (read incrementally, see TranscriptCache). */
   readonly needsTranscript: boolean;
+  /**
+   * Whether this one call needs the transcript when needsTranscript is false (the scripted provider's branching
+   * turn): asked before each model call with the call's script and step; absent, needsTranscript decides alone.
+   */
+  needsTranscriptFor?(req: Pick<ModelRequest, 'script' | 'step'>): boolean;
   complete(req: ModelRequest): Promise<ModelTurn>;
   /**
    * Makes the provider's code ready before its first call, sending nothing (a worker calls it once at boot,

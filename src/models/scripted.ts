@@ -2,10 +2,21 @@
  * Deterministic provider: plays the request's script (the run's own, else its
  * agent's demoScript), turn i at step i. Past the end of the script it answers
  * a final message. Transient failures and missing usage are scripted, for tests.
+ * A branching turn picks its branch by the run's last tool results (it reads the
+ * transcript for that step only).
  */
+import type { JournalEntry } from '../core/journal.js';
 import { RetryableError, TerminalError } from '../core/errors.js';
 import type { ModelProvider, ModelRequest, ModelTurn } from '../core/model.js';
-import { SCRIPT_MAX_TURNS, scriptTurnSchema, type ScriptTurn } from './scriptedTurns.js';
+import {
+  isBranchingTurn,
+  SCRIPT_MAX_TURNS,
+  scriptBranchingTurnSchema,
+  scriptTurnSchema,
+  type ScriptBranchingTurn,
+  type ScriptEntry,
+  type ScriptTurn,
+} from './scriptedTurns.js';
 
 const INVALID = 'the script is not a valid script';
 
@@ -15,18 +26,48 @@ const INVALID = 'the script is not a valid script';
  * worker of the fleet. No script, or an invalid one, is a TerminalError (`invalid_input`): no retry makes one. The
  * intake validated the whole script already (src/producer/schemas.ts); this guards what Redis hands back.
  */
-function turnOf(raw: unknown, step: number): ScriptTurn | undefined {
+function entryOf(raw: unknown, step: number): ScriptEntry | undefined {
   if (raw === undefined)
     throw new TerminalError('invalid_input', 'no script: the run brought none and its agent has no demoScript');
   if (!Array.isArray(raw) || raw.length === 0 || raw.length > SCRIPT_MAX_TURNS)
     throw new TerminalError('invalid_input', INVALID, { issues: [`a list of 1 to ${SCRIPT_MAX_TURNS} turns`] });
   if (step > raw.length) return undefined;
-  const r = scriptTurnSchema.safeParse(raw[step - 1]);
+  const entry: unknown = raw[step - 1];
+  const r = isBranchingTurn(entry) ? scriptBranchingTurnSchema.safeParse(entry) : scriptTurnSchema.safeParse(entry);
   if (!r.success)
     throw new TerminalError('invalid_input', INVALID, {
       issues: r.error.issues.map((i) => [step - 1, ...i.path].join('.')),
     });
   return r.data;
+}
+
+/**
+ * The JSON of each tool result (`status` and `output`) of the last step that has any: what a branch's
+ * `whenLastToolResult.contains` looks in. A child run's answer or stop, journalled when its parent woke, is the
+ * result of the step that started it.
+ */
+function lastToolResults(transcript: readonly JournalEntry[]): string[] {
+  const observations = transcript.filter((e) => e.kind === 'observation');
+  const last = observations.at(-1)?.step;
+  return observations.filter((e) => e.step === last).map((e) => JSON.stringify({ status: e.status, output: e.output }));
+}
+
+/** The branch a branching turn plays: the first whose condition holds; none holding is the script's error. */
+function branchOf(
+  entry: ScriptBranchingTurn,
+  transcript: readonly JournalEntry[] | undefined,
+  step: number,
+): ScriptTurn {
+  if (!transcript) throw new TerminalError('invalid_input', 'a branching turn was asked without the transcript');
+  const results = lastToolResults(transcript);
+  const branch = entry.branches.find(
+    (b) => !b.whenLastToolResult || results.some((r) => r.includes(b.whenLastToolResult!.contains)),
+  );
+  if (!branch)
+    throw new TerminalError('invalid_input', 'no branch of the turn holds for the last tool results', {
+      issues: [`${step - 1}.branches`],
+    });
+  return branch;
 }
 
 export class ScriptedProvider implements ModelProvider {
@@ -37,9 +78,15 @@ export class ScriptedProvider implements ModelProvider {
   /** Calls per (run, step): lets tests prove a journalled decision is never asked again. */
   calls = 0;
 
+  /** Only a branching turn reads the transcript: every other step of a scripted run reads nothing more. */
+  needsTranscriptFor(req: Pick<ModelRequest, 'script' | 'step'>): boolean {
+    return Array.isArray(req.script) && isBranchingTurn(req.script[req.step - 1]);
+  }
+
   async complete(req: ModelRequest): Promise<ModelTurn> {
     this.calls++;
-    const turn = turnOf(req.script, req.step);
+    const entry = entryOf(req.script, req.step);
+    const turn = entry && 'branches' in entry ? branchOf(entry, req.transcript, req.step) : entry;
     if (!turn) return { toolCalls: [], final: 'Script finished.', usage: { promptTokens: 1, completionTokens: 1 } };
     if (req.attempt <= turn.transientFailures) {
       throw new RetryableError('scripted transient failure (503)', undefined, {

@@ -9,6 +9,11 @@
  * resumes with the child's answer once, counted and told on its events. A worker SIGKILLed right after the
  * parent's park, before it added the parent's wake job: the child ends with no job to promote, and the sweep's
  * re-created wake job is due at once.
+ *
+ * The triage run acts on the child's outcome: a refund within the limit (the child's verdict `refunded`) is told to
+ * the customer as made, with no task for a person; one above it (verdict `needs_person`) and a child that stopped (a
+ * tool error) are handed to a person: one task in the help desk (the sandbox's Zendesk), and the customer told a
+ * person will follow up.
  */
 import type { ChildProcess } from 'node:child_process';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -16,17 +21,19 @@ import { Reconciler } from '../../src/ledger/reconciler.js';
 import { createHarness, producerAuth, type Harness } from '../../testkit/harness.js';
 import { killAll, spawnApi, spawnWorker, type WorkerProcess } from '../../testkit/processes.js';
 import { readRunEvents } from '../../testkit/runEvents.js';
+import { CUSTOMER_REPLIES } from '../../examples/triage-refunds/index.js';
 
 const AGENTS_MODULE = 'examples/triage-refunds/index.ts';
 const ENDED = ['completed', 'failed', 'budget_exceeded', 'cancelled', 'needs_human'];
-/** Each scripted turn of the example spends 70 tokens; each agent takes two turns. */
+/** Each scripted turn of the example spends 70 tokens; each agent takes two turns (triage three to hand off). */
 const TURN_TOKENS = 70;
+const OPERATOR_TOKEN = 'operator-token-for-tests';
 let h: Harness;
 let api: string;
 const processes: ChildProcess[] = [];
 
 beforeEach(async () => {
-  h = await createHarness('children-e2e', { AGENTS_MODULE, STUCK_RUN_MIN_AGE_MS: '500' });
+  h = await createHarness('children-e2e', { AGENTS_MODULE, STUCK_RUN_MIN_AGE_MS: '500', OPERATOR_TOKEN });
   api = await startApiProcess();
 }, 120_000);
 afterEach(async () => {
@@ -50,10 +57,10 @@ async function worker(crashPoint?: string): Promise<WorkerProcess> {
   return w;
 }
 
-async function call(path: string, body?: unknown) {
+async function call(path: string, body?: unknown, auth: Record<string, string> = producerAuth) {
   const res = await fetch(`${api}${path}`, {
     method: body === undefined ? 'GET' : 'POST',
-    headers: { 'content-type': 'application/json', ...producerAuth },
+    headers: { 'content-type': 'application/json', ...auth },
     ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
   });
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
@@ -85,6 +92,27 @@ async function expectOneChildAndCharged(parent: string): Promise<void> {
   expect((view.body.budget as { used: { tokens: number } }).used.tokens).toBe(4 * TURN_TOKENS);
 }
 
+/** The run's final answer: what the customer is told. */
+async function finalAnswer(runId: string): Promise<string | undefined> {
+  const decisions = (await h.ctx.store.transcript(runId)).filter((e) => e.kind === 'decision');
+  return decisions.at(-1)?.final;
+}
+
+/** Exactly one task in the help desk, counted by the desk (the sandbox), for this ticket and this run's action. */
+async function expectOneTaskForAPerson(parent: string, ticketId: string): Promise<void> {
+  const tasks = h.sandbox.records('tickets');
+  expect(tasks).toHaveLength(1);
+  const [handOff] = (await h.ctx.store.transcript(parent)).filter(
+    (e) => e.kind === 'observation' && e.tool === 'hand_to_person',
+  );
+  expect(tasks[0]!.resource).toMatchObject({
+    external_id: (handOff as { actionId?: string }).actionId,
+    subject: expect.stringContaining(`ticket ${ticketId}`),
+    tags: ['refund', 'needs_person'],
+  });
+  expect(h.sandbox.counts().byResource.tickets.records).toBe(1);
+}
+
 describe('agents that call agents, in real processes', { timeout: 180_000 }, () => {
   it('the example: triage hands a refund to the refunds agent and answers with its result', async () => {
     await worker();
@@ -100,9 +128,59 @@ describe('agents that call agents, in real processes', { timeout: 180_000 }, () 
     const transcript = view.body.transcript as { kind: string; output?: unknown }[];
     expect(transcript.find((e) => e.kind === 'observation')?.output).toEqual({
       childRunId: child!.runId,
-      answer: 'Refund of 2000 cents on O-T-1 approved.',
+      answer: 'refunded: refund of 2000 cents on O-T-1 approved.',
     });
     await expectOneChildAndCharged(parent);
+    expect(await finalAnswer(parent)).toBe(CUSTOMER_REPLIES.refunded);
+    expect(h.sandbox.records('tickets')).toEqual([]);
+  });
+
+  it('a refund above the limit: the child answers needs_person, triage hands it to a person and says so', async () => {
+    await worker();
+    const parent = await startTriage('T-6', 90_00);
+    expect(await h.waitForStatus(parent, ENDED, 60_000)).toBe('completed');
+    const view = await call(`/v1/runs/${parent}`);
+    const [child] = view.body.children as { runId: string; status: string }[];
+    expect(child).toMatchObject({ status: 'completed' });
+    const observations = (view.body.transcript as { kind: string; tool?: string; status?: string; output?: unknown }[])
+      .filter((e) => e.kind === 'observation')
+      .map((e) => [e.tool, e.status, e.output]);
+    expect(observations).toEqual([
+      [
+        'hand_to_refunds',
+        'ok',
+        {
+          childRunId: child!.runId,
+          answer: 'needs_person: refund of 9000 cents on O-T-6 is above the 5000-cent limit.',
+        },
+      ],
+      ['hand_to_person', 'ok', { taskId: expect.any(String) }],
+    ]);
+    expect(await finalAnswer(parent)).toBe(CUSTOMER_REPLIES.person);
+    await expectOneTaskForAPerson(parent, 'T-6');
+    // The parent's three turns and the child's two, the child's charged once.
+    expect((view.body.budget as { used: { tokens: number } }).used.tokens).toBe(5 * TURN_TOKENS);
+  });
+
+  it('a child that stopped (cancelled): the tool error goes to a person, the customer is told one will follow up', async () => {
+    // The worker dies right after the child's start: the child waits in the queue, and is cancelled there.
+    const victim = await worker('after_child_started@1');
+    const parent = await startTriage('T-7');
+    expect((await victim.exited).signal).toBe('SIGKILL');
+    const [child] = await h.ctx.redis.smembers(h.ctx.keys.run(parent).children);
+    const cancelled = await call(`/v1/runs/${child}/cancel`, {}, { authorization: `Bearer ${OPERATOR_TOKEN}` });
+    expect(cancelled.status).toBeLessThan(300);
+    await worker();
+    expect(await h.waitForStatus(parent, ENDED, 60_000)).toBe('completed');
+    expect(await h.waitForStatus(child!, ENDED, 60_000)).toBe('cancelled');
+    const transcript = (await h.ctx.store.transcript(parent)).filter((e) => e.kind === 'observation');
+    expect(transcript.map((e) => [e.tool, e.status])).toEqual([
+      ['hand_to_refunds', 'tool_error'],
+      ['hand_to_person', 'ok'],
+    ]);
+    expect(transcript[0]!.output).toMatchObject({ error: 'child_cancelled', childRunId: child });
+    expect(await finalAnswer(parent)).toBe(CUSTOMER_REPLIES.person);
+    await expectOneTaskForAPerson(parent, 'T-7');
   });
 
   it("a worker SIGKILLed right after the child's start: the redelivered step finds it, one child", async () => {
@@ -147,7 +225,7 @@ describe('agents that call agents, in real processes', { timeout: 180_000 }, () 
     expect(types.filter((t) => t === 'woke')).toHaveLength(1);
     const transcript = (await h.ctx.store.transcript(parent)).filter((e) => e.kind === 'observation');
     expect(transcript.map((e) => (e as { output: unknown }).output)).toEqual([
-      { childRunId: child, answer: 'Refund of 2000 cents on O-T-4 approved.' },
+      { childRunId: child, answer: 'refunded: refund of 2000 cents on O-T-4 approved.' },
     ]);
   });
 

@@ -11,7 +11,7 @@ import { buildSpec } from '../../src/producer/intake.js';
 import { StepProcessor } from '../../src/worker/step/processor.js';
 import { RunSpecCache } from '../../src/runs/store.js';
 import { CrashPoints } from '../../src/config/testHooks.js';
-import type { Script } from '../../src/models/scriptedTurns.js';
+import type { Script, ScriptTurn } from '../../src/models/scriptedTurns.js';
 import { encodeEntry, estimateTokens } from '../../src/core/journal.js';
 import { isContext, toolSchemaTokens } from '../../src/budget/policy.js';
 
@@ -27,7 +27,7 @@ const finalTurn = {
   transientFailures: 0,
 };
 
-function scriptOf(steps: number): Script {
+function scriptOf(steps: number): ScriptTurn[] {
   return [...Array.from({ length: steps - 1 }, (_, i) => readTurn(i + 1)), finalTurn];
 }
 

@@ -9,13 +9,14 @@ import { createContext } from '../../src/server/buildContext.js';
 import { startRun } from '../../src/producer/intake.js';
 import type { EngineContext } from '../../src/runs/engineContext.js';
 import { childRunsOf } from '../../src/runs/children.js';
-import { refunds, triage } from '../../examples/triage-refunds/index.js';
+import { refunds, triageAgent } from '../../examples/triage-refunds/index.js';
 import { readRunEvents } from '../../testkit/runEvents.js';
 
 let h: Harness;
 let ctx: EngineContext;
 beforeAll(async () => {
   h = await createHarness('flowchildren', { FLOW_CONTROL: 'true', FLOW_TENANT_CONCURRENCY: '1' });
+  const triage = triageAgent({ baseUrl: h.env.SANDBOX_URL!, token: 'sandbox-token' });
   ctx = await createContext(h.cfg, 'flowchildren', { agents: [triage, refunds] });
   await h.startWorker({}, ctx);
 });

@@ -1,12 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { TerminalError } from '../../src/core/errors.js';
+import type { JournalEntry } from '../../src/core/journal.js';
 import type { ModelRequest } from '../../src/core/model.js';
 import { ScriptedProvider } from '../../src/models/scripted.js';
+import { scriptSchema } from '../../src/models/scriptedTurns.js';
 
 const usage = { promptTokens: 3, completionTokens: 2 };
 
-function request(step: number, script: unknown): ModelRequest {
+function request(step: number, script: unknown, transcript?: JournalEntry[]): ModelRequest {
   return {
+    ...(transcript ? { transcript } : {}),
     runId: 'r_1',
     step,
     attempt: 1,
@@ -19,8 +22,8 @@ function request(step: number, script: unknown): ModelRequest {
   };
 }
 
-async function refusal(step: number, script: unknown): Promise<TerminalError> {
-  const err = await new ScriptedProvider().complete(request(step, script)).catch((e: unknown) => e);
+async function refusal(step: number, script: unknown, transcript?: JournalEntry[]): Promise<TerminalError> {
+  const err = await new ScriptedProvider().complete(request(step, script, transcript)).catch((e: unknown) => e);
   expect(err).toBeInstanceOf(TerminalError);
   return err as TerminalError;
 }
@@ -56,5 +59,75 @@ describe('ScriptedProvider', () => {
       expect(err.code).toBe('invalid_input');
       expect(err.details.issues).toEqual(['a list of 1 to 1000 turns']);
     }
+  });
+
+  describe('a branching turn: the first branch whose condition holds on the last tool results', () => {
+    const observation = (step: number, status: string, output: unknown): JournalEntry => ({
+      v: 1,
+      kind: 'observation',
+      step,
+      callId: `call_${step}_0`,
+      tool: 'ask',
+      status,
+      output,
+    });
+    const script = [
+      { toolCalls: [{ name: 'ask' }], usage },
+      {
+        branches: [
+          { whenLastToolResult: { contains: '"answer":"yes' }, final: 'it said yes', usage },
+          { whenLastToolResult: { contains: 'tool_error' }, final: 'it stopped', usage },
+          { toolCalls: [{ name: 'escalate', args: { why: 'other' } }], usage },
+        ],
+      },
+    ];
+
+    it('plays the branch the results select, the unconditional one last', async () => {
+      const p = new ScriptedProvider();
+      const play = (t: JournalEntry[]) => p.complete(request(2, script, t));
+      expect((await play([observation(1, 'ok', { answer: 'yes: done' })])).final).toBe('it said yes');
+      expect((await play([observation(1, 'tool_error', { error: 'child_failed' })])).final).toBe('it stopped');
+      expect(await play([observation(1, 'ok', { answer: 'no' })])).toEqual({
+        toolCalls: [{ id: 'call_2_0', name: 'escalate', args: { why: 'other' } }],
+        usage,
+      });
+    });
+
+    it('looks only at the last step that has tool results, any of its calls', async () => {
+      const p = new ScriptedProvider();
+      const older = observation(1, 'ok', { answer: 'yes' });
+      const last = [
+        observation(3, 'ok', { answer: 'no' }),
+        { ...observation(3, 'ok', { answer: 'yes!' }), callId: 'c2' },
+      ];
+      expect((await p.complete(request(2, script, [older, observation(3, 'ok', { answer: 'no' })]))).final).toBe(
+        undefined,
+      );
+      expect((await p.complete(request(2, script, [older, ...last]))).final).toBe('it said yes');
+    });
+
+    it('asks for the transcript at a branching step only', () => {
+      const p = new ScriptedProvider();
+      expect(p.needsTranscript).toBe(false);
+      expect(p.needsTranscriptFor({ script, step: 1 })).toBe(false);
+      expect(p.needsTranscriptFor({ script, step: 2 })).toBe(true);
+      expect(p.needsTranscriptFor({ script, step: 3 })).toBe(false);
+      expect(p.needsTranscriptFor({ script: undefined, step: 1 })).toBe(false);
+    });
+
+    it('no branch holding fails the step invalid_input, naming the turn; so does a bad branch', async () => {
+      const conditional = [{ branches: [{ whenLastToolResult: { contains: 'x' }, final: 'x' }] }];
+      const none = await refusal(1, conditional, []);
+      expect(none.code).toBe('invalid_input');
+      expect(none.details.issues).toEqual(['0.branches']);
+      const bad = await refusal(1, [{ branches: [{ whenLastToolResult: { contains: '' } }] }], []);
+      expect(bad.details.issues).toEqual(['0.branches.0.whenLastToolResult.contains']);
+    });
+
+    it('the intake schema accepts branches and names the field of a bad one', () => {
+      expect(scriptSchema.safeParse(script).success).toBe(true);
+      const r = scriptSchema.safeParse([{ final: 'a' }, { branches: [{ final: 'b', extra: 1 }] }, { toolCalls: [{}] }]);
+      expect(r.error?.issues.map((i) => i.path.join('.'))).toEqual(['1.branches.0', '2.toolCalls.0.name']);
+    });
   });
 });

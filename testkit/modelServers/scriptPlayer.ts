@@ -6,7 +6,7 @@
  * (the agent's prompt(input)) and to its step by the assistant turns already
  * in it: concurrent runs interleave freely.
  */
-import type { Script } from '../../src/models/scriptedTurns.js';
+import type { Script, ScriptTurn } from '../../src/models/scriptedTurns.js';
 import type { RecordedRequest, Reply } from './queue.js';
 
 type Message = { role?: unknown; content?: unknown };
@@ -21,12 +21,30 @@ function textOf(content: unknown): string {
   return '';
 }
 
+/**
+ * The scripts' plain turns, by prompt. A branching turn is refused with a TypeError: it reads the run's journalled tool
+ * results, which a conversation on a vendor's wire carries in that vendor's own form.
+ */
+function plainScripts(scripts: ReadonlyMap<string, Script>): Map<string, ScriptTurn[]> {
+  const plain = new Map<string, ScriptTurn[]>();
+  for (const [prompt, script] of scripts)
+    plain.set(
+      prompt,
+      script.map((entry, i) => {
+        if ('branches' in entry) throw new TypeError(`scriptResponder: turn ${i + 1} is a branching turn`);
+        return entry;
+      }),
+    );
+  return plain;
+}
+
 /** Replies from `scripts` (by prompt); undefined for a conversation no script starts (the server's fallback answers). */
 export function scriptResponder(scripts: ReadonlyMap<string, Script>): (req: RecordedRequest) => Reply | undefined {
+  const plain = plainScripts(scripts);
   return (req) => {
     const messages = Array.isArray(req.body.messages) ? (req.body.messages as Message[]) : [];
     const prompt = textOf(messages.find((m) => m.role === 'user')?.content);
-    const script = scripts.get(prompt);
+    const script = plain.get(prompt);
     if (!script) return undefined;
     const step = messages.filter((m) => m.role === 'assistant').length + 1;
     const turn = script[step - 1];

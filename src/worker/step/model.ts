@@ -124,7 +124,9 @@ class ModelCall {
   async run(): Promise<Called> {
     const { env, state } = this;
     env.metrics.modelCalls.inc(this.labels);
-    if (this.provider.needsTranscript) this.transcript = await env.store.transcript(state.runId);
+    const needsTranscript =
+      this.provider.needsTranscript || this.provider.needsTranscriptFor?.({ script: this.script, step: state.step });
+    if (needsTranscript) this.transcript = await env.store.transcript(state.runId);
     let turn: ModelTurn;
     try {
       turn = await withRetry(

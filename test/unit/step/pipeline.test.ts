@@ -5,6 +5,7 @@
 import { DelayedError } from 'bullmq';
 import { describe, expect, it } from 'vitest';
 import { NotReplicatedError } from '../../../src/store/replicated.js';
+import { ScriptedProvider } from '../../../src/models/scripted.js';
 import { MemoryJob } from './memoryStepStore.js';
 import { delivery, finalTurn, jobData, readTurn, specOf, world, writeTurn, type World } from './fixtures.js';
 
@@ -34,6 +35,28 @@ describe('step pipeline', () => {
     expect(run.state).toMatchObject({ status: 'completed', cursor: 2 });
     expect(run.state.used).toMatchObject({ steps: 2, tokens: 24 });
     expect(run.events.filter((e) => e.type === 'step_started')).toHaveLength(2);
+  });
+
+  it("a scripted branching turn is given the transcript and plays the branch the last step's results select", async () => {
+    const w = world();
+    (w.env.providers as Map<string, ScriptedProvider>).set('scripted', new ScriptedProvider());
+    const usage = { promptTokens: 1, completionTokens: 1 };
+    const script = [
+      { toolCalls: [{ name: 'read_note', args: { id: 'a' } }], usage },
+      {
+        branches: [
+          { whenLastToolResult: { contains: 'note b' }, final: 'read b', usage },
+          { whenLastToolResult: { contains: 'note a' }, final: 'read a', usage },
+        ],
+      },
+    ];
+    const spec = specOf({ model: 'scripted', script });
+    w.store.addRun(spec);
+    await deliverCurrent(w, spec.runId);
+    await deliverCurrent(w, spec.runId);
+    const run = w.store.run(spec.runId);
+    expect(run.state).toMatchObject({ status: 'completed' });
+    expect(run.journal.find((e) => e.kind === 'decision' && e.step === 2)).toMatchObject({ final: 'read a' });
   });
 
   it('the same job delivered again after its commit changes nothing and only ensures the current job', async () => {
