@@ -45,6 +45,9 @@ function timeSchema(field: string) {
     });
 }
 
+/** A `field.<name>` query parameter's name. */
+const SEARCH_PARAM_FORMAT = new RegExp(`^field\\.${SEARCH_FIELD_NAME_FORMAT.source.slice(1)}`);
+
 /** A search value: what an agent's search field or a subject key can be (SEARCH_VALUE_MAX_CHARS). */
 const searchValue = (field: string) =>
   z
@@ -55,16 +58,28 @@ const searchValue = (field: string) =>
 export const runListQuerySchema = z
   .object({
     /** Runs of this subject key (agent.key(input), e.g. a ticket id), from the search indexes. */
-    subject: searchValue('subject').optional(),
+    subject: searchValue('subject')
+      .optional()
+      .meta({ description: "Runs of this subject key (the agent's key(input), e.g. a ticket id)." }),
     /** Runs whose agent's `customer` search field is this value (`field.customer`). */
-    customer: searchValue('customer').optional(),
-    /** Runs whose agent's search field `<name>` is the value: `field.<name>=` (src/runs/search.ts). */
+    customer: searchValue('customer')
+      .optional()
+      .meta({ description: "Runs whose agent's `customer` search field is this value (as `field.customer`)." }),
+    /**
+     * Runs whose agent's search field `<name>` is the value: `field.<name>=` parameters, gathered here by
+     * runListQueryInput (an object in the query, form style exploded: each key is a parameter of its own).
+     */
     fields: z
       .record(
-        z.string().regex(SEARCH_FIELD_NAME_FORMAT, `field.<name>: a name matching ${SEARCH_FIELD_NAME_FORMAT}`),
+        z.string().regex(SEARCH_PARAM_FORMAT, `field.<name>: a name matching ${SEARCH_FIELD_NAME_FORMAT}`),
         searchValue('field.<name>'),
       )
-      .optional(),
+      .optional()
+      .meta({
+        description:
+          "An agent's search field: `field.<name>=<value>` (e.g. `field.orderId=A-17`); several must all match.",
+        param: { style: 'form', explode: true },
+      }),
     status: z.enum(RUN_STATUSES).optional(),
     tenant: z.string().regex(NAME, 'tenant: 1-63 letters, digits, _ or -').optional(),
     agent: z.string().regex(NAME, 'agent: 1-63 letters, digits, _ or -').optional(),
@@ -84,7 +99,7 @@ export function runListQueryInput(query: Record<string, unknown>): Record<string
   const out: Record<string, unknown> = {};
   const fields: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(query)) {
-    if (k.startsWith('field.')) fields[k.slice('field.'.length)] = v;
+    if (k.startsWith('field.')) fields[k] = v;
     else out[k] = v;
   }
   if (Object.keys(fields).length > 0) out.fields = fields;
@@ -93,10 +108,10 @@ export function runListQueryInput(query: Record<string, unknown>): Record<string
 
 /** The search terms of a listing query (none: the plain listing). */
 export function searchTermsOfQuery(q: RunListQuery): SearchTerm[] {
-  const fields = { ...q.fields, ...(q.customer !== undefined ? { customer: q.customer } : {}) };
+  const fields = { ...q.fields, ...(q.customer !== undefined ? { 'field.customer': q.customer } : {}) };
   return [
     ...(q.subject !== undefined ? [{ field: SEARCH_SUBJECT, value: q.subject }] : []),
-    ...Object.entries(fields).map(([field, value]) => ({ field, value })),
+    ...Object.entries(fields).map(([field, value]) => ({ field: field.replace(/^field\./, ''), value })),
   ];
 }
 
