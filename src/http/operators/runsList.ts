@@ -162,7 +162,7 @@ export function runsListRouter(ctx: EngineContext, session?: SessionReader): Rou
       return void res
         .status(401)
         .json({ error: 'unauthorized', message: 'an operator, producer or tenant token is required' });
-    const parsed = runListQuerySchema.safeParse(runListQueryInput(req.query as Record<string, unknown>));
+    const parsed = runListQuerySchema.safeParse(runListQueryInput(req.query));
     if (!parsed.success) return void invalid(res, parsed.error);
     const refused =
       searchTermsOfQuery(parsed.data).length > 0

@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildSpec } from '../../../src/producer/intake.js';
-import { sampleTicket, type Harness } from '../../../testkit/harness.js';
+import { producerAuth, sampleTicket, type Harness } from '../../../testkit/harness.js';
 import { startLocalCluster, type LocalCluster } from '../../../testkit/cluster.js';
 import { redisServerOnPath } from '../../../testkit/embeddedRedis.js';
 import { SEARCH_ANY_TENANT, SEARCH_SUBJECT } from '../../../src/store/keys.js';
@@ -40,7 +40,7 @@ function searchSuite(name: string, env: () => Record<string, string>) {
       {
         tenant,
         ticket: { ...sampleTicket(ticket(id)), customer: { email, name: 'Ada' } },
-        agent: { model: 'scripted', script: (park ? [turn([refund(20_000)]), final] : [final]) as never },
+        agent: { model: 'scripted', script: park ? [turn([refund(20_000)]), final] : [final] },
       },
       Date.now(),
       event,
@@ -115,6 +115,23 @@ function searchSuite(name: string, env: () => Record<string, string>) {
     const rows = await search(`subject=${ticket('T-A')}`, GLOBEX_TENANT_TOKEN);
     expect(ids(rows)).toEqual(of('g'));
     expect(await search(`subject=${ticket('T-A')}&tenant=acme`, GLOBEX_TENANT_TOKEN)).toEqual([]);
+  });
+
+  it('refuses a run whose search field is out of bounds, naming it, nothing written', async () => {
+    const long = `${'x'.repeat(190)}-${tag}@example.com`;
+    const res = await fetch(`${h.url}/v1/runs`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...producerAuth },
+      body: JSON.stringify({
+        tenant: 'acme',
+        ticket: { ...sampleTicket(ticket('T-LONG')), customer: { email: long, name: 'A' } },
+      }),
+    });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { fields: { path: string }[] }).fields.map((f) => f.path)).toEqual([
+      'search.customer',
+    ]);
+    expect(await search(`subject=${ticket('T-LONG')}`)).toEqual([]);
   });
 
   it('refuses a malformed search with 400 naming the field', async () => {
