@@ -257,13 +257,13 @@ function message(m: JournalEntry, at: number | undefined): string {
   const t = atOf(at);
   switch (m.kind) {
     case 'decision':
-      return `<li class="msg agent"><span class="who">agent · step ${e(m.step)}${t}</span>${m.text !== undefined ? `<p>${e(m.text)}</p>` : ''}${m.final !== undefined ? `<p>${e(m.final)}</p>` : ''}${m.toolCalls.map((c) => `<div class="call"><code>${e(c.name)}</code><pre>${e(JSON.stringify(c.args, null, 2))}</pre></div>`).join('')}</li>`;
+      return `<li class="msg agent"><span class="who">agent · step ${e(m.step)}</span>${m.text !== undefined ? `<p>${e(m.text)}</p>` : ''}${m.final !== undefined ? `<p>${e(m.final)}</p>` : ''}${m.toolCalls.map((c) => `<div class="call"><code>${e(c.name)}</code><pre>${e(JSON.stringify(c.args, null, 2))}</pre></div>`).join('')}${t}</li>`;
     case 'observation':
-      return `<li class="msg tool"><span class="who">${e(m.tool)} → ${e(m.status)}${t}</span><pre>${e(JSON.stringify(m.output, null, 2))}</pre></li>`;
+      return `<li class="msg tool"><span class="who">${e(m.tool)} → ${e(m.status)}</span><pre>${e(JSON.stringify(m.output, null, 2))}</pre>${t}</li>`;
     case 'status':
       return `<li class="msg note">status <b>${e(m.status)}</b> ${e(m.reason)}${t}</li>`;
     case 'operator':
-      return `<li class="msg operator"><span class="who">operator ${e(m.by)}${t}</span> ${e(m.action)} ${m.actionId ? `<a href="#${e(m.actionId)}">${e(m.actionId)}</a>` : ''} → ${e(m.detail)}</li>`;
+      return `<li class="msg operator"><span class="who">operator ${e(m.by)}</span> ${e(m.action)} ${m.actionId ? `<a href="#${e(m.actionId)}">${e(m.actionId)}</a>` : ''} → ${e(m.detail)}${t}</li>`;
   }
 }
 
