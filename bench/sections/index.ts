@@ -22,6 +22,7 @@ import { rateLimit } from './rateLimit.js';
 import { flowCost } from './flowCost.js';
 import { intake } from './intake.js';
 import { killToModel } from './killToModel.js';
+import { search } from './search.js';
 
 export const sections: Section[] = [
   throughput,
@@ -42,4 +43,5 @@ export const sections: Section[] = [
   rateLimit,
   flowCost,
   intake,
+  search,
 ];

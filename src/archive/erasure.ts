@@ -140,7 +140,7 @@ async function eraseRunInRedis(ctx: ErasureContext, runId: string, nowMs: number
   try {
     for (let attempt = 0; attempt < ERASE_TRIES; attempt++) {
       await conn.watch(k.run, k.journal, k.events, k.actions);
-      const run = await readRun(conn, ctx.keys, runId, ['spec', 'followUpContext']);
+      const run = await readRun(conn, ctx.keys, runId, ['spec', 'followUpContext', 'search', 'searchKeys']);
       if (!run) {
         await conn.unwatch();
         return 'erased';
@@ -167,6 +167,9 @@ async function eraseRunInRedis(ctx: ErasureContext, runId: string, nowMs: number
         runFields.spec = JSON.stringify(redactSpec(JSON.parse(run.spec) as Record<string, unknown>));
       if (run.followUpContext !== undefined) runFields.followUpContext = ERASED;
       tx.hset(k.run, runFields);
+      // The agent's search values are the customer's own (an email, an order id): gone from the run and its indexes.
+      if (run.search !== undefined) tx.hdel(k.run, 'search');
+      for (const index of JSON.parse(run.searchKeys ?? '[]') as string[]) tx.zrem(index, runId);
       journal.forEach((raw, i) => {
         try {
           tx.lset(k.journal, i, packEntry(encodeEntry(redactEntry(decodeEntry(raw, i)))));
@@ -226,6 +229,7 @@ async function eraseRunInArchive(pool: ArchivePool, runId: string, nowMs: number
     if (row) {
       const record: Record<string, unknown> = { ...row.record, erasedAt: String(nowMs) };
       if (record.followUpContext !== undefined) record.followUpContext = ERASED;
+      delete record.search;
       await client.query(
         `UPDATE archived_runs SET view = $2, spec = $3, events = $4, record = $5, search_fields = '{}',
            erased_at_ms = GREATEST(erased_at_ms, $6), versions = versions + 1 WHERE run_id = $1`,

@@ -308,6 +308,13 @@ export interface AgentDefinition<I> {
   /** The input's business key: the same tenant, agent and key is the same run (default: a digest of the input). */
   key?(input: I): string;
   /**
+   * The input's search fields: what people know a run by besides its subject (a customer's email, an order id), as
+   * `{ name: value }`. Computed once at intake and stored in the run's spec; each field indexes the run (GET
+   * /v1/runs?field.<name>=, the console's search). At most SEARCH_FIELDS_MAX fields, names SEARCH_FIELD_NAME_FORMAT,
+   * values 1 to SEARCH_VALUE_MAX_CHARS characters (an empty or absent value is left out). Pure.
+   */
+  search?(input: I): Readonly<Record<string, string | undefined>>;
+  /**
    * Prompt tokens of instructions and input, for the budget pre-flight (default: instructions(input) and prompt(input),
    * by the tokenizer).
    */
@@ -413,6 +420,8 @@ export interface Agent<I = unknown> {
   instructions(input: I): string;
   prompt(input: I): string;
   key(input: I): string;
+  /** The input's search fields, validated (searchFieldsOf): `{}` for an agent that declares none. */
+  search(input: I): SearchFields;
   estimateInputTokens(input: I): number;
   compensationFor?(action: CompensableAction, input: I): CompensationCall | undefined;
   demoScript?(input: I): unknown;
@@ -426,6 +435,49 @@ export interface Agent<I = unknown> {
  */
 export function defaultInputTokens(input: unknown): number {
   return countTokens(JSON.stringify(input) ?? '') + 200;
+}
+
+/** A run's search fields: name -> value (searchFieldsOf checked them). */
+export type SearchFields = Readonly<Record<string, string>>;
+
+export const SEARCH_FIELDS_MAX = 8;
+export const SEARCH_FIELD_NAME_FORMAT = /^[a-z][a-zA-Z0-9_]{0,31}$/;
+export const SEARCH_VALUE_MAX_CHARS = 200;
+
+/** A search field the agent's `search(input)` returned out of bounds (intake answers 400 naming `search.<name>`). */
+export class SearchFieldError extends Error {
+  constructor(
+    readonly field: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * The fields of an agent's `search(input)` within bounds: names SEARCH_FIELD_NAME_FORMAT, at most SEARCH_FIELDS_MAX,
+ * values strings of 1 to SEARCH_VALUE_MAX_CHARS characters (an empty or absent value is left out: an input without an
+ * order id is not indexed under one). Anything else throws SearchFieldError naming the field.
+ */
+export function searchFieldsOf(agent: string, raw: unknown): SearchFields {
+  if (raw === undefined) return {};
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
+    throw new SearchFieldError('search', `agent '${agent}': search(input) must return an object of strings`);
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(raw)) {
+    if (!SEARCH_FIELD_NAME_FORMAT.test(name))
+      throw new SearchFieldError(
+        `search.${name.slice(0, 40)}`,
+        `a search field's name must match ${SEARCH_FIELD_NAME_FORMAT}`,
+      );
+    if (value === undefined || value === '') continue;
+    if (typeof value !== 'string' || value.length > SEARCH_VALUE_MAX_CHARS)
+      throw new SearchFieldError(`search.${name}`, `a string of 1 to ${SEARCH_VALUE_MAX_CHARS} characters`);
+    out[name] = value;
+  }
+  if (Object.keys(out).length > SEARCH_FIELDS_MAX)
+    throw new SearchFieldError('search', `at most ${SEARCH_FIELDS_MAX} search fields`);
+  return Object.freeze(out);
 }
 
 const AGENT = Symbol.for('durable-agent-fleet.agent');
@@ -445,6 +497,7 @@ export function defineAgent<I>(def: AgentDefinition<I>): Agent<I> {
     instructions: def.instructions,
     prompt,
     key: def.key ?? ((input) => fingerprint(input).slice(0, 32)),
+    search: (input: I) => searchFieldsOf(def.name, def.search?.(input)),
     // By default what the model is sent: the instructions and the first message, counted by the tokenizer.
     estimateInputTokens:
       def.estimateInputTokens ?? ((input: I) => countTokens(def.instructions(input)) + countTokens(prompt(input))),

@@ -13,12 +13,13 @@ import { eventBodySchema } from '../producer/events.js';
 import { SIGNATURE_HEADER, TIMESTAMP_HEADER } from '../producer/webhookSignature.js';
 import { runListQuerySchema } from './operators/runsList.js';
 import { decisionSchema } from './operators/approvals.js';
-import { findingSchema } from './operators/reconciliations.js';
+import { findingSchema, humanItemSchema } from './operators/reconciliations.js';
 import { cancelSchema } from './operators/cancel.js';
 import { retryBodySchema } from './operators/retry.js';
 import { agentFlowBodySchema, tenantFlowBodySchema } from './operators/flow.js';
 import { continueSchema, VERSION_QUEUE_PATH, versionListQuerySchema } from './operators/versions.js';
 import { nameSchema } from './operators/sessions.js';
+import { RUN_STATUSES } from '../core/status.js';
 
 export const OPENAPI_PATH = '/openapi.json';
 
@@ -140,6 +141,30 @@ function webhook(summary: string, body: z.ZodType, withTenantPath: boolean): Zod
   };
 }
 
+const runRowSchema = z
+  .object({
+    runId: z.string(),
+    status: z.enum(RUN_STATUSES),
+    reason: z.string(),
+    tenant: z.string(),
+    agent: z.string(),
+    step: z.number().int(),
+    createdAt: z.number().int(),
+    statusAt: z.number().int().meta({ description: 'When the run entered its status (epoch ms).' }),
+    subject: z.string().meta({ description: "The run's subject key (agent.key(input), e.g. a ticket id)." }),
+    search: z
+      .record(z.string(), z.string())
+      .optional()
+      .meta({ description: "The agent's search fields of the run's input (absent when it declares none)." }),
+  })
+  .meta({ id: 'RunRow' });
+const runPageSchema = z
+  .object({
+    runs: z.array(runRowSchema),
+    nextCursor: z.string().optional().meta({ description: 'Pass as `cursor` for the next page.' }),
+  })
+  .meta({ id: 'RunPage' });
+
 /** POST and GET /v1/runs: the create body is the named-agent form or one of the agents' shorthands. */
 const runsPath = (agents: AgentCatalog): Record<string, ZodOpenApiOperationObject> => ({
   post: {
@@ -164,10 +189,11 @@ const runsPath = (agents: AgentCatalog): Record<string, ZodOpenApiOperationObjec
     },
   },
   get: {
-    summary: 'Runs, newest status change first.',
+    summary:
+      'Runs, newest status change first; with subject, customer or field.<name>: a search from the indexes, newest created first.',
     requestParams: { query: runListQuerySchema },
     responses: {
-      '200': jsonObject('{runs, nextCursor?}'),
+      '200': { description: 'One page of runs.', content: { 'application/json': { schema: runPageSchema } } },
       '400': refusal('Invalid query, named by field.'),
       ...guarded,
     },
@@ -303,7 +329,13 @@ export function openApiDocument(agents: AgentCatalog): ReturnType<typeof createD
       '/v1/reconciliations': {
         get: {
           summary: 'The human reconciliation queue.',
-          responses: { '200': jsonObject('{reconciliations}'), ...guarded },
+          responses: {
+            '200': {
+              description: 'The actions waiting for a person, with their evidence and the ticket (subject) of each.',
+              content: { 'application/json': { schema: z.object({ reconciliations: z.array(humanItemSchema) }) } },
+            },
+            ...guarded,
+          },
         },
       },
       '/v1/reconciliations/{actionId}': {

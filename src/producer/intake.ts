@@ -15,7 +15,7 @@ import type { EngineContext } from '../runs/engineContext.js';
 import type { Admission } from '../flow/admission.js';
 import { scriptedModelAllowed } from '../config/testHooks.js';
 import { TerminalError } from '../core/errors.js';
-import type { Agent } from '../core/agent.js';
+import { SearchFieldError, type Agent, type SearchFields } from '../core/agent.js';
 import { runSpecSchema, type RunSpec } from '../runs/spec.js';
 import type { CreateRunResult } from '../store/calls/createRun.js';
 import { runIdFor, runIdForEvent } from '../store/keys.js';
@@ -125,6 +125,7 @@ export function buildSpec(ctx: EngineContext, request: CreateRunRequest, nowMs: 
     });
   else if (req.script && model !== undefined && model !== 'scripted')
     problems.push({ path: req.fields.script, message: 'only the scripted provider takes a script' });
+  const search = searchOf(agent, input, problems);
   if (problems.length > 0 || 'path' in choice) throw new InvalidRunRequest(problems);
   const spec: RunSpec = {
     v: 2,
@@ -143,6 +144,7 @@ export function buildSpec(ctx: EngineContext, request: CreateRunRequest, nowMs: 
     limits: { maxSteps, maxTokens, maxWallMs, deadlineAt: nowMs + maxWallMs },
     createdAt: nowMs,
     ...(req.priority ? { priority: req.priority } : {}),
+    ...(Object.keys(search).length > 0 ? { search: { ...search } } : {}),
   };
   // The worker parses the stored spec with this schema: what it would refuse is refused here.
   const check = runSpecSchema.safeParse(JSON.parse(JSON.stringify(spec)));
@@ -154,6 +156,17 @@ export function buildSpec(ctx: EngineContext, request: CreateRunRequest, nowMs: 
       })),
     );
   return spec;
+}
+
+/** The agent's search fields of the input; a value out of bounds is a problem naming `search.<name>`. */
+function searchOf(agent: Agent, input: unknown, problems: FieldProblem[]): SearchFields {
+  try {
+    return agent.search(input);
+  } catch (err) {
+    if (!(err instanceof SearchFieldError)) throw err;
+    problems.push({ path: err.field, message: err.message });
+    return {};
+  }
 }
 
 /** A spec field named as the request field it comes from (`limits.maxWallMs` -> `budget.maxWallMs`). */

@@ -51,6 +51,10 @@ export interface RunRow {
   createdAt: number;
   /** When the run entered its status (ms): the list's order. */
   statusAt: number;
+  /** The run's subject key (the agent's key(input)): the subject's runs form a chain. */
+  subject: string;
+  /** The agent's search fields of the run's input (absent when it declares none). */
+  search?: Record<string, string>;
 }
 
 export interface RunPage {
@@ -72,7 +76,7 @@ export function decodeCursor(raw: string): RunCursor | undefined {
 }
 
 /** One index zset read in (score desc, member desc) order, strictly after the cursor, a batch at a time. */
-class Source {
+export class IndexSource {
   private offset = 0;
   private done = false;
   buffer: { runId: string; at: number }[] = [];
@@ -110,10 +114,10 @@ class Source {
   }
 }
 
-function sourcesOf(keys: KeySpace, q: RunQuery): Source[] {
-  const out: Source[] = [];
+function sourcesOf(keys: KeySpace, q: RunQuery): IndexSource[] {
+  const out: IndexSource[] = [];
   const add = (shard: number, key: string) =>
-    out.push(new Source(shard, key, q.cursor, q.limit + 1, { since: q.since, until: q.until }));
+    out.push(new IndexSource(shard, key, q.cursor, q.limit + 1, { since: q.since, until: q.until }));
   for (const shard of keys.allShards()) {
     for (const status of q.statuses) {
       if (q.tenants !== undefined) for (const t of q.tenants) add(shard, keys.runsByTenant(shard, t, status));
@@ -128,12 +132,12 @@ function sourcesOf(keys: KeySpace, q: RunQuery): Source[] {
  * Until every source has a head or is exhausted (a batch can be all entries at or before
  * the cursor): one pipeline per shard (one Redis Cluster slot each), the shards in parallel.
  */
-async function fill(redis: RedisClient, sources: Source[]): Promise<void> {
+async function fill(redis: RedisClient, sources: IndexSource[]): Promise<void> {
   while (sources.some((s) => s.needsMore)) await fillOnce(redis, sources);
 }
 
-async function fillOnce(redis: RedisClient, sources: Source[]): Promise<void> {
-  const byShard = new Map<number, Source[]>();
+async function fillOnce(redis: RedisClient, sources: IndexSource[]): Promise<void> {
+  const byShard = new Map<number, IndexSource[]>();
   for (const s of sources) if (s.needsMore) byShard.set(s.shard, [...(byShard.get(s.shard) ?? []), s]);
   await Promise.all(
     [...byShard.values()].map(async (group) => {
@@ -150,15 +154,61 @@ async function fillOnce(redis: RedisClient, sources: Source[]): Promise<void> {
 
 export async function listRuns(redis: RedisClient, keys: KeySpace, q: RunQuery): Promise<RunPage> {
   if (q.tenants !== undefined && q.tenants.length === 0) return { runs: [] };
-  const sources = sourcesOf(keys, q);
+  return pageFrom(redis, keys, sourcesOf(keys, q), q.limit, async (runId, at, run) => {
+    if (q.agent !== undefined && run.agent !== q.agent) return undefined;
+    return rowOf(runId, run, at);
+  });
+}
+
+const ROW_FIELDS = ['reason', 'tenant', 'agent', 'cursor', 'createdAt', 'updatedAt', 'key', 'search'] as const;
+export type RowRecord = NonNullable<Awaited<ReturnType<typeof readRun<(typeof ROW_FIELDS)[number]>>>>;
+
+/** A listing row of a run as read (`statusAt`: when it entered its status, as the caller knows it). */
+export function rowOf(runId: string, run: RowRecord, statusAt: number): RunRow {
+  return {
+    runId,
+    status: run.status,
+    reason: run.reason,
+    tenant: run.tenant,
+    agent: run.agent,
+    step: run.cursor,
+    createdAt: run.createdAt,
+    statusAt,
+    subject: run.key,
+    ...(run.search !== undefined ? { search: parseSearch(run.search) } : {}),
+  };
+}
+
+function parseSearch(raw: string): Record<string, string> {
+  try {
+    const v = JSON.parse(raw) as unknown;
+    if (typeof v !== 'object' || v === null) return {};
+    return Object.fromEntries(Object.entries(v).filter((e): e is [string, string] => typeof e[1] === 'string'));
+  } catch {
+    return {};
+  }
+}
+
+/**
+ * One page from index sources merged in (time desc, run id desc) order (the listing's and the search's, src/runs/
+ * search.ts): each entry's run is read and `accept` makes its row or skips it; an entry whose run has expired is
+ * dropped from its index when met.
+ */
+export async function pageFrom(
+  redis: RedisClient,
+  keys: KeySpace,
+  sources: IndexSource[],
+  limit: number,
+  accept: (runId: string, at: number, run: RowRecord) => Promise<RunRow | undefined>,
+): Promise<RunPage> {
   const rows: RunRow[] = [];
   let examined = 0;
   let last: RunCursor | undefined;
-  const budget = q.limit * EXAMINE_FACTOR;
-  while (rows.length < q.limit && examined < budget) {
+  const budget = limit * EXAMINE_FACTOR;
+  while (rows.length < limit && examined < budget) {
     await fill(redis, sources);
     // The next row overall: the highest (time, id) at the head of any source.
-    let best: Source | undefined;
+    let best: IndexSource | undefined;
     for (const s of sources) {
       const head = s.buffer[0];
       if (!head) continue;
@@ -169,22 +219,13 @@ export async function listRuns(redis: RedisClient, keys: KeySpace, q: RunQuery):
     const { runId, at } = best.buffer.shift()!;
     examined++;
     last = { at, runId };
-    const run = await readRun(redis, keys, runId, ['reason', 'tenant', 'agent', 'cursor', 'createdAt']);
+    const run = await readRun(redis, keys, runId, ROW_FIELDS);
     if (!run) {
       await redis.zrem(best.key, runId); // the run expired (retention): its entry goes too
       continue;
     }
-    if (q.agent !== undefined && run.agent !== q.agent) continue;
-    rows.push({
-      runId,
-      status: run.status,
-      reason: run.reason,
-      tenant: run.tenant,
-      agent: run.agent,
-      step: run.cursor,
-      createdAt: run.createdAt,
-      statusAt: at,
-    });
+    const row = await accept(runId, at, run);
+    if (row) rows.push(row);
   }
   // A full page (or the examine bound): there may be more after the last entry read.
   await fill(redis, sources);

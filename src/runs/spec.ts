@@ -5,7 +5,7 @@
  * the agent's schema validated it at intake, and only the agent reads it.
  */
 import { z } from 'zod';
-import { AGENT_NAME_FORMAT } from '../core/agent.js';
+import { AGENT_NAME_FORMAT, SEARCH_FIELD_NAME_FORMAT, SEARCH_VALUE_MAX_CHARS } from '../core/agent.js';
 import { modelIdSchema, modelOptionsSchema, providerNameSchema } from '../core/model.js';
 import { HARD_LIMITS } from '../core/limits.js';
 
@@ -84,6 +84,13 @@ export const runSpecSchema = z.object({
       callId: z.string(),
     })
     .strict()
+    .optional(),
+  /**
+   * The agent's search fields of the input (Agent.search), computed at intake: the run is indexed under each
+   * (src/runs/search.ts), and every reader sees the same values.
+   */
+  search: z
+    .record(z.string().regex(SEARCH_FIELD_NAME_FORMAT), z.string().min(1).max(SEARCH_VALUE_MAX_CHARS))
     .optional(),
   /** Its place in its tenant's line under flow control: 0 (normal) to 4 (most urgent); src/flow/admission.ts. */
   priority: z.number().int().min(0).max(4).optional(),

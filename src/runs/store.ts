@@ -13,6 +13,7 @@ import { limitsSchema, runSpecSchema, type RunLimits, type RunSpec, type StepJob
 import { ShardQueues, STEP_JOB_NAME } from '../store/queues.js';
 import { isWaitStatus, parseWait, waitIdOf, type WaitRecord } from './waits.js';
 import { endsRun, type RunStatus } from '../core/status.js';
+import { searchIndexKeysOf } from './search.js';
 import { newRunRecord, readBudget, readRun, readStatuses } from '../store/runRecord.js';
 
 export interface RunState {
@@ -38,6 +39,8 @@ export class RunStore {
     private readonly eventsMaxLen: number,
     /** How long a subject's latest-run record lives (config SUBJECT_LINK_TTL_MS). */
     private readonly subjectTtlMs = 30 * 24 * 3600_000,
+    /** Whether runs are indexed for search (src/runs/search.ts); off only in the bench's per-create comparison. */
+    private readonly searchIndexed = true,
   ) {}
 
   /** Creates the run and step 1's job atomically. Returns false when nothing was created (see intake). */
@@ -73,6 +76,9 @@ export class RunStore {
       model: spec.model,
       jobId: stepJobId(spec.runId, 1),
       spec: JSON.stringify(spec),
+      search: spec.search,
+      // Indexed by what people know of it (src/runs/search.ts), in the same change as its creation.
+      searchKeys: this.searchIndexed ? searchIndexKeysOf(this.keys, spec) : [],
     });
     const budget = { ...spec.limits, stepsUsed: 0, tokensUsed: 0, contextBytes: 0 };
     // Lua's cjson turns numbers into doubles (1.7e+12): send every field as a string.

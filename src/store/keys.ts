@@ -323,6 +323,19 @@ export class KeySpace {
     return `${this.prefix}:erasures`;
   }
 
+  /**
+   * zset per shard: the runs one search term finds (src/runs/search.ts), run id -> ms of its creation, written by
+   * createRun in the same change as the run (so on the run's shard: a search reads every shard). `tenant` is the
+   * run's tenant, or SEARCH_ANY_TENANT for the index an unscoped reader searches; `field` is SEARCH_SUBJECT for the
+   * subject key, else an agent's search field name. The term is hashed: no customer text in a key name.
+   * `:live` beside it (string): how many of its runs have not ended; while any has not, the index keeps no TTL
+   * (includes/searchIndex.lua).
+   */
+  searchIndex(shard: number, tenant: string, field: string, value: string): string {
+    const digest = createHash('sha256').update(`${tenant}\u0000${field}\u0000${value}`).digest('hex').slice(0, 32);
+    return `${this.prefix}:${tagOf(shard)}:search:${digest}`;
+  }
+
   /** Redlock resource: one reconciler sweeps at a time (efficiency only; the ledger's CAS keeps effects once). */
   reconcilerLeader(): string {
     return `${this.prefix}:reconciler:leader`;
@@ -423,6 +436,11 @@ export class KeySpace {
     return Array.from({ length: this.shards }, (_, i) => i);
   }
 }
+
+/** The search index term of a run's subject key (KeySpace.searchIndex); a search field's name never starts with `~`. */
+export const SEARCH_SUBJECT = '~subject';
+/** The tenant of the search index every tenant's runs are also in (a tenant name never is `*`). */
+export const SEARCH_ANY_TENANT = '*';
 
 /** A run id as runIdFor makes it: `r_` + 24 lowercase hex digits. */
 export const RUN_ID_FORMAT = /^r_[0-9a-f]{24}$/;

@@ -77,6 +77,12 @@ const RUN_FIELDS = {
   archivedAt: count,
   /** When the run's customer text was last erased (absent: never; src/archive/erasure.ts). */
   erasedAt: optional,
+  /** The agent's search fields of the run's input, JSON object (the spec's `search`, for listings). */
+  search: optional,
+  /** The run's search index keys, JSON array (written by createRun; includes/searchIndex.lua keeps them). */
+  searchKeys: optional,
+  /** Whether the run counts as live in its search indexes (includes/searchIndex.lua). */
+  searchLive: flag,
 } satisfies Record<string, Decode<unknown>>;
 
 /** The budget hash: the limits in force and what the run has used. */
@@ -164,9 +170,12 @@ export function newRunRecord(
   fields: Pick<
     RunRecord,
     'tenant' | 'agent' | 'key' | 'createdAt' | 'updatedAt' | 'agentVersion' | 'toolsHash' | 'model' | 'jobId'
-  > & { spec: string },
+  > & { spec: string; search?: Readonly<Record<string, string>> | undefined; searchKeys?: readonly string[] },
 ): Record<string, string> {
   const { tenant, agent, key, createdAt, updatedAt, agentVersion, toolsHash, model, jobId, spec } = fields;
+  const searchKeys = fields.searchKeys?.length ? { searchKeys: JSON.stringify(fields.searchKeys) } : {};
+  const search =
+    fields.search && Object.keys(fields.search).length > 0 ? { search: JSON.stringify(fields.search) } : {};
   const record: Partial<Record<RunField, string | number>> = {
     status: 'queued',
     reason: '',
@@ -182,6 +191,8 @@ export function newRunRecord(
     decidedStep: 0,
     jobId,
     spec,
+    ...search,
+    ...searchKeys,
   };
   return Object.fromEntries(Object.entries(record).map(([f, v]) => [f, String(v)]));
 }

@@ -168,7 +168,7 @@ describe('the archive of ended runs', () => {
       ...sampleTicket(subject),
       subject: `Broken ${mark}`,
       body,
-      customer: { email: 'erase-me@example.com', name: `Name ${mark}` },
+      customer: { email: `${mark}@example.com`, name: `Name ${mark}` },
     });
     const first = await postRun(ticket(`first message ${mark}`), 'er-1');
     expect(await h.waitForStatus(first, DONE, 20_000)).toBe('completed');

@@ -54,6 +54,21 @@ afterAll(async () => {
 });
 
 describe('GET /openapi.json', () => {
+  it("describes the run search params, the rows' subject and search fields, and the human queue's items", () => {
+    const get = doc.paths['/v1/runs']!.get as unknown as { parameters: { name: string; style?: string }[] };
+    const params = new Map(get.parameters.map((p) => [p.name, p]));
+    for (const name of ['subject', 'customer', 'fields']) expect(params.has(name), name).toBe(true);
+    expect(params.get('fields')).toMatchObject({ style: 'form', explode: true });
+    const schemas = (doc.components as unknown as { schemas: Record<string, { properties: Record<string, unknown> }> })
+      .schemas;
+    expect(Object.keys(schemas.RunRow!.properties)).toEqual(expect.arrayContaining(['subject', 'search']));
+    expect(Object.keys(schemas.HumanQueueItem!.properties)).toEqual(
+      expect.arrayContaining(['actionId', 'runId', 'tenant', 'subject', 'state', 'history', 'since']),
+    );
+    const rec = doc.paths['/v1/reconciliations']!.get!.responses['200']!.content!['application/json'];
+    expect(JSON.stringify(rec)).toContain('#/components/schemas/HumanQueueItem');
+  });
+
   it('is a valid OpenAPI 3.1 document', async () => {
     const result = await new Validator().validate(doc);
     expect(result.errors ?? []).toEqual([]);

@@ -37,6 +37,8 @@ export function supportAgent(
     prompt: (t) => `Ticket ${t.id}: ${t.subject}\n\n${t.body}\n\nCustomer: ${t.customer.name} <${t.customer.email}>`,
     // The ticket is the subject: each event on it (a customer's reply) is a run, linked to the ticket's run before it.
     key: (t) => t.id,
+    // What people know a ticket's runs by besides the ticket: the customer (searchable in the API and console).
+    search: (t) => ({ customer: t.customer.email, ticket: t.id }),
     // A reply's run sees the earlier exchanges on the ticket: what the customer wrote and what was answered.
     followUp: (previous) =>
       [

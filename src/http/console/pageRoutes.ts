@@ -11,7 +11,8 @@ import type { Operator } from '../operatorIdentity.js';
 import { pendingApprovals } from '../operators/approvals.js';
 import { flowViewFor } from '../operators/flow.js';
 import { humanQueue } from '../operators/reconciliations.js';
-import { BadCursor, runListQuerySchema, runsPage as listPage } from '../operators/runsList.js';
+import { BadCursor, runListQueryInput, runListQuerySchema, runsPage as listPage } from '../operators/runsList.js';
+import { entryTimes, runEvents, runTree, subjectChain, timelineBars } from './ticket.js';
 import { runView, type RunView } from '../runView.js';
 import { html, refuse, whoOf, type Guard } from './access.js';
 import { flowPage } from './flowPage.js';
@@ -57,6 +58,11 @@ async function pageData(d: PageDeps, op: Operator, runId: string): Promise<RunPa
   const agent = run?.agent ?? null;
   const jobId = run?.jobId || null;
   const parked = isVersionParked(view.status, view.reason);
+  const [chain, tree, events] = await Promise.all([
+    subjectChain(ctx, { tenant: view.tenant, agent: agent ?? '', key: view.key }),
+    runTree(ctx, runId, view.status),
+    runEvents(ctx, runId),
+  ]);
   const pinned = versionLabel(view.agent.agentVersion, view.agent.toolsHash);
   return {
     view,
@@ -67,6 +73,10 @@ async function pageData(d: PageDeps, op: Operator, runId: string): Promise<RunPa
     approvals: await pendingApprovals(ctx, ledger, op.tenants, runId),
     humanItems: (await humanQueue(ctx, ledger, op.tenants, runId)) as unknown as HumanItem[],
     jobs: await runJobs(ctx, runId, jobId ?? ''),
+    chain,
+    tree,
+    bars: timelineBars(events),
+    times: entryTimes(view.transcript, events),
     ...(parked ? { versionChange: await versionChange(d, runId, agent ?? '', pinned) } : {}),
   };
 }
@@ -78,12 +88,19 @@ export function mountPages(r: Router, d: PageDeps, guard: Guard): void {
     const w = whoOf(res);
     // Empty form fields mean "any".
     const query = Object.fromEntries(Object.entries(req.query).filter(([, v]) => v !== ''));
-    const parsed = runListQuerySchema.safeParse(query);
+    // The search box's field input is `name=value`: the API's `field.<name>=value`.
+    const { field, ...rest } = query;
+    const pair = typeof field === 'string' ? /^([^=]+)=(.+)$/.exec(field) : null;
+    if (field !== undefined && !pair) return refuse(res, 400, 'invalid filter: field (name=value)');
+    const parsed = runListQuerySchema.safeParse(
+      runListQueryInput(pair ? { ...rest, [`field.${pair[1]!.trim()}`]: pair[2]!.trim() } : rest),
+    );
     if (!parsed.success)
       return refuse(res, 400, `invalid filter: ${parsed.error.issues.map((i) => i.path.join('.')).join(', ')}`);
     try {
       const page = await listPage(d.ctx, { role: 'operator', operator: w.operator }, parsed.data);
-      html(res, 200, runsPage(w.operator, w.csrf ?? '', parsed.data, page.runs, page.nextCursor));
+      const filters = { ...parsed.data, ...(typeof field === 'string' ? { field } : {}) };
+      html(res, 200, runsPage(w.operator, w.csrf ?? '', filters, page.runs, page.nextCursor));
     } catch (err) {
       if (err instanceof BadCursor) return refuse(res, 400, err.message);
       throw err;

@@ -13,6 +13,8 @@ import type { RunRow } from '../../runs/list.js';
 import { RUN_STATUSES } from '../../core/status.js';
 import { RETRYABLE_STATUSES } from '../../runs/retryRun.js';
 import type { RunJob } from './jobs.js';
+import type { Bar, TreeNode } from './ticket.js';
+import { chainBlock, searchCell, timelineSvg, treeBlock } from './ticketPages.js';
 
 export const CONSOLE = '/console';
 
@@ -56,6 +58,10 @@ ${error ? `<p class="error" id="login-error">${e(error)}</p>` : ''}
 }
 
 export interface ListFilters {
+  subject?: string;
+  customer?: string;
+  /** `name=value` of the search box's field input (the route turns it into `field.<name>`). */
+  field?: string;
   status?: string;
   tenant?: string;
   agent?: string;
@@ -76,6 +82,9 @@ export function runsPage(
   const option = (s: string) => `<option value="${e(s)}"${f.status === s ? ' selected' : ''}>${e(s)}</option>`;
   const q = (extra: Record<string, string>) =>
     new URLSearchParams({
+      ...(f.subject ? { subject: f.subject } : {}),
+      ...(f.customer ? { customer: f.customer } : {}),
+      ...(f.field ? { field: f.field } : {}),
       ...(f.status ? { status: f.status } : {}),
       ...(f.tenant ? { tenant: f.tenant } : {}),
       ...(f.agent ? { agent: f.agent } : {}),
@@ -86,6 +95,12 @@ export function runsPage(
   return layout(
     'runs',
     `<h1>Runs</h1>
+<form method="get" action="${CONSOLE}/runs" class="search" id="search-form" role="search">
+<label>ticket (subject) <input name="subject" id="search-subject" value="${e(f.subject ?? '')}"></label>
+<label>customer <input name="customer" id="search-customer" value="${e(f.customer ?? '')}"></label>
+<label>field <input name="field" id="search-field" placeholder="name=value" value="${e(f.field ?? '')}"></label>
+<button id="search">search</button>
+</form>
 <form method="get" action="${CONSOLE}/runs" class="filters">
 <label>status <select name="status" id="filter-status"><option value="">any</option>${RUN_STATUSES.map(option).join('')}</select></label>
 <label>tenant <input name="tenant" id="filter-tenant" value="${e(f.tenant ?? '')}"></label>
@@ -94,8 +109,8 @@ export function runsPage(
 <label>before (UTC) <input type="datetime-local" step="1" name="until" id="filter-until" value="${e(localValue(f.until))}"></label>
 <button id="filter">filter</button>
 </form>
-<table id="runs"><thead><tr><th>run</th><th>status</th><th>reason</th><th>tenant</th><th>agent</th><th>step</th><th>since</th></tr></thead><tbody>
-${rows.map((r) => `<tr data-run="${e(r.runId)}"><td><a href="${CONSOLE}/runs/${e(r.runId)}">${e(r.runId)}</a></td><td><span class="status" data-status="${e(r.status)}">${e(r.status)}</span></td><td>${e(r.reason)}</td><td>${e(r.tenant)}</td><td>${e(r.agent)}</td><td>${e(r.step)}</td><td>${e(new Date(r.statusAt).toISOString())}</td></tr>`).join('\n')}
+<table id="runs"><thead><tr><th>run</th><th>status</th><th>reason</th><th>tenant</th><th>agent</th><th>ticket (subject)</th><th>search fields</th><th>step</th><th>since</th></tr></thead><tbody>
+${rows.map((r) => `<tr data-run="${e(r.runId)}"><td><a href="${CONSOLE}/runs/${e(r.runId)}">${e(r.runId)}</a></td><td><span class="status" data-status="${e(r.status)}">${e(r.status)}</span></td><td>${e(r.reason)}</td><td>${e(r.tenant)}</td><td>${e(r.agent)}</td><td class="subject"><a href="${CONSOLE}/runs?${e(new URLSearchParams({ subject: r.subject }).toString())}">${e(r.subject)}</a></td><td class="search">${searchCell(r)}</td><td>${e(r.step)}</td><td>${e(new Date(r.statusAt).toISOString())}</td></tr>`).join('\n')}
 </tbody></table>
 ${rows.length === 0 ? '<p id="no-runs">no runs match</p>' : ''}
 ${nextCursor ? `<p><a id="next-page" href="${CONSOLE}/runs?${e(q({ cursor: nextCursor }))}">next page</a></p>` : ''}`,
@@ -106,6 +121,8 @@ ${nextCursor ? `<p><a id="next-page" href="${CONSOLE}/runs?${e(q({ cursor: nextC
 
 export interface HumanItem {
   actionId: string;
+  /** The run's subject (the ticket) the item is of. */
+  subject: string;
   tool: string;
   state: string;
   args: unknown;
@@ -127,6 +144,12 @@ export interface RunPageData {
   /** Set when the run is in the version queue: its pin and the versions live workers serve for its agent. */
   versionChange?: { pinned: string; served: { agentVersion: string; toolsHash: string; label: string }[] };
   notice?: string;
+  /** The subject's runs, oldest first (ticket.ts). */
+  chain: RunRow[];
+  tree: TreeNode;
+  bars: Bar[];
+  /** When each conversation entry was written (ms), in transcript order. */
+  times: (number | undefined)[];
 }
 
 export function runPage(op: Operator, csrf: string, d: RunPageData): string {
@@ -169,6 +192,7 @@ export function runLive(op: Operator, csrf: string, d: RunPageData): string {
 <tr><th>tenant</th><td id="tenant">${e(v.tenant)}</td></tr>
 <tr><th>agent</th><td>${e(d.agent)} · ${e(v.agent.agentVersion)} · ${e(v.agent.model)}${v.agent.modelId !== undefined ? ` / ${e(v.agent.modelId)}` : ''}</td></tr>
 <tr><th>step</th><td>${e(v.step)}</td></tr>
+<tr><th>ticket (subject)</th><td id="run-subject">${e(v.key)}</td></tr>
 ${treeRows(v)}<tr><th>jobs</th><td><a id="job-link" href="${e(jobLink)}">${e(d.jobId || d.queueName)} in Bull Board</a></td></tr>
 ${v.notes ? `<tr><th>notes</th><td>${e(v.notes.join('; '))}</td></tr>` : ''}
 </tbody></table>
@@ -178,6 +202,9 @@ ${!acts ? '<p class="viewer" id="viewer-note">viewer: you can follow this run bu
 ${d.approvals.map((a) => approvalBlock(v.runId, a, acts, csrf)).join('\n')}
 ${d.humanItems.map((h) => humanBlock(v.runId, h, acts, csrf)).join('\n')}
 ${d.versionChange ? versionBlock(v.runId, d.versionChange, acts, csrf) : ''}
+${chainBlock(v.runId, v.key, d.chain, v.previousRunId, v.nextRunId)}
+${treeBlock(v.parentRunId, d.tree)}
+${timelineSvg(d.bars)}
 <h2>Budget</h2>
 ${budget(v)}
 <h2>Jobs</h2>
@@ -185,7 +212,7 @@ ${jobsTable(d)}
 <h2>Input</h2>
 <pre id="input">${e(JSON.stringify(d.input, null, 2))}</pre>
 <h2>Conversation</h2>
-<ol id="conversation">${v.transcript.map(message).join('\n')}</ol>
+<ol id="conversation">${v.transcript.map((m, i) => message(m, d.times[i])).join('\n')}</ol>
 <h2>Effects</h2>
 <div id="effects">${v.effects.length === 0 ? '<p>none</p>' : v.effects.map(effectBlock).join('\n')}</div>`;
 }
@@ -220,16 +247,23 @@ ${row('steps', used.steps, limits.maxSteps)}${row('tokens', used.tokens, limits.
 </tbody></table><p>deadline ${e(limits.deadlineAt)}</p>`;
 }
 
-function message(m: JournalEntry): string {
+/** When a conversation entry was written, or nothing when the run's events no longer say. */
+const atOf = (at: number | undefined) =>
+  at === undefined
+    ? ''
+    : `<time class="at" datetime="${e(new Date(at).toISOString())}">${e(new Date(at).toISOString())}</time>`;
+
+function message(m: JournalEntry, at: number | undefined): string {
+  const t = atOf(at);
   switch (m.kind) {
     case 'decision':
-      return `<li class="msg agent"><span class="who">agent · step ${e(m.step)}</span>${m.text !== undefined ? `<p>${e(m.text)}</p>` : ''}${m.final !== undefined ? `<p>${e(m.final)}</p>` : ''}${m.toolCalls.map((c) => `<div class="call"><code>${e(c.name)}</code><pre>${e(JSON.stringify(c.args, null, 2))}</pre></div>`).join('')}</li>`;
+      return `<li class="msg agent"><span class="who">agent · step ${e(m.step)}</span>${m.text !== undefined ? `<p>${e(m.text)}</p>` : ''}${m.final !== undefined ? `<p>${e(m.final)}</p>` : ''}${m.toolCalls.map((c) => `<div class="call"><code>${e(c.name)}</code><pre>${e(JSON.stringify(c.args, null, 2))}</pre></div>`).join('')}${t}</li>`;
     case 'observation':
-      return `<li class="msg tool"><span class="who">${e(m.tool)} → ${e(m.status)}</span><pre>${e(JSON.stringify(m.output, null, 2))}</pre></li>`;
+      return `<li class="msg tool"><span class="who">${e(m.tool)} → ${e(m.status)}</span><pre>${e(JSON.stringify(m.output, null, 2))}</pre>${t}</li>`;
     case 'status':
-      return `<li class="msg note">status <b>${e(m.status)}</b> ${e(m.reason)}</li>`;
+      return `<li class="msg note">status <b>${e(m.status)}</b> ${e(m.reason)}${t}</li>`;
     case 'operator':
-      return `<li class="msg operator"><span class="who">operator ${e(m.by)}</span> ${e(m.action)} ${m.actionId ? `<a href="#${e(m.actionId)}">${e(m.actionId)}</a>` : ''} → ${e(m.detail)}</li>`;
+      return `<li class="msg operator"><span class="who">operator ${e(m.by)}</span> ${e(m.action)} ${m.actionId ? `<a href="#${e(m.actionId)}">${e(m.actionId)}</a>` : ''} → ${e(m.detail)}${t}</li>`;
   }
 }
 
@@ -282,6 +316,7 @@ function humanBlock(runId: string, h: HumanItem, acts: boolean, csrf: string): s
     .join('');
   return `<section class="pending human" id="human-${e(h.actionId)}">
 <h2>A person must decide: <code>${e(h.tool)}</code> (${e(h.state)})</h2>
+<p class="human-subject">ticket <code>${e(h.subject)}</code></p>
 <p>The outcome of this request is unknown and the service could not settle it. Idempotency key <code>${e(h.idempotencyKey)}</code>.</p>
 <pre>${e(JSON.stringify(h.args, null, 2))}</pre>
 <table class="history"><thead><tr><th>at</th><th>from</th><th>to</th><th>by</th><th>why</th><th>evidence</th></tr></thead><tbody>${history}</tbody></table>

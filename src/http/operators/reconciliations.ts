@@ -29,6 +29,7 @@ import { Compensations } from '../../ledger/compensation.js';
 import { resolveHumanItem } from '../../operations/resolve.js';
 import { answerOf } from './answers.js';
 import { readRun } from '../../store/runRecord.js';
+import { LEDGER_STATES } from '../../ledger/states.js';
 
 /** `operator` is accepted for older clients and ignored: the finding records the authenticated operator. */
 const findingSchema = z
@@ -45,6 +46,48 @@ const findingSchema = z
   });
 export { findingSchema };
 
+const historyEntrySchema = z.object({
+  from: z.enum(LEDGER_STATES).nullable(),
+  to: z.enum(LEDGER_STATES),
+  at: z.number().int().meta({ description: 'When the move was recorded (epoch ms).' }),
+  by: z.string(),
+  why: z.string(),
+  evidence: z.unknown().optional(),
+});
+
+/** One item of the human queue as GET /v1/reconciliations answers it (the OpenAPI document's schema). */
+export const humanItemSchema = z
+  .object({
+    actionId: z.string(),
+    runId: z.string(),
+    tenant: z.string().meta({ description: "The run's tenant." }),
+    subject: z
+      .string()
+      .meta({ description: "The run's subject key (e.g. the ticket id): which ticket the item is of." }),
+    step: z.number().int(),
+    callId: z.string(),
+    tool: z.string(),
+    state: z.enum(LEDGER_STATES),
+    idempotencyKey: z.string(),
+    requestId: z.string(),
+    fingerprint: z.string(),
+    args: z.unknown(),
+    receipt: z.string().optional(),
+    output: z.unknown().optional(),
+    compensates: z.string().optional(),
+    compensatedBy: z.string().optional(),
+    approvalExpiresAt: z.number().int().optional(),
+    replayUntil: z.number().int().optional(),
+    attempts: z.number().int(),
+    repeats: z.number().int(),
+    createdAt: z.number().int(),
+    updatedAt: z.number().int(),
+    since: z.number().meta({ description: 'When the item entered the queue (epoch ms).' }),
+    history: z.array(historyEntrySchema),
+  })
+  .meta({ id: 'HumanQueueItem' });
+export type HumanItem = z.infer<typeof humanItemSchema>;
+
 /** The human queue with each item's history, those of `tenants` only unless '*' (and of one run when given). */
 export async function humanQueue(ctx: EngineContext, ledger: Ledger, tenants: '*' | readonly string[], runId?: string) {
   const items = [];
@@ -57,12 +100,17 @@ export async function humanQueue(ctx: EngineContext, ledger: Ledger, tenants: '*
     )) {
       const rec = await ledger.getInShard(shard, actionId);
       if (!rec || (runId !== undefined && rec.runId !== runId)) continue;
-      if (
-        tenants !== '*' &&
-        !seesTenant({ tenants }, (await readRun(ctx.redis, ctx.keys, rec.runId, ['tenant']))?.tenant ?? null)
-      )
-        continue;
-      items.push({ ...rec, since, history: await ledger.history(rec.runId, actionId) });
+      const run = await readRun(ctx.redis, ctx.keys, rec.runId, ['tenant', 'key']);
+      if (tenants !== '*' && !seesTenant({ tenants }, run?.tenant ?? null)) continue;
+      // Which subject (ticket) the item is of: the queue is worked ticket by ticket.
+      const item: HumanItem = {
+        ...rec,
+        tenant: run?.tenant ?? '',
+        subject: run?.key ?? '',
+        since,
+        history: await ledger.history(rec.runId, actionId),
+      };
+      items.push(item);
     }
   }
   return items;

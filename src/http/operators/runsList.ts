@@ -1,6 +1,7 @@
 /**
  * GET /v1/runs?status=&tenant=&agent=&since=&until=&cursor=&limit=: runs, newest status
- * change first (since/until: the last status change in [since, until), epoch ms or ISO 8601), from the listing indexes
+ * change first. With `subject=`, `customer=` or `field.<name>=` (every one given must match): a search, newest
+ * created first, from the search indexes (src/runs/search.ts; `since`/`until` are refused with it) (since/until: the last status change in [since, until), epoch ms or ISO 8601), from the listing indexes
  * (src/runs/list.ts). Any principal that may read runs may list them, each seeing only what it may read: an operator
  * scoped to tenants and a tenant token list their own tenants' runs (a filter naming another tenant lists nothing).
  * `nextCursor` continues the walk; a malformed query is 400 naming the field.
@@ -19,6 +20,9 @@ import {
 } from '../auth.js';
 import { RUN_STATUSES } from '../../core/status.js';
 import { invalid } from '../../producer/fieldErrors.js';
+import { searchRuns, type SearchTerm } from '../../runs/search.js';
+import { SEARCH_SUBJECT } from '../../store/keys.js';
+import { SEARCH_FIELD_NAME_FORMAT, SEARCH_VALUE_MAX_CHARS } from '../../core/agent.js';
 
 const NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/i;
 
@@ -41,8 +45,41 @@ function timeSchema(field: string) {
     });
 }
 
+/** A `field.<name>` query parameter's name. */
+const SEARCH_PARAM_FORMAT = new RegExp(`^field\\.${SEARCH_FIELD_NAME_FORMAT.source.slice(1)}`);
+
+/** A search value: what an agent's search field or a subject key can be (SEARCH_VALUE_MAX_CHARS). */
+const searchValue = (field: string) =>
+  z
+    .string()
+    .min(1, `${field}: 1 to ${SEARCH_VALUE_MAX_CHARS} characters`)
+    .max(SEARCH_VALUE_MAX_CHARS, `${field}: 1 to ${SEARCH_VALUE_MAX_CHARS} characters`);
+
 export const runListQuerySchema = z
   .object({
+    /** Runs of this subject key (agent.key(input), e.g. a ticket id), from the search indexes. */
+    subject: searchValue('subject')
+      .optional()
+      .meta({ description: "Runs of this subject key (the agent's key(input), e.g. a ticket id)." }),
+    /** Runs whose agent's `customer` search field is this value (`field.customer`). */
+    customer: searchValue('customer')
+      .optional()
+      .meta({ description: "Runs whose agent's `customer` search field is this value (as `field.customer`)." }),
+    /**
+     * Runs whose agent's search field `<name>` is the value: `field.<name>=` parameters, gathered here by
+     * runListQueryInput (an object in the query, form style exploded: each key is a parameter of its own).
+     */
+    fields: z
+      .record(
+        z.string().regex(SEARCH_PARAM_FORMAT, `field.<name>: a name matching ${SEARCH_FIELD_NAME_FORMAT}`),
+        searchValue('field.<name>'),
+      )
+      .optional()
+      .meta({
+        description:
+          "An agent's search field: `field.<name>=<value>` (e.g. `field.orderId=A-17`); several must all match.",
+        param: { style: 'form', explode: true },
+      }),
     status: z.enum(RUN_STATUSES).optional(),
     tenant: z.string().regex(NAME, 'tenant: 1-63 letters, digits, _ or -').optional(),
     agent: z.string().regex(NAME, 'agent: 1-63 letters, digits, _ or -').optional(),
@@ -53,6 +90,30 @@ export const runListQuerySchema = z
   })
   .strict();
 export type RunListQuery = z.infer<typeof runListQuerySchema>;
+
+/**
+ * The query string as runListQuerySchema reads it: `field.<name>=` parameters gathered under `fields` (a name
+ * repeated, or any parameter given twice, stays an array and fails its string check, naming it).
+ */
+export function runListQueryInput(query: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  const fields: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(query)) {
+    if (k.startsWith('field.')) fields[k] = v;
+    else out[k] = v;
+  }
+  if (Object.keys(fields).length > 0) out.fields = fields;
+  return out;
+}
+
+/** The search terms of a listing query (none: the plain listing). */
+export function searchTermsOfQuery(q: RunListQuery): SearchTerm[] {
+  const fields = { ...q.fields, ...(q.customer !== undefined ? { 'field.customer': q.customer } : {}) };
+  return [
+    ...(q.subject !== undefined ? [{ field: SEARCH_SUBJECT, value: q.subject }] : []),
+    ...Object.entries(fields).map(([field, value]) => ({ field: field.replace(/^field\./, ''), value })),
+  ];
+}
 
 /** The tenants a principal's listing reads: undefined = all; [] = none. */
 export function listedTenants(p: Principal, filter: string | undefined): readonly string[] | undefined {
@@ -70,6 +131,17 @@ export async function runsPage(ctx: EngineContext, p: Principal, q: RunListQuery
   const cursor = q.cursor !== undefined ? decodeCursor(q.cursor) : undefined;
   if (q.cursor !== undefined && !cursor) throw new BadCursor('cursor: not one this API returned');
   const tenants = listedTenants(p, q.tenant);
+  const terms = searchTermsOfQuery(q);
+  if (terms.length > 0) {
+    return searchRuns(ctx.redis, ctx.keys, {
+      terms,
+      limit: q.limit,
+      ...(tenants !== undefined ? { tenants } : {}),
+      ...(q.agent !== undefined ? { agent: q.agent } : {}),
+      ...(q.status !== undefined ? { status: q.status } : {}),
+      ...(cursor ? { cursor } : {}),
+    });
+  }
   return listRuns(ctx.redis, ctx.keys, {
     statuses: q.status ? [q.status] : RUN_STATUSES,
     limit: q.limit,
@@ -90,8 +162,17 @@ export function runsListRouter(ctx: EngineContext, session?: SessionReader): Rou
       return void res
         .status(401)
         .json({ error: 'unauthorized', message: 'an operator, producer or tenant token is required' });
-    const parsed = runListQuerySchema.safeParse(req.query);
+    const parsed = runListQuerySchema.safeParse(runListQueryInput(req.query));
     if (!parsed.success) return void invalid(res, parsed.error);
+    const refused =
+      searchTermsOfQuery(parsed.data).length > 0
+        ? (['since', 'until'] as const).find((f) => parsed.data[f] !== undefined)
+        : undefined;
+    if (refused)
+      return void res.status(400).json({
+        error: 'invalid_request',
+        fields: [{ path: refused, message: `${refused}: not with a search (subject, customer, field.<name>)` }],
+      });
     try {
       res.json(await runsPage(ctx, p, parsed.data));
     } catch (err) {

@@ -25,8 +25,11 @@
   The previous run (same shard: every run of a subject lives on the subject's
   home shard) gets `nextRunId` and a `follow_up` event; the new run's hash and
   spec get `previousRunId`. A latest run whose keys expired links nothing.
-  Keeps the run listing indexes (includes/runIndex.lua) in the same change.
+  Keeps the run listing indexes (includes/runIndex.lua) and the run's search
+  indexes (the run field `searchKeys`, includes/searchIndex.lua) in the same
+  change.
 ]]
+-- @include searchIndex
 -- @include emitEvent
 -- @include runIndex
 -- @include bullmq:addStandardJob
@@ -69,6 +72,7 @@ hsetFields(KEYS[2], counters)
 hsetFields(KEYS[2], budget)
 indexRunCreated(KEYS[1], ARGV[2])
 redis.call('ZADD', KEYS[4], ARGV[2], ARGV[1])
+if fields['searchKeys'] then searchIndexAdd(KEYS[1], ARGV[1], ARGV[2], cjson.decode(fields['searchKeys'])) end
 emitEvent(KEYS[3], ARGV[6], 'run_created', ARGV[5])
 redis.call('SET', KEYS[5], ARGV[1], 'PX', ARGV[8])
 if previous then

@@ -2,6 +2,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Ledger, type ActionRecord, type HistoryEntry } from '../../../src/ledger/ledger.js';
 import type { Harness } from '../../../testkit/harness.js';
+import { humanItemSchema } from '../../../src/http/operators/reconciliations.js';
 import { call, email, final, operatorHarness, startScripted, turn } from './support.js';
 
 type Item = ActionRecord & { history: HistoryEntry[] };
@@ -48,6 +49,16 @@ async function parkedEmail(): Promise<{ runId: string; item: Item }> {
 const emails = () => h.sandbox.counts().byResource.emails;
 
 describe('reconciliation queue', () => {
+  it("each item names its tenant and ticket (the run's subject) and matches its documented schema", async () => {
+    const { runId, item } = await parkedEmail();
+    const subject = (await h.ctx.store.readSpec(runId))!.key;
+    expect(subject).toMatch(/^REC-/);
+    expect(item).toMatchObject({ tenant: 'acme', subject });
+    const list = await call<{ reconciliations: unknown[] }>(h.url, 'GET', '/v1/reconciliations');
+    for (const x of list.body.reconciliations) expect(humanItemSchema.safeParse(x).error).toBeUndefined();
+    h.sandbox.clearFaults();
+  });
+
   it('not_sent: the resumed step dispatches once more with the same key', async () => {
     const { runId, item } = await parkedEmail();
     expect(emails().byKey[item.idempotencyKey]).toBe(1);

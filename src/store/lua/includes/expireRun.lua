@@ -4,7 +4,10 @@
   made persistent again. All share the run's hash tag. A retention of 0 or
   less sets no TTL: a negative one means the run waits for its archive row
   (includes/runIndex.lua), after which archiveCommitted-6.lua sets it.
+  The run's search indexes (includes/searchIndex.lua) follow: they expire once
+  their last run has ended.
 ]]
+-- @include searchIndex
 local function eachRunKey(keys, actionsKey, fn)
   for _, k in ipairs(keys) do fn(k) end
   for _, ak in ipairs(redis.call('SMEMBERS', actionsKey)) do
@@ -16,10 +19,12 @@ local function eachRunKey(keys, actionsKey, fn)
 end
 
 local function expireRun(keys, actionsKey, retentionMs)
+  searchIndexEnded(keys[1], retentionMs)
   if tonumber(retentionMs) <= 0 then return end
   eachRunKey(keys, actionsKey, function(k) redis.call('PEXPIRE', k, retentionMs) end)
 end
 
 local function persistRun(keys, actionsKey)
+  searchIndexLive(keys[1], searchKeysOf(keys[1]))
   eachRunKey(keys, actionsKey, function(k) redis.call('PERSIST', k) end)
 end
