@@ -12,7 +12,7 @@ import { countKeys } from '../../testkit/keyPrefix.js';
 import { startOpenAIServer, type ModelServer } from '../../testkit/modelServers/openai.js';
 import { sign } from '../../src/producer/webhookSignature.js';
 import type { RunView } from '../../src/http/runView.js';
-import { spawnSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { FOLLOW_UP_FIELD, followUpTokens } from '../../src/worker/followUp.js';
 import { toolSchemaTokens } from '../../src/budget/policy.js';
 
@@ -149,11 +149,17 @@ describe('follow-up runs through POST /v1/runs', () => {
       followUpTokens(previous) +
       toolSchemaTokens(agent.tools.specs) +
       h.cfg.COMPLETION_TOKEN_CAP;
-    const cli = spawnSync(
-      process.execPath,
-      ['--import', 'tsx', 'src/server/replay.ts', secondId, '--max-tokens', String(estimate - 1), '--json'],
-      { env: { ...process.env, ...h.env }, encoding: 'utf8' },
-    );
+    // Spawned without blocking this process: the API it serves keeps its keep-alive timers (a spawnSync froze
+    // them, and the next request met a socket the server closed the instant it woke).
+    const cli = await new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
+      execFile(
+        process.execPath,
+        ['--import', 'tsx', 'src/server/replay.ts', secondId, '--max-tokens', String(estimate - 1), '--json'],
+        { env: { ...process.env, ...h.env }, encoding: 'utf8' },
+        (err, stdout, stderr) =>
+          resolve({ status: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
+      );
+    });
     expect(cli.status, cli.stderr).toBe(0);
     expect(JSON.parse(cli.stdout.trim())).toMatchObject({
       stepsReplayed: 0,
