@@ -11,6 +11,7 @@ import { reserveTenantTokens, settleTenantTokens } from '../store/calls/reserveT
 
 export {
   attemptCheck,
+  costCheck,
   estimateCallTokens,
   isContext,
   preflight,

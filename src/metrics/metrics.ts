@@ -12,6 +12,7 @@ export class Metrics {
   readonly modelCalls: Counter;
   readonly modelAttempts: Counter;
   readonly modelTokens: Counter;
+  readonly spend: Counter<'tenant' | 'agent' | 'provider' | 'model'>;
   readonly budgetStops: Counter;
   readonly effects: Counter;
   readonly dedupeHits: Counter;
@@ -81,6 +82,12 @@ export class Metrics {
       name: 'agent_model_tokens_total',
       help: 'Tokens charged to runs',
       labelNames: ['tenant', 'type'],
+      registers: r,
+    });
+    this.spend = new Counter({
+      name: 'agent_spend_total',
+      help: 'Money model attempts cost, in µ$ (1e-6 USD; src/core/prices.ts), failed attempts included',
+      labelNames: ['tenant', 'agent', 'provider', 'model'],
       registers: r,
     });
     this.budgetStops = new Counter({

@@ -144,7 +144,7 @@ export class RunStore {
         'jobId',
         'wait',
       ]),
-      readBudget(this.redis, this.keys, runId, ['stepsUsed', 'tokensUsed', 'contextBytes']),
+      readBudget(this.redis, this.keys, runId, ['stepsUsed', 'tokensUsed', 'contextBytes', 'costUsed']),
     ]);
     if (!run) return undefined;
     const { wait, ...rest } = run;
@@ -154,6 +154,7 @@ export class RunStore {
       used: {
         steps: budget.stepsUsed,
         tokens: budget.tokensUsed,
+        ...(budget.costUsed > 0 ? { cost: budget.costUsed } : {}),
         ...(budget.contextBytes === undefined ? {} : { contextBytes: budget.contextBytes }),
       },
     };

@@ -25,6 +25,8 @@ import type { AgentChoice, ChildRunPort, StepEnv, StepOptions } from './env.js';
 import { ChildRuns, type ChildRunStarter } from '../../runs/children.js';
 import type { Delivery } from './load.js';
 import { StepPipeline } from './pipeline.js';
+import { SpendBudget } from '../../budget/spend.js';
+import type { SpendPort } from './env.js';
 import { BullStepJob, RedisStepStore } from './redisStore.js';
 
 export type { StepOptions } from './env.js';
@@ -60,6 +62,8 @@ export interface StepDeps {
   admission?: StepEnv['admission'];
   /** Model rate limits, reserved around each model attempt (src/flow/rateLimits.ts). */
   rates?: RateLimits | undefined;
+  /** Money budgets; by default built from cfg when it names MODEL_PRICES. */
+  spend?: SpendPort | undefined;
   /** Starts the child runs of agent tools (the producer's intake, given by the composition root). */
   childRuns?: ChildRunStarter | undefined;
 }
@@ -127,6 +131,7 @@ function envOf(d: StepDeps): StepEnv {
     providers: d.providers,
     effects: d.effects,
     tenant: new TenantBudget(d.redis, d.keys, d.cfg.TENANT_DAILY_TOKENS),
+    spend: d.spend ?? (d.cfg.MODEL_PRICES ? new SpendBudget(d.redis, d.keys, spendOptions(d.cfg)) : undefined),
     followUps: new FollowUps(d.store),
     metrics: d.metrics,
     crash: d.crash,
@@ -170,4 +175,15 @@ function agentChoice(d: StepDeps): AgentChoice {
       ? { kind: 'park', reason: `version_mismatch: pinned ${spec.agentVersion}/${spec.toolsHash} served none` }
       : { kind: 'park', reason: `unknown_agent: ${spec.agent}` };
   return { agentFor, verdict };
+}
+
+/** The money budgets' options from the step's (absent limits: none). */
+function spendOptions(cfg: StepOptions) {
+  return {
+    MODEL_PRICES: cfg.MODEL_PRICES ?? [],
+    TENANT_DAILY_COST: cfg.TENANT_DAILY_COST ?? 0,
+    TENANT_MONTHLY_COST: cfg.TENANT_MONTHLY_COST ?? 0,
+    AGENT_DAILY_COST: cfg.AGENT_DAILY_COST ?? 0,
+    FLEET_MONTHLY_COST: cfg.FLEET_MONTHLY_COST ?? 0,
+  };
 }
