@@ -53,7 +53,7 @@ export interface WakeWrite {
   event: string;
   now: number;
   /** The children's spend, charged to this run with the resume (absent for other waits). */
-  charge?: { steps: number; tokens: number };
+  charge?: { steps: number; tokens: number; cost?: number };
 }
 
 /** One event key of a tenant's agent, and the wait on it. */
