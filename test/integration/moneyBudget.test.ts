@@ -53,7 +53,7 @@ async function start(
     {
       tenant: opts.tenant ?? 'acme',
       ticket: sampleTicket(id),
-      agent: { model, ...(opts.script ? { script: opts.script } : {}) },
+      agent: { model, ...(opts.script ? { script: opts.script as never } : {}) },
       ...(opts.maxCost ? { budget: { maxCost: opts.maxCost } } : {}),
     },
     Date.now(),
