@@ -103,3 +103,31 @@ export class SpendBudget {
     );
   }
 }
+
+/** One line of a spend report: who spent what (µ$) on which model. */
+export interface SpendLine {
+  tenant: string;
+  agent: string;
+  model: string;
+  micros: number;
+}
+
+/**
+ * The real spend of a UTC day (`YYYY-MM-DD`) or month (`YYYY-MM`) by tenant, agent and model, largest first, with its
+ * total: the settled costs of every model attempt (reservations of attempts whose worker died are not in it).
+ */
+export async function readSpendReport(
+  redis: RedisClient,
+  keys: KeySpace,
+  period: string,
+): Promise<{ period: string; currency: 'USD'; unit: 'micros'; totalMicros: number; lines: SpendLine[] }> {
+  const key = keys.spendReports(period, period).dayReport;
+  const raw = await redis.hgetall(key);
+  const lines = Object.entries(raw)
+    .map(([field, v]) => {
+      const [tenant = '', agent = '', model = ''] = field.split(' ');
+      return { tenant, agent, model, micros: Number(v) };
+    })
+    .sort((a, b) => b.micros - a.micros || a.tenant.localeCompare(b.tenant));
+  return { period, currency: 'USD', unit: 'micros', totalMicros: lines.reduce((n, l) => n + l.micros, 0), lines };
+}

@@ -86,7 +86,11 @@ export function carveLimits(
   const maxTokens = Math.min(tokensLeft, asked?.maxTokens ?? Infinity);
   const deadlineAt = Math.min(parent.deadlineAt, now + (asked?.maxWallMs ?? Infinity));
   if (!(maxSteps >= 1 && maxTokens >= 1 && deadlineAt > now)) return undefined;
-  const carved = { maxSteps: Math.floor(maxSteps), maxTokens: Math.floor(maxTokens), deadlineAt: Math.floor(deadlineAt) };
+  const carved = {
+    maxSteps: Math.floor(maxSteps),
+    maxTokens: Math.floor(maxTokens),
+    deadlineAt: Math.floor(deadlineAt),
+  };
   // Money, like tokens: a share of what the parent has left (a parent without a money budget gives none).
   if (!parent.maxCost) return carved;
   const maxCost = Math.floor(Math.min((parent.maxCost - (used.cost ?? 0)) / share, asked?.maxCost ?? Infinity));

@@ -14,6 +14,7 @@ import type { DecisionEntry } from '../../src/core/journal.js';
 import { readBudget } from '../../src/store/runRecord.js';
 import { until } from '../../testkit/until.js';
 
+const OPERATOR_TOKEN = 'operator-token-for-money-tests';
 let h: Harness;
 let openai: ModelServer;
 let anthropic: ModelServer;
@@ -33,6 +34,7 @@ beforeAll(async () => {
       { provider: 'scripted', from: new Date(changeAt).toISOString(), input: 10_000_000, output: 20_000_000 },
     ]),
     TENANT_DAILY_COST: '100000',
+    OPERATOR_TOKEN,
   });
   await h.startWorker();
 });
@@ -82,13 +84,22 @@ describe('money budgets', () => {
   });
 
   it("Anthropic's usage shape (cache reads and writes beside input_tokens) is charged exactly", async () => {
-    anthropic.enqueue({ kind: 'turn', text: 'done', usage: { input: 1000, output: 100, cached: 500, cacheWrite: 200 } });
+    anthropic.enqueue({
+      kind: 'turn',
+      text: 'done',
+      usage: { input: 1000, output: 100, cached: 500, cacheWrite: 200 },
+    });
     const run = await start('anthropic', 'M-2', { tenant: 'an' });
     expect(await h.waitForStatus(run, [...ended])).toBe('completed');
     // 300 × $3 + 500 × $0.30 + 200 × $3.75 + 100 × $15 per million = 3300 µ$.
     expect(await costUsed(run)).toBe(3300);
     const [d] = await decisions(run);
-    expect(d!.usage).toEqual({ promptTokens: 1000, completionTokens: 100, cachedInputTokens: 500, cacheWriteTokens: 200 });
+    expect(d!.usage).toEqual({
+      promptTokens: 1000,
+      completionTokens: 100,
+      cachedInputTokens: 500,
+      cacheWriteTokens: 200,
+    });
   });
 
   it('a run whose next attempt could cross maxCost stops before the call, naming the cost', async () => {
@@ -163,5 +174,22 @@ describe('money budgets', () => {
     const keys = h.ctx.keys.spend('daily', 'support', day, day.slice(0, 7));
     expect(Number(await h.ctx.redis.get(keys.tenantDay))).toBe(80_000);
     expect(await h.ctx.redis.hgetall(keys.dayReport)).toMatchObject({ 'daily support scripted/scripted': '80000' });
+    // What `agentctl spend` reads: the day's and the month's real spend by tenant, agent and model.
+    const { url } = await h.startApi();
+    const auth = { authorization: `Bearer ${OPERATOR_TOKEN}` };
+    for (const period of [day, day.slice(0, 7)]) {
+      const res = await fetch(`${url}/v1/spend?period=${period}`, { headers: auth });
+      expect(res.status).toBe(200);
+      const report = (await res.json()) as { lines: unknown[] };
+      expect(report.lines).toContainEqual({
+        tenant: 'daily',
+        agent: 'support',
+        model: 'scripted/scripted',
+        micros: 80_000,
+      });
+    }
+    const bad = await fetch(`${url}/v1/spend?period=yesterday`, { headers: auth });
+    expect(bad.status).toBe(400);
+    expect(await bad.json()).toMatchObject({ fields: [{ path: 'period' }] });
   });
 });

@@ -129,7 +129,10 @@ describe('the run money budget', () => {
 
   it('an attempt whose estimate would cross maxCost is refused, naming the cost', () => {
     expect(costCheck(spec(1000), 600, 400)).toBeUndefined();
-    expect(costCheck(spec(1000), 600, 401)).toEqual({ kind: 'cost', reason: 'cost: used 600 + estimate 401 > cap 1000 µ$' });
+    expect(costCheck(spec(1000), 600, 401)).toEqual({
+      kind: 'cost',
+      reason: 'cost: used 600 + estimate 401 > cap 1000 µ$',
+    });
     expect(costCheck(spec(), 1e12, 1e12)).toBeUndefined();
   });
 
@@ -142,8 +145,8 @@ describe('the run money budget', () => {
     // Nothing left to give: no child.
     expect(carveLimits(parent, { steps: 2, tokens: 200, cost: 10_000 }, undefined, now)).toBeUndefined();
     // A parent without a money budget gives none.
-    expect(carveLimits({ ...parent, maxCost: undefined }, { steps: 2, tokens: 200 }, undefined, now)).not.toHaveProperty(
-      'maxCost',
-    );
+    expect(
+      carveLimits({ ...parent, maxCost: undefined }, { steps: 2, tokens: 200 }, undefined, now),
+    ).not.toHaveProperty('maxCost');
   });
 });

@@ -218,7 +218,11 @@ class ModelCall {
   }
 
   private priceNow(): Price | undefined {
-    return this.env.spend?.priceAt(this.provider.name, this.state.spec.modelId ?? this.provider.defaultModel, this.env.now());
+    return this.env.spend?.priceAt(
+      this.provider.name,
+      this.state.spec.modelId ?? this.provider.defaultModel,
+      this.env.now(),
+    );
   }
 
   /**
@@ -226,7 +230,11 @@ class ModelCall {
    * output price; 0 for a model without a price.
    */
   private costEstimate(nowMs: number): number {
-    const price = this.env.spend?.priceAt(this.provider.name, this.state.spec.modelId ?? this.provider.defaultModel, nowMs);
+    const price = this.env.spend?.priceAt(
+      this.provider.name,
+      this.state.spec.modelId ?? this.provider.defaultModel,
+      nowMs,
+    );
     if (!price) return 0;
     const cap = this.env.cfg.COMPLETION_TOKEN_CAP;
     return estimateCost(this.input.estimate.tokens - cap, cap, price);
