@@ -112,6 +112,18 @@ export class StepProcessor {
   }
 }
 
+/** The money budgets of a worker, their limits exported for the spend alerts (deploy/prometheus/rules.yml). */
+function spendOf(d: StepDeps): SpendPort | undefined {
+  if (d.spend) return d.spend;
+  if (!d.cfg.MODEL_PRICES) return undefined;
+  const opts = spendOptions(d.cfg);
+  d.metrics.spendLimits.set({ scope: 'tenant_day' }, opts.TENANT_DAILY_COST);
+  d.metrics.spendLimits.set({ scope: 'tenant_month' }, opts.TENANT_MONTHLY_COST);
+  d.metrics.spendLimits.set({ scope: 'agent_day' }, opts.AGENT_DAILY_COST);
+  d.metrics.spendLimits.set({ scope: 'fleet_month' }, opts.FLEET_MONTHLY_COST);
+  return new SpendBudget(d.redis, d.keys, opts);
+}
+
 function envOf(d: StepDeps): StepEnv {
   const transcripts = d.transcripts ?? new TranscriptCache();
   const store = new RedisStepStore({
@@ -131,7 +143,7 @@ function envOf(d: StepDeps): StepEnv {
     providers: d.providers,
     effects: d.effects,
     tenant: new TenantBudget(d.redis, d.keys, d.cfg.TENANT_DAILY_TOKENS),
-    spend: d.spend ?? (d.cfg.MODEL_PRICES ? new SpendBudget(d.redis, d.keys, spendOptions(d.cfg)) : undefined),
+    spend: spendOf(d),
     followUps: new FollowUps(d.store),
     metrics: d.metrics,
     crash: d.crash,
