@@ -255,6 +255,8 @@ class ModelCall {
       if (!limited) return 0;
       stop = { kind: 'cost' as const, reason: `cost: no price for ${this.provider.name}/${this.scope().model}` };
     } else {
+      // No tenant, agent or fleet limit: nothing to reserve (the settlement still counts the spend).
+      if (!spend.limited) return 0;
       amount = this.costEstimate(env.now());
       stop = await spend.reserve(this.scope(), amount, env.now());
     }
