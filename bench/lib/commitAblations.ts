@@ -11,7 +11,7 @@ import { luaFiles } from '../../src/store/luaFiles.js';
 export const COMMIT_ABLATIONS: Record<string, { removes: string; keeps: string }> = {
   journal: {
     removes:
-      "if n > 0 then len = redis.call('RPUSH', KEYS[3], unpack(ARGV, 36, 35 + n)) else len = redis.call('LLEN', KEYS[3]) end",
+      "if n > 0 then len = redis.call('RPUSH', KEYS[3], unpack(ARGV, 37, 36 + n)) else len = redis.call('LLEN', KEYS[3]) end",
     keeps: 'len = 0',
   },
   budget: {
@@ -19,6 +19,8 @@ export const COMMIT_ABLATIONS: Record<string, { removes: string; keeps: string }
       "redis.call('HINCRBY', KEYS[2], 'stepsUsed', ARGV[5])\nredis.call('HINCRBY', KEYS[2], 'tokensUsed', ARGV[6])\n",
     keeps: '',
   },
+  /** The money ledger's write: a step's cost charged beside its tokens (costUsed). */
+  cost: { removes: "if ARGV[36] ~= '0' then redis.call('HINCRBY', KEYS[2], 'costUsed', ARGV[36]) end\n", keeps: '' },
   events: { removes: 'emitEvents(KEYS[4], ARGV[9], events)', keeps: '' },
   index: { removes: 'indexRunStatus(KEYS[1], status, ARGV[8], ARGV[11], fromStatus, reason)', keeps: '' },
 };

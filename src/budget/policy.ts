@@ -14,7 +14,7 @@
 import type { ToolSpec } from '../core/model.js';
 import { countTokens } from '../core/tokens.js';
 
-export type BudgetKind = 'steps' | 'tokens' | 'wall_clock' | 'tenant_tokens';
+export type BudgetKind = 'steps' | 'tokens' | 'wall_clock' | 'tenant_tokens' | 'cost' | 'tenant_cost';
 
 export interface BudgetStop {
   kind: BudgetKind;
@@ -31,11 +31,13 @@ export interface Usage {
    * above at no cost; undefined when unknown (a job from before the field): count exactly.
    */
   contextBytes?: number | undefined;
+  /** µ$ the run's model attempts cost (src/core/prices.ts); undefined: none recorded yet (read as 0). */
+  cost?: number | undefined;
 }
 
 /** What the policy reads of a run: its limits and when it was created (a RunSpec has both). */
 export interface Budgeted {
-  limits: { maxSteps: number; maxTokens: number; maxWallMs: number; deadlineAt: number };
+  limits: { maxSteps: number; maxTokens: number; maxWallMs: number; deadlineAt: number; maxCost?: number | undefined };
   createdAt: number;
 }
 
@@ -99,6 +101,16 @@ export function attemptCheck(
     return { kind: 'tokens', reason: `tokens: used ${usedTokens} + estimate ${estimate} > cap ${limits.maxTokens}` };
   }
   return undefined;
+}
+
+/**
+ * Before each model attempt, beside attemptCheck: the attempt's cost estimate (µ$) fits beside what the run has
+ * cost (`usedCost`, this step's failed attempts included). A run without `maxCost` has no money budget.
+ */
+export function costCheck(spec: Budgeted, usedCost: number, estimate: number): BudgetStop | undefined {
+  const cap = spec.limits.maxCost;
+  if (cap === undefined || cap === 0 || usedCost + estimate <= cap) return undefined;
+  return { kind: 'cost', reason: `cost: used ${usedCost} + estimate ${estimate} > cap ${cap} µ$` };
 }
 
 /** After each model attempt: what it did spend. A run past its cap stops (at the cap, the next pre-flight stops it). */

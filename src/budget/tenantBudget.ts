@@ -12,6 +12,7 @@ import { reserveTenantTokens, settleTenantTokens } from '../store/calls/reserveT
 
 export {
   attemptCheck,
+  costCheck,
   estimateCallTokens,
   isContext,
   preflight,

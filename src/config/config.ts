@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { priceEntrySchema } from '../core/prices.js';
 import { HARD_LIMITS } from '../core/limits.js';
 import { PROVIDER_NAMES } from '../core/providerNames.js';
 import { ConfigError } from '../core/errors.js';
@@ -257,6 +258,13 @@ export const configSchema = z.object({
   LIMIT_MAX_TOKENS: int(5_000_000, 1).pipe(z.number().max(HARD_LIMITS.maxTokens)),
   /** The longest wall clock a request may ask for (a 400 names the field); at most the hard limit. */
   LIMIT_MAX_WALL_MS: int(24 * 3600_000, 1).pipe(z.number().max(HARD_LIMITS.maxWallMs)),
+  /**
+   * A run's money budget when its request gives none, in µ$ (1e-6 USD; 0 = none, or LIMIT_MAX_COST when that is
+   * set). Priced by MODEL_PRICES (docs/budgets.md).
+   */
+  DEFAULT_MAX_COST: int(0, 0).pipe(z.number().max(HARD_LIMITS.maxCost)),
+  /** The most µ$ a request may ask for (a 400 names budget.maxCost; 0 = no ceiling); at most the hard limit. */
+  LIMIT_MAX_COST: int(0, 0).pipe(z.number().max(HARD_LIMITS.maxCost)),
   /** Same write requested this many extra times in one run stops it as needs_human/loop_detected. */
   LOOP_REPEAT_LIMIT: int(2, 1),
   /** Keys of finished runs expire after this long. */
@@ -480,6 +488,21 @@ export const configSchema = z.object({
   SSE_OPERATOR_RESERVE: int(100, 0),
   /** Per-tenant token budget per UTC day (0 = no tenant budget). */
   TENANT_DAILY_TOKENS: int(0, 0),
+  /** Per-tenant spend per UTC day, in µ$ (0 = none): each model attempt's cost estimate is reserved against it. */
+  TENANT_DAILY_COST: int(0, 0),
+  /** Per-tenant spend per UTC calendar month, in µ$ (0 = none). */
+  TENANT_MONTHLY_COST: int(0, 0),
+  /** Per-agent spend per UTC day across tenants, in µ$ (0 = none). */
+  AGENT_DAILY_COST: int(0, 0),
+  /** The whole fleet's spend per UTC calendar month, in µ$ (0 = none). */
+  FLEET_MONTHLY_COST: int(0, 0),
+  /**
+   * Model prices over the shipped defaults (src/core/prices.ts), in µ$ per million tokens, e.g.
+   * [{"provider":"openai","model":"gpt-4o-mini","from":"2027-01-01T00:00:00Z","input":150000,"output":600000,
+   * "cachedInput":75000}]: an entry with `from` applies to attempts from that time on (earlier charges keep their
+   * price); `model` omitted prices every model of the provider; `cacheWrite` where the provider bills it.
+   */
+  MODEL_PRICES: json(z.array(priceEntrySchema), []),
   /**
    * Flow control (src/flow): a new run waits in its tenant's line and is admitted in weighted
    * round-robin while its tenant, its agent and the fleet are under their concurrency limits.
@@ -657,6 +680,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     if (cfg[def] > cfg[limit])
       throw new ConfigError([def], `invalid configuration: ${def}: ${cfg[def]} is above ${limit} (${cfg[limit]})`);
   }
+  if (cfg.LIMIT_MAX_COST > 0 && cfg.DEFAULT_MAX_COST > cfg.LIMIT_MAX_COST)
+    throw new ConfigError(
+      ['DEFAULT_MAX_COST'],
+      `invalid configuration: DEFAULT_MAX_COST: ${cfg.DEFAULT_MAX_COST} is above LIMIT_MAX_COST (${cfg.LIMIT_MAX_COST})`,
+    );
   if (cfg.APP_MODE === 'production') {
     const refuse = (field: string, why: string) => {
       throw new ConfigError([field], `invalid configuration: ${field}: ${why} (APP_MODE=production)`);

@@ -15,8 +15,13 @@ import { TerminalError } from './errors.js';
  * validated against it before it is charged (src/worker/step/model.ts); anything else is `invalid_usage`.
  */
 export const usageSchema = z.object({
+  /** Every input token, cached reads and cache writes included. */
   promptTokens: z.number().int().nonnegative(),
   completionTokens: z.number().int().nonnegative(),
+  /** Of promptTokens, those read from the provider's prompt cache (billed at its cached-input price), where reported. */
+  cachedInputTokens: z.number().int().nonnegative().optional(),
+  /** Of promptTokens, those written to the provider's prompt cache (billed at its cache-write price), where reported. */
+  cacheWriteTokens: z.number().int().nonnegative().optional(),
 });
 export type Usage = z.infer<typeof usageSchema>;
 
@@ -39,6 +44,11 @@ const decision = z.object({
   /** Usage summed over every attempt of this step's model call (retries included). */
   usage: usageSchema,
   attempts: z.number().int().positive(),
+  /**
+   * What those attempts cost in µ$ (src/core/prices.ts), and the price versions they were charged at (one per
+   * price in effect during the step): recorded with the charge, so a later price change never rewrites it.
+   */
+  cost: z.object({ micros: z.number().int().nonnegative(), prices: z.array(z.string()) }).optional(),
 });
 
 const observation = z.object({

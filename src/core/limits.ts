@@ -13,6 +13,8 @@ export const HARD_LIMITS = {
   maxTokens: 1_000_000_000,
   /** 30 days. */
   maxWallMs: 30 * 24 * 3600_000,
+  /** µ$ (1e-6 USD): $1,000,000,000, far inside a safe integer. */
+  maxCost: 1e15,
 } as const;
 
 /** Tokens one scripted turn may report (a script is accepted by the API). */

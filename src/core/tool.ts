@@ -137,6 +137,8 @@ export interface ChildBudget {
   maxSteps?: number;
   maxTokens?: number;
   maxWallMs?: number;
+  /** µ$ (1e-6 USD). */
+  maxCost?: number;
 }
 
 /** An agent tool's call (defineAgentTool): a child run of `agent` with `input`, within `budget`. */

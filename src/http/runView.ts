@@ -4,6 +4,7 @@
  * spec, a journal entry, a ledger record, a limit past what a date holds) is left out and
  * named in `notes`, and the run's status and reason are shown from its hash.
  */
+import { formatMicros } from '../core/prices.js';
 import type { EngineContext } from '../runs/engineContext.js';
 import { decodeEntry, type JournalEntry } from '../core/journal.js';
 import type { ModelOptions } from '../core/model.js';
@@ -49,8 +50,10 @@ export interface RunView {
     toolsHash: string;
   };
   budget: {
-    limits: { maxSteps: number; maxTokens: number; maxWallMs: number; deadlineAt: string };
-    used: { steps: number; tokens: number; wallMs: number };
+    /** maxCost: µ$ (1e-6 USD), absent when the run has no money budget. */
+    limits: { maxSteps: number; maxTokens: number; maxWallMs: number; deadlineAt: string; maxCost?: number };
+    /** cost: µ$ the run's model attempts cost, failed ones included (src/core/prices.ts). */
+    used: { steps: number; tokens: number; wallMs: number; cost: number };
   };
   transcript: JournalEntry[];
   effects: unknown[];
@@ -86,7 +89,7 @@ export async function runView(
       'previousRunId',
       'nextRunId',
     ]),
-    readBudget(ctx.redis, ctx.keys, runId, ['maxSteps', 'maxTokens', 'maxWallMs', 'deadlineAt']),
+    readBudget(ctx.redis, ctx.keys, runId, ['maxSteps', 'maxTokens', 'maxWallMs', 'deadlineAt', 'maxCost']),
   ]);
   if (!state || !hash) return undefined;
   const notes: string[] = [];
@@ -97,7 +100,11 @@ export async function runView(
   if (!spec && notes.length === 0) notes.push('spec_missing');
   const { tenant, agent: agentName, key: intakeKey, model, agentVersion, toolsHash, previousRunId, nextRunId } = hash;
   // The budget hash holds the limits in force (an operator's retry may have extended the spec's).
-  const limits: RunSpec['limits'] = stored.maxSteps > 0 ? stored : (spec?.limits ?? stored);
+  const { maxCost: storedCost, ...storedLimits } = stored;
+  const limits: RunSpec['limits'] =
+    stored.maxSteps > 0
+      ? { ...storedLimits, ...(storedCost > 0 ? { maxCost: storedCost } : {}) }
+      : (spec?.limits ?? storedLimits);
   const createdAt = spec?.createdAt ?? hash.createdAt;
   const finishedAt = hash.finishedAt;
   const deadlineAt = isoOf(limits.deadlineAt);
@@ -136,6 +143,7 @@ export async function runView(
         steps: state.used.steps,
         tokens: state.used.tokens,
         wallMs: createdAt > 0 ? (finishedAt || nowMs) - createdAt : 0,
+        cost: state.used.cost ?? 0,
       },
     },
     transcript,
@@ -277,9 +285,9 @@ ${chainRow('previous run', 'previous-run', view.previousRunId)}${chainRow('next 
 <tr><th>agent</th><td>${escapeHtml(`${view.agent.name} ${view.agent.agentVersion} · ${view.agent.model}${view.agent.modelId !== undefined ? `/${view.agent.modelId}` : ''} · tools ${view.agent.toolsHash}`)}</td></tr>
 ${view.status === 'needs_human' && view.reason.startsWith('version_mismatch') ? `<tr><th>version queue</th><td id="version-queue">parked for a version change (pinned ${escapeHtml(`${view.agent.agentVersion}/${view.agent.toolsHash}`)}): continue it under a served version or cancel it, from the console or with <code>agentctl versions continue|cancel ${escapeHtml(view.runId)}</code></td></tr>\n` : ''}${view.notes ? `<tr><th>notes</th><td id="notes">${escapeHtml(view.notes.join('; '))}</td></tr>\n` : ''}</tbody></table>
 <h2>Budget</h2>
-<table id="budget"><thead><tr><th></th><th>steps</th><th>tokens</th><th>wall clock ms</th></tr></thead><tbody>
-<tr><th>used</th>${td(used.steps)}${td(used.tokens)}${td(used.wallMs)}</tr>
-<tr><th>limit</th>${td(limits.maxSteps)}${td(limits.maxTokens)}${td(limits.maxWallMs)}</tr>
+<table id="budget"><thead><tr><th></th><th>steps</th><th>tokens</th><th>wall clock ms</th><th>cost USD</th></tr></thead><tbody>
+<tr><th>used</th>${td(used.steps)}${td(used.tokens)}${td(used.wallMs)}${td(formatMicros(used.cost))}</tr>
+<tr><th>limit</th>${td(limits.maxSteps)}${td(limits.maxTokens)}${td(limits.maxWallMs)}${td(limits.maxCost ? formatMicros(limits.maxCost) : 'none')}</tr>
 </tbody></table>
 <p>deadline ${escapeHtml(limits.deadlineAt)}</p>
 <h2>Transcript</h2>

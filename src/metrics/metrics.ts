@@ -12,6 +12,8 @@ export class Metrics {
   readonly modelCalls: Counter;
   readonly modelAttempts: Counter;
   readonly modelTokens: Counter;
+  readonly spend: Counter<'tenant' | 'agent' | 'provider' | 'model'>;
+  readonly spendLimits: Gauge<'scope'>;
   readonly budgetStops: Counter;
   readonly effects: Counter;
   readonly dedupeHits: Counter;
@@ -107,6 +109,18 @@ export class Metrics {
       name: 'agent_model_tokens_total',
       help: 'Tokens charged to runs',
       labelNames: ['tenant', 'type'],
+      registers: r,
+    });
+    this.spend = new Counter({
+      name: 'agent_spend_total',
+      help: 'Money model attempts cost, in µ$ (1e-6 USD; src/core/prices.ts), failed attempts included',
+      labelNames: ['tenant', 'agent', 'provider', 'model'],
+      registers: r,
+    });
+    this.spendLimits = new Gauge({
+      name: 'agent_spend_limit_micros',
+      help: 'Money limits in force, in µ$ (0 = none): scope tenant_day, tenant_month, agent_day, fleet_month',
+      labelNames: ['scope'],
       registers: r,
     });
     this.budgetStops = new Counter({

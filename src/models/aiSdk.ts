@@ -37,7 +37,7 @@ import {
   type ToolSet,
 } from 'ai';
 import { AgentError, RetryableError, TerminalError } from '../core/errors.js';
-import type { JournalEntry, ToolCall } from '../core/journal.js';
+import type { JournalEntry, ToolCall, Usage } from '../core/journal.js';
 import type { ModelOptions, ModelProvider, ModelRequest, ModelTurn, ToolSpec } from '../core/model.js';
 import { parseRetryAfter } from '../core/retryAfter.js';
 import { TimeoutError, withTimeout } from '../core/timeout.js';
@@ -110,12 +110,7 @@ export class AiSdkProvider implements ModelProvider {
     }
     const toolCalls: ToolCall[] = result.toolCalls.map((c) => ({ id: c.toolCallId, name: c.toolName, args: c.input }));
     const text = result.text.length > 0 ? result.text : undefined;
-    const { inputTokens, outputTokens } = result.usage ?? {};
-    // Both counts or none: a half-reported usage is a missing one (never read as zero).
-    const usage =
-      typeof inputTokens === 'number' && typeof outputTokens === 'number'
-        ? { promptTokens: inputTokens, completionTokens: outputTokens }
-        : undefined;
+    const usage = usageOf(result.usage);
     return {
       toolCalls,
       // No tool call: the text is the answer (empty when the model said nothing). With tool calls it is kept beside
@@ -382,4 +377,21 @@ export function openAICompatibleProvider(s: ProviderSettings & { baseUrl: string
     modelFor: (id) => compat.chatModel(id),
     timeoutMs: s.timeoutMs,
   });
+}
+
+/**
+ * The SDK's usage as the engine's: both counts or none (a half-reported usage is a missing one, never read as zero);
+ * the input total includes cache reads and writes (AI SDK v6), which are kept apart where the provider reports them.
+ */
+export function usageOf(u: LanguageModelUsage | undefined): Usage | undefined {
+  const { inputTokens, outputTokens } = u ?? {};
+  if (typeof inputTokens !== 'number' || typeof outputTokens !== 'number') return undefined;
+  const read = u?.inputTokenDetails?.cacheReadTokens;
+  const written = u?.inputTokenDetails?.cacheWriteTokens;
+  return {
+    promptTokens: inputTokens,
+    completionTokens: outputTokens,
+    ...(typeof read === 'number' && read > 0 ? { cachedInputTokens: read } : {}),
+    ...(typeof written === 'number' && written > 0 ? { cacheWriteTokens: written } : {}),
+  };
 }

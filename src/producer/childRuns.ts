@@ -26,7 +26,12 @@ export function childRunStarter(ctx: EngineContext): ChildRunStarter {
 async function startChildRun(ctx: EngineContext, children: ChildRuns, req: ChildStartRequest): Promise<ChildStart> {
   const { parent, limits, now } = req;
   const event = childEventOf(parent.runId, parent.step, parent.callId);
-  const budget = { maxSteps: limits.maxSteps, maxTokens: limits.maxTokens, maxWallMs: limits.deadlineAt - now };
+  const budget = {
+    maxSteps: limits.maxSteps,
+    maxTokens: limits.maxTokens,
+    maxWallMs: limits.deadlineAt - now,
+    ...(limits.maxCost ? { maxCost: limits.maxCost } : {}),
+  };
   let spec;
   try {
     spec = buildSpec(ctx, { tenant: parent.tenant, agent: req.agent, input: req.input, budget }, now, event);

@@ -114,6 +114,7 @@ export function buildSpec(ctx: EngineContext, request: CreateRunRequest, nowMs: 
     problems.push({ path: 'budget.maxTokens', message: `at most ${cfg.LIMIT_MAX_TOKENS}` });
   if (maxWallMs > cfg.LIMIT_MAX_WALL_MS)
     problems.push({ path: 'budget.maxWallMs', message: `at most ${cfg.LIMIT_MAX_WALL_MS}` });
+  const maxCost = runMaxCost(req.budget?.maxCost, cfg, problems);
   // The model is chosen here, once, and pinned in the spec (src/producer/modelChoice.ts).
   const choice = resolveModelChoice(cfg, ctx.providers, agent, req.tenant, req.model, req.fields.model);
   if ('path' in choice) problems.push(choice);
@@ -141,7 +142,7 @@ export function buildSpec(ctx: EngineContext, request: CreateRunRequest, nowMs: 
     ...(req.script ? { script: req.script } : {}),
     agentVersion: agent.version,
     toolsHash: agent.tools.schemaHash,
-    limits: { maxSteps, maxTokens, maxWallMs, deadlineAt: nowMs + maxWallMs },
+    limits: { maxSteps, maxTokens, maxWallMs, deadlineAt: nowMs + maxWallMs, ...(maxCost ? { maxCost } : {}) },
     createdAt: nowMs,
     ...(req.priority ? { priority: req.priority } : {}),
     ...(Object.keys(search).length > 0 ? { search: { ...search } } : {}),
@@ -250,4 +251,19 @@ async function placeBehindPrevious(ctx: EngineContext, admission: Admission, spe
   if (previous === null || previous === spec.runId) return asked;
   const waiting = await admission.waitingPriority(previous);
   return waiting === undefined ? asked : Math.min(asked, waiting);
+}
+
+/**
+ * A run's money budget in µ$: the request's, else DEFAULT_MAX_COST, else LIMIT_MAX_COST (0: none); a request above
+ * LIMIT_MAX_COST is refused naming budget.maxCost.
+ */
+function runMaxCost(
+  asked: number | undefined,
+  cfg: { DEFAULT_MAX_COST: number; LIMIT_MAX_COST: number },
+  problems: FieldProblem[],
+): number {
+  const limit = cfg.LIMIT_MAX_COST;
+  if (asked !== undefined && limit > 0 && asked > limit)
+    problems.push({ path: 'budget.maxCost', message: `at most ${limit} (µ$)` });
+  return asked ?? (cfg.DEFAULT_MAX_COST || limit);
 }

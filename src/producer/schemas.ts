@@ -12,13 +12,13 @@
 import { z } from 'zod';
 import type { AgentCatalog } from '../core/agent.js';
 import { scriptSchema } from '../models/scriptedTurns.js';
-import { maxStepsSchema, maxTokensSchema, maxWallMsSchema, providerNameSchema } from '../runs/spec.js';
+import { maxCostSchema, maxStepsSchema, maxTokensSchema, maxWallMsSchema, providerNameSchema } from '../runs/spec.js';
 
 /** A run's priority within its tenant's line (flow control): 0 normal (the default) to 4 most urgent. */
 export const prioritySchema = z.number().int().min(0).max(4);
 
 export const budgetRequestSchema = z
-  .object({ maxSteps: maxStepsSchema, maxTokens: maxTokensSchema, maxWallMs: maxWallMsSchema })
+  .object({ maxSteps: maxStepsSchema, maxTokens: maxTokensSchema, maxWallMs: maxWallMsSchema, maxCost: maxCostSchema })
   .partial()
   .strict();
 

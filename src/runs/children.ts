@@ -31,7 +31,7 @@ export interface ChildStartRequest {
   parent: { runId: string; step: number; callId: string; tenant: string; deadlineAt: number };
   agent: string;
   input: unknown;
-  limits: { maxSteps: number; maxTokens: number; deadlineAt: number };
+  limits: { maxSteps: number; maxTokens: number; deadlineAt: number; maxCost?: number };
   now: number;
 }
 
@@ -57,6 +57,8 @@ export interface ChildOutcome {
   answer?: string;
   steps: number;
   tokens: number;
+  /** µ$ (absent: nothing recorded). */
+  cost?: number;
 }
 
 /** The intake event of a parent's call: one child per (parent run, step, call), whatever the redeliveries. */
@@ -72,8 +74,8 @@ export function childEventOf(parentRunId: string, step: number, callId: string):
  * now; deadline: the parent's at the latest. Undefined when the parent has no step or token left to give.
  */
 export function carveLimits(
-  parent: { maxSteps: number; maxTokens: number; deadlineAt: number },
-  used: { steps: number; tokens: number },
+  parent: { maxSteps: number; maxTokens: number; deadlineAt: number; maxCost?: number | undefined },
+  used: { steps: number; tokens: number; cost?: number | undefined },
   asked: ChildBudget | undefined,
   now: number,
   share = 1,
@@ -84,7 +86,15 @@ export function carveLimits(
   const maxTokens = Math.min(tokensLeft, asked?.maxTokens ?? Infinity);
   const deadlineAt = Math.min(parent.deadlineAt, now + (asked?.maxWallMs ?? Infinity));
   if (!(maxSteps >= 1 && maxTokens >= 1 && deadlineAt > now)) return undefined;
-  return { maxSteps: Math.floor(maxSteps), maxTokens: Math.floor(maxTokens), deadlineAt: Math.floor(deadlineAt) };
+  const carved = {
+    maxSteps: Math.floor(maxSteps),
+    maxTokens: Math.floor(maxTokens),
+    deadlineAt: Math.floor(deadlineAt),
+  };
+  // Money, like tokens: a share of what the parent has left (a parent without a money budget gives none).
+  if (!parent.maxCost) return carved;
+  const maxCost = Math.floor(Math.min((parent.maxCost - (used.cost ?? 0)) / share, asked?.maxCost ?? Infinity));
+  return maxCost >= 1 ? { ...carved, maxCost } : undefined;
 }
 
 /** The child runs of a process's context. */
@@ -122,7 +132,7 @@ export class ChildRuns {
     const k = this.d.keys.run(childRunId);
     const [run, used, tail] = await Promise.all([
       readRun(this.d.redis, this.d.keys, childRunId, ['reason']),
-      readBudget(this.d.redis, this.d.keys, childRunId, ['stepsUsed', 'tokensUsed']),
+      readBudget(this.d.redis, this.d.keys, childRunId, ['stepsUsed', 'tokensUsed', 'costUsed']),
       this.d.redis.lrangeBuffer(k.journal, -3, -1), // bytes: a long final answer is stored compressed
     ]);
     if (!run) return { ended: true, status: 'failed', reason: 'child_missing', steps: 0, tokens: 0 };
@@ -132,6 +142,7 @@ export class ChildRuns {
       reason: run.reason,
       steps: used.stepsUsed,
       tokens: used.tokensUsed,
+      cost: used.costUsed,
     };
     if (run.status !== 'completed') return out;
     for (const [i, raw] of tail.reverse().entries()) {

@@ -13,6 +13,8 @@ import { HARD_LIMITS } from '../core/limits.js';
 export const maxStepsSchema = z.number().int().positive().max(HARD_LIMITS.maxSteps);
 export const maxTokensSchema = z.number().int().positive().max(HARD_LIMITS.maxTokens);
 export const maxWallMsSchema = z.number().int().positive().max(HARD_LIMITS.maxWallMs);
+/** A run's money budget: integer µ$ (1e-6 USD), e.g. 250000 = $0.25. */
+export const maxCostSchema = z.number().int().positive().max(HARD_LIMITS.maxCost);
 
 /** A run's limits: in its spec as created, in a step job's data once an operator's retry extended them. */
 export const limitsSchema = z.object({
@@ -20,6 +22,8 @@ export const limitsSchema = z.object({
   maxTokens: maxTokensSchema,
   maxWallMs: maxWallMsSchema,
   deadlineAt: z.number().int().nonnegative(),
+  /** µ$; absent: no money budget for the run (the tenant's, agent's and fleet's still hold). */
+  maxCost: maxCostSchema.optional(),
 });
 export type RunLimits = z.infer<typeof limitsSchema>;
 
@@ -128,6 +132,8 @@ export const stepJobDataSchema = z.object({
      * src/budget/policy.ts). Absent in a job written before it existed: the step then counts exactly.
      */
     contextBytes: tokenTotal.optional(),
+    /** µ$ the run's model attempts cost; absent in a job written before it existed or for a run that cost nothing. */
+    cost: tokenTotal.optional(),
   }),
 });
 export type StepJobData = z.infer<typeof stepJobDataSchema>;
@@ -148,8 +154,10 @@ function commonStepJobData(raw: unknown): StepJobData | undefined {
     return undefined;
   const { used } = raw;
   if (fieldCount(raw) !== 4 || !isRecord(used) || !isSafeCount(used.steps) || !isTotal(used.tokens)) return undefined;
-  const fields = fieldCount(used);
-  if (fields === 3 ? !isTotal(used.contextBytes) : fields !== 2) return undefined;
+  const optional = (used.contextBytes === undefined ? 0 : 1) + (used.cost === undefined ? 0 : 1);
+  if (fieldCount(used) !== 2 + optional) return undefined;
+  if (used.contextBytes !== undefined && !isTotal(used.contextBytes)) return undefined;
+  if (used.cost !== undefined && !isTotal(used.cost)) return undefined;
   return raw as StepJobData;
 }
 

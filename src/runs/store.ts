@@ -150,7 +150,7 @@ export class RunStore {
         'jobId',
         'wait',
       ]),
-      readBudget(this.redis, this.keys, runId, ['stepsUsed', 'tokensUsed', 'contextBytes']),
+      readBudget(this.redis, this.keys, runId, ['stepsUsed', 'tokensUsed', 'contextBytes', 'costUsed']),
     ]);
     if (!run) return undefined;
     const { wait, ...rest } = run;
@@ -160,6 +160,7 @@ export class RunStore {
       used: {
         steps: budget.stepsUsed,
         tokens: budget.tokensUsed,
+        ...(budget.costUsed > 0 ? { cost: budget.costUsed } : {}),
         ...(budget.contextBytes === undefined ? {} : { contextBytes: budget.contextBytes }),
       },
     };

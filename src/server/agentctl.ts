@@ -20,6 +20,7 @@
  * agentctl flow tenant <tenant> [--weight W] [--limit N]   change a tenant's weight or limit at run time ('default':
  * ': back to config)
  *   agentctl flow agent <agent> --limit N               change an agent's concurrency limit at run time
+ *   agentctl spend [--period YYYY-MM-DD|YYYY-MM]        model spend by tenant, agent and model (µ$; default today)
  *   agentctl run <runId>                                the run view
  *   agentctl events <runId> [--from EVENT_ID]           live events (SSE), resumable after an event's id
  *
@@ -54,6 +55,7 @@ const { values, positionals } = parseArgs({
     to: { type: 'string' },
     'tools-hash': { type: 'string' },
     weight: { type: 'string' },
+    period: { type: 'string' },
   },
 });
 
@@ -94,6 +96,11 @@ async function request(method: string, path: string, body?: unknown): Promise<vo
   });
   console.log(text);
   process.exitCode = res.ok ? 0 : 1;
+}
+
+/** The day's or month's model spend (GET /v1/spend), by tenant, agent and model. */
+async function spend(period: string | undefined): Promise<void> {
+  await request('GET', `/v1/spend${period === undefined ? '' : `?period=${encodeURIComponent(period)}`}`);
 }
 
 async function events(runId: string, from: string | undefined): Promise<void> {
@@ -221,6 +228,9 @@ switch (command) {
     } else usage(`unknown flow command ${a}`);
     break;
   }
+  case 'spend':
+    await spend(values.period);
+    break;
   default:
     usage(`unknown command ${command}`);
 }

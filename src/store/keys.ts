@@ -341,6 +341,28 @@ export class KeySpace {
     return `${this.prefix}:reconciler:leader`;
   }
 
+  /**
+   * Money spent (µ$) by model attempts (reserveSpend-6.lua), all under one hash tag {spend} so that the tenant's,
+   * the agent's and the fleet's counters are checked and taken in one script: `day` is YYYY-MM-DD, `month` YYYY-MM
+   * (UTC).
+   */
+  spend(tenant: string, agent: string, day: string, month: string) {
+    const p = `${this.prefix}:spend:{spend}`;
+    return {
+      tenantDay: `${p}:tenant:${tenant}:${day}`,
+      tenantMonth: `${p}:tenant:${tenant}:${month}`,
+      agentDay: `${p}:agent:${agent}:${day}`,
+      fleetMonth: `${p}:fleet:${month}`,
+      ...this.spendReports(day, month),
+    };
+  }
+
+  /** hash: the day's / the month's spend by `<tenant> <agent> <provider>/<model>` (µ$), for `agentctl spend`. */
+  spendReports(day: string, month: string) {
+    const p = `${this.prefix}:spend:{spend}`;
+    return { dayReport: `${p}:report:${day}`, monthReport: `${p}:report:${month}` };
+  }
+
   /** string: tokens a tenant used on one UTC day (own hash tag per tenant). */
   tenantTokens(tenant: string, day: string): string {
     return `${this.prefix}:tenant-tokens:{${tenant}}:${day}`;

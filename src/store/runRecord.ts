@@ -97,6 +97,10 @@ const BUDGET_FIELDS = {
   contextBytes: (raw: string | null) => (raw === null ? undefined : count(raw)),
   /** Operator retries that extended the limits (retryRun-15.lua). */
   extensions: count,
+  /** The run's money budget in µ$ (absent or 0: none; src/core/prices.ts). */
+  maxCost: count,
+  /** What the run's model attempts cost, in µ$, failed attempts included (charged with the tokens). */
+  costUsed: count,
 } satisfies Record<string, Decode<unknown>>;
 
 export type RunField = keyof typeof RUN_FIELDS;

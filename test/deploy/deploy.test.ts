@@ -50,6 +50,8 @@ const ENTRYPOINTS = {
 
 /** Metric names the app exports; alerts and panels may use only these. */
 const METRICS = new Set([
+  'agent_spend_total',
+  'agent_spend_limit_micros',
   'agent_duplicate_writes_total',
   'agent_ledger_dedupe_hits_total',
   'agent_effects_total',
@@ -107,6 +109,8 @@ const ALERTS: Record<string, string[]> = {
   AgentTenantStarved: ['agent_flow_oldest_waiting_seconds'],
   AgentModelRateLimited: ['agent_model_rate_limited_total'],
   AgentToolSourceDown: ['agent_tool_source_up'],
+  AgentTenantSpendNearLimit: ['agent_spend_total', 'agent_spend_limit_micros'],
+  AgentFleetSpendRate: ['agent_spend_total', 'agent_spend_limit_micros'],
 };
 
 /** Environment the processes read that is not in src/config/config.ts (read by other entry points). */

@@ -53,7 +53,17 @@ function render(reply: RenderedReply, req: RecordedRequest, res: ServerResponse,
   for (const [i, c] of (reply.toolCalls ?? []).entries())
     content.push({ type: 'tool_use', id: `toolu_${n}_${i}`, name: c.name, input: c.args });
   const stopReason = reply.toolCalls?.length ? 'tool_use' : 'end_turn';
-  const usage = reply.usage ? { input_tokens: reply.usage.input, output_tokens: reply.usage.output } : undefined;
+  // Anthropic's input_tokens leaves out the tokens read from or written to the cache: they are counted apart.
+  const cached = reply.usage?.cached ?? 0;
+  const written = reply.usage?.cacheWrite ?? 0;
+  const usage = reply.usage
+    ? {
+        input_tokens: reply.usage.input - cached - written,
+        output_tokens: reply.usage.output,
+        ...(cached ? { cache_read_input_tokens: cached } : {}),
+        ...(written ? { cache_creation_input_tokens: written } : {}),
+      }
+    : undefined;
   if (req.body.stream !== true) {
     res.writeHead(200, { 'content-type': 'application/json' }).end(
       JSON.stringify({
@@ -80,7 +90,7 @@ function render(reply: RenderedReply, req: RecordedRequest, res: ServerResponse,
         content: [],
         stop_reason: null,
         stop_sequence: null,
-        ...(usage ? { usage: { input_tokens: usage.input_tokens, output_tokens: 1 } } : {}),
+        ...(usage ? { usage: { ...usage, output_tokens: 1 } } : {}),
       },
     }),
   ];

@@ -108,6 +108,8 @@ function render(reply: RenderedReply, req: RecordedRequest, res: ServerResponse,
         prompt_tokens: reply.usage.input,
         completion_tokens: reply.usage.output,
         total_tokens: reply.usage.input + reply.usage.output,
+        // OpenAI counts cached tokens inside prompt_tokens.
+        ...(reply.usage.cached ? { prompt_tokens_details: { cached_tokens: reply.usage.cached } } : {}),
       }
     : undefined;
   if (req.body.stream === true) {

@@ -12,7 +12,15 @@ export interface TurnReply {
   text?: string;
   toolCalls?: { name: string; args: Record<string, unknown> }[];
   /** null: the response carries no usage at all (the provider must call it an error). */
-  usage?: { input: number; output: number } | null;
+  usage?: {
+    /** Every input token, cached reads and cache writes included (each vendor's wire splits it its own way). */
+    input: number;
+    output: number;
+    /** Of `input`, read from the prompt cache. */
+    cached?: number;
+    /** Of `input`, written to the prompt cache (Anthropic bills it). */
+    cacheWrite?: number;
+  } | null;
   /** Streaming only: the connection is cut after this many events (no final usage, no end marker). */
   truncateAfterEvents?: number;
   /** Streaming only: a pause before each event after the first (a model dribbling tokens; crash tests kill the worker meanwhile). */

@@ -5,6 +5,7 @@
  * Content-Security-Policy forbids both): behaviour is htmx plus console.js,
  * both served from /console/static.
  */
+import { formatMicros } from '../../core/prices.js';
 import type { JournalEntry } from '../../core/journal.js';
 import type { Operator } from '../operatorIdentity.js';
 import { effectBlock, escapeHtml as e, type RunView } from '../runView.js';
@@ -238,12 +239,22 @@ ${d.jobs.map((j) => `<tr data-job="${e(j.jobId)}"><td>${j.state === 'removed' ? 
 </tbody></table>`;
 }
 
+/** The run's cost in USD, against its money budget when it has one. */
+function costRow(v: RunView): string {
+  const { limits, used } = v.budget;
+  const max = limits.maxCost;
+  const meter = max
+    ? `<meter min="0" max="${e(max)}" value="${e(Math.min(used.cost, max))}" high="${e(max * 0.8)}"></meter>`
+    : '';
+  return `<tr id="cost"><th>cost USD</th><td>${e(formatMicros(used.cost))}</td><td>${max ? e(formatMicros(max)) : 'none'}</td><td>${meter}</td></tr>`;
+}
+
 function budget(v: RunView): string {
   const { limits, used } = v.budget;
   const row = (name: string, u: number, l: number) =>
     `<tr><th>${name}</th><td>${e(u)}</td><td>${e(l)}</td><td><meter min="0" max="${e(l)}" value="${e(Math.min(u, l))}" high="${e(l * 0.8)}"></meter></td></tr>`;
   return `<table id="budget"><thead><tr><th></th><th>used</th><th>limit</th><th></th></tr></thead><tbody>
-${row('steps', used.steps, limits.maxSteps)}${row('tokens', used.tokens, limits.maxTokens)}${row('wall clock ms', used.wallMs, limits.maxWallMs)}
+${row('steps', used.steps, limits.maxSteps)}${row('tokens', used.tokens, limits.maxTokens)}${row('wall clock ms', used.wallMs, limits.maxWallMs)}${costRow(v)}
 </tbody></table><p>deadline ${e(limits.deadlineAt)}</p>`;
 }
 

@@ -19,6 +19,7 @@ import { versionsRouter } from './versions.js';
 import { schedulesRouter } from './schedules.js';
 import { sessionsRouter } from './sessions.js';
 import { flowRouter } from './flow.js';
+import { spendRouter } from './spend.js';
 import { Schedules } from '../../producer/schedules.js';
 
 /**
@@ -42,5 +43,6 @@ export function mountOperators(app: express.Express, ctx: EngineContext, ledger:
   app.use(schedulesRouter(ctx, new Schedules(ctx)));
   app.use(sessionsRouter(ctx, sessions));
   app.use(flowRouter(ctx));
+  app.use(spendRouter(ctx));
   mountBullBoard(app, ctx, session);
 }

@@ -14,6 +14,8 @@ export interface ChargeTokensArgs {
   step: number;
   jobId: string;
   tokens: number;
+  /** Their cost in µ$. */
+  cost?: number | undefined;
 }
 
 /**
@@ -21,6 +23,15 @@ export interface ChargeTokensArgs {
  * running).
  */
 export async function chargeTokens(redis: RedisClient, k: ChargeTokensKeys, a: ChargeTokensArgs): Promise<number> {
-  const res = await script(redis, 'chargeTokens')(k.run, k.budget, k.jobLock, a.token, a.step, a.jobId, a.tokens);
+  const res = await script(redis, 'chargeTokens')(
+    k.run,
+    k.budget,
+    k.jobLock,
+    a.token,
+    a.step,
+    a.jobId,
+    a.tokens,
+    a.cost ?? 0,
+  );
   return Number(expectReply(res, { step: a.step }));
 }

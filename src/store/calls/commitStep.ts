@@ -32,6 +32,8 @@ export interface CommitStepArgs {
   reason: string;
   stepsDelta: number;
   tokensDelta: number;
+  /** µ$ the step's model attempts cost (failed ones included), charged with the tokens. */
+  costDelta: number;
   /** UTF-8 bytes the transcript grows by; undefined when the run's byte count is unknown (not kept for it). */
   contextBytesDelta: number | undefined;
   now: number;
@@ -122,6 +124,7 @@ export async function commitStep(redis: RedisClient, k: CommitStepKeys, a: Commi
       a.wait,
       a.decision ?? '',
       a.next.prioritized ? 'p' : '',
+      a.costDelta,
     ],
     // The journal entries, the one variable-length run, last.
     a.entries,

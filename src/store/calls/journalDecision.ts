@@ -18,6 +18,8 @@ export interface JournalDecisionArgs {
   token: string;
   step: number;
   tokensDelta: number;
+  /** µ$ the decision's attempts cost (charged with the tokens). */
+  costDelta?: number | undefined;
   /** UTF-8 bytes the transcript grows by; undefined when the run's byte count is unknown (not kept for it). */
   contextBytesDelta: number | undefined;
   /** The decision entry as stored (JSON or compressed: packEntry). */
@@ -56,6 +58,7 @@ export async function journalDecision(
     a.event,
     a.jobId,
     a.startedEvent,
+    a.costDelta ?? 0,
   );
   return Number(expectReply(res, { step: a.step }));
 }

@@ -24,7 +24,7 @@ export interface WakeRunArgs {
   /** The `woke` event (JSON). */
   event: string;
   /** The children's spend, charged to the woken run with the resume (0 for other waits). */
-  charge: { steps: number; tokens: number };
+  charge: { steps: number; tokens: number; cost?: number };
 }
 
 /** True when this call woke the run, false when an earlier delivery had; throws the FenceError of a refusal. */
@@ -45,6 +45,7 @@ export async function wakeRun(redis: RedisClient, k: WakeRunKeys, a: WakeRunArgs
     a.event,
     a.charge.steps,
     a.charge.tokens,
+    a.charge.cost ?? 0,
     ...a.entries,
   );
   return Number(expectReply(res, { step: a.step })) === 1;

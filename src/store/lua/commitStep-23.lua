@@ -42,7 +42,8 @@
            written ('' when the commit follows no journalled decision)
   ARGV[35] `p` when the next step's job is prioritized (flow control: its priority says its
            tenant's share, src/flow/stepPriority.ts), '' for a standard job
-  ARGV[36..35+N] journal entries (JSON): the one variable-length run, last
+  ARGV[36] cost delta in µ$ (the step's model attempts' cost, failed ones included), charged with the tokens
+  ARGV[37..36+N] journal entries (JSON): the one variable-length run, last
 
   A park on a wait advances the cursor and makes the next step's job id the run's
   current job, with the wait recorded on the run hash (`wait`); no job is added here:
@@ -95,7 +96,7 @@ if ARGV[34] ~= '' and not holdsDecision(KEYS[1], KEYS[3], ARGV[2], ARGV[34]) the
 
 local n = tonumber(ARGV[16])
 local len
-if n > 0 then len = redis.call('RPUSH', KEYS[3], unpack(ARGV, 36, 35 + n)) else len = redis.call('LLEN', KEYS[3]) end
+if n > 0 then len = redis.call('RPUSH', KEYS[3], unpack(ARGV, 37, 36 + n)) else len = redis.call('LLEN', KEYS[3]) end
 
 -- Cancel wins: whatever this commit would set (a park included), the run ends cancelled.
 local status = ARGV[3]
@@ -127,6 +128,7 @@ end
 
 redis.call('HINCRBY', KEYS[2], 'stepsUsed', ARGV[5])
 redis.call('HINCRBY', KEYS[2], 'tokensUsed', ARGV[6])
+if ARGV[36] ~= '0' then redis.call('HINCRBY', KEYS[2], 'costUsed', ARGV[36]) end
 if ARGV[7] ~= '' then redis.call('HINCRBY', KEYS[2], 'contextBytes', ARGV[7]) end
 
 local nextCursor = step

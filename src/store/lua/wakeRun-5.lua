@@ -14,7 +14,8 @@
   ARGV[5] events max length  ARGV[6] retention ms (listing indexes)
   ARGV[7] context bytes delta ('' = none kept)  ARGV[8] the woke event (JSON)
   ARGV[9] steps to charge (the children's)  ARGV[10] tokens to charge (the children's)
-  ARGV[11..] the wait's result entries (JSON), none for a sleep
+  ARGV[11] µ$ to charge (the children's cost)
+  ARGV[12..] the wait's result entries (JSON), none for a sleep
 
   Returns 1, 0 when the run is already running (an earlier delivery woke it), or a negative code:
    -1 lock lost  -2 stale step  -3 run missing  -4 run not parked on a wait (cancelled, say)
@@ -29,12 +30,13 @@ if tonumber(run[1]) ~= tonumber(ARGV[2]) or run[3] ~= ARGV[3] then return -2 end
 if run[2] == 'running' then return 0 end
 if run[2] ~= 'sleeping' and run[2] ~= 'waiting_event' and run[2] ~= 'waiting_child' then return -4 end
 
-if #ARGV >= 11 then
-  redis.call('RPUSH', KEYS[3], unpack(ARGV, 11, #ARGV))
+if #ARGV >= 12 then
+  redis.call('RPUSH', KEYS[3], unpack(ARGV, 12, #ARGV))
   if ARGV[7] ~= '' then redis.call('HINCRBY', KEYS[2], 'contextBytes', ARGV[7]) end
 end
 if tonumber(ARGV[9]) > 0 then redis.call('HINCRBY', KEYS[2], 'stepsUsed', ARGV[9]) end
 if tonumber(ARGV[10]) > 0 then redis.call('HINCRBY', KEYS[2], 'tokensUsed', ARGV[10]) end
+if tonumber(ARGV[11]) > 0 then redis.call('HINCRBY', KEYS[2], 'costUsed', ARGV[11]) end
 indexRunStatus(KEYS[1], 'running', ARGV[4], ARGV[6], run[2], '')
 redis.call('HSET', KEYS[1], 'status', 'running', 'reason', '', 'updatedAt', ARGV[4])
 redis.call('HDEL', KEYS[1], 'wait')

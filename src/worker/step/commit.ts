@@ -24,7 +24,7 @@ import type { StepCommit } from './store.js';
 export async function commit(env: StepEnv, state: StepState, plan: CommitPlan, fetchNext: boolean): Promise<void> {
   env.crash.hit('before_commit', state.step);
   const record = commitRecord(env, state, plan, fetchNext);
-  const nextUsed = usedAfter(state.used, plan, record.contextBytesDelta ?? 0);
+  const nextUsed = usedAfter(state.used, plan, record.contextBytesDelta ?? 0, record.costDelta);
   const reply = await env.store.commit(state.job, record).catch((err: unknown) => {
     if (err instanceof FenceError && err.code === 'decision_exists')
       state.log.warn({ code: 'decision_exists' }, 'a decision was journalled concurrently');
@@ -39,6 +39,7 @@ export async function commit(env: StepEnv, state: StepState, plan: CommitPlan, f
   }
   env.metrics.stepsCommitted.inc();
   env.crash.hit('after_commit', state.step);
+  state.costUncharged = 0;
   const { committed } = reply;
   if (plan.wait && committed === plan.status) await addWakeJob(env, state, plan, nextUsed);
   await childBookkeeping(env, state, plan, committed);
@@ -124,7 +125,7 @@ export function commitRecord(env: StepEnv, state: StepState, plan: CommitPlan, f
           v: 1,
           runId,
           step: step + 1,
-          used: usedAfter(used, plan, bytes),
+          used: usedAfter(used, plan, bytes, state.costUncharged),
           ...(data.limits ? { limits: data.limits } : {}),
         }
       : undefined;
@@ -140,12 +141,19 @@ export function commitRecord(env: StepEnv, state: StepState, plan: CommitPlan, f
     startedEvent: state.startedEmitted ? '' : state.startedEvent,
     now: env.now(),
     decision: plan.carriesDecision ? undefined : state.decisionDigest,
+    costDelta: state.costUncharged,
   };
 }
 
-function usedAfter(used: Usage, plan: CommitPlan, bytes: number): Usage {
+function usedAfter(used: Usage, plan: CommitPlan, bytes: number, costDelta: number): Usage {
+  const cost = (used.cost ?? 0) + costDelta;
   return grown(
-    { steps: used.steps + plan.stepsDelta, tokens: used.tokens + plan.tokensDelta, contextBytes: used.contextBytes },
+    {
+      steps: used.steps + plan.stepsDelta,
+      tokens: used.tokens + plan.tokensDelta,
+      contextBytes: used.contextBytes,
+      ...(cost > 0 ? { cost } : {}),
+    },
     bytes,
   );
 }

@@ -97,11 +97,14 @@ async function keep(env: StepEnv, state: StepState, agent: Agent, decision: Deci
     contextBytesDelta: state.used.contextBytes === undefined ? undefined : bytes,
     startedEvent: state.startedEmitted ? '' : state.startedEvent,
     now: env.now(),
+    costDelta: state.costUncharged,
   });
+  const cost = (state.used.cost ?? 0) + state.costUncharged;
+  state.costUncharged = 0;
   state.decisionDigest = entryDigest(encoded);
   state.log.debug({ code: 'decision_journalled' }, 'decision journalled');
   state.startedEmitted = true;
-  state.used = grown({ ...state.used, tokens: state.used.tokens + total(decision.usage) }, bytes);
+  state.used = grown({ ...state.used, tokens: state.used.tokens + total(decision.usage), cost }, bytes);
   env.crash.hit('after_decision', state.step);
 }
 
@@ -117,7 +120,13 @@ function startsEffect(agent: Agent, name: string): boolean {
  * are lost, logged).
  */
 async function chargeAbandonedTokens(env: StepEnv, state: StepState, tokens: number): Promise<void> {
-  await env.store.chargeTokens(state.job, state.runId, state.step, tokens).catch((err: unknown) => {
-    state.log.warn({ code: 'abandoned_tokens_not_charged', tokens, err }, 'tokens of abandoned attempts not charged');
-  });
+  const cost = state.costUncharged;
+  await env.store.chargeTokens(state.job, state.runId, state.step, tokens, cost).then(
+    () => {
+      state.costUncharged -= cost;
+    },
+    (err: unknown) => {
+      state.log.warn({ code: 'abandoned_tokens_not_charged', tokens, err }, 'tokens of abandoned attempts not charged');
+    },
+  );
 }

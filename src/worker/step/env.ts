@@ -9,6 +9,8 @@ import type { Tracer } from '@opentelemetry/api';
 import type { Agent } from '../../core/agent.js';
 import type { ModelProvider } from '../../core/model.js';
 import type { BudgetStop } from '../../budget/tenantBudget.js';
+import type { SpendScope } from '../../budget/spend.js';
+import type { Price, PriceEntry } from '../../core/prices.js';
 import type { Metrics } from '../../metrics/metrics.js';
 import type { CrashPoints } from '../../config/testHooks.js';
 import type { RunSpec } from '../../runs/spec.js';
@@ -50,12 +52,27 @@ export interface StepOptions {
   readonly FOLLOW_UP_WAIT_MS: number;
   /** How long a wait-for-event's record is kept past its due time (ms). */
   readonly EVENT_KEEP_MS: number;
+  /** Model prices over the defaults; absent (a StepOptions built without them): money is not counted. */
+  readonly MODEL_PRICES?: readonly PriceEntry[];
+  /** Money limits in µ$ (0 or absent = none): src/budget/spend.ts. */
+  readonly TENANT_DAILY_COST?: number;
+  readonly TENANT_MONTHLY_COST?: number;
+  readonly AGENT_DAILY_COST?: number;
+  readonly FLEET_MONTHLY_COST?: number;
 }
 
 /** The tenant's day of tokens (src/budget/tenantBudget.ts): reserved before each model attempt, settled after. */
 export interface TenantTokens {
   reserve(tenant: string, amount: number, nowMs: number): Promise<BudgetStop | undefined>;
   settle(tenant: string, delta: number, nowMs: number): Promise<void>;
+}
+
+/** The money budgets of src/budget/spend.ts, as a step uses them. */
+export interface SpendPort {
+  readonly limited: boolean;
+  priceAt(provider: string, model: string | undefined, nowMs: number): Price | undefined;
+  reserve(scope: SpendScope, estimate: number, nowMs: number): Promise<BudgetStop | undefined>;
+  settle(scope: SpendScope, cost: number, reserved: number, nowMs: number): Promise<void>;
 }
 
 /** A follow-up's previous conversation (src/worker/followUp.ts). */
@@ -124,6 +141,8 @@ export interface StepEnv {
     | undefined;
   /** Model rate limits, reserved around each model attempt (src/flow/rateLimits.ts). */
   readonly rates: RateLimits | undefined;
+  /** Money: model prices and the tenant's, agent's and fleet's spend (src/budget/spend.ts); undefined: not counted. */
+  readonly spend?: SpendPort | undefined;
   /** Child runs of agent tools; undefined where none can be started (an agent tool's call is then a tool error). */
   readonly children?: ChildRunPort | undefined;
 }

@@ -70,6 +70,7 @@ export async function load(env: StepEnv, d: Delivery, limited: LimitedSpecs): Pr
     cancelRequested: known.cancelRequested === true,
     startedEmitted: false,
     carriesDecision: false,
+    costUncharged: 0,
     // What a redelivery found, undefined on a first delivery: every state has one shape, and no spreads of mostly
     // empty objects (they allocated more than the state itself).
     decision: known.decision,

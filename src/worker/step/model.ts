@@ -20,9 +20,11 @@ import type { ModelProvider, ModelTurn } from '../../core/model.js';
 import { withRetry } from '../../core/withRetry.js';
 import type { Agent } from '../../core/agent.js';
 import { traced } from '../../metrics/tracing.js';
+import { costOf, estimateCost, type Price } from '../../core/prices.js';
 import {
   attemptCheck,
   BudgetStopError,
+  costCheck,
   spentCheck,
   wallClockStop,
   type BudgetKind,
@@ -105,6 +107,9 @@ function spanOutcome(r: Called): Record<string, string | number | string[]> {
 /** One model call of one step: its attempts, and what they spent (`usage`, failed attempts included). */
 class ModelCall {
   private readonly usage: Usage = { promptTokens: 0, completionTokens: 0 };
+  /** µ$ the attempts cost, and the price versions they were charged at. */
+  private cost = 0;
+  private readonly priceVersions = new Set<string>();
   private attempts = 0;
   private readonly labels: { tenant: string; provider: string };
   private transcript: JournalEntry[] | undefined;
@@ -157,6 +162,8 @@ class ModelCall {
     const usedTokens = state.used.tokens + total(this.usage);
     const stop = await exactIfRefused(estimate, (tokens) => attemptCheck(spec, usedTokens, tokens, env.now()));
     if (stop) throw new BudgetStopError(stop);
+    const costStop = costCheck(spec, (state.used.cost ?? 0) + this.cost, this.costEstimate(env.now()));
+    if (costStop) throw new BudgetStopError(costStop);
     const rated = await ratedAttempt(env.rates, spec, this.provider.name, estimate.tokens, env.now());
     const tenantStop = await exactIfRefused(estimate, (tokens) => env.tenant.reserve(spec.tenant, tokens, env.now()));
     if (tenantStop) {
@@ -177,16 +184,20 @@ class ModelCall {
     this.attempts = attempt;
     await this.beforeAttempt(attempt);
     const rated = await this.reserve();
+    // The attempt's price: the version in effect now, recorded with its charge (a later change never reprices it).
+    const price = this.priceNow();
+    const reservedCost = await this.reserveSpend(rated, price);
     let spent = 0;
+    let cost = 0;
     try {
       const t = await this.complete(attempt);
-      if (t.usage) spent = this.add(t.usage);
+      if (t.usage) [spent, cost] = this.add(t.usage, price);
       env.metrics.modelAttempts.inc({ ...this.labels, outcome: 'ok' });
       return t;
     } catch (err) {
       env.metrics.modelAttempts.inc({ ...this.labels, outcome: isRetryable(err) ? 'retryable' : 'error' });
       const reported = (err as AgentError).details?.usage;
-      if (reported !== undefined) spent = this.add(reported);
+      if (reported !== undefined) [spent, cost] = this.add(reported, price);
       await rated?.failed(err, env.metrics);
       const named = isRetryable(err) && err.retryAfterMs !== undefined && !state.signal.aborted;
       if (named) throw new NamedWait(err);
@@ -194,7 +205,69 @@ class ModelCall {
     } finally {
       await rated?.settle(spent);
       await env.tenant.settle(spec.tenant, spent - estimate.tokens, env.now());
+      await env.spend?.settle(this.scope(), cost, reservedCost, env.now());
     }
+  }
+
+  private scope() {
+    const { spec } = this.state;
+    return {
+      tenant: spec.tenant,
+      agent: spec.agent,
+      provider: this.provider.name,
+      model: spec.modelId ?? this.provider.defaultModel ?? '*',
+    };
+  }
+
+  private priceNow(): Price | undefined {
+    return this.env.spend?.priceAt(
+      this.provider.name,
+      this.state.spec.modelId ?? this.provider.defaultModel,
+      this.env.now(),
+    );
+  }
+
+  /**
+   * The most one attempt may cost (µ$): the estimate's input at the dearest input price and the completion cap at the
+   * output price; 0 for a model without a price.
+   */
+  private costEstimate(nowMs: number): number {
+    const price = this.env.spend?.priceAt(
+      this.provider.name,
+      this.state.spec.modelId ?? this.provider.defaultModel,
+      nowMs,
+    );
+    if (!price) return 0;
+    const cap = this.env.cfg.COMPLETION_TOKEN_CAP;
+    return estimateCost(this.input.estimate.tokens - cap, cap, price);
+  }
+
+  /**
+   * The tenant's, agent's and fleet's money: the attempt's cost estimate reserved (a stop names the cost); a model
+   * without a price is refused while a money limit is in force (its spend could not be bounded), never charged zero.
+   */
+  private async reserveSpend(rated: RatedAttempt | undefined, price: Price | undefined): Promise<number> {
+    const { env, state } = this;
+    const spend = env.spend;
+    if (!spend) return 0;
+    const limited = spend.limited || (state.spec.limits.maxCost ?? 0) > 0;
+    let stop;
+    let amount = 0;
+    if (!price) {
+      if (!limited) return 0;
+      stop = { kind: 'cost' as const, reason: `cost: no price for ${this.provider.name}/${this.scope().model}` };
+    } else {
+      // No tenant, agent or fleet limit: nothing to reserve (the settlement still counts the spend).
+      if (!spend.limited) return 0;
+      amount = this.costEstimate(env.now());
+      stop = await spend.reserve(this.scope(), amount, env.now());
+    }
+    if (stop) {
+      await rated?.settle(0);
+      await env.tenant.settle(state.spec.tenant, -this.input.estimate.tokens, env.now());
+      throw new BudgetStopError(stop);
+    }
+    return amount;
   }
 
   /**
@@ -251,12 +324,22 @@ class ModelCall {
     return answer;
   }
 
-  /** Adds an attempt's usage (validated); returns its tokens. */
-  private add(reported: unknown): number {
+  /** Adds an attempt's usage (validated) and its cost at `price`; returns its tokens and its cost (µ$). */
+  private add(reported: unknown, price: Price | undefined): [number, number] {
     const u = validUsage(reported);
     this.usage.promptTokens += u.promptTokens;
     this.usage.completionTokens += u.completionTokens;
-    return total(u);
+    if (u.cachedInputTokens) this.usage.cachedInputTokens = (this.usage.cachedInputTokens ?? 0) + u.cachedInputTokens;
+    if (u.cacheWriteTokens) this.usage.cacheWriteTokens = (this.usage.cacheWriteTokens ?? 0) + u.cacheWriteTokens;
+    const cost = price ? costOf(u, price) : 0;
+    if (price) {
+      this.cost += cost;
+      this.priceVersions.add(price.version);
+      this.state.costUncharged += cost;
+      const { tenant, agent, provider, model } = this.scope();
+      this.env.metrics.spend.inc({ tenant, agent, provider, model }, cost);
+    }
+    return [total(u), cost];
   }
 
   private async failed(err: unknown): Promise<Called> {
@@ -311,6 +394,7 @@ class ModelCall {
         ...(text !== undefined ? { text } : {}),
         usage,
         attempts: this.attempts,
+        ...(this.priceVersions.size > 0 ? { cost: { micros: this.cost, prices: [...this.priceVersions] } } : {}),
       },
     };
   }
@@ -320,9 +404,15 @@ class ModelCall {
  * A provider's usage, validated (non-negative safe integers): an invalid one is a provider error, like a missing one.
  */
 function validUsage(u: unknown): Usage {
-  // The usual case checked by hand (usageSchema's checks; only these two fields are read): zod names a bad field.
+  // The usual case checked by hand (usageSchema's checks; only these fields are read): zod names a bad field.
   const v = u as Partial<Record<keyof Usage, unknown>> | null | undefined;
-  if (isTokenCount(v?.promptTokens) && isTokenCount(v?.completionTokens)) return v as Usage;
+  if (
+    isTokenCount(v?.promptTokens) &&
+    isTokenCount(v?.completionTokens) &&
+    (v?.cachedInputTokens === undefined || isTokenCount(v.cachedInputTokens)) &&
+    (v?.cacheWriteTokens === undefined || isTokenCount(v.cacheWriteTokens))
+  )
+    return v as Usage;
   const r = usageSchema.safeParse(u);
   if (!r.success) {
     const issue = r.error.issues[0];

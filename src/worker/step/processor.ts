@@ -26,6 +26,8 @@ import type { AgentChoice, ChildRunPort, StepEnv, StepOptions } from './env.js';
 import { ChildRuns, type ChildRunStarter } from '../../runs/children.js';
 import type { Delivery } from './load.js';
 import { StepPipeline } from './pipeline.js';
+import { SpendBudget } from '../../budget/spend.js';
+import type { SpendPort } from './env.js';
 import { BullStepJob, RedisStepStore } from './redisStore.js';
 
 export type { StepOptions } from './env.js';
@@ -61,6 +63,8 @@ export interface StepDeps {
   admission?: StepEnv['admission'];
   /** Model rate limits, reserved around each model attempt (src/flow/rateLimits.ts). */
   rates?: RateLimits | undefined;
+  /** Money budgets; by default built from cfg when it names MODEL_PRICES. */
+  spend?: SpendPort | undefined;
   /** Starts the child runs of agent tools (the producer's intake, given by the composition root). */
   childRuns?: ChildRunStarter | undefined;
 }
@@ -109,6 +113,18 @@ export class StepProcessor {
   }
 }
 
+/** The money budgets of a worker, their limits exported for the spend alerts (deploy/prometheus/rules.yml). */
+function spendOf(d: StepDeps): SpendPort | undefined {
+  if (d.spend) return d.spend;
+  if (!d.cfg.MODEL_PRICES) return undefined;
+  const opts = spendOptions(d.cfg);
+  d.metrics.spendLimits.set({ scope: 'tenant_day' }, opts.TENANT_DAILY_COST);
+  d.metrics.spendLimits.set({ scope: 'tenant_month' }, opts.TENANT_MONTHLY_COST);
+  d.metrics.spendLimits.set({ scope: 'agent_day' }, opts.AGENT_DAILY_COST);
+  d.metrics.spendLimits.set({ scope: 'fleet_month' }, opts.FLEET_MONTHLY_COST);
+  return new SpendBudget(d.redis, d.keys, opts);
+}
+
 function envOf(d: StepDeps): StepEnv {
   const transcripts = d.transcripts ?? new TranscriptCache();
   const store = new RedisStepStore({
@@ -128,6 +144,7 @@ function envOf(d: StepDeps): StepEnv {
     providers: d.providers,
     effects: d.effects,
     tenant: new TenantBudget(d.redis, d.keys, d.cfg.TENANT_DAILY_TOKENS),
+    spend: spendOf(d),
     followUps: new FollowUps(d.store),
     metrics: d.metrics,
     crash: d.crash,
@@ -171,4 +188,15 @@ function agentChoice(d: StepDeps): AgentChoice {
       ? { kind: 'park', reason: `version_mismatch: pinned ${spec.agentVersion}/${spec.toolsHash} served none` }
       : { kind: 'park', reason: `unknown_agent: ${spec.agent}` };
   return { agentFor, verdict };
+}
+
+/** The money budgets' options from the step's (absent limits: none). */
+function spendOptions(cfg: StepOptions) {
+  return {
+    MODEL_PRICES: cfg.MODEL_PRICES ?? [],
+    TENANT_DAILY_COST: cfg.TENANT_DAILY_COST ?? 0,
+    TENANT_MONTHLY_COST: cfg.TENANT_MONTHLY_COST ?? 0,
+    AGENT_DAILY_COST: cfg.AGENT_DAILY_COST ?? 0,
+    FLEET_MONTHLY_COST: cfg.FLEET_MONTHLY_COST ?? 0,
+  };
 }

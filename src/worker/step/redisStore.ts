@@ -166,6 +166,7 @@ export class RedisStepStore implements StepStore {
       token: job.token,
       step: w.decision.step,
       tokensDelta: w.decision.usage.promptTokens + w.decision.usage.completionTokens,
+      costDelta: w.costDelta,
       contextBytesDelta: w.contextBytesDelta,
       entry: w.encoded,
       now: w.now,
@@ -189,10 +190,10 @@ export class RedisStepStore implements StepStore {
     });
   }
 
-  async chargeTokens(job: StepJob, runId: string, step: number, tokens: number): Promise<void> {
+  async chargeTokens(job: StepJob, runId: string, step: number, tokens: number, cost = 0): Promise<void> {
     const k = this.d.keys.run(runId);
     const keys = { run: k.run, budget: k.budget, jobLock: this.lockOf(runId, job) };
-    await chargeTokens(this.d.redis, keys, { token: job.token, step, jobId: job.id, tokens });
+    await chargeTokens(this.d.redis, keys, { token: job.token, step, jobId: job.id, tokens, cost });
   }
 
   /**
@@ -216,6 +217,7 @@ export class RedisStepStore implements StepStore {
       reason: plan.reason,
       stepsDelta: plan.stepsDelta,
       tokensDelta: plan.tokensDelta,
+      costDelta: c.costDelta,
       contextBytesDelta: c.contextBytesDelta,
       now: c.now,
       eventsMaxLen: this.d.cfg.EVENTS_MAX_LEN,

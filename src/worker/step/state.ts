@@ -97,6 +97,12 @@ export interface StepState {
   observed?: readonly ObservationEntry[];
   /** The decision rides in the commit (no write followed it and it was not journalled). */
   carriesDecision: boolean;
+  /**
+   * µ$ this delivery's model attempts cost and no script has charged yet: the first script that charges the step's
+   * tokens (journalDecision, chargeTokens, the commit) charges it and zeroes it, so each attempt's cost is charged
+   * once, whichever way the step ends.
+   */
+  costUncharged: number;
 }
 
 /** The commit that stops (or parks) the run at this step with `t`, after `observations`; the step is not counted. */
@@ -119,7 +125,8 @@ export function total(u: TokenUsage): number {
 
 /** Usage with the transcript's byte count grown by `bytes` (left unknown when it was). */
 export function grown(used: Usage, bytes: number): Usage {
+  const cost = used.cost ? { cost: used.cost } : {};
   return used.contextBytes === undefined
-    ? { steps: used.steps, tokens: used.tokens }
+    ? { steps: used.steps, tokens: used.tokens, ...cost }
     : { ...used, contextBytes: used.contextBytes + bytes };
 }

@@ -27,6 +27,8 @@ export interface DecisionWrite {
   /** This delivery's step_started event, '' when a script of this delivery already wrote it. */
   startedEvent: string;
   now: number;
+  /** µ$ the step's attempts cost that no earlier script of this delivery charged (the decision's and failed ones). */
+  costDelta?: number;
 }
 
 /** One call's observation journalled when it finished (a step of several calls whose decision is journalled). */
@@ -51,7 +53,7 @@ export interface WakeWrite {
   event: string;
   now: number;
   /** The children's spend, charged to this run with the resume (absent for other waits). */
-  charge?: { steps: number; tokens: number };
+  charge?: { steps: number; tokens: number; cost?: number };
 }
 
 /** One event key of a tenant's agent, and the wait on it. */
@@ -83,6 +85,8 @@ export interface StepCommit {
   now: number;
   /** The digest of the step's decision when it was journalled before this commit (the commit must follow it). */
   decision: string | undefined;
+  /** µ$ the step's attempts cost that no earlier script of this delivery charged. */
+  costDelta: number;
 }
 
 export interface CommitReply {
@@ -119,7 +123,7 @@ export interface StepStore {
   /** Appends one call's observation after the step's journalled decision (fenced; see journalObservation-5.lua). */
   journalObservation(job: StepJob, w: ObservationWrite): Promise<void>;
   /** Charges tokens of attempts abandoned before a decision (fenced; refused silently by the caller). */
-  chargeTokens(job: StepJob, runId: string, step: number, tokens: number): Promise<void>;
+  chargeTokens(job: StepJob, runId: string, step: number, tokens: number, cost?: number): Promise<void>;
   commit(job: StepJob, c: StepCommit): Promise<CommitReply>;
   /**
    * Adds a parked wait's wake job (the run's current job), delayed until `atMs`; a no-op if it exists. For a wait

@@ -124,7 +124,12 @@ const requestSchemas = {
     kind: z.literal('child'),
     agent: z.string().min(1),
     budget: z
-      .object({ maxSteps: amount.optional(), maxTokens: amount.optional(), maxWallMs: amount.optional() })
+      .object({
+        maxSteps: amount.optional(),
+        maxTokens: amount.optional(),
+        maxWallMs: amount.optional(),
+        maxCost: amount.optional(),
+      })
       .optional(),
   }),
 };

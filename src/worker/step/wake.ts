@@ -45,10 +45,10 @@ export async function wake(env: StepEnv, state: StepState, wait: WaitRecord): Pr
   const bytes = json.reduce((n, e) => n + Buffer.byteLength(e), 0);
   const encoded = json.map(packEntry);
   const charge = charged
-    ? charged.children.reduce((t, c) => ({ steps: t.steps + c.steps, tokens: t.tokens + c.tokens }), {
-        steps: 0,
-        tokens: 0,
-      })
+    ? charged.children.reduce(
+        (t, c) => ({ steps: t.steps + c.steps, tokens: t.tokens + c.tokens, cost: t.cost + c.cost }),
+        { steps: 0, tokens: 0, cost: 0 },
+      )
     : undefined;
   const woke = await env.store.wake(state.job, {
     runId: state.runId,
@@ -71,7 +71,12 @@ export async function wake(env: StepEnv, state: StepState, wait: WaitRecord): Pr
   // spend its budget.
   if (entries.length > 0) state.used = grown(state.used, bytes);
   if (charge)
-    state.used = { ...state.used, steps: state.used.steps + charge.steps, tokens: state.used.tokens + charge.tokens };
+    state.used = {
+      ...state.used,
+      steps: state.used.steps + charge.steps,
+      tokens: state.used.tokens + charge.tokens,
+      ...(charge.cost > 0 ? { cost: (state.used.cost ?? 0) + charge.cost } : {}),
+    };
   const outcome = wait.kind === 'sleep' ? 'woke' : isTimeout(entries[0]) ? 'timed_out' : 'delivered';
   env.metrics.waits.inc({ kind: wait.kind, outcome });
   for (const c of charged?.children ?? []) env.metrics.childRuns.inc({ event: 'ended', outcome: c.status });
@@ -101,6 +106,7 @@ interface ChildrenSettled {
     runId: string;
     steps: number;
     tokens: number;
+    cost: number;
     /** The child's status, or `timed_out` when this run's deadline came first. */
     status: RunStatus | 'timed_out';
   }[];
@@ -139,7 +145,13 @@ async function settleChildren(
           : { ...base, status: 'tool_error', output: { error: 'child_timed_out', childRunId, status: child.status } },
     );
     const status = child.ended ? child.status : 'timed_out';
-    settled.children.push({ runId: childRunId, steps: child.steps, tokens: child.tokens, status });
+    settled.children.push({
+      runId: childRunId,
+      steps: child.steps,
+      tokens: child.tokens,
+      cost: child.cost ?? 0,
+      status,
+    });
   });
   return settled;
 }

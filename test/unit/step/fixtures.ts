@@ -183,6 +183,7 @@ export function stateOf(spec: RunSpec, job: MemoryJob, over: Partial<StepState> 
     cancelRequested: false,
     startedEmitted: false,
     carriesDecision: false,
+    costUncharged: 0,
     ...over,
   };
 }
