@@ -14,7 +14,8 @@
  * steps a run, and the ledger implements the effect port the worker declares (src/worker/effects.ts), so the step
  * never reaches into the ledger's machinery; run operations (cancel, retry, approve, resolve, continue) use them all.
  * Above the engine: MCP tools and model providers (built on core), the
- * agents, the producer (intake), the HTTP layer, and the composition root (src/server) on top.
+ * agents, the producer (intake), the HTTP layer, the client of that API (src/client: its types from the API's schemas),
+ * and the composition root (src/server) on top.
  */
 const LAYERS = [
   'core',
@@ -32,6 +33,7 @@ const LAYERS = [
   'agents',
   'producer',
   'http',
+  'client',
   'server',
 ];
 
@@ -80,6 +82,18 @@ module.exports = {
         'src/server builds the context, providers and fleet and starts the processes: nothing in src/ imports it but the package entry (createFleet).',
       from: { path: '^src/', pathNot: '^src/(server/|index\\.ts$)' },
       to: { path: '^src/server/' },
+    },
+    {
+      name: 'client-runs-no-engine',
+      severity: 'error',
+      comment:
+        "src/client (durable-agent-fleet/client) runs in a producer's process: it takes its types from the API's schemas (type-only imports) and at run time only the webhook signature and the run statuses, never the engine.",
+      from: { path: '^src/client/' },
+      to: {
+        path: '^src/',
+        pathNot: '^src/(client/|producer/webhookSignature\\.ts$|core/status\\.ts$)',
+        dependencyTypesNot: ['type-only'],
+      },
     },
     {
       name: 'src-knows-no-test-double',

@@ -104,6 +104,7 @@ describe('the dependency rules', () => {
       'layer-agents',
       'layer-producer',
       'layer-http',
+      'layer-client',
       'composition-root-is-a-leaf',
     ]);
   });
