@@ -166,6 +166,11 @@ export const configSchema = z.object({
    */
   AGENTS_MODULE: z.string().min(1).optional(),
   /**
+   * The longest the agents module may take to load (its top-level code and its `agents` function together): past
+   * it the process stops naming AGENTS_MODULE, instead of waiting forever on a promise that never settles.
+   */
+  AGENTS_LOAD_TIMEOUT_MS: int(60000, 1),
+  /**
    * The provider of runs whose agent names no model choice (defineAgent `model`), with that provider's
    * default model (OPENAI_MODEL, ANTHROPIC_MODEL, OPENAI_COMPATIBLE_MODEL): scripted (development),
    * openai, anthropic, openai-compatible.

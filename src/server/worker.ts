@@ -48,6 +48,7 @@ await fleet.nameOwners();
 const warmed = await warmUpModelCalls(ctx.providers, ctx.log);
 // The BullMQ worker ids (`<uuid>@<client id>`) prefix the lock tokens of the jobs this process holds (operators and the
 // chaos campaign map a lock to its process). Logged before any job is taken: a step may crash the process at once.
+const served = ctx.agents.all.map((a) => `${a.name}@${a.version}`);
 ctx.log.info(
   {
     code: 'worker_started',
@@ -56,8 +57,10 @@ ctx.log.info(
     shards: ctx.keys.allShards().length,
     bullWorkerIds: fleet.workers.map((w) => w.id),
     warmed,
+    // Which agents (name@version) this process steps: a worker started on the wrong module says so at once.
+    agents: served,
   },
-  'worker started',
+  `worker started, serving ${served.join(', ')}`,
 );
 fleet.run();
 // Schedule ticks become runs in worker processes (any number of them: one run per tick).
