@@ -109,11 +109,7 @@ function defaultOf(name: keyof typeof configSchema.shape): string {
   const v = parsed.data;
   if (v === undefined) return 'unset';
   if (Array.isArray(v)) return v.length ? v.join(',') : 'empty';
-  return typeof v === 'object' || typeof v === 'string'
-    ? typeof v === 'string'
-      ? v
-      : JSON.stringify(v)
-    : JSON.stringify(v);
+  return typeof v === 'string' ? v : JSON.stringify(v);
 }
 
 export function commandHelp(command: Command): string {
