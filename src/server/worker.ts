@@ -14,6 +14,7 @@ import { FleetWorker } from '../worker/fleetWorker.js';
 import { Schedules, startScheduleWorker } from '../producer/schedules.js';
 import { settledWithin } from '../core/timeout.js';
 import { warmUpModelCalls } from '../models/warmUp.js';
+import { leaveWithParent } from './parentWatch.js';
 
 /** How long a stopped worker waits for its Redis connections to close (they hang while reconnecting). */
 const CONNECTIONS_CLOSE_TIMEOUT_MS = 2000;
@@ -25,6 +26,8 @@ const leaveWhileStarting = () => {
 };
 process.on('SIGTERM', leaveWhileStarting);
 process.on('SIGINT', leaveWhileStarting);
+// Started by a parent that holds an IPC channel (the demo): its death is a SIGTERM, the graceful handoff.
+leaveWithParent(() => process.kill(process.pid, 'SIGTERM'));
 
 const { cfg, ctx, fleet, ops } = await boot('worker', async () => {
   const cfg = loadConfig();
