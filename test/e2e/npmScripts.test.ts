@@ -24,8 +24,8 @@ function npm(script: string, env: Record<string, string | undefined>): { child: 
   });
   started.push(child);
   const lines: string[] = [];
-  onLines(child.stdout!, (l) => lines.push(l));
-  onLines(child.stderr!, (l) => lines.push(`stderr: ${l}`));
+  onLines(child.stdout, (l) => lines.push(l));
+  onLines(child.stderr, (l) => lines.push(`stderr: ${l}`));
   return { child, lines };
 }
 
