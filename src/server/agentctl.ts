@@ -14,6 +14,7 @@ import {
   Unreachable,
 } from '../client/index.js';
 import { isActionId, isRunId } from '../store/keys.js';
+import { refuseUnsupportedNode } from './nodeVersion.js';
 
 export const DEFAULT_URL = 'http://127.0.0.1:3000';
 
@@ -242,4 +243,5 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
   }
 }
 
+refuseUnsupportedNode('agentctl');
 process.exitCode = await main(process.argv.slice(2));

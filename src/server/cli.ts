@@ -13,6 +13,7 @@
  * Every other setting comes from the environment (docs/configuration.md).
  */
 import { commandHelp, isCommand, mainHelp, type Command } from './cliHelp.js';
+import { refuseUnsupportedNode } from './nodeVersion.js';
 
 const ENTRY_POINTS: Record<Command, string> = {
   api: './api.js',
@@ -61,6 +62,7 @@ function typeStrippingProblem(agents: string): string | undefined {
 const wantsHelp = (args: readonly string[]) => args.includes('--help') || args.includes('-h');
 
 async function main(argv: readonly string[]): Promise<void> {
+  refuseUnsupportedNode('agent-fleet');
   const [command, ...args] = argv;
   if (command === '--help' || command === '-h') {
     process.stdout.write(`${mainHelp()}\n`);
