@@ -470,9 +470,10 @@ export const configSchema = z.object({
   /**
    * Flow control (src/flow): a new run waits in its tenant's line and is admitted in weighted
    * round-robin while its tenant, its agent and the fleet are under their concurrency limits.
-   * Off: every run starts at once (first come, first served, step by step).
+   * On by default: one tenant's burst cannot starve the others. FLOW_CONTROL=false turns it off: every run starts at
+   * once (first come, first served, step by step).
    */
-  FLOW_CONTROL: bool.default(false),
+  FLOW_CONTROL: bool.default(true),
   /**
    * Runs of one tenant at work at once (0 = no limit); per tenant in FLOW_TENANT_LIMITS, at run time by `agentctl
    * flow`.
