@@ -63,7 +63,8 @@ function tree(name: string, planted: boolean): string {
     if (planted)
       write(
         dir,
-        `src/${p.from}/plant.ts`,
+        // One file per rule: two rules may plant in the same folder (http -> client, http -> server).
+        `src/${p.from}/plant-${p.rule}.ts`,
         `import { target } from '../${p.to}/target.js';\nexport const plant = target;\n`,
       );
   }
@@ -115,7 +116,7 @@ describe('the dependency rules', () => {
       const { code, violations } = await cruise(tree('planted', true));
       expect(code).not.toBe(0);
       for (const p of plants)
-        expect(violations).toContain(`${p.rule}: src/${p.from}/plant.ts -> src/${p.to}/target.ts`);
+        expect(violations).toContain(`${p.rule}: src/${p.from}/plant-${p.rule}.ts -> src/${p.to}/target.ts`);
     },
     60_000,
   );
