@@ -16,7 +16,8 @@
  * never reaches into the ledger's machinery; run operations (cancel, retry, approve, resolve, continue) use them all; the archive (PostgreSQL) copies ended runs
  * and erases a customer's text from both stores.
  * Above the engine: MCP tools and model providers (built on core), the
- * agents, the producer (intake), the HTTP layer, and the composition root (src/server) on top.
+ * agents, the producer (intake), the HTTP layer, the client of that API (src/client: its types from the API's schemas),
+ * and the composition root (src/server) on top.
  */
 const LAYERS = [
   {
@@ -59,6 +60,10 @@ const LAYERS = [
   { folder: 'agents', owns: 'the built-in agents module (support), on the public API' },
   { folder: 'producer', owns: 'intake: request schemas, run creation, events, webhooks, schedules, the model chosen' },
   { folder: 'http', owns: "the HTTP API, auth, the run view, operators' routes, the console, OpenAPI" },
+  {
+    folder: 'client',
+    owns: "producers' and operators' typed client over the HTTP API (types only from the layers below)",
+  },
   {
     folder: 'server',
     owns: 'the composition root: api, worker, reconciler, agentctl, replay, createFleet, the agents loader',
@@ -111,6 +116,18 @@ module.exports = {
         'src/server builds the context, providers and fleet and starts the processes: nothing in src/ imports it but the fleet entry of the package (src/fleet.ts, createFleet).',
       from: { path: '^src/', pathNot: '^src/(server/|fleet\\.ts$)' },
       to: { path: '^src/server/' },
+    },
+    {
+      name: 'client-runs-no-engine',
+      severity: 'error',
+      comment:
+        "src/client (durable-agent-fleet/client) runs in a producer's process: it takes its types from the API's schemas (type-only imports) and at run time only the webhook signature and the run statuses, never the engine.",
+      from: { path: '^src/client/' },
+      to: {
+        path: '^src/',
+        pathNot: '^src/(client/|producer/webhookSignature\\.ts$|core/status\\.ts$)',
+        dependencyTypesNot: ['type-only'],
+      },
     },
     {
       name: 'src-knows-no-test-double',

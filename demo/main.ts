@@ -15,8 +15,8 @@
  * embedded redis-server has its own process group, so Ctrl-C does not stop it before its clients; if it dies anyway,
  * nothing waits on it. Its temp dir goes in every case, and a start removes those of demos killed by SIGKILL.
  */
-import type { ChildProcess } from 'node:child_process';
 import { rmSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:http';
 import { loadConfig } from '../src/config/config.js';
 import { boot, listen, PortInUseError } from '../src/server/boot.js';
@@ -117,9 +117,18 @@ const reconciler = new Reconciler(ctx, 'reconciler:demo');
 reconciler.start();
 
 let stopping = false;
+// Each worker holds an IPC channel to the demo and leaves when it closes: a demo killed by SIGKILL leaves no worker.
 const workers: ChildProcess[] = workerPorts.map((port) =>
-  spawnModule('src/server/worker', { ...env, WORKER_METRICS_PORT: String(port) }),
+  spawnModule('src/server/worker', { ...env, WORKER_METRICS_PORT: String(port) }, [
+    'inherit',
+    'inherit',
+    'inherit',
+    'ipc',
+  ]),
 );
+for (const w of workers) w.channel?.unref();
+if (embedded) reapWithDemo(embedded);
+watchParent();
 // A worker that cannot start (its port taken, say) has printed why: the demo stops with it.
 for (const w of workers) {
   w.once('exit', (code) => {
@@ -127,6 +136,35 @@ for (const w of workers) {
     console.error(`demo: a worker process exited (${code ?? 'signal'}): stopping`);
     void stop(1);
   });
+}
+
+/**
+ * Redis runs in its own process group (Ctrl-C must not stop it before its clients), so nothing would stop it if the
+ * demo were SIGKILLed: a small reaper holding an IPC channel to the demo kills it and removes its dir when the channel
+ * closes, however the demo ended. After a normal stop it finds Redis gone already.
+ */
+function reapWithDemo(redis: EmbeddedRedis): void {
+  const pid = redis.process?.pid;
+  if (pid === undefined) return;
+  const script =
+    `process.on('disconnect', () => { try { process.kill(${pid}, 'SIGKILL'); } catch {} ` +
+    `require('node:fs').rmSync(${JSON.stringify(redis.dir)}, { recursive: true, force: true }); process.exit(0); });`;
+  const reaper = spawn(process.execPath, ['-e', script], {
+    stdio: ['ignore', 'ignore', 'ignore', 'ipc'],
+    detached: true,
+  });
+  reaper.unref();
+  reaper.channel?.unref();
+}
+
+/** `npm start` killed (SIGKILL of npm or its shell): this process is orphaned, its parent id changes: it stops. */
+function watchParent(): void {
+  const parent = process.ppid;
+  setInterval(() => {
+    if (process.ppid === parent) return;
+    console.error('demo: the process that started the demo is gone: stopping');
+    void stop(1);
+  }, 500).unref();
 }
 
 /** Past this, a stop that has not finished kills what is left (a Redis that froze, a close that waits for ever). */

@@ -65,6 +65,9 @@ export async function createHarness(name: string, env: Record<string, string> = 
     LOCK_DURATION_MS: '2000',
     STALLED_INTERVAL_MS: '1000',
     PRODUCER_TOKEN,
+    // Flow control is on by default; the engine's tests that do not test it say so here, explicitly (the flow tests,
+    // and any test passing FLOW_CONTROL, set it on).
+    FLOW_CONTROL: 'false',
     ...env,
   };
   const cfg = loadConfig(fullEnv);

@@ -167,6 +167,11 @@ export const configSchema = z.object({
    */
   AGENTS_MODULE: z.string().min(1).optional(),
   /**
+   * The longest the agents module may take to load (its top-level code and its `agents` function together): past
+   * it the process stops naming AGENTS_MODULE, instead of waiting forever on a promise that never settles.
+   */
+  AGENTS_LOAD_TIMEOUT_MS: int(60000, 1),
+  /**
    * The provider of runs whose agent names no model choice (defineAgent `model`), with that provider's
    * default model (OPENAI_MODEL, ANTHROPIC_MODEL, OPENAI_COMPATIBLE_MODEL): scripted (development),
    * openai, anthropic, openai-compatible.
@@ -506,9 +511,10 @@ export const configSchema = z.object({
   /**
    * Flow control (src/flow): a new run waits in its tenant's line and is admitted in weighted
    * round-robin while its tenant, its agent and the fleet are under their concurrency limits.
-   * Off: every run starts at once (first come, first served, step by step).
+   * On by default: one tenant's burst cannot starve the others. FLOW_CONTROL=false turns it off: every run starts at
+   * once (first come, first served, step by step).
    */
-  FLOW_CONTROL: bool.default(false),
+  FLOW_CONTROL: bool.default(true),
   /**
    * Runs of one tenant at work at once (0 = no limit); per tenant in FLOW_TENANT_LIMITS, at run time by `agentctl
    * flow`.

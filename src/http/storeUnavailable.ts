@@ -8,15 +8,27 @@ import type { NextFunction, Request, Response } from 'express';
 import type { EngineContext } from '../runs/engineContext.js';
 import { storeConnected } from '../store/connect.js';
 import { storeUnavailable } from '../store/unavailable.js';
+import { NotReplicatedError } from '../store/replicated.js';
 
 /** Liveness, readiness and metrics answer on their own while the store is away. */
 const OWN_ANSWER = new Set(['/healthz', '/readyz', '/metrics']);
 
-export function answerStoreUnavailable(res: Response, retryAfterS: number): void {
-  res.status(503).setHeader('retry-after', String(retryAfterS)).json({
-    error: 'store_unavailable',
-    message: 'the store is failing over or unreachable: retry after the Retry-After seconds',
-  });
+const UNREACHABLE = 'the store is failing over or unreachable: retry after the Retry-After seconds';
+
+export function answerStoreUnavailable(res: Response, retryAfterS: number, message = UNREACHABLE): void {
+  res.status(503).setHeader('retry-after', String(retryAfterS)).json({ error: 'store_unavailable', message });
+}
+
+/** The cause a 503 names: replicas that did not acknowledge the write are not a failover. */
+function causeOf(err: unknown): string {
+  for (let e = err; e instanceof Error; e = e.cause === e ? undefined : e.cause) {
+    if (e instanceof NotReplicatedError)
+      return (
+        `the write reached ${e.acked} of the ${e.required} replicas REDIS_MIN_REPLICAS requires ` +
+        '(a replica is down or behind): nothing was acknowledged; retry after the Retry-After seconds'
+      );
+  }
+  return UNREACHABLE;
 }
 
 /** Refuses a request at once while the client holds no connection (its commands would wait for one, unbounded). */
@@ -31,6 +43,6 @@ export function storeGate(ctx: Pick<EngineContext, 'redis' | 'cfg'>) {
 export function storeErrorAnswered(ctx: Pick<EngineContext, 'cfg' | 'log'>, err: unknown, res: Response): boolean {
   if (!storeUnavailable(err) || res.headersSent) return false;
   ctx.log.warn({ code: 'store_unavailable', err }, 'store unavailable: 503');
-  answerStoreUnavailable(res, ctx.cfg.STORE_RETRY_AFTER_S);
+  answerStoreUnavailable(res, ctx.cfg.STORE_RETRY_AFTER_S, causeOf(err));
   return true;
 }

@@ -3,6 +3,8 @@
  * unreachable or unsafe, a port in use) prints one line on stderr naming the problem and exits
  * 1: no stack trace, no endless retry loop. Once booted, Redis connections reconnect as usual.
  */
+import { refuseUnsupportedNode } from './nodeVersion.js';
+
 export { listen, PortInUseError } from '../http/listen.js';
 
 export const BOOT_FAILED_EXIT_CODE = 1;
@@ -28,6 +30,7 @@ export async function boot<T>(
   start: () => Promise<T>,
   cleanup?: () => Promise<unknown>,
 ): Promise<T> {
+  refuseUnsupportedNode(processName);
   try {
     return await start();
   } catch (err) {

@@ -34,6 +34,7 @@ import { OpenAIProvider } from '../models/openai.js';
 import { anthropicProvider, openAICompatibleProvider } from '../models/aiSdk.js';
 import { openReplicaWaitConnection } from '../store/replicated.js';
 import { openArchive, runArchive } from '../archive/db.js';
+import { checkReplicas } from './replicaCheck.js';
 
 /**
  * The providers this process can call, by name. A vendor's provider exists only with its
@@ -120,6 +121,7 @@ export async function createContext(cfg: Config, name: string, opts: ContextOpti
   const report = await assertRedisSafe(redis, (m) => log.warn({ code: 'redis_aof_off' }, m));
   metrics.redisConfigOk.set({ check: 'noeviction' }, report.noeviction ? 1 : 0);
   metrics.redisConfigOk.set({ check: 'aof' }, report.aof ? 1 : 0);
+  await checkReplicas(cfg, redis, log);
   await loadScripts(redis);
   const keys = new KeySpace(cfg.KEY_PREFIX, cfg.BULL_PREFIX, cfg.SHARDS);
   const spread = shardsPerMaster(redis, keys);

@@ -2,6 +2,7 @@
 /**
  * The package's command (package.json "bin"): one name for every process of the fleet.
  *
+ *   agent-fleet --help | <command> --help                    the commands; a command's options, settings, docs
  *   agent-fleet api|worker|reconciler [--agents <module>]   the HTTP API, a worker, the reconciler
  *   agent-fleet replay <runId> [--agents <module>] [...]      a run replayed offline (src/server/replay.ts)
  *   agent-fleet ctl <command> [...]                          the operator's command line (src/server/agentctl.ts)
@@ -11,31 +12,40 @@
  * (Node 22.18 and later) as ES module: import its local files with their `.ts` extension.
  * Every other setting comes from the environment (docs/configuration.md).
  */
-const ENTRY_POINTS = {
+import { commandHelp, isCommand, mainHelp, type Command } from './cliHelp.js';
+import { refuseUnsupportedNode } from './nodeVersion.js';
+
+const ENTRY_POINTS: Record<Command, string> = {
   api: './api.js',
   worker: './worker.js',
   reconciler: './reconciler.js',
   replay: './replay.js',
   ctl: './agentctl.js',
-} as const;
-type Command = keyof typeof ENTRY_POINTS;
+};
 
-const USAGE = 'usage: agent-fleet api|worker|reconciler|replay|ctl [--agents <module>] [arguments]';
-
-function isCommand(name: string | undefined): name is Command {
-  return name !== undefined && Object.hasOwn(ENTRY_POINTS, name);
+/** A refusal of the command line: one line, exit 2. */
+function refuse(message: string): never {
+  process.stderr.write(`agent-fleet: ${message}\n`);
+  process.exit(2);
 }
 
-/** Splits `--agents <m>` / `--agents=<m>` off the arguments: the rest go to the entry point as its own argv. */
-function splitAgentsOption(args: readonly string[]): { agents?: string; rest: string[] } {
+/**
+ * Splits `--agents <m>` / `--agents=<m>` off the arguments: the rest go to the entry point as its own argv. A
+ * `--agents` with no module after it (the last argument, or another option next) is refused like `--agents=`.
+ */
+function splitAgentsOption(command: string, args: readonly string[]): { agents?: string; rest: string[] } {
   const rest: string[] = [];
   let agents: string | undefined;
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
-    if (arg === '--agents') agents = args[++i];
-    else if (arg.startsWith('--agents=')) agents = arg.slice('--agents='.length);
+    if (arg === '--agents') {
+      const next = args[i + 1];
+      agents = next === undefined || next.startsWith('-') ? '' : next;
+      if (agents !== '') i++;
+    } else if (arg.startsWith('--agents=')) agents = arg.slice('--agents='.length);
     else rest.push(arg);
   }
+  if (agents === '') refuse(`${command}: --agents needs a module (a path or a package name)`);
   return agents === undefined ? { rest } : { agents, rest };
 }
 
@@ -49,18 +59,26 @@ function typeStrippingProblem(agents: string): string | undefined {
   );
 }
 
+const wantsHelp = (args: readonly string[]) => args.includes('--help') || args.includes('-h');
+
 async function main(argv: readonly string[]): Promise<void> {
+  refuseUnsupportedNode('agent-fleet');
   const [command, ...args] = argv;
-  if (!isCommand(command)) {
-    process.stderr.write(`${USAGE}\n`);
-    process.exit(command === undefined || command === '--help' || command === '-h' ? 0 : 2);
+  if (command === '--help' || command === '-h') {
+    process.stdout.write(`${mainHelp()}\n`);
+    return;
   }
-  const { agents, rest } = splitAgentsOption(args);
+  if (!isCommand(command)) {
+    process.stderr.write(`${mainHelp()}\n\n`);
+    refuse(command === undefined ? 'no command given' : `unknown command '${command}'`);
+  }
+  // The help of a process that starts a fleet boots nothing; ctl prints its own (the list of its commands).
+  if (command !== 'ctl' && wantsHelp(args)) {
+    process.stdout.write(`${commandHelp(command)}\n`);
+    return;
+  }
+  const { agents, rest } = splitAgentsOption(command, args);
   if (agents !== undefined) {
-    if (agents === '') {
-      process.stderr.write(`agent-fleet ${command}: --agents needs a module\n`);
-      process.exit(2);
-    }
     const problem = typeStrippingProblem(agents);
     if (problem) {
       process.stderr.write(`agent-fleet ${command}: cannot start: ${problem}\n`);

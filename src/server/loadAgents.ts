@@ -68,10 +68,36 @@ async function agentsOf(
   }
 }
 
+/**
+ * `work`, or an AgentsModuleError once AGENTS_LOAD_TIMEOUT_MS passed. The timer also keeps the process alive: a
+ * module whose top-level await or `agents` promise never settles is named, not left to Node's "unsettled top-level
+ * await" exit naming the entry file.
+ */
+async function within<T>(cfg: Config, module: string, work: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const problem =
+        `did not finish loading within AGENTS_LOAD_TIMEOUT_MS=${cfg.AGENTS_LOAD_TIMEOUT_MS} ` +
+        '(its top-level code or its agents function never settled)';
+      reject(new AgentsModuleError(module, problem));
+    }, cfg.AGENTS_LOAD_TIMEOUT_MS);
+  });
+  try {
+    return await Promise.race([work, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** `env`: the environment the module's settings are read from (default: the one `cfg` was read from). */
 export async function loadAgents(cfg: Config, env: Environment = environmentOf(cfg)): Promise<AgentCatalog> {
   const module = cfg.AGENTS_MODULE ?? '(built-in src/agents/index.ts)';
-  const list = await agentsOf(await importModule(cfg, module), module, cfg, env);
+  const list = await within(
+    cfg,
+    module,
+    importModule(cfg, module).then((loaded) => agentsOf(loaded, module, cfg, env)),
+  );
   if (!Array.isArray(list) || list.length === 0)
     throw new AgentsModuleError(module, 'exports no agent (a non-empty list, or a function returning one)');
   const bad = list.findIndex((a) => !isAgent(a));

@@ -15,6 +15,7 @@ import { Schedules, startScheduleWorker } from '../producer/schedules.js';
 import { settledWithin } from '../core/timeout.js';
 import { warmUpModelCalls } from '../models/warmUp.js';
 import { reportToolSources, toolSourcesHealth, toolSourcesOf } from './toolSources.js';
+import { leaveWithParent } from './parentWatch.js';
 
 /** How long a stopped worker waits for its Redis connections to close (they hang while reconnecting). */
 const CONNECTIONS_CLOSE_TIMEOUT_MS = 2000;
@@ -26,6 +27,8 @@ const leaveWhileStarting = () => {
 };
 process.on('SIGTERM', leaveWhileStarting);
 process.on('SIGINT', leaveWhileStarting);
+// Started by a parent that holds an IPC channel (the demo): its death is a SIGTERM, the graceful handoff.
+leaveWithParent(() => process.kill(process.pid, 'SIGTERM'));
 
 const { cfg, ctx, fleet, ops } = await boot('worker', async () => {
   const cfg = loadConfig();
@@ -56,6 +59,7 @@ await fleet.nameOwners();
 const warmed = await warmUpModelCalls(ctx.providers, ctx.log);
 // The BullMQ worker ids (`<uuid>@<client id>`) prefix the lock tokens of the jobs this process holds (operators and the
 // chaos campaign map a lock to its process). Logged before any job is taken: a step may crash the process at once.
+const served = ctx.agents.all.map((a) => `${a.name}@${a.version}`);
 ctx.log.info(
   {
     code: 'worker_started',
@@ -64,8 +68,10 @@ ctx.log.info(
     shards: ctx.keys.allShards().length,
     bullWorkerIds: fleet.workers.map((w) => w.id),
     warmed,
+    // Which agents (name@version) this process steps: a worker started on the wrong module says so at once.
+    agents: served,
   },
-  'worker started',
+  `worker started, serving ${served.join(', ')}`,
 );
 fleet.run();
 // Schedule ticks become runs in worker processes (any number of them: one run per tick).

@@ -173,6 +173,12 @@ describe('the packed package, as docs/getting-started.md uses it', () => {
     expect(author).toEqual(expect.arrayContaining(['defineAgent', 'defineWriteTool', 'httpJson']));
     expect(author).not.toContain('createFleet');
     expect(fleet.sort()).toEqual(['createFleet', 'loadConfig']);
+    // The client for producers and operators, by its own entry.
+    const { stdout: client } = await bash(
+      `node --input-type=module -e "const c = await import('durable-agent-fleet/client'); console.log(Object.keys(c).join())"`,
+      project,
+    );
+    expect(client.trim().split(',')).toEqual(expect.arrayContaining(['FleetClient', 'RunNotFound', 'signWebhook']));
 
     await timed('api_start', () => start(substitute(server('api')), 'api_listening'));
     const worker = await timed('worker_start', () => start(substitute(server('worker')), 'worker_started'));

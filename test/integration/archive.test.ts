@@ -90,8 +90,7 @@ async function redisHits(needle: string): Promise<string[]> {
         else if (type === 'list') values = (await r.lrangeBuffer(key, 0, -1)).map(entry);
         else if (type === 'set') values = await r.smembersBuffer(key);
         else if (type === 'zset') values = await r.zrangeBuffer(key, 0, -1);
-        else if (type === 'stream')
-          values = (await r.xrangeBuffer(key, '-', '+')).flatMap(([, fields]) => fields);
+        else if (type === 'stream') values = (await r.xrangeBuffer(key, '-', '+')).flatMap(([, fields]) => fields);
         if (values.some(has)) hits.push(key);
       }
     } while (cursor !== '0');

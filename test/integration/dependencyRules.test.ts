@@ -78,7 +78,8 @@ function tree(name: string, planted: boolean): string {
     if (planted)
       write(
         dir,
-        `src/${p.from}/plant.ts`,
+        // One file per rule: two rules may plant in the same folder (http -> client, http -> server).
+        `src/${p.from}/plant-${p.rule}.ts`,
         `import { target } from '../${p.to}/target.js';\nexport const plant = target;\n`,
       );
   }
@@ -124,6 +125,7 @@ describe('the dependency rules', () => {
       'layer-agents',
       'layer-producer',
       'layer-http',
+      'layer-client',
       'composition-root-is-a-leaf',
     ]);
   });
@@ -134,7 +136,7 @@ describe('the dependency rules', () => {
       const { code, violations, out } = await cruise(tree('planted', true));
       expect(code).not.toBe(0);
       for (const p of plants)
-        expect(violations).toContain(`${p.rule}: src/${p.from}/plant.ts -> src/${p.to}/target.ts`);
+        expect(violations).toContain(`${p.rule}: src/${p.from}/plant-${p.rule}.ts -> src/${p.to}/target.ts`);
       expect(violations).toContain('engine-knows-no-agent: src/worker/zzViolation.ts -> src/agents/index.ts');
       expect(violations).toContain('core-stands-alone: src/core/zzB.ts -> src/config/config.ts');
       expect(out).toMatch(/error no-circular: src\/core\/zz[AB]\.ts/);

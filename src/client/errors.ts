@@ -1,0 +1,126 @@
+/**
+ * The client's errors: one class per answer a caller branches on, each with the API's `code` (the body's `error`),
+ * the HTTP `status` and the body itself. A refusal that names fields (400) carries them; a conflict that names the
+ * subject's later run (409 run_superseded) carries its id; a store that is away (503 store_unavailable) says how long
+ * the API asked to wait. Anything else the API refuses is a FleetApiError with its code.
+ */
+
+/** A field the API named in a 400 (`path` as the API spells it: `input.ticket.subject`, `Idempotency-Key`). */
+export interface FieldError {
+  path: string;
+  message: string;
+}
+
+/** The JSON body of a refusal: its code, a message, and what else the API said (fields, limits, run ids). */
+export type ErrorBody = { error?: string; message?: string } & Record<string, unknown>;
+
+/** Any answer of the API outside 2xx. */
+export class FleetApiError extends Error {
+  override readonly name: string = 'FleetApiError';
+  constructor(
+    /** The API's code: the body's `error` (e.g. `not_found`, `run_superseded`), or `http_<status>`. */
+    readonly code: string,
+    readonly status: number,
+    readonly body: ErrorBody,
+    message?: string,
+  ) {
+    super(message ?? body.message ?? `${status} ${code}`);
+  }
+}
+
+/** 404: no such run or action (an unknown, malformed or another tenant's id: the API does not tell them apart). */
+export class RunNotFound extends FleetApiError {
+  override readonly name = 'RunNotFound';
+}
+
+/** 400: the request was refused and nothing was written; `fields` names each field at fault. */
+export class InvalidRequest extends FleetApiError {
+  override readonly name = 'InvalidRequest';
+  readonly fields: FieldError[];
+  constructor(code: string, status: number, body: ErrorBody) {
+    const fields = Array.isArray(body.fields) ? (body.fields as FieldError[]) : [];
+    super(code, status, body, body.message ?? fields.map((f) => `${f.path}: ${f.message}`).join('; '));
+    this.fields = fields;
+  }
+}
+
+/**
+ * 409: refused in the run's present state (already finished, superseded, not pending...). `laterRunId` is the
+ * subject's later run when the API names one: that is the run that goes on.
+ */
+export class Conflict extends FleetApiError {
+  override readonly name = 'Conflict';
+  readonly laterRunId: string | undefined;
+  constructor(code: string, status: number, body: ErrorBody) {
+    super(code, status, body);
+    this.laterRunId = typeof body.laterRunId === 'string' ? body.laterRunId : undefined;
+  }
+}
+
+/**
+ * 401 or 403: no credential, one the API does not know, or one that may not do this. `tokenSent` tells "no token
+ * given" from "the token given was refused".
+ */
+export class Unauthorized extends FleetApiError {
+  override readonly name = 'Unauthorized';
+  constructor(
+    code: string,
+    status: number,
+    body: ErrorBody,
+    readonly tokenSent: boolean,
+  ) {
+    super(code, status, body);
+  }
+}
+
+/** 503 auth_not_configured: the route is off until the server's credential setting (named in the message) is set. */
+export class AuthNotConfigured extends FleetApiError {
+  override readonly name = 'AuthNotConfigured';
+}
+
+/**
+ * 503 store_unavailable: the API's store is failing over or unreachable; nothing was decided. Thrown once the
+ * client's retries are spent (`retryAfterMs`: the API's last Retry-After).
+ */
+export class StoreUnavailable extends FleetApiError {
+  override readonly name = 'StoreUnavailable';
+  constructor(
+    code: string,
+    status: number,
+    body: ErrorBody,
+    readonly retryAfterMs: number,
+  ) {
+    super(code, status, body);
+  }
+}
+
+/** No answer at all: the API could not be reached (refused, reset, DNS, timeout), after the client's retries. */
+export class Unreachable extends Error {
+  override readonly name = 'Unreachable';
+  readonly code = 'unreachable';
+  constructor(
+    readonly url: string,
+    options: { cause: unknown },
+  ) {
+    super(`cannot reach ${url}: ${causeText(options.cause)}`, options);
+  }
+}
+
+function causeText(cause: unknown): string {
+  const inner = (cause as { cause?: { code?: unknown; message?: unknown } } | undefined)?.cause;
+  if (inner && typeof inner.code === 'string') return inner.code;
+  if (inner && typeof inner.message === 'string') return inner.message;
+  return cause instanceof Error ? cause.message : String(cause);
+}
+
+/** The typed error of a non-2xx answer. */
+export function errorOf(status: number, body: ErrorBody, retryAfterMs: number, tokenSent: boolean): FleetApiError {
+  const code = typeof body.error === 'string' ? body.error : `http_${status}`;
+  if (status === 404) return new RunNotFound(code, status, body);
+  if (status === 400) return new InvalidRequest(code, status, body);
+  if (status === 409) return new Conflict(code, status, body);
+  if (status === 401 || status === 403) return new Unauthorized(code, status, body, tokenSent);
+  if (status === 503 && code === 'auth_not_configured') return new AuthNotConfigured(code, status, body);
+  if (status === 503 && code === 'store_unavailable') return new StoreUnavailable(code, status, body, retryAfterMs);
+  return new FleetApiError(code, status, body);
+}
