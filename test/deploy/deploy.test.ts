@@ -84,6 +84,10 @@ const METRICS = new Set([
   'agent_tool_source_up',
   'agent_tool_source_reconnects',
   'agent_tool_schemas_refused',
+  'agent_archived_runs_total',
+  'agent_archive_failures_total',
+  'agent_archive_lag_seconds',
+  'agent_erasures_total',
 ]);
 const HISTOGRAMS = new Set(['agent_step_duration_seconds']);
 
@@ -111,6 +115,8 @@ const ALERTS: Record<string, string[]> = {
   AgentToolSourceDown: ['agent_tool_source_up'],
   AgentTenantSpendNearLimit: ['agent_spend_total', 'agent_spend_limit_micros'],
   AgentFleetSpendRate: ['agent_spend_total', 'agent_spend_limit_micros'],
+  AgentArchiveLagging: ['agent_archive_lag_seconds'],
+  AgentArchiveFailing: ['agent_archive_failures_total'],
 };
 
 /** Environment the processes read that is not in src/config/config.ts (read by other entry points). */
