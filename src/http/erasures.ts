@@ -11,7 +11,7 @@ import type { EngineContext } from '../runs/engineContext.js';
 import { operatorOf, requireOperator } from './auth.js';
 import { seesTenant } from './operatorIdentity.js';
 import { invalid } from '../producer/fieldErrors.js';
-import { eraseCustomer } from '../archive/erasure.js';
+import { eraseCustomer, type ErasureRecord } from '../archive/erasure.js';
 
 export const ERASURES_PATH = '/v1/erasures';
 
@@ -35,6 +35,40 @@ export const erasureSchema = z
     path: ['subject'],
   });
 
+/** The 201 answer: the erasure's record as kept in Redis and the archive (ErasureRecord). */
+export const erasureRecordSchema = z
+  .object({
+    erasureId: z.string(),
+    tenant: z.string(),
+    subject: z.string().optional(),
+    field: z
+      .object({
+        name: z.string(),
+        valueSha256: z.string().meta({ description: 'sha256 of the value (hex): the value itself is kept nowhere' }),
+      })
+      .strict()
+      .optional(),
+    requestedBy: z.string().meta({ description: 'The operator who asked' }),
+    requestedAt: z.string().meta({ description: 'ISO 8601' }),
+    runIds: z
+      .array(z.string())
+      .meta({ description: 'Runs whose customer text was replaced, in Redis, in the archive, or both' }),
+    fieldMatchedBy: z.literal('archive_search_fields').optional(),
+  })
+  .strict()
+  .meta({ id: 'ErasureRecord' });
+
+/** The 409 answer: runs of the request not ended (nothing written, or only the runs that raced back to work). */
+export const runsAtWorkSchema = z
+  .object({ error: z.literal('runs_at_work'), message: z.string(), runIds: z.array(z.string()) })
+  .strict()
+  .meta({ id: 'RunsAtWork' });
+
+// The documented record and the one the erasure builds stay one shape.
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const recordShapeMatches: Same<z.infer<typeof erasureRecordSchema>, ErasureRecord> = true;
+void recordShapeMatches;
+
 export function erasuresRouter(ctx: EngineContext): Router {
   const r = Router();
   r.post(ERASURES_PATH, requireOperator(ctx.cfg, 'operator'), async (req, res) => {
@@ -53,13 +87,15 @@ export function erasuresRouter(ctx: EngineContext): Router {
     }
     const out = await eraseCustomer(ctx, body, op.name);
     if (out.kind === 'at_work') {
-      return void res.status(409).json({
+      const body: z.infer<typeof runsAtWorkSchema> = {
         error: 'runs_at_work',
         message: 'runs not ended cannot be erased: cancel them or wait for their end, then ask again',
         runIds: out.runIds,
-      });
+      };
+      return void res.status(409).json(body);
     }
-    res.status(201).json(out.record);
+    const record: z.infer<typeof erasureRecordSchema> = out.record;
+    res.status(201).json(record);
   });
   return r;
 }

@@ -20,6 +20,7 @@ import { agentFlowBodySchema, tenantFlowBodySchema } from './operators/flow.js';
 import { continueSchema, VERSION_QUEUE_PATH, versionListQuerySchema } from './operators/versions.js';
 import { nameSchema } from './operators/sessions.js';
 import { RUN_STATUSES } from '../core/status.js';
+import { ERASURES_PATH, erasureRecordSchema, erasureSchema, runsAtWorkSchema } from './erasures.js';
 
 export const OPENAPI_PATH = '/openapi.json';
 
@@ -412,6 +413,33 @@ export function openApiDocument(agents: AgentCatalog): ReturnType<typeof createD
           summary: 'Delete a schedule (its tenant, the producer, or an operator of the tenant).',
           requestParams: scheduleParams,
           responses: { '204': { description: 'Deleted.' }, ...scheduleLookup },
+        },
+      },
+      [ERASURES_PATH]: {
+        post: {
+          summary: "Erase a customer: replace their text in every run of a subject or a search field's value.",
+          description:
+            'Operators with the operator role, for a tenant they see. Every run found (in Redis and in the archive) ' +
+            'has its customer text replaced, keeping ids, statuses, receipts, keys and times; the erasure is ' +
+            'recorded with who asked and when, a field value only as its sha256 (docs/archive.md).',
+          requestBody: { content: { 'application/json': { schema: erasureSchema } } },
+          responses: {
+            '201': {
+              description: "The erasure's record: the runs rewritten (none when nothing matched).",
+              content: { 'application/json': { schema: erasureRecordSchema } },
+            },
+            '400': refusal(
+              'Invalid body named by field, or `field` without an archive (ARCHIVE_URL); nothing written.',
+            ),
+            ...guarded,
+            '403': refusal('The credential may not erase, or its operator does not see the tenant.'),
+            '409': {
+              description:
+                '`runs_at_work`: runs of the request not ended (queued, running, parked) named in `runIds`; nothing ' +
+                'written. Cancel them or wait for their end, then ask again.',
+              content: { 'application/json': { schema: runsAtWorkSchema } },
+            },
+          },
         },
       },
       '/v1/flow': {

@@ -57,6 +57,7 @@ const SEEDS: Record<string, unknown> = {
   'POST /v1/runs/:id/retry': { steps: 1 },
   'POST /v1/runs/:id/cancel': { operator: 'alice' },
   'POST /v1/operators/version-mismatches/:id/continue': {},
+  'POST /v1/erasures': { tenant: 'acme', subject: 'FZ-1' },
 };
 SEEDS['POST /webhooks/zendesk'] = SEEDS['POST /webhooks/zendesk/:tenant'];
 

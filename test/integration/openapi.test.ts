@@ -7,10 +7,11 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createHarness, producerAuth, type Harness } from '../../testkit/harness.js';
+import { createHarness, producerAuth, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { createFullApi } from '../../src/http/fullApi.js';
 import { routesOf } from '../support/routes.js';
 import { SIGNATURE_HEADER, TIMESTAMP_HEADER } from '../../src/producer/webhookSignature.js';
+import { erasureRecordSchema, runsAtWorkSchema } from '../../src/http/erasures.js';
 
 const OPERATOR_TOKEN = 'operator-token-for-openapi';
 /** The HTML pages and Bull Board: not JSON routes, not in the document. */
@@ -125,5 +126,35 @@ describe('GET /openapi.json', () => {
       }
     }
     expect(answered.length).toBe(Object.values(doc.paths).reduce((n, ops) => n + Object.keys(ops).length, 0));
+  });
+
+  it('POST /v1/erasures: its 201 and 409 bodies are the documented schemas, each of its refusals listed', async () => {
+    const op = doc.paths['/v1/erasures']!.post!;
+    expect(Object.keys(op.responses).sort()).toEqual(['201', '400', '401', '403', '409', '503']);
+    for (const status of Object.keys(op.responses)) expect(op.responses[status]!.content, status).toBeDefined();
+    const schemas = (doc as unknown as { components: { schemas: Record<string, { properties: object }> } }).components
+      .schemas;
+    const erase = (subject: string) =>
+      fetch(`${url}/v1/erasures`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${OPERATOR_TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ tenant: 'acme', subject }),
+      });
+    const erased = await erase('OPENAPI-NONE');
+    expect(erased.status).toBe(201);
+    const record = erasureRecordSchema.parse(await erased.json());
+    for (const key of Object.keys(record)) expect(schemas.ErasureRecord!.properties).toHaveProperty(key);
+    // A run of the subject at work (queued, no worker): refused with the documented body.
+    const create = await fetch(`${url}/v1/runs`, {
+      method: 'POST',
+      headers: { ...producerAuth, 'content-type': 'application/json' },
+      body: JSON.stringify({ tenant: 'acme', ticket: sampleTicket('OPENAPI-AT-WORK') }),
+    });
+    expect(create.status).toBe(201);
+    const { runId: atWork } = (await create.json()) as { runId: string };
+    const refused = await erase('OPENAPI-AT-WORK');
+    expect(refused.status).toBe(409);
+    expect(runsAtWorkSchema.parse(await refused.json()).runIds).toEqual([atWork]);
+    expect(Object.keys(schemas.RunsAtWork!.properties).sort()).toEqual(['error', 'message', 'runIds']);
   });
 });
