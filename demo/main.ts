@@ -14,6 +14,10 @@
  * API and Redis, within STOP_DEADLINE_MS, after which everything left is killed; a second Ctrl-C kills at once. The
  * embedded redis-server has its own process group, so Ctrl-C does not stop it before its clients; if it dies anyway,
  * nothing waits on it. Its temp dir goes in every case, and a start removes those of demos killed by SIGKILL.
+ *
+ * The archive: ARCHIVE_URL when set, else a PostgreSQL started from PATH in a temp dir (testkit/embeddedPostgres.ts),
+ * given to every process of the demo (each ends runs), and archived by the demo's reconciler. Without PostgreSQL's
+ * server binaries the demo says so in one line and runs without an archive.
  */
 import { rmSync } from 'node:fs';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -33,6 +37,8 @@ import { startAnthropicServer } from '../testkit/modelServers/anthropic.js';
 import type { ModelServer } from '../testkit/modelServers/queue.js';
 import { scriptResponder } from '../testkit/modelServers/scriptPlayer.js';
 import { scriptSchema, type Script } from '../src/models/scriptedTurns.js';
+import { postgresBinDir, startEmbeddedPostgres, type EmbeddedPostgres } from '../testkit/embeddedPostgres.js';
+import { archiverFor } from '../src/server/archiving.js';
 
 const DEMO_MODELS = ['scripted', 'openai-local', 'anthropic-local'] as const;
 type DemoModel = (typeof DEMO_MODELS)[number];
@@ -60,11 +66,14 @@ function localModelEnv(model: DemoModel, server: ModelServer | undefined): Recor
 // Ports: a port set in the environment is used as given (taken: one line naming it, exit 1); an
 // unset one is the default when free, else any free port, so two demos run side by side.
 let embedded: EmbeddedRedis | undefined;
+let archiveDb: EmbeddedPostgres | undefined;
 let modelServer: ModelServer | undefined;
 // A signal while still starting (handlers below replace this one): Redis has its own process group, so it and its
 // temp dir go with the demo here; sandbox and model server are in this process.
 const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
 function leaveWhileStarting(): void {
+  archiveDb?.process?.kill('SIGKILL');
+  if (archiveDb?.dir) rmSync(archiveDb.dir, { recursive: true, force: true });
   embedded?.process?.kill('SIGKILL');
   if (embedded?.dir) rmSync(embedded.dir, { recursive: true, force: true });
   process.exit(1);
@@ -84,6 +93,7 @@ const { env, redisUrl, cfg, ctx, sandbox, server, apiPort, workerPorts, demoMode
       embedded = await startEmbeddedRedis({ detached: true });
       redisUrl = embedded.url;
     }
+    const archiveUrl = base.ARCHIVE_URL ?? (await startArchiveDb());
     const sandbox = await startSandbox({ port: 0 });
     if (demoModel === 'openai-local') modelServer = await startOpenAIServer();
     if (demoModel === 'anthropic-local') modelServer = await startAnthropicServer();
@@ -91,6 +101,7 @@ const { env, redisUrl, cfg, ctx, sandbox, server, apiPort, workerPorts, demoMode
       ...process.env,
       ...(redisUrl ? { REDIS_URL: redisUrl } : {}),
       SANDBOX_URL: sandbox.url,
+      ...(archiveUrl ? { ARCHIVE_URL: archiveUrl } : {}),
       LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
       ...localModelEnv(demoModel, modelServer),
     };
@@ -110,11 +121,24 @@ const { env, redisUrl, cfg, ctx, sandbox, server, apiPort, workerPorts, demoMode
   async () => {
     await modelServer?.close();
     await embedded?.stop();
+    await archiveDb?.stop();
   },
 );
+
+/** A PostgreSQL from PATH for the archive, or undefined (said in one line) when its binaries are missing. */
+async function startArchiveDb(): Promise<string | undefined> {
+  if (!postgresBinDir()) {
+    console.log('demo: no PostgreSQL server on PATH (initdb, postgres): running without the archive (docs/archive.md)');
+    return undefined;
+  }
+  archiveDb = await startEmbeddedPostgres();
+  return archiveDb.url;
+}
 const apiUrl = `http://${cfg.HOST}:${apiPort}`;
 const reconciler = new Reconciler(ctx, 'reconciler:demo');
 reconciler.start();
+const archiver = archiverFor(ctx, 'archiver:demo');
+archiver?.start();
 
 let stopping = false;
 // Each worker holds an IPC channel to the demo and leaves when it closes: a demo killed by SIGKILL leaves no worker.
@@ -182,6 +206,8 @@ function forceExit(why: string): never {
   for (const w of workers) w.kill('SIGKILL');
   embedded?.process?.kill('SIGKILL');
   if (embedded?.dir) rmSync(embedded.dir, { recursive: true, force: true });
+  archiveDb?.process?.kill('SIGKILL');
+  if (archiveDb?.dir) rmSync(archiveDb.dir, { recursive: true, force: true });
   process.exit(1);
 }
 
@@ -208,13 +234,14 @@ async function stop(exitCode = 0): Promise<void> {
   // A worker killed by a signal has a signalCode and no exitCode: it is gone too.
   const exited = (w: ChildProcess) => w.exitCode !== null || w.signalCode !== null;
   await Promise.all(workers.map((w) => new Promise((r) => (exited(w) ? r(null) : w.once('exit', r)))));
-  await reconciler.stop();
+  await Promise.all([reconciler.stop(), archiver?.stop()]);
   server.close();
   server.closeAllConnections();
   await ctx.close();
   await sandbox.close();
   await modelServer?.close();
   await embedded?.stop();
+  await archiveDb?.stop();
   process.exit(exitCode);
 }
 
@@ -236,6 +263,7 @@ for (const signal of SIGNALS) {
 // Whatever way this process exits (an exception included; SIGKILL excepted), Redis's temp dir goes with it.
 process.once('exit', () => {
   if (embedded?.dir) rmSync(embedded.dir, { recursive: true, force: true });
+  if (archiveDb?.dir) rmSync(archiveDb.dir, { recursive: true, force: true });
 });
 
 console.log(`
@@ -247,6 +275,7 @@ durable agent fleet demo
   tokens       producer ${cfg.PRODUCER_TOKEN ?? '-'}   operator ${cfg.OPERATOR_TOKEN ?? '-'}   (generated for this demo: DEV_AUTH=generate)
                e.g. curl -H 'authorization: Bearer ${cfg.OPERATOR_TOKEN ?? ''}' ${apiUrl}/v1/approvals
                npm run ctl -- approvals --token ${cfg.OPERATOR_TOKEN ?? ''}
+  archive      ${cfg.ARCHIVE_URL ? `${cfg.ARCHIVE_URL.replace(/\/\/[^@/]*@/, '//')}${archiveDb ? ` (embedded PostgreSQL in ${archiveDb.dir})` : ''}: ended runs copied there, then Redis lets them go` : 'none (no ARCHIVE_URL, no PostgreSQL on PATH): runs leave Redis after RUN_RETENTION_MS'}
   sandbox      ${sandbox.url}       (counts ${sandbox.url}/_sandbox/counts)
   workers      2 processes, metrics on :${workerPorts[0]} and :${workerPorts[1]}
   model        ${modelServer ? `${cfg.MODEL_PROVIDER} ${demoModel === 'openai-local' ? cfg.OPENAI_COMPATIBLE_MODEL : cfg.ANTHROPIC_MODEL} at ${modelServer.url} (local ${demoModel === 'openai-local' ? 'OpenAI-compatible' : 'Anthropic Messages'} server playing the demo script; the real AI SDK provider over HTTP)` : 'scripted (in process; npm start -- --model=openai-local for a local model server over HTTP)'}
@@ -308,6 +337,7 @@ for (const ticket of tickets) {
 const ledger = ledgerFor(ctx);
 const last = new Map<string, string>();
 let reported = false;
+let archivedReported = false;
 poll = setInterval(async () => {
   if (stopping) return;
   try {
@@ -329,6 +359,7 @@ async function report(): Promise<void> {
       console.log(`${new Date().toISOString().slice(11, 23)} ${runId} ${line}`);
     }
   }
+  if (reported && !archivedReported && ctx.archive) await reportArchived(ctx.archive.pool);
   if (
     [...last.values()].length === runIds.length &&
     [...last.values()].every((l) => /^(completed|failed|budget_exceeded|needs_human|cancelled)/.test(l)) &&
@@ -349,4 +380,16 @@ async function report(): Promise<void> {
       `all runs settled. sandbox effects: tickets=${c.byResource.tickets?.records} emails=${c.byResource.emails?.records} duplicates=${c.duplicates}.${modelServer ? ` model server: ${modelServer.requests.length} requests, models ${[...new Set(modelServer.requests.map((r) => String(r.body.model)))].join(',')}.` : ''} Still serving; Ctrl-C to stop.`,
     );
   }
+}
+
+/** Once every sample run has its archive row: one line saying so. */
+async function reportArchived(pool: NonNullable<typeof ctx.archive>['pool']): Promise<void> {
+  const res = await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM archived_runs WHERE run_id = ANY($1)', [
+    runIds,
+  ]);
+  if (res.rows[0]!.n < runIds.length) return;
+  archivedReported = true;
+  console.log(
+    `archived: ${runIds.length} runs in PostgreSQL (archived_runs), each once; GET /v1/runs/:id reads them from there once Redis lets them go.`,
+  );
 }
