@@ -23,6 +23,7 @@ import { flowCost } from './flowCost.js';
 import { intake } from './intake.js';
 import { killToModel } from './killToModel.js';
 import { search } from './search.js';
+import { archive } from './archive.js';
 
 export const sections: Section[] = [
   throughput,
@@ -44,4 +45,5 @@ export const sections: Section[] = [
   flowCost,
   intake,
   search,
+  archive,
 ];
