@@ -109,8 +109,10 @@ const { env, redisUrl, cfg, ctx, sandbox, server, apiPort, workerPorts, demoMode
     const cfg = loadConfig({ ...env, DEV_AUTH: process.env.DEV_AUTH ?? 'generate' });
     const ctx = await createContext(cfg, 'demo', { log: createLogger('demo', cfg.LOG_LEVEL) });
     const server = createServer(createFullApi(ctx, () => true));
-    const apiPort = await listen(server, cfg.PORT, cfg.HOST, 'PORT').catch((err: unknown) => {
+    const apiPort = await listen(server, cfg.PORT, cfg.HOST, 'PORT').catch(async (err: unknown) => {
       if (err instanceof PortInUseError && !process.env.PORT) return listen(server, 0, cfg.HOST, 'PORT');
+      // Its Redis and archive clients close before the servers they talk to stop (no connection-lost lines).
+      await ctx.close();
       throw err;
     });
     const workerPorts = process.env.WORKER_METRICS_PORT

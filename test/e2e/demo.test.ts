@@ -16,6 +16,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { until } from '../../testkit/until.js';
 import { spawnModule } from '../../testkit/spawnModule.js';
 import { OWNER_FILE, redisServerOnPath } from '../../testkit/embeddedRedis.js';
+import { postgresBinDir } from '../../testkit/embeddedPostgres.js';
 
 interface Demo {
   child: ChildProcess;
@@ -128,6 +129,9 @@ describe.skipIf(!redisServerOnPath())('npm start', () => {
         120_000,
       );
       expect(settled.slice(1)).toEqual(['3', '3', '0']);
+      // With PostgreSQL on the machine, the demo archives its runs (docs/archive.md); else it says it runs without.
+      if (postgresBinDir()) await waitFor(d, /archived: 3 runs in PostgreSQL/, 60_000);
+      else expect(d.out()).toMatch(/no PostgreSQL server on PATH .*running without the archive/);
     }
     for (const api of apis) expect((await fetch(`${api}/healthz`)).status).toBe(200);
     const stores = await Promise.all([a, b].map(redisOf));
