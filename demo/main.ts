@@ -154,6 +154,7 @@ const workers: ChildProcess[] = workerPorts.map((port) =>
 );
 for (const w of workers) w.channel?.unref();
 if (embedded) reapWithDemo(embedded);
+if (archiveDb) reapWithDemo(archiveDb);
 watchParent();
 // A worker that cannot start (its port taken, say) has printed why: the demo stops with it.
 for (const w of workers) {
@@ -167,14 +168,15 @@ for (const w of workers) {
 /**
  * Redis runs in its own process group (Ctrl-C must not stop it before its clients), so nothing would stop it if the
  * demo were SIGKILLed: a small reaper holding an IPC channel to the demo kills it and removes its dir when the channel
- * closes, however the demo ended. After a normal stop it finds Redis gone already.
+ * closes, however the demo ended. After a normal stop it finds Redis gone already. The archive's PostgreSQL has one too:
+ * it dies with the demo's process group, its temp dir would not.
  */
-function reapWithDemo(redis: EmbeddedRedis): void {
-  const pid = redis.process?.pid;
+function reapWithDemo(server: { process?: ChildProcess | undefined; dir: string }): void {
+  const pid = server.process?.pid;
   if (pid === undefined) return;
   const script =
     `process.on('disconnect', () => { try { process.kill(${pid}, 'SIGKILL'); } catch {} ` +
-    `require('node:fs').rmSync(${JSON.stringify(redis.dir)}, { recursive: true, force: true }); process.exit(0); });`;
+    `require('node:fs').rmSync(${JSON.stringify(server.dir)}, { recursive: true, force: true }); process.exit(0); });`;
   const reaper = spawn(process.execPath, ['-e', script], {
     stdio: ['ignore', 'ignore', 'ignore', 'ipc'],
     detached: true,

@@ -234,11 +234,16 @@ describe.skipIf(!redisServerOnPath())('npm start', () => {
     const killed = startDemo();
     const old = await redisOf(killed);
     redises.push(old);
+    const oldPg = postgresBinDir()
+      ? (await waitFor(killed, /\(embedded PostgreSQL in (\S+)\)/, 90_000))[1]!
+      : undefined;
     // Redis has its own process group: the SIGKILL of the demo's group does not reach it, the demo's reaper does.
     process.kill(-killed.child.pid!, 'SIGKILL');
     await killed.exited;
     expect(await gone(old.pid, 10_000)).toBe(true);
     await until("the killed demo's Redis dir removed", 10_000, () => !existsSync(old.dir));
+    // Its archive's PostgreSQL dir too (the server went with the demo's process group).
+    if (oldPg) await until("the killed demo's PostgreSQL dir removed", 10_000, () => !existsSync(oldPg));
     const next = startDemo();
     const fresh = await redisOf(next);
     redises.push(fresh);
