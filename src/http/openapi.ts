@@ -18,6 +18,7 @@ import { cancelSchema } from './operators/cancel.js';
 import { retryBodySchema } from './operators/retry.js';
 import { agentFlowBodySchema, tenantFlowBodySchema } from './operators/flow.js';
 import { continueSchema, VERSION_QUEUE_PATH, versionListQuerySchema } from './operators/versions.js';
+import { spendQuerySchema } from './operators/spend.js';
 import { nameSchema } from './operators/sessions.js';
 import { RUN_STATUSES } from '../core/status.js';
 import { ERASURES_PATH, erasureRecordSchema, erasureSchema, runsAtWorkSchema } from './erasures.js';
@@ -439,6 +440,18 @@ export function openApiDocument(agents: AgentCatalog): ReturnType<typeof createD
                 'written. Cancel them or wait for their end, then ask again.',
               content: { 'application/json': { schema: runsAtWorkSchema } },
             },
+          },
+        },
+      },
+      '/v1/spend': {
+        get: {
+          summary:
+            "A UTC day's (YYYY-MM-DD, default today) or month's (YYYY-MM) model spend by tenant, agent and model, in µ$.",
+          requestParams: { query: spendQuerySchema },
+          responses: {
+            '200': jsonObject('The spend report'),
+            '400': refusal('A malformed period, named by field.'),
+            ...guarded,
           },
         },
       },

@@ -10,7 +10,7 @@ import { operatorOf, requireOperator } from '../auth.js';
 import { invalid } from '../../producer/fieldErrors.js';
 import { readSpendReport } from '../../budget/spend.js';
 
-const querySchema = z.object({
+export const spendQuerySchema = z.object({
   period: z
     .string()
     .regex(/^\d{4}-\d{2}(-\d{2})?$/, 'a UTC day YYYY-MM-DD or month YYYY-MM')
@@ -20,7 +20,7 @@ const querySchema = z.object({
 export function spendRouter(ctx: EngineContext): Router {
   const r = Router();
   r.get('/v1/spend', requireOperator(ctx.cfg, 'viewer'), async (req, res) => {
-    const q = querySchema.safeParse(req.query);
+    const q = spendQuerySchema.safeParse(req.query);
     if (!q.success) return invalid(res, q.error);
     const period = q.data.period ?? new Date().toISOString().slice(0, 10);
     const report = await readSpendReport(ctx.redis, ctx.keys, period);
