@@ -16,6 +16,7 @@ RUN npm ci --no-audit --no-fund
 COPY tsconfig.json ./
 COPY src ./src
 COPY sandbox ./sandbox
+COPY migrations ./migrations
 RUN npm run build
 
 # --- deps: production dependencies only, from the same lockfile ------------------------------
@@ -33,6 +34,7 @@ WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist/src ./dist/src
 COPY --from=build /app/dist/sandbox ./dist/sandbox
+COPY --from=build /app/dist/migrations ./dist/migrations
 COPY package.json ./
 USER node
 EXPOSE 4010

@@ -94,7 +94,7 @@ beforeAll(() => {
   const build = path.join(dir, 'build');
   mkdirSync(build);
   for (const f of ['package.json', 'package-lock.json', 'tsconfig.json']) cpSync(path.join(ROOT, f), path.join(build, f));
-  for (const d of ['src', 'sandbox']) cpSync(path.join(ROOT, d), path.join(build, d), { recursive: true });
+  for (const d of ['src', 'sandbox', 'migrations']) cpSync(path.join(ROOT, d), path.join(build, d), { recursive: true });
   symlinkSync(path.join(ROOT, 'node_modules'), path.join(build, 'node_modules'));
   run('npm', ['run', 'build'], build, INSTALL_TIMEOUT_MS);
   // runtime stage: production dependencies only, then dist/
