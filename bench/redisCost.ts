@@ -1,6 +1,7 @@
 /**
- * `node dist/bench/redisCost.js [--chains=50] [--steps=40] [--ablate=journal,budget,events,index,journal+budget]
- * [--variant=<script>=<file.lua> ...] [--cpu-rounds=0] [--keep=<dir>]` (after `npm run build`; needs valgrind): what a read-only step costs the Redis server, exactly.
+ * `node dist/bench/redisCost.js [--chains=50] [--steps=40] [--ablate=journal,budget,events,index,cost,journal+budget]
+ * [--variant=<script>=<file.lua> ...] [--env=NAME=value ...] [--by-command] [--cpu-rounds=0] [--keep=<dir>]` (after
+ * `npm run build`; needs valgrind): what a read-only step costs the Redis server, exactly.
  *
  * Runs one plain BullMQ chain round and one engine round (read-only steps, one worker process, as the throughput
  * section does) while recording every command the server executes (MONITOR), then replays each round into a fresh
@@ -8,7 +9,10 @@
  * the round. Instruction counts do not move with the machine's load, so two figures differ only when the work
  * does: a change to a script is priced by `--variant`, which replays the engine's round with that script's body
  * taken from the file (its `-- @include` lines resolved as the engine's are) instead of the shipped one, and each
- * of the commit's writes by `--ablate`, which replays it with the commit minus that write (lib/commitAblations.ts).
+ * of the commit's writes by `--ablate`, which replays it with the commit minus that write (lib/commitAblations.ts;
+ * `cost` also leaves out the calls of the money counters' own script: the step without money accounting).
+ * `--env=NAME=value` sets a setting of the traced worker process (`--env=TENANT_DAILY_COST=1000000000000`: a money
+ * limit in force); `--by-command` prints the engine round's requests per step, by command and script.
  * `--cpu-rounds=N` also replays each case N times natively, alternating, for the server's CPU µs per step (INFO
  * cpu; noisy on a shared machine). `--keep` keeps the callgrind files (callgrind_annotate shows where the
  * instructions go, function by function).
@@ -20,7 +24,7 @@ import { runRound } from './lib/workload.js';
 import { median } from './lib/stats.js';
 import { captureCommands } from './lib/monitorTrace.js';
 import { replay, scriptBodies, sha1, splitRounds, startReplayServer, type TracedRound } from './lib/replayTrace.js';
-import { ablatedCommit } from './lib/commitAblations.js';
+import { ablatedCommit, ablatedDrops } from './lib/commitAblations.js';
 import { flag } from './lib/args.js';
 import { library, resolveIncludes, scriptDefs } from '../src/store/luaScripts.js';
 import { buildLibrary, LIBRARY_SCRIPTS } from '../src/store/luaLibrary.js';
@@ -32,18 +36,30 @@ const keep = flag('keep', '');
 if (keep) mkdirSync(keep, { recursive: true });
 const ablations = flag('ablate', '').split(',').filter(Boolean);
 const variantFlags = process.argv.filter((a) => a.startsWith('--variant=')).map((a) => a.slice('--variant='.length));
+const workerEnv = Object.fromEntries(
+  process.argv
+    .filter((a) => a.startsWith('--env='))
+    .map((a) => {
+      const [k, ...v] = a.slice('--env='.length).split('=');
+      if (!k || v.length === 0) throw new Error(`${a}: expected --env=NAME=value`);
+      return [k, v.join('=')];
+    }),
+);
+const byCommand = process.argv.includes('--by-command');
 
 interface Case {
   label: string;
   round: TracedRound;
   swap: Map<string, string>;
+  /** Scripts (shas or library function names) whose calls this case leaves out. */
+  drop?: Set<string>;
   bodies: string[];
 }
 
 async function trace(): Promise<{ plain: TracedRound; engine: TracedRound; bodies: Map<string, Buffer> }> {
   const env = await createBenchEnv({ quick: false, rounds: 1 });
   try {
-    const pool = await env.spawnPool(1);
+    const pool = await env.spawnPool(1, workerEnv);
     const capture = await captureCommands(env.redis.port);
     for (const kind of ['plain', 'engine'] as const) await runRound(env, pool, { kind, chains, steps, tag: 'trace' });
     const commands = await capture.stop();
@@ -92,10 +108,10 @@ async function measure(c: Case, bodies: Map<string, Buffer>, callgrind: boolean,
   const server = await startReplayServer({ callgrind, ...(outFile ? { outFile } : {}) });
   try {
     await server.load([...bodies.values(), library().code, ...c.bodies]);
-    await replay(server.client, c.round.prefix, c.swap);
+    await replay(server.client, c.round.prefix, c.swap, c.drop);
     const cpu0 = await server.cpuSeconds();
     await server.count(true);
-    const result = await replay(server.client, c.round.window, c.swap);
+    const result = await replay(server.client, c.round.window, c.swap, c.drop);
     await server.count(false);
     const cpuUs = ((await server.cpuSeconds()) - cpu0) * 1e6;
     return { result, cpuUs, instructions: await server.stop() };
@@ -105,15 +121,50 @@ async function measure(c: Case, bodies: Map<string, Buffer>, callgrind: boolean,
   }
 }
 
-const ablated = ablations.map((a) => [a, ablatedCommit(a)] as const); // an unknown or stale ablation fails first
+/** How the replay names a script's calls: its library function, or the sha of its resolved body. */
+function callName(script: string): string {
+  const shipped = scriptDefs().find((d) => d.name === script);
+  if (!shipped) throw new Error(`no script ${script} in src/store/lua`);
+  return LIBRARY_SCRIPTS.has(script) ? library().functions.get(script)! : sha1(shipped.lua);
+}
+
+/** The engine round's requests per step, by command (a script's call by the script's name). */
+function printByCommand(round: TracedRound, perStep: number): void {
+  const names = new Map<string, string>();
+  for (const d of scriptDefs()) names.set(LIBRARY_SCRIPTS.has(d.name) ? callName(d.name) : sha1(d.lua), d.name);
+  const counts = new Map<string, number>();
+  for (const c of round.window) {
+    let n = c.args[0]!.toString('latin1').toUpperCase();
+    if (n === 'EVAL' || n === 'EVALSHA' || n === 'FCALL') {
+      const id = n === 'EVAL' ? sha1(c.args[1]!) : c.args[1]!.toString();
+      n = `${n === 'FCALL' ? 'FCALL' : 'EVALSHA'} ${names.get(id) ?? `${id.slice(0, 12)} (BullMQ)`}`;
+    }
+    counts.set(n, (counts.get(n) ?? 0) + 1);
+  }
+  console.log('engine round, requests per step by command (the trace, blocking reads included):');
+  for (const [n, k] of [...counts].sort((a, b) => b[1] - a[1]))
+    console.log(`  ${(k / perStep).toFixed(3).padStart(7)}  ${n}`);
+}
+
+const ablated = ablations.map((a) => [a, ablatedCommit(a), ablatedDrops(a)] as const); // an unknown or stale one fails first
 const { plain, engine, bodies } = await trace();
 const cases: Case[] = [
   { label: 'plain', round: plain, swap: new Map(), bodies: [] },
   { label: 'engine', round: engine, swap: new Map(), bodies: [] },
-  ...ablated.map(([a, body]) => swapCase(`commit without ${a}`, 'commitStep', body, engine)),
+  ...ablated.map(([a, body, drops]) => ({
+    ...swapCase(`commit without ${a}`, 'commitStep', body, engine),
+    drop: new Set(drops.map(callName)),
+  })),
   ...variantFlags.map((v) => variantCase(v, engine)),
 ];
 const perStep = chains * steps;
+if (Object.keys(workerEnv).length > 0)
+  console.log(
+    `worker settings: ${Object.entries(workerEnv)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(' ')}`,
+  );
+if (byCommand) printByCommand(engine, perStep);
 console.log(`${chains} chains x ${steps} read-only steps; Redis instructions per step (callgrind), replayed:`);
 const irs: number[] = [];
 let refusedByEngine = 0;

@@ -8,7 +8,15 @@
  */
 import { luaFiles } from '../../src/store/luaFiles.js';
 
-export const COMMIT_ABLATIONS: Record<string, { removes: string; keeps: string }> = {
+export interface CommitAblation {
+  /** The commit's text taken out ('' for none), and what stands in its place. */
+  removes: string;
+  keeps: string;
+  /** Scripts (src/store/lua names) whose calls leave the replay with it: a write the step makes outside the commit. */
+  drops?: readonly string[];
+}
+
+export const COMMIT_ABLATIONS: Record<string, CommitAblation> = {
   journal: {
     removes:
       "if n > 0 then len = redis.call('RPUSH', KEYS[3], unpack(ARGV, 37, 36 + n)) else len = redis.call('LLEN', KEYS[3]) end",
@@ -19,8 +27,15 @@ export const COMMIT_ABLATIONS: Record<string, { removes: string; keeps: string }
       "redis.call('HINCRBY', KEYS[2], 'stepsUsed', ARGV[5])\nredis.call('HINCRBY', KEYS[2], 'tokensUsed', ARGV[6])\n",
     keeps: '',
   },
-  /** The money ledger's write: a step's cost charged beside its tokens (costUsed). */
-  cost: { removes: "if ARGV[36] ~= '0' then redis.call('HINCRBY', KEYS[2], 'costUsed', ARGV[36]) end\n", keeps: '' },
+  /**
+   * All of the money accounting: a step's cost charged beside its tokens (costUsed), and the tenant's, agent's and
+   * fleet's spend reserved and settled on their own slot (spend-1.lua): the step as it was before money.
+   */
+  cost: {
+    removes: "if ARGV[36] ~= '0' then redis.call('HINCRBY', KEYS[2], 'costUsed', ARGV[36]) end\n",
+    keeps: '',
+    drops: ['spend'],
+  },
   events: { removes: 'emitEvents(KEYS[4], ARGV[9], events)', keeps: '' },
   index: { removes: 'indexRunStatus(KEYS[1], status, ARGV[8], ARGV[11], fromStatus, reason)', keeps: '' },
 };
@@ -32,12 +47,18 @@ export function commitScript(): string {
   return file.source;
 }
 
+/** The scripts whose calls the named ablations (joined by `+`) take out of the replay. */
+export function ablatedDrops(names: string): string[] {
+  return names.split('+').flatMap((name) => COMMIT_ABLATIONS[name]?.drops ?? []);
+}
+
 /** The commit without the named writes (`events`, or several joined by `+`: `journal+budget`). */
 export function ablatedCommit(names: string): string {
   let lua = commitScript();
   for (const name of names.split('+')) {
     const ablation = COMMIT_ABLATIONS[name];
     if (!ablation) throw new Error(`unknown ablation ${name}; one of ${Object.keys(COMMIT_ABLATIONS).join(', ')}`);
+    if (ablation.removes === '') continue;
     const at = lua.indexOf(ablation.removes);
     if (at < 0 || lua.indexOf(ablation.removes, at + 1) >= 0)
       throw new Error(

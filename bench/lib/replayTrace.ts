@@ -87,12 +87,14 @@ export interface ReplayResult {
 
 /**
  * Sends the commands, 64 at a time on one connection (replies in order, so the server sees the trace's order), EVAL
- * turned into EVALSHA and script shas (or library function names) swapped as `swap` says.
+ * turned into EVALSHA and script shas (or library function names) swapped as `swap` says; calls of the scripts in
+ * `drop` (shas or function names) are left out.
  */
 export async function replay(
   client: Redis,
   commands: TracedCommand[],
   swap: ReadonlyMap<string, string> = new Map(),
+  drop: ReadonlySet<string> = new Set(),
 ): Promise<ReplayResult> {
   const result: ReplayResult = { sent: 0, errors: 0, refused: 0, firstErrors: [] };
   const ready: Buffer[][] = [];
@@ -105,6 +107,7 @@ export async function replay(
     if (n === 'EVAL') args = [Buffer.from('EVALSHA'), Buffer.from(sha1(args[1]!)), ...args.slice(2)];
     // A script by its sha, a library function by its name: either may be swapped for a variant's.
     if (n === 'EVAL' || n === 'EVALSHA' || n === 'FCALL') {
+      if (drop.has(args[1]!.toString())) continue;
       const to = swap.get(args[1]!.toString());
       if (to) args = [args[0]!, Buffer.from(to), ...args.slice(2)];
     }

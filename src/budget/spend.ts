@@ -1,20 +1,37 @@
 /**
  * Money budgets with Redis: the spend of tenants (per UTC day and month), agents (per day) and the fleet (per
  * month), in µ$ (src/core/prices.ts). Like the tenant's token day (tenantBudget.ts), each model attempt's cost
- * estimate is reserved atomically before it (refused when a counter would pass its limit: the run stops
- * `budget_exceeded`, reason naming the cost, before the call) and settled to its real cost after it, failed
- * attempts included; the settlement is recorded even past a limit.
+ * estimate is reserved atomically before it, on the counters that have a limit (refused when one would pass it:
+ * the run stops `budget_exceeded`, reason naming the cost, before the call), and settled to its real cost after
+ * it, failed attempts included; the settlement is recorded even past a limit.
+ *
+ * Settlements are batched: a worker adds each attempt's to a batch in memory and sends the batch after
+ * `SPEND_FLUSH_MS`, at a graceful stop, and before it lets a limit refuse one of its reservations (so a refusal
+ * counts this worker's own attempts at their real cost); one script applies a batch once (spend-1.lua). A step
+ * with no tenant, agent or fleet money limit therefore makes no Redis call for money of its own: its run's cost is
+ * charged by the step's own scripts (costUsed), and the counters and reports get it with the batch. With a limit,
+ * an attempt makes one: its reservation.
  *
  * Bound: the sum of real costs never passes a limit by more than what attempts cost above their estimates (the
  * estimate prices every input token at the dearest input price and the whole completion cap, so only a provider
- * counting more input tokens than the engine's tokenizer estimated can do so). An attempt whose worker died after
- * its reservation leaves the reservation charged (never less than the attempt cost, if it was made).
+ * counting more input tokens than the engine's tokenizer estimated can do so): until its settlement is applied an
+ * attempt's reservation stays on the counters, and the settlement of one that cost more than it reserved is sent
+ * at once, so a limited counter is never below the real spend of the attempts that ended. A worker killed (SIGKILL) loses its unsent batch: the attempts in it
+ * keep their reservations (never less than what they cost) and are missing from the reports and from the counters
+ * without a limit, at most `SPEND_FLUSH_MS` of that worker's attempts; their runs' costUsed has them.
  */
+import { randomUUID } from 'node:crypto';
 import type { BudgetStop } from './policy.js';
 import { PriceTable, type Price, type PriceEntry } from '../core/prices.js';
 import type { RedisClient } from '../store/connect.js';
 import type { KeySpace } from '../store/keys.js';
-import { reserveSpend, settleSpend, type SpendLimits } from '../store/calls/reserveSpend.js';
+import {
+  writeSpend,
+  type CounterDelta,
+  type LimitedCounter,
+  type ReportCost,
+  type SpendBatch,
+} from '../store/calls/spend.js';
 
 /** What the money budgets read of the configuration (src/config/config.ts documents each). */
 export interface SpendOptions {
@@ -23,6 +40,8 @@ export interface SpendOptions {
   readonly TENANT_MONTHLY_COST: number;
   readonly AGENT_DAILY_COST: number;
   readonly FLEET_MONTHLY_COST: number;
+  /** How long an attempt's settlement may wait in memory for the next batch (ms). */
+  readonly SPEND_FLUSH_MS: number;
 }
 
 /** Who an attempt's money is charged to. */
@@ -33,24 +52,89 @@ export interface SpendScope {
   model: string;
 }
 
+/** An attempt's reservation: `amount` µ$ taken on each of `counters` (the keys of the day it was taken on). */
+export interface SpendHold {
+  amount: number;
+  counters: readonly { key: string; ttlMs: number }[];
+}
+
+/** Told when a batch could not be sent (it is kept, and sent with the next). */
+export type SpendFlushFailure = (err: unknown) => void;
+
 const DAY_TTL_MS = 48 * 3600_000;
 const MONTH_TTL_MS = 62 * 24 * 3600_000;
+/** A batch's mark outlives any resend of the command that carried it (a reconnect resends at once). */
+const MARK_TTL_MS = 15 * 60_000;
 
-const COUNTER_NAMES: Record<keyof SpendLimits, string> = {
+type Counter = 'tenantDay' | 'tenantMonth' | 'agentDay' | 'fleetMonth';
+const COUNTERS: readonly Counter[] = ['tenantDay', 'tenantMonth', 'agentDay', 'fleetMonth'];
+const COUNTER_NAMES: Record<Counter, string> = {
   tenantDay: 'tenant today',
   tenantMonth: 'tenant this month',
   agentDay: 'agent today',
   fleetMonth: 'fleet this month',
 };
+const ttlOf = (c: Counter | 'dayReport' | 'monthReport') =>
+  c === 'tenantMonth' || c === 'fleetMonth' || c === 'monthReport' ? MONTH_TTL_MS : DAY_TTL_MS;
+
+/** Settlements not sent yet, summed by counter and by report field. */
+class PendingSpend {
+  private counters = new Map<string, CounterDelta>();
+  private reports = new Map<string, ReportCost>();
+
+  get empty(): boolean {
+    return this.counters.size === 0 && this.reports.size === 0;
+  }
+
+  count(key: string, delta: number, ttlMs: number): void {
+    if (delta === 0) return;
+    const c = this.counters.get(key);
+    if (c) c.delta += delta;
+    else this.counters.set(key, { key, delta, ttlMs });
+  }
+
+  report(key: string, field: string, cost: number, ttlMs: number): void {
+    if (cost === 0) return;
+    const id = `${key}\n${field}`;
+    const r = this.reports.get(id);
+    if (r) r.cost += cost;
+    else this.reports.set(id, { key, field, cost, ttlMs });
+  }
+
+  /** Takes everything pending (cleared here): its counters (net zero ones left out) and report fields. */
+  take(): { counters: CounterDelta[]; reports: ReportCost[] } {
+    const taken = {
+      counters: [...this.counters.values()].filter((c) => c.delta !== 0),
+      reports: [...this.reports.values()],
+    };
+    this.counters = new Map();
+    this.reports = new Map();
+    return taken;
+  }
+
+  /** Puts back a batch that was not applied. */
+  restore(b: SpendBatch): void {
+    for (const c of b.counters) this.count(c.key, c.delta, c.ttlMs);
+    for (const r of b.reports) this.report(r.key, r.field, r.cost, r.ttlMs);
+  }
+}
 
 export class SpendBudget {
   readonly prices: PriceTable;
-  private readonly limits: SpendLimits;
+  private readonly limits: Record<Counter, number>;
+  private readonly flushMs: number;
+  /** Names this process's batches (their marks). */
+  private readonly writer = randomUUID();
+  private batches = 0;
+  private readonly pending = new PendingSpend();
+  private timer: NodeJS.Timeout | undefined;
+  private readonly sending = new Set<Promise<unknown>>();
 
   constructor(
     private readonly redis: RedisClient,
     private readonly keys: KeySpace,
     opts: SpendOptions,
+    private readonly onFlushFailure: SpendFlushFailure = () => {},
   ) {
     this.prices = new PriceTable(undefined, opts.MODEL_PRICES);
     this.limits = {
@@ -59,11 +143,12 @@ export class SpendBudget {
       agentDay: opts.AGENT_DAILY_COST,
       fleetMonth: opts.FLEET_MONTHLY_COST,
     };
+    this.flushMs = opts.SPEND_FLUSH_MS;
   }
 
   /** Whether any tenant, agent or fleet money limit is set. */
   get limited(): boolean {
-    return Object.values(this.limits).some((l) => l > 0);
+    return COUNTERS.some((c) => this.limits[c] > 0);
   }
 
   priceAt(provider: string, model: string | undefined, nowMs: number): Price | undefined {
@@ -75,32 +160,90 @@ export class SpendBudget {
     return this.keys.spend(s.tenant, s.agent, day, day.slice(0, 7));
   }
 
-  /** Reserves an attempt's estimate; a BudgetStop (kind `tenant_cost`) naming the counter when a limit would pass. */
-  async reserve(s: SpendScope, estimate: number, nowMs: number): Promise<BudgetStop | undefined> {
-    const refused = await reserveSpend(this.redis, this.keysOf(s, nowMs), estimate, this.limits, {
-      dayMs: DAY_TTL_MS,
-      monthMs: MONTH_TTL_MS,
-    });
-    if (!refused) return undefined;
-    const who = refused.counter.startsWith('tenant') ? s.tenant : refused.counter === 'agentDay' ? s.agent : 'fleet';
+  /**
+   * Reserves an attempt's estimate on the counters with a limit: the hold to settle the attempt with, or a
+   * BudgetStop (kind `tenant_cost`) naming the counter that would pass its limit (nothing reserved). A refusal is
+   * final only once this worker's pending settlements are on the counters.
+   */
+  async reserve(s: SpendScope, estimate: number, nowMs: number): Promise<{ hold: SpendHold } | { stop: BudgetStop }> {
+    const k = this.keysOf(s, nowMs);
+    const limited = COUNTERS.filter((c) => this.limits[c] > 0);
+    const counters: LimitedCounter[] = limited.map((c) => ({ key: k[c], limit: this.limits[c], ttlMs: ttlOf(c) }));
+    let refused = await this.send(writeSpend(this.redis, k.tenantDay, undefined, { amount: estimate, counters }));
+    // Refused while this worker still holds settlements: sent first, they give back what its attempts reserved
+    // above their cost, and the reservation is asked again in the same call.
+    const batch = refused ? this.takeBatch() : undefined;
+    if (batch) {
+      try {
+        refused = await this.send(writeSpend(this.redis, k.tenantDay, batch, { amount: estimate, counters }));
+      } catch (err) {
+        this.pending.restore(batch);
+        throw err;
+      }
+    }
+    if (!refused) return { hold: { amount: estimate, counters } };
+    const counter = limited[refused.index]!;
+    const who = counter.startsWith('tenant') ? s.tenant : counter === 'agentDay' ? s.agent : 'fleet';
     return {
-      kind: 'tenant_cost',
-      reason:
-        `cost: ${who} (${COUNTER_NAMES[refused.counter]}) used ${refused.used} + estimate ${estimate} > ` +
-        `${this.limits[refused.counter]} µ$`,
+      stop: {
+        kind: 'tenant_cost',
+        reason:
+          `cost: ${who} (${COUNTER_NAMES[counter]}) used ${refused.used} + estimate ${estimate} > ` +
+          `${this.limits[counter]} µ$`,
+      },
     };
   }
 
-  /** Records an attempt's real cost (the reservation `reserved` given back). Never refused. */
-  async settle(s: SpendScope, cost: number, reserved: number, nowMs: number): Promise<void> {
-    if (cost === 0 && reserved === 0) return;
-    await settleSpend(
-      this.redis,
-      this.keysOf(s, nowMs),
-      { delta: cost - reserved, cost, field: `${s.tenant} ${s.agent} ${s.provider}/${s.model}` },
-      this.limits,
-      { dayMs: DAY_TTL_MS, monthMs: MONTH_TTL_MS },
-    );
+  /**
+   * Records an attempt's real cost (giving back its reservation, if it held one) in the pending batch, sent within
+   * SPEND_FLUSH_MS. Never refused.
+   */
+  settle(s: SpendScope, cost: number, hold: SpendHold | undefined, nowMs: number): void {
+    if (cost === 0 && !hold) return;
+    const k = this.keysOf(s, nowMs);
+    for (const c of COUNTERS) this.pending.count(k[c], cost, ttlOf(c));
+    // The reservation comes off the counters it was taken on (the day it was taken, if that day has ended since).
+    for (const c of hold?.counters ?? []) this.pending.count(c.key, -hold!.amount, c.ttlMs);
+    const field = `${s.tenant} ${s.agent} ${s.provider}/${s.model}`;
+    this.pending.report(k.dayReport, field, cost, ttlOf('dayReport'));
+    this.pending.report(k.monthReport, field, cost, ttlOf('monthReport'));
+    // An attempt that cost more than it reserved leaves the limited counters below the real spend until its
+    // settlement is applied: sent now (before this worker's next call), so no counter with a limit ever waits on it.
+    if (hold && cost > hold.amount) void this.flush();
+    else if (!this.pending.empty) this.timer ??= setTimeout(() => void this.flush(), this.flushMs).unref();
+  }
+
+  /** Sends the pending settlements now (a batch that fails is kept for the next, and reported). */
+  async flush(): Promise<void> {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    const batch = this.takeBatch();
+    if (!batch) return;
+    try {
+      await this.send(writeSpend(this.redis, batch.mark, batch));
+    } catch (err) {
+      this.pending.restore(batch);
+      this.onFlushFailure(err);
+      if (!this.pending.empty) this.timer ??= setTimeout(() => void this.flush(), this.flushMs).unref();
+    }
+  }
+
+  /** At a graceful stop: the pending settlements sent, and every call in flight answered. */
+  async close(): Promise<void> {
+    await this.flush();
+    await Promise.allSettled([...this.sending]);
+  }
+
+  private takeBatch(): SpendBatch | undefined {
+    if (this.pending.empty) return undefined;
+    const { counters, reports } = this.pending.take();
+    if (counters.length === 0 && reports.length === 0) return undefined;
+    return { mark: this.keys.spendMark(this.writer, ++this.batches), markTtlMs: MARK_TTL_MS, counters, reports };
+  }
+
+  private send<T>(p: Promise<T>): Promise<T> {
+    this.sending.add(p);
+    return p.finally(() => this.sending.delete(p));
   }
 }
 

@@ -502,6 +502,13 @@ export const configSchema = z.object({
   /** The whole fleet's spend per UTC calendar month, in µ$ (0 = none). */
   FLEET_MONTHLY_COST: int(0, 0),
   /**
+   * How long a worker keeps model attempts' spend in memory before it sends it to the tenant, agent and fleet
+   * counters and the spend reports, in one batch (sooner at a graceful stop, or before a money limit refuses it).
+   * Meanwhile an attempt's reservation stays on the limited counters. A SIGKILLed worker's unsent attempts keep
+   * their reservations there and are missing from the reports; their runs' own cost has them.
+   */
+  SPEND_FLUSH_MS: int(1000, 10),
+  /**
    * Model prices over the shipped defaults (src/core/prices.ts), in µ$ per million tokens, e.g.
    * [{"provider":"openai","model":"gpt-4o-mini","from":"2027-01-01T00:00:00Z","input":150000,"output":600000,
    * "cachedInput":75000}]: an entry with `from` applies to attempts from that time on (earlier charges keep their

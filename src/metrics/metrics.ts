@@ -14,6 +14,7 @@ export class Metrics {
   readonly modelTokens: Counter;
   readonly spend: Counter<'tenant' | 'agent' | 'provider' | 'model'>;
   readonly spendLimits: Gauge<'scope'>;
+  readonly spendFlushFailures: Counter;
   readonly budgetStops: Counter;
   readonly effects: Counter;
   readonly dedupeHits: Counter;
@@ -121,6 +122,11 @@ export class Metrics {
       name: 'agent_spend_limit_micros',
       help: 'Money limits in force, in µ$ (0 = none): scope tenant_day, tenant_month, agent_day, fleet_month',
       labelNames: ['scope'],
+      registers: r,
+    });
+    this.spendFlushFailures = new Counter({
+      name: 'agent_spend_flush_failures_total',
+      help: 'Batches of spend settlements a worker could not send to Redis (kept and sent with the next)',
       registers: r,
     });
     this.budgetStops = new Counter({

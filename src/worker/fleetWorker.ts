@@ -289,6 +289,12 @@ export class FleetWorker {
           { code: 'close_timeout', worker: 'steps', timeoutMs: CLOSE_TIMEOUT_MS },
           'worker connections did not close; every job was handed back, leaving anyway',
         );
+      // No step runs any more: the spend settled in memory goes to Redis before the process does.
+      if (!(await settledWithin(this.processor.close(), CLOSE_TIMEOUT_MS)))
+        this.ctx.log.warn(
+          { code: 'close_timeout', worker: 'spend', timeoutMs: CLOSE_TIMEOUT_MS },
+          'spend settlements not sent in time; leaving without them',
+        );
     })();
     return this.stopping;
   }

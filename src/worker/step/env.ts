@@ -9,7 +9,7 @@ import type { Tracer } from '@opentelemetry/api';
 import type { Agent } from '../../core/agent.js';
 import type { ModelProvider } from '../../core/model.js';
 import type { BudgetStop } from '../../budget/tenantBudget.js';
-import type { SpendScope } from '../../budget/spend.js';
+import type { SpendHold, SpendScope } from '../../budget/spend.js';
 import type { Price, PriceEntry } from '../../core/prices.js';
 import type { Metrics } from '../../metrics/metrics.js';
 import type { CrashPoints } from '../../config/testHooks.js';
@@ -59,6 +59,8 @@ export interface StepOptions {
   readonly TENANT_MONTHLY_COST?: number;
   readonly AGENT_DAILY_COST?: number;
   readonly FLEET_MONTHLY_COST?: number;
+  /** How long an attempt's spend settlement may wait in memory for the next batch (ms; src/budget/spend.ts). */
+  readonly SPEND_FLUSH_MS?: number;
 }
 
 /** The tenant's day of tokens (src/budget/tenantBudget.ts): reserved before each model attempt, settled after. */
@@ -71,8 +73,11 @@ export interface TenantTokens {
 export interface SpendPort {
   readonly limited: boolean;
   priceAt(provider: string, model: string | undefined, nowMs: number): Price | undefined;
-  reserve(scope: SpendScope, estimate: number, nowMs: number): Promise<BudgetStop | undefined>;
-  settle(scope: SpendScope, cost: number, reserved: number, nowMs: number): Promise<void>;
+  reserve(scope: SpendScope, estimate: number, nowMs: number): Promise<{ hold: SpendHold } | { stop: BudgetStop }>;
+  /** Batched in memory: sent within SPEND_FLUSH_MS (src/budget/spend.ts). */
+  settle(scope: SpendScope, cost: number, hold: SpendHold | undefined, nowMs: number): void;
+  /** Sends what is pending (a graceful stop). */
+  close(): Promise<void>;
 }
 
 /** A follow-up's previous conversation (src/worker/followUp.ts). */

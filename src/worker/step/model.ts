@@ -21,6 +21,7 @@ import { withRetry } from '../../core/withRetry.js';
 import type { Agent } from '../../core/agent.js';
 import { traced } from '../../metrics/tracing.js';
 import { costOf, estimateCost, type Price } from '../../core/prices.js';
+import type { SpendHold } from '../../budget/spend.js';
 import {
   attemptCheck,
   BudgetStopError,
@@ -186,7 +187,7 @@ class ModelCall {
     const rated = await this.reserve();
     // The attempt's price: the version in effect now, recorded with its charge (a later change never reprices it).
     const price = this.priceNow();
-    const reservedCost = await this.reserveSpend(rated, price);
+    const hold = await this.reserveSpend(rated, price);
     let spent = 0;
     let cost = 0;
     try {
@@ -205,7 +206,7 @@ class ModelCall {
     } finally {
       await rated?.settle(spent);
       await env.tenant.settle(spec.tenant, spent - estimate.tokens, env.now());
-      await env.spend?.settle(this.scope(), cost, reservedCost, env.now());
+      env.spend?.settle(this.scope(), cost, hold, env.now());
     }
   }
 
@@ -243,31 +244,32 @@ class ModelCall {
   }
 
   /**
-   * The tenant's, agent's and fleet's money: the attempt's cost estimate reserved (a stop names the cost); a model
-   * without a price is refused while a money limit is in force (its spend could not be bounded), never charged zero.
+   * The tenant's, agent's and fleet's money: the attempt's cost estimate reserved on the counters with a limit (a
+   * stop names the cost); a model without a price is refused while a money limit is in force (its spend could not be
+   * bounded), never charged zero. Without a tenant, agent or fleet limit nothing is reserved: the attempt's
+   * settlement alone records its spend.
    */
-  private async reserveSpend(rated: RatedAttempt | undefined, price: Price | undefined): Promise<number> {
+  private async reserveSpend(
+    rated: RatedAttempt | undefined,
+    price: Price | undefined,
+  ): Promise<SpendHold | undefined> {
     const { env, state } = this;
     const spend = env.spend;
-    if (!spend) return 0;
+    if (!spend) return undefined;
     const limited = spend.limited || (state.spec.limits.maxCost ?? 0) > 0;
     let stop;
-    let amount = 0;
     if (!price) {
-      if (!limited) return 0;
+      if (!limited) return undefined;
       stop = { kind: 'cost' as const, reason: `cost: no price for ${this.provider.name}/${this.scope().model}` };
     } else {
-      // No tenant, agent or fleet limit: nothing to reserve (the settlement still counts the spend).
-      if (!spend.limited) return 0;
-      amount = this.costEstimate(env.now());
-      stop = await spend.reserve(this.scope(), amount, env.now());
+      if (!spend.limited) return undefined;
+      const reserved = await spend.reserve(this.scope(), this.costEstimate(env.now()), env.now());
+      if ('hold' in reserved) return reserved.hold;
+      stop = reserved.stop;
     }
-    if (stop) {
-      await rated?.settle(0);
-      await env.tenant.settle(state.spec.tenant, -this.input.estimate.tokens, env.now());
-      throw new BudgetStopError(stop);
-    }
-    return amount;
+    await rated?.settle(0);
+    await env.tenant.settle(state.spec.tenant, -this.input.estimate.tokens, env.now());
+    throw new BudgetStopError(stop);
   }
 
   /**

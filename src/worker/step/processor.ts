@@ -72,9 +72,17 @@ export interface StepDeps {
 /** The step as BullMQ's processor: builds the stages' environment on Redis and runs the pipeline per job. */
 export class StepProcessor {
   private readonly pipeline: StepPipeline;
+  private readonly spend: SpendPort | undefined;
 
   constructor(private readonly d: StepDeps) {
-    this.pipeline = new StepPipeline(envOf(d));
+    const env = envOf(d);
+    this.spend = env.spend;
+    this.pipeline = new StepPipeline(env);
+  }
+
+  /** At a graceful stop, once no step runs: the money settled in memory is sent (src/budget/spend.ts). */
+  async close(): Promise<void> {
+    await this.spend?.close();
   }
 
   /**
@@ -122,7 +130,10 @@ function spendOf(d: StepDeps): SpendPort | undefined {
   d.metrics.spendLimits.set({ scope: 'tenant_month' }, opts.TENANT_MONTHLY_COST);
   d.metrics.spendLimits.set({ scope: 'agent_day' }, opts.AGENT_DAILY_COST);
   d.metrics.spendLimits.set({ scope: 'fleet_month' }, opts.FLEET_MONTHLY_COST);
-  return new SpendBudget(d.redis, d.keys, opts);
+  return new SpendBudget(d.redis, d.keys, opts, (err) => {
+    d.metrics.spendFlushFailures.inc();
+    d.log.warn({ code: 'spend_flush_failed', err }, 'spend settlements not sent; kept for the next batch');
+  });
 }
 
 function envOf(d: StepDeps): StepEnv {
@@ -198,5 +209,6 @@ function spendOptions(cfg: StepOptions) {
     TENANT_MONTHLY_COST: cfg.TENANT_MONTHLY_COST ?? 0,
     AGENT_DAILY_COST: cfg.AGENT_DAILY_COST ?? 0,
     FLEET_MONTHLY_COST: cfg.FLEET_MONTHLY_COST ?? 0,
+    SPEND_FLUSH_MS: cfg.SPEND_FLUSH_MS ?? 1000,
   };
 }

@@ -1,0 +1,137 @@
+/**
+ * Spend settlements in batches (src/budget/spend.ts, spend-1.lua): a worker without a money limit makes no Redis
+ * call for money per attempt and sends its attempts' spend in one batch (here at its graceful stop); a batch is
+ * applied once, whatever is sent again; a refused reservation takes nothing on any counter; a reservation comes off
+ * the day it was taken on.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
+import { buildSpec } from '../../src/producer/intake.js';
+import { readBudget } from '../../src/store/runRecord.js';
+import { writeSpend } from '../../src/store/calls/spend.js';
+import { SpendBudget, type SpendScope } from '../../src/budget/spend.js';
+
+let h: Harness;
+beforeAll(async () => {
+  // A batch waits ten minutes: only the stop sends it.
+  h = await createHarness('spendbatch', { SPEND_FLUSH_MS: '600000' });
+});
+afterAll(async () => {
+  await h.close();
+});
+
+const usage = { promptTokens: 500, completionTokens: 100 };
+const script = [
+  ...Array.from({ length: 3 }, () => ({ toolCalls: [{ name: 'read_ticket', args: {} }], usage, transientFailures: 0 })),
+  { toolCalls: [], final: 'done', usage, transientFailures: 0 },
+];
+
+async function start(tenant: string, id: string): Promise<string> {
+  const spec = buildSpec(h.ctx, { tenant, ticket: sampleTicket(id), agent: { model: 'scripted', script } }, Date.now());
+  await h.ctx.store.create(spec, Date.now());
+  return spec.runId;
+}
+
+async function marks(): Promise<string[]> {
+  return h.ctx.redis.keys(`${h.ctx.keys.spendMark('*', 0).slice(0, -2)}*`);
+}
+
+describe('spend settlements in batches', () => {
+  it('a worker without a money limit sends no spend per attempt: one batch at its stop holds all of it', async () => {
+    const worker = await h.startWorker();
+    const runs = [await start('batcher', 'SB-1'), await start('batcher', 'SB-2')];
+    for (const run of runs) expect(await h.waitForStatus(run, ['completed', 'failed'])).toBe('completed');
+    const charged = (await Promise.all(runs.map((r) => readBudget(h.ctx.redis, h.ctx.keys, r, ['costUsed'])))).reduce(
+      (n, b) => n + b.costUsed,
+      0,
+    );
+    // At the scripted model's nominal price ($1 in, $2 out per million): 700 µ$ a step, eight steps.
+    expect(charged).toBe(8 * 700);
+    const day = new Date().toISOString().slice(0, 10);
+    const k = h.ctx.keys.spend('batcher', 'support', day, day.slice(0, 7));
+    expect(await h.ctx.redis.exists(k.tenantDay, k.dayReport, k.fleetMonth)).toBe(0);
+    expect(await marks()).toEqual([]);
+
+    await worker.stop();
+    expect(await marks()).toHaveLength(1);
+    for (const key of [k.tenantDay, k.tenantMonth, k.agentDay, k.fleetMonth])
+      expect(Number(await h.ctx.redis.get(key))).toBe(charged);
+    expect(await h.ctx.redis.hgetall(k.dayReport)).toEqual({ 'batcher support scripted/scripted': String(charged) });
+    expect(await h.ctx.redis.hgetall(k.monthReport)).toEqual({ 'batcher support scripted/scripted': String(charged) });
+    // Each key was given its ttl when the batch created it.
+    for (const key of [k.tenantDay, k.fleetMonth, k.dayReport, k.monthReport])
+      expect(await h.ctx.redis.pttl(key)).toBeGreaterThan(0);
+  });
+
+  it('a batch is applied once: the same command sent again changes nothing', async () => {
+    const p = `${h.ctx.keys.spend('once', 'a', '2030-01-01', '2030-01').tenantDay}`;
+    const batch = {
+      mark: h.ctx.keys.spendMark('writer-once', 1),
+      markTtlMs: 60_000,
+      counters: [{ key: p, delta: 250, ttlMs: 60_000 }],
+      reports: [{ key: `${p}:report`, field: 'once a m/x', cost: 250, ttlMs: 60_000 }],
+    };
+    await writeSpend(h.ctx.redis, batch.mark, batch);
+    await writeSpend(h.ctx.redis, batch.mark, batch);
+    expect(await h.ctx.redis.get(p)).toBe('250');
+    expect(await h.ctx.redis.hget(`${p}:report`, 'once a m/x')).toBe('250');
+    // Another batch (another mark) is applied.
+    await writeSpend(h.ctx.redis, batch.mark, { ...batch, mark: h.ctx.keys.spendMark('writer-once', 2) });
+    expect(await h.ctx.redis.get(p)).toBe('500');
+  });
+
+  it('a refused reservation takes nothing on any counter; the batch it carries is applied', async () => {
+    const k = h.ctx.keys.spend('refused', 'a', '2030-01-02', '2030-01');
+    await h.ctx.redis.set(k.agentDay, 900);
+    const batch = {
+      mark: h.ctx.keys.spendMark('writer-refused', 1),
+      markTtlMs: 60_000,
+      counters: [{ key: k.fleetMonth, delta: 40, ttlMs: 60_000 }],
+      reports: [],
+    };
+    const refused = await writeSpend(h.ctx.redis, k.tenantDay, batch, {
+      amount: 200,
+      counters: [
+        { key: k.tenantDay, limit: 10_000, ttlMs: 60_000 },
+        { key: k.agentDay, limit: 1000, ttlMs: 60_000 },
+      ],
+    });
+    expect(refused).toEqual({ index: 1, used: 900 });
+    expect(Number(await h.ctx.redis.get(k.tenantDay))).toBe(0);
+    expect(await h.ctx.redis.get(k.agentDay)).toBe('900');
+    expect(await h.ctx.redis.get(k.fleetMonth)).toBe('40');
+    // A counter the refused reservation created keeps a ttl (it does not stay forever at 0).
+    expect(await h.ctx.redis.pttl(k.tenantDay)).toBeGreaterThan(0);
+    expect(
+      await writeSpend(h.ctx.redis, k.tenantDay, undefined, {
+        amount: 100,
+        counters: [{ key: k.agentDay, limit: 1000, ttlMs: 60_000 }],
+      }),
+    ).toBeUndefined();
+    expect(await h.ctx.redis.get(k.agentDay)).toBe('1000');
+  });
+
+  it('an attempt reserved before midnight and settled after gives its reservation back to the day it was taken on', async () => {
+    const spend = new SpendBudget(h.ctx.redis, h.ctx.keys, {
+      MODEL_PRICES: [],
+      TENANT_DAILY_COST: 1_000_000,
+      TENANT_MONTHLY_COST: 0,
+      AGENT_DAILY_COST: 0,
+      FLEET_MONTHLY_COST: 0,
+      SPEND_FLUSH_MS: 600_000,
+    });
+    const scope: SpendScope = { tenant: 'midnight', agent: 'a', provider: 'p', model: 'm' };
+    const before = Date.parse('2030-02-01T23:59:59.900Z');
+    const after = Date.parse('2030-02-02T00:00:00.100Z');
+    const reserved = await spend.reserve(scope, 1000, before);
+    if (!('hold' in reserved)) throw new Error('reservation refused');
+    spend.settle(scope, 300, reserved.hold, after);
+    await spend.close();
+    const first = h.ctx.keys.spend('midnight', 'a', '2030-02-01', '2030-02');
+    const second = h.ctx.keys.spend('midnight', 'a', '2030-02-02', '2030-02');
+    expect(Number(await h.ctx.redis.get(first.tenantDay))).toBe(0);
+    expect(Number(await h.ctx.redis.get(second.tenantDay))).toBe(300);
+    expect(await h.ctx.redis.hget(second.dayReport, 'midnight a p/m')).toBe('300');
+    expect(Number(await h.ctx.redis.get(second.fleetMonth))).toBe(300);
+  });
+});
