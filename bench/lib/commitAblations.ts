@@ -29,12 +29,12 @@ export const COMMIT_ABLATIONS: Record<string, CommitAblation> = {
   },
   /**
    * All of the money accounting: a step's cost charged beside its tokens (costUsed), and the tenant's, agent's and
-   * fleet's spend reserved and settled on their own slot (spend-1.lua): the step as it was before money.
+   * fleet's spend reserved and settled on their own slot (reserveSpend-1.lua, settleSpend-1.lua): the step as it was before money.
    */
   cost: {
     removes: "if ARGV[36] ~= '0' then redis.call('HINCRBY', KEYS[2], 'costUsed', ARGV[36]) end\n",
     keeps: '',
-    drops: ['spend'],
+    drops: ['reserveSpend', 'settleSpend'],
   },
   events: { removes: 'emitEvents(KEYS[4], ARGV[9], events)', keeps: '' },
   index: { removes: 'indexRunStatus(KEYS[1], status, ARGV[8], ARGV[11], fromStatus, reason)', keeps: '' },

@@ -7,7 +7,7 @@
  *
  * Settlements are batched: a worker adds each attempt's to a batch in memory and sends the batch after
  * `SPEND_FLUSH_MS`, at a graceful stop, and before it lets a limit refuse one of its reservations (so a refusal
- * counts this worker's own attempts at their real cost); one script applies a batch once (spend-1.lua). A step
+ * counts this worker's own attempts at their real cost); one script applies a batch once (settleSpend-1.lua). A step
  * with no tenant, agent or fleet money limit therefore makes no Redis call for money of its own: its run's cost is
  * charged by the step's own scripts (costUsed), and the counters and reports get it with the batch. With a limit,
  * an attempt makes one: its reservation.
@@ -25,13 +25,8 @@ import type { BudgetStop } from './policy.js';
 import { PriceTable, type Price, type PriceEntry } from '../core/prices.js';
 import type { RedisClient } from '../store/connect.js';
 import type { KeySpace } from '../store/keys.js';
-import {
-  writeSpend,
-  type CounterDelta,
-  type LimitedCounter,
-  type ReportCost,
-  type SpendBatch,
-} from '../store/calls/spend.js';
+import { reserveSpend, type LimitedCounter } from '../store/calls/reserveSpend.js';
+import { settleSpend, type CounterDelta, type ReportCost, type SpendBatch } from '../store/calls/settleSpend.js';
 
 /** What the money budgets read of the configuration (src/config/config.ts documents each). */
 export interface SpendOptions {
@@ -128,7 +123,9 @@ export class SpendBudget {
   private batches = 0;
   private readonly pending = new PendingSpend();
   private timer: NodeJS.Timeout | undefined;
+  /** Calls in flight: every one (a graceful stop waits for them), and the batches among them. */
   private readonly sending = new Set<Promise<unknown>>();
+  private readonly batchesInFlight = new Set<Promise<unknown>>();
 
   constructor(
     private readonly redis: RedisClient,
@@ -169,17 +166,13 @@ export class SpendBudget {
     const k = this.keysOf(s, nowMs);
     const limited = COUNTERS.filter((c) => this.limits[c] > 0);
     const counters: LimitedCounter[] = limited.map((c) => ({ key: k[c], limit: this.limits[c], ttlMs: ttlOf(c) }));
-    let refused = await this.send(writeSpend(this.redis, k.tenantDay, undefined, { amount: estimate, counters }));
-    // Refused while this worker still holds settlements: sent first, they give back what its attempts reserved
-    // above their cost, and the reservation is asked again in the same call.
-    const batch = refused ? this.takeBatch() : undefined;
-    if (batch) {
-      try {
-        refused = await this.send(writeSpend(this.redis, k.tenantDay, batch, { amount: estimate, counters }));
-      } catch (err) {
-        this.pending.restore(batch);
-        throw err;
-      }
+    let refused = await this.send(reserveSpend(this.redis, estimate, counters));
+    // Refused while this worker still holds settlements: sent first (they give back what its attempts reserved above
+    // their cost), then the reservation is asked again.
+    if (refused && (!this.pending.empty || this.batchesInFlight.size > 0)) {
+      await this.flush();
+      await Promise.allSettled([...this.batchesInFlight]);
+      refused = await this.send(reserveSpend(this.redis, estimate, counters));
     }
     if (!refused) return { hold: { amount: estimate, counters } };
     const counter = limited[refused.index]!;
@@ -220,7 +213,9 @@ export class SpendBudget {
     const batch = this.takeBatch();
     if (!batch) return;
     try {
-      await this.send(writeSpend(this.redis, batch.mark, batch));
+      const sent = this.send(settleSpend(this.redis, batch));
+      this.batchesInFlight.add(sent);
+      await sent.finally(() => this.batchesInFlight.delete(sent));
     } catch (err) {
       this.pending.restore(batch);
       this.onFlushFailure(err);

@@ -342,9 +342,9 @@ export class KeySpace {
   }
 
   /**
-   * Money spent (µ$) by model attempts (spend-1.lua), all under one hash tag {spend} so that the tenant's, the
-   * agent's and the fleet's counters are checked and taken in one script: `day` is YYYY-MM-DD, `month` YYYY-MM
-   * (UTC).
+   * Money spent (µ$) by model attempts (reserveSpend-1.lua, settleSpend-1.lua), all under one hash tag {spend} so
+   * that the tenant's, the agent's and the fleet's counters are checked and taken in one script: `day` is
+   * YYYY-MM-DD, `month` YYYY-MM (UTC).
    */
   spend(tenant: string, agent: string, day: string, month: string) {
     const p = `${this.prefix}:spend:{spend}`;
@@ -363,7 +363,7 @@ export class KeySpace {
     return { dayReport: `${p}:report:${day}`, monthReport: `${p}:report:${month}` };
   }
 
-  /** string: set when a writer's batch `batch` of spend settlements is applied (spend-1.lua applies each once). */
+  /** string: set when a writer's batch `batch` of spend settlements is applied (settleSpend-1.lua applies each once). */
   spendMark(writer: string, batch: number): string {
     return `${this.prefix}:spend:{spend}:batch:${writer}:${batch}`;
   }

@@ -1,5 +1,5 @@
 /**
- * Spend settlements in batches (src/budget/spend.ts, spend-1.lua): a worker without a money limit makes no Redis
+ * Spend settlements in batches (src/budget/spend.ts, settleSpend-1.lua, reserveSpend-1.lua): a worker without a money limit makes no Redis
  * call for money per attempt and sends its attempts' spend in one batch (here at its graceful stop); a batch is
  * applied once, whatever is sent again; a refused reservation takes nothing on any counter; a reservation comes off
  * the day it was taken on.
@@ -8,7 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { buildSpec } from '../../src/producer/intake.js';
 import { readBudget } from '../../src/store/runRecord.js';
-import { writeSpend } from '../../src/store/calls/spend.js';
+import { settleSpend } from '../../src/store/calls/settleSpend.js';
+import { reserveSpend } from '../../src/store/calls/reserveSpend.js';
 import { SpendBudget, type SpendScope } from '../../src/budget/spend.js';
 
 let h: Harness;
@@ -71,44 +72,58 @@ describe('spend settlements in batches', () => {
       counters: [{ key: p, delta: 250, ttlMs: 60_000 }],
       reports: [{ key: `${p}:report`, field: 'once a m/x', cost: 250, ttlMs: 60_000 }],
     };
-    await writeSpend(h.ctx.redis, batch.mark, batch);
-    await writeSpend(h.ctx.redis, batch.mark, batch);
+    expect(await settleSpend(h.ctx.redis, batch)).toBe(true);
+    expect(await settleSpend(h.ctx.redis, batch)).toBe(false);
     expect(await h.ctx.redis.get(p)).toBe('250');
     expect(await h.ctx.redis.hget(`${p}:report`, 'once a m/x')).toBe('250');
     // Another batch (another mark) is applied.
-    await writeSpend(h.ctx.redis, batch.mark, { ...batch, mark: h.ctx.keys.spendMark('writer-once', 2) });
+    await settleSpend(h.ctx.redis, { ...batch, mark: h.ctx.keys.spendMark('writer-once', 2) });
     expect(await h.ctx.redis.get(p)).toBe('500');
   });
 
-  it('a refused reservation takes nothing on any counter; the batch it carries is applied', async () => {
+  it('a refused reservation takes nothing on any counter', async () => {
     const k = h.ctx.keys.spend('refused', 'a', '2030-01-02', '2030-01');
     await h.ctx.redis.set(k.agentDay, 900);
-    const batch = {
-      mark: h.ctx.keys.spendMark('writer-refused', 1),
-      markTtlMs: 60_000,
-      counters: [{ key: k.fleetMonth, delta: 40, ttlMs: 60_000 }],
-      reports: [],
-    };
-    const refused = await writeSpend(h.ctx.redis, k.tenantDay, batch, {
-      amount: 200,
-      counters: [
-        { key: k.tenantDay, limit: 10_000, ttlMs: 60_000 },
-        { key: k.agentDay, limit: 1000, ttlMs: 60_000 },
-      ],
-    });
+    const refused = await reserveSpend(h.ctx.redis, 200, [
+      { key: k.tenantDay, limit: 10_000, ttlMs: 60_000 },
+      { key: k.agentDay, limit: 1000, ttlMs: 60_000 },
+      { key: k.fleetMonth, limit: 10_000, ttlMs: 60_000 },
+    ]);
     expect(refused).toEqual({ index: 1, used: 900 });
     expect(Number(await h.ctx.redis.get(k.tenantDay))).toBe(0);
     expect(await h.ctx.redis.get(k.agentDay)).toBe('900');
-    expect(await h.ctx.redis.get(k.fleetMonth)).toBe('40');
+    expect(await h.ctx.redis.exists(k.fleetMonth)).toBe(0);
     // A counter the refused reservation created keeps a ttl (it does not stay forever at 0).
     expect(await h.ctx.redis.pttl(k.tenantDay)).toBeGreaterThan(0);
-    expect(
-      await writeSpend(h.ctx.redis, k.tenantDay, undefined, {
-        amount: 100,
-        counters: [{ key: k.agentDay, limit: 1000, ttlMs: 60_000 }],
-      }),
-    ).toBeUndefined();
+    expect(await reserveSpend(h.ctx.redis, 100, [{ key: k.agentDay, limit: 1000, ttlMs: 60_000 }])).toBeUndefined();
     expect(await h.ctx.redis.get(k.agentDay)).toBe('1000');
+  });
+
+  it("a limit refuses a reservation only once the worker's own settlements are on the counters", async () => {
+    const spend = new SpendBudget(h.ctx.redis, h.ctx.keys, {
+      MODEL_PRICES: [],
+      TENANT_DAILY_COST: 10_000,
+      TENANT_MONTHLY_COST: 0,
+      AGENT_DAILY_COST: 0,
+      FLEET_MONTHLY_COST: 0,
+      SPEND_FLUSH_MS: 600_000,
+    });
+    const scope: SpendScope = { tenant: 'own', agent: 'a', provider: 'p', model: 'm' };
+    const now = Date.parse('2030-03-01T12:00:00Z');
+    const first = await spend.reserve(scope, 6000, now);
+    if (!('hold' in first)) throw new Error('first reservation refused');
+    // The attempt cost 1,000 of its 6,000: the settlement waits in memory, the counter still holds 6,000.
+    spend.settle(scope, 1000, first.hold, now);
+    const k = h.ctx.keys.spend('own', 'a', '2030-03-01', '2030-03');
+    expect(await h.ctx.redis.get(k.tenantDay)).toBe('6000');
+    // 6,000 + 6,000 would pass the 10,000; 1,000 + 6,000 does not: the settlement is sent, the reservation taken.
+    expect('hold' in (await spend.reserve(scope, 6000, now))).toBe(true);
+    expect(await h.ctx.redis.get(k.tenantDay)).toBe('7000');
+    const third = await spend.reserve(scope, 6000, now);
+    expect(third).toEqual({
+      stop: { kind: 'tenant_cost', reason: 'cost: own (tenant today) used 7000 + estimate 6000 > 10000 µ$' },
+    });
+    await spend.close();
   });
 
   it('an attempt reserved before midnight and settled after gives its reservation back to the day it was taken on', async () => {
