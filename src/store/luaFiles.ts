@@ -24,14 +24,28 @@ let files: LuaFile[] | undefined;
 
 /** Every `<name>-<N>.lua` of src/store/lua, read once. */
 export function luaFiles(): LuaFile[] {
-  files ??= readdirSync(luaDir)
+  files ??= luaFilesIn(luaDir);
+  return files;
+}
+
+/**
+ * The `<name>-<N>.lua` files of `dir`. Two files of one name (a script whose key count changed, its old file left in
+ * a build directory) are refused: which of them ran would depend on the directory's order.
+ */
+export function luaFilesIn(dir: string): LuaFile[] {
+  const found = readdirSync(dir)
     .filter((f) => f.endsWith('.lua'))
     .map((file) => {
       const m = /^(.+)-(\d+)\.lua$/.exec(file);
       if (!m) throw new InvariantError('script_failed', `Lua file ${file} must be named <name>-<numberOfKeys>.lua`);
-      return { name: m[1]!, numberOfKeys: Number(m[2]), source: readFileSync(join(luaDir, file), 'utf8') };
+      return { name: m[1]!, numberOfKeys: Number(m[2]), source: readFileSync(join(dir, file), 'utf8') };
     });
-  return files;
+  const seen = new Set<string>();
+  for (const f of found) {
+    if (seen.has(f.name)) throw new InvariantError('script_failed', `two Lua files for script ${f.name} in ${dir}`);
+    seen.add(f.name);
+  }
+  return found;
 }
 
 /** The text of src/store/lua/includes/<name>.lua. */
