@@ -61,7 +61,14 @@ async function trace(): Promise<{ plain: TracedRound; engine: TracedRound; bodie
   try {
     const pool = await env.spawnPool(1, workerEnv);
     const capture = await captureCommands(env.redis.port);
-    for (const kind of ['plain', 'engine'] as const) await runRound(env, pool, { kind, chains, steps, tag: 'trace' });
+    for (const kind of ['plain', 'engine'] as const) {
+      const r = await runRound(env, pool, { kind, chains, steps, tag: 'trace' });
+      // The traced round as the server counted it (INFO; MONITOR's own cost is in neither figure).
+      console.log(
+        `traced ${kind} round: ${r.clientCmdsPerStep.toFixed(2)} requests, ${r.redisCallsPerStep.toFixed(1)} ` +
+          `commands executed (inside scripts too), ${Math.round(r.aofBytesPerStep)} AOF bytes per step`,
+      );
+    }
     const commands = await capture.stop();
     await pool.kill();
     const rounds = splitRounds(commands);
