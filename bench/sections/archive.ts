@@ -9,8 +9,7 @@
  *   for about a minute or up to 1,000,000 rows, ANALYZE, then GET /v1/runs/:id of random cloned ids, none in Redis,
  *   one at a time over keep-alive: p50/p99 at the row count reached.
  */
-import { Agent, request } from 'node:http';
-import type { Server } from 'node:http';
+import { Agent, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { loadConfig } from '../../src/config/config.js';
 import { createContext } from '../../src/server/buildContext.js';
@@ -25,8 +24,15 @@ import { PRODUCER_TOKEN } from '../../testkit/harness.js';
 import { until } from '../../testkit/until.js';
 import { createRun, readOnlyScript } from '../lib/workload.js';
 import { dist, round } from '../lib/stats.js';
-import type { BenchEnv, BenchOptions, Metric, Section, SectionResult } from '../lib/types.js';
-import { atMost, metric } from '../lib/types.js';
+import {
+  type BenchEnv,
+  type BenchOptions,
+  type Metric,
+  type Section,
+  type SectionResult,
+  atMost,
+  metric,
+} from '../lib/types.js';
 
 const TARGET_ROWS = 1_000_000;
 const INSERT_BATCH = 50_000;

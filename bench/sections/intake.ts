@@ -11,8 +11,15 @@ import { readFileSync } from 'node:fs';
 import { spawnApi } from '../../testkit/processes.js';
 import { PRODUCER_TOKEN } from '../../testkit/harness.js';
 import { dist, round } from '../lib/stats.js';
-import type { BenchEnv, BenchOptions, Metric, Section, SectionResult } from '../lib/types.js';
-import { atLeast, atMost } from '../lib/types.js';
+import {
+  type BenchEnv,
+  type BenchOptions,
+  type Metric,
+  type Section,
+  type SectionResult,
+  atLeast,
+  atMost,
+} from '../lib/types.js';
 
 /** CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat (clock ticks of 10 ms). */
 function cpuSeconds(pid: number): number {

@@ -28,7 +28,7 @@ export const priceEntrySchema = z
     provider: z.string().min(1).max(63),
     model: z.string().min(1).max(200).optional(),
     /** When this price takes effect (ISO 8601); omitted: always (it replaces a shipped default). */
-    from: z.string().datetime({ offset: true }).optional(),
+    from: z.iso.datetime({ offset: true }).optional(),
     input: microsPerMillion,
     output: microsPerMillion,
     /** A cache read; omitted: billed as input. */

@@ -26,18 +26,15 @@
  */
 import type { Logger } from 'pino';
 import { Job } from 'bullmq';
-import type { RedisClient } from '../store/connect.js';
-import { nodeForKey } from '../store/connect.js';
-import type { KeySpace } from '../store/keys.js';
-import { stepJobGeneration, stepJobId } from '../store/keys.js';
+import { type RedisClient, nodeForKey } from '../store/connect.js';
+import { type KeySpace, stepJobGeneration, stepJobId } from '../store/keys.js';
 import { flowEnqueue, type FlowRun } from '../store/calls/flowEnqueue.js';
 import { flowAdmit, type Admitted } from '../store/calls/flowAdmit.js';
 import { flowRelease } from '../store/calls/flowRelease.js';
 import { flowHold } from '../store/calls/flowHold.js';
 import { flowWake, type WakeSlot } from '../store/calls/flowWake.js';
 import { flowConfigure } from '../store/calls/flowConfigure.js';
-import type { ShardQueues } from '../store/queues.js';
-import { STEP_JOB_NAME } from '../store/queues.js';
+import { type ShardQueues, STEP_JOB_NAME } from '../store/queues.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { TerminalError } from '../core/errors.js';
 import { flowWeightProblem } from '../core/flowWeight.js';

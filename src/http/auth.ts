@@ -120,7 +120,7 @@ export function tenantScope(p: Principal): string | undefined {
 export function requireRunCreation(cfg: TokenConfig) {
   const configured = cfg.PRODUCER_TOKEN !== undefined || Object.keys(cfg.TENANT_TOKENS).length > 0;
   return (req: Request, res: Response, next: NextFunction) => {
-    if (!configured) return authUnconfigured(res, 'PRODUCER_TOKEN or TENANT_TOKENS');
+    if (!configured) return void authUnconfigured(res, 'PRODUCER_TOKEN or TENANT_TOKENS');
     const p = principalOf(cfg, bearer(req));
     if (!p)
       return void res.status(401).json({ error: 'unauthorized', message: 'a producer or tenant token is required' });
@@ -146,22 +146,22 @@ export function requireRunAccess(
   session?: SessionReader,
 ): RequestHandler<{ id: string }> {
   return async (req, res, next) => {
-    if (!runTokensConfigured(deps.cfg)) return authUnconfigured(res, RUN_TOKEN_SETTINGS);
+    if (!runTokensConfigured(deps.cfg)) return void authUnconfigured(res, RUN_TOKEN_SETTINGS);
     const p = await principalFor(deps.cfg, req, session);
     if (!p)
       return void res
         .status(401)
         .json({ error: 'unauthorized', message: 'an operator, producer or tenant token is required' });
     const runId = req.params.id;
-    if (!isRunId(runId)) return runNotFound(res);
+    if (!isRunId(runId)) return void runNotFound(res);
     res.locals.principal = p;
-    if (p.role === 'producer' || (p.role === 'operator' && p.operator.tenants === '*')) return next();
+    if (p.role === 'producer' || (p.role === 'operator' && p.operator.tenants === '*')) return void next();
     // A run past Redis's retention is read from the archive (its tenant too).
     const owner =
       (await readRun(deps.redis, deps.keys, runId, ['tenant']))?.tenant ??
       (await deps.archive?.tenantOf(runId)) ??
       null;
-    if (!principalSees(p, owner)) return runNotFound(res);
+    if (!principalSees(p, owner)) return void runNotFound(res);
     next();
   };
 }
@@ -175,7 +175,7 @@ export function requireRunAccess(
 export function requireOperator(cfg: AuthConfig, need: OperatorRole, session?: SessionReader): RequestHandler {
   const dir = directoryFor(cfg);
   return async (req, res, next) => {
-    if (!dir.configured) return authUnconfigured(res, OPERATOR_SETTINGS);
+    if (!dir.configured) return void authUnconfigured(res, OPERATOR_SETTINGS);
     const token = bearer(req);
     const operator = token !== undefined ? await dir.authenticate(token) : await session?.(req);
     if (!operator)

@@ -31,7 +31,7 @@ export const erasureSchema = z
   })
   .strict()
   .refine((b) => b.subject !== undefined || b.field !== undefined, {
-    message: 'name a subject or a field',
+    error: 'name a subject or a field',
     path: ['subject'],
   });
 
@@ -66,8 +66,7 @@ export const runsAtWorkSchema = z
 
 // The documented record and the one the erasure builds stay one shape.
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
-const recordShapeMatches: Same<z.infer<typeof erasureRecordSchema>, ErasureRecord> = true;
-void recordShapeMatches;
+export const recordShapeMatches: Same<z.infer<typeof erasureRecordSchema>, ErasureRecord> = true;
 
 export function erasuresRouter(ctx: EngineContext): Router {
   const r = Router();

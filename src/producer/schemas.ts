@@ -68,7 +68,7 @@ export type CreateRunRequest = AgentRunRequest | ShorthandRunRequest;
  * The schema a body is read with: the named-agent form when `agent` is a string; else the shorthand of the first
  * agent whose field the body has; else the named-agent form (its errors say what a body needs).
  */
-export function createRunSchemaFor(agents: AgentCatalog, body: unknown): z.ZodType<CreateRunRequest, unknown> {
+export function createRunSchemaFor(agents: AgentCatalog, body: unknown): z.ZodType<CreateRunRequest> {
   const fields = typeof body === 'object' && body !== null ? body : {};
   if (typeof (fields as { agent?: unknown }).agent === 'string') return agentRunSchema;
   const field = agents.shorthandFields.find((f) => Object.hasOwn(fields, f));

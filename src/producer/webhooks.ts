@@ -123,8 +123,8 @@ export function webhooksRouter(ctx: EngineContext, now: () => number = Date.now)
           return void res
             .status(400)
             .json({ error: 'invalid_json', fields: [{ path: '(body)', message: 'body is not valid JSON' }] });
-        if ('deep' in parsed) return bodyTooDeep(res);
-        if ('illFormed' in parsed) return bodyIllFormed(res, parsed.illFormed);
+        if ('deep' in parsed) return void bodyTooDeep(res);
+        if ('illFormed' in parsed) return void bodyIllFormed(res, parsed.illFormed);
         if ('badEventId' in parsed) return void refuseEventId(res);
         if ('badDeliveryKey' in parsed) return void refuseDeliveryKey(res);
         return void invalid(res, parsed.error);

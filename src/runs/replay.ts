@@ -7,8 +7,7 @@
  * for the tools (the fake transport), recorded usage for the model.
  */
 import { defaultInputTokens } from '../core/agent.js';
-import type { JournalEntry } from '../core/journal.js';
-import { encodeEntry, estimateTokens } from '../core/journal.js';
+import { type JournalEntry, encodeEntry, estimateTokens } from '../core/journal.js';
 import type { RunSpec } from './spec.js';
 import type { ToolSpec } from '../core/model.js';
 import { estimateCallTokens, isContext, preflight, spentCheck, type RunUsage } from '../budget/tenantBudget.js';

@@ -4,13 +4,13 @@
  */
 import type { RedisClient } from '../store/connect.js';
 import { captureAddStandardJob } from '../store/bullmqInternals.js';
-import { KeySpace, stepJobId } from '../store/keys.js';
+import { type KeySpace, stepJobId } from '../store/keys.js';
 import { createRun, type CreateRunResult } from '../store/calls/createRun.js';
 import { createDeferredRun } from '../store/calls/deferNewJob.js';
 import { resumeRun, type ResumeResult } from '../store/calls/resumeRun.js';
 import { decodeEntry, encodeEntry, type JournalEntry, type OperatorEntry } from '../core/journal.js';
 import { limitsSchema, runSpecSchema, type RunLimits, type RunSpec, type StepJobData } from './spec.js';
-import { ShardQueues, STEP_JOB_NAME } from '../store/queues.js';
+import { type ShardQueues, STEP_JOB_NAME } from '../store/queues.js';
 import { isWaitStatus, parseWait, waitIdOf, type WaitRecord } from './waits.js';
 import { endsRun, type RunStatus } from '../core/status.js';
 import { searchIndexKeysOf } from './search.js';

@@ -166,7 +166,7 @@ export class FleetWorker {
     const fresh = this.createWorker(shard);
     await this.ownerWatch.replace(old, fresh);
     this.workers[i] = fresh;
-    void fresh.run().catch((err) => this.ctx.log.error({ code: 'worker_run_failed', err }));
+    void fresh.run().catch((err: unknown) => this.ctx.log.error({ code: 'worker_run_failed', err }));
     void old.close(true).catch(() => {});
   }
 
@@ -195,7 +195,8 @@ export class FleetWorker {
 
   /** Second half of start(): the workers fetch jobs from now on. */
   run(): void {
-    for (const w of this.workers) void w.run().catch((err) => this.ctx.log.error({ code: 'worker_run_failed', err }));
+    for (const w of this.workers)
+      void w.run().catch((err: unknown) => this.ctx.log.error({ code: 'worker_run_failed', err }));
     this.ownerWatch.start();
     this.fetchWatch.start();
     this.startFlowSweep();

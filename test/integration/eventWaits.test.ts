@@ -20,7 +20,7 @@ import { defineAgent, defineWaitTool, type Agent } from '../../src/core/agent.js
 import type { ObservationEntry } from '../../src/core/journal.js';
 import { createFullApi } from '../../src/http/fullApi.js';
 import { newMetrics } from '../../src/metrics/metrics.js';
-import { sign } from '../../src/producer/webhookSignature.js';
+import { postSigned } from '../support/webhooks.js';
 import type { EngineContext } from '../../src/runs/engineContext.js';
 import { createContext } from '../../src/server/buildContext.js';
 import { createHarness, producerAuth, type Harness } from '../../testkit/harness.js';
@@ -103,20 +103,7 @@ async function call(path: string, body: unknown, auth: Record<string, string> = 
   return { status: res.status, headers: res.headers, body: (await res.json()) as Record<string, unknown> };
 }
 
-async function signed(path: string, body: unknown) {
-  const raw = JSON.stringify(body);
-  const timestamp = new Date().toISOString();
-  const res = await fetch(`${url}${path}`, {
-    method: 'POST',
-    body: raw,
-    headers: {
-      'content-type': 'application/json',
-      'x-zendesk-webhook-signature': sign(SECRET, timestamp, raw),
-      'x-zendesk-webhook-signature-timestamp': timestamp,
-    },
-  });
-  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
-}
+const signed = (path: string, body: unknown) => postSigned(`${url}${path}`, SECRET, body);
 
 const ticketEvent = (eventId: string, id: string, body: string) => ({
   v: 1,

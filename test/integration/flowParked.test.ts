@@ -86,7 +86,7 @@ describe('flow control and a version continue', () => {
     const runId = await createRun([...lookups, { toolCalls: [], final: 'done', usage, transientFailures: 0 }]);
     expect(await h.waitForStatus(runId, ['needs_human', 'completed', 'failed'])).toBe('needs_human');
     expect(await heldCount()).toBe(0);
-    const cont = await call<Record<string, unknown>>(url, 'POST', `${QUEUE}/${runId}/continue`, {});
+    const cont = await call(url, 'POST', `${QUEUE}/${runId}/continue`, {});
     expect(cont.status).toBe(200);
     const afterContinue = await heldCount();
     expect((await call(url, 'POST', `${QUEUE}/${runId}/continue`, {})).status).toBe(409);

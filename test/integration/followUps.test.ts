@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, producerAuth, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { countKeys } from '../../testkit/keyPrefix.js';
 import { startOpenAIServer, type ModelServer } from '../../testkit/modelServers/openai.js';
-import { sign } from '../../src/producer/webhookSignature.js';
+import { postSigned } from '../support/webhooks.js';
 import type { RunView } from '../../src/http/runView.js';
 import { execFile } from 'node:child_process';
 import { FOLLOW_UP_FIELD, followUpTokens } from '../../src/worker/followUp.js';
@@ -61,20 +61,7 @@ async function view(runId: string): Promise<RunView> {
   return (await res.json()) as RunView;
 }
 
-async function postWebhook(path: string, payload: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
-  const raw = JSON.stringify(payload);
-  const timestamp = new Date().toISOString();
-  const res = await fetch(`${url}${path}`, {
-    method: 'POST',
-    body: raw,
-    headers: {
-      'content-type': 'application/json',
-      'x-zendesk-webhook-signature': sign(SECRET, timestamp, raw),
-      'x-zendesk-webhook-signature-timestamp': timestamp,
-    },
-  });
-  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
-}
+const postWebhook = (path: string, body: unknown) => postSigned(`${url}${path}`, SECRET, body);
 
 const keyCount = () => countKeys(h.ctx.redis, h.cfg.KEY_PREFIX, h.cfg.BULL_PREFIX);
 

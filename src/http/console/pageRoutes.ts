@@ -82,7 +82,7 @@ async function pageData(d: PageDeps, op: Operator, runId: string): Promise<RunPa
 }
 
 export function mountPages(r: Router, d: PageDeps, guard: Guard): void {
-  r.get(CONSOLE, (_req, res) => void res.redirect(303, `${CONSOLE}/runs`));
+  r.get(CONSOLE, (_req, res) => res.redirect(303, `${CONSOLE}/runs`));
 
   r.get(`${CONSOLE}/runs`, guard('page'), async (req, res) => {
     const w = whoOf(res);
@@ -91,18 +91,18 @@ export function mountPages(r: Router, d: PageDeps, guard: Guard): void {
     // The search box's field input is `name=value`: the API's `field.<name>=value`.
     const { field, ...rest } = query;
     const pair = typeof field === 'string' ? /^([^=]+)=(.+)$/.exec(field) : null;
-    if (field !== undefined && !pair) return refuse(res, 400, 'invalid filter: field (name=value)');
+    if (field !== undefined && !pair) return void refuse(res, 400, 'invalid filter: field (name=value)');
     const parsed = runListQuerySchema.safeParse(
       runListQueryInput(pair ? { ...rest, [`field.${pair[1]!.trim()}`]: pair[2]!.trim() } : rest),
     );
     if (!parsed.success)
-      return refuse(res, 400, `invalid filter: ${parsed.error.issues.map((i) => i.path.join('.')).join(', ')}`);
+      return void refuse(res, 400, `invalid filter: ${parsed.error.issues.map((i) => i.path.join('.')).join(', ')}`);
     try {
       const page = await listPage(d.ctx, { role: 'operator', operator: w.operator }, parsed.data);
       const filters = { ...parsed.data, ...(typeof field === 'string' ? { field } : {}) };
       html(res, 200, runsPage(w.operator, w.csrf ?? '', filters, page.runs, page.nextCursor));
     } catch (err) {
-      if (err instanceof BadCursor) return refuse(res, 400, err.message);
+      if (err instanceof BadCursor) return void refuse(res, 400, err.message);
       throw err;
     }
   });
@@ -115,7 +115,7 @@ export function mountPages(r: Router, d: PageDeps, guard: Guard): void {
   r.get(`${CONSOLE}/runs/:id`, guard('page'), async (req, res) => {
     const w = whoOf(res);
     const data = await pageData(d, w.operator, param(req.params.id));
-    if (!data) return html(res, 404, errorPage(404, 'no such run', w.operator, w.csrf));
+    if (!data) return void html(res, 404, errorPage(404, 'no such run', w.operator, w.csrf));
     const done = typeof req.query.done === 'string' && NOTICE.test(req.query.done) ? req.query.done : undefined;
     html(res, 200, runPage(w.operator, w.csrf ?? '', { ...data, ...(done ? { notice: done } : {}) }));
   });
@@ -123,7 +123,7 @@ export function mountPages(r: Router, d: PageDeps, guard: Guard): void {
   r.get(`${CONSOLE}/runs/:id/live`, guard('page'), async (req, res) => {
     const w = whoOf(res);
     const data = await pageData(d, w.operator, param(req.params.id));
-    if (!data) return html(res, 404, 'no such run');
+    if (!data) return void html(res, 404, 'no such run');
     html(res, 200, runLive(w.operator, w.csrf ?? '', data));
   });
 }

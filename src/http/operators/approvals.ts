@@ -5,7 +5,7 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import type { EngineContext } from '../../runs/engineContext.js';
-import { Ledger } from '../../ledger/ledger.js';
+import { type Ledger } from '../../ledger/ledger.js';
 import { operatorOf, requireOperator } from '../auth.js';
 import { seesTenant } from '../operatorIdentity.js';
 import { decideApproval } from '../../operations/approve.js';

@@ -19,7 +19,7 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import type { EngineContext } from '../../runs/engineContext.js';
-import { Ledger } from '../../ledger/ledger.js';
+import { type Ledger } from '../../ledger/ledger.js';
 import { operatorOf, requireOperator } from '../auth.js';
 import { seesTenant } from '../operatorIdentity.js';
 import { invalid, param } from '../../producer/fieldErrors.js';
@@ -42,7 +42,7 @@ const findingSchema = z
   .strict()
   .refine((b) => b.finding !== 'confirmed' || b.receipt !== undefined, {
     path: ['receipt'],
-    message: 'a confirmed finding needs the receipt',
+    error: 'a confirmed finding needs the receipt',
   });
 export { findingSchema };
 

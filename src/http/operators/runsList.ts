@@ -156,7 +156,7 @@ export async function runsPage(ctx: EngineContext, p: Principal, q: RunListQuery
 export function runsListRouter(ctx: EngineContext, session?: SessionReader): Router {
   const r = Router();
   r.get('/v1/runs', async (req, res) => {
-    if (!runTokensConfigured(ctx.cfg)) return authUnconfigured(res, RUN_TOKEN_SETTINGS);
+    if (!runTokensConfigured(ctx.cfg)) return void authUnconfigured(res, RUN_TOKEN_SETTINGS);
     const p = await principalFor(ctx.cfg, req, session);
     if (!p)
       return void res

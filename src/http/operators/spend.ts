@@ -21,7 +21,7 @@ export function spendRouter(ctx: EngineContext): Router {
   const r = Router();
   r.get('/v1/spend', requireOperator(ctx.cfg, 'viewer'), async (req, res) => {
     const q = spendQuerySchema.safeParse(req.query);
-    if (!q.success) return invalid(res, q.error);
+    if (!q.success) return void invalid(res, q.error);
     const period = q.data.period ?? new Date().toISOString().slice(0, 10);
     const report = await readSpendReport(ctx.redis, ctx.keys, period);
     const op = operatorOf(res);

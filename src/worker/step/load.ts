@@ -67,7 +67,7 @@ export async function load(env: StepEnv, d: Delivery, limited: LimitedSpecs): Pr
     started,
     startedEvent,
     used: known.used,
-    cancelRequested: known.cancelRequested === true,
+    cancelRequested: known.cancelRequested,
     startedEmitted: false,
     carriesDecision: false,
     costUncharged: 0,

@@ -7,10 +7,9 @@ import { defineAgent } from '../../../src/core/agent.js';
 import { createFullApi } from '../../../src/http/fullApi.js';
 import { newMetrics } from '../../../src/metrics/metrics.js';
 import { createContext } from '../../../src/server/buildContext.js';
-import type { Harness } from '../../../testkit/harness.js';
+import { type Harness, sampleTicket } from '../../../testkit/harness.js';
 import { sign } from '../../../src/producer/webhookSignature.js';
 import { eventTtlMs } from '../../../src/producer/webhooks.js';
-import { sampleTicket } from '../../../testkit/harness.js';
 import { operatorHarness } from './support.js';
 
 const SECRET = 'acme-webhook-secret';
