@@ -17,7 +17,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { EngineContext } from '../runs/engineContext.js';
 import { decodeEntry, encodeEntry, packEntry } from '../core/journal.js';
 import { isTerminal } from '../core/status.js';
-import { readRun } from '../store/runRecord.js';
+import { readRun, type RunField } from '../store/runRecord.js';
 import { archivedRunsByField, archivedRunsOfSubject, type ArchivePool } from './db.js';
 import { ERASED, redactAll, redactEntry, redactEventData, redactHistory, redactSpec, redactView } from './redact.js';
 
@@ -162,13 +162,13 @@ async function eraseRunInRedis(ctx: ErasureContext, runId: string, nowMs: number
         })),
       );
       const tx = conn.multi();
-      const runFields: Record<string, string> = { erasedAt: String(nowMs) };
+      const runFields: Partial<Record<RunField, string>> = { erasedAt: String(nowMs) };
       if (run.spec !== undefined)
         runFields.spec = JSON.stringify(redactSpec(JSON.parse(run.spec) as Record<string, unknown>));
       if (run.followUpContext !== undefined) runFields.followUpContext = ERASED;
       tx.hset(k.run, runFields);
       // The agent's search values are the customer's own (an email, an order id): gone from the run and its indexes.
-      if (run.search !== undefined) tx.hdel(k.run, 'search');
+      if (run.search !== undefined) tx.hdel(k.run, 'search' satisfies RunField);
       for (const index of JSON.parse(run.searchKeys ?? '[]') as string[]) tx.zrem(index, runId);
       journal.forEach((raw, i) => {
         try {
@@ -227,7 +227,8 @@ async function eraseRunInArchive(pool: ArchivePool, runId: string, nowMs: number
     }>('SELECT view, spec, events, record FROM archived_runs WHERE run_id = $1 FOR UPDATE', [runId]);
     const row = res.rows[0];
     if (row) {
-      const record: Record<string, unknown> = { ...row.record, erasedAt: String(nowMs) };
+      // The row's record is the run hash less its spec: its fields are the run hash's.
+      const record: Partial<Record<RunField, unknown>> = { ...row.record, erasedAt: String(nowMs) };
       if (record.followUpContext !== undefined) record.followUpContext = ERASED;
       delete record.search;
       await client.query(

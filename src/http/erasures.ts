@@ -9,7 +9,7 @@ import { Router } from 'express';
 import { z } from 'zod';
 import type { EngineContext } from '../runs/engineContext.js';
 import { operatorOf, requireOperator } from './auth.js';
-import { seesTenant } from './operatorIdentity.js';
+import { actorSeesTenant } from '../operations/actor.js';
 import { invalid } from '../producer/fieldErrors.js';
 import { eraseCustomer, type ErasureRecord } from '../archive/erasure.js';
 
@@ -75,7 +75,7 @@ export function erasuresRouter(ctx: EngineContext): Router {
     if (!parsed.success) return void invalid(res, parsed.error);
     const body = parsed.data;
     const op = operatorOf(res);
-    if (!seesTenant(op, body.tenant)) {
+    if (!actorSeesTenant(op, body.tenant)) {
       return void res.status(403).json({ error: 'forbidden', message: `operator ${op.name} does not see tenant` });
     }
     if (body.field && !ctx.archive) {

@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
+import { createHash } from 'node:crypto';
 import { createHarness, producerAuth, redisUrl, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../testkit/embeddedPostgres.js';
 import { until } from '../../testkit/until.js';
@@ -17,8 +18,12 @@ import { snapshotRun } from '../../src/archive/snapshot.js';
 import { runView } from '../../src/http/runView.js';
 import { ledgerFor } from '../../src/ledger/ledger.js';
 import { DEFLATE_MARKER, unpackEntry } from '../../src/core/journal.js';
+import { actorSeesRun } from '../../src/operations/actor.js';
 
 const OPERATOR_TOKEN = 'operator-token-for-archive-tests';
+const ACME_TOKEN = 'acme-operator-token-0123456789';
+const GLOBEX_TOKEN = 'globex-operator-token-0123456789';
+const sha = (t: string) => createHash('sha256').update(t).digest('hex');
 const operatorAuth = { authorization: `Bearer ${OPERATOR_TOKEN}` };
 const RETENTION_MS = 1500;
 const DONE = ['completed', 'failed', 'budget_exceeded', 'needs_human', 'cancelled'];
@@ -33,6 +38,10 @@ beforeAll(async () => {
     ARCHIVE_URL: pg.url,
     RUN_RETENTION_MS: String(RETENTION_MS),
     OPERATOR_TOKEN,
+    OPERATORS: JSON.stringify([
+      { name: 'ann', tokenSha256: sha(ACME_TOKEN), role: 'operator', tenants: ['acme'] },
+      { name: 'gus', tokenSha256: sha(GLOBEX_TOKEN), role: 'operator', tenants: ['globex'] },
+    ]),
     FOLLOW_UP_WAIT_MS: '50',
   });
   archiver = archiverFor(h.ctx)!;
@@ -157,6 +166,22 @@ describe('the archive of ended runs', () => {
     const fromArchive = await getView(runId);
     expect(fromArchive.status).toBe(200);
     expect(fromArchive.body).toEqual(fromRedis.body);
+
+    // Who sees it is still its tenant's business: an operator of acme reads it, one of globex is told it is unknown,
+    // by the API and by the rule the operations and the console ask (the run's tenant read from the archive).
+    const asOperator = (token: string) =>
+      fetch(`${url}/v1/runs/${runId}`, { headers: { authorization: `Bearer ${token}` } }).then((r) => r.status);
+    expect(await asOperator(ACME_TOKEN)).toBe(200);
+    expect(await asOperator(GLOBEX_TOKEN)).toBe(404);
+    expect(await actorSeesRun(h.ctx, { tenants: ['acme'] }, runId)).toBe(true);
+    expect(await actorSeesRun(h.ctx, { tenants: ['globex'] }, runId)).toBe(false);
+    // An operation on it by an operator who sees it finds no run at work: 404, nothing written back to Redis.
+    const cancel = await fetch(`${url}/v1/runs/${runId}/cancel`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ACME_TOKEN}` },
+    });
+    expect(cancel.status).toBe(404);
+    expect(await h.ctx.redis.exists(...keys)).toBe(0);
   });
 
   it("erases a customer's text from every Redis key and every archive row, keeping ids, statuses and receipts", async () => {

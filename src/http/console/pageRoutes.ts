@@ -6,7 +6,7 @@ import { isVersionParked } from '../../runs/versionQueue.js';
 import { versionLabel, type VersionRegistry } from '../../runs/versions.js';
 import { isRunId } from '../../store/keys.js';
 import { param } from '../../producer/fieldErrors.js';
-import { operatorSeesRun } from '../auth.js';
+import { actorSeesRun } from '../../operations/actor.js';
 import type { Operator } from '../operatorIdentity.js';
 import { pendingApprovals } from '../operators/approvals.js';
 import { flowViewFor } from '../operators/flow.js';
@@ -46,7 +46,7 @@ async function versionChange(d: PageDeps, runId: string, agent: string, pinned: 
 /** Everything a run's page shows, or undefined when the operator may not see the run (404 like an unknown one). */
 async function pageData(d: PageDeps, op: Operator, runId: string): Promise<RunPageData | undefined> {
   const { ctx, ledger } = d;
-  if (!isRunId(runId) || !(await operatorSeesRun(ctx, op, runId))) return undefined;
+  if (!isRunId(runId) || !(await actorSeesRun(ctx, op, runId))) return undefined;
   const view =
     (await runView(ctx, runId, (id) => ledger.listForRun(id))) ??
     ((await ctx.archive?.view(runId)) as RunView | undefined);

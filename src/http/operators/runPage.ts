@@ -21,7 +21,7 @@ import { renderRunHtml, runView, type RunView } from '../runView.js';
 import { isRunId } from '../../store/keys.js';
 import { askForBoardCredentials, basicAuthOn, boardBasicMatches, RUN_PAGE_PATH } from './bullBoard.js';
 import { param } from '../../producer/fieldErrors.js';
-import { readRun } from '../../store/runRecord.js';
+import { runTenant } from '../../operations/actor.js';
 
 /** The page's one 404: malformed, another tenant's and unknown run ids alike. */
 const pageNotFound = (res: Response) => void res.status(404).type('text/plain').send('run not found');
@@ -45,9 +45,7 @@ function pageAuth(ctx: EngineContext, session?: SessionReader) {
         'bull board credentials or a token that may read this run are required',
       );
     if (!isRunId(runId)) return void pageNotFound(res);
-    const tenant =
-      (await readRun(ctx.redis, ctx.keys, runId, ['tenant']))?.tenant ?? (await ctx.archive?.tenantOf(runId));
-    if (!principalSees(p, tenant ?? null)) return void pageNotFound(res);
+    if (!principalSees(p, (await runTenant(ctx, runId)) ?? null)) return void pageNotFound(res);
     next();
   };
 }
