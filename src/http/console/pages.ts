@@ -227,7 +227,7 @@ function retryForm(v: RunView, csrf: string): string {
 <label>steps <input type="number" min="0" name="steps" id="retry-steps"></label>
 <label>tokens <input type="number" min="0" name="tokens" id="retry-tokens"></label>
 <label>wall clock ms <input type="number" min="0" name="wallMs" id="retry-wall-ms"></label>
-<button id="retry">retry run</button></form>`;
+${v.budget.limits.maxCost ? '<label>cost µ$ <input type="number" min="0" name="cost" id="retry-cost"></label>\n' : ''}<button id="retry">retry run</button></form>`;
 }
 
 /** The run's jobs in Bull Board: a failed one keeps its error there. */
