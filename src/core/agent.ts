@@ -429,7 +429,9 @@ function budgetOf(agent: string, raw: AgentBudget | undefined): Readonly<AgentBu
   const unknown = Object.keys(rest);
   if (unknown.length > 0) throw new TypeError(`agent '${agent}': budget.${unknown[0]} is not a budget of an agent`);
   if (maxCost !== undefined && !(Number.isSafeInteger(maxCost) && maxCost > 0 && maxCost <= HARD_LIMITS.maxCost))
-    throw new TypeError(`agent '${agent}': budget.maxCost must be a whole number of µ$ from 1 to ${HARD_LIMITS.maxCost}`);
+    throw new TypeError(
+      `agent '${agent}': budget.maxCost must be a whole number of µ$ from 1 to ${HARD_LIMITS.maxCost}`,
+    );
   return Object.freeze({ ...(maxCost !== undefined ? { maxCost } : {}) });
 }
 

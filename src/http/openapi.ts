@@ -158,6 +158,13 @@ const runRowSchema = z
       .record(z.string(), z.string())
       .optional()
       .meta({ description: "The agent's search fields of the run's input (absent when it declares none)." }),
+    cost: z
+      .number()
+      .int()
+      .nonnegative()
+      .meta({
+        description: "What the run's model attempts have cost so far, in µ$ (1e-6 USD), failed attempts included.",
+      }),
   })
   .meta({ id: 'RunRow' });
 const runPageSchema = z

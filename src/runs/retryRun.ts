@@ -99,7 +99,14 @@ export async function retryRun(
   const k = ctx.keys.run(runId);
   const [run, budget] = await Promise.all([
     readRun(ctx.redis, ctx.keys, runId, ['reason', 'cursor', 'resumes', 'tenant']),
-    readBudget(ctx.redis, ctx.keys, runId, ['maxSteps', 'maxTokens', 'maxWallMs', 'deadlineAt', 'maxCost', 'extensions']),
+    readBudget(ctx.redis, ctx.keys, runId, [
+      'maxSteps',
+      'maxTokens',
+      'maxWallMs',
+      'deadlineAt',
+      'maxCost',
+      'extensions',
+    ]),
   ]);
   if (!run) {
     ctx.metrics.runRetries.inc({ from: 'none', reason: 'none', outcome: 'run_missing' });

@@ -4,7 +4,12 @@ import { planRetry } from '../../src/runs/retryRun.js';
 
 const now = 1_800_000_000_000;
 const old = { maxSteps: 5, maxTokens: 1000, maxWallMs: 60_000, deadlineAt: now - 10_000 };
-const ceilings = { LIMIT_MAX_STEPS: 200, LIMIT_MAX_TOKENS: 5_000_000, LIMIT_MAX_WALL_MS: 24 * 3600_000, LIMIT_MAX_COST: 0 };
+const ceilings = {
+  LIMIT_MAX_STEPS: 200,
+  LIMIT_MAX_TOKENS: 5_000_000,
+  LIMIT_MAX_WALL_MS: 24 * 3600_000,
+  LIMIT_MAX_COST: 0,
+};
 const plan = (status: string, reason: string, ext = {}) => planRetry({ status, reason }, old, ext, now, ceilings);
 
 describe('planRetry', () => {
@@ -56,7 +61,11 @@ describe('planRetry', () => {
       ceilings,
     );
     expect(ahead).toMatchObject({ ok: true, limits: { deadlineAt: now + 6000 } });
-    expect(plan('failed', 'x')).toMatchObject({ ok: true, limits: old, extension: { steps: 0, tokens: 0, wallMs: 0, cost: 0 } });
+    expect(plan('failed', 'x')).toMatchObject({
+      ok: true,
+      limits: old,
+      extension: { steps: 0, tokens: 0, wallMs: 0, cost: 0 },
+    });
   });
 
   it("totals past the deployment's limits name the field", () => {
