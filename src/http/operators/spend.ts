@@ -86,6 +86,28 @@ export async function readSpendSeries(
   };
 }
 
+/** GET /v1/spend's answer (described in /openapi.json). */
+export const spendReportSchema = z
+  .object({
+    period: z.string().meta({ description: 'The UTC day (YYYY-MM-DD) or month (YYYY-MM) reported.' }),
+    currency: z.literal('USD'),
+    unit: z.literal('micros').meta({ description: 'Every amount is in µ$ (1e-6 USD), a whole number.' }),
+    totalMicros: z.number().int().nonnegative().meta({ description: "The lines' sum." }),
+    lines: z.array(
+      z.object({
+        tenant: z.string(),
+        agent: z.string(),
+        model: z.string().meta({ description: '`provider/model`.' }),
+        micros: z
+          .number()
+          .int()
+          .nonnegative()
+          .meta({ description: "The real cost of the period's model attempts, failed attempts included." }),
+      }),
+    ),
+  })
+  .meta({ id: 'SpendReport' });
+
 export function spendRouter(ctx: EngineContext): Router {
   const r = Router();
   r.get('/v1/spend', requireOperator(ctx.cfg, 'viewer'), async (req, res) => {
