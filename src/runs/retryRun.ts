@@ -147,7 +147,8 @@ export async function retryRun(
     ...ctx.queues.jobOptions(runId, cursor),
     jobId,
   });
-  const detail = `from=${status},steps=+${extension.steps},tokens=+${extension.tokens},wall_ms=+${extension.wallMs},cost=+${extension.cost}`;
+  // Money is named only when the retry adds some (the entries of earlier retries read as they did).
+  const detail = `from=${status},steps=+${extension.steps},tokens=+${extension.tokens},wall_ms=+${extension.wallMs}${extension.cost > 0 ? `,cost=+${extension.cost}` : ''}`;
   const entry: OperatorEntry = { v: 1, kind: 'operator', step: cursor, action: 'retry', by, at: now, detail };
   const r = await retryRunCall(
     ctx.redis,

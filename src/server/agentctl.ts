@@ -139,7 +139,12 @@ async function runCommand(fleet: FleetClient, values: Values, positionals: strin
     case 'cancel':
       return print(await fleet.cancelRun(id(a, 'runId')));
     case 'retry': {
-      const ext = { steps: num(values.steps), tokens: num(values.tokens), wallMs: num(values['wall-ms']), cost: num(values.cost) };
+      const ext = {
+        steps: num(values.steps),
+        tokens: num(values.tokens),
+        wallMs: num(values['wall-ms']),
+        cost: num(values.cost),
+      };
       const body = Object.fromEntries(Object.entries(ext).filter(([, v]) => v !== undefined));
       return print(await fleet.retryRun(id(a, 'runId'), body));
     }

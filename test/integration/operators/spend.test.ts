@@ -170,6 +170,8 @@ describe('a run stopped by its maxCost, retried with more money over HTTP', () =
     expect(res.body.limits.maxCost).toBe(AGENT_MAX_COST + 5000);
     expect(res.body.extension.cost).toBe(5000);
     expect(await maxCostOf(runId)).toBe(AGENT_MAX_COST + 5000);
+    const retried = (await ctx.store.transcript(runId)).filter((e) => e.kind === 'operator').at(-1);
+    expect(retried).toMatchObject({ action: 'retry', by: 'operator', detail: expect.stringMatching(/,cost=\+5000$/) });
     expect(await h.waitForStatus(runId, ENDED)).toBe('completed');
     expect((await readBudget(ctx.redis, ctx.keys, runId, ['costUsed'])).costUsed).toBe(3 * TURN_COST);
   });
