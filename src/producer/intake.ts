@@ -14,8 +14,8 @@
 import type { EngineContext } from '../runs/engineContext.js';
 import type { Admission } from '../flow/admission.js';
 import { scriptedModelAllowed } from '../config/testHooks.js';
-import { TerminalError } from '../core/errors.js';
-import { SearchFieldError, type Agent, type SearchFields } from '../core/agent.js';
+import { ConfigError, TerminalError } from '../core/errors.js';
+import { SearchFieldError, type Agent, type AgentCatalog, type SearchFields } from '../core/agent.js';
 import { runSpecSchema, type RunSpec } from '../runs/spec.js';
 import type { CreateRunResult } from '../store/calls/createRun.js';
 import { runIdFor, runIdForEvent } from '../store/keys.js';
@@ -114,7 +114,7 @@ export function buildSpec(ctx: EngineContext, request: CreateRunRequest, nowMs: 
     problems.push({ path: 'budget.maxTokens', message: `at most ${cfg.LIMIT_MAX_TOKENS}` });
   if (maxWallMs > cfg.LIMIT_MAX_WALL_MS)
     problems.push({ path: 'budget.maxWallMs', message: `at most ${cfg.LIMIT_MAX_WALL_MS}` });
-  const maxCost = runMaxCost(req.budget?.maxCost, cfg, problems);
+  const maxCost = runMaxCost(req.budget?.maxCost, agent.budget?.maxCost, cfg, problems);
   // The model is chosen here, once, and pinned in the spec (src/producer/modelChoice.ts).
   const choice = resolveModelChoice(cfg, ctx.providers, agent, req.tenant, req.model, req.fields.model);
   if ('path' in choice) problems.push(choice);
@@ -254,16 +254,34 @@ async function placeBehindPrevious(ctx: EngineContext, admission: Admission, spe
 }
 
 /**
- * A run's money budget in µ$: the request's, else DEFAULT_MAX_COST, else LIMIT_MAX_COST (0: none); a request above
- * LIMIT_MAX_COST is refused naming budget.maxCost.
+ * A run's money budget in µ$: the request's, else its agent's own default (`defineAgent({ budget: { maxCost } })`), else
+ * DEFAULT_MAX_COST, else LIMIT_MAX_COST (0: none); a request above LIMIT_MAX_COST is refused naming budget.maxCost (an
+ * agent's default above it stopped the boot: checkAgentBudgets).
  */
 function runMaxCost(
   asked: number | undefined,
+  agentDefault: number | undefined,
   cfg: { DEFAULT_MAX_COST: number; LIMIT_MAX_COST: number },
   problems: FieldProblem[],
 ): number {
   const limit = cfg.LIMIT_MAX_COST;
   if (asked !== undefined && limit > 0 && asked > limit)
     problems.push({ path: 'budget.maxCost', message: `at most ${limit} (µ$)` });
-  return asked ?? (cfg.DEFAULT_MAX_COST || limit);
+  return asked ?? agentDefault ?? (cfg.DEFAULT_MAX_COST || limit);
+}
+
+/**
+ * Boot check: an agent's default maxCost is within this deployment's LIMIT_MAX_COST (when set), as DEFAULT_MAX_COST
+ * is; a ConfigError naming the agent otherwise (every run of it would be over the fleet's ceiling).
+ */
+export function checkAgentBudgets(cfg: { LIMIT_MAX_COST: number }, agents: AgentCatalog): void {
+  const limit = cfg.LIMIT_MAX_COST;
+  if (limit <= 0) return;
+  for (const agent of agents.all) {
+    const own = agent.budget?.maxCost;
+    if (own !== undefined && own > limit) {
+      const field = `AGENTS_MODULE: agent '${agent.name}' budget.maxCost`;
+      throw new ConfigError([field], `invalid configuration: ${field}: ${own} is above LIMIT_MAX_COST (${limit})`);
+    }
+  }
 }

@@ -18,7 +18,16 @@ import { maxCostSchema, maxStepsSchema, maxTokensSchema, maxWallMsSchema, provid
 export const prioritySchema = z.number().int().min(0).max(4);
 
 export const budgetRequestSchema = z
-  .object({ maxSteps: maxStepsSchema, maxTokens: maxTokensSchema, maxWallMs: maxWallMsSchema, maxCost: maxCostSchema })
+  .object({
+    maxSteps: maxStepsSchema,
+    maxTokens: maxTokensSchema,
+    maxWallMs: maxWallMsSchema,
+    maxCost: maxCostSchema.meta({
+      description:
+        "The run's money budget in µ$ (1e-6 USD), a whole number: an attempt that could cross it is not made (the run " +
+        "stops budget_exceeded). Default: the agent's own, else DEFAULT_MAX_COST; at most LIMIT_MAX_COST.",
+    }),
+  })
   .partial()
   .strict();
 

@@ -28,7 +28,7 @@ commands:
   run <runId>                         the run view
   events <runId> [--from EVENT_ID]    live events, resumed after a cut connection; --from: after that event
   cancel <runId>                      cancel a run
-  retry <runId> [--steps N] [--tokens N] [--wall-ms N]
+  retry <runId> [--steps N] [--tokens N] [--wall-ms N] [--cost MICROS]
                                       a failed / budget_exceeded / needs_human run goes on from its last commit
   approvals                           pending approvals (exact args, fingerprint, expiry)
   approve|reject <actionId> --fingerprint F
@@ -66,6 +66,7 @@ const OPTIONS = {
   steps: { type: 'string' },
   tokens: { type: 'string' },
   'wall-ms': { type: 'string' },
+  cost: { type: 'string' },
   status: { type: 'string' },
   tenant: { type: 'string' },
   agent: { type: 'string' },
@@ -138,7 +139,12 @@ async function runCommand(fleet: FleetClient, values: Values, positionals: strin
     case 'cancel':
       return void print(await fleet.cancelRun(id(a, 'runId')));
     case 'retry': {
-      const ext = { steps: num(values.steps), tokens: num(values.tokens), wallMs: num(values['wall-ms']) };
+      const ext = {
+        steps: num(values.steps),
+        tokens: num(values.tokens),
+        wallMs: num(values['wall-ms']),
+        cost: num(values.cost),
+      };
       const body = Object.fromEntries(Object.entries(ext).filter(([, v]) => v !== undefined));
       return void print(await fleet.retryRun(id(a, 'runId'), body));
     }

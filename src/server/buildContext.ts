@@ -27,6 +27,7 @@ import { Admission } from '../flow/admission.js';
 import { RateLimits } from '../flow/rateLimits.js';
 import { registerFlowGauges } from '../flow/gauges.js';
 import { checkModelChoices } from '../producer/modelChoice.js';
+import { checkAgentBudgets } from '../producer/intake.js';
 import { childRunStarter } from '../producer/childRuns.js';
 import { ScriptedProvider } from '../models/scripted.js';
 import { OpenAIProvider } from '../models/openai.js';
@@ -101,6 +102,7 @@ export async function createContext(cfg: Config, name: string, opts: ContextOpti
   // Then the model choices: one naming a provider this process lacks stops it here, the field named.
   const providers = opts.providers ?? buildProviders(cfg);
   checkModelChoices(cfg, agents, providers);
+  checkAgentBudgets(cfg, agents);
   const log = opts.log ?? createLogger(name, cfg.LOG_LEVEL);
   const target = targetOf(cfg);
   const redis = createRedis(target, name);

@@ -37,7 +37,7 @@ const extra = z
       .transform(Number)
       .optional(),
   );
-const retryForm = z.object({ csrf: z.string().optional(), steps: extra, tokens: extra, wallMs: extra });
+const retryForm = z.object({ csrf: z.string().optional(), steps: extra, tokens: extra, wallMs: extra, cost: extra });
 const versionForm = z.object({
   csrf: z.string().optional(),
   agentVersion: z.string().min(1).max(200),
@@ -73,8 +73,9 @@ function mayAct(res: Response): boolean {
 }
 
 /** The retry form's extension with the blank fields left out. */
-function extensionOf({ steps, tokens, wallMs }: z.infer<typeof retryForm>) {
+function extensionOf({ steps, tokens, wallMs, cost }: z.infer<typeof retryForm>) {
   return {
+    ...(cost !== undefined ? { cost } : {}),
     ...(steps !== undefined ? { steps } : {}),
     ...(tokens !== undefined ? { tokens } : {}),
     ...(wallMs !== undefined ? { wallMs } : {}),

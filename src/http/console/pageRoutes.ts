@@ -1,4 +1,4 @@
-/** The console's pages: the runs list, a run's page and its live fragment, the flow page. */
+/** The console's pages: the runs list, a run's page and its live fragment, the flow page, the spend page. */
 import type { Router } from 'express';
 import type { Ledger } from '../../ledger/ledger.js';
 import type { EngineContext } from '../../runs/engineContext.js';
@@ -16,6 +16,8 @@ import { entryTimes, runEvents, runTree, subjectChain, timelineBars } from './ti
 import { runView, type RunView } from '../runView.js';
 import { html, refuse, whoOf, type Guard } from './access.js';
 import { flowPage } from './flowPage.js';
+import { spendPage } from './spendPage.js';
+import { readSpendSeries } from '../operators/spend.js';
 import { runJobs } from './jobs.js';
 import { CONSOLE, errorPage, runLive, runPage, runsPage, type HumanItem, type RunPageData } from './pages.js';
 import { readRun } from '../../store/runRecord.js';
@@ -110,6 +112,11 @@ export function mountPages(r: Router, d: PageDeps, guard: Guard): void {
   r.get(`${CONSOLE}/flow`, guard('page'), async (_req, res) => {
     const w = whoOf(res);
     html(res, 200, flowPage(w.operator, await flowViewFor(d.ctx, w.operator)));
+  });
+
+  r.get(`${CONSOLE}/spend`, guard('page'), async (_req, res) => {
+    const w = whoOf(res);
+    html(res, 200, spendPage(w.operator, await readSpendSeries(d.ctx, w.operator.tenants)));
   });
 
   r.get(`${CONSOLE}/runs/:id`, guard('page'), async (req, res) => {

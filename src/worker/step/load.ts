@@ -167,7 +167,8 @@ function sameLimits(a: RunLimits, b: RunLimits): boolean {
     a.maxSteps === b.maxSteps &&
     a.maxTokens === b.maxTokens &&
     a.maxWallMs === b.maxWallMs &&
-    a.deadlineAt === b.deadlineAt
+    a.deadlineAt === b.deadlineAt &&
+    a.maxCost === b.maxCost
   );
 }
 

@@ -173,7 +173,7 @@ describe('retry a stopped run', () => {
       limits: { maxSteps: number; deadlineAt: number; maxWallMs: number };
       extension: unknown;
     };
-    expect(answer.extension).toEqual({ steps: 5, tokens: 0, wallMs: 600_000 });
+    expect(answer.extension).toEqual({ steps: 5, tokens: 0, wallMs: 600_000, cost: 0 });
     expect(answer.limits.maxSteps).toBe(6);
     expect(answer.limits.deadlineAt).toBeGreaterThanOrEqual(Math.max(deadlineBefore, startedAt) + 600_000);
     // Steps 2, 3 and 4 each run under the extended limits (a step job that lost them would stop at once).
