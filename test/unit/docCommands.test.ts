@@ -1,5 +1,5 @@
 /**
- * Every shell command of the README and docs/*.md, checked against the repository (test/support/docCommands.ts):
+ * Every shell command of the README and docs/*.md, checked against the repository (scripts/docCommands.ts):
  * the npm scripts, files, flags, settings, `agent-fleet` / `agentctl` commands and API routes it names exist.
  * `agent-fleet`'s and agentctl's commands and options are read from their help, run for real (`agent-fleet --help`,
  * `agent-fleet <command> --help`, `agent-fleet ctl --help`: each exits 0 and boots nothing).
@@ -27,7 +27,7 @@ import {
   type DocCommand,
   type JsonSchema,
   type Repo,
-} from '../support/docCommands.js';
+} from '../../scripts/docCommands.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
