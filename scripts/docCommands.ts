@@ -76,7 +76,8 @@ export function docCommands(file: string, markdown: string): DocCommand[] {
   const out: DocCommand[] = [];
   const lines = markdown.split('\n');
   let fence: { info: string; start: number; body: string[] } | undefined;
-  const prose: { line: number; text: string }[] = [];
+  // Prose with the fenced blocks blanked out (their lines kept, for the line numbers).
+  const prose: string[] = [];
   for (const [i, line] of lines.entries()) {
     const open = /^```(.*)$/.exec(line);
     if (fence) {
@@ -84,14 +85,20 @@ export function docCommands(file: string, markdown: string): DocCommand[] {
         if (/^(bash|sh|shell|console|zsh)\b/.test(fence.info)) out.push(...blockCommands(file, fence));
         fence = undefined;
       } else fence.body.push(line);
-    } else if (open) fence = { info: open[1]!.trim(), start: i + 2, body: [] };
-    else prose.push({ line: i + 1, text: line });
+      prose.push('');
+    } else if (open) {
+      fence = { info: open[1]!.trim(), start: i + 2, body: [] };
+      prose.push('');
+    } else prose.push(line);
   }
-  for (const { line, text } of prose)
-    for (const m of text.matchAll(/`([^`\n]+)`/g)) {
-      const span = m[1]!.trim();
-      if (COMMAND_START.test(span)) out.push({ file, line, text: span, where: 'inline' });
-    }
+  // A code span may wrap onto the next line (not past a blank one).
+  const text = prose.join('\n');
+  for (const m of text.matchAll(/`([^`]+)`/g)) {
+    if (m[1]!.includes('\n\n')) continue;
+    const span = m[1]!.replace(/\s*\n\s*/g, ' ').trim();
+    const line = text.slice(0, m.index).split('\n').length;
+    if (COMMAND_START.test(span)) out.push({ file, line, text: span, where: 'inline' });
+  }
   return out;
 }
 
