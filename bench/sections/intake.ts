@@ -183,7 +183,9 @@ function selected(): IntakeBody[] {
   if (!names) return INTAKE_BODIES;
   const unknown = names.filter((n) => !INTAKE_BODIES.some((b) => b.name === n));
   if (unknown.length > 0)
-    throw new Error(`BENCH_INTAKE_BODIES: unknown ${unknown.join(', ')}; known: ${INTAKE_BODIES.map((b) => b.name).join(', ')}`);
+    throw new Error(
+      `BENCH_INTAKE_BODIES: unknown ${unknown.join(', ')}; known: ${INTAKE_BODIES.map((b) => b.name).join(', ')}`,
+    );
   return INTAKE_BODIES.filter((b) => names.includes(b.name));
 }
 
