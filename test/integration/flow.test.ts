@@ -276,8 +276,11 @@ describe('the requests of a create', () => {
     expect(await jobState(runId)).toBe('queued');
     // The Idempotency-Key's record, the line (flowEnqueue), the run with its job deferred (createRun), the admission
     // (flowAdmit); then the job's release (BullMQ's scripts) and the pending mark's removal.
-    expect(sent.slice(0, 4)).toEqual(['set', 'evalsha', 'evalsha', 'evalsha']);
-    expect(sent.at(-1)).toBe('hdel');
+    const intake = sent.filter((c) =>
+      ['set', 'evalsha', 'eval', 'multi', 'exec', 'hexists', 'hget', 'hdel'].includes(c),
+    );
+    expect(intake.slice(0, 4)).toEqual(['set', 'evalsha', 'evalsha', 'evalsha']);
+    expect(intake.at(-1)).toBe('hdel');
     for (const twoRequests of ['multi', 'exec', 'hexists']) expect(sent).not.toContain(twoRequests);
   });
 });
