@@ -239,10 +239,10 @@ describe('a delivery and the holder of its key', () => {
     const own = (ctx.redis as Redis).duplicate();
     const sent: string[] = [];
     const original = own.sendCommand.bind(own);
-    own.sendCommand = ((cmd: Command, ...rest: unknown[]) => {
+    own.sendCommand = (cmd: Command, ...rest: unknown[]) => {
       sent.push(cmd.name.toLowerCase());
       return original(cmd, ...(rest as []));
-    });
+    };
     const counted = { ...ctx, redis: own };
     const body = { tenant: 'acme', agent: 'orders', payload: { message: 'hi' } };
     try {
