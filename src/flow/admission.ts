@@ -157,14 +157,15 @@ export class Admission {
    * Admits waiting runs while the limits allow (rounds of ADMIT_BATCH) and releases each admitted
    * run's step job to the queue. Returns how many were admitted.
    */
-  async admit(now = Date.now()): Promise<number> {
+  async admit(now = Date.now(), created?: string): Promise<number> {
     let total = 0;
-    for (;;) {
+    for (let round = 0; ; round++) {
       const admitted = await flowAdmit(this.d.redis, this.d.keys.flow(), {
         now,
         max: ADMIT_BATCH,
         owner: await this.ownOwner(),
         ...this.limits(),
+        ...(round === 0 && created !== undefined ? { created } : {}),
       });
       await Promise.all(admitted.map((a) => this.start(a)));
       total += admitted.length;
@@ -174,12 +175,11 @@ export class Admission {
 
   /**
    * The run now exists (its creator's intake is done): an admission another process made between enqueue and intake
-   * found no job and left the run pending; its step 1 job is promoted here.
+   * found no job and left the run pending; its step 1 job is promoted here. Then whatever the limits allow is
+   * admitted, as `admit` does, in the same request to Redis.
    */
-  async created(runId: string): Promise<void> {
-    if ((await this.d.redis.hexists(this.d.keys.flow().pending, runId)) === 0) return;
-    const meta = await this.heldRun(runId);
-    if (meta) await this.start({ runId, shard: meta.shard, tenant: meta.tenant, ...jobOf(meta) });
+  async created(runId: string, now = Date.now()): Promise<void> {
+    await this.admit(now, runId);
   }
 
   /**
@@ -401,7 +401,7 @@ export class Admission {
       let state = await queue.getJobState(jobId);
       if (state === 'unknown') {
         if (!(await this.d.redis.exists(this.d.keys.run(a.runId).run))) return 'not_created';
-        // The run and its job are created together (createRun + deferNewJob, one MULTI): created between the two
+        // The run and its job are created together (createRun-14.lua, one change): created between the two
         // reads. Read once more: answering `not_delayed` here would clear the pending mark the creator's `created`
         // looks for, and the job would stay delayed until the run's deadline.
         state = await queue.getJobState(jobId);

@@ -59,6 +59,15 @@ export class InvalidRunRequest extends TerminalError {
 
 const joinPath = (head: string, path: readonly PropertyKey[]) => [head, ...path.map(String)].join('.');
 
+/** A request read once: its one form, its agent, the input as that agent's schema accepts it, its subject and run. */
+export interface ResolvedRequest {
+  req: RunRequest;
+  agent: Agent;
+  input: unknown;
+  key: string;
+  runId: string;
+}
+
 /**
  * The request's agent and its input as that agent's schema accepts it; an InvalidRunRequest naming the field otherwise.
  */
@@ -91,9 +100,13 @@ export function resolveIntake(
   return { agent, input: parsed.data, key, runId };
 }
 
-/** The run id a request's event would start (for intake paths that record it first: webhooks). */
-export function runIdOf(ctx: EngineContext, req: CreateRunRequest, event?: string): string {
-  return resolveIntake(ctx, normalizeRunRequest(ctx.agents, req), event).runId;
+/**
+ * A request resolved once (for intake paths that need its run id before they start it: webhooks record it first),
+ * then started from this with specOf, without reading it again.
+ */
+export function resolveRequest(ctx: EngineContext, request: CreateRunRequest, event?: string): ResolvedRequest {
+  const req = normalizeRunRequest(ctx.agents, request);
+  return { req, ...resolveIntake(ctx, req, event) };
 }
 
 /**
@@ -101,9 +114,13 @@ export function runIdOf(ctx: EngineContext, req: CreateRunRequest, event?: strin
  * event.
  */
 export function buildSpec(ctx: EngineContext, request: CreateRunRequest, nowMs: number, event?: string): RunSpec {
+  return specOf(ctx, resolveRequest(ctx, request, event), nowMs, event);
+}
+
+/** The run spec of a resolved request (see buildSpec). */
+export function specOf(ctx: EngineContext, resolved: ResolvedRequest, nowMs: number, event?: string): RunSpec {
   const { cfg } = ctx;
-  const req = normalizeRunRequest(ctx.agents, request);
-  const { agent, input, key, runId } = resolveIntake(ctx, req, event);
+  const { req, agent, input, key, runId } = resolved;
   const problems: FieldProblem[] = [];
   const maxSteps = req.budget?.maxSteps ?? cfg.DEFAULT_MAX_STEPS;
   const maxTokens = req.budget?.maxTokens ?? cfg.DEFAULT_MAX_TOKENS;
@@ -189,8 +206,23 @@ export async function startRun(
   idempotencyKey: string | undefined,
   nowMs = Date.now(),
   event = idempotencyKey,
-): Promise<{ runId: string; created: boolean; previousRunId?: string }> {
-  const spec = buildSpec(ctx, req, nowMs, event);
+): Promise<StartedRun> {
+  return startSpec(ctx, buildSpec(ctx, req, nowMs, event), idempotencyKey, nowMs);
+}
+
+export interface StartedRun {
+  runId: string;
+  created: boolean;
+  previousRunId?: string;
+}
+
+/** startRun of a spec built already (specOf); the Idempotency-Key as startRun takes it. */
+export async function startSpec(
+  ctx: EngineContext,
+  spec: RunSpec,
+  idempotencyKey: string | undefined,
+  nowMs: number,
+): Promise<StartedRun> {
   // Acknowledged means replicated, a run found as much as a run created: else NotReplicatedError (a 503 with
   // Retry-After). A run an earlier request created may still be only on this master (that request was told 503);
   // answering 200 for it before a replica has it would acknowledge what a failover can take. The wait covers every
@@ -234,8 +266,8 @@ export async function createAdmitted(ctx: EngineContext, spec: RunSpec, nowMs: n
   );
   const intake = await ctx.store.intake(spec, nowMs, true);
   if (intake.outcome !== 'created' && queued) await admission.withdraw(spec.runId);
-  else if (queued) await admission.created(spec.runId);
-  await admission.admit();
+  if (intake.outcome === 'created' && queued) await admission.created(spec.runId);
+  else await admission.admit();
   return intake;
 }
 

@@ -59,8 +59,22 @@ const shorthandOptions = {
  * the agent's schema at intake, errors named under the field.
  */
 export function shorthandRunSchema(field: string) {
-  return z.object({ ...shorthandOptions, [field]: z.unknown().refine((v) => v !== undefined, 'Required') }).strict();
+  let schema = shorthandSchemas.get(field);
+  if (!schema) {
+    schema = shorthandSchemaOf(field);
+    shorthandSchemas.set(field, schema);
+  }
+  return schema;
 }
+
+const shorthandSchemaOf = (field: string) =>
+  z.object({ ...shorthandOptions, [field]: z.unknown().refine((v) => v !== undefined, 'Required') }).strict();
+
+/**
+ * One schema per field, built once: zod compiles a schema's parser on its first parses, so a schema built per request
+ * paid that compilation on every shorthand request.
+ */
+const shorthandSchemas = new Map<string, ReturnType<typeof shorthandSchemaOf>>();
 
 export type AgentRunRequest = z.infer<typeof agentRunSchema>;
 /** A shorthand body: the options, and the input under the agent's field. */

@@ -6,7 +6,6 @@ import type { RedisClient } from '../store/connect.js';
 import { captureAddStandardJob } from '../store/bullmqInternals.js';
 import { type KeySpace, stepJobId } from '../store/keys.js';
 import { createRun, type CreateRunResult } from '../store/calls/createRun.js';
-import { createDeferredRun } from '../store/calls/deferNewJob.js';
 import { resumeRun, type ResumeResult } from '../store/calls/resumeRun.js';
 import { decodeEntry, encodeEntry, type JournalEntry, type OperatorEntry } from '../core/journal.js';
 import { limitsSchema, runSpecSchema, type RunLimits, type RunSpec, type StepJobData } from './spec.js';
@@ -101,20 +100,12 @@ export class RunStore {
       mode: spec.event !== undefined ? ('event' as const) : ('subject' as const),
       subjectTtlMs: this.subjectTtlMs,
       firstJob: add,
+      firstJobId: stepJobId(spec.runId, 1),
+      // A run waiting for admission (flow control) has its job delayed to its deadline: admission promotes it;
+      // if admission never comes, it starts then and ends on its wall clock, loudly, instead of waiting for ever.
+      ...(waitsForAdmission ? { deferUntil: spec.limits.deadlineAt } : {}),
     };
-    if (!waitsForAdmission) return createRun(this.redis, keys, args);
-    // A run waiting for admission (flow control) has its job delayed to its deadline: admission promotes it;
-    // if admission never comes, it starts then and ends on its wall clock, loudly, instead of waiting for ever.
-    const q = this.keys.queueStateKeys(shard);
-    const jobId = stepJobId(spec.runId, 1);
-    return createDeferredRun(
-      this.redis,
-      keys,
-      args,
-      { wait: q.wait, delayed: `${this.keys.queueKeyPrefix(shard)}delayed`, jobHash: this.keys.jobHash(shard, jobId) },
-      jobId,
-      spec.limits.deadlineAt,
-    );
+    return createRun(this.redis, keys, args);
   }
 
   /**

@@ -257,6 +257,39 @@ describe('a follow-up at a higher priority', () => {
   });
 });
 
+describe('the requests of a create', () => {
+  it("the run and its deferred job are one script, the creator's pending check rides on the admission", async () => {
+    // What the intake's connection sends for one create under flow control, by command name.
+    const sent: string[] = [];
+    const redis = h.ctx.redis as unknown as { sendCommand(cmd: { name: string }, ...rest: unknown[]): unknown };
+    const original = redis.sendCommand;
+    redis.sendCommand = function (this: unknown, cmd: { name: string }, ...rest: unknown[]) {
+      sent.push(cmd.name.toLowerCase());
+      return original.call(this, cmd, ...rest);
+    };
+    let runId: string;
+    try {
+      // A first create makes the connection's one-time requests (its owner name, BullMQ's checks): not counted.
+      await start('requests');
+      sent.length = 0;
+      const r = await start('requests');
+      expect(r.created).toBe(true);
+      runId = r.runId;
+    } finally {
+      redis.sendCommand = original;
+    }
+    expect(await jobState(runId)).toBe('queued');
+    // The Idempotency-Key's record, the line (flowEnqueue), the run with its job deferred (createRun), the admission
+    // (flowAdmit); then the job's release (BullMQ's scripts) and the pending mark's removal.
+    const intake = sent.filter((c) =>
+      ['set', 'evalsha', 'eval', 'multi', 'exec', 'hexists', 'hget', 'hdel'].includes(c),
+    );
+    expect(intake.slice(0, 4)).toEqual(['set', 'evalsha', 'evalsha', 'evalsha']);
+    expect(intake.at(-1)).toBe('hdel');
+    for (const twoRequests of ['multi', 'exec', 'hexists']) expect(sent).not.toContain(twoRequests);
+  });
+});
+
 describe('an admission between enqueue and intake', () => {
   /** A run's spec, put in line but not created yet: the state a creator is in between its two steps. */
   async function inLineNotCreated(tenant: string, at = Date.now()) {
