@@ -25,7 +25,9 @@ const DICTIONARY = Buffer.from(
 /** The folded form of moves given as their JSON (each as the list holds it), oldest first. */
 export function foldMoves(moves: readonly string[]): string {
   const json = `[${moves.join(',')}]`;
-  return MARKER + deflateRawSync(json, { level: 6, windowBits: 12, memLevel: 4, dictionary: DICTIONARY }).toString('base64');
+  return (
+    MARKER + deflateRawSync(json, { level: 6, windowBits: 12, memLevel: 4, dictionary: DICTIONARY }).toString('base64')
+  );
 }
 
 /** The moves (JSON each) a folded field holds, oldest first. */
@@ -37,7 +39,12 @@ export function unfoldMoves(folded: string | null | undefined): string[] {
       : folded;
     return (JSON.parse(json) as unknown[]).map((m) => JSON.stringify(m));
   } catch (err) {
-    throw new InvariantError('invariant', 'ledger_history_unreadable: a folded history does not unpack', {}, { cause: err });
+    throw new InvariantError(
+      'invariant',
+      'ledger_history_unreadable: a folded history does not unpack',
+      {},
+      { cause: err },
+    );
   }
 }
 

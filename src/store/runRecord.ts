@@ -51,7 +51,9 @@ const SPEC_DICTIONARY = Buffer.from(
  */
 export function packSpec(json: string): string {
   if (json.startsWith(SPEC_MARKER)) return json;
-  const packed = SPEC_MARKER + deflateRawSync(json, { level: 6, windowBits: 12, memLevel: 4, dictionary: SPEC_DICTIONARY }).toString('base64');
+  const packed =
+    SPEC_MARKER +
+    deflateRawSync(json, { level: 6, windowBits: 12, memLevel: 4, dictionary: SPEC_DICTIONARY }).toString('base64');
   return packed.length < Buffer.byteLength(json) ? packed : json;
 }
 
@@ -59,9 +61,10 @@ export function packSpec(json: string): string {
 export function unpackSpec(raw: string): string {
   if (!raw.startsWith(SPEC_MARKER)) return raw;
   try {
-    return inflateRawSync(Buffer.from(raw.slice(1), 'base64'), { windowBits: 15, dictionary: SPEC_DICTIONARY }).toString(
-      'utf8',
-    );
+    return inflateRawSync(Buffer.from(raw.slice(1), 'base64'), {
+      windowBits: 15,
+      dictionary: SPEC_DICTIONARY,
+    }).toString('utf8');
   } catch (err) {
     throw new InvariantError('invariant', 'run_spec_unreadable: a packed spec does not inflate', {}, { cause: err });
   }

@@ -62,7 +62,12 @@ describe('an ended run, compacted', () => {
     for (let i = 1; i < events.length; i++)
       expect(compareEntryIds(events[i - 1]!.entry, events[i]!.entry)).toBeLessThanOrEqual(0);
     const view = await call<{ effects: { history: { to: string }[] }[] }>(h.url, 'GET', `/v1/runs/${runId}`);
-    expect(view.body.effects[0]!.history.map((m) => m.to)).toEqual(['planned', 'authorized', 'dispatched', 'confirmed']);
+    expect(view.body.effects[0]!.history.map((m) => m.to)).toEqual([
+      'planned',
+      'authorized',
+      'dispatched',
+      'confirmed',
+    ]);
     const spec = await h.ctx.store.readSpec(runId);
     expect(spec?.runId).toBe(runId);
 
