@@ -17,7 +17,9 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { EngineContext } from '../runs/engineContext.js';
 import { decodeEntry, encodeEntry, packEntry } from '../core/journal.js';
 import { isTerminal } from '../core/status.js';
-import { readRun, type RunField } from '../store/runRecord.js';
+import { packSpec, readRun, type RunField } from '../store/runRecord.js';
+import { packEntries, unpackEntries } from '../store/runEvents.js';
+import { FOLDED_HISTORY_FIELD, foldMoves, unfoldMoves } from '../store/ledgerHistory.js';
 import { archivedRunsByField, archivedRunsOfSubject, type ArchivePool } from './db.js';
 import { ERASED, redactAll, redactEntry, redactEventData, redactHistory, redactSpec, redactView } from './redact.js';
 
@@ -139,7 +141,7 @@ async function eraseRunInRedis(ctx: ErasureContext, runId: string, nowMs: number
   conn.on('error', () => {});
   try {
     for (let attempt = 0; attempt < ERASE_TRIES; attempt++) {
-      await conn.watch(k.run, k.journal, k.events, k.actions);
+      await conn.watch(k.run, k.journal, k.events, k.eventsPacked, k.actions);
       const run = await readRun(conn, ctx.keys, runId, ['spec', 'followUpContext', 'search', 'searchKeys']);
       if (!run) {
         await conn.unwatch();
@@ -149,22 +151,26 @@ async function eraseRunInRedis(ctx: ErasureContext, runId: string, nowMs: number
         await conn.unwatch();
         return 'at_work';
       }
-      const [journal, events, actionKeys] = await Promise.all([
+      const [journal, events, packedEvents, actionKeys] = await Promise.all([
         conn.lrangeBuffer(k.journal, 0, -1),
         conn.xrange(k.events, '-', '+'),
+        conn.getBuffer(k.eventsPacked),
         conn.smembers(k.actions),
       ]);
+      // The records and histories too: compacting an ended run folds a history into its record (src/runs/compact.ts).
+      if (actionKeys.length > 0)
+        await conn.watch(...actionKeys, ...actionKeys.map((key) => ctx.keys.actionHistory(key)));
       const actions = await Promise.all(
         actionKeys.map(async (key) => ({
           key,
-          record: await conn.hmget(key, 'args', 'output'),
+          record: await conn.hmget(key, 'args', 'output', FOLDED_HISTORY_FIELD),
           history: await conn.lrange(ctx.keys.actionHistory(key), 0, -1),
         })),
       );
       const tx = conn.multi();
       const runFields: Partial<Record<RunField, string>> = { erasedAt: String(nowMs) };
       if (run.spec !== undefined)
-        runFields.spec = JSON.stringify(redactSpec(JSON.parse(run.spec) as Record<string, unknown>));
+        runFields.spec = packSpec(JSON.stringify(redactSpec(JSON.parse(run.spec) as Record<string, unknown>)));
       if (run.followUpContext !== undefined) runFields.followUpContext = ERASED;
       tx.hset(k.run, runFields);
       // The agent's search values are the customer's own (an email, an order id): gone from the run and its indexes.
@@ -180,16 +186,25 @@ async function eraseRunInRedis(ctx: ErasureContext, runId: string, nowMs: number
       });
       if (events.length > 0) {
         tx.del(k.events);
-        for (const [id, fields] of events) {
-          const redacted = fields.map((v, j) => (j % 2 === 1 && fields[j - 1] === 'data' ? redactEventData(v) : v));
-          tx.xadd(k.events, id, ...redacted);
-        }
+        for (const [id, fields] of events) tx.xadd(k.events, id, ...redactEventFields(fields));
       }
+      // An ended run's events packed beside the stream (src/store/runEvents.ts): redacted, packed again, TTL kept.
+      if (packedEvents)
+        tx.set(
+          k.eventsPacked,
+          packEntries(unpackEntries(packedEvents).map(([id, fields]) => [id, redactEventFields(fields)] as const)),
+          'KEEPTTL',
+        );
       for (const a of actions) {
-        const [args, output] = a.record;
+        const [args, output, folded] = a.record;
         const set: Record<string, string> = {};
         if (args) set.args = JSON.stringify(redactAll(parseJson(args)));
         if (output) set.output = JSON.stringify(redactAll(parseJson(output)));
+        // The moves folded into the record once the run ended (src/store/ledgerHistory.ts).
+        if (folded)
+          set[FOLDED_HISTORY_FIELD] = foldMoves(
+            unfoldMoves(folded).map((h) => JSON.stringify(redactHistory(parseJson(h) as Record<string, unknown>))),
+          );
         if (Object.keys(set).length > 0) tx.hset(a.key, set);
         if (a.history.length > 0) {
           const historyKey = ctx.keys.actionHistory(a.key);
@@ -251,6 +266,11 @@ async function eraseRunInArchive(pool: ArchivePool, runId: string, nowMs: number
   } finally {
     client.release();
   }
+}
+
+/** An event entry's fields with every `data` value redacted. */
+function redactEventFields(fields: readonly string[]): string[] {
+  return fields.map((v, j) => (j % 2 === 1 && fields[j - 1] === 'data' ? redactEventData(v) : v));
 }
 
 function parseJson(raw: string): unknown {

@@ -4,7 +4,7 @@
  * as the text it stores; effects with every ledger move and its evidence), its events (runEvents.ts) and its links.
  */
 import type { EngineContext } from '../runs/engineContext.js';
-import { decodeEntries } from '../store/runEvents.js';
+import { readAllEvents } from '../store/runEvents.js';
 import { BUDGET_FIELD_NAMES, readBudget, readRun, RUN_FIELD_NAMES, type RunRecord } from '../store/runRecord.js';
 import type { ArchivedRun } from './db.js';
 
@@ -24,10 +24,10 @@ export async function snapshotRun(
   viewOf: RunViewOf,
 ): Promise<RunSnapshot | undefined> {
   const k = ctx.keys.run(runId);
-  const [record, budget, entries, view] = await Promise.all([
+  const [record, budget, events, view] = await Promise.all([
     readRun(ctx.redis, ctx.keys, runId, RUN_FIELD_NAMES),
     readBudget(ctx.redis, ctx.keys, runId, BUDGET_FIELD_NAMES),
-    ctx.redis.xrange(k.events, '-', '+'),
+    readAllEvents(ctx.redis, k),
     viewOf(runId),
   ]);
   if (!record || !view) return undefined;
@@ -54,7 +54,7 @@ export async function snapshotRun(
       childRunIds: children,
       view: viewObj,
       spec,
-      events: decodeEntries(entries).map((e) => ({ id: e.id, type: e.type, data: e.data })),
+      events: events.map((e) => ({ id: e.id, type: e.type, data: e.data })),
       budget,
       record: rest,
       searchFields: searchFieldsOf(spec?.input),

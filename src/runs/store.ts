@@ -2,6 +2,7 @@
  * Run state in Redis: creation (run + budget + first job, one script), reads
  * of the mutable state, the immutable spec (cached by workers), and the view.
  */
+import { compactEndedRun, type Compacted } from './compact.js';
 import type { RedisClient } from '../store/connect.js';
 import { captureAddStandardJob } from '../store/bullmqInternals.js';
 import { type KeySpace, stepJobId } from '../store/keys.js';
@@ -118,6 +119,11 @@ export class RunStore {
     // A run without them (its keys are gone) names a key that does not exist, on its own shard.
     if (!run) return `${k.run}:subject`;
     return this.keys.subjectLatest(run.tenant, run.agent, run.key);
+  }
+
+  /** Shrinks an ended run to what its readers need (src/runs/compact.ts); a run at work is left alone. */
+  compactEnded(runId: string): Promise<Compacted> {
+    return compactEndedRun(this.redis, this.keys, runId);
   }
 
   async exists(runId: string): Promise<boolean> {

@@ -48,6 +48,11 @@ export interface RunKeys {
   journal: string;
   /** stream: run events for live views (SSE) */
   events: string;
+  /**
+   * string: an ended run's events, packed (src/store/runEvents.ts), the stream trimmed to none. `<events>-packed`:
+   * includes/expireRun.lua derives it from the events key (change both together).
+   */
+  eventsPacked: string;
   /** set: action ids of this run's ledger entries */
   actions: string;
   /** set: run ids of the child runs its agent tools started (src/runs/children.ts) */
@@ -117,6 +122,7 @@ export class KeySpace {
         budget: `${base}:budget`,
         journal: `${base}:journal`,
         events: `${base}:events`,
+        eventsPacked: `${base}:events-packed`,
         actions: `${base}:actions`,
         children: `${base}:children`,
       });

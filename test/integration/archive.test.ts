@@ -19,6 +19,9 @@ import { runView } from '../../src/http/runView.js';
 import { ledgerFor } from '../../src/ledger/ledger.js';
 import { DEFLATE_MARKER, unpackEntry } from '../../src/core/journal.js';
 import { actorSeesRun } from '../../src/operations/actor.js';
+import { unpackEntries } from '../../src/store/runEvents.js';
+import { unpackSpec } from '../../src/store/runRecord.js';
+import { unfoldMoves } from '../../src/store/ledgerHistory.js';
 
 const OPERATOR_TOKEN = 'operator-token-for-archive-tests';
 const ACME_TOKEN = 'acme-operator-token-0123456789';
@@ -85,6 +88,17 @@ async function redisHits(needle: string): Promise<string[]> {
       return b; // not a journal entry
     }
   };
+  // An ended run's spec and its actions' folded histories are stored packed (src/runs/compact.ts).
+  const packedField = (b: Buffer) => {
+    if (b[0] !== '~'.charCodeAt(0)) return b;
+    for (const unpack of [unpackSpec, (s: string) => unfoldMoves(s).join(',')])
+      try {
+        return Buffer.from(unpack(b.toString()));
+      } catch {
+        // not that packed form
+      }
+    return b;
+  };
   try {
     let cursor = '0';
     do {
@@ -94,8 +108,10 @@ async function redisHits(needle: string): Promise<string[]> {
         if (has(key)) hits.push(`${key} (name)`);
         const type = await r.type(key);
         let values: Buffer[] = [];
-        if (type === 'string') values = [(await r.getBuffer(key)) ?? Buffer.alloc(0)];
-        else if (type === 'hash') values = await r.hvalsBuffer(key);
+        if (type === 'string' && key.endsWith(':events-packed'))
+          values = [Buffer.from(JSON.stringify(unpackEntries(await r.getBuffer(key))))];
+        else if (type === 'string') values = [(await r.getBuffer(key)) ?? Buffer.alloc(0)];
+        else if (type === 'hash') values = (await r.hvalsBuffer(key)).map(packedField);
         else if (type === 'list') values = (await r.lrangeBuffer(key, 0, -1)).map(entry);
         else if (type === 'set') values = await r.smembersBuffer(key);
         else if (type === 'zset') values = await r.zrangeBuffer(key, 0, -1);

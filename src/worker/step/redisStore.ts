@@ -155,6 +155,10 @@ export class RedisStepStore implements StepStore {
     this.d.transcripts.forget(runId);
   }
 
+  compactEnded(runId: string): Promise<unknown> {
+    return this.d.runs.compactEnded(runId);
+  }
+
   private lockOf(runId: string, job: StepJob): string {
     return this.d.keys.jobLock(this.d.keys.shardOf(runId), job.id);
   }
