@@ -60,6 +60,7 @@ export interface FlowOptions {
   readonly FLOW_TENANT_LIMITS: Readonly<Record<string, number>>;
   readonly FLOW_AGENT_LIMITS: Readonly<Record<string, number>>;
   readonly FLOW_SWEEP_MS: number;
+  readonly FLOW_REPAIR_MS: number;
   readonly FLOW_STEP_PRIORITY: boolean;
 }
 
@@ -355,6 +356,17 @@ export class Admission {
     return { promoted, released, admitted };
   }
 
+  /**
+   * Releases the job of a run that holds its slot (its admission's promotion, again): what the repair pass
+   * (src/flow/repair.ts) does for a held run whose job still waits in the delayed set. Idempotent, as promote is.
+   */
+  async releaseHeld(runId: string): Promise<boolean> {
+    const meta = await this.heldRun(runId);
+    if (!meta) return false;
+    await this.start({ runId, shard: meta.shard, tenant: meta.tenant, ...jobOf(meta) });
+    return true;
+  }
+
   private async heldRun(runId: string): Promise<FlowRun | undefined> {
     const raw = await this.d.redis.hget(this.d.keys.flow().held, runId);
     return raw === null ? undefined : (JSON.parse(raw) as FlowRun);
@@ -473,7 +485,7 @@ function slotIdle(status: RunStatus | undefined, jobId: string | undefined, meta
 }
 
 /** The statuses of a run parked on a wait (src/runs/waits.ts, a layer above this one, names them too). */
-const PARKED_ON_WAIT: ReadonlySet<RunStatus> = new Set<RunStatus>(['sleeping', 'waiting_event', 'waiting_child']);
+export const PARKED_ON_WAIT: ReadonlySet<RunStatus> = new Set<RunStatus>(['sleeping', 'waiting_event', 'waiting_child']);
 
 /** A held run's job to release, when it is not its step 1 job. */
 function jobOf(meta: FlowRun): { jobId?: string } {
