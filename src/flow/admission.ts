@@ -359,12 +359,12 @@ export class Admission {
   /**
    * Releases the job of a run that holds its slot (its admission's promotion, again): what the repair pass
    * (src/flow/repair.ts) does for a held run whose job still waits in the delayed set. Idempotent, as promote is.
+   * True when the job moved to the queue now.
    */
   async releaseHeld(runId: string): Promise<boolean> {
     const meta = await this.heldRun(runId);
     if (!meta) return false;
-    await this.start({ runId, shard: meta.shard, tenant: meta.tenant, ...jobOf(meta) });
-    return true;
+    return (await this.start({ runId, shard: meta.shard, tenant: meta.tenant, ...jobOf(meta) })) === 'promoted';
   }
 
   private async heldRun(runId: string): Promise<FlowRun | undefined> {
@@ -377,20 +377,21 @@ export class Admission {
    * is not delayed any more (promoted already, or started at its deadline) is left as it is. A run that does not exist
    * yet stays pending: its creator promotes it (`created`), or, past INTAKE_GRACE_MS, its slot is given back.
    */
-  private async start(a: Admitted): Promise<void> {
+  private async start(a: Admitted): Promise<Promotion> {
     const promotion = await this.promote(a);
     if (promotion === 'not_created') {
       const meta = await this.heldRun(a.runId);
-      if (meta && Date.now() - meta.at < INTAKE_GRACE_MS) return;
+      if (meta && Date.now() - meta.at < INTAKE_GRACE_MS) return promotion;
       await flowRelease(this.d.redis, this.d.keys.flow(), a.runId);
       this.d.log.warn(
         { code: 'flow_admitted_missing_run', runId: a.runId },
         'admitted run does not exist: slot released',
       );
-      return;
+      return promotion;
     }
     await this.d.redis.hdel(this.d.keys.flow().pending, a.runId);
     if (promotion === 'promoted') this.d.metrics.flowAdmitted.inc({ tenant: a.tenant });
+    return promotion;
   }
 
   /**
