@@ -20,8 +20,10 @@
  *    does not fool) and promotes the job (promote is idempotent);
  *  - after a run ended, before its release: the sweep reads the status of every run holding a slot
  *    and releases those no longer queued or running (release is idempotent);
- *  - a run whose admission never comes (its line's state lost) still starts at its deadline and
- *    ends budget_exceeded (wall_clock), with its status, event and metric.
+ *  - a failover that loses one side of an admission (the slot on `{flow}`'s master, the promotion on the run's; or
+ *    the run's place in line): the repair pass (src/flow/repair.ts) finds the disagreement with the run's own state
+ *    and releases the job, or puts the run back in line; failing that, a run whose admission never comes still
+ *    starts at its deadline and ends budget_exceeded (wall_clock), with its status, event and metric.
  * No path admits a run twice: taking it out of the line and taking its slot is one script.
  */
 import type { Logger } from 'pino';
@@ -486,7 +488,11 @@ function slotIdle(status: RunStatus | undefined, jobId: string | undefined, meta
 }
 
 /** The statuses of a run parked on a wait (src/runs/waits.ts, a layer above this one, names them too). */
-export const PARKED_ON_WAIT: ReadonlySet<RunStatus> = new Set<RunStatus>(['sleeping', 'waiting_event', 'waiting_child']);
+export const PARKED_ON_WAIT: ReadonlySet<RunStatus> = new Set<RunStatus>([
+  'sleeping',
+  'waiting_event',
+  'waiting_child',
+]);
 
 /** A held run's job to release, when it is not its step 1 job. */
 function jobOf(meta: FlowRun): { jobId?: string } {

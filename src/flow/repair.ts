@@ -150,7 +150,11 @@ export class FlowRepair {
   private async inNoLine(runIds: readonly string[]): Promise<string[]> {
     if (runIds.length === 0) return [];
     const k = this.d.keys.flow();
-    const res = await this.d.redis.multi().hmget(k.waiting, ...runIds).hmget(k.held, ...runIds).exec();
+    const res = await this.d.redis
+      .multi()
+      .hmget(k.waiting, ...runIds)
+      .hmget(k.held, ...runIds)
+      .exec();
     const [waiting, held] = (res ?? []).map(([err, v]) => {
       if (err) throw err;
       return v as (string | null)[];

@@ -381,7 +381,9 @@ export function ownerBaseOfToken(token: string): string | undefined {
  * delayed by BullMQ's own API, so a change of the encoding fails there.
  */
 export async function delayedUntil(
-  redis: { pipeline(): { zscore(key: string, member: string): unknown; exec(): Promise<[Error | null, unknown][] | null> } },
+  redis: {
+    pipeline(): { zscore(key: string, member: string): unknown; exec(): Promise<[Error | null, unknown][] | null> };
+  },
   delayedKey: string,
   jobIds: readonly string[],
 ): Promise<(number | undefined)[]> {

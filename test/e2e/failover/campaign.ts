@@ -468,7 +468,9 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
         reader.zrange(f.turns, 0, -1, 'WITHSCORES'),
         reader.zcard(keys.flowLine('acme')),
       ]);
-      log(`flow state: counts ${JSON.stringify(counts)} held ${held} waiting ${waiting} turns ${JSON.stringify(turns)} line ${line}`);
+      log(
+        `flow state: counts ${JSON.stringify(counts)} held ${held} waiting ${waiting} turns ${JSON.stringify(turns)} line ${line}`,
+      );
     }
     const byStatus: Record<string, number> = {};
     for (const s of statuses) byStatus[s] = (byStatus[s] ?? 0) + 1;
