@@ -9,7 +9,7 @@
  */
 import { FenceError } from '../../core/errors.js';
 import { encodeEntry, packEntry, type StoredEntry } from '../../core/journal.js';
-import { isContext, type Usage } from '../../budget/tenantBudget.js';
+import { isContext, type RunUsage } from '../../budget/tenantBudget.js';
 import { countRunFinished } from '../../metrics/metrics.js';
 import type { StepJobData } from '../../runs/spec.js';
 import { endsRun } from '../../core/status.js';
@@ -88,7 +88,7 @@ async function childBookkeeping(env: StepEnv, state: StepState, plan: CommitPlan
  * the job existed). If this fails or the process dies before it, the run is parked with no job: the stuck-run
  * sweep adds it (RunStore.ensureCurrentStepJob), and it finds a delivery when it fires.
  */
-async function addWakeJob(env: StepEnv, state: StepState, plan: CommitPlan, used: Usage): Promise<void> {
+async function addWakeJob(env: StepEnv, state: StepState, plan: CommitPlan, used: RunUsage): Promise<void> {
   const { runId, step, data } = state;
   const wake: StepJobData = {
     v: 1,
@@ -145,7 +145,7 @@ export function commitRecord(env: StepEnv, state: StepState, plan: CommitPlan, f
   };
 }
 
-function usedAfter(used: Usage, plan: CommitPlan, bytes: number, costDelta: number): Usage {
+function usedAfter(used: RunUsage, plan: CommitPlan, bytes: number, costDelta: number): RunUsage {
   const cost = (used.cost ?? 0) + costDelta;
   return grown(
     {
