@@ -536,6 +536,12 @@ export const configSchema = z.object({
   /** How often each worker does flow control's bookkeeping: slots of ended runs, admissions whose admitter died. */
   FLOW_SWEEP_MS: int(1000, 50),
   /**
+   * How often flow control's state is checked against the runs' own (one worker a period): a write lost in a failover
+   * must not leave a run waiting for ever or a slot counted for nobody (src/flow/repair.ts). Also the age a run's flow
+   * state must have before it is repaired (younger, its admission may still be under way).
+   */
+  FLOW_REPAIR_MS: int(5000, 100),
+  /**
    * Under flow control, order admitted runs' step jobs by their tenant's share (a tenant with fewer runs at work per
    * unit of weight first); false: one first-come-first-served line, as with flow control off.
    */

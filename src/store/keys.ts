@@ -79,6 +79,8 @@ export interface FlowKeys {
   admitted: string;
   /** list: changes of weights and limits, newest first, with who made them */
   audit: string;
+  /** string with TTL: the worker whose repair pass runs this period (src/flow/repair.ts) */
+  repairLease: string;
   /** prefix of the tenants' lines (zsets) */
   linePrefix: string;
 }
@@ -391,6 +393,7 @@ export class KeySpace {
       settings: `${base}:settings`,
       admitted: `${base}:admitted`,
       audit: `${base}:audit`,
+      repairLease: `${base}:repair-lease`,
       linePrefix: `${base}:line:`,
     };
   }

@@ -8,8 +8,10 @@
  * sentinels). On Sentinel a duplicate ticket was once seen in two of five larger runs and in one suite run; its cause
  * (a decision lost in the failover, acted on against the promoted master) is fenced and reproduced step by step by
  * lostDecision.test.ts (docs/failover.md); three larger Sentinel runs with the fence (529 to 1,082 runs) ended clean.
- * A failure names the duplicate's records, and each run left at work, in the campaign's log; SENTINEL_KEEP_DIR=1 keeps
- * the nodes' files.
+ * Flow control is on (the default): on a Cluster its keys live on one master and the runs on others, so a kill loses
+ * one side of an admission (a slot kept, its run's job still delayed); the repair pass (src/flow/repair.ts) releases it.
+ * A failure names the duplicate's records, and each run left at work with its flow state, in the campaign's log;
+ * SENTINEL_KEEP_DIR=1 keeps the nodes' files.
  */
 import { describe, expect, it } from 'vitest';
 import { runFailoverCampaign } from './campaign.js';

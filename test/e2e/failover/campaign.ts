@@ -296,9 +296,6 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
     OPENAI_BASE_URL: `${model.url}/v1`,
     OPENAI_API_KEY: 'sk-test',
     PRODUCER_TOKEN,
-    // The campaign measures failover with every admitted run at work at once, as it was written: flow control (on by
-    // default) under a failover is not what it measures.
-    FLOW_CONTROL: 'false',
     REDIS_MIN_REPLICAS: String(o.minReplicas),
     REDIS_REPLICA_WAIT_MS: '500',
     STORE_RETRY_AFTER_S: '1',
@@ -448,9 +445,30 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
             reader.get(`${q}${jobId}:lock`),
           ])
         : [];
+      const f = keys.flow();
+      const flow = await Promise.all([
+        reader.hget(f.waiting, runId),
+        reader.hget(f.held, runId),
+        reader.hget(f.pending, runId),
+        reader.zscore(keys.flowLine('acme'), runId),
+      ]);
       log(
         `not terminal: ${runId} shard ${shard} ${statuses[i]} job ${jobId} updated ${Date.now() - Number(updatedAt)} ms ago ` +
-          `(exists, delayed, wait, active, prioritized, lock): ${JSON.stringify(where)}`,
+          `(exists, delayed, wait, active, prioritized, lock): ${JSON.stringify(where)}` +
+          ` flow (waiting, held, pending, line): ${JSON.stringify(flow)}`,
+      );
+    }
+    if (statuses.some((s) => !TERMINAL.has(s) && s !== 'vanished')) {
+      const f = keys.flow();
+      const [counts, held, waiting, turns, line] = await Promise.all([
+        reader.hgetall(f.counts),
+        reader.hlen(f.held),
+        reader.hlen(f.waiting),
+        reader.zrange(f.turns, 0, -1, 'WITHSCORES'),
+        reader.zcard(keys.flowLine('acme')),
+      ]);
+      log(
+        `flow state: counts ${JSON.stringify(counts)} held ${held} waiting ${waiting} turns ${JSON.stringify(turns)} line ${line}`,
       );
     }
     const byStatus: Record<string, number> = {};
