@@ -17,6 +17,7 @@ import { INTAKE_GRACE_MS, placeInLine } from '../../src/flow/admission.js';
 import { readFlowView } from '../../src/flow/view.js';
 import { stepJobId } from '../../src/store/keys.js';
 import { cancelRun } from '../../src/operations/cancel.js';
+import { until } from '../../testkit/until.js';
 
 let h: Harness;
 const ticket = (i: number) => ({ ...sampleTicket(`T-${i}`), subject: `order ${i}` });
@@ -397,8 +398,7 @@ describe('with a worker', () => {
     expect(most).toBeGreaterThan(0);
     expect(most).toBeLessThanOrEqual(2);
     // The last release follows its run's final commit.
-    for (let i = 0; i < 100 && (await heldOf('busy')) > 0; i++) await new Promise((r) => setTimeout(r, 20));
-    expect(await heldOf('busy')).toBe(0);
+    await until("busy's slots given back", 5000, async () => (await heldOf('busy')) === 0);
     await w.stop();
   });
 });

@@ -15,6 +15,7 @@ import type { RunView } from '../../src/http/runView.js';
 import { execFile } from 'node:child_process';
 import { FOLLOW_UP_FIELD, followUpTokens } from '../../src/worker/followUp.js';
 import { toolSchemaTokens } from '../../src/budget/policy.js';
+import { until } from '../../testkit/until.js';
 
 const SECRET = 'acme-webhook-secret';
 const OPERATOR_TOKEN = 'operator-token-for-follow-up-tests';
@@ -214,7 +215,7 @@ describe('follow-up runs through POST /v1/runs', () => {
       'evt-w1',
     );
     const firstId = first.body.runId as string;
-    for (let i = 0; i < 200 && requestsFor('WAIT-FIRST').length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    await until("the first run's model asked", 10_000, () => requestsFor('WAIT-FIRST').length > 0, 10);
     const second = await postRun(
       { tenant: 'acme', ticket: ticket('F-W', 'WAIT-SECOND'), agent: { model: 'openai' } },
       'evt-w2',
@@ -244,8 +245,7 @@ describe('follow-up runs through POST /v1/runs', () => {
       { tenant: 'acme', ticket: ticket('F-X', 'CANCEL-FIRST'), agent: { model: 'openai' } },
       'evt-x1',
     );
-    for (let i = 0; i < 200 && requestsFor('CANCEL-FIRST').length === 0; i++)
-      await new Promise((r) => setTimeout(r, 10));
+    await until("the first run's model asked", 10_000, () => requestsFor('CANCEL-FIRST').length > 0, 10);
     const second = await postRun(
       { tenant: 'acme', ticket: ticket('F-X', 'CANCEL-SECOND'), agent: { model: 'openai' } },
       'evt-x2',

@@ -8,6 +8,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { buildSpec } from '../../src/producer/intake.js';
 import { Reconciler } from '../../src/ledger/reconciler.js';
+import { until } from '../../testkit/until.js';
 
 const RETENTION_MS = 1500;
 let h: Harness;
@@ -66,8 +67,12 @@ describe('retention of finished runs (RUN_RETENTION_MS)', () => {
     expect(await pttls(openKeys)).toEqual([-1, -1]);
 
     // Once the retention has elapsed, the finished run's keys are gone; the open run's are not.
-    const deadline = endedAt + RETENTION_MS + 5000;
-    while (Date.now() < deadline && (await h.ctx.redis.exists(...all)) > 0) await new Promise((r) => setTimeout(r, 50));
+    await until(
+      "the finished run's keys expired",
+      endedAt + RETENTION_MS + 5000 - Date.now(),
+      async () => (await h.ctx.redis.exists(...all)) === 0,
+      50,
+    );
     expect(Date.now() - endedAt).toBeGreaterThanOrEqual(RETENTION_MS - 500); // expired by TTL, not deleted at once
     expect(await h.ctx.redis.exists(...all)).toBe(0);
     expect(await h.ctx.redis.exists(...openKeys)).toBe(2);

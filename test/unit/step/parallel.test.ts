@@ -13,21 +13,31 @@ import { act } from '../../../src/worker/step/act.js';
 import { StepPipeline } from '../../../src/worker/step/pipeline.js';
 import { MemoryJob } from './memoryStepStore.js';
 import { delivery, jobData, specOf, stateOf, usage, world, type World } from './fixtures.js';
+import { until } from '../../../testkit/until.js';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** What ran, when: `start:<id>` and `end:<id>` in the order they happened. */
-function timeline() {
+/**
+ * What ran, when: `start:<id>` and `end:<id>` in the order they happened. The first call of a `held` id ends
+ * only when the test releases it, every other call at once: the order calls finish in is the test's, not a clock's.
+ */
+function timeline(...held: string[]) {
+  const openers = new Map<string, () => void>();
+  const holds = new Map(held.map((id) => [id, new Promise<void>((r) => openers.set(id, r))]));
+  const finish = async (id: string) => {
+    const hold = holds.get(id);
+    holds.delete(id);
+    await hold;
+  };
+  const release = (...ids: string[]) => ids.forEach((id) => openers.get(id)!());
   const events: string[] = [];
   const reads: Record<string, number> = {};
   const slowRead = defineReadTool({
     name: 'slow_read',
     description: 'reads slowly',
-    args: z.object({ id: z.string(), ms: z.number() }),
-    execute: async ({ id, ms }) => {
+    args: z.object({ id: z.string() }),
+    execute: async ({ id }) => {
       reads[id] = (reads[id] ?? 0) + 1;
       events.push(`start:${id}`);
-      await sleep(ms);
+      await finish(id);
       events.push(`end:${id}`);
       return { id };
     },
@@ -36,7 +46,7 @@ function timeline() {
     defineWriteTool({
       name,
       description: 'writes',
-      args: z.object({ id: z.string(), ms: z.number() }),
+      args: z.object({ id: z.string() }),
       service: { enforcesKey: true, reconcile: 'none' },
       runsAlone,
       dispatch: async () => ({ receipt: 'r', output: {}, replayed: false }),
@@ -51,24 +61,27 @@ function timeline() {
   const sent: Record<string, number> = {};
   const effects: EffectRunner = {
     run: async ({ call, args }) => {
-      const { id, ms } = args as { id: string; ms: number };
+      const { id } = args as { id: string };
       sent[id] = (sent[id] ?? 0) + 1;
       events.push(`start:${id}`);
-      await sleep(ms);
+      await finish(id);
       events.push(`end:${id}`);
       return { kind: 'observed', status: 'ok', output: { id }, actionId: `a_${call.id}` };
     },
   };
-  return { events, reads, sent, agent, effects };
+  return { events, reads, sent, agent, effects, release };
 }
 
-function decision(...calls: [name: string, id: string, ms: number][]): DecisionEntry {
+/** Waits until the timeline holds `event`. */
+const reached = (t: { events: string[] }, event: string) => until(event, 5000, () => t.events.includes(event), 1);
+
+function decision(...calls: [name: string, id: string][]): DecisionEntry {
   return {
     v: 1,
     kind: 'decision',
     step: 1,
     model: 'queued',
-    toolCalls: calls.map(([name, id, ms]) => ({ id: `c_${id}`, name, args: { id, ms } })),
+    toolCalls: calls.map(([name, id]) => ({ id: `c_${id}`, name, args: { id } })),
     usage,
     attempts: 1,
   };
@@ -84,31 +97,41 @@ function withAgent(w: World, t: ReturnType<typeof timeline>): StepEnv {
 }
 
 describe('parallel tool calls (act)', () => {
-  it('three 60 ms reads of one turn run at once: all three start before any ends', async () => {
+  it('three reads of one turn run at once: all three start before any ends', async () => {
     const w = world();
-    const t = timeline();
+    const t = timeline('a', 'b', 'c');
     const spec = specOf({ toolsHash: t.agent.tools.schemaHash });
-    const d = decision(['slow_read', 'a', 60], ['slow_read', 'b', 60], ['slow_read', 'c', 60]);
+    const d = decision(['slow_read', 'a'], ['slow_read', 'b'], ['slow_read', 'c']);
     const state = stateOf(spec, new MemoryJob(`${spec.runId}.s1`, jobData(spec)), {
       decision: d,
       carriesDecision: true,
     });
-    const plan = await act(withAgent(w, t), state, t.agent, d);
-    // Timing is the integration test's (test/integration/parallelTools.test.ts): here, the overlap itself.
-    expect(t.events.slice(0, 3)).toEqual(['start:a', 'start:b', 'start:c']);
+    const acting = act(withAgent(w, t), state, t.agent, d);
+    // None can end before the test releases it: calls run one after another would never all start.
+    await reached(t, 'start:c');
+    expect(t.events).toEqual(['start:a', 'start:b', 'start:c']);
+    t.release('a', 'b', 'c');
+    const plan = await acting;
     expect(plan.status).toBe('running');
   });
 
   it("results keep the model's order however the calls finish", async () => {
     const w = world();
-    const t = timeline();
+    const t = timeline('slow', 'w', 'fast');
     const spec = specOf({ toolsHash: t.agent.tools.schemaHash });
-    const d = decision(['slow_read', 'slow', 50], ['send', 'w', 20], ['slow_read', 'fast', 1]);
+    const d = decision(['slow_read', 'slow'], ['send', 'w'], ['slow_read', 'fast']);
     const state = stateOf(spec, new MemoryJob(`${spec.runId}.s1`, jobData(spec)), {
       decision: d,
       carriesDecision: true,
     });
-    const plan = await act(withAgent(w, t), state, t.agent, d);
+    const acting = act(withAgent(w, t), state, t.agent, d);
+    await reached(t, 'start:fast');
+    t.release('fast');
+    await reached(t, 'end:fast');
+    t.release('w');
+    await reached(t, 'end:w');
+    t.release('slow');
+    const plan = await acting;
     expect(t.events.filter((e) => e.startsWith('end:'))).toEqual(['end:fast', 'end:w', 'end:slow']);
     expect(plan.entries.map((e) => (e.kind === 'observation' ? e.callId : e.kind))).toEqual([
       'decision',
@@ -120,12 +143,23 @@ describe('parallel tool calls (act)', () => {
 
   it('writes run at once, each its own ledger action; a runsAlone write waits for the calls before it', async () => {
     const w = world();
-    const t = timeline();
+    const t = timeline('w1', 'w2', 'solo');
     const spec = specOf({ toolsHash: t.agent.tools.schemaHash });
-    const d = decision(['send', 'w1', 30], ['send', 'w2', 30], ['send_alone', 'solo', 10], ['slow_read', 'r', 5]);
+    const d = decision(['send', 'w1'], ['send', 'w2'], ['send_alone', 'solo'], ['slow_read', 'r']);
     w.store.addRun(spec).state.decidedStep = 1;
     const state = stateOf(spec, new MemoryJob(`${spec.runId}.s1`, jobData(spec)), { decision: d });
-    const plan = await act(withAgent(w, t), state, t.agent, d);
+    const acting = act(withAgent(w, t), state, t.agent, d);
+    await reached(t, 'start:w2');
+    t.release('w1');
+    // w1's observation journalled: its batch has done all it does until w2 ends, and solo has not started.
+    await until("w1's observation journalled", 5000, () => w.store.run(spec.runId).journal.length > 0, 1);
+    expect(t.events).toEqual(['start:w1', 'start:w2', 'end:w1']);
+    t.release('w2');
+    await reached(t, 'start:solo');
+    // The read after solo waits for it as the writes before it did.
+    expect(t.events.at(-1)).toBe('start:solo');
+    t.release('solo');
+    const plan = await acting;
     expect(t.events).toEqual([
       'start:w1',
       'start:w2',
@@ -151,9 +185,9 @@ describe('parallel tool calls (act)', () => {
 describe('parallel tool calls (a kill mid-step)', () => {
   it('the next delivery runs only the calls not journalled; the commit holds each observation once, in order', async () => {
     const w = world();
-    const t = timeline();
+    const t = timeline('w2');
     const spec = specOf({ toolsHash: t.agent.tools.schemaHash });
-    const turn = decision(['send', 'w1', 1], ['slow_read', 'r', 1], ['send', 'w2', 80]);
+    const turn = decision(['send', 'w1'], ['slow_read', 'r'], ['send', 'w2']);
     w.model.turns.push({ toolCalls: turn.toolCalls, usage }, { toolCalls: [], final: 'done', usage });
     w.store.addRun(spec);
     // The first delivery dies after the first observation is journalled (w2 still in flight).
@@ -165,7 +199,10 @@ describe('parallel tool calls (a kill mid-step)', () => {
       }),
     };
     const job = new MemoryJob(`${spec.runId}.s1`, jobData(spec));
-    await expect(new StepPipeline(dying).run(delivery(job))).rejects.toThrow('killed');
+    const dies = expect(new StepPipeline(dying).run(delivery(job))).rejects.toThrow('killed');
+    await until('the kill', 5000, () => killed > 0, 1);
+    t.release('w2');
+    await dies;
     const journalled = w.store.run(spec.runId).journal.filter((e) => e.kind === 'observation');
     expect(journalled.length).toBeGreaterThanOrEqual(1);
     // Redelivered (attempt 2): the decision is reused, only the calls with no journalled observation run.
