@@ -5,9 +5,8 @@
  * every archive column afterwards, ids, statuses, receipts and keys kept; a run at work is refused, naming it.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { createHash } from 'node:crypto';
 import { createHarness, producerAuth, redisUrl, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../testkit/embeddedPostgres.js';
 import { until } from '../../testkit/until.js';
