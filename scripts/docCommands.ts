@@ -302,6 +302,14 @@ export class DocChecker {
     return existsSync(join(this.repo.root, path));
   }
 
+  /** The benchmark's sections read their own settings: bench/run.ts runs them all. */
+  private sectionsOf(source: string | undefined): string[] {
+    if (source !== 'bench/run.ts') return [];
+    return readdirSync(join(this.repo.root, 'bench/sections'))
+      .filter((f) => f.endsWith('.ts'))
+      .map((f) => `bench/sections/${f}`);
+  }
+
   private source(path: string): string {
     return readFileSync(join(this.repo.root, path), 'utf8');
   }
@@ -326,7 +334,9 @@ export class DocChecker {
       if (!/^[A-Z][A-Z0-9_]*$/.test(s)) continue; // a shell variable
       if (words.length === 0 && shellVars.has(s)) continue; // set here, read later in the same command
       if (this.repo.settings.has(s)) continue;
-      const readers = [program?.source, this.agentsModule(all)].filter((f): f is string => !!f && this.exists(f));
+      const readers = [program?.source, ...this.sectionsOf(program?.source), this.agentsModule(all)].filter(
+        (f): f is string => !!f && this.exists(f),
+      );
       if (readers.some((f) => this.source(f).includes(s))) continue;
       problems.push(
         `setting ${s}: not in the configuration schema (src/config/config.ts)${readers.length ? ` nor read by ${readers.join(', ')}` : ''}`,

@@ -26,7 +26,15 @@ import { PRODUCER_TOKEN } from '../../testkit/harness.js';
 import { sign, SIGNATURE_HEADER, TIMESTAMP_HEADER } from '../../src/producer/webhookSignature.js';
 import { captureCommands } from '../lib/monitorTrace.js';
 import { dist, median, round } from '../lib/stats.js';
-import { type BenchEnv, type BenchOptions, type Metric, type Section, type SectionResult, atLeast, atMost } from '../lib/types.js';
+import {
+  type BenchEnv,
+  type BenchOptions,
+  type Metric,
+  type Section,
+  type SectionResult,
+  atLeast,
+  atMost,
+} from '../lib/types.js';
 
 const TENANT = 'acme';
 const WEBHOOK_SECRET = 'bench-webhook-secret';

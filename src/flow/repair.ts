@@ -26,8 +26,7 @@
  * Without it, each of these runs still starts at its deadline and ends budget_exceeded (wall_clock), loudly.
  */
 import { randomBytes } from 'node:crypto';
-import type { RunStatus } from '../core/status.js';
-import { isTerminal } from '../core/status.js';
+import { type RunStatus, isTerminal } from '../core/status.js';
 import { delayedUntil } from '../store/bullmqInternals.js';
 import { flowEnqueue, type FlowRun } from '../store/calls/flowEnqueue.js';
 import { flowRecount } from '../store/calls/flowRecount.js';

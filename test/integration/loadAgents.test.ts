@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/config.js';
 import { ConfigError } from '../../src/core/errors.js';
 import { loadAgents } from '../../src/server/loadAgents.js';
-import { productionEngine, supportVendors } from '../support/productionEnv.js';
+import { productionEngine, supportVendors } from '../fixtures/productionEnv.js';
 
 const engine = productionEngine;
 const vendors = supportVendors;

@@ -12,7 +12,7 @@ import { supportServices } from '../../src/agents/support/vendors/index.js';
 import { defineAgentsModule, parseAgentSettings } from '../../src/config/agentsModule.js';
 import { environmentOf, loadConfig } from '../../src/config/config.js';
 import { ConfigError } from '../../src/core/errors.js';
-import { productionEngine, supportVendors } from '../support/productionEnv.js';
+import { productionEngine, supportVendors } from '../fixtures/productionEnv.js';
 
 const engine = productionEngine;
 const vendors = supportVendors;
