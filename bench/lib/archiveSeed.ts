@@ -93,7 +93,7 @@ export async function seedArchive(
                       to_timestamp((s.created + (t.ended_at_ms - t.created_at_ms) + 1000) / 1000.0),
                       CASE WHEN g % 2 = 0 THEN ${ID('(g - 1)')} END, CASE WHEN g % 2 = 1 AND g < $5 THEN ${ID('(g + 1)')} END,
                       NULL, t.child_run_ids, t.view, t.spec, t.events, t.budget, t.record,
-                      t.search_fields || jsonb_build_object('id', 'T-' || ((g - 1) / 2)), 1
+                      t.search_fields || jsonb_build_object('ticket', 'T-' || ((g - 1) / 2)), 1
                FROM generate_series($1::bigint, $2::bigint) g
                CROSS JOIN LATERAL (SELECT $3::bigint - $4::bigint + (g * $4::bigint) / $5::bigint AS created) s
                JOIN bench_seed_templates t ON t.n = g % ${templates}`,

@@ -4,9 +4,11 @@
  * which). The erasure itself is recorded, with who asked and when, in Redis (KeySpace.erasures) and in the archive
  * (`erasures`); a field's value only as its sha256.
  *
- * Which runs: a subject's chain in Redis (its latest run per agent, KeySpace.subjectLatest, then previousRunId links),
- * plus the archive's rows of the tenant's subject; for a field, the archive rows whose stored search fields match
- * (no search index exists in Redis: those are not searched there), and their Redis copies if still present.
+ * Which runs, of the request's tenant only: for a subject, its chain in Redis (its latest run per agent,
+ * KeySpace.subjectLatest, then previousRunId links) and the runs of the tenant's subject search index (src/runs/
+ * search.ts); for a field, the runs of that search value's index. Plus, with an archive, its rows of the subject or
+ * whose stored search fields (the agent's, as Redis indexes them) hold the value, and their Redis copies if still
+ * present. Without an archive, Redis alone answers both.
  *
  * Runs still at work (any status but a terminal one: queued, running, parked for a person, an approval, a wait)
  * are refused before anything is written: their steps would carry on with the text, or write it again. A run's Redis
@@ -20,6 +22,8 @@ import { isTerminal } from '../core/status.js';
 import { packSpec, readRun, type RunField } from '../store/runRecord.js';
 import { packEntries, unpackEntries } from '../store/runEvents.js';
 import { FOLDED_HISTORY_FIELD, foldMoves, unfoldMoves } from '../store/ledgerHistory.js';
+import { indexedRunIds, type SearchTerm } from '../runs/search.js';
+import { SEARCH_SUBJECT } from '../store/keys.js';
 import { archivedRunsByField, archivedRunsOfSubject, type ArchivePool } from './db.js';
 import { ERASED, redactAll, redactEntry, redactEventData, redactHistory, redactSpec, redactView } from './redact.js';
 
@@ -39,8 +43,6 @@ export interface ErasureRecord {
   requestedAt: string;
   /** Runs whose text was replaced, in Redis, in the archive, or both. */
   runIds: string[];
-  /** How runs were found for `field`: the archive rows' stored search fields (no index exists in Redis). */
-  fieldMatchedBy?: 'archive_search_fields';
 }
 
 export type ErasureOutcome = { kind: 'erased'; record: ErasureRecord } | { kind: 'at_work'; runIds: string[] };
@@ -77,12 +79,7 @@ export async function eraseCustomer(
     erasureId: `er_${randomBytes(12).toString('hex')}`,
     tenant: req.tenant,
     ...(req.subject !== undefined ? { subject: req.subject } : {}),
-    ...(req.field
-      ? {
-          field: { name: req.field.name, valueSha256: sha256(req.field.value) },
-          fieldMatchedBy: 'archive_search_fields' as const,
-        }
-      : {}),
+    ...(req.field ? { field: { name: req.field.name, valueSha256: sha256(req.field.value) } } : {}),
     requestedBy: by,
     requestedAt: new Date(nowMs).toISOString(),
     runIds: runIds.filter((id) => !raced.includes(id)),
@@ -116,6 +113,7 @@ export async function eraseCustomer(
 /** The runs of the request (see the module's comment), each once, of the request's tenant only. */
 async function runsToErase(ctx: ErasureContext, pool: ArchivePool | undefined, req: ErasureRequest): Promise<string[]> {
   const found = new Set<string>();
+  const terms: SearchTerm[] = [];
   if (req.subject !== undefined) {
     for (const agent of ctx.agents.names) {
       let id = await ctx.redis.get(ctx.keys.subjectLatest(req.tenant, agent, req.subject));
@@ -126,10 +124,22 @@ async function runsToErase(ctx: ErasureContext, pool: ArchivePool | undefined, r
         id = run.previousRunId ?? null;
       }
     }
+    terms.push({ field: SEARCH_SUBJECT, value: req.subject });
     if (pool) for (const id of await archivedRunsOfSubject(pool, req.tenant, req.subject)) found.add(id);
   }
-  if (req.field && pool) {
-    for (const id of await archivedRunsByField(pool, req.tenant, req.field.name, req.field.value)) found.add(id);
+  if (req.field) {
+    terms.push({ field: req.field.name, value: req.field.value });
+    if (pool)
+      for (const id of await archivedRunsByField(pool, req.tenant, req.field.name, req.field.value)) found.add(id);
+  }
+  // The search indexes (the tenant's own): a run of the subject off its chain, a run found only by a search value.
+  for (const term of terms) {
+    for (const id of await indexedRunIds(ctx.redis, ctx.keys, req.tenant, term)) {
+      if (found.has(id)) continue;
+      const run = await readRun(ctx.redis, ctx.keys, id, ['tenant']);
+      // An entry whose run expired names nothing left in Redis (the archive's rows were read above).
+      if (run?.tenant === req.tenant) found.add(id);
+    }
   }
   return [...found].sort();
 }

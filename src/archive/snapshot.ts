@@ -57,20 +57,20 @@ export async function snapshotRun(
       events: events.map((e) => ({ id: e.id, type: e.type, data: e.data })),
       budget,
       record: rest,
-      searchFields: searchFieldsOf(spec?.input),
+      searchFields: searchFieldsOf(record.search),
     },
   };
 }
 
 /**
- * An agent's search fields as the archive stores them with the run. No agent declares search fields on this
- * engine yet: the input's top-level text, number and boolean fields stand for them.
+ * The agent's search fields of the run (Agent.search, the run hash's `search`: the values Redis indexes it by), as the
+ * archive stores them, so the archive is searched by the same names; `{}` for an agent that declares none or a run
+ * erased (the erasure removes them).
  */
-export function searchFieldsOf(input: unknown): Record<string, unknown> {
-  if (input === null || typeof input !== 'object' || Array.isArray(input)) return {};
-  return Object.fromEntries(
-    Object.entries(input).filter(([, v]) => ['string', 'number', 'boolean'].includes(typeof v)),
-  );
+export function searchFieldsOf(raw: string | undefined): Record<string, string> {
+  const v = parseObject(raw);
+  if (!v || Array.isArray(v)) return {};
+  return Object.fromEntries(Object.entries(v).filter((e): e is [string, string] => typeof e[1] === 'string'));
 }
 
 function parseObject(raw: string | undefined): Record<string, unknown> | undefined {
