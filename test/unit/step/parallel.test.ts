@@ -13,7 +13,6 @@ import { act } from '../../../src/worker/step/act.js';
 import { StepPipeline } from '../../../src/worker/step/pipeline.js';
 import { MemoryJob } from './memoryStepStore.js';
 import { delivery, jobData, specOf, stateOf, usage, world, type World } from './fixtures.js';
-import { until } from '../../../testkit/until.js';
 
 /**
  * What ran, when: `start:<id>` and `end:<id>` in the order they happened. The first call of a `held` id ends
@@ -29,6 +28,11 @@ function timeline(...held: string[]) {
   };
   const release = (...ids: string[]) => ids.forEach((id) => openers.get(id)!());
   const events: string[] = [];
+  const waiters = new Map<string, () => void>();
+  const note = (event: string) => (events.push(event), waiters.get(event)?.());
+  /** Resolves once `event` has happened. */
+  const reached = (event: string) =>
+    events.includes(event) ? Promise.resolve() : new Promise<void>((r) => waiters.set(event, r));
   const reads: Record<string, number> = {};
   const slowRead = defineReadTool({
     name: 'slow_read',
@@ -36,9 +40,9 @@ function timeline(...held: string[]) {
     args: z.object({ id: z.string() }),
     execute: async ({ id }) => {
       reads[id] = (reads[id] ?? 0) + 1;
-      events.push(`start:${id}`);
+      note(`start:${id}`);
       await finish(id);
-      events.push(`end:${id}`);
+      note(`end:${id}`);
       return { id };
     },
   });
@@ -63,17 +67,17 @@ function timeline(...held: string[]) {
     run: async ({ call, args }) => {
       const { id } = args as { id: string };
       sent[id] = (sent[id] ?? 0) + 1;
-      events.push(`start:${id}`);
+      note(`start:${id}`);
       await finish(id);
-      events.push(`end:${id}`);
+      note(`end:${id}`);
       return { kind: 'observed', status: 'ok', output: { id }, actionId: `a_${call.id}` };
     },
   };
-  return { events, reads, sent, agent, effects, release };
+  return { events, reads, sent, agent, effects, release, reached };
 }
 
-/** Waits until the timeline holds `event`. */
-const reached = (t: { events: string[] }, event: string) => until(event, 5000, () => t.events.includes(event), 1);
+/** The store here is in memory: what a delivery does without a held call has run by the next immediate. */
+const settled = () => new Promise((r) => setImmediate(r));
 
 function decision(...calls: [name: string, id: string][]): DecisionEntry {
   return {
@@ -108,7 +112,7 @@ describe('parallel tool calls (act)', () => {
     });
     const acting = act(withAgent(w, t), state, t.agent, d);
     // None can end before the test releases it: calls run one after another would never all start.
-    await reached(t, 'start:c');
+    await t.reached('start:c');
     expect(t.events).toEqual(['start:a', 'start:b', 'start:c']);
     t.release('a', 'b', 'c');
     const plan = await acting;
@@ -125,11 +129,11 @@ describe('parallel tool calls (act)', () => {
       carriesDecision: true,
     });
     const acting = act(withAgent(w, t), state, t.agent, d);
-    await reached(t, 'start:fast');
+    await t.reached('start:fast');
     t.release('fast');
-    await reached(t, 'end:fast');
+    await t.reached('end:fast');
     t.release('w');
-    await reached(t, 'end:w');
+    await t.reached('end:w');
     t.release('slow');
     const plan = await acting;
     expect(t.events.filter((e) => e.startsWith('end:'))).toEqual(['end:fast', 'end:w', 'end:slow']);
@@ -149,13 +153,14 @@ describe('parallel tool calls (act)', () => {
     w.store.addRun(spec).state.decidedStep = 1;
     const state = stateOf(spec, new MemoryJob(`${spec.runId}.s1`, jobData(spec)), { decision: d });
     const acting = act(withAgent(w, t), state, t.agent, d);
-    await reached(t, 'start:w2');
+    await t.reached('start:w2');
     t.release('w1');
-    // w1's observation journalled: its batch has done all it does until w2 ends, and solo has not started.
-    await until("w1's observation journalled", 5000, () => w.store.run(spec.runId).journal.length > 0, 1);
+    // Everything w1's end leads to has run: its observation journalled, and solo not started while w2 is held.
+    await settled();
+    expect(w.store.run(spec.runId).journal).toHaveLength(1);
     expect(t.events).toEqual(['start:w1', 'start:w2', 'end:w1']);
     t.release('w2');
-    await reached(t, 'start:solo');
+    await t.reached('start:solo');
     // The read after solo waits for it as the writes before it did.
     expect(t.events.at(-1)).toBe('start:solo');
     t.release('solo');
@@ -200,7 +205,9 @@ describe('parallel tool calls (a kill mid-step)', () => {
     };
     const job = new MemoryJob(`${spec.runId}.s1`, jobData(spec));
     const dies = expect(new StepPipeline(dying).run(delivery(job))).rejects.toThrow('killed');
-    await until('the kill', 5000, () => killed > 0, 1);
+    await t.reached('end:r');
+    await settled();
+    expect(killed).toBeGreaterThan(0);
     t.release('w2');
     await dies;
     const journalled = w.store.run(spec.runId).journal.filter((e) => e.kind === 'observation');
