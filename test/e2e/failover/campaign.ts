@@ -34,6 +34,8 @@ export interface CampaignOptions {
   store?: 'sentinel' | 'cluster';
   /** REDIS_MIN_REPLICAS of every process. */
   minReplicas: number;
+  /** FLOW_CONTROL of every process; absent: the default (on). */
+  flowControl?: boolean;
   lag: boolean;
   kills: number;
   lagMs: number;
@@ -296,6 +298,7 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
     OPENAI_BASE_URL: `${model.url}/v1`,
     OPENAI_API_KEY: 'sk-test',
     PRODUCER_TOKEN,
+    ...(o.flowControl === undefined ? {} : { FLOW_CONTROL: String(o.flowControl) }),
     REDIS_MIN_REPLICAS: String(o.minReplicas),
     REDIS_REPLICA_WAIT_MS: '500',
     STORE_RETRY_AFTER_S: '1',
