@@ -1,7 +1,7 @@
 /**
  * `node dist/bench/redisCost.js [--chains=50] [--steps=40] [--ablate=journal,budget,events,index,cost,journal+budget]
- * [--variant=<script>=<file.lua> ...] [--env=NAME=value ...] [--by-command] [--cpu-rounds=0] [--keep=<dir>]` (after
- * `npm run build`; needs valgrind): what a read-only step costs the Redis server, exactly.
+ * [--variant=<script>=<file.lua> ...] [--flow[=N]] [--env=NAME=value ...] [--by-command] [--cpu-rounds=0]
+ * [--keep=<dir>]` (after `npm run build`; needs valgrind): what a read-only step costs the Redis server, exactly.
  *
  * Runs one plain BullMQ chain round and one engine round (read-only steps, one worker process, as the throughput
  * section does) while recording every command the server executes (MONITOR), then replays each round into a fresh
@@ -10,9 +10,13 @@
  * does: a change to a script is priced by `--variant`, which replays the engine's round with that script's body
  * taken from the file (its `-- @include` lines resolved as the engine's are) instead of the shipped one, and each
  * of the commit's writes by `--ablate`, which replays it with the commit minus that write (lib/commitAblations.ts;
- * `cost` also leaves out the calls of the money counters' own script: the step without money accounting).
- * `--env=NAME=value` sets a setting of the traced worker process (`--env=TENANT_DAILY_COST=1000000000000`: a money
+ * `cost` also leaves out the calls of the money counters' own scripts: the step without money accounting).
+ * `--env=NAME=value` sets a setting of the traced worker processes (`--env=TENANT_DAILY_COST=1000000000000`: a money
  * limit in force); `--by-command` prints the engine round's requests per step, by command and script.
+ * `--flow[=N]` prices flow control: N pairs of engine rounds (default 1), one with `FLOW_CONTROL=false` and one with
+ * no flow setting (on, the default limits, none of which holds a run back), their order alternating, each run
+ * created through the producer's intake as a deployment's are (so with flow control on, into its tenant's line and
+ * admitted at once); creation is outside the measured part, the runs' ends (slot released) inside.
  * `--cpu-rounds=N` also replays each case N times natively, alternating, for the server's CPU µs per step (INFO
  * cpu; noisy on a shared machine). `--keep` keeps the callgrind files (callgrind_annotate shows where the
  * instructions go, function by function).
@@ -20,12 +24,14 @@
 import { mkdirSync, readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { createBenchEnv } from './lib/env.js';
-import { runRound } from './lib/workload.js';
+import { runRound, ticket, type RoundSpec } from './lib/workload.js';
 import { median } from './lib/stats.js';
 import { captureCommands } from './lib/monitorTrace.js';
 import { replay, scriptBodies, sha1, splitRounds, startReplayServer, type TracedRound } from './lib/replayTrace.js';
 import { ablatedCommit, ablatedDrops } from './lib/commitAblations.js';
 import { flag } from './lib/args.js';
+import { flowContext } from './lib/flowFleet.js';
+import { startRun } from '../src/producer/intake.js';
 import { library, resolveIncludes, scriptDefs } from '../src/store/luaScripts.js';
 import { buildLibrary, LIBRARY_SCRIPTS } from '../src/store/luaLibrary.js';
 
@@ -46,6 +52,12 @@ const workerEnv = Object.fromEntries(
     }),
 );
 const byCommand = process.argv.includes('--by-command');
+const flowArg = process.argv.find((a) => a === '--flow' || a.startsWith('--flow='));
+const flowPairs = flowArg === undefined ? 0 : Math.max(1, Number(flowArg.split('=')[1] ?? '1') | 0);
+/** The flow ablation's two fleets: only what each changes; flow control on is the default. */
+const FLOW_MODES = { off: { FLOW_CONTROL: 'false' }, on: {} } as const;
+type FlowMode = keyof typeof FLOW_MODES;
+type RoundCreate = NonNullable<RoundSpec['create']>;
 
 interface Case {
   label: string;
@@ -56,10 +68,19 @@ interface Case {
   bodies: string[];
 }
 
-async function trace(): Promise<{ plain: TracedRound; engine: TracedRound; bodies: Map<string, Buffer> }> {
+interface Traced {
+  plain: TracedRound;
+  engine: TracedRound;
+  /** The flow ablation's rounds, in the order they ran. */
+  flow: { mode: FlowMode; pair: number; round: TracedRound }[];
+  bodies: Map<string, Buffer>;
+}
+
+async function trace(): Promise<Traced> {
   const env = await createBenchEnv({ quick: false, rounds: 1 });
   try {
     const pool = await env.spawnPool(1, workerEnv);
+    const flowPools = flowPairs > 0 ? await flowFleets(env) : undefined;
     const capture = await captureCommands(env.redis.port);
     for (const kind of ['plain', 'engine'] as const) {
       const r = await runRound(env, pool, { kind, chains, steps, tag: 'trace' });
@@ -69,14 +90,46 @@ async function trace(): Promise<{ plain: TracedRound; engine: TracedRound; bodie
           `commands executed (inside scripts too), ${Math.round(r.aofBytesPerStep)} AOF bytes per step`,
       );
     }
+    const order: { mode: FlowMode; pair: number }[] = [];
+    for (let pair = 0; pair < flowPairs; pair++)
+      for (const mode of pair % 2 === 0 ? (['off', 'on'] as const) : (['on', 'off'] as const)) {
+        const { pool: p, create } = flowPools![mode];
+        await runRound(env, p, { kind: 'engine', chains, steps, tag: `flow${mode}${pair}`, create });
+        order.push({ mode, pair });
+      }
     const commands = await capture.stop();
     await pool.kill();
+    if (flowPools) await Promise.all(Object.values(flowPools).map((f) => f.pool.kill()));
     const rounds = splitRounds(commands);
-    if (rounds.length !== 2) throw new Error(`expected 2 traced rounds, found ${rounds.length}`);
-    return { plain: rounds[0]!, engine: rounds[1]!, bodies: scriptBodies(commands) };
+    if (rounds.length !== 2 + order.length)
+      throw new Error(`expected ${2 + order.length} traced rounds, found ${rounds.length}`);
+    return {
+      plain: rounds[0]!,
+      engine: rounds[1]!,
+      flow: order.map((o, i) => ({ ...o, round: rounds[2 + i]! })),
+      bodies: scriptBodies(commands),
+    };
   } finally {
     await env.cleanup();
   }
+}
+
+/** A one-process worker pool per flow mode, and runs created through the intake with that mode's settings. */
+async function flowFleets(env: Awaited<ReturnType<typeof createBenchEnv>>) {
+  const fleets = {} as Record<FlowMode, { pool: Awaited<ReturnType<typeof env.spawnPool>>; create: RoundCreate }>;
+  for (const mode of Object.keys(FLOW_MODES) as FlowMode[]) {
+    const ctx = await flowContext(env, `rediscost-flow-${mode}`, FLOW_MODES[mode]);
+    const create: RoundCreate = async (id, script, maxSteps) =>
+      (
+        await startRun(
+          ctx,
+          { tenant: 'bench', ticket: ticket(id), budget: { maxSteps }, agent: { model: 'scripted', script } },
+          `k-${id}`,
+        )
+      ).runId;
+    fleets[mode] = { pool: await env.spawnPool(1, { ...workerEnv, ...FLOW_MODES[mode] }), create };
+  }
+  return fleets;
 }
 
 /**
@@ -138,7 +191,7 @@ function callName(script: string): string {
 /** The engine round's requests per step, by command (a script's call by the script's name). */
 function printByCommand(round: TracedRound, perStep: number): void {
   const names = new Map<string, string>();
-  for (const d of scriptDefs()) names.set(LIBRARY_SCRIPTS.has(d.name) ? callName(d.name) : sha1(d.lua), d.name);
+  for (const d of scriptDefs()) names.set(callName(d.name), d.name);
   const counts = new Map<string, number>();
   for (const c of round.window) {
     let n = c.args[0]!.toString('latin1').toUpperCase();
@@ -153,8 +206,9 @@ function printByCommand(round: TracedRound, perStep: number): void {
     console.log(`  ${(k / perStep).toFixed(3).padStart(7)}  ${n}`);
 }
 
-const ablated = ablations.map((a) => [a, ablatedCommit(a), ablatedDrops(a)] as const); // an unknown or stale one fails first
-const { plain, engine, bodies } = await trace();
+// An unknown or stale ablation fails first.
+const ablated = ablations.map((a) => [a, ablatedCommit(a), ablatedDrops(a)] as const);
+const { plain, engine, flow, bodies } = await trace();
 const cases: Case[] = [
   { label: 'plain', round: plain, swap: new Map(), bodies: [] },
   { label: 'engine', round: engine, swap: new Map(), bodies: [] },
@@ -163,6 +217,12 @@ const cases: Case[] = [
     drop: new Set(drops.map(callName)),
   })),
   ...variantFlags.map((v) => variantCase(v, engine)),
+  ...flow.map((f) => ({
+    label: `engine, intake, flow ${f.mode === 'on' ? 'on (default)' : 'off'} #${f.pair + 1}`,
+    round: f.round,
+    swap: new Map<string, string>(),
+    bodies: [],
+  })),
 ];
 const perStep = chains * steps;
 if (Object.keys(workerEnv).length > 0)
@@ -190,6 +250,16 @@ for (const [i, c] of cases.entries()) {
   if (i > 1 && result.refused !== refusedByEngine)
     console.log(`      NOT COMPARABLE: ${result.refused} refused calls against the engine's ${refusedByEngine}`);
   if (i === 1) refusedByEngine = result.refused;
+}
+if (flow.length > 0) {
+  // Each pair's rounds ran next to each other; the ratio is the pair's, the figure the pairs' median.
+  const irOf = (mode: FlowMode, pair: number) =>
+    irs[cases.length - flow.length + flow.findIndex((f) => f.mode === mode && f.pair === pair)]!;
+  const ratios = Array.from({ length: flowPairs }, (_, pair) => irOf('on', pair) / irOf('off', pair));
+  console.log(
+    `flow control on (default) / off, Redis instructions per step: ${ratios.map((r) => r.toFixed(3)).join(', ')}` +
+      ` (median x${median(ratios).toFixed(3)} over ${flowPairs} pair${flowPairs > 1 ? 's' : ''})`,
+  );
 }
 if (cpuRounds > 0) {
   const cpu = cases.map(() => [] as number[]);

@@ -11,7 +11,7 @@
  *
  * Exits by itself when the parent goes away (IPC disconnect).
  */
-import type { Job, Worker } from 'bullmq';
+import type { Job, Worker, Queue } from 'bullmq';
 import { loadConfig } from '../src/config/config.js';
 import { createContext } from '../src/server/buildContext.js';
 import { createLogger } from '../src/metrics/log.js';
@@ -23,7 +23,6 @@ import type { ChildMessage, ChildRoundStats, ParentMessage, PrepareSpec } from '
 import { nowMs } from './lib/stats.js';
 import { ALLOC_PROFILE_ENV, AllocSampler } from './lib/heapprof.js';
 import { plainQueue, plainWorker } from './plainChain.js';
-import type { Queue } from 'bullmq';
 
 installClientCounter();
 

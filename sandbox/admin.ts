@@ -21,36 +21,37 @@ export async function handleAdmin(
   const route = `${req.method ?? ''} ${path}`;
   switch (route) {
     case 'GET /_sandbox/counts':
-      return sendJson(res, 200, ctx.store.counts());
+      return void sendJson(res, 200, ctx.store.counts());
     case 'POST /_sandbox/faults':
     case 'POST /_sandbox/faults/add': {
       const parsed = faultsBodySchema.safeParse(await readJson(req));
-      if (!parsed.success) return sendJson(res, 400, { error: 'invalid_fault_rules', issues: parsed.error.issues });
+      if (!parsed.success)
+        return void sendJson(res, 400, { error: 'invalid_fault_rules', issues: parsed.error.issues });
       if (path.endsWith('/add')) ctx.faults.add(parsed.data.rules);
       else ctx.faults.set(parsed.data.rules);
-      return sendJson(res, 200, { ok: true, rules: ctx.faults.size });
+      return void sendJson(res, 200, { ok: true, rules: ctx.faults.size });
     }
     case 'DELETE /_sandbox/faults':
       ctx.faults.clear();
-      return sendJson(res, 200, { ok: true, rules: 0 });
+      return void sendJson(res, 200, { ok: true, rules: 0 });
     case 'POST /_sandbox/clock': {
       // A replay "after the window" without waiting a day: keys older than their window are forgotten.
       const parsed = clockBodySchema.safeParse(await readJson(req));
-      if (!parsed.success) return sendJson(res, 400, { error: 'invalid_clock', issues: parsed.error.issues });
+      if (!parsed.success) return void sendJson(res, 400, { error: 'invalid_clock', issues: parsed.error.issues });
       ctx.store.advance(parsed.data.advanceMs);
-      return sendJson(res, 200, { ok: true, now: ctx.store.now() });
+      return void sendJson(res, 200, { ok: true, now: ctx.store.now() });
     }
     case 'POST /_sandbox/key-window': {
       const parsed = windowBodySchema.safeParse(await readJson(req));
-      if (!parsed.success) return sendJson(res, 400, { error: 'invalid_key_window', issues: parsed.error.issues });
+      if (!parsed.success) return void sendJson(res, 400, { error: 'invalid_key_window', issues: parsed.error.issues });
       ctx.store.windows[parsed.data.resource] = parsed.data.ms;
-      return sendJson(res, 200, { ok: true });
+      return void sendJson(res, 200, { ok: true });
     }
     case 'POST /_sandbox/reset':
       reset();
-      return sendJson(res, 200, { ok: true });
+      return void sendJson(res, 200, { ok: true });
     default:
-      return sendJson(res, 404, { error: 'not_found' });
+      return void sendJson(res, 404, { error: 'not_found' });
   }
 }
 

@@ -75,25 +75,25 @@ export async function createEffect<I>(
     return; // otherwise the client went away: nobody to answer
   }
   const denied = d.authorize(req);
-  if (denied) return send(res, denied);
+  if (denied) return void send(res, denied);
   if (applyGate(faults, d.resource, res, { rateLimited: d.errors.rateLimited(), unavailable: d.errors.unavailable() }))
     return;
   const parsed = d.parse(raw, req);
-  if ('status' in parsed) return send(res, parsed);
+  if ('status' in parsed) return void send(res, parsed);
   const key = header(req, 'idempotency-key');
-  if (key !== null && key.length > d.maxKeyLength) return send(res, d.errors.keyTooLong(d.maxKeyLength));
+  if (key !== null && key.length > d.maxKeyLength) return void send(res, d.errors.keyTooLong(d.maxKeyLength));
   if (key !== null && faults.fire(d.resource, ['conflict_in_progress']) !== undefined)
-    return send(res, d.errors.inProgress(key));
+    return void send(res, d.errors.inProgress(key));
   if (key !== null && store.knows(d.resource, key) && faults.fire(d.resource, ['no_lookup']) !== undefined)
-    return send(res, d.errors.internal());
+    return void send(res, d.errors.internal());
 
   const admission = key === null ? ({ kind: 'new' } as const) : store.admit(d.resource, key, parsed.canon);
   // ignore_keys is only drawn for a key the service already knows: that is where it changes the outcome.
   const ignoreKeys = admission.kind !== 'new' && faults.fire(d.resource, ['ignore_keys']) !== undefined;
   if (!ignoreKeys) {
-    if (admission.kind === 'replay') return send(res, d.replay(admission.answer));
-    if (admission.kind === 'key_reused') return send(res, d.errors.keyReused(key!));
-    if (admission.kind === 'in_progress') return send(res, d.errors.inProgress(key!));
+    if (admission.kind === 'replay') return void send(res, d.replay(admission.answer));
+    if (admission.kind === 'key_reused') return void send(res, d.errors.keyReused(key!));
+    if (admission.kind === 'in_progress') return void send(res, d.errors.inProgress(key!));
   }
 
   let committed = false;
@@ -115,9 +115,9 @@ export async function createEffect<I>(
     const after = faults.fire(d.resource, AFTER_COMMIT);
     if (res.destroyed) return; // the client timed out during a slow commit; the effect stands
     if (after?.kind === 'lost_response_after_commit') return void res.destroy();
-    if (after?.kind === 'error_after_commit') return send(res, d.errors.internal());
+    if (after?.kind === 'error_after_commit') return void send(res, d.errors.internal());
     if (after?.kind === 'malformed_response')
-      return sendRaw(res, made.answer.status, truncated(JSON.stringify(made.answer.body)));
+      return void sendRaw(res, made.answer.status, truncated(JSON.stringify(made.answer.body)));
     send(res, { ...made.answer, ...(d.firstHeaders ? { headers: d.firstHeaders } : {}) });
   } finally {
     // A request that ends before its commit saves nothing for its key (the vendors do the same).

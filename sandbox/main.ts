@@ -30,10 +30,12 @@ const sandbox = await startSandbox({
   port: config.SANDBOX_PORT,
   host: config.SANDBOX_HOST,
   seed: config.SANDBOX_SEED,
-}).catch((err: NodeJS.ErrnoException) =>
+}).catch((err: unknown) =>
   failBoot(
     'sandbox',
-    err.code === 'EADDRINUSE' ? new PortInUseError(config.SANDBOX_PORT, 'SANDBOX_PORT', { cause: err }) : err,
+    (err as NodeJS.ErrnoException).code === 'EADDRINUSE'
+      ? new PortInUseError(config.SANDBOX_PORT, 'SANDBOX_PORT', { cause: err })
+      : err,
   ),
 );
 log.info({ url: sandbox.url, seed: config.SANDBOX_SEED }, 'sandbox_listening');

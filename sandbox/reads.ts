@@ -35,6 +35,6 @@ async function answerRead(
   if (res.destroyed) return;
   const [status, body] = answer();
   if (status === 200 && ctx.faults.fire(resource, ['malformed_response']) !== undefined)
-    return sendRaw(res, 200, JSON.stringify(body).slice(0, 8));
+    return void sendRaw(res, 200, JSON.stringify(body).slice(0, 8));
   sendJson(res, status, body);
 }

@@ -116,7 +116,7 @@ async function route(ctx: SandboxContext, req: IncomingMessage, res: ServerRespo
   const path = q === -1 ? url : url.slice(0, q);
   const method = req.method ?? 'GET';
 
-  if (path === '/healthz') return sendJson(res, 200, { ok: true });
+  if (path === '/healthz') return void sendJson(res, 200, { ok: true });
   if (path.startsWith('/_sandbox/')) return handleAdmin(ctx, req, res, path, reset);
   const query = new URLSearchParams(q === -1 ? '' : url.slice(q + 1));
   if (path.startsWith('/api/v2/')) {
@@ -131,22 +131,22 @@ async function route(ctx: SandboxContext, req: IncomingMessage, res: ServerRespo
     ctx.store.requests += 1;
     return handleStripe(ctx, req, res, path, query);
   }
-  if (!path.startsWith('/v1/')) return sendJson(res, 404, { error: 'not_found' });
+  if (!path.startsWith('/v1/')) return void sendJson(res, 404, { error: 'not_found' });
 
   ctx.store.requests += 1;
   const parts = path.slice(4).split('/');
   const [resource = '', sub, ...rest] = parts;
-  if (rest.length > 0 || sub === '') return sendJson(res, 404, { error: 'not_found' });
+  if (rest.length > 0 || sub === '') return void sendJson(res, 404, { error: 'not_found' });
 
   if (resource === 'kb' && sub === undefined) {
-    return method === 'GET' ? kbRead(ctx, res, query) : methodNotAllowed(res, 'GET');
+    return method === 'GET' ? kbRead(ctx, res, query) : void methodNotAllowed(res, 'GET');
   }
   if (resource === 'customers' && sub !== undefined) {
-    if (method !== 'GET') return methodNotAllowed(res, 'GET');
+    if (method !== 'GET') return void methodNotAllowed(res, 'GET');
     const email = decode(sub);
-    return email === undefined ? sendJson(res, 400, { error: 'invalid_path' }) : customerRead(ctx, res, email);
+    return email === undefined ? void sendJson(res, 400, { error: 'invalid_path' }) : customerRead(ctx, res, email);
   }
-  return sendJson(res, 404, { error: 'not_found' });
+  return void sendJson(res, 404, { error: 'not_found' });
 }
 
 function methodNotAllowed(res: ServerResponse, allow: string): void {

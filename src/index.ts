@@ -89,7 +89,7 @@ export type {
   ModelTurn,
   ToolSpec,
 } from './core/model.js';
-export type { ToolCall, Usage } from './core/journal.js';
+export type { ToolCall, TokenUsage } from './core/journal.js';
 export {
   AgentError,
   TerminalError,

@@ -2,12 +2,11 @@
  * A real local Redis Cluster: three `redis-server --cluster-enabled yes`
  * masters on free ports in a temp dir, joined with `redis-cli --cluster create`.
  */
-import { nodeArgs } from './embeddedRedis.js';
+import { nodeArgs, freePort } from './embeddedRedis.js';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort } from './embeddedRedis.js';
 
 export interface LocalCluster {
   nodes: string[];

@@ -64,6 +64,8 @@ const text = (value: unknown) => [
   { type: 'text' as const, text: typeof value === 'string' ? value : JSON.stringify(value) },
 ];
 
+// The low-level Server, not McpServer: McpServer builds tool schemas from zod, and these must be served raw, hostile.
+// eslint-disable-next-line @typescript-eslint/no-deprecated
 const server = new Server({ name: 'hostile', version: '1' }, { capabilities: { tools: {} } });
 server.setRequestHandler(ListToolsRequestSchema, () => ({ tools }));
 server.setRequestHandler(CallToolRequestSchema, async (req) => {

@@ -4,11 +4,11 @@
  */
 import type { RedisClient } from '../src/store/connect.js';
 import type { KeySpace } from '../src/store/keys.js';
-import { decodeEntries, type RunEvent } from '../src/store/runEvents.js';
+import { readAllEvents, type RunEvent } from '../src/store/runEvents.js';
 
 export type { RunEvent };
 
-/** Every event of the run's stream, oldest first (type, data as written, id as SSE shows it). */
+/** Every event of the run, oldest first (type, data as written, id as SSE shows it), packed ones included. */
 export async function readRunEvents(ctx: { redis: RedisClient; keys: KeySpace }, runId: string): Promise<RunEvent[]> {
-  return decodeEntries(await ctx.redis.xrange(ctx.keys.run(runId).events, '-', '+'));
+  return readAllEvents(ctx.redis, ctx.keys.run(runId));
 }

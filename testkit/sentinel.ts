@@ -5,14 +5,13 @@
  * only on the master) and any node restarted on its own port and dir (a restarted old master is
  * turned into a replica of the new one by the sentinels).
  */
-import { nodeArgs } from './embeddedRedis.js';
+import { nodeArgs, freePort } from './embeddedRedis.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ping, query } from './nodeQuery.js';
 import { until } from './until.js';
-import { freePort } from './embeddedRedis.js';
 
 export const SENTINEL_MASTER = 'fleet';
 

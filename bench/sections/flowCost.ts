@@ -1,7 +1,8 @@
 /**
  * Section "flowcost": what flow control costs a run that no limit holds back, per step, against flow control off.
- * Three worker pools of one process each (the same bench worker: `FLOW_CONTROL=false`; `true` with the default
- * limits; `true` with FLOW_STEP_PRIORITY=false, which tells the step priorities' part of the cost from admission's),
+ * Three worker pools of one process each (the same bench worker: `FLOW_CONTROL=false`; no flow setting, flow
+ * control on by default with the default limits; FLOW_STEP_PRIORITY=false, which tells the step priorities' part of
+ * the cost from admission's),
  * used in turn on the same Redis, in rounds whose order rotates, each compared with the flow-off round of its cycle:
  *   - loaded: 40 runs of 40 read steps at once, concurrency 20 (under the default tenant limit of 50: every run is
  *     admitted at its creation, nothing waits in line): worker CPU per step (process.cpuUsage of the worker, from go
@@ -31,10 +32,11 @@ import type { WorkerPool } from '../lib/pool.js';
 const TARGET = 1.05;
 const MODES = ['off', 'on', 'onfifo'] as const;
 type Mode = (typeof MODES)[number];
+/** Only what a pool changes: flow control on is the default. */
 const ENV: Record<Mode, Record<string, string>> = {
   off: { FLOW_CONTROL: 'false' },
-  on: { FLOW_CONTROL: 'true' },
-  onfifo: { FLOW_CONTROL: 'true', FLOW_STEP_PRIORITY: 'false' },
+  on: {},
+  onfifo: { FLOW_STEP_PRIORITY: 'false' },
 };
 
 interface Samples {

@@ -45,7 +45,7 @@ export function keyCategory(key: string, prefix: string, bullPrefix: string): st
     return `bull: queue ${rest}`;
   }
   if (new RegExp(`^${prefix}:\\{\\d+\\}:idem:`).test(key)) return 'ledger idempotency reservations';
-  const m = new RegExp(`^${prefix}:\\{\\d+\\}:(run|action):[^:]+(?::(\\w+))?$`).exec(key);
+  const m = new RegExp(`^${prefix}:\\{\\d+\\}:(run|action):[^:]+(?::([\\w-]+))?$`).exec(key);
   if (m) {
     const [, kind, sub] = m;
     if (kind === 'run') return sub ? `run ${sub}` : 'run hash';

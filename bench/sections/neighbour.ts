@@ -3,13 +3,13 @@
  * runs at once (50 creations in flight); tenant B then creates one run every 300 ms. Every run is
  * six read steps of the scripted model; two worker processes (`src/server/worker`, concurrency 20).
  * B's time from create to its first step and to its end (p50, p99) against B alone on an idle
- * fleet. Flow control off is the queue as it was before admission (first come, first served, step
- * by step); on is `FLOW_CONTROL=true`, with the default tenant limit (50 runs at work at once, more than the
- * fleet's 40 worker slots), with 20 (half of them) and with none (A's whole burst admitted at once, its step
- * jobs fill the queue); each also with FLOW_STEP_PRIORITY=false (admission by turns,
- * but the admitted runs' step jobs in one first-come-first-served line: what flow control was before step jobs were
- * ordered by their tenant's share, src/flow/stepPriority.ts).
- */
+ * fleet. Flow control is on by default: B alone and the fleet the targets are for are started with no flow
+ * setting at all (the default tenant limit, 50 runs at work at once, more than the fleet's 40 worker slots), so
+ * a fresh deployment is what passes. Flow control off (`FLOW_CONTROL=false`) is the queue as it was before
+ * admission (first come, first served, step by step); the other fleets change one limit: 20 (half the slots) and
+ * none (A's whole burst admitted at once, its step jobs fill the queue); each also with FLOW_STEP_PRIORITY=false
+ * (admission by turns, but the admitted runs' step jobs in one first-come-first-served line: what flow control was
+ * before step jobs were ordered by their tenant's share, src/flow/stepPriority.ts). */
 import { dist, round, type Dist } from '../lib/stats.js';
 import {
   atMost,
@@ -35,39 +35,42 @@ const STEPS = 6;
 const B_EVERY_MS = 300;
 const WORKERS = 2;
 
-/** The fleets compared: B alone, flow control off, on with the default tenant limit, on with half the fleet's slots. */
+/**
+ * The fleets compared: B alone, flow control off, on as shipped (no flow setting given), on with half the fleet's
+ * slots or no tenant limit. Only the settings a fleet changes are named; flow control on is the default.
+ */
 const MODES = [
-  { key: 'idle', label: 'idle (B alone)', env: { FLOW_CONTROL: 'false' }, burst: false },
-  { key: 'off', label: 'flow off', env: { FLOW_CONTROL: 'false' }, burst: true },
-  { key: 'on', label: 'flow on, tenant limit 50', env: { FLOW_CONTROL: 'true' }, burst: true },
+  { key: 'idle', label: 'idle (B alone, no flow setting)', env: {}, burst: false },
+  { key: 'off', label: 'flow off (FLOW_CONTROL=false)', env: { FLOW_CONTROL: 'false' }, burst: true },
+  { key: 'on', label: 'flow on by default (no flow setting), tenant limit 50', env: {}, burst: true },
   {
     key: 'onfifo',
     label: 'flow on, tenant limit 50, steps first come first served',
-    env: { FLOW_CONTROL: 'true', FLOW_STEP_PRIORITY: 'false' },
+    env: { FLOW_STEP_PRIORITY: 'false' },
     burst: true,
   },
   {
     key: 'on20',
     label: 'flow on, tenant limit 20',
-    env: { FLOW_CONTROL: 'true', FLOW_TENANT_CONCURRENCY: '20' },
+    env: { FLOW_TENANT_CONCURRENCY: '20' },
     burst: true,
   },
   {
     key: 'on20fifo',
     label: 'flow on, tenant limit 20, steps first come first served',
-    env: { FLOW_CONTROL: 'true', FLOW_TENANT_CONCURRENCY: '20', FLOW_STEP_PRIORITY: 'false' },
+    env: { FLOW_TENANT_CONCURRENCY: '20', FLOW_STEP_PRIORITY: 'false' },
     burst: true,
   },
   {
     key: 'on0',
     label: 'flow on, no tenant limit',
-    env: { FLOW_CONTROL: 'true', FLOW_TENANT_CONCURRENCY: '0' },
+    env: { FLOW_TENANT_CONCURRENCY: '0' },
     burst: true,
   },
   {
     key: 'on0fifo',
     label: 'flow on, no tenant limit, steps first come first served',
-    env: { FLOW_CONTROL: 'true', FLOW_TENANT_CONCURRENCY: '0', FLOW_STEP_PRIORITY: 'false' },
+    env: { FLOW_TENANT_CONCURRENCY: '0', FLOW_STEP_PRIORITY: 'false' },
     burst: true,
   },
 ] as const;
@@ -85,6 +88,11 @@ export const neighbour: Section = {
   name: 'neighbour',
   title: 'Noisy neighbour: tenant B behind tenant A’s burst, flow control off and on (2 worker processes)',
   async run(env: BenchEnv, opts: BenchOptions): Promise<SectionResult> {
+    // The worker processes inherit this process's environment: a flow setting there would make "the default"
+    // something else.
+    const inherited = Object.keys(process.env).filter((k) => k.startsWith('FLOW_'));
+    if (inherited.length > 0)
+      throw new Error(`the neighbour section measures flow control's defaults: unset ${inherited.join(', ')}`);
     const burst = opts.quick ? 300 : opts.fullSize ? 5000 : 1500;
     const bRuns = opts.quick ? 10 : 25;
     const results: Record<string, ModeResult> = {};
@@ -103,8 +111,8 @@ export const neighbour: Section = {
       const vsIdle = `${s(r.end.p99)} s vs ${s(idle.end.p99)} s`;
       const first = `B create -> first step p99, ${mode.label}`;
       const end = `B create -> end p99 / idle, ${mode.label}`;
-      // Targets are for flow control as shipped (FLOW_STEP_PRIORITY on); the first-come-first-served line is shown.
-      if (mode.env.FLOW_CONTROL === 'true' && !('FLOW_STEP_PRIORITY' in mode.env))
+      // Targets are for flow control as shipped (on, FLOW_STEP_PRIORITY on); the first-come-first-served line is shown.
+      if (!('FLOW_CONTROL' in mode.env) && !('FLOW_STEP_PRIORITY' in mode.env))
         metrics.push(
           atMost(`${mode.key}_first_p99_s`, first, s(r.first.p99), 's', 0.5),
           atMost(`${mode.key}_end_p99_vs_idle`, end, ratio, 'x', 3, vsIdle),

@@ -19,8 +19,14 @@ import { searchRuns, type SearchTerm } from '../../src/runs/search.js';
 import { SEARCH_SUBJECT } from '../../src/store/keys.js';
 import type { RunSpec } from '../../src/runs/spec.js';
 import { dist, median, round } from '../lib/stats.js';
-import type { BenchEnv, BenchOptions, Metric, Section, SectionResult } from '../lib/types.js';
-import { atMost } from '../lib/types.js';
+import {
+  type BenchEnv,
+  type BenchOptions,
+  type Metric,
+  type Section,
+  type SectionResult,
+  atMost,
+} from '../lib/types.js';
 
 const TENANTS = ['acme', 'globex'];
 

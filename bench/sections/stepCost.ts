@@ -61,7 +61,7 @@ function ticketBody(bytes: number): string {
       ' ',
     );
   let s = '';
-  for (let i = 0; s.length < bytes; i++) s += words[i % words.length] + ' ';
+  for (let i = 0; s.length < bytes; i++) s += `${words[i % words.length]!} `;
   return s.slice(0, bytes);
 }
 

@@ -53,17 +53,18 @@ export async function startCrm(port = 0): Promise<CrmHandle> {
       if (req.method === 'GET' && company) {
         const name = decodeURIComponent(company[1]!);
         const found = COMPANIES[name.toLowerCase()];
-        return found ? send(res, 200, { name, ...found }) : send(res, 404, { error: 'unknown_company' });
+        return found ? void send(res, 200, { name, ...found }) : void send(res, 404, { error: 'unknown_company' });
       }
       if (req.method === 'POST' && url.pathname === '/deals') {
         const key = req.headers['idempotency-key'];
-        if (typeof key !== 'string' || key.length === 0) return send(res, 400, { error: 'idempotency_key_required' });
+        if (typeof key !== 'string' || key.length === 0)
+          return void send(res, 400, { error: 'idempotency_key_required' });
         const body = (await readJson(req)) as Omit<Deal, 'id'>;
         const bodyHash = createHash('sha256').update(JSON.stringify(body)).digest('hex');
         const seen = byKey.get(key);
         if (seen) {
-          if (seen.bodyHash !== bodyHash) return send(res, 409, { error: 'key_reused_with_another_body' });
-          return send(res, 200, seen.deal, { 'idempotent-replayed': 'true' });
+          if (seen.bodyHash !== bodyHash) return void send(res, 409, { error: 'key_reused_with_another_body' });
+          return void send(res, 200, seen.deal, { 'idempotent-replayed': 'true' });
         }
         const deal: Deal = {
           id: `deal_${deals.length + 1}`,
@@ -75,13 +76,17 @@ export async function startCrm(port = 0): Promise<CrmHandle> {
         deals.push(deal);
         createdPerKey[key] = (createdPerKey[key] ?? 0) + 1;
         byKey.set(key, { deal, bodyHash });
-        return send(res, 201, deal);
+        return void send(res, 201, deal);
       }
       if (req.method === 'GET' && url.pathname === '/deals') {
         const key = url.searchParams.get('idempotency_key') ?? '';
         const seen = byKey.get(key);
         // Requests are committed before they are answered and never queued: absent means never received, and stopped.
-        return send(res, 200, seen ? { status: 'committed', deal: seen.deal } : { status: 'absent', stopped: true });
+        return void send(
+          res,
+          200,
+          seen ? { status: 'committed', deal: seen.deal } : { status: 'absent', stopped: true },
+        );
       }
       send(res, 404, { error: 'not_found' });
     })().catch(() => send(res, 400, { error: 'bad_request' }));

@@ -22,7 +22,7 @@ const leadSchema = z
   .object({
     leadId: z.string().min(1).max(100),
     company: z.string().min(1).max(200),
-    email: z.string().email(),
+    email: z.email(),
   })
   .strict();
 type Lead = z.infer<typeof leadSchema>;
@@ -136,7 +136,7 @@ export function leadQualifier(crm: { baseUrl: string }) {
 export default defineAgentsModule({
   settings: z.object({
     /** The CRM the tools call. */
-    CRM_URL: z.string({ error: 'required (the CRM the lead-qualifier calls)' }).url(),
+    CRM_URL: z.url({ error: 'required (the CRM the lead-qualifier calls)' }),
   }),
   agents: ({ settings }) => [leadQualifier({ baseUrl: settings.CRM_URL })],
 });

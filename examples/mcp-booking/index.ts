@@ -11,17 +11,25 @@
  * default), the server is not trusted to settle it and a person decides.
  */
 import { z } from 'zod';
-import { connectMcpServer, defineAgent, type AgentsModuleContext } from '../../src/index.js';
+import { connectMcpServer, defineAgent, defineAgentsModule } from '../../src/index.js';
 
 const requestSchema = z
   .object({ requestId: z.string().min(1).max(100), name: z.string().min(1).max(200), day: z.string().min(1) })
   .strict();
 type BookingRequest = z.infer<typeof requestSchema>;
 
-export default async function agents({ env }: AgentsModuleContext) {
-  const url = env.BOOKINGS_MCP_URL;
-  if (!url) throw new Error('BOOKINGS_MCP_URL is not set (the bookings MCP server)');
-  const windowMs = Number(env.BOOKINGS_KEY_WINDOW_MS ?? 0);
+/** AGENTS_MODULE entry: the server's address and its key window are the module's own settings, validated at boot. */
+export default defineAgentsModule({
+  settings: z.object({
+    /** The bookings MCP server (Streamable HTTP). */
+    BOOKINGS_MCP_URL: z.url({ error: 'required (the bookings MCP server)' }),
+    /** How long the server answers a same-key call with the original booking (0: never trusted to). */
+    BOOKINGS_KEY_WINDOW_MS: z.coerce.number().int().nonnegative().default(0),
+  }),
+  agents: ({ settings }) => bookingAgents(settings.BOOKINGS_MCP_URL, settings.BOOKINGS_KEY_WINDOW_MS),
+});
+
+async function bookingAgents(url: string, windowMs: number) {
   const bookings = await connectMcpServer(
     { url },
     {

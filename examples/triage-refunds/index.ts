@@ -153,7 +153,7 @@ export function triageAgent(desk: DeskOptions) {
 /** AGENTS_MODULE entry: the help desk is the module's own setting, validated at boot. */
 export default defineAgentsModule({
   settings: ({ config }) => {
-    const url = z.string().url();
+    const url = z.url();
     const production = config.APP_MODE === 'production';
     const required = (why: string) => z.string({ error: `required in production (${why})` }).min(1);
     return z.object({

@@ -125,15 +125,15 @@ export async function handleResend(
   const method = req.method ?? 'GET';
   if (path === '/emails') {
     if (method === 'POST') return createEffect(ctx, req, res, resendEmails);
-    return send(res, { ...err(405, 'method_not_allowed', 'Method not allowed'), headers: { allow: 'POST' } });
+    return void send(res, { ...err(405, 'method_not_allowed', 'Method not allowed'), headers: { allow: 'POST' } });
   }
   const m = /^\/emails\/([^/]+)$/.exec(path);
-  if (!m) return send(res, err(404, 'not_found', 'The requested endpoint does not exist.'));
+  if (!m) return void send(res, err(404, 'not_found', 'The requested endpoint does not exist.'));
   const denied = authorize(req);
-  if (denied) return send(res, denied);
+  if (denied) return void send(res, denied);
   if (method !== 'GET')
-    return send(res, { ...err(405, 'method_not_allowed', 'Method not allowed'), headers: { allow: 'GET' } });
+    return void send(res, { ...err(405, 'method_not_allowed', 'Method not allowed'), headers: { allow: 'GET' } });
   const record = ctx.store.get('emails', decodeURIComponent(m[1]!));
-  if (record === undefined) return send(res, err(404, 'not_found', 'Email not found'));
+  if (record === undefined) return void send(res, err(404, 'not_found', 'Email not found'));
   send(res, { status: 200, body: record.resource });
 }

@@ -187,10 +187,13 @@ export async function handleStripe(
   if (path === '/v1/refunds') {
     if (method === 'POST') return createEffect(ctx, req, res, stripeRefunds);
     const denied = authorize(req);
-    if (denied) return send(res, denied);
+    if (denied) return void send(res, denied);
     if (method !== 'GET')
-      return send(res, { ...err(405, 'invalid_request_error', 'Method not allowed'), headers: { allow: 'GET, POST' } });
-    if (ctx.faults.fire('refunds', ['no_lookup']) !== undefined) return send(res, stripeRefunds.errors.internal());
+      return void send(res, {
+        ...err(405, 'invalid_request_error', 'Method not allowed'),
+        headers: { allow: 'GET, POST' },
+      });
+    if (ctx.faults.fire('refunds', ['no_lookup']) !== undefined) return void send(res, stripeRefunds.errors.internal());
     const pi = query.get('payment_intent');
     const charge = query.get('charge');
     const limit = Math.min(100, Math.max(1, Number(query.get('limit') ?? 10) || 10));
@@ -199,20 +202,20 @@ export async function handleStripe(
       .map((r) => r.resource)
       .filter((r) => (pi === null || r.payment_intent === pi) && (charge === null || r.charge === charge))
       .reverse();
-    return send(res, {
+    return void send(res, {
       status: 200,
       body: { object: 'list', data: all.slice(0, limit), has_more: all.length > limit, url: '/v1/refunds' },
     });
   }
   const m = /^\/v1\/refunds\/([^/]+)$/.exec(path);
   const denied = authorize(req);
-  if (denied) return send(res, denied);
-  if (!m) return send(res, err(404, 'invalid_request_error', `Unrecognized request URL (${method}: ${path}).`));
+  if (denied) return void send(res, denied);
+  if (!m) return void send(res, err(404, 'invalid_request_error', `Unrecognized request URL (${method}: ${path}).`));
   if (method !== 'GET')
-    return send(res, { ...err(405, 'invalid_request_error', 'Method not allowed'), headers: { allow: 'GET' } });
+    return void send(res, { ...err(405, 'invalid_request_error', 'Method not allowed'), headers: { allow: 'GET' } });
   const record = ctx.store.get('refunds', decodeURIComponent(m[1]!));
   if (record === undefined)
-    return send(
+    return void send(
       res,
       err(404, 'invalid_request_error', `No such refund: '${m[1]}'`, { code: 'resource_missing', param: 'id' }),
     );

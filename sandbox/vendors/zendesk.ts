@@ -168,28 +168,28 @@ export async function handleZendesk(
 ): Promise<void> {
   const method = req.method ?? 'GET';
   const m = /^\/api\/v2\/tickets(?:\/(\d+))?(\/comments)?(?:\.json)?$/.exec(path);
-  if (!m) return send(res, zendeskErrors.notFound());
+  if (!m) return void send(res, zendeskErrors.notFound());
   const [, idText, comments] = m;
   if (idText === undefined) {
     if (method === 'POST') return createEffect(ctx, req, res, zendeskTickets);
-    if (!zendeskAuthorized(req)) return send(res, zendeskErrors.unauthorized());
-    if (method === 'GET') return listTickets(ctx, res, query);
-    return send(res, { status: 405, body: { error: 'MethodNotAllowed' }, headers: { allow: 'GET, POST' } });
+    if (!zendeskAuthorized(req)) return void send(res, zendeskErrors.unauthorized());
+    if (method === 'GET') return void listTickets(ctx, res, query);
+    return void send(res, { status: 405, body: { error: 'MethodNotAllowed' }, headers: { allow: 'GET, POST' } });
   }
-  if (!zendeskAuthorized(req)) return send(res, zendeskErrors.unauthorized());
+  if (!zendeskAuthorized(req)) return void send(res, zendeskErrors.unauthorized());
   const store = ctx.store;
   const record = store.get('tickets', idText);
-  if (record === undefined) return send(res, zendeskErrors.notFound());
+  if (record === undefined) return void send(res, zendeskErrors.notFound());
   if (comments) {
     if (method !== 'GET')
-      return send(res, { status: 405, body: { error: 'MethodNotAllowed' }, headers: { allow: 'GET' } });
+      return void send(res, { status: 405, body: { error: 'MethodNotAllowed' }, headers: { allow: 'GET' } });
     const list = commentsOf(record);
-    return send(res, {
+    return void send(res, {
       status: 200,
       body: { comments: list, next_page: null, previous_page: null, count: list.length },
     });
   }
-  if (method === 'GET') return send(res, { status: 200, body: { ticket: record.resource } });
+  if (method === 'GET') return void send(res, { status: 200, body: { ticket: record.resource } });
   if (method === 'PUT') return addComment(ctx, req, res, record);
   send(res, { status: 405, body: { error: 'MethodNotAllowed' }, headers: { allow: 'GET, PUT' } });
 }
@@ -217,11 +217,11 @@ async function addComment(
   try {
     body = JSON.parse((await readBody(req)).toString('utf8')) as typeof body;
   } catch {
-    return send(res, err(400, 'InvalidJSON', 'The request body is not valid JSON'));
+    return void send(res, err(400, 'InvalidJSON', 'The request body is not valid JSON'));
   }
   const comment = body?.ticket?.comment;
   if (typeof comment?.body !== 'string' || comment.body.trim() === '') {
-    return send(
+    return void send(
       res,
       err(422, 'RecordInvalid', 'Record validation errors', {
         details: { base: [{ description: 'Comment: cannot be blank', error: 'BlankValue' }] },

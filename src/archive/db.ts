@@ -7,6 +7,10 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import { migrate } from './migrate.js';
 import type { RunArchive } from '../runs/engineContext.js';
+import type { ArchivedSearchPage, SearchQuery } from '../runs/search.js';
+import type { RunRow } from '../runs/list.js';
+import type { RunStatus } from '../core/status.js';
+import { SEARCH_SUBJECT } from '../store/keys.js';
 
 export type ArchivePool = pg.Pool;
 
@@ -38,7 +42,8 @@ export interface ArchivedRun {
   events: { id: string; type: string; data: string }[];
   budget: Record<string, unknown>;
   record: Record<string, unknown>;
-  searchFields: Record<string, unknown>;
+  /** The agent's search fields of the run (Agent.search), as Redis indexes it. */
+  searchFields: Record<string, string>;
 }
 
 const COLUMNS = [
@@ -119,7 +124,12 @@ export async function archivedTenant(pool: ArchivePool, runId: string): Promise<
 
 /** The run readers' access to the archive (EngineContext.archive). */
 export function runArchive(pool: ArchivePool): RunArchive {
-  return { pool, view: (runId) => archivedView(pool, runId), tenantOf: (runId) => archivedTenant(pool, runId) };
+  return {
+    pool,
+    view: (runId) => archivedView(pool, runId),
+    tenantOf: (runId) => archivedTenant(pool, runId),
+    search: (q) => searchArchivedRuns(pool, q),
+  };
 }
 
 /** Run ids archived for a tenant's subject (every agent). */
@@ -132,8 +142,8 @@ export async function archivedRunsOfSubject(pool: ArchivePool, tenant: string, s
 }
 
 /**
- * Run ids archived for a tenant whose stored search field `name` equals `value`. Matched by reading the rows'
- * search_fields (no index on them yet): a scan of the tenant's rows.
+ * Run ids archived for a tenant whose agent's search field `name` equals `value` (the containment the GIN index of
+ * search_fields answers, migrations/002_search_fields.sql).
  */
 export async function archivedRunsByField(
   pool: ArchivePool,
@@ -142,10 +152,76 @@ export async function archivedRunsByField(
   value: string,
 ): Promise<string[]> {
   const res = await pool.query<{ run_id: string }>(
-    'SELECT run_id FROM archived_runs WHERE tenant = $1 AND search_fields ->> $2 = $3',
-    [tenant, name, value],
+    'SELECT run_id FROM archived_runs WHERE tenant = $1 AND search_fields @> $2::jsonb',
+    [tenant, JSON.stringify({ [name]: value })],
   );
   return res.rows.map((r) => r.run_id);
+}
+
+/**
+ * The archived runs a search finds (RunArchive.search): every term matched (the subject on subject_key, the agent's
+ * search fields by containment in search_fields), newest created first after the cursor, `limit` of them. Indexed:
+ * (tenant, subject_key) or (subject_key) for a subject, the GIN index of search_fields for fields.
+ */
+export async function searchArchivedRuns(pool: ArchivePool, q: SearchQuery): Promise<ArchivedSearchPage> {
+  if (q.terms.length === 0 || (q.tenants !== undefined && q.tenants.length === 0)) return { runs: [], more: false };
+  const where: string[] = [];
+  const params: unknown[] = [];
+  const param = (v: unknown) => `$${params.push(v)}`;
+  const subject = q.terms.find((t) => t.field === SEARCH_SUBJECT);
+  // Two different subjects never match one run.
+  if (q.terms.some((t) => t.field === SEARCH_SUBJECT && t.value !== subject?.value)) return { runs: [], more: false };
+  const fields = q.terms.filter((t) => t.field !== SEARCH_SUBJECT);
+  const wanted: Record<string, string> = {};
+  for (const t of fields) {
+    if (wanted[t.field] !== undefined && wanted[t.field] !== t.value) return { runs: [], more: false };
+    wanted[t.field] = t.value;
+  }
+  if (q.tenants !== undefined) where.push(`tenant = ANY(${param(q.tenants)}::text[])`);
+  if (subject) where.push(`subject_key = ${param(subject.value)}`);
+  if (fields.length > 0) where.push(`search_fields @> ${param(JSON.stringify(wanted))}::jsonb`);
+  if (q.agent !== undefined) where.push(`agent = ${param(q.agent)}`);
+  if (q.status !== undefined) where.push(`status = ${param(q.status)}`);
+  if (q.cursor) where.push(`(created_at_ms, run_id) < (${param(q.cursor.at)}::bigint, ${param(q.cursor.runId)})`);
+  const res = await pool.query<{
+    run_id: string;
+    tenant: string;
+    agent: string;
+    subject_key: string;
+    status: string;
+    reason: string;
+    created_at_ms: string;
+    ended_at_ms: string;
+    search_fields: Record<string, unknown>;
+    step: string | null;
+    cost: string | null;
+  }>(
+    `SELECT run_id, tenant, agent, subject_key, status, reason, created_at_ms, ended_at_ms, search_fields,
+       record ->> 'cursor' AS step, budget ->> 'costUsed' AS cost
+     FROM archived_runs WHERE ${where.join(' AND ')}
+     ORDER BY created_at_ms DESC, run_id DESC LIMIT ${param(q.limit + 1)}`,
+    params,
+  );
+  const runs: RunRow[] = res.rows.slice(0, q.limit).map((r) => {
+    const search = Object.fromEntries(
+      Object.entries(r.search_fields).filter((e): e is [string, string] => typeof e[1] === 'string'),
+    );
+    return {
+      runId: r.run_id,
+      status: r.status as RunStatus,
+      reason: r.reason,
+      tenant: r.tenant,
+      agent: r.agent,
+      step: Number(r.step ?? 0),
+      createdAt: Number(r.created_at_ms),
+      // An archived run has ended: its last change is its end.
+      statusAt: Number(r.ended_at_ms),
+      subject: r.subject_key,
+      ...(Object.keys(search).length > 0 ? { search } : {}),
+      cost: Number(r.cost ?? 0),
+    };
+  });
+  return { runs, more: res.rows.length > q.limit };
 }
 
 /** Deletes rows of runs that ended before `beforeMs`, at most `limit` a call; answers how many. */

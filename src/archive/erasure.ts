@@ -4,9 +4,11 @@
  * which). The erasure itself is recorded, with who asked and when, in Redis (KeySpace.erasures) and in the archive
  * (`erasures`); a field's value only as its sha256.
  *
- * Which runs: a subject's chain in Redis (its latest run per agent, KeySpace.subjectLatest, then previousRunId links),
- * plus the archive's rows of the tenant's subject; for a field, the archive rows whose stored search fields match
- * (no search index exists in Redis: those are not searched there), and their Redis copies if still present.
+ * Which runs, of the request's tenant only: for a subject, its chain in Redis (its latest run per agent,
+ * KeySpace.subjectLatest, then previousRunId links) and the runs of the tenant's subject search index (src/runs/
+ * search.ts); for a field, the runs of that search value's index. Plus, with an archive, its rows of the subject or
+ * whose stored search fields (the agent's, as Redis indexes them) hold the value, and their Redis copies if still
+ * present. Without an archive, Redis alone answers both.
  *
  * Runs still at work (any status but a terminal one: queued, running, parked for a person, an approval, a wait)
  * are refused before anything is written: their steps would carry on with the text, or write it again. A run's Redis
@@ -17,7 +19,11 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { EngineContext } from '../runs/engineContext.js';
 import { decodeEntry, encodeEntry, packEntry } from '../core/journal.js';
 import { isTerminal } from '../core/status.js';
-import { readRun } from '../store/runRecord.js';
+import { packSpec, readRun, type RunField } from '../store/runRecord.js';
+import { packEntries, unpackEntries } from '../store/runEvents.js';
+import { FOLDED_HISTORY_FIELD, foldMoves, unfoldMoves } from '../store/ledgerHistory.js';
+import { indexedRunIds, type SearchTerm } from '../runs/search.js';
+import { SEARCH_SUBJECT } from '../store/keys.js';
 import { archivedRunsByField, archivedRunsOfSubject, type ArchivePool } from './db.js';
 import { ERASED, redactAll, redactEntry, redactEventData, redactHistory, redactSpec, redactView } from './redact.js';
 
@@ -37,8 +43,6 @@ export interface ErasureRecord {
   requestedAt: string;
   /** Runs whose text was replaced, in Redis, in the archive, or both. */
   runIds: string[];
-  /** How runs were found for `field`: the archive rows' stored search fields (no index exists in Redis). */
-  fieldMatchedBy?: 'archive_search_fields';
 }
 
 export type ErasureOutcome = { kind: 'erased'; record: ErasureRecord } | { kind: 'at_work'; runIds: string[] };
@@ -75,12 +79,7 @@ export async function eraseCustomer(
     erasureId: `er_${randomBytes(12).toString('hex')}`,
     tenant: req.tenant,
     ...(req.subject !== undefined ? { subject: req.subject } : {}),
-    ...(req.field
-      ? {
-          field: { name: req.field.name, valueSha256: sha256(req.field.value) },
-          fieldMatchedBy: 'archive_search_fields' as const,
-        }
-      : {}),
+    ...(req.field ? { field: { name: req.field.name, valueSha256: sha256(req.field.value) } } : {}),
     requestedBy: by,
     requestedAt: new Date(nowMs).toISOString(),
     runIds: runIds.filter((id) => !raced.includes(id)),
@@ -114,6 +113,7 @@ export async function eraseCustomer(
 /** The runs of the request (see the module's comment), each once, of the request's tenant only. */
 async function runsToErase(ctx: ErasureContext, pool: ArchivePool | undefined, req: ErasureRequest): Promise<string[]> {
   const found = new Set<string>();
+  const terms: SearchTerm[] = [];
   if (req.subject !== undefined) {
     for (const agent of ctx.agents.names) {
       let id = await ctx.redis.get(ctx.keys.subjectLatest(req.tenant, agent, req.subject));
@@ -124,10 +124,22 @@ async function runsToErase(ctx: ErasureContext, pool: ArchivePool | undefined, r
         id = run.previousRunId ?? null;
       }
     }
+    terms.push({ field: SEARCH_SUBJECT, value: req.subject });
     if (pool) for (const id of await archivedRunsOfSubject(pool, req.tenant, req.subject)) found.add(id);
   }
-  if (req.field && pool) {
-    for (const id of await archivedRunsByField(pool, req.tenant, req.field.name, req.field.value)) found.add(id);
+  if (req.field) {
+    terms.push({ field: req.field.name, value: req.field.value });
+    if (pool)
+      for (const id of await archivedRunsByField(pool, req.tenant, req.field.name, req.field.value)) found.add(id);
+  }
+  // The search indexes (the tenant's own): a run of the subject off its chain, a run found only by a search value.
+  for (const term of terms) {
+    for (const id of await indexedRunIds(ctx.redis, ctx.keys, req.tenant, term)) {
+      if (found.has(id)) continue;
+      const run = await readRun(ctx.redis, ctx.keys, id, ['tenant']);
+      // An entry whose run expired names nothing left in Redis (the archive's rows were read above).
+      if (run?.tenant === req.tenant) found.add(id);
+    }
   }
   return [...found].sort();
 }
@@ -139,7 +151,7 @@ async function eraseRunInRedis(ctx: ErasureContext, runId: string, nowMs: number
   conn.on('error', () => {});
   try {
     for (let attempt = 0; attempt < ERASE_TRIES; attempt++) {
-      await conn.watch(k.run, k.journal, k.events, k.actions);
+      await conn.watch(k.run, k.journal, k.events, k.eventsPacked, k.actions);
       const run = await readRun(conn, ctx.keys, runId, ['spec', 'followUpContext', 'search', 'searchKeys']);
       if (!run) {
         await conn.unwatch();
@@ -149,26 +161,30 @@ async function eraseRunInRedis(ctx: ErasureContext, runId: string, nowMs: number
         await conn.unwatch();
         return 'at_work';
       }
-      const [journal, events, actionKeys] = await Promise.all([
+      const [journal, events, packedEvents, actionKeys] = await Promise.all([
         conn.lrangeBuffer(k.journal, 0, -1),
         conn.xrange(k.events, '-', '+'),
+        conn.getBuffer(k.eventsPacked),
         conn.smembers(k.actions),
       ]);
+      // The records and histories too: compacting an ended run folds a history into its record (src/runs/compact.ts).
+      if (actionKeys.length > 0)
+        await conn.watch(...actionKeys, ...actionKeys.map((key) => ctx.keys.actionHistory(key)));
       const actions = await Promise.all(
         actionKeys.map(async (key) => ({
           key,
-          record: await conn.hmget(key, 'args', 'output'),
+          record: await conn.hmget(key, 'args', 'output', FOLDED_HISTORY_FIELD),
           history: await conn.lrange(ctx.keys.actionHistory(key), 0, -1),
         })),
       );
       const tx = conn.multi();
-      const runFields: Record<string, string> = { erasedAt: String(nowMs) };
+      const runFields: Partial<Record<RunField, string>> = { erasedAt: String(nowMs) };
       if (run.spec !== undefined)
-        runFields.spec = JSON.stringify(redactSpec(JSON.parse(run.spec) as Record<string, unknown>));
+        runFields.spec = packSpec(JSON.stringify(redactSpec(JSON.parse(run.spec) as Record<string, unknown>)));
       if (run.followUpContext !== undefined) runFields.followUpContext = ERASED;
       tx.hset(k.run, runFields);
       // The agent's search values are the customer's own (an email, an order id): gone from the run and its indexes.
-      if (run.search !== undefined) tx.hdel(k.run, 'search');
+      if (run.search !== undefined) tx.hdel(k.run, 'search' satisfies RunField);
       for (const index of JSON.parse(run.searchKeys ?? '[]') as string[]) tx.zrem(index, runId);
       journal.forEach((raw, i) => {
         try {
@@ -180,16 +196,25 @@ async function eraseRunInRedis(ctx: ErasureContext, runId: string, nowMs: number
       });
       if (events.length > 0) {
         tx.del(k.events);
-        for (const [id, fields] of events) {
-          const redacted = fields.map((v, j) => (j % 2 === 1 && fields[j - 1] === 'data' ? redactEventData(v) : v));
-          tx.xadd(k.events, id, ...redacted);
-        }
+        for (const [id, fields] of events) tx.xadd(k.events, id, ...redactEventFields(fields));
       }
+      // An ended run's events packed beside the stream (src/store/runEvents.ts): redacted, packed again, TTL kept.
+      if (packedEvents)
+        tx.set(
+          k.eventsPacked,
+          packEntries(unpackEntries(packedEvents).map(([id, fields]) => [id, redactEventFields(fields)] as const)),
+          'KEEPTTL',
+        );
       for (const a of actions) {
-        const [args, output] = a.record;
+        const [args, output, folded] = a.record;
         const set: Record<string, string> = {};
         if (args) set.args = JSON.stringify(redactAll(parseJson(args)));
         if (output) set.output = JSON.stringify(redactAll(parseJson(output)));
+        // The moves folded into the record once the run ended (src/store/ledgerHistory.ts).
+        if (folded)
+          set[FOLDED_HISTORY_FIELD] = foldMoves(
+            unfoldMoves(folded).map((h) => JSON.stringify(redactHistory(parseJson(h) as Record<string, unknown>))),
+          );
         if (Object.keys(set).length > 0) tx.hset(a.key, set);
         if (a.history.length > 0) {
           const historyKey = ctx.keys.actionHistory(a.key);
@@ -227,7 +252,8 @@ async function eraseRunInArchive(pool: ArchivePool, runId: string, nowMs: number
     }>('SELECT view, spec, events, record FROM archived_runs WHERE run_id = $1 FOR UPDATE', [runId]);
     const row = res.rows[0];
     if (row) {
-      const record: Record<string, unknown> = { ...row.record, erasedAt: String(nowMs) };
+      // The row's record is the run hash less its spec: its fields are the run hash's.
+      const record: Partial<Record<RunField, unknown>> = { ...row.record, erasedAt: String(nowMs) };
       if (record.followUpContext !== undefined) record.followUpContext = ERASED;
       delete record.search;
       await client.query(
@@ -250,6 +276,11 @@ async function eraseRunInArchive(pool: ArchivePool, runId: string, nowMs: number
   } finally {
     client.release();
   }
+}
+
+/** An event entry's fields with every `data` value redacted. */
+function redactEventFields(fields: readonly string[]): string[] {
+  return fields.map((v, j) => (j % 2 === 1 && fields[j - 1] === 'data' ? redactEventData(v) : v));
 }
 
 function parseJson(raw: string): unknown {

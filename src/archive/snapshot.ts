@@ -4,7 +4,7 @@
  * as the text it stores; effects with every ledger move and its evidence), its events (runEvents.ts) and its links.
  */
 import type { EngineContext } from '../runs/engineContext.js';
-import { decodeEntries } from '../store/runEvents.js';
+import { readAllEvents } from '../store/runEvents.js';
 import { BUDGET_FIELD_NAMES, readBudget, readRun, RUN_FIELD_NAMES, type RunRecord } from '../store/runRecord.js';
 import type { ArchivedRun } from './db.js';
 
@@ -24,10 +24,10 @@ export async function snapshotRun(
   viewOf: RunViewOf,
 ): Promise<RunSnapshot | undefined> {
   const k = ctx.keys.run(runId);
-  const [record, budget, entries, view] = await Promise.all([
+  const [record, budget, events, view] = await Promise.all([
     readRun(ctx.redis, ctx.keys, runId, RUN_FIELD_NAMES),
     readBudget(ctx.redis, ctx.keys, runId, BUDGET_FIELD_NAMES),
-    ctx.redis.xrange(k.events, '-', '+'),
+    readAllEvents(ctx.redis, k),
     viewOf(runId),
   ]);
   if (!record || !view) return undefined;
@@ -54,23 +54,23 @@ export async function snapshotRun(
       childRunIds: children,
       view: viewObj,
       spec,
-      events: decodeEntries(entries).map((e) => ({ id: e.id, type: e.type, data: e.data })),
+      events: events.map((e) => ({ id: e.id, type: e.type, data: e.data })),
       budget,
       record: rest,
-      searchFields: searchFieldsOf(spec?.input),
+      searchFields: searchFieldsOf(record.search),
     },
   };
 }
 
 /**
- * An agent's search fields as the archive stores them with the run. No agent declares search fields on this
- * engine yet: the input's top-level text, number and boolean fields stand for them.
+ * The agent's search fields of the run (Agent.search, the run hash's `search`: the values Redis indexes it by), as the
+ * archive stores them, so the archive is searched by the same names; `{}` for an agent that declares none or a run
+ * erased (the erasure removes them).
  */
-export function searchFieldsOf(input: unknown): Record<string, unknown> {
-  if (input === null || typeof input !== 'object' || Array.isArray(input)) return {};
-  return Object.fromEntries(
-    Object.entries(input).filter(([, v]) => ['string', 'number', 'boolean'].includes(typeof v)),
-  );
+export function searchFieldsOf(raw: string | undefined): Record<string, string> {
+  const v = parseObject(raw);
+  if (!v || Array.isArray(v)) return {};
+  return Object.fromEntries(Object.entries(v).filter((e): e is [string, string] => typeof e[1] === 'string'));
 }
 
 function parseObject(raw: string | undefined): Record<string, unknown> | undefined {

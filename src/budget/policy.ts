@@ -22,7 +22,7 @@ export interface BudgetStop {
 }
 
 /** What a run has spent (its limits are what it may spend). */
-export interface Usage {
+export interface RunUsage {
   steps: number;
   tokens: number;
   /**
@@ -77,7 +77,7 @@ export function isContext(kind: string): boolean {
  * Before a step's model call: a step left, and the first attempt's check. `estimate`: estimateCallTokens, computed once
  * per call.
  */
-export function preflight(spec: Budgeted, used: Usage, estimate: number, nowMs: number): BudgetStop | undefined {
+export function preflight(spec: Budgeted, used: RunUsage, estimate: number, nowMs: number): BudgetStop | undefined {
   const { limits } = spec;
   if (used.steps >= limits.maxSteps)
     return { kind: 'steps', reason: `steps: ${used.steps} of ${limits.maxSteps} used` };
@@ -148,7 +148,7 @@ export interface NextStatus {
  */
 export function nextStatus(
   spec: Budgeted,
-  used: Usage,
+  used: RunUsage,
   decision: { final?: unknown; toolCalls: readonly unknown[] },
   wallStop: BudgetStop | undefined,
 ): NextStatus {

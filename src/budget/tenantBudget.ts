@@ -20,7 +20,7 @@ export {
   wallClockStop,
   type BudgetKind,
   type BudgetStop,
-  type Usage,
+  type RunUsage,
   toolSchemaTokens,
 } from './policy.js';
 

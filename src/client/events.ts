@@ -116,9 +116,16 @@ export async function* followRunEvents(
     try {
       await new Promise<void>((resolve, reject) => {
         const t = setTimeout(resolve, waitMs ?? (progressed ? 0 : transport.backoffMs(barren)));
-        opts.signal?.addEventListener('abort', () => (clearTimeout(t), reject(new Error('aborted'))), {
-          once: true,
-        });
+        opts.signal?.addEventListener(
+          'abort',
+          () => {
+            clearTimeout(t);
+            reject(new Error('aborted'));
+          },
+          {
+            once: true,
+          },
+        );
       });
     } catch {
       return;

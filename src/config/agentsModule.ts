@@ -9,7 +9,7 @@
  * value that does not parse stops the process at boot with the field named (ConfigError).
  * Decision record 0012: docs/decisions/0012-an-agents-module-owns-its-settings.md.
  */
-import { z } from 'zod';
+import { type z } from 'zod';
 import type { Agent } from '../core/agent.js';
 import { type Config } from './config.js';
 import { ConfigError } from '../core/errors.js';

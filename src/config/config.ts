@@ -19,7 +19,7 @@ const bool = z
   .transform((v) => v === 'true' || v === '1' || v === 'yes');
 const int = (def: number, min = 0) => z.coerce.number().int().min(min).default(def);
 /** A JSON value in an env var, validated by `schema`. */
-const json = <T extends z.ZodTypeAny>(schema: T, def: z.input<T>) =>
+const json = <T extends z.ZodType>(schema: T, def: z.input<T>) =>
   z
     .string()
     .default(JSON.stringify(def))
@@ -57,7 +57,7 @@ export const configSchema = z.object({
   /** development allows the scripted model and default credentials; production refuses them. */
   APP_MODE: z.enum(['development', 'production']).default('development'),
   /** redis://host:port; unset means: spawn an embedded redis-server (demo and tests only). */
-  REDIS_URL: z.string().url().optional(),
+  REDIS_URL: z.url().optional(),
   /** host:port,host:port of a Redis Cluster; takes precedence over REDIS_URL. */
   REDIS_CLUSTER_NODES: csv,
   /**
@@ -203,13 +203,13 @@ export const configSchema = z.object({
    * choices that name none); agents and tenants choose the model. OpenAI and Anthropic exist only with
    * their key; an OpenAI-compatible server only with its URL (src/server/buildContext.ts buildProviders).
    */
-  OPENAI_BASE_URL: z.string().url().default('https://api.openai.com/v1'),
+  OPENAI_BASE_URL: z.url().default('https://api.openai.com/v1'),
   /** OpenAI API key: the openai provider exists only with it. */
   OPENAI_API_KEY: z.string().optional(),
   /** Default model id of the openai provider. */
   OPENAI_MODEL: z.string().default('gpt-4o-mini'),
   /** Anthropic Messages API (https://api.anthropic.com/v1 by default). */
-  ANTHROPIC_BASE_URL: z.string().url().default('https://api.anthropic.com/v1'),
+  ANTHROPIC_BASE_URL: z.url().default('https://api.anthropic.com/v1'),
   /** Anthropic API key: the anthropic provider exists only with it. */
   ANTHROPIC_API_KEY: z.string().optional(),
   /** Default model id of the anthropic provider. */
@@ -218,7 +218,7 @@ export const configSchema = z.object({
    * An OpenAI-compatible Chat Completions server (vLLM `http://host:8000/v1`, Ollama `http://host:11434/v1`); unset =
    * no such provider.
    */
-  OPENAI_COMPATIBLE_BASE_URL: z.string().url().optional(),
+  OPENAI_COMPATIBLE_BASE_URL: z.url().optional(),
   /** Default model id of the openai-compatible server (required with its URL). */
   OPENAI_COMPATIBLE_MODEL: z.string().optional(),
   /** Sent as a bearer token when set (vLLM --api-key); Ollama needs none. */
@@ -280,7 +280,7 @@ export const configSchema = z.object({
    * RUN_RETENTION_MS only once its archive row is committed; GET /v1/runs/:id reads the archive when Redis no longer
    * has the run. Unset: no archive, a run's record ends at RUN_RETENTION_MS (production boots log a warning).
    */
-  ARCHIVE_URL: z.string().url().optional(),
+  ARCHIVE_URL: z.url().optional(),
   /** Archived runs older than this (by their end) are deleted from the archive by a periodic sweep; 0 keeps them. */
   ARCHIVE_RETENTION_DAYS: int(365, 0),
   /** How often the archiver looks for ended runs not yet archived. */
@@ -374,7 +374,7 @@ export const configSchema = z.object({
   /** OpenTelemetry spans per step, model call and effect: off, console, or otlp (OTLP/HTTP). */
   TRACING: z.enum(['off', 'console', 'otlp']).default('off'),
   /** OTLP/HTTP endpoint of TRACING=otlp (default http://localhost:4318/v1/traces). */
-  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z.string().url().optional(),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z.url().optional(),
   /** Test-only: named crash points that SIGKILL this process when reached. */
   CRASH_POINTS: csv,
   /**
@@ -416,7 +416,7 @@ export const configSchema = z.object({
   /** The audience an operator JWT must name. */
   OIDC_AUDIENCE: z.string().min(1).optional(),
   /** The issuer's JWKS URL (or OIDC_PUBLIC_KEY). */
-  OIDC_JWKS_URL: z.string().url().optional(),
+  OIDC_JWKS_URL: z.url().optional(),
   /** The issuer's public key, PEM (instead of OIDC_JWKS_URL). */
   OIDC_PUBLIC_KEY: z.string().min(1).optional(),
   /** Signature algorithms an operator JWT may use, comma-separated. */
@@ -542,6 +542,12 @@ export const configSchema = z.object({
   FLOW_AGENT_LIMITS: json(z.record(z.string().min(1), z.number().int().min(0)), {}),
   /** How often each worker does flow control's bookkeeping: slots of ended runs, admissions whose admitter died. */
   FLOW_SWEEP_MS: int(1000, 50),
+  /**
+   * How often flow control's state is checked against the runs' own (one worker a period): a write lost in a failover
+   * must not leave a run waiting for ever or a slot counted for nobody (src/flow/repair.ts). Also the age a run's flow
+   * state must have before it is repaired (younger, its admission may still be under way).
+   */
+  FLOW_REPAIR_MS: int(5000, 100),
   /**
    * Under flow control, order admitted runs' step jobs by their tenant's share (a tenant with fewer runs at work per
    * unit of weight first); false: one first-come-first-served line, as with flow control off.

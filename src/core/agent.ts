@@ -12,6 +12,7 @@ import type { z } from 'zod';
 import { fingerprint } from './canonical.js';
 import type { JournalEntry } from './journal.js';
 import { agentModelChoiceSchema, type AgentModelChoice } from './model.js';
+import { HARD_LIMITS } from './limits.js';
 import { countTokens } from './tokens.js';
 import type {
   ChildBudget,
@@ -301,6 +302,12 @@ export interface AgentDefinition<I> {
    * (TENANT_MODELS); the choice is pinned in each run's spec at intake.
    */
   model?: string | AgentModelChoice;
+  /**
+   * The agent's own default run budget, used when a request gives none: `maxCost` in µ$ (1e-6 USD; src/core/prices.ts),
+   * a positive whole number. Above this deployment's LIMIT_MAX_COST (when set) the boot stops naming the agent;
+   * without it, DEFAULT_MAX_COST applies. A request's `budget.maxCost` still wins, within LIMIT_MAX_COST.
+   */
+  budget?: AgentBudget;
   /** The system prompt for a run of this input. */
   instructions(input: I): string;
   /** The first user message (default: the input as JSON). */
@@ -410,6 +417,24 @@ function modelChoiceOf(agent: string, raw: unknown): AgentModelChoice | undefine
   return Object.freeze(parsed.data);
 }
 
+/** An agent's default run budget (AgentDefinition.budget). */
+export interface AgentBudget {
+  maxCost?: number;
+}
+
+/** The agent's budget validated (a TypeError naming the field: an agent module with a typo stops the boot). */
+function budgetOf(agent: string, raw: AgentBudget | undefined): Readonly<AgentBudget> | undefined {
+  if (raw === undefined) return undefined;
+  const { maxCost, ...rest } = raw;
+  const unknown = Object.keys(rest);
+  if (unknown.length > 0) throw new TypeError(`agent '${agent}': budget.${unknown[0]} is not a budget of an agent`);
+  if (maxCost !== undefined && !(Number.isSafeInteger(maxCost) && maxCost > 0 && maxCost <= HARD_LIMITS.maxCost))
+    throw new TypeError(
+      `agent '${agent}': budget.maxCost must be a whole number of µ$ from 1 to ${HARD_LIMITS.maxCost}`,
+    );
+  return Object.freeze({ ...(maxCost !== undefined ? { maxCost } : {}) });
+}
+
 /** An agent as the engine runs it (its input typed `unknown`: the engine never reads it). */
 export interface Agent<I = unknown> {
   readonly name: string;
@@ -417,6 +442,8 @@ export interface Agent<I = unknown> {
   readonly input: z.ZodType<I>;
   readonly tools: ToolRegistry;
   readonly model?: AgentModelChoice | undefined;
+  /** The agent's default run budget (applied at intake when a request gives none). */
+  readonly budget?: Readonly<AgentBudget> | undefined;
   instructions(input: I): string;
   prompt(input: I): string;
   key(input: I): string;
@@ -494,6 +521,7 @@ export function defineAgent<I>(def: AgentDefinition<I>): Agent<I> {
     input: def.input,
     tools: new ToolRegistry(def.tools),
     model: modelChoiceOf(def.name, def.model),
+    ...(def.budget !== undefined ? { budget: budgetOf(def.name, def.budget) } : {}),
     instructions: def.instructions,
     prompt,
     key: def.key ?? ((input) => fingerprint(input).slice(0, 32)),

@@ -14,7 +14,7 @@ import { TerminalError } from './errors.js';
  * Token usage: non-negative safe integers (zod's int() is safe-integer only). What a provider reports is
  * validated against it before it is charged (src/worker/step/model.ts); anything else is `invalid_usage`.
  */
-export const usageSchema = z.object({
+export const tokenUsageSchema = z.object({
   /** Every input token, cached reads and cache writes included. */
   promptTokens: z.number().int().nonnegative(),
   completionTokens: z.number().int().nonnegative(),
@@ -23,7 +23,7 @@ export const usageSchema = z.object({
   /** Of promptTokens, those written to the provider's prompt cache (billed at its cache-write price), where reported. */
   cacheWriteTokens: z.number().int().nonnegative().optional(),
 });
-export type Usage = z.infer<typeof usageSchema>;
+export type TokenUsage = z.infer<typeof tokenUsageSchema>;
 
 export const toolCallSchema = z.object({
   id: z.string(),
@@ -42,7 +42,7 @@ const decision = z.object({
   /** Assistant text sent beside tool calls (a final answer goes in `final`): kept so the next call sees it. */
   text: z.string().optional(),
   /** Usage summed over every attempt of this step's model call (retries included). */
-  usage: usageSchema,
+  usage: tokenUsageSchema,
   attempts: z.number().int().positive(),
   /**
    * What those attempts cost in µ$ (src/core/prices.ts), and the price versions they were charged at (one per

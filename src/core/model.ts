@@ -1,6 +1,6 @@
 /** The model provider interface: one call per attempt; retries are the caller's (src/core/withRetry.ts). */
 import { z } from 'zod';
-import type { JournalEntry, ToolCall, Usage } from './journal.js';
+import type { JournalEntry, ToolCall, TokenUsage } from './journal.js';
 
 /**
  * A provider's name as runs, agents and configuration spell it (the worker's provider map decides whether it exists).
@@ -112,7 +112,7 @@ export interface ModelTurn {
   /** Text the model wrote beside its tool calls (journalled with the decision, sent back on the next call). */
   text?: string;
   /** Undefined means the provider reported no usage: an error for the caller, never zero. */
-  usage?: Usage;
+  usage?: TokenUsage;
 }
 
 export interface ModelProvider {

@@ -17,7 +17,7 @@
  */
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import type { Usage } from './journal.js';
+import type { TokenUsage } from './journal.js';
 
 /** µ$ per million tokens: at most $1,000,000 per million tokens. */
 const microsPerMillion = z.number().int().min(0).max(1e12);
@@ -28,7 +28,7 @@ export const priceEntrySchema = z
     provider: z.string().min(1).max(63),
     model: z.string().min(1).max(200).optional(),
     /** When this price takes effect (ISO 8601); omitted: always (it replaces a shipped default). */
-    from: z.string().datetime({ offset: true }).optional(),
+    from: z.iso.datetime({ offset: true }).optional(),
     input: microsPerMillion,
     output: microsPerMillion,
     /** A cache read; omitted: billed as input. */
@@ -137,7 +137,7 @@ const MILLION = 1_000_000n;
  * cache writes included; the cached and written parts are billed at their own prices (each capped at what is
  * left of the input, so a provider's inconsistent report never bills a token twice).
  */
-export function costOf(usage: Usage, price: Price): number {
+export function costOf(usage: TokenUsage, price: Price): number {
   const cached = Math.min(usage.cachedInputTokens ?? 0, usage.promptTokens);
   const written = Math.min(usage.cacheWriteTokens ?? 0, usage.promptTokens - cached);
   const plain = usage.promptTokens - cached - written;

@@ -20,24 +20,23 @@
  *    does not fool) and promotes the job (promote is idempotent);
  *  - after a run ended, before its release: the sweep reads the status of every run holding a slot
  *    and releases those no longer queued or running (release is idempotent);
- *  - a run whose admission never comes (its line's state lost) still starts at its deadline and
- *    ends budget_exceeded (wall_clock), with its status, event and metric.
+ *  - a failover that loses one side of an admission (the slot on `{flow}`'s master, the promotion on the run's; or
+ *    the run's place in line): the repair pass (src/flow/repair.ts) finds the disagreement with the run's own state
+ *    and releases the job, or puts the run back in line; failing that, a run whose admission never comes still
+ *    starts at its deadline and ends budget_exceeded (wall_clock), with its status, event and metric.
  * No path admits a run twice: taking it out of the line and taking its slot is one script.
  */
 import type { Logger } from 'pino';
 import { Job } from 'bullmq';
-import type { RedisClient } from '../store/connect.js';
-import { nodeForKey } from '../store/connect.js';
-import type { KeySpace } from '../store/keys.js';
-import { stepJobGeneration, stepJobId } from '../store/keys.js';
+import { type RedisClient, nodeForKey } from '../store/connect.js';
+import { type KeySpace, stepJobGeneration, stepJobId } from '../store/keys.js';
 import { flowEnqueue, type FlowRun } from '../store/calls/flowEnqueue.js';
 import { flowAdmit, type Admitted } from '../store/calls/flowAdmit.js';
 import { flowRelease } from '../store/calls/flowRelease.js';
 import { flowHold } from '../store/calls/flowHold.js';
 import { flowWake, type WakeSlot } from '../store/calls/flowWake.js';
 import { flowConfigure } from '../store/calls/flowConfigure.js';
-import type { ShardQueues } from '../store/queues.js';
-import { STEP_JOB_NAME } from '../store/queues.js';
+import { type ShardQueues, STEP_JOB_NAME } from '../store/queues.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { TerminalError } from '../core/errors.js';
 import { flowWeightProblem } from '../core/flowWeight.js';
@@ -60,6 +59,7 @@ export interface FlowOptions {
   readonly FLOW_TENANT_LIMITS: Readonly<Record<string, number>>;
   readonly FLOW_AGENT_LIMITS: Readonly<Record<string, number>>;
   readonly FLOW_SWEEP_MS: number;
+  readonly FLOW_REPAIR_MS: number;
   readonly FLOW_STEP_PRIORITY: boolean;
 }
 
@@ -160,14 +160,15 @@ export class Admission {
    * Admits waiting runs while the limits allow (rounds of ADMIT_BATCH) and releases each admitted
    * run's step job to the queue. Returns how many were admitted.
    */
-  async admit(now = Date.now()): Promise<number> {
+  async admit(now = Date.now(), created?: string): Promise<number> {
     let total = 0;
-    for (;;) {
+    for (let round = 0; ; round++) {
       const admitted = await flowAdmit(this.d.redis, this.d.keys.flow(), {
         now,
         max: ADMIT_BATCH,
         owner: await this.ownOwner(),
         ...this.limits(),
+        ...(round === 0 && created !== undefined ? { created } : {}),
       });
       await Promise.all(admitted.map((a) => this.start(a)));
       total += admitted.length;
@@ -177,12 +178,11 @@ export class Admission {
 
   /**
    * The run now exists (its creator's intake is done): an admission another process made between enqueue and intake
-   * found no job and left the run pending; its step 1 job is promoted here.
+   * found no job and left the run pending; its step 1 job is promoted here. Then whatever the limits allow is
+   * admitted, as `admit` does, in the same request to Redis.
    */
-  async created(runId: string): Promise<void> {
-    if ((await this.d.redis.hexists(this.d.keys.flow().pending, runId)) === 0) return;
-    const meta = await this.heldRun(runId);
-    if (meta) await this.start({ runId, shard: meta.shard, tenant: meta.tenant, ...jobOf(meta) });
+  async created(runId: string, now = Date.now()): Promise<void> {
+    await this.admit(now, runId);
   }
 
   /**
@@ -355,6 +355,17 @@ export class Admission {
     return { promoted, released, admitted };
   }
 
+  /**
+   * Releases the job of a run that holds its slot (its admission's promotion, again): what the repair pass
+   * (src/flow/repair.ts) does for a held run whose job still waits in the delayed set. Idempotent, as promote is.
+   * True when the job moved to the queue now.
+   */
+  async releaseHeld(runId: string): Promise<boolean> {
+    const meta = await this.heldRun(runId);
+    if (!meta) return false;
+    return (await this.start({ runId, shard: meta.shard, tenant: meta.tenant, ...jobOf(meta) })) === 'promoted';
+  }
+
   private async heldRun(runId: string): Promise<FlowRun | undefined> {
     const raw = await this.d.redis.hget(this.d.keys.flow().held, runId);
     return raw === null ? undefined : (JSON.parse(raw) as FlowRun);
@@ -365,20 +376,21 @@ export class Admission {
    * is not delayed any more (promoted already, or started at its deadline) is left as it is. A run that does not exist
    * yet stays pending: its creator promotes it (`created`), or, past INTAKE_GRACE_MS, its slot is given back.
    */
-  private async start(a: Admitted): Promise<void> {
+  private async start(a: Admitted): Promise<Promotion> {
     const promotion = await this.promote(a);
     if (promotion === 'not_created') {
       const meta = await this.heldRun(a.runId);
-      if (meta && Date.now() - meta.at < INTAKE_GRACE_MS) return;
+      if (meta && Date.now() - meta.at < INTAKE_GRACE_MS) return promotion;
       await flowRelease(this.d.redis, this.d.keys.flow(), a.runId);
       this.d.log.warn(
         { code: 'flow_admitted_missing_run', runId: a.runId },
         'admitted run does not exist: slot released',
       );
-      return;
+      return promotion;
     }
     await this.d.redis.hdel(this.d.keys.flow().pending, a.runId);
     if (promotion === 'promoted') this.d.metrics.flowAdmitted.inc({ tenant: a.tenant });
+    return promotion;
   }
 
   /**
@@ -404,7 +416,7 @@ export class Admission {
       let state = await queue.getJobState(jobId);
       if (state === 'unknown') {
         if (!(await this.d.redis.exists(this.d.keys.run(a.runId).run))) return 'not_created';
-        // The run and its job are created together (createRun + deferNewJob, one MULTI): created between the two
+        // The run and its job are created together (createRun-14.lua, one change): created between the two
         // reads. Read once more: answering `not_delayed` here would clear the pending mark the creator's `created`
         // looks for, and the job would stay delayed until the run's deadline.
         state = await queue.getJobState(jobId);
@@ -473,7 +485,11 @@ function slotIdle(status: RunStatus | undefined, jobId: string | undefined, meta
 }
 
 /** The statuses of a run parked on a wait (src/runs/waits.ts, a layer above this one, names them too). */
-const PARKED_ON_WAIT: ReadonlySet<RunStatus> = new Set<RunStatus>(['sleeping', 'waiting_event', 'waiting_child']);
+export const PARKED_ON_WAIT: ReadonlySet<RunStatus> = new Set<RunStatus>([
+  'sleeping',
+  'waiting_event',
+  'waiting_child',
+]);
 
 /** A held run's job to release, when it is not its step 1 job. */
 function jobOf(meta: FlowRun): { jobId?: string } {

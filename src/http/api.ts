@@ -37,9 +37,9 @@ export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Ex
   app.use(storeGate(ctx));
   app.use(express.json({ limit: BODY_LIMIT }));
   app.use((req, res, next) => {
-    if (nestedDeeperThan(req.body)) return bodyTooDeep(res);
+    if (nestedDeeperThan(req.body)) return void bodyTooDeep(res);
     const illFormed = illFormedStringPath(req.body);
-    return illFormed === undefined ? next() : bodyIllFormed(res, illFormed);
+    return illFormed === undefined ? void next() : void bodyIllFormed(res, illFormed);
   });
 
   // Liveness fails once the store client ended on its own (storeEnded): only a restart reconnects it.
@@ -138,7 +138,7 @@ export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Ex
 
   app.get('/v1/runs/:id', requireRunAccess(ctx), async (req, res) => {
     const view = (await runView(ctx, req.params.id, opts.listEffects)) ?? (await ctx.archive?.view(req.params.id));
-    if (!view) return runNotFound(res);
+    if (!view) return void runNotFound(res);
     res.json(view);
   });
 

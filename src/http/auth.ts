@@ -16,8 +16,8 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { Config } from '../config/config.js';
 import type { RedisClient } from '../store/connect.js';
 import { isRunId, type KeySpace } from '../store/keys.js';
-import { directoryFor, seesTenant, type Operator, type OperatorRole } from './operatorIdentity.js';
-import { readRun } from '../store/runRecord.js';
+import { directoryFor, type Operator, type OperatorRole } from './operatorIdentity.js';
+import { actorSeesTenant, runTenant } from '../operations/actor.js';
 import type { RunArchive } from '../runs/engineContext.js';
 
 export function tokenMatches(given: string | undefined, expected: string): boolean {
@@ -104,7 +104,7 @@ export type SessionReader = (req: Request) => Promise<Operator | undefined>;
 export function principalSees(p: Principal, tenant: string | null | undefined): boolean {
   if (p.role === 'producer') return true;
   if (p.role === 'tenant') return tenant === p.tenant;
-  return seesTenant(p.operator, tenant);
+  return actorSeesTenant(p.operator, tenant);
 }
 
 /** The tenant a producer-or-tenant principal is limited to, if any. */
@@ -120,7 +120,7 @@ export function tenantScope(p: Principal): string | undefined {
 export function requireRunCreation(cfg: TokenConfig) {
   const configured = cfg.PRODUCER_TOKEN !== undefined || Object.keys(cfg.TENANT_TOKENS).length > 0;
   return (req: Request, res: Response, next: NextFunction) => {
-    if (!configured) return authUnconfigured(res, 'PRODUCER_TOKEN or TENANT_TOKENS');
+    if (!configured) return void authUnconfigured(res, 'PRODUCER_TOKEN or TENANT_TOKENS');
     const p = principalOf(cfg, bearer(req));
     if (!p)
       return void res.status(401).json({ error: 'unauthorized', message: 'a producer or tenant token is required' });
@@ -146,22 +146,18 @@ export function requireRunAccess(
   session?: SessionReader,
 ): RequestHandler<{ id: string }> {
   return async (req, res, next) => {
-    if (!runTokensConfigured(deps.cfg)) return authUnconfigured(res, RUN_TOKEN_SETTINGS);
+    if (!runTokensConfigured(deps.cfg)) return void authUnconfigured(res, RUN_TOKEN_SETTINGS);
     const p = await principalFor(deps.cfg, req, session);
     if (!p)
       return void res
         .status(401)
         .json({ error: 'unauthorized', message: 'an operator, producer or tenant token is required' });
     const runId = req.params.id;
-    if (!isRunId(runId)) return runNotFound(res);
+    if (!isRunId(runId)) return void runNotFound(res);
     res.locals.principal = p;
-    if (p.role === 'producer' || (p.role === 'operator' && p.operator.tenants === '*')) return next();
+    if (p.role === 'producer' || (p.role === 'operator' && p.operator.tenants === '*')) return void next();
     // A run past Redis's retention is read from the archive (its tenant too).
-    const owner =
-      (await readRun(deps.redis, deps.keys, runId, ['tenant']))?.tenant ??
-      (await deps.archive?.tenantOf(runId)) ??
-      null;
-    if (!principalSees(p, owner)) return runNotFound(res);
+    if (!principalSees(p, (await runTenant(deps, runId)) ?? null)) return void runNotFound(res);
     next();
   };
 }
@@ -175,7 +171,7 @@ export function requireRunAccess(
 export function requireOperator(cfg: AuthConfig, need: OperatorRole, session?: SessionReader): RequestHandler {
   const dir = directoryFor(cfg);
   return async (req, res, next) => {
-    if (!dir.configured) return authUnconfigured(res, OPERATOR_SETTINGS);
+    if (!dir.configured) return void authUnconfigured(res, OPERATOR_SETTINGS);
     const token = bearer(req);
     const operator = token !== undefined ? await dir.authenticate(token) : await session?.(req);
     if (!operator)
@@ -195,16 +191,4 @@ export function operatorOf(res: Response): Operator {
   const op = res.locals.operator as Operator | undefined;
   if (!op) throw new Error('operatorOf: requireOperator did not run on this route');
   return op;
-}
-
-/** Whether `op` may see run `runId` (a tenant-scoped operator: only its tenants' runs; an unknown run: no). */
-export async function operatorSeesRun(
-  deps: { redis: RedisClient; keys: KeySpace; archive?: Pick<RunArchive, 'tenantOf'> },
-  op: Operator,
-  runId: string,
-): Promise<boolean> {
-  if (!isRunId(runId)) return false;
-  const tenant =
-    (await readRun(deps.redis, deps.keys, runId, ['tenant']))?.tenant ?? (await deps.archive?.tenantOf(runId));
-  return tenant !== undefined && seesTenant(op, tenant);
 }

@@ -1,7 +1,8 @@
 /**
  * POST /v1/erasures (operators with the operator role, for a tenant they see): forget a customer. The body names the
  * tenant and a subject (the agent's subject key, e.g. a ticket id) and/or an agent's search field and value; every
- * run found has its customer text replaced in Redis and in the archive, keeping ids, statuses, receipts, keys and
+ * run found (Redis' search indexes and subject chains, the archive's rows when ARCHIVE_URL is set) has its customer
+ * text replaced in Redis and in the archive, keeping ids, statuses, receipts, keys and
  * times (src/archive/erasure.ts). 201 with the erasure's record (who asked and when, the runs rewritten);
  * 409 `runs_at_work` naming the runs not ended (nothing written); 400 naming the field.
  */
@@ -9,7 +10,7 @@ import { Router } from 'express';
 import { z } from 'zod';
 import type { EngineContext } from '../runs/engineContext.js';
 import { operatorOf, requireOperator } from './auth.js';
-import { seesTenant } from './operatorIdentity.js';
+import { actorSeesTenant } from '../operations/actor.js';
 import { invalid } from '../producer/fieldErrors.js';
 import { eraseCustomer, type ErasureRecord } from '../archive/erasure.js';
 
@@ -20,7 +21,7 @@ export const erasureSchema = z
     tenant: z.string().min(1).max(200),
     /** The subject key (agent.key(input)) whose runs to erase. */
     subject: z.string().min(1).max(1000).optional(),
-    /** An agent's search field and its value (matched on the archive's stored search fields). */
+    /** An agent's search field and its value (Agent.search): its runs from Redis' search index and the archive's. */
     field: z
       .object({
         name: z.string().regex(/^[\w.-]{1,100}$/, '1-100 letters, digits or _ . -'),
@@ -31,7 +32,7 @@ export const erasureSchema = z
   })
   .strict()
   .refine((b) => b.subject !== undefined || b.field !== undefined, {
-    message: 'name a subject or a field',
+    error: 'name a subject or a field',
     path: ['subject'],
   });
 
@@ -53,7 +54,6 @@ export const erasureRecordSchema = z
     runIds: z
       .array(z.string())
       .meta({ description: 'Runs whose customer text was replaced, in Redis, in the archive, or both' }),
-    fieldMatchedBy: z.literal('archive_search_fields').optional(),
   })
   .strict()
   .meta({ id: 'ErasureRecord' });
@@ -66,8 +66,7 @@ export const runsAtWorkSchema = z
 
 // The documented record and the one the erasure builds stay one shape.
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
-const recordShapeMatches: Same<z.infer<typeof erasureRecordSchema>, ErasureRecord> = true;
-void recordShapeMatches;
+export const recordShapeMatches: Same<z.infer<typeof erasureRecordSchema>, ErasureRecord> = true;
 
 export function erasuresRouter(ctx: EngineContext): Router {
   const r = Router();
@@ -76,14 +75,8 @@ export function erasuresRouter(ctx: EngineContext): Router {
     if (!parsed.success) return void invalid(res, parsed.error);
     const body = parsed.data;
     const op = operatorOf(res);
-    if (!seesTenant(op, body.tenant)) {
+    if (!actorSeesTenant(op, body.tenant)) {
       return void res.status(403).json({ error: 'forbidden', message: `operator ${op.name} does not see tenant` });
-    }
-    if (body.field && !ctx.archive) {
-      return void res.status(400).json({
-        error: 'invalid_request',
-        fields: [{ path: 'field', message: 'a field is matched in the archive: set ARCHIVE_URL' }],
-      });
     }
     const out = await eraseCustomer(ctx, body, op.name);
     if (out.kind === 'at_work') {

@@ -32,7 +32,7 @@ export function createFullApi(ctx: EngineContext, isReady: () => boolean): expre
     if (!res.headersSent && answerRequestError(err, res, ctx.log)) return;
     if (storeErrorAnswered(ctx, err, res)) return;
     ctx.log.error({ code: 'webhook_error', err }, 'webhook failed');
-    if (res.headersSent) return next(err);
+    if (res.headersSent) return void next(err);
     res.status(err.status ?? 500).json({ error: 'internal_error' });
   });
   app.use(api);

@@ -18,7 +18,7 @@ import { cancelSchema } from './operators/cancel.js';
 import { retryBodySchema } from './operators/retry.js';
 import { agentFlowBodySchema, tenantFlowBodySchema } from './operators/flow.js';
 import { continueSchema, VERSION_QUEUE_PATH, versionListQuerySchema } from './operators/versions.js';
-import { spendQuerySchema } from './operators/spend.js';
+import { spendQuerySchema, spendReportSchema } from './operators/spend.js';
 import { nameSchema } from './operators/sessions.js';
 import { RUN_STATUSES } from '../core/status.js';
 import { ERASURES_PATH, erasureRecordSchema, erasureSchema, runsAtWorkSchema } from './erasures.js';
@@ -158,6 +158,9 @@ const runRowSchema = z
       .record(z.string(), z.string())
       .optional()
       .meta({ description: "The agent's search fields of the run's input (absent when it declares none)." }),
+    cost: z.number().int().nonnegative().meta({
+      description: "What the run's model attempts have cost so far, in µ$ (1e-6 USD), failed attempts included.",
+    }),
   })
   .meta({ id: 'RunRow' });
 const runPageSchema = z
@@ -449,7 +452,10 @@ export function openApiDocument(agents: AgentCatalog): ReturnType<typeof createD
             "A UTC day's (YYYY-MM-DD, default today) or month's (YYYY-MM) model spend by tenant, agent and model, in µ$.",
           requestParams: { query: spendQuerySchema },
           responses: {
-            '200': jsonObject('The spend report'),
+            '200': {
+              description: 'The spend report (a tenant-scoped operator: its own tenants only).',
+              content: { 'application/json': { schema: spendReportSchema } },
+            },
             '400': refusal('A malformed period, named by field.'),
             ...guarded,
           },

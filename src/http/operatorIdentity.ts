@@ -179,12 +179,6 @@ export function operatorOfClaims(
   return { name, role, tenants, ...(payload.exp !== undefined ? { expiresAt: payload.exp * 1000 } : {}) };
 }
 
-/** Whether the operator may see runs of `tenant`. */
-export function seesTenant(op: Pick<Operator, 'tenants'>, tenant: string | null | undefined): boolean {
-  if (op.tenants === '*') return true;
-  return typeof tenant === 'string' && op.tenants.includes(tenant);
-}
-
 const directories = new WeakMap<object, OperatorDirectory>();
 
 /** One directory per frozen config (one JWKS cache per process). */

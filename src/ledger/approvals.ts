@@ -20,12 +20,11 @@
 import type { EngineContext } from '../runs/engineContext.js';
 import type { Config } from '../config/config.js';
 import type { WriteTool } from '../core/tool.js';
-import { ledgerFor } from './ledger.js';
+import { ledgerFor, LedgerConflict } from './ledger.js';
 import type { ApprovalPolicy } from './runner.js';
 import { stopRun } from '../runs/stop.js';
 import type { ResumeResult } from '../store/calls/resumeRun.js';
 import { FenceError } from '../core/errors.js';
-import { LedgerConflict } from './ledger.js';
 import { readRun } from '../store/runRecord.js';
 
 export type ApprovalRule = Config['APPROVAL_RULES'][number];

@@ -30,7 +30,7 @@ import type { EngineContext } from '../runs/engineContext.js';
 import type { Agent } from '../core/agent.js';
 import type { WriteTool } from '../core/tool.js';
 import { isRetryable, TerminalError } from '../core/errors.js';
-import { Ledger, LedgerConflict, type ActionRecord } from './ledger.js';
+import { type Ledger, LedgerConflict, type ActionRecord } from './ledger.js';
 import type { LedgerEffectRunner } from './runner.js';
 import type { LedgerState } from './states.js';
 import type { RunSpec } from '../runs/spec.js';

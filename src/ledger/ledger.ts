@@ -14,6 +14,7 @@ import { ledgerTransition } from '../store/calls/ledgerTransition.js';
 import { compensationIdentity, type ActionIdentity } from './identity.js';
 import type { LedgerState } from './states.js';
 import { readRun } from '../store/runRecord.js';
+import { readHistory } from '../store/ledgerHistory.js';
 
 export interface Evidence {
   by: string;
@@ -204,8 +205,10 @@ export class Ledger {
     return h.state ? toRecord(h) : undefined;
   }
 
+  /** Every move, oldest first: those folded into the record once the run ended, then the list's (ledgerHistory.ts). */
   async history(runId: string, actionId: string): Promise<HistoryEntry[]> {
-    const raw = await this.redis.lrange(this.k(runId, actionId).history, 0, -1);
+    const k = this.k(runId, actionId);
+    const raw = await readHistory(this.redis, k.action, k.history);
     return raw.map((r) => JSON.parse(r) as HistoryEntry);
   }
 

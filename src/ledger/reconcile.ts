@@ -27,7 +27,7 @@ import type { LookupResult, ReconcileMethod, ToolContext, WriteTool } from '../c
 import { DeadlineError, withDeadline } from '../core/timeout.js';
 import { confirmedOutput } from '../core/toolOutput.js';
 import type { Metrics } from '../metrics/metrics.js';
-import { Ledger, LedgerConflict, type ActionRecord } from './ledger.js';
+import { type Ledger, LedgerConflict, type ActionRecord } from './ledger.js';
 import type { EngineContext } from '../runs/engineContext.js';
 import { actionReplicated } from '../runs/replication.js';
 

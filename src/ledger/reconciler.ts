@@ -9,7 +9,7 @@
 import Redlock from 'redlock';
 import type { EngineContext } from '../runs/engineContext.js';
 import type { WriteTool } from '../core/tool.js';
-import { Ledger, LedgerConflict, ledgerFor } from './ledger.js';
+import { type Ledger, LedgerConflict, ledgerFor } from './ledger.js';
 import { reconcile, replicateActions, type ReconcileOutcome } from './reconcile.js';
 import { expireApprovals } from './approvals.js';
 import { childRunsOf } from '../runs/children.js';

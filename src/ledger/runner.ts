@@ -34,9 +34,8 @@ import type { Tracer } from '@opentelemetry/api';
 import { testHooksFrom, type CrashPoints } from '../config/testHooks.js';
 import type { EffectRequest, EffectResult, EffectRunner } from '../worker/effects.js';
 import { actionIdentity } from './identity.js';
-import { Ledger, LedgerConflict, ledgerFor, type ActionRecord } from './ledger.js';
-import { MAX_DISPATCH_ATTEMPTS, reconcile } from './reconcile.js';
-import { replicateActions, type ReplicateAction } from './reconcile.js';
+import { type Ledger, LedgerConflict, ledgerFor, type ActionRecord } from './ledger.js';
+import { MAX_DISPATCH_ATTEMPTS, reconcile, replicateActions, type ReplicateAction } from './reconcile.js';
 import { NotReplicatedError } from '../store/replicated.js';
 import type { LedgerState } from './states.js';
 

@@ -40,6 +40,7 @@ export class Metrics {
   readonly runsSuperseded: Counter;
   readonly cancelsHonoured: Counter;
   readonly flowAdmitted: Counter;
+  readonly flowRepairs: Counter;
   readonly rateLimitWaits: Counter;
   readonly modelRateLimited: Counter;
   readonly scheduleTicks: Counter;
@@ -257,6 +258,12 @@ export class Metrics {
       name: 'agent_cancels_before_model_total',
       help: 'A recorded cancel honoured by a step before a model attempt or a wait (no model call after it)',
       labelNames: ['at'],
+      registers: r,
+    });
+    this.flowRepairs = new Counter({
+      name: 'agent_flow_repairs_total',
+      help: "Flow control state repaired from the runs' own (src/flow/repair.ts), by repair: job_released (an admitted run's job still delayed), requeued (a run waiting for admission in no line), line_entry_removed (a run in line that ended), count_recomputed (a slot counter that disagreed with the slots held)",
+      labelNames: ['repair'],
       registers: r,
     });
     this.flowAdmitted = new Counter({

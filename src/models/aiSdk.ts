@@ -37,7 +37,7 @@ import {
   type ToolSet,
 } from 'ai';
 import { AgentError, RetryableError, TerminalError } from '../core/errors.js';
-import type { JournalEntry, ToolCall, Usage } from '../core/journal.js';
+import type { JournalEntry, ToolCall, TokenUsage } from '../core/journal.js';
 import type { ModelOptions, ModelProvider, ModelRequest, ModelTurn, ToolSpec } from '../core/model.js';
 import { parseRetryAfter } from '../core/retryAfter.js';
 import { TimeoutError, withTimeout } from '../core/timeout.js';
@@ -383,7 +383,7 @@ export function openAICompatibleProvider(s: ProviderSettings & { baseUrl: string
  * The SDK's usage as the engine's: both counts or none (a half-reported usage is a missing one, never read as zero);
  * the input total includes cache reads and writes (AI SDK v6), which are kept apart where the provider reports them.
  */
-export function usageOf(u: LanguageModelUsage | undefined): Usage | undefined {
+export function usageOf(u: LanguageModelUsage | undefined): TokenUsage | undefined {
   const { inputTokens, outputTokens } = u ?? {};
   if (typeof inputTokens !== 'number' || typeof outputTokens !== 'number') return undefined;
   const read = u?.inputTokenDetails?.cacheReadTokens;

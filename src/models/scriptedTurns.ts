@@ -4,7 +4,7 @@ import { SCRIPT_USAGE_MAX_TOKENS } from '../core/limits.js';
 
 /** A turn's reported usage, bounded (the script comes in through the API). */
 const tokens = z.number().int().nonnegative().max(SCRIPT_USAGE_MAX_TOKENS);
-const usageSchema = z.object({ promptTokens: tokens, completionTokens: tokens });
+const tokenUsageSchema = z.object({ promptTokens: tokens, completionTokens: tokens });
 
 const turnFields = {
   toolCalls: z
@@ -12,11 +12,11 @@ const turnFields = {
     .default([]),
   final: z.string().optional(),
   /** Omit to make the provider answer without usage (a test of the missing-usage error). */
-  usage: usageSchema.strict().optional(),
+  usage: tokenUsageSchema.strict().optional(),
   /** The first N attempts of this turn fail with a transient 503 (retried in code). */
   transientFailures: z.number().int().min(0).max(20).default(0),
   /** Usage billed for each failed attempt (charged to the run too). */
-  failureUsage: usageSchema.strict().optional(),
+  failureUsage: tokenUsageSchema.strict().optional(),
 };
 
 export const scriptTurnSchema = z.object(turnFields).strict();

@@ -94,6 +94,10 @@ function refusalOf<T extends object>(runId: string, r: NotRetried): Outcome<T> {
         laterRunId: r.laterRunId,
         message: `a later run of the subject (${r.laterRunId}) superseded this one: only the latest run goes on`,
       });
+    case 'no_money_budget':
+      return refused('invalid_request', {
+        fields: [{ path: 'cost', message: 'the run has no money budget (maxCost) to raise' }],
+      });
     case 'over_limit':
       return refused('invalid_request', {
         fields: [{ path: r.field, message: `the run's total would pass this deployment's limit of ${r.limit}` }],

@@ -23,7 +23,7 @@ import { AGENT_NAME_FORMAT } from '../core/agent.js';
 import type { EngineContext } from '../runs/engineContext.js';
 import { eventKeySchema } from '../runs/spec.js';
 import { releaseIfHolderEnded } from '../runs/waits.js';
-import { deliverEvent, type DeliverReply } from '../store/calls/deliverEvent.js';
+import { deliverEvent, deliverUnlessHeld, type DeliverReply } from '../store/calls/deliverEvent.js';
 import { releaseKept, reserveKept } from '../store/calls/keptQuota.js';
 import { stepJobId } from '../store/keys.js';
 
@@ -121,15 +121,15 @@ async function deliverOn(
   countNoWait = true,
 ): Promise<DeliverReply> {
   const key = ctx.keys.eventKey(body.tenant, body.agent, body.key);
-  await releaseIfHolderEnded(ctx, key);
   const keys = { event: key, eventId: ctx.keys.eventIdRecord(key, eventId ?? '') };
-  const r = await deliverEvent(ctx.redis, keys, {
-    payload,
-    now,
-    keepMs,
-    eventId,
-    eventIdTtlMs: ctx.cfg.EVENT_ID_TTL_MS,
-  });
+  const args = { payload, now, keepMs, eventId, eventIdTtlMs: ctx.cfg.EVENT_ID_TTL_MS };
+  // A key no wait holds (most events) is answered in one request; a held one only after its holder's run is checked.
+  const first = await deliverUnlessHeld(ctx.redis, keys, args);
+  let r: DeliverReply;
+  if (first.kind === 'held') {
+    await releaseIfHolderEnded(ctx, key);
+    r = await deliverEvent(ctx.redis, keys, args);
+  } else r = first;
   // A first try of POST /v1/events that no wait takes is counted by the second, which keeps it.
   if (r.kind === 'no_wait' && !countNoWait) return r;
   ctx.metrics.waits.inc({ kind: 'event', outcome: 'seen' in r ? 'delivery_seen' : `delivery_${r.kind}` });

@@ -14,8 +14,8 @@
 import type { EngineContext } from '../runs/engineContext.js';
 import type { Admission } from '../flow/admission.js';
 import { scriptedModelAllowed } from '../config/testHooks.js';
-import { TerminalError } from '../core/errors.js';
-import { SearchFieldError, type Agent, type SearchFields } from '../core/agent.js';
+import { ConfigError, TerminalError } from '../core/errors.js';
+import { SearchFieldError, type Agent, type AgentCatalog, type SearchFields } from '../core/agent.js';
 import { runSpecSchema, type RunSpec } from '../runs/spec.js';
 import type { CreateRunResult } from '../store/calls/createRun.js';
 import { runIdFor, runIdForEvent } from '../store/keys.js';
@@ -59,6 +59,15 @@ export class InvalidRunRequest extends TerminalError {
 
 const joinPath = (head: string, path: readonly PropertyKey[]) => [head, ...path.map(String)].join('.');
 
+/** A request read once: its one form, its agent, the input as that agent's schema accepts it, its subject and run. */
+export interface ResolvedRequest {
+  req: RunRequest;
+  agent: Agent;
+  input: unknown;
+  key: string;
+  runId: string;
+}
+
 /**
  * The request's agent and its input as that agent's schema accepts it; an InvalidRunRequest naming the field otherwise.
  */
@@ -91,9 +100,13 @@ export function resolveIntake(
   return { agent, input: parsed.data, key, runId };
 }
 
-/** The run id a request's event would start (for intake paths that record it first: webhooks). */
-export function runIdOf(ctx: EngineContext, req: CreateRunRequest, event?: string): string {
-  return resolveIntake(ctx, normalizeRunRequest(ctx.agents, req), event).runId;
+/**
+ * A request resolved once (for intake paths that need its run id before they start it: webhooks record it first),
+ * then started from this with specOf, without reading it again.
+ */
+export function resolveRequest(ctx: EngineContext, request: CreateRunRequest, event?: string): ResolvedRequest {
+  const req = normalizeRunRequest(ctx.agents, request);
+  return { req, ...resolveIntake(ctx, req, event) };
 }
 
 /**
@@ -101,9 +114,13 @@ export function runIdOf(ctx: EngineContext, req: CreateRunRequest, event?: strin
  * event.
  */
 export function buildSpec(ctx: EngineContext, request: CreateRunRequest, nowMs: number, event?: string): RunSpec {
+  return specOf(ctx, resolveRequest(ctx, request, event), nowMs, event);
+}
+
+/** The run spec of a resolved request (see buildSpec). */
+export function specOf(ctx: EngineContext, resolved: ResolvedRequest, nowMs: number, event?: string): RunSpec {
   const { cfg } = ctx;
-  const req = normalizeRunRequest(ctx.agents, request);
-  const { agent, input, key, runId } = resolveIntake(ctx, req, event);
+  const { req, agent, input, key, runId } = resolved;
   const problems: FieldProblem[] = [];
   const maxSteps = req.budget?.maxSteps ?? cfg.DEFAULT_MAX_STEPS;
   const maxTokens = req.budget?.maxTokens ?? cfg.DEFAULT_MAX_TOKENS;
@@ -114,7 +131,7 @@ export function buildSpec(ctx: EngineContext, request: CreateRunRequest, nowMs: 
     problems.push({ path: 'budget.maxTokens', message: `at most ${cfg.LIMIT_MAX_TOKENS}` });
   if (maxWallMs > cfg.LIMIT_MAX_WALL_MS)
     problems.push({ path: 'budget.maxWallMs', message: `at most ${cfg.LIMIT_MAX_WALL_MS}` });
-  const maxCost = runMaxCost(req.budget?.maxCost, cfg, problems);
+  const maxCost = runMaxCost(req.budget?.maxCost, agent.budget?.maxCost, cfg, problems);
   // The model is chosen here, once, and pinned in the spec (src/producer/modelChoice.ts).
   const choice = resolveModelChoice(cfg, ctx.providers, agent, req.tenant, req.model, req.fields.model);
   if ('path' in choice) problems.push(choice);
@@ -189,8 +206,23 @@ export async function startRun(
   idempotencyKey: string | undefined,
   nowMs = Date.now(),
   event = idempotencyKey,
-): Promise<{ runId: string; created: boolean; previousRunId?: string }> {
-  const spec = buildSpec(ctx, req, nowMs, event);
+): Promise<StartedRun> {
+  return startSpec(ctx, buildSpec(ctx, req, nowMs, event), idempotencyKey, nowMs);
+}
+
+export interface StartedRun {
+  runId: string;
+  created: boolean;
+  previousRunId?: string;
+}
+
+/** startRun of a spec built already (specOf); the Idempotency-Key as startRun takes it. */
+export async function startSpec(
+  ctx: EngineContext,
+  spec: RunSpec,
+  idempotencyKey: string | undefined,
+  nowMs: number,
+): Promise<StartedRun> {
   // Acknowledged means replicated, a run found as much as a run created: else NotReplicatedError (a 503 with
   // Retry-After). A run an earlier request created may still be only on this master (that request was told 503);
   // answering 200 for it before a replica has it would acknowledge what a failover can take. The wait covers every
@@ -234,8 +266,8 @@ export async function createAdmitted(ctx: EngineContext, spec: RunSpec, nowMs: n
   );
   const intake = await ctx.store.intake(spec, nowMs, true);
   if (intake.outcome !== 'created' && queued) await admission.withdraw(spec.runId);
-  else if (queued) await admission.created(spec.runId);
-  await admission.admit();
+  if (intake.outcome === 'created' && queued) await admission.created(spec.runId);
+  else await admission.admit();
   return intake;
 }
 
@@ -254,16 +286,34 @@ async function placeBehindPrevious(ctx: EngineContext, admission: Admission, spe
 }
 
 /**
- * A run's money budget in µ$: the request's, else DEFAULT_MAX_COST, else LIMIT_MAX_COST (0: none); a request above
- * LIMIT_MAX_COST is refused naming budget.maxCost.
+ * A run's money budget in µ$: the request's, else its agent's own default (`defineAgent({ budget: { maxCost } })`), else
+ * DEFAULT_MAX_COST, else LIMIT_MAX_COST (0: none); a request above LIMIT_MAX_COST is refused naming budget.maxCost (an
+ * agent's default above it stopped the boot: checkAgentBudgets).
  */
 function runMaxCost(
   asked: number | undefined,
+  agentDefault: number | undefined,
   cfg: { DEFAULT_MAX_COST: number; LIMIT_MAX_COST: number },
   problems: FieldProblem[],
 ): number {
   const limit = cfg.LIMIT_MAX_COST;
   if (asked !== undefined && limit > 0 && asked > limit)
     problems.push({ path: 'budget.maxCost', message: `at most ${limit} (µ$)` });
-  return asked ?? (cfg.DEFAULT_MAX_COST || limit);
+  return asked ?? agentDefault ?? (cfg.DEFAULT_MAX_COST || limit);
+}
+
+/**
+ * Boot check: an agent's default maxCost is within this deployment's LIMIT_MAX_COST (when set), as DEFAULT_MAX_COST
+ * is; a ConfigError naming the agent otherwise (every run of it would be over the fleet's ceiling).
+ */
+export function checkAgentBudgets(cfg: { LIMIT_MAX_COST: number }, agents: AgentCatalog): void {
+  const limit = cfg.LIMIT_MAX_COST;
+  if (limit <= 0) return;
+  for (const agent of agents.all) {
+    const own = agent.budget?.maxCost;
+    if (own !== undefined && own > limit) {
+      const field = `AGENTS_MODULE: agent '${agent.name}' budget.maxCost`;
+      throw new ConfigError([field], `invalid configuration: ${field}: ${own} is above LIMIT_MAX_COST (${limit})`);
+    }
+  }
 }

@@ -18,7 +18,16 @@ import { maxCostSchema, maxStepsSchema, maxTokensSchema, maxWallMsSchema, provid
 export const prioritySchema = z.number().int().min(0).max(4);
 
 export const budgetRequestSchema = z
-  .object({ maxSteps: maxStepsSchema, maxTokens: maxTokensSchema, maxWallMs: maxWallMsSchema, maxCost: maxCostSchema })
+  .object({
+    maxSteps: maxStepsSchema,
+    maxTokens: maxTokensSchema,
+    maxWallMs: maxWallMsSchema,
+    maxCost: maxCostSchema.meta({
+      description:
+        "The run's money budget in µ$ (1e-6 USD), a whole number: an attempt that could cross it is not made (the run " +
+        "stops budget_exceeded). Default: the agent's own, else DEFAULT_MAX_COST; at most LIMIT_MAX_COST.",
+    }),
+  })
   .partial()
   .strict();
 
@@ -50,8 +59,22 @@ const shorthandOptions = {
  * the agent's schema at intake, errors named under the field.
  */
 export function shorthandRunSchema(field: string) {
-  return z.object({ ...shorthandOptions, [field]: z.unknown().refine((v) => v !== undefined, 'Required') }).strict();
+  let schema = shorthandSchemas.get(field);
+  if (!schema) {
+    schema = shorthandSchemaOf(field);
+    shorthandSchemas.set(field, schema);
+  }
+  return schema;
 }
+
+const shorthandSchemaOf = (field: string) =>
+  z.object({ ...shorthandOptions, [field]: z.unknown().refine((v) => v !== undefined, 'Required') }).strict();
+
+/**
+ * One schema per field, built once: zod compiles a schema's parser on its first parses, so a schema built per request
+ * paid that compilation on every shorthand request.
+ */
+const shorthandSchemas = new Map<string, ReturnType<typeof shorthandSchemaOf>>();
 
 export type AgentRunRequest = z.infer<typeof agentRunSchema>;
 /** A shorthand body: the options, and the input under the agent's field. */
@@ -68,7 +91,7 @@ export type CreateRunRequest = AgentRunRequest | ShorthandRunRequest;
  * The schema a body is read with: the named-agent form when `agent` is a string; else the shorthand of the first
  * agent whose field the body has; else the named-agent form (its errors say what a body needs).
  */
-export function createRunSchemaFor(agents: AgentCatalog, body: unknown): z.ZodType<CreateRunRequest, unknown> {
+export function createRunSchemaFor(agents: AgentCatalog, body: unknown): z.ZodType<CreateRunRequest> {
   const fields = typeof body === 'object' && body !== null ? body : {};
   if (typeof (fields as { agent?: unknown }).agent === 'string') return agentRunSchema;
   const field = agents.shorthandFields.find((f) => Object.hasOwn(fields, f));

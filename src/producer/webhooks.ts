@@ -26,7 +26,7 @@ import type { EngineContext } from '../runs/engineContext.js';
 import { EVENT_KEY_FORMAT } from '../runs/spec.js';
 import { BODY_LIMIT, bodyIllFormed, bodyTooDeep, illFormedStringPath, nestedDeeperThan } from './bodyLimits.js';
 import { deliverToWait, eventBodySchema } from './events.js';
-import { InvalidRunRequest, runIdOf, startRun } from './intake.js';
+import { InvalidRunRequest, resolveRequest, specOf, startSpec, type ResolvedRequest } from './intake.js';
 import { invalid, param } from './fieldErrors.js';
 import { checkSignature, SIGNATURE_HEADER, TIMESTAMP_HEADER } from './webhookSignature.js';
 
@@ -123,15 +123,16 @@ export function webhooksRouter(ctx: EngineContext, now: () => number = Date.now)
           return void res
             .status(400)
             .json({ error: 'invalid_json', fields: [{ path: '(body)', message: 'body is not valid JSON' }] });
-        if ('deep' in parsed) return bodyTooDeep(res);
-        if ('illFormed' in parsed) return bodyIllFormed(res, parsed.illFormed);
+        if ('deep' in parsed) return void bodyTooDeep(res);
+        if ('illFormed' in parsed) return void bodyIllFormed(res, parsed.illFormed);
         if ('badEventId' in parsed) return void refuseEventId(res);
         if ('badDeliveryKey' in parsed) return void refuseDeliveryKey(res);
         return void invalid(res, parsed.error);
       }
-      let runId: string;
+      // Read once: its run id names the event's record, and the same reading starts the run below.
+      let resolved: ResolvedRequest;
       try {
-        runId = runIdOf(ctx, { tenant, agent: agent.name, input: parsed.input }, parsed.eventId);
+        resolved = resolveRequest(ctx, { tenant, agent: agent.name, input: parsed.input }, parsed.eventId);
       } catch (err) {
         if (err instanceof InvalidRunRequest)
           return void res.status(400).json({ error: 'invalid_request', fields: err.fields });
@@ -139,6 +140,7 @@ export function webhooksRouter(ctx: EngineContext, now: () => number = Date.now)
       }
       // Per hook and agent: two hooks' senders number their events independently.
       const key = ctx.keys.webhookEvent(tenant, agent.name, name, parsed.eventId);
+      const { runId } = resolved;
       const first = await ctx.redis.set(key, runId, 'PX', eventTtlMs(ctx.cfg.WEBHOOK_TOLERANCE_S), 'NX');
       if (first === null) {
         const previous = (await ctx.redis.get(key)) ?? runId;
@@ -159,13 +161,8 @@ export function webhooksRouter(ctx: EngineContext, now: () => number = Date.now)
           await ctx.redis.set(key, delivered.runId, 'PX', eventTtlMs(ctx.cfg.WEBHOOK_TOLERANCE_S));
           return void res.status(202).json({ runId: delivered.runId, created: false, duplicate: false, resumed: true });
         }
-        const started = await startRun(
-          ctx,
-          { tenant, agent: agent.name, input: parsed.input },
-          undefined,
-          now(),
-          parsed.eventId,
-        );
+        const at = now();
+        const started = await startSpec(ctx, specOf(ctx, resolved, at, parsed.eventId), undefined, at);
         res.status(started.created ? 201 : 200).json({ ...started, duplicate: false });
       } catch (err) {
         await ctx.redis.del(key);

@@ -21,9 +21,8 @@ import type { KeySpace } from '../store/keys.js';
 import { decodeEntry } from '../core/journal.js';
 import type { ChildBudget } from '../core/tool.js';
 import type { ShardQueues } from '../store/queues.js';
-import { endsRun } from '../core/status.js';
+import { endsRun, type RunStatus } from '../core/status.js';
 import { parseWait } from './waits.js';
-import type { RunStatus } from '../core/status.js';
 import { readBudget, readRun, readStatus } from '../store/runRecord.js';
 
 /** A child run to start: the parent that asks, the agent and input, and limits already carved out of the parent's. */

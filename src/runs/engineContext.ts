@@ -18,6 +18,7 @@ import type { Admission } from '../flow/admission.js';
 import type { RateLimits } from '../flow/rateLimits.js';
 import type { ChildRunStarter } from './children.js';
 import type { Pool } from 'pg';
+import type { ArchivedSearchPage, SearchQuery } from './search.js';
 
 /**
  * The archive of ended runs in PostgreSQL (src/archive; ARCHIVE_URL): what a run's readers ask of it once Redis no
@@ -28,6 +29,8 @@ export interface RunArchive {
   view(runId: string): Promise<Record<string, unknown> | undefined>;
   /** The archived run's tenant, or undefined. */
   tenantOf(runId: string): Promise<string | undefined>;
+  /** The archived runs a search finds (the same terms, filters, tenants and cursor as Redis' search). */
+  search(q: SearchQuery): Promise<ArchivedSearchPage>;
   readonly pool: Pool;
 }
 

@@ -18,7 +18,7 @@
 import type { RedisClient } from '../store/connect.js';
 import type { KeySpace } from '../store/keys.js';
 import type { RunStatus } from '../core/status.js';
-import { readRun } from '../store/runRecord.js';
+import { readBudget, readRun } from '../store/runRecord.js';
 
 export interface RunQuery {
   /** Statuses to list (the caller passes every status when unfiltered). */
@@ -55,6 +55,8 @@ export interface RunRow {
   subject: string;
   /** The agent's search fields of the run's input (absent when it declares none). */
   search?: Record<string, string>;
+  /** What the run's model attempts have cost so far, in µ$ (1e-6 USD; 0 when nothing priced was spent). */
+  cost: number;
 }
 
 export interface RunPage {
@@ -163,8 +165,11 @@ export async function listRuns(redis: RedisClient, keys: KeySpace, q: RunQuery):
 const ROW_FIELDS = ['reason', 'tenant', 'agent', 'cursor', 'createdAt', 'updatedAt', 'key', 'search'] as const;
 export type RowRecord = NonNullable<Awaited<ReturnType<typeof readRun<(typeof ROW_FIELDS)[number]>>>>;
 
-/** A listing row of a run as read (`statusAt`: when it entered its status, as the caller knows it). */
-export function rowOf(runId: string, run: RowRecord, statusAt: number): RunRow {
+/**
+ * A listing row of a run as read (`statusAt`: when it entered its status, as the caller knows it); its cost is read
+ * with the page (pageFrom), from the budget hash.
+ */
+export function rowOf(runId: string, run: RowRecord, statusAt: number): Omit<RunRow, 'cost'> {
   return {
     runId,
     status: run.status,
@@ -199,9 +204,9 @@ export async function pageFrom(
   keys: KeySpace,
   sources: IndexSource[],
   limit: number,
-  accept: (runId: string, at: number, run: RowRecord) => Promise<RunRow | undefined>,
+  accept: (runId: string, at: number, run: RowRecord) => Promise<Omit<RunRow, 'cost'> | undefined>,
 ): Promise<RunPage> {
-  const rows: RunRow[] = [];
+  const rows: Omit<RunRow, 'cost'>[] = [];
   let examined = 0;
   let last: RunCursor | undefined;
   const budget = limit * EXAMINE_FACTOR;
@@ -215,7 +220,7 @@ export async function pageFrom(
       const b = best?.buffer[0];
       if (!b || head.at > b.at || (head.at === b.at && head.runId > b.runId)) best = s;
     }
-    if (!best) return { runs: rows }; // every source exhausted: no next page
+    if (!best) return { runs: await withCost(redis, keys, rows) }; // every source exhausted: no next page
     const { runId, at } = best.buffer.shift()!;
     examined++;
     last = { at, runId };
@@ -230,7 +235,14 @@ export async function pageFrom(
   // A full page (or the examine bound): there may be more after the last entry read.
   await fill(redis, sources);
   const more = sources.some((s) => s.buffer.length > 0);
-  return more && last ? { runs: rows, nextCursor: encodeCursor(last) } : { runs: rows };
+  const runs = await withCost(redis, keys, rows);
+  return more && last ? { runs, nextCursor: encodeCursor(last) } : { runs };
+}
+
+/** The page's rows with each run's cost (its budget hash's costUsed, one read per row, all at once). */
+async function withCost(redis: RedisClient, keys: KeySpace, rows: Omit<RunRow, 'cost'>[]): Promise<RunRow[]> {
+  const used = await Promise.all(rows.map((r) => readBudget(redis, keys, r.runId, ['costUsed'])));
+  return rows.map((r, i) => ({ ...r, cost: used[i]!.costUsed }));
 }
 
 /**

@@ -7,11 +7,10 @@
  * for the tools (the fake transport), recorded usage for the model.
  */
 import { defaultInputTokens } from '../core/agent.js';
-import type { JournalEntry } from '../core/journal.js';
-import { encodeEntry, estimateTokens } from '../core/journal.js';
+import { type JournalEntry, encodeEntry, estimateTokens } from '../core/journal.js';
 import type { RunSpec } from './spec.js';
 import type { ToolSpec } from '../core/model.js';
-import { estimateCallTokens, isContext, preflight, spentCheck, type Usage } from '../budget/tenantBudget.js';
+import { estimateCallTokens, isContext, preflight, spentCheck, type RunUsage } from '../budget/tenantBudget.js';
 import type { RunStatus } from '../core/status.js';
 
 export interface ReplayOptions {
@@ -51,7 +50,7 @@ export function replayRun(spec: RunSpec, journal: JournalEntry[], opts: ReplayOp
     deadlineAt: Number.MAX_SAFE_INTEGER,
   };
   const replaySpec: RunSpec = { ...spec, limits };
-  const used: Usage = { steps: 0, tokens: 0 };
+  const used: RunUsage = { steps: 0, tokens: 0 };
   // Offline: the transcript's tokens counted exactly (the worker does so whenever its byte bound could stop a call).
   let contextTokens = 0;
   const inputTokens = opts.inputTokens ?? defaultInputTokens(spec.input);

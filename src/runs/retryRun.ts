@@ -1,7 +1,7 @@
 /**
  * Retry a stopped run (`failed`, `budget_exceeded`, `needs_human`) from its last
- * commit, on an operator's request, optionally with more steps, tokens or wall
- * clock: src/store/lua/retryRun-15.lua, one atomic change (status, limits, the
+ * commit, on an operator's request, optionally with more steps, tokens, wall
+ * clock or money (µ$): src/store/lua/retryRun-15.lua, one atomic change (status, limits, the
  * operator's journal entry, events, index, the step's new job).
  *
  * Nothing done is done again: the ledger is not touched, and the step re-runs
@@ -21,7 +21,8 @@
  * - a run a later run of its subject superseded (409 naming it): one run at work per
  *   subject, and the later run already answered the subject's newer event; going on
  *   with the earlier one would act on a stale view next to it (includes/subject.lua);
- * - totals past the deployment's LIMIT_MAX_* (400 naming the field).
+ * - totals past the deployment's LIMIT_MAX_* (400 naming the field);
+ * - more money for a run that has no money budget (400 naming `cost`): it has no cap to raise.
  *
  * If the process dies before the script, nothing happened; after it, the run
  * is running with its job: the retry is whole or absent.
@@ -47,6 +48,8 @@ export interface RetryExtension {
    * the old one has passed; the run's maxWallMs (the wall clock granted in all) grows by it.
    */
   wallMs?: number;
+  /** More money in µ$: the run's maxCost grows by it (a run without a money budget has none to raise). */
+  cost?: number;
 }
 
 export type RetryOutcome =
@@ -68,9 +71,22 @@ export type RetryOutcome =
   | { ok: false; code: 'tenant_budget_exhausted'; tenant: string }
   | { ok: false; code: 'action_waiting'; actionId: string }
   | { ok: false; code: 'superseded'; laterRunId: string }
-  | { ok: false; code: 'over_limit'; field: 'steps' | 'tokens' | 'wallMs'; limit: number };
+  | { ok: false; code: 'over_limit'; field: 'steps' | 'tokens' | 'wallMs' | 'cost'; limit: number }
+  | { ok: false; code: 'no_money_budget' };
 
-const EXTENDABLE: Record<string, keyof RetryExtension> = { steps: 'steps', tokens: 'tokens', wall_clock: 'wallMs' };
+const EXTENDABLE: Record<string, keyof RetryExtension> = {
+  steps: 'steps',
+  tokens: 'tokens',
+  wall_clock: 'wallMs',
+  cost: 'cost',
+};
+
+/**
+ * The run's own money cap stopped it (src/budget/policy.ts costCheck). A tenant's, agent's or fleet's money limit
+ * stops with a reason of the same code that names the counter instead (src/budget/spend.ts): the run's maxCost is not
+ * what a retry must raise then.
+ */
+const OWN_COST_STOP = /^cost: used \d+ \+ estimate \d+ > cap \d+/;
 
 /** `by`: the authenticated operator's name (recorded in the journal and the event). */
 export async function retryRun(
@@ -83,7 +99,14 @@ export async function retryRun(
   const k = ctx.keys.run(runId);
   const [run, budget] = await Promise.all([
     readRun(ctx.redis, ctx.keys, runId, ['reason', 'cursor', 'resumes', 'tenant']),
-    readBudget(ctx.redis, ctx.keys, runId, ['maxSteps', 'maxTokens', 'maxWallMs', 'deadlineAt', 'extensions']),
+    readBudget(ctx.redis, ctx.keys, runId, [
+      'maxSteps',
+      'maxTokens',
+      'maxWallMs',
+      'deadlineAt',
+      'maxCost',
+      'extensions',
+    ]),
   ]);
   if (!run) {
     ctx.metrics.runRetries.inc({ from: 'none', reason: 'none', outcome: 'run_missing' });
@@ -98,10 +121,10 @@ export async function retryRun(
     return r;
   };
 
-  const { maxSteps, maxTokens, maxWallMs, deadlineAt } = budget;
+  const { maxSteps, maxTokens, maxWallMs, deadlineAt, maxCost } = budget;
   const plan = planRetry(
     { status, reason: reasonText },
-    { maxSteps, maxTokens, maxWallMs, deadlineAt },
+    { maxSteps, maxTokens, maxWallMs, deadlineAt, ...(maxCost > 0 ? { maxCost } : {}) },
     ext,
     now,
     ctx.cfg,
@@ -112,7 +135,7 @@ export async function retryRun(
   if (dayUsed !== undefined && dayUsed >= ctx.cfg.TENANT_DAILY_TOKENS)
     return refuse({ ok: false, code: 'tenant_budget_exhausted', tenant });
 
-  const extended = extension.steps + extension.tokens + extension.wallMs > 0;
+  const extended = extension.steps + extension.tokens + extension.wallMs + extension.cost > 0;
   // Limits ride in the job once any retry extended them; the spec's hold otherwise.
   const carryLimits = extended || budget.extensions > 0;
   const jobId = `${stepJobId(runId, cursor)}.r${resumes + 1}`;
@@ -124,7 +147,8 @@ export async function retryRun(
     ...ctx.queues.jobOptions(runId, cursor),
     jobId,
   });
-  const detail = `from=${status},steps=+${extension.steps},tokens=+${extension.tokens},wall_ms=+${extension.wallMs}`;
+  // Money is named only when the retry adds some (the entries of earlier retries read as they did).
+  const detail = `from=${status},steps=+${extension.steps},tokens=+${extension.tokens},wall_ms=+${extension.wallMs}${extension.cost > 0 ? `,cost=+${extension.cost}` : ''}`;
   const entry: OperatorEntry = { v: 1, kind: 'operator', step: cursor, action: 'retry', by, at: now, detail };
   const r = await retryRunCall(
     ctx.redis,
@@ -186,22 +210,25 @@ export function planRetry(
   old: RunLimits,
   ext: RetryExtension,
   now: number,
-  ceilings: { LIMIT_MAX_STEPS: number; LIMIT_MAX_TOKENS: number; LIMIT_MAX_WALL_MS: number },
+  ceilings: { LIMIT_MAX_STEPS: number; LIMIT_MAX_TOKENS: number; LIMIT_MAX_WALL_MS: number; LIMIT_MAX_COST: number },
 ): { ok: true; limits: RunLimits; extension: Required<RetryExtension> } | Refusal {
   const { status } = run;
   if (!(RETRYABLE_STATUSES as readonly string[]).includes(status)) return { ok: false, code: 'not_retryable', status };
   const why = reasonCode(run.reason);
   if (why === 'version_mismatch' || why === 'approval_expired') return { ok: false, code: why, status };
-  const extension = { steps: ext.steps ?? 0, tokens: ext.tokens ?? 0, wallMs: ext.wallMs ?? 0 };
-  const stoppedBy = EXTENDABLE[why];
+  const extension = { steps: ext.steps ?? 0, tokens: ext.tokens ?? 0, wallMs: ext.wallMs ?? 0, cost: ext.cost ?? 0 };
+  const stoppedBy = why === 'cost' && !OWN_COST_STOP.test(run.reason) ? undefined : EXTENDABLE[why];
   if (status === 'budget_exceeded' && stoppedBy && extension[stoppedBy] === 0)
     return { ok: false, code: 'extension_required', budget: why };
+  const oldCost = old.maxCost ?? 0;
+  if (extension.cost > 0 && oldCost === 0) return { ok: false, code: 'no_money_budget' };
   const limits: RunLimits = {
     maxSteps: old.maxSteps + extension.steps,
     maxTokens: old.maxTokens + extension.tokens,
     // The wall clock granted in all (what LIMIT_MAX_WALL_MS bounds); the deadline is what the worker checks.
     maxWallMs: old.maxWallMs + extension.wallMs,
     deadlineAt: extension.wallMs > 0 ? Math.max(old.deadlineAt, now) + extension.wallMs : old.deadlineAt,
+    ...(oldCost > 0 ? { maxCost: oldCost + extension.cost } : {}),
   };
   if (limits.maxSteps > ceilings.LIMIT_MAX_STEPS)
     return { ok: false, code: 'over_limit', field: 'steps', limit: ceilings.LIMIT_MAX_STEPS };
@@ -209,6 +236,8 @@ export function planRetry(
     return { ok: false, code: 'over_limit', field: 'tokens', limit: ceilings.LIMIT_MAX_TOKENS };
   if (limits.maxWallMs > ceilings.LIMIT_MAX_WALL_MS)
     return { ok: false, code: 'over_limit', field: 'wallMs', limit: ceilings.LIMIT_MAX_WALL_MS };
+  if (ceilings.LIMIT_MAX_COST > 0 && (limits.maxCost ?? 0) > ceilings.LIMIT_MAX_COST)
+    return { ok: false, code: 'over_limit', field: 'cost', limit: ceilings.LIMIT_MAX_COST };
   return { ok: true, limits, extension };
 }
 

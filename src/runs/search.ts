@@ -12,7 +12,16 @@
 import type { RedisClient } from '../store/connect.js';
 import { SEARCH_ANY_TENANT, SEARCH_SUBJECT, type KeySpace } from '../store/keys.js';
 import type { RunSpec } from './spec.js';
-import { IndexSource, pageFrom, rowOf, type RunCursor, type RunPage } from './list.js';
+import {
+  decodeCursor,
+  encodeCursor,
+  IndexSource,
+  pageFrom,
+  rowOf,
+  type RunCursor,
+  type RunPage,
+  type RunRow,
+} from './list.js';
 
 /** A search term: the subject key (`field` SEARCH_SUBJECT) or one of the agent's search fields. */
 export interface SearchTerm {
@@ -83,4 +92,55 @@ async function matchesAll(redis: RedisClient, keys: KeySpace, runId: string, ter
     if (err) throw err;
     return score !== null;
   });
+}
+
+/**
+ * Every run id a term's index holds for one tenant, on every shard (one ZRANGE per shard): the runs an erasure of
+ * that subject or search value must reach (src/archive/erasure.ts). An index holds a customer's runs only, so it is
+ * read whole.
+ */
+export async function indexedRunIds(
+  redis: RedisClient,
+  keys: KeySpace,
+  tenant: string,
+  term: SearchTerm,
+): Promise<string[]> {
+  const perShard = await Promise.all(
+    keys.allShards().map((shard) => redis.zrange(keys.searchIndex(shard, tenant, term.field, term.value), 0, -1)),
+  );
+  return perShard.flat();
+}
+
+/** The archive's matches of a search (RunArchive.search): newest created first, after the query's cursor. */
+export interface ArchivedSearchPage {
+  runs: RunRow[];
+  /** Whether the archive holds more matches after the last one returned. */
+  more: boolean;
+}
+
+/**
+ * One page of a search over Redis and the archive: the two pages merged newest created first (run id desc on a
+ * tie), a run in both once (Redis' row: the run as it is now). A source with more after its page bounds the merged
+ * page at its last entry, so the next page (its cursor: the last row's creation and id) misses nothing of either.
+ * Redis' index is scored by the run's creation (createRun's time, the spec's createdAt), so both sources page by the
+ * same key.
+ */
+export function mergeSearchPages(redis: RunPage, archived: ArchivedSearchPage, limit: number): RunPage {
+  const seen = new Set(redis.runs.map((r) => r.runId));
+  const after = (a: RunCursor, row: RunRow) => row.createdAt < a.at || (row.createdAt === a.at && row.runId < a.runId);
+  const bounds: RunCursor[] = [];
+  const redisBound = redis.nextCursor !== undefined ? decodeCursor(redis.nextCursor) : undefined;
+  if (redisBound) bounds.push(redisBound);
+  const lastArchived = archived.runs.at(-1);
+  if (archived.more && lastArchived) bounds.push({ at: lastArchived.createdAt, runId: lastArchived.runId });
+  const merged = [...redis.runs, ...archived.runs.filter((r) => !seen.has(r.runId))]
+    .sort((a, b) => b.createdAt - a.createdAt || (a.runId < b.runId ? 1 : a.runId > b.runId ? -1 : 0))
+    .filter((row) => bounds.every((b) => !after(b, row)));
+  const runs = merged.slice(0, limit);
+  const last = runs.at(-1);
+  const more = merged.length > limit || bounds.length > 0;
+  if (!more) return { runs };
+  // A page bounded before any row (Redis examined its bound without a match): continue from that bound.
+  const next = last ?? bounds.reduce((a, b) => (a.at > b.at || (a.at === b.at && a.runId > b.runId) ? a : b));
+  return { runs, nextCursor: encodeCursor('createdAt' in next ? { at: next.createdAt, runId: next.runId } : next) };
 }

@@ -2,15 +2,15 @@
  * Run state in Redis: creation (run + budget + first job, one script), reads
  * of the mutable state, the immutable spec (cached by workers), and the view.
  */
+import { compactEndedRun, type Compacted } from './compact.js';
 import type { RedisClient } from '../store/connect.js';
 import { captureAddStandardJob } from '../store/bullmqInternals.js';
-import { KeySpace, stepJobId } from '../store/keys.js';
+import { type KeySpace, stepJobId } from '../store/keys.js';
 import { createRun, type CreateRunResult } from '../store/calls/createRun.js';
-import { createDeferredRun } from '../store/calls/deferNewJob.js';
 import { resumeRun, type ResumeResult } from '../store/calls/resumeRun.js';
 import { decodeEntry, encodeEntry, type JournalEntry, type OperatorEntry } from '../core/journal.js';
 import { limitsSchema, runSpecSchema, type RunLimits, type RunSpec, type StepJobData } from './spec.js';
-import { ShardQueues, STEP_JOB_NAME } from '../store/queues.js';
+import { type ShardQueues, STEP_JOB_NAME } from '../store/queues.js';
 import { isWaitStatus, parseWait, waitIdOf, type WaitRecord } from './waits.js';
 import { endsRun, type RunStatus } from '../core/status.js';
 import { searchIndexKeysOf } from './search.js';
@@ -101,20 +101,12 @@ export class RunStore {
       mode: spec.event !== undefined ? ('event' as const) : ('subject' as const),
       subjectTtlMs: this.subjectTtlMs,
       firstJob: add,
+      firstJobId: stepJobId(spec.runId, 1),
+      // A run waiting for admission (flow control) has its job delayed to its deadline: admission promotes it;
+      // if admission never comes, it starts then and ends on its wall clock, loudly, instead of waiting for ever.
+      ...(waitsForAdmission ? { deferUntil: spec.limits.deadlineAt } : {}),
     };
-    if (!waitsForAdmission) return createRun(this.redis, keys, args);
-    // A run waiting for admission (flow control) has its job delayed to its deadline: admission promotes it;
-    // if admission never comes, it starts then and ends on its wall clock, loudly, instead of waiting for ever.
-    const q = this.keys.queueStateKeys(shard);
-    const jobId = stepJobId(spec.runId, 1);
-    return createDeferredRun(
-      this.redis,
-      keys,
-      args,
-      { wait: q.wait, delayed: `${this.keys.queueKeyPrefix(shard)}delayed`, jobHash: this.keys.jobHash(shard, jobId) },
-      jobId,
-      spec.limits.deadlineAt,
-    );
+    return createRun(this.redis, keys, args);
   }
 
   /**
@@ -127,6 +119,11 @@ export class RunStore {
     // A run without them (its keys are gone) names a key that does not exist, on its own shard.
     if (!run) return `${k.run}:subject`;
     return this.keys.subjectLatest(run.tenant, run.agent, run.key);
+  }
+
+  /** Shrinks an ended run to what its readers need (src/runs/compact.ts); a run at work is left alone. */
+  compactEnded(runId: string): Promise<Compacted> {
+    return compactEndedRun(this.redis, this.keys, runId);
   }
 
   async exists(runId: string): Promise<boolean> {

@@ -28,7 +28,7 @@ commands:
   run <runId>                         the run view
   events <runId> [--from EVENT_ID]    live events, resumed after a cut connection; --from: after that event
   cancel <runId>                      cancel a run
-  retry <runId> [--steps N] [--tokens N] [--wall-ms N]
+  retry <runId> [--steps N] [--tokens N] [--wall-ms N] [--cost MICROS]
                                       a failed / budget_exceeded / needs_human run goes on from its last commit
   approvals                           pending approvals (exact args, fingerprint, expiry)
   approve|reject <actionId> --fingerprint F
@@ -66,6 +66,7 @@ const OPTIONS = {
   steps: { type: 'string' },
   tokens: { type: 'string' },
   'wall-ms': { type: 'string' },
+  cost: { type: 'string' },
   status: { type: 'string' },
   tenant: { type: 'string' },
   agent: { type: 'string' },
@@ -118,7 +119,7 @@ async function runCommand(fleet: FleetClient, values: Values, positionals: strin
   const [command, a, b] = positionals;
   switch (command) {
     case 'runs':
-      return print(
+      return void print(
         await fleet.listRuns({
           ...(values.status !== undefined ? { status: values.status as never } : {}),
           ...(values.tenant !== undefined ? { tenant: values.tenant } : {}),
@@ -130,28 +131,35 @@ async function runCommand(fleet: FleetClient, values: Values, positionals: strin
         }),
       );
     case 'run':
-      return print(await fleet.getRun(id(a, 'runId')));
+      return void print(await fleet.getRun(id(a, 'runId')));
     case 'events':
       for await (const e of fleet.followEvents(id(a, 'runId'), values.from ? { after: values.from } : {}))
         console.log(`id: ${e.id}  event: ${e.type}  data: ${JSON.stringify(e.data)}`);
       return;
     case 'cancel':
-      return print(await fleet.cancelRun(id(a, 'runId')));
+      return void print(await fleet.cancelRun(id(a, 'runId')));
     case 'retry': {
-      const ext = { steps: num(values.steps), tokens: num(values.tokens), wallMs: num(values['wall-ms']) };
+      const ext = {
+        steps: num(values.steps),
+        tokens: num(values.tokens),
+        wallMs: num(values['wall-ms']),
+        cost: num(values.cost),
+      };
       const body = Object.fromEntries(Object.entries(ext).filter(([, v]) => v !== undefined));
-      return print(await fleet.retryRun(id(a, 'runId'), body));
+      return void print(await fleet.retryRun(id(a, 'runId'), body));
     }
     case 'approvals':
-      return print(await fleet.listApprovals());
+      return void print(await fleet.listApprovals());
     case 'approve':
     case 'reject': {
       const actionId = id(a, 'actionId');
       const fingerprint = need(values.fingerprint, '--fingerprint');
-      return print(await (command === 'approve' ? fleet.approve : fleet.reject).call(fleet, actionId, fingerprint));
+      return void print(
+        await (command === 'approve' ? fleet.approve : fleet.reject).call(fleet, actionId, fingerprint),
+      );
     }
     case 'reconciliations':
-      return print(await fleet.listReconciliations());
+      return void print(await fleet.listReconciliations());
     case 'resolve': {
       let evidence: unknown = {};
       if (values.evidence) {
@@ -161,7 +169,7 @@ async function runCommand(fleet: FleetClient, values: Values, positionals: strin
           throw new UsageError('--evidence must be JSON');
         }
       }
-      return print(
+      return void print(
         await fleet.resolve(id(a, 'actionId'), {
           finding: need(b, 'finding') as never,
           evidence,
@@ -171,32 +179,32 @@ async function runCommand(fleet: FleetClient, values: Values, positionals: strin
     }
     case 'versions':
       if (a === undefined || a === 'list')
-        return print(await fleet.versionQueue(values.limit ? { limit: num(values.limit) as number } : {}));
+        return void print(await fleet.versionQueue(values.limit ? { limit: num(values.limit) as number } : {}));
       if (a === 'continue')
-        return print(
+        return void print(
           await fleet.continueVersion(id(b, 'runId'), {
             ...(values.to !== undefined ? { agentVersion: values.to } : {}),
             ...(values['tools-hash'] !== undefined ? { toolsHash: values['tools-hash'] } : {}),
           }),
         );
-      if (a === 'cancel') return print(await fleet.cancelVersionParked(id(b, 'runId')));
+      if (a === 'cancel') return void print(await fleet.cancelVersionParked(id(b, 'runId')));
       throw new UsageError(`unknown versions command ${a}`);
     case 'flow':
-      if (a === undefined) return print(await fleet.flow());
+      if (a === undefined) return void print(await fleet.flow());
       if (a === 'tenant')
-        return print(
+        return void print(
           await fleet.setTenantFlow(need(b, 'tenant'), {
             weight: flowValue(values.weight) as never,
             limit: flowValue(values.limit) as never,
           }),
         );
       if (a === 'agent')
-        return print(
+        return void print(
           await fleet.setAgentFlow(need(b, 'agent'), { limit: flowValue(need(values.limit, '--limit')) as never }),
         );
       throw new UsageError(`unknown flow command ${a}`);
     case 'spend':
-      return print(await fleet.spend(values.period));
+      return void print(await fleet.spend(values.period));
     default:
       throw new UsageError(command === undefined ? 'no command given' : `unknown command ${command}`);
   }

@@ -60,6 +60,8 @@ async function agentsOf(
   const settings = declared.settings === undefined ? {} : parseAgentSettings(declared.settings, cfg, env);
   if (typeof declared.agents !== 'function') return declared.agents;
   try {
+    // The deprecated `env` is still handed to modules written before settings schemas, until they move.
+    // eslint-disable-next-line @typescript-eslint/no-deprecated
     return await declared.agents({ config: cfg, settings, env });
   } catch (err) {
     throw new AgentsModuleError(module, `its agents function failed (${(err as Error).message ?? String(err)})`, {

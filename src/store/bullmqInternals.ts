@@ -373,3 +373,27 @@ export function ownerOfToken(token: string): string | undefined {
 export function ownerBaseOfToken(token: string): string | undefined {
   return /^(.+)@\d+(?:-[0-9a-f]+)?:\d+$/.exec(token)?.[1];
 }
+
+/**
+ * When delayed jobs are due, by job id (undefined: not in the delayed set). BullMQ scores its delayed zset with the due
+ * time shifted left by 12 bits plus a counter (`timestamp * 0x1000 + (counter & 0xfff)`, its addDelayedJob and
+ * moveToDelayed); one round trip for all of them. test/integration/flowRepair.test.ts reads it back for a job
+ * delayed by BullMQ's own API, so a change of the encoding fails there.
+ */
+export async function delayedUntil(
+  redis: {
+    pipeline(): { zscore(key: string, member: string): unknown; exec(): Promise<[Error | null, unknown][] | null> };
+  },
+  delayedKey: string,
+  jobIds: readonly string[],
+): Promise<(number | undefined)[]> {
+  if (jobIds.length === 0) return [];
+  const pipe = redis.pipeline();
+  for (const id of jobIds) pipe.zscore(delayedKey, id);
+  const res = (await pipe.exec()) ?? [];
+  return jobIds.map((_, i) => {
+    const [err, score] = res[i] ?? [null, null];
+    if (err) throw err;
+    return score === null || score === undefined ? undefined : Math.floor(Number(score) / 0x1000);
+  });
+}

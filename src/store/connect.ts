@@ -6,8 +6,7 @@
  */
 import { Cluster, Redis } from 'ioredis';
 import { type Config } from '../config/config.js';
-import { ConfigError } from '../core/errors.js';
-import { TerminalError } from '../core/errors.js';
+import { ConfigError, TerminalError } from '../core/errors.js';
 import { resultWithin } from '../core/timeout.js';
 
 export type RedisClient = Redis | Cluster;

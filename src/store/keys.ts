@@ -48,6 +48,11 @@ export interface RunKeys {
   journal: string;
   /** stream: run events for live views (SSE) */
   events: string;
+  /**
+   * string: an ended run's events, packed (src/store/runEvents.ts), the stream trimmed to none. `<events>-packed`:
+   * includes/expireRun.lua derives it from the events key (change both together).
+   */
+  eventsPacked: string;
   /** set: action ids of this run's ledger entries */
   actions: string;
   /** set: run ids of the child runs its agent tools started (src/runs/children.ts) */
@@ -74,6 +79,8 @@ export interface FlowKeys {
   admitted: string;
   /** list: changes of weights and limits, newest first, with who made them */
   audit: string;
+  /** string with TTL: the worker whose repair pass runs this period (src/flow/repair.ts) */
+  repairLease: string;
   /** prefix of the tenants' lines (zsets) */
   linePrefix: string;
 }
@@ -117,6 +124,7 @@ export class KeySpace {
         budget: `${base}:budget`,
         journal: `${base}:journal`,
         events: `${base}:events`,
+        eventsPacked: `${base}:events-packed`,
         actions: `${base}:actions`,
         children: `${base}:children`,
       });
@@ -390,6 +398,7 @@ export class KeySpace {
       settings: `${base}:settings`,
       admitted: `${base}:admitted`,
       audit: `${base}:audit`,
+      repairLease: `${base}:repair-lease`,
       linePrefix: `${base}:line:`,
     };
   }

@@ -204,7 +204,7 @@ function loadedScript(name: string): LoadedScript | undefined {
       {
         ...d,
         sha: createHash('sha1').update(d.lua).digest('hex'),
-        sockets: new WeakSet<object>(),
+        sockets: new WeakSet(),
         ...(LIBRARY_SCRIPTS.has(d.name) ? { fn: library().functions.get(d.name) } : {}),
       },
     ]),
@@ -271,10 +271,15 @@ function send(client: RedisClient, def: LoadedScript, args: readonly ScriptArg[]
   const cmd = new ScriptCommand(def, args);
   coalesceWrites(client);
   // A NOSCRIPT (script cache flushed) is answered by sending it again: toWritable then sends EVAL.
-  return (client.sendCommand(cmd) as Promise<unknown>).catch((err: Error) => {
-    if (!err.message.includes('NOSCRIPT')) throw err;
+  return (client.sendCommand(cmd) as Promise<unknown>).catch((err: unknown) => {
+    if (!messageHas(err, 'NOSCRIPT')) throw err;
     return client.sendCommand(new ScriptCommand(def, args));
   });
+}
+
+/** A Redis error reply naming `text` (anything else thrown is passed on as it is). */
+function messageHas(err: unknown, text: string): boolean {
+  return err instanceof Error && err.message.includes(text);
 }
 
 let built: LuaLibrary | undefined;
@@ -292,8 +297,8 @@ export function library(): LuaLibrary {
 function callFunction(client: RedisClient, fn: string, numberOfKeys: number, args: readonly ScriptArg[]) {
   coalesceWrites(client);
   return (client.sendCommand(new FunctionCommand(fn, numberOfKeys, args)) as Promise<unknown>).catch(
-    async (err: Error) => {
-      if (!err.message.includes('Function not found')) throw err;
+    async (err: unknown) => {
+      if (!messageHas(err, 'Function not found')) throw err;
       await loadLibrary(client);
       return client.sendCommand(new FunctionCommand(fn, numberOfKeys, args));
     },
@@ -308,8 +313,8 @@ export async function loadLibrary(client: RedisClient, lib: LuaLibrary = library
   const nodes = client instanceof Cluster ? client.nodes('master') : [client];
   await Promise.all(
     nodes.map((node) =>
-      node.call('FUNCTION', 'LOAD', lib.code).catch((err: Error) => {
-        if (!err.message.includes('already exists')) throw err;
+      node.call('FUNCTION', 'LOAD', lib.code).catch((err: unknown) => {
+        if (!messageHas(err, 'already exists')) throw err;
       }),
     ),
   );

@@ -1,7 +1,7 @@
 /** One BullMQ queue per shard (`steps-{N}`), sharing a connection; default job options live here. */
 import { Queue, type JobsOptions } from 'bullmq';
 import type { RedisClient } from './connect.js';
-import { KeySpace, stepJobId } from './keys.js';
+import { type KeySpace, stepJobId } from './keys.js';
 
 export const STEP_JOB_NAME = 'step';
 

@@ -13,12 +13,10 @@
  * the fence a wait whose connection wrote nothing lately (an Idempotency-Key that found its run, a ledger move that
  * was already made) returns at once while the write it is meant to cover is still only on the master.
  */
-import type { Redis } from 'ioredis';
-import { Cluster } from 'ioredis';
+import { type Redis, Cluster } from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { AgentError, type RetryKind } from '../core/errors.js';
-import type { RedisClient } from './connect.js';
-import { RedisUnreachable } from './connect.js';
+import { type RedisClient, RedisUnreachable } from './connect.js';
 
 export interface ReplicationOptions {
   /** REDIS_MIN_REPLICAS: 0 returns at once (a single Redis, today's behaviour). */

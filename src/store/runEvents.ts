@@ -10,7 +10,16 @@
  * `<entry id>.<index>` (index from 0) for each event of an entry holding
  * several. A position given back as a plain entry id means the whole entry was
  * seen; `<entry id>.<index>` means that event and those before it were.
+ *
+ * An ended run's stream is compacted (src/runs/compact.ts, compactRun-3.lua): its entries (ids and fields) are packed
+ * and compressed into one string beside it (`RunKeys.eventsPacked`, packEntries) and the stream is trimmed to no
+ * entry (it keeps its last id, so an event appended later, an operator's action on the ended run, follows them).
+ * A stream costs Redis 7 a 4 KB listpack node however few its entries; the packed string costs its bytes. Readers
+ * read both in one MULTI (readEventsAfter), packed entries first: every event keeps its id, its place and its
+ * payload, and a Last-Event-ID from before the compaction resumes as it did.
  */
+import { deflateRawSync, inflateRawSync } from 'node:zlib';
+import type { RedisClient } from './connect.js';
 
 /** One run event as readers see it. */
 export interface RunEvent {
@@ -34,11 +43,99 @@ export interface EventPosition {
 /** The stream's start: before every entry. */
 export const STREAM_START: EventPosition = { entry: '0-0', index: Infinity };
 
-/** A field list as Redis returns an entry's (name, value, name, value, ...). */
-export type StreamFields = readonly string[];
+/**
+ * A field list as Redis returns an entry's (name, value, name, value, ...): strings, or the bytes of the Buffer forms
+ * (what a reader must use where a packed entry may be: its value is compressed bytes).
+ */
+export type StreamFields = readonly (string | Buffer)[];
+/** Stream entries as XRANGE, XREVRANGE or one stream of XREAD return them (string or Buffer forms). */
+export type StreamEntries = readonly (readonly [string | Buffer, StreamFields])[];
+
+/**
+ * The packed value's first byte: the rest is the JSON of `[[entry id, [field, value, ...]], ...]`, raw deflate with
+ * EVENTS_DICTIONARY. Another codec or dictionary takes another marker value, never this one.
+ */
+const PACKED_MARKER = 0x01;
+
+/**
+ * The preset dictionary: how the engine's own events open (types and payload field names, nothing an agent names), so
+ * a short stream finds its skeleton in the window. Changing it changes what PACKED_MARKER values mean: a new
+ * dictionary is a new marker, never an edit of this one.
+ */
+const EVENTS_DICTIONARY = Buffer.from(
+  '["type","operator_action","data","{\\"action\\":\\"cancel\\",\\"by\\":\\"\\"}"]' +
+    '["type","text_delta","data","{\\"step\\":1,\\"text\\":\\"\\"}"]' +
+    '["type","run_created","data","{\\"runId\\":\\"r_\\",\\"tenant\\":\\"\\"}"]]' +
+    '["type","status_changed","data","{\\"status\\":\\"completed\\",\\"reason\\":\\"final_answer\\"}"]]' +
+    '["type","effect","data","{\\"actionId\\":\\"a_\\",\\"from\\":\\"dispatched\\",\\"to\\":\\"confirmed\\"}"]]' +
+    '["type","effect","data","{\\"actionId\\":\\"a_\\",\\"tool\\":\\"\\",\\"from\\":null,\\"to\\":\\"planned\\",\\"step\\":1}"]]' +
+    '["type","step_started","data","{\\"step\\":1,\\"jobId\\":\\"r_.s1\\",\\"attempt\\":1,\\"startedAt\\":1,\\"worker\\":\\"worker:\\"}",' +
+    '"type","decision","data","{\\"step\\":1,\\"tools\\":[\\"\\"],\\"final\\":false}",' +
+    '"type","step_committed","data","{\\"step\\":1,\\"status\\":\\"running\\",\\"entries\\":2}"]]',
+  'utf8',
+);
+const DEFLATE_OPTIONS = { level: 6, windowBits: 12, memLevel: 4, dictionary: EVENTS_DICTIONARY } as const;
+const INFLATE_OPTIONS = { windowBits: 15, dictionary: EVENTS_DICTIONARY } as const;
+
+const text = (v: string | Buffer): string => (typeof v === 'string' ? v : v.toString('utf8'));
+
+/** Entries (ids and fields, oldest first) as one packed value. */
+export function packEntries(entries: StreamEntries): Buffer {
+  const plain = Buffer.from(JSON.stringify(entries.map(([id, f]) => [text(id), f.map(text)])), 'utf8');
+  const packed = deflateRawSync(plain, DEFLATE_OPTIONS);
+  const out = Buffer.allocUnsafe(packed.length + 1);
+  out[0] = PACKED_MARKER;
+  packed.copy(out, 1);
+  return out;
+}
+
+/** The entries a packed value holds (none for an absent one), oldest first. */
+export function unpackEntries(packed: Buffer | null | undefined): [string, string[]][] {
+  if (!packed || packed.length === 0) return [];
+  if (packed[0] !== PACKED_MARKER) throw new Error('packed run events have an unknown marker');
+  return JSON.parse(inflateRawSync(packed.subarray(1), INFLATE_OPTIONS).toString('utf8')) as [string, string[]][];
+}
+
+/**
+ * A run's events after `after`, in order: the packed ones, then up to `count` stream entries after the position, read
+ * in one MULTI (a compaction between two reads would hide the entries it moves). `entries`: the stream entries read
+ * (fewer than `count`: the stream has no more).
+ */
+export async function readEventsAfter(
+  redis: RedisClient,
+  k: { events: string; eventsPacked: string },
+  after: EventPosition,
+  count: number,
+): Promise<{ events: RunEvent[]; entries: number }> {
+  // Inside an entry, the entry itself is read again (inclusive start) for the events after the position.
+  const start = after.index === Infinity ? `(${after.entry}` : after.entry;
+  const res = await redis.multi().getBuffer(k.eventsPacked).xrange(k.events, start, '+', 'COUNT', count).exec();
+  if (!res) throw new Error('run events read was aborted');
+  for (const [err] of res) if (err) throw err;
+  const packed = res[0]![1] as Buffer | null;
+  const page = res[1]![1] as [string, string[]][];
+  const events = decodeEntries([...unpackEntries(packed), ...page]).filter((e) => isAfter(e, after));
+  return { events, entries: page.length };
+}
+
+/** Every event of a run, in order (packed and streamed). */
+export async function readAllEvents(
+  redis: RedisClient,
+  k: { events: string; eventsPacked: string },
+): Promise<RunEvent[]> {
+  const out: RunEvent[] = [];
+  let after = STREAM_START;
+  for (;;) {
+    const { events, entries } = await readEventsAfter(redis, k, after, 500);
+    out.push(...events);
+    if (entries < 500 || events.length === 0) return out;
+    after = { entry: events.at(-1)!.entry, index: Infinity };
+  }
+}
 
 /** The events of one stream entry, in order. An entry without a `type` field holds one event of type `message`. */
-export function decodeEntry(entry: string, fields: StreamFields): RunEvent[] {
+export function decodeEntry(entry: string, raw: StreamFields): RunEvent[] {
+  const fields = raw.map(text);
   const found: { type: string; data: string }[] = [];
   for (let i = 0; i + 1 < fields.length; i += 2) {
     const name = fields[i]!;
@@ -56,8 +153,8 @@ export function decodeEntry(entry: string, fields: StreamFields): RunEvent[] {
 }
 
 /** The events of entries read with XRANGE, XREVRANGE or XREAD, in the entries' order. */
-export function decodeEntries(entries: readonly (readonly [string, StreamFields])[]): RunEvent[] {
-  return entries.flatMap(([id, fields]) => decodeEntry(id, fields));
+export function decodeEntries(entries: StreamEntries): RunEvent[] {
+  return entries.flatMap(([id, fields]) => decodeEntry(text(id), fields));
 }
 
 const EVENT_ID = /^(\d+-\d+)(?:\.(\d+))?$/;

@@ -7,6 +7,7 @@
  *
  * Reading a field no run ever has is a type error, and a status is a `RunStatus`, never a bare string.
  */
+import { deflateRawSync, inflateRawSync } from 'node:zlib';
 import type { RedisClient } from './connect.js';
 import type { KeySpace } from './keys.js';
 import { InvariantError } from '../core/errors.js';
@@ -29,6 +30,47 @@ const status: Decode<RunStatus> = (raw) => {
   // Only our scripts write a status, from the one list (src/core/status.ts): anything else is a broken store.
   throw new InvariantError('invariant', `run_status_unknown: ${String(raw).slice(0, 40)}`);
 };
+
+/**
+ * A packed spec's first character: the rest is base64 of the spec's JSON, raw deflate with SPEC_DICTIONARY. A spec's
+ * JSON starts with `{`, so a spec written as JSON reads as it always did. Base64, not bytes: every reader of the run
+ * hash reads strings. Another codec or dictionary takes another marker, never this one.
+ */
+const SPEC_MARKER = '~';
+/** The spec's own field names (nothing an agent names): a short spec finds its skeleton in the window. */
+const SPEC_DICTIONARY = Buffer.from(
+  '{"v":2,"runId":"r_","tenant":"","agent":"","key":"","input":{"id":"","subject":"","body":"","customer":{"email":"","name":""}},' +
+    '"model":"","modelId":"","agentVersion":"","toolsHash":"","limits":{"maxSteps":20,"maxTokens":100000,"maxWallMs":900000,' +
+    '"deadlineAt":1},"createdAt":1,"search":{}}',
+  'utf8',
+);
+
+/**
+ * The stored form of an ended run's spec (src/runs/compact.ts): packed when that is shorter, else the JSON as it is.
+ * Read back by the `spec` field's decoder, so no reader sees the difference.
+ */
+export function packSpec(json: string): string {
+  if (json.startsWith(SPEC_MARKER)) return json;
+  const packed =
+    SPEC_MARKER +
+    deflateRawSync(json, { level: 6, windowBits: 12, memLevel: 4, dictionary: SPEC_DICTIONARY }).toString('base64');
+  return packed.length < Buffer.byteLength(json) ? packed : json;
+}
+
+/** A spec's JSON from its stored form (JSON, or packed by packSpec). */
+export function unpackSpec(raw: string): string {
+  if (!raw.startsWith(SPEC_MARKER)) return raw;
+  try {
+    return inflateRawSync(Buffer.from(raw.slice(1), 'base64'), {
+      windowBits: 15,
+      dictionary: SPEC_DICTIONARY,
+    }).toString('utf8');
+  } catch (err) {
+    throw new InvariantError('invariant', 'run_spec_unreadable: a packed spec does not inflate', {}, { cause: err });
+  }
+}
+
+const spec: Decode<string | undefined> = (raw) => (raw === null || raw === '' ? undefined : unpackSpec(raw));
 
 /** The run hash: each field and how it reads back. */
 const RUN_FIELDS = {
@@ -54,8 +96,8 @@ const RUN_FIELDS = {
   decisionIndex: count,
   /** The run's current step job: only that job may commit. */
   jobId: text,
-  /** The immutable run spec, JSON (src/runs/spec.ts parses it). */
-  spec: optional,
+  /** The immutable run spec, JSON (src/runs/spec.ts parses it); an ended run's may be stored packed (packSpec). */
+  spec,
   cancelRequested: flag,
   cancelReason: optional,
   /** What a parked run waits for, JSON (src/runs/waits.ts parses it). */

@@ -25,6 +25,7 @@ import { FetchWatch } from './fetchWatch.js';
 import { runIdOfStepJob } from '../store/keys.js';
 import { VersionGate } from './versionGate.js';
 import { VersionRegistry } from '../runs/versions.js';
+import { FlowRepair } from '../flow/repair.js';
 
 /** How long close() may take once no job is held any more. */
 const CLOSE_TIMEOUT_MS = 1500;
@@ -166,7 +167,7 @@ export class FleetWorker {
     const fresh = this.createWorker(shard);
     await this.ownerWatch.replace(old, fresh);
     this.workers[i] = fresh;
-    void fresh.run().catch((err) => this.ctx.log.error({ code: 'worker_run_failed', err }));
+    void fresh.run().catch((err: unknown) => this.ctx.log.error({ code: 'worker_run_failed', err }));
     void old.close(true).catch(() => {});
   }
 
@@ -195,7 +196,8 @@ export class FleetWorker {
 
   /** Second half of start(): the workers fetch jobs from now on. */
   run(): void {
-    for (const w of this.workers) void w.run().catch((err) => this.ctx.log.error({ code: 'worker_run_failed', err }));
+    for (const w of this.workers)
+      void w.run().catch((err: unknown) => this.ctx.log.error({ code: 'worker_run_failed', err }));
     this.ownerWatch.start();
     this.fetchWatch.start();
     this.startFlowSweep();
@@ -204,14 +206,23 @@ export class FleetWorker {
 
   /**
    * Every FLOW_SWEEP_MS: slots of runs no longer at work, admissions whose admitter died, then admit
-   * (src/flow/admission.ts).
+   * (src/flow/admission.ts); every FLOW_REPAIR_MS, flow state a lost write left behind (src/flow/repair.ts).
    */
   private startFlowSweep(): void {
     const admission = this.ctx.admission;
     if (!admission?.enabled || this.flowSweep) return;
+    const { redis, keys, queues, cfg, metrics, log } = this.ctx;
+    const repair = new FlowRepair({ redis, keys, queues, cfg, metrics, log, admission });
+    let repairAt = Date.now() + cfg.FLOW_REPAIR_MS;
     const loop = () => {
       admission
         .sweep()
+        .then(async () => {
+          // Flow state checked against the runs' own once a period (one worker of the fleet takes each period).
+          if (Date.now() < repairAt) return;
+          repairAt = Date.now() + cfg.FLOW_REPAIR_MS;
+          await repair.tick();
+        })
         .catch((err: unknown) => {
           admission.forgetOwner();
           this.ctx.log.warn({ code: 'flow_sweep_failed', err }, 'flow control bookkeeping failed (next tick retries)');

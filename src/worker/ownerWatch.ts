@@ -44,8 +44,7 @@
 import type { Logger } from 'pino';
 import type { Redis } from 'ioredis';
 import type { Metrics } from '../metrics/metrics.js';
-import type { RedisClient } from '../store/connect.js';
-import { nodeForKey } from '../store/connect.js';
+import { type RedisClient, nodeForKey } from '../store/connect.js';
 import type { KeySpace } from '../store/keys.js';
 import { nameWorkerOwner, ownerOfToken } from '../store/bullmqInternals.js';
 import { liveOwners, ownerOfConnection } from '../store/owners.js';
@@ -155,7 +154,7 @@ export class OwnerWatch {
       for (const [node, owners] of this.alive) {
         if (owners.size === 0) continue;
         const alive = await liveOwners(node, [...owners]);
-        if (alive.size < owners.size) return this.pass();
+        if (alive.size < owners.size) return void this.pass();
       }
     } catch {
       // The pass reports a failing Redis (once per streak); a probe that fails only waits for it.

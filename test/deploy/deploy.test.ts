@@ -694,7 +694,7 @@ function validateStrict(models: Record<string, ModelCtor>, doc: Obj): string[] {
   }
   const unknown: string[] = [];
   const walk = (v: unknown, at: string) => {
-    if (Array.isArray(v)) return v.forEach((x, i) => walk(x, `${at}[${i}]`));
+    if (Array.isArray(v)) return void v.forEach((x, i) => walk(x, `${at}[${i}]`));
     if (v === null || typeof v !== 'object') return;
     const info = seen.get(v);
     if (!info) return;

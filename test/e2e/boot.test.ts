@@ -4,8 +4,7 @@
  * (the entry points from sources), real sockets.
  */
 import type { ChildProcess } from 'node:child_process';
-import { createServer, type Server } from 'node:net';
-import type { AddressInfo } from 'node:net';
+import { createServer, type Server, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 // Each case starts several processes from sources (tsx) on a shared 2-core machine.

@@ -8,7 +8,7 @@ import { spawnWorker } from '../../testkit/processes.js';
 import { buildSpec } from '../../src/producer/intake.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { Reconciler } from '../../src/ledger/reconciler.js';
-import { ScriptedProvider } from '../../src/models/scripted.js';
+import { type ScriptedProvider } from '../../src/models/scripted.js';
 import type { Script } from '../../src/models/scriptedTurns.js';
 import { read, final, email, ticket } from '../../testkit/turns.js';
 

@@ -5,7 +5,7 @@
  * every archive column afterwards, ids, statuses, receipts and keys kept; a run at work is refused, naming it.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { createHarness, producerAuth, redisUrl, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../testkit/embeddedPostgres.js';
@@ -17,8 +17,15 @@ import { snapshotRun } from '../../src/archive/snapshot.js';
 import { runView } from '../../src/http/runView.js';
 import { ledgerFor } from '../../src/ledger/ledger.js';
 import { DEFLATE_MARKER, unpackEntry } from '../../src/core/journal.js';
+import { actorSeesRun } from '../../src/operations/actor.js';
+import { unpackEntries } from '../../src/store/runEvents.js';
+import { unpackSpec } from '../../src/store/runRecord.js';
+import { unfoldMoves } from '../../src/store/ledgerHistory.js';
 
 const OPERATOR_TOKEN = 'operator-token-for-archive-tests';
+const ACME_TOKEN = 'acme-operator-token-0123456789';
+const GLOBEX_TOKEN = 'globex-operator-token-0123456789';
+const sha = (t: string) => createHash('sha256').update(t).digest('hex');
 const operatorAuth = { authorization: `Bearer ${OPERATOR_TOKEN}` };
 const RETENTION_MS = 1500;
 const DONE = ['completed', 'failed', 'budget_exceeded', 'needs_human', 'cancelled'];
@@ -33,6 +40,10 @@ beforeAll(async () => {
     ARCHIVE_URL: pg.url,
     RUN_RETENTION_MS: String(RETENTION_MS),
     OPERATOR_TOKEN,
+    OPERATORS: JSON.stringify([
+      { name: 'ann', tokenSha256: sha(ACME_TOKEN), role: 'operator', tenants: ['acme'] },
+      { name: 'gus', tokenSha256: sha(GLOBEX_TOKEN), role: 'operator', tenants: ['globex'] },
+    ]),
     FOLLOW_UP_WAIT_MS: '50',
   });
   archiver = archiverFor(h.ctx)!;
@@ -76,6 +87,17 @@ async function redisHits(needle: string): Promise<string[]> {
       return b; // not a journal entry
     }
   };
+  // An ended run's spec and its actions' folded histories are stored packed (src/runs/compact.ts).
+  const packedField = (b: Buffer) => {
+    if (b[0] !== '~'.charCodeAt(0)) return b;
+    for (const unpack of [unpackSpec, (s: string) => unfoldMoves(s).join(',')])
+      try {
+        return Buffer.from(unpack(b.toString()));
+      } catch {
+        // not that packed form
+      }
+    return b;
+  };
   try {
     let cursor = '0';
     do {
@@ -85,8 +107,10 @@ async function redisHits(needle: string): Promise<string[]> {
         if (has(key)) hits.push(`${key} (name)`);
         const type = await r.type(key);
         let values: Buffer[] = [];
-        if (type === 'string') values = [(await r.getBuffer(key)) ?? Buffer.alloc(0)];
-        else if (type === 'hash') values = await r.hvalsBuffer(key);
+        if (type === 'string' && key.endsWith(':events-packed'))
+          values = [Buffer.from(JSON.stringify(unpackEntries(await r.getBuffer(key))))];
+        else if (type === 'string') values = [(await r.getBuffer(key)) ?? Buffer.alloc(0)];
+        else if (type === 'hash') values = (await r.hvalsBuffer(key)).map(packedField);
         else if (type === 'list') values = (await r.lrangeBuffer(key, 0, -1)).map(entry);
         else if (type === 'set') values = await r.smembersBuffer(key);
         else if (type === 'zset') values = await r.zrangeBuffer(key, 0, -1);
@@ -157,6 +181,22 @@ describe('the archive of ended runs', () => {
     const fromArchive = await getView(runId);
     expect(fromArchive.status).toBe(200);
     expect(fromArchive.body).toEqual(fromRedis.body);
+
+    // Who sees it is still its tenant's business: an operator of acme reads it, one of globex is told it is unknown,
+    // by the API and by the rule the operations and the console ask (the run's tenant read from the archive).
+    const asOperator = (token: string) =>
+      fetch(`${url}/v1/runs/${runId}`, { headers: { authorization: `Bearer ${token}` } }).then((r) => r.status);
+    expect(await asOperator(ACME_TOKEN)).toBe(200);
+    expect(await asOperator(GLOBEX_TOKEN)).toBe(404);
+    expect(await actorSeesRun(h.ctx, { tenants: ['acme'] }, runId)).toBe(true);
+    expect(await actorSeesRun(h.ctx, { tenants: ['globex'] }, runId)).toBe(false);
+    // An operation on it by an operator who sees it finds no run at work: 404, nothing written back to Redis.
+    const cancel = await fetch(`${url}/v1/runs/${runId}/cancel`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ACME_TOKEN}` },
+    });
+    expect(cancel.status).toBe(404);
+    expect(await h.ctx.redis.exists(...keys)).toBe(0);
   });
 
   it("erases a customer's text from every Redis key and every archive row, keeping ids, statuses and receipts", async () => {
@@ -228,5 +268,143 @@ describe('the archive of ended runs', () => {
       record.erasureId,
     ]);
     expect(audit.rows[0]).toMatchObject({ requested_by: 'operator', run_ids: [first, second, third].sort() });
+  });
+});
+
+describe('erasure and search by what people know, over Redis and the archive', () => {
+  const erase = (body: unknown) =>
+    fetch(`${url}/v1/erasures`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...operatorAuth },
+      body: JSON.stringify(body),
+    });
+
+  it('erases by a search field a run Redis alone holds (ended, not yet archived): no trace in any key', async () => {
+    const mark = `FIELD-ME-${randomBytes(8).toString('hex')}`;
+    const worker = await h.startWorker();
+    // Its subject says nothing of the customer: only the agent's `customer` search field finds it.
+    const runId = await postRun(
+      {
+        ...sampleTicket(`FLD-${randomBytes(4).toString('hex')}`),
+        body: `message ${mark}`,
+        customer: { email: `${mark}@example.com`, name: `Name ${mark}` },
+      },
+      `fld-${randomBytes(6).toString('hex')}`,
+    );
+    expect(await h.waitForStatus(runId, DONE, 20_000)).toBe('completed');
+    await worker.stop();
+    // Queued for the archive, not copied: the archive knows nothing of it.
+    expect(await h.ctx.archive!.pool.query('SELECT 1 FROM archived_runs WHERE run_id = $1', [runId])).toMatchObject({
+      rowCount: 0,
+    });
+    expect(await redisHits(mark)).not.toEqual([]);
+
+    const res = await erase({ tenant: 'acme', field: { name: 'customer', value: `${mark}@example.com` } });
+    expect(res.status).toBe(201);
+    expect(((await res.json()) as { runIds: string[] }).runIds).toEqual([runId]);
+    expect(await redisHits(mark)).toEqual([]);
+    // Gone from its search indexes too: the value finds nothing now.
+    const found = await fetch(`${url}/v1/runs?customer=${encodeURIComponent(`${mark}@example.com`)}`, {
+      headers: producerAuth,
+    });
+    expect(((await found.json()) as { runs: unknown[] }).runs).toEqual([]);
+    // Its later copy carries the marker, not the text.
+    await archiver.pass();
+    expect(await archiveHits(mark)).toEqual([]);
+  });
+
+  it('finds a run past Redis retention by subject and by search field, from the archive; a run in both once', async () => {
+    const tag = randomBytes(6).toString('hex');
+    const subject = `SRCH-${tag}`;
+    const email = `srch-${tag}@example.com`;
+    const worker = await h.startWorker();
+    const runId = await postRun({ ...sampleTicket(subject), customer: { email, name: 'Ada' } }, `srch-${tag}`);
+    expect(await h.waitForStatus(runId, DONE, 20_000)).toBe('completed');
+    await worker.stop();
+    await archiver.archiveOne(runId, h.ctx.keys.archiveQueue(h.ctx.keys.shardOf(runId)));
+
+    // The archive stores the agent's search fields, the names Redis indexes the run by.
+    const row = await h.ctx.archive!.pool.query('SELECT search_fields FROM archived_runs WHERE run_id = $1', [runId]);
+    expect(row.rows[0]).toEqual({ search_fields: { customer: email, ticket: subject } });
+
+    const search = async (query: string, auth: Record<string, string> = producerAuth) => {
+      const res = await fetch(`${url}/v1/runs?${query}`, { headers: auth });
+      expect(res.status).toBe(200);
+      return ((await res.json()) as { runs: { runId: string; status: string; subject: string }[] }).runs;
+    };
+    const queries = [
+      `subject=${subject}`,
+      `customer=${encodeURIComponent(email)}`,
+      `field.ticket=${subject}`,
+      `subject=${subject}&customer=${encodeURIComponent(email)}`,
+    ];
+    // In Redis and in the archive: listed once.
+    for (const q of queries)
+      expect(
+        (await search(q)).map((r) => r.runId),
+        q,
+      ).toEqual([runId]);
+
+    const k = h.ctx.keys.run(runId);
+    await until('the run keys to expire', RETENTION_MS + 10_000, async () => (await h.ctx.redis.exists(k.run)) === 0);
+    for (const q of queries) {
+      const runs = await search(q);
+      expect(runs, q).toMatchObject([{ runId, status: 'completed', subject }]);
+    }
+    // Tenant scoping as in Redis: acme's operator finds it, globex's does not; another value finds nothing.
+    expect(
+      await search(`customer=${encodeURIComponent(email)}`, { authorization: `Bearer ${ACME_TOKEN}` }),
+    ).toHaveLength(1);
+    expect(await search(`customer=${encodeURIComponent(email)}`, { authorization: `Bearer ${GLOBEX_TOKEN}` })).toEqual(
+      [],
+    );
+    expect(await search(`customer=other-${email}`)).toEqual([]);
+    expect(await search(`subject=${subject}&field.ticket=other`)).toEqual([]);
+  });
+});
+
+describe('erasure without an archive', () => {
+  let bare: Harness;
+  let bareUrl: string;
+  beforeAll(async () => {
+    bare = await createHarness('erasure-bare', { OPERATOR_TOKEN });
+    bareUrl = (await bare.startApi()).url;
+  }, 60_000);
+  afterAll(async () => {
+    await bare?.close();
+  });
+
+  it('erases by a search field from Redis alone', async () => {
+    const mark = `BARE-ME-${randomBytes(8).toString('hex')}`;
+    const worker = await bare.startWorker();
+    const res = await fetch(`${bareUrl}/v1/runs`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        ...producerAuth,
+        'idempotency-key': `bare-${randomBytes(6).toString('hex')}`,
+      },
+      body: JSON.stringify({
+        tenant: 'acme',
+        ticket: {
+          ...sampleTicket(`BARE-${randomBytes(4).toString('hex')}`),
+          body: `hello ${mark}`,
+          customer: { email: `${mark}@example.com`, name: 'Ada' },
+        },
+      }),
+    });
+    const { runId } = (await res.json()) as { runId: string };
+    expect(await bare.waitForStatus(runId, DONE, 20_000)).toBe('completed');
+    await worker.stop();
+    expect(await redisHits(mark)).not.toEqual([]);
+
+    const erased = await fetch(`${bareUrl}/v1/erasures`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...operatorAuth },
+      body: JSON.stringify({ tenant: 'acme', field: { name: 'customer', value: `${mark}@example.com` } }),
+    });
+    expect(erased.status).toBe(201);
+    expect(((await erased.json()) as { runIds: string[] }).runIds).toEqual([runId]);
+    expect(await redisHits(mark)).toEqual([]);
   });
 });

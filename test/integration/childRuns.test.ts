@@ -24,6 +24,7 @@ import { runView } from '../../src/http/runView.js';
 import { cancelRun } from '../../src/operations/cancel.js';
 import type { ObservationEntry } from '../../src/core/journal.js';
 import { readRunEvents } from '../../testkit/runEvents.js';
+import { until } from '../../testkit/until.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const usage = { promptTokens: 50, completionTokens: 10 };
@@ -153,15 +154,12 @@ async function startBoss(
 }
 
 async function onlyChild(runId: string): Promise<string> {
-  for (let i = 0; i < 500; i++) {
+  const ids = await until(`a child of ${runId}`, 10_000, async () => {
     const ids = await childRunsOf(ctx).childrenOf(runId);
-    if (ids.length > 0) {
-      expect(ids).toHaveLength(1);
-      return ids[0]!;
-    }
-    await sleep(20);
-  }
-  throw new Error(`run ${runId} started no child`);
+    return ids.length > 0 && ids;
+  });
+  expect(ids).toHaveLength(1);
+  return ids[0]!;
 }
 
 async function childObservation(runId: string): Promise<ObservationEntry> {

@@ -10,7 +10,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { createHarness, type Harness, supportTool } from '../../testkit/harness.js';
+import { createHarness, type Harness, supportTool, sampleTicket } from '../../testkit/harness.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { actionIdentity } from '../../src/ledger/identity.js';
 import { encodeEntry, entryDigest, type DecisionEntry } from '../../src/core/journal.js';
@@ -21,7 +21,6 @@ import { buildSpec } from '../../src/producer/intake.js';
 import { StepProcessor } from '../../src/worker/step/processor.js';
 import { RunSpecCache } from '../../src/runs/store.js';
 import { CrashPoints } from '../../src/config/testHooks.js';
-import { sampleTicket } from '../../testkit/harness.js';
 import { read, final } from '../../testkit/turns.js';
 
 let h: Harness;

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Worker } from 'bullmq';
 import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
-import { ScriptedProvider } from '../../src/models/scripted.js';
+import { type ScriptedProvider } from '../../src/models/scripted.js';
 import { buildSpec } from '../../src/producer/intake.js';
 import { StepProcessor } from '../../src/worker/step/processor.js';
 import { RunSpecCache } from '../../src/runs/store.js';

@@ -15,12 +15,14 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Command, Redis } from 'ioredis';
 import { z } from 'zod';
 import { defineAgent, defineWaitTool, type Agent } from '../../src/core/agent.js';
 import type { ObservationEntry } from '../../src/core/journal.js';
 import { createFullApi } from '../../src/http/fullApi.js';
 import { newMetrics } from '../../src/metrics/metrics.js';
-import { sign } from '../../src/producer/webhookSignature.js';
+import { postSigned } from '../support/webhooks.js';
+import { deliverToWait } from '../../src/producer/events.js';
 import type { EngineContext } from '../../src/runs/engineContext.js';
 import { createContext } from '../../src/server/buildContext.js';
 import { createHarness, producerAuth, type Harness } from '../../testkit/harness.js';
@@ -103,20 +105,7 @@ async function call(path: string, body: unknown, auth: Record<string, string> = 
   return { status: res.status, headers: res.headers, body: (await res.json()) as Record<string, unknown> };
 }
 
-async function signed(path: string, body: unknown) {
-  const raw = JSON.stringify(body);
-  const timestamp = new Date().toISOString();
-  const res = await fetch(`${url}${path}`, {
-    method: 'POST',
-    body: raw,
-    headers: {
-      'content-type': 'application/json',
-      'x-zendesk-webhook-signature': sign(SECRET, timestamp, raw),
-      'x-zendesk-webhook-signature-timestamp': timestamp,
-    },
-  });
-  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
-}
+const signed = (path: string, body: unknown) => postSigned(`${url}${path}`, SECRET, body);
 
 const ticketEvent = (eventId: string, id: string, body: string) => ({
   v: 1,
@@ -228,6 +217,35 @@ describe('keys and event ids belong to their agent and hook', () => {
     const res = await call('/v1/events', { tenant: 'acme', agent: 'nobody', key: 'reply:x', payload: 1 });
     expect(res).toMatchObject({ status: 400, body: { fields: [{ path: 'agent' }] } });
     expect(await ctx.redis.exists(ctx.keys.eventKey('acme', 'nobody', 'reply:x'))).toBe(0);
+  });
+});
+
+describe('a delivery and the holder of its key', () => {
+  it('an event on a key no wait holds is one request; a key held by a run that is gone is freed first', async () => {
+    // Its own connection, so that only this delivery's requests are counted (the worker's share the context's).
+    const own = (ctx.redis as Redis).duplicate();
+    const sent: string[] = [];
+    const original = own.sendCommand.bind(own);
+    own.sendCommand = (cmd: Command, ...rest: unknown[]) => {
+      sent.push(cmd.name.toLowerCase());
+      return original(cmd, ...(rest as []));
+    };
+    const counted = { ...ctx, redis: own };
+    const body = { tenant: 'acme', agent: 'orders', payload: { message: 'hi' } };
+    try {
+      await deliverToWait(counted, { ...body, key: 'reply:EW-FREE-0' }, 'ev-free-0');
+      sent.length = 0;
+      expect(await deliverToWait(counted, { ...body, key: 'reply:EW-FREE' }, 'ev-free')).toEqual({ kind: 'no_wait' });
+      expect(sent).toEqual(['evalsha']);
+    } finally {
+      own.disconnect();
+    }
+    // A wait whose run no longer exists: released, never resumed.
+    const gone = 'r_000000000000000000000000';
+    const key = ctx.keys.eventKey('acme', 'orders', 'reply:EW-GONE');
+    await ctx.redis.hset(key, 'state', 'waiting', 'runId', gone, 'waitId', `${gone}:1:c1`);
+    expect(await deliverToWait(ctx, { ...body, key: 'reply:EW-GONE' }, 'ev-gone')).toEqual({ kind: 'no_wait' });
+    expect(await ctx.redis.hget(key, 'state')).not.toBe('delivered');
   });
 });
 

@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Harness } from '../../testkit/harness.js';
 import { call, final, operatorHarness, refund, startScripted, turn } from './operators/support.js';
+import { until } from '../../testkit/until.js';
 
 let h: Harness & { url: string };
 beforeAll(async () => {
@@ -18,8 +19,7 @@ const heldCount = async () => Number((await h.ctx.redis.hget(h.ctx.keys.flow().c
 
 /** The release follows the park's commit (the status is written first): wait for it. */
 async function heldBecomes(n: number): Promise<number> {
-  const deadline = Date.now() + 5000;
-  while ((await heldCount()) !== n && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  await until(`${n} slots held`, 5000, async () => (await heldCount()) === n);
   return heldCount();
 }
 

@@ -11,6 +11,7 @@ import type { EngineContext } from '../../src/runs/engineContext.js';
 import { childRunsOf } from '../../src/runs/children.js';
 import { refunds, triageAgent } from '../../examples/triage-refunds/index.js';
 import { readRunEvents } from '../../testkit/runEvents.js';
+import { until } from '../../testkit/until.js';
 
 let h: Harness;
 let ctx: EngineContext;
@@ -37,7 +38,6 @@ describe('flow control with child runs', () => {
     const events = await readRunEvents(ctx, runId);
     expect(events.some((e) => e.type === 'woke')).toBe(true);
     // The slot goes back right after the parent's last commit.
-    for (let i = 0; i < 250 && (await held()) !== 0; i++) await new Promise((r) => setTimeout(r, 20));
-    expect(await held()).toBe(0);
+    await until('the slot given back', 5000, async () => (await held()) === 0);
   });
 });

@@ -4,8 +4,7 @@
  * slot back, and the tenant's next run in line is admitted and completes while the parked run still waits.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Harness } from '../../testkit/harness.js';
-import { sampleTicket } from '../../testkit/harness.js';
+import { type Harness, sampleTicket } from '../../testkit/harness.js';
 import { startRun } from '../../src/producer/intake.js';
 import { stepJobId } from '../../src/store/keys.js';
 import type { Script } from '../../src/models/scriptedTurns.js';

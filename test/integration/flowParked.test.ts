@@ -16,6 +16,7 @@ import { FleetWorker } from '../../src/worker/fleetWorker.js';
 import type { RunSpec } from '../../src/runs/spec.js';
 import { versionedAgent } from '../fixtures/versioned/agents.js';
 import { call, OPERATOR_TOKEN } from './operators/support.js';
+import { until } from '../../testkit/until.js';
 
 const usage = { promptTokens: 10, completionTokens: 5 };
 const v1 = versionedAgent('1');
@@ -86,7 +87,7 @@ describe('flow control and a version continue', () => {
     const runId = await createRun([...lookups, { toolCalls: [], final: 'done', usage, transientFailures: 0 }]);
     expect(await h.waitForStatus(runId, ['needs_human', 'completed', 'failed'])).toBe('needs_human');
     expect(await heldCount()).toBe(0);
-    const cont = await call<Record<string, unknown>>(url, 'POST', `${QUEUE}/${runId}/continue`, {});
+    const cont = await call(url, 'POST', `${QUEUE}/${runId}/continue`, {});
     expect(cont.status).toBe(200);
     const afterContinue = await heldCount();
     expect((await call(url, 'POST', `${QUEUE}/${runId}/continue`, {})).status).toBe(409);
@@ -96,8 +97,6 @@ describe('flow control and a version continue', () => {
     expect(await heldCount()).toBe(1);
     expect(await h.ctx.redis.hexists(h.ctx.keys.flow().held, runId)).toBe(1);
     expect(await h.waitForStatus(runId, ['completed', 'failed'])).toBe('completed');
-    const deadline = Date.now() + 5000;
-    while ((await heldCount()) !== 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-    expect(await heldCount()).toBe(0);
+    await until('the slot given back', 5000, async () => (await heldCount()) === 0);
   }, 30_000);
 });

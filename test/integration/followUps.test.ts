@@ -10,11 +10,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, producerAuth, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { countKeys } from '../../testkit/keyPrefix.js';
 import { startOpenAIServer, type ModelServer } from '../../testkit/modelServers/openai.js';
-import { sign } from '../../src/producer/webhookSignature.js';
+import { postSigned } from '../support/webhooks.js';
 import type { RunView } from '../../src/http/runView.js';
 import { execFile } from 'node:child_process';
 import { FOLLOW_UP_FIELD, followUpTokens } from '../../src/worker/followUp.js';
 import { toolSchemaTokens } from '../../src/budget/policy.js';
+import { until } from '../../testkit/until.js';
 
 const SECRET = 'acme-webhook-secret';
 const OPERATOR_TOKEN = 'operator-token-for-follow-up-tests';
@@ -61,20 +62,7 @@ async function view(runId: string): Promise<RunView> {
   return (await res.json()) as RunView;
 }
 
-async function postWebhook(path: string, payload: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
-  const raw = JSON.stringify(payload);
-  const timestamp = new Date().toISOString();
-  const res = await fetch(`${url}${path}`, {
-    method: 'POST',
-    body: raw,
-    headers: {
-      'content-type': 'application/json',
-      'x-zendesk-webhook-signature': sign(SECRET, timestamp, raw),
-      'x-zendesk-webhook-signature-timestamp': timestamp,
-    },
-  });
-  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
-}
+const postWebhook = (path: string, body: unknown) => postSigned(`${url}${path}`, SECRET, body);
 
 const keyCount = () => countKeys(h.ctx.redis, h.cfg.KEY_PREFIX, h.cfg.BULL_PREFIX);
 
@@ -227,7 +215,7 @@ describe('follow-up runs through POST /v1/runs', () => {
       'evt-w1',
     );
     const firstId = first.body.runId as string;
-    for (let i = 0; i < 200 && requestsFor('WAIT-FIRST').length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    await until("the first run's model asked", 10_000, () => requestsFor('WAIT-FIRST').length > 0, 10);
     const second = await postRun(
       { tenant: 'acme', ticket: ticket('F-W', 'WAIT-SECOND'), agent: { model: 'openai' } },
       'evt-w2',
@@ -257,8 +245,7 @@ describe('follow-up runs through POST /v1/runs', () => {
       { tenant: 'acme', ticket: ticket('F-X', 'CANCEL-FIRST'), agent: { model: 'openai' } },
       'evt-x1',
     );
-    for (let i = 0; i < 200 && requestsFor('CANCEL-FIRST').length === 0; i++)
-      await new Promise((r) => setTimeout(r, 10));
+    await until("the first run's model asked", 10_000, () => requestsFor('CANCEL-FIRST').length > 0, 10);
     const second = await postRun(
       { tenant: 'acme', ticket: ticket('F-X', 'CANCEL-SECOND'), agent: { model: 'openai' } },
       'evt-x2',

@@ -19,6 +19,7 @@ import { routesOf } from '../support/routes.js';
 import { requestTo, type FuzzRoute, type FuzzWorld } from '../support/fuzz/requests.js';
 import { send, type RawRequest } from '../support/fuzz/send.js';
 import { watchWrites, type WriteWatch } from '../support/fuzz/writes.js';
+import { until } from '../../testkit/until.js';
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20261203);
 const RUNS = Number(process.env.FUZZ_RUNS ?? 80);
@@ -168,9 +169,8 @@ afterAll(async () => {
 });
 
 async function viewersGone(): Promise<void> {
-  const deadline = Date.now() + 2000;
   const live = async () => (await h.ctx.metrics.sseViewers.get()).values.reduce((n, v) => n + v.value, 0);
-  while ((await live()) > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+  await until('no live viewers', 2000, async () => (await live()) === 0, 5);
 }
 
 /** One request, checked: an answer, no 5xx, nothing written for a 4xx. */

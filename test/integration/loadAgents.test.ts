@@ -8,23 +8,10 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/config.js';
 import { ConfigError } from '../../src/core/errors.js';
 import { loadAgents } from '../../src/server/loadAgents.js';
+import { productionEngine, supportVendors } from '../fixtures/productionEnv.js';
 
-const engine = {
-  APP_MODE: 'production',
-  MODEL_PROVIDER: 'openai',
-  OPENAI_API_KEY: 'sk-x',
-  PRODUCER_TOKEN: 'p',
-  OPERATOR_TOKEN: 'o',
-  REDIS_URL: 'redis://redis:6379',
-};
-const vendors = {
-  SANDBOX_URL: 'http://support:4010',
-  ZENDESK_EMAIL: 'agent@acme.com',
-  ZENDESK_TOKEN: 'zd-token',
-  RESEND_API_KEY: 're_live',
-  RESEND_FROM: 'Acme <support@acme.com>',
-  STRIPE_API_KEY: 'sk_live_x',
-};
+const engine = productionEngine;
+const vendors = supportVendors;
 
 describe("loading a deployment's agents", () => {
   it('the built-in module in production without Stripe keys stops the boot naming STRIPE_API_KEY', async () => {

@@ -12,6 +12,7 @@ import { createFullApi } from '../../src/http/fullApi.js';
 import { routesOf } from '../support/routes.js';
 import { SIGNATURE_HEADER, TIMESTAMP_HEADER } from '../../src/producer/webhookSignature.js';
 import { erasureRecordSchema, runsAtWorkSchema } from '../../src/http/erasures.js';
+import { spendReportSchema } from '../../src/http/operators/spend.js';
 
 const OPERATOR_TOKEN = 'operator-token-for-openapi';
 /** The HTML pages and Bull Board: not JSON routes, not in the document. */
@@ -68,6 +69,29 @@ describe('GET /openapi.json', () => {
     );
     const rec = doc.paths['/v1/reconciliations']!.get!.responses['200']!.content!['application/json'];
     expect(JSON.stringify(rec)).toContain('#/components/schemas/HumanQueueItem');
+  });
+
+  it("describes money: budget.maxCost on POST /v1/runs, the retry's cost, the rows' cost, GET /v1/spend's report", async () => {
+    type Schema = { $ref?: string; properties?: Record<string, Schema>; anyOf?: Schema[]; description?: string };
+    const schemas = (doc.components as unknown as { schemas: Record<string, Schema> }).schemas;
+    const resolve = (s: Schema): Schema => (s.$ref ? resolve(schemas[s.$ref.split('/').at(-1)!]!) : s);
+    const bodyOf = (path: string) =>
+      resolve(
+        (doc.paths[path]!.post as unknown as { requestBody: { content: Record<string, { schema: Schema }> } })
+          .requestBody.content['application/json']!.schema,
+      );
+    const create = bodyOf('/v1/runs');
+    const named = (create.anyOf ?? [create]).map(resolve).find((s) => s.properties?.agent)!;
+    const maxCost = resolve(resolve(named.properties!.budget!).properties!.maxCost!);
+    expect(maxCost).toMatchObject({ type: 'integer', exclusiveMinimum: 0 });
+    expect(maxCost.description).toMatch(/µ\$.*agent's own.*LIMIT_MAX_COST/);
+    expect(resolve(bodyOf('/v1/runs/{id}/retry').properties!.cost!).description).toMatch(/maxCost grows/);
+    expect(Object.keys(schemas.RunRow!.properties!)).toContain('cost');
+    const spend = doc.paths['/v1/spend']!.get!.responses['200']!.content!['application/json'] as { schema: Schema };
+    const report = resolve(spend.schema);
+    expect(Object.keys(report.properties!).sort()).toEqual(['currency', 'lines', 'period', 'totalMicros', 'unit']);
+    const live = await fetch(`${url}/v1/spend`, { headers: { authorization: `Bearer ${OPERATOR_TOKEN}` } });
+    expect(spendReportSchema.safeParse(await live.json()).success).toBe(true);
   });
 
   it('is a valid OpenAPI 3.1 document', async () => {

@@ -12,6 +12,7 @@ import { createHarness, type Harness } from '../../testkit/harness.js';
 import { ownerOfConnection, parseOwner } from '../../src/store/owners.js';
 import { OwnerWatch } from '../../src/worker/ownerWatch.js';
 import { stepJobId } from '../../src/store/keys.js';
+import { until } from '../../testkit/until.js';
 
 let server: EmbeddedRedis;
 let h: Harness;
@@ -51,7 +52,7 @@ async function deadConnection(): Promise<Redis> {
 async function restart(): Promise<void> {
   await server.kill('SIGKILL');
   await server.restart();
-  for (let i = 0; i < 200 && h.ctx.redis.status !== 'ready'; i++) await new Promise((r) => setTimeout(r, 25));
+  await until('the harness connection ready again', 5000, () => h.ctx.redis.status === 'ready');
   await h.ctx.redis.ping();
 }
 

@@ -75,9 +75,7 @@ describe('model rate limits through a real step', () => {
     const { h: hh, url } = await fleet(undefined, 6000);
     openai!.enqueue({ kind: 'error', status: 429, retryAfter: '2' });
     const first = await createRun(url, `RL429-${Date.now()}-a`);
-    const deadline = Date.now() + 10_000;
-    while (openai!.requests.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-    const refusedAt = openai!.requests[0]!.at;
+    const refusedAt = (await until('the first request, refused', 10_000, () => openai!.requests[0])).at;
     // The server records the request before it answers; the worker blocks the bucket once it has read the 429.
     const bucketKey = hh.ctx.keys.rateBucket('openai/gpt-4o-mini').bucket;
     const blockedUntil = async () => Number(await hh.ctx.redis.hget(bucketKey, 'until'));

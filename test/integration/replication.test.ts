@@ -172,12 +172,9 @@ describe('replication waits (REDIS_MIN_REPLICAS=1)', () => {
     const ledger = new Ledger(h.ctx.redis, h.ctx.keys);
     try {
       await h.startWorker();
-      let held = false;
-      for (let i = 0; i < 300 && !held; i++) {
-        held = (await ledger.listForRun(spec.runId)).some((a) => a.state === 'safe_retry');
-        await new Promise((r) => setTimeout(r, 50));
-      }
-      expect(held).toBe(true);
+      await until('a safe_retry action', 15_000, async () =>
+        (await ledger.listForRun(spec.runId)).some((a) => a.state === 'safe_retry'),
+      );
       expect(h.sandbox.counts().byResource.tickets?.records ?? 0).toBe(0);
       expect(await h.ctx.redis.hget(h.ctx.keys.run(spec.runId).run, 'status')).toBe('running');
     } finally {
@@ -209,7 +206,7 @@ describe('a lost store answers 503 with Retry-After, never 500', () => {
     const { url } = await hl.startApi();
     expect((await fetch(`${url}/readyz`)).status).toBe(200);
     await lost.kill('SIGKILL');
-    for (let i = 0; i < 100 && hl.ctx.redis.status === 'ready'; i++) await new Promise((r) => setTimeout(r, 20));
+    await until('the store connection lost', 5000, () => hl.ctx.redis.status !== 'ready');
     const created = await post(url, { tenant: 'acme', ticket: sampleTicket('LOST-1') }, 'lost-ev-1');
     expect(created.status).toBe(503);
     expect(created.headers.get('retry-after')).toBe('3');

@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ObservationEntry } from '../../src/core/journal.js';
-import { sign } from '../../src/producer/webhookSignature.js';
+import { postSigned } from '../support/webhooks.js';
 import { replyKey } from '../../src/agents/support/tools/waitForReply.js';
 import { createHarness, type Harness } from '../../testkit/harness.js';
 import { readRunEvents } from '../../testkit/runEvents.js';
@@ -24,20 +24,7 @@ afterAll(async () => {
   await h.close();
 });
 
-async function post(path: string, body: unknown) {
-  const raw = JSON.stringify(body);
-  const timestamp = new Date().toISOString();
-  const res = await fetch(`${url}${path}`, {
-    method: 'POST',
-    body: raw,
-    headers: {
-      'content-type': 'application/json',
-      'x-zendesk-webhook-signature': sign(SECRET, timestamp, raw),
-      'x-zendesk-webhook-signature-timestamp': timestamp,
-    },
-  });
-  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
-}
+const post = (path: string, body: unknown) => postSigned(`${url}${path}`, SECRET, body);
 
 const ticket = (id: string, body: string) => ({
   id,

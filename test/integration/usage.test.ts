@@ -1,5 +1,5 @@
 /**
- * Provider usage is validated (non-negative safe integers, usageSchema): an
+ * Provider usage is validated (non-negative safe integers, tokenUsageSchema): an
  * invalid usage is a provider error, handled like a missing one (the run fails
  * with a reason, nothing charged for that attempt), and never reaches the job
  * data of a later step. Against a real HTTP OpenAI-compatible fake.
@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { buildSpec } from '../../src/producer/intake.js';
-import { usageSchema } from '../../src/core/journal.js';
+import { tokenUsageSchema } from '../../src/core/journal.js';
 
 /** Usage the fake reports at step 1, by ticket id (raw JSON, so invalid values can be sent). */
 const stepOneUsage: Record<string, unknown> = {
@@ -76,9 +76,9 @@ async function run(ticketId: string): Promise<string> {
 describe('provider usage validation', () => {
   it('the schema takes non-negative safe integers only', () => {
     for (const bad of [-1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, 1e300, 2 ** 53]) {
-      expect(usageSchema.safeParse({ promptTokens: bad, completionTokens: 0 }).success).toBe(false);
+      expect(tokenUsageSchema.safeParse({ promptTokens: bad, completionTokens: 0 }).success).toBe(false);
     }
-    expect(usageSchema.safeParse({ promptTokens: 2 ** 53 - 1, completionTokens: 0 }).success).toBe(true);
+    expect(tokenUsageSchema.safeParse({ promptTokens: 2 ** 53 - 1, completionTokens: 0 }).success).toBe(true);
   });
 
   it('a negative, fractional or absurd usage fails the run with a reason; a valid run on the same worker completes', async () => {

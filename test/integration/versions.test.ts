@@ -179,7 +179,7 @@ describe('the version queue: a v1 run meets a v2-only worker', () => {
     expect((await call(url, 'POST', `${QUEUE}/${runId}/continue`, {}, BEA_TOKEN)).status).toBe(404);
     expect((await call(url, 'POST', `${QUEUE}/${runId}/cancel`, {}, BEA_TOKEN)).status).toBe(404);
 
-    const cont = await call<Record<string, unknown>>(url, 'POST', `${QUEUE}/${runId}/continue`, {});
+    const cont = await call(url, 'POST', `${QUEUE}/${runId}/continue`, {});
     expect(cont).toMatchObject({
       status: 200,
       body: { runId, from: label(v1), to: label(v2), vanishedTools: [], operator: 'operator' },
@@ -212,7 +212,7 @@ describe('the version queue: a v1 run meets a v2-only worker', () => {
   it('cancel: the run ends cancelled and leaves the queue; a run not in the queue is 409', async () => {
     const runId = await createRun(v1, [final]);
     expect(await h.waitForStatus(runId, ['needs_human', 'completed'])).toBe('needs_human');
-    const res = await call<Record<string, unknown>>(url, 'POST', `${QUEUE}/${runId}/cancel`, {});
+    const res = await call(url, 'POST', `${QUEUE}/${runId}/cancel`, {});
     expect(res).toMatchObject({ status: 200, body: { runId, status: 'cancelled', operator: 'operator' } });
     expect(await h.ctx.redis.hget(h.ctx.keys.run(runId).run, 'status')).toBe('cancelled');
     expect((await call<{ runs: unknown[] }>(url, 'GET', QUEUE)).body.runs).toEqual([]);
@@ -303,7 +303,7 @@ describe('tools whose names vanished in the new version', () => {
       );
       expect(await h.waitForStatus(runId, ['needs_human', 'completed', 'failed'])).toBe('needs_human');
       expect((await h.ctx.store.readState(runId))?.reason).toMatch(/^version_mismatch: /);
-      const refused = await call<Record<string, unknown>>(url, 'POST', `${QUEUE}/${runId}/continue`, {});
+      const refused = await call(url, 'POST', `${QUEUE}/${runId}/continue`, {});
       expect(refused).toMatchObject({
         status: 409,
         body: {
@@ -327,7 +327,7 @@ describe('tools whose names vanished in the new version', () => {
         200,
       );
       expect(await h.waitForStatus(runId, ['needs_human', 'completed', 'failed'])).toBe('needs_human');
-      const cont = await call<Record<string, unknown>>(url, 'POST', `${QUEUE}/${runId}/continue`, {});
+      const cont = await call(url, 'POST', `${QUEUE}/${runId}/continue`, {});
       expect(cont).toMatchObject({ status: 200, body: { vanishedTools: ['legacy_send'] } });
       expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'])).toBe('completed');
       const transcript = await h.ctx.store.transcript(runId);

@@ -54,4 +54,14 @@ describe('agent intake', () => {
     expect(unclaimed.success).toBe(false);
     expect(unclaimed.error!.issues.map((i) => i.path.join('.'))).toEqual(expect.arrayContaining(['agent']));
   });
+
+  it("a shorthand field's schema is built once, not per request (zod compiles a schema on its first parses)", () => {
+    const agents = new AgentCatalog([defineAgent({ ...base, intake: { shorthand: 'order' } })]);
+    const body = { tenant: 'acme', order: { order: 'O-1' } };
+    const first = createRunSchemaFor(agents, body);
+    expect(createRunSchemaFor(agents, { ...body, order: { order: 'O-2' } })).toBe(first);
+    // Still strict, and still naming the field when it is missing.
+    expect(first.safeParse({ ...body, extra: 1 }).success).toBe(false);
+    expect(first.safeParse({ tenant: 'acme' }).error!.issues.map((i) => i.path.join('.'))).toEqual(['order']);
+  });
 });

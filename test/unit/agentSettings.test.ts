@@ -12,23 +12,10 @@ import { supportServices } from '../../src/agents/support/vendors/index.js';
 import { defineAgentsModule, parseAgentSettings } from '../../src/config/agentsModule.js';
 import { environmentOf, loadConfig } from '../../src/config/config.js';
 import { ConfigError } from '../../src/core/errors.js';
+import { productionEngine, supportVendors } from '../fixtures/productionEnv.js';
 
-const engine = {
-  APP_MODE: 'production',
-  MODEL_PROVIDER: 'openai',
-  OPENAI_API_KEY: 'sk-x',
-  PRODUCER_TOKEN: 'p',
-  OPERATOR_TOKEN: 'o',
-  REDIS_URL: 'redis://redis:6379',
-};
-const vendors = {
-  SANDBOX_URL: 'http://support:4010',
-  ZENDESK_EMAIL: 'agent@acme.com',
-  ZENDESK_TOKEN: 'zd-token',
-  RESEND_API_KEY: 're_live',
-  RESEND_FROM: 'Acme <support@acme.com>',
-  STRIPE_API_KEY: 'sk_live_x',
-};
+const engine = productionEngine;
+const vendors = supportVendors;
 
 function refusal(run: () => unknown): ConfigError {
   try {
@@ -59,7 +46,7 @@ describe("a module's settings", () => {
   const cfg = loadConfig(engine);
 
   it("hands the schema only the names it declares (an agent never sees the engine's secrets)", () => {
-    const loose = z.looseObject({ CRM_URL: z.string().url() });
+    const loose = z.looseObject({ CRM_URL: z.url() });
     const settings = parseAgentSettings(loose, cfg, {
       CRM_URL: 'http://crm:4020',
       OPERATOR_TOKEN: 'o',
@@ -69,7 +56,7 @@ describe("a module's settings", () => {
   });
 
   it('names each field that does not parse', () => {
-    const schema = z.object({ CRM_URL: z.string().url(), CRM_TIMEOUT_MS: z.coerce.number().int().positive() });
+    const schema = z.object({ CRM_URL: z.url(), CRM_TIMEOUT_MS: z.coerce.number().int().positive() });
     const e = refusal(() => parseAgentSettings(schema, cfg, { CRM_URL: 'not a url', CRM_TIMEOUT_MS: 'soon' }));
     expect(e.fields.sort()).toEqual(['CRM_TIMEOUT_MS', 'CRM_URL']);
     expect(e.message).toMatch(/^invalid configuration: CRM_URL: .*CRM_TIMEOUT_MS: /);

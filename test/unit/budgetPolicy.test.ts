@@ -8,7 +8,7 @@ import {
   spentCheck,
   wallClockStop,
   type Budgeted,
-  type Usage,
+  type RunUsage,
 } from '../../src/budget/policy.js';
 
 const createdAt = Date.UTC(2026, 0, 1);
@@ -16,7 +16,7 @@ const spec: Budgeted = {
   createdAt,
   limits: { maxSteps: 5, maxTokens: 1000, maxWallMs: 60_000, deadlineAt: createdAt + 60_000 },
 };
-const used = (steps: number, tokens: number): Usage => ({ steps, tokens, contextBytes: 0 });
+const used = (steps: number, tokens: number): RunUsage => ({ steps, tokens, contextBytes: 0 });
 const t = createdAt + 1000;
 
 describe('estimateCallTokens', () => {

@@ -13,10 +13,10 @@ import {
   retryKindOf,
   ShutdownError,
   TerminalError,
+  ConfigError,
 } from '../../src/core/errors.js';
 import { DeadlineError, TimeoutError } from '../../src/core/timeout.js';
 import { JournalCorrupt, decodeEntry } from '../../src/core/journal.js';
-import { ConfigError } from '../../src/core/errors.js';
 import { LedgerConflict } from '../../src/ledger/ledger.js';
 import { CompensationRefused } from '../../src/ledger/compensation.js';
 import { RedisMisconfigured, RedisUnreachable } from '../../src/store/connect.js';

@@ -1,5 +1,4 @@
-import { readFileSync } from 'node:fs';
-import { readdirSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { ARCHITECTURE_DOC, layers, renderDoc } from '../../scripts/layoutDocs.js';
 

@@ -4,7 +4,12 @@ import { planRetry } from '../../src/runs/retryRun.js';
 
 const now = 1_800_000_000_000;
 const old = { maxSteps: 5, maxTokens: 1000, maxWallMs: 60_000, deadlineAt: now - 10_000 };
-const ceilings = { LIMIT_MAX_STEPS: 200, LIMIT_MAX_TOKENS: 5_000_000, LIMIT_MAX_WALL_MS: 24 * 3600_000 };
+const ceilings = {
+  LIMIT_MAX_STEPS: 200,
+  LIMIT_MAX_TOKENS: 5_000_000,
+  LIMIT_MAX_WALL_MS: 24 * 3600_000,
+  LIMIT_MAX_COST: 0,
+};
 const plan = (status: string, reason: string, ext = {}) => planRetry({ status, reason }, old, ext, now, ceilings);
 
 describe('planRetry', () => {
@@ -56,7 +61,11 @@ describe('planRetry', () => {
       ceilings,
     );
     expect(ahead).toMatchObject({ ok: true, limits: { deadlineAt: now + 6000 } });
-    expect(plan('failed', 'x')).toMatchObject({ ok: true, limits: old, extension: { steps: 0, tokens: 0, wallMs: 0 } });
+    expect(plan('failed', 'x')).toMatchObject({
+      ok: true,
+      limits: old,
+      extension: { steps: 0, tokens: 0, wallMs: 0, cost: 0 },
+    });
   });
 
   it("totals past the deployment's limits name the field", () => {
@@ -64,5 +73,28 @@ describe('planRetry', () => {
     expect(plan('failed', 'x', { steps: 195 }).ok).toBe(true);
     expect(plan('failed', 'x', { tokens: 5_000_000 })).toMatchObject({ code: 'over_limit', field: 'tokens' });
     expect(plan('failed', 'x', { wallMs: 24 * 3600_000 })).toMatchObject({ code: 'over_limit', field: 'wallMs' });
+  });
+
+  it("money: the run's own cap stopped it, a retry needs more of it; a tenant's limit did, none; no cap, none to raise", () => {
+    const priced = { ...old, maxCost: 3000 };
+    const costPlan = (reason: string, ext = {}, c = ceilings) =>
+      planRetry({ status: 'budget_exceeded', reason }, priced, ext, now, c);
+    const own = 'cost: used 2400 + estimate 900 > cap 3000 µ$';
+    expect(costPlan(own)).toEqual({ ok: false, code: 'extension_required', budget: 'cost' });
+    expect(costPlan(own, { cost: 2000 })).toMatchObject({
+      ok: true,
+      limits: { maxCost: 5000, maxSteps: 5 },
+      extension: { cost: 2000 },
+    });
+    expect(costPlan(own, { cost: 2001 }, { ...ceilings, LIMIT_MAX_COST: 5000 })).toEqual({
+      ok: false,
+      code: 'over_limit',
+      field: 'cost',
+      limit: 5000,
+    });
+    // The tenant's money day is not the run's budget: nothing of the run to raise.
+    expect(costPlan('cost: acme (tenant today) used 80000 + estimate 20480 > 100000 µ$')).toMatchObject({ ok: true });
+    expect(plan('failed', 'x', { cost: 100 })).toEqual({ ok: false, code: 'no_money_budget' });
+    expect(plan('failed', 'x')).toMatchObject({ ok: true, extension: { cost: 0 } });
   });
 });

@@ -17,8 +17,17 @@ describe('settledWithin', () => {
     let reject: (e: Error) => void = () => {};
     const late = new Promise<void>((_, r) => (reject = r));
     expect(await settledWithin(late, 10)).toBe(false);
-    reject(new Error('closed too late'));
-    await new Promise((r) => setTimeout(r, 10)); // vitest fails the run on an unhandled rejection
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      reject(new Error('closed too late'));
+      // Node reports unhandled rejections once the microtasks of this turn have run, before any immediate.
+      await new Promise((r) => setImmediate(r));
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+    expect(unhandled).toEqual([]);
   });
 
   it('resultWithin gives what the promise resolved to, or the late value', async () => {

@@ -140,7 +140,11 @@ export function sse(res: ServerResponse, events: string[], limit = Infinity, del
     let i = 0;
     const next = () => {
       if (res.destroyed) return;
-      if (i >= sent.length) return void (limit < events.length ? cut() : res.end());
+      if (i >= sent.length) {
+        if (limit < events.length) cut();
+        else res.end();
+        return;
+      }
       res.write(sent[i++]!);
       setTimeout(next, delayMs);
     };

@@ -39,7 +39,7 @@ export const zendeskEventSchema = z
         id: z.union([z.string().min(1).max(200), z.number().int().nonnegative()]),
         subject: z.string().min(1).max(1000),
         description: z.string().max(200_000),
-        requester: z.object({ email: z.string().email(), name: z.string().min(1).max(200) }).strict(),
+        requester: z.object({ email: z.email(), name: z.string().min(1).max(200) }).strict(),
       })
       .strict(),
   })

@@ -10,7 +10,7 @@ import { z } from 'zod';
 import type { Config } from '../../config/config.js';
 
 const ms = (def: number) => z.coerce.number().int().min(1).default(def);
-const url = z.string().url();
+const url = z.url();
 
 /** The schema for a deployment: production requires what development takes from the sandbox. */
 export function supportSettings({ config }: { config: Pick<Config, 'APP_MODE'> }) {

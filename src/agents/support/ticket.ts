@@ -13,7 +13,7 @@ export const ticketSchema = z
     body: z.string().max(200_000),
     customer: z
       .object({
-        email: z.string().email(),
+        email: z.email(),
         name: z.string().min(1).max(200),
       })
       .strict(),

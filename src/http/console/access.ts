@@ -43,15 +43,15 @@ const STALE_FORM = 'this form is stale or was not sent from the console (CSRF to
 /** Pages: not logged in -> the login page (303). Forms (POST) also need the session's CSRF token. */
 export function consoleGuard(dir: OperatorDirectory, sessions: ConsoleSessions) {
   return (kind: 'page' | 'form') => async (req: Request, res: Response, next: NextFunction) => {
-    if (!dir.configured) return html(res, 503, errorPage(503, NOT_CONFIGURED));
+    if (!dir.configured) return void html(res, 503, errorPage(503, NOT_CONFIGURED));
     const w = await who(dir, sessions, req);
     if (!w) {
       if (kind === 'page' && bearer(req) === undefined) return void res.redirect(303, `${CONSOLE}/login`);
-      return html(res, 401, errorPage(401, 'log in first'));
+      return void html(res, 401, errorPage(401, 'log in first'));
     }
     res.locals.who = w;
     const csrf = (req.body as { csrf?: string } | undefined)?.csrf;
-    if (kind === 'form' && !w.viaBearer && !sameToken(csrf, w.csrf)) return refuse(res, 403, STALE_FORM);
+    if (kind === 'form' && !w.viaBearer && !sameToken(csrf, w.csrf)) return void refuse(res, 403, STALE_FORM);
     next();
   };
 }

@@ -37,7 +37,7 @@ const extra = z
       .transform(Number)
       .optional(),
   );
-const retryForm = z.object({ csrf: z.string().optional(), steps: extra, tokens: extra, wallMs: extra });
+const retryForm = z.object({ csrf: z.string().optional(), steps: extra, tokens: extra, wallMs: extra, cost: extra });
 const versionForm = z.object({
   csrf: z.string().optional(),
   agentVersion: z.string().min(1).max(200),
@@ -59,7 +59,7 @@ const fieldsText = (fields: readonly { path: PropertyKey[] | string; message: st
 /** After a form: back to the run page with what happened, or the refusal as a page. */
 function answer(res: Response, runId: string, a: ActionAnswer, done: string): void {
   if (a.status >= 200 && a.status < 300)
-    return void res.redirect(303, `${CONSOLE}/runs/${encodeURIComponent(runId)}?done=${encodeURIComponent(done)}`);
+    return res.redirect(303, `${CONSOLE}/runs/${encodeURIComponent(runId)}?done=${encodeURIComponent(done)}`);
   const message = a.body.message ? `: ${textOf(a.body.message)}` : '';
   refuse(res, a.status, `${textOf(a.body.error ?? 'refused')}${message}`);
 }
@@ -73,8 +73,9 @@ function mayAct(res: Response): boolean {
 }
 
 /** The retry form's extension with the blank fields left out. */
-function extensionOf({ steps, tokens, wallMs }: z.infer<typeof retryForm>) {
+function extensionOf({ steps, tokens, wallMs, cost }: z.infer<typeof retryForm>) {
   return {
+    ...(cost !== undefined ? { cost } : {}),
     ...(steps !== undefined ? { steps } : {}),
     ...(tokens !== undefined ? { tokens } : {}),
     ...(wallMs !== undefined ? { wallMs } : {}),
@@ -93,7 +94,7 @@ export function mountForms(r: Router, d: FormDeps, guard: Guard): void {
   r.post(`${CONSOLE}/runs/:id/approvals/:actionId`, guard('form'), async (req, res) => {
     if (!mayAct(res)) return;
     const f = decisionForm.safeParse(req.body);
-    if (!f.success) return refuse(res, 400, 'decision and fingerprint are required');
+    if (!f.success) return void refuse(res, 400, 'decision and fingerprint are required');
     const { decision, fingerprint } = f.data;
     const actionId = param(req.params.actionId);
     const a = answerOf(await decideApproval(ctx, ledger, whoOf(res).operator, actionId, decision, fingerprint));
@@ -103,10 +104,10 @@ export function mountForms(r: Router, d: FormDeps, guard: Guard): void {
   r.post(`${CONSOLE}/runs/:id/reconciliations/:actionId`, guard('form'), async (req, res) => {
     if (!mayAct(res)) return;
     const f = findingForm.safeParse(req.body);
-    if (!f.success) return refuse(res, 400, 'choose a finding');
+    if (!f.success) return void refuse(res, 400, 'choose a finding');
     const receipt = f.data.receipt?.trim() || undefined;
     if (f.data.finding === 'confirmed' && !receipt)
-      return refuse(res, 400, "a confirmed finding needs the service's id");
+      return void refuse(res, 400, "a confirmed finding needs the service's id");
     const evidence = { note: f.data.note ?? '', via: 'console' as const };
     const actionId = param(req.params.actionId);
     const operator = whoOf(res).operator;
@@ -123,7 +124,7 @@ export function mountForms(r: Router, d: FormDeps, guard: Guard): void {
   r.post(`${CONSOLE}/runs/:id/version/continue`, guard('form'), async (req, res) => {
     if (!mayAct(res)) return;
     const f = versionForm.safeParse(req.body);
-    if (!f.success) return refuse(res, 400, 'agentVersion and toolsHash are required');
+    if (!f.success) return void refuse(res, 400, 'agentVersion and toolsHash are required');
     const runId = param(req.params.id);
     const target = { agentVersion: f.data.agentVersion, toolsHash: f.data.toolsHash };
     const a = answerOf(await continueVersionRun(ctx, ledger, d.versions, whoOf(res).operator, runId, target));
@@ -145,12 +146,12 @@ export function mountForms(r: Router, d: FormDeps, guard: Guard): void {
   r.post(`${CONSOLE}/runs/:id/retry`, guard('form'), async (req, res) => {
     if (!mayAct(res)) return;
     const f = retryForm.safeParse(req.body);
-    if (!f.success) return refuse(res, 400, `invalid extension: ${fieldsText(f.error.issues)}`);
+    if (!f.success) return void refuse(res, 400, `invalid extension: ${fieldsText(f.error.issues)}`);
     const runId = param(req.params.id);
     const a = answerOf(await retryStoppedRun(ctx, whoOf(res).operator, runId, extensionOf(f.data)));
     if (a.status === 400) {
       const fields = (a.body.fields as { path: string; message: string }[] | undefined) ?? [];
-      return refuse(res, 400, `invalid extension: ${fieldsText(fields)}`);
+      return void refuse(res, 400, `invalid extension: ${fieldsText(fields)}`);
     }
     answer(res, runId, a, 'retried');
   });

@@ -8,7 +8,7 @@
  * MAX_JOBS ids are shown, the latest first.
  */
 import type { EngineContext } from '../../runs/engineContext.js';
-import { decodeEntries } from '../../store/runEvents.js';
+import { decodeEntries, unpackEntries } from '../../store/runEvents.js';
 
 export interface RunJob {
   jobId: string;
@@ -23,10 +23,12 @@ const EVENTS_READ = 500;
 export async function runJobs(ctx: EngineContext, runId: string, currentJobId: string): Promise<RunJob[]> {
   const k = ctx.keys.run(runId);
   const entries = (await ctx.redis.xrevrange(k.events, '+', '-', 'COUNT', EVENTS_READ)) as [string, string[]][];
+  // An ended run's events are packed beside its stream (src/store/runEvents.ts), all older than the stream's.
+  const packed = entries.length < EVENTS_READ ? unpackEntries(await ctx.redis.getBuffer(k.eventsPacked)) : [];
   const seen = new Map<string, number>();
   if (currentJobId) seen.set(currentJobId, -1);
   // XREVRANGE gives the newest entry first; its events in stream order, then all reversed: the latest job first.
-  for (const { type, data } of decodeEntries(entries.reverse()).reverse()) {
+  for (const { type, data } of decodeEntries([...packed, ...entries.reverse()]).reverse()) {
     if (type !== 'step_started') continue;
     try {
       const e = JSON.parse(data) as { jobId?: unknown; step?: unknown };

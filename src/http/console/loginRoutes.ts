@@ -30,13 +30,13 @@ export function mountLogin(
 
   r.post(`${CONSOLE}/login`, async (req, res) => {
     const body = (req.body ?? {}) as { token?: unknown; csrf?: unknown };
-    if (!sessions.enabled) return html(res, 503, errorPage(503, LOGIN_DISABLED));
+    if (!sessions.enabled) return void html(res, 503, errorPage(503, LOGIN_DISABLED));
     if (typeof body.csrf !== 'string' || !sameToken(body.csrf, cookies(req)[LOGIN_CSRF_COOKIE]))
-      return html(res, 403, loginPage(freshLoginCsrf(req, res), 'the login form expired: try again'));
+      return void html(res, 403, loginPage(freshLoginCsrf(req, res), 'the login form expired: try again'));
     const token = typeof body.token === 'string' && body.token.length <= 8192 ? body.token : undefined;
     const operator = token === undefined ? undefined : await dir.authenticate(token);
     if (!operator || token === undefined)
-      return html(res, 401, loginPage(freshLoginCsrf(req, res), 'that token is not valid'));
+      return void html(res, 401, loginPage(freshLoginCsrf(req, res), 'that token is not valid'));
     await sessions.create(req, res, operator, token);
     res.append('set-cookie', `${LOGIN_CSRF_COOKIE}=; ${cookieFlags(req, 0)}`);
     const fields = { code: 'console_login', operator: operator.name, role: operator.role };

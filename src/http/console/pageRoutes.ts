@@ -1,4 +1,4 @@
-/** The console's pages: the runs list, a run's page and its live fragment, the flow page. */
+/** The console's pages: the runs list, a run's page and its live fragment, the flow page, the spend page. */
 import type { Router } from 'express';
 import type { Ledger } from '../../ledger/ledger.js';
 import type { EngineContext } from '../../runs/engineContext.js';
@@ -6,7 +6,7 @@ import { isVersionParked } from '../../runs/versionQueue.js';
 import { versionLabel, type VersionRegistry } from '../../runs/versions.js';
 import { isRunId } from '../../store/keys.js';
 import { param } from '../../producer/fieldErrors.js';
-import { operatorSeesRun } from '../auth.js';
+import { actorSeesRun } from '../../operations/actor.js';
 import type { Operator } from '../operatorIdentity.js';
 import { pendingApprovals } from '../operators/approvals.js';
 import { flowViewFor } from '../operators/flow.js';
@@ -16,6 +16,8 @@ import { entryTimes, runEvents, runTree, subjectChain, timelineBars } from './ti
 import { runView, type RunView } from '../runView.js';
 import { html, refuse, whoOf, type Guard } from './access.js';
 import { flowPage } from './flowPage.js';
+import { spendPage } from './spendPage.js';
+import { readSpendSeries } from '../operators/spend.js';
 import { runJobs } from './jobs.js';
 import { CONSOLE, errorPage, runLive, runPage, runsPage, type HumanItem, type RunPageData } from './pages.js';
 import { readRun } from '../../store/runRecord.js';
@@ -46,7 +48,7 @@ async function versionChange(d: PageDeps, runId: string, agent: string, pinned: 
 /** Everything a run's page shows, or undefined when the operator may not see the run (404 like an unknown one). */
 async function pageData(d: PageDeps, op: Operator, runId: string): Promise<RunPageData | undefined> {
   const { ctx, ledger } = d;
-  if (!isRunId(runId) || !(await operatorSeesRun(ctx, op, runId))) return undefined;
+  if (!isRunId(runId) || !(await actorSeesRun(ctx, op, runId))) return undefined;
   const view =
     (await runView(ctx, runId, (id) => ledger.listForRun(id))) ??
     ((await ctx.archive?.view(runId)) as RunView | undefined);
@@ -82,7 +84,7 @@ async function pageData(d: PageDeps, op: Operator, runId: string): Promise<RunPa
 }
 
 export function mountPages(r: Router, d: PageDeps, guard: Guard): void {
-  r.get(CONSOLE, (_req, res) => void res.redirect(303, `${CONSOLE}/runs`));
+  r.get(CONSOLE, (_req, res) => res.redirect(303, `${CONSOLE}/runs`));
 
   r.get(`${CONSOLE}/runs`, guard('page'), async (req, res) => {
     const w = whoOf(res);
@@ -91,18 +93,18 @@ export function mountPages(r: Router, d: PageDeps, guard: Guard): void {
     // The search box's field input is `name=value`: the API's `field.<name>=value`.
     const { field, ...rest } = query;
     const pair = typeof field === 'string' ? /^([^=]+)=(.+)$/.exec(field) : null;
-    if (field !== undefined && !pair) return refuse(res, 400, 'invalid filter: field (name=value)');
+    if (field !== undefined && !pair) return void refuse(res, 400, 'invalid filter: field (name=value)');
     const parsed = runListQuerySchema.safeParse(
       runListQueryInput(pair ? { ...rest, [`field.${pair[1]!.trim()}`]: pair[2]!.trim() } : rest),
     );
     if (!parsed.success)
-      return refuse(res, 400, `invalid filter: ${parsed.error.issues.map((i) => i.path.join('.')).join(', ')}`);
+      return void refuse(res, 400, `invalid filter: ${parsed.error.issues.map((i) => i.path.join('.')).join(', ')}`);
     try {
       const page = await listPage(d.ctx, { role: 'operator', operator: w.operator }, parsed.data);
       const filters = { ...parsed.data, ...(typeof field === 'string' ? { field } : {}) };
       html(res, 200, runsPage(w.operator, w.csrf ?? '', filters, page.runs, page.nextCursor));
     } catch (err) {
-      if (err instanceof BadCursor) return refuse(res, 400, err.message);
+      if (err instanceof BadCursor) return void refuse(res, 400, err.message);
       throw err;
     }
   });
@@ -112,10 +114,15 @@ export function mountPages(r: Router, d: PageDeps, guard: Guard): void {
     html(res, 200, flowPage(w.operator, await flowViewFor(d.ctx, w.operator)));
   });
 
+  r.get(`${CONSOLE}/spend`, guard('page'), async (_req, res) => {
+    const w = whoOf(res);
+    html(res, 200, spendPage(w.operator, await readSpendSeries(d.ctx, w.operator.tenants)));
+  });
+
   r.get(`${CONSOLE}/runs/:id`, guard('page'), async (req, res) => {
     const w = whoOf(res);
     const data = await pageData(d, w.operator, param(req.params.id));
-    if (!data) return html(res, 404, errorPage(404, 'no such run', w.operator, w.csrf));
+    if (!data) return void html(res, 404, errorPage(404, 'no such run', w.operator, w.csrf));
     const done = typeof req.query.done === 'string' && NOTICE.test(req.query.done) ? req.query.done : undefined;
     html(res, 200, runPage(w.operator, w.csrf ?? '', { ...data, ...(done ? { notice: done } : {}) }));
   });
@@ -123,7 +130,7 @@ export function mountPages(r: Router, d: PageDeps, guard: Guard): void {
   r.get(`${CONSOLE}/runs/:id/live`, guard('page'), async (req, res) => {
     const w = whoOf(res);
     const data = await pageData(d, w.operator, param(req.params.id));
-    if (!data) return html(res, 404, 'no such run');
+    if (!data) return void html(res, 404, 'no such run');
     html(res, 200, runLive(w.operator, w.csrf ?? '', data));
   });
 }

@@ -35,7 +35,7 @@ export function layout(title: string, body: string, op?: Operator, csrf?: string
 <script src="${CONSOLE}/static/console.js" defer></script>
 </head><body>
 <header><a class="brand" href="${CONSOLE}/runs">agent console</a>
-<nav><a href="${CONSOLE}/runs">runs</a> <a href="${CONSOLE}/runs?status=waiting_approval">approvals</a> <a href="${CONSOLE}/runs?status=needs_human">human queue</a> <a href="${CONSOLE}/runs?status=sleeping">sleeping</a> <a href="${CONSOLE}/runs?status=waiting_event">waiting for events</a> <a href="${CONSOLE}/runs?status=waiting_child">waiting for child runs</a> <a href="${CONSOLE}/flow">flow</a> <a href="/admin/queues">queues</a></nav>
+<nav><a href="${CONSOLE}/runs">runs</a> <a href="${CONSOLE}/runs?status=waiting_approval">approvals</a> <a href="${CONSOLE}/runs?status=needs_human">human queue</a> <a href="${CONSOLE}/runs?status=sleeping">sleeping</a> <a href="${CONSOLE}/runs?status=waiting_event">waiting for events</a> <a href="${CONSOLE}/runs?status=waiting_child">waiting for child runs</a> <a href="${CONSOLE}/flow">flow</a> <a href="${CONSOLE}/spend">spend</a> <a href="/admin/queues">queues</a></nav>
 ${op ? `<form class="who" method="post" action="${CONSOLE}/logout"><span id="operator">${e(op.name)}</span> <span class="role">${e(op.role)}${op.tenants === '*' ? '' : ` · ${e(op.tenants.join(', '))}`}</span>${csrfField(csrf)}<button>log out</button></form>` : ''}
 </header>
 <main>${body}</main>
@@ -110,8 +110,8 @@ export function runsPage(
 <label>before (UTC) <input type="datetime-local" step="1" name="until" id="filter-until" value="${e(localValue(f.until))}"></label>
 <button id="filter">filter</button>
 </form>
-<table id="runs"><thead><tr><th>run</th><th>status</th><th>reason</th><th>tenant</th><th>agent</th><th>ticket (subject)</th><th>search fields</th><th>step</th><th>since</th></tr></thead><tbody>
-${rows.map((r) => `<tr data-run="${e(r.runId)}"><td><a href="${CONSOLE}/runs/${e(r.runId)}">${e(r.runId)}</a></td><td><span class="status" data-status="${e(r.status)}">${e(r.status)}</span></td><td>${e(r.reason)}</td><td>${e(r.tenant)}</td><td>${e(r.agent)}</td><td class="subject"><a href="${CONSOLE}/runs?${e(new URLSearchParams({ subject: r.subject }).toString())}">${e(r.subject)}</a></td><td class="search">${searchCell(r)}</td><td>${e(r.step)}</td><td>${e(new Date(r.statusAt).toISOString())}</td></tr>`).join('\n')}
+<table id="runs"><thead><tr><th>run</th><th>status</th><th>reason</th><th>tenant</th><th>agent</th><th>ticket (subject)</th><th>search fields</th><th>step</th><th>cost USD</th><th>since</th></tr></thead><tbody>
+${rows.map((r) => `<tr data-run="${e(r.runId)}"><td><a href="${CONSOLE}/runs/${e(r.runId)}">${e(r.runId)}</a></td><td><span class="status" data-status="${e(r.status)}">${e(r.status)}</span></td><td>${e(r.reason)}</td><td>${e(r.tenant)}</td><td>${e(r.agent)}</td><td class="subject"><a href="${CONSOLE}/runs?${e(new URLSearchParams({ subject: r.subject }).toString())}">${e(r.subject)}</a></td><td class="search">${searchCell(r)}</td><td>${e(r.step)}</td><td class="cost" data-micros="${e(r.cost)}">${e(formatMicros(r.cost))}</td><td>${e(new Date(r.statusAt).toISOString())}</td></tr>`).join('\n')}
 </tbody></table>
 ${rows.length === 0 ? '<p id="no-runs">no runs match</p>' : ''}
 ${nextCursor ? `<p><a id="next-page" href="${CONSOLE}/runs?${e(q({ cursor: nextCursor }))}">next page</a></p>` : ''}`,
@@ -227,7 +227,7 @@ function retryForm(v: RunView, csrf: string): string {
 <label>steps <input type="number" min="0" name="steps" id="retry-steps"></label>
 <label>tokens <input type="number" min="0" name="tokens" id="retry-tokens"></label>
 <label>wall clock ms <input type="number" min="0" name="wallMs" id="retry-wall-ms"></label>
-<button id="retry">retry run</button></form>`;
+${v.budget.limits.maxCost ? '<label>cost µ$ <input type="number" min="0" name="cost" id="retry-cost"></label>\n' : ''}<button id="retry">retry run</button></form>`;
 }
 
 /** The run's jobs in Bull Board: a failed one keeps its error there. */

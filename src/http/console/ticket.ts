@@ -10,7 +10,7 @@ import type { EngineContext } from '../../runs/engineContext.js';
 import type { RunRow } from '../../runs/list.js';
 import { searchRuns } from '../../runs/search.js';
 import { SEARCH_SUBJECT } from '../../store/keys.js';
-import { decodeEntries, type RunEvent } from '../../store/runEvents.js';
+import { readEventsAfter, STREAM_START, type RunEvent } from '../../store/runEvents.js';
 import { readStatuses } from '../../store/runRecord.js';
 
 const CHAIN_MAX = 100;
@@ -60,11 +60,8 @@ export async function runTree(ctx: EngineContext, runId: string, status: RunStat
 
 /** A run's events, oldest first, each with the ms of its stream entry. */
 export async function runEvents(ctx: EngineContext, runId: string): Promise<(RunEvent & { at: number })[]> {
-  const entries = (await ctx.redis.xrange(ctx.keys.run(runId).events, '-', '+', 'COUNT', EVENTS_READ)) as [
-    string,
-    string[],
-  ][];
-  return decodeEntries(entries).map((e) => ({ ...e, at: Number(e.entry.split('-')[0]) }));
+  const { events } = await readEventsAfter(ctx.redis, ctx.keys.run(runId), STREAM_START, EVENTS_READ);
+  return events.map((e) => ({ ...e, at: Number(e.entry.split('-')[0]) }));
 }
 
 function payload(e: RunEvent): Record<string, unknown> {

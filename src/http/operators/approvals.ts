@@ -5,9 +5,9 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import type { EngineContext } from '../../runs/engineContext.js';
-import { Ledger } from '../../ledger/ledger.js';
+import { type Ledger } from '../../ledger/ledger.js';
 import { operatorOf, requireOperator } from '../auth.js';
-import { seesTenant } from '../operatorIdentity.js';
+import { actorSeesTenant } from '../../operations/actor.js';
 import { decideApproval } from '../../operations/approve.js';
 import { answerOf } from './answers.js';
 import { invalid, param } from '../../producer/fieldErrors.js';
@@ -57,7 +57,7 @@ export async function pendingApprovals(
       if (!rec || rec.state !== 'planned' || (runId !== undefined && rec.runId !== runId)) continue;
       const run = await readRun(ctx.redis, ctx.keys, rec.runId, ['tenant']);
       if (!run || isTerminal(run.status)) continue; // void: a decision would authorise nothing
-      if (!seesTenant({ tenants }, run.tenant)) continue;
+      if (!actorSeesTenant({ tenants }, run.tenant)) continue;
       approvals.push({
         actionId,
         runId: rec.runId,

@@ -61,11 +61,11 @@ export function boardAuth(cfg: EngineContext['cfg'], session?: SessionReader) {
   const dir = directoryFor(cfg);
   return async (req: Request, res: Response, next: NextFunction) => {
     if (!basicAuthOn(cfg) && !dir.configured)
-      return authUnconfigured(res, `${OPERATOR_SETTINGS}, or BULL_BOARD_USER and BULL_BOARD_PASSWORD`);
-    if (boardBasicMatches(cfg, req)) return next();
+      return void authUnconfigured(res, `${OPERATOR_SETTINGS}, or BULL_BOARD_USER and BULL_BOARD_PASSWORD`);
+    if (boardBasicMatches(cfg, req)) return void next();
     const token = bearer(req);
     const op = token !== undefined ? await dir.authenticate(token) : await session?.(req);
-    if (op && op.tenants === '*' && (op.role === 'operator' || cfg.BULL_BOARD_READ_ONLY)) return next();
+    if (op && op.tenants === '*' && (op.role === 'operator' || cfg.BULL_BOARD_READ_ONLY)) return void next();
     if (op)
       return void res.status(403).json({
         error: 'forbidden',

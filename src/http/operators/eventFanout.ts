@@ -22,7 +22,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { RedisClient } from '../../store/connect.js';
 import type { KeySpace } from '../../store/keys.js';
-import { decodeEntries, isAfter, type EventPosition, type RunEvent } from '../../store/runEvents.js';
+import { decodeEntries, isAfter, readEventsAfter, type EventPosition, type RunEvent } from '../../store/runEvents.js';
 import type { RunStatus } from '../../core/status.js';
 import { readStatus } from '../../store/runRecord.js';
 
@@ -273,18 +273,16 @@ export class EventFanout {
     v.deliver(held);
   }
 
+  /** The packed events of an ended run first (src/store/runEvents.ts), then the stream's, 100 entries a read. */
   private async readAfter(v: ViewerState): Promise<void> {
     for (;;) {
-      // Inside an entry, the entry itself is read again (inclusive start) for the events after the position.
-      const start = v.last.index === Infinity ? `(${v.last.entry}` : v.last.entry;
-      const page = await this.redis.xrange(v.stream, start, '+', 'COUNT', 100);
+      const { events, entries } = await readEventsAfter(this.redis, this.keys.run(v.runId), v.last, 100);
       if (v.closed) return;
-      const events = decodeEntries(page).filter((e) => isAfter(e, v.last));
       if (events.length > 0) {
         v.last = past(events);
         v.sink.write(events);
       }
-      if (page.length < 100) return;
+      if (entries < 100) return;
     }
   }
 }

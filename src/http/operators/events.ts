@@ -91,7 +91,7 @@ export function eventsRouter(ctx: EngineContext, opts: EventsOptions = {}, sessi
         error: 'invalid_request',
         fields: [{ path: 'Last-Event-ID', message: 'an event id like 1700000000000-0 or 1700000000000-0.2' }],
       });
-    if (!(await ctx.store.exists(runId))) return runNotFound(res);
+    if (!(await ctx.store.exists(runId))) return void runNotFound(res);
     // No await from the check to the slot: the caps are exact. The slot goes when the response closes.
     if (!takeSlot(ctx, shares, res, runId)) return;
     res.writeHead(200, {
@@ -122,7 +122,7 @@ export function eventsRouter(ctx: EngineContext, opts: EventsOptions = {}, sessi
         if (ending) return;
         for (const { id, type, data } of events) {
           res.write(`id: ${id}\nevent: ${type}\ndata: ${data.replace(/\n/g, '\ndata: ')}\n\n`);
-          if (type === 'status_changed' && isTerminal(safeStatus(data))) return end();
+          if (type === 'status_changed' && isTerminal(safeStatus(data))) return void end();
         }
       },
       idle(status) {

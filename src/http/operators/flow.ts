@@ -6,7 +6,7 @@
  * operator who sees every tenant (a weight or a limit moves the others' share too); a tenant-scoped
  * operator reads only its own tenants' lines. A malformed body is 400 naming the field, nothing written.
  */
-import { Router } from 'express';
+import { Router, type Response } from 'express';
 import { z } from 'zod';
 import type { EngineContext } from '../../runs/engineContext.js';
 import { operatorOf, requireOperator } from '../auth.js';
@@ -50,7 +50,7 @@ export function flowRouter(ctx: EngineContext): Router {
     res.json(await flowViewFor(ctx, operatorOf(res)));
   });
   const change = async (
-    res: import('express').Response,
+    res: Response,
     what: FlowSetting,
     of: string,
     value: number | null | undefined,
@@ -67,7 +67,7 @@ export function flowRouter(ctx: EngineContext): Router {
     await ctx.admission!.configure(what, of, value, operatorOf(res).name);
     return true;
   };
-  const everyTenant = (res: import('express').Response): boolean => {
+  const everyTenant = (res: Response): boolean => {
     if (operatorOf(res).tenants === '*') return true;
     res
       .status(403)

@@ -19,9 +19,9 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import type { EngineContext } from '../../runs/engineContext.js';
-import { Ledger } from '../../ledger/ledger.js';
+import { type Ledger } from '../../ledger/ledger.js';
 import { operatorOf, requireOperator } from '../auth.js';
-import { seesTenant } from '../operatorIdentity.js';
+import { actorSeesTenant } from '../../operations/actor.js';
 import { invalid, param } from '../../producer/fieldErrors.js';
 import { createEffectRunner } from '../../ledger/runner.js';
 import { CrashPoints } from '../../config/testHooks.js';
@@ -42,7 +42,7 @@ const findingSchema = z
   .strict()
   .refine((b) => b.finding !== 'confirmed' || b.receipt !== undefined, {
     path: ['receipt'],
-    message: 'a confirmed finding needs the receipt',
+    error: 'a confirmed finding needs the receipt',
   });
 export { findingSchema };
 
@@ -101,7 +101,7 @@ export async function humanQueue(ctx: EngineContext, ledger: Ledger, tenants: '*
       const rec = await ledger.getInShard(shard, actionId);
       if (!rec || (runId !== undefined && rec.runId !== runId)) continue;
       const run = await readRun(ctx.redis, ctx.keys, rec.runId, ['tenant', 'key']);
-      if (tenants !== '*' && !seesTenant({ tenants }, run?.tenant ?? null)) continue;
+      if (tenants !== '*' && !actorSeesTenant({ tenants }, run?.tenant ?? null)) continue;
       // Which subject (ticket) the item is of: the queue is worked ticket by ticket.
       const item: HumanItem = {
         ...rec,

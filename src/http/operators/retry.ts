@@ -1,7 +1,7 @@
 /**
- * POST /v1/runs/:id/retry {steps?, tokens?, wallMs?}: a `failed`, `budget_exceeded`
+ * POST /v1/runs/:id/retry {steps?, tokens?, wallMs?, cost?}: a `failed`, `budget_exceeded`
  * or `needs_human` run continues from its last commit, optionally with more steps,
- * tokens or wall clock (src/runs/retryRun.ts, one script: src/store/lua/retryRun-15.lua).
+ * tokens, wall clock or money (µ$, raising the run's maxCost) (src/runs/retryRun.ts, one script: src/store/lua/retryRun-15.lua).
  * Recorded in the run's journal as an `operator` entry (action `retry`, by the
  * authenticated operator, the extension as its detail). A malformed body is 400
  * naming the field and writes nothing.
@@ -21,6 +21,13 @@ export const retryBodySchema = z
     steps: z.number().int().nonnegative().max(HARD_LIMITS.maxSteps).optional(),
     tokens: z.number().int().nonnegative().max(HARD_LIMITS.maxTokens).optional(),
     wallMs: z.number().int().nonnegative().max(HARD_LIMITS.maxWallMs).optional(),
+    cost: z
+      .number()
+      .int()
+      .nonnegative()
+      .max(HARD_LIMITS.maxCost)
+      .optional()
+      .meta({ description: "More money in µ$ (1e-6 USD): the run's maxCost grows by it (400 when it has none)." }),
   })
   .strict();
 

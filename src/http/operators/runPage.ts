@@ -21,7 +21,7 @@ import { renderRunHtml, runView, type RunView } from '../runView.js';
 import { isRunId } from '../../store/keys.js';
 import { askForBoardCredentials, basicAuthOn, boardBasicMatches, RUN_PAGE_PATH } from './bullBoard.js';
 import { param } from '../../producer/fieldErrors.js';
-import { readRun } from '../../store/runRecord.js';
+import { runTenant } from '../../operations/actor.js';
 
 /** The page's one 404: malformed, another tenant's and unknown run ids alike. */
 const pageNotFound = (res: Response) => void res.status(404).type('text/plain').send('run not found');
@@ -30,10 +30,10 @@ function pageAuth(ctx: EngineContext, session?: SessionReader) {
   return async (req: Request, res: Response, next: NextFunction) => {
     // Never open: with no credential of any kind configured the page is off (503 naming the settings).
     if (!basicAuthOn(ctx.cfg) && !runTokensConfigured(ctx.cfg)) {
-      return authUnconfigured(res, `BULL_BOARD_USER and BULL_BOARD_PASSWORD, or ${OPERATOR_SETTINGS}`);
+      return void authUnconfigured(res, `BULL_BOARD_USER and BULL_BOARD_PASSWORD, or ${OPERATOR_SETTINGS}`);
     }
     const runId = param(req.params.id);
-    if (boardBasicMatches(ctx.cfg, req)) return isRunId(runId) ? next() : pageNotFound(res);
+    if (boardBasicMatches(ctx.cfg, req)) return isRunId(runId) ? void next() : void pageNotFound(res);
     // A console session: the console's own page of the run (it acts, and updates live).
     if (bearer(req) === undefined && isRunId(runId) && (await session?.(req)))
       return void res.redirect(303, `/console/runs/${runId}`);
@@ -44,10 +44,8 @@ function pageAuth(ctx: EngineContext, session?: SessionReader) {
         res,
         'bull board credentials or a token that may read this run are required',
       );
-    if (!isRunId(runId)) return pageNotFound(res);
-    const tenant =
-      (await readRun(ctx.redis, ctx.keys, runId, ['tenant']))?.tenant ?? (await ctx.archive?.tenantOf(runId));
-    if (!principalSees(p, tenant ?? null)) return pageNotFound(res);
+    if (!isRunId(runId)) return void pageNotFound(res);
+    if (!principalSees(p, (await runTenant(ctx, runId)) ?? null)) return void pageNotFound(res);
     next();
   };
 }
@@ -66,7 +64,7 @@ export function runPageRouter(ctx: EngineContext, ledger: Ledger, session?: Sess
     );
     res.setHeader('x-content-type-options', 'nosniff');
     res.setHeader('cache-control', 'no-store');
-    if (!view) return pageNotFound(res);
+    if (!view) return void pageNotFound(res);
     res.type('html').send(renderRunHtml(view));
   });
   return r;

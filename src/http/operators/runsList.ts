@@ -1,7 +1,8 @@
 /**
  * GET /v1/runs?status=&tenant=&agent=&since=&until=&cursor=&limit=: runs, newest status
  * change first. With `subject=`, `customer=` or `field.<name>=` (every one given must match): a search, newest
- * created first, from the search indexes (src/runs/search.ts; `since`/`until` are refused with it) (since/until: the last status change in [since, until), epoch ms or ISO 8601), from the listing indexes
+ * created first, from the search indexes (src/runs/search.ts; `since`/`until` are refused with it), merged with the
+ * archive's matches when ARCHIVE_URL is set (runs past Redis' retention; a run in both once) (since/until: the last status change in [since, until), epoch ms or ISO 8601), from the listing indexes
  * (src/runs/list.ts). Any principal that may read runs may list them, each seeing only what it may read: an operator
  * scoped to tenants and a tenant token list their own tenants' runs (a filter naming another tenant lists nothing).
  * `nextCursor` continues the walk; a malformed query is 400 naming the field.
@@ -20,7 +21,7 @@ import {
 } from '../auth.js';
 import { RUN_STATUSES } from '../../core/status.js';
 import { invalid } from '../../producer/fieldErrors.js';
-import { searchRuns, type SearchTerm } from '../../runs/search.js';
+import { mergeSearchPages, searchRuns, type SearchQuery, type SearchTerm } from '../../runs/search.js';
 import { SEARCH_SUBJECT } from '../../store/keys.js';
 import { SEARCH_FIELD_NAME_FORMAT, SEARCH_VALUE_MAX_CHARS } from '../../core/agent.js';
 
@@ -133,14 +134,17 @@ export async function runsPage(ctx: EngineContext, p: Principal, q: RunListQuery
   const tenants = listedTenants(p, q.tenant);
   const terms = searchTermsOfQuery(q);
   if (terms.length > 0) {
-    return searchRuns(ctx.redis, ctx.keys, {
+    const search: SearchQuery = {
       terms,
       limit: q.limit,
       ...(tenants !== undefined ? { tenants } : {}),
       ...(q.agent !== undefined ? { agent: q.agent } : {}),
       ...(q.status !== undefined ? { status: q.status } : {}),
       ...(cursor ? { cursor } : {}),
-    });
+    };
+    // Runs past Redis' retention live on in the archive: its matches merged in, a run in both once.
+    const [hot, archived] = await Promise.all([searchRuns(ctx.redis, ctx.keys, search), ctx.archive?.search(search)]);
+    return archived ? mergeSearchPages(hot, archived, q.limit) : hot;
   }
   return listRuns(ctx.redis, ctx.keys, {
     statuses: q.status ? [q.status] : RUN_STATUSES,
@@ -156,7 +160,7 @@ export async function runsPage(ctx: EngineContext, p: Principal, q: RunListQuery
 export function runsListRouter(ctx: EngineContext, session?: SessionReader): Router {
   const r = Router();
   r.get('/v1/runs', async (req, res) => {
-    if (!runTokensConfigured(ctx.cfg)) return authUnconfigured(res, RUN_TOKEN_SETTINGS);
+    if (!runTokensConfigured(ctx.cfg)) return void authUnconfigured(res, RUN_TOKEN_SETTINGS);
     const p = await principalFor(ctx.cfg, req, session);
     if (!p)
       return void res

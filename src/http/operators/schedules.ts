@@ -42,7 +42,7 @@ const notFound = (res: Response) => void res.status(404).json({ error: 'not_foun
 /** Any run credential; `act`: an operator must have the operator role. The principal is left in res.locals. */
 function requireSchedulePrincipal(ctx: EngineContext, act: boolean) {
   return async (req: Request, res: Response, next: NextFunction) => {
-    if (!runTokensConfigured(ctx.cfg)) return authUnconfigured(res, RUN_TOKEN_SETTINGS);
+    if (!runTokensConfigured(ctx.cfg)) return void authUnconfigured(res, RUN_TOKEN_SETTINGS);
     const p = await principalFor(ctx.cfg, req);
     if (!p)
       return void res
@@ -71,7 +71,7 @@ export function schedulesRouter(ctx: EngineContext, schedules: Schedules): Route
   const r = Router();
   r.put('/v1/schedules/:id', requireRunCreation(ctx.cfg), async (req, res) => {
     const id = param(req.params.id);
-    if (!isScheduleId(id)) return badId(res);
+    if (!isScheduleId(id)) return void badId(res);
     const parsed = scheduleBodySchema.safeParse(req.body);
     if (!parsed.success) return void invalid(res, parsed.error);
     const token = bearer(req);
@@ -101,11 +101,11 @@ export function schedulesRouter(ctx: EngineContext, schedules: Schedules): Route
     r.post(`/v1/schedules/:tenant/:id/${action}`, requireSchedulePrincipal(ctx, true), async (req, res) => {
       const p = principalOfRes(res);
       const tenant = param(req.params.tenant);
-      if (!principalSees(p, tenant)) return notFound(res);
+      if (!principalSees(p, tenant)) return void notFound(res);
       // A tenant that resumes its schedule makes it fire on its token as configured now.
       const actor = p.role === 'tenant' ? actorOf(p, bearer(req)) : undefined;
       const s = await schedules.setPaused(tenant, param(req.params.id), action === 'pause', actor);
-      if (!s) return notFound(res);
+      if (!s) return void notFound(res);
       ctx.log.info({ code: `schedule_${action}d`, tenant, schedule: s.id, ...whoActs(p) }, `schedule ${action}d`);
       res.json(scheduleView(s));
     });
@@ -113,8 +113,8 @@ export function schedulesRouter(ctx: EngineContext, schedules: Schedules): Route
   r.delete('/v1/schedules/:tenant/:id', requireSchedulePrincipal(ctx, true), async (req, res) => {
     const p = principalOfRes(res);
     const tenant = param(req.params.tenant);
-    if (!principalSees(p, tenant)) return notFound(res);
-    if (!(await schedules.remove(tenant, param(req.params.id)))) return notFound(res);
+    if (!principalSees(p, tenant)) return void notFound(res);
+    if (!(await schedules.remove(tenant, param(req.params.id)))) return void notFound(res);
     ctx.log.info(
       { code: 'schedule_deleted', tenant, schedule: param(req.params.id), ...whoActs(p) },
       'schedule deleted',

@@ -17,11 +17,102 @@ export const spendQuerySchema = z.object({
     .optional(),
 });
 
+/** Days the console's spend plot spans, today included. */
+export const SPEND_PLOT_DAYS = 31;
+
+/** Each tenant's settled spend per UTC day (µ$; undefined: no report that day) and this month, against the limits. */
+export interface SpendSeries {
+  /** The UTC days plotted, oldest first, today last. */
+  days: string[];
+  month: string;
+  limits: { tenantDay: number; tenantMonth: number; fleetMonth: number };
+  tenants: { tenant: string; daily: (number | undefined)[]; month: number }[];
+  /** The fleet's spend this month (every tenant's, whoever reads it: the fleet's limit is on the whole). */
+  fleetMonth: number;
+}
+
+/**
+ * The spend plot's data, from the reports every settled attempt adds to (src/budget/spend.ts, the ones GET /v1/spend
+ * reads): the day's report of each of the last `days` UTC days and this month's, summed by tenant. Every report key
+ * shares the {spend} hash tag: one pipeline, one Cluster slot. A day whose report is gone (no spend that day, or past
+ * the day reports' retention) has no value: the plot leaves a gap rather than draw a zero it does not know.
+ * A tenant-scoped operator gets its own tenants only.
+ */
+export async function readSpendSeries(
+  ctx: EngineContext,
+  tenants: '*' | readonly string[],
+  nowMs = Date.now(),
+  days = SPEND_PLOT_DAYS,
+): Promise<SpendSeries> {
+  const dayNames = Array.from({ length: days }, (_, i) =>
+    new Date(nowMs - (days - 1 - i) * 86_400_000).toISOString().slice(0, 10),
+  );
+  const month = dayNames.at(-1)!.slice(0, 7);
+  const pipe = ctx.redis.pipeline();
+  for (const day of dayNames) pipe.hgetall(ctx.keys.spendReports(day, month).dayReport);
+  pipe.hgetall(ctx.keys.spendReports(month, month).monthReport);
+  const replies = ((await pipe.exec()) ?? []).map(([err, v]) => {
+    if (err) throw err;
+    return v as Record<string, string>;
+  });
+  const byTenant = (report: Record<string, string>) => {
+    const out = new Map<string, number>();
+    for (const [field, v] of Object.entries(report)) {
+      const tenant = field.split(' ', 1)[0]!;
+      out.set(tenant, (out.get(tenant) ?? 0) + Number(v));
+    }
+    return out;
+  };
+  const perDay = replies.slice(0, days).map(byTenant);
+  const monthly = byTenant(replies[days]!);
+  const seen = new Set([...monthly.keys(), ...perDay.flatMap((d) => [...d.keys()])]);
+  const visible = [...seen].filter((t) => tenants === '*' || tenants.includes(t)).sort();
+  const { cfg } = ctx;
+  return {
+    days: dayNames,
+    month,
+    limits: {
+      tenantDay: cfg.TENANT_DAILY_COST,
+      tenantMonth: cfg.TENANT_MONTHLY_COST,
+      fleetMonth: cfg.FLEET_MONTHLY_COST,
+    },
+    tenants: visible.map((tenant) => ({
+      tenant,
+      // A day with a report and nothing of this tenant in it is a known zero.
+      daily: perDay.map((d, i) => (Object.keys(replies[i]!).length > 0 ? (d.get(tenant) ?? 0) : undefined)),
+      month: monthly.get(tenant) ?? 0,
+    })),
+    fleetMonth: [...monthly.values()].reduce((n, v) => n + v, 0),
+  };
+}
+
+/** GET /v1/spend's answer (described in /openapi.json). */
+export const spendReportSchema = z
+  .object({
+    period: z.string().meta({ description: 'The UTC day (YYYY-MM-DD) or month (YYYY-MM) reported.' }),
+    currency: z.literal('USD'),
+    unit: z.literal('micros').meta({ description: 'Every amount is in µ$ (1e-6 USD), a whole number.' }),
+    totalMicros: z.number().int().nonnegative().meta({ description: "The lines' sum." }),
+    lines: z.array(
+      z.object({
+        tenant: z.string(),
+        agent: z.string(),
+        model: z.string().meta({ description: '`provider/model`.' }),
+        micros: z
+          .number()
+          .int()
+          .nonnegative()
+          .meta({ description: "The real cost of the period's model attempts, failed attempts included." }),
+      }),
+    ),
+  })
+  .meta({ id: 'SpendReport' });
+
 export function spendRouter(ctx: EngineContext): Router {
   const r = Router();
   r.get('/v1/spend', requireOperator(ctx.cfg, 'viewer'), async (req, res) => {
     const q = spendQuerySchema.safeParse(req.query);
-    if (!q.success) return invalid(res, q.error);
+    if (!q.success) return void invalid(res, q.error);
     const period = q.data.period ?? new Date().toISOString().slice(0, 10);
     const report = await readSpendReport(ctx.redis, ctx.keys, period);
     const op = operatorOf(res);

@@ -46,7 +46,7 @@ export const continueSchema = z
   .strict()
   .refine((b) => b.toolsHash === undefined || b.agentVersion !== undefined, {
     path: ['agentVersion'],
-    message: 'a toolsHash needs its agentVersion',
+    error: 'a toolsHash needs its agentVersion',
   });
 
 export function versionsRouter(ctx: EngineContext, ledger: Ledger): Router {

@@ -37,6 +37,13 @@ export interface CreateRunArgs {
   subjectTtlMs: number;
   /** BullMQ's addStandardJob of step 1's job (captureAddStandardJob). */
   firstJob: CapturedAdd;
+  /** Step 1's job id. */
+  firstJobId: string;
+  /**
+   * Flow control: step 1's job waits in the delayed set until this ms unless admitted before (src/flow/admission.ts),
+   * moved there in the same change that creates it. Unset: the job goes to the queue.
+   */
+  deferUntil?: number;
 }
 
 export type CreateRunResult =
@@ -50,7 +57,7 @@ export async function createRun(redis: RedisClient, k: CreateRunKeys, a: CreateR
   return createRunResult(a, await script(redis, 'createRun')(...createRunArgs(k, a)));
 }
 
-/** The script's KEYS then ARGV (a caller that sends it inside a MULTI: src/store/calls/deferNewJob.ts). */
+/** The script's KEYS then ARGV. */
 export function createRunArgs(k: CreateRunKeys, a: CreateRunArgs): (string | number | Buffer)[] {
   return [
     k.run,
@@ -68,6 +75,8 @@ export function createRunArgs(k: CreateRunKeys, a: CreateRunArgs): (string | num
     a.mode,
     a.subjectTtlMs,
     ...a.firstJob.argv,
+    a.deferUntil ?? '',
+    a.firstJobId,
   ];
 }
 

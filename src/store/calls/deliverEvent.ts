@@ -13,11 +13,31 @@ export type DeliverReply =
   /** `keepMs` 0 and no wait holds the key (or its wait has a delivery already): nothing written. */
   | { kind: 'no_wait' };
 
-export async function deliverEvent(
+type DeliverKeys = { event: string; eventId: string };
+type DeliverArgs = { payload: string; now: number; keepMs: number; eventId?: string | undefined; eventIdTtlMs: number };
+
+export function deliverEvent(redis: RedisClient, keys: DeliverKeys, a: DeliverArgs): Promise<DeliverReply> {
+  return call(redis, keys, a, false) as Promise<DeliverReply>;
+}
+
+/**
+ * deliverEvent, except that a key a wait holds is answered `held` with nothing written: its holder's run is checked
+ * first (it is on another slot), then deliverEvent is called. A key no wait holds is answered in this one request.
+ */
+export function deliverUnlessHeld(
   redis: RedisClient,
-  keys: { event: string; eventId: string },
-  a: { payload: string; now: number; keepMs: number; eventId?: string | undefined; eventIdTtlMs: number },
-): Promise<DeliverReply> {
+  keys: DeliverKeys,
+  a: DeliverArgs,
+): Promise<DeliverReply | { kind: 'held' }> {
+  return call(redis, keys, a, true);
+}
+
+async function call(
+  redis: RedisClient,
+  keys: DeliverKeys,
+  a: DeliverArgs,
+  holderFirst: boolean,
+): Promise<DeliverReply | { kind: 'held' }> {
   const res = await script(redis, 'deliverEvent')(
     keys.event,
     keys.eventId,
@@ -26,6 +46,7 @@ export async function deliverEvent(
     a.keepMs,
     a.eventId ?? '',
     a.eventIdTtlMs,
+    holderFirst ? '1' : '',
   );
   const reply = expectReply(res) as string[];
   const seen = reply[0] === 'seen';
@@ -33,6 +54,6 @@ export async function deliverEvent(
   const mark = seen ? { seen: true as const } : {};
   if (kind === 'resumed') return { kind, runId: String(x), waitId: String(y), ...mark };
   if (kind === 'kept') return { kind, expiresAt: Number(x), ...mark };
-  if (kind === 'no_wait') return { kind };
+  if (kind === 'no_wait' || kind === 'held') return { kind };
   return { kind: 'duplicate' };
 }

@@ -16,6 +16,11 @@ export interface AdmitArgs {
   fleetLimit: number;
   /** Configured weights and limits (`w:<tenant>`, `t:<tenant>`, `a:<agent>`); run-time settings win over them. */
   configured: Record<string, number>;
+  /**
+   * A run the caller has just created: when another process admitted it before it existed (its admission pending, its
+   * job not found then), it is returned first, without held and weight, for the caller to release its job.
+   */
+  created?: string;
 }
 
 export interface Admitted {
@@ -49,6 +54,7 @@ export async function flowAdmit(redis: RedisClient, k: FlowKeys, a: AdmitArgs): 
     a.fleetLimit,
     JSON.stringify(a.configured),
     FLOW_STRIDE_SCALE,
+    a.created ?? '',
   );
   const flat = Array.isArray(res) ? res.map(String) : [];
   const out: Admitted[] = [];
@@ -57,8 +63,7 @@ export async function flowAdmit(redis: RedisClient, k: FlowKeys, a: AdmitArgs): 
       runId: flat[i]!,
       shard: Number(flat[i + 1]),
       tenant: flat[i + 2]!,
-      held: Number(flat[i + 3]),
-      weight: Number(flat[i + 4]),
+      ...(flat[i + 3] ? { held: Number(flat[i + 3]), weight: Number(flat[i + 4]) } : {}),
       ...(flat[i + 5] ? { jobId: flat[i + 5] } : {}),
     });
   return out;

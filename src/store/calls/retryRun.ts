@@ -17,7 +17,7 @@ export interface RetryRunArgs {
   now: number;
   eventsMaxLen: number;
   /** The run's limits after the retry (equal to the old ones when there is no extension). */
-  limits: { maxSteps: number; maxTokens: number; maxWallMs: number; deadlineAt: number };
+  limits: { maxSteps: number; maxTokens: number; maxWallMs: number; deadlineAt: number; maxCost?: number | undefined };
   extended: boolean;
   /** The operator journal entry (JSON), the run_retried and status_changed events (JSON). */
   entry: string;
@@ -31,7 +31,7 @@ export type RetryRunResult =
   | { outcome: 'retried' }
   | { outcome: 'wrong_status'; status: string }
   | { outcome: 'moved_on' }
-  | { outcome: 'budget_exhausted'; budget: 'steps' | 'tokens' | 'wall_clock' }
+  | { outcome: 'budget_exhausted'; budget: 'steps' | 'tokens' | 'wall_clock' | 'cost' }
   | { outcome: 'action_waiting'; actionId: string }
   | { outcome: 'superseded'; laterRunId: string };
 
@@ -65,6 +65,7 @@ export async function retryRunCall(
     a.statusEvent,
     ...a.job.argv,
     a.runId,
+    a.limits.maxCost ?? 0,
   )) as [number, string];
   const [code, detail] = res;
   switch (code) {
@@ -75,7 +76,7 @@ export async function retryRunCall(
     case ScriptCode.StaleStep:
       return { outcome: 'moved_on' };
     case ScriptCode.BudgetExhausted:
-      return { outcome: 'budget_exhausted', budget: detail as 'steps' | 'tokens' | 'wall_clock' };
+      return { outcome: 'budget_exhausted', budget: detail as 'steps' | 'tokens' | 'wall_clock' | 'cost' };
     case ScriptCode.ActionWaiting:
       return { outcome: 'action_waiting', actionId: detail };
     case ScriptCode.Superseded:

@@ -31,6 +31,7 @@
   or {-10, ''} no such action, {-14, ''} fingerprint mismatch (nothing changed),
   {-11, state} not planned and no decision recorded.
 ]]
+-- @include appendMove
 -- @include runStatus
 local h = redis.call('HMGET', KEYS[1], 'state', 'fingerprint', 'decision', 'approvalExpiresAt', 'runId')
 local state, fp, prior, expiresAt, runId = h[1], h[2], h[3], h[4], h[5]
@@ -67,7 +68,7 @@ if to == 'rejected' then
   fields[#fields + 1] = cjson.encode({ rejected = true, reason = why })
 end
 redis.call('HSET', KEYS[1], unpack(fields))
-redis.call('RPUSH', KEYS[2], history)
+appendMove(KEYS[1], KEYS[2], history)
 if code == 4 or by == 'approval_void' then
   redis.call('ZREM', KEYS[3], ARGV[1])
 elseif code == 1 and ARGV[3] ~= '' then

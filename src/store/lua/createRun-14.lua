@@ -16,6 +16,9 @@
           is the run, when one exists)
   ARGV[8] the subject record's TTL (ms)
   ARGV[9..11] BullMQ addStandardJob argv
+  ARGV[12] '' (step 1's job goes to the queue), or the ms step 1's job starts at unless admitted before (flow
+           control: the job waits in the delayed set for its admission, src/flow/admission.ts)
+  ARGV[13] step 1's job id (its hash is the queue's prefix, from KEYS[6], and this id, as BullMQ names it)
 
   Returns: {1, previousRunId or ''} created (linked when previousRunId is set);
            {0, runId} the run already existed (the same event again; nothing written);
@@ -84,4 +87,13 @@ end
 local bullKeys = {}
 for i = 6, 14 do bullKeys[#bullKeys + 1] = KEYS[i] end
 bullmqAddStandardJob(bullKeys, { ARGV[9], ARGV[10], ARGV[11] })
+-- Deferred for its admission in the same change, so no worker can take the job before it is admitted. A job BullMQ
+-- put in the paused list (the queue paused) is left there.
+if ARGV[12] ~= '' and redis.call('LREM', KEYS[6], 1, ARGV[13]) == 1 then
+  local startsAt = tonumber(ARGV[12])
+  local jobKey = string.sub(KEYS[6], 1, #KEYS[6] - #'wait') .. ARGV[13]
+  -- BullMQ's delayed score: the timestamp times 0x1000 (its low bits order jobs of one ms).
+  redis.call('ZADD', KEYS[11], startsAt * 0x1000, ARGV[13])
+  redis.call('HSET', jobKey, 'delay', startsAt - tonumber(redis.call('HGET', jobKey, 'timestamp') or startsAt))
+end
 return { 1, previous or '' }

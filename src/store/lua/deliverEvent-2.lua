@@ -11,6 +11,9 @@
   second delivery: by the record KEYS[2] for ARGV[5] ms after a delivery resumed a wait or was kept, and, after
   its delivery to this wait, by the id kept on the key (a webhook retried after an error it did not see the end of)
   ARGV[5] how long the event id record is kept (ms)
+  ARGV[6] '1': a key a wait holds (waiting, or delivered and not consumed yet) is answered {'held'}, nothing
+  written, for the caller to check the holder's run first (releaseIfHolderEnded, src/runs/waits.ts: its run is on
+  another slot) and call again with ''; a key no wait holds, the common case, is answered at once
 
   Returns:
    {'resumed', runId, waitId}    the waiting run gets this payload (its wake job is then promoted)
@@ -18,6 +21,7 @@
    {'no_wait'}                   ARGV[3] is 0 and no wait holds the key (or its wait has a delivery already): nothing written
    {'duplicate'}                 the wait already got a delivery it has not consumed yet, or one is kept already
    {'seen', kind, x, y}          the event id was delivered before: its answer then ('resumed' runId waitId | 'kept' expiresAt)
+   {'held'}                      ARGV[6] is '1' and a wait holds the key: nothing written
 ]]
 if ARGV[4] ~= '' then
   local seen = redis.call('GET', KEYS[2])
@@ -30,6 +34,8 @@ end
 local e = redis.call('HMGET', KEYS[1], 'state', 'waitId', 'runId', 'expiresAt', 'eventId')
 local state, waitId, runId, expiresAt, eventId = e[1], e[2], e[3], e[4], e[5]
 local now = tonumber(ARGV[2])
+
+if ARGV[6] == '1' and (state == 'waiting' or state == 'delivered') and runId and waitId then return { 'held' } end
 
 local function remember(answer)
   if ARGV[4] ~= '' then redis.call('SET', KEYS[2], answer, 'PX', ARGV[5]) end

@@ -18,12 +18,14 @@
   ARGV[9] configured values (JSON object: `w:<tenant>`, `t:<tenant>`, `a:<agent>` -> number);
           a value set at run time (the settings hash) wins over it, and it over the default
   ARGV[10] stride scale (a weight's stride is scale / weight)
+  ARGV[11] a run its caller has just created, or '': admitted by another process before it existed (pending, its
+           job not found then), it is returned first, for its creator to release its job (src/flow/admission.ts)
 
   Returns a flat array {runId, shard, tenant, held, weight, jobId, ...} of the runs admitted:
   each holds a slot, counted, and is pending until the caller has released its job (jobId:
   a woken run's wake job, '' for a new run's step 1 job); held is its tenant's runs at work
   after it and weight the tenant's weight (the share its step jobs are ordered by,
-  src/flow/stepPriority.ts).
+  src/flow/stepPriority.ts). ARGV[11]'s run, when returned, has held and weight '' (not read here).
 ]]
 -- @include flowTurns
 
@@ -52,6 +54,14 @@ local function pick()
     end
   end
   return nil
+end
+
+if ARGV[11] ~= '' and redis.call('HEXISTS', KEYS[3], ARGV[11]) == 1 then
+  local raw = redis.call('HGET', KEYS[2], ARGV[11])
+  if raw then
+    local meta = cjson.decode(raw)
+    out = { ARGV[11], tostring(meta.shard), meta.tenant, '', '', meta.jobId or '' }
+  end
 end
 
 flowRenormalise(KEYS[6], KEYS[5], strideOf)

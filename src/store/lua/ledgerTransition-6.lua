@@ -23,6 +23,7 @@
 ]]
 -- @include ledgerMoves
 -- @include emitEvent
+-- @include appendMove
 
 local current = redis.call('HGET', KEYS[1], 'state')
 if not current then return { -10, '' } end
@@ -42,7 +43,7 @@ for k, v in pairs(fields) do
 end
 redis.call('HSET', KEYS[1], unpack(flat))
 if ARGV[6] == '1' then redis.call('HINCRBY', KEYS[1], 'attempts', 1) end
-redis.call('RPUSH', KEYS[2], ARGV[4])
+appendMove(KEYS[1], KEYS[2], ARGV[4])
 
 local to = ARGV[2]
 if to == 'dispatched' or to == 'outcome_unknown' then

@@ -26,12 +26,12 @@
   ARGV[11] 1 when the limits change (the budget hash's `extensions` is counted)
   ARGV[12] the operator journal entry (JSON)  ARGV[13] the run_retried event (JSON)
   ARGV[14] the status_changed event (JSON)  ARGV[15..17] BullMQ addStandardJob argv
-  ARGV[18] the run id
+  ARGV[18] the run id  ARGV[19] new maxCost (µ$; 0 = the run has no money budget)
 
   Returns {1, ''} retried, or {code, detail} with nothing written:
     {-3, ''} run missing  {-4, status} not in the expected status
     {-2, ''} the run moved on since it was read (cursor or resumes)
-    {-18, steps | tokens | wall_clock} that budget leaves no room
+    {-18, steps | tokens | wall_clock | cost} that budget leaves no room
     {-19, action id} an action waits for a person
     {-23, later run id} a later run of the subject superseded this one (includes/subject.lua)
 
@@ -51,9 +51,11 @@ if tonumber(run[2] or '0') ~= tonumber(ARGV[2]) or tonumber(run[3] or '0') ~= to
 local later = laterRunOf(KEYS[1], KEYS[15], ARGV[18])
 if later then return { -23, later } end
 
-local used = redis.call('HMGET', KEYS[2], 'stepsUsed', 'tokensUsed')
+local used = redis.call('HMGET', KEYS[2], 'stepsUsed', 'tokensUsed', 'costUsed')
+local maxCost = tonumber(ARGV[19] or '0')
 if tonumber(used[1] or '0') >= tonumber(ARGV[7]) then return { -18, 'steps' } end
 if tonumber(used[2] or '0') >= tonumber(ARGV[8]) then return { -18, 'tokens' } end
+if maxCost > 0 and tonumber(used[3] or '0') >= maxCost then return { -18, 'cost' } end
 if tonumber(ARGV[5]) >= tonumber(ARGV[10]) then return { -18, 'wall_clock' } end
 
 local actions = redis.call('SMEMBERS', KEYS[5])
@@ -71,6 +73,7 @@ redis.call('HDEL', KEYS[1], 'finishedAt', 'cancelRequested', 'cancelReason')
 redis.call('HINCRBY', KEYS[1], 'resumes', 1)
 redis.call('HINCRBY', KEYS[1], 'retries', 1)
 redis.call('HSET', KEYS[2], 'maxSteps', ARGV[7], 'maxTokens', ARGV[8], 'maxWallMs', ARGV[9], 'deadlineAt', ARGV[10])
+if maxCost > 0 then redis.call('HSET', KEYS[2], 'maxCost', ARGV[19]) end
 if ARGV[11] == '1' then redis.call('HINCRBY', KEYS[2], 'extensions', 1) end
 redis.call('RPUSH', KEYS[3], ARGV[12])
 

@@ -9,10 +9,10 @@
  */
 import { FenceError } from '../../core/errors.js';
 import { encodeEntry, packEntry, type StoredEntry } from '../../core/journal.js';
-import { isContext, type Usage } from '../../budget/tenantBudget.js';
+import { isContext, type RunUsage } from '../../budget/tenantBudget.js';
 import { countRunFinished } from '../../metrics/metrics.js';
 import type { StepJobData } from '../../runs/spec.js';
-import { endsRun } from '../../core/status.js';
+import { endsRun, isTerminal } from '../../core/status.js';
 import { waitIdOf } from '../../runs/waits.js';
 import type { StepEnv } from './env.js';
 import { grown, type CommitPlan, type StepState } from './state.js';
@@ -59,6 +59,11 @@ export async function commit(env: StepEnv, state: StepState, plan: CommitPlan, f
       .catch((err: unknown) =>
         state.log.warn({ code: 'flow_release_failed', err }, 'slot not released (the sweep will)'),
       );
+    // An ended run shrinks to what its readers need; if this fails or the process dies here, it stays as it is.
+    if (isTerminal(committed))
+      await env.store
+        .compactEnded?.(state.runId)
+        .catch((err: unknown) => state.log.warn({ code: 'compact_failed', err }, 'ended run not compacted'));
     const logged = committed === plan.status ? plan.reason : undefined;
     state.log.info(
       { code: 'run_' + committed, reason: logged, steps: nextUsed.steps, tokens: nextUsed.tokens },
@@ -88,7 +93,7 @@ async function childBookkeeping(env: StepEnv, state: StepState, plan: CommitPlan
  * the job existed). If this fails or the process dies before it, the run is parked with no job: the stuck-run
  * sweep adds it (RunStore.ensureCurrentStepJob), and it finds a delivery when it fires.
  */
-async function addWakeJob(env: StepEnv, state: StepState, plan: CommitPlan, used: Usage): Promise<void> {
+async function addWakeJob(env: StepEnv, state: StepState, plan: CommitPlan, used: RunUsage): Promise<void> {
   const { runId, step, data } = state;
   const wake: StepJobData = {
     v: 1,
@@ -145,7 +150,7 @@ export function commitRecord(env: StepEnv, state: StepState, plan: CommitPlan, f
   };
 }
 
-function usedAfter(used: Usage, plan: CommitPlan, bytes: number, costDelta: number): Usage {
+function usedAfter(used: RunUsage, plan: CommitPlan, bytes: number, costDelta: number): RunUsage {
   const cost = (used.cost ?? 0) + costDelta;
   return grown(
     {

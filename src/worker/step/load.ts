@@ -67,7 +67,7 @@ export async function load(env: StepEnv, d: Delivery, limited: LimitedSpecs): Pr
     started,
     startedEvent,
     used: known.used,
-    cancelRequested: known.cancelRequested === true,
+    cancelRequested: known.cancelRequested,
     startedEmitted: false,
     carriesDecision: false,
     costUncharged: 0,
@@ -167,7 +167,8 @@ function sameLimits(a: RunLimits, b: RunLimits): boolean {
     a.maxSteps === b.maxSteps &&
     a.maxTokens === b.maxTokens &&
     a.maxWallMs === b.maxWallMs &&
-    a.deadlineAt === b.deadlineAt
+    a.deadlineAt === b.deadlineAt &&
+    a.maxCost === b.maxCost
   );
 }
 

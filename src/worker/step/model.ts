@@ -15,7 +15,7 @@ import {
   type RetryableError,
 } from '../../core/errors.js';
 import { DeadlineError, withDeadlineScope, withScopeSignal } from '../../core/timeout.js';
-import { usageSchema, type DecisionEntry, type JournalEntry, type Usage } from '../../core/journal.js';
+import { tokenUsageSchema, type DecisionEntry, type JournalEntry, type TokenUsage } from '../../core/journal.js';
 import type { ModelProvider, ModelTurn } from '../../core/model.js';
 import { withRetry } from '../../core/withRetry.js';
 import type { Agent } from '../../core/agent.js';
@@ -107,7 +107,7 @@ function spanOutcome(r: Called): Record<string, string | number | string[]> {
 
 /** One model call of one step: its attempts, and what they spent (`usage`, failed attempts included). */
 class ModelCall {
-  private readonly usage: Usage = { promptTokens: 0, completionTokens: 0 };
+  private readonly usage: TokenUsage = { promptTokens: 0, completionTokens: 0 };
   /** µ$ the attempts cost, and the price versions they were charged at. */
   private cost = 0;
   private readonly priceVersions = new Set<string>();
@@ -405,17 +405,17 @@ class ModelCall {
 /**
  * A provider's usage, validated (non-negative safe integers): an invalid one is a provider error, like a missing one.
  */
-function validUsage(u: unknown): Usage {
-  // The usual case checked by hand (usageSchema's checks; only these fields are read): zod names a bad field.
-  const v = u as Partial<Record<keyof Usage, unknown>> | null | undefined;
+function validUsage(u: unknown): TokenUsage {
+  // The usual case checked by hand (tokenUsageSchema's checks; only these fields are read): zod names a bad field.
+  const v = u as Partial<Record<keyof TokenUsage, unknown>> | null | undefined;
   if (
     isTokenCount(v?.promptTokens) &&
     isTokenCount(v?.completionTokens) &&
     (v?.cachedInputTokens === undefined || isTokenCount(v.cachedInputTokens)) &&
     (v?.cacheWriteTokens === undefined || isTokenCount(v.cacheWriteTokens))
   )
-    return v as Usage;
-  const r = usageSchema.safeParse(u);
+    return v as TokenUsage;
+  const r = tokenUsageSchema.safeParse(u);
   if (!r.success) {
     const issue = r.error.issues[0];
     throw new TerminalError(

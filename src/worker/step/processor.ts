@@ -22,12 +22,11 @@ import type { RateLimits } from '../../flow/rateLimits.js';
 import type { EffectRunner } from '../effects.js';
 import { FollowUps } from '../followUp.js';
 import type { VersionGate, VersionVerdict } from '../versionGate.js';
-import type { AgentChoice, ChildRunPort, StepEnv, StepOptions } from './env.js';
+import type { AgentChoice, ChildRunPort, StepEnv, StepOptions, SpendPort } from './env.js';
 import { ChildRuns, type ChildRunStarter } from '../../runs/children.js';
 import type { Delivery } from './load.js';
 import { StepPipeline } from './pipeline.js';
 import { SpendBudget } from '../../budget/spend.js';
-import type { SpendPort } from './env.js';
 import { BullStepJob, RedisStepStore } from './redisStore.js';
 
 export type { StepOptions } from './env.js';

@@ -5,7 +5,7 @@
  */
 import type { Agent } from '../../core/agent.js';
 import { encodeEntry, estimateTokens, type JournalEntry } from '../../core/journal.js';
-import { estimateCallTokens, isContext, type BudgetStop, type Usage } from '../../budget/tenantBudget.js';
+import { estimateCallTokens, isContext, type BudgetStop, type RunUsage } from '../../budget/tenantBudget.js';
 import type { RunSpec } from '../../runs/spec.js';
 import { followUpTokens } from '../followUp.js';
 import type { StepStore } from './store.js';
@@ -60,7 +60,7 @@ export class Prompts {
    * a budget check the bound fails is asked again of the exact count (exactIfRefused), so
    * a run stops exactly where counting every entry would stop it, and the tokenizer runs only then.
    */
-  async estimateOf(agent: Agent, spec: RunSpec, used: Usage): Promise<Estimate> {
+  async estimateOf(agent: Agent, spec: RunSpec, used: RunUsage): Promise<Estimate> {
     const withContext = (contextTokens: number) =>
       estimateCallTokens(this.promptOf(agent, spec).inputTokens, contextTokens, this.completionCap, agent.tools.specs);
     const exact = async () => withContext(await this.contextTokens(spec.runId));

@@ -9,10 +9,9 @@ import { decodeEntry, entryDigest, type DecisionEntry } from '../../core/journal
 import type { CrashPoints } from '../../config/testHooks.js';
 import type { Metrics } from '../../metrics/metrics.js';
 import type { RedisClient } from '../../store/connect.js';
-import type { KeySpace } from '../../store/keys.js';
+import { type KeySpace, stepJobId } from '../../store/keys.js';
 import type { RunSpecCache, RunStore } from '../../runs/store.js';
 import type { TranscriptCache } from '../../runs/transcriptCache.js';
-import { stepJobId } from '../../store/keys.js';
 import { STEP_JOB_NAME } from '../../store/queues.js';
 import type { StepJobData } from '../../runs/spec.js';
 import {
@@ -154,6 +153,10 @@ export class RedisStepStore implements StepStore {
 
   forgetTranscript(runId: string): void {
     this.d.transcripts.forget(runId);
+  }
+
+  compactEnded(runId: string): Promise<unknown> {
+    return this.d.runs.compactEnded(runId);
   }
 
   private lockOf(runId: string, job: StepJob): string {

@@ -5,8 +5,8 @@
  */
 import type { Context } from '@opentelemetry/api';
 import type { Logger } from 'pino';
-import type { DecisionEntry, JournalEntry, ObservationEntry, Usage as TokenUsage } from '../../core/journal.js';
-import type { Usage } from '../../budget/tenantBudget.js';
+import type { DecisionEntry, JournalEntry, ObservationEntry, TokenUsage } from '../../core/journal.js';
+import type { RunUsage } from '../../budget/tenantBudget.js';
 import type { RunSpec, StepJobData } from '../../runs/spec.js';
 import type { CapturedAdd } from '../../store/bullmqInternals.js';
 import type { WaitRecord } from '../../runs/waits.js';
@@ -80,7 +80,7 @@ export interface StepState {
   /** The run's cancel was recorded when the load stage read its state (a redelivery; false on a first delivery). */
   readonly cancelRequested: boolean;
   /** The run's budget usage as of the last write this delivery knows (grown by journalDecision). */
-  used: Usage;
+  used: RunUsage;
   /** A script of this delivery has written the step_started event. */
   startedEmitted: boolean;
   /** The step's decision: journalled by an earlier delivery, or made by this one. */
@@ -123,8 +123,8 @@ export function total(u: TokenUsage): number {
   return u.promptTokens + u.completionTokens;
 }
 
-/** Usage with the transcript's byte count grown by `bytes` (left unknown when it was). */
-export function grown(used: Usage, bytes: number): Usage {
+/** Run usage with the transcript's byte count grown by `bytes` (left unknown when it was). */
+export function grown(used: RunUsage, bytes: number): RunUsage {
   const cost = used.cost ? { cost: used.cost } : {};
   return used.contextBytes === undefined
     ? { steps: used.steps, tokens: used.tokens, ...cost }

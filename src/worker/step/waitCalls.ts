@@ -107,9 +107,9 @@ function requestOf(tool: WaitTool, call: ToolCall, ctx: ToolContext, now: number
 
 /** The latest instant a date can name (ms since the epoch): a wait past it has no time to be due at. */
 export const LATEST_TIME_MS = 8.64e15;
-const instant = z.number().finite().min(0).max(LATEST_TIME_MS, 'at most 8.64e15 (the latest date)');
-const duration = z.number().finite().min(0).max(LATEST_TIME_MS, 'at most 8.64e15 ms');
-const amount = z.number().finite().positive().max(LATEST_TIME_MS);
+const instant = z.number().min(0).max(LATEST_TIME_MS, 'at most 8.64e15 (the latest date)');
+const duration = z.number().min(0).max(LATEST_TIME_MS, 'at most 8.64e15 ms');
+const amount = z.number().positive().max(LATEST_TIME_MS);
 
 /**
  * Every numeric field of a wait request bounded, whatever the tool computed from the model's arguments: a value no

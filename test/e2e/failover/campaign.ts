@@ -19,11 +19,10 @@ import { createWriteStream, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
-import { Redis } from 'ioredis';
+import { Redis, Cluster } from 'ioredis';
 import { startSandbox } from '../../../sandbox/server.js';
 import { startOpenAIServer } from '../../../testkit/modelServers/openai.js';
 import type { RecordedRequest, Reply } from '../../../testkit/modelServers/queue.js';
-import { Cluster } from 'ioredis';
 import type { ChildProcess } from 'node:child_process';
 import { startLocalSentinel, SENTINEL_MASTER } from '../../../testkit/sentinel.js';
 import { startReplicatedCluster } from '../../../testkit/replicatedCluster.js';
@@ -35,6 +34,8 @@ export interface CampaignOptions {
   store?: 'sentinel' | 'cluster';
   /** REDIS_MIN_REPLICAS of every process. */
   minReplicas: number;
+  /** FLOW_CONTROL of every process; absent: the default (on). */
+  flowControl?: boolean;
   lag: boolean;
   kills: number;
   lagMs: number;
@@ -297,9 +298,7 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
     OPENAI_BASE_URL: `${model.url}/v1`,
     OPENAI_API_KEY: 'sk-test',
     PRODUCER_TOKEN,
-    // The campaign measures failover with every admitted run at work at once, as it was written: flow control (on by
-    // default) under a failover is not what it measures.
-    FLOW_CONTROL: 'false',
+    ...(o.flowControl === undefined ? {} : { FLOW_CONTROL: String(o.flowControl) }),
     REDIS_MIN_REPLICAS: String(o.minReplicas),
     REDIS_REPLICA_WAIT_MS: '500',
     STORE_RETRY_AFTER_S: '1',
@@ -449,9 +448,30 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
             reader.get(`${q}${jobId}:lock`),
           ])
         : [];
+      const f = keys.flow();
+      const flow = await Promise.all([
+        reader.hget(f.waiting, runId),
+        reader.hget(f.held, runId),
+        reader.hget(f.pending, runId),
+        reader.zscore(keys.flowLine('acme'), runId),
+      ]);
       log(
         `not terminal: ${runId} shard ${shard} ${statuses[i]} job ${jobId} updated ${Date.now() - Number(updatedAt)} ms ago ` +
-          `(exists, delayed, wait, active, prioritized, lock): ${JSON.stringify(where)}`,
+          `(exists, delayed, wait, active, prioritized, lock): ${JSON.stringify(where)}` +
+          ` flow (waiting, held, pending, line): ${JSON.stringify(flow)}`,
+      );
+    }
+    if (statuses.some((s) => !TERMINAL.has(s) && s !== 'vanished')) {
+      const f = keys.flow();
+      const [counts, held, waiting, turns, line] = await Promise.all([
+        reader.hgetall(f.counts),
+        reader.hlen(f.held),
+        reader.hlen(f.waiting),
+        reader.zrange(f.turns, 0, -1, 'WITHSCORES'),
+        reader.zcard(keys.flowLine('acme')),
+      ]);
+      log(
+        `flow state: counts ${JSON.stringify(counts)} held ${held} waiting ${waiting} turns ${JSON.stringify(turns)} line ${line}`,
       );
     }
     const byStatus: Record<string, number> = {};

@@ -18,7 +18,7 @@ import { startSandbox, type SandboxHandle } from '../../../sandbox/server.js';
 import type { FaultRule } from '../../../sandbox/types.js';
 import { withTimeout } from '../../../src/core/timeout.js';
 import { startTap, type Tap } from './tap.js';
-import { describeTap, SCENARIO_TOKEN, Timeline } from './timeline.js';
+import { describeTap, SCENARIO_TOKEN, type Timeline } from './timeline.js';
 
 /** A request to the scenario's own API or a worker's /metrics that gets no answer fails instead of hanging the scenario. */
 const HTTP_TIMEOUT_MS = 10_000;

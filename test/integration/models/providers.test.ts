@@ -14,6 +14,7 @@ import { buildSpec } from '../../../src/producer/intake.js';
 import type { DecisionEntry } from '../../../src/core/journal.js';
 import { stepJobId } from '../../../src/store/keys.js';
 import { readRunEvents } from '../../../testkit/runEvents.js';
+import { until } from '../../../testkit/until.js';
 
 let h: Harness;
 let openai: ModelServer;
@@ -72,13 +73,11 @@ async function metric(name: string, labels: string): Promise<number> {
 async function delayedUntil(runId: string, step: number): Promise<{ until: number; seenAt: number }> {
   const queue = h.ctx.store.queues.forRun(runId);
   const id = stepJobId(runId, step);
-  for (let i = 0; i < 1500; i++) {
-    const score = await h.ctx.redis.zscore(queue.keys.delayed!, id);
-    // BullMQ's delayed score: the timestamp times 0x1000, plus a tie-breaking counter.
-    if (score !== null) return { until: Math.floor(Number(score) / 0x1000), seenAt: Date.now() };
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  throw new Error(`step ${step} of ${runId} never delayed`);
+  const score = await until(`step ${step} of ${runId} delayed`, 30_000, () =>
+    h.ctx.redis.zscore(queue.keys.delayed!, id),
+  );
+  // BullMQ's delayed score: the timestamp times 0x1000, plus a tie-breaking counter.
+  return { until: Math.floor(Number(score) / 0x1000), seenAt: Date.now() };
 }
 
 async function promote(runId: string, step: number): Promise<void> {

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Ledger } from '../../../src/ledger/ledger.js';
 import type { Harness } from '../../../testkit/harness.js';
 import { call, email, final, operatorHarness, refund, startScripted, turn } from './support.js';
+import { until } from '../../../testkit/until.js';
 
 const ticketCall = {
   name: 'create_ticket',
@@ -42,9 +43,12 @@ describe('cancel', () => {
     // The email in the next step: the calls of one turn run at once, so it would leave beside the ticket.
     const runId = await startScripted(h, [turn([ticketCall]), turn([email]), final], 'CAN');
     // Wait until the ticket is in flight, then cancel.
-    const deadline = Date.now() + 10_000;
-    while (Date.now() < deadline && !(await ledger.listForRun(runId)).some((e) => e.state === 'dispatched'))
-      await new Promise((r) => setTimeout(r, 10));
+    await until(
+      'the ticket in flight',
+      10_000,
+      async () => (await ledger.listForRun(runId)).some((e) => e.state === 'dispatched'),
+      10,
+    );
     const res = await call(h.url, 'POST', `/v1/runs/${runId}/cancel`, {});
     expect(res.status).toBe(202);
     expect(res.body.cancelled).toBe('at_next_commit');

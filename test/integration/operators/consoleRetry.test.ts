@@ -8,8 +8,7 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildSpec } from '../../../src/producer/intake.js';
-import type { Harness } from '../../../testkit/harness.js';
-import { sampleTicket } from '../../../testkit/harness.js';
+import { type Harness, sampleTicket } from '../../../testkit/harness.js';
 import { call, email, final, operatorHarness, turn } from './support.js';
 
 const sha = (t: string) => createHash('sha256').update(t).digest('hex');

@@ -4,6 +4,7 @@ import type { Harness } from '../../../testkit/harness.js';
 import { readSse, type SseEvent } from '../../../testkit/sse.js';
 import { readRunEvents } from '../../../testkit/runEvents.js';
 import { call, email, final, OPERATOR_TOKEN, operatorHarness, refund, startScripted, turn } from './support.js';
+import { until } from '../../../testkit/until.js';
 
 const VIEWER_CAP = 50;
 const UNKNOWN_RUN = `r_${'0'.repeat(24)}`;
@@ -72,8 +73,7 @@ describe('live events (SSE)', () => {
     expect(all.at(-1)).toMatchObject({ event: 'status_changed' });
     expect(JSON.parse(all.at(-1)!.data)).toMatchObject({ status: 'completed' });
     // Each client's dedicated connection is closed when it goes.
-    const deadline = Date.now() + 3000;
-    while ((await sseConnections()) > baseline && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await until('the dedicated connections closed', 3000, async () => (await sseConnections()) <= baseline);
     expect(await sseConnections()).toBe(baseline);
   });
 
@@ -156,8 +156,7 @@ describe('live events (SSE)', () => {
       expect(r.events.map((e) => e.id)).toEqual(stored);
     }
     // The viewers are gone: so is the reader, and a new viewer is served again (resuming mid-stream).
-    const deadline = Date.now() + 3000;
-    while ((await sseConnections()) > baseline && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await until('the dedicated connections closed', 3000, async () => (await sseConnections()) <= baseline);
     expect(await sseConnections()).toBe(baseline);
     const resumed = await readEvents(runId, stored[1]);
     expect(resumed.events.map((e) => e.id)).toEqual(stored.slice(2));

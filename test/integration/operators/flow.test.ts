@@ -7,8 +7,7 @@
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser } from 'playwright-core';
-import type { Harness } from '../../../testkit/harness.js';
-import { sampleTicket } from '../../../testkit/harness.js';
+import { type Harness, sampleTicket } from '../../../testkit/harness.js';
 import { startRun } from '../../../src/producer/intake.js';
 import type { FlowView } from '../../../src/flow/view.js';
 import { agentctl, call, OPERATOR_TOKEN, operatorHarness } from './support.js';

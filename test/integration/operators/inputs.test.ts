@@ -3,8 +3,7 @@
  * a malformed %-escape in a path parameter. Each is a 4xx (or ignored), writes nothing, logs no error.
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createHarness, PRODUCER_TOKEN, sampleTicket } from '../../../testkit/harness.js';
-import type { Harness } from '../../../testkit/harness.js';
+import { createHarness, PRODUCER_TOKEN, sampleTicket, type Harness } from '../../../testkit/harness.js';
 import { sign } from '../../../src/producer/webhookSignature.js';
 import { final, OPERATOR_TOKEN, operatorHarness, startScripted } from './support.js';
 

@@ -136,7 +136,7 @@ describe('ids are checked before any Redis access', () => {
       `${acmeRun}:events`,
       `${acmeRun}}`,
       `${acmeRun}%7D`,
-      `${acmeRun.toUpperCase()}`,
+      acmeRun.toUpperCase(),
       `${acmeRun}0`,
       'r_',
     ];

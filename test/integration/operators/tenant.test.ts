@@ -1,7 +1,6 @@
 /** Per-tenant isolation: a tenant's token creates and sees only its own runs; another tenant's run looks unknown. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Harness } from '../../../testkit/harness.js';
-import { sampleTicket } from '../../../testkit/harness.js';
+import { type Harness, sampleTicket } from '../../../testkit/harness.js';
 import { runIdFor } from '../../../src/store/keys.js';
 import { call, final, OPERATOR_TOKEN, operatorHarness } from './support.js';
 

@@ -8,6 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { buildSpec } from '../../../src/producer/intake.js';
 import { createHarness, PRODUCER_TOKEN, sampleTicket, type Harness } from '../../../testkit/harness.js';
 import { OPERATOR_TOKEN } from './support.js';
+import { until } from '../../../testkit/until.js';
 
 const ACME = 'acme-tenant-token-for-viewer-tests';
 const GLOBEX = 'globex-tenant-token-for-viewer-tests';
@@ -71,10 +72,8 @@ async function refusedCount(limit: string): Promise<number> {
 
 /** Waits until the process counts `n` live viewers (a closed stream is released when its response closes). */
 async function viewersBecome(n: number): Promise<void> {
-  const deadline = Date.now() + 3000;
   const now = async () => (await h.ctx.metrics.sseViewers.get()).values.reduce((a, v) => a + v.value, 0);
-  while ((await now()) !== n && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-  expect(await now()).toBe(n);
+  await until(`${n} live viewers`, 3000, async () => (await now()) === n);
 }
 
 describe('event stream viewers: shares per principal and an operator reserve', () => {

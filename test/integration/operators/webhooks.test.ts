@@ -7,10 +7,9 @@ import { defineAgent } from '../../../src/core/agent.js';
 import { createFullApi } from '../../../src/http/fullApi.js';
 import { newMetrics } from '../../../src/metrics/metrics.js';
 import { createContext } from '../../../src/server/buildContext.js';
-import type { Harness } from '../../../testkit/harness.js';
+import { type Harness, sampleTicket } from '../../../testkit/harness.js';
 import { sign } from '../../../src/producer/webhookSignature.js';
 import { eventTtlMs } from '../../../src/producer/webhooks.js';
-import { sampleTicket } from '../../../testkit/harness.js';
 import { operatorHarness } from './support.js';
 
 const SECRET = 'acme-webhook-secret';
@@ -187,13 +186,15 @@ describe('signed webhooks', () => {
   });
 
   it("an agent's own webhook is mounted from its intake, signed and deduplicated like the built-in ones", async () => {
+    // How many times the intake reads a request's input (its schema, then its subject key).
+    let reads = 0;
     const orders = defineAgent<{ order: string }>({
       name: 'orders',
       version: 'orders@1',
       input: z.object({ order: z.string() }).strict(),
       tools: [],
       instructions: () => 'help with the order',
-      key: (i) => i.order,
+      key: (i) => (reads++, i.order),
       intake: {
         webhooks: {
           'order-events': {
@@ -213,6 +214,8 @@ describe('signed webhooks', () => {
       const raw = JSON.stringify({ delivery: 'd-1', order: 'O-9' });
       const first = await post('/webhooks/order-events/acme', raw, { url });
       expect(first.status).toBe(201);
+      // Read once: the run id the event's record names and the run started are one reading of the request.
+      expect(reads).toBe(1);
       expect(await ctx.redis.hget(ctx.keys.run(first.body.runId as string).run, 'agent')).toBe('orders');
       expect((await post('/webhooks/order-events/acme', raw, { url })).body).toMatchObject({ duplicate: true });
       const bad = await post('/webhooks/order-events/acme', JSON.stringify({ delivery: 'd-2', order: 1 }), { url });

@@ -11,7 +11,7 @@ import type { StepEnv, StepOptions } from '../../../src/worker/step/env.js';
 import { StepPipeline } from '../../../src/worker/step/pipeline.js';
 import type { Delivery } from '../../../src/worker/step/load.js';
 import type { StepState } from '../../../src/worker/step/state.js';
-import { MemoryJob, MemoryStepStore } from './memoryStepStore.js';
+import { type MemoryJob, MemoryStepStore } from './memoryStepStore.js';
 
 export const NOW = 1_700_000_000_000;
 

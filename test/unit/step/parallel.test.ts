@@ -14,21 +14,35 @@ import { StepPipeline } from '../../../src/worker/step/pipeline.js';
 import { MemoryJob } from './memoryStepStore.js';
 import { delivery, jobData, specOf, stateOf, usage, world, type World } from './fixtures.js';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** What ran, when: `start:<id>` and `end:<id>` in the order they happened. */
-function timeline() {
+/**
+ * What ran, when: `start:<id>` and `end:<id>` in the order they happened. The first call of a `held` id ends
+ * only when the test releases it, every other call at once: the order calls finish in is the test's, not a clock's.
+ */
+function timeline(...held: string[]) {
+  const openers = new Map<string, () => void>();
+  const holds = new Map(held.map((id) => [id, new Promise<void>((r) => openers.set(id, r))]));
+  const finish = async (id: string) => {
+    const hold = holds.get(id);
+    holds.delete(id);
+    await hold;
+  };
+  const release = (...ids: string[]) => ids.forEach((id) => openers.get(id)!());
   const events: string[] = [];
+  const waiters = new Map<string, () => void>();
+  const note = (event: string) => (events.push(event), waiters.get(event)?.());
+  /** Resolves once `event` has happened. */
+  const reached = (event: string) =>
+    events.includes(event) ? Promise.resolve() : new Promise<void>((r) => waiters.set(event, r));
   const reads: Record<string, number> = {};
   const slowRead = defineReadTool({
     name: 'slow_read',
     description: 'reads slowly',
-    args: z.object({ id: z.string(), ms: z.number() }),
-    execute: async ({ id, ms }) => {
+    args: z.object({ id: z.string() }),
+    execute: async ({ id }) => {
       reads[id] = (reads[id] ?? 0) + 1;
-      events.push(`start:${id}`);
-      await sleep(ms);
-      events.push(`end:${id}`);
+      note(`start:${id}`);
+      await finish(id);
+      note(`end:${id}`);
       return { id };
     },
   });
@@ -36,7 +50,7 @@ function timeline() {
     defineWriteTool({
       name,
       description: 'writes',
-      args: z.object({ id: z.string(), ms: z.number() }),
+      args: z.object({ id: z.string() }),
       service: { enforcesKey: true, reconcile: 'none' },
       runsAlone,
       dispatch: async () => ({ receipt: 'r', output: {}, replayed: false }),
@@ -51,24 +65,27 @@ function timeline() {
   const sent: Record<string, number> = {};
   const effects: EffectRunner = {
     run: async ({ call, args }) => {
-      const { id, ms } = args as { id: string; ms: number };
+      const { id } = args as { id: string };
       sent[id] = (sent[id] ?? 0) + 1;
-      events.push(`start:${id}`);
-      await sleep(ms);
-      events.push(`end:${id}`);
+      note(`start:${id}`);
+      await finish(id);
+      note(`end:${id}`);
       return { kind: 'observed', status: 'ok', output: { id }, actionId: `a_${call.id}` };
     },
   };
-  return { events, reads, sent, agent, effects };
+  return { events, reads, sent, agent, effects, release, reached };
 }
 
-function decision(...calls: [name: string, id: string, ms: number][]): DecisionEntry {
+/** The store here is in memory: what a delivery does without a held call has run by the next immediate. */
+const settled = () => new Promise((r) => setImmediate(r));
+
+function decision(...calls: [name: string, id: string][]): DecisionEntry {
   return {
     v: 1,
     kind: 'decision',
     step: 1,
     model: 'queued',
-    toolCalls: calls.map(([name, id, ms]) => ({ id: `c_${id}`, name, args: { id, ms } })),
+    toolCalls: calls.map(([name, id]) => ({ id: `c_${id}`, name, args: { id } })),
     usage,
     attempts: 1,
   };
@@ -84,31 +101,41 @@ function withAgent(w: World, t: ReturnType<typeof timeline>): StepEnv {
 }
 
 describe('parallel tool calls (act)', () => {
-  it('three 60 ms reads of one turn run at once: all three start before any ends', async () => {
+  it('three reads of one turn run at once: all three start before any ends', async () => {
     const w = world();
-    const t = timeline();
+    const t = timeline('a', 'b', 'c');
     const spec = specOf({ toolsHash: t.agent.tools.schemaHash });
-    const d = decision(['slow_read', 'a', 60], ['slow_read', 'b', 60], ['slow_read', 'c', 60]);
+    const d = decision(['slow_read', 'a'], ['slow_read', 'b'], ['slow_read', 'c']);
     const state = stateOf(spec, new MemoryJob(`${spec.runId}.s1`, jobData(spec)), {
       decision: d,
       carriesDecision: true,
     });
-    const plan = await act(withAgent(w, t), state, t.agent, d);
-    // Timing is the integration test's (test/integration/parallelTools.test.ts): here, the overlap itself.
-    expect(t.events.slice(0, 3)).toEqual(['start:a', 'start:b', 'start:c']);
+    const acting = act(withAgent(w, t), state, t.agent, d);
+    // None can end before the test releases it: calls run one after another would never all start.
+    await t.reached('start:c');
+    expect(t.events).toEqual(['start:a', 'start:b', 'start:c']);
+    t.release('a', 'b', 'c');
+    const plan = await acting;
     expect(plan.status).toBe('running');
   });
 
   it("results keep the model's order however the calls finish", async () => {
     const w = world();
-    const t = timeline();
+    const t = timeline('slow', 'w', 'fast');
     const spec = specOf({ toolsHash: t.agent.tools.schemaHash });
-    const d = decision(['slow_read', 'slow', 50], ['send', 'w', 20], ['slow_read', 'fast', 1]);
+    const d = decision(['slow_read', 'slow'], ['send', 'w'], ['slow_read', 'fast']);
     const state = stateOf(spec, new MemoryJob(`${spec.runId}.s1`, jobData(spec)), {
       decision: d,
       carriesDecision: true,
     });
-    const plan = await act(withAgent(w, t), state, t.agent, d);
+    const acting = act(withAgent(w, t), state, t.agent, d);
+    await t.reached('start:fast');
+    t.release('fast');
+    await t.reached('end:fast');
+    t.release('w');
+    await t.reached('end:w');
+    t.release('slow');
+    const plan = await acting;
     expect(t.events.filter((e) => e.startsWith('end:'))).toEqual(['end:fast', 'end:w', 'end:slow']);
     expect(plan.entries.map((e) => (e.kind === 'observation' ? e.callId : e.kind))).toEqual([
       'decision',
@@ -120,12 +147,24 @@ describe('parallel tool calls (act)', () => {
 
   it('writes run at once, each its own ledger action; a runsAlone write waits for the calls before it', async () => {
     const w = world();
-    const t = timeline();
+    const t = timeline('w1', 'w2', 'solo');
     const spec = specOf({ toolsHash: t.agent.tools.schemaHash });
-    const d = decision(['send', 'w1', 30], ['send', 'w2', 30], ['send_alone', 'solo', 10], ['slow_read', 'r', 5]);
+    const d = decision(['send', 'w1'], ['send', 'w2'], ['send_alone', 'solo'], ['slow_read', 'r']);
     w.store.addRun(spec).state.decidedStep = 1;
     const state = stateOf(spec, new MemoryJob(`${spec.runId}.s1`, jobData(spec)), { decision: d });
-    const plan = await act(withAgent(w, t), state, t.agent, d);
+    const acting = act(withAgent(w, t), state, t.agent, d);
+    await t.reached('start:w2');
+    t.release('w1');
+    // Everything w1's end leads to has run: its observation journalled, and solo not started while w2 is held.
+    await settled();
+    expect(w.store.run(spec.runId).journal).toHaveLength(1);
+    expect(t.events).toEqual(['start:w1', 'start:w2', 'end:w1']);
+    t.release('w2');
+    await t.reached('start:solo');
+    // The read after solo waits for it as the writes before it did.
+    expect(t.events.at(-1)).toBe('start:solo');
+    t.release('solo');
+    const plan = await acting;
     expect(t.events).toEqual([
       'start:w1',
       'start:w2',
@@ -151,9 +190,9 @@ describe('parallel tool calls (act)', () => {
 describe('parallel tool calls (a kill mid-step)', () => {
   it('the next delivery runs only the calls not journalled; the commit holds each observation once, in order', async () => {
     const w = world();
-    const t = timeline();
+    const t = timeline('w2');
     const spec = specOf({ toolsHash: t.agent.tools.schemaHash });
-    const turn = decision(['send', 'w1', 1], ['slow_read', 'r', 1], ['send', 'w2', 80]);
+    const turn = decision(['send', 'w1'], ['slow_read', 'r'], ['send', 'w2']);
     w.model.turns.push({ toolCalls: turn.toolCalls, usage }, { toolCalls: [], final: 'done', usage });
     w.store.addRun(spec);
     // The first delivery dies after the first observation is journalled (w2 still in flight).
@@ -165,7 +204,12 @@ describe('parallel tool calls (a kill mid-step)', () => {
       }),
     };
     const job = new MemoryJob(`${spec.runId}.s1`, jobData(spec));
-    await expect(new StepPipeline(dying).run(delivery(job))).rejects.toThrow('killed');
+    const dies = expect(new StepPipeline(dying).run(delivery(job))).rejects.toThrow('killed');
+    await t.reached('end:r');
+    await settled();
+    expect(killed).toBeGreaterThan(0);
+    t.release('w2');
+    await dies;
     const journalled = w.store.run(spec.runId).journal.filter((e) => e.kind === 'observation');
     expect(journalled.length).toBeGreaterThanOrEqual(1);
     // Redelivered (attempt 2): the decision is reused, only the calls with no journalled observation run.

@@ -10,7 +10,7 @@ export const lookupCustomerTool = (service: ServiceOptions): ReadTool<{ email: s
   defineReadTool({
     name: 'lookup_customer',
     description: 'Look a customer profile up by email in the support system.',
-    args: z.object({ email: z.string().email() }).strict(),
+    args: z.object({ email: z.email() }).strict(),
     timeoutMs: TIMEOUT_MS,
     async execute(args, ctx) {
       const res = await httpJson(`${service.baseUrl}/v1/customers/${encodeURIComponent(args.email)}`, {

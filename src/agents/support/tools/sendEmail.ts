@@ -5,7 +5,7 @@ import { RESEND_KEY_WINDOW_MS, type ResendClient } from '../vendors/resend.js';
 
 const args = z
   .object({
-    to: z.string().email(),
+    to: z.email(),
     template: z.string().min(1).max(100),
     subject: z.string().min(1).max(500),
     body: z.string().min(1).max(50_000),

@@ -96,7 +96,7 @@ export class ResendClient {
     if (res.status !== 200) throw vendorError('resend', 'get email', res.status, errorName(res.body), 'rejected');
     const parsed = z
       .object({ object: z.literal('email'), id: z.string() })
-      .passthrough()
+      .loose()
       .safeParse(res.body);
     if (!parsed.success) throw malformed('resend', 'get email', res.status);
     return parsed.data;

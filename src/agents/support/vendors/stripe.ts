@@ -39,7 +39,7 @@ const refundSchema = z
     payment_intent: z.string().nullable().optional(),
     metadata: z.record(z.string(), z.string()).default({}),
   })
-  .passthrough();
+  .loose();
 export type StripeRefund = z.infer<typeof refundSchema>;
 
 export interface StripeRefundCreate {

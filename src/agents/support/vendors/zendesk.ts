@@ -33,7 +33,7 @@ export interface ZendeskOptions {
 
 const ticketSchema = z
   .object({ id: z.number().int(), external_id: z.string().nullable().optional(), status: z.string() })
-  .passthrough();
+  .loose();
 export type ZendeskTicket = z.infer<typeof ticketSchema>;
 
 export interface ZendeskTicketCreate {

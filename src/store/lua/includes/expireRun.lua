@@ -5,11 +5,15 @@
   less sets no TTL: a negative one means the run waits for its archive row
   (includes/runIndex.lua), after which archiveCommitted-6.lua sets it.
   The run's search indexes (includes/searchIndex.lua) follow: they expire once
-  their last run has ended.
+  their last run has ended. `keys` are the run hash, budget, journal and events
+  stream, in that order, and more; an ended run's packed events
+  (KeySpace.run().eventsPacked, `<events>-packed`) are named from the stream's
+  key here, and an action's folded history lives in its record.
 ]]
 -- @include searchIndex
 local function eachRunKey(keys, actionsKey, fn)
   for _, k in ipairs(keys) do fn(k) end
+  fn(keys[4] .. '-packed')
   for _, ak in ipairs(redis.call('SMEMBERS', actionsKey)) do
     fn(ak)
     fn(ak .. ':history')

@@ -1,0 +1,88 @@
+/**
+ * An ended run is compacted (src/runs/compact.ts): its events packed beside an emptied stream, its spec packed, its
+ * ledger histories folded into the records. Every reader sees the run as before: the run view (effects with every
+ * move), the spec, every event with its id, a Last-Event-ID resume from the middle, an event appended after the end
+ * (it follows the packed ones), and a second compaction that takes it in.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Harness } from '../../testkit/harness.js';
+import { readSse } from '../../testkit/sse.js';
+import { readRunEvents } from '../../testkit/runEvents.js';
+import { compareEntryIds, parseEventId, readEventsAfter } from '../../src/store/runEvents.js';
+import { call, email, final, OPERATOR_TOKEN, operatorHarness, startScripted, turn } from './operators/support.js';
+
+let h: Harness & { url: string };
+beforeAll(async () => {
+  h = await operatorHarness('compact');
+});
+afterAll(async () => {
+  await h.close();
+});
+
+async function sse(runId: string, lastEventId: string): Promise<{ id: string; event: string }[]> {
+  const ac = new AbortController();
+  const timer = setTimeout(() => ac.abort(), 20_000);
+  const res = await fetch(`${h.url}/v1/runs/${runId}/events`, {
+    headers: { authorization: `Bearer ${OPERATOR_TOKEN}`, 'last-event-id': lastEventId },
+    signal: ac.signal,
+  });
+  try {
+    return (await readSse(res, () => false)).events.map((e) => ({ id: e.id, event: e.event }));
+  } finally {
+    clearTimeout(timer);
+    ac.abort();
+  }
+}
+
+describe('an ended run, compacted', () => {
+  it('keeps every event, move and the spec for its readers, in less space', async () => {
+    const runId = await startScripted(h, [turn([email]), final], 'CMP');
+    expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'], 15_000)).toBe('completed');
+    const k = h.ctx.keys.run(runId);
+    const r = h.ctx.redis;
+
+    // Compacted by the worker right after the ending commit.
+    await expect.poll(() => r.xlen(k.events), { timeout: 5000 }).toBe(0);
+    expect(await r.exists(k.eventsPacked)).toBe(1);
+    expect(await r.pttl(k.eventsPacked)).toBeGreaterThan(0);
+    const [actionKey] = await r.smembers(k.actions);
+    expect(await r.exists(h.ctx.keys.actionHistory(actionKey!))).toBe(0);
+    expect(await r.hget(actionKey!, 'history')).toMatch(/^~/);
+
+    // The readers: every event in order with its id, the view's effects with every move, the spec.
+    const events = await readRunEvents(h.ctx, runId);
+    expect(events[0]!.type).toBe('run_created');
+    expect(events.at(-1)!.type).toBe('status_changed');
+    expect(events.filter((e) => e.type === 'effect').map((e) => JSON.parse(e.data).to)).toEqual([
+      'planned',
+      'authorized',
+      'dispatched',
+      'confirmed',
+    ]);
+    for (let i = 1; i < events.length; i++)
+      expect(compareEntryIds(events[i - 1]!.entry, events[i]!.entry)).toBeLessThanOrEqual(0);
+    const view = await call<{ effects: { history: { to: string }[] }[] }>(h.url, 'GET', `/v1/runs/${runId}`);
+    expect(view.body.effects[0]!.history.map((m) => m.to)).toEqual([
+      'planned',
+      'authorized',
+      'dispatched',
+      'confirmed',
+    ]);
+    const spec = await h.ctx.store.readSpec(runId);
+    expect(spec?.runId).toBe(runId);
+
+    // A resume from the middle gets exactly the rest, over SSE too.
+    const mid = events[Math.floor(events.length / 2)]!;
+    const rest = await readEventsAfter(r, k, parseEventId(mid.id)!, 100);
+    expect(rest.events.map((e) => e.id)).toEqual(events.slice(events.indexOf(mid) + 1).map((e) => e.id));
+    expect((await sse(runId, mid.id)).map((e) => e.id)).toEqual(rest.events.map((e) => e.id));
+
+    // An event after the end follows the packed ones; compacting again takes it in, ids unchanged.
+    const later = await r.xadd(k.events, '*', 'type', 'operator_action', 'data', '{"action":"note"}');
+    const withLater = await readRunEvents(h.ctx, runId);
+    expect(withLater.map((e) => e.id)).toEqual([...events.map((e) => e.id), later]);
+    expect((await h.ctx.store.compactEnded(runId)).run).toBe(true);
+    expect(await r.xlen(k.events)).toBe(0);
+    expect((await readRunEvents(h.ctx, runId)).map((e) => e.id)).toEqual(withLater.map((e) => e.id));
+  });
+});
