@@ -65,7 +65,7 @@ describe('spend settlements in batches', () => {
   });
 
   it('a batch is applied once: the same command sent again changes nothing', async () => {
-    const p = `${h.ctx.keys.spend('once', 'a', '2030-01-01', '2030-01').tenantDay}`;
+    const p = h.ctx.keys.spend('once', 'a', '2030-01-01', '2030-01').tenantDay;
     const batch = {
       mark: h.ctx.keys.spendMark('writer-once', 1),
       markTtlMs: 60_000,
