@@ -1,8 +1,9 @@
 /**
  * A tenant's daily money limit under a kill loop: three worker processes, one SIGKILLed at random and replaced
  * every ~1.5 s while a dozen runs of one tenant spend past the day's limit (TENANT_DAILY_COST). Each model attempt
- * reserves its cost estimate in one script before the call (src/budget/spend.ts) and settles its real cost after;
- * an attempt whose worker died keeps its reservation (never less than what it cost). Checked afterwards from Redis:
+ * reserves its cost estimate in one script before the call (src/budget/spend.ts) and settles its real cost after,
+ * in its worker's next batch; an attempt whose worker died, or whose settlement died unsent with it, keeps its
+ * reservation (never less than what it cost). Checked afterwards from Redis:
  * every run ended, the limit stopped some of them before their call (reason naming the cost), the tenant's day
  * never went past the limit (the estimate bounds each attempt's real cost here), and what the runs were charged
  * (their costUsed) is within the tenant's day. The loop is bounded: 20 s of kills, then a drain.
