@@ -16,9 +16,10 @@
  * estimate prices every input token at the dearest input price and the whole completion cap, so only a provider
  * counting more input tokens than the engine's tokenizer estimated can do so): until its settlement is applied an
  * attempt's reservation stays on the counters, and the settlement of one that cost more than it reserved is sent
- * at once, so a limited counter is never below the real spend of the attempts that ended. A worker killed (SIGKILL) loses its unsent batch: the attempts in it
- * keep their reservations (never less than what they cost) and are missing from the reports and from the counters
- * without a limit, at most `SPEND_FLUSH_MS` of that worker's attempts; their runs' costUsed has them.
+ * at once, so a limited counter is never below the real spend of the attempts that ended. A worker killed
+ * (SIGKILL) loses its unsent batch: the attempts in it keep their reservations (never less than what they cost)
+ * and are missing from the reports and from the counters without a limit, at most `SPEND_FLUSH_MS` of that
+ * worker's attempts; their runs' costUsed has them.
  */
 import { randomUUID } from 'node:crypto';
 import type { BudgetStop } from './policy.js';

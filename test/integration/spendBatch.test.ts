@@ -1,8 +1,9 @@
 /**
- * Spend settlements in batches (src/budget/spend.ts, settleSpend-1.lua, reserveSpend-1.lua): a worker without a money limit makes no Redis
- * call for money per attempt and sends its attempts' spend in one batch (here at its graceful stop); a batch is
- * applied once, whatever is sent again; a refused reservation takes nothing on any counter; a reservation comes off
- * the day it was taken on.
+ * Spend settlements in batches (src/budget/spend.ts, settleSpend-1.lua, reserveSpend-1.lua): a worker without a
+ * money limit makes no Redis call for money per attempt and sends its attempts' spend in one batch (here at its
+ * graceful stop); a batch is applied once, whatever is sent again; a refused reservation takes nothing on any
+ * counter; a limit refuses only once the worker's own settlements are in; a reservation comes off the day it was
+ * taken on.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
@@ -126,7 +127,7 @@ describe('spend settlements in batches', () => {
     await spend.close();
   });
 
-  it('an attempt reserved before midnight and settled after gives its reservation back to the day it was taken on', async () => {
+  it('a reservation made before midnight and settled after comes off the day it was taken on', async () => {
     const spend = new SpendBudget(h.ctx.redis, h.ctx.keys, {
       MODEL_PRICES: [],
       TENANT_DAILY_COST: 1_000_000,

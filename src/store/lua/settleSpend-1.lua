@@ -31,7 +31,8 @@ local r = tonumber(ARGV[i])
 i = i + 1
 for _ = 1, r do
   -- A new field may be a new hash.
-  if redis.call('HINCRBY', ARGV[i], ARGV[i + 1], ARGV[i + 2]) == tonumber(ARGV[i + 2]) and redis.call('PTTL', ARGV[i]) < 0 then
+  local total = redis.call('HINCRBY', ARGV[i], ARGV[i + 1], ARGV[i + 2])
+  if total == tonumber(ARGV[i + 2]) and redis.call('PTTL', ARGV[i]) < 0 then
     redis.call('PEXPIRE', ARGV[i], ARGV[i + 3])
   end
   i = i + 4
