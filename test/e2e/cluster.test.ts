@@ -1,6 +1,7 @@
 /**
  * The fleet on a real Redis Cluster (3 masters): runs spread over 6 shards
- * (hash-tagged queues and run keys), a worker SIGKILLed mid-run, invariants checked.
+ * (hash-tagged queues and run keys), a worker SIGKILLed mid-run, invariants checked;
+ * the money counters' scripts on their own slot.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startLocalCluster, type LocalCluster } from '../../testkit/cluster.js';
@@ -9,6 +10,7 @@ import { spawnWorker } from '../../testkit/processes.js';
 import { buildSpec } from '../../src/producer/intake.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { redisServerOnPath } from '../../testkit/embeddedRedis.js';
+import { SpendBudget } from '../../src/budget/spend.js';
 
 const RUNS = 200;
 let cluster: LocalCluster;
@@ -65,4 +67,29 @@ describe.skipIf(!redisServerOnPath())('Redis Cluster', () => {
       expect((await ledger.listForRun(runId)).every((a) => a.state === 'confirmed')).toBe(true);
     }
   }, 180_000);
+
+  it('money: reservations and batched settlements reach the {spend} slot, a limit refuses there', async () => {
+    const spend = new SpendBudget(h.ctx.redis, h.ctx.keys, {
+      MODEL_PRICES: [],
+      TENANT_DAILY_COST: 5000,
+      TENANT_MONTHLY_COST: 0,
+      AGENT_DAILY_COST: 4000,
+      FLEET_MONTHLY_COST: 0,
+      SPEND_FLUSH_MS: 600_000,
+    });
+    const scope = { tenant: 'cl-money', agent: 'support', provider: 'p', model: 'm' };
+    const now = Date.parse('2030-04-01T08:00:00Z');
+    const first = await spend.reserve(scope, 3000, now);
+    if (!('hold' in first)) throw new Error('first reservation refused');
+    spend.settle(scope, 700, first.hold, now);
+    await spend.close();
+    const k = h.ctx.keys.spend('cl-money', 'support', '2030-04-01', '2030-04');
+    expect(await h.ctx.redis.get(k.tenantDay)).toBe('700');
+    expect(await h.ctx.redis.get(k.fleetMonth)).toBe('700');
+    expect(await h.ctx.redis.hget(k.dayReport, 'cl-money support p/m')).toBe('700');
+    expect(await spend.reserve(scope, 3500, now)).toEqual({
+      stop: { kind: 'tenant_cost', reason: 'cost: support (agent today) used 700 + estimate 3500 > 4000 µ$' },
+    });
+    expect(await h.ctx.redis.get(k.tenantDay)).toBe('700');
+  });
 });
