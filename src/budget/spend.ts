@@ -57,7 +57,10 @@ export interface SpendHold {
 /** Told when a batch could not be sent (it is kept, and sent with the next). */
 export type SpendFlushFailure = (err: unknown) => void;
 
+/** A day's counters are read for limits only that day. */
 const DAY_TTL_MS = 48 * 3600_000;
+/** A day's report is kept as long as the console's spend page plots (31 days) and `agentctl spend` reads back. */
+const DAY_REPORT_TTL_MS = 35 * 24 * 3600_000;
 const MONTH_TTL_MS = 62 * 24 * 3600_000;
 /** A batch's mark outlives any resend of the command that carried it (a reconnect resends at once). */
 const MARK_TTL_MS = 15 * 60_000;
@@ -71,7 +74,11 @@ const COUNTER_NAMES: Record<Counter, string> = {
   fleetMonth: 'fleet this month',
 };
 const ttlOf = (c: Counter | 'dayReport' | 'monthReport') =>
-  c === 'tenantMonth' || c === 'fleetMonth' || c === 'monthReport' ? MONTH_TTL_MS : DAY_TTL_MS;
+  c === 'tenantMonth' || c === 'fleetMonth' || c === 'monthReport'
+    ? MONTH_TTL_MS
+    : c === 'dayReport'
+      ? DAY_REPORT_TTL_MS
+      : DAY_TTL_MS;
 
 /** Settlements not sent yet, summed by counter and by report field. */
 class PendingSpend {

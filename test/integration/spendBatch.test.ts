@@ -63,6 +63,8 @@ describe('spend settlements in batches', () => {
     // Each key was given its ttl when the batch created it.
     for (const key of [k.tenantDay, k.fleetMonth, k.dayReport, k.monthReport])
       expect(await h.ctx.redis.pttl(key)).toBeGreaterThan(0);
+    // The day's report outlives its counters: the console's spend page plots 31 days of them.
+    expect(await h.ctx.redis.pttl(k.dayReport)).toBeGreaterThan(31 * 24 * 3600_000);
   });
 
   it('a batch is applied once: the same command sent again changes nothing', async () => {
