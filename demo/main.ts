@@ -157,11 +157,18 @@ if (embedded) reapWithDemo(embedded);
 if (archiveDb) reapWithDemo(archiveDb);
 watchParent();
 // A worker that cannot start (its port taken, say) has printed why: the demo stops with it.
+// Ctrl-C signals the whole group: a worker it killed can be reported here before this process's own SIGINT is
+// handled (the two signals may land on different threads), so a worker gone by one of those signals waits a moment.
 for (const w of workers) {
-  w.once('exit', (code) => {
+  w.once('exit', (code, signal) => {
     if (stopping || code === 0) return;
-    console.error(`demo: a worker process exited (${code ?? 'signal'}): stopping`);
-    void stop(1);
+    const stopForWorker = () => {
+      if (stopping) return;
+      console.error(`demo: a worker process exited (${code ?? signal}): stopping`);
+      void stop(1);
+    };
+    if (signal && (SIGNALS as readonly string[]).includes(signal)) setTimeout(stopForWorker, SIGNAL_ECHO_MS);
+    else stopForWorker();
   });
 }
 

@@ -7,6 +7,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { until } from './until.js';
 
 export interface LocalCluster {
   nodes: string[];
@@ -29,32 +30,20 @@ export async function startLocalCluster(masters = 3): Promise<LocalCluster> {
     );
   }
   const nodes = ports.map((p) => `127.0.0.1:${p}`);
-  for (const p of ports) {
-    const deadline = Date.now() + 10_000;
-    while (
-      spawnSync('redis-cli', ['-p', String(p), 'ping'])
-        .stdout?.toString()
-        .trim() !== 'PONG'
-    ) {
-      if (Date.now() > deadline) throw new Error(`cluster node ${p} did not start`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
+  const answers = (p: number) =>
+    spawnSync('redis-cli', ['-p', String(p), 'ping'])
+      .stdout?.toString()
+      .trim() === 'PONG';
+  for (const p of ports) await until(`cluster node ${p} started`, 10_000, () => answers(p), 50);
   const create = spawnSync('redis-cli', ['--cluster', 'create', ...nodes, '--cluster-replicas', '0', '--cluster-yes'], {
     encoding: 'utf8',
   });
   if (create.status !== 0) throw new Error(`redis-cli --cluster create failed: ${create.stdout}${create.stderr}`);
-  const deadline = Date.now() + 20_000;
-  while (
-    !ports.every((p) =>
-      spawnSync('redis-cli', ['-p', String(p), 'cluster', 'info'], { encoding: 'utf8' }).stdout.includes(
-        'cluster_state:ok',
-      ),
-    )
-  ) {
-    if (Date.now() > deadline) throw new Error('cluster did not reach cluster_state:ok');
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  const ok = (p: number) =>
+    spawnSync('redis-cli', ['-p', String(p), 'cluster', 'info'], { encoding: 'utf8' }).stdout.includes(
+      'cluster_state:ok',
+    );
+  await until('cluster_state:ok on every node', 20_000, () => ports.every(ok), 100);
   return {
     nodes,
     async stop() {

@@ -4,25 +4,19 @@
  * in a temp dir, trust auth on loopback only, stopped (and its dir removed) on stop(). PostgreSQL refuses to run as
  * root: as root the cluster is made and run as the `postgres` user (Debian's package creates it).
  */
-import { spawn, spawnSync, type ChildProcess, type SpawnOptions } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { spawn, spawnSync, type SpawnOptions } from 'node:child_process';
+import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { freePort } from './embeddedRedis.js';
+import { startSpawnedServer, untilAnswers, type SpawnedServer } from './spawnedServer.js';
 
-export interface EmbeddedPostgres {
-  /** `postgres://postgres@127.0.0.1:<port>/postgres` */
-  url: string;
-  port: number;
-  dir: string;
-  process?: ChildProcess;
-  /** Stops the server (SIGINT: fast shutdown; SIGKILL: a crash) and keeps its data dir. */
-  kill(signal?: NodeJS.Signals): Promise<void>;
-  /** Starts it again on the same port and data dir (a crash is recovered from the WAL). */
-  restart(): Promise<void>;
-  stop(): Promise<void>;
-}
+/**
+ * `url` is `postgres://postgres@127.0.0.1:<port>/postgres`; kill() sends SIGINT by default (a fast shutdown); restart()
+ * recovers a crash from the WAL.
+ */
+export type EmbeddedPostgres = SpawnedServer;
 
 /** The directory of initdb and postgres, or undefined when PostgreSQL's server is not installed. */
 export function postgresBinDir(): string | undefined {
@@ -47,24 +41,15 @@ function runAs(): { uid?: number; gid?: number } {
   return { uid, gid };
 }
 
-async function waitForQuery(url: string, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let lastErr: unknown;
-  while (Date.now() < deadline) {
-    const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 1000 });
-    c.on('error', () => {});
-    try {
-      await c.connect();
-      await c.query('SELECT 1');
-      await c.end();
-      return;
-    } catch (e) {
-      lastErr = e;
-      await c.end().catch(() => {});
-      await new Promise((r) => setTimeout(r, 50));
-    }
+async function selectOne(url: string): Promise<void> {
+  const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 1000 });
+  c.on('error', () => {});
+  try {
+    await c.connect();
+    await c.query('SELECT 1');
+  } finally {
+    await c.end().catch(() => {});
   }
-  throw new Error(`postgres did not answer at ${url}: ${String(lastErr)}`);
 }
 
 export interface EmbeddedPostgresOptions {
@@ -110,31 +95,13 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions = {}):
     '-c',
     'max_connections=200',
   ];
-  const handle: EmbeddedPostgres = {
+  return startSpawnedServer({
     url,
     port,
     dir,
-    async kill(signal = 'SIGINT') {
-      const p = handle.process;
-      if (!p || p.exitCode !== null || p.signalCode !== null) return;
-      await new Promise<void>((resolve) => {
-        p.once('exit', () => resolve());
-        p.kill(signal);
-      });
-    },
-    async restart() {
-      await handle.kill();
-      handle.process = spawnServer();
-      await waitForQuery(url, 30_000);
-    },
-    async stop() {
-      await handle.kill('SIGINT');
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-  const spawnServer = () => spawn(join(bin, 'postgres'), args, { ...spawnOpts, stdio: 'ignore' });
-  handle.process = spawnServer();
-  process.once('exit', () => handle.process?.kill('SIGKILL'));
-  await waitForQuery(url, 30_000);
-  return handle;
+    spawn: () => spawn(join(bin, 'postgres'), args, { ...spawnOpts, stdio: 'ignore' }),
+    ready: () => untilAnswers(`postgres at ${url}`, 30_000, () => selectOne(url)),
+    killSignal: 'SIGINT',
+    stopSignal: 'SIGINT',
+  });
 }

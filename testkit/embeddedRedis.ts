@@ -9,24 +9,16 @@
  * leaves an owner file in its dir, so a later start can remove the dir (and
  * shut down the server) of an owner that died by SIGKILL (removeStaleRedisDirs).
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import { startSpawnedServer, untilAnswers, type SpawnedServer } from './spawnedServer.js';
 
-export interface EmbeddedRedis {
-  url: string;
-  port: number;
-  dir: string;
-  process?: ChildProcess;
-  /** Stop the server (SIGTERM) but keep its data dir, for restart tests. */
-  kill(signal?: NodeJS.Signals): Promise<void>;
-  /** Start it again on the same port and dir (AOF is replayed). */
-  restart(): Promise<void>;
-  stop(): Promise<void>;
-}
+/** kill() sends SIGTERM by default (Redis's own shutdown); restart() replays the AOF. */
+export type EmbeddedRedis = SpawnedServer;
 
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -123,24 +115,15 @@ export async function removeStaleRedisDirs(): Promise<{ dir: string; owner: numb
   return removed;
 }
 
-async function waitForPing(url: string, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let lastErr: unknown;
-  while (Date.now() < deadline) {
-    const c = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-    c.on('error', () => {});
-    try {
-      await c.connect();
-      await c.ping();
-      c.disconnect();
-      return;
-    } catch (e) {
-      lastErr = e;
-      c.disconnect();
-      await new Promise((r) => setTimeout(r, 25));
-    }
+async function ping(url: string): Promise<void> {
+  const c = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  c.on('error', () => {});
+  try {
+    await c.connect();
+    await c.ping();
+  } finally {
+    c.disconnect();
   }
-  throw new Error(`redis-server did not answer at ${url}: ${String(lastErr)}`);
 }
 
 /**
@@ -205,42 +188,22 @@ export async function startEmbeddedRedis(opts: EmbeddedOptions = {}): Promise<Em
   const dir = mkdtempSync(join(tmpdir(), DIR_PREFIX));
   const args = embeddedServerArgs(port, dir, opts);
   const url = `redis://127.0.0.1:${port}`;
-  const handle: EmbeddedRedis = {
+  return startSpawnedServer({
     url,
     port,
     dir,
-    async kill(signal = 'SIGTERM') {
-      const p = handle.process;
-      // A process killed by a signal has a signalCode and no exitCode: it is gone too.
-      if (!p || p.exitCode !== null || p.signalCode !== null) return;
-      await new Promise<void>((resolve) => {
-        p.once('exit', () => resolve());
-        p.kill(signal);
-      });
+    spawn: () => {
+      const child = spawn('redis-server', args, { stdio: 'ignore', detached: opts.detached === true });
+      if (opts.detached) {
+        const owner: OwnerRecord = { owner: process.pid, redis: child.pid, port };
+        writeFileSync(join(dir, OWNER_FILE), JSON.stringify(owner));
+      }
+      return child;
     },
-    async restart() {
-      await handle.kill();
-      handle.process = spawnServer();
-      await waitForPing(url, 10_000);
-    },
-    async stop() {
-      await handle.kill('SIGKILL');
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-  const spawnServer = () => {
-    const child = spawn('redis-server', args, { stdio: 'ignore', detached: opts.detached === true });
-    if (opts.detached) {
-      const owner: OwnerRecord = { owner: process.pid, redis: child.pid, port };
-      writeFileSync(join(dir, OWNER_FILE), JSON.stringify(owner));
-    }
-    return child;
-  };
-  handle.process = spawnServer();
-  const onExit = () => handle.process?.kill('SIGKILL');
-  process.once('exit', onExit);
-  await waitForPing(url, 10_000);
-  return handle;
+    ready: () => untilAnswers(`redis-server at ${url}`, 10_000, () => ping(url)),
+    killSignal: 'SIGTERM',
+    stopSignal: 'SIGKILL',
+  });
 }
 
 async function startWithTestcontainers(): Promise<EmbeddedRedis> {

@@ -23,13 +23,28 @@ export async function deletePrefix(redis: Redis, prefix: string): Promise<void> 
 }
 
 /**
- * How many keys the prefixes hold, for "nothing was written" checks. A running BullMQ worker sets its queue's
- * `stalled-check` marker with a time to live at every stall check and lets it expire: it comes and goes on its own,
- * so it is not counted. (On a Cluster client: one node's keys.)
+ * Keys a fleet writes on its own, later than the request that caused them, so a "nothing was written" check does not
+ * count them: a running BullMQ worker's `stalled-check` marker (set with a time to live at every stall check), a
+ * worker's money settlements of earlier attempts (a batch every SPEND_FLUSH_MS, src/budget/spend.ts) and an ended
+ * run's packed forms (its compaction follows its end, src/runs/compact.ts).
  */
-export async function countKeys(redis: Pick<Redis, 'scan'>, ...prefixes: string[]): Promise<number> {
-  let n = 0;
-  for (const prefix of prefixes)
-    for await (const keys of keysUnder(redis, prefix)) n += keys.filter((k) => !k.endsWith(':stalled-check')).length;
-  return n;
+const WRITTEN_ON_ITS_OWN = /:stalled-check$|:spend:\{spend\}:|:(events|journal)-packed$/;
+
+/** The keys the prefixes hold now, for a "nothing was written" check (`keysAddedSince`). (On a Cluster client: one node's.) */
+export async function keySet(redis: Pick<Redis, 'scan'>, ...prefixes: string[]): Promise<Set<string>> {
+  const all = new Set<string>();
+  for (const prefix of prefixes) for await (const keys of keysUnder(redis, prefix)) for (const k of keys) all.add(k);
+  return all;
+}
+
+/**
+ * The keys under the prefixes that were not there at `before`, but for what a fleet writes on its own (above): empty
+ * when a request wrote nothing. Keys that went meanwhile do not count (a compaction or a time to live removes keys).
+ */
+export async function keysAddedSince(
+  redis: Pick<Redis, 'scan'>,
+  before: ReadonlySet<string>,
+  ...prefixes: string[]
+): Promise<string[]> {
+  return [...(await keySet(redis, ...prefixes))].filter((k) => !before.has(k) && !WRITTEN_ON_ITS_OWN.test(k));
 }

@@ -78,7 +78,7 @@ server.setRequestHandler(CallToolRequestSchema, async (req) => {
       return { content: text({ s }), structuredContent: { s } };
     }
     case 'sleep':
-      await new Promise((r) => setTimeout(r, Number(args.ms)));
+      await new Promise((r) => setTimeout(r, Number(args.ms))); // the tool's duration: what it does
       return { content: text({ slept: args.ms }) };
     case 'blob':
       return { content: text('x'.repeat(Number(args.bytes))) };

@@ -75,7 +75,7 @@ export class BookingStore {
     try {
       if (!slow) return this.book(slot, name, key);
       const early = slow.commit === 'before' ? this.book(slot, name, key) : undefined;
-      await new Promise((r) => setTimeout(r, slow.ms));
+      await new Promise((r) => setTimeout(r, slow.ms)); // the slow tool's duration: what it does
       return early ?? this.book(slot, name, key);
     } finally {
       this.openCalls--;

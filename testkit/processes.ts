@@ -2,8 +2,9 @@
  * Real worker, API and reconciler processes for crash tests, the chaos campaigns and the benchmarks: spawned with the
  * harness env (src/server/worker, src/server/api through spawnModule), killed with real signals.
  */
-import type { ChildProcess } from 'node:child_process';
-import { onLines, spawnModule } from './spawnModule.js';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { onLines, projectRoot, spawnModule } from './spawnModule.js';
+import { until } from './until.js';
 
 export interface ProcessExit {
   code: number | null;
@@ -14,6 +15,7 @@ export interface ProcessExit {
 
 export interface SpawnedProcess {
   child: ChildProcess;
+  /** The process itself: the child's pid, or for a worker started by `npm run worker` the node process npm started. */
   pid: number;
   exited: Promise<ProcessExit>;
   /** Set once the process has exited. */
@@ -48,7 +50,16 @@ export interface SpawnOptions {
   logLevel?: 'info' | 'debug' | 'trace';
   /** Flags for Node itself (e.g. --cpu-prof, which NODE_OPTIONS does not take). */
   nodeArgs?: string[];
+  /**
+   * How the process is started: 'node' (default) runs the module directly (its compiled file when this process runs
+   * from dist/); 'npm' runs `npm run worker` in the checkout as the README does (npm, then node with the tsx loader:
+   * the sources), and `pid` is the node process's, from its start line. `nodeArgs` apply to 'node' only.
+   */
+  launch?: 'node' | 'npm';
 }
+
+/** Every process started here that has not exited, those still starting included (see killSpawned). */
+const running = new Set<SpawnedProcess>();
 
 // The start lines of a worker, an API and a reconciler, its shutdown and its errors.
 const LIFECYCLE = /"(worker_started|api_listening|reconciler_started)"|shutdown|forced_exit|error/;
@@ -60,8 +71,10 @@ function track<T extends object>(child: ChildProcess, keep: 'all' | 'lifecycle',
     { child, pid: child.pid ?? -1, lines, dead: false, exited: undefined as never as Promise<ProcessExit> },
     extra,
   );
+  running.add(proc);
   proc.exited = new Promise((resolve) =>
     child.once('exit', (code, signal) => {
+      running.delete(proc);
       proc.dead = true;
       resolve({ code, signal, at: Date.now() });
     }),
@@ -89,33 +102,39 @@ async function untilLine(
   timeoutMs: number,
   leaving: (child: ChildProcess) => boolean,
 ): Promise<string | undefined> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const line = proc.lines.find((l) => l.includes(marker));
-    if (line) return line;
-    if (proc.dead || proc.child.exitCode !== null || proc.child.signalCode !== null) {
-      if (leaving(proc.child)) return undefined;
-      throw new Error(
-        `${what} did not start (exit ${proc.child.exitCode ?? proc.child.signalCode}):\n${proc.lines.join('\n')}`,
-      );
-    }
-    if (Date.now() > deadline) {
-      proc.child.kill('SIGKILL');
-      throw new Error(`${what} did not start within its start limit:\n${proc.lines.join('\n')}`);
-    }
-    await new Promise((r) => setTimeout(r, 20));
+  const line = () => proc.lines.find((l) => l.includes(marker));
+  const gone = () => proc.dead || proc.child.exitCode !== null || proc.child.signalCode !== null;
+  await until(`${what}'s ${marker} line or its exit`, timeoutMs, () => line() !== undefined || gone()).catch(() => {});
+  const found = line();
+  if (found) return found;
+  if (gone()) {
+    if (leaving(proc.child)) return undefined;
+    throw new Error(
+      `${what} did not start (exit ${proc.child.exitCode ?? proc.child.signalCode}):\n${proc.lines.join('\n')}`,
+    );
   }
+  proc.child.kill('SIGKILL');
+  throw new Error(`${what} did not start within its start limit:\n${proc.lines.join('\n')}`);
 }
 
 /** A worker process (src/server/worker, its metrics on a free port); resolves once it logged its start line. */
 export async function spawnWorker(env: Record<string, string>, opts: SpawnOptions = {}): Promise<WorkerProcess> {
   const armed = opts.crashPoint ? { CRASH_POINTS: opts.crashPoint } : {};
-  const child = spawnModule(
-    'src/server/worker',
-    { WORKER_METRICS_PORT: '0', ...env, ...armed, LOG_LEVEL: opts.logLevel ?? 'info' },
-    ['ignore', 'pipe', 'pipe'],
-    { nodeArgs: opts.nodeArgs ?? [] },
-  );
+  const workerEnv = { WORKER_METRICS_PORT: '0', ...env, ...armed, LOG_LEVEL: opts.logLevel ?? 'info' };
+  // Started directly, with an IPC channel as the demo's workers have: a worker leaves when the test process ends,
+  // however it ends (a test runner's fork is killed, and a clean-up that missed a worker would leave it serving a
+  // Redis the test stopped).
+  const child =
+    opts.launch === 'npm'
+      ? spawn('npm', ['run', '--silent', 'worker'], {
+          cwd: projectRoot(),
+          env: { ...process.env, ...workerEnv },
+          stdio: ['ignore', 'pipe', 'pipe'],
+        })
+      : spawnModule('src/server/worker', workerEnv, ['ignore', 'pipe', 'pipe', 'ipc'], {
+          nodeArgs: opts.nodeArgs ?? [],
+        });
+  child.channel?.unref();
   const w: WorkerProcess = track(child, opts.keep ?? 'all', {
     bullIds: [] as string[],
     ...(opts.crashPoint ? { crashPoint: opts.crashPoint } : {}),
@@ -123,7 +142,11 @@ export async function spawnWorker(env: Record<string, string>, opts: SpawnOption
   // A crash point (armed here or in env) can fire before the start line is read.
   const leaving = (c: ChildProcess) => opts.exitBeforeStart === 'return' || c.signalCode === 'SIGKILL';
   const started = await untilLine(w, '"worker_started"', 'worker', opts.startTimeoutMs ?? 30_000, leaving);
-  if (started) w.bullIds = (JSON.parse(started) as { bullWorkerIds?: string[] }).bullWorkerIds ?? [];
+  if (started) {
+    const line = JSON.parse(started) as { bullWorkerIds?: string[]; pid?: number };
+    w.bullIds = line.bullWorkerIds ?? [];
+    if (line.pid !== undefined) w.pid = line.pid;
+  }
   return w;
 }
 
@@ -160,6 +183,28 @@ export async function spawnReconciler(
 export function killAll(procs: (ChildProcess | SpawnedProcess)[]): void {
   for (const p of procs.splice(0)) {
     const child = 'child' in p ? p.child : p;
+    // A process started through npm: the node process itself, then npm (which does not pass SIGKILL on).
+    if ('child' in p && p.pid !== child.pid) killPid(p.pid);
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   }
+}
+
+/** SIGKILL to a pid that may be gone already. */
+export function killPid(pid: number): void {
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {
+    // gone already
+  }
+}
+
+/**
+ * SIGKILLs every process started here that still runs and waits for their exits: those still starting too, which no
+ * list of the test's holds yet (a replacement a kill loop started just before its end). A test's last clean-up,
+ * before it stops the Redis they use.
+ */
+export async function killSpawned(): Promise<void> {
+  const left = [...running];
+  killAll([...left]);
+  await Promise.all(left.map((p) => p.exited));
 }

@@ -23,6 +23,8 @@ export interface SentinelNode {
 export interface LocalSentinel {
   /** host:port of each sentinel (REDIS_SENTINELS). */
   sentinels: string[];
+  /** Each sentinel's process, in the order of `sentinels` (to freeze one: SIGSTOP, then SIGCONT). */
+  sentinelProcesses: ChildProcess[];
   /** Every data node, by port (master and replicas; roles change with failovers). */
   nodes: Map<number, SentinelNode>;
   /** The port of the current master, as the sentinels see it. */
@@ -92,6 +94,7 @@ export async function startLocalSentinel(
   const sentinelPorts = sentinels.map((s) => Number(s.split(':')[1]));
   const handle: LocalSentinel = {
     sentinels,
+    sentinelProcesses: sentinelProcs,
     nodes,
     async masterPort() {
       for (const port of sentinelPorts) {

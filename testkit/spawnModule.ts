@@ -34,6 +34,14 @@ export function moduleArgs(modulePath: string, nodeArgs: string[] = []): string[
   return [...nodeArgs, ...(fromSources ? ['--import', 'tsx', file] : [file])];
 }
 
+/**
+ * The checkout's root, where package.json and its scripts are, whether this process runs from sources or from dist/
+ * (`npm run worker` starts a worker the way the README does).
+ */
+export function projectRoot(): string {
+  return fromSources ? repoRoot : join(repoRoot, '..');
+}
+
 /** The absolute path of a project module as this process runs it: its source, or its compiled file under dist/. */
 export function moduleFile(modulePath: string): string {
   return join(repoRoot, `${modulePath}${fromSources ? '.ts' : '.js'}`);

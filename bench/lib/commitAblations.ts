@@ -16,25 +16,41 @@ export interface CommitAblation {
   drops?: readonly string[];
 }
 
+/** The commit's budget update, every counter: what `budget` and `cost` each replace (so the two do not join). */
+const BUDGET_UPDATE =
+  "addToBudget(KEYS[2], { 'stepsUsed', ARGV[5], 'tokensUsed', ARGV[6], 'costUsed', cost, 'contextBytes', ARGV[7] })";
+
 export const COMMIT_ABLATIONS: Record<string, CommitAblation> = {
   journal: {
     removes:
       "if n > 0 then len = redis.call('RPUSH', KEYS[3], unpack(ARGV, 37, 36 + n)) else len = redis.call('LLEN', KEYS[3]) end",
     keeps: 'len = 0',
   },
+  /** The whole budget update (every counter, money's too): removing some would price the include's loop, not the write. */
   budget: {
-    removes:
-      "redis.call('HINCRBY', KEYS[2], 'stepsUsed', ARGV[5])\nredis.call('HINCRBY', KEYS[2], 'tokensUsed', ARGV[6])\n",
+    removes: BUDGET_UPDATE,
     keeps: '',
   },
   /**
    * All of the money accounting: a step's cost charged beside its tokens (costUsed), and the tenant's, agent's and
-   * fleet's spend reserved and settled on their own slot (reserveSpend-1.lua, settleSpend-1.lua): the step as it was before money.
+   * fleet's spend leased and settled on their own slot (leaseSpend-1.lua, settleSpend-1.lua): the step as it was before money.
    */
   cost: {
-    removes: "if ARGV[36] ~= '0' then redis.call('HINCRBY', KEYS[2], 'costUsed', ARGV[36]) end\n",
-    keeps: '',
-    drops: ['reserveSpend', 'settleSpend'],
+    removes: BUDGET_UPDATE,
+    // The other three counters the way the shipped include writes its usual four: straight to HMGET and HSET (the
+    // include's loop, which a three-counter call would take, would price the loop, not money).
+    keeps: `if ARGV[5] ~= '' and ARGV[6] ~= '' and ARGV[7] ~= '' then
+  local b = redis.call('HMGET', KEYS[2], 'stepsUsed', 'tokensUsed', 'contextBytes')
+  local s1, s2, s3 = budgetSum(b[1], ARGV[5]), budgetSum(b[2], ARGV[6]), budgetSum(b[3], ARGV[7])
+  if s1 and s2 and s3 then
+    redis.call('HSET', KEYS[2], 'stepsUsed', s1, 'tokensUsed', s2, 'contextBytes', s3)
+  else
+    addToBudget(KEYS[2], { 'stepsUsed', ARGV[5], 'tokensUsed', ARGV[6], 'contextBytes', ARGV[7] })
+  end
+else
+  addToBudget(KEYS[2], { 'stepsUsed', ARGV[5], 'tokensUsed', ARGV[6], 'contextBytes', ARGV[7] })
+end`,
+    drops: ['leaseSpend', 'settleSpend'],
   },
   events: { removes: 'emitEvents(KEYS[4], ARGV[9], events)', keeps: '' },
   index: { removes: 'indexRunStatus(KEYS[1], status, ARGV[8], ARGV[11], fromStatus, reason)', keeps: '' },

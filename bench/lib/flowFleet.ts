@@ -16,7 +16,7 @@ import type { EngineContext } from '../../src/runs/engineContext.js';
 import { spawnModule } from '../../testkit/spawnModule.js';
 import { readOnlyScript, ticket } from './workload.js';
 import type { BenchEnv } from './types.js';
-import { decodeEntries } from '../../src/store/runEvents.js';
+import { readAllEvents } from '../../src/store/runEvents.js';
 
 /** Statuses a run ends in (anything else is still at work or waiting). */
 export const ENDED = new Set(['completed', 'failed', 'budget_exceeded', 'cancelled', 'needs_human']);
@@ -175,7 +175,7 @@ export interface RunTimeline {
 
 /** A run's first step and end, from the ids of its events (Redis server time, ms). */
 export async function runTimeline(ctx: EngineContext, runId: string): Promise<RunTimeline> {
-  const events = decodeEntries(await ctx.redis.xrange(ctx.keys.run(runId).events, '-', '+'));
+  const events = await readAllEvents(ctx.redis, ctx.keys.run(runId));
   let firstStepAt = Number.NaN;
   let endedAt = Number.NaN;
   let status = '';

@@ -24,6 +24,7 @@ import {
 } from '../lib/types.js';
 import { createRun, readOnlyScript, runRound } from '../lib/workload.js';
 import { unpackEntry } from '../../src/core/journal.js';
+import { readJournal } from '../../src/store/runJournal.js';
 import { aofBytesByFamily, aofMark } from '../lib/aofFamilies.js';
 import type { WorkerPool } from '../lib/pool.js';
 import { completeSupportRuns, keyCategory, measureKeys } from './memory.js';
@@ -118,15 +119,23 @@ async function perRun(env: BenchEnv, n: number, complete: () => Promise<unknown>
   return { transcripts, total: round(total, 0), byFamily, aof: round(aofTotal / n, 0), aofByFamily };
 }
 
-/** Every journal entry in the bench Redis, as JSON. */
+/** Every journal entry in the bench Redis, as JSON: an ended run's journal is packed (src/store/runJournal.ts). */
 async function journalsOf(env: BenchEnv): Promise<string[]> {
   const out: string[] = [];
   let cursor = '0';
   do {
-    const [next, keys] = await env.admin.scan(cursor, 'MATCH', `${env.ctx.keys.prefix}:*:journal`, 'COUNT', 1000);
+    const [next, keys] = await env.admin.scan(
+      cursor,
+      'MATCH',
+      `${env.ctx.keys.prefix}:*:journal-packed`,
+      'COUNT',
+      1000,
+    );
     cursor = next;
-    for (const key of keys)
-      for (const [i, raw] of (await env.admin.lrangeBuffer(key, 0, -1)).entries()) out.push(unpackEntry(raw, i));
+    for (const key of keys) {
+      const k = { journal: key.slice(0, -'-packed'.length), journalPacked: key };
+      for (const [i, raw] of (await readJournal(env.admin, k)).entries()) out.push(unpackEntry(raw, i));
+    }
   } while (cursor !== '0');
   return out;
 }

@@ -25,7 +25,7 @@ import { dist, round } from '../lib/stats.js';
 import type { BenchEnv, BenchOptions, Section, SectionResult } from '../lib/types.js';
 import { TENANT } from '../lib/workload.js';
 import { moduleFile } from '../../testkit/spawnModule.js';
-import { decodeEntries } from '../../src/store/runEvents.js';
+import { readAllEvents } from '../../src/store/runEvents.js';
 
 const AGENTS_MODULE = moduleFile('examples/triage-refunds/index');
 const ENDED = ['completed', 'failed', 'needs_human', 'budget_exceeded', 'cancelled'];
@@ -74,7 +74,7 @@ async function runMs(ctx: EngineContext, runId: string): Promise<number> {
     if (ENDED.includes(s) || Date.now() > deadline) throw new Error(`run ${runId} is '${s}', not completed`);
     await new Promise((r) => setTimeout(r, 5));
   }
-  const ev = decodeEntries(await ctx.redis.xrange(ctx.keys.run(runId).events, '-', '+'));
+  const ev = await readAllEvents(ctx.redis, ctx.keys.run(runId));
   const created = ev.find((e) => e.type === 'run_created');
   const done = ev.find((e) => e.type === 'status_changed' && e.data.includes('"completed"'));
   if (!created || !done) throw new Error(`run ${runId}: no run_created or completed event`);

@@ -36,13 +36,13 @@ import {
   atMost,
 } from '../lib/types.js';
 
-const TENANT = 'acme';
-const WEBHOOK_SECRET = 'bench-webhook-secret';
+export const TENANT = 'acme';
+export const WEBHOOK_SECRET = 'bench-webhook-secret';
 const IN_FLIGHT = 50;
 const TRACED = 200;
 
 /** CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat (clock ticks of 10 ms). */
-function cpuSeconds(pid: number): number {
+export function cpuSeconds(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   // After "pid (comm) ", utime and stime are fields 12 and 13 (0-based, counting from the state field).
   return (Number(fields[11]) + Number(fields[12])) / 100;
@@ -55,7 +55,7 @@ interface Req {
 }
 
 /** A body a producer sends: its request for the i-th create of a round tagged `tag` (every one a new run). */
-interface IntakeBody {
+export interface IntakeBody {
   name: string;
   label: string;
   request(i: number, tag: string): Req;
@@ -130,7 +130,7 @@ interface Round {
 }
 
 /** Sends `runs` requests of `body` keeping `inFlight` outstanding; resolves with each one's latency and status. */
-async function load(url: URL, agent: Agent, body: IntakeBody, runs: number, inFlight: number, tag: string) {
+export async function load(url: URL, agent: Agent, body: IntakeBody, runs: number, inFlight: number, tag: string) {
   const latencies: number[] = [];
   const statuses: Record<string, number> = {};
   let next = 0;

@@ -9,6 +9,9 @@
  * one holding step 10 (its lock token names it) gets SIGKILL 50 ms after that call arrived, at T. Reported, per trial:
  * the step job's new `processedOn` - T (the job taken again), and the second step-10 call's arrival - T (the model
  * asked again). The run must then complete. A fresh worker process replaces the victim before the next trial.
+ * The trials run twice: on workers started as the image starts them (`node` on the module, compiled when the bench
+ * runs from dist/) and on workers started by `npm run worker` as the README does (npm, then node with the tsx loader
+ * on the sources); the SIGKILL goes to the worker's node process either way.
  */
 import { loadConfig } from '../../src/config/config.js';
 import { createLogger } from '../../src/metrics/log.js';
@@ -19,7 +22,7 @@ import { stepJobId } from '../../src/store/keys.js';
 import { ownerBaseOfToken } from '../../src/store/bullmqInternals.js';
 import { startOpenAIServer } from '../../testkit/modelServers/openai.js';
 import type { RecordedRequest, Reply } from '../../testkit/modelServers/queue.js';
-import { killAll, spawnWorker, type WorkerProcess } from '../../testkit/processes.js';
+import { killAll, killPid, spawnWorker, type WorkerProcess } from '../../testkit/processes.js';
 import { dist, round } from '../lib/stats.js';
 import {
   atMost,
@@ -35,7 +38,7 @@ const STEPS = 20;
 const HELD_STEP = 10;
 const KILL_AFTER_MS = 50;
 export const MODEL_RECOVERY_P50_TARGET_S = 0.1;
-export const MODEL_RECOVERY_P99_TARGET_S = 0.2;
+export const MODEL_RECOVERY_P99_TARGET_S = 0.15;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -64,6 +67,53 @@ const conversationOf = (req: RecordedRequest) => {
 interface Trial {
   jobRestartMs: number;
   modelCallMs: number;
+}
+
+/**
+ * How the worker processes are started: `node` runs the module as the image does (compiled, when the bench runs from
+ * dist/), `npm` runs `npm run worker` as the README does (npm, then node with the tsx loader on the sources).
+ */
+const LAUNCHES = ['node', 'npm'] as const;
+type Launch = (typeof LAUNCHES)[number];
+const LAUNCH_LABEL: Record<Launch, string> = {
+  node: 'node (the module as this bench runs it)',
+  npm: '`npm run worker`',
+};
+
+/** The figures of one launch's trials; the compiled launch keeps the section's original keys. */
+function launchMetrics(launch: Launch, trials: Trial[]): Metric[] {
+  const key = launch === 'node' ? 'killtomodel' : `killtomodel.${launch}`;
+  const by = launch === 'node' ? '' : ` (${LAUNCH_LABEL[launch]})`;
+  const model = dist(trials.map((x) => x.modelCallMs / 1000));
+  const job = dist(trials.map((x) => x.jobRestartMs / 1000));
+  return [
+    atMost(
+      `${key}.p50`,
+      `SIGKILL -> the model called again, p50${by}`,
+      round(model.p50, 3),
+      's',
+      MODEL_RECOVERY_P50_TARGET_S,
+    ),
+    atMost(
+      `${key}.p99`,
+      `SIGKILL -> the model called again, p99${by}`,
+      round(model.p99, 3),
+      's',
+      MODEL_RECOVERY_P99_TARGET_S,
+    ),
+    {
+      key: `${key}.job.p50`,
+      label: `SIGKILL -> the step job taken again, p50${by}`,
+      value: round(job.p50, 3),
+      unit: 's',
+    },
+    {
+      key: `${key}.job.p99`,
+      label: `SIGKILL -> the step job taken again, p99${by}`,
+      value: round(job.p99, 3),
+      unit: 's',
+    },
+  ];
 }
 
 export const killToModel: Section = {
@@ -100,14 +150,22 @@ export const killToModel: Section = {
     env.onCleanup(() => ctx.close());
     const live: WorkerProcess[] = [];
     env.onCleanup(() => killAll(live));
-    const start = async () => {
-      const w = await spawnWorker(procEnv, { keep: 'lifecycle' });
-      live.push(w);
-      return w;
-    };
-    const trials: Trial[] = [];
+    const byLaunch = {} as Record<Launch, Trial[]>;
     // The section's workers end with it: left running, they would take the next sections' jobs from the same queues.
     try {
+      for (const launch of LAUNCHES) byLaunch[launch] = await trialsOf(launch, n);
+    } finally {
+      killAll(live);
+    }
+
+    /** `n` trials on two workers started by `launch`, a fresh one replacing each victim. */
+    async function trialsOf(launch: Launch, n: number): Promise<Trial[]> {
+      const start = async () => {
+        const w = await spawnWorker(procEnv, { keep: 'lifecycle', launch, startTimeoutMs: 90_000 });
+        live.push(w);
+        return w;
+      };
+      const trials: Trial[] = [];
       let pair: WorkerProcess[] = await Promise.all([start(), start()]);
       for (let t = 0; t < n; t++) {
         const spec = buildSpec(
@@ -115,7 +173,7 @@ export const killToModel: Section = {
           {
             tenant: TENANT,
             agent: 'support',
-            input: ticket(`KTM-${Date.now()}-${t}`),
+            input: ticket(`KTM-${launch}-${Date.now()}-${t}`),
             model: 'openai-compatible',
             budget: { maxSteps: STEPS + 5 },
           },
@@ -138,7 +196,8 @@ export const killToModel: Section = {
         if (!victim) throw new Error(`trial ${t}: step ${HELD_STEP}'s lock (${token}) names neither worker`);
         await sleep(Math.max(0, first.at + KILL_AFTER_MS - Date.now()));
         const killedAt = Date.now();
-        victim.child.kill('SIGKILL');
+        // The worker's own process (under `npm run worker`, npm's child), as a node failure or the OOM killer does.
+        killPid(victim.pid);
         const again = await until(`trial ${t}: step ${HELD_STEP}'s second model call`, () => asked(2), 60_000);
         const processedOn = Number(await ctx.redis.hget(ctx.keys.jobHash(shard, jobId), 'processedOn'));
         trials.push({ jobRestartMs: processedOn - killedAt, modelCallMs: again.at - killedAt });
@@ -151,51 +210,22 @@ export const killToModel: Section = {
         live.splice(live.indexOf(victim), 1);
         pair = [...pair.filter((w) => w !== victim), await start()];
       }
-    } finally {
-      killAll(live);
+      killAll(pair);
+      for (const w of pair) live.splice(live.indexOf(w), 1);
+      return trials;
     }
-    const model = dist(trials.map((x) => x.modelCallMs / 1000));
-    const job = dist(trials.map((x) => x.jobRestartMs / 1000));
-    const metrics: Metric[] = [
-      atMost(
-        'killtomodel.p50',
-        'SIGKILL -> the model called again, p50',
-        round(model.p50, 3),
-        's',
-        MODEL_RECOVERY_P50_TARGET_S,
-      ),
-      atMost(
-        'killtomodel.p99',
-        'SIGKILL -> the model called again, p99',
-        round(model.p99, 3),
-        's',
-        MODEL_RECOVERY_P99_TARGET_S,
-      ),
-      {
-        key: 'killtomodel.job.p50',
-        label: 'SIGKILL -> the step job taken again, p50',
-        value: round(job.p50, 3),
-        unit: 's',
-      },
-      {
-        key: 'killtomodel.job.p99',
-        label: 'SIGKILL -> the step job taken again, p99',
-        value: round(job.p99, 3),
-        unit: 's',
-      },
-    ];
+
+    const metrics: Metric[] = LAUNCHES.flatMap((launch) => launchMetrics(launch, byLaunch[launch]));
     return {
       name: 'killtomodel',
       title: killToModel.title,
       metrics,
-      tables: [
-        {
-          title: 'trials (ms after the SIGKILL)',
-          header: ['trial', 'job taken again', 'model called again'],
-          rows: trials.map((x, i) => [i + 1, x.jobRestartMs, x.modelCallMs]),
-        },
-      ],
-      details: { trials },
+      tables: LAUNCHES.map((launch) => ({
+        title: `trials, workers started by ${LAUNCH_LABEL[launch]} (ms after the SIGKILL)`,
+        header: ['trial', 'job taken again', 'model called again'],
+        rows: byLaunch[launch].map((x, i) => [i + 1, x.jobRestartMs, x.modelCallMs]),
+      })),
+      details: { trials: byLaunch },
     };
   },
 };

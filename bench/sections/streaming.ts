@@ -22,7 +22,7 @@ import type { ModelServer } from '../../testkit/modelServers/queue.js';
 import { AiSdkProvider, openAIOptions } from '../../src/models/aiSdk.js';
 import { dist, round } from '../lib/stats.js';
 import type { BenchEnv, BenchOptions, Metric, Section, SectionResult } from '../lib/types.js';
-import { decodeEntries } from '../../src/store/runEvents.js';
+import { readAllEvents } from '../../src/store/runEvents.js';
 
 const ANSWER = Array.from(
   { length: 120 },
@@ -208,7 +208,7 @@ async function world(env: BenchEnv, server: ModelServer, streaming: boolean): Pr
       }
     },
     async deltaEvents(runId) {
-      const events = decodeEntries(await ctx.redis.xrange(ctx.keys.run(runId).events, '-', '+'));
+      const events = await readAllEvents(ctx.redis, ctx.keys.run(runId));
       return events.filter((e) => e.type === 'text_delta').length;
     },
     async close() {

@@ -20,7 +20,7 @@ import { spawnWorker } from '../../testkit/processes.js';
 import { dist, round, type Dist } from '../lib/stats.js';
 import type { BenchEnv, BenchOptions, Metric, Section, SectionResult } from '../lib/types.js';
 import { createRun, TENANT, USAGE } from '../lib/workload.js';
-import { decodeEntries, type RunEvent } from '../../src/store/runEvents.js';
+import { readAllEvents, type RunEvent } from '../../src/store/runEvents.js';
 
 const READ_MS = 200;
 const SLEEP_MS = 1000;
@@ -39,7 +39,7 @@ const parallelScript: Script = [turn(QUERIES.map(kb)), finalTurn];
 const sequentialScript: Script = [...QUERIES.map((q) => turn([kb(q)])), finalTurn];
 
 async function events(env: BenchEnv, runId: string): Promise<RunEvent[]> {
-  return decodeEntries(await env.ctx.redis.xrange(env.ctx.keys.run(runId).events, '-', '+'));
+  return readAllEvents(env.ctx.redis, env.ctx.keys.run(runId));
 }
 
 const idMs = (id: string): number => Number(id.split('-')[0]);

@@ -17,7 +17,7 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { EngineContext } from '../runs/engineContext.js';
-import { decodeEntry, encodeEntry, packEntry } from '../core/journal.js';
+import { decodeEntry, encodeEntry, packEntry, packJournal, type StoredEntry, unpackJournal } from '../core/journal.js';
 import { isTerminal } from '../core/status.js';
 import { packSpec, readRun, type RunField } from '../store/runRecord.js';
 import { packEntries, unpackEntries } from '../store/runEvents.js';
@@ -144,6 +144,34 @@ async function runsToErase(ctx: ErasureContext, pool: ArchivePool | undefined, r
   return [...found].sort();
 }
 
+/** A journal entry with the customer's text replaced; an entry that no longer parses cannot be told apart: replaced whole. */
+function redactStored(raw: StoredEntry, index: number): StoredEntry {
+  try {
+    return packEntry(encodeEntry(redactEntry(decodeEntry(raw, index))));
+  } catch {
+    return ERASED;
+  }
+}
+
+/** A packed journal with every entry redacted (redactStored); one that no longer unpacks is replaced whole. */
+function redactPackedJournal(packed: Buffer): Buffer {
+  let entries: string[];
+  try {
+    entries = unpackJournal(packed);
+  } catch {
+    return packJournal([ERASED]);
+  }
+  return packJournal(
+    entries.map((json, i) => {
+      try {
+        return encodeEntry(redactEntry(decodeEntry(json, i)));
+      } catch {
+        return ERASED;
+      }
+    }),
+  );
+}
+
 /** Rewrites one run's text in Redis (one MULTI under WATCH); `at_work` when it went back to work meanwhile. */
 async function eraseRunInRedis(ctx: ErasureContext, runId: string, nowMs: number): Promise<'erased' | 'at_work'> {
   const k = ctx.keys.run(runId);
@@ -151,7 +179,7 @@ async function eraseRunInRedis(ctx: ErasureContext, runId: string, nowMs: number
   conn.on('error', () => {});
   try {
     for (let attempt = 0; attempt < ERASE_TRIES; attempt++) {
-      await conn.watch(k.run, k.journal, k.events, k.eventsPacked, k.actions);
+      await conn.watch(k.run, k.journal, k.journalPacked, k.events, k.eventsPacked, k.actions);
       const run = await readRun(conn, ctx.keys, runId, ['spec', 'followUpContext', 'search', 'searchKeys']);
       if (!run) {
         await conn.unwatch();
@@ -161,8 +189,9 @@ async function eraseRunInRedis(ctx: ErasureContext, runId: string, nowMs: number
         await conn.unwatch();
         return 'at_work';
       }
-      const [journal, events, packedEvents, actionKeys] = await Promise.all([
+      const [journal, packedJournal, events, packedEvents, actionKeys] = await Promise.all([
         conn.lrangeBuffer(k.journal, 0, -1),
+        conn.getBuffer(k.journalPacked),
         conn.xrange(k.events, '-', '+'),
         conn.getBuffer(k.eventsPacked),
         conn.smembers(k.actions),
@@ -186,14 +215,9 @@ async function eraseRunInRedis(ctx: ErasureContext, runId: string, nowMs: number
       // The agent's search values are the customer's own (an email, an order id): gone from the run and its indexes.
       if (run.search !== undefined) tx.hdel(k.run, 'search' satisfies RunField);
       for (const index of JSON.parse(run.searchKeys ?? '[]') as string[]) tx.zrem(index, runId);
-      journal.forEach((raw, i) => {
-        try {
-          tx.lset(k.journal, i, packEntry(encodeEntry(redactEntry(decodeEntry(raw, i)))));
-        } catch {
-          // An entry that no longer parses cannot be told apart: replaced whole.
-          tx.lset(k.journal, i, ERASED);
-        }
-      });
+      journal.forEach((raw, i) => tx.lset(k.journal, i, redactStored(raw, i)));
+      // An ended run's journal packed beside the list (src/store/runJournal.ts): redacted, packed again, TTL kept.
+      if (packedJournal) tx.set(k.journalPacked, redactPackedJournal(packedJournal), 'KEEPTTL');
       if (events.length > 0) {
         tx.del(k.events);
         for (const [id, fields] of events) tx.xadd(k.events, id, ...redactEventFields(fields));

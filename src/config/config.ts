@@ -148,15 +148,16 @@ export const configSchema = z.object({
    */
   OWNER_PROBE_MS: int(20, 0),
   /**
-   * A shard whose worker started no job for this long while its queue had jobs ready gets a new BullMQ worker (its
-   * fetch loop stopped, as after some failovers; src/worker/fetchWatch.ts). 0 = off. Keep it well above 5 s, the
-   * longest an idle worker blocks between fetches.
+   * A shard whose worker started no job for this long while its queue had jobs ready (waiting, prioritized or due)
+   * gets a new BullMQ worker (its fetch loop stopped, as after some failovers; src/worker/fetchWatch.ts). 0 = off.
+   * Keep it well above 5 s, the longest an idle worker blocks between fetches.
    */
   FETCH_STALL_MS: int(30_000, 0),
   /** Stall redeliveries before BullMQ fails the job (the run is then marked failed). */
   MAX_STALLED_COUNT: int(10, 1),
   /**
    * SIGTERM grace: time for an in-flight dispatch to record its outcome. Keep below k8s terminationGracePeriodSeconds.
+   * A worker whose Redis is unreachable for half of it leaves then (exit 1): nothing can be handed back.
    */
   SHUTDOWN_GRACE_MS: int(20000, 0),
   /**
@@ -503,11 +504,20 @@ export const configSchema = z.object({
   FLEET_MONTHLY_COST: int(0, 0),
   /**
    * How long a worker keeps model attempts' spend in memory before it sends it to the tenant, agent and fleet
-   * counters and the spend reports, in one batch (sooner at a graceful stop, or before a money limit refuses it).
-   * Meanwhile an attempt's reservation stays on the limited counters. A SIGKILLed worker's unsent attempts keep
+   * counters and the spend reports, in one batch (sooner at a graceful stop, or before a money limit refuses it),
+   * with what its money leases hold undrawn. Meanwhile an attempt's reservation stays on the limited counters. A SIGKILLed worker's unsent attempts keep
    * their reservations there and are missing from the reports; their runs' own cost has them.
    */
   SPEND_FLUSH_MS: int(1000, 10),
+  /**
+   * With a money limit in force: the least number of model attempts' cost estimates a worker leases at once on the
+   * limited counters (one script), drawing each attempt's estimate from the lease in memory; more when it drew more
+   * since its last batch or in the one before, at most an eighth of the room left under the limit (so near it a
+   * lease is one estimate). What it has not drawn goes back within SPEND_FLUSH_MS. A SIGKILLed worker's undrawn rest
+   * stays counted against the limit until the counter's UTC day or month ends (over, never under). 1 with a worker
+   * that draws little: about a reservation per attempt.
+   */
+  SPEND_LEASE_ATTEMPTS: int(16, 1),
   /**
    * Model prices over the shipped defaults (src/core/prices.ts), in µ$ per million tokens, e.g.
    * [{"provider":"openai","model":"gpt-4o-mini","from":"2027-01-01T00:00:00Z","input":150000,"output":600000,

@@ -5,10 +5,10 @@
  * (packEntry); every reader goes through decodeEntry, which reads both.
  */
 import { createHash } from 'node:crypto';
-import { deflateRawSync, inflateRawSync } from 'node:zlib';
 import { z } from 'zod';
 import { countTokens } from './tokens.js';
 import { TerminalError } from './errors.js';
+import { behindMarker, dictionaryCodec } from './dictionaryCodec.js';
 
 /**
  * Token usage: non-negative safe integers (zod's int() is safe-integer only). What a provider reports is
@@ -109,7 +109,7 @@ export function encodeEntry(entry: JournalEntry): string {
 export type StoredEntry = string | Buffer;
 
 /**
- * The stored form's first byte when the rest is the entry's JSON compressed with raw deflate and JOURNAL_DICTIONARY.
+ * The stored form's first byte when the rest is the entry's JSON compressed by JOURNAL_CODEC.
  * A JSON entry starts with `{`: an entry written before compression existed reads as it always did, and a new codec
  * or dictionary takes another marker value, never this one.
  */
@@ -125,40 +125,30 @@ export const DEFLATE_MARKER = 0x01;
 export const JOURNAL_COMPRESS_MIN_BYTES = 512;
 
 /**
- * The preset dictionary: the journal's own field names and the openings of each entry kind (nothing an agent
- * names), so even a short entry finds its skeleton in the window. Changing it changes what DEFLATE_MARKER entries
- * mean: a new dictionary is a new marker, never an edit of this one.
+ * The journal's codec: raw deflate with a preset dictionary (src/core/dictionaryCodec.ts), the journal's own field
+ * names and the openings of each entry kind (nothing an agent names), so even a short entry finds its skeleton in the
+ * window. Changing the dictionary changes what DEFLATE_MARKER entries mean: a new dictionary is a new marker, never
+ * an edit of this one. Chosen by measurement on the built-in support agent's transcripts and on 20-step transcripts
+ * of 1 KB prose observations (bench section `bytes` prints the table): deflate with the dictionary kept 0.42 and 0.46
+ * of the bytes, against 0.66 / 0.57 without it, brotli (quality 6) 0.63 / 0.54, zstd (level 3, node:zlib) 0.71 /
+ * 0.60 and 0.48 / 0.50 with the same dictionary; only brotli at quality 11 came close (0.57 / 0.46) at 50 to 100
+ * times the CPU.
  */
-const JOURNAL_DICTIONARY = Buffer.from(
+const JOURNAL_CODEC = dictionaryCodec(
   '{"v":1,"kind":"operator","step":1,"action":"approve","by":"","at":1,"detail":""}' +
     '{"v":1,"kind":"status","step":1,"status":"completed","reason":"final_answer"}' +
     '"usage":{"promptTokens":100,"completionTokens":10},"attempts":1}' +
     '{"v":1,"kind":"decision","step":1,"model":"","toolCalls":[{"id":"call_1_0","name":"","args":{}}],"final":"","text":"' +
     '{"v":1,"kind":"observation","step":1,"callId":"call_1_0","tool":"","status":"ok","output":{"',
-  'utf8',
 );
-
-/**
- * Codec: raw deflate (node:zlib, no dependency) with the preset dictionary above, level 6, a 4 KB window. Measured
- * on the built-in support agent's transcripts and on 20-step transcripts of 1 KB prose observations (bench section
- * `bytes` prints the table): deflate with the dictionary kept 0.42 and 0.46 of the bytes, against 0.66 / 0.57
- * without it, brotli (quality 6) 0.63 / 0.54, zstd (level 3, node:zlib) 0.71 / 0.60 and 0.48 / 0.50 with the same
- * dictionary; only brotli at quality 11 came close (0.57 / 0.46) at 50 to 100 times the CPU. A 4 KB window and
- * memLevel 4 compress as well as zlib's defaults here at less CPU (smaller tables to set up per call).
- */
-const DEFLATE_OPTIONS = { level: 6, windowBits: 12, memLevel: 4, dictionary: JOURNAL_DICTIONARY } as const;
-const INFLATE_OPTIONS = { windowBits: 15, dictionary: JOURNAL_DICTIONARY } as const;
 
 /** The stored form of an entry's JSON: compressed when it is long enough and compression makes it shorter. */
 export function packEntry(json: string): StoredEntry {
   if (json.length < JOURNAL_COMPRESS_MIN_BYTES && Buffer.byteLength(json) < JOURNAL_COMPRESS_MIN_BYTES) return json;
   const plain = Buffer.from(json, 'utf8');
-  const packed = deflateRawSync(plain, DEFLATE_OPTIONS);
+  const packed = JOURNAL_CODEC.deflate(plain);
   if (packed.length + 1 >= plain.length) return json;
-  const out = Buffer.allocUnsafe(packed.length + 1);
-  out[0] = DEFLATE_MARKER;
-  packed.copy(out, 1);
-  return out;
+  return behindMarker(DEFLATE_MARKER, packed);
 }
 
 /** An entry's JSON from its stored form (either form, as a string or as the bytes Redis returned). */
@@ -166,7 +156,7 @@ export function unpackEntry(stored: StoredEntry, index: number): string {
   if (typeof stored === 'string') return stored;
   if (stored.length === 0 || stored[0] !== DEFLATE_MARKER) return stored.toString('utf8');
   try {
-    return inflateRawSync(stored.subarray(1), INFLATE_OPTIONS).toString('utf8');
+    return JOURNAL_CODEC.inflate(stored.subarray(1)).toString('utf8');
   } catch (err) {
     throw new JournalCorrupt(`journal entry ${index} does not inflate`, { cause: err });
   }
@@ -203,4 +193,31 @@ export function decodeEntry(raw: StoredEntry, index: number): JournalEntry {
  */
 export function estimateTokens(encoded: string): number {
   return countTokens(encoded);
+}
+
+/**
+ * The first byte of an ended run's packed journal (RunKeys.journalPacked): the rest is the JSON array of its entries'
+ * JSON compressed by JOURNAL_CODEC as one value, so an entry finds the ones before it (a transcript repeats its
+ * tool names, its ids and what its tools read). A new codec or dictionary takes another marker value.
+ */
+export const JOURNAL_PACKED_MARKER = 0x01;
+
+/** Entries (their JSON, oldest first) as one packed journal. */
+export function packJournal(entries: readonly string[]): Buffer {
+  return behindMarker(JOURNAL_PACKED_MARKER, JOURNAL_CODEC.deflate(JSON.stringify(entries)));
+}
+
+/** The entries (their JSON, oldest first) of a packed journal; none for an absent one. */
+export function unpackJournal(packed: Buffer | null | undefined): string[] {
+  if (!packed || packed.length === 0) return [];
+  let parsed: unknown;
+  try {
+    if (packed[0] !== JOURNAL_PACKED_MARKER) throw new Error(`unknown marker ${packed[0]}`);
+    parsed = JSON.parse(JOURNAL_CODEC.inflate(packed.subarray(1)).toString('utf8'));
+  } catch (err) {
+    throw new JournalCorrupt('the packed journal does not unpack', { cause: err });
+  }
+  if (!Array.isArray(parsed) || !parsed.every((e) => typeof e === 'string'))
+    throw new JournalCorrupt('the packed journal is not a list of entries');
+  return parsed;
 }

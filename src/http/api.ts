@@ -5,16 +5,18 @@ import { metricsAllowed } from './opsServer.js';
 import { bearer, principalOf, requireRunAccess, requireRunCreation, runNotFound } from './auth.js';
 import {
   BODY_LIMIT,
+  BODY_LIMIT_BYTES,
   bodyIllFormed,
   bodyTooDeep,
   illFormedStringPath,
   nestedDeeperThan,
 } from '../producer/bodyLimits.js';
 import { answerRequestError } from './requestErrors.js';
+import { jsonBody } from './jsonBody.js';
 import { InvalidRunRequest, startRun } from '../producer/intake.js';
 import { createRunSchemaFor } from '../producer/schemas.js';
 import { deliver, eventBodySchema } from '../producer/events.js';
-import { invalid } from '../producer/fieldErrors.js';
+import { answerJson, invalid } from '../producer/fieldErrors.js';
 import { EVENT_KEY_FORMAT } from '../runs/spec.js';
 import { runView, type EffectsLister } from './runView.js';
 import { storeErrorAnswered, storeGate } from './storeUnavailable.js';
@@ -26,7 +28,13 @@ const READY_PING_MS = 1000;
 
 export interface ApiOptions {
   listEffects?: EffectsLister;
-  /** Extra routers mounted by later layers (operators, webhooks, Bull Board). */
+  /**
+   * Routes in front of the API's store gate and JSON parser, mounted first in the same app (the signed webhooks read
+   * their raw body). One app, not the API mounted in another: each app a request passes sets its prototypes again and
+   * walks its own router, on every create.
+   */
+  front?: (app: express.Express) => void;
+  /** Extra routers mounted by later layers (operators, Bull Board). */
   mount?: (app: express.Express) => void;
   isReady?: () => boolean;
 }
@@ -34,8 +42,9 @@ export interface ApiOptions {
 export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Express {
   const app = express();
   app.disable('x-powered-by');
+  opts.front?.(app);
   app.use(storeGate(ctx));
-  app.use(express.json({ limit: BODY_LIMIT }));
+  app.use(jsonBody(BODY_LIMIT, BODY_LIMIT_BYTES));
   app.use((req, res, next) => {
     if (nestedDeeperThan(req.body)) return void bodyTooDeep(res);
     const illFormed = illFormedStringPath(req.body);
@@ -90,11 +99,11 @@ export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Ex
     }
     try {
       const { runId, created, previousRunId } = await startRun(ctx, parsed.data, header);
-      if (created) return void res.status(201).json({ runId, created, ...(previousRunId ? { previousRunId } : {}) });
+      if (created) return void answerJson(res, 201, { runId, created, ...(previousRunId ? { previousRunId } : {}) });
       // The same event again (or, with no event named, the subject's latest run): that run, with its status (a dead run
       // was settled, never left queued).
       const status = await readStatus(ctx.redis, ctx.keys, runId);
-      res.status(200).json({ runId, created, ...(status ? { status } : {}) });
+      answerJson(res, 200, { runId, created, ...(status ? { status } : {}) });
     } catch (err) {
       if (err instanceof InvalidRunRequest) {
         // The deployment's configuration (its agents, its providers' settings) is the producer's to see, not a tenant's.

@@ -11,7 +11,7 @@
  *    runs (create, view, events). Another tenant's run answers 404, exactly as
  *    an unknown run does, so a tenant cannot even learn that it exists.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { hash, timingSafeEqual } from 'node:crypto';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { Config } from '../config/config.js';
 import type { RedisClient } from '../store/connect.js';
@@ -20,12 +20,22 @@ import { directoryFor, type Operator, type OperatorRole } from './operatorIdenti
 import { actorSeesTenant, runTenant } from '../operations/actor.js';
 import type { RunArchive } from '../runs/engineContext.js';
 
+/**
+ * Digests of the configured credentials, each computed once: every request is checked against them, and hashing the
+ * same configured token again per request was a third of the check's CPU. `expected` is always a configured setting,
+ * so this holds a handful of entries.
+ */
+const expectedDigests = new Map<string, Buffer>();
+
 export function tokenMatches(given: string | undefined, expected: string): boolean {
   if (given === undefined) return false;
   // Hash both so the compare is constant-time whatever the lengths.
-  const a = createHash('sha256').update(given).digest();
-  const b = createHash('sha256').update(expected).digest();
-  return timingSafeEqual(a, b);
+  let b = expectedDigests.get(expected);
+  if (b === undefined) {
+    b = hash('sha256', expected, 'buffer');
+    expectedDigests.set(expected, b);
+  }
+  return timingSafeEqual(hash('sha256', given, 'buffer'), b);
 }
 
 export function bearer(req: Request): string | undefined {

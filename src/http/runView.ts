@@ -13,6 +13,7 @@ import type { RunSpec } from '../runs/spec.js';
 import type { WaitRecord } from '../runs/waits.js';
 import type { RunStatus } from '../core/status.js';
 import { readBudget, readRun, readStatuses } from '../store/runRecord.js';
+import { readJournal } from '../store/runJournal.js';
 
 export interface RunView {
   runId: string;
@@ -110,7 +111,7 @@ export async function runView(
   const deadlineAt = isoOf(limits.deadlineAt);
   if (deadlineAt === '') notes.push('deadline_unreadable');
   const [transcript, effects, children] = await Promise.all([
-    readTranscript(ctx, k.journal, notes),
+    readTranscript(ctx, k, notes),
     listEffects
       ? listEffects(runId).catch(() => (notes.push('effects_unreadable'), [] as unknown[]))
       : Promise.resolve([]),
@@ -167,11 +168,16 @@ async function childrenOf(ctx: EngineContext, key: string): Promise<{ runId: str
 }
 
 /**
- * The journal, entry by entry: an entry that no longer parses is left out and noted. Read as bytes: an entry may be
- * stored compressed (packEntry), which no string decoding survives.
+ * The journal, entry by entry: an entry that no longer parses is left out and noted. Listed or packed (an ended run's,
+ * src/store/runJournal.ts); read as bytes: an entry may be stored compressed (packEntry), which no string decoding
+ * survives.
  */
-async function readTranscript(ctx: EngineContext, journalKey: string, notes: string[]): Promise<JournalEntry[]> {
-  const raws = await ctx.redis.lrangeBuffer(journalKey, 0, -1);
+async function readTranscript(
+  ctx: EngineContext,
+  k: { journal: string; journalPacked: string },
+  notes: string[],
+): Promise<JournalEntry[]> {
+  const raws = await readJournal(ctx.redis, k);
   const out: JournalEntry[] = [];
   raws.forEach((raw, i) => {
     try {

@@ -12,17 +12,27 @@
 import type { Response } from 'express';
 
 export const BODY_LIMIT = '1mb';
+/** BODY_LIMIT in bytes, as express counts `1mb`. */
+export const BODY_LIMIT_BYTES = 1024 * 1024;
 export const MAX_BODY_DEPTH = 32;
 
-/** Whether `value` nests objects/arrays deeper than `max` levels (iterative: no stack to blow). */
+/**
+ * Whether `value` nests objects/arrays deeper than `max` levels (iterative: no stack to blow). Two parallel stacks, not
+ * a pair per value: every body of every request is walked, and the pairs were garbage.
+ */
 export function nestedDeeperThan(value: unknown, max = MAX_BODY_DEPTH): boolean {
-  const stack: [unknown, number][] = [[value, 1]];
-  while (stack.length > 0) {
-    const [v, depth] = stack.pop()!;
+  const values: unknown[] = [value];
+  const depths: number[] = [1];
+  while (values.length > 0) {
+    const v = values.pop();
+    const depth = depths.pop()!;
     if (v === null || typeof v !== 'object') continue;
     if (depth > max) return true;
-    for (const child of Object.values(v))
-      if (child !== null && typeof child === 'object') stack.push([child, depth + 1]);
+    for (const child of Array.isArray(v) ? (v as unknown[]) : Object.values(v))
+      if (child !== null && typeof child === 'object') {
+        values.push(child);
+        depths.push(depth + 1);
+      }
   }
   return false;
 }
@@ -31,8 +41,35 @@ export function nestedDeeperThan(value: unknown, max = MAX_BODY_DEPTH): boolean 
 const LONE_SURROGATE = /\p{Cs}/u;
 const wellFormed = (s: string): boolean => !LONE_SURROGATE.test(s);
 
-/** The path of the first string (value or key) in `value` that is not well-formed Unicode, or undefined. */
+/**
+ * The path of the first string (value or key) in `value` that is not well-formed Unicode, or undefined. Nearly every
+ * body has none: it is checked first without naming any path (allWellFormed), and walked again with paths only when
+ * one is found.
+ */
 export function illFormedStringPath(value: unknown): string | undefined {
+  return allWellFormed(value) ? undefined : firstIllFormedPath(value);
+}
+
+/** Whether every string of `value`, keys included, is well-formed (an array's keys are indices: nothing to check). */
+function allWellFormed(value: unknown): boolean {
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (typeof v === 'string') {
+      if (!wellFormed(v)) return false;
+    } else if (Array.isArray(v)) {
+      for (const child of v as unknown[]) stack.push(child);
+    } else if (v !== null && typeof v === 'object') {
+      for (const key of Object.keys(v)) {
+        if (!wellFormed(key)) return false;
+        stack.push((v as Record<string, unknown>)[key]);
+      }
+    }
+  }
+  return true;
+}
+
+function firstIllFormedPath(value: unknown): string | undefined {
   const stack: [unknown, string[]][] = [[value, []]];
   while (stack.length > 0) {
     const [v, path] = stack.pop()!;

@@ -27,7 +27,7 @@ import { EVENT_KEY_FORMAT } from '../runs/spec.js';
 import { BODY_LIMIT, bodyIllFormed, bodyTooDeep, illFormedStringPath, nestedDeeperThan } from './bodyLimits.js';
 import { deliverToWait, eventBodySchema } from './events.js';
 import { InvalidRunRequest, resolveRequest, specOf, startSpec, type ResolvedRequest } from './intake.js';
-import { invalid, param } from './fieldErrors.js';
+import { answerJson, invalid, param } from './fieldErrors.js';
 import { checkSignature, SIGNATURE_HEADER, TIMESTAMP_HEADER } from './webhookSignature.js';
 
 const EVENT_TTL_MS = 24 * 3600_000;
@@ -144,7 +144,7 @@ export function webhooksRouter(ctx: EngineContext, now: () => number = Date.now)
       const first = await ctx.redis.set(key, runId, 'PX', eventTtlMs(ctx.cfg.WEBHOOK_TOLERANCE_S), 'NX');
       if (first === null) {
         const previous = (await ctx.redis.get(key)) ?? runId;
-        return void res.status(200).json({ runId: previous, created: false, duplicate: true });
+        return void answerJson(res, 200, { runId: previous, created: false, duplicate: true });
       }
       try {
         // A retry after an error here finds the same delivery (by the event id), never a second handling.
@@ -159,11 +159,11 @@ export function webhooksRouter(ctx: EngineContext, now: () => number = Date.now)
         if (delivered?.kind === 'resumed') {
           // The event is the waiting run's now: its record names that run, so a redelivery answers it.
           await ctx.redis.set(key, delivered.runId, 'PX', eventTtlMs(ctx.cfg.WEBHOOK_TOLERANCE_S));
-          return void res.status(202).json({ runId: delivered.runId, created: false, duplicate: false, resumed: true });
+          return void answerJson(res, 202, { runId: delivered.runId, created: false, duplicate: false, resumed: true });
         }
         const at = now();
         const started = await startSpec(ctx, specOf(ctx, resolved, at, parsed.eventId), undefined, at);
-        res.status(started.created ? 201 : 200).json({ ...started, duplicate: false });
+        answerJson(res, started.created ? 201 : 200, { ...started, duplicate: false });
       } catch (err) {
         await ctx.redis.del(key);
         if (err instanceof InvalidRunRequest)

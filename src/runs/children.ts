@@ -24,6 +24,7 @@ import type { ShardQueues } from '../store/queues.js';
 import { endsRun, type RunStatus } from '../core/status.js';
 import { parseWait } from './waits.js';
 import { readBudget, readRun, readStatus } from '../store/runRecord.js';
+import { readJournal } from '../store/runJournal.js';
 
 /** A child run to start: the parent that asks, the agent and input, and limits already carved out of the parent's. */
 export interface ChildStartRequest {
@@ -132,7 +133,7 @@ export class ChildRuns {
     const [run, used, tail] = await Promise.all([
       readRun(this.d.redis, this.d.keys, childRunId, ['reason']),
       readBudget(this.d.redis, this.d.keys, childRunId, ['stepsUsed', 'tokensUsed', 'costUsed']),
-      this.d.redis.lrangeBuffer(k.journal, -3, -1), // bytes: a long final answer is stored compressed
+      readJournal(this.d.redis, k, -3, -1), // an ended child's journal is packed; a long final answer compressed
     ]);
     if (!run) return { ended: true, status: 'failed', reason: 'child_missing', steps: 0, tokens: 0 };
     const out: ChildOutcome = {

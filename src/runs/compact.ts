@@ -1,12 +1,14 @@
 /**
  * An ended run shrinks to what its readers need: its event stream packed into one entry (src/store/runEvents.ts),
- * its spec packed (src/store/runRecord.ts), each action's ledger history folded into its record
- * (src/store/ledgerHistory.ts). Every reader expands the packed forms, so the API, the console, an SSE replay, the
- * archive and an erasure see the same run; the ledger's records, with every move and its evidence, stay for as long
- * as the run is kept.
+ * its journal packed into one string (src/store/runJournal.ts), its spec packed (src/store/runRecord.ts), each
+ * action's ledger history folded into its record (src/store/ledgerHistory.ts), each action's reservation let go (a
+ * plan reads it only when the record is missing; the record names the same idempotency key). Every reader expands the packed forms,
+ * so the API, the console, an SSE replay, a replay of the journal, the archive and an erasure see the same run; the
+ * ledger's records, with every move and its evidence, stay for as long as the run is kept. A retry unpacks the
+ * journal back into its list in the same atomic change that puts the run back to work (retryRun-16.lua).
  *
- * Called once a run has ended (the worker after the commit that ends it, an operation that ends a parked run).
- * Each write is one script fenced on what was read (compactRun-2.lua, foldHistory-2.lua): a run that changed
+ * Called once a run has ended (the worker after the commit that ends it).
+ * Each write is one script fenced on what was read (compactRun-5.lua, foldHistory-3.lua): a run that changed
  * meanwhile (an event appended, retried, erased) is left as it is. Nothing depends on it happening: if the process
  * dies before it, or it fails, the run is as it was, only larger.
  */
@@ -14,16 +16,17 @@ import { createHash } from 'node:crypto';
 import type { RedisClient } from '../store/connect.js';
 import type { KeySpace } from '../store/keys.js';
 import { packEntries, unpackEntries } from '../store/runEvents.js';
-import { packSpec } from '../store/runRecord.js';
+import { decodeEndedRun, ENDED_RUN_FIELDS, packSpec } from '../store/runRecord.js';
+import { packJournal, unpackEntry, unpackJournal } from '../core/journal.js';
 import { foldMoves, FOLDED_HISTORY_FIELD, unfoldMoves } from '../store/ledgerHistory.js';
-import { compactRunCall } from '../store/calls/compactRun.js';
+import { compactRunCall, type CompactRunArgs } from '../store/calls/compactRun.js';
 import { foldHistoryCall } from '../store/calls/foldHistory.js';
 import { isTerminal } from '../core/status.js';
 
 const sha1 = (s: string) => createHash('sha1').update(s, 'utf8').digest('hex');
 
 export interface Compacted {
-  /** The stream and spec were packed (false: the run was not ended, had nothing to pack, or changed meanwhile). */
+  /** The events, journal and spec were packed (false: the run was not ended, had nothing to pack, or changed meanwhile). */
   run: boolean;
   /** Action histories folded. */
   histories: number;
@@ -34,17 +37,21 @@ export async function compactEndedRun(redis: RedisClient, keys: KeySpace, runId:
   const k = keys.run(runId);
   const read = await redis
     .multi()
-    .hmget(k.run, 'status', 'finishedAt', 'erasedAt', 'spec')
+    .hmget(k.run, ...ENDED_RUN_FIELDS)
     .xrange(k.events, '-', '+')
     .getBuffer(k.eventsPacked)
     .smembers(k.actions)
+    .lrangeBuffer(k.journal, 0, -1)
+    .getBuffer(k.journalPacked)
     .exec();
   if (!read) return { run: false, histories: 0 };
   for (const [err] of read) if (err) throw err;
-  const [status, finishedAt, erasedAt, spec] = read[0]![1] as (string | null)[];
+  const { status, finishedAt, erasedAt, storedSpec: spec } = decodeEndedRun(read[0]![1] as (string | null)[]);
   const entries = read[1]![1] as [string, string[]][];
   const packedNow = read[2]![1] as Buffer | null;
   const actionKeys = read[3]![1] as string[];
+  const listed = read[4]![1] as Buffer[];
+  const journalPackedNow = read[5]![1] as Buffer | null;
   if (!isTerminal(status)) return { run: false, histories: 0 };
   const events =
     entries.length > 0
@@ -57,28 +64,50 @@ export async function compactEndedRun(redis: RedisClient, keys: KeySpace, runId:
       : undefined;
   const packedSpec = spec ? packSpec(spec) : undefined;
   const specWrite = spec && packedSpec !== spec ? { sha1: sha1(spec), packed: packedSpec! } : undefined;
+  const journal = listed.length > 0 ? packedJournal(listed, journalPackedNow) : undefined;
   const run =
-    (events !== undefined || specWrite !== undefined) &&
+    (events !== undefined || specWrite !== undefined || journal !== undefined) &&
     (await compactRunCall(redis, k, {
-      finishedAt: Number(finishedAt ?? 0),
-      erasedAt: erasedAt ?? undefined,
+      finishedAt,
+      erasedAt,
       events,
       spec: specWrite,
+      journal,
     }));
   let histories = 0;
   for (const actionKey of actionKeys) {
     const historyKey = keys.actionHistory(actionKey);
-    const [folded, listed] = await Promise.all([
-      redis.hget(actionKey, FOLDED_HISTORY_FIELD),
+    const [[folded, reservation, actionId], listed] = await Promise.all([
+      redis.hmget(actionKey, FOLDED_HISTORY_FIELD, 'reservationKey', 'actionId'),
       redis.lrange(historyKey, 0, -1),
     ]);
-    if (listed.length === 0) continue;
+    const reserved = reservation ? (await redis.exists(reservation)) === 1 : false;
+    if (listed.length === 0 && !reserved) continue;
     const done = await foldHistoryCall(redis, actionKey, historyKey, {
       listLength: listed.length,
-      foldedSha1: folded === null ? '' : sha1(folded),
-      folded: foldMoves([...unfoldMoves(folded), ...listed]),
+      foldedSha1: folded === null || folded === undefined ? '' : sha1(folded),
+      folded: listed.length > 0 ? foldMoves([...unfoldMoves(folded), ...listed]) : '',
+      reservation: reserved ? reservation! : historyKey,
+      actionId: actionId ?? '',
     });
-    if (done) histories++;
+    if (done && listed.length > 0) histories++;
   }
   return { run, histories };
+}
+
+/**
+ * The journal's listed entries appended to its packed ones, packed again; undefined (the journal left as it is) when an
+ * entry does not unpack: a journal that cannot be read whole is not rewritten.
+ */
+function packedJournal(listed: Buffer[], packedNow: Buffer | null): CompactRunArgs['journal'] {
+  try {
+    const entries = [...unpackJournal(packedNow), ...listed.map((raw, i) => unpackEntry(raw, i))];
+    return {
+      length: listed.length,
+      packedSha1: packedNow ? createHash('sha1').update(packedNow).digest('hex') : '',
+      packed: packJournal(entries),
+    };
+  } catch {
+    return undefined;
+  }
 }

@@ -1,8 +1,8 @@
 /**
  * Retry a stopped run (`failed`, `budget_exceeded`, `needs_human`) from its last
  * commit, on an operator's request, optionally with more steps, tokens, wall
- * clock or money (µ$): src/store/lua/retryRun-15.lua, one atomic change (status, limits, the
- * operator's journal entry, events, index, the step's new job).
+ * clock or money (µ$): src/store/lua/retryRun-16.lua, one atomic change (status, limits, the
+ * operator's journal entry, events, index, the step's new job, an ended run's packed journal unpacked).
  *
  * Nothing done is done again: the ledger is not touched, and the step re-runs
  * through it (a journalled decision is reused, a confirmed effect answers from
@@ -31,7 +31,8 @@ import { reasonCode } from '../metrics/metrics.js';
 import type { OperatorEntry } from '../core/journal.js';
 import { captureAddStandardJob } from '../store/bullmqInternals.js';
 import { stepJobId } from '../store/keys.js';
-import { retryRunCall } from '../store/calls/retryRun.js';
+import { retryRunCall, type RetryRunArgs } from '../store/calls/retryRun.js';
+import { readPackedJournal } from '../store/runJournal.js';
 import type { EngineContext } from './engineContext.js';
 import { STEP_JOB_NAME } from '../store/queues.js';
 import type { RunLimits, StepJobData } from './spec.js';
@@ -150,10 +151,9 @@ export async function retryRun(
   // Money is named only when the retry adds some (the entries of earlier retries read as they did).
   const detail = `from=${status},steps=+${extension.steps},tokens=+${extension.tokens},wall_ms=+${extension.wallMs}${extension.cost > 0 ? `,cost=+${extension.cost}` : ''}`;
   const entry: OperatorEntry = { v: 1, kind: 'operator', step: cursor, action: 'retry', by, at: now, detail };
-  const r = await retryRunCall(
-    ctx.redis,
-    { ...k, subjectLatest: await ctx.store.subjectLatestOf(runId) },
-    {
+  const keys = { ...k, subjectLatest: await ctx.store.subjectLatestOf(runId) };
+  const retry = (packedJournal: RetryRunArgs['packedJournal']) =>
+    retryRunCall(ctx.redis, keys, {
       runId,
       expected: { status, cursor, resumes },
       jobId,
@@ -173,8 +173,16 @@ export async function retryRun(
       }),
       statusEvent: JSON.stringify({ status: 'running', reason: 'retried', from: status }),
       job,
-    },
-  );
+      packedJournal,
+    });
+  // An ended run's journal may be packed (src/runs/compact.ts): the script unpacks what was read here. A compaction
+  // landing between the read and the script (it follows the commit that ended the run) is read again, once.
+  const packed = await readPackedJournal(ctx.redis, k);
+  let r = await retry(packed);
+  if (r.outcome === 'moved_on') {
+    const again = await readPackedJournal(ctx.redis, k);
+    if (again.sha1 !== packed.sha1) r = await retry(again);
+  }
   switch (r.outcome) {
     case 'retried':
       count('retried');

@@ -15,6 +15,8 @@ import { isWaitStatus, parseWait, waitIdOf, type WaitRecord } from './waits.js';
 import { endsRun, type RunStatus } from '../core/status.js';
 import { searchIndexKeysOf } from './search.js';
 import { newRunRecord, readBudget, readRun, readStatuses } from '../store/runRecord.js';
+import { readJournal, readJournalEntry } from '../store/runJournal.js';
+import { journalOperatorCall } from '../store/calls/journalOperator.js';
 
 export interface RunState {
   status: RunStatus;
@@ -165,30 +167,32 @@ export class RunStore {
 
   /**
    * Records what a person did to the run: an `operator` journal entry (at the run's
-   * cursor) and an `operator_action` event, in one MULTI (same hash tag). Called after
-   * the action itself took effect (its ledger history already names the operator); if
-   * the process dies in between, the ledger history is the record and this one is missing.
+   * cursor) and an `operator_action` event, in one script (journalOperator-3.lua: an ended
+   * run's packed journal leaves no list, and the one the entry starts takes the run's TTL).
+   * Called after the action itself took effect (its ledger history already names the
+   * operator); if the process dies in between, the ledger history is the record and this one
+   * is missing.
    */
   async recordOperatorAction(runId: string, entry: Omit<OperatorEntry, 'v' | 'kind' | 'step'>): Promise<void> {
-    const k = this.keys.run(runId);
     const cursor = (await readRun(this.redis, this.keys, runId, ['cursor']))?.cursor ?? 0;
     const full: OperatorEntry = { v: 1, kind: 'operator', step: cursor, ...entry };
-    const res = await this.redis
-      .multi()
-      .rpush(k.journal, encodeEntry(full))
-      .xadd(k.events, 'MAXLEN', '~', this.eventsMaxLen, '*', 'type', 'operator_action', 'data', JSON.stringify(full))
-      .exec();
-    for (const [err] of res ?? []) if (err) throw err;
+    await journalOperatorCall(this.redis, this.keys.run(runId), {
+      entry: encodeEntry(full),
+      eventsMaxLen: this.eventsMaxLen,
+    });
   }
 
-  /** Journal reads are of bytes: an entry may be stored compressed (packEntry), which no string decoding survives. */
+  /**
+   * Journal reads go through src/store/runJournal.ts (an ended run's journal is packed) and are of bytes: an entry may
+   * be stored compressed (packEntry), which no string decoding survives.
+   */
   async journalEntry(runId: string, index: number): Promise<JournalEntry | undefined> {
-    const raw = await this.redis.lindexBuffer(this.keys.run(runId).journal, index);
-    return raw === null ? undefined : decodeEntry(raw, index);
+    const raw = await readJournalEntry(this.redis, this.keys.run(runId), index);
+    return raw === undefined ? undefined : decodeEntry(raw, index);
   }
 
   async transcript(runId: string): Promise<JournalEntry[]> {
-    const raws = await this.redis.lrangeBuffer(this.keys.run(runId).journal, 0, -1);
+    const raws = await readJournal(this.redis, this.keys.run(runId));
     return raws.map((r, i) => decodeEntry(r, i));
   }
 
@@ -246,7 +250,7 @@ export class RunStore {
 
   /**
    * The run's limits from its budget hash when an operator's retry extended them
-   * (`extensions` counted by retryRun-15.lua), else undefined (the spec's hold).
+   * (`extensions` counted by retryRun-16.lua), else undefined (the spec's hold).
    * A step job a resume or a sweep makes carries them, as the commits do.
    */
   async extendedLimits(runId: string): Promise<RunLimits | undefined> {

@@ -31,7 +31,7 @@ import { settleRunCall } from '../store/calls/settleRun.js';
 import { type KeySpace, runIdOfStepJob } from '../store/keys.js';
 import { isWaitStatus } from './waits.js';
 import type { ChildRuns } from './children.js';
-import { decodeRun, runFieldsToRead } from '../store/runRecord.js';
+import { decodeRun, runFieldsToRead, type RunField } from '../store/runRecord.js';
 import { retentionAtEnd } from '../store/archiveQueue.js';
 
 export type DeadJobState = 'failed' | 'missing' | 'completed';
@@ -269,7 +269,7 @@ export class StuckRuns {
       return true;
     }
     if (status !== 'running') return false;
-    const times = await this.d.redis.hincrby(this.d.keys.run(runId).run, 'jobRecreations', 1);
+    const times = await this.d.redis.hincrby(this.d.keys.run(runId).run, 'jobRecreations' satisfies RunField, 1);
     if (times > MAX_JOB_RECREATIONS) return false;
     await store.ensureCurrentStepJob(runId);
     this.d.metrics.stepJobsRecreated.inc();

@@ -1,13 +1,14 @@
 /**
  * `npm run worker`: one worker process. First SIGTERM/SIGINT: graceful
  * handoff (see FleetWorker); a second one, or the grace period plus a margin,
- * exits anyway. Exit code 0 after a graceful stop.
+ * exits anyway; so does a store unreachable for half the grace (exit 1, within
+ * the grace). Exit code 0 after a graceful stop.
  */
 import { loadConfig } from '../config/config.js';
 import { boot } from './boot.js';
 import { createContext } from './buildContext.js';
 import { startOpsServer } from '../http/opsServer.js';
-import { storeConnected, storeEnded } from '../store/connect.js';
+import { storeConnected, storeEnded, storeUnreachableFor } from '../store/connect.js';
 import { createEffectRunner } from '../ledger/runner.js';
 import { approvalPolicy } from '../ledger/approvals.js';
 import { FleetWorker } from '../worker/fleetWorker.js';
@@ -19,6 +20,8 @@ import { leaveWithParent } from './parentWatch.js';
 
 /** How long a stopped worker waits for its Redis connections to close (they hang while reconnecting). */
 const CONNECTIONS_CLOSE_TIMEOUT_MS = 2000;
+/** How often a stopping worker asks whether its store is gone. */
+const STORE_CHECK_MS = 100;
 
 // A signal while the process is still starting: it holds no job yet, so it just leaves (exit 0).
 let started = false;
@@ -54,6 +57,8 @@ const { cfg, ctx, fleet, ops } = await boot('worker', async () => {
   });
   return { cfg, ctx, fleet, ops };
 });
+// From boot on: a store that went away before the signal has been gone that long when it comes.
+const storeDownFor = storeUnreachableFor(ctx.redis);
 await fleet.nameOwners();
 // Before the first job: a fresh worker is what takes over a killed one's step, and its first model call was slow.
 const warmed = await warmUpModelCalls(ctx.providers, ctx.log);
@@ -79,6 +84,21 @@ const schedules = new Schedules(ctx);
 const ticker = startScheduleWorker(ctx, schedules);
 started = true;
 
+/**
+ * A store unreachable for half the grace is gone, not restarting or failing over (seconds): the hand-back writes to it
+ * and would wait out the grace and its margin for nothing. The worker leaves within the grace instead; what it holds
+ * goes back to the queue when its locks lapse (a killed worker's path), and a dispatch in flight is reconciled.
+ */
+function leaveIfStoreGone(): void {
+  const downMs = storeDownFor();
+  if (storeConnected(ctx.redis) || downMs < cfg.SHUTDOWN_GRACE_MS / 2) return;
+  ctx.log.error(
+    { code: 'store_gone', downMs, held: [...fleet.held] },
+    `Redis unreachable for ${downMs} ms: nothing can be handed back (held jobs return when their locks lapse): exiting`,
+  );
+  process.exit(1);
+}
+
 let firstSignalAt = 0;
 async function shutdown(signal: string): Promise<void> {
   // Ctrl-C reaches the whole process group and the parent (npm start) then sends SIGTERM:
@@ -99,7 +119,11 @@ async function shutdown(signal: string): Promise<void> {
     process.exit(1);
   }, cfg.SHUTDOWN_GRACE_MS + 3000);
   hardExit.unref();
+  leaveIfStoreGone();
+  const storeWatch = setInterval(leaveIfStoreGone, STORE_CHECK_MS);
   await Promise.all([fleet.stop(), ticker.close()]);
+  // Every job is handed back: closing the connections (bounded below) ends the client, which is no store gone.
+  clearInterval(storeWatch);
   stage = 'closing_connections';
   ops.server.close();
   // A connection stuck reconnecting (Redis away) must not keep a stopped worker alive: wait a bounded time, say so.

@@ -397,3 +397,73 @@ export async function delayedUntil(
     return score === null || score === undefined ? undefined : Math.floor(Number(score) / 0x1000);
   });
 }
+
+/** Since when each worker has been in its wait on the marker, and in its fetch (`timeFetches`). */
+const markerWaitSince = new WeakMap<object, number>();
+const fetchSince = new WeakMap<object, number>();
+
+/**
+ * Stamps each of the worker's waits on its queue's marker (its private `waitForJob`) and each fetch (`moveToActive`)
+ * with its start, for `fetchLoopState`. Nothing else changes; a BullMQ without those methods is left as it is.
+ */
+export function timeFetches(worker: object): void {
+  stamp(worker, 'waitForJob', markerWaitSince);
+  stamp(worker, 'moveToActive', fetchSince);
+}
+
+function stamp(worker: object, method: string, since: WeakMap<object, number>): void {
+  const w = worker as Record<string, unknown>;
+  const original = w[method];
+  if (typeof original !== 'function') return;
+  const call = original as (...args: unknown[]) => Promise<unknown>;
+  w[method] = function (this: unknown, ...args: unknown[]) {
+    since.set(worker, Date.now());
+    return call.apply(this, args).finally(() => since.delete(worker));
+  };
+}
+
+/** Where a BullMQ worker's fetch loop stands (read from its private fields), for the log of a loop found stopped. */
+export interface FetchLoopState {
+  /**
+   * How long its current wait on the queue's marker has lasted (the blocking BZPOPMIN, and the reset of the blocking
+   * connection BullMQ's watchdog starts when the command outlives its timeout); undefined when not waiting. A live
+   * loop's wait ends within the block timeout (at most 10 s) plus the watchdog's 1 s.
+   */
+  markerWaitMs: number | undefined;
+  /** How long its current fetch (moveToActive, one script on the main connection) has lasted; undefined: none. */
+  fetchMs: number | undefined;
+  drained: boolean;
+  blockUntil: number;
+  running: boolean;
+  closing: boolean;
+  /** Fetches and jobs its loop holds (BullMQ's AsyncFifoQueue). */
+  inLoop: number | undefined;
+  /** The status of its blocking connection's client (ioredis: ready, connect, reconnecting, end...). */
+  blockingStatus: string | undefined;
+}
+
+/**
+ * A worker's fetch loop state. Best effort: fields a BullMQ upgrade renames read as undefined or false, and the log
+ * that carries it says less, nothing breaks.
+ */
+export function fetchLoopState(worker: object, now = Date.now()): FetchLoopState {
+  const w = worker as {
+    drained?: boolean;
+    blockUntil?: number;
+    running?: boolean;
+    closing?: unknown;
+    mainLoopQueue?: { numTotal?: () => number } | null;
+    backend?: { blockingConnection?: { _client?: { status?: string } } };
+  };
+  const age = (since: WeakMap<object, number>) => (since.has(worker) ? now - since.get(worker)! : undefined);
+  return {
+    markerWaitMs: age(markerWaitSince),
+    fetchMs: age(fetchSince),
+    drained: w.drained === true,
+    blockUntil: w.blockUntil ?? 0,
+    running: w.running === true,
+    closing: Boolean(w.closing),
+    inLoop: w.mainLoopQueue?.numTotal?.(),
+    blockingStatus: w.backend?.blockingConnection?._client?.status,
+  };
+}

@@ -15,9 +15,9 @@ export enum ScriptCode {
   AlreadyDecided = -15,
   TenantBudgetExceeded = -16,
   CancelRequested = -17,
-  /** retryRun-15.lua: a budget of the run leaves no room (the retry would stop again at once). */
+  /** retryRun-16.lua: a budget of the run leaves no room (the retry would stop again at once). */
   BudgetExhausted = -18,
-  /** retryRun-15.lua: an action of the run waits for a person (human queue or approval). */
+  /** retryRun-16.lua: an action of the run waits for a person (human queue or approval). */
   ActionWaiting = -19,
   NotVersionParked = -20,
   VersionChanged = -21,

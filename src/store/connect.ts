@@ -1,15 +1,28 @@
 /**
- * Redis connections: a single server (REDIS_URL) or Redis Cluster
+ * Redis connections: a single server (REDIS_URL), Redis Sentinel (REDIS_SENTINELS) or Redis Cluster
  * (REDIS_CLUSTER_NODES). BullMQ needs maxRetriesPerRequest=null on the
  * connections it blocks on; we use the same setting everywhere so a Redis
  * restart stalls callers instead of failing them.
  */
-import { Cluster, Redis } from 'ioredis';
+import { type ChainableCommander, Cluster, Redis, SentinelConnector } from 'ioredis';
 import { type Config } from '../config/config.js';
 import { ConfigError, TerminalError } from '../core/errors.js';
 import { resultWithin } from '../core/timeout.js';
 
 export type RedisClient = Redis | Cluster;
+
+/**
+ * The replies of a MULTI's commands, in order: throws when the transaction was aborted (`what` names the read) or a
+ * command failed, so a caller reads replies that are all there.
+ */
+export async function transactionReplies(tx: ChainableCommander, what: string): Promise<unknown[]> {
+  const res = await tx.exec();
+  if (!res) throw new Error(`${what} was aborted`);
+  return res.map(([err, reply]) => {
+    if (err) throw err;
+    return reply;
+  });
+}
 
 export interface RedisTarget {
   url?: string;
@@ -108,6 +121,29 @@ export function reconnectOnReadonly(err: Error): 2 | false {
   return err.message.startsWith('READONLY') ? 2 : false;
 }
 
+/**
+ * ioredis's Sentinel connector, with the failover detector of a connection retired when the next connection attempt
+ * begins. Why: the detector (subscribed to `+switch-master` on the sentinels) outlives the connection it watches, and
+ * when a failover is announced while the client is reconnecting, asking a sentinel where the master is, the old
+ * detector disconnects the connector mid-question; ioredis then rejects its own reconnection (`Connection is closed`)
+ * and ends the client for good, so every later command of the process fails. A reconnection asks the sentinels anyway:
+ * the old detector has nothing left to do. ioredis has no hook for this; its detector field is private, hence the
+ * cast. `Connector` is an ioredis option, so every duplicate of the client (BullMQ's connections) has it too.
+ */
+class FailoverSafeSentinelConnector extends SentinelConnector {
+  // ioredis constructs a `Connector` with the client's options, typed unknown there.
+  constructor(options: unknown) {
+    super(options as ConstructorParameters<typeof SentinelConnector>[0]);
+  }
+
+  override connect(...args: Parameters<SentinelConnector['connect']>): ReturnType<SentinelConnector['connect']> {
+    const self = this as unknown as { failoverDetector: { cleanup(): void } | null };
+    self.failoverDetector?.cleanup();
+    self.failoverDetector = null;
+    return super.connect(...args);
+  }
+}
+
 export function createRedis(target: RedisTarget, name = 'agent'): RedisClient {
   if (target.clusterNodes && target.clusterNodes.length > 0) {
     return new Cluster(target.clusterNodes.map(hostPort), {
@@ -123,6 +159,7 @@ export function createRedis(target: RedisTarget, name = 'agent'): RedisClient {
       role: 'master',
       // Sentinel's +switch-master moves the client at once instead of after its next failed command.
       failoverDetector: true,
+      Connector: FailoverSafeSentinelConnector,
       ...(password ? { password } : {}),
       ...(sentinelPassword ? { sentinelPassword } : {}),
       maxRetriesPerRequest: null,
@@ -149,6 +186,19 @@ export function storeConnected(client: RedisClient): boolean {
  */
 export function storeEnded(client: RedisClient): boolean {
   return client.status === 'end';
+}
+
+/**
+ * How long the client has been without a connection it can send commands on (0 while it has one), from its events
+ * after this call: a stopping process tells a store that is restarting or failing over (seconds) from one that is gone.
+ */
+export function storeUnreachableFor(client: RedisClient, now: () => number = Date.now): () => number {
+  let since = storeConnected(client) ? undefined : now();
+  const lost = () => (since ??= now());
+  client.on('close', lost);
+  client.on('end', lost);
+  client.on('ready', () => (since = undefined));
+  return () => (storeConnected(client) ? 0 : now() - lost());
 }
 
 export interface RedisConfigReport {

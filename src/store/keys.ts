@@ -5,14 +5,19 @@
  * shard's BullMQ queue (`steps-{N}`), so every multi-key script and every
  * BullMQ operation of a run stays in one Redis Cluster slot.
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 
 export const QUEUE_BASENAME = 'steps';
 
+/**
+ * The hex sha256 of a key's text. One-shot (crypto.hash): a create names its run, subject, search terms and shard by
+ * several digests, and a Hash object per digest (createHash) cost about three times as much CPU as the digest itself.
+ */
+const sha256Hex = (text: string): string => hash('sha256', text, 'hex');
+
 /** Stable shard of a run: sha256(runId) mod shards. Never depends on the clock or the worker. */
 export function shardOf(runId: string, shards: number): number {
-  const h = createHash('sha256').update(runId).digest();
-  return h.readUInt32BE(0) % shards;
+  return hash('sha256', runId, 'buffer').readUInt32BE(0) % shards;
 }
 
 /** BullMQ queue of schedule ticks (job schedulers); its keys share the `{schedules}` tag. */
@@ -46,6 +51,12 @@ export interface RunKeys {
   budget: string;
   /** list: journal entries, appended one by one, never rewritten */
   journal: string;
+  /**
+   * string: an ended run's journal, packed (packJournal, src/core/journal.ts), the list gone; entries appended after
+   * it (an operator's action on the ended run) go to the list and follow it (src/store/runJournal.ts reads both).
+   * `<journal>-packed`: includes/expireRun.lua derives it from the journal key (change both together).
+   */
+  journalPacked: string;
   /** stream: run events for live views (SSE) */
   events: string;
   /**
@@ -123,6 +134,7 @@ export class KeySpace {
         run: base,
         budget: `${base}:budget`,
         journal: `${base}:journal`,
+        journalPacked: `${base}:journal-packed`,
         events: `${base}:events`,
         eventsPacked: `${base}:events-packed`,
         actions: `${base}:actions`,
@@ -256,7 +268,7 @@ export class KeySpace {
 
   /** string: Idempotency-Key header -> run id (own slot: keyed by tenant and key). */
   requestKey(tenant: string, key: string): string {
-    const digest = createHash('sha256').update(`${tenant}\u0000${key}`).digest('hex').slice(0, 32);
+    const digest = sha256Hex(`${tenant}\u0000${key}`).slice(0, 32);
     return `${this.prefix}:request-key:${digest}`;
   }
 
@@ -267,7 +279,7 @@ export class KeySpace {
    * tag: the delivery knows the tenant, agent and key, not the run.
    */
   eventKey(tenant: string, agent: string, key: string): string {
-    const digest = createHash('sha256').update(`${tenant}\u0000${agent}\u0000${key}`).digest('hex').slice(0, 32);
+    const digest = sha256Hex(`${tenant}\u0000${agent}\u0000${key}`).slice(0, 32);
     return `${this.prefix}:event:{${digest}}`;
   }
 
@@ -276,7 +288,7 @@ export class KeySpace {
    * retry is answered the same and delivers nothing again (deliverEvent-2.lua).
    */
   eventIdRecord(eventKey: string, eventId: string): string {
-    return `${eventKey}:id:${createHash('sha256').update(eventId).digest('hex').slice(0, 32)}`;
+    return `${eventKey}:id:${sha256Hex(eventId).slice(0, 32)}`;
   }
 
   /**
@@ -284,7 +296,7 @@ export class KeySpace {
    * keep ends), and `:bytes` beside it (string: their payload bytes); src/store/lua/reserveKept-2.lua caps both.
    */
   keptDeliveries(tenant: string): { set: string; bytes: string } {
-    const digest = createHash('sha256').update(tenant).digest('hex').slice(0, 32);
+    const digest = sha256Hex(tenant).slice(0, 32);
     const base = `${this.prefix}:kept:{${digest}}`;
     return { set: base, bytes: `${base}:bytes` };
   }
@@ -294,10 +306,7 @@ export class KeySpace {
    * by tenant, agent, hook and event). Scoped by hook: two hooks' senders number their events independently.
    */
   webhookEvent(tenant: string, agent: string, hook: string, eventId: string): string {
-    const digest = createHash('sha256')
-      .update(`${tenant}\u0000${agent}\u0000${hook}\u0000${eventId}`)
-      .digest('hex')
-      .slice(0, 32);
+    const digest = sha256Hex(`${tenant}\u0000${agent}\u0000${hook}\u0000${eventId}`).slice(0, 32);
     return `${this.prefix}:webhook-event:${digest}`;
   }
 
@@ -308,8 +317,10 @@ export class KeySpace {
    * script stays in one Cluster slot.
    */
   subjectLatest(tenant: string, agent: string, subjectKey: string): string {
-    const digest = createHash('sha256').update(`${tenant}\u0000${agent}\u0000${subjectKey}`).digest('hex').slice(0, 32);
-    return `${this.prefix}:${tagOf(subjectShard(tenant, agent, subjectKey, this.shards))}:subject:${digest}`;
+    // One digest names both the record and the subject's event-less run (runIdFor), whose shard is the home shard.
+    const digest = sha256Hex(`${tenant}\u0000${agent}\u0000${subjectKey}`);
+    const home = this.shardOf(`r_${digest.slice(0, 24)}`);
+    return `${this.prefix}:${tagOf(home)}:subject:${digest.slice(0, 32)}`;
   }
 
   /**
@@ -340,7 +351,7 @@ export class KeySpace {
    * (includes/searchIndex.lua).
    */
   searchIndex(shard: number, tenant: string, field: string, value: string): string {
-    const digest = createHash('sha256').update(`${tenant}\u0000${field}\u0000${value}`).digest('hex').slice(0, 32);
+    const digest = sha256Hex(`${tenant}\u0000${field}\u0000${value}`).slice(0, 32);
     return `${this.prefix}:${tagOf(shard)}:search:${digest}`;
   }
 
@@ -350,7 +361,7 @@ export class KeySpace {
   }
 
   /**
-   * Money spent (µ$) by model attempts (reserveSpend-1.lua, settleSpend-1.lua), all under one hash tag {spend} so
+   * Money spent (µ$) by model attempts (leaseSpend-1.lua, settleSpend-1.lua), all under one hash tag {spend} so
    * that the tenant's, the agent's and the fleet's counters are checked and taken in one script: `day` is
    * YYYY-MM-DD, `month` YYYY-MM (UTC).
    */
@@ -521,9 +532,7 @@ export function runIdForEvent(
 ): string {
   const home = subjectShard(tenant, agent, subjectKey, shards);
   for (let n = 0; n < shards * 64; n++) {
-    const digest = createHash('sha256')
-      .update(`${tenant}\u0000${agent}\u0000${subjectKey}\u0000event\u0000${eventKey}\u0000${n}`)
-      .digest('hex');
+    const digest = sha256Hex(`${tenant}\u0000${agent}\u0000${subjectKey}\u0000event\u0000${eventKey}\u0000${n}`);
     const id = `r_${digest.slice(0, 24)}`;
     if (shardOf(id, shards) === home) return id;
   }
@@ -533,6 +542,6 @@ export function runIdForEvent(
 
 /** Run id derived from the business identity of the intake: the same tenant, agent and intake key is the same run. */
 export function runIdFor(tenant: string, agent: string, intakeKey: string): string {
-  const digest = createHash('sha256').update(`${tenant}\u0000${agent}\u0000${intakeKey}`).digest('hex');
+  const digest = sha256Hex(`${tenant}\u0000${agent}\u0000${intakeKey}`);
   return `r_${digest.slice(0, 24)}`;
 }

@@ -1,11 +1,11 @@
 /**
  * An action's ledger history as stored: the moves appended to its list (`KeySpace.actionHistory`) by the ledger's
- * scripts, and, once the run has ended, the moves folded into the record's `history` field (foldHistory-2.lua, by
+ * scripts, and, once the run has ended, the moves folded into the record's `history` field (foldHistory-3.lua, by
  * src/runs/compact.ts), packed. A move made after the fold (an operator's compensation of an ended run) goes to the
  * list again: the history is the folded moves, then the list's. Every reader goes through readHistory.
  */
 import { deflateRawSync, inflateRawSync } from 'node:zlib';
-import type { RedisClient } from './connect.js';
+import { type RedisClient, transactionReplies } from './connect.js';
 import { InvariantError } from '../core/errors.js';
 
 /** The record field holding the folded moves. */
@@ -48,11 +48,14 @@ export function unfoldMoves(folded: string | null | undefined): string[] {
   }
 }
 
-/** Every move of an action (JSON each), oldest first: the folded ones, then the list's. */
+/**
+ * Every move of an action (JSON each), oldest first: the folded ones, then the list's. Both read in one MULTI: a fold
+ * (foldHistory's script) between two reads would show neither the folded moves nor the list it emptied.
+ */
 export async function readHistory(redis: RedisClient, actionKey: string, historyKey: string): Promise<string[]> {
-  const [folded, listed] = await Promise.all([
-    redis.hget(actionKey, FOLDED_HISTORY_FIELD),
-    redis.lrange(historyKey, 0, -1),
-  ]);
+  const [folded, listed] = (await transactionReplies(
+    redis.multi().hget(actionKey, FOLDED_HISTORY_FIELD).lrange(historyKey, 0, -1),
+    'ledger history read',
+  )) as [string | null, string[]];
   return [...unfoldMoves(folded), ...listed];
 }

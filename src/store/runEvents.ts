@@ -11,15 +11,15 @@
  * several. A position given back as a plain entry id means the whole entry was
  * seen; `<entry id>.<index>` means that event and those before it were.
  *
- * An ended run's stream is compacted (src/runs/compact.ts, compactRun-3.lua): its entries (ids and fields) are packed
+ * An ended run's stream is compacted (src/runs/compact.ts, compactRun-5.lua): its entries (ids and fields) are packed
  * and compressed into one string beside it (`RunKeys.eventsPacked`, packEntries) and the stream is trimmed to no
  * entry (it keeps its last id, so an event appended later, an operator's action on the ended run, follows them).
  * A stream costs Redis 7 a 4 KB listpack node however few its entries; the packed string costs its bytes. Readers
  * read both in one MULTI (readEventsAfter), packed entries first: every event keeps its id, its place and its
  * payload, and a Last-Event-ID from before the compaction resumes as it did.
  */
-import { deflateRawSync, inflateRawSync } from 'node:zlib';
-import type { RedisClient } from './connect.js';
+import { behindMarker, dictionaryCodec } from '../core/dictionaryCodec.js';
+import { type RedisClient, transactionReplies } from './connect.js';
 
 /** One run event as readers see it. */
 export interface RunEvent {
@@ -52,8 +52,8 @@ export type StreamFields = readonly (string | Buffer)[];
 export type StreamEntries = readonly (readonly [string | Buffer, StreamFields])[];
 
 /**
- * The packed value's first byte: the rest is the JSON of `[[entry id, [field, value, ...]], ...]`, raw deflate with
- * EVENTS_DICTIONARY. Another codec or dictionary takes another marker value, never this one.
+ * The packed value's first byte: the rest is the JSON of `[[entry id, [field, value, ...]], ...]`, compressed by
+ * EVENTS_CODEC. Another codec or dictionary takes another marker value, never this one.
  */
 const PACKED_MARKER = 0x01;
 
@@ -62,7 +62,7 @@ const PACKED_MARKER = 0x01;
  * a short stream finds its skeleton in the window. Changing it changes what PACKED_MARKER values mean: a new
  * dictionary is a new marker, never an edit of this one.
  */
-const EVENTS_DICTIONARY = Buffer.from(
+const EVENTS_CODEC = dictionaryCodec(
   '["type","operator_action","data","{\\"action\\":\\"cancel\\",\\"by\\":\\"\\"}"]' +
     '["type","text_delta","data","{\\"step\\":1,\\"text\\":\\"\\"}"]' +
     '["type","run_created","data","{\\"runId\\":\\"r_\\",\\"tenant\\":\\"\\"}"]]' +
@@ -72,28 +72,21 @@ const EVENTS_DICTIONARY = Buffer.from(
     '["type","step_started","data","{\\"step\\":1,\\"jobId\\":\\"r_.s1\\",\\"attempt\\":1,\\"startedAt\\":1,\\"worker\\":\\"worker:\\"}",' +
     '"type","decision","data","{\\"step\\":1,\\"tools\\":[\\"\\"],\\"final\\":false}",' +
     '"type","step_committed","data","{\\"step\\":1,\\"status\\":\\"running\\",\\"entries\\":2}"]]',
-  'utf8',
 );
-const DEFLATE_OPTIONS = { level: 6, windowBits: 12, memLevel: 4, dictionary: EVENTS_DICTIONARY } as const;
-const INFLATE_OPTIONS = { windowBits: 15, dictionary: EVENTS_DICTIONARY } as const;
 
 const text = (v: string | Buffer): string => (typeof v === 'string' ? v : v.toString('utf8'));
 
 /** Entries (ids and fields, oldest first) as one packed value. */
 export function packEntries(entries: StreamEntries): Buffer {
   const plain = Buffer.from(JSON.stringify(entries.map(([id, f]) => [text(id), f.map(text)])), 'utf8');
-  const packed = deflateRawSync(plain, DEFLATE_OPTIONS);
-  const out = Buffer.allocUnsafe(packed.length + 1);
-  out[0] = PACKED_MARKER;
-  packed.copy(out, 1);
-  return out;
+  return behindMarker(PACKED_MARKER, EVENTS_CODEC.deflate(plain));
 }
 
 /** The entries a packed value holds (none for an absent one), oldest first. */
 export function unpackEntries(packed: Buffer | null | undefined): [string, string[]][] {
   if (!packed || packed.length === 0) return [];
   if (packed[0] !== PACKED_MARKER) throw new Error('packed run events have an unknown marker');
-  return JSON.parse(inflateRawSync(packed.subarray(1), INFLATE_OPTIONS).toString('utf8')) as [string, string[]][];
+  return JSON.parse(EVENTS_CODEC.inflate(packed.subarray(1)).toString('utf8')) as [string, string[]][];
 }
 
 /**
@@ -109,11 +102,10 @@ export async function readEventsAfter(
 ): Promise<{ events: RunEvent[]; entries: number }> {
   // Inside an entry, the entry itself is read again (inclusive start) for the events after the position.
   const start = after.index === Infinity ? `(${after.entry}` : after.entry;
-  const res = await redis.multi().getBuffer(k.eventsPacked).xrange(k.events, start, '+', 'COUNT', count).exec();
-  if (!res) throw new Error('run events read was aborted');
-  for (const [err] of res) if (err) throw err;
-  const packed = res[0]![1] as Buffer | null;
-  const page = res[1]![1] as [string, string[]][];
+  const [packed, page] = (await transactionReplies(
+    redis.multi().getBuffer(k.eventsPacked).xrange(k.events, start, '+', 'COUNT', count),
+    'run events read',
+  )) as [Buffer | null, [string, string[]][]];
   const events = decodeEntries([...unpackEntries(packed), ...page]).filter((e) => isAfter(e, after));
   return { events, entries: page.length };
 }

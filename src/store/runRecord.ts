@@ -7,7 +7,7 @@
  *
  * Reading a field no run ever has is a type error, and a status is a `RunStatus`, never a bare string.
  */
-import { deflateRawSync, inflateRawSync } from 'node:zlib';
+import { dictionaryCodec } from '../core/dictionaryCodec.js';
 import type { RedisClient } from './connect.js';
 import type { KeySpace } from './keys.js';
 import { InvariantError } from '../core/errors.js';
@@ -32,17 +32,16 @@ const status: Decode<RunStatus> = (raw) => {
 };
 
 /**
- * A packed spec's first character: the rest is base64 of the spec's JSON, raw deflate with SPEC_DICTIONARY. A spec's
+ * A packed spec's first character: the rest is base64 of the spec's JSON, compressed by SPEC_CODEC. A spec's
  * JSON starts with `{`, so a spec written as JSON reads as it always did. Base64, not bytes: every reader of the run
  * hash reads strings. Another codec or dictionary takes another marker, never this one.
  */
 const SPEC_MARKER = '~';
 /** The spec's own field names (nothing an agent names): a short spec finds its skeleton in the window. */
-const SPEC_DICTIONARY = Buffer.from(
+const SPEC_CODEC = dictionaryCodec(
   '{"v":2,"runId":"r_","tenant":"","agent":"","key":"","input":{"id":"","subject":"","body":"","customer":{"email":"","name":""}},' +
     '"model":"","modelId":"","agentVersion":"","toolsHash":"","limits":{"maxSteps":20,"maxTokens":100000,"maxWallMs":900000,' +
     '"deadlineAt":1},"createdAt":1,"search":{}}',
-  'utf8',
 );
 
 /**
@@ -51,9 +50,7 @@ const SPEC_DICTIONARY = Buffer.from(
  */
 export function packSpec(json: string): string {
   if (json.startsWith(SPEC_MARKER)) return json;
-  const packed =
-    SPEC_MARKER +
-    deflateRawSync(json, { level: 6, windowBits: 12, memLevel: 4, dictionary: SPEC_DICTIONARY }).toString('base64');
+  const packed = SPEC_MARKER + SPEC_CODEC.deflate(json).toString('base64');
   return packed.length < Buffer.byteLength(json) ? packed : json;
 }
 
@@ -61,10 +58,7 @@ export function packSpec(json: string): string {
 export function unpackSpec(raw: string): string {
   if (!raw.startsWith(SPEC_MARKER)) return raw;
   try {
-    return inflateRawSync(Buffer.from(raw.slice(1), 'base64'), {
-      windowBits: 15,
-      dictionary: SPEC_DICTIONARY,
-    }).toString('utf8');
+    return SPEC_CODEC.inflate(Buffer.from(raw.slice(1), 'base64')).toString('utf8');
   } catch (err) {
     throw new InvariantError('invariant', 'run_spec_unreadable: a packed spec does not inflate', {}, { cause: err });
   }
@@ -96,6 +90,8 @@ const RUN_FIELDS = {
   decisionIndex: count,
   /** The run's current step job: only that job may commit. */
   jobId: text,
+  /** How often the stuck-run sweep re-created a running run's lost step job (src/runs/stuckRuns.ts bounds it). */
+  jobRecreations: count,
   /** The immutable run spec, JSON (src/runs/spec.ts parses it); an ended run's may be stored packed (packSpec). */
   spec,
   cancelRequested: flag,
@@ -137,7 +133,7 @@ const BUDGET_FIELDS = {
   tokensUsed: count,
   /** Absent in a budget hash written before the context was counted: the step's usage then leaves it out. */
   contextBytes: (raw: string | null) => (raw === null ? undefined : count(raw)),
-  /** Operator retries that extended the limits (retryRun-15.lua). */
+  /** Operator retries that extended the limits (retryRun-16.lua). */
   extensions: count,
   /** The run's money budget in µ$ (absent or 0: none; src/core/prices.ts). */
   maxCost: count,
@@ -184,6 +180,29 @@ export async function readRun<F extends RunField>(
 ): Promise<Pick<RunRecord, F | 'status'> | undefined> {
   const values = await redis.hmget(keys.run(runId).run, ...runFieldsToRead(fields));
   return decodeRun(fields, values);
+}
+
+/**
+ * What an ended run's compaction fences on (src/runs/compact.ts), read in its MULTI beside the events and the
+ * journal: the status, when the run ended, whether it was erased, and the spec as stored (packed or JSON), since
+ * the fence hashes the stored bytes, not the spec they decode to.
+ */
+export const ENDED_RUN_FIELDS = ['status', 'finishedAt', 'erasedAt', 'spec'] as const;
+
+/** The values of an HMGET of ENDED_RUN_FIELDS; the status undefined when the run does not exist. */
+export function decodeEndedRun(values: readonly (string | null)[]): {
+  status: RunStatus | undefined;
+  finishedAt: number;
+  erasedAt: string | undefined;
+  storedSpec: string | undefined;
+} {
+  const [rawStatus, finishedAt, erasedAt, storedSpec] = values;
+  return {
+    status: rawStatus === null || rawStatus === undefined ? undefined : status(rawStatus),
+    finishedAt: RUN_FIELDS.finishedAt(finishedAt ?? null),
+    erasedAt: RUN_FIELDS.erasedAt(erasedAt ?? null),
+    storedSpec: storedSpec === null || storedSpec === undefined || storedSpec === '' ? undefined : storedSpec,
+  };
 }
 
 /** A run's status, or undefined when the run does not exist. */

@@ -8,10 +8,15 @@
  *
  * So every FETCH_STALL_MS / 2 the watch asks, for each shard whose worker has not started a job for FETCH_STALL_MS
  * and holds fewer jobs than its concurrency (a busy worker is not a stopped one), whether its queue has jobs ready
- * (in `wait`, or due in `delayed`). If so the loop has stopped: the shard's BullMQ worker is replaced by a new one
- * (`fetch_loop_restarted`, `agent_fetch_loop_restarts_total`). The old one is closed without waiting: the jobs it
- * still holds finish or stall and are delivered again, fenced like any redelivery. An idle shard (nothing ready)
- * counts as fetching.
+ * (in `wait` or `prioritized`, or due in `delayed`). If so the loop has stopped: the shard's BullMQ worker is replaced
+ * by a new one (`fetch_loop_restarted`, `agent_fetch_loop_restarts_total`, with where the old loop stood). The old one
+ * is closed without waiting: the jobs it still holds finish or stall and are delivered again, fenced like any
+ * redelivery. An idle shard (nothing ready) counts as fetching.
+ *
+ * `prioritized` counts because flow control's step order (src/flow/stepPriority.ts, on by default) puts every step
+ * job there, not in `wait`. Counting only `wait`, the watch took a stopped shard under flow control for an idle one:
+ * the Cluster failover campaign left runs holding their slot with their step 1 job prioritized, taken by no worker
+ * until their deadline (docs/failover.md).
  */
 import type { Logger } from 'pino';
 import type { RedisClient } from '../store/connect.js';
@@ -30,6 +35,8 @@ export interface FetchWatchDeps {
   heldOn(shard: number): number;
   /** Replaces the shard's BullMQ worker by a new one. */
   restart(shard: number): Promise<void>;
+  /** Where the shard's stopped loop stands (logged with its restart: what a post-mortem of the stop starts from). */
+  loopState?(shard: number): unknown;
 }
 
 export class FetchWatch {
@@ -77,7 +84,12 @@ export class FetchWatch {
       }
       this.d.metrics.fetchLoopRestarts.inc();
       this.d.log.warn(
-        { code: 'fetch_loop_restarted', shard, idleMs: now - this.lastFetch.get(shard)! },
+        {
+          code: 'fetch_loop_restarted',
+          shard,
+          idleMs: now - this.lastFetch.get(shard)!,
+          loop: this.d.loopState?.(shard),
+        },
         "shard's worker fetched nothing while jobs were ready: replaced by a new one",
       );
       this.fetched(shard, now);
@@ -85,13 +97,18 @@ export class FetchWatch {
     }
   }
 
-  /** Whether the shard's queue has a job to fetch: one waiting, or a delayed one due (BullMQ scores ms x 4096). */
+  /**
+   * Whether the shard's queue has a job to fetch, wherever BullMQ's fetch (moveToActive) takes one from: the wait
+   * list, the prioritized set (every step job under flow control's step order, src/flow/stepPriority.ts), or a
+   * delayed job that is due (BullMQ scores ms x 4096).
+   */
   private async ready(shard: number, now: number): Promise<boolean> {
     const prefix = this.d.keys.queueKeyPrefix(shard);
-    const [waiting, due] = await Promise.all([
+    const [waiting, prioritized, due] = await Promise.all([
       this.d.redis.llen(`${prefix}wait`),
+      this.d.redis.zcard(`${prefix}prioritized`),
       this.d.redis.zcount(`${prefix}delayed`, 0, now * 4096),
     ]);
-    return waiting > 0 || due > 0;
+    return waiting > 0 || prioritized > 0 || due > 0;
   }
 }

@@ -13,7 +13,7 @@ import { setMaxListeners } from 'node:events';
 import { UnrecoverableError, Worker, WaitingError, type Job } from 'bullmq';
 import type { EngineContext } from '../runs/engineContext.js';
 import { RunSpecCache } from '../runs/store.js';
-import { wakeAnotherWorker } from '../store/bullmqInternals.js';
+import { fetchLoopState, timeFetches, wakeAnotherWorker } from '../store/bullmqInternals.js';
 import { InvalidStepInput, InvariantError } from '../core/errors.js';
 import { settledWithin } from '../core/timeout.js';
 import { settleFailedJob } from '../runs/stuckRuns.js';
@@ -114,6 +114,7 @@ export class FleetWorker {
         concurrency: cfg.WORKER_CONCURRENCY,
         heldOn: (shard) => [...this.held].filter((id) => this.shardOfJob(id) === shard).length,
         restart: (shard) => this.restartShard(shard),
+        loopState: (shard) => fetchLoopState(this.workers[this.shards.indexOf(shard)]!),
       },
       shards,
     );
@@ -137,6 +138,8 @@ export class FleetWorker {
       maxStalledCount: cfg.MAX_STALLED_COUNT,
       autorun: false,
     });
+    // How long a stopped loop has waited on its marker or its fetch, in the fetch watch's restart log.
+    timeFetches(worker);
     worker.on('error', (err) => ctx.log.warn({ code: 'worker_error', err }, 'worker error'));
     worker.on('stalled', () => ctx.metrics.stallRecoveries.inc());
     worker.on('active', () => this.fetchWatch?.fetched(shard));

@@ -19,6 +19,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { freePort } from '../../testkit/embeddedRedis.js';
 import { redisUrl, uniquePrefix } from '../../testkit/harness.js';
+import { until } from '../../testkit/until.js';
 
  
 type Obj = Record<string, any>;
@@ -130,14 +131,13 @@ function start(command: string[], env: Record<string, string>): Started {
 
 /** Polls the URL until it answers 200, the process exits, or the deadline passes. */
 async function waitHealthy(url: string, p: Started, deadlineMs: number): Promise<void> {
-  const deadline = Date.now() + deadlineMs;
-  for (;;) {
+  const answered = async () => {
     if (p.child.exitCode !== null) throw new Error(`exited ${p.child.exitCode} before ${url} answered:\n${p.out.join('')}`);
-    if (Date.now() > deadline) throw new Error(`${url} did not answer 200:\n${p.out.join('')}`);
-    const ok = await fetch(url).then((r) => r.ok, () => false);
-    if (ok) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
+    return fetch(url).then((r) => r.ok, () => false);
+  };
+  await until(`${url} answering 200`, deadlineMs, answered, 100).catch((e: Error) => {
+    throw p.child.exitCode === null ? new Error(`${url} did not answer 200:\n${p.out.join('')}`) : e;
+  });
 }
 
 describe('production image', () => {

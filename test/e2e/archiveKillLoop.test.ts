@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { createHarness, producerAuth, type Harness } from '../../testkit/harness.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../testkit/embeddedPostgres.js';
-import { spawnReconciler, type SpawnedProcess } from '../../testkit/processes.js';
+import { killSpawned, spawnReconciler, type SpawnedProcess } from '../../testkit/processes.js';
 import { readStatuses } from '../../src/store/runRecord.js';
 import { isTerminal } from '../../src/core/status.js';
 import { until } from '../../testkit/until.js';
@@ -50,7 +50,7 @@ beforeAll(async () => {
   archive.on('error', () => {}); // the restart drops idle connections
 }, 120_000);
 afterAll(async () => {
-  for (const r of reconcilers) if (r.child.exitCode === null) r.child.kill('SIGKILL');
+  await killSpawned();
   await archive?.end().catch(() => {});
   await h?.close();
   await db?.stop();
@@ -117,7 +117,7 @@ describe('the archive under a kill loop', () => {
     const producer = (async () => {
       for (let i = 0; i < RUNS; i++) {
         runIds.push(await startRun(i));
-        await sleep(CHAOS_MS / RUNS / 2);
+        await sleep(CHAOS_MS / RUNS / 2); // the arrivals' schedule: through the first half of the loop
       }
     })();
 
@@ -131,13 +131,14 @@ describe('the archive under a kill loop', () => {
           samples++;
           for (const id of withTtl) if (!rows.has(id)) expiredWithoutRow.add(id);
         }
-        await sleep(100);
+        await sleep(100); // the sampler's period, while the loop runs
       }
     })();
 
     // SIGKILL a random archiver (reconciler process) every so often and start another one.
     const killer = (async () => {
       while (Date.now() - started < CHAOS_MS) {
+        // The kill loop's pace: the behaviour under test.
         await sleep(KILL_EVERY_MS[0] + Math.random() * (KILL_EVERY_MS[1] - KILL_EVERY_MS[0]));
         const live = [...reconcilers].filter((r) => r.child.exitCode === null);
         const victim = live[Math.floor(Math.random() * live.length)];
@@ -149,7 +150,7 @@ describe('the archive under a kill loop', () => {
     })();
 
     // PostgreSQL restarted once, midway, while archivers copy.
-    await sleep(CHAOS_MS / 2);
+    await sleep(CHAOS_MS / 2); // the restart's place in the loop's schedule
     await db.restart();
     await Promise.all([producer, killer]);
     await Promise.all(starting);

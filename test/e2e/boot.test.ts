@@ -14,6 +14,7 @@ import { Redis } from 'ioredis';
 import { freePort, startEmbeddedRedis } from '../../testkit/embeddedRedis.js';
 import { redisUrl, uniquePrefix } from '../../testkit/harness.js';
 import { spawnWorker } from '../../testkit/processes.js';
+import { until } from '../../testkit/until.js';
 
 interface Exit {
   code: number | null;
@@ -177,18 +178,19 @@ describe('a process that cannot boot', () => {
         REDIS_BOOT_TIMEOUT_MS: String(BOOT_DEADLINE_MS),
       });
       children.add(worker.child);
-      const workerConnected = async () => {
-        for (;;) {
-          const list = (await admin.client('LIST')) as string;
-          if (/ name=worker /.test(list)) return;
-          await new Promise((r) => setTimeout(r, 50));
-        }
-      };
+      const workerConnected = () =>
+        until(
+          'a worker connection',
+          30_000,
+          async () => / name=worker /.test((await admin.client('LIST')) as string),
+          50,
+        );
       try {
         await workerConnected();
         // Every connection drops, and Redis stays away longer than the boot deadline: were the deadline applied
         // after boot too, the worker would exit. Any worker connection on the new server is a reconnect.
         await redis.kill();
+        // The outage under test: longer than the boot deadline.
         await new Promise((r) => setTimeout(r, BOOT_DEADLINE_MS + 500));
         await redis.restart();
         await workerConnected();

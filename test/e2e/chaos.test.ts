@@ -5,8 +5,12 @@
  * with idempotency disabled against a key-ignoring service, the checker must
  * see duplicates.
  */
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
+import { killSpawned } from '../../testkit/processes.js';
 import { runCampaign } from './chaos/campaign.js';
+
+// A campaign cut short (its time limit) has not stopped its fleet: nothing it started outlives the test.
+afterEach(killSpawned);
 
 describe('chaos campaign', () => {
   it('keeps every invariant under kills, crash points, SIGTERMs and a Redis restart', async () => {

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { spawnWorker } from '../../testkit/processes.js';
 import { buildSpec } from '../../src/producer/intake.js';
+import { until } from '../../testkit/until.js';
 
 let h: Harness;
 beforeAll(async () => {
@@ -44,9 +45,7 @@ describe('failed attempts of a step handed back at SIGTERM', () => {
       RETRY_MAX_MS: '1500',
     });
     const retries = () => w.lines.filter((l) => l.includes('"code":"model_retry"')).length;
-    const deadline = Date.now() + 20_000;
-    while (retries() < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-    expect(retries()).toBeGreaterThanOrEqual(2);
+    await until('two model retries', 20_000, () => retries() >= 2, 10);
     w.child.kill('SIGTERM');
     expect((await w.exited).code).toBe(0);
     expect(w.lines.some((l) => l.includes('"code":"sigterm_handoff"'))).toBe(true);

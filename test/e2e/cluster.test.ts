@@ -1,7 +1,7 @@
 /**
  * The fleet on a real Redis Cluster (3 masters): runs spread over 6 shards
  * (hash-tagged queues and run keys), a worker SIGKILLed mid-run, invariants checked;
- * the money counters' scripts on their own slot.
+ * the money counters' scripts (leases and batched settlements) on their own slot.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startLocalCluster, type LocalCluster } from '../../testkit/cluster.js';
@@ -68,7 +68,7 @@ describe.skipIf(!redisServerOnPath())('Redis Cluster', () => {
     }
   }, 180_000);
 
-  it('money: reservations and batched settlements reach the {spend} slot, a limit refuses there', async () => {
+  it('money: leases and batched settlements reach the {spend} slot, a limit refuses there', async () => {
     const spend = new SpendBudget(h.ctx.redis, h.ctx.keys, {
       MODEL_PRICES: [],
       TENANT_DAILY_COST: 5000,
@@ -76,6 +76,7 @@ describe.skipIf(!redisServerOnPath())('Redis Cluster', () => {
       AGENT_DAILY_COST: 4000,
       FLEET_MONTHLY_COST: 0,
       SPEND_FLUSH_MS: 600_000,
+      SPEND_LEASE_ATTEMPTS: 16,
     });
     const scope = { tenant: 'cl-money', agent: 'support', provider: 'p', model: 'm' };
     const now = Date.parse('2030-04-01T08:00:00Z');
@@ -91,5 +92,21 @@ describe.skipIf(!redisServerOnPath())('Redis Cluster', () => {
       stop: { kind: 'tenant_cost', reason: 'cost: support (agent today) used 700 + estimate 3500 > 4000 µ$' },
     });
     expect(await h.ctx.redis.get(k.tenantDay)).toBe('700');
+    // Far from a limit a lease holds several attempts' estimates; the stop gives its rest back there.
+    const leased = new SpendBudget(h.ctx.redis, h.ctx.keys, {
+      MODEL_PRICES: [],
+      TENANT_DAILY_COST: 1_000_000_000,
+      TENANT_MONTHLY_COST: 0,
+      AGENT_DAILY_COST: 0,
+      FLEET_MONTHLY_COST: 0,
+      SPEND_FLUSH_MS: 600_000,
+      SPEND_LEASE_ATTEMPTS: 16,
+    });
+    const far = { ...scope, tenant: 'cl-lease' };
+    const day = h.ctx.keys.spend('cl-lease', 'support', '2030-04-01', '2030-04').tenantDay;
+    for (let i = 0; i < 3; i++) expect('hold' in (await leased.reserve(far, 1000, now))).toBe(true);
+    expect(await h.ctx.redis.get(day)).toBe('16000');
+    await leased.close();
+    expect(await h.ctx.redis.get(day)).toBe('3000');
   });
 });

@@ -70,7 +70,7 @@ describe.skipIf(!redisServerOnPath())('flow control on Redis Cluster', () => {
           const n = statuses.filter((s, i) => s === 'running' && runs[i]!.tenant === tenant).length;
           most[tenant] = Math.max(most[tenant] ?? 0, n);
         }
-        await new Promise((r) => setTimeout(r, 10));
+        await new Promise((r) => setTimeout(r, 10)); // the sampler's period, until the runs end
       }
     })();
     await h.startWorker();

@@ -11,6 +11,7 @@ import { createHarness, type Harness } from '../../testkit/harness.js';
 import { nodeForKey } from '../../src/store/connect.js';
 import { ownerOfToken } from '../../src/store/bullmqInternals.js';
 import { ownerOfConnection } from '../../src/store/owners.js';
+import { until } from '../../testkit/until.js';
 
 let cluster: LocalCluster;
 let h: Harness;
@@ -50,8 +51,8 @@ describe('owner watch on Redis Cluster', () => {
     expect(await h.ctx.redis.lrange(k.active, 0, -1)).toEqual(['held']);
 
     owner.disconnect();
-    while (String(await node.client('LIST', 'ID', String(clientId))).includes(`id=${clientId} `))
-      await new Promise((r) => setTimeout(r, 10));
+    const gone = async () => !String(await node.client('LIST', 'ID', String(clientId))).includes(`id=${clientId} `);
+    await until(`connection ${clientId} gone from the node`, 10_000, gone, 10);
     await fleet.ownerWatch.tick();
     expect(await h.ctx.redis.lrange(k.wait, 0, -1)).toEqual(['held']);
     expect(await h.ctx.redis.exists(h.ctx.keys.jobLock(shard, 'held'))).toBe(0);

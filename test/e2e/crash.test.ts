@@ -11,6 +11,7 @@ import { Reconciler } from '../../src/ledger/reconciler.js';
 import { type ScriptedProvider } from '../../src/models/scripted.js';
 import type { Script } from '../../src/models/scriptedTurns.js';
 import { read, final, email, ticket } from '../../testkit/turns.js';
+import { until } from '../../testkit/until.js';
 
 let h: Harness;
 beforeEach(async () => {
@@ -83,7 +84,7 @@ describe('crash recovery with real SIGKILL', () => {
     expect(before?.state).toBe('dispatched');
     // Wait for the dead worker's job lock to expire, then sweep.
     const lockKey = h.ctx.keys.jobLock(h.ctx.keys.shardOf(runId), `${runId}.s2`);
-    while ((await h.ctx.redis.exists(lockKey)) === 1) await new Promise((r) => setTimeout(r, 50));
+    await until("the dead worker's lock lapsed", 30_000, async () => (await h.ctx.redis.exists(lockKey)) === 0, 50);
     const report = await new Reconciler(h.ctx, 'reconciler:test').sweep();
     expect(report.outcomes.confirmed).toBe(1);
     const [after] = await ledger.listForRun(runId);

@@ -13,6 +13,7 @@ import { Ledger } from '../../src/ledger/ledger.js';
 import type { Script } from '../../src/models/scriptedTurns.js';
 import { read, final, email, emailTurn } from '../../testkit/turns.js';
 import { DEFLATE_MARKER } from '../../src/core/journal.js';
+import { until } from '../../testkit/until.js';
 
 let h: Harness;
 beforeEach(async () => {
@@ -87,11 +88,8 @@ describe('named crash points (real SIGKILL at the instant named)', () => {
     const runId = await createRun('CP-grace');
     const victim = await spawnWorker(victimEnv({ CRASH_POINTS: 'during_grace', SHUTDOWN_GRACE_MS: '10000' }));
     const ledger = new Ledger(h.ctx.redis, h.ctx.keys);
-    const deadline = Date.now() + 20_000;
-    while (!(await ledger.listForRun(runId)).some((a) => a.state === 'dispatched')) {
-      if (Date.now() > deadline) throw new Error('email never dispatched');
-      await new Promise((r) => setTimeout(r, 10));
-    }
+    const dispatched = async () => (await ledger.listForRun(runId)).some((a) => a.state === 'dispatched');
+    await until('the email dispatched', 20_000, dispatched, 10);
     victim.child.kill('SIGTERM');
     expect((await victim.exited).signal).toBe('SIGKILL');
     h.sandbox.clearFaults();

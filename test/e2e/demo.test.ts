@@ -9,7 +9,7 @@
  * SIGINT forces it, and the Redis temp dir never stays behind (a SIGKILLed demo's is removed by the next start).
  */
 import type { ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -44,14 +44,14 @@ function startDemo(env: Record<string, string | undefined> = {}): Demo {
 }
 
 async function waitFor(demo: Demo, pattern: RegExp, timeoutMs: number): Promise<RegExpMatchArray> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const m = demo.out().match(pattern);
-    if (m) return m;
-    if (demo.child.exitCode !== null) throw new Error(`demo exited ${demo.child.exitCode}:\n${demo.out()}`);
-    if (Date.now() > deadline) throw new Error(`no ${pattern} from the demo:\n${demo.out()}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  const seen = () => demo.out().match(pattern);
+  await until(`${pattern} or the demo's exit`, timeoutMs, () => seen() ?? demo.child.exitCode !== null, 100).catch(
+    () => {},
+  );
+  const m = seen();
+  if (m) return m;
+  if (demo.child.exitCode !== null) throw new Error(`demo exited ${demo.child.exitCode}:\n${demo.out()}`);
+  throw new Error(`no ${pattern} from the demo:\n${demo.out()}`);
 }
 
 /**
@@ -93,11 +93,27 @@ async function exitWithin(demo: Demo, ms: number): Promise<number | null | 'time
   }
 }
 
+/** A process's children (pid and command line), from /proc. */
+function childrenOf(parent: number): { pid: number; args: string }[] {
+  const found: { pid: number; args: string }[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      // The command name is in parentheses and may hold spaces: the parent pid is the second field after it.
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid !== parent) continue;
+      found.push({ pid: Number(entry), args: readFileSync(`/proc/${entry}/cmdline`, 'utf8').replaceAll('\0', ' ') });
+    } catch {
+      // Gone between the listing and the read.
+    }
+  }
+  return found;
+}
+
 /** Waits until a killed process is reaped (a SIGKILLed Redis goes within milliseconds). */
 async function gone(pid: number, ms = 2000): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  while (alive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
-  return !alive(pid);
+  return until(`process ${pid} gone`, ms, () => !alive(pid), 25).catch(() => false);
 }
 
 const redises: { dir: string; pid: number }[] = [];
@@ -228,6 +244,37 @@ describe.skipIf(!redisServerOnPath())('npm start', () => {
       expect(existsSync(r.dir)).toBe(false);
       expect(await gone(r.pid)).toBe(true);
     }
+  }, 120_000);
+
+  it('a group signal that kills the workers before the demo hears it is still a clean stop (exit 0)', async () => {
+    // A worker still loading its modules dies of the group's SIGINT; its death can be reported before the demo's own
+    // SIGINT is handled (the signals land on different threads). Planted with SIGHUP (a terminal's hang-up, sent to
+    // the group like Ctrl-C; the worker never handles it): the workers first, the demo a moment later.
+    const d = startDemo();
+    redises.push(await redisOf(d));
+    const workerPids = await until('both worker processes', 30_000, () => {
+      const pids = childrenOf(d.child.pid!)
+        .filter((c) => /server\/worker/.test(c.args))
+        .map((c) => c.pid);
+      return pids.length === 2 ? pids : undefined;
+    });
+    for (const pid of workerPids) process.kill(pid, 'SIGHUP');
+    await until('the workers gone', 5000, () => workerPids.every((pid) => !alive(pid)), 10);
+    interrupt(d, 'SIGHUP');
+    expect(await exitWithin(d, 7000), d.out()).toBe(0);
+    expect(d.out()).not.toMatch(/a worker process exited/);
+  }, 120_000);
+
+  it('a worker killed on its own (SIGKILL) stops the demo at once, exit 1, naming the signal', async () => {
+    const d = startDemo();
+    redises.push(await redisOf(d));
+    const [worker] = await until('a worker process', 30_000, () => {
+      const pids = childrenOf(d.child.pid!).filter((c) => /server\/worker/.test(c.args));
+      return pids.length > 0 ? pids : undefined;
+    });
+    process.kill(worker!.pid, 'SIGKILL');
+    expect(await exitWithin(d, 7000), d.out()).toBe(1);
+    expect(d.out()).toMatch(/a worker process exited \(SIGKILL\): stopping/);
   }, 120_000);
 
   it('a SIGKILLed demo leaves neither its Redis nor its temp dir (its reaper), and the next one goes on Ctrl-C', async () => {

@@ -17,7 +17,7 @@ import { Reconciler } from '../../src/ledger/reconciler.js';
 import { deliver } from '../../src/producer/events.js';
 import { startRun } from '../../src/producer/intake.js';
 import { createHarness, type Harness } from '../../testkit/harness.js';
-import { killAll, spawnWorker, type WorkerProcess } from '../../testkit/processes.js';
+import { killSpawned, spawnWorker, type WorkerProcess } from '../../testkit/processes.js';
 import { readRunEvents } from '../../testkit/runEvents.js';
 import { until } from '../../testkit/until.js';
 import { sampleAtWork } from '../fixtures/flowAtWork.js';
@@ -38,7 +38,7 @@ const workers = new Set<WorkerProcess>();
 afterEach(async () => {
   await reconciler?.stop();
   reconciler = undefined;
-  killAll([...workers]);
+  await killSpawned(); // replacements still starting too
   workers.clear();
   await h?.close();
   h = undefined;
@@ -78,7 +78,8 @@ describe('woken runs under flow control', () => {
     await harness.startWorker();
     let ranWithoutSlot = 0;
     let samples = 0;
-    for (;;) {
+    // Sampled until the run ends: each sample of it running without a slot counts.
+    await until(`run ${runId} ended`, 60_000, async () => {
       const [status, held] = ((await ctx.redis
         .multi()
         .hget(ctx.keys.run(runId).run, 'status')
@@ -86,9 +87,8 @@ describe('woken runs under flow control', () => {
         .exec()) ?? []) as [Error | null, unknown][];
       samples++;
       if (status?.[1] === 'running' && held?.[1] === 0) ranWithoutSlot++;
-      if (ENDED.includes(String(status?.[1]))) break;
-      await new Promise((r) => setTimeout(r, 20));
-    }
+      return ENDED.includes(String(status?.[1]));
+    });
     expect(await statusOf(harness, runId)).toBe('completed');
     const woke = (await readRunEvents(ctx, runId)).filter((e) => e.type === 'woke');
     expect(woke).toHaveLength(1);
@@ -174,13 +174,13 @@ describe('woken runs under flow control', () => {
               if (r.kind === 'resumed') delivered.add(i);
             }),
           );
-          await new Promise((r) => setTimeout(r, 1500));
+          await new Promise((r) => setTimeout(r, 1500)); // the deliveries' schedule: a batch every 1.5 s
         }
       })();
       let kills = 0;
       // At least CHAOS_MS, and on until 6 kills (a loaded machine boots replacements slowly), 45 s at most.
       while ((Date.now() < started + CHAOS_MS || kills < 6) && Date.now() < started + 45_000) {
-        await new Promise((r) => setTimeout(r, 1000 + Math.random() * 1500));
+        await new Promise((r) => setTimeout(r, 1000 + Math.random() * 1500)); // the kill loop's pace
         // One worker is left standing at least (replacements boot in the background, seconds on a loaded machine).
         const victim = workers.size >= 2 ? [...workers][Math.floor(Math.random() * workers.size)] : undefined;
         if (victim) {

@@ -47,8 +47,9 @@ async function lastStatusEntry(
   harness: Harness,
   runId: string,
 ): Promise<{ kind: string; status: string; reason: string } | undefined> {
-  const raw = await harness.ctx.redis.lindex(harness.ctx.keys.run(runId).journal, -1);
-  return raw ? JSON.parse(raw) : undefined;
+  // Through the store: an ended run's journal is packed (src/runs/compact.ts).
+  return (await harness.ctx.store.journalEntry(runId, -1)) as
+    { kind: string; status: string; reason: string } | undefined;
 }
 
 async function statusEvents(harness: Harness, runId: string): Promise<{ status: string; reason: string }[]> {

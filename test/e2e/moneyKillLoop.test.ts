@@ -1,16 +1,24 @@
 /**
  * A tenant's daily money limit under a kill loop: three worker processes, one SIGKILLed at random and replaced
  * every ~1.5 s while a dozen runs of one tenant spend past the day's limit (TENANT_DAILY_COST). Each model attempt
- * reserves its cost estimate in one script before the call (src/budget/spend.ts) and settles its real cost after,
- * in its worker's next batch; an attempt whose worker died, or whose settlement died unsent with it, keeps its
- * reservation (never less than what it cost). Checked afterwards from Redis:
+ * draws its cost estimate before the call from its worker's lease, counted on the day in one script
+ * (src/budget/spend.ts), and settles its real cost after, in its worker's next batch; an attempt whose worker died,
+ * or whose settlement died unsent with it, keeps its draw (never less than what it cost), and a dead worker's
+ * undrawn lease stays counted. Checked afterwards from Redis:
  * every run ended, the limit stopped some of them before their call (reason naming the cost), the tenant's day
  * never went past the limit (the estimate bounds each attempt's real cost here), and what the runs were charged
  * (their costUsed) is within the tenant's day. The loop is bounded: 20 s of kills, then a drain.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, producerAuth, sampleTicket, type Harness } from '../../testkit/harness.js';
-import { spawnApi, spawnWorker, type SpawnedProcess, type WorkerProcess } from '../../testkit/processes.js';
+import { until } from '../../testkit/until.js';
+import {
+  killSpawned,
+  spawnApi,
+  spawnWorker,
+  type SpawnedProcess,
+  type WorkerProcess,
+} from '../../testkit/processes.js';
 import { readBudget } from '../../src/store/runRecord.js';
 
 const RUNS = 12;
@@ -34,7 +42,7 @@ beforeAll(async () => {
   api = await spawnApi(h.env);
 }, 120_000);
 afterAll(async () => {
-  for (const w of [...workers, ...(api ? [api] : [])]) if (w.child.exitCode === null) w.child.kill('SIGKILL');
+  await killSpawned(); // replacements still starting too
   await h?.close();
 });
 
@@ -58,12 +66,12 @@ describe("a tenant's daily money limit under a kill loop", () => {
   it('holds across three workers SIGKILLed at random', async () => {
     await Promise.all([addWorker(), addWorker(), addWorker()]);
     const ids: string[] = [];
-    const until = Date.now() + CHAOS_MS;
+    const chaosEnd = Date.now() + CHAOS_MS;
     let kills = 0;
     let starting = 0;
-    for (let i = 0; Date.now() < until; i++) {
+    for (let i = 0; Date.now() < chaosEnd; i++) {
       if (ids.length < RUNS) ids.push(await startRun(ids.length));
-      await new Promise((r) => setTimeout(r, KILL_EVERY_MS));
+      await new Promise((r) => setTimeout(r, KILL_EVERY_MS)); // the kill loop's pace: the behaviour under test
       const victim = [...workers][Math.floor(Math.random() * workers.size)];
       if (victim) {
         victim.child.kill('SIGKILL');
@@ -77,7 +85,7 @@ describe("a tenant's daily money limit under a kill loop", () => {
       }
     }
     while (ids.length < RUNS) ids.push(await startRun(ids.length));
-    while (workers.size === 0) await new Promise((r) => setTimeout(r, 100));
+    await until('a worker up', 60_000, () => workers.size > 0, 100);
     const statuses = await Promise.all(ids.map((id) => h.waitForStatus(id, ENDED, 90_000)));
     expect(statuses.every((s) => s === 'completed' || s === 'budget_exceeded')).toBe(true);
     const stopped = await Promise.all(

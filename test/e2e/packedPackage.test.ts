@@ -19,6 +19,7 @@ import { redisUrl } from '../../testkit/harness.js';
 import { deletePrefix, uniquePrefix } from '../../testkit/keyPrefix.js';
 import { freePort } from '../../testkit/embeddedRedis.js';
 import { onLines } from '../../testkit/spawnModule.js';
+import { until } from '../../testkit/until.js';
 
 const run = promisify(execFile);
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -77,12 +78,9 @@ async function start(command: string, readyCode: string): Promise<{ child: Child
   const lines: string[] = [];
   onLines(child.stdout, (l) => lines.push(l));
   child.stderr.on('data', (d: Buffer) => lines.push(`stderr: ${d.toString()}`));
-  const deadline = Date.now() + 60_000;
-  while (!lines.some((l) => l.includes(`"${readyCode}"`))) {
-    if (child.exitCode !== null || Date.now() > deadline)
-      throw new Error(`${command} did not start:\n${lines.join('\n')}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  const ready = () => lines.some((l) => l.includes(`"${readyCode}"`));
+  await until(`${command} ready or gone`, 60_000, () => ready() || child.exitCode !== null, 50).catch(() => {});
+  if (!ready()) throw new Error(`${command} did not start:\n${lines.join('\n')}`);
   return { child, lines };
 }
 

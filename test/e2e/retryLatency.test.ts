@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildSpec } from '../../src/producer/intake.js';
 import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { call, email, final, OPERATOR_TOKEN, turn } from '../integration/operators/support.js';
+import { until } from '../../testkit/until.js';
 
 describe.skipIf(process.env.RETRY_BENCH !== '1')('retry latency', () => {
   let h: Harness & { url: string };
@@ -48,8 +49,8 @@ describe.skipIf(process.env.RETRY_BENCH !== '1')('retry latency', () => {
       const t0 = performance.now();
       expect((await call(h.url, 'POST', `/v1/runs/${id}/retry`, { steps: 1 })).status).toBe(200);
       post.push(performance.now() - t0);
-      while ((await h.ctx.redis.hget(h.ctx.keys.run(id).run, 'status')) !== 'completed')
-        await new Promise((r) => setTimeout(r, 2));
+      const completed = async () => (await h.ctx.redis.hget(h.ctx.keys.run(id).run, 'status')) === 'completed';
+      await until(`run ${id} completed`, 30_000, completed, 2);
       done.push(performance.now() - t0);
     }
     const q = (a: number[], p: number) => [...a].sort((x, y) => x - y)[Math.floor(p * (a.length - 1))]!.toFixed(1);

@@ -20,7 +20,14 @@ import { sign } from '../../src/producer/webhookSignature.js';
 import { replyKey } from '../../src/agents/support/tools/waitForReply.js';
 import { createHarness, producerAuth, type Harness } from '../../testkit/harness.js';
 import { startEmbeddedRedis, type EmbeddedRedis } from '../../testkit/embeddedRedis.js';
-import { spawnApi, spawnWorker, type SpawnedProcess, type WorkerProcess } from '../../testkit/processes.js';
+import { until } from '../../testkit/until.js';
+import {
+  killSpawned,
+  spawnApi,
+  spawnWorker,
+  type SpawnedProcess,
+  type WorkerProcess,
+} from '../../testkit/processes.js';
 import { readRunEvents } from '../../testkit/runEvents.js';
 
 const SECRET = 'kill-loop-webhook-secret';
@@ -52,7 +59,8 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(async () => {
   await reconciler?.stop();
-  for (const w of [...workers, ...(api ? [api] : [])]) if (w.child.exitCode === null) w.child.kill('SIGKILL');
+  // Replacements still starting too: none is left serving the Redis stopped below.
+  await killSpawned();
   await h?.close();
   await redis?.stop();
 });
@@ -113,6 +121,7 @@ async function startRun(i: number): Promise<string> {
       body: JSON.stringify(body),
     });
     if (res.status === 503 && attempt < 100) {
+      // The producer's pause before it retries a 503 (the store reconnecting), as the Retry-After asks.
       await new Promise((r) => setTimeout(r, 100));
       continue;
     }
@@ -195,6 +204,7 @@ describe('support runs that do more under a kill loop', () => {
           const a = await reply(i);
           if (a) answers.set(i, a);
         }
+        // The customers' pace: they look again every 50 ms, as long as the loop runs.
         await new Promise((r) => setTimeout(r, 50));
       }
     })();
@@ -208,7 +218,7 @@ describe('support runs that do more under a kill loop', () => {
     while (Date.now() < chaosEnd || (kills < 4 && Date.now() < chaosEnd + CHAOS_MS)) {
       // Runs start through the loop, so kills land on runs at every stage.
       if (runIds.length < RUNS) runIds.push(await startRun(runIds.length));
-      await new Promise((r) => setTimeout(r, KILL_EVERY_MS));
+      await new Promise((r) => setTimeout(r, KILL_EVERY_MS)); // the kill loop's pace: the behaviour under test
       const victim = [...workers][Math.floor(Math.random() * workers.size)];
       if (victim) {
         victim.child.kill('SIGKILL');
@@ -226,18 +236,15 @@ describe('support runs that do more under a kill loop', () => {
       for (let n = workers.size + starting; n < 2; n++) void addWorker();
     }
     while (runIds.length < RUNS) runIds.push(await startRun(runIds.length));
-    while (workers.size === 0) await new Promise((r) => setTimeout(r, 100));
+    await until('a worker up', 60_000, () => workers.size > 0, 100);
 
     // Drain: the workers stay; every run must end.
     const deadline = Date.now() + 60_000;
     const statuses: string[] = [];
     for (const runId of runIds) {
-      let s = await statusOf(runId);
-      while (!ENDED.includes(s ?? '') && Date.now() < deadline) {
-        await new Promise((r) => setTimeout(r, 100));
-        s = await statusOf(runId);
-      }
-      statuses.push(s ?? 'missing');
+      const ended = async () => ENDED.includes((await statusOf(runId)) ?? '');
+      await until(`run ${runId} ended`, deadline - Date.now(), ended, 100).catch(() => {});
+      statuses.push((await statusOf(runId)) ?? 'missing');
     }
     done = true;
     await customers;

@@ -16,7 +16,7 @@ import { upsertArchivedRun } from '../../src/archive/db.js';
 import { snapshotRun } from '../../src/archive/snapshot.js';
 import { runView } from '../../src/http/runView.js';
 import { ledgerFor } from '../../src/ledger/ledger.js';
-import { DEFLATE_MARKER, unpackEntry } from '../../src/core/journal.js';
+import { DEFLATE_MARKER, unpackEntry, unpackJournal } from '../../src/core/journal.js';
 import { actorSeesRun } from '../../src/operations/actor.js';
 import { unpackEntries } from '../../src/store/runEvents.js';
 import { unpackSpec } from '../../src/store/runRecord.js';
@@ -69,10 +69,13 @@ async function getView(runId: string): Promise<{ status: number; body: unknown }
   return { status: res.status, body: await res.json() };
 }
 
+/** An ended run's keys, its journal packed (src/runs/compact.ts): wait for that with journalPacked first. */
 const runKeysOf = (runId: string) => {
   const k = h.ctx.keys.run(runId);
-  return [k.run, k.budget, k.journal, k.events, k.actions];
+  return [k.run, k.budget, k.journalPacked, k.events, k.actions];
 };
+const journalPacked = (runId: string) =>
+  until('the journal packed', 5000, async () => (await h.ctx.redis.exists(h.ctx.keys.run(runId).journalPacked)) === 1);
 
 /** Every key of the Redis database, read by type (journal entries inflated), that contains `needle`. */
 async function redisHits(needle: string): Promise<string[]> {
@@ -109,6 +112,8 @@ async function redisHits(needle: string): Promise<string[]> {
         let values: Buffer[] = [];
         if (type === 'string' && key.endsWith(':events-packed'))
           values = [Buffer.from(JSON.stringify(unpackEntries(await r.getBuffer(key))))];
+        else if (type === 'string' && key.endsWith(':journal-packed'))
+          values = unpackJournal(await r.getBuffer(key)).map((e) => Buffer.from(e));
         else if (type === 'string') values = [(await r.getBuffer(key)) ?? Buffer.alloc(0)];
         else if (type === 'hash') values = (await r.hvalsBuffer(key)).map(packedField);
         else if (type === 'list') values = (await r.lrangeBuffer(key, 0, -1)).map(entry);
@@ -147,6 +152,7 @@ describe('the archive of ended runs', () => {
     const worker = await h.startWorker();
     const runId = await postRun(sampleTicket('ARC-1'), 'arc-1');
     expect(await h.waitForStatus(runId, DONE, 20_000)).toBe('completed');
+    await journalPacked(runId);
     await worker.stop();
 
     // Ended, not archived: no TTL on any key, queued for the archive.
@@ -216,6 +222,12 @@ describe('the archive of ended runs', () => {
     await worker.stop();
     // The first run archived, the second ended and waiting for its copy: both stores hold the text.
     await archiver.archiveOne(first, h.ctx.keys.archiveQueue(h.ctx.keys.shardOf(first)));
+    // Their journals packed (src/runs/compact.ts), the text in them.
+    for (const runId of [first, second]) {
+      await journalPacked(runId);
+      expect(await h.ctx.redis.exists(h.ctx.keys.run(runId).journal)).toBe(0);
+    }
+    expect(await redisHits(mark)).toContain(h.ctx.keys.run(first).journalPacked);
     expect(await redisHits(mark)).not.toEqual([]);
     expect(await archiveHits(mark)).not.toEqual([]);
     const before = (await getView(first)).body as {

@@ -16,8 +16,11 @@ import {
   captureMoveToCompleted,
   commitBullKeys,
   completeFromCommit,
+  fetchLoopState,
+  timeFetches,
 } from '../../src/store/bullmqInternals.js';
 import { STEP_JOB_NAME, stepJobOptions } from '../../src/store/queues.js';
+import { until } from '../../testkit/until.js';
 
 let h: Harness;
 beforeAll(async () => {
@@ -175,5 +178,30 @@ describe('BullMQ internals', () => {
     expect(job?.id).toBeDefined();
     expect(await h.ctx.redis.get(h.ctx.keys.jobLock(0, job.id!))).toBe('tok-xyz');
     await w.close();
+  });
+
+  it("reads an idle worker's fetch loop: waiting on its marker, since when, no fetch under way, its blocking connection ready", async () => {
+    // An empty shard of its own: the worker's loop drains it and waits on the marker.
+    const queue = h.ctx.queues.byShard(0);
+    const w = new Worker(`${queue.name}-idle`, async () => {}, {
+      connection: h.ctx.redis,
+      prefix: h.ctx.keys.bullPrefix,
+      autorun: false,
+      drainDelay: 5,
+    });
+    timeFetches(w);
+    void w.run();
+    // The wait's age grows while the loop waits on its marker: read once it is 100 ms old.
+    const waited = () => {
+      const s = fetchLoopState(w);
+      return (s.markerWaitMs ?? 0) >= 100 && s;
+    };
+    const state = await until('a marker wait 100 ms old', 5000, waited);
+    await w.close(true);
+    expect(state).toMatchObject({ fetchMs: undefined, drained: true, running: true, closing: false });
+    expect(state.markerWaitMs).toBeGreaterThanOrEqual(100);
+    expect(state.markerWaitMs).toBeLessThan(6000);
+    expect(state.inLoop).toBe(1);
+    expect(state.blockingStatus).toBe('ready');
   });
 });

@@ -26,6 +26,7 @@ import type { ObservationEntry } from '../../src/core/journal.js';
 import { readRunEvents } from '../../testkit/runEvents.js';
 import { until } from '../../testkit/until.js';
 
+/** A tool's duration (the work a slow child does). */
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const usage = { promptTokens: 50, completionTokens: 10 };
 /** What the child's scripted model would spend per turn, if let: under each turn's estimate, as a real model's is. */
@@ -48,7 +49,7 @@ const kid = defineAgent<KidInput>({
       name: 'noop',
       description: 'reads nothing',
       args: z.object({ ms: z.number().optional() }),
-      execute: async ({ ms }) => (ms ? await sleep(ms) : undefined, { ok: true }),
+      execute: async ({ ms }) => (ms ? await sleep(ms) : undefined, { ok: true }), // the tool's duration
     }),
     defineWaitTool({
       name: 'nap',

@@ -48,6 +48,11 @@ describe('an ended run, compacted', () => {
     const [actionKey] = await r.smembers(k.actions);
     expect(await r.exists(h.ctx.keys.actionHistory(actionKey!))).toBe(0);
     expect(await r.hget(actionKey!, 'history')).toMatch(/^~/);
+    // The reservation let go, the record naming the idempotency key it held.
+    const [reservation, idempotencyKey] = await r.hmget(actionKey!, 'reservationKey', 'idempotencyKey');
+    expect(reservation).toMatch(/:idem:/);
+    expect(await r.exists(reservation!)).toBe(0);
+    expect(idempotencyKey).toBeTruthy();
 
     // The readers: every event in order with its id, the view's effects with every move, the spec.
     const events = await readRunEvents(h.ctx, runId);

@@ -7,9 +7,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, producerAuth, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { buildSpec } from '../../src/producer/intake.js';
 import { replayRun } from '../../src/runs/replay.js';
-import { DEFLATE_MARKER, decodeEntry, type JournalEntry } from '../../src/core/journal.js';
+import { DEFLATE_MARKER, decodeEntry, packEntry, unpackJournal, type JournalEntry } from '../../src/core/journal.js';
+import { until } from '../../testkit/until.js';
 import { read, turn, usage } from '../../testkit/turns.js';
 import type { Script } from '../../src/models/scriptedTurns.js';
+import { LONG_FINAL_ANSWER, LONG_TICKET_BODY } from '../fixtures/longTranscript.js';
 
 let h: Harness;
 beforeAll(async () => {
@@ -20,11 +22,8 @@ afterAll(async () => {
   await h.close();
 });
 
-const body = Array.from(
-  { length: 24 },
-  (_, i) => `Line ${i}: the parcel arrived with ${i + 2} broken mugs and a torn label (café, naïve, 🙂).`,
-).join(' ');
-const answer = `We are sorry about the broken mugs. ${'A replacement set leaves our warehouse tomorrow. '.repeat(14)}`;
+const body = LONG_TICKET_BODY;
+const answer = LONG_FINAL_ANSWER;
 
 async function createLongRun(id: string): Promise<string> {
   const script: Script = [read, read, { ...turn([], { final: answer }), usage }];
@@ -52,9 +51,11 @@ describe('compressed journal entries', () => {
   it('read back identically through the API, the store and the replay', async () => {
     const k = h.ctx.keys.run(runId);
 
-    // Stored: the long observations and the long final answer compressed, the short entries as JSON.
-    const raw = await h.ctx.redis.lrangeBuffer(k.journal, 0, -1);
-    const markers = raw.map((r) => (r[0] === DEFLATE_MARKER ? 'packed' : String.fromCharCode(r[0]!)));
+    // Stored while the run worked: the long observations and the long final answer compressed, the short entries as
+    // JSON. Ended, the journal is packed whole (src/runs/compact.ts): unpacked, each entry takes its list form again.
+    await until('the journal packed', 5000, async () => (await h.ctx.redis.exists(k.journalPacked)) === 1);
+    const raw = unpackJournal(await h.ctx.redis.getBuffer(k.journalPacked)).map(packEntry);
+    const markers = raw.map((r) => (typeof r === 'string' ? r[0] : r[0] === DEFLATE_MARKER ? 'packed' : '?'));
     expect(markers).toEqual(['{', 'packed', '{', 'packed', 'packed', '{']);
     const written: JournalEntry[] = raw.map((r, i) => decodeEntry(r, i));
     const observations = written.filter((e) => e.kind === 'observation');

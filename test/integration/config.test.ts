@@ -15,6 +15,7 @@ import { buildSpec, type InvalidRunRequest } from '../../src/producer/intake.js'
 import type { ShorthandRunRequest } from '../../src/producer/schemas.js';
 import { assertRedisSafe, RedisMisconfigured } from '../../src/store/connect.js';
 import { startEmbeddedRedis } from '../../testkit/embeddedRedis.js';
+import { productionEngine } from '../fixtures/productionEnv.js';
 
 function refusal(env: Record<string, string | undefined>): ConfigError {
   try {
@@ -76,14 +77,7 @@ describe('config', () => {
   });
 
   describe('APP_MODE=production', () => {
-    const prod = {
-      APP_MODE: 'production',
-      MODEL_PROVIDER: 'openai',
-      OPENAI_API_KEY: 'sk-x',
-      PRODUCER_TOKEN: 'p',
-      OPERATOR_TOKEN: 'o',
-      REDIS_URL: 'redis://redis:6379',
-    };
+    const prod = productionEngine;
     it("boots with a real model, its key, tokens and Redis: no vendor is the engine's to name", () => {
       expect(loadConfig(prod).APP_MODE).toBe('production');
       // A vendor's provider exists only with its credential: a choice naming anthropic here stops the boot.

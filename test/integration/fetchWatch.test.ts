@@ -2,12 +2,16 @@
  * A shard whose BullMQ fetch loop stopped (as after some failovers, docs/failover.md) is noticed and given a new
  * worker: the run waiting in its queue completes. The loop is stopped the way a hung fetch stops it: the worker's
  * next-job fetch never settles. Without the fetch watch the run would wait in `wait` for ever.
+ * Under flow control (its default) a step job is not in `wait` but in BullMQ's `prioritized` set: the state the
+ * Cluster failover campaign left two runs in (a slot held, the step 1 job prioritized, no worker taking it), which
+ * the watch, counting only `wait` and due `delayed` jobs, took for an idle shard.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { FleetWorker } from '../../src/worker/fleetWorker.js';
 import { createEffectRunner } from '../../src/ledger/runner.js';
-import { buildSpec } from '../../src/producer/intake.js';
+import { buildSpec, startRun } from '../../src/producer/intake.js';
+import { stepJobId } from '../../src/store/keys.js';
 import type { Script } from '../../src/models/scriptedTurns.js';
 import { final, read } from '../../testkit/turns.js';
 
@@ -42,5 +46,30 @@ describe('fetch watch', () => {
     expect(await h.waitForStatus(spec.runId, ['completed', 'failed', 'needs_human'], 20_000)).toBe('completed');
     expect((await h.ctx.metrics.fetchLoopRestarts.get()).values[0]?.value).toBe(1);
     expect(fleet.workers[0]!.id).not.toContain('undefined');
+  }, 30_000);
+
+  it('sees a prioritized step job (flow control) as ready: the stopped loop is replaced, the admitted run completes', async () => {
+    h = await createHarness('fetchwatchflow', { FETCH_STALL_MS: '1000', FLOW_CONTROL: 'true' });
+    const { runId } = await startRun(
+      h.ctx,
+      {
+        tenant: 'acme',
+        ticket: sampleTicket('FW-2'),
+        budget: { maxSteps: 10 },
+        agent: { model: 'scripted', script: [read, final] as Script },
+      },
+      'fw-2',
+    );
+    // What the campaign's stuck runs showed: admitted (a slot held, nothing pending) and the step 1 job prioritized.
+    const flow = h.ctx.keys.flow();
+    expect(await h.ctx.redis.hexists(flow.held, runId)).toBe(1);
+    expect(await h.ctx.redis.hexists(flow.pending, runId)).toBe(0);
+    expect(await h.ctx.queues.forRun(runId).getJobState(stepJobId(runId, 1))).toBe('prioritized');
+    fleet = new FleetWorker(h.ctx, { effects: createEffectRunner(h.ctx) });
+    (fleet.workers[0] as unknown as { _getNextJob: () => Promise<never> })._getNextJob = () => new Promise(() => {});
+    await fleet.start();
+
+    expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'], 20_000)).toBe('completed');
+    expect((await h.ctx.metrics.fetchLoopRestarts.get()).values[0]?.value).toBe(1);
   }, 30_000);
 });

@@ -32,21 +32,30 @@ async function createSupportRun(id: string): Promise<string> {
 }
 
 /**
- * Every key a run owns: its run keys (with the packed events an ended run's compaction writes), then per ledger action
- * the record, its history list unless the compaction folded it into the record, and its reservation.
+ * Every key an ended run owns after its compaction: its run keys (the journal and events packed beside the emptied
+ * stream), then per ledger action the record, and its history list unless the compaction folded it into the record;
+ * `reservations`: the actions' reservation keys, which the compaction drops (the record holds the key).
  */
-async function runKeys(runId: string): Promise<{ run: string[]; ledger: string[]; folded: number }> {
+async function runKeys(
+  runId: string,
+): Promise<{ run: string[]; ledger: string[]; folded: number; reservations: string[] }> {
   const k = h.ctx.keys.run(runId);
   const ledger: string[] = [];
+  const reservations: string[] = [];
   let folded = 0;
   for (const actionKey of await h.ctx.redis.smembers(k.actions)) {
     ledger.push(actionKey);
     if (await h.ctx.redis.hexists(actionKey, FOLDED_HISTORY_FIELD)) folded++;
     else ledger.push(`${actionKey}:history`);
     const reservation = await h.ctx.redis.hget(actionKey, 'reservationKey');
-    if (reservation) ledger.push(reservation);
+    if (reservation) reservations.push(reservation);
   }
-  return { run: [k.run, k.budget, k.journal, k.events, k.eventsPacked, k.actions], ledger, folded };
+  return {
+    run: [k.run, k.budget, k.journalPacked, k.events, k.eventsPacked, k.actions],
+    ledger,
+    folded,
+    reservations,
+  };
 }
 
 const pttls = (keys: string[]) => Promise.all(keys.map((key) => h.ctx.redis.pttl(key)));
@@ -60,9 +69,12 @@ describe('retention of finished runs (RUN_RETENTION_MS)', () => {
     await worker.stop();
 
     const keys = await runKeys(done);
-    // create_ticket and send_email: record and reservation each, their histories folded into the records at the end.
+    // create_ticket and send_email: a record each, their histories folded into the records and their reservations
+    // dropped at the end; the journal list is packed (the list itself is gone).
     expect(keys.folded).toBe(2);
-    expect(keys.ledger.length).toBe(4);
+    expect(keys.ledger.length).toBe(2);
+    expect(keys.reservations.length).toBe(2);
+    expect(await h.ctx.redis.exists(...keys.reservations, h.ctx.keys.run(done).journal)).toBe(0);
     const all = [...keys.run, ...keys.ledger];
     // Every key exists and carries a TTL of at most the retention (-1 = no TTL, -2 = missing).
     for (const [i, ttl] of (await pttls(all)).entries()) {

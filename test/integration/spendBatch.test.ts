@@ -1,7 +1,7 @@
 /**
- * Spend settlements in batches (src/budget/spend.ts, settleSpend-1.lua, reserveSpend-1.lua): a worker without a
+ * Spend settlements in batches (src/budget/spend.ts, settleSpend-1.lua, leaseSpend-1.lua): a worker without a
  * money limit makes no Redis call for money per attempt and sends its attempts' spend in one batch (here at its
- * graceful stop); a batch is applied once, whatever is sent again; a refused reservation takes nothing on any
+ * graceful stop); a batch is applied once, whatever is sent again; a refused lease takes nothing on any
  * counter; a limit refuses only once the worker's own settlements are in; a reservation comes off the day it was
  * taken on.
  */
@@ -10,7 +10,7 @@ import { createHarness, sampleTicket, type Harness } from '../../testkit/harness
 import { buildSpec } from '../../src/producer/intake.js';
 import { readBudget } from '../../src/store/runRecord.js';
 import { settleSpend } from '../../src/store/calls/settleSpend.js';
-import { reserveSpend } from '../../src/store/calls/reserveSpend.js';
+import { leaseSpend } from '../../src/store/calls/leaseSpend.js';
 import { SpendBudget, type SpendScope } from '../../src/budget/spend.js';
 
 let h: Harness;
@@ -36,6 +36,19 @@ async function start(tenant: string, id: string): Promise<string> {
 
 async function marks(): Promise<string[]> {
   return h.ctx.redis.keys(`${h.ctx.keys.spendMark('*', 0).slice(0, -2)}*`);
+}
+
+/** A worker's money budget with only a tenant's daily limit, its batches held in memory (sent when a test says so). */
+function tenantDayBudget(limit: number): SpendBudget {
+  return new SpendBudget(h.ctx.redis, h.ctx.keys, {
+    MODEL_PRICES: [],
+    TENANT_DAILY_COST: limit,
+    TENANT_MONTHLY_COST: 0,
+    AGENT_DAILY_COST: 0,
+    FLEET_MONTHLY_COST: 0,
+    SPEND_FLUSH_MS: 600_000,
+    SPEND_LEASE_ATTEMPTS: 16,
+  });
 }
 
 describe('spend settlements in batches', () => {
@@ -84,33 +97,37 @@ describe('spend settlements in batches', () => {
     expect(await h.ctx.redis.get(p)).toBe('500');
   });
 
-  it('a refused reservation takes nothing on any counter', async () => {
+  it('a refused lease takes nothing on any counter, and gives back what it was given all the same', async () => {
     const k = h.ctx.keys.spend('refused', 'a', '2030-01-02', '2030-01');
     await h.ctx.redis.set(k.agentDay, 900);
-    const refused = await reserveSpend(h.ctx.redis, 200, [
+    await h.ctx.redis.set(k.fleetMonth, 500);
+    const counters = [
       { key: k.tenantDay, limit: 10_000, ttlMs: 60_000 },
       { key: k.agentDay, limit: 1000, ttlMs: 60_000 },
       { key: k.fleetMonth, limit: 10_000, ttlMs: 60_000 },
-    ]);
-    expect(refused).toEqual({ index: 1, used: 900 });
-    expect(Number(await h.ctx.redis.get(k.tenantDay))).toBe(0);
+    ];
+    const ask = { back: 0, need: 200, want: 200, share: 8, counters };
+    expect(await leaseSpend(h.ctx.redis, ask)).toEqual({ refused: { index: 1, used: 900 } });
+    expect(await h.ctx.redis.exists(k.tenantDay)).toBe(0);
     expect(await h.ctx.redis.get(k.agentDay)).toBe('900');
-    expect(await h.ctx.redis.exists(k.fleetMonth)).toBe(0);
-    // A counter the refused reservation created keeps a ttl (it does not stay forever at 0).
+    expect(await h.ctx.redis.get(k.fleetMonth)).toBe('500');
+    // A previous lease's rest of 50 given back with a refused one: off every counter, the refusal's total after it.
+    await h.ctx.redis.set(k.agentDay, 950);
+    await h.ctx.redis.set(k.fleetMonth, 550);
+    expect(await leaseSpend(h.ctx.redis, { ...ask, back: 50 })).toEqual({ refused: { index: 1, used: 900 } });
+    expect(await h.ctx.redis.get(k.agentDay)).toBe('900');
+    expect(await h.ctx.redis.get(k.fleetMonth)).toBe('500');
+    // A counter the give-back created keeps a ttl (it does not stay forever below 0).
+    expect(await h.ctx.redis.get(k.tenantDay)).toBe('-50');
     expect(await h.ctx.redis.pttl(k.tenantDay)).toBeGreaterThan(0);
-    expect(await reserveSpend(h.ctx.redis, 100, [{ key: k.agentDay, limit: 1000, ttlMs: 60_000 }])).toBeUndefined();
+    expect(await leaseSpend(h.ctx.redis, { ...ask, need: 100, want: 100, counters: [counters[1]!] })).toEqual({
+      amount: 100,
+    });
     expect(await h.ctx.redis.get(k.agentDay)).toBe('1000');
   });
 
   it("a limit refuses a reservation only once the worker's own settlements are on the counters", async () => {
-    const spend = new SpendBudget(h.ctx.redis, h.ctx.keys, {
-      MODEL_PRICES: [],
-      TENANT_DAILY_COST: 10_000,
-      TENANT_MONTHLY_COST: 0,
-      AGENT_DAILY_COST: 0,
-      FLEET_MONTHLY_COST: 0,
-      SPEND_FLUSH_MS: 600_000,
-    });
+    const spend = tenantDayBudget(10_000);
     const scope: SpendScope = { tenant: 'own', agent: 'a', provider: 'p', model: 'm' };
     const now = Date.parse('2030-03-01T12:00:00Z');
     const first = await spend.reserve(scope, 6000, now);
@@ -130,26 +147,22 @@ describe('spend settlements in batches', () => {
   });
 
   it('a reservation made before midnight and settled after comes off the day it was taken on', async () => {
-    const spend = new SpendBudget(h.ctx.redis, h.ctx.keys, {
-      MODEL_PRICES: [],
-      TENANT_DAILY_COST: 1_000_000,
-      TENANT_MONTHLY_COST: 0,
-      AGENT_DAILY_COST: 0,
-      FLEET_MONTHLY_COST: 0,
-      SPEND_FLUSH_MS: 600_000,
-    });
+    const spend = tenantDayBudget(1_000_000);
     const scope: SpendScope = { tenant: 'midnight', agent: 'a', provider: 'p', model: 'm' };
     const before = Date.parse('2030-02-01T23:59:59.900Z');
     const after = Date.parse('2030-02-02T00:00:00.100Z');
     const reserved = await spend.reserve(scope, 1000, before);
     if (!('hold' in reserved)) throw new Error('reservation refused');
     spend.settle(scope, 300, reserved.hold, after);
+    // An attempt of the first day settled after one of the second (the worker names each day's keys afresh).
+    spend.settle(scope, 50, undefined, before + 50);
     await spend.close();
     const first = h.ctx.keys.spend('midnight', 'a', '2030-02-01', '2030-02');
     const second = h.ctx.keys.spend('midnight', 'a', '2030-02-02', '2030-02');
-    expect(Number(await h.ctx.redis.get(first.tenantDay))).toBe(0);
+    expect(Number(await h.ctx.redis.get(first.tenantDay))).toBe(50);
     expect(Number(await h.ctx.redis.get(second.tenantDay))).toBe(300);
     expect(await h.ctx.redis.hget(second.dayReport, 'midnight a p/m')).toBe('300');
-    expect(Number(await h.ctx.redis.get(second.fleetMonth))).toBe(300);
+    expect(await h.ctx.redis.hget(first.dayReport, 'midnight a p/m')).toBe('50');
+    expect(Number(await h.ctx.redis.get(second.fleetMonth))).toBe(350);
   });
 });

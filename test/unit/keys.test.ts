@@ -77,3 +77,38 @@ describe('follow-up run ids', () => {
     );
   });
 });
+
+describe('digests in key names and run ids', () => {
+  // Stored runs, subjects, indexes and records are found again by these names: a digest computed another way must
+  // give exactly the same text (values recorded from the createHash implementation these replaced).
+  it('name what is already stored exactly as before', async () => {
+    const { runIdFor, runIdForEvent, shardOf } = await import('../../src/store/keys.js');
+    const k = new KeySpace('agent', 'bull', 6);
+    expect([shardOf('r_0123456789abcdef01234567', 6), shardOf('r_fedcba9876543210fedcba98', 64)]).toEqual([4, 63]);
+    expect(runIdFor('acme', 'support', 'T-1')).toBe('r_b46fd5b04da09ae58eb01aaf');
+    expect(runIdForEvent('acme', 'support', 'T-1', 'evt-é-1', 6)).toBe('r_b4aab328b029e8d515fea3e4');
+    expect(k.subjectLatest('acme', 'support', 'T-ü-1')).toBe('agent:{1}:subject:e88f4800045a56b61b35aeab554a21a6');
+    expect(k.requestKey('acme', 'key-1')).toBe('agent:request-key:a1e0eddb234fc0178a329d566e0a9401');
+    expect(k.eventKey('acme', 'support', 'reply:1')).toBe('agent:event:{611ab6774b3057fc6442a583c43c55d8}');
+    expect(k.eventIdRecord('x', 'e-1')).toBe('x:id:b94f523196aaacd8bdb9ef0d8cf2e1d8');
+    expect(k.keptDeliveries('acme').set).toBe('agent:kept:{822b33ad87c148a0a20a5ba7cd5ebcaa}');
+    expect(k.webhookEvent('acme', 'support', 'zendesk', 'evt-1')).toBe(
+      'agent:webhook-event:b639f191796859364f976b3a4d80ee27',
+    );
+    expect(k.searchIndex(3, 'acme', 'email', 'ada@example.com')).toBe(
+      'agent:{3}:search:c152347b610ead32f3f9a803c56e5270',
+    );
+  });
+
+  it("a subject's latest-run record sits on the shard of the subject's event-less run", async () => {
+    const { runIdFor, subjectShard } = await import('../../src/store/keys.js');
+    for (const shards of [1, 6, 64]) {
+      const k = new KeySpace('agent', 'bull', shards);
+      for (let i = 0; i < 50; i++) {
+        const home = subjectShard('acme', 'support', `T-${i}`, shards);
+        expect(home).toBe(k.shardOf(runIdFor('acme', 'support', `T-${i}`)));
+        expect(k.subjectLatest('acme', 'support', `T-${i}`)).toMatch(new RegExp(`^agent:\\{${home}\\}:subject:`));
+      }
+    }
+  });
+});

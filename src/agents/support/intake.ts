@@ -10,7 +10,7 @@
  * ticket's reply key): the run resumes with the message, once. Otherwise it starts a follow-up run, linked to the
  * ticket's run before it. The same event twice is one run (or one resume).
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { z } from 'zod';
 import type { AgentIntake, WebhookEvent } from '../../core/agent.js';
 import { eventKeySchema } from '../../runs/spec.js';
@@ -66,7 +66,7 @@ function replyDelivery(t: Ticket): { key: string; payload: { message: string } }
 }
 
 function digest(raw: Buffer): string {
-  return createHash('sha256').update(raw).digest('hex');
+  return hash('sha256', raw, 'hex');
 }
 
 export const supportIntake: AgentIntake<Ticket> = {

@@ -11,7 +11,7 @@ import type { Operator } from '../operatorIdentity.js';
 import { effectBlock, escapeHtml as e, type RunView } from '../runView.js';
 import type { PendingApproval } from '../operators/approvals.js';
 import type { RunRow } from '../../runs/list.js';
-import { RUN_STATUSES } from '../../core/status.js';
+import { isTerminal, RUN_STATUSES } from '../../core/status.js';
 import { RETRYABLE_STATUSES } from '../../runs/retryRun.js';
 import type { RunJob } from './jobs.js';
 import type { Bar, TreeNode } from './ticket.js';
@@ -160,6 +160,7 @@ export function runPage(op: Operator, csrf: string, d: RunPageData): string {
     `<p><a href="${CONSOLE}/runs">← runs</a></p>
 <h1>Run <code id="run-id">${e(id)}</code></h1>
 ${d.notice ? `<p class="notice" id="notice">${e(d.notice)}</p>` : ''}
+<p class="notice" id="live-held" hidden>Live updates are paused while you edit a form below; reload to see the latest.</p>
 <div id="live" data-events="/v1/runs/${e(id)}/events" data-live="${CONSOLE}/runs/${e(id)}/live">
 ${runLive(op, csrf, d)}
 </div>`,
@@ -167,8 +168,6 @@ ${runLive(op, csrf, d)}
     csrf,
   );
 }
-
-const TERMINAL = new Set(['completed', 'failed', 'budget_exceeded', 'cancelled']);
 
 /** The run's place in a tree of agent tools: its parent run, its child runs with their statuses. */
 function treeRows(v: RunPageData['view']): string {
@@ -197,7 +196,7 @@ export function runLive(op: Operator, csrf: string, d: RunPageData): string {
 ${treeRows(v)}<tr><th>jobs</th><td><a id="job-link" href="${e(jobLink)}">${e(d.jobId || d.queueName)} in Bull Board</a></td></tr>
 ${v.notes ? `<tr><th>notes</th><td>${e(v.notes.join('; '))}</td></tr>` : ''}
 </tbody></table>
-${acts && !TERMINAL.has(v.status) ? `<form method="post" action="${CONSOLE}/runs/${e(v.runId)}/cancel" class="inline">${csrfField(csrf)}<button id="cancel" class="danger">cancel run</button></form>` : ''}
+${acts && !isTerminal(v.status) ? `<form method="post" action="${CONSOLE}/runs/${e(v.runId)}/cancel" class="inline">${csrfField(csrf)}<button id="cancel" class="danger">cancel run</button></form>` : ''}
 ${acts && RETRYABLE.has(v.status) ? retryForm(v, csrf) : ''}
 ${!acts ? '<p class="viewer" id="viewer-note">viewer: you can follow this run but not act on it</p>' : ''}
 ${d.approvals.map((a) => approvalBlock(v.runId, a, acts, csrf)).join('\n')}

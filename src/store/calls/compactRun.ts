@@ -1,4 +1,4 @@
-/** Typed call of src/store/lua/compactRun-3.lua: an ended run's events and spec stored packed. */
+/** Typed call of src/store/lua/compactRun-5.lua: an ended run's events, journal and spec stored packed. */
 import type { RedisClient } from '../connect.js';
 import type { RunKeys } from '../keys.js';
 import { script } from '../luaScripts.js';
@@ -14,6 +14,11 @@ export interface CompactRunArgs {
   events?: { lastId: string; length: number; packedSha1: string; packed: Buffer } | undefined;
   /** The spec as read (its sha1) and its packed form; undefined leaves the spec. */
   spec?: { sha1: string; packed: string } | undefined;
+  /**
+   * The journal as read (the list's length; the packed string's sha1, '' none) and every entry of both packed;
+   * undefined leaves the journal.
+   */
+  journal?: { length: number; packedSha1: string; packed: Buffer } | undefined;
 }
 
 /** True when compacted; false when the run changed since it was read (nothing written). */
@@ -22,6 +27,8 @@ export async function compactRunCall(redis: RedisClient, k: RunKeys, a: CompactR
     k.run,
     k.events,
     k.eventsPacked,
+    k.journal,
+    k.journalPacked,
     String(a.finishedAt),
     a.erasedAt ?? '',
     a.events?.lastId ?? '',
@@ -30,6 +37,9 @@ export async function compactRunCall(redis: RedisClient, k: RunKeys, a: CompactR
     a.events?.packed ?? '',
     a.spec?.sha1 ?? '',
     a.spec?.packed ?? '',
+    a.journal?.length ?? 0,
+    a.journal?.packedSha1 ?? '',
+    a.journal?.packed ?? '',
   );
   return res === 1;
 }

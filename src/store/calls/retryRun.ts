@@ -1,5 +1,5 @@
 /**
- * Typed call of src/store/lua/retryRun-15.lua: retry a stopped run from its last commit, limits and journal in the same
+ * Typed call of src/store/lua/retryRun-16.lua: retry a stopped run from its last commit, limits and journal in the same
  * change.
  */
 import type { RedisClient } from '../connect.js';
@@ -25,6 +25,8 @@ export interface RetryRunArgs {
   statusEvent: string;
   /** BullMQ's addStandardJob of the retried step's job. */
   job: CapturedAdd;
+  /** An ended run's packed journal as read (readPackedJournal): unpacked into the list by the retry. */
+  packedJournal: { sha1: string; entries: readonly (string | Buffer)[] };
 }
 
 export type RetryRunResult =
@@ -49,6 +51,7 @@ export async function retryRunCall(
     k.actions,
     ...a.job.keys,
     k.subjectLatest,
+    k.journalPacked,
     a.expected.status,
     a.expected.cursor,
     a.expected.resumes,
@@ -66,6 +69,8 @@ export async function retryRunCall(
     ...a.job.argv,
     a.runId,
     a.limits.maxCost ?? 0,
+    a.packedJournal.sha1,
+    ...a.packedJournal.entries,
   )) as [number, string];
   const [code, detail] = res;
   switch (code) {
@@ -83,6 +88,6 @@ export async function retryRunCall(
       return { outcome: 'superseded', laterRunId: detail };
     default:
       expectReply(res, { runId: a.runId });
-      throw new InvariantError('invariant', `retryRun-15.lua answered ${code}`);
+      throw new InvariantError('invariant', `retryRun-16.lua answered ${code}`);
   }
 }

@@ -77,6 +77,7 @@
   a journalled decision through them).
 ]]
 -- @include fence
+-- @include addToBudget
 -- @include emitEvents
 -- @include expireRun
 -- @include runStatus
@@ -88,7 +89,8 @@
 -- @include bullmq:moveToFinished
 
 local step = tonumber(ARGV[2])
-local fence, decidedStep, cancelRequested, cancelReason, fromStatus = checkFence(KEYS[1], KEYS[5], ARGV[1], step, ARGV[14])
+local fence, decidedStep, cancelRequested, cancelReason, fromStatus, fromReason =
+  checkFence(KEYS[1], KEYS[5], ARGV[1], step, ARGV[14])
 if fence ~= 0 then return fence end
 
 if ARGV[13] == '1' and decidedStep == ARGV[2] then return -5 end
@@ -126,15 +128,17 @@ elseif status == 'waiting_approval' and ARGV[31] ~= '' then
   redis.call('HSET', KEYS[1], 'approvalFor', ARGV[31])
 end
 
-redis.call('HINCRBY', KEYS[2], 'stepsUsed', ARGV[5])
-redis.call('HINCRBY', KEYS[2], 'tokensUsed', ARGV[6])
-if ARGV[36] ~= '0' then redis.call('HINCRBY', KEYS[2], 'costUsed', ARGV[36]) end
-if ARGV[7] ~= '' then redis.call('HINCRBY', KEYS[2], 'contextBytes', ARGV[7]) end
+local cost = ARGV[36]
+if cost == '0' then cost = '' end
+addToBudget(KEYS[2], { 'stepsUsed', ARGV[5], 'tokensUsed', ARGV[6], 'costUsed', cost, 'contextBytes', ARGV[7] })
 
 local nextCursor = step
 if ARGV[10] == '1' then nextCursor = step + 1 end
 indexRunStatus(KEYS[1], status, ARGV[8], ARGV[11], fromStatus, reason)
-if status == 'running' then
+if status == 'running' and fromStatus == status and fromReason == reason then
+  -- A step of a run that stays running: its status and reason stand, only what moved is written (AOF bytes per step).
+  redis.call('HSET', KEYS[1], 'cursor', nextCursor, 'updatedAt', ARGV[8], 'jobId', ARGV[15])
+elseif status == 'running' then
   redis.call('HSET', KEYS[1], 'cursor', nextCursor, 'status', status, 'reason', reason, 'updatedAt', ARGV[8], 'jobId', ARGV[15])
 elseif ARGV[33] ~= '' and status == ARGV[3] then
   redis.call('HSET', KEYS[1], 'cursor', nextCursor, 'status', status, 'reason', reason, 'updatedAt', ARGV[8], 'jobId', ARGV[15], 'wait', ARGV[33])

@@ -1,10 +1,10 @@
 --[[
   A writer's batch of spend settlements, in µ$ (1e-6 USD; src/core/prices.ts): its model attempts' real cost on
   the counters of tenants (per UTC day and month), agents (per day) and the fleet (per month), minus what they
-  reserved on each (reserveSpend-1.lua), and on the day's and the month's report (hash field
-  `<tenant> <agent> <provider>/<model>`). A worker settles its attempts in memory and sends them here in batches
-  (src/budget/spend.ts): a step without a money limit makes no call for money of its own. Never refused: what was
-  spent is recorded even past a limit, so the next reservation sees it.
+  drew from the writer's leases on each and minus what those leases held undrawn (leaseSpend-1.lua), and on the
+  day's and the month's report (hash field `<tenant> <agent> <provider>/<model>`). A worker settles its attempts in
+  memory and sends them here in batches (src/budget/spend.ts): a step without a money limit makes no call for money
+  of its own. Never refused: what was spent is recorded even past a limit, so the next lease sees it.
 
   A batch is applied once: KEYS[1] marks it, so the same command sent again after a lost reply changes nothing.
   Keys besides KEYS[1] travel in ARGV, as many as the batch touched; every one carries the hash tag {spend}

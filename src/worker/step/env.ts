@@ -61,6 +61,8 @@ export interface StepOptions {
   readonly FLEET_MONTHLY_COST?: number;
   /** How long an attempt's spend settlement may wait in memory for the next batch (ms; src/budget/spend.ts). */
   readonly SPEND_FLUSH_MS?: number;
+  /** How many attempts' cost estimates one lease of money holds, with a limit in force (src/budget/spend.ts). */
+  readonly SPEND_LEASE_ATTEMPTS?: number;
 }
 
 /** The tenant's day of tokens (src/budget/tenantBudget.ts): reserved before each model attempt, settled after. */

@@ -209,5 +209,6 @@ function spendOptions(cfg: StepOptions) {
     AGENT_DAILY_COST: cfg.AGENT_DAILY_COST ?? 0,
     FLEET_MONTHLY_COST: cfg.FLEET_MONTHLY_COST ?? 0,
     SPEND_FLUSH_MS: cfg.SPEND_FLUSH_MS ?? 1000,
+    SPEND_LEASE_ATTEMPTS: cfg.SPEND_LEASE_ATTEMPTS ?? 16,
   };
 }

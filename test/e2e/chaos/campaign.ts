@@ -28,6 +28,7 @@ import { buildSpec } from '../../../src/producer/intake.js';
 import { Ledger } from '../../../src/ledger/ledger.js';
 import { Reconciler } from '../../../src/ledger/reconciler.js';
 import { spawnWorker, type WorkerProcess } from '../../../testkit/processes.js';
+import { until } from '../../../testkit/until.js';
 
 /** Every named point; a worker armed with `during_grace` dies only if the campaign SIGTERMs it. */
 export const CAMPAIGN_CRASH_POINTS = [
@@ -240,14 +241,13 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
       customer: { email: `c${i}@example.com`, name: `Customer ${i}` },
     };
     const spec = buildSpec(ctx, { tenant: 'acme', ticket, budget: { maxSteps: 12, maxTokens: 20_000 } }, Date.now());
-    for (;;) {
-      try {
-        await ctx.store.create(spec, Date.now());
-        break;
-      } catch {
-        await sleep(200);
-      } // redis restarting
-    }
+    // Redis may be restarting: the create is tried again until it answers.
+    const created = () =>
+      ctx.store.create(spec, Date.now()).then(
+        () => true,
+        () => false,
+      );
+    await until(`run ${spec.runId} created`, 60_000, created, 200);
     runIds.push(spec.runId);
   };
   const producer = (async () => {
@@ -255,7 +255,7 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
     const start = Date.now();
     for (let i = 0; i < opts.runs; i++) {
       const due = start + (i * spanMs) / opts.runs;
-      if (due > Date.now()) await sleep(due - Date.now());
+      if (due > Date.now()) await sleep(due - Date.now()); // the campaign's schedule of arrivals
       await createRun(i);
     }
     log(`created ${runIds.length} runs under ${prefix}`);
@@ -310,7 +310,7 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
       } catch {
         /* redis restarting */
       }
-      await sleep(100);
+      await sleep(100); // the sampler's period, while the campaign runs
     }
   })();
   // Only the jobs whose lock token belongs to the killed process (token = `<base>@<client id>:<n>`, the
@@ -355,7 +355,7 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
         w!.child.kill(sig);
       }
     }
-    await sleep(50);
+    await sleep(50); // the chaos loop's tick: its schedule of kills and restarts
   }
   await producer;
   const totalKillsSoFar = () => Object.values(kills).reduce((a, b) => a + b, 0);
@@ -365,7 +365,7 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
   chaosOn = false;
   sandbox.clearFaults();
   if (unsafe) sandbox.setFaults([{ kind: 'ignore_keys' }]);
-  while (spawning.size > 0) await sleep(50);
+  await until('replacements started', 120_000, () => spawning.size === 0, 50);
   for (let i = 0; i < fleet.length; i++) {
     const w = fleet[i];
     if (w && !w.dead && w.crashPoint) {
@@ -376,24 +376,27 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
       await w.exited;
     }
   }
-  const drainEnd = Date.now() + drainMs;
-  let pending = runIds.length;
-  while (Date.now() < drainEnd) {
+  const ledger = new Ledger(ctx.redis, ctx.keys);
+  const drained = async () => {
     while (killTimes.length > seenKills) noteKill(killTimes[seenKills++]!);
     replaceDead();
     const pipe = ctx.redis.pipeline();
     for (const id of runIds) pipe.hget(ctx.keys.run(id).run, 'status');
     const st = ((await pipe.exec()) ?? []).map((r) => String(r[1] ?? ''));
-    pending = st.filter((s) => !TERMINAL.has(s)).length;
-    if (pending === 0) break;
-    await sleep(250);
-  }
-  // Give the reconciler a last chance on anything still open.
-  await sleep(Number(env.RECONCILER_MIN_AGE_MS) + 1500);
+    return st.every((s) => TERMINAL.has(s));
+  };
+  // A run left unended is reported below, with what it was doing.
+  await until('every run ended', drainMs, drained, 250).catch(() => {});
+  // The reconciler settles what is still open (an effect dispatched, or of unknown outcome) once it is
+  // RECONCILER_MIN_AGE_MS old: wait for that, not for a fixed time (what stays open is reported below).
+  const open = async (runId: string) =>
+    (await ledger.listForRun(runId)).some((a) => a.state === 'dispatched' || a.state === 'outcome_unknown');
+  const settled = async () => !(await Promise.all(runIds.map(open))).some(Boolean);
+  await until('no effect left open', Number(env.RECONCILER_MIN_AGE_MS) + 15_000, settled, 250).catch(() => {});
   sampling = false;
   await sampler;
 
-  while (spawning.size > 0) await sleep(50);
+  await until('replacements started', 120_000, () => spawning.size === 0, 50);
   // Stop the fleet (SIGTERM, counted separately from the campaign's).
   for (const w of fleet)
     if (w && !w.dead) {
@@ -419,7 +422,6 @@ export async function runCampaign(opts: CampaignOptions): Promise<CampaignResult
         duplicateKeys.push(`${res}:${key}x${n}`);
       }
   }
-  const ledger = new Ledger(ctx.redis, ctx.keys);
   const statuses: Record<string, number> = {};
   const lostRuns: RunProblem[] = [],
     budgetBreaches: RunProblem[] = [],

@@ -12,7 +12,8 @@
  * after the kill (one of them is promoted). With REDIS_MIN_REPLICAS=0 (no wait: the engine without this change)
  * acknowledged runs vanish and lost decisions are asked again; with 1 nothing acknowledged is lost.
  *
- * Run alone: `npx tsx test/e2e/failover/campaign.ts [--replicas=0|1] [--lag] [--kills=3] [--lag-ms=1500]`.
+ * Run alone: `npx tsx test/e2e/failover/campaign.ts [--store=sentinel|cluster] [--replicas=0|1] [--lag] [--kills=3]
+ * [--lag-ms=1500] [--rate=20] [--flow=false] [--min-acked=0]` (`--flow` absent: flow control's default, on).
  */
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, mkdtempSync } from 'node:fs';
@@ -28,6 +29,7 @@ import { startLocalSentinel, SENTINEL_MASTER } from '../../../testkit/sentinel.j
 import { startReplicatedCluster } from '../../../testkit/replicatedCluster.js';
 import { KeySpace } from '../../../src/store/keys.js';
 import { spawnApi, spawnReconciler, spawnWorker, type SpawnedProcess } from '../../../testkit/processes.js';
+import { until } from '../../../testkit/until.js';
 
 export interface CampaignOptions {
   /** Where the fleet's data lives: a master with two replicas and three Sentinels, or a Cluster of 3 masters, 3 replicas. */
@@ -165,7 +167,7 @@ async function submit(api: string, i: number, tally: { s503: number; s500: numbe
     } catch {
       // The connection dropped or timed out: retried like a 503.
     }
-    await sleep(250);
+    await sleep(250); // the client's pause before it retries, as a producer's (the Retry-After is 1 s)
   }
   return undefined;
 }
@@ -317,6 +319,8 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
   };
   const procs: SpawnedProcess[] = [];
   const workers: SpawnedProcess[] = [];
+  /** Per worker, its `fetch_loop_restarted` lines (the kept lines are only its start, shutdown and errors). */
+  const fetchRestarts: string[][] = [];
   // However the campaign ends (a failed start, an interrupted run), nothing it started outlives it.
   const killAll = () => {
     for (const w of workers) w.child.kill('SIGKILL');
@@ -352,6 +356,11 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
         },
       );
       keepLog(`worker-${i + 1}`, w.child.stdout, w.child.stderr);
+      const restarts: string[] = [];
+      fetchRestarts.push(restarts);
+      w.child.stdout?.on('data', (d: Buffer) => {
+        for (const l of d.toString().split('\n')) if (l.includes('"fetch_loop_restarted"')) restarts.push(l);
+      });
       workers.push(w);
       const started = w.lines.find((l) => l.includes('"worker_started"'));
       if (started) workerPorts.push((JSON.parse(started) as { metricsPort: number }).metricsPort);
@@ -375,19 +384,19 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
             if (runId) acked.push(runId);
           }),
         );
-        await sleep(1000 / o.rate);
+        await sleep(1000 / o.rate); // the campaign's schedule: `rate` submissions a second
       }
     })();
     const recoveryMs: number[] = [];
     try {
-      await sleep(2000);
+      await sleep(2000); // the campaign's schedule: load before the first kill
       for (let k = 0; k < o.kills; k++) {
         const master = await store.victim(k);
         const replicas = await store.replicasOf(master);
         let frozen: number[] = [];
         if (o.lag) {
           frozen = await fallBehind(store, master);
-          await sleep(o.lagMs);
+          await sleep(o.lagMs); // the replicas stay behind for lagMs of load: the behaviour under test
         }
         const before = await committedSteps(workerPorts);
         const killedAt = Date.now();
@@ -400,21 +409,20 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
             ` (replica offsets at the kill: ${[...offsets].map(([p, o]) => `${p}=${o}`).join(', ')})`,
         );
         // Steps flowing again: the committed-steps counter moves past its value at the kill.
-        const deadline = Date.now() + 60_000;
-        for (;;) {
+        const flowing = async () => {
           const now = await committedSteps(workerPorts);
           if (process.env.FAILOVER_DEBUG) log(`committed ${now} (at kill ${before})`);
-          if (now !== undefined && before !== undefined && now > before) break;
-          if (Date.now() > deadline) break;
-          await sleep(50);
-        }
+          return now !== undefined && before !== undefined && now > before;
+        };
+        // Not flowing within a minute: the recovery time says so (a minute), the checks below say what was lost.
+        await until('steps flowing again', 60_000, flowing, 50).catch(() => {});
         recoveryMs.push(Date.now() - killedAt);
         await store.rejoin(master);
         log(`kill ${k + 1}: steps flowing ${recoveryMs.at(-1)} ms after the kill; old master rejoined`);
-        await sleep(2000);
+        await sleep(2000); // the campaign's schedule: load between kills
       }
-      const enoughBy = Date.now() + 60_000;
-      while (acked.length < (o.minAcknowledged ?? 0) && Date.now() < enoughBy) await sleep(100);
+      const enough = () => acked.length >= (o.minAcknowledged ?? 0);
+      await until('enough runs acknowledged', 60_000, enough, 100).catch(() => {}); // too few: the test says so
     } finally {
       submitting = false;
       await producer;
@@ -425,13 +433,13 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
     const keys = new KeySpace(prefix, `${prefix}b`, o.store === 'cluster' ? CLUSTER_SHARDS : 1);
     const runKey = (runId: string) => keys.run(runId).run;
     const statusOf = async (runId: string) => (await reader.hget(runKey(runId), 'status')) ?? 'vanished';
-    const settleBy = Date.now() + 120_000;
     let statuses: string[] = [];
-    for (;;) {
+    const settled = async () => {
       statuses = await Promise.all(acked.map(statusOf));
-      if (statuses.every((s) => TERMINAL.has(s) || s === 'vanished') || Date.now() > settleBy) break;
-      await sleep(500);
-    }
+      return statuses.every((s) => TERMINAL.has(s) || s === 'vanished');
+    };
+    // A run still at work after two minutes is reported below, with where its job is.
+    await until('every acknowledged run terminal', 120_000, settled, 500).catch(() => {});
     // Each run left at work, with where its current job is: what a post-mortem starts from.
     for (const [i, runId] of acked.entries()) {
       if (TERMINAL.has(statuses[i]!) || statuses[i] === 'vanished') continue;
@@ -462,6 +470,36 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
       );
     }
     if (statuses.some((s) => !TERMINAL.has(s) && s !== 'vanished')) {
+      // Each stuck run's shard queue as BullMQ's fetch sees it (a job ready in `wait` or `prioritized`, the marker
+      // its workers block on), and the connections blocked on a marker on every master: a shard with jobs ready
+      // and no worker blocked on its marker nor taking its jobs has no fetch loop left.
+      const stuckShards = new Set(
+        acked.filter((_, i) => !TERMINAL.has(statuses[i]!) && statuses[i] !== 'vanished').map((r) => keys.shardOf(r)),
+      );
+      for (const shard of stuckShards) {
+        const q = keys.queueKeyPrefix(shard);
+        const [wait, prioritized, active, marker, meta] = await Promise.all([
+          reader.llen(`${q}wait`),
+          reader.zcard(`${q}prioritized`),
+          reader.llen(`${q}active`),
+          reader.zrange(`${q}marker`, 0, -1, 'WITHSCORES'),
+          reader.hgetall(`${q}meta`),
+        ]);
+        log(
+          `shard ${shard} queue: wait ${wait} prioritized ${prioritized} active ${active} marker ${JSON.stringify(marker)}` +
+            ` meta ${JSON.stringify(meta)}`,
+        );
+      }
+      if (reader instanceof Cluster) {
+        for (const node of reader.nodes('master')) {
+          const list = String(await node.client('LIST'));
+          const blocked = list.split('\n').filter((l) => l.includes('cmd=bzpopmin'));
+          log(`master ${node.options.port}: ${blocked.length} connections in BZPOPMIN`);
+          for (const l of blocked) log(`  ${l.trim()}`);
+        }
+      }
+      for (const [i, restarts] of fetchRestarts.entries())
+        log(`worker ${i + 1}: ${restarts.length} fetch loops restarted ${restarts.join(' ')}`);
       const f = keys.flow();
       const [counts, held, waiting, turns, line] = await Promise.all([
         reader.hgetall(f.counts),
@@ -529,6 +567,8 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     kills: Number(arg('kills', '3')),
     lagMs: Number(arg('lag-ms', '1500')),
     rate: Number(arg('rate', '20')),
+    ...(arg('flow', '') === '' ? {} : { flowControl: arg('flow', '') !== 'false' }),
+    minAcknowledged: Number(arg('min-acked', '0')),
     log: (l) => console.log(l),
   });
   console.log(JSON.stringify(result, null, 2));

@@ -14,7 +14,8 @@
  */
 import { committers, decisionSteps, scriptTokens, type ScenarioResult, type Turn } from './report.js';
 import { runScenario } from './scenario.js';
-import { stepsInFlight, waitUntil } from './stack.js';
+import { stepsInFlight } from './stack.js';
+import { until } from '../../../testkit/until.js';
 
 export interface EvictionOptions {
   signal?: 'SIGKILL' | 'SIGTERM';
@@ -90,15 +91,11 @@ export async function runEviction(opts: EvictionOptions = {}): Promise<ScenarioR
       `step ${EVICT_AT_STEP - 1} to commit`,
     );
     // Step 12 is running when its read is on the wire and a worker holds a step.
-    const victim = await waitUntil(
-      async () => {
-        if (!s.tap.inflight().some((r) => r.url.startsWith('/v1/customers/'))) return undefined;
-        for (const w of s.workers) if ((await stepsInFlight(w)) > 0) return w;
-        return undefined;
-      },
-      5_000,
-      `the worker holding step ${EVICT_AT_STEP}`,
-    );
+    const victim = await until(`the worker holding step ${EVICT_AT_STEP}`, 5_000, async () => {
+      if (!s.tap.inflight().some((r) => r.url.startsWith('/v1/customers/'))) return undefined;
+      for (const w of s.workers) if ((await stepsInFlight(w)) > 0) return w;
+      return undefined;
+    });
     const before = await s.view(runId);
     tl.add(
       Date.now(),

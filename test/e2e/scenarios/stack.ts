@@ -16,7 +16,8 @@ import { createFullApi } from '../../../src/http/fullApi.js';
 import { startEmbeddedRedis, type EmbeddedRedis } from '../../../testkit/embeddedRedis.js';
 import { startSandbox, type SandboxHandle } from '../../../sandbox/server.js';
 import type { FaultRule } from '../../../sandbox/types.js';
-import { withTimeout } from '../../../src/core/timeout.js';
+import { settledWithin, withTimeout } from '../../../src/core/timeout.js';
+import { until } from '../../../testkit/until.js';
 import { startTap, type Tap } from './tap.js';
 import { describeTap, SCENARIO_TOKEN, type Timeline } from './timeline.js';
 
@@ -306,18 +307,13 @@ async function spawnWorker(label: string, env: Record<string, string>, problems:
   child.stderr!.on('data', (d: Buffer) => {
     if (w.stderr.length < 200) w.stderr.push(d.toString());
   });
-  const deadline = Date.now() + 45_000;
-  while (w.metricsPort === undefined) {
-    if (w.dead || Date.now() > deadline) {
-      if (!w.dead) {
-        w.sent = 'SIGKILL';
-        child.kill('SIGKILL');
-      }
-      throw new Error(`worker ${label} did not start: ${w.stderr.join('').slice(-500)}`);
-    }
-    await new Promise((r) => setTimeout(r, 20));
+  await until(`worker ${label} started or gone`, 45_000, () => w.metricsPort !== undefined || w.dead).catch(() => {});
+  if (w.metricsPort !== undefined) return w;
+  if (!w.dead) {
+    w.sent = 'SIGKILL';
+    child.kill('SIGKILL');
   }
-  return w;
+  throw new Error(`worker ${label} did not start: ${w.stderr.join('').slice(-500)}`);
 }
 
 /** SIGTERM (graceful) to every live worker, SIGKILL whatever is still alive after 10 s. */
@@ -327,7 +323,7 @@ async function stopWorkers(workers: ScenarioWorker[]): Promise<void> {
     w.sent ??= 'SIGTERM';
     w.child.kill('SIGTERM');
   }
-  await Promise.race([Promise.all(live.map((w) => w.exited)), new Promise((r) => setTimeout(r, 10_000))]);
+  await settledWithin(Promise.all(live.map((w) => w.exited)), 10_000);
   for (const w of live) if (!w.dead) w.child.kill('SIGKILL');
   await Promise.all(live.map((w) => w.exited));
 }
@@ -343,20 +339,5 @@ export async function stepsInFlight(w: ScenarioWorker): Promise<number> {
     return value('agent_steps_started_total') - value('agent_steps_committed_total');
   } catch {
     return 0;
-  }
-}
-
-export async function waitUntil<T>(
-  fn: () => Promise<T | undefined> | T | undefined,
-  timeoutMs: number,
-  what: string,
-  everyMs = 20,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, everyMs));
   }
 }

@@ -51,7 +51,7 @@ describe('the OpenAI-wire server holds a rate limit', () => {
       /^Rate limit reached for gpt-4o-mini .* requests per min \(RPM\): Limit 60, Requested 1\./,
     );
     expect(s.limited).toBe(1);
-    await new Promise((r) => setTimeout(r, waitMs + 5));
+    await new Promise((r) => setTimeout(r, waitMs + 5)); // the Retry-After under test: after it, served
     expect((await call(s)).status).toBe(200);
   });
 
@@ -65,6 +65,7 @@ describe('the OpenAI-wire server holds a rate limit', () => {
     expect(refused.status).toBe(429);
     expect(refused.headers.get('x-ratelimit-limit-tokens')).toBe('600');
     expect(((await refused.json()) as { error: { type: string } }).error.type).toBe('tokens');
+    // The Retry-After under test: after it, served.
     await new Promise((r) => setTimeout(r, Number(refused.headers.get('retry-after-ms')) + 5));
     const later = await call(s);
     expect(later.status).toBe(200);

@@ -196,13 +196,23 @@ describe.skipIf(!haveChromium)('the operator console in a real browser', () => {
     await h.ctx.store.create(spec, Date.now());
     expect(await h.waitForStatus(spec.runId, ['budget_exceeded', 'completed'])).toBe('budget_exceeded');
     const { context, page } = await loggedIn(ADA);
+    // The run's events stream is held until something is typed: its events then arrive while a field is being
+    // filled, and a live re-render must not wipe what was typed (the page holds it and says so).
+    let typed!: () => void;
+    const afterTyping = new Promise<void>((r) => (typed = r));
+    await page.route(`**/v1/runs/${spec.runId}/events`, async (route) => {
+      await afterTyping;
+      await route.continue();
+    });
     await page.goto(`${h.url}/console/runs/${spec.runId}`);
     expect(await page.locator('#status').textContent()).toBe('budget_exceeded');
     expect(await page.locator(`#jobs tr[data-job="${spec.runId}.s1"]`).count()).toBe(1);
     await page.screenshot({ path: join(SHOTS, 'retry.png'), fullPage: true });
-    // The run's events arrive as the page opens: a live re-render must not wipe what was typed.
     await page.locator('#retry-steps').pressSequentially('2');
-    await new Promise((r) => setTimeout(r, 600));
+    expect(await page.locator('#live-held').isHidden()).toBe(true);
+    typed();
+    await page.locator('body[data-live=held]').waitFor({ timeout: 10_000 });
+    expect(await page.locator('#live-held').isVisible()).toBe(true);
     expect(await page.locator('#retry-steps').inputValue()).toBe('2');
     await Promise.all([page.waitForURL(/done=retried/), page.click('#retry')]);
     await page.locator('#status[data-status=completed]').waitFor({ timeout: 20_000 });

@@ -144,7 +144,7 @@ describe('a run stopped by its maxCost, retried with more money over HTTP', () =
 
   it('refuses a retry without more money, or past LIMIT_MAX_COST (400 naming cost), writing nothing', async () => {
     const before = await ctx.redis.hgetall(ctx.keys.run(runId).budget);
-    const journal = await ctx.redis.llen(ctx.keys.run(runId).journal);
+    const journal = (await ctx.store.transcript(runId)).length;
     const none = await call(url, 'POST', `/v1/runs/${runId}/retry`, { steps: 2 });
     expect(none.status).toBe(409);
     expect(none.body).toMatchObject({ error: 'extension_required', budget: 'cost' });
@@ -155,7 +155,7 @@ describe('a run stopped by its maxCost, retried with more money over HTTP', () =
     expect(malformed.status).toBe(400);
     expect(malformed.body).toMatchObject({ fields: [{ path: 'cost' }] });
     expect(await ctx.redis.hgetall(ctx.keys.run(runId).budget)).toEqual(before);
-    expect(await ctx.redis.llen(ctx.keys.run(runId).journal)).toBe(journal);
+    expect((await ctx.store.transcript(runId)).length).toBe(journal);
     expect((await status(runId)).status).toBe('budget_exceeded');
   });
 

@@ -86,13 +86,13 @@ describe('one run at work per subject', () => {
     expect(await h.waitForStatus(first, ['budget_exceeded', 'completed', 'failed'])).toBe('budget_exceeded');
     const later = await followUpAtWork(id, first);
     expect(await status(later)).toBe('queued');
-    const journal = await h.ctx.redis.llen(h.ctx.keys.run(first).journal);
+    const journal = (await h.ctx.store.transcript(first)).length;
 
     const res = await call(h.url, 'POST', `/v1/runs/${first}/retry`, { steps: 5 });
     expect(res.status).toBe(409);
     expect(res.body).toMatchObject({ error: 'run_superseded', runId: first, laterRunId: later });
     expect(await status(first)).toBe('budget_exceeded');
-    expect(await h.ctx.redis.llen(h.ctx.keys.run(first).journal)).toBe(journal);
+    expect((await h.ctx.store.transcript(first)).length).toBe(journal);
     // The refused retry made no job: nothing of the run can send the email.
     await h.untilNoJob(first);
     expect(h.sandbox.counts().byResource.emails.records).toBe(0);

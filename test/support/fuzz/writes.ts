@@ -5,6 +5,7 @@
  * answers the write, and answers one connection in order, so nothing the request wrote can arrive after the PONG.
  */
 import { Redis } from 'ioredis';
+import { until } from '../../../testkit/until.js';
 
 /** Events that are not writes of a request: Redis's own expiry and eviction. */
 const NOT_WRITES = new Set(['expired', 'evicted']);
@@ -42,12 +43,9 @@ export async function watchWrites(url: string, db: number): Promise<WriteWatch> 
       };
     },
     async settle(quietMs, maxMs) {
-      const deadline = Date.now() + maxMs;
-      await sub.ping();
-      while (Date.now() - lastAt < quietMs && Date.now() < deadline) {
-        await new Promise((r) => setTimeout(r, quietMs / 2));
-        await sub.ping();
-      }
+      // The ping returns once every write sent before it was seen; quiet for quietMs, at most maxMs.
+      const quiet = async () => (await sub.ping(), Date.now() - lastAt >= quietMs);
+      await until(`${quietMs} ms without a write`, maxMs, quiet, quietMs / 2).catch(() => {});
     },
     async close() {
       sub.disconnect();

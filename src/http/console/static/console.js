@@ -10,22 +10,31 @@
   var pending = null;
   // A person typing in a form of the live part (a retry's extension, a finding's receipt or
   // note) must not see it wiped by a re-render: while a field there was edited, updates wait.
+  // The person is told the page stopped following the run (#live-held), and the page says so to
+  // whatever reads it (body data-live="held").
   var editing = false;
+  var note = document.getElementById('live-held');
+  function hold() {
+    if (note) note.hidden = false;
+    document.body.setAttribute('data-live', 'held');
+  }
   live.addEventListener('input', function () {
     editing = true;
   });
   // A re-render already scheduled or in flight when the typing began is dropped too: its answer
   // would replace the field being filled.
   live.addEventListener('htmx:beforeSwap', function (evt) {
-    if (editing) evt.detail.shouldSwap = false;
+    if (!editing) return;
+    evt.detail.shouldSwap = false;
+    hold();
   });
   function refresh() {
-    if (editing) return;
+    if (editing) return hold();
     // Many events arrive together (a step commit emits several): one re-render for them.
     if (pending) return;
     pending = setTimeout(function () {
       pending = null;
-      if (editing) return;
+      if (editing) return hold();
       if (window.htmx) window.htmx.ajax('GET', fragment, { target: '#live', swap: 'innerHTML' });
     }, 150);
   }

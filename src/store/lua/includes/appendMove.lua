@@ -1,6 +1,6 @@
 --[[
   Appends one move to an action's history list. The list of an ended run's
-  action is folded into its record and deleted (foldHistory-2.lua): a move
+  action is folded into its record and deleted (foldHistory-3.lua): a move
   made after that (an operator's compensation) starts the list again, with the
   record's TTL, so it expires with the run.
 ]]

@@ -8,6 +8,10 @@
   events: { type, payload, type, payload, ... }; an empty payload is skipped
   (that event did not happen), and no entry is added when every one is empty.
 
+  The cap is named only when the stream has reached it: below it there is
+  nothing to trim, and the AOF (which persists the XADD with its cap as an
+  exact MAXLEN) and a replica's link carry the entry alone.
+
   The shape of almost every step (a read-only step's commit that stays
   running: started, decision, committed, all three present) goes straight to
   XADD as arguments. Gathering the fields in a table grown one field at a time
@@ -19,8 +23,12 @@ local function emitEvents(eventsKey, maxLen, events)
   local n = table.maxn(events)
   local a, b, c = events[2], events[4], events[6]
   if n == 6 and a and a ~= '' and b and b ~= '' and c and c ~= '' then
-    redis.call('XADD', eventsKey, 'MAXLEN', '~', maxLen, '*', 'type', events[1], 'data', a,
-      'type', events[3], 'data', b, 'type', events[5], 'data', c)
+    if redis.call('XLEN', eventsKey) < tonumber(maxLen) then
+      redis.call('XADD', eventsKey, '*', 'type', events[1], 'data', a, 'type', events[3], 'data', b, 'type', events[5], 'data', c)
+    else
+      redis.call('XADD', eventsKey, 'MAXLEN', '~', maxLen, '*', 'type', events[1], 'data', a,
+        'type', events[3], 'data', b, 'type', events[5], 'data', c)
+    end
     return
   end
   local fields = {}
@@ -34,5 +42,9 @@ local function emitEvents(eventsKey, maxLen, events)
     end
   end
   if #fields == 0 then return end
-  redis.call('XADD', eventsKey, 'MAXLEN', '~', maxLen, '*', unpack(fields))
+  if redis.call('XLEN', eventsKey) < tonumber(maxLen) then
+    redis.call('XADD', eventsKey, '*', unpack(fields))
+  else
+    redis.call('XADD', eventsKey, 'MAXLEN', '~', maxLen, '*', unpack(fields))
+  end
 end

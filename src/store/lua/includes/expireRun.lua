@@ -6,13 +6,15 @@
   (includes/runIndex.lua), after which archiveCommitted-6.lua sets it.
   The run's search indexes (includes/searchIndex.lua) follow: they expire once
   their last run has ended. `keys` are the run hash, budget, journal and events
-  stream, in that order, and more; an ended run's packed events
-  (KeySpace.run().eventsPacked, `<events>-packed`) are named from the stream's
-  key here, and an action's folded history lives in its record.
+  stream, in that order, and more; an ended run's packed events and packed
+  journal (KeySpace.run().eventsPacked, `<events>-packed`, and journalPacked,
+  `<journal>-packed`) are named from the stream's and the list's keys here, and
+  an action's folded history lives in its record.
 ]]
 -- @include searchIndex
 local function eachRunKey(keys, actionsKey, fn)
   for _, k in ipairs(keys) do fn(k) end
+  fn(keys[3] .. '-packed')
   fn(keys[4] .. '-packed')
   for _, ak in ipairs(redis.call('SMEMBERS', actionsKey)) do
     fn(ak)

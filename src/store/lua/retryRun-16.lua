@@ -15,10 +15,18 @@
   are made persistent again, ledger records and reservations included, so the
   idempotency keys of confirmed effects outlive the retried run.
 
+  An ended run's journal may be packed (compactRun-5.lua): it is unpacked back
+  into the list, before any entry listed after it, in this same change, so the
+  step path (which reads the list by position, in the worker and in the
+  scripts) never meets a packed journal. The caller read the packed entries
+  (src/store/runJournal.ts, readPackedJournal); refused if the packed journal
+  is not the one read.
+
   KEYS[1] run hash  KEYS[2] budget hash  KEYS[3] journal list
   KEYS[4] events stream  KEYS[5] run's actions set
   KEYS[6..14] BullMQ addStandardJob keys of the retried step's job
   KEYS[15] the subject's latest run (KeySpace.subjectLatest, the run's shard)
+  KEYS[16] the run's packed journal (string, KeySpace.run().journalPacked)
 
   ARGV[1] expected status  ARGV[2] expected cursor  ARGV[3] expected resumes count
   ARGV[4] the new job id  ARGV[5] now (ms)  ARGV[6] events max length
@@ -27,10 +35,12 @@
   ARGV[12] the operator journal entry (JSON)  ARGV[13] the run_retried event (JSON)
   ARGV[14] the status_changed event (JSON)  ARGV[15..17] BullMQ addStandardJob argv
   ARGV[18] the run id  ARGV[19] new maxCost (µ$; 0 = the run has no money budget)
+  ARGV[20] sha1 of the packed journal read ('' none)
+  ARGV[21..] its entries in their listed form (packEntry), oldest first
 
   Returns {1, ''} retried, or {code, detail} with nothing written:
     {-3, ''} run missing  {-4, status} not in the expected status
-    {-2, ''} the run moved on since it was read (cursor or resumes)
+    {-2, ''} the run moved on since it was read (cursor, resumes or its packed journal)
     {-18, steps | tokens | wall_clock | cost} that budget leaves no room
     {-19, action id} an action waits for a person
     {-23, later run id} a later run of the subject superseded this one (includes/subject.lua)
@@ -50,6 +60,8 @@ if status ~= ARGV[1] then return { -4, status } end
 if tonumber(run[2] or '0') ~= tonumber(ARGV[2]) or tonumber(run[3] or '0') ~= tonumber(ARGV[3]) then return { -2, '' } end
 local later = laterRunOf(KEYS[1], KEYS[15], ARGV[18])
 if later then return { -23, later } end
+local packed = redis.call('GET', KEYS[16])
+if (packed and redis.sha1hex(packed) or '') ~= (ARGV[20] or '') then return { -2, '' } end
 
 local used = redis.call('HMGET', KEYS[2], 'stepsUsed', 'tokensUsed', 'costUsed')
 local maxCost = tonumber(ARGV[19] or '0')
@@ -75,6 +87,18 @@ redis.call('HINCRBY', KEYS[1], 'retries', 1)
 redis.call('HSET', KEYS[2], 'maxSteps', ARGV[7], 'maxTokens', ARGV[8], 'maxWallMs', ARGV[9], 'deadlineAt', ARGV[10])
 if maxCost > 0 then redis.call('HSET', KEYS[2], 'maxCost', ARGV[19]) end
 if ARGV[11] == '1' then redis.call('HINCRBY', KEYS[2], 'extensions', 1) end
+if packed then
+  -- LPUSH puts each argument at the head in turn: the newest first, in chunks Lua's unpack takes.
+  local last = #ARGV
+  while last >= 21 do
+    local first = math.max(21, last - 999)
+    local chunk = {}
+    for i = last, first, -1 do chunk[#chunk + 1] = ARGV[i] end
+    redis.call('LPUSH', KEYS[3], unpack(chunk))
+    last = first - 1
+  end
+  redis.call('DEL', KEYS[16])
+end
 redis.call('RPUSH', KEYS[3], ARGV[12])
 
 persistRun({ KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5] }, KEYS[5])

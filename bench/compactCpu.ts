@@ -1,0 +1,62 @@
+/**
+ * `node dist/bench/compactCpu.js [runs]` (after `npm run build`; default 400): the worker's CPU to compact one ended
+ * run (src/runs/compact.ts), alone. One run of the throughput bench's shape (40 read-only steps) is made and ended,
+ * put back as it was before its compaction (journal list, event stream, spec as JSON) and copied under `runs` run
+ * ids; then the copies are compacted one after the other and the process's CPU over those compactions (their reads
+ * and the packing script included) is divided by their number. For finding what a run's end costs; not part of `npm run bench`.
+ */
+import { createBenchEnv } from './lib/env.js';
+import { runRound } from './lib/workload.js';
+import { unpackJournal } from '../src/core/journal.js';
+import { unpackEntries } from '../src/store/runEvents.js';
+import { unpackSpec } from '../src/store/runRecord.js';
+import { compactEndedRun } from '../src/runs/compact.js';
+const env = await createBenchEnv({ quick: true, rounds: 1 });
+const r = env.ctx.redis;
+try {
+  const pool = await env.spawnPool(1);
+  await runRound(env, pool, { kind: 'engine', chains: 4, steps: 40, tag: 'cmp' });
+  await pool.kill();
+  const jk = (await r.keys('*journal-packed*'))[0]!;
+  const base = jk.replace(/:journal-packed$/, '');
+  const runId = base.split(':run:')[1]!;
+  const k = env.ctx.keys.run(runId);
+  const entries = unpackJournal(await r.getBuffer(k.journalPacked));
+  const events = unpackEntries(await r.getBuffer(k.eventsPacked));
+  const spec = unpackSpec((await r.hget(k.run, 'spec'))!);
+  await r.del(k.journalPacked, k.eventsPacked, k.events);
+  await r.rpush(k.journal, ...entries);
+  for (const [id, f] of events) await r.xadd(k.events, id, ...f);
+  await r.hset(k.run, 'spec', spec);
+  const dumps = await Promise.all([k.run, k.events, k.journal].map((key) => r.dumpBuffer(key)));
+  /** `n` copies of the run as it was before its compaction, each under its own run id. */
+  const copies = async (tag: string, n: number): Promise<string[]> => {
+    const ids = Array.from({ length: n }, (_, i) => `${runId}${tag}${i}`);
+    for (const id of ids) {
+      const c = env.ctx.keys.run(id);
+      await r
+        .multi()
+        .restore(c.run, 0, dumps[0]!, 'REPLACE')
+        .restore(c.events, 0, dumps[1]!, 'REPLACE')
+        .restore(c.journal, 0, dumps[2]!, 'REPLACE')
+        .exec();
+    }
+    return ids;
+  };
+  const compactAll = async (ids: string[]): Promise<number> => {
+    const c0 = process.cpuUsage();
+    for (const id of ids) {
+      if (!(await compactEndedRun(r, env.ctx.keys, id)).run) throw new Error(`${id} not compacted`);
+    }
+    const c = process.cpuUsage(c0);
+    return (c.user + c.system) / ids.length;
+  };
+  await compactAll(await copies('w', 100)); // warm-up
+  const n = Number(process.argv[2] ?? 400);
+  const perRun = await compactAll(await copies('m', n));
+  console.log(
+    `compactEndedRun: ${perRun.toFixed(0)} µs CPU per run (journal ${entries.length} entries, events ${events.length}, spec ${spec.length} B)`,
+  );
+} finally {
+  await env.cleanup();
+}

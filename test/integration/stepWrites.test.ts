@@ -1,0 +1,88 @@
+/**
+ * What a read-only step's commit writes to a run's own keys (what the AOF and a replica's link carry for it, a
+ * script persisting as its effects): the journal entries, the budget counters in one HSET (not an HINCRBY each), the
+ * run hash's cursor, updatedAt and jobId (a run that stays running keeps its status and reason unwritten), and one
+ * event entry without a cap while its stream is below it. Seen with MONITOR, which lists the commands a script runs.
+ */
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { connect } from 'node:net';
+import { parseMonitorLine } from '../../bench/lib/monitorTrace.js';
+import { createHarness, redisUrl, sampleTicket, type Harness } from '../../testkit/harness.js';
+import { buildSpec } from '../../src/producer/intake.js';
+import { final, read } from '../../testkit/turns.js';
+
+let h: Harness;
+beforeAll(async () => {
+  h = await createHarness('stepwrites');
+  await h.startWorker();
+});
+afterAll(async () => {
+  await h.close();
+});
+
+it("a read-only step's commit writes each of the run's keys once, and only what moved", async () => {
+  const spec = buildSpec(
+    h.ctx,
+    {
+      tenant: 'acme',
+      ticket: sampleTicket(`SW-${Date.now()}`),
+      agent: { model: 'scripted', script: [read, read, read, final] },
+    },
+    Date.now(),
+  );
+  const k = h.ctx.keys.run(spec.runId);
+  const monitor = await monitorScripts(redisUrl());
+  try {
+    expect(await h.ctx.store.create(spec, Date.now())).toBe(true);
+    expect(await h.waitForStatus(spec.runId, ['completed', 'failed', 'budget_exceeded'])).toBe('completed');
+  } finally {
+    monitor.close();
+  }
+  const seen = monitor.commands.filter((args) => args.some((a) => a === k.run || a === k.budget || a === k.events));
+  const writes = (cmd: string, key: string) => seen.filter((a) => a[0]!.toUpperCase() === cmd && a[1] === key);
+  // Steps 2 and 3 stay running: their commits are the HSETs of the run hash that set the cursor to 3 and 4.
+  const commits = writes('HSET', k.run).filter((a) => a[2] === 'cursor' && ['3', '4'].includes(a[3]!));
+  expect(commits).toHaveLength(2);
+  for (const a of commits) {
+    expect(a.filter((_, i) => i >= 2 && i % 2 === 0)).toEqual(['cursor', 'updatedAt', 'jobId']);
+  }
+  expect(writes('HINCRBY', k.budget)).toEqual([]);
+  // The run's creation sets the counters to 0; each commit after it, to what they hold then.
+  const budgetSets = writes('HSET', k.budget).filter((a) => a.includes('stepsUsed') && a.includes('costUsed'));
+  // One per committed step (four), each naming every counter that moved.
+  expect(budgetSets).toHaveLength(4);
+  for (const a of budgetSets) expect(a.slice(2).filter((_, i) => i % 2 === 0)).toContain('tokensUsed');
+  // Below its cap, the stream's entries carry none.
+  const xadds = writes('XADD', k.events);
+  expect(xadds.length).toBeGreaterThan(0);
+  expect(xadds.filter((a) => a.some((x) => x.toUpperCase() === 'MAXLEN'))).toEqual([]);
+  // The counters add up as HINCRBY's did.
+  const tokens = (await h.ctx.store.transcript(spec.runId))
+    .flatMap((e) => (e.kind === 'decision' ? [e.usage.promptTokens + e.usage.completionTokens] : []))
+    .reduce((a, b) => a + b, 0);
+  expect(await h.ctx.redis.hmget(k.budget, 'stepsUsed', 'tokensUsed')).toEqual(['4', String(tokens)]);
+});
+
+/** MONITOR on its own socket, keeping the commands scripts and functions run (`[0 lua]`), each as its arguments. */
+async function monitorScripts(url: string): Promise<{ commands: string[][]; close(): void }> {
+  const { hostname, port } = new URL(url);
+  const socket = connect(Number(port), hostname);
+  await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+  const commands: string[][] = [];
+  let pending = '';
+  socket.setEncoding('latin1');
+  socket.on('data', (chunk: string) => {
+    pending += chunk;
+    for (let nl = pending.indexOf('\r\n'); nl >= 0; nl = pending.indexOf('\r\n')) {
+      const line = pending.slice(1, nl).replace(' lua] ', ' script] ');
+      pending = pending.slice(nl + 2);
+      if (line === 'OK') continue;
+      const cmd = parseMonitorLine(line);
+      if (cmd) commands.push(cmd.args.map((a) => a.toString('utf8')));
+    }
+  });
+  const ok = new Promise<void>((resolve) => socket.once('data', () => resolve()));
+  socket.write('MONITOR\r\n');
+  await ok;
+  return { commands, close: () => socket.destroy() };
+}

@@ -1,0 +1,78 @@
+/**
+ * A server a test spawns on a free loopback port with its data in a temp dir, and may kill (a crash, a shutdown) and
+ * start again on the same port and dir: the handle embeddedRedis (redis-server) and embeddedPostgres (postgres) share.
+ */
+import type { ChildProcess } from 'node:child_process';
+import { rmSync } from 'node:fs';
+import { until } from './until.js';
+
+export interface SpawnedServer {
+  url: string;
+  port: number;
+  dir: string;
+  process?: ChildProcess;
+  /** Stops the server (by default its own shutdown signal; SIGKILL: a crash) and keeps its data dir. */
+  kill(signal?: NodeJS.Signals): Promise<void>;
+  /** Starts it again on the same port and dir (its log or WAL replayed). */
+  restart(): Promise<void>;
+  /** Stops it and removes its dir. */
+  stop(): Promise<void>;
+}
+
+export interface ServerSpec {
+  url: string;
+  port: number;
+  dir: string;
+  /** Starts the server process (again, on restart). */
+  spawn(): ChildProcess;
+  /** Resolves once the server answers. */
+  ready(): Promise<void>;
+  /** kill()'s signal by default (restart's too): the server's own orderly shutdown. */
+  killSignal: NodeJS.Signals;
+  /** stop()'s signal. */
+  stopSignal: NodeJS.Signals;
+}
+
+/** Spawns the server and resolves once it answers; the test process's exit kills it, however the test ended. */
+export async function startSpawnedServer(spec: ServerSpec): Promise<SpawnedServer> {
+  const handle: SpawnedServer = {
+    url: spec.url,
+    port: spec.port,
+    dir: spec.dir,
+    async kill(signal = spec.killSignal) {
+      const p = handle.process;
+      // A process killed by a signal has a signalCode and no exitCode: it is gone too.
+      if (!p || p.exitCode !== null || p.signalCode !== null) return;
+      await new Promise<void>((resolve) => {
+        p.once('exit', () => resolve());
+        p.kill(signal);
+      });
+    },
+    async restart() {
+      await handle.kill();
+      handle.process = spec.spawn();
+      await spec.ready();
+    },
+    async stop() {
+      await handle.kill(spec.stopSignal);
+      rmSync(spec.dir, { recursive: true, force: true });
+    },
+  };
+  handle.process = spec.spawn();
+  process.once('exit', () => handle.process?.kill('SIGKILL'));
+  await spec.ready();
+  return handle;
+}
+
+/** Tries `attempt` (a fresh connection and a query) until it resolves; past `timeoutMs`, fails with its last error. */
+export async function untilAnswers(what: string, timeoutMs: number, attempt: () => Promise<unknown>): Promise<void> {
+  let lastErr: unknown;
+  const answered = () =>
+    attempt().then(
+      () => true,
+      (e: unknown) => ((lastErr = e), false),
+    );
+  await until(what, timeoutMs, answered, 25).catch(() => {
+    throw new Error(`${what} did not answer: ${String(lastErr)}`);
+  });
+}
