@@ -77,8 +77,7 @@ describe('npm scripts', () => {
       expect(worker.lines.find((l) => l.includes('"worker_started"'))).toContain('support@');
       // Step 2 reads the knowledge base, which hangs 3 s: the worker holds the step once the read has arrived (the
       // job active in Redis is not enough: the worker may not have BullMQ's answer yet).
-      const sandbox = h.sandbox;
-      await until('step 2 held', 20_000, () => sandbox.held() > 0);
+      await until('step 2 held', 20_000, () => h.sandbox.held() > 0);
       worker.child.kill('SIGTERM');
       await until('npm exited', 20_000, () => worker.child.exitCode !== null || worker.child.signalCode !== null);
       expect(worker.lines.some((l) => l.includes('"sigterm_handoff"'))).toBe(true);
