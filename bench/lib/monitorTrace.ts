@@ -40,14 +40,15 @@ export function unrepr(body: string): Buffer {
 }
 
 /**
- * One MONITOR line: `<time> [<db> <client>] "ARG" "ARG" ...`. Returns undefined for a script's own call (`[0 lua]`).
+ * One MONITOR line: `<time> [<db> <client>] "ARG" "ARG" ...`. Returns undefined for a script's own call (`[0 lua]`)
+ * unless `scriptCalls` asks for those too (their client is then `lua`).
  */
-export function parseMonitorLine(line: string): TracedCommand | undefined {
+export function parseMonitorLine(line: string, scriptCalls = false): TracedCommand | undefined {
   const open = line.indexOf('[');
   const close = line.indexOf('] ', open);
   if (open < 0 || close < 0) throw new Error(`MONITOR line without a client: ${line.slice(0, 80)}`);
   const client = line.slice(open + 1, close).split(' ')[1] ?? '';
-  if (client === 'lua') return undefined;
+  if (client === 'lua' && !scriptCalls) return undefined;
   const args: Buffer[] = [];
   let i = close + 2;
   while (i < line.length) {
@@ -66,8 +67,15 @@ export interface MonitorCapture {
   stop(): Promise<TracedCommand[]>;
 }
 
-/** Starts MONITOR on its own connection (its own commands are not in the trace: MONITOR shows none of them). */
-export async function captureCommands(port: number, host = '127.0.0.1'): Promise<MonitorCapture> {
+/**
+ * Starts MONITOR on its own connection (its own commands are not in the trace: MONITOR shows none of them).
+ * `scriptCalls`: keep the commands scripts and functions run as well (client `lua`), each after the script's own line.
+ */
+export async function captureCommands(
+  port: number,
+  host = '127.0.0.1',
+  { scriptCalls = false }: { scriptCalls?: boolean } = {},
+): Promise<MonitorCapture> {
   const socket: Socket = connect(port, host);
   await new Promise<void>((resolve, reject) => {
     socket.once('connect', resolve);
@@ -96,7 +104,7 @@ export async function captureCommands(port: number, host = '127.0.0.1'): Promise
         continue;
       }
       try {
-        const cmd = parseMonitorLine(reply.slice(1));
+        const cmd = parseMonitorLine(reply.slice(1), scriptCalls);
         if (cmd?.args.length === 2 && cmd.args[1]!.toString('latin1') === end) ended();
         else if (cmd) commands.push(cmd);
       } catch (e) {

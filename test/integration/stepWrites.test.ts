@@ -5,8 +5,7 @@
  * event entry without a cap while its stream is below it. Seen with MONITOR, which lists the commands a script runs.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { connect } from 'node:net';
-import { parseMonitorLine } from '../../bench/lib/monitorTrace.js';
+import { captureCommands } from '../../bench/lib/monitorTrace.js';
 import { createHarness, redisUrl, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { buildSpec } from '../../src/producer/intake.js';
 import { final, read } from '../../testkit/turns.js';
@@ -31,14 +30,17 @@ it("a read-only step's commit writes each of the run's keys once, and only what 
     Date.now(),
   );
   const k = h.ctx.keys.run(spec.runId);
-  const monitor = await monitorScripts(redisUrl());
+  const url = new URL(redisUrl());
+  const monitor = await captureCommands(Number(url.port), url.hostname, { scriptCalls: true });
+  let commands: string[][] = [];
   try {
     expect(await h.ctx.store.create(spec, Date.now())).toBe(true);
     expect(await h.waitForStatus(spec.runId, ['completed', 'failed', 'budget_exceeded'])).toBe('completed');
   } finally {
-    monitor.close();
+    // stop() waits for its end marker: MONITOR's lines can trail the commands that made the run complete.
+    commands = (await monitor.stop()).map((c) => c.args.map((a) => a.toString('utf8')));
   }
-  const seen = monitor.commands.filter((args) => args.some((a) => a === k.run || a === k.budget || a === k.events));
+  const seen = commands.filter((args) => args.some((a) => a === k.run || a === k.budget || a === k.events));
   const writes = (cmd: string, key: string) => seen.filter((a) => a[0]!.toUpperCase() === cmd && a[1] === key);
   // Steps 2 and 3 stay running: their commits are the HSETs of the run hash that set the cursor to 3 and 4.
   const commits = writes('HSET', k.run).filter((a) => a[2] === 'cursor' && ['3', '4'].includes(a[3]!));
@@ -62,27 +64,3 @@ it("a read-only step's commit writes each of the run's keys once, and only what 
     .reduce((a, b) => a + b, 0);
   expect(await h.ctx.redis.hmget(k.budget, 'stepsUsed', 'tokensUsed')).toEqual(['4', String(tokens)]);
 });
-
-/** MONITOR on its own socket, keeping the commands scripts and functions run (`[0 lua]`), each as its arguments. */
-async function monitorScripts(url: string): Promise<{ commands: string[][]; close(): void }> {
-  const { hostname, port } = new URL(url);
-  const socket = connect(Number(port), hostname);
-  await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
-  const commands: string[][] = [];
-  let pending = '';
-  socket.setEncoding('latin1');
-  socket.on('data', (chunk: string) => {
-    pending += chunk;
-    for (let nl = pending.indexOf('\r\n'); nl >= 0; nl = pending.indexOf('\r\n')) {
-      const line = pending.slice(1, nl).replace(' lua] ', ' script] ');
-      pending = pending.slice(nl + 2);
-      if (line === 'OK') continue;
-      const cmd = parseMonitorLine(line);
-      if (cmd) commands.push(cmd.args.map((a) => a.toString('utf8')));
-    }
-  });
-  const ok = new Promise<void>((resolve) => socket.once('data', () => resolve()));
-  socket.write('MONITOR\r\n');
-  await ok;
-  return { commands, close: () => socket.destroy() };
-}
