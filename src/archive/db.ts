@@ -6,7 +6,7 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { migrate } from './migrate.js';
-import type { RunArchive } from '../runs/engineContext.js';
+import type { ArchivedRunLinks, ArchivedRunParts, RunArchive } from '../runs/engineContext.js';
 import type { ArchivedSearchPage, SearchQuery } from '../runs/search.js';
 import type { RunRow } from '../runs/list.js';
 import type { RunStatus } from '../core/status.js';
@@ -129,7 +129,32 @@ export function runArchive(pool: ArchivePool): RunArchive {
     view: (runId) => archivedView(pool, runId),
     tenantOf: (runId) => archivedTenant(pool, runId),
     search: (q) => searchArchivedRuns(pool, q),
+    parts: (runId) => archivedParts(pool, runId),
+    links: (runIds) => archivedLinks(pool, runIds),
   };
+}
+
+/** The archived run's agent, input and events (RunArchive.parts), or undefined. */
+export async function archivedParts(pool: ArchivePool, runId: string): Promise<ArchivedRunParts | undefined> {
+  const res = await pool.query<{ agent: string; input: unknown; events: ArchivedRunParts['events'] }>(
+    "SELECT agent, spec -> 'input' AS input, events FROM archived_runs WHERE run_id = $1",
+    [runId],
+  );
+  const row = res.rows[0];
+  return row ? { agent: row.agent, input: row.input ?? undefined, events: row.events } : undefined;
+}
+
+/** The status and child run ids of those of `runIds` the archive holds (RunArchive.links). */
+export async function archivedLinks(
+  pool: ArchivePool,
+  runIds: readonly string[],
+): Promise<Map<string, ArchivedRunLinks>> {
+  if (runIds.length === 0) return new Map();
+  const res = await pool.query<{ run_id: string; status: RunStatus; child_run_ids: string[] }>(
+    'SELECT run_id, status, child_run_ids FROM archived_runs WHERE run_id = ANY($1::text[])',
+    [runIds],
+  );
+  return new Map(res.rows.map((r) => [r.run_id, { status: r.status, childRunIds: r.child_run_ids }]));
 }
 
 /** Run ids archived for a tenant's subject (every agent). */

@@ -19,6 +19,7 @@ import type { RateLimits } from '../flow/rateLimits.js';
 import type { ChildRunStarter } from './children.js';
 import type { Pool } from 'pg';
 import type { ArchivedSearchPage, SearchQuery } from './search.js';
+import type { RunStatus } from '../core/status.js';
 
 /**
  * The archive of ended runs in PostgreSQL (src/archive; ARCHIVE_URL): what a run's readers ask of it once Redis no
@@ -31,7 +32,24 @@ export interface RunArchive {
   tenantOf(runId: string): Promise<string | undefined>;
   /** The archived runs a search finds (the same terms, filters, tenants and cursor as Redis' search). */
   search(q: SearchQuery): Promise<ArchivedSearchPage>;
+  /** What a run's page shows of an archived run beside its view (its agent, input and events), or undefined. */
+  parts(runId: string): Promise<ArchivedRunParts | undefined>;
+  /** The status and child runs of each of `runIds` the archive holds (a run tree's nodes Redis let go). */
+  links(runIds: readonly string[]): Promise<Map<string, ArchivedRunLinks>>;
   readonly pool: Pool;
+}
+
+/** An archived run's agent, input (the spec's) and events (as the stream held them, each with its event id). */
+export interface ArchivedRunParts {
+  agent: string;
+  input: unknown;
+  events: { id: string; type: string; data: string }[];
+}
+
+/** An archived run's status and child runs. */
+export interface ArchivedRunLinks {
+  status: RunStatus;
+  childRunIds: string[];
 }
 
 export interface EngineContext {

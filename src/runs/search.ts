@@ -144,3 +144,15 @@ export function mergeSearchPages(redis: RunPage, archived: ArchivedSearchPage, l
   const next = last ?? bounds.reduce((a, b) => (a.at > b.at || (a.at === b.at && a.runId > b.runId) ? a : b));
   return { runs, nextCursor: encodeCursor('createdAt' in next ? { at: next.createdAt, runId: next.runId } : next) };
 }
+
+/**
+ * A search over every run that still exists: Redis' indexes and, with an archive, its matches past Redis' retention,
+ * merged (mergeSearchPages). What the API's search and the console's chain of a ticket both read.
+ */
+export async function searchEverywhere(
+  ctx: { redis: RedisClient; keys: KeySpace; archive?: { search(q: SearchQuery): Promise<ArchivedSearchPage> } },
+  q: SearchQuery,
+): Promise<RunPage> {
+  const [hot, archived] = await Promise.all([searchRuns(ctx.redis, ctx.keys, q), ctx.archive?.search(q)]);
+  return archived ? mergeSearchPages(hot, archived, q.limit) : hot;
+}

@@ -14,6 +14,7 @@ import { archiverFor } from '../../src/server/archiving.js';
 import type { Archiver } from '../../src/archive/archiver.js';
 import { upsertArchivedRun } from '../../src/archive/db.js';
 import { snapshotRun } from '../../src/archive/snapshot.js';
+import { runTree } from '../../src/http/console/ticket.js';
 import { runView } from '../../src/http/runView.js';
 import { ledgerFor } from '../../src/ledger/ledger.js';
 import { DEFLATE_MARKER, unpackEntry, unpackJournal } from '../../src/core/journal.js';
@@ -372,6 +373,73 @@ describe('erasure and search by what people know, over Redis and the archive', (
     );
     expect(await search(`customer=other-${email}`)).toEqual([]);
     expect(await search(`subject=${subject}&field.ticket=other`)).toEqual([]);
+  });
+  it("shows a run Redis let go on the console from the archive: its ticket's chain, input, times and timeline", async () => {
+    const tag = randomBytes(6).toString('hex');
+    const subject = `CHN-${tag}`;
+    const worker = await h.startWorker();
+    const gone = await postRun(sampleTicket(subject), `chn-a-${tag}`);
+    expect(await h.waitForStatus(gone, DONE, 20_000)).toBe('completed');
+    await journalPacked(gone);
+    await archiver.archiveOne(gone, h.ctx.keys.archiveQueue(h.ctx.keys.shardOf(gone)));
+    const k = h.ctx.keys.run(gone);
+    await until('the run keys to expire', RETENTION_MS + 10_000, async () => (await h.ctx.redis.exists(k.run)) === 0);
+    // A later run of the same ticket, still in Redis.
+    const hot = await postRun(sampleTicket(subject), `chn-b-${tag}`);
+    expect(await h.waitForStatus(hot, DONE, 20_000)).toBe('completed');
+    await worker.stop();
+
+    const consolePage = async (runId: string) => {
+      const res = await fetch(`${url}/console/runs/${runId}`, { headers: { authorization: `Bearer ${ACME_TOKEN}` } });
+      expect(res.status, runId).toBe(200);
+      return res.text();
+    };
+    const chainOf = (page: string) =>
+      [...(/<table id="chain">[\s\S]*?<\/table>/.exec(page)?.[0] ?? '').matchAll(/<tr data-run="([^"]+)"/g)].map(
+        (m) => m[1],
+      );
+    // The ticket's whole chain, oldest first, on both pages: the run from the archive and the one from Redis.
+    const goneHtml = await consolePage(gone);
+    expect(chainOf(goneHtml)).toEqual([gone, hot]);
+    expect(chainOf(await consolePage(hot))).toEqual([gone, hot]);
+    // The archived run's input, its steps on the timeline, a time on its conversation entries.
+    expect(/<pre id="input">([\s\S]*?)<\/pre>/.exec(goneHtml)?.[1]).toContain(subject);
+    expect(goneHtml).toContain('<svg id="timeline-svg"');
+    expect(goneHtml).not.toContain('no steps recorded');
+  });
+
+  it("draws a run tree whose runs Redis let go from the archive's links", async () => {
+    const tag = randomBytes(6).toString('hex');
+    const [parent, child, grandchild] = ['p', 'c', 'g'].map((x) => `r_${tag}${x}${'0'.repeat(10)}`);
+    const row = (runId: string, childRunIds: string[], status: string) => ({
+      runId,
+      tenant: 'acme',
+      agent: 'support',
+      subjectKey: `TREE-${tag}`,
+      status,
+      reason: 'final_answer',
+      createdAtMs: 1,
+      endedAtMs: 2,
+      erasedAtMs: 0,
+      childRunIds,
+      view: {},
+      spec: undefined,
+      events: [],
+      budget: {},
+      record: {},
+      searchFields: {},
+    });
+    const pool = h.ctx.archive!.pool;
+    await upsertArchivedRun(pool, row(parent!, [child!], 'completed'));
+    await upsertArchivedRun(pool, row(child!, [grandchild!], 'failed'));
+    await upsertArchivedRun(pool, row(grandchild!, [], 'cancelled'));
+    expect(await runTree(h.ctx, parent!, 'completed')).toEqual({
+      runId: parent,
+      status: 'completed',
+      children: [
+        { runId: child, status: 'failed', children: [{ runId: grandchild, status: 'cancelled', children: [] }] },
+      ],
+    });
   });
 });
 

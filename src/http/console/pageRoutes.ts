@@ -49,26 +49,29 @@ async function versionChange(d: PageDeps, runId: string, agent: string, pinned: 
 async function pageData(d: PageDeps, op: Operator, runId: string): Promise<RunPageData | undefined> {
   const { ctx, ledger } = d;
   if (!isRunId(runId) || !(await actorSeesRun(ctx, op, runId))) return undefined;
-  const view =
-    (await runView(ctx, runId, (id) => ledger.listForRun(id))) ??
-    ((await ctx.archive?.view(runId)) as RunView | undefined);
+  const hot = await runView(ctx, runId, (id) => ledger.listForRun(id));
+  // A run Redis let go is shown from the archive: its view, agent, input and events as archived.
+  const [archivedView, archived] = hot
+    ? [undefined, undefined]
+    : await Promise.all([ctx.archive?.view(runId), ctx.archive?.parts(runId)]);
+  const view = hot ?? (archivedView as RunView | undefined);
   if (!view) return undefined;
   const [spec, run] = await Promise.all([
-    ctx.store.readSpec(runId).catch(() => undefined),
+    archived ? undefined : ctx.store.readSpec(runId).catch(() => undefined),
     readRun(ctx.redis, ctx.keys, runId, ['agent', 'jobId']),
   ]);
-  const agent = run?.agent ?? null;
+  const agent = run?.agent ?? archived?.agent ?? null;
   const jobId = run?.jobId || null;
   const parked = isVersionParked(view.status, view.reason);
   const [chain, tree, events] = await Promise.all([
     subjectChain(ctx, { tenant: view.tenant, agent: agent ?? '', key: view.key }),
     runTree(ctx, runId, view.status),
-    runEvents(ctx, runId),
+    runEvents(ctx, runId, archived?.events),
   ]);
   const pinned = versionLabel(view.agent.agentVersion, view.agent.toolsHash);
   return {
     view,
-    input: spec ? spec.input : '(unreadable)',
+    input: spec ? spec.input : archived ? archived.input : '(unreadable)',
     agent: agent ?? '',
     jobId: jobId ?? '',
     queueName: ctx.keys.queueName(ctx.keys.shardOf(runId)),

@@ -1,16 +1,17 @@
 /**
- * Following a ticket on a run's console page: the subject's chain of runs (from the search index of its subject, one
- * read), the tree of child runs under the run (and its parent), the time of each conversation entry and a timeline of
- * the run's steps, both from the run's event stream (each entry id is the ms Redis wrote it at). Bounded: at most
- * CHAIN_MAX runs of a subject, TREE_MAX runs in a tree, EVENTS_READ events of a run.
+ * Following a ticket on a run's console page: the subject's chain of runs (its search, Redis' index and the archive's
+ * runs of the subject), the tree of child runs under the run (and its parent), the time of each conversation entry
+ * and a timeline of the run's steps, both from the run's event stream (each entry id is the ms Redis wrote it at). A
+ * run Redis let go is read from the archive (its events, its status and child runs). Bounded: at most CHAIN_MAX runs
+ * of a subject, TREE_MAX runs in a tree, EVENTS_READ events of a run.
  */
 import type { JournalEntry } from '../../core/journal.js';
 import type { RunStatus } from '../../core/status.js';
 import type { EngineContext } from '../../runs/engineContext.js';
 import type { RunRow } from '../../runs/list.js';
-import { searchRuns } from '../../runs/search.js';
+import { searchEverywhere } from '../../runs/search.js';
 import { SEARCH_SUBJECT } from '../../store/keys.js';
-import { readEventsAfter, STREAM_START, type RunEvent } from '../../store/runEvents.js';
+import { parseEventId, readEventsAfter, STREAM_START, type RunEvent } from '../../store/runEvents.js';
 import { readStatuses } from '../../store/runRecord.js';
 
 const CHAIN_MAX = 100;
@@ -18,12 +19,12 @@ const TREE_MAX = 100;
 const TREE_DEPTH = 4;
 const EVENTS_READ = 2000;
 
-/** The runs of a run's subject (same tenant and agent), oldest first. */
+/** The runs of a run's subject (same tenant and agent), oldest first: in Redis and, with an archive, past its retention. */
 export async function subjectChain(
   ctx: EngineContext,
   run: { tenant: string; agent: string; key: string },
 ): Promise<RunRow[]> {
-  const page = await searchRuns(ctx.redis, ctx.keys, {
+  const page = await searchEverywhere(ctx, {
     terms: [{ field: SEARCH_SUBJECT, value: run.key }],
     tenants: [run.tenant],
     agent: run.agent,
@@ -38,19 +39,43 @@ export interface TreeNode {
   children: TreeNode[];
 }
 
+/**
+ * Each run's status and child runs: from Redis, and from the archive for a run Redis no longer has ('' and none when
+ * neither has it).
+ */
+async function linksOf(
+  ctx: EngineContext,
+  runIds: string[],
+): Promise<{ status: RunStatus | ''; children: string[] }[]> {
+  const [statuses, children] = await Promise.all([
+    readStatuses(ctx.redis, ctx.keys, runIds),
+    Promise.all(runIds.map((id) => ctx.redis.smembers(ctx.keys.run(id).children))),
+  ]);
+  const gone = runIds.filter((_, i) => statuses[i] === undefined);
+  const archived = ctx.archive && gone.length > 0 ? await ctx.archive.links(gone) : undefined;
+  return runIds.map((id, i) => {
+    const a = statuses[i] === undefined ? archived?.get(id) : undefined;
+    return a ? { status: a.status, children: a.childRunIds } : { status: statuses[i] ?? '', children: children[i]! };
+  });
+}
+
 /** The run and its child runs, their children under them, TREE_DEPTH levels and TREE_MAX runs at most. */
 export async function runTree(ctx: EngineContext, runId: string, status: RunStatus | ''): Promise<TreeNode> {
   const root: TreeNode = { runId, status, children: [] };
   let level = [root];
   let count = 1;
-  for (let depth = 0; depth < TREE_DEPTH && level.length > 0 && count < TREE_MAX; depth++) {
-    const ids = await Promise.all(level.map((n) => ctx.redis.smembers(ctx.keys.run(n.runId).children)));
+  for (let depth = 0; level.length > 0; depth++) {
+    const links = await linksOf(
+      ctx,
+      level.map((n) => n.runId),
+    );
+    for (const [i, node] of level.entries()) if (node !== root) node.status = links[i]!.status;
+    if (depth === TREE_DEPTH || count >= TREE_MAX) break;
     const next: TreeNode[] = [];
     for (const [i, node] of level.entries()) {
-      const kids = ids[i]!.sort().slice(0, TREE_MAX - count);
+      const kids = [...links[i]!.children].sort().slice(0, Math.max(0, TREE_MAX - count));
       count += kids.length;
-      const statuses = await readStatuses(ctx.redis, ctx.keys, kids);
-      node.children = kids.map((id, j) => ({ runId: id, status: statuses[j] ?? '', children: [] }));
+      node.children = kids.map((id) => ({ runId: id, status: '', children: [] }));
       next.push(...node.children);
     }
     level = next;
@@ -58,9 +83,21 @@ export async function runTree(ctx: EngineContext, runId: string, status: RunStat
   return root;
 }
 
-/** A run's events, oldest first, each with the ms of its stream entry. */
-export async function runEvents(ctx: EngineContext, runId: string): Promise<(RunEvent & { at: number })[]> {
-  const { events } = await readEventsAfter(ctx.redis, ctx.keys.run(runId), STREAM_START, EVENTS_READ);
+/**
+ * A run's events, oldest first, each with the ms of its stream entry: from Redis, or as archived (`archived`: the
+ * archive's copy, for a run Redis no longer has).
+ */
+export async function runEvents(
+  ctx: EngineContext,
+  runId: string,
+  archived?: readonly { id: string; type: string; data: string }[],
+): Promise<(RunEvent & { at: number })[]> {
+  const events = archived
+    ? archived.flatMap((e): RunEvent[] => {
+        const at = parseEventId(e.id);
+        return at ? [{ ...e, entry: at.entry, index: at.index === Infinity ? 0 : at.index }] : [];
+      })
+    : (await readEventsAfter(ctx.redis, ctx.keys.run(runId), STREAM_START, EVENTS_READ)).events;
   return events.map((e) => ({ ...e, at: Number(e.entry.split('-')[0]) }));
 }
 

@@ -21,7 +21,7 @@ import {
 } from '../auth.js';
 import { RUN_STATUSES } from '../../core/status.js';
 import { invalid } from '../../producer/fieldErrors.js';
-import { mergeSearchPages, searchRuns, type SearchQuery, type SearchTerm } from '../../runs/search.js';
+import { searchEverywhere, type SearchQuery, type SearchTerm } from '../../runs/search.js';
 import { SEARCH_SUBJECT } from '../../store/keys.js';
 import { SEARCH_FIELD_NAME_FORMAT, SEARCH_VALUE_MAX_CHARS } from '../../core/agent.js';
 
@@ -143,8 +143,7 @@ export async function runsPage(ctx: EngineContext, p: Principal, q: RunListQuery
       ...(cursor ? { cursor } : {}),
     };
     // Runs past Redis' retention live on in the archive: its matches merged in, a run in both once.
-    const [hot, archived] = await Promise.all([searchRuns(ctx.redis, ctx.keys, search), ctx.archive?.search(search)]);
-    return archived ? mergeSearchPages(hot, archived, q.limit) : hot;
+    return searchEverywhere(ctx, search);
   }
   return listRuns(ctx.redis, ctx.keys, {
     statuses: q.status ? [q.status] : RUN_STATUSES,
