@@ -296,7 +296,8 @@ export function openApiDocument(agents: AgentCatalog): ReturnType<typeof createD
             "Each event's `id:` is the stream entry id (`1700000000000-0`) when the entry holds one event, or " +
             '`<entry id>.<index>` (`1700000000000-0.2`, index from 0) for each event of an entry holding several. ' +
             'A Last-Event-ID (header or `lastEventId`) of either form resumes after that event: nothing skipped, ' +
-            'nothing repeated.',
+            "nothing repeated. A run past Redis's retention is served from the archive (ARCHIVE_URL): its events as " +
+            'archived, with the same ids, after the position, then the response ends.',
           requestParams: { ...runParams, query: z.object({ lastEventId: z.string().optional() }) },
           responses: {
             '200': { description: 'text/event-stream', content: { 'text/event-stream': { schema: z.string() } } },

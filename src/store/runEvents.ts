@@ -158,6 +158,12 @@ export function parseEventId(id: string): EventPosition | undefined {
   return { entry: m[1]!, index: m[2] === undefined ? Infinity : Number(m[2]) };
 }
 
+/** An event kept by its id outside the stream (the archive's copy) as a reader holds it; undefined for a bad id. */
+export function eventOfId(e: { id: string; type: string; data: string }): RunEvent | undefined {
+  const at = parseEventId(e.id);
+  return at && { id: e.id, type: e.type, data: e.data, entry: at.entry, index: at.index === Infinity ? 0 : at.index };
+}
+
 /** Stream entry ids compare as (ms, seq): negative, 0 or positive like a sort comparator. */
 export function compareEntryIds(a: string, b: string): number {
   const [am, as] = a.split('-').map(Number) as [number, number];

@@ -65,6 +65,23 @@ async function postRun(ticket: unknown, eventKey: string): Promise<string> {
   return ((await res.json()) as { runId: string }).runId;
 }
 
+/** A run's events over SSE (the response ends after the run's end), each as `<id> <type> <data>`. */
+async function sse(runId: string, lastEventId?: string): Promise<string[]> {
+  const res = await fetch(`${url}/v1/runs/${runId}/events`, {
+    headers: { ...producerAuth, ...(lastEventId ? { 'last-event-id': lastEventId } : {}) },
+  });
+  expect(res.status).toBe(200);
+  expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+  return (await res.text())
+    .split('\n\n')
+    .filter((block) => block.startsWith('id: '))
+    .map((block) => {
+      const line = (name: string) =>
+        /^(\w+): (.*)$/m.exec(block.split('\n').find((l) => l.startsWith(`${name}: `)) ?? '')?.[2];
+      return `${line('id')} ${line('event')} ${line('data')}`;
+    });
+}
+
 async function getView(runId: string): Promise<{ status: number; body: unknown }> {
   const res = await fetch(`${url}/v1/runs/${runId}`, { headers: producerAuth });
   return { status: res.status, body: await res.json() };
@@ -374,7 +391,7 @@ describe('erasure and search by what people know, over Redis and the archive', (
     expect(await search(`customer=other-${email}`)).toEqual([]);
     expect(await search(`subject=${subject}&field.ticket=other`)).toEqual([]);
   });
-  it("shows a run Redis let go on the console from the archive: its ticket's chain, input, times and timeline", async () => {
+  it('serves a run Redis let go from the archive on the console (chain, input, times, timeline) and as SSE', async () => {
     const tag = randomBytes(6).toString('hex');
     const subject = `CHN-${tag}`;
     const worker = await h.startWorker();
@@ -382,8 +399,14 @@ describe('erasure and search by what people know, over Redis and the archive', (
     expect(await h.waitForStatus(gone, DONE, 20_000)).toBe('completed');
     await journalPacked(gone);
     await archiver.archiveOne(gone, h.ctx.keys.archiveQueue(h.ctx.keys.shardOf(gone)));
+    const fromRedis = await sse(gone);
+    expect(fromRedis.at(-1)).toMatch(/ status_changed /);
     const k = h.ctx.keys.run(gone);
     await until('the run keys to expire', RETENTION_MS + 10_000, async () => (await h.ctx.redis.exists(k.run)) === 0);
+    // Its events as the archive holds them: the same ids, types and data, resumable after any of them.
+    expect(await sse(gone)).toEqual(fromRedis);
+    const third = fromRedis[2]!.split(' ')[0]!;
+    expect(await sse(gone, third)).toEqual(fromRedis.slice(3));
     // A later run of the same ticket, still in Redis.
     const hot = await postRun(sampleTicket(subject), `chn-b-${tag}`);
     expect(await h.waitForStatus(hot, DONE, 20_000)).toBe('completed');

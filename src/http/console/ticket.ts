@@ -11,7 +11,7 @@ import type { EngineContext } from '../../runs/engineContext.js';
 import type { RunRow } from '../../runs/list.js';
 import { searchEverywhere } from '../../runs/search.js';
 import { SEARCH_SUBJECT } from '../../store/keys.js';
-import { parseEventId, readEventsAfter, STREAM_START, type RunEvent } from '../../store/runEvents.js';
+import { eventOfId, readEventsAfter, STREAM_START, type RunEvent } from '../../store/runEvents.js';
 import { readStatuses } from '../../store/runRecord.js';
 
 const CHAIN_MAX = 100;
@@ -93,10 +93,7 @@ export async function runEvents(
   archived?: readonly { id: string; type: string; data: string }[],
 ): Promise<(RunEvent & { at: number })[]> {
   const events = archived
-    ? archived.flatMap((e): RunEvent[] => {
-        const at = parseEventId(e.id);
-        return at ? [{ ...e, entry: at.entry, index: at.index === Infinity ? 0 : at.index }] : [];
-      })
+    ? archived.flatMap((e) => eventOfId(e) ?? [])
     : (await readEventsAfter(ctx.redis, ctx.keys.run(runId), STREAM_START, EVENTS_READ)).events;
   return events.map((e) => ({ ...e, at: Number(e.entry.split('-')[0]) }));
 }

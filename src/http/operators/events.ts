@@ -1,5 +1,6 @@
 /**
- * GET /v1/runs/:id/events: the run's Redis stream as Server-Sent Events.
+ * GET /v1/runs/:id/events: the run's Redis stream as Server-Sent Events (a run past Redis's retention: its events as
+ * the archive holds them, then the end).
  * Viewers hold no Redis connection of their own: one reader per process and
  * shard fans entries out (eventFanout.ts). Each principal has a share of the
  * process's viewers and operators a reserve (viewerShares.ts); a viewer past
@@ -16,7 +17,14 @@ import { EventFanout, type Viewer } from './eventFanout.js';
 import { ViewerShares, type ViewerLimit, type ViewerShareLimits, type ViewerSlot } from './viewerShares.js';
 import { param } from '../../producer/fieldErrors.js';
 import { isTerminal } from '../../core/status.js';
-import { parseEventId, STREAM_START, type EventPosition, type RunEvent } from '../../store/runEvents.js';
+import {
+  eventOfId,
+  isAfter,
+  parseEventId,
+  STREAM_START,
+  type EventPosition,
+  type RunEvent,
+} from '../../store/runEvents.js';
 
 export interface EventsOptions {
   /** Keep-alive period; each one also checks the run's status. */
@@ -91,7 +99,17 @@ export function eventsRouter(ctx: EngineContext, opts: EventsOptions = {}, sessi
         error: 'invalid_request',
         fields: [{ path: 'Last-Event-ID', message: 'an event id like 1700000000000-0 or 1700000000000-0.2' }],
       });
-    if (!(await ctx.store.exists(runId))) return void runNotFound(res);
+    if (!(await ctx.store.exists(runId))) {
+      // Past Redis's retention: the events as archived, after the position, then the end (the run has ended).
+      const archived = await ctx.archive?.parts(runId);
+      if (!archived) return void runNotFound(res);
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+      for (const e of archived.events) {
+        const event = eventOfId(e);
+        if (event && isAfter(event, last)) writeEvent(res, event);
+      }
+      return void res.end();
+    }
     // No await from the check to the slot: the caps are exact. The slot goes when the response closes.
     if (!takeSlot(ctx, shares, res, runId)) return;
     res.writeHead(200, {
@@ -120,9 +138,9 @@ export function eventsRouter(ctx: EngineContext, opts: EventsOptions = {}, sessi
     viewer = await fanout.join(runId, last, {
       write(events: RunEvent[]) {
         if (ending) return;
-        for (const { id, type, data } of events) {
-          res.write(`id: ${id}\nevent: ${type}\ndata: ${data.replace(/\n/g, '\ndata: ')}\n\n`);
-          if (type === 'status_changed' && isTerminal(safeStatus(data))) return void end();
+        for (const e of events) {
+          writeEvent(res, e);
+          if (e.type === 'status_changed' && isTerminal(safeStatus(e.data))) return void end();
         }
       },
       idle(status) {
@@ -146,6 +164,11 @@ export function eventsRouter(ctx: EngineContext, opts: EventsOptions = {}, sessi
     if (ending || gone) viewer.leave();
   });
   return r;
+}
+
+/** One event as SSE: its id (the resume point), its type, its data (a line each). */
+function writeEvent(res: Response, e: Pick<RunEvent, 'id' | 'type' | 'data'>): void {
+  res.write(`id: ${e.id}\nevent: ${e.type}\ndata: ${e.data.replace(/\n/g, '\ndata: ')}\n\n`);
 }
 
 function safeStatus(data: string): string {
