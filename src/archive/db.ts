@@ -6,7 +6,7 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { migrate } from './migrate.js';
-import type { ArchivedRunLinks, ArchivedRunParts, RunArchive } from '../runs/engineContext.js';
+import type { ArchivedTreeNode, ArchivedRunDetails, RunArchive } from '../runs/engineContext.js';
 import type { ArchivedSearchPage, SearchQuery } from '../runs/search.js';
 import type { RunRow } from '../runs/list.js';
 import type { RunStatus } from '../core/status.js';
@@ -129,14 +129,14 @@ export function runArchive(pool: ArchivePool): RunArchive {
     view: (runId) => archivedView(pool, runId),
     tenantOf: (runId) => archivedTenant(pool, runId),
     search: (q) => searchArchivedRuns(pool, q),
-    parts: (runId) => archivedParts(pool, runId),
-    links: (runIds) => archivedLinks(pool, runIds),
+    details: (runId) => archivedDetails(pool, runId),
+    treeNodes: (runIds) => archivedTreeNodes(pool, runIds),
   };
 }
 
-/** The archived run's agent, input and events (RunArchive.parts), or undefined. */
-export async function archivedParts(pool: ArchivePool, runId: string): Promise<ArchivedRunParts | undefined> {
-  const res = await pool.query<{ agent: string; input: unknown; events: ArchivedRunParts['events'] }>(
+/** The archived run's agent, input and events (RunArchive.details), or undefined. */
+export async function archivedDetails(pool: ArchivePool, runId: string): Promise<ArchivedRunDetails | undefined> {
+  const res = await pool.query<{ agent: string; input: unknown; events: ArchivedRunDetails['events'] }>(
     "SELECT agent, spec -> 'input' AS input, events FROM archived_runs WHERE run_id = $1",
     [runId],
   );
@@ -144,11 +144,11 @@ export async function archivedParts(pool: ArchivePool, runId: string): Promise<A
   return row ? { agent: row.agent, input: row.input ?? undefined, events: row.events } : undefined;
 }
 
-/** The status and child run ids of those of `runIds` the archive holds (RunArchive.links). */
-export async function archivedLinks(
+/** The status and child run ids of those of `runIds` the archive holds (RunArchive.treeNodes). */
+export async function archivedTreeNodes(
   pool: ArchivePool,
   runIds: readonly string[],
-): Promise<Map<string, ArchivedRunLinks>> {
+): Promise<Map<string, ArchivedTreeNode>> {
   if (runIds.length === 0) return new Map();
   const res = await pool.query<{ run_id: string; status: RunStatus; child_run_ids: string[] }>(
     'SELECT run_id, status, child_run_ids FROM archived_runs WHERE run_id = ANY($1::text[])',

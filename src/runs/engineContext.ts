@@ -33,21 +33,21 @@ export interface RunArchive {
   /** The archived runs a search finds (the same terms, filters, tenants and cursor as Redis' search). */
   search(q: SearchQuery): Promise<ArchivedSearchPage>;
   /** What a run's page shows of an archived run beside its view (its agent, input and events), or undefined. */
-  parts(runId: string): Promise<ArchivedRunParts | undefined>;
+  details(runId: string): Promise<ArchivedRunDetails | undefined>;
   /** The status and child runs of each of `runIds` the archive holds (a run tree's nodes Redis let go). */
-  links(runIds: readonly string[]): Promise<Map<string, ArchivedRunLinks>>;
+  treeNodes(runIds: readonly string[]): Promise<Map<string, ArchivedTreeNode>>;
   readonly pool: Pool;
 }
 
 /** An archived run's agent, input (the spec's) and events (as the stream held them, each with its event id). */
-export interface ArchivedRunParts {
+export interface ArchivedRunDetails {
   agent: string;
   input: unknown;
   events: { id: string; type: string; data: string }[];
 }
 
 /** An archived run's status and child runs. */
-export interface ArchivedRunLinks {
+export interface ArchivedTreeNode {
   status: RunStatus;
   childRunIds: string[];
 }

@@ -53,7 +53,7 @@ async function pageData(d: PageDeps, op: Operator, runId: string): Promise<RunPa
   // A run Redis let go is shown from the archive: its view, agent, input and events as archived.
   const [archivedView, archived] = hot
     ? [undefined, undefined]
-    : await Promise.all([ctx.archive?.view(runId), ctx.archive?.parts(runId)]);
+    : await Promise.all([ctx.archive?.view(runId), ctx.archive?.details(runId)]);
   const view = hot ?? (archivedView as RunView | undefined);
   if (!view) return undefined;
   const [spec, run] = await Promise.all([

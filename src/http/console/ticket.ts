@@ -52,7 +52,7 @@ async function linksOf(
     Promise.all(runIds.map((id) => ctx.redis.smembers(ctx.keys.run(id).children))),
   ]);
   const gone = runIds.filter((_, i) => statuses[i] === undefined);
-  const archived = ctx.archive && gone.length > 0 ? await ctx.archive.links(gone) : undefined;
+  const archived = ctx.archive && gone.length > 0 ? await ctx.archive.treeNodes(gone) : undefined;
   return runIds.map((id, i) => {
     const a = statuses[i] === undefined ? archived?.get(id) : undefined;
     return a ? { status: a.status, children: a.childRunIds } : { status: statuses[i] ?? '', children: children[i]! };

@@ -101,7 +101,7 @@ export function eventsRouter(ctx: EngineContext, opts: EventsOptions = {}, sessi
       });
     if (!(await ctx.store.exists(runId))) {
       // Past Redis's retention: the events as archived, after the position, then the end (the run has ended).
-      const archived = await ctx.archive?.parts(runId);
+      const archived = await ctx.archive?.details(runId);
       if (!archived) return void runNotFound(res);
       res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
       for (const e of archived.events) {
