@@ -8,7 +8,9 @@
  * - Reads from the archive: 1,000,000 rows (`--quick`: 20,000) seeded from real archived runs (bench/lib/archiveSeed.ts:
  *   set-based inserts, the migration's indexes built again, VACUUM ANALYZE), then GET /v1/runs/:id of random seeded
  *   ids through the API (none in Redis: Redis misses, the archive answers), one at a time over keep-alive, and a
- *   ticket's runs by (tenant, subject key), the archive's own lookup (an erasure's): p50/p99 of each.
+ *   ticket's runs by (tenant, subject key), the archive's own lookup (an erasure's), and pages of the listing
+ *   (GET /v1/runs?status=completed&until=, a tenant's and every tenant's) ending at a random time of the seeded 30
+ *   days: p50/p99 of each.
  */
 import { Agent, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -109,13 +111,14 @@ export const archive: Section = {
     const port = (server.address() as AddressInfo).port;
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
     env.onCleanup(() => agent.destroy());
-    const get = (id: string) =>
+    const get = (id: string) => getPath(`/v1/runs/${id}`);
+    const getPath = (path: string) =>
       new Promise<number>((resolve, reject) => {
         const req = request(
           {
             host: '127.0.0.1',
             port,
-            path: `/v1/runs/${id}`,
+            path,
             agent,
             headers: { authorization: `Bearer ${PRODUCER_TOKEN}` },
           },
@@ -147,7 +150,23 @@ export const archive: Section = {
         subjectLatencies.push(performance.now() - t);
         if (found.length !== 2) misses++;
       }
-      return { read: dist(latencies), statuses, subject: dist(subjectLatencies), misses };
+      // A page of the listing deep in the archive: a tenant's completed runs that ended before a time in the last 30
+      // days (the index of migration 003), and every tenant's (the index on the end alone).
+      const listing = async (scoped: boolean) => {
+        const out: number[] = [];
+        for (let i = 0; i < reads / 10; i++) {
+          const until = Date.now() - Math.floor(Math.random() * 30 * 24 * 3600_000);
+          const tenant = scoped ? `&tenant=tenant-${i % 4}` : '';
+          const t = performance.now();
+          const status = await getPath(`/v1/runs?status=completed${tenant}&until=${until}&limit=50`);
+          out.push(performance.now() - t);
+          if (status !== 200) throw new Error(`listing answered ${status}`);
+        }
+        return dist(out);
+      };
+      const listTenant = await listing(true);
+      const listAll = await listing(false);
+      return { read: dist(latencies), statuses, subject: dist(subjectLatencies), misses, listTenant, listAll };
     };
 
     // The same reads on a small archive first, in the same sitting: what the row count changes, apart from the load
@@ -161,7 +180,7 @@ export const archive: Section = {
     const rows = Number(total.rows[0]!.rows);
     const seededBytesPerRow = Number(total.rows[0]!.bytes) / rows;
     const atFull = await measure(seeded);
-    const { read: d, statuses, subject: ds, misses: subjectMisses } = atFull;
+    const { read: d, statuses, subject: ds, misses: subjectMisses, listTenant, listAll } = atFull;
 
     const metrics: Metric[] = [
       metric({
@@ -237,6 +256,27 @@ export const archive: Section = {
         100,
         `${reads} lookups, ${subjectMisses} not finding the ticket's 2 runs`,
       ),
+      metric({
+        key: 'archiveListTenantP50Ms',
+        label: "GET /v1/runs?status=&tenant=&until=&limit=50, a tenant's page from the archive, p50",
+        value: round(listTenant.p50),
+        unit: 'ms',
+      }),
+      atMost(
+        'archiveListTenantP99Ms',
+        "GET /v1/runs?status=&tenant=&until=&limit=50, a tenant's page from the archive, p99",
+        round(listTenant.p99),
+        'ms',
+        100,
+        `${reads / 10} pages, Redis' listing merged in`,
+      ),
+      metric({
+        key: 'archiveListAllP99Ms',
+        label: "GET /v1/runs?status=&until=&limit=50, every tenant's page from the archive, p99",
+        value: round(listAll.p99),
+        unit: 'ms',
+        note: `p50 ${round(listAll.p50)} ms`,
+      }),
     ];
     return {
       name: 'archive',

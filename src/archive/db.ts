@@ -7,8 +7,8 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import { migrate } from './migrate.js';
 import type { ArchivedTreeNode, ArchivedRunDetails, RunArchive } from '../runs/engineContext.js';
-import type { ArchivedSearchPage, SearchQuery } from '../runs/search.js';
-import type { RunRow } from '../runs/list.js';
+import type { SearchQuery } from '../runs/search.js';
+import type { ArchivedPage, RunQuery, RunRow } from '../runs/list.js';
 import type { RunStatus } from '../core/status.js';
 import { SEARCH_SUBJECT } from '../store/keys.js';
 
@@ -129,6 +129,7 @@ export function runArchive(pool: ArchivePool): RunArchive {
     view: (runId) => archivedView(pool, runId),
     tenantOf: (runId) => archivedTenant(pool, runId),
     search: (q) => searchArchivedRuns(pool, q),
+    list: (q) => listArchivedRuns(pool, q),
     details: (runId) => archivedDetails(pool, runId),
     treeNodes: (runIds) => archivedTreeNodes(pool, runIds),
   };
@@ -188,7 +189,7 @@ export async function archivedRunsByField(
  * search fields by containment in search_fields), newest created first after the cursor, `limit` of them. Indexed:
  * (tenant, subject_key) or (subject_key) for a subject, the GIN index of search_fields for fields.
  */
-export async function searchArchivedRuns(pool: ArchivePool, q: SearchQuery): Promise<ArchivedSearchPage> {
+export async function searchArchivedRuns(pool: ArchivePool, q: SearchQuery): Promise<ArchivedPage> {
   if (q.terms.length === 0 || (q.tenants !== undefined && q.tenants.length === 0)) return { runs: [], more: false };
   const where: string[] = [];
   const params: unknown[] = [];
@@ -208,6 +209,37 @@ export async function searchArchivedRuns(pool: ArchivePool, q: SearchQuery): Pro
   if (q.agent !== undefined) where.push(`agent = ${param(q.agent)}`);
   if (q.status !== undefined) where.push(`status = ${param(q.status)}`);
   if (q.cursor) where.push(`(created_at_ms, run_id) < (${param(q.cursor.at)}::bigint, ${param(q.cursor.runId)})`);
+  return archivedPage(pool, where, params, 'created_at_ms', q.limit);
+}
+
+/**
+ * The archived runs a listing finds (RunArchive.list): in one of the statuses, the tenants and agent given, ended in
+ * [since, until), newest end first after the cursor (the listing's order: an archived run's last status change is its
+ * end), `limit` of them. Indexed by (ended_at_ms) and, for a tenant's, (tenant, ended_at_ms).
+ */
+export async function listArchivedRuns(pool: ArchivePool, q: RunQuery): Promise<ArchivedPage> {
+  if (q.statuses.length === 0 || (q.tenants !== undefined && q.tenants.length === 0)) return { runs: [], more: false };
+  const where: string[] = [];
+  const params: unknown[] = [];
+  const param = (v: unknown) => `$${params.push(v)}`;
+  where.push(`status = ANY(${param(q.statuses)}::text[])`);
+  if (q.tenants !== undefined) where.push(`tenant = ANY(${param(q.tenants)}::text[])`);
+  if (q.agent !== undefined) where.push(`agent = ${param(q.agent)}`);
+  if (q.since !== undefined) where.push(`ended_at_ms >= ${param(q.since)}::bigint`);
+  if (q.until !== undefined) where.push(`ended_at_ms < ${param(q.until)}::bigint`);
+  if (q.cursor) where.push(`(ended_at_ms, run_id) < (${param(q.cursor.at)}::bigint, ${param(q.cursor.runId)})`);
+  return archivedPage(pool, where, params, 'ended_at_ms', q.limit);
+}
+
+/** One page of archived runs as listing rows: those matching `where`, newest `order` first (run id desc on a tie). */
+async function archivedPage(
+  pool: ArchivePool,
+  where: string[],
+  params: unknown[],
+  order: 'created_at_ms' | 'ended_at_ms',
+  limit: number,
+): Promise<ArchivedPage> {
+  params.push(limit + 1);
   const res = await pool.query<{
     run_id: string;
     tenant: string;
@@ -224,10 +256,10 @@ export async function searchArchivedRuns(pool: ArchivePool, q: SearchQuery): Pro
     `SELECT run_id, tenant, agent, subject_key, status, reason, created_at_ms, ended_at_ms, search_fields,
        record ->> 'cursor' AS step, budget ->> 'costUsed' AS cost
      FROM archived_runs WHERE ${where.join(' AND ')}
-     ORDER BY created_at_ms DESC, run_id DESC LIMIT ${param(q.limit + 1)}`,
+     ORDER BY ${order} DESC, run_id DESC LIMIT $${params.length}`,
     params,
   );
-  const runs: RunRow[] = res.rows.slice(0, q.limit).map((r) => {
+  const runs: RunRow[] = res.rows.slice(0, limit).map((r) => {
     const search = Object.fromEntries(
       Object.entries(r.search_fields).filter((e): e is [string, string] => typeof e[1] === 'string'),
     );
@@ -246,7 +278,7 @@ export async function searchArchivedRuns(pool: ArchivePool, q: SearchQuery): Pro
       cost: Number(r.cost ?? 0),
     };
   });
-  return { runs, more: res.rows.length > q.limit };
+  return { runs, more: res.rows.length > limit };
 }
 
 /** Deletes rows of runs that ended before `beforeMs`, at most `limit` a call; answers how many. */

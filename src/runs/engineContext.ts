@@ -18,7 +18,8 @@ import type { Admission } from '../flow/admission.js';
 import type { RateLimits } from '../flow/rateLimits.js';
 import type { ChildRunStarter } from './children.js';
 import type { Pool } from 'pg';
-import type { ArchivedSearchPage, SearchQuery } from './search.js';
+import type { SearchQuery } from './search.js';
+import type { ArchivedPage, RunQuery } from './list.js';
 import type { RunStatus } from '../core/status.js';
 
 /**
@@ -31,7 +32,9 @@ export interface RunArchive {
   /** The archived run's tenant, or undefined. */
   tenantOf(runId: string): Promise<string | undefined>;
   /** The archived runs a search finds (the same terms, filters, tenants and cursor as Redis' search). */
-  search(q: SearchQuery): Promise<ArchivedSearchPage>;
+  search(q: SearchQuery): Promise<ArchivedPage>;
+  /** The archived runs a listing finds (the same statuses, tenants, agent, time range and cursor as Redis' listing). */
+  list(q: RunQuery): Promise<ArchivedPage>;
   /** What a run's page shows of an archived run beside its view (its agent, input and events), or undefined. */
   details(runId: string): Promise<ArchivedRunDetails | undefined>;
   /** The status and child runs of each of `runIds` the archive holds (a run tree's nodes Redis let go). */

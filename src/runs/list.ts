@@ -64,6 +64,50 @@ export interface RunPage {
   nextCursor?: string;
 }
 
+/** A page of the archive's runs (RunArchive.search, RunArchive.list): in the query's order, after its cursor. */
+export interface ArchivedPage {
+  runs: RunRow[];
+  /** Whether the archive holds more matches after the last one returned. */
+  more: boolean;
+}
+
+/** What a page is ordered by: a search by the runs' creation, the listing by their last status change. */
+export type PageOrder = 'createdAt' | 'statusAt';
+
+/**
+ * One page over Redis and the archive: the two pages merged newest first by `by` (run id desc on a tie), a run in both
+ * once (Redis' row: the run as it is now), and none of `held` from the archive (runs Redis still holds, which its own
+ * page lists where they stand now). A source with more after its page bounds the merged page at its last entry, so
+ * the next page (its cursor: the last row's `by` and id) misses nothing of either. Redis' indexes are scored by the
+ * same times (the search's by the run's creation, the listing's by its last status change; an archived run's last
+ * change is its end), so both sources page by one key.
+ */
+export function mergeArchivedPage(
+  redis: RunPage,
+  archived: ArchivedPage,
+  limit: number,
+  by: PageOrder,
+  held: ReadonlySet<string> = new Set(),
+): RunPage {
+  const seen = new Set(redis.runs.map((r) => r.runId));
+  const after = (a: RunCursor, row: RunRow) => row[by] < a.at || (row[by] === a.at && row.runId < a.runId);
+  const bounds: RunCursor[] = [];
+  const redisBound = redis.nextCursor !== undefined ? decodeCursor(redis.nextCursor) : undefined;
+  if (redisBound) bounds.push(redisBound);
+  const lastArchived = archived.runs.at(-1);
+  if (archived.more && lastArchived) bounds.push({ at: lastArchived[by], runId: lastArchived.runId });
+  const merged = [...redis.runs, ...archived.runs.filter((r) => !seen.has(r.runId) && !held.has(r.runId))]
+    .sort((a, b) => b[by] - a[by] || (a.runId < b.runId ? 1 : a.runId > b.runId ? -1 : 0))
+    .filter((row) => bounds.every((b) => !after(b, row)));
+  const runs = merged.slice(0, limit);
+  const last = runs.at(-1);
+  const more = merged.length > limit || bounds.length > 0;
+  if (!more) return { runs };
+  // A page bounded before any row (Redis examined its bound without a match): continue from that bound.
+  const next = last ?? bounds.reduce((a, b) => (a.at > b.at || (a.at === b.at && a.runId > b.runId) ? a : b));
+  return { runs, nextCursor: encodeCursor('status' in next ? { at: next[by], runId: next.runId } : next) };
+}
+
 /** At most this many index entries are read per page per filtered-out row allowance, so one request stays bounded. */
 const EXAMINE_FACTOR = 10;
 
@@ -160,6 +204,23 @@ export async function listRuns(redis: RedisClient, keys: KeySpace, q: RunQuery):
     if (q.agent !== undefined && run.agent !== q.agent) return undefined;
     return rowOf(runId, run, at);
   });
+}
+
+/**
+ * A listing over every run that still exists: Redis' indexes and, with an archive, the runs it holds that Redis let go
+ * (an archived run Redis still holds is listed by Redis, where it stands now), merged by the last status change.
+ */
+export async function listEverywhere(
+  ctx: { redis: RedisClient; keys: KeySpace; archive?: { list(q: RunQuery): Promise<ArchivedPage> } },
+  q: RunQuery,
+): Promise<RunPage> {
+  const [hot, archived] = await Promise.all([listRuns(ctx.redis, ctx.keys, q), ctx.archive?.list(q)]);
+  if (!archived) return hot;
+  const pipeline = ctx.redis.pipeline();
+  for (const r of archived.runs) pipeline.exists(ctx.keys.run(r.runId).run);
+  const replies = archived.runs.length > 0 ? ((await pipeline.exec()) ?? []) : [];
+  const held = new Set(archived.runs.filter((_, i) => replies[i]?.[1] === 1).map((r) => r.runId));
+  return mergeArchivedPage(hot, archived, q.limit, 'statusAt', held);
 }
 
 const ROW_FIELDS = ['reason', 'tenant', 'agent', 'cursor', 'createdAt', 'updatedAt', 'key', 'search'] as const;

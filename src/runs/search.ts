@@ -13,14 +13,13 @@ import type { RedisClient } from '../store/connect.js';
 import { SEARCH_ANY_TENANT, SEARCH_SUBJECT, type KeySpace } from '../store/keys.js';
 import type { RunSpec } from './spec.js';
 import {
-  decodeCursor,
-  encodeCursor,
   IndexSource,
+  mergeArchivedPage,
   pageFrom,
   rowOf,
+  type ArchivedPage,
   type RunCursor,
   type RunPage,
-  type RunRow,
 } from './list.js';
 
 /** A search term: the subject key (`field` SEARCH_SUBJECT) or one of the agent's search fields. */
@@ -111,48 +110,14 @@ export async function indexedRunIds(
   return perShard.flat();
 }
 
-/** The archive's matches of a search (RunArchive.search): newest created first, after the query's cursor. */
-export interface ArchivedSearchPage {
-  runs: RunRow[];
-  /** Whether the archive holds more matches after the last one returned. */
-  more: boolean;
-}
-
-/**
- * One page of a search over Redis and the archive: the two pages merged newest created first (run id desc on a
- * tie), a run in both once (Redis' row: the run as it is now). A source with more after its page bounds the merged
- * page at its last entry, so the next page (its cursor: the last row's creation and id) misses nothing of either.
- * Redis' index is scored by the run's creation (createRun's time, the spec's createdAt), so both sources page by the
- * same key.
- */
-export function mergeSearchPages(redis: RunPage, archived: ArchivedSearchPage, limit: number): RunPage {
-  const seen = new Set(redis.runs.map((r) => r.runId));
-  const after = (a: RunCursor, row: RunRow) => row.createdAt < a.at || (row.createdAt === a.at && row.runId < a.runId);
-  const bounds: RunCursor[] = [];
-  const redisBound = redis.nextCursor !== undefined ? decodeCursor(redis.nextCursor) : undefined;
-  if (redisBound) bounds.push(redisBound);
-  const lastArchived = archived.runs.at(-1);
-  if (archived.more && lastArchived) bounds.push({ at: lastArchived.createdAt, runId: lastArchived.runId });
-  const merged = [...redis.runs, ...archived.runs.filter((r) => !seen.has(r.runId))]
-    .sort((a, b) => b.createdAt - a.createdAt || (a.runId < b.runId ? 1 : a.runId > b.runId ? -1 : 0))
-    .filter((row) => bounds.every((b) => !after(b, row)));
-  const runs = merged.slice(0, limit);
-  const last = runs.at(-1);
-  const more = merged.length > limit || bounds.length > 0;
-  if (!more) return { runs };
-  // A page bounded before any row (Redis examined its bound without a match): continue from that bound.
-  const next = last ?? bounds.reduce((a, b) => (a.at > b.at || (a.at === b.at && a.runId > b.runId) ? a : b));
-  return { runs, nextCursor: encodeCursor('createdAt' in next ? { at: next.createdAt, runId: next.runId } : next) };
-}
-
 /**
  * A search over every run that still exists: Redis' indexes and, with an archive, its matches past Redis' retention,
- * merged (mergeSearchPages). What the API's search and the console's chain of a ticket both read.
+ * merged (mergeArchivedPage, by creation). What the API's search and the console's chain of a ticket both read.
  */
 export async function searchEverywhere(
-  ctx: { redis: RedisClient; keys: KeySpace; archive?: { search(q: SearchQuery): Promise<ArchivedSearchPage> } },
+  ctx: { redis: RedisClient; keys: KeySpace; archive?: { search(q: SearchQuery): Promise<ArchivedPage> } },
   q: SearchQuery,
 ): Promise<RunPage> {
   const [hot, archived] = await Promise.all([searchRuns(ctx.redis, ctx.keys, q), ctx.archive?.search(q)]);
-  return archived ? mergeSearchPages(hot, archived, q.limit) : hot;
+  return archived ? mergeArchivedPage(hot, archived, q.limit, 'createdAt') : hot;
 }

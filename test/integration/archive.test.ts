@@ -431,6 +431,60 @@ describe('erasure and search by what people know, over Redis and the archive', (
     expect(goneHtml).not.toContain('no steps recorded');
   });
 
+  it('lists runs by status and time over Redis and the archive: each run once, where it stands, page by page', async () => {
+    const since = Date.now();
+    const worker = await h.startWorker();
+    const tag = randomBytes(6).toString('hex');
+    const done = async (n: string) => {
+      const runId = await postRun(sampleTicket(`LST-${tag}-${n}`), `lst-${tag}-${n}`);
+      expect(await h.waitForStatus(runId, DONE, 20_000)).toBe('completed');
+      return runId;
+    };
+    // Archived and let go by Redis.
+    const gone = await done('a');
+    await archiver.archiveOne(gone, h.ctx.keys.archiveQueue(h.ctx.keys.shardOf(gone)));
+    await until(
+      'the run keys to expire',
+      RETENTION_MS + 10_000,
+      async () => (await h.ctx.redis.exists(h.ctx.keys.run(gone).run)) === 0,
+    );
+    // In both: its archive row says failed, Redis (where it stands now) says completed.
+    const both = await done('b');
+    const snap = await snapshotRun(h.ctx, both, (id) => runView(h.ctx, id, (r) => ledgerFor(h.ctx).listForRun(r)));
+    expect(await upsertArchivedRun(h.ctx.archive!.pool, { ...snap!.row, status: 'failed' })).toBe(true);
+    // In Redis only.
+    const hot = await done('c');
+    await worker.stop();
+
+    const list = async (query: string, auth: Record<string, string> = producerAuth) => {
+      const res = await fetch(`${url}/v1/runs?since=${since}&${query}`, { headers: auth });
+      expect(res.status, query).toBe(200);
+      return (await res.json()) as { runs: { runId: string; status: string }[]; nextCursor?: string };
+    };
+    const ours = (runs: { runId: string }[]) => runs.filter((r) => [gone, both, hot].includes(r.runId));
+    expect(ours((await list('status=completed')).runs)).toEqual([
+      expect.objectContaining({ runId: hot, status: 'completed' }),
+      expect.objectContaining({ runId: both, status: 'completed' }),
+      expect.objectContaining({ runId: gone, status: 'completed' }),
+    ]);
+    expect(ours((await list('status=failed')).runs)).toEqual([]);
+    // Page by page, one run a page: every run once, newest change first, across both stores.
+    const walked: string[] = [];
+    let cursor: string | undefined;
+    for (let i = 0; i < 20; i++) {
+      const page = await list(`tenant=acme&limit=1${cursor ? `&cursor=${cursor}` : ''}`);
+      walked.push(...page.runs.map((r) => r.runId));
+      cursor = page.nextCursor;
+      if (!cursor) break;
+    }
+    expect(walked.filter((id) => [gone, both, hot].includes(id))).toEqual([hot, both, gone]);
+    expect(new Set(walked).size).toBe(walked.length);
+    // Tenant scoping as in Redis; the time range applies to the archive's runs too.
+    expect(ours((await list('status=completed', { authorization: `Bearer ${ACME_TOKEN}` })).runs)).toHaveLength(3);
+    expect(ours((await list('status=completed', { authorization: `Bearer ${GLOBEX_TOKEN}` })).runs)).toEqual([]);
+    expect(ours((await list(`until=${since}`)).runs)).toEqual([]);
+  });
+
   it("draws a run tree whose runs Redis let go from the archive's links", async () => {
     const tag = randomBytes(6).toString('hex');
     const [parent, child, grandchild] = ['p', 'c', 'g'].map((x) => `r_${tag}${x}${'0'.repeat(10)}`);

@@ -1,16 +1,17 @@
 /**
- * GET /v1/runs?status=&tenant=&agent=&since=&until=&cursor=&limit=: runs, newest status
- * change first. With `subject=`, `customer=` or `field.<name>=` (every one given must match): a search, newest
- * created first, from the search indexes (src/runs/search.ts; `since`/`until` are refused with it), merged with the
- * archive's matches when ARCHIVE_URL is set (runs past Redis' retention; a run in both once) (since/until: the last status change in [since, until), epoch ms or ISO 8601), from the listing indexes
- * (src/runs/list.ts). Any principal that may read runs may list them, each seeing only what it may read: an operator
- * scoped to tenants and a tenant token list their own tenants' runs (a filter naming another tenant lists nothing).
- * `nextCursor` continues the walk; a malformed query is 400 naming the field.
+ * GET /v1/runs?status=&tenant=&agent=&since=&until=&cursor=&limit=: runs, newest status change first (since/until:
+ * the last status change in [since, until), epoch ms or ISO 8601), from the listing indexes (src/runs/list.ts). With
+ * `subject=`, `customer=` or `field.<name>=` (every one given must match): a search, newest created first, from the
+ * search indexes (src/runs/search.ts; `since`/`until` are refused with it). Either way, with ARCHIVE_URL set, the
+ * archive's runs Redis let go are merged in (a run Redis still holds is listed once, as it stands in Redis). Any
+ * principal that may read runs may list them, each seeing only what it may read: an operator scoped to tenants and
+ * a tenant token list their own tenants' runs (a filter naming another tenant lists nothing). `nextCursor` continues
+ * the walk; a malformed query is 400 naming the field.
  */
 import { Router } from 'express';
 import { z } from 'zod';
 import type { EngineContext } from '../../runs/engineContext.js';
-import { listRuns, decodeCursor, type RunPage } from '../../runs/list.js';
+import { listEverywhere, decodeCursor, type RunPage } from '../../runs/list.js';
 import {
   authUnconfigured,
   principalFor,
@@ -145,7 +146,8 @@ export async function runsPage(ctx: EngineContext, p: Principal, q: RunListQuery
     // Runs past Redis' retention live on in the archive: its matches merged in, a run in both once.
     return searchEverywhere(ctx, search);
   }
-  return listRuns(ctx.redis, ctx.keys, {
+  // Runs past Redis' retention too: the archive's ended runs of the same filters, merged by their last change.
+  return listEverywhere(ctx, {
     statuses: q.status ? [q.status] : RUN_STATUSES,
     limit: q.limit,
     ...(q.since !== undefined ? { since: q.since } : {}),
