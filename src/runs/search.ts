@@ -112,7 +112,7 @@ export async function indexedRunIds(
 
 /**
  * A search over every run that still exists: Redis' indexes and, with an archive, its matches past Redis' retention,
- * merged (mergeArchivedPage, by creation). What the API's search and the console's chain of a ticket both read.
+ * merged (mergeArchivedPage, by creation). What the API's search and the console's chain of a subject both read.
  */
 export async function searchEverywhere(
   ctx: { redis: RedisClient; keys: KeySpace; archive?: { search(q: SearchQuery): Promise<ArchivedPage> } },
