@@ -10,7 +10,7 @@
  *   ids through the API (none in Redis: Redis misses, the archive answers), one at a time over keep-alive, and a
  *   ticket's runs by (tenant, subject key), the archive's own lookup (an erasure's), and pages of the listing
  *   (GET /v1/runs?status=completed&until=, a tenant's and every tenant's) ending at a random time of the seeded 30
- *   days: p50/p99 of each.
+ *   days, and a ticket's runs through the API's search (GET /v1/runs?subject=): p50/p99 of each.
  */
 import { Agent, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -112,6 +112,20 @@ export const archive: Section = {
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
     env.onCleanup(() => agent.destroy());
     const get = (id: string) => getPath(`/v1/runs/${id}`);
+    const getJson = (path: string) =>
+      new Promise<unknown>((resolve, reject) => {
+        const req = request(
+          { host: '127.0.0.1', port, path, agent, headers: { authorization: `Bearer ${PRODUCER_TOKEN}` } },
+          (res) => {
+            let body = '';
+            res.setEncoding('utf8');
+            res.on('data', (c: string) => (body += c));
+            res.on('end', () => (res.statusCode === 200 ? resolve(JSON.parse(body)) : reject(new Error(body))));
+          },
+        );
+        req.on('error', reject);
+        req.end();
+      });
     const getPath = (path: string) =>
       new Promise<number>((resolve, reject) => {
         const req = request(
@@ -166,7 +180,26 @@ export const archive: Section = {
       };
       const listTenant = await listing(true);
       const listAll = await listing(false);
-      return { read: dist(latencies), statuses, subject: dist(subjectLatencies), misses, listTenant, listAll };
+      // A search by a ticket through the API (Redis' indexes and the archive's, merged).
+      const searched: number[] = [];
+      let searchMisses = 0;
+      for (let i = 0; i < reads / 10; i++) {
+        const { subjectKey } = seededSubject(pick());
+        const t = performance.now();
+        const found = await getJson(`/v1/runs?subject=${subjectKey}`);
+        searched.push(performance.now() - t);
+        if ((found as { runs: unknown[] }).runs.length !== 2) searchMisses++;
+      }
+      return {
+        read: dist(latencies),
+        statuses,
+        subject: dist(subjectLatencies),
+        misses,
+        listTenant,
+        listAll,
+        search: dist(searched),
+        searchMisses,
+      };
     };
 
     // The same reads on a small archive first, in the same sitting: what the row count changes, apart from the load
@@ -180,7 +213,7 @@ export const archive: Section = {
     const rows = Number(total.rows[0]!.rows);
     const seededBytesPerRow = Number(total.rows[0]!.bytes) / rows;
     const atFull = await measure(seeded);
-    const { read: d, statuses, subject: ds, misses: subjectMisses, listTenant, listAll } = atFull;
+    const { read: d, statuses, subject: ds, misses: subjectMisses, listTenant, listAll, search } = atFull;
 
     const metrics: Metric[] = [
       metric({
@@ -255,6 +288,20 @@ export const archive: Section = {
         'ms',
         100,
         `${reads} lookups, ${subjectMisses} not finding the ticket's 2 runs`,
+      ),
+      metric({
+        key: 'archiveSearchP50Ms',
+        label: "GET /v1/runs?subject= (a ticket's runs, Redis' and the archive's search merged), p50",
+        value: round(search.p50),
+        unit: 'ms',
+      }),
+      atMost(
+        'archiveSearchP99Ms',
+        "GET /v1/runs?subject= (a ticket's runs, Redis' and the archive's search merged), p99",
+        round(search.p99),
+        'ms',
+        100,
+        `${reads / 10} searches, ${atFull.searchMisses} not finding the ticket's 2 runs`,
       ),
       metric({
         key: 'archiveListTenantP50Ms',
