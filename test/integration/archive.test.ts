@@ -429,6 +429,15 @@ describe('erasure and search by what people know, over Redis and the archive', (
     expect(/<pre id="input">([\s\S]*?)<\/pre>/.exec(goneHtml)?.[1]).toContain(subject);
     expect(goneHtml).toContain('<svg id="timeline-svg"');
     expect(goneHtml).not.toContain('no steps recorded');
+    // Read only, whatever its status: an archived run no operation can reach shows no form to act on it.
+    await h.ctx.archive!.pool.query(
+      `UPDATE archived_runs SET view = jsonb_set(view, '{status}', '"failed"') WHERE run_id = $1`,
+      [gone],
+    );
+    const failedHtml = await consolePage(gone);
+    expect(failedHtml).toContain('id="archived-note"');
+    expect(failedHtml).not.toContain('id="retry-form"');
+    expect(await consolePage(hot)).not.toContain('id="archived-note"');
   });
 
   it('lists runs by status and time over Redis and the archive: each run once, where it stands, page by page', async () => {

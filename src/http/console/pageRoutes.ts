@@ -82,6 +82,7 @@ async function pageData(d: PageDeps, op: Operator, runId: string): Promise<RunPa
     tree,
     bars: timelineBars(events),
     times: entryTimes(view.transcript, events),
+    ...(hot ? {} : { archived: true }),
     ...(parked ? { versionChange: await versionChange(d, runId, agent ?? '', pinned) } : {}),
   };
 }

@@ -151,6 +151,8 @@ export interface RunPageData {
   bars: Bar[];
   /** When each conversation entry was written (ms), in transcript order. */
   times: (number | undefined)[];
+  /** Read from the archive: Redis let the run go, so nothing can act on it. */
+  archived?: boolean;
 }
 
 export function runPage(op: Operator, csrf: string, d: RunPageData): string {
@@ -182,7 +184,7 @@ function treeRows(v: RunPageData['view']): string {
 /** The part of the run page that live updates replace (htmx GET .../live on each run event). */
 export function runLive(op: Operator, csrf: string, d: RunPageData): string {
   const v = d.view;
-  const acts = op.role === 'operator';
+  const acts = op.role === 'operator' && !d.archived;
   const jobLink = d.jobId
     ? `/admin/queues/queue/${encodeURIComponent(d.queueName)}/${encodeURIComponent(d.jobId)}`
     : `/admin/queues/queue/${encodeURIComponent(d.queueName)}`;
@@ -198,7 +200,7 @@ ${v.notes ? `<tr><th>notes</th><td>${e(v.notes.join('; '))}</td></tr>` : ''}
 </tbody></table>
 ${acts && !isTerminal(v.status) ? `<form method="post" action="${CONSOLE}/runs/${e(v.runId)}/cancel" class="inline">${csrfField(csrf)}<button id="cancel" class="danger">cancel run</button></form>` : ''}
 ${acts && RETRYABLE.has(v.status) ? retryForm(v, csrf) : ''}
-${!acts ? '<p class="viewer" id="viewer-note">viewer: you can follow this run but not act on it</p>' : ''}
+${d.archived ? '<p class="notice" id="archived-note">from the archive: Redis let this run go after its retention (RUN_RETENTION_MS); its record is read only</p>' : !acts ? '<p class="viewer" id="viewer-note">viewer: you can follow this run but not act on it</p>' : ''}
 ${d.approvals.map((a) => approvalBlock(v.runId, a, acts, csrf)).join('\n')}
 ${d.humanItems.map((h) => humanBlock(v.runId, h, acts, csrf)).join('\n')}
 ${d.versionChange ? versionBlock(v.runId, d.versionChange, acts, csrf) : ''}
