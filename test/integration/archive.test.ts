@@ -407,6 +407,11 @@ describe('erasure and search by what people know, over Redis and the archive', (
     expect(await sse(gone)).toEqual(fromRedis);
     const third = fromRedis[2]!.split(' ')[0]!;
     expect(await sse(gone, third)).toEqual(fromRedis.slice(3));
+    // Another tenant's operator is told it is unknown, as for its view.
+    const foreign = await fetch(`${url}/v1/runs/${gone}/events`, {
+      headers: { authorization: `Bearer ${GLOBEX_TOKEN}` },
+    });
+    expect(foreign.status).toBe(404);
     // A later run of the same ticket, still in Redis.
     const hot = await postRun(sampleTicket(subject), `chn-b-${tag}`);
     expect(await h.waitForStatus(hot, DONE, 20_000)).toBe('completed');
