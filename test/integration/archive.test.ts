@@ -441,6 +441,8 @@ describe('erasure and search by what people know, over Redis and the archive', (
     );
     const failedHtml = await consolePage(gone);
     expect(failedHtml).toContain('id="archived-note"');
+    // Nothing to follow live: the page names no event stream.
+    expect(failedHtml).not.toContain('data-events=');
     expect(failedHtml).not.toContain('id="retry-form"');
     expect(await consolePage(hot)).not.toContain('id="archived-note"');
   });

@@ -163,7 +163,7 @@ export function runPage(op: Operator, csrf: string, d: RunPageData): string {
 <h1>Run <code id="run-id">${e(id)}</code></h1>
 ${d.notice ? `<p class="notice" id="notice">${e(d.notice)}</p>` : ''}
 <p class="notice" id="live-held" hidden>Live updates are paused while you edit a form below; reload to see the latest.</p>
-<div id="live" data-events="/v1/runs/${e(id)}/events" data-live="${CONSOLE}/runs/${e(id)}/live">
+<div id="live"${d.archived ? '' : ` data-events="/v1/runs/${e(id)}/events"`} data-live="${CONSOLE}/runs/${e(id)}/live">
 ${runLive(op, csrf, d)}
 </div>`,
     op,

@@ -4,8 +4,9 @@
 (function () {
   'use strict';
   var live = document.getElementById('live');
-  if (!live || !window.EventSource) return;
-  var events = live.getAttribute('data-events');
+  // A run read from the archive has no stream to follow (data-events absent): it cannot change.
+  var events = live && live.getAttribute('data-events');
+  if (!events || !window.EventSource) return;
   var fragment = live.getAttribute('data-live');
   var pending = null;
   // A person typing in a form of the live part (a retry's extension, a finding's receipt or
