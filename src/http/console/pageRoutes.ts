@@ -56,10 +56,12 @@ async function pageData(d: PageDeps, op: Operator, runId: string): Promise<RunPa
     : await Promise.all([ctx.archive?.view(runId), ctx.archive?.details(runId)]);
   const view = hot ?? (archivedView as RunView | undefined);
   if (!view) return undefined;
-  const [spec, run] = await Promise.all([
-    archived ? undefined : ctx.store.readSpec(runId).catch(() => undefined),
-    readRun(ctx.redis, ctx.keys, runId, ['agent', 'jobId']),
-  ]);
+  const [spec, run] = hot
+    ? await Promise.all([
+        ctx.store.readSpec(runId).catch(() => undefined),
+        readRun(ctx.redis, ctx.keys, runId, ['agent', 'jobId']),
+      ])
+    : [undefined, undefined];
   const agent = run?.agent ?? archived?.agent ?? null;
   const jobId = run?.jobId || null;
   const parked = isVersionParked(view.status, view.reason);
