@@ -111,39 +111,22 @@ export const archive: Section = {
     const port = (server.address() as AddressInfo).port;
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
     env.onCleanup(() => agent.destroy());
-    const get = (id: string) => getPath(`/v1/runs/${id}`);
-    const getJson = (path: string) =>
-      new Promise<unknown>((resolve, reject) => {
+    /** GET `path` as the producer: its status and body. */
+    const getPath = (path: string) =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
         const req = request(
           { host: '127.0.0.1', port, path, agent, headers: { authorization: `Bearer ${PRODUCER_TOKEN}` } },
           (res) => {
             let body = '';
             res.setEncoding('utf8');
             res.on('data', (c: string) => (body += c));
-            res.on('end', () => (res.statusCode === 200 ? resolve(JSON.parse(body)) : reject(new Error(body))));
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
           },
         );
         req.on('error', reject);
         req.end();
       });
-    const getPath = (path: string) =>
-      new Promise<number>((resolve, reject) => {
-        const req = request(
-          {
-            host: '127.0.0.1',
-            port,
-            path,
-            agent,
-            headers: { authorization: `Bearer ${PRODUCER_TOKEN}` },
-          },
-          (res) => {
-            res.resume();
-            res.on('end', () => resolve(res.statusCode ?? 0));
-          },
-        );
-        req.on('error', reject);
-        req.end();
-      });
+    const get = async (id: string) => (await getPath(`/v1/runs/${id}`)).status;
     const measure = async (rowsSeeded: number) => {
       const pick = () => 1 + Math.floor(Math.random() * rowsSeeded);
       for (let i = 0; i < 50; i++) await get(seededRunId(pick())); // warm up
@@ -172,7 +155,7 @@ export const archive: Section = {
           const until = Date.now() - Math.floor(Math.random() * 30 * 24 * 3600_000);
           const tenant = scoped ? `&tenant=tenant-${i % 4}` : '';
           const t = performance.now();
-          const status = await getPath(`/v1/runs?status=completed${tenant}&until=${until}&limit=50`);
+          const { status } = await getPath(`/v1/runs?status=completed${tenant}&until=${until}&limit=50`);
           out.push(performance.now() - t);
           if (status !== 200) throw new Error(`listing answered ${status}`);
         }
@@ -186,9 +169,10 @@ export const archive: Section = {
       for (let i = 0; i < reads / 10; i++) {
         const { subjectKey } = seededSubject(pick());
         const t = performance.now();
-        const found = await getJson(`/v1/runs?subject=${subjectKey}`);
+        const { status, body } = await getPath(`/v1/runs?subject=${subjectKey}`);
         searched.push(performance.now() - t);
-        if ((found as { runs: unknown[] }).runs.length !== 2) searchMisses++;
+        if (status !== 200) throw new Error(`search answered ${status}`);
+        if ((JSON.parse(body) as { runs: unknown[] }).runs.length !== 2) searchMisses++;
       }
       return {
         read: dist(latencies),
