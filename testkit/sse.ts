@@ -1,7 +1,9 @@
 /**
  * Reading a Server-Sent Events response in tests: the wire parsed block by
  * block (`id:`, `event:`, `data:` lines; several data lines joined by a newline;
- * comment blocks skipped), each event handed over in order as it arrives.
+ * comment blocks skipped), each event handed over in order as it arrives. A
+ * `retry:` line sets the client's reconnection delay and names no event: a block
+ * of it alone is none, as an EventSource dispatches none.
  */
 export interface SseEvent {
   id: string;
@@ -9,21 +11,31 @@ export interface SseEvent {
   data: string;
 }
 
-/** One SSE block (`field: value` or `field:value` lines), or undefined for a block of comments only (a keep-alive). */
+/**
+ * One SSE block (`field: value` or `field:value` lines), or undefined for a block naming no event: comments only (a
+ * keep-alive), or a `retry:` alone.
+ */
 export function parseSseBlock(block: string): SseEvent | undefined {
   const ev: SseEvent = { id: '', event: '', data: '' };
   let fields = 0;
   for (const line of block.split('\n')) {
     if (line.startsWith(':')) continue;
-    fields++;
     const c = line.indexOf(':');
     const field = c < 0 ? line : line.slice(0, c);
     const value = c < 0 ? '' : line.slice(c + 1).replace(/^ /, '');
+    if (field === 'retry') continue;
+    fields++;
     if (field === 'id') ev.id = value;
     else if (field === 'event') ev.event = value;
     else if (field === 'data') ev.data = ev.data ? `${ev.data}\n${value}` : value;
   }
   return fields === 0 ? undefined : ev;
+}
+
+/** The reconnection delay (ms) a block sets with `retry:`, or undefined when it sets none. */
+export function retryOf(block: string): number | undefined {
+  const line = block.split('\n').find((l) => /^retry: ?\d+$/.test(l));
+  return line === undefined ? undefined : Number(line.slice(6));
 }
 
 /**
@@ -33,24 +45,27 @@ export function parseSseBlock(block: string): SseEvent | undefined {
 export async function readSse(
   res: Response,
   stop: (events: SseEvent[]) => boolean = () => false,
-): Promise<{ events: SseEvent[]; ended: boolean }> {
+): Promise<{ events: SseEvent[]; ended: boolean; retry?: number }> {
   const reader = res.body!.getReader();
   const decoder = new TextDecoder();
   const events: SseEvent[] = [];
   let buf = '';
+  let retry: number | undefined;
   for (;;) {
     const { value, done } = await reader.read();
-    if (done) return { events, ended: true };
+    if (done) return { events, ended: true, retry };
     buf += decoder.decode(value, { stream: true });
     let idx: number;
     while ((idx = buf.indexOf('\n\n')) >= 0) {
-      const ev = parseSseBlock(buf.slice(0, idx));
+      const block = buf.slice(0, idx);
+      const ev = parseSseBlock(block);
+      retry = retryOf(block) ?? retry;
       buf = buf.slice(idx + 2);
       if (!ev) continue;
       events.push(ev);
       if (stop(events)) {
         await reader.cancel().catch(() => {});
-        return { events, ended: false };
+        return { events, ended: false, retry };
       }
     }
   }

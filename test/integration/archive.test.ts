@@ -22,6 +22,7 @@ import { actorSeesRun } from '../../src/operations/actor.js';
 import { unpackEntries } from '../../src/store/runEvents.js';
 import { unpackSpec } from '../../src/store/runRecord.js';
 import { unfoldMoves } from '../../src/store/ledgerHistory.js';
+import { ENDED_RETRY_MS } from '../../src/http/operators/events.js';
 
 const OPERATOR_TOKEN = 'operator-token-for-archive-tests';
 const ACME_TOKEN = 'acme-operator-token-0123456789';
@@ -65,21 +66,26 @@ async function postRun(ticket: unknown, eventKey: string): Promise<string> {
   return ((await res.json()) as { runId: string }).runId;
 }
 
-/** A run's events over SSE (the response ends after the run's end), each as `<id> <type> <data>`. */
+/**
+ * A run's events over SSE (the response ends after the run's end), each as `<id> <type> <data>`, and last `retry <ms>`
+ * when the stream set the client's reconnection delay.
+ */
 async function sse(runId: string, lastEventId?: string): Promise<string[]> {
   const res = await fetch(`${url}/v1/runs/${runId}/events`, {
     headers: { ...producerAuth, ...(lastEventId ? { 'last-event-id': lastEventId } : {}) },
   });
   expect(res.status).toBe(200);
   expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
-  return (await res.text())
-    .split('\n\n')
+  const blocks = (await res.text()).split('\n\n');
+  const events = blocks
     .filter((block) => block.startsWith('id: '))
     .map((block) => {
       const line = (name: string) =>
         /^(\w+): (.*)$/m.exec(block.split('\n').find((l) => l.startsWith(`${name}: `)) ?? '')?.[2];
       return `${line('id')} ${line('event')} ${line('data')}`;
     });
+  const retry = blocks.filter((block) => /^retry: \d+$/.test(block)).at(-1);
+  return retry ? [...events, retry.replace(': ', ' ')] : events;
 }
 
 async function getView(runId: string): Promise<{ status: number; body: unknown }> {
@@ -400,7 +406,9 @@ describe('erasure and search by what people know, over Redis and the archive', (
     await journalPacked(gone);
     await archiver.archiveOne(gone, h.ctx.keys.archiveQueue(h.ctx.keys.shardOf(gone)));
     const fromRedis = await sse(gone);
-    expect(fromRedis.at(-1)).toMatch(/ status_changed /);
+    expect(fromRedis.at(-2)).toMatch(/ status_changed /);
+    // Ended: a client is told to come back no sooner than ENDED_RETRY_MS, from the archive too (below).
+    expect(fromRedis.at(-1)).toBe(`retry ${ENDED_RETRY_MS}`);
     const k = h.ctx.keys.run(gone);
     await until('the run keys to expire', RETENTION_MS + 10_000, async () => (await h.ctx.redis.exists(k.run)) === 0);
     // Its events as the archive holds them: the same ids, types and data, resumable after any of them.

@@ -7,7 +7,8 @@
  * a limit gets 503 naming it (`limit`: the setting). Each event's id is its SSE id: the stream entry id, or
  * `<entry id>.<index>` for an event of an entry holding several (src/store/runEvents.ts), so a client that
  * reconnects with Last-Event-ID continues after the last event it saw, each event once, even from the middle
- * of an entry. The response ends after a terminal status_changed event.
+ * of an entry. The response ends after a terminal status_changed event, telling the client to come back no sooner
+ * than ENDED_RETRY_MS (an EventSource reconnects on its own when a response ends, a browser within ~3 s).
  * Any token that may read the run may follow it (a tenant token: its own runs).
  */
 import { Router, type Request, type Response } from 'express';
@@ -25,6 +26,20 @@ import {
   type EventPosition,
   type RunEvent,
 } from '../../store/runEvents.js';
+
+/**
+ * The reconnection delay (SSE `retry:`) a stream sends before it ends for a run that has ended. A browser's
+ * EventSource reopens every ended stream, by default within a few seconds, for as long as its page is open: each time
+ * a viewer slot and a read of the run's events. Not a 204, which would stop it for good: a run ended for now may be
+ * retried by an operator, and an open page then follows it again within this delay.
+ */
+export const ENDED_RETRY_MS = 30_000;
+
+/**
+ * The reconnection delay a stream of a run at work sends first: a client told ENDED_RETRY_MS by an earlier stream of
+ * the run (it was retried since) comes back this soon again when this one is cut.
+ */
+export const LIVE_RETRY_MS = 3_000;
 
 export interface EventsOptions {
   /** Keep-alive period; each one also checks the run's status. */
@@ -108,7 +123,7 @@ export function eventsRouter(ctx: EngineContext, opts: EventsOptions = {}, sessi
         const event = eventOfId(e);
         if (event && isAfter(event, last)) writeEvent(res, event);
       }
-      return void res.end();
+      return void res.end(endedRetry());
     }
     // No await from the check to the slot: the caps are exact. The slot goes when the response closes.
     if (!takeSlot(ctx, shares, res, runId)) return;
@@ -118,7 +133,7 @@ export function eventsRouter(ctx: EngineContext, opts: EventsOptions = {}, sessi
       connection: 'keep-alive',
       'x-accel-buffering': 'no',
     });
-    res.flushHeaders();
+    res.write(`retry: ${LIVE_RETRY_MS}\n\n`);
 
     let ending = false;
     let draining = false;
@@ -130,17 +145,18 @@ export function eventsRouter(ctx: EngineContext, opts: EventsOptions = {}, sessi
       gone = true;
       viewer?.leave();
     });
-    const end = () => {
+    /** `ended`: the run has ended (or is gone), so the client is told to come back later, not at once. */
+    const end = (ended: boolean) => {
       ending = true;
       viewer?.leave();
-      if (!res.writableEnded) res.end();
+      if (!res.writableEnded) res.end(ended ? endedRetry() : undefined);
     };
     viewer = await fanout.join(runId, last, {
       write(events: RunEvent[]) {
         if (ending) return;
         for (const e of events) {
           writeEvent(res, e);
-          if (e.type === 'status_changed' && isTerminal(safeStatus(e.data))) return void end();
+          if (e.type === 'status_changed' && isTerminal(safeStatus(e.data))) return void end(true);
         }
       },
       idle(status) {
@@ -151,11 +167,11 @@ export function eventsRouter(ctx: EngineContext, opts: EventsOptions = {}, sessi
         void viewer
           ?.drain()
           .catch(() => {})
-          .finally(end);
+          .finally(() => end(true));
       },
       fail(err) {
         if (!ending) ctx.log.warn({ code: 'sse_read_failed', runId, err }, 'event stream read failed');
-        end();
+        end(false);
       },
     });
     if (!viewer) {
@@ -164,6 +180,11 @@ export function eventsRouter(ctx: EngineContext, opts: EventsOptions = {}, sessi
     if (ending || gone) viewer.leave();
   });
   return r;
+}
+
+/** The block that tells a client to reconnect no sooner than ENDED_RETRY_MS (it names no event). */
+function endedRetry(): string {
+  return `retry: ${ENDED_RETRY_MS}\n\n`;
 }
 
 /** One event as SSE: its id (the resume point), its type, its data (a line each). */

@@ -221,6 +221,23 @@ describe.skipIf(!haveChromium)('the operator console in a real browser', () => {
     await context.close();
   });
 
+  it("an ended run's page opens its event stream once, not again every few seconds", async () => {
+    const runId = await start(`CON-E-${Date.now()}`, 'Ended', [final]);
+    expect(await h.waitForStatus(runId, ['completed', 'failed'])).toBe('completed');
+    const { context, page } = await loggedIn(VIC);
+    const opened: string[] = [];
+    page.on('request', (req) => {
+      if (new URL(req.url()).pathname === `/v1/runs/${runId}/events`) opened.push(req.resourceType());
+    });
+    await page.goto(`${h.url}/console/runs/${runId}`);
+    expect(await page.locator('body').getAttribute('data-live')).toBe('on');
+    // The stream ends after the run's terminal event. Chromium reopens an ended stream after 3 s unless the stream
+    // asked for longer: it asks for ENDED_RETRY_MS (30 s), so another operator's retry still shows on this page.
+    await page.waitForTimeout(7_000);
+    expect(opened).toEqual(['eventsource']);
+    await context.close();
+  });
+
   it('a viewer sees the run without buttons, and a forged form is refused', async () => {
     const runId = await start(`CON-V-${Date.now()}`, 'Viewer check', [turn([refund(30_000)]), final]);
     await h.waitForStatus(runId, ['waiting_approval']);

@@ -5,6 +5,7 @@ import { readSse, type SseEvent } from '../../../testkit/sse.js';
 import { readRunEvents } from '../../../testkit/runEvents.js';
 import { call, email, final, OPERATOR_TOKEN, operatorHarness, refund, startScripted, turn } from './support.js';
 import { until } from '../../../testkit/until.js';
+import { ENDED_RETRY_MS, LIVE_RETRY_MS } from '../../../src/http/operators/events.js';
 
 const VIEWER_CAP = 50;
 const UNKNOWN_RUN = `r_${'0'.repeat(24)}`;
@@ -23,7 +24,7 @@ async function readEvents(
   lastEventId: string | undefined,
   stopAfter = Infinity,
   onFirst?: () => void,
-): Promise<{ events: SseEvent[]; ended: boolean }> {
+): Promise<{ events: SseEvent[]; ended: boolean; retry?: number }> {
   const ac = new AbortController();
   const timer = setTimeout(() => ac.abort(), 30_000);
   const res = await fetch(`${h.url}/v1/runs/${runId}/events`, {
@@ -58,6 +59,8 @@ describe('live events (SSE)', () => {
     const baseline = await sseConnections();
     const first = await readEvents(runId, undefined, 2);
     expect(first.ended).toBe(false);
+    // A stream of a run at work: a cut one is reopened soon.
+    expect(first.retry).toBe(LIVE_RETRY_MS);
     expect(first.events[0]?.event).toBe('run_created');
     const statusAtDisconnect = await h.ctx.redis.hget(h.ctx.keys.run(runId).run, 'status');
     expect(['queued', 'running']).toContain(statusAtDisconnect);
@@ -65,6 +68,8 @@ describe('live events (SSE)', () => {
     const second = await readEvents(runId, first.events.at(-1)!.id);
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'], 5000)).toBe('completed');
     expect(second.ended).toBe(true);
+    // Ended with the run: a client (a browser's EventSource reopens every ended stream) comes back no sooner than this.
+    expect(second.retry).toBe(ENDED_RETRY_MS);
 
     const all = [...first.events, ...second.events];
     const stored = (await readRunEvents(h.ctx, runId)).map((e) => e.id);
@@ -85,6 +90,7 @@ describe('live events (SSE)', () => {
     expect(stored.some((e) => e.id.endsWith('.2'))).toBe(true);
     const all = await readEvents(runId, undefined);
     expect(all.ended).toBe(true);
+    expect(all.retry).toBe(ENDED_RETRY_MS);
     expect(all.events).toEqual(stored.map((e) => ({ id: e.id, event: e.type, data: e.data })));
     expect(new Set(all.events.map((e) => e.id)).size).toBe(stored.length);
     // From every event, the first of an entry, one in its middle, its last: nothing skipped, nothing repeated.
