@@ -16,7 +16,8 @@ import { createHash } from 'node:crypto';
 import type { RedisClient } from '../store/connect.js';
 import type { KeySpace } from '../store/keys.js';
 import { packEntries, unpackEntries } from '../store/runEvents.js';
-import { decodeEndedRun, ENDED_RUN_FIELDS, packSpec } from '../store/runRecord.js';
+import { decodeEndedRun, packSpec } from '../store/runRecord.js';
+import { readEndedRun } from '../store/calls/readEndedRun.js';
 import { packJournal, unpackEntry, unpackJournal } from '../core/journal.js';
 import { foldMoves, FOLDED_HISTORY_FIELD, unfoldMoves } from '../store/ledgerHistory.js';
 import { compactRunCall, type CompactRunArgs } from '../store/calls/compactRun.js';
@@ -35,28 +36,16 @@ export interface Compacted {
 /** Compacts an ended run (see above); a run at work, or gone, is left alone. */
 export async function compactEndedRun(redis: RedisClient, keys: KeySpace, runId: string): Promise<Compacted> {
   const k = keys.run(runId);
-  const read = await redis
-    .multi()
-    .hmget(k.run, ...ENDED_RUN_FIELDS)
-    .xrange(k.events, '-', '+')
-    .getBuffer(k.eventsPacked)
-    .smembers(k.actions)
-    .lrangeBuffer(k.journal, 0, -1)
-    .getBuffer(k.journalPacked)
-    .exec();
-  if (!read) return { run: false, histories: 0 };
-  for (const [err] of read) if (err) throw err;
-  const { status, finishedAt, erasedAt, storedSpec: spec } = decodeEndedRun(read[0]![1] as (string | null)[]);
-  const entries = read[1]![1] as [string, string[]][];
-  const packedNow = read[2]![1] as Buffer | null;
-  const actionKeys = read[3]![1] as string[];
-  const listed = read[4]![1] as Buffer[];
-  const journalPackedNow = read[5]![1] as Buffer | null;
+  const read = await readEndedRun(redis, k);
+  const { entries, actionKeys, listed } = read;
+  const packedNow = read.eventsPacked;
+  const journalPackedNow = read.journalPacked;
+  const { status, finishedAt, erasedAt, storedSpec: spec } = decodeEndedRun(read.fields);
   if (!isTerminal(status)) return { run: false, histories: 0 };
   const events =
     entries.length > 0
       ? {
-          lastId: entries.at(-1)![0],
+          lastId: entries.at(-1)![0].toString('latin1'),
           length: entries.length,
           packedSha1: packedNow ? createHash('sha1').update(packedNow).digest('hex') : '',
           packed: packEntries([...unpackEntries(packedNow), ...entries]),

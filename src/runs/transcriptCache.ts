@@ -10,13 +10,14 @@
  * trusted its length would hand the model a history the store does not have
  * (seen in the failover campaign: a lost read step still in the cache, so the
  * model was asked as if one step further, and a run made its write twice).
- * So each read also fetches the entry at the cached end (same round trip) and
+ * So each read also fetches the entry at the cached end (same script call) and
  * reads the whole journal again when it differs from the one cached.
  *
  * Entries are read as bytes: one may be stored compressed (packEntry in src/core/journal.ts).
  */
 import type { RedisClient } from '../store/connect.js';
 import { decodeEntry, type JournalEntry } from '../core/journal.js';
+import { journalAfter } from '../store/calls/journalAfter.js';
 
 interface Cached {
   entries: JournalEntry[];
@@ -53,17 +54,8 @@ export class TranscriptCache {
     journalKey: string,
     have: Cached,
   ): Promise<{ entries: JournalEntry[]; raw: Buffer[] } | undefined> {
-    const n = have.entries.length;
-    const replies =
-      (await redis
-        .pipeline()
-        .lindexBuffer(journalKey, n - 1)
-        .lrangeBuffer(journalKey, n, -1)
-        .exec()) ?? [];
-    for (const [err] of replies) if (err) throw err;
-    const last = replies[0]?.[1];
-    if (Buffer.isBuffer(last) && last.equals(have.last))
-      return { entries: have.entries, raw: replies[1]?.[1] as Buffer[] };
+    const { last, after } = await journalAfter(redis, journalKey, have.entries.length);
+    if (last !== null && last.equals(have.last)) return { entries: have.entries, raw: after };
     this.diverged++;
     return undefined;
   }

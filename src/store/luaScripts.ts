@@ -59,13 +59,14 @@ class ScriptCommand extends Command {
   constructor(
     private readonly def: LoadedScript,
     args: readonly ScriptArg[],
+    replyEncoding: 'utf8' | null = 'utf8',
   ) {
     // Arguments are set after construction: Command's constructor flattens its
     // argument array (Array#flat, several µs for the commit's ~60) and
     // stringifies it; encodeCommand does both in its one pass. concat, not a
     // spread: it sizes the array once, where spreading ~60 arguments here grew it
     // step by step (about 3 KB of garbage per commit against 0.6).
-    super('evalsha', [], { replyEncoding: 'utf8' });
+    super('evalsha', [], { replyEncoding });
     (this as unknown as { args: ScriptArg[] }).args = ([def.sha, def.numberOfKeys] as ScriptArg[]).concat(args);
   }
 
@@ -257,6 +258,17 @@ export function script(client: RedisClient, name: string): ScriptFn {
 }
 
 /**
+ * A script whose reply is bytes: every string in it a Buffer, as Redis holds it (a reply that may carry compressed
+ * values, which a UTF-8 decoding would break).
+ */
+export function scriptBytes(client: RedisClient, name: string): ScriptFn {
+  const def = loadedScript(name);
+  if (!def) throw new InvariantError('script_failed', `unknown script ${name}`);
+  if (def.fn) throw new InvariantError('script_failed', `${name} is a library function: its reply is text`);
+  return (...args: ScriptArg[]) => send(client, def, args, null);
+}
+
+/**
  * A script call whose arguments are already one array: for the commit's ~60, built by concat (sized once), where a
  * call with several spreads grows its argument list step by step.
  */
@@ -266,14 +278,19 @@ export function callScript(client: RedisClient, name: string, args: readonly Scr
   return send(client, def, args);
 }
 
-function send(client: RedisClient, def: LoadedScript, args: readonly ScriptArg[]): Promise<unknown> {
+function send(
+  client: RedisClient,
+  def: LoadedScript,
+  args: readonly ScriptArg[],
+  replyEncoding: 'utf8' | null = 'utf8',
+): Promise<unknown> {
   if (def.fn) return callFunction(client, def.fn, def.numberOfKeys, args);
-  const cmd = new ScriptCommand(def, args);
+  const cmd = new ScriptCommand(def, args, replyEncoding);
   coalesceWrites(client);
   // A NOSCRIPT (script cache flushed) is answered by sending it again: toWritable then sends EVAL.
   return (client.sendCommand(cmd) as Promise<unknown>).catch((err: unknown) => {
     if (!messageHas(err, 'NOSCRIPT')) throw err;
-    return client.sendCommand(new ScriptCommand(def, args));
+    return client.sendCommand(new ScriptCommand(def, args, replyEncoding));
   });
 }
 

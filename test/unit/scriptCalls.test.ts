@@ -17,8 +17,10 @@ describe('script calls', () => {
       const name = file.replace(/-\d+\.lua$/, '');
       const wrapper = readFileSync(join(src, 'store/calls', `${name}.ts`), 'utf8');
       // A call inside a MULTI builds the command instead (scriptCommand); one whose arguments are one array sends
-      // them by callScript.
-      expect(wrapper, name).toMatch(new RegExp(`(script\\(\\w+, |callScript\\(\\w+, |scriptCommand\\()'${name}'`));
+      // them by callScript; one whose reply is bytes, by scriptBytes.
+      expect(wrapper, name).toMatch(
+        new RegExp(`(script\\(\\w+, |scriptBytes\\(\\w+, |callScript\\(\\w+, |scriptCommand\\()'${name}'`),
+      );
       expect(wrapper, name).toContain(file);
     }
   });
@@ -26,7 +28,11 @@ describe('script calls', () => {
   it('no module outside src/store calls a script by name', () => {
     const callers = walk(src)
       .filter((f) => !relative(src, f).startsWith('store/'))
-      .filter((f) => /\b(script\([^)]*, '\w+'\)|callScript\([^)]*, '\w+',)/.test(readFileSync(f, 'utf8')));
+      .filter((f) =>
+        /\b(script\([^)]*, '\w+'\)|scriptBytes\([^)]*, '\w+'\)|callScript\([^)]*, '\w+',)/.test(
+          readFileSync(f, 'utf8'),
+        ),
+      );
     expect(callers.map((f) => relative(src, f))).toEqual([]);
   });
 
