@@ -3,8 +3,8 @@
  * (src/core/journal.ts). An ended run's journal is packed (src/runs/compact.ts, compactRun-5.lua): every entry, as
  * JSON, compressed into one string beside the list (`RunKeys.journalPacked`, packJournal), the list deleted. An entry
  * appended later (an operator's action on the ended run) goes to the list again and follows the packed ones. Entry i
- * of the journal is packed entry i, or list entry i - (packed entries): readJournal reads both in one MULTI (a
- * compaction between two reads would hide the entries it moves), so the API's run view, the console, a replay, the
+ * of the journal is packed entry i, or list entry i - (packed entries): readJournal reads both in one script
+ * (journalRange-2.lua: a compaction between two reads would hide the entries it moves), so the API's run view, the console, a replay, the
  * archive's snapshot, an erasure and a child's parent see the same entries at the same positions as before the
  * packing.
  *
@@ -13,7 +13,8 @@
  * list in the same atomic change (readPackedJournal gives it the entries and the fence).
  */
 import { createHash } from 'node:crypto';
-import { type RedisClient, transactionReplies } from './connect.js';
+import type { RedisClient } from './connect.js';
+import { journalRange } from './calls/journalRange.js';
 import { packEntry, type StoredEntry, unpackJournal } from '../core/journal.js';
 
 /** The keys of one run's journal (RunKeys has both). */
@@ -59,17 +60,13 @@ export async function readPackedJournal(
   };
 }
 
-async function readBoth(
+function readBoth(
   redis: RedisClient,
   k: JournalKeys,
   start: number,
   stop: number,
 ): Promise<{ packed: Buffer | null; listed: Buffer[] }> {
-  const [packed, listed] = await transactionReplies(
-    redis.multi().getBuffer(k.journalPacked).lrangeBuffer(k.journal, start, stop),
-    'journal read',
-  );
-  return { packed: packed as Buffer | null, listed: listed as Buffer[] };
+  return journalRange(redis, k, start, stop);
 }
 
 /** LRANGE's slice of `all`: inclusive indexes, negative ones from the end, clamped. */
