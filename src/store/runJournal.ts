@@ -28,10 +28,10 @@ export interface JournalKeys {
  * forms: a listed entry as Redis holds it, a packed one as its JSON. Read every entry with decodeEntry.
  */
 export async function readJournal(redis: RedisClient, k: JournalKeys, start = 0, stop = -1): Promise<StoredEntry[]> {
-  const first = await readBoth(redis, k, start, stop);
+  const first = await journalRange(redis, k, start, stop);
   if (first.packed === null) return first.listed;
   // Packed: positions count the packed entries first, so the whole list is needed to place them.
-  const all = start === 0 && stop === -1 ? first : await readBoth(redis, k, 0, -1);
+  const all = start === 0 && stop === -1 ? first : await journalRange(redis, k, 0, -1);
   return sliceLikeLrange([...unpackJournal(all.packed), ...all.listed], start, stop);
 }
 
@@ -58,15 +58,6 @@ export async function readPackedJournal(
     sha1: createHash('sha1').update(packed).digest('hex'),
     entries: unpackJournal(packed).map(packEntry),
   };
-}
-
-function readBoth(
-  redis: RedisClient,
-  k: JournalKeys,
-  start: number,
-  stop: number,
-): Promise<{ packed: Buffer | null; listed: Buffer[] }> {
-  return journalRange(redis, k, start, stop);
 }
 
 /** LRANGE's slice of `all`: inclusive indexes, negative ones from the end, clamped. */
