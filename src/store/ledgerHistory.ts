@@ -5,7 +5,8 @@
  * list again: the history is the folded moves, then the list's. Every reader goes through readHistory.
  */
 import { deflateRawSync, inflateRawSync } from 'node:zlib';
-import { type RedisClient, transactionReplies } from './connect.js';
+import type { RedisClient } from './connect.js';
+import { actionHistory } from './calls/actionHistory.js';
 import { InvariantError } from '../core/errors.js';
 
 /** The record field holding the folded moves. */
@@ -49,13 +50,11 @@ export function unfoldMoves(folded: string | null | undefined): string[] {
 }
 
 /**
- * Every move of an action (JSON each), oldest first: the folded ones, then the list's. Both read in one MULTI: a fold
- * (foldHistory's script) between two reads would show neither the folded moves nor the list it emptied.
+ * Every move of an action (JSON each), oldest first: the folded ones, then the list's. Both read in one script
+ * (actionHistory-2.lua): a fold (foldHistory's script) between two reads would show neither the folded moves nor the
+ * list it emptied.
  */
 export async function readHistory(redis: RedisClient, actionKey: string, historyKey: string): Promise<string[]> {
-  const [folded, listed] = (await transactionReplies(
-    redis.multi().hget(actionKey, FOLDED_HISTORY_FIELD).lrange(historyKey, 0, -1),
-    'ledger history read',
-  )) as [string | null, string[]];
+  const { folded, listed } = await actionHistory(redis, actionKey, historyKey, FOLDED_HISTORY_FIELD);
   return [...unfoldMoves(folded), ...listed];
 }
