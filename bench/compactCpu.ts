@@ -2,7 +2,8 @@
  * `node dist/bench/compactCpu.js [runs] [--steps=40] [--inflight=20]` (after `npm run build`; default 400 runs): the
  * worker's CPU to compact one ended run (src/runs/compact.ts), alone. One run of the throughput bench's shape (`steps`
  * read-only steps) is made and ended, put back as it was before its compaction (journal list, event stream, spec as
- * JSON) and copied under `runs` run ids; then the copies are compacted, `inflight` at a time as a loaded worker's
+ * JSON) and copied under `runs` run ids; then the copies are compacted (read as the worker reads a run of `steps`
+ * steps: src/runs/compact.ts SCRIPT_READ_MAX_STEPS), `inflight` at a time as a loaded worker's
  * steps end their runs (one at a time, each compaction's round trips leave the process idle and its wake-ups count),
  * and the process's CPU over those compactions (their reads and the packing script included) is divided by their
  * number, for each of five rounds: the median and the lowest are printed. For finding what a run's end costs; not part
@@ -56,7 +57,9 @@ try {
   const compactAll = async (ids: string[]): Promise<number> => {
     const c0 = process.cpuUsage();
     for (let i = 0; i < ids.length; i += inflight) {
-      const done = await Promise.all(ids.slice(i, i + inflight).map((id) => compactEndedRun(r, env.ctx.keys, id)));
+      const done = await Promise.all(
+        ids.slice(i, i + inflight).map((id) => compactEndedRun(r, env.ctx.keys, id, steps)),
+      );
       if (!done.every((d) => d.run)) throw new Error('a copy was not compacted');
     }
     const c = process.cpuUsage(c0);

@@ -13,11 +13,11 @@
  * dies before it, or it fails, the run is as it was, only larger.
  */
 import { createHash } from 'node:crypto';
-import type { RedisClient } from '../store/connect.js';
-import type { KeySpace } from '../store/keys.js';
+import { type RedisClient, transactionReplies } from '../store/connect.js';
+import type { KeySpace, RunKeys } from '../store/keys.js';
 import { packEntries, unpackEntries } from '../store/runEvents.js';
-import { decodeEndedRun, packSpec } from '../store/runRecord.js';
-import { readEndedRun } from '../store/calls/readEndedRun.js';
+import { decodeEndedRun, ENDED_RUN_FIELDS, packSpec } from '../store/runRecord.js';
+import { type EndedRunRead, readEndedRun } from '../store/calls/readEndedRun.js';
 import { packJournal, unpackEntry, unpackJournal } from '../core/journal.js';
 import { foldMoves, FOLDED_HISTORY_FIELD, unfoldMoves } from '../store/ledgerHistory.js';
 import { compactRunCall, type CompactRunArgs } from '../store/calls/compactRun.js';
@@ -33,10 +33,29 @@ export interface Compacted {
   histories: number;
 }
 
-/** Compacts an ended run (see above); a run at work, or gone, is left alone. */
-export async function compactEndedRun(redis: RedisClient, keys: KeySpace, runId: string): Promise<Compacted> {
+/**
+ * A run that ended within this many steps is read by one script (readEndedRun-6.lua), a longer one by a MULTI: one
+ * atomic read either way, paid for on different sides. Each MULTI costs the worker 40-100 µs before a command is
+ * queued (ioredis copies every command defined on the connection onto it, BullMQ's 64 among them); a script costs
+ * Redis about 0.3 µs for each value of its reply, turned into Lua and back. A 4-step run's read: 363-482 µs of the
+ * worker's CPU for its whole compaction by the script, 685-808 by the MULTI; a 40-step run's read alone: 170-208 µs of
+ * Redis's CPU by the script, 50-56 by the MULTI, on the one server every worker shares (docs/benchmarks.md).
+ */
+export const SCRIPT_READ_MAX_STEPS = 10;
+
+/**
+ * Compacts an ended run (see above); a run at work, or gone, is left alone. `steps`: how many the run took, when the
+ * caller knows (SCRIPT_READ_MAX_STEPS); unknown reads by a MULTI.
+ */
+export async function compactEndedRun(
+  redis: RedisClient,
+  keys: KeySpace,
+  runId: string,
+  steps?: number,
+): Promise<Compacted> {
   const k = keys.run(runId);
-  const read = await readEndedRun(redis, k);
+  const read =
+    steps !== undefined && steps <= SCRIPT_READ_MAX_STEPS ? await readEndedRun(redis, k) : await readByMulti(redis, k);
   const { entries, actionKeys, listed } = read;
   const packedNow = read.eventsPacked;
   const journalPackedNow = read.journalPacked;
@@ -45,7 +64,7 @@ export async function compactEndedRun(redis: RedisClient, keys: KeySpace, runId:
   const events =
     entries.length > 0
       ? {
-          lastId: entries.at(-1)![0].toString('latin1'),
+          lastId: entries.at(-1)![0].toString(),
           length: entries.length,
           packedSha1: packedNow ? createHash('sha1').update(packedNow).digest('hex') : '',
           packed: packEntries([...unpackEntries(packedNow), ...entries]),
@@ -82,6 +101,22 @@ export async function compactEndedRun(redis: RedisClient, keys: KeySpace, runId:
     if (done && listed.length > 0) histories++;
   }
   return { run, histories };
+}
+
+/** readEndedRun's read as a MULTI (SCRIPT_READ_MAX_STEPS says when). */
+async function readByMulti(redis: RedisClient, k: RunKeys): Promise<EndedRunRead> {
+  const [fields, entries, eventsPacked, actionKeys, listed, journalPacked] = (await transactionReplies(
+    redis
+      .multi()
+      .hmget(k.run, ...ENDED_RUN_FIELDS)
+      .xrange(k.events, '-', '+')
+      .getBuffer(k.eventsPacked)
+      .smembers(k.actions)
+      .lrangeBuffer(k.journal, 0, -1)
+      .getBuffer(k.journalPacked),
+    'ended run read',
+  )) as [(string | null)[], [string, string[]][], Buffer | null, string[], Buffer[], Buffer | null];
+  return { fields, entries, eventsPacked, actionKeys, listed, journalPacked };
 }
 
 /**

@@ -4,12 +4,25 @@
  * connections it blocks on; we use the same setting everywhere so a Redis
  * restart stalls callers instead of failing them.
  */
-import { Cluster, Redis, SentinelConnector } from 'ioredis';
+import { type ChainableCommander, Cluster, Redis, SentinelConnector } from 'ioredis';
 import { type Config } from '../config/config.js';
 import { ConfigError, TerminalError } from '../core/errors.js';
 import { resultWithin } from '../core/timeout.js';
 
 export type RedisClient = Redis | Cluster;
+
+/**
+ * The replies of a MULTI's commands, in order: throws when the transaction was aborted (`what` names the read) or a
+ * command failed, so a caller reads replies that are all there.
+ */
+export async function transactionReplies(tx: ChainableCommander, what: string): Promise<unknown[]> {
+  const res = await tx.exec();
+  if (!res) throw new Error(`${what} was aborted`);
+  return res.map(([err, reply]) => {
+    if (err) throw err;
+    return reply;
+  });
+}
 
 export interface RedisTarget {
   url?: string;

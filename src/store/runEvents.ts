@@ -15,12 +15,11 @@
  * and compressed into one string beside it (`RunKeys.eventsPacked`, packEntries) and the stream is trimmed to no
  * entry (it keeps its last id, so an event appended later, an operator's action on the ended run, follows them).
  * A stream costs Redis 7 a 4 KB listpack node however few its entries; the packed string costs its bytes. Readers
- * read both in one script (readEventsAfter, eventsAfter-2.lua), packed entries first: every event keeps its id, its place and its
+ * read both in one MULTI (readEventsAfter), packed entries first: every event keeps its id, its place and its
  * payload, and a Last-Event-ID from before the compaction resumes as it did.
  */
 import { behindMarker, dictionaryCodec } from '../core/dictionaryCodec.js';
-import type { RedisClient } from './connect.js';
-import { eventsAfter } from './calls/eventsAfter.js';
+import { type RedisClient, transactionReplies } from './connect.js';
 
 /** One run event as readers see it. */
 export interface RunEvent {
@@ -92,7 +91,7 @@ export function unpackEntries(packed: Buffer | null | undefined): [string, strin
 
 /**
  * A run's events after `after`, in order: the packed ones, then up to `count` stream entries after the position, read
- * in one script (a compaction between two reads would hide the entries it moves). `entries`: the stream entries read
+ * in one MULTI (a compaction between two reads would hide the entries it moves). `entries`: the stream entries read
  * (fewer than `count`: the stream has no more).
  */
 export async function readEventsAfter(
@@ -103,7 +102,10 @@ export async function readEventsAfter(
 ): Promise<{ events: RunEvent[]; entries: number }> {
   // Inside an entry, the entry itself is read again (inclusive start) for the events after the position.
   const start = after.index === Infinity ? `(${after.entry}` : after.entry;
-  const { packed, entries: page } = await eventsAfter(redis, k, start, count);
+  const [packed, page] = (await transactionReplies(
+    redis.multi().getBuffer(k.eventsPacked).xrange(k.events, start, '+', 'COUNT', count),
+    'run events read',
+  )) as [Buffer | null, [string, string[]][]];
   const events = decodeEntries([...unpackEntries(packed), ...page]).filter((e) => isAfter(e, after));
   return { events, entries: page.length };
 }

@@ -3,8 +3,8 @@
  * (src/core/journal.ts). An ended run's journal is packed (src/runs/compact.ts, compactRun-5.lua): every entry, as
  * JSON, compressed into one string beside the list (`RunKeys.journalPacked`, packJournal), the list deleted. An entry
  * appended later (an operator's action on the ended run) goes to the list again and follows the packed ones. Entry i
- * of the journal is packed entry i, or list entry i - (packed entries): readJournal reads both in one script
- * (journalRange-2.lua: a compaction between two reads would hide the entries it moves), so the API's run view, the console, a replay, the
+ * of the journal is packed entry i, or list entry i - (packed entries): readJournal reads both in one MULTI (a
+ * compaction between two reads would hide the entries it moves), so the API's run view, the console, a replay, the
  * archive's snapshot, an erasure and a child's parent see the same entries at the same positions as before the
  * packing.
  *
@@ -13,8 +13,7 @@
  * list in the same atomic change (readPackedJournal gives it the entries and the fence).
  */
 import { createHash } from 'node:crypto';
-import type { RedisClient } from './connect.js';
-import { journalRange } from './calls/journalRange.js';
+import { type RedisClient, transactionReplies } from './connect.js';
 import { packEntry, type StoredEntry, unpackJournal } from '../core/journal.js';
 
 /** The keys of one run's journal (RunKeys has both). */
@@ -28,10 +27,10 @@ export interface JournalKeys {
  * forms: a listed entry as Redis holds it, a packed one as its JSON. Read every entry with decodeEntry.
  */
 export async function readJournal(redis: RedisClient, k: JournalKeys, start = 0, stop = -1): Promise<StoredEntry[]> {
-  const first = await journalRange(redis, k, start, stop);
+  const first = await readBoth(redis, k, start, stop);
   if (first.packed === null) return first.listed;
   // Packed: positions count the packed entries first, so the whole list is needed to place them.
-  const all = start === 0 && stop === -1 ? first : await journalRange(redis, k, 0, -1);
+  const all = start === 0 && stop === -1 ? first : await readBoth(redis, k, 0, -1);
   return sliceLikeLrange([...unpackJournal(all.packed), ...all.listed], start, stop);
 }
 
@@ -58,6 +57,19 @@ export async function readPackedJournal(
     sha1: createHash('sha1').update(packed).digest('hex'),
     entries: unpackJournal(packed).map(packEntry),
   };
+}
+
+async function readBoth(
+  redis: RedisClient,
+  k: JournalKeys,
+  start: number,
+  stop: number,
+): Promise<{ packed: Buffer | null; listed: Buffer[] }> {
+  const [packed, listed] = await transactionReplies(
+    redis.multi().getBuffer(k.journalPacked).lrangeBuffer(k.journal, start, stop),
+    'journal read',
+  );
+  return { packed: packed as Buffer | null, listed: listed as Buffer[] };
 }
 
 /** LRANGE's slice of `all`: inclusive indexes, negative ones from the end, clamped. */

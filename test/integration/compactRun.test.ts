@@ -2,13 +2,17 @@
  * An ended run is compacted (src/runs/compact.ts): its events packed beside an emptied stream, its spec packed, its
  * ledger histories folded into the records. Every reader sees the run as before: the run view (effects with every
  * move), the spec, every event with its id, a Last-Event-ID resume from the middle, an event appended after the end
- * (it follows the packed ones), and a second compaction that takes it in.
+ * (it follows the packed ones), and a second compaction that takes it in. A short run's compaction reads it by one
+ * script, a long run's by a MULTI, and either packs it the same.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Harness } from '../../testkit/harness.js';
 import { readSse } from '../../testkit/sse.js';
 import { readRunEvents } from '../../testkit/runEvents.js';
-import { compareEntryIds, parseEventId, readEventsAfter } from '../../src/store/runEvents.js';
+import { compareEntryIds, parseEventId, readEventsAfter, unpackEntries } from '../../src/store/runEvents.js';
+import { compactEndedRun, SCRIPT_READ_MAX_STEPS } from '../../src/runs/compact.js';
+import { unpackJournal } from '../../src/core/journal.js';
+import { unpackSpec } from '../../src/store/runRecord.js';
 import { call, email, final, OPERATOR_TOKEN, operatorHarness, startScripted, turn } from './operators/support.js';
 
 let h: Harness & { url: string };
@@ -89,5 +93,46 @@ describe('an ended run, compacted', () => {
     expect((await h.ctx.store.compactEnded(runId)).run).toBe(true);
     expect(await r.xlen(k.events)).toBe(0);
     expect((await readRunEvents(h.ctx, runId)).map((e) => e.id)).toEqual(withLater.map((e) => e.id));
+  });
+
+  it('reads a short run by one script and a long one by a MULTI, and packs either the same', async () => {
+    const runId = await startScripted(h, [turn([email]), final], 'CMPREAD');
+    expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'], 15_000)).toBe('completed');
+    const r = h.ctx.redis;
+    const k = h.ctx.keys.run(runId);
+    await expect.poll(() => r.exists(k.journalPacked), { timeout: 5000 }).toBe(1);
+    // The run as it was before its compaction, under two more run ids.
+    const entries = unpackJournal(await r.getBuffer(k.journalPacked));
+    const events = unpackEntries(await r.getBuffer(k.eventsPacked));
+    const spec = unpackSpec((await r.hget(k.run, 'spec'))!);
+    const copies = [`${runId}a`, `${runId}b`];
+    for (const id of copies) {
+      const c = h.ctx.keys.run(id);
+      await r.copy(k.run, c.run);
+      await r.hset(c.run, 'spec', spec);
+      await r.rpush(c.journal, ...entries);
+      for (const [entryId, fields] of events) await r.xadd(c.events, entryId, ...fields);
+    }
+    const steps = Number(await r.hget(k.budget, 'stepsUsed'));
+    expect(steps).toBeLessThanOrEqual(SCRIPT_READ_MAX_STEPS);
+    // Which read each took: the MULTIs begun on a connection of this test's own.
+    const own = r.duplicate();
+    try {
+      const multi = vi.spyOn(own, 'multi');
+      expect((await compactEndedRun(own, h.ctx.keys, copies[0]!, steps)).run).toBe(true);
+      expect(multi).not.toHaveBeenCalled();
+      expect((await compactEndedRun(own, h.ctx.keys, copies[1]!, SCRIPT_READ_MAX_STEPS + 1)).run).toBe(true);
+      expect(multi).toHaveBeenCalledTimes(1);
+    } finally {
+      own.disconnect();
+    }
+    const stored = async (id: string) => {
+      const c = h.ctx.keys.run(id);
+      return [await r.getBuffer(c.eventsPacked), await r.getBuffer(c.journalPacked), await r.hget(c.run, 'spec')];
+    };
+    const [byScript, byMulti] = [await stored(copies[0]!), await stored(copies[1]!)];
+    expect(byScript.every((v) => v !== null)).toBe(true);
+    expect(byScript).toEqual(byMulti);
+    expect(byScript).toEqual(await stored(runId));
   });
 });

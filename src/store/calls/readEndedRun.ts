@@ -7,8 +7,8 @@ import { ENDED_RUN_FIELDS } from '../runRecord.js';
 export interface EndedRunRead {
   /** The values of ENDED_RUN_FIELDS (decodeEndedRun reads them). */
   fields: (string | null)[];
-  /** The event stream's entries, oldest first, as Redis holds them. */
-  entries: [Buffer, Buffer[]][];
+  /** The event stream's entries, oldest first (their ids and fields as text or as bytes). */
+  entries: [string | Buffer, (string | Buffer)[]][];
   eventsPacked: Buffer | null;
   /** The keys of the run's action records. */
   actionKeys: string[];

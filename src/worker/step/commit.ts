@@ -62,7 +62,7 @@ export async function commit(env: StepEnv, state: StepState, plan: CommitPlan, f
     // An ended run shrinks to what its readers need; if this fails or the process dies here, it stays as it is.
     if (isTerminal(committed))
       await env.store
-        .compactEnded?.(state.runId)
+        .compactEnded?.(state.runId, nextUsed.steps)
         .catch((err: unknown) => state.log.warn({ code: 'compact_failed', err }, 'ended run not compacted'));
     const logged = committed === plan.status ? plan.reason : undefined;
     state.log.info(

@@ -155,8 +155,8 @@ export class RedisStepStore implements StepStore {
     this.d.transcripts.forget(runId);
   }
 
-  compactEnded(runId: string): Promise<unknown> {
-    return this.d.runs.compactEnded(runId);
+  compactEnded(runId: string, steps: number): Promise<unknown> {
+    return this.d.runs.compactEnded(runId, steps);
   }
 
   private lockOf(runId: string, job: StepJob): string {

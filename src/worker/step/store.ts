@@ -121,9 +121,9 @@ export interface StepStore {
   forgetTranscript(runId: string): void;
   /**
    * Shrinks a run that has ended to what its readers need (src/runs/compact.ts); absent where nothing is stored
-   * compactly (the in-memory store).
+   * compactly (the in-memory store). `steps`: how many the run took (it chooses how the run is read).
    */
-  compactEnded?(runId: string): Promise<unknown>;
+  compactEnded?(runId: string, steps: number): Promise<unknown>;
   journalDecision(job: StepJob, d: DecisionWrite): Promise<void>;
   /** Appends one call's observation after the step's journalled decision (fenced; see journalObservation-5.lua). */
   journalObservation(job: StepJob, w: ObservationWrite): Promise<void>;
