@@ -11,31 +11,34 @@ export interface SseEvent {
   data: string;
 }
 
-/**
- * One SSE block (`field: value` or `field:value` lines), or undefined for a block naming no event: comments only (a
- * keep-alive), or a `retry:` alone.
- */
-export function parseSseBlock(block: string): SseEvent | undefined {
+/** A block's event (undefined when it names none) and the reconnection delay (ms) it sets with `retry:`, if any. */
+function parseBlock(block: string): { event: SseEvent | undefined; retry: number | undefined } {
   const ev: SseEvent = { id: '', event: '', data: '' };
   let fields = 0;
+  let retry: number | undefined;
   for (const line of block.split('\n')) {
     if (line.startsWith(':')) continue;
     const c = line.indexOf(':');
     const field = c < 0 ? line : line.slice(0, c);
     const value = c < 0 ? '' : line.slice(c + 1).replace(/^ /, '');
-    if (field === 'retry') continue;
+    if (field === 'retry') {
+      if (/^\d+$/.test(value)) retry = Number(value);
+      continue;
+    }
     fields++;
     if (field === 'id') ev.id = value;
     else if (field === 'event') ev.event = value;
     else if (field === 'data') ev.data = ev.data ? `${ev.data}\n${value}` : value;
   }
-  return fields === 0 ? undefined : ev;
+  return { event: fields === 0 ? undefined : ev, retry };
 }
 
-/** The reconnection delay (ms) a block sets with `retry:`, or undefined when it sets none. */
-export function retryOf(block: string): number | undefined {
-  const line = block.split('\n').find((l) => /^retry: ?\d+$/.test(l));
-  return line === undefined ? undefined : Number(line.slice(6));
+/**
+ * One SSE block (`field: value` or `field:value` lines), or undefined for a block naming no event: comments only (a
+ * keep-alive), or a `retry:` alone.
+ */
+export function parseSseBlock(block: string): SseEvent | undefined {
+  return parseBlock(block).event;
 }
 
 /**
@@ -57,9 +60,8 @@ export async function readSse(
     buf += decoder.decode(value, { stream: true });
     let idx: number;
     while ((idx = buf.indexOf('\n\n')) >= 0) {
-      const block = buf.slice(0, idx);
-      const ev = parseSseBlock(block);
-      retry = retryOf(block) ?? retry;
+      const { event: ev, retry: set } = parseBlock(buf.slice(0, idx));
+      retry = set ?? retry;
       buf = buf.slice(idx + 2);
       if (!ev) continue;
       events.push(ev);

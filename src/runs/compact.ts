@@ -56,9 +56,7 @@ export async function compactEndedRun(
   const k = keys.run(runId);
   const read =
     steps !== undefined && steps <= SCRIPT_READ_MAX_STEPS ? await readEndedRun(redis, k) : await readByMulti(redis, k);
-  const { entries, actionKeys, listed } = read;
-  const packedNow = read.eventsPacked;
-  const journalPackedNow = read.journalPacked;
+  const { entries, actionKeys, listed, eventsPacked: packedNow, journalPacked: journalPackedNow } = read;
   const { status, finishedAt, erasedAt, storedSpec: spec } = decodeEndedRun(read.fields);
   if (!isTerminal(status)) return { run: false, histories: 0 };
   const events =

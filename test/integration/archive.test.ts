@@ -10,6 +10,7 @@ import { Redis } from 'ioredis';
 import { createHarness, producerAuth, redisUrl, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../testkit/embeddedPostgres.js';
 import { until } from '../../testkit/until.js';
+import { readSse } from '../../testkit/sse.js';
 import { archiverFor } from '../../src/server/archiving.js';
 import type { Archiver } from '../../src/archive/archiver.js';
 import { upsertArchivedRun } from '../../src/archive/db.js';
@@ -76,16 +77,9 @@ async function sse(runId: string, lastEventId?: string): Promise<string[]> {
   });
   expect(res.status).toBe(200);
   expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
-  const blocks = (await res.text()).split('\n\n');
-  const events = blocks
-    .filter((block) => block.startsWith('id: '))
-    .map((block) => {
-      const line = (name: string) =>
-        /^(\w+): (.*)$/m.exec(block.split('\n').find((l) => l.startsWith(`${name}: `)) ?? '')?.[2];
-      return `${line('id')} ${line('event')} ${line('data')}`;
-    });
-  const retry = blocks.filter((block) => /^retry: \d+$/.test(block)).at(-1);
-  return retry ? [...events, retry.replace(': ', ' ')] : events;
+  const { events, retry } = await readSse(res);
+  const lines = events.map((e) => `${e.id} ${e.event} ${e.data}`);
+  return retry === undefined ? lines : [...lines, `retry ${retry}`];
 }
 
 async function getView(runId: string): Promise<{ status: number; body: unknown }> {

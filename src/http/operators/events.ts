@@ -41,6 +41,9 @@ export const ENDED_RETRY_MS = 30_000;
  */
 export const LIVE_RETRY_MS = 3_000;
 
+/** The block that tells a client to reconnect no sooner than ENDED_RETRY_MS (it names no event). */
+const ENDED_RETRY = `retry: ${ENDED_RETRY_MS}\n\n`;
+
 export interface EventsOptions {
   /** Keep-alive period; each one also checks the run's status. */
   blockMs?: number;
@@ -123,7 +126,7 @@ export function eventsRouter(ctx: EngineContext, opts: EventsOptions = {}, sessi
         const event = eventOfId(e);
         if (event && isAfter(event, last)) writeEvent(res, event);
       }
-      return void res.end(endedRetry());
+      return void res.end(ENDED_RETRY);
     }
     // No await from the check to the slot: the caps are exact. The slot goes when the response closes.
     if (!takeSlot(ctx, shares, res, runId)) return;
@@ -149,7 +152,7 @@ export function eventsRouter(ctx: EngineContext, opts: EventsOptions = {}, sessi
     const end = (ended: boolean) => {
       ending = true;
       viewer?.leave();
-      if (!res.writableEnded) res.end(ended ? endedRetry() : undefined);
+      if (!res.writableEnded) res.end(ended ? ENDED_RETRY : undefined);
     };
     viewer = await fanout.join(runId, last, {
       write(events: RunEvent[]) {
@@ -180,11 +183,6 @@ export function eventsRouter(ctx: EngineContext, opts: EventsOptions = {}, sessi
     if (ending || gone) viewer.leave();
   });
   return r;
-}
-
-/** The block that tells a client to reconnect no sooner than ENDED_RETRY_MS (it names no event). */
-function endedRetry(): string {
-  return `retry: ${ENDED_RETRY_MS}\n\n`;
 }
 
 /** One event as SSE: its id (the resume point), its type, its data (a line each). */
