@@ -434,7 +434,7 @@ export class Admission {
     if (!this.enabled || !this.d.cfg.FLOW_STEP_PRIORITY) return 0;
     if (a.held === undefined || a.weight === undefined) return this.steps.of(a.tenant);
     this.steps.note(a.tenant, a.held, a.weight);
-    return stepPriority(a.held, a.weight);
+    return this.steps.of(a.tenant);
   }
 
   /** The weights and limits every script that gives a slot reads (a run-time setting wins over them). */

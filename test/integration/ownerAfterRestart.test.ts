@@ -101,8 +101,8 @@ describe('owners after a Redis restart', () => {
     await h.ctx.redis.hset(h.ctx.keys.run(runId).run, 'status', 'queued');
     const swept = await admission.sweep();
     expect(swept.promoted).toBe(1);
-    // In the queue, with its tenant's step priority (src/flow/stepPriority.ts).
-    expect(await h.ctx.queues.byShard(shard).getJobState(jobId)).toBe('prioritized');
+    // In the queue, with its tenant's step priority (src/flow/stepPriority.ts): the only tenant, so the wait list.
+    expect(await h.ctx.queues.byShard(shard).getJobState(jobId)).toBe('waiting');
     expect(await h.ctx.redis.hexists(f.pending, runId)).toBe(0);
   }, 30_000);
 });
