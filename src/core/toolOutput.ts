@@ -34,9 +34,21 @@ export function jsonBytesOver(value: unknown, limit: number): number | undefined
   return undefined;
 }
 
+/**
+ * What JSON.stringify escapes in a string (a quote, a backslash, a control character) or may (a surrogate: a lone one
+ * is written as \uXXXX).
+ */
+// eslint-disable-next-line no-control-regex -- the control characters are what is looked for
+const ESCAPED = /["\\\u0000-\u001f\ud800-\udfff]/;
+
+/** A string's UTF-8 size as JSON: without an escaped copy of it where nothing in it is escaped (most strings). */
+function jsonStringBytes(s: string): number {
+  return ESCAPED.test(s) ? Buffer.byteLength(JSON.stringify(s)) : Buffer.byteLength(s) + 2;
+}
+
 /** The bytes `v` adds itself (its children pushed onto `stack`); a string longer than `room` counts its length. */
 function sizeOf(v: unknown, stack: unknown[], room: number): number {
-  if (typeof v === 'string') return v.length > room ? v.length : Buffer.byteLength(JSON.stringify(v));
+  if (typeof v === 'string') return v.length > room ? v.length : jsonStringBytes(v);
   if (typeof v === 'number' || typeof v === 'boolean' || typeof v === 'bigint') return String(v).length;
   if (v === null || v === undefined || typeof v !== 'object') return 4;
   if (Array.isArray(v)) {
@@ -46,7 +58,7 @@ function sizeOf(v: unknown, stack: unknown[], room: number): number {
   let bytes = 2;
   for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
     // The key (quoted), its colon and a comma; a key longer than the room counts its length.
-    bytes += (k.length > room ? k.length : Buffer.byteLength(JSON.stringify(k))) + 2;
+    bytes += (k.length > room ? k.length : jsonStringBytes(k)) + 2;
     stack.push(x);
   }
   return bytes;

@@ -1,5 +1,6 @@
 /** The output cap (src/core/toolOutput.ts): counted up to the cap only, the error in place of the output past it. */
 import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
 import { cappedOutput, confirmedOutput, jsonBytesOver } from '../../src/core/toolOutput.js';
 
 describe('tool output cap', () => {
@@ -26,5 +27,23 @@ describe('tool output cap', () => {
       error: 'output_too_large',
       limitBytes: 10,
     });
+  });
+});
+
+describe('a string counted as JSON', () => {
+  it('counts what JSON.stringify writes, escapes, controls and surrogates (paired and lone) included', () => {
+    fc.assert(
+      fc.property(fc.string({ unit: 'binary', maxLength: 40 }), (s) => {
+        const n = Buffer.byteLength(JSON.stringify(s));
+        expect(jsonBytesOver(s, n)).toBeUndefined();
+        expect(jsonBytesOver(s, n - 1)).toBe(n);
+        // A key counts as its JSON too (with its colon and a comma).
+        expect(jsonBytesOver({ [s]: 1 }, n + 5)).toBeUndefined();
+        expect(jsonBytesOver({ [s]: 1 }, n + 4)).toBe(n + 5);
+      }),
+    );
+    const tricky = 'a"b\\c\n\u0001\ud83d\ude00\ud800';
+    expect(jsonBytesOver(tricky, 0)).toBe(tricky.length); // past the room: its length
+    expect(jsonBytesOver(tricky, 10)).toBe(Buffer.byteLength(JSON.stringify(tricky)));
   });
 });
