@@ -41,7 +41,7 @@ import type { Metrics } from '../metrics/metrics.js';
 import { TerminalError } from '../core/errors.js';
 import { flowWeightProblem } from '../core/flowWeight.js';
 import { liveOwners, ownerOfConnection } from '../store/owners.js';
-import { StepPriorities, stepPriority } from './stepPriority.js';
+import { StepPriorities } from './stepPriority.js';
 import { readRun } from '../store/runRecord.js';
 import type { RunStatus } from '../core/status.js';
 

@@ -63,7 +63,7 @@ export class StepPriorities {
     private readonly defaultWeight = 1,
   ) {}
 
-  /** The BullMQ priority of the tenant's next step job: 0 (the wait list) at the lowest level, else the levels above it. */
+  /** The tenant's next step job's BullMQ priority: 0 (the wait list) at the lowest level, else the levels above. */
   of(tenant: string): number {
     return Math.max(0, (this.byTenant.get(tenant) ?? 1) - this.floor);
   }

@@ -13,10 +13,10 @@
  * is closed without waiting: the jobs it still holds finish or stall and are delivered again, fenced like any
  * redelivery. An idle shard (nothing ready) counts as fetching.
  *
- * `prioritized` counts because flow control's step order (src/flow/stepPriority.ts, on by default) puts every step
- * job there, not in `wait`. Counting only `wait`, the watch took a stopped shard under flow control for an idle one:
- * the Cluster failover campaign left runs holding their slot with their step 1 job prioritized, taken by no worker
- * until their deadline (docs/failover.md).
+ * `prioritized` counts because flow control's step order (src/flow/stepPriority.ts, on by default) puts the step
+ * jobs of tenants above the least loaded there, not in `wait`. Counting only `wait`, the watch took a stopped shard
+ * under flow control for an idle one: the Cluster failover campaign left runs holding their slot with their step 1
+ * job prioritized, taken by no worker until their deadline (docs/failover.md).
  */
 import type { Logger } from 'pino';
 import type { RedisClient } from '../store/connect.js';
@@ -99,7 +99,8 @@ export class FetchWatch {
 
   /**
    * Whether the shard's queue has a job to fetch, wherever BullMQ's fetch (moveToActive) takes one from: the wait
-   * list, the prioritized set (every step job under flow control's step order, src/flow/stepPriority.ts), or a
+   * list, the prioritized set (under flow control's step order, the step jobs of tenants above the least loaded,
+   * src/flow/stepPriority.ts), or a
    * delayed job that is due (BullMQ scores ms x 4096).
    */
   private async ready(shard: number, now: number): Promise<boolean> {
