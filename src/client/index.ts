@@ -1,6 +1,7 @@
 /**
- * durable-agent-fleet/client: the HTTP API for producers and operators (docs/client.md). It imports no engine code:
- * its types come from the API's own schemas, and it runs wherever fetch does.
+ * durable-agent-fleet/client: the HTTP API for producers and operators (docs/client.md). It imports no Redis, BullMQ
+ * or worker code: its types come from the API's own schemas, beside two leaf modules (the run statuses, the webhook
+ * signature), and it runs wherever fetch does.
  *
  * @example
  * import { FleetClient, Conflict } from 'durable-agent-fleet/client';

@@ -1,6 +1,6 @@
 /**
  * Signed webhook requests for a team's own tests: the headers the intake checks (src/producer/webhookSignature.ts),
- * made the same way, so a test can post to /webhooks/<agent> exactly as the support system would.
+ * made the same way, so a test can post to /webhooks/<hook>/<tenant> exactly as the support system would.
  */
 import { sign, SIGNATURE_HEADER, TIMESTAMP_HEADER } from '../producer/webhookSignature.js';
 
@@ -11,8 +11,8 @@ export { SIGNATURE_HEADER, TIMESTAMP_HEADER };
  * now by default; the API refuses one outside WEBHOOK_TOLERANCE_S). Send `body` byte for byte as signed.
  *
  * @example
- * const body = JSON.stringify({ ticket });
- * await fetch(`${url}/webhooks/support/acme`, { method: 'POST', body, headers: signWebhook(secret, body) });
+ * const body = JSON.stringify({ v: 1, eventId: 'evt-1', ticket });
+ * await fetch(`${url}/webhooks/tickets/acme`, { method: 'POST', body, headers: signWebhook(secret, body) });
  */
 export function signWebhook(
   secret: string,
