@@ -14,7 +14,7 @@
  * redelivery. An idle shard (nothing ready) counts as fetching.
  *
  * `prioritized` counts because flow control's step order (src/flow/stepPriority.ts, on by default) puts the step
- * jobs of tenants above the least loaded there, not in `wait`. Counting only `wait`, the watch took a stopped shard
+ * jobs of tenants above level 1 there, not in `wait`. Counting only `wait`, the watch took a stopped shard
  * under flow control for an idle one: the Cluster failover campaign left runs holding their slot with their step 1
  * job prioritized, taken by no worker until their deadline (docs/failover.md).
  */
@@ -99,7 +99,7 @@ export class FetchWatch {
 
   /**
    * Whether the shard's queue has a job to fetch, wherever BullMQ's fetch (moveToActive) takes one from: the wait
-   * list, the prioritized set (under flow control's step order, the step jobs of tenants above the least loaded,
+   * list, the prioritized set (under flow control's step order, the step jobs of tenants above level 1,
    * src/flow/stepPriority.ts), or a
    * delayed job that is due (BullMQ scores ms x 4096).
    */

@@ -49,15 +49,13 @@ describe('fetch watch', () => {
   }, 30_000);
 
   it('sees a prioritized step job (flow control) as ready: the stopped loop is replaced, the admitted run completes', async () => {
-    // A step job is prioritized when its tenant holds more of the fleet than the least loaded tenant at work
-    // (src/flow/stepPriority.ts): acme, weighted 0.5, holds two shares with one run; another tenant holds one.
+    // A step job is prioritized when its tenant holds two runs or more a unit of weight (src/flow/stepPriority.ts):
+    // acme, weighted 0.5, holds two with one run.
     h = await createHarness('fetchwatchflow', {
       FETCH_STALL_MS: '1000',
       FLOW_CONTROL: 'true',
       FLOW_TENANT_WEIGHTS: '{"acme":0.5}',
     });
-    await h.ctx.redis.hset(h.ctx.keys.flow().counts, 't:other', '1');
-    await h.ctx.admission!.refreshStepPriorities();
     const { runId } = await startRun(
       h.ctx,
       {

@@ -4,7 +4,9 @@
  * queued earlier, from its first step (given its priority by the admission) to its last; flow
  * control off keeps the one first-come-first-served line. Steps are driven one at a time (fetch, the engine's
  * processor, completion), so the order asserted is the queue's, not a race between workers.
- * FLOW_STEP_PRIORITY=false keeps flow control's admission with the one line.
+ * FLOW_STEP_PRIORITY=false keeps flow control's admission with the one line. A heavy tenant working alone still has
+ * its step jobs prioritized: on the wait list (served first, in arrival order) they would stay ahead of a tenant that
+ * arrives after them, which the levels put first.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Worker, type Job } from 'bullmq';
@@ -21,15 +23,14 @@ const script = (steps: number): Script => [...Array.from({ length: steps - 1 }, 
 const HEAVY_RUNS = 8;
 const STEPS = 4;
 
-/**
- * Tenant `heavy` starts HEAVY_RUNS runs, then tenant `light` one, all admitted at once (no limit); then steps are
- * taken one at a time. Returns the tenant of each step job in the order the queue gave them.
- */
-async function stepOrder(h: Harness): Promise<string[]> {
+/** Runs started in this file: each its own subject and idempotency key. */
+let started = 0;
+
+/** Starts runs of STEPS steps for a tenant, remembering each run's tenant. */
+function runStarter(h: Harness) {
   const tenantOf = new Map<string, string>();
-  let n = 0;
   const start = async (tenant: string) => {
-    n++;
+    const n = ++started;
     const r = await startRun(
       h.ctx,
       {
@@ -42,38 +43,83 @@ async function stepOrder(h: Harness): Promise<string[]> {
     );
     tenantOf.set(r.runId, tenant);
   };
-  for (let i = 0; i < HEAVY_RUNS; i++) await start('heavy');
-  await start('light');
-  // What every worker's bookkeeping sweep does each FLOW_SWEEP_MS: the tenants' shares read again.
-  await h.ctx.admission?.refreshStepPriorities();
+  return { tenantOf, start };
+}
 
+/**
+ * Takes step jobs one at a time (fetch, the engine's processor, completion), `limit` of them or until none is left,
+ * and returns the tenant of each in the order the queue gave them. `close` ends the driver.
+ */
+async function stepDriver(h: Harness, tenantOf: Map<string, string>) {
   const fleet = new FleetWorker(h.ctx, { effects: createEffectRunner(h.ctx) }); // never started: driven below
   const manual = new Worker(h.ctx.keys.queueName(0), null, {
     connection: h.ctx.redis,
     prefix: h.ctx.keys.bullPrefix,
     lockDuration: 60_000,
   });
+  await manual.waitUntilReady();
   const signal = new AbortController().signal;
-  const order: string[] = [];
-  try {
-    await manual.waitUntilReady();
-    for (let i = 0; ; i++) {
-      const token = `order-${i}`;
-      const job = (await manual.getNextJob(token, { block: false })) as Job | undefined;
-      if (!job) break;
-      order.push(tenantOf.get((job.data as { runId: string }).runId) ?? '?');
-      await fleet.processor.process(job, token, signal);
-      await job.moveToCompleted(undefined, token, false);
-    }
-  } finally {
-    await manual.close();
-    await fleet.stop(true);
-  }
+  let taken = 0;
+  return {
+    async take(limit = Infinity): Promise<string[]> {
+      const order: string[] = [];
+      while (order.length < limit) {
+        const token = `order-${taken++}`;
+        const job = (await manual.getNextJob(token, { block: false })) as Job | undefined;
+        if (!job) break;
+        order.push(tenantOf.get((job.data as { runId: string }).runId) ?? '?');
+        await fleet.processor.process(job, token, signal);
+        await job.moveToCompleted(undefined, token, false);
+      }
+      return order;
+    },
+    /** Fetches `count` jobs first, then processes them: as many slots taking jobs at once. */
+    async takeTogether(count: number): Promise<string[]> {
+      const jobs: [Job, string][] = [];
+      for (let i = 0; i < count; i++) {
+        const token = `order-${taken++}`;
+        const job = (await manual.getNextJob(token, { block: false })) as Job | undefined;
+        if (!job) break;
+        jobs.push([job, token]);
+      }
+      for (const [job, token] of jobs) {
+        await fleet.processor.process(job, token, signal);
+        await job.moveToCompleted(undefined, token, false);
+      }
+      return jobs.map(([job]) => tenantOf.get((job.data as { runId: string }).runId) ?? '?');
+    },
+    async close() {
+      await manual.close();
+      await fleet.stop(true);
+    },
+  };
+}
+
+async function expectAllCompleted(h: Harness, tenantOf: Map<string, string>) {
   const ended = await Promise.all(
     [...tenantOf.keys()].map((runId) => h.ctx.redis.hget(h.ctx.keys.run(runId).run, 'status')),
   );
   expect(ended.every((s) => s === 'completed')).toBe(true);
-  return order;
+}
+
+/**
+ * Tenant `heavy` starts HEAVY_RUNS runs, then tenant `light` one, all admitted at once (no limit); then steps are
+ * taken one at a time. Returns the tenant of each step job in the order the queue gave them.
+ */
+async function stepOrder(h: Harness): Promise<string[]> {
+  const { tenantOf, start } = runStarter(h);
+  for (let i = 0; i < HEAVY_RUNS; i++) await start('heavy');
+  await start('light');
+  // What every worker's bookkeeping sweep does each FLOW_SWEEP_MS: the tenants' shares read again.
+  await h.ctx.admission?.refreshStepPriorities();
+  const driver = await stepDriver(h, tenantOf);
+  try {
+    const order = await driver.take();
+    await expectAllCompleted(h, tenantOf);
+    return order;
+  } finally {
+    await driver.close();
+  }
 }
 
 describe('step jobs under flow control', () => {
@@ -95,6 +141,24 @@ describe('step jobs under flow control', () => {
     // Light's run, admitted after heavy's eight, is done before heavy's runs have all taken their first step:
     // heavy's first run (admitted alone, the same share as light) goes first, then light's steps one after another.
     expect(order.slice(0, STEPS + 1)).toEqual(['heavy', ...Array(STEPS).fill('light')]);
+  });
+
+  it("a tenant arriving while a heavier one works alone goes before the heavy tenant's queued steps", async () => {
+    const { tenantOf, start } = runStarter(h);
+    for (let i = 0; i < HEAVY_RUNS; i++) await start('heavy');
+    await h.ctx.admission?.refreshStepPriorities(); // heavy alone at work, as a sweep reads it
+    const driver = await stepDriver(h, tenantOf);
+    try {
+      // Every heavy run takes a step at once, so each queues its next one while heavy works alone.
+      expect(await driver.takeTogether(HEAVY_RUNS)).toEqual(Array(HEAVY_RUNS).fill('heavy'));
+      await start('light');
+      // Light's run goes through before any of the heavy runs' queued steps: none of them may sit on the wait list,
+      // which BullMQ serves first and in arrival order, ahead of it.
+      expect((await driver.take()).slice(0, STEPS)).toEqual(Array(STEPS).fill('light'));
+      await expectAllCompleted(h, tenantOf);
+    } finally {
+      await driver.close();
+    }
   });
 });
 
