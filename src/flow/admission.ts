@@ -294,7 +294,7 @@ export class Admission {
 
   /**
    * The BullMQ priority of a tenant's next step job (src/flow/stepPriority.ts), from the shares last read by a sweep;
-   * 0 (a standard job) with flow control or FLOW_STEP_PRIORITY off.
+   * 0 (a standard job) at level 1, or with flow control or FLOW_STEP_PRIORITY off.
    */
   stepPriority(tenant: string): number {
     return this.enabled && this.d.cfg.FLOW_STEP_PRIORITY ? this.steps.of(tenant) : 0;
