@@ -100,8 +100,7 @@ export class FetchWatch {
   /**
    * Whether the shard's queue has a job to fetch, wherever BullMQ's fetch (moveToActive) takes one from: the wait
    * list, the prioritized set (under flow control's step order, the step jobs of tenants above level 1,
-   * src/flow/stepPriority.ts), or a
-   * delayed job that is due (BullMQ scores ms x 4096).
+   * src/flow/stepPriority.ts), or a delayed job that is due (BullMQ scores ms x 4096).
    */
   private async ready(shard: number, now: number): Promise<boolean> {
     const prefix = this.d.keys.queueKeyPrefix(shard);

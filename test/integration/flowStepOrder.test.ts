@@ -60,33 +60,31 @@ async function stepDriver(h: Harness, tenantOf: Map<string, string>) {
   await manual.waitUntilReady();
   const signal = new AbortController().signal;
   let taken = 0;
+  /** Fetches up to `count` jobs first, then processes them: as many slots taking jobs at once. */
+  const takeTogether = async (count: number): Promise<string[]> => {
+    const jobs: [Job, string][] = [];
+    for (let i = 0; i < count; i++) {
+      const token = `order-${taken++}`;
+      const job = (await manual.getNextJob(token, { block: false })) as Job | undefined;
+      if (!job) break;
+      jobs.push([job, token]);
+    }
+    for (const [job, token] of jobs) {
+      await fleet.processor.process(job, token, signal);
+      await job.moveToCompleted(undefined, token, false);
+    }
+    return jobs.map(([job]) => tenantOf.get((job.data as { runId: string }).runId) ?? '?');
+  };
   return {
+    takeTogether,
     async take(limit = Infinity): Promise<string[]> {
       const order: string[] = [];
       while (order.length < limit) {
-        const token = `order-${taken++}`;
-        const job = (await manual.getNextJob(token, { block: false })) as Job | undefined;
-        if (!job) break;
-        order.push(tenantOf.get((job.data as { runId: string }).runId) ?? '?');
-        await fleet.processor.process(job, token, signal);
-        await job.moveToCompleted(undefined, token, false);
+        const one = await takeTogether(1);
+        if (one.length === 0) break;
+        order.push(...one);
       }
       return order;
-    },
-    /** Fetches `count` jobs first, then processes them: as many slots taking jobs at once. */
-    async takeTogether(count: number): Promise<string[]> {
-      const jobs: [Job, string][] = [];
-      for (let i = 0; i < count; i++) {
-        const token = `order-${taken++}`;
-        const job = (await manual.getNextJob(token, { block: false })) as Job | undefined;
-        if (!job) break;
-        jobs.push([job, token]);
-      }
-      for (const [job, token] of jobs) {
-        await fleet.processor.process(job, token, signal);
-        await job.moveToCompleted(undefined, token, false);
-      }
-      return jobs.map(([job]) => tenantOf.get((job.data as { runId: string }).runId) ?? '?');
     },
     async close() {
       await manual.close();
