@@ -1,12 +1,13 @@
 /**
  * A real local Redis Cluster: three `redis-server --cluster-enabled yes`
  * masters on free ports in a temp dir, joined with `redis-cli --cluster create`.
+ * A set-up that fails stops the nodes it had started.
  */
-import { nodeArgs, freePort } from './embeddedRedis.js';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { killNode, startClusterNode, type ClusterNode } from './clusterNode.js';
 import { until } from './until.js';
 
 export interface LocalCluster {
@@ -16,48 +17,29 @@ export interface LocalCluster {
 
 export async function startLocalCluster(masters = 3): Promise<LocalCluster> {
   const dir = mkdtempSync(join(tmpdir(), 'agent-cluster-'));
-  const ports: number[] = [];
-  const procs: ChildProcess[] = [];
-  for (let i = 0; i < masters; i++) {
-    const port = await freePort();
-    ports.push(port);
-    procs.push(
-      spawn(
-        'redis-server',
-        ['--cluster-enabled', 'yes', '--cluster-config-file', join(dir, `nodes-${port}.conf`), ...nodeArgs(port, dir)],
-        { stdio: 'ignore' },
-      ),
-    );
-  }
-  const nodes = ports.map((p) => `127.0.0.1:${p}`);
-  const answers = (p: number) =>
-    spawnSync('redis-cli', ['-p', String(p), 'ping'])
-      .stdout?.toString()
-      .trim() === 'PONG';
-  for (const p of ports) await until(`cluster node ${p} started`, 10_000, () => answers(p), 50);
-  const create = spawnSync('redis-cli', ['--cluster', 'create', ...nodes, '--cluster-replicas', '0', '--cluster-yes'], {
-    encoding: 'utf8',
-  });
-  if (create.status !== 0) throw new Error(`redis-cli --cluster create failed: ${create.stdout}${create.stderr}`);
-  const ok = (p: number) =>
-    spawnSync('redis-cli', ['-p', String(p), 'cluster', 'info'], { encoding: 'utf8' }).stdout.includes(
-      'cluster_state:ok',
-    );
-  await until('cluster_state:ok on every node', 20_000, () => ports.every(ok), 100);
-  return {
-    nodes,
-    async stop() {
-      await Promise.all(
-        procs.map(
-          (p) =>
-            new Promise<void>((resolve) => {
-              if (p.exitCode !== null) return resolve();
-              p.once('exit', () => resolve());
-              p.kill('SIGKILL');
-            }),
-        ),
-      );
-      rmSync(dir, { recursive: true, force: true });
-    },
+  const started: ClusterNode[] = [];
+  const stop = async () => {
+    await Promise.all(started.map((n) => killNode(n.process)));
+    rmSync(dir, { recursive: true, force: true });
   };
+  try {
+    for (let i = 0; i < masters; i++) started.push(await startClusterNode(dir));
+    const ports = started.map((n) => n.port);
+    const nodes = ports.map((p) => `127.0.0.1:${p}`);
+    const create = spawnSync(
+      'redis-cli',
+      ['--cluster', 'create', ...nodes, '--cluster-replicas', '0', '--cluster-yes'],
+      { encoding: 'utf8' },
+    );
+    if (create.status !== 0) throw new Error(`redis-cli --cluster create failed: ${create.stdout}${create.stderr}`);
+    const ok = (p: number) =>
+      spawnSync('redis-cli', ['-p', String(p), 'cluster', 'info'], { encoding: 'utf8' }).stdout.includes(
+        'cluster_state:ok',
+      );
+    await until('cluster_state:ok on every node', 20_000, () => ports.every(ok), 100);
+    return { nodes, stop };
+  } catch (e) {
+    await stop();
+    throw e;
+  }
 }

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { ping, query } from './nodeQuery.js';
 import { until } from './until.js';
 import calculateSlot from 'cluster-key-slot';
-import { freePort, nodeArgs } from './embeddedRedis.js';
+import { killNode, startClusterNode } from './clusterNode.js';
 
 export interface ClusterNodeProcess {
   port: number;
@@ -78,29 +78,36 @@ export async function startReplicatedCluster(
   const argsOf = new Map<number, string[]>();
   const start = (port: number) =>
     processes.set(port, { port, process: spawn('redis-server', argsOf.get(port)!, { stdio: 'ignore' }) });
+  const stopAll = () => Promise.all([...processes.values()].map((n) => killNode(n.process)));
+  // A set-up that fails stops the nodes it had started (and removes their dir) before it throws.
+  const discard = async (e: unknown) => {
+    await stopAll();
+    rmSync(dir, { recursive: true, force: true });
+    return e;
+  };
   const ports: number[] = [];
-  for (let i = 0; i < masters * 2; i++) {
-    const port = await freePort();
-    ports.push(port);
-    argsOf.set(port, [
-      '--cluster-enabled',
-      'yes',
-      '--cluster-config-file',
-      join(dir, `nodes-${port}.conf`),
-      '--cluster-node-timeout',
-      String(opts.nodeTimeoutMs ?? 2000),
-      '--hash-max-listpack-value',
-      '1024',
-      ...nodeArgs(port, dir),
-    ]);
-    start(port);
+  try {
+    for (let i = 0; i < masters * 2; i++) {
+      const node = await startClusterNode(dir, [
+        '--cluster-node-timeout',
+        String(opts.nodeTimeoutMs ?? 2000),
+        '--hash-max-listpack-value',
+        '1024',
+      ]);
+      ports.push(node.port);
+      argsOf.set(node.port, node.args);
+      processes.set(node.port, { port: node.port, process: node.process });
+    }
+  } catch (e) {
+    throw await discard(e);
   }
-  for (const p of ports) await until(`node ${p}`, 10_000, () => ping(p));
   const nodes = ports.map((p) => `127.0.0.1:${p}`);
   const create = spawnSync('redis-cli', ['--cluster', 'create', ...nodes, '--cluster-replicas', '1', '--cluster-yes'], {
     encoding: 'utf8',
   });
-  if (create.status !== 0) throw new Error(`redis-cli --cluster create failed: ${create.stdout}${create.stderr}`);
+  if (create.status !== 0) {
+    throw await discard(new Error(`redis-cli --cluster create failed: ${create.stdout}${create.stderr}`));
+  }
 
   const live = () =>
     [...processes.values()].filter((n) => n.process.exitCode === null && n.process.signalCode === null);
@@ -173,23 +180,16 @@ export async function startReplicatedCluster(
       throw new Error(`no key found for the slots of ${port}`);
     },
     async stop() {
-      await Promise.all(
-        [...processes.values()].map(
-          (n) =>
-            new Promise<void>((resolve) => {
-              const p = n.process;
-              if (p.exitCode !== null || p.signalCode !== null) return resolve();
-              p.once('exit', () => resolve());
-              p.kill('SIGCONT');
-              p.kill('SIGKILL');
-            }),
-        ),
-      );
+      await stopAll();
       if (process.env.SENTINEL_KEEP_DIR) console.log(`cluster dir kept: ${dir}`);
       else rmSync(dir, { recursive: true, force: true });
     },
   };
-  await until('cluster_state:ok', 30_000, clusterOk);
-  await handle.waitForReplicas();
+  try {
+    await until('cluster_state:ok', 30_000, clusterOk);
+    await handle.waitForReplicas();
+  } catch (e) {
+    throw await discard(e);
+  }
   return handle;
 }
