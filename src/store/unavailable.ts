@@ -44,6 +44,12 @@ export function storeUnavailable(err: unknown): boolean {
   if (typeof code === 'string' && NET_CODES.has(code)) return true;
   const msg = err.message;
   if (UNAVAILABLE_REPLIES.test(msg)) return true;
+  // A MULTI whose commands were refused as queued (a demoted master's READONLY, a slot's CLUSTERDOWN) ends in
+  // EXECABORT; ioredis keeps the refusals on the error. Unavailable when every refusal is.
+  const previous = (err as { previousErrors?: unknown }).previousErrors;
+  if (msg.startsWith('EXECABORT') && Array.isArray(previous) && previous.length > 0) {
+    return previous.every(storeUnavailable);
+  }
   if (CONNECTION_ERRORS.some((m) => msg.includes(m))) return true;
   return err.cause !== undefined && err.cause !== err && storeUnavailable(err.cause);
 }

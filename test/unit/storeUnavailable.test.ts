@@ -29,6 +29,18 @@ describe('storeUnavailable: errors that mean "retry later" (503), not a bug (500
     );
   });
 
+  it('a MULTI discarded (EXECABORT) when every command it refused was refused for unavailability', () => {
+    const abort = (...refusals: string[]) =>
+      Object.assign(new Error('EXECABORT Transaction discarded because of previous errors.'), {
+        previousErrors: refusals.map((m) => new Error(m)),
+      });
+    expect(storeUnavailable(abort("READONLY You can't write against a read only replica."))).toBe(true);
+    expect(storeUnavailable(abort('CLUSTERDOWN Hash slot not served', "ERR wrong number of arguments for 'get'"))).toBe(
+      false,
+    );
+    expect(storeUnavailable(abort())).toBe(false);
+  });
+
   it('anything else is not', () => {
     expect(storeUnavailable(new Error('ERR wrong number of arguments'))).toBe(false);
     expect(storeUnavailable(new TypeError('x is undefined'))).toBe(false);

@@ -45,7 +45,7 @@ describe.each([
     // The whole tally first: a failed check below is read beside it.
     console.log(JSON.stringify(r));
     expect(r.acknowledged).toBeGreaterThan(20);
-    expect(r.answered500).toBe(0);
+    expect(r.answered500, `the API's errors behind its 500s:\n${r.apiErrors.join('\n')}`).toBe(0);
     expect(r.vanished).toBe(0);
     expect(r.notTerminal).toBe(0);
     expect(r.duplicateEmails).toBe(0);

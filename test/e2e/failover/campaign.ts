@@ -61,6 +61,8 @@ export interface CampaignResult {
   acknowledged: number;
   answered503: number;
   answered500: number;
+  /** The API's logged errors behind its 500s (`api_error` lines, the last five): a CI run names the cause. */
+  apiErrors: string[];
   /** Acknowledged runs the store no longer has at the end. */
   vanished: number;
   /** Acknowledged runs not in a terminal status at the end. */
@@ -541,6 +543,7 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
       acknowledged: acked.length,
       answered503: tally.s503,
       answered500: tally.s500,
+      apiErrors: apiProcess.lines.filter((l) => l.includes('"api_error"')).slice(-5),
       vanished: byStatus.vanished ?? 0,
       notTerminal: statuses.filter((s) => !TERMINAL.has(s) && s !== 'vanished').length,
       statuses: byStatus,
