@@ -51,7 +51,7 @@ export async function startSpawnedServer(spec: ServerSpec): Promise<SpawnedServe
     async restart() {
       await handle.kill();
       handle.process = spec.spawn();
-      await spec.ready();
+      await readyOrExited(spec, handle.process);
     },
     async stop() {
       await handle.kill(spec.stopSignal);
@@ -60,8 +60,26 @@ export async function startSpawnedServer(spec: ServerSpec): Promise<SpawnedServe
   };
   handle.process = spec.spawn();
   process.once('exit', () => handle.process?.kill('SIGKILL'));
-  await spec.ready();
+  await readyOrExited(spec, handle.process);
   return handle;
+}
+
+/**
+ * Resolves once the server answers; a server that exits first (its port taken, a bad argument) fails the start at
+ * once, naming its exit, where waiting for an answer would time out saying nothing.
+ */
+async function readyOrExited(spec: ServerSpec, child: ChildProcess): Promise<void> {
+  let onExit: (() => void) | undefined;
+  const exited = new Promise<never>((_resolve, reject) => {
+    onExit = () =>
+      reject(new Error(`${spec.url} exited at start (${child.exitCode ?? child.signalCode}); see ${spec.dir}`));
+    child.once('exit', onExit);
+  });
+  try {
+    await Promise.race([spec.ready(), exited]);
+  } finally {
+    child.off('exit', onExit!);
+  }
 }
 
 /** Tries `attempt` (a fresh connection and a query) until it resolves; past `timeoutMs`, fails with its last error. */
