@@ -23,6 +23,12 @@ export interface ClusterNode {
 const ATTEMPTS = 4;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** Every node started here and not yet gone: the test process's exit kills them, however the test ended. */
+const live = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const child of live) child.kill('SIGKILL');
+});
+
 function logTail(dir: string, port: number): string {
   try {
     return readFileSync(join(dir, `redis-${port}.log`), 'utf8')
@@ -33,6 +39,14 @@ function logTail(dir: string, port: number): string {
   } catch {
     return '(no log)';
   }
+}
+
+/** Spawns a node with its arguments (a first start, or a restart with the same ones), killed with the test process. */
+export function spawnNode(args: string[]): ChildProcess {
+  const child = spawn('redis-server', args, { stdio: 'ignore' });
+  live.add(child);
+  child.once('exit', () => live.delete(child));
+  return child;
 }
 
 /** Kills a node's process (SIGCONT first: a test may have frozen it) and resolves once it is gone. */
@@ -79,10 +93,10 @@ export async function startClusterNode(
       ...extraArgs,
       ...nodeArgs(port, dir),
     ];
-    const process = spawn('redis-server', args, { stdio: 'ignore' });
-    const state = await answers(process, port, 10_000);
-    if (state === 'up') return { port, busPort, args, process };
-    await killNode(process);
+    const child = spawnNode(args);
+    const state = await answers(child, port, 10_000);
+    if (state === 'up') return { port, busPort, args, process: child };
+    await killNode(child);
     const log = logTail(dir, port);
     if (state === 'exited' && /in use/i.test(log) && attempt < ATTEMPTS) continue;
     throw new Error(

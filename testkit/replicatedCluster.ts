@@ -5,14 +5,14 @@
  * masters' votes); restarted, the old master rejoins as a replica of the one that took its slots (its nodes.conf
  * keeps its identity). The failover campaign (test/e2e/failover/campaign.ts) runs on it like on Sentinel.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ping, query } from './nodeQuery.js';
 import { until } from './until.js';
 import calculateSlot from 'cluster-key-slot';
-import { killNode, startClusterNode } from './clusterNode.js';
+import { killNode, spawnNode, startClusterNode } from './clusterNode.js';
 
 export interface ClusterNodeProcess {
   port: number;
@@ -76,8 +76,7 @@ export async function startReplicatedCluster(
   const dir = mkdtempSync(join(tmpdir(), 'agent-rcluster-'));
   const processes = new Map<number, ClusterNodeProcess>();
   const argsOf = new Map<number, string[]>();
-  const start = (port: number) =>
-    processes.set(port, { port, process: spawn('redis-server', argsOf.get(port)!, { stdio: 'ignore' }) });
+  const start = (port: number) => processes.set(port, { port, process: spawnNode(argsOf.get(port)!) });
   const stopAll = () => Promise.all([...processes.values()].map((n) => killNode(n.process)));
   // A set-up that fails stops the nodes it had started (and removes their dir) before it throws.
   const discard = async (e: unknown) => {
