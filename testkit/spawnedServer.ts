@@ -33,6 +33,21 @@ export interface ServerSpec {
   stopSignal: NodeJS.Signals;
 }
 
+/**
+ * The servers started here whose process is running: one exit listener kills them all, where a listener per server
+ * would pile up in a test worker that runs many files (and keep every server's handle alive).
+ */
+const live = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const child of live) child.kill('SIGKILL');
+});
+
+function tracked(child: ChildProcess): ChildProcess {
+  live.add(child);
+  child.once('exit', () => live.delete(child));
+  return child;
+}
+
 /** Spawns the server and resolves once it answers; the test process's exit kills it, however the test ended. */
 export async function startSpawnedServer(spec: ServerSpec): Promise<SpawnedServer> {
   const handle: SpawnedServer = {
@@ -50,7 +65,7 @@ export async function startSpawnedServer(spec: ServerSpec): Promise<SpawnedServe
     },
     async restart() {
       await handle.kill();
-      handle.process = spec.spawn();
+      handle.process = tracked(spec.spawn());
       await readyOrExited(spec, handle.process);
     },
     async stop() {
@@ -58,8 +73,7 @@ export async function startSpawnedServer(spec: ServerSpec): Promise<SpawnedServe
       rmSync(spec.dir, { recursive: true, force: true });
     },
   };
-  handle.process = spec.spawn();
-  process.once('exit', () => handle.process?.kill('SIGKILL'));
+  handle.process = tracked(spec.spawn());
   await readyOrExited(spec, handle.process);
   return handle;
 }
