@@ -7,10 +7,10 @@
  * port was taken starts again on fresh ports, and any other failure names the node's own log.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { freePort, nodeArgs } from './embeddedRedis.js';
 import { ping } from './nodeQuery.js';
+import { lastLines } from './spawnedServer.js';
 
 export interface ClusterNode {
   port: number;
@@ -28,18 +28,6 @@ const live = new Set<ChildProcess>();
 process.once('exit', () => {
   for (const child of live) child.kill('SIGKILL');
 });
-
-function logTail(dir: string, port: number): string {
-  try {
-    return readFileSync(join(dir, `redis-${port}.log`), 'utf8')
-      .trim()
-      .split('\n')
-      .slice(-5)
-      .join('\n');
-  } catch {
-    return '(no log)';
-  }
-}
 
 /** Spawns a node with its arguments (a first start, or a restart with the same ones), killed with the test process. */
 export function spawnNode(args: string[]): ChildProcess {
@@ -97,7 +85,7 @@ export async function startClusterNode(
     const state = await answers(child, port, 10_000);
     if (state === 'up') return { port, busPort, args, process: child };
     await killNode(child);
-    const log = logTail(dir, port);
+    const log = lastLines(join(dir, `redis-${port}.log`));
     if (state === 'exited' && /in use/i.test(log) && attempt < ATTEMPTS) continue;
     throw new Error(
       `cluster node on ${port} (bus ${busPort}) ${state === 'exited' ? 'exited' : 'did not answer'}: ${log}`,

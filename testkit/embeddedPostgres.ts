@@ -9,7 +9,7 @@ import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { freePort } from './embeddedRedis.js';
+import { onFreePort } from './embeddedRedis.js';
 import { startSpawnedServer, untilAnswers, type SpawnedServer } from './spawnedServer.js';
 
 /**
@@ -79,29 +79,30 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions = {}):
     { ...as, cwd: dir, encoding: 'utf8' },
   );
   if (init.status !== 0) throw new Error(`initdb failed: ${init.stderr}`);
-  const port = await freePort();
-  const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
-  const args = [
-    '-D',
-    data,
-    '-p',
-    String(port),
-    '-c',
-    'listen_addresses=127.0.0.1',
-    '-c',
-    `unix_socket_directories=${dir}`,
-    '-c',
-    `fsync=${opts.fsync === true ? 'on' : 'off'}`,
-    '-c',
-    'max_connections=200',
-  ];
-  return startSpawnedServer({
-    url,
-    port,
-    dir,
-    spawn: () => spawn(join(bin, 'postgres'), args, { ...spawnOpts, stdio: 'ignore' }),
-    ready: () => untilAnswers(`postgres at ${url}`, 30_000, () => selectOne(url)),
-    killSignal: 'SIGINT',
-    stopSignal: 'SIGINT',
+  return onFreePort((port) => {
+    const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
+    const args = [
+      '-D',
+      data,
+      '-p',
+      String(port),
+      '-c',
+      'listen_addresses=127.0.0.1',
+      '-c',
+      `unix_socket_directories=${dir}`,
+      '-c',
+      `fsync=${opts.fsync === true ? 'on' : 'off'}`,
+      '-c',
+      'max_connections=200',
+    ];
+    return startSpawnedServer({
+      url,
+      port,
+      dir,
+      spawn: () => spawn(join(bin, 'postgres'), args, { ...spawnOpts, stdio: 'ignore' }),
+      ready: () => untilAnswers(`postgres at ${url}`, 30_000, () => selectOne(url)),
+      killSignal: 'SIGINT',
+      stopSignal: 'SIGINT',
+    });
   });
 }

@@ -15,7 +15,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { startSpawnedServer, untilAnswers, type SpawnedServer } from './spawnedServer.js';
+import { ExitedAtStart, lastLines, startSpawnedServer, untilAnswers, type SpawnedServer } from './spawnedServer.js';
 
 /** kill() sends SIGTERM by default (Redis's own shutdown); restart() replays the AOF. */
 export type EmbeddedRedis = SpawnedServer;
@@ -31,6 +31,20 @@ export async function freePort(): Promise<number> {
       srv.close(() => resolve(port));
     });
   });
+}
+
+/**
+ * Starts a server on a port from freePort; one that exits at start (another process took the port between the
+ * probe and the server's bind) starts again on another, up to `attempts` times.
+ */
+export async function onFreePort<T>(start: (port: number) => Promise<T>, attempts = 3): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await start(await freePort());
+    } catch (e) {
+      if (!(e instanceof ExitedAtStart) || attempt >= attempts) throw e;
+    }
+  }
 }
 
 export function redisServerOnPath(): boolean {
@@ -184,11 +198,15 @@ export function embeddedServerArgs(port: number, dir: string, opts: EmbeddedOpti
 
 export async function startEmbeddedRedis(opts: EmbeddedOptions = {}): Promise<EmbeddedRedis> {
   if (!redisServerOnPath()) return startWithTestcontainers();
-  const port = opts.port ?? (await freePort());
+  if (opts.port !== undefined) return startOn(opts.port, opts);
+  return onFreePort((port) => startOn(port, opts));
+}
+
+async function startOn(port: number, opts: EmbeddedOptions): Promise<EmbeddedRedis> {
   const dir = mkdtempSync(join(tmpdir(), DIR_PREFIX));
   const args = embeddedServerArgs(port, dir, opts);
   const url = `redis://127.0.0.1:${port}`;
-  return startSpawnedServer({
+  const started = startSpawnedServer({
     url,
     port,
     dir,
@@ -203,6 +221,13 @@ export async function startEmbeddedRedis(opts: EmbeddedOptions = {}): Promise<Em
     ready: () => untilAnswers(`redis-server at ${url}`, 10_000, () => ping(url)),
     killSignal: 'SIGTERM',
     stopSignal: 'SIGKILL',
+  });
+  // A server that exits at start says why in its log; its dir goes with it (a retry makes its own).
+  return started.catch((e: unknown) => {
+    if (!(e instanceof ExitedAtStart)) throw e;
+    const log = lastLines(join(dir, 'redis.log'));
+    rmSync(dir, { recursive: true, force: true });
+    throw new ExitedAtStart(`${e.message}: ${log}`);
   });
 }
 

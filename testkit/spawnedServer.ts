@@ -3,7 +3,7 @@
  * start again on the same port and dir: the handle embeddedRedis (redis-server) and embeddedPostgres (postgres) share.
  */
 import type { ChildProcess } from 'node:child_process';
-import { rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { until } from './until.js';
 
 export interface SpawnedServer {
@@ -78,6 +78,18 @@ export async function startSpawnedServer(spec: ServerSpec): Promise<SpawnedServe
   return handle;
 }
 
+/** A server whose process ended before it answered (its port taken meanwhile, a bad argument). */
+export class ExitedAtStart extends Error {}
+
+/** The last lines of a server's log file, for an error that names why it stopped; '(no log)' when there is none. */
+export function lastLines(file: string, n = 5): string {
+  try {
+    return readFileSync(file, 'utf8').trim().split('\n').slice(-n).join('\n');
+  } catch {
+    return '(no log)';
+  }
+}
+
 /**
  * Resolves once the server answers; a server that exits first (its port taken, a bad argument) fails the start at
  * once, naming its exit, where waiting for an answer would time out saying nothing.
@@ -85,8 +97,7 @@ export async function startSpawnedServer(spec: ServerSpec): Promise<SpawnedServe
 async function readyOrExited(spec: ServerSpec, child: ChildProcess): Promise<void> {
   let onExit: (() => void) | undefined;
   const exited = new Promise<never>((_resolve, reject) => {
-    onExit = () =>
-      reject(new Error(`${spec.url} exited at start (${child.exitCode ?? child.signalCode}); see ${spec.dir}`));
+    onExit = () => reject(new ExitedAtStart(`${spec.url} exited at start (${child.exitCode ?? child.signalCode})`));
     child.once('exit', onExit);
   });
   try {
