@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { killNode, startClusterNode, type ClusterNode } from './clusterNode.js';
+import { killNode, startClusterNode, type ClusterNode } from './redisNode.js';
 import { until } from './until.js';
 
 export interface LocalCluster {

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { ping, query } from './nodeQuery.js';
 import { until } from './until.js';
 import calculateSlot from 'cluster-key-slot';
-import { killNode, spawnNode, startClusterNode } from './clusterNode.js';
+import { killNode, spawnNode, startClusterNode } from './redisNode.js';
 
 export interface ClusterNodeProcess {
   port: number;

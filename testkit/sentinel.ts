@@ -5,8 +5,9 @@
  * only on the master) and any node restarted on its own port and dir (a restarted old master is
  * turned into a replica of the new one by the sentinels).
  */
-import { nodeArgs, freePort } from './embeddedRedis.js';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { nodeArgs } from './embeddedRedis.js';
+import type { ChildProcess } from 'node:child_process';
+import { killNode, spawnNode, startRedisNode } from './redisNode.js';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -55,41 +56,53 @@ export async function startLocalSentinel(
     '100',
     ...(replicaOf !== undefined ? ['--replicaof', '127.0.0.1', String(replicaOf)] : []),
   ];
-  const startData = (port: number) => {
-    const p = spawn('redis-server', argsOf.get(port)!, { stdio: 'ignore' });
-    nodes.set(port, { port, process: p });
+  const startData = (port: number) => nodes.set(port, { port, process: spawnNode(argsOf.get(port)!) });
+  const logOf = ([port]: number[]) => join(dir, `redis-${port}.log`);
+  const startFirst = async (replicaOf?: number) => {
+    const node = await startRedisNode(1, ([port]) => dataArgs(port!, replicaOf), logOf);
+    const port = node.ports[0]!;
+    argsOf.set(port, node.args);
+    nodes.set(port, { port, process: node.process });
+    return port;
   };
-  const masterPort = await freePort();
-  argsOf.set(masterPort, dataArgs(masterPort));
-  startData(masterPort);
-  await until(`master ${masterPort}`, 10_000, () => ping(masterPort));
-  for (let i = 0; i < (opts.replicas ?? 2); i++) {
-    const port = await freePort();
-    argsOf.set(port, dataArgs(port, masterPort));
-    startData(port);
-    await until(`replica ${port}`, 10_000, () => ping(port));
-  }
   const sentinels: string[] = [];
-  for (let i = 0; i < 3; i++) {
-    const port = await freePort();
-    const conf = join(dir, `sentinel-${port}.conf`);
-    writeFileSync(
-      conf,
-      [
-        `port ${port}`,
-        'bind 127.0.0.1',
-        `dir ${dir}`,
-        `logfile ${join(dir, `sentinel-${port}.log`)}`,
-        `sentinel monitor ${SENTINEL_MASTER} 127.0.0.1 ${masterPort} 2`,
-        `sentinel down-after-milliseconds ${SENTINEL_MASTER} ${opts.downAfterMs ?? 1000}`,
-        `sentinel failover-timeout ${SENTINEL_MASTER} 5000`,
-        `sentinel parallel-syncs ${SENTINEL_MASTER} 2`,
-        '',
-      ].join('\n'),
-    );
-    sentinelProcs.push(spawn('redis-server', [conf, '--sentinel'], { stdio: 'ignore' }));
-    sentinels.push(`127.0.0.1:${port}`);
-    await until(`sentinel ${port}`, 10_000, () => ping(port));
+  // A set-up that fails stops what it had started (and removes the dir) before it throws.
+  const stopAll = () =>
+    Promise.all([...sentinelProcs, ...[...nodes.values()].map((n) => n.process)].map((p) => killNode(p)));
+  let masterPort: number;
+  try {
+    masterPort = await startFirst();
+    for (let i = 0; i < (opts.replicas ?? 2); i++) await startFirst(masterPort);
+    for (let i = 0; i < 3; i++) {
+      const sentinel = await startRedisNode(
+        1,
+        ([port]) => {
+          const conf = join(dir, `sentinel-${port}.conf`);
+          writeFileSync(
+            conf,
+            [
+              `port ${port}`,
+              'bind 127.0.0.1',
+              `dir ${dir}`,
+              `logfile ${join(dir, `sentinel-${port}.log`)}`,
+              `sentinel monitor ${SENTINEL_MASTER} 127.0.0.1 ${masterPort} 2`,
+              `sentinel down-after-milliseconds ${SENTINEL_MASTER} ${opts.downAfterMs ?? 1000}`,
+              `sentinel failover-timeout ${SENTINEL_MASTER} 5000`,
+              `sentinel parallel-syncs ${SENTINEL_MASTER} 2`,
+              '',
+            ].join('\n'),
+          );
+          return [conf, '--sentinel'];
+        },
+        ([port]) => join(dir, `sentinel-${port}.log`),
+      );
+      sentinelProcs.push(sentinel.process);
+      sentinels.push(`127.0.0.1:${sentinel.ports[0]}`);
+    }
+  } catch (e) {
+    await stopAll();
+    rmSync(dir, { recursive: true, force: true });
+    throw e;
   }
   const sentinelPorts = sentinels.map((s) => Number(s.split(':')[1]));
   const handle: LocalSentinel = {
@@ -137,18 +150,7 @@ export async function startLocalSentinel(
       });
     },
     async stop() {
-      const all = [...sentinelProcs, ...[...nodes.values()].map((n) => n.process)];
-      await Promise.all(
-        all.map(
-          (p) =>
-            new Promise<void>((resolve) => {
-              if (p.exitCode !== null || p.signalCode !== null) return resolve();
-              p.once('exit', () => resolve());
-              p.kill('SIGCONT');
-              p.kill('SIGKILL');
-            }),
-        ),
-      );
+      await stopAll();
       // SENTINEL_KEEP_DIR keeps the nodes' and sentinels' logs for a post-mortem.
       if (process.env.SENTINEL_KEEP_DIR) console.log(`sentinel dir kept: ${dir}`);
       else rmSync(dir, { recursive: true, force: true });

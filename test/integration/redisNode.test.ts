@@ -1,5 +1,5 @@
 /**
- * The test clusters' node starter (testkit/clusterNode.ts): a node whose cluster bus port is taken exits at start;
+ * The replicated stores' node starter (testkit/redisNode.ts): a Cluster node whose bus port is taken exits at start;
  * the starter starts it again on fresh ports, and one that cannot start fails with its log in the error.
  */
 import { afterEach, describe, expect, it } from 'vitest';
@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../../testkit/embeddedRedis.js';
-import { killNode, startClusterNode, type ClusterNode } from '../../testkit/clusterNode.js';
+import { killNode, startClusterNode, type ClusterNode } from '../../testkit/redisNode.js';
 
 const holders: Server[] = [];
 const nodes: ClusterNode[] = [];
@@ -46,6 +46,6 @@ describe('a test cluster node', () => {
     const taken = await takenPort();
     let picked = 0;
     const pick = async () => (picked++ % 2 === 0 ? freePort() : taken);
-    await expect(startClusterNode(dir, [], pick)).rejects.toThrow(/exited: .*in use/is);
+    await expect(startClusterNode(dir, [], pick)).rejects.toThrow(/exited at start: .*in use/is);
   });
 });
