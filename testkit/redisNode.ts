@@ -11,7 +11,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { freePort, nodeArgs } from './embeddedRedis.js';
 import { ping } from './nodeQuery.js';
-import { lastLines } from './spawnedServer.js';
+import { lastLines, tracked } from './spawnedServer.js';
 
 export interface RedisNode {
   /** The ports it was given, the one it answers on first. */
@@ -29,18 +29,9 @@ export interface ClusterNode extends Omit<RedisNode, 'ports'> {
 const ATTEMPTS = 4;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Every node started here and not yet gone: the test process's exit kills them, however the test ended. */
-const live = new Set<ChildProcess>();
-process.once('exit', () => {
-  for (const child of live) child.kill('SIGKILL');
-});
-
 /** Spawns a node with its arguments (a first start, or a restart with the same ones), killed with the test process. */
 export function spawnNode(args: string[]): ChildProcess {
-  const child = spawn('redis-server', args, { stdio: 'ignore' });
-  live.add(child);
-  child.once('exit', () => live.delete(child));
-  return child;
+  return tracked(spawn('redis-server', args, { stdio: 'ignore' }));
 }
 
 /** Kills a node's process (SIGCONT first: a test may have frozen it) and resolves once it is gone. */

@@ -156,6 +156,11 @@ export async function startLocalSentinel(
       else rmSync(dir, { recursive: true, force: true });
     },
   };
-  await handle.waitForReplicas(opts.replicas ?? 2);
+  try {
+    await handle.waitForReplicas(opts.replicas ?? 2);
+  } catch (e) {
+    await handle.stop();
+    throw e;
+  }
   return handle;
 }

@@ -34,15 +34,17 @@ export interface ServerSpec {
 }
 
 /**
- * The servers started here whose process is running: one exit listener kills them all, where a listener per server
- * would pile up in a test worker that runs many files (and keep every server's handle alive).
+ * The servers the tests started whose process is running (these and testkit/redisNode.ts's): one exit listener kills
+ * them all, where a listener per server would pile up in a test worker that runs many files (and keep every server's
+ * handle alive).
  */
 const live = new Set<ChildProcess>();
 process.once('exit', () => {
   for (const child of live) child.kill('SIGKILL');
 });
 
-function tracked(child: ChildProcess): ChildProcess {
+/** A server's process, killed with the test process however the test ends. */
+export function tracked(child: ChildProcess): ChildProcess {
   live.add(child);
   child.once('exit', () => live.delete(child));
   return child;
