@@ -265,6 +265,7 @@ async function replicaOffsets(replicas: readonly number[]): Promise<Map<number, 
   const out = new Map<number, number>();
   for (const p of replicas) {
     const c = new Redis({ port: p, host: '127.0.0.1', maxRetriesPerRequest: 1, connectTimeout: 1000 });
+    c.on('error', () => {});
     const info = await c.info('replication').catch(() => '');
     c.disconnect();
     const m = /slave_repl_offset:(\d+)/.exec(info) ?? /master_repl_offset:(\d+)/.exec(info);
@@ -278,6 +279,7 @@ async function fallBehind(store: ReplicatedStore, master: number): Promise<numbe
   for (const p of replicas) store.process(p)?.kill('SIGSTOP');
   // Fills the socket buffers of the replication links: what the master writes after it stays in its own buffers.
   const direct = new Redis({ port: master, host: '127.0.0.1', maxRetriesPerRequest: 1 });
+  direct.on('error', () => {});
   await direct.set(await store.keyOn(master), Buffer.alloc(32 * 1024 * 1024, 1)).catch(() => {});
   direct.disconnect();
   return replicas;
@@ -432,6 +434,8 @@ export async function runFailoverCampaign(o: CampaignOptions): Promise<CampaignR
     }
     // Every acknowledged run reaches a terminal status (or is gone: counted as vanished).
     const reader = store.reader();
+    // Its reconnects while a node is down are expected; a read it is asked for fails by its promise.
+    reader.on('error', () => {});
     const keys = new KeySpace(prefix, `${prefix}b`, o.store === 'cluster' ? CLUSTER_SHARDS : 1);
     const runKey = (runId: string) => keys.run(runId).run;
     const statusOf = async (runId: string) => (await reader.hget(runKey(runId), 'status')) ?? 'vanished';
