@@ -36,7 +36,7 @@ import { flowRelease } from '../store/calls/flowRelease.js';
 import { flowHold } from '../store/calls/flowHold.js';
 import { flowWake, type WakeSlot } from '../store/calls/flowWake.js';
 import { flowConfigure } from '../store/calls/flowConfigure.js';
-import { type ShardQueues, STEP_JOB_NAME } from '../store/queues.js';
+import { promoteIfDelayed, type ShardQueues, STEP_JOB_NAME } from '../store/queues.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { TerminalError } from '../core/errors.js';
 import { flowWeightProblem } from '../core/flowWeight.js';
@@ -405,29 +405,24 @@ export class Admission {
     const job = new Job(queue, STEP_JOB_NAME, {}, {}, jobId);
     // A woken run's wake job goes to the wait list, as a woken step's job always does (src/flow/stepPriority.ts).
     const priority = a.jobId ? 0 : this.firstStepPriority(a);
-    const release = async () => {
+    const release = async (): Promise<boolean> => {
       if (priority > 0) await job.changePriority({ priority });
-      await job.promote();
+      return promoteIfDelayed(job);
     };
-    try {
-      await release();
-      return 'promoted';
-    } catch {
-      let state = await queue.getJobState(jobId);
-      if (state === 'unknown') {
-        if (!(await this.d.redis.exists(this.d.keys.run(a.runId).run))) return 'not_created';
-        // The run and its job are created together (createRun-14.lua, one change): created between the two
-        // reads. Read once more: answering `not_delayed` here would clear the pending mark the creator's `created`
-        // looks for, and the job would stay delayed until the run's deadline.
-        state = await queue.getJobState(jobId);
-      }
-      // Created between the attempt and the check (the creator's intake): once more.
-      if (state === 'delayed') {
-        await release();
-        return 'promoted';
-      }
-      return 'not_delayed';
+    // Not promoted: a job not created yet and one promoted already get the same answer from BullMQ; its state says.
+    if (await release().catch(() => false)) return 'promoted';
+    let state = await queue.getJobState(jobId);
+    if (state === 'unknown') {
+      if (!(await this.d.redis.exists(this.d.keys.run(a.runId).run))) return 'not_created';
+      // The run and its job are created together (createRun-14.lua, one change): created between the two
+      // reads. Read once more: answering `not_delayed` here would clear the pending mark the creator's `created`
+      // looks for, and the job would stay delayed until the run's deadline.
+      state = await queue.getJobState(jobId);
     }
+    // Created between the attempt and the check (the creator's intake): once more. Another process (the repair
+    // sweep, another admission) may promote it between this read and the promotion: not_delayed then.
+    if (state === 'delayed') return (await release()) ? 'promoted' : 'not_delayed';
+    return 'not_delayed';
   }
 
   private firstStepPriority(a: Admitted): number {

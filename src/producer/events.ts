@@ -26,6 +26,7 @@ import { releaseIfHolderEnded } from '../runs/waits.js';
 import { deliverEvent, deliverUnlessHeld, type DeliverReply } from '../store/calls/deliverEvent.js';
 import { releaseKept, reserveKept } from '../store/calls/keptQuota.js';
 import { stepJobId } from '../store/keys.js';
+import { promoteIfDelayed } from '../store/queues.js';
 
 export const eventBodySchema = z
   .object({
@@ -142,16 +143,10 @@ async function promoteWake(ctx: EngineContext, runId: string, waitId: string): P
   const step = Number(waitId.slice(runId.length + 1).split(':', 1)[0]);
   try {
     const job = await ctx.queues.forRun(runId).getJob(stepJobId(runId, step + 1));
-    if (job && (await job.isDelayed())) await job.promote();
+    // Promoted already by the worker that added it (it saw this delivery): nothing left to do.
+    if (job) await promoteIfDelayed(job);
   } catch (err) {
-    // Promoted meanwhile by the worker that added it (it saw this delivery): nothing left to do.
-    if (jobNotInState(err)) return;
     // Not promoted: the wake job finds the delivery when it fires at the wait's timeout.
     ctx.log.warn({ code: 'wake_promote_failed', runId, err }, 'wake job not promoted');
   }
-}
-
-/** BullMQ's refusal to promote a job that is no longer delayed (its ErrorCode.JobNotInState, -3). */
-function jobNotInState(err: unknown): boolean {
-  return (err as { code?: unknown } | null)?.code === -3;
 }

@@ -1,5 +1,5 @@
 /** One BullMQ queue per shard (`steps-{N}`), sharing a connection; default job options live here. */
-import { Queue, type JobsOptions } from 'bullmq';
+import { ErrorCode, Queue, type Job, type JobsOptions } from 'bullmq';
 import type { RedisClient } from './connect.js';
 import { type KeySpace, stepJobId } from './keys.js';
 
@@ -27,6 +27,21 @@ export const stepJobOptions: JobsOptions = {
   removeOnComplete: { count: COMPLETED_WINDOW },
   removeOnFail: { age: 7 * 24 * 3600 },
 };
+
+/**
+ * Moves a delayed job to the queue now. False when it had left the delayed set first: several processes promote the
+ * same job (an admission, the repair sweep, an event's delivery, a wake), and its delay can run out, so the job's
+ * state read before a promotion may be stale when it lands (BullMQ answers JobNotInState). Any other failure throws.
+ */
+export async function promoteIfDelayed(job: Job): Promise<boolean> {
+  try {
+    await job.promote();
+    return true;
+  } catch (err) {
+    if ((err as { code?: unknown } | null)?.code === ErrorCode.JobNotInState) return false;
+    throw err;
+  }
+}
 
 export class ShardQueues {
   private readonly queues = new Map<number, Queue>();

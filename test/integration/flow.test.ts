@@ -343,6 +343,33 @@ describe('an admission between enqueue and intake', () => {
     expect(await heldOf('race')).toBe(1);
   });
 
+  it("another process promotes the job between the admitter's check and its promotion: released once, no error", async () => {
+    const a = h.ctx.admission!;
+    await a.configure('limit', 'race2', 1, 'test');
+    const first = (await start('race2')).runId;
+    const spec = await inLineNotCreated('race2');
+    // The admitter's first promotion finds no job; the creator's intake lands as it reads the state ('unknown'); as
+    // it reads the state again ('delayed'), another process (the repair sweep, another admission) promotes the job.
+    const queue = h.ctx.queues.forRun(spec.runId);
+    const read = queue.getJobState.bind(queue);
+    let reads = 0;
+    queue.getJobState = async (jobId: string) => {
+      const state = await read(jobId);
+      if (++reads === 1) expect((await h.ctx.store.intake(spec, Date.now(), true)).outcome).toBe('created');
+      else {
+        queue.getJobState = read;
+        await (await queue.getJob(jobId))!.promote();
+      }
+      return state;
+    };
+    // Failed with BullMQ's 'is not in the delayed state' (the API answered 500 on the create that freed the slot).
+    await a.release(first);
+    expect(reads).toBe(2);
+    expect(await jobState(spec.runId)).toBe('queued');
+    expect(await h.ctx.redis.hexists(flow().pending, spec.runId)).toBe(0);
+    expect(await heldOf('race2')).toBe(1);
+  });
+
   it('a run whose creator died after enqueue gives its slot back once INTAKE_GRACE_MS has passed', async () => {
     const a = h.ctx.admission!;
     await a.configure('limit', 'orphan', 1, 'test');

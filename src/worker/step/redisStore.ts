@@ -12,7 +12,7 @@ import type { RedisClient } from '../../store/connect.js';
 import { type KeySpace, stepJobId } from '../../store/keys.js';
 import type { RunSpecCache, RunStore } from '../../runs/store.js';
 import type { TranscriptCache } from '../../runs/transcriptCache.js';
-import { STEP_JOB_NAME } from '../../store/queues.js';
+import { promoteIfDelayed, STEP_JOB_NAME } from '../../store/queues.js';
 import type { StepJobData } from '../../runs/spec.js';
 import {
   captureAddJob,
@@ -261,7 +261,9 @@ export class RedisStepStore implements StepStore {
       'state',
       'waitId',
     );
-    if (state === 'delivered' && waitId === event.waitId && (await job.isDelayed())) await job.promote();
+    // Delivered already: the wake job runs now. The delivery's producer promotes it too (whichever comes second
+    // finds it promoted).
+    if (state === 'delivered' && waitId === event.waitId) await promoteIfDelayed(job);
   }
 
   async wake(job: StepJob, w: WakeWrite): Promise<boolean> {
