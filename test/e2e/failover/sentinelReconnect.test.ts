@@ -42,6 +42,8 @@ describe('a Sentinel client', () => {
     let ended = false;
     client.on('end', () => (ended = true));
     await client.set('before', '1');
+    // On the replica before the kill: the promoted master has it (replication is asynchronous; under load it lags).
+    expect(Number(await client.call('WAIT', 1, 5000))).toBe(1);
     const others = s.sentinels.slice(1);
     // The failover detector of this connection is subscribed on every sentinel.
     const detectorOn = async (hp: string) => {
