@@ -8,7 +8,7 @@
  * On a Node that strips types (22.18 and later) a second worker loads the agent's `.ts` source as it is.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -162,6 +162,15 @@ describe('the packed package, as docs/getting-started.md uses it', () => {
     expect(kit.trim().split(',')).toEqual(
       expect.arrayContaining(['startEmbeddedRedis', 'startOpenAIServer', 'uniquePrefix']),
     );
+    // The docs its README links to and its command's help names ship with it.
+    const installed = join(project, 'node_modules', 'durable-agent-fleet');
+    const named = new Set(
+      [...readFileSync(join(installed, 'README.md'), 'utf8').matchAll(/\]\((docs\/[^)#]+\.md)/g)].map((m) => m[1]!),
+    );
+    const { stdout: help } = await bash('npx agent-fleet --help', project);
+    for (const m of help.matchAll(/docs\/[\w./-]+\.md/g)) named.add(m[0]);
+    expect(named.size).toBeGreaterThan(3);
+    expect([...named].filter((doc) => !existsSync(join(installed, doc)))).toEqual([]);
     // The entries by audience: an agent author's has no fleet in it; the fleet's has no define*.
     const { stdout: entries } = await bash(
       `node --input-type=module -e "const a = await import('durable-agent-fleet'); const f = await import('durable-agent-fleet/fleet'); console.log(JSON.stringify([Object.keys(a), Object.keys(f)]))"`,
