@@ -25,13 +25,17 @@ try {
   const pool = await env.spawnPool(procs);
   const kinds: RoundKind[] = ['plain', 'engine'];
   const seen = Object.fromEntries(
-    kinds.map((k) => [k, { worker: [] as number[], redis: [] as number[], calls: [] as number[] }]),
+    kinds.map((k) => [
+      k,
+      { worker: [] as number[], main: [] as number[], redis: [] as number[], calls: [] as number[] },
+    ]),
   );
   for (let i = 0; i < WARM_UP + cycles; i++) {
     for (const kind of kinds) {
       const r = await runRound(env, pool, { kind, chains, steps, tag: `c${i}` });
       if (i < WARM_UP) continue;
       seen[kind]!.worker.push(r.nodeCpuUsPerStep);
+      seen[kind]!.main.push(r.nodeMainUsPerStep);
       seen[kind]!.redis.push(r.redisCpuUsPerStep);
       seen[kind]!.calls.push(r.redisCallsPerStep);
     }
@@ -42,6 +46,7 @@ try {
   const f = (n: number) => n.toFixed(1);
   console.log(`worker CPU µs/step: plain ${f(median(plain.worker))}, engine ${f(median(engine.worker))}`);
   console.log(`engine / plain worker CPU, median of ${cycles} paired cycles: ${median(ratios).toFixed(2)}`);
+  console.log(`of it the main thread, µs/step: plain ${f(median(plain.main))}, engine ${f(median(engine.main))}`);
   console.log(`Redis CPU µs/step: plain ${f(median(plain.redis))}, engine ${f(median(engine.redis))}`);
   console.log(`Redis commands/step: plain ${f(median(plain.calls))}, engine ${f(median(engine.calls))}`);
 } finally {

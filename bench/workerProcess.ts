@@ -46,6 +46,7 @@ interface Round {
   stats: ChildRoundStats;
   started: Map<string, number>;
   cpu0?: NodeJS.CpuUsage;
+  main0?: NodeJS.CpuUsage;
   sent0: number;
   counts0: Record<string, number>;
   timer?: NodeJS.Timeout;
@@ -96,6 +97,7 @@ async function prepare(spec: PrepareSpec): Promise<void> {
       firstActiveAt: 0,
       lastAt: 0,
       cpuUs: 0,
+      mainUs: 0,
       commandsSent: 0,
       byCommand: {},
       ...(spec.recordLatency ? { latencies: [], completedAt: [] } : {}),
@@ -136,6 +138,7 @@ async function go(): Promise<void> {
   await allocSampler?.start();
   r.stats.goAt = nowMs();
   r.cpu0 = process.cpuUsage();
+  r.main0 = process.threadCpuUsage();
   r.sent0 = commandsSent();
   r.counts0 = clientCounts();
   r.timer = setInterval(() => {
@@ -145,6 +148,8 @@ async function go(): Promise<void> {
       // CPU sampled here (not per job: cpuUsage() is a syscall): at most one tick past the last completion.
       const cpu = process.cpuUsage(r.cpu0);
       s.cpuUs = cpu.user + cpu.system;
+      const main = process.threadCpuUsage(r.main0);
+      s.mainUs = main.user + main.system;
       send({ type: 'progress', completed: s.completed, failed: s.failed, lastAt: s.lastAt });
     }
   }, 20);

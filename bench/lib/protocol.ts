@@ -27,6 +27,11 @@ export interface ChildRoundStats {
   lastAt: number;
   /** CPU of this process from go to the first 20 ms progress tick after its last completion (user + system). */
   cpuUs: number;
+  /**
+   * Of it, the main thread's (process.threadCpuUsage, same span): cpuUs also counts V8's helper threads and libuv's
+   * pool, which run beside the main thread; the main thread alone bounds a process's steps a second.
+   */
+  mainUs: number;
   /** Redis commands this process sent from go to its last completion. */
   commandsSent: number;
   /** Per command name, from go to finish (includes the short idle tail). */

@@ -93,6 +93,8 @@ export interface RoundResult {
   stepsPerSec: number;
   /** Worker processes' CPU per step (sum over processes), µs. */
   nodeCpuUsPerStep: number;
+  /** Of it, the worker processes' main threads (ChildRoundStats.mainUs). */
+  nodeMainUsPerStep: number;
   /** Redis CPU per step, µs. */
   redisCpuUsPerStep: number;
   /** Requests the workers sent to Redis per step. */
@@ -168,6 +170,7 @@ export async function runRound(env: BenchEnv, pool: WorkerPool, spec: RoundSpec)
     wallMs,
     stepsPerSec: (jobs / wallMs) * 1000,
     nodeCpuUsPerStep: stats.reduce((s, c) => s + c.cpuUs, 0) / jobs,
+    nodeMainUsPerStep: stats.reduce((s, c) => s + c.mainUs, 0) / jobs,
     redisCpuUsPerStep: redis.cpuUs / jobs,
     clientCmdsPerStep: stats.reduce((s, c) => s + c.commandsSent, 0) / jobs,
     redisCallsPerStep: redis.calls / jobs,
