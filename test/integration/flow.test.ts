@@ -299,6 +299,27 @@ describe('an admission between enqueue and intake', () => {
     return spec;
   }
 
+  /**
+   * Runs `after[i]` right after the i-th read of the run's job state (an admitter checking why its promotion failed),
+   * before the reader acts on what it read; past the last, reads are as usual again.
+   */
+  function afterStateReads(runId: string, after: ((jobId: string) => Promise<void>)[]) {
+    const queue = h.ctx.queues.forRun(runId);
+    const read = queue.getJobState.bind(queue);
+    let reads = 0;
+    queue.getJobState = async (jobId: string) => {
+      const state = await read(jobId);
+      const hook = after[reads++]!;
+      if (reads === after.length) queue.getJobState = read;
+      await hook(jobId);
+      return state;
+    };
+    return { reads: () => reads, restored: () => queue.getJobState === read };
+  }
+  const intakeOf = (spec: ReturnType<typeof buildSpec>) => async () => {
+    expect((await h.ctx.store.intake(spec, Date.now(), true)).outcome).toBe('created');
+  };
+
   it('another process admits the run before it exists: it stays held, and its creator promotes it', async () => {
     const a = h.ctx.admission!;
     await a.configure('limit', 'between', 1, 'test');
@@ -326,16 +347,9 @@ describe('an admission between enqueue and intake', () => {
     const first = (await start('race')).runId;
     const spec = await inLineNotCreated('race');
     // The creator's intake lands just after the admitter read the job's state ('unknown'), before it checks the run.
-    const queue = h.ctx.queues.forRun(spec.runId);
-    const read = queue.getJobState.bind(queue);
-    queue.getJobState = async (jobId: string) => {
-      const state = await read(jobId);
-      queue.getJobState = read;
-      expect((await h.ctx.store.intake(spec, Date.now(), true)).outcome).toBe('created');
-      return state;
-    };
+    const reads = afterStateReads(spec.runId, [intakeOf(spec)]);
     await a.release(first);
-    expect(queue.getJobState).toBe(read);
+    expect(reads.restored()).toBe(true);
     // Not left delayed until its deadline with no pending mark for its creator's check to find.
     expect(await jobState(spec.runId)).toBe('queued');
     expect(await h.ctx.redis.hexists(flow().pending, spec.runId)).toBe(0);
@@ -351,20 +365,14 @@ describe('an admission between enqueue and intake', () => {
     // The admitter's first promotion finds no job; the creator's intake lands as it reads the state ('unknown'); as
     // it reads the state again ('delayed'), another process (the repair sweep, another admission) promotes the job.
     const queue = h.ctx.queues.forRun(spec.runId);
-    const read = queue.getJobState.bind(queue);
-    let reads = 0;
-    queue.getJobState = async (jobId: string) => {
-      const state = await read(jobId);
-      if (++reads === 1) expect((await h.ctx.store.intake(spec, Date.now(), true)).outcome).toBe('created');
-      else {
-        queue.getJobState = read;
-        await (await queue.getJob(jobId))!.promote();
-      }
-      return state;
-    };
+    const reads = afterStateReads(spec.runId, [
+      intakeOf(spec),
+      async (jobId) => void (await (await queue.getJob(jobId))!.promote()),
+    ]);
     // Failed with BullMQ's 'is not in the delayed state' (the API answered 500 on the create that freed the slot).
     await a.release(first);
-    expect(reads).toBe(2);
+    expect(reads.reads()).toBe(2);
+    expect(reads.restored()).toBe(true);
     expect(await jobState(spec.runId)).toBe('queued');
     expect(await h.ctx.redis.hexists(flow().pending, spec.runId)).toBe(0);
     expect(await heldOf('race2')).toBe(1);
