@@ -234,11 +234,17 @@ export class Admission {
   async wokenWaits(run: { runId: string; jobId: string }): Promise<void> {
     const meta = await this.heldRun(run.runId);
     if (meta?.jobId === run.jobId) {
-      await this.d.queues
-        .byShard(meta.shard)
-        .getJob(run.jobId)
-        .then((job) => job?.promote())
-        .catch(() => undefined); // released already (its admitter promoted it meanwhile)
+      // Not promoted: released already (its admitter promoted it meanwhile). A store error leaves the job delayed
+      // for the repair sweep to release (`wake_retried`); it is named here, and the step goes on waiting for its slot.
+      try {
+        const job = await this.d.queues.byShard(meta.shard).getJob(run.jobId);
+        if (job) await promoteIfDelayed(job);
+      } catch (err) {
+        this.d.log.warn(
+          { code: 'flow_wake_release_failed', runId: run.runId, err },
+          "woken run's job not released (the repair sweep will)",
+        );
+      }
       await this.d.redis.hdel(this.d.keys.flow().pending, run.runId);
     }
     await this.admit();

@@ -32,6 +32,7 @@ import { flowEnqueue, type FlowRun } from '../store/calls/flowEnqueue.js';
 import { flowRecount } from '../store/calls/flowRecount.js';
 import { flowRelease } from '../store/calls/flowRelease.js';
 import { stepJobId } from '../store/keys.js';
+import { promoteIfDelayed } from '../store/queues.js';
 import { readBudget, readRun } from '../store/runRecord.js';
 import { INTAKE_GRACE_MS, PARKED_ON_WAIT, placeInLine, type Admission, type FlowDeps } from './admission.js';
 
@@ -188,12 +189,8 @@ export class FlowRepair {
   /** The wake job out of the delayed set: it asks for its slot again (src/worker/step/wakeSlot.ts). */
   private async retryWake(shard: number, jobId: string): Promise<boolean> {
     const job = await this.d.queues.byShard(shard).getJob(jobId);
-    return job
-      ? job.promote().then(
-          () => true,
-          () => false, // not delayed any more: it runs already
-        )
-      : false;
+    // False: not delayed any more, it runs already. A store error fails the sweep, which says so (next tick retries).
+    return job ? promoteIfDelayed(job) : false;
   }
 
   private repaired(report: FlowRepairReport, repair: FlowRepairKind, detail: Record<string, unknown>): void {

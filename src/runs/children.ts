@@ -20,7 +20,7 @@ import type { RedisClient } from '../store/connect.js';
 import type { KeySpace } from '../store/keys.js';
 import { decodeEntry } from '../core/journal.js';
 import type { ChildBudget } from '../core/tool.js';
-import type { ShardQueues } from '../store/queues.js';
+import { promoteIfDelayed, type ShardQueues } from '../store/queues.js';
 import { endsRun, type RunStatus } from '../core/status.js';
 import { parseWait } from './waits.js';
 import { readBudget, readRun, readStatus } from '../store/runRecord.js';
@@ -193,12 +193,9 @@ export class ChildRuns {
     return states.every((run) => run === undefined || (endsRun(run.status) && run.updatedAt <= endedBy));
   }
 
+  /** False when the job is gone or left the delayed set first; a store error is thrown to the caller, which names it. */
   private async promote(parentRunId: string, jobId: string): Promise<boolean> {
     const job = await this.d.queues.forRun(parentRunId).getJob(jobId);
-    if (!job || !(await job.isDelayed())) return false;
-    return job.promote().then(
-      () => true,
-      () => false,
-    );
+    return job ? promoteIfDelayed(job) : false;
   }
 }

@@ -3,6 +3,7 @@ import type { EngineContext } from './engineContext.js';
 import { countRunFinished } from '../metrics/metrics.js';
 import { stopRunCall } from '../store/calls/stopRun.js';
 import { readRun } from '../store/runRecord.js';
+import { promoteIfDelayed } from '../store/queues.js';
 import type { RunStatus } from '../core/status.js';
 import { retentionAtEnd } from '../store/archiveQueue.js';
 
@@ -50,12 +51,6 @@ export async function wakeForCancel(ctx: EngineContext, runId: string): Promise<
   const jobId = (await readRun(ctx.redis, ctx.keys, runId, ['jobId']))?.jobId;
   if (!jobId) return false;
   const job = await ctx.queues.forRun(runId).getJob(jobId);
-  if (!job || !(await job.isDelayed())) return false;
-  try {
-    await job.promote();
-    return true;
-  } catch (err) {
-    ctx.log.debug({ code: 'cancel_wake_missed', runId, jobId, err }, 'the step job left the delayed set first');
-    return false;
-  }
+  // A store error is the cancel's own (its caller answers it; a cancel asked again wakes the job then).
+  return job ? promoteIfDelayed(job) : false;
 }

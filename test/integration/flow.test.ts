@@ -7,7 +7,7 @@
  * admitted by another process between its enqueue and its creation is promoted by its creator, or by the
  * admitter when the creation lands while it checks.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { buildSpec, startRun } from '../../src/producer/intake.js';
 import { flowAdmit } from '../../src/store/calls/flowAdmit.js';
@@ -16,7 +16,9 @@ import { flowRelease } from '../../src/store/calls/flowRelease.js';
 import { INTAKE_GRACE_MS, placeInLine } from '../../src/flow/admission.js';
 import { readFlowView } from '../../src/flow/view.js';
 import { stepJobId } from '../../src/store/keys.js';
+import { STEP_JOB_NAME } from '../../src/store/queues.js';
 import { cancelRun } from '../../src/operations/cancel.js';
+import { wakeForCancel } from '../../src/runs/stop.js';
 import { until } from '../../testkit/until.js';
 
 let h: Harness;
@@ -414,6 +416,66 @@ describe('run time changes and cancel', () => {
     expect(await h.ctx.redis.hget(h.ctx.keys.run(waiting).run, 'status')).toBe('cancelled');
     expect(await h.ctx.redis.zcard(h.ctx.keys.flowLine('cxl'))).toBe(0);
     expect(await jobState(waiting)).toBe('unknown');
+  });
+});
+
+describe('a promotion that meets a store error', () => {
+  /** The run's queue hands out its jobs with a promotion that fails as a dropped connection does; returns the undo. */
+  function failingPromotions(runId: string): () => void {
+    const queue = h.ctx.queues.forRun(runId);
+    const get = queue.getJob.bind(queue);
+    queue.getJob = async (jobId: string) => {
+      const job = await get(jobId);
+      if (job) job.promote = () => Promise.reject(new Error('Connection is closed.'));
+      return job;
+    };
+    return () => {
+      queue.getJob = get;
+    };
+  }
+
+  it("a woken run's release names it and leaves the job to the repair sweep", async () => {
+    const a = h.ctx.admission!;
+    await a.configure('limit', 'pse', 1, 'test');
+    const { runId } = await start('pse');
+    const agent = (await h.ctx.redis.hget(h.ctx.keys.run(runId).run, 'agent'))!;
+    // The run parks and wakes: its wake job, delayed, takes the slot it still holds.
+    const jobId = stepJobId(runId, 2);
+    await h.ctx.queues.forRun(runId).add(STEP_JOB_NAME, { v: 1, runId, step: 2 }, { jobId, delay: 60_000 });
+    expect(await a.wake({ runId, tenant: 'pse', agent, jobId }, Date.now())).toBe('held');
+    const warn = vi.spyOn(h.ctx.log, 'warn');
+    const undo = failingPromotions(runId);
+    let codes: unknown[];
+    try {
+      // Swallowed as "released already" before: nothing said, the job delayed until the sweep.
+      await a.wokenWaits({ runId, jobId });
+      codes = warn.mock.calls.map(([fields]) => (fields as { code?: string }).code);
+    } finally {
+      undo();
+      warn.mockRestore();
+    }
+    expect(codes).toContain('flow_wake_release_failed');
+    // Left delayed, held: the repair pass releases such a job (src/flow/repair.ts, job_released) as here.
+    expect(await h.ctx.queues.forRun(runId).getJobState(jobId)).toBe('delayed');
+    expect(await a.releaseHeld(runId)).toBe(true);
+    expect(await h.ctx.queues.forRun(runId).getJobState(jobId)).not.toBe('delayed');
+  });
+
+  it("a cancel's wake of a delayed step job fails with it; a job that left the delayed set first answers false", async () => {
+    await h.ctx.admission!.configure('limit', 'psc', 1, 'test');
+    await start('psc');
+    // Waiting in line: its step 1 job is delayed.
+    const { runId } = await start('psc');
+    expect(await jobState(runId)).toBe('delayed');
+    const undo = failingPromotions(runId);
+    try {
+      // Answered false before, as if another process had promoted the job: the cancel looked done.
+      await expect(wakeForCancel(h.ctx, runId)).rejects.toThrow(/Connection is closed/);
+    } finally {
+      undo();
+    }
+    await (await h.ctx.queues.forRun(runId).getJob(stepJobId(runId, 1)))!.promote();
+    expect(await wakeForCancel(h.ctx, runId)).toBe(false);
   });
 });
 
