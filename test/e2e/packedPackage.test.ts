@@ -151,8 +151,15 @@ describe('the packed package, as docs/getting-started.md uses it', () => {
       mkdirSync(dirname(path), { recursive: true });
       writeFileSync(path, f.body);
     }
+    // docs/client.md's first example beside the agent: the same tsc checks it against the installed types.
+    const clientExample = codeBlocks(readFileSync(join(repoRoot, 'docs', 'client.md'), 'utf8')).find(
+      (b) => b.lang === 'ts',
+    );
+    expect(clientExample?.body).toContain("from 'durable-agent-fleet/client'");
+    writeFileSync(join(project, 'src', 'producer.ts'), clientExample!.body);
     const [build, startRun] = rest;
     await timed('tsc', () => bash(build!.body, project));
+    expect(existsSync(join(project, 'dist', 'producer.js'))).toBe(true);
 
     // The engine and its test kit by name, from the installed tarball.
     const { stdout: kit } = await bash(
