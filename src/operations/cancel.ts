@@ -103,7 +103,14 @@ async function afterParkedCancel(
       .forRun(runId)
       .remove(was.before.jobId)
       .catch(() => 0);
-  // A child cancelled on its own: its parent resumes now, with the cancel as the call's tool error.
+  // A child cancelled on its own: its parent resumes now, with the cancel as the call's tool error. The cancel has
+  // taken effect by here, and asking it again would not come this way: a failed wake is named, and the stuck-run
+  // sweep promotes the parent's wake job (src/runs/stuckRuns.ts).
   const parent = (await ctx.store.readSpec(runId).catch(() => undefined))?.parent;
-  if (parent) await childRunsOf(ctx).wakeParent(parent.runId, runId);
+  if (parent)
+    await childRunsOf(ctx)
+      .wakeParent(parent.runId, runId)
+      .catch((err: unknown) =>
+        ctx.log.warn({ code: 'child_wake_failed', runId, err }, "parent's wake job not promoted (the sweep will)"),
+      );
 }

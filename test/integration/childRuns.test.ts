@@ -8,7 +8,7 @@
  * the model asked, the children sharing what it has left (together never more), charged once; a step redelivered
  * after its first child started finds that child and starts the others.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import { createHarness, type Harness } from '../../testkit/harness.js';
 import { defineAgent, defineAgentTool, defineReadTool, defineWaitTool } from '../../src/index.js';
@@ -285,6 +285,36 @@ describe('agents that call agents', () => {
       const jobId = (await ctx.store.readState(id))!.jobId;
       expect(await ctx.queues.forRun(id).getJob(jobId)).toBeUndefined();
     }
+  });
+
+  it("a child cancelled on its own: the cancel is done when its parent's wake meets a store error, which is named", async () => {
+    const parent = await startBoss('E-3', 'sleep');
+    const child = await onlyChild(parent);
+    expect(await h.waitForStatus(child, ['sleeping'])).toBe('sleeping');
+    expect(await h.waitForStatus(parent, ['waiting_child'])).toBe('waiting_child');
+    // The parent's wake job comes back with a promotion that fails as a dropped connection does.
+    const queue = ctx.queues.forRun(parent);
+    const getJob = queue.getJob.bind(queue);
+    queue.getJob = async (jobId: string) => {
+      const job = await getJob(jobId);
+      if (job) job.promote = () => Promise.reject(new Error('Connection is closed.'));
+      return job;
+    };
+    const warn = vi.spyOn(ctx.log, 'warn');
+    let codes: unknown[];
+    try {
+      // The cancel took effect before the wake: answering it with the wake's error would say it had not.
+      expect((await cancelRun(ctx, { name: 'ops-ada', tenants: '*' }, child)).kind).toBe('done');
+      codes = warn.mock.calls.map(([fields]) => (fields as { code?: string }).code);
+    } finally {
+      queue.getJob = getJob;
+      warn.mockRestore();
+    }
+    expect(codes).toContain('child_wake_failed');
+    expect(await h.waitForStatus(child, ENDED)).toBe('cancelled');
+    // What the stuck-run sweep does for it: the parent resumes with the cancel as the call's tool error.
+    expect(await childRunsOf(ctx).wakeIfChildEnded(parent)).toBe(true);
+    expect(await h.waitForStatus(parent, ENDED)).toBe('completed');
   });
 
   it('a child whose parent ended without the cascade ends at its next step', async () => {
