@@ -13,7 +13,7 @@ import {
 } from '../producer/bodyLimits.js';
 import { answerRequestError } from './requestErrors.js';
 import { jsonBody } from './jsonBody.js';
-import { InvalidRunRequest, startRun } from '../producer/intake.js';
+import { InvalidRunRequest, startRun, unknownAgent } from '../producer/intake.js';
 import { createRunSchemaFor } from '../producer/schemas.js';
 import { deliver, eventBodySchema } from '../producer/events.js';
 import { answerJson, invalid } from '../producer/fieldErrors.js';
@@ -41,6 +41,8 @@ export interface ApiOptions {
 
 export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Express {
   const app = express();
+  // The deployment's configuration (its agents, its providers' settings) is the producer's to see, not a tenant's.
+  const seesDeployment = (req: Request) => principalOf(ctx.cfg, bearer(req))?.role === 'producer';
   app.disable('x-powered-by');
   opts.front?.(app);
   app.use(storeGate(ctx));
@@ -106,9 +108,7 @@ export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Ex
       answerJson(res, 200, { runId, created, ...(status ? { status } : {}) });
     } catch (err) {
       if (err instanceof InvalidRunRequest) {
-        // The deployment's configuration (its agents, its providers' settings) is the producer's to see, not a tenant's.
-        const seesDeployment = principalOf(ctx.cfg, bearer(req))?.role === 'producer';
-        res.status(400).json({ error: 'invalid_request', fields: err.fieldsFor(seesDeployment) });
+        res.status(400).json({ error: 'invalid_request', fields: err.fieldsFor(seesDeployment(req)) });
         return;
       }
       throw err;
@@ -120,8 +120,8 @@ export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Ex
     const parsed = eventBodySchema.safeParse(req.body);
     if (!parsed.success) return void invalid(res, parsed.error);
     if (!ctx.agents.get(parsed.data.agent)) {
-      const message = `agent '${parsed.data.agent}' is not run by this deployment (${ctx.agents.names.join(', ')})`;
-      return void res.status(400).json({ error: 'invalid_request', fields: [{ path: 'agent', message }] });
+      const refusal = unknownAgent(ctx, parsed.data.agent, 'agent');
+      return void res.status(400).json({ error: 'invalid_request', fields: refusal.fieldsFor(seesDeployment(req)) });
     }
     const out = await deliver(ctx, parsed.data);
     if (out.kind === 'too_large')

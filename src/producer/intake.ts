@@ -57,6 +57,17 @@ export class InvalidRunRequest extends TerminalError {
   }
 }
 
+/** A request naming an agent this deployment does not run: which agents it runs is the deployment's to tell. */
+export function unknownAgent(ctx: Pick<EngineContext, 'agents'>, agent: string, path: string): InvalidRunRequest {
+  return new InvalidRunRequest([
+    {
+      path,
+      message: `agent '${agent}' is not run by this deployment`,
+      deployment: `it runs: ${ctx.agents.names.join(', ')}`,
+    },
+  ]);
+}
+
 const joinPath = (head: string, path: readonly PropertyKey[]) => [head, ...path.map(String)].join('.');
 
 /** A request read once: its one form, its agent, the input as that agent's schema accepts it, its subject and run. */
@@ -77,16 +88,7 @@ export function resolveIntake(
   event?: string,
 ): { agent: Agent; input: unknown; key: string; runId: string } {
   const agent = ctx.agents.get(req.agent);
-  if (!agent) {
-    const path = req.fields.input === 'input' ? 'agent' : '(body)';
-    throw new InvalidRunRequest([
-      {
-        path,
-        message: `agent '${req.agent}' is not run by this deployment`,
-        deployment: `it runs: ${ctx.agents.names.join(', ')}`,
-      },
-    ]);
-  }
+  if (!agent) throw unknownAgent(ctx, req.agent, req.fields.input === 'input' ? 'agent' : '(body)');
   const parsed = agent.input.safeParse(req.input);
   if (!parsed.success)
     throw new InvalidRunRequest(

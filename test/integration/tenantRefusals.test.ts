@@ -36,6 +36,7 @@ describe('refusals to a tenant', () => {
     for (const [method, path, body] of [
       ['POST', '/v1/runs', ghost],
       ['PUT', '/v1/schedules/nightly', schedule],
+      ['POST', '/v1/events', { tenant: 'acme', agent: 'ghost', key: 'order:1', payload: {} }],
     ] as const) {
       const tenant = await send(method, path, ACME, body);
       expect(tenant.status, path).toBe(400);
