@@ -30,7 +30,11 @@ import { Reconciler } from '../../../src/ledger/reconciler.js';
 import { spawnWorker, type WorkerProcess } from '../../../testkit/processes.js';
 import { until } from '../../../testkit/until.js';
 
-/** Every named point; a worker armed with `during_grace` dies only if the campaign SIGTERMs it. */
+/**
+ * The points a support run passes: the step's seven and the SIGTERM grace (the streaming, observation and child-run
+ * points are tested with the runs that pass them). A worker armed with `during_grace` dies only if the campaign
+ * SIGTERMs it.
+ */
 export const CAMPAIGN_CRASH_POINTS = [
   'after_decision',
   'after_reservation',
