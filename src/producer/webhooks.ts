@@ -19,6 +19,7 @@
  *
  * These routes need the raw body, so they are mounted before the API's JSON parser (see src/http/fullApi.ts).
  */
+import { randomBytes } from 'node:crypto';
 import express, { Router, type Response } from 'express';
 import type { z } from 'zod';
 import type { Agent, WebhookIntake } from '../core/agent.js';
@@ -89,6 +90,9 @@ function parseWith(hook: WebhookIntake<unknown>, raw: Buffer): Parsed {
   return { ok: true, eventId: id, input, delivery };
 }
 
+/** The secret an unknown tenant's request is checked against: made at start, held by nobody. */
+const UNHELD_SECRET = randomBytes(32).toString('base64');
+
 export function webhooksRouter(ctx: EngineContext, now: () => number = Date.now): Router {
   const r = Router();
   const raw = express.raw({ type: () => true, limit: BODY_LIMIT });
@@ -102,20 +106,21 @@ export function webhooksRouter(ctx: EngineContext, now: () => number = Date.now)
           ? ctx.cfg.WEBHOOK_SECRETS[tenant]
           : undefined;
       const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
-      const check =
-        secret === undefined
-          ? 'unknown_tenant'
-          : checkSignature(
-              secret,
-              req.header(SIGNATURE_HEADER),
-              req.header(TIMESTAMP_HEADER),
-              body,
-              now(),
-              ctx.cfg.WEBHOOK_TOLERANCE_S,
-            );
-      if (check !== 'ok') {
-        ctx.log.warn({ code: `webhook_${check}`, tenant }, 'webhook refused');
-        return void res.status(401).json({ error: 'invalid_signature', reason: check });
+      // A tenant without a secret is checked against one nobody holds, so its answer (and the time it takes) is a
+      // configured tenant's with a wrong signature: the answers do not tell a caller which tenants exist. The log
+      // says which it was.
+      const check = checkSignature(
+        secret ?? UNHELD_SECRET,
+        req.header(SIGNATURE_HEADER),
+        req.header(TIMESTAMP_HEADER),
+        body,
+        now(),
+        ctx.cfg.WEBHOOK_TOLERANCE_S,
+      );
+      if (check !== 'ok' || secret === undefined) {
+        const reason = check === 'ok' ? 'bad_signature' : check;
+        ctx.log.warn({ code: `webhook_${secret === undefined ? 'unknown_tenant' : check}`, tenant }, 'webhook refused');
+        return void res.status(401).json({ error: 'invalid_signature', reason });
       }
       const parsed = parseWith(hook, body);
       if (!parsed.ok) {

@@ -150,7 +150,20 @@ describe('signed webhooks', () => {
       for (const path of [`/webhooks/tickets?tenant=${tenant}`, `/webhooks/zendesk/${tenant}`]) {
         const res = await post(path, raw);
         expect(res.status, path).toBe(401);
-        expect(res.body).toMatchObject({ error: 'invalid_signature', reason: 'unknown_tenant' });
+        expect(res.body).toEqual({ error: 'invalid_signature', reason: 'bad_signature' });
+      }
+    }
+  });
+
+  it('a tenant without a secret is answered as a configured one with a wrong signature: which exist is not told', async () => {
+    const raw = JSON.stringify({ v: 1, eventId: 'ev-6', ticket: sampleTicket('W-6') });
+    const stale = new Date(Date.now() - 3_600_000).toISOString();
+    for (const opts of [{ secret: 'not-the-secret' }, { timestamp: stale }, { signature: '', timestamp: '' }]) {
+      for (const hook of ['tickets?tenant=', 'zendesk/']) {
+        const configured = await post(`/webhooks/${hook}acme`, raw, opts);
+        const unknown = await post(`/webhooks/${hook}nobody`, raw, opts);
+        expect(configured.status).toBe(401);
+        expect(unknown, JSON.stringify(opts)).toEqual(configured);
       }
     }
   });
