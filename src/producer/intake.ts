@@ -141,7 +141,8 @@ export function specOf(ctx: EngineContext, resolved: ResolvedRequest, nowMs: num
   if (req.script && !scriptedModelAllowed(cfg))
     problems.push({
       path: req.fields.script,
-      message: 'run-supplied scripts are refused (APP_MODE=production or SCRIPTED_MODEL_ENABLED=false)',
+      message: 'run-supplied scripts are refused',
+      deployment: 'APP_MODE=production or SCRIPTED_MODEL_ENABLED=false',
     });
   else if (req.script && model !== undefined && model !== 'scripted')
     problems.push({ path: req.fields.script, message: 'only the scripted provider takes a script' });

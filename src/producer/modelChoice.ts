@@ -56,7 +56,8 @@ function pick(
     if (requested !== undefined && requested !== override.provider) {
       return {
         path: requestField,
-        message: `tenant '${tenant}' runs agent '${agent.name}' on provider '${override.provider}' (TENANT_MODELS); leave ${requestField} out or name that provider`,
+        message: `tenant '${tenant}' runs agent '${agent.name}' on provider '${override.provider}'; leave ${requestField} out or name that provider`,
+        deployment: `from TENANT_MODELS.${tenant}`,
       };
     }
     return { choice: override, field: `TENANT_MODELS.${tenant}` };

@@ -68,11 +68,18 @@ export function scheduleView(s: Schedule, nextTickAt?: number): ScheduleView {
   return { ...rest, createdBy: owner?.kind ?? 'producer', ...(nextTickAt !== undefined ? { nextTickAt } : {}) };
 }
 
-/** The tenant already holds SCHEDULES_MAX_PER_TENANT schedules: a 409 naming `tenant`, nothing written. */
+/**
+ * The tenant already holds SCHEDULES_MAX_PER_TENANT schedules: a 409 naming `tenant`, nothing written. The setting's
+ * name is the producer's to see (`messageFor`), as a 400's configuration is.
+ */
 export class ScheduleLimitReached extends Error {
   readonly code = 'schedule_limit';
   constructor(readonly max: number) {
-    super(`a tenant holds at most ${max} schedules (SCHEDULES_MAX_PER_TENANT): delete one first`);
+    super(`a tenant holds at most ${max} schedules: delete one first`);
+  }
+
+  messageFor(seesDeployment: boolean): string {
+    return seesDeployment ? `${this.message} (SCHEDULES_MAX_PER_TENANT)` : this.message;
   }
 }
 
@@ -156,7 +163,11 @@ export class Schedules {
     const gap = minTickGapMs(body.cron);
     if (gap < minMs)
       throw new InvalidRunRequest([
-        { path: 'cron', message: `ticks can be ${gap} ms apart; at least ${minMs} (SCHEDULE_MIN_INTERVAL_MS)` },
+        {
+          path: 'cron',
+          message: `ticks can be ${gap} ms apart; at least ${minMs}`,
+          deployment: 'SCHEDULE_MIN_INTERVAL_MS',
+        },
       ]);
     const previous = await this.get(body.tenant, id);
     // A person's pause is kept; a pause for a revoked credential ends with a PUT, which brings a valid one.

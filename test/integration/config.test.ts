@@ -142,18 +142,20 @@ describe('config', () => {
         ticket: { id: 'T-1', subject: 's', body: 'b', customer: { email: 'a@example.com', name: 'A' } },
       };
       expect(buildSpec(ctx, req, 0).model).toBe('openai');
-      const refused = (agent: ShorthandRunRequest['agent']) => {
+      const refused = (agent: ShorthandRunRequest['agent'], seesDeployment = false) => {
         try {
           buildSpec(ctx, { ...req, agent }, 0);
         } catch (e) {
-          return (e as InvalidRunRequest).fields;
+          return (e as InvalidRunRequest).fieldsFor(seesDeployment);
         }
         throw new Error('accepted');
       };
       const script = [
         { toolCalls: [], transientFailures: 0, final: 'done', usage: { promptTokens: 1, completionTokens: 1 } },
       ];
-      expect(refused({ script })).toEqual([{ path: 'agent.script', message: expect.stringMatching(/refused/) }]);
+      expect(refused({ script })).toEqual([{ path: 'agent.script', message: 'run-supplied scripts are refused' }]);
+      // Which settings refuse them is the producer's to see.
+      expect(refused({ script }, true)[0]!.message).toMatch(/APP_MODE=production/);
       expect(refused({ model: 'scripted', script }).map((f) => f.path)).toEqual(['agent.model', 'agent.script']);
     });
 

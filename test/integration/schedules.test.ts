@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import type { Job } from 'bullmq';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
+import { createHarness, PRODUCER_TOKEN, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { createContext } from '../../src/server/buildContext.js';
 import type { EngineContext } from '../../src/runs/engineContext.js';
 import { loadConfig } from '../../src/config/config.js';
@@ -67,6 +67,12 @@ describe('limits', () => {
       expect((r.body.fields as { path: string }[])[0]!.path).toBe('cron');
     }
     expect(await h.ctx.redis.hlen(h.ctx.keys.schedules())).toBe(0);
+    // The setting's name is the producer's to see, not a tenant's.
+    const fast = { ...hourly('acme', 1), cron: '* * * * * *' };
+    expect(JSON.stringify((await call('PUT', '/v1/schedules/fast', ACME, fast)).body)).not.toContain('SCHEDULE_MIN');
+    expect(JSON.stringify((await call('PUT', '/v1/schedules/fast', PRODUCER_TOKEN, fast)).body)).toContain(
+      'SCHEDULE_MIN_INTERVAL_MS',
+    );
     // Once a minute, and a daily pattern whose ticks are a minute apart across midnight, pass.
     expect(
       (await call('PUT', '/v1/schedules/minutely', ACME, { ...hourly('acme', 1), cron: '* * * * *' })).status,
@@ -82,6 +88,10 @@ describe('limits', () => {
     const over = await call('PUT', '/v1/schedules/c', ACME, hourly('acme', 3));
     expect(over.status).toBe(409);
     expect(over.body).toMatchObject({ error: 'schedule_limit', fields: [{ path: 'tenant' }] });
+    expect(JSON.stringify(over.body)).not.toContain('SCHEDULES_MAX_PER_TENANT');
+    const producer = await call('PUT', '/v1/schedules/c', PRODUCER_TOKEN, hourly('acme', 3));
+    expect(producer.status).toBe(409);
+    expect(JSON.stringify(producer.body)).toContain('SCHEDULES_MAX_PER_TENANT');
     expect(await h.ctx.redis.hexists(h.ctx.keys.schedules(), 'acme:c')).toBe(0);
     expect((await call('PUT', '/v1/schedules/b', ACME, { ...hourly('acme', 2), cron: '30 * * * *' })).status).toBe(200);
     // The cap is per tenant.

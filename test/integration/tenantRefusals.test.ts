@@ -7,10 +7,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, PRODUCER_TOKEN, sampleTicket, type Harness } from '../../testkit/harness.js';
 
 const ACME = 'acme-tenant-token';
+const GLOBEX = 'globex-tenant-token';
 let h: Harness;
 let url: string;
 beforeAll(async () => {
-  h = await createHarness('tenantRefusals', { TENANT_TOKENS: JSON.stringify({ acme: ACME }) });
+  h = await createHarness('tenantRefusals', {
+    TENANT_TOKENS: JSON.stringify({ acme: ACME, globex: GLOBEX }),
+    TENANT_MODELS: JSON.stringify({ globex: { '*': { provider: 'scripted' } } }),
+  });
   url = (await h.startApi()).url;
 });
 afterAll(async () => {
@@ -46,6 +50,16 @@ describe('refusals to a tenant', () => {
         { path: 'agent', message: "agent 'ghost' is not run by this deployment (it runs: support)" },
       ]);
     }
+  });
+
+  it("a model other than the tenant's own: the tenant is told which provider it runs on, not the setting", async () => {
+    const body = { tenant: 'globex', agent: 'support', input: sampleTicket('TR-2'), model: 'openai' };
+    const tenant = await send('POST', '/v1/runs', GLOBEX, body);
+    expect(tenant.status).toBe(400);
+    expect(messages(tenant)).toBe(
+      "tenant 'globex' runs agent 'support' on provider 'scripted'; leave model out or name that provider",
+    );
+    expect(messages(await send('POST', '/v1/runs', PRODUCER_TOKEN, body))).toMatch(/TENANT_MODELS\.globex/);
   });
 
   it('a provider that is not enabled: no setting, no source of the choice for a tenant', async () => {

@@ -78,15 +78,13 @@ export function schedulesRouter(ctx: EngineContext, schedules: Schedules): Route
     try {
       res.json(scheduleView(await schedules.put(id, parsed.data, actorOf(principalOf(ctx.cfg, token), token))));
     } catch (err) {
-      if (err instanceof ScheduleLimitReached)
-        return void res.status(409).json({
-          error: err.code,
-          message: err.message,
-          fields: [{ path: 'tenant', message: err.message }],
-        });
-      if (!(err instanceof InvalidRunRequest)) throw err;
       // The deployment's configuration (its agents, its providers' settings) is the producer's to see, not a tenant's.
       const seesDeployment = principalOf(ctx.cfg, token)?.role === 'producer';
+      if (err instanceof ScheduleLimitReached) {
+        const message = err.messageFor(seesDeployment);
+        return void res.status(409).json({ error: err.code, message, fields: [{ path: 'tenant', message }] });
+      }
+      if (!(err instanceof InvalidRunRequest)) throw err;
       res.status(400).json({ error: 'invalid_request', fields: err.fieldsFor(seesDeployment) });
     }
   });

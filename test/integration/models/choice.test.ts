@@ -199,10 +199,12 @@ describe('a model per tenant (TENANT_MODELS)', () => {
   it('is binding: a request naming another provider for that tenant is a 400 naming the field, nothing written', async () => {
     const res = await post({ tenant: 'globex', agent: 'alpha', input: { q: 'five' }, model: 'anthropic' });
     expect(res.status).toBe(400);
+    // The producer is told where the choice came from.
+    expect(res.body.fields![0]!.message).toContain('TENANT_MODELS.globex');
     expect(res.body.fields).toEqual([
       {
         path: 'model',
-        message: expect.stringContaining("tenant 'globex' runs agent 'alpha' on provider 'openai' (TENANT_MODELS)"),
+        message: expect.stringContaining("tenant 'globex' runs agent 'alpha' on provider 'openai'; leave model out"),
       },
     ]);
     const spec = buildSpec(
