@@ -40,7 +40,10 @@ const labelOf = (s: ServedVersion) => ({
   workers: s.workers.length,
 });
 
-/** The version queue as the actor may see it, each run with the versions served for its agent. */
+/**
+ * The version queue as the actor may see it, each run with the versions served for its agent. A tenant-scoped actor's
+ * `total` counts its tenants' runs only: the whole queue's size would tell it how many runs other tenants have parked.
+ */
 export async function versionQueue(ctx: EngineContext, registry: VersionRegistry, actor: Actor, limit: number) {
   const page = await listVersionParked(ctx, { limit, ...(actor.tenants !== '*' ? { tenants: actor.tenants } : {}) });
   const servedByAgent = new Map<string, ServedVersion[]>();

@@ -36,7 +36,10 @@ export interface ParkedRun {
 
 export interface ParkedPage {
   runs: ParkedRun[];
-  /** Runs in the queue, over every shard and tenant (the listing shows at most `limit`, newest park first). */
+  /**
+   * Runs in the queue over every shard, of the listed tenants only when `tenants` is given (the listing shows at most
+   * `limit`, newest park first).
+   */
   total: number;
 }
 
@@ -53,7 +56,7 @@ export function isVersionParked(status: string | null | undefined, reason: strin
 /**
  * Parked runs, newest park first, `limit` at most; `tenants` (undefined = all) filters on each run's
  * hash. Entries whose run expired are dropped from the queue when met. No cursor: the queue is meant to
- * be short (a person empties it); `total` says how many there are.
+ * be short (a person empties it); `total` says how many there are, of `tenants` only when it is given.
  */
 export async function listVersionParked(
   ctx: EngineContext,
@@ -65,7 +68,7 @@ export async function listVersionParked(
       // Bounded per request: the newest `limit x EXAMINE_FACTOR` entries of each shard (a tenant filter may skip some).
       const [entries, total] = await Promise.all([
         ctx.redis.zrange(key, 0, opts.limit * EXAMINE_FACTOR - 1, 'REV', 'WITHSCORES'),
-        ctx.redis.zcard(key),
+        opts.tenants === undefined ? ctx.redis.zcard(key) : tenantsParked(ctx, shard, opts.tenants),
       ]);
       const out: { runId: string; at: number; key: string }[] = [];
       for (let i = 0; i < entries.length; i += 2) out.push({ runId: entries[i]!, at: Number(entries[i + 1]), key });
@@ -102,6 +105,21 @@ export async function listVersionParked(
     });
   }
   return { runs, total: perShard.reduce((n, s) => n + s.total, 0) };
+}
+
+/**
+ * Runs of `tenants` in one shard's version queue. The queue's own count (ZCARD) is every tenant's runs, which a
+ * tenant-scoped reader may not learn; a parked run is also in its tenant's needs_human listing index (the same script
+ * writes both, includes/runIndex.lua), so ZINTERCARD of the two counts a tenant's runs in Redis with nothing read out.
+ * Bounded: one call per shard and tenant of the reader, each walking the smaller of the two sets (at most the shard's
+ * queue, which a person empties), in the shard's slot.
+ */
+async function tenantsParked(ctx: EngineContext, shard: number, tenants: readonly string[]): Promise<number> {
+  const queue = ctx.keys.versionQueue(shard);
+  const counts = await Promise.all(
+    [...new Set(tenants)].map((t) => ctx.redis.zintercard(2, queue, ctx.keys.runsByTenant(shard, t, 'needs_human'))),
+  );
+  return counts.reduce((n, c) => n + c, 0);
 }
 
 export interface ContinueRequest {

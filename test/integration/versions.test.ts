@@ -38,7 +38,7 @@ const v1 = versionedAgent('1');
 const v2 = versionedAgent('2');
 const label = (a: typeof v1) => `${a.version}/${a.tools.schemaHash}`;
 const QUEUE = '/v1/operators/version-mismatches';
-/** An operator of another tenant: sees none of acme's parked runs, acts on none. */
+/** An operator of another tenant: sees none of acme's parked runs, counts none, acts on none. */
 const BEA_TOKEN = 'bea-token-for-version-tests';
 
 let h: Harness;
@@ -89,13 +89,13 @@ async function versionWorker(
 
 let seq = 0;
 /** A run of the versioned agent pinned to `agent`'s version, created as the API would. */
-async function createRun(agent: typeof v1, script: unknown[]): Promise<string> {
+async function createRun(agent: typeof v1, script: unknown[], tenant = 'acme'): Promise<string> {
   const id = `V-${++seq}-${Date.now()}`;
   const now = Date.now();
   const spec: RunSpec = {
     v: 2,
-    runId: runIdFor('acme', 'versioned', id),
-    tenant: 'acme',
+    runId: runIdFor(tenant, 'versioned', id),
+    tenant,
     agent: 'versioned',
     key: id,
     input: { id },
@@ -220,6 +220,28 @@ describe('the version queue: a v1 run meets a v2-only worker', () => {
       error: 'not_version_parked',
     });
     expect(await counter(h.ctx, 'agent_version_decisions_total', { decision: 'cancel' })).toBe(1);
+  });
+
+  it("a tenant-scoped operator's total counts its tenants' parked runs only; an unscoped one's, every run", async () => {
+    const acme = [await createRun(v1, [final]), await createRun(v1, [final]), await createRun(v1, [final])];
+    const globex = [await createRun(v1, [final], 'globex'), await createRun(v1, [final], 'globex')];
+    for (const r of [...acme, ...globex])
+      expect(await h.waitForStatus(r, ['needs_human', 'completed'])).toBe('needs_human');
+    type Page = { total: number; runs: { runId: string; tenant: string }[] };
+    const all = await call<Page>(url, 'GET', QUEUE);
+    expect(all.body.total).toBe(5);
+    expect(all.body.runs.map((r) => r.runId).sort()).toEqual([...acme, ...globex].sort());
+    // Bea (globex): her runs and their count, never the queue's whole size; past the page's limit, still her count.
+    const bea = await call<Page>(url, 'GET', QUEUE, undefined, BEA_TOKEN);
+    expect(bea.body.total).toBe(2);
+    expect(bea.body.runs.map((r) => r.runId).sort()).toEqual([...globex].sort());
+    const short = await call<Page>(url, 'GET', `${QUEUE}?limit=1`, undefined, BEA_TOKEN);
+    expect(short.body).toMatchObject({ total: 2, runs: [{ tenant: 'globex' }] });
+    expect((await call<Page>(url, 'GET', `${QUEUE}?limit=1`)).body.total).toBe(5);
+    // Cleaned up for the tests after this one.
+    for (const r of [...acme, ...globex])
+      expect((await call(url, 'POST', `${QUEUE}/${r}/cancel`, {})).status).toBe(200);
+    expect((await call<Page>(url, 'GET', QUEUE)).body.total).toBe(0);
   });
 });
 

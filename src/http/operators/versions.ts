@@ -2,7 +2,8 @@
  * The version queue, for operators (src/runs/versionQueue.ts):
  *
  *   GET  /v1/operators/version-mismatches?limit=N        runs parked for a version change, newest first,
- *                                                        each with the versions live workers serve for its agent
+ *                                                        each with the versions live workers serve for its agent,
+ *                                                        and their total (a tenant-scoped operator: its tenants')
  *   POST /v1/operators/version-mismatches/:runId/continue {agentVersion?, toolsHash?}
  *   POST /v1/operators/version-mismatches/:runId/cancel
  *
