@@ -204,7 +204,10 @@ export class FleetClient {
     return this.operatorPost(`${VERSION_QUEUE}/${encodeURIComponent(runId)}/cancel`, {}, opts);
   }
 
-  /** GET /v1/flow: each tenant's line and share, the agents' slots, rate limits, changes. */
+  /**
+   * GET /v1/flow: each tenant's line and share, the agents' slots, rate limits, changes (a tenant-scoped operator: its
+   * tenants' lines without the share, and no agents or fleet).
+   */
   async flow(opts: CallOptions = {}): Promise<Json> {
     return this.call({ method: 'GET', path: '/v1/flow', onNoAnswer: 'repeat', signal: opts.signal });
   }

@@ -49,6 +49,19 @@ export interface FlowView {
   rates: RateSeries[];
 }
 
+/**
+ * The view of a tenant-scoped principal (src/http/operators/flow.ts, flowViewFor): its tenants' lines without their
+ * share, its tenants' changes, the rate limits it shares or owns; no agents' slots and no fleet. Each of those counts
+ * every tenant's runs (a share is the tenant's weight over every busy tenant's), so each would tell how busy the
+ * other tenants are.
+ */
+export interface ScopedFlowView {
+  enabled: boolean;
+  tenants: Omit<TenantLine, 'share'>[];
+  changes: FlowChangeRecord[];
+  rates: RateSeries[];
+}
+
 const num = (v: string | null | undefined, def = 0): number =>
   v === null || v === undefined || v === '' ? def : Number(v);
 

@@ -465,7 +465,12 @@ export function openApiDocument(agents: AgentCatalog): ReturnType<typeof createD
       '/v1/flow': {
         get: {
           summary: "Flow control: each tenant's line and share, the agents' slots, rate limits, changes.",
-          responses: { '200': jsonObject('The flow view'), ...guarded },
+          responses: {
+            '200': jsonObject(
+              "The flow view (a tenant-scoped operator: its tenants' lines without `share`, no `agents`, no `fleet`).",
+            ),
+            ...guarded,
+          },
         },
       },
       '/v1/flow/tenants/{tenant}': {

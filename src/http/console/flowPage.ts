@@ -1,14 +1,15 @@
 /**
  * The console's flow control page: each tenant's line (waiting, oldest wait, at work against its
  * limit, weight and share of the turns), the agents' slots, the latest changes with who made them,
- * and per model rate limit a plot of its token rate over the last minutes against its limit, drawn
+ * and per model rate limit a plot of its token rate over the last minutes against its limit (a
+ * tenant-scoped operator's page: no share, agents or fleet, which count other tenants' runs), drawn
  * as server-rendered SVG (no script, no inline style: the Content-Security-Policy forbids both;
  * presentation attributes only). Hand-written because the plot is two polylines and an axis, which
  * a charting library would render in the browser with a script the CSP refuses.
  */
 import { escapeHtml as e } from '../runView.js';
 import type { Operator } from '../operatorIdentity.js';
-import type { FlowView, RateSeries } from '../../flow/view.js';
+import type { FlowView, RateSeries, ScopedFlowView } from '../../flow/view.js';
 import { layout } from './pages.js';
 
 const W = 600;
@@ -33,17 +34,19 @@ export function ratePlot(r: RateSeries): string {
 </svg>`;
 }
 
-export function flowPage(op: Operator, v: FlowView): string {
+export function flowPage(op: Operator, v: FlowView | ScopedFlowView): string {
   const pct = (n: number) => `${(n * 100).toFixed(0)} %`;
+  // Only an operator of every tenant is given the share, the agents and the fleet (flowViewFor).
+  const whole = 'fleet' in v ? v : undefined;
   const tenants = v.tenants
     .map(
       (
         t,
       ) => `<tr data-tenant="${e(t.tenant)}"><td>${e(t.tenant)}</td><td class="waiting">${t.waiting}</td><td>${(t.oldestWaitingMs / 1000).toFixed(1)} s</td>
-<td class="held">${t.held} / ${t.limit === 0 ? '∞' : t.limit}</td><td>${t.weight}</td><td class="share">${pct(t.share)}</td><td>${t.admitted}</td></tr>`,
+<td class="held">${t.held} / ${t.limit === 0 ? '∞' : t.limit}</td><td>${t.weight}</td>${'share' in t ? `<td class="share">${pct(t.share)}</td>` : ''}<td>${t.admitted}</td></tr>`,
     )
     .join('\n');
-  const agents = v.agents
+  const agents = (whole?.agents ?? [])
     .map((a) => `<tr><td>${e(a.agent)}</td><td>${a.held} / ${a.limit === 0 ? '∞' : a.limit}</td></tr>`)
     .join('\n');
   const changes = v.changes
@@ -58,12 +61,20 @@ export function flowPage(op: Operator, v: FlowView): string {
         `<section class="rate" data-bucket="${e(r.bucket)}"><h3>${e(r.bucket)} <small>${r.rpm} requests/min, ${r.tpm} tokens/min</small></h3>${ratePlot(r)}</section>`,
     )
     .join('\n');
+  const state = v.enabled ? 'on' : 'off (FLOW_CONTROL=false): runs start at once';
+  const fleet = whole
+    ? ` · <span id="fleet-held">fleet ${whole.fleet.held} at work${whole.fleet.limit > 0 ? ` of ${whole.fleet.limit}` : ''}</span>`
+    : '';
+  const columns = `<th>tenant</th><th>waiting</th><th>oldest wait</th><th>at work / limit</th><th>weight</th>${whole ? '<th>share</th>' : ''}<th>admitted</th>`;
+  const agentSection = whole
+    ? `<h2>Agents</h2><table id="agents"><thead><tr><th>agent</th><th>at work / limit</th></tr></thead><tbody>${agents}</tbody></table>`
+    : '';
   const body = `<h1>Flow control</h1>
-<p id="flow-state">${v.enabled ? 'on' : 'off (FLOW_CONTROL=false): runs start at once'} · fleet ${v.fleet.held} at work${v.fleet.limit > 0 ? ` of ${v.fleet.limit}` : ''}</p>
+<p id="flow-state">${state}${fleet}</p>
 <h2>Tenants</h2>
-<table id="tenants"><thead><tr><th>tenant</th><th>waiting</th><th>oldest wait</th><th>at work / limit</th><th>weight</th><th>share</th><th>admitted</th></tr></thead>
-<tbody>${tenants || '<tr><td colspan="7">no tenant has runs in flow control</td></tr>'}</tbody></table>
-<h2>Agents</h2><table><thead><tr><th>agent</th><th>at work / limit</th></tr></thead><tbody>${agents}</tbody></table>
+<table id="tenants"><thead><tr>${columns}</tr></thead>
+<tbody>${tenants || `<tr><td colspan="${whole ? 7 : 6}">no tenant has runs in flow control</td></tr>`}</tbody></table>
+${agentSection}
 <h2>Model rate limits</h2>${rates || '<p>none configured (MODEL_RATE_LIMITS)</p>'}
 <h2>Changes</h2><ul id="changes">${changes || '<li>none</li>'}</ul>`;
   return layout('flow control', body, op);

@@ -4,14 +4,15 @@
  * and PUT /v1/flow/agents/:agent {limit}: run-time changes, recorded under the authenticated operator
  * (src/flow/admission.ts, configure). `null` puts a value back to the configured one. Changes need an
  * operator who sees every tenant (a weight or a limit moves the others' share too); a tenant-scoped
- * operator reads only its own tenants' lines. A malformed body is 400 naming the field, nothing written.
+ * operator reads only its own tenants' lines, without the figures that count other tenants' runs
+ * (ScopedFlowView). A malformed body is 400 naming the field, nothing written.
  */
 import { Router, type Response } from 'express';
 import { z } from 'zod';
 import type { EngineContext } from '../../runs/engineContext.js';
 import { operatorOf, requireOperator } from '../auth.js';
 import { invalid, param } from '../../producer/fieldErrors.js';
-import { readFlowView, type FlowView } from '../../flow/view.js';
+import { readFlowView, type FlowView, type ScopedFlowView } from '../../flow/view.js';
 import { settingProblem, type FlowSetting } from '../../flow/admission.js';
 import { FLOW_WEIGHT_MAX, FLOW_WEIGHT_MIN } from '../../core/flowWeight.js';
 import type { Operator } from '../operatorIdentity.js';
@@ -26,8 +27,12 @@ export const tenantFlowBodySchema = z
   .refine((b) => b.weight !== undefined || b.limit !== undefined, 'weight or limit');
 export const agentFlowBodySchema = z.object({ limit: limitSchema }).strict();
 
-/** The view an operator may see: a tenant-scoped one only its tenants' lines (and no one else's changes). */
-export async function flowViewFor(ctx: EngineContext, op: Operator): Promise<FlowView> {
+/**
+ * The view an operator may see: a tenant-scoped one only its tenants' lines (and no one else's changes), without a
+ * line's share, the agents' slots or the fleet's (ScopedFlowView says why). Built field by field, so a figure added
+ * to FlowView stays out of it until it is known to be the tenant's own.
+ */
+export async function flowViewFor(ctx: EngineContext, op: Operator): Promise<FlowView | ScopedFlowView> {
   const v = await readFlowView(ctx.redis, ctx.keys, ctx.cfg, Date.now());
   if (op.tenants === '*') return v;
   const mine = new Set(op.tenants);
@@ -37,8 +42,18 @@ export async function flowViewFor(ctx: EngineContext, op: Operator): Promise<Flo
     return parts.length === 2 || mine.has(parts[2] ?? '');
   };
   return {
-    ...v,
-    tenants: v.tenants.filter((t) => mine.has(t.tenant)),
+    enabled: v.enabled,
+    tenants: v.tenants
+      .filter((t) => mine.has(t.tenant))
+      .map(({ tenant, waiting, oldestWaitingMs, held, admitted, weight, limit }) => ({
+        tenant,
+        waiting,
+        oldestWaitingMs,
+        held,
+        admitted,
+        weight,
+        limit,
+      })),
     changes: v.changes.filter((c) => mine.has(c.of)),
     rates: v.rates.filter((r) => visibleBucket(r.bucket)),
   };

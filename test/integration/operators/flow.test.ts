@@ -2,14 +2,17 @@
  * Flow control for operators, over the real API: agentctl reads each tenant's line and changes a
  * weight or a limit at run time, recorded under the authenticated operator; a bad value is a 400
  * naming the field with nothing written; the console's flow page in headless Chromium shows the
- * lines and a server-rendered SVG plot of a rate limit's token rate against its limit.
+ * lines and a server-rendered SVG plot of a rate limit's token rate against its limit. A tenant-scoped
+ * operator's view and page hold its tenants' lines without the share, the agents' slots or the fleet's,
+ * which count the other tenants' runs.
  */
+import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser } from 'playwright-core';
-import { type Harness, sampleTicket } from '../../../testkit/harness.js';
+import { createHarness, type Harness, sampleTicket } from '../../../testkit/harness.js';
 import { startRun } from '../../../src/producer/intake.js';
-import type { FlowView } from '../../../src/flow/view.js';
+import type { FlowView, ScopedFlowView } from '../../../src/flow/view.js';
 import { agentctl, call, OPERATOR_TOKEN, operatorHarness } from './support.js';
 
 const CHROMIUM = '/usr/bin/chromium';
@@ -83,5 +86,69 @@ describe('flow control for operators', () => {
     } finally {
       await browser.close();
     }
+  });
+});
+
+describe('flow control for a tenant-scoped operator', () => {
+  /** Tom sees globex only. */
+  const TOM = 'tom-flow-token-0123';
+  let s: Harness & { url: string };
+  beforeAll(async () => {
+    // No worker: the admitted runs keep their slots, so every count below holds still.
+    s = Object.assign(
+      await createHarness('flowscope', {
+        OPERATOR_TOKEN,
+        OPERATORS: JSON.stringify([
+          {
+            name: 'tom',
+            tokenSha256: createHash('sha256').update(TOM).digest('hex'),
+            role: 'operator',
+            tenants: ['globex'],
+          },
+        ]),
+        FLOW_CONTROL: 'true',
+        FLOW_TENANT_CONCURRENCY: '2',
+      }),
+      { url: '' },
+    );
+    s.url = (await s.startApi()).url;
+    for (let i = 0; i < 3; i++)
+      await startRun(s.ctx, { tenant: 'acme', ticket: sampleTicket(`SCOPE-A-${i}`) }, `scope-a-${i}`);
+    await startRun(s.ctx, { tenant: 'globex', ticket: sampleTicket('SCOPE-G-0') }, 'scope-g-0');
+  });
+  afterAll(async () => {
+    await s.close();
+  });
+  const page = async (token: string) =>
+    (await fetch(`${s.url}/console/flow`, { headers: { authorization: `Bearer ${token}` } })).text();
+
+  it('GET /v1/flow: its lines without the share, no agents and no fleet; an operator of every tenant gets them all', async () => {
+    const whole = await call<FlowView>(s.url, 'GET', '/v1/flow');
+    expect(whole.status).toBe(200);
+    expect(whole.body.fleet.held).toBe(3);
+    expect(whole.body.agents).toEqual([expect.objectContaining({ agent: 'support', held: 3 })]);
+    expect(whole.body.tenants.map((t) => [t.tenant, t.held, t.waiting, t.share])).toEqual([
+      ['acme', 2, 1, 0.5],
+      ['globex', 1, 0, 0.5],
+    ]);
+    const tom = await call<ScopedFlowView & Record<string, unknown>>(s.url, 'GET', '/v1/flow', undefined, TOM);
+    expect(tom.status).toBe(200);
+    expect(tom.body).not.toHaveProperty('fleet');
+    expect(tom.body).not.toHaveProperty('agents');
+    expect(tom.body.tenants).toEqual([
+      { tenant: 'globex', waiting: 0, oldestWaitingMs: 0, held: 1, admitted: expect.any(Number), weight: 1, limit: 2 },
+    ]);
+  });
+
+  it("the console's flow page: its line without the share column, no agents and no fleet", async () => {
+    const whole = await page(OPERATOR_TOKEN);
+    expect(whole).toMatch(/<span id="fleet-held">fleet 3 at work<\/span>/);
+    expect(whole).toContain('<table id="agents">');
+    expect(whole).toMatch(/<tr data-tenant="globex">.*<td class="share">50 %<\/td>/s);
+    const tom = await page(TOM);
+    expect(tom).toMatch(/<p id="flow-state">on<\/p>/);
+    expect(tom).toMatch(/<tr data-tenant="globex">.*<td class="held">1 \/ 2<\/td>/s);
+    for (const hidden of ['data-tenant="acme"', 'fleet-held', 'id="agents"', 'class="share"', '<th>share</th>'])
+      expect(tom).not.toContain(hidden);
   });
 });
