@@ -81,7 +81,9 @@ describe('resolveModelChoice', () => {
     expect(resolveModelChoice(c, providers, mine, 'other', undefined, 'model')).toMatchObject({ model: 'claude-mine' });
     expect(resolveModelChoice(c, providers, mine, 't', 'anthropic', 'agent.model')).toEqual({
       path: 'agent.model',
-      message: expect.stringContaining("provider 'openai' (TENANT_MODELS)"),
+      message: expect.stringContaining("on provider 'openai'; leave agent.model out"),
+      // Where the choice came from, for the producer only.
+      deployment: 'from TENANT_MODELS.t',
     });
   });
 
