@@ -286,7 +286,7 @@ export class Metrics {
     });
     this.scheduleTicks = new Counter({
       name: 'agent_schedule_ticks_total',
-      help: 'Schedule ticks, by outcome (started a run, duplicate of a started one, skipped: paused or removed, invalid, revoked: the credential that made it is no longer configured, the schedule paused)',
+      help: 'Schedule ticks, by outcome (started a run, duplicate of a started one, skipped: paused or removed, invalid, revoked: the credential that made it is no longer configured, the schedule paused; retried: the tick threw and is tried again; failed: it threw on every attempt, no run started)',
       labelNames: ['outcome'],
       registers: r,
     });

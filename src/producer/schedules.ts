@@ -243,7 +243,15 @@ export class Schedules {
       {
         name: 'tick',
         data: { tenant: s.tenant, id: s.id },
-        opts: { removeOnComplete: { count: 100 }, removeOnFail: { count: 1000 } },
+        // A tick that fails (the store failing over, a replica wait short) is tried again: its run's idempotency key
+        // (`schedule:<id>:<tick time>`) makes a retry start the same run at most once. One that fails every attempt
+        // is counted `failed`, logged and alerted on (startScheduleWorker).
+        opts: {
+          attempts: TICK_ATTEMPTS,
+          backoff: { type: 'exponential', delay: TICK_BACKOFF_MS },
+          removeOnComplete: { count: 100 },
+          removeOnFail: { count: 1000 },
+        },
       },
     );
   }
@@ -313,6 +321,28 @@ export async function runTick(ctx: EngineContext, schedules: Schedules, job: Job
 }
 
 /**
+ * A tick that threw (anything but a request that no longer validates, which runTick answers): `retried` while it has
+ * attempts left, `failed` once it has none, when the tick's run was never started (alert AgentScheduleTicksFailing).
+ */
+export function tickFailed(ctx: EngineContext, job: Job | undefined, err: Error): void {
+  const data = tickDataSchema.safeParse(job?.data);
+  const where = data.success ? { tenant: data.data.tenant, schedule: data.data.id } : {};
+  const attempts = job?.opts.attempts ?? 1;
+  const last = job === undefined || job.attemptsMade >= attempts;
+  ctx.metrics.scheduleTicks.inc({ outcome: last ? 'failed' : 'retried' });
+  if (last)
+    ctx.log.error(
+      { code: 'schedule_tick_failed', ...where, attempts: job?.attemptsMade, err },
+      'schedule tick failed on every attempt: its run was not started',
+    );
+  else
+    ctx.log.warn(
+      { code: 'schedule_tick_retried', ...where, attempt: job.attemptsMade, err },
+      'schedule tick failed: tried again',
+    );
+}
+
+/**
  * How long a stopping process waits for the schedule worker to close. Its close() waits for the ticks in progress and
  * then for its connection, and hangs on a connection that is reconnecting (a Redis outage; BullMQ #2430, #4656): a
  * worker process stopped during an outage waited out its whole grace period and left with exit code 1, holding
@@ -320,6 +350,10 @@ export async function runTick(ctx: EngineContext, schedules: Schedules, job: Job
  * leaves after this long anyway; a tick cut short is delivered again.
  */
 export const SCHEDULE_CLOSE_TIMEOUT_MS = 3000;
+
+/** Attempts of a tick, and the first wait between two (doubled each time: about 31 s in all). */
+export const TICK_ATTEMPTS = 5;
+export const TICK_BACKOFF_MS = 1000;
 
 /** The schedule worker of a process; close() resolves within SCHEDULE_CLOSE_TIMEOUT_MS. */
 export interface ScheduleWorker {
@@ -334,6 +368,7 @@ export function startScheduleWorker(ctx: EngineContext, schedules: Schedules): S
     concurrency: 4,
   });
   w.on('error', (err) => ctx.log.warn({ code: 'schedule_worker_error', err }, 'schedule worker error'));
+  w.on('failed', (job, err) => tickFailed(ctx, job, err));
   let closing: Promise<void> | undefined;
   return {
     close() {

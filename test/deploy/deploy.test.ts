@@ -117,6 +117,7 @@ const ALERTS: Record<string, string[]> = {
   AgentFleetSpendRate: ['agent_spend_total', 'agent_spend_limit_micros'],
   AgentArchiveLagging: ['agent_archive_lag_seconds'],
   AgentArchiveFailing: ['agent_archive_failures_total'],
+  AgentScheduleTicksFailing: ['agent_schedule_ticks_total'],
 };
 
 /** Environment the processes read that is not in src/config/config.ts (read by other entry points). */

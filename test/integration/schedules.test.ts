@@ -6,14 +6,21 @@
  */
 import { createHash } from 'node:crypto';
 import type { Job } from 'bullmq';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createHarness, PRODUCER_TOKEN, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { createContext } from '../../src/server/buildContext.js';
 import type { EngineContext } from '../../src/runs/engineContext.js';
 import { loadConfig } from '../../src/config/config.js';
 import { createLogger } from '../../src/metrics/log.js';
 import { newMetrics } from '../../src/metrics/metrics.js';
-import { runTick, Schedules, scheduleViewSchema } from '../../src/producer/schedules.js';
+import {
+  runTick,
+  Schedules,
+  scheduleViewSchema,
+  startScheduleWorker,
+  TICK_ATTEMPTS,
+} from '../../src/producer/schedules.js';
+import { until } from '../../testkit/until.js';
 
 const OPERATOR_TOKEN = 'operator-token-for-tests';
 const VIEWER_TOKEN = 'viewer-token-for-tests';
@@ -184,6 +191,49 @@ describe('a tick checks the credential that made the schedule', () => {
     } finally {
       await schedules.close();
       await ctx2.close();
+    }
+  });
+});
+
+describe('a tick that throws', () => {
+  it('is tried again, then counted failed and logged: its run was never started', async () => {
+    const schedules = new Schedules(h.ctx);
+    // A definition that no longer parses: every attempt of its tick throws.
+    await h.ctx.redis.hset(h.ctx.keys.schedules(), 'acme:broken', '{"not":"a schedule"}');
+    const count = async (outcome: string) =>
+      (await h.ctx.metrics.scheduleTicks.get()).values.find((v) => v.labels.outcome === outcome)?.value ?? 0;
+    const [retried, failed] = [await count('retried'), await count('failed')];
+    const errors = vi.spyOn(h.ctx.log, 'error');
+    const worker = startScheduleWorker(h.ctx, schedules);
+    try {
+      await schedules.queue.add(
+        'tick',
+        { tenant: 'acme', id: 'broken' },
+        { attempts: 2, backoff: { type: 'fixed', delay: 10 }, removeOnFail: true },
+      );
+      await until('the tick failed on its last attempt', 10_000, async () => (await count('failed')) === failed + 1);
+      expect(await count('retried')).toBe(retried + 1);
+      const logged = errors.mock.calls.map(
+        ([fields]) => fields as { code?: string; tenant?: string; schedule?: string },
+      );
+      expect(logged).toContainEqual(
+        expect.objectContaining({ code: 'schedule_tick_failed', tenant: 'acme', schedule: 'broken' }),
+      );
+    } finally {
+      errors.mockRestore();
+      await worker.close();
+      await schedules.close();
+    }
+  });
+
+  it('ticks are made with attempts and a backoff (a retry starts the same run at most once: its idempotency key)', async () => {
+    const schedules = new Schedules(h.ctx);
+    try {
+      expect((await call('PUT', '/v1/schedules/retrying', ACME, hourly('acme', 1))).status).toBe(200);
+      const scheduler = await schedules.queue.getJobScheduler('acme:retrying');
+      expect(scheduler?.template?.opts).toMatchObject({ attempts: TICK_ATTEMPTS, backoff: { type: 'exponential' } });
+    } finally {
+      await schedules.close();
     }
   });
 });
