@@ -40,8 +40,14 @@ export class Reconciler {
     this.ledger = ledgerFor(ctx);
     this.stuck = new StuckRuns({ ...ctx, children: childRunsOf(ctx) });
     this.redlock = new Redlock([ctx.redis], { retryCount: 0 });
-    this.redlock.on('clientError', () => {});
+    // Redlock ends a lock call that met a store error (OOM under noeviction, READONLY after a failover) with the
+    // same LockError as one that found the lock held: its client errors are what tell the two apart (start).
+    this.redlock.on('clientError', (err: unknown) => {
+      this.lockClientError = err;
+    });
   }
+
+  private lockClientError: unknown;
 
   /** One sweep over every shard (safe to run twice, concurrently or not). */
   async sweep(nowMs = Date.now()): Promise<SweepReport> {
@@ -136,15 +142,26 @@ export class Reconciler {
     const tick = async () => {
       const ttl = this.ctx.cfg.RECONCILER_SWEEP_MS * 3 + this.ctx.cfg.RECONCILE_DEADLINE_MS;
       let lock;
+      this.lockClientError = undefined;
       try {
         lock = await this.redlock.lock(this.ctx.keys.reconcilerLeader(), ttl);
       } catch {
-        return; // another reconciler is sweeping
+        // Held by another reconciler, which sweeps; a store error means nobody may be sweeping: named and counted.
+        if (this.lockClientError !== undefined) {
+          this.ctx.metrics.reconcilerSweeps.inc({ outcome: 'lock_failed' });
+          this.ctx.log.warn(
+            { code: 'reconciler_lock_failed', err: this.lockClientError },
+            'the election lock could not be asked for: no sweep this tick',
+          );
+        }
+        return;
       }
       try {
         await this.sweep();
         await expireApprovals(this.ctx, Date.now());
+        this.ctx.metrics.reconcilerSweeps.inc({ outcome: 'done' });
       } catch (err) {
+        this.ctx.metrics.reconcilerSweeps.inc({ outcome: 'failed' });
         this.ctx.log.warn({ code: 'sweep_failed', err }, 'sweep failed');
       } finally {
         await lock.unlock().catch(() => {});

@@ -52,6 +52,7 @@ export class Metrics {
   readonly sseViewersRefused: Counter;
   readonly archivedRuns: Counter;
   readonly archiveFailures: Counter;
+  readonly reconcilerSweeps: Counter;
   readonly archiveLag: Gauge;
   readonly erasures: Counter;
 
@@ -65,6 +66,12 @@ export class Metrics {
     this.archivedRuns = new Counter({
       name: 'agent_archived_runs_total',
       help: 'Ended runs whose archive row was committed (src/archive/archiver.ts)',
+      registers: r,
+    });
+    this.reconcilerSweeps = new Counter({
+      name: 'agent_reconciler_sweeps_total',
+      help: "The reconciler's sweeps by outcome (done; failed: the sweep threw; lock_failed: the election lock could not be asked for, a store error, so no reconciler swept this tick)",
+      labelNames: ['outcome'],
       registers: r,
     });
     this.archiveFailures = new Counter({

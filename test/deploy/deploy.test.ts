@@ -118,6 +118,7 @@ const ALERTS: Record<string, string[]> = {
   AgentArchiveLagging: ['agent_archive_lag_seconds'],
   AgentArchiveFailing: ['agent_archive_failures_total'],
   AgentScheduleTicksFailing: ['agent_schedule_ticks_total'],
+  AgentReconcilerFailing: ['agent_reconciler_sweeps_total'],
 };
 
 /** Environment the processes read that is not in src/config/config.ts (read by other entry points). */
