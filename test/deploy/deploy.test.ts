@@ -88,6 +88,8 @@ const METRICS = new Set([
   'agent_archive_failures_total',
   'agent_archive_lag_seconds',
   'agent_erasures_total',
+  'agent_schedule_ticks_total',
+  'agent_reconciler_sweeps_total',
 ]);
 const HISTOGRAMS = new Set(['agent_step_duration_seconds']);
 
