@@ -21,7 +21,7 @@ import { type EndedRunRead, readEndedRun } from '../store/calls/readEndedRun.js'
 import { packJournal, unpackEntry, unpackJournal } from '../core/journal.js';
 import { foldMoves, FOLDED_HISTORY_FIELD, unfoldMoves } from '../store/ledgerHistory.js';
 import { compactRunCall, type CompactRunArgs } from '../store/calls/compactRun.js';
-import { foldHistoryCall } from '../store/calls/foldHistory.js';
+import { foldHistoryCall, historyDigest } from '../store/calls/foldHistory.js';
 import { isTerminal } from '../core/status.js';
 
 const sha1 = (s: string) => createHash('sha1').update(s, 'utf8').digest('hex');
@@ -90,7 +90,7 @@ export async function compactEndedRun(
     const reserved = reservation ? (await redis.exists(reservation)) === 1 : false;
     if (listed.length === 0 && !reserved) continue;
     const done = await foldHistoryCall(redis, actionKey, historyKey, {
-      listLength: listed.length,
+      listDigest: historyDigest(listed),
       foldedSha1: folded === null || folded === undefined ? '' : sha1(folded),
       folded: listed.length > 0 ? foldMoves([...unfoldMoves(folded), ...listed]) : '',
       reservation: reserved ? reservation! : historyKey,

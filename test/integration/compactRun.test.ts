@@ -13,6 +13,8 @@ import { compareEntryIds, parseEventId, readEventsAfter, unpackEntries } from '.
 import { compactEndedRun, SCRIPT_READ_MAX_STEPS } from '../../src/runs/compact.js';
 import { unpackJournal } from '../../src/core/journal.js';
 import { unpackSpec } from '../../src/store/runRecord.js';
+import { foldHistoryCall, historyDigest } from '../../src/store/calls/foldHistory.js';
+import { foldMoves } from '../../src/store/ledgerHistory.js';
 import { call, email, final, OPERATOR_TOKEN, operatorHarness, startScripted, turn } from './operators/support.js';
 
 let h: Harness & { url: string };
@@ -134,5 +136,32 @@ describe('an ended run, compacted', () => {
     expect(byScript.every((v) => v !== null)).toBe(true);
     expect(byScript).toEqual(byMulti);
     expect(byScript).toEqual(await stored(runId));
+  });
+});
+
+describe("folding an action's history", () => {
+  it('is refused when the list was rewritten in place since it was read (an erasure), not only when it grew', async () => {
+    const actionKey = h.ctx.keys.action('r_foldrace', 'a_foldrace');
+    const historyKey = h.ctx.keys.actionHistory(actionKey);
+    await h.ctx.redis.hset(actionKey, 'state', 'confirmed');
+    await h.ctx.redis.rpush(historyKey, '{"to":"planned","detail":"ada@example.com"}', '{"to":"confirmed"}');
+    const read = await h.ctx.redis.lrange(historyKey, 0, -1);
+    const fold = (listed: string[]) =>
+      foldHistoryCall(h.ctx.redis, actionKey, historyKey, {
+        listDigest: historyDigest(listed),
+        foldedSha1: '',
+        folded: foldMoves(listed),
+        reservation: historyKey,
+        actionId: 'a_foldrace',
+      });
+    // An erasure rewrites the first move, as many entries as before.
+    await h.ctx.redis.lset(historyKey, 0, '{"to":"planned","detail":"[erased]"}');
+    expect(await fold(read)).toBe(false);
+    expect(await h.ctx.redis.hget(actionKey, 'history')).toBeNull();
+    expect(await h.ctx.redis.llen(historyKey)).toBe(2);
+    // What it finds now folds.
+    expect(await fold(await h.ctx.redis.lrange(historyKey, 0, -1))).toBe(true);
+    expect(await h.ctx.redis.exists(historyKey)).toBe(0);
+    expect(await h.ctx.redis.hget(actionKey, 'history')).not.toContain('ada@example.com');
   });
 });

@@ -2,12 +2,20 @@
  * Typed call of src/store/lua/foldHistory-3.lua: an ended run's action history folded into its record, its reservation
  * let go.
  */
+import { createHash } from 'node:crypto';
 import type { RedisClient } from '../connect.js';
 import { script } from '../luaScripts.js';
 
+/** The fence on a history list's entries as read: what foldHistory-3.lua computes of the list it finds. */
+export function historyDigest(entries: readonly string[]): string {
+  const h = createHash('sha1');
+  for (const e of entries) h.update(`${Buffer.byteLength(e)}:`).update(e, 'utf8');
+  return h.digest('hex');
+}
+
 export interface FoldHistoryArgs {
-  /** The list's length and the record's folded field's sha1 ('' none) as read: the fence. */
-  listLength: number;
+  /** The list's entries (historyDigest) and the record's folded field's sha1 ('' none) as read: the fence. */
+  listDigest: string;
   foldedSha1: string;
   /** Every move read, folded (src/store/ledgerHistory.ts); '' leaves the history as it is. */
   folded: string;
@@ -27,7 +35,7 @@ export async function foldHistoryCall(
     actionKey,
     historyKey,
     a.reservation,
-    a.listLength,
+    a.listDigest,
     a.foldedSha1,
     a.folded,
     a.actionId,
