@@ -10,6 +10,9 @@
  *   blob         read-only; answers a text of `bytes` bytes
  *   pid          read-only; its process id (a test kills it)
  *   book         a write: one booking per idempotency key (MCP_META), counted (`count`)
+ *   loose_out    read-only; its output schema has `unevaluatedProperties`, which zod cannot build
+ *   ref_out      a write (not read-only); its output schema has a `$ref` to a definition it does not hold
+ *   count        read-only; the bookings per key and the calls per tool the server received
  *
  * MCP_HOSTILE_TOOLS (comma-separated) lists only those tools. MCP_DOWN_FILE: while that file exists, the server
  * exits at start (a server that stays down). It exits when its client closes stdin.
@@ -55,11 +58,24 @@ const ALL = [
   { name: 'pid', inputSchema: obj({}), annotations: read },
   { name: 'book', inputSchema: obj({ slot: { type: 'string' } }, ['slot']), annotations: { readOnlyHint: false } },
   { name: 'count', inputSchema: obj({}), annotations: read },
+  {
+    name: 'loose_out',
+    inputSchema: obj({}),
+    outputSchema: { ...obj({ ok: { type: 'boolean' } }), unevaluatedProperties: false },
+    annotations: read,
+  },
+  {
+    name: 'ref_out',
+    inputSchema: obj({ slot: { type: 'string' } }, ['slot']),
+    outputSchema: obj({ id: { $ref: '#/$defs/bookingId' } }, ['id']),
+    annotations: { readOnlyHint: false },
+  },
 ];
 const only = process.env.MCP_HOSTILE_TOOLS?.split(',');
 const tools = only ? ALL.filter((t) => only.includes(t.name)) : ALL;
 
 const bookings = new Map<string, number>();
+const calls = new Map<string, number>();
 const text = (value: unknown) => [
   { type: 'text' as const, text: typeof value === 'string' ? value : JSON.stringify(value) },
 ];
@@ -70,6 +86,7 @@ const server = new Server({ name: 'hostile', version: '1' }, { capabilities: { t
 server.setRequestHandler(ListToolsRequestSchema, () => ({ tools }));
 server.setRequestHandler(CallToolRequestSchema, async (req) => {
   const args = req.params.arguments ?? {};
+  calls.set(req.params.name, (calls.get(req.params.name) ?? 0) + 1);
   switch (req.params.name) {
     case 'match':
       return { content: text({ matched: args.s }) };
@@ -98,8 +115,12 @@ server.setRequestHandler(CallToolRequestSchema, async (req) => {
     case 'count':
       return {
         content: text(Object.fromEntries(bookings)),
-        structuredContent: { bookings: Object.fromEntries(bookings) },
+        structuredContent: { bookings: Object.fromEntries(bookings), calls: Object.fromEntries(calls) },
       };
+    case 'loose_out':
+      return { content: text({ ok: true }), structuredContent: { ok: true } };
+    case 'ref_out':
+      return { content: text({ id: `bk_${String(args.slot)}` }), structuredContent: { id: `bk_${String(args.slot)}` } };
     default:
       return { isError: true, content: text({ error: 'unknown_tool' }) };
   }

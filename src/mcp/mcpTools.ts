@@ -10,8 +10,9 @@
  *    run as a read, which a recovery would call again.
  * The tools' argument schemas are the server's (zod's fromJSONSchema), so they count in the agent's
  * tools hash: a server that changes a tool sends runs pinned to the old hash to the version queue.
- * A server's schemas are untrusted: one out of bounds (its size, its nesting, a pattern RE2 cannot run)
- * refuses its tool (src/mcp/schemaGuard.ts), and every pattern of the server runs on RE2, in linear time.
+ * A server's schemas are untrusted: one out of bounds (its size, its nesting, a pattern RE2 cannot run) or one
+ * zod cannot build, input or output schema, refuses its tool at the listing (src/mcp/schemaGuard.ts), and every
+ * pattern of the server runs on RE2, in linear time.
  * The listing is taken once, when the agents module builds the agents (a process's boot); the connection
  * is re-established after a loss (src/mcp/session.ts).
  */
@@ -88,14 +89,14 @@ export interface McpServerConnection {
   tools: Tool[];
   /** Server tools neither read-only nor declared: not given to the agent. */
   skipped: string[];
-  /** Server tools whose schema is out of bounds (`mcp_schema_refused`): not given to the agent. */
+  /** Server tools whose input or output schema is refused (`mcp_schema_refused`): not given to the agent. */
   refused: RefusedMcpTool[];
   /** The connection's state (also every tool's `source`: the process's health and metrics read it). */
   status(): ToolSourceStatus;
   close(): Promise<void>;
 }
 
-/** A declared tool (in `writes` or `reads`) whose schema is out of bounds: the boot stops, naming it and why. */
+/** A declared tool (in `writes` or `reads`) whose schema is refused: the boot stops, naming it and why. */
 export class McpSchemaRefusedError extends TypeError {
   readonly code = 'mcp_schema_refused';
   constructor(readonly refused: readonly RefusedMcpTool[]) {
@@ -123,39 +124,68 @@ function defaultReceipt(result: McpCallResult, key: string): string {
   return typeof id === 'string' && id.length > 0 ? id : key;
 }
 
-/**
- * The server's output schemas, for the SDK's check of a result's structured content: the same bounds and the same
- * regex engine as the input schemas. A tool whose output schema is out of bounds is refused at the listing; one
- * that still cannot be built fails its tool's answers, never the process.
- */
-function outputValidator(limits: SchemaLimits): jsonSchemaValidator {
-  return {
-    // The SDK's port is generic in the validated type; this validator checks values, whatever T the caller names.
-    // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-parameters
-    getValidator<T>(schema: unknown) {
-      const checked = checkSchema(schema, limits);
-      let zod: z.ZodType | undefined;
-      try {
-        zod = 'reason' in checked ? undefined : schemaToZod(schema as Record<string, unknown>, checked.patterns);
-      } catch {
-        zod = undefined;
-      }
-      return (input: unknown) =>
-        zod?.safeParse(input).success === true
-          ? { valid: true as const, data: input as T, errorMessage: undefined }
-          : {
-              valid: false as const,
-              data: undefined,
-              errorMessage: 'the structured content does not match its schema',
-            };
-    },
-  };
+/** An output schema as the listing built it: its zod schema, or why it is refused. */
+type BuiltOutput = { zod: z.ZodType } | SchemaRefusal;
+
+/** The output schema within bounds, on RE2, built by zod; or why not (`schema_invalid`: zod cannot build it). */
+function buildOutput(schema: unknown, limits: SchemaLimits): BuiltOutput {
+  const checked = checkSchema(schema, limits);
+  if ('reason' in checked) return checked;
+  try {
+    return { zod: schemaToZod(schema as Record<string, unknown>, checked.patterns) };
+  } catch {
+    return { reason: 'schema_invalid', message: 'zod cannot build the schema' };
+  }
 }
 
-/** The zod schema of a tool's arguments, or why its schemas are refused. */
-function argsSchema(t: ListedTool, limits: SchemaLimits): z.ZodType<Record<string, unknown>> | SchemaRefusal {
+/**
+ * The server's output schemas, for the SDK's check of a result's structured content: the same bounds and the same
+ * regex engine as the input schemas. Each is built once, at the listing: the SDK asks for every listed tool's
+ * validator as it takes the listing (`listTools`), and the tool's admission (`argsSchema`) reads the same build, by
+ * the listing's own schema object. A tool whose output schema is refused (out of bounds, or one zod cannot build:
+ * `unevaluatedProperties`, an unresolved `$ref`) is refused at the listing, never called as a tool; its validator
+ * refuses every answer, naming why (a lookup's call of it, or a reconnection's listing that changed it).
+ */
+class OutputSchemas implements jsonSchemaValidator {
+  private readonly built = new WeakMap<object, BuiltOutput>();
+
+  constructor(private readonly limits: SchemaLimits) {}
+
+  of(schema: unknown): BuiltOutput {
+    if (typeof schema !== 'object' || schema === null) return buildOutput(schema, this.limits);
+    let b = this.built.get(schema);
+    if (!b) {
+      b = buildOutput(schema, this.limits);
+      this.built.set(schema, b);
+    }
+    return b;
+  }
+
+  // The SDK's port is generic in the validated type; this validator checks values, whatever T the caller names.
+  // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-parameters
+  getValidator<T>(schema: unknown) {
+    const b = this.of(schema);
+    const invalid = (errorMessage: string) => ({ valid: false as const, data: undefined, errorMessage });
+    if ('reason' in b) {
+      const refusal = invalid(`the output schema is refused (${b.reason}: ${b.message})`);
+      return () => refusal;
+    }
+    const { zod } = b;
+    return (input: unknown) =>
+      zod.safeParse(input).success
+        ? { valid: true as const, data: input as T, errorMessage: undefined }
+        : invalid('the structured content does not match its schema');
+  }
+}
+
+/** The zod schema of a tool's arguments, or why its schemas (input or output) are refused. */
+function argsSchema(
+  t: ListedTool,
+  limits: SchemaLimits,
+  outputs: OutputSchemas,
+): z.ZodType<Record<string, unknown>> | SchemaRefusal {
   if (t.outputSchema !== undefined) {
-    const out = checkSchema(t.outputSchema, limits);
+    const out = outputs.of(t.outputSchema);
     if ('reason' in out) return { reason: out.reason, message: `output schema: ${out.message}` };
   }
   const checked = checkSchema(t.inputSchema, limits);
@@ -177,8 +207,8 @@ function outputCapFor(opts: McpToolsOptions, tool: string): { maxOutputBytes?: n
 /**
  * Connects to an MCP server and lists its tools as the agent declares them.
  * A declared read or write the server does not list stops the boot (a TypeError naming it), and so does one whose
- * schema is out of bounds (McpSchemaRefusedError, naming it and the reason); an undeclared read-only tool out of
- * bounds is left out, named in `refused`.
+ * input or output schema is refused, out of bounds or one zod cannot build (McpSchemaRefusedError, naming it and
+ * the reason); an undeclared read-only tool refused is left out, named in `refused`.
  *
  * @example
  *   const bookings = await connectMcpServer({ url: env.BOOKINGS_MCP_URL }, {
@@ -191,7 +221,8 @@ export async function connectMcpServer(
   opts: McpToolsOptions = {},
 ): Promise<McpServerConnection> {
   const limits = { ...DEFAULT_SCHEMA_LIMITS, ...opts.schemaLimits };
-  const session = new McpSession(transport, outputValidator(limits), {
+  const outputs = new OutputSchemas(limits);
+  const session = new McpSession(transport, outputs, {
     baseMs: opts.reconnect?.baseMs ?? 200,
     maxMs: opts.reconnect?.maxMs ?? 30_000,
   });
@@ -220,7 +251,7 @@ export async function connectMcpServer(
       skipped.push(t.name);
       continue;
     }
-    const args = argsSchema(t, limits);
+    const args = argsSchema(t, limits, outputs);
     if ('reason' in args) {
       refused.push({ tool: t.name, reason: args.reason, message: args.message });
       continue;

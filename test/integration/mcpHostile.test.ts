@@ -7,6 +7,9 @@
 import { rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
+import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createHarness, type Harness } from '../../testkit/harness.js';
@@ -22,7 +25,7 @@ import { createContext } from '../../src/server/buildContext.js';
 import { buildSpec } from '../../src/producer/intake.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { scriptSchema } from '../../src/models/scriptedTurns.js';
-import { toolSourcesHealth, toolSourcesOf } from '../../src/server/toolSources.js';
+import { reportToolSources, toolSourcesHealth, toolSourcesOf } from '../../src/server/toolSources.js';
 import { AgentCatalog } from '../../src/core/agent.js';
 
 const opened: { close(): Promise<void> }[] = [];
@@ -81,6 +84,20 @@ describe('schemas out of bounds', () => {
     expect(err).toBeInstanceOf(McpSchemaRefusedError);
     expect((err as McpSchemaRefusedError).code).toBe('mcp_schema_refused');
     expect((err as Error).message).toMatch(/'deep' \(combinators_too_deep/);
+  });
+
+  it('a declared tool whose output schema zod cannot build stops the boot, naming the tool and the reason', async () => {
+    // A write: without the refusal, each call would run on the server and its answer fail the check (an unknown
+    // outcome, a person); a read: a tool error every time. Neither with a cause anyone sees.
+    const write = await connect(['ref_out', 'pid'], { writes: { ref_out: {} } }).catch((e: unknown) => e);
+    expect(write).toBeInstanceOf(McpSchemaRefusedError);
+    expect((write as McpSchemaRefusedError).refused).toEqual([
+      { tool: 'ref_out', reason: 'schema_invalid', message: 'output schema: zod cannot build the schema' },
+    ]);
+    expect((write as Error).message).toMatch(/'ref_out' \(schema_invalid: output schema: zod cannot build/);
+    const read = await connect(['loose_out', 'pid'], { reads: ['loose_out'] }).catch((e: unknown) => e);
+    expect(read).toBeInstanceOf(McpSchemaRefusedError);
+    expect((read as Error).message).toMatch(/'loose_out' \(schema_invalid: output schema/);
   });
 });
 
@@ -198,6 +215,47 @@ describe('in a run', () => {
     const obs = (await h.ctx.store.transcript(runId)).find((e) => e.kind === 'observation');
     expect(obs).toMatchObject({ status: 'tool_error', output: { error: 'output_too_large', limitBytes: 10_000 } });
     expect(JSON.stringify(await h.ctx.store.transcript(runId)).length).toBeLessThan(10_000);
+  });
+
+  it('an undeclared tool whose output schema zod cannot build is left out and logged; a call of it is never sent', async () => {
+    const conn = await connect(['loose_out', 'count']);
+    expect(conn.refused).toEqual([
+      { tool: 'loose_out', reason: 'schema_invalid', message: 'output schema: zod cannot build the schema' },
+    ]);
+    expect(conn.status().refused).toEqual([{ tool: 'loose_out', reason: 'schema_invalid' }]);
+    expect(conn.tools.map((t) => t.name)).toEqual(['count']);
+    // The worker's boot log names it (as for any refused schema).
+    const lines: string[] = [];
+    const sink = new Writable({
+      write(chunk, _enc, cb) {
+        lines.push(String(chunk));
+        cb();
+      },
+    });
+    const catalog = new AgentCatalog([
+      defineAgent({
+        name: 'mcp-hostile',
+        version: 'mcp-hostile@1',
+        tools: conn.tools,
+        input: z.object({}),
+        instructions: () => 'x',
+        key: () => 'k',
+      }),
+    ]);
+    reportToolSources(toolSourcesOf(catalog), new Registry(), pino(sink));
+    expect(lines.map((l) => JSON.parse(l) as Record<string, unknown>)).toMatchObject([
+      { code: 'mcp_schema_refused', source: 'mcp:hostile', tool: 'loose_out', reason: 'schema_invalid' },
+    ]);
+    // The model's call of it is answered unknown_tool by the engine; the server never receives it.
+    const runId = await runWith(conn, [
+      { toolCalls: [{ name: 'loose_out', args: {} }], usage },
+      { toolCalls: [], final: 'done', usage },
+    ]);
+    expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'])).toBe('completed');
+    const obs = (await h.ctx.store.transcript(runId)).filter((e) => e.kind === 'observation');
+    expect(obs).toMatchObject([{ status: 'format_error', output: { error: 'unknown_tool', tool: 'loose_out' } }]);
+    const counted = (await readOf(conn, 'count').execute({}, toolCtx())) as { calls: Record<string, number> };
+    expect(counted.calls).toEqual({ count: 1 });
   });
 
   it('a write whose every attempt never left goes to safe_retry and is sent again by the job, not to a person', async () => {
