@@ -215,6 +215,8 @@ async function eraseRunInRedis(ctx: ErasureContext, runId: string, nowMs: number
       // The agent's search values are the customer's own (an email, an order id): gone from the run and its indexes.
       if (run.search !== undefined) tx.hdel(k.run, 'search' satisfies RunField);
       for (const index of JSON.parse(run.searchKeys ?? '[]') as string[]) tx.zrem(index, runId);
+      // The index keys name a digest of each value (sha256 of an email is found again by hashing the email): gone too.
+      if (run.searchKeys !== undefined) tx.hdel(k.run, 'searchKeys' satisfies RunField);
       journal.forEach((raw, i) => tx.lset(k.journal, i, redactStored(raw, i)));
       // An ended run's journal packed beside the list (src/store/runJournal.ts): redacted, packed again, TTL kept.
       if (packedJournal) tx.set(k.journalPacked, redactPackedJournal(packedJournal), 'KEEPTTL');
@@ -280,6 +282,7 @@ async function eraseRunInArchive(pool: ArchivePool, runId: string, nowMs: number
       const record: Partial<Record<RunField, unknown>> = { ...row.record, erasedAt: String(nowMs) };
       if (record.followUpContext !== undefined) record.followUpContext = ERASED;
       delete record.search;
+      delete record.searchKeys;
       await client.query(
         `UPDATE archived_runs SET view = $2, spec = $3, events = $4, record = $5, search_fields = '{}',
            erased_at_ms = GREATEST(erased_at_ms, $6), versions = versions + 1 WHERE run_id = $1`,

@@ -333,14 +333,18 @@ describe('erasure and search by what people know, over Redis and the archive', (
     expect(res.status).toBe(201);
     expect(((await res.json()) as { runIds: string[] }).runIds).toEqual([runId]);
     expect(await redisHits(mark)).toEqual([]);
+    // Nor the index keys, which name a digest of each value.
+    expect(await h.ctx.redis.hget(h.ctx.keys.run(runId).run, 'searchKeys')).toBeNull();
     // Gone from its search indexes too: the value finds nothing now.
     const found = await fetch(`${url}/v1/runs?customer=${encodeURIComponent(`${mark}@example.com`)}`, {
       headers: producerAuth,
     });
     expect(((await found.json()) as { runs: unknown[] }).runs).toEqual([]);
-    // Its later copy carries the marker, not the text.
+    // Its later copy carries the marker, not the text, nor the index keys.
     await archiver.pass();
     expect(await archiveHits(mark)).toEqual([]);
+    const copied = await h.ctx.archive!.pool.query('SELECT record FROM archived_runs WHERE run_id = $1', [runId]);
+    expect(copied.rows[0].record).not.toHaveProperty('searchKeys');
   });
 
   it('finds a run past Redis retention by subject and by search field, from the archive; a run in both once', async () => {
