@@ -16,7 +16,7 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { Config } from '../config/config.js';
 import type { RedisClient } from '../store/connect.js';
 import { isRunId, type KeySpace } from '../store/keys.js';
-import { directoryFor, type Operator, type OperatorRole } from './operatorIdentity.js';
+import { directoryFor, type DirectoryDeps, type Operator, type OperatorRole } from './operatorIdentity.js';
 import { actorSeesTenant, runTenant } from '../operations/actor.js';
 import type { RunArchive } from '../runs/engineContext.js';
 
@@ -66,14 +66,17 @@ export type Principal =
   { role: 'producer' } | { role: 'tenant'; tenant: string } | { role: 'operator'; operator: Operator };
 
 type TokenConfig = Pick<Config, 'PRODUCER_TOKEN' | 'TENANT_TOKENS'>;
-type AuthConfig = Parameters<typeof directoryFor>[0] & TokenConfig;
+type AuthConfig = DirectoryDeps['cfg'] & TokenConfig;
+/** The settings, and the metrics and log the operator directory reports refused bearers to (an EngineContext). */
+export type AuthDeps = Omit<DirectoryDeps, 'cfg'> & { cfg: AuthConfig };
 
 export const RUN_TOKEN_SETTINGS = 'PRODUCER_TOKEN, OPERATOR_TOKEN, OPERATORS, OIDC_ISSUER or TENANT_TOKENS';
 export const OPERATOR_SETTINGS = 'OPERATOR_TOKEN, OPERATORS or OIDC_ISSUER';
 
 /** Whether any token that may read runs is configured. */
-export function runTokensConfigured(cfg: AuthConfig): boolean {
-  return directoryFor(cfg).configured || cfg.PRODUCER_TOKEN !== undefined || Object.keys(cfg.TENANT_TOKENS).length > 0;
+export function runTokensConfigured(deps: AuthDeps): boolean {
+  const { cfg } = deps;
+  return directoryFor(deps).configured || cfg.PRODUCER_TOKEN !== undefined || Object.keys(cfg.TENANT_TOKENS).length > 0;
 }
 
 /**
@@ -97,14 +100,14 @@ export function principalOf(cfg: TokenConfig, token: string | undefined): Princi
  * tenant by bearer token.
  */
 export async function principalFor(
-  cfg: AuthConfig,
+  deps: AuthDeps,
   req: Request,
   session?: SessionReader,
 ): Promise<Principal | undefined> {
   const token = bearer(req);
-  const operator = token !== undefined ? await directoryFor(cfg).authenticate(token) : await session?.(req);
+  const operator = token !== undefined ? await directoryFor(deps).authenticate(token) : await session?.(req);
   if (operator) return { role: 'operator', operator };
-  return principalOf(cfg, token);
+  return principalOf(deps.cfg, token);
 }
 
 /** Reads the console session of a request, if any (src/http/console/session.ts). */
@@ -152,12 +155,12 @@ export function requireRunCreation(cfg: TokenConfig) {
  * tenant's run and an unknown run all answer the same 404 (runNotFound).
  */
 export function requireRunAccess(
-  deps: { cfg: AuthConfig; redis: RedisClient; keys: KeySpace; archive?: Pick<RunArchive, 'tenantOf'> },
+  deps: AuthDeps & { redis: RedisClient; keys: KeySpace; archive?: Pick<RunArchive, 'tenantOf'> },
   session?: SessionReader,
 ): RequestHandler<{ id: string }> {
   return async (req, res, next) => {
-    if (!runTokensConfigured(deps.cfg)) return void authUnconfigured(res, RUN_TOKEN_SETTINGS);
-    const p = await principalFor(deps.cfg, req, session);
+    if (!runTokensConfigured(deps)) return void authUnconfigured(res, RUN_TOKEN_SETTINGS);
+    const p = await principalFor(deps, req, session);
     if (!p)
       return void res
         .status(401)
@@ -178,8 +181,8 @@ export function requireRunAccess(
  * none is configured, 401 without a valid one, 403 for a viewer on a route
  * that acts (`need` operator). The operator is left in res.locals.operator.
  */
-export function requireOperator(cfg: AuthConfig, need: OperatorRole, session?: SessionReader): RequestHandler {
-  const dir = directoryFor(cfg);
+export function requireOperator(deps: AuthDeps, need: OperatorRole, session?: SessionReader): RequestHandler {
+  const dir = directoryFor(deps);
   return async (req, res, next) => {
     if (!dir.configured) return void authUnconfigured(res, OPERATOR_SETTINGS);
     const token = bearer(req);

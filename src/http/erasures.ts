@@ -70,7 +70,7 @@ export const recordShapeMatches: Same<z.infer<typeof erasureRecordSchema>, Erasu
 
 export function erasuresRouter(ctx: EngineContext): Router {
   const r = Router();
-  r.post(ERASURES_PATH, requireOperator(ctx.cfg, 'operator'), async (req, res) => {
+  r.post(ERASURES_PATH, requireOperator(ctx, 'operator'), async (req, res) => {
     const parsed = erasureSchema.safeParse(req.body ?? {});
     if (!parsed.success) return void invalid(res, parsed.error);
     const body = parsed.data;

@@ -14,10 +14,17 @@
  * (the caller answers 401); a JWT without a known role is no operator either:
  * nobody gets a role by default. The operator's name is what every action
  * records: it never comes from the request body.
+ *
+ * A JWT that is no operator is told apart for the operators of the fleet, never for the caller (the answer is the
+ * same 401): the identity provider or its keys could not be used (`oidc_unavailable`, logged at warn with the error)
+ * or the token was refused (`oidc_token_refused`, logged at info with the reason); both are counted in
+ * agent_operator_auth_failures_total{method="oidc", reason}. Neither log line carries the token or its claims.
  */
 import { createHash, createPublicKey, timingSafeEqual, type KeyObject } from 'node:crypto';
-import { createRemoteJWKSet, jwtVerify, type JWTPayload } from 'jose';
+import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import type { Logger } from 'pino';
 import type { Config } from '../config/config.js';
+import type { Metrics } from '../metrics/metrics.js';
 
 export type OperatorRole = 'viewer' | 'operator';
 
@@ -43,6 +50,91 @@ type IdentityConfig = Pick<
   | 'OIDC_ROLE_CLAIM'
   | 'OIDC_TENANTS_CLAIM'
 >;
+
+/** What a directory is built from: the identity settings, and the process's metrics and log it reports to. */
+export interface DirectoryDeps {
+  cfg: IdentityConfig;
+  metrics: Pick<Metrics, 'operatorAuthFailures'>;
+  log: Logger;
+}
+
+/**
+ * Why a JWT was no operator because the identity provider or its keys could not be used (log code oidc_unavailable):
+ * the JWKS endpoint unreachable, timing out or answering other than 200 (idp_unreachable); its answer not JSON, not a
+ * key set, or its keys unusable (jwks_invalid); no key of the set matches the token's kid and algorithm, after a
+ * refresh of the set (no_matching_key).
+ */
+export const OIDC_UNAVAILABLE_REASONS = ['idp_unreachable', 'jwks_invalid', 'no_matching_key'] as const;
+/**
+ * Why a JWT was refused (log code oidc_token_refused): its signature does not verify (bad_signature), it expired
+ * (expired), another issuer or audience (wrong_issuer, wrong_audience), another claim check failed: nbf, iat, a
+ * missing exp or name, a lifetime over JWT_MAX_LIFETIME_S (claim_invalid), not a well-formed JWS/JWT or an algorithm
+ * not in OIDC_ALGORITHMS (malformed), verified but no known role (no_role).
+ */
+export const OIDC_REFUSED_REASONS = [
+  'bad_signature',
+  'expired',
+  'wrong_issuer',
+  'wrong_audience',
+  'claim_invalid',
+  'malformed',
+  'no_role',
+] as const;
+export type OidcUnavailableReason = (typeof OIDC_UNAVAILABLE_REASONS)[number];
+export type OidcRefusedReason = (typeof OIDC_REFUSED_REASONS)[number];
+
+/** An error of the key source (the JWKS fetch and key selection), told apart from the token's own checks. */
+class KeySourceError extends Error {
+  constructor(
+    readonly error: unknown,
+    readonly kid: string | undefined,
+  ) {
+    super('OIDC key source failed');
+  }
+}
+
+/** The reason an error of the key source is counted under. */
+export function unavailableReason(err: unknown): OidcUnavailableReason {
+  if (err instanceof joseErrors.JWKSNoMatchingKey || err instanceof joseErrors.JWKSMultipleMatchingKeys)
+    return 'no_matching_key';
+  if (
+    err instanceof joseErrors.JWKSInvalid ||
+    err instanceof joseErrors.JWKInvalid ||
+    err instanceof joseErrors.JOSENotSupported
+  )
+    return 'jwks_invalid';
+  // jose's own error for an answer that is not JSON ("Failed to parse ... as JSON"); an answer other than 200 is
+  // another plain JOSEError ("Expected 200 OK ...").
+  if (err instanceof joseErrors.JOSEError && err.code === 'ERR_JOSE_GENERIC' && /failed to parse/i.test(err.message))
+    return 'jwks_invalid';
+  // JWKSTimeout, a non-200 answer, and fetch's own errors (connection refused, DNS, TLS).
+  return 'idp_unreachable';
+}
+
+/** The reason a token's own check failure is counted under (an error of jwtVerify not from the key source). */
+export function refusedReason(err: unknown): OidcRefusedReason {
+  if (err instanceof joseErrors.JWTExpired) return err.claim === 'exp' ? 'expired' : 'claim_invalid';
+  if (err instanceof joseErrors.JWTClaimValidationFailed) {
+    if (err.claim === 'iss') return 'wrong_issuer';
+    if (err.claim === 'aud') return 'wrong_audience';
+    return 'claim_invalid';
+  }
+  if (
+    err instanceof joseErrors.JWSInvalid ||
+    err instanceof joseErrors.JWTInvalid ||
+    err instanceof joseErrors.JOSEAlgNotAllowed ||
+    err instanceof joseErrors.JOSENotSupported
+  )
+    return 'malformed';
+  // JWSSignatureVerificationFailed, and WebCrypto's refusal of a configured key that does not fit the token's
+  // algorithm: the token was not signed with the key this deployment trusts.
+  return 'bad_signature';
+}
+
+/** A kid fit for a log line (it is the caller's text): short and plain, else left out. */
+function loggableKid(kid: unknown): string | undefined {
+  return typeof kid === 'string' && /^[\w.:-]{1,64}$/.test(kid) ? kid : undefined;
+}
 
 /** The shared OPERATOR_TOKEN's operator. */
 export const SHARED_OPERATOR: Operator = Object.freeze({ name: 'operator', role: 'operator', tenants: '*' });
@@ -73,10 +165,16 @@ function sameOperator(a: Operator, b: Operator): boolean {
 
 export class OperatorDirectory {
   private readonly byDigest: { digest: Buffer; operator: Operator }[];
-  private readonly jwtKey: ReturnType<typeof createRemoteJWKSet> | KeyObject | undefined;
+  private readonly jwtKey: JWTVerifyGetKey | KeyObject | undefined;
   private readonly sharedDigest: Buffer | undefined;
+  private readonly cfg: IdentityConfig;
+  private readonly metrics: DirectoryDeps['metrics'];
+  private readonly log: Logger;
 
-  constructor(private readonly cfg: IdentityConfig) {
+  constructor({ cfg, metrics, log }: DirectoryDeps) {
+    this.cfg = cfg;
+    this.metrics = metrics;
+    this.log = log;
     this.sharedDigest =
       cfg.OPERATOR_TOKEN !== undefined ? createHash('sha256').update(cfg.OPERATOR_TOKEN).digest() : undefined;
     this.byDigest = cfg.OPERATORS.map((o) => ({
@@ -88,8 +186,23 @@ export class OperatorDirectory {
       }),
     }));
     if (cfg.OIDC_ISSUER === undefined) this.jwtKey = undefined;
-    else if (cfg.OIDC_JWKS_URL !== undefined) this.jwtKey = createRemoteJWKSet(new URL(cfg.OIDC_JWKS_URL));
-    else this.jwtKey = createPublicKey(cfg.OIDC_PUBLIC_KEY!);
+    else if (cfg.OIDC_JWKS_URL !== undefined) {
+      const jwks = createRemoteJWKSet(new URL(cfg.OIDC_JWKS_URL));
+      // Whatever the key set throws (fetch, parse, key selection after a refresh) is the provider's side, not the
+      // token's: marked so fromJwt tells the two apart.
+      this.jwtKey = async (header, token) => {
+        try {
+          return await jwks(header, token);
+        } catch (err) {
+          throw new KeySourceError(err, loggableKid(header.kid));
+        }
+      };
+    } else this.jwtKey = createPublicKey(cfg.OIDC_PUBLIC_KEY!);
+    if (this.jwtKey !== undefined) {
+      // Every reason's series exists from the start (at 0), so rate() sees the first failure.
+      for (const reason of [...OIDC_UNAVAILABLE_REASONS, ...OIDC_REFUSED_REASONS])
+        metrics.operatorAuthFailures.inc({ method: 'oidc', reason }, 0);
+    }
   }
 
   /** Whether any operator credential is configured (else operator routes answer 503). */
@@ -139,12 +252,47 @@ export class OperatorDirectory {
       // Two call shapes (a key set is a function of the header, a key is a key): same checks either way.
       const key = this.jwtKey!;
       ({ payload } = typeof key === 'function' ? await jwtVerify(token, key, opts) : await jwtVerify(token, key, opts));
-    } catch {
-      // Bad signature, wrong issuer or audience, expired, JWKS unreachable: no operator (401). The reason is not told
-      // to the caller.
+    } catch (err) {
+      // No operator (401) either way, and the caller is not told which: the fleet's operators are.
+      if (err instanceof KeySourceError) this.unavailable(err);
+      else this.refused(refusedReason(err), err);
       return undefined;
     }
-    return lifetimeAllowed(payload, Date.now() / 1000) ? operatorOfClaims(payload, this.cfg) : undefined;
+    if (!lifetimeAllowed(payload, Date.now() / 1000)) return void this.refused('claim_invalid');
+    const operator = operatorOfClaims(payload, this.cfg);
+    if (operator === undefined)
+      this.refused(nameOfClaims(payload, this.cfg) === undefined ? 'claim_invalid' : 'no_role');
+    return operator;
+  }
+
+  /** The identity provider or its keys could not be used: warn with the error (a fetch or key-set error: no token). */
+  private unavailable({ error, kid }: KeySourceError): void {
+    const reason = unavailableReason(error);
+    this.metrics.operatorAuthFailures.inc({ method: 'oidc', reason });
+    const jwksHost = this.cfg.OIDC_JWKS_URL !== undefined ? new URL(this.cfg.OIDC_JWKS_URL).host : undefined;
+    this.log.warn(
+      { code: 'oidc_unavailable', method: 'oidc', reason, jwksHost, ...(kid !== undefined ? { kid } : {}), err: error },
+      'OIDC identity provider keys unavailable: the operator bearer was refused (401)',
+    );
+  }
+
+  /**
+   * A token refused: info with the reason, the error's type and the claim that failed (its name only). Never the
+   * error itself: jose's claim errors carry the whole payload (the operator's email and more).
+   */
+  private refused(reason: OidcRefusedReason, err?: unknown): void {
+    this.metrics.operatorAuthFailures.inc({ method: 'oidc', reason });
+    const claim = (err as { claim?: unknown } | undefined)?.claim;
+    this.log.info(
+      {
+        code: 'oidc_token_refused',
+        method: 'oidc',
+        reason,
+        ...(err instanceof Error ? { errorType: err.name } : {}),
+        ...(typeof claim === 'string' && /^[\w-]{1,40}$/.test(claim) ? { claim } : {}),
+      },
+      'OIDC bearer refused (401)',
+    );
   }
 }
 
@@ -162,8 +310,8 @@ export function operatorOfClaims(
   cfg: Pick<IdentityConfig, 'OIDC_NAME_CLAIM' | 'OIDC_ROLE_CLAIM' | 'OIDC_TENANTS_CLAIM'>,
 ): Operator | undefined {
   const claim = (name: string): unknown => (payload as Record<string, unknown>)[name];
-  const name = claim(cfg.OIDC_NAME_CLAIM) ?? payload.sub;
-  if (typeof name !== 'string' || name.length === 0 || name.length > 200) return undefined;
+  const name = nameOfClaims(payload, cfg);
+  if (name === undefined) return undefined;
   const roles = ([] as unknown[]).concat(claim(cfg.OIDC_ROLE_CLAIM) ?? []);
   const role: OperatorRole | undefined = roles.includes('operator')
     ? 'operator'
@@ -179,14 +327,23 @@ export function operatorOfClaims(
   return { name, role, tenants, ...(payload.exp !== undefined ? { expiresAt: payload.exp * 1000 } : {}) };
 }
 
+/** The operator's name a JWT's claims give (OIDC_NAME_CLAIM, else sub), or undefined when missing or unfit. */
+function nameOfClaims(payload: JWTPayload, cfg: Pick<IdentityConfig, 'OIDC_NAME_CLAIM'>): string | undefined {
+  const name = (payload as Record<string, unknown>)[cfg.OIDC_NAME_CLAIM] ?? payload.sub;
+  return typeof name === 'string' && name.length > 0 && name.length <= 200 ? name : undefined;
+}
+
 const directories = new WeakMap<object, OperatorDirectory>();
 
-/** One directory per frozen config (one JWKS cache per process). */
-export function directoryFor(cfg: IdentityConfig): OperatorDirectory {
-  let dir = directories.get(cfg);
+/**
+ * One directory per frozen config (one JWKS cache per process). A process has one context per config: its metrics
+ * and log are the ones the directory reports to (the first caller's, for a config shared by several).
+ */
+export function directoryFor(deps: DirectoryDeps): OperatorDirectory {
+  let dir = directories.get(deps.cfg);
   if (!dir) {
-    dir = new OperatorDirectory(cfg);
-    directories.set(cfg, dir);
+    dir = new OperatorDirectory(deps);
+    directories.set(deps.cfg, dir);
   }
   return dir;
 }

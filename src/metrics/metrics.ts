@@ -55,6 +55,7 @@ export class Metrics {
   readonly reconcilerSweeps: Counter;
   readonly archiveLag: Gauge;
   readonly erasures: Counter;
+  readonly operatorAuthFailures: Counter<'method' | 'reason'>;
 
   constructor(
     readonly registry: Registry,
@@ -89,6 +90,15 @@ export class Metrics {
       name: 'agent_erasures_total',
       help: 'Erasures of a customer (POST /v1/erasures) by outcome',
       labelNames: ['outcome'],
+      registers: r,
+    });
+    this.operatorAuthFailures = new Counter({
+      name: 'agent_operator_auth_failures_total',
+      help:
+        'Operator bearers refused (401), by method (oidc) and reason. The identity provider or its keys unavailable ' +
+        '(log code oidc_unavailable): idp_unreachable, jwks_invalid, no_matching_key; the token refused (log code ' +
+        'oidc_token_refused): bad_signature, expired, wrong_issuer, wrong_audience, claim_invalid, malformed, no_role',
+      labelNames: ['method', 'reason'],
       registers: r,
     });
     this.stepsCommitted = new Counter({

@@ -90,6 +90,7 @@ const METRICS = new Set([
   'agent_erasures_total',
   'agent_schedule_ticks_total',
   'agent_reconciler_sweeps_total',
+  'agent_operator_auth_failures_total',
 ]);
 const HISTOGRAMS = new Set(['agent_step_duration_seconds']);
 
@@ -121,6 +122,7 @@ const ALERTS: Record<string, string[]> = {
   AgentArchiveFailing: ['agent_archive_failures_total'],
   AgentScheduleTicksFailing: ['agent_schedule_ticks_total'],
   AgentReconcilerFailing: ['agent_reconciler_sweeps_total'],
+  AgentOidcUnavailable: ['agent_operator_auth_failures_total'],
 };
 
 /** Environment the processes read that is not in src/config/config.ts (read by other entry points). */

@@ -51,7 +51,7 @@ export function consoleRouter(
 ): Router {
   const r = Router();
   const files = staticFiles();
-  const dir = directoryFor(ctx.cfg);
+  const dir = directoryFor(ctx);
   const versions = new VersionRegistry(ctx.redis, ctx.keys, ctx.cfg.VERSION_TTL_MS);
   const guard = consoleGuard(dir, sessions);
 

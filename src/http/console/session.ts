@@ -70,7 +70,7 @@ export class ConsoleSessions {
   /** Undefined when the console may not sign sessions (production without CONSOLE_SESSION_SECRET). */
   private readonly secret: Buffer | undefined;
 
-  constructor(private readonly ctx: Pick<EngineContext, 'redis' | 'keys' | 'cfg' | 'log'>) {
+  constructor(private readonly ctx: Pick<EngineContext, 'redis' | 'keys' | 'cfg' | 'log' | 'metrics'>) {
     const configured = ctx.cfg.CONSOLE_SESSION_SECRET;
     // Development without a secret: one per process (sessions end when it restarts; other replicas refuse them).
     this.secret =
@@ -133,7 +133,7 @@ export class ConsoleSessions {
   private async stillValid(session: Partial<Session> & Pick<Session, 'operator'>): Promise<Operator | undefined> {
     // A session written before fingerprints were kept cannot be checked: it ends (the operator logs in again).
     if (session.credential === undefined || session.epoch === undefined) return undefined;
-    const current = directoryFor(this.ctx.cfg).sessionOperator(session.credential, session.operator);
+    const current = directoryFor(this.ctx).sessionOperator(session.credential, session.operator);
     if (!current) return undefined;
     const epoch = Number((await this.ctx.redis.get(this.ctx.keys.consoleSessionEpoch(current.name))) ?? 0);
     return epoch === session.epoch ? current : undefined;

@@ -77,11 +77,11 @@ export async function pendingApprovals(
 export function approvalsRouter(ctx: EngineContext, ledger: Ledger): Router {
   const r = Router();
 
-  r.get('/v1/approvals', requireOperator(ctx.cfg, 'viewer'), async (_req, res) => {
+  r.get('/v1/approvals', requireOperator(ctx, 'viewer'), async (_req, res) => {
     res.json({ approvals: await pendingApprovals(ctx, ledger, operatorOf(res).tenants) });
   });
 
-  r.post('/v1/approvals/:actionId', requireOperator(ctx.cfg, 'operator'), async (req, res) => {
+  r.post('/v1/approvals/:actionId', requireOperator(ctx, 'operator'), async (req, res) => {
     const parsed = decisionSchema.safeParse(req.body);
     if (!parsed.success) return void invalid(res, parsed.error);
     const { decision, fingerprint } = parsed.data;

@@ -57,8 +57,9 @@ export function askForBoardCredentials(cfg: EngineContext['cfg'], res: Response,
  * since the board shows every shard's jobs. A viewer may look while the board
  * is read-only; only an operator when it is not.
  */
-export function boardAuth(cfg: EngineContext['cfg'], session?: SessionReader) {
-  const dir = directoryFor(cfg);
+export function boardAuth(ctx: Pick<EngineContext, 'cfg' | 'metrics' | 'log'>, session?: SessionReader) {
+  const { cfg } = ctx;
+  const dir = directoryFor(ctx);
   return async (req: Request, res: Response, next: NextFunction) => {
     if (!basicAuthOn(cfg) && !dir.configured)
       return void authUnconfigured(res, `${OPERATOR_SETTINGS}, or BULL_BOARD_USER and BULL_BOARD_PASSWORD`);
@@ -105,5 +106,5 @@ export function mountBullBoard(app: express.Express, ctx: EngineContext, session
     router = serverAdapter.getRouter() as express.Router;
     return router;
   };
-  app.use(BULL_BOARD_PATH, boardAuth(ctx.cfg, session), (req, res, next) => board()(req, res, next));
+  app.use(BULL_BOARD_PATH, boardAuth(ctx, session), (req, res, next) => board()(req, res, next));
 }

@@ -21,7 +21,7 @@ export const cancelSchema = z.object({ operator: z.string().min(1).max(200).opti
 
 export function cancelRouter(ctx: EngineContext): Router {
   const r = Router();
-  r.post('/v1/runs/:id/cancel', requireOperator(ctx.cfg, 'operator'), async (req, res) => {
+  r.post('/v1/runs/:id/cancel', requireOperator(ctx, 'operator'), async (req, res) => {
     const parsed = cancelSchema.safeParse(req.body ?? {});
     if (!parsed.success) return void invalid(res, parsed.error);
     const answer = answerOf(await cancelRun(ctx, operatorOf(res), param(req.params.id)));

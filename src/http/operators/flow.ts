@@ -61,7 +61,7 @@ export async function flowViewFor(ctx: EngineContext, op: Operator): Promise<Flo
 
 export function flowRouter(ctx: EngineContext): Router {
   const r = Router();
-  r.get('/v1/flow', requireOperator(ctx.cfg, 'viewer'), async (_req, res) => {
+  r.get('/v1/flow', requireOperator(ctx, 'viewer'), async (_req, res) => {
     res.json(await flowViewFor(ctx, operatorOf(res)));
   });
   const change = async (
@@ -89,7 +89,7 @@ export function flowRouter(ctx: EngineContext): Router {
       .json({ error: 'forbidden', message: 'changing a weight or a limit needs an operator who sees every tenant' });
     return false;
   };
-  r.put('/v1/flow/tenants/:tenant', requireOperator(ctx.cfg, 'operator'), async (req, res) => {
+  r.put('/v1/flow/tenants/:tenant', requireOperator(ctx, 'operator'), async (req, res) => {
     const parsed = tenantFlowBodySchema.safeParse(req.body ?? {});
     if (!parsed.success) return void invalid(res, parsed.error);
     if (!everyTenant(res)) return;
@@ -101,7 +101,7 @@ export function flowRouter(ctx: EngineContext): Router {
       return;
     res.json({ tenant, ...parsed.data, by: operatorOf(res).name });
   });
-  r.put('/v1/flow/agents/:agent', requireOperator(ctx.cfg, 'operator'), async (req, res) => {
+  r.put('/v1/flow/agents/:agent', requireOperator(ctx, 'operator'), async (req, res) => {
     const parsed = agentFlowBodySchema.safeParse(req.body ?? {});
     if (!parsed.success) return void invalid(res, parsed.error);
     if (!everyTenant(res)) return;

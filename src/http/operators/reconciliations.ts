@@ -132,11 +132,11 @@ export function reconciliationsRouter(
 ): Router {
   const r = Router();
 
-  r.get('/v1/reconciliations', requireOperator(ctx.cfg, 'viewer'), async (_req, res) => {
+  r.get('/v1/reconciliations', requireOperator(ctx, 'viewer'), async (_req, res) => {
     res.json({ reconciliations: await humanQueue(ctx, ledger, operatorOf(res).tenants) });
   });
 
-  r.post('/v1/reconciliations/:actionId', requireOperator(ctx.cfg, 'operator'), async (req, res) => {
+  r.post('/v1/reconciliations/:actionId', requireOperator(ctx, 'operator'), async (req, res) => {
     const parsed = findingSchema.safeParse(req.body);
     if (!parsed.success) return void invalid(res, parsed.error);
     const { finding, receipt, evidence } = parsed.data;

@@ -33,7 +33,7 @@ export const retryBodySchema = z
 
 export function retryRouter(ctx: EngineContext): Router {
   const r = Router();
-  r.post('/v1/runs/:id/retry', requireOperator(ctx.cfg, 'operator'), async (req, res) => {
+  r.post('/v1/runs/:id/retry', requireOperator(ctx, 'operator'), async (req, res) => {
     const parsed = retryBodySchema.safeParse(req.body ?? {});
     if (!parsed.success) return void invalid(res, parsed.error);
     const answer = answerOf(await retryStoppedRun(ctx, operatorOf(res), param(req.params.id), parsed.data));

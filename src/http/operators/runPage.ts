@@ -29,7 +29,7 @@ const pageNotFound = (res: Response) => void res.status(404).type('text/plain').
 function pageAuth(ctx: EngineContext, session?: SessionReader) {
   return async (req: Request, res: Response, next: NextFunction) => {
     // Never open: with no credential of any kind configured the page is off (503 naming the settings).
-    if (!basicAuthOn(ctx.cfg) && !runTokensConfigured(ctx.cfg)) {
+    if (!basicAuthOn(ctx.cfg) && !runTokensConfigured(ctx)) {
       return void authUnconfigured(res, `BULL_BOARD_USER and BULL_BOARD_PASSWORD, or ${OPERATOR_SETTINGS}`);
     }
     const runId = param(req.params.id);
@@ -37,7 +37,7 @@ function pageAuth(ctx: EngineContext, session?: SessionReader) {
     // A console session: the console's own page of the run (it acts, and updates live).
     if (bearer(req) === undefined && isRunId(runId) && (await session?.(req)))
       return void res.redirect(303, `/console/runs/${runId}`);
-    const p = await principalFor(ctx.cfg, req);
+    const p = await principalFor(ctx, req);
     if (!p)
       return void askForBoardCredentials(
         ctx.cfg,

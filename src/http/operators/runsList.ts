@@ -161,8 +161,8 @@ export async function runsPage(ctx: EngineContext, p: Principal, q: RunListQuery
 export function runsListRouter(ctx: EngineContext, session?: SessionReader): Router {
   const r = Router();
   r.get('/v1/runs', async (req, res) => {
-    if (!runTokensConfigured(ctx.cfg)) return void authUnconfigured(res, RUN_TOKEN_SETTINGS);
-    const p = await principalFor(ctx.cfg, req, session);
+    if (!runTokensConfigured(ctx)) return void authUnconfigured(res, RUN_TOKEN_SETTINGS);
+    const p = await principalFor(ctx, req, session);
     if (!p)
       return void res
         .status(401)

@@ -42,8 +42,8 @@ const notFound = (res: Response) => void res.status(404).json({ error: 'not_foun
 /** Any run credential; `act`: an operator must have the operator role. The principal is left in res.locals. */
 function requireSchedulePrincipal(ctx: EngineContext, act: boolean) {
   return async (req: Request, res: Response, next: NextFunction) => {
-    if (!runTokensConfigured(ctx.cfg)) return void authUnconfigured(res, RUN_TOKEN_SETTINGS);
-    const p = await principalFor(ctx.cfg, req);
+    if (!runTokensConfigured(ctx)) return void authUnconfigured(res, RUN_TOKEN_SETTINGS);
+    const p = await principalFor(ctx, req);
     if (!p)
       return void res
         .status(401)

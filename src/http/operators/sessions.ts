@@ -15,7 +15,7 @@ export const nameSchema = z.object({ name: z.string().min(1).max(200) });
 
 export function sessionsRouter(ctx: EngineContext, sessions: ConsoleSessions): Router {
   const r = Router();
-  r.post('/v1/operators/:name/sessions/end', requireOperator(ctx.cfg, 'operator'), async (req, res) => {
+  r.post('/v1/operators/:name/sessions/end', requireOperator(ctx, 'operator'), async (req, res) => {
     const parsed = nameSchema.safeParse({ name: param(req.params.name) });
     if (!parsed.success) return void invalid(res, parsed.error);
     const by = operatorOf(res);

@@ -110,7 +110,7 @@ export const spendReportSchema = z
 
 export function spendRouter(ctx: EngineContext): Router {
   const r = Router();
-  r.get('/v1/spend', requireOperator(ctx.cfg, 'viewer'), async (req, res) => {
+  r.get('/v1/spend', requireOperator(ctx, 'viewer'), async (req, res) => {
     const q = spendQuerySchema.safeParse(req.query);
     if (!q.success) return void invalid(res, q.error);
     const period = q.data.period ?? new Date().toISOString().slice(0, 10);

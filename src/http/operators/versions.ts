@@ -53,12 +53,12 @@ export const continueSchema = z
 export function versionsRouter(ctx: EngineContext, ledger: Ledger): Router {
   const r = Router();
   const registry = new VersionRegistry(ctx.redis, ctx.keys, ctx.cfg.VERSION_TTL_MS);
-  r.get(VERSION_QUEUE_PATH, requireOperator(ctx.cfg, 'viewer'), async (req, res) => {
+  r.get(VERSION_QUEUE_PATH, requireOperator(ctx, 'viewer'), async (req, res) => {
     const parsed = versionListQuerySchema.safeParse(req.query);
     if (!parsed.success) return void invalid(res, parsed.error);
     res.json(await versionQueue(ctx, registry, operatorOf(res), parsed.data.limit));
   });
-  r.post(`${VERSION_QUEUE_PATH}/:id/continue`, requireOperator(ctx.cfg, 'operator'), async (req, res) => {
+  r.post(`${VERSION_QUEUE_PATH}/:id/continue`, requireOperator(ctx, 'operator'), async (req, res) => {
     const parsed = continueSchema.safeParse(req.body ?? {});
     if (!parsed.success) return void invalid(res, parsed.error);
     const answer = answerOf(
@@ -66,7 +66,7 @@ export function versionsRouter(ctx: EngineContext, ledger: Ledger): Router {
     );
     res.status(answer.status).json(answer.body);
   });
-  r.post(`${VERSION_QUEUE_PATH}/:id/cancel`, requireOperator(ctx.cfg, 'operator'), async (req, res) => {
+  r.post(`${VERSION_QUEUE_PATH}/:id/cancel`, requireOperator(ctx, 'operator'), async (req, res) => {
     const parsed = z
       .object({})
       .strict()

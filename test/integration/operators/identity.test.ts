@@ -5,11 +5,18 @@
  * operator, never the name in the request body.
  */
 import { createHash } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportJWK, exportSPKI, generateKeyPair, SignJWT } from 'jose';
 import { Ledger } from '../../../src/ledger/ledger.js';
 import { loadConfig } from '../../../src/config/config.js';
+import { createLogger } from '../../../src/metrics/log.js';
+import { newMetrics, type Metrics } from '../../../src/metrics/metrics.js';
+import { createContext } from '../../../src/server/buildContext.js';
+import { createFullApi } from '../../../src/http/fullApi.js';
+import { directoryFor } from '../../../src/http/operatorIdentity.js';
 import type { Harness } from '../../../testkit/harness.js';
 import { call, final, operatorHarness, refund, startScripted, turn } from './support.js';
 
@@ -31,6 +38,12 @@ let sign: (
   claims: Record<string, unknown>,
   opts?: { audience?: string; expiresIn?: string | number },
 ) => Promise<string>;
+
+/** agent_operator_auth_failures_total{method="oidc", reason} as a registry has it now. */
+async function oidcFailures(metrics: Metrics, reason: string): Promise<number> {
+  const { values } = await metrics.operatorAuthFailures.get();
+  return values.find((v) => v.labels.method === 'oidc' && v.labels.reason === reason)?.value ?? 0;
+}
 
 beforeAll(async () => {
   const { privateKey, publicKey } = await generateKeyPair('ES256', { extractable: true });
@@ -167,6 +180,8 @@ describe('OIDC / JWT bearer', () => {
         )
       ).status,
     ).toBe(403);
+    const reasons = ['wrong_audience', 'expired', 'no_role', 'bad_signature'];
+    const before = await Promise.all(reasons.map((r) => oidcFailures(h.ctx.metrics, r)));
     for (const bad of [
       await sign({ email: 'x@example.com', role: 'operator', tenants: '*' }, { audience: 'someone-else' }),
       await sign(
@@ -178,6 +193,9 @@ describe('OIDC / JWT bearer', () => {
     ]) {
       expect((await call(h.url, 'GET', '/v1/approvals', undefined, bad)).status).toBe(401);
     }
+    // Each refusal is counted under its own reason (against the configured public key).
+    const after = await Promise.all(reasons.map((r) => oidcFailures(h.ctx.metrics, r)));
+    expect(after.map((n, i) => n - before[i]!)).toEqual([1, 1, 1, 1]);
     const scoped = await sign({ email: 'gil@example.com', role: ['operator'], tenants: ['globex'] });
     expect(
       (
@@ -217,21 +235,132 @@ describe('OIDC / JWT bearer', () => {
         OIDC_AUDIENCE: AUDIENCE,
         OIDC_JWKS_URL: `http://127.0.0.1:${port}/jwks`,
       });
-      const { directoryFor } = await import('../../../src/http/operatorIdentity.js');
+      const deps = { cfg, metrics: newMetrics(), log: createLogger('identity-jwks', 'silent') };
       const token = await new SignJWT({ email: 'jo@example.com', role: 'operator', tenants: ['acme', 'globex'] })
         .setProtectedHeader({ alg: 'RS256', kid: 'k1' })
         .setIssuer(ISSUER)
         .setAudience(AUDIENCE)
         .setExpirationTime('5m')
         .sign(privateKey);
-      expect(await directoryFor(cfg).authenticate(token)).toMatchObject({
+      expect(await directoryFor(deps).authenticate(token)).toMatchObject({
         name: 'jo@example.com',
         role: 'operator',
         tenants: ['acme', 'globex'],
       });
-      expect(await directoryFor(cfg).authenticate(token.slice(0, -4) + 'AAAA')).toBeUndefined();
+      expect(await directoryFor(deps).authenticate(token.slice(0, -4) + 'AAAA')).toBeUndefined();
+      expect(await oidcFailures(deps.metrics, 'bad_signature')).toBe(1);
     } finally {
       server.close();
+    }
+  });
+
+  it('a JWKS endpoint stopped, answering 500 or garbage, or without the key is 401, counted and logged as oidc_unavailable; a refused token as oidc_token_refused; neither logs the token', async () => {
+    const { privateKey, publicKey } = await generateKeyPair('RS256', { extractable: true });
+    const jwk = { ...(await exportJWK(publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' };
+    let answer: (res: ServerResponse) => void = () => {};
+    const handler = (_req: IncomingMessage, res: ServerResponse) => answer(res);
+    let jwks: Server = createServer(handler);
+    await new Promise<void>((r) => jwks.listen(0, '127.0.0.1', r));
+    const port = (jwks.address() as AddressInfo).port;
+    const listen = async () => {
+      jwks = createServer(handler);
+      await new Promise<void>((r) => jwks.listen(port, '127.0.0.1', r));
+    };
+    const stop = () => new Promise<void>((r) => jwks.close(() => r()));
+    await stop(); // the identity provider is down from the start: nothing cached
+
+    const lines: string[] = [];
+    const sink = new Writable({
+      write(chunk: Buffer, _enc, done) {
+        lines.push(chunk.toString());
+        done();
+      },
+    });
+    const env: Record<string, string> = { ...h.env, OIDC_JWKS_URL: `http://127.0.0.1:${port}/jwks` };
+    delete env.OIDC_PUBLIC_KEY;
+    const ctx = await createContext(loadConfig(env), 'identity-oidc-failures', {
+      log: createLogger('identity-oidc-failures', 'debug', sink),
+      metrics: newMetrics(),
+    });
+    const server = await new Promise<Server>((resolve) => {
+      const s = createFullApi(ctx, () => true).listen(0, '127.0.0.1', () => resolve(s));
+    });
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const jwt = (claims: Record<string, unknown>, opts: { kid?: string; audience?: string } = {}) =>
+      new SignJWT(claims)
+        .setProtectedHeader({ alg: 'RS256', kid: opts.kid ?? 'k1' })
+        .setIssuer(ISSUER)
+        .setAudience(opts.audience ?? AUDIENCE)
+        .setIssuedAt()
+        .setExpirationTime('5m')
+        .sign(privateKey);
+    const claims = { email: 'jo@example.com', role: 'operator', tenants: '*' };
+    const good = await jwt(claims);
+    const logged = () =>
+      lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => String(l.code).startsWith('oidc_'));
+    const status = async (token: string) => (await call(url, 'GET', '/v1/approvals', undefined, token)).status;
+    try {
+      // Stopped: connection refused.
+      expect(await status(good)).toBe(401);
+      expect(await oidcFailures(ctx.metrics, 'idp_unreachable')).toBe(1);
+      expect(logged().at(-1)).toMatchObject({
+        level: 40,
+        code: 'oidc_unavailable',
+        method: 'oidc',
+        reason: 'idp_unreachable',
+        jwksHost: `127.0.0.1:${port}`,
+        err: expect.objectContaining({ message: expect.any(String) }),
+      });
+
+      await listen();
+      answer = (res) => void res.writeHead(500).end('upstream trouble');
+      expect(await status(good)).toBe(401);
+      expect(await oidcFailures(ctx.metrics, 'idp_unreachable')).toBe(2);
+
+      answer = (res) => void res.writeHead(200, { 'content-type': 'text/html' }).end('<html>sign in</html>');
+      expect(await status(good)).toBe(401);
+      expect(await oidcFailures(ctx.metrics, 'jwks_invalid')).toBe(1);
+      expect(logged().at(-1)).toMatchObject({ level: 40, code: 'oidc_unavailable', reason: 'jwks_invalid' });
+
+      // The provider back: the same token is an operator again.
+      answer = (res) =>
+        void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [jwk] }));
+      expect(await status(good)).toBe(200);
+
+      // A kid the key set does not hold (a rotation the provider did not publish).
+      expect(await status(await jwt(claims, { kid: 'k2' }))).toBe(401);
+      expect(await oidcFailures(ctx.metrics, 'no_matching_key')).toBe(1);
+      expect(logged().at(-1)).toMatchObject({ code: 'oidc_unavailable', reason: 'no_matching_key', kid: 'k2' });
+
+      // A token refused: the same 401, at info, with its reason and the failed claim's name only.
+      const otherAudience = await jwt(claims, { audience: 'someone-else' });
+      const refused = await call(url, 'GET', '/v1/approvals', undefined, otherAudience);
+      const unknown = await call(url, 'GET', '/v1/approvals', undefined, 'not-a-configured-token');
+      expect(refused).toEqual(unknown); // the caller is not told why
+      expect(refused.status).toBe(401);
+      expect(await oidcFailures(ctx.metrics, 'wrong_audience')).toBe(1);
+      expect(logged().at(-1)).toEqual({
+        level: 30,
+        time: expect.any(Number),
+        name: 'identity-oidc-failures',
+        service: 'identity-oidc-failures',
+        code: 'oidc_token_refused',
+        method: 'oidc',
+        reason: 'wrong_audience',
+        errorType: 'JWTClaimValidationFailed',
+        claim: 'aud',
+        msg: expect.any(String),
+      });
+      expect(await oidcFailures(ctx.metrics, 'idp_unreachable')).toBe(2);
+
+      // Nothing of a token (its parts) nor of its claims is in any line written.
+      const text = lines.join('');
+      for (const token of [good, otherAudience]) for (const part of token.split('.')) expect(text).not.toContain(part);
+      expect(text).not.toContain('jo@example.com');
+    } finally {
+      server.close();
+      await stop();
+      await ctx.close();
     }
   });
 
