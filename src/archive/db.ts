@@ -1,7 +1,8 @@
 /**
  * The archive's PostgreSQL (ARCHIVE_URL) through `pg`: a pool whose idle-connection errors (a restarted server) are
  * logged, not thrown, and the schema migrated at open (src/archive/migrate.ts). The rows' reads and writes are here,
- * one function per statement.
+ * one function per statement. Every customer string written goes through src/archive/pgText.ts (PostgreSQL holds no
+ * NUL character) and is read back through it: what the archive serves is what Redis served.
  */
 import pg from 'pg';
 import type { Logger } from 'pino';
@@ -11,6 +12,7 @@ import type { SearchQuery } from '../runs/search.js';
 import type { ArchivedPage, RunQuery, RunRow } from '../runs/list.js';
 import type { RunStatus } from '../core/status.js';
 import { SEARCH_SUBJECT } from '../store/keys.js';
+import { archiveJson, archiveText, fromArchiveJson, fromArchiveText } from './pgText.js';
 
 export type ArchivePool = pg.Pool;
 
@@ -78,7 +80,7 @@ export async function upsertArchivedRun(pool: ArchivePool, r: ArchivedRun): Prom
     r.runId,
     r.tenant,
     r.agent,
-    r.subjectKey,
+    archiveText(r.subjectKey),
     r.status,
     r.reason,
     r.createdAtMs,
@@ -88,12 +90,12 @@ export async function upsertArchivedRun(pool: ArchivePool, r: ArchivedRun): Prom
     r.nextRunId ?? null,
     r.parentRunId ?? null,
     JSON.stringify(r.childRunIds),
-    JSON.stringify(r.view),
-    r.spec === undefined ? null : JSON.stringify(r.spec),
-    JSON.stringify(r.events),
-    JSON.stringify(r.budget),
-    JSON.stringify(r.record),
-    JSON.stringify(r.searchFields),
+    archiveJson(r.view),
+    r.spec === undefined ? null : archiveJson(r.spec),
+    archiveJson(r.events),
+    archiveJson(r.budget),
+    archiveJson(r.record),
+    archiveJson(r.searchFields),
   ];
   const placeholders = COLUMNS.map((_, i) => `$${i + 1}`).join(', ');
   const updates = COLUMNS.slice(1)
@@ -113,7 +115,8 @@ export async function archivedView(pool: ArchivePool, runId: string): Promise<Re
   const res = await pool.query<{ view: Record<string, unknown> }>('SELECT view FROM archived_runs WHERE run_id = $1', [
     runId,
   ]);
-  return res.rows[0]?.view;
+  const view = res.rows[0]?.view;
+  return view && fromArchiveJson(view);
 }
 
 /** The archived run's tenant, or undefined. */
@@ -142,7 +145,9 @@ export async function archivedDetails(pool: ArchivePool, runId: string): Promise
     [runId],
   );
   const row = res.rows[0];
-  return row ? { agent: row.agent, input: row.input ?? undefined, events: row.events } : undefined;
+  return row
+    ? { agent: row.agent, input: fromArchiveJson(row.input) ?? undefined, events: fromArchiveJson(row.events) }
+    : undefined;
 }
 
 /** The status and child run ids of those of `runIds` the archive holds (RunArchive.treeNodes). */
@@ -162,7 +167,7 @@ export async function archivedTreeNodes(
 export async function archivedRunsOfSubject(pool: ArchivePool, tenant: string, subjectKey: string): Promise<string[]> {
   const res = await pool.query<{ run_id: string }>(
     'SELECT run_id FROM archived_runs WHERE tenant = $1 AND subject_key = $2',
-    [tenant, subjectKey],
+    [archiveText(tenant), archiveText(subjectKey)],
   );
   return res.rows.map((r) => r.run_id);
 }
@@ -179,7 +184,7 @@ export async function archivedRunsByField(
 ): Promise<string[]> {
   const res = await pool.query<{ run_id: string }>(
     'SELECT run_id FROM archived_runs WHERE tenant = $1 AND search_fields @> $2::jsonb',
-    [tenant, JSON.stringify({ [name]: value })],
+    [archiveText(tenant), archiveJson({ [name]: value })],
   );
   return res.rows.map((r) => r.run_id);
 }
@@ -204,8 +209,8 @@ export async function searchArchivedRuns(pool: ArchivePool, q: SearchQuery): Pro
     wanted[t.field] = t.value;
   }
   if (q.tenants !== undefined) where.push(`tenant = ANY(${param(q.tenants)}::text[])`);
-  if (subject) where.push(`subject_key = ${param(subject.value)}`);
-  if (fields.length > 0) where.push(`search_fields @> ${param(JSON.stringify(wanted))}::jsonb`);
+  if (subject) where.push(`subject_key = ${param(archiveText(subject.value))}`);
+  if (fields.length > 0) where.push(`search_fields @> ${param(archiveJson(wanted))}::jsonb`);
   if (q.agent !== undefined) where.push(`agent = ${param(q.agent)}`);
   if (q.status !== undefined) where.push(`status = ${param(q.status)}`);
   if (q.cursor) where.push(`(created_at_ms, run_id) < (${param(q.cursor.at)}::bigint, ${param(q.cursor.runId)})`);
@@ -261,7 +266,7 @@ async function archivedPage(
   );
   const runs: RunRow[] = res.rows.slice(0, limit).map((r) => {
     const search = Object.fromEntries(
-      Object.entries(r.search_fields).filter((e): e is [string, string] => typeof e[1] === 'string'),
+      Object.entries(fromArchiveJson(r.search_fields)).filter((e): e is [string, string] => typeof e[1] === 'string'),
     );
     return {
       runId: r.run_id,
@@ -273,7 +278,7 @@ async function archivedPage(
       createdAt: Number(r.created_at_ms),
       // An archived run has ended: its last change is its end.
       statusAt: Number(r.ended_at_ms),
-      subject: r.subject_key,
+      subject: fromArchiveText(r.subject_key),
       ...(Object.keys(search).length > 0 ? { search } : {}),
       cost: Number(r.cost ?? 0),
     };

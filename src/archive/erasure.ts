@@ -25,6 +25,7 @@ import { FOLDED_HISTORY_FIELD, foldMoves, unfoldMoves } from '../store/ledgerHis
 import { indexedRunIds, type SearchTerm } from '../runs/search.js';
 import { SEARCH_SUBJECT } from '../store/keys.js';
 import { archivedRunsByField, archivedRunsOfSubject, type ArchivePool } from './db.js';
+import { archiveJson, archiveText, fromArchiveJson } from './pgText.js';
 import { ERASED, redactAll, redactEntry, redactEventData, redactHistory, redactSpec, redactView } from './redact.js';
 
 export interface ErasureRequest {
@@ -91,8 +92,8 @@ export async function eraseCustomer(
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
       [
         record.erasureId,
-        record.tenant,
-        record.subject ?? null,
+        archiveText(record.tenant),
+        record.subject === undefined ? null : archiveText(record.subject),
         record.field?.name ?? null,
         record.field?.valueSha256 ?? null,
         by,
@@ -265,7 +266,10 @@ async function eraseRunInRedis(ctx: ErasureContext, runId: string, nowMs: number
   }
 }
 
-/** Rewrites one run's archive row (in a transaction, the row locked), if the archive has it. */
+/**
+ * Rewrites one run's archive row (in a transaction, the row locked), if the archive has it: read, redacted and written
+ * back through the archive's escape of NUL (src/archive/pgText.ts), so what it keeps reads back as Redis' copy does.
+ */
 async function eraseRunInArchive(pool: ArchivePool, runId: string, nowMs: number): Promise<void> {
   const client = await pool.connect();
   try {
@@ -276,7 +280,7 @@ async function eraseRunInArchive(pool: ArchivePool, runId: string, nowMs: number
       events: { id: string; type: string; data: string }[];
       record: Record<string, unknown>;
     }>('SELECT view, spec, events, record FROM archived_runs WHERE run_id = $1 FOR UPDATE', [runId]);
-    const row = res.rows[0];
+    const row = res.rows[0] && fromArchiveJson(res.rows[0]);
     if (row) {
       // The row's record is the run hash less its spec: its fields are the run hash's.
       const record: Partial<Record<RunField, unknown>> = { ...row.record, erasedAt: String(nowMs) };
@@ -288,10 +292,10 @@ async function eraseRunInArchive(pool: ArchivePool, runId: string, nowMs: number
            erased_at_ms = GREATEST(erased_at_ms, $6), versions = versions + 1 WHERE run_id = $1`,
         [
           runId,
-          JSON.stringify(redactView(row.view)),
-          row.spec === null ? null : JSON.stringify(redactSpec(row.spec)),
-          JSON.stringify(row.events.map((e) => ({ ...e, data: redactEventData(e.data) }))),
-          JSON.stringify(record),
+          archiveJson(redactView(row.view)),
+          row.spec === null ? null : archiveJson(redactSpec(row.spec)),
+          archiveJson(row.events.map((e) => ({ ...e, data: redactEventData(e.data) }))),
+          archiveJson(record),
           nowMs,
         ],
       );

@@ -67,12 +67,92 @@ function redactDeep(value: unknown, depth = 0): unknown {
 }
 
 /**
- * pino's error serializer (type, message, stack, cause chain, own fields), then
- * URL redaction over every string of the result. A bare string under `err`
- * (a call site that logged `err.message`) is redacted too.
+ * Fields an error carries that quote the data of the statement or command that failed, dropped from every error
+ * whoever threw it: PostgreSQL's `where` (the JSON or the parameter being read, e.g. `JSON data, line 1: ...<the
+ * customer's text>`), `detail` (`Key (id)=(...)`, `Failing row contains (...)`, the token of bad JSON), `hint`,
+ * `internalQuery` and the positions in them; a query's text and values where a client attaches them.
+ */
+const DATA_FIELDS = new Set([
+  'where',
+  'detail',
+  'hint',
+  'internalQuery',
+  'internalPosition',
+  'position',
+  'query',
+  'sql',
+  'parameters',
+  'params',
+  'values',
+]);
+
+/**
+ * A PostgreSQL error as the `pg` client raises it (its DatabaseError): a SQLSTATE `code` (five characters) and a
+ * `severity`. Told by shape, so a copy of pg other than ours (or a serialized one) is recognised too.
+ */
+function isDatabaseError(err: object): err is { code: string; severity: string; message?: unknown } {
+  const e = err as { code?: unknown; severity?: unknown };
+  return typeof e.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code) && typeof e.severity === 'string';
+}
+
+/**
+ * A PostgreSQL message with what it quotes replaced: a value that does not parse (`invalid input syntax for type
+ * integer: "<value>"`), the bytes of a bad encoding (`invalid byte sequence for encoding "UTF8": 0x00`), and with them
+ * the names it quotes (the error's `table`, `column`, `constraint` fields, kept, name those). From the first quote
+ * to the last: a value holding a quote leaks nothing either.
+ */
+export function redactDatabaseMessage(message: string): string {
+  return message
+    .replace(/"[\s\S]*"/, '"[redacted]"')
+    .replace(/'[\s\S]*'/, "'[redacted]'")
+    .replace(/\b0x[0-9a-f]{2}(?: 0x[0-9a-f]{2})*/gi, '0x[redacted]');
+}
+
+const MAX_CAUSES = 8;
+
+/**
+ * A copy of `err` for logging (the original, maybe thrown on, is left as it is): no DATA_FIELDS; a database error's
+ * message, and its stack that repeats it, redacted (redactDatabaseMessage); an ioredis error's command by its name
+ * only (its args are the keys and values written); the same for its cause and the errors among its fields.
+ */
+function withoutData(err: Error, depth = 0): Error {
+  const copy = Object.create(Object.getPrototypeOf(err) as object | null) as Error;
+  let { message, stack } = err;
+  if (isDatabaseError(err)) {
+    message = redactDatabaseMessage(err.message);
+    // The stack's first line repeats the message: replaced where found, else the whole stack redacted.
+    if (stack !== undefined)
+      stack =
+        err.message !== '' && stack.includes(err.message)
+          ? stack.split(err.message).join(message)
+          : redactDatabaseMessage(stack);
+  }
+  const own = (key: string, value: unknown, enumerable: boolean) =>
+    Object.defineProperty(copy, key, { value, enumerable, writable: true, configurable: true });
+  own('message', message, false);
+  own('stack', stack, false);
+  const sanitize = (v: unknown): unknown => (v instanceof Error && depth < MAX_CAUSES ? withoutData(v, depth + 1) : v);
+  for (const [key, v] of Object.entries(err)) {
+    if (DATA_FIELDS.has(key) || key === 'message' || key === 'stack') continue;
+    let value: unknown = Array.isArray(v) ? v.map(sanitize) : sanitize(v);
+    if (key === 'command' && v !== null && typeof v === 'object') {
+      const name = (v as { name?: unknown }).name;
+      value = typeof name === 'string' ? { name } : undefined;
+    }
+    if (value !== undefined) own(key, value, true);
+  }
+  // A cause is often not enumerable (new Error(m, { cause })).
+  if (err.cause !== undefined) own('cause', sanitize(err.cause), false);
+  return copy;
+}
+
+/**
+ * pino's error serializer (type, message, stack, cause chain, own fields) of the error without the data its fields
+ * quote (withoutData), then URL redaction over every string of the result. A bare string under `err` (a call site
+ * that logged `err.message`) is redacted too.
  */
 export function errSerializer(err: unknown): unknown {
-  if (err instanceof Error) return redactDeep(stdSerializers.err(err));
+  if (err instanceof Error) return redactDeep(stdSerializers.err(withoutData(err)));
   return redactDeep(err);
 }
 
