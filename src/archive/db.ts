@@ -163,6 +163,24 @@ export async function archivedTreeNodes(
   return new Map(res.rows.map((r) => [r.run_id, { status: r.status, childRunIds: r.child_run_ids }]));
 }
 
+/**
+ * The child run ids (child_run_ids: the runs their agent tools started) of those of `runIds` the archive holds for
+ * `tenant`, each once.
+ */
+export async function archivedChildRunIds(
+  pool: ArchivePool,
+  tenant: string,
+  runIds: readonly string[],
+): Promise<string[]> {
+  if (runIds.length === 0) return [];
+  const res = await pool.query<{ child: string }>(
+    `SELECT DISTINCT c AS child FROM archived_runs, jsonb_array_elements_text(child_run_ids) AS c
+     WHERE tenant = $1 AND run_id = ANY($2::text[])`,
+    [tenant, runIds],
+  );
+  return res.rows.map((r) => r.child);
+}
+
 /** Run ids archived for a tenant's subject (every agent). */
 export async function archivedRunsOfSubject(pool: ArchivePool, tenant: string, subjectKey: string): Promise<string[]> {
   const res = await pool.query<{ run_id: string }>(

@@ -8,10 +8,11 @@
  * KeySpace.subjectLatest, then previousRunId links) and the runs of the tenant's subject search index (src/runs/
  * search.ts); for a field, the runs of that search value's index. Plus, with an archive, its rows of the subject or
  * whose stored search fields (the agent's, as Redis indexes them) hold the value, and their Redis copies if still
- * present. Without an archive, Redis alone answers both.
+ * present. Without an archive, Redis alone answers both. Then every run those runs' agent tools started, and theirs
+ * (their `children` sets, the archive's child_run_ids): a child's input is its parent's text.
  *
- * Runs still at work (any status but a terminal one: queued, running, parked for a person, an approval, a wait)
- * are refused before anything is written: their steps would carry on with the text, or write it again. A run's Redis
+ * Runs still at work, children included (any status but a terminal one: queued, running, parked for a person, an
+ * approval, a wait) are refused before anything is written: their steps would carry on with the text, or write it again. A run's Redis
  * rewrite is one MULTI under WATCH of its keys, so a retry that starts it in between aborts the rewrite (taken again
  * up to ERASE_TRIES times, then refused as at work).
  */
@@ -24,7 +25,13 @@ import { packEntries, unpackEntries } from '../store/runEvents.js';
 import { FOLDED_HISTORY_FIELD, foldMoves, unfoldMoves } from '../store/ledgerHistory.js';
 import { indexedRunIds, type SearchTerm } from '../runs/search.js';
 import { SEARCH_SUBJECT } from '../store/keys.js';
-import { archivedRunsByField, archivedRunsOfSubject, type ArchivePool } from './db.js';
+import {
+  archivedChildRunIds,
+  archivedRunsByField,
+  archivedRunsOfSubject,
+  archivedTenant,
+  type ArchivePool,
+} from './db.js';
 import { archiveJson, archiveText, fromArchiveJson } from './pgText.js';
 import { ERASED, redactAll, redactEntry, redactEventData, redactHistory, redactSpec, redactView } from './redact.js';
 
@@ -55,6 +62,8 @@ type ErasureContext = Pick<EngineContext, 'redis' | 'keys' | 'agents' | 'log' | 
 const ERASE_TRIES = 5;
 /** Longest subject chain walked (a guard against a link cycle in a broken store). */
 const MAX_CHAIN = 10_000;
+/** Most child runs (and theirs) an erasure follows from the runs it found (a guard against a runaway tree). */
+const MAX_DESCENDANTS = 10_000;
 
 export async function eraseCustomer(
   ctx: ErasureContext,
@@ -142,7 +151,45 @@ async function runsToErase(ctx: ErasureContext, pool: ArchivePool | undefined, r
       if (run?.tenant === req.tenant) found.add(id);
     }
   }
+  await addDescendants(ctx, pool, req.tenant, found);
   return [...found].sort();
+}
+
+/**
+ * Adds to `found` the runs its runs' agent tools started (src/runs/children.ts), and theirs, of the tenant: a child's
+ * input is its parent's text (a ticket's words handed on as a refund's reason), under a subject key of its own that
+ * no search of the parent's subject finds. A run's children: its `children` set in Redis and, with an archive, its
+ * row's child_run_ids; a child listed that neither store holds any more has nothing left to erase. Each run once
+ * (a cycle in a broken store ends), MAX_DESCENDANTS at most.
+ */
+async function addDescendants(
+  ctx: ErasureContext,
+  pool: ArchivePool | undefined,
+  tenant: string,
+  found: Set<string>,
+): Promise<void> {
+  let level = [...found];
+  let added = 0;
+  while (level.length > 0) {
+    const listed = new Set<string>();
+    for (const id of level) for (const child of await ctx.redis.smembers(ctx.keys.run(id).children)) listed.add(child);
+    if (pool) for (const child of await archivedChildRunIds(pool, tenant, level)) listed.add(child);
+    const next: string[] = [];
+    for (const child of [...listed].sort()) {
+      if (found.has(child)) continue;
+      if (added >= MAX_DESCENDANTS) {
+        ctx.log.warn({ code: 'erasure_tree_truncated', max: MAX_DESCENDANTS }, 'erasure stopped following children');
+        return;
+      }
+      const run = await readRun(ctx.redis, ctx.keys, child, ['tenant']);
+      const childTenant = run ? run.tenant : pool ? await archivedTenant(pool, child) : undefined;
+      if (childTenant !== tenant) continue;
+      found.add(child);
+      next.push(child);
+      added++;
+    }
+    level = next;
+  }
 }
 
 /** A journal entry with the customer's text replaced; an entry that no longer parses cannot be told apart: replaced whole. */

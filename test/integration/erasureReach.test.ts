@@ -1,0 +1,242 @@
+/**
+ * What an erasure (POST /v1/erasures, over the real API on real Redis and PostgreSQL) reaches beyond the runs its
+ * subject names: the child runs their agent tools started, whose input is the parent's text under a subject key of
+ * their own (the ticket's words handed on as a refund's reason, keyed by the order), in Redis and in the archive
+ * alone; a child still at work refuses the erasure, named, even when its parent has ended.
+ */
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
+import { z } from 'zod';
+import { createHarness, producerAuth, redisUrl, type Harness } from '../../testkit/harness.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../testkit/embeddedPostgres.js';
+import { until } from '../../testkit/until.js';
+import { defineAgent, defineAgentTool, defineWaitTool } from '../../src/index.js';
+import { createFullApi } from '../../src/http/fullApi.js';
+import { newMetrics } from '../../src/metrics/metrics.js';
+import { createContext } from '../../src/server/buildContext.js';
+import type { EngineContext } from '../../src/runs/engineContext.js';
+import { archiverFor } from '../../src/server/archiving.js';
+import type { Archiver } from '../../src/archive/archiver.js';
+import { childRunsOf } from '../../src/runs/children.js';
+import { stopRun } from '../../src/runs/stop.js';
+import { archiveHits, redisHits } from '../support/storedHits.js';
+
+const OPERATOR_TOKEN = 'operator-token-for-erasure-reach';
+const operatorAuth = { authorization: `Bearer ${OPERATOR_TOKEN}` };
+const RETENTION_MS = 1500;
+const ENDED = ['completed', 'failed', 'budget_exceeded', 'cancelled', 'needs_human'];
+const usage = { promptTokens: 50, completionTokens: 10 };
+
+const refundInput = z.object({ order: z.string(), reason: z.string(), mode: z.enum(['answer', 'nap']) }).strict();
+type RefundInput = z.infer<typeof refundInput>;
+
+/** The child: keyed by its order, its reason the customer's words; it answers with them, or naps a minute first. */
+const refunds = defineAgent<RefundInput>({
+  name: 'refunds',
+  version: 'refunds@1',
+  input: refundInput,
+  key: (i) => i.order,
+  instructions: () => 'Decide the refund.',
+  prompt: (i) => `Refund on ${i.order}: ${i.reason}`,
+  tools: [
+    defineWaitTool({
+      name: 'nap',
+      description: 'sleeps a minute',
+      args: z.object({}),
+      wait: () => ({ kind: 'sleep', forMs: 60_000 }),
+    }),
+  ],
+  demoScript: ({ reason, mode }): unknown[] => [
+    ...(mode === 'nap' ? [{ toolCalls: [{ name: 'nap', args: {} }], usage }] : []),
+    { final: `refunded, as asked: ${reason}`, usage },
+  ],
+});
+
+/** The parent: keyed by its ticket; its agent tool hands the ticket's text to a refunds run. */
+const desk = defineAgent<{ ticket: string; text: string }>({
+  name: 'desk',
+  version: 'desk@1',
+  input: z.object({ ticket: z.string(), text: z.string() }).strict(),
+  key: (i) => i.ticket,
+  instructions: () => 'Hand refunds on.',
+  tools: [
+    defineAgentTool({
+      name: 'hand_to_refunds',
+      description: 'hands a refund to the refunds agent',
+      args: refundInput,
+      agent: 'refunds',
+      input: (a) => a,
+    }),
+  ],
+});
+
+let pg: EmbeddedPostgres;
+let h: Harness;
+let ctx: EngineContext;
+let server: Server;
+let url: string;
+let archiver: Archiver;
+beforeAll(async () => {
+  pg = await startEmbeddedPostgres();
+  h = await createHarness('erasure-reach', {
+    ARCHIVE_URL: pg.url,
+    RUN_RETENTION_MS: String(RETENTION_MS),
+    OPERATOR_TOKEN,
+    COMPLETION_TOKEN_CAP: '100',
+    MODEL_MAX_ATTEMPTS: '1',
+  });
+  ctx = await createContext(h.cfg, 'erasure-reach-agents', {
+    log: h.ctx.log,
+    metrics: newMetrics(),
+    agents: [desk, refunds],
+  });
+  await h.startWorker({}, ctx);
+  archiver = archiverFor(ctx)!;
+  server = await new Promise<Server>((resolve) => {
+    const s = createFullApi(ctx, () => true).listen(0, '127.0.0.1', () => resolve(s));
+  });
+  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}, 60_000);
+afterAll(async () => {
+  server?.close();
+  await h?.close();
+  await pg?.stop();
+});
+
+async function post(path: string, body: unknown, headers: Record<string, string>) {
+  const res = await fetch(`${url}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+const erase = (subject: string) => post('/v1/erasures', { tenant: 'acme', subject }, operatorAuth);
+
+/** A desk run on `ticket` whose model hands `text` on to a refunds run on `order` (which answers, or naps first). */
+async function startDesk(ticket: string, order: string, text: string, mode: RefundInput['mode']): Promise<string> {
+  const script = [
+    { toolCalls: [{ name: 'hand_to_refunds', args: { order, reason: text, mode } }], usage },
+    { final: 'handed on', usage },
+  ];
+  const res = await post(
+    '/v1/runs',
+    { tenant: 'acme', agent: 'desk', input: { ticket, text }, model: 'scripted', script },
+    { 'idempotency-key': `desk-${ticket}`, ...producerAuth },
+  );
+  expect(res.status).toBe(201);
+  return res.body.runId as string;
+}
+
+async function onlyChild(runId: string): Promise<string> {
+  const ids = await until(`a child of ${runId}`, 10_000, async () => {
+    const ids = await childRunsOf(ctx).childrenOf(runId);
+    return ids.length > 0 && ids;
+  });
+  expect(ids).toHaveLength(1);
+  return ids[0]!;
+}
+
+/** Every key of this test's prefixes (the engine's and BullMQ's) holding `needle`. */
+const hitsInRedis = (needle: string) => redisHits(redisUrl(), needle, `${h.env.KEY_PREFIX}*`);
+const hitsInArchive = (needle: string) => archiveHits(ctx.archive!.pool, needle);
+
+/**
+ * The run as its readers serve it (view, spec and, once it ended, its events: the stream of a run at work stays
+ * open), from Redis or the archive, as one text.
+ */
+async function served(runId: string, ended = true): Promise<string> {
+  const view = await fetch(`${url}/v1/runs/${runId}`, { headers: producerAuth });
+  expect(view.status).toBe(200);
+  const spec = JSON.stringify(await ctx.store.readSpec(runId));
+  if (!ended) return `${await view.text()}\n${spec}`;
+  const events = await fetch(`${url}/v1/runs/${runId}/events`, { headers: producerAuth });
+  return `${await view.text()}\n${await events.text()}\n${spec}`;
+}
+
+const tag = () => randomBytes(5).toString('hex');
+
+describe("an erasure reaches the child runs of the subject's runs", () => {
+  it("erases a child whose input is the parent's text, in Redis: neither run holds it any more", async () => {
+    const mark = `CHILD-ME-${tag()}`;
+    const ticket = `T-${tag()}`;
+    const parent = await startDesk(ticket, `O-${tag()}`, `my card was charged twice ${mark}`, 'answer');
+    expect(await h.waitForStatus(parent, ENDED)).toBe('completed');
+    const child = await onlyChild(parent);
+    expect(await h.waitForStatus(child, ENDED)).toBe('completed');
+    // The child's input, journal and answer hold the text; its subject key (the order) does not.
+    expect(await served(child)).toContain(mark);
+    expect((await ctx.store.readSpec(child))!.key).not.toContain(mark);
+    const before = await hitsInRedis(mark);
+    expect(before).toContain(ctx.keys.run(child).run);
+
+    const res = await erase(ticket);
+    expect(res.status).toBe(201);
+    expect(res.body.runIds).toEqual([parent, child].sort());
+    expect(await hitsInRedis(mark)).toEqual([]);
+    for (const runId of [parent, child]) expect(await served(runId)).not.toContain(mark);
+    // Their copies, taken after the erasure, carry the marker.
+    await archiver.pass();
+    expect(await hitsInArchive(mark)).toEqual([]);
+  });
+
+  it('erases a child that only the archive holds, found by its parent row', async () => {
+    const mark = `ARCHIVED-CHILD-${tag()}`;
+    const ticket = `T-${tag()}`;
+    const parent = await startDesk(ticket, `O-${tag()}`, `refund me ${mark}`, 'answer');
+    expect(await h.waitForStatus(parent, ENDED)).toBe('completed');
+    const child = await onlyChild(parent);
+    expect(await h.waitForStatus(child, ENDED)).toBe('completed');
+    for (const runId of [parent, child])
+      await archiver.archiveOne(runId, ctx.keys.archiveQueue(ctx.keys.shardOf(runId)));
+    // Redis lets both runs go at the retention; the parent's list of children (kept as long as its deadline could
+    // run) goes too, as it will: only the archive's rows know the child.
+    await until('the runs to leave Redis', RETENTION_MS + 10_000, async () => {
+      const left = await ctx.redis.exists(ctx.keys.run(parent).run, ctx.keys.run(child).run);
+      return left === 0;
+    });
+    await ctx.redis.del(ctx.keys.run(parent).children);
+    const row = await ctx.archive!.pool.query('SELECT child_run_ids FROM archived_runs WHERE run_id = $1', [parent]);
+    expect(row.rows[0]).toEqual({ child_run_ids: [child] });
+    expect(await hitsInArchive(mark)).not.toEqual([]);
+    expect(await served(child)).toContain(mark);
+
+    const res = await erase(ticket);
+    expect(res.status).toBe(201);
+    expect(res.body.runIds).toEqual([parent, child].sort());
+    expect(await hitsInArchive(mark)).toEqual([]);
+    for (const runId of [parent, child]) expect(await served(runId)).not.toContain(mark);
+  });
+
+  it('refuses, naming it, while a child is at work, even after its parent ended; erases both once it ended', async () => {
+    const mark = `BUSY-CHILD-${tag()}`;
+    const ticket = `T-${tag()}`;
+    const parent = await startDesk(ticket, `O-${tag()}`, `please hurry ${mark}`, 'nap');
+    const child = await onlyChild(parent);
+    expect(await h.waitForStatus(child, ['sleeping'])).toBe('sleeping');
+    expect(await h.waitForStatus(parent, ['waiting_child'])).toBe('waiting_child');
+    // The parent ends as a process that died before the cascade would leave it: its child sleeps on.
+    await stopRun(ctx, parent, { expected: ['waiting_child'], status: 'cancelled', reason: 'test', now: Date.now() });
+    expect(await h.waitForStatus(parent, ENDED)).toBe('cancelled');
+    const erasures = await ctx.redis.llen(ctx.keys.erasures());
+
+    const refused = await erase(ticket);
+    expect(refused.status).toBe(409);
+    expect(refused.body).toMatchObject({ error: 'runs_at_work', runIds: [child] });
+    // Nothing written: no erasure recorded, the text where it was.
+    expect(await ctx.redis.llen(ctx.keys.erasures())).toBe(erasures);
+    expect(await served(parent)).toContain(mark);
+    expect(await served(child, false)).toContain(mark);
+
+    const cancel = await post(`/v1/runs/${child}/cancel`, {}, operatorAuth);
+    expect(cancel.status).toBeLessThan(300);
+    expect(await h.waitForStatus(child, ENDED)).toBe('cancelled');
+    const res = await erase(ticket);
+    expect(res.status).toBe(201);
+    expect(res.body.runIds).toEqual([parent, child].sort());
+    expect(await hitsInRedis(mark)).toEqual([]);
+  });
+});
