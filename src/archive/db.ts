@@ -181,6 +181,18 @@ export async function archivedChildRunIds(
   return res.rows.map((r) => r.child);
 }
 
+/** What an erasure reads of an archived run to name the event keys its waits used: tenant, agent, input, transcript. */
+export async function archivedWaitSources(
+  pool: ArchivePool,
+  runId: string,
+): Promise<{ tenant: string; agent: string; input: unknown; transcript: unknown } | undefined> {
+  const res = await pool.query<{ tenant: string; agent: string; input: unknown; transcript: unknown }>(
+    "SELECT tenant, agent, spec -> 'input' AS input, view -> 'transcript' AS transcript FROM archived_runs WHERE run_id = $1",
+    [runId],
+  );
+  return res.rows[0];
+}
+
 /** Run ids archived for a tenant's subject (every agent). */
 export async function archivedRunsOfSubject(pool: ArchivePool, tenant: string, subjectKey: string): Promise<string[]> {
   const res = await pool.query<{ run_id: string }>(

@@ -11,6 +11,9 @@
  * present. Without an archive, Redis alone answers both. Then every run those runs' agent tools started, and theirs
  * (their `children` sets, the archive's child_run_ids): a child's input is its parent's text.
  *
+ * Beyond the runs' own keys: the payloads kept on the event keys their waits named (a delivery a wait took stays on
+ * its key until the wait's due time plus EVENT_KEEP_MS, and a later one may be kept there), see eraseEventPayloads.
+ *
  * Runs still at work, children included (any status but a terminal one: queued, running, parked for a person, an
  * approval, a wait) are refused before anything is written: their steps would carry on with the text, or write it again. A run's Redis
  * rewrite is one MULTI under WATCH of its keys, so a retry that starts it in between aborts the rewrite (taken again
@@ -18,18 +21,30 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { EngineContext } from '../runs/engineContext.js';
-import { decodeEntry, encodeEntry, packEntry, packJournal, type StoredEntry, unpackJournal } from '../core/journal.js';
+import {
+  decodeEntry,
+  encodeEntry,
+  type JournalEntry,
+  journalEntrySchema,
+  packEntry,
+  packJournal,
+  type StoredEntry,
+  unpackJournal,
+} from '../core/journal.js';
 import { isTerminal } from '../core/status.js';
 import { packSpec, readRun, type RunField } from '../store/runRecord.js';
 import { packEntries, unpackEntries } from '../store/runEvents.js';
 import { FOLDED_HISTORY_FIELD, foldMoves, unfoldMoves } from '../store/ledgerHistory.js';
 import { indexedRunIds, type SearchTerm } from '../runs/search.js';
+import { eventKeysAsked, parseWait } from '../runs/waits.js';
+import { readJournal } from '../store/runJournal.js';
 import { SEARCH_SUBJECT } from '../store/keys.js';
 import {
   archivedChildRunIds,
   archivedRunsByField,
   archivedRunsOfSubject,
   archivedTenant,
+  archivedWaitSources,
   type ArchivePool,
 } from './db.js';
 import { archiveJson, archiveText, fromArchiveJson } from './pgText.js';
@@ -79,11 +94,19 @@ export async function eraseCustomer(
     ctx.metrics.erasures.inc({ outcome: 'at_work' });
     return { kind: 'at_work', runIds: atWork };
   }
+  // The event keys the runs' waits named: read before the rewrite replaces the arguments they derive from.
+  const waited = new Map<string, string[]>();
+  for (const runId of runIds) waited.set(runId, await waitedEventKeys(ctx, pool, runId));
   const raced: string[] = [];
   for (const [i, runId] of runIds.entries()) {
     if (inRedis[i] === undefined) continue;
     if ((await eraseRunInRedis(ctx, runId, nowMs)) === 'at_work') raced.push(runId);
   }
+  await eraseEventPayloads(
+    ctx,
+    runIds.filter((id) => !raced.includes(id)),
+    waited,
+  );
   if (pool) for (const runId of runIds) await eraseRunInArchive(pool, runId, nowMs);
   const record: ErasureRecord = {
     erasureId: `er_${randomBytes(12).toString('hex')}`,
@@ -189,6 +212,89 @@ async function addDescendants(
       added++;
     }
     level = next;
+  }
+}
+
+/**
+ * The event hashes (KeySpace.eventKey) of the keys a run's waits named: each call of its agent's event-wait tools
+ * asked again from its journalled decision (eventKeysAsked; the journal in Redis, else the archive's transcript),
+ * and the wait still recorded on the run hash (a run that ended parked). Of a run whose agent this process does not
+ * run (or no longer has that tool), only the recorded wait.
+ */
+async function waitedEventKeys(ctx: ErasureContext, pool: ArchivePool | undefined, runId: string): Promise<string[]> {
+  const run = await readRun(ctx.redis, ctx.keys, runId, ['tenant', 'agent', 'spec', 'wait']);
+  let source: { tenant: string; agent: string; input: unknown; transcript: JournalEntry[] } | undefined;
+  if (run) {
+    const spec = run.spec === undefined ? undefined : parseJson(run.spec);
+    const stored = await readJournal(ctx.redis, ctx.keys.run(runId));
+    source = {
+      tenant: run.tenant,
+      agent: run.agent,
+      input: spec !== null && typeof spec === 'object' ? (spec as { input?: unknown }).input : undefined,
+      transcript: stored.flatMap((raw, i) => {
+        try {
+          return [decodeEntry(raw, i)];
+        } catch {
+          return [];
+        }
+      }),
+    };
+  } else if (pool) {
+    const row = await archivedWaitSources(pool, runId);
+    if (row)
+      source = {
+        tenant: row.tenant,
+        agent: row.agent,
+        input: row.input,
+        transcript: (Array.isArray(row.transcript) ? (row.transcript as unknown[]) : []).flatMap((e) => {
+          const parsed = journalEntrySchema.safeParse(e);
+          return parsed.success ? [parsed.data] : [];
+        }),
+      };
+  }
+  if (!source) return [];
+  const agent = ctx.agents.get(source.agent);
+  const keys = new Set(agent ? eventKeysAsked(agent, { runId, input: source.input }, source.transcript) : []);
+  const wait = parseWait(run?.wait);
+  if (wait?.kind === 'event') keys.add(wait.key);
+  return [...keys].map((key) => ctx.keys.eventKey(source.tenant, source.agent, key));
+}
+
+/**
+ * Replaces the payloads kept on the event hashes the erased runs' waits named (redactAll: every string): the delivery
+ * an erased run's wait took (consumed), or that was given to it and never taken (delivered), and a delivery kept on
+ * the key for a wait to come (pending: a sender's retry after the wait took the first, a later reply on the key). A
+ * delivery of another run's wait on the key is left alone. The hash keeps its state, ids and expiry: a wait asked
+ * again reads the marker. One MULTI under WATCH of the key per rewrite, so a delivery or a wait in between is read
+ * again (up to ERASE_TRIES times).
+ */
+async function eraseEventPayloads(
+  ctx: ErasureContext,
+  runIds: readonly string[],
+  waited: ReadonlyMap<string, readonly string[]>,
+): Promise<void> {
+  const byKey = new Map<string, Set<string>>();
+  for (const runId of runIds)
+    for (const key of waited.get(runId) ?? []) byKey.set(key, (byKey.get(key) ?? new Set()).add(runId));
+  if (byKey.size === 0) return;
+  const conn = ctx.redis.duplicate();
+  conn.on('error', () => {});
+  try {
+    for (const [key, erased] of byKey) {
+      for (let attempt = 0; attempt < ERASE_TRIES; attempt++) {
+        await conn.watch(key);
+        const [state, runId, payload] = (await conn.hmget(key, 'state', 'runId', 'payload')).map((v) => v ?? undefined);
+        const ours = state === 'pending' || (runId !== undefined && erased.has(runId));
+        const redacted = payload === undefined ? undefined : JSON.stringify(redactAll(parseJson(payload)));
+        if (!ours || redacted === undefined || redacted === payload) {
+          await conn.unwatch();
+          break;
+        }
+        if ((await conn.multi().hset(key, 'payload', redacted).exec()) !== null) break;
+      }
+    }
+  } finally {
+    conn.disconnect();
   }
 }
 

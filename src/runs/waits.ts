@@ -10,6 +10,8 @@ import type { KeySpace } from '../store/keys.js';
 import { releaseEventWait } from '../store/calls/releaseEventWait.js';
 import { isTerminal } from '../core/status.js';
 import { readRun, readStatus } from '../store/runRecord.js';
+import type { Agent } from '../core/agent.js';
+import type { JournalEntry } from '../core/journal.js';
 
 export const WAIT_STATUSES = ['sleeping', 'waiting_event', 'waiting_child'] as const;
 export type WaitStatus = (typeof WAIT_STATUSES)[number];
@@ -87,6 +89,38 @@ export function parseWait(raw: string | null | undefined): WaitRecord | undefine
   } catch {
     return undefined;
   }
+}
+
+/**
+ * The event keys (as the tools named them, before KeySpace.eventKey scopes them) that a run's calls of its agent's
+ * event-wait tools asked for, asked of the tools again from the journalled decisions: nothing else keeps them once
+ * the run woke (its `wait` record goes at the wake), and a wait that a kept delivery answered at once never parked.
+ * A call whose tool is gone, whose arguments no longer parse (erased already) or whose tool throws names none; so does
+ * an agent tool's call (a child, not a key).
+ */
+export function eventKeysAsked(
+  agent: Agent,
+  run: { runId: string; input: unknown },
+  transcript: readonly JournalEntry[],
+): string[] {
+  const keys = new Set<string>();
+  const signal = new AbortController().signal;
+  for (const entry of transcript) {
+    if (entry.kind !== 'decision') continue;
+    for (const call of entry.toolCalls) {
+      const tool = agent.tools.get(call.name);
+      if (tool?.effect !== 'wait' || tool.startsChild === true) continue;
+      const args = tool.args.safeParse(call.args ?? {});
+      if (!args.success) continue;
+      try {
+        const asked = tool.wait(args.data, { runId: run.runId, step: entry.step, signal, input: run.input });
+        if (asked.kind === 'event' && typeof asked.key === 'string') keys.add(asked.key);
+      } catch {
+        // A tool that cannot say its key again names none.
+      }
+    }
+  }
+  return [...keys];
 }
 
 /** What the key releases below read and write: the store, and the waits counter. */

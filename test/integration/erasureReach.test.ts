@@ -2,7 +2,9 @@
  * What an erasure (POST /v1/erasures, over the real API on real Redis and PostgreSQL) reaches beyond the runs its
  * subject names: the child runs their agent tools started, whose input is the parent's text under a subject key of
  * their own (the ticket's words handed on as a refund's reason, keyed by the order), in Redis and in the archive
- * alone; a child still at work refuses the erasure, named, even when its parent has ended.
+ * alone; a child still at work refuses the erasure, named, even when its parent has ended. And the payloads of the
+ * events its runs' waits took, kept on their keys after the wait (until its due time plus EVENT_KEEP_MS), and a
+ * delivery kept on such a key since; a delivery on a key no erased run waited on is not found (and only expires).
  */
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -72,6 +74,29 @@ const desk = defineAgent<{ ticket: string; text: string }>({
   ],
 });
 
+const topics = z.enum(['early', 'reply', 'late']);
+
+/** Waits for an event on `<topic>:<order>`, the order read from the run's input (ToolContext.input). */
+const orders = defineAgent<{ order: string }>({
+  name: 'orders',
+  version: 'orders@1',
+  input: z.object({ order: z.string() }).strict(),
+  key: (i) => i.order,
+  instructions: () => 'Follow the order.',
+  tools: [
+    defineWaitTool({
+      name: 'wait_for',
+      description: 'waits for an event on the order',
+      args: z.object({ topic: topics }).strict(),
+      wait: ({ topic }, tc) => ({
+        kind: 'event',
+        key: `${topic}:${(tc.input as { order: string }).order}`,
+        timeoutMs: 3600_000,
+      }),
+    }),
+  ],
+});
+
 let pg: EmbeddedPostgres;
 let h: Harness;
 let ctx: EngineContext;
@@ -90,7 +115,7 @@ beforeAll(async () => {
   ctx = await createContext(h.cfg, 'erasure-reach-agents', {
     log: h.ctx.log,
     metrics: newMetrics(),
-    agents: [desk, refunds],
+    agents: [desk, refunds, orders],
   });
   await h.startWorker({}, ctx);
   archiver = archiverFor(ctx)!;
@@ -238,5 +263,100 @@ describe("an erasure reaches the child runs of the subject's runs", () => {
     expect(res.status).toBe(201);
     expect(res.body.runIds).toEqual([parent, child].sort());
     expect(await hitsInRedis(mark)).toEqual([]);
+  });
+});
+
+describe("an erasure reaches the event payloads of its runs' waits", () => {
+  /** A delivery of `payload` on the orders agent's `key` (POST /v1/events): `resumed` or `kept`. */
+  async function deliver(key: string, payload: unknown): Promise<string> {
+    const res = await post('/v1/events', { tenant: 'acme', agent: 'orders', key, payload }, producerAuth);
+    expect(res.status).toBe(202);
+    return res.body.outcome as string;
+  }
+
+  /** An orders run on `order` whose model waits on each of `waits` in turn, then answers. */
+  async function startOrders(order: string, waits: readonly z.infer<typeof topics>[]): Promise<string> {
+    const script = [
+      ...waits.map((topic) => ({ toolCalls: [{ name: 'wait_for', args: { topic } }], usage })),
+      { final: 'followed', usage },
+    ];
+    const created = await post(
+      '/v1/runs',
+      { tenant: 'acme', agent: 'orders', input: { order }, model: 'scripted', script },
+      { 'idempotency-key': `orders-${order}`, ...producerAuth },
+    );
+    expect(created.status).toBe(201);
+    return created.body.runId as string;
+  }
+
+  /** Until the run parks on a wait for `key`. */
+  const parkedOn = (runId: string, key: string) =>
+    until(`${runId} waiting on ${key}`, 10_000, async () => {
+      const wait = await ctx.redis.hget(ctx.keys.run(runId).run, 'wait');
+      return wait !== null && (JSON.parse(wait) as { key?: string }).key === key;
+    });
+
+  it("replaces the payloads its waits took and one kept on their key since; another key's delivery expires", async () => {
+    const mark = `EVENT-ME-${tag()}`;
+    const elsewhere = `ELSEWHERE-${tag()}`;
+    const order = `O-${tag()}`;
+    const hash = (topic: string) => ctx.keys.eventKey('acme', 'orders', `${topic}:${order}`);
+    // Kept before the run waits: its first wait takes it at once, never parked.
+    expect(await deliver(`early:${order}`, { note: `early ${mark}` })).toBe('kept');
+    const runId = await startOrders(order, topics.options);
+    // Parked, then given the reply (the run resumes and the wait consumes it).
+    await parkedOn(runId, `reply:${order}`);
+    expect(await deliver(`reply:${order}`, { note: `reply ${mark}` })).toBe('resumed');
+    await parkedOn(runId, `late:${order}`);
+    expect(await deliver(`late:${order}`, { note: `late ${mark}` })).toBe('resumed');
+    expect(await h.waitForStatus(runId, ENDED)).toBe('completed');
+    // The sender sends again after the wait took it: kept on the key (for a wait that never comes).
+    expect(await deliver(`late:${order}`, { note: `again ${mark}` })).toBe('kept');
+    // A key no run of the order ever waited on: nothing names it to the erasure.
+    expect(await deliver(`other:${order}`, { note: elsewhere })).toBe('kept');
+    expect(await ctx.redis.hmget(hash('early'), 'state', 'runId')).toEqual(['consumed', runId]);
+    expect(await ctx.redis.hmget(hash('reply'), 'state', 'runId')).toEqual(['consumed', runId]);
+    expect(await ctx.redis.hget(hash('late'), 'state')).toBe('pending');
+    const before = await hitsInRedis(mark);
+    for (const topic of topics.options) expect(before).toContain(hash(topic));
+
+    const res = await erase(order);
+    expect(res.status).toBe(201);
+    expect(res.body.runIds).toEqual([runId]);
+    expect(await hitsInRedis(mark)).toEqual([]);
+    // The hashes keep their state, ids and expiry: only the payload is replaced.
+    for (const topic of topics.options) {
+      expect(await ctx.redis.hget(hash(topic), 'payload')).toBe('{"note":"[erased]"}');
+      expect(await ctx.redis.pttl(hash(topic))).toBeGreaterThan(0);
+    }
+    expect(await ctx.redis.hmget(hash('reply'), 'state', 'runId')).toEqual(['consumed', runId]);
+    // What the erasure cannot find is left to its expiry: EVENT_KEEP_MS at most.
+    expect(await hitsInRedis(elsewhere)).toEqual([hash('other')]);
+    const ttl = await ctx.redis.pttl(hash('other'));
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(h.cfg.EVENT_KEEP_MS);
+  });
+
+  it('replaces the payload a wait took for a run that only the archive holds, its key read from the archived transcript', async () => {
+    const mark = `ARCHIVED-EVENT-${tag()}`;
+    const order = `O-${tag()}`;
+    const hash = ctx.keys.eventKey('acme', 'orders', `reply:${order}`);
+    const runId = await startOrders(order, ['reply']);
+    await parkedOn(runId, `reply:${order}`);
+    expect(await deliver(`reply:${order}`, { note: `reply ${mark}` })).toBe('resumed');
+    expect(await h.waitForStatus(runId, ENDED)).toBe('completed');
+    await archiver.archiveOne(runId, ctx.keys.archiveQueue(ctx.keys.shardOf(runId)));
+    // Redis lets the run go at the retention; the key keeps the payload until the wait's due time plus EVENT_KEEP_MS.
+    await until('the run to leave Redis', RETENTION_MS + 10_000, async () => {
+      return (await ctx.redis.exists(ctx.keys.run(runId).run)) === 0;
+    });
+    expect(await hitsInRedis(mark)).toEqual([hash]);
+
+    const res = await erase(order);
+    expect(res.status).toBe(201);
+    expect(res.body.runIds).toEqual([runId]);
+    expect(await hitsInRedis(mark)).toEqual([]);
+    expect(await hitsInArchive(mark)).toEqual([]);
+    expect(await ctx.redis.hget(hash, 'payload')).toBe('{"note":"[erased]"}');
   });
 });
