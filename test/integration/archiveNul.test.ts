@@ -5,7 +5,7 @@
  * the same, and an erasure by its subject rewrites its row (src/archive/pgText.ts). A write PostgreSQL refuses is
  * logged with the error's code and message, never the JSON the error quotes (src/metrics/log.ts).
  */
-import { Writable } from 'node:stream';
+import { captureLines } from '../support/logCapture.js';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, producerAuth, sampleTicket, type Harness } from '../../testkit/harness.js';
@@ -43,19 +43,7 @@ afterAll(async () => {
 
 /** A logger that keeps every line it writes, at info and above. */
 function capturedLog(): { log: EngineContext['log']; text: () => string; lines: () => Record<string, unknown>[] } {
-  const chunks: string[] = [];
-  const stream = new Writable({
-    write(chunk, _enc, cb) {
-      chunks.push(String(chunk));
-      cb();
-    },
-  });
-  const text = () => chunks.join('');
-  const lines = () =>
-    text()
-      .split('\n')
-      .filter(Boolean)
-      .map((l) => JSON.parse(l) as Record<string, unknown>);
+  const { stream, text, lines } = captureLines();
   return { log: createLogger('archivenul', 'info', stream), text, lines };
 }
 

@@ -1,5 +1,4 @@
 /** Logs never carry customer text: errors go through pino's err serializer, with URL paths and queries redacted. */
-import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createContext } from '../../src/server/buildContext.js';
 import { loadConfig } from '../../src/config/config.js';
@@ -9,27 +8,7 @@ import { newMetrics } from '../../src/metrics/metrics.js';
 import { buildSpec } from '../../src/producer/intake.js';
 import { freePort } from '../../testkit/embeddedRedis.js';
 import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
-
-/** A pino destination that keeps every line. */
-function capture(): { stream: Writable; lines: () => Record<string, unknown>[]; text: () => string } {
-  const chunks: string[] = [];
-  const stream = new Writable({
-    write(chunk, _enc, cb) {
-      chunks.push(String(chunk));
-      cb();
-    },
-  });
-  const text = () => chunks.join('');
-  return {
-    stream,
-    text,
-    lines: () =>
-      text()
-        .split('\n')
-        .filter(Boolean)
-        .map((l) => JSON.parse(l) as Record<string, unknown>),
-  };
-}
+import { captureLines as capture } from '../support/logCapture.js';
 
 describe('redactUrls', () => {
   it('keeps scheme://host and drops credentials, paths and queries', () => {
