@@ -54,6 +54,18 @@ const req = (key: string) => ({
 });
 const readOf = (c: McpServerConnection, name: string) => c.tools.find((t) => t.name === name) as ReadTool;
 const writeOf = (c: McpServerConnection, name: string) => c.tools.find((t) => t.name === name) as WriteTool;
+/** One agent holding the connection's tools: what the tool-source health reads. */
+const catalogOf = (c: McpServerConnection) =>
+  new AgentCatalog([
+    defineAgent({
+      name: 'mcp-hostile',
+      version: 'mcp-hostile@1',
+      tools: c.tools,
+      input: z.object({}),
+      instructions: () => 'x',
+      key: () => 'k',
+    }),
+  ]);
 
 describe('schemas out of bounds', () => {
   it('deep nesting and a huge schema are refused and named; a catastrophic pattern runs on RE2', async () => {
@@ -130,16 +142,7 @@ describe('a stdio server whose process dies', () => {
     writeFileSync(downFile, '');
     process.kill(pid, 'SIGKILL');
     await until('the server seen down', 10_000, () => !conn.status().up);
-    const catalog = new AgentCatalog([
-      defineAgent({
-        name: 'mcp-hostile',
-        version: 'mcp-hostile@1',
-        tools: conn.tools,
-        input: z.object({}),
-        instructions: () => 'x',
-        key: () => 'k',
-      }),
-    ]);
+    const catalog = catalogOf(conn);
     expect(toolSourcesHealth(toolSourcesOf(catalog)).down).toEqual(['mcp:hostile']);
     // A process-owned server down past the limit fails liveness.
     expect(toolSourcesHealth(toolSourcesOf(catalog), Date.now() + 61_000).alive).toBe(false);
@@ -232,16 +235,7 @@ describe('in a run', () => {
         cb();
       },
     });
-    const catalog = new AgentCatalog([
-      defineAgent({
-        name: 'mcp-hostile',
-        version: 'mcp-hostile@1',
-        tools: conn.tools,
-        input: z.object({}),
-        instructions: () => 'x',
-        key: () => 'k',
-      }),
-    ]);
+    const catalog = catalogOf(conn);
     reportToolSources(toolSourcesOf(catalog), new Registry(), pino(sink));
     expect(lines.map((l) => JSON.parse(l) as Record<string, unknown>)).toMatchObject([
       { code: 'mcp_schema_refused', source: 'mcp:hostile', tool: 'loose_out', reason: 'schema_invalid' },
