@@ -2,7 +2,7 @@
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { EngineContext } from '../runs/engineContext.js';
 import { metricsAllowed } from './opsServer.js';
-import { bearer, principalOf, requireRunAccess, requireRunCreation, runNotFound } from './auth.js';
+import { bearer, requireRunAccess, requireRunCreation, runNotFound, seesDeployment } from './auth.js';
 import {
   BODY_LIMIT,
   BODY_LIMIT_BYTES,
@@ -41,8 +41,6 @@ export interface ApiOptions {
 
 export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Express {
   const app = express();
-  // The deployment's configuration (its agents, its providers' settings) is the producer's to see, not a tenant's.
-  const seesDeployment = (req: Request) => principalOf(ctx.cfg, bearer(req))?.role === 'producer';
   app.disable('x-powered-by');
   opts.front?.(app);
   app.use(storeGate(ctx));
@@ -108,7 +106,7 @@ export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Ex
       answerJson(res, 200, { runId, created, ...(status ? { status } : {}) });
     } catch (err) {
       if (err instanceof InvalidRunRequest) {
-        res.status(400).json({ error: 'invalid_request', fields: err.fieldsFor(seesDeployment(req)) });
+        res.status(400).json({ error: 'invalid_request', fields: err.fieldsFor(seesDeployment(ctx.cfg, bearer(req))) });
         return;
       }
       throw err;
@@ -121,7 +119,9 @@ export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Ex
     if (!parsed.success) return void invalid(res, parsed.error);
     if (!ctx.agents.get(parsed.data.agent)) {
       const refusal = unknownAgent(ctx, parsed.data.agent, 'agent');
-      return void res.status(400).json({ error: 'invalid_request', fields: refusal.fieldsFor(seesDeployment(req)) });
+      return void res
+        .status(400)
+        .json({ error: 'invalid_request', fields: refusal.fieldsFor(seesDeployment(ctx.cfg, bearer(req))) });
     }
     const out = await deliver(ctx, parsed.data);
     if (out.kind === 'too_large')

@@ -95,6 +95,14 @@ export function principalOf(cfg: TokenConfig, token: string | undefined): Princi
 }
 
 /**
+ * Whether a refusal may tell this bearer how the deployment is configured (its agents, its providers' settings, the
+ * settings behind a limit): the producer's to see, never a tenant's (InvalidRunRequest.fieldsFor).
+ */
+export function seesDeployment(cfg: TokenConfig, token: string | undefined): boolean {
+  return principalOf(cfg, token)?.role === 'producer';
+}
+
+/**
  * The principal of a request: an operator (bearer token, JWT, or, where
  * `session` is given, the console's session cookie), else the producer or a
  * tenant by bearer token.

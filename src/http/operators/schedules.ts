@@ -20,6 +20,7 @@ import {
   requireRunCreation,
   RUN_TOKEN_SETTINGS,
   runTokensConfigured,
+  seesDeployment,
   type Principal,
 } from '../auth.js';
 import { invalid, param } from '../../producer/fieldErrors.js';
@@ -78,14 +79,13 @@ export function schedulesRouter(ctx: EngineContext, schedules: Schedules): Route
     try {
       res.json(scheduleView(await schedules.put(id, parsed.data, actorOf(principalOf(ctx.cfg, token), token))));
     } catch (err) {
-      // The deployment's configuration (its agents, its providers' settings) is the producer's to see, not a tenant's.
-      const seesDeployment = principalOf(ctx.cfg, token)?.role === 'producer';
+      const configured = seesDeployment(ctx.cfg, token);
       if (err instanceof ScheduleLimitReached) {
-        const message = err.messageFor(seesDeployment);
+        const message = err.messageFor(configured);
         return void res.status(409).json({ error: err.code, message, fields: [{ path: 'tenant', message }] });
       }
       if (!(err instanceof InvalidRunRequest)) throw err;
-      res.status(400).json({ error: 'invalid_request', fields: err.fieldsFor(seesDeployment) });
+      res.status(400).json({ error: 'invalid_request', fields: err.fieldsFor(configured) });
     }
   });
   r.get('/v1/schedules', requireSchedulePrincipal(ctx, false), async (req, res) => {
