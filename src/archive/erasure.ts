@@ -23,6 +23,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { EngineContext } from '../runs/engineContext.js';
 import {
   decodeEntry,
+  decodeReadable,
   encodeEntry,
   type JournalEntry,
   journalEntrySchema,
@@ -231,13 +232,7 @@ async function waitedEventKeys(ctx: ErasureContext, pool: ArchivePool | undefine
       tenant: run.tenant,
       agent: run.agent,
       input: spec !== null && typeof spec === 'object' ? (spec as { input?: unknown }).input : undefined,
-      transcript: stored.flatMap((raw, i) => {
-        try {
-          return [decodeEntry(raw, i)];
-        } catch {
-          return [];
-        }
-      }),
+      transcript: decodeReadable(stored),
     };
   } else if (pool) {
     const row = await archivedWaitSources(pool, runId);

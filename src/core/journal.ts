@@ -188,6 +188,22 @@ export function decodeEntry(raw: StoredEntry, index: number): JournalEntry {
 }
 
 /**
+ * The entries of a journal as read, each validated; one that does not decode is left out and its index handed to
+ * `unreadable` (a reader that shows what it can: the run view, an erasure naming the keys a run's waits used).
+ */
+export function decodeReadable(raws: readonly StoredEntry[], unreadable?: (index: number) => void): JournalEntry[] {
+  const out: JournalEntry[] = [];
+  raws.forEach((raw, i) => {
+    try {
+      out.push(decodeEntry(raw, i));
+    } catch {
+      unreadable?.(i);
+    }
+  });
+  return out;
+}
+
+/**
  * Prompt tokens of an encoded entry (its JSON, by the tokenizer: src/core/tokens.ts), summed into the run's context by
  * each commit.
  */

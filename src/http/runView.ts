@@ -6,7 +6,7 @@
  */
 import { formatMicros } from '../core/prices.js';
 import type { EngineContext } from '../runs/engineContext.js';
-import { decodeEntry, type JournalEntry } from '../core/journal.js';
+import { decodeReadable, type JournalEntry } from '../core/journal.js';
 import type { ModelOptions } from '../core/model.js';
 import { isRunId } from '../store/keys.js';
 import type { RunSpec } from '../runs/spec.js';
@@ -177,16 +177,7 @@ async function readTranscript(
   k: { journal: string; journalPacked: string },
   notes: string[],
 ): Promise<JournalEntry[]> {
-  const raws = await readJournal(ctx.redis, k);
-  const out: JournalEntry[] = [];
-  raws.forEach((raw, i) => {
-    try {
-      out.push(decodeEntry(raw, i));
-    } catch {
-      notes.push(`journal_entry_unreadable: ${i}`);
-    }
-  });
-  return out;
+  return decodeReadable(await readJournal(ctx.redis, k), (i) => notes.push(`journal_entry_unreadable: ${i}`));
 }
 
 /** An ISO date, or '' for a time no Date can hold. */
