@@ -14,12 +14,12 @@ export interface DictionaryCodec {
   inflate(packed: Buffer): Buffer;
 }
 
-export function dictionaryCodec(dictionary: string): DictionaryCodec {
+export function dictionaryCodec(dictionary: string, level = 6): DictionaryCodec {
   const bytes = Buffer.from(dictionary, 'utf8');
-  // Level 6, a 4 KB window and memLevel 4, by measurement (bench section `bytes`): as small as zlib's defaults here
-  // at less CPU (smaller tables to set up per call). A whole ended run's journal packs as small in this window as in
-  // 32 KB at half the CPU: a transcript's repeats are near each other.
-  const deflateOptions = { level: 6, windowBits: 12, memLevel: 4, dictionary: bytes } as const;
+  // A 4 KB window and memLevel 4, by measurement (bench section `bytes`): as small as zlib's defaults here at less CPU
+  // (smaller tables to set up per call). A whole ended run's journal packs as small in this window as in 32 KB at half
+  // the CPU: a transcript's repeats are near each other. The level is the owner's (level 6 unless it says).
+  const deflateOptions = { level, windowBits: 12, memLevel: 4, dictionary: bytes } as const;
   // The largest window: a value written with any window reads back.
   const inflateOptions = { windowBits: 15, dictionary: bytes } as const;
   return {

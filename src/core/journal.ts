@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { countTokens } from './tokens.js';
 import { TerminalError } from './errors.js';
 import { behindMarker, dictionaryCodec } from './dictionaryCodec.js';
+import { fromLines, toLines } from './lineList.js';
 
 /**
  * Token usage: non-negative safe integers (zod's int() is safe-integer only). What a provider reports is
@@ -134,13 +135,13 @@ export const JOURNAL_COMPRESS_MIN_BYTES = 512;
  * 0.60 and 0.48 / 0.50 with the same dictionary; only brotli at quality 11 came close (0.57 / 0.46) at 50 to 100
  * times the CPU.
  */
-const JOURNAL_CODEC = dictionaryCodec(
+const JOURNAL_DICTIONARY =
   '{"v":1,"kind":"operator","step":1,"action":"approve","by":"","at":1,"detail":""}' +
-    '{"v":1,"kind":"status","step":1,"status":"completed","reason":"final_answer"}' +
-    '"usage":{"promptTokens":100,"completionTokens":10},"attempts":1}' +
-    '{"v":1,"kind":"decision","step":1,"model":"","toolCalls":[{"id":"call_1_0","name":"","args":{}}],"final":"","text":"' +
-    '{"v":1,"kind":"observation","step":1,"callId":"call_1_0","tool":"","status":"ok","output":{"',
-);
+  '{"v":1,"kind":"status","step":1,"status":"completed","reason":"final_answer"}' +
+  '"usage":{"promptTokens":100,"completionTokens":10},"attempts":1}' +
+  '{"v":1,"kind":"decision","step":1,"model":"","toolCalls":[{"id":"call_1_0","name":"","args":{}}],"final":"","text":"' +
+  '{"v":1,"kind":"observation","step":1,"callId":"call_1_0","tool":"","status":"ok","output":{"';
+const JOURNAL_CODEC = dictionaryCodec(JOURNAL_DICTIONARY);
 
 /** The stored form of an entry's JSON: compressed when it is long enough and compression makes it shorter. */
 export function packEntry(json: string): StoredEntry {
@@ -212,23 +213,39 @@ export function estimateTokens(encoded: string): number {
 }
 
 /**
- * The first byte of an ended run's packed journal (RunKeys.journalPacked): the rest is the JSON array of its entries'
- * JSON compressed by JOURNAL_CODEC as one value, so an entry finds the ones before it (a transcript repeats its
- * tool names, its ids and what its tools read). A new codec or dictionary takes another marker value.
+ * The first byte of an ended run's packed journal (RunKeys.journalPacked): the rest is its entries' JSON one a line
+ * (src/core/lineList.ts), compressed by PACKED_JOURNAL_CODEC as one value, so an entry finds the ones before it (a
+ * transcript repeats its tool names, its ids and what its tools read). A new codec or dictionary takes another marker
+ * value.
  */
-export const JOURNAL_PACKED_MARKER = 0x01;
+export const JOURNAL_PACKED_MARKER = 0x02;
+/**
+ * The first byte of a journal packed as the JSON array of its entries' JSON, by JOURNAL_CODEC: how journals were
+ * packed before lines, and how one is packed whose entries have no line form.
+ */
+export const JOURNAL_PACKED_JSON_MARKER = 0x01;
+
+/**
+ * The journal's dictionary at level 1 (src/core/lineList.ts says why). A single entry is short and its repeats are
+ * the dictionary's: it keeps level 6 (JOURNAL_CODEC).
+ */
+const PACKED_JOURNAL_CODEC = dictionaryCodec(JOURNAL_DICTIONARY, 1);
 
 /** Entries (their JSON, oldest first) as one packed journal. */
 export function packJournal(entries: readonly string[]): Buffer {
-  return behindMarker(JOURNAL_PACKED_MARKER, JOURNAL_CODEC.deflate(JSON.stringify(entries)));
+  const lines = toLines(entries);
+  return lines
+    ? behindMarker(JOURNAL_PACKED_MARKER, PACKED_JOURNAL_CODEC.deflate(lines))
+    : behindMarker(JOURNAL_PACKED_JSON_MARKER, JOURNAL_CODEC.deflate(JSON.stringify(entries)));
 }
 
-/** The entries (their JSON, oldest first) of a packed journal; none for an absent one. */
+/** The entries (their JSON, oldest first) of a packed journal (either form); none for an absent one. */
 export function unpackJournal(packed: Buffer | null | undefined): string[] {
   if (!packed || packed.length === 0) return [];
   let parsed: unknown;
   try {
-    if (packed[0] !== JOURNAL_PACKED_MARKER) throw new Error(`unknown marker ${packed[0]}`);
+    if (packed[0] === JOURNAL_PACKED_MARKER) return fromLines(PACKED_JOURNAL_CODEC.inflate(packed.subarray(1)));
+    if (packed[0] !== JOURNAL_PACKED_JSON_MARKER) throw new Error(`unknown marker ${packed[0]}`);
     parsed = JSON.parse(JOURNAL_CODEC.inflate(packed.subarray(1)).toString('utf8'));
   } catch (err) {
     throw new JournalCorrupt('the packed journal does not unpack', { cause: err });

@@ -19,6 +19,7 @@
  * payload, and a Last-Event-ID from before the compaction resumes as it did.
  */
 import { behindMarker, dictionaryCodec } from '../core/dictionaryCodec.js';
+import { fromLines, toLines } from '../core/lineList.js';
 import { type RedisClient, transactionReplies } from './connect.js';
 
 /** One run event as readers see it. */
@@ -52,41 +53,79 @@ export type StreamFields = readonly (string | Buffer)[];
 export type StreamEntries = readonly (readonly [string | Buffer, StreamFields])[];
 
 /**
- * The packed value's first byte: the rest is the JSON of `[[entry id, [field, value, ...]], ...]`, compressed by
- * EVENTS_CODEC. Another codec or dictionary takes another marker value, never this one.
+ * The packed value's first byte: the rest is each entry's id, field count and fields one a line
+ * (src/core/lineList.ts), compressed by PACKED_CODEC. Another codec or dictionary takes another marker value, never
+ * this one.
  */
-const PACKED_MARKER = 0x01;
+const PACKED_MARKER = 0x02;
+/**
+ * The first byte of events packed as the JSON of `[[entry id, [field, value, ...]], ...]` by EVENTS_CODEC: how they
+ * were packed before lines, and how events are packed that have no line form.
+ */
+const PACKED_JSON_MARKER = 0x01;
 
 /**
- * The preset dictionary: how the engine's own events open (types and payload field names, nothing an agent names), so
- * a short stream finds its skeleton in the window. Changing it changes what PACKED_MARKER values mean: a new
- * dictionary is a new marker, never an edit of this one.
+ * The preset dictionary of PACKED_JSON_MARKER values: how the engine's own events open (types and payload field names, nothing an agent names), so
+ * a short stream finds its skeleton in the window. Changing it changes what PACKED_JSON_MARKER values mean.
  */
-const EVENTS_CODEC = dictionaryCodec(
+const EVENTS_DICTIONARY =
   '["type","operator_action","data","{\\"action\\":\\"cancel\\",\\"by\\":\\"\\"}"]' +
-    '["type","text_delta","data","{\\"step\\":1,\\"text\\":\\"\\"}"]' +
-    '["type","run_created","data","{\\"runId\\":\\"r_\\",\\"tenant\\":\\"\\"}"]]' +
-    '["type","status_changed","data","{\\"status\\":\\"completed\\",\\"reason\\":\\"final_answer\\"}"]]' +
-    '["type","effect","data","{\\"actionId\\":\\"a_\\",\\"from\\":\\"dispatched\\",\\"to\\":\\"confirmed\\"}"]]' +
-    '["type","effect","data","{\\"actionId\\":\\"a_\\",\\"tool\\":\\"\\",\\"from\\":null,\\"to\\":\\"planned\\",\\"step\\":1}"]]' +
-    '["type","step_started","data","{\\"step\\":1,\\"jobId\\":\\"r_.s1\\",\\"attempt\\":1,\\"startedAt\\":1,\\"worker\\":\\"worker:\\"}",' +
-    '"type","decision","data","{\\"step\\":1,\\"tools\\":[\\"\\"],\\"final\\":false}",' +
-    '"type","step_committed","data","{\\"step\\":1,\\"status\\":\\"running\\",\\"entries\\":2}"]]',
+  '["type","text_delta","data","{\\"step\\":1,\\"text\\":\\"\\"}"]' +
+  '["type","run_created","data","{\\"runId\\":\\"r_\\",\\"tenant\\":\\"\\"}"]]' +
+  '["type","status_changed","data","{\\"status\\":\\"completed\\",\\"reason\\":\\"final_answer\\"}"]]' +
+  '["type","effect","data","{\\"actionId\\":\\"a_\\",\\"from\\":\\"dispatched\\",\\"to\\":\\"confirmed\\"}"]]' +
+  '["type","effect","data","{\\"actionId\\":\\"a_\\",\\"tool\\":\\"\\",\\"from\\":null,\\"to\\":\\"planned\\",\\"step\\":1}"]]' +
+  '["type","step_started","data","{\\"step\\":1,\\"jobId\\":\\"r_.s1\\",\\"attempt\\":1,\\"startedAt\\":1,\\"worker\\":\\"worker:\\"}",' +
+  '"type","decision","data","{\\"step\\":1,\\"tools\\":[\\"\\"],\\"final\\":false}",' +
+  '"type","step_committed","data","{\\"step\\":1,\\"status\\":\\"running\\",\\"entries\\":2}"]]';
+const EVENTS_CODEC = dictionaryCodec(EVENTS_DICTIONARY);
+/**
+ * The dictionary of PACKED_MARKER values: the same openings one field a line, at level 1 (src/core/lineList.ts says
+ * why). Changing it changes what PACKED_MARKER values mean.
+ */
+const PACKED_CODEC = dictionaryCodec(
+  [
+    'type\noperator_action\ndata\n{"action":"cancel","by":""}',
+    'type\ntext_delta\ndata\n{"step":1,"text":""}',
+    'type\nrun_created\ndata\n{"runId":"r_","tenant":""}',
+    'type\nstatus_changed\ndata\n{"status":"completed","reason":"final_answer"}',
+    'type\neffect\ndata\n{"actionId":"a_","from":"dispatched","to":"confirmed"}',
+    'type\neffect\ndata\n{"actionId":"a_","tool":"","from":null,"to":"planned","step":1}',
+    '12\ntype\nstep_started\ndata\n{"step":1,"jobId":"r_.s1","attempt":1,"startedAt":1,"worker":"worker:"}',
+    'type\ndecision\ndata\n{"step":1,"tools":[""],"final":false}',
+    'type\nstep_committed\ndata\n{"step":1,"status":"running","entries":2}\n',
+  ].join('\n'),
+  1,
 );
 
 const text = (v: string | Buffer): string => (typeof v === 'string' ? v : v.toString('utf8'));
 
 /** Entries (ids and fields, oldest first) as one packed value. */
 export function packEntries(entries: StreamEntries): Buffer {
+  const list: string[] = [];
+  for (const [id, fields] of entries) list.push(text(id), String(fields.length), ...fields.map(text));
+  const lines = toLines(list);
+  if (lines) return behindMarker(PACKED_MARKER, PACKED_CODEC.deflate(lines));
   const plain = Buffer.from(JSON.stringify(entries.map(([id, f]) => [text(id), f.map(text)])), 'utf8');
-  return behindMarker(PACKED_MARKER, EVENTS_CODEC.deflate(plain));
+  return behindMarker(PACKED_JSON_MARKER, EVENTS_CODEC.deflate(plain));
 }
 
 /** The entries a packed value holds (none for an absent one), oldest first. */
 export function unpackEntries(packed: Buffer | null | undefined): [string, string[]][] {
   if (!packed || packed.length === 0) return [];
+  if (packed[0] === PACKED_JSON_MARKER)
+    return JSON.parse(EVENTS_CODEC.inflate(packed.subarray(1)).toString('utf8')) as [string, string[]][];
   if (packed[0] !== PACKED_MARKER) throw new Error('packed run events have an unknown marker');
-  return JSON.parse(EVENTS_CODEC.inflate(packed.subarray(1)).toString('utf8')) as [string, string[]][];
+  const list = fromLines(PACKED_CODEC.inflate(packed.subarray(1)));
+  const out: [string, string[]][] = [];
+  for (let i = 0; i < list.length;) {
+    const n = Number(list[i + 1]);
+    if (!Number.isSafeInteger(n) || n < 0 || i + 2 + n > list.length)
+      throw new Error('packed run events do not unpack');
+    out.push([list[i]!, list.slice(i + 2, i + 2 + n)]);
+    i += 2 + n;
+  }
+  return out;
 }
 
 /**
