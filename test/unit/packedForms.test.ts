@@ -25,6 +25,7 @@ const entries: string[] = [1, 2, 3]
       model: 'scripted',
       toolCalls: [{ id: `call_${step}_0`, name: 'read_ticket', args: {} }],
       usage: { promptTokens: 100, completionTokens: 10 },
+      attempts: 1,
     },
     {
       v: 1,
