@@ -122,9 +122,10 @@ export class FleetClient {
     const q = new URLSearchParams();
     for (const [name, value] of Object.entries(filters)) {
       if (value === undefined) continue;
-      // An agent's search fields go as field.<name>=<value>, as GET /v1/runs reads them.
+      // An agent's search fields go as field.<name>=<value>, as GET /v1/runs reads them; a name given as the schema
+      // spells it (`field.<name>`) or bare (`<name>`).
       if (typeof value === 'object' && !(value instanceof Date))
-        for (const [field, v] of Object.entries(value)) q.set(`field.${field}`, v);
+        for (const [field, v] of Object.entries(value)) q.set(field.startsWith('field.') ? field : `field.${field}`, v);
       else q.set(name, name === 'since' || name === 'until' ? timeParam(value) : String(value));
     }
     const qs = q.toString();
@@ -239,7 +240,8 @@ export class FleetClient {
 
   /**
    * GET /v1/runs/:id/events as an async iterator: each event once, in order, across disconnects (it resumes with
-   * Last-Event-ID); it ends after the run's terminal status change.
+   * Last-Event-ID); it ends after the run's terminal status change, once the run, asked then, still stands ended (an
+   * operator's retry since: it follows the run at work again).
    */
   followEvents(runId: string, opts: FollowOptions = {}): AsyncGenerator<RunEventMessage, void, undefined> {
     return followRunEvents(this.http, runId, opts);

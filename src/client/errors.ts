@@ -94,6 +94,22 @@ export class StoreUnavailable extends FleetApiError {
   }
 }
 
+/**
+ * 429: the API refused for now and wrote nothing (`kept_deliveries_limit`: the tenant keeps as many undelivered
+ * events as it may). Not asked again by the client: `retryAfterMs` is the wait the API asked for, the call's to honour.
+ */
+export class TooManyRequests extends FleetApiError {
+  override readonly name = 'TooManyRequests';
+  constructor(
+    code: string,
+    status: number,
+    body: ErrorBody,
+    readonly retryAfterMs: number,
+  ) {
+    super(code, status, body);
+  }
+}
+
 /** No answer at all: the API could not be reached (refused, reset, DNS, timeout), after the client's retries. */
 export class Unreachable extends Error {
   override readonly name = 'Unreachable';
@@ -122,5 +138,6 @@ export function errorOf(status: number, body: ErrorBody, retryAfterMs: number, t
   if (status === 401 || status === 403) return new Unauthorized(code, status, body, tokenSent);
   if (status === 503 && code === 'auth_not_configured') return new AuthNotConfigured(code, status, body);
   if (status === 503 && code === 'store_unavailable') return new StoreUnavailable(code, status, body, retryAfterMs);
+  if (status === 429) return new TooManyRequests(code, status, body, retryAfterMs);
   return new FleetApiError(code, status, body);
 }

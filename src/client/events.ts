@@ -2,10 +2,11 @@
  * A run's events (GET /v1/runs/:id/events, server-sent events) as an async iterator. Each event's id is its place in
  * the run's stream; after a cut connection (the API restarted, a proxy dropped it) the iterator asks again with
  * Last-Event-ID = the last id it yielded, and the API goes on after that event: none twice, none missed. The
- * iterator ends after the run's terminal status_changed event (the API ends the stream there).
+ * iterator ends after the run's terminal status_changed event, once the API has nothing after it and the run still
+ * stands ended (an operator's retry since: the iterator follows the run at work again).
  */
 import { isTerminal } from '../core/status.js';
-import { errorOf, FleetApiError, StoreUnavailable } from './errors.js';
+import { errorOf, FleetApiError, RunNotFound, StoreUnavailable } from './errors.js';
 import type { Transport } from './transport.js';
 
 /** One event of a run: its id (pass it as `after` to go on from there), its type and its JSON data. */
@@ -22,11 +23,11 @@ export interface FollowOptions {
   signal?: AbortSignal;
   /** Reconnections in a row that bring no event before the iterator throws (default 20). */
   maxReconnects?: number;
-}
-
-/** Whether `e` ends the run's stream: a status change to a terminal status. */
-function ends(e: RunEventMessage): boolean {
-  return e.type === 'status_changed' && isTerminal(e.data.status as string);
+  /**
+   * A connection that brings no byte for this long (no event, no keep-alive: the API sends one every 10 s) is taken
+   * for dropped and asked again (default STREAM_IDLE_TIMEOUT_MS).
+   */
+  idleTimeoutMs?: number;
 }
 
 /** The complete events in `buf`, and what is left of it (an event not yet whole). */
@@ -63,6 +64,9 @@ function json(text: string): Record<string, unknown> {
   }
 }
 
+/** The default of FollowOptions.idleTimeoutMs: three and a half of the API's keep-alive periods (10 s). */
+export const STREAM_IDLE_TIMEOUT_MS = 35_000;
+
 export async function* followRunEvents(
   transport: Transport,
   runId: string,
@@ -70,18 +74,30 @@ export async function* followRunEvents(
 ): AsyncGenerator<RunEventMessage, void, undefined> {
   let last = opts.after;
   const maxReconnects = opts.maxReconnects ?? 20;
+  const idleMs = opts.idleTimeoutMs ?? STREAM_IDLE_TIMEOUT_MS;
   let barren = 0; // connections in a row that brought no event
   for (;;) {
     if (opts.signal?.aborted) return;
     let progressed = false;
     let waitMs: number | undefined;
+    // Whether the API ended this response itself (after a terminal status, or with nothing to send).
+    let closedByApi = false;
+    // A connection that brings nothing (no event, no keep-alive) for idleMs was dropped without a close (a proxy, a
+    // NAT): it is aborted, and asked again after the last event yielded.
+    const idle = new AbortController();
+    let timer: NodeJS.Timeout | undefined;
+    const arm = () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => idle.abort(new Error(`no byte for ${idleMs} ms`)), idleMs);
+    };
     try {
+      arm();
       const res = await transport.send(
         {
           method: 'GET',
           path: `/v1/runs/${encodeURIComponent(runId)}/events`,
           headers: last ? { 'last-event-id': last } : {},
-          signal: opts.signal,
+          signal: opts.signal ? AbortSignal.any([opts.signal, idle.signal]) : idle.signal,
         },
         false,
       );
@@ -95,20 +111,33 @@ export async function* followRunEvents(
         const decoder = new TextDecoder();
         let buf = '';
         for await (const chunk of res.body as AsyncIterable<Uint8Array>) {
+          arm();
           const parsed = parseSse(buf + decoder.decode(chunk, { stream: true }));
           buf = parsed.rest;
           for (const e of parsed.events) {
             last = e.id || last;
             progressed = true;
+            clearTimeout(timer); // the caller's time with an event is not the stream's silence
             yield e;
-            if (ends(e)) return;
+            arm();
           }
         }
+        closedByApi = true;
       }
     } catch (err) {
       if (err instanceof FleetApiError) throw err;
       if (opts.signal?.aborted) return;
-      // Cut or refused: asked again below, after the last event yielded.
+      // Cut, refused or silent: asked again below, after the last event yielded.
+    } finally {
+      clearTimeout(timer);
+    }
+    // The API ends a run's stream at its terminal status; an operator may retry the run after it (its stream then
+    // goes on: `run_retried`, `running`...). So the stream is asked again after the terminal status, at once: the
+    // API sends what came after it, or, for a run still ended, closes with nothing. Then the run is asked where it
+    // stands: ended (or gone), the iterator ends; at work (the API closed for another reason), it is asked again.
+    if (closedByApi && !progressed) {
+      const status = await runStatus(transport, runId, opts.signal);
+      if (status === 'gone' || (status !== undefined && isTerminal(status))) return;
     }
     barren = progressed ? 0 : barren + 1;
     if (barren > maxReconnects)
@@ -130,5 +159,22 @@ export async function* followRunEvents(
     } catch {
       return;
     }
+  }
+}
+
+/** The run's status (GET /v1/runs/:id), `gone` when the API knows no such run, undefined when it could not say. */
+async function runStatus(transport: Transport, runId: string, signal?: AbortSignal): Promise<string | undefined> {
+  try {
+    const { body } = await transport.json<{ status?: unknown }>({
+      method: 'GET',
+      path: `/v1/runs/${encodeURIComponent(runId)}`,
+      onNoAnswer: 'repeat',
+      signal,
+    });
+    return typeof body.status === 'string' ? body.status : undefined;
+  } catch (err) {
+    if (err instanceof RunNotFound) return 'gone';
+    if (err instanceof FleetApiError && !(err instanceof StoreUnavailable)) throw err;
+    return undefined;
   }
 }

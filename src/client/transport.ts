@@ -67,6 +67,10 @@ export class Transport {
   private readonly fetch: typeof fetch;
 
   constructor(opts: TransportOptions) {
+    // fetch refuses a URL with a user or password in it, and every message about the URL would print them.
+    const url = new URL(opts.url);
+    if (url.username || url.password)
+      throw new TypeError('url: a user or password in the API URL is never sent; give the bearer token instead');
     this.base = opts.url.replace(/\/+$/, '');
     this.token = opts.token === '' ? undefined : opts.token;
     this.attempts = Math.max(1, opts.retry?.attempts ?? 6);
@@ -90,9 +94,10 @@ export class Transport {
     return capped / 2 + Math.random() * (capped / 2);
   }
 
-  /** Retry-After (seconds) in ms, capped; 1 s when the API gave none. */
+  /** Retry-After (seconds) in ms, capped; 1 s when the answer gave none (or one that is not a number of seconds). */
   retryAfterMs(res: Response): number {
-    const s = Number(res.headers.get('retry-after'));
+    const header = res.headers.get('retry-after');
+    const s = header === null || header.trim() === '' ? NaN : Number(header);
     return Math.min(this.maxDelayMs, Number.isFinite(s) && s >= 0 ? s * 1000 : 1000);
   }
 
@@ -102,15 +107,17 @@ export class Transport {
     for (let attempt = 0; ; attempt++) {
       const last = attempt + 1 >= this.attempts;
       let res: Response;
+      let text: string;
       try {
         res = await this.send(call);
+        // The body is part of the answer: a timeout or a reset while it arrives is no answer either.
+        text = await res.text();
       } catch (err) {
         if (call.signal?.aborted) throw err;
         if (call.onNoAnswer === 'fail' || last) throw new Unreachable(this.base, { cause: err });
         await sleep(this.backoffMs(attempt), call.signal);
         continue;
       }
-      const text = await res.text();
       const body = parse(text, res.status);
       if (res.ok) return { status: res.status, body: body as T };
       const error = errorOf(res.status, body, this.retryAfterMs(res), this.tokenSent);

@@ -19,7 +19,7 @@ import { createHarness, PRODUCER_TOKEN, sampleTicket, type Harness } from '../..
 import { startEmbeddedRedis, type EmbeddedRedis } from '../../testkit/embeddedRedis.js';
 import { killAll, spawnApi, type SpawnedProcess } from '../../testkit/processes.js';
 import { readRunEvents } from '../../testkit/runEvents.js';
-import { final, refundCall, turn } from '../../testkit/turns.js';
+import { final, read, refundCall, turn } from '../../testkit/turns.js';
 import { until } from '../../testkit/until.js';
 
 const OPERATOR_TOKEN = 'client-test-operator';
@@ -149,6 +149,30 @@ describe('FleetClient', () => {
     expect(conflict).toBeInstanceOf(Conflict);
     expect((conflict as Conflict).code).toBe('run_finished');
   });
+
+  it('follows a run past an end an operator retried it from, to its new end; from its end, ends at once', async () => {
+    const producer = new FleetClient({ url: api.url, token: PRODUCER_TOKEN });
+    const operator = new FleetClient({ url: api.url, token: OPERATOR_TOKEN });
+    const { runId } = await producer.createRun({ ...body([read, final]), budget: { maxSteps: 1 } });
+    expect(await h.waitForStatus(runId, ['budget_exceeded'])).toBe('budget_exceeded');
+    const first: RunEventMessage[] = [];
+    for await (const e of producer.followEvents(runId)) first.push(e);
+    expect(first.at(-1)).toMatchObject({ type: 'status_changed', data: { status: 'budget_exceeded' } });
+    // From the ending event: nothing after it, and the iterator ends without waiting for a keep-alive.
+    const afterEnd: RunEventMessage[] = [];
+    const t0 = Date.now();
+    for await (const e of producer.followEvents(runId, { after: first.at(-1)!.id })) afterEnd.push(e);
+    expect(afterEnd).toEqual([]);
+    expect(Date.now() - t0).toBeLessThan(8000); // not the next keep-alive: the API sends one every 10 s
+
+    await operator.retryRun(runId, { steps: 5 });
+    await h.waitForStatus(runId, ['completed']);
+    const again: RunEventMessage[] = [];
+    for await (const e of producer.followEvents(runId)) again.push(e);
+    expect(again.map((e) => e.id)).toEqual((await readRunEvents(h.ctx, runId)).map((e) => e.id));
+    expect(again.map((e) => e.type)).toContain('run_retried');
+    expect(again.at(-1)).toMatchObject({ type: 'status_changed', data: { status: 'completed' } });
+  }, 60_000);
 
   it('follows a run across an API restart: every event once, in order', async () => {
     const producer = new FleetClient({ url: api.url, token: PRODUCER_TOKEN });

@@ -14,10 +14,11 @@
 import { Router, type Request, type Response } from 'express';
 import type { EngineContext } from '../../runs/engineContext.js';
 import { requireRunAccess, runNotFound, type Principal, type SessionReader } from '../auth.js';
-import { EventFanout, type Viewer } from './eventFanout.js';
+import { EventFanout, type Viewer, type ViewerSink } from './eventFanout.js';
+import { readStatus } from '../../store/runRecord.js';
 import { ViewerShares, type ViewerLimit, type ViewerShareLimits, type ViewerSlot } from './viewerShares.js';
 import { param } from '../../producer/fieldErrors.js';
-import { isTerminal } from '../../core/status.js';
+import { isTerminal, type RunStatus } from '../../core/status.js';
 import {
   eventOfId,
   isAfter,
@@ -154,7 +155,7 @@ export function eventsRouter(ctx: EngineContext, opts: EventsOptions = {}, sessi
       viewer?.leave();
       if (!res.writableEnded) res.end(ended ? ENDED_RETRY : undefined);
     };
-    viewer = await fanout.join(runId, last, {
+    const sink: ViewerSink = {
       write(events: RunEvent[]) {
         if (ending) return;
         for (const e of events) {
@@ -176,11 +177,21 @@ export function eventsRouter(ctx: EngineContext, opts: EventsOptions = {}, sessi
         if (!ending) ctx.log.warn({ code: 'sse_read_failed', runId, err }, 'event stream read failed');
         end(false);
       },
-    });
+    };
+    viewer = await fanout.join(runId, last, sink);
     if (!viewer) {
       return void res.end(); // not reached: the slot was checked synchronously above
     }
-    if (ending || gone) viewer.leave();
+    if (ending || gone) return void viewer.leave();
+    // Caught up: a run that has ended (a client asking after its terminal status, whether an operator retried it
+    // since) is told so now, not at the next keep-alive: its stream ends here with what it still holds.
+    let status: RunStatus | null;
+    try {
+      status = (await readStatus(ctx.redis, ctx.keys, runId)) ?? null;
+    } catch {
+      return; // Redis unreachable: the next keep-alive asks again
+    }
+    if (status === null || isTerminal(status)) sink.idle(status);
   });
   return r;
 }
