@@ -7,10 +7,13 @@
  * compensation's lease is held: Ledger.ownerAlive) are left to that owner.
  */
 import Redlock from 'redlock';
+import { z } from 'zod';
 import type { EngineContext } from '../runs/engineContext.js';
 import type { WriteTool } from '../core/tool.js';
-import { type Ledger, LedgerConflict, ledgerFor } from './ledger.js';
-import { reconcile, replicateActions, type ReconcileOutcome } from './reconcile.js';
+import type { RunSpec } from '../runs/spec.js';
+import { errorCode } from '../core/errors.js';
+import { type ActionRecord, type Ledger, LedgerConflict, ledgerFor } from './ledger.js';
+import { reconcile, replicateActions, type ReconcileDeps, type ReconcileOutcome } from './reconcile.js';
 import { expireApprovals } from './approvals.js';
 import { childRunsOf } from '../runs/children.js';
 import { StuckRuns, type StuckRunsReport } from '../runs/stuckRuns.js';
@@ -23,7 +26,11 @@ export interface SweepReport {
   outcomes: Partial<Record<ReconcileOutcome, number>>;
   /** Runs whose current step job was failed, missing or completed without a commit (src/runs/stuckRuns.ts). */
   stuckRuns?: StuckRunsReport;
+  /** Actions left open because settling them threw (`sweep_action_failed`): the next sweep takes them again. */
+  failures: number;
 }
+
+const count = (report: SweepReport, o: ReconcileOutcome) => (report.outcomes[o] = (report.outcomes[o] ?? 0) + 1);
 
 export class Reconciler {
   private readonly ledger: Ledger;
@@ -51,8 +58,7 @@ export class Reconciler {
 
   /** One sweep over every shard (safe to run twice, concurrently or not). */
   async sweep(nowMs = Date.now()): Promise<SweepReport> {
-    const report: SweepReport = { examined: 0, skippedLive: 0, indexPruned: 0, outcomes: {} };
-    const count = (o: ReconcileOutcome) => (report.outcomes[o] = (report.outcomes[o] ?? 0) + 1);
+    const report: SweepReport = { examined: 0, skippedLive: 0, indexPruned: 0, outcomes: {}, failures: 0 };
     report.stuckRuns = await this.stuck.sweep(nowMs);
     for (const shard of this.ctx.keys.allShards()) {
       report.indexPruned += await this.pruneRunIndex(shard, nowMs);
@@ -61,54 +67,120 @@ export class Reconciler {
         nowMs - this.ctx.cfg.RECONCILER_MIN_AGE_MS,
       );
       for (const { actionId } of due) {
-        const rec = await this.ledger.getInShard(shard, actionId);
-        if (!rec || (rec.state !== 'dispatched' && rec.state !== 'outcome_unknown')) continue;
-        report.examined++;
-        if (await this.ledger.ownerAlive(rec)) {
-          report.skippedLive++;
-          continue;
+        // One action that cannot be settled (a spec that no longer parses, a tool that throws) is named, counted and
+        // left for the next sweep: it never stops the sweep of every other action, and of the approvals.
+        try {
+          await this.sweepAction(shard, actionId, report);
+        } catch (err) {
+          report.failures++;
+          this.actionFailed(actionId, errorCode(err), 'left_open');
         }
-        const spec = await this.ctx.store.readSpec(rec.runId);
-        const tool = spec ? this.ctx.agents.get(spec.agent)?.tools.get(rec.tool) : undefined;
-        if (!spec || !tool || tool.effect !== 'write') {
-          // Left open (and counted by the open-actions gauge): a process that runs this agent sweeps it.
-          this.ctx.log.warn(
-            { code: 'sweep_skipped_no_tool', runId: rec.runId, actionId, agent: spec?.agent, tool: rec.tool },
-            'no write tool here for this action',
-          );
-          continue;
-        }
-        if (rec.state === 'dispatched') {
-          try {
-            await this.ledger.transition(rec.runId, actionId, 'dispatched', 'outcome_unknown', {
-              by: this.id,
-              why: 'swept: dispatched with no live owner',
-            });
-          } catch (err) {
-            if (err instanceof LedgerConflict) continue;
-            throw err;
-          }
-        }
-        const toolCtx = { runId: rec.runId, step: rec.step, signal: new AbortController().signal, input: spec.input };
-        const outcome = await reconcile(
-          {
-            ledger: this.ledger,
-            metrics: this.ctx.metrics,
-            deadlineMs: this.ctx.cfg.RECONCILE_DEADLINE_MS,
-            pollMs: this.ctx.cfg.RECONCILE_POLL_MS,
-            minAttemptMs: this.ctx.cfg.RECONCILE_MIN_ATTEMPT_MS,
-            ...(this.ctx.cfg.REDIS_MIN_REPLICAS > 0 ? { replicate: replicateActions(this.ctx) } : {}),
-          },
-          { ...rec, state: 'outcome_unknown' },
-          tool as WriteTool,
-          toolCtx,
-          this.id,
-        );
-        count(outcome);
-        this.ctx.log.info({ code: `swept_${outcome}`, runId: rec.runId, actionId }, 'action reconciled by the sweeper');
       }
     }
     return report;
+  }
+
+  /** Settles one open action of the shard index with its service, if its owner is gone. */
+  private async sweepAction(shard: number, actionId: string, report: SweepReport): Promise<void> {
+    const rec = await this.ledger.getInShard(shard, actionId);
+    if (!rec || (rec.state !== 'dispatched' && rec.state !== 'outcome_unknown')) return;
+    report.examined++;
+    if (await this.ledger.ownerAlive(rec)) {
+      report.skippedLive++;
+      return;
+    }
+    const spec = await this.readSpec(rec);
+    if (spec === 'invalid') {
+      await this.toPerson(rec, report);
+      return;
+    }
+    const tool = spec ? this.ctx.agents.get(spec.agent)?.tools.get(rec.tool) : undefined;
+    if (!spec || !tool || tool.effect !== 'write') {
+      // Left open (and counted by the open-actions gauge): a process that runs this agent sweeps it.
+      this.ctx.log.warn(
+        { code: 'sweep_skipped_no_tool', runId: rec.runId, actionId, agent: spec?.agent, tool: rec.tool },
+        'no write tool here for this action',
+      );
+      return;
+    }
+    if (!(await this.takeOver(rec))) return;
+    const toolCtx = { runId: rec.runId, step: rec.step, signal: new AbortController().signal, input: spec.input };
+    const outcome = await reconcile(
+      this.reconcileDeps(),
+      { ...rec, state: 'outcome_unknown' },
+      tool as WriteTool,
+      toolCtx,
+      this.id,
+    );
+    count(report, outcome);
+    this.ctx.log.info({ code: `swept_${outcome}`, runId: rec.runId, actionId }, 'action reconciled by the sweeper');
+  }
+
+  private reconcileDeps(): ReconcileDeps {
+    return {
+      ledger: this.ledger,
+      metrics: this.ctx.metrics,
+      deadlineMs: this.ctx.cfg.RECONCILE_DEADLINE_MS,
+      pollMs: this.ctx.cfg.RECONCILE_POLL_MS,
+      minAttemptMs: this.ctx.cfg.RECONCILE_MIN_ATTEMPT_MS,
+      ...(this.ctx.cfg.REDIS_MIN_REPLICAS > 0 ? { replicate: replicateActions(this.ctx) } : {}),
+    };
+  }
+
+  /** The action's run spec; 'invalid' when it is stored but no longer parses (no retry can make it parse). */
+  private async readSpec(rec: ActionRecord): Promise<RunSpec | undefined | 'invalid'> {
+    try {
+      return await this.ctx.store.readSpec(rec.runId);
+    } catch (err) {
+      if (err instanceof SyntaxError || err instanceof z.ZodError) return 'invalid';
+      throw err;
+    }
+  }
+
+  /** A `dispatched` action with no live owner becomes `outcome_unknown`; false when someone else moved it first. */
+  private async takeOver(rec: ActionRecord): Promise<boolean> {
+    if (rec.state !== 'dispatched') return true;
+    try {
+      await this.ledger.transition(rec.runId, rec.actionId, 'dispatched', 'outcome_unknown', {
+        by: this.id,
+        why: 'swept: dispatched with no live owner',
+      });
+      return true;
+    } catch (err) {
+      if (err instanceof LedgerConflict) return false;
+      throw err;
+    }
+  }
+
+  /**
+   * An open action whose run spec no longer parses cannot be settled here (no tool, no input for its lookup):
+   * it goes to a person through outcome_unknown (the only way the ledger's moves allow), with `invalid_spec` as
+   * the reason, instead of failing every sweep.
+   */
+  private async toPerson(rec: ActionRecord, report: SweepReport): Promise<void> {
+    if (!(await this.takeOver(rec))) return;
+    try {
+      await this.ledger.transition(rec.runId, rec.actionId, 'outcome_unknown', 'needs_human', {
+        by: this.id,
+        why: "invalid_spec: the run's stored spec no longer parses, the sweep cannot ask the service",
+        evidence: { reason: 'invalid_spec' },
+      });
+    } catch (err) {
+      if (err instanceof LedgerConflict) return;
+      throw err;
+    }
+    this.ctx.metrics.effects.inc({ tool: rec.tool, state: 'needs_human' });
+    count(report, 'needs_human');
+    this.actionFailed(rec.actionId, 'invalid_spec', 'needs_human');
+  }
+
+  /** Named (ids and codes, never the error's text: it can carry customer data) and counted. */
+  private actionFailed(actionId: string, code: string, outcome: 'needs_human' | 'left_open'): void {
+    this.ctx.metrics.sweepActionFailures.inc({ code, outcome });
+    this.ctx.log.error(
+      { code: 'sweep_action_failed', actionId, error: code, outcome },
+      'the sweep could not settle an action',
+    );
   }
 
   /**
@@ -157,12 +229,21 @@ export class Reconciler {
         return;
       }
       try {
-        await this.sweep();
-        await expireApprovals(this.ctx, Date.now());
-        this.ctx.metrics.reconcilerSweeps.inc({ outcome: 'done' });
-      } catch (err) {
-        this.ctx.metrics.reconcilerSweeps.inc({ outcome: 'failed' });
-        this.ctx.log.warn({ code: 'sweep_failed', err }, 'sweep failed');
+        // Each in its own try: a sweep that fails still lets approvals expire, and the other way round.
+        let failed = false;
+        try {
+          await this.sweep();
+        } catch (err) {
+          failed = true;
+          this.ctx.log.warn({ code: 'sweep_failed', err }, 'sweep failed');
+        }
+        try {
+          await expireApprovals(this.ctx, Date.now());
+        } catch (err) {
+          failed = true;
+          this.ctx.log.warn({ code: 'approval_expiry_failed', err }, 'expiring approvals failed');
+        }
+        this.ctx.metrics.reconcilerSweeps.inc({ outcome: failed ? 'failed' : 'done' });
       } finally {
         await lock.unlock().catch(() => {});
       }

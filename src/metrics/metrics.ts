@@ -53,6 +53,7 @@ export class Metrics {
   readonly archivedRuns: Counter;
   readonly archiveFailures: Counter;
   readonly reconcilerSweeps: Counter;
+  readonly sweepActionFailures: Counter<'code' | 'outcome'>;
   readonly archiveLag: Gauge;
   readonly erasures: Counter;
   readonly operatorAuthFailures: Counter<'method' | 'reason'>;
@@ -73,6 +74,15 @@ export class Metrics {
       name: 'agent_reconciler_sweeps_total',
       help: "The reconciler's sweeps by outcome (done; failed: the sweep threw; lock_failed: the election lock could not be asked for, a store error, so no reconciler swept this tick)",
       labelNames: ['outcome'],
+      registers: r,
+    });
+    this.sweepActionFailures = new Counter({
+      name: 'agent_sweep_action_failures_total',
+      help:
+        "Open actions the reconciler's sweep could not settle (log code sweep_action_failed), by error code and " +
+        "outcome: needs_human (invalid_spec: the run's spec no longer parses, handed to a person), left_open (the " +
+        'settling threw; the next sweep takes the action again)',
+      labelNames: ['code', 'outcome'],
       registers: r,
     });
     this.archiveFailures = new Counter({

@@ -90,6 +90,7 @@ const METRICS = new Set([
   'agent_erasures_total',
   'agent_schedule_ticks_total',
   'agent_reconciler_sweeps_total',
+  'agent_sweep_action_failures_total',
   'agent_operator_auth_failures_total',
 ]);
 const HISTOGRAMS = new Set(['agent_step_duration_seconds']);
@@ -122,6 +123,7 @@ const ALERTS: Record<string, string[]> = {
   AgentArchiveFailing: ['agent_archive_failures_total'],
   AgentScheduleTicksFailing: ['agent_schedule_ticks_total'],
   AgentReconcilerFailing: ['agent_reconciler_sweeps_total'],
+  AgentSweepActionsFailing: ['agent_sweep_action_failures_total'],
   AgentOidcUnavailable: ['agent_operator_auth_failures_total'],
 };
 

@@ -1,0 +1,147 @@
+/**
+ * One action the reconciler's sweep cannot settle never stops the sweep of the others, nor the expiry of approvals:
+ * an action whose run spec no longer parses goes to a person (`invalid_spec`), one whose settling throws is left open
+ * for the next sweep; each is named (`sweep_action_failed`, ids and codes only) and counted
+ * (`agent_sweep_action_failures_total`). Before, either one ended the whole sweep, every sweep, fleet-wide.
+ */
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { Ledger } from '../../src/ledger/ledger.js';
+import { Reconciler } from '../../src/ledger/reconciler.js';
+import { actionIdentity } from '../../src/ledger/identity.js';
+import { approvalPolicy } from '../../src/ledger/approvals.js';
+import { createEffectRunner } from '../../src/ledger/runner.js';
+import { buildSpec } from '../../src/producer/intake.js';
+import type { WriteTool } from '../../src/core/tool.js';
+import { createHarness, sampleTicket, supportTool, type Harness } from '../../testkit/harness.js';
+import { final, refundCall, turn } from '../../testkit/turns.js';
+import { until } from '../../testkit/until.js';
+
+let h: Harness;
+let ledger: Ledger;
+beforeAll(async () => {
+  h = await createHarness('sweepisolation', {
+    APPROVAL_RULES: JSON.stringify([{ tool: 'refund', minAmountCents: 5000 }]),
+    APPROVAL_TTL_MS: '1000',
+    RECONCILER_MIN_AGE_MS: '0',
+    RECONCILE_DEADLINE_MS: '2000',
+    RECONCILE_POLL_MS: '20',
+  });
+  ledger = new Ledger(h.ctx.redis, h.ctx.keys);
+});
+afterAll(async () => {
+  await h.close();
+});
+
+const emailArgs = (to: string) => ({ to, template: 'ack', subject: 'Re', body: 'On it.' });
+
+/** A send_email action of `runId` left `dispatched` by an owner that died, inside Resend's key window. */
+async function dispatchedEmail(runId: string, to: string): Promise<string> {
+  const tool = supportTool(h.ctx, 'send_email') as WriteTool;
+  const id = actionIdentity(runId, tool, emailArgs(to));
+  await ledger.plan(runId, 1, 'c1', tool.name, id, emailArgs(to), 'test');
+  await ledger.transition(runId, id.actionId, 'planned', 'authorized', { by: 'test', why: 'setup' });
+  await ledger.transition(
+    runId,
+    id.actionId,
+    'authorized',
+    'dispatched',
+    { by: 'test', why: 'setup' },
+    {
+      replayUntil: String(Date.now() + 3600_000),
+    },
+  );
+  return id.actionId;
+}
+
+/** A run id of `shard` (the sweep walks a shard's open actions oldest first). */
+function runIdIn(shard: number, prefix: string): string {
+  for (let i = 0; ; i++) if (h.ctx.keys.shardOf(`${prefix}-${i}`) === shard) return `${prefix}-${i}`;
+}
+
+const failures = async (code: string, outcome: string) =>
+  (await h.ctx.metrics.sweepActionFailures.get()).values.find(
+    (v) => v.labels.code === code && v.labels.outcome === outcome,
+  )?.value ?? 0;
+const sweeps = async () => (await h.ctx.metrics.reconcilerSweeps.get()).values.reduce((n, v) => n + v.value, 0);
+
+describe("the reconciler's sweep, one action at a time", () => {
+  it('a spec that no longer parses and a settling that throws leave the healthy action and the approvals swept', async () => {
+    // A run parked for an approval that expires in a second.
+    const worker = await h.startWorker({
+      effects: createEffectRunner(h.ctx, { approvals: approvalPolicy(h.cfg.APPROVAL_RULES) }),
+    });
+    const parked = buildSpec(
+      h.ctx,
+      {
+        tenant: 'acme',
+        ticket: sampleTicket(`SI-A-${Date.now()}`),
+        agent: { model: 'scripted', script: [turn([refundCall(9_000)]), final] },
+      },
+      Date.now(),
+    );
+    await h.ctx.store.create(parked, Date.now());
+    expect(await h.waitForStatus(parked.runId, ['waiting_approval', 'failed', 'completed'])).toBe('waiting_approval');
+    await worker.stop();
+
+    // A run waiting for a worker (none runs): its dispatched email has no live owner.
+    const healthy = buildSpec(
+      h.ctx,
+      { tenant: 'acme', ticket: sampleTicket(`SI-H-${Date.now()}`), agent: { model: 'scripted', script: [final] } },
+      Date.now(),
+    );
+    await h.ctx.store.create(healthy, Date.now());
+    const shard = h.ctx.keys.shardOf(healthy.runId);
+    // Ahead of it in its shard's index: an action whose run spec no longer parses, and one whose spec read throws.
+    const poisoned = runIdIn(shard, `r_poisoned_${Date.now()}`);
+    await h.ctx.redis.hset(h.ctx.keys.run(poisoned).run, { status: 'failed', spec: '{"v":1}' });
+    const poisonedAction = await dispatchedEmail(poisoned, 'poisoned@example.com');
+    const throwing = runIdIn(shard, `r_throwing_${Date.now()}`);
+    const throwingAction = await dispatchedEmail(throwing, 'throwing@example.com');
+    await new Promise((res) => setTimeout(res, 5));
+    const healthyAction = await dispatchedEmail(healthy.runId, 'ada@example.com');
+    const order = await h.ctx.redis.zrange(h.ctx.keys.openActions(shard), 0, -1);
+    expect(order.indexOf(poisonedAction)).toBeLessThan(order.indexOf(healthyAction));
+    expect(order.indexOf(throwingAction)).toBeLessThan(order.indexOf(healthyAction));
+
+    const readSpec = h.ctx.store.readSpec.bind(h.ctx.store);
+    const specRead = vi.spyOn(h.ctx.store, 'readSpec').mockImplementation(async (runId: string) => {
+      if (runId === throwing) throw new Error('ERR connection reset while reading the spec of ada@example.com');
+      return readSpec(runId);
+    });
+    const error = vi.spyOn(h.ctx.log, 'error');
+    const expiresAt = (await ledger.listForRun(parked.runId))[0]?.approvalExpiresAt ?? 0;
+    await until('the approval expired', 5_000, () => Date.now() > expiresAt + 10);
+
+    const r = new Reconciler(h.ctx, 'reconciler:isolation');
+    try {
+      const before = await sweeps();
+      r.start();
+      await until('one sweep ended', 15_000, async () => (await sweeps()) > before);
+    } finally {
+      await r.stop();
+      specRead.mockRestore();
+    }
+
+    expect((await ledger.get(healthy.runId, healthyAction))?.state).toBe('confirmed');
+    expect(await h.ctx.redis.hget(h.ctx.keys.run(parked.runId).run, 'status')).toBe('failed');
+    expect(await h.ctx.redis.hget(h.ctx.keys.run(parked.runId).run, 'reason')).toBe('approval_expired');
+    const person = await ledger.get(poisoned, poisonedAction);
+    expect(person?.state).toBe('needs_human');
+    expect((await ledger.history(poisoned, poisonedAction)).at(-1)?.why).toMatch(/^invalid_spec/);
+    expect((await ledger.get(throwing, throwingAction))?.state).toBe('dispatched');
+    expect(await failures('invalid_spec', 'needs_human')).toBe(1);
+    expect(await failures('Error', 'left_open')).toBe(1);
+    const logged = error.mock.calls
+      .map(([fields]) => fields as Record<string, unknown>)
+      .filter((f) => f.code === 'sweep_action_failed');
+    error.mockRestore();
+    expect(logged).toEqual(
+      expect.arrayContaining([
+        { code: 'sweep_action_failed', actionId: poisonedAction, error: 'invalid_spec', outcome: 'needs_human' },
+        { code: 'sweep_action_failed', actionId: throwingAction, error: 'Error', outcome: 'left_open' },
+      ]),
+    );
+    // Ids and codes only: the error's text (here, an address) is never logged.
+    expect(JSON.stringify(logged)).not.toContain('ada@example.com');
+  });
+});
