@@ -232,7 +232,9 @@ export class Reconciler {
         // Each in its own try: a sweep that fails still lets approvals expire, and the other way round.
         let failed = false;
         try {
-          await this.sweep();
+          const report = await this.sweep();
+          // A shard the stuck-run sweep could not walk (logged stuck_runs_sweep_failed) leaves its runs unchecked.
+          if ((report.stuckRuns?.failedShards ?? 0) > 0) failed = true;
         } catch (err) {
           failed = true;
           this.ctx.log.warn({ code: 'sweep_failed', err }, 'sweep failed');

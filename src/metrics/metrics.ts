@@ -54,6 +54,7 @@ export class Metrics {
   readonly archiveFailures: Counter;
   readonly reconcilerSweeps: Counter;
   readonly sweepActionFailures: Counter<'code' | 'outcome'>;
+  readonly stuckRunSweepFailures: Counter<'stage' | 'code'>;
   readonly archiveLag: Gauge;
   readonly erasures: Counter;
   readonly operatorAuthFailures: Counter<'method' | 'reason'>;
@@ -83,6 +84,15 @@ export class Metrics {
         "outcome: needs_human (invalid_spec: the run's spec no longer parses, handed to a person), left_open (the " +
         'settling threw; the next sweep takes the action again)',
       labelNames: ['code', 'outcome'],
+      registers: r,
+    });
+    this.stuckRunSweepFailures = new Counter({
+      name: 'agent_stuck_run_sweep_failures_total',
+      help:
+        'What the stuck-run sweep could not check, by stage and error code: shard (the sweep of a shard stopped, log ' +
+        'code stuck_runs_sweep_failed; the reconciler counts its sweep failed) or undecodable_run (a run record that ' +
+        'does not decode, skipped, log code stuck_run_skipped)',
+      labelNames: ['stage', 'code'],
       registers: r,
     });
     this.archiveFailures = new Counter({

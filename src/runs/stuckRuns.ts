@@ -131,6 +131,10 @@ export interface StuckRunsReport {
   /** Queued or running runs whose current job was looked at. */
   checked: number;
   settled: number;
+  /** Runs skipped because their record does not decode, or their check threw (`stuck_run_skipped`). */
+  skipped: number;
+  /** Shards whose sweep stopped on an error (`stuck_runs_sweep_failed`): the reconciler's sweep is `failed`. */
+  failedShards: number;
 }
 
 /**
@@ -152,12 +156,18 @@ export class StuckRuns {
   ) {}
 
   async sweep(nowMs = Date.now(), batch = 500): Promise<StuckRunsReport> {
-    const report: StuckRunsReport = { checked: 0, settled: 0 };
+    const report: StuckRunsReport = { checked: 0, settled: 0, skipped: 0, failedShards: 0 };
     for (const shard of this.d.keys.allShards()) {
-      // One shard's failure (Redis unreachable) neither stops the others nor the rest of the reconciler's sweep.
-      await this.sweepShard(shard, nowMs, batch, report).catch((err: unknown) =>
-        this.d.log.warn({ code: 'stuck_runs_sweep_failed', shard, err }, 'stuck-run sweep of a shard failed'),
-      );
+      // One shard's failure (Redis unreachable) neither stops the others nor the rest of the reconciler's sweep; it
+      // is counted, and the reconciler reports its sweep failed (agent_reconciler_sweeps_total{outcome="failed"}).
+      await this.sweepShard(shard, nowMs, batch, report).catch((err: unknown) => {
+        report.failedShards++;
+        this.d.metrics.stuckRunSweepFailures.inc({ stage: 'shard', code: errorCode(err) });
+        this.d.log.error(
+          { code: 'stuck_runs_sweep_failed', shard, error: errorCode(err), err },
+          'stuck-run sweep of a shard failed',
+        );
+      });
     }
     return report;
   }
@@ -176,12 +186,14 @@ export class StuckRuns {
         break;
       }
       const fields = ['jobId', 'updatedAt'] as const;
+      // Per run: one run key that cannot be read (WRONGTYPE) is that run's failure, not its batch's.
       const runs = await pipelined(
         redis,
         ids.map((id) => ['hmget', keys.run(id).run, ...runFieldsToRead(fields)]),
+        'each',
       );
       const candidates = ids
-        .map((runId, i) => ({ runId, run: decodeRun(fields, (runs[i] as (string | null)[] | null) ?? []) }))
+        .map((runId, i) => ({ runId, run: this.decoded(runId, fields, runs[i], report) }))
         .filter(
           ({ run }) =>
             run &&
@@ -225,6 +237,30 @@ export class StuckRuns {
       }
     }
     this.cursors.set(shard, offset);
+  }
+
+  /**
+   * The run's fields, or undefined when its record cannot be read or does not decode (a status or a field no release
+   * writes): that run is skipped, named and counted, and the rest of its batch is checked.
+   */
+  private decoded<F extends RunField>(
+    runId: string,
+    fields: readonly F[],
+    values: unknown,
+    report: StuckRunsReport,
+  ): ReturnType<typeof decodeRun<F>> {
+    try {
+      if (values instanceof Error) throw values;
+      return decodeRun(fields, (values as (string | null)[] | null) ?? []);
+    } catch (err) {
+      report.skipped++;
+      this.d.metrics.stuckRunSweepFailures.inc({ stage: 'undecodable_run', code: errorCode(err) });
+      this.d.log.error(
+        { code: 'stuck_run_skipped', runId, error: errorCode(err) },
+        'run record does not decode: not checked by the stuck-run sweep',
+      );
+      return undefined;
+    }
   }
 
   /**
@@ -295,11 +331,16 @@ function deadVerdict(
   return undefined;
 }
 
-async function pipelined(redis: RedisClient, commands: (string | number)[][]): Promise<unknown[]> {
+/** The replies in order; a command's error throws, or with `errors: 'each'` stands in the place of its reply. */
+async function pipelined(
+  redis: RedisClient,
+  commands: (string | number)[][],
+  errors: 'throw' | 'each' = 'throw',
+): Promise<unknown[]> {
   const pipe = redis.pipeline(commands);
   const res = (await pipe.exec()) ?? [];
   return res.map(([err, v]) => {
-    if (err) throw err;
-    return v;
+    if (err && errors === 'throw') throw err;
+    return err ?? v;
   });
 }

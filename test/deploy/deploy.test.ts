@@ -91,6 +91,7 @@ const METRICS = new Set([
   'agent_schedule_ticks_total',
   'agent_reconciler_sweeps_total',
   'agent_sweep_action_failures_total',
+  'agent_stuck_run_sweep_failures_total',
   'agent_operator_auth_failures_total',
 ]);
 const HISTOGRAMS = new Set(['agent_step_duration_seconds']);
