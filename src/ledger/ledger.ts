@@ -224,9 +224,14 @@ export class Ledger {
     return out.sort((a, b) => a.step - b.step || a.createdAt - b.createdAt);
   }
 
-  /** Action ids in a shard index (open actions or the human queue) older than maxScore. */
-  async indexed(zsetKey: string, maxScore: number, limit = 100): Promise<{ actionId: string; since: number }[]> {
-    const raw = await this.redis.zrangebyscore(zsetKey, '-inf', maxScore, 'WITHSCORES', 'LIMIT', 0, limit);
+  /** Action ids in a shard index (open actions or the human queue) older than maxScore, oldest first from `offset`. */
+  async indexed(
+    zsetKey: string,
+    maxScore: number,
+    limit = 100,
+    offset = 0,
+  ): Promise<{ actionId: string; since: number }[]> {
+    const raw = await this.redis.zrangebyscore(zsetKey, '-inf', maxScore, 'WITHSCORES', 'LIMIT', offset, limit);
     const out: { actionId: string; since: number }[] = [];
     for (let i = 0; i < raw.length; i += 2) out.push({ actionId: raw[i]!, since: Number(raw[i + 1]) });
     return out;

@@ -23,6 +23,8 @@ export interface SweepReport {
   skippedLive: number;
   /** Run-index entries removed because the run's keys had expired (retention). */
   indexPruned: number;
+  /** Open-action index entries removed because their ledger record was gone (expired with its run, erased). */
+  actionIndexPruned: number;
   outcomes: Partial<Record<ReconcileOutcome, number>>;
   /** Runs whose current step job was failed, missing or completed without a commit (src/runs/stuckRuns.ts). */
   stuckRuns?: StuckRunsReport;
@@ -32,8 +34,14 @@ export interface SweepReport {
 
 const count = (report: SweepReport, o: ReconcileOutcome) => (report.outcomes[o] = (report.outcomes[o] ?? 0) + 1);
 
+/** Open actions read per page, and pages per shard per sweep (the next sweep resumes after the last). */
+const OPEN_ACTION_PAGE = 100;
+const OPEN_ACTION_PAGES = 10;
+
 export class Reconciler {
   private readonly ledger: Ledger;
+  /** Per shard, where the open-action walk resumes when the last sweep stopped at OPEN_ACTION_PAGES. */
+  private readonly cursors = new Map<number, number>();
   private readonly redlock: Redlock;
   private readonly stuck: StuckRuns;
   private timer?: NodeJS.Timeout;
@@ -58,14 +66,37 @@ export class Reconciler {
 
   /** One sweep over every shard (safe to run twice, concurrently or not). */
   async sweep(nowMs = Date.now()): Promise<SweepReport> {
-    const report: SweepReport = { examined: 0, skippedLive: 0, indexPruned: 0, outcomes: {}, failures: 0 };
+    const report: SweepReport = {
+      examined: 0,
+      skippedLive: 0,
+      indexPruned: 0,
+      actionIndexPruned: 0,
+      outcomes: {},
+      failures: 0,
+    };
     report.stuckRuns = await this.stuck.sweep(nowMs);
     for (const shard of this.ctx.keys.allShards()) {
       report.indexPruned += await this.pruneRunIndex(shard, nowMs);
-      const due = await this.ledger.indexed(
-        this.ctx.keys.openActions(shard),
-        nowMs - this.ctx.cfg.RECONCILER_MIN_AGE_MS,
-      );
+      await this.sweepOpenActions(shard, nowMs - this.ctx.cfg.RECONCILER_MIN_AGE_MS, report);
+    }
+    return report;
+  }
+
+  /**
+   * The shard's open actions older than `maxScore`, oldest first, a page at a time. An entry left in the index (a
+   * live owner, no tool in this process, a failure) is paged past, so however many of them sit at the head they
+   * never starve the entries behind them; an entry settled or removed leaves the index and is not counted in the
+   * offset. At most OPEN_ACTION_PAGES pages per shard per sweep: the next sweep resumes where this one stopped.
+   */
+  private async sweepOpenActions(shard: number, maxScore: number, report: SweepReport): Promise<void> {
+    const index = this.ctx.keys.openActions(shard);
+    let offset = this.cursors.get(shard) ?? 0;
+    for (let page = 0; ; page++) {
+      if (page === OPEN_ACTION_PAGES) {
+        this.cursors.set(shard, offset);
+        return;
+      }
+      const due = await this.ledger.indexed(index, maxScore, OPEN_ACTION_PAGE, offset);
       for (const { actionId } of due) {
         // One action that cannot be settled (a spec that no longer parses, a tool that throws) is named, counted and
         // left for the next sweep: it never stops the sweep of every other action, and of the approvals.
@@ -75,15 +106,26 @@ export class Reconciler {
           report.failures++;
           this.actionFailed(actionId, errorCode(err), 'left_open');
         }
+        // A move re-scores the entry to its time (past maxScore) or removes it: only what is still due holds a place.
+        const score = await this.ctx.redis.zscore(index, actionId);
+        if (score !== null && Number(score) <= maxScore) offset++;
       }
+      if (due.length < OPEN_ACTION_PAGE) break;
     }
-    return report;
+    this.cursors.delete(shard);
   }
 
   /** Settles one open action of the shard index with its service, if its owner is gone. */
   private async sweepAction(shard: number, actionId: string, report: SweepReport): Promise<void> {
     const rec = await this.ledger.getInShard(shard, actionId);
-    if (!rec || (rec.state !== 'dispatched' && rec.state !== 'outcome_unknown')) return;
+    if (!rec) {
+      // The record expired with its run (or was erased) while indexed: nothing is left to settle, and an entry kept
+      // would be read again by every sweep.
+      await this.ctx.redis.zrem(this.ctx.keys.openActions(shard), actionId);
+      report.actionIndexPruned++;
+      return;
+    }
+    if (rec.state !== 'dispatched' && rec.state !== 'outcome_unknown') return;
     report.examined++;
     if (await this.ledger.ownerAlive(rec)) {
       report.skippedLive++;

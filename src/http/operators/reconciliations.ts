@@ -99,7 +99,12 @@ export async function humanQueue(ctx: EngineContext, ledger: Ledger, tenants: '*
       1000,
     )) {
       const rec = await ledger.getInShard(shard, actionId);
-      if (!rec || (runId !== undefined && rec.runId !== runId)) continue;
+      if (!rec) {
+        // The record expired with its run (or was erased): nobody can decide it, so the entry leaves the queue.
+        await ctx.redis.zrem(ctx.keys.humanQueue(shard), actionId);
+        continue;
+      }
+      if (runId !== undefined && rec.runId !== runId) continue;
       const run = await readRun(ctx.redis, ctx.keys, rec.runId, ['tenant', 'key']);
       if (tenants !== '*' && !actorSeesTenant({ tenants }, run?.tenant ?? null)) continue;
       // Which subject (ticket) the item is of: the queue is worked ticket by ticket.
