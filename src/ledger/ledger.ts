@@ -45,6 +45,11 @@ export interface ActionRecord {
   compensates?: string;
   /** Set on an action in compensation_required: its compensating action. */
   compensatedBy?: string;
+  /**
+   * Set on a `confirmed` action the service refused outright (4xx: bad credentials, invalid request): a definite
+   * outcome with no effect, which the model is told as `rejected`, never as done.
+   */
+  outcome?: 'rejected_by_service';
   /** Set once a park asked for approval of it: when that approval expires (ms). */
   approvalExpiresAt?: number;
   /**
@@ -437,6 +442,7 @@ function toRecord(h: Record<string, string>): ActionRecord {
     ...(h.output ? { output: JSON.parse(h.output) } : {}),
     ...(h.compensates ? { compensates: h.compensates } : {}),
     ...(h.compensatedBy ? { compensatedBy: h.compensatedBy } : {}),
+    ...(h.outcome === 'rejected_by_service' ? { outcome: h.outcome } : {}),
     ...(h.approvalExpiresAt ? { approvalExpiresAt: Number(h.approvalExpiresAt) } : {}),
     ...(h.replayUntil ? { replayUntil: Number(h.replayUntil) } : {}),
     attempts: Number(h.attempts ?? 0),

@@ -192,6 +192,9 @@ export class LedgerEffectRunner implements EffectRunner {
       }
       switch (rec.state) {
         case 'confirmed':
+          // A service's refusal is settled (nothing to send again) but is no success: the model is told so.
+          if (rec.outcome === 'rejected_by_service')
+            return { kind: 'observed', status: 'rejected', output: rec.output, actionId: rec.actionId };
           return {
             kind: 'observed',
             status: repeat ? 'deduplicated' : 'ok',
@@ -415,9 +418,19 @@ export class LedgerEffectRunner implements EffectRunner {
     }
     if (isKeyConflict(err)) return this.keyConflict(sent, err, log);
     if (hasErrorCode(err, 'invalid_input')) {
-      // The service refused the request outright: a definite outcome with no effect.
+      // The service refused the request outright: a definite outcome with no effect. The ledger's moves from
+      // `dispatched` are confirmed or outcome_unknown only, so it is recorded confirmed with the refusal as its
+      // outcome (the drive loop answers it `rejected`). Named and counted by HTTP status: a 401/403 is the
+      // service refusing our credentials, every write to it refused alike (alert AgentServiceCredentialsRefused).
       const output = JSON.stringify({ rejected: true, ...err.details });
       const why = { why: 'the service rejected the request', evidence: err.details };
+      const { status, code } = err.details as { status?: unknown; code?: unknown };
+      const httpStatus = typeof status === 'number' ? String(status) : 'none';
+      this.d.metrics.serviceRejections.inc({ tool: tool.name, status: httpStatus });
+      log.warn(
+        { code: 'service_rejected', status: httpStatus, vendorCode: typeof code === 'string' ? code : undefined },
+        'the service refused the request: no effect',
+      );
       await this.move(sent, 'dispatched', 'confirmed', why, { outcome: 'rejected_by_service', output });
       return;
     }

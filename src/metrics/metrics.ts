@@ -17,6 +17,7 @@ export class Metrics {
   readonly spendFlushFailures: Counter;
   readonly budgetStops: Counter;
   readonly effects: Counter;
+  readonly serviceRejections: Counter<'tool' | 'status'>;
   readonly dedupeHits: Counter;
   readonly duplicateWrites: Counter;
   readonly loopStops: Counter;
@@ -177,6 +178,14 @@ export class Metrics {
       name: 'agent_effects_total',
       help: 'Ledger transitions by tool and target state',
       labelNames: ['tool', 'state'],
+      registers: r,
+    });
+    this.serviceRejections = new Counter({
+      name: 'agent_service_rejections_total',
+      help:
+        'Write requests a service refused outright (4xx, no effect; log code service_rejected), by tool and HTTP ' +
+        'status: the action is settled and the model told `rejected`. 401/403: the service refuses our credentials',
+      labelNames: ['tool', 'status'],
       registers: r,
     });
     this.dedupeHits = new Counter({

@@ -55,6 +55,7 @@ const METRICS = new Set([
   'agent_duplicate_writes_total',
   'agent_ledger_dedupe_hits_total',
   'agent_effects_total',
+  'agent_service_rejections_total',
   'agent_outcome_unknown_open',
   'agent_outcome_unknown_oldest_age_seconds',
   'agent_human_queue_depth',
@@ -125,6 +126,7 @@ const ALERTS: Record<string, string[]> = {
   AgentScheduleTicksFailing: ['agent_schedule_ticks_total'],
   AgentReconcilerFailing: ['agent_reconciler_sweeps_total'],
   AgentSweepActionsFailing: ['agent_sweep_action_failures_total'],
+  AgentServiceCredentialsRefused: ['agent_service_rejections_total'],
   AgentOidcUnavailable: ['agent_operator_auth_failures_total'],
 };
 
