@@ -20,11 +20,11 @@
 import type { EngineContext } from '../runs/engineContext.js';
 import type { Config } from '../config/config.js';
 import type { WriteTool } from '../core/tool.js';
-import { ledgerFor, LedgerConflict } from './ledger.js';
+import { type Ledger, ledgerFor, LedgerConflict } from './ledger.js';
 import type { ApprovalPolicy } from './runner.js';
 import { stopRun } from '../runs/stop.js';
 import type { ResumeResult } from '../store/calls/resumeRun.js';
-import { FenceError } from '../core/errors.js';
+import { errorCode, FenceError } from '../core/errors.js';
 import { readRun } from '../store/runRecord.js';
 
 export type ApprovalRule = Config['APPROVAL_RULES'][number];
@@ -64,45 +64,82 @@ export async function expireApprovals(ctx: EngineContext, now: number, limit = 1
   const ledger = ledgerFor(ctx, () => now);
   const expired: string[] = [];
   for (const shard of ctx.keys.allShards()) {
-    const due = await ledger.indexed(ctx.keys.approvals(shard), now, limit);
-    for (const { actionId } of due) {
-      const rec = await ledger.getInShard(shard, actionId);
-      if (!rec) {
-        await ctx.redis.zrem(ctx.keys.approvals(shard), actionId);
-        continue;
-      }
-      if (rec.state === 'planned') {
-        await ledger.decideApproval(rec.runId, actionId, 'reject', '', 'approval_expiry', 'approval_expired');
-      }
-      const decision = await ledger.approvalDecision(rec.runId, actionId);
-      if (decision?.reason === 'approval_expired') {
+    const index = ctx.keys.approvals(shard);
+    // Entries left in the index (a decision too young to call lost, one that failed) are paged past, so however
+    // many sit at its head they never keep the ones behind them from expiring.
+    let offset = 0;
+    for (;;) {
+      const due = await ledger.indexed(index, now, limit, offset);
+      for (const { actionId } of due) {
+        // One approval that cannot be settled is named, counted and left for the next pass: it never stops the
+        // expiry of every other one.
         try {
-          await stopRun(ctx, rec.runId, {
-            expected: ['waiting_approval'],
-            status: 'failed',
-            reason: 'approval_expired',
-            now,
-          });
+          if (await expireOne(ctx, ledger, shard, actionId, now)) expired.push(actionId);
         } catch (err) {
-          if (!(err instanceof FenceError && err.code === 'run_missing')) throw err; // the run's keys expired: nothing to stop
+          const code = errorCode(err);
+          ctx.metrics.sweepActionFailures.inc({ code, outcome: 'left_open' });
+          ctx.log.error(
+            { code: 'approval_expiry_failed', actionId, error: code },
+            'the sweep could not settle an approval',
+          );
         }
-        expired.push(actionId);
-      } else if (decision && decision.approver !== APPROVAL_VOID) {
-        // A person decided and the operator route resumes the run at once: an entry still
-        // here later is a resume that was lost (the route's process died). Resume it now,
-        // or void the decision when its run will not run it (ended, superseded).
-        if (decision.decidedAt > now - ctx.cfg.RECONCILER_MIN_AGE_MS) continue;
-        const run = await readRun(ctx.redis, ctx.keys, rec.runId, ['approvalFor']);
-        const status = run?.status;
-        const approvalFor = run?.approvalFor;
-        if (status === 'waiting_approval' && (!approvalFor || approvalFor === actionId))
-          await settleUnresumed(ctx, rec.runId, actionId, await ctx.store.resume(rec.runId, 'waiting_approval', now));
-        else if (status === 'cancelled') await settleUnresumed(ctx, rec.runId, actionId, { resumed: false, status });
+        const score = await ctx.redis.zscore(index, actionId);
+        if (score !== null && Number(score) <= now) offset++;
       }
-      // Last: until the run is stopped or resumed, the entry is what brings a rerun back here.
-      await ctx.redis.zrem(ctx.keys.approvals(shard), actionId);
+      if (due.length < limit) break;
     }
   }
+  return expired;
+}
+
+/**
+ * One due entry of the approvals index: an expired approval rejected and its run stopped (true), a decision whose
+ * resume was lost resumed or voided, a gone record dropped. The entry leaves the index last.
+ */
+async function expireOne(
+  ctx: EngineContext,
+  ledger: Ledger,
+  shard: number,
+  actionId: string,
+  now: number,
+): Promise<boolean> {
+  const index = ctx.keys.approvals(shard);
+  const rec = await ledger.getInShard(shard, actionId);
+  if (!rec) {
+    await ctx.redis.zrem(index, actionId);
+    return false;
+  }
+  if (rec.state === 'planned') {
+    await ledger.decideApproval(rec.runId, actionId, 'reject', '', 'approval_expiry', 'approval_expired');
+  }
+  const decision = await ledger.approvalDecision(rec.runId, actionId);
+  let expired = false;
+  if (decision?.reason === 'approval_expired') {
+    try {
+      await stopRun(ctx, rec.runId, {
+        expected: ['waiting_approval'],
+        status: 'failed',
+        reason: 'approval_expired',
+        now,
+      });
+    } catch (err) {
+      if (!(err instanceof FenceError && err.code === 'run_missing')) throw err; // the run's keys expired: nothing to stop
+    }
+    expired = true;
+  } else if (decision && decision.approver !== APPROVAL_VOID) {
+    // A person decided and the operator route resumes the run at once: an entry still
+    // here later is a resume that was lost (the route's process died). Resume it now,
+    // or void the decision when its run will not run it (ended, superseded).
+    if (decision.decidedAt > now - ctx.cfg.RECONCILER_MIN_AGE_MS) return false;
+    const run = await readRun(ctx.redis, ctx.keys, rec.runId, ['approvalFor']);
+    const status = run?.status;
+    const approvalFor = run?.approvalFor;
+    if (status === 'waiting_approval' && (!approvalFor || approvalFor === actionId))
+      await settleUnresumed(ctx, rec.runId, actionId, await ctx.store.resume(rec.runId, 'waiting_approval', now));
+    else if (status === 'cancelled') await settleUnresumed(ctx, rec.runId, actionId, { resumed: false, status });
+  }
+  // Last: until the run is stopped or resumed, the entry is what brings a rerun back here.
+  await ctx.redis.zrem(index, actionId);
   return expired;
 }
 

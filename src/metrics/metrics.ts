@@ -81,7 +81,8 @@ export class Metrics {
     this.sweepActionFailures = new Counter({
       name: 'agent_sweep_action_failures_total',
       help:
-        "Open actions the reconciler's sweep could not settle (log code sweep_action_failed), by error code and " +
+        "Open actions (and approvals) the reconciler's sweep could not settle (log codes sweep_action_failed, " +
+        'approval_expiry_failed), by error code and ' +
         "outcome: needs_human (invalid_spec: the run's spec no longer parses, handed to a person), left_open (the " +
         'settling threw; the next sweep takes the action again)',
       labelNames: ['code', 'outcome'],

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { Reconciler } from '../../src/ledger/reconciler.js';
 import { actionIdentity } from '../../src/ledger/identity.js';
-import { approvalPolicy } from '../../src/ledger/approvals.js';
+import { approvalPolicy, expireApprovals } from '../../src/ledger/approvals.js';
 import { createEffectRunner } from '../../src/ledger/runner.js';
 import { buildSpec } from '../../src/producer/intake.js';
 import type { WriteTool } from '../../src/core/tool.js';
@@ -143,5 +143,52 @@ describe("the reconciler's sweep, one action at a time", () => {
     );
     // Ids and codes only: the error's text (here, an address) is never logged.
     expect(JSON.stringify(logged)).not.toContain('ada@example.com');
+  });
+});
+
+describe('the approvals pass, one approval at a time', () => {
+  it('an approval it cannot settle is named, counted and paged past: the ones behind it expire', async () => {
+    const worker = await h.startWorker({
+      effects: createEffectRunner(h.ctx, { approvals: approvalPolicy(h.cfg.APPROVAL_RULES) }),
+    });
+    const park = async (id: string) => {
+      const spec = buildSpec(
+        h.ctx,
+        {
+          tenant: 'acme',
+          ticket: sampleTicket(`${id}-${Date.now()}`),
+          agent: { model: 'scripted', script: [turn([refundCall(9_000)]), final] },
+        },
+        Date.now(),
+      );
+      await h.ctx.store.create(spec, Date.now());
+      expect(await h.waitForStatus(spec.runId, ['waiting_approval', 'failed', 'completed'])).toBe('waiting_approval');
+      return { runId: spec.runId, actionId: (await ledger.listForRun(spec.runId))[0]!.actionId };
+    };
+    const first = await park('SI-AP-1');
+    await new Promise((res) => setTimeout(res, 5));
+    const second = await park('SI-AP-2');
+    await worker.stop();
+    // The first run's hash is no hash any more: stopping it fails (WRONGTYPE), whatever the pass does.
+    const k = h.ctx.keys.run(first.runId).run;
+    await h.ctx.redis.del(k);
+    await h.ctx.redis.set(k, 'not a hash');
+    const error = vi.spyOn(h.ctx.log, 'error');
+    const before = await failures('ReplyError', 'left_open');
+
+    // A page of one: without paging past the first, the second would never be read.
+    const now = Date.now() + 10 * h.cfg.APPROVAL_TTL_MS;
+    expect(await expireApprovals(h.ctx, now, 1)).toEqual([second.actionId]);
+
+    expect(await h.ctx.redis.hget(h.ctx.keys.run(second.runId).run, 'reason')).toBe('approval_expired');
+    const index = await h.ctx.redis.zrange(h.ctx.keys.approvals(h.ctx.keys.shardOf(first.runId)), 0, -1);
+    expect(index).toContain(first.actionId);
+    expect(index).not.toContain(second.actionId);
+    expect(await failures('ReplyError', 'left_open')).toBe(before + 1);
+    const logged = error.mock.calls
+      .map(([fields]) => fields as Record<string, unknown>)
+      .filter((f) => f.code === 'approval_expiry_failed');
+    error.mockRestore();
+    expect(logged).toEqual([{ code: 'approval_expiry_failed', actionId: first.actionId, error: 'ReplyError' }]);
   });
 });
