@@ -23,20 +23,28 @@
  * If the process dies: after planning, before the link -> the original is
  * still needs_human, a repeat links it; after `dispatched` -> the reconciler
  * sweeps it by lookup (it is one of the agent's tools), or a repeat does; after
- * `confirmed`, before the run ends -> a repeat ends it.
+ * `confirmed`, before the run ends -> the reconciler's sweep or a repeat ends it.
+ *
+ * Nothing unsettled is left unseen: the original stays in the human queue in
+ * compensation_required until its compensation is confirmed and the run has
+ * ended, and the reconciler sweeps those entries (Reconciler.sweepCompensations):
+ * a compensation left planned, authorized or safe_retry (a 429, a crash) is
+ * driven again with its key, a confirmed one ends the run. A drive that leaves
+ * it unsent says so (`unsettled`, log compensation_unsettled,
+ * agent_compensations_unsettled_total).
  */
 import { randomUUID } from 'node:crypto';
 import type { EngineContext } from '../runs/engineContext.js';
 import type { Agent } from '../core/agent.js';
 import type { WriteTool } from '../core/tool.js';
-import { isRetryable, TerminalError } from '../core/errors.js';
+import { errorCode, isRetryable, TerminalError } from '../core/errors.js';
 import { type Ledger, LedgerConflict, type ActionRecord } from './ledger.js';
 import type { LedgerEffectRunner } from './runner.js';
 import type { LedgerState } from './states.js';
 import type { RunSpec } from '../runs/spec.js';
 import { stopRun } from '../runs/stop.js';
 import { readRun } from '../store/runRecord.js';
-import type { RunStatus } from '../core/status.js';
+import { isTerminal, type RunStatus } from '../core/status.js';
 
 /** States in which driving the compensation further is pointless: a person or nothing is next. */
 const SETTLED: ReadonlySet<LedgerState> = new Set(['confirmed', 'rejected', 'needs_human', 'compensation_required']);
@@ -54,8 +62,17 @@ export interface CompensationResult {
   compensation: ActionRecord;
   /** Another request holds the compensation's lease and is driving it now. */
   inProgress: boolean;
+  /**
+   * Set when this drive left the compensation neither sent nor with a person (a 429, a service down before the
+   * request left): the error's code. The original stays in the human queue and the reconciler's sweep sends it
+   * again with the same key.
+   */
+  unsettled?: { error: string };
   run: { status: RunStatus | 'missing'; reason: string; ended: boolean };
 }
+
+/** Who drives a compensation: an operator's request, or the reconciler's sweep of the human queue. */
+export type CompensationDriver = 'operator' | 'sweep';
 
 /**
  * The call that compensates `original`, from the run's agent: its write tool
@@ -145,7 +162,12 @@ export class Compensations {
    * Drives a compensation (also after an operator resolved the compensation
    * itself from the human queue) and ends the run once it is confirmed.
    */
-  async drive(comp: ActionRecord, spec: RunSpec, by: string): Promise<CompensationResult> {
+  async drive(
+    comp: ActionRecord,
+    spec: RunSpec,
+    by: string,
+    driver: CompensationDriver = 'operator',
+  ): Promise<CompensationResult> {
     if (comp.state === 'planned') {
       try {
         await this.ledger.transition(comp.runId, comp.actionId, 'planned', 'authorized', {
@@ -158,6 +180,7 @@ export class Compensations {
       }
     }
     let inProgress = false;
+    let refusedFor: string | undefined;
     const current = await this.ledger.get(comp.runId, comp.actionId);
     if (current && !SETTLED.has(current.state)) {
       const holder = `operator-api:${process.pid}:${randomUUID()}`;
@@ -171,8 +194,10 @@ export class Compensations {
           };
           await this.runner.settle(comp.actionId, this.toolOf(spec, comp.tool), comp.args, toolCtx, spec.tenant);
         } catch (err) {
-          // Proven not sent but refused for now: left in safe_retry, a repeated request sends it with the same key.
+          // Proven not sent but refused for now: left in safe_retry; the reconciler's sweep (or a repeated request)
+          // sends it with the same key, and the answer says it is not sent.
           if (!isRetryable(err)) throw err;
+          refusedFor = errorCode(err);
         } finally {
           await this.ledger.releaseLease(comp.runId, comp.actionId, holder);
         }
@@ -183,7 +208,25 @@ export class Compensations {
     const after = (await this.ledger.get(comp.runId, comp.actionId)) ?? comp;
     const delivered = after.state === 'confirmed' && !(after.output as { rejected?: boolean } | undefined)?.rejected;
     const run = delivered ? await this.endRun(after) : await this.runStatus(after.runId, false);
-    return { compensation: after, inProgress, run };
+    // The original leaves the human queue only once its run has ended (or is gone): a crash before this line leaves
+    // it there, and the next sweep ends nothing twice and removes it.
+    if (delivered && after.compensates && (run.status === 'missing' || isTerminal(run.status)))
+      await this.ledger.leaveHumanQueue(after.runId, after.compensates);
+    if (inProgress || SETTLED.has(after.state)) return { compensation: after, inProgress, run };
+    const error = refusedFor ?? 'not_dispatched';
+    this.ctx.metrics.compensationsUnsettled.inc({ driver, state: after.state });
+    this.ctx.log.warn(
+      {
+        code: 'compensation_unsettled',
+        runId: after.runId,
+        actionId: after.actionId,
+        state: after.state,
+        error,
+        driver,
+      },
+      'compensation not sent: it stays in the human queue and the sweep sends it again',
+    );
+    return { compensation: after, inProgress, unsettled: { error }, run };
   }
 
   private async endRun(comp: ActionRecord): Promise<CompensationResult['run']> {

@@ -388,6 +388,15 @@ export class Ledger {
     return (await this.redis.exists(this.keys.jobLock(this.keys.shardOf(rec.runId), jobId))) === 1;
   }
 
+  /**
+   * Takes a compensated original out of the human queue. ledgerTransition-6.lua keeps an original in
+   * compensation_required there until its compensation has ended the run (compensation.ts calls this then), so a
+   * compensation that does not finish stays in front of a person and in the reconciler's sweep.
+   */
+  async leaveHumanQueue(runId: string, actionId: string): Promise<void> {
+    await this.redis.zrem(this.k(runId, actionId).human, actionId);
+  }
+
   async releaseLease(runId: string, actionId: string, holder: string): Promise<void> {
     const key = this.keys.actionLease(runId, actionId);
     if ((await this.redis.get(key)) === holder) await this.redis.del(key);

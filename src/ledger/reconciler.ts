@@ -5,6 +5,8 @@
  * every move is a compare-and-set, so two sweeps at once are still safe).
  * Actions with a live owner (the run's current step job holds its lock, or a
  * compensation's lease is held: Ledger.ownerAlive) are left to that owner.
+ * It also finishes operators' compensations that did not finish (their
+ * originals stay in the human queue until then: sweepCompensations).
  */
 import Redlock from 'redlock';
 import { z } from 'zod';
@@ -15,6 +17,9 @@ import { errorCode } from '../core/errors.js';
 import { type ActionRecord, type Ledger, LedgerConflict, ledgerFor } from './ledger.js';
 import { reconcile, replicateActions, type ReconcileDeps, type ReconcileOutcome } from './reconcile.js';
 import { expireApprovals } from './approvals.js';
+import { CompensationRefused, Compensations } from './compensation.js';
+import { createEffectRunner } from './runner.js';
+import { CrashPoints } from '../config/testHooks.js';
 import { childRunsOf } from '../runs/children.js';
 import { StuckRuns, type StuckRunsReport } from '../runs/stuckRuns.js';
 
@@ -30,6 +35,12 @@ export interface SweepReport {
   stuckRuns?: StuckRunsReport;
   /** Actions left open because settling them threw (`sweep_action_failed`): the next sweep takes them again. */
   failures: number;
+  /**
+   * Compensations the sweep drove (their original in compensation_required in the human queue, no live driver):
+   * `ended` ended their run, `unsettled` are still not sent (compensation_unsettled), the next sweep drives them;
+   * `skippedLive` had a live driver.
+   */
+  compensations: { driven: number; ended: number; unsettled: number; skippedLive: number };
 }
 
 const count = (report: SweepReport, o: ReconcileOutcome) => (report.outcomes[o] = (report.outcomes[o] ?? 0) + 1);
@@ -37,6 +48,8 @@ const count = (report: SweepReport, o: ReconcileOutcome) => (report.outcomes[o] 
 /** Open actions read per page, and pages per shard per sweep (the next sweep resumes after the last). */
 const OPEN_ACTION_PAGE = 100;
 const OPEN_ACTION_PAGES = 10;
+/** Human-queue pages (of OPEN_ACTION_PAGE entries) read per shard per sweep for compensations to finish. */
+const HUMAN_QUEUE_PAGES = 10;
 
 export class Reconciler {
   private readonly ledger: Ledger;
@@ -44,6 +57,7 @@ export class Reconciler {
   private readonly cursors = new Map<number, number>();
   private readonly redlock: Redlock;
   private readonly stuck: StuckRuns;
+  private readonly compensations: Compensations;
   private timer?: NodeJS.Timeout;
   private running?: Promise<unknown>;
   ready = false;
@@ -53,6 +67,11 @@ export class Reconciler {
     private readonly id = `reconciler:${process.pid}`,
   ) {
     this.ledger = ledgerFor(ctx);
+    this.compensations = new Compensations(
+      ctx,
+      this.ledger,
+      createEffectRunner(ctx, { workerId: this.id, crash: new CrashPoints([]) }),
+    );
     this.stuck = new StuckRuns({ ...ctx, children: childRunsOf(ctx) });
     this.redlock = new Redlock([ctx.redis], { retryCount: 0 });
     // Redlock ends a lock call that met a store error (OOM under noeviction, READONLY after a failover) with the
@@ -73,11 +92,14 @@ export class Reconciler {
       actionIndexPruned: 0,
       outcomes: {},
       failures: 0,
+      compensations: { driven: 0, ended: 0, unsettled: 0, skippedLive: 0 },
     };
     report.stuckRuns = await this.stuck.sweep(nowMs);
     for (const shard of this.ctx.keys.allShards()) {
       report.indexPruned += await this.pruneRunIndex(shard, nowMs);
       await this.sweepOpenActions(shard, nowMs - this.ctx.cfg.RECONCILER_MIN_AGE_MS, report);
+      // After the open actions: a compensation they just confirmed by lookup ends its run in the same sweep.
+      await this.sweepCompensations(shard, nowMs - this.ctx.cfg.RECONCILER_MIN_AGE_MS, report);
     }
     return report;
   }
@@ -156,6 +178,63 @@ export class Reconciler {
     );
     count(report, outcome);
     this.ctx.log.info({ code: `swept_${outcome}`, runId: rec.runId, actionId }, 'action reconciled by the sweeper');
+  }
+
+  /**
+   * The shard's human queue, for originals in compensation_required (ledgerTransition-6.lua keeps them there until
+   * their compensation has ended the run): each one whose compensation has no live driver is driven like a repeated
+   * operator request (Compensations.drive): one left planned, authorized or safe_retry is sent with its key, one
+   * dispatched is looked up, one confirmed ends the run and leaves the queue. One with a person (needs_human) or
+   * refused by its service stays for the person. Paged like the open actions, HUMAN_QUEUE_PAGES pages per sweep.
+   */
+  private async sweepCompensations(shard: number, maxScore: number, report: SweepReport): Promise<void> {
+    const index = this.ctx.keys.humanQueue(shard);
+    let offset = 0;
+    for (let page = 0; page < HUMAN_QUEUE_PAGES; page++) {
+      const due = await this.ledger.indexed(index, maxScore, OPEN_ACTION_PAGE, offset);
+      for (const { actionId } of due) {
+        try {
+          await this.sweepCompensation(shard, actionId, report);
+        } catch (err) {
+          report.failures++;
+          this.actionFailed(actionId, errorCode(err), 'left_open');
+        }
+        const score = await this.ctx.redis.zscore(index, actionId);
+        if (score !== null && Number(score) <= maxScore) offset++;
+      }
+      if (due.length < OPEN_ACTION_PAGE) return;
+    }
+  }
+
+  private async sweepCompensation(shard: number, actionId: string, report: SweepReport): Promise<void> {
+    const original = await this.ledger.getInShard(shard, actionId);
+    if (original?.state !== 'compensation_required' || !original.compensatedBy) return;
+    const comp = await this.ledger.get(original.runId, original.compensatedBy);
+    if (!comp) throw new CompensationRefused(`compensation ${original.compensatedBy} of ${actionId} is missing`);
+    // With a person (its own item in this queue), never sent and never to be, or refused by its service: a person's.
+    if (comp.state === 'needs_human' || comp.state === 'rejected' || comp.outcome === 'rejected_by_service') return;
+    // A live driver (an operator's request holding the lease) finishes it; counted apart from the open actions, of
+    // which a dispatched compensation is also one.
+    if (comp.state !== 'confirmed' && (await this.ledger.ownerAlive(comp))) {
+      report.compensations.skippedLive++;
+      return;
+    }
+    const spec = await this.readSpec(comp);
+    if (spec === 'invalid' || !spec) throw new CompensationRefused(`run ${comp.runId} has no readable spec`);
+    report.compensations.driven++;
+    const result = await this.compensations.drive(comp, spec, this.id, 'sweep');
+    if (result.run.ended) report.compensations.ended++;
+    if (result.unsettled) report.compensations.unsettled++;
+    this.ctx.log.info(
+      {
+        code: 'swept_compensation',
+        runId: comp.runId,
+        actionId: comp.actionId,
+        state: result.compensation.state,
+        ended: result.run.ended,
+      },
+      'compensation driven by the sweeper',
+    );
   }
 
   private reconcileDeps(): ReconcileDeps {

@@ -55,6 +55,7 @@ export class Metrics {
   readonly archiveFailures: Counter;
   readonly reconcilerSweeps: Counter;
   readonly sweepActionFailures: Counter<'code' | 'outcome'>;
+  readonly compensationsUnsettled: Counter<'driver' | 'state'>;
   readonly stuckRunSweepFailures: Counter<'stage' | 'code'>;
   readonly archiveLag: Gauge;
   readonly erasures: Counter;
@@ -76,6 +77,15 @@ export class Metrics {
       name: 'agent_reconciler_sweeps_total',
       help: "The reconciler's sweeps by outcome (done; failed: the sweep threw; lock_failed: the election lock could not be asked for, a store error, so no reconciler swept this tick)",
       labelNames: ['outcome'],
+      registers: r,
+    });
+    this.compensationsUnsettled = new Counter({
+      name: 'agent_compensations_unsettled_total',
+      help:
+        "Drives of an operator's compensation that ended with it not sent and not with a person (log code " +
+        'compensation_unsettled), by driver (operator: the POST, sweep: the reconciler) and the state it was left ' +
+        'in: the customer has not had the correcting message; the sweep sends it again',
+      labelNames: ['driver', 'state'],
       registers: r,
     });
     this.sweepActionFailures = new Counter({

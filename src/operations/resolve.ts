@@ -80,7 +80,10 @@ async function recordFinding(ledger: Ledger, rec: ActionRecord, by: string, req:
   }
 }
 
-/** Undo the effect with the tool's compensation: accepted while another request drives it. */
+/**
+ * Undo the effect with the tool's compensation: accepted while another request drives it, or while it is not sent
+ * yet (the reconciler's sweep finishes it).
+ */
 async function compensate(
   ledger: Ledger,
   compensations: Compensations,
@@ -100,9 +103,12 @@ async function compensate(
     compensationState: result.compensation.state,
     ...(result.compensation.receipt ? { compensationReceipt: result.compensation.receipt } : {}),
     inProgress: result.inProgress,
+    // Not sent (a 429, the service down before the request left): said so, never answered as done; the item stays
+    // in the human queue and the reconciler's sweep sends it again with the same key.
+    ...(result.unsettled ? { compensationSent: false, compensationError: result.unsettled.error } : {}),
     run: result.run,
   };
-  return result.inProgress ? accepted(value) : done(value);
+  return result.inProgress || result.unsettled ? accepted(value) : done(value);
 }
 
 /**
@@ -120,15 +126,17 @@ async function finishCompensation(
     await compensations.requireSpec(rec.runId),
     by,
   );
-  return done({
+  const value = {
     actionId: rec.actionId,
     runId: rec.runId,
     state: result.compensation.state,
     resumed: false,
     compensates: rec.compensates,
+    ...(result.unsettled ? { compensationSent: false, compensationError: result.unsettled.error } : {}),
     run: result.run,
     operator: by,
-  });
+  };
+  return result.unsettled ? accepted(value) : done(value);
 }
 
 async function resumeAfterFinding(

@@ -92,6 +92,7 @@ const METRICS = new Set([
   'agent_schedule_ticks_total',
   'agent_reconciler_sweeps_total',
   'agent_sweep_action_failures_total',
+  'agent_compensations_unsettled_total',
   'agent_stuck_run_sweep_failures_total',
   'agent_operator_auth_failures_total',
 ]);
@@ -127,6 +128,7 @@ const ALERTS: Record<string, string[]> = {
   AgentReconcilerFailing: ['agent_reconciler_sweeps_total'],
   AgentSweepActionsFailing: ['agent_sweep_action_failures_total'],
   AgentServiceCredentialsRefused: ['agent_service_rejections_total'],
+  AgentCompensationUnsettled: ['agent_compensations_unsettled_total'],
   AgentOidcUnavailable: ['agent_operator_auth_failures_total'],
 };
 

@@ -8,8 +8,11 @@
  * compensate -> a compensating action (a clarification email to the customer) planned, linked
  *               both ways, and executed through the ledger; the original moves
  *               needs_human->compensation_required; once the compensation is confirmed the
- *               run ends `failed` / `compensated: ...` (see compensation.ts). Repeating the
- *               request finishes a compensation left unsettled and never sends a second one.
+ *               run ends `failed` / `compensated: ...` (see compensation.ts). Until then the
+ *               original stays in this queue as compensation_required; one not sent (a 429)
+ *               is answered 202 with compensationSent: false and the reconciler's sweep sends
+ *               it. Repeating the request finishes a compensation left unsettled and never
+ *               sends a second one.
  * A finding on a compensation itself (it reached needs_human) finishes it and ends the run.
  *
  * If the process dies between the move and the resume, the run stays

@@ -3,7 +3,8 @@
   its evidence appended to the history. Two racers: exactly one wins.
 
   KEYS[1] action hash  KEYS[2] action history list
-  KEYS[3] shard open-actions zset  KEYS[4] shard human-queue zset
+  KEYS[3] shard open-actions zset  KEYS[4] shard human-queue zset (needs_human, and
+          compensation_required until its compensation has ended the run)
   KEYS[5] the run's events stream (an `effect` event per move)
   KEYS[6] the run's hash (its cancelRequested flag)
 
@@ -51,7 +52,10 @@ if to == 'dispatched' or to == 'outcome_unknown' then
 else
   redis.call('ZREM', KEYS[3], ARGV[7])
 end
-if to == 'needs_human' then
+-- An original in compensation_required stays in the human queue until its compensation is confirmed and the run
+-- ended (src/ledger/compensation.ts removes it then): a compensation that does not finish keeps a person's attention,
+-- and the reconciler's sweep of this queue drives it.
+if to == 'needs_human' or to == 'compensation_required' then
   redis.call('ZADD', KEYS[4], ARGV[3], ARGV[7])
 else
   redis.call('ZREM', KEYS[4], ARGV[7])
