@@ -7,6 +7,10 @@
  * a dispatched one found on recovery, or one whose response was lost, is
  * reconciled with the service, never resent blindly.
  *
+ * What leaves is what the ledger recorded (the record's args), and one action is
+ * driven once per process at a time: the same action asked for twice in one
+ * step waits for the first call and is answered from it (`deduplicated`).
+ *
  * If the process dies: before `dispatched` -> the next owner dispatches (the
  * service would dedupe by key anyway); after `dispatched` -> the next owner or
  * the reconciler finds it dispatched and queries the service first.
@@ -88,6 +92,14 @@ const MAX_DRIVE_ROUNDS = 12;
 export type LedgerEffectRequest = Omit<EffectRequest, 'call'> & { call: Pick<EffectRequest['call'], 'id'> };
 
 export class LedgerEffectRunner implements EffectRunner {
+  /**
+   * The actions this process is driving now, by run and action id. Two identical write calls in one step (the model
+   * asked for the same action twice in one turn: one identity, one action id) run side by side: the second waits for
+   * the first's drive and is answered from it, `deduplicated`, instead of reading the first's `dispatched` as an
+   * owner that died.
+   */
+  private readonly inFlight = new Map<string, Promise<EffectResult>>();
+
   constructor(private readonly d: RunnerDeps) {}
 
   async run(input: LedgerEffectRequest): Promise<EffectResult> {
@@ -146,7 +158,20 @@ export class LedgerEffectRunner implements EffectRunner {
         };
       }
     }
-    return this.drive(id.actionId, tool, args, ctx, input.tenant, repeat, false, input.deadlineAt);
+    const key = `${ctx.runId}\u0000${id.actionId}`;
+    const driving = this.inFlight.get(key);
+    if (driving) {
+      // Another call of this step is driving the action now: one send, and this call is told it was deduplicated.
+      const first = await driving;
+      return first.kind === 'observed' && first.status === 'ok' ? { ...first, status: 'deduplicated' } : first;
+    }
+    const drive = this.drive(id.actionId, tool, args, ctx, input.tenant, repeat, false, input.deadlineAt);
+    this.inFlight.set(key, drive);
+    try {
+      return await drive;
+    } finally {
+      this.inFlight.delete(key);
+    }
   }
 
   /**
@@ -225,14 +250,15 @@ export class LedgerEffectRunner implements EffectRunner {
         case 'safe_retry':
           try {
             // A model's dispatch is refused by the move itself once the run's cancel is recorded.
-            await this.dispatch(rec, tool, args, ctx, log, !operatorOrdered, deadlineAt);
+            await this.dispatch(rec, tool, ctx, log, !operatorOrdered, deadlineAt);
           } catch (err) {
             if (!(err instanceof CancelledError)) throw err;
             return this.notDispatched(rec, err, log);
           }
           break;
         case 'dispatched':
-          // We hold the step's lock, so whoever dispatched it is gone: the request may have left.
+          // We hold the step's lock and no other call of this process drives it (inFlight), so whoever dispatched it
+          // is gone: the request may have left.
           await this.move(rec, 'dispatched', 'outcome_unknown', {
             why: 'found dispatched on recovery: the previous owner died',
           });
@@ -324,7 +350,6 @@ export class LedgerEffectRunner implements EffectRunner {
   private async dispatch(
     rec: ActionRecord,
     tool: WriteTool,
-    args: unknown,
     ctx: ToolContext,
     log: Logger,
     unlessCancelled: boolean,
@@ -340,7 +365,9 @@ export class LedgerEffectRunner implements EffectRunner {
     this.d.crash.hit('after_dispatched', ctx.step);
     let receipt: DispatchReceipt;
     try {
-      receipt = await this.send(rec, tool, args, ctx, log, deadlineAt);
+      // What the ledger recorded is what is sent: a later call with the same identity (a repeat, a redelivery)
+      // may carry other arguments, but the key and the record are this action's.
+      receipt = await this.send(rec, tool, rec.args, ctx, log, deadlineAt);
     } catch (caught) {
       return this.settleRefusal(caught, rec, tool, ctx, log);
     }
@@ -487,7 +514,10 @@ export class LedgerEffectRunner implements EffectRunner {
     log.warn({ code: 'idempotency_conflict', ...err.details }, 'the service holds this key for a different request');
   }
 
-  /** The service's answer recorded: confirmed, from dispatched or (after a reconciler's move) outcome_unknown. */
+  /**
+   * The service's answer recorded: confirmed, from dispatched or (after a reconciler's move) outcome_unknown or
+   * needs_human; in any other state it is logged and counted (agent_late_receipts_total{outcome="unrecorded"}).
+   */
   private async recordReceipt(
     rec: ActionRecord,
     tool: WriteTool,
@@ -510,7 +540,27 @@ export class LedgerEffectRunner implements EffectRunner {
     if (await this.move({ ...rec, state: 'dispatched' }, 'dispatched', 'confirmed', confirmed, set)) return;
     // A reconciler moved it to outcome_unknown meanwhile: our answer settles it.
     const late = { why: 'service confirmed (late response)', evidence };
-    await this.move({ ...rec, state: 'outcome_unknown' }, 'outcome_unknown', 'confirmed', late, set);
+    if (await this.move({ ...rec, state: 'outcome_unknown' }, 'outcome_unknown', 'confirmed', late, set)) return;
+    // Or on to a person (a lookup that could not decide before its deadline): the service's answer is the truth a
+    // person would have looked for, so it settles the item (needs_human -> confirmed).
+    const toPerson = { why: 'service confirmed (late response, after it went to a person)', evidence };
+    if (await this.move({ ...rec, state: 'needs_human' }, 'needs_human', 'confirmed', toPerson, set)) {
+      this.d.metrics.lateReceipts.inc({ tool: tool.name, outcome: 'recorded' });
+      log.warn(
+        { code: 'late_receipt_recorded', receipt: receipt.receipt },
+        'late answer settled an action with a person',
+      );
+      return;
+    }
+    // Settled otherwise meanwhile (a person's finding, a lookup's): the ledger keeps that, and the answer it could not
+    // record is named and counted, never dropped unseen.
+    const state = (await this.d.ledger.get(rec.runId, rec.actionId))?.state ?? 'missing';
+    if (state === 'confirmed') return;
+    this.d.metrics.lateReceipts.inc({ tool: tool.name, outcome: 'unrecorded' });
+    log.error(
+      { code: 'late_receipt_unrecorded', state, receipt: receipt.receipt },
+      'the service confirmed an action the ledger holds in another state: receipt not recorded',
+    );
   }
 
   /**

@@ -20,6 +20,7 @@ export class Metrics {
   readonly serviceRejections: Counter<'tool' | 'status'>;
   readonly dedupeHits: Counter;
   readonly duplicateWrites: Counter;
+  readonly lateReceipts: Counter<'tool' | 'outcome'>;
   readonly loopStops: Counter;
   readonly sigtermHandoffs: Counter;
   readonly modelWaits: Counter;
@@ -197,6 +198,15 @@ export class Metrics {
         'Write requests a service refused outright (4xx, no effect; log code service_rejected), by tool and HTTP ' +
         'status: the action is settled and the model told `rejected`. 401/403: the service refuses our credentials',
       labelNames: ['tool', 'status'],
+      registers: r,
+    });
+    this.lateReceipts = new Counter({
+      name: 'agent_late_receipts_total',
+      help:
+        "A service's confirmation that came back after the action had left `dispatched`/`outcome_unknown`, by tool " +
+        'and outcome: recorded (it settled an action with a person, log code late_receipt_recorded), unrecorded ' +
+        '(the ledger holds it in another state, log code late_receipt_unrecorded: read it against the service)',
+      labelNames: ['tool', 'outcome'],
       registers: r,
     });
     this.dedupeHits = new Counter({

@@ -56,6 +56,7 @@ const METRICS = new Set([
   'agent_ledger_dedupe_hits_total',
   'agent_effects_total',
   'agent_service_rejections_total',
+  'agent_late_receipts_total',
   'agent_outcome_unknown_open',
   'agent_outcome_unknown_oldest_age_seconds',
   'agent_human_queue_depth',
@@ -129,6 +130,7 @@ const ALERTS: Record<string, string[]> = {
   AgentSweepActionsFailing: ['agent_sweep_action_failures_total'],
   AgentServiceCredentialsRefused: ['agent_service_rejections_total'],
   AgentCompensationUnsettled: ['agent_compensations_unsettled_total'],
+  AgentLateReceiptUnrecorded: ['agent_late_receipts_total'],
   AgentOidcUnavailable: ['agent_operator_auth_failures_total'],
 };
 
