@@ -64,13 +64,12 @@ export async function expireApprovals(ctx: EngineContext, now: number, limit = 1
   const ledger = ledgerFor(ctx, () => now);
   const expired: string[] = [];
   for (const shard of ctx.keys.allShards()) {
-    const index = ctx.keys.approvals(shard);
     // Entries left in the index (a decision too young to call lost, one that failed) are paged past, so however
     // many sit at its head they never keep the ones behind them from expiring.
-    let offset = 0;
-    for (;;) {
-      const due = await ledger.indexed(index, now, limit, offset);
-      for (const { actionId } of due) {
+    await ledger.walkDue(
+      ctx.keys.approvals(shard),
+      now,
+      async (actionId) => {
         // One approval that cannot be settled is named, counted and left for the next pass: it never stops the
         // expiry of every other one.
         try {
@@ -83,11 +82,9 @@ export async function expireApprovals(ctx: EngineContext, now: number, limit = 1
             'the sweep could not settle an approval',
           );
         }
-        const score = await ctx.redis.zscore(index, actionId);
-        if (score !== null && Number(score) <= now) offset++;
-      }
-      if (due.length < limit) break;
-    }
+      },
+      { pageSize: limit },
+    );
   }
   return expired;
 }

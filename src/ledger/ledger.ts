@@ -242,6 +242,34 @@ export class Ledger {
     return out;
   }
 
+  /**
+   * Visits the entries of a shard index due by `maxScore`, oldest first, `pageSize` at a time from offset `from`. An
+   * entry still due after its visit (left where it is: a live owner, a failure, nothing to do yet) is paged past, so
+   * however many stay at the head they never starve the ones behind; one its visit moved (re-scored past maxScore) or
+   * removed leaves the window. Stops after `pages` pages: the offset to resume from, or undefined when it read to the
+   * end. A visit that throws ends the walk: each caller catches its own.
+   */
+  async walkDue(
+    zsetKey: string,
+    maxScore: number,
+    visit: (actionId: string) => Promise<void>,
+    opts: { from?: number; pages?: number; pageSize?: number } = {},
+  ): Promise<number | undefined> {
+    const pageSize = opts.pageSize ?? 100;
+    const pages = opts.pages ?? Infinity;
+    let offset = opts.from ?? 0;
+    for (let page = 0; page < pages; page++) {
+      const due = await this.indexed(zsetKey, maxScore, pageSize, offset);
+      for (const { actionId } of due) {
+        await visit(actionId);
+        const score = await this.redis.zscore(zsetKey, actionId);
+        if (score !== null && Number(score) <= maxScore) offset++;
+      }
+      if (due.length < pageSize) return undefined;
+    }
+    return offset;
+  }
+
   async getInShard(shard: number, actionId: string): Promise<ActionRecord | undefined> {
     const h = await this.redis.hgetall(this.keys.actionInShard(shard, actionId));
     return h.state ? toRecord(h) : undefined;

@@ -111,30 +111,27 @@ export class Reconciler {
    * offset. At most OPEN_ACTION_PAGES pages per shard per sweep: the next sweep resumes where this one stopped.
    */
   private async sweepOpenActions(shard: number, maxScore: number, report: SweepReport): Promise<void> {
-    const index = this.ctx.keys.openActions(shard);
-    let offset = this.cursors.get(shard) ?? 0;
-    for (let page = 0; ; page++) {
-      if (page === OPEN_ACTION_PAGES) {
-        this.cursors.set(shard, offset);
-        return;
-      }
-      const due = await this.ledger.indexed(index, maxScore, OPEN_ACTION_PAGE, offset);
-      for (const { actionId } of due) {
-        // One action that cannot be settled (a spec that no longer parses, a tool that throws) is named, counted and
-        // left for the next sweep: it never stops the sweep of every other action, and of the approvals.
-        try {
-          await this.sweepAction(shard, actionId, report);
-        } catch (err) {
-          report.failures++;
-          this.actionFailed(actionId, errorCode(err), 'left_open');
-        }
-        // A move re-scores the entry to its time (past maxScore) or removes it: only what is still due holds a place.
-        const score = await this.ctx.redis.zscore(index, actionId);
-        if (score !== null && Number(score) <= maxScore) offset++;
-      }
-      if (due.length < OPEN_ACTION_PAGE) break;
+    const next = await this.ledger.walkDue(
+      this.ctx.keys.openActions(shard),
+      maxScore,
+      (actionId) => this.apart(actionId, report, () => this.sweepAction(shard, actionId, report)),
+      { from: this.cursors.get(shard) ?? 0, pages: OPEN_ACTION_PAGES, pageSize: OPEN_ACTION_PAGE },
+    );
+    if (next === undefined) this.cursors.delete(shard);
+    else this.cursors.set(shard, next);
+  }
+
+  /**
+   * One action that cannot be settled (a spec that no longer parses, a tool that throws) is named, counted and left
+   * for the next sweep: it never stops the sweep of every other action, and of the approvals.
+   */
+  private async apart(actionId: string, report: SweepReport, settle: () => Promise<void>): Promise<void> {
+    try {
+      await settle();
+    } catch (err) {
+      report.failures++;
+      this.actionFailed(actionId, errorCode(err), 'left_open');
     }
-    this.cursors.delete(shard);
   }
 
   /** Settles one open action of the shard index with its service, if its owner is gone. */
@@ -188,22 +185,12 @@ export class Reconciler {
    * refused by its service stays for the person. Paged like the open actions, HUMAN_QUEUE_PAGES pages per sweep.
    */
   private async sweepCompensations(shard: number, maxScore: number, report: SweepReport): Promise<void> {
-    const index = this.ctx.keys.humanQueue(shard);
-    let offset = 0;
-    for (let page = 0; page < HUMAN_QUEUE_PAGES; page++) {
-      const due = await this.ledger.indexed(index, maxScore, OPEN_ACTION_PAGE, offset);
-      for (const { actionId } of due) {
-        try {
-          await this.sweepCompensation(shard, actionId, report);
-        } catch (err) {
-          report.failures++;
-          this.actionFailed(actionId, errorCode(err), 'left_open');
-        }
-        const score = await this.ctx.redis.zscore(index, actionId);
-        if (score !== null && Number(score) <= maxScore) offset++;
-      }
-      if (due.length < OPEN_ACTION_PAGE) return;
-    }
+    await this.ledger.walkDue(
+      this.ctx.keys.humanQueue(shard),
+      maxScore,
+      (actionId) => this.apart(actionId, report, () => this.sweepCompensation(shard, actionId, report)),
+      { pages: HUMAN_QUEUE_PAGES, pageSize: OPEN_ACTION_PAGE },
+    );
   }
 
   private async sweepCompensation(shard: number, actionId: string, report: SweepReport): Promise<void> {
