@@ -7,11 +7,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { Reconciler } from '../../src/ledger/reconciler.js';
-import { actionIdentity } from '../../src/ledger/identity.js';
 import { humanQueue } from '../../src/http/operators/reconciliations.js';
 import { buildSpec } from '../../src/producer/intake.js';
-import type { WriteTool } from '../../src/core/tool.js';
-import { createHarness, sampleTicket, supportTool, type Harness } from '../../testkit/harness.js';
+import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
+import { dispatchedEmail, runIdsIn } from '../support/openActions.js';
 import { final } from '../../testkit/turns.js';
 
 let h: Harness;
@@ -24,34 +23,6 @@ afterAll(async () => {
   await h.close();
 });
 
-const emailArgs = (to: string) => ({ to, template: 'ack', subject: 'Re', body: 'On it.' });
-
-/** A send_email action of `runId` left `dispatched`, inside Resend's key window. */
-async function dispatchedEmail(runId: string, to: string): Promise<string> {
-  const tool = supportTool(h.ctx, 'send_email') as WriteTool;
-  const id = actionIdentity(runId, tool, emailArgs(to));
-  await ledger.plan(runId, 1, 'c1', tool.name, id, emailArgs(to), 'test');
-  await ledger.transition(runId, id.actionId, 'planned', 'authorized', { by: 'test', why: 'setup' });
-  await ledger.transition(
-    runId,
-    id.actionId,
-    'authorized',
-    'dispatched',
-    { by: 'test', why: 'setup' },
-    {
-      replayUntil: String(Date.now() + 3600_000),
-    },
-  );
-  return id.actionId;
-}
-
-/** `n` run ids of `shard`. */
-function runIdsIn(shard: number, prefix: string, n: number): string[] {
-  const out: string[] = [];
-  for (let i = 0; out.length < n; i++) if (h.ctx.keys.shardOf(`${prefix}-${i}`) === shard) out.push(`${prefix}-${i}`);
-  return out;
-}
-
 describe('the open-actions index, swept past what it cannot settle', () => {
   it('100 ghosts and 100 actions of no tool here at the head: the real action is reconciled, the ghosts removed', async () => {
     const real = buildSpec(
@@ -63,16 +34,16 @@ describe('the open-actions index, swept past what it cannot settle', () => {
     const shard = h.ctx.keys.shardOf(real.runId);
     const index = h.ctx.keys.openActions(shard);
     // Ghosts: open actions whose records expired with their runs.
-    for (const runId of runIdsIn(shard, `r_ghost_${Date.now()}`, 100)) {
-      const actionId = await dispatchedEmail(runId, 'ghost@example.com');
+    for (const runId of runIdsIn(h, shard, `r_ghost_${Date.now()}`, 100)) {
+      const actionId = await dispatchedEmail(h, ledger, runId, 'ghost@example.com');
       await h.ctx.redis.del(h.ctx.keys.action(runId, actionId));
     }
     // Actions of runs this process holds no spec for: left open for a process that runs their agent.
     const elsewhere: string[] = [];
-    for (const runId of runIdsIn(shard, `r_elsewhere_${Date.now()}`, 100))
-      elsewhere.push(await dispatchedEmail(runId, 'elsewhere@example.com'));
+    for (const runId of runIdsIn(h, shard, `r_elsewhere_${Date.now()}`, 100))
+      elsewhere.push(await dispatchedEmail(h, ledger, runId, 'elsewhere@example.com'));
     await new Promise((res) => setTimeout(res, 5));
-    const realAction = await dispatchedEmail(real.runId, 'ada@example.com');
+    const realAction = await dispatchedEmail(h, ledger, real.runId, 'ada@example.com');
     expect(await h.ctx.redis.zcard(index)).toBe(201);
 
     const report = await new Reconciler(h.ctx, 'reconciler:paging').sweep(Date.now() + 3600_000);
@@ -85,8 +56,8 @@ describe('the open-actions index, swept past what it cannot settle', () => {
   });
 
   it('a human-queue entry whose record is gone leaves the queue when it is listed', async () => {
-    const [runId] = runIdsIn(0, `r_gonehuman_${Date.now()}`, 1);
-    const actionId = await dispatchedEmail(runId!, 'human@example.com');
+    const [runId] = runIdsIn(h, 0, `r_gonehuman_${Date.now()}`, 1);
+    const actionId = await dispatchedEmail(h, ledger, runId!, 'human@example.com');
     await ledger.transition(runId!, actionId, 'dispatched', 'outcome_unknown', { by: 'test', why: 'setup' });
     await ledger.transition(runId!, actionId, 'outcome_unknown', 'needs_human', { by: 'test', why: 'setup' });
     expect(await h.ctx.redis.zscore(h.ctx.keys.humanQueue(0), actionId)).not.toBeNull();

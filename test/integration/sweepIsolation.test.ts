@@ -7,12 +7,11 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { Reconciler } from '../../src/ledger/reconciler.js';
-import { actionIdentity } from '../../src/ledger/identity.js';
 import { approvalPolicy, expireApprovals } from '../../src/ledger/approvals.js';
 import { createEffectRunner } from '../../src/ledger/runner.js';
 import { buildSpec } from '../../src/producer/intake.js';
-import type { WriteTool } from '../../src/core/tool.js';
-import { createHarness, sampleTicket, supportTool, type Harness } from '../../testkit/harness.js';
+import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
+import { dispatchedEmail, runIdsIn } from '../support/openActions.js';
 import { final, refundCall, turn } from '../../testkit/turns.js';
 import { until } from '../../testkit/until.js';
 
@@ -31,32 +30,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await h.close();
 });
-
-const emailArgs = (to: string) => ({ to, template: 'ack', subject: 'Re', body: 'On it.' });
-
-/** A send_email action of `runId` left `dispatched` by an owner that died, inside Resend's key window. */
-async function dispatchedEmail(runId: string, to: string): Promise<string> {
-  const tool = supportTool(h.ctx, 'send_email') as WriteTool;
-  const id = actionIdentity(runId, tool, emailArgs(to));
-  await ledger.plan(runId, 1, 'c1', tool.name, id, emailArgs(to), 'test');
-  await ledger.transition(runId, id.actionId, 'planned', 'authorized', { by: 'test', why: 'setup' });
-  await ledger.transition(
-    runId,
-    id.actionId,
-    'authorized',
-    'dispatched',
-    { by: 'test', why: 'setup' },
-    {
-      replayUntil: String(Date.now() + 3600_000),
-    },
-  );
-  return id.actionId;
-}
-
-/** A run id of `shard` (the sweep walks a shard's open actions oldest first). */
-function runIdIn(shard: number, prefix: string): string {
-  for (let i = 0; ; i++) if (h.ctx.keys.shardOf(`${prefix}-${i}`) === shard) return `${prefix}-${i}`;
-}
 
 const failures = async (code: string, outcome: string) =>
   (await h.ctx.metrics.sweepActionFailures.get()).values.find(
@@ -92,13 +65,13 @@ describe("the reconciler's sweep, one action at a time", () => {
     await h.ctx.store.create(healthy, Date.now());
     const shard = h.ctx.keys.shardOf(healthy.runId);
     // Ahead of it in its shard's index: an action whose run spec no longer parses, and one whose spec read throws.
-    const poisoned = runIdIn(shard, `r_poisoned_${Date.now()}`);
+    const poisoned = runIdsIn(h, shard, `r_poisoned_${Date.now()}`, 1)[0]!;
     await h.ctx.redis.hset(h.ctx.keys.run(poisoned).run, { status: 'failed', spec: '{"v":1}' });
-    const poisonedAction = await dispatchedEmail(poisoned, 'poisoned@example.com');
-    const throwing = runIdIn(shard, `r_throwing_${Date.now()}`);
-    const throwingAction = await dispatchedEmail(throwing, 'throwing@example.com');
+    const poisonedAction = await dispatchedEmail(h, ledger, poisoned, 'poisoned@example.com');
+    const throwing = runIdsIn(h, shard, `r_throwing_${Date.now()}`, 1)[0]!;
+    const throwingAction = await dispatchedEmail(h, ledger, throwing, 'throwing@example.com');
     await new Promise((res) => setTimeout(res, 5));
-    const healthyAction = await dispatchedEmail(healthy.runId, 'ada@example.com');
+    const healthyAction = await dispatchedEmail(h, ledger, healthy.runId, 'ada@example.com');
     const order = await h.ctx.redis.zrange(h.ctx.keys.openActions(shard), 0, -1);
     expect(order.indexOf(poisonedAction)).toBeLessThan(order.indexOf(healthyAction));
     expect(order.indexOf(throwingAction)).toBeLessThan(order.indexOf(healthyAction));
