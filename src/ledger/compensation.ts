@@ -32,6 +32,19 @@
  * driven again with its key, a confirmed one ends the run. A drive that leaves
  * it unsent says so (`unsettled`, log compensation_unsettled,
  * agent_compensations_unsettled_total).
+ *
+ * A run at work when its compensation is confirmed (retried, or resumed by a
+ * finding on another of its actions, while the compensation was pending; a
+ * retry refuses that since retryRun-17.lua) is not ended: the compensation was
+ * delivered, the run goes on as the operator ordered, and the original leaves
+ * the human queue (log compensated_run_at_work,
+ * agent_compensated_runs_at_work_total), where it would otherwise bring every
+ * sweep back to a run it cannot end.
+ *
+ * A compensation its service refused (confirmed with a rejected output) or
+ * never sent (rejected) settles without delivering: the original stays in the
+ * human queue for a person, who compensates otherwise, or closes it with the
+ * finding `accept` (the effect stands: src/operations/resolve.ts).
  */
 import { randomUUID } from 'node:crypto';
 import type { EngineContext } from '../runs/engineContext.js';
@@ -51,6 +64,15 @@ const SETTLED: ReadonlySet<LedgerState> = new Set(['confirmed', 'rejected', 'nee
 const END_SETTLE_MS = 3000;
 const POLL_MS = 50;
 
+/**
+ * A compensation settled without delivering: its service refused it (recorded confirmed with a rejected output,
+ * runner.ts) or it was never sent (rejected). It ends nothing; its original waits for a person's `accept`.
+ */
+export function deliveryRefused(comp: Pick<ActionRecord, 'state' | 'output'>): boolean {
+  if (comp.state === 'rejected') return true;
+  return comp.state === 'confirmed' && (comp.output as { rejected?: boolean } | undefined)?.rejected === true;
+}
+
 /** An operator asked for a compensation the ledger cannot make (answered as a 409, never retried). */
 export class CompensationRefused extends TerminalError {
   constructor(message: string, options?: ErrorOptions) {
@@ -69,6 +91,8 @@ export interface CompensationResult {
    */
   unsettled?: { error: string };
   run: { status: RunStatus | 'missing'; reason: string; ended: boolean };
+  /** Set when the compensation was delivered while its run was at work: the run goes on, it was not ended. */
+  runAtWork?: true;
 }
 
 /** Who drives a compensation: an operator's request, or the reconciler's sweep of the human queue. */
@@ -206,13 +230,16 @@ export class Compensations {
       }
     }
     const after = (await this.ledger.get(comp.runId, comp.actionId)) ?? comp;
-    const delivered = after.state === 'confirmed' && !(after.output as { rejected?: boolean } | undefined)?.rejected;
-    const run = delivered ? await this.endRun(after) : await this.runStatus(after.runId, false);
-    // The original leaves the human queue only once its run has ended (or is gone): a crash before this line leaves
-    // it there, and the next sweep ends nothing twice and removes it.
-    if (delivered && after.compensates && (run.status === 'missing' || isTerminal(run.status)))
+    const delivered = after.state === 'confirmed' && !deliveryRefused(after);
+    const run = delivered ? await this.endRun(after, driver) : await this.runStatus(after.runId, false);
+    const atWork = delivered && run.status !== 'missing' && !isTerminal(run.status) && run.status !== 'needs_human';
+    if (atWork) this.atWork(after, run.status, driver);
+    // The original leaves the human queue only once its run has ended (or is gone, or goes on at work): a crash
+    // before this line leaves it there, and the next sweep ends nothing twice and removes it.
+    if (delivered && after.compensates && (run.status === 'missing' || isTerminal(run.status) || atWork))
       await this.ledger.leaveHumanQueue(after.runId, after.compensates);
-    if (inProgress || SETTLED.has(after.state)) return { compensation: after, inProgress, run };
+    if (inProgress || SETTLED.has(after.state))
+      return { compensation: after, inProgress, run, ...(atWork ? { runAtWork: true as const } : {}) };
     const error = refusedFor ?? 'not_dispatched';
     this.ctx.metrics.compensationsUnsettled.inc({ driver, state: after.state });
     this.ctx.log.warn(
@@ -229,11 +256,33 @@ export class Compensations {
     return { compensation: after, inProgress, unsettled: { error }, run };
   }
 
-  private async endRun(comp: ActionRecord): Promise<CompensationResult['run']> {
+  /**
+   * The compensation was delivered while its run was at work (a retry or a resume while it was pending): the run
+   * goes on as the operator ordered it, the compensation stands. Named (ids and codes only) and counted.
+   */
+  private atWork(comp: ActionRecord, status: RunStatus | 'missing', driver: CompensationDriver): void {
+    this.ctx.metrics.compensatedRunsAtWork.inc({ driver });
+    this.ctx.log.warn(
+      {
+        code: 'compensated_run_at_work',
+        runId: comp.runId,
+        actionId: comp.actionId,
+        original: comp.compensates,
+        status,
+        driver,
+      },
+      'compensation confirmed while its run is at work: the run goes on, the original leaves the human queue',
+    );
+  }
+
+  private async endRun(comp: ActionRecord, driver: CompensationDriver): Promise<CompensationResult['run']> {
     const reason = `compensated: action ${comp.compensates} compensated by ${comp.actionId} (receipt ${comp.receipt ?? 'none'})`;
-    const deadline = Date.now() + END_SETTLE_MS;
+    // A quick operator can act while the park's commit is still landing: the operator's drive waits for it, like
+    // resumeParked. The sweep does not: it drives originals queued RECONCILER_MIN_AGE_MS ago and more, past any park
+    // still landing, so a run at work then is at work (retried or resumed while its compensation was pending), and
+    // waiting on it would hold every sweep pass END_SETTLE_MS for nothing.
+    const deadline = Date.now() + (driver === 'operator' ? END_SETTLE_MS : 0);
     for (;;) {
-      // A quick operator can act while the park's commit is still landing: wait for it, like resumeParked.
       const r = await stopRun(this.ctx, comp.runId, {
         expected: ['needs_human'],
         status: 'failed',

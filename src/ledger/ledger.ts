@@ -11,6 +11,7 @@ import type { KeySpace } from '../store/keys.js';
 import { approvalDecide } from '../store/calls/approvalDecide.js';
 import { ledgerPlan } from '../store/calls/ledgerPlan.js';
 import { ledgerTransition } from '../store/calls/ledgerTransition.js';
+import { ledgerAccept } from '../store/calls/ledgerAccept.js';
 import { compensationIdentity, type ActionIdentity } from './identity.js';
 import type { LedgerState } from './states.js';
 import { readRun } from '../store/runRecord.js';
@@ -423,6 +424,34 @@ export class Ledger {
    */
   async leaveHumanQueue(runId: string, actionId: string): Promise<void> {
     await this.redis.zrem(this.k(runId, actionId).human, actionId);
+  }
+
+  /**
+   * A person's finding `accept` on an original whose compensation settled without delivering: recorded in its history
+   * (compensation_required to itself: the state is terminal) and the original out of the human queue, in one script
+   * (ledgerAccept-3.lua). `not_queued`: it had left the queue (accepted before), nothing written. Throws
+   * LedgerConflict when it is not compensation_required with that compensation.
+   */
+  async accept(
+    runId: string,
+    actionId: string,
+    compensation: string,
+    ev: Evidence,
+  ): Promise<'recorded' | 'not_queued'> {
+    const k = this.k(runId, actionId);
+    const history: HistoryEntry = { from: 'compensation_required', to: 'compensation_required', at: this.now(), ...ev };
+    const res = await ledgerAccept(
+      this.redis,
+      { action: k.action, history: k.history, humanQueue: k.human },
+      { actionId, compensation, history },
+    );
+    if (res.outcome === 'conflict') throw new LedgerConflict('compensation_required', res.actual);
+    return res.outcome;
+  }
+
+  /** Whether the action is in its shard's human queue. */
+  async inHumanQueue(runId: string, actionId: string): Promise<boolean> {
+    return (await this.redis.zscore(this.k(runId, actionId).human, actionId)) !== null;
   }
 
   async releaseLease(runId: string, actionId: string, holder: string): Promise<void> {

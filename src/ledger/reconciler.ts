@@ -17,7 +17,7 @@ import { errorCode } from '../core/errors.js';
 import { type ActionRecord, type Ledger, LedgerConflict, ledgerFor } from './ledger.js';
 import { reconcile, replicateActions, type ReconcileDeps, type ReconcileOutcome } from './reconcile.js';
 import { expireApprovals } from './approvals.js';
-import { CompensationRefused, Compensations } from './compensation.js';
+import { CompensationRefused, Compensations, deliveryRefused } from './compensation.js';
 import { createEffectRunner } from './runner.js';
 import { CrashPoints } from '../config/testHooks.js';
 import { childRunsOf } from '../runs/children.js';
@@ -38,9 +38,10 @@ export interface SweepReport {
   /**
    * Compensations the sweep drove (their original in compensation_required in the human queue, no live driver):
    * `ended` ended their run, `unsettled` are still not sent (compensation_unsettled), the next sweep drives them;
-   * `skippedLive` had a live driver.
+   * `atWork` were confirmed while their run was at work (compensated_run_at_work: not ended, the original left the
+   * queue); `skippedLive` had a live driver.
    */
-  compensations: { driven: number; ended: number; unsettled: number; skippedLive: number };
+  compensations: { driven: number; ended: number; unsettled: number; atWork: number; skippedLive: number };
 }
 
 const count = (report: SweepReport, o: ReconcileOutcome) => (report.outcomes[o] = (report.outcomes[o] ?? 0) + 1);
@@ -92,7 +93,7 @@ export class Reconciler {
       actionIndexPruned: 0,
       outcomes: {},
       failures: 0,
-      compensations: { driven: 0, ended: 0, unsettled: 0, skippedLive: 0 },
+      compensations: { driven: 0, ended: 0, unsettled: 0, atWork: 0, skippedLive: 0 },
     };
     report.stuckRuns = await this.stuck.sweep(nowMs);
     for (const shard of this.ctx.keys.allShards()) {
@@ -181,8 +182,8 @@ export class Reconciler {
    * The shard's human queue, for originals in compensation_required (ledgerTransition-6.lua keeps them there until
    * their compensation has ended the run): each one whose compensation has no live driver is driven like a repeated
    * operator request (Compensations.drive): one left planned, authorized or safe_retry is sent with its key, one
-   * dispatched is looked up, one confirmed ends the run and leaves the queue. One with a person (needs_human) or
-   * refused by its service stays for the person. Paged like the open actions, HUMAN_QUEUE_PAGES pages per sweep.
+   * dispatched is looked up, one confirmed ends the run and leaves the queue (a run at work is not waited for nor
+   * ended: Compensations.drive). One with a person (needs_human) or refused by its service stays for the person. Paged like the open actions, HUMAN_QUEUE_PAGES pages per sweep.
    */
   private async sweepCompensations(shard: number, maxScore: number, report: SweepReport): Promise<void> {
     await this.ledger.walkDue(
@@ -198,8 +199,9 @@ export class Reconciler {
     if (original?.state !== 'compensation_required' || !original.compensatedBy) return;
     const comp = await this.ledger.get(original.runId, original.compensatedBy);
     if (!comp) throw new CompensationRefused(`compensation ${original.compensatedBy} of ${actionId} is missing`);
-    // With a person (its own item in this queue), never sent and never to be, or refused by its service: a person's.
-    if (comp.state === 'needs_human' || comp.state === 'rejected' || comp.outcome === 'rejected_by_service') return;
+    // With a person (its own item in this queue), never sent and never to be, or refused by its service: a person's
+    // (who compensates otherwise, or closes it with the finding accept).
+    if (comp.state === 'needs_human' || deliveryRefused(comp)) return;
     // A live driver (an operator's request holding the lease) finishes it; counted apart from the open actions, of
     // which a dispatched compensation is also one.
     if (comp.state !== 'confirmed' && (await this.ledger.ownerAlive(comp))) {
@@ -211,6 +213,7 @@ export class Reconciler {
     report.compensations.driven++;
     const result = await this.compensations.drive(comp, spec, this.id, 'sweep');
     if (result.run.ended) report.compensations.ended++;
+    if (result.runAtWork) report.compensations.atWork++;
     if (result.unsettled) report.compensations.unsettled++;
     this.ctx.log.info(
       {

@@ -57,6 +57,7 @@ export class Metrics {
   readonly reconcilerSweeps: Counter;
   readonly sweepActionFailures: Counter<'code' | 'outcome'>;
   readonly compensationsUnsettled: Counter<'driver' | 'state'>;
+  readonly compensatedRunsAtWork: Counter<'driver'>;
   readonly stuckRunSweepFailures: Counter<'stage' | 'code'>;
   readonly archiveLag: Gauge;
   readonly erasures: Counter;
@@ -87,6 +88,15 @@ export class Metrics {
         'compensation_unsettled), by driver (operator: the POST, sweep: the reconciler) and the state it was left ' +
         'in: the customer has not had the correcting message; the sweep sends it again',
       labelNames: ['driver', 'state'],
+      registers: r,
+    });
+    this.compensatedRunsAtWork = new Counter({
+      name: 'agent_compensated_runs_at_work_total',
+      help:
+        "An operator's compensation confirmed while its run was at work (retried or resumed while the compensation " +
+        'was pending; log code compensated_run_at_work), by driver (operator, sweep): the run was not ended, it ' +
+        'goes on as ordered, and the original left the human queue',
+      labelNames: ['driver'],
       registers: r,
     });
     this.sweepActionFailures = new Counter({

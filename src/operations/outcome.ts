@@ -16,6 +16,8 @@ export type Refusal =
   | 'approval_expired'
   | 'not_in_human_queue'
   | 'compensation_refused'
+  /** `accept` on an action whose compensation was not refused by its service (or that has none). */
+  | 'compensation_not_refused'
   | 'not_retryable'
   | 'version_mismatch'
   | 'moved_on'

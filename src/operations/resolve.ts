@@ -1,19 +1,21 @@
 /**
  * An operator's finding on a human-queue item: `confirmed` (the effect happened: the service's receipt is required),
- * `not_sent` (it did not: the action may be sent once more with its key) or `compensate` (undo it with the tool's
- * compensation). The finding is the effect's truth; the run resumes after it, unless the item was a compensation
- * (the run then ends) or a later run of the subject superseded the run (it then ends `superseded`).
+ * `not_sent` (it did not: the action may be sent once more with its key), `compensate` (undo it with the tool's
+ * compensation) or `accept` (on an original whose compensation its service refused: the effect stands, the run ends
+ * without compensating it). The finding is the effect's truth; the run resumes after it, unless the item was a
+ * compensation (the run then ends) or a later run of the subject superseded the run (it then ends `superseded`).
  */
 import type { EngineContext } from '../runs/engineContext.js';
-import { CompensationRefused, type Compensations } from '../ledger/compensation.js';
+import { CompensationRefused, deliveryRefused, type Compensations } from '../ledger/compensation.js';
 import { LedgerConflict, type ActionRecord, type Ledger } from '../ledger/ledger.js';
 import { resumeParked } from '../runs/resume.js';
 import { stopRun } from '../runs/stop.js';
+import { readRun } from '../store/runRecord.js';
 import type { RunStatus } from '../core/status.js';
 import { visibleAction, type Actor } from './actor.js';
 import { accepted, done, NO_ACTION, refused, type Outcome } from './outcome.js';
 
-export type Finding = 'confirmed' | 'not_sent' | 'compensate';
+export type Finding = 'confirmed' | 'not_sent' | 'compensate' | 'accept';
 
 export interface FindingRequest {
   finding: Finding;
@@ -41,6 +43,11 @@ export async function resolveHumanItem(
       detail: req.finding,
     });
   try {
+    if (req.finding === 'accept') {
+      const answer = await accept(ctx, ledger, rec, actor.name, req);
+      if (answer.kind === 'done') await journal();
+      return answer;
+    }
     if (req.finding === 'compensate') {
       const answer = await compensate(ledger, compensations, rec, actor.name, req);
       await journal();
@@ -102,11 +109,15 @@ async function compensate(
     compensation: result.compensation.actionId,
     compensationState: result.compensation.state,
     ...(result.compensation.receipt ? { compensationReceipt: result.compensation.receipt } : {}),
+    // Refused by its service (or never sent): the item stays queued for a person, who may `accept` it.
+    ...(deliveryRefused(result.compensation) ? { compensationRefused: true } : {}),
     inProgress: result.inProgress,
     // Not sent (a 429, the service down before the request left): said so, never answered as done; the item stays
     // in the human queue and the reconciler's sweep sends it again with the same key.
     ...(result.unsettled ? { compensationSent: false, compensationError: result.unsettled.error } : {}),
     run: result.run,
+    // Delivered while the run was at work (retried or resumed while it was pending): the run goes on, not ended.
+    ...(result.runAtWork ? { runAtWork: true } : {}),
   };
   return result.inProgress || result.unsettled ? accepted(value) : done(value);
 }
@@ -137,6 +148,62 @@ async function finishCompensation(
     operator: by,
   };
   return result.unsettled ? accepted(value) : done(value);
+}
+
+const NOT_QUEUED = 'the action is no longer in the human queue (accepted before)';
+
+/**
+ * `accept`: the effect of an original whose compensation settled without delivering (its service refused it, or it
+ * was never sent) stands. The run ends `failed` / `compensation_refused: ...` when it is needs_human (a run at work,
+ * retried by an earlier release while the compensation was pending, goes on); then the finding is recorded in the
+ * original's history and the original leaves the human queue, in one script, so a crash between leaves it queued for
+ * a repeat. Refused for any other item: nothing closes an action a compensation may still undo, or one not
+ * compensated.
+ */
+async function accept(
+  ctx: EngineContext,
+  ledger: Ledger,
+  rec: ActionRecord,
+  by: string,
+  req: FindingRequest,
+): Promise<Outcome<Record<string, unknown>>> {
+  const { actionId, runId } = rec;
+  const comp =
+    rec.state === 'compensation_required' && rec.compensatedBy ? await ledger.get(runId, rec.compensatedBy) : undefined;
+  if (!comp || !deliveryRefused(comp))
+    return refused('compensation_not_refused', {
+      actionId,
+      state: rec.state,
+      ...(comp ? { compensation: comp.actionId, compensationState: comp.state } : {}),
+      message: !comp
+        ? 'accept closes an action whose compensation its service refused; this one has no compensation'
+        : comp.state === 'needs_human'
+          ? `its compensation ${comp.actionId} waits for a person: resolve the compensation itself`
+          : `its compensation ${comp.actionId} is ${comp.state}, not refused: it ends the run once confirmed`,
+    });
+  if (!(await ledger.inHumanQueue(runId, actionId)))
+    return refused('not_in_human_queue', { actionId, state: rec.state, message: NOT_QUEUED });
+  const reason = `compensation_refused: action ${actionId}'s compensation ${comp.actionId} was refused by its service; the effect stands (${by})`;
+  const stop = await stopRun(ctx, runId, { expected: ['needs_human'], status: 'failed', reason, now: Date.now() });
+  const ev = evidenceOf(by, req);
+  const recorded = await ledger.accept(runId, actionId, comp.actionId, {
+    ...ev,
+    evidence: { ...ev.evidence, compensation: comp.actionId },
+  });
+  if (recorded === 'not_queued')
+    return refused('not_in_human_queue', { actionId, state: rec.state, message: NOT_QUEUED });
+  const run = await readRun(ctx.redis, ctx.keys, runId, ['reason']);
+  return done({
+    actionId,
+    runId,
+    state: rec.state,
+    resumed: false,
+    compensation: comp.actionId,
+    compensationState: comp.state,
+    compensationRefused: true,
+    run: { status: run?.status ?? 'missing', reason: run?.reason ?? '', ended: stop.stopped },
+    operator: by,
+  });
 }
 
 async function resumeAfterFinding(

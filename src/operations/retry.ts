@@ -82,6 +82,15 @@ function refusalOf<T extends object>(runId: string, r: NotRetried): Outcome<T> {
         message: "the tenant's daily token budget is used up: the run would stop again at once",
       });
     case 'action_waiting':
+      if (r.compensation)
+        return refused(r.code, {
+          runId,
+          actionId: r.actionId,
+          compensationPending: true,
+          message:
+            "a compensation of this action is pending: once confirmed it ends the run (the reconciler's sweep sends " +
+            'one not sent yet); one its service refused is closed by the finding accept',
+        });
       return refused(r.code, {
         runId,
         actionId: r.actionId,

@@ -5,7 +5,7 @@
  * plan reads it only when the record is missing; the record names the same idempotency key). Every reader expands the packed forms,
  * so the API, the console, an SSE replay, a replay of the journal, the archive and an erasure see the same run; the
  * ledger's records, with every move and its evidence, stay for as long as the run is kept. A retry unpacks the
- * journal back into its list in the same atomic change that puts the run back to work (retryRun-16.lua).
+ * journal back into its list in the same atomic change that puts the run back to work (retryRun-17.lua).
  *
  * Called once a run has ended (the worker after the commit that ends it).
  * Each write is one script fenced on what was read (compactRun-5.lua, foldHistory-3.lua): a run that changed

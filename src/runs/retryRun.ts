@@ -1,7 +1,7 @@
 /**
  * Retry a stopped run (`failed`, `budget_exceeded`, `needs_human`) from its last
  * commit, on an operator's request, optionally with more steps, tokens, wall
- * clock or money (µ$): src/store/lua/retryRun-16.lua, one atomic change (status, limits, the
+ * clock or money (µ$): src/store/lua/retryRun-17.lua, one atomic change (status, limits, the
  * operator's journal entry, events, index, the step's new job, an ended run's packed journal unpacked).
  *
  * Nothing done is done again: the ledger is not touched, and the step re-runs
@@ -17,7 +17,9 @@
  *   it would stop again at once;
  * - the tenant's day budget used up (TENANT_DAILY_TOKENS): the first model call would stop;
  * - an action waiting for a person (human queue, pending approval): resolve it first
- *   (resolving resumes the run by itself);
+ *   (resolving resumes the run by itself); or an action whose compensation is pending (its
+ *   original still in the human queue, compensation_required): the compensation ends the run
+ *   once confirmed, and a run put back to work meanwhile would be at work when it lands;
  * - a run a later run of its subject superseded (409 naming it): one run at work per
  *   subject, and the later run already answered the subject's newer event; going on
  *   with the earlier one would act on a stale view next to it (includes/subject.lua);
@@ -70,7 +72,7 @@ export type RetryOutcome =
   | { ok: false; code: 'extension_required'; budget: string }
   | { ok: false; code: 'budget_exhausted'; budget: string }
   | { ok: false; code: 'tenant_budget_exhausted'; tenant: string }
-  | { ok: false; code: 'action_waiting'; actionId: string }
+  | { ok: false; code: 'action_waiting'; actionId: string; compensation: boolean }
   | { ok: false; code: 'superseded'; laterRunId: string }
   | { ok: false; code: 'over_limit'; field: 'steps' | 'tokens' | 'wallMs' | 'cost'; limit: number }
   | { ok: false; code: 'no_money_budget' };
@@ -151,7 +153,11 @@ export async function retryRun(
   // Money is named only when the retry adds some (the entries of earlier retries read as they did).
   const detail = `from=${status},steps=+${extension.steps},tokens=+${extension.tokens},wall_ms=+${extension.wallMs}${extension.cost > 0 ? `,cost=+${extension.cost}` : ''}`;
   const entry: OperatorEntry = { v: 1, kind: 'operator', step: cursor, action: 'retry', by, at: now, detail };
-  const keys = { ...k, subjectLatest: await ctx.store.subjectLatestOf(runId) };
+  const keys = {
+    ...k,
+    subjectLatest: await ctx.store.subjectLatestOf(runId),
+    humanQueue: ctx.keys.humanQueue(ctx.keys.shardOf(runId)),
+  };
   const retry = (packedJournal: RetryRunArgs['packedJournal']) =>
     retryRunCall(ctx.redis, keys, {
       runId,
@@ -198,7 +204,7 @@ export async function retryRun(
     case 'budget_exhausted':
       return refuse({ ok: false, code: 'budget_exhausted', budget: r.budget });
     case 'action_waiting':
-      return refuse({ ok: false, code: 'action_waiting', actionId: r.actionId });
+      return refuse({ ok: false, code: 'action_waiting', actionId: r.actionId, compensation: r.compensation });
     case 'superseded':
       ctx.metrics.runsSuperseded.inc({ path: 'retry' });
       return refuse({ ok: false, code: 'superseded', laterRunId: r.laterRunId });

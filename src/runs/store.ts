@@ -253,7 +253,7 @@ export class RunStore {
 
   /**
    * The run's limits from its budget hash when an operator's retry extended them
-   * (`extensions` counted by retryRun-16.lua), else undefined (the spec's hold).
+   * (`extensions` counted by retryRun-17.lua), else undefined (the spec's hold).
    * A step job a resume or a sweep makes carries them, as the commits do.
    */
   async extendedLimits(runId: string): Promise<RunLimits | undefined> {

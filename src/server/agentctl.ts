@@ -34,7 +34,7 @@ commands:
   approve|reject <actionId> --fingerprint F
                                       decide an approval (recorded under the token's operator)
   reconciliations                     the human queue with evidence
-  resolve <actionId> confirmed|not_sent|compensate [--receipt R] [--evidence JSON]
+  resolve <actionId> confirmed|not_sent|compensate|accept [--receipt R] [--evidence JSON]
   versions [list] [--limit N]         runs parked for a version change, with the versions served
   versions continue <runId> [--to VERSION] [--tools-hash H]
                                       re-pin to a served version and resume

@@ -15,9 +15,9 @@ export enum ScriptCode {
   AlreadyDecided = -15,
   TenantBudgetExceeded = -16,
   CancelRequested = -17,
-  /** retryRun-16.lua: a budget of the run leaves no room (the retry would stop again at once). */
+  /** retryRun-17.lua: a budget of the run leaves no room (the retry would stop again at once). */
   BudgetExhausted = -18,
-  /** retryRun-16.lua: an action of the run waits for a person (human queue or approval). */
+  /** retryRun-17.lua: an action of the run waits for a person (human queue or approval), or its compensation is pending. */
   ActionWaiting = -19,
   NotVersionParked = -20,
   VersionChanged = -21,

@@ -9,7 +9,7 @@
  * packing.
  *
  * The step path reads the list directly (the worker's LINDEX/LRANGE, the scripts' LLEN/LINDEX): only a run at work
- * has steps, and the one operation that puts an ended run back to work (retryRun-16.lua) unpacks its journal into the
+ * has steps, and the one operation that puts an ended run back to work (retryRun-17.lua) unpacks its journal into the
  * list in the same atomic change (readPackedJournal gives it the entries and the fence).
  */
 import { createHash } from 'node:crypto';

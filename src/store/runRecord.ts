@@ -133,7 +133,7 @@ const BUDGET_FIELDS = {
   tokensUsed: count,
   /** Absent in a budget hash written before the context was counted: the step's usage then leaves it out. */
   contextBytes: (raw: string | null) => (raw === null ? undefined : count(raw)),
-  /** Operator retries that extended the limits (retryRun-16.lua). */
+  /** Operator retries that extended the limits (retryRun-17.lua). */
   extensions: count,
   /** The run's money budget in µ$ (absent or 0: none; src/core/prices.ts). */
   maxCost: count,

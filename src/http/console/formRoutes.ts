@@ -21,7 +21,7 @@ import { CONSOLE } from './pages.js';
 
 const findingForm = z.object({
   csrf: z.string().optional(),
-  finding: z.enum(['confirmed', 'not_sent', 'compensate']),
+  finding: z.enum(['confirmed', 'not_sent', 'compensate', 'accept']),
   receipt: z.string().max(200).optional(),
   note: z.string().max(2000).optional(),
 });
@@ -114,7 +114,8 @@ export function mountForms(r: Router, d: FormDeps, guard: Guard): void {
     const a = answerOf(
       await resolveHumanItem(ctx, ledger, d.compensations, operator, actionId, {
         finding: f.data.finding,
-        receipt,
+        // An accept takes no receipt (the effect stands as the ledger holds it): a stray one is not recorded.
+        receipt: f.data.finding === 'accept' ? undefined : receipt,
         evidence,
       }),
     );

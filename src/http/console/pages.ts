@@ -129,6 +129,8 @@ export interface HumanItem {
   args: unknown;
   idempotencyKey: string;
   since: number;
+  /** An original in compensation_required whose compensation its service refused: the finding `accept` closes it. */
+  compensationRefused?: boolean;
   history: { from?: string | null; to: string; at: number; by: string; why: string; evidence?: unknown }[];
 }
 
@@ -338,7 +340,7 @@ ${
 <label><input type="radio" name="finding" value="confirmed" required> confirmed: the service has it, its id is <input name="receipt" class="receipt" placeholder="the service's id"></label>
 <label><input type="radio" name="finding" value="not_sent"> not sent: send it once more with the same key</label>
 <label><input type="radio" name="finding" value="compensate"> compensate: send a correcting action</label>
-<label>what you checked <textarea name="note" maxlength="2000"></textarea></label>
+${h.compensationRefused ? `<label><input type="radio" name="finding" value="accept"> accept: its compensation was refused by its service; the effect stands, end the run without compensating it</label>\n` : ''}<label>what you checked <textarea name="note" maxlength="2000"></textarea></label>
 <button class="resolve-submit">record finding</button></form>`
     : ''
 }

@@ -19,6 +19,7 @@ const STATUS_OF: Record<Refusal, number> = {
   approval_expired: 409,
   not_in_human_queue: 409,
   compensation_refused: 409,
+  compensation_not_refused: 409,
   not_retryable: 409,
   version_mismatch: 409,
   moved_on: 409,

@@ -14,6 +14,10 @@
  *               it. Repeating the request finishes a compensation left unsettled and never
  *               sends a second one.
  * A finding on a compensation itself (it reached needs_human) finishes it and ends the run.
+ * accept     -> on an original whose compensation its service refused (or that was never sent: the item shows
+ *               compensationRefused): the effect stands; the finding is recorded in its history (its state,
+ *               terminal, unchanged), the run ends `failed` / `compensation_refused: ...` and the item leaves this
+ *               queue. Any other item: 409 compensation_not_refused (or not_in_human_queue once accepted).
  *
  * If the process dies between the move and the resume, the run stays
  * needs_human with a settled action; the reconciler or a second POST (409,
@@ -28,7 +32,7 @@ import { actorSeesTenant } from '../../operations/actor.js';
 import { invalid, param } from '../../producer/fieldErrors.js';
 import { createEffectRunner } from '../../ledger/runner.js';
 import { CrashPoints } from '../../config/testHooks.js';
-import { Compensations } from '../../ledger/compensation.js';
+import { Compensations, deliveryRefused } from '../../ledger/compensation.js';
 import { resolveHumanItem } from '../../operations/resolve.js';
 import { answerOf } from './answers.js';
 import { readRun } from '../../store/runRecord.js';
@@ -37,7 +41,7 @@ import { LEDGER_STATES } from '../../ledger/states.js';
 /** `operator` is accepted for older clients and ignored: the finding records the authenticated operator. */
 const findingSchema = z
   .object({
-    finding: z.enum(['confirmed', 'not_sent', 'compensate']),
+    finding: z.enum(['confirmed', 'not_sent', 'compensate', 'accept']),
     receipt: z.string().min(1).max(200).optional(),
     evidence: z.unknown(),
     operator: z.string().min(1).max(200).optional(),
@@ -46,6 +50,10 @@ const findingSchema = z
   .refine((b) => b.finding !== 'confirmed' || b.receipt !== undefined, {
     path: ['receipt'],
     error: 'a confirmed finding needs the receipt',
+  })
+  .refine((b) => b.finding !== 'accept' || b.receipt === undefined, {
+    path: ['receipt'],
+    error: 'an accept finding takes no receipt: the effect stands as the ledger holds it',
   });
 export { findingSchema };
 
@@ -79,6 +87,18 @@ export const humanItemSchema = z
     output: z.unknown().optional(),
     compensates: z.string().optional(),
     compensatedBy: z.string().optional(),
+    compensationState: z
+      .enum(LEDGER_STATES)
+      .optional()
+      .meta({ description: "An original in compensation_required: its compensation's ledger state." }),
+    compensationRefused: z
+      .boolean()
+      .optional()
+      .meta({
+        description:
+          'An original in compensation_required: true when its compensation settled without delivering (its service ' +
+          'refused it, or it was never sent). It stays here until a person compensates otherwise or accepts it.',
+      }),
     approvalExpiresAt: z.number().int().optional(),
     replayUntil: z.number().int().optional(),
     attempts: z.number().int(),
@@ -110,9 +130,12 @@ export async function humanQueue(ctx: EngineContext, ledger: Ledger, tenants: '*
       if (runId !== undefined && rec.runId !== runId) continue;
       const run = await readRun(ctx.redis, ctx.keys, rec.runId, ['tenant', 'key']);
       if (tenants !== '*' && !actorSeesTenant({ tenants }, run?.tenant ?? null)) continue;
+      // Why an original in compensation_required is still here: its compensation is pending, or was refused.
+      const comp = rec.compensatedBy ? await ledger.get(rec.runId, rec.compensatedBy) : undefined;
       // Which subject (ticket) the item is of: the queue is worked ticket by ticket.
       const item: HumanItem = {
         ...rec,
+        ...(comp ? { compensationState: comp.state, compensationRefused: deliveryRefused(comp) } : {}),
         tenant: run?.tenant ?? '',
         subject: run?.key ?? '',
         since,

@@ -1,7 +1,7 @@
 /**
  * POST /v1/runs/:id/retry {steps?, tokens?, wallMs?, cost?}: a `failed`, `budget_exceeded`
  * or `needs_human` run continues from its last commit, optionally with more steps,
- * tokens, wall clock or money (µ$, raising the run's maxCost) (src/runs/retryRun.ts, one script: src/store/lua/retryRun-16.lua).
+ * tokens, wall clock or money (µ$, raising the run's maxCost) (src/runs/retryRun.ts, one script: src/store/lua/retryRun-17.lua).
  * Recorded in the run's journal as an `operator` entry (action `retry`, by the
  * authenticated operator, the extension as its detail). A malformed body is 400
  * naming the field and writes nothing.

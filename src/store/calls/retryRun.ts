@@ -1,5 +1,5 @@
 /**
- * Typed call of src/store/lua/retryRun-16.lua: retry a stopped run from its last commit, limits and journal in the same
+ * Typed call of src/store/lua/retryRun-17.lua: retry a stopped run from its last commit, limits and journal in the same
  * change.
  */
 import type { RedisClient } from '../connect.js';
@@ -34,13 +34,14 @@ export type RetryRunResult =
   | { outcome: 'wrong_status'; status: string }
   | { outcome: 'moved_on' }
   | { outcome: 'budget_exhausted'; budget: 'steps' | 'tokens' | 'wall_clock' | 'cost' }
-  | { outcome: 'action_waiting'; actionId: string }
+  /** `compensation`: the action is an original whose compensation is pending (still in the human queue). */
+  | { outcome: 'action_waiting'; actionId: string; compensation: boolean }
   | { outcome: 'superseded'; laterRunId: string };
 
 /** The script's answer; throws FenceError run_missing (and the typed error of any other code). */
 export async function retryRunCall(
   redis: RedisClient,
-  k: RunKeys & { subjectLatest: string },
+  k: RunKeys & { subjectLatest: string; humanQueue: string },
   a: RetryRunArgs,
 ): Promise<RetryRunResult> {
   const res = (await script(redis, 'retryRun')(
@@ -52,6 +53,7 @@ export async function retryRunCall(
     ...a.job.keys,
     k.subjectLatest,
     k.journalPacked,
+    k.humanQueue,
     a.expected.status,
     a.expected.cursor,
     a.expected.resumes,
@@ -71,8 +73,8 @@ export async function retryRunCall(
     a.limits.maxCost ?? 0,
     a.packedJournal.sha1,
     ...a.packedJournal.entries,
-  )) as [number, string];
-  const [code, detail] = res;
+  )) as [number, string, string?];
+  const [code, detail, why] = res;
   switch (code) {
     case 1:
       return { outcome: 'retried' };
@@ -83,11 +85,11 @@ export async function retryRunCall(
     case ScriptCode.BudgetExhausted:
       return { outcome: 'budget_exhausted', budget: detail as 'steps' | 'tokens' | 'wall_clock' | 'cost' };
     case ScriptCode.ActionWaiting:
-      return { outcome: 'action_waiting', actionId: detail };
+      return { outcome: 'action_waiting', actionId: detail, compensation: why === 'compensation' };
     case ScriptCode.Superseded:
       return { outcome: 'superseded', laterRunId: detail };
     default:
       expectReply(res, { runId: a.runId });
-      throw new InvariantError('invariant', `retryRun-16.lua answered ${code}`);
+      throw new InvariantError('invariant', `retryRun-17.lua answered ${code}`);
   }
 }

@@ -9,7 +9,11 @@
   counter (every resume or retry bumps it, so a run that moved on and came
   back to the same status is still refused). Refused, with nothing written,
   when the new limits leave no room (the run would stop again at once) or an
-  action of the run waits for a person (needs_human, or a pending approval).
+  action of the run waits for a person (needs_human, or a pending approval), or
+  its compensation is pending: an original in compensation_required stays in
+  the shard's human queue until its compensation has ended the run
+  (src/ledger/compensation.ts), and a run retried meanwhile would be at work
+  when that compensation lands, the run no longer the one it ends.
 
   A terminal run's keys carry the retention TTL (includes/expireRun.lua): they
   are made persistent again, ledger records and reservations included, so the
@@ -27,6 +31,7 @@
   KEYS[6..14] BullMQ addStandardJob keys of the retried step's job
   KEYS[15] the subject's latest run (KeySpace.subjectLatest, the run's shard)
   KEYS[16] the run's packed journal (string, KeySpace.run().journalPacked)
+  KEYS[17] the shard's human queue (zset, KeySpace.humanQueue: the run's shard, so its slot)
 
   ARGV[1] expected status  ARGV[2] expected cursor  ARGV[3] expected resumes count
   ARGV[4] the new job id  ARGV[5] now (ms)  ARGV[6] events max length
@@ -42,7 +47,8 @@
     {-3, ''} run missing  {-4, status} not in the expected status
     {-2, ''} the run moved on since it was read (cursor, resumes or its packed journal)
     {-18, steps | tokens | wall_clock | cost} that budget leaves no room
-    {-19, action id} an action waits for a person
+    {-19, action id, 'person' | 'compensation'} an action waits for a person, or
+      an original's compensation is pending (compensation_required, still queued)
     {-23, later run id} a later run of the subject superseded this one (includes/subject.lua)
 
   Keeps the run listing indexes (includes/runIndex.lua) in the same change.
@@ -74,8 +80,10 @@ local actions = redis.call('SMEMBERS', KEYS[5])
 -- The actions set holds the ledger records' keys (ledgerPlan-7.lua); the action id is their last part.
 for _, ak in ipairs(actions) do
   local a = redis.call('HMGET', ak, 'state', 'approvalExpiresAt', 'decision')
+  local id = string.match(ak, ':action:([^:]+)$') or ''
   local waiting = a[1] == 'needs_human' or (a[1] == 'planned' and a[2] and not a[3])
-  if waiting then return { -19, string.match(ak, ':action:([^:]+)$') or '' } end
+  if waiting then return { -19, id, 'person' } end
+  if a[1] == 'compensation_required' and redis.call('ZSCORE', KEYS[17], id) then return { -19, id, 'compensation' } end
 end
 
 indexRunStatus(KEYS[1], 'running', ARGV[5], 0, status)
