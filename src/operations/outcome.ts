@@ -25,6 +25,8 @@ export type Refusal =
   | 'budget_exhausted'
   | 'tenant_budget_exhausted'
   | 'action_waiting'
+  /** A retry of a run one of whose actions was compensated or accepted: it does not go on after that. */
+  | 'run_compensated'
   | 'not_version_parked'
   | 'version_not_served'
   | 'no_served_version'

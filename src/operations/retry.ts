@@ -82,7 +82,15 @@ function refusalOf<T extends object>(runId: string, r: NotRetried): Outcome<T> {
         message: "the tenant's daily token budget is used up: the run would stop again at once",
       });
     case 'action_waiting':
-      if (r.compensation)
+      if (r.compensation === 'settled')
+        return refused('run_compensated', {
+          runId,
+          actionId: r.actionId,
+          message:
+            'an action of the run was compensated, or its effect accepted, by an operator: the run does not go on ' +
+            'after it (a person has taken the case over; start a new run if the work must continue)',
+        });
+      if (r.compensation === 'pending')
         return refused(r.code, {
           runId,
           actionId: r.actionId,

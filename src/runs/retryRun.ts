@@ -20,6 +20,8 @@
  *   (resolving resumes the run by itself); or an action whose compensation is pending (its
  *   original still in the human queue, compensation_required): the compensation ends the run
  *   once confirmed, and a run put back to work meanwhile would be at work when it lands;
+ * - a run with an action compensated or accepted by an operator (compensation_required, settled):
+ *   a person took the case over, and its step would find the action and park with nothing queued;
  * - a run a later run of its subject superseded (409 naming it): one run at work per
  *   subject, and the later run already answered the subject's newer event; going on
  *   with the earlier one would act on a stale view next to it (includes/subject.lua);
@@ -72,7 +74,7 @@ export type RetryOutcome =
   | { ok: false; code: 'extension_required'; budget: string }
   | { ok: false; code: 'budget_exhausted'; budget: string }
   | { ok: false; code: 'tenant_budget_exhausted'; tenant: string }
-  | { ok: false; code: 'action_waiting'; actionId: string; compensation: boolean }
+  | { ok: false; code: 'action_waiting'; actionId: string; compensation?: 'pending' | 'settled' }
   | { ok: false; code: 'superseded'; laterRunId: string }
   | { ok: false; code: 'over_limit'; field: 'steps' | 'tokens' | 'wallMs' | 'cost'; limit: number }
   | { ok: false; code: 'no_money_budget' };
@@ -204,7 +206,12 @@ export async function retryRun(
     case 'budget_exhausted':
       return refuse({ ok: false, code: 'budget_exhausted', budget: r.budget });
     case 'action_waiting':
-      return refuse({ ok: false, code: 'action_waiting', actionId: r.actionId, compensation: r.compensation });
+      return refuse({
+        ok: false,
+        code: 'action_waiting',
+        actionId: r.actionId,
+        ...(r.compensation ? { compensation: r.compensation } : {}),
+      });
     case 'superseded':
       ctx.metrics.runsSuperseded.inc({ path: 'retry' });
       return refuse({ ok: false, code: 'superseded', laterRunId: r.laterRunId });

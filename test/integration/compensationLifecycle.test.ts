@@ -127,6 +127,12 @@ describe('a compensation and its run', () => {
     await new Reconciler(h.ctx, 'reconciler:complife').sweep();
     expect((await h.ctx.store.readState(runId))?.reason).toMatch(/^compensated: /);
     expect(await queued(item.actionId)).toBeUndefined();
+
+    // Compensated, the run does not go on: its step would find the action and park with nothing queued.
+    const after = await call(url, 'POST', `/v1/runs/${runId}/retry`, {});
+    expect(after.status).toBe(409);
+    expect(after.body).toMatchObject({ error: 'run_compensated', actionId: item.actionId });
+    expect(await h.ctx.store.readState(runId)).toMatchObject({ status: 'failed' });
   });
 
   it('refused by its service: the queue and the compensate answer say so, and accept ends the run', async () => {
@@ -203,6 +209,11 @@ describe('a compensation and its run', () => {
       actionId: item.actionId,
       detail: 'accept',
     });
+
+    // Its effect accepted, the run does not go on either.
+    const retried = await call(url, 'POST', `/v1/runs/${runId}/retry`, {});
+    expect(retried.status).toBe(409);
+    expect(retried.body).toMatchObject({ error: 'run_compensated', actionId: item.actionId });
 
     // Once: a repeat finds nothing queued, and writes nothing.
     const repeat = await resolve(item.actionId, { finding: 'accept', evidence: {} });

@@ -34,8 +34,11 @@ export type RetryRunResult =
   | { outcome: 'wrong_status'; status: string }
   | { outcome: 'moved_on' }
   | { outcome: 'budget_exhausted'; budget: 'steps' | 'tokens' | 'wall_clock' | 'cost' }
-  /** `compensation`: the action is an original whose compensation is pending (still in the human queue). */
-  | { outcome: 'action_waiting'; actionId: string; compensation: boolean }
+  /**
+   * `compensation`: the action is an original whose compensation is pending (still in the human queue), or
+   * `settled`: it was compensated or its effect accepted, and the run does not go on after it.
+   */
+  | { outcome: 'action_waiting'; actionId: string; compensation?: 'pending' | 'settled' }
   | { outcome: 'superseded'; laterRunId: string };
 
 /** The script's answer; throws FenceError run_missing (and the typed error of any other code). */
@@ -85,7 +88,15 @@ export async function retryRunCall(
     case ScriptCode.BudgetExhausted:
       return { outcome: 'budget_exhausted', budget: detail as 'steps' | 'tokens' | 'wall_clock' | 'cost' };
     case ScriptCode.ActionWaiting:
-      return { outcome: 'action_waiting', actionId: detail, compensation: why === 'compensation' };
+      return {
+        outcome: 'action_waiting',
+        actionId: detail,
+        ...(why === 'compensation'
+          ? { compensation: 'pending' }
+          : why === 'compensated'
+            ? { compensation: 'settled' }
+            : {}),
+      };
     case ScriptCode.Superseded:
       return { outcome: 'superseded', laterRunId: detail };
     default:

@@ -47,8 +47,11 @@
     {-3, ''} run missing  {-4, status} not in the expected status
     {-2, ''} the run moved on since it was read (cursor, resumes or its packed journal)
     {-18, steps | tokens | wall_clock | cost} that budget leaves no room
-    {-19, action id, 'person' | 'compensation'} an action waits for a person, or
-      an original's compensation is pending (compensation_required, still queued)
+    {-19, action id, 'person' | 'compensation' | 'compensated'} an action waits for a person,
+      an original's compensation is pending (compensation_required, still queued), or
+      an action was compensated or its effect accepted (compensation_required, settled):
+      the run does not go on after it (its step would find the action and park again,
+      with nothing left in the human queue for a person to resolve)
     {-23, later run id} a later run of the subject superseded this one (includes/subject.lua)
 
   Keeps the run listing indexes (includes/runIndex.lua) in the same change.
@@ -83,7 +86,10 @@ for _, ak in ipairs(actions) do
   local id = string.match(ak, ':action:([^:]+)$') or ''
   local waiting = a[1] == 'needs_human' or (a[1] == 'planned' and a[2] and not a[3])
   if waiting then return { -19, id, 'person' } end
-  if a[1] == 'compensation_required' and redis.call('ZSCORE', KEYS[17], id) then return { -19, id, 'compensation' } end
+  if a[1] == 'compensation_required' then
+    if redis.call('ZSCORE', KEYS[17], id) then return { -19, id, 'compensation' } end
+    return { -19, id, 'compensated' }
+  end
 end
 
 indexRunStatus(KEYS[1], 'running', ARGV[5], 0, status)
