@@ -58,6 +58,7 @@ const OPTIONS = {
   url: { type: 'string' },
   token: { type: 'string' },
   fingerprint: { type: 'string' },
+  /** Named only to be refused (parse below): earlier releases took the approver's name here. */
   as: { type: 'string' },
   receipt: { type: 'string' },
   evidence: { type: 'string' },
@@ -84,11 +85,19 @@ const OPTIONS = {
 class UsageError extends Error {}
 
 function parse(argv: string[]) {
+  let parsed;
   try {
-    return parseArgs({ args: argv, allowPositionals: true, options: OPTIONS });
+    parsed = parseArgs({ args: argv, allowPositionals: true, options: OPTIONS });
   } catch (err) {
     throw new UsageError((err as Error).message);
   }
+  // The API records a decision under the operator of the token, never a name from the request: a name given here
+  // would be dropped while the command succeeded, so it is refused.
+  if (parsed.values.as !== undefined)
+    throw new UsageError(
+      "--as is not accepted: the API records the token's operator; pass that operator's --token (or OPERATOR_TOKEN)",
+    );
+  return parsed;
 }
 type Values = ReturnType<typeof parse>['values'];
 
