@@ -96,19 +96,24 @@ describe('FleetClient', () => {
     expect(await h.waitForStatus(created.runId, ['completed', 'failed'])).toBe('completed');
   }, 90_000);
 
-  it('a lost answer is asked again with the same Idempotency-Key: one run', async () => {
+  it('a lost answer is asked again with the same Idempotency-Key: one run, named as the lost answer named it', async () => {
     const rec = recording();
     const client = new FleetClient({ url: api.url, token: PRODUCER_TOKEN, fetch: rec.fetchFn });
-    rec.loseAnswer();
     const b = body();
+    const first = await client.createRun(b);
+    expect(await h.waitForStatus(first.runId, ['completed', 'failed'])).toBe('completed');
+    // A follow-up on the same subject whose 201 (naming the first run) is lost: the retry's 200 names it too.
+    rec.loseAnswer();
     const again = await client.createRun(b);
-    expect(rec.seen.map((s) => s.status)).toEqual(['no answer', 200]);
-    expect(new Set(rec.seen.map((s) => s.key)).size).toBe(1);
+    expect(rec.seen.map((s) => s.status)).toEqual([201, 'no answer', 200]);
+    expect(new Set(rec.seen.slice(1).map((s) => s.key)).size).toBe(1);
     expect(again.created).toBe(false);
+    expect(again.runId).not.toBe(first.runId);
+    expect(again.previousRunId).toBe(first.runId);
     const view = await client.getRun(again.runId);
     expect(view.runId).toBe(again.runId);
-    expect(view.previousRunId).toBeUndefined();
-    // Only the first, unanswered call made a run: the retry named the same request.
+    expect(view.previousRunId).toBe(first.runId);
+    // Only the unanswered call made the follow-up: the retry named the same request.
     const listed = [];
     for await (const r of client.searchRuns({ tenant: 'acme', limit: 1 })) listed.push(r);
     expect(listed.filter((r) => r.runId === again.runId)).toHaveLength(1);

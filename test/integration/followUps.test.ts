@@ -1,7 +1,8 @@
 /**
  * Follow-up runs over real HTTP, a worker and the local OpenAI server: a later event on the
  * same subject (a new Idempotency-Key, a new webhook event id, a Zendesk comment) starts a new
- * run linked to the subject's latest run; the same event twice is one run; the follow-up's
+ * run linked to the subject's latest run; the same event twice is one run, answered with the run
+ * before it as the first answer named it; the follow-up's
  * model request carries the previous conversation, counted in the budget estimate; a
  * follow-up waits while its previous run is still at work; a bad event id is a 400 naming the
  * field, with nothing written.
@@ -115,6 +116,15 @@ describe('follow-up runs through POST /v1/runs', () => {
     expect(secondId).not.toBe(firstId);
     expect(second.body.previousRunId).toBe(firstId);
     expect(await h.waitForStatus(secondId, DONE)).toBe('completed');
+    // The follow-up's event again (a retry whose answer was lost): the same run, named as the first answer named it.
+    const secondAgain = await postRun(
+      { tenant: 'acme', ticket: ticket('F-1', 'SECOND-MESSAGE where is my replacement?'), agent: { model: 'openai' } },
+      'evt-2',
+    );
+    expect(secondAgain).toEqual({
+      status: 200,
+      body: { runId: secondId, created: false, previousRunId: firstId, status: 'completed' },
+    });
 
     // The follow-up's first model request: the previous first message and final answer, then its own message.
     const sent = requestsFor('SECOND-MESSAGE');
