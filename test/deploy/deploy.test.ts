@@ -96,6 +96,7 @@ const METRICS = new Set([
   'agent_compensations_unsettled_total',
   'agent_stuck_run_sweep_failures_total',
   'agent_operator_auth_failures_total',
+  'agent_scrape_collect_errors_total',
 ]);
 const HISTOGRAMS = new Set(['agent_step_duration_seconds']);
 
@@ -128,6 +129,8 @@ const ALERTS: Record<string, string[]> = {
   AgentScheduleTicksFailing: ['agent_schedule_ticks_total'],
   AgentReconcilerFailing: ['agent_reconciler_sweeps_total'],
   AgentSweepActionsFailing: ['agent_sweep_action_failures_total'],
+  AgentRunRecordsUndecodable: ['agent_stuck_run_sweep_failures_total'],
+  AgentScrapeGaugesStale: ['agent_scrape_collect_errors_total'],
   AgentServiceCredentialsRefused: ['agent_service_rejections_total'],
   AgentCompensationUnsettled: ['agent_compensations_unsettled_total'],
   AgentLateReceiptUnrecorded: ['agent_late_receipts_total'],
