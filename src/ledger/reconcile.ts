@@ -12,6 +12,7 @@
  *    key; the service's answer is the outcome (-> confirmed; a replay is never a
  *    new effect); "same key still in progress" or no answer -> wait and again;
  *    same key with another body -> needs_human (a conflict: stop and surface);
+ *    refused outright (a 4xx) -> needs_human, logged and counted as a step's refusal is (tellServiceRejection);
  *    past W -> this method is spent (a re-send could be a second effect);
  *  - no method at all (`none`), or every method spent -> needs_human at once;
  *    still undecided at the deadline (in a step, never past the run's deadline
@@ -26,16 +27,20 @@ import { abortableSleep } from '../core/withRetry.js';
 import type { LookupResult, ReconcileMethod, ToolContext, WriteTool } from '../core/tool.js';
 import { DeadlineError, withDeadline } from '../core/timeout.js';
 import { confirmedOutput } from '../core/toolOutput.js';
+import type { Logger } from 'pino';
 import type { Metrics } from '../metrics/metrics.js';
 import { type Ledger, LedgerConflict, type ActionRecord } from './ledger.js';
 import type { EngineContext } from '../runs/engineContext.js';
 import { actionReplicated } from '../runs/replication.js';
+import { tellServiceRejection } from './serviceRejection.js';
 
 export const MAX_DISPATCH_ATTEMPTS = 3;
 
 export interface ReconcileDeps {
   ledger: Ledger;
   metrics: Metrics;
+  /** The action's log (its run and action named): a same-key replay the service refuses is told there. */
+  log: Logger;
   deadlineMs: number;
   pollMs: number;
   /**
@@ -218,7 +223,7 @@ async function lookupRound(
  * window recorded at its first dispatch is open for the whole request (its timeout included).
  */
 async function replayRound(
-  d: Pick<ReconcileDeps, 'replicate'>,
+  d: Pick<ReconcileDeps, 'replicate' | 'metrics' | 'log'>,
   method: Extract<ReconcileMethod, { kind: 'replay_same_key' }>,
   tool: WriteTool,
   rec: ActionRecord,
@@ -283,6 +288,8 @@ async function replayRound(
       return { kind: 'pass', why: 'the replay got no definite answer', evidence: failure(err) };
     }
     if (hasErrorCode(err, 'invalid_input')) {
+      // Refused outright (a 4xx): told as a step's refusal is, so a 401/403 here alerts like one there.
+      tellServiceRejection(d, tool.name, err.details, 'the service refused the same-key replay: a person decides');
       return { kind: 'needs_human', why: 'the service refused the same-key replay', evidence: failure(err) };
     }
     throw err;

@@ -9,6 +9,7 @@
  * originals stay in the human queue until then: sweepCompensations).
  */
 import Redlock from 'redlock';
+import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { EngineContext } from '../runs/engineContext.js';
 import type { WriteTool } from '../core/tool.js';
@@ -168,7 +169,7 @@ export class Reconciler {
     if (!(await this.takeOver(rec))) return;
     const toolCtx = { runId: rec.runId, step: rec.step, signal: new AbortController().signal, input: spec.input };
     const outcome = await reconcile(
-      this.reconcileDeps(),
+      this.reconcileDeps(this.ctx.log.child({ runId: rec.runId, actionId, tool: rec.tool })),
       { ...rec, state: 'outcome_unknown' },
       tool as WriteTool,
       toolCtx,
@@ -227,10 +228,11 @@ export class Reconciler {
     );
   }
 
-  private reconcileDeps(): ReconcileDeps {
+  private reconcileDeps(log: Logger): ReconcileDeps {
     return {
       ledger: this.ledger,
       metrics: this.ctx.metrics,
+      log,
       deadlineMs: this.ctx.cfg.RECONCILE_DEADLINE_MS,
       pollMs: this.ctx.cfg.RECONCILE_POLL_MS,
       minAttemptMs: this.ctx.cfg.RECONCILE_MIN_ATTEMPT_MS,

@@ -39,7 +39,14 @@ import { testHooksFrom, type CrashPoints } from '../config/testHooks.js';
 import type { EffectRequest, EffectResult, EffectRunner } from '../worker/effects.js';
 import { actionIdentity } from './identity.js';
 import { type Ledger, LedgerConflict, ledgerFor, type ActionRecord } from './ledger.js';
-import { MAX_DISPATCH_ATTEMPTS, reconcile, replicateActions, type ReplicateAction } from './reconcile.js';
+import {
+  MAX_DISPATCH_ATTEMPTS,
+  reconcile,
+  replicateActions,
+  type ReconcileDeps,
+  type ReplicateAction,
+} from './reconcile.js';
+import { tellServiceRejection } from './serviceRejection.js';
 import { NotReplicatedError } from '../store/replicated.js';
 import type { LedgerState } from './states.js';
 
@@ -264,7 +271,7 @@ export class LedgerEffectRunner implements EffectRunner {
           });
           break;
         case 'outcome_unknown': {
-          const r = await reconcile(this.reconcileDeps(deadlineAt), rec, tool, ctx, this.d.workerId);
+          const r = await reconcile(this.reconcileDeps(log, deadlineAt), rec, tool, ctx, this.d.workerId);
           log.info({ code: `reconciled_${r}` }, 'reconciled');
           break;
         }
@@ -287,10 +294,11 @@ export class LedgerEffectRunner implements EffectRunner {
   }
 
   /** Reconciling a step's action waits at most until the run's deadline plus DEADLINE_MARGIN_MS. */
-  private reconcileDeps(deadlineAt?: number) {
+  private reconcileDeps(log: Logger, deadlineAt?: number): ReconcileDeps {
     return {
       ledger: this.d.ledger,
       metrics: this.d.metrics,
+      log,
       deadlineMs: this.d.cfg.RECONCILE_DEADLINE_MS,
       pollMs: this.d.cfg.RECONCILE_POLL_MS,
       minAttemptMs: this.d.cfg.RECONCILE_MIN_ATTEMPT_MS,
@@ -447,15 +455,13 @@ export class LedgerEffectRunner implements EffectRunner {
     if (hasErrorCode(err, 'invalid_input')) {
       // The service refused the request outright: a definite outcome with no effect. The ledger's moves from
       // `dispatched` are confirmed or outcome_unknown only, so it is recorded confirmed with the refusal as its
-      // outcome (the drive loop answers it `rejected`). Named and counted by HTTP status: a 401/403 is the
-      // service refusing our credentials, every write to it refused alike (alert AgentServiceCredentialsRefused).
+      // outcome (the drive loop answers it `rejected`). Named and counted by HTTP status (tellServiceRejection).
       const output = JSON.stringify({ rejected: true, ...err.details });
       const why = { why: 'the service rejected the request', evidence: err.details };
-      const { status, code } = err.details as { status?: unknown; code?: unknown };
-      const httpStatus = typeof status === 'number' ? String(status) : 'none';
-      this.d.metrics.serviceRejections.inc({ tool: tool.name, status: httpStatus });
-      log.warn(
-        { code: 'service_rejected', status: httpStatus, vendorCode: typeof code === 'string' ? code : undefined },
+      tellServiceRejection(
+        { metrics: this.d.metrics, log },
+        tool.name,
+        err.details,
         'the service refused the request: no effect',
       );
       await this.move(sent, 'dispatched', 'confirmed', why, { outcome: 'rejected_by_service', output });

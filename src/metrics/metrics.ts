@@ -206,7 +206,8 @@ export class Metrics {
       name: 'agent_service_rejections_total',
       help:
         'Write requests a service refused outright (4xx, no effect; log code service_rejected), by tool and HTTP ' +
-        'status: the action is settled and the model told `rejected`. 401/403: the service refuses our credentials',
+        'status: the action is settled and the model told `rejected` (a same-key replay of a reconciliation refused so ' +
+        'goes to a person). 401/403: the service refuses our credentials',
       labelNames: ['tool', 'status'],
       registers: r,
     });

@@ -11,9 +11,11 @@ import type { DispatchReceipt, LookupResult, ReconcileMethod, ToolContext, Write
 import { KeyConflictError, RetryableError } from '../../src/core/errors.js';
 import { OutcomeUnknownError } from '../../src/core/httpJson.js';
 import { newMetrics } from '../../src/metrics/metrics.js';
+import { pino } from 'pino';
 import { z } from 'zod';
 
 const NOW = 1_000_000;
+const SILENT = pino({ level: 'silent' });
 
 function rec(over: Partial<ActionRecord> = {}): ActionRecord {
   return {
@@ -84,6 +86,7 @@ function harness(
       {
         ledger,
         metrics,
+        log: SILENT,
         deadlineMs,
         pollMs: 10,
         minAttemptMs: 50,
@@ -244,6 +247,7 @@ describe('the last attempt before a person decides', () => {
         {
           ledger: s.ledger,
           metrics: newMetrics(),
+          log: SILENT,
           deadlineMs: 1000,
           pollMs: 10,
           minAttemptMs: 2000,
@@ -272,6 +276,7 @@ describe('the last attempt before a person decides', () => {
       {
         ledger: s.ledger,
         metrics: newMetrics(),
+        log: SILENT,
         deadlineMs: 1000,
         pollMs: 10,
         minAttemptMs: 2000,

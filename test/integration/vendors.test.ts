@@ -196,7 +196,15 @@ async function lostThenReconcileAt(v: Vendor, atMs: (replayUntil: number) => num
   // A clock that runs, shifted to `atMs` (the reconciliation's own deadline must still come).
   const offset = atMs(rec.replayUntil!) - Date.now();
   const outcome = await reconcile(
-    { ledger, metrics: h.ctx.metrics, deadlineMs: 300, pollMs: 20, minAttemptMs: 100, now: () => Date.now() + offset },
+    {
+      ledger,
+      metrics: h.ctx.metrics,
+      log: h.ctx.log,
+      deadlineMs: 300,
+      pollMs: 20,
+      minAttemptMs: 100,
+      now: () => Date.now() + offset,
+    },
     rec,
     s.tool,
     s.ctx,
