@@ -3,7 +3,14 @@
  * refused naming SSE_MAX_VIEWERS_PER_PRINCIPAL while another tenant and an operator still get streams; when the
  * tenants fill everything outside the operators' reserve, tenants and the producer are refused naming
  * SSE_OPERATOR_RESERVE and operators still get the reserve; past the whole, SSE_MAX_VIEWERS. Each refusal is counted.
+ *
+ * A stream the test holds is held by its Response, not only by its AbortController: undici cancels the body of a
+ * Response that is garbage collected, which closes the stream and gives its slot back. In the whole suite (one worker
+ * process runs many files, its heap large and collected often) a test that kept only the controller lost streams
+ * between opening them and the refusal it expected; each check below runs after a collection, as the suite's would.
  */
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { buildSpec } from '../../../src/producer/intake.js';
 import { createHarness, PRODUCER_TOKEN, sampleTicket, type Harness } from '../../../testkit/harness.js';
@@ -20,7 +27,11 @@ const RESERVE = 3;
 let h: Harness;
 let url: string;
 const runs: Record<string, string> = {};
-const open: AbortController[] = [];
+/** The streams open now: each one's Response (which keeps it open, see above) and its controller (which ends it). */
+const open: { res: Response; ac: AbortController }[] = [];
+
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
 
 beforeAll(async () => {
   h = await createHarness('viewerShares', {
@@ -39,7 +50,7 @@ beforeAll(async () => {
   }
 });
 afterEach(() => {
-  for (const ac of open.splice(0)) ac.abort();
+  for (const { ac } of open.splice(0)) ac.abort();
 });
 afterAll(async () => {
   await h.close();
@@ -53,7 +64,7 @@ async function view(token: string, tenant: string): Promise<{ status: number; bo
     signal: ac.signal,
   });
   if (res.status === 200) {
-    open.push(ac);
+    open.push({ res, ac });
     return { status: 200 };
   }
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
@@ -80,6 +91,7 @@ describe('event stream viewers: shares per principal and an operator reserve', (
   it('a tenant that holds its share is refused naming its own limit; another tenant and an operator are served', async () => {
     const before = await refusedCount('SSE_MAX_VIEWERS_PER_PRINCIPAL');
     expect(await viewMany(PER_PRINCIPAL, ACME, 'acme')).toEqual(Array(PER_PRINCIPAL).fill(200));
+    gc();
     const refused = await view(ACME, 'acme');
     expect(refused.status).toBe(503);
     expect(refused.body).toMatchObject({
@@ -94,7 +106,7 @@ describe('event stream viewers: shares per principal and an operator reserve', (
     expect((await view(OPERATOR_TOKEN, 'acme')).status).toBe(200);
 
     // A stream that ends gives its slot back.
-    open.shift()!.abort();
+    open.shift()!.ac.abort();
     await viewersBecome(PER_PRINCIPAL + 1);
     expect((await view(ACME, 'acme')).status).toBe(200);
   });
@@ -105,6 +117,7 @@ describe('event stream viewers: shares per principal and an operator reserve', (
     const shared = MAX - RESERVE;
     expect(await viewMany(PER_PRINCIPAL, ACME, 'acme')).toEqual(Array(PER_PRINCIPAL).fill(200));
     expect(await viewMany(shared - PER_PRINCIPAL, GLOBEX, 'globex')).toEqual(Array(shared - PER_PRINCIPAL).fill(200));
+    gc();
 
     for (const [token, tenant] of [
       [GLOBEX, 'globex'],
@@ -118,6 +131,7 @@ describe('event stream viewers: shares per principal and an operator reserve', (
     expect(await refusedCount('SSE_OPERATOR_RESERVE')).toBe(before + 3);
 
     expect(await viewMany(RESERVE, OPERATOR_TOKEN, 'initech')).toEqual(Array(RESERVE).fill(200));
+    gc();
     const full = await view(OPERATOR_TOKEN, 'acme');
     expect(full.status).toBe(503);
     expect(full.body).toMatchObject({ error: 'too_many_viewers', limit: 'SSE_MAX_VIEWERS', max: MAX });
