@@ -2,7 +2,7 @@
  * Real worker, API and reconciler processes for crash tests, the chaos campaigns and the benchmarks: spawned with the
  * harness env (src/server/worker, src/server/api through spawnModule), killed with real signals.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { onLines, projectRoot, spawnModule } from './spawnModule.js';
 import { until } from './until.js';
 
@@ -207,4 +207,18 @@ export async function killSpawned(): Promise<void> {
   const left = [...running];
   killAll([...left]);
   await Promise.all(left.map((p) => p.exited));
+}
+
+/**
+ * Whether the process is stopped (SIGSTOP, or a pause point armed with `stop`): `ps` shows its state as T. A process
+ * gone is not stopped.
+ */
+export function isStopped(pid: number): boolean {
+  try {
+    return execFileSync('ps', ['-o', 'stat=', '-p', String(pid)], { encoding: 'utf8' })
+      .trim()
+      .startsWith('T');
+  } catch {
+    return false; // ps exits 1 for a pid it does not find
+  }
 }

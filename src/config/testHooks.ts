@@ -11,6 +11,10 @@
  * instant. `CRASH_POINTS=after_decision` or `after_decision@2` (only at step 2).
  * PAUSE_POINTS=`after_dispatched@2=2500` instead blocks the event loop there for
  * 2.5 s and goes on: a false stall, with the lock left to expire.
+ * `after_decision@2=stop` stops the process there (SIGSTOP) until a test sends it
+ * SIGCONT: a stall that ends when the test has done what it must do first (fail a
+ * store over, freeze replicas), however long that takes on a loaded machine, where
+ * a timed pause could end before it.
  */
 export const CRASH_POINT_NAMES = [
   'after_decision',
@@ -31,13 +35,18 @@ export type CrashPointName = (typeof CRASH_POINT_NAMES)[number];
 interface Armed {
   name: string;
   step?: number;
-  pauseMs?: number;
+  /** A pause: milliseconds, or `stop` (until SIGCONT). */
+  pause?: number | 'stop';
 }
 
 function parse(spec: string): Armed {
-  const [point, ms] = spec.split('=');
+  const [point, pause] = spec.split('=');
   const [name, step] = point!.split('@');
-  return { name: name!, ...(step ? { step: Number(step) } : {}), ...(ms ? { pauseMs: Number(ms) } : {}) };
+  return {
+    name: name!,
+    ...(step ? { step: Number(step) } : {}),
+    ...(pause ? { pause: pause === 'stop' ? 'stop' : Number(pause) } : {}),
+  };
 }
 
 export class CrashPoints {
@@ -47,10 +56,11 @@ export class CrashPoints {
     spec: readonly string[],
     private readonly kill: () => void = () => process.kill(process.pid, 'SIGKILL'),
     pauses: readonly string[] = [],
+    private readonly stop: () => void = () => process.kill(process.pid, 'SIGSTOP'),
   ) {
     this.armed = [
-      ...spec.map(parse).map(({ pauseMs: _ignored, ...a }) => a),
-      ...pauses.map(parse).filter((p) => p.pauseMs),
+      ...spec.map(parse).map(({ pause: _ignored, ...a }) => a),
+      ...pauses.map(parse).filter((p) => p.pause),
     ];
   }
 
@@ -62,9 +72,10 @@ export class CrashPoints {
     if (this.armed.length === 0) return;
     const a = this.armed.find((x) => x.name === name && (x.step === undefined || x.step === step));
     if (!a) return;
-    if (a.pauseMs === undefined) return this.kill();
+    if (a.pause === undefined) return this.kill();
     this.armed.splice(this.armed.indexOf(a), 1); // once: a redelivery to this process runs normally
-    const until = Date.now() + a.pauseMs;
+    if (a.pause === 'stop') return this.stop(); // the process goes on from here once it is sent SIGCONT
+    const until = Date.now() + a.pause;
     while (Date.now() < until) {
       /* a synchronous stall on purpose: timers, lock renewals and sockets all wait */
     }

@@ -184,6 +184,27 @@ describe('config', () => {
       crash.hit('after_decision', 2);
       expect(kills).toBe(1);
     });
+
+    it('a pause point armed with `stop` stops the process at its point and step, once, and kills nothing', () => {
+      let kills = 0;
+      let stops = 0;
+      const cfg = loadConfig({ PAUSE_POINTS: 'after_decision@2=stop' });
+      const crash = new CrashPoints(
+        cfg.CRASH_POINTS,
+        () => kills++,
+        cfg.PAUSE_POINTS,
+        () => stops++,
+      );
+      crash.hit('after_decision', 1);
+      crash.hit('after_commit', 2);
+      expect(stops).toBe(0);
+      crash.hit('after_decision', 2);
+      expect(stops).toBe(1);
+      // Once: the step's redelivery to this process runs on.
+      crash.hit('after_decision', 2);
+      expect(stops).toBe(1);
+      expect(kills).toBe(0);
+    });
   });
 
   it('refuses an evicting Redis with a message saying how to fix it, warns when AOF is off', async () => {

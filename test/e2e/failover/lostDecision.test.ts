@@ -3,14 +3,22 @@
  * step with real processes (a master, two replicas and three sentinels from testkit/sentinel.ts, one worker process,
  * the sandbox, and the campaign's model stand-in that answers differently every time it is asked).
  *
- * The interleaving: the worker commits step 1 (read_ticket) and stalls (PAUSE_POINTS after_commit@1); the replicas
- * catch up and are frozen (and their links filled, so nothing more reaches them); the worker asks the model for step 2 (create_ticket), journals the decision on the master
- * alone, and stalls again (after_decision@2) while the master is SIGKILLed, the replicas resumed and one promoted.
+ * The interleaving: the worker commits step 1 (read_ticket) and stops (PAUSE_POINTS after_commit@1=stop: SIGSTOP);
+ * the replicas catch up and are frozen (and their links filled, so nothing more reaches them); the worker is resumed,
+ * asks the model for step 2 (create_ticket), journals the decision on the master alone, and stops again
+ * (after_decision@2=stop) while the master is SIGKILLed, the replicas resumed and one promoted; then it is resumed.
  * The delivery then goes on where its connection now is: the promoted replica, whose journal has no decision for
  * step 2. Before the fence, the action was planned and dispatched there (its intent waited for and witnessed on the
  * promoted master, so the wait passed): a ticket for a decision the store no longer had, and a transcript without
  * that turn, so the model was asked for it again and a second ticket opened. Now the plan is refused
  * (`decision_not_journalled`), the step's redelivery decides on the promoted master, and one ticket leaves.
+ *
+ * The worker's stalls end when the test resumes it, not after a time: under the suite's load the timed pauses this
+ * test had (4 s and 12 s) ended before the test was done, and the delivery went another way. Step 2 decided before
+ * the replicas were frozen and their links filled: the promoted replica had the decision, nothing was lost. Or the
+ * delivery woke before its master was killed: it planned there, where the decision still was, and its dispatch waited
+ * for the frozen replicas (`not_replicated`, nothing sent) until the kill took the plan and the decision; the retry
+ * decided again on the promoted master. One ticket either way, but the fence was never asked.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
@@ -20,7 +28,7 @@ import { startOpenAIServer, type OpenAIServer } from '../../../testkit/modelServ
 import { startLocalSentinel, SENTINEL_MASTER, type LocalSentinel } from '../../../testkit/sentinel.js';
 import { freePort } from '../../../testkit/embeddedRedis.js';
 import { KeySpace } from '../../../src/store/keys.js';
-import { spawnApi, spawnWorker, type WorkerProcess } from '../../../testkit/processes.js';
+import { isStopped, spawnApi, spawnWorker, type WorkerProcess } from '../../../testkit/processes.js';
 import { onLines } from '../../../testkit/spawnModule.js';
 import { unsteadyModel } from './campaign.js';
 import type { ChildProcess } from 'node:child_process';
@@ -106,7 +114,7 @@ describe('a decision lost in a failover is not acted on', () => {
     // The API, to create the run (its 201 waits for a replica).
     api = (await spawnApi(env, { keep: 'lifecycle' })).child;
     worker = await spawnWorker(
-      { ...env, PAUSE_POINTS: 'after_commit@1=4000,after_decision@2=12000' },
+      { ...env, PAUSE_POINTS: 'after_commit@1=stop,after_decision@2=stop' },
       { startTimeoutMs: 60_000, keep: 'lifecycle', exitBeforeStart: 'return' },
     );
     const lines: string[] = [];
@@ -129,29 +137,34 @@ describe('a decision lost in a failover is not acted on', () => {
     const { runId } = (await res.json()) as { runId: string };
     const runKey = keys.run(runId).run;
 
-    // Step 1 committed: the worker stalls. The replicas catch up, then are frozen.
+    // Step 1 committed: the worker stops. The replicas catch up, then are frozen.
+    const stopped = (what: string) => until(`the worker stopped ${what}`, 30_000, () => isStopped(worker!.pid));
     const master = await s.masterPort();
     const direct = new Redis({ port: master, host: '127.0.0.1', maxRetriesPerRequest: 1 });
     direct.on('error', () => {});
     await until('step 1 committed', 30_000, async () => (await direct.hget(runKey, 'cursor')) === '2');
+    await stopped('after step 1 committed');
     expect(Number(await direct.call('WAIT', 2, 5000))).toBe(2);
     const replicas = [...s.nodes.keys()].filter((p) => p !== master);
     for (const p of replicas) s.nodes.get(p)!.process.kill('SIGSTOP');
     // Fills the replication links' socket buffers: what the master writes next stays in its own output buffer.
     await direct.set(`${prefix}:ballast`, Buffer.alloc(32 * 1024 * 1024, 1));
 
-    // Step 2's decision journalled on the master alone: the worker stalls again.
+    // Step 2's decision journalled on the master alone: the worker stops again.
+    worker.child.kill('SIGCONT');
     await until('step 2 decided', 30_000, async () => (await direct.hget(runKey, 'decidedStep')) === '2');
+    await stopped('after step 2 decided');
     direct.disconnect();
     await s.kill(master, 'SIGKILL');
     for (const p of replicas) s.nodes.get(p)!.process.kill('SIGCONT');
     const promoted = await s.waitForFailover(master, 30_000);
     // The promoted master does not have the decision: the failover took it back.
     const onPromoted = new Redis({ port: promoted, host: '127.0.0.1', maxRetriesPerRequest: 1 });
-    expect(await onPromoted.hget(runKey, 'decidedStep')).not.toBe('2');
-    onPromoted.disconnect();
+    const decidedThere = await onPromoted.hget(runKey, 'decidedStep').finally(() => onPromoted.disconnect());
+    expect(decidedThere).not.toBe('2');
 
-    // The delivery wakes up and goes on against the promoted master; the run ends.
+    // The delivery is resumed and goes on against the promoted master; the run ends.
+    worker.child.kill('SIGCONT');
     // The reader follows the failover: a read that meets it is a read that has not seen the end yet.
     await until('run terminal', 90_000, async () => {
       const status = await reader.hget(runKey, 'status').catch(() => null);
