@@ -181,6 +181,44 @@ export async function archivedChildRunIds(
   return res.rows.map((r) => r.child);
 }
 
+/**
+ * The follow-ups the archive knows of those of `runIds` it holds, of a tenant: each row's next_run_id, and the rows
+ * whose previous_run_id names one of them (a run copied before its follow-up was created was copied without the
+ * link). A follow-up has its previous run's tenant and subject key: the second read is the (tenant, subject_key)
+ * index's.
+ */
+export async function archivedFollowUps(
+  pool: ArchivePool,
+  tenant: string,
+  runIds: readonly string[],
+): Promise<string[]> {
+  if (runIds.length === 0) return [];
+  const res = await pool.query<{ run_id: string }>(
+    `SELECT next_run_id AS run_id FROM archived_runs
+     WHERE tenant = $1 AND run_id = ANY($2::text[]) AND next_run_id IS NOT NULL
+     UNION
+     SELECT f.run_id FROM archived_runs p
+       JOIN archived_runs f ON f.tenant = p.tenant AND f.subject_key = p.subject_key AND f.previous_run_id = p.run_id
+     WHERE p.tenant = $1 AND p.run_id = ANY($2::text[])`,
+    [archiveText(tenant), runIds],
+  );
+  return res.rows.map((r) => r.run_id);
+}
+
+/** The subject keys of those of `runIds` the archive holds, of a tenant. */
+export async function archivedSubjectKeys(
+  pool: ArchivePool,
+  tenant: string,
+  runIds: readonly string[],
+): Promise<string[]> {
+  if (runIds.length === 0) return [];
+  const res = await pool.query<{ subject_key: string }>(
+    'SELECT DISTINCT subject_key FROM archived_runs WHERE tenant = $1 AND run_id = ANY($2::text[])',
+    [archiveText(tenant), runIds],
+  );
+  return res.rows.map((r) => fromArchiveText(r.subject_key));
+}
+
 /** What an erasure reads of an archived run to name the event keys its waits used: tenant, agent, input, transcript. */
 export async function archivedWaitSources(
   pool: ArchivePool,

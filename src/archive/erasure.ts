@@ -8,8 +8,9 @@
  * KeySpace.subjectLatest, then previousRunId links) and the runs of the tenant's subject search index (src/runs/
  * search.ts); for a field, the runs of that search value's index. Plus, with an archive, its rows of the subject or
  * whose stored search fields (the agent's, as Redis indexes them) hold the value, and their Redis copies if still
- * present. Without an archive, Redis alone answers both. Then every run those runs' agent tools started, and theirs
- * (their `children` sets, the archive's child_run_ids): a child's input is its parent's text.
+ * present. Without an archive, Redis alone answers both. Then every run those runs' agent tools started and every
+ * follow-up of theirs, and theirs (addCopies): a child's input is its parent's text, a follow-up's previous
+ * conversation its previous run's. Each such run is erased whole, as a run the request found.
  *
  * Beyond the runs' own keys: the payloads kept on the event keys their waits named (a delivery a wait took stays on
  * its key until the wait's due time plus EVENT_KEEP_MS, and a later one may be kept there), see eraseEventPayloads.
@@ -42,8 +43,10 @@ import { readJournal } from '../store/runJournal.js';
 import { SEARCH_SUBJECT } from '../store/keys.js';
 import {
   archivedChildRunIds,
+  archivedFollowUps,
   archivedRunsByField,
   archivedRunsOfSubject,
+  archivedSubjectKeys,
   archivedTenant,
   archivedWaitSources,
   type ArchivePool,
@@ -78,7 +81,7 @@ type ErasureContext = Pick<EngineContext, 'redis' | 'keys' | 'agents' | 'log' | 
 const ERASE_TRIES = 5;
 /** Longest subject chain walked (a guard against a link cycle in a broken store). */
 const MAX_CHAIN = 10_000;
-/** Most child runs (and theirs) an erasure follows from the runs it found (a guard against a runaway tree). */
+/** Most child runs and follow-ups (and theirs) an erasure follows from the runs it found (a guard against a runaway tree). */
 const MAX_DESCENDANTS = 10_000;
 
 export async function eraseCustomer(
@@ -175,18 +178,24 @@ async function runsToErase(ctx: ErasureContext, pool: ArchivePool | undefined, r
       if (run?.tenant === req.tenant) found.add(id);
     }
   }
-  await addDescendants(ctx, pool, req.tenant, found);
+  await addCopies(ctx, pool, req.tenant, found);
   return [...found].sort();
 }
 
 /**
- * Adds to `found` the runs its runs' agent tools started (src/runs/children.ts), and theirs, of the tenant: a child's
- * input is its parent's text (a ticket's words handed on as a refund's reason), under a subject key of its own that
- * no search of the parent's subject finds. A run's children: its `children` set in Redis and, with an archive, its
- * row's child_run_ids; a child listed that neither store holds any more has nothing left to erase. Each run once
- * (a cycle in a broken store ends), MAX_DESCENDANTS at most.
+ * Adds to `found` the runs that carry its runs' text, and the runs that carry theirs, of the tenant:
+ * - the runs its runs' agent tools started (src/runs/children.ts): a child's input is its parent's text (a ticket's
+ *   words handed on as a refund's reason), under a subject key of its own that no search of the parent's subject
+ *   finds. A run's children: its `children` set in Redis and, with an archive, its row's child_run_ids.
+ * - its runs' follow-ups (createRun-14.lua links the subject's next run to it): a follow-up's previous conversation
+ *   (`followUpContext`, src/worker/followUp.ts) is its previous run's input and answer, and the conversation before
+ *   that, given to its model and written into its hash; the follow-up of a run found by a field value (another
+ *   message of the ticket, from another address) no search of that value finds. A run's follow-up: its hash's
+ *   `nextRunId` and, with an archive, followUpsInArchive; of a run Redis let go, followUpsInRedis.
+ * A run listed that neither store holds any more has nothing left to erase. Each run once (a cycle in a broken store
+ * ends), MAX_DESCENDANTS at most.
  */
-async function addDescendants(
+async function addCopies(
   ctx: ErasureContext,
   pool: ArchivePool | undefined,
   tenant: string,
@@ -196,24 +205,56 @@ async function addDescendants(
   let added = 0;
   while (level.length > 0) {
     const listed = new Set<string>();
-    for (const id of level) for (const child of await ctx.redis.smembers(ctx.keys.run(id).children)) listed.add(child);
-    if (pool) for (const child of await archivedChildRunIds(pool, tenant, level)) listed.add(child);
+    const gone: string[] = [];
+    for (const id of level) {
+      for (const child of await ctx.redis.smembers(ctx.keys.run(id).children)) listed.add(child);
+      const run = await readRun(ctx.redis, ctx.keys, id, ['nextRunId']);
+      if (run?.nextRunId !== undefined) listed.add(run.nextRunId);
+      if (!run) gone.push(id);
+    }
+    if (pool) {
+      for (const child of await archivedChildRunIds(pool, tenant, level)) listed.add(child);
+      for (const next of await archivedFollowUps(pool, tenant, level)) listed.add(next);
+      for (const next of await followUpsInRedis(ctx, pool, tenant, gone)) listed.add(next);
+    }
     const next: string[] = [];
-    for (const child of [...listed].sort()) {
-      if (found.has(child)) continue;
+    for (const copy of [...listed].sort()) {
+      if (found.has(copy)) continue;
       if (added >= MAX_DESCENDANTS) {
-        ctx.log.warn({ code: 'erasure_tree_truncated', max: MAX_DESCENDANTS }, 'erasure stopped following children');
+        ctx.log.warn({ code: 'erasure_tree_truncated', max: MAX_DESCENDANTS }, 'erasure stopped following copies');
         return;
       }
-      const run = await readRun(ctx.redis, ctx.keys, child, ['tenant']);
-      const childTenant = run ? run.tenant : pool ? await archivedTenant(pool, child) : undefined;
-      if (childTenant !== tenant) continue;
-      found.add(child);
-      next.push(child);
+      const run = await readRun(ctx.redis, ctx.keys, copy, ['tenant']);
+      const copyTenant = run ? run.tenant : pool ? await archivedTenant(pool, copy) : undefined;
+      if (copyTenant !== tenant) continue;
+      found.add(copy);
+      next.push(copy);
       added++;
     }
     level = next;
   }
+}
+
+/**
+ * The follow-ups still in Redis of runs only the archive holds: the link from such a run (its hash's `nextRunId`)
+ * went with its keys, and its row may have been copied before the follow-up was created. A follow-up is a run of the
+ * same subject whose `previousRunId` names the run: read from the tenant's subject search index of each run's
+ * subject key (as archived).
+ */
+async function followUpsInRedis(
+  ctx: ErasureContext,
+  pool: ArchivePool,
+  tenant: string,
+  gone: readonly string[],
+): Promise<string[]> {
+  const previous = new Set(gone);
+  const out: string[] = [];
+  for (const subject of await archivedSubjectKeys(pool, tenant, gone))
+    for (const id of await indexedRunIds(ctx.redis, ctx.keys, tenant, { field: SEARCH_SUBJECT, value: subject })) {
+      const run = await readRun(ctx.redis, ctx.keys, id, ['previousRunId']);
+      if (run?.previousRunId !== undefined && previous.has(run.previousRunId)) out.push(id);
+    }
+  return out;
 }
 
 /**

@@ -2,7 +2,9 @@
  * What an erasure (POST /v1/erasures, over the real API on real Redis and PostgreSQL) reaches beyond the runs its
  * subject names: the child runs their agent tools started, whose input is the parent's text under a subject key of
  * their own (the ticket's words handed on as a refund's reason, keyed by the order), in Redis and in the archive
- * alone; a child still at work refuses the erasure, named, even when its parent has ended. And the payloads of the
+ * alone; a child still at work refuses the erasure, named, even when its parent has ended. The follow-ups of the runs
+ * a field value finds, whose previous conversation is their text (the ticket's next message, from another address),
+ * in Redis and in the archive alone; a follow-up at work refuses the erasure. And the payloads of the
  * events its runs' waits took, kept on their keys after the wait (until its due time plus EVENT_KEEP_MS), and a
  * delivery kept on such a key since; a delivery on a key no erased run waited on is not found (and only expires).
  */
@@ -97,6 +99,26 @@ const orders = defineAgent<{ order: string }>({
   ],
 });
 
+const crmInput = z.object({ ticket: z.string(), email: z.string(), note: z.string() }).strict();
+
+/** One message of a ticket, searched by its sender's address (Agent.search); a later message is a follow-up. */
+const crm = defineAgent<z.infer<typeof crmInput>>({
+  name: 'crm',
+  version: 'crm@1',
+  input: crmInput,
+  key: (i) => i.ticket,
+  search: (i) => ({ email: i.email }),
+  instructions: () => 'Note the message.',
+  tools: [
+    defineWaitTool({
+      name: 'nap',
+      description: 'sleeps a minute',
+      args: z.object({}),
+      wait: () => ({ kind: 'sleep', forMs: 60_000 }),
+    }),
+  ],
+});
+
 let pg: EmbeddedPostgres;
 let h: Harness;
 let ctx: EngineContext;
@@ -115,7 +137,7 @@ beforeAll(async () => {
   ctx = await createContext(h.cfg, 'erasure-reach-agents', {
     log: h.ctx.log,
     metrics: newMetrics(),
-    agents: [desk, refunds, orders],
+    agents: [desk, refunds, orders, crm],
   });
   await h.startWorker({}, ctx);
   archiver = archiverFor(ctx)!;
@@ -358,5 +380,110 @@ describe("an erasure reaches the event payloads of its runs' waits", () => {
     expect(await hitsInRedis(mark)).toEqual([]);
     expect(await hitsInArchive(mark)).toEqual([]);
     expect(await ctx.redis.hget(hash, 'payload')).toBe('{"note":"[erased]"}');
+  });
+});
+
+describe('an erasure reaches the follow-ups of the runs a field value finds', () => {
+  const email = () => `jo-${tag()}@example.com`;
+
+  /** A crm run on `ticket` from `from`: it answers with the note, or naps a minute first. */
+  async function message(ticket: string, from: string, note: string, nap = false): Promise<string> {
+    const script = [
+      ...(nap ? [{ toolCalls: [{ name: 'nap', args: {} }], usage }] : []),
+      { final: `noted: ${note}`, usage },
+    ];
+    const res = await post(
+      '/v1/runs',
+      { tenant: 'acme', agent: 'crm', input: { ticket, email: from, note }, model: 'scripted', script },
+      { 'idempotency-key': `crm-${tag()}`, ...producerAuth },
+    );
+    expect(res.status).toBe(201);
+    return res.body.runId as string;
+  }
+
+  const eraseField = (value: string) =>
+    post('/v1/erasures', { tenant: 'acme', field: { name: 'email', value } }, operatorAuth);
+
+  /** A ticket's first message from `first` (holding `mark`), ended, then its next from another address. */
+  async function twoMessages(mark: string, first: string, nap = false): Promise<[string, string]> {
+    const ticket = `T-${tag()}`;
+    const earlier = await message(ticket, first, `my account number is ${mark}`);
+    expect(await h.waitForStatus(earlier, ENDED)).toBe('completed');
+    const later = await message(ticket, email(), 'any news?', nap);
+    expect(await ctx.redis.hget(ctx.keys.run(later).run, 'previousRunId')).toBe(earlier);
+    return [earlier, later];
+  }
+
+  it("erases the follow-up, whose previous conversation is the erased run's text, in Redis and its archive copy", async () => {
+    const mark = `FOLLOW-ME-${tag()}`;
+    const first = email();
+    const [earlier, later] = await twoMessages(mark, first);
+    expect(await h.waitForStatus(later, ENDED)).toBe('completed');
+    // The follow-up's model was given the first message, address and text: its hash holds them.
+    const context = await ctx.redis.hget(ctx.keys.run(later).run, 'followUpContext');
+    expect(context).toContain(mark);
+    expect(context).toContain(first);
+
+    const res = await eraseField(first);
+    expect(res.status).toBe(201);
+    expect(res.body.runIds).toEqual([earlier, later].sort());
+    expect(await hitsInRedis(mark)).toEqual([]);
+    expect(await hitsInRedis(first)).toEqual([]);
+    for (const runId of [earlier, later]) expect(await served(runId)).not.toContain(mark);
+    await archiver.pass();
+    expect(await hitsInArchive(mark)).toEqual([]);
+    expect(await hitsInArchive(first)).toEqual([]);
+  });
+
+  it('erases a follow-up that only the archive holds, found by its previous_run_id', async () => {
+    const mark = `ARCHIVED-FOLLOW-${tag()}`;
+    const first = email();
+    const [earlier, later] = await twoMessages(mark, first);
+    expect(await h.waitForStatus(later, ENDED)).toBe('completed');
+    for (const runId of [earlier, later])
+      await archiver.archiveOne(runId, ctx.keys.archiveQueue(ctx.keys.shardOf(runId)));
+    await until('the runs to leave Redis', RETENTION_MS + 10_000, async () => {
+      return (await ctx.redis.exists(ctx.keys.run(earlier).run, ctx.keys.run(later).run)) === 0;
+    });
+    // The earlier row as a copy made before the follow-up was created holds it: without the link.
+    await ctx.archive!.pool.query('UPDATE archived_runs SET next_run_id = NULL WHERE run_id = $1', [earlier]);
+    expect(await hitsInArchive(mark)).not.toEqual([]);
+
+    const res = await eraseField(first);
+    expect(res.status).toBe(201);
+    expect(res.body.runIds).toEqual([earlier, later].sort());
+    expect(await hitsInArchive(mark)).toEqual([]);
+    expect(await hitsInArchive(first)).toEqual([]);
+    for (const runId of [earlier, later]) expect(await served(runId)).not.toContain(mark);
+  });
+
+  it('refuses, naming it, while the follow-up is at work, its previous run only in the archive; erases both once it ended', async () => {
+    const mark = `BUSY-FOLLOW-${tag()}`;
+    const first = email();
+    const [earlier, later] = await twoMessages(mark, first, true);
+    expect(await h.waitForStatus(later, ['sleeping'])).toBe('sleeping');
+    expect(await ctx.redis.hget(ctx.keys.run(later).run, 'followUpContext')).toContain(mark);
+    await archiver.archiveOne(earlier, ctx.keys.archiveQueue(ctx.keys.shardOf(earlier)));
+    await until('the earlier run to leave Redis', RETENTION_MS + 10_000, async () => {
+      return (await ctx.redis.exists(ctx.keys.run(earlier).run)) === 0;
+    });
+    // Its row without the link (copied before the follow-up was created): only the follow-up's own hash names it.
+    await ctx.archive!.pool.query('UPDATE archived_runs SET next_run_id = NULL WHERE run_id = $1', [earlier]);
+    const erasures = await ctx.redis.llen(ctx.keys.erasures());
+
+    const refused = await eraseField(first);
+    expect(refused.status).toBe(409);
+    expect(refused.body).toMatchObject({ error: 'runs_at_work', runIds: [later] });
+    expect(await ctx.redis.llen(ctx.keys.erasures())).toBe(erasures);
+
+    const cancel = await post(`/v1/runs/${later}/cancel`, {}, operatorAuth);
+    expect(cancel.status).toBeLessThan(300);
+    expect(await h.waitForStatus(later, ENDED)).toBe('cancelled');
+    const res = await eraseField(first);
+    expect(res.status).toBe(201);
+    expect(res.body.runIds).toEqual([earlier, later].sort());
+    expect(await hitsInRedis(mark)).toEqual([]);
+    await archiver.pass();
+    expect(await hitsInArchive(mark)).toEqual([]);
   });
 });
