@@ -40,6 +40,7 @@ import { FOLDED_HISTORY_FIELD, foldMoves, unfoldMoves } from '../store/ledgerHis
 import { indexedRunIds, type SearchTerm } from '../runs/search.js';
 import { eventKeysAsked, parseWait } from '../runs/waits.js';
 import { readJournal } from '../store/runJournal.js';
+import { queueEraseSearchIndexes } from '../store/calls/eraseSearchIndexes.js';
 import { SEARCH_SUBJECT } from '../store/keys.js';
 import {
   archivedChildRunIds,
@@ -74,7 +75,7 @@ export interface ErasureRecord {
 
 export type ErasureOutcome = { kind: 'erased'; record: ErasureRecord } | { kind: 'at_work'; runIds: string[] };
 
-type ErasureContext = Pick<EngineContext, 'redis' | 'keys' | 'agents' | 'log' | 'metrics'> & {
+type ErasureContext = Pick<EngineContext, 'redis' | 'keys' | 'agents' | 'log' | 'metrics' | 'cfg'> & {
   archive?: { pool: ArchivePool } | undefined;
 };
 
@@ -402,11 +403,11 @@ async function eraseRunInRedis(ctx: ErasureContext, runId: string, nowMs: number
         runFields.spec = packSpec(JSON.stringify(redactSpec(JSON.parse(run.spec) as Record<string, unknown>)));
       if (run.followUpContext !== undefined) runFields.followUpContext = ERASED;
       tx.hset(k.run, runFields);
-      // The agent's search values are the customer's own (an email, an order id): gone from the run and its indexes.
-      if (run.search !== undefined) tx.hdel(k.run, 'search' satisfies RunField);
-      for (const index of JSON.parse(run.searchKeys ?? '[]') as string[]) tx.zrem(index, runId);
-      // The index keys name a digest of each value (sha256 of an email is found again by hashing the email): gone too.
-      if (run.searchKeys !== undefined) tx.hdel(k.run, 'searchKeys' satisfies RunField);
+      // The agent's search values are the customer's own (an email, an order id): gone from the run and its indexes,
+      // and the index names (`searchKeys`), a digest of each value (sha256 of an email is found again by hashing the
+      // email). A run held for its archive still counts in its indexes: let go of them here, with the retention.
+      if (run.search !== undefined || run.searchKeys !== undefined)
+        queueEraseSearchIndexes(tx, k, runId, ctx.cfg.RUN_RETENTION_MS);
       journal.forEach((raw, i) => tx.lset(k.journal, i, redactStored(raw, i)));
       // An ended run's journal packed beside the list (src/store/runJournal.ts): redacted, packed again, TTL kept.
       if (packedJournal) tx.set(k.journalPacked, redactPackedJournal(packedJournal), 'KEEPTTL');

@@ -347,8 +347,8 @@ export class KeySpace {
    * createRun in the same change as the run (so on the run's shard: a search reads every shard). `tenant` is the
    * run's tenant, or SEARCH_ANY_TENANT for the index an unscoped reader searches; `field` is SEARCH_SUBJECT for the
    * subject key, else an agent's search field name. The term is hashed: no customer text in a key name.
-   * `:live` beside it (string): how many of its runs have not ended; while any has not, the index keeps no TTL
-   * (includes/searchIndex.lua).
+   * `:live` beside it (string): how many of its runs have not ended or are held for their archive row; while any
+   * is, the index keeps no TTL (includes/searchIndex.lua).
    */
   searchIndex(shard: number, tenant: string, field: string, value: string): string {
     const digest = sha256Hex(`${tenant}\u0000${field}\u0000${value}`).slice(0, 32);

@@ -383,27 +383,27 @@ describe("an erasure reaches the event payloads of its runs' waits", () => {
   });
 });
 
+const email = () => `jo-${tag()}@example.com`;
+
+/** A crm run on `ticket` from `from`: it answers with the note, or naps a minute first. */
+async function message(ticket: string, from: string, note: string, nap = false): Promise<string> {
+  const script = [
+    ...(nap ? [{ toolCalls: [{ name: 'nap', args: {} }], usage }] : []),
+    { final: `noted: ${note}`, usage },
+  ];
+  const res = await post(
+    '/v1/runs',
+    { tenant: 'acme', agent: 'crm', input: { ticket, email: from, note }, model: 'scripted', script },
+    { 'idempotency-key': `crm-${tag()}`, ...producerAuth },
+  );
+  expect(res.status).toBe(201);
+  return res.body.runId as string;
+}
+
+const eraseField = (value: string) =>
+  post('/v1/erasures', { tenant: 'acme', field: { name: 'email', value } }, operatorAuth);
+
 describe('an erasure reaches the follow-ups of the runs a field value finds', () => {
-  const email = () => `jo-${tag()}@example.com`;
-
-  /** A crm run on `ticket` from `from`: it answers with the note, or naps a minute first. */
-  async function message(ticket: string, from: string, note: string, nap = false): Promise<string> {
-    const script = [
-      ...(nap ? [{ toolCalls: [{ name: 'nap', args: {} }], usage }] : []),
-      { final: `noted: ${note}`, usage },
-    ];
-    const res = await post(
-      '/v1/runs',
-      { tenant: 'acme', agent: 'crm', input: { ticket, email: from, note }, model: 'scripted', script },
-      { 'idempotency-key': `crm-${tag()}`, ...producerAuth },
-    );
-    expect(res.status).toBe(201);
-    return res.body.runId as string;
-  }
-
-  const eraseField = (value: string) =>
-    post('/v1/erasures', { tenant: 'acme', field: { name: 'email', value } }, operatorAuth);
-
   /** A ticket's first message from `first` (holding `mark`), ended, then its next from another address. */
   async function twoMessages(mark: string, first: string, nap = false): Promise<[string, string]> {
     const ticket = `T-${tag()}`;
@@ -485,5 +485,55 @@ describe('an erasure reaches the follow-ups of the runs a field value finds', ()
     expect(await hitsInRedis(mark)).toEqual([]);
     await archiver.pass();
     expect(await hitsInArchive(mark)).toEqual([]);
+  });
+});
+
+describe('an erasure by a field value reaches an ended run its archive has not copied yet', () => {
+  /** The run's index of the crm search field `email` = `value` (tenant acme), on its shard. */
+  const emailIndex = (runId: string, value: string) =>
+    ctx.keys.searchIndex(ctx.keys.shardOf(runId), 'acme', 'email', value);
+  const past = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  it("keeps the run's search index entries while it waits for its archive row; the commit gives them the retention", async () => {
+    const from = email();
+    const runId = await message(`T-${tag()}`, from, 'hello');
+    expect(await h.waitForStatus(runId, ENDED)).toBe('completed');
+    const index = emailIndex(runId, from);
+    expect(await ctx.redis.pttl(ctx.keys.run(runId).run)).toBe(-1);
+    expect(await ctx.redis.pttl(index)).toBe(-1);
+    expect(await ctx.redis.get(`${index}:live`)).toBe('1');
+
+    expect(await archiver.archiveOne(runId, ctx.keys.archiveQueue(ctx.keys.shardOf(runId)))).toBe('archived');
+    const ttl = await ctx.redis.pttl(index);
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(RETENTION_MS);
+    expect(await ctx.redis.exists(`${index}:live`)).toBe(0);
+  });
+
+  it('finds it past the retention (the archiver lagging), erases it in Redis, and the archive copies the erased run', async () => {
+    const mark = `UNARCHIVED-${tag()}`;
+    const from = email();
+    const runId = await message(`T-${tag()}`, from, `my pin is ${mark}`);
+    expect(await h.waitForStatus(runId, ENDED)).toBe('completed');
+    // The archiver does not run (PostgreSQL down, a copy failing) for longer than the retention.
+    await past(RETENTION_MS + 1000);
+    expect(await ctx.redis.zscore(emailIndex(runId, from), runId)).not.toBeNull();
+
+    const res = await eraseField(from);
+    expect(res.status).toBe(201);
+    expect(res.body.runIds).toEqual([runId]);
+    expect(await hitsInRedis(mark)).toEqual([]);
+    expect(await hitsInRedis(from)).toEqual([]);
+    // Out of its indexes, it is let go of them: the index expires, no count is left behind.
+    const index = emailIndex(runId, from);
+    expect(await ctx.redis.zscore(index, runId)).toBeNull();
+    expect(await ctx.redis.exists(`${index}:live`)).toBe(0);
+
+    expect(await archiver.archiveOne(runId, ctx.keys.archiveQueue(ctx.keys.shardOf(runId)))).toBe('archived');
+    const row = await ctx.archive!.pool.query('SELECT erased_at_ms FROM archived_runs WHERE run_id = $1', [runId]);
+    expect(row.rows).toHaveLength(1);
+    expect(row.rows[0].erased_at_ms).not.toBeNull();
+    expect(await hitsInArchive(mark)).toEqual([]);
+    expect(await hitsInArchive(from)).toEqual([]);
   });
 });

@@ -5,7 +5,7 @@
   less sets no TTL: a negative one means the run waits for its archive row
   (includes/runIndex.lua), after which archiveCommitted-6.lua sets it.
   The run's search indexes (includes/searchIndex.lua) follow: they expire once
-  their last run has ended. `keys` are the run hash, budget, journal and events
+  their last run has got its TTL (a run held for its archive row keeps them). `keys` are the run hash, budget, journal and events
   stream, in that order, and more; an ended run's packed events and packed
   journal (KeySpace.run().eventsPacked, `<events>-packed`, and journalPacked,
   `<journal>-packed`) are named from the stream's and the list's keys here, and

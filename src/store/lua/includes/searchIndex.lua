@@ -6,12 +6,14 @@
   createRun.
 
   An index lives as long as its runs: `<index>:live` counts the runs in it
-  that have not ended. While any has not, the index has no TTL; when the last
-  one ends, the index gets the retention (or keeps a longer TTL it already
-  has), so it expires with its runs. The run hash field `searchLive` says
-  whether the run is counted, so a run counts once however many scripts
-  move it (a retry of a parked run that never ended counts nothing again).
-  A reader drops the entry of a run whose keys have expired.
+  whose keys have no TTL yet: not ended, or ended and held for their archive
+  row (includes/expireRun.lua). While any is counted, the index has no TTL;
+  when the last one is let go, the index gets the retention (or keeps a
+  longer TTL it already has), so it expires with its runs. The run hash field
+  `searchLive` says whether the run is counted, so a run counts once however
+  many scripts move it (a retry of a parked run that never ended, or of an
+  ended run still held, counts nothing again). A reader drops the entry of a
+  run whose keys have expired.
 ]]
 
 local function searchKeysOf(runKey)
@@ -35,13 +37,16 @@ local function searchIndexAdd(runKey, runId, now, keys)
   searchIndexLive(runKey, keys)
 end
 
--- A run ended: an index whose runs have all ended expires after the retention.
+-- A run's keys got their retention (it ended, or its archive row was committed): an index whose runs all have
+-- expires after the retention.
 local function searchIndexEnded(runKey, retentionMs)
   if redis.call('HGET', runKey, 'searchLive') ~= '1' then return end
+  -- A negative retention is the same retention held until the run's archive row exists (includes/expireRun.lua): the
+  -- run stays counted, so its entries outlive an archive that lags past the retention and an erasure by a search
+  -- value still finds the run (archiveCommitted-6.lua lets it go here with the retention).
+  local retention = tonumber(retentionMs) or 0
+  if retention < 0 then return end
   redis.call('HDEL', runKey, 'searchLive')
-  -- A negative retention is the same retention held until the run's archive row exists (includes/expireRun.lua):
-  -- an index holds run ids only, so it expires on the retention either way.
-  local retention = math.abs(tonumber(retentionMs) or 0)
   for _, k in ipairs(searchKeysOf(runKey)) do
     if redis.call('DECR', k .. ':live') <= 0 then
       redis.call('DEL', k .. ':live')
