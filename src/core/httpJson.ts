@@ -5,6 +5,7 @@
  *    refused, unresolved name, connect timeout; 429, 503 answered before processing) -> retried in code;
  *  - OutcomeUnknownError: the request may have left and been processed
  *    (timeout, reset, other 5xx, malformed body) -> reconcile, never resend blindly.
+ * An error's details carry the status and a reason code, never the service's body.
  */
 import { isAgentError, OutcomeUnknownError, RetryableError } from './errors.js';
 import { connectFailed } from './neverSent.js';
@@ -88,6 +89,13 @@ async function request(url: string, init: HttpRequest, signal: AbortSignal): Pro
       status: res.status,
     });
   }
+  if (res.status >= 500) {
+    // The body is not read into the error: a service's error text can echo the request (an email, the customer's
+    // words), and the error's details become ledger evidence and log fields. The status is what a reconciliation
+    // acts on.
+    await res.body?.cancel();
+    throw new OutcomeUnknownError(`service answered ${res.status}`, { status: res.status });
+  }
   const text = await res.text();
   let body: unknown;
   try {
@@ -99,6 +107,5 @@ async function request(url: string, init: HttpRequest, signal: AbortSignal): Pro
       { cause: err },
     );
   }
-  if (res.status >= 500) throw new OutcomeUnknownError(`service answered ${res.status}`, { status: res.status, body });
   return { status: res.status, headers: res.headers, body };
 }
