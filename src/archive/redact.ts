@@ -20,7 +20,11 @@ export function redactAll(value: unknown): unknown {
   return value;
 }
 
-/** Field names whose string values an audit keeps wherever they appear in evidence or an event. */
+/**
+ * Field names whose string values an audit keeps at the top of evidence or an event payload. Deeper, every string is
+ * replaced: what is nested there (a service's answer, a lookup's findings) was written by someone else, who may have
+ * used the same names for the customer's text (`{to: <email>, reason: 'customer wrote: ...'}`).
+ */
 const AUDIT_FIELDS = new Set([
   'runId',
   'actionId',
@@ -49,14 +53,12 @@ const AUDIT_FIELDS = new Set([
   'jobId',
 ]);
 
-/** Strings replaced except under an audit field's name (an id, a status, a receipt), at any depth. */
-export function redactKeepingAudit(value: unknown, key?: string): unknown {
-  if (typeof value === 'string') return key !== undefined && AUDIT_FIELDS.has(key) ? value : ERASED;
-  if (Array.isArray(value)) return value.map((v) => redactKeepingAudit(v));
-  if (value !== null && typeof value === 'object') {
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, redactKeepingAudit(v, k)]));
-  }
-  return value;
+/** Every string replaced but a top-level audit field's (an id, a status, a receipt); nested ones all replaced. */
+export function redactKeepingAudit(value: unknown): unknown {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return redactAll(value);
+  return Object.fromEntries(
+    Object.entries(value).map(([k, v]) => [k, typeof v === 'string' && AUDIT_FIELDS.has(k) ? v : redactAll(v)]),
+  );
 }
 
 /** A journal entry with its customer text replaced (decisions: text, final answer, tool arguments; observations: output). */
