@@ -7,6 +7,7 @@
 import { Writable } from 'node:stream';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
+import { OutcomeUnknownError, RetryableError } from '../../src/core/errors.js';
 import { createLogger, errSerializer, redactDatabaseMessage } from '../../src/metrics/log.js';
 
 const SECRET = 'Ada wrote: my card 4242 is stolen';
@@ -95,5 +96,29 @@ describe('the err serializer and database errors', () => {
     expect(out.command).toEqual({ name: 'hset' });
     expect(JSON.stringify(out)).not.toContain('4242');
     expect(reply.command.args).toContain(SECRET);
+  });
+});
+
+describe('the err serializer and error details', () => {
+  it('logs the details an allow-list names (status, codes, vendor, tool, ids), never a body or an email', () => {
+    const body = { to: 'jo.secret@example.com', reason: SECRET, error: { message: 'for jo.secret@example.com' } };
+    const inner = new OutcomeUnknownError('service answered 500', {
+      status: 500,
+      body,
+      email: 'jo.secret@example.com',
+    });
+    // An error among the fields of another (src/worker/step/model.ts' NamedWait holds the RetryableError it names).
+    const err = Object.assign(
+      new RetryableError('lookup failed', undefined, { vendor: 'stripe', status: 502, code: 'api_error', body }),
+      { retryable: inner },
+    );
+    const { line, text } = logged(err);
+    const e = line.err as { details: unknown; retryable: { details: unknown } };
+    expect(e.details).toEqual({ vendor: 'stripe', status: 502, code: 'api_error' });
+    expect(e.retryable.details).toEqual({ status: 500 });
+    expect(text).not.toContain('jo.secret');
+    expect(text).not.toContain('4242');
+    // The error itself is left as thrown.
+    expect(inner.details.body).toBe(body);
   });
 });
