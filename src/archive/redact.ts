@@ -1,10 +1,10 @@
 /**
  * What an erasure keeps and what it replaces, as pure functions over the stored shapes (no Redis, no PostgreSQL), so
  * Redis and the archive are rewritten by the same rules. Kept: what an audit needs (run, action and call ids, tool
- * names, statuses and reasons (codes), idempotency keys, request ids, fingerprints (digests), receipts, usage, times,
- * who did what). Replaced by ERASED: every text that came from or was written for the customer (the run's input and
- * script, the model's text and tool arguments, tool outputs, event payloads, a follow-up's previous conversation, a
- * ledger move's evidence).
+ * names, statuses and reasons (codes), the actions' idempotency keys, request ids, fingerprints (digests), receipts,
+ * usage, times, who did what). Replaced by ERASED: every text that came from or was written for the customer (the
+ * run's input and script, its intake event, the model's text and tool arguments, tool outputs, event payloads, a
+ * follow-up's previous conversation, a ledger move's evidence).
  */
 import type { JournalEntry } from '../core/journal.js';
 
@@ -80,14 +80,18 @@ export function redactEntry(e: JournalEntry): JournalEntry {
   }
 }
 
-/** Spec fields an audit keeps; every other field's strings (input, script, ...) are replaced. */
+/**
+ * Spec fields an audit keeps; every other field's strings (input, script, the intake `event`: a client's
+ * Idempotency-Key or a webhook's event id, which it may have made of the customer's data) are replaced. Nothing
+ * matches on `event` once the run exists: its run id is derived from it (runIdForEvent) and the Idempotency-Key's
+ * record is named by a digest (KeySpace.requestKey).
+ */
 const SPEC_KEPT = new Set([
   'v',
   'runId',
   'tenant',
   'agent',
   'key',
-  'event',
   'agentVersion',
   'toolsHash',
   'model',
@@ -141,9 +145,9 @@ export function redactEffect(e: EffectLike): EffectLike {
   };
 }
 
-/** The run view (GET /v1/runs/:id's body) as archived: transcript and effects redacted. */
+/** The run view (GET /v1/runs/:id's body) as archived: transcript, effects and the spec's intake event redacted. */
 export function redactView(view: Record<string, unknown>): Record<string, unknown> {
   const transcript = Array.isArray(view.transcript) ? (view.transcript as JournalEntry[]).map(redactEntry) : [];
   const effects = Array.isArray(view.effects) ? (view.effects as EffectLike[]).map(redactEffect) : [];
-  return { ...view, transcript, effects };
+  return { ...view, ...(view.event !== undefined ? { event: redactAll(view.event) } : {}), transcript, effects };
 }

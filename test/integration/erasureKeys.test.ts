@@ -1,0 +1,115 @@
+/**
+ * The keys a client or an agent made of the customer's data, which an erasure (POST /v1/erasures, over the real API
+ * on real Redis and PostgreSQL) replaces in Redis and in the archive: the run's intake event (the client's
+ * Idempotency-Key, kept in the spec and shown in the run view).
+ */
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { createHarness, producerAuth, redisUrl, type Harness } from '../../testkit/harness.js';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../testkit/embeddedPostgres.js';
+import { defineAgent } from '../../src/index.js';
+import { createFullApi } from '../../src/http/fullApi.js';
+import { newMetrics } from '../../src/metrics/metrics.js';
+import { createContext } from '../../src/server/buildContext.js';
+import type { EngineContext } from '../../src/runs/engineContext.js';
+import { archiverFor } from '../../src/server/archiving.js';
+import type { Archiver } from '../../src/archive/archiver.js';
+import { archiveHits, redisHits } from '../support/storedHits.js';
+
+const OPERATOR_TOKEN = 'operator-token-for-erasure-keys';
+const operatorAuth = { authorization: `Bearer ${OPERATOR_TOKEN}` };
+const usage = { promptTokens: 5, completionTokens: 5 };
+
+const crm = defineAgent<{ id: string; note: string }>({
+  name: 'crm',
+  version: 'crm@1',
+  input: z.object({ id: z.string(), note: z.string() }).strict(),
+  key: (i) => i.id,
+  instructions: () => 'Note it.',
+  tools: [],
+});
+
+let pg: EmbeddedPostgres;
+let h: Harness;
+let ctx: EngineContext;
+let server: Server;
+let url: string;
+let archiver: Archiver;
+beforeAll(async () => {
+  pg = await startEmbeddedPostgres();
+  h = await createHarness('erasure-keys', { ARCHIVE_URL: pg.url, OPERATOR_TOKEN });
+  ctx = await createContext(h.cfg, 'erasure-keys-agents', { log: h.ctx.log, metrics: newMetrics(), agents: [crm] });
+  await h.startWorker({}, ctx);
+  archiver = archiverFor(ctx)!;
+  server = await new Promise<Server>((resolve) => {
+    const s = createFullApi(ctx, () => true).listen(0, '127.0.0.1', () => resolve(s));
+  });
+  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}, 60_000);
+afterAll(async () => {
+  server?.close();
+  await h?.close();
+  await pg?.stop();
+});
+
+async function post(path: string, body: unknown, headers: Record<string, string>) {
+  const res = await fetch(`${url}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+const erase = (subject: string) => post('/v1/erasures', { tenant: 'acme', subject }, operatorAuth);
+const hitsInRedis = (needle: string) => redisHits(redisUrl(), needle, `${h.env.KEY_PREFIX}*`);
+const hitsInArchive = (needle: string) => archiveHits(ctx.archive!.pool, needle);
+const tag = () => randomBytes(5).toString('hex');
+
+describe('an erasure replaces the keys made of the customer', () => {
+  it("replaces the run's intake event (its Idempotency-Key) in the spec and the archived view", async () => {
+    const id = `C-${tag()}`;
+    // A client that makes its Idempotency-Key of the customer's email.
+    const idempotencyKey = `signup:jo-${tag()}@example.com`;
+    const created = await post(
+      '/v1/runs',
+      {
+        tenant: 'acme',
+        agent: 'crm',
+        input: { id, note: 'hello' },
+        model: 'scripted',
+        script: [{ final: 'ok', usage }],
+      },
+      { 'idempotency-key': idempotencyKey, ...producerAuth },
+    );
+    expect(created.status).toBe(201);
+    const runId = created.body.runId as string;
+    expect(await h.waitForStatus(runId, ['completed'])).toBe('completed');
+    await archiver.archiveOne(runId, ctx.keys.archiveQueue(ctx.keys.shardOf(runId)));
+    expect(await hitsInRedis(idempotencyKey)).toEqual([ctx.keys.run(runId).run]);
+    expect(await hitsInArchive(idempotencyKey)).not.toEqual([]);
+
+    const res = await erase(id);
+    expect(res.status).toBe(201);
+    expect(res.body.runIds).toEqual([runId]);
+    expect(await hitsInRedis(idempotencyKey)).toEqual([]);
+    expect(await hitsInArchive(idempotencyKey)).toEqual([]);
+    expect((await ctx.store.readSpec(runId))?.event).toBe('[erased]');
+    // The same request again is still the same run: its id is derived from the key, not read from the spec.
+    const again = await post(
+      '/v1/runs',
+      {
+        tenant: 'acme',
+        agent: 'crm',
+        input: { id, note: 'hello' },
+        model: 'scripted',
+        script: [{ final: 'ok', usage }],
+      },
+      { 'idempotency-key': idempotencyKey, ...producerAuth },
+    );
+    expect(again.body.runId).toBe(runId);
+  });
+});
