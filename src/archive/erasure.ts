@@ -53,7 +53,16 @@ import {
   type ArchivePool,
 } from './db.js';
 import { archiveJson, archiveText, fromArchiveJson } from './pgText.js';
-import { ERASED, redactAll, redactEntry, redactEventData, redactHistory, redactSpec, redactView } from './redact.js';
+import {
+  ERASED,
+  redactAll,
+  redactEntry,
+  redactEventData,
+  redactHistory,
+  redactSpec,
+  redactView,
+  redactWait,
+} from './redact.js';
 
 export interface ErasureRequest {
   tenant: string;
@@ -293,7 +302,8 @@ async function waitedEventKeys(ctx: ErasureContext, pool: ArchivePool | undefine
   const agent = ctx.agents.get(source.agent);
   const keys = new Set(agent ? eventKeysAsked(agent, { runId, input: source.input }, source.transcript) : []);
   const wait = parseWait(run?.wait);
-  if (wait?.kind === 'event') keys.add(wait.key);
+  // An earlier erasure replaced the key: it names nothing any more.
+  if (wait?.kind === 'event' && wait.key !== ERASED) keys.add(wait.key);
   return [...keys].map((key) => ctx.keys.eventKey(source.tenant, source.agent, key));
 }
 
@@ -371,7 +381,7 @@ async function eraseRunInRedis(ctx: ErasureContext, runId: string, nowMs: number
   try {
     for (let attempt = 0; attempt < ERASE_TRIES; attempt++) {
       await conn.watch(k.run, k.journal, k.journalPacked, k.events, k.eventsPacked, k.actions);
-      const run = await readRun(conn, ctx.keys, runId, ['spec', 'followUpContext', 'search', 'searchKeys']);
+      const run = await readRun(conn, ctx.keys, runId, ['spec', 'followUpContext', 'search', 'searchKeys', 'wait']);
       if (!run) {
         await conn.unwatch();
         return 'erased';
@@ -402,6 +412,8 @@ async function eraseRunInRedis(ctx: ErasureContext, runId: string, nowMs: number
       if (run.spec !== undefined)
         runFields.spec = packSpec(JSON.stringify(redactSpec(JSON.parse(run.spec) as Record<string, unknown>)));
       if (run.followUpContext !== undefined) runFields.followUpContext = ERASED;
+      // A run that ended parked keeps its wait: its event key goes, that it waited and on what kind of event stay.
+      if (run.wait !== undefined) runFields.wait = redactWait(run.wait);
       tx.hset(k.run, runFields);
       // The agent's search values are the customer's own (an email, an order id): gone from the run and its indexes,
       // and the index names (`searchKeys`), a digest of each value (sha256 of an email is found again by hashing the
@@ -475,6 +487,7 @@ async function eraseRunInArchive(pool: ArchivePool, runId: string, nowMs: number
       // The row's record is the run hash less its spec: its fields are the run hash's.
       const record: Partial<Record<RunField, unknown>> = { ...row.record, erasedAt: String(nowMs) };
       if (record.followUpContext !== undefined) record.followUpContext = ERASED;
+      if (typeof record.wait === 'string') record.wait = redactWait(record.wait);
       delete record.search;
       delete record.searchKeys;
       await client.query(

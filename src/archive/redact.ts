@@ -3,7 +3,7 @@
  * Redis and the archive are rewritten by the same rules. Kept: what an audit needs (run, action and call ids, tool
  * names, statuses and reasons (codes), the actions' idempotency keys, request ids, fingerprints (digests), receipts,
  * usage, times, who did what). Replaced by ERASED: every text that came from or was written for the customer (the
- * run's input and script, its intake event, the model's text and tool arguments, tool outputs, event payloads, a
+ * run's input and script, its intake event, the event key its wait names, the model's text and tool arguments, tool outputs, event payloads, a
  * follow-up's previous conversation, a ledger move's evidence).
  */
 import type { JournalEntry } from '../core/journal.js';
@@ -106,6 +106,21 @@ const SPEC_KEPT = new Set([
 
 export function redactSpec(spec: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(spec).map(([k, v]) => [k, SPEC_KEPT.has(k) ? v : redactAll(v)]));
+}
+
+/**
+ * A run's wait record (the run hash's `wait`, JSON; src/runs/waits.ts) with the event key it names replaced: an agent
+ * makes it of the customer's data (a ticket id, an email). Kept: that it waited, on what kind of wait, until when,
+ * for which step, call and tool. A record that does not parse is replaced whole.
+ */
+export function redactWait(raw: string): string {
+  try {
+    const wait = JSON.parse(raw) as unknown;
+    if (wait === null || typeof wait !== 'object' || Array.isArray(wait)) return ERASED;
+    return JSON.stringify('key' in wait ? { ...wait, key: ERASED } : wait);
+  } catch {
+    return ERASED;
+  }
 }
 
 /** An event's payload (JSON as written): JSON redacted keeping audit fields; anything else replaced whole. */

@@ -1,7 +1,8 @@
 /**
  * The keys a client or an agent made of the customer's data, which an erasure (POST /v1/erasures, over the real API
  * on real Redis and PostgreSQL) replaces in Redis and in the archive: the run's intake event (the client's
- * Idempotency-Key, kept in the spec and shown in the run view).
+ * Idempotency-Key, kept in the spec and shown in the run view), and the event key a run that ended parked still
+ * names in its `wait` (that it waited, and on what kind of wait, stay).
  */
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -10,13 +11,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createHarness, producerAuth, redisUrl, type Harness } from '../../testkit/harness.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../testkit/embeddedPostgres.js';
-import { defineAgent } from '../../src/index.js';
+import { defineAgent, defineWaitTool } from '../../src/index.js';
 import { createFullApi } from '../../src/http/fullApi.js';
 import { newMetrics } from '../../src/metrics/metrics.js';
 import { createContext } from '../../src/server/buildContext.js';
 import type { EngineContext } from '../../src/runs/engineContext.js';
 import { archiverFor } from '../../src/server/archiving.js';
 import type { Archiver } from '../../src/archive/archiver.js';
+import { stopRun } from '../../src/runs/stop.js';
+import { ERASED } from '../../src/archive/redact.js';
+import { until } from '../../testkit/until.js';
 import { archiveHits, redisHits } from '../support/storedHits.js';
 
 const OPERATOR_TOKEN = 'operator-token-for-erasure-keys';
@@ -32,6 +36,23 @@ const crm = defineAgent<{ id: string; note: string }>({
   tools: [],
 });
 
+/** Waits for the customer's reply on a key made of their email (ToolContext.input). */
+const replies = defineAgent<{ id: string; email: string }>({
+  name: 'replies',
+  version: 'replies@1',
+  input: z.object({ id: z.string(), email: z.string() }).strict(),
+  key: (i) => i.id,
+  instructions: () => 'Wait for the reply.',
+  tools: [
+    defineWaitTool({
+      name: 'wait_for_reply',
+      description: "waits for the customer's reply",
+      args: z.object({}).strict(),
+      wait: (_a, tc) => ({ kind: 'event', key: `reply:${(tc.input as { email: string }).email}`, timeoutMs: 3600_000 }),
+    }),
+  ],
+});
+
 let pg: EmbeddedPostgres;
 let h: Harness;
 let ctx: EngineContext;
@@ -41,7 +62,11 @@ let archiver: Archiver;
 beforeAll(async () => {
   pg = await startEmbeddedPostgres();
   h = await createHarness('erasure-keys', { ARCHIVE_URL: pg.url, OPERATOR_TOKEN });
-  ctx = await createContext(h.cfg, 'erasure-keys-agents', { log: h.ctx.log, metrics: newMetrics(), agents: [crm] });
+  ctx = await createContext(h.cfg, 'erasure-keys-agents', {
+    log: h.ctx.log,
+    metrics: newMetrics(),
+    agents: [crm, replies],
+  });
   await h.startWorker({}, ctx);
   archiver = archiverFor(ctx)!;
   server = await new Promise<Server>((resolve) => {
@@ -111,5 +136,45 @@ describe('an erasure replaces the keys made of the customer', () => {
       { 'idempotency-key': idempotencyKey, ...producerAuth },
     );
     expect(again.body.runId).toBe(runId);
+  });
+
+  it('replaces the event key a run that ended parked names in its wait, in Redis and in the archived record', async () => {
+    const id = `T-${tag()}`;
+    const email = `jo-${tag()}@example.com`;
+    const key = `reply:${email}`;
+    const script = [
+      { toolCalls: [{ name: 'wait_for_reply', args: {} }], usage },
+      { final: 'replied', usage },
+    ];
+    const created = await post(
+      '/v1/runs',
+      { tenant: 'acme', agent: 'replies', input: { id, email }, model: 'scripted', script },
+      { 'idempotency-key': `replies-${tag()}`, ...producerAuth },
+    );
+    expect(created.status).toBe(201);
+    const runId = created.body.runId as string;
+    await until(`${runId} parked on its key`, 10_000, async () => {
+      const wait = await ctx.redis.hget(ctx.keys.run(runId).run, 'wait');
+      return wait !== null && (JSON.parse(wait) as { key?: string }).key === key;
+    });
+    // Cancelled while parked: the run ends with its wait still recorded.
+    await stopRun(ctx, runId, { expected: ['waiting_event'], status: 'cancelled', reason: 'test', now: Date.now() });
+    expect(await h.waitForStatus(runId, ['cancelled'])).toBe('cancelled');
+    await archiver.archiveOne(runId, ctx.keys.archiveQueue(ctx.keys.shardOf(runId)));
+    expect(await hitsInRedis(email)).not.toEqual([]);
+    expect(await hitsInArchive(email)).not.toEqual([]);
+
+    const res = await erase(id);
+    expect(res.status).toBe(201);
+    expect(res.body.runIds).toEqual([runId]);
+    expect(await hitsInRedis(email)).toEqual([]);
+    expect(await hitsInArchive(email)).toEqual([]);
+    const wait = JSON.parse((await ctx.redis.hget(ctx.keys.run(runId).run, 'wait'))!) as Record<string, unknown>;
+    expect(wait).toMatchObject({ kind: 'event', key: ERASED, step: 1, tool: 'wait_for_reply' });
+    const archived = await ctx.archive!.pool.query<{ wait: string }>(
+      "SELECT record ->> 'wait' AS wait FROM archived_runs WHERE run_id = $1",
+      [runId],
+    );
+    expect(JSON.parse(archived.rows[0]!.wait)).toMatchObject({ kind: 'event', key: ERASED, tool: 'wait_for_reply' });
   });
 });
