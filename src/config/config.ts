@@ -380,7 +380,8 @@ export const configSchema = z.object({
   CRASH_POINTS: csv,
   /**
    * Test-only: `point@step=ms` blocks the event loop that long at a named point (a false stall:
-   * no lock renewal, so another worker takes the step while this one still runs).
+   * no lock renewal, so another worker takes the step while this one still runs); `point@step=stop` stops the
+   * process there (SIGSTOP) until the test sends it SIGCONT.
    */
   PAUSE_POINTS: csv,
   /** Test-only: disables the ledger's idempotency (negative control of the chaos campaign). */
