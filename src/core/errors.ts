@@ -229,3 +229,61 @@ export class ConfigError extends TerminalError {
     super('config_invalid', message, { fields });
   }
 }
+
+/**
+ * The keys of an error's `details` (AgentError) that a log line and a ledger move's evidence keep: what the engine's errors, the vendor adapters and
+ * the MCP tools put there, codes, statuses, ids, names and numbers, none of them customer text (src/core/httpJson.ts,
+ * src/agents/support/vendors/errors.ts, src/store/codes.ts' contexts, src/mcp/, src/models/, the timeouts, budgets,
+ * replication and rate waits). Every other key is dropped: a tool's error may carry a service's answer (`body`, an
+ * email, the customer's words) under a name of its own.
+ */
+const CODED_DETAILS: ReadonlySet<string> = new Set([
+  // HTTP and vendor answers, as codes
+  'status',
+  'code',
+  'reason',
+  'vendor',
+  'tool',
+  'server',
+  // ids and the engine's own states (a ledger move's, a run's)
+  'runId',
+  'actionId',
+  'laterRunId',
+  'runKey',
+  'step',
+  'attempt',
+  'from',
+  'to',
+  'expected',
+  'actual',
+  'cancelReason',
+  'kind',
+  // bounds and waits
+  'timeoutMs',
+  'deadlineAt',
+  'bucket',
+  'waitMs',
+  'acked',
+  'required',
+  'usage',
+  // configuration and input problems, by name and path only
+  'fields',
+  'issues',
+  'module',
+  'port',
+  'setting',
+]);
+
+/**
+ * A string kept under one of those keys: a code, a state, an id, a name. A tool's own error may use the same names for
+ * other things (`to`: the recipient, `reason`: the service's sentence), so text with a space or an address is dropped
+ * whatever its key.
+ */
+const CODED_STRING = /^[^\s@]{0,200}$/;
+
+/** An error's details with the keys CODED_DETAILS names only, and of their strings the coded ones. */
+export function codedDetails(details: object): Record<string, unknown> {
+  return Object.fromEntries(
+    Object.entries(details).filter(([k, v]) => CODED_DETAILS.has(k) && (typeof v !== 'string' || CODED_STRING.test(v))),
+  );
+}

@@ -22,7 +22,14 @@
  * "Not found" alone is never "not sent".
  * Decision record 0011: docs/decisions/0011-not-found-is-not-not-sent.md.
  */
-import { hasErrorCode, isKeyConflict, isOutcomeUnknown, isRetryable, type AgentError } from '../core/errors.js';
+import {
+  codedDetails,
+  hasErrorCode,
+  isKeyConflict,
+  isOutcomeUnknown,
+  isRetryable,
+  type AgentError,
+} from '../core/errors.js';
 import { abortableSleep } from '../core/withRetry.js';
 import type { LookupResult, ReconcileMethod, ToolContext, WriteTool } from '../core/tool.js';
 import { DeadlineError, withDeadline } from '../core/timeout.js';
@@ -296,10 +303,10 @@ async function replayRound(
   }
 }
 
-/** An error as evidence: its code, message and details (codes and statuses, never bodies). */
+/** An error as evidence: its code, message and coded details (codes and statuses, never bodies: codedDetails). */
 function failure(err: unknown): Record<string, unknown> {
   const e = err as AgentError;
-  return { error: e?.code ?? 'error', message: e?.message, ...(e?.details ?? {}) };
+  return { error: e?.code ?? 'error', message: e?.message, ...codedDetails(e?.details ?? {}) };
 }
 
 /** A `pass` when the action's record is not on enough replicas yet (the next round asks again), else undefined. */

@@ -27,6 +27,7 @@ import {
   isRetryable,
   ShutdownError,
   type KeyConflictError,
+  codedDetails,
 } from '../core/errors.js';
 import { DeadlineError } from '../core/timeout.js';
 import { confirmedOutput } from '../core/toolOutput.js';
@@ -446,7 +447,7 @@ export class LedgerEffectRunner implements EffectRunner {
       // anything is resent.
       await this.move(sent, 'dispatched', 'outcome_unknown', {
         why: 'no definite answer from the service',
-        evidence: { error: (err as Error).message, ...err.details },
+        evidence: { error: (err as Error).message, ...codedDetails(err.details) },
       });
       if (ctx.signal.aborted) throw new ShutdownError({ cause: caught });
       return;
@@ -456,8 +457,9 @@ export class LedgerEffectRunner implements EffectRunner {
       // The service refused the request outright: a definite outcome with no effect. The ledger's moves from
       // `dispatched` are confirmed or outcome_unknown only, so it is recorded confirmed with the refusal as its
       // outcome (the drive loop answers it `rejected`). Named and counted by HTTP status (tellServiceRejection).
-      const output = JSON.stringify({ rejected: true, ...err.details });
-      const why = { why: 'the service rejected the request', evidence: err.details };
+      const refusal = codedDetails(err.details);
+      const output = JSON.stringify({ rejected: true, ...refusal });
+      const why = { why: 'the service rejected the request', evidence: refusal };
       tellServiceRejection(
         { metrics: this.d.metrics, log },
         tool.name,
@@ -484,7 +486,7 @@ export class LedgerEffectRunner implements EffectRunner {
     ctx: ToolContext,
     log: Logger,
   ): Promise<void> {
-    const evidence = { error: err.message, ...err.details };
+    const evidence = { error: err.message, ...codedDetails(err.details) };
     await this.move(sent, 'dispatched', 'outcome_unknown', {
       why: 'not sent: every attempt failed before it left',
       evidence,
@@ -511,13 +513,16 @@ export class LedgerEffectRunner implements EffectRunner {
 
   /** Same key, another request at the service: never a retry. Stop and surface it to a person. */
   private async keyConflict(sent: ActionRecord, err: KeyConflictError, log: Logger): Promise<void> {
-    const evidence = { error: err.message, ...err.details };
+    const evidence = { error: err.message, ...codedDetails(err.details) };
     await this.move(sent, 'dispatched', 'outcome_unknown', { why: 'the service refused: key conflict', evidence });
     await this.move({ ...sent, state: 'outcome_unknown' }, 'outcome_unknown', 'needs_human', {
       why: 'conflict: the service holds this idempotency key for a different request',
       evidence,
     });
-    log.warn({ code: 'idempotency_conflict', ...err.details }, 'the service holds this key for a different request');
+    log.warn(
+      { code: 'idempotency_conflict', ...codedDetails(err.details) },
+      'the service holds this key for a different request',
+    );
   }
 
   /**

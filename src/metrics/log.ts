@@ -1,5 +1,6 @@
 /** pino loggers: structured, outcomes as codes, customer text and secrets redacted. * Decision record 0010: docs/decisions/0010-logs-never-carry-customer-text.md.
  */
+import { codedDetails } from '../core/errors.js';
 import { pino, stdSerializers, type DestinationStream, type Logger } from 'pino';
 
 export const REDACT_PATHS = [
@@ -108,61 +109,12 @@ export function redactDatabaseMessage(message: string): string {
     .replace(/\b0x[0-9a-f]{2}(?: 0x[0-9a-f]{2})*/gi, '0x[redacted]');
 }
 
-/**
- * The keys of an error's `details` (AgentError) a log line keeps: what the engine's errors, the vendor adapters and
- * the MCP tools put there, codes, statuses, ids, names and numbers, none of them customer text (src/core/httpJson.ts,
- * src/agents/support/vendors/errors.ts, src/store/codes.ts' contexts, src/mcp/, src/models/, the timeouts, budgets,
- * replication and rate waits). Every other key is dropped: a tool's error may carry a service's answer (`body`, an
- * email, the customer's words) under a name of its own.
- */
-const LOGGED_DETAILS: ReadonlySet<string> = new Set([
-  // HTTP and vendor answers, as codes
-  'status',
-  'code',
-  'reason',
-  'vendor',
-  'tool',
-  'server',
-  // ids and the engine's own states (a ledger move's, a run's)
-  'runId',
-  'actionId',
-  'laterRunId',
-  'runKey',
-  'step',
-  'attempt',
-  'from',
-  'to',
-  'expected',
-  'actual',
-  'cancelReason',
-  'kind',
-  // bounds and waits
-  'timeoutMs',
-  'deadlineAt',
-  'bucket',
-  'waitMs',
-  'acked',
-  'required',
-  'usage',
-  // configuration and input problems, by name and path only
-  'fields',
-  'issues',
-  'module',
-  'port',
-  'setting',
-]);
-
-/** An error's details with the keys LOGGED_DETAILS names only. */
-function loggedDetails(details: object): Record<string, unknown> {
-  return Object.fromEntries(Object.entries(details).filter(([k]) => LOGGED_DETAILS.has(k)));
-}
-
 const MAX_CAUSES = 8;
 
 /**
  * A copy of `err` for logging (the original, maybe thrown on, is left as it is): no DATA_FIELDS; a database error's
  * message, and its stack that repeats it, redacted (redactDatabaseMessage); an ioredis error's command by its name
- * only (its args are the keys and values written); its details by LOGGED_DETAILS; the same for its cause and the
+ * only (its args are the keys and values written); its details by CODED_DETAILS; the same for its cause and the
  * errors among its fields.
  */
 function withoutData(err: Error, depth = 0): Error {
@@ -190,7 +142,7 @@ function withoutData(err: Error, depth = 0): Error {
       value = typeof name === 'string' ? { name } : undefined;
     }
     if (key === 'details' && v !== null && typeof v === 'object' && !Array.isArray(v))
-      value = loggedDetails(v as object);
+      value = codedDetails(v as object);
     if (value !== undefined) own(key, value, true);
   }
   // A cause is often not enumerable (new Error(m, { cause })).

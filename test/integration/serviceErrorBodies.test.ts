@@ -13,6 +13,7 @@ import { Ledger } from '../../src/ledger/ledger.js';
 import { ResendClient } from '../../src/agents/support/vendors/resend.js';
 import { sendEmailTool } from '../../src/agents/support/tools/sendEmail.js';
 import { httpJson } from '../../src/core/httpJson.js';
+import { AgentError, OutcomeUnknownError } from '../../src/core/errors.js';
 import type { WriteTool } from '../../src/core/tool.js';
 import { createHarness, redisUrl, type Harness } from '../../testkit/harness.js';
 import { redisHits } from '../support/storedHits.js';
@@ -73,6 +74,43 @@ describe("a service's 5xx body", () => {
     const unknown = history.find((m) => m.to === 'outcome_unknown');
     expect(unknown?.evidence).toEqual({ error: 'service answered 500', status: 500 });
     expect(JSON.stringify(history)).not.toContain(ECHO);
+    expect(await redisHits(redisUrl(), ECHO, `${h.env.KEY_PREFIX}*`)).toEqual([]);
+    expect(await redisHits(redisUrl(), ECHOED_EMAIL, `${h.env.KEY_PREFIX}*`)).toEqual([]);
+  });
+
+  it("a tool's own error details: only the coded keys become evidence, or the model's refusal", async () => {
+    const runner = createEffectRunner(h.ctx);
+    const ledger = new Ledger(h.ctx.redis, h.ctx.keys);
+    const email = sendEmailTool(
+      new ResendClient({ baseUrl: url, apiKey: 're_test', from: 'S <s@example.com>', timeoutMs: 2000 }),
+    ) as WriteTool;
+    // A third-party tool that puts the service's answer in its error under names of its own.
+    const throwing = (err: Error): WriteTool => ({ ...email, dispatch: () => Promise.reject(err) });
+    const args = { to: 'ada@example.com', template: 'ack', subject: 'Re: your order', body: 'Dear Ada' };
+    const send = async (tool: WriteTool, runId: string) => {
+      const outcome = await runner.run({
+        tool,
+        args,
+        call: { id: 'c1' },
+        ctx: { runId, step: 1, signal: new AbortController().signal, input: {} },
+        tenant: 'acme',
+      });
+      return ledger.history(runId, (outcome as { actionId: string }).actionId);
+    };
+    const echoed = { answer: { to: ECHOED_EMAIL }, to: ECHOED_EMAIL, note: `customer wrote ${ECHO}` };
+
+    const unknown = await send(
+      throwing(new OutcomeUnknownError('tool failed', { status: 502, ...echoed })),
+      `r_tooldetails_u_${Date.now()}`,
+    );
+    expect(unknown.find((m) => m.to === 'outcome_unknown')?.evidence).toEqual({ error: 'tool failed', status: 502 });
+
+    const refused = await send(
+      throwing(new AgentError('invalid_input', 'refused', { status: 422, code: 'invalid_to', ...echoed })),
+      `r_tooldetails_r_${Date.now()}`,
+    );
+    expect(refused.at(-1)?.evidence).toEqual({ status: 422, code: 'invalid_to' });
+    expect(JSON.stringify([unknown, refused])).not.toContain(ECHO);
     expect(await redisHits(redisUrl(), ECHO, `${h.env.KEY_PREFIX}*`)).toEqual([]);
     expect(await redisHits(redisUrl(), ECHOED_EMAIL, `${h.env.KEY_PREFIX}*`)).toEqual([]);
   });

@@ -17,7 +17,7 @@
  * step job exists.
  */
 import { DelayedError } from 'bullmq';
-import { errorCode, FenceError, isAgentError } from '../../core/errors.js';
+import { codedDetails, errorCode, FenceError, isAgentError } from '../../core/errors.js';
 import { NotReplicatedError } from '../../store/replicated.js';
 import { act } from './act.js';
 import { parentEnded } from './cancel.js';
@@ -94,7 +94,7 @@ export class StepPipeline {
 
   /** Nothing was sent (the action is safe_retry): the job waits for the replicas without spending an attempt. */
   private async waitForReplicas(state: StepState, err: NotReplicatedError): Promise<never> {
-    state.log.warn({ code: err.code, ...err.details }, 'replicas behind: step delayed');
+    state.log.warn({ code: err.code, ...codedDetails(err.details) }, 'replicas behind: step delayed');
     await state.job.delay(this.env.now() + err.retryAfterMs);
     throw new DelayedError();
   }
