@@ -296,8 +296,9 @@ export function openApiDocument(agents: AgentCatalog): ReturnType<typeof createD
             "Each event's `id:` is the stream entry id (`1700000000000-0`) when the entry holds one event, or " +
             '`<entry id>.<index>` (`1700000000000-0.2`, index from 0) for each event of an entry holding several. ' +
             'A Last-Event-ID (header or `lastEventId`) of either form resumes after that event: nothing skipped, ' +
-            "nothing repeated. A run past Redis's retention is served from the archive (ARCHIVE_URL): its events as " +
-            'archived, with the same ids, after the position, then the response ends.',
+            'nothing repeated; one Redis could not take (each part of the entry id at most 2^64-1) is a 400 naming ' +
+            "`Last-Event-ID` or `lastEventId`. A run past Redis's retention is served from the archive (ARCHIVE_URL): " +
+            'its events as archived, with the same ids, after the position, then the response ends.',
           requestParams: { ...runParams, query: z.object({ lastEventId: z.string().optional() }) },
           responses: {
             '200': { description: 'text/event-stream', content: { 'text/event-stream': { schema: z.string() } } },

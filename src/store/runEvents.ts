@@ -139,6 +139,8 @@ export async function readEventsAfter(
   after: EventPosition,
   count: number,
 ): Promise<{ events: RunEvent[]; entries: number }> {
+  // Nothing follows the last id an entry can have, and Redis refuses it as an exclusive start.
+  if (after.entry === LAST_ENTRY_ID && after.index === Infinity) return { events: [], entries: 0 };
   // Inside an entry, the entry itself is read again (inclusive start) for the events after the position.
   const start = after.index === Infinity ? `(${after.entry}` : after.entry;
   const [packed, page] = (await transactionReplies(
@@ -188,13 +190,26 @@ export function decodeEntries(entries: StreamEntries): RunEvent[] {
   return entries.flatMap(([id, fields]) => decodeEntry(text(id), fields));
 }
 
-const EVENT_ID = /^(\d+-\d+)(?:\.(\d+))?$/;
+/**
+ * An event id as a client gives it back: `<ms>-<seq>`, each part an unsigned 64-bit number as Redis holds a stream
+ * entry id (at most 20 digits), then `.<index>` for an event of an entry holding several.
+ */
+const EVENT_ID = /^(\d{1,20})-(\d{1,20})(?:\.(\d{1,15}))?$/;
+const MAX_ID_PART = 2n ** 64n - 1n;
+/** The last id a stream entry can have: no entry follows it. */
+const LAST_ENTRY_ID = `${MAX_ID_PART}-${MAX_ID_PART}`;
 
-/** The position an event id names (undefined when it is not one). */
+/**
+ * The position an event id names (undefined when it is not one). Its entry id is one Redis takes (each part at most
+ * 2^64-1: Redis refuses a larger one in XRANGE and XREAD), written without leading zeros.
+ */
 export function parseEventId(id: string): EventPosition | undefined {
   const m = EVENT_ID.exec(id);
   if (!m) return undefined;
-  return { entry: m[1]!, index: m[2] === undefined ? Infinity : Number(m[2]) };
+  const ms = BigInt(m[1]!);
+  const seq = BigInt(m[2]!);
+  if (ms > MAX_ID_PART || seq > MAX_ID_PART) return undefined;
+  return { entry: `${ms}-${seq}`, index: m[3] === undefined ? Infinity : Number(m[3]) };
 }
 
 /** An event kept by its id outside the stream (the archive's copy) as a reader holds it; undefined for a bad id. */

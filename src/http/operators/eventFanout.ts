@@ -19,6 +19,7 @@
  * Past `maxViewers` join() returns undefined: the route answers 503.
  */
 import { randomUUID } from 'node:crypto';
+import { ReplyError } from 'ioredis';
 import type { Logger } from 'pino';
 import type { RedisClient } from '../../store/connect.js';
 import type { KeySpace } from '../../store/keys.js';
@@ -167,6 +168,9 @@ class ShardReader {
         failures = 0;
       } catch (err) {
         if (this.stopped || this.conn !== conn) return;
+        // Redis refused the command: a stream it cannot read is its own viewers' failure, not the shard's.
+        if (err instanceof ReplyError && (await this.dropRefused(keys, ids))) continue;
+        if (this.stopped || this.conn !== conn) return;
         if (++failures >= 5) {
           this.hub.log.warn({ code: 'sse_read_failed', err }, 'event stream reader failed');
           for (const s of [...this.streams.values()]) for (const v of [...s.viewers]) v.sink.fail(err);
@@ -192,6 +196,33 @@ class ShardReader {
         for (const v of [...s.viewers]) v.deliver(events);
       }
     }
+  }
+
+  /**
+   * Reads each stream at its cursor on its own (one pipeline, nothing blocks) after Redis refused the shared XREAD:
+   * the viewers of a stream it refuses (its key not a stream, a cursor it does not take) fail and the stream is
+   * no longer watched, so one bad stream never ends every viewer of the shard. True when one was dropped.
+   */
+  private async dropRefused(keys: string[], ids: string[]): Promise<boolean> {
+    let replies: [Error | null, unknown][];
+    try {
+      replies =
+        (await this.hub.redis.pipeline(keys.map((k, i) => ['xread', 'COUNT', 1, 'STREAMS', k, ids[i]!])).exec()) ?? [];
+    } catch {
+      return false;
+    }
+    let dropped = false;
+    keys.forEach((key, i) => {
+      const err = replies[i]?.[0];
+      const s = this.streams.get(key);
+      if (!(err instanceof ReplyError) || !s || s.cursor !== ids[i]) return;
+      dropped = true;
+      this.hub.log.warn({ code: 'sse_stream_refused', runId: s.runId, err }, 'event stream refused by Redis');
+      this.streams.delete(key);
+      for (const v of [...s.viewers]) v.sink.fail(err);
+    });
+    if (dropped && this.streams.size === 0) this.stop();
+    return dropped;
   }
 
   private async idle(): Promise<void> {

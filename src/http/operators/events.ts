@@ -94,11 +94,19 @@ function takeSlot(ctx: EngineContext, shares: ViewerShares, res: Response, runId
   return undefined;
 }
 
-function startAt(req: Request): EventPosition | undefined {
-  const given =
-    req.header('last-event-id') ?? (typeof req.query.lastEventId === 'string' ? req.query.lastEventId : undefined);
-  if (given === undefined || given === '') return STREAM_START;
-  return parseEventId(given);
+/**
+ * Where the viewer resumes: after the event its `Last-Event-ID` header (else its `lastEventId` query) names, or the
+ * stream's start. A malformed one is the name it came by, checked here before it reaches Redis.
+ */
+function startAt(req: Request): EventPosition | 'Last-Event-ID' | 'lastEventId' {
+  const header = req.header('last-event-id');
+  const query = req.query.lastEventId;
+  const [given, name] =
+    header !== undefined
+      ? [header, 'Last-Event-ID' as const]
+      : [query === undefined ? '' : query, 'lastEventId' as const];
+  if (given === '') return STREAM_START;
+  return (typeof given === 'string' && parseEventId(given)) || name;
 }
 
 export function eventsRouter(ctx: EngineContext, opts: EventsOptions = {}, session?: SessionReader): Router {
@@ -113,10 +121,15 @@ export function eventsRouter(ctx: EngineContext, opts: EventsOptions = {}, sessi
   r.get('/v1/runs/:id/events', requireRunAccess(ctx, session), async (req, res) => {
     const runId = param(req.params.id);
     const last = startAt(req);
-    if (last === undefined)
+    if (typeof last === 'string')
       return void res.status(400).json({
         error: 'invalid_request',
-        fields: [{ path: 'Last-Event-ID', message: 'an event id like 1700000000000-0 or 1700000000000-0.2' }],
+        fields: [
+          {
+            path: last,
+            message: 'an event id like 1700000000000-0 or 1700000000000-0.2 (each part of the entry id at most 2^64-1)',
+          },
+        ],
       });
     if (!(await ctx.store.exists(runId))) {
       // Past Redis's retention: the events as archived, after the position, then the end (the run has ended).

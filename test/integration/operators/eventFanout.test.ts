@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EventFanout } from '../../../src/http/operators/eventFanout.js';
 import { parseEventId, STREAM_START, type RunEvent } from '../../../src/store/runEvents.js';
 import { createHarness, type Harness } from '../../../testkit/harness.js';
+import { until } from '../../../testkit/until.js';
 
 let h: Harness;
 beforeAll(async () => {
@@ -112,6 +113,34 @@ describe('EventFanout', () => {
     await resumed.until(4);
     expect(resumed.got.map((e) => e.id)).toEqual(live.got.slice(1).map((e) => e.id));
     for (const v of [vl, vr]) v!.leave();
+  });
+
+  it('a cursor Redis refuses fails its own viewer only: the shared read goes on for the others', async () => {
+    const runD = `r_${'d'.repeat(24)}`;
+    const runE = `r_${'e'.repeat(24)}`;
+    const fanout = new EventFanout(h.ctx.redis, h.ctx.keys, h.ctx.log, { blockMs: 600_000, maxViewers: 10 });
+    const failed: string[] = [];
+    const failing = (name: string) => {
+      const s = sink();
+      return { ...s, sink: { ...s.sink, fail: () => void failed.push(name) } };
+    };
+    await add(runD, 1);
+    const d = failing('d');
+    const vd = await fanout.join(runD, STREAM_START, d.sink);
+    await d.until(1);
+    // A position no route lets through (parseEventId refuses it): here it reaches XRANGE and the shared XREAD.
+    const bad = failing('bad');
+    const vb = await fanout.join(runE, { entry: '99999999999999999999999-0', index: Infinity }, bad.sink);
+    await until('the refused viewer failed', 5000, async () => failed.includes('bad'));
+    // Past the five tries that used to fail every viewer of the shard.
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(failed).not.toContain('d');
+    await add(runD, 2);
+    await d.until(2);
+    expect(d.got.map((e) => e.data)).toEqual(['1', '2']);
+    vb!.leave();
+    vd!.leave();
+    expect(fanout.viewers).toBe(0);
   });
 
   it('refuses a viewer past maxViewers', async () => {

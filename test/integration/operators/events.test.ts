@@ -9,10 +9,15 @@ import { ENDED_RETRY_MS, LIVE_RETRY_MS } from '../../../src/http/operators/event
 
 const VIEWER_CAP = 50;
 const UNKNOWN_RUN = `r_${'0'.repeat(24)}`;
+const ACME_TOKEN = 'acme-tenant-token-for-events';
 
 let h: Harness & { url: string };
 beforeAll(async () => {
-  h = await operatorHarness('events', { SSE_MAX_VIEWERS: String(VIEWER_CAP), SSE_OPERATOR_RESERVE: '10' });
+  h = await operatorHarness('events', {
+    SSE_MAX_VIEWERS: String(VIEWER_CAP),
+    SSE_OPERATOR_RESERVE: '10',
+    TENANT_TOKENS: JSON.stringify({ acme: ACME_TOKEN }),
+  });
 });
 afterAll(async () => {
   await h.close();
@@ -115,6 +120,95 @@ describe('live events (SSE)', () => {
     expect((await fetch(`${h.url}/v1/runs/${UNKNOWN_RUN}/events`)).status).toBe(401);
   });
 
+  it('a Last-Event-ID Redis would refuse (a part past 2^64-1, over 20 digits) is a 400 naming where it came from; the other viewers go on', async () => {
+    // Someone else's viewer of a parked run: it must see its run to the end, whatever the tenant below sends.
+    const watched = await startScripted(h, [turn([refund(10_000)]), turn([email]), final], 'CUT-W');
+    await h.waitForStatus(watched, ['waiting_approval']);
+    let seen!: () => void;
+    const first = new Promise<void>((r) => (seen = r));
+    const following = readEvents(watched, undefined, Infinity, seen);
+    await first;
+
+    const own = await startScripted(h, [turn([refund(10_000)]), final], 'CUT-O');
+    await h.waitForStatus(own, ['waiting_approval']);
+    const refused = [
+      '99999999999999999999999-0',
+      '18446744073709551616-0',
+      '0-18446744073709551616',
+      '1-123456789012345678901',
+      '1700000000000-0.1234567890123456',
+      '1700000000000-0.',
+      '-1-0',
+    ];
+    for (const id of refused) {
+      for (const [how, path] of [
+        ['header', 'Last-Event-ID'],
+        ['query', 'lastEventId'],
+      ] as const) {
+        const res = await fetch(
+          `${h.url}/v1/runs/${own}/events${how === 'query' ? `?lastEventId=${encodeURIComponent(id)}` : ''}`,
+          { headers: { authorization: `Bearer ${ACME_TOKEN}`, ...(how === 'header' ? { 'last-event-id': id } : {}) } },
+        );
+        expect(res.status, `${id} (${how})`).toBe(400);
+        const body = (await res.json()) as { fields: { path: string }[] };
+        expect(
+          body.fields.map((f) => f.path),
+          `${id} (${how})`,
+        ).toEqual([path]);
+      }
+    }
+    // The largest id Redis holds is one: nothing follows it (an ended run's stream then ends at once).
+    const ended = await startScripted(h, [final], 'CUT-E');
+    expect(await h.waitForStatus(ended, ['completed', 'failed'])).toBe('completed');
+    const last = await readEvents(ended, '18446744073709551615-18446744073709551615');
+    expect(last).toMatchObject({ events: [], ended: true });
+    const padded = await readEvents(ended, '00000000000000000000-0');
+    expect(padded.events.map((e) => e.id)).toEqual((await readRunEvents(h.ctx, ended)).map((e) => e.id));
+
+    await approve(watched);
+    const result = await following;
+    expect(result.ended).toBe(true);
+    expect(JSON.parse(result.events.at(-1)!.data)).toMatchObject({ status: 'completed' });
+    expect(result.events.map((e) => e.id)).toEqual((await readRunEvents(h.ctx, watched)).map((e) => e.id));
+  });
+
+  it("a stream Redis refuses to read ends its own viewers only: another run's viewer follows its run to the end", async () => {
+    const watched = await startScripted(h, [turn([refund(10_000)]), turn([email]), final], 'ISO-W');
+    const broken = await startScripted(h, [turn([refund(10_000)]), final], 'ISO-B');
+    await h.waitForStatus(watched, ['waiting_approval']);
+    await h.waitForStatus(broken, ['waiting_approval']);
+    const follow = (runId: string) => {
+      let seen!: () => void;
+      const first = new Promise<void>((r) => (seen = r));
+      return { first, done: readEvents(runId, undefined, Infinity, seen) };
+    };
+    const w = follow(watched);
+    const b = follow(broken);
+    await Promise.all([w.first, b.first]);
+
+    // The broken run's stream is no stream any more: the shared XREAD over both is refused (WRONGTYPE) at every try.
+    const events = h.ctx.keys.run(broken).events;
+    await h.ctx.redis.multi().del(events).set(events, 'not a stream').exec();
+    // A new viewer wakes the blocked read, which now names the broken stream.
+    const woken = await startScripted(h, [turn([refund(10_000)]), final], 'ISO-N');
+    await h.waitForStatus(woken, ['waiting_approval']);
+    const n = follow(woken);
+    await n.first;
+
+    const cut = await b.done;
+    expect(cut.ended).toBe(true);
+    expect(cut.events.some((e) => e.event === 'status_changed' && e.data.includes('completed'))).toBe(false);
+    // Past the five tries that used to fail every viewer of the shard: the others are still served.
+    await new Promise((r) => setTimeout(r, 1500));
+    await approve(watched);
+    const result = await w.done;
+    expect(JSON.parse(result.events.at(-1)!.data)).toMatchObject({ status: 'completed' });
+    expect(result.events.map((e) => e.id)).toEqual((await readRunEvents(h.ctx, watched)).map((e) => e.id));
+    await approve(woken);
+    expect(JSON.parse((await n.done).events.at(-1)!.data)).toMatchObject({ status: 'completed' });
+    await h.ctx.redis.del(events);
+  });
+
   it(`${VIEWER_CAP} viewers share one Redis reader, viewer ${VIEWER_CAP + 1} gets 503 naming the limit, every viewer gets every event`, async () => {
     // A refund that waits for approval parks the run: the viewers join while nothing moves.
     const runId = await startScripted(h, [turn([refund(10_000)]), turn([email]), final], 'FAN');
@@ -168,3 +262,18 @@ describe('live events (SSE)', () => {
     expect(resumed.events.map((e) => e.id)).toEqual(stored.slice(2));
   });
 });
+
+/** Approves the run's pending approval (the run waits for it). */
+async function approve(runId: string): Promise<void> {
+  const pending = await call<{ approvals: { runId: string; actionId: string; fingerprint: string }[] }>(
+    h.url,
+    'GET',
+    '/v1/approvals',
+  );
+  const p = pending.body.approvals.find((a) => a.runId === runId)!;
+  const res = await call(h.url, 'POST', `/v1/approvals/${p.actionId}`, {
+    decision: 'approve',
+    fingerprint: p.fingerprint,
+  });
+  expect(res.status).toBe(200);
+}
