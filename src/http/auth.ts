@@ -11,7 +11,6 @@
  *    runs (create, view, events). Another tenant's run answers 404, exactly as
  *    an unknown run does, so a tenant cannot even learn that it exists.
  */
-import { hash, timingSafeEqual } from 'node:crypto';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { Config } from '../config/config.js';
 import type { RedisClient } from '../store/connect.js';
@@ -19,6 +18,7 @@ import { isRunId, type KeySpace } from '../store/keys.js';
 import { directoryFor, type DirectoryDeps, type Operator, type OperatorRole } from './operatorIdentity.js';
 import { actorSeesTenant, runTenant } from '../operations/actor.js';
 import type { RunArchive } from '../runs/engineContext.js';
+import { matchesDigest, secretDigest } from '../core/sameSecret.js';
 
 /**
  * Digests of the configured credentials, each computed once: every request is checked against them, and hashing the
@@ -29,13 +29,12 @@ const expectedDigests = new Map<string, Buffer>();
 
 export function tokenMatches(given: string | undefined, expected: string): boolean {
   if (given === undefined) return false;
-  // Hash both so the compare is constant-time whatever the lengths.
   let b = expectedDigests.get(expected);
   if (b === undefined) {
-    b = hash('sha256', expected, 'buffer');
+    b = secretDigest(expected);
     expectedDigests.set(expected, b);
   }
-  return timingSafeEqual(hash('sha256', given, 'buffer'), b);
+  return matchesDigest(given, b);
 }
 
 export function bearer(req: Request): string | undefined {

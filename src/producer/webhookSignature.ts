@@ -4,7 +4,8 @@
  * (ISO 8601 as Zendesk sends it, or Unix seconds). Constant-time compare; a
  * timestamp outside the tolerance window is refused (replay protection).
  */
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac } from 'node:crypto';
+import { sameSecret } from '../core/sameSecret.js';
 
 export const SIGNATURE_HEADER = 'x-zendesk-webhook-signature';
 export const TIMESTAMP_HEADER = 'x-zendesk-webhook-signature-timestamp';
@@ -36,7 +37,5 @@ export function checkSignature(
   if (Math.abs(nowMs - at) > toleranceS * 1000) return 'stale';
   const expected = Buffer.from(sign(secret, timestamp, rawBody), 'base64');
   const given = Buffer.from(signature, 'base64');
-  // The length of an HMAC-SHA256 is public (32 bytes): only equal lengths are compared, in constant time.
-  if (given.length !== expected.length) return 'bad_signature';
-  return timingSafeEqual(given, expected) ? 'ok' : 'bad_signature';
+  return sameSecret(given, expected) ? 'ok' : 'bad_signature';
 }

@@ -7,7 +7,8 @@ import type { NextFunction, Request, Response } from 'express';
 import { bearer } from '../auth.js';
 import type { OperatorDirectory, Operator } from '../operatorIdentity.js';
 import { CONSOLE, errorPage } from './pages.js';
-import { sameToken, type ConsoleSessions } from './session.js';
+import type { ConsoleSessions } from './session.js';
+import { sameSecret } from '../../core/sameSecret.js';
 
 export interface Who {
   operator: Operator;
@@ -51,7 +52,7 @@ export function consoleGuard(dir: OperatorDirectory, sessions: ConsoleSessions) 
     }
     res.locals.who = w;
     const csrf = (req.body as { csrf?: string } | undefined)?.csrf;
-    if (kind === 'form' && !w.viaBearer && !sameToken(csrf, w.csrf)) return void refuse(res, 403, STALE_FORM);
+    if (kind === 'form' && !w.viaBearer && !sameSecret(csrf, w.csrf)) return void refuse(res, 403, STALE_FORM);
     next();
   };
 }

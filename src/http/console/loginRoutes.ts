@@ -5,7 +5,8 @@ import type { EngineContext } from '../../runs/engineContext.js';
 import type { OperatorDirectory } from '../operatorIdentity.js';
 import { html, type Guard } from './access.js';
 import { CONSOLE, errorPage, loginPage } from './pages.js';
-import { cookieFlags, cookies, LOGIN_CSRF_COOKIE, sameToken, type ConsoleSessions } from './session.js';
+import { cookieFlags, cookies, LOGIN_CSRF_COOKIE, type ConsoleSessions } from './session.js';
+import { sameSecret } from '../../core/sameSecret.js';
 
 const LOGIN_DISABLED =
   'console login is disabled until CONSOLE_SESSION_SECRET is configured (production); a bearer header still works';
@@ -31,7 +32,7 @@ export function mountLogin(
   r.post(`${CONSOLE}/login`, async (req, res) => {
     const body = (req.body ?? {}) as { token?: unknown; csrf?: unknown };
     if (!sessions.enabled) return void html(res, 503, errorPage(503, LOGIN_DISABLED));
-    if (typeof body.csrf !== 'string' || !sameToken(body.csrf, cookies(req)[LOGIN_CSRF_COOKIE]))
+    if (typeof body.csrf !== 'string' || !sameSecret(body.csrf, cookies(req)[LOGIN_CSRF_COOKIE]))
       return void html(res, 403, loginPage(freshLoginCsrf(req, res), 'the login form expired: try again'));
     const token = typeof body.token === 'string' && body.token.length <= 8192 ? body.token : undefined;
     const operator = token === undefined ? undefined : await dir.authenticate(token);

@@ -16,10 +16,11 @@
  * operator's session epoch (bumped by POST /v1/operators/:name/sessions/end);
  * a session that no longer matches is deleted and the request is not logged in.
  */
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import type { Request, Response } from 'express';
 import type { EngineContext } from '../../runs/engineContext.js';
 import { credentialFingerprint, directoryFor, type Operator } from '../operatorIdentity.js';
+import { sameSecret } from '../../core/sameSecret.js';
 
 export const SESSION_COOKIE = 'console_session';
 /** Double-submit token of the login form (there is no session yet to hold one). */
@@ -55,11 +56,6 @@ function decodedOrUndefined(value: string): string | undefined {
   } catch {
     return undefined;
   }
-}
-
-export function sameToken(a: string | undefined, b: string | undefined): boolean {
-  if (a === undefined || b === undefined || a.length !== b.length || a.length === 0) return false;
-  return timingSafeEqual(Buffer.from(a), Buffer.from(b));
 }
 
 export function cookieFlags(req: Request, maxAgeMs?: number): string {
@@ -115,7 +111,7 @@ export class ConsoleSessions {
     const dot = raw?.lastIndexOf('.') ?? -1;
     if (!raw || dot <= 0) return undefined;
     const id = raw.slice(0, dot);
-    if (!/^[\w-]{43}$/.test(id) || !sameToken(raw.slice(dot + 1), this.sign(id))) return undefined;
+    if (!/^[\w-]{43}$/.test(id) || !sameSecret(raw.slice(dot + 1), this.sign(id))) return undefined;
     const stored = await this.ctx.redis.get(this.ctx.keys.consoleSession(id));
     if (!stored) return undefined;
     const session = JSON.parse(stored) as Partial<Session> & Pick<Session, 'operator' | 'csrf'>;

@@ -66,6 +66,36 @@ describe('inputs that once answered 5xx', () => {
     expect(anonymous.status).toBe(200);
   });
 
+  it('a forged session cookie or login CSRF token with more bytes than characters is not logged in, and logs no error', async () => {
+    const errors = vi.spyOn(h.ctx.log, 'error');
+    try {
+      // As long as a real signature in characters (43), twice as long in bytes: 'é' is two bytes in UTF-8.
+      const forged = { cookie: `console_session=${'a'.repeat(43)}.${'%C3%A9'.repeat(43)}` };
+      const refused: [string, number][] = [
+        ['/v1/runs', 401],
+        ['/admin/queues/', 401],
+        ['/console/runs', 303],
+      ];
+      for (const [path, status] of refused) {
+        const res = await fetch(`${h.url}${path}`, { redirect: 'manual', headers: forged });
+        expect(res.status, path).toBe(status);
+        if (status === 303) expect(res.headers.get('location'), path).toContain('/console/login');
+        await res.body?.cancel();
+      }
+      const login = await fetch(`${h.url}/console/login`, {
+        method: 'POST',
+        redirect: 'manual',
+        headers: { 'content-type': 'application/json', cookie: `console_login_csrf=${'c'.repeat(32)}` },
+        body: JSON.stringify({ token: OPERATOR_TOKEN, csrf: 'é'.repeat(32) }),
+      });
+      expect(login.status).toBe(403);
+      expect(login.headers.get('set-cookie') ?? '').not.toContain('console_session=');
+      expect(errors).not.toHaveBeenCalled();
+    } finally {
+      errors.mockRestore();
+    }
+  });
+
   it('a lone surrogate anywhere in a body is a 400 naming the field, on the API and both webhooks; nothing is written', async () => {
     const before = await keys();
     const create = await fetch(`${h.url}/v1/runs`, {
