@@ -13,6 +13,7 @@ import { ConfigError } from '../core/errors.js';
 import { agentModelChoiceSchema } from '../core/model.js';
 import { AGENT_NAME_FORMAT } from '../core/agent.js';
 import { FLOW_WEIGHT_MAX, FLOW_WEIGHT_MIN } from '../core/flowWeight.js';
+import { tenantNameSchema } from '../core/tenant.js';
 
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'])
@@ -48,7 +49,8 @@ export const operatorEntrySchema = z
     name: z.string().regex(/^[\w.@+-]{1,100}$/, 'name: 1-100 letters, digits or _ . @ + -'),
     tokenSha256: z.string().regex(/^[0-9a-f]{64}$/, 'tokenSha256: 64 lowercase hex digits'),
     role: z.enum(['viewer', 'operator']),
-    tenants: z.union([z.literal('*'), z.array(z.string().min(1)).min(1)]),
+    // "*" alone is every tenant; inside a list it would be the any-tenant search index's name (src/core/tenant.ts).
+    tenants: z.union([z.literal('*'), z.array(tenantNameSchema()).min(1)]),
   })
   .strict();
 export type OperatorEntry = z.infer<typeof operatorEntrySchema>;
@@ -186,7 +188,7 @@ export const configSchema = z.object({
    */
   TENANT_MODELS: json(
     z.record(
-      z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/i, 'a tenant: 1-63 letters, digits, _ or -'),
+      tenantNameSchema(),
       z.record(
         z.union([z.literal('*'), z.string().regex(AGENT_NAME_FORMAT, 'an agent name or *')]),
         agentModelChoiceSchema,
@@ -403,7 +405,8 @@ export const configSchema = z.object({
    * Per-operator credentials (src/http/operatorIdentity.ts), JSON:
    * [{"name":"ada","tokenSha256":"<hex sha256 of the token>","role":"operator"|"viewer","tenants":"*"|["acme"]}].
    * OPERATORS_FILE names a file holding the same JSON (read once at boot); both may be set.
-   * OPERATOR_TOKEN stays one operator named `operator`, role operator, every tenant.
+   * OPERATOR_TOKEN stays one operator named `operator`, role operator, every tenant. "*" alone is every tenant; a
+   * list holds tenant names only ("*" in a list is refused: src/core/tenant.ts).
    */
   OPERATORS: json(z.array(operatorEntrySchema), []),
   /** A file holding OPERATORS (a mounted secret); read at boot. */
@@ -435,7 +438,10 @@ export const configSchema = z.object({
   OIDC_NAME_CLAIM: z.string().default('email'),
   /** The JWT claim holding the operator's role (viewer or operator). */
   OIDC_ROLE_CLAIM: z.string().default('role'),
-  /** The JWT claim listing the operator's tenants. */
+  /**
+   * The JWT claim listing the operator's tenants: "*" alone is every tenant; a list holding anything but tenant names
+   * ("*" among them) is refused (401, `claim_invalid`).
+   */
   OIDC_TENANTS_CLAIM: z.string().default('tenants'),
   /**
    * Signs the console's session cookie (HMAC-SHA256). Unset in development: a random secret per
@@ -444,10 +450,13 @@ export const configSchema = z.object({
   CONSOLE_SESSION_SECRET: z.string().min(16).optional(),
   /** How long a console session lasts after login (a JWT login: never past the token's exp). */
   CONSOLE_SESSION_TTL_MS: int(8 * 3600_000, 60_000),
-  /** {"tenant": "token"}: a tenant token may create and read only that tenant's runs. */
-  TENANT_TOKENS: json(z.record(z.string(), z.string().min(8)), {}),
-  /** {"tenant": "secret"}: HMAC-SHA256 secrets of the signed webhooks (each agent's intake.webhooks). */
-  WEBHOOK_SECRETS: json(z.record(z.string(), z.string().min(8)), {}),
+  /** {"tenant": "token"}: a tenant token may create and read only that tenant's runs. Each key a tenant's name. */
+  TENANT_TOKENS: json(z.record(tenantNameSchema(), z.string().min(8)), {}),
+  /**
+   * {"tenant": "secret"}: HMAC-SHA256 secrets of the signed webhooks (each agent's intake.webhooks). Each key a
+   * tenant's name.
+   */
+  WEBHOOK_SECRETS: json(z.record(tenantNameSchema(), z.string().min(8)), {}),
   /** Replay window of signed webhooks (timestamp tolerance). */
   WEBHOOK_TOLERANCE_S: int(300, 1),
   /**
@@ -613,7 +622,7 @@ function readOperatorsFile(path: string): OperatorEntry[] {
   }
   const parsed = z.array(operatorEntrySchema).safeParse(raw);
   if (!parsed.success) {
-    const detail = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
+    const detail = parsed.error.issues.map((i) => `${i.path.join('.')}: ${issueMessage(i)}`).join('; ');
     throw new ConfigError(['OPERATORS_FILE'], `invalid configuration: OPERATORS_FILE: ${detail}`);
   }
   return parsed.data;
@@ -638,6 +647,11 @@ export function environmentOf(cfg: Config): Readonly<Record<string, string>> {
   return environments.get(cfg) ?? snapshot(process.env);
 }
 
+/** What an issue says; a record's bad key says what a key must be (zod's own message only says that it is bad). */
+function issueMessage(issue: z.core.$ZodIssue): string {
+  return issue.code === 'invalid_key' && issue.issues[0] ? issue.issues[0].message : issue.message;
+}
+
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
   const raw: Record<string, string> = {};
   for (const key of Object.keys(configSchema.shape)) {
@@ -647,7 +661,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const parsed = configSchema.safeParse(raw);
   if (!parsed.success) {
     const fields = parsed.error.issues.map((i) => i.path.join('.'));
-    const detail = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
+    const detail = parsed.error.issues.map((i) => `${i.path.join('.')}: ${issueMessage(i)}`).join('; ');
     throw new ConfigError(fields, `invalid configuration: ${detail}`);
   }
   const cfg = parsed.data;

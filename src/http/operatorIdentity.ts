@@ -25,6 +25,7 @@ import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTPayload, t
 import type { Logger } from 'pino';
 import type { Config } from '../config/config.js';
 import type { Metrics } from '../metrics/metrics.js';
+import { TENANT_NAME_FORMAT } from '../core/tenant.js';
 
 export type OperatorRole = 'viewer' | 'operator';
 
@@ -68,8 +69,9 @@ export const OIDC_UNAVAILABLE_REASONS = ['idp_unreachable', 'jwks_invalid', 'no_
 /**
  * Why a JWT was refused (log code oidc_token_refused): its signature does not verify (bad_signature), it expired
  * (expired), another issuer or audience (wrong_issuer, wrong_audience), another claim check failed: nbf, iat, a
- * missing exp or name, a lifetime over JWT_MAX_LIFETIME_S (claim_invalid), not a well-formed JWS/JWT or an algorithm
- * not in OIDC_ALGORITHMS (malformed), verified but no known role (no_role).
+ * missing exp or name, a lifetime over JWT_MAX_LIFETIME_S, a tenants claim listing other than tenant names
+ * (claim_invalid), not a well-formed JWS/JWT or an algorithm not in OIDC_ALGORITHMS (malformed), verified but no
+ * known role (no_role).
  */
 export const OIDC_REFUSED_REASONS = [
   'bad_signature',
@@ -260,9 +262,12 @@ export class OperatorDirectory {
     }
     if (!lifetimeAllowed(payload, Date.now() / 1000)) return void this.refused('claim_invalid');
     const operator = operatorOfClaims(payload, this.cfg);
-    if (operator === undefined)
-      this.refused(nameOfClaims(payload, this.cfg) === undefined ? 'claim_invalid' : 'no_role');
-    return operator;
+    if (operator !== undefined) return operator;
+    if (nameOfClaims(payload, this.cfg) === undefined) this.refused('claim_invalid');
+    else if (tenantsOfClaims(payload, this.cfg) === undefined)
+      this.refused('claim_invalid', { claim: this.cfg.OIDC_TENANTS_CLAIM });
+    else this.refused('no_role');
+    return undefined;
   }
 
   /** The identity provider or its keys could not be used: warn with the error (a fetch or key-set error: no token). */
@@ -304,7 +309,10 @@ export function lifetimeAllowed(payload: JWTPayload, nowS: number): boolean {
   return payload.exp - from <= JWT_MAX_LIFETIME_S + JWT_CLOCK_SKEW_S;
 }
 
-/** The operator a verified JWT's claims describe, or undefined when its name or role is missing or unknown. */
+/**
+ * The operator a verified JWT's claims describe, or undefined when its name or role is missing or unknown, or its
+ * tenants claim is not one (tenantsOfClaims).
+ */
 export function operatorOfClaims(
   payload: JWTPayload,
   cfg: Pick<IdentityConfig, 'OIDC_NAME_CLAIM' | 'OIDC_ROLE_CLAIM' | 'OIDC_TENANTS_CLAIM'>,
@@ -319,12 +327,24 @@ export function operatorOfClaims(
       ? 'viewer'
       : undefined;
   if (role === undefined) return undefined;
-  const rawTenants = claim(cfg.OIDC_TENANTS_CLAIM);
-  const tenants =
-    rawTenants === '*'
-      ? '*'
-      : ([] as unknown[]).concat(rawTenants ?? []).filter((t): t is string => typeof t === 'string');
+  const tenants = tenantsOfClaims(payload, cfg);
+  if (tenants === undefined) return undefined;
   return { name, role, tenants, ...(payload.exp !== undefined ? { expiresAt: payload.exp * 1000 } : {}) };
+}
+
+/**
+ * The operator's tenants a JWT's claims give: every tenant for the string "*" alone, else the tenant names it lists
+ * (none: no tenant). Undefined when an entry is no tenant's name: "*" in a list is not every tenant but the name of the
+ * search index every tenant's runs are in (src/core/tenant.ts), so such a token is refused, never read either way.
+ */
+function tenantsOfClaims(
+  payload: JWTPayload,
+  cfg: Pick<IdentityConfig, 'OIDC_TENANTS_CLAIM'>,
+): Operator['tenants'] | undefined {
+  const raw = (payload as Record<string, unknown>)[cfg.OIDC_TENANTS_CLAIM];
+  if (raw === '*') return '*';
+  const listed = ([] as unknown[]).concat(raw ?? []);
+  return listed.every((t) => typeof t === 'string' && TENANT_NAME_FORMAT.test(t)) ? (listed as string[]) : undefined;
 }
 
 /** The operator's name a JWT's claims give (OIDC_NAME_CLAIM, else sub), or undefined when missing or unfit. */

@@ -20,6 +20,7 @@ import { CronExpressionParser } from 'cron-parser';
 import { z } from 'zod';
 import type { EngineContext } from '../runs/engineContext.js';
 import { settledWithin } from '../core/timeout.js';
+import { tenantNameSchema } from '../core/tenant.js';
 import { budgetRequestSchema } from './schemas.js';
 import { InvalidRunRequest, buildSpec, startRun } from './intake.js';
 import { putSchedule } from '../store/calls/putSchedule.js';
@@ -30,7 +31,7 @@ export const SCHEDULE_ID = /^[A-Za-z0-9_.-]{1,64}$/;
 /** PUT /v1/schedules/:id: what runs and when (`cron`: five or six fields, `tz` an IANA zone, UTC by default). */
 export const scheduleBodySchema = z
   .object({
-    tenant: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/i, 'tenant must be 1-63 letters, digits, _ or -'),
+    tenant: tenantNameSchema('tenant must be 1-63 letters, digits, _ or -'),
     agent: z.string().min(1).max(63),
     cron: z.string().min(1).max(120).refine(validCron, 'not a cron pattern (five or six fields)'),
     tz: z.string().min(1).max(64).refine(validZone, 'not an IANA time zone').optional(),

@@ -11,6 +11,7 @@
  */
 import { z } from 'zod';
 import type { AgentCatalog } from '../core/agent.js';
+import { tenantNameSchema } from '../core/tenant.js';
 import { scriptSchema } from '../models/scriptedTurns.js';
 import { maxCostSchema, maxStepsSchema, maxTokensSchema, maxWallMsSchema, providerNameSchema } from '../runs/spec.js';
 
@@ -31,7 +32,7 @@ export const budgetRequestSchema = z
   .partial()
   .strict();
 
-const tenantSchema = z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/i, 'tenant must be 1-63 letters, digits, _ or -');
+const tenantSchema = tenantNameSchema('tenant must be 1-63 letters, digits, _ or -');
 
 /** A run of a named agent. */
 export const agentRunSchema = z

@@ -23,6 +23,7 @@ import { randomBytes } from 'node:crypto';
 import express, { Router, type Response } from 'express';
 import type { z } from 'zod';
 import type { Agent, WebhookIntake } from '../core/agent.js';
+import { TENANT_NAME_FORMAT } from '../core/tenant.js';
 import type { EngineContext } from '../runs/engineContext.js';
 import { EVENT_KEY_FORMAT } from '../runs/spec.js';
 import { BODY_LIMIT, bodyIllFormed, bodyTooDeep, illFormedStringPath, nestedDeeperThan } from './bodyLimits.js';
@@ -32,7 +33,6 @@ import { answerJson, invalid, param } from './fieldErrors.js';
 import { checkSignature, SIGNATURE_HEADER, TIMESTAMP_HEADER } from './webhookSignature.js';
 
 const EVENT_TTL_MS = 24 * 3600_000;
-const TENANT = /^[a-z0-9][a-z0-9_-]{0,62}$/i;
 
 type Parsed =
   | { ok: true; eventId: string; input: unknown; delivery: Delivery | undefined }
@@ -102,7 +102,7 @@ export function webhooksRouter(ctx: EngineContext, now: () => number = Date.now)
       const tenant = param(req.params.tenant) || (typeof req.query.tenant === 'string' ? req.query.tenant : '');
       // Own keys only: `constructor` or `toString` must not find Object.prototype's (a function is no secret).
       const secret =
-        TENANT.test(tenant) && Object.hasOwn(ctx.cfg.WEBHOOK_SECRETS, tenant)
+        TENANT_NAME_FORMAT.test(tenant) && Object.hasOwn(ctx.cfg.WEBHOOK_SECRETS, tenant)
           ? ctx.cfg.WEBHOOK_SECRETS[tenant]
           : undefined;
       const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);

@@ -72,6 +72,8 @@ export async function searchRuns(redis: RedisClient, keys: KeySpace, q: SearchQu
       ),
     );
   return pageFrom(redis, keys, sources, q.limit, async (runId, _at, run) => {
+    // A scoped reader gets its tenants' runs whatever index named them: one named like SEARCH_ANY_TENANT holds all.
+    if (q.tenants !== undefined && !q.tenants.includes(run.tenant)) return undefined;
     if (q.agent !== undefined && run.agent !== q.agent) return undefined;
     if (q.status !== undefined && run.status !== q.status) return undefined;
     if (!(await matchesAll(redis, keys, runId, rest))) return undefined;
