@@ -6,7 +6,8 @@
  * Actions with a live owner (the run's current step job holds its lock, or a
  * compensation's lease is held: Ledger.ownerAlive) are left to that owner.
  * It also finishes operators' compensations that did not finish (their
- * originals stay in the human queue until then: sweepCompensations).
+ * originals stay in the human queue until then: sweepCompensations), and
+ * queues again those an earlier release left out of it (CompensationRequeue).
  */
 import Redlock from 'redlock';
 import type { Logger } from 'pino';
@@ -20,6 +21,7 @@ import { reconcile, replicateActions, type ReconcileDeps, type ReconcileOutcome 
 import { expireApprovals } from './approvals.js';
 import { CompensationRefused, Compensations, deliveryRefused } from './compensation.js';
 import { createEffectRunner } from './runner.js';
+import { CompensationRequeue } from './compensationRequeue.js';
 import { CrashPoints } from '../config/testHooks.js';
 import { childRunsOf } from '../runs/children.js';
 import { StuckRuns, type StuckRunsReport } from '../runs/stuckRuns.js';
@@ -40,9 +42,17 @@ export interface SweepReport {
    * Compensations the sweep drove (their original in compensation_required in the human queue, no live driver):
    * `ended` ended their run, `unsettled` are still not sent (compensation_unsettled), the next sweep drives them;
    * `atWork` were confirmed while their run was at work (compensated_run_at_work: not ended, the original left the
-   * queue); `skippedLive` had a live driver.
+   * queue); `skippedLive` had a live driver. `requeued`: originals an earlier release left out of the human queue, put
+   * back in it (CompensationRequeue) before the queue's sweep.
    */
-  compensations: { driven: number; ended: number; unsettled: number; atWork: number; skippedLive: number };
+  compensations: {
+    driven: number;
+    ended: number;
+    unsettled: number;
+    atWork: number;
+    skippedLive: number;
+    requeued: number;
+  };
 }
 
 const count = (report: SweepReport, o: ReconcileOutcome) => (report.outcomes[o] = (report.outcomes[o] ?? 0) + 1);
@@ -60,6 +70,7 @@ export class Reconciler {
   private readonly redlock: Redlock;
   private readonly stuck: StuckRuns;
   private readonly compensations: Compensations;
+  private readonly requeue: CompensationRequeue;
   private timer?: NodeJS.Timeout;
   private running?: Promise<unknown>;
   ready = false;
@@ -74,6 +85,7 @@ export class Reconciler {
       this.ledger,
       createEffectRunner(ctx, { workerId: this.id, crash: new CrashPoints([]) }),
     );
+    this.requeue = new CompensationRequeue(ctx, this.ledger);
     this.stuck = new StuckRuns({ ...ctx, children: childRunsOf(ctx) });
     this.redlock = new Redlock([ctx.redis], { retryCount: 0 });
     // Redlock ends a lock call that met a store error (OOM under noeviction, READONLY after a failover) with the
@@ -94,12 +106,15 @@ export class Reconciler {
       actionIndexPruned: 0,
       outcomes: {},
       failures: 0,
-      compensations: { driven: 0, ended: 0, unsettled: 0, atWork: 0, skippedLive: 0 },
+      compensations: { driven: 0, ended: 0, unsettled: 0, atWork: 0, skippedLive: 0, requeued: 0 },
     };
     report.stuckRuns = await this.stuck.sweep(nowMs);
+    this.requeue.begin(nowMs);
     for (const shard of this.ctx.keys.allShards()) {
       report.indexPruned += await this.pruneRunIndex(shard, nowMs);
       await this.sweepOpenActions(shard, nowMs - this.ctx.cfg.RECONCILER_MIN_AGE_MS, report);
+      // Before the human queue's sweep, which then finishes what it puts back.
+      await this.requeue.shard(shard, report, (actionId, check) => this.apart(actionId, report, check));
       // After the open actions: a compensation they just confirmed by lookup ends its run in the same sweep.
       await this.sweepCompensations(shard, nowMs - this.ctx.cfg.RECONCILER_MIN_AGE_MS, report);
     }

@@ -58,6 +58,7 @@ export class Metrics {
   readonly sweepActionFailures: Counter<'code' | 'outcome'>;
   readonly compensationsUnsettled: Counter<'driver' | 'state'>;
   readonly compensatedRunsAtWork: Counter<'driver'>;
+  readonly compensationsRequeued: Counter;
   readonly stuckRunSweepFailures: Counter<'stage' | 'code'>;
   readonly archiveLag: Gauge;
   readonly erasures: Counter;
@@ -97,6 +98,13 @@ export class Metrics {
         'was pending; log code compensated_run_at_work), by driver (operator, sweep): the run was not ended, it ' +
         'goes on as ordered, and the original left the human queue',
       labelNames: ['driver'],
+      registers: r,
+    });
+    this.compensationsRequeued = new Counter({
+      name: 'agent_compensations_requeued_total',
+      help:
+        'Originals in compensation_required an earlier release left out of the human queue with their compensation ' +
+        'unfinished, put back by the reconciler (log code compensation_requeued) so that its sweep finishes them',
       registers: r,
     });
     this.sweepActionFailures = new Counter({

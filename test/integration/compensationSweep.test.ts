@@ -1,8 +1,10 @@
 /**
  * A compensation that does not finish is not left stuck: its original stays in the human queue
  * (compensation_required) until the compensation has ended the run, the POST says when it is not sent, and the
- * reconciler's sweep sends it with its key and ends the run.
+ * reconciler's sweep sends it with its key and ends the run. One an earlier release left out of the queue is put
+ * back by the reconciler (CompensationRequeue) and finished the same way.
  */
+import { pino } from 'pino';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Ledger, type ActionRecord, type HistoryEntry } from '../../src/ledger/ledger.js';
 import { Reconciler } from '../../src/ledger/reconciler.js';
@@ -10,6 +12,7 @@ import { compensationCall } from '../../src/ledger/compensation.js';
 import { createEffectRunner } from '../../src/ledger/runner.js';
 import type { WriteTool } from '../../src/core/tool.js';
 import type { Harness } from '../../testkit/harness.js';
+import { captureLines } from '../support/logCapture.js';
 import { call, email, final, operatorHarness, startScripted, turn } from './operators/support.js';
 
 type Item = ActionRecord & { history: HistoryEntry[] };
@@ -144,5 +147,104 @@ describe('a compensation that does not finish', () => {
     expect((await h.ctx.store.readState(runId))?.reason).toMatch(/^compensated: /);
     expect((await queue()).some((x) => x.runId === runId)).toBe(false);
     expect(report.compensations).toMatchObject({ driven: 1, ended: 1 });
+  });
+});
+
+/** What the release before the sweep left: the original out of the human queue once its compensation was ordered. */
+async function leftOutByEarlierRelease(actionId: string, runId: string): Promise<void> {
+  await h.ctx.redis.zrem(h.ctx.keys.humanQueue(h.ctx.keys.shardOf(runId)), actionId);
+  expect((await queue()).some((x) => x.runId === runId)).toBe(false);
+  expect((await h.ctx.store.readState(runId))?.status).toBe('needs_human');
+}
+
+/** A compensation confirmed (as compensate() drives it) and nothing after: its run is not ended. */
+async function confirmedCompensation(runId: string, item: Item): Promise<ActionRecord> {
+  const comp = await linkCompensation(runId, item);
+  await ledger.transition(runId, comp.actionId, 'planned', 'authorized', { by: 'olga', why: 'compensation' });
+  const spec = (await h.ctx.store.readSpec(runId))!;
+  const tool = h.ctx.agents.get(spec.agent)!.tools.get(comp.tool) as WriteTool;
+  const ctx = { runId, step: comp.step, signal: new AbortController().signal, input: spec.input };
+  await createEffectRunner(h.ctx).settle(comp.actionId, tool, comp.args, ctx, spec.tenant);
+  const confirmed = (await ledger.get(runId, comp.actionId))!;
+  expect(confirmed.state).toBe('confirmed');
+  return confirmed;
+}
+
+const requeued = async () =>
+  ((await h.ctx.metrics.compensationsRequeued.get()).values ?? []).reduce((n, v) => n + v.value, 0);
+
+describe('an original an earlier release left out of the human queue', () => {
+  it('its compensation in safe_retry: the reconciler queues it again, the sweep sends it and ends the run', async () => {
+    const { runId, item } = await parkedEmail();
+    h.sandbox.setFaults([{ kind: 'rate_limit', resource: 'emails', retryAfterS: 0 }]);
+    const res = await call(h.url, 'POST', `/v1/reconciliations/${item.actionId}`, {
+      finding: 'compensate',
+      evidence: {},
+    });
+    expect(res.body).toMatchObject({ state: 'compensation_required', compensationState: 'safe_retry' });
+    const compId = res.body.compensation as string;
+    h.sandbox.clearFaults();
+    const movedAt = (await ledger.get(runId, item.actionId))!.updatedAt;
+    await leftOutByEarlierRelease(item.actionId, runId);
+    const before = await requeued();
+
+    // Its driver's lease held: the first sweep queues it again and leaves it to that driver.
+    await ledger.lease(runId, compId, 'olga', 60_000);
+    const out = captureLines();
+    const reconciler = new Reconciler({ ...h.ctx, log: pino(out.stream) }, 'reconciler:compsweep');
+    const first = await reconciler.sweep();
+    expect(first.compensations).toMatchObject({ requeued: 1, skippedLive: 1, driven: 0 });
+    expect(await requeued()).toBe(before + 1);
+    expect(out.lines().filter((l) => l.code === 'compensation_requeued')).toEqual([
+      expect.objectContaining({ runId, actionId: item.actionId, compensation: compId }),
+    ]);
+    // Listed again, since the time of its move to compensation_required (the score the ledger gives it).
+    const listed = (await queue()).find((x) => x.actionId === item.actionId) as (Item & { since: number }) | undefined;
+    expect(listed).toMatchObject({ state: 'compensation_required', compensatedBy: compId, since: movedAt });
+
+    await ledger.releaseLease(runId, compId, 'olga');
+    const report = await reconciler.sweep();
+    expect(report.compensations).toMatchObject({ requeued: 0, driven: 1, ended: 1, unsettled: 0 });
+    const comp = (await ledger.get(runId, compId))!;
+    expect(comp.state).toBe('confirmed');
+    expect(h.sandbox.counts().byResource.emails.byKey[comp.idempotencyKey]).toBe(1);
+    const state = await h.ctx.store.readState(runId);
+    expect(state?.status).toBe('failed');
+    expect(state?.reason).toMatch(/^compensated: /);
+    expect((await queue()).some((x) => x.runId === runId)).toBe(false);
+
+    // Nothing more: a new reconciler's walk finds nothing, writes nothing, sends nothing.
+    const sent = h.sandbox.counts().requests;
+    const again = await new Reconciler(h.ctx, 'reconciler:compsweep').sweep();
+    expect(again.compensations).toMatchObject({ requeued: 0, driven: 0 });
+    expect(h.sandbox.counts().requests).toBe(sent);
+    expect(await requeued()).toBe(before + 1);
+  });
+
+  it('its compensation confirmed, the run never ended: queued again, the sweep ends the run, sending nothing', async () => {
+    const { runId, item } = await parkedEmail();
+    await confirmedCompensation(runId, item);
+    await leftOutByEarlierRelease(item.actionId, runId);
+
+    const sent = h.sandbox.counts().requests;
+    const report = await sweep();
+    expect(h.sandbox.counts().requests).toBe(sent);
+    expect(report.compensations).toMatchObject({ requeued: 1, driven: 1, ended: 1 });
+    expect((await h.ctx.store.readState(runId))?.reason).toMatch(/^compensated: /);
+    expect((await queue()).some((x) => x.runId === runId)).toBe(false);
+  });
+
+  it('its compensation confirmed before the run parked again (it went on at work): left out, the run not ended', async () => {
+    const { runId, item } = await parkedEmail();
+    const comp = await confirmedCompensation(runId, item);
+    await leftOutByEarlierRelease(item.actionId, runId);
+    // The run went on after the compensation was delivered and parked again later, for another action.
+    const shard = h.ctx.keys.shardOf(runId);
+    await h.ctx.redis.zadd(h.ctx.keys.runsByStatus(shard, 'needs_human'), 'XX', comp.updatedAt + 1000, runId);
+
+    const report = await sweep();
+    expect(report.compensations).toMatchObject({ requeued: 0, driven: 0 });
+    expect(await ledger.inHumanQueue(runId, item.actionId)).toBe(false);
+    expect((await h.ctx.store.readState(runId))?.status).toBe('needs_human');
   });
 });
