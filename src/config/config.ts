@@ -483,11 +483,14 @@ export const configSchema = z.object({
   BULL_BOARD_PASSWORD: z.string().optional(),
   /** Bull Board without retry and remove buttons. */
   BULL_BOARD_READ_ONLY: bool.default(true),
-  /** Bearer token /metrics requires on every process (API, worker, reconciler); unset = no token. */
+  /**
+   * Bearer token /metrics requires on every process (API, worker, reconciler). Production serves no /metrics without
+   * it (503 naming it); unset in development = no token.
+   */
   METRICS_TOKEN: z.string().min(8).optional(),
   /**
-   * The API serves /metrics on this separate port instead of PORT (0 = on PORT). In production,
-   * /metrics on PORT needs METRICS_TOKEN (it names tenants and volumes): set one or the other.
+   * The API serves /metrics on this separate port instead of PORT (0 = on PORT). It needs METRICS_TOKEN in
+   * production there too, as every /metrics does (it names tenants and volumes).
    */
   API_METRICS_PORT: int(0, 0),
   /** Live event streams (SSE) one API process serves at once; past it a viewer gets 503. */

@@ -1,7 +1,7 @@
 /** The HTTP API: run intake and views, health, metrics. */
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { EngineContext } from '../runs/engineContext.js';
-import { metricsAllowed } from './opsServer.js';
+import { metricsRefusal } from './opsServer.js';
 import { bearer, requireRunAccess, requireRunCreation, runNotFound, seesDeployment } from './auth.js';
 import {
   BODY_LIMIT,
@@ -63,19 +63,10 @@ export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Ex
   // With API_METRICS_PORT set, /metrics is served there (src/server/api.ts), not on PORT.
   if (ctx.cfg.API_METRICS_PORT === 0) {
     app.get('/metrics', async (req, res) => {
-      const { METRICS_TOKEN: token, APP_MODE: mode } = ctx.cfg;
-      if (token === undefined && mode === 'production') {
-        return void res.status(503).json({
-          error: 'metrics_not_exposed',
-          message:
-            'in production /metrics on PORT needs METRICS_TOKEN, or set API_METRICS_PORT to serve it on a separate port',
-        });
-      }
-      if (!metricsAllowed(token, req.headers.authorization)) {
-        return void res
-          .status(401)
-          .setHeader('www-authenticate', 'Bearer')
-          .json({ error: 'unauthorized', message: '/metrics needs the METRICS_TOKEN bearer token' });
+      const refusal = metricsRefusal(ctx.cfg, req.headers.authorization);
+      if (refusal) {
+        if (refusal.status === 401) res.setHeader('www-authenticate', 'Bearer');
+        return void res.status(refusal.status).json(refusal.body);
       }
       res.type(ctx.metrics.registry.contentType).send(await ctx.metrics.registry.metrics());
     });

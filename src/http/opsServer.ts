@@ -3,16 +3,36 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { Registry } from 'prom-client';
+import type { Config } from '../config/config.js';
 import { tokenMatches } from './auth.js';
 import { listen } from './listen.js';
 
+/** What decides who reads /metrics, on every process that serves it. */
+export type MetricsAccess = Pick<Config, 'METRICS_TOKEN' | 'APP_MODE'>;
+
 /**
- * Whether a /metrics request may read: with METRICS_TOKEN set, only with
- * `Authorization: Bearer <METRICS_TOKEN>` (metrics name tenants and volumes).
+ * Why a /metrics request may not read, or undefined when it may. Metrics name tenants and volumes, and every process
+ * binds HOST (0.0.0.0 in the image): with METRICS_TOKEN set, only `Authorization: Bearer <METRICS_TOKEN>` reads;
+ * in production without it nobody does (503 naming the setting), on the API's PORT, its API_METRICS_PORT, and the
+ * worker's and reconciler's ports alike. Development without a token serves them to anyone.
  */
-export function metricsAllowed(token: string | undefined, authorization: string | undefined): boolean {
-  if (token === undefined) return true;
-  return tokenMatches(authorization?.startsWith('Bearer ') ? authorization.slice(7) : undefined, token);
+export function metricsRefusal(
+  access: MetricsAccess,
+  authorization: string | undefined,
+): { status: 401 | 503; body: { error: string; message: string } } | undefined {
+  const token = access.METRICS_TOKEN;
+  if (token === undefined) {
+    if (access.APP_MODE !== 'production') return undefined;
+    return {
+      status: 503,
+      body: {
+        error: 'metrics_not_exposed',
+        message: 'in production /metrics needs METRICS_TOKEN: set it, and give it to Prometheus as a bearer token',
+      },
+    };
+  }
+  if (tokenMatches(authorization?.startsWith('Bearer ') ? authorization.slice(7) : undefined, token)) return undefined;
+  return { status: 401, body: { error: 'unauthorized', message: '/metrics needs the METRICS_TOKEN bearer token' } };
 }
 
 export async function startOpsServer(opts: {
@@ -24,8 +44,8 @@ export async function startOpsServer(opts: {
   isAlive?: () => boolean;
   /** More of the liveness answer: its fields join `ok` in the body; `alive: false` fails it too. */
   health?: () => { alive: boolean } & Record<string, unknown>;
-  /** METRICS_TOKEN: /metrics requires it as a bearer token when set. */
-  metricsToken?: string;
+  /** Who reads /metrics (metricsRefusal). */
+  metricsAccess: MetricsAccess;
   /** Serve only /metrics (the API's separate metrics port: its health is on PORT). */
   metricsOnly?: boolean;
   /** Names the variable of the port in the error when it is taken. */
@@ -43,10 +63,12 @@ export async function startOpsServer(opts: {
       const ready = opts.isReady();
       res.writeHead(ready ? 200 : 503, { 'content-type': 'application/json' }).end(JSON.stringify({ ready }));
     } else if (path === '/metrics') {
-      if (!metricsAllowed(opts.metricsToken, req.headers.authorization)) {
+      const refusal = metricsRefusal(opts.metricsAccess, req.headers.authorization);
+      if (refusal) {
+        const challenge = refusal.status === 401 ? { 'www-authenticate': 'Bearer' } : {};
         res
-          .writeHead(401, { 'content-type': 'application/json', 'www-authenticate': 'Bearer' })
-          .end('{"error":"unauthorized","message":"/metrics needs the METRICS_TOKEN bearer token"}');
+          .writeHead(refusal.status, { 'content-type': 'application/json', ...challenge })
+          .end(JSON.stringify(refusal.body));
         return;
       }
       opts.registry.metrics().then(

@@ -22,7 +22,7 @@ const { ctx, server, metricsServer } = await boot('api', async () => {
             host: cfg.HOST,
             registry: ctx.metrics.registry,
             isReady: () => ready,
-            metricsToken: cfg.METRICS_TOKEN,
+            metricsAccess: cfg,
             metricsOnly: true,
             portSetting: 'API_METRICS_PORT',
           })

@@ -18,7 +18,7 @@ const { ctx, reconciler, archiver, ops } = await boot('reconciler', async () => 
     registry: ctx.metrics.registry,
     isReady: () => reconciler.ready && (archiver?.ready ?? true) && storeConnected(ctx.redis),
     isAlive: () => !storeEnded(ctx.redis),
-    metricsToken: cfg.METRICS_TOKEN,
+    metricsAccess: cfg,
     portSetting: 'RECONCILER_METRICS_PORT',
   });
   return { ctx, reconciler, archiver, ops };

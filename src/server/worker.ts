@@ -52,7 +52,7 @@ const { cfg, ctx, fleet, ops } = await boot('worker', async () => {
       const h = toolSourcesHealth(sources);
       return h.down.length > 0 ? { alive: h.alive, toolSourcesDown: h.down } : { alive: true };
     },
-    metricsToken: cfg.METRICS_TOKEN,
+    metricsAccess: cfg,
     portSetting: 'WORKER_METRICS_PORT',
   });
   return { cfg, ctx, fleet, ops };

@@ -25,6 +25,7 @@ describe('liveness', () => {
       registry: h.ctx.metrics.registry,
       isReady: () => true,
       isAlive: () => !storeEnded(h.ctx.redis),
+      metricsAccess: h.cfg,
     });
     const opsUrl = `http://127.0.0.1:${ops.port}`;
     try {
