@@ -392,6 +392,8 @@ export const configSchema = z.object({
    * Run routes (POST /v1/runs, run views, events) need PRODUCER_TOKEN, OPERATOR_TOKEN or a
    * TENANT_TOKENS entry; operator routes need OPERATOR_TOKEN (Bull Board and run pages also take
    * BULL_BOARD_USER/PASSWORD). A route whose credential is not configured answers 503 naming it.
+   * Production refuses any of these credentials (and METRICS_TOKEN, TENANT_TOKENS, WEBHOOK_SECRETS,
+   * CONSOLE_SESSION_SECRET) shorter than 16 characters.
    */
   PRODUCER_TOKEN: z.string().optional(),
   /** Bearer token of the operator routes and the console (or OPERATORS / OIDC_ISSUER). */
@@ -631,6 +633,25 @@ function readOperatorsFile(path: string): OperatorEntry[] {
   return parsed.data;
 }
 
+/** The shortest credential production accepts (PRODUCTION_SECRET_MIN characters). */
+export const PRODUCTION_SECRET_MIN = 16;
+
+/**
+ * Every credential this deployment chooses and the app checks a caller against (or signs with), by the setting that
+ * names it: production holds each to PRODUCTION_SECRET_MIN characters, one rule for all of them.
+ */
+function chosenSecrets(cfg: z.infer<typeof configSchema>): [string, string | undefined][] {
+  return [
+    ['PRODUCER_TOKEN', cfg.PRODUCER_TOKEN],
+    ['OPERATOR_TOKEN', cfg.OPERATOR_TOKEN],
+    ['BULL_BOARD_PASSWORD', cfg.BULL_BOARD_PASSWORD],
+    ['METRICS_TOKEN', cfg.METRICS_TOKEN],
+    ['CONSOLE_SESSION_SECRET', cfg.CONSOLE_SESSION_SECRET],
+    ...Object.entries(cfg.TENANT_TOKENS).map(([tenant, token]): [string, string] => [`TENANT_TOKENS.${tenant}`, token]),
+    ...Object.entries(cfg.WEBHOOK_SECRETS).map(([tenant, s]): [string, string] => [`WEBHOOK_SECRETS.${tenant}`, s]),
+  ];
+}
+
 /** A frozen copy of an environment: empty values are unset. */
 function snapshot(env: Record<string, string | undefined>): Readonly<Record<string, string>> {
   const copy: Record<string, string> = {};
@@ -764,6 +785,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
         ['PRODUCER_TOKEN', 'OPERATOR_TOKEN'],
         'invalid configuration: production requires PRODUCER_TOKEN and OPERATOR_TOKEN (or OPERATORS / OIDC_ISSUER)',
       );
+    }
+    // A short token is guessed; the message names the setting and its length rule, never the value.
+    for (const [field, value] of chosenSecrets(cfg)) {
+      if (value !== undefined && value.length < PRODUCTION_SECRET_MIN)
+        refuse(field, `must be at least ${PRODUCTION_SECRET_MIN} characters`);
     }
     if (cfg.REDIS_CLUSTER_NODES.length === 0 && !cfg.REDIS_URL)
       refuse('REDIS_URL', 'required (or REDIS_CLUSTER_NODES)');

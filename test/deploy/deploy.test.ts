@@ -462,7 +462,7 @@ describe('docker-compose.yml', () => {
       for (const k of secrets) if (k in e) expect(dflt(e[k]), `${name} ${k}: no default`).toBe('');
       const resolved = Object.fromEntries(Object.entries(e).map(([k, v]) => [k, dflt(v)]));
       expect(() => loadConfig(resolved), name).toThrow(ConfigError);
-      const given = { ...resolved, PRODUCER_TOKEN: 'p', OPERATOR_TOKEN: 'o', OPENAI_API_KEY: 'k', SANDBOX_URL: 'https://support.example.com', ZENDESK_EMAIL: 'agent@example.com', ZENDESK_TOKEN: 'z', RESEND_API_KEY: 're_x', RESEND_FROM: 'Support <support@example.com>', STRIPE_API_KEY: 'sk_test_x' };
+      const given = { ...resolved, PRODUCER_TOKEN: 'producer-token-from-env', OPERATOR_TOKEN: 'operator-token-from-env', OPENAI_API_KEY: 'k', SANDBOX_URL: 'https://support.example.com', ZENDESK_EMAIL: 'agent@example.com', ZENDESK_TOKEN: 'z', RESEND_API_KEY: 're_x', RESEND_FROM: 'Support <support@example.com>', STRIPE_API_KEY: 'sk_test_x' };
       expect(loadConfig(given).APP_MODE, name).toBe('production');
     }
     expect(String(services.grafana?.environment?.GF_SECURITY_ADMIN_PASSWORD)).toMatch(/^\$\{GRAFANA_ADMIN_PASSWORD:\?/);
@@ -954,7 +954,10 @@ describe('Kubernetes manifests', () => {
     expect(config.data.APP_MODE).toBe('production');
     expect(config.data.MODEL_PROVIDER).toBe('openai');
     expect(() => loadConfig(config.data)).toThrow(ConfigError);
-    const secret = { ...(secretTemplate[0] as Obj).stringData, REDIS_URL: 'redis://:pw@redis:6379' };
+    const template = { ...(secretTemplate[0] as Obj).stringData, REDIS_URL: 'redis://:pw@redis:6379' } as Record<string, string>;
+    // The template as shipped is refused: a placeholder is no credential (production wants 16 characters or more).
+    expect(() => loadConfig({ ...config.data, ...template })).toThrow(/PRODUCER_TOKEN: must be at least 16 characters/);
+    const secret = Object.fromEntries(Object.entries(template).map(([k, v]) => [k, v === 'REPLACE_ME' ? `${k.toLowerCase()}-replaced-by-the-operator` : v]));
     const cfg = loadConfig({ ...config.data, ...secret });
     expect(cfg.APP_MODE).toBe('production');
     expect(() => agentSettings(cfg, { ...config.data, ...secret })).toThrow(/SANDBOX_URL/);

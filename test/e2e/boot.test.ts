@@ -96,8 +96,8 @@ describe('a process that cannot boot', () => {
           APP_MODE: 'production',
           REDIS_URL: redisUrl(),
           MODEL_PROVIDER: 'openai',
-          PRODUCER_TOKEN: 'p',
-          OPERATOR_TOKEN: 'o',
+          PRODUCER_TOKEN: 'producer-token-for-production',
+          OPERATOR_TOKEN: 'operator-token-for-production',
           SANDBOX_URL: 'http://127.0.0.1:9',
           ZENDESK_EMAIL: 'agent@example.com',
           ZENDESK_TOKEN: 'z',
@@ -107,6 +107,34 @@ describe('a process that cannot boot', () => {
         }),
         /^worker: cannot start: invalid configuration: OPENAI_API_KEY\b/,
       );
+    },
+    BOOT_CASE_TIMEOUT_MS,
+  );
+
+  it(
+    'refuses a short credential in production, naming the setting and not the value (api)',
+    async () => {
+      const exit = await runToExit('src/server/api', {
+        APP_MODE: 'production',
+        REDIS_URL: redisUrl(),
+        MODEL_PROVIDER: 'openai',
+        OPENAI_API_KEY: 'sk-test-not-used',
+        PRODUCER_TOKEN: 'producer-token-for-production',
+        OPERATOR_TOKEN: 'operator-token-for-production',
+        BULL_BOARD_USER: 'admin',
+        BULL_BOARD_PASSWORD: 'pw-shorty',
+        SANDBOX_URL: 'http://127.0.0.1:9',
+        ZENDESK_EMAIL: 'agent@example.com',
+        ZENDESK_TOKEN: 'z',
+        RESEND_API_KEY: 're_x',
+        RESEND_FROM: 'Support <support@example.com>',
+        STRIPE_API_KEY: 'sk_test_x',
+      });
+      expectOneLine(
+        exit,
+        /^api: cannot start: invalid configuration: BULL_BOARD_PASSWORD: must be at least 16 characters/,
+      );
+      expect(exit.stderr).not.toContain('pw-shorty');
     },
     BOOT_CASE_TIMEOUT_MS,
   );

@@ -84,6 +84,29 @@ describe('config', () => {
       expect([...buildProviders(loadConfig(prod)).keys()]).toEqual(['openai']);
     });
 
+    it('refuses every credential shorter than 16 characters, naming its setting and never its value', () => {
+      const short = 'short-secret-15';
+      for (const [field, env] of [
+        ['PRODUCER_TOKEN', { PRODUCER_TOKEN: short }],
+        ['OPERATOR_TOKEN', { OPERATOR_TOKEN: short }],
+        ['BULL_BOARD_PASSWORD', { BULL_BOARD_USER: 'admin', BULL_BOARD_PASSWORD: short }],
+        ['METRICS_TOKEN', { METRICS_TOKEN: short }],
+        ['TENANT_TOKENS.acme', { TENANT_TOKENS: JSON.stringify({ acme: short }) }],
+        ['WEBHOOK_SECRETS.acme', { WEBHOOK_SECRETS: JSON.stringify({ acme: short }) }],
+      ] as const) {
+        const e = refusal({ ...prod, ...env });
+        expect(e.fields, field).toEqual([field]);
+        expect(e.message, field).toBe(
+          `invalid configuration: ${field}: must be at least 16 characters (APP_MODE=production)`,
+        );
+        expect(e.message).not.toContain(short);
+        // One character more is enough, and development keeps its own (shorter) floor.
+        const long = JSON.parse(JSON.stringify(env).replaceAll(short, `${short}x`)) as Record<string, string>;
+        expect(loadConfig({ ...prod, ...long }).APP_MODE, field).toBe('production');
+        expect(loadConfig({ ...prod, ...env, APP_MODE: 'development' }).APP_MODE, field).toBe('development');
+      }
+    });
+
     it('names the key or server each real provider needs; an OpenAI-compatible server comes with its model', () => {
       expect(refusal({ ...prod, MODEL_PROVIDER: 'anthropic' }).fields).toEqual(['ANTHROPIC_API_KEY']);
       expect(loadConfig({ ...prod, MODEL_PROVIDER: 'anthropic', ANTHROPIC_API_KEY: 'ak-x' }).MODEL_PROVIDER).toBe(
