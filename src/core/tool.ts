@@ -124,7 +124,8 @@ export interface WriteTool<A = unknown> extends ToolBase<A> {
 
 /**
  * What a wait tool asks: sleep until a time (`untilMs`, epoch ms) or for a duration (`forMs`), or wait for an
- * event delivered on `key` (POST /v1/events, the run's tenant and agent) for at most `timeoutMs`.
+ * event delivered on `key` (POST /v1/events, the run's tenant and agent; 1 to 200 visible ASCII characters, no spaces)
+ * for at most `timeoutMs`.
  */
 export type WaitRequest =
   | { kind: 'sleep'; untilMs: number }

@@ -22,6 +22,7 @@ import { z } from 'zod';
 import { AGENT_NAME_FORMAT } from '../core/agent.js';
 import type { EngineContext } from '../runs/engineContext.js';
 import { eventKeySchema } from '../runs/spec.js';
+import { tenantSchema } from './schemas.js';
 import { releaseIfHolderEnded } from '../runs/waits.js';
 import { deliverEvent, deliverUnlessHeld, type DeliverReply } from '../store/calls/deliverEvent.js';
 import { releaseKept, reserveKept } from '../store/calls/keptQuota.js';
@@ -30,11 +31,12 @@ import { promoteIfDelayed } from '../store/queues.js';
 
 export const eventBodySchema = z
   .object({
-    tenant: z.string().min(1).max(63),
+    /** The tenant, the agent and the key name the stored keys: each is checked against its format before any write. */
+    tenant: tenantSchema,
     /** The agent whose run waits on the key (keys are per agent). */
     agent: z.string().regex(AGENT_NAME_FORMAT, 'an agent name'),
-    /** The key a run waits on (as its wait tool named it). */
-    key: z.string().min(1).max(200),
+    /** The key a run waits on (as its wait tool named it, in the same format). */
+    key: eventKeySchema,
     /** What the waiting call gets as its result (`{ event: payload }`). */
     payload: z.unknown(),
     /** The sender's id of this event: the same id again (a retry) is answered as the first time, nothing delivered. */

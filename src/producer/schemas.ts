@@ -32,7 +32,8 @@ export const budgetRequestSchema = z
   .partial()
   .strict();
 
-const tenantSchema = tenantNameSchema('tenant must be 1-63 letters, digits, _ or -');
+/** A tenant as every intake names it: it is part of the keys the run and its events are stored under. */
+export const tenantSchema = tenantNameSchema('tenant must be 1-63 letters, digits, _ or -');
 
 /** A run of a named agent. */
 export const agentRunSchema = z

@@ -196,6 +196,6 @@ function refuseEventId(res: Response): void {
 function refuseDeliveryKey(res: Response): void {
   res.status(400).json({
     error: 'invalid_request',
-    fields: [{ path: '(delivery key)', message: '1 to 200 characters' }],
+    fields: [{ path: '(delivery key)', message: '1 to 200 visible ASCII characters, no spaces' }],
   });
 }

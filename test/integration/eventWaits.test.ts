@@ -26,6 +26,7 @@ import { deliverToWait } from '../../src/producer/events.js';
 import type { EngineContext } from '../../src/runs/engineContext.js';
 import { createContext } from '../../src/server/buildContext.js';
 import { createHarness, producerAuth, type Harness } from '../../testkit/harness.js';
+import { keySet, keysAddedSince } from '../../testkit/keyPrefix.js';
 
 const SECRET = 'acme-webhook-secret';
 const OPERATOR_TOKEN = 'operator-token-for-tests';
@@ -217,6 +218,31 @@ describe('keys and event ids belong to their agent and hook', () => {
     const res = await call('/v1/events', { tenant: 'acme', agent: 'nobody', key: 'reply:x', payload: 1 });
     expect(res).toMatchObject({ status: 400, body: { fields: [{ path: 'agent' }] } });
     expect(await ctx.redis.exists(ctx.keys.eventKey('acme', 'nobody', 'reply:x'))).toBe(0);
+  });
+
+  it('POST /v1/events checks tenant, agent and key against their formats: 400 naming the field, nothing written', async () => {
+    const good = { tenant: 'acme', agent: 'orders', key: 'reply:EW-F1', payload: 1 };
+    const before = await keySet(ctx.redis, h.cfg.KEY_PREFIX, h.cfg.BULL_PREFIX);
+    for (const [field, value] of [
+      ['tenant', '\u0000 ☃ {x}:*'],
+      ['tenant', 'acme:*'],
+      ['tenant', ''],
+      ['agent', '<b>x</b>'],
+      ['key', 'reply:\u0000'],
+      ['key', 'reply to 1'],
+      ['key', 'k'.repeat(201)],
+    ] as const) {
+      const res = await call('/v1/events', { ...good, [field]: value });
+      expect(res.status, `${field} ${value}`).toBe(400);
+      expect(res.body.fields, `${field} ${value}`).toEqual([{ path: field, message: expect.any(String) }]);
+      expect(JSON.stringify(res.body)).not.toContain(value || '""');
+      const asked = { ...good, [field]: value };
+      expect(await ctx.redis.exists(ctx.keys.eventKey(asked.tenant, asked.agent, asked.key))).toBe(0);
+      expect(await ctx.redis.exists(ctx.keys.keptDeliveries(asked.tenant).set)).toBe(0);
+    }
+    // No event key, kept delivery or event id at all (the worker's runs of the tests before may write their own).
+    const added = await keysAddedSince(ctx.redis, before, h.cfg.KEY_PREFIX, h.cfg.BULL_PREFIX);
+    expect(added.filter((k) => /:(event|kept):\{/.test(k))).toEqual([]);
   });
 });
 

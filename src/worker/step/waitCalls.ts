@@ -15,6 +15,7 @@ import type { Agent } from '../../core/agent.js';
 import type { ObservationEntry } from '../../core/journal.js';
 import type { ChildRequest, ToolContext, WaitRequest, WaitTool } from '../../core/tool.js';
 import { carveLimits } from '../../runs/children.js';
+import { eventKeySchema } from '../../runs/spec.js';
 import type { BudgetStop } from '../../budget/tenantBudget.js';
 import { waitIdOf, type WaitRecord } from '../../runs/waits.js';
 import type { StepEnv } from './env.js';
@@ -119,7 +120,8 @@ const amount = z.number().positive().max(LATEST_TIME_MS);
 const requestSchemas = {
   sleepUntil: z.object({ kind: z.literal('sleep'), untilMs: instant }),
   sleepFor: z.object({ kind: z.literal('sleep'), forMs: duration }),
-  event: z.object({ kind: z.literal('event'), key: z.string().min(1).max(200), timeoutMs: amount }),
+  // A key POST /v1/events can name (eventKeySchema): a wait on any other could never be delivered to.
+  event: z.object({ kind: z.literal('event'), key: eventKeySchema, timeoutMs: amount }),
   child: z.object({
     kind: z.literal('child'),
     agent: z.string().min(1),
