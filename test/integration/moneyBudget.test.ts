@@ -188,8 +188,11 @@ describe('money budgets', () => {
         micros: 80_000,
       });
     }
-    const bad = await fetch(`${url}/v1/spend?period=yesterday`, { headers: auth });
-    expect(bad.status).toBe(400);
-    expect(await bad.json()).toMatchObject({ fields: [{ path: 'period' }] });
+    for (const period of ['yesterday', '2026-99', '0000-00-00', '2026-02-30', '2026-00', '2026-13-01', '1969-12-31']) {
+      const bad = await fetch(`${url}/v1/spend?period=${period}`, { headers: auth });
+      expect(bad.status, period).toBe(400);
+      expect(await bad.json()).toMatchObject({ fields: [{ path: 'period' }] });
+    }
+    expect((await fetch(`${url}/v1/spend?period=2024-02-29`, { headers: auth })).status).toBe(200);
   });
 });

@@ -1,7 +1,7 @@
 /**
  * Spend for operators: GET /v1/spend?period=YYYY-MM-DD|YYYY-MM (default today, UTC): the real cost of every model
  * attempt of the day or month by tenant, agent and model, in µ$ (src/budget/spend.ts). A tenant-scoped operator
- * sees its own tenants' lines only. A malformed period is 400 naming `period`.
+ * sees its own tenants' lines only. A malformed period, or a day or month not on the calendar, is 400 naming `period`.
  */
 import { Router } from 'express';
 import { z } from 'zod';
@@ -10,10 +10,19 @@ import { operatorOf, requireOperator } from '../auth.js';
 import { invalid } from '../../producer/fieldErrors.js';
 import { readSpendReport } from '../../budget/spend.js';
 
+/** A day or month that is on the calendar: `2026-99` or `2026-02-30` names no report, and is the caller's error. */
+function onCalendar(period: string): boolean {
+  const day = period.length === 7 ? `${period}-01` : period;
+  const ms = Date.parse(`${day}T00:00:00Z`);
+  return Number.isFinite(ms) && ms >= 0 && new Date(ms).toISOString().slice(0, 10) === day;
+}
+
 export const spendQuerySchema = z.object({
   period: z
     .string()
-    .regex(/^\d{4}-\d{2}(-\d{2})?$/, 'a UTC day YYYY-MM-DD or month YYYY-MM')
+    // abort: a period out of form is one error, not also "not on the calendar".
+    .regex(/^\d{4}-\d{2}(-\d{2})?$/, { error: 'a UTC day YYYY-MM-DD or month YYYY-MM', abort: true })
+    .refine(onCalendar, 'a UTC day YYYY-MM-DD or month YYYY-MM on the calendar, from 1970')
     .optional(),
 });
 
