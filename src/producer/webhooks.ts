@@ -29,7 +29,7 @@ import { EVENT_KEY_FORMAT } from '../runs/spec.js';
 import { BODY_LIMIT, bodyIllFormed, bodyTooDeep, illFormedStringPath, nestedDeeperThan } from './bodyLimits.js';
 import { deliverToWait, eventBodySchema } from './events.js';
 import { InvalidRunRequest, resolveRequest, specOf, startSpec, type ResolvedRequest } from './intake.js';
-import { answerJson, invalid, param } from './fieldErrors.js';
+import { answerJson, invalid, param, singleQuery } from './fieldErrors.js';
 import { checkSignature, SIGNATURE_HEADER, TIMESTAMP_HEADER } from './webhookSignature.js';
 
 const EVENT_TTL_MS = 24 * 3600_000;
@@ -99,7 +99,9 @@ export function webhooksRouter(ctx: EngineContext, now: () => number = Date.now)
 
   const handle =
     (name: string, agent: Agent, hook: WebhookIntake<unknown>) => async (req: express.Request, res: Response) => {
-      const tenant = param(req.params.tenant) || (typeof req.query.tenant === 'string' ? req.query.tenant : '');
+      const asked = param(req.params.tenant) || singleQuery(req, res, 'tenant');
+      if (asked === null) return;
+      const tenant = asked ?? '';
       // Own keys only: `constructor` or `toString` must not find Object.prototype's (a function is no secret).
       const secret =
         TENANT_NAME_FORMAT.test(tenant) && Object.hasOwn(ctx.cfg.WEBHOOK_SECRETS, tenant)

@@ -17,7 +17,7 @@ import { requireRunAccess, runNotFound, type Principal, type SessionReader } fro
 import { EventFanout, type Viewer, type ViewerSink } from './eventFanout.js';
 import { readStatus } from '../../store/runRecord.js';
 import { ViewerShares, type ViewerLimit, type ViewerShareLimits, type ViewerSlot } from './viewerShares.js';
-import { param } from '../../producer/fieldErrors.js';
+import { param, singleQuery } from '../../producer/fieldErrors.js';
 import { isTerminal, type RunStatus } from '../../core/status.js';
 import {
   eventOfId,
@@ -96,17 +96,17 @@ function takeSlot(ctx: EngineContext, shares: ViewerShares, res: Response, runId
 
 /**
  * Where the viewer resumes: after the event its `Last-Event-ID` header (else its `lastEventId` query) names, or the
- * stream's start. A malformed one is the name it came by, checked here before it reaches Redis.
+ * stream's start. A malformed one is the name it came by, checked here before it reaches Redis; null once a repeated
+ * `lastEventId` was answered 400.
  */
-function startAt(req: Request): EventPosition | 'Last-Event-ID' | 'lastEventId' {
+function startAt(req: Request, res: Response): EventPosition | 'Last-Event-ID' | 'lastEventId' | null {
   const header = req.header('last-event-id');
-  const query = req.query.lastEventId;
+  const query = header === undefined ? singleQuery(req, res, 'lastEventId') : undefined;
+  if (query === null) return null;
   const [given, name] =
-    header !== undefined
-      ? [header, 'Last-Event-ID' as const]
-      : [query === undefined ? '' : query, 'lastEventId' as const];
+    header !== undefined ? [header, 'Last-Event-ID' as const] : [query ?? '', 'lastEventId' as const];
   if (given === '') return STREAM_START;
-  return (typeof given === 'string' && parseEventId(given)) || name;
+  return parseEventId(given) || name;
 }
 
 export function eventsRouter(ctx: EngineContext, opts: EventsOptions = {}, session?: SessionReader): Router {
@@ -120,7 +120,8 @@ export function eventsRouter(ctx: EngineContext, opts: EventsOptions = {}, sessi
   const fanout = new EventFanout(ctx.redis, ctx.keys, ctx.log, { blockMs: opts.blockMs ?? 10_000, maxViewers });
   r.get('/v1/runs/:id/events', requireRunAccess(ctx, session), async (req, res) => {
     const runId = param(req.params.id);
-    const last = startAt(req);
+    const last = startAt(req, res);
+    if (last === null) return;
     if (typeof last === 'string')
       return void res.status(400).json({
         error: 'invalid_request',

@@ -23,7 +23,7 @@ import {
   seesDeployment,
   type Principal,
 } from '../auth.js';
-import { invalid, param } from '../../producer/fieldErrors.js';
+import { invalid, param, singleQuery } from '../../producer/fieldErrors.js';
 import { InvalidRunRequest } from '../../producer/intake.js';
 import {
   isScheduleId,
@@ -90,7 +90,8 @@ export function schedulesRouter(ctx: EngineContext, schedules: Schedules): Route
   });
   r.get('/v1/schedules', requireSchedulePrincipal(ctx, false), async (req, res) => {
     const p = principalOfRes(res);
-    const tenant = typeof req.query.tenant === 'string' ? req.query.tenant : undefined;
+    const tenant = singleQuery(req, res, 'tenant');
+    if (tenant === null) return;
     res.json({
       schedules: await schedules.list((t) => (tenant === undefined || t === tenant) && principalSees(p, t)),
     });
