@@ -1,8 +1,8 @@
 /**
  * POST /v1/operators/:name/sessions/end: ends every console session of one operator at once (on every API
  * process: the sessions carry an epoch, and this bumps the operator's). For an operator whose access is being
- * taken away before the directory change reaches every process, or whose browser was lost. Only an operator
- * who sees every tenant may end someone's sessions; anyone may end their own.
+ * taken away before the directory change reaches every process, or whose browser was lost. Only an operator (the
+ * role) who sees every tenant may end someone's sessions; anyone signed in, a viewer too, may end their own.
  */
 import { Router } from 'express';
 import { z } from 'zod';
@@ -15,11 +15,12 @@ export const nameSchema = z.object({ name: z.string().min(1).max(200) });
 
 export function sessionsRouter(ctx: EngineContext, sessions: ConsoleSessions): Router {
   const r = Router();
-  r.post('/v1/operators/:name/sessions/end', requireOperator(ctx, 'operator'), async (req, res) => {
+  // A viewer passes here: ending its own sessions takes nothing from anyone; someone else's is checked below.
+  r.post('/v1/operators/:name/sessions/end', requireOperator(ctx, 'viewer'), async (req, res) => {
     const parsed = nameSchema.safeParse({ name: param(req.params.name) });
     if (!parsed.success) return void invalid(res, parsed.error);
     const by = operatorOf(res);
-    if (by.name !== parsed.data.name && by.tenants !== '*') {
+    if (by.name !== parsed.data.name && (by.role !== 'operator' || by.tenants !== '*')) {
       return void res
         .status(403)
         .json({ error: 'forbidden', message: `operator ${by.name} may end only its own sessions` });

@@ -24,6 +24,8 @@ const BOB = 'bob-token-0123456789';
 const SHARED = 'shared-operator-token-1';
 const ada = { name: 'ada', tokenSha256: sha(ADA), role: 'operator', tenants: '*' };
 const bob = { name: 'bob', tokenSha256: sha(BOB), role: 'operator', tenants: ['acme'] };
+const VIC = 'vic-token-0123456789';
+const vic = { name: 'vic', tokenSha256: sha(VIC), role: 'viewer', tenants: '*' };
 const ISSUER = 'https://id.example.com/';
 const AUDIENCE = 'agent-fleet';
 
@@ -36,7 +38,7 @@ beforeAll(async () => {
   key = pair.privateKey;
   h = await operatorHarness('revocation', {
     OPERATOR_TOKEN: SHARED,
-    OPERATORS: JSON.stringify([ada, bob]),
+    OPERATORS: JSON.stringify([ada, bob, vic]),
     CONSOLE_SESSION_SECRET: 's'.repeat(40),
     OIDC_ISSUER: ISSUER,
     OIDC_AUDIENCE: AUDIENCE,
@@ -124,6 +126,19 @@ describe('console sessions follow the operator directory', () => {
     expect(await listWith(h.url, second)).toBe(401);
     expect(await listWith(h.url, adaSession)).toBe(200);
     expect(await listWith(h.url, await login(h.url, BOB))).toBe(200);
+  });
+
+  it('a viewer may end its own sessions (anyone may), never another operator’s, even seeing every tenant', async () => {
+    const vicSession = await login(h.url, VIC);
+    const adaSession = await login(h.url, ADA);
+    expect(await call(h.url, 'POST', '/v1/operators/ada/sessions/end', {}, VIC)).toMatchObject({ status: 403 });
+    expect(await listWith(h.url, adaSession)).toBe(200);
+    expect(await call(h.url, 'POST', '/v1/operators/vic/sessions/end', {}, VIC)).toMatchObject({
+      status: 200,
+      body: { operator: 'vic', sessionsEnded: true },
+    });
+    expect(await listWith(h.url, vicSession)).toBe(401);
+    expect(await listWith(h.url, adaSession)).toBe(200);
   });
 });
 
