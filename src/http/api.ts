@@ -75,9 +75,7 @@ export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Ex
   app.post('/v1/runs', requireRunCreation(ctx.cfg), async (req, res) => {
     const parsed = createRunSchemaFor(ctx.agents, req.body).safeParse(req.body);
     if (!parsed.success) {
-      const fields = parsed.error.issues.map((i) => ({ path: i.path.join('.') || '(body)', message: i.message }));
-      res.status(400).json({ error: 'invalid_request', fields });
-      return;
+      return void invalid(res, parsed.error);
     }
     // The Idempotency-Key names the intake event: a new key on the same subject is a follow-up run.
     const header = req.header('idempotency-key');

@@ -19,10 +19,9 @@
  */
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { AGENT_NAME_FORMAT } from '../core/agent.js';
 import type { EngineContext } from '../runs/engineContext.js';
 import { eventKeySchema } from '../runs/spec.js';
-import { tenantSchema } from './schemas.js';
+import { agentNameSchema, tenantSchema } from './schemas.js';
 import { releaseIfHolderEnded } from '../runs/waits.js';
 import { deliverEvent, deliverUnlessHeld, type DeliverReply } from '../store/calls/deliverEvent.js';
 import { releaseKept, reserveKept } from '../store/calls/keptQuota.js';
@@ -34,7 +33,7 @@ export const eventBodySchema = z
     /** The tenant, the agent and the key name the stored keys: each is checked against its format before any write. */
     tenant: tenantSchema,
     /** The agent whose run waits on the key (keys are per agent). */
-    agent: z.string().regex(AGENT_NAME_FORMAT, 'an agent name'),
+    agent: agentNameSchema,
     /** The key a run waits on (as its wait tool named it, in the same format). */
     key: eventKeySchema,
     /** What the waiting call gets as its result (`{ event: payload }`). */

@@ -2,9 +2,26 @@
 import type { Request, Response } from 'express';
 import type { z } from 'zod';
 
+/** An unknown field's name as an answer may show it: a plain name, else not at all (it is the sender's text). */
+const SHOWN_FIELD_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+
+/**
+ * A refusal's fields, one per problem, with `head` before each path (an agent's input under `input`). The answer
+ * names where, never echoes what was sent: zod's `Unrecognized key: "<its text>"` names an unknown field only when
+ * it is a plain name.
+ */
+export function fieldsOf(error: z.ZodError, head?: string): { path: string; message: string }[] {
+  return error.issues.map((i) => ({
+    path: [...(head === undefined ? [] : [head]), ...i.path.map(String)].join('.') || '(body)',
+    message:
+      i.code === 'unrecognized_keys'
+        ? `Unrecognized key${i.keys.length > 1 ? 's' : ''}: ${i.keys.map((k) => (SHOWN_FIELD_NAME.test(k) ? `"${k}"` : '(a name not shown)')).join(', ')}`
+        : i.message,
+  }));
+}
+
 export function invalid(res: Response, error: z.ZodError): void {
-  const fields = error.issues.map((i) => ({ path: i.path.join('.') || '(body)', message: i.message }));
-  res.status(400).json({ error: 'invalid_request', fields });
+  res.status(400).json({ error: 'invalid_request', fields: fieldsOf(error) });
 }
 
 /**

@@ -22,6 +22,7 @@ import { runIdFor, runIdForEvent } from '../store/keys.js';
 import { resolveModelChoice } from './modelChoice.js';
 import { normalizeRunRequest, type CreateRunRequest, type RunRequest } from './schemas.js';
 import { runReplicated } from '../runs/replication.js';
+import { fieldsOf } from './fieldErrors.js';
 
 export const REQUEST_KEY_TTL_MS = 24 * 3600_000;
 
@@ -68,8 +69,6 @@ export function unknownAgent(ctx: Pick<EngineContext, 'agents'>, agent: string, 
   ]);
 }
 
-const joinPath = (head: string, path: readonly PropertyKey[]) => [head, ...path.map(String)].join('.');
-
 /** A request read once: its one form, its agent, the input as that agent's schema accepts it, its subject and run. */
 export interface ResolvedRequest {
   req: RunRequest;
@@ -90,10 +89,7 @@ export function resolveIntake(
   const agent = ctx.agents.get(req.agent);
   if (!agent) throw unknownAgent(ctx, req.agent, req.fields.input === 'input' ? 'agent' : '(body)');
   const parsed = agent.input.safeParse(req.input);
-  if (!parsed.success)
-    throw new InvalidRunRequest(
-      parsed.error.issues.map((i) => ({ path: joinPath(req.fields.input, i.path), message: i.message })),
-    );
+  if (!parsed.success) throw new InvalidRunRequest(fieldsOf(parsed.error, req.fields.input));
   const key = agent.key(parsed.data);
   const runId =
     event === undefined

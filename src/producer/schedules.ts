@@ -21,7 +21,7 @@ import { z } from 'zod';
 import type { EngineContext } from '../runs/engineContext.js';
 import { settledWithin } from '../core/timeout.js';
 import { tenantNameSchema } from '../core/tenant.js';
-import { budgetRequestSchema } from './schemas.js';
+import { agentNameSchema, budgetRequestSchema } from './schemas.js';
 import { InvalidRunRequest, buildSpec, startRun } from './intake.js';
 import { putSchedule } from '../store/calls/putSchedule.js';
 import { ownerOf, ownerStillValid, scheduleOwnerSchema, type ScheduleActor } from './scheduleOwner.js';
@@ -32,7 +32,7 @@ export const SCHEDULE_ID = /^[A-Za-z0-9_.-]{1,64}$/;
 export const scheduleBodySchema = z
   .object({
     tenant: tenantNameSchema('tenant must be 1-63 letters, digits, _ or -'),
-    agent: z.string().min(1).max(63),
+    agent: agentNameSchema,
     cron: z.string().min(1).max(120).refine(validCron, 'not a cron pattern (five or six fields)'),
     tz: z.string().min(1).max(64).refine(validZone, 'not an IANA time zone').optional(),
     input: z.unknown(),

@@ -10,7 +10,7 @@
  * The stored run spec is the engine's: src/runs/spec.ts.
  */
 import { z } from 'zod';
-import type { AgentCatalog } from '../core/agent.js';
+import { AGENT_NAME_FORMAT, type AgentCatalog } from '../core/agent.js';
 import { tenantNameSchema } from '../core/tenant.js';
 import { scriptSchema } from '../models/scriptedTurns.js';
 import { maxCostSchema, maxStepsSchema, maxTokensSchema, maxWallMsSchema, providerNameSchema } from '../runs/spec.js';
@@ -32,6 +32,11 @@ export const budgetRequestSchema = z
   .partial()
   .strict();
 
+/** An agent's name as agents are defined (AGENT_NAME_FORMAT); the message leaves the sender's text out. */
+export const agentNameSchema = z
+  .string()
+  .regex(AGENT_NAME_FORMAT, 'an agent name: a-z, then up to 62 of a-z, 0-9, _ or -');
+
 /** A tenant as every intake names it: it is part of the keys the run and its events are stored under. */
 export const tenantSchema = tenantNameSchema('tenant must be 1-63 letters, digits, _ or -');
 
@@ -39,7 +44,7 @@ export const tenantSchema = tenantNameSchema('tenant must be 1-63 letters, digit
 export const agentRunSchema = z
   .object({
     tenant: tenantSchema,
-    agent: z.string().min(1).max(63),
+    agent: agentNameSchema,
     input: z.unknown(),
     budget: budgetRequestSchema.optional(),
     model: providerNameSchema.optional(),
