@@ -2,19 +2,18 @@
  * The API fuzzed in process against real Redis: generated and mutated bodies, headers, cookies, path parameters
  * and query strings (test/support/fuzz/requests.ts) against every route: the OpenAPI document's, plus every route
  * the app mounts (console, run pages, webhooks) and Bull Board. The property, request by request: no 5xx, no hang,
- * and nothing written to Redis for a 4xx (every write to the test's own Redis database is seen as a keyspace
- * event, test/support/fuzz/writes.ts). A fixed seed (FUZZ_SEED to replay another); FUZZ_RUNS=n requests per route.
+ * and nothing written to Redis for a 4xx (every write to the test's own redis-server is seen as a keyspace event,
+ * test/support/fuzz/writes.ts, which sets notify-keyspace-events: a server setting, so not on the suite's shared one). A fixed seed (FUZZ_SEED to replay another); FUZZ_RUNS=n requests per route.
  * Credentials: the producer, an operator, a viewer, and two tenants' tokens, each tenant holding a schedule (`daily`).
  */
 import { createHash } from 'node:crypto';
 import fc from 'fast-check';
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildSpec } from '../../src/producer/intake.js';
 import { createFullApi } from '../../src/http/fullApi.js';
 import { openApiDocument } from '../../src/http/openapi.js';
-import { createHarness, PRODUCER_TOKEN, redisUrl, sampleTicket, type Harness } from '../../testkit/harness.js';
-import { deletePrefix } from '../../testkit/keyPrefix.js';
+import { startEmbeddedRedis, type EmbeddedRedis } from '../../testkit/embeddedRedis.js';
+import { createHarness, PRODUCER_TOKEN, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { routesOf } from '../support/routes.js';
 import { requestTo, type FuzzRoute, type FuzzWorld } from '../support/fuzz/requests.js';
 import { send, type RawRequest } from '../support/fuzz/send.js';
@@ -36,8 +35,6 @@ const BOARD = { user: 'board', password: 'board-password-for-the-fuzzer' };
  * that presents it (docs/security.md, How access is revoked).
  */
 const ALLOWED_ON_4XX = /^del \S+:console-session:\S+$/;
-/** A database of its own: every write in it is this test's. */
-const DB = 1 + (process.pid % 15);
 
 const ticket = sampleTicket('FZ-1');
 /** Bodies each route accepts, mutated by the fuzzer (keyed `METHOD /path`, Express form). */
@@ -62,16 +59,11 @@ const SEEDS: Record<string, unknown> = {
 };
 SEEDS['POST /webhooks/zendesk'] = SEEDS['POST /webhooks/zendesk/:tenant'];
 
+let server: EmbeddedRedis;
 let h: Harness;
 let base: URL;
 let watch: WriteWatch;
 let world: FuzzWorld;
-
-function withDb(url: string, db: number): string {
-  const u = new URL(url);
-  u.pathname = `/${db}`;
-  return u.toString();
-}
 
 /** Every route: the document's (with the query names it lists), every route the app mounts, Bull Board. */
 function allRoutes(): FuzzRoute[] {
@@ -117,8 +109,10 @@ async function sessionCookie(url: string): Promise<string> {
 }
 
 beforeAll(async () => {
+  // A server of its own: every write in it is this test's.
+  server = await startEmbeddedRedis();
   h = await createHarness('fuzz', {
-    REDIS_URL: withDb(redisUrl(), DB),
+    REDIS_URL: server.url,
     OPERATOR_TOKEN,
     TENANT_TOKENS: JSON.stringify({ acme: ACME, globex: GLOBEX }),
     OPERATORS: JSON.stringify([
@@ -155,17 +149,13 @@ beforeAll(async () => {
     ids: [spec.runId, `r_${'0'.repeat(24)}`, `a_${'0'.repeat(32)}`, 'acme', 'globex', 'support', 'daily', 'operator'],
     webhookSecret: SECRET,
   };
-  watch = await watchWrites(h.env.REDIS_URL!, DB);
+  watch = await watchWrites(server.url, 0);
 });
 
 afterAll(async () => {
   await watch?.close();
-  if (!h) return;
-  // The harness cleans its prefix in the suite's database; this test's keys are in its own.
-  const own = new Redis(h.env.REDIS_URL!);
-  for (const p of [h.cfg.KEY_PREFIX, h.cfg.BULL_PREFIX]) await deletePrefix(own, p);
-  own.disconnect();
-  await h.close();
+  await h?.close().catch(() => {});
+  await server?.stop();
 });
 
 async function viewersGone(): Promise<void> {
