@@ -13,7 +13,7 @@ import {
 } from '../producer/bodyLimits.js';
 import { answerRequestError } from './requestErrors.js';
 import { jsonBody } from './jsonBody.js';
-import { InvalidRunRequest, startRun, unknownAgent } from '../producer/intake.js';
+import { foundRun, InvalidRunRequest, startRun, unknownAgent } from '../producer/intake.js';
 import { createRunSchemaFor } from '../producer/schemas.js';
 import { deliver, eventBodySchema } from '../producer/events.js';
 import { answerJson, invalid } from '../producer/fieldErrors.js';
@@ -21,7 +21,6 @@ import { EVENT_KEY_FORMAT } from '../runs/spec.js';
 import { runView, type EffectsLister } from './runView.js';
 import { storeErrorAnswered, storeGate } from './storeUnavailable.js';
 import { storeEnded, storeWritable } from '../store/connect.js';
-import { readRun } from '../store/runRecord.js';
 
 /** /readyz's store check answers within this (a lost master must not hang the probe). */
 const READY_PING_MS = 1000;
@@ -89,16 +88,8 @@ export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Ex
     try {
       const { runId, created, previousRunId } = await startRun(ctx, parsed.data, header);
       if (created) return void answerJson(res, 201, { runId, created, ...(previousRunId ? { previousRunId } : {}) });
-      // The same event again (or, with no event named, the subject's latest run): that run, with its status (a dead run
-      // was settled, never left queued) and the run before it as the first answer named it, read from the run record: a
-      // request asked again because its answer was lost learns what that answer said.
-      const run = await readRun(ctx.redis, ctx.keys, runId, ['previousRunId']);
-      answerJson(res, 200, {
-        runId,
-        created,
-        ...(run?.previousRunId ? { previousRunId: run.previousRunId } : {}),
-        ...(run?.status ? { status: run.status } : {}),
-      });
+      // The same event again (or, with no event named, the subject's latest run).
+      answerJson(res, 200, await foundRun(ctx, runId));
     } catch (err) {
       if (err instanceof InvalidRunRequest) {
         res.status(400).json({ error: 'invalid_request', fields: err.fieldsFor(seesDeployment(ctx.cfg, bearer(req))) });

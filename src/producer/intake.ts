@@ -15,10 +15,12 @@ import type { EngineContext } from '../runs/engineContext.js';
 import type { Admission } from '../flow/admission.js';
 import { scriptedModelAllowed } from '../config/testHooks.js';
 import { ConfigError, TerminalError } from '../core/errors.js';
+import type { RunStatus } from '../core/status.js';
 import { SearchFieldError, type Agent, type AgentCatalog, type SearchFields } from '../core/agent.js';
 import { runSpecSchema, type RunSpec } from '../runs/spec.js';
 import type { CreateRunResult } from '../store/calls/createRun.js';
 import { runIdFor, runIdForEvent } from '../store/keys.js';
+import { readRun } from '../store/runRecord.js';
 import { resolveModelChoice } from './modelChoice.js';
 import { normalizeRunRequest, type CreateRunRequest, type RunRequest } from './schemas.js';
 import { runReplicated } from '../runs/replication.js';
@@ -213,6 +215,30 @@ export interface StartedRun {
   runId: string;
   created: boolean;
   previousRunId?: string;
+}
+
+/** What a request that found its run answers: that run, created by an earlier request. */
+export interface FoundRun {
+  runId: string;
+  created: false;
+  previousRunId?: string;
+  status?: RunStatus;
+}
+
+/**
+ * The answer to the same event again (a create's Idempotency-Key, a webhook's event id; or, with no event named, the
+ * subject's latest run): the run, with its status (a dead run was settled, never left queued) and the run before it as
+ * the first answer named it, read from the run record in one read: a request asked again because its answer was lost
+ * learns what that answer said.
+ */
+export async function foundRun(ctx: EngineContext, runId: string): Promise<FoundRun> {
+  const run = await readRun(ctx.redis, ctx.keys, runId, ['previousRunId']);
+  return {
+    runId,
+    created: false,
+    ...(run?.previousRunId ? { previousRunId: run.previousRunId } : {}),
+    ...(run?.status ? { status: run.status } : {}),
+  };
 }
 
 /** startRun of a spec built already (specOf); the Idempotency-Key as startRun takes it. */

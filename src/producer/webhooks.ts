@@ -28,7 +28,7 @@ import type { EngineContext } from '../runs/engineContext.js';
 import { EVENT_KEY_FORMAT } from '../runs/spec.js';
 import { BODY_LIMIT, bodyIllFormed, bodyTooDeep, illFormedStringPath, nestedDeeperThan } from './bodyLimits.js';
 import { deliverToWait, eventBodySchema } from './events.js';
-import { InvalidRunRequest, resolveRequest, specOf, startSpec, type ResolvedRequest } from './intake.js';
+import { foundRun, InvalidRunRequest, resolveRequest, specOf, startSpec, type ResolvedRequest } from './intake.js';
 import { answerJson, invalid, param, singleQuery } from './fieldErrors.js';
 import { checkSignature, SIGNATURE_HEADER, TIMESTAMP_HEADER } from './webhookSignature.js';
 
@@ -151,7 +151,7 @@ export function webhooksRouter(ctx: EngineContext, now: () => number = Date.now)
       const first = await ctx.redis.set(key, runId, 'PX', eventTtlMs(ctx.cfg.WEBHOOK_TOLERANCE_S), 'NX');
       if (first === null) {
         const previous = (await ctx.redis.get(key)) ?? runId;
-        return void answerJson(res, 200, { runId: previous, created: false, duplicate: true });
+        return void answerJson(res, 200, { ...(await foundRun(ctx, previous)), duplicate: true });
       }
       try {
         // A retry after an error here finds the same delivery (by the event id), never a second handling.
@@ -170,7 +170,10 @@ export function webhooksRouter(ctx: EngineContext, now: () => number = Date.now)
         }
         const at = now();
         const started = await startSpec(ctx, specOf(ctx, resolved, at, parsed.eventId), undefined, at);
-        answerJson(res, started.created ? 201 : 200, { ...started, duplicate: false });
+        if (started.created) return void answerJson(res, 201, { ...started, duplicate: false });
+        // The event's run was made already (its record deleted when a handling failed after making it): found, as a
+        // redelivery finds it.
+        answerJson(res, 200, { ...(await foundRun(ctx, started.runId)), duplicate: false });
       } catch (err) {
         await ctx.redis.del(key);
         if (err instanceof InvalidRunRequest)

@@ -315,10 +315,24 @@ describe('follow-up runs through the signed webhooks', () => {
       ticket: { ...sampleTicket('WF-1'), body: 'Any news?' },
     });
     expect(reply).toMatchObject({ status: 201, body: { created: true, previousRunId: firstId } });
-    expect(reply.body.runId).not.toBe(firstId);
-    expect((await view(reply.body.runId as string)).previousRunId).toBe(firstId);
-    await h.waitForStatus(reply.body.runId as string, DONE);
-    expect((await view(firstId)).nextRunId).toBe(reply.body.runId);
+    const replyId = reply.body.runId as string;
+    expect(replyId).not.toBe(firstId);
+    expect((await view(replyId)).previousRunId).toBe(firstId);
+    await h.waitForStatus(replyId, DONE);
+    expect((await view(firstId)).nextRunId).toBe(replyId);
+    // The follow-up's event redelivered (the sender lost the answer): the same run, named as the first answer named
+    // it, with its status, as POST /v1/runs answers the same event again.
+    const follow = { v: 1, eventId: 'wh-2', ticket: { ...sampleTicket('WF-1'), body: 'Any news?' } };
+    expect(await postWebhook('/webhooks/tickets?tenant=acme', follow)).toEqual({
+      status: 200,
+      body: { runId: replyId, created: false, previousRunId: firstId, status: 'completed', duplicate: true },
+    });
+    // Its event's record gone (a handling that failed after making the run deletes it): the run is found the same way.
+    await h.ctx.redis.del(h.ctx.keys.webhookEvent('acme', 'support', 'tickets', 'wh-2'));
+    expect(await postWebhook('/webhooks/tickets?tenant=acme', follow)).toEqual({
+      status: 200,
+      body: { runId: replyId, created: false, previousRunId: firstId, status: 'completed', duplicate: false },
+    });
   });
 
   it('a zendesk comment event with a new comment id is a follow-up carrying the comment; the same comment twice is one run', async () => {
