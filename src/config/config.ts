@@ -558,11 +558,11 @@ export const configSchema = z.object({
   FLOW_FLEET_CONCURRENCY: int(0, 0),
   /**
    * Weights of the tenants' turns, e.g. {"acme":2} (default 1 each): a tenant of weight 2 is admitted twice as often.
-   * From 0.001 to 1000 (src/core/flowWeight.ts).
+   * From 0.001 to 1000 (src/core/flowWeight.ts). Each key a tenant's name.
    */
-  FLOW_TENANT_WEIGHTS: json(z.record(z.string().min(1), z.number().min(FLOW_WEIGHT_MIN).max(FLOW_WEIGHT_MAX)), {}),
-  /** Concurrency limits per tenant, e.g. {"acme":100} (0 = none), over FLOW_TENANT_CONCURRENCY. */
-  FLOW_TENANT_LIMITS: json(z.record(z.string().min(1), z.number().int().min(0)), {}),
+  FLOW_TENANT_WEIGHTS: json(z.record(tenantNameSchema(), z.number().min(FLOW_WEIGHT_MIN).max(FLOW_WEIGHT_MAX)), {}),
+  /** Concurrency limits per tenant, e.g. {"acme":100} (0 = none), over FLOW_TENANT_CONCURRENCY. Each key a tenant's name. */
+  FLOW_TENANT_LIMITS: json(z.record(tenantNameSchema(), z.number().int().min(0)), {}),
   /** Concurrency limits per agent, e.g. {"support":40} (0 = none), over FLOW_AGENT_CONCURRENCY. */
   FLOW_AGENT_LIMITS: json(z.record(z.string().min(1), z.number().int().min(0)), {}),
   /** How often each worker does flow control's bookkeeping: slots of ended runs, admissions whose admitter died. */

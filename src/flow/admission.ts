@@ -40,6 +40,7 @@ import { promoteIfDelayed, type ShardQueues, STEP_JOB_NAME } from '../store/queu
 import type { Metrics } from '../metrics/metrics.js';
 import { TerminalError } from '../core/errors.js';
 import { flowWeightProblem } from '../core/flowWeight.js';
+import { TENANT_NAME_FORMAT } from '../core/tenant.js';
 import { liveOwners, ownerOfConnection } from '../store/owners.js';
 import { StepPriorities } from './stepPriority.js';
 import { readRun } from '../store/runRecord.js';
@@ -469,7 +470,7 @@ export class Admission {
  * like a tenant's), or undefined. The message starts with the field it names.
  */
 export function settingProblem(what: FlowSetting, of: string, value: number | null): string | undefined {
-  if (!/^[a-z0-9][a-z0-9_-]{0,62}$/i.test(of))
+  if (!TENANT_NAME_FORMAT.test(of))
     return `${what === 'agent_limit' ? 'agent' : 'tenant'}: 1-63 letters, digits, _ or -`;
   if (value === null) return undefined;
   if (what === 'weight') return flowWeightProblem(value);

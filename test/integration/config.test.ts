@@ -70,6 +70,18 @@ describe('config', () => {
     });
   });
 
+  it('a tenant weight or limit is keyed by a tenant name: "*" (every tenant) and a bad name are refused, named', () => {
+    for (const field of ['FLOW_TENANT_WEIGHTS', 'FLOW_TENANT_LIMITS'])
+      for (const name of ['*', 'acme corp', '-acme', 'x'.repeat(64)]) {
+        const e = refusal({ [field]: JSON.stringify({ acme: 2, [name]: 2 }) });
+        expect(e.fields, `${field} ${name}`).toEqual([`${field}.${name}`]);
+        expect(e.message).toContain('"*" is every tenant');
+      }
+    const cfg = loadConfig({ FLOW_TENANT_WEIGHTS: '{"acme":2,"Globex_2":3}', FLOW_TENANT_LIMITS: '{"tenant-a":4}' });
+    expect(cfg.FLOW_TENANT_WEIGHTS).toEqual({ acme: 2, Globex_2: 3 });
+    expect(cfg.FLOW_TENANT_LIMITS).toEqual({ 'tenant-a': 4 });
+  });
+
   it('an operator reserve of every event stream is refused: tenants would get none', () => {
     expect(refusal({ SSE_MAX_VIEWERS: '100' }).fields).toEqual(['SSE_OPERATOR_RESERVE']);
     expect(refusal({ SSE_MAX_VIEWERS: '50', SSE_OPERATOR_RESERVE: '50' }).fields).toEqual(['SSE_OPERATOR_RESERVE']);

@@ -25,8 +25,7 @@ import { invalid } from '../../producer/fieldErrors.js';
 import { searchEverywhere, type SearchQuery, type SearchTerm } from '../../runs/search.js';
 import { SEARCH_SUBJECT } from '../../store/keys.js';
 import { SEARCH_FIELD_NAME_FORMAT, SEARCH_VALUE_MAX_CHARS } from '../../core/agent.js';
-
-const NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/i;
+import { TENANT_NAME_FORMAT, tenantNameSchema } from '../../core/tenant.js';
 
 /**
  * A time bound of the listing: epoch ms, or an ISO 8601 date-time; one without a zone
@@ -83,8 +82,9 @@ export const runListQuerySchema = z
         param: { style: 'form', explode: true },
       }),
     status: z.enum(RUN_STATUSES).optional(),
-    tenant: z.string().regex(NAME, 'tenant: 1-63 letters, digits, _ or -').optional(),
-    agent: z.string().regex(NAME, 'agent: 1-63 letters, digits, _ or -').optional(),
+    tenant: tenantNameSchema('tenant: 1-63 letters, digits, _ or -').optional(),
+    // A name like a tenant's: one no agent has lists nothing.
+    agent: z.string().regex(TENANT_NAME_FORMAT, 'agent: 1-63 letters, digits, _ or -').optional(),
     since: timeSchema('since').optional(),
     until: timeSchema('until').optional(),
     cursor: z.string().max(200).optional(),
