@@ -114,8 +114,8 @@ const MAX_CAUSES = 8;
 /**
  * A copy of `err` for logging (the original, maybe thrown on, is left as it is): no DATA_FIELDS; a database error's
  * message, and its stack that repeats it, redacted (redactDatabaseMessage); an ioredis error's command by its name
- * only (its args are the keys and values written); its details by CODED_DETAILS; the same for its cause and the
- * errors among its fields.
+ * only (its args are the keys and values written); its details by CODED_DETAILS; an object of a class by its name
+ * (isInstance); the same for its cause and the errors among its fields.
  */
 function withoutData(err: Error, depth = 0): Error {
   const copy = Object.create(Object.getPrototypeOf(err) as object | null) as Error;
@@ -143,11 +143,23 @@ function withoutData(err: Error, depth = 0): Error {
     }
     if (key === 'details' && v !== null && typeof v === 'object' && !Array.isArray(v))
       value = codedDetails(v as object);
+    else if (isInstance(v)) value = { type: (v as object).constructor.name };
     if (value !== undefined) own(key, value, true);
   }
   // A cause is often not enumerable (new Error(m, { cause })).
   if (err.cause !== undefined) own('cause', sanitize(err.cause), false);
   return copy;
+}
+
+/**
+ * A field holding an object of some class other than an Error (a database error's `client`, a socket): logged by its
+ * class name only. Its fields are a connection's state, its queued and active queries among them, with the values
+ * they write.
+ */
+function isInstance(v: unknown): boolean {
+  if (v === null || typeof v !== 'object' || v instanceof Error || Array.isArray(v)) return false;
+  const proto = Object.getPrototypeOf(v) as object | null;
+  return proto !== null && proto !== Object.prototype;
 }
 
 /**

@@ -122,3 +122,20 @@ describe('the err serializer and error details', () => {
     expect(inner.details.body).toBe(body);
   });
 });
+
+describe('the err serializer and objects an error holds', () => {
+  it("logs an object of a class by its class name: a pool error's client, with its active query's values, is not dumped", () => {
+    class Client {
+      activeQuery = { text: 'insert into archived_runs values ($1)', values: [SECRET] };
+      connectionParameters = { user: 'postgres', host: '127.0.0.1' };
+    }
+    const err = Object.assign(databaseError('terminating connection due to administrator command', { code: '57P01' }), {
+      client: new Client(),
+    });
+    const logged = errSerializer(err) as Record<string, unknown>;
+    expect(logged.client).toEqual({ type: 'Client' });
+    expect(logged.code).toBe('57P01');
+    expect(JSON.stringify(logged)).not.toContain(SECRET);
+    expect(err.client.activeQuery.values).toEqual([SECRET]);
+  });
+});
