@@ -41,6 +41,7 @@ import { indexedRunIds, type SearchTerm } from '../runs/search.js';
 import { eventKeysAsked, parseWait } from '../runs/waits.js';
 import { readJournal } from '../store/runJournal.js';
 import { queueEraseSearchIndexes } from '../store/calls/eraseSearchIndexes.js';
+import { watchedReplies } from '../store/connect.js';
 import { SEARCH_SUBJECT } from '../store/keys.js';
 import {
   archivedChildRunIds,
@@ -100,6 +101,18 @@ export async function eraseCustomer(
   by: string,
   nowMs = Date.now(),
 ): Promise<ErasureOutcome> {
+  try {
+    return await erase(ctx, req, by, nowMs);
+  } catch (err) {
+    // Answered 500 by the route: counted and logged here (ids and codes only), so a failed erasure is seen even when
+    // the requester's tool does not say; asking again is safe (each rewrite redacts what is there).
+    ctx.metrics.erasures.inc({ outcome: 'failed' });
+    ctx.log.error({ code: 'erasure_failed', tenant: req.tenant, by, err }, 'erasure failed: ask again');
+    throw err;
+  }
+}
+
+async function erase(ctx: ErasureContext, req: ErasureRequest, by: string, nowMs: number): Promise<ErasureOutcome> {
   const pool = ctx.archive?.pool;
   const runIds = await runsToErase(ctx, pool, req);
   const inRedis = await Promise.all(runIds.map((id) => readRun(ctx.redis, ctx.keys, id, ['tenant'])));
@@ -337,7 +350,8 @@ async function eraseEventPayloads(
           await conn.unwatch();
           break;
         }
-        if ((await conn.multi().hset(key, 'payload', redacted).exec()) !== null) break;
+        if ((await watchedReplies(conn.multi().hset(key, 'payload', redacted), 'event payload erasure')) !== null)
+          break;
       }
     }
   } finally {
@@ -460,7 +474,7 @@ async function eraseRunInRedis(ctx: ErasureContext, runId: string, nowMs: number
         tx.pexpire(k.events, ttl);
         for (const a of actions) if (a.history.length > 0) tx.pexpire(ctx.keys.actionHistory(a.key), ttl);
       }
-      if ((await tx.exec()) !== null) return 'erased';
+      if ((await watchedReplies(tx, 'run erasure')) !== null) return 'erased';
     }
     return 'at_work';
   } finally {

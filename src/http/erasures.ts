@@ -12,13 +12,14 @@ import type { EngineContext } from '../runs/engineContext.js';
 import { operatorOf, requireOperator } from './auth.js';
 import { actorSeesTenant } from '../operations/actor.js';
 import { invalid } from '../producer/fieldErrors.js';
+import { tenantSchema } from '../producer/schemas.js';
 import { eraseCustomer, type ErasureRecord } from '../archive/erasure.js';
 
 export const ERASURES_PATH = '/v1/erasures';
 
 export const erasureSchema = z
   .object({
-    tenant: z.string().min(1).max(200),
+    tenant: tenantSchema,
     /** The subject key (agent.key(input)) whose runs to erase. */
     subject: z.string().min(1).max(1000).optional(),
     /** An agent's search field and its value (Agent.search): its runs from Redis' search index and the archive's. */

@@ -24,6 +24,20 @@ export async function transactionReplies(tx: ChainableCommander, what: string): 
   });
 }
 
+/**
+ * A WATCHed transaction's replies: null when a watched key changed (nothing was written: read again and retry);
+ * otherwise the first command error, thrown. Redis runs every command of an EXEC even after one fails, so such an
+ * error means the change was made in part: the caller must not report it done.
+ */
+export async function watchedReplies(tx: ChainableCommander, what: string): Promise<unknown[] | null> {
+  const res = await tx.exec();
+  if (res === null) return null;
+  return res.map(([err, reply]) => {
+    if (err) throw new Error(`${what}: a command of the transaction failed (${err.message})`, { cause: err });
+    return reply;
+  });
+}
+
 export interface RedisTarget {
   url?: string;
   clusterNodes?: string[];

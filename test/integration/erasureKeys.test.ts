@@ -177,4 +177,44 @@ describe('an erasure replaces the keys made of the customer', () => {
     );
     expect(JSON.parse(archived.rows[0]!.wait)).toMatchObject({ kind: 'event', key: ERASED, tool: 'wait_for_reply' });
   });
+
+  it('a command of its transaction that Redis refuses is a 500, counted failed, never a 201; asking again finishes it', async () => {
+    const id = `C-${tag()}`;
+    const created = await post(
+      '/v1/runs',
+      {
+        tenant: 'acme',
+        agent: 'crm',
+        input: { id, note: 'hello' },
+        model: 'scripted',
+        script: [{ final: 'ok', usage }],
+      },
+      producerAuth,
+    );
+    const runId = created.body.runId as string;
+    expect(await h.waitForStatus(runId, ['completed'])).toBe('completed');
+    // The run names a search index Redis holds as another type: the erasure's index script fails inside its EXEC,
+    // after the commands before it ran.
+    const bad = `${h.env.KEY_PREFIX}not-an-index-${tag()}`;
+    await ctx.redis.set(bad, 'x');
+    await ctx.redis.hset(ctx.keys.run(runId).run, 'searchKeys', JSON.stringify([bad]));
+    const failed = () => ctx.metrics.erasures.get().then((m) => m.values.find((v) => v.labels.outcome === 'failed'));
+    const before = (await failed())?.value ?? 0;
+
+    const refused = await erase(id);
+    expect(refused.status).toBe(500);
+    expect((await failed())?.value).toBe(before + 1);
+
+    await ctx.redis.del(bad);
+    const again = await erase(id);
+    expect(again.status).toBe(201);
+    expect(again.body.runIds).toEqual([runId]);
+    expect(await ctx.redis.hget(ctx.keys.run(runId).run, 'searchKeys')).toBeNull();
+  });
+
+  it('a tenant out of the tenant format is a 400 naming it, nothing read', async () => {
+    const res = await post('/v1/erasures', { tenant: 'acme corp', subject: 'x' }, operatorAuth);
+    expect(res.status).toBe(400);
+    expect(res.body).toMatchObject({ error: 'invalid_request', fields: [{ path: 'tenant' }] });
+  });
 });
