@@ -183,7 +183,9 @@ async function accept(
     });
   if (!(await ledger.inHumanQueue(runId, actionId)))
     return refused('not_in_human_queue', { actionId, state: rec.state, message: NOT_QUEUED });
-  const reason = `compensation_refused: action ${actionId}'s compensation ${comp.actionId} was refused by its service; the effect stands (${by})`;
+  // `rejected`: never sent (the run's cancel refused its dispatch); confirmed `rejected: true`: its service refused it.
+  const how = comp.state === 'rejected' ? 'was never sent' : 'was refused by its service';
+  const reason = `compensation_refused: action ${actionId}'s compensation ${comp.actionId} ${how}; the effect stands (${by})`;
   const stop = await stopRun(ctx, runId, { expected: ['needs_human'], status: 'failed', reason, now: Date.now() });
   const ev = evidenceOf(by, req);
   const recorded = await ledger.accept(runId, actionId, comp.actionId, {

@@ -223,6 +223,33 @@ describe('a compensation and its run', () => {
   });
 
   // Last: it stops the worker, so that the resumed run stays at work.
+  it('a compensation never sent (rejected) is accepted too, and the reason says it was never sent', async () => {
+    const { runId, item } = await parkedEmail();
+    const spec = (await h.ctx.store.readSpec(runId))!;
+    const { tool, args } = compensationCall(item, spec, h.ctx.agents.get(spec.agent));
+    const comp = await ledger.planCompensation(item, tool.name, args, 'olga', {});
+    await ledger.transition(
+      runId,
+      item.actionId,
+      'needs_human',
+      'compensation_required',
+      { by: 'olga', why: 'operator finding: compensate' },
+      { compensatedBy: comp.actionId },
+    );
+    await ledger.transition(runId, comp.actionId, 'planned', 'rejected', { by: 'olga', why: 'cancelled' });
+    expect(await queued(item.actionId)).toMatchObject({ compensationRefused: true, compensationState: 'rejected' });
+
+    const res = await resolve(item.actionId, { finding: 'accept', evidence: {} });
+    expect(res.status).toBe(200);
+    const reason = (await h.ctx.store.readState(runId))?.reason;
+    expect(reason).toMatch(
+      new RegExp(
+        `^compensation_refused: action ${item.actionId}'s compensation ${comp.actionId} was never sent; the effect stands \\(`,
+      ),
+    );
+    expect(await queued(item.actionId)).toBeUndefined();
+  });
+
   it('confirmed while its run is at work: the run goes on, the original leaves the queue, the sweep does not wait', async () => {
     const { runId, item } = await parkedEmail();
     const compId = await pendingCompensation(item);
