@@ -75,11 +75,8 @@ async function pendingCompensation(item: Item): Promise<string> {
   return res.body.compensation as string;
 }
 
-/**
- * A compensation its service refused outright (Resend's 403 for a key it does not know), recorded by the effect
- * runner as it records any refusal: confirmed, outcome rejected_by_service, output {rejected: true, ...}.
- */
-async function refusedCompensation(runId: string, item: Item): Promise<ActionRecord> {
+/** The operator's compensation of `item` planned and linked, as Compensations.compensate does, and not driven. */
+async function linkedCompensation(runId: string, item: Item): Promise<ActionRecord> {
   const spec = (await h.ctx.store.readSpec(runId))!;
   const { tool, args } = compensationCall(item, spec, h.ctx.agents.get(spec.agent));
   const comp = await ledger.planCompensation(item, tool.name, args, 'olga', {});
@@ -91,6 +88,16 @@ async function refusedCompensation(runId: string, item: Item): Promise<ActionRec
     { by: 'olga', why: 'operator finding: compensate' },
     { compensatedBy: comp.actionId },
   );
+  return comp;
+}
+
+/**
+ * A compensation its service refused outright (Resend's 403 for a key it does not know), recorded by the effect
+ * runner as it records any refusal: confirmed, outcome rejected_by_service, output {rejected: true, ...}.
+ */
+async function refusedCompensation(runId: string, item: Item): Promise<ActionRecord> {
+  const spec = (await h.ctx.store.readSpec(runId))!;
+  const comp = await linkedCompensation(runId, item);
   await ledger.transition(runId, comp.actionId, 'planned', 'authorized', { by: 'olga', why: 'compensation' });
   const refusing = sendEmailTool(
     new ResendClient({ baseUrl: h.sandbox.url, apiKey: 'sk_live_wrong', from: 'S <s@example.com>', timeoutMs: 2000 }),
@@ -222,20 +229,9 @@ describe('a compensation and its run', () => {
     expect((await ledger.history(runId, item.actionId)).length).toBe(history + 1);
   });
 
-  // Last: it stops the worker, so that the resumed run stays at work.
   it('a compensation never sent (rejected) is accepted too, and the reason says it was never sent', async () => {
     const { runId, item } = await parkedEmail();
-    const spec = (await h.ctx.store.readSpec(runId))!;
-    const { tool, args } = compensationCall(item, spec, h.ctx.agents.get(spec.agent));
-    const comp = await ledger.planCompensation(item, tool.name, args, 'olga', {});
-    await ledger.transition(
-      runId,
-      item.actionId,
-      'needs_human',
-      'compensation_required',
-      { by: 'olga', why: 'operator finding: compensate' },
-      { compensatedBy: comp.actionId },
-    );
+    const comp = await linkedCompensation(runId, item);
     await ledger.transition(runId, comp.actionId, 'planned', 'rejected', { by: 'olga', why: 'cancelled' });
     expect(await queued(item.actionId)).toMatchObject({ compensationRefused: true, compensationState: 'rejected' });
 
@@ -250,6 +246,7 @@ describe('a compensation and its run', () => {
     expect(await queued(item.actionId)).toBeUndefined();
   });
 
+  // Last: it stops the worker, so that the resumed run stays at work.
   it('confirmed while its run is at work: the run goes on, the original leaves the queue, the sweep does not wait', async () => {
     const { runId, item } = await parkedEmail();
     const compId = await pendingCompensation(item);
