@@ -2,7 +2,7 @@
  * Forgetting a customer (POST /v1/erasures): every run of a subject (or of a search field's value) has its customer
  * text replaced by a marker, in Redis and in the archive, keeping what an audit needs (src/archive/redact.ts says
  * which). The erasure itself is recorded, with who asked and when, in Redis (KeySpace.erasures) and in the archive
- * (`erasures`); a field's value only as its sha256.
+ * (`erasures`); a field's value only as a salted sha256 (`fieldDigest`).
  *
  * Which runs, of the request's tenant only: for a subject, its chain in Redis (its latest run per agent,
  * KeySpace.subjectLatest, then previousRunId links) and the runs of the tenant's subject search index (src/runs/
@@ -76,7 +76,7 @@ export interface ErasureRecord {
   erasureId: string;
   tenant: string;
   subject?: string;
-  field?: { name: string; valueSha256: string };
+  field?: { name: string; valueSalt: string; valueSha256: string };
   requestedBy: string;
   requestedAt: string;
   /** Runs whose text was replaced, in Redis, in the archive, or both. */
@@ -139,7 +139,7 @@ async function erase(ctx: ErasureContext, req: ErasureRequest, by: string, nowMs
     erasureId: `er_${randomBytes(12).toString('hex')}`,
     tenant: req.tenant,
     ...(req.subject !== undefined ? { subject: req.subject } : {}),
-    ...(req.field ? { field: { name: req.field.name, valueSha256: sha256(req.field.value) } } : {}),
+    ...(req.field ? { field: { name: req.field.name, ...fieldDigest(req.field.value) } } : {}),
     requestedBy: by,
     requestedAt: new Date(nowMs).toISOString(),
     runIds: runIds.filter((id) => !raced.includes(id)),
@@ -147,14 +147,15 @@ async function erase(ctx: ErasureContext, req: ErasureRequest, by: string, nowMs
   await ctx.redis.lpush(ctx.keys.erasures(), JSON.stringify(record));
   if (pool) {
     await pool.query(
-      `INSERT INTO erasures (id, tenant, subject_key, field_name, field_value_sha256, requested_by, requested_at, run_ids)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+      `INSERT INTO erasures (id, tenant, subject_key, field_name, field_value_sha256, field_value_salt, requested_by,
+       requested_at, run_ids) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
       [
         record.erasureId,
         archiveText(record.tenant),
         record.subject === undefined ? null : archiveText(record.subject),
         record.field?.name ?? null,
         record.field?.valueSha256 ?? null,
+        record.field?.valueSalt ?? null,
         by,
         record.requestedAt,
         JSON.stringify(record.runIds),
@@ -541,4 +542,14 @@ function parseJson(raw: string): unknown {
 
 function sha256(s: string): string {
   return createHash('sha256').update(s).digest('hex');
+}
+
+/**
+ * What the record keeps of an erased field's value: the sha256 of a random salt's hex followed by the value. Someone
+ * who holds a value can check it against the record (`printf '%s%s' "$salt" "$value" | sha256sum`), but no table of
+ * common values (every address of a domain, say) reverses a record, as it would an unsalted sha256.
+ */
+export function fieldDigest(value: string): { valueSalt: string; valueSha256: string } {
+  const valueSalt = randomBytes(16).toString('hex');
+  return { valueSalt, valueSha256: sha256(valueSalt + value) };
 }

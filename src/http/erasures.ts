@@ -46,7 +46,11 @@ export const erasureRecordSchema = z
     field: z
       .object({
         name: z.string(),
-        valueSha256: z.string().meta({ description: 'sha256 of the value (hex): the value itself is kept nowhere' }),
+        valueSalt: z.string().meta({ description: 'A random salt (hex), new for each erasure' }),
+        valueSha256: z.string().meta({
+          description:
+            'sha256 (hex) of valueSalt followed by the value: the value itself is kept nowhere, and no table of common values reverses it',
+        }),
       })
       .strict()
       .optional(),

@@ -427,7 +427,7 @@ export function openApiDocument(agents: AgentCatalog): ReturnType<typeof createD
           description:
             'Operators with the operator role, for a tenant they see. Every run found (in Redis and in the archive) ' +
             'has its customer text replaced, keeping ids, statuses, receipts, keys and times; the erasure is ' +
-            'recorded with who asked and when, a field value only as its sha256 (docs/archive.md).',
+            'recorded with who asked and when, a field value only as a salted sha256 (docs/archive.md).',
           requestBody: { content: { 'application/json': { schema: erasureSchema } } },
           responses: {
             '201': {

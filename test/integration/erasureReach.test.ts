@@ -11,7 +11,7 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { createHarness, producerAuth, redisUrl, type Harness } from '../../testkit/harness.js';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../testkit/embeddedPostgres.js';
@@ -433,6 +433,27 @@ describe('an erasure reaches the follow-ups of the runs a field value finds', ()
     await archiver.pass();
     expect(await hitsInArchive(mark)).toEqual([]);
     expect(await hitsInArchive(first)).toEqual([]);
+
+    // The record keeps the address only salted: checkable by whoever holds it, not by its unsalted digest.
+    const { valueSalt, valueSha256 } = res.body.field as { valueSalt: string; valueSha256: string };
+    expect(valueSalt).toMatch(/^[0-9a-f]{32}$/);
+    expect(valueSha256).toBe(
+      createHash('sha256')
+        .update(valueSalt + first)
+        .digest('hex'),
+    );
+    const unsalted = createHash('sha256').update(first).digest('hex');
+    const kept = await ctx.redis.lrange(ctx.keys.erasures(), 0, -1);
+    expect(kept.find((r) => r.includes(res.body.erasureId as string))).toContain(valueSha256);
+    expect(kept.join('\n')).not.toContain(unsalted);
+    const row = await ctx.archive!.pool.query(
+      'SELECT field_value_sha256, field_value_salt FROM erasures WHERE id = $1',
+      [res.body.erasureId],
+    );
+    expect(row.rows).toEqual([{ field_value_sha256: valueSha256, field_value_salt: valueSalt }]);
+    const again = await eraseField(first);
+    expect(again.status).toBe(201);
+    expect((again.body.field as { valueSha256: string }).valueSha256).not.toBe(valueSha256);
   });
 
   it('erases a follow-up that only the archive holds, found by its previous_run_id', async () => {
