@@ -564,7 +564,13 @@ export const configSchema = z.object({
   /** Concurrency limits per tenant, e.g. {"acme":100} (0 = none), over FLOW_TENANT_CONCURRENCY. Each key a tenant's name. */
   FLOW_TENANT_LIMITS: json(z.record(tenantNameSchema(), z.number().int().min(0)), {}),
   /** Concurrency limits per agent, e.g. {"support":40} (0 = none), over FLOW_AGENT_CONCURRENCY. */
-  FLOW_AGENT_LIMITS: json(z.record(z.string().min(1), z.number().int().min(0)), {}),
+  FLOW_AGENT_LIMITS: json(
+    z.record(
+      z.string().regex(AGENT_NAME_FORMAT, 'an agent name: a-z, then up to 62 of a-z, 0-9, _ or -'),
+      z.number().int().min(0),
+    ),
+    {},
+  ),
   /** How often each worker does flow control's bookkeeping: slots of ended runs, admissions whose admitter died. */
   FLOW_SWEEP_MS: int(1000, 50),
   /**

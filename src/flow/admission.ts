@@ -41,6 +41,7 @@ import type { Metrics } from '../metrics/metrics.js';
 import { TerminalError } from '../core/errors.js';
 import { flowWeightProblem } from '../core/flowWeight.js';
 import { TENANT_NAME_FORMAT } from '../core/tenant.js';
+import { AGENT_NAME_FORMAT } from '../core/agent.js';
 import { liveOwners, ownerOfConnection } from '../store/owners.js';
 import { StepPriorities } from './stepPriority.js';
 import { readRun } from '../store/runRecord.js';
@@ -470,8 +471,9 @@ export class Admission {
  * like a tenant's), or undefined. The message starts with the field it names.
  */
 export function settingProblem(what: FlowSetting, of: string, value: number | null): string | undefined {
-  if (!TENANT_NAME_FORMAT.test(of))
-    return `${what === 'agent_limit' ? 'agent' : 'tenant'}: 1-63 letters, digits, _ or -`;
+  if (what === 'agent_limit' && !AGENT_NAME_FORMAT.test(of))
+    return 'agent: an agent name: a-z, then up to 62 of a-z, 0-9, _ or -';
+  if (what !== 'agent_limit' && !TENANT_NAME_FORMAT.test(of)) return 'tenant: 1-63 letters, digits, _ or -';
   if (value === null) return undefined;
   if (what === 'weight') return flowWeightProblem(value);
   return Number.isInteger(value) && value >= 0 ? undefined : 'limit: a whole number >= 0 (0 = no limit)';

@@ -22,10 +22,11 @@ import {
 } from '../auth.js';
 import { RUN_STATUSES } from '../../core/status.js';
 import { invalid } from '../../producer/fieldErrors.js';
+import { agentNameSchema } from '../../producer/schemas.js';
 import { searchEverywhere, type SearchQuery, type SearchTerm } from '../../runs/search.js';
 import { SEARCH_SUBJECT } from '../../store/keys.js';
 import { SEARCH_FIELD_NAME_FORMAT, SEARCH_VALUE_MAX_CHARS } from '../../core/agent.js';
-import { TENANT_NAME_FORMAT, tenantNameSchema } from '../../core/tenant.js';
+import { tenantNameSchema } from '../../core/tenant.js';
 
 /**
  * A time bound of the listing: epoch ms, or an ISO 8601 date-time; one without a zone
@@ -84,7 +85,7 @@ export const runListQuerySchema = z
     status: z.enum(RUN_STATUSES).optional(),
     tenant: tenantNameSchema('tenant: 1-63 letters, digits, _ or -').optional(),
     // A name like a tenant's: one no agent has lists nothing.
-    agent: z.string().regex(TENANT_NAME_FORMAT, 'agent: 1-63 letters, digits, _ or -').optional(),
+    agent: agentNameSchema.optional(),
     since: timeSchema('since').optional(),
     until: timeSchema('until').optional(),
     cursor: z.string().max(200).optional(),

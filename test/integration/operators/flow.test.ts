@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser } from 'playwright-core';
 import { createHarness, type Harness, sampleTicket } from '../../../testkit/harness.js';
 import { startRun } from '../../../src/producer/intake.js';
+import { loadConfig } from '../../../src/config/config.js';
 import type { FlowView, ScopedFlowView } from '../../../src/flow/view.js';
 import { agentctl, call, OPERATOR_TOKEN, operatorHarness } from './support.js';
 
@@ -63,6 +64,26 @@ describe('flow control for operators', () => {
     }
     expect(await h.ctx.redis.hgetall(h.ctx.keys.flow().settings)).toEqual(settings);
     expect(await h.ctx.redis.llen(h.ctx.keys.flow().audit)).toBe(before);
+  });
+
+  it("an agent's limit names an agent as agents are named: a tenant-shaped name no agent can have is a 400", async () => {
+    const before = await h.ctx.redis.llen(h.ctx.keys.flow().audit);
+    const settings = await h.ctx.redis.hgetall(h.ctx.keys.flow().settings);
+    for (const name of ['Support', '9lives']) {
+      const bad = await call(h.url, 'PUT', `/v1/flow/agents/${name}`, { limit: 2 });
+      expect(bad.status, name).toBe(400);
+      expect(JSON.stringify(bad.body)).toMatch(/"path":"agent"/);
+      expect(JSON.stringify(bad.body)).not.toContain(name);
+    }
+    expect(await h.ctx.redis.hgetall(h.ctx.keys.flow().settings)).toEqual(settings);
+    expect(await h.ctx.redis.llen(h.ctx.keys.flow().audit)).toBe(before);
+    // The listing's agent filter takes the same names.
+    const listed = await call(h.url, 'GET', '/v1/runs?agent=Support');
+    expect(listed.status).toBe(400);
+    expect(JSON.stringify(listed.body)).toMatch(/"path":"agent"/);
+    // At boot, a FLOW_AGENT_LIMITS key that is no agent's name is refused, naming the setting.
+    expect(() => loadConfig({ FLOW_AGENT_LIMITS: JSON.stringify({ Support: 1 }) })).toThrow(/FLOW_AGENT_LIMITS/);
+    expect(loadConfig({ FLOW_AGENT_LIMITS: JSON.stringify({ support: 1 }) }).FLOW_AGENT_LIMITS).toEqual({ support: 1 });
   });
 
   it.skipIf(!existsSync(CHROMIUM))('shows each line and the rate limit plot in the browser', async () => {
