@@ -39,7 +39,7 @@ import { retryRunCall, type RetryRunArgs } from '../store/calls/retryRun.js';
 import { readPackedJournal } from '../store/runJournal.js';
 import type { EngineContext } from './engineContext.js';
 import { STEP_JOB_NAME } from '../store/queues.js';
-import type { RunLimits, StepJobData } from './spec.js';
+import { LIMIT_FIELDS, limitsOfBudget, type RunLimits, type StepJobData } from './spec.js';
 import { readBudget, readRun } from '../store/runRecord.js';
 
 export const RETRYABLE_STATUSES = ['failed', 'budget_exceeded', 'needs_human'] as const;
@@ -104,14 +104,7 @@ export async function retryRun(
   const k = ctx.keys.run(runId);
   const [run, budget] = await Promise.all([
     readRun(ctx.redis, ctx.keys, runId, ['reason', 'cursor', 'resumes', 'tenant']),
-    readBudget(ctx.redis, ctx.keys, runId, [
-      'maxSteps',
-      'maxTokens',
-      'maxWallMs',
-      'deadlineAt',
-      'maxCost',
-      'extensions',
-    ]),
+    readBudget(ctx.redis, ctx.keys, runId, [...LIMIT_FIELDS, 'extensions']),
   ]);
   if (!run) {
     ctx.metrics.runRetries.inc({ from: 'none', reason: 'none', outcome: 'run_missing' });
@@ -126,14 +119,8 @@ export async function retryRun(
     return r;
   };
 
-  const { maxSteps, maxTokens, maxWallMs, deadlineAt, maxCost } = budget;
-  const plan = planRetry(
-    { status, reason: reasonText },
-    { maxSteps, maxTokens, maxWallMs, deadlineAt, ...(maxCost > 0 ? { maxCost } : {}) },
-    ext,
-    now,
-    ctx.cfg,
-  );
+  const { extensions, ...held } = budget;
+  const plan = planRetry({ status, reason: reasonText }, limitsOfBudget(held), ext, now, ctx.cfg);
   if (!plan.ok) return refuse(plan);
   const { limits, extension } = plan;
   const dayUsed = await tenantDayUsed(ctx, tenant, now);
@@ -142,7 +129,7 @@ export async function retryRun(
 
   const extended = extension.steps + extension.tokens + extension.wallMs + extension.cost > 0;
   // Limits ride in the job once any retry extended them; the spec's hold otherwise.
-  const carryLimits = extended || budget.extensions > 0;
+  const carryLimits = extended || extensions > 0;
   const jobId = `${stepJobId(runId, cursor)}.r${resumes + 1}`;
   const state = await ctx.store.readState(runId);
   if (!state) return refuse({ ok: false, code: 'run_missing' });

@@ -28,6 +28,24 @@ export const limitsSchema = z.object({
 export type RunLimits = z.infer<typeof limitsSchema>;
 
 /**
+ * The budget hash's fields that hold a run's limits once a retry extended them: every key of limitsSchema (a unit test
+ * holds the two equal, so a limit added to one is not left out of the jobs a resume or a sweep makes from the other).
+ */
+export const LIMIT_FIELDS = [
+  'maxSteps',
+  'maxTokens',
+  'maxWallMs',
+  'deadlineAt',
+  'maxCost',
+] as const satisfies readonly (keyof RunLimits)[];
+
+/** A run's limits from its budget hash's fields (LIMIT_FIELDS); a maxCost of 0 is a run without a money budget. */
+export function limitsOfBudget(budget: Readonly<Record<(typeof LIMIT_FIELDS)[number], number>>): RunLimits {
+  const { maxCost, ...rest } = budget;
+  return { ...rest, ...(maxCost > 0 ? { maxCost } : {}) };
+}
+
+/**
  * An intake event's key (a webhook's event id, an Idempotency-Key): 1 to 200 visible ASCII
  * characters, no spaces (it names a run by digest, and is shown to operators).
  */

@@ -9,7 +9,15 @@ import { type KeySpace, stepJobId } from '../store/keys.js';
 import { createRun, type CreateRunResult } from '../store/calls/createRun.js';
 import { resumeRun, type ResumeResult } from '../store/calls/resumeRun.js';
 import { decodeEntry, encodeEntry, type JournalEntry, type OperatorEntry } from '../core/journal.js';
-import { limitsSchema, runSpecSchema, type RunLimits, type RunSpec, type StepJobData } from './spec.js';
+import {
+  LIMIT_FIELDS,
+  limitsOfBudget,
+  limitsSchema,
+  runSpecSchema,
+  type RunLimits,
+  type RunSpec,
+  type StepJobData,
+} from './spec.js';
 import { type ShardQueues, STEP_JOB_NAME } from '../store/queues.js';
 import { isWaitStatus, parseWait, waitIdOf, type WaitRecord } from './waits.js';
 import { endsRun, type RunStatus } from '../core/status.js';
@@ -257,15 +265,9 @@ export class RunStore {
    * A step job a resume or a sweep makes carries them, as the commits do.
    */
   async extendedLimits(runId: string): Promise<RunLimits | undefined> {
-    const { extensions, ...limits } = await readBudget(this.redis, this.keys, runId, [
-      'extensions',
-      'maxSteps',
-      'maxTokens',
-      'maxWallMs',
-      'deadlineAt',
-    ]);
+    const { extensions, ...limits } = await readBudget(this.redis, this.keys, runId, ['extensions', ...LIMIT_FIELDS]);
     if (extensions <= 0) return undefined;
-    return limitsSchema.parse(limits);
+    return limitsSchema.parse(limitsOfBudget(limits));
   }
 
   /**

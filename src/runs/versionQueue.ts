@@ -157,7 +157,16 @@ export async function continueUnderVersion(ctx: EngineContext, req: ContinueRequ
   });
   const cursor = run?.cursor ?? state.cursor;
   const jobId = `${stepJobId(runId, cursor)}.r${(run?.resumes ?? 0) + 1}`;
-  const data: StepJobData = { v: 1, runId, step: cursor, used: state.used, resume: true };
+  // An operator's retry may have extended the run's limits: the continued run keeps them, as a resume's job does.
+  const limits = await ctx.store.extendedLimits(runId);
+  const data: StepJobData = {
+    v: 1,
+    runId,
+    step: cursor,
+    used: state.used,
+    resume: true,
+    ...(limits ? { limits } : {}),
+  };
   const job = captureAddStandardJob(ctx.queues.forRun(runId), STEP_JOB_NAME, data, {
     ...ctx.queues.jobOptions(runId, cursor),
     jobId,

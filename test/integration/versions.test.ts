@@ -209,6 +209,17 @@ describe('the version queue: a v1 run meets a v2-only worker', () => {
     expect(await counter(h.ctx, 'agent_version_decisions_total', { decision: 'continue' })).toBe(1);
   });
 
+  it("continue keeps the limits an operator's retry extended: the continued step runs under them", async () => {
+    const runId = await createRun(v1, [turn('lookup', { q: 'a' }), final]);
+    expect(await h.waitForStatus(runId, ['needs_human', 'completed', 'failed'])).toBe('needs_human');
+    // What retryRun-17.lua leaves in the budget hash once a retry extended the run, here with a money cap of 1 µ$
+    // that its spec does not have: a continued step under the extended limits stops before its model call.
+    await h.ctx.redis.hset(h.ctx.keys.run(runId).budget, 'extensions', 1, 'maxSteps', 17, 'maxCost', 1);
+    expect((await call(url, 'POST', `${QUEUE}/${runId}/continue`, {})).status).toBe(200);
+    expect(await h.waitForStatus(runId, ['completed', 'failed', 'budget_exceeded'])).toBe('budget_exceeded');
+    expect(await h.ctx.redis.hget(h.ctx.keys.run(runId).run, 'reason')).toMatch(/^cost: /);
+  });
+
   it('cancel: the run ends cancelled and leaves the queue; a run not in the queue is 409', async () => {
     const runId = await createRun(v1, [final]);
     expect(await h.waitForStatus(runId, ['needs_human', 'completed'])).toBe('needs_human');

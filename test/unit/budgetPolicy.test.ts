@@ -1,5 +1,6 @@
 /** The step policy, with no Redis: budget checks before and after each attempt, and the status a step commits. */
 import { describe, expect, it } from 'vitest';
+import { LIMIT_FIELDS, limitsOfBudget, limitsSchema } from '../../src/runs/spec.js';
 import {
   attemptCheck,
   estimateCallTokens,
@@ -90,5 +91,18 @@ describe('nextStatus', () => {
       budget: 'steps',
     });
     expect(nextStatus(spec, used(3, 0), { toolCalls: call }, undefined)).toEqual({ status: 'running', reason: '' });
+  });
+});
+
+describe('LIMIT_FIELDS', () => {
+  it("names every limit of a run (limitsSchema's keys), so a job rebuilt from the budget hash keeps them all", () => {
+    expect([...LIMIT_FIELDS].sort()).toEqual(Object.keys(limitsSchema.shape).sort());
+    expect(limitsOfBudget({ maxSteps: 3, maxTokens: 10, maxWallMs: 5, deadlineAt: 7, maxCost: 0 })).toEqual({
+      maxSteps: 3,
+      maxTokens: 10,
+      maxWallMs: 5,
+      deadlineAt: 7,
+    });
+    expect(limitsOfBudget({ maxSteps: 3, maxTokens: 10, maxWallMs: 5, deadlineAt: 7, maxCost: 9 }).maxCost).toBe(9);
   });
 });

@@ -206,6 +206,51 @@ describe('retry a stopped run', () => {
     });
   });
 
+  it("an extended run keeps its money cap through an approval's resume: the resumed job's limits hold maxCost", async () => {
+    // 100,000 µ$ a turn at the scripted model's nominal $1 in per million tokens.
+    const read = { name: 'read_ticket', args: {} };
+    const big = turn([read], { usage: { promptTokens: 100_000, completionTokens: 0 } });
+    const script = [turn([read]), turn([refund(10_000)]), big, big, big, big, final];
+    const spec = buildSpec(
+      h.ctx,
+      {
+        tenant: 'acme',
+        ticket: sampleTicket(`RTY-COST-${++seq}-${Date.now()}`),
+        agent: { model: 'scripted', script },
+        budget: { maxSteps: 1, maxTokens: 5_000_000, maxCost: 150_000 },
+      },
+      Date.now(),
+    );
+    await h.ctx.store.create(spec, Date.now());
+    const runId = spec.runId;
+    expect(await h.waitForStatus(runId, ['budget_exceeded', 'completed'])).toBe('budget_exceeded');
+    expect((await retry(runId, { steps: 20 })).status).toBe(200);
+    expect(await h.waitForStatus(runId, ['waiting_approval', 'completed', 'budget_exceeded'])).toBe('waiting_approval');
+    const pending = await call<{ approvals: { actionId: string; runId: string; fingerprint: string }[] }>(
+      h.url,
+      'GET',
+      '/v1/approvals',
+    );
+    const item = pending.body.approvals.find((a) => a.runId === runId)!;
+    const approved = await call(h.url, 'POST', `/v1/approvals/${item.actionId}`, {
+      decision: 'approve',
+      fingerprint: item.fingerprint,
+      approver: 'alice',
+    });
+    expect(approved.status).toBeLessThan(300);
+    // The resume's job carries the extended limits whole, the money cap among them.
+    const jobs = await h.ctx.queues.forRun(runId).getJobs(['waiting', 'active', 'delayed', 'prioritized', 'completed']);
+    const resumed = jobs.find((j) => j?.id === `${runId}.s2.r2`);
+    expect((resumed?.data as { limits?: { maxCost?: number } } | undefined)?.limits?.maxCost).toBe(150_000);
+
+    const ended = await h.waitForStatus(runId, ['completed', 'budget_exceeded', 'failed', 'needs_human']);
+    expect(ended).toBe('budget_exceeded');
+    const budget = await h.ctx.redis.hgetall(h.ctx.keys.run(runId).budget);
+    expect(await h.ctx.redis.hget(h.ctx.keys.run(runId).run, 'reason')).toMatch(/^cost: /);
+    // At most one attempt past the cap (the documented bound), where the job without maxCost spent 400,060.
+    expect(Number(budget.costUsed)).toBeLessThanOrEqual(150_000 + 100_100);
+  });
+
   it('wall clock: a run past its deadline needs more wall clock, counted from the retry', async () => {
     const runId = await startWithBudget([turn([email]), final], { maxWallMs: 1 });
     expect(await h.waitForStatus(runId, ['budget_exceeded', 'completed'])).toBe('budget_exceeded');
