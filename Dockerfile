@@ -52,6 +52,8 @@ WORKDIR /app
 # Owned by root and read-only for the app user: the container runs with a read-only root fs.
 COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist/src ./dist/src
+# The archive's schema (ARCHIVE_URL): every process applies the migrations it finds missing at boot.
+COPY --from=build /app/dist/migrations ./dist/migrations
 COPY package.json ./
 USER node
 # api, worker metrics, reconciler metrics

@@ -20,6 +20,8 @@ import { parse } from 'yaml';
 import { freePort } from '../../testkit/embeddedRedis.js';
 import { redisUrl, uniquePrefix } from '../../testkit/harness.js';
 import { until } from '../../testkit/until.js';
+import { startEmbeddedPostgres } from '../../testkit/embeddedPostgres.js';
+import pg from 'pg';
 
  
 type Obj = Record<string, any>;
@@ -44,24 +46,36 @@ const OPERATOR_ENV: Record<string, string> = {
   STRIPE_API_KEY: 'sk_test_image',
 };
 
-/** The final stage of the Dockerfile: its ENV and its CMD. */
-function dockerfileRuntime(): { env: Record<string, string>; commands: string[][] } {
+/** A stage of the Dockerfile (by its `AS` name; the last one by default): its ENV, its CMD and what it copies from the build stage ([from, to]). */
+function dockerfileStage(name?: string): { env: Record<string, string>; commands: string[][]; fromBuild: [string, string][] } {
   const lines = read('Dockerfile').replace(/\\\n/g, ' ').split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
-  const start = lines.map((l, i) => (/^FROM\s/i.test(l) ? i : -1)).filter((i) => i >= 0).pop() ?? 0;
-  const final = lines.slice(start);
+  const froms = lines.map((l, i) => (/^FROM\s/i.test(l) ? i : -1)).filter((i) => i >= 0);
+  const start = name === undefined ? (froms.pop() ?? 0) : froms.find((i) => new RegExp(`\\sAS\\s+${name}$`, 'i').test(lines[i] as string));
+  if (start === undefined) throw new Error(`the Dockerfile has no stage ${name}`);
+  const end = froms.find((i) => i > start) ?? lines.length;
+  const final = lines.slice(start, end);
   const env: Record<string, string> = {};
   for (const l of final.filter((x) => /^ENV\s/i.test(x))) {
     for (const m of l.replace(/^ENV\s+/i, '').matchAll(/([A-Z0-9_]+)=("[^"]*"|\S+)/g)) env[m[1] as string] = (m[2] as string).replace(/^"|"$/g, '');
   }
   const commands = final.filter((l) => /^(CMD|ENTRYPOINT)\s/i.test(l)).map((l) => JSON.parse(l.replace(/^\S+\s+/, '')) as string[]);
-  return { env, commands };
+  const fromBuild = final
+    .map((l) => /^COPY\s+--from=build\s+\/app\/(\S+)\s+\.\/(\S+)$/i.exec(l))
+    .filter((m) => m !== null)
+    .map((m) => [m[1], m[2]] as [string, string]);
+  return { env, commands, fromBuild };
 }
+
+/** The final stage: the production image. */
+const dockerfileRuntime = () => dockerfileStage();
 
 interface Entry {
   service: string;
   command: string[];
   env: Record<string, string>;
   healthUrl: string;
+  /** The Dockerfile stage its image is built from (compose's build target; the final stage when it names none). */
+  target: string | undefined;
 }
 
 /** Every compose service that runs `node dist/...`, with its environment and health URL. */
@@ -77,7 +91,7 @@ function composeEntries(): Entry[] {
     const test = (Array.isArray(s.healthcheck?.test) ? s.healthcheck.test : [s.healthcheck?.test]).join(' ');
     const healthUrl = /http:\/\/127\.0\.0\.1:\d+\/[a-z]+/.exec(test)?.[0];
     if (!healthUrl) throw new Error(`compose service ${service} runs ${command.join(' ')} without an HTTP health check`);
-    out.push({ service, command, env, healthUrl });
+    out.push({ service, command, env, healthUrl, target: (s.build as Obj | undefined)?.target as string | undefined });
   }
   return out;
 }
@@ -89,6 +103,8 @@ function run(cmd: string, args: string[], cwd: string, timeout: number): void {
 
 let dir = '';
 let app = '';
+/** The directory a stage's image is laid out in: the production image's (`app`) or a stage's own beside it. */
+const appFor = (target: string | undefined) => (target === undefined ? app : path.join(dir, `app-${target}`));
 beforeAll(() => {
   dir = mkdtempSync(path.join(tmpdir(), 'agent-image-'));
   // build stage: sources only (as COPYed by the Dockerfile), the repo's full node_modules for tsc
@@ -103,7 +119,18 @@ beforeAll(() => {
   mkdirSync(app);
   for (const f of ['package.json', 'package-lock.json']) cpSync(path.join(ROOT, f), path.join(app, f));
   run('npm', ['ci', '--omit=dev', '--no-audit', '--no-fund'], app, INSTALL_TIMEOUT_MS);
-  cpSync(path.join(build, 'dist'), path.join(app, 'dist'), { recursive: true });
+  // What each stage copies from the build stage, and nothing else: a folder a process needs (the archive's
+  // migrations) and its stage leaves out fails here as it would in the image.
+  for (const target of new Set(composeEntries().map((e) => e.target))) {
+    const stageApp = appFor(target);
+    if (stageApp !== app) {
+      mkdirSync(stageApp);
+      for (const f of ['package.json', 'node_modules']) symlinkSync(path.join(app, f), path.join(stageApp, f));
+    }
+    const copies = dockerfileStage(target).fromBuild;
+    expect(copies.map(([from]) => from)).toContain('dist/src');
+    for (const [from, to] of copies) cpSync(path.join(build, from), path.join(stageApp, to), { recursive: true });
+  }
 }, INSTALL_TIMEOUT_MS * 2);
 
 afterAll(() => {
@@ -116,9 +143,9 @@ interface Started {
   exited: Promise<number | null>;
 }
 
-function start(command: string[], env: Record<string, string>): Started {
+function start(command: string[], env: Record<string, string>, cwd = app): Started {
   const child = spawn(command[0] === 'node' ? process.execPath : (command[0] as string), command.slice(1), {
-    cwd: app,
+    cwd,
     env: { PATH: process.env.PATH ?? '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -169,7 +196,7 @@ describe('production image', () => {
           HOST: '127.0.0.1', SANDBOX_HOST: '127.0.0.1', LOG_LEVEL: 'warn',
         });
         expect(env.APP_MODE, entry.service).toBe('production');
-        started.push({ entry, url: url.toString(), p: start(entry.command, env) });
+        started.push({ entry, url: url.toString(), p: start(entry.command, env, appFor(entry.target)) });
       }
       for (const s of started) await waitHealthy(s.url, s.p, 60_000);
       for (const s of started) s.p.child.kill('SIGTERM');
@@ -178,6 +205,36 @@ describe('production image', () => {
       for (const s of started) if (s.p.child.exitCode === null) s.p.child.kill('SIGKILL');
     }
   }, 180_000);
+
+  it('boots with the archive (ARCHIVE_URL on a real PostgreSQL): its migrations are in the image', async () => {
+    const archive = await startEmbeddedPostgres();
+    const docker = dockerfileRuntime();
+    const api = composeEntries().find((e) => e.command.join(' ') === (docker.commands[0] as string[]).join(' ')) as Entry;
+    const prefix = uniquePrefix('image-archive');
+    const port = String(await freePort());
+    const url = new URL(api.healthUrl);
+    url.port = port;
+    const p = start(api.command, {
+      ...docker.env, ...api.env, ...OPERATOR_ENV, PORT: port, HOST: '127.0.0.1', REDIS_URL: redisUrl(), KEY_PREFIX: prefix,
+      BULL_PREFIX: `${prefix}b`, ARCHIVE_URL: archive.url, LOG_LEVEL: 'warn',
+    });
+    try {
+      await waitHealthy(url.toString(), p, 60_000);
+      const client = new pg.Client({ connectionString: archive.url });
+      await client.connect();
+      try {
+        const applied = await client.query<{ n: number }>('SELECT count(*)::int AS n FROM schema_migrations');
+        expect(applied.rows[0]!.n).toBeGreaterThan(0);
+      } finally {
+        await client.end();
+      }
+      p.child.kill('SIGTERM');
+      expect(await p.exited, p.out.join('')).toBe(0);
+    } finally {
+      if (p.child.exitCode === null) p.child.kill('SIGKILL');
+      await archive.stop();
+    }
+  }, 120_000);
 
   it('refuses to boot as shipped (no secrets in the files): one line naming the missing one, exit non-zero', async () => {
     const docker = dockerfileRuntime();
