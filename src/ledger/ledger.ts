@@ -12,6 +12,7 @@ import { approvalDecide } from '../store/calls/approvalDecide.js';
 import { ledgerPlan } from '../store/calls/ledgerPlan.js';
 import { ledgerTransition } from '../store/calls/ledgerTransition.js';
 import { ledgerAccept } from '../store/calls/ledgerAccept.js';
+import { ledgerReplayGuard } from '../store/calls/ledgerReplayGuard.js';
 import { compensationIdentity, type ActionIdentity } from './identity.js';
 import type { LedgerState } from './states.js';
 import { readRun } from '../store/runRecord.js';
@@ -204,6 +205,22 @@ export class Ledger {
       },
     );
     if (!res.moved) throw new LedgerConflict(from, res.actual);
+  }
+
+  /**
+   * The guard of a same-key replay of an action driven for the model (src/ledger/reconcile.ts), in one script
+   * (ledgerReplayGuard-2.lua) as the move to `dispatched` checks its `unlessCancelled`: throws CancelledError (with
+   * the cancel's reason) once the run's cancel is recorded, and LedgerConflict when the action is no longer
+   * `outcome_unknown` (settled meanwhile: nothing to replay). Writes nothing.
+   */
+  async replayGuard(runId: string, actionId: string): Promise<void> {
+    const k = this.k(runId, actionId);
+    const res = await ledgerReplayGuard(
+      this.redis,
+      { action: k.action, run: this.keys.run(runId).run },
+      { actionId, expected: 'outcome_unknown' },
+    );
+    if (!res.clear) throw new LedgerConflict('outcome_unknown', res.actual);
   }
 
   async get(runId: string, actionId: string): Promise<ActionRecord | undefined> {

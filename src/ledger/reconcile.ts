@@ -14,6 +14,14 @@
  *    same key with another body -> needs_human (a conflict: stop and surface);
  *    refused outright (a 4xx) -> needs_human, logged and counted as a step's refusal is (tellServiceRejection);
  *    past W -> this method is spent (a re-send could be a second effect);
+ *  - once the run's cancel is recorded, for an action driven for the model (`unlessCancelled`: a step's, or the
+ *    sweep's of a step's action; never an operator's compensation): no same-key replay, which may be the first
+ *    request the service ever sees (the previous owner died after `dispatched`, before its request left). The
+ *    cancel is read with the action's state in one script (ledgerReplayGuard-2.lua), at the start and again just
+ *    before each replay leaves, as the move to `dispatched` reads it (ledgerTransition-6.lua); the replay is then
+ *    spent (logged `replay_cancelled`, counted in `agent_replays_cancelled_total{tool}`): a lookup may still settle
+ *    the action (found -> confirmed; absent_stopped -> safe_retry, whose dispatch the cancel refuses: `rejected`),
+ *    else it goes to a person with a reason that says the run was cancelled while its outcome was unknown;
  *  - no method at all (`none`), or every method spent -> needs_human at once;
  *    still undecided at the deadline (in a step, never past the run's deadline
  *    plus its margin: `notAfter`) -> needs_human with what was last learned.
@@ -23,6 +31,7 @@
  * Decision record 0011: docs/decisions/0011-not-found-is-not-not-sent.md.
  */
 import {
+  CancelledError,
   codedDetails,
   hasErrorCode,
   isKeyConflict,
@@ -61,6 +70,12 @@ export interface ReconcileDeps {
    * if not): before a same-key replay leaves, as before a dispatch. Absent: no wait.
    */
   replicate?: ReplicateAction;
+  /**
+   * The action is driven for the model (a step's write, or the sweep's of one): once its run's cancel is recorded,
+   * no same-key replay settles it (a lookup may; else a person). Unset for an operator's compensation, which a
+   * cancel does not stop (docs/http-api.md, the cancel).
+   */
+  unlessCancelled?: boolean;
   /** Epoch ms: no lookup or wait past it (a step's run deadline plus DEADLINE_MARGIN_MS); unset for the sweeper. */
   notAfter?: number;
   now?: () => number;
@@ -89,6 +104,18 @@ type Round =
   /** Nothing settled this round, but a later round may: the next method, then wait. */
   | { kind: 'pass'; why: string; evidence: unknown };
 
+/**
+ * What a replay round learned, or what its guard found instead of sending: `moved`, the action left outcome_unknown
+ * (settled by someone else: nothing to replay or record); `cancelled`, the run's cancel is recorded (not replayed).
+ */
+type ReplayRound = Round | { kind: 'moved' } | { kind: 'cancelled' };
+
+/**
+ * Before a replay of an action driven for the model: `clear` to send, `cancelled` (the run's cancel is recorded:
+ * never replayed) or `moved` (no longer outcome_unknown).
+ */
+type ReplayGuard = () => Promise<'clear' | 'cancelled' | 'moved'>;
+
 export async function reconcile(
   d: ReconcileDeps,
   rec: ActionRecord,
@@ -112,9 +139,51 @@ export async function reconcile(
       throw err;
     }
   };
+  // The run's cancel, once seen (for an action driven for the model): the replay is spent, and a person who gets the
+  // action is told the run was cancelled while its outcome was unknown.
+  let cancel: string | undefined;
+  let withheld = false;
+  const guard: ReplayGuard | undefined = d.unlessCancelled
+    ? async () => {
+        try {
+          await d.ledger.replayGuard(rec.runId, rec.actionId);
+          return 'clear';
+        } catch (err) {
+          if (err instanceof LedgerConflict) return 'moved';
+          if (!(err instanceof CancelledError)) throw err;
+          cancel = cancelReason(err);
+          return 'cancelled';
+        }
+      }
+    : undefined;
+  /** The replay method spent by the cancel: told once, then the other methods (a lookup) may still settle it. */
+  const cancelledReplay = (): Round => {
+    if (!withheld) {
+      withheld = true;
+      d.metrics.replaysCancelled.inc({ tool: rec.tool });
+      d.log.warn(
+        { code: 'replay_cancelled', cancel },
+        "run cancel recorded: the action's outcome is unknown and no same-key replay is sent",
+      );
+    }
+    return {
+      kind: 'spent',
+      why: `not replayed: the run's cancel is recorded (${cancel}), and a same-key replay may be the first request the service sees`,
+      evidence: { cancel, replay: false },
+    };
+  };
+  const toPerson = (why: string, evidence: unknown) =>
+    cancel === undefined
+      ? move('needs_human', why, evidence)
+      : move(
+          'needs_human',
+          `the run was cancelled while the action's outcome was unknown (${cancel}): no same-key replay after a cancel, a person decides; ${why}`,
+          { cancel, ...(isRecord(evidence) ? evidence : { evidence }) },
+        );
+  if (guard && (await guard()) === 'moved') return 'moved';
   const methods = tool.service.reconcile;
   if (methods.length === 0) {
-    return move('needs_human', 'the service offers no way to settle a doubt (no lookup, no replay): a person decides', {
+    return toPerson('the service offers no way to settle a doubt (no lookup, no replay): a person decides', {
       reconcile: 'none',
     });
   }
@@ -137,13 +206,17 @@ export async function reconcile(
       let r: Round;
       const ms = timeoutMs();
       try {
-        r =
+        const got: ReplayRound =
           method.kind === 'lookup'
             ? await lookupRound(tool, rec, ctx, boundedFor(ms), ms)
-            : await replayRound(d, method, tool, rec, ctx, boundedFor(ms), ms, now);
+            : cancel !== undefined
+              ? cancelledReplay()
+              : await replayRound(d, method, tool, rec, ctx, boundedFor(ms), ms, now, guard);
+        if (got.kind === 'moved') return 'moved';
+        r = got.kind === 'cancelled' ? cancelledReplay() : got;
       } catch (err) {
         if (!(err instanceof DeadlineError)) throw err;
-        return move('needs_human', undecided, { last, deadline: new Date(d.notAfter!).toISOString() });
+        return toPerson(undecided, { last, deadline: new Date(d.notAfter!).toISOString() });
       }
       last[method.kind] = { why: r.why, evidence: r.evidence };
       if (r.kind === 'confirmed') {
@@ -154,23 +227,24 @@ export async function reconcile(
       }
       if (r.kind === 'safe_retry') {
         if (rec.attempts >= MAX_DISPATCH_ATTEMPTS)
-          return move('needs_human', `proven not sent, but ${rec.attempts} dispatches already failed`, r.evidence);
+          return toPerson(`proven not sent, but ${rec.attempts} dispatches already failed`, r.evidence);
+        // After a cancel too: the dispatch of a safe_retry is refused by the cancel (ledgerTransition-6.lua), and the
+        // action ends `rejected`, never sent.
         return move('safe_retry', r.why, r.evidence);
       }
-      if (r.kind === 'needs_human') return move('needs_human', r.why, r.evidence);
+      if (r.kind === 'needs_human') return toPerson(r.why, r.evidence);
       if (r.kind === 'wait') break;
       if (r.kind === 'spent') spent++;
     }
     if (spent === methods.length) {
-      return move(
-        'needs_human',
+      return toPerson(
         Object.values(last)
           .map((x) => (x as { why: string }).why)
           .join('; '),
         last,
       );
     }
-    if (now() >= deadline) return move('needs_human', undecided, last);
+    if (now() >= deadline) return toPerson(undecided, last);
     await abortableSleep(Math.min(d.pollMs, Math.max(0, deadline - now())), ctx.signal);
   }
 }
@@ -238,7 +312,8 @@ async function replayRound(
   bounded: Bounded,
   timeoutMs: number,
   now: () => number,
-): Promise<Round> {
+  guard?: ReplayGuard,
+): Promise<ReplayRound> {
   if (rec.replayUntil === undefined) {
     return {
       kind: 'spent',
@@ -257,6 +332,10 @@ async function replayRound(
   // the ledger forget the action (a run re-asked after a lost intent could choose another email, another key).
   const unreplicated = await notReplicated(d, rec);
   if (unreplicated) return unreplicated;
+  // Driven for the model: read with the action's state just before it leaves, as the move to `dispatched` reads it.
+  // A cancel recorded after this check finds the replay on its way, as it finds a dispatch past its move.
+  const guarded = guard ? await guard() : 'clear';
+  if (guarded !== 'clear') return { kind: guarded };
   try {
     const receipt = await bounded((signal) =>
       tool.dispatch(rec.args, ctx, {
@@ -301,6 +380,16 @@ async function replayRound(
     }
     throw err;
   }
+}
+
+/** The cancel's reason a refused replay guard carries (the run's cancelReason), or the operator's cancel. */
+function cancelReason(err: CancelledError): string {
+  const reason = err.details.cancelReason;
+  return typeof reason === 'string' && reason !== '' ? reason : 'cancelled_by_operator';
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 /** An error as evidence: its code, message and coded details (codes and statuses, never bodies: codedDetails). */

@@ -183,8 +183,10 @@ export class Reconciler {
     }
     if (!(await this.takeOver(rec))) return;
     const toolCtx = { runId: rec.runId, step: rec.step, signal: new AbortController().signal, input: spec.input };
+    // A step's action (driven for the model) is not settled by a same-key replay once its run's cancel is recorded,
+    // as in the step's own recovery; an operator's compensation (`compensates`) is not stopped by a cancel.
     const outcome = await reconcile(
-      this.reconcileDeps(this.ctx.log.child({ runId: rec.runId, actionId, tool: rec.tool })),
+      this.reconcileDeps(this.ctx.log.child({ runId: rec.runId, actionId, tool: rec.tool }), !rec.compensates),
       { ...rec, state: 'outcome_unknown' },
       tool as WriteTool,
       toolCtx,
@@ -243,8 +245,10 @@ export class Reconciler {
     );
   }
 
-  private reconcileDeps(log: Logger): ReconcileDeps {
+  /** @param unlessCancelled no same-key replay once the run's cancel is recorded (an action driven for the model). */
+  private reconcileDeps(log: Logger, unlessCancelled: boolean): ReconcileDeps {
     return {
+      unlessCancelled,
       ledger: this.ledger,
       metrics: this.ctx.metrics,
       log,

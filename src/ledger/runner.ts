@@ -14,6 +14,10 @@
  * If the process dies: before `dispatched` -> the next owner dispatches (the
  * service would dedupe by key anyway); after `dispatched` -> the next owner or
  * the reconciler finds it dispatched and queries the service first.
+ *
+ * Once the run's cancel is recorded nothing more is sent for the model: the move to `dispatched` refuses (the
+ * action ends `rejected`), and an action whose outcome is unknown is not settled by a same-key replay (a lookup may
+ * settle it, else it goes to a person). An operator's compensation (`settle`) is not stopped by a cancel.
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
@@ -188,7 +192,8 @@ export class LedgerEffectRunner implements EffectRunner {
    * dispatched before the request leaves, reconciled by lookup when the answer
    * is lost. The caller must hold the action's lease (Ledger.lease): like a
    * step's lock, it is what lets a `dispatched` record be taken for abandoned.
-   * An operator's order is not a model's: a cancel request does not stop it.
+   * An operator's order is not a model's: a cancel request does not stop it (its dispatch, and a same-key replay
+   * that settles it, go ahead).
    */
   async settle(
     actionId: string,
@@ -272,7 +277,10 @@ export class LedgerEffectRunner implements EffectRunner {
           });
           break;
         case 'outcome_unknown': {
-          const r = await reconcile(this.reconcileDeps(log, deadlineAt), rec, tool, ctx, this.d.workerId);
+          // A model's action is not settled by a same-key replay once the run's cancel is recorded (the replay may
+          // be the first request the service sees): a lookup may settle it, else a person (src/ledger/reconcile.ts).
+          const deps = this.reconcileDeps(log, !operatorOrdered, deadlineAt);
+          const r = await reconcile(deps, rec, tool, ctx, this.d.workerId);
           log.info({ code: `reconciled_${r}` }, 'reconciled');
           break;
         }
@@ -294,9 +302,13 @@ export class LedgerEffectRunner implements EffectRunner {
     };
   }
 
-  /** Reconciling a step's action waits at most until the run's deadline plus DEADLINE_MARGIN_MS. */
-  private reconcileDeps(log: Logger, deadlineAt?: number): ReconcileDeps {
+  /**
+   * Reconciling a step's action waits at most until the run's deadline plus DEADLINE_MARGIN_MS.
+   * @param unlessCancelled no same-key replay once the run's cancel is recorded (an action driven for the model).
+   */
+  private reconcileDeps(log: Logger, unlessCancelled: boolean, deadlineAt?: number): ReconcileDeps {
     return {
+      unlessCancelled,
       ledger: this.d.ledger,
       metrics: this.d.metrics,
       log,

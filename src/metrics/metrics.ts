@@ -21,6 +21,7 @@ export class Metrics {
   readonly dedupeHits: Counter;
   readonly duplicateWrites: Counter;
   readonly lateReceipts: Counter<'tool' | 'outcome'>;
+  readonly replaysCancelled: Counter<'tool'>;
   readonly loopStops: Counter;
   readonly sigtermHandoffs: Counter;
   readonly modelWaits: Counter;
@@ -226,6 +227,14 @@ export class Metrics {
         'and outcome: recorded (it settled an action with a person, log code late_receipt_recorded), unrecorded ' +
         '(the ledger holds it in another state, log code late_receipt_unrecorded: read it against the service)',
       labelNames: ['tool', 'outcome'],
+      registers: r,
+    });
+    this.replaysCancelled = new Counter({
+      name: 'agent_replays_cancelled_total',
+      help:
+        "Same-key replays not sent because the action's run was cancelled while its outcome was unknown (log code " +
+        'replay_cancelled), by tool: the action, driven for the model, is settled by a lookup or goes to a person',
+      labelNames: ['tool'],
       registers: r,
     });
     this.dedupeHits = new Counter({
