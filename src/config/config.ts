@@ -56,9 +56,16 @@ export const operatorEntrySchema = z
 export type OperatorEntry = z.infer<typeof operatorEntrySchema>;
 
 export const configSchema = z.object({
-  /** development allows the scripted model and default credentials; production refuses them. */
+  /**
+   * development allows the scripted model, run-supplied scripts, short secrets and an open /metrics, and says so at
+   * boot (`development_mode`, a warning); production refuses them. Unset: production when NODE_ENV=production, else
+   * development.
+   */
   APP_MODE: z.enum(['development', 'production']).default('development'),
-  /** redis://host:port; unset means: spawn an embedded redis-server (demo and tests only). */
+  /**
+   * redis://host:port. The api, worker and reconciler need it (or REDIS_CLUSTER_NODES / REDIS_SENTINELS); only the demo
+   * (`npm start`) and the tests start a redis-server of their own when it is unset.
+   */
   REDIS_URL: z.url().optional(),
   /** host:port,host:port of a Redis Cluster; takes precedence over REDIS_URL. */
   REDIS_CLUSTER_NODES: csv,
@@ -682,12 +689,23 @@ function issueMessage(issue: z.core.$ZodIssue): string {
   return issue.code === 'invalid_key' && issue.issues[0] ? issue.issues[0].message : issue.message;
 }
 
-export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+/**
+ * Which process loads the configuration: the API (and a process that serves it, such as the demo's) needs the
+ * producer's and the operators' credentials in production; a worker, the reconciler or the replay tool serves neither
+ * and is not made to hold them.
+ */
+export interface LoadOptions {
+  role?: 'api' | 'worker' | 'reconciler' | 'replay';
+}
+
+export function loadConfig(env: Record<string, string | undefined> = process.env, opts: LoadOptions = {}): Config {
   const raw: Record<string, string> = {};
   for (const key of Object.keys(configSchema.shape)) {
     const v = env[key];
     if (v !== undefined && v !== '') raw[key] = v;
   }
+  // The convention a deployment already follows: NODE_ENV=production with no APP_MODE is production, its checks on.
+  if (raw.APP_MODE === undefined && env.NODE_ENV === 'production') raw.APP_MODE = 'production';
   const parsed = configSchema.safeParse(raw);
   if (!parsed.success) {
     const fields = parsed.error.issues.map((i) => i.path.join('.'));
@@ -786,7 +804,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     // Operators may be per-person (OPERATORS, OIDC) instead of the one shared OPERATOR_TOKEN.
     const operatorCredential =
       cfg.OPERATOR_TOKEN !== undefined || cfg.OPERATORS.length > 0 || cfg.OIDC_ISSUER !== undefined;
-    if (!cfg.PRODUCER_TOKEN || !operatorCredential) {
+    const servesApi = opts.role === undefined || opts.role === 'api';
+    if (servesApi && (!cfg.PRODUCER_TOKEN || !operatorCredential)) {
       throw new ConfigError(
         ['PRODUCER_TOKEN', 'OPERATOR_TOKEN'],
         'invalid configuration: production requires PRODUCER_TOKEN and OPERATOR_TOKEN (or OPERATORS / OIDC_ISSUER)',

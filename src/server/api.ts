@@ -8,7 +8,7 @@ import { createFullApi } from '../http/fullApi.js';
 
 let ready = true;
 const { ctx, server, metricsServer } = await boot('api', async () => {
-  const cfg = loadConfig();
+  const cfg = loadConfig(process.env, { role: 'api' });
   const ctx = await createContext(cfg, 'api');
   const server = createServer(createFullApi(ctx, () => ready));
   const port = await listen(server, cfg.PORT, cfg.HOST, 'PORT');

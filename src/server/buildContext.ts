@@ -104,6 +104,12 @@ export async function createContext(cfg: Config, name: string, opts: ContextOpti
   checkModelChoices(cfg, agents, providers);
   checkAgentBudgets(cfg, agents);
   const log = opts.log ?? createLogger(name, cfg.LOG_LEVEL);
+  // Said at every boot: a deployment that forgot APP_MODE would otherwise run without its production checks in silence.
+  if (cfg.APP_MODE === 'development')
+    log.warn(
+      { code: 'development_mode' },
+      'APP_MODE=development: the scripted model, run-supplied scripts, short secrets and an open /metrics are allowed; set APP_MODE=production (or NODE_ENV=production) for a deployment',
+    );
   const target = targetOf(cfg);
   const redis = createRedis(target, name);
   // Boot: Redis answers within REDIS_BOOT_TIMEOUT_MS or the process stops naming it (src/server/boot.ts).

@@ -100,8 +100,15 @@ export function isCommand(name: string | undefined): name is Command {
   return name !== undefined && Object.hasOwn(COMMANDS, name);
 }
 
+/** Settings the schema leaves optional that a process still needs: the store (src/store/connect.ts refuses to start without one). */
+const NEEDED: Partial<Record<keyof typeof configSchema.shape, string>> = {
+  REDIS_URL: 'required (or REDIS_CLUSTER_NODES / REDIS_SENTINELS)',
+};
+
 /** A setting's default as written in the environment, or `unset` / `required`. */
 function defaultOf(name: keyof typeof configSchema.shape): string {
+  const needed = NEEDED[name];
+  if (needed !== undefined) return needed;
   const parsed = (
     configSchema.shape[name] as { safeParse(v: unknown): { success: boolean; data?: unknown } }
   ).safeParse(undefined);

@@ -8,7 +8,7 @@ import { Reconciler } from '../ledger/reconciler.js';
 import { archiverFor } from './archiving.js';
 
 const { ctx, reconciler, archiver, ops } = await boot('reconciler', async () => {
-  const cfg = loadConfig();
+  const cfg = loadConfig(process.env, { role: 'reconciler' });
   const ctx = await createContext(cfg, 'reconciler');
   const reconciler = new Reconciler(ctx);
   const archiver = archiverFor(ctx);

@@ -29,7 +29,7 @@ if (!runId) {
   process.exit(2);
 }
 const { cfg, redis, agents } = await boot('replay', async () => {
-  const cfg = loadConfig();
+  const cfg = loadConfig(process.env, { role: 'replay' });
   // The run's agent gives the input estimate the worker used (AGENTS_MODULE, as the worker loads it).
   const agents = await loadAgents(cfg);
   const target = targetOf(cfg);

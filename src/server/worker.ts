@@ -34,7 +34,7 @@ process.on('SIGINT', leaveWhileStarting);
 leaveWithParent(() => process.kill(process.pid, 'SIGTERM'));
 
 const { cfg, ctx, fleet, ops } = await boot('worker', async () => {
-  const cfg = loadConfig();
+  const cfg = loadConfig(process.env, { role: 'worker' });
   const ctx = await createContext(cfg, 'worker');
   const fleet = new FleetWorker(ctx, {
     effects: createEffectRunner(ctx, { approvals: approvalPolicy(ctx.cfg.APPROVAL_RULES) }),

@@ -7,7 +7,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/config.js';
 import { ConfigError } from '../../../src/core/errors.js';
-import { createHarness, sampleTicket, type Harness } from '../../../testkit/harness.js';
+import { createHarness, redisUrl, sampleTicket, uniquePrefix, type Harness } from '../../../testkit/harness.js';
+import { createContext } from '../../../src/server/buildContext.js';
+import { createLogger } from '../../../src/metrics/log.js';
+import { captureLines } from '../../support/logCapture.js';
 import { call, final, OPERATOR_TOKEN, operatorHarness, refund, startScripted, turn } from './support.js';
 
 const ACME = 'acme-tenant-token-1';
@@ -91,6 +94,50 @@ describe('DEV_AUTH=generate', () => {
     };
     expect(() => loadConfig(prod)).toThrow(ConfigError);
     expect(() => loadConfig(prod)).toThrow(/DEV_AUTH/);
+  });
+});
+
+describe('production without being told', () => {
+  const secrets = {
+    PRODUCER_TOKEN: 'a-producer-token-of-length',
+    OPERATOR_TOKEN: 'an-operator-token-of-length',
+    OPENAI_API_KEY: 'sk-test-key-0123456789',
+    REDIS_URL: 'redis://127.0.0.1:6379',
+  };
+
+  it('NODE_ENV=production with no APP_MODE is production: its checks apply; APP_MODE=development stays a choice', () => {
+    expect(loadConfig({ NODE_ENV: 'production', MODEL_PROVIDER: 'openai', ...secrets }).APP_MODE).toBe('production');
+    expect(() => loadConfig({ NODE_ENV: 'production', MODEL_PROVIDER: 'scripted', ...secrets })).toThrow(
+      /MODEL_PROVIDER: .*\(APP_MODE=production\)/,
+    );
+    expect(loadConfig({ NODE_ENV: 'production', APP_MODE: 'development' }).APP_MODE).toBe('development');
+    expect(loadConfig({}).APP_MODE).toBe('development');
+  });
+
+  it("a worker, the reconciler and the replay tool boot without the API's credentials; the API does not", () => {
+    const env = {
+      APP_MODE: 'production',
+      MODEL_PROVIDER: 'openai',
+      OPENAI_API_KEY: secrets.OPENAI_API_KEY,
+      REDIS_URL: secrets.REDIS_URL,
+    };
+    for (const role of ['worker', 'reconciler', 'replay'] as const)
+      expect(loadConfig(env, { role }).PRODUCER_TOKEN, role).toBeUndefined();
+    for (const role of ['api', undefined] as const)
+      expect(() => loadConfig(env, role ? { role } : {}), String(role)).toThrow(/PRODUCER_TOKEN/);
+  });
+
+  it('a process in development mode says so at boot, as a warning', async () => {
+    const captured = captureLines();
+    const cfg = loadConfig({ REDIS_URL: redisUrl(), KEY_PREFIX: uniquePrefix('devmode') });
+    const ctx = await createContext(cfg, 'devmode', { log: createLogger('devmode', 'info', captured.stream) });
+    try {
+      expect(captured.lines().filter((l) => l.code === 'development_mode')).toEqual([
+        expect.objectContaining({ level: 40, msg: expect.stringMatching(/set APP_MODE=production/) }),
+      ]);
+    } finally {
+      await ctx.close();
+    }
   });
 });
 
