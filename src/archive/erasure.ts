@@ -16,7 +16,9 @@
  * its key until the wait's due time plus EVENT_KEEP_MS, and a later one may be kept there), see eraseEventPayloads.
  *
  * Runs still at work, children included (any status but a terminal one: queued, running, parked for a person, an
- * approval, a wait) are refused before anything is written: their steps would carry on with the text, or write it again. A run's Redis
+ * approval, a wait) are refused before anything is written: their steps would carry on with the text, or write it again.
+ * So are ended runs with a ledger action not settled (a cancelled run's email whose outcome a person must still find,
+ * unsettledActions): its arguments are what that person looks up. A run's Redis
  * rewrite is one MULTI under WATCH of its keys, so a retry that starts it in between aborts the rewrite (taken again
  * up to ERASE_TRIES times, then refused as at work).
  */
@@ -34,6 +36,7 @@ import {
   unpackJournal,
 } from '../core/journal.js';
 import { isTerminal } from '../core/status.js';
+import { UNSETTLED_STATES, type LedgerState } from '../ledger/states.js';
 import { packSpec, readRun, type RunField } from '../store/runRecord.js';
 import { packEntries, unpackEntries } from '../store/runEvents.js';
 import { FOLDED_HISTORY_FIELD, foldMoves, unfoldMoves } from '../store/ledgerHistory.js';
@@ -83,7 +86,17 @@ export interface ErasureRecord {
   runIds: string[];
 }
 
-export type ErasureOutcome = { kind: 'erased'; record: ErasureRecord } | { kind: 'at_work'; runIds: string[] };
+/** An action of a run found that has not settled (UNSETTLED_STATES): the erasure waits for it. */
+export interface UnsettledAction {
+  actionId: string;
+  runId: string;
+  state: LedgerState;
+}
+
+export type ErasureOutcome =
+  | { kind: 'erased'; record: ErasureRecord }
+  | { kind: 'at_work'; runIds: string[] }
+  | { kind: 'actions_unsettled'; actions: UnsettledAction[] };
 
 type ErasureContext = Pick<EngineContext, 'redis' | 'keys' | 'agents' | 'log' | 'metrics' | 'cfg'> & {
   archive?: { pool: ArchivePool } | undefined;
@@ -120,6 +133,14 @@ async function erase(ctx: ErasureContext, req: ErasureRequest, by: string, nowMs
   if (atWork.length > 0) {
     ctx.metrics.erasures.inc({ outcome: 'at_work' });
     return { kind: 'at_work', runIds: atWork };
+  }
+  const unsettled = await unsettledActions(
+    ctx,
+    runIds.filter((_, i) => inRedis[i] !== undefined),
+  );
+  if (unsettled.length > 0) {
+    ctx.metrics.erasures.inc({ outcome: 'actions_unsettled' });
+    return { kind: 'actions_unsettled', actions: unsettled };
   }
   // The event keys the runs' waits named: read before the rewrite replaces the arguments they derive from.
   const waited = new Map<string, string[]>();
@@ -169,6 +190,26 @@ async function erase(ctx: ErasureContext, req: ErasureRequest, by: string, nowMs
   }
   ctx.metrics.erasures.inc({ outcome: 'erased' });
   return { kind: 'erased', record };
+}
+
+/**
+ * The actions of `runIds` not settled (UNSETTLED_STATES), in Redis (an ended run's ledger; a run held for a person is
+ * kept there, includes/expireRun.lua). Their arguments are what a person looks for at the service to find the
+ * outcome (the recipient, the order), and what a sweep's same-key replay or a retried step sends: an erasure now
+ * would leave the person nothing to look up, and send the marker. Ledger moves only go forward, and an ended run
+ * plans nothing new (a retry brings it back to work first, which the rewrite's WATCH finds), so a settled action
+ * stays settled under the rewrite.
+ */
+async function unsettledActions(ctx: ErasureContext, runIds: readonly string[]): Promise<UnsettledAction[]> {
+  const out: UnsettledAction[] = [];
+  for (const runId of runIds) {
+    for (const key of (await ctx.redis.smembers(ctx.keys.run(runId).actions)).sort()) {
+      const [actionId, state] = await ctx.redis.hmget(key, 'actionId', 'state');
+      if (actionId && state && UNSETTLED_STATES.has(state as LedgerState))
+        out.push({ actionId, runId, state: state as LedgerState });
+    }
+  }
+  return out;
 }
 
 /** The runs of the request (see the module's comment), each once, of the request's tenant only. */

@@ -4,7 +4,8 @@
  * run found (Redis' search indexes and subject chains, the archive's rows when ARCHIVE_URL is set) has its customer
  * text replaced in Redis and in the archive, keeping ids, statuses, receipts, keys and
  * times (src/archive/erasure.ts). 201 with the erasure's record (who asked and when, the runs rewritten);
- * 409 `runs_at_work` naming the runs not ended (nothing written); 400 naming the field.
+ * 409 `runs_at_work` naming the runs not ended, or `actions_unsettled` naming the ledger actions of ended runs not
+ * settled (a person still to find an effect's outcome; nothing written either way); 400 naming the field.
  */
 import { Router } from 'express';
 import { z } from 'zod';
@@ -14,6 +15,7 @@ import { actorSeesTenant } from '../operations/actor.js';
 import { invalid } from '../producer/fieldErrors.js';
 import { tenantSchema } from '../producer/schemas.js';
 import { eraseCustomer, type ErasureRecord } from '../archive/erasure.js';
+import { LEDGER_STATES } from '../ledger/states.js';
 
 export const ERASURES_PATH = '/v1/erasures';
 
@@ -69,6 +71,24 @@ export const runsAtWorkSchema = z
   .strict()
   .meta({ id: 'RunsAtWork' });
 
+/** The 409 answer: ledger actions of the runs found not settled (nothing written). */
+export const actionsUnsettledSchema = z
+  .object({
+    error: z.literal('actions_unsettled'),
+    message: z.string(),
+    actions: z.array(
+      z
+        .object({
+          actionId: z.string(),
+          runId: z.string(),
+          state: z.enum(LEDGER_STATES),
+        })
+        .strict(),
+    ),
+  })
+  .strict()
+  .meta({ id: 'ActionsUnsettled' });
+
 // The documented record and the one the erasure builds stay one shape.
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 export const recordShapeMatches: Same<z.infer<typeof erasureRecordSchema>, ErasureRecord> = true;
@@ -89,6 +109,17 @@ export function erasuresRouter(ctx: EngineContext): Router {
         error: 'runs_at_work',
         message: 'runs not ended cannot be erased: cancel them or wait for their end, then ask again',
         runIds: out.runIds,
+      };
+      return void res.status(409).json(body);
+    }
+    if (out.kind === 'actions_unsettled') {
+      const body: z.infer<typeof actionsUnsettledSchema> = {
+        error: 'actions_unsettled',
+        message:
+          'an effect of these runs has not settled (its outcome unknown, or a person must find it in the human ' +
+          'queue): its arguments are what is looked up at the service. Settle it (POST /v1/reconciliations/:actionId), ' +
+          'then ask again',
+        actions: out.actions,
       };
       return void res.status(409).json(body);
     }

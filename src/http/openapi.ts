@@ -21,7 +21,13 @@ import { continueSchema, VERSION_QUEUE_PATH, versionListQuerySchema } from './op
 import { spendQuerySchema, spendReportSchema } from './operators/spend.js';
 import { nameSchema } from './operators/sessions.js';
 import { RUN_STATUSES } from '../core/status.js';
-import { ERASURES_PATH, erasureRecordSchema, erasureSchema, runsAtWorkSchema } from './erasures.js';
+import {
+  actionsUnsettledSchema,
+  ERASURES_PATH,
+  erasureRecordSchema,
+  erasureSchema,
+  runsAtWorkSchema,
+} from './erasures.js';
 
 export const OPENAPI_PATH = '/openapi.json';
 
@@ -442,8 +448,11 @@ export function openApiDocument(agents: AgentCatalog): ReturnType<typeof createD
             '409': {
               description:
                 '`runs_at_work`: runs of the request not ended (queued, running, parked) named in `runIds`; nothing ' +
-                'written. Cancel them or wait for their end, then ask again.',
-              content: { 'application/json': { schema: runsAtWorkSchema } },
+                'written. Cancel them or wait for their end, then ask again. `actions_unsettled`: ledger actions of ' +
+                'ended runs not settled (planned, authorized, dispatched, outcome_unknown, safe_retry, needs_human), ' +
+                'named in `actions` with their runs: their arguments are what a person looks up to find the ' +
+                'outcome; nothing written. Settle them (the human queue), then ask again.',
+              content: { 'application/json': { schema: z.union([runsAtWorkSchema, actionsUnsettledSchema]) } },
             },
           },
         },

@@ -13,6 +13,8 @@ import { ledgerPlan } from '../store/calls/ledgerPlan.js';
 import { ledgerTransition } from '../store/calls/ledgerTransition.js';
 import { ledgerAccept } from '../store/calls/ledgerAccept.js';
 import { ledgerReplayGuard } from '../store/calls/ledgerReplayGuard.js';
+import { leaveHumanQueue } from '../store/calls/leaveHumanQueue.js';
+import { retentionAtEnd } from '../store/archiveQueue.js';
 import { compensationIdentity, type ActionIdentity } from './identity.js';
 import type { LedgerState } from './states.js';
 import { readRun } from '../store/runRecord.js';
@@ -87,6 +89,11 @@ export class Ledger {
     private readonly now: () => number = Date.now,
     /** Cap of the run's event stream, where every move is also published as an `effect` event. */
     private readonly eventsMaxLen = 1000,
+    /**
+     * The run's retention at its end (retentionAtEnd): a run that ended while an action waited for a person has no
+     * TTL (includes/expireRun.lua); the move that ends its last wait lets it go with this. Undefined: never here.
+     */
+    private readonly retentionMs?: number,
   ) {}
 
   private k(runId: string, actionId: string) {
@@ -202,6 +209,7 @@ export class Ledger {
         eventsMaxLen: this.eventsMaxLen,
         event: effectEvent(actionId, undefined, from, to, undefined),
         unlessCancelled: opts.unlessCancelled === true,
+        retentionMs: this.retentionMs,
       },
     );
     if (!res.moved) throw new LedgerConflict(from, res.actual);
@@ -437,10 +445,15 @@ export class Ledger {
   /**
    * Takes a compensated original out of the human queue. ledgerTransition-6.lua keeps an original in
    * compensation_required there until its compensation has ended the run (compensation.ts calls this then), so a
-   * compensation that does not finish stays in front of a person and in the reconciler's sweep.
+   * compensation that does not finish stays in front of a person and in the reconciler's sweep. An ended run held for
+   * a person while it waited is let go with its retention then, once nothing else of it waits (leaveHumanQueue-2.lua).
    */
   async leaveHumanQueue(runId: string, actionId: string): Promise<void> {
-    await this.redis.zrem(this.k(runId, actionId).human, actionId);
+    await leaveHumanQueue(
+      this.redis,
+      { humanQueue: this.k(runId, actionId).human, run: this.keys.run(runId).run },
+      { actionId, retentionMs: this.retentionMs },
+    );
   }
 
   /**
@@ -460,7 +473,7 @@ export class Ledger {
     const res = await ledgerAccept(
       this.redis,
       { action: k.action, history: k.history, humanQueue: k.human },
-      { actionId, compensation, history },
+      { actionId, compensation, history, retentionMs: this.retentionMs },
     );
     if (res.outcome === 'conflict') throw new LedgerConflict('compensation_required', res.actual);
     return res.outcome;
@@ -490,7 +503,7 @@ function effectEvent(
 
 /** The process's ledger: its Redis, key space and event-stream cap (every production caller's ledger). */
 export function ledgerFor(ctx: Pick<EngineContext, 'redis' | 'keys' | 'cfg'>, now: () => number = Date.now): Ledger {
-  return new Ledger(ctx.redis, ctx.keys, now, ctx.cfg.EVENTS_MAX_LEN);
+  return new Ledger(ctx.redis, ctx.keys, now, ctx.cfg.EVENTS_MAX_LEN, retentionAtEnd(ctx.cfg));
 }
 
 export interface ApprovalDecision {

@@ -35,3 +35,16 @@ export function isAllowedMove(from: LedgerState, to: LedgerState): boolean {
 
 /** States in which the action may have left the process and is not settled. */
 export const OPEN_STATES: ReadonlySet<LedgerState> = new Set(['dispatched', 'outcome_unknown']);
+
+/**
+ * States an action has not settled in: it may still be sent, its outcome is not known, or a person must find it. Its
+ * arguments are what sends it or what a person looks for at the service (an erasure waits for it to settle).
+ */
+export const UNSETTLED_STATES: ReadonlySet<LedgerState> = new Set([
+  'planned',
+  'authorized',
+  'dispatched',
+  'outcome_unknown',
+  'safe_retry',
+  'needs_human',
+]);

@@ -60,6 +60,7 @@ export class Metrics {
   readonly compensationsUnsettled: Counter<'driver' | 'state'>;
   readonly compensatedRunsAtWork: Counter<'driver'>;
   readonly compensationsRequeued: Counter;
+  readonly humanItemsExpired: Counter;
   readonly stuckRunSweepFailures: Counter<'stage' | 'code'>;
   readonly archiveLag: Gauge;
   readonly erasures: Counter;
@@ -99,6 +100,14 @@ export class Metrics {
         'was pending; log code compensated_run_at_work), by driver (operator, sweep): the run was not ended, it ' +
         'goes on as ordered, and the original left the human queue',
       labelNames: ['driver'],
+      registers: r,
+    });
+    this.humanItemsExpired = new Counter({
+      name: 'agent_human_items_expired_total',
+      help:
+        'Human-queue items dropped because their ledger record was gone (log code human_item_expired): an action a ' +
+        'person was to settle, its outcome never recorded. A run held for a person keeps its records ' +
+        '(includes/expireRun.lua), so any count is a record lost some other way (an eviction, a key deleted by hand)',
       registers: r,
     });
     this.compensationsRequeued = new Counter({

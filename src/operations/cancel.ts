@@ -9,6 +9,7 @@ import type { EngineContext } from '../runs/engineContext.js';
 import { FenceError } from '../core/errors.js';
 import { isTerminal, type RunStatus } from '../core/status.js';
 import { withdrawApprovals } from '../ledger/approvals.js';
+import type { LedgerState } from '../ledger/states.js';
 import { stopRun, wakeForCancel } from '../runs/stop.js';
 import { childRunsOf } from '../runs/children.js';
 import { isWaitStatus, releaseWaitForCancel, WAIT_STATUSES } from '../runs/waits.js';
@@ -23,6 +24,12 @@ export interface Cancelled {
   /** `now`: the run was parked and is cancelled; `at_next_commit`: its step in flight meets the cancel. */
   cancelled: 'now' | 'at_next_commit';
   operator: string;
+  /**
+   * The run's actions still in the human queue (an effect's outcome a person must find, a compensation pending):
+   * the cancel settles none of them. They stay in GET /v1/reconciliations, and the run's keys are kept (no
+   * retention) until a person settles them (includes/expireRun.lua). Absent when none waits.
+   */
+  waitingForPerson?: { actionId: string; state: LedgerState }[];
 }
 
 export async function cancelRun(ctx: EngineContext, actor: Actor, runId: string): Promise<Outcome<Cancelled>> {
@@ -31,13 +38,30 @@ export async function cancelRun(ctx: EngineContext, actor: Actor, runId: string)
   if (!result) return NO_RUN;
   if (!result.stopped && isTerminal(result.status)) return refused('run_finished', { runId, status: result.status });
   await cancelChildren(ctx, runId, actor.name);
+  const waiting = await waitingForPerson(ctx, runId);
   const value: Cancelled = {
     runId,
     status: result.status,
     cancelled: result.stopped ? 'now' : 'at_next_commit',
     operator: actor.name,
+    ...(waiting.length > 0 ? { waitingForPerson: waiting } : {}),
   };
   return result.stopped ? done(value) : accepted(value);
+}
+
+/** The run's actions in its shard's human queue, with their states. */
+async function waitingForPerson(
+  ctx: EngineContext,
+  runId: string,
+): Promise<{ actionId: string; state: LedgerState }[]> {
+  const human = ctx.keys.humanQueue(ctx.keys.shardOf(runId));
+  const out: { actionId: string; state: LedgerState }[] = [];
+  for (const key of (await ctx.redis.smembers(ctx.keys.run(runId).actions)).sort()) {
+    const [actionId, state] = await ctx.redis.hmget(key, 'actionId', 'state');
+    if (actionId && state && (await ctx.redis.zscore(human, actionId)) !== null)
+      out.push({ actionId, state: state as LedgerState });
+  }
+  return out;
 }
 
 /** Every child run of `runId`, and theirs, cancelled (one that ended already is left as it is). */

@@ -12,7 +12,7 @@
 import type { EngineContext } from '../runs/engineContext.js';
 import { FenceError, hasErrorCode } from '../core/errors.js';
 import type { Ledger } from '../ledger/ledger.js';
-import type { LedgerState } from '../ledger/states.js';
+import { UNSETTLED_STATES } from '../ledger/states.js';
 import { continueUnderVersion, isVersionParked, listVersionParked } from '../runs/versionQueue.js';
 import { versionLabel, type ServedVersion, type VersionRegistry } from '../runs/versions.js';
 import { holdSlot } from '../runs/resume.js';
@@ -21,16 +21,6 @@ import { readRun } from '../store/runRecord.js';
 import { actorSeesRun, type Actor } from './actor.js';
 import { cancelRun, type Cancelled } from './cancel.js';
 import { done, NO_RUN, refused, type Outcome } from './outcome.js';
-
-/** Ledger states an action has not settled in (a worker of the run's version must still move it). */
-const UNSETTLED: ReadonlySet<LedgerState> = new Set([
-  'planned',
-  'authorized',
-  'dispatched',
-  'outcome_unknown',
-  'safe_retry',
-  'needs_human',
-]);
 
 const labelOf = (s: ServedVersion) => ({
   agentVersion: s.version,
@@ -84,7 +74,7 @@ export async function continueVersionRun(
   if (!('to' in picked)) return picked.refusal;
   const { to } = picked;
   const kept = new Set(to.tools);
-  const unsettled = (await ledger.listForRun(runId)).filter((a) => UNSETTLED.has(a.state) && !kept.has(a.tool));
+  const unsettled = (await ledger.listForRun(runId)).filter((a) => UNSETTLED_STATES.has(a.state) && !kept.has(a.tool));
   if (unsettled.length > 0)
     return refused('unsettled_actions_of_vanished_tools', {
       runId,

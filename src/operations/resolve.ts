@@ -54,6 +54,8 @@ export async function resolveHumanItem(
       return answer;
     }
     await recordFinding(ledger, rec, actor.name, req);
+    // A compensation (ordered by a person, not the model) is sent whatever the run: finishCompensation below.
+    if (req.finding === 'not_sent' && !rec.compensates) await rejectUnsentOfCancelled(ctx, ledger, rec, actor.name);
   } catch (err) {
     if (err instanceof LedgerConflict) return refused('not_in_human_queue', { actionId, state: err.actual });
     if (err instanceof CompensationRefused) return refused('compensation_refused', { actionId, message: err.message });
@@ -84,6 +86,38 @@ async function recordFinding(ledger: Ledger, rec: ActionRecord, by: string, req:
     });
   } else {
     await ledger.transition(rec.runId, rec.actionId, 'needs_human', 'safe_retry', ev);
+  }
+}
+
+/**
+ * `not_sent` on an action of a cancelled run (cancelled while the action waited for a person): nothing was sent, and
+ * nothing will send it (a cancelled run is never resumed nor retried, and its cancel refuses a dispatch). The action
+ * ends `rejected` with the cancel as evidence, as a dispatch the cancel refused does (runner.ts, notDispatched), so
+ * it does not stay unsettled (an erasure would wait on it). Of a run at work or parked it stays `safe_retry`: the
+ * resumed step sends it with its key.
+ */
+async function rejectUnsentOfCancelled(
+  ctx: EngineContext,
+  ledger: Ledger,
+  rec: ActionRecord,
+  by: string,
+): Promise<void> {
+  const run = await readRun(ctx.redis, ctx.keys, rec.runId, ['cancelReason']);
+  if (run?.status !== 'cancelled') return;
+  const cancel = run.cancelReason ?? 'cancelled_by_operator';
+  const output = { rejected: true, reason: 'cancelled_by_operator', cancel };
+  try {
+    await ledger.transition(
+      rec.runId,
+      rec.actionId,
+      'safe_retry',
+      'rejected',
+      { by, why: 'operator finding not_sent on a cancelled run: never sent, and never will be', evidence: { cancel } },
+      { output: JSON.stringify(output) },
+    );
+  } catch (err) {
+    // Moved by another request meanwhile (a repeated finding): its move stands.
+    if (!(err instanceof LedgerConflict)) throw err;
   }
 }
 

@@ -121,6 +121,11 @@ const RUN_FIELDS = {
   searchKeys: optional,
   /** Whether the run counts as live in its search indexes (includes/searchIndex.lua). */
   searchLive: flag,
+  /**
+   * An ended run kept without its retention TTL while an action of it waits (outcome unknown, or in the human queue
+   * for a person): includes/expireRun.lua sets it, and the move that ends the last wait lets the run go.
+   */
+  retentionHeld: flag,
 } satisfies Record<string, Decode<unknown>>;
 
 /** The budget hash: the limits in force and what the run has used. */

@@ -60,6 +60,7 @@ const METRICS = new Set([
   'agent_outcome_unknown_open',
   'agent_outcome_unknown_oldest_age_seconds',
   'agent_human_queue_depth',
+  'agent_human_items_expired_total',
   'agent_human_queue_oldest_age_seconds',
   'agent_approvals_pending',
   'agent_budget_stops_total',
@@ -134,6 +135,7 @@ const ALERTS: Record<string, string[]> = {
   AgentServiceCredentialsRefused: ['agent_service_rejections_total'],
   AgentCompensationUnsettled: ['agent_compensations_unsettled_total'],
   AgentLateReceiptUnrecorded: ['agent_late_receipts_total'],
+  AgentHumanItemExpired: ['agent_human_items_expired_total'],
   AgentOidcUnavailable: ['agent_operator_auth_failures_total'],
 };
 

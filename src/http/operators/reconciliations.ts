@@ -123,8 +123,16 @@ export async function humanQueue(ctx: EngineContext, ledger: Ledger, tenants: '*
     )) {
       const rec = await ledger.getInShard(shard, actionId);
       if (!rec) {
-        // The record expired with its run (or was erased): nobody can decide it, so the entry leaves the queue.
-        await ctx.redis.zrem(ctx.keys.humanQueue(shard), actionId);
+        // The record is gone: nobody can decide it, so the entry leaves the queue. A run held for a person keeps its
+        // records (includes/expireRun.lua), so this is a record lost some other way (an eviction, a key deleted by
+        // hand): an effect's outcome never settled. Said, and counted, once (the first reader's zrem), ids only.
+        if ((await ctx.redis.zrem(ctx.keys.humanQueue(shard), actionId)) === 1) {
+          ctx.metrics.humanItemsExpired.inc();
+          ctx.log.error(
+            { code: 'human_item_expired', actionId, shard, since },
+            "a human-queue item's ledger record is gone: its outcome was never settled; the item left the queue",
+          );
+        }
         continue;
       }
       if (runId !== undefined && rec.runId !== runId) continue;

@@ -16,7 +16,7 @@ export type LedgerAcceptReply = { outcome: 'recorded' | 'not_queued' } | { outco
 export async function ledgerAccept(
   redis: RedisClient,
   k: LedgerAcceptKeys,
-  a: { actionId: string; compensation: string; history: unknown },
+  a: { actionId: string; compensation: string; history: unknown; retentionMs?: number | undefined },
 ): Promise<LedgerAcceptReply> {
   const [code, actual] = (await script(redis, 'ledgerAccept')(
     k.action,
@@ -25,6 +25,7 @@ export async function ledgerAccept(
     a.actionId,
     a.compensation,
     JSON.stringify(a.history),
+    a.retentionMs ?? '',
   )) as [number, string];
   if (code === 1) return { outcome: 'recorded' };
   if (code === 2) return { outcome: 'not_queued' };

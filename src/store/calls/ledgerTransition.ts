@@ -27,6 +27,11 @@ export interface LedgerTransitionArgs {
   event: string;
   /** Refuse the move when the run's cancel is recorded (checked in the same atomic change). */
   unlessCancelled: boolean;
+  /**
+   * The run's retention at its end (retentionAtEnd): a move that ends the last wait of an ended run held for a person
+   * lets the run go with it (includes/expireRun.lua). Omitted: nothing is let go here.
+   */
+  retentionMs?: number | undefined;
 }
 
 /** `moved`, or `conflict` with the state found (someone else moved first). Any other refusal throws its typed error. */
@@ -54,6 +59,7 @@ export async function ledgerTransition(
     a.eventsMaxLen,
     a.event,
     a.unlessCancelled ? 1 : 0,
+    a.retentionMs ?? '',
   )) as [number, string, string?];
   if (code === 1) return { moved: true };
   if (code === ScriptCode.StateMismatch) return { moved: false, actual };

@@ -16,17 +16,23 @@
 
   ARGV[1] action id (zset member)  ARGV[2] the compensation's action id
   ARGV[3] history entry (JSON: from, to, at, by, why, evidence)
+  ARGV[4] the run's retention at its end ('' none): the run, held for a person
+          while the original waited (includes/expireRun.lua), is let go with it
+          once nothing else of it waits (releaseHeldRun; its hash is named from
+          the human queue's key and the record's runId, like includes/runIndex.lua's)
 
   Returns {1, ''} recorded and left the queue, {2, ''} not in the queue (nothing
   written: accepted before), {-10, ''} no such action, {-11, state} not
   compensation_required with that compensation (the state found).
 ]]
 -- @include appendMove
+-- @include expireRun
 
-local a = redis.call('HMGET', KEYS[1], 'state', 'compensatedBy')
+local a = redis.call('HMGET', KEYS[1], 'state', 'compensatedBy', 'runId')
 if not a[1] then return { -10, '' } end
 if a[1] ~= 'compensation_required' or a[2] ~= ARGV[2] then return { -11, a[1] } end
 if not redis.call('ZSCORE', KEYS[3], ARGV[1]) then return { 2, '' } end
 appendMove(KEYS[1], KEYS[2], ARGV[3])
 redis.call('ZREM', KEYS[3], ARGV[1])
+if a[3] then releaseHeldRun(string.match(KEYS[3], '^(.*):human%-queue$') .. ':run:' .. a[3], ARGV[4]) end
 return { 1, '' }

@@ -16,6 +16,10 @@
   ARGV[10] 1 to refuse the move when the run's cancel is recorded (a dispatch
            on the model's behalf: checked here, in the same atomic change as
            the compare-and-set, so no cancel slips between a read and the move)
+  ARGV[11] the run's retention at its end (src/store/archiveQueue.ts,
+           retentionAtEnd; '' none): a move that ends the last wait of an
+           ended run held for a person lets the run go with it
+           (includes/expireRun.lua, releaseHeldRun)
 
   Returns 1, or -10 no such action, -11 state is not the expected one
   (the current state is then in the second element), -12 move not allowed,
@@ -25,6 +29,7 @@
 -- @include ledgerMoves
 -- @include emitEvent
 -- @include appendMove
+-- @include expireRun
 
 local current = redis.call('HGET', KEYS[1], 'state')
 if not current then return { -10, '' } end
@@ -61,4 +66,5 @@ else
   redis.call('ZREM', KEYS[4], ARGV[7])
 end
 emitEvent(KEYS[5], ARGV[8], 'effect', ARGV[9])
+if not waitingStates[to] and to ~= 'compensation_required' then releaseHeldRun(KEYS[6], ARGV[11]) end
 return { 1, to }

@@ -10,8 +10,21 @@
   journal (KeySpace.run().eventsPacked, `<events>-packed`, and journalPacked,
   `<journal>-packed`) are named from the stream's and the list's keys here, and
   an action's folded history lives in its record.
+
+  Held for a person: a run that ends while one of its actions waits (its
+  outcome unknown: dispatched, outcome_unknown, needs_human; or it is in the
+  shard's human queue, `<prefix>:{N}:human-queue`, named from the run hash's
+  key like includes/runIndex.lua's keys) gets no TTL at all, and its hash
+  `retentionHeld` is set: the record, its history, the run's tenant, subject,
+  spec and journal are what the human-queue item and a person's finding read,
+  and the reconciler's sweep what it settles an open action with. Nothing
+  of it expires while it waits. The move that ends the last wait
+  (ledgerTransition-6.lua, ledgerAccept-3.lua, leaveHumanQueue-2.lua) lets
+  the run go with the retention then (releaseHeldRun). The run stays counted
+  in its search indexes meanwhile, so an erasure by a search value finds it.
 ]]
 -- @include searchIndex
+-- @include runStatus
 local function eachRunKey(keys, actionsKey, fn)
   for _, k in ipairs(keys) do fn(k) end
   fn(keys[3] .. '-packed')
@@ -24,13 +37,46 @@ local function eachRunKey(keys, actionsKey, fn)
   end
 end
 
+local waitingStates = { dispatched = true, outcome_unknown = true, needs_human = true }
+
+-- Whether an action of the run waits: its outcome not known yet, or in the shard's human queue.
+local function runWaits(runKey, actionsKey)
+  local human = string.match(runKey, '^(.*):run:[^:]+$') .. ':human-queue'
+  for _, ak in ipairs(redis.call('SMEMBERS', actionsKey)) do
+    local a = redis.call('HMGET', ak, 'state', 'actionId')
+    if a[1] and waitingStates[a[1]] then return true end
+    if a[2] and redis.call('ZSCORE', human, a[2]) then return true end
+  end
+  return false
+end
+
 local function expireRun(keys, actionsKey, retentionMs)
+  if runWaits(keys[1], actionsKey) then
+    redis.call('HSET', keys[1], 'retentionHeld', '1')
+    return
+  end
+  redis.call('HDEL', keys[1], 'retentionHeld')
   searchIndexEnded(keys[1], retentionMs)
   if tonumber(retentionMs) <= 0 then return end
   eachRunKey(keys, actionsKey, function(k) redis.call('PEXPIRE', k, retentionMs) end)
 end
 
+-- A run held for a person (expireRun) whose last wait has ended: its keys get the retention now. A negative
+-- retention (an archive is configured): the retention itself once the run's archive row is committed (archivedAt),
+-- else nothing yet (archiveCommitted-6.lua sets it). Anything else (not held, at work again, still waiting) is left.
+local function releaseHeldRun(runKey, retentionMs)
+  if retentionMs == nil or retentionMs == '' then return end
+  local h = redis.call('HMGET', runKey, 'retentionHeld', 'status', 'archivedAt')
+  if h[1] ~= '1' or not terminalStatus[h[2]] then return end
+  local actionsKey = runKey .. ':actions'
+  if runWaits(runKey, actionsKey) then return end
+  local retention = tonumber(retentionMs) or 0
+  if retention < 0 and (tonumber(h[3]) or 0) > 0 then retention = -retention end
+  expireRun({ runKey, runKey .. ':budget', runKey .. ':journal', runKey .. ':events', actionsKey }, actionsKey, retention)
+end
+
 local function persistRun(keys, actionsKey)
+  redis.call('HDEL', keys[1], 'retentionHeld')
   searchIndexLive(keys[1], searchKeysOf(keys[1]))
   eachRunKey(keys, actionsKey, function(k) redis.call('PERSIST', k) end)
 end
