@@ -476,6 +476,9 @@ async function eraseRunInRedis(ctx: ErasureContext, runId: string, nowMs: number
       // email). A run held for its archive still counts in its indexes: let go of them here, with the retention.
       if (run.search !== undefined || run.searchKeys !== undefined)
         queueEraseSearchIndexes(tx, k, runId, ctx.cfg.RUN_RETENTION_MS);
+      // The run's hand-offs (src/runs/children.ts): digests of its agent tools' arguments, as a search key's is of
+      // its value; an ended run asks for no more hand-offs.
+      tx.del(k.handoffs);
       journal.forEach((raw, i) => tx.lset(k.journal, i, redactStored(raw, i)));
       // An ended run's journal packed beside the list (src/store/runJournal.ts): redacted, packed again, TTL kept.
       if (packedJournal) tx.set(k.journalPacked, redactPackedJournal(packedJournal), 'KEEPTTL');

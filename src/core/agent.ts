@@ -154,6 +154,14 @@ export interface AgentToolDefinition<A> {
   input(args: A): unknown;
   /** What the child may spend at most (default: all the parent has left); capped by what the parent has left. Pure. */
   budget?(args: A): ChildBudget;
+  /**
+   * The arguments that identify the hand-off (default: all of them, as a write tool's `identity`). The same hand-off
+   * asked again in one run (the same identity, canonical JSON) starts no second child: it is answered from the first
+   * one (its answer or its stop again, `deduplicated`), or waits for it while it is at work, so a child's effects are
+   * never made twice because its parent asked twice. `false` for a child whose answer may change when asked again
+   * (a read-only one): every call starts its own child. Pure.
+   */
+  identity?: ((args: A) => unknown) | false;
 }
 
 /**
@@ -165,7 +173,8 @@ export interface AgentToolDefinition<A> {
  * resumes. Several agent-tool calls in one turn start a child each, at once, each with its share of what the parent
  * has left; the parent waits for all of them and its model gets each result in the order it asked. If the process
  * dies at any point, each child is started once: its run id derives from the parent's run, step and call (see
- * docs/agents-that-do-more.md).
+ * docs/agents-that-do-more.md). The same hand-off asked again in the run (same `identity`, default all arguments)
+ * is answered from its first child, `deduplicated`, and starts none.
  *
  * @example
  * const refund = defineAgentTool({
@@ -178,14 +187,14 @@ export interface AgentToolDefinition<A> {
  * });
  */
 export function defineAgentTool<A>(def: AgentToolDefinition<A>): WaitTool<A> {
-  const { agent, input, budget } = def;
+  const { agent, input, budget, identity } = def;
   const tool = defineWaitTool({
     name: def.name,
     description: def.description,
     args: def.args,
     wait: (args) => ({ kind: 'child', agent, input: input(args), ...(budget ? { budget: budget(args) } : {}) }),
   });
-  return { ...tool, startsChild: true };
+  return { ...tool, startsChild: true, ...(identity !== undefined ? { identity } : {}) };
 }
 
 /** A tool's own output cap: a positive whole number of bytes (a TypeError naming the tool otherwise). */

@@ -161,6 +161,12 @@ export interface WaitTool<A = unknown> extends ToolBase<A> {
   wait(args: A, ctx: ToolContext): WaitRequest;
   /** An agent tool (defineAgentTool): its call starts a child run, so the decision that asks is journalled first. */
   startsChild?: boolean;
+  /**
+   * An agent tool's hand-off identity (defineAgentTool `identity`): the arguments that name the hand-off (absent: all
+   * of them). The same hand-off asked again in the run is answered from its first child, never a second one. `false`:
+   * every call starts its own child.
+   */
+  identity?: ((args: A) => unknown) | false;
 }
 
 export type Tool = ReadTool<any> | WriteTool<any> | WaitTool<any>; // eslint-disable-line @typescript-eslint/no-explicit-any

@@ -409,7 +409,8 @@ export class Metrics {
       help:
         'Child runs of agent tools: started (outcome created), refused (outcome the tool error), ended (outcome the ' +
         "child's status, counted when its parent resumes), orphaned (outcome: the parent's status when the child ended), " +
-        "wake_recovered (outcome promoted: the stuck-run sweep promoted the parent's wake job a child's end did not)",
+        "wake_recovered (outcome promoted: the stuck-run sweep promoted the parent's wake job a child's end did not), " +
+        'repeated (a hand-off asked again, answered from its child: outcome answered, or waiting while it works)',
       labelNames: ['event', 'outcome'],
       registers: r,
     });

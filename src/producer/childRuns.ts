@@ -13,16 +13,40 @@ import {
   type ChildRunStarter,
   type ChildStart,
   type ChildStartRequest,
+  type HandoffLookup,
 } from '../runs/children.js';
 import { runReplicated } from '../runs/replication.js';
-import { buildSpec, createAdmitted, InvalidRunRequest } from './intake.js';
+import { buildSpec, createAdmitted, InvalidRunRequest, resolveRequest } from './intake.js';
 
 export function childRunStarter(ctx: EngineContext): ChildRunStarter {
   const children = childRunsOf(ctx);
-  return { start: (req) => startChildRun(ctx, children, req) };
+  return {
+    start: (req) => startChildRun(ctx, children, req),
+    earlier: (req) => earlierChild(ctx, children, req),
+  };
 }
 
-/** Listed on the parent first, then created: if the process dies in between, the redelivered step creates it. */
+/**
+ * The child an earlier call of the same hand-off started, told from this call's own child (whose run id derives from
+ * the parent's run, step and call, as it always did). An input the intake refuses has no child: start refuses it.
+ */
+async function earlierChild(ctx: EngineContext, children: ChildRuns, req: HandoffLookup): Promise<string | undefined> {
+  const { parent } = req;
+  const event = childEventOf(parent.runId, parent.step, parent.callId);
+  let own;
+  try {
+    own = resolveRequest(ctx, { tenant: parent.tenant, agent: req.agent, input: req.input }, event).runId;
+  } catch (err) {
+    if (!(err instanceof InvalidRunRequest)) throw err;
+    return undefined;
+  }
+  return children.earlier(parent.runId, req.handoff, own);
+}
+
+/**
+ * Listed on the parent first (with its hand-off, when the tool has an identity), then created: if the process dies in
+ * between, the redelivered step creates it.
+ */
 async function startChildRun(ctx: EngineContext, children: ChildRuns, req: ChildStartRequest): Promise<ChildStart> {
   const { parent, limits, now } = req;
   const event = childEventOf(parent.runId, parent.step, parent.callId);
@@ -40,7 +64,7 @@ async function startChildRun(ctx: EngineContext, children: ChildRuns, req: Child
     const error = err.fields.some((f) => f.path === 'agent') ? 'unknown_agent' : 'invalid_input';
     return { kind: 'refused', error, fields: err.fields };
   }
-  await children.list(parent.runId, spec.runId, parent.deadlineAt, now);
+  await children.list(parent.runId, spec.runId, parent.deadlineAt, now, req.handoff);
   const intake = await createAdmitted(
     ctx,
     { ...spec, parent: { runId: parent.runId, step: parent.step, callId: parent.callId } },

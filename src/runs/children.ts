@@ -6,6 +6,10 @@
  *    step redelivered before its commit finds the same child (createRun's idempotency) instead of starting another;
  *  - the tree: the parent's `children` set (added before the child is created, so a child never exists unlisted)
  *    and the child's spec `parent`;
+ *  - the hand-off: the parent's `handoffs` hash maps a digest of (parent run, agent tool, identifying arguments) to
+ *    the child that hand-off started, written with the listing; the same hand-off asked again in the run finds that
+ *    child (earlier) and is answered from it instead of starting another. Child run ids keep deriving from the
+ *    parent's run, step and call, so a child started before this record existed keeps its id;
  *  - the outcome the parent's wake reads from the child's run hash (status, reason, final answer, spend);
  *  - the parent's wake job promoted when its children ended (by the last child's commit, a cancel, or the stuck-run
  *    sweep when those were lost: late, never lost). A step may start several children (agent-tool calls in one
@@ -16,6 +20,7 @@
  * is no parent job for a flow to hold in `waiting-children`. The child's end is read from its run, the source of truth.
  */
 import { createHash } from 'node:crypto';
+import { canonicalJson, sha256Hex } from '../core/canonical.js';
 import type { RedisClient } from '../store/connect.js';
 import type { KeySpace } from '../store/keys.js';
 import { decodeEntry } from '../core/journal.js';
@@ -33,6 +38,8 @@ export interface ChildStartRequest {
   input: unknown;
   limits: { maxSteps: number; maxTokens: number; deadlineAt: number; maxCost?: number };
   now: number;
+  /** The hand-off's digest (handoffDigestOf), recorded on the parent with the child; absent: the tool opted out. */
+  handoff?: string;
 }
 
 export type ChildStart =
@@ -42,9 +49,23 @@ export type ChildStart =
   /** This process was given no starter (a worker built without the producer's intake). */
   | { kind: 'refused'; error: 'unavailable' };
 
+/** A hand-off to look up on its parent before a child is started for it. */
+export interface HandoffLookup {
+  parent: ChildStartRequest['parent'];
+  agent: string;
+  input: unknown;
+  /** handoffDigestOf the call. */
+  handoff: string;
+}
+
 /** Starts child runs through the intake (src/producer/childRuns.ts; given to the worker by the composition root). */
 export interface ChildRunStarter {
   start(req: ChildStartRequest): Promise<ChildStart>;
+  /**
+   * The child an earlier call of the same hand-off started in the parent's run, or undefined: none, or the child is
+   * this call's own (a step redelivered after it listed its child, or a child listed before hand-offs were recorded).
+   */
+  earlier(req: HandoffLookup): Promise<string | undefined>;
 }
 
 /** What the parent's wake reads of its child: its status, and what it spent so far. */
@@ -59,12 +80,45 @@ export interface ChildOutcome {
   tokens: number;
   /** µ$ (absent: nothing recorded). */
   cost?: number;
+  /** The child's ledger actions, oldest first (at most CHILD_ACTIONS_LISTED): what it did, or may have done. */
+  actions: ChildAction[];
+  /** How many actions the child has beyond those listed. */
+  moreActions?: number;
 }
+
+/**
+ * One of a child's ledger actions as its parent's model is told it: the tool, the ledger state (`confirmed`,
+ * `needs_human`, `outcome_unknown`...) and, once confirmed, the service's receipt when it is an id. Ids only: never
+ * the action's arguments or output (a customer's text).
+ */
+export interface ChildAction {
+  tool: string;
+  state: string;
+  actionId: string;
+  /** The service refused it outright (`confirmed` with no effect). */
+  outcome?: 'rejected_by_service';
+  receipt?: string;
+}
+
+/** The most actions of a child listed to its parent's model. */
+export const CHILD_ACTIONS_LISTED = 20;
+
+/** A receipt told to a model: a service's record id (re_..., tkt_...), never free text. */
+const RECEIPT_ID = /^[A-Za-z0-9_.:-]{1,128}$/;
 
 /** The intake event of a parent's call: one child per (parent run, step, call), whatever the redeliveries. */
 export function childEventOf(parentRunId: string, step: number, callId: string): string {
   const digest = createHash('sha256').update(`${parentRunId}\u0000${step}\u0000${callId}`).digest('hex');
   return `child:${digest.slice(0, 32)}`;
+}
+
+/**
+ * The digest naming a hand-off in its parent's run: sha256 of the canonical JSON (RFC 8785) of the run, the agent
+ * tool and its identifying arguments, as a write's action identity is derived (src/ledger/identity.ts). The same
+ * hand-off asked again in the run has the same digest, whatever the step or call.
+ */
+export function handoffDigestOf(parentRunId: string, tool: string, identity: unknown): string {
+  return sha256Hex(canonicalJson({ runId: parentRunId, tool, identity }));
 }
 
 /**
@@ -110,14 +164,37 @@ export function childRunsOf(ctx: {
 export class ChildRuns {
   constructor(private readonly d: { redis: RedisClient; keys: KeySpace; queues: ShardQueues; retentionMs: number }) {}
 
-  /** Lists the child on its parent, before it is created; the set lives as long as the parent may (its deadline). */
-  async list(parentRunId: string, childRunId: string, parentDeadlineAt: number, now: number): Promise<void> {
-    const key = this.d.keys.run(parentRunId).children;
-    await this.d.redis
-      .multi()
-      .sadd(key, childRunId)
-      .pexpire(key, Math.max(0, parentDeadlineAt - now) + this.d.retentionMs)
-      .exec();
+  /**
+   * Lists the child on its parent, before it is created; the set lives as long as the parent may (its deadline). With
+   * a hand-off digest, the hand-off is recorded in the same change (the first child of a hand-off stays its child):
+   * one slot, the parent's.
+   */
+  async list(
+    parentRunId: string,
+    childRunId: string,
+    parentDeadlineAt: number,
+    now: number,
+    handoff?: string,
+  ): Promise<void> {
+    const k = this.d.keys.run(parentRunId);
+    const ttl = Math.max(0, parentDeadlineAt - now) + this.d.retentionMs;
+    const tx = this.d.redis.multi().sadd(k.children, childRunId).pexpire(k.children, ttl);
+    if (handoff) tx.hsetnx(k.handoffs, handoff, childRunId).pexpire(k.handoffs, ttl);
+    await tx.exec();
+  }
+
+  /**
+   * The child an earlier call of the same hand-off (its digest, handoffDigestOf) started, or undefined: none, or
+   * this call's own child (`ownChildRunId`, from its run, step and call) is that child or is listed already: a step
+   * redelivered after it listed its child, or a child listed before hand-offs were recorded, keeps its own.
+   */
+  async earlier(parentRunId: string, digest: string, ownChildRunId: string): Promise<string | undefined> {
+    const k = this.d.keys.run(parentRunId);
+    const [mapped, ownListed] = await Promise.all([
+      this.d.redis.hget(k.handoffs, digest),
+      this.d.redis.sismember(k.children, ownChildRunId),
+    ]);
+    return mapped && mapped !== ownChildRunId && ownListed === 0 ? mapped : undefined;
   }
 
   async childrenOf(parentRunId: string): Promise<string[]> {
@@ -130,12 +207,13 @@ export class ChildRuns {
    */
   async outcome(childRunId: string): Promise<ChildOutcome> {
     const k = this.d.keys.run(childRunId);
-    const [run, used, tail] = await Promise.all([
+    const [run, used, tail, listed] = await Promise.all([
       readRun(this.d.redis, this.d.keys, childRunId, ['reason']),
       readBudget(this.d.redis, this.d.keys, childRunId, ['stepsUsed', 'tokensUsed', 'costUsed']),
       readJournal(this.d.redis, k, -3, -1), // an ended child's journal is packed; a long final answer compressed
+      this.actionsOf(childRunId),
     ]);
-    if (!run) return { ended: true, status: 'failed', reason: 'child_missing', steps: 0, tokens: 0 };
+    if (!run) return { ended: true, status: 'failed', reason: 'child_missing', steps: 0, tokens: 0, actions: [] };
     const out: ChildOutcome = {
       ended: endsRun(run.status),
       status: run.status,
@@ -143,6 +221,7 @@ export class ChildRuns {
       steps: used.stepsUsed,
       tokens: used.tokensUsed,
       cost: used.costUsed,
+      ...listed,
     };
     if (run.status !== 'completed') return out;
     for (const [i, raw] of tail.reverse().entries()) {
@@ -150,6 +229,32 @@ export class ChildRuns {
       if (e.kind === 'decision' && typeof e.final === 'string') return { ...out, answer: e.final };
     }
     return out;
+  }
+
+  /**
+   * The child's ledger actions (its own, and its compensations), oldest first, as ids and states: read from the
+   * records its `actions` set names (the ledger's own module sits above this layer).
+   */
+  private async actionsOf(childRunId: string): Promise<Pick<ChildOutcome, 'actions' | 'moreActions'>> {
+    const keys = await this.d.redis.smembers(this.d.keys.run(childRunId).actions);
+    const fields = ['actionId', 'tool', 'state', 'receipt', 'outcome', 'step', 'createdAt'] as const;
+    const records = await Promise.all(keys.map((key) => this.d.redis.hmget(key, ...fields)));
+    const actions = records
+      .filter((r) => r[0] && r[1] && r[2])
+      .map(([actionId, tool, state, receipt, outcome, step, createdAt]) => ({
+        action: {
+          tool: tool!,
+          state: state!,
+          actionId: actionId!,
+          ...(outcome === 'rejected_by_service' ? { outcome } : {}),
+          ...(state === 'confirmed' && receipt && RECEIPT_ID.test(receipt) ? { receipt } : {}),
+        } satisfies ChildAction,
+        order: [Number(step), Number(createdAt)] as const,
+      }))
+      .sort((a, b) => a.order[0] - b.order[0] || a.order[1] - b.order[1])
+      .map((a) => a.action);
+    const more = actions.length - CHILD_ACTIONS_LISTED;
+    return { actions: actions.slice(0, CHILD_ACTIONS_LISTED), ...(more > 0 ? { moreActions: more } : {}) };
   }
 
   /** The parent's status (undefined when it is gone). */

@@ -23,6 +23,11 @@ const waitedChildSchema = z
     /** The call whose result the child's outcome becomes. */
     callId: z.string(),
     tool: z.string(),
+    /**
+     * The call asked again for a hand-off an earlier call of the run started (src/runs/children.ts): its result is
+     * the child's outcome marked `deduplicated`, and the child's spend is charged with the earlier call's only.
+     */
+    repeat: z.literal(true).optional(),
   })
   .strict();
 

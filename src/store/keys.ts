@@ -68,6 +68,12 @@ export interface RunKeys {
   actions: string;
   /** set: run ids of the child runs its agent tools started (src/runs/children.ts) */
   children: string;
+  /**
+   * hash: hand-off digest (sha256 of the run id, agent tool and its identifying arguments) -> the run id of the
+   * child that hand-off started (src/runs/children.ts): ids and digests only. It lives as the `children` set does
+   * (written with it, same TTL); erasure deletes it.
+   */
+  handoffs: string;
 }
 
 /** Flow control's keys (KeySpace.flow): one hash tag, one slot. */
@@ -139,6 +145,7 @@ export class KeySpace {
         eventsPacked: `${base}:events-packed`,
         actions: `${base}:actions`,
         children: `${base}:children`,
+        handoffs: `${base}:handoffs`,
       });
       if (this.runMemo.size >= 10_000) this.runMemo.clear();
       this.runMemo.set(runId, keys);

@@ -219,11 +219,14 @@ describe("an erasure reaches the child runs of the subject's runs", () => {
     expect((await ctx.store.readSpec(child))!.key).not.toContain(mark);
     const before = await hitsInRedis(mark);
     expect(before).toContain(ctx.keys.run(child).run);
+    // The parent's hand-off record: a digest of the tool's arguments (the text among them) -> the child.
+    expect(Object.values(await ctx.redis.hgetall(ctx.keys.run(parent).handoffs))).toEqual([child]);
 
     const res = await erase(ticket);
     expect(res.status).toBe(201);
     expect(res.body.runIds).toEqual([parent, child].sort());
     expect(await hitsInRedis(mark)).toEqual([]);
+    expect(await ctx.redis.exists(ctx.keys.run(parent).handoffs)).toBe(0);
     for (const runId of [parent, child]) expect(await served(runId)).not.toContain(mark);
     // Their copies, taken after the erasure, carry the marker.
     await archiver.pass();

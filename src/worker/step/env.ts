@@ -19,7 +19,7 @@ import type { FollowUpContext } from '../followUp.js';
 import type { VersionVerdict } from '../versionGate.js';
 import type { RateLimits } from '../../flow/rateLimits.js';
 import type { StepStore } from './store.js';
-import type { ChildOutcome, ChildStart, ChildStartRequest } from '../../runs/children.js';
+import type { ChildOutcome, ChildStart, ChildStartRequest, HandoffLookup } from '../../runs/children.js';
 
 /**
  * What a step reads of the configuration, and nothing else (src/server passes the
@@ -101,6 +101,11 @@ export interface AgentChoice {
  */
 export interface ChildRunPort {
   start(req: ChildStartRequest): Promise<ChildStart>;
+  /**
+   * The child an earlier call of the same hand-off (its digest, handoffDigestOf) started in this run, or undefined
+   * (none, or it is this call's own).
+   */
+  earlier(req: HandoffLookup): Promise<string | undefined>;
   outcome(childRunId: string): Promise<ChildOutcome>;
   /** The parent's status (undefined when it is gone): a child whose parent ended ends too. */
   parentStatus(parentRunId: string): Promise<RunStatus | undefined>;

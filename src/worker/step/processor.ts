@@ -178,6 +178,7 @@ function childPort(d: StepDeps): ChildRunPort {
   const starter = d.childRuns;
   return {
     start: async (req) => (starter ? starter.start(req) : { kind: 'refused', error: 'unavailable' }),
+    earlier: async (req) => (starter ? starter.earlier(req) : undefined),
     outcome: (id) => runs.outcome(id),
     parentStatus: (id) => runs.parentStatus(id),
     wakeParent: (parentId, childId) => runs.wakeParent(parentId, childId),

@@ -14,7 +14,8 @@ import { z } from 'zod';
 import type { Agent } from '../../core/agent.js';
 import type { ObservationEntry } from '../../core/journal.js';
 import type { ChildRequest, ToolContext, WaitRequest, WaitTool } from '../../core/tool.js';
-import { carveLimits } from '../../runs/children.js';
+import { carveLimits, handoffDigestOf } from '../../runs/children.js';
+import { childResult } from './wake.js';
 import { eventKeySchema } from '../../runs/spec.js';
 import type { BudgetStop } from '../../budget/tenantBudget.js';
 import { waitIdOf, type WaitRecord } from '../../runs/waits.js';
@@ -64,7 +65,7 @@ export async function startWaits(
         ? sleep(env, state, asked)
         : asked.kind === 'event'
           ? await eventWait(env, state, call, asked)
-          : await childWait(env, state, call, asked.request, share);
+          : await childWait(env, state, call, asked, share);
     if ('obs' in r) out.observed.set(i, { ...base, ...r.obs });
     if ('park' in r) out.park = joined(out.park, r.park);
     if ('stop' in r) out.stop = r.stop;
@@ -87,7 +88,8 @@ function joined(park: WaitRecord | undefined, next: WaitRecord): WaitRecord {
 type Asked =
   | { kind: 'sleep'; at: number }
   | { kind: 'event'; key: string; timeoutMs: number }
-  | { kind: 'child'; request: ChildRequest }
+  /** `identity`: the hand-off's identifying arguments (undefined: the tool opted out, every call its own child). */
+  | { kind: 'child'; request: ChildRequest; identity: unknown }
   | { error: string; issues?: { path: string; message: string }[] };
 
 /** The wait the tool asks for, from the call's arguments; a bad one is a format error the model sees. */
@@ -98,12 +100,17 @@ function requestOf(tool: WaitTool, call: ToolCall, ctx: ToolContext, now: number
     return { error: 'invalid_arguments', issues };
   }
   let req: WaitRequest;
+  let identity: unknown;
   try {
     req = tool.wait(parsed.data, ctx);
+    // A hand-off's identity, as a write's: its identifying arguments (default all of them), canonical JSON.
+    if (tool.startsChild === true && tool.identity !== false)
+      identity = tool.identity ? tool.identity(parsed.data) : parsed.data;
   } catch {
     return { error: 'invalid_wait' };
   }
-  return checked(req, now);
+  const asked = checked(req, now);
+  return 'kind' in asked && asked.kind === 'child' ? { ...asked, identity } : asked;
 }
 
 /** The latest instant a date can name (ms since the epoch): a wait past it has no time to be due at. */
@@ -152,7 +159,7 @@ function checked(req: WaitRequest, now: number): Asked {
     return { error: 'invalid_wait', issues };
   }
   if (req.kind === 'event') return { kind: 'event', key: req.key, timeoutMs: Math.ceil(req.timeoutMs) };
-  if (req.kind === 'child') return { kind: 'child', request: req };
+  if (req.kind === 'child') return { kind: 'child', request: req, identity: undefined };
   const at = Math.round('untilMs' in req ? req.untilMs : now + req.forMs);
   if (at > LATEST_TIME_MS) return { error: 'invalid_wait', issues: [{ path: 'forMs', message: 'ends past 8.64e15' }] };
   return { kind: 'sleep', at };
@@ -220,20 +227,33 @@ async function childWait(
   env: StepEnv,
   state: StepState,
   call: ToolCall,
-  asked: ChildRequest,
+  { request: asked, identity }: { request: ChildRequest; identity: unknown },
   share: number,
 ): Promise<Started> {
   const now = env.now();
   const { limits, tenant } = state.spec;
-  const carved = carveLimits(limits, state.used, asked.budget, now, share);
   const refused = (output: Record<string, unknown>): Started => {
     env.metrics.childRuns.inc({ event: 'refused', outcome: String(output.error) });
     return { obs: { status: 'tool_error', output } };
   };
-  if (!carved) return refused({ error: 'no_budget_for_child' });
   if (!env.children) return refused({ error: 'child_runs_unavailable' });
   const parent = { runId: state.runId, step: state.step, callId: call.id, tenant, deadlineAt: limits.deadlineAt };
-  const r = await env.children.start({ parent, agent: asked.agent, input: asked.input, limits: carved, now });
+  // The same hand-off asked before in this run: answered from its child (asked before the budget: it costs nothing).
+  const handoff = identity === undefined ? undefined : handoffDigestOf(state.runId, call.name, identity);
+  if (handoff) {
+    const earlier = await env.children.earlier({ parent, agent: asked.agent, input: asked.input, handoff });
+    if (earlier) return repeated(env, state, call, earlier);
+  }
+  const carved = carveLimits(limits, state.used, asked.budget, now, share);
+  if (!carved) return refused({ error: 'no_budget_for_child' });
+  const r = await env.children.start({
+    parent,
+    agent: asked.agent,
+    input: asked.input,
+    limits: carved,
+    now,
+    ...(handoff ? { handoff } : {}),
+  });
   if (r.kind === 'refused') {
     if (r.error === 'unavailable') return refused({ error: 'child_runs_unavailable' });
     const error = r.error === 'unknown_agent' ? 'unknown_child_agent' : 'invalid_child_input';
@@ -244,4 +264,22 @@ async function childWait(
   env.crash.hit('after_child_started', state.step);
   const child = { runId: r.runId, callId: call.id, tool: call.name };
   return { park: { kind: 'child', at: limits.deadlineAt, step: state.step, children: [child] } };
+}
+
+/**
+ * A hand-off asked again in the run (the same agent tool and identifying arguments as an earlier call's): no second
+ * child. The child the earlier call started answers it, marked `deduplicated` as a write's repeat is: at once when
+ * that child ended (its answer, or its stop with its actions), else this run waits for it as for its own child (its
+ * spend is charged once, with the earlier call's).
+ */
+async function repeated(env: StepEnv, state: StepState, call: ToolCall, childRunId: string): Promise<Started> {
+  const child = await env.children!.outcome(childRunId);
+  env.metrics.childRuns.inc({ event: 'repeated', outcome: child.ended ? 'answered' : 'waiting' });
+  state.log.info(
+    { code: 'child_handoff_repeated', childRunId, tool: call.name, ended: child.ended },
+    'hand-off asked again: answered from its earlier child',
+  );
+  if (child.ended) return { obs: childResult(childRunId, child, true) };
+  const entry = { runId: childRunId, callId: call.id, tool: call.name, repeat: true as const };
+  return { park: { kind: 'child', at: state.spec.limits.deadlineAt, step: state.step, children: [entry] } };
 }

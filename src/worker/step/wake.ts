@@ -19,6 +19,7 @@ import { grown, type StepState } from './state.js';
 import { InvariantError } from '../../core/errors.js';
 import type { RunStatus } from '../../core/status.js';
 import { takeWakeSlot } from './wakeSlot.js';
+import type { ChildOutcome } from '../../runs/children.js';
 
 export async function wake(env: StepEnv, state: StepState, wait: WaitRecord): Promise<void> {
   const now = env.now();
@@ -115,8 +116,9 @@ interface ChildrenSettled {
 /**
  * The children's outcomes as the waiting calls' observations, in the order the model asked, with their spend to
  * charge; `early` while one is at work before this run's deadline. Completed: `{ childRunId, answer }`. Stopped
- * (failed, budget_exceeded, cancelled, needs_human): a tool error naming the child's status and reason. Still at
- * work at the deadline: `child_timed_out` (the child's own deadline, no later than this run's, ends it). Crash point
+ * (failed, budget_exceeded, cancelled, needs_human): a tool error naming the child's status and reason, and its
+ * actions. Still at work at the deadline: `child_timed_out` (the child's own deadline, no later than this run's, ends
+ * it). A repeated hand-off's call (`repeat`) gets its child's result `deduplicated` and charges nothing. Crash point
  * `before_child_resume`: the outcomes were read, nothing written; the redelivered wake job reads them again.
  */
 async function settleChildren(
@@ -130,20 +132,12 @@ async function settleChildren(
   if (outcomes.some((o) => !o.ended) && now < wait.at) return 'early';
   env.crash.hit('before_child_resume', wait.step + 1);
   const settled: ChildrenSettled = { entries: [], children: [] };
-  wait.children.forEach(({ runId: childRunId, callId, tool }, i) => {
+  wait.children.forEach(({ runId: childRunId, callId, tool, repeat }, i) => {
     const child = outcomes[i]!;
     const base = { v: 1 as const, kind: 'observation' as const, step: wait.step, callId, tool };
-    settled.entries.push(
-      child.status === 'completed'
-        ? { ...base, status: 'ok', output: { childRunId, answer: child.answer ?? '' } }
-        : child.ended
-          ? {
-              ...base,
-              status: 'tool_error',
-              output: { error: `child_${child.status}`, childRunId, status: child.status, reason: child.reason },
-            }
-          : { ...base, status: 'tool_error', output: { error: 'child_timed_out', childRunId, status: child.status } },
-    );
+    settled.entries.push({ ...base, ...childResult(childRunId, child, repeat === true) });
+    // A hand-off asked again waited on the child an earlier call started: its spend is charged with that call's.
+    if (repeat) return;
     const status = child.ended ? child.status : 'timed_out';
     settled.children.push({
       runId: childRunId,
@@ -154,6 +148,40 @@ async function settleChildren(
     });
   });
   return settled;
+}
+
+/**
+ * A child's outcome as its call's result. Completed: `{ childRunId, answer }`. Stopped: a tool error
+ * `child_<status>` with its status and reason; still at work: `child_timed_out`. A stopped or unfinished child's error
+ * lists its ledger actions (tool, state, receipt id), so the model knows what it did before it stopped (a refund
+ * made) and does not ask for it again. A hand-off asked again (`repeat`: answered from the child an earlier call of
+ * the run started) is marked as a write's repeat is, `deduplicated`, with the same output.
+ */
+export function childResult(
+  childRunId: string,
+  child: ChildOutcome,
+  repeat: boolean,
+): Pick<ObservationEntry, 'status' | 'output'> {
+  const done = (o: Record<string, unknown>) => (child.moreActions ? { ...o, moreActions: child.moreActions } : o);
+  const r: Pick<ObservationEntry, 'status' | 'output'> =
+    child.status === 'completed'
+      ? { status: 'ok', output: { childRunId, answer: child.answer ?? '' } }
+      : child.ended
+        ? {
+            status: 'tool_error',
+            output: done({
+              error: `child_${child.status}`,
+              childRunId,
+              status: child.status,
+              reason: child.reason,
+              actions: child.actions,
+            }),
+          }
+        : {
+            status: 'tool_error',
+            output: done({ error: 'child_timed_out', childRunId, status: child.status, actions: child.actions }),
+          };
+  return repeat ? { ...r, status: 'deduplicated' } : r;
 }
 
 function isTimeout(entry: ObservationEntry | undefined): boolean {

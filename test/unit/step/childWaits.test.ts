@@ -44,8 +44,11 @@ class Children implements ChildRunPort {
   async start(req: ChildStartRequest) {
     this.started.push(req);
     const runId = `r_${String(this.started.length).padStart(24, '0')}`;
-    this.outcomes.set(runId, { ended: false, status: 'running', reason: '', steps: 0, tokens: 0 });
+    this.outcomes.set(runId, { ended: false, status: 'running', reason: '', steps: 0, tokens: 0, actions: [] });
     return { kind: 'started' as const, runId, created: true };
+  }
+  async earlier() {
+    return undefined;
   }
   async outcome(id: string) {
     return this.outcomes.get(id)!;
@@ -116,12 +119,20 @@ describe('several agent-tool calls in one turn', () => {
       answer: 'b done',
       steps: 2,
       tokens: 40,
+      actions: [],
     });
     const wake = s.w.store.wakeJobs[0]!;
     await expect(s.pipeline.run(delivery(new MemoryJob(`${s.runId}.s2`, wake.data)))).rejects.toBeInstanceOf(
       DelayedError,
     );
-    s.children.outcomes.set(a!, { ended: true, status: 'failed', reason: 'step_error', steps: 1, tokens: 10 });
+    s.children.outcomes.set(a!, {
+      ended: true,
+      status: 'failed',
+      reason: 'step_error',
+      steps: 1,
+      tokens: 10,
+      actions: [{ tool: 'refund', state: 'confirmed', actionId: 'a_1', receipt: 're_1' }],
+    });
     s.w.clock.now = NOW + 10;
     await s.pipeline.run(delivery(new MemoryJob(`${s.runId}.s2`, wake.data)));
     const run = s.w.store.run(s.runId);
@@ -130,7 +141,14 @@ describe('several agent-tool calls in one turn', () => {
       expect.objectContaining({
         callId: 'c-a',
         status: 'tool_error',
-        output: { error: 'child_failed', childRunId: a, status: 'failed', reason: 'step_error' },
+        output: {
+          error: 'child_failed',
+          childRunId: a,
+          status: 'failed',
+          reason: 'step_error',
+          // What the child did before it stopped: the parent's model is told the refund was made.
+          actions: [{ tool: 'refund', state: 'confirmed', actionId: 'a_1', receipt: 're_1' }],
+        },
       }),
       expect.objectContaining({ callId: 'c-b', status: 'ok', output: { childRunId: b, answer: 'b done' } }),
     ]);
