@@ -154,7 +154,8 @@ export class FleetClient {
 
   /**
    * POST /v1/runs/:id/retry (an operator): a stopped run goes on from its last commit, its limits raised by `ext`.
-   * Conflict (`laterRunId` set) when a later run of the subject superseded it.
+   * Conflict (`laterRunId` set) when a later run of the subject superseded it; Conflict `parent_moved_on`
+   * (`parentRunId` set) for a child run whose parent took its outcome and moved on.
    */
   async retryRun(runId: string, ext: RetryExtension = {}, opts: CallOptions = {}): Promise<Json> {
     return this.operatorPost(runPath(runId, '/retry'), ext, opts);

@@ -1,8 +1,9 @@
 /**
  * The client's errors: one class per answer a caller branches on, each with the API's `code` (the body's `error`),
  * the HTTP `status` and the body itself. A refusal that names fields (400) carries them; a conflict that names the
- * subject's later run (409 run_superseded) carries its id; a store that is away (503 store_unavailable) says how long
- * the API asked to wait. Anything else the API refuses is a FleetApiError with its code.
+ * subject's later run (409 run_superseded) or a child's parent (409 parent_moved_on) carries its id; a store that is
+ * away (503 store_unavailable) says how long the API asked to wait. Anything else the API refuses is a FleetApiError
+ * with its code.
  */
 
 /** A field the API named in a 400 (`path` as the API spells it: `input.ticket.subject`, `Idempotency-Key`). */
@@ -46,14 +47,18 @@ export class InvalidRequest extends FleetApiError {
 
 /**
  * 409: refused in the run's present state (already finished, superseded, not pending...). `laterRunId` is the
- * subject's later run when the API names one: that is the run that goes on.
+ * subject's later run when the API names one: that is the run that goes on. `parentRunId` is a child run's parent
+ * when the API names one (`parent_moved_on`: the parent took the child's outcome and moved on, so the child is not
+ * put back to work).
  */
 export class Conflict extends FleetApiError {
   override readonly name = 'Conflict';
   readonly laterRunId: string | undefined;
+  readonly parentRunId: string | undefined;
   constructor(code: string, status: number, body: ErrorBody) {
     super(code, status, body);
     this.laterRunId = typeof body.laterRunId === 'string' ? body.laterRunId : undefined;
+    this.parentRunId = typeof body.parentRunId === 'string' ? body.parentRunId : undefined;
   }
 }
 

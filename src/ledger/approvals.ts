@@ -170,14 +170,16 @@ export interface VoidedDecision {
   runStatus: string;
   cancelReason?: string;
   laterRunId?: string;
+  /** The parent that took this child run's outcome and moved on (RunStore.resume). */
+  parentRunId?: string;
   /** The action's state afterwards (`rejected`: never sent). */
   state: string;
 }
 
 /**
  * After a person's decision, its run did not come back to work (resumeRun-12.lua): when the run
- * was cancelled meanwhile (a cancel that landed between the decision and the resume) or a later run of its
- * subject superseded it, the decision is void. An `authorized` action ends `rejected` with the run's
+ * was cancelled meanwhile (a cancel that landed between the decision and the resume), a later run of its
+ * subject superseded it, or it is a child run whose parent took its outcome and moved on, the decision is void. An `authorized` action ends `rejected` with the run's
  * end as evidence (never left authorized on a run that will not run it); a superseded run that
  * waited for this approval ends `failed` / `superseded: <later run>` (nothing else would end it).
  * Undefined otherwise (another caller resumed it): the decision stands.
@@ -190,9 +192,10 @@ export async function settleUnresumed(
 ): Promise<VoidedDecision | undefined> {
   if (r.resumed) return undefined;
   const laterRunId = 'laterRunId' in r ? r.laterRunId : undefined;
+  const parentRunId = 'parentRunId' in r ? r.parentRunId : undefined;
   // A waiting_approval run ends without coming back to work only by a cancel (an expiry rejects the action
   // itself): any other status means another caller resumed it and the decision took effect.
-  if (laterRunId === undefined && r.status !== 'cancelled') return undefined;
+  if (laterRunId === undefined && parentRunId === undefined && r.status !== 'cancelled') return undefined;
   const run = await readRun(ctx.redis, ctx.keys, runId, ['cancelReason']);
   const runStatus = run?.status ?? 'missing';
   const cancelReason = run?.cancelReason;
@@ -200,17 +203,21 @@ export async function settleUnresumed(
     runStatus,
     ...(cancelReason ? { cancelReason } : {}),
     ...(laterRunId ? { laterRunId } : {}),
+    ...(parentRunId ? { parentRunId } : {}),
   };
   const state = await voidAuthorized(ctx, runId, actionId, evidence);
-  if (laterRunId !== undefined && runStatus === 'waiting_approval') {
-    await stopRun(ctx, runId, {
-      expected: ['waiting_approval'],
-      status: 'failed',
-      reason: `superseded: ${laterRunId}`,
-      now: Date.now(),
-    });
-  }
-  ctx.metrics.approvalsVoided.inc({ why: laterRunId ? 'superseded' : 'run_finished' });
+  // Nothing else would end it: a superseded run, or a child whose parent took its outcome and moved on.
+  const end =
+    laterRunId !== undefined
+      ? { status: 'failed' as const, reason: `superseded: ${laterRunId}` }
+      : parentRunId !== undefined
+        ? { status: 'cancelled' as const, reason: `parent_moved_on: ${parentRunId}` }
+        : undefined;
+  if (end && runStatus === 'waiting_approval')
+    await stopRun(ctx, runId, { expected: ['waiting_approval'], ...end, now: Date.now() });
+  ctx.metrics.approvalsVoided.inc({
+    why: laterRunId ? 'superseded' : parentRunId ? 'parent_moved_on' : 'run_finished',
+  });
   ctx.log.info({ code: 'approval_void', runId, actionId, ...evidence }, 'decision void: the run will not run it');
   return { ...evidence, state };
 }
@@ -225,7 +232,11 @@ async function voidAuthorized(
   const ledger = ledgerFor(ctx);
   const rec = await ledger.get(runId, actionId);
   if (rec?.state !== 'authorized') return rec?.state ?? 'missing';
-  const why = evidence.laterRunId ? 'superseded' : `run_${evidence.runStatus}`;
+  const why = evidence.laterRunId
+    ? 'superseded'
+    : evidence.parentRunId
+      ? 'parent_moved_on'
+      : `run_${evidence.runStatus}`;
   try {
     await ledger.transition(
       runId,

@@ -60,7 +60,8 @@ export async function decideApproval(
     });
   }
   const resumed = await resumeParked(ctx, rec.runId, 'waiting_approval');
-  // The run ended (a cancel between the decision and the resume) or a later run superseded it: void.
+  // The run ended (a cancel between the decision and the resume), a later run superseded it, or its parent took
+  // its outcome and moved on: void.
   const voided = await settleUnresumed(ctx, rec.runId, actionId, resumed);
   await ctx.redis.zrem(ctx.keys.approvals(ctx.keys.shardOf(rec.runId)), actionId);
   if (voided) return voidRefusal(result.decision, voided);
@@ -69,14 +70,17 @@ export async function decideApproval(
 
 /** A decision made void: the run's status, the action's final state, and why. */
 function voidRefusal<T extends object>(decision: object, v: VoidedDecision): Outcome<T> {
-  return refused(v.laterRunId ? 'run_superseded' : 'run_finished', {
+  return refused(v.laterRunId ? 'run_superseded' : v.parentRunId ? 'parent_moved_on' : 'run_finished', {
     ...decision,
     state: v.state,
     runStatus: v.runStatus,
     ...(v.cancelReason ? { cancelReason: v.cancelReason } : {}),
     ...(v.laterRunId ? { laterRunId: v.laterRunId } : {}),
+    ...(v.parentRunId ? { parentRunId: v.parentRunId } : {}),
     message: v.laterRunId
       ? `a later run of the subject (${v.laterRunId}) superseded the run: the decision is void`
-      : `the run is ${v.runStatus}: the decision is void, nothing will be sent`,
+      : v.parentRunId
+        ? `the run's parent (${v.parentRunId}) took its outcome and moved on: the decision is void, nothing will be sent`
+        : `the run is ${v.runStatus}: the decision is void, nothing will be sent`,
   });
 }

@@ -7,7 +7,8 @@
  * script. The ledger is untouched: effects recorded under the old version are answered from it, never redone. Tools
  * the new version no longer has: a journalled call to one is answered `unknown_tool` to the model (never dispatched);
  * a run with an unsettled ledger action of such a tool is refused (`unsettled_actions_of_vanished_tools`, naming
- * them): no worker of the new version could settle it. Each decision counts in agent_version_decisions_total.
+ * them): no worker of the new version could settle it. A child run whose parent took its outcome and moved on is
+ * refused (`parent_moved_on`, naming the parent). Each decision counts in agent_version_decisions_total.
  */
 import type { EngineContext } from '../runs/engineContext.js';
 import { FenceError, hasErrorCode } from '../core/errors.js';
@@ -16,6 +17,7 @@ import { UNSETTLED_STATES } from '../ledger/states.js';
 import { continueUnderVersion, isVersionParked, listVersionParked } from '../runs/versionQueue.js';
 import { versionLabel, type ServedVersion, type VersionRegistry } from '../runs/versions.js';
 import { holdSlot } from '../runs/resume.js';
+import { movedOnParentOf } from '../runs/children.js';
 import { isRunId } from '../store/keys.js';
 import { readRun } from '../store/runRecord.js';
 import { actorSeesRun, type Actor } from './actor.js';
@@ -70,6 +72,16 @@ export async function continueVersionRun(
   if (!run) return NO_RUN;
   if (!isVersionParked(run.status, run.reason))
     return refused('not_version_parked', { runId, status: run.status, reason: run.reason });
+  // A child whose parent took its outcome and moved on stays parked (cancel it): it would spend charged to nobody.
+  // Read before the script, as the retry does (the parent is on another shard); the child's next step ends what a
+  // race lets through (src/worker/step/cancel.ts).
+  const movedOn = await movedOnParentOf(ctx.redis, ctx.keys, await ctx.store.readSpec(runId));
+  if (movedOn)
+    return refused('parent_moved_on', {
+      runId,
+      ...movedOn,
+      message: `its parent run ${movedOn.parentRunId} took this child's outcome and moved on: cancel it instead`,
+    });
   const picked = await pickVersion(ctx, registry, runId, run.agent, wanted);
   if (!('to' in picked)) return picked.refusal;
   const { to } = picked;
@@ -170,6 +182,16 @@ export async function cancelVersionRun(ctx: EngineContext, actor: Actor, runId: 
   if (!run) return NO_RUN;
   if (!isVersionParked(run.status, run.reason))
     return refused('not_version_parked', { runId, status: run.status, reason: run.reason });
+  // A child whose parent took its outcome and moved on stays parked (cancel it): it would spend charged to nobody.
+  // Read before the script, as the retry does (the parent is on another shard); the child's next step ends what a
+  // race lets through (src/worker/step/cancel.ts).
+  const movedOn = await movedOnParentOf(ctx.redis, ctx.keys, await ctx.store.readSpec(runId));
+  if (movedOn)
+    return refused('parent_moved_on', {
+      runId,
+      ...movedOn,
+      message: `its parent run ${movedOn.parentRunId} took this child's outcome and moved on: cancel it instead`,
+    });
   const outcome = await cancelRun(ctx, actor, runId);
   if (outcome.kind === 'done') ctx.metrics.versionDecisions.inc({ decision: 'cancel' });
   return outcome;

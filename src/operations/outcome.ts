@@ -13,6 +13,8 @@ export type Refusal =
   | 'fingerprint_mismatch'
   | 'run_finished'
   | 'run_superseded'
+  /** A child run whose parent took its outcome and moved on: it is not put back to work (`parentRunId`). */
+  | 'parent_moved_on'
   | 'approval_expired'
   | 'not_in_human_queue'
   | 'compensation_refused'

@@ -3,7 +3,8 @@
  * `not_sent` (it did not: the action may be sent once more with its key), `compensate` (undo it with the tool's
  * compensation) or `accept` (on an original whose compensation its service refused: the effect stands, the run ends
  * without compensating it). The finding is the effect's truth; the run resumes after it, unless the item was a
- * compensation (the run then ends) or a later run of the subject superseded the run (it then ends `superseded`).
+ * compensation (the run then ends), a later run of the subject superseded the run (it then ends `superseded`), or the
+ * run is a child whose parent took its outcome and moved on (it then ends `cancelled` / `parent_moved_on`).
  */
 import type { EngineContext } from '../runs/engineContext.js';
 import { CompensationRefused, deliveryRefused, type Compensations } from '../ledger/compensation.js';
@@ -257,32 +258,35 @@ async function resumeAfterFinding(
     resumed: resumed.resumed,
     operator: by,
   };
+  if ('parentRunId' in resumed) {
+    // The finding stands (it is the effect's truth); the child does not go on after its parent took its outcome.
+    const { parentRunId, parentStatus } = resumed;
+    const runStatus = await endUnresumed(ctx, ledger, rec.runId, 'cancelled', `parent_moved_on: ${parentRunId}`);
+    return done({ ...value, parentRunId, parentStatus, runStatus });
+  }
   if (!('laterRunId' in resumed)) return done(value);
   // The finding stands (it is the effect's truth); the run does not go on next to the later one.
-  const runStatus = await endSuperseded(ctx, ledger, rec.runId, resumed.laterRunId);
+  const runStatus = await endUnresumed(ctx, ledger, rec.runId, 'failed', `superseded: ${resumed.laterRunId}`);
   return done({ ...value, laterRunId: resumed.laterRunId, runStatus });
 }
 
 /**
- * A needs_human run a later run of its subject superseded, after a person's finding: it will not
- * come back to work, so it ends `failed` / `superseded: <later run>`, unless another of its actions
- * still waits for a person (then it stays parked until that one is resolved). Returns its status.
+ * A needs_human run that will not come back to work after a person's finding: a later run of its subject superseded
+ * it (it ends `failed` / `superseded: <later run>`), or it is a child whose parent took its outcome and moved on (it
+ * ends `cancelled` / `parent_moved_on: <parent>`). Unless another of its actions still waits for a person: then it
+ * stays parked until that one is resolved. Returns its status.
  */
-async function endSuperseded(
+async function endUnresumed(
   ctx: EngineContext,
   ledger: Ledger,
   runId: string,
-  laterRunId: string,
+  status: 'failed' | 'cancelled',
+  reason: string,
 ): Promise<RunStatus> {
   const waiting = (await ledger.listForRun(runId)).some(
     (a) => a.state === 'needs_human' || (a.state === 'planned' && a.approvalExpiresAt !== undefined),
   );
   if (waiting) return 'needs_human';
-  const r = await stopRun(ctx, runId, {
-    expected: ['needs_human'],
-    status: 'failed',
-    reason: `superseded: ${laterRunId}`,
-    now: Date.now(),
-  });
+  const r = await stopRun(ctx, runId, { expected: ['needs_human'], status, reason, now: Date.now() });
   return r.status;
 }

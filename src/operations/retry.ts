@@ -111,6 +111,15 @@ function refusalOf<T extends object>(runId: string, r: NotRetried): Outcome<T> {
         laterRunId: r.laterRunId,
         message: `a later run of the subject (${r.laterRunId}) superseded this one: only the latest run goes on`,
       });
+    case 'parent_moved_on':
+      return refused('parent_moved_on', {
+        runId,
+        parentRunId: r.parentRunId,
+        parentStatus: r.parentStatus,
+        message:
+          `its parent run ${r.parentRunId} took this child's outcome and moved on (${r.parentStatus}): the child ` +
+          "would spend outside the parent's budget, charged to nobody",
+      });
     case 'no_money_budget':
       return refused('invalid_request', {
         fields: [{ path: 'cost', message: 'the run has no money budget (maxCost) to raise' }],

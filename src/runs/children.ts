@@ -26,9 +26,10 @@ import type { KeySpace } from '../store/keys.js';
 import { decodeEntry } from '../core/journal.js';
 import type { ChildBudget } from '../core/tool.js';
 import { promoteIfDelayed, type ShardQueues } from '../store/queues.js';
-import { endsRun, type RunStatus } from '../core/status.js';
-import { parseWait } from './waits.js';
-import { readBudget, readRun, readStatus } from '../store/runRecord.js';
+import { endsRun, isTerminal, type RunStatus } from '../core/status.js';
+import { parseWait, type WaitRecord } from './waits.js';
+import type { RunSpec } from './spec.js';
+import { readBudget, readRun } from '../store/runRecord.js';
 import { readJournal } from '../store/runJournal.js';
 
 /** A child run to start: the parent that asks, the agent and input, and limits already carved out of the parent's. */
@@ -151,6 +152,72 @@ export function carveLimits(
   return maxCost >= 1 ? { ...carved, maxCost } : undefined;
 }
 
+/** What a child reads of its parent to know whether the parent still takes its outcome. */
+export interface ParentStanding {
+  status: RunStatus;
+  cursor: number;
+  wait: WaitRecord | undefined;
+}
+
+/**
+ * Whether a parent has moved on from its child (started by the parent's step `child.step`): it ended, it is gone, or
+ * it took the child's outcome and no longer waits on it. A parent takes a child's outcome once, at its wake
+ * (wakeRun-5.lua journals it and charges what the child had spent by then), and only while the child counts as ended
+ * (terminal, or `needs_human`) or at the parent's deadline. Whatever the child spends after that is charged to nobody
+ * and answers nobody: a child whose parent moved on is never put back to work (a retry, a resume after a person's
+ * decision, a version continue are refused) and ends `cancelled` / `parent_moved_on` at its next step.
+ *
+ * Not moved on: the parent is `waiting_child` on this child at that step (its wake has not taken the outcome yet), or
+ * the step that started the child has not committed yet (cursor at or before it: the parent is still in that step,
+ * or parked mid-step for a person, and parks on the child when the step commits).
+ */
+export function parentMovedOn(parent: ParentStanding | undefined, child: { runId: string; step: number }): boolean {
+  if (!parent || isTerminal(parent.status)) return true;
+  const w = parent.wait;
+  if (
+    parent.status === 'waiting_child' &&
+    w?.kind === 'child' &&
+    w.step === child.step &&
+    w.children.some((c) => c.runId === child.runId)
+  )
+    return false;
+  return parent.cursor > child.step;
+}
+
+/** A child run whose parent moved on (parentMovedOn): the parent's id and status (`missing` when gone). */
+export interface MovedOnParent {
+  parentRunId: string;
+  parentStatus: RunStatus | 'missing';
+}
+
+/**
+ * The parent a run must not be put back to work without (parentMovedOn), or undefined: not a child, or its parent
+ * still takes its outcome. Read before the script that puts the run back to work: the parent lives on another shard
+ * (its own Cluster slot), so it cannot be read in that script. The child's steps check the same before each step
+ * (src/worker/step/cancel.ts), which ends what a race let through.
+ */
+export async function movedOnParentOf(
+  redis: RedisClient,
+  keys: KeySpace,
+  spec: Pick<RunSpec, 'runId' | 'parent'> | undefined,
+): Promise<MovedOnParent | undefined> {
+  const parent = spec?.parent;
+  if (!parent) return undefined;
+  const standing = await readParentStanding(redis, keys, parent.runId);
+  if (!parentMovedOn(standing, { runId: spec.runId, step: parent.step })) return undefined;
+  return { parentRunId: parent.runId, parentStatus: standing?.status ?? 'missing' };
+}
+
+/** The parent's status, cursor and wait in one read; undefined when it is gone. */
+export async function readParentStanding(
+  redis: RedisClient,
+  keys: KeySpace,
+  parentRunId: string,
+): Promise<ParentStanding | undefined> {
+  const run = await readRun(redis, keys, parentRunId, ['cursor', 'wait']);
+  return run ? { status: run.status, cursor: run.cursor, wait: parseWait(run.wait ?? null) } : undefined;
+}
+
 /** The child runs of a process's context. */
 export function childRunsOf(ctx: {
   redis: RedisClient;
@@ -257,9 +324,9 @@ export class ChildRuns {
     return { actions: actions.slice(0, CHILD_ACTIONS_LISTED), ...(more > 0 ? { moreActions: more } : {}) };
   }
 
-  /** The parent's status (undefined when it is gone). */
-  async parentStatus(parentRunId: string): Promise<RunStatus | undefined> {
-    return readStatus(this.d.redis, this.d.keys, parentRunId);
+  /** The parent's status, cursor and wait (undefined when it is gone): whether it still takes a child's outcome. */
+  async parentStanding(parentRunId: string): Promise<ParentStanding | undefined> {
+    return readParentStanding(this.d.redis, this.d.keys, parentRunId);
   }
 
   /**

@@ -10,7 +10,8 @@ const SETTLE_POLL_MS = 50;
  * while the run still reads `running`: then this waits up to `settleMs` for the
  * park to land. (An approval request is recorded by the park's own commit.) A
  * second call is a no-op (resume is fenced on the status). A run a later run of its
- * subject superseded is not resumed (`laterRunId`, resumeRun-12.lua).
+ * subject superseded is not resumed (`laterRunId`, resumeRun-12.lua), nor a child run whose parent took its outcome
+ * and moved on (`parentRunId`, RunStore.resume).
  */
 export async function resumeParked(
   ctx: EngineContext,
@@ -26,7 +27,12 @@ export async function resumeParked(
       ctx.metrics.runsSuperseded.inc({ path: expected });
       ctx.log.info({ code: 'run_superseded', runId, laterRunId: r.laterRunId }, 'superseded run not resumed');
     }
-    if (r.resumed || 'laterRunId' in r) return r;
+    if ('parentRunId' in r)
+      ctx.log.info(
+        { code: 'child_not_resumed', runId, parentRunId: r.parentRunId, parentStatus: r.parentStatus },
+        'child run not resumed: its parent took its outcome and moved on',
+      );
+    if (r.resumed || 'laterRunId' in r || 'parentRunId' in r) return r;
     if ((r.status !== 'running' && r.status !== 'queued') || Date.now() >= deadline) return r;
     await new Promise((res) => setTimeout(res, SETTLE_POLL_MS));
   }

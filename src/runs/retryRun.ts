@@ -27,6 +27,11 @@
  *   with the earlier one would act on a stale view next to it (includes/subject.lua);
  * - totals past the deployment's LIMIT_MAX_* (400 naming the field);
  * - more money for a run that has no money budget (400 naming `cost`): it has no cap to raise.
+ * - a child run whose parent took its outcome and moved on (409 `parent_moved_on` naming the parent,
+ *   src/runs/children.ts parentMovedOn): the parent's wake charged what the child had spent then, and the child
+ *   would spend again from the limits carved out of what the parent had left before it spent more, charged to
+ *   nobody. Allowed while the parent still waits on the child (`waiting_child` on it): its wake charges all the
+ *   child spends, the retried run's included.
  *
  * If the process dies before the script, nothing happened; after it, the run
  * is running with its job: the retry is whole or absent.
@@ -41,6 +46,7 @@ import type { EngineContext } from './engineContext.js';
 import { STEP_JOB_NAME } from '../store/queues.js';
 import { LIMIT_FIELDS, limitsOfBudget, type RunLimits, type StepJobData } from './spec.js';
 import { readBudget, readRun } from '../store/runRecord.js';
+import { movedOnParentOf } from './children.js';
 
 export const RETRYABLE_STATUSES = ['failed', 'budget_exceeded', 'needs_human'] as const;
 
@@ -76,6 +82,7 @@ export type RetryOutcome =
   | { ok: false; code: 'tenant_budget_exhausted'; tenant: string }
   | { ok: false; code: 'action_waiting'; actionId: string; compensation?: 'pending' | 'settled' }
   | { ok: false; code: 'superseded'; laterRunId: string }
+  | { ok: false; code: 'parent_moved_on'; parentRunId: string; parentStatus: string }
   | { ok: false; code: 'over_limit'; field: 'steps' | 'tokens' | 'wallMs' | 'cost'; limit: number }
   | { ok: false; code: 'no_money_budget' };
 
@@ -123,6 +130,14 @@ export async function retryRun(
   const plan = planRetry({ status, reason: reasonText }, limitsOfBudget(held), ext, now, ctx.cfg);
   if (!plan.ok) return refuse(plan);
   const { limits, extension } = plan;
+  // The parent lives on another shard (its own Cluster slot), so retryRun-17.lua cannot read it: it is read here,
+  // before the script. The race left: a parent `waiting_child` on this child whose wake read the child's outcome
+  // (ended) before the script and commits after it. The child is then at work while its parent took an outcome that
+  // leaves out what it spends now; its next step reads the parent moved on and ends `cancelled` /
+  // `parent_moved_on` before any model call (src/worker/step/cancel.ts), so what escapes is the steps it starts
+  // before that wake commits (the wake's read to its commit: its flow-control slot wait included).
+  const movedOn = await movedOnParentOf(ctx.redis, ctx.keys, await ctx.store.readSpec(runId));
+  if (movedOn) return refuse({ ok: false, code: 'parent_moved_on', ...movedOn });
   const dayUsed = await tenantDayUsed(ctx, tenant, now);
   if (dayUsed !== undefined && dayUsed >= ctx.cfg.TENANT_DAILY_TOKENS)
     return refuse({ ok: false, code: 'tenant_budget_exhausted', tenant });

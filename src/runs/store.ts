@@ -22,6 +22,7 @@ import { type ShardQueues, STEP_JOB_NAME } from '../store/queues.js';
 import { isWaitStatus, parseWait, waitIdOf, type WaitRecord } from './waits.js';
 import { endsRun, type RunStatus } from '../core/status.js';
 import { searchIndexKeysOf } from './search.js';
+import { movedOnParentOf } from './children.js';
 import { newRunRecord, readBudget, readRun, readStatuses } from '../store/runRecord.js';
 import { readJournal, readJournalEntry } from '../store/runJournal.js';
 import { journalOperatorCall } from '../store/calls/journalOperator.js';
@@ -284,6 +285,11 @@ export class RunStore {
     const state = await this.readState(runId);
     if (!state) return { resumed: false, status: 'missing' };
     if (state.status !== expectedStatus) return { resumed: false, status: state.status };
+    // A child whose parent took its outcome and moved on is not resumed: what it spent after would be charged to
+    // nobody. Read before the script (the parent is on another shard); what a race lets through ends at the child's
+    // next step (src/worker/step/cancel.ts).
+    const movedOn = await movedOnParentOf(this.redis, this.keys, await this.readSpec(runId));
+    if (movedOn) return { resumed: false, status: state.status, ...movedOn };
     const k = this.keys.run(runId);
     const resumes = (await readRun(this.redis, this.keys, runId, ['resumes']))?.resumes ?? 0;
     const jobId = `${stepJobId(runId, state.cursor)}.r${resumes + 1}`;

@@ -1,9 +1,10 @@
 /**
  * A child's limits carved out of its parent's (src/runs/children.ts): never more than the parent has left,
- * the parent's deadline at the latest, what the call asks only lowering them; nothing to give is no child.
+ * the parent's deadline at the latest, what the call asks only lowering them; nothing to give is no child. And
+ * when the parent has moved on from a child (took its outcome), so that the child may not go back to work.
  */
 import { describe, expect, it } from 'vitest';
-import { carveLimits, childEventOf } from '../../src/runs/children.js';
+import { carveLimits, childEventOf, parentMovedOn, type ParentStanding } from '../../src/runs/children.js';
 
 const now = 1_000_000;
 const parent = { maxSteps: 10, maxTokens: 1200, deadlineAt: now + 60_000 };
@@ -50,5 +51,36 @@ describe('childEventOf', () => {
     expect(a).not.toBe(childEventOf('r_' + 'a'.repeat(24), 3, 'call_3_1'));
     expect(a).not.toBe(childEventOf('r_' + 'a'.repeat(24), 4, 'call_3_0'));
     expect(a).toMatch(/^child:[0-9a-f]{32}$/);
+  });
+});
+
+describe('parentMovedOn', () => {
+  const child = { runId: 'r_000000000000000000000001', step: 3 };
+  const sibling = { runId: 'r_000000000000000000000002', callId: 'c2', tool: 'delegate' };
+  const waitingOn = (step: number, children: { runId: string; callId: string; tool: string }[]): ParentStanding => ({
+    status: 'waiting_child',
+    cursor: step + 1,
+    wait: { kind: 'child', at: now, step, children },
+  });
+
+  it('the parent still waits on the child: not moved on', () => {
+    expect(parentMovedOn(waitingOn(3, [{ runId: child.runId, callId: 'c1', tool: 'delegate' }, sibling]), child)).toBe(
+      false,
+    );
+  });
+
+  it('the step that started the child has not committed (running, or parked mid-step): not moved on', () => {
+    expect(parentMovedOn({ status: 'running', cursor: 3, wait: undefined }, child)).toBe(false);
+    expect(parentMovedOn({ status: 'needs_human', cursor: 3, wait: undefined }, child)).toBe(false);
+  });
+
+  it('woke on it and went on, waits on other children, ended or gone: moved on', () => {
+    expect(parentMovedOn({ status: 'running', cursor: 4, wait: undefined }, child)).toBe(true);
+    expect(parentMovedOn({ status: 'sleeping', cursor: 5, wait: { kind: 'sleep', at: now } }, child)).toBe(true);
+    expect(parentMovedOn({ status: 'needs_human', cursor: 4, wait: undefined }, child)).toBe(true);
+    expect(parentMovedOn(waitingOn(5, [sibling]), child)).toBe(true);
+    expect(parentMovedOn({ status: 'completed', cursor: 6, wait: undefined }, child)).toBe(true);
+    expect(parentMovedOn({ status: 'cancelled', cursor: 3, wait: undefined }, child)).toBe(true);
+    expect(parentMovedOn(undefined, child)).toBe(true);
   });
 });

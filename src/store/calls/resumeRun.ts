@@ -17,11 +17,16 @@ export interface ResumeRunArgs {
 }
 
 /**
- * Resumed; or not: the run's status (`missing`; not the expected one: a second click changes nothing), or the
- * later run of its subject that superseded it (`laterRunId`: only the subject's latest run comes back to work).
+ * Resumed; or not: the run's status (`missing`; not the expected one: a second click changes nothing), the
+ * later run of its subject that superseded it (`laterRunId`: only the subject's latest run comes back to work), or,
+ * for a child run, the parent that took its outcome and moved on (`parentRunId`: found by RunStore.resume before
+ * this script, src/runs/children.ts parentMovedOn).
  */
 export type ResumeResult =
-  { resumed: true } | { resumed: false; status: string } | { resumed: false; status: string; laterRunId: string };
+  | { resumed: true }
+  | { resumed: false; status: string }
+  | { resumed: false; status: string; laterRunId: string }
+  | { resumed: false; status: string; parentRunId: string; parentStatus: string };
 
 export async function resumeRun(
   redis: RedisClient,

@@ -9,6 +9,7 @@
  * cancel's reason (commitStep-23.lua: a recorded cancel wins over any status).
  */
 import { isTerminal } from '../../core/status.js';
+import { parentMovedOn } from '../../runs/children.js';
 import type { StepEnv } from './env.js';
 import { stopPlan, type CommitPlan, type StepState } from './state.js';
 
@@ -33,16 +34,29 @@ export function cancelledPlan(env: StepEnv, state: StepState, at: CancelPoint, c
 
 /**
  * A child run whose parent ended (cancelled, or any terminal status) or is gone ends `cancelled` before its step
- * asks the model: no orphan works on for nobody. Read once per step of a child (one HGET on the parent's run). A
- * parent's cancel also cancels its children at once (src/http/operators/actions.ts); this catches a child that
- * cascade missed (the API died in between) or a parent that ended otherwise.
+ * asks the model: no orphan works on for nobody. So does a child whose parent took its outcome and moved on
+ * (src/runs/children.ts, parentMovedOn: its wake charged what the child had spent then, and nothing would charge
+ * more): reason `parent_moved_on: <parent>`. Operators' retries and resumes of such a child are refused before they
+ * put it back to work; this catches what slipped past them (the parent's wake committing between that check and
+ * their script, on another shard) and any other path back to work (a stuck-run sweep re-creating its job). Read once
+ * per step of a child (one HMGET on the parent's run). A parent's cancel also cancels its children at once
+ * (src/http/operators/actions.ts); this catches a child that cascade missed (the API died in between) or a parent
+ * that ended otherwise.
  */
 export async function parentEnded(env: StepEnv, state: StepState): Promise<CommitPlan | undefined> {
   const parent = state.spec.parent;
   if (!parent || !env.children) return undefined;
-  const status = await env.children.parentStatus(parent.runId);
-  if (status !== undefined && !isTerminal(status)) return undefined;
-  const was = status ?? 'missing';
+  const standing = await env.children.parentStanding(parent.runId);
+  if (!parentMovedOn(standing, { runId: state.runId, step: parent.step })) return undefined;
+  const was = standing?.status ?? 'missing';
+  if (standing && !isTerminal(standing.status)) {
+    env.metrics.childRuns.inc({ event: 'orphaned', outcome: 'parent_moved_on' });
+    state.log.info(
+      { code: 'parent_moved_on', parentRunId: parent.runId, parentStatus: was },
+      'parent took the child outcome and moved on: child ends',
+    );
+    return stopPlan(state.step, { status: 'cancelled', reason: `parent_moved_on: ${parent.runId}` });
+  }
   env.metrics.childRuns.inc({ event: 'orphaned', outcome: was });
   state.log.info({ code: 'parent_ended', parentRunId: parent.runId, parentStatus: was }, 'parent ended: child ends');
   return stopPlan(state.step, { status: 'cancelled', reason: `parent_ended: ${parent.runId} ${was}` });

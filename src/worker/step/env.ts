@@ -4,7 +4,6 @@
  * stage needs. The processor builds one per worker; unit tests build one over the
  * in-memory store.
  */
-import type { RunStatus } from '../../core/status.js';
 import type { Tracer } from '@opentelemetry/api';
 import type { Agent } from '../../core/agent.js';
 import type { ModelProvider } from '../../core/model.js';
@@ -19,7 +18,13 @@ import type { FollowUpContext } from '../followUp.js';
 import type { VersionVerdict } from '../versionGate.js';
 import type { RateLimits } from '../../flow/rateLimits.js';
 import type { StepStore } from './store.js';
-import type { ChildOutcome, ChildStart, ChildStartRequest, HandoffLookup } from '../../runs/children.js';
+import type {
+  ChildOutcome,
+  ChildStart,
+  ChildStartRequest,
+  HandoffLookup,
+  ParentStanding,
+} from '../../runs/children.js';
 
 /**
  * What a step reads of the configuration, and nothing else (src/server passes the
@@ -107,8 +112,11 @@ export interface ChildRunPort {
    */
   earlier(req: HandoffLookup): Promise<string | undefined>;
   outcome(childRunId: string): Promise<ChildOutcome>;
-  /** The parent's status (undefined when it is gone): a child whose parent ended ends too. */
-  parentStatus(parentRunId: string): Promise<RunStatus | undefined>;
+  /**
+   * The parent's status, cursor and wait (undefined when it is gone): a child whose parent ended, or took its outcome
+   * and moved on (parentMovedOn), ends too.
+   */
+  parentStanding(parentRunId: string): Promise<ParentStanding | undefined>;
   wakeParent(parentRunId: string, childRunId: string): Promise<boolean>;
   /** A parent that parked on a child which had already ended resumes now. */
   wakeIfChildEnded(parentRunId: string): Promise<boolean>;

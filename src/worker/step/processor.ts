@@ -180,7 +180,7 @@ function childPort(d: StepDeps): ChildRunPort {
     start: async (req) => (starter ? starter.start(req) : { kind: 'refused', error: 'unavailable' }),
     earlier: async (req) => (starter ? starter.earlier(req) : undefined),
     outcome: (id) => runs.outcome(id),
-    parentStatus: (id) => runs.parentStatus(id),
+    parentStanding: (id) => runs.parentStanding(id),
     wakeParent: (parentId, childId) => runs.wakeParent(parentId, childId),
     wakeIfChildEnded: (parentId) => runs.wakeIfChildEnded(parentId),
   };

@@ -53,7 +53,7 @@ class Children implements ChildRunPort {
   async outcome(id: string) {
     return this.outcomes.get(id)!;
   }
-  async parentStatus() {
+  async parentStanding() {
     return undefined;
   }
   async wakeParent() {

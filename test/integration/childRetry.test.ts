@@ -1,0 +1,312 @@
+/**
+ * A child run put back to work after its parent took its outcome, through the real HTTP API and a real worker. A
+ * child that parks `needs_human` counts as ended: its parent wakes, is charged what the child spent so far, and goes
+ * on. A retry of that child, a resume after a person's finding on its action, or any other way back to work would let
+ * it spend again from the limits carved out of what the parent had left before it spent more, charged to nobody (the
+ * tree spent 550,280 µ$ against its parent's 300,000 cap in the review's repro). So:
+ *  - the retry is 409 `parent_moved_on` naming the parent, nothing written, nothing spent (the typed client's
+ *    Conflict carries `parentRunId`);
+ *  - a finding on the child's action settles the action (the person's word on the effect is recorded) and does not
+ *    resume the child, which ends `cancelled` / `parent_moved_on: <parent>`;
+ *  - a child that got back to work anyway (the parent's wake committing between the retry's check and its script:
+ *    simulated here) ends `cancelled` / `parent_moved_on` at its next step, before any model call;
+ *  - while the parent still waits on the child (`waiting_child` on it: a sibling is still at work), the retry is
+ *    allowed, and the parent's wake charges everything the child spent, the retried part included.
+ */
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { z } from 'zod';
+import { createHarness, type Harness } from '../../testkit/harness.js';
+import {
+  defineAgent,
+  defineAgentTool,
+  defineReadTool,
+  defineWaitTool,
+  defineWriteTool,
+  OutcomeUnknownError,
+} from '../../src/index.js';
+import { createContext } from '../../src/server/buildContext.js';
+import { loadConfig } from '../../src/config/config.js';
+import { buildSpec } from '../../src/producer/intake.js';
+import { scriptSchema } from '../../src/models/scriptedTurns.js';
+import { childRunsOf } from '../../src/runs/children.js';
+import { retryRun } from '../../src/runs/retryRun.js';
+import { readBudget } from '../../src/store/runRecord.js';
+import { Ledger } from '../../src/ledger/ledger.js';
+import { Conflict, FleetClient } from '../../src/client/index.js';
+import type { EngineContext } from '../../src/runs/engineContext.js';
+import type { FleetWorker } from '../../src/worker/fleetWorker.js';
+import { until } from '../../testkit/until.js';
+
+const OPERATOR_TOKEN = 'operator-token-for-tests';
+const small = { promptTokens: 50, completionTokens: 10 };
+const ENDED = ['completed', 'failed', 'budget_exceeded', 'cancelled'];
+
+const kidInput = z.object({ id: z.string(), mode: z.enum(['flaky', 'ship', 'nap']) }).strict();
+type KidInput = z.infer<typeof kidInput>;
+
+const kid = defineAgent<KidInput>({
+  name: 'kid',
+  version: 'kid@1',
+  input: kidInput,
+  key: (i) => i.id,
+  instructions: () => 'Do the job.',
+  prompt: (i) => `job ${i.id}`,
+  tools: [
+    defineReadTool({
+      name: 'noop',
+      description: 'reads nothing',
+      args: z.object({}),
+      execute: async () => ({ ok: true }),
+    }),
+    defineWaitTool({
+      name: 'nap',
+      description: 'sleeps',
+      args: z.object({}),
+      wait: () => ({ kind: 'sleep', forMs: 4_000 }),
+    }),
+    defineWriteTool({
+      name: 'ship',
+      description: 'ships a parcel; its service cannot say whether it did',
+      args: z.object({ parcel: z.string() }).strict(),
+      service: { enforcesKey: true, reconcile: 'none' },
+      dispatch: async () => {
+        throw new OutcomeUnknownError('the service timed out');
+      },
+    }),
+  ],
+  demoScript: ({ id, mode }): unknown[] => {
+    // flaky: its first turn fails once (503); with MODEL_MAX_ATTEMPTS=1 and no outage window it parks needs_human.
+    if (mode === 'flaky')
+      return [
+        { toolCalls: [{ name: 'noop' }], usage: small, transientFailures: 1 },
+        { toolCalls: [{ name: 'noop' }], usage: small },
+        { final: `kid ${id} done`, usage: small },
+      ];
+    // ship: its write's outcome is unknown and cannot be reconciled: the action goes to the human queue.
+    if (mode === 'ship')
+      return [
+        { toolCalls: [{ name: 'ship', args: { parcel: id } }], usage: small },
+        { final: 'shipped', usage: small },
+      ];
+    return [
+      { toolCalls: [{ name: 'nap' }], usage: small },
+      { final: `kid ${id} woke`, usage: small },
+    ];
+  },
+});
+
+const boss = defineAgent<{ id: string }>({
+  name: 'boss',
+  version: 'boss@1',
+  input: z.object({ id: z.string() }).strict(),
+  key: (i) => i.id,
+  instructions: () => 'Delegate.',
+  tools: [
+    defineAgentTool({
+      name: 'delegate',
+      description: 'hands the job to a kid',
+      args: kidInput,
+      agent: 'kid',
+      input: (a) => a,
+    }),
+    defineWaitTool({
+      name: 'nap',
+      description: 'sleeps',
+      args: z.object({}),
+      wait: () => ({ kind: 'sleep', forMs: 60_000 }),
+    }),
+  ],
+});
+
+const delegate = (id: string, mode: KidInput['mode']) => ({ name: 'delegate', args: { id, mode } });
+
+let h: Harness;
+let ctx: EngineContext;
+let w1: FleetWorker;
+let url: string;
+let ledger: Ledger;
+beforeAll(async () => {
+  h = await createHarness('child-retry', { MODEL_MAX_ATTEMPTS: '1', MODEL_OUTAGE_MAX_MS: '0', OPERATOR_TOKEN });
+  ctx = await createContext(h.cfg, 'child-retry-w1', { agents: [boss, kid] });
+  w1 = await h.startWorker({}, ctx);
+  url = (await h.startApi()).url;
+  ledger = new Ledger(h.ctx.redis, h.ctx.keys);
+});
+afterAll(async () => {
+  await h.close();
+});
+
+async function post(path: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
+  const res = await fetch(`${url}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${OPERATOR_TOKEN}` },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+/** A boss run on `turns`, with a money budget. */
+async function startBoss(id: string, turns: unknown[]): Promise<string> {
+  const spec = buildSpec(
+    ctx,
+    {
+      tenant: 'acme',
+      agent: 'boss',
+      input: { id },
+      model: 'scripted',
+      script: scriptSchema.parse(turns),
+      budget: { maxTokens: 5_000_000, maxCost: 300_000 },
+    },
+    Date.now(),
+  );
+  await ctx.store.create(spec, Date.now());
+  return spec.runId;
+}
+
+async function childrenOf(parent: string, n: number): Promise<string[]> {
+  return until(`${n} children of ${parent}`, 10_000, async () => {
+    const ids = await childRunsOf(ctx).childrenOf(parent);
+    return ids.length === n && ids;
+  });
+}
+
+/** Everything a refused retry must leave as it was: the run hash, the budget, the journal, the events, the jobs. */
+async function snapshot(runId: string) {
+  const k = h.ctx.keys.run(runId);
+  const jobs = await h.ctx.queues.forRun(runId).getJobs(['active', 'waiting', 'delayed', 'prioritized']);
+  return {
+    run: await h.ctx.redis.hgetall(k.run),
+    budget: await h.ctx.redis.hgetall(k.budget),
+    journal: await h.ctx.redis.llen(k.journal),
+    events: await h.ctx.redis.xlen(k.events),
+    jobs: jobs.filter((j) => j?.id?.startsWith(`${runId}.`)).map((j) => j.id),
+  };
+}
+
+const costOf = async (runId: string) => (await readBudget(h.ctx.redis, h.ctx.keys, runId, ['costUsed'])).costUsed;
+
+describe('a child run whose parent took its outcome and moved on', () => {
+  it('a retry of it is 409 parent_moved_on, nothing written, nothing spent', async () => {
+    const parent = await startBoss('B-retry', [
+      { toolCalls: [delegate('K-retry', 'flaky')], usage: small },
+      { toolCalls: [{ name: 'nap', args: {} }], usage: small },
+      { final: 'boss done', usage: small },
+    ]);
+    const [child] = await childrenOf(parent, 1);
+    expect(await h.waitForStatus(child!, ['needs_human'])).toBe('needs_human');
+    // The parent woke on the child's park (child_needs_human), was charged what it spent, and went on: it naps.
+    expect(await h.waitForStatus(parent, ['sleeping'])).toBe('sleeping');
+    const before = { child: await snapshot(child!), parent: await snapshot(parent) };
+
+    const r = await post(`/v1/runs/${child}/retry`, {});
+    expect(r.status).toBe(409);
+    expect(r.body).toMatchObject({
+      error: 'parent_moved_on',
+      runId: child,
+      parentRunId: parent,
+      parentStatus: 'sleeping',
+    });
+    // The typed client surfaces it as a Conflict naming the parent.
+    const fleet = new FleetClient({ url, token: OPERATOR_TOKEN });
+    const err = await fleet.retryRun(child!, { steps: 5 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(Conflict);
+    expect((err as Conflict).code).toBe('parent_moved_on');
+    expect((err as Conflict).parentRunId).toBe(parent);
+
+    expect({ child: await snapshot(child!), parent: await snapshot(parent) }).toEqual(before);
+  });
+
+  it('a finding on its action settles the action and ends the child, which is not resumed', async () => {
+    const parent = await startBoss('B-ship', [
+      { toolCalls: [delegate('K-ship', 'ship')], usage: small },
+      { toolCalls: [{ name: 'nap', args: {} }], usage: small },
+      { final: 'boss done', usage: small },
+    ]);
+    const [child] = await childrenOf(parent, 1);
+    expect(await h.waitForStatus(child!, ['needs_human'])).toBe('needs_human');
+    expect(await h.waitForStatus(parent, ['sleeping'])).toBe('sleeping');
+    const [action] = await ledger.listForRun(child!);
+    expect(action).toMatchObject({ tool: 'ship', state: 'needs_human' });
+    const spent = await costOf(child!);
+
+    const r = await post(`/v1/reconciliations/${action!.actionId}`, {
+      finding: 'confirmed',
+      receipt: 'PARCEL-1',
+      evidence: { checked: 'the carrier says it shipped' },
+    });
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({
+      actionId: action!.actionId,
+      runId: child,
+      state: 'confirmed',
+      resumed: false,
+      parentRunId: parent,
+      runStatus: 'cancelled',
+    });
+    // The person's word about the effect is recorded.
+    expect(await ledger.get(child!, action!.actionId)).toMatchObject({ state: 'confirmed', receipt: 'PARCEL-1' });
+    const state = (await h.ctx.store.readState(child!))!;
+    expect(state.status).toBe('cancelled');
+    expect(state.reason).toBe(`parent_moved_on: ${parent}`);
+    await h.untilNoJob(child!);
+    expect(await costOf(child!)).toBe(spent);
+  });
+
+  it('a child that got back to work anyway ends parent_moved_on at its next step, before any model call', async () => {
+    const parent = await startBoss('B-race', [
+      { toolCalls: [delegate('K-race', 'flaky')], usage: small },
+      { toolCalls: [{ name: 'nap', args: {} }], usage: small },
+      { final: 'boss done', usage: small },
+    ]);
+    const [child] = await childrenOf(parent, 1);
+    expect(await h.waitForStatus(child!, ['needs_human'])).toBe('needs_human');
+    expect(await h.waitForStatus(parent, ['sleeping'])).toBe('sleeping');
+    const spent = await costOf(child!);
+    // The retry's read of the parent came before the parent's wake committed (its script runs after): simulated by
+    // the child's spec read without its parent.
+    const read = vi.spyOn(h.ctx.store, 'readSpec').mockResolvedValueOnce(undefined);
+    try {
+      expect((await retryRun(h.ctx, child!, 'ops-ada', {})).ok).toBe(true);
+    } finally {
+      read.mockRestore();
+    }
+    expect(await h.waitForStatus(child!, ENDED)).toBe('cancelled');
+    expect((await h.ctx.store.readState(child!))!.reason).toBe(`parent_moved_on: ${parent}`);
+    expect(await costOf(child!)).toBe(spent);
+  });
+
+  it('while the parent still waits on it, a retry goes on and the parent is charged all it spent', async () => {
+    // Two children in one turn: K-a parks needs_human, K-b naps 4 s, so the parent still waits on both.
+    const parent = await startBoss('B-wait', [
+      { toolCalls: [delegate('K-a', 'flaky'), delegate('K-b', 'nap')], usage: small },
+      { final: 'boss done', usage: small },
+    ]);
+    const children = await childrenOf(parent, 2);
+    const a = await until('the flaky child', 10_000, async () => {
+      for (const c of children) if ((await h.ctx.store.readState(c))?.status === 'needs_human') return c;
+      return false;
+    });
+    const b = children.find((c) => c !== a)!;
+    expect(await h.waitForStatus(parent, ['waiting_child'])).toBe('waiting_child');
+    // The provider is back: a worker whose attempts outlast the one 503.
+    await w1.stop(true);
+    const ctx2 = await createContext(
+      loadConfig({ ...h.env, MODEL_MAX_ATTEMPTS: '2', MODEL_OUTAGE_MAX_MS: '0' }),
+      'child-retry-w2',
+      { agents: [boss, kid] },
+    );
+    await h.startWorker({}, ctx2);
+
+    const r = await post(`/v1/runs/${a}/retry`, {});
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ runId: a, status: 'running', from: 'needs_human' });
+    expect(await h.waitForStatus(a, ENDED)).toBe('completed');
+    expect(await h.waitForStatus(b, ENDED)).toBe('completed');
+    expect(await h.waitForStatus(parent, ENDED, 20_000)).toBe('completed');
+    // The parent's wake charged both children's whole spend, the retried part included, on top of its own two turns.
+    const [ca, cb, cp] = await Promise.all([costOf(a), costOf(b), costOf(parent)]);
+    expect(ca).toBeGreaterThan(0);
+    expect(cp).toBeGreaterThan(ca + cb);
+    expect(cp).toBeLessThanOrEqual(300_000);
+  }, 40_000);
+});
