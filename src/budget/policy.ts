@@ -11,7 +11,8 @@
  * each attempt its billed usage is charged, failed attempts included.
  * Decision record 0007: docs/decisions/0007-budgets-bound-every-attempt.md.
  */
-import type { ToolSpec } from '../core/model.js';
+import type { TokenUsage } from '../core/journal.js';
+import type { AttemptReach, ToolSpec } from '../core/model.js';
 import { countTokens } from '../core/tokens.js';
 
 export type BudgetKind = 'steps' | 'tokens' | 'wall_clock' | 'tenant_tokens' | 'cost' | 'tenant_cost';
@@ -111,6 +112,33 @@ export function costCheck(spec: Budgeted, usedCost: number, estimate: number): B
   const cap = spec.limits.maxCost;
   if (cap === undefined || cap === 0 || usedCost + estimate <= cap) return undefined;
   return { kind: 'cost', reason: `cost: used ${usedCost} + estimate ${estimate} > cap ${cap} µ$` };
+}
+
+/**
+ * What one model attempt is charged, in tokens (its cost is these at the attempt's price), on every ceiling the
+ * attempt reserved against (the run's tokens and cost, the tenant's day, the money holds, the spend reports and
+ * metrics): the usage it reported; without one (a failed attempt, or an answer without usage), the bound of what the
+ * provider may bill for it, by how far it got (`reach`, the provider's judgement; unknown is `answer`):
+ * - `none`: the request never reached the model (a refused connection, a 429, a 4xx refusal): nothing;
+ * - `prompt`: the model received the request and answered no text (a 5xx): the attempt's estimated prompt tokens;
+ * - `answer`: the model may have generated (a stream cut after its 200, a timeout or a reset after the request left,
+ *   an answer without a usable usage): the estimated prompt tokens and the request's completion cap.
+ * Missing usage is never charged as zero once the request may have reached the model.
+ */
+export function attemptCharge(
+  reported: TokenUsage | undefined,
+  reach: AttemptReach | undefined,
+  bound: { promptTokens: number; completionTokens: number },
+): TokenUsage | undefined {
+  if (reported) return reported;
+  switch (reach ?? 'answer') {
+    case 'none':
+      return undefined;
+    case 'prompt':
+      return { promptTokens: bound.promptTokens, completionTokens: 0 };
+    default:
+      return { promptTokens: bound.promptTokens, completionTokens: bound.completionTokens };
+  }
 }
 
 /** After each model attempt: what it did spend. A run past its cap stops (at the cap, the next pre-flight stops it). */

@@ -11,6 +11,7 @@ import type { KeySpace } from '../store/keys.js';
 import { reserveTenantTokens, settleTenantTokens } from '../store/calls/reserveTenantTokens.js';
 
 export {
+  attemptCharge,
   attemptCheck,
   costCheck,
   estimateCallTokens,

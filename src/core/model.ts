@@ -106,6 +106,22 @@ export interface ModelRequest {
   onTextDelta?: (text: string) => void;
 }
 
+/**
+ * How far a failed attempt got, as its provider can tell, for an error that reports no usage (`details.reach` of the
+ * error it throws; its `details.usage`, when it has one, wins): `none`, the request never reached the model (refused
+ * or reset before it was sent, DNS, a 429 or another refusal before any work); `prompt`, the model received it and
+ * answered no text (a 5xx); `answer`, the model may have generated (a stream cut after its 200, a timeout or a dropped
+ * connection after the request left, an answer the engine could not read). An error that says nothing is taken as
+ * `answer`. The engine charges the attempt by it (attemptCharge, src/budget/policy.ts).
+ */
+export type AttemptReach = 'none' | 'prompt' | 'answer';
+
+/** An error's `details.reach`, when it names one. */
+export function reachOf(details: Record<string, unknown> | undefined): AttemptReach | undefined {
+  const r = details?.reach;
+  return r === 'none' || r === 'prompt' || r === 'answer' ? r : undefined;
+}
+
 export interface ModelTurn {
   toolCalls: ToolCall[];
   final?: string;

@@ -11,7 +11,11 @@
  * ms, uncapped: the engine bounds it by the run's deadline and its outage
  * window); any other answer is a TerminalError (`model_failed`). A response
  * without usage comes back without `usage`: the step processor calls that an
- * error (`missing_usage`), never zero.
+ * error (`missing_usage`), never zero. Each failure says how far the attempt got
+ * (`details.reach`, src/core/model.ts), which the engine charges it by: `none` for
+ * a connection refused before the request left (or DNS), a 429, a 408 or another
+ * 4xx refusal; `prompt` for a 5xx; `answer` for a stream cut after its 200, a
+ * timeout, a connection dropped after the request left, an unreadable 2xx.
  *
  * Streaming (the request carries `onTextDelta`): the SDK's streamText, each
  * text delta handed on as it arrives; the usage is the stream's final chunk's.
@@ -177,11 +181,14 @@ export class AiSdkProvider implements ModelProvider {
     } catch (err) {
       // The connection dropped after a 2xx began (the SDK marks it retryable): the answer was cut short.
       if (APICallError.isInstance(err) && (err.statusCode ?? 0) < 300 && err.isRetryable) {
-        throw Object.assign(new RetryableError('model stream cut short (truncated)'), { cause: err });
+        throw Object.assign(new RetryableError('model stream cut short (truncated)', undefined, { reach: 'answer' }), {
+          cause: err,
+        });
       }
       throw err;
     }
-    if (!finished) throw new RetryableError('model stream ended before its finish (truncated)');
+    if (!finished)
+      throw new RetryableError('model stream ended before its finish (truncated)', undefined, { reach: 'answer' });
     return { text, toolCalls, usage };
   }
 
@@ -272,31 +279,69 @@ function toolResult(toolCallId: string, toolName: string, value: unknown): Model
 /** A failed attempt as the engine's error: retryable (with the server's Retry-After) or terminal. */
 export function classify(err: unknown, nowMs: number): AgentError {
   if (err instanceof AgentError && !(err instanceof TimeoutError)) return err;
+  // The request may have left and the model be generating: charged as an answer.
   if (err instanceof TimeoutError)
-    return new RetryableError(`model request ${err.message}`, undefined, { timeoutMs: err.timeoutMs });
+    return new RetryableError(`model request ${err.message}`, undefined, { timeoutMs: err.timeoutMs, reach: 'answer' });
   // With maxRetries 0 the SDK throws the call's own error; a RetryError wraps it otherwise.
   const cause = RetryError.isInstance(err) ? err.lastError : err;
   if (APICallError.isInstance(cause)) {
     const status = cause.statusCode;
     const retryAfterMs = parseRetryAfter(header(cause.responseHeaders, 'retry-after'), nowMs);
-    // No status: the request never got an answer (refused, reset, DNS): nothing was generated, safe to ask again.
+    // No status: the request never got an answer (refused, reset, DNS): safe to ask again. Refused before it left:
+    // nothing reached the model; dropped after: it may have generated. A 429 or 408 did no work, a 5xx read it.
     if (status === undefined || status === 429 || status === 408 || status >= 500) {
-      const e = new RetryableError(`model answered ${status ?? 'nothing'}`, retryAfterMs, { status });
+      const reach = status === undefined ? networkReach(cause) : status >= 500 ? 'prompt' : 'none';
+      const e = new RetryableError(`model answered ${status ?? 'nothing'}`, retryAfterMs, { status, reach });
       return Object.assign(e, { cause });
     }
     // A 2xx here is an answer that does not match the API's schema; one without usage is named so (never read as zero).
     if (status < 300 && lacksUsage(cause.responseBody))
-      return Object.assign(new TerminalError('missing_usage', 'the provider reported no token usage', { status }), {
-        cause,
-      });
+      return Object.assign(
+        new TerminalError('missing_usage', 'the provider reported no token usage', { status, reach: 'answer' }),
+        { cause },
+      );
     const what = status < 300 ? `model response did not match the API (${status})` : `model answered ${status}`;
-    return Object.assign(new TerminalError('model_failed', what, { status }), { cause });
+    // Another 4xx refused the request before any work.
+    const reach = status < 300 ? 'answer' : 'none';
+    return Object.assign(new TerminalError('model_failed', what, { status, reach }), { cause });
   }
   // fetch's own network failure (not wrapped by the SDK).
   if (cause instanceof TypeError && /fetch failed/i.test(cause.message))
-    return Object.assign(new RetryableError('model request failed: network'), { cause });
+    return Object.assign(
+      new RetryableError('model request failed: network', undefined, { reach: networkReach(cause) }),
+      {
+        cause,
+      },
+    );
   const name = (cause as Error | undefined)?.name ?? 'error';
-  return Object.assign(new TerminalError('model_failed', `model response unusable: ${name}`), { cause });
+  return Object.assign(new TerminalError('model_failed', `model response unusable: ${name}`, { reach: 'answer' }), {
+    cause,
+  });
+}
+
+/** Failures of the connection itself (undici's and the OS's codes): the request never left the process. */
+const CONNECT_FAILURES = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
+
+/**
+ * How far a request that got no answer went: `none` when its connection was never made (a code of CONNECT_FAILURES in
+ * the error's causes), else `answer` (the connection dropped after the request may have left: the model may have
+ * generated).
+ */
+export function networkReach(err: unknown): 'none' | 'answer' {
+  let e: unknown = err;
+  for (let i = 0; i < 5 && e !== null && typeof e === 'object'; i++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && CONNECT_FAILURES.has(code)) return 'none';
+    e = (e as { cause?: unknown }).cause;
+  }
+  return 'answer';
 }
 
 function lacksUsage(body: string | undefined): boolean {

@@ -20,6 +20,11 @@ import {
 
 const INVALID = 'the script is not a valid script';
 
+/** The script's error (`invalid_input`): nothing was asked of any model, so the attempt is charged nothing (`reach`). */
+function invalidScript(message: string, issues?: string[]): TerminalError {
+  return new TerminalError('invalid_input', message, { ...(issues ? { issues } : {}), reach: 'none' });
+}
+
 /**
  * The turn of step `step` (undefined past the script's end), validated when it is played: one turn a step. Validating
  * the whole script kept a parsed copy of every turn per run and per worker process, and a run's steps land on every
@@ -27,17 +32,17 @@ const INVALID = 'the script is not a valid script';
  * intake validated the whole script already (src/producer/schemas.ts); this guards what Redis hands back.
  */
 function entryOf(raw: unknown, step: number): ScriptEntry | undefined {
-  if (raw === undefined)
-    throw new TerminalError('invalid_input', 'no script: the run brought none and its agent has no demoScript');
+  if (raw === undefined) throw invalidScript('no script: the run brought none and its agent has no demoScript');
   if (!Array.isArray(raw) || raw.length === 0 || raw.length > SCRIPT_MAX_TURNS)
-    throw new TerminalError('invalid_input', INVALID, { issues: [`a list of 1 to ${SCRIPT_MAX_TURNS} turns`] });
+    throw invalidScript(INVALID, [`a list of 1 to ${SCRIPT_MAX_TURNS} turns`]);
   if (step > raw.length) return undefined;
   const entry: unknown = raw[step - 1];
   const r = isBranchingTurn(entry) ? scriptBranchingTurnSchema.safeParse(entry) : scriptTurnSchema.safeParse(entry);
   if (!r.success)
-    throw new TerminalError('invalid_input', INVALID, {
-      issues: r.error.issues.map((i) => [step - 1, ...i.path].join('.')),
-    });
+    throw invalidScript(
+      INVALID,
+      r.error.issues.map((i) => [step - 1, ...i.path].join('.')),
+    );
   return r.data;
 }
 
@@ -58,15 +63,12 @@ function branchOf(
   transcript: readonly JournalEntry[] | undefined,
   step: number,
 ): ScriptTurn {
-  if (!transcript) throw new TerminalError('invalid_input', 'a branching turn was asked without the transcript');
+  if (!transcript) throw invalidScript('a branching turn was asked without the transcript');
   const results = lastToolResults(transcript);
   const branch = entry.branches.find(
     (b) => !b.whenLastToolResult || results.some((r) => r.includes(b.whenLastToolResult!.contains)),
   );
-  if (!branch)
-    throw new TerminalError('invalid_input', 'no branch of the turn holds for the last tool results', {
-      issues: [`${step - 1}.branches`],
-    });
+  if (!branch) throw invalidScript('no branch of the turn holds for the last tool results', [`${step - 1}.branches`]);
   return branch;
 }
 
@@ -89,9 +91,11 @@ export class ScriptedProvider implements ModelProvider {
     const turn = entry && 'branches' in entry ? branchOf(entry, req.transcript, req.step) : entry;
     if (!turn) return { toolCalls: [], final: 'Script finished.', usage: { promptTokens: 1, completionTokens: 1 } };
     if (req.attempt <= turn.transientFailures) {
+      // It bills what its script says (failureUsage), else nothing: the scripted model does no work.
       throw new RetryableError('scripted transient failure (503)', undefined, {
         status: 503,
         usage: turn.failureUsage,
+        reach: 'none',
       });
     }
     // Streaming on (MODEL_STREAMING): the final answer is handed on in pieces, as a model would write it.

@@ -1,7 +1,8 @@
 /**
  * The step's model call, retried in code. Before each attempt: the deadline and
  * what it may spend (run and tenant day); after it: what it did spend, failed
- * attempts included (their billed usage). Each attempt waits at most until the
+ * attempts included (their billed usage, or without one the bound of what the
+ * provider may bill: attemptCharge, src/budget/policy.ts). Each attempt waits at most until the
  * run's deadline, and no backoff is slept past it. Handed back at SIGTERM, the
  * step charges what its failed attempts spent (chargeAbandoned).
  */
@@ -16,13 +17,14 @@ import {
 } from '../../core/errors.js';
 import { DeadlineError, withDeadlineScope, withScopeSignal } from '../../core/timeout.js';
 import { tokenUsageSchema, type DecisionEntry, type JournalEntry, type TokenUsage } from '../../core/journal.js';
-import type { ModelProvider, ModelTurn } from '../../core/model.js';
+import { reachOf, type AttemptReach, type ModelProvider, type ModelTurn } from '../../core/model.js';
 import { withRetry } from '../../core/withRetry.js';
 import type { Agent } from '../../core/agent.js';
 import { traced } from '../../metrics/tracing.js';
 import { costOf, estimateCost, type Price } from '../../core/prices.js';
 import type { SpendHold } from '../../budget/spend.js';
 import {
+  attemptCharge,
   attemptCheck,
   BudgetStopError,
   costCheck,
@@ -176,7 +178,7 @@ class ModelCall {
 
   /**
    * One attempt: checked before (the run's cancel, run budget, rate limit, tenant day), charged after (what it did
-   * spend, failed or not).
+   * spend, failed or not: charge(), the one rule for every ceiling the attempt reserved against).
    */
   private async attempt(attempt: number): Promise<ModelTurn> {
     const { env, state } = this;
@@ -192,13 +194,14 @@ class ModelCall {
     let cost = 0;
     try {
       const t = await this.complete(attempt);
-      if (t.usage) [spent, cost] = this.add(t.usage, price);
+      // An answer without usage is charged its bound (and fails the run missing_usage, decided()).
+      [spent, cost] = this.charge(t.usage, 'answer', price);
       env.metrics.modelAttempts.inc({ ...this.labels, outcome: 'ok' });
       return t;
     } catch (err) {
       env.metrics.modelAttempts.inc({ ...this.labels, outcome: isRetryable(err) ? 'retryable' : 'error' });
-      const reported = (err as AgentError).details?.usage;
-      if (reported !== undefined) [spent, cost] = this.add(reported, price);
+      const details = (err as AgentError).details as Record<string, unknown> | undefined;
+      [spent, cost] = this.charge(details?.usage, reachOf(details), price);
       await rated?.failed(err, env.metrics);
       const named = isRetryable(err) && err.retryAfterMs !== undefined && !state.signal.aborted;
       if (named) throw new NamedWait(err);
@@ -208,6 +211,26 @@ class ModelCall {
       await env.tenant.settle(spec.tenant, spent - estimate.tokens, env.now());
       env.spend?.settle(this.scope(), cost, hold, env.now());
     }
+  }
+
+  /**
+   * An attempt's charge (attemptCharge): the usage it reported (validated), else the bound of how far it got, the
+   * estimate's prompt tokens and, when the model may have generated, the request's completion cap. Returns its
+   * tokens and cost (µ$), both 0 when nothing reached the model.
+   */
+  private charge(reported: unknown, reach: AttemptReach | undefined, price: Price | undefined): [number, number] {
+    const cap = this.env.cfg.COMPLETION_TOKEN_CAP;
+    const bound = {
+      promptTokens: Math.max(0, this.input.estimate.tokens - cap),
+      completionTokens: this.completionCap(),
+    };
+    const usage = attemptCharge(reported === undefined ? undefined : validUsage(reported), reach, bound);
+    return usage ? this.add(usage, price) : [0, 0];
+  }
+
+  /** The request's completion cap: the run's maxOutputTokens may only lower the deployment's (the pre-flight counts it). */
+  private completionCap(): number {
+    return Math.min(this.env.cfg.COMPLETION_TOKEN_CAP, this.state.spec.modelOptions?.maxOutputTokens ?? Infinity);
   }
 
   private scope() {
@@ -233,14 +256,7 @@ class ModelCall {
    * output price; 0 for a model without a price.
    */
   private costEstimate(nowMs: number): number {
-    const price = this.env.spend?.priceAt(
-      this.provider.name,
-      this.state.spec.modelId ?? this.provider.defaultModel,
-      nowMs,
-    );
-    if (!price) return 0;
-    const cap = this.env.cfg.COMPLETION_TOKEN_CAP;
-    return estimateCost(this.input.estimate.tokens - cap, cap, price);
+    return attemptCostEstimate(this.env, this.provider, this.state.spec.modelId, this.input.estimate.tokens, nowMs);
   }
 
   /**
@@ -301,14 +317,10 @@ class ModelCall {
                 instructions: input.prompt.instructions,
                 prompt: input.prompt.prompt,
                 tools: input.agent.tools.specs,
-                // The run's pinned model; its maxOutputTokens may only lower the deployment's cap (the pre-flight counts the
-                // cap).
+                // The run's pinned model; its maxOutputTokens may only lower the deployment's cap.
                 model: spec.modelId,
                 options: spec.modelOptions,
-                maxCompletionTokens: Math.min(
-                  env.cfg.COMPLETION_TOKEN_CAP,
-                  spec.modelOptions?.maxOutputTokens ?? Infinity,
-                ),
+                maxCompletionTokens: this.completionCap(),
                 script: this.script,
                 ...(this.transcript ? { transcript: this.transcript } : {}),
                 ...(streamed ? { onTextDelta: streamed.push } : {}),
@@ -326,9 +338,8 @@ class ModelCall {
     return answer;
   }
 
-  /** Adds an attempt's usage (validated) and its cost at `price`; returns its tokens and its cost (µ$). */
-  private add(reported: unknown, price: Price | undefined): [number, number] {
-    const u = validUsage(reported);
+  /** Adds an attempt's charged usage and its cost at `price`; returns its tokens and its cost (µ$). */
+  private add(u: TokenUsage, price: Price | undefined): [number, number] {
     this.usage.promptTokens += u.promptTokens;
     this.usage.completionTokens += u.completionTokens;
     if (u.cachedInputTokens) this.usage.cachedInputTokens = (this.usage.cachedInputTokens ?? 0) + u.cachedInputTokens;
@@ -400,6 +411,23 @@ class ModelCall {
       },
     };
   }
+}
+
+/**
+ * The most one attempt of `provider` may cost (µ$) for an estimate of `tokens`: the estimate's input at the dearest
+ * input price and the completion cap at the output price; 0 for a model without a price.
+ */
+export function attemptCostEstimate(
+  env: Pick<StepEnv, 'spend' | 'cfg'>,
+  provider: Pick<ModelProvider, 'name' | 'defaultModel'>,
+  modelId: string | undefined,
+  tokens: number,
+  nowMs: number,
+): number {
+  const price = env.spend?.priceAt(provider.name, modelId ?? provider.defaultModel, nowMs);
+  if (!price) return 0;
+  const cap = env.cfg.COMPLETION_TOKEN_CAP;
+  return estimateCost(tokens - cap, cap, price);
 }
 
 /**
