@@ -3,8 +3,9 @@
  * from the same zod schemas the API validates with, answers as values and refusals as typed errors (./errors.ts).
  *
  * Retries (./transport.ts): a 503 store_unavailable is asked again after its Retry-After on every call; a request
- * that got no answer is asked again only when repeating it is safe: reads, a run's creation (with the same
- * Idempotency-Key, generated once per call unless given) and an event's delivery (with the same eventId, likewise).
+ * that got no answer is asked again only when repeating it is safe: reads, a run's creation (with the caller's
+ * Idempotency-Key, or with none: the subject's run) and an event's delivery (with the same eventId, generated once
+ * per call unless given).
  */
 import type { z } from 'zod';
 import type { CreateRunRequest } from '../producer/schemas.js';
@@ -26,7 +27,7 @@ export type { CreateRunRequest, RunView, RunPage, RunRow, RunEventMessage, Follo
 /** POST /v1/runs's answer: the run, whether this call created it, and the subject's run before it. */
 export interface RunCreated {
   runId: string;
-  /** false: the same Idempotency-Key (or subject) again; `runId` is the run the first call made. */
+  /** false: the same Idempotency-Key again, or no key on a subject that has a run; `runId` is that run. */
   created: boolean;
   previousRunId?: string;
   /** The run's status, on an answer for a run that already existed. */
@@ -96,17 +97,18 @@ export class FleetClient {
   }
 
   /**
-   * POST /v1/runs. The Idempotency-Key (given, else one generated for this call) names the request: every retry of
-   * this call sends the same key, so a run is created once whatever is lost on the way. A new key on the same subject
-   * is a follow-up run of it (one run per subject at a time: docs/http-api.md).
+   * POST /v1/runs. With an `idempotencyKey` (your own event's id), the key names the request: the same key again is
+   * the same run, and a new key on a subject that has a run is a follow-up run of it (one run per subject at a time:
+   * docs/http-api.md). Without one no key is sent, and the request is the subject's run: its latest run when it has
+   * one (`created: false`), else a new one. Either way every attempt of this call, and a later call with the same
+   * key (or, without one, on the same subject), is the same run, whatever answer was lost on the way.
    */
   async createRun(body: CreateRunRequest, opts: CallOptions & { idempotencyKey?: string } = {}): Promise<RunCreated> {
-    const key = opts.idempotencyKey ?? globalThis.crypto.randomUUID();
     return this.call({
       method: 'POST',
       path: '/v1/runs',
       body,
-      headers: { 'idempotency-key': key },
+      ...(opts.idempotencyKey !== undefined ? { headers: { 'idempotency-key': opts.idempotencyKey } } : {}),
       onNoAnswer: 'repeat',
       signal: opts.signal,
     });

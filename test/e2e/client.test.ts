@@ -1,7 +1,7 @@
 /**
  * durable-agent-fleet/client against the real API (an API process on its own Redis): a run created once across a
- * store that goes away and comes back (503 + Retry-After, asked again with the same Idempotency-Key) and across a
- * lost answer; list and search with the API's filters; typed refusals; and a run's events followed across an API
+ * store that goes away and comes back (503 + Retry-After, asked again as it was: no key, the subject's run) and a
+ * follow-up created once across a lost answer (asked again with the same Idempotency-Key); list and search with the API's filters; typed refusals; and a run's events followed across an API
  * process restart (SIGKILL, then a new process on the same port) with no event missed or repeated.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -74,7 +74,7 @@ function recording() {
 }
 
 describe('FleetClient', () => {
-  it('creates a run once across a store that goes away and comes back: 503s asked again with the same key', async () => {
+  it('creates a run once across a store that goes away and comes back: 503s asked again as they were', async () => {
     const rec = recording();
     const client = new FleetClient({ url: api.url, token: PRODUCER_TOKEN, fetch: rec.fetchFn });
     await redis.kill();
@@ -102,11 +102,12 @@ describe('FleetClient', () => {
     const b = body();
     const first = await client.createRun(b);
     expect(await h.waitForStatus(first.runId, ['completed', 'failed'])).toBe('completed');
-    // A follow-up on the same subject whose 201 (naming the first run) is lost: the retry's 200 names it too.
+    // A follow-up on the same subject (a new key: a new event) whose 201 (naming the first run) is lost: the retry's
+    // 200 names it too.
     rec.loseAnswer();
-    const again = await client.createRun(b);
+    const again = await client.createRun(b, { idempotencyKey: `follow-up-${seq}` });
     expect(rec.seen.map((s) => s.status)).toEqual([201, 'no answer', 200]);
-    expect(new Set(rec.seen.slice(1).map((s) => s.key)).size).toBe(1);
+    expect(rec.seen.map((s) => s.key)).toEqual([null, `follow-up-${seq}`, `follow-up-${seq}`]);
     expect(again.created).toBe(false);
     expect(again.runId).not.toBe(first.runId);
     expect(again.previousRunId).toBe(first.runId);
