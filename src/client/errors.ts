@@ -115,15 +115,26 @@ export class TooManyRequests extends FleetApiError {
   }
 }
 
-/** No answer at all: the API could not be reached (refused, reset, DNS, timeout), after the client's retries. */
+/**
+ * No answer at all: the API could not be reached (refused, reset, DNS), or took the request and did not answer within
+ * the request timeout (`timeoutMs` set), after the client's retries.
+ */
 export class Unreachable extends Error {
   override readonly name = 'Unreachable';
   readonly code = 'unreachable';
+  /** The request timeout the last attempt ran out of; undefined when the connection itself failed. */
+  readonly timeoutMs: number | undefined;
   constructor(
     readonly url: string,
-    options: { cause: unknown },
+    options: { cause: unknown; timeoutMs?: number | undefined },
   ) {
-    super(`cannot reach ${url}: ${causeText(options.cause)}`, options);
+    super(
+      options.timeoutMs === undefined
+        ? `cannot reach ${url}: ${causeText(options.cause)}`
+        : `no answer from ${url} within ${options.timeoutMs / 1000} s`,
+      { cause: options.cause },
+    );
+    this.timeoutMs = options.timeoutMs;
   }
 }
 

@@ -115,7 +115,8 @@ export class Transport {
         text = await res.text();
       } catch (err) {
         if (call.signal?.aborted) throw err;
-        if (call.onNoAnswer === 'fail' || last) throw new Unreachable(this.base, { cause: err });
+        if (call.onNoAnswer === 'fail' || last)
+          throw new Unreachable(this.base, { cause: err, timeoutMs: isTimeout(err) ? this.timeoutMs : undefined });
         await sleep(this.backoffMs(attempt), call.signal);
         continue;
       }
@@ -143,6 +144,11 @@ export class Transport {
       ...(signals.length ? { signal: AbortSignal.any(signals) } : {}),
     });
   }
+}
+
+/** The request timeout's abort (AbortSignal.timeout), as fetch or the body's read rejects with it. */
+function isTimeout(err: unknown): boolean {
+  return err instanceof Error && err.name === 'TimeoutError';
 }
 
 /** A body that is not JSON (a proxy's page) is kept as its message. */

@@ -17,8 +17,15 @@ import { isActionId, isRunId } from '../store/keys.js';
 import { refuseUnsupportedNode } from './nodeVersion.js';
 
 export const DEFAULT_URL = 'http://127.0.0.1:3000';
+/** How long one request waits for an answer (--timeout, AGENTCTL_TIMEOUT_MS). */
+export const DEFAULT_TIMEOUT_MS = 10_000;
+/**
+ * Attempts per request, the first included: a person or a script at a terminal learns of a hung or absent API in
+ * about this many timeouts, where the client's default (6 of 30 s) is a producer's patience.
+ */
+export const ATTEMPTS = 3;
 
-export const HELP = `usage: agentctl <command> [arguments] [--url URL] [--token TOKEN]
+export const HELP = `usage: agentctl <command> [arguments] [--url URL] [--token TOKEN] [--timeout MS]
        (also: agent-fleet ctl <command> ...)
 
 commands:
@@ -48,6 +55,8 @@ commands:
 options:
   --url URL      the API (default: $AGENTCTL_URL, else ${DEFAULT_URL})
   --token TOKEN  an operator's bearer token (default: $OPERATOR_TOKEN)
+  --timeout MS   how long each request waits for an answer (default: $AGENTCTL_TIMEOUT_MS, else ${DEFAULT_TIMEOUT_MS});
+                 a request with no answer is asked ${ATTEMPTS} times in all when repeating it is safe (reads)
   -h, --help     this help
 
 Exit code 0 on a 2xx answer (printed as JSON); 1 on a refusal (its JSON body), an API that cannot be reached or
@@ -57,6 +66,7 @@ Docs: docs/operations.md (the operator's work), docs/client.md (the same calls f
 const OPTIONS = {
   url: { type: 'string' },
   token: { type: 'string' },
+  timeout: { type: 'string' },
   fingerprint: { type: 'string' },
   /** Named only to be refused (parse below): earlier releases took the approver's name here. */
   as: { type: 'string' },
@@ -114,6 +124,15 @@ function id(x: string | undefined, what: 'runId' | 'actionId'): string {
       `${what} ${JSON.stringify(value)} is malformed (${what === 'runId' ? 'r_ + 24 hex digits' : 'a_ + 32 hex digits'})`,
     );
   return value;
+}
+
+/** --timeout (else AGENTCTL_TIMEOUT_MS): a whole number of milliseconds, at least 1. */
+function timeoutMs(option: string | undefined, env: string | undefined): number {
+  const [value, what] = option !== undefined ? [option, '--timeout'] : [env, 'AGENTCTL_TIMEOUT_MS'];
+  if (value === undefined || value === '') return DEFAULT_TIMEOUT_MS;
+  if (!/^\d+$/.test(value) || Number(value) < 1)
+    throw new UsageError(`${what} must be a whole number of milliseconds, at least 1`);
+  return Number(value);
 }
 
 /** A number as typed: the server validates it (400 naming the field), so the rules live in one place. */
@@ -222,7 +241,9 @@ async function runCommand(fleet: FleetClient, values: Values, positionals: strin
 /** An expected failure in one line naming the cause and the fix; undefined for a refusal (its body is printed). */
 export function failureLine(err: unknown, url: string): string | undefined {
   if (err instanceof Unreachable)
-    return `${err.message}: start the API (agent-fleet api) or point --url / AGENTCTL_URL at it`;
+    return err.timeoutMs !== undefined
+      ? `${err.message}: the API (or a proxy before it) is not answering: look at its log and /readyz, or raise --timeout / AGENTCTL_TIMEOUT_MS`
+      : `${err.message}: start the API (agent-fleet api) or point --url / AGENTCTL_URL at it`;
   if (err instanceof Unauthorized && err.status === 401)
     return err.tokenSent
       ? `the API at ${url} refused the token: pass an operator token it knows (--token or OPERATOR_TOKEN, as the API's OPERATOR_TOKEN / OPERATORS)`
@@ -242,7 +263,12 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     }
     url = values.url ?? url;
     const token = values.token ?? env.OPERATOR_TOKEN;
-    await runCommand(new FleetClient({ url, token }), values, positionals);
+    const requestTimeoutMs = timeoutMs(values.timeout, env.AGENTCTL_TIMEOUT_MS);
+    await runCommand(
+      new FleetClient({ url, token, requestTimeoutMs, retry: { attempts: ATTEMPTS } }),
+      values,
+      positionals,
+    );
     return 0;
   } catch (err) {
     if (err instanceof UsageError) {

@@ -2,10 +2,12 @@
  * The `agent-fleet` command as a user meets it (the real bin, spawned): help for the command and each subcommand
  * (commands, options, the settings each reads, the docs) without booting anything; no command or an unknown one
  * refused; `--agents` without a module refused; an agents module that never settles named after
- * AGENTS_LOAD_TIMEOUT_MS; and ctl's expected failures (no API, no token, a refused token, a setting the API lacks)
- * as one line naming the cause and the fix, with a non-zero exit.
+ * AGENTS_LOAD_TIMEOUT_MS; and ctl's expected failures (no API, an API that never answers, no token, a refused token,
+ * a setting the API lacks) as one line naming the cause and the fix, with a non-zero exit.
  */
 import { execFile } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -157,6 +159,40 @@ describe('agent-fleet ctl failures', () => {
     expect(r.err).toContain(`cannot reach ${url}`);
     expect(r.err).toContain('AGENTCTL_URL');
   });
+
+  it.concurrent(
+    'an API that takes the request and never answers: --timeout per request, 3 in all, one line',
+    async () => {
+      const seen: string[] = [];
+      const hung = createServer((req) => void seen.push(`${req.method} ${req.url}`)); // accepts, never answers
+      await new Promise<void>((resolve) => hung.listen(0, '127.0.0.1', resolve));
+      const url = `http://127.0.0.1:${(hung.address() as AddressInfo).port}`;
+      try {
+        const started = Date.now();
+        const r = await cli(['ctl', 'runs', '--url', url, '--token', 't', '--timeout', '1000']);
+        expect(Date.now() - started).toBeLessThan(20_000);
+        expect(r.code).toBe(1);
+        oneLine(r.err);
+        expect(r.err).toContain(`no answer from ${url} within 1 s`);
+        expect(r.err).toContain('--timeout');
+        expect(r.err).not.toContain('start the API');
+        // 3 attempts in all (on a loaded machine an attempt may time out before its request is read).
+        expect(seen.length).toBeGreaterThanOrEqual(1);
+        expect(seen.length).toBeLessThanOrEqual(3);
+        expect(new Set(seen)).toEqual(new Set(['GET /v1/runs']));
+        // AGENTCTL_TIMEOUT_MS when --timeout is not given; a timeout that is not a number of ms is a usage error.
+        const byEnv = await cli(['ctl', 'approvals', '--url', url, '--token', 't'], { AGENTCTL_TIMEOUT_MS: '700' });
+        expect(byEnv.code).toBe(1);
+        expect(byEnv.err).toContain(`no answer from ${url} within 0.7 s`);
+        const bad = await cli(['ctl', 'runs', '--url', url, '--timeout', '10s']);
+        expect(bad.code).toBe(2);
+        expect(bad.err).toContain('--timeout must be a whole number of milliseconds');
+      } finally {
+        hung.closeAllConnections();
+        hung.close();
+      }
+    },
+  );
 
   it.concurrent('no token and a refused token are told apart', async () => {
     const env = { OPERATOR_TOKEN: '', AGENTCTL_URL: withToken.url! };

@@ -76,6 +76,7 @@ describe('the client meets', () => {
       .getRun('r_1')
       .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(Unreachable);
+    expect(err).toMatchObject({ timeoutMs: 300, message: `no answer from ${url} within 0.3 s` });
     expect(requests).toHaveLength(2);
   });
 
