@@ -6,7 +6,7 @@
  * stands ended (an operator's retry since: the iterator follows the run at work again).
  */
 import { isTerminal } from '../core/status.js';
-import { errorOf, FleetApiError, RunNotFound, StoreUnavailable } from './errors.js';
+import { errorOf, FleetApiError, RunNotFound, StoreUnavailable, Unreachable } from './errors.js';
 import type { Transport } from './transport.js';
 
 /** One event of a run: its id (pass it as `after` to go on from there), its type and its JSON data. */
@@ -21,7 +21,10 @@ export interface FollowOptions {
   after?: string;
   /** Stops the iterator (it then returns). */
   signal?: AbortSignal;
-  /** Reconnections in a row that bring no event before the iterator throws (default 20). */
+  /**
+   * Reconnections in a row that bring no event before the iterator throws (default 20): Unreachable, with the last
+   * connection error as its cause, when none of them got an HTTP answer (the API is down or hung); else an Error.
+   */
   maxReconnects?: number;
   /**
    * A connection that brings no byte for this long (no event, no keep-alive: the API sends one every 10 s) is taken
@@ -76,6 +79,9 @@ export async function* followRunEvents(
   const maxReconnects = opts.maxReconnects ?? 20;
   const idleMs = opts.idleTimeoutMs ?? STREAM_IDLE_TIMEOUT_MS;
   let barren = 0; // connections in a row that brought no event
+  let answeredInRow = false; // whether any of those got an HTTP answer
+  let lastError: unknown; // the last connection's error, when it got none
+  let lastTimedOut = false; // and whether that was the idle timeout
   for (;;) {
     if (opts.signal?.aborted) return;
     let progressed = false;
@@ -90,6 +96,7 @@ export async function* followRunEvents(
       clearTimeout(timer);
       timer = setTimeout(() => idle.abort(new Error(`no byte for ${idleMs} ms`)), idleMs);
     };
+    let answered = false;
     try {
       arm();
       const res = await transport.send(
@@ -101,6 +108,7 @@ export async function* followRunEvents(
         },
         false,
       );
+      answered = true;
       if (!res.ok) {
         // A refusal that says "come back" (the store away, too many viewers) is waited out; any other is thrown.
         const body = (await res.json().catch(() => ({}))) as Record<string, unknown>;
@@ -128,6 +136,10 @@ export async function* followRunEvents(
       if (err instanceof FleetApiError) throw err;
       if (opts.signal?.aborted) return;
       // Cut, refused or silent: asked again below, after the last event yielded.
+      if (!answered) {
+        lastError = err;
+        lastTimedOut = idle.signal.aborted;
+      }
     } finally {
       clearTimeout(timer);
     }
@@ -140,8 +152,12 @@ export async function* followRunEvents(
       if (status === 'gone' || (status !== undefined && isTerminal(status))) return;
     }
     barren = progressed ? 0 : barren + 1;
-    if (barren > maxReconnects)
+    answeredInRow = !progressed && (answeredInRow || answered);
+    if (barren > maxReconnects) {
+      if (!answeredInRow)
+        throw new Unreachable(transport.base, { cause: lastError, timeoutMs: lastTimedOut ? idleMs : undefined });
       throw new Error(`event stream of ${runId}: ${maxReconnects} reconnections in a row brought no event`);
+    }
     try {
       await new Promise<void>((resolve, reject) => {
         const t = setTimeout(resolve, waitMs ?? (progressed ? 0 : transport.backoffMs(barren)));

@@ -1,11 +1,13 @@
 /**
  * The client against answers the API (or a proxy before it) can give that the API's own tests do not reach: a 429
  * with Retry-After, a 503 without one, a body that stalls after its headers, an event stream that goes silent without
- * a close, a search by the field names the schema spells, and a URL carrying a password. A stand-in HTTP server
- * answers each as the API's wire does (JSON bodies with `error`, SSE blocks with ids).
+ * a close, an event stream from an API that is down or hung (Unreachable) or that answers with nothing (an Error), a
+ * search by the field names the schema spells, and a URL carrying a password. A stand-in HTTP server answers each as
+ * the API's wire does (JSON bodies with `error`, SSE blocks with ids).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { freePort } from '../../testkit/embeddedRedis.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   FleetClient,
@@ -33,6 +35,12 @@ afterAll(async () => {
   server.closeAllConnections();
   await new Promise((resolve) => server.close(resolve));
 });
+
+async function drain(events: AsyncIterable<RunEventMessage>): Promise<RunEventMessage[]> {
+  const seen: RunEventMessage[] = [];
+  for await (const e of events) seen.push(e);
+  return seen;
+}
 
 const json = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) =>
   res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
@@ -78,6 +86,38 @@ describe('the client meets', () => {
     expect(err).toBeInstanceOf(Unreachable);
     expect(err).toMatchObject({ timeoutMs: 300, message: `no answer from ${url} within 0.3 s` });
     expect(requests).toHaveLength(2);
+  });
+
+  it('an API that is down, for an event stream: Unreachable once the reconnections are spent, the last error its cause', async () => {
+    const down = `http://127.0.0.1:${await freePort()}`;
+    const client = new FleetClient({ url: down, token: 't', retry: { baseDelayMs: 5 } });
+    const err = await drain(client.followEvents('r_1', { maxReconnects: 2 })).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(Unreachable);
+    expect((err as Unreachable).message).toBe(`cannot reach ${down}: ECONNREFUSED`);
+    expect(((err as Error).cause as { cause?: { code?: string } }).cause?.code).toBe('ECONNREFUSED');
+  });
+
+  it('an API that takes the stream and never answers: Unreachable naming the idle timeout', async () => {
+    requests.length = 0;
+    handler = () => {}; // no headers, no byte
+    const client = new FleetClient({ url, token: 't', retry: { baseDelayMs: 5 } });
+    const err = await drain(client.followEvents('r_1', { maxReconnects: 1, idleTimeoutMs: 100 })).catch(
+      (e: unknown) => e,
+    );
+    expect(err).toMatchObject({ name: 'Unreachable', timeoutMs: 100, message: `no answer from ${url} within 0.1 s` });
+    expect(requests).toEqual(['GET /v1/runs/r_1/events', 'GET /v1/runs/r_1/events']);
+  });
+
+  it('an API that answers each stream with nothing while the run is at work: an Error, not Unreachable', async () => {
+    handler = (req, res) => {
+      if (req.url?.endsWith('/events')) return void res.writeHead(200, { 'content-type': 'text/event-stream' }).end();
+      json(res, 200, { runId: 'r_1', status: 'running' });
+    };
+    const client = new FleetClient({ url, token: 't', retry: { baseDelayMs: 5 } });
+    const err = await drain(client.followEvents('r_1', { maxReconnects: 1 })).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(Error);
+    expect(err).not.toBeInstanceOf(Unreachable);
+    expect((err as Error).message).toMatch(/reconnections in a row brought no event/);
   });
 
   it('an event stream that goes silent without a close: dropped after idleTimeoutMs, resumed after the last event', async () => {
