@@ -64,7 +64,8 @@ await fleet.nameOwners();
 const warmed = await warmUpModelCalls(ctx.providers, ctx.log);
 // The BullMQ worker ids (`<uuid>@<client id>`) prefix the lock tokens of the jobs this process holds (operators and the
 // chaos campaign map a lock to its process). Logged before any job is taken: a step may crash the process at once.
-const served = ctx.agents.all.map((a) => `${a.name}@${a.version}`);
+// name@version, the version alone when it already says the name (defineAgent's `version: 'order-status@1'`).
+const served = ctx.agents.all.map((a) => (a.version.startsWith(`${a.name}@`) ? a.version : `${a.name}@${a.version}`));
 ctx.log.info(
   {
     code: 'worker_started',

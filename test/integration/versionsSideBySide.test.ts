@@ -49,7 +49,12 @@ async function startVersionWorker(
   const started = JSON.parse(w.lines.find((l) => l.includes('"worker_started"'))!) as {
     pid: number;
     metricsPort: number;
+    agents: string[];
+    msg: string;
   };
+  // The agent named once: its version already says its name.
+  expect(started.agents).toEqual([`versioned@${version}`]);
+  expect(started.msg).toBe(`worker started, serving versioned@${version}`);
   return Object.assign(w, { pid: started.pid, metricsPort: started.metricsPort });
 }
 
