@@ -285,7 +285,7 @@ durable agent fleet demo
   Bull Board   ${apiUrl}/admin/queues   (user ${cfg.BULL_BOARD_USER ?? '-'}, password ${cfg.BULL_BOARD_PASSWORD ?? '-'}; run pages ${apiUrl}/runs/<runId>)
   tokens       producer ${cfg.PRODUCER_TOKEN ?? '-'}   operator ${cfg.OPERATOR_TOKEN ?? '-'}   (generated for this demo: DEV_AUTH=generate)
                e.g. curl -H 'authorization: Bearer ${cfg.OPERATOR_TOKEN ?? ''}' ${apiUrl}/v1/approvals
-               npm run ctl -- approvals --token ${cfg.OPERATOR_TOKEN ?? ''}
+               npm run ctl -- approvals --url ${apiUrl} --token ${cfg.OPERATOR_TOKEN ?? ''}
   archive      ${cfg.ARCHIVE_URL ? `${cfg.ARCHIVE_URL.replace(/\/\/[^@/]*@/, '//')}${archiveDb ? ` (embedded PostgreSQL in ${archiveDb.dir})` : ''}: ended runs copied there, then Redis lets them go` : 'none (no ARCHIVE_URL, no PostgreSQL on PATH): runs leave Redis after RUN_RETENTION_MS'}
   sandbox      ${sandbox.url}       (counts ${sandbox.url}/_sandbox/counts)
   workers      2 processes, metrics on :${workerPorts[0]} and :${workerPorts[1]}

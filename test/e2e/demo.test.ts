@@ -138,6 +138,9 @@ describe.skipIf(!redisServerOnPath())('npm start', () => {
     const apis: string[] = [];
     for (const d of [a, b]) apis.push((await waitFor(d, /API\s+(http:\/\/\S+)\/v1\/runs/, 90_000))[1] as string);
     expect(apis[0]).not.toBe(apis[1]);
+    // The agentctl command the banner prints names its demo's API (not agentctl's default, port 3000).
+    for (const [i, d] of [a, b].entries())
+      expect(d.out()).toContain(`npm run ctl -- approvals --url ${apis[i]} --token `);
     for (const d of [a, b]) {
       const settled = await waitFor(
         d,
