@@ -67,6 +67,8 @@ const SHELL = new Set([
 
 /** npm's own commands the docs use (npm 11). */
 const NPM_BUILTIN = new Set(['ci', 'install', 'i', 'init', 'pkg', 'pack', 'install-scripts', 'exec', 'help']);
+/** npm's own flags a doc may put before the script's name (`npm run --silent openapi`: no npm lines in the output). */
+const NPM_RUN_FLAGS = new Set(['--silent', '-s']);
 
 const COMMAND_START =
   /^(?:[A-Z][A-Z0-9_]*=\S+\s+)*(?:npm|npx|node|tsx|agentctl|agent-fleet|curl|bash|docker|kubectl|helm|promtool|git|redis-server|valgrind|callgrind_annotate)\s/;
@@ -428,6 +430,7 @@ export class DocChecker {
     const [sub, ...rest] = args;
     if (sub === undefined) return ['npm: no command'];
     if (NPM_BUILTIN.has(sub)) return [];
+    if (sub === 'run' || sub === 'run-script') while (rest[0] !== undefined && NPM_RUN_FLAGS.has(rest[0])) rest.shift();
     const name = sub === 'run' || sub === 'run-script' ? rest.shift() : sub;
     if (name === undefined) return ['npm run: no script named'];
     if (sub !== 'run' && sub !== 'run-script' && sub !== 'start' && sub !== 'test')

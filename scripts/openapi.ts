@@ -1,5 +1,5 @@
 /**
- * `npm run openapi > openapi.json`: the HTTP API's OpenAPI document without a running API (src/http/openapi.ts),
+ * `npm run --silent openapi > openapi.json` (without --silent, npm's own lines come first): the HTTP API's OpenAPI document without a running API (src/http/openapi.ts),
  * for the built-in agents (a deployment's own agents add their shorthands and webhooks: GET /openapi.json).
  */
 import { AgentCatalog } from '../src/core/agent.js';

@@ -1,14 +1,21 @@
 /**
  * GET /openapi.json: a valid OpenAPI 3.1 document (checked by a validator library) that matches the live app:
  * every JSON route the app mounts is in the document, and every operation in the document answers on the live
- * API with a status and content type the document lists for it.
+ * API with a status and content type the document lists for it; docs/api.md's count of operations and paths is the
+ * built-in agents' document's.
  */
+import { readFileSync } from 'node:fs';
 import type { Server } from 'node:http';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { AddressInfo } from 'node:net';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, producerAuth, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { createFullApi } from '../../src/http/fullApi.js';
+import { openApiDocument } from '../../src/http/openapi.js';
+import { AgentCatalog } from '../../src/core/agent.js';
+import { supportAgent } from '../../src/agents/support/index.js';
 import { routesOf } from '../support/routes.js';
 import { SIGNATURE_HEADER, TIMESTAMP_HEADER } from '../../src/producer/webhookSignature.js';
 import { erasureRecordSchema, runsAtWorkSchema } from '../../src/http/erasures.js';
@@ -92,6 +99,24 @@ describe('GET /openapi.json', () => {
     expect(Object.keys(report.properties!).sort()).toEqual(['currency', 'lines', 'period', 'totalMicros', 'unit']);
     const live = await fetch(`${url}/v1/spend`, { headers: { authorization: `Bearer ${OPERATOR_TOKEN}` } });
     expect(spendReportSchema.safeParse(await live.json()).success).toBe(true);
+  });
+
+  it("docs/api.md's count of operations and paths is the built-in agents' document's (npm run openapi)", () => {
+    const text = readFileSync(join(dirname(fileURLToPath(import.meta.url)), '../../docs/api.md'), 'utf8');
+    const said = /(\d+) operations on (\d+) paths/.exec(text.replace(/\s+/g, ' '));
+    expect(said, 'docs/api.md names the count').not.toBeNull();
+    const builtIn = openApiDocument(new AgentCatalog([supportAgent({ baseUrl: 'http://127.0.0.1' })])) as unknown as {
+      paths: Record<string, Record<string, unknown>>;
+    };
+    const paths = Object.keys(builtIn.paths);
+    const operations = paths.flatMap((p) =>
+      Object.keys(builtIn.paths[p]!).filter((m) => ['get', 'put', 'post', 'delete', 'patch'].includes(m)),
+    );
+    expect({ operations: Number(said![1]), paths: Number(said![2]) }).toEqual({
+      operations: operations.length,
+      paths: paths.length,
+    });
+    expect(paths.filter((p) => p.startsWith('/webhooks/'))).toHaveLength(4);
   });
 
   it('is a valid OpenAPI 3.1 document', async () => {
