@@ -9,6 +9,7 @@
  *   new AgentCatalog(agents)         -> what a process runs (by name)
  */
 import type { z } from 'zod';
+import { agentWithMarkedErrors } from './agentCode.js';
 import { fingerprint } from './canonical.js';
 import type { JournalEntry } from './journal.js';
 import { agentModelChoiceSchema, type AgentModelChoice } from './model.js';
@@ -552,7 +553,10 @@ export function isAgent(value: unknown): value is Agent {
   return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[AGENT] === true;
 }
 
-/** The agents a process runs, by name. */
+/**
+ * The agents a process runs, by name; each as agentWithMarkedErrors makes it, so whatever its own code throws is
+ * logged without its message (src/core/agentCode.ts).
+ */
 export class AgentCatalog {
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   private readonly byName = new Map<string, Agent<any>>();
@@ -561,8 +565,9 @@ export class AgentCatalog {
 
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   constructor(agents: readonly Agent<any>[]) {
-    for (const a of agents) {
-      if (!isAgent(a)) throw new TypeError('an agent must be made by defineAgent');
+    for (const given of agents) {
+      if (!isAgent(given)) throw new TypeError('an agent must be made by defineAgent');
+      const a = agentWithMarkedErrors(given);
       if (this.byName.has(a.name)) throw new TypeError(`two agents are named '${a.name}'`);
       this.byName.set(a.name, a);
       this.addIntake(a);

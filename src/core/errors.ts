@@ -281,9 +281,17 @@ const CODED_DETAILS: ReadonlySet<string> = new Set([
  */
 const CODED_STRING = /^[^\s@]{0,200}$/;
 
+/** Whether `v` is a string CODED_STRING keeps: a code, a state, an id, a name. */
+export function isCodedString(v: unknown): v is string {
+  return typeof v === 'string' && CODED_STRING.test(v);
+}
+
+/** Whether codedDetails keeps this key and value: a key CODED_DETAILS names, and of a string a coded one. */
+export function isCodedField(key: string, value: unknown): boolean {
+  return CODED_DETAILS.has(key) && (typeof value !== 'string' || CODED_STRING.test(value));
+}
+
 /** An error's details with the keys CODED_DETAILS names only, and of their strings the coded ones. */
 export function codedDetails(details: object): Record<string, unknown> {
-  return Object.fromEntries(
-    Object.entries(details).filter(([k, v]) => CODED_DETAILS.has(k) && (typeof v !== 'string' || CODED_STRING.test(v))),
-  );
+  return Object.fromEntries(Object.entries(details).filter(([k, v]) => isCodedField(k, v)));
 }

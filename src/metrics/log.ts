@@ -1,6 +1,7 @@
 /** pino loggers: structured, outcomes as codes, customer text and secrets redacted. * Decision record 0010: docs/decisions/0010-logs-never-carry-customer-text.md.
  */
-import { codedDetails } from '../core/errors.js';
+import { isAgentCodeError } from '../core/agentCode.js';
+import { codedDetails, isCodedField, isCodedString } from '../core/errors.js';
 import { pino, stdSerializers, type DestinationStream, type Logger } from 'pino';
 
 export const REDACT_PATHS = [
@@ -111,16 +112,49 @@ export function redactDatabaseMessage(message: string): string {
 
 const MAX_CAUSES = 8;
 
+/** What a log line shows for the message of an error out of agent code (src/core/agentCode.ts). */
+export const AGENT_MESSAGE_NOT_LOGGED = '[not logged: agent code]';
+
+/**
+ * The fields of an error out of agent code a log line keeps besides its type, stack frames and causes: its `details`
+ * by CODED_DETAILS, and fields that are a number, a boolean or a coded string (isCodedString) under a key
+ * CODED_DETAILS names (`code`, `status`, ...) or one of these (an AgentError's `retry`, a RetryableError's
+ * `retryAfterMs`, a system error's `errno` and `syscall`, an error's own `name`). Anything else an agent's error
+ * carries (the address it failed for, the service's answer) is dropped, whatever its name.
+ */
+const AGENT_ERROR_FIELDS = new Set(['retry', 'retryAfterMs', 'errno', 'syscall', 'name']);
+
+function agentErrorField(key: string, v: unknown): boolean {
+  const coded = typeof v === 'number' || typeof v === 'boolean' || isCodedString(v);
+  return coded && (AGENT_ERROR_FIELDS.has(key) || isCodedField(key, v));
+}
+
+/**
+ * An error's stack with its header (V8's `<name>: <message>`, several lines for a message of several) replaced by
+ * `<name>: AGENT_MESSAGE_NOT_LOGGED`: its frames (the `    at ...` lines) only.
+ */
+function framesOf(err: Error): string {
+  const frames = (err.stack ?? '').split('\n').filter((l) => /^\s+at\s/.test(l));
+  const name = isCodedString(err.name) && err.name !== '' ? err.name : 'Error';
+  return [`${name}: ${AGENT_MESSAGE_NOT_LOGGED}`, ...frames].join('\n');
+}
+
 /**
  * A copy of `err` for logging (the original, maybe thrown on, is left as it is): no DATA_FIELDS; a database error's
  * message, and its stack that repeats it, redacted (redactDatabaseMessage); an ioredis error's command by its name
  * only (its args are the keys and values written); its details by CODED_DETAILS; an object of a class by its name
  * (isInstance); the same for its cause and the errors among its fields.
+ * An error out of agent code (`fromAgent`: marked by src/core/agentCode.ts, or the cause or a field of one) keeps no
+ * message (AGENT_MESSAGE_NOT_LOGGED), its stack's frames only, and of its fields the coded ones (agentErrorField);
+ * a cause of it that is not an Error is dropped.
  */
-function withoutData(err: Error, depth = 0): Error {
+function withoutData(err: Error, depth = 0, fromAgent = isAgentCodeError(err)): Error {
   const copy = Object.create(Object.getPrototypeOf(err) as object | null) as Error;
   let { message, stack } = err;
-  if (isDatabaseError(err)) {
+  if (fromAgent) {
+    message = AGENT_MESSAGE_NOT_LOGGED;
+    stack = framesOf(err);
+  } else if (isDatabaseError(err)) {
     message = redactDatabaseMessage(err.message);
     // The stack's first line repeats the message: replaced where found, else the whole stack redacted.
     if (stack !== undefined)
@@ -133,7 +167,12 @@ function withoutData(err: Error, depth = 0): Error {
     Object.defineProperty(copy, key, { value, enumerable, writable: true, configurable: true });
   own('message', message, false);
   own('stack', stack, false);
-  const sanitize = (v: unknown): unknown => (v instanceof Error && depth < MAX_CAUSES ? withoutData(v, depth + 1) : v);
+  const sanitize = (v: unknown): unknown => {
+    if (!(v instanceof Error)) return v;
+    const agentText = fromAgent || isAgentCodeError(v);
+    if (depth < MAX_CAUSES) return withoutData(v, depth + 1, agentText);
+    return agentText ? undefined : v;
+  };
   for (const [key, v] of Object.entries(err)) {
     if (DATA_FIELDS.has(key) || key === 'message' || key === 'stack') continue;
     let value: unknown = Array.isArray(v) ? v.map(sanitize) : sanitize(v);
@@ -144,10 +183,12 @@ function withoutData(err: Error, depth = 0): Error {
     if (key === 'details' && v !== null && typeof v === 'object' && !Array.isArray(v))
       value = codedDetails(v as object);
     else if (isInstance(v)) value = { type: (v as object).constructor.name };
+    else if (fromAgent && !(v instanceof Error) && !(Array.isArray(v) && v.every((e) => e instanceof Error)))
+      value = agentErrorField(key, v) ? v : undefined;
     if (value !== undefined) own(key, value, true);
   }
   // A cause is often not enumerable (new Error(m, { cause })).
-  if (err.cause !== undefined) own('cause', sanitize(err.cause), false);
+  if (err.cause !== undefined && (!fromAgent || err.cause instanceof Error)) own('cause', sanitize(err.cause), false);
   return copy;
 }
 
@@ -165,11 +206,17 @@ function isInstance(v: unknown): boolean {
 /**
  * pino's error serializer (type, message, stack, cause chain, own fields) of the error without the data its fields
  * quote (withoutData), then URL redaction over every string of the result. A bare string under `err` (a call site
- * that logged `err.message`) is redacted too.
+ * that logged `err.message`) is redacted too; an object out of agent code that is not an Error by its class only.
  */
 export function errSerializer(err: unknown): unknown {
   if (err instanceof Error) return redactDeep(stdSerializers.err(withoutData(err)));
+  if (isAgentCodeError(err)) return { type: typeName(err) };
   return redactDeep(err);
+}
+
+function typeName(v: unknown): string {
+  const name = (v as { constructor?: { name?: unknown } }).constructor?.name;
+  return typeof name === 'string' && name !== '' ? name : typeof v;
 }
 
 export function createLogger(name: string, level: string, destination?: DestinationStream): Logger {

@@ -1,9 +1,15 @@
-/** Logs never carry customer text: errors go through pino's err serializer, with URL paths and queries redacted. */
+/**
+ * Logs never carry customer text: errors go through pino's err serializer, with URL paths and queries redacted; an
+ * error out of an agent's own code (its tools, its hooks) is logged with its type, code, coded details and stack
+ * frames, never its message, in a real worker; the engine's and Redis's errors keep theirs.
+ */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { createContext } from '../../src/server/buildContext.js';
 import { loadConfig } from '../../src/config/config.js';
+import { defineAgent, defineReadTool, defineWriteTool } from '../../src/core/agent.js';
 import { RetryableError } from '../../src/core/errors.js';
-import { createLogger, redactUrls } from '../../src/metrics/log.js';
+import { AGENT_MESSAGE_NOT_LOGGED, createLogger, redactUrls } from '../../src/metrics/log.js';
 import { newMetrics } from '../../src/metrics/metrics.js';
 import { buildSpec } from '../../src/producer/intake.js';
 import { freePort } from '../../testkit/embeddedRedis.js';
@@ -91,7 +97,115 @@ describe('a failing tool in a real worker', () => {
     expect(await h.waitForStatus(spec.runId, ['completed', 'failed', 'needs_human'])).toBe('completed');
     const failed = out.lines().filter((l) => l.code === 'tool_error');
     expect(failed.length).toBeGreaterThan(0);
-    expect(JSON.stringify(failed)).toContain(`http://127.0.0.1:${port}/[redacted]`);
+    // The support agent's tool is agent code: its error (httpJson's, quoting the URL) is logged by its code and
+    // coded details, not its message.
+    expect(failed[0]!.err).toMatchObject({ type: 'RetryableError', code: 'transient', details: { reason: 'refused' } });
+    expect(String((failed[0]!.err as { message: string }).message)).toContain(AGENT_MESSAGE_NOT_LOGGED);
+    expect(out.text()).not.toContain(`127.0.0.1:${port}/`);
     expect(out.text()).not.toMatch(/carol/i);
+  });
+});
+
+const EMAIL = 'ada.lovelace@example.com';
+const BODY = 'Dear Ada Lovelace, your refund of $5,000';
+
+/** An agent whose tools throw errors the ordinary way: quoting the customer's address and the mail they send. */
+const leaky = defineAgent({
+  name: 'leaky',
+  version: 'leaky@1',
+  input: z.object({ orderId: z.string(), email: z.string() }).strict(),
+  key: (i) => i.orderId,
+  instructions: () => 'Look the order up and write to the customer.',
+  tools: [
+    defineReadTool({
+      name: 'lookup_order',
+      description: 'Looks an order up.',
+      args: z.object({ orderId: z.string() }).strict(),
+      execute: ({ orderId }, ctx) => {
+        const { email } = ctx.input as { email: string };
+        throw Object.assign(new Error(`no order ${orderId} for customer ${email}`), { code: 'order_missing', email });
+      },
+    }),
+    defineWriteTool({
+      name: 'send_note',
+      description: 'Writes to the customer.',
+      args: z.object({ to: z.string(), body: z.string() }).strict(),
+      service: { enforcesKey: true, reconcile: 'none' },
+      dispatch: ({ to, body }) =>
+        Promise.reject(
+          Object.assign(new Error(`mail server said: mailbox ${to} rejected "${body}"`), { code: 'mailbox_rejected' }),
+        ),
+    }),
+  ],
+});
+
+describe("an agent's own tool errors in a real worker", () => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await createHarness('logagent');
+  });
+  afterAll(async () => {
+    await h.close();
+  });
+
+  it('logs their type, code and stack frames, never the message quoting the customer; engine and Redis errors keep theirs', async () => {
+    const out = capture();
+    const log = createLogger('logagent', 'info', out.stream);
+    const ctx = await createContext(h.cfg, 'logagent', { log, metrics: newMetrics(), agents: [leaky] });
+    const usage = { promptTokens: 10, completionTokens: 5 };
+    const spec = buildSpec(
+      ctx,
+      {
+        tenant: 'acme',
+        agent: 'leaky',
+        input: { orderId: 'ORD-77', email: EMAIL },
+        model: 'scripted',
+        script: [
+          // The model call fails once (the engine's own error, logged with its message), then reads.
+          { toolCalls: [{ name: 'lookup_order', args: { orderId: 'ORD-77' } }], usage, transientFailures: 1 },
+          { toolCalls: [{ name: 'send_note', args: { to: EMAIL, body: BODY } }], usage, transientFailures: 0 },
+          { toolCalls: [], final: 'done', usage, transientFailures: 0 },
+        ],
+      },
+      Date.now(),
+    );
+    await ctx.store.create(spec, Date.now());
+    await h.startWorker({}, ctx);
+    // The write's error fails the step; its redelivery finds the action dispatched with no way to reconcile.
+    expect(await h.waitForStatus(spec.runId, ['completed', 'failed', 'needs_human'])).toBe('needs_human');
+    // A Redis error, logged through the same logger.
+    await ctx.redis.set(`${h.cfg.KEY_PREFIX}logagent:string`, 'x');
+    const reply = await ctx.redis.hget(`${h.cfg.KEY_PREFIX}logagent:string`, 'f').catch((err: unknown) => err);
+    log.warn({ code: 'redis_error', err: reply }, 'redis refused');
+
+    const lines = out.lines();
+    const toolError = lines.find((l) => l.code === 'tool_error');
+    expect(toolError).toMatchObject({
+      tool: 'lookup_order',
+      err: { type: 'Error', code: 'order_missing', message: AGENT_MESSAGE_NOT_LOGGED },
+    });
+    expect(String((toolError!.err as { stack: string }).stack)).toMatch(/^Error: \[not logged: agent code\]\n\s+at /);
+    const stepError = lines.find((l) => l.code === 'step_error');
+    expect(stepError).toMatchObject({
+      err: { type: 'Error', code: 'mailbox_rejected', message: AGENT_MESSAGE_NOT_LOGGED },
+    });
+    expect(String((stepError!.err as { stack: string }).stack)).toContain('    at ');
+    // Nowhere in the logs: the address, the order, the body.
+    expect(out.text()).not.toContain('ada.lovelace');
+    expect(out.text()).not.toContain('Ada Lovelace');
+    expect(out.text()).not.toContain('ORD-77');
+    // The engine's error (the model's transient failure) and Redis's keep their messages.
+    expect(lines.find((l) => l.code === 'model_retry')).toMatchObject({
+      err: { type: 'RetryableError', message: 'scripted transient failure (503)' },
+    });
+    expect(lines.find((l) => l.code === 'redis_error')).toMatchObject({
+      err: { type: 'ReplyError', message: expect.stringContaining('WRONGTYPE') },
+    });
+    // The run keeps the message where the model is shown it: the observation.
+    const observed = (await ctx.store.transcript(spec.runId)).filter((e) => e.kind === 'observation');
+    expect(observed[0]).toMatchObject({
+      status: 'tool_error',
+      output: { error: `no order ORD-77 for customer ${EMAIL}` },
+    });
   });
 });

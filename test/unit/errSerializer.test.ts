@@ -3,12 +3,20 @@
  * client's DatabaseError, its fields as a real server filled them) logs its code, severity, routine and a message
  * with what it quotes replaced, never its `where`, `detail` or `hint`; the same at any depth of a cause chain; an
  * ioredis error its command's name, not its args. The error itself is left as it was thrown.
+ * An error out of agent code (a tool's, a hook's: marked where the catalog takes the agent in) logs its type, code,
+ * coded details and stack frames, never its message, its causes' messages or its other fields; the engine's own
+ * errors and a library's (ioredis, pg) keep their messages.
  */
 import { Writable } from 'node:stream';
+import { ReplyError } from 'ioredis';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { OutcomeUnknownError, RetryableError } from '../../src/core/errors.js';
-import { createLogger, errSerializer, redactDatabaseMessage } from '../../src/metrics/log.js';
+import { z } from 'zod';
+import { AgentCatalog, defineAgent, defineReadTool, defineWriteTool } from '../../src/core/agent.js';
+import { isAgentCodeError, markAgentError } from '../../src/core/agentCode.js';
+import { AgentError, OutcomeUnknownError, RetryableError } from '../../src/core/errors.js';
+import type { ReadTool, WriteTool } from '../../src/core/tool.js';
+import { AGENT_MESSAGE_NOT_LOGGED, createLogger, errSerializer, redactDatabaseMessage } from '../../src/metrics/log.js';
 
 const SECRET = 'Ada wrote: my card 4242 is stolen';
 
@@ -137,5 +145,113 @@ describe('the err serializer and objects an error holds', () => {
     expect(logged.code).toBe('57P01');
     expect(JSON.stringify(logged)).not.toContain(SECRET);
     expect(err.client.activeQuery.values).toEqual([SECRET]);
+  });
+});
+
+const ADDRESS = 'ada.lovelace@example.com';
+
+describe('the err serializer and errors out of agent code', () => {
+  it('logs type, code, coded details and stack frames, never the message, other fields or the causes’ messages', () => {
+    const cause = new Error(`mailbox ${ADDRESS} unknown`);
+    const err = Object.assign(
+      new AgentError('invalid_input', `no order ORD-77 for customer ${ADDRESS}\nsecond line: ${SECRET}`, {
+        status: 404,
+        reason: 'order_missing',
+        body: SECRET,
+        to: ADDRESS,
+      }),
+      { email: ADDRESS, statusText: SECRET, retryAfterMs: 250 },
+      { cause },
+    );
+    markAgentError(err);
+    const { line, text } = logged(err);
+    const e = line.err as Record<string, unknown>;
+    expect(e).toMatchObject({
+      type: 'AgentError',
+      code: 'invalid_input',
+      retry: 'redeliver',
+      retryAfterMs: 250,
+      details: { status: 404, reason: 'order_missing' },
+    });
+    expect(e.message).toBe(`${AGENT_MESSAGE_NOT_LOGGED}: ${AGENT_MESSAGE_NOT_LOGGED}`);
+    const stack = String(e.stack).split('\n');
+    expect(stack[0]).toBe(`AgentError: ${AGENT_MESSAGE_NOT_LOGGED}`);
+    expect(stack[1]).toMatch(/^\s+at .*errSerializer\.test\.ts/);
+    expect(stack).toContain(`caused by: Error: ${AGENT_MESSAGE_NOT_LOGGED}`);
+    expect(e.email).toBeUndefined();
+    expect(e.statusText).toBeUndefined();
+    expect(text).not.toContain('ada.lovelace');
+    expect(text).not.toContain('ORD-77');
+    expect(text).not.toContain('4242');
+    // The error itself is left as thrown: the run's observation and evidence still read its message.
+    expect(err.message).toContain(ADDRESS);
+  });
+
+  it('marks what an agent’s tools and hooks throw, sync or async, once the catalog takes it in; the error is the same object', async () => {
+    const thrown = new Error(`no order for ${ADDRESS}`);
+    const agent = defineAgent({
+      name: 'leaky',
+      version: 'leaky@1',
+      input: z.object({ email: z.string() }),
+      key: (i) => {
+        throw new Error(`no key for ${i.email}`);
+      },
+      instructions: () => 'x',
+      tools: [
+        defineReadTool({
+          name: 'lookup',
+          description: 'x',
+          args: z.object({}),
+          execute: () => Promise.reject(thrown),
+        }),
+        defineWriteTool({
+          name: 'send',
+          description: 'x',
+          args: z.object({ to: z.string() }),
+          service: { enforcesKey: true, reconcile: 'none' },
+          identity: (a) => {
+            // eslint-disable-next-line @typescript-eslint/only-throw-error -- a value that is not an Error, thrown as agent code may
+            throw `no identity for ${a.to}`;
+          },
+          dispatch: () => Promise.reject(new Error('x')),
+        }),
+      ],
+    });
+    const ctx = { runId: 'r_1', step: 1, signal: new AbortController().signal, input: {} };
+    // The agent as given: nothing marked.
+    await expect((agent.tools.get('lookup') as ReadTool).execute({}, ctx)).rejects.toBe(thrown);
+    expect(isAgentCodeError(thrown)).toBe(false);
+
+    const run = new AgentCatalog([agent]).get('leaky')!;
+    expect(run.tools.schemaHash).toBe(agent.tools.schemaHash);
+    await expect((run.tools.get('lookup') as ReadTool).execute({}, ctx)).rejects.toBe(thrown);
+    expect(isAgentCodeError(thrown)).toBe(true);
+    let keyErr: unknown;
+    try {
+      run.key({ email: ADDRESS });
+    } catch (err) {
+      keyErr = err;
+    }
+    expect(isAgentCodeError(keyErr)).toBe(true);
+    let identityErr: unknown;
+    try {
+      (run.tools.get('send') as WriteTool).identity!({ to: ADDRESS });
+    } catch (err) {
+      identityErr = err;
+    }
+    expect(identityErr).toBeInstanceOf(Error);
+    expect(isAgentCodeError(identityErr)).toBe(true);
+    const { text } = logged(identityErr);
+    expect(text).toContain('"type":"AgentThrewValue"');
+    expect(text).not.toContain('ada.lovelace');
+  });
+
+  it("keeps the message of the engine's own errors and of a library's (an ioredis reply)", () => {
+    const reply = new ReplyError("OOM command not allowed when used memory > 'maxmemory'.");
+    expect((errSerializer(reply) as { message: string }).message).toBe(
+      "OOM command not allowed when used memory > 'maxmemory'.",
+    );
+    const engine = new RetryableError('scripted transient failure (503)', undefined, { status: 503 });
+    expect((errSerializer(engine) as { message: string }).message).toBe('scripted transient failure (503)');
   });
 });
