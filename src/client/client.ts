@@ -2,10 +2,10 @@
  * The fleet's client for producers and operators: every call of the HTTP API a producer or an operator makes, typed
  * from the same zod schemas the API validates with, answers as values and refusals as typed errors (./errors.ts).
  *
- * Retries (./transport.ts): a 503 store_unavailable is asked again after its Retry-After on every call; a request
- * that got no answer is asked again only when repeating it is safe: reads, a run's creation (with the caller's
- * Idempotency-Key, or with none: the subject's run) and an event's delivery (with the same eventId, generated once
- * per call unless given).
+ * Retries (./transport.ts): a 503 store_unavailable or store_full is asked again after its Retry-After on every call;
+ * a request that got no answer is asked again only when repeating it is safe: reads, a run's creation (with the
+ * caller's Idempotency-Key, or with none: the subject's run) and an event's delivery (with the same eventId,
+ * generated once per call unless given).
  */
 import type { z } from 'zod';
 import type { CreateRunRequest } from '../producer/schemas.js';

@@ -84,8 +84,9 @@ export class AuthNotConfigured extends FleetApiError {
 }
 
 /**
- * 503 store_unavailable: the API's store is failing over or unreachable; nothing was decided. Thrown once the
- * client's retries are spent (`retryAfterMs`: the API's last Retry-After).
+ * 503 store_unavailable: the API's store is failing over or unreachable; 503 store_full (the `code`): its Redis is at
+ * its memory limit and refused the write. Nothing was decided either way. Thrown once the client's retries are spent
+ * (`retryAfterMs`: the API's last Retry-After).
  */
 export class StoreUnavailable extends FleetApiError {
   override readonly name = 'StoreUnavailable';
@@ -153,7 +154,8 @@ export function errorOf(status: number, body: ErrorBody, retryAfterMs: number, t
   if (status === 409) return new Conflict(code, status, body);
   if (status === 401 || status === 403) return new Unauthorized(code, status, body, tokenSent);
   if (status === 503 && code === 'auth_not_configured') return new AuthNotConfigured(code, status, body);
-  if (status === 503 && code === 'store_unavailable') return new StoreUnavailable(code, status, body, retryAfterMs);
+  if (status === 503 && (code === 'store_unavailable' || code === 'store_full'))
+    return new StoreUnavailable(code, status, body, retryAfterMs);
   if (status === 429) return new TooManyRequests(code, status, body, retryAfterMs);
   return new FleetApiError(code, status, body);
 }

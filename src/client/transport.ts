@@ -1,6 +1,6 @@
 /**
- * JSON over HTTP with the client's one retry rule: an answer that says "come back" (503 store_unavailable, with its
- * Retry-After) is asked again for every call, since the API decided nothing; a request that got no answer at all (a
+ * JSON over HTTP with the client's one retry rule: an answer that says "come back" (503 store_unavailable or
+ * store_full, with its Retry-After) is asked again for every call, since the API decided nothing; a request that got no answer at all (a
  * refused or reset connection, a timeout) is asked again only when the call is safe to repeat: a read, or a write
  * the API tells apart from a new one (a run's creation, by its Idempotency-Key or without one by its subject; an
  * event's delivery, by its eventId), sent again as it was.

@@ -2,12 +2,14 @@
  * While the store cannot serve (a failover under way, the connection lost, a slot without a master, a write not
  * yet on enough replicas) a client is told to come back: 503 with Retry-After, on every route, never a 500. What
  * was written before is safe to ask for again: run intake is idempotent by its Idempotency-Key, operator moves by
- * compare-and-set.
+ * compare-and-set. Redis at maxmemory refusing a write (OOM, under the noeviction policy the processes require) is
+ * a 503 of its own, `store_full`, with Retry-After: nothing of the refused command was written.
+ * Both are counted (agent_store_refusals_total{where="api"}).
  */
 import type { NextFunction, Request, Response } from 'express';
 import type { EngineContext } from '../runs/engineContext.js';
 import { storeConnected } from '../store/connect.js';
-import { storeUnavailable } from '../store/unavailable.js';
+import { storeFull, storeUnavailable } from '../store/unavailable.js';
 import { NotReplicatedError } from '../store/replicated.js';
 
 /** Liveness, readiness and metrics answer on their own while the store is away. */
@@ -39,9 +41,30 @@ export function storeGate(ctx: Pick<EngineContext, 'redis' | 'cfg'>) {
   };
 }
 
-/** In an error handler: answers 503 + Retry-After (true) when `err` is the store being unavailable. */
-export function storeErrorAnswered(ctx: Pick<EngineContext, 'cfg' | 'log'>, err: unknown, res: Response): boolean {
-  if (!storeUnavailable(err) || res.headersSent) return false;
+const FULL =
+  'the store is at its memory limit and refused the write (nothing was written): retry after the Retry-After seconds';
+
+/**
+ * In an error handler: answers 503 + Retry-After (true) when `err` is the store being unavailable
+ * (`store_unavailable`) or full (`store_full`: Redis refused a write for memory).
+ */
+export function storeErrorAnswered(
+  ctx: Pick<EngineContext, 'cfg' | 'log' | 'metrics'>,
+  err: unknown,
+  res: Response,
+): boolean {
+  if (res.headersSent) return false;
+  if (storeFull(err)) {
+    ctx.metrics.storeRefusals.inc({ reason: 'full', where: 'api' });
+    ctx.log.warn({ code: 'store_full', err }, 'store full (Redis maxmemory): 503');
+    res
+      .status(503)
+      .setHeader('retry-after', String(ctx.cfg.STORE_RETRY_AFTER_S))
+      .json({ error: 'store_full', message: FULL });
+    return true;
+  }
+  if (!storeUnavailable(err)) return false;
+  ctx.metrics.storeRefusals.inc({ reason: 'unavailable', where: 'api' });
   ctx.log.warn({ code: 'store_unavailable', err }, 'store unavailable: 503');
   answerStoreUnavailable(res, ctx.cfg.STORE_RETRY_AFTER_S, causeOf(err));
   return true;

@@ -18,6 +18,7 @@ export class Metrics {
   readonly budgetStops: Counter;
   readonly effects: Counter;
   readonly serviceRejections: Counter<'tool' | 'status'>;
+  readonly storeRefusals: Counter<'reason' | 'where'>;
   readonly dedupeHits: Counter;
   readonly duplicateWrites: Counter;
   readonly lateReceipts: Counter<'tool' | 'outcome'>;
@@ -227,6 +228,15 @@ export class Metrics {
         'status: the action is settled and the model told `rejected` (a same-key replay of a reconciliation refused so ' +
         'goes to a person). 401/403: the service refuses our credentials',
       labelNames: ['tool', 'status'],
+      registers: r,
+    });
+    this.storeRefusals = new Counter({
+      name: 'agent_store_refusals_total',
+      help:
+        'Requests and steps the store could not take, by reason (unavailable: a failover, a lost connection, replicas ' +
+        'behind; full: Redis at maxmemory refused a write, OOM) and where (api: answered 503 store_unavailable / ' +
+        'store_full with Retry-After; worker: a step failed and is retried). full fires AgentStoreFull',
+      labelNames: ['reason', 'where'],
       registers: r,
     });
     this.lateReceipts = new Counter({

@@ -249,7 +249,7 @@ export function failureLine(err: unknown, url: string): string | undefined {
       ? `the API at ${url} refused the token: pass an operator token it knows (--token or OPERATOR_TOKEN, as the API's OPERATOR_TOKEN / OPERATORS)`
       : `no token given: pass --token or set OPERATOR_TOKEN (the API's OPERATOR_TOKEN, or one of its OPERATORS)`;
   if (err instanceof AuthNotConfigured) return `the API at ${url} is missing a setting: ${err.message}`;
-  if (err instanceof StoreUnavailable) return `the API at ${url} answered 503 store_unavailable: ${err.message}`;
+  if (err instanceof StoreUnavailable) return `the API at ${url} answered 503 ${err.code}: ${err.message}`;
   return undefined;
 }
 

@@ -53,3 +53,20 @@ export function storeUnavailable(err: unknown): boolean {
   if (CONNECTION_ERRORS.some((m) => msg.includes(m))) return true;
   return err.cause !== undefined && err.cause !== err && storeUnavailable(err.cause);
 }
+
+/**
+ * Whether Redis refused a write because it is at `maxmemory` (the `noeviction` policy the processes require answers
+ * `OOM command not allowed when used memory > 'maxmemory'`): nothing of the command was written, and a retry succeeds
+ * once memory is freed (runs expire past RUN_RETENTION_MS, the archive lets them go) or raised. Also a MULTI whose
+ * queued commands were refused so (EXECABORT), and an error caused by one.
+ */
+export function storeFull(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  const msg = err.message;
+  // A script's write refused so quotes the reply after its own prefix.
+  if (msg.startsWith('OOM ') || msg.includes('OOM command not allowed')) return true;
+  const previous = (err as { previousErrors?: unknown }).previousErrors;
+  if (msg.startsWith('EXECABORT') && Array.isArray(previous) && previous.length > 0)
+    return previous.some(storeFull) && previous.every((e) => storeFull(e) || storeUnavailable(e));
+  return err.cause !== undefined && err.cause !== err && storeFull(err.cause);
+}

@@ -56,6 +56,7 @@ const METRICS = new Set([
   'agent_ledger_dedupe_hits_total',
   'agent_effects_total',
   'agent_service_rejections_total',
+  'agent_store_refusals_total',
   'agent_late_receipts_total',
   'agent_outcome_unknown_open',
   'agent_outcome_unknown_oldest_age_seconds',
@@ -137,6 +138,7 @@ const ALERTS: Record<string, string[]> = {
   AgentLateReceiptUnrecorded: ['agent_late_receipts_total'],
   AgentHumanItemExpired: ['agent_human_items_expired_total'],
   AgentOidcUnavailable: ['agent_operator_auth_failures_total'],
+  AgentStoreFull: ['agent_store_refusals_total'],
 };
 
 /** Environment the processes read that is not in src/config/config.ts (read by other entry points). */

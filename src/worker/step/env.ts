@@ -43,6 +43,8 @@ export interface StepOptions {
   readonly EVENTS_MAX_LEN: number;
   /** How long a finished run's keys live, in ms. */
   readonly RUN_RETENTION_MS: number;
+  /** How long a step waits when Redis refused a write for memory, in s (default 2, the API's Retry-After). */
+  readonly STORE_RETRY_AFTER_S?: number;
   /** With an archive, a finished run's keys get their retention once it is archived (src/store/archiveQueue.ts). */
   readonly ARCHIVE_URL?: string | undefined;
   /** How long a pending approval waits before it expires, in ms. */

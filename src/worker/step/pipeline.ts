@@ -19,6 +19,7 @@
 import { DelayedError } from 'bullmq';
 import { codedDetails, errorCode, FenceError, isAgentError } from '../../core/errors.js';
 import { NotReplicatedError } from '../../store/replicated.js';
+import { storeFull } from '../../store/unavailable.js';
 import { act } from './act.js';
 import { parentEnded } from './cancel.js';
 import { commit } from './commit.js';
@@ -71,7 +72,8 @@ export class StepPipeline {
 
   /**
    * A stage threw. A hand-back (DelayedError) passes through; replicas behind delay the job; a fence
-   * refusal ends the delivery; at SIGTERM the job is handed back; on the job's last attempt the run
+   * refusal ends the delivery; at SIGTERM the job is handed back; Redis at maxmemory refusing a write delays the
+   * job (waitForMemory), never ends the run; on the job's last attempt the run
    * ends `failed` with the error's code (never its text: it may quote customer data); else BullMQ
    * retries the job.
    */
@@ -81,6 +83,7 @@ export class StepPipeline {
     if (err instanceof NotReplicatedError && !state.signal.aborted) return this.waitForReplicas(state, err);
     if (err instanceof FenceError) return this.fenced(state, err);
     if (state.signal.aborted) throw err;
+    if (storeFull(err)) return this.waitForMemory(state, err);
     const lastAttempt = state.job.attemptsMade + 1 >= state.job.maxAttempts;
     log.error({ code: isAgentError(err) ? err.code : 'step_error', err, lastAttempt }, 'step failed');
     if (!lastAttempt) throw err;
@@ -96,6 +99,24 @@ export class StepPipeline {
   private async waitForReplicas(state: StepState, err: NotReplicatedError): Promise<never> {
     state.log.warn({ code: err.code, ...codedDetails(err.details) }, 'replicas behind: step delayed');
     await state.job.delay(this.env.now() + err.retryAfterMs);
+    throw new DelayedError();
+  }
+
+  /**
+   * Redis at maxmemory refused a write (OOM): nothing of the refused command was written, and the step can only
+   * succeed once memory is freed or raised. Counted (agent_store_refusals_total{reason="full",where="worker"}) and
+   * logged `store_full`; the job waits STORE_RETRY_AFTER_S without spending an attempt, so a full store never ends a
+   * run. When the delay cannot be written either (the store still full), the error goes to BullMQ as a connection
+   * error does: the job's lock lapses and the stalled-job check hands it back once Redis takes writes again.
+   */
+  private async waitForMemory(state: StepState, err: unknown): Promise<never> {
+    this.env.metrics.storeRefusals.inc({ reason: 'full', where: 'worker' });
+    state.log.warn({ code: 'store_full', err }, 'store full (Redis maxmemory): step delayed');
+    try {
+      await state.job.delay(this.env.now() + (this.env.cfg.STORE_RETRY_AFTER_S ?? 2) * 1000);
+    } catch {
+      throw err;
+    }
     throw new DelayedError();
   }
 
