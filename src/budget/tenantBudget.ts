@@ -70,11 +70,14 @@ export class TenantBudget {
     return undefined;
   }
 
-  /** Records the real spend: `delta` = what the attempt used minus what it reserved. Never refused. */
-  async settle(tenant: string, delta: number, nowMs: number): Promise<void> {
+  /**
+   * Records the real spend: `delta` = what the attempt used minus what it reserved, on the day of the reservation
+   * (`reservedAtMs`, the time given to reserve), whenever the attempt ends. Never refused.
+   */
+  async settle(tenant: string, delta: number, reservedAtMs: number): Promise<void> {
     if (!this.enabled || delta === 0) return;
     await settleTenantTokens(this.redis, {
-      key: this.key(tenant, nowMs),
+      key: this.key(tenant, reservedAtMs),
       amount: delta,
       dailyLimit: this.dailyLimit,
       ttlMs: TENANT_DAY_TTL_MS,

@@ -114,6 +114,11 @@ class ModelCall {
   private cost = 0;
   private readonly priceVersions = new Set<string>();
   private attempts = 0;
+  /**
+   * When the attempt's tenant tokens were reserved: its settlement goes to that day's counter, so an attempt in flight
+   * at midnight neither leaves its estimate on the old day nor starts the new one below zero.
+   */
+  private tenantReservedAt = 0;
   private readonly labels: { tenant: string; provider: string };
   private transcript: JournalEntry[] | undefined;
   /** For the scripted provider, its turns (the run's own script first). */
@@ -168,7 +173,10 @@ class ModelCall {
     const costStop = costCheck(spec, (state.used.cost ?? 0) + this.cost, this.costEstimate(env.now()));
     if (costStop) throw new BudgetStopError(costStop);
     const rated = await ratedAttempt(env.rates, spec, this.provider.name, estimate.tokens, env.now());
-    const tenantStop = await exactIfRefused(estimate, (tokens) => env.tenant.reserve(spec.tenant, tokens, env.now()));
+    this.tenantReservedAt = env.now();
+    const tenantStop = await exactIfRefused(estimate, (tokens) =>
+      env.tenant.reserve(spec.tenant, tokens, this.tenantReservedAt),
+    );
     if (tenantStop) {
       await rated?.settle(0);
       throw new BudgetStopError(tenantStop);
@@ -208,7 +216,7 @@ class ModelCall {
       throw err;
     } finally {
       await rated?.settle(spent);
-      await env.tenant.settle(spec.tenant, spent - estimate.tokens, env.now());
+      await env.tenant.settle(spec.tenant, spent - estimate.tokens, this.tenantReservedAt);
       env.spend?.settle(this.scope(), cost, hold, env.now());
     }
   }
@@ -284,7 +292,7 @@ class ModelCall {
       stop = reserved.stop;
     }
     await rated?.settle(0);
-    await env.tenant.settle(state.spec.tenant, -this.input.estimate.tokens, env.now());
+    await env.tenant.settle(state.spec.tenant, -this.input.estimate.tokens, this.tenantReservedAt);
     throw new BudgetStopError(stop);
   }
 

@@ -144,3 +144,27 @@ describe('decide', () => {
     expect(w.model.requests).toHaveLength(0);
   });
 });
+
+describe("the tenant's token day", () => {
+  it('an attempt in flight at midnight settles on the day it reserved on, not the day it ended', async () => {
+    const w = world({ turns: [finalTurn] });
+    const calls: { op: string; at: number }[] = [];
+    Object.assign(w.env.tenant, {
+      reserve: async (_tenant: string, _amount: number, at: number) => void calls.push({ op: 'reserve', at }),
+      settle: async (_tenant: string, _delta: number, at: number) => void calls.push({ op: 'settle', at }),
+    });
+    // The model answers after midnight (UTC) of the day the attempt reserved on.
+    const complete = w.model.complete.bind(w.model);
+    w.model.complete = async (req) => {
+      w.clock.now += 86_400_000;
+      return complete(req);
+    };
+    const { run } = setUp(w);
+    expect(await run()).toBeUndefined();
+    const day = (ms: number) => new Date(ms).toISOString().slice(0, 10);
+    expect(calls.map((c) => [c.op, day(c.at)])).toEqual([
+      ['reserve', day(NOW)],
+      ['settle', day(NOW)],
+    ]);
+  });
+});
