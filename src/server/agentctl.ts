@@ -15,10 +15,8 @@ import {
 } from '../client/index.js';
 import { isActionId, isRunId } from '../store/keys.js';
 import { refuseUnsupportedNode } from './nodeVersion.js';
+import { DEFAULT_TIMEOUT_MS, DEFAULT_URL } from './agentctlDefaults.js';
 
-export const DEFAULT_URL = 'http://127.0.0.1:3000';
-/** How long one request waits for an answer (--timeout, AGENTCTL_TIMEOUT_MS). */
-export const DEFAULT_TIMEOUT_MS = 10_000;
 /**
  * Attempts per request, the first included: a person or a script at a terminal learns of a hung or absent API in
  * about this many timeouts, where the client's default (6 of 30 s) is a producer's patience.

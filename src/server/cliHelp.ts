@@ -4,6 +4,7 @@
  * where the docs are. Printing it boots nothing.
  */
 import { configSchema } from '../config/config.js';
+import { DEFAULT_TIMEOUT_MS, DEFAULT_URL } from './agentctlDefaults.js';
 
 interface CommandHelp {
   summary: string;
@@ -84,10 +85,11 @@ export const COMMANDS = {
   },
   ctl: {
     summary: "the operator's command line over the HTTP API (agent-fleet ctl --help lists its commands)",
-    usage: 'agent-fleet ctl <command> [arguments] [--url URL] [--token TOKEN]',
+    usage: 'agent-fleet ctl <command> [arguments] [--url URL] [--token TOKEN] [--timeout MS]',
     options: [
-      '--url URL      the API (default: $AGENTCTL_URL, else http://127.0.0.1:3000)',
+      `--url URL      the API (default: $AGENTCTL_URL, else ${DEFAULT_URL})`,
       '--token TOKEN  an operator token (default: $OPERATOR_TOKEN)',
+      `--timeout MS   how long each request waits for an answer (default: $AGENTCTL_TIMEOUT_MS, else ${DEFAULT_TIMEOUT_MS})`,
     ],
     settings: [],
     docs: ['docs/operations.md', 'docs/client.md'],
@@ -123,7 +125,8 @@ export function commandHelp(command: Command): string {
   const c: CommandHelp = COMMANDS[command];
   const lines = [`usage: ${c.usage}`, '', c.summary, ''];
   if (c.options.length) lines.push('options:', ...c.options.map((o) => `  ${o}`), '  -h, --help   this help', '');
-  if (command === 'ctl') lines.push('settings (of the shell, not of the fleet): AGENTCTL_URL, OPERATOR_TOKEN', '');
+  if (command === 'ctl')
+    lines.push('settings (of the shell, not of the fleet): AGENTCTL_URL, OPERATOR_TOKEN, AGENTCTL_TIMEOUT_MS', '');
   else {
     lines.push('settings it reads (environment; every one in docs/configuration.md):');
     for (const s of c.settings) lines.push(`  ${s.padEnd(24)} default: ${defaultOf(s)}`);

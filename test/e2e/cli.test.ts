@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { configSchema } from '../../src/config/config.js';
-import { COMMANDS } from '../../src/server/cliHelp.js';
+import { commandHelp, COMMANDS } from '../../src/server/cliHelp.js';
 import { createHarness, redisUrl, type Harness } from '../../testkit/harness.js';
 import { freePort } from '../../testkit/embeddedRedis.js';
 
@@ -98,6 +98,9 @@ describe('agent-fleet help', () => {
   it('every setting a help names is one of the configuration schema', () => {
     for (const c of Object.values(COMMANDS))
       for (const s of c.settings) expect(Object.keys(configSchema.shape)).toContain(s);
+    // agentctl's settings are the shell's: its timeout is named with its default.
+    expect(commandHelp('ctl')).toMatch(/--timeout MS .*default: \$AGENTCTL_TIMEOUT_MS, else 10000/);
+    expect(commandHelp('ctl')).toContain('AGENTCTL_TIMEOUT_MS');
   });
 
   it.concurrent("ctl --help lists ctl's commands and its defaults, exit 0", async () => {
