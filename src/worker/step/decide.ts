@@ -12,7 +12,7 @@ import { encodeEntry, entryDigest, packEntry, type DecisionEntry } from '../../c
 import { preflight, type BudgetKind } from '../../budget/tenantBudget.js';
 import { cancelledPlan } from './cancel.js';
 import type { StepEnv } from './env.js';
-import { attemptCostEstimate, callModel, type Called } from './model.js';
+import { callModel, type Called } from './model.js';
 import { exactIfRefused, type Prompts } from './prompt.js';
 import { grown, stopPlan, total, type CommitPlan, type StepState } from './state.js';
 import { waitForPrevious, waitForRateLimit, waitOutOutage } from './waits.js';
@@ -32,8 +32,6 @@ export async function decide(
   if ('waitingFor' in followUp) return waitForPrevious(env, state, followUp.waitingFor);
   // What one attempt may spend: the same for every attempt of this call (the transcript does not change between them).
   const estimate = await prompts.estimateOf(agent, state.spec, state.used);
-  // Deliveries of this job lost during the step (its stalls; none on a normal path) are charged before the pre-flight.
-  if (state.job.stalledCounter > 0) await chargeLostDeliveries(env, state, estimate.tokens);
   const stop = await exactIfRefused(estimate, (tokens) => preflight(state.spec, state.used, tokens, env.now()));
   if (stop) return budgetStopped(env, state, stop.kind, stop.reason, 0);
   const chargeAbandoned = (tokens: number) => chargeAbandonedTokens(env, state, tokens);
@@ -114,27 +112,6 @@ async function keep(env: StepEnv, state: StepState, agent: Agent, decision: Deci
 function startsEffect(agent: Agent, name: string): boolean {
   const tool = agent.tools.get(name);
   return tool?.effect === 'write' || (tool?.effect === 'wait' && tool.startsChild === true);
-}
-
-/**
- * A delivery after lost ones (the job's stalls: a worker SIGKILLed or frozen during the step, its job moved back by the
- * owner watch or the stall check) of a step whose decision is not journalled: each lost delivery may have made a model
- * call the provider bills and no script charged, so each is charged one attempt's estimate (its tokens and cost
- * estimate) on the run's budget, in its own fenced script, once (the job hash keeps the stalls charged). The
- * pre-flight that follows sees it: a kill loop is bounded by the run's token and money caps, not only its deadline.
- */
-async function chargeLostDeliveries(env: StepEnv, state: StepState, tokens: number): Promise<void> {
-  const { spec } = state;
-  const provider = env.providers.get(spec.model);
-  const cost = provider ? attemptCostEstimate(env, provider, spec.modelId, tokens, env.now()) : 0;
-  const lost = await env.store.chargeLostDeliveries(state.job, state.runId, state.step, tokens, cost);
-  if (lost === 0) return;
-  const used = state.used;
-  state.used = { ...used, tokens: used.tokens + lost * tokens, cost: (used.cost ?? 0) + lost * cost };
-  state.log.warn(
-    { code: 'lost_deliveries_charged', lost, tokens: lost * tokens, cost: lost * cost },
-    'deliveries lost during the step charged their estimates',
-  );
 }
 
 /**

@@ -23,7 +23,6 @@ import {
 import { isScriptError } from '../../store/codes.js';
 import { commitStep } from '../../store/calls/commitStep.js';
 import { chargeTokens } from '../../store/calls/chargeTokens.js';
-import { chargeLostDeliveries } from '../../store/calls/chargeLostDeliveries.js';
 import { journalDecision } from '../../store/calls/journalDecision.js';
 import { journalObservation } from '../../store/calls/journalObservation.js';
 import { awaitEvent, type AwaitReply } from '../../store/calls/awaitEvent.js';
@@ -68,10 +67,6 @@ export class BullStepJob implements StepJob {
 
   get attemptsMade(): number {
     return this.job.attemptsMade;
-  }
-
-  get stalledCounter(): number {
-    return this.job.stalledCounter;
   }
 
   get maxAttempts(): number {
@@ -202,18 +197,6 @@ export class RedisStepStore implements StepStore {
     const k = this.d.keys.run(runId);
     const keys = { run: k.run, budget: k.budget, jobLock: this.lockOf(runId, job) };
     await chargeTokens(this.d.redis, keys, { token: job.token, step, jobId: job.id, tokens, cost });
-  }
-
-  async chargeLostDeliveries(job: StepJob, runId: string, step: number, tokens: number, cost: number): Promise<number> {
-    const k = this.d.keys.run(runId);
-    const shard = this.d.keys.shardOf(runId);
-    const keys = {
-      run: k.run,
-      budget: k.budget,
-      jobLock: this.lockOf(runId, job),
-      job: this.d.keys.jobHash(shard, job.id),
-    };
-    return chargeLostDeliveries(this.d.redis, keys, { token: job.token, step, jobId: job.id, tokens, cost });
   }
 
   /**

@@ -25,11 +25,6 @@ export interface StepJob {
   readonly attemptsStarted: number;
   readonly attemptsMade: number;
   readonly maxAttempts: number;
-  /**
-   * BullMQ's stalled counter as the job was fetched: its deliveries that ended without a trace (the stall check or the
-   * owner watch moved the job back after its worker died or froze); 0 on every normal path.
-   */
-  readonly stalledCounter: number;
   /** The job's creation time: tells apart two jobs made for the same step. */
   readonly timestamp: number;
   /** Moves the job to the delayed set until `untilMs` (the caller then throws DelayedError). */

@@ -129,12 +129,6 @@ export interface StepStore {
   journalObservation(job: StepJob, w: ObservationWrite): Promise<void>;
   /** Charges tokens of attempts abandoned before a decision (fenced; refused silently by the caller). */
   chargeTokens(job: StepJob, runId: string, step: number, tokens: number, cost?: number): Promise<void>;
-  /**
-   * Charges the job's deliveries lost since the last such charge (its stalls: each may have made a model call), each
-   * `tokens` and `cost` (one attempt's estimate), unless the step's decision is journalled (fenced;
-   * chargeLostDeliveries-4.lua). Returns how many were charged.
-   */
-  chargeLostDeliveries(job: StepJob, runId: string, step: number, tokens: number, cost: number): Promise<number>;
   commit(job: StepJob, c: StepCommit): Promise<CommitReply>;
   /**
    * Adds a parked wait's wake job (the run's current job), delayed until `atMs`; a no-op if it exists. For a wait

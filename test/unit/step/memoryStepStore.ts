@@ -147,21 +147,6 @@ export class MemoryStepStore implements StepStore {
     this.charged.push({ runId, step, tokens });
   }
 
-  /** Stalls charged per job id (what chargeLostDeliveries-4.lua keeps in the job hash). */
-  readonly lostCharged = new Map<string, number>();
-
-  async chargeLostDeliveries(job: StepJob, runId: string, step: number, tokens: number, cost: number): Promise<number> {
-    const run = this.fence(job, runId, step);
-    if (run.state.decidedStep === step) return 0;
-    const lost = job.stalledCounter - (this.lostCharged.get(job.id) ?? 0);
-    if (lost <= 0) return 0;
-    this.lostCharged.set(job.id, job.stalledCounter);
-    run.state.used = grow(run.state.used, 0, lost * tokens, 0);
-    if (cost > 0) run.state.used = { ...run.state.used, cost: (run.state.used.cost ?? 0) + lost * cost };
-    this.charged.push({ runId, step, tokens: lost * tokens });
-    return lost;
-  }
-
   async commit(job: StepJob, c: StepCommit): Promise<CommitReply> {
     const run = this.fence(job, c.runId, c.step);
     const { plan } = c;
@@ -261,7 +246,6 @@ export class MemoryJob implements StepJob {
     readonly attemptsStarted = 1,
     readonly attemptsMade = 0,
     readonly maxAttempts = 3,
-    readonly stalledCounter = 0,
   ) {}
 
   readonly timestamp = 1;
