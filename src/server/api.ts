@@ -2,7 +2,7 @@
 import { createServer } from 'node:http';
 import { loadConfig } from '../config/config.js';
 import { boot, listen } from './boot.js';
-import { createContext } from './buildContext.js';
+import { createContext, warnIfDevelopment } from './buildContext.js';
 import { startOpsServer } from '../http/opsServer.js';
 import { createFullApi } from '../http/fullApi.js';
 
@@ -34,6 +34,7 @@ const { ctx, server, metricsServer } = await boot('api', async () => {
       `DEV_AUTH=generate: producer token ${cfg.PRODUCER_TOKEN}, operator token ${cfg.OPERATOR_TOKEN}, Bull Board ${cfg.BULL_BOARD_USER} / ${cfg.BULL_BOARD_PASSWORD} at http://${cfg.HOST}:${port}/admin/queues`,
     );
   }
+  warnIfDevelopment(cfg, ctx.log);
   return { cfg, ctx, server, metricsServer };
 });
 

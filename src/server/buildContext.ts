@@ -104,12 +104,6 @@ export async function createContext(cfg: Config, name: string, opts: ContextOpti
   checkModelChoices(cfg, agents, providers);
   checkAgentBudgets(cfg, agents);
   const log = opts.log ?? createLogger(name, cfg.LOG_LEVEL);
-  // Said at every boot: a deployment that forgot APP_MODE would otherwise run without its production checks in silence.
-  if (cfg.APP_MODE === 'development')
-    log.warn(
-      { code: 'development_mode' },
-      'APP_MODE=development: the scripted model, run-supplied scripts, short secrets and an open /metrics are allowed; set APP_MODE=production (or NODE_ENV=production) for a deployment',
-    );
   const target = targetOf(cfg);
   const redis = createRedis(target, name);
   // Boot: Redis answers within REDIS_BOOT_TIMEOUT_MS or the process stops naming it (src/server/boot.ts).
@@ -192,4 +186,16 @@ export async function createContext(cfg: Config, name: string, opts: ContextOpti
   // Agent tools start their child runs through the producer's intake; the worker is given the starter.
   ctx.childRuns = childRunStarter(ctx);
   return ctx;
+}
+
+/**
+ * Said by each process once it serves (a boot that fails stays one line): a deployment that forgot APP_MODE would
+ * otherwise run without its production checks in silence.
+ */
+export function warnIfDevelopment(cfg: Config, log: Logger): void {
+  if (cfg.APP_MODE !== 'development') return;
+  log.warn(
+    { code: 'development_mode' },
+    'APP_MODE=development: the scripted model, run-supplied scripts, short secrets and an open /metrics are allowed; set APP_MODE=production (or NODE_ENV=production) for a deployment',
+  );
 }

@@ -1,7 +1,7 @@
 /** `npm run reconciler`: the sweeping reconciler process (ops port RECONCILER_METRICS_PORT). */
 import { loadConfig } from '../config/config.js';
 import { boot } from './boot.js';
-import { createContext } from './buildContext.js';
+import { createContext, warnIfDevelopment } from './buildContext.js';
 import { startOpsServer } from '../http/opsServer.js';
 import { storeConnected, storeEnded } from '../store/connect.js';
 import { Reconciler } from '../ledger/reconciler.js';
@@ -26,6 +26,7 @@ const { ctx, reconciler, archiver, ops } = await boot('reconciler', async () => 
 reconciler.start();
 archiver?.start();
 ctx.log.info({ code: 'reconciler_started', metricsPort: ops.port }, 'reconciler started');
+warnIfDevelopment(ctx.cfg, ctx.log);
 
 async function shutdown(): Promise<void> {
   await Promise.all([reconciler.stop(), archiver?.stop()]);

@@ -6,7 +6,7 @@
  */
 import { loadConfig } from '../config/config.js';
 import { boot } from './boot.js';
-import { createContext } from './buildContext.js';
+import { createContext, warnIfDevelopment } from './buildContext.js';
 import { startOpsServer } from '../http/opsServer.js';
 import { storeConnected, storeEnded, storeUnreachableFor } from '../store/connect.js';
 import { createEffectRunner } from '../ledger/runner.js';
@@ -79,6 +79,7 @@ ctx.log.info(
   },
   `worker started, serving ${served.join(', ')}`,
 );
+warnIfDevelopment(cfg, ctx.log);
 fleet.run();
 // Schedule ticks become runs in worker processes (any number of them: one run per tick).
 const schedules = new Schedules(ctx);

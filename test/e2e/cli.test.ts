@@ -86,7 +86,7 @@ describe('agent-fleet help', () => {
         expect(r.code, command).toBe(0);
         expect(r.out).toContain(`usage: agent-fleet ${command}`);
         expect(r.out).toContain('--agents <module>');
-        expect(r.out).toMatch(/REDIS_URL\s+default: unset/);
+        expect(r.out).toMatch(/REDIS_URL\s+default: required \(or REDIS_CLUSTER_NODES \/ REDIS_SENTINELS\)/);
         expect(r.out).toMatch(/AGENTS_LOAD_TIMEOUT_MS\s+default: 60000/);
         expect(r.out).toContain('docs/');
         expect(r.out).not.toMatch(/api_listening|worker_started|reconciler_started/);

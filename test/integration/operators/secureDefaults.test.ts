@@ -7,8 +7,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/config.js';
 import { ConfigError } from '../../../src/core/errors.js';
-import { createHarness, redisUrl, sampleTicket, uniquePrefix, type Harness } from '../../../testkit/harness.js';
-import { createContext } from '../../../src/server/buildContext.js';
+import { createHarness, sampleTicket, type Harness } from '../../../testkit/harness.js';
+import { warnIfDevelopment } from '../../../src/server/buildContext.js';
 import { createLogger } from '../../../src/metrics/log.js';
 import { captureLines } from '../../support/logCapture.js';
 import { call, final, OPERATOR_TOKEN, operatorHarness, refund, startScripted, turn } from './support.js';
@@ -127,17 +127,18 @@ describe('production without being told', () => {
       expect(() => loadConfig(env, role ? { role } : {}), String(role)).toThrow(/PRODUCER_TOKEN/);
   });
 
-  it('a process in development mode says so at boot, as a warning', async () => {
+  it('a process in development mode says so once it serves, as a warning; one in production does not', () => {
     const captured = captureLines();
-    const cfg = loadConfig({ REDIS_URL: redisUrl(), KEY_PREFIX: uniquePrefix('devmode') });
-    const ctx = await createContext(cfg, 'devmode', { log: createLogger('devmode', 'info', captured.stream) });
-    try {
-      expect(captured.lines().filter((l) => l.code === 'development_mode')).toEqual([
-        expect.objectContaining({ level: 40, msg: expect.stringMatching(/set APP_MODE=production/) }),
-      ]);
-    } finally {
-      await ctx.close();
-    }
+    const log = createLogger('devmode', 'info', captured.stream);
+    warnIfDevelopment(loadConfig({}), log);
+    warnIfDevelopment(loadConfig({ NODE_ENV: 'production', MODEL_PROVIDER: 'openai', ...secrets }), log);
+    expect(captured.lines()).toEqual([
+      expect.objectContaining({
+        code: 'development_mode',
+        level: 40,
+        msg: expect.stringMatching(/APP_MODE=production/),
+      }),
+    ]);
   });
 });
 
