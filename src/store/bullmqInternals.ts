@@ -24,6 +24,7 @@ import type { addStandardJob as AddStandardJobScript } from 'bullmq/dist/esm/scr
 import type { addPrioritizedJob as AddPrioritizedJobScript } from 'bullmq/dist/esm/scripts/addPrioritizedJob-9.js';
 import type { moveToFinished as MoveToFinishedScript } from 'bullmq/dist/esm/scripts/moveToFinished-14.js';
 import { InvariantError } from '../core/errors.js';
+import { storeFull } from './unavailable.js';
 
 // BullMQ does not export its scripts. Its ESM build cannot be deep-imported under plain node
 // (its files import directories such as '../utils': ERR_UNSUPPORTED_DIR_IMPORT; tsx hides it),
@@ -419,6 +420,32 @@ function stamp(worker: object, method: string, since: WeakMap<object, number>): 
   w[method] = function (this: unknown, ...args: unknown[]) {
     since.set(worker, Date.now());
     return call.apply(this, args).finally(() => since.delete(worker));
+  };
+}
+
+/**
+ * Paces the worker's fetch (`moveToActive`) while Redis refuses it for memory (OOM at maxmemory under noeviction):
+ * BullMQ's loop asks again at once after an error that is not a lost connection, so a full store spun it, thousands
+ * of refused fetches (and `worker_error` lines) a second. A fetch refused so waits `pauseMs` before its error goes
+ * on, on BullMQ's own abortable delay (as its rate limit's wait does), which the worker's close cuts short.
+ */
+export function paceFullFetches(worker: object, pauseMs: number): void {
+  const w = worker as Record<string, unknown>;
+  const original = w.moveToActive;
+  const delay = w.delay;
+  if (typeof original !== 'function' || typeof delay !== 'function') return;
+  const call = original as (...args: unknown[]) => Promise<unknown>;
+  const wait = delay as (ms: number, abort: AbortController) => Promise<void>;
+  w.moveToActive = function (this: unknown, ...args: unknown[]) {
+    return call.apply(this, args).catch(async (err: unknown) => {
+      if (storeFull(err) && !w.closing) {
+        (w.abortDelayController as AbortController | null | undefined)?.abort();
+        const abort = new AbortController();
+        w.abortDelayController = abort;
+        await wait.call(worker, pauseMs, abort);
+      }
+      throw err;
+    });
   };
 }
 

@@ -13,7 +13,7 @@ import { setMaxListeners } from 'node:events';
 import { UnrecoverableError, Worker, WaitingError, type Job } from 'bullmq';
 import type { EngineContext } from '../runs/engineContext.js';
 import { RunSpecCache } from '../runs/store.js';
-import { fetchLoopState, timeFetches, wakeAnotherWorker } from '../store/bullmqInternals.js';
+import { fetchLoopState, paceFullFetches, timeFetches, wakeAnotherWorker } from '../store/bullmqInternals.js';
 import { InvalidStepInput, InvariantError } from '../core/errors.js';
 import { settledWithin } from '../core/timeout.js';
 import { settleFailedJob } from '../runs/stuckRuns.js';
@@ -140,6 +140,8 @@ export class FleetWorker {
     });
     // How long a stopped loop has waited on its marker or its fetch, in the fetch watch's restart log.
     timeFetches(worker);
+    // A full Redis refuses the fetch too: asked again after STORE_RETRY_AFTER_S, not at once (BullMQ's loop spun).
+    paceFullFetches(worker, cfg.STORE_RETRY_AFTER_S * 1000);
     worker.on('error', (err) => ctx.log.warn({ code: 'worker_error', err }, 'worker error'));
     worker.on('stalled', () => ctx.metrics.stallRecoveries.inc());
     worker.on('active', () => this.fetchWatch?.fetched(shard));
