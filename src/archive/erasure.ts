@@ -17,8 +17,12 @@
  *
  * Runs still at work, children included (any status but a terminal one: queued, running, parked for a person, an
  * approval, a wait) are refused before anything is written: their steps would carry on with the text, or write it again.
- * So are ended runs with a ledger action not settled (a cancelled run's email whose outcome a person must still find,
- * unsettledActions): its arguments are what that person looks up. A run's Redis
+ * So are ended runs with a ledger action that may have left and has not settled (dispatched, outcome_unknown,
+ * needs_human: a cancelled run's email whose outcome a person must still find, unsettledActions): its arguments are
+ * what that person looks up. An ended run's action that never left (planned, authorized, safe_retry: NEVER_SENT_STATES,
+ * a write whose dispatch kept meeting 429 until the run's deadline) is settled by the erasure itself, moved to
+ * `rejected` with the erasure as evidence before the rewrite (rejectNeverSent): nothing sends it but a retry, and a
+ * person has nothing to look up. A run's Redis
  * rewrite is one MULTI under WATCH of its keys, so a retry that starts it in between aborts the rewrite (taken again
  * up to ERASE_TRIES times, then refused as at work).
  */
@@ -36,7 +40,8 @@ import {
   unpackJournal,
 } from '../core/journal.js';
 import { isTerminal } from '../core/status.js';
-import { UNSETTLED_STATES, type LedgerState } from '../ledger/states.js';
+import { LedgerConflict, ledgerFor } from '../ledger/ledger.js';
+import { NEVER_SENT_STATES, UNSETTLED_STATES, type LedgerState } from '../ledger/states.js';
 import { packSpec, readRun, type RunField } from '../store/runRecord.js';
 import { packEntries, unpackEntries } from '../store/runEvents.js';
 import { FOLDED_HISTORY_FIELD, foldMoves, unfoldMoves } from '../store/ledgerHistory.js';
@@ -86,7 +91,10 @@ export interface ErasureRecord {
   runIds: string[];
 }
 
-/** An action of a run found that has not settled (UNSETTLED_STATES): the erasure waits for it. */
+/**
+ * An action of a run found that has not settled (UNSETTLED_STATES): the erasure waits for it where it may have left
+ * (dispatched, outcome_unknown, needs_human), and rejects it where it never did (NEVER_SENT_STATES).
+ */
 export interface UnsettledAction {
   actionId: string;
   runId: string;
@@ -134,13 +142,21 @@ async function erase(ctx: ErasureContext, req: ErasureRequest, by: string, nowMs
     ctx.metrics.erasures.inc({ outcome: 'at_work' });
     return { kind: 'at_work', runIds: atWork };
   }
-  const unsettled = await unsettledActions(
-    ctx,
-    runIds.filter((_, i) => inRedis[i] !== undefined),
-  );
-  if (unsettled.length > 0) {
+  const ended = runIds.flatMap((runId, i) => {
+    const run = inRedis[i];
+    return run ? [{ runId, status: run.status }] : [];
+  });
+  const unsettled = await unsettledActions(ctx, ended);
+  const waiting = unsettled.filter((a) => !NEVER_SENT_STATES.has(a.state));
+  if (waiting.length > 0) {
     ctx.metrics.erasures.inc({ outcome: 'actions_unsettled' });
-    return { kind: 'actions_unsettled', actions: unsettled };
+    return { kind: 'actions_unsettled', actions: waiting };
+  }
+  const erasureId = `er_${randomBytes(12).toString('hex')}`;
+  const moved = await rejectNeverSent(ctx, unsettled, erasureId, by);
+  if (moved.length > 0) {
+    ctx.metrics.erasures.inc({ outcome: 'actions_unsettled' });
+    return { kind: 'actions_unsettled', actions: moved };
   }
   // The event keys the runs' waits named: read before the rewrite replaces the arguments they derive from.
   const waited = new Map<string, string[]>();
@@ -157,7 +173,7 @@ async function erase(ctx: ErasureContext, req: ErasureRequest, by: string, nowMs
   );
   if (pool) for (const runId of runIds) await eraseRunInArchive(pool, runId, nowMs);
   const record: ErasureRecord = {
-    erasureId: `er_${randomBytes(12).toString('hex')}`,
+    erasureId,
     tenant: req.tenant,
     ...(req.subject !== undefined ? { subject: req.subject } : {}),
     ...(req.field ? { field: { name: req.field.name, ...fieldDigest(req.field.value) } } : {}),
@@ -192,24 +208,86 @@ async function erase(ctx: ErasureContext, req: ErasureRequest, by: string, nowMs
   return { kind: 'erased', record };
 }
 
+/** An unsettled action of an ended run, with what its rejection records: its tool and its run's status. */
+type FoundAction = UnsettledAction & { tool: string; runStatus: string };
+
 /**
- * The actions of `runIds` not settled (UNSETTLED_STATES), in Redis (an ended run's ledger; a run held for a person is
- * kept there, includes/expireRun.lua). Their arguments are what a person looks for at the service to find the
- * outcome (the recipient, the order), and what a sweep's same-key replay or a retried step sends: an erasure now
- * would leave the person nothing to look up, and send the marker. Ledger moves only go forward, and an ended run
- * plans nothing new (a retry brings it back to work first, which the rewrite's WATCH finds), so a settled action
- * stays settled under the rewrite.
+ * The actions of the ended `runs` not settled (UNSETTLED_STATES), in Redis (an ended run's ledger; a run held for a
+ * person is kept there, includes/expireRun.lua). The arguments of one that may have left (dispatched, outcome_unknown,
+ * needs_human) are what a person looks for at the service to find the outcome (the recipient, the order), and what a
+ * sweep's same-key replay sends: an erasure now would leave the person nothing to look up, and send the marker. Ledger
+ * moves only go forward, and an ended run plans nothing new (a retry brings it back to work first, which the
+ * rewrite's WATCH finds), so a settled action stays settled under the rewrite.
  */
-async function unsettledActions(ctx: ErasureContext, runIds: readonly string[]): Promise<UnsettledAction[]> {
-  const out: UnsettledAction[] = [];
-  for (const runId of runIds) {
+async function unsettledActions(
+  ctx: ErasureContext,
+  runs: readonly { runId: string; status: string }[],
+): Promise<FoundAction[]> {
+  const out: FoundAction[] = [];
+  for (const { runId, status } of runs) {
     for (const key of (await ctx.redis.smembers(ctx.keys.run(runId).actions)).sort()) {
-      const [actionId, state] = await ctx.redis.hmget(key, 'actionId', 'state');
+      const [actionId, state, tool] = await ctx.redis.hmget(key, 'actionId', 'state', 'tool');
       if (actionId && state && UNSETTLED_STATES.has(state as LedgerState))
-        out.push({ actionId, runId, state: state as LedgerState });
+        out.push({ actionId, runId, state: state as LedgerState, tool: tool ?? '', runStatus: status });
     }
   }
   return out;
+}
+
+/**
+ * Settles the never-sent actions of ended runs (NEVER_SENT_STATES: planned, authorized, safe_retry) before the
+ * rewrite: each moves to `rejected` (never sent, and never to be) by the ledger's compare-and-set
+ * (ledgerTransition-6.lua), its history naming the erasure and who asked. On an ended run nothing sends such an action
+ * but a retry, whose step the rejection answers from the ledger (the runner's `rejected`: nothing sent), and a person
+ * has nothing to look up. Counted as every ledger move is (agent_effects_total{state="rejected"}) and logged
+ * `erasure_rejected_action` (ids only). The actions found in another state meanwhile (the run retried and sent it):
+ * those not settled are returned, and the erasure refuses as for any action not settled.
+ */
+async function rejectNeverSent(
+  ctx: ErasureContext,
+  found: readonly FoundAction[],
+  erasureId: string,
+  by: string,
+): Promise<UnsettledAction[]> {
+  const ledger = ledgerFor(ctx);
+  const moved: UnsettledAction[] = [];
+  for (const a of found) {
+    if (!NEVER_SENT_STATES.has(a.state)) continue;
+    const reason = 'customer_erased';
+    try {
+      await ledger.transition(
+        a.runId,
+        a.actionId,
+        a.state,
+        'rejected',
+        {
+          by,
+          why: "never sent: the customer's erasure rejected it (its run had ended)",
+          evidence: { reason, erasureId, status: a.runStatus },
+        },
+        { output: JSON.stringify({ rejected: true, reason, erasureId }) },
+      );
+    } catch (err) {
+      if (!(err instanceof LedgerConflict)) throw err;
+      if (UNSETTLED_STATES.has(err.actual as LedgerState))
+        moved.push({ actionId: a.actionId, runId: a.runId, state: err.actual as LedgerState });
+      continue;
+    }
+    ctx.metrics.effects.inc({ tool: a.tool, state: 'rejected' });
+    ctx.log.info(
+      {
+        code: 'erasure_rejected_action',
+        erasureId,
+        runId: a.runId,
+        actionId: a.actionId,
+        tool: a.tool,
+        from: a.state,
+        by,
+      },
+      "never-sent action rejected by the customer's erasure",
+    );
+  }
+  return moved;
 }
 
 /** The runs of the request (see the module's comment), each once, of the request's tenant only. */

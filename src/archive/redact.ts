@@ -51,6 +51,7 @@ const AUDIT_FIELDS = new Set([
   'parentRunId',
   'childRunId',
   'jobId',
+  'erasureId',
 ]);
 
 /** Every string replaced but a top-level audit field's (an id, a status, a receipt); nested ones all replaced. */

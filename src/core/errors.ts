@@ -48,7 +48,8 @@ export type ErrorCode =
   | 'action_waiting'
   | 'rate_limited'
   | 'not_replicated'
-  | 'run_superseded';
+  | 'run_superseded'
+  | 'run_erased';
 
 /**
  * What a retry should do with an error:

@@ -4,8 +4,10 @@
  * run found (Redis' search indexes and subject chains, the archive's rows when ARCHIVE_URL is set) has its customer
  * text replaced in Redis and in the archive, keeping ids, statuses, receipts, keys and
  * times (src/archive/erasure.ts). 201 with the erasure's record (who asked and when, the runs rewritten);
- * 409 `runs_at_work` naming the runs not ended, or `actions_unsettled` naming the ledger actions of ended runs not
- * settled (a person still to find an effect's outcome; nothing written either way); 400 naming the field.
+ * 409 `runs_at_work` naming the runs not ended, or `actions_unsettled` naming the ledger actions of ended runs that may
+ * have left and have not settled (dispatched, outcome_unknown, needs_human: a person still to find an effect's outcome;
+ * nothing erased either way); an ended run's action that never left (planned, authorized, safe_retry) is moved to
+ * `rejected` by the erasure itself; 400 naming the field.
  */
 import { Router } from 'express';
 import { z } from 'zod';

@@ -449,9 +449,10 @@ export function openApiDocument(agents: AgentCatalog): ReturnType<typeof createD
               description:
                 '`runs_at_work`: runs of the request not ended (queued, running, parked) named in `runIds`; nothing ' +
                 'written. Cancel them or wait for their end, then ask again. `actions_unsettled`: ledger actions of ' +
-                'ended runs not settled (planned, authorized, dispatched, outcome_unknown, safe_retry, needs_human), ' +
+                'ended runs that may have left and have not settled (dispatched, outcome_unknown, needs_human), ' +
                 'named in `actions` with their runs: their arguments are what a person looks up to find the ' +
-                'outcome; nothing written. Settle them (the human queue), then ask again.',
+                "outcome; nothing erased. Settle them (the human queue), then ask again. An ended run's action that " +
+                'never left (planned, authorized, safe_retry) is no refusal: the erasure moves it to `rejected`.',
               content: { 'application/json': { schema: z.union([runsAtWorkSchema, actionsUnsettledSchema]) } },
             },
           },

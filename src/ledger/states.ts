@@ -48,3 +48,11 @@ export const UNSETTLED_STATES: ReadonlySet<LedgerState> = new Set([
   'safe_retry',
   'needs_human',
 ]);
+
+/**
+ * The unsettled states in which nothing has left the process (planned, authorized), or nothing did and that is proven
+ * (safe_retry: every attempt failed before its request left). Each may move to `rejected` (ALLOWED_MOVES): on an ended
+ * run nothing sends such an action but a retry, so an erasure of its customer settles it there itself, `rejected`
+ * (src/archive/erasure.ts), where it refuses the others (a person must look the effect up at the service).
+ */
+export const NEVER_SENT_STATES: ReadonlySet<LedgerState> = new Set(['planned', 'authorized', 'safe_retry']);

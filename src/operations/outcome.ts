@@ -29,6 +29,8 @@ export type Refusal =
   | 'action_waiting'
   /** A retry of a run one of whose actions was compensated or accepted: it does not go on after that. */
   | 'run_compensated'
+  /** A retry of an erased run whose step would act again on the decision the erasure rewrote. */
+  | 'run_erased'
   | 'not_version_parked'
   | 'version_not_served'
   | 'no_served_version'

@@ -120,6 +120,13 @@ function refusalOf<T extends object>(runId: string, r: NotRetried): Outcome<T> {
           `its parent run ${r.parentRunId} took this child's outcome and moved on (${r.parentStatus}): the child ` +
           "would spend outside the parent's budget, charged to nobody",
       });
+    case 'run_erased':
+      return refused('run_erased', {
+        runId,
+        message:
+          "the run's customer text was erased and its step would act again on its decision, whose tool calls' " +
+          'arguments the erasure replaced: start a new run if the work must continue',
+      });
     case 'no_money_budget':
       return refused('invalid_request', {
         fields: [{ path: 'cost', message: 'the run has no money budget (maxCost) to raise' }],

@@ -27,6 +27,10 @@
  *   with the earlier one would act on a stale view next to it (includes/subject.lua);
  * - totals past the deployment's LIMIT_MAX_* (400 naming the field);
  * - more money for a run that has no money budget (400 naming `cost`): it has no cap to raise.
+ * - an erased run (src/archive/erasure.ts) whose step to run has its decision journalled (409 `run_erased`): the step
+ *   would act on that decision again, its tool calls' arguments replaced by the erasure's marker, so a write the run
+ *   never settled (which the erasure rejected) would go out as another action with the marker for arguments. An
+ *   erased run whose last step committed goes on from the next one.
  * - a child run whose parent took its outcome and moved on (409 `parent_moved_on` naming the parent,
  *   src/runs/children.ts parentMovedOn): the parent's wake charged what the child had spent then, and the child
  *   would spend again from the limits carved out of what the parent had left before it spent more, charged to
@@ -82,6 +86,7 @@ export type RetryOutcome =
   | { ok: false; code: 'tenant_budget_exhausted'; tenant: string }
   | { ok: false; code: 'action_waiting'; actionId: string; compensation?: 'pending' | 'settled' }
   | { ok: false; code: 'superseded'; laterRunId: string }
+  | { ok: false; code: 'run_erased' }
   | { ok: false; code: 'parent_moved_on'; parentRunId: string; parentStatus: string }
   | { ok: false; code: 'over_limit'; field: 'steps' | 'tokens' | 'wallMs' | 'cost'; limit: number }
   | { ok: false; code: 'no_money_budget' };
@@ -217,6 +222,8 @@ export async function retryRun(
     case 'superseded':
       ctx.metrics.runsSuperseded.inc({ path: 'retry' });
       return refuse({ ok: false, code: 'superseded', laterRunId: r.laterRunId });
+    case 'run_erased':
+      return refuse({ ok: false, code: 'run_erased' });
   }
 }
 

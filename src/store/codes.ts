@@ -30,6 +30,11 @@ export enum ScriptCode {
    * journalled one (a failover took it back, or another delivery decided the step again): nothing is written.
    */
   DecisionNotJournalled = -24,
+  /**
+   * retryRun-17.lua: the run's customer text was erased (src/archive/erasure.ts) and the step a retry would run holds a
+   * journalled decision, whose tool calls' arguments the erasure replaced: the step would act on the marker.
+   */
+  RunErased = -25,
 }
 
 /**
@@ -100,6 +105,8 @@ export function scriptError(code: number, context: Record<string, unknown> = {})
       );
     case ScriptCode.Superseded:
       return new AgentError('run_superseded', 'a later run of the subject superseded the run', context);
+    case ScriptCode.RunErased:
+      return new AgentError('run_erased', 'the run was erased and its step would act again on its decision', context);
     default:
       return new AgentError('ledger_conflict', `unknown script code ${code}`, context);
   }

@@ -19,6 +19,7 @@ describe('script codes', () => {
     [ScriptCode.CancelRequested, CancelledError, 'run_cancelled'],
     [ScriptCode.NotVersionParked, AgentError, 'version_mismatch'],
     [ScriptCode.VersionChanged, AgentError, 'version_mismatch'],
+    [ScriptCode.RunErased, AgentError, 'run_erased'],
   ])('code %i is a %o with code %s, carrying its context', (code, cls, errCode) => {
     const err = scriptError(code, { step: 3 });
     expect(err).toBeInstanceOf(cls);

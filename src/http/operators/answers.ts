@@ -29,6 +29,7 @@ const STATUS_OF: Record<Refusal, number> = {
   tenant_budget_exhausted: 409,
   action_waiting: 409,
   run_compensated: 409,
+  run_erased: 409,
   not_version_parked: 409,
   version_not_served: 409,
   no_served_version: 409,

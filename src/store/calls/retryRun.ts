@@ -39,7 +39,9 @@ export type RetryRunResult =
    * `settled`: it was compensated or its effect accepted, and the run does not go on after it.
    */
   | { outcome: 'action_waiting'; actionId: string; compensation?: 'pending' | 'settled' }
-  | { outcome: 'superseded'; laterRunId: string };
+  | { outcome: 'superseded'; laterRunId: string }
+  /** The run was erased and its step would act again on the decision the erasure rewrote. */
+  | { outcome: 'run_erased' };
 
 /** The script's answer; throws FenceError run_missing (and the typed error of any other code). */
 export async function retryRunCall(
@@ -99,6 +101,8 @@ export async function retryRunCall(
       };
     case ScriptCode.Superseded:
       return { outcome: 'superseded', laterRunId: detail };
+    case ScriptCode.RunErased:
+      return { outcome: 'run_erased' };
     default:
       expectReply(res, { runId: a.runId });
       throw new InvariantError('invariant', `retryRun-17.lua answered ${code}`);
