@@ -168,6 +168,9 @@ const DESCRIBE: Record<string, (l: WorkerLogLine) => string> = {
   dispatch_cancelled: () => 'dispatch refused: the run was cancelled',
 };
 
+/** Warnings a scenario's own stack causes on purpose (development mode, a Redis of its own): not the story's. */
+const STACK_WARNINGS = new Set(['redis_aof_off', 'development_mode']);
+
 function addWorkerLogs(tl: Timeline, w: ScenarioWorker): void {
   for (const l of w.logs) {
     const code = l.code ?? '';
@@ -175,7 +178,7 @@ function addWorkerLogs(tl: Timeline, w: ScenarioWorker): void {
     if (DESCRIBE[code]) text = DESCRIBE[code](l);
     else if (code.startsWith('reconciled_'))
       text = `${String(l.tool ?? 'action')} reconciled with the service: ${code.slice('reconciled_'.length)}`;
-    else if (l.level >= 40 && code !== 'redis_aof_off')
+    else if (l.level >= 40 && !STACK_WARNINGS.has(code))
       text = `${code || 'log'}: ${String(l.msg ?? '')}${l.err ? ` (${String(l.err)})` : ''}`;
     if (text === undefined) continue;
     tl.add(l.time, `worker ${w.label}`, `${typeof l.step === 'number' ? `step ${l.step}: ` : ''}${text}`);
