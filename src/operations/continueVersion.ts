@@ -182,16 +182,6 @@ export async function cancelVersionRun(ctx: EngineContext, actor: Actor, runId: 
   if (!run) return NO_RUN;
   if (!isVersionParked(run.status, run.reason))
     return refused('not_version_parked', { runId, status: run.status, reason: run.reason });
-  // A child whose parent took its outcome and moved on stays parked (cancel it): it would spend charged to nobody.
-  // Read before the script, as the retry does (the parent is on another shard); the child's next step ends what a
-  // race lets through (src/worker/step/cancel.ts).
-  const movedOn = await movedOnParentOf(ctx.redis, ctx.keys, await ctx.store.readSpec(runId));
-  if (movedOn)
-    return refused('parent_moved_on', {
-      runId,
-      ...movedOn,
-      message: `its parent run ${movedOn.parentRunId} took this child's outcome and moved on: cancel it instead`,
-    });
   const outcome = await cancelRun(ctx, actor, runId);
   if (outcome.kind === 'done') ctx.metrics.versionDecisions.inc({ decision: 'cancel' });
   return outcome;
