@@ -209,7 +209,10 @@ class ModelCall {
     } catch (err) {
       env.metrics.modelAttempts.inc({ ...this.labels, outcome: isRetryable(err) ? 'retryable' : 'error' });
       const details = (err as AgentError).details as Record<string, unknown> | undefined;
-      [spent, cost] = this.charge(details?.usage, reachOf(details), price);
+      // Cut by this process's own shutdown (a SIGTERM's hand-over): charged as a killed worker's call is, nothing to
+      // the run (docs/budgets.md); the next owner asks again and is charged. A provider's own reach still counts.
+      const reach = reachOf(details) ?? (state.signal.aborted ? 'none' : undefined);
+      [spent, cost] = this.charge(details?.usage, reach, price);
       await rated?.failed(err, env.metrics);
       const named = isRetryable(err) && err.retryAfterMs !== undefined && !state.signal.aborted;
       if (named) throw new NamedWait(err);
