@@ -169,14 +169,15 @@ describe('the archive of ended runs', () => {
     expect(await h.waitForStatus(first, DONE, 20_000)).toBe('completed');
     const second = await postRun(ticket(`second message ${mark}`), 'er-2');
     expect(await h.waitForStatus(second, DONE, 20_000)).toBe('completed');
-    await worker.stop();
-    // The first run archived, the second ended and waiting for its copy: both stores hold the text.
-    await archiver.archiveOne(first, h.ctx.keys.archiveQueue(h.ctx.keys.shardOf(first)));
-    // Their journals packed (src/runs/compact.ts), the text in them.
+    // Their journals packed (src/runs/compact.ts), the text in them: the worker packs an ended run after its last
+    // commit, so it is stopped only once both are (stopped at once, it could leave the second unpacked).
     for (const runId of [first, second]) {
       await journalPacked(runId);
       expect(await h.ctx.redis.exists(h.ctx.keys.run(runId).journal)).toBe(0);
     }
+    await worker.stop();
+    // The first run archived, the second ended and waiting for its copy: both stores hold the text.
+    await archiver.archiveOne(first, h.ctx.keys.archiveQueue(h.ctx.keys.shardOf(first)));
     expect(await redisHits(mark)).toContain(h.ctx.keys.run(first).journalPacked);
     expect(await redisHits(mark)).not.toEqual([]);
     expect(await archiveHits(mark)).not.toEqual([]);
