@@ -285,6 +285,15 @@ export const configSchema = z.object({
   /** Keys of finished runs expire after this long. */
   RUN_RETENTION_MS: int(7 * 24 * 3600_000, 1000),
   /**
+   * How often the reconciler's compactor shrinks the runs that ended since (their journal, events and spec packed, the
+   * actions' histories folded; every reader sees the same run). A run is queued for it by the change that ends it.
+   */
+  COMPACT_INTERVAL_MS: int(200, 10),
+  /** Ended runs a compactor claims per shard per pass (a pass that claimed this many passes again at once). */
+  COMPACT_BATCH: int(200, 1),
+  /** A compactor's claim on the runs it took: a compactor that dies holding it leaves them to the next after this. */
+  COMPACT_LEASE_MS: int(60_000, 100),
+  /**
    * The archive: a PostgreSQL URL (`postgres://user:pass@host:5432/db`). With it, every run that ends is copied there
    * (journal, effects with their history, events, budget, links) by the reconciler process, and its Redis keys get
    * RUN_RETENTION_MS only once its archive row is committed; GET /v1/runs/:id reads the archive when Redis no longer

@@ -8,6 +8,8 @@
  * It also finishes operators' compensations that did not finish (their
  * originals stay in the human queue until then: sweepCompensations), and
  * queues again those an earlier release left out of it (CompensationRequeue).
+ * Every reconciler also runs a compactor (src/runs/compactor.ts), which shrinks the runs that ended; unlike the
+ * sweep it is not elected: each claims its own runs.
  */
 import Redlock from 'redlock';
 import type { Logger } from 'pino';
@@ -25,6 +27,7 @@ import { CompensationRequeue } from './compensationRequeue.js';
 import { CrashPoints } from '../config/testHooks.js';
 import { childRunsOf } from '../runs/children.js';
 import { StuckRuns, type StuckRunsReport } from '../runs/stuckRuns.js';
+import { Compactor } from '../runs/compactor.js';
 
 export interface SweepReport {
   examined: number;
@@ -71,6 +74,7 @@ export class Reconciler {
   private readonly stuck: StuckRuns;
   private readonly compensations: Compensations;
   private readonly requeue: CompensationRequeue;
+  readonly compactor: Compactor;
   private timer?: NodeJS.Timeout;
   private running?: Promise<unknown>;
   ready = false;
@@ -87,6 +91,7 @@ export class Reconciler {
     );
     this.requeue = new CompensationRequeue(ctx, this.ledger);
     this.stuck = new StuckRuns({ ...ctx, children: childRunsOf(ctx) });
+    this.compactor = new Compactor(ctx);
     this.redlock = new Redlock([ctx.redis], { retryCount: 0 });
     // Redlock ends a lock call that met a store error (OOM under noeviction, READONLY after a failover) with the
     // same LockError as one that found the lock held: its client errors are what tell the two apart (start).
@@ -343,6 +348,7 @@ export class Reconciler {
   /** Sweeps every RECONCILER_SWEEP_MS while it holds the election lock. */
   start(): void {
     this.ready = true;
+    this.compactor.start();
     const tick = async () => {
       const ttl = this.ctx.cfg.RECONCILER_SWEEP_MS * 3 + this.ctx.cfg.RECONCILE_DEADLINE_MS;
       let lock;
@@ -393,6 +399,6 @@ export class Reconciler {
   async stop(): Promise<void> {
     this.ready = false;
     if (this.timer) clearTimeout(this.timer);
-    await this.running;
+    await Promise.all([this.running, this.compactor.stop()]);
   }
 }

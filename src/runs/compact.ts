@@ -7,10 +7,11 @@
  * ledger's records, with every move and its evidence, stay for as long as the run is kept. A retry unpacks the
  * journal back into its list in the same atomic change that puts the run back to work (retryRun-17.lua).
  *
- * Called once a run has ended (the worker after the commit that ends it).
+ * Called for a run that has ended, by the reconciler's compactor (src/runs/compactor.ts), which the script that ends a
+ * run queues it for.
  * Each write is one script fenced on what was read (compactRun-5.lua, foldHistory-3.lua): a run that changed
- * meanwhile (an event appended, retried, erased) is left as it is. Nothing depends on it happening: if the process
- * dies before it, or it fails, the run is as it was, only larger.
+ * meanwhile (an event appended, retried, erased) is left as it is. Nothing depends on it happening: until it does,
+ * or if it fails, the run is as it was, only larger.
  */
 import { createHash } from 'node:crypto';
 import { type RedisClient, transactionReplies } from '../store/connect.js';
@@ -29,6 +30,11 @@ const sha1 = (s: string) => createHash('sha1').update(s, 'utf8').digest('hex');
 export interface Compacted {
   /** The events, journal and spec were packed (false: the run was not ended, had nothing to pack, or changed meanwhile). */
   run: boolean;
+  /**
+   * `packed`: packed now; `nothing`: nothing left to pack; `changed`: the run changed since it was read (nothing
+   * written; read it again); `not_ended`: at work again, or gone.
+   */
+  outcome: 'packed' | 'nothing' | 'changed' | 'not_ended';
   /** Action histories folded. */
   histories: number;
 }
@@ -58,7 +64,7 @@ export async function compactEndedRun(
     steps !== undefined && steps <= SCRIPT_READ_MAX_STEPS ? await readEndedRun(redis, k) : await readByMulti(redis, k);
   const { entries, actionKeys, listed, eventsPacked: packedNow, journalPacked: journalPackedNow } = read;
   const { status, finishedAt, erasedAt, storedSpec: spec } = decodeEndedRun(read.fields);
-  if (!isTerminal(status)) return { run: false, histories: 0 };
+  if (!isTerminal(status)) return { run: false, outcome: 'not_ended', histories: 0 };
   const events =
     entries.length > 0
       ? {
@@ -71,8 +77,9 @@ export async function compactEndedRun(
   const packedSpec = spec ? packSpec(spec) : undefined;
   const specWrite = spec && packedSpec !== spec ? { sha1: sha1(spec), packed: packedSpec! } : undefined;
   const journal = listed.length > 0 ? packedJournal(listed, journalPackedNow) : undefined;
+  const anything = events !== undefined || specWrite !== undefined || journal !== undefined;
   const run =
-    (events !== undefined || specWrite !== undefined || journal !== undefined) &&
+    anything &&
     (await compactRunCall(redis, k, {
       finishedAt,
       erasedAt,
@@ -98,7 +105,7 @@ export async function compactEndedRun(
     });
     if (done && listed.length > 0) histories++;
   }
-  return { run, histories };
+  return { run, outcome: run ? 'packed' : anything ? 'changed' : 'nothing', histories };
 }
 
 /** readEndedRun's read as a MULTI (SCRIPT_READ_MAX_STEPS says when). */

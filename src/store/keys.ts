@@ -339,6 +339,15 @@ export class KeySpace {
     return `${this.prefix}:${tagOf(shard)}:archive-queue`;
   }
 
+  /**
+   * zset per shard: ended runs not yet compacted (run id -> ms of the end, or of a compactor's claim's lapse), added by
+   * the script that ends a run (includes/runIndex.lua derives the same name from the run key), claimed by
+   * compactClaim-1.lua and removed by compactDone-1.lua (src/runs/compactor.ts).
+   */
+  compactQueue(shard: number): string {
+    return `${this.prefix}:${tagOf(shard)}:compact-queue`;
+  }
+
   /** Redlock resource: one archiver copies a run at a time (efficiency only; the archive's insert is idempotent). */
   archiveLease(runId: string): string {
     return `${this.run(runId).run}:archive-lease`;

@@ -11,6 +11,7 @@ import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../testkit/embe
 import { until } from '../../testkit/until.js';
 import { readSse } from '../../testkit/sse.js';
 import { archiverFor } from '../../src/server/archiving.js';
+import { Compactor } from '../../src/runs/compactor.js';
 import type { Archiver } from '../../src/archive/archiver.js';
 import { upsertArchivedRun } from '../../src/archive/db.js';
 import { snapshotRun } from '../../src/archive/snapshot.js';
@@ -83,13 +84,16 @@ async function getView(runId: string): Promise<{ status: number; body: unknown }
   return { status: res.status, body: await res.json() };
 }
 
-/** An ended run's keys, its journal packed (src/runs/compact.ts): wait for that with journalPacked first. */
+/** An ended run's keys, its journal packed (src/runs/compact.ts): pack it with journalPacked first. */
 const runKeysOf = (runId: string) => {
   const k = h.ctx.keys.run(runId);
   return [k.run, k.budget, k.journalPacked, k.events, k.actions];
 };
-const journalPacked = (runId: string) =>
-  until('the journal packed', 5000, async () => (await h.ctx.redis.exists(h.ctx.keys.run(runId).journalPacked)) === 1);
+/** The run compacted, as the reconciler's compactor does after its end (src/runs/compactor.ts). */
+const journalPacked = async (runId: string) => {
+  await new Compactor(h.ctx).drain();
+  expect(await h.ctx.redis.exists(h.ctx.keys.run(runId).journalPacked)).toBe(1);
+};
 
 /** Every key of the Redis database, read by type (journal entries inflated), that contains `needle`. */
 const redisHits = (needle: string) => storedRedisHits(redisUrl(), needle);
@@ -169,8 +173,7 @@ describe('the archive of ended runs', () => {
     expect(await h.waitForStatus(first, DONE, 20_000)).toBe('completed');
     const second = await postRun(ticket(`second message ${mark}`), 'er-2');
     expect(await h.waitForStatus(second, DONE, 20_000)).toBe('completed');
-    // Their journals packed (src/runs/compact.ts), the text in them: the worker packs an ended run after its last
-    // commit, so it is stopped only once both are (stopped at once, it could leave the second unpacked).
+    // Their journals packed (src/runs/compact.ts), the text in them.
     for (const runId of [first, second]) {
       await journalPacked(runId);
       expect(await h.ctx.redis.exists(h.ctx.keys.run(runId).journal)).toBe(0);

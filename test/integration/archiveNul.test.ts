@@ -12,6 +12,7 @@ import { createHarness, producerAuth, sampleTicket, type Harness } from '../../t
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../testkit/embeddedPostgres.js';
 import { until } from '../../testkit/until.js';
 import { readSse } from '../../testkit/sse.js';
+import { Compactor } from '../../src/runs/compactor.js';
 import { archiverFor } from '../../src/server/archiving.js';
 import { Archiver } from '../../src/archive/archiver.js';
 import { createLogger } from '../../src/metrics/log.js';
@@ -83,12 +84,10 @@ async function endedRun(ticket: ReturnType<typeof nulTicket>, eventKey: string):
   try {
     const runId = await postRun(ticket, eventKey);
     expect(await h.waitForStatus(runId, DONE, 20_000)).toBe('completed');
-    // An ended run's journal is packed beside the list (src/runs/compact.ts): copied once that is done.
-    await until(
-      'the journal packed',
-      5000,
-      async () => (await h.ctx.redis.exists(h.ctx.keys.run(runId).journalPacked)) === 1,
-    );
+    // An ended run's journal is packed beside the list (src/runs/compact.ts, by the reconciler's compactor): copied
+    // once that is done.
+    await new Compactor(h.ctx).drain();
+    expect(await h.ctx.redis.exists(h.ctx.keys.run(runId).journalPacked)).toBe(1);
     return runId;
   } finally {
     await worker.stop();

@@ -1,5 +1,5 @@
 /**
- * An ended run is compacted (src/runs/compact.ts): its events packed beside an emptied stream, its spec packed, its
+ * An ended run is compacted (src/runs/compact.ts, by the reconciler's compactor: src/runs/compactor.ts): its events packed beside an emptied stream, its spec packed, its
  * ledger histories folded into the records. Every reader sees the run as before: the run view (effects with every
  * move), the spec, every event with its id, a Last-Event-ID resume from the middle, an event appended after the end
  * (it follows the packed ones), and a second compaction that takes it in. A short run's compaction reads it by one
@@ -11,6 +11,7 @@ import { readSse } from '../../testkit/sse.js';
 import { readRunEvents } from '../../testkit/runEvents.js';
 import { compareEntryIds, parseEventId, readEventsAfter, unpackEntries } from '../../src/store/runEvents.js';
 import { compactEndedRun, SCRIPT_READ_MAX_STEPS } from '../../src/runs/compact.js';
+import { Compactor } from '../../src/runs/compactor.js';
 import { unpackJournal } from '../../src/core/journal.js';
 import { unpackSpec } from '../../src/store/runRecord.js';
 import { foldHistoryCall, historyDigest } from '../../src/store/calls/foldHistory.js';
@@ -47,8 +48,13 @@ describe('an ended run, compacted', () => {
     const k = h.ctx.keys.run(runId);
     const r = h.ctx.redis;
 
-    // Compacted by the worker right after the ending commit.
-    await expect.poll(() => r.xlen(k.events), { timeout: 5000 }).toBe(0);
+    // Queued for its compaction by the commit that ended it, compacted by the reconciler's compactor.
+    const queue = h.ctx.keys.compactQueue(h.ctx.keys.shardOf(runId));
+    expect(await r.zscore(queue, runId)).not.toBeNull();
+    expect(await r.xlen(k.events)).toBeGreaterThan(0);
+    await new Compactor(h.ctx).drain();
+    expect(await r.zscore(queue, runId)).toBeNull();
+    expect(await r.xlen(k.events)).toBe(0);
     expect(await r.exists(k.eventsPacked)).toBe(1);
     expect(await r.pttl(k.eventsPacked)).toBeGreaterThan(0);
     const [actionKey] = await r.smembers(k.actions);
@@ -102,7 +108,8 @@ describe('an ended run, compacted', () => {
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human'], 15_000)).toBe('completed');
     const r = h.ctx.redis;
     const k = h.ctx.keys.run(runId);
-    await expect.poll(() => r.exists(k.journalPacked), { timeout: 5000 }).toBe(1);
+    await new Compactor(h.ctx).drain();
+    expect(await r.exists(k.journalPacked)).toBe(1);
     // The run as it was before its compaction, under two more run ids.
     const entries = unpackJournal(await r.getBuffer(k.journalPacked));
     const events = unpackEntries(await r.getBuffer(k.eventsPacked));

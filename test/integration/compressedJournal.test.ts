@@ -5,10 +5,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, producerAuth, sampleTicket, type Harness } from '../../testkit/harness.js';
+import { Compactor } from '../../src/runs/compactor.js';
 import { buildSpec } from '../../src/producer/intake.js';
 import { replayRun } from '../../src/runs/replay.js';
 import { DEFLATE_MARKER, decodeEntry, packEntry, unpackJournal, type JournalEntry } from '../../src/core/journal.js';
-import { until } from '../../testkit/until.js';
 import { read, turn, usage } from '../../testkit/turns.js';
 import type { Script } from '../../src/models/scriptedTurns.js';
 import { LONG_FINAL_ANSWER, LONG_TICKET_BODY } from '../fixtures/longTranscript.js';
@@ -46,6 +46,8 @@ describe('compressed journal entries', () => {
   beforeAll(async () => {
     runId = await createLongRun('CJ-1');
     expect(await h.waitForStatus(runId, ['completed', 'failed', 'needs_human', 'budget_exceeded'])).toBe('completed');
+    // Compacted after its end, as the reconciler's compactor does (src/runs/compactor.ts).
+    await new Compactor(h.ctx).drain();
   });
 
   it('read back identically through the API, the store and the replay', async () => {
@@ -53,7 +55,7 @@ describe('compressed journal entries', () => {
 
     // Stored while the run worked: the long observations and the long final answer compressed, the short entries as
     // JSON. Ended, the journal is packed whole (src/runs/compact.ts): unpacked, each entry takes its list form again.
-    await until('the journal packed', 5000, async () => (await h.ctx.redis.exists(k.journalPacked)) === 1);
+    expect(await h.ctx.redis.exists(k.journalPacked)).toBe(1);
     const raw = unpackJournal(await h.ctx.redis.getBuffer(k.journalPacked)).map(packEntry);
     const markers = raw.map((r) => (typeof r === 'string' ? r[0] : r[0] === DEFLATE_MARKER ? 'packed' : '?'));
     expect(markers).toEqual(['{', 'packed', '{', 'packed', 'packed', '{']);

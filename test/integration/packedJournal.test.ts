@@ -7,6 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, producerAuth, sampleTicket, type Harness } from '../../testkit/harness.js';
+import { Compactor } from '../../src/runs/compactor.js';
 import { buildSpec } from '../../src/producer/intake.js';
 import { replayRun } from '../../src/runs/replay.js';
 import { runView } from '../../src/http/runView.js';
@@ -23,7 +24,6 @@ import {
 import { read, turn, usage } from '../../testkit/turns.js';
 import type { Script } from '../../src/models/scriptedTurns.js';
 import { LONG_FINAL_ANSWER, LONG_TICKET_BODY } from '../fixtures/longTranscript.js';
-import { until } from '../../testkit/until.js';
 import type { FleetWorker } from '../../src/worker/fleetWorker.js';
 
 const OPERATOR_TOKEN = 'operator-token-for-packed-journal';
@@ -78,8 +78,9 @@ describe("an ended run's packed journal", () => {
   beforeAll(async () => {
     runId = await createRun(`PJ-1-${Date.now()}`);
     expect(await h.waitForStatus(runId, ENDED)).toBe('completed');
-    // Packed by the worker right after the ending commit.
-    await until('the journal packed', 5000, async () => (await packed(runId)) === 1);
+    // Packed by the reconciler's compactor, which the ending commit queued it for (src/runs/compactor.ts).
+    await new Compactor(h.ctx).drain();
+    expect(await packed(runId)).toBe(1);
   });
 
   it('is one string, the list gone, with the run TTL', async () => {
@@ -158,7 +159,8 @@ describe("an ended run's packed journal", () => {
   it('a retry unpacks it into the list in the same change, and the run goes on from there', async () => {
     const stopped = await createRun(`PJ-2-${Date.now()}`, 1);
     expect(await h.waitForStatus(stopped, ENDED)).toBe('budget_exceeded');
-    await expect.poll(() => packed(stopped), { timeout: 5000 }).toBe(1);
+    await new Compactor(h.ctx).drain();
+    expect(await packed(stopped)).toBe(1);
     const k = h.ctx.keys.run(stopped);
     const before = await h.ctx.store.transcript(stopped);
     expect(before.map((e) => e.kind)).toEqual(['decision', 'observation', 'status']);
@@ -188,7 +190,8 @@ describe("an ended run's packed journal", () => {
     expect(after.filter((e) => e.kind === 'decision').map((e) => e.step)).toEqual([1, 2, 3]);
     expect(after.find((e) => e.kind === 'decision' && e.final !== undefined)).toMatchObject({ final: answer });
     // Ended again: packed again, every entry kept.
-    await expect.poll(() => packed(stopped), { timeout: 5000 }).toBe(1);
+    await new Compactor(h.ctx).drain();
+    expect(await packed(stopped)).toBe(1);
     expect(await h.ctx.store.transcript(stopped)).toEqual(after);
     expect(encodeEntry(after[3]!)).toBe(encodeEntry(reopened[3]!));
   });

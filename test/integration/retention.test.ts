@@ -6,6 +6,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
+import { Compactor } from '../../src/runs/compactor.js';
 import { buildSpec } from '../../src/producer/intake.js';
 import { Reconciler } from '../../src/ledger/reconciler.js';
 import { until } from '../../testkit/until.js';
@@ -67,6 +68,8 @@ describe('retention of finished runs (RUN_RETENTION_MS)', () => {
     expect(await h.waitForStatus(done, ['completed', 'failed', 'needs_human'], 20_000)).toBe('completed');
     const endedAt = Date.now();
     await worker.stop();
+    // Compacted, as the reconciler's compactor does after a run's end (src/runs/compactor.ts).
+    await new Compactor(h.ctx).drain();
 
     const keys = await runKeys(done);
     // create_ticket and send_email: a record each, their histories folded into the records and their reservations

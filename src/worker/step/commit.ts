@@ -12,7 +12,7 @@ import { encodeEntry, packEntry, type StoredEntry } from '../../core/journal.js'
 import { isContext, type RunUsage } from '../../budget/tenantBudget.js';
 import { countRunFinished } from '../../metrics/metrics.js';
 import type { StepJobData } from '../../runs/spec.js';
-import { endsRun, isTerminal } from '../../core/status.js';
+import { endsRun } from '../../core/status.js';
 import { waitIdOf } from '../../runs/waits.js';
 import type { StepEnv } from './env.js';
 import { grown, type CommitPlan, type StepState } from './state.js';
@@ -59,11 +59,6 @@ export async function commit(env: StepEnv, state: StepState, plan: CommitPlan, f
       .catch((err: unknown) =>
         state.log.warn({ code: 'flow_release_failed', err }, 'slot not released (the sweep will)'),
       );
-    // An ended run shrinks to what its readers need; if this fails or the process dies here, it stays as it is.
-    if (isTerminal(committed))
-      await env.store
-        .compactEnded?.(state.runId, nextUsed.steps)
-        .catch((err: unknown) => state.log.warn({ code: 'compact_failed', err }, 'ended run not compacted'));
     const logged = committed === plan.status ? plan.reason : undefined;
     state.log.info(
       { code: 'run_' + committed, reason: logged, steps: nextUsed.steps, tokens: nextUsed.tokens },

@@ -155,10 +155,6 @@ export class RedisStepStore implements StepStore {
     this.d.transcripts.forget(runId);
   }
 
-  compactEnded(runId: string, steps: number): Promise<unknown> {
-    return this.d.runs.compactEnded(runId, steps);
-  }
-
   private lockOf(runId: string, job: StepJob): string {
     return this.d.keys.jobLock(this.d.keys.shardOf(runId), job.id);
   }

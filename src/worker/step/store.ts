@@ -119,11 +119,6 @@ export interface StepStore {
   /** The run's journal (cached per worker: only new entries are read). */
   transcript(runId: string): Promise<JournalEntry[]>;
   forgetTranscript(runId: string): void;
-  /**
-   * Shrinks a run that has ended to what its readers need (src/runs/compact.ts); absent where nothing is stored
-   * compactly (the in-memory store). `steps`: how many the run took (it chooses how the run is read).
-   */
-  compactEnded?(runId: string, steps: number): Promise<unknown>;
   journalDecision(job: StepJob, d: DecisionWrite): Promise<void>;
   /** Appends one call's observation after the step's journalled decision (fenced; see journalObservation-5.lua). */
   journalObservation(job: StepJob, w: ObservationWrite): Promise<void>;

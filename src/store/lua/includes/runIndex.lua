@@ -20,6 +20,12 @@
   ms of its end; KeySpace.archiveQueue names the same key), and expireRun sets
   no TTL: the archiver sets it once the run's archive row is committed
   (archiveCommitted-6.lua).
+
+  Every run entering a terminal status also joins its shard's compaction queue
+  `<prefix>:{N}:compact-queue` (run id -> ms of its end; KeySpace.compactQueue),
+  which the reconciler's compactor drains (src/runs/compactor.ts): a run's end
+  asks for its compaction in the same change that ends it, so no process's death
+  leaves a run uncompacted.
 ]]
 -- @include runStatus
 
@@ -30,11 +36,17 @@ end
 
 local function runIndexAdd(runKey, runId, tenant, agent, status, now, retentionMs)
   local retention = tonumber(retentionMs) or 0
+  local shardBase = string.match(runKey, '^(.*):run:[^:]+$')
   if retention < 0 then
     retention = -retention
-    if terminalStatus[status] then
-      redis.call('ZADD', string.match(runKey, '^(.*):run:[^:]+$') .. ':archive-queue', now, runId)
-    end
+    if terminalStatus[status] then redis.call('ZADD', shardBase .. ':archive-queue', now, runId) end
+  end
+  if terminalStatus[status] then
+    -- The compaction queue: the reconciler's compactor shrinks the run (src/runs/compactor.ts). Entries older than
+    -- the retention are trimmed here, so a fleet that runs no compactor keeps a queue no longer than its runs.
+    local queue = shardBase .. ':compact-queue'
+    redis.call('ZADD', queue, now, runId)
+    if retention > 0 then redis.call('ZREMRANGEBYSCORE', queue, '-inf', '(' .. (tonumber(now) - retention)) end
   end
   for _, k in ipairs(runIndexKeys(runKey, tenant, agent, status)) do
     redis.call('ZADD', k, now, runId)

@@ -1,0 +1,116 @@
+/**
+ * The compactor: shrinks every ended run (src/runs/compact.ts) off the step's path, in the reconciler process.
+ *
+ * The script that ends a run puts it on its shard's compaction queue in the same atomic change
+ * (includes/runIndex.lua), so a run is compacted whatever happens to the process that ended it. Each pass claims the
+ * oldest due entries of every shard (compactClaim-1.lua gives them a lease: two reconcilers do not pack the same run
+ * twice, and a compactor killed holding a claim leaves its runs to the next pass after COMPACT_LEASE_MS), compacts a
+ * few at a time and dequeues each, fenced on its claim (compactDone-1.lua: a run that ended again meanwhile stays
+ * queued for that end). A run that changed while it was read stays claimed and is taken again when its lease lapses.
+ *
+ * Compacting is housekeeping: the work of a step is not waiting on it, and a run nobody compacted yet is only larger
+ * (every reader expands the packed forms and reads the listed ones alike).
+ */
+import type { EngineContext } from './engineContext.js';
+import { compactEndedRun, type Compacted } from './compact.js';
+import { compactClaimCall, type CompactClaim } from '../store/calls/compactClaim.js';
+import { compactDoneCall } from '../store/calls/compactDone.js';
+
+export type CompactorContext = Pick<EngineContext, 'redis' | 'keys' | 'cfg' | 'log' | 'metrics'>;
+
+export interface CompactPassReport {
+  claimed: number;
+  packed: number;
+  /** Dequeued with nothing packed: nothing left to pack, or the run is at work again or gone. */
+  dequeued: number;
+  /** Left claimed, taken again after the lease: changed while read, or failed. */
+  retained: number;
+  /** Seconds since the oldest run still waiting ended (0: none waits). */
+  lagSeconds: number;
+}
+
+/** Runs compacted at once: their reads and writes overlap, and one run's round trips do not idle the pass. */
+const IN_FLIGHT = 8;
+
+export class Compactor {
+  private timer?: NodeJS.Timeout;
+  private running?: Promise<unknown>;
+  ready = false;
+
+  constructor(private readonly ctx: CompactorContext) {}
+
+  /** One pass over every shard's queue (safe in several processes at once: each claims its own runs). */
+  async pass(nowMs = Date.now()): Promise<CompactPassReport> {
+    const report: CompactPassReport = { claimed: 0, packed: 0, dequeued: 0, retained: 0, lagSeconds: 0 };
+    const { COMPACT_BATCH: batch, COMPACT_LEASE_MS: lease } = this.ctx.cfg;
+    for (const shard of this.ctx.keys.allShards()) {
+      const queue = this.ctx.keys.compactQueue(shard);
+      for (let full = true; full;) {
+        const claims = await compactClaimCall(this.ctx.redis, queue, nowMs, lease, batch);
+        full = claims.length === batch;
+        report.claimed += claims.length;
+        await inBatches(claims, IN_FLIGHT, (c) => this.compactOne(c, queue, report));
+      }
+    }
+    report.lagSeconds = await this.lagSeconds(nowMs);
+    this.ctx.metrics.compactionLag.set(report.lagSeconds);
+    return report;
+  }
+
+  /** Passes until no shard has a run due (tests and benchmarks: every ended run compacted). */
+  async drain(): Promise<void> {
+    for (let r = await this.pass(); r.claimed > 0; r = await this.pass());
+  }
+
+  private async compactOne(claim: CompactClaim, queue: string, report: CompactPassReport): Promise<void> {
+    let outcome: Compacted['outcome'] | 'failed';
+    try {
+      outcome = (await compactEndedRun(this.ctx.redis, this.ctx.keys, claim.runId, claim.cursor)).outcome;
+      // A run that changed while read keeps its claim: it is read again once the lease lapses.
+      if (outcome !== 'changed') await compactDoneCall(this.ctx.redis, queue, claim);
+    } catch (err) {
+      outcome = 'failed';
+      this.ctx.log.warn({ code: 'compact_failed', runId: claim.runId, err }, 'ended run not compacted; taken again');
+    }
+    this.ctx.metrics.compactions.inc({ outcome });
+    if (outcome === 'packed') report.packed++;
+    else if (outcome === 'changed' || outcome === 'failed') report.retained++;
+    else report.dequeued++;
+  }
+
+  /** Age of the oldest run waiting for its compaction; a claim's score lies ahead and counts from now. */
+  private async lagSeconds(nowMs: number): Promise<number> {
+    let oldest = nowMs;
+    for (const shard of this.ctx.keys.allShards()) {
+      const first = await this.ctx.redis.zrange(this.ctx.keys.compactQueue(shard), 0, 0, 'WITHSCORES');
+      if (first[1] !== undefined) oldest = Math.min(oldest, Number(first[1]));
+    }
+    return Math.max(0, (nowMs - oldest) / 1000);
+  }
+
+  /** Passes every COMPACT_INTERVAL_MS until stop(). */
+  start(): void {
+    this.ready = true;
+    const loop = () => {
+      this.running = this.pass()
+        .catch((err: unknown) => {
+          this.ctx.metrics.compactions.inc({ outcome: 'failed' });
+          this.ctx.log.warn({ code: 'compact_pass_failed', err }, 'compaction pass failed');
+        })
+        .finally(() => {
+          if (this.ready) this.timer = setTimeout(loop, this.ctx.cfg.COMPACT_INTERVAL_MS);
+        });
+    };
+    loop();
+  }
+
+  async stop(): Promise<void> {
+    this.ready = false;
+    if (this.timer) clearTimeout(this.timer);
+    await this.running;
+  }
+}
+
+async function inBatches<T>(items: T[], size: number, fn: (item: T) => Promise<void>): Promise<void> {
+  for (let i = 0; i < items.length; i += size) await Promise.all(items.slice(i, i + size).map(fn));
+}

@@ -1,0 +1,27 @@
+/** Typed call of src/store/lua/compactClaim-1.lua: the oldest ended runs of a shard's compaction queue, claimed. */
+import type { RedisClient } from '../connect.js';
+import { script } from '../luaScripts.js';
+
+export interface CompactClaim {
+  runId: string;
+  /** The claim's score: the dequeue is fenced on it. */
+  score: string;
+  /** The run's cursor (about how many steps it took); undefined when the run is gone. */
+  cursor: number | undefined;
+}
+
+export async function compactClaimCall(
+  redis: RedisClient,
+  queue: string,
+  now: number,
+  leaseMs: number,
+  max: number,
+): Promise<CompactClaim[]> {
+  const flat = (await script(redis, 'compactClaim')(queue, now, leaseMs, max)) as string[];
+  const claims: CompactClaim[] = [];
+  for (let i = 0; i < flat.length; i += 3) {
+    const cursor = flat[i + 2];
+    claims.push({ runId: flat[i]!, score: flat[i + 1]!, cursor: cursor ? Number(cursor) : undefined });
+  }
+  return claims;
+}

@@ -1,0 +1,103 @@
+/**
+ * An ended run is compacted off the step's path: the commit that ends it queues it (includes/runIndex.lua) and the
+ * reconciler's compactor packs it (src/runs/compactor.ts). A worker SIGKILLed right after that commit therefore leaves
+ * no run larger than it should be; two compactors do not pack the same run; a compactor that dies holding a claim
+ * leaves the run to the next after the lease; a run that ended again while claimed stays queued for that end.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
+import { spawnReconciler, spawnWorker } from '../../testkit/processes.js';
+import { buildSpec } from '../../src/producer/intake.js';
+import type { Script } from '../../src/models/scriptedTurns.js';
+import { final, read } from '../../testkit/turns.js';
+import { until } from '../../testkit/until.js';
+import { Compactor } from '../../src/runs/compactor.js';
+import { compactClaimCall } from '../../src/store/calls/compactClaim.js';
+import { compactDoneCall } from '../../src/store/calls/compactDone.js';
+
+let h: Harness;
+beforeEach(async () => {
+  h = await createHarness('compactor');
+});
+afterEach(async () => {
+  await h.close();
+});
+
+async function createRun(id: string): Promise<string> {
+  const script: Script = [read, final];
+  const spec = buildSpec(
+    h.ctx,
+    { tenant: 'acme', ticket: sampleTicket(id), budget: { maxSteps: 10 }, agent: { model: 'scripted', script } },
+    Date.now(),
+  );
+  await h.ctx.store.create(spec, Date.now());
+  return spec.runId;
+}
+
+const queueOf = (runId: string) => h.ctx.keys.compactQueue(h.ctx.keys.shardOf(runId));
+const packed = async (runId: string) => (await h.ctx.redis.exists(h.ctx.keys.run(runId).journalPacked)) === 1;
+
+describe('the compaction of ended runs, by the reconciler', () => {
+  it('a worker SIGKILLed right after the commit that ended a run: a reconciler process still compacts it', async () => {
+    const runId = await createRun('CMPQ-kill');
+    const victim = await spawnWorker({ ...h.env, CRASH_POINTS: 'after_commit@2' });
+    expect((await victim.exited).signal).toBe('SIGKILL');
+    expect(await h.ctx.redis.hget(h.ctx.keys.run(runId).run, 'status')).toBe('completed');
+    // Ended, not compacted: the journal still a list, the run on its shard's queue.
+    expect(await packed(runId)).toBe(false);
+    expect(await h.ctx.redis.llen(h.ctx.keys.run(runId).journal)).toBeGreaterThan(0);
+    expect(await h.ctx.redis.zscore(queueOf(runId), runId)).not.toBeNull();
+
+    await spawnReconciler(h.env);
+    await until('the run compacted', 20_000, async () => (await packed(runId)) && true);
+    await until('the run dequeued', 5000, async () => (await h.ctx.redis.zscore(queueOf(runId), runId)) === null);
+    expect(await h.ctx.redis.exists(h.ctx.keys.run(runId).journal)).toBe(0);
+    expect((await h.ctx.store.transcript(runId)).filter((e) => e.kind === 'decision')).toHaveLength(2);
+  });
+
+  it('claims keep two compactors off one run; a lapsed claim is taken again; a run ended again stays queued', async () => {
+    const runId = await createRun('CMPQ-claim');
+    await h.startWorker();
+    expect(await h.waitForStatus(runId, ['completed'])).toBe('completed');
+    const queue = queueOf(runId);
+    const now = Date.now();
+
+    // A compactor claims the run and dies holding the claim: another passes it by until the lease lapses.
+    const [claim] = await compactClaimCall(h.ctx.redis, queue, now, 1000, 10);
+    expect(claim).toMatchObject({ runId });
+    expect(claim!.cursor).toBeGreaterThan(0);
+    const other = new Compactor(h.ctx);
+    expect(await other.pass(now)).toMatchObject({ claimed: 0, packed: 0 });
+    expect(await packed(runId)).toBe(false);
+    expect(await other.pass(now + 1000)).toMatchObject({ claimed: 1, packed: 1, retained: 0 });
+    expect(await packed(runId)).toBe(true);
+    expect(await h.ctx.redis.zscore(queue, runId)).toBeNull();
+
+    // A run that ends again while claimed (its end's score written over the claim) is not dequeued by that claim.
+    await h.ctx.redis.zadd(queue, now, runId);
+    const [again] = await compactClaimCall(h.ctx.redis, queue, now, 1000, 10);
+    await h.ctx.redis.zadd(queue, now + 5, runId);
+    expect(await compactDoneCall(h.ctx.redis, queue, again!)).toBe(false);
+    expect(await h.ctx.redis.zscore(queue, runId)).toBe(String(now + 5));
+  });
+
+  it('reports how long the oldest ended run has waited for its compaction', async () => {
+    const runId = await createRun('CMPQ-lag');
+    await h.startWorker();
+    expect(await h.waitForStatus(runId, ['completed'])).toBe('completed');
+    const ended = Number(await h.ctx.redis.zscore(queueOf(runId), runId));
+    const compactor = new Compactor(h.ctx);
+    // A pass that cannot claim (every claim held) reports the wait; once compacted, none waits.
+    await compactClaimCall(h.ctx.redis, queueOf(runId), ended, 60_000, 10);
+    const seen = await compactor.pass(ended + 30_000);
+    expect(seen.claimed).toBe(0);
+    expect(seen.lagSeconds).toBe(0); // a held claim lies ahead: it counts from its lapse
+    await h.ctx.redis.zadd(queueOf(runId), ended, runId);
+    await h.ctx.redis.zadd(queueOf(runId), ended, 'r_gone_long_ago');
+    const report = await compactor.pass(ended + 30_000);
+    expect(report).toMatchObject({ claimed: 2, packed: 1, dequeued: 1, lagSeconds: 0 });
+    const metrics = await h.ctx.metrics.registry.getSingleMetricAsString('agent_compactions_total');
+    expect(metrics).toMatch(/outcome="packed"\} 1/);
+    expect(metrics).toMatch(/outcome="not_ended"\} 1/);
+  });
+});
