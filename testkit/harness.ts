@@ -38,7 +38,11 @@ export interface Harness {
   sandbox: SandboxHandle;
   env: Record<string, string>;
   startWorker(opts?: FleetWorkerOptions, ctxOverride?: EngineContext): Promise<FleetWorker>;
-  startApi(): Promise<{ url: string; server: Server }>;
+  /**
+   * The full API on a free port, on `ctxOverride` (a context of the test's own agents) or the harness's context. The
+   * server is closed with the harness; a context is closed with it when it was given to startWorker.
+   */
+  startApi(ctxOverride?: EngineContext): Promise<{ url: string; server: Server }>;
   waitForStatus(runId: string, statuses: string[], timeoutMs?: number): Promise<string>;
   /**
    * Resolves once no job of the run is waiting, delayed, prioritized or active: nothing of the run can run any
@@ -89,8 +93,8 @@ export async function createHarness(name: string, env: Record<string, string> = 
       if (ctxOverride) extraCtx.push(ctxOverride);
       return w;
     },
-    async startApi() {
-      const app = createFullApi(ctx, () => true);
+    async startApi(ctxOverride) {
+      const app = createFullApi(ctxOverride ?? ctx, () => true);
       const server = await new Promise<Server>((resolve) => {
         const s = app.listen(0, '127.0.0.1', () => resolve(s));
       });

@@ -4,27 +4,18 @@
  * Idempotency-Key, kept in the spec and shown in the run view), and the event key a run that ended parked still
  * names in its `wait` (that it waited, and on what kind of wait, stay).
  */
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createHarness, producerAuth, redisUrl, type Harness } from '../../testkit/harness.js';
-import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../testkit/embeddedPostgres.js';
+import { producerAuth, type Harness } from '../../testkit/harness.js';
 import { defineAgent, defineWaitTool } from '../../src/index.js';
-import { createFullApi } from '../../src/http/fullApi.js';
-import { newMetrics } from '../../src/metrics/metrics.js';
-import { createContext } from '../../src/server/buildContext.js';
 import type { EngineContext } from '../../src/runs/engineContext.js';
-import { archiverFor } from '../../src/server/archiving.js';
 import type { Archiver } from '../../src/archive/archiver.js';
 import { stopRun } from '../../src/runs/stop.js';
 import { ERASED } from '../../src/archive/redact.js';
 import { until } from '../../testkit/until.js';
-import { archiveHits, redisHits } from '../support/storedHits.js';
+import { erasureStack, operatorAuth } from '../support/erasureStack.js';
 
-const OPERATOR_TOKEN = 'operator-token-for-erasure-keys';
-const operatorAuth = { authorization: `Bearer ${OPERATOR_TOKEN}` };
 const usage = { promptTokens: 5, completionTokens: 5 };
 
 const crm = defineAgent<{ id: string; note: string }>({
@@ -53,45 +44,16 @@ const replies = defineAgent<{ id: string; email: string }>({
   ],
 });
 
-let pg: EmbeddedPostgres;
+const stack = erasureStack('erasure-keys', [crm, replies]);
+const { post, erase, hitsInRedis, hitsInArchive } = stack;
 let h: Harness;
 let ctx: EngineContext;
-let server: Server;
-let url: string;
 let archiver: Archiver;
 beforeAll(async () => {
-  pg = await startEmbeddedPostgres();
-  h = await createHarness('erasure-keys', { ARCHIVE_URL: pg.url, OPERATOR_TOKEN });
-  ctx = await createContext(h.cfg, 'erasure-keys-agents', {
-    log: h.ctx.log,
-    metrics: newMetrics(),
-    agents: [crm, replies],
-  });
-  await h.startWorker({}, ctx);
-  archiver = archiverFor(ctx)!;
-  server = await new Promise<Server>((resolve) => {
-    const s = createFullApi(ctx, () => true).listen(0, '127.0.0.1', () => resolve(s));
-  });
-  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  ({ h, ctx, archiver } = await stack.start());
 }, 60_000);
-afterAll(async () => {
-  server?.close();
-  await h?.close();
-  await pg?.stop();
-});
+afterAll(() => stack.close());
 
-async function post(path: string, body: unknown, headers: Record<string, string>) {
-  const res = await fetch(`${url}${path}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...headers },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
-}
-
-const erase = (subject: string) => post('/v1/erasures', { tenant: 'acme', subject }, operatorAuth);
-const hitsInRedis = (needle: string) => redisHits(redisUrl(), needle, `${h.env.KEY_PREFIX}*`);
-const hitsInArchive = (needle: string) => archiveHits(ctx.archive!.pool, needle);
 const tag = () => randomBytes(5).toString('hex');
 
 describe('an erasure replaces the keys made of the customer', () => {

@@ -8,27 +8,18 @@
  * events its runs' waits took, kept on their keys after the wait (until its due time plus EVENT_KEEP_MS), and a
  * delivery kept on such a key since; a delivery on a key no erased run waited on is not found (and only expires).
  */
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHash, randomBytes } from 'node:crypto';
 import { z } from 'zod';
-import { createHarness, producerAuth, redisUrl, type Harness } from '../../testkit/harness.js';
-import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../testkit/embeddedPostgres.js';
+import { producerAuth, type Harness } from '../../testkit/harness.js';
 import { until } from '../../testkit/until.js';
 import { defineAgent, defineAgentTool, defineWaitTool } from '../../src/index.js';
-import { createFullApi } from '../../src/http/fullApi.js';
-import { newMetrics } from '../../src/metrics/metrics.js';
-import { createContext } from '../../src/server/buildContext.js';
 import type { EngineContext } from '../../src/runs/engineContext.js';
-import { archiverFor } from '../../src/server/archiving.js';
 import type { Archiver } from '../../src/archive/archiver.js';
 import { childRunsOf } from '../../src/runs/children.js';
 import { stopRun } from '../../src/runs/stop.js';
-import { archiveHits, redisHits } from '../support/storedHits.js';
+import { erasureStack, operatorAuth } from '../support/erasureStack.js';
 
-const OPERATOR_TOKEN = 'operator-token-for-erasure-reach';
-const operatorAuth = { authorization: `Bearer ${OPERATOR_TOKEN}` };
 const RETENTION_MS = 1500;
 const ENDED = ['completed', 'failed', 'budget_exceeded', 'cancelled', 'needs_human'];
 const usage = { promptTokens: 50, completionTokens: 10 };
@@ -119,49 +110,20 @@ const crm = defineAgent<z.infer<typeof crmInput>>({
   ],
 });
 
-let pg: EmbeddedPostgres;
+const stack = erasureStack('erasure-reach', [desk, refunds, orders, crm], {
+  RUN_RETENTION_MS: String(RETENTION_MS),
+  COMPLETION_TOKEN_CAP: '100',
+  MODEL_MAX_ATTEMPTS: '1',
+});
+const { post, erase, hitsInRedis, hitsInArchive } = stack;
 let h: Harness;
 let ctx: EngineContext;
-let server: Server;
 let url: string;
 let archiver: Archiver;
 beforeAll(async () => {
-  pg = await startEmbeddedPostgres();
-  h = await createHarness('erasure-reach', {
-    ARCHIVE_URL: pg.url,
-    RUN_RETENTION_MS: String(RETENTION_MS),
-    OPERATOR_TOKEN,
-    COMPLETION_TOKEN_CAP: '100',
-    MODEL_MAX_ATTEMPTS: '1',
-  });
-  ctx = await createContext(h.cfg, 'erasure-reach-agents', {
-    log: h.ctx.log,
-    metrics: newMetrics(),
-    agents: [desk, refunds, orders, crm],
-  });
-  await h.startWorker({}, ctx);
-  archiver = archiverFor(ctx)!;
-  server = await new Promise<Server>((resolve) => {
-    const s = createFullApi(ctx, () => true).listen(0, '127.0.0.1', () => resolve(s));
-  });
-  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  ({ h, ctx, url, archiver } = await stack.start());
 }, 60_000);
-afterAll(async () => {
-  server?.close();
-  await h?.close();
-  await pg?.stop();
-});
-
-async function post(path: string, body: unknown, headers: Record<string, string>) {
-  const res = await fetch(`${url}${path}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...headers },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
-}
-
-const erase = (subject: string) => post('/v1/erasures', { tenant: 'acme', subject }, operatorAuth);
+afterAll(() => stack.close());
 
 /** A desk run on `ticket` whose model hands `text` on to a refunds run on `order` (which answers, or naps first). */
 async function startDesk(ticket: string, order: string, text: string, mode: RefundInput['mode']): Promise<string> {
@@ -186,10 +148,6 @@ async function onlyChild(runId: string): Promise<string> {
   expect(ids).toHaveLength(1);
   return ids[0]!;
 }
-
-/** Every key of this test's prefixes (the engine's and BullMQ's) holding `needle`. */
-const hitsInRedis = (needle: string) => redisHits(redisUrl(), needle, `${h.env.KEY_PREFIX}*`);
-const hitsInArchive = (needle: string) => archiveHits(ctx.archive!.pool, needle);
 
 /**
  * The run as its readers serve it (view, spec and, once it ended, its events: the stream of a run at work stays

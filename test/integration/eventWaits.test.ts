@@ -12,14 +12,11 @@
  *   nothing written.
  * - A sleep no date can hold is the model's format error, never a failed run.
  */
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Command, Redis } from 'ioredis';
 import { z } from 'zod';
 import { defineAgent, defineWaitTool, type Agent } from '../../src/core/agent.js';
 import type { ObservationEntry } from '../../src/core/journal.js';
-import { createFullApi } from '../../src/http/fullApi.js';
 import { newMetrics } from '../../src/metrics/metrics.js';
 import { postSigned } from '../support/webhooks.js';
 import { deliverToWait } from '../../src/producer/events.js';
@@ -71,7 +68,6 @@ const orders: Agent = defineAgent<{ order: string }>({
 
 let h: Harness;
 let ctx: EngineContext;
-let server: Server;
 let url: string;
 beforeAll(async () => {
   h = await createHarness('event-waits', {
@@ -87,13 +83,9 @@ beforeAll(async () => {
     agents: [h.ctx.agents.get('support')!, orders],
   });
   await h.startWorker({}, ctx);
-  server = await new Promise<Server>((resolve) => {
-    const s = createFullApi(ctx, () => true).listen(0, '127.0.0.1', () => resolve(s));
-  });
-  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  url = (await h.startApi(ctx)).url;
 });
 afterAll(async () => {
-  server.close();
   await h.close();
 });
 

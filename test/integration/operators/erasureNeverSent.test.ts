@@ -8,23 +8,19 @@
  * journalled decision (the step died after planning its write, until the run failed) is refused, 409 `run_erased`:
  * the decision's arguments are the marker, and a write tool that takes any string would send it as another action.
  */
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createHarness, producerAuth, sampleTicket, type Harness } from '../../../testkit/harness.js';
+import { producerAuth, sampleTicket, type Harness } from '../../../testkit/harness.js';
 import { ticketCall } from '../../../testkit/turns.js';
 import { defineAgent, defineWriteTool } from '../../../src/index.js';
 import { CrashPoints } from '../../../src/config/testHooks.js';
-import { createFullApi } from '../../../src/http/fullApi.js';
-import { newMetrics } from '../../../src/metrics/metrics.js';
-import { createContext } from '../../../src/server/buildContext.js';
 import { actionIdentity } from '../../../src/ledger/identity.js';
 import { ledgerFor, type ActionRecord, type HistoryEntry } from '../../../src/ledger/ledger.js';
 import { createEffectRunner } from '../../../src/ledger/runner.js';
 import type { WriteTool } from '../../../src/core/tool.js';
 import type { EngineContext } from '../../../src/runs/engineContext.js';
 import { call, final, OPERATOR_TOKEN, operatorHarness, turn } from './support.js';
+import { withOwnAgents } from '../../support/ownAgents.js';
 
 type Item = ActionRecord & { history: HistoryEntry[] };
 
@@ -181,28 +177,17 @@ const notes = defineAgent<{ ticket: string; text: string }>({
 describe('a retry of an erased run whose step would act on its erased decision again', () => {
   let hn: Harness;
   let ctx: EngineContext;
-  let server: Server;
   let url: string;
   /** The step dies right after planning its write while this is set (each of the job's attempts, until it fails). */
   let dying = true;
   beforeAll(async () => {
-    hn = await createHarness('erasure-never-sent-retry', { OPERATOR_TOKEN });
-    ctx = await createContext(hn.cfg, 'erasure-never-sent-agents', {
-      log: hn.ctx.log,
-      metrics: newMetrics(),
-      agents: [notes],
-    });
     const crash = new CrashPoints(['after_reservation'], () => {
       if (dying) throw new Error('the step dies after its plan');
     });
-    await hn.startWorker({ effects: createEffectRunner(ctx, { crash }) }, ctx);
-    server = await new Promise<Server>((resolve) => {
-      const s = createFullApi(ctx, () => true).listen(0, '127.0.0.1', () => resolve(s));
-    });
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const worker = (c: EngineContext) => ({ effects: createEffectRunner(c, { crash }) });
+    ({ h: hn, ctx, url } = await withOwnAgents('erasure-never-sent-retry', [notes], { OPERATOR_TOKEN }, worker));
   }, 60_000);
   afterAll(async () => {
-    server?.close();
     await hn?.close();
   });
 

@@ -7,13 +7,10 @@
  * against the daily limit, a tenant-scoped operator seeing only its own.
  */
 import { createHash } from 'node:crypto';
-import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineAgent, defineReadTool } from '../../../src/index.js';
 import { createContext } from '../../../src/server/buildContext.js';
-import { createFullApi } from '../../../src/http/fullApi.js';
 import { loadConfig } from '../../../src/config/config.js';
 import { ConfigError } from '../../../src/core/errors.js';
 import type { EngineContext } from '../../../src/runs/engineContext.js';
@@ -59,7 +56,6 @@ const TOM = 'tom-spend-token-0123';
 let h: Harness;
 let ctx: EngineContext;
 let url: string;
-let server: Server;
 
 beforeAll(async () => {
   h = await createHarness('spendops', {
@@ -72,14 +68,9 @@ beforeAll(async () => {
   });
   ctx = await createContext(h.cfg, 'spendops', { agents: [metered] });
   await h.startWorker({}, ctx);
-  const app = createFullApi(ctx, () => true);
-  server = await new Promise<Server>((resolve) => {
-    const s = app.listen(0, '127.0.0.1', () => resolve(s));
-  });
-  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  url = (await h.startApi(ctx)).url;
 });
 afterAll(async () => {
-  server?.close();
   await h.close();
 });
 
