@@ -3,15 +3,14 @@
  * recovery by another worker or by the reconciler's sweep.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
-import { spawnWorker } from '../../testkit/processes.js';
-import { buildSpec } from '../../src/producer/intake.js';
+import { createHarness, type Harness } from '../../testkit/harness.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { Reconciler } from '../../src/ledger/reconciler.js';
 import { type ScriptedProvider } from '../../src/models/scripted.js';
 import type { Script } from '../../src/models/scriptedTurns.js';
 import { read, final, email, ticket } from '../../testkit/turns.js';
 import { until } from '../../testkit/until.js';
+import { scriptedRun, spawnVictim } from '../support/crashVictim.js';
 
 let h: Harness;
 beforeEach(async () => {
@@ -25,27 +24,12 @@ afterEach(async () => {
   await h.close();
 });
 
-async function create(script: Script, id: string) {
-  const spec = buildSpec(
-    h.ctx,
-    { tenant: 'acme', ticket: sampleTicket(id), budget: { maxSteps: 25 }, agent: { model: 'scripted', script } },
-    Date.now(),
-  );
-  await h.ctx.store.create(spec, Date.now());
-  return spec.runId;
-}
-
-const killedEnv = (points: string) => ({
-  ...h.env,
-  CRASH_POINTS: points,
-  LOCK_DURATION_MS: '1000',
-  STALLED_INTERVAL_MS: '500',
-});
+const create = (script: Script, id: string) => scriptedRun(h, id, script, 25);
 
 describe('crash recovery with real SIGKILL', () => {
   it('a crash after the decision is journalled resumes without a second model call', async () => {
     const runId = await create([read, email, final], 'C-1');
-    const victim = await spawnWorker(killedEnv('after_decision@2'));
+    const victim = await spawnVictim(h, 'after_decision@2');
     expect((await victim.exited).signal).toBe('SIGKILL');
     const provider = h.ctx.providers.get('scripted') as ScriptedProvider;
     const callsBefore = provider.calls;
@@ -61,7 +45,7 @@ describe('crash recovery with real SIGKILL', () => {
   it('a 20-step run evicted at step 12 after a ticket and an email finishes with one of each', async () => {
     const script: Script = [read, read, read, ticket, email, ...Array.from({ length: 14 }, () => read), final];
     const runId = await create(script, 'C-2');
-    const victim = await spawnWorker(killedEnv('before_commit@12'));
+    const victim = await spawnVictim(h, 'before_commit@12');
     expect((await victim.exited).signal).toBe('SIGKILL');
     expect((await h.ctx.store.readState(runId))?.cursor).toBe(12);
     await h.startWorker();
@@ -76,7 +60,7 @@ describe('crash recovery with real SIGKILL', () => {
 
   it('a crash after dispatch and before the outcome is recorded is reconciled by the sweeper, not resent', async () => {
     const runId = await create([read, email, final], 'C-3');
-    const victim = await spawnWorker(killedEnv('after_call@2'));
+    const victim = await spawnVictim(h, 'after_call@2');
     expect((await victim.exited).signal).toBe('SIGKILL');
     expect(h.sandbox.counts().byResource.emails.records).toBe(1);
     const ledger = new Ledger(h.ctx.redis, h.ctx.keys);

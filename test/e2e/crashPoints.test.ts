@@ -6,14 +6,12 @@
  * the action was recovered.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
-import { spawnWorker } from '../../testkit/processes.js';
-import { buildSpec } from '../../src/producer/intake.js';
+import { createHarness, type Harness } from '../../testkit/harness.js';
 import { Ledger } from '../../src/ledger/ledger.js';
-import type { Script } from '../../src/models/scriptedTurns.js';
 import { read, final, email, emailTurn } from '../../testkit/turns.js';
 import { DEFLATE_MARKER } from '../../src/core/journal.js';
 import { until } from '../../testkit/until.js';
+import { scriptedRun, spawnVictim } from '../support/crashVictim.js';
 
 let h: Harness;
 beforeEach(async () => {
@@ -23,23 +21,7 @@ afterEach(async () => {
   await h.close();
 });
 
-async function createRun(id: string, emailTurnOfStep2 = email): Promise<string> {
-  const script: Script = [read, emailTurnOfStep2, final];
-  const spec = buildSpec(
-    h.ctx,
-    { tenant: 'acme', ticket: sampleTicket(id), budget: { maxSteps: 10 }, agent: { model: 'scripted', script } },
-    Date.now(),
-  );
-  await h.ctx.store.create(spec, Date.now());
-  return spec.runId;
-}
-
-const victimEnv = (extra: Record<string, string>) => ({
-  ...h.env,
-  LOCK_DURATION_MS: '1000',
-  STALLED_INTERVAL_MS: '500',
-  ...extra,
-});
+const createRun = (id: string, emailTurnOfStep2 = email) => scriptedRun(h, id, [read, emailTurnOfStep2, final]);
 
 async function finishAndCheck(runId: string) {
   await h.startWorker();
@@ -72,7 +54,7 @@ describe('named crash points (real SIGKILL at the instant named)', () => {
   for (const [point, sentAtDeath, path] of cases) {
     it(`${point}: one email after recovery`, async () => {
       const runId = await createRun(`CP-${point}`);
-      const victim = await spawnWorker(victimEnv({ CRASH_POINTS: `${point}@2` }));
+      const victim = await spawnVictim(h, `${point}@2`);
       expect((await victim.exited).signal).toBe('SIGKILL');
       expect(h.sandbox.counts().byResource.emails?.records ?? 0).toBe(sentAtDeath);
       const action = await finishAndCheck(runId);
@@ -86,7 +68,7 @@ describe('named crash points (real SIGKILL at the instant named)', () => {
   it('during_grace: killed inside the SIGTERM grace while a send is in flight; the next owner reconciles it', async () => {
     h.sandbox.setFaults([{ kind: 'slow_commit', resource: 'emails', ms: 1500 }]);
     const runId = await createRun('CP-grace');
-    const victim = await spawnWorker(victimEnv({ CRASH_POINTS: 'during_grace', SHUTDOWN_GRACE_MS: '10000' }));
+    const victim = await spawnVictim(h, 'during_grace', { SHUTDOWN_GRACE_MS: '10000' });
     const ledger = new Ledger(h.ctx.redis, h.ctx.keys);
     const dispatched = async () => (await ledger.listForRun(runId)).some((a) => a.state === 'dispatched');
     await until('the email dispatched', 20_000, dispatched, 10);
@@ -102,7 +84,7 @@ describe('named crash points (real SIGKILL at the instant named)', () => {
     // the ledger's plan and the commit check against the server's copy, is of those bytes.
     const body = Array.from({ length: 12 }, (_, i) => `Paragraph ${i}: your replacement mugs ship tomorrow.`).join(' ');
     const runId = await createRun('CP-packed', emailTurn(body));
-    const victim = await spawnWorker(victimEnv({ CRASH_POINTS: 'after_decision@2' }));
+    const victim = await spawnVictim(h, 'after_decision@2');
     expect((await victim.exited).signal).toBe('SIGKILL');
     const journal = await h.ctx.redis.lrangeBuffer(h.ctx.keys.run(runId).journal, 0, -1);
     expect(journal.at(-1)?.[0]).toBe(DEFLATE_MARKER);

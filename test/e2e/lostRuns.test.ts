@@ -17,6 +17,7 @@ import type { Script } from '../../src/models/scriptedTurns.js';
 import { final, read } from '../../testkit/turns.js';
 import { readRunEvents } from '../../testkit/runEvents.js';
 import { until } from '../../testkit/until.js';
+import { scriptedRun } from '../support/crashVictim.js';
 
 let h: Harness | undefined;
 afterEach(async () => {
@@ -24,15 +25,8 @@ afterEach(async () => {
   h = undefined;
 });
 
-async function newRun(harness: Harness, ticketId: string, script: Script = [read, final] as Script): Promise<string> {
-  const spec = buildSpec(
-    harness.ctx,
-    { tenant: 'acme', ticket: sampleTicket(ticketId), budget: { maxSteps: 10 }, agent: { model: 'scripted', script } },
-    Date.now(),
-  );
-  await harness.ctx.store.create(spec, Date.now());
-  return spec.runId;
-}
+const newRun = (harness: Harness, ticketId: string, script: Script = [read, final] as Script) =>
+  scriptedRun(harness, ticketId, script);
 
 /** The BullMQ hash of a run's step job (BullMQ's key layout). */
 function jobKey(harness: Harness, runId: string, jobId: string): string {

@@ -7,19 +7,18 @@
  * to a person (needs_human, in the human queue, its history saying the run was cancelled while its outcome was
  * unknown), and the run ends `cancelled`. The sandbox's Resend and Stripe count the records made.
  */
-import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
-import { spawnWorker } from '../../testkit/processes.js';
+import { createHarness, type Harness } from '../../testkit/harness.js';
 import { until } from '../../testkit/until.js';
 import { final, turn, emailCall, refundCall, ticketCall } from '../../testkit/turns.js';
-import { buildSpec } from '../../src/producer/intake.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { Reconciler } from '../../src/ledger/reconciler.js';
 import { createEffectRunner } from '../../src/ledger/runner.js';
 import type { Script } from '../../src/models/scriptedTurns.js';
 import { call, OPERATOR_TOKEN } from './operators/support.js';
+import { scriptedRun, spawnVictim } from '../support/crashVictim.js';
+import { captureLines } from '../support/logCapture.js';
 
 let h: Harness;
 let url: string;
@@ -37,28 +36,7 @@ beforeEach(async () => {
 afterEach(async () => h.close());
 
 let seq = 0;
-async function createRun(script: Script): Promise<string> {
-  const id = `CUO-${++seq}-${Date.now()}`;
-  const spec = buildSpec(
-    h.ctx,
-    { tenant: 'acme', ticket: sampleTicket(id), budget: { maxSteps: 10 }, agent: { model: 'scripted', script } },
-    Date.now(),
-  );
-  await h.ctx.store.create(spec, Date.now());
-  return spec.runId;
-}
-
-/** A log that the test reads: the lines' JSON, and the logger that writes them. */
-function logSink() {
-  const lines: Record<string, unknown>[] = [];
-  const sink = new Writable({
-    write(chunk, _enc, cb) {
-      for (const l of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(l) as Record<string, unknown>);
-      cb();
-    },
-  });
-  return { lines, log: pino(sink) };
-}
+const createRun = (script: Script) => scriptedRun(h, `CUO-${++seq}-${Date.now()}`, script);
 
 /**
  * The run's one write left by a worker process SIGKILLed at `crashPoint`, then the run cancelled through the API: the
@@ -70,12 +48,7 @@ async function crashThenCancel(
   resource: 'emails' | 'refunds' | 'tickets',
 ): Promise<{ runId: string; actionId: string; recordsAtCancel: number }> {
   const runId = await createRun([turn([call0]), final]);
-  const victim = await spawnWorker({
-    ...h.env,
-    LOCK_DURATION_MS: '1000',
-    STALLED_INTERVAL_MS: '500',
-    CRASH_POINTS: `${crashPoint}@1`,
-  });
+  const victim = await spawnVictim(h, `${crashPoint}@1`);
   await until('the intent recorded', 20_000, async () =>
     (await ledger.listForRun(runId)).some((a) => a.state === 'dispatched'),
   );
@@ -129,12 +102,12 @@ describe('a cancel while a write of the model is unknown: no same-key replay', (
     it(`${name}: the next owner's step sends nothing after the cancel; the action goes to a person`, async () => {
       const { runId, actionId, recordsAtCancel } = await crashThenCancel(c, 'after_dispatched', resource);
       expect(recordsAtCancel).toBe(0);
-      const { lines, log } = logSink();
-      await h.startWorker({ effects: createEffectRunner({ ...h.ctx, log }) });
+      const { lines, stream } = captureLines();
+      await h.startWorker({ effects: createEffectRunner({ ...h.ctx, log: pino(stream) }) });
       await expectCancelledWithPerson(runId, actionId);
       expect(h.sandbox.counts().byResource[resource].records).toBe(0);
       expect(h.sandbox.counts().byResource[resource].byKey).toEqual({});
-      expect(lines.filter((l) => l.code === 'replay_cancelled')).toEqual([
+      expect(lines().filter((l) => l.code === 'replay_cancelled')).toEqual([
         expect.objectContaining({ runId, actionId, cancel: 'cancelled_by_operator: requested by operator' }),
       ]);
       expect((await h.ctx.metrics.replaysCancelled.get()).values).toEqual([
@@ -148,12 +121,12 @@ describe('a cancel while a write of the model is unknown: no same-key replay', (
     const rec = (await ledger.get(runId, actionId))!;
     // The victim's job lock lapses: the action has no live owner, and the sweep takes it before any step does.
     await until('no live owner', 10_000, async () => !(await ledger.ownerAlive(rec)));
-    const { lines, log } = logSink();
-    const report = await new Reconciler({ ...h.ctx, log }, 'reconciler:cancel-unknown').sweep();
+    const { lines, stream } = captureLines();
+    const report = await new Reconciler({ ...h.ctx, log: pino(stream) }, 'reconciler:cancel-unknown').sweep();
     expect(report.outcomes).toMatchObject({ needs_human: 1 });
     expect((await ledger.get(runId, actionId))?.state).toBe('needs_human');
     expect(h.sandbox.counts().byResource.emails.records).toBe(0);
-    expect(lines.filter((l) => l.code === 'replay_cancelled')).toEqual([
+    expect(lines().filter((l) => l.code === 'replay_cancelled')).toEqual([
       expect.objectContaining({ runId, actionId, cancel: 'cancelled_by_operator: requested by operator' }),
     ]);
     // The run's step, redelivered to a healthy worker, finds the action with a person and ends the run cancelled.
