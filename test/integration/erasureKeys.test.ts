@@ -56,22 +56,20 @@ afterAll(() => stack.close());
 
 const tag = () => randomBytes(5).toString('hex');
 
+/** A crm run on `id` through POST /v1/runs (as a producer, with `headers`), its model answering at once. */
+const postCrm = (id: string, headers: Record<string, string> = {}) =>
+  post(
+    '/v1/runs',
+    { tenant: 'acme', agent: 'crm', input: { id, note: 'hello' }, model: 'scripted', script: [{ final: 'ok', usage }] },
+    { ...headers, ...producerAuth },
+  );
+
 describe('an erasure replaces the keys made of the customer', () => {
   it("replaces the run's intake event (its Idempotency-Key) in the spec and the archived view", async () => {
     const id = `C-${tag()}`;
     // A client that makes its Idempotency-Key of the customer's email.
     const idempotencyKey = `signup:jo-${tag()}@example.com`;
-    const created = await post(
-      '/v1/runs',
-      {
-        tenant: 'acme',
-        agent: 'crm',
-        input: { id, note: 'hello' },
-        model: 'scripted',
-        script: [{ final: 'ok', usage }],
-      },
-      { 'idempotency-key': idempotencyKey, ...producerAuth },
-    );
+    const created = await postCrm(id, { 'idempotency-key': idempotencyKey });
     expect(created.status).toBe(201);
     const runId = created.body.runId as string;
     expect(await h.waitForStatus(runId, ['completed'])).toBe('completed');
@@ -86,17 +84,7 @@ describe('an erasure replaces the keys made of the customer', () => {
     expect(await hitsInArchive(idempotencyKey)).toEqual([]);
     expect((await ctx.store.readSpec(runId))?.event).toBe('[erased]');
     // The same request again is still the same run: its id is derived from the key, not read from the spec.
-    const again = await post(
-      '/v1/runs',
-      {
-        tenant: 'acme',
-        agent: 'crm',
-        input: { id, note: 'hello' },
-        model: 'scripted',
-        script: [{ final: 'ok', usage }],
-      },
-      { 'idempotency-key': idempotencyKey, ...producerAuth },
-    );
+    const again = await postCrm(id, { 'idempotency-key': idempotencyKey });
     expect(again.body.runId).toBe(runId);
   });
 
@@ -142,17 +130,7 @@ describe('an erasure replaces the keys made of the customer', () => {
 
   it('a command of its transaction that Redis refuses is a 500, counted failed, never a 201; asking again finishes it', async () => {
     const id = `C-${tag()}`;
-    const created = await post(
-      '/v1/runs',
-      {
-        tenant: 'acme',
-        agent: 'crm',
-        input: { id, note: 'hello' },
-        model: 'scripted',
-        script: [{ final: 'ok', usage }],
-      },
-      producerAuth,
-    );
+    const created = await postCrm(id);
     const runId = created.body.runId as string;
     expect(await h.waitForStatus(runId, ['completed'])).toBe('completed');
     // The run names a search index Redis holds as another type: the erasure's index script fails inside its EXEC,

@@ -10,7 +10,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { buildSpec, startRun } from '../../src/producer/intake.js';
-import { flowAdmit } from '../../src/store/calls/flowAdmit.js';
+import { flowAdmit, type AdmitArgs } from '../../src/store/calls/flowAdmit.js';
 import { flowEnqueue } from '../../src/store/calls/flowEnqueue.js';
 import { flowRelease } from '../../src/store/calls/flowRelease.js';
 import { INTAKE_GRACE_MS, placeInLine } from '../../src/flow/admission.js';
@@ -39,6 +39,36 @@ async function clear(): Promise<void> {
   }
 }
 const heldOf = async (tenant: string) => Number((await h.ctx.redis.hget(flow().counts, `t:${tenant}`)) ?? 0);
+/**
+ * Runs without a run hash in the lines of `tenants` for the script tests: round i puts `runId(tenant, i)` in each
+ * tenant's line in turn, placed by i at priority 0.
+ */
+async function enqueue(tenants: string[], rounds: number, runId: (tenant: string, i: number) => string): Promise<void> {
+  for (let i = 0; i < rounds; i++) {
+    for (const tenant of tenants) {
+      await flowEnqueue(
+        h.ctx.redis,
+        flow(),
+        h.ctx.keys.flowLine(tenant),
+        runId(tenant, i),
+        { tenant, agent: 'support', shard: 0, priority: 0, at: i },
+        placeInLine(0, i),
+      );
+    }
+  }
+}
+/** The admission script's arguments: now, as owner 1, weight 1, no limit and no configured weight, but for `over`. */
+const admitArgs = (over: Partial<AdmitArgs>): AdmitArgs => ({
+  now: Date.now(),
+  max: 1,
+  owner: '1',
+  defaultWeight: 1,
+  tenantLimit: 0,
+  agentLimit: 0,
+  fleetLimit: 0,
+  configured: {},
+  ...over,
+});
 
 beforeAll(async () => {
   h = await createHarness('flow', { FLOW_CONTROL: 'true', FLOW_TENANT_CONCURRENCY: '2', FLOW_SWEEP_MS: '100000' });
@@ -50,28 +80,8 @@ afterAll(async () => {
 describe('the admission script', () => {
   it('serves the tenants in weighted turns (weight 2 gets two turns to one)', async () => {
     const k = flow();
-    for (let i = 0; i < 10; i++) {
-      for (const tenant of ['wa', 'wb']) {
-        await flowEnqueue(
-          h.ctx.redis,
-          k,
-          h.ctx.keys.flowLine(tenant),
-          `r_w${tenant}${i}`,
-          { tenant, agent: 'support', shard: 0, priority: 0, at: i },
-          placeInLine(0, i),
-        );
-      }
-    }
-    const admitted = await flowAdmit(h.ctx.redis, k, {
-      now: Date.now(),
-      max: 6,
-      owner: '1',
-      defaultWeight: 1,
-      tenantLimit: 0,
-      agentLimit: 0,
-      fleetLimit: 0,
-      configured: { 'w:wa': 2 },
-    });
+    await enqueue(['wa', 'wb'], 10, (tenant, i) => `r_w${tenant}${i}`);
+    const admitted = await flowAdmit(h.ctx.redis, k, admitArgs({ max: 6, configured: { 'w:wa': 2 } }));
     expect(admitted.map((a) => a.tenant)).toEqual(['wa', 'wb', 'wa', 'wa', 'wb', 'wa']);
     expect(admitted.filter((a) => a.tenant === 'wa').map((a) => a.runId)).toEqual([
       'r_wwa0',
@@ -87,28 +97,8 @@ describe('the admission script', () => {
     // What a weight of 1e-300 leaves behind (1 / weight per turn): every tenant's pass near 1e300, where adding a
     // turn's stride changes nothing in floating point and the turns fall back to alphabetical order.
     await h.ctx.redis.hset(k.passes, 'ta', '1e300', 'tg', '1e300', '~vtime', '1e300');
-    for (let i = 0; i < 6; i++) {
-      for (const tenant of ['ta', 'tg']) {
-        await flowEnqueue(
-          h.ctx.redis,
-          k,
-          h.ctx.keys.flowLine(tenant),
-          `r_x${tenant}${i}`,
-          { tenant, agent: 'support', shard: 0, priority: 0, at: i },
-          placeInLine(0, i),
-        );
-      }
-    }
-    const admitted = await flowAdmit(h.ctx.redis, k, {
-      now: Date.now(),
-      max: 12,
-      owner: '1',
-      defaultWeight: 1,
-      tenantLimit: 0,
-      agentLimit: 0,
-      fleetLimit: 0,
-      configured: {},
-    });
+    await enqueue(['ta', 'tg'], 6, (tenant, i) => `r_x${tenant}${i}`);
+    const admitted = await flowAdmit(h.ctx.redis, k, admitArgs({ max: 12 }));
     const order = admitted.map((a) => (a.tenant === 'ta' ? 'A' : 'G')).join('');
     expect(order).toHaveLength(12);
     // Equal weights take turns: never three of one tenant in a row, half each in the first six.
@@ -127,26 +117,8 @@ describe('the admission script', () => {
 
   it('never admits a run twice, however many admit at once', async () => {
     const k = flow();
-    for (let i = 0; i < 20; i++) {
-      await flowEnqueue(
-        h.ctx.redis,
-        k,
-        h.ctx.keys.flowLine('race'),
-        `r_race${i}`,
-        { tenant: 'race', agent: 'support', shard: 0, priority: 0, at: i },
-        placeInLine(0, i),
-      );
-    }
-    const args = {
-      now: Date.now(),
-      max: 3,
-      owner: '1',
-      defaultWeight: 1,
-      tenantLimit: 7,
-      agentLimit: 0,
-      fleetLimit: 0,
-      configured: {},
-    };
+    await enqueue(['race'], 20, (_tenant, i) => `r_race${i}`);
+    const args = admitArgs({ max: 3, tenantLimit: 7 });
     const rounds = await Promise.all(Array.from({ length: 6 }, () => flowAdmit(h.ctx.redis, k, args)));
     const ids = rounds.flat().map((a) => a.runId);
     expect(ids).toHaveLength(7);
@@ -196,16 +168,7 @@ describe('crash points', () => {
     expect(await jobState(other)).toBe('delayed');
     await h.ctx.redis.hset(flow().settings, 't:dead', '2');
     const k = flow();
-    const [admitted] = await flowAdmit(h.ctx.redis, k, {
-      now: Date.now(),
-      max: 1,
-      owner: '999999999',
-      defaultWeight: 1,
-      tenantLimit: 2,
-      agentLimit: 0,
-      fleetLimit: 0,
-      configured: {},
-    });
+    const [admitted] = await flowAdmit(h.ctx.redis, k, admitArgs({ max: 1, owner: '999999999', tenantLimit: 2 }));
     expect(admitted?.runId).toBe(other);
     expect(await jobState(other)).toBe('delayed');
     expect(await h.ctx.redis.hget(k.pending, other)).toBe('999999999');
