@@ -10,7 +10,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { buildSpec, startRun } from '../../src/producer/intake.js';
-import { flowAdmit, type AdmitArgs } from '../../src/store/calls/flowAdmit.js';
+import { flowAdmit } from '../../src/store/calls/flowAdmit.js';
 import { flowEnqueue } from '../../src/store/calls/flowEnqueue.js';
 import { flowRelease } from '../../src/store/calls/flowRelease.js';
 import { INTAKE_GRACE_MS, placeInLine } from '../../src/flow/admission.js';
@@ -20,6 +20,7 @@ import { STEP_JOB_NAME } from '../../src/store/queues.js';
 import { cancelRun } from '../../src/operations/cancel.js';
 import { wakeForCancel } from '../../src/runs/stop.js';
 import { until } from '../../testkit/until.js';
+import { admitArgs } from '../support/admitArgs.js';
 
 let h: Harness;
 const ticket = (i: number) => ({ ...sampleTicket(`T-${i}`), subject: `order ${i}` });
@@ -57,18 +58,6 @@ async function enqueue(tenants: string[], rounds: number, runId: (tenant: string
     }
   }
 }
-/** The admission script's arguments: now, as owner 1, weight 1, no limit and no configured weight, but for `over`. */
-const admitArgs = (over: Partial<AdmitArgs>): AdmitArgs => ({
-  now: Date.now(),
-  max: 1,
-  owner: '1',
-  defaultWeight: 1,
-  tenantLimit: 0,
-  agentLimit: 0,
-  fleetLimit: 0,
-  configured: {},
-  ...over,
-});
 
 beforeAll(async () => {
   h = await createHarness('flow', { FLOW_CONTROL: 'true', FLOW_TENANT_CONCURRENCY: '2', FLOW_SWEEP_MS: '100000' });

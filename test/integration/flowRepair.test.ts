@@ -10,6 +10,7 @@ import { flowAdmit } from '../../src/store/calls/flowAdmit.js';
 import { FlowRepair } from '../../src/flow/repair.js';
 import { delayedUntil } from '../../src/store/bullmqInternals.js';
 import { stepJobId } from '../../src/store/keys.js';
+import { admitArgs } from '../support/admitArgs.js';
 
 let h: Harness;
 let repair: FlowRepair;
@@ -52,16 +53,7 @@ describe('flow control after lost writes', () => {
     const [, second] = await twoRuns('lostpromote');
     // The admission's slot survives on the flow master; its promotion on the run's master is lost.
     await h.ctx.redis.hset(flow().settings, 't:lostpromote', '2');
-    const [admitted] = await flowAdmit(h.ctx.redis, flow(), {
-      now: Date.now(),
-      max: 1,
-      owner: '1',
-      defaultWeight: 1,
-      tenantLimit: 0,
-      agentLimit: 0,
-      fleetLimit: 0,
-      configured: {},
-    });
+    const [admitted] = await flowAdmit(h.ctx.redis, flow(), admitArgs());
     expect(admitted?.runId).toBe(second);
     await h.ctx.redis.hdel(flow().pending, second);
     await h.ctx.admission!.sweep();
