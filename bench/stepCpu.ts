@@ -2,8 +2,9 @@
  * `node dist/bench/stepCpu.js [cycles] [--procs=1] [--chains=100] [--steps=40] [--node-flags='<flags>']` (after
  * `npm run build`; default 8): worker CPU per read-only step of this tree, against the plain BullMQ chain in the same worker
  * processes: 4 warm-up cycles, then `cycles` cycles of one plain and one engine round (`chains` runs of `steps` steps,
- * concurrency 20 per process, `procs` worker processes started with `node-flags`). Prints the medians of
- * worker and Redis CPU per step (process.cpuUsage of the worker; INFO of the bench's own redis-server), the median of
+ * concurrency 20 per process, `procs` worker processes started with `node-flags`, and the reconciler's compactor in
+ * a process of its own, as a fleet runs it). Prints the medians of Node CPU per step (process.cpuUsage of the workers
+ * and the compactor, each part apart) and Redis's (INFO of the bench's own redis-server), the median of
  * the paired engine / plain worker CPU ratios, and Redis commands per step. About 30 s; for comparing two trees, run
  * it in each, alternating.
  */
@@ -27,7 +28,13 @@ try {
   const seen = Object.fromEntries(
     kinds.map((k) => [
       k,
-      { worker: [] as number[], main: [] as number[], redis: [] as number[], calls: [] as number[] },
+      {
+        worker: [] as number[],
+        main: [] as number[],
+        compactor: [] as number[],
+        redis: [] as number[],
+        calls: [] as number[],
+      },
     ]),
   );
   for (let i = 0; i < WARM_UP + cycles; i++) {
@@ -36,6 +43,7 @@ try {
       if (i < WARM_UP) continue;
       seen[kind]!.worker.push(r.nodeCpuUsPerStep);
       seen[kind]!.main.push(r.nodeMainUsPerStep);
+      seen[kind]!.compactor.push(r.compactorCpuUsPerStep);
       seen[kind]!.redis.push(r.redisCpuUsPerStep);
       seen[kind]!.calls.push(r.redisCallsPerStep);
     }
@@ -44,9 +52,16 @@ try {
   const [plain, engine] = [seen.plain!, seen.engine!];
   const ratios = engine.worker.map((w, i) => w / plain.worker[i]!);
   const f = (n: number) => n.toFixed(1);
-  console.log(`worker CPU µs/step: plain ${f(median(plain.worker))}, engine ${f(median(engine.worker))}`);
-  console.log(`engine / plain worker CPU, median of ${cycles} paired cycles: ${median(ratios).toFixed(2)}`);
-  console.log(`of it the main thread, µs/step: plain ${f(median(plain.main))}, engine ${f(median(engine.main))}`);
+  console.log(
+    `Node CPU µs/step (workers + compactor): plain ${f(median(plain.worker))}, engine ${f(median(engine.worker))}`,
+  );
+  console.log(`engine / plain Node CPU, median of ${cycles} paired cycles: ${median(ratios).toFixed(2)}`);
+  console.log(
+    `of it the workers' main threads, µs/step: plain ${f(median(plain.main))}, engine ${f(median(engine.main))}`,
+  );
+  console.log(
+    `of it the compactor, µs/step: plain ${f(median(plain.compactor))}, engine ${f(median(engine.compactor))}`,
+  );
   console.log(`Redis CPU µs/step: plain ${f(median(plain.redis))}, engine ${f(median(engine.redis))}`);
   console.log(`Redis commands/step: plain ${f(median(plain.calls))}, engine ${f(median(engine.calls))}`);
 } finally {

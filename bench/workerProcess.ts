@@ -10,6 +10,9 @@
  *   exit           -> context closed, process exits
  *
  * Exits by itself when the parent goes away (IPC disconnect).
+ *
+ * With BENCH_ROLE=compactor it runs no step: from go to finish it runs the reconciler's compactor
+ * (src/runs/compactor.ts), and finish returns once every run the round ended is packed, its CPU to then.
  */
 import type { Job, Worker, Queue } from 'bullmq';
 import { loadConfig } from '../src/config/config.js';
@@ -23,6 +26,7 @@ import type { ChildMessage, ChildRoundStats, ParentMessage, PrepareSpec } from '
 import { nowMs } from './lib/stats.js';
 import { ALLOC_PROFILE_ENV, AllocSampler } from './lib/heapprof.js';
 import { plainQueue, plainWorker } from './plainChain.js';
+import { Compactor } from '../src/runs/compactor.js';
 
 installClientCounter();
 
@@ -37,6 +41,7 @@ const plainRedis = createRedis(targetOf(cfg), 'bench-plain');
 const plainQueues = new Map<string, Queue>();
 const allocDir = process.env[ALLOC_PROFILE_ENV];
 const allocSampler = allocDir ? new AllocSampler(allocDir) : undefined;
+const role: ChildRoundStats['role'] = process.env.BENCH_ROLE === 'compactor' ? 'compactor' : 'worker';
 
 interface Round {
   spec: PrepareSpec;
@@ -60,7 +65,16 @@ async function prepare(spec: PrepareSpec): Promise<void> {
   let workers: Worker[];
   let close: () => Promise<void>;
   let start: () => void;
-  if (spec.kind === 'plain') {
+  if (role === 'compactor') {
+    const compactor = new Compactor(ctx);
+    workers = [];
+    start = () => compactor.start();
+    // Every run the round ended packed before the round's CPU is read.
+    close = async () => {
+      await compactor.stop();
+      await compactor.drain();
+    };
+  } else if (spec.kind === 'plain') {
     let q = plainQueues.get(spec.queueName);
     if (!q) {
       q = plainQueue(plainRedis, cfg, spec.queueName);
@@ -90,6 +104,7 @@ async function prepare(spec: PrepareSpec): Promise<void> {
     reported: 0,
     stats: {
       pid: process.pid,
+      role,
       completed: 0,
       failed: 0,
       failures: [],
@@ -160,6 +175,18 @@ async function finish(): Promise<ChildRoundStats> {
   const r = round;
   if (!r) throw new Error('no round prepared');
   if (r.timer) clearInterval(r.timer);
+  if (role === 'compactor') {
+    // Its work is not steps: its CPU runs from go to the last run packed, after the round's last step.
+    await r.close();
+    const cpu = process.cpuUsage(r.cpu0);
+    r.stats.cpuUs = cpu.user + cpu.system;
+    const main = process.threadCpuUsage(r.main0);
+    r.stats.mainUs = main.user + main.system;
+    r.stats.commandsSent = commandsSent() - r.sent0;
+    r.stats.byCommand = diffCounts(clientCounts(), r.counts0);
+    round = undefined;
+    return r.stats;
+  }
   r.stats.byCommand = diffCounts(clientCounts(), r.counts0);
   await allocSampler?.stop(r.spec.kind, r.stats.completed);
   await r.close();

@@ -72,28 +72,37 @@ export interface PoolOptions {
   env: Record<string, string>;
   /** Extra node flags for the children (e.g. --cpu-prof). */
   execArgv?: string[];
+  /** One more child running the reconciler's compactor, as a fleet runs one beside its workers (default true). */
+  compactor?: boolean;
 }
 
 export class WorkerPool {
   private readonly children: Child[];
   goAt = 0;
 
-  private constructor(children: Child[]) {
+  /** The workers, then the compactor's child when there is one (it completes no job). */
+  private readonly all: Child[];
+
+  private constructor(children: Child[], compactor: Child | undefined) {
     this.children = children;
+    this.all = compactor ? [...children, compactor] : children;
   }
 
   static async start(n: number, opts: PoolOptions): Promise<WorkerPool> {
+    const spawnChild = (i: number, env: Record<string, string>) =>
+      new Child(
+        spawn(process.execPath, moduleArgs('bench/workerProcess', opts.execArgv), {
+          env,
+          stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+        }),
+        i,
+      );
     const children: Child[] = [];
-    for (let i = 0; i < n; i++) {
-      const proc = spawn(process.execPath, moduleArgs('bench/workerProcess', opts.execArgv), {
-        env: opts.env,
-        stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-      });
-      children.push(new Child(proc, i));
-    }
-    const pool = new WorkerPool(children);
+    for (let i = 0; i < n; i++) children.push(spawnChild(i, opts.env));
+    const compactor = opts.compactor === false ? undefined : spawnChild(n, { ...opts.env, BENCH_ROLE: 'compactor' });
+    const pool = new WorkerPool(children, compactor);
     try {
-      await Promise.all(children.map((c) => c.ready));
+      await Promise.all(pool.all.map((c) => c.ready));
     } catch (e) {
       await pool.kill();
       throw e;
@@ -110,24 +119,24 @@ export class WorkerPool {
   }
 
   async prepare(spec: PrepareSpec): Promise<void> {
-    for (const c of this.children) {
+    for (const c of this.all) {
       c.completed = 0;
       c.failed = 0;
       c.lastAt = 0;
     }
-    await Promise.all(this.children.map((c) => c.request({ cmd: 'prepare', spec })));
+    await Promise.all(this.all.map((c) => c.request({ cmd: 'prepare', spec })));
   }
 
   async go(): Promise<void> {
     this.goAt = nowMs();
-    await Promise.all(this.children.map((c) => c.request({ cmd: 'go' })));
+    await Promise.all(this.all.map((c) => c.request({ cmd: 'go' })));
   }
 
   /** Resolves when the children together completed `jobs` jobs; returns the epoch ms of the last completion. */
   waitFor(jobs: number, timeoutMs: number): Promise<number> {
     return new Promise<number>((resolve, reject) => {
       const check = () => {
-        const dead = this.children.find((c) => c.exited);
+        const dead = this.all.find((c) => c.exited);
         const done = this.children.reduce((s, c) => s + c.completed, 0);
         const failed = this.children.reduce((s, c) => s + c.failed, 0);
         if (dead || done >= jobs || Date.now() > deadline) {
@@ -148,14 +157,15 @@ export class WorkerPool {
     });
   }
 
+  /** The round's stats of every child; the compactor's once it has packed every run the round ended. */
   finish(): Promise<ChildRoundStats[]> {
-    return Promise.all(this.children.map((c) => c.request<ChildRoundStats>({ cmd: 'finish' })));
+    return Promise.all(this.all.map((c) => c.request<ChildRoundStats>({ cmd: 'finish' })));
   }
 
   /** Asks the children to exit; SIGKILLs any still alive after `graceMs`. */
   async kill(graceMs = 5000): Promise<void> {
     await Promise.all(
-      this.children.map(async (c) => {
+      this.all.map(async (c) => {
         if (c.exited) return;
         const exited = new Promise<void>((r) => c.proc.once('exit', () => r()));
         try {

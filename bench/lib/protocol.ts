@@ -18,6 +18,11 @@ export type ParentMessage =
 
 export interface ChildRoundStats {
   pid: number;
+  /**
+   * `worker`: runs the round's steps; `compactor`: the reconciler's compactor (src/runs/compactor.ts), which packs the
+   * runs the round ends, as a fleet's reconciler does beside its workers.
+   */
+  role: 'worker' | 'compactor';
   completed: number;
   failed: number;
   failures: string[];

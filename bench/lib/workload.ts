@@ -91,10 +91,15 @@ export interface RoundResult {
   jobs: number;
   wallMs: number;
   stepsPerSec: number;
-  /** Worker processes' CPU per step (sum over processes), µs. */
+  /**
+   * The fleet's Node CPU per step (sum over the worker processes and the compactor's, which packs the runs the round
+   * ended: src/runs/compactor.ts), µs.
+   */
   nodeCpuUsPerStep: number;
-  /** Of it, the worker processes' main threads (ChildRoundStats.mainUs). */
+  /** Of it, the worker processes' main threads (ChildRoundStats.mainUs), the compactor's left out. */
   nodeMainUsPerStep: number;
+  /** Of it, the compactor's. */
+  compactorCpuUsPerStep: number;
   /** Redis CPU per step, µs. */
   redisCpuUsPerStep: number;
   /** Requests the workers sent to Redis per step. */
@@ -170,7 +175,8 @@ export async function runRound(env: BenchEnv, pool: WorkerPool, spec: RoundSpec)
     wallMs,
     stepsPerSec: (jobs / wallMs) * 1000,
     nodeCpuUsPerStep: stats.reduce((s, c) => s + c.cpuUs, 0) / jobs,
-    nodeMainUsPerStep: stats.reduce((s, c) => s + c.mainUs, 0) / jobs,
+    nodeMainUsPerStep: stats.filter((c) => c.role === 'worker').reduce((s, c) => s + c.mainUs, 0) / jobs,
+    compactorCpuUsPerStep: stats.filter((c) => c.role === 'compactor').reduce((s, c) => s + c.cpuUs, 0) / jobs,
     redisCpuUsPerStep: redis.cpuUs / jobs,
     clientCmdsPerStep: stats.reduce((s, c) => s + c.commandsSent, 0) / jobs,
     redisCallsPerStep: redis.calls / jobs,

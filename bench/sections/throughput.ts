@@ -77,7 +77,7 @@ export const throughput: Section = {
       const paired = (k: RoundKind) => results[k].map((e, i) => e.stepsPerSec / results.plain[i]!.stepsPerSec);
       const ratios = paired('engine');
       const effRatios = paired('effects');
-      // CPU spent per step (worker processes + Redis) hardly depends on outside load: on a
+      // CPU spent per step (worker processes, the compactor + Redis) hardly depends on outside load: on a
       // CPU-bound box plainCPU/engineCPU predicts the steady-state throughput ratio.
       const cpu = (k: RoundKind) => median(results[k].map((x) => x.nodeCpuUsPerStep + x.redisCpuUsPerStep));
       const p = `${procs}p`;
@@ -148,6 +148,7 @@ export const throughput: Section = {
         breakdown.push([
           `${k} ${procs}p`,
           m((x) => x.nodeCpuUsPerStep),
+          m((x) => x.compactorCpuUsPerStep),
           m((x) => x.redisCpuUsPerStep),
           m((x) => x.clientCmdsPerStep),
           round(scriptsPerStep, 2),
@@ -163,6 +164,7 @@ export const throughput: Section = {
             stepsPerSec: round(x.stepsPerSec, 0),
             wallMs: round(x.wallMs, 1),
             nodeCpuUsPerStep: round(x.nodeCpuUsPerStep, 1),
+            compactorCpuUsPerStep: round(x.compactorCpuUsPerStep, 1),
             redisCpuUsPerStep: round(x.redisCpuUsPerStep, 1),
             clientCmdsPerStep: round(x.clientCmdsPerStep, 2),
             redisCallsPerStep: round(x.redisCallsPerStep, 2),
@@ -191,7 +193,8 @@ export const throughput: Section = {
           title: 'Cost per step (medians): where the time goes',
           header: [
             'round',
-            'worker CPU µs',
+            'Node CPU µs (workers + compactor)',
+            'of it the compactor',
             'Redis CPU µs',
             'requests sent',
             'of which scripts',
