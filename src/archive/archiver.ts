@@ -6,16 +6,19 @@
  * its lease (redlock, one archiver per run at a time; an efficiency guard only), it reads the run (snapshot.ts),
  * writes its row (INSERT ... ON CONFLICT on the run id: the same copy twice is one row), then marks the run archived,
  * sets its keys' retention and dequeues it in one script (archiveCommitted-6.lua), fenced by the run's end and
- * erasure times as read. A process killed anywhere leaves the run queued (before the mark) and the next pass copies
- * it again, changing nothing in the archive; a run retried and ended again meanwhile is copied again, its row
- * replaced. Runs in the archive older than ARCHIVE_RETENTION_DAYS are deleted by the same loop.
+ * erasure times and its revision as read. A process killed anywhere leaves the run queued (before the mark) and the
+ * next pass copies it again, changing nothing in the archive; a run retried and ended again meanwhile is copied again,
+ * its row replaced. So is a run changed after its end (an action that waited for a person settled by their finding, the
+ * finding journalled): the script that changes it counts its revision up and, once archived, queues it again with its
+ * keys kept (includes/expireRun.lua, reviseEndedRun), so the archive never keeps the run as it was at its end when
+ * Redis has let the change go. Runs in the archive older than ARCHIVE_RETENTION_DAYS are deleted by the same loop.
  */
 import Redlock from 'redlock';
 import type { EngineContext } from '../runs/engineContext.js';
 import { archiveCommittedCall, type ArchiveCommitOutcome } from '../store/calls/archiveCommitted.js';
 import { isTerminal } from '../core/status.js';
 import { deleteArchivedBefore, upsertArchivedRun, type ArchivePool } from './db.js';
-import { snapshotRun, type RunViewOf } from './snapshot.js';
+import { snapshotRun, type RunSnapshot, type RunViewOf } from './snapshot.js';
 
 export interface ArchivePassReport {
   archived: number;
@@ -107,23 +110,26 @@ export class Archiver {
       throw tagged(err, 'read');
     });
     const k = this.ctx.keys.run(runId);
-    const mark = (finishedAt: number, erasedAt: string | undefined): Promise<ArchiveCommitOutcome> =>
+    const mark = (
+      r: Pick<RunSnapshot['record'], 'finishedAt' | 'erasedAt' | 'revision'>,
+    ): Promise<ArchiveCommitOutcome> =>
       archiveCommittedCall(this.ctx.redis, k, queue, {
         runId,
-        finishedAt,
-        erasedAt,
+        finishedAt: r.finishedAt,
+        erasedAt: r.erasedAt,
+        revision: r.revision,
         retentionMs: this.ctx.cfg.RUN_RETENTION_MS,
         now: Date.now(),
       });
     if (!snap || !isTerminal(snap.record.status)) {
       // Gone, or at work again: the script dequeues it (its next end queues it again).
-      const outcome = await mark(snap?.record.finishedAt ?? 0, snap?.record.erasedAt);
+      const outcome = await mark(snap?.record ?? { finishedAt: 0, erasedAt: undefined, revision: 0 });
       return outcome === 'changed' ? 'deferred' : 'dropped';
     }
     const written = await upsertArchivedRun(this.pool, snap.row).catch((err: unknown) => {
       throw tagged(err, 'write');
     });
-    const outcome = await mark(snap.record.finishedAt, snap.record.erasedAt);
+    const outcome = await mark(snap.record);
     if (outcome === 'changed') return 'deferred';
     if (outcome !== 'marked') return 'dropped';
     this.ctx.metrics.archivedRuns.inc();

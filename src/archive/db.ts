@@ -35,6 +35,8 @@ export interface ArchivedRun {
   createdAtMs: number;
   endedAtMs: number;
   erasedAtMs: number;
+  /** Changes to the run since its end (the run hash's `revision`): the row's version after its end and erasure. */
+  revision: number;
   previousRunId?: string | undefined;
   nextRunId?: string | undefined;
   parentRunId?: string | undefined;
@@ -58,6 +60,7 @@ const COLUMNS = [
   'created_at_ms',
   'ended_at_ms',
   'erased_at_ms',
+  'revision',
   'previous_run_id',
   'next_run_id',
   'parent_run_id',
@@ -71,9 +74,11 @@ const COLUMNS = [
 ];
 
 /**
- * Writes a run's row once per version: a run's first archive inserts it; the same copy again (an archiver killed
- * after the commit, before Redis was marked) changes nothing; a later end of the run (a retry that ended again) or a
- * later erasure replaces it. Answers whether the row was written.
+ * Writes a run's row once per version, (end, erasure, revision) in that order: a run's first archive inserts it; the
+ * same copy again (an archiver killed after the commit, before Redis was marked) changes nothing, nor does an older
+ * copy (one read before a change the row already has); a later end of the run (a retry that ended again), a later
+ * erasure or a change after its end (an action settled by a person's finding) replaces it. Answers whether the row was
+ * written.
  */
 export async function upsertArchivedRun(pool: ArchivePool, r: ArchivedRun): Promise<boolean> {
   const values = [
@@ -86,6 +91,7 @@ export async function upsertArchivedRun(pool: ArchivePool, r: ArchivedRun): Prom
     r.createdAtMs,
     r.endedAtMs,
     r.erasedAtMs,
+    r.revision,
     r.previousRunId ?? null,
     r.nextRunId ?? null,
     r.parentRunId ?? null,
@@ -104,7 +110,8 @@ export async function upsertArchivedRun(pool: ArchivePool, r: ArchivedRun): Prom
   const res = await pool.query(
     `INSERT INTO archived_runs (${COLUMNS.join(', ')}) VALUES (${placeholders})
      ON CONFLICT (run_id) DO UPDATE SET ${updates}, archived_at = now(), versions = archived_runs.versions + 1
-     WHERE (archived_runs.ended_at_ms, archived_runs.erased_at_ms) < (EXCLUDED.ended_at_ms, EXCLUDED.erased_at_ms)`,
+     WHERE (archived_runs.ended_at_ms, archived_runs.erased_at_ms, archived_runs.revision)
+       < (EXCLUDED.ended_at_ms, EXCLUDED.erased_at_ms, EXCLUDED.revision)`,
     values,
   );
   return (res.rowCount ?? 0) > 0;

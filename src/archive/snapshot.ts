@@ -13,11 +13,15 @@ export type RunViewOf = (runId: string) => Promise<object | undefined>;
 
 export interface RunSnapshot {
   row: ArchivedRun;
-  /** The record as read: its finishedAt and erasedAt fence the archive's mark (archiveCommitted-6.lua). */
-  record: Pick<RunRecord, 'status' | 'finishedAt' | 'erasedAt'>;
+  /** The record as read: its finishedAt, erasedAt and revision fence the archive's mark (archiveCommitted-6.lua). */
+  record: Pick<RunRecord, 'status' | 'finishedAt' | 'erasedAt' | 'revision'>;
 }
 
-/** The run as the archive keeps it, or undefined when its keys are gone. */
+/**
+ * The run as the archive keeps it, or undefined when its keys are gone. The record is read first (its HMGET is sent
+ * before any other read): a change after it (a later end, an erasure, a revision) shows in the fence, and the copy is
+ * not marked as the run's last.
+ */
 export async function snapshotRun(
   ctx: Pick<EngineContext, 'redis' | 'keys'>,
   runId: string,
@@ -48,6 +52,7 @@ export async function snapshotRun(
       createdAtMs: record.createdAt,
       endedAtMs: record.finishedAt,
       erasedAtMs: Number(record.erasedAt ?? 0) || 0,
+      revision: record.revision,
       previousRunId: record.previousRunId,
       nextRunId: record.nextRunId,
       parentRunId: parent?.runId,

@@ -469,11 +469,12 @@ export class Ledger {
     ev: Evidence,
   ): Promise<'recorded' | 'not_queued'> {
     const k = this.k(runId, actionId);
-    const history: HistoryEntry = { from: 'compensation_required', to: 'compensation_required', at: this.now(), ...ev };
+    const now = this.now();
+    const history: HistoryEntry = { from: 'compensation_required', to: 'compensation_required', at: now, ...ev };
     const res = await ledgerAccept(
       this.redis,
       { action: k.action, history: k.history, humanQueue: k.human },
-      { actionId, compensation, history, retentionMs: this.retentionMs },
+      { actionId, compensation, history, retentionMs: this.retentionMs, now },
     );
     if (res.outcome === 'conflict') throw new LedgerConflict('compensation_required', res.actual);
     return res.outcome;

@@ -191,6 +191,7 @@ export class RunStore {
     await journalOperatorCall(this.redis, this.keys.run(runId), {
       entry: encodeEntry(full),
       eventsMaxLen: this.eventsMaxLen,
+      now: entry.at,
     });
   }
 

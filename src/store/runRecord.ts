@@ -115,6 +115,12 @@ const RUN_FIELDS = {
   archivedAt: count,
   /** When the run's customer text was last erased (absent: never; src/archive/erasure.ts). */
   erasedAt: optional,
+  /**
+   * Changes to the ended run since its end that its archive row must follow (a ledger move settling an action after
+   * the end, a person's finding): counted by includes/expireRun.lua reviseEndedRun, the row's version after its end
+   * and erasure times (0: none).
+   */
+  revision: count,
   /** The agent's search fields of the run's input, JSON object (the spec's `search`, for listings). */
   search: optional,
   /** The run's search index keys, JSON array (written by createRun; includes/searchIndex.lua keeps them). */

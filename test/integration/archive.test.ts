@@ -456,6 +456,7 @@ describe('erasure and search by what people know, over Redis and the archive', (
       createdAtMs: 1,
       endedAtMs: 2,
       erasedAtMs: 0,
+      revision: 0,
       childRunIds,
       view: {},
       spec: undefined,

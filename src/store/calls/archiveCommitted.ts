@@ -6,9 +6,10 @@ import { script } from '../luaScripts.js';
 
 export interface ArchiveCommittedArgs {
   runId: string;
-  /** The run's finishedAt and erasedAt as the archived copy read them: the fence. */
+  /** The run's finishedAt, erasedAt and revision as the archived copy read them: the fence. */
   finishedAt: number;
   erasedAt: string | undefined;
+  revision: number;
   retentionMs: number;
   now: number;
 }
@@ -33,6 +34,7 @@ export async function archiveCommittedCall(
     a.erasedAt ?? '',
     a.retentionMs,
     a.now,
+    a.revision,
   );
   if (res === -3) return 'missing';
   const code = expectReply(res, { runId: a.runId }) as number;

@@ -16,7 +16,7 @@ export type LedgerAcceptReply = { outcome: 'recorded' | 'not_queued' } | { outco
 export async function ledgerAccept(
   redis: RedisClient,
   k: LedgerAcceptKeys,
-  a: { actionId: string; compensation: string; history: unknown; retentionMs?: number | undefined },
+  a: { actionId: string; compensation: string; history: unknown; retentionMs?: number | undefined; now: number },
 ): Promise<LedgerAcceptReply> {
   const [code, actual] = (await script(redis, 'ledgerAccept')(
     k.action,
@@ -26,6 +26,7 @@ export async function ledgerAccept(
     a.compensation,
     JSON.stringify(a.history),
     a.retentionMs ?? '',
+    a.now,
   )) as [number, string];
   if (code === 1) return { outcome: 'recorded' };
   if (code === 2) return { outcome: 'not_queued' };

@@ -6,7 +6,8 @@
   the first decision back. An approval past its expiry is rejected as expired.
 
   KEYS[1] action hash  KEYS[2] action history list  KEYS[3] shard approvals zset
-  KEYS[4] the action's run hash (its status)
+  KEYS[4] the action's run hash (its status; an ended run's archive row is
+          written again, includes/expireRun.lua reviseEndedRun)
 
   ARGV[1] action id  ARGV[2] decision: approve | reject
   ARGV[3] fingerprint the approver saw ('' = the expiry sweep, no check)
@@ -33,6 +34,7 @@
 ]]
 -- @include appendMove
 -- @include runStatus
+-- @include expireRun
 local h = redis.call('HMGET', KEYS[1], 'state', 'fingerprint', 'decision', 'approvalExpiresAt', 'runId')
 local state, fp, prior, expiresAt, runId = h[1], h[2], h[3], h[4], h[5]
 if not state then return { -10, '' } end
@@ -69,6 +71,8 @@ if to == 'rejected' then
 end
 redis.call('HSET', KEYS[1], unpack(fields))
 appendMove(KEYS[1], KEYS[2], history)
+-- Voided after the run's end (a cancel withdrew it, a person decided late): the run's archive row is written again.
+reviseEndedRun(KEYS[4], ARGV[5])
 if code == 4 or by == 'approval_void' then
   redis.call('ZREM', KEYS[3], ARGV[1])
 elseif code == 1 and ARGV[3] ~= '' then

@@ -20,6 +20,8 @@
           while the original waited (includes/expireRun.lua), is let go with it
           once nothing else of it waits (releaseHeldRun; its hash is named from
           the human queue's key and the record's runId, like includes/runIndex.lua's)
+  ARGV[5] now (ms): the run, ended, has its archive row written again with the
+          finding (includes/expireRun.lua, reviseEndedRun)
 
   Returns {1, ''} recorded and left the queue, {2, ''} not in the queue (nothing
   written: accepted before), {-10, ''} no such action, {-11, state} not
@@ -34,5 +36,9 @@ if a[1] ~= 'compensation_required' or a[2] ~= ARGV[2] then return { -11, a[1] } 
 if not redis.call('ZSCORE', KEYS[3], ARGV[1]) then return { 2, '' } end
 appendMove(KEYS[1], KEYS[2], ARGV[3])
 redis.call('ZREM', KEYS[3], ARGV[1])
-if a[3] then releaseHeldRun(string.match(KEYS[3], '^(.*):human%-queue$') .. ':run:' .. a[3], ARGV[4]) end
+if a[3] then
+  local runKey = string.match(KEYS[3], '^(.*):human%-queue$') .. ':run:' .. a[3]
+  reviseEndedRun(runKey, ARGV[5])
+  releaseHeldRun(runKey, ARGV[4])
+end
 return { 1, '' }

@@ -21,6 +21,9 @@
            ended run held for a person lets the run go with it
            (includes/expireRun.lua, releaseHeldRun)
 
+  A move of an ended run's action (settled after the run's end) has the run's
+  archive row written again (includes/expireRun.lua, reviseEndedRun).
+
   Returns 1, or -10 no such action, -11 state is not the expected one
   (the current state is then in the second element), -12 move not allowed,
   -17 the run's cancel is recorded and ARGV[10] is 1 (nothing changed; the
@@ -66,5 +69,6 @@ else
   redis.call('ZREM', KEYS[4], ARGV[7])
 end
 emitEvent(KEYS[5], ARGV[8], 'effect', ARGV[9])
+reviseEndedRun(KEYS[6], ARGV[3])
 if not waitingStates[to] and to ~= 'compensation_required' then releaseHeldRun(KEYS[6], ARGV[11]) end
 return { 1, to }

@@ -22,6 +22,13 @@
   (ledgerTransition-6.lua, ledgerAccept-3.lua, leaveHumanQueue-2.lua) lets
   the run go with the retention then (releaseHeldRun). The run stays counted
   in its search indexes meanwhile, so an erasure by a search value finds it.
+
+  Changed after its end: a run's archive row is a copy of the run as it was
+  read, and a run ended held for a person changes after that copy (the move
+  that settles its action, the person's finding in its journal). Every script
+  that writes to a run that may have ended without ending it (ledger moves,
+  an approval voided, an operator's journal entry) calls reviseEndedRun in the
+  same atomic change, so the row is written again (src/archive/archiver.ts).
 ]]
 -- @include searchIndex
 -- @include runStatus
@@ -61,9 +68,36 @@ local function expireRun(keys, actionsKey, retentionMs)
   eachRunKey(keys, actionsKey, function(k) redis.call('PEXPIRE', k, retentionMs) end)
 end
 
+local function runKeysOf(runKey)
+  return { runKey, runKey .. ':budget', runKey .. ':journal', runKey .. ':events', runKey .. ':actions' }
+end
+
+-- The shard's archive queue (includes/runIndex.lua) and the run's id, named from the run hash's key.
+local function archiveQueueOf(runKey)
+  return string.match(runKey, '^(.*):run:[^:]+$') .. ':archive-queue', string.match(runKey, ':run:([^:]+)$')
+end
+
+-- A change to an ended run (see above). A run with an archive row, or queued for one, gets its `revision` counted
+-- up: the row's version after the run's end and erasure times, and a fence of archiveCommitted-6.lua, so a copy read
+-- before the change is never marked as the run's last. An archived run goes back on its shard's archive queue (scored
+-- by the change: the archive's lag counts from it) and its keys lose their TTL until the new row is committed, as at
+-- its end. A run at work, or ended without an archive (never queued nor archived), is left.
+local function reviseEndedRun(runKey, now)
+  local h = redis.call('HMGET', runKey, 'status', 'archivedAt')
+  if not terminalStatus[h[1]] then return end
+  local queue, runId = archiveQueueOf(runKey)
+  local queued = redis.call('ZSCORE', queue, runId)
+  if not queued and (tonumber(h[2]) or 0) == 0 then return end
+  redis.call('HINCRBY', runKey, 'revision', 1)
+  if queued then return end
+  redis.call('ZADD', queue, now, runId)
+  eachRunKey(runKeysOf(runKey), runKey .. ':actions', function(k) redis.call('PERSIST', k) end)
+end
+
 -- A run held for a person (expireRun) whose last wait has ended: its keys get the retention now. A negative
--- retention (an archive is configured): the retention itself once the run's archive row is committed (archivedAt),
--- else nothing yet (archiveCommitted-6.lua sets it). Anything else (not held, at work again, still waiting) is left.
+-- retention (an archive is configured): the retention itself when the run's archive row is committed and current
+-- (archived, and not queued again by a change since: reviseEndedRun), else nothing yet (archiveCommitted-6.lua sets
+-- it once the row is written). Anything else (not held, at work again, still waiting) is left.
 local function releaseHeldRun(runKey, retentionMs)
   if retentionMs == nil or retentionMs == '' then return end
   local h = redis.call('HMGET', runKey, 'retentionHeld', 'status', 'archivedAt')
@@ -71,8 +105,11 @@ local function releaseHeldRun(runKey, retentionMs)
   local actionsKey = runKey .. ':actions'
   if runWaits(runKey, actionsKey) then return end
   local retention = tonumber(retentionMs) or 0
-  if retention < 0 and (tonumber(h[3]) or 0) > 0 then retention = -retention end
-  expireRun({ runKey, runKey .. ':budget', runKey .. ':journal', runKey .. ':events', actionsKey }, actionsKey, retention)
+  if retention < 0 and (tonumber(h[3]) or 0) > 0 then
+    local queue, runId = archiveQueueOf(runKey)
+    if not redis.call('ZSCORE', queue, runId) then retention = -retention end
+  end
+  expireRun(runKeysOf(runKey), actionsKey, retention)
 end
 
 local function persistRun(keys, actionsKey)
