@@ -11,13 +11,12 @@ import { z } from 'zod';
 import { createHarness, type Harness } from '../../testkit/harness.js';
 import { defineAgent, defineAgentTool } from '../../src/index.js';
 import { createContext } from '../../src/server/buildContext.js';
-import { buildSpec } from '../../src/producer/intake.js';
-import { scriptSchema } from '../../src/models/scriptedTurns.js';
 import { createSupportTools } from '../../src/agents/support/tools/index.js';
 import { childRunsOf } from '../../src/runs/children.js';
 import type { EngineContext } from '../../src/runs/engineContext.js';
 import type { ObservationEntry } from '../../src/core/journal.js';
 import { CrashPoints } from '../../src/config/testHooks.js';
+import { startScripted } from '../support/childRuns.js';
 
 const usage = { promptTokens: 50, completionTokens: 10 };
 const refundInput = z.object({
@@ -103,25 +102,13 @@ afterAll(async () => h.close());
 
 /** Runs the triage agent on a script to its end: its children and its observations. */
 async function runTriage(turns: unknown[]) {
-  const spec = buildSpec(
-    ctx,
-    {
-      tenant: 'acme',
-      agent: 'triage',
-      input: { id: `T-${Date.now()}-${Math.random()}` },
-      model: 'scripted',
-      script: scriptSchema.parse(turns),
-      budget: { maxSteps: 10 },
-    },
-    Date.now(),
-  );
-  await ctx.store.create(spec, Date.now());
-  const status = await h.waitForStatus(spec.runId, ['completed', 'failed', 'budget_exceeded', 'needs_human']);
-  const children = await childRunsOf(ctx).childrenOf(spec.runId);
-  const observations = (await ctx.store.transcript(spec.runId)).filter(
+  const runId = await startScripted(ctx, 'triage', { id: `T-${Date.now()}-${Math.random()}` }, turns, { maxSteps: 10 });
+  const status = await h.waitForStatus(runId, ['completed', 'failed', 'budget_exceeded', 'needs_human']);
+  const children = await childRunsOf(ctx).childrenOf(runId);
+  const observations = (await ctx.store.transcript(runId)).filter(
     (e): e is ObservationEntry => e.kind === 'observation',
   );
-  return { runId: spec.runId, status, children, observations };
+  return { runId, status, children, observations };
 }
 
 /** Refunds the sandbox's Stripe holds. */

@@ -14,111 +14,29 @@
  *    allowed, and the parent's wake charges everything the child spent, the retried part included.
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { z } from 'zod';
 import { createHarness, type Harness } from '../../testkit/harness.js';
-import {
-  defineAgent,
-  defineAgentTool,
-  defineReadTool,
-  defineWaitTool,
-  defineWriteTool,
-  OutcomeUnknownError,
-} from '../../src/index.js';
 import { createContext } from '../../src/server/buildContext.js';
 import { loadConfig } from '../../src/config/config.js';
-import { buildSpec } from '../../src/producer/intake.js';
-import { scriptSchema } from '../../src/models/scriptedTurns.js';
-import { childRunsOf } from '../../src/runs/children.js';
 import { retryRun } from '../../src/runs/retryRun.js';
-import { readBudget } from '../../src/store/runRecord.js';
 import { Ledger } from '../../src/ledger/ledger.js';
 import { Conflict, FleetClient } from '../../src/client/index.js';
 import type { EngineContext } from '../../src/runs/engineContext.js';
 import type { FleetWorker } from '../../src/worker/fleetWorker.js';
 import { until } from '../../testkit/until.js';
-
-const OPERATOR_TOKEN = 'operator-token-for-tests';
-const small = { promptTokens: 50, completionTokens: 10 };
-const ENDED = ['completed', 'failed', 'budget_exceeded', 'cancelled'];
-
-const kidInput = z.object({ id: z.string(), mode: z.enum(['flaky', 'ship', 'nap']) }).strict();
-type KidInput = z.infer<typeof kidInput>;
-
-const kid = defineAgent<KidInput>({
-  name: 'kid',
-  version: 'kid@1',
-  input: kidInput,
-  key: (i) => i.id,
-  instructions: () => 'Do the job.',
-  prompt: (i) => `job ${i.id}`,
-  tools: [
-    defineReadTool({
-      name: 'noop',
-      description: 'reads nothing',
-      args: z.object({}),
-      execute: async () => ({ ok: true }),
-    }),
-    defineWaitTool({
-      name: 'nap',
-      description: 'sleeps',
-      args: z.object({}),
-      wait: () => ({ kind: 'sleep', forMs: 4_000 }),
-    }),
-    defineWriteTool({
-      name: 'ship',
-      description: 'ships a parcel; its service cannot say whether it did',
-      args: z.object({ parcel: z.string() }).strict(),
-      service: { enforcesKey: true, reconcile: 'none' },
-      dispatch: async () => {
-        throw new OutcomeUnknownError('the service timed out');
-      },
-    }),
-  ],
-  demoScript: ({ id, mode }): unknown[] => {
-    // flaky: its first turn fails once (503); with MODEL_MAX_ATTEMPTS=1 and no outage window it parks needs_human.
-    if (mode === 'flaky')
-      return [
-        { toolCalls: [{ name: 'noop' }], usage: small, transientFailures: 1 },
-        { toolCalls: [{ name: 'noop' }], usage: small },
-        { final: `kid ${id} done`, usage: small },
-      ];
-    // ship: its write's outcome is unknown and cannot be reconciled: the action goes to the human queue.
-    if (mode === 'ship')
-      return [
-        { toolCalls: [{ name: 'ship', args: { parcel: id } }], usage: small },
-        { final: 'shipped', usage: small },
-      ];
-    return [
-      { toolCalls: [{ name: 'nap' }], usage: small },
-      { final: `kid ${id} woke`, usage: small },
-    ];
-  },
-});
-
-const boss = defineAgent<{ id: string }>({
-  name: 'boss',
-  version: 'boss@1',
-  input: z.object({ id: z.string() }).strict(),
-  key: (i) => i.id,
-  instructions: () => 'Delegate.',
-  tools: [
-    defineAgentTool({
-      name: 'delegate',
-      description: 'hands the job to a kid',
-      args: kidInput,
-      agent: 'kid',
-      input: (a) => a,
-    }),
-    defineWaitTool({
-      name: 'nap',
-      description: 'sleeps',
-      args: z.object({}),
-      wait: () => ({ kind: 'sleep', forMs: 60_000 }),
-    }),
-  ],
-});
-
-const delegate = (id: string, mode: KidInput['mode']) => ({ name: 'delegate', args: { id, mode } });
+import {
+  boss,
+  bossNaps,
+  childrenOf as childrenOfIn,
+  costOf as costOfIn,
+  delegate,
+  ENDED,
+  kid,
+  OPERATOR_TOKEN,
+  post as postTo,
+  small,
+  snapshot as snapshotIn,
+  startBoss as startBossIn,
+} from '../support/childRuns.js';
 
 let h: Harness;
 let ctx: EngineContext;
@@ -136,60 +54,17 @@ afterAll(async () => {
   await h.close();
 });
 
-async function post(path: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
-  const res = await fetch(`${url}${path}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${OPERATOR_TOKEN}` },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
-}
-
-/** A boss run on `turns`, with a money budget. */
-async function startBoss(id: string, turns: unknown[]): Promise<string> {
-  const spec = buildSpec(
-    ctx,
-    {
-      tenant: 'acme',
-      agent: 'boss',
-      input: { id },
-      model: 'scripted',
-      script: scriptSchema.parse(turns),
-      budget: { maxTokens: 5_000_000, maxCost: 300_000 },
-    },
-    Date.now(),
-  );
-  await ctx.store.create(spec, Date.now());
-  return spec.runId;
-}
-
-async function childrenOf(parent: string, n: number): Promise<string[]> {
-  return until(`${n} children of ${parent}`, 10_000, async () => {
-    const ids = await childRunsOf(ctx).childrenOf(parent);
-    return ids.length === n && ids;
-  });
-}
-
-/** Everything a refused retry must leave as it was: the run hash, the budget, the journal, the events, the jobs. */
-async function snapshot(runId: string) {
-  const k = h.ctx.keys.run(runId);
-  const jobs = await h.ctx.queues.forRun(runId).getJobs(['active', 'waiting', 'delayed', 'prioritized']);
-  return {
-    run: await h.ctx.redis.hgetall(k.run),
-    budget: await h.ctx.redis.hgetall(k.budget),
-    journal: await h.ctx.redis.llen(k.journal),
-    events: await h.ctx.redis.xlen(k.events),
-    jobs: jobs.filter((j) => j?.id?.startsWith(`${runId}.`)).map((j) => j.id),
-  };
-}
-
-const costOf = async (runId: string) => (await readBudget(h.ctx.redis, h.ctx.keys, runId, ['costUsed'])).costUsed;
+const post = (path: string, body: unknown) => postTo(url, path, body);
+const startBoss = (id: string, turns: unknown[]) => startBossIn(ctx, id, turns);
+const childrenOf = (parent: string, n: number) => childrenOfIn(ctx, parent, n);
+const snapshot = (runId: string) => snapshotIn(h.ctx, runId);
+const costOf = (runId: string) => costOfIn(h.ctx, runId);
 
 describe('a child run whose parent took its outcome and moved on', () => {
   it('a retry of it is 409 parent_moved_on, nothing written, nothing spent', async () => {
     const parent = await startBoss('B-retry', [
       { toolCalls: [delegate('K-retry', 'flaky')], usage: small },
-      { toolCalls: [{ name: 'nap', args: {} }], usage: small },
+      bossNaps,
       { final: 'boss done', usage: small },
     ]);
     const [child] = await childrenOf(parent, 1);
@@ -219,7 +94,7 @@ describe('a child run whose parent took its outcome and moved on', () => {
   it('a finding on its action settles the action and ends the child, which is not resumed', async () => {
     const parent = await startBoss('B-ship', [
       { toolCalls: [delegate('K-ship', 'ship')], usage: small },
-      { toolCalls: [{ name: 'nap', args: {} }], usage: small },
+      bossNaps,
       { final: 'boss done', usage: small },
     ]);
     const [child] = await childrenOf(parent, 1);
@@ -255,7 +130,7 @@ describe('a child run whose parent took its outcome and moved on', () => {
   it('a child that got back to work anyway ends parent_moved_on at its next step, before any model call', async () => {
     const parent = await startBoss('B-race', [
       { toolCalls: [delegate('K-race', 'flaky')], usage: small },
-      { toolCalls: [{ name: 'nap', args: {} }], usage: small },
+      bossNaps,
       { final: 'boss done', usage: small },
     ]);
     const [child] = await childrenOf(parent, 1);
