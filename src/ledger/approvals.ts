@@ -172,6 +172,8 @@ export interface VoidedDecision {
   laterRunId?: string;
   /** The parent that took this child run's outcome and moved on (RunStore.resume). */
   parentRunId?: string;
+  /** The field at which the run's stored spec no longer parses (RunStore.resume): no step could run it. */
+  invalidSpec?: string;
   /** The action's state afterwards (`rejected`: never sent). */
   state: string;
 }
@@ -179,9 +181,11 @@ export interface VoidedDecision {
 /**
  * After a person's decision, its run did not come back to work (resumeRun-12.lua): when the run
  * was cancelled meanwhile (a cancel that landed between the decision and the resume), a later run of its
- * subject superseded it, or it is a child run whose parent took its outcome and moved on, the decision is void. An `authorized` action ends `rejected` with the run's
- * end as evidence (never left authorized on a run that will not run it); a superseded run that
- * waited for this approval ends `failed` / `superseded: <later run>` (nothing else would end it).
+ * subject superseded it, it is a child run whose parent took its outcome and moved on, or its stored spec no longer
+ * parses, the decision is void. An `authorized` action ends `rejected` with the run's end as evidence (never left
+ * authorized on a run that will not run it); a run that waited for this approval and that nothing else would end
+ * ends: `failed` / `superseded: <later run>`, `cancelled` / `parent_moved_on: <parent>`, or `failed` /
+ * `invalid_spec: <field>` (what its step would have ended it with).
  * Undefined otherwise (another caller resumed it): the decision stands.
  */
 export async function settleUnresumed(
@@ -193,9 +197,11 @@ export async function settleUnresumed(
   if (r.resumed) return undefined;
   const laterRunId = 'laterRunId' in r ? r.laterRunId : undefined;
   const parentRunId = 'parentRunId' in r ? r.parentRunId : undefined;
+  const invalidSpec = 'unreadableSpec' in r ? r.unreadableSpec : undefined;
   // A waiting_approval run ends without coming back to work only by a cancel (an expiry rejects the action
   // itself): any other status means another caller resumed it and the decision took effect.
-  if (laterRunId === undefined && parentRunId === undefined && r.status !== 'cancelled') return undefined;
+  if (laterRunId === undefined && parentRunId === undefined && invalidSpec === undefined && r.status !== 'cancelled')
+    return undefined;
   const run = await readRun(ctx.redis, ctx.keys, runId, ['cancelReason']);
   const runStatus = run?.status ?? 'missing';
   const cancelReason = run?.cancelReason;
@@ -204,22 +210,31 @@ export async function settleUnresumed(
     ...(cancelReason ? { cancelReason } : {}),
     ...(laterRunId ? { laterRunId } : {}),
     ...(parentRunId ? { parentRunId } : {}),
+    ...(invalidSpec ? { invalidSpec } : {}),
   };
   const state = await voidAuthorized(ctx, runId, actionId, evidence);
-  // Nothing else would end it: a superseded run, or a child whose parent took its outcome and moved on.
+  // Nothing else would end it: a superseded run, a child whose parent took its outcome and moved on, a run no step
+  // can read.
   const end =
     laterRunId !== undefined
       ? { status: 'failed' as const, reason: `superseded: ${laterRunId}` }
       : parentRunId !== undefined
         ? { status: 'cancelled' as const, reason: `parent_moved_on: ${parentRunId}` }
-        : undefined;
+        : invalidSpec !== undefined
+          ? { status: 'failed' as const, reason: `invalid_spec: ${invalidSpec}` }
+          : undefined;
   if (end && runStatus === 'waiting_approval')
     await stopRun(ctx, runId, { expected: ['waiting_approval'], ...end, now: Date.now() });
-  ctx.metrics.approvalsVoided.inc({
-    why: laterRunId ? 'superseded' : parentRunId ? 'parent_moved_on' : 'run_finished',
-  });
+  ctx.metrics.approvalsVoided.inc({ why: voidWhy(evidence) });
   ctx.log.info({ code: 'approval_void', runId, actionId, ...evidence }, 'decision void: the run will not run it');
   return { ...evidence, state };
+}
+
+/** Why a decision is void, as the metric and the rejected action name it. */
+function voidWhy(evidence: { laterRunId?: string; parentRunId?: string; invalidSpec?: string }) {
+  if (evidence.laterRunId) return 'superseded';
+  if (evidence.parentRunId) return 'parent_moved_on';
+  return evidence.invalidSpec ? 'invalid_spec' : 'run_finished';
 }
 
 /** authorized -> rejected (never sent), with why the run will not send it; a lost race leaves what won. */
@@ -232,10 +247,9 @@ async function voidAuthorized(
   const ledger = ledgerFor(ctx);
   const rec = await ledger.get(runId, actionId);
   if (rec?.state !== 'authorized') return rec?.state ?? 'missing';
-  const why = evidence.laterRunId
-    ? 'superseded'
-    : evidence.parentRunId
-      ? 'parent_moved_on'
+  const why =
+    evidence.laterRunId || evidence.parentRunId || evidence.invalidSpec
+      ? voidWhy(evidence)
       : `run_${evidence.runStatus}`;
   try {
     await ledger.transition(

@@ -374,7 +374,7 @@ export class Metrics {
     });
     this.approvalsVoided = new Counter({
       name: 'agent_approvals_voided_total',
-      help: "A person's approval decision made void because its run will not run it (run_finished, superseded, parent_moved_on)",
+      help: "A person's approval decision made void because its run will not run it (run_finished, superseded, parent_moved_on, invalid_spec)",
       labelNames: ['why'],
       registers: r,
     });

@@ -60,8 +60,8 @@ export async function decideApproval(
     });
   }
   const resumed = await resumeParked(ctx, rec.runId, 'waiting_approval');
-  // The run ended (a cancel between the decision and the resume), a later run superseded it, or its parent took
-  // its outcome and moved on: void.
+  // The run ended (a cancel between the decision and the resume), a later run superseded it, its parent took its
+  // outcome and moved on, or its stored spec no longer parses: void.
   const voided = await settleUnresumed(ctx, rec.runId, actionId, resumed);
   await ctx.redis.zrem(ctx.keys.approvals(ctx.keys.shardOf(rec.runId)), actionId);
   if (voided) return voidRefusal(result.decision, voided);
@@ -70,17 +70,28 @@ export async function decideApproval(
 
 /** A decision made void: the run's status, the action's final state, and why. */
 function voidRefusal<T extends object>(decision: object, v: VoidedDecision): Outcome<T> {
-  return refused(v.laterRunId ? 'run_superseded' : v.parentRunId ? 'parent_moved_on' : 'run_finished', {
+  const refusal = v.laterRunId
+    ? 'run_superseded'
+    : v.parentRunId
+      ? 'parent_moved_on'
+      : v.invalidSpec
+        ? 'invalid_spec'
+        : 'run_finished';
+  return refused(refusal, {
     ...decision,
     state: v.state,
     runStatus: v.runStatus,
     ...(v.cancelReason ? { cancelReason: v.cancelReason } : {}),
     ...(v.laterRunId ? { laterRunId: v.laterRunId } : {}),
     ...(v.parentRunId ? { parentRunId: v.parentRunId } : {}),
+    ...(v.invalidSpec ? { field: v.invalidSpec } : {}),
     message: v.laterRunId
       ? `a later run of the subject (${v.laterRunId}) superseded the run: the decision is void`
       : v.parentRunId
         ? `the run's parent (${v.parentRunId}) took its outcome and moved on: the decision is void, nothing will be sent`
-        : `the run is ${v.runStatus}: the decision is void, nothing will be sent`,
+        : v.invalidSpec
+          ? `the run's stored spec no longer parses (${v.invalidSpec}): the decision is void, nothing will be sent, ` +
+            'the run ends failed'
+          : `the run is ${v.runStatus}: the decision is void, nothing will be sent`,
   });
 }

@@ -8,7 +8,8 @@
  * the new version no longer has: a journalled call to one is answered `unknown_tool` to the model (never dispatched);
  * a run with an unsettled ledger action of such a tool is refused (`unsettled_actions_of_vanished_tools`, naming
  * them): no worker of the new version could settle it. A child run whose parent took its outcome and moved on is
- * refused (`parent_moved_on`, naming the parent). Each decision counts in agent_version_decisions_total.
+ * refused (`parent_moved_on`, naming the parent), and so is a run whose stored spec no longer parses (`invalid_spec`,
+ * naming the field). Each decision counts in agent_version_decisions_total.
  */
 import type { EngineContext } from '../runs/engineContext.js';
 import { FenceError, hasErrorCode } from '../core/errors.js';
@@ -17,7 +18,6 @@ import { UNSETTLED_STATES } from '../ledger/states.js';
 import { continueUnderVersion, isVersionParked, listVersionParked } from '../runs/versionQueue.js';
 import { versionLabel, type ServedVersion, type VersionRegistry } from '../runs/versions.js';
 import { holdSlot } from '../runs/resume.js';
-import { movedOnParentOf } from '../runs/children.js';
 import { isRunId } from '../store/keys.js';
 import { readRun } from '../store/runRecord.js';
 import { actorSeesRun, type Actor } from './actor.js';
@@ -74,13 +74,23 @@ export async function continueVersionRun(
     return refused('not_version_parked', { runId, status: run.status, reason: run.reason });
   // A child whose parent took its outcome and moved on stays parked (cancel it): it would spend charged to nobody.
   // Read before the script, as the retry does (the parent is on another shard); the child's next step ends what a
-  // race lets through (src/worker/step/cancel.ts).
-  const movedOn = await movedOnParentOf(ctx.redis, ctx.keys, await ctx.store.readSpec(runId));
-  if (movedOn)
+  // race lets through (src/worker/step/cancel.ts). So does a run whose stored spec no longer parses: no version
+  // could run it.
+  const bar = await ctx.store.parentBar(runId);
+  if (bar && 'unreadableSpec' in bar) {
+    const field = bar.unreadableSpec;
+    ctx.log.warn({ code: 'spec_unreadable', runId, field, operator: actor.name }, 'continue: spec unreadable');
+    return refused('invalid_spec', {
+      runId,
+      field,
+      message: `the run's stored spec no longer parses (${field}): no version could run it; cancel it instead`,
+    });
+  }
+  if (bar)
     return refused('parent_moved_on', {
       runId,
-      ...movedOn,
-      message: `its parent run ${movedOn.parentRunId} took this child's outcome and moved on: cancel it instead`,
+      ...bar,
+      message: `its parent run ${bar.parentRunId} took this child's outcome and moved on: cancel it instead`,
     });
   const picked = await pickVersion(ctx, registry, runId, run.agent, wanted);
   if (!('to' in picked)) return picked.refusal;

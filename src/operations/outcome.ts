@@ -15,6 +15,11 @@ export type Refusal =
   | 'run_superseded'
   /** A child run whose parent took its outcome and moved on: it is not put back to work (`parentRunId`). */
   | 'parent_moved_on'
+  /**
+   * A run whose stored spec no longer parses (`field` names where): no step could run it, so it is not put back to
+   * work (a decision on it is void and it ends `failed` / `invalid_spec: <field>`).
+   */
+  | 'invalid_spec'
   | 'approval_expired'
   | 'not_in_human_queue'
   | 'compensation_refused'

@@ -4,7 +4,8 @@
  * compensation) or `accept` (on an original whose compensation its service refused: the effect stands, the run ends
  * without compensating it). The finding is the effect's truth; the run resumes after it, unless the item was a
  * compensation (the run then ends), a later run of the subject superseded the run (it then ends `superseded`), or the
- * run is a child whose parent took its outcome and moved on (it then ends `cancelled` / `parent_moved_on`).
+ * run is a child whose parent took its outcome and moved on (it then ends `cancelled` / `parent_moved_on`), or its
+ * stored spec no longer parses (it then ends `failed` / `invalid_spec: <field>`).
  */
 import type { EngineContext } from '../runs/engineContext.js';
 import { CompensationRefused, deliveryRefused, type Compensations } from '../ledger/compensation.js';
@@ -258,6 +259,12 @@ async function resumeAfterFinding(
     resumed: resumed.resumed,
     operator: by,
   };
+  if ('unreadableSpec' in resumed) {
+    // The finding stands (it is the effect's truth); no step could run the run: it ends as its step would end it.
+    const field = resumed.unreadableSpec;
+    const runStatus = await endUnresumed(ctx, ledger, rec.runId, 'failed', `invalid_spec: ${field}`);
+    return done({ ...value, invalidSpec: field, runStatus });
+  }
   if ('parentRunId' in resumed) {
     // The finding stands (it is the effect's truth); the child does not go on after its parent took its outcome.
     const { parentRunId, parentStatus } = resumed;
@@ -272,8 +279,9 @@ async function resumeAfterFinding(
 
 /**
  * A needs_human run that will not come back to work after a person's finding: a later run of its subject superseded
- * it (it ends `failed` / `superseded: <later run>`), or it is a child whose parent took its outcome and moved on (it
- * ends `cancelled` / `parent_moved_on: <parent>`). Unless another of its actions still waits for a person: then it
+ * it (it ends `failed` / `superseded: <later run>`), it is a child whose parent took its outcome and moved on (it
+ * ends `cancelled` / `parent_moved_on: <parent>`), or its stored spec no longer parses (it ends `failed` /
+ * `invalid_spec: <field>`). Unless another of its actions still waits for a person: then it
  * stays parked until that one is resolved. Returns its status.
  */
 async function endUnresumed(

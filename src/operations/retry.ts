@@ -120,6 +120,12 @@ function refusalOf<T extends object>(runId: string, r: NotRetried): Outcome<T> {
           `its parent run ${r.parentRunId} took this child's outcome and moved on (${r.parentStatus}): the child ` +
           "would spend outside the parent's budget, charged to nobody",
       });
+    case 'invalid_spec':
+      return refused('invalid_spec', {
+        runId,
+        field: r.field,
+        message: `the run's stored spec no longer parses (${r.field}): no step could run it; cancel it`,
+      });
     case 'run_erased':
       return refused('run_erased', {
         runId,

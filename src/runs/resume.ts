@@ -11,7 +11,7 @@ const SETTLE_POLL_MS = 50;
  * park to land. (An approval request is recorded by the park's own commit.) A
  * second call is a no-op (resume is fenced on the status). A run a later run of its
  * subject superseded is not resumed (`laterRunId`, resumeRun-12.lua), nor a child run whose parent took its outcome
- * and moved on (`parentRunId`, RunStore.resume).
+ * and moved on (`parentRunId`, RunStore.resume), nor a run whose stored spec no longer parses (`unreadableSpec`).
  */
 export async function resumeParked(
   ctx: EngineContext,
@@ -32,7 +32,12 @@ export async function resumeParked(
         { code: 'child_not_resumed', runId, parentRunId: r.parentRunId, parentStatus: r.parentStatus },
         'child run not resumed: its parent took its outcome and moved on',
       );
-    if (r.resumed || 'laterRunId' in r || 'parentRunId' in r) return r;
+    if ('unreadableSpec' in r)
+      ctx.log.warn(
+        { code: 'spec_unreadable', runId, field: r.unreadableSpec },
+        'run not resumed: its stored spec no longer parses',
+      );
+    if (r.resumed || 'laterRunId' in r || 'parentRunId' in r || 'unreadableSpec' in r) return r;
     if ((r.status !== 'running' && r.status !== 'queued') || Date.now() >= deadline) return r;
     await new Promise((res) => setTimeout(res, SETTLE_POLL_MS));
   }

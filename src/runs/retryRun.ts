@@ -36,6 +36,8 @@
  *   would spend again from the limits carved out of what the parent had left before it spent more, charged to
  *   nobody. Allowed while the parent still waits on the child (`waiting_child` on it): its wake charges all the
  *   child spends, the retried run's included.
+ * - a run whose stored spec no longer parses (409 `invalid_spec` naming the field): its step would end it `failed` /
+ *   `invalid_spec` at once, and whether it is a child whose parent moved on cannot be read.
  *
  * If the process dies before the script, nothing happened; after it, the run
  * is running with its job: the retry is whole or absent.
@@ -50,7 +52,6 @@ import type { EngineContext } from './engineContext.js';
 import { STEP_JOB_NAME } from '../store/queues.js';
 import { LIMIT_FIELDS, limitsOfBudget, type RunLimits, type StepJobData } from './spec.js';
 import { readBudget, readRun } from '../store/runRecord.js';
-import { movedOnParentOf } from './children.js';
 
 export const RETRYABLE_STATUSES = ['failed', 'budget_exceeded', 'needs_human'] as const;
 
@@ -88,6 +89,7 @@ export type RetryOutcome =
   | { ok: false; code: 'superseded'; laterRunId: string }
   | { ok: false; code: 'run_erased' }
   | { ok: false; code: 'parent_moved_on'; parentRunId: string; parentStatus: string }
+  | { ok: false; code: 'invalid_spec'; field: string }
   | { ok: false; code: 'over_limit'; field: 'steps' | 'tokens' | 'wallMs' | 'cost'; limit: number }
   | { ok: false; code: 'no_money_budget' };
 
@@ -141,8 +143,12 @@ export async function retryRun(
   // leaves out what it spends now; its next step reads the parent moved on and ends `cancelled` /
   // `parent_moved_on` before any model call (src/worker/step/cancel.ts), so what escapes is the steps it starts
   // before that wake commits (the wake's read to its commit: its flow-control slot wait included).
-  const movedOn = await movedOnParentOf(ctx.redis, ctx.keys, await ctx.store.readSpec(runId));
-  if (movedOn) return refuse({ ok: false, code: 'parent_moved_on', ...movedOn });
+  const bar = await ctx.store.parentBar(runId);
+  if (bar && 'unreadableSpec' in bar) {
+    ctx.log.warn({ code: 'spec_unreadable', runId, field: bar.unreadableSpec, operator: by }, 'retry: spec unreadable');
+    return refuse({ ok: false, code: 'invalid_spec', field: bar.unreadableSpec });
+  }
+  if (bar) return refuse({ ok: false, code: 'parent_moved_on', ...bar });
   const dayUsed = await tenantDayUsed(ctx, tenant, now);
   if (dayUsed !== undefined && dayUsed >= ctx.cfg.TENANT_DAILY_TOKENS)
     return refuse({ ok: false, code: 'tenant_budget_exhausted', tenant });

@@ -190,3 +190,9 @@ function fieldCount(o: object): number {
   for (const key in o) if (Object.hasOwn(o, key)) n++;
   return n;
 }
+
+/** The first invalid field's path (`used.tokens`), never its value. */
+export function fieldOf(err: z.ZodError): string {
+  const path = err.issues[0]?.path.map(String).join('.') ?? '';
+  return /^[\w.]{1,80}$/.test(path) ? path : '(root)';
+}

@@ -9,7 +9,9 @@ import { type KeySpace, stepJobId } from '../store/keys.js';
 import { createRun, type CreateRunResult } from '../store/calls/createRun.js';
 import { resumeRun, type ResumeResult } from '../store/calls/resumeRun.js';
 import { decodeEntry, encodeEntry, type JournalEntry, type OperatorEntry } from '../core/journal.js';
+import { z } from 'zod';
 import {
+  fieldOf,
   LIMIT_FIELDS,
   limitsOfBudget,
   limitsSchema,
@@ -22,7 +24,7 @@ import { type ShardQueues, STEP_JOB_NAME } from '../store/queues.js';
 import { isWaitStatus, parseWait, waitIdOf, type WaitRecord } from './waits.js';
 import { endsRun, type RunStatus } from '../core/status.js';
 import { searchIndexKeysOf } from './search.js';
-import { movedOnParentOf } from './children.js';
+import { movedOnParentOf, type MovedOnParent } from './children.js';
 import { newRunRecord, readBudget, readRun, readStatuses } from '../store/runRecord.js';
 import { readJournal, readJournalEntry } from '../store/runJournal.js';
 import { journalOperatorCall } from '../store/calls/journalOperator.js';
@@ -40,6 +42,14 @@ export interface RunState {
   updatedAt: number;
   /** What a sleeping or waiting_event run waits for (src/runs/waits.ts). */
   wait?: WaitRecord;
+}
+
+/**
+ * A run whose stored spec no longer parses: the field that does not (the first issue's path; `json` when it is not
+ * JSON at all), a name, never a value.
+ */
+export interface UnreadableSpec {
+  unreadableSpec: string;
 }
 
 export class RunStore {
@@ -147,6 +157,25 @@ export class RunStore {
   async readSpec(runId: string): Promise<RunSpec | undefined> {
     const raw = (await readRun(this.redis, this.keys, runId, ['spec']))?.spec;
     return raw ? runSpecSchema.parse(JSON.parse(raw)) : undefined;
+  }
+
+  /**
+   * What keeps the run from being put back to work for its place in a tree, or undefined (not a child, or its parent
+   * still takes its outcome): the parent that took its outcome and moved on (src/runs/children.ts movedOnParentOf),
+   * or the field at which its stored spec, which names the parent, no longer parses. Such a run could not run anyway
+   * (its step would end it `failed` / `invalid_spec: <field>`): an operator's request on it is refused with that
+   * field, never failed.
+   */
+  async parentBar(runId: string): Promise<MovedOnParent | UnreadableSpec | undefined> {
+    let spec: RunSpec | undefined;
+    try {
+      spec = await this.readSpec(runId);
+    } catch (err) {
+      if (err instanceof SyntaxError) return { unreadableSpec: 'json' };
+      if (err instanceof z.ZodError) return { unreadableSpec: fieldOf(err) };
+      throw err;
+    }
+    return movedOnParentOf(this.redis, this.keys, spec);
   }
 
   async readState(runId: string): Promise<RunState | undefined> {
@@ -288,9 +317,9 @@ export class RunStore {
     if (state.status !== expectedStatus) return { resumed: false, status: state.status };
     // A child whose parent took its outcome and moved on is not resumed: what it spent after would be charged to
     // nobody. Read before the script (the parent is on another shard); what a race lets through ends at the child's
-    // next step (src/worker/step/cancel.ts).
-    const movedOn = await movedOnParentOf(this.redis, this.keys, await this.readSpec(runId));
-    if (movedOn) return { resumed: false, status: state.status, ...movedOn };
+    // next step (src/worker/step/cancel.ts). Nor is a run whose stored spec no longer parses (no step could run it).
+    const bar = await this.parentBar(runId);
+    if (bar) return { resumed: false, status: state.status, ...bar };
     const k = this.keys.run(runId);
     const resumes = (await readRun(this.redis, this.keys, runId, ['resumes']))?.resumes ?? 0;
     const jobId = `${stepJobId(runId, state.cursor)}.r${resumes + 1}`;

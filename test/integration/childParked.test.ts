@@ -11,6 +11,8 @@
  *    sent), the kid `cancelled` / `parent_moved_on: <parent>` with no job left; while the parent still waits, the
  *    approval sends the action and the kid completes.
  */
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, type Harness } from '../../testkit/harness.js';
 import { createContext, type ContextOptions } from '../../src/server/buildContext.js';
@@ -21,6 +23,9 @@ import { Ledger } from '../../src/ledger/ledger.js';
 import type { FleetWorker } from '../../src/worker/fleetWorker.js';
 import type { EngineContext } from '../../src/runs/engineContext.js';
 import { until } from '../../testkit/until.js';
+import { createFullApi } from '../../src/http/fullApi.js';
+import { createLogger } from '../../src/metrics/log.js';
+import { captureLines } from '../support/logCapture.js';
 import {
   boss,
   bossNaps,
@@ -45,6 +50,8 @@ const kid2 = kidAgent('kid@2');
 const label = (a: typeof kid1) => `${a.version}/${a.tools.schemaHash}`;
 
 let h: Harness;
+let server: Server;
+const apiLog = captureLines();
 let url: string;
 let ledger: Ledger;
 beforeAll(async () => {
@@ -57,12 +64,33 @@ beforeAll(async () => {
     VERSION_TTL_MS: '600',
     VERSION_HANDBACK_DELAY_MS: '10',
   });
-  url = (await h.startApi()).url;
+  // The API logs to `apiLog`: a request it refuses for a record it cannot read says so in a line of its own.
+  const app = createFullApi({ ...h.ctx, log: createLogger('child-parked-api', 'info', apiLog.stream) }, () => true);
+  server = await new Promise<Server>((resolve) => {
+    const s = app.listen(0, '127.0.0.1', () => resolve(s));
+  });
+  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   ledger = new Ledger(h.ctx.redis, h.ctx.keys);
 });
 afterAll(async () => {
+  server.close();
   await h.close();
 });
+
+/**
+ * Rewrites the run's stored spec as one the schema no longer reads: its `parent` without the call that asked (as a
+ * spec written by hand, or by another version of the schema, could be). The field the refusals name.
+ */
+async function unreadableSpec(runId: string): Promise<string> {
+  const k = h.ctx.keys.run(runId).run;
+  const spec = JSON.parse((await h.ctx.redis.hget(k, 'spec'))!) as { parent: { runId: string; step: number } };
+  await h.ctx.redis.hset(k, 'spec', JSON.stringify({ ...spec, parent: { runId: spec.parent.runId, step: 1 } }));
+  return 'parent.callId';
+}
+
+/** The API's `spec_unreadable` lines about `runId`. */
+const unreadableLogged = (runId: string) =>
+  apiLog.lines().filter((l) => l.code === 'spec_unreadable' && l.runId === runId);
 
 /** A worker of its own context loading `agents`; `env` on top of the harness's. */
 async function worker(name: string, agents: ContextOptions['agents'], env = {}) {
@@ -116,6 +144,25 @@ describe('a child parked in the version queue', () => {
     const c = await post(url, `${QUEUE}/${child}/cancel`, {});
     expect(c.status).toBe(200);
     expect(await h.waitForStatus(child!, ENDED)).toBe('cancelled');
+  });
+
+  it('whose stored spec no longer parses: a continue is 409 invalid_spec naming the field, logged, nothing written', async () => {
+    const parent = await startBoss(ctx, 'B-cont-bad', [
+      { toolCalls: [delegate('K-cont-bad', 'flaky')], usage: small },
+      bossNaps,
+      { final: 'boss done', usage: small },
+    ]);
+    const [child] = await childrenOf(ctx, parent, 1);
+    expect(await h.waitForStatus(child!, ['needs_human'])).toBe('needs_human');
+    const field = await unreadableSpec(child!);
+    const before = await snapshot(h.ctx, child!);
+
+    const r = await post(url, `${QUEUE}/${child}/continue`, { agentVersion: 'kid@2' });
+    expect(r).toMatchObject({ status: 409, body: { error: 'invalid_spec', runId: child, field } });
+    expect(await snapshot(h.ctx, child!)).toEqual(before);
+    expect(unreadableLogged(child!)).toEqual([expect.objectContaining({ level: 40, field })]);
+    // Its way out is the cancel.
+    expect((await post(url, `${QUEUE}/${child}/cancel`, {})).status).toBe(200);
   });
 
   it('whose parent still waits on it: a continue goes on and it completes under the served version', async () => {
@@ -204,5 +251,78 @@ describe('a child waiting for an approval', () => {
     expect(await ledger.get(child!, p.actionId)).toMatchObject({ state: 'confirmed', receipt: 'paid-K-pay-wait' });
     expect(payments.filter((i) => i === 'K-pay-wait')).toHaveLength(1);
     expect(await h.waitForStatus(parent, ENDED)).toBe('completed');
+  });
+});
+
+describe('a child whose stored spec no longer parses', () => {
+  let ctx: EngineContext;
+  let w: FleetWorker;
+  beforeAll(async () => {
+    ({ ctx, w } = await worker('child-parked-d', [boss, kid1]));
+  });
+  afterAll(async () => {
+    await w.stop(true);
+  });
+
+  /** A kid in `mode` parked `status`, with its stored spec made unreadable: the kid and the field. */
+  async function parkedKid(id: string, mode: 'flaky' | 'ship' | 'pay', status: string) {
+    const parent = await startBoss(ctx, `B-${id}`, [
+      { toolCalls: [delegate(`K-${id}`, mode)], usage: small },
+      bossNaps,
+      { final: 'boss done', usage: small },
+    ]);
+    const [child] = await childrenOf(ctx, parent, 1);
+    expect(await h.waitForStatus(child!, [status])).toBe(status);
+    return { child: child!, field: await unreadableSpec(child!) };
+  }
+
+  it('a retry is 409 invalid_spec naming the field, logged, nothing written', async () => {
+    const { child, field } = await parkedKid('retry-bad', 'flaky', 'needs_human');
+    const before = await snapshot(h.ctx, child);
+    const r = await post(url, `/v1/runs/${child}/retry`, { steps: 2 });
+    expect(r).toMatchObject({ status: 409, body: { error: 'invalid_spec', runId: child, field } });
+    expect(await snapshot(h.ctx, child)).toEqual(before);
+    expect(unreadableLogged(child)).toEqual([expect.objectContaining({ level: 40, field })]);
+  });
+
+  it('an approval is void, 409 invalid_spec: the action rejected and never sent, the run failed invalid_spec', async () => {
+    const { child, field } = await parkedKid('pay-bad', 'pay', 'waiting_approval');
+    const p = await until(`the approval of ${child}`, 10_000, async () => {
+      const [rec] = await ledger.listForRun(child);
+      return rec?.state === 'planned' && rec;
+    });
+    const pending = await fetch(`${url}/v1/approvals`, { headers: { authorization: `Bearer ${OPERATOR_TOKEN}` } });
+    const { approvals } = (await pending.json()) as { approvals: { actionId: string; fingerprint: string }[] };
+    const { fingerprint } = approvals.find((a) => a.actionId === p.actionId)!;
+
+    const r = await post(url, `/v1/approvals/${p.actionId}`, { decision: 'approve', fingerprint });
+    expect(r).toMatchObject({
+      status: 409,
+      body: { error: 'invalid_spec', actionId: p.actionId, field, state: 'rejected' },
+    });
+    expect(await ledger.get(child, p.actionId)).toMatchObject({ state: 'rejected' });
+    const state = (await h.ctx.store.readState(child))!;
+    expect([state.status, state.reason]).toEqual(['failed', `invalid_spec: ${field}`]);
+    await h.untilNoJob(child);
+    expect(payments).not.toContain('K-pay-bad');
+    expect(unreadableLogged(child)).toEqual([expect.objectContaining({ level: 40, field })]);
+  });
+
+  it('a finding is recorded; the run is not resumed and ends failed invalid_spec, as its step would end it', async () => {
+    const { child, field } = await parkedKid('ship-bad', 'ship', 'needs_human');
+    const [action] = await ledger.listForRun(child);
+    expect(action).toMatchObject({ tool: 'ship', state: 'needs_human' });
+    const r = await post(url, `/v1/reconciliations/${action!.actionId}`, {
+      finding: 'confirmed',
+      receipt: 'PARCEL-9',
+      evidence: { checked: 'the carrier says it shipped' },
+    });
+    expect(r).toMatchObject({
+      status: 200,
+      body: { actionId: action!.actionId, state: 'confirmed', resumed: false, invalidSpec: field, runStatus: 'failed' },
+    });
+    expect(await ledger.get(child, action!.actionId)).toMatchObject({ state: 'confirmed', receipt: 'PARCEL-9' });
+    expect((await h.ctx.store.readState(child))!.reason).toBe(`invalid_spec: ${field}`);
+    await h.untilNoJob(child);
   });
 });

@@ -17,6 +17,7 @@ const STATUS_OF: Record<Refusal, number> = {
   run_finished: 409,
   run_superseded: 409,
   parent_moved_on: 409,
+  invalid_spec: 409,
   approval_expired: 409,
   not_in_human_queue: 409,
   compensation_refused: 409,

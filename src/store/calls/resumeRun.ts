@@ -20,13 +20,15 @@ export interface ResumeRunArgs {
  * Resumed; or not: the run's status (`missing`; not the expected one: a second click changes nothing), the
  * later run of its subject that superseded it (`laterRunId`: only the subject's latest run comes back to work), or,
  * for a child run, the parent that took its outcome and moved on (`parentRunId`: found by RunStore.resume before
- * this script, src/runs/children.ts parentMovedOn).
+ * this script, src/runs/children.ts parentMovedOn), or the field at which the run's stored spec no longer parses
+ * (`unreadableSpec`, also found before the script: no step could run the run).
  */
 export type ResumeResult =
   | { resumed: true }
   | { resumed: false; status: string }
   | { resumed: false; status: string; laterRunId: string }
-  | { resumed: false; status: string; parentRunId: string; parentStatus: string };
+  | { resumed: false; status: string; parentRunId: string; parentStatus: string }
+  | { resumed: false; status: string; unreadableSpec: string };
 
 export async function resumeRun(
   redis: RedisClient,

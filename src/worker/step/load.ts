@@ -12,7 +12,7 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import { InvalidStepInput } from '../../core/errors.js';
 import type { DecisionEntry, ObservationEntry } from '../../core/journal.js';
-import { safeParseStepJobData, type RunLimits, type RunSpec, type StepJobData } from '../../runs/spec.js';
+import { fieldOf, safeParseStepJobData, type RunLimits, type RunSpec, type StepJobData } from '../../runs/spec.js';
 import { isWaitStatus } from '../../runs/waits.js';
 import type { StepEnv } from './env.js';
 import { lazyChild } from './log.js';
@@ -170,10 +170,4 @@ function sameLimits(a: RunLimits, b: RunLimits): boolean {
     a.deadlineAt === b.deadlineAt &&
     a.maxCost === b.maxCost
   );
-}
-
-/** The first invalid field's path (`used.tokens`), never its value. */
-export function fieldOf(err: z.ZodError): string {
-  const path = err.issues[0]?.path.map(String).join('.') ?? '';
-  return /^[\w.]{1,80}$/.test(path) ? path : '(root)';
 }
