@@ -49,6 +49,7 @@ export type ErrorCode =
   | 'rate_limited'
   | 'not_replicated'
   | 'run_superseded'
+  | 'parent_moved_on'
   | 'run_erased';
 
 /**

@@ -73,9 +73,9 @@ export async function continueVersionRun(
   if (!isVersionParked(run.status, run.reason))
     return refused('not_version_parked', { runId, status: run.status, reason: run.reason });
   // A child whose parent took its outcome and moved on stays parked (cancel it): it would spend charged to nobody.
-  // Read before the script, as the retry does (the parent is on another shard); the child's next step ends what a
-  // race lets through (src/worker/step/cancel.ts). So does a run whose stored spec no longer parses: no version
-  // could run it.
+  // Read before the script, as the retry does (the parent is on another shard); a wake that takes the outcome after
+  // this read has marked the child, which the script refuses. So does a run whose stored spec no longer parses: no
+  // version could run it.
   const bar = await ctx.store.parentBar(runId);
   if (bar && 'unreadableSpec' in bar) {
     const field = bar.unreadableSpec;
@@ -110,6 +110,13 @@ export async function continueVersionRun(
     if (err instanceof FenceError && err.code === 'run_missing') return NO_RUN;
     // Another operator continued or cancelled it meanwhile: the second click changes nothing.
     if (hasErrorCode(err, 'version_mismatch')) return refused('not_version_parked', { runId, message: err.message });
+    // Its parent's wake took its outcome after the read above (the child's mark, read by the script).
+    if (hasErrorCode(err, 'parent_moved_on')) {
+      const parentRunId = String(err.details.parentRunId);
+      const parentStatus = await ctx.store.parentStatusOf(parentRunId);
+      const message = `its parent run ${parentRunId} took this child's outcome and moved on: cancel it instead`;
+      return refused('parent_moved_on', { runId, parentRunId, parentStatus, message });
+    }
     if (hasErrorCode(err, 'run_superseded')) {
       ctx.metrics.runsSuperseded.inc({ path: 'continue_version' });
       const laterRunId = String(err.details.laterRunId);

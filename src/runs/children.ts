@@ -31,6 +31,9 @@ import { parseWait, type WaitRecord } from './waits.js';
 import type { RunSpec } from './spec.js';
 import { readBudget, readRun } from '../store/runRecord.js';
 import { readJournal } from '../store/runJournal.js';
+import { takeChildOutcome, type TakeReply } from '../store/calls/takeChildOutcome.js';
+
+export type { TakeReply } from '../store/calls/takeChildOutcome.js';
 
 /** A child run to start: the parent that asks, the agent and input, and limits already carved out of the parent's. */
 export interface ChildStartRequest {
@@ -161,11 +164,12 @@ export interface ParentStanding {
 
 /**
  * Whether a parent has moved on from its child (started by the parent's step `child.step`): it ended, it is gone, or
- * it took the child's outcome and no longer waits on it. A parent takes a child's outcome once, at its wake
- * (wakeRun-5.lua journals it and charges what the child had spent by then), and only while the child counts as ended
- * (terminal, or `needs_human`) or at the parent's deadline. Whatever the child spends after that is charged to nobody
- * and answers nobody: a child whose parent moved on is never put back to work (a retry, a resume after a person's
- * decision, a version continue are refused) and ends `cancelled` / `parent_moved_on` at its next step.
+ * it took the child's outcome and no longer waits on it. A parent takes a child's outcome once, at its wake (it marks
+ * the child, takeChildOutcome-1.lua, then wakeRun-5.lua journals the outcome and charges what the child had spent by
+ * then), and only while the child counts as ended (terminal, or `needs_human`) or at the parent's deadline. Whatever
+ * the child spends after that is charged to nobody and answers nobody: a child whose parent moved on is never put
+ * back to work (a retry, a resume after a person's decision, a version continue are refused) and ends `cancelled` /
+ * `parent_moved_on` at its next step.
  *
  * Not moved on: the parent is `waiting_child` on this child at that step (its wake has not taken the outcome yet), or
  * the step that started the child has not committed yet (cursor at or before it: the parent is still in that step,
@@ -193,8 +197,10 @@ export interface MovedOnParent {
 /**
  * The parent a run must not be put back to work without (parentMovedOn), or undefined: not a child, or its parent
  * still takes its outcome. Read before the script that puts the run back to work: the parent lives on another shard
- * (its own Cluster slot), so it cannot be read in that script. The child's steps check the same before each step
- * (src/worker/step/cancel.ts), which ends what a race let through.
+ * (its own Cluster slot), so it cannot be read in that script. A wake that takes the outcome after this read has
+ * marked the child first, on the child's own slot, and that script refuses a marked child
+ * (includes/outcomeTaken.lua). The child's steps check the parent before each step (src/worker/step/cancel.ts),
+ * which ends a child at work when its parent moved on.
  */
 export async function movedOnParentOf(
   redis: RedisClient,
@@ -322,6 +328,15 @@ export class ChildRuns {
       .map((a) => a.action);
     const more = actions.length - CHILD_ACTIONS_LISTED;
     return { actions: actions.slice(0, CHILD_ACTIONS_LISTED), ...(more > 0 ? { moreActions: more } : {}) };
+  }
+
+  /**
+   * The parent's wake takes the child's outcome: the child is marked so nothing puts it back to work after
+   * (takeChildOutcome-1.lua), only while it counts as ended, or whatever it does at the parent's deadline. `at_work`:
+   * not marked, the child works (an operator put it back to work after the wake read it ended).
+   */
+  async take(childRunId: string, parentRunId: string, atDeadline: boolean): Promise<TakeReply> {
+    return takeChildOutcome(this.d.redis, this.d.keys.run(childRunId).run, { parentRunId, atDeadline });
   }
 
   /** The parent's status, cursor and wait (undefined when it is gone): whether it still takes a child's outcome. */

@@ -34,8 +34,9 @@
  * - a child run whose parent took its outcome and moved on (409 `parent_moved_on` naming the parent,
  *   src/runs/children.ts parentMovedOn): the parent's wake charged what the child had spent then, and the child
  *   would spend again from the limits carved out of what the parent had left before it spent more, charged to
- *   nobody. Allowed while the parent still waits on the child (`waiting_child` on it): its wake charges all the
- *   child spends, the retried run's included.
+ *   nobody. Allowed while the parent still waits on the child (`waiting_child` on it) and its wake has not taken
+ *   the child's outcome (the child's mark, checked by the script): the wake charges all the child spends, the
+ *   retried run's included.
  * - a run whose stored spec no longer parses (409 `invalid_spec` naming the field): its step would end it `failed` /
  *   `invalid_spec` at once, and whether it is a child whose parent moved on cannot be read.
  *
@@ -138,11 +139,9 @@ export async function retryRun(
   if (!plan.ok) return refuse(plan);
   const { limits, extension } = plan;
   // The parent lives on another shard (its own Cluster slot), so retryRun-17.lua cannot read it: it is read here,
-  // before the script. The race left: a parent `waiting_child` on this child whose wake read the child's outcome
-  // (ended) before the script and commits after it. The child is then at work while its parent took an outcome that
-  // leaves out what it spends now; its next step reads the parent moved on and ends `cancelled` /
-  // `parent_moved_on` before any model call (src/worker/step/cancel.ts), so what escapes is the steps it starts
-  // before that wake commits (the wake's read to its commit: its flow-control slot wait included).
+  // before the script. A parent `waiting_child` on this child whose wake takes the child's outcome between this read
+  // and the script is caught by the script: the wake marks the child on its own slot before it commits
+  // (takeChildOutcome-1.lua), and the script refuses a marked child.
   const bar = await ctx.store.parentBar(runId);
   if (bar && 'unreadableSpec' in bar) {
     ctx.log.warn({ code: 'spec_unreadable', runId, field: bar.unreadableSpec, operator: by }, 'retry: spec unreadable');
@@ -230,6 +229,10 @@ export async function retryRun(
       return refuse({ ok: false, code: 'superseded', laterRunId: r.laterRunId });
     case 'run_erased':
       return refuse({ ok: false, code: 'run_erased' });
+    case 'parent_moved_on': {
+      const parentStatus = await ctx.store.parentStatusOf(r.parentRunId);
+      return refuse({ ok: false, code: 'parent_moved_on', parentRunId: r.parentRunId, parentStatus });
+    }
   }
 }
 

@@ -336,7 +336,7 @@ export class RunStore {
       ...this.queues.jobOptions(runId, state.cursor),
       jobId,
     });
-    return resumeRun(
+    const r = await resumeRun(
       this.redis,
       { run: k.run, events: k.events, subjectLatest: await this.subjectLatestOf(runId) },
       {
@@ -349,6 +349,15 @@ export class RunStore {
         job: add,
       },
     );
+    if (!('outcomeTakenBy' in r)) return r;
+    // The parent's wake took the child's outcome after the read above (the child's mark, read by the script).
+    const { outcomeTakenBy: parentRunId, ...rest } = r;
+    return { ...rest, parentRunId, parentStatus: await this.parentStatusOf(parentRunId) };
+  }
+
+  /** A parent's status for an answer that names it (`missing` when it is gone). */
+  async parentStatusOf(parentRunId: string): Promise<RunStatus | 'missing'> {
+    return (await readRun(this.redis, this.keys, parentRunId, []))?.status ?? 'missing';
   }
 }
 

@@ -140,8 +140,10 @@ export interface ContinueRequest {
  * with who and both versions, in one script (continueVersion-13.lua). The
  * ledger is untouched: the resumed step answers recorded effects from it. Throws
  * FenceError run_missing, AgentError version_mismatch when the run is not
- * (or no longer) parked for a version change or its pin moved, or AgentError
- * run_superseded (details.laterRunId) when a later run of its subject superseded it.
+ * (or no longer) parked for a version change or its pin moved, AgentError
+ * run_superseded (details.laterRunId) when a later run of its subject superseded it,
+ * or AgentError parent_moved_on (details.parentRunId) when it is a child whose
+ * parent's wake took its outcome (its mark, includes/outcomeTaken.lua).
  */
 export async function continueUnderVersion(ctx: EngineContext, req: ContinueRequest): Promise<OperatorEntry> {
   const { runId } = req;

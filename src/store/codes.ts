@@ -35,6 +35,11 @@ export enum ScriptCode {
    * journalled decision, whose tool calls' arguments the erasure replaced: the step would act on the marker.
    */
   RunErased = -25,
+  /**
+   * A script that brings a run back to work: the run is a child whose parent's wake took its outcome
+   * (takeChildOutcome-1.lua marked it; includes/outcomeTaken.lua). Detail: the parent's run id.
+   */
+  ParentMovedOn = -26,
 }
 
 /**
@@ -105,6 +110,8 @@ export function scriptError(code: number, context: Record<string, unknown> = {})
       );
     case ScriptCode.Superseded:
       return new AgentError('run_superseded', 'a later run of the subject superseded the run', context);
+    case ScriptCode.ParentMovedOn:
+      return new AgentError('parent_moved_on', "the run's parent took its outcome and moved on", context);
     case ScriptCode.RunErased:
       return new AgentError('run_erased', 'the run was erased and its step would act again on its decision', context);
     default:

@@ -132,6 +132,11 @@ const RUN_FIELDS = {
    * for a person): includes/expireRun.lua sets it, and the move that ends the last wait lets the run go.
    */
   retentionHeld: flag,
+  /**
+   * A child run whose parent's wake took its outcome: the parent's run id (takeChildOutcome-1.lua). The scripts that
+   * would put the run back to work refuse it (includes/outcomeTaken.lua).
+   */
+  outcomeTakenBy: optional,
 } satisfies Record<string, Decode<unknown>>;
 
 /** The budget hash: the limits in force and what the run has used. */

@@ -42,6 +42,7 @@ import {
   small,
   snapshot,
   startBoss,
+  wakeHold,
 } from '../support/childRuns.js';
 
 const QUEUE = '/v1/operators/version-mismatches';
@@ -49,6 +50,8 @@ const kid1 = kidAgent('kid@1');
 const kid2 = kidAgent('kid@2');
 const label = (a: typeof kid1) => `${a.version}/${a.tools.schemaHash}`;
 
+/** A parent's wake held by a test after it marked its children as taken, before its commit. */
+const wakes = wakeHold();
 let h: Harness;
 let server: Server;
 const apiLog = captureLines();
@@ -97,7 +100,7 @@ async function worker(name: string, agents: ContextOptions['agents'], env = {}) 
   const cfg = loadConfig({ ...h.env, ...env });
   const ctx = await createContext(cfg, name, { agents });
   const w = await h.startWorker(
-    { effects: createEffectRunner(ctx, { approvals: approvalPolicy(cfg.APPROVAL_RULES) }) },
+    { effects: createEffectRunner(ctx, { approvals: approvalPolicy(cfg.APPROVAL_RULES) }), crash: wakes.crash },
     ctx,
   );
   return { ctx, w };
@@ -145,6 +148,33 @@ describe('a child parked in the version queue', () => {
     expect(c.status).toBe(200);
     expect(await h.waitForStatus(child!, ENDED)).toBe('cancelled');
   });
+
+  it("whose parent's wake took its outcome and has not committed: a continue is 409 parent_moved_on, nothing written", async () => {
+    const { held } = wakes.hold();
+    try {
+      const parent = await startBoss(ctx, 'B-cont-mark', [
+        { toolCalls: [delegate('K-cont-mark', 'answer')], usage: small },
+        bossNaps,
+        { final: 'boss done', usage: small },
+      ]);
+      const [child] = await childrenOf(ctx, parent, 1);
+      expect(await h.waitForStatus(child!, ['needs_human'])).toBe('needs_human');
+      await held();
+      // The continue's read of the parent finds it waiting on this child; the child's mark refuses it in the script.
+      expect(await h.ctx.redis.hget(h.ctx.keys.run(parent).run, 'status')).toBe('waiting_child');
+      const before = await snapshot(h.ctx, child!);
+      const r = await post(url, `${QUEUE}/${child}/continue`, { agentVersion: 'kid@2' });
+      expect(r).toMatchObject({
+        status: 409,
+        body: { error: 'parent_moved_on', runId: child, parentRunId: parent, parentStatus: 'waiting_child' },
+      });
+      expect(await snapshot(h.ctx, child!)).toEqual(before);
+      wakes.release();
+      expect(await h.waitForStatus(parent, ['sleeping'], 15_000)).toBe('sleeping');
+    } finally {
+      wakes.release();
+    }
+  }, 30_000);
 
   it('whose stored spec no longer parses: a continue is 409 invalid_spec naming the field, logged, nothing written', async () => {
     const parent = await startBoss(ctx, 'B-cont-bad', [

@@ -8,8 +8,13 @@
  *    Conflict carries `parentRunId`);
  *  - a finding on the child's action settles the action (the person's word on the effect is recorded) and does not
  *    resume the child, which ends `cancelled` / `parent_moved_on: <parent>`;
- *  - a child that got back to work anyway (the parent's wake committing between the retry's check and its script:
- *    simulated here) ends `cancelled` / `parent_moved_on` at its next step, before any model call;
+ *  - the parent's wake taking the child's outcome between the retry's read of the parent (on another shard) and the
+ *    retry's script: the wake marks the child on its own slot before it commits, and the script refuses a marked
+ *    child, 409 `parent_moved_on`, nothing written; so does the resume after a finding (the child ends
+ *    `cancelled` / `parent_moved_on`). Held here at the wake's crash point between its mark and its commit;
+ *  - a child that got back to work anyway (a child of a parent whose wake committed before children were marked,
+ *    retried on a stale read of the parent: simulated here) ends `cancelled` / `parent_moved_on` at its next step,
+ *    before any model call;
  *  - while the parent still waits on the child (`waiting_child` on it: a sibling is still at work), the retry is
  *    allowed, and the parent's wake charges everything the child spent, the retried part included.
  */
@@ -23,6 +28,7 @@ import { Conflict, FleetClient } from '../../src/client/index.js';
 import type { EngineContext } from '../../src/runs/engineContext.js';
 import type { FleetWorker } from '../../src/worker/fleetWorker.js';
 import { until } from '../../testkit/until.js';
+import type { RunField } from '../../src/store/runRecord.js';
 import {
   boss,
   bossNaps,
@@ -36,7 +42,11 @@ import {
   small,
   snapshot as snapshotIn,
   startBoss as startBossIn,
+  wakeHold,
 } from '../support/childRuns.js';
+
+/** A parent's wake held by a test after it marked its children as taken, before its commit. */
+const wakes = wakeHold();
 
 let h: Harness;
 let ctx: EngineContext;
@@ -46,7 +56,7 @@ let ledger: Ledger;
 beforeAll(async () => {
   h = await createHarness('child-retry', { MODEL_MAX_ATTEMPTS: '1', MODEL_OUTAGE_MAX_MS: '0', OPERATOR_TOKEN });
   ctx = await createContext(h.cfg, 'child-retry-w1', { agents: [boss, kid] });
-  w1 = await h.startWorker({}, ctx);
+  w1 = await h.startWorker({ crash: wakes.crash }, ctx);
   url = (await h.startApi()).url;
   ledger = new Ledger(h.ctx.redis, h.ctx.keys);
 });
@@ -127,6 +137,63 @@ describe('a child run whose parent took its outcome and moved on', () => {
     expect(await costOf(child!)).toBe(spent);
   });
 
+  /** A boss whose child parks `mode`, the boss's wake held after it marked the child, before its commit. */
+  async function heldWake(id: string, mode: 'flaky' | 'ship') {
+    const { held } = wakes.hold();
+    const parent = await startBoss(`B-${id}`, [
+      { toolCalls: [delegate(`K-${id}`, mode)], usage: small },
+      bossNaps,
+      { final: 'boss done', usage: small },
+    ]);
+    const [child] = await childrenOf(parent, 1);
+    expect(await h.waitForStatus(child!, ['needs_human'])).toBe('needs_human');
+    await held();
+    // The parent still waits on the child: an operator's read of the parent finds it waiting on this child.
+    expect(await h.ctx.redis.hget(h.ctx.keys.run(parent).run, 'status')).toBe('waiting_child');
+    expect(await h.ctx.redis.hget(h.ctx.keys.run(child!).run, 'outcomeTakenBy' satisfies RunField)).toBe(parent);
+    return { parent, child: child! };
+  }
+
+  it("a retry between the parent's wake taking its outcome and the wake's commit: 409 parent_moved_on, nothing written", async () => {
+    const { parent, child } = await heldWake('mark', 'flaky');
+    try {
+      const before = await snapshot(child);
+      const r = await post(`/v1/runs/${child}/retry`, {});
+      expect(r).toMatchObject({
+        status: 409,
+        body: { error: 'parent_moved_on', runId: child, parentRunId: parent, parentStatus: 'waiting_child' },
+      });
+      expect(await snapshot(child)).toEqual(before);
+    } finally {
+      wakes.release();
+    }
+    // The wake's next attempt commits: the parent took the child's outcome and goes on.
+    expect(await h.waitForStatus(parent, ['sleeping'], 15_000)).toBe('sleeping');
+    expect(await h.ctx.redis.hget(h.ctx.keys.run(child).run, 'status')).toBe('needs_human');
+  }, 30_000);
+
+  it('a finding in that window settles the action and ends the child, which is not resumed', async () => {
+    const { parent, child } = await heldWake('mark-ship', 'ship');
+    let r: Awaited<ReturnType<typeof post>>;
+    const [action] = await ledger.listForRun(child);
+    try {
+      r = await post(`/v1/reconciliations/${action!.actionId}`, {
+        finding: 'confirmed',
+        receipt: 'PARCEL-2',
+        evidence: { checked: 'the carrier says it shipped' },
+      });
+    } finally {
+      wakes.release();
+    }
+    expect(r).toMatchObject({
+      status: 200,
+      body: { state: 'confirmed', resumed: false, parentRunId: parent, parentStatus: 'waiting_child' },
+    });
+    expect((await h.ctx.store.readState(child))!.reason).toBe(`parent_moved_on: ${parent}`);
+    await h.untilNoJob(child);
+    expect(await h.waitForStatus(parent, ['sleeping'], 15_000)).toBe('sleeping');
+  }, 30_000);
+
   it('a child that got back to work anyway ends parent_moved_on at its next step, before any model call', async () => {
     const parent = await startBoss('B-race', [
       { toolCalls: [delegate('K-race', 'flaky')], usage: small },
@@ -137,8 +204,10 @@ describe('a child run whose parent took its outcome and moved on', () => {
     expect(await h.waitForStatus(child!, ['needs_human'])).toBe('needs_human');
     expect(await h.waitForStatus(parent, ['sleeping'])).toBe('sleeping');
     const spent = await costOf(child!);
-    // The retry's read of the parent came before the parent's wake committed (its script runs after): simulated by
-    // the child's spec read without its parent.
+    // A child of a parent whose wake committed before children were marked (a run of an earlier release), retried on
+    // a read of the parent from before that wake: simulated by the mark taken off and the child's spec read without
+    // its parent.
+    await h.ctx.redis.hdel(h.ctx.keys.run(child!).run, 'outcomeTakenBy' satisfies RunField);
     const read = vi.spyOn(h.ctx.store, 'readSpec').mockResolvedValueOnce(undefined);
     try {
       expect((await retryRun(h.ctx, child!, 'ops-ada', {})).ok).toBe(true);

@@ -19,6 +19,7 @@ import { childRunsOf } from '../../src/runs/children.js';
 import { readBudget } from '../../src/store/runRecord.js';
 import type { EngineContext } from '../../src/runs/engineContext.js';
 import { until } from '../../testkit/until.js';
+import { CrashPoints } from '../../src/config/testHooks.js';
 
 export const OPERATOR_TOKEN = 'operator-token-for-tests';
 export const small = { promptTokens: 50, completionTokens: 10 };
@@ -231,4 +232,31 @@ export async function post(
   });
   const text = await res.text();
   return { status: res.status, body: (text ? JSON.parse(text) : {}) as Record<string, unknown> };
+}
+
+/**
+ * A crash point a test holds: while held, a parent's wake stops after it marked its children as taken and before its
+ * commit (the attempt fails, and BullMQ tries the job again after its backoff); released, the next attempt commits.
+ * Give `crash` to the workers that may run the parent's wake.
+ */
+export function wakeHold() {
+  let holding = false;
+  let hits = 0;
+  const crash = new CrashPoints(['before_child_resume'], () => {
+    if (!holding) return;
+    hits++;
+    throw new Error('held at before_child_resume');
+  });
+  return {
+    crash,
+    /** Holds the wakes from now on; resolves `held()`'s wait below once one was held. */
+    hold(): { held: () => Promise<void> } {
+      holding = true;
+      const before = hits;
+      return { held: () => until('a parent wake held', 10_000, async () => hits > before).then(() => undefined) };
+    },
+    release(): void {
+      holding = false;
+    },
+  };
 }

@@ -20,6 +20,7 @@ describe('script codes', () => {
     [ScriptCode.NotVersionParked, AgentError, 'version_mismatch'],
     [ScriptCode.VersionChanged, AgentError, 'version_mismatch'],
     [ScriptCode.RunErased, AgentError, 'run_erased'],
+    [ScriptCode.ParentMovedOn, AgentError, 'parent_moved_on'],
   ])('code %i is a %o with code %s, carrying its context', (code, cls, errCode) => {
     const err = scriptError(code, { step: 3 });
     expect(err).toBeInstanceOf(cls);

@@ -29,7 +29,8 @@ export interface ContinueVersionArgs {
 
 /**
  * Throws FenceError run_missing, AgentError version_mismatch when the run is not parked for a version change or its
- * pin moved, or AgentError run_superseded (details.laterRunId) when a later run of its subject superseded it.
+ * pin moved, AgentError run_superseded (details.laterRunId) when a later run of its subject superseded it, or
+ * AgentError parent_moved_on (details.parentRunId) when it is a child whose parent's wake took its outcome.
  */
 export async function continueVersion(
   redis: RedisClient,
@@ -56,5 +57,10 @@ export async function continueVersion(
     a.runId,
   );
   const later = Array.isArray(res) && res[0] === ScriptCode.Superseded ? String(res[1]) : undefined;
-  expectReply(res, { runKey: k.run, ...(later ? { laterRunId: later } : {}) });
+  const parent = Array.isArray(res) && res[0] === ScriptCode.ParentMovedOn ? String(res[1]) : undefined;
+  expectReply(res, {
+    runKey: k.run,
+    ...(later ? { laterRunId: later } : {}),
+    ...(parent ? { parentRunId: parent } : {}),
+  });
 }

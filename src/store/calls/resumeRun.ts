@@ -20,8 +20,9 @@ export interface ResumeRunArgs {
  * Resumed; or not: the run's status (`missing`; not the expected one: a second click changes nothing), the
  * later run of its subject that superseded it (`laterRunId`: only the subject's latest run comes back to work), or,
  * for a child run, the parent that took its outcome and moved on (`parentRunId`: found by RunStore.resume before
- * this script, src/runs/children.ts parentMovedOn), or the field at which the run's stored spec no longer parses
- * (`unreadableSpec`, also found before the script: no step could run the run).
+ * this script, src/runs/children.ts parentMovedOn, or by the script from the child's own mark), or the field at
+ * which the run's stored spec no longer parses (`unreadableSpec`, also found before the script: no step could run
+ * the run).
  */
 export type ResumeResult =
   | { resumed: true }
@@ -30,11 +31,17 @@ export type ResumeResult =
   | { resumed: false; status: string; parentRunId: string; parentStatus: string }
   | { resumed: false; status: string; unreadableSpec: string };
 
+/**
+ * The script's answer: a ResumeResult, or the parent whose wake took the run's outcome (`outcomeTakenBy`: the run is
+ * a child marked by takeChildOutcome-1.lua), which RunStore.resume answers with the parent's status.
+ */
+export type ResumeReply = ResumeResult | { resumed: false; status: string; outcomeTakenBy: string };
+
 export async function resumeRun(
   redis: RedisClient,
   k: { run: string; events: string; subjectLatest: string },
   a: ResumeRunArgs,
-): Promise<ResumeResult> {
+): Promise<ResumeReply> {
   const res = (await script(redis, 'resumeRun')(
     k.run,
     k.events,
@@ -58,6 +65,8 @@ export async function resumeRun(
       return { resumed: false, status: detail };
     case ScriptCode.Superseded:
       return { resumed: false, status: a.expectedStatus, laterRunId: detail };
+    case ScriptCode.ParentMovedOn:
+      return { resumed: false, status: a.expectedStatus, outcomeTakenBy: detail };
     default:
       expectReply(res, { runKey: k.run });
       return { resumed: false, status: 'unknown' };

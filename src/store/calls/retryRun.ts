@@ -40,6 +40,8 @@ export type RetryRunResult =
    */
   | { outcome: 'action_waiting'; actionId: string; compensation?: 'pending' | 'settled' }
   | { outcome: 'superseded'; laterRunId: string }
+  /** The run is a child whose parent's wake took its outcome (the child's mark, takeChildOutcome-1.lua). */
+  | { outcome: 'parent_moved_on'; parentRunId: string }
   /** The run was erased and its step would act again on the decision the erasure rewrote. */
   | { outcome: 'run_erased' };
 
@@ -101,6 +103,8 @@ export async function retryRunCall(
       };
     case ScriptCode.Superseded:
       return { outcome: 'superseded', laterRunId: detail };
+    case ScriptCode.ParentMovedOn:
+      return { outcome: 'parent_moved_on', parentRunId: detail };
     case ScriptCode.RunErased:
       return { outcome: 'run_erased' };
     default:

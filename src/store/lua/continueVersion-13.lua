@@ -20,11 +20,13 @@
   Returns 1, or -3 run missing, -20 the run is not parked for a version change,
   -21 the run's pinned version is no longer the one the operator saw,
   {-23, later run id} a later run of the subject superseded it (includes/subject.lua:
-  only the subject's latest run comes back to work).
+  only the subject's latest run comes back to work), {-26, parent run id} the run is a
+  child whose parent's wake took its outcome (includes/outcomeTaken.lua).
 
   Leaving needs_human takes the run out of the version queue (includes/runIndex.lua).
 ]]
 -- @include emitEvents
+-- @include outcomeTaken
 -- @include runIndex
 -- @include subject
 -- @include bullmq:addStandardJob
@@ -35,6 +37,8 @@ if run[1] ~= 'needs_human' or string.sub(run[2] or '', 1, 16) ~= 'version_mismat
 if run[3] ~= ARGV[1] or run[4] ~= ARGV[2] then return -21 end
 local later = laterRunOf(KEYS[1], KEYS[13], ARGV[14])
 if later then return { -23, later } end
+local parent = outcomeTakenBy(KEYS[1])
+if parent then return { -26, parent } end
 indexRunStatus(KEYS[1], 'running', ARGV[7], 0, run[1])
 redis.call('HSET', KEYS[1], 'spec', ARGV[3], 'agentVersion', ARGV[4], 'toolsHash', ARGV[5],
   'status', 'running', 'reason', '', 'jobId', ARGV[6], 'updatedAt', ARGV[7])

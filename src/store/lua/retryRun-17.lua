@@ -53,6 +53,7 @@
       the run does not go on after it (its step would find the action and park again,
       with nothing left in the human queue for a person to resolve)
     {-23, later run id} a later run of the subject superseded this one (includes/subject.lua)
+    {-26, parent run id} the run is a child whose parent's wake took its outcome (includes/outcomeTaken.lua)
     {-25, ''} the run was erased (erasedAt) and the step it would run has its decision journalled
       (decidedStep is the cursor): that step acts on the decision again, whose tool calls' arguments the
       erasure replaced, so a write the run never settled (rejected by the erasure) would go out again as
@@ -62,6 +63,7 @@
 ]]
 -- @include emitEvents
 -- @include expireRun
+-- @include outcomeTaken
 -- @include runIndex
 -- @include subject
 -- @include bullmq:addStandardJob
@@ -73,6 +75,8 @@ if status ~= ARGV[1] then return { -4, status } end
 if tonumber(run[2] or '0') ~= tonumber(ARGV[2]) or tonumber(run[3] or '0') ~= tonumber(ARGV[3]) then return { -2, '' } end
 local later = laterRunOf(KEYS[1], KEYS[15], ARGV[18])
 if later then return { -23, later } end
+local parent = outcomeTakenBy(KEYS[1])
+if parent then return { -26, parent } end
 local erased = redis.call('HMGET', KEYS[1], 'erasedAt', 'decidedStep')
 if erased[1] and erased[2] and tonumber(erased[2]) == tonumber(run[2] or '0') then return { -25, '' } end
 local packed = redis.call('GET', KEYS[16])

@@ -24,6 +24,7 @@ import type {
   ChildStartRequest,
   HandoffLookup,
   ParentStanding,
+  TakeReply,
 } from '../../runs/children.js';
 
 /**
@@ -114,6 +115,13 @@ export interface ChildRunPort {
    */
   earlier(req: HandoffLookup): Promise<string | undefined>;
   outcome(childRunId: string): Promise<ChildOutcome>;
+  /**
+   * The parent's wake takes a child's outcome (ChildRuns.take): marked, so nothing puts it back to work after; or
+   * `at_work`, not marked (before the parent's deadline only).
+   */
+  take(childRunId: string, parentRunId: string, atDeadline: boolean): Promise<TakeReply>;
+  /** Whether every child ended (terminal, handed to a person, or gone). */
+  allEnded(children: readonly { runId: string }[]): Promise<boolean>;
   /**
    * The parent's status, cursor and wait (undefined when it is gone): a child whose parent ended, or took its outcome
    * and moved on (parentMovedOn), ends too.

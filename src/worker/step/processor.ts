@@ -180,6 +180,8 @@ function childPort(d: StepDeps): ChildRunPort {
     start: async (req) => (starter ? starter.start(req) : { kind: 'refused', error: 'unavailable' }),
     earlier: async (req) => (starter ? starter.earlier(req) : undefined),
     outcome: (id) => runs.outcome(id),
+    take: (id, parentId, atDeadline) => runs.take(id, parentId, atDeadline),
+    allEnded: (children) => runs.allEnded(children),
     parentStanding: (id) => runs.parentStanding(id),
     wakeParent: (parentId, childId) => runs.wakeParent(parentId, childId),
     wakeIfChildEnded: (parentId) => runs.wakeIfChildEnded(parentId),

@@ -6,10 +6,11 @@
  * timeout, never both), then wakeRun-5.lua makes the run running again with the wait's result journalled
  * as the waiting call's observation. If the process dies between the two, the redelivered job settles
  * again and gets the same answer; after wakeRun, it finds the run running and goes on. A child wait reads its
- * children's runs (all ended, or one still at work before this run's deadline: delayed again); wakeRun-5.lua
- * journals every child's outcome and charges their spend to this run in one change, so the charge and the resume
- * happen once. Under flow control the woken run first waits for a slot (src/worker/step/wakeSlot.ts): wakeRun runs
- * only once it holds one.
+ * children's runs (all ended, or one still at work before this run's deadline: delayed again), marks each as taken
+ * on its own slot (so no operator puts it back to work after: takeChildOutcome-1.lua), reads their outcomes, and
+ * wakeRun-5.lua journals every child's outcome and charges their spend to this run in one change, so the charge and
+ * the resume happen once. Under flow control the woken run first waits for a slot (src/worker/step/wakeSlot.ts):
+ * wakeRun runs only once it holds one.
  */
 import { DelayedError } from 'bullmq';
 import { encodeEntry, packEntry, type ObservationEntry } from '../../core/journal.js';
@@ -30,7 +31,7 @@ export async function wake(env: StepEnv, state: StepState, wait: WaitRecord): Pr
     const settled = await settle(env, state, wait, now);
     result = settled === 'early' ? settled : [settled];
   } else {
-    const settled = await settleChildren(env, wait, now);
+    const settled = await settleChildren(env, state.runId, wait, now);
     result = settled === 'early' ? settled : settled.entries;
     if (settled !== 'early') charged = settled;
   }
@@ -119,17 +120,27 @@ interface ChildrenSettled {
  * (failed, budget_exceeded, cancelled, needs_human): a tool error naming the child's status and reason, and its
  * actions. Still at work at the deadline: `child_timed_out` (the child's own deadline, no later than this run's, ends
  * it). A repeated hand-off's call (`repeat`) gets its child's result `deduplicated` and charges nothing. Crash point
- * `before_child_resume`: the outcomes were read, nothing written; the redelivered wake job reads them again.
+ * `before_child_resume`: the children were marked (takeChildOutcome-1.lua) and their outcomes read, nothing written
+ * to this run; the redelivered wake job marks them again (the same) and reads them again.
  */
 async function settleChildren(
   env: StepEnv,
+  runId: string,
   wait: Extract<WaitRecord, { kind: 'child' }>,
   now: number,
 ): Promise<ChildrenSettled | 'early'> {
   const port = env.children;
   if (!port) throw new InvariantError('invariant', 'a run waits on a child and no child port');
+  const atDeadline = now >= wait.at;
+  // Before the deadline the wait is over only once every child ended: read first, so that a wake early for a child
+  // still at work marks none.
+  if (!atDeadline && !(await port.allEnded(wait.children))) return 'early';
+  // Each child is marked before its outcome is read (on its own slot): an operator's retry, resume or continue of it
+  // lands before the mark (it is at work again, and this run waits on) or is refused after it, never between this
+  // read and this run's commit, where what it spent again would be charged to nobody.
+  const taken = await Promise.all(wait.children.map((c) => port.take(c.runId, runId, atDeadline)));
+  if (taken.includes('at_work')) return 'early';
   const outcomes = await Promise.all(wait.children.map((c) => port.outcome(c.runId)));
-  if (outcomes.some((o) => !o.ended) && now < wait.at) return 'early';
   env.crash.hit('before_child_resume', wait.step + 1);
   const settled: ChildrenSettled = { entries: [], children: [] };
   wait.children.forEach(({ runId: childRunId, callId, tool, repeat }, i) => {

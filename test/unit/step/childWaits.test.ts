@@ -2,7 +2,8 @@
  * Agent-tool calls without Redis (src/worker/step/waitCalls.ts, wake.ts), over a child port that keeps its children
  * in memory: two agent-tool calls in one turn start a child each with half of what the run has left, and park the
  * run once on both (a sleep asked in the same turn is a format error); the wake job waits while one child is at
- * work, then journals each child's result in the order the model asked and charges their spend once.
+ * work, then marks each child taken, journals each child's result in the order the model asked and charges their
+ * spend once; a child found back at work when it is marked keeps the run waiting.
  */
 import { DelayedError } from 'bullmq';
 import { describe, expect, it } from 'vitest';
@@ -37,10 +38,13 @@ const agent: Agent = defineAgent({
   ],
 });
 
-/** Children in memory: started by the step, their outcomes set by the test. */
+/** Children in memory: started by the step, their outcomes set by the test; the parent that took each one's outcome. */
 class Children implements ChildRunPort {
   readonly started: ChildStartRequest[] = [];
   readonly outcomes = new Map<string, ChildOutcome>();
+  readonly taken = new Map<string, string>();
+  /** A child an operator puts back to work between the wake's read and its mark (the mark then finds it at work). */
+  backToWorkAtTake: string | undefined;
   async start(req: ChildStartRequest) {
     this.started.push(req);
     const runId = `r_${String(this.started.length).padStart(24, '0')}`;
@@ -52,6 +56,16 @@ class Children implements ChildRunPort {
   }
   async outcome(id: string) {
     return this.outcomes.get(id)!;
+  }
+  async take(id: string, parentRunId: string, atDeadline: boolean) {
+    if (id === this.backToWorkAtTake)
+      this.outcomes.set(id, { ...this.outcomes.get(id)!, ended: false, status: 'running' });
+    if (!atDeadline && !this.outcomes.get(id)!.ended) return 'at_work' as const;
+    this.taken.set(id, parentRunId);
+    return 'taken' as const;
+  }
+  async allEnded(children: readonly { runId: string }[]) {
+    return children.every((c) => this.outcomes.get(c.runId)!.ended);
   }
   async parentStanding() {
     return undefined;
@@ -125,6 +139,8 @@ describe('several agent-tool calls in one turn', () => {
     await expect(s.pipeline.run(delivery(new MemoryJob(`${s.runId}.s2`, wake.data)))).rejects.toBeInstanceOf(
       DelayedError,
     );
+    // Waiting on, it took nobody's outcome: the ended child may still be put back to work.
+    expect(s.children.taken.size).toBe(0);
     s.children.outcomes.set(a!, {
       ended: true,
       status: 'failed',
@@ -137,6 +153,11 @@ describe('several agent-tool calls in one turn', () => {
     await s.pipeline.run(delivery(new MemoryJob(`${s.runId}.s2`, wake.data)));
     const run = s.w.store.run(s.runId);
     expect(run.state.status).toBe('completed');
+    // Both children marked as taken by this run before their outcomes were journalled.
+    expect([...s.children.taken]).toEqual([
+      [a, s.runId],
+      [b, s.runId],
+    ]);
     expect(run.journal.filter((e) => e.kind === 'observation')).toEqual([
       expect.objectContaining({
         callId: 'c-a',
@@ -170,5 +191,23 @@ describe('several agent-tool calls in one turn', () => {
         }),
       },
     ]);
+  });
+
+  it('a child put back to work between the read and its mark: the wake waits on, nothing journalled', async () => {
+    const s = setup([{ toolCalls: [delegate('a'), delegate('b')], usage }, done]);
+    await s.pipeline.run(delivery(new MemoryJob(`${s.runId}.s1`, jobData(s.spec))));
+    const [a, b] = [...s.children.outcomes.keys()];
+    const ended = { ended: true, status: 'needs_human' as const, reason: 'model_outage', steps: 1, tokens: 5 };
+    s.children.outcomes.set(a!, { ...ended, actions: [] });
+    s.children.outcomes.set(b!, { ...ended, actions: [] });
+    s.children.backToWorkAtTake = b;
+    const wake = s.w.store.wakeJobs[0]!;
+    await expect(s.pipeline.run(delivery(new MemoryJob(`${s.runId}.s2`, wake.data)))).rejects.toBeInstanceOf(
+      DelayedError,
+    );
+    const run = s.w.store.run(s.runId);
+    expect(run.state.status).toBe('waiting_child');
+    expect(run.journal.filter((e) => e.kind === 'observation')).toEqual([]);
+    expect(s.children.taken.has(b!)).toBe(false);
   });
 });
