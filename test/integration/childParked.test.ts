@@ -184,6 +184,7 @@ describe('a child parked in the version queue', () => {
     ]);
     const [child] = await childrenOf(ctx, parent, 1);
     expect(await h.waitForStatus(child!, ['needs_human'])).toBe('needs_human');
+    expect(await h.waitForStatus(parent, ['sleeping'])).toBe('sleeping');
     const field = await unreadableSpec(child!);
     const before = await snapshot(h.ctx, child!);
 
@@ -245,7 +246,7 @@ describe('a child waiting for an approval', () => {
         { toolCalls: [delegate('K-pay', 'pay')], usage: small },
         { final: 'boss done', usage: small },
       ],
-      { maxWallMs: 2_500 },
+      { maxWallMs: 4_000 },
     );
     const [child] = await childrenOf(ctx, parent, 1);
     const p = await pendingOf(child!);
@@ -303,6 +304,9 @@ describe('a child whose stored spec no longer parses', () => {
     ]);
     const [child] = await childrenOf(ctx, parent, 1);
     expect(await h.waitForStatus(child!, [status])).toBe(status);
+    // The parent settles first (it took a needs_human kid's outcome and naps; it waits on a kid waiting for approval).
+    const parentStatus = status === 'needs_human' ? 'sleeping' : 'waiting_child';
+    expect(await h.waitForStatus(parent, [parentStatus])).toBe(parentStatus);
     return { child: child!, field: await unreadableSpec(child!) };
   }
 
