@@ -25,7 +25,7 @@ export interface CompactPassReport {
   dequeued: number;
   /** Left claimed, taken again after the lease: changed while read, or failed. */
   retained: number;
-  /** Seconds since the oldest run still waiting ended (0: none waits). */
+  /** Seconds the oldest run due had waited when the pass began (since its end, or its claim's lapse; 0: none). */
   lagSeconds: number;
 }
 
@@ -43,16 +43,19 @@ export class Compactor {
   async pass(nowMs = Date.now()): Promise<CompactPassReport> {
     const report: CompactPassReport = { claimed: 0, packed: 0, dequeued: 0, retained: 0, lagSeconds: 0 };
     const { COMPACT_BATCH: batch, COMPACT_LEASE_MS: lease } = this.ctx.cfg;
+    // The oldest waiting run: the lowest score of each shard's queue as its first claim found it (a claim's lies ahead).
+    let oldest = nowMs;
     for (const shard of this.ctx.keys.allShards()) {
       const queue = this.ctx.keys.compactQueue(shard);
-      for (let full = true; full;) {
-        const claims = await compactClaimCall(this.ctx.redis, queue, nowMs, lease, batch);
+      for (let full = true, first = true; full; first = false) {
+        const { claims, lowest } = await compactClaimCall(this.ctx.redis, queue, nowMs, lease, batch);
         full = claims.length === batch;
+        if (first && lowest !== undefined) oldest = Math.min(oldest, lowest);
         report.claimed += claims.length;
         await inBatches(claims, IN_FLIGHT, (c) => this.compactOne(c, queue, report));
       }
     }
-    report.lagSeconds = await this.lagSeconds(nowMs);
+    report.lagSeconds = Math.max(0, (nowMs - oldest) / 1000);
     this.ctx.metrics.compactionLag.set(report.lagSeconds);
     return report;
   }
@@ -76,16 +79,6 @@ export class Compactor {
     if (outcome === 'packed') report.packed++;
     else if (outcome === 'changed' || outcome === 'failed') report.retained++;
     else report.dequeued++;
-  }
-
-  /** Age of the oldest run waiting for its compaction; a claim's score lies ahead and counts from now. */
-  private async lagSeconds(nowMs: number): Promise<number> {
-    let oldest = nowMs;
-    for (const shard of this.ctx.keys.allShards()) {
-      const first = await this.ctx.redis.zrange(this.ctx.keys.compactQueue(shard), 0, 0, 'WITHSCORES');
-      if (first[1] !== undefined) oldest = Math.min(oldest, Number(first[1]));
-    }
-    return Math.max(0, (nowMs - oldest) / 1000);
   }
 
   /** Passes every COMPACT_INTERVAL_MS until stop(). */

@@ -63,7 +63,7 @@ describe('the compaction of ended runs, by the reconciler', () => {
     const now = Date.now();
 
     // A compactor claims the run and dies holding the claim: another passes it by until the lease lapses.
-    const [claim] = await compactClaimCall(h.ctx.redis, queue, now, 1000, 10);
+    const [claim] = (await compactClaimCall(h.ctx.redis, queue, now, 1000, 10)).claims;
     expect(claim).toMatchObject({ runId });
     expect(claim!.cursor).toBeGreaterThan(0);
     const other = new Compactor(h.ctx);
@@ -75,7 +75,7 @@ describe('the compaction of ended runs, by the reconciler', () => {
 
     // A run that ends again while claimed (its end's score written over the claim) is not dequeued by that claim.
     await h.ctx.redis.zadd(queue, now, runId);
-    const [again] = await compactClaimCall(h.ctx.redis, queue, now, 1000, 10);
+    const [again] = (await compactClaimCall(h.ctx.redis, queue, now, 1000, 10)).claims;
     await h.ctx.redis.zadd(queue, now + 5, runId);
     expect(await compactDoneCall(h.ctx.redis, queue, again!)).toBe(false);
     expect(await h.ctx.redis.zscore(queue, runId)).toBe(String(now + 5));
@@ -87,15 +87,16 @@ describe('the compaction of ended runs, by the reconciler', () => {
     expect(await h.waitForStatus(runId, ['completed'])).toBe('completed');
     const ended = Number(await h.ctx.redis.zscore(queueOf(runId), runId));
     const compactor = new Compactor(h.ctx);
-    // A pass that cannot claim (every claim held) reports the wait; once compacted, none waits.
+    // A run held by another compactor's claim is not waiting: nothing due, no lag.
     await compactClaimCall(h.ctx.redis, queueOf(runId), ended, 60_000, 10);
-    const seen = await compactor.pass(ended + 30_000);
-    expect(seen.claimed).toBe(0);
-    expect(seen.lagSeconds).toBe(0); // a held claim lies ahead: it counts from its lapse
+    expect(await compactor.pass(ended + 30_000)).toMatchObject({ claimed: 0, lagSeconds: 0 });
+    // Two runs ended 30 s before the pass (one of them gone since): the pass reports the wait it found, then takes both.
     await h.ctx.redis.zadd(queueOf(runId), ended, runId);
     await h.ctx.redis.zadd(queueOf(runId), ended, 'r_gone_long_ago');
     const report = await compactor.pass(ended + 30_000);
-    expect(report).toMatchObject({ claimed: 2, packed: 1, dequeued: 1, lagSeconds: 0 });
+    expect(report).toMatchObject({ claimed: 2, packed: 1, dequeued: 1, lagSeconds: 30 });
+    expect(await h.ctx.metrics.registry.getSingleMetricAsString('agent_compaction_lag_seconds')).toMatch(/ 30$/m);
+    expect(await compactor.pass(ended + 31_000)).toMatchObject({ claimed: 0, lagSeconds: 0 });
     const metrics = await h.ctx.metrics.registry.getSingleMetricAsString('agent_compactions_total');
     expect(metrics).toMatch(/outcome="packed"\} 1/);
     expect(metrics).toMatch(/outcome="not_ended"\} 1/);

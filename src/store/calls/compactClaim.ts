@@ -10,18 +10,24 @@ export interface CompactClaim {
   cursor: number | undefined;
 }
 
+export interface CompactClaims {
+  claims: CompactClaim[];
+  /** The queue's lowest score before the claim (ms; undefined: empty): a claim's lies ahead, a waiting run's behind. */
+  lowest: number | undefined;
+}
+
 export async function compactClaimCall(
   redis: RedisClient,
   queue: string,
   now: number,
   leaseMs: number,
   max: number,
-): Promise<CompactClaim[]> {
+): Promise<CompactClaims> {
   const flat = (await script(redis, 'compactClaim')(queue, now, leaseMs, max)) as string[];
   const claims: CompactClaim[] = [];
-  for (let i = 0; i < flat.length; i += 3) {
+  for (let i = 1; i < flat.length; i += 3) {
     const cursor = flat[i + 2];
     claims.push({ runId: flat[i]!, score: flat[i + 1]!, cursor: cursor ? Number(cursor) : undefined });
   }
-  return claims;
+  return { claims, lowest: flat[0] ? Number(flat[0]) : undefined };
 }
