@@ -59,20 +59,40 @@ interface Round {
 }
 
 let round: Round | undefined;
+/** The compactor's: when a pass of this round last packed a run (0: none). */
+let packedAt = 0;
 
 async function prepare(spec: PrepareSpec): Promise<void> {
   if (round) throw new Error('a round is already prepared');
+  packedAt = 0;
   let workers: Worker[];
   let close: () => Promise<void>;
   let start: () => void;
   if (role === 'compactor') {
+    // The compactor's passes every COMPACT_INTERVAL_MS, as Compactor.start runs them, noting when a pass last packed
+    // a run: the round is not over before its last run is packed (runRound's wall clock ends there).
     const compactor = new Compactor(ctx);
+    let running: Promise<void> = Promise.resolve();
+    let timer: NodeJS.Timeout | undefined;
+    let stopped = false;
+    const pass = async () => {
+      const report = await compactor.pass();
+      if (report.packed > 0) packedAt = nowMs();
+      return report;
+    };
+    const loop = () => {
+      running = pass().then(() => {
+        if (!stopped) timer = setTimeout(loop, cfg.COMPACT_INTERVAL_MS);
+      });
+    };
     workers = [];
-    start = () => compactor.start();
+    start = loop;
     // Every run the round ended packed before the round's CPU is read.
     close = async () => {
-      await compactor.stop();
-      await compactor.drain();
+      stopped = true;
+      if (timer) clearTimeout(timer);
+      await running;
+      while ((await pass()).claimed > 0);
     };
   } else if (spec.kind === 'plain') {
     let q = plainQueues.get(spec.queueName);
@@ -178,6 +198,7 @@ async function finish(): Promise<ChildRoundStats> {
   if (role === 'compactor') {
     // Its work is not steps: its CPU runs from go to the last run packed, after the round's last step.
     await r.close();
+    r.stats.lastAt = packedAt;
     const cpu = process.cpuUsage(r.cpu0);
     r.stats.cpuUs = cpu.user + cpu.system;
     const main = process.threadCpuUsage(r.main0);

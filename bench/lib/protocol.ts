@@ -26,7 +26,7 @@ export interface ChildRoundStats {
   completed: number;
   failed: number;
   failures: string[];
-  /** Epoch ms (sub-ms precision) of go, first 'active' and last 'completed'. */
+  /** Epoch ms (sub-ms precision) of go, first 'active' and last 'completed' (the compactor's: its last run packed). */
   goAt: number;
   firstActiveAt: number;
   lastAt: number;

@@ -157,7 +157,10 @@ export async function runRound(env: BenchEnv, pool: WorkerPool, spec: RoundSpec)
     throw new Error(`${spec.kind} round: ${failed} jobs failed: ${stats.flatMap((c) => c.failures).join('; ')}`);
   await verify(env, spec, runIds);
 
-  const wallMs = lastAt - goAt;
+  // A round ends when its work is done: its last step, and the last of its runs packed by the compactor (the worker
+  // packed them before its step's job completed when it compacted them itself).
+  const packedAt = Math.max(0, ...stats.filter((c) => c.role === 'compactor').map((c) => c.lastAt));
+  const wallMs = Math.max(lastAt, packedAt) - goAt;
   const redis = delta(before, after);
   const clientByCommand: Record<string, number> = {};
   for (const c of stats) addCounts(clientByCommand, c.byCommand);
