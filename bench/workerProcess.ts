@@ -27,6 +27,7 @@ import { nowMs } from './lib/stats.js';
 import { ALLOC_PROFILE_ENV, AllocSampler } from './lib/heapprof.js';
 import { plainQueue, plainWorker } from './plainChain.js';
 import { Compactor } from '../src/runs/compactor.js';
+import { PassLoop } from '../src/core/passLoop.js';
 
 installClientCounter();
 
@@ -72,26 +73,21 @@ async function prepare(spec: PrepareSpec): Promise<void> {
     // The compactor's passes every COMPACT_INTERVAL_MS, as Compactor.start runs them, noting when a pass last packed
     // a run: the round is not over before its last run is packed (runRound's wall clock ends there).
     const compactor = new Compactor(ctx);
-    let running: Promise<void> = Promise.resolve();
-    let timer: NodeJS.Timeout | undefined;
-    let stopped = false;
     const pass = async () => {
       const report = await compactor.pass();
       if (report.packed > 0) packedAt = nowMs();
       return report;
     };
-    const loop = () => {
-      running = pass().then(() => {
-        if (!stopped) timer = setTimeout(loop, cfg.COMPACT_INTERVAL_MS);
-      });
-    };
+    const loop = new PassLoop({
+      pass,
+      intervalMs: cfg.COMPACT_INTERVAL_MS,
+      onError: (err) => console.error(`[bench-compactor ${process.pid}] pass: ${(err as Error).message}`),
+    });
     workers = [];
-    start = loop;
+    start = () => loop.start();
     // Every run the round ended packed before the round's CPU is read.
     close = async () => {
-      stopped = true;
-      if (timer) clearTimeout(timer);
-      await running;
+      await loop.stop();
       while ((await pass()).claimed > 0);
     };
   } else if (spec.kind === 'plain') {

@@ -19,6 +19,7 @@ import { archiveCommittedCall, type ArchiveCommitOutcome } from '../store/calls/
 import { isTerminal } from '../core/status.js';
 import { deleteArchivedBefore, upsertArchivedRun, type ArchivePool } from './db.js';
 import { snapshotRun, type RunSnapshot, type RunViewOf } from './snapshot.js';
+import { PassLoop } from '../core/passLoop.js';
 
 export interface ArchivePassReport {
   archived: number;
@@ -40,10 +41,8 @@ const DAY_MS = 24 * 3600_000;
 
 export class Archiver {
   private readonly redlock: Redlock;
-  private timer?: NodeJS.Timeout;
-  private running?: Promise<unknown>;
+  private readonly loop: PassLoop;
   private lastRetentionSweep = 0;
-  ready = false;
 
   constructor(
     private readonly ctx: ArchiveContext,
@@ -53,6 +52,19 @@ export class Archiver {
   ) {
     this.redlock = new Redlock([ctx.redis], { retryCount: 0 });
     this.redlock.on('clientError', () => {});
+    this.loop = new PassLoop({
+      pass: () => this.pass(),
+      intervalMs: () => ctx.cfg.ARCHIVE_INTERVAL_MS,
+      onError: (err) => {
+        ctx.metrics.archiveFailures.inc({ stage: 'pass' });
+        ctx.log.warn({ code: 'archive_pass_failed', err }, 'archive pass failed');
+      },
+    });
+  }
+
+  /** Whether its passes run (started, not stopped). */
+  get ready(): boolean {
+    return this.loop.running;
   }
 
   /** One pass over every shard's queue (safe to run in several processes at once). */
@@ -154,24 +166,12 @@ export class Archiver {
 
   /** Passes every ARCHIVE_INTERVAL_MS until stop(). */
   start(): void {
-    this.ready = true;
-    const loop = () => {
-      this.running = this.pass()
-        .catch((err: unknown) => {
-          this.ctx.metrics.archiveFailures.inc({ stage: 'pass' });
-          this.ctx.log.warn({ code: 'archive_pass_failed', err }, 'archive pass failed');
-        })
-        .finally(() => {
-          if (this.ready) this.timer = setTimeout(loop, this.ctx.cfg.ARCHIVE_INTERVAL_MS);
-        });
-    };
-    loop();
+    this.loop.start();
   }
 
-  async stop(): Promise<void> {
-    this.ready = false;
-    if (this.timer) clearTimeout(this.timer);
-    await this.running;
+  /** No pass after it; the one in flight ends first. */
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 }
 

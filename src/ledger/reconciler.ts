@@ -28,6 +28,7 @@ import { CrashPoints } from '../config/testHooks.js';
 import { childRunsOf } from '../runs/children.js';
 import { StuckRuns, type StuckRunsReport } from '../runs/stuckRuns.js';
 import { Compactor } from '../runs/compactor.js';
+import { PassLoop } from '../core/passLoop.js';
 
 export interface SweepReport {
   examined: number;
@@ -75,9 +76,7 @@ export class Reconciler {
   private readonly compensations: Compensations;
   private readonly requeue: CompensationRequeue;
   readonly compactor: Compactor;
-  private timer?: NodeJS.Timeout;
-  private running?: Promise<unknown>;
-  ready = false;
+  private readonly loop: PassLoop;
 
   constructor(
     private readonly ctx: EngineContext,
@@ -92,6 +91,14 @@ export class Reconciler {
     this.requeue = new CompensationRequeue(ctx, this.ledger);
     this.stuck = new StuckRuns({ ...ctx, children: childRunsOf(ctx) });
     this.compactor = new Compactor(ctx);
+    this.loop = new PassLoop({
+      pass: () => this.sweepIfLeader(),
+      intervalMs: () => ctx.cfg.RECONCILER_SWEEP_MS,
+      onError: (err) => {
+        ctx.metrics.reconcilerSweeps.inc({ outcome: 'failed' });
+        ctx.log.warn({ code: 'sweep_failed', err }, 'sweep failed');
+      },
+    });
     this.redlock = new Redlock([ctx.redis], { retryCount: 0 });
     // Redlock ends a lock call that met a store error (OOM under noeviction, READONLY after a failover) with the
     // same LockError as one that found the lock held: its client errors are what tell the two apart (start).
@@ -345,60 +352,59 @@ export class Reconciler {
     return pruned;
   }
 
-  /** Sweeps every RECONCILER_SWEEP_MS while it holds the election lock. */
+  /** Whether its sweeps run (started, not stopped). */
+  get ready(): boolean {
+    return this.loop.running;
+  }
+
+  /** Sweeps every RECONCILER_SWEEP_MS while it holds the election lock; its compactor packs ended runs. */
   start(): void {
-    this.ready = true;
     this.compactor.start();
-    const tick = async () => {
-      const ttl = this.ctx.cfg.RECONCILER_SWEEP_MS * 3 + this.ctx.cfg.RECONCILE_DEADLINE_MS;
-      let lock;
-      this.lockClientError = undefined;
+    this.loop.start();
+  }
+
+  /** One tick: a sweep when this reconciler holds (or takes) the election lock. */
+  private async sweepIfLeader(): Promise<void> {
+    const ttl = this.ctx.cfg.RECONCILER_SWEEP_MS * 3 + this.ctx.cfg.RECONCILE_DEADLINE_MS;
+    let lock;
+    this.lockClientError = undefined;
+    try {
+      lock = await this.redlock.lock(this.ctx.keys.reconcilerLeader(), ttl);
+    } catch {
+      // Held by another reconciler, which sweeps; a store error means nobody may be sweeping: named and counted.
+      if (this.lockClientError !== undefined) {
+        this.ctx.metrics.reconcilerSweeps.inc({ outcome: 'lock_failed' });
+        this.ctx.log.warn(
+          { code: 'reconciler_lock_failed', err: this.lockClientError },
+          'the election lock could not be asked for: no sweep this tick',
+        );
+      }
+      return;
+    }
+    try {
+      // Each in its own try: a sweep that fails still lets approvals expire, and the other way round.
+      let failed = false;
       try {
-        lock = await this.redlock.lock(this.ctx.keys.reconcilerLeader(), ttl);
-      } catch {
-        // Held by another reconciler, which sweeps; a store error means nobody may be sweeping: named and counted.
-        if (this.lockClientError !== undefined) {
-          this.ctx.metrics.reconcilerSweeps.inc({ outcome: 'lock_failed' });
-          this.ctx.log.warn(
-            { code: 'reconciler_lock_failed', err: this.lockClientError },
-            'the election lock could not be asked for: no sweep this tick',
-          );
-        }
-        return;
+        const report = await this.sweep();
+        // A shard the stuck-run sweep could not walk (logged stuck_runs_sweep_failed) leaves its runs unchecked.
+        if ((report.stuckRuns?.failedShards ?? 0) > 0) failed = true;
+      } catch (err) {
+        failed = true;
+        this.ctx.log.warn({ code: 'sweep_failed', err }, 'sweep failed');
       }
       try {
-        // Each in its own try: a sweep that fails still lets approvals expire, and the other way round.
-        let failed = false;
-        try {
-          const report = await this.sweep();
-          // A shard the stuck-run sweep could not walk (logged stuck_runs_sweep_failed) leaves its runs unchecked.
-          if ((report.stuckRuns?.failedShards ?? 0) > 0) failed = true;
-        } catch (err) {
-          failed = true;
-          this.ctx.log.warn({ code: 'sweep_failed', err }, 'sweep failed');
-        }
-        try {
-          await expireApprovals(this.ctx, Date.now());
-        } catch (err) {
-          failed = true;
-          this.ctx.log.warn({ code: 'approval_expiry_failed', err }, 'expiring approvals failed');
-        }
-        this.ctx.metrics.reconcilerSweeps.inc({ outcome: failed ? 'failed' : 'done' });
-      } finally {
-        await lock.unlock().catch(() => {});
+        await expireApprovals(this.ctx, Date.now());
+      } catch (err) {
+        failed = true;
+        this.ctx.log.warn({ code: 'approval_expiry_failed', err }, 'expiring approvals failed');
       }
-    };
-    const loop = () => {
-      this.running = tick().finally(() => {
-        if (this.ready) this.timer = setTimeout(loop, this.ctx.cfg.RECONCILER_SWEEP_MS);
-      });
-    };
-    loop();
+      this.ctx.metrics.reconcilerSweeps.inc({ outcome: failed ? 'failed' : 'done' });
+    } finally {
+      await lock.unlock().catch(() => {});
+    }
   }
 
   async stop(): Promise<void> {
-    this.ready = false;
-    if (this.timer) clearTimeout(this.timer);
-    await Promise.all([this.running, this.compactor.stop()]);
+    await Promise.all([this.loop.stop(), this.compactor.stop()]);
   }
 }

@@ -15,6 +15,7 @@ import type { EngineContext } from './engineContext.js';
 import { compactEndedRun, type Compacted } from './compact.js';
 import { compactClaimCall, type CompactClaim } from '../store/calls/compactClaim.js';
 import { compactDoneCall } from '../store/calls/compactDone.js';
+import { PassLoop } from '../core/passLoop.js';
 
 export type CompactorContext = Pick<EngineContext, 'redis' | 'keys' | 'cfg' | 'log' | 'metrics'>;
 
@@ -33,11 +34,23 @@ export interface CompactPassReport {
 const IN_FLIGHT = 8;
 
 export class Compactor {
-  private timer?: NodeJS.Timeout;
-  private running?: Promise<unknown>;
-  ready = false;
+  private readonly loop: PassLoop;
 
-  constructor(private readonly ctx: CompactorContext) {}
+  constructor(private readonly ctx: CompactorContext) {
+    this.loop = new PassLoop({
+      pass: () => this.pass(),
+      intervalMs: () => ctx.cfg.COMPACT_INTERVAL_MS,
+      onError: (err) => {
+        ctx.metrics.compactions.inc({ outcome: 'failed' });
+        ctx.log.warn({ code: 'compact_pass_failed', err }, 'compaction pass failed');
+      },
+    });
+  }
+
+  /** Whether its passes run (started, not stopped). */
+  get ready(): boolean {
+    return this.loop.running;
+  }
 
   /** One pass over every shard's queue (safe in several processes at once: each claims its own runs). */
   async pass(nowMs = Date.now()): Promise<CompactPassReport> {
@@ -83,24 +96,12 @@ export class Compactor {
 
   /** Passes every COMPACT_INTERVAL_MS until stop(). */
   start(): void {
-    this.ready = true;
-    const loop = () => {
-      this.running = this.pass()
-        .catch((err: unknown) => {
-          this.ctx.metrics.compactions.inc({ outcome: 'failed' });
-          this.ctx.log.warn({ code: 'compact_pass_failed', err }, 'compaction pass failed');
-        })
-        .finally(() => {
-          if (this.ready) this.timer = setTimeout(loop, this.ctx.cfg.COMPACT_INTERVAL_MS);
-        });
-    };
-    loop();
+    this.loop.start();
   }
 
-  async stop(): Promise<void> {
-    this.ready = false;
-    if (this.timer) clearTimeout(this.timer);
-    await this.running;
+  /** No pass after it; the one in flight ends first. */
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 }
 

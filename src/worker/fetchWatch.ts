@@ -22,6 +22,7 @@ import type { Logger } from 'pino';
 import type { RedisClient } from '../store/connect.js';
 import type { KeySpace } from '../store/keys.js';
 import type { Metrics } from '../metrics/metrics.js';
+import { PassLoop } from '../core/passLoop.js';
 
 export interface FetchWatchDeps {
   redis: RedisClient;
@@ -41,8 +42,7 @@ export interface FetchWatchDeps {
 
 export class FetchWatch {
   private readonly lastFetch = new Map<number, number>();
-  private timer?: NodeJS.Timeout;
-  private stopped = false;
+  private readonly loop: PassLoop;
 
   constructor(
     private readonly d: FetchWatchDeps,
@@ -50,6 +50,13 @@ export class FetchWatch {
   ) {
     const now = Date.now();
     for (const s of shards) this.lastFetch.set(s, now);
+    this.loop = new PassLoop({
+      pass: () => this.tick(),
+      intervalMs: d.stallMs / 2,
+      onError: (err) => d.log.warn({ code: 'fetch_watch_failed', err }, 'fetch watch tick failed'),
+      pauseFirst: true,
+      unref: true,
+    });
   }
 
   /** The shard's worker started a job or found its queue empty: its loop runs. */
@@ -58,20 +65,12 @@ export class FetchWatch {
   }
 
   start(): void {
-    if (this.d.stallMs <= 0 || this.timer || this.stopped) return;
-    const loop = () => {
-      void this.tick()
-        .catch((err: unknown) => this.d.log.warn({ code: 'fetch_watch_failed', err }, 'fetch watch tick failed'))
-        .finally(() => {
-          if (!this.stopped) this.timer = setTimeout(loop, this.d.stallMs / 2).unref();
-        });
-    };
-    this.timer = setTimeout(loop, this.d.stallMs / 2).unref();
+    if (this.d.stallMs > 0) this.loop.start();
   }
 
-  stop(): void {
-    this.stopped = true;
-    clearTimeout(this.timer);
+  /** No tick after it; the one in flight ends first. */
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 
   async tick(now = Date.now()): Promise<void> {

@@ -21,6 +21,7 @@ import { testHooksFrom, type CrashPoints } from '../config/testHooks.js';
 import type { EffectRunner } from './effects.js';
 import { StepProcessor } from './step/processor.js';
 import { OwnerWatch } from './ownerWatch.js';
+import { PassLoop } from '../core/passLoop.js';
 import { FetchWatch } from './fetchWatch.js';
 import { runIdOfStepJob } from '../store/keys.js';
 import { VersionGate } from './versionGate.js';
@@ -59,7 +60,7 @@ export class FleetWorker {
   /** Replaces a shard's worker whose fetch loop stopped (src/worker/fetchWatch.ts). */
   private readonly fetchWatch: FetchWatch;
   /** Flow control's bookkeeping (FLOW_SWEEP_MS), when FLOW_CONTROL is on. */
-  private flowSweep?: NodeJS.Timeout;
+  private flowSweep?: PassLoop;
 
   constructor(
     private readonly ctx: EngineContext,
@@ -219,24 +220,23 @@ export class FleetWorker {
     const { redis, keys, queues, cfg, metrics, log } = this.ctx;
     const repair = new FlowRepair({ redis, keys, queues, cfg, metrics, log, admission });
     let repairAt = Date.now() + cfg.FLOW_REPAIR_MS;
-    const loop = () => {
-      admission
-        .sweep()
-        .then(async () => {
-          // Flow state checked against the runs' own once a period (one worker of the fleet takes each period).
-          if (Date.now() < repairAt) return;
-          repairAt = Date.now() + cfg.FLOW_REPAIR_MS;
-          await repair.tick();
-        })
-        .catch((err: unknown) => {
-          admission.forgetOwner();
-          this.ctx.log.warn({ code: 'flow_sweep_failed', err }, 'flow control bookkeeping failed (next tick retries)');
-        })
-        .finally(() => {
-          if (this.ready) this.flowSweep = setTimeout(loop, this.ctx.cfg.FLOW_SWEEP_MS).unref();
-        });
-    };
-    this.flowSweep = setTimeout(loop, this.ctx.cfg.FLOW_SWEEP_MS).unref();
+    this.flowSweep = new PassLoop({
+      pass: async () => {
+        await admission.sweep();
+        // Flow state checked against the runs' own once a period (one worker of the fleet takes each period).
+        if (Date.now() < repairAt) return;
+        repairAt = Date.now() + cfg.FLOW_REPAIR_MS;
+        await repair.tick();
+      },
+      intervalMs: cfg.FLOW_SWEEP_MS,
+      onError: (err) => {
+        admission.forgetOwner();
+        log.warn({ code: 'flow_sweep_failed', err }, 'flow control bookkeeping failed (next tick retries)');
+      },
+      pauseFirst: true,
+      unref: true,
+    });
+    this.flowSweep.start();
   }
 
   private async handle(job: Job, token?: string): Promise<void> {
@@ -277,8 +277,9 @@ export class FleetWorker {
   /** Graceful stop (idempotent). A second call with force=true aborts dispatches at once. */
   stop(force = false): Promise<void> {
     this.ready = false;
-    clearTimeout(this.flowSweep);
-    this.fetchWatch.stop();
+    // Not awaited, as the owner watch below: a pass may wait on a reconnecting connection.
+    void this.flowSweep?.stop();
+    void this.fetchWatch.stop();
     if (force) this.hard.abort(new Error('forced shutdown'));
     if (this.stopping) return this.stopping;
     this.soft.abort(new Error('worker shutting down'));
