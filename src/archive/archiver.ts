@@ -83,7 +83,6 @@ export class Archiver {
     // The lag counts what is still queued after the pass (what this pass copied is no longer behind).
     oldest = await this.oldestQueued();
     report.lagSeconds = Number.isFinite(oldest) ? Math.max(0, (nowMs - oldest) / 1000) : 0;
-    this.ctx.metrics.archiveLag.set(report.lagSeconds);
     await this.sweepRetention(nowMs);
     return report;
   }

@@ -63,9 +63,7 @@ export class Metrics {
   readonly compensationsRequeued: Counter;
   readonly humanItemsExpired: Counter;
   readonly stuckRunSweepFailures: Counter<'stage' | 'code'>;
-  readonly archiveLag: Gauge;
   readonly compactions: Counter<'outcome'>;
-  readonly compactionLag: Gauge;
   readonly erasures: Counter;
   readonly operatorAuthFailures: Counter<'method' | 'reason'>;
 
@@ -145,11 +143,6 @@ export class Metrics {
       labelNames: ['stage'],
       registers: r,
     });
-    this.archiveLag = new Gauge({
-      name: 'agent_archive_lag_seconds',
-      help: 'Age of the oldest ended run not yet archived (0 when none waits), as the archiver last saw it',
-      registers: r,
-    });
     this.compactions = new Counter({
       name: 'agent_compactions_total',
       help:
@@ -157,11 +150,6 @@ export class Metrics {
         'nothing (nothing left to pack), not_ended (at work again, or gone), changed (changed while read: taken again), ' +
         'failed (an error: taken again after COMPACT_LEASE_MS)',
       labelNames: ['outcome'],
-      registers: r,
-    });
-    this.compactionLag = new Gauge({
-      name: 'agent_compaction_lag_seconds',
-      help: 'Age of the oldest ended run waiting for its compaction (0 when none waits), as the compactor last saw it',
       registers: r,
     });
     this.erasures = new Counter({

@@ -69,7 +69,6 @@ export class Compactor {
       }
     }
     report.lagSeconds = Math.max(0, (nowMs - oldest) / 1000);
-    this.ctx.metrics.compactionLag.set(report.lagSeconds);
     return report;
   }
 

@@ -5,8 +5,14 @@
  * Several processes (api, workers, reconciler) export the same values: the
  * alert rules take max(), never sum(). Cost per scrape is bounded by the shard
  * count, not by the data: per shard one pipeline of ZCARD x3 + ZRANGE 0 0
- * WITHSCORES x2 (all keys of a shard share its hash tag, so one cluster slot),
+ * WITHSCORES x4 (all keys of a shard share its hash tag, so one cluster slot),
  * plus one getJobCounts per shard queue.
+ *
+ * The archive and compaction lags are read here, from the queues, not set by the
+ * archiver's and compactor's passes: every process exports them, so a fleet whose
+ * reconciler has stopped (or never ran) sees its ended runs wait, and
+ * AgentArchiveLagging / AgentCompactionLagging fire; a gauge set only by the
+ * passes would be absent then, and no alert would read it.
  *
  * agent_runs_by_status reads the listing indexes (src/runs/list.ts): one
  * pipeline of ZCARD/ZCOUNT per shard, one per status.
@@ -29,15 +35,16 @@ export interface ShardIndexStats {
   humanQueue: number;
   humanOldestMs: number | undefined;
   approvals: number;
+  /** ms score of the oldest ended run waiting to be archived (its end), or undefined */
+  archiveOldestMs: number | undefined;
+  /**
+   * ms score of the lowest entry of the compaction queue (a run's end, or a claim's lapse: a claim held now lies
+   * ahead of the clock and reads as no wait), or undefined
+   */
+  compactOldestMs: number | undefined;
 }
 
-export interface IndexStats {
-  openActions: number;
-  openOldestMs: number | undefined;
-  humanQueue: number;
-  humanOldestMs: number | undefined;
-  approvals: number;
-}
+export type IndexStats = ShardIndexStats;
 
 /** What the scrape reads (given by each process's context). */
 interface ScrapeCtx {
@@ -70,6 +77,8 @@ export async function shardIndexStats(ctx: ScrapeCtx, shard: number): Promise<Sh
     .zcard(k.humanQueue(shard))
     .zrange(k.humanQueue(shard), 0, 0, 'WITHSCORES')
     .zcard(k.approvals(shard))
+    .zrange(k.archiveQueue(shard), 0, 0, 'WITHSCORES')
+    .zrange(k.compactQueue(shard), 0, 0, 'WITHSCORES')
     .exec();
   if (!res) throw new InvariantError('invariant', 'redis pipeline returned no result');
   for (const [err] of res) if (err) throw err;
@@ -80,6 +89,8 @@ export async function shardIndexStats(ctx: ScrapeCtx, shard: number): Promise<Sh
     humanQueue: Number(v[2] ?? 0),
     humanOldestMs: scoreOf(v[3]),
     approvals: Number(v[4] ?? 0),
+    archiveOldestMs: scoreOf(v[5]),
+    compactOldestMs: scoreOf(v[6]),
   };
 }
 
@@ -91,6 +102,8 @@ export async function indexStats(ctx: ScrapeCtx): Promise<IndexStats> {
     humanQueue: 0,
     humanOldestMs: undefined,
     approvals: 0,
+    archiveOldestMs: undefined,
+    compactOldestMs: undefined,
   };
   for (const s of shards) {
     out.openActions += s.openActions;
@@ -98,6 +111,8 @@ export async function indexStats(ctx: ScrapeCtx): Promise<IndexStats> {
     out.humanQueue += s.humanQueue;
     out.humanOldestMs = minDefined(out.humanOldestMs, s.humanOldestMs);
     out.approvals += s.approvals;
+    out.archiveOldestMs = minDefined(out.archiveOldestMs, s.archiveOldestMs);
+    out.compactOldestMs = minDefined(out.compactOldestMs, s.compactOldestMs);
   }
   return out;
 }
@@ -219,6 +234,20 @@ export function registerScrapeCollectors(
       registers: r,
       collect: fromStats('approvals_pending', (s) => s.approvals),
     }),
+    archiveLag: new Gauge({
+      name: 'agent_archive_lag_seconds',
+      help: 'Age of the oldest ended run not yet archived (its archive queue; 0 when none waits)',
+      registers: r,
+      collect: fromStats('archive_lag', (s, t) => ageSeconds(t, s.archiveOldestMs)),
+    }),
+    compactionLag: new Gauge({
+      name: 'agent_compaction_lag_seconds',
+      help:
+        'How long the oldest ended run due for its compaction has waited (its compaction queue: since its end, or ' +
+        "since a compactor's claim on it lapsed; 0 when none waits)",
+      registers: r,
+      collect: fromStats('compaction_lag', (s, t) => ageSeconds(t, s.compactOldestMs)),
+    }),
     versionParkedRuns: new Gauge({
       name: 'agent_version_parked_runs',
       help: 'Runs parked needs_human / version_mismatch, waiting for an operator to continue or cancel them (the version queue)',
@@ -263,6 +292,8 @@ export interface ScrapeGauges {
   humanQueueDepth: Gauge;
   humanQueueOldestAge: Gauge;
   approvalsPending: Gauge;
+  archiveLag: Gauge;
+  compactionLag: Gauge;
   versionParkedRuns: Gauge;
   runsByStatus: Gauge;
 }

@@ -14,6 +14,8 @@ import { until } from '../../testkit/until.js';
 import { Compactor } from '../../src/runs/compactor.js';
 import { compactClaimCall } from '../../src/store/calls/compactClaim.js';
 import { compactDoneCall } from '../../src/store/calls/compactDone.js';
+import { newMetrics } from '../../src/metrics/metrics.js';
+import { registerScrapeCollectors } from '../../src/runs/scrape.js';
 
 let h: Harness;
 beforeEach(async () => {
@@ -81,6 +83,34 @@ describe('the compaction of ended runs, by the reconciler', () => {
     expect(await h.ctx.redis.zscore(queue, runId)).toBe(String(now + 5));
   });
 
+  it('exports the wait from every process: with no reconciler running, the API shows it grow', async () => {
+    const runId = await createRun('CMPQ-unpacked');
+    await h.startWorker();
+    expect(await h.waitForStatus(runId, ['completed'])).toBe('completed');
+    const ended = Number(await h.ctx.redis.zscore(queueOf(runId), runId));
+    // The gauge is read from the queue at scrape time, in any process, not set by a compactor's pass.
+    const scrapeAt = (now: number) => {
+      const m = newMetrics();
+      registerScrapeCollectors(m, { ...h.ctx }, { now: () => now });
+      return m.registry.getSingleMetricAsString('agent_compaction_lag_seconds');
+    };
+    expect(await scrapeAt(ended + 700_000)).toMatch(/^agent_compaction_lag_seconds 700$/m);
+    // A claim held now lies ahead of the clock: the run is being packed, not waiting.
+    await compactClaimCall(h.ctx.redis, queueOf(runId), ended + 700_000, 60_000, 10);
+    expect(await scrapeAt(ended + 700_000)).toMatch(/^agent_compaction_lag_seconds 0$/m);
+    // A claim that lapsed (its compactor killed) is waiting again, since the lapse.
+    expect(await scrapeAt(ended + 820_000)).toMatch(/^agent_compaction_lag_seconds 60$/m);
+
+    // The API's own /metrics (no reconciler in this fleet): the run still waits, and says how long.
+    await h.ctx.redis.zadd(queueOf(runId), Date.now() - 5_000, runId);
+    const api = await h.startApi();
+    const text = await (await fetch(`${api.url}/metrics`)).text();
+    const lag = Number(/^agent_compaction_lag_seconds (\S+)$/m.exec(text)?.[1]);
+    expect(lag).toBeGreaterThanOrEqual(5);
+    expect(lag).toBeLessThan(120);
+    expect(text).toMatch(/^agent_archive_lag_seconds 0$/m);
+  });
+
   it('reports how long the oldest ended run has waited for its compaction', async () => {
     const runId = await createRun('CMPQ-lag');
     await h.startWorker();
@@ -95,7 +125,6 @@ describe('the compaction of ended runs, by the reconciler', () => {
     await h.ctx.redis.zadd(queueOf(runId), ended, 'r_gone_long_ago');
     const report = await compactor.pass(ended + 30_000);
     expect(report).toMatchObject({ claimed: 2, packed: 1, dequeued: 1, lagSeconds: 30 });
-    expect(await h.ctx.metrics.registry.getSingleMetricAsString('agent_compaction_lag_seconds')).toMatch(/ 30$/m);
     expect(await compactor.pass(ended + 31_000)).toMatchObject({ claimed: 0, lagSeconds: 0 });
     const metrics = await h.ctx.metrics.registry.getSingleMetricAsString('agent_compactions_total');
     expect(metrics).toMatch(/outcome="packed"\} 1/);

@@ -12,6 +12,8 @@ import { until } from '../../testkit/until.js';
 import { readSse } from '../../testkit/sse.js';
 import { archiverFor } from '../../src/server/archiving.js';
 import { Compactor } from '../../src/runs/compactor.js';
+import { newMetrics } from '../../src/metrics/metrics.js';
+import { registerScrapeCollectors } from '../../src/runs/scrape.js';
 import type { Archiver } from '../../src/archive/archiver.js';
 import { upsertArchivedRun } from '../../src/archive/db.js';
 import { snapshotRun } from '../../src/archive/snapshot.js';
@@ -113,13 +115,22 @@ describe('the archive of ended runs', () => {
     const keys = runKeysOf(runId);
     for (const key of keys) expect(await h.ctx.redis.pttl(key), key).toBe(-1);
     const queue = h.ctx.keys.archiveQueue(h.ctx.keys.shardOf(runId));
-    expect(await h.ctx.redis.zscore(queue, runId)).not.toBeNull();
+    const endedAt = Number(await h.ctx.redis.zscore(queue, runId));
+    expect(endedAt).toBeGreaterThan(0);
     const fromRedis = await getView(runId);
     expect(fromRedis.status).toBe(200);
+    // Every process exports how long it has waited (read from the queue at scrape time, no archiver needed).
+    const lagAt = async (now: number) => {
+      const m = newMetrics();
+      registerScrapeCollectors(m, { ...h.ctx }, { now: () => now });
+      return m.registry.getSingleMetricAsString('agent_archive_lag_seconds');
+    };
+    expect(await lagAt(endedAt + 42_000)).toMatch(/^agent_archive_lag_seconds 42$/m);
 
     const report = await archiver.pass();
     expect(report).toMatchObject({ archived: 1, failed: 0 });
     expect(await h.ctx.redis.zscore(queue, runId)).toBeNull();
+    expect(await lagAt(endedAt + 42_000)).toMatch(/^agent_archive_lag_seconds 0$/m);
     for (const key of keys) {
       const ttl = await h.ctx.redis.pttl(key);
       expect(ttl, key).toBeGreaterThan(0);

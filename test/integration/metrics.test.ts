@@ -299,7 +299,7 @@ describe('scrape-time gauges when Redis fails', () => {
     m.duplicateWrites.inc({ tool: 'send_email' });
     const text = await m.registry.metrics();
     expect(text).toMatch(/^agent_duplicate_writes_total\{tool="send_email"\} 1$/m);
-    // One scrape: each of the seven gauges failed once (read the counter without scraping again).
+    // One scrape: each of the nine gauges failed once (read the counter without scraping again).
     const errors = (await m.scrapeErrors.get()).values;
     expect(Object.fromEntries(errors.map((v) => [v.labels.collector, v.value]))).toEqual({
       queue_jobs: 1,
@@ -308,6 +308,8 @@ describe('scrape-time gauges when Redis fails', () => {
       human_queue_depth: 1,
       human_queue_oldest_age: 1,
       approvals_pending: 1,
+      archive_lag: 1,
+      compaction_lag: 1,
       version_parked_runs: 1,
     });
   });
