@@ -25,7 +25,7 @@ import { isWaitStatus, parseWait, waitIdOf, type WaitRecord } from './waits.js';
 import { endsRun, type RunStatus } from '../core/status.js';
 import { searchIndexKeysOf } from './search.js';
 import { movedOnParentOf, type MovedOnParent } from './children.js';
-import { newRunRecord, readBudget, readRun, readStatuses } from '../store/runRecord.js';
+import { newRunRecord, PackedSpecUnreadable, readBudget, readRun, readStatuses } from '../store/runRecord.js';
 import { readJournal, readJournalEntry } from '../store/runJournal.js';
 import { journalOperatorCall } from '../store/calls/journalOperator.js';
 
@@ -173,6 +173,7 @@ export class RunStore {
     } catch (err) {
       if (err instanceof SyntaxError) return { unreadableSpec: 'json' };
       if (err instanceof z.ZodError) return { unreadableSpec: fieldOf(err) };
+      if (err instanceof PackedSpecUnreadable) return { unreadableSpec: err.field };
       throw err;
     }
     return movedOnParentOf(this.redis, this.keys, spec);

@@ -60,7 +60,19 @@ export function unpackSpec(raw: string): string {
   try {
     return SPEC_CODEC.inflate(Buffer.from(raw.slice(1), 'base64')).toString('utf8');
   } catch (err) {
-    throw new InvariantError('invariant', 'run_spec_unreadable: a packed spec does not inflate', {}, { cause: err });
+    throw new PackedSpecUnreadable(err);
+  }
+}
+
+/**
+ * A packed spec whose bytes do not inflate: the stored record is damaged (a partial restore, a bad copy). Its own
+ * class, so a reader that answers a spec it cannot parse (RunStore.parentBar: `invalid_spec`) answers this one alike,
+ * at the field `packed`, instead of failing.
+ */
+export class PackedSpecUnreadable extends InvariantError {
+  readonly field = 'packed';
+  constructor(cause: unknown) {
+    super('invariant', 'run_spec_unreadable: a packed spec does not inflate', {}, { cause });
   }
 }
 

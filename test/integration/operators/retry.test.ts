@@ -154,6 +154,27 @@ describe('retry a stopped run', () => {
     expect(emails().records).toBe(1);
   });
 
+  it('a packed spec that no longer inflates: 409 invalid_spec naming the packed form, nothing written', async () => {
+    const runId = await startWithBudget([turn([ticketCall]), turn([ticketCall]), final], { maxSteps: 1 });
+    expect(await h.waitForStatus(runId, ['budget_exceeded', 'completed'])).toBe('budget_exceeded');
+    await new Compactor(h.ctx).drain();
+    const k = h.ctx.keys.run(runId);
+    const stored = (await h.ctx.redis.hget(k.run, 'spec'))!;
+    expect(stored.startsWith('~')).toBe(true);
+    // The packed form's bytes damaged (a partial write, a restore from a bad copy): it no longer inflates.
+    await h.ctx.redis.hset(k.run, 'spec', `~${Buffer.from('not deflate at all').toString('base64')}`);
+    const before = await journalLength(runId);
+    const r = await retry(runId, { steps: 2 });
+    expect(r).toMatchObject({ status: 409, body: { error: 'invalid_spec', runId, field: 'packed' } });
+    expect(await h.ctx.redis.hget(k.run, 'status')).toBe('budget_exceeded');
+    expect(await journalLength(runId)).toBe(before);
+    // The run is still shown, as it ended.
+    expect(await call(h.url, 'GET', `/v1/runs/${runId}`)).toMatchObject({
+      status: 200,
+      body: { runId, status: 'budget_exceeded' },
+    });
+  });
+
   it('budget_exceeded: refused without an extension; agentctl retry --steps extends it, journalled with who, carried to every later step', async () => {
     const runId = await startWithBudget([turn([email]), turn([email2]), turn([ticketCall]), final], { maxSteps: 1 });
     expect(await h.waitForStatus(runId, ['budget_exceeded', 'completed'])).toBe('budget_exceeded');
