@@ -13,10 +13,9 @@
  */
 import Redlock from 'redlock';
 import type { Logger } from 'pino';
-import { z } from 'zod';
 import type { EngineContext } from '../runs/engineContext.js';
 import type { WriteTool } from '../core/tool.js';
-import type { RunSpec } from '../runs/spec.js';
+import { unreadableSpecField, type RunSpec } from '../runs/spec.js';
 import { errorCode } from '../core/errors.js';
 import { type ActionRecord, type Ledger, LedgerConflict, ledgerFor } from './ledger.js';
 import { reconcile, replicateActions, type ReconcileDeps, type ReconcileOutcome } from './reconcile.js';
@@ -276,7 +275,7 @@ export class Reconciler {
     try {
       return await this.ctx.store.readSpec(rec.runId);
     } catch (err) {
-      if (err instanceof SyntaxError || err instanceof z.ZodError) return 'invalid';
+      if (unreadableSpecField(err) !== undefined) return 'invalid';
       throw err;
     }
   }

@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { AGENT_NAME_FORMAT, SEARCH_FIELD_NAME_FORMAT, SEARCH_VALUE_MAX_CHARS } from '../core/agent.js';
 import { modelIdSchema, modelOptionsSchema, providerNameSchema } from '../core/model.js';
 import { HARD_LIMITS } from '../core/limits.js';
+import { PackedSpecUnreadable } from '../store/runRecord.js';
 
 /** The budget numbers, bounded (src/core/limits.ts): the request and the stored spec share them. */
 export const maxStepsSchema = z.number().int().positive().max(HARD_LIMITS.maxSteps);
@@ -195,4 +196,17 @@ function fieldCount(o: object): number {
 export function fieldOf(err: z.ZodError): string {
   const path = err.issues[0]?.path.map(String).join('.') ?? '';
   return /^[\w.]{1,80}$/.test(path) ? path : '(root)';
+}
+
+/**
+ * Where a stored spec that could not be read fails to read (`json`: not JSON; `packed`: its packed form does not
+ * inflate; else the first field the schema refuses), or undefined when `err` is no such failure (Redis, a bug).
+ * Every reader of a stored spec answers a spec no retry can make readable with this field: the step ends its run
+ * `invalid_spec: <field>`, an operator's request is 409 `invalid_spec`, the sweep hands its actions to a person.
+ */
+export function unreadableSpecField(err: unknown): string | undefined {
+  if (err instanceof SyntaxError) return 'json';
+  if (err instanceof z.ZodError) return fieldOf(err);
+  if (err instanceof PackedSpecUnreadable) return err.field;
+  return undefined;
 }

@@ -9,15 +9,14 @@ import { type KeySpace, stepJobId } from '../store/keys.js';
 import { createRun, type CreateRunResult } from '../store/calls/createRun.js';
 import { resumeRun, type ResumeResult } from '../store/calls/resumeRun.js';
 import { decodeEntry, encodeEntry, type JournalEntry, type OperatorEntry } from '../core/journal.js';
-import { z } from 'zod';
 import {
-  fieldOf,
   LIMIT_FIELDS,
   limitsOfBudget,
   limitsSchema,
   runSpecSchema,
   type RunLimits,
   type RunSpec,
+  unreadableSpecField,
   type StepJobData,
 } from './spec.js';
 import { type ShardQueues, STEP_JOB_NAME } from '../store/queues.js';
@@ -25,7 +24,7 @@ import { isWaitStatus, parseWait, waitIdOf, type WaitRecord } from './waits.js';
 import { endsRun, type RunStatus } from '../core/status.js';
 import { searchIndexKeysOf } from './search.js';
 import { movedOnParentOf, type MovedOnParent } from './children.js';
-import { newRunRecord, PackedSpecUnreadable, readBudget, readRun, readStatuses } from '../store/runRecord.js';
+import { newRunRecord, readBudget, readRun, readStatuses } from '../store/runRecord.js';
 import { readJournal, readJournalEntry } from '../store/runJournal.js';
 import { journalOperatorCall } from '../store/calls/journalOperator.js';
 
@@ -171,9 +170,8 @@ export class RunStore {
     try {
       spec = await this.readSpec(runId);
     } catch (err) {
-      if (err instanceof SyntaxError) return { unreadableSpec: 'json' };
-      if (err instanceof z.ZodError) return { unreadableSpec: fieldOf(err) };
-      if (err instanceof PackedSpecUnreadable) return { unreadableSpec: err.field };
+      const field = unreadableSpecField(err);
+      if (field !== undefined) return { unreadableSpec: field };
       throw err;
     }
     return movedOnParentOf(this.redis, this.keys, spec);

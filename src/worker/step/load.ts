@@ -9,10 +9,16 @@
  */
 import type { Context } from '@opentelemetry/api';
 import type { Logger } from 'pino';
-import { z } from 'zod';
 import { InvalidStepInput } from '../../core/errors.js';
 import type { DecisionEntry, ObservationEntry } from '../../core/journal.js';
-import { fieldOf, safeParseStepJobData, type RunLimits, type RunSpec, type StepJobData } from '../../runs/spec.js';
+import {
+  fieldOf,
+  safeParseStepJobData,
+  unreadableSpecField,
+  type RunLimits,
+  type RunSpec,
+  type StepJobData,
+} from '../../runs/spec.js';
 import { isWaitStatus } from '../../runs/waits.js';
 import type { StepEnv } from './env.js';
 import { lazyChild } from './log.js';
@@ -104,9 +110,8 @@ async function currentSpec(env: StepEnv, runId: string, log: Logger): Promise<Ru
 
 function readSpec(env: StepEnv, runId: string): Promise<RunSpec | undefined> {
   return env.store.spec(runId).catch((err: unknown) => {
-    if (err instanceof SyntaxError || err instanceof z.ZodError) {
-      throw new InvalidStepInput('invalid_spec', err instanceof z.ZodError ? fieldOf(err) : 'json', { cause: err });
-    }
+    const field = unreadableSpecField(err);
+    if (field !== undefined) throw new InvalidStepInput('invalid_spec', field, { cause: err });
     throw err;
   });
 }
