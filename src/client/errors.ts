@@ -102,7 +102,7 @@ export class StoreUnavailable extends FleetApiError {
 
 /**
  * 429: the API refused for now and wrote nothing (`kept_deliveries_limit`: the tenant keeps as many undelivered
- * events as it may). Not asked again by the client: `retryAfterMs` is the wait the API asked for, the call's to honour.
+ * events as it may; `tenant_line_full`: the tenant has as many runs waiting to start as it may). Not asked again by the client: `retryAfterMs` is the wait the API asked for, the call's to honour.
  */
 export class TooManyRequests extends FleetApiError {
   override readonly name = 'TooManyRequests';

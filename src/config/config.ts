@@ -568,6 +568,13 @@ export const configSchema = z.object({
    * flow`.
    */
   FLOW_TENANT_CONCURRENCY: int(50, 0),
+  /**
+   * Runs one tenant may have waiting in its line (0 = no limit). A new run past it is refused, nothing written: 429
+   * `tenant_line_full` with Retry-After (a schedule's tick fails and is retried). Bounds one producer's burst, which
+   * would otherwise fill Redis for every tenant (at about 3 KB a waiting run, the default holds some 30 MB a tenant).
+   * A child run is never refused: its parent is at work and waits for it.
+   */
+  FLOW_TENANT_MAX_WAITING: int(10_000, 0),
   /** Runs of one agent at work at once, across tenants (0 = no limit); per agent in FLOW_AGENT_LIMITS. */
   FLOW_AGENT_CONCURRENCY: int(0, 0),
   /** Runs at work at once in the whole fleet (0 = no limit). */

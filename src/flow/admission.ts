@@ -63,6 +63,7 @@ export interface FlowOptions {
   readonly FLOW_SWEEP_MS: number;
   readonly FLOW_REPAIR_MS: number;
   readonly FLOW_STEP_PRIORITY: boolean;
+  readonly FLOW_TENANT_MAX_WAITING: number;
 }
 
 export interface FlowDeps {
@@ -105,6 +106,28 @@ const ADMIT_BATCH = 64;
  */
 export const INTAKE_GRACE_MS = 60_000;
 
+/**
+ * How long a producer refused for a full line is asked to wait (Retry-After): the line drains at its tenant's
+ * admissions, which nothing here can predict; long enough that a producer retrying on it does not spin.
+ */
+export const LINE_FULL_RETRY_AFTER_S = 30;
+
+/**
+ * A new run refused because its tenant's line already holds FLOW_TENANT_MAX_WAITING runs: nothing was written (no
+ * line entry, no run). What bounds one producer's burst, so it cannot fill Redis for every tenant; the API answers it
+ * 429 `tenant_line_full` with Retry-After.
+ */
+export class TenantLineFull extends Error {
+  readonly code = 'tenant_line_full';
+  constructor(
+    readonly tenant: string,
+    readonly limit: number,
+  ) {
+    super(`tenant ${tenant}'s line holds ${limit} runs waiting (FLOW_TENANT_MAX_WAITING): run refused`);
+    this.name = 'TenantLineFull';
+  }
+}
+
 /** What promoting an admitted run's step 1 job found: moved to the queue, already out of the delayed set, or no run. */
 type Promotion = 'promoted' | 'not_delayed' | 'not_created';
 
@@ -129,10 +152,14 @@ export class Admission {
 
   /**
    * Puts a run in its tenant's line (before the run is created: see the module comment). False: it was already known.
+   * `limited`: a new run from outside (a producer, a schedule) is refused when its tenant's line holds
+   * FLOW_TENANT_MAX_WAITING runs (TenantLineFull, nothing written); a child run is not (its parent is at work and
+   * waits for it; its budget is the parent's).
    */
   async enqueue(
     run: { runId: string; tenant: string; agent: string; priority: number },
     now: number,
+    limited = true,
   ): Promise<boolean> {
     const k = this.d.keys.flow();
     const meta: FlowRun = {
@@ -142,14 +169,26 @@ export class Admission {
       priority: run.priority,
       at: now,
     };
-    return flowEnqueue(
+    const maxWaiting = limited ? this.d.cfg.FLOW_TENANT_MAX_WAITING : 0;
+    const line = this.d.keys.flowLine(run.tenant);
+    const outcome = await flowEnqueue(
       this.d.redis,
       k,
-      this.d.keys.flowLine(run.tenant),
+      line,
       run.runId,
       meta,
       placeInLine(run.priority, now),
+      maxWaiting,
     );
+    if (outcome === 'full') {
+      this.d.metrics.runsRefused.inc({ reason: 'tenant_line_full', tenant: run.tenant });
+      this.d.log.warn(
+        { code: 'tenant_line_full', tenant: run.tenant, agent: run.agent, limit: maxWaiting },
+        "a new run refused: its tenant's line is full",
+      );
+      throw new TenantLineFull(run.tenant, maxWaiting);
+    }
+    return outcome === 'queued';
   }
 
   /** The priority a run still waiting in its line was placed at; undefined when it is not waiting. */

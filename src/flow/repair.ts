@@ -183,7 +183,9 @@ export class FlowRepair {
     const priority = priorityOf(run.spec);
     const meta: FlowRun = { tenant: run.tenant, agent: run.agent, shard, priority, at: run.createdAt };
     const line = this.d.keys.flowLine(run.tenant);
-    return flowEnqueue(this.d.redis, this.d.keys.flow(), line, runId, meta, placeInLine(priority, run.createdAt));
+    // No limit on the line's length: the run exists already, it only gets back the place its creation gave it.
+    const place = placeInLine(priority, run.createdAt);
+    return (await flowEnqueue(this.d.redis, this.d.keys.flow(), line, runId, meta, place)) === 'queued';
   }
 
   /** The wake job out of the delayed set: it asks for its slot again (src/worker/step/wakeSlot.ts). */

@@ -20,6 +20,7 @@ import { answerJson, invalid } from '../producer/fieldErrors.js';
 import { EVENT_KEY_FORMAT } from '../runs/spec.js';
 import { runView, type EffectsLister } from './runView.js';
 import { storeErrorAnswered, storeGate } from './storeUnavailable.js';
+import { lineFullAnswered } from './lineFull.js';
 import { storeEnded, storeWritable } from '../store/connect.js';
 
 /** /readyz's store check answers within this (a lost master must not hang the probe). */
@@ -142,6 +143,7 @@ export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Ex
   app.use((err: Error & { status?: number; type?: string }, _req: Request, res: Response, _next: NextFunction) => {
     if (answerRequestError(err, res, ctx.log)) return;
     if (storeErrorAnswered(ctx, err, res)) return;
+    if (lineFullAnswered(err, res)) return;
     ctx.log.error({ code: 'api_error', err }, 'request failed');
     res.status(err.status ?? 500).json({ error: 'internal_error' });
   });

@@ -10,6 +10,7 @@ import { erasuresRouter } from './erasures.js';
 import { answerRequestError } from './requestErrors.js';
 import { OPENAPI_PATH, openApiDocument } from './openapi.js';
 import { storeErrorAnswered, storeGate } from './storeUnavailable.js';
+import { lineFullAnswered } from './lineFull.js';
 
 export function createFullApi(ctx: EngineContext, isReady: () => boolean): express.Express {
   const ledger = ledgerFor(ctx);
@@ -26,6 +27,7 @@ export function createFullApi(ctx: EngineContext, isReady: () => boolean): expre
       app.use((err: Error & { status?: number; type?: string }, req: Request, res: Response, _next: NextFunction) => {
         if (!res.headersSent && answerRequestError(err, res, ctx.log)) return;
         if (storeErrorAnswered(ctx, err, res)) return;
+        if (lineFullAnswered(err, res)) return;
         ctx.log.error({ code: 'webhook_error', err }, 'webhook failed');
         // An answer already under way cannot be changed: the connection is closed (as express's final handler does),
         // and the API's error handler further on never sees this error.

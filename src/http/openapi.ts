@@ -145,6 +145,7 @@ function webhook(summary: string, body: z.ZodType, withTenantPath: boolean): Zod
       '400': refusal('Invalid body, named by field.'),
       '401': refusal('Unknown tenant or a bad signature.'),
       '413': refusal('Body over the limit.'),
+      '429': refusal(LINE_FULL),
     },
   };
 }
@@ -177,6 +178,11 @@ const runPageSchema = z
   .meta({ id: 'RunPage' });
 
 /** POST and GET /v1/runs: the create body is the named-agent form or one of the agents' shorthands. */
+/** A new run refused past its tenant's waiting limit (src/http/lineFull.ts). */
+const LINE_FULL =
+  "tenant_line_full: the tenant's line holds FLOW_TENANT_MAX_WAITING runs waiting to start (`tenant`, `limit`, " +
+  'Retry-After); nothing written.';
+
 const runsPath = (agents: AgentCatalog): Record<string, ZodOpenApiOperationObject> => ({
   post: {
     summary: "Start a run of a named agent (or an agent's shorthand body).",
@@ -196,6 +202,7 @@ const runsPath = (agents: AgentCatalog): Record<string, ZodOpenApiOperationObjec
       '201': { description: 'A new run.', content: { 'application/json': { schema: runCreated } } },
       '400': refusal('Invalid body, named by field; nothing written.'),
       '413': refusal('Body over the limit.'),
+      '429': refusal(LINE_FULL),
       ...guarded,
     },
   },

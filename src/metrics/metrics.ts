@@ -44,6 +44,7 @@ export class Metrics {
   readonly runsSuperseded: Counter;
   readonly cancelsHonoured: Counter;
   readonly flowAdmitted: Counter;
+  readonly runsRefused: Counter<'reason' | 'tenant'>;
   readonly flowRepairs: Counter;
   readonly rateLimitWaits: Counter;
   readonly modelRateLimited: Counter;
@@ -388,6 +389,14 @@ export class Metrics {
       name: 'agent_flow_admitted_total',
       help: "Runs admitted from their tenant's line (flow control)",
       labelNames: ['tenant'],
+      registers: r,
+    });
+    this.runsRefused = new Counter({
+      name: 'agent_runs_refused_total',
+      help:
+        "New runs refused at intake, nothing written, by reason: tenant_line_full (the tenant's line held " +
+        'FLOW_TENANT_MAX_WAITING runs; the API answered 429 with Retry-After)',
+      labelNames: ['reason', 'tenant'],
       registers: r,
     });
     this.rateLimitWaits = new Counter({

@@ -12,7 +12,7 @@
  * an invalid request.
  */
 import type { EngineContext } from '../runs/engineContext.js';
-import type { Admission } from '../flow/admission.js';
+import { TenantLineFull, type Admission } from '../flow/admission.js';
 import { scriptedModelAllowed } from '../config/testHooks.js';
 import { ConfigError, TerminalError } from '../core/errors.js';
 import type { RunStatus } from '../core/status.js';
@@ -252,6 +252,7 @@ export async function startSpec(
   // Retry-After). A run an earlier request created may still be only on this master (that request was told 503);
   // answering 200 for it before a replica has it would acknowledge what a failover can take. The wait covers every
   // write the master holds (src/store/replicated.ts), whichever process made it.
+  let keyWritten: string | undefined;
   if (idempotencyKey) {
     const key = ctx.keys.requestKey(spec.tenant, idempotencyKey);
     const previous = await ctx.redis.set(key, spec.runId, 'PX', REQUEST_KEY_TTL_MS, 'NX', 'GET');
@@ -263,8 +264,16 @@ export async function startSpec(
       // The earlier request died before creating its run: this request's run takes the key.
       await ctx.redis.set(key, spec.runId, 'PX', REQUEST_KEY_TTL_MS);
     }
+    if (previous !== spec.runId) keyWritten = key;
   }
-  const intake = await createAdmitted(ctx, spec, nowMs);
+  let intake: CreateRunResult;
+  try {
+    intake = await createAdmitted(ctx, spec, nowMs);
+  } catch (err) {
+    // Refused with nothing written: the key's record goes too (the same key again derives the same run id anyway).
+    if (err instanceof TenantLineFull && keyWritten) await ctx.redis.del(keyWritten);
+    throw err;
+  }
   await runReplicated(ctx, intake.runId, 'intake');
   if (intake.outcome !== 'created') return { runId: intake.runId, created: false };
   return {
@@ -285,9 +294,11 @@ export async function createAdmitted(ctx: EngineContext, spec: RunSpec, nowMs: n
   const admission = ctx.admission?.enabled ? ctx.admission : undefined;
   if (!admission) return ctx.store.intake(spec, nowMs);
   const priority = await placeBehindPrevious(ctx, admission, spec);
+  // A run from outside is refused past its tenant's waiting limit (TenantLineFull: nothing written); a child is not.
   const queued = await admission.enqueue(
     { runId: spec.runId, tenant: spec.tenant, agent: spec.agent, priority },
     nowMs,
+    spec.parent === undefined,
   );
   const intake = await ctx.store.intake(spec, nowMs, true);
   if (intake.outcome !== 'created' && queued) await admission.withdraw(spec.runId);

@@ -25,7 +25,10 @@ export interface FlowRun {
 /** A job's place in its run's life: its step, then how many resumes or retries came before it at that step. */
 export type SlotGeneration = readonly [step: number, resume: number];
 
-/** Returns whether the run was put in line (false: it was already waiting or holding a slot). */
+/** `queued`: put in line; `known`: already waiting or holding a slot; `full`: the line holds `maxWaiting` runs. */
+export type EnqueueOutcome = 'queued' | 'known' | 'full';
+
+/** Puts the run in its tenant's line unless it is known there or the line holds `maxWaiting` runs (0: no limit). */
 export async function flowEnqueue(
   redis: RedisClient,
   k: FlowKeys,
@@ -33,7 +36,8 @@ export async function flowEnqueue(
   runId: string,
   run: FlowRun,
   place: number,
-): Promise<boolean> {
+  maxWaiting = 0,
+): Promise<EnqueueOutcome> {
   const res = await script(redis, 'flowEnqueue')(
     k.waiting,
     k.held,
@@ -44,6 +48,7 @@ export async function flowEnqueue(
     run.tenant,
     JSON.stringify(run),
     place,
+    maxWaiting,
   );
-  return res === 1;
+  return res === 1 ? 'queued' : res === -1 ? 'full' : 'known';
 }

@@ -7,13 +7,20 @@
 
   ARGV[1] run id  ARGV[2] tenant  ARGV[3] the run's JSON (tenant, agent, shard, priority, at)
   ARGV[4] the run's place in its line (lower first: priority level, then arrival)
+  ARGV[5] the most runs the tenant's line may hold (FLOW_TENANT_MAX_WAITING; 0: no limit)
 
-  Returns 1 put in line, 0 already known (nothing written).
+  Returns 1 put in line, 0 already known (nothing written), -1 the tenant's line
+  is full (nothing written: the intake is refused, the run is not created).
+
+  The limit is checked after "already known": the same intake again is answered
+  as before, whatever the line holds now.
 
   A tenant that joins the turns starts at the latest turn served (`~vtime`) or
   its own pass if later: an idle tenant saves no credit, a busy one keeps its debt.
 ]]
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 or redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 0 end
+local most = tonumber(ARGV[5])
+if most > 0 and redis.call('ZCARD', KEYS[5]) >= most then return -1 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
 redis.call('ZADD', KEYS[5], ARGV[4], ARGV[1])
 if not redis.call('ZSCORE', KEYS[3], ARGV[2]) then
