@@ -2,7 +2,7 @@
  * Errors that come out of code an agent supplies, marked where the engine takes the agent in (AgentCatalog): its
  * tools' execute, dispatch, lookup, identity, material and wait (the MCP tools built for it among them), its hooks
  * (instructions, prompt, key, search, estimateInputTokens, compensationFor, demoScript, followUp) and its webhooks'
- * event. Such an error's message is the agent author's text, which quotes what the code had at hand (`no order 77 for
+ * event; and, where the engine parses with them (agentSafeParse), its schemas' refinements and transforms. Such an error's message is the agent author's text, which quotes what the code had at hand (`no order 77 for
  * ada@example.com`), so a log line keeps its type, code, coded details and stack frames, never its message or its
  * causes' (src/metrics/log.ts). What the run keeps of it (the observation the model is shown, a ledger move's
  * evidence) is unchanged: the erasure handles stored text.
@@ -51,6 +51,17 @@ export function fromAgentCode<T>(call: () => T): T {
       throw markAgentError(err);
     }) as T;
   return out;
+}
+
+/**
+ * `schema.safeParse(value)` for a schema an agent supplies (its input, a tool's args, a webhook's body): a refinement
+ * or transform that throws is the agent's code, its message the author's text quoting the value, so what it throws is
+ * marked as agent code's; a value that does not parse is an answer, as it is. Every engine call site that parses with
+ * an agent's schema goes through here (a Proxy round the schema would lose zod's registry entries, keyed by the
+ * schema object, which the OpenAPI document reads).
+ */
+export function agentSafeParse<R>(schema: { safeParse(value: unknown): R }, value: unknown): R {
+  return fromAgentCode(() => schema.safeParse(value));
 }
 
 function isThenable(v: unknown): v is PromiseLike<unknown> {

@@ -58,6 +58,7 @@ import type { RunSpec } from '../runs/spec.js';
 import { stopRun } from '../runs/stop.js';
 import { readRun } from '../store/runRecord.js';
 import { isTerminal, type RunStatus } from '../core/status.js';
+import { agentSafeParse } from '../core/agentCode.js';
 
 /** States in which driving the compensation further is pointless: a person or nothing is next. */
 const SETTLED: ReadonlySet<LedgerState> = new Set(['confirmed', 'rejected', 'needs_human', 'compensation_required']);
@@ -123,7 +124,7 @@ export function compensationCall(
     throw new CompensationRefused(
       `agent '${agent.name}' compensates with '${call.tool}', which is not one of its write tools`,
     );
-  const args = tool.args.safeParse(call.args);
+  const args = agentSafeParse(tool.args, call.args);
   if (!args.success)
     throw new CompensationRefused(
       `agent '${agent.name}' gave arguments '${call.tool}' refuses (${args.error.issues.map((i) => i.path.join('.')).join(', ')})`,

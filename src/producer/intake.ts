@@ -25,6 +25,7 @@ import { resolveModelChoice } from './modelChoice.js';
 import { normalizeRunRequest, type CreateRunRequest, type RunRequest } from './schemas.js';
 import { runReplicated } from '../runs/replication.js';
 import { fieldsOf } from './fieldErrors.js';
+import { agentSafeParse } from '../core/agentCode.js';
 
 export const REQUEST_KEY_TTL_MS = 24 * 3600_000;
 
@@ -90,7 +91,7 @@ export function resolveIntake(
 ): { agent: Agent; input: unknown; key: string; runId: string } {
   const agent = ctx.agents.get(req.agent);
   if (!agent) throw unknownAgent(ctx, req.agent, req.fields.input === 'input' ? 'agent' : '(body)');
-  const parsed = agent.input.safeParse(req.input);
+  const parsed = agentSafeParse(agent.input, req.input);
   if (!parsed.success) throw new InvalidRunRequest(fieldsOf(parsed.error, req.fields.input));
   const key = agent.key(parsed.data);
   const runId =

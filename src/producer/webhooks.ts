@@ -31,6 +31,7 @@ import { deliverToWait, eventBodySchema } from './events.js';
 import { foundRun, InvalidRunRequest, resolveRequest, specOf, startSpec, type ResolvedRequest } from './intake.js';
 import { answerJson, invalid, param, singleQuery } from './fieldErrors.js';
 import { checkSignature, SIGNATURE_HEADER, TIMESTAMP_HEADER } from './webhookSignature.js';
+import { agentSafeParse } from '../core/agentCode.js';
 
 const EVENT_TTL_MS = 24 * 3600_000;
 
@@ -81,7 +82,7 @@ function parseWith(hook: WebhookIntake<unknown>, raw: Buffer): Parsed {
   const body = parseJson(raw);
   const refused = unparsed(body);
   if (refused) return refused;
-  const p = hook.body.safeParse(body);
+  const p = agentSafeParse(hook.body, body);
   if (!p.success) return { ok: false, error: p.error };
   const { id, input, delivery } = hook.event(p.data, raw);
   if (!EVENT_KEY_FORMAT.test(id)) return { ok: false, badEventId: true };

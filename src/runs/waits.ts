@@ -12,6 +12,7 @@ import { isTerminal } from '../core/status.js';
 import { readRun, readStatus } from '../store/runRecord.js';
 import type { Agent } from '../core/agent.js';
 import type { JournalEntry } from '../core/journal.js';
+import { agentSafeParse } from '../core/agentCode.js';
 
 export const WAIT_STATUSES = ['sleeping', 'waiting_event', 'waiting_child'] as const;
 export type WaitStatus = (typeof WAIT_STATUSES)[number];
@@ -115,7 +116,7 @@ export function eventKeysAsked(
     for (const call of entry.toolCalls) {
       const tool = agent.tools.get(call.name);
       if (tool?.effect !== 'wait' || tool.startsChild === true) continue;
-      const args = tool.args.safeParse(call.args ?? {});
+      const args = agentSafeParse(tool.args, call.args ?? {});
       if (!args.success) continue;
       try {
         const asked = tool.wait(args.data, { runId: run.runId, step: entry.step, signal, input: run.input });

@@ -13,7 +13,7 @@ import { AGENT_MESSAGE_NOT_LOGGED, createLogger, redactUrls } from '../../src/me
 import { newMetrics } from '../../src/metrics/metrics.js';
 import { buildSpec } from '../../src/producer/intake.js';
 import { freePort } from '../../testkit/embeddedRedis.js';
-import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
+import { createHarness, producerAuth, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { captureLines as capture } from '../support/logCapture.js';
 
 describe('redactUrls', () => {
@@ -207,5 +207,82 @@ describe("an agent's own tool errors in a real worker", () => {
       status: 'tool_error',
       output: { error: `no order ORD-77 for customer ${EMAIL}` },
     });
+  });
+});
+
+/** An agent whose own schemas throw from a refinement, quoting what they were given (agent code too). */
+const strict = defineAgent({
+  name: 'strict',
+  version: 'strict@1',
+  input: z
+    .object({ orderId: z.string(), email: z.string() })
+    .strict()
+    .refine((i) => {
+      if (i.orderId === 'ORD-THROW') throw new Error(`order check failed for ${i.email}`);
+      return true;
+    }),
+  key: (i) => i.orderId,
+  instructions: () => 'Look the order up.',
+  tools: [
+    defineReadTool({
+      name: 'lookup_order',
+      description: 'Looks an order up.',
+      args: z
+        .object({ orderId: z.string() })
+        .strict()
+        .refine(({ orderId }) => {
+          throw new Error(`no such order ${orderId} for ${EMAIL}`);
+        }),
+      execute: () => Promise.resolve({ found: false }),
+    }),
+  ],
+});
+
+describe("an agent's own schemas that throw", () => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await createHarness('logschema');
+  });
+  afterAll(async () => {
+    await h.close();
+  });
+
+  it('are logged as agent code, in the API and in a real worker: never the message quoting the customer', async () => {
+    const out = capture();
+    const log = createLogger('logschema', 'info', out.stream);
+    const ctx = await createContext(h.cfg, 'logschema', { log, metrics: newMetrics(), agents: [strict] });
+    const { url } = await h.startApi(ctx);
+    const res = await fetch(`${url}/v1/runs`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...producerAuth },
+      body: JSON.stringify({ tenant: 'acme', agent: 'strict', input: { orderId: 'ORD-THROW', email: EMAIL } }),
+    });
+    expect(res.status).toBe(500);
+    expect(out.lines().find((l) => l.code === 'api_error')).toMatchObject({
+      err: { type: 'Error', message: AGENT_MESSAGE_NOT_LOGGED },
+    });
+
+    const usage = { promptTokens: 10, completionTokens: 5 };
+    const spec = buildSpec(
+      ctx,
+      {
+        tenant: 'acme',
+        agent: 'strict',
+        input: { orderId: 'ORD-78', email: EMAIL },
+        model: 'scripted',
+        script: [
+          { toolCalls: [{ name: 'lookup_order', args: { orderId: 'ORD-78' } }], usage, transientFailures: 0 },
+          { toolCalls: [], final: 'done', usage, transientFailures: 0 },
+        ],
+      },
+      Date.now(),
+    );
+    await ctx.store.create(spec, Date.now());
+    await h.startWorker({}, ctx);
+    await h.waitForStatus(spec.runId, ['completed', 'failed', 'needs_human']);
+    const fromWorker = out.lines().filter((l) => l.err !== undefined && l.code !== 'api_error');
+    expect(fromWorker.length).toBeGreaterThan(0);
+    expect(out.text()).not.toContain('ada.lovelace');
+    expect(out.text()).not.toContain('ORD-78');
   });
 });

@@ -10,6 +10,7 @@ import { cappedOutput } from '../../core/toolOutput.js';
 import { withRetry } from '../../core/withRetry.js';
 import type { StepEnv } from './env.js';
 import type { StepState, Terminal } from './state.js';
+import { agentSafeParse } from '../../core/agentCode.js';
 
 export type ToolCall = DecisionEntry['toolCalls'][number];
 export type ToolResult = { obs: ObservationEntry } | { park: Terminal; approvalFor?: string };
@@ -45,7 +46,7 @@ export async function runTool(
   const base = { v: 1 as const, kind: 'observation' as const, step: ctx.step, callId: call.id, tool: call.name };
   const tool = agent.tools.get(call.name);
   if (!tool) return { obs: { ...base, status: 'format_error', output: { error: 'unknown_tool', tool: call.name } } };
-  const parsed = tool.args.safeParse(call.args ?? {});
+  const parsed = agentSafeParse(tool.args, call.args ?? {});
   if (!parsed.success) {
     // The model sees the format error on its next step; the step budget pays for it.
     const issues = parsed.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message }));

@@ -22,6 +22,7 @@ import { waitIdOf, type WaitRecord } from '../../runs/waits.js';
 import type { StepEnv } from './env.js';
 import type { StepState } from './state.js';
 import type { ToolCall } from './tools.js';
+import { agentSafeParse } from '../../core/agentCode.js';
 
 export interface WaitsStarted {
   /** Observations of wait calls answered at once, by the call's index. */
@@ -94,7 +95,7 @@ type Asked =
 
 /** The wait the tool asks for, from the call's arguments; a bad one is a format error the model sees. */
 function requestOf(tool: WaitTool, call: ToolCall, ctx: ToolContext, now: number): Asked {
-  const parsed = tool.args.safeParse(call.args ?? {});
+  const parsed = agentSafeParse(tool.args, call.args ?? {});
   if (!parsed.success) {
     const issues = parsed.error.issues.map((x) => ({ path: x.path.join('.'), message: x.message }));
     return { error: 'invalid_arguments', issues };
