@@ -14,7 +14,8 @@
  * or if it fails, the run is as it was, only larger.
  */
 import { createHash } from 'node:crypto';
-import { type RedisClient, transactionReplies } from '../store/connect.js';
+import type { RedisClient } from '../store/connect.js';
+import { coalesceWrites } from '../store/luaScripts.js';
 import type { KeySpace, RunKeys } from '../store/keys.js';
 import { packEntries, unpackEntries } from '../store/runEvents.js';
 import { decodeEndedRun, ENDED_RUN_FIELDS, packSpec } from '../store/runRecord.js';
@@ -40,18 +41,18 @@ export interface Compacted {
 }
 
 /**
- * A run that ended within this many steps is read by one script (readEndedRun-6.lua), a longer one by a MULTI: one
- * atomic read either way, paid for on different sides. Each MULTI costs the worker 40-100 µs before a command is
- * queued (ioredis copies every command defined on the connection onto it, BullMQ's 64 among them); a script costs
- * Redis about 0.3 µs for each value of its reply, turned into Lua and back. A 4-step run's read: 363-482 µs of the
- * worker's CPU for its whole compaction by the script, 685-808 by the MULTI; a 40-step run's read alone: 170-208 µs of
- * Redis's CPU by the script, 50-56 by the MULTI, on the one server every worker shares (docs/benchmarks.md).
+ * A run that ended within this many steps is read by one script (readEndedRun-6.lua), a longer one by six commands in
+ * one write (readByCommands), paid for on different sides: a script costs Redis about 0.3 µs for each value of its
+ * reply, turned into Lua and back; each command costs the compactor its own reply's decoding and a promise. A 5-step
+ * run's whole compaction: 158-161 µs of the compactor's CPU by the script, 199-202 by the commands; a 40-step run's
+ * read alone: 170-208 µs of Redis's CPU by the script, about 50 by the commands, on the one server every worker
+ * shares (`node dist/bench/compactCpu.js 1000 --steps=<n> --inflight=8`; docs/benchmarks.md).
  */
 export const SCRIPT_READ_MAX_STEPS = 10;
 
 /**
  * Compacts an ended run (see above); a run at work, or gone, is left alone. `steps`: how many the run took, when the
- * caller knows (SCRIPT_READ_MAX_STEPS); unknown reads by a MULTI.
+ * caller knows (SCRIPT_READ_MAX_STEPS); unknown reads by the commands.
  */
 export async function compactEndedRun(
   redis: RedisClient,
@@ -61,7 +62,9 @@ export async function compactEndedRun(
 ): Promise<Compacted> {
   const k = keys.run(runId);
   const read =
-    steps !== undefined && steps <= SCRIPT_READ_MAX_STEPS ? await readEndedRun(redis, k) : await readByMulti(redis, k);
+    steps !== undefined && steps <= SCRIPT_READ_MAX_STEPS
+      ? await readEndedRun(redis, k)
+      : await readByCommands(redis, k);
   const { entries, actionKeys, listed, eventsPacked: packedNow, journalPacked: journalPackedNow } = read;
   const { status, finishedAt, erasedAt, storedSpec: spec } = decodeEndedRun(read.fields);
   if (!isTerminal(status)) return { run: false, outcome: 'not_ended', histories: 0 };
@@ -108,19 +111,24 @@ export async function compactEndedRun(
   return { run, outcome: run ? 'packed' : anything ? 'changed' : 'nothing', histories };
 }
 
-/** readEndedRun's read as a MULTI (SCRIPT_READ_MAX_STEPS says when). */
-async function readByMulti(redis: RedisClient, k: RunKeys): Promise<EndedRunRead> {
-  const [fields, entries, eventsPacked, actionKeys, listed, journalPacked] = (await transactionReplies(
-    redis
-      .multi()
-      .hmget(k.run, ...ENDED_RUN_FIELDS)
-      .xrange(k.events, '-', '+')
-      .getBuffer(k.eventsPacked)
-      .smembers(k.actions)
-      .lrangeBuffer(k.journal, 0, -1)
-      .getBuffer(k.journalPacked),
-    'ended run read',
-  )) as [(string | null)[], [string, string[]][], Buffer | null, string[], Buffer[], Buffer | null];
+/**
+ * readEndedRun's read as six commands sent in one write (SCRIPT_READ_MAX_STEPS says when), not one atomic read: the
+ * write that packs the run (compactRun-5.lua) checks each part it read against the run as it is then (the end and
+ * erasure times, the spec's digest, the stream's last id and length, the journal's length, each packed form's digest),
+ * so a part that moved between two of these reads is refused there, as one that moved after them is. A MULTI would cost
+ * the compactor 40-100 µs a run before its first command is queued (ioredis copies every command defined on the
+ * connection onto each MULTI).
+ */
+async function readByCommands(redis: RedisClient, k: RunKeys): Promise<EndedRunRead> {
+  coalesceWrites(redis);
+  const [fields, entries, eventsPacked, actionKeys, listed, journalPacked] = await Promise.all([
+    redis.hmget(k.run, ...ENDED_RUN_FIELDS),
+    redis.xrange(k.events, '-', '+'),
+    redis.getBuffer(k.eventsPacked),
+    redis.smembers(k.actions),
+    redis.lrangeBuffer(k.journal, 0, -1),
+    redis.getBuffer(k.journalPacked),
+  ]);
   return { fields, entries, eventsPacked, actionKeys, listed, journalPacked };
 }
 

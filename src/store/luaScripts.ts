@@ -232,7 +232,7 @@ const corked = new WeakSet<Socket>();
  * commands only). Each command is still its own atomic script; nothing waits
  * longer than the current tick.
  */
-function coalesceWrites(client: RedisClient): void {
+export function coalesceWrites(client: RedisClient): void {
   if (client instanceof Cluster) return;
   const stream = client.stream as Socket | undefined;
   if (!stream || corked.has(stream) || typeof stream.cork !== 'function') return;
