@@ -1,18 +1,19 @@
 /**
  * `node dist/bench/compactCpu.js [runs] [--steps=40] [--inflight=20]` (after `npm run build`; default 400 runs): the
- * worker's CPU to compact one ended run (src/runs/compact.ts), alone. One run of the throughput bench's shape (`steps`
- * read-only steps) is made and ended, put back as it was before its compaction (journal list, event stream, spec as
- * JSON) and copied under `runs` run ids; then the copies are compacted (read as the worker reads a run of `steps`
- * steps: src/runs/compact.ts SCRIPT_READ_MAX_STEPS), `inflight` at a time as a loaded worker's
- * steps end their runs (one at a time, each compaction's round trips leave the process idle and its wake-ups count),
- * and the process's CPU over those compactions (their reads and the packing script included) is divided by their
- * number, for each of five rounds: the median and the lowest are printed. For finding what a run's end costs; not part
- * of `npm run bench`.
+ * compactor's CPU, and Redis's, to compact one ended run (src/runs/compact.ts), alone. One run of the throughput
+ * bench's shape (`steps` read-only steps) is made and ended, put back as it was before its compaction (journal list,
+ * event stream, spec as JSON) and copied under `runs` run ids; then the copies are compacted, `inflight` at a time as
+ * a compactor's pass does (each compaction's round trips leave the process idle and its wake-ups count), and the
+ * process's CPU over those compactions (their reads and the packing script included) is divided by their number, for
+ * each of five rounds: the median and the lowest are printed, with the median of Redis's CPU per run (INFO of the
+ * bench's own redis-server over the same compactions). For finding what a run's end costs; not part of `npm run
+ * bench`.
  */
 import { createBenchEnv } from './lib/env.js';
 import { runRound } from './lib/workload.js';
 import { flag, positionals } from './lib/args.js';
 import { median } from './lib/stats.js';
+import { delta, snapshot } from './lib/redisInfo.js';
 import { unpackJournal } from '../src/core/journal.js';
 import { unpackEntries } from '../src/store/runEvents.js';
 import { unpackSpec } from '../src/store/runRecord.js';
@@ -54,23 +55,26 @@ try {
     }
     return ids;
   };
+  const redisPerRun: number[] = [];
   const compactAll = async (ids: string[]): Promise<number> => {
+    const before = await snapshot(env.admin);
     const c0 = process.cpuUsage();
     for (let i = 0; i < ids.length; i += inflight) {
-      const done = await Promise.all(
-        ids.slice(i, i + inflight).map((id) => compactEndedRun(r, env.ctx.keys, id, steps)),
-      );
+      const done = await Promise.all(ids.slice(i, i + inflight).map((id) => compactEndedRun(r, env.ctx.keys, id)));
       if (!done.every((d) => d.run)) throw new Error('a copy was not compacted');
     }
     const c = process.cpuUsage(c0);
+    redisPerRun.push(delta(before, await snapshot(env.admin)).cpuUs / ids.length);
     return (c.user + c.system) / ids.length;
   };
   await compactAll(await copies(200)); // warm-up
+  redisPerRun.length = 0;
   const perRun: number[] = [];
   for (let round = 0; round < 5; round++) perRun.push(await compactAll(await copies(n)));
   console.log(
     `compactEndedRun, ${inflight} in flight: median ${median(perRun).toFixed(0)} µs CPU per run, lowest ` +
-      `${Math.min(...perRun).toFixed(0)} (journal ${entries.length} entries, events ${events.length}, spec ${spec.length} B)`,
+      `${Math.min(...perRun).toFixed(0)}; Redis's CPU per run: median ${median(redisPerRun).toFixed(0)} µs ` +
+      `(journal ${entries.length} entries, events ${events.length}, spec ${spec.length} B)`,
   );
 } finally {
   await env.cleanup();

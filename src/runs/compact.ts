@@ -19,7 +19,6 @@ import { coalesceWrites } from '../store/luaScripts.js';
 import type { KeySpace, RunKeys } from '../store/keys.js';
 import { packEntries, unpackEntries } from '../store/runEvents.js';
 import { decodeEndedRun, ENDED_RUN_FIELDS, packSpec } from '../store/runRecord.js';
-import { type EndedRunRead, readEndedRun } from '../store/calls/readEndedRun.js';
 import { packJournal, unpackEntry, unpackJournal } from '../core/journal.js';
 import { foldMoves, FOLDED_HISTORY_FIELD, unfoldMoves } from '../store/ledgerHistory.js';
 import { compactRunCall, type CompactRunArgs } from '../store/calls/compactRun.js';
@@ -40,31 +39,10 @@ export interface Compacted {
   histories: number;
 }
 
-/**
- * A run that ended within this many steps is read by one script (readEndedRun-6.lua), a longer one by six commands in
- * one write (readByCommands), paid for on different sides: a script costs Redis about 0.3 µs for each value of its
- * reply, turned into Lua and back; each command costs the compactor its own reply's decoding and a promise. A 5-step
- * run's whole compaction: 158-161 µs of the compactor's CPU by the script, 199-202 by the commands; a 40-step run's
- * read alone: 170-208 µs of Redis's CPU by the script, about 50 by the commands, on the one server every worker
- * shares (`node dist/bench/compactCpu.js 1000 --steps=<n> --inflight=8`; docs/benchmarks.md).
- */
-export const SCRIPT_READ_MAX_STEPS = 10;
-
-/**
- * Compacts an ended run (see above); a run at work, or gone, is left alone. `steps`: how many the run took, when the
- * caller knows (SCRIPT_READ_MAX_STEPS); unknown reads by the commands.
- */
-export async function compactEndedRun(
-  redis: RedisClient,
-  keys: KeySpace,
-  runId: string,
-  steps?: number,
-): Promise<Compacted> {
+/** Compacts an ended run (see above); a run at work, or gone, is left alone. */
+export async function compactEndedRun(redis: RedisClient, keys: KeySpace, runId: string): Promise<Compacted> {
   const k = keys.run(runId);
-  const read =
-    steps !== undefined && steps <= SCRIPT_READ_MAX_STEPS
-      ? await readEndedRun(redis, k)
-      : await readByCommands(redis, k);
+  const read = await readEndedRun(redis, k);
   const { entries, actionKeys, listed, eventsPacked: packedNow, journalPacked: journalPackedNow } = read;
   const { status, finishedAt, erasedAt, storedSpec: spec } = decodeEndedRun(read.fields);
   if (!isTerminal(status)) return { run: false, outcome: 'not_ended', histories: 0 };
@@ -111,15 +89,31 @@ export async function compactEndedRun(
   return { run, outcome: run ? 'packed' : anything ? 'changed' : 'nothing', histories };
 }
 
+/** What a compaction reads of an ended run. */
+interface EndedRunRead {
+  /** The values of ENDED_RUN_FIELDS (decodeEndedRun reads them). */
+  fields: (string | null)[];
+  /** The event stream's entries, oldest first. */
+  entries: [string, string[]][];
+  eventsPacked: Buffer | null;
+  /** The keys of the run's action records. */
+  actionKeys: string[];
+  /** The journal list's entries as stored (JSON, or compressed behind a marker byte). */
+  listed: Buffer[];
+  journalPacked: Buffer | null;
+}
+
 /**
- * readEndedRun's read as six commands sent in one write (SCRIPT_READ_MAX_STEPS says when), not one atomic read: the
- * write that packs the run (compactRun-5.lua) checks each part it read against the run as it is then (the end and
- * erasure times, the spec's digest, the stream's last id and length, the journal's length, each packed form's digest),
- * so a part that moved between two of these reads is refused there, as one that moved after them is. A MULTI would cost
- * the compactor 40-100 µs a run before its first command is queued (ioredis copies every command defined on the
- * connection onto each MULTI).
+ * An ended run read by six commands sent in one write, not one atomic read: the write that packs the run
+ * (compactRun-5.lua) checks each part it read against the run as it is then (the end and erasure times, the spec's
+ * digest, the stream's last id and length, the journal's length, each packed form's digest), so a part that moved
+ * between two of these reads is refused there, as one that moved after them is. Cheaper on both sides than the
+ * alternatives: a script's reply costs Redis about 0.3 µs for each value, turned into Lua and back, and a MULTI costs
+ * the compactor 40-100 µs before its first command is queued (ioredis copies every command defined on the connection
+ * onto it). A 5-step run's whole compaction, by a script's read against these commands: Redis 58-61 µs against 38-40,
+ * the compactor 172-180 µs against 152-153 (`node dist/bench/compactCpu.js 1000 --steps=5 --inflight=8`).
  */
-async function readByCommands(redis: RedisClient, k: RunKeys): Promise<EndedRunRead> {
+async function readEndedRun(redis: RedisClient, k: RunKeys): Promise<EndedRunRead> {
   coalesceWrites(redis);
   const [fields, entries, eventsPacked, actionKeys, listed, journalPacked] = await Promise.all([
     redis.hmget(k.run, ...ENDED_RUN_FIELDS),

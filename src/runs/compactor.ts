@@ -80,7 +80,7 @@ export class Compactor {
   private async compactOne(claim: CompactClaim, queue: string, report: CompactPassReport): Promise<void> {
     let outcome: Compacted['outcome'] | 'failed';
     try {
-      outcome = (await compactEndedRun(this.ctx.redis, this.ctx.keys, claim.runId, claim.cursor)).outcome;
+      outcome = (await compactEndedRun(this.ctx.redis, this.ctx.keys, claim.runId)).outcome;
       // A run that changed while read keeps its claim: it is read again once the lease lapses.
       if (outcome !== 'changed') await compactDoneCall(this.ctx.redis, queue, claim);
     } catch (err) {

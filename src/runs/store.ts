@@ -141,12 +141,9 @@ export class RunStore {
     return this.keys.subjectLatest(run.tenant, run.agent, run.key);
   }
 
-  /**
-   * Shrinks an ended run to what its readers need (src/runs/compact.ts); a run at work is left alone. `steps`: how many
-   * the run took, when known (it chooses how the run is read).
-   */
-  compactEnded(runId: string, steps?: number): Promise<Compacted> {
-    return compactEndedRun(this.redis, this.keys, runId, steps);
+  /** Shrinks an ended run to what its readers need (src/runs/compact.ts); a run at work is left alone. */
+  compactEnded(runId: string): Promise<Compacted> {
+    return compactEndedRun(this.redis, this.keys, runId);
   }
 
   async exists(runId: string): Promise<boolean> {

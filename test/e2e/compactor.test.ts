@@ -67,7 +67,6 @@ describe('the compaction of ended runs, by the reconciler', () => {
     // A compactor claims the run and dies holding the claim: another passes it by until the lease lapses.
     const [claim] = (await compactClaimCall(h.ctx.redis, queue, now, 1000, 10)).claims;
     expect(claim).toMatchObject({ runId });
-    expect(claim!.cursor).toBeGreaterThan(0);
     const other = new Compactor(h.ctx);
     expect(await other.pass(now)).toMatchObject({ claimed: 0, packed: 0 });
     expect(await packed(runId)).toBe(false);

@@ -6,8 +6,6 @@ export interface CompactClaim {
   runId: string;
   /** The claim's score: the dequeue is fenced on it. */
   score: string;
-  /** The run's cursor (about how many steps it took); undefined when the run is gone. */
-  cursor: number | undefined;
 }
 
 export interface CompactClaims {
@@ -25,9 +23,6 @@ export async function compactClaimCall(
 ): Promise<CompactClaims> {
   const flat = (await script(redis, 'compactClaim')(queue, now, leaseMs, max)) as string[];
   const claims: CompactClaim[] = [];
-  for (let i = 1; i < flat.length; i += 3) {
-    const cursor = flat[i + 2];
-    claims.push({ runId: flat[i]!, score: flat[i + 1]!, cursor: cursor ? Number(cursor) : undefined });
-  }
+  for (let i = 1; i < flat.length; i += 2) claims.push({ runId: flat[i]!, score: flat[i + 1]! });
   return { claims, lowest: flat[0] ? Number(flat[0]) : undefined };
 }
