@@ -5,8 +5,8 @@
  * (includes/runIndex.lua), so a run is compacted whatever happens to the process that ended it. Each pass claims the
  * oldest due entries of every shard (compactClaim-1.lua gives them a lease: two reconcilers do not pack the same run
  * twice, and a compactor killed holding a claim leaves its runs to the next pass after COMPACT_LEASE_MS), compacts a
- * few at a time and dequeues each, fenced on its claim (compactDone-1.lua: a run that ended again meanwhile stays
- * queued for that end). A run that changed while it was read stays claimed and is taken again when its lease lapses.
+ * few at a time and dequeues those done in one request, each fenced on its claim (compactDone-1.lua: a run that ended
+ * again meanwhile stays queued for that end). A run that changed while it was read stays claimed and is taken again when its lease lapses.
  *
  * Compacting is housekeeping: the work of a step is not waiting on it, and a run nobody compacted yet is only larger
  * (every reader expands the packed forms and reads the listed ones alike).
@@ -14,7 +14,7 @@
 import type { EngineContext } from './engineContext.js';
 import { compactEndedRun, type Compacted } from './compact.js';
 import { compactClaimCall, type CompactClaim } from '../store/calls/compactClaim.js';
-import { compactDoneCall } from '../store/calls/compactDone.js';
+import { compactDoneCalls } from '../store/calls/compactDone.js';
 import { PassLoop } from '../core/passLoop.js';
 
 export type CompactorContext = Pick<EngineContext, 'redis' | 'keys' | 'cfg' | 'log' | 'metrics'>;
@@ -65,7 +65,8 @@ export class Compactor {
         full = claims.length === batch;
         if (first && lowest !== undefined) oldest = Math.min(oldest, lowest);
         report.claimed += claims.length;
-        await inBatches(claims, IN_FLIGHT, (c) => this.compactOne(c, queue, report));
+        for (let i = 0; i < claims.length; i += IN_FLIGHT)
+          await this.compactBatch(claims.slice(i, i + IN_FLIGHT), queue, report);
       }
     }
     report.lagSeconds = Math.max(0, (nowMs - oldest) / 1000);
@@ -77,20 +78,33 @@ export class Compactor {
     for (let r = await this.pass(); r.claimed > 0; r = await this.pass());
   }
 
-  private async compactOne(claim: CompactClaim, queue: string, report: CompactPassReport): Promise<void> {
-    let outcome: Compacted['outcome'] | 'failed';
+  /** Compacts a few claimed runs at once, then takes those done off the queue in one request. */
+  private async compactBatch(claims: CompactClaim[], queue: string, report: CompactPassReport): Promise<void> {
+    const outcomes = await Promise.all(claims.map((c) => this.compactOne(c)));
+    // A run that changed while read, or failed, keeps its claim: it is read again once the lease lapses.
+    const done = claims.filter((_, i) => outcomes[i] !== 'changed' && outcomes[i] !== 'failed');
     try {
-      outcome = (await compactEndedRun(this.ctx.redis, this.ctx.keys, claim.runId)).outcome;
-      // A run that changed while read keeps its claim: it is read again once the lease lapses.
-      if (outcome !== 'changed') await compactDoneCall(this.ctx.redis, queue, claim);
+      await compactDoneCalls(this.ctx.redis, queue, done);
     } catch (err) {
-      outcome = 'failed';
-      this.ctx.log.warn({ code: 'compact_failed', runId: claim.runId, err }, 'ended run not compacted; taken again');
+      // Packed, or found with nothing to pack, but still claimed: taken again after the lease, nothing left to pack.
+      for (let i = 0; i < claims.length; i++) if (done.includes(claims[i]!)) outcomes[i] = 'failed';
+      this.ctx.log.warn({ code: 'compact_failed', runs: done.length, err }, 'compacted runs not dequeued; taken again');
     }
-    this.ctx.metrics.compactions.inc({ outcome });
-    if (outcome === 'packed') report.packed++;
-    else if (outcome === 'changed' || outcome === 'failed') report.retained++;
-    else report.dequeued++;
+    for (const outcome of outcomes) {
+      this.ctx.metrics.compactions.inc({ outcome });
+      if (outcome === 'packed') report.packed++;
+      else if (outcome === 'changed' || outcome === 'failed') report.retained++;
+      else report.dequeued++;
+    }
+  }
+
+  private async compactOne(claim: CompactClaim): Promise<Compacted['outcome'] | 'failed'> {
+    try {
+      return (await compactEndedRun(this.ctx.redis, this.ctx.keys, claim.runId)).outcome;
+    } catch (err) {
+      this.ctx.log.warn({ code: 'compact_failed', runId: claim.runId, err }, 'ended run not compacted; taken again');
+      return 'failed';
+    }
   }
 
   /** Passes every COMPACT_INTERVAL_MS until stop(). */
@@ -102,8 +116,4 @@ export class Compactor {
   stop(): Promise<void> {
     return this.loop.stop();
   }
-}
-
-async function inBatches<T>(items: T[], size: number, fn: (item: T) => Promise<void>): Promise<void> {
-  for (let i = 0; i < items.length; i += size) await Promise.all(items.slice(i, i + size).map(fn));
 }

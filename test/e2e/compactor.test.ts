@@ -13,7 +13,7 @@ import { final, read } from '../../testkit/turns.js';
 import { until } from '../../testkit/until.js';
 import { Compactor } from '../../src/runs/compactor.js';
 import { compactClaimCall } from '../../src/store/calls/compactClaim.js';
-import { compactDoneCall } from '../../src/store/calls/compactDone.js';
+import { compactDoneCall, compactDoneCalls } from '../../src/store/calls/compactDone.js';
 import { newMetrics } from '../../src/metrics/metrics.js';
 import { registerScrapeCollectors } from '../../src/runs/scrape.js';
 
@@ -80,6 +80,19 @@ describe('the compaction of ended runs, by the reconciler', () => {
     await h.ctx.redis.zadd(queue, now + 5, runId);
     expect(await compactDoneCall(h.ctx.redis, queue, again!)).toBe(false);
     expect(await h.ctx.redis.zscore(queue, runId)).toBe(String(now + 5));
+
+    // A batch is dequeued in one request, each run fenced on its own claim.
+    await h.ctx.redis.zadd(queue, now, 'r_batch_a', now, 'r_batch_b');
+    const batch = (await compactClaimCall(h.ctx.redis, queue, now + 10, 1000, 10)).claims;
+    expect(batch.map((c) => c.runId).sort()).toEqual(['r_batch_a', 'r_batch_b', runId].sort());
+    await h.ctx.redis.zadd(queue, now + 20, 'r_batch_b');
+    const dequeued = await compactDoneCalls(h.ctx.redis, queue, batch);
+    expect(Object.fromEntries(batch.map((c, i) => [c.runId, dequeued[i]]))).toEqual({
+      r_batch_a: true,
+      r_batch_b: false,
+      [runId]: true,
+    });
+    expect(await h.ctx.redis.zrange(queue, 0, -1)).toEqual(['r_batch_b']);
   });
 
   it('exports the wait from every process: with no reconciler running, the API shows it grow', async () => {
