@@ -12,6 +12,8 @@ import { bucketsOf, SERIES_SLOT_MS, type RateOptions } from './rateLimits.js';
 export interface TenantLine {
   tenant: string;
   waiting: number;
+  /** The most its line may hold before a new run is refused (FLOW_TENANT_MAX_WAITING; 0 = no limit). */
+  maxWaiting: number;
   /** ms since the oldest waiting run entered the line (0 when none waits) */
   oldestWaitingMs: number;
   held: number;
@@ -103,6 +105,7 @@ export async function readFlowView(
     tenants.push({
       tenant,
       waiting,
+      maxWaiting: cfg.FLOW_TENANT_MAX_WAITING,
       oldestWaitingMs: waiting > 0 ? now - (await oldestArrival(redis, line)) : 0,
       held: num(counts[`t:${tenant}`]),
       admitted: num(admitted[tenant]),

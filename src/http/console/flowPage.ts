@@ -42,7 +42,7 @@ export function flowPage(op: Operator, v: FlowView | ScopedFlowView): string {
     .map(
       (
         t,
-      ) => `<tr data-tenant="${e(t.tenant)}"><td>${e(t.tenant)}</td><td class="waiting">${t.waiting}</td><td>${(t.oldestWaitingMs / 1000).toFixed(1)} s</td>
+      ) => `<tr data-tenant="${e(t.tenant)}"><td>${e(t.tenant)}</td><td class="waiting">${t.waiting} / ${t.maxWaiting === 0 ? '∞' : t.maxWaiting}</td><td>${(t.oldestWaitingMs / 1000).toFixed(1)} s</td>
 <td class="held">${t.held} / ${t.limit === 0 ? '∞' : t.limit}</td><td>${t.weight}</td>${'share' in t ? `<td class="share">${pct(t.share)}</td>` : ''}<td>${t.admitted}</td></tr>`,
     )
     .join('\n');
@@ -65,7 +65,7 @@ export function flowPage(op: Operator, v: FlowView | ScopedFlowView): string {
   const fleet = whole
     ? ` · <span id="fleet-held">fleet ${whole.fleet.held} at work${whole.fleet.limit > 0 ? ` of ${whole.fleet.limit}` : ''}</span>`
     : '';
-  const columns = `<th>tenant</th><th>waiting</th><th>oldest wait</th><th>at work / limit</th><th>weight</th>${whole ? '<th>share</th>' : ''}<th>admitted</th>`;
+  const columns = `<th>tenant</th><th>waiting / most</th><th>oldest wait</th><th>at work / limit</th><th>weight</th>${whole ? '<th>share</th>' : ''}<th>admitted</th>`;
   const agentSection = whole
     ? `<h2>Agents</h2><table id="agents"><thead><tr><th>agent</th><th>at work / limit</th></tr></thead><tbody>${agents}</tbody></table>`
     : '';

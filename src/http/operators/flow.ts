@@ -45,9 +45,10 @@ export async function flowViewFor(ctx: EngineContext, op: Operator): Promise<Flo
     enabled: v.enabled,
     tenants: v.tenants
       .filter((t) => mine.has(t.tenant))
-      .map(({ tenant, waiting, oldestWaitingMs, held, admitted, weight, limit }) => ({
+      .map(({ tenant, waiting, maxWaiting, oldestWaitingMs, held, admitted, weight, limit }) => ({
         tenant,
         waiting,
+        maxWaiting,
         oldestWaitingMs,
         held,
         admitted,

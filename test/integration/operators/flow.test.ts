@@ -42,7 +42,13 @@ describe('flow control for operators', () => {
     const read = await ctl('flow');
     expect(read.code).toBe(0);
     const view = JSON.parse(read.out) as FlowView;
-    expect(view.tenants.find((t) => t.tenant === 'acme')).toMatchObject({ weight: 3, limit: 5 });
+    // The line (all admitted once the limit went to 5) against the most it may hold before a new run is refused.
+    expect(view.tenants.find((t) => t.tenant === 'acme')).toMatchObject({
+      weight: 3,
+      limit: 5,
+      waiting: 0,
+      maxWaiting: 10_000,
+    });
     expect(view.changes.slice(0, 2).map((c) => [c.who, c.what, c.to])).toEqual([
       ['operator', 'limit', '5'],
       ['operator', 'weight', '3'],
@@ -99,6 +105,9 @@ describe('flow control for operators', () => {
       const res = await page.goto(`${h.url}/console/flow`);
       expect(res?.status()).toBe(200);
       await expect(page.locator('#tenants tr[data-tenant="acme"] .share').textContent()).resolves.toMatch(/%/);
+      await expect(page.locator('#tenants tr[data-tenant="acme"] .waiting').textContent()).resolves.toMatch(
+        /^\d+ \/ 10000$/,
+      );
       const plot = page.locator('section.rate[data-bucket="scripted/*"] svg.rate-plot');
       expect(await plot.count()).toBe(1);
       expect(await plot.locator('polyline.used').getAttribute('points')).toMatch(/^[\d.]+,[\d.]+( [\d.]+,[\d.]+)+$/);
@@ -157,7 +166,16 @@ describe('flow control for a tenant-scoped operator', () => {
     expect(tom.body).not.toHaveProperty('fleet');
     expect(tom.body).not.toHaveProperty('agents');
     expect(tom.body.tenants).toEqual([
-      { tenant: 'globex', waiting: 0, oldestWaitingMs: 0, held: 1, admitted: expect.any(Number), weight: 1, limit: 2 },
+      {
+        tenant: 'globex',
+        waiting: 0,
+        maxWaiting: 10_000,
+        oldestWaitingMs: 0,
+        held: 1,
+        admitted: expect.any(Number),
+        weight: 1,
+        limit: 2,
+      },
     ]);
   });
 
