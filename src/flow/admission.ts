@@ -91,8 +91,8 @@ export function placeOfWoken(at: number): number {
 }
 
 /** What an operator may change at run time: a tenant's weight or limit, an agent's limit. */
-export type FlowSetting = 'weight' | 'limit' | 'agent_limit';
-const SETTING_FIELD: Record<FlowSetting, string> = { weight: 'w', limit: 't', agent_limit: 'a' };
+export type FlowSetting = 'weight' | 'limit' | 'agent_limit' | 'max_waiting';
+const SETTING_FIELD: Record<FlowSetting, string> = { weight: 'w', limit: 't', agent_limit: 'a', max_waiting: 'm' };
 
 /**
  * The most admissions one script makes (a slot freed admits one; a sweep or a raised limit admits more, round by
@@ -169,7 +169,7 @@ export class Admission {
       priority: run.priority,
       at: now,
     };
-    const maxWaiting = limited ? this.d.cfg.FLOW_TENANT_MAX_WAITING : 0;
+    const maxWaiting = limited ? this.d.cfg.FLOW_TENANT_MAX_WAITING : undefined;
     const line = this.d.keys.flowLine(run.tenant);
     const outcome = await flowEnqueue(
       this.d.redis,
@@ -181,12 +181,15 @@ export class Admission {
       maxWaiting,
     );
     if (outcome === 'full') {
+      // The limit that held: the tenant's own, set at run time, or the configured one.
+      const own = await this.d.redis.hget(k.settings, `${SETTING_FIELD.max_waiting}:${run.tenant}`);
+      const limit = own === null ? this.d.cfg.FLOW_TENANT_MAX_WAITING : Number(own);
       this.d.metrics.runsRefused.inc({ reason: 'tenant_line_full', tenant: run.tenant });
       this.d.log.warn(
-        { code: 'tenant_line_full', tenant: run.tenant, agent: run.agent, limit: maxWaiting },
+        { code: 'tenant_line_full', tenant: run.tenant, agent: run.agent, limit },
         "a new run refused: its tenant's line is full",
       );
-      throw new TenantLineFull(run.tenant, maxWaiting);
+      throw new TenantLineFull(run.tenant, limit);
     }
     return outcome === 'queued';
   }
@@ -300,7 +303,7 @@ export class Admission {
   }
 
   /**
-   * Changes a tenant's weight or concurrency limit, or an agent's limit, at run time (null: back to
+   * Changes a tenant's weight, concurrency limit or waiting limit, or an agent's limit, at run time (null: back to
    * the configured value), recorded with who changed it; then admits what a raised limit allows.
    * Returns the previous run-time value ('' when there was none).
    */
@@ -515,7 +518,8 @@ export function settingProblem(what: FlowSetting, of: string, value: number | nu
   if (what !== 'agent_limit' && !TENANT_NAME_FORMAT.test(of)) return 'tenant: 1-63 letters, digits, _ or -';
   if (value === null) return undefined;
   if (what === 'weight') return flowWeightProblem(value);
-  return Number.isInteger(value) && value >= 0 ? undefined : 'limit: a whole number >= 0 (0 = no limit)';
+  const field = what === 'max_waiting' ? 'maxWaiting' : 'limit';
+  return Number.isInteger(value) && value >= 0 ? undefined : `${field}: a whole number >= 0 (0 = no limit)`;
 }
 
 /**

@@ -183,7 +183,7 @@ export class FlowRepair {
     const priority = priorityOf(run.spec);
     const meta: FlowRun = { tenant: run.tenant, agent: run.agent, shard, priority, at: run.createdAt };
     const line = this.d.keys.flowLine(run.tenant);
-    // No limit on the line's length: the run exists already, it only gets back the place its creation gave it.
+    // No limit checked: the run exists already, it only gets back the place its creation gave it.
     const place = placeInLine(priority, run.createdAt);
     return (await flowEnqueue(this.d.redis, this.d.keys.flow(), line, runId, meta, place)) === 'queued';
   }

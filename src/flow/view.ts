@@ -12,7 +12,7 @@ import { bucketsOf, SERIES_SLOT_MS, type RateOptions } from './rateLimits.js';
 export interface TenantLine {
   tenant: string;
   waiting: number;
-  /** The most its line may hold before a new run is refused (FLOW_TENANT_MAX_WAITING; 0 = no limit). */
+  /** The most its line may hold before a new run is refused (its own, else FLOW_TENANT_MAX_WAITING; 0 = no limit). */
   maxWaiting: number;
   /** ms since the oldest waiting run entered the line (0 when none waits) */
   oldestWaitingMs: number;
@@ -97,7 +97,7 @@ export async function readFlowView(
   const names = new Set<string>();
   for (const f of Object.keys(counts)) if (f.startsWith('t:')) names.add(f.slice(2));
   for (const raw of waitingRaw) names.add((JSON.parse(raw) as { tenant: string }).tenant);
-  for (const f of Object.keys(settings)) if (f.startsWith('w:') || f.startsWith('t:')) names.add(f.slice(2));
+  for (const f of Object.keys(settings)) if (/^[wtm]:/.test(f)) names.add(f.slice(2));
   const tenants: TenantLine[] = [];
   for (const tenant of [...names].sort()) {
     const line = keys.flowLine(tenant);
@@ -105,7 +105,7 @@ export async function readFlowView(
     tenants.push({
       tenant,
       waiting,
-      maxWaiting: cfg.FLOW_TENANT_MAX_WAITING,
+      maxWaiting: effective(settings, {}, 'm', tenant, cfg.FLOW_TENANT_MAX_WAITING),
       oldestWaitingMs: waiting > 0 ? now - (await oldestArrival(redis, line)) : 0,
       held: num(counts[`t:${tenant}`]),
       admitted: num(admitted[tenant]),

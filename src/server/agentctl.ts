@@ -45,8 +45,9 @@ commands:
                                       re-pin to a served version and resume
   versions cancel <runId>             cancel a run of the version queue
   flow                                flow control: each tenant's line and share, agents, rate limits, changes
-  flow tenant <tenant> [--weight W] [--limit N]
-                                      a tenant's weight or limit at run time ('default': back to config)
+  flow tenant <tenant> [--weight W] [--limit N] [--max-waiting N]
+                                      a tenant's weight, limit or waiting limit at run time ('default': back
+                                      to config)
   flow agent <agent> --limit N        an agent's concurrency limit at run time
   spend [--period YYYY-MM-DD|YYYY-MM] model spend by tenant, agent and model (µ$; default today)
 
@@ -86,6 +87,7 @@ const OPTIONS = {
   to: { type: 'string' },
   'tools-hash': { type: 'string' },
   weight: { type: 'string' },
+  'max-waiting': { type: 'string' },
   period: { type: 'string' },
 } as const;
 
@@ -222,6 +224,7 @@ async function runCommand(fleet: FleetClient, values: Values, positionals: strin
           await fleet.setTenantFlow(need(b, 'tenant'), {
             weight: flowValue(values.weight) as never,
             limit: flowValue(values.limit) as never,
+            maxWaiting: flowValue(values['max-waiting']) as never,
           }),
         );
       if (a === 'agent')

@@ -12,6 +12,7 @@ import { postSigned } from '../support/webhooks.js';
 import { FleetClient, TooManyRequests } from '../../src/client/index.js';
 
 const SECRET = 'acme-webhook-secret-for-lines';
+const OPERATOR_TOKEN = 'operator-token-for-tenant-lines';
 let h: Harness;
 let url: string;
 
@@ -23,6 +24,7 @@ beforeAll(async () => {
     FLOW_TENANT_MAX_WAITING: '2',
     WEBHOOK_SECRETS: JSON.stringify({ acme: SECRET, globex: SECRET }),
     WEBHOOK_TOLERANCE_S: '60',
+    OPERATOR_TOKEN,
   });
   url = (await h.startApi()).url;
 });
@@ -97,12 +99,40 @@ describe("a tenant's line at FLOW_TENANT_MAX_WAITING", () => {
     expect(await lineLength('acme')).toBe(2);
   });
 
+  it("takes a tenant's own limit set at run time (agentctl flow tenant --max-waiting), and back to the setting", async () => {
+    const setLimit = (maxWaiting: number | null) =>
+      fetch(`${url}/v1/flow/tenants/acme`, {
+        method: 'PUT',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${OPERATOR_TOKEN}` },
+        body: JSON.stringify({ maxWaiting }),
+      });
+    const flow = async () => {
+      const res = await fetch(`${url}/v1/flow`, { headers: { authorization: `Bearer ${OPERATOR_TOKEN}` } });
+      const view = (await res.json()) as { tenants: { tenant: string; waiting: number; maxWaiting: number }[] };
+      return view.tenants.find((t) => t.tenant === 'acme');
+    };
+    const waiting = await lineLength('acme');
+    expect(await flow()).toMatchObject({ waiting, maxWaiting: 2 });
+    expect((await setLimit(-1)).status).toBe(400);
+    expect((await setLimit(waiting + 1)).status).toBe(200);
+    expect(await flow()).toMatchObject({ waiting, maxWaiting: waiting + 1 });
+    expect((await postRun('acme', 'L-OWN-1')).status).toBe(201);
+    expect(await postRun('acme', 'L-OWN-2')).toMatchObject({
+      status: 429,
+      body: { error: 'tenant_line_full', tenant: 'acme', limit: waiting + 1 },
+    });
+    // Back to the setting (2): the line, longer than that now, takes no new run.
+    expect((await setLimit(null)).status).toBe(200);
+    expect(await flow()).toMatchObject({ maxWaiting: 2 });
+    expect(await postRun('acme', 'L-OWN-3')).toMatchObject({ status: 429, body: { limit: 2 } });
+  });
+
   it('never refuses a child run: its parent is at work and waits for it', async () => {
-    expect(await lineLength('acme')).toBe(2);
+    const before = await lineLength('acme');
     const now = Date.now();
     const spec = buildSpec(h.ctx, { tenant: 'acme', ticket: sampleTicket('L-CHILD') }, now, 'child-event');
     const child = { ...spec, parent: { runId: 'r_000000000000000000000001', step: 1, callId: 'call-1' } };
     expect(await createAdmitted(h.ctx, child, now)).toMatchObject({ outcome: 'created' });
-    expect(await lineLength('acme')).toBe(3);
+    expect(await lineLength('acme')).toBe(before + 1);
   });
 });

@@ -22,9 +22,13 @@ export const tenantFlowBodySchema = z
   .object({
     weight: z.number().min(FLOW_WEIGHT_MIN).max(FLOW_WEIGHT_MAX).nullable().optional(),
     limit: limitSchema.optional(),
+    maxWaiting: limitSchema.optional(),
   })
   .strict()
-  .refine((b) => b.weight !== undefined || b.limit !== undefined, 'weight or limit');
+  .refine(
+    (b) => b.weight !== undefined || b.limit !== undefined || b.maxWaiting !== undefined,
+    'weight, limit or maxWaiting',
+  );
 export const agentFlowBodySchema = z.object({ limit: limitSchema }).strict();
 
 /**
@@ -97,7 +101,8 @@ export function flowRouter(ctx: EngineContext): Router {
     const tenant = param(req.params.tenant);
     if (
       !(await change(res, 'weight', tenant, parsed.data.weight)) ||
-      !(await change(res, 'limit', tenant, parsed.data.limit))
+      !(await change(res, 'limit', tenant, parsed.data.limit)) ||
+      !(await change(res, 'max_waiting', tenant, parsed.data.maxWaiting))
     )
       return;
     res.json({ tenant, ...parsed.data, by: operatorOf(res).name });

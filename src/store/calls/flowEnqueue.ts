@@ -1,4 +1,4 @@
-/** Typed call of src/store/lua/flowEnqueue-5.lua: a run into its tenant's line. */
+/** Typed call of src/store/lua/flowEnqueue-6.lua: a run into its tenant's line. */
 import type { RedisClient } from '../connect.js';
 import type { FlowKeys } from '../keys.js';
 import { script } from '../luaScripts.js';
@@ -28,7 +28,10 @@ export type SlotGeneration = readonly [step: number, resume: number];
 /** `queued`: put in line; `known`: already waiting or holding a slot; `full`: the line holds `maxWaiting` runs. */
 export type EnqueueOutcome = 'queued' | 'known' | 'full';
 
-/** Puts the run in its tenant's line unless it is known there or the line holds `maxWaiting` runs (0: no limit). */
+/**
+ * Puts the run in its tenant's line unless it is known there or the line holds `maxWaiting` runs (the tenant's own
+ * limit set at run time over it; 0: no limit; undefined: no check at all, the run is at work already).
+ */
 export async function flowEnqueue(
   redis: RedisClient,
   k: FlowKeys,
@@ -36,7 +39,7 @@ export async function flowEnqueue(
   runId: string,
   run: FlowRun,
   place: number,
-  maxWaiting = 0,
+  maxWaiting?: number,
 ): Promise<EnqueueOutcome> {
   const res = await script(redis, 'flowEnqueue')(
     k.waiting,
@@ -44,11 +47,12 @@ export async function flowEnqueue(
     k.turns,
     k.passes,
     line,
+    k.settings,
     runId,
     run.tenant,
     JSON.stringify(run),
     place,
-    maxWaiting,
+    maxWaiting ?? '',
   );
   return res === 1 ? 'queued' : res === -1 ? 'full' : 'known';
 }

@@ -1,10 +1,11 @@
 --[[
-  Changes a tenant's weight or concurrency limit, or an agent's limit, at run
-  time, and records who changed it (the next admission reads it).
+  Changes a tenant's weight, concurrency limit or waiting limit, or an agent's
+  limit, at run time, and records who changed it (the next admission, or for a
+  waiting limit the next run put in line, reads it).
 
   KEYS[1] settings hash  KEYS[2] audit list
 
-  ARGV[1] field (`w:<tenant>`, `t:<tenant>`, `a:<agent>`)  ARGV[2] value ('' = back to the default)
+  ARGV[1] field (`w:<tenant>`, `t:<tenant>`, `m:<tenant>`, `a:<agent>`)  ARGV[2] value ('' = back to the default)
   ARGV[3] the change's record (JSON: who, what, from, to, at)  ARGV[4] audit length kept
 
   Returns the previous value ('' when it was the default).

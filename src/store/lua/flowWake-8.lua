@@ -56,7 +56,7 @@ if not behindWoken and flowUnderLimits(KEYS[4], setting, tenant, meta.agent, flo
   flowTakeTurn(KEYS[6], KEYS[5], line, tenant, flowPassOf(KEYS[6], KEYS[5], tenant), strideOf(tenant))
   return 1
 end
--- In line, at the front: joining the turns where an idle tenant joins (flowEnqueue-5.lua).
+-- In line, at the front: joining the turns where an idle tenant joins (flowEnqueue-6.lua).
 redis.call('HSET', KEYS[1], runId, ARGV[2])
 redis.call('ZADD', line, ARGV[10], runId)
 if not redis.call('ZSCORE', KEYS[5], tenant) then

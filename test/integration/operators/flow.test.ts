@@ -36,9 +36,15 @@ describe('flow control for operators', () => {
   it('agentctl reads the lines and changes a weight and a limit, recorded with who changed them', async () => {
     for (let i = 0; i < 3; i++)
       await startRun(h.ctx, { tenant: 'acme', ticket: sampleTicket(`FLOW-${i}`) }, `flow-${i}`);
-    const changed = await ctl('flow', 'tenant', 'acme', '--weight', '3', '--limit', '5');
+    const changed = await ctl('flow', 'tenant', 'acme', '--weight', '3', '--limit', '5', '--max-waiting', '7');
     expect(changed.code).toBe(0);
-    expect(JSON.parse(changed.out)).toMatchObject({ tenant: 'acme', weight: 3, limit: 5, by: 'operator' });
+    expect(JSON.parse(changed.out)).toMatchObject({
+      tenant: 'acme',
+      weight: 3,
+      limit: 5,
+      maxWaiting: 7,
+      by: 'operator',
+    });
     const read = await ctl('flow');
     expect(read.code).toBe(0);
     const view = JSON.parse(read.out) as FlowView;
@@ -47,9 +53,10 @@ describe('flow control for operators', () => {
       weight: 3,
       limit: 5,
       waiting: 0,
-      maxWaiting: 10_000,
+      maxWaiting: 7,
     });
-    expect(view.changes.slice(0, 2).map((c) => [c.who, c.what, c.to])).toEqual([
+    expect(view.changes.slice(0, 3).map((c) => [c.who, c.what, c.to])).toEqual([
+      ['operator', 'max_waiting', '7'],
       ['operator', 'limit', '5'],
       ['operator', 'weight', '3'],
     ]);
@@ -106,7 +113,7 @@ describe('flow control for operators', () => {
       expect(res?.status()).toBe(200);
       await expect(page.locator('#tenants tr[data-tenant="acme"] .share').textContent()).resolves.toMatch(/%/);
       await expect(page.locator('#tenants tr[data-tenant="acme"] .waiting').textContent()).resolves.toMatch(
-        /^\d+ \/ 10000$/,
+        /^\d+ \/ 7$/,
       );
       const plot = page.locator('section.rate[data-bucket="scripted/*"] svg.rate-plot');
       expect(await plot.count()).toBe(1);
