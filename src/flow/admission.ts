@@ -180,10 +180,9 @@ export class Admission {
       placeInLine(run.priority, now),
       maxWaiting,
     );
-    if (outcome === 'full') {
+    if (typeof outcome === 'object') {
       // The limit that held: the tenant's own, set at run time, or the configured one.
-      const own = await this.d.redis.hget(k.settings, `${SETTING_FIELD.max_waiting}:${run.tenant}`);
-      const limit = own === null ? this.d.cfg.FLOW_TENANT_MAX_WAITING : Number(own);
+      const limit = outcome.full;
       this.d.metrics.runsRefused.inc({ reason: 'tenant_line_full', tenant: run.tenant });
       this.d.log.warn(
         { code: 'tenant_line_full', tenant: run.tenant, agent: run.agent, limit },

@@ -26,11 +26,12 @@ export interface FlowRun {
 export type SlotGeneration = readonly [step: number, resume: number];
 
 /** `queued`: put in line; `known`: already waiting or holding a slot; `full`: the line holds `maxWaiting` runs. */
-export type EnqueueOutcome = 'queued' | 'known' | 'full';
+export type EnqueueOutcome = 'queued' | 'known' | { full: number };
 
 /**
  * Puts the run in its tenant's line unless it is known there or the line holds `maxWaiting` runs (the tenant's own
- * limit set at run time over it; 0: no limit; undefined: no check at all, the run is at work already).
+ * limit set at run time over it; 0: no limit; undefined: no check at all, the run is at work already). `full`: the
+ * limit that held, as the script read it.
  */
 export async function flowEnqueue(
   redis: RedisClient,
@@ -54,5 +55,6 @@ export async function flowEnqueue(
     place,
     maxWaiting ?? '',
   );
-  return res === 1 ? 'queued' : res === -1 ? 'full' : 'known';
+  if (Array.isArray(res)) return { full: Number(res[1]) };
+  return res === 1 ? 'queued' : 'known';
 }

@@ -11,8 +11,9 @@
   ARGV[5] the most runs a tenant's line may hold (FLOW_TENANT_MAX_WAITING; 0: no limit), unless the
           tenant has its own (`m:<tenant>` in the settings hash); '' puts the run in line whatever it holds
 
-  Returns 1 put in line, 0 already known (nothing written), -1 the tenant's line
-  is full (nothing written: the intake is refused, the run is not created).
+  Returns 1 put in line, 0 already known (nothing written), or { -1, the limit
+  that held } when the tenant's line is full (nothing written: the intake is
+  refused, the run is not created).
 
   The limit is checked after "already known": the same intake again is answered
   as before, whatever the line holds now.
@@ -23,7 +24,7 @@
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 or redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 0 end
 if ARGV[5] ~= '' then
   local most = tonumber(redis.call('HGET', KEYS[6], 'm:' .. ARGV[2]) or ARGV[5])
-  if most > 0 and redis.call('ZCARD', KEYS[5]) >= most then return -1 end
+  if most > 0 and redis.call('ZCARD', KEYS[5]) >= most then return { -1, most } end
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
 redis.call('ZADD', KEYS[5], ARGV[4], ARGV[1])
