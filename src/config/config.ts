@@ -569,7 +569,8 @@ export const configSchema = z.object({
    */
   FLOW_TENANT_CONCURRENCY: int(50, 0),
   /**
-   * Runs one tenant may have waiting in its line (0 = no limit). A new run past it is refused, nothing written: 429
+   * Runs one tenant may have waiting in its line (0 = no limit); per tenant in FLOW_TENANT_WAITING_LIMITS, at run time
+   * by `agentctl flow tenant <t> --max-waiting`. A new run past it is refused, nothing written: 429
    * `tenant_line_full` with Retry-After (a schedule's tick fails and is retried). Bounds one producer's burst, which
    * would otherwise fill Redis for every tenant (at about 3 KB a waiting run, the default holds some 30 MB a tenant).
    * A child run is never refused: its parent is at work and waits for it.
@@ -586,6 +587,10 @@ export const configSchema = z.object({
   FLOW_TENANT_WEIGHTS: json(z.record(tenantNameSchema(), z.number().min(FLOW_WEIGHT_MIN).max(FLOW_WEIGHT_MAX)), {}),
   /** Concurrency limits per tenant, e.g. {"acme":100} (0 = none), over FLOW_TENANT_CONCURRENCY. Each key a tenant's name. */
   FLOW_TENANT_LIMITS: json(z.record(tenantNameSchema(), z.number().int().min(0)), {}),
+  /**
+   * Waiting limits per tenant, e.g. {"acme":50000} (0 = none), over FLOW_TENANT_MAX_WAITING. Each key a tenant's name.
+   */
+  FLOW_TENANT_WAITING_LIMITS: json(z.record(tenantNameSchema(), z.number().int().min(0)), {}),
   /** Concurrency limits per agent, e.g. {"support":40} (0 = none), over FLOW_AGENT_CONCURRENCY. */
   FLOW_AGENT_LIMITS: json(
     z.record(

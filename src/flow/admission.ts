@@ -64,6 +64,7 @@ export interface FlowOptions {
   readonly FLOW_REPAIR_MS: number;
   readonly FLOW_STEP_PRIORITY: boolean;
   readonly FLOW_TENANT_MAX_WAITING: number;
+  readonly FLOW_TENANT_WAITING_LIMITS: Readonly<Record<string, number>>;
 }
 
 export interface FlowDeps {
@@ -169,7 +170,11 @@ export class Admission {
       priority: run.priority,
       at: now,
     };
-    const maxWaiting = limited ? this.d.cfg.FLOW_TENANT_MAX_WAITING : undefined;
+    // The tenant's configured limit, else the fleet's; a limit set at run time (`m:<tenant>`) wins over both, read by
+    // the script that puts the run in line.
+    const maxWaiting = limited
+      ? (this.d.cfg.FLOW_TENANT_WAITING_LIMITS[run.tenant] ?? this.d.cfg.FLOW_TENANT_MAX_WAITING)
+      : undefined;
     const line = this.d.keys.flowLine(run.tenant);
     const outcome = await flowEnqueue(
       this.d.redis,
@@ -181,7 +186,7 @@ export class Admission {
       maxWaiting,
     );
     if (typeof outcome === 'object') {
-      // The limit that held: the tenant's own, set at run time, or the configured one.
+      // The limit that held: the tenant's own set at run time, else its configured one, else the fleet's.
       const limit = outcome.full;
       this.d.metrics.runsRefused.inc({ reason: 'tenant_line_full', tenant: run.tenant });
       this.d.log.warn(

@@ -12,7 +12,10 @@ import { bucketsOf, SERIES_SLOT_MS, type RateOptions } from './rateLimits.js';
 export interface TenantLine {
   tenant: string;
   waiting: number;
-  /** The most its line may hold before a new run is refused (its own, else FLOW_TENANT_MAX_WAITING; 0 = no limit). */
+  /**
+   * The most its line may hold before a new run is refused (its own set at run time, else FLOW_TENANT_WAITING_LIMITS,
+   * else FLOW_TENANT_MAX_WAITING; 0 = no limit).
+   */
   maxWaiting: number;
   /** ms since the oldest waiting run entered the line (0 when none waits) */
   oldestWaitingMs: number;
@@ -105,7 +108,7 @@ export async function readFlowView(
     tenants.push({
       tenant,
       waiting,
-      maxWaiting: effective(settings, {}, 'm', tenant, cfg.FLOW_TENANT_MAX_WAITING),
+      maxWaiting: effective(settings, cfg.FLOW_TENANT_WAITING_LIMITS, 'm', tenant, cfg.FLOW_TENANT_MAX_WAITING),
       oldestWaitingMs: waiting > 0 ? now - (await oldestArrival(redis, line)) : 0,
       held: num(counts[`t:${tenant}`]),
       admitted: num(admitted[tenant]),

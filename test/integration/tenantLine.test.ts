@@ -3,6 +3,7 @@
  * waiting to start, and a new run past it is refused 429 `tenant_line_full` with Retry-After, nothing written, on
  * POST /v1/runs and on the signed webhooks alike; the same intake again is answered as before; another tenant is not
  * held back; a child run is never refused (its parent is at work and waits for it); the refusal is counted and logged.
+ * A tenant's own limit comes from FLOW_TENANT_WAITING_LIMITS, and one set at run time wins over it.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, producerAuth, sampleTicket, type Harness } from '../../testkit/harness.js';
@@ -22,6 +23,7 @@ beforeAll(async () => {
     FLOW_CONTROL: 'true',
     FLOW_TENANT_CONCURRENCY: '1',
     FLOW_TENANT_MAX_WAITING: '2',
+    FLOW_TENANT_WAITING_LIMITS: JSON.stringify({ initech: 1 }),
     WEBHOOK_SECRETS: JSON.stringify({ acme: SECRET, globex: SECRET }),
     WEBHOOK_TOLERANCE_S: '60',
     OPERATOR_TOKEN,
@@ -125,6 +127,35 @@ describe("a tenant's line at FLOW_TENANT_MAX_WAITING", () => {
     expect((await setLimit(null)).status).toBe(200);
     expect(await flow()).toMatchObject({ maxWaiting: 2 });
     expect(await postRun('acme', 'L-OWN-3')).toMatchObject({ status: 429, body: { limit: 2 } });
+  });
+
+  it("takes a tenant's configured limit (FLOW_TENANT_WAITING_LIMITS) over the setting, and one set at run time over both", async () => {
+    const setLimit = (maxWaiting: number | null) =>
+      fetch(`${url}/v1/flow/tenants/initech`, {
+        method: 'PUT',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${OPERATOR_TOKEN}` },
+        body: JSON.stringify({ maxWaiting }),
+      });
+    const flow = async () => {
+      const res = await fetch(`${url}/v1/flow`, { headers: { authorization: `Bearer ${OPERATOR_TOKEN}` } });
+      const view = (await res.json()) as { tenants: { tenant: string; maxWaiting: number }[] };
+      return view.tenants.find((t) => t.tenant === 'initech');
+    };
+    // The first run holds initech's one slot, the second waits: the line holds its configured 1.
+    expect([(await postRun('initech', 'I-1')).status, (await postRun('initech', 'I-2')).status]).toEqual([201, 201]);
+    expect(await lineLength('initech')).toBe(1);
+    expect(await flow()).toMatchObject({ maxWaiting: 1 });
+    expect(await postRun('initech', 'I-3')).toMatchObject({
+      status: 429,
+      body: { error: 'tenant_line_full', tenant: 'initech', limit: 1 },
+    });
+    expect((await setLimit(3)).status).toBe(200);
+    expect(await flow()).toMatchObject({ maxWaiting: 3 });
+    expect((await postRun('initech', 'I-3')).status).toBe(201);
+    // Back to the default: the configured limit, not the fleet's 2.
+    expect((await setLimit(null)).status).toBe(200);
+    expect(await flow()).toMatchObject({ maxWaiting: 1 });
+    expect(await postRun('initech', 'I-4')).toMatchObject({ status: 429, body: { limit: 1 } });
   });
 
   it('never refuses a child run: its parent is at work and waits for it', async () => {
