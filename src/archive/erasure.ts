@@ -43,7 +43,13 @@ import { isTerminal } from '../core/status.js';
 import { LedgerConflict, ledgerFor } from '../ledger/ledger.js';
 import { NEVER_SENT_STATES, UNSETTLED_STATES, type LedgerState } from '../ledger/states.js';
 import { packSpec, readRun, type RunField } from '../store/runRecord.js';
-import { packEntries, unpackEntries } from '../store/runEvents.js';
+import {
+  packEntries,
+  splitStepEvents,
+  STEP_EVENTS_FIELD,
+  STEP_EVENTS_SEPARATOR,
+  unpackEntries,
+} from '../store/runEvents.js';
 import { FOLDED_HISTORY_FIELD, foldMoves, unfoldMoves } from '../store/ledgerHistory.js';
 import { indexedRunIds, type SearchTerm } from '../runs/search.js';
 import { eventKeysAsked, parseWait } from '../runs/waits.js';
@@ -650,8 +656,14 @@ async function eraseRunInArchive(pool: ArchivePool, runId: string, nowMs: number
 }
 
 /** An event entry's fields with every `data` value redacted. */
-function redactEventFields(fields: readonly string[]): string[] {
-  return fields.map((v, j) => (j % 2 === 1 && fields[j - 1] === 'data' ? redactEventData(v) : v));
+export function redactEventFields(fields: readonly string[]): string[] {
+  return fields.map((v, j) => {
+    if (j % 2 === 0) return v;
+    if (fields[j - 1] === 'data') return redactEventData(v);
+    // A step's three events in one field (src/store/runEvents.ts): each payload redacted as a data field's.
+    if (fields[j - 1] === STEP_EVENTS_FIELD) return splitStepEvents(v).map(redactEventData).join(STEP_EVENTS_SEPARATOR);
+    return v;
+  });
 }
 
 function parseJson(raw: string): unknown {

@@ -79,21 +79,43 @@ const EVENTS_DICTIONARY =
   '"type","decision","data","{\\"step\\":1,\\"tools\\":[\\"\\"],\\"final\\":false}",' +
   '"type","step_committed","data","{\\"step\\":1,\\"status\\":\\"running\\",\\"entries\\":2}"]]';
 const EVENTS_CODEC = dictionaryCodec(EVENTS_DICTIONARY);
+/** How the engine's own events open, one field a line (what a dictionary of packed lines starts from). */
+const EVENT_OPENINGS = [
+  'type\noperator_action\ndata\n{"action":"cancel","by":""}',
+  'type\ntext_delta\ndata\n{"step":1,"text":""}',
+  'type\nrun_created\ndata\n{"runId":"r_","tenant":""}',
+  'type\nstatus_changed\ndata\n{"status":"completed","reason":"final_answer"}',
+  'type\neffect\ndata\n{"actionId":"a_","from":"dispatched","to":"confirmed"}',
+  'type\neffect\ndata\n{"actionId":"a_","tool":"","from":null,"to":"planned","step":1}',
+];
 /**
- * The dictionary of PACKED_MARKER values: the same openings one field a line, at level 1 (src/core/lineList.ts says
- * why). Changing it changes what PACKED_MARKER values mean.
+ * The dictionary of PACKED_MARKER values: the engine's openings one field a line, at level 1 (src/core/lineList.ts
+ * says why), with a step's events as a type and data field each, as commits wrote them before STEP_EVENTS_FIELD.
+ * Changing it changes what PACKED_MARKER values mean: they are read, no longer written.
  */
 const PACKED_CODEC = dictionaryCodec(
   [
-    'type\noperator_action\ndata\n{"action":"cancel","by":""}',
-    'type\ntext_delta\ndata\n{"step":1,"text":""}',
-    'type\nrun_created\ndata\n{"runId":"r_","tenant":""}',
-    'type\nstatus_changed\ndata\n{"status":"completed","reason":"final_answer"}',
-    'type\neffect\ndata\n{"actionId":"a_","from":"dispatched","to":"confirmed"}',
-    'type\neffect\ndata\n{"actionId":"a_","tool":"","from":null,"to":"planned","step":1}',
+    ...EVENT_OPENINGS,
     '12\ntype\nstep_started\ndata\n{"step":1,"jobId":"r_.s1","attempt":1,"startedAt":1,"worker":"worker:"}',
     'type\ndecision\ndata\n{"step":1,"tools":[""],"final":false}',
     'type\nstep_committed\ndata\n{"step":1,"status":"running","entries":2}\n',
+  ].join('\n'),
+  1,
+);
+/**
+ * The packed value's first byte for lines packed by PACKED_STEP_CODEC: what packEntries writes. Its dictionary ends
+ * with a step's three events as one STEP_EVENTS_FIELD, as a commit writes them now (the dictionary's end is what
+ * deflate finds nearest). Changing it changes what these values mean.
+ */
+const PACKED_STEP_MARKER = 0x03;
+const PACKED_STEP_CODEC = dictionaryCodec(
+  [
+    ...EVENT_OPENINGS,
+    'type\nstep_started\ndata\n{"step":1,"jobId":"r_.s1","attempt":1,"startedAt":1,"worker":"worker:"}',
+    'type\ndecision\ndata\n{"step":1,"tools":[""],"final":false}',
+    'type\nstep_committed\ndata\n{"step":1,"status":"running","entries":2}',
+    '2\nstep\n{"step":1,"jobId":"r_.s1","attempt":1,"startedAt":1,"worker":"worker:"}\x1e' +
+      '{"step":1,"tools":[""],"final":false}\x1e{"step":1,"status":"running","entries":2}\n',
   ].join('\n'),
   1,
 );
@@ -105,7 +127,7 @@ export function packEntries(entries: StreamEntries): Buffer {
   const list: string[] = [];
   for (const [id, fields] of entries) list.push(text(id), String(fields.length), ...fields.map(text));
   const lines = toLines(list);
-  if (lines) return behindMarker(PACKED_MARKER, PACKED_CODEC.deflate(lines));
+  if (lines) return behindMarker(PACKED_STEP_MARKER, PACKED_STEP_CODEC.deflate(lines));
   const plain = Buffer.from(JSON.stringify(entries.map(([id, f]) => [text(id), f.map(text)])), 'utf8');
   return behindMarker(PACKED_JSON_MARKER, EVENTS_CODEC.deflate(plain));
 }
@@ -115,8 +137,10 @@ export function unpackEntries(packed: Buffer | null | undefined): [string, strin
   if (!packed || packed.length === 0) return [];
   if (packed[0] === PACKED_JSON_MARKER)
     return JSON.parse(EVENTS_CODEC.inflate(packed.subarray(1)).toString('utf8')) as [string, string[]][];
-  if (packed[0] !== PACKED_MARKER) throw new Error('packed run events have an unknown marker');
-  const list = fromLines(PACKED_CODEC.inflate(packed.subarray(1)));
+  const codec =
+    packed[0] === PACKED_STEP_MARKER ? PACKED_STEP_CODEC : packed[0] === PACKED_MARKER ? PACKED_CODEC : undefined;
+  if (!codec) throw new Error('packed run events have an unknown marker');
+  const list = fromLines(codec.inflate(packed.subarray(1)));
   const out: [string, string[]][] = [];
   for (let i = 0; i < list.length;) {
     const n = Number(list[i + 1]);
@@ -166,14 +190,39 @@ export async function readAllEvents(
   }
 }
 
-/** The events of one stream entry, in order. An entry without a `type` field holds one event of type `message`. */
+/**
+ * The field holding a step's three events, their payloads joined by STEP_EVENTS_SEPARATOR
+ * (lua/includes/emitEvents.lua, emitStepEvents): the commit of a step that stays running writes it.
+ */
+export const STEP_EVENTS_FIELD = 'step';
+/** The record separator: JSON never holds a raw control character, so it cannot occur in a payload. */
+export const STEP_EVENTS_SEPARATOR = '\x1e';
+const STEP_EVENT_TYPES = ['step_started', 'decision', 'step_committed'] as const;
+
+/** The payloads of a STEP_EVENTS_FIELD value, one per event (the last takes what is left if it holds more). */
+export function splitStepEvents(value: string): string[] {
+  const parts = value.split(STEP_EVENTS_SEPARATOR);
+  return parts.length <= STEP_EVENT_TYPES.length
+    ? parts
+    : [
+        ...parts.slice(0, STEP_EVENT_TYPES.length - 1),
+        parts.slice(STEP_EVENT_TYPES.length - 1).join(STEP_EVENTS_SEPARATOR),
+      ];
+}
+
+/**
+ * The events of one stream entry, in order. An entry without a `type` field holds one event of type `message`; a
+ * STEP_EVENTS_FIELD holds a step's three.
+ */
 export function decodeEntry(entry: string, raw: StreamFields): RunEvent[] {
   const fields = raw.map(text);
   const found: { type: string; data: string }[] = [];
   for (let i = 0; i + 1 < fields.length; i += 2) {
     const name = fields[i]!;
     const value = fields[i + 1]!;
-    if (name === 'type') found.push({ type: value, data: '' });
+    if (name === STEP_EVENTS_FIELD)
+      splitStepEvents(value).forEach((data, j) => found.push({ type: STEP_EVENT_TYPES[j]!, data }));
+    else if (name === 'type') found.push({ type: value, data: '' });
     else if (name === 'data') {
       const last = found.at(-1);
       if (last && last.data === '') last.data = value;

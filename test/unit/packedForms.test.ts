@@ -80,8 +80,33 @@ describe('an ended run packed', () => {
 
   it('packs events one id, count or field a line, and reads back every entry with its id and fields', () => {
     const packed = packEntries(events);
-    expect(packed[0]).toBe(0x02);
+    expect(packed[0]).toBe(0x03);
     expect(unpackEntries(packed)).toEqual(events);
+  });
+
+  it("reads events packed as lines before a step's events were one field (marker 0x02, its own dictionary)", () => {
+    // Packed by the tree before STEP_EVENTS_FIELD: a run created, then a step's three events as type and data fields.
+    const packed = Buffer.from('AjPUNeAygRiEN9ZBnoJHe2JybqpSLZeRrgExoUOsBxHeKykqJdV3yEkM7j/DWgA=', 'base64');
+    expect(unpackEntries(packed)).toEqual([
+      ['1-0', ['type', 'run_created', 'data', '{"runId":"r_1","tenant":"acme"}']],
+      [
+        '2-0',
+        [
+          'type',
+          'step_started',
+          'data',
+          '{"step":1}',
+          'type',
+          'decision',
+          'data',
+          '{"step":1,"tools":[],"final":true}',
+          'type',
+          'step_committed',
+          'data',
+          '{"step":1,"status":"completed","entries":1}',
+        ],
+      ],
+    ]);
   });
 
   it('packs events with a field holding a newline as the JSON array behind the earlier marker, read back the same', () => {

@@ -6,6 +6,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ERASED, redactEventData, redactHistory } from '../../src/archive/redact.js';
+import { redactEventFields } from '../../src/archive/erasure.js';
+import { decodeEntry } from '../../src/store/runEvents.js';
 
 const EMAIL = 'jo.secret@example.com';
 const WORDS = 'customer wrote: my card 4111 was stolen';
@@ -50,5 +52,20 @@ describe("an erasure's audit fields", () => {
       to: 'confirmed',
       extra: { to: ERASED },
     });
+  });
+});
+
+describe("an erasure's stream entries", () => {
+  it("redacts each of a step's three events held in one field as it redacts a data field, and keeps them three", () => {
+    const started = JSON.stringify({ step: 2, worker: EMAIL });
+    const decision = JSON.stringify({ step: 2, tools: [WORDS], final: false });
+    const committed = JSON.stringify({ step: 2, status: 'running', entries: 2 });
+    const asFields = redactEventFields(['type', 'step_started', 'data', started, 'type', 'decision', 'data', decision]);
+    const asStep = redactEventFields(['step', [started, decision, committed].join('\x1e')]);
+    const events = decodeEntry('1-0', asStep);
+    expect(events.map((e) => e.type)).toEqual(['step_started', 'decision', 'step_committed']);
+    expect(events.map((e) => e.data)).toEqual([asFields[3], asFields[7], redactEventData(committed)]);
+    expect(asStep.join()).not.toContain(EMAIL);
+    expect(asStep.join()).not.toContain(WORDS);
   });
 });

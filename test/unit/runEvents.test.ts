@@ -15,6 +15,15 @@ describe('run events from stream entries', () => {
     ]);
   });
 
+  it("a step's events in one field expand into its three, in order, each with its own id", () => {
+    const events = decodeEntries([['8-0', ['step', '{"s":1}\x1e{"d":1}\x1e{"c":1}']]]);
+    expect(events.map((e) => [e.id, e.type, e.data])).toEqual([
+      ['8-0.0', 'step_started', '{"s":1}'],
+      ['8-0.1', 'decision', '{"d":1}'],
+      ['8-0.2', 'step_committed', '{"c":1}'],
+    ]);
+  });
+
   it('an entry without a type is one message', () => {
     expect(decodeEntry('7-1', ['w', '1'])).toMatchObject([{ id: '7-1', type: 'message', data: '' }]);
     expect(decodeEntry('7-2', ['data', 'x'])).toMatchObject([{ id: '7-2', type: 'message', data: 'x' }]);

@@ -66,7 +66,8 @@
    -24 the journalled decision this commit follows is not the server's (includes/journalledDecision.lua)
 
   The step's events (step_started, decision, step_committed, and status_changed
-  when the run stops or parks) share one stream entry (includes/emitEvents.lua).
+  when the run stops or parks) share one stream entry (includes/emitEvents.lua):
+  the three of a step that stays running as one field (emitStepEvents).
 
   Keeps the run listing indexes and the version queue (includes/runIndex.lua) in the same change.
 
@@ -146,12 +147,16 @@ else
   redis.call('HSET', KEYS[1], 'cursor', nextCursor, 'status', status, 'reason', reason, 'updatedAt', ARGV[8])
 end
 -- The step's events, and the status change of a run that stops or parks, in one stream entry.
-local events = { 'step_started', ARGV[29], 'decision', ARGV[30], 'step_committed', ARGV[12] }
-if status ~= 'running' then
-  events[7] = 'status_changed'
-  events[8] = cjson.encode({ status = status, reason = reason })
+if status == 'running' and ARGV[29] ~= '' and ARGV[30] ~= '' and ARGV[12] ~= '' then
+  emitStepEvents(KEYS[4], ARGV[9], step, ARGV[29], ARGV[30], ARGV[12])
+else
+  local events = { 'step_started', ARGV[29], 'decision', ARGV[30], 'step_committed', ARGV[12] }
+  if status ~= 'running' then
+    events[7] = 'status_changed'
+    events[8] = cjson.encode({ status = status, reason = reason })
+  end
+  emitEvents(KEYS[4], ARGV[9], events)
 end
-emitEvents(KEYS[4], ARGV[9], events)
 
 if status == 'running' and ARGV[35] == 'p' then
   bullmqAddPrioritizedJob({ KEYS[20], KEYS[15], KEYS[21], KEYS[9], KEYS[13], KEYS[17], KEYS[8], KEYS[10], KEYS[16] },

@@ -48,3 +48,29 @@ local function emitEvents(eventsKey, maxLen, events)
     redis.call('XADD', eventsKey, 'MAXLEN', '~', maxLen, '*', unpack(fields))
   end
 end
+
+--[[
+  A step's three events (step_started, decision, step_committed, every one
+  present: the commit of a step that stays running) as one field of one
+  entry, `step <started>\30<decision>\30<committed>` (the payloads are JSON,
+  which never holds a raw control character, so the record separator cannot
+  occur in one). Three type and three data fields cost the server half as
+  much again as the entry itself: every field is an argument the XADD parses,
+  the listpack stores and the AOF and a replica's link carry. Readers expand
+  it into its three events (src/store/runEvents.ts).
+
+  The cap is checked on every STEP_EVENTS_CAP_EVERY-th step only: an XLEN is
+  a call of its own, and between two checks the stream grows by at most that
+  many entries of its commits (the cap is approximate in any case: Redis
+  trims whole nodes).
+]]
+local STEP_EVENTS_CAP_EVERY = 8
+
+local function emitStepEvents(eventsKey, maxLen, step, started, decision, committed)
+  local value = started .. '\30' .. decision .. '\30' .. committed
+  if step % STEP_EVENTS_CAP_EVERY ~= 0 or redis.call('XLEN', eventsKey) < tonumber(maxLen) then
+    redis.call('XADD', eventsKey, '*', 'step', value)
+  else
+    redis.call('XADD', eventsKey, 'MAXLEN', '~', maxLen, '*', 'step', value)
+  end
+end
