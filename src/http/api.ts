@@ -18,7 +18,7 @@ import { createRunSchemaFor } from '../producer/schemas.js';
 import { deliver, eventBodySchema } from '../producer/events.js';
 import { answerJson, invalid } from '../producer/fieldErrors.js';
 import { EVENT_KEY_FORMAT } from '../runs/spec.js';
-import { runView, type EffectsLister } from './runView.js';
+import { archivedRunView, runView, type EffectsLister } from './runView.js';
 import { storeErrorAnswered, storeGate } from './storeUnavailable.js';
 import { lineFullAnswered } from './lineFull.js';
 import { storeEnded, storeWritable } from '../store/connect.js';
@@ -133,7 +133,7 @@ export function createApi(ctx: EngineContext, opts: ApiOptions = {}): express.Ex
   });
 
   app.get('/v1/runs/:id', requireRunAccess(ctx), async (req, res) => {
-    const view = (await runView(ctx, req.params.id, opts.listEffects)) ?? (await ctx.archive?.view(req.params.id));
+    const view = (await runView(ctx, req.params.id, opts.listEffects)) ?? (await archivedRunView(ctx, req.params.id));
     if (!view) return void runNotFound(res);
     res.json(view);
   });

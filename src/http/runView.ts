@@ -160,6 +160,30 @@ function waitView(wait: WaitRecord): NonNullable<RunView['wait']> {
     : { kind: wait.kind, wakeAt };
 }
 
+/**
+ * GET /v1/runs/:id's body for a run Redis let go, from the archive, with its children's statuses as they stand now:
+ * the view was archived when the run ended, and a child may end after that (or be retried by an operator). A child
+ * Redis still holds answers from its record, one it let go from its archive row; one neither holds keeps the status
+ * archived with its parent. Undefined when the archive has no such run (or there is no archive).
+ */
+export async function archivedRunView(
+  ctx: Pick<EngineContext, 'redis' | 'keys' | 'archive'>,
+  runId: string,
+): Promise<Record<string, unknown> | undefined> {
+  const archive = ctx.archive;
+  const view = await archive?.view(runId);
+  if (!archive || !view || !Array.isArray(view.children) || view.children.length === 0) return view;
+  const children = view.children as { runId: string; status: RunStatus | '' }[];
+  const ids = children.map((c) => c.runId);
+  const hot = await readStatuses(ctx.redis, ctx.keys, ids);
+  const cold = ids.filter((_, i) => hot[i] === undefined);
+  const archived = cold.length > 0 ? await archive.treeNodes(cold) : new Map<string, { status: RunStatus }>();
+  return {
+    ...view,
+    children: children.map((c, i) => ({ ...c, status: hot[i] ?? archived.get(c.runId)?.status ?? c.status })),
+  };
+}
+
 /** The run's children with their statuses, by run id. */
 async function childrenOf(ctx: EngineContext, key: string): Promise<{ runId: string; status: RunStatus | '' }[]> {
   const ids = (await ctx.redis.smembers(key)).sort();

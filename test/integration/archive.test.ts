@@ -490,6 +490,51 @@ describe('erasure and search by what people know, over Redis and the archive', (
   });
 });
 
+describe("an archived run's children", () => {
+  it('are served with their statuses as they stand now: from Redis, else from their archive rows', async () => {
+    const tag = randomBytes(6).toString('hex');
+    // Run ids as the API takes them: r_ and 24 hex digits.
+    const [parent, cold, gone] = ['a', 'b', 'c'].map((x) => `r_${tag}${x}${'0'.repeat(11)}`);
+    // A child Redis holds: a real run, queued (no worker here), archived with its parent as running.
+    const hot = await postRun(sampleTicket(`KIDS-${tag}`), `kids-${tag}`);
+    const row = (runId: string, status: string, view: Record<string, unknown>) => ({
+      runId,
+      tenant: 'acme',
+      agent: 'support',
+      subjectKey: `KIDS-${tag}`,
+      status,
+      reason: 'final_answer',
+      createdAtMs: 1,
+      endedAtMs: 2,
+      erasedAtMs: 0,
+      revision: 0,
+      childRunIds: [],
+      view,
+      spec: undefined,
+      events: [],
+      budget: {},
+      record: {},
+      searchFields: {},
+    });
+    const children = [cold, hot, gone].map((runId) => ({ runId, status: 'running' }));
+    const pool = h.ctx.archive!.pool;
+    await upsertArchivedRun(pool, row(parent!, 'cancelled', { runId: parent, status: 'cancelled', children }));
+    // Archived after its parent, ended since.
+    await upsertArchivedRun(pool, row(cold!, 'completed', { runId: cold, status: 'completed' }));
+    const res = await fetch(`${url}/v1/runs/${parent}`, { headers: producerAuth });
+    expect(res.status).toBe(200);
+    const view = (await res.json()) as { status: string; children: { runId: string; status: string }[] };
+    expect(view.status).toBe('cancelled');
+    expect(view.children).toEqual([
+      { runId: cold, status: 'completed' },
+      { runId: hot, status: (await h.ctx.redis.hget(h.ctx.keys.run(hot).run, 'status'))! },
+      // Neither Redis nor the archive holds it: as archived.
+      { runId: gone, status: 'running' },
+    ]);
+    expect(view.children[1]!.status).not.toBe('running');
+  });
+});
+
 describe('erasure without an archive', () => {
   let bare: Harness;
   let bareUrl: string;

@@ -13,7 +13,7 @@ import { flowViewFor } from '../operators/flow.js';
 import { humanQueue } from '../operators/reconciliations.js';
 import { BadCursor, runListQueryInput, runListQuerySchema, runsPage as listPage } from '../operators/runsList.js';
 import { entryTimes, runEvents, runTree, subjectChain, timelineBars } from './ticket.js';
-import { runView, type RunView } from '../runView.js';
+import { archivedRunView, runView, type RunView } from '../runView.js';
 import { html, refuse, whoOf, type Guard } from './access.js';
 import { flowPage } from './flowPage.js';
 import { spendPage } from './spendPage.js';
@@ -53,7 +53,7 @@ async function pageData(d: PageDeps, op: Operator, runId: string): Promise<RunPa
   // A run Redis let go is shown from the archive: its view, agent, input and events as archived.
   const [archivedView, archived] = hot
     ? [undefined, undefined]
-    : await Promise.all([ctx.archive?.view(runId), ctx.archive?.details(runId)]);
+    : await Promise.all([archivedRunView(ctx, runId), ctx.archive?.details(runId)]);
   const view = hot ?? (archivedView as RunView | undefined);
   if (!view) return undefined;
   const [spec, run] = hot

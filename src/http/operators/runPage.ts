@@ -17,7 +17,7 @@ import {
   principalSees,
   runTokensConfigured,
 } from '../auth.js';
-import { renderRunHtml, runView, type RunView } from '../runView.js';
+import { archivedRunView, renderRunHtml, runView, type RunView } from '../runView.js';
 import { isRunId } from '../../store/keys.js';
 import { askForBoardCredentials, basicAuthOn, boardBasicMatches, RUN_PAGE_PATH } from './bullBoard.js';
 import { param } from '../../producer/fieldErrors.js';
@@ -57,7 +57,7 @@ export function runPageRouter(ctx: EngineContext, ledger: Ledger, session?: Sess
     // Past Redis's retention the archive serves the same view.
     const view =
       (await runView(ctx, id, (runId) => ledger.listForRun(runId))) ??
-      ((await ctx.archive?.view(id)) as RunView | undefined);
+      ((await archivedRunView(ctx, id)) as RunView | undefined);
     res.setHeader(
       'content-security-policy',
       "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
