@@ -70,8 +70,10 @@ export interface RunKeys {
   children: string;
   /**
    * hash: hand-off digest (sha256 of the run id, agent tool and its identifying arguments) -> the run id of the
-   * child that hand-off started (src/runs/children.ts): ids and digests only. It lives as the `children` set does
-   * (written with it, same TTL); erasure deletes it.
+   * child that hand-off started (src/runs/children.ts): ids and digests only. It lives as the `children` set does:
+   * written with it, with a TTL past the parent's deadline, then from the run's end as the run's keys (the
+   * retention, none while it is held or waits for its archive row, none again once it is retried:
+   * lua/includes/expireRun.lua); erasure deletes it.
    */
   handoffs: string;
 }

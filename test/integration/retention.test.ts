@@ -11,6 +11,9 @@ import { buildSpec } from '../../src/producer/intake.js';
 import { Reconciler } from '../../src/ledger/reconciler.js';
 import { until } from '../../testkit/until.js';
 import { FOLDED_HISTORY_FIELD } from '../../src/store/ledgerHistory.js';
+import { childRunsOf, handoffDigestOf } from '../../src/runs/children.js';
+import { stopRun } from '../../src/runs/stop.js';
+import { retryRun } from '../../src/runs/retryRun.js';
 
 const RETENTION_MS = 1500;
 let h: Harness;
@@ -109,5 +112,35 @@ describe('retention of finished runs (RUN_RETENTION_MS)', () => {
     expect(report.indexPruned).toBe(1);
     expect(await h.ctx.redis.zscore(index, done)).toBeNull();
     expect(await h.ctx.redis.zscore(index, open)).not.toBeNull();
+  });
+
+  it("a run's children and hand-offs follow its keys: the retention from its end, none again once it is retried", async () => {
+    const parent = await createSupportRun('RET-KIDS');
+    const k = h.ctx.keys.run(parent);
+    // Listed as a step lists a hand-off's child: a TTL past the parent's deadline (an hour away here).
+    const handoff = handoffDigestOf(parent, 'ask_billing', { order: 'O-1' });
+    const child = 'r_0000000000000000000000aa';
+    await childRunsOf(h.ctx).list(parent, child, Date.now() + 3_600_000, Date.now(), handoff);
+    expect((await pttls([k.children, k.handoffs])).every((t) => t > RETENTION_MS)).toBe(true);
+
+    // Ended: the retention, as every key of the run.
+    const stopped = await stopRun(h.ctx, parent, {
+      expected: ['queued', 'running'],
+      status: 'failed',
+      reason: 'test_stop',
+      now: Date.now(),
+    });
+    expect(stopped.stopped).toBe(true);
+    for (const ttl of await pttls([k.run, k.children, k.handoffs])) {
+      expect(ttl).toBeGreaterThan(0);
+      expect(ttl).toBeLessThanOrEqual(RETENTION_MS);
+    }
+
+    // Retried: at work again, nothing of it expires, the hand-off record included (a hand-off asked again finds its
+    // child however long the retried run lives).
+    const retried = await retryRun(h.ctx, parent, 'ops', {});
+    expect(retried.ok).toBe(true);
+    expect(await pttls([k.run, k.children, k.handoffs])).toEqual([-1, -1, -1]);
+    expect(await childRunsOf(h.ctx).earlier(parent, handoff, 'r_0000000000000000000000bb')).toBe(child);
   });
 });

@@ -36,6 +36,11 @@ local function eachRunKey(keys, actionsKey, fn)
   for _, k in ipairs(keys) do fn(k) end
   fn(keys[3] .. '-packed')
   fn(keys[4] .. '-packed')
+  -- The run's child runs and hand-offs (src/runs/children.ts, KeySpace.run's `children` and `handoffs`): the
+  -- hand-offs are what keeps a hand-off asked again from starting a second child, so they live as the run does,
+  -- not only until the deadline they were listed with (a retry may extend it).
+  fn(keys[1] .. ':children')
+  fn(keys[1] .. ':handoffs')
   for _, ak in ipairs(redis.call('SMEMBERS', actionsKey)) do
     fn(ak)
     fn(ak .. ':history')
@@ -57,14 +62,26 @@ local function runWaits(runKey, actionsKey)
   return false
 end
 
+-- A run's keys with a TTL of their own before its end (listed with the parent's deadline, src/runs/children.ts):
+-- kept as the rest of the run is while it is held for a person or waits for its archive row (the archive copies its
+-- children from them).
+local function persistRunLinks(runKey)
+  redis.call('PERSIST', runKey .. ':children')
+  redis.call('PERSIST', runKey .. ':handoffs')
+end
+
 local function expireRun(keys, actionsKey, retentionMs)
   if runWaits(keys[1], actionsKey) then
     redis.call('HSET', keys[1], 'retentionHeld', '1')
+    persistRunLinks(keys[1])
     return
   end
   redis.call('HDEL', keys[1], 'retentionHeld')
   searchIndexEnded(keys[1], retentionMs)
-  if tonumber(retentionMs) <= 0 then return end
+  if tonumber(retentionMs) <= 0 then
+    persistRunLinks(keys[1])
+    return
+  end
   eachRunKey(keys, actionsKey, function(k) redis.call('PEXPIRE', k, retentionMs) end)
 end
 
