@@ -79,43 +79,21 @@ const EVENTS_DICTIONARY =
   '"type","decision","data","{\\"step\\":1,\\"tools\\":[\\"\\"],\\"final\\":false}",' +
   '"type","step_committed","data","{\\"step\\":1,\\"status\\":\\"running\\",\\"entries\\":2}"]]';
 const EVENTS_CODEC = dictionaryCodec(EVENTS_DICTIONARY);
-/** How the engine's own events open, one field a line (what a dictionary of packed lines starts from). */
-const EVENT_OPENINGS = [
-  'type\noperator_action\ndata\n{"action":"cancel","by":""}',
-  'type\ntext_delta\ndata\n{"step":1,"text":""}',
-  'type\nrun_created\ndata\n{"runId":"r_","tenant":""}',
-  'type\nstatus_changed\ndata\n{"status":"completed","reason":"final_answer"}',
-  'type\neffect\ndata\n{"actionId":"a_","from":"dispatched","to":"confirmed"}',
-  'type\neffect\ndata\n{"actionId":"a_","tool":"","from":null,"to":"planned","step":1}',
-];
 /**
- * The dictionary of PACKED_MARKER values: the engine's openings one field a line, at level 1 (src/core/lineList.ts
- * says why), with a step's events as a type and data field each, as commits wrote them before STEP_EVENTS_FIELD.
- * Changing it changes what PACKED_MARKER values mean: they are read, no longer written.
+ * The dictionary of PACKED_MARKER values: the same openings one field a line, at level 1 (src/core/lineList.ts says
+ * why). Changing it changes what PACKED_MARKER values mean.
  */
 const PACKED_CODEC = dictionaryCodec(
   [
-    ...EVENT_OPENINGS,
+    'type\noperator_action\ndata\n{"action":"cancel","by":""}',
+    'type\ntext_delta\ndata\n{"step":1,"text":""}',
+    'type\nrun_created\ndata\n{"runId":"r_","tenant":""}',
+    'type\nstatus_changed\ndata\n{"status":"completed","reason":"final_answer"}',
+    'type\neffect\ndata\n{"actionId":"a_","from":"dispatched","to":"confirmed"}',
+    'type\neffect\ndata\n{"actionId":"a_","tool":"","from":null,"to":"planned","step":1}',
     '12\ntype\nstep_started\ndata\n{"step":1,"jobId":"r_.s1","attempt":1,"startedAt":1,"worker":"worker:"}',
     'type\ndecision\ndata\n{"step":1,"tools":[""],"final":false}',
     'type\nstep_committed\ndata\n{"step":1,"status":"running","entries":2}\n',
-  ].join('\n'),
-  1,
-);
-/**
- * The packed value's first byte for lines packed by PACKED_STEP_CODEC: what packEntries writes. Its dictionary ends
- * with a step's three events as one STEP_EVENTS_FIELD, as a commit writes them now (the dictionary's end is what
- * deflate finds nearest). Changing it changes what these values mean.
- */
-const PACKED_STEP_MARKER = 0x03;
-const PACKED_STEP_CODEC = dictionaryCodec(
-  [
-    ...EVENT_OPENINGS,
-    'type\nstep_started\ndata\n{"step":1,"jobId":"r_.s1","attempt":1,"startedAt":1,"worker":"worker:"}',
-    'type\ndecision\ndata\n{"step":1,"tools":[""],"final":false}',
-    'type\nstep_committed\ndata\n{"step":1,"status":"running","entries":2}',
-    '2\nstep\n{"step":1,"jobId":"r_.s1","attempt":1,"startedAt":1,"worker":"worker:"}\x1e' +
-      '{"step":1,"tools":[""],"final":false}\x1e{"step":1,"status":"running","entries":2}\n',
   ].join('\n'),
   1,
 );
@@ -125,11 +103,30 @@ const text = (v: string | Buffer): string => (typeof v === 'string' ? v : v.toSt
 /** Entries (ids and fields, oldest first) as one packed value. */
 export function packEntries(entries: StreamEntries): Buffer {
   const list: string[] = [];
-  for (const [id, fields] of entries) list.push(text(id), String(fields.length), ...fields.map(text));
+  const all: [string, string[]][] = [];
+  for (const [id, raw] of entries) {
+    const fields = typeFields(raw.map(text));
+    all.push([text(id), fields]);
+    list.push(text(id), String(fields.length), ...fields);
+  }
   const lines = toLines(list);
-  if (lines) return behindMarker(PACKED_STEP_MARKER, PACKED_STEP_CODEC.deflate(lines));
-  const plain = Buffer.from(JSON.stringify(entries.map(([id, f]) => [text(id), f.map(text)])), 'utf8');
-  return behindMarker(PACKED_JSON_MARKER, EVENTS_CODEC.deflate(plain));
+  if (lines) return behindMarker(PACKED_MARKER, PACKED_CODEC.deflate(lines));
+  return behindMarker(PACKED_JSON_MARKER, EVENTS_CODEC.deflate(Buffer.from(JSON.stringify(all), 'utf8')));
+}
+
+/**
+ * An entry's fields with a step's three events in one field (STEP_EVENTS_FIELD) written out as a type and a data
+ * field each: packed entries hold every event so. The dictionaries know that form, and so does every release's
+ * reader of packed events; the events and their ids are the same.
+ */
+function typeFields(fields: string[]): string[] {
+  if (!fields.includes(STEP_EVENTS_FIELD)) return fields;
+  const out: string[] = [];
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    if (fields[i] !== STEP_EVENTS_FIELD) out.push(fields[i]!, fields[i + 1]!);
+    else splitStepEvents(fields[i + 1]!).forEach((data, j) => out.push('type', STEP_EVENT_TYPES[j]!, 'data', data));
+  }
+  return out;
 }
 
 /** The entries a packed value holds (none for an absent one), oldest first. */
@@ -137,10 +134,8 @@ export function unpackEntries(packed: Buffer | null | undefined): [string, strin
   if (!packed || packed.length === 0) return [];
   if (packed[0] === PACKED_JSON_MARKER)
     return JSON.parse(EVENTS_CODEC.inflate(packed.subarray(1)).toString('utf8')) as [string, string[]][];
-  const codec =
-    packed[0] === PACKED_STEP_MARKER ? PACKED_STEP_CODEC : packed[0] === PACKED_MARKER ? PACKED_CODEC : undefined;
-  if (!codec) throw new Error('packed run events have an unknown marker');
-  const list = fromLines(codec.inflate(packed.subarray(1)));
+  if (packed[0] !== PACKED_MARKER) throw new Error('packed run events have an unknown marker');
+  const list = fromLines(PACKED_CODEC.inflate(packed.subarray(1)));
   const out: [string, string[]][] = [];
   for (let i = 0; i < list.length;) {
     const n = Number(list[i + 1]);

@@ -14,7 +14,7 @@ import {
   unpackJournal,
   type JournalEntry,
 } from '../../src/core/journal.js';
-import { packEntries, unpackEntries } from '../../src/store/runEvents.js';
+import { decodeEntries, packEntries, unpackEntries } from '../../src/store/runEvents.js';
 
 const entries: string[] = [1, 2, 3]
   .flatMap((step): JournalEntry[] => [
@@ -80,33 +80,34 @@ describe('an ended run packed', () => {
 
   it('packs events one id, count or field a line, and reads back every entry with its id and fields', () => {
     const packed = packEntries(events);
-    expect(packed[0]).toBe(0x03);
+    expect(packed[0]).toBe(0x02);
     expect(unpackEntries(packed)).toEqual(events);
   });
 
-  it("reads events packed as lines before a step's events were one field (marker 0x02, its own dictionary)", () => {
-    // Packed by the tree before STEP_EVENTS_FIELD: a run created, then a step's three events as type and data fields.
-    const packed = Buffer.from('AjPUNeAygRiEN9ZBnoJHe2JybqpSLZeRrgExoUOsBxHeKykqJdV3yEkM7j/DWgA=', 'base64');
-    expect(unpackEntries(packed)).toEqual([
-      ['1-0', ['type', 'run_created', 'data', '{"runId":"r_1","tenant":"acme"}']],
+  it("packs a step's three events held in one field as a type and a data field each: the same events, the same ids", () => {
+    const step = ['{"step":2}', '{"step":2,"tools":[]}', '{"step":2,"entries":2}'];
+    const raw: [string, string[]][] = [...events, ['9-0', ['step', step.join('\x1e')]]];
+    const packed = packEntries(raw);
+    expect(packed[0]).toBe(0x02);
+    const read = unpackEntries(packed);
+    expect(read.at(-1)).toEqual([
+      '9-0',
       [
-        '2-0',
-        [
-          'type',
-          'step_started',
-          'data',
-          '{"step":1}',
-          'type',
-          'decision',
-          'data',
-          '{"step":1,"tools":[],"final":true}',
-          'type',
-          'step_committed',
-          'data',
-          '{"step":1,"status":"completed","entries":1}',
-        ],
+        'type',
+        'step_started',
+        'data',
+        step[0],
+        'type',
+        'decision',
+        'data',
+        step[1],
+        'type',
+        'step_committed',
+        'data',
+        step[2],
       ],
     ]);
+    expect(decodeEntries(read)).toEqual(decodeEntries(raw));
   });
 
   it('packs events with a field holding a newline as the JSON array behind the earlier marker, read back the same', () => {
