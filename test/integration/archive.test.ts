@@ -103,6 +103,34 @@ const redisHits = (needle: string) => storedRedisHits(redisUrl(), needle);
 /** Every text, json and jsonb column of every table of the archive that contains `needle`. */
 const archiveHits = (needle: string) => storedArchiveHits(h.ctx.archive!.pool, needle);
 
+/** An archive row of an acme support run, written as the archiver writes one (upsertArchivedRun), for the tests' own ids. */
+function archivedRow(
+  runId: string,
+  subjectKey: string,
+  status: string,
+  more: { childRunIds?: string[]; view?: Record<string, unknown> },
+) {
+  return {
+    runId,
+    tenant: 'acme',
+    agent: 'support',
+    subjectKey,
+    status,
+    reason: 'final_answer',
+    createdAtMs: 1,
+    endedAtMs: 2,
+    erasedAtMs: 0,
+    revision: 0,
+    childRunIds: more.childRunIds ?? [],
+    view: more.view ?? {},
+    spec: undefined,
+    events: [],
+    budget: {},
+    record: {},
+    searchFields: {},
+  };
+}
+
 describe('the archive of ended runs', () => {
   it('keeps an ended run in Redis until its archive row is committed, then the archive serves the same view', async () => {
     const worker = await h.startWorker();
@@ -457,25 +485,8 @@ describe('erasure and search by what people know, over Redis and the archive', (
   it("draws a run tree whose runs Redis let go from the archive's links", async () => {
     const tag = randomBytes(6).toString('hex');
     const [parent, child, grandchild] = ['p', 'c', 'g'].map((x) => `r_${tag}${x}${'0'.repeat(10)}`);
-    const row = (runId: string, childRunIds: string[], status: string) => ({
-      runId,
-      tenant: 'acme',
-      agent: 'support',
-      subjectKey: `TREE-${tag}`,
-      status,
-      reason: 'final_answer',
-      createdAtMs: 1,
-      endedAtMs: 2,
-      erasedAtMs: 0,
-      revision: 0,
-      childRunIds,
-      view: {},
-      spec: undefined,
-      events: [],
-      budget: {},
-      record: {},
-      searchFields: {},
-    });
+    const row = (runId: string, childRunIds: string[], status: string) =>
+      archivedRow(runId, `TREE-${tag}`, status, { childRunIds });
     const pool = h.ctx.archive!.pool;
     await upsertArchivedRun(pool, row(parent!, [child!], 'completed'));
     await upsertArchivedRun(pool, row(child!, [grandchild!], 'failed'));
@@ -497,25 +508,8 @@ describe("an archived run's children", () => {
     const [parent, cold, gone] = ['a', 'b', 'c'].map((x) => `r_${tag}${x}${'0'.repeat(11)}`);
     // A child Redis holds: a real run, queued (no worker here), archived with its parent as running.
     const hot = await postRun(sampleTicket(`KIDS-${tag}`), `kids-${tag}`);
-    const row = (runId: string, status: string, view: Record<string, unknown>) => ({
-      runId,
-      tenant: 'acme',
-      agent: 'support',
-      subjectKey: `KIDS-${tag}`,
-      status,
-      reason: 'final_answer',
-      createdAtMs: 1,
-      endedAtMs: 2,
-      erasedAtMs: 0,
-      revision: 0,
-      childRunIds: [],
-      view,
-      spec: undefined,
-      events: [],
-      budget: {},
-      record: {},
-      searchFields: {},
-    });
+    const row = (runId: string, status: string, view: Record<string, unknown>) =>
+      archivedRow(runId, `KIDS-${tag}`, status, { view });
     const children = [cold, hot, gone].map((runId) => ({ runId, status: 'running' }));
     const pool = h.ctx.archive!.pool;
     await upsertArchivedRun(pool, row(parent!, 'cancelled', { runId: parent, status: 'cancelled', children }));

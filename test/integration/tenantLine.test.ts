@@ -43,6 +43,19 @@ async function postRun(tenant: string, id: string, eventKey = `ev-${id}`) {
   return { status: res.status, retryAfter: res.headers.get('retry-after'), body: (await res.json()) as never };
 }
 
+/** A tenant's own waiting limit set at run time (PUT /v1/flow/tenants/:tenant, what agentctl sends); null: back. */
+const setMaxWaiting = (tenant: string, maxWaiting: number | null) =>
+  fetch(`${url}/v1/flow/tenants/${tenant}`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${OPERATOR_TOKEN}` },
+    body: JSON.stringify({ maxWaiting }),
+  });
+/** The tenant's line as GET /v1/flow shows it. */
+async function flowLine(tenant: string) {
+  const res = await fetch(`${url}/v1/flow`, { headers: { authorization: `Bearer ${OPERATOR_TOKEN}` } });
+  const view = (await res.json()) as { tenants: { tenant: string; waiting: number; maxWaiting: number }[] };
+  return view.tenants.find((t) => t.tenant === tenant);
+}
 const lineLength = (tenant: string) => h.ctx.redis.zcard(h.ctx.keys.flowLine(tenant));
 const keys = () => keySet(h.ctx.redis, h.cfg.KEY_PREFIX, h.cfg.BULL_PREFIX);
 const refusals = async (tenant: string) => {
@@ -102,17 +115,8 @@ describe("a tenant's line at FLOW_TENANT_MAX_WAITING", () => {
   });
 
   it("takes a tenant's own limit set at run time (agentctl flow tenant --max-waiting), and back to the setting", async () => {
-    const setLimit = (maxWaiting: number | null) =>
-      fetch(`${url}/v1/flow/tenants/acme`, {
-        method: 'PUT',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${OPERATOR_TOKEN}` },
-        body: JSON.stringify({ maxWaiting }),
-      });
-    const flow = async () => {
-      const res = await fetch(`${url}/v1/flow`, { headers: { authorization: `Bearer ${OPERATOR_TOKEN}` } });
-      const view = (await res.json()) as { tenants: { tenant: string; waiting: number; maxWaiting: number }[] };
-      return view.tenants.find((t) => t.tenant === 'acme');
-    };
+    const setLimit = (maxWaiting: number | null) => setMaxWaiting('acme', maxWaiting);
+    const flow = () => flowLine('acme');
     const waiting = await lineLength('acme');
     expect(await flow()).toMatchObject({ waiting, maxWaiting: 2 });
     expect((await setLimit(-1)).status).toBe(400);
@@ -130,17 +134,8 @@ describe("a tenant's line at FLOW_TENANT_MAX_WAITING", () => {
   });
 
   it("takes a tenant's configured limit (FLOW_TENANT_WAITING_LIMITS) over the setting, and one set at run time over both", async () => {
-    const setLimit = (maxWaiting: number | null) =>
-      fetch(`${url}/v1/flow/tenants/initech`, {
-        method: 'PUT',
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${OPERATOR_TOKEN}` },
-        body: JSON.stringify({ maxWaiting }),
-      });
-    const flow = async () => {
-      const res = await fetch(`${url}/v1/flow`, { headers: { authorization: `Bearer ${OPERATOR_TOKEN}` } });
-      const view = (await res.json()) as { tenants: { tenant: string; maxWaiting: number }[] };
-      return view.tenants.find((t) => t.tenant === 'initech');
-    };
+    const setLimit = (maxWaiting: number | null) => setMaxWaiting('initech', maxWaiting);
+    const flow = () => flowLine('initech');
     // The first run holds initech's one slot, the second waits: the line holds its configured 1.
     expect([(await postRun('initech', 'I-1')).status, (await postRun('initech', 'I-2')).status]).toEqual([201, 201]);
     expect(await lineLength('initech')).toBe(1);
