@@ -356,7 +356,8 @@ export const configSchema = z.object({
   SCHEDULE_MIN_INTERVAL_MS: int(60_000, 1000),
   /**
    * Events stream cap per run, in stream entries (approximate MAXLEN), not events: a script that appends several
-   * events stores them in one entry (a step's commit up to four), so the stream keeps more events than this.
+   * events stores them in one entry (a step's commit up to four), so the stream keeps more events than this. A step
+   * that stays running checks it on every eighth step, so a stream may pass it by a few entries until then.
    */
   EVENTS_MAX_LEN: int(1000, 10),
   /** Reconciliation: how long a still-processing request is queried before going to a human. */
