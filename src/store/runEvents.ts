@@ -120,7 +120,7 @@ export function packEntries(entries: StreamEntries): Buffer {
  * reader of packed events; the events and their ids are the same.
  */
 function typeFields(fields: string[]): string[] {
-  if (!fields.includes(STEP_EVENTS_FIELD)) return fields;
+  if (!fields.some((f, i) => i % 2 === 0 && f === STEP_EVENTS_FIELD)) return fields;
   const out: string[] = [];
   for (let i = 0; i + 1 < fields.length; i += 2) {
     if (fields[i] !== STEP_EVENTS_FIELD) out.push(fields[i]!, fields[i + 1]!);

@@ -108,6 +108,9 @@ describe('an ended run packed', () => {
       ],
     ]);
     expect(decodeEntries(read)).toEqual(decodeEntries(raw));
+    // A value that reads `step` is a value, not that field.
+    const typed: [string, string[]][] = [['10-0', ['type', 'step', 'data', 'step']]];
+    expect(unpackEntries(packEntries(typed))).toEqual(typed);
   });
 
   it('packs events with a field holding a newline as the JSON array behind the earlier marker, read back the same', () => {
