@@ -46,6 +46,7 @@ import { liveOwners, ownerOfConnection } from '../store/owners.js';
 import { StepPriorities } from './stepPriority.js';
 import { readRun } from '../store/runRecord.js';
 import type { RunStatus } from '../core/status.js';
+import { ownValue } from '../core/ownValue.js';
 
 /** Priority levels of a run within its tenant's line: 0 (normal, the default) to 4 (most urgent). */
 export const PRIORITY_LEVELS = 5;
@@ -173,7 +174,7 @@ export class Admission {
     // The tenant's configured limit, else the fleet's; a limit set at run time (`m:<tenant>`) wins over both, read by
     // the script that puts the run in line.
     const maxWaiting = limited
-      ? (this.d.cfg.FLOW_TENANT_WAITING_LIMITS[run.tenant] ?? this.d.cfg.FLOW_TENANT_MAX_WAITING)
+      ? (ownValue(this.d.cfg.FLOW_TENANT_WAITING_LIMITS, run.tenant) ?? this.d.cfg.FLOW_TENANT_MAX_WAITING)
       : undefined;
     const line = this.d.keys.flowLine(run.tenant);
     const outcome = await flowEnqueue(

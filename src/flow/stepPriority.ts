@@ -27,6 +27,7 @@
  * else. Flow control off: no priority, every step job is a standard job as before.
  */
 import { BULLMQ_MAX_PRIORITY } from '../store/bullmqInternals.js';
+import { ownValue } from '../core/ownValue.js';
 
 /**
  * The priority of a step job of a tenant holding `held` runs at work with `weight`: 1 up to a load of 2, then one
@@ -82,7 +83,7 @@ export class StepPriorities {
       if (!field.startsWith('t:')) continue;
       const tenant = field.slice(2);
       const weight =
-        Number(shares.settings[`w:${tenant}`] ?? '') || this.configuredWeights[tenant] || this.defaultWeight;
+        Number(shares.settings[`w:${tenant}`] ?? '') || ownValue(this.configuredWeights, tenant) || this.defaultWeight;
       next.set(tenant, stepPriority(Number(raw) || 0, weight));
     }
     this.byTenant = next;

@@ -8,6 +8,7 @@ import type { RedisClient } from '../store/connect.js';
 import type { KeySpace } from '../store/keys.js';
 import { MAX_PRIORITY, type FlowOptions } from './admission.js';
 import { bucketsOf, SERIES_SLOT_MS, type RateOptions } from './rateLimits.js';
+import { ownValue } from '../core/ownValue.js';
 
 export interface TenantLine {
   tenant: string;
@@ -79,7 +80,7 @@ function effective(
   def: number,
 ): number {
   const set = settings[`${field}:${name}`];
-  return set !== undefined ? Number(set) : (configured[name] ?? def);
+  return set !== undefined ? Number(set) : (ownValue(configured, name) ?? def);
 }
 
 export async function readFlowView(

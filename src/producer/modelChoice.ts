@@ -19,6 +19,7 @@ import { ConfigError } from '../core/errors.js';
 import type { Agent, AgentCatalog } from '../core/agent.js';
 import type { AgentModelChoice, ModelChoice, ModelProvider } from '../core/model.js';
 import { enableHint } from '../core/providerNames.js';
+import { ownValue } from '../core/ownValue.js';
 
 type ModelConfig = Pick<Config, 'MODEL_PROVIDER' | 'TENANT_MODELS'>;
 
@@ -40,8 +41,8 @@ export interface ModelProblem {
 }
 
 export function tenantOverride(cfg: ModelConfig, tenant: string, agent: string): AgentModelChoice | undefined {
-  const byAgent = cfg.TENANT_MODELS[tenant];
-  return byAgent?.[agent] ?? byAgent?.['*'];
+  const byAgent = ownValue(cfg.TENANT_MODELS, tenant);
+  return byAgent && (ownValue(byAgent, agent) ?? ownValue(byAgent, '*'));
 }
 
 function pick(

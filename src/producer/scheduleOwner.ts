@@ -9,6 +9,7 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import type { Config } from '../config/config.js';
+import { ownValue } from '../core/ownValue.js';
 
 /** Who makes or resumes a schedule, as the route authenticated it. */
 export type ScheduleActor = { kind: 'producer' } | { kind: 'tenant'; token: string };
@@ -41,6 +42,6 @@ export function ownerStillValid(
   owner: ScheduleOwner | undefined,
 ): boolean {
   if (owner === undefined || owner.kind === 'producer') return true;
-  const token = Object.hasOwn(cfg.TENANT_TOKENS, tenant) ? cfg.TENANT_TOKENS[tenant] : undefined;
+  const token = ownValue(cfg.TENANT_TOKENS, tenant);
   return token !== undefined && credentialOf(token) === owner.credential;
 }

@@ -32,6 +32,7 @@ import { foundRun, InvalidRunRequest, resolveRequest, specOf, startSpec, type Re
 import { answerJson, invalid, param, singleQuery } from './fieldErrors.js';
 import { checkSignature, SIGNATURE_HEADER, TIMESTAMP_HEADER } from './webhookSignature.js';
 import { agentSafeParse } from '../core/agentCode.js';
+import { ownValue } from '../core/ownValue.js';
 
 const EVENT_TTL_MS = 24 * 3600_000;
 
@@ -104,10 +105,7 @@ export function webhooksRouter(ctx: EngineContext, now: () => number = Date.now)
       if (asked === null) return;
       const tenant = asked ?? '';
       // Own keys only: `constructor` or `toString` must not find Object.prototype's (a function is no secret).
-      const secret =
-        TENANT_NAME_FORMAT.test(tenant) && Object.hasOwn(ctx.cfg.WEBHOOK_SECRETS, tenant)
-          ? ctx.cfg.WEBHOOK_SECRETS[tenant]
-          : undefined;
+      const secret = TENANT_NAME_FORMAT.test(tenant) ? ownValue(ctx.cfg.WEBHOOK_SECRETS, tenant) : undefined;
       const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
       // A tenant without a secret is checked against one nobody holds, so its answer (and the time it takes) is a
       // configured tenant's with a wrong signature: the answers do not tell a caller which tenants exist. The log

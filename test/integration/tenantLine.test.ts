@@ -151,6 +151,9 @@ describe("a tenant's line at FLOW_TENANT_MAX_WAITING", () => {
     expect((await setLimit(null)).status).toBe(200);
     expect(await flow()).toMatchObject({ maxWaiting: 1 });
     expect(await postRun('initech', 'I-4')).toMatchObject({ status: 429, body: { limit: 1 } });
+    // A tenant whose name is a property of every object has no configured limit: the fleet's.
+    expect((await postRun('constructor', 'K-1')).status).toBe(201);
+    expect(await flowLine('constructor')).toMatchObject({ maxWaiting: 2 });
   });
 
   it('never refuses a child run: its parent is at work and waits for it', async () => {
