@@ -102,16 +102,10 @@ const text = (v: string | Buffer): string => (typeof v === 'string' ? v : v.toSt
 
 /** Entries (ids and fields, oldest first) as one packed value. */
 export function packEntries(entries: StreamEntries): Buffer {
-  const list: string[] = [];
-  const all: [string, string[]][] = [];
-  for (const [id, raw] of entries) {
-    const fields = typeFields(raw.map(text));
-    all.push([text(id), fields]);
-    list.push(text(id), String(fields.length), ...fields);
-  }
-  const lines = toLines(list);
+  const typed = entries.map(([id, raw]): [string, string[]] => [text(id), typeFields(raw.map(text))]);
+  const lines = toLines(typed.flatMap(([id, fields]) => [id, String(fields.length), ...fields]));
   if (lines) return behindMarker(PACKED_MARKER, PACKED_CODEC.deflate(lines));
-  return behindMarker(PACKED_JSON_MARKER, EVENTS_CODEC.deflate(Buffer.from(JSON.stringify(all), 'utf8')));
+  return behindMarker(PACKED_JSON_MARKER, EVENTS_CODEC.deflate(Buffer.from(JSON.stringify(typed), 'utf8')));
 }
 
 /**
