@@ -67,7 +67,17 @@ export interface ActionRecord {
   updatedAt: number;
 }
 
-export type PlanResult = { status: 'new' | 'existing' | 'repeat'; state: LedgerState; repeats: number };
+/**
+ * `actionId`: the action the call has. It is the one asked for, unless the same call of the step's journalled decision
+ * (step and call id) planned an action before under another id: its tool's `identity` changed in between (a deploy, a
+ * version continue), and the call gets the action it already has, with its idempotency key, never a second one.
+ */
+export type PlanResult = {
+  status: 'new' | 'existing' | 'repeat';
+  state: LedgerState;
+  repeats: number;
+  actionId: string;
+};
 
 /**
  * A compare-and-set found the entry in another state: someone else moved it (the delivery fails; its retry reads the
@@ -167,7 +177,7 @@ export class Ledger {
         decision,
       },
     );
-    return { status: res.status, state: res.state as LedgerState, repeats: res.repeats };
+    return { status: res.status, state: res.state as LedgerState, repeats: res.repeats, actionId: res.actionId };
   }
 
   /**

@@ -154,6 +154,22 @@ export class LedgerEffectRunner implements EffectRunner {
       input.decision,
     );
     if (plan.status === 'new') this.d.metrics.effects.inc({ tool: tool.name, state: 'planned' });
+    const { actionId } = plan;
+    if (actionId !== id.actionId) {
+      // The tool's identity changed since this call planned its action (a deploy or a version continue between two
+      // deliveries of the step): the call keeps the action it has, and its key; no second request is made.
+      this.d.log.warn(
+        {
+          code: 'identity_changed',
+          runId: ctx.runId,
+          step: ctx.step,
+          tool: tool.name,
+          actionId,
+          computed: id.actionId,
+        },
+        'the call planned its action under another id: that action is driven',
+      );
+    }
     this.d.crash.hit('after_reservation', ctx.step);
     let repeat = false;
     if (plan.status === 'repeat') {
@@ -166,18 +182,18 @@ export class LedgerEffectRunner implements EffectRunner {
           kind: 'park',
           status: 'needs_human',
           reason: `loop_detected: ${tool.name} requested ${plan.repeats + 1} times`,
-          actionId: id.actionId,
+          actionId: actionId,
         };
       }
     }
-    const key = `${ctx.runId}\u0000${id.actionId}`;
+    const key = `${ctx.runId}\u0000${actionId}`;
     const driving = this.inFlight.get(key);
     if (driving) {
       // Another call of this step is driving the action now: one send, and this call is told it was deduplicated.
       const first = await driving;
       return first.kind === 'observed' && first.status === 'ok' ? { ...first, status: 'deduplicated' } : first;
     }
-    const drive = this.drive(id.actionId, tool, args, ctx, input.tenant, repeat, false, input.deadlineAt);
+    const drive = this.drive(actionId, tool, args, ctx, input.tenant, repeat, false, input.deadlineAt);
     this.inFlight.set(key, drive);
     try {
       return await drive;

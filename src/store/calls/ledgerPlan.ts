@@ -36,8 +36,17 @@ export interface LedgerPlanArgs {
   decision?: string | undefined;
 }
 
-/** 'repeat': the same write asked again from another step or call (a loop signal). */
-export type LedgerPlanReply = { status: 'new' | 'existing' | 'repeat'; state: string; repeats: number };
+/**
+ * 'repeat': the same write asked again from another step or call (a loop signal). `actionId`: the action the call has,
+ * the one asked for or the one the same call (step and call id) planned before under another id (its tool's `identity`
+ * changed in between).
+ */
+export type LedgerPlanReply = {
+  status: 'new' | 'existing' | 'repeat';
+  state: string;
+  repeats: number;
+  actionId: string;
+};
 
 /**
  * Throws the typed error of -13 (the reservation is held by another action) and the FenceError of -24 (the server
@@ -61,10 +70,11 @@ export async function ledgerPlan(redis: RedisClient, k: LedgerPlanKeys, a: Ledge
     a.event,
     a.decision ?? '',
   );
-  const [status, state, repeats] = expectReply(res, { actionId: a.actionId }) as [
+  const [status, state, repeats, actionId] = expectReply(res, { actionId: a.actionId }) as [
     LedgerPlanReply['status'],
     string,
     number,
+    string,
   ];
-  return { status, state, repeats: Number(repeats) };
+  return { status, state, repeats: Number(repeats), actionId };
 }
