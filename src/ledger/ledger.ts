@@ -253,6 +253,20 @@ export class Ledger {
     return raw.map((r) => JSON.parse(r) as HistoryEntry);
   }
 
+  /**
+   * The action one call of a step (its step and call id) planned, or undefined. A run's actions are few (one a write
+   * call), and this is read only for a journalled call whose arguments the tool refuses today.
+   */
+  async plannedByCall(runId: string, step: number, callId: string): Promise<ActionRecord | undefined> {
+    for (const key of await this.redis.smembers(this.keys.run(runId).actions)) {
+      const [s, c] = await this.redis.hmget(key, 'step', 'callId');
+      if (s !== String(step) || c !== callId) continue;
+      const h = await this.redis.hgetall(key);
+      if (h.state) return toRecord(h);
+    }
+    return undefined;
+  }
+
   async listForRun(runId: string): Promise<(ActionRecord & { history: HistoryEntry[] })[]> {
     const actionKeys = await this.redis.smembers(this.keys.run(runId).actions);
     const out: (ActionRecord & { history: HistoryEntry[] })[] = [];

@@ -115,6 +115,29 @@ export class LedgerEffectRunner implements EffectRunner {
   constructor(private readonly d: RunnerDeps) {}
 
   async run(input: LedgerEffectRequest): Promise<EffectResult> {
+    return this.traced(input, () => this.runEffect(input));
+  }
+
+  /**
+   * The action this call (the run's step and call id) planned before, driven as `run` drives it; undefined when it
+   * planned none. For a journalled call whose arguments today's tool refuses (its schema changed since the call was
+   * planned): a write that may have left is settled with its service, under its key and with the arguments it was
+   * recorded with, not reported to the model as a format error it could answer with a second write.
+   */
+  async resume(input: Omit<LedgerEffectRequest, 'args'>): Promise<EffectResult | undefined> {
+    const { ctx, call, tool } = input;
+    if (this.d.unsafeDisableIdempotency) return undefined;
+    const rec = await this.d.ledger.plannedByCall(ctx.runId, ctx.step, call.id);
+    if (!rec) return undefined;
+    this.d.log.warn(
+      { code: 'arguments_refused_planned', runId: ctx.runId, step: ctx.step, tool: tool.name, actionId: rec.actionId },
+      'the tool refuses the arguments this call planned its action with: that action is driven',
+    );
+    const request = { ...input, args: rec.args };
+    return this.traced(request, () => this.driveOnce(rec.actionId, request, false));
+  }
+
+  private traced(input: LedgerEffectRequest, work: () => Promise<EffectResult>): Promise<EffectResult> {
     return traced(
       this.d.tracer,
       {
@@ -134,7 +157,7 @@ export class LedgerEffectRunner implements EffectRunner {
           };
         },
       },
-      () => this.runEffect(input),
+      work,
     );
   }
 
@@ -186,6 +209,12 @@ export class LedgerEffectRunner implements EffectRunner {
         };
       }
     }
+    return this.driveOnce(actionId, input, repeat);
+  }
+
+  /** Drives the action; a second call of this process for the same action waits for the first's drive. */
+  private async driveOnce(actionId: string, input: LedgerEffectRequest, repeat: boolean): Promise<EffectResult> {
+    const { tool, args, ctx } = input;
     const key = `${ctx.runId}\u0000${actionId}`;
     const driving = this.inFlight.get(key);
     if (driving) {

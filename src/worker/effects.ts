@@ -28,4 +28,10 @@ export interface EffectRequest {
 
 export interface EffectRunner {
   run(input: EffectRequest): Promise<EffectResult>;
+  /**
+   * The action this call (the run's step and call id) planned before, driven with the arguments it was recorded with;
+   * undefined when it planned none. For a journalled call whose arguments the tool refuses today (its schema changed
+   * since): a write that may have left is settled, never reported to the model as a format error.
+   */
+  resume?(input: Omit<EffectRequest, 'args'>): Promise<EffectResult | undefined>;
 }

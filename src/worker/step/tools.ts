@@ -5,11 +5,12 @@
 import type { Agent } from '../../core/agent.js';
 import { DeadlineError, TimeoutError, withScopeSignal, withTimeoutScope, type CallScope } from '../../core/timeout.js';
 import type { DecisionEntry, ObservationEntry } from '../../core/journal.js';
-import type { ReadTool, ToolContext } from '../../core/tool.js';
+import type { ReadTool, ToolContext, WriteTool } from '../../core/tool.js';
 import { cappedOutput } from '../../core/toolOutput.js';
 import { withRetry } from '../../core/withRetry.js';
 import type { StepEnv } from './env.js';
 import type { StepState, Terminal } from './state.js';
+import type { EffectResult } from '../effects.js';
 import { agentSafeParse } from '../../core/agentCode.js';
 
 export type ToolCall = DecisionEntry['toolCalls'][number];
@@ -48,6 +49,12 @@ export async function runTool(
   if (!tool) return { obs: { ...base, status: 'format_error', output: { error: 'unknown_tool', tool: call.name } } };
   const parsed = agentSafeParse(tool.args, call.args ?? {});
   if (!parsed.success) {
+    // A write this call planned before its tool's schema changed (a deploy, a version continue) may have left: it is
+    // settled, not reported as a format error the model could answer with a second write.
+    if (tool.effect === 'write' && env.effects?.resume) {
+      const resumed = await env.effects.resume(writeRequest(state, tool, call, ctx));
+      if (resumed) return effectResult(base, resumed);
+    }
     // The model sees the format error on its next step; the step budget pays for it.
     const issues = parsed.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message }));
     return { obs: { ...base, status: 'format_error', output: { error: 'invalid_arguments', issues } } };
@@ -57,16 +64,27 @@ export async function runTool(
   if (tool.effect === 'wait') return { obs: { ...base, status: 'format_error', output: { error: 'wait_not_run' } } };
   if (!env.effects)
     return { obs: { ...base, status: 'tool_error', output: { error: 'write tools are not enabled on this worker' } } };
+  return effectResult(base, await env.effects.run({ ...writeRequest(state, tool, call, ctx), args: parsed.data }));
+}
+
+/** A write call as the ledger takes it: dispatched under the step's dispatch signal, within the run's deadline. */
+function writeRequest(state: StepState, tool: WriteTool, call: ToolCall, ctx: ToolContext) {
   const { spec, dispatchSignal } = state;
-  const r = await env.effects.run({
+  return {
     tool,
-    args: parsed.data,
     call,
     ctx: { ...ctx, signal: dispatchSignal },
     tenant: spec.tenant,
     deadlineAt: spec.limits.deadlineAt,
     decision: state.decisionDigest,
-  });
+  };
+}
+
+/** A write's result as the step records it: an observation, or the park it asks for. */
+function effectResult(
+  base: Pick<ObservationEntry, 'v' | 'kind' | 'step' | 'callId' | 'tool'>,
+  r: EffectResult,
+): ToolResult {
   if (r.kind === 'park')
     return {
       park: { status: r.status, reason: r.reason },

@@ -57,6 +57,21 @@ describe('act', () => {
     expect(plan.tokensDelta).toBe(0);
   });
 
+  it('a write whose arguments the tool refuses is answered by the action the call planned before, else a format error', async () => {
+    const planned = { kind: 'observed', status: 'ok', output: { sent: 'before' }, actionId: 'a-planned' } as const;
+    const before = await run(world({ resumed: planned }), decision({ name: 'send_note', args: { to: 7 } }));
+    expect(before.entries).toEqual([
+      expect.objectContaining({ status: 'ok', actionId: 'a-planned', output: { sent: 'before' } }),
+    ]);
+    const none = await run(world(), decision({ name: 'send_note', args: { to: 7 } }));
+    expect(none.entries).toEqual([
+      expect.objectContaining({
+        status: 'format_error',
+        output: expect.objectContaining({ error: 'invalid_arguments' }),
+      }),
+    ]);
+  });
+
   it('a write that needs approval parks the run at this step, recording which action the approval is for', async () => {
     const w = world({
       effects: [{ kind: 'park', status: 'waiting_approval', reason: 'approval_required', actionId: 'act-7' }],

@@ -114,6 +114,8 @@ export interface WorldOptions {
   turns?: (ModelTurn | Error)[];
   crash?: string[];
   effects?: (EffectResult | Error)[];
+  /** The ledger's answer for a write call whose arguments the tool refuses: the action the call planned, if any. */
+  resumed?: EffectResult;
 }
 
 export function world(opts: WorldOptions = {}): World {
@@ -128,6 +130,7 @@ export function world(opts: WorldOptions = {}): World {
       if (next instanceof Error) throw next;
       return next;
     },
+    resume: async () => opts.resumed,
   };
   const env: StepEnv = {
     cfg: options,

@@ -13,6 +13,8 @@ const args = z
   .strict();
 
 export type RefundArgs = z.infer<typeof args>;
+/** The refund's arguments, for an agent that extends them. */
+export { args as refundArgs };
 
 const refunded = (r: StripeRefund) => ({
   id: r.id,
