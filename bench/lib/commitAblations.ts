@@ -52,7 +52,20 @@ else
 end`,
     drops: ['leaseSpend', 'settleSpend'],
   },
-  events: { removes: 'emitEvents(KEYS[4], ARGV[9], events)', keeps: '' },
+  /** Every event the commit appends: a running step's one entry (emitStepEvents) and a stop's or park's (emitEvents). */
+  events: {
+    removes: `if status == 'running' and ARGV[29] ~= '' and ARGV[30] ~= '' and ARGV[12] ~= '' then
+  emitStepEvents(KEYS[4], ARGV[9], step, ARGV[29], ARGV[30], ARGV[12])
+else
+  local events = { 'step_started', ARGV[29], 'decision', ARGV[30], 'step_committed', ARGV[12] }
+  if status ~= 'running' then
+    events[7] = 'status_changed'
+    events[8] = cjson.encode({ status = status, reason = reason })
+  end
+  emitEvents(KEYS[4], ARGV[9], events)
+end`,
+    keeps: '',
+  },
   index: { removes: 'indexRunStatus(KEYS[1], status, ARGV[8], ARGV[11], fromStatus, reason)', keeps: '' },
 };
 

@@ -61,17 +61,15 @@ function refundTool(release: 1 | 2, sent: Sent[]): WriteTool {
 
 const args: Args = { orderId: 'ord_1', amountCents: 1500, note: 'late delivery' };
 
+/** The refund asked for by one call of the run's step, through the ledger as a step's write goes. */
+const refund = (tool: WriteTool, ctx: ReturnType<typeof runCtx>, callArgs: Args = args, callId = 'call_a') =>
+  createEffectRunner(h.ctx).run({ tool, args: callArgs, call: { id: callId }, ctx, tenant: 'acme' });
+
 describe("a tool's identity changed between two deliveries of a step", () => {
   it('a settled write: the call is answered from the action it planned, no second request, no second action', async () => {
     const sent: Sent[] = [];
     const ctx = runCtx();
-    const first = await createEffectRunner(h.ctx).run({
-      tool: refundTool(1, sent),
-      args,
-      call: { id: 'call_a' },
-      ctx,
-      tenant: 'acme',
-    });
+    const first = await refund(refundTool(1, sent), ctx);
     if (first.kind !== 'observed') throw new Error(`release 1's refund parked: ${first.reason}`);
     expect(first.status).toBe('ok');
 
@@ -79,13 +77,7 @@ describe("a tool's identity changed between two deliveries of a step", () => {
     const release2 = refundTool(2, sent);
     const computed = actionIdentity(ctx.runId, release2, args).actionId;
     expect(computed).not.toBe(first.actionId);
-    const again = await createEffectRunner(h.ctx).run({
-      tool: release2,
-      args,
-      call: { id: 'call_a' },
-      ctx,
-      tenant: 'acme',
-    });
+    const again = await refund(release2, ctx);
     expect(again).toMatchObject({ kind: 'observed', status: 'ok', actionId: first.actionId, output: first.output });
     expect(sent).toHaveLength(1);
     expect(await ledger.get(ctx.runId, computed)).toBeUndefined();
@@ -106,13 +98,7 @@ describe("a tool's identity changed between two deliveries of a step", () => {
     await ledger.transition(ctx.runId, id1.actionId, 'authorized', 'dispatched', by);
     sent.push({ key: id1.idempotencyKey, orderId: args.orderId });
 
-    const result = await createEffectRunner(h.ctx).run({
-      tool: refundTool(2, sent),
-      args,
-      call: { id: 'call_a' },
-      ctx,
-      tenant: 'acme',
-    });
+    const result = await refund(refundTool(2, sent), ctx);
     expect(result.actionId).toBe(id1.actionId);
     // Whatever the service was asked after the first request, it was asked under the first request's key.
     expect(new Set(sent.map((s) => s.key))).toEqual(new Set([id1.idempotencyKey]));
@@ -124,22 +110,10 @@ describe("a tool's identity changed between two deliveries of a step", () => {
   it('another call of the step (another call id) is another action, under the identity of today', async () => {
     const sent: Sent[] = [];
     const ctx = runCtx();
-    const first = await createEffectRunner(h.ctx).run({
-      tool: refundTool(1, sent),
-      args,
-      call: { id: 'call_a' },
-      ctx,
-      tenant: 'acme',
-    });
+    const first = await refund(refundTool(1, sent), ctx);
     const other = { ...args, amountCents: 900 };
     const release2 = refundTool(2, sent);
-    const second = await createEffectRunner(h.ctx).run({
-      tool: release2,
-      args: other,
-      call: { id: 'call_b' },
-      ctx,
-      tenant: 'acme',
-    });
+    const second = await refund(release2, ctx, other, 'call_b');
     expect(second).toMatchObject({ kind: 'observed', status: 'ok' });
     expect(second.actionId).toBe(actionIdentity(ctx.runId, release2, other).actionId);
     expect(second.actionId).not.toBe(first.actionId);
