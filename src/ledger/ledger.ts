@@ -258,6 +258,7 @@ export class Ledger {
    * call), and this is read only for a journalled call whose arguments the tool refuses today.
    */
   async plannedByCall(runId: string, step: number, callId: string): Promise<ActionRecord | undefined> {
+    if (callId === '') return undefined;
     for (const key of await this.redis.smembers(this.keys.run(runId).actions)) {
       const [s, c] = await this.redis.hmget(key, 'step', 'callId');
       if (s !== String(step) || c !== callId) continue;

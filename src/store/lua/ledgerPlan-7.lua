@@ -44,7 +44,8 @@ local existing = redis.call('HMGET', KEYS[1], 'state', 'step', 'callId', 'repeat
 if existing[1] and existing[2] == ARGV[4] and existing[3] == ARGV[5] then
   return { 'existing', existing[1], tonumber(existing[4] or '0'), ARGV[1] }
 end
-local before = plannedByCall(KEYS[4], ARGV[4], ARGV[5])
+-- A call without an id names no call: it has no action but its own.
+local before = ARGV[5] ~= '' and plannedByCall(KEYS[4], ARGV[4], ARGV[5])
 if before then return { 'existing', before[1], before[2], before[3] } end
 if existing[1] then
   local repeats = redis.call('HINCRBY', KEYS[1], 'repeats', 1)
