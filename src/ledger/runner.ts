@@ -205,7 +205,7 @@ export class LedgerEffectRunner implements EffectRunner {
           kind: 'park',
           status: 'needs_human',
           reason: `loop_detected: ${tool.name} requested ${plan.repeats + 1} times`,
-          actionId: actionId,
+          actionId,
         };
       }
     }
