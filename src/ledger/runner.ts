@@ -137,6 +137,16 @@ export class LedgerEffectRunner implements EffectRunner {
     return this.traced(request, () => this.driveOnce(rec.actionId, request, false));
   }
 
+  /**
+   * The settled outcome (confirmed, rejected) of the action this call (the run's step and call id) planned; undefined
+   * when it planned none or its action is not settled. For a journalled call whose tool is gone (an operator's
+   * continue under a version without it): nothing is sent, and the model is told what its write came to.
+   */
+  async settledFor(runId: string, step: number, callId: string, tool: string): Promise<EffectResult | undefined> {
+    const rec = await this.d.ledger.plannedByCall(runId, step, callId);
+    return rec?.tool === tool ? settledResult(rec, false) : undefined;
+  }
+
   private traced(input: LedgerEffectRequest, work: () => Promise<EffectResult>): Promise<EffectResult> {
     return traced(
       this.d.tracer,
@@ -275,22 +285,8 @@ export class LedgerEffectRunner implements EffectRunner {
       }
       switch (rec.state) {
         case 'confirmed':
-          // A service's refusal is settled (nothing to send again) but is no success: the model is told so.
-          if (rec.outcome === 'rejected_by_service')
-            return { kind: 'observed', status: 'rejected', output: rec.output, actionId: rec.actionId };
-          return {
-            kind: 'observed',
-            status: repeat ? 'deduplicated' : 'ok',
-            output: rec.output,
-            actionId: rec.actionId,
-          };
         case 'rejected':
-          return {
-            kind: 'observed',
-            status: 'rejected',
-            output: rec.output ?? { rejected: true },
-            actionId: rec.actionId,
-          };
+          return settledResult(rec, repeat)!;
         case 'planned':
           if (this.d.approvals?.requiresApproval(tenant, tool, args)) {
             // The step's park records the approval request (expiry + approvals index) in the
@@ -698,4 +694,15 @@ export function createEffectRunner(
     ...(opts.approvals ? { approvals: opts.approvals } : {}),
     ...(ctx.cfg.REDIS_MIN_REPLICAS > 0 ? { replicate: replicateActions(ctx) } : {}),
   });
+}
+
+/** What a settled action (confirmed, rejected) answers its call; undefined for one not settled. */
+function settledResult(rec: ActionRecord, repeat: boolean): EffectResult | undefined {
+  if (rec.state === 'rejected')
+    return { kind: 'observed', status: 'rejected', output: rec.output ?? { rejected: true }, actionId: rec.actionId };
+  if (rec.state !== 'confirmed') return undefined;
+  // A service's refusal is settled (nothing to send again) but is no success: the model is told so.
+  if (rec.outcome === 'rejected_by_service')
+    return { kind: 'observed', status: 'rejected', output: rec.output, actionId: rec.actionId };
+  return { kind: 'observed', status: repeat ? 'deduplicated' : 'ok', output: rec.output, actionId: rec.actionId };
 }

@@ -34,4 +34,9 @@ export interface EffectRunner {
    * since): a write that may have left is settled, never reported to the model as a format error.
    */
   resume?(input: Omit<EffectRequest, 'args'>): Promise<EffectResult | undefined>;
+  /**
+   * The settled outcome (confirmed, rejected) of the action this call planned; undefined when it planned none or its
+   * action is not settled. For a journalled call whose tool is gone: the model is told what its write came to.
+   */
+  settledFor?(runId: string, step: number, callId: string, tool: string): Promise<EffectResult | undefined>;
 }

@@ -352,7 +352,7 @@ describe('tools whose names vanished in the new version', () => {
     }
   });
 
-  it('a settled one (rejected): continue records the vanished tool; the journalled call to it is answered unknown_tool, never dispatched', async () => {
+  it('a settled one (rejected): continue records the vanished tool; the journalled call to it is answered with what its write came to, never dispatched', async () => {
     const { runId, actionId, fingerprint } = await parkedUnderV1();
     const w2 = await versionWorker(v2);
     try {
@@ -368,7 +368,8 @@ describe('tools whose names vanished in the new version', () => {
         detail: `${label(v1)} -> ${label(v2)}; vanished tools: legacy_send`,
       });
       const obs = transcript.filter((e) => e.kind === 'observation' && e.tool === 'legacy_send');
-      expect(obs.at(-1)).toMatchObject({ status: 'format_error', output: { error: 'unknown_tool' } });
+      // Told the truth about its write (rejected by a person), not that the tool never existed.
+      expect(obs.at(-1)).toMatchObject({ status: 'rejected', actionId });
       const ledger = await h.ctx.redis.hget(h.ctx.keys.action(runId, actionId), 'state');
       expect(ledger).toBe('rejected');
     } finally {

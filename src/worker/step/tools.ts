@@ -46,7 +46,13 @@ export async function runTool(
 ): Promise<ToolResult> {
   const base = { v: 1 as const, kind: 'observation' as const, step: ctx.step, callId: call.id, tool: call.name };
   const tool = agent.tools.get(call.name);
-  if (!tool) return { obs: { ...base, status: 'format_error', output: { error: 'unknown_tool', tool: call.name } } };
+  if (!tool) {
+    // A tool gone since the call planned its write (an operator's continue under a version without it): nothing is
+    // sent, and a settled write is answered with what it came to, not as a tool that never existed.
+    const settled = await env.effects?.settledFor?.(ctx.runId, ctx.step, call.id, call.name);
+    if (settled) return effectResult(base, settled);
+    return { obs: { ...base, status: 'format_error', output: { error: 'unknown_tool', tool: call.name } } };
+  }
   const parsed = agentSafeParse(tool.args, call.args ?? {});
   if (!parsed.success) {
     // A write this call planned before its tool's schema changed (a deploy, a version continue) may have left: it is

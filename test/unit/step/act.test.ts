@@ -72,6 +72,18 @@ describe('act', () => {
     ]);
   });
 
+  it('a call to a tool that is gone is answered with what the write it planned came to, else as an unknown tool', async () => {
+    const settled = { kind: 'observed', status: 'rejected', output: { rejected: true }, actionId: 'a-gone' } as const;
+    const gone = await run(world({ settled }), decision({ name: 'old_send', args: { to: 'x' } }));
+    expect(gone.entries).toEqual([
+      expect.objectContaining({ tool: 'old_send', status: 'rejected', actionId: 'a-gone' }),
+    ]);
+    const never = await run(world(), decision({ name: 'old_send', args: { to: 'x' } }));
+    expect(never.entries).toEqual([
+      expect.objectContaining({ status: 'format_error', output: { error: 'unknown_tool', tool: 'old_send' } }),
+    ]);
+  });
+
   it('a write that needs approval parks the run at this step, recording which action the approval is for', async () => {
     const w = world({
       effects: [{ kind: 'park', status: 'waiting_approval', reason: 'approval_required', actionId: 'act-7' }],

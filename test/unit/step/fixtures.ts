@@ -116,6 +116,8 @@ export interface WorldOptions {
   effects?: (EffectResult | Error)[];
   /** The ledger's answer for a write call whose arguments the tool refuses: the action the call planned, if any. */
   resumed?: EffectResult;
+  /** The ledger's answer for a call whose tool is gone: the settled outcome of the action the call planned, if any. */
+  settled?: EffectResult;
 }
 
 export function world(opts: WorldOptions = {}): World {
@@ -131,6 +133,7 @@ export function world(opts: WorldOptions = {}): World {
       return next;
     },
     resume: async () => opts.resumed,
+    settledFor: async () => opts.settled,
   };
   const env: StepEnv = {
     cfg: options,
