@@ -259,13 +259,13 @@ export class Ledger {
    */
   async plannedByCall(runId: string, step: number, callId: string): Promise<ActionRecord | undefined> {
     if (callId === '') return undefined;
-    for (const key of await this.redis.smembers(this.keys.run(runId).actions)) {
-      const [s, c] = await this.redis.hmget(key, 'step', 'callId');
-      if (s !== String(step) || c !== callId) continue;
-      const h = await this.redis.hgetall(key);
-      if (h.state) return toRecord(h);
-    }
-    return undefined;
+    const keys = await this.redis.smembers(this.keys.run(runId).actions);
+    // Every record's call read at once (one write of commands), not one round trip after another.
+    const calls = await Promise.all(keys.map((key) => this.redis.hmget(key, 'step', 'callId', 'state')));
+    const at = calls.findIndex(([s, c, state]) => s === String(step) && c === callId && state);
+    if (at < 0) return undefined;
+    const h = await this.redis.hgetall(keys[at]!);
+    return h.state ? toRecord(h) : undefined;
   }
 
   async listForRun(runId: string): Promise<(ActionRecord & { history: HistoryEntry[] })[]> {
