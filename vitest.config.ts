@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import TierSequencer from './test/support/sequencer.js';
 
 export default defineConfig({
   test: {
@@ -15,5 +16,7 @@ export default defineConfig({
     // variable; each file builds its own key prefix, metrics registry, catalog and stores; what runs apart from the
     // test (a worker, an API, a redis-server) is a process of its own.
     isolate: false,
+    // Processes first, pure code last: the longest files are not the largest (test/support/sequencer.ts).
+    sequence: { sequencer: TierSequencer },
   },
 });

@@ -8,7 +8,7 @@
  * On a Node that strips types (22.18 and later) a second worker loads the agent's `.ts` source as it is.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -24,6 +24,18 @@ import { until } from '../../testkit/until.js';
 const run = promisify(execFile);
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const DOC = join(repoRoot, 'docs', 'getting-started.md');
+/** What `npm pack` builds the package from and puts in it (package.json's scripts and `files`). */
+const PACKED_FROM = [
+  'package.json',
+  'tsconfig.json',
+  'tsconfig.build.json',
+  'src',
+  'testkit',
+  'migrations',
+  'docs',
+  'LICENSE',
+  'README.md',
+];
 const DOC_REDIS = 'redis://127.0.0.1:6379';
 const DOC_PORT = '3000';
 
@@ -114,8 +126,14 @@ describe('the packed package, as docs/getting-started.md uses it', () => {
       WORKER_METRICS_PORT: '0',
       LOG_LEVEL: 'info',
     };
+    // Packed from a copy of what the package is built from: `npm pack` rebuilds dist/src in place (the prepack
+    // script), and the suite's other processes are started from the checkout's dist/ meanwhile (npm test).
+    const source = join(tmp, 'source');
+    mkdirSync(source);
+    for (const f of PACKED_FROM) cpSync(join(repoRoot, f), join(source, f), { recursive: true });
+    symlinkSync(join(repoRoot, 'node_modules'), join(source, 'node_modules'));
     const { stdout } = await timed('pack', () =>
-      run('npm', ['pack', '--silent', '--pack-destination', tmp], { cwd: repoRoot, env, timeout: 400_000 }),
+      run('npm', ['pack', '--silent', '--pack-destination', tmp], { cwd: source, env, timeout: 400_000 }),
     );
     const tarball = join(tmp, stdout.trim().split('\n').pop()!);
     substitute = (text) =>
