@@ -45,11 +45,11 @@ function boot(args: string[], prefix: string): Promise<Boot> {
   });
   return new Promise((resolve, reject) => {
     const stderr: string[] = [];
-    child.stderr!.on('data', (d: Buffer) => stderr.push(d.toString()));
+    child.stderr.on('data', (d: Buffer) => stderr.push(d.toString()));
     child.once('exit', (code) =>
       reject(new Error(`the worker exited (${code}) before its start line: ${stderr.join('')}`)),
     );
-    onLines(child.stdout!, (line) => {
+    onLines(child.stdout, (line) => {
       if (!line.includes('"worker_started"')) return;
       const wallMs = performance.now() - started;
       // The fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
