@@ -16,6 +16,7 @@ import { configSchema } from '../../src/config/config.js';
 import { commandHelp, COMMANDS } from '../../src/server/cliHelp.js';
 import { createHarness, redisUrl, type Harness } from '../../testkit/harness.js';
 import { freePort } from '../../testkit/embeddedRedis.js';
+import { moduleArgs } from '../../testkit/spawnModule.js';
 
 interface Exit {
   code: number;
@@ -27,7 +28,7 @@ function cli(args: string[], env: Record<string, string> = {}): Promise<Exit> {
   return new Promise((resolve) => {
     execFile(
       process.execPath,
-      ['--import', 'tsx', 'src/server/cli.ts', ...args],
+      [...moduleArgs('src/server/cli'), ...args],
       { env: { ...process.env, LOG_LEVEL: 'info', ...env }, timeout: 60_000 },
       (err, stdout, stderr) => {
         const code = err ? (typeof err.code === 'number' ? err.code : -1) : 0;

@@ -4,6 +4,7 @@ import { spawnSync } from 'node:child_process';
 import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
 import { buildSpec } from '../../src/producer/intake.js';
 import { replayRun } from '../../src/runs/replay.js';
+import { moduleArgs } from '../../testkit/spawnModule.js';
 
 let h: Harness;
 beforeAll(async () => {
@@ -41,7 +42,7 @@ describe('replay harness', () => {
     // The CLI entry point against the same Redis.
     const cli = spawnSync(
       process.execPath,
-      ['--import', 'tsx', 'src/server/replay.ts', spec.runId, '--max-tokens', '4000', '--json'],
+      [...moduleArgs('src/server/replay'), spec.runId, '--max-tokens', '4000', '--json'],
       { env: { ...process.env, ...h.env }, encoding: 'utf8' },
     );
     expect(cli.status, cli.stderr).toBe(0);

@@ -28,6 +28,7 @@ import {
   type JsonSchema,
   type Repo,
 } from '../../scripts/docCommands.js';
+import { moduleArgs } from '../../testkit/spawnModule.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
@@ -47,11 +48,10 @@ const DOCS = [
  * test/e2e/cli.test.ts runs each `agent-fleet <command> --help`.)
  */
 async function ctlHelp(): Promise<string> {
-  const { stdout } = await promisify(execFile)(
-    process.execPath,
-    ['--import', 'tsx', 'src/server/cli.ts', 'ctl', '--help'],
-    { cwd: root, timeout: 50_000 },
-  );
+  const { stdout } = await promisify(execFile)(process.execPath, [...moduleArgs('src/server/cli'), 'ctl', '--help'], {
+    cwd: root,
+    timeout: 50_000,
+  });
   return stdout;
 }
 

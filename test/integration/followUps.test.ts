@@ -17,6 +17,7 @@ import { execFile } from 'node:child_process';
 import { FOLLOW_UP_FIELD, followUpTokens } from '../../src/worker/followUp.js';
 import { toolSchemaTokens } from '../../src/budget/policy.js';
 import { until } from '../../testkit/until.js';
+import { moduleArgs } from '../../testkit/spawnModule.js';
 
 const SECRET = 'acme-webhook-secret';
 const OPERATOR_TOKEN = 'operator-token-for-follow-up-tests';
@@ -161,7 +162,7 @@ describe('follow-up runs through POST /v1/runs', () => {
     const cli = await new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
       execFile(
         process.execPath,
-        ['--import', 'tsx', 'src/server/replay.ts', secondId, '--max-tokens', String(estimate - 1), '--json'],
+        [...moduleArgs('src/server/replay'), secondId, '--max-tokens', String(estimate - 1), '--json'],
         { env: { ...process.env, ...h.env }, encoding: 'utf8' },
         (err, stdout, stderr) =>
           resolve({ status: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),

@@ -27,6 +27,7 @@ import { Ledger } from '../../src/ledger/ledger.js';
 import { scriptSchema } from '../../src/models/scriptedTurns.js';
 import { reportToolSources, toolSourcesHealth, toolSourcesOf } from '../../src/server/toolSources.js';
 import { AgentCatalog } from '../../src/core/agent.js';
+import { moduleArgs } from '../../testkit/spawnModule.js';
 
 const opened: { close(): Promise<void> }[] = [];
 afterEach(async () => {
@@ -36,7 +37,7 @@ afterEach(async () => {
 const env = Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[1] !== undefined));
 const hostile = (tools: string[], extra: Record<string, string> = {}) => ({
   command: process.execPath,
-  args: ['--import', 'tsx', 'testkit/mcpHostileServer.ts'],
+  args: moduleArgs('testkit/mcpHostileServer'),
   env: { ...env, MCP_HOSTILE_TOOLS: tools.join(','), ...extra },
 });
 async function connect(tools: string[], opts: McpToolsOptions = {}, extra: Record<string, string> = {}) {

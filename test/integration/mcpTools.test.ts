@@ -17,6 +17,7 @@ import type { EngineContext } from '../../src/runs/engineContext.js';
 import { bookingScript } from '../../examples/mcp-booking/index.js';
 import { scriptSchema } from '../../src/models/scriptedTurns.js';
 import { z } from 'zod';
+import { moduleArgs } from '../../testkit/spawnModule.js';
 
 const opened: { close(): Promise<void> }[] = [];
 afterEach(async () => {
@@ -43,7 +44,7 @@ describe('MCP tools over stdio (the SDK spawns the server)', () => {
       await connectMcpServer(
         {
           command: process.execPath,
-          args: ['--import', 'tsx', 'testkit/mcpStdioServer.ts'],
+          args: moduleArgs('testkit/mcpStdioServer'),
           env: { ...env, MCP_INSPECT: '1' },
         },
         { writes: { book_slot: {} } },

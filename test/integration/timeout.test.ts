@@ -7,11 +7,10 @@
 import { spawn } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { withTimeout, TimeoutError } from '../../src/core/timeout.js';
+import { moduleArgs } from '../../testkit/spawnModule.js';
 
-const child = fileURLToPath(new URL('../support/timeoutChild.ts', import.meta.url));
 let server: Server;
 let url: string;
 
@@ -29,9 +28,13 @@ function runChild(
   mode: 'tool' | 'model',
 ): Promise<{ fired: boolean; elapsedMs: number; error?: string; message?: string }> {
   return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, ['--expose-gc', '--import', 'tsx', child, `${url}/never`, mode], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const p = spawn(
+      process.execPath,
+      [...moduleArgs('test/support/timeoutChild', ['--expose-gc']), `${url}/never`, mode],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let out = '';
     let err = '';
     p.stdout.on('data', (d: Buffer) => (out += d.toString()));

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildSpec } from '../../../src/producer/intake.js';
 import { createHarness, sampleTicket, type Harness } from '../../../testkit/harness.js';
 import { call, final, OPERATOR_TOKEN, operatorHarness, refund, turn } from './support.js';
+import { moduleArgs } from '../../../testkit/spawnModule.js';
 
 interface Row {
   runId: string;
@@ -146,9 +147,7 @@ describe('GET /v1/runs', () => {
   it('agentctl runs filters and pages', async () => {
     const run = promisify(execFile);
     const { stdout } = await run(process.execPath, [
-      '--import',
-      'tsx',
-      'src/server/agentctl.ts',
+      ...moduleArgs('src/server/agentctl'),
       'runs',
       '--status',
       'waiting_approval',
@@ -167,9 +166,7 @@ describe('GET /v1/runs', () => {
     const next = JSON.parse(
       (
         await run(process.execPath, [
-          '--import',
-          'tsx',
-          'src/server/agentctl.ts',
+          ...moduleArgs('src/server/agentctl'),
           'runs',
           '--status',
           'waiting_approval',

@@ -9,6 +9,7 @@ import { createEffectRunner } from '../../../src/ledger/runner.js';
 import { approvalPolicy } from '../../../src/ledger/approvals.js';
 import type { Script } from '../../../src/models/scriptedTurns.js';
 import { createHarness, sampleTicket, type Harness } from '../../../testkit/harness.js';
+import { moduleArgs } from '../../../testkit/spawnModule.js';
 
 export const OPERATOR_TOKEN = 'operator-token-for-tests';
 // The operator tests' turns and calls are the engine tests' own (testkit/turns.ts).
@@ -66,9 +67,7 @@ export function agentctl(url: string, token = OPERATOR_TOKEN) {
   return async (...args: string[]): Promise<{ code: number; out: string; err: string }> => {
     try {
       const { stdout, stderr } = await exec(process.execPath, [
-        '--import',
-        'tsx',
-        'src/server/agentctl.ts',
+        ...moduleArgs('src/server/agentctl'),
         ...args,
         '--url',
         url,
