@@ -12,4 +12,6 @@ if [ ! -x "${dir}/node_modules/node/bin/node" ]; then
 fi
 export PATH="${PWD}/${dir}/node_modules/node/bin:${PATH}"
 echo "node $(node --version)" >&2
-exec npx vitest run "$@"
+# As `npm test` does: dist/ built on that line, and the processes the tests start run from it (testkit/spawnModule.ts).
+npm run build --silent
+SPAWN_COMPILED=1 exec npx vitest run "$@"
