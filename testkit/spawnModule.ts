@@ -1,4 +1,4 @@
-/** Spawns a project module as its own Node process (tsx loader when running from sources). */
+/** Spawns a project module as its own Node process (tsx loader when running from sources, unless SPAWN_COMPILED=1). */
 import { spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { existsSync } from 'node:fs';
@@ -9,8 +9,8 @@ const runsFromSources = import.meta.url.endsWith('.ts');
 /**
  * SPAWN_COMPILED=1 (what `npm test` sets, right after building dist/): a process running from sources starts its
  * children from dist/ all the same. A worker booted through tsx spends about twice the CPU of its compiled file
- * before its first job (1.45 s against 0.75 on a 2-core machine), and the suite's e2e tier starts about 300 of them on
- * the two cores its tests share. The children then run the code the image ships; `npm run worker` (launch 'npm')
+ * before its first job (bench/bootCpu.ts), and the suite's e2e tier starts hundreds of processes on the two cores its
+ * tests share. The children then run the code the image ships; `npm run worker` (launch 'npm')
  * still starts the sources as the README does.
  */
 const compiledChildren = runsFromSources && process.env.SPAWN_COMPILED === '1';
