@@ -7,11 +7,11 @@
  * printed. For finding what the suite's process starts cost; not part of `npm run bench`.
  */
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { flag, positionals } from './lib/args.js';
 import { median } from './lib/stats.js';
+import { cpuSeconds } from './lib/processCpu.js';
 import { onLines, projectRoot } from '../testkit/spawnModule.js';
 import { deletePrefix, uniquePrefix } from '../testkit/keyPrefix.js';
 
@@ -22,8 +22,6 @@ const ways = {
   sources: ['--import', 'tsx', join(root, 'src/server/worker.ts')],
   compiled: [join(root, 'dist/src/server/worker.js')],
 };
-// /proc/<pid>/stat counts CPU in clock ticks; Linux's USER_HZ is 100 on every architecture Node ships for.
-const TICK_MS = 10;
 
 interface Boot {
   cpuMs: number;
@@ -52,11 +50,9 @@ function boot(args: string[], prefix: string): Promise<Boot> {
     onLines(child.stdout, (line) => {
       if (!line.includes('"worker_started"')) return;
       const wallMs = performance.now() - started;
-      // The fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
-      const stat = readFileSync(`/proc/${child.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
       child.removeAllListeners('exit');
       child.kill('SIGKILL');
-      resolve({ cpuMs: (Number(stat[11]) + Number(stat[12])) * TICK_MS, wallMs });
+      resolve({ cpuMs: cpuSeconds(child.pid!) * 1000, wallMs });
     });
   });
 }

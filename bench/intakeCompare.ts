@@ -14,7 +14,8 @@ import { createBenchEnv } from './lib/env.js';
 import { median, round } from './lib/stats.js';
 import { PRODUCER_TOKEN } from '../testkit/harness.js';
 import { spawnApi as spawnOwnApi } from '../testkit/processes.js';
-import { cpuSeconds, INTAKE_BODIES, load, TENANT, WEBHOOK_SECRET } from './sections/intake.js';
+import { INTAKE_BODIES, load, TENANT, WEBHOOK_SECRET } from './sections/intake.js';
+import { cpuSeconds } from './lib/processCpu.js';
 
 const args = process.argv.slice(2);
 const other = args.find((a) => !a.startsWith('--'));

@@ -20,7 +20,6 @@
  * BENCH_INTAKE_BODIES=ticket,zendesk measures only those bodies (with --cpu-prof: one body's profile).
  */
 import { Agent, request } from 'node:http';
-import { readFileSync } from 'node:fs';
 import { spawnApi } from '../../testkit/processes.js';
 import { PRODUCER_TOKEN } from '../../testkit/harness.js';
 import { sign, SIGNATURE_HEADER, TIMESTAMP_HEADER } from '../../src/producer/webhookSignature.js';
@@ -35,18 +34,12 @@ import {
   atLeast,
   atMost,
 } from '../lib/types.js';
+import { cpuSeconds } from '../lib/processCpu.js';
 
 export const TENANT = 'acme';
 export const WEBHOOK_SECRET = 'bench-webhook-secret';
 const IN_FLIGHT = 50;
 const TRACED = 200;
-
-/** CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat (clock ticks of 10 ms). */
-export function cpuSeconds(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  // After "pid (comm) ", utime and stime are fields 12 and 13 (0-based, counting from the state field).
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
 
 interface Req {
   path: string;
