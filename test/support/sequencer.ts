@@ -16,8 +16,7 @@ function tier(spec: TestSpecification): number {
 
 export default class TierSequencer extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
-    const within = await super.sort(files);
-    const rank = new Map(within.map((f, i) => [f, i]));
-    return [...within].sort((a, b) => tier(a) - tier(b) || rank.get(a)! - rank.get(b)!);
+    // Array sort is stable: within a tier, vitest's order stands.
+    return (await super.sort(files)).sort((a, b) => tier(a) - tier(b));
   }
 }
