@@ -76,30 +76,55 @@ function embedded(script: { name: string; keys: number; content: string }, name:
 }
 
 /**
- * BullMQ's appends to a queue's event stream (`rcall("XADD", ...)`, the stream its QueueEvents reads) become calls of
- * a function that does nothing. What the engine's commits do to a job (added, waiting, active, completed) is said by
- * the run's own event stream, in the same atomic change; nothing reads BullMQ's. A step's commit made four of these
- * appends, each with its AOF bytes: about a tenth of the step's Redis CPU, the resource that bounds the fleet's steps
- * per second. BullMQ's own scripts (a worker's fetch when the commit did not fetch, a stalled job, a retry) still
- * append, so a queue's BullMQ stream is no record of its steps. No append's result is used (checked here: a script
- * that assigns or returns one stops the boot).
+ * BullMQ's upkeep of a queue's event stream (the stream its QueueEvents reads) becomes calls of a function that does
+ * nothing: its appends (`rcall("XADD", ...)`), its trims (`rcall("XTRIM", ...)`, moveToFinished's trimEvents) and its
+ * read of the stream's cap (`getOrSetMaxEvents`, an HGET of the queue's meta hash whose value only those two use).
+ * What the engine's commits do to a job (added, waiting, active, completed) is said by the run's own event stream, in
+ * the same atomic change; nothing reads BullMQ's. A step's commit made four appends, one trim and two reads of the
+ * cap: about a seventh of the step's Redis CPU, the resource that bounds the fleet's steps per second (a call from a
+ * script costs the server far more than the small write or read it makes). BullMQ's own scripts (a producer's add, a
+ * worker's fetch when the commit did not fetch, a stalled job, a retry) still append, and its add and its stalled
+ * check still cap the stream, so it stays bounded; a queue's BullMQ stream is no record of its steps. No result of
+ * these calls is used but the cap's, which only they take (checked here: a script that assigns or returns an append's
+ * or a trim's result, or reads the cap some other way, stops the boot).
  */
 function withoutEventAppends(content: string, name: string): string {
   checkEventAppends(content, name);
-  return `local function noEventAppend() end\n${silenceEventAppends(content)}`;
+  return `local function noEventStream() end\n${silenceEventAppends(content)}`;
 }
 
-/** Fails the boot when `content` uses an event append's result or appends no event we know of. */
+/** The one read of a queue's event-stream cap BullMQ's scripts make (includes/getOrSetMaxEvents.lua). */
+const CAP_READ = 'rcall("HGET", metaKey, "opts.maxLenEvents")';
+
+/** Fails the boot when `content` uses an append's or a trim's result, reads the cap another way, or appends no event we know of. */
 function checkEventAppends(content: string, name: string): void {
-  if (/(=|return)\s*rcall\("XADD"/.test(content)) {
+  if (/(=|return)\s*rcall\("(XADD|XTRIM)"/.test(content)) {
     throw new InvariantError('internals_changed', `BullMQ internals changed: ${name} uses an event append's result`);
   }
   if (!/\brcall\("XADD",/.test(content)) {
     throw new InvariantError('internals_changed', `BullMQ internals changed: ${name} appends no event we know of`);
   }
+  if (content.split('opts.maxLenEvents').length - 1 !== content.split(CAP_READ).length - 1 + countCapWrites(content)) {
+    throw new InvariantError(
+      'internals_changed',
+      `BullMQ internals changed: ${name} reads the event stream's cap anew`,
+    );
+  }
 }
 
-const silenceEventAppends = (content: string): string => content.replace(/\brcall\("XADD",/g, 'noEventAppend("XADD",');
+/** getOrSetMaxEvents' write of the default cap, taken only when its read found none (never, once it is silenced). */
+const countCapWrites = (content: string): number =>
+  content.split('rcall("HSET", metaKey, "opts.maxLenEvents"').length - 1;
+
+/**
+ * The silenced cap read answers 0: getOrSetMaxEvents then returns it without writing a default (0 is true in Lua), and
+ * the only calls that take it are silenced too.
+ */
+const silenceEventAppends = (content: string): string =>
+  content
+    .replace(/\brcall\("(XADD|XTRIM)",/g, 'noEventStream("$1",')
+    .split(CAP_READ)
+    .join('(noEventStream("HGET", metaKey, "opts.maxLenEvents") or 0)');
 
 /** Lua source of BullMQ's addStandardJob, wrapped as `local function bullmqAddStandardJob(KEYS, ARGV)`. */
 export const bullmqAddStandardJobFunction = () => embedded(addStandardJob, 'addStandardJob', BULLMQ_ADD_KEYS);
@@ -124,8 +149,8 @@ const SCRIPTS = { moveToFinished, addStandardJob, addPrioritizedJob };
  * BullMQ's script `name` taken apart for the commit's function library (luaLibrary.ts), which defines the helpers
  * once, when it loads, where a script defines them again on every call. Read from the Lua sources BullMQ ships
  * beside its build (`dist/cjs/commands`), its includes resolved as its build resolves them, and checked against the
- * script BullMQ sends: the two put together must be it, line for line. Its event appends are calls of
- * `noEventAppend` (which the library defines), as in `embedded`.
+ * script BullMQ sends: the two put together must be it, line for line. Its event stream upkeep is calls of
+ * `noEventStream` (which the library defines), as in `embedded`.
  */
 export function bullmqScriptParts(name: keyof typeof SCRIPTS): BullmqScriptParts {
   const script = SCRIPTS[name];

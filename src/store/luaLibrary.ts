@@ -73,7 +73,7 @@ export function buildLibrary(bodies: ReadonlyMap<string, string> = new Map()): L
   }
   // BullMQ's helpers call `rcall`, which its scripts set to redis.call; a library's top level cannot reach
   // redis.call (only a call can), so each call sets it first.
-  const top = ['local rcall', 'local function noEventAppend() end', ...helpers];
+  const top = ['local rcall', 'local function noEventStream() end', ...helpers];
   const digest = createHash('sha1')
     .update([...top, ...registered.map((r) => `${r.script}\n${r.body}`)].join('\n'))
     .digest('hex')

@@ -133,13 +133,16 @@ describe('BullMQ internals', () => {
     await w.close();
   });
 
-  it("our embedded copies append nothing to the queue's BullMQ event stream; BullMQ's own scripts still do", async () => {
+  it("our embedded copies append nothing to the queue's BullMQ event stream, nor trim it or read its cap; BullMQ's own scripts still append", async () => {
     for (const lua of [
       bullmqAddStandardJobFunction(),
       bullmqAddPrioritizedJobFunction(),
       bullmqMoveToFinishedFunction(),
-    ])
+    ]) {
       expect(lua).not.toContain('rcall("XADD"');
+      expect(lua).not.toContain('rcall("XTRIM"');
+      expect(lua).not.toContain('rcall("HGET", metaKey, "opts.maxLenEvents")');
+    }
     const queue = h.ctx.queues.byShard(0);
     await queue.drain();
     const stream = `${h.ctx.keys.bullPrefix}:${queue.name}:events`;
