@@ -36,10 +36,13 @@ import {
   streamText,
   type CallSettings,
   type LanguageModel,
+  type LanguageModelMiddleware,
   type LanguageModelUsage,
   type ModelMessage,
   type ToolSet,
+  wrapLanguageModel,
 } from 'ai';
+import { distinctCallIds } from '../core/callIds.js';
 import { AgentError, RetryableError, TerminalError } from '../core/errors.js';
 import type { JournalEntry, ToolCall, TokenUsage } from '../core/journal.js';
 import type { ModelOptions, ModelProvider, ModelRequest, ModelTurn, ToolSpec } from '../core/model.js';
@@ -79,7 +82,10 @@ export class AiSdkProvider implements ModelProvider {
   /** Tool sets by the registry's spec list (built once per list, not per call). */
   private readonly toolSets = new WeakMap<ToolSpec[], ToolSet>();
 
+  private readonly model: LanguageModel;
+
   constructor(private readonly opts: AiSdkOptions) {
+    this.model = withDistinctCallIds(opts.model);
     this.name = opts.name;
     this.defaultModel = opts.defaultModel;
     this.now = opts.now ?? Date.now;
@@ -87,9 +93,9 @@ export class AiSdkProvider implements ModelProvider {
 
   /** The SDK model of the run's pinned model id (the default one when the run pinned none). */
   languageModel(modelId: string | undefined): LanguageModel {
-    if (modelId === undefined || modelId === this.defaultModel || !this.opts.modelFor) return this.opts.model;
+    if (modelId === undefined || modelId === this.defaultModel || !this.opts.modelFor) return this.model;
     let m = this.models.get(modelId);
-    if (!m) this.models.set(modelId, (m = this.opts.modelFor(modelId)));
+    if (!m) this.models.set(modelId, (m = withDistinctCallIds(this.opts.modelFor(modelId))));
     return m;
   }
 
@@ -99,7 +105,7 @@ export class AiSdkProvider implements ModelProvider {
 
   /** One call through the warm-up model (nothing leaves the process): this provider's code ready for its first step. */
   async warm(): Promise<void> {
-    if (this.opts.warmModel) await this.answer(warmUpRequest(), this.opts.warmModel);
+    if (this.opts.warmModel) await this.answer(warmUpRequest(), withDistinctCallIds(this.opts.warmModel));
   }
 
   private async answer(req: ModelRequest, model: LanguageModel): Promise<ModelTurn> {
@@ -366,6 +372,33 @@ export interface ProviderSettings {
   model: string;
   timeoutMs: number;
 }
+
+/**
+ * A model whose answers' tool calls each have an id of their own (src/core/callIds.ts), made so before the SDK reads
+ * them: generateText pairs each tool call of an answer with its parsed input by id, so a server that repeats an id
+ * has every call of that id come back with the first one's arguments, the others lost. A streamed answer's calls
+ * reach the engine apart (the SDK reads them by their place in the stream) and the step makes their ids distinct.
+ */
+function withDistinctCallIds(model: LanguageModel): LanguageModel {
+  // A model id (the SDK's global provider) or a model of the older specification is left as it is: the step still
+  // makes the ids it is handed distinct.
+  return typeof model === 'string' || model.specificationVersion !== 'v3'
+    ? model
+    : wrapLanguageModel({ model, middleware: DISTINCT_CALL_IDS });
+}
+
+const DISTINCT_CALL_IDS: LanguageModelMiddleware = {
+  specificationVersion: 'v3',
+  wrapGenerate: async ({ doGenerate }) => {
+    const answer = await doGenerate();
+    const content = distinctCallIds(
+      answer.content,
+      (part) => (part.type === 'tool-call' ? part.toolCallId : undefined),
+      (part, toolCallId) => ({ ...part, toolCallId }),
+    );
+    return content === answer.content ? answer : { ...answer, content };
+  },
+};
 
 /** OpenAI Chat Completions (not the Responses API): the completion cap goes as max_completion_tokens. */
 export function openAIOptions(s: ProviderSettings): AiSdkOptions {

@@ -51,7 +51,7 @@ function render(reply: RenderedReply, req: RecordedRequest, res: ServerResponse,
   )[] = [];
   if (reply.text !== undefined) content.push({ type: 'text', text: reply.text });
   for (const [i, c] of (reply.toolCalls ?? []).entries())
-    content.push({ type: 'tool_use', id: `toolu_${n}_${i}`, name: c.name, input: c.args });
+    content.push({ type: 'tool_use', id: c.id ?? `toolu_${n}_${i}`, name: c.name, input: c.args });
   const stopReason = reply.toolCalls?.length ? 'tool_use' : 'end_turn';
   // Anthropic's input_tokens leaves out the tokens read from or written to the cache: they are counted apart.
   const cached = reply.usage?.cached ?? 0;

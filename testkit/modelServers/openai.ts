@@ -98,7 +98,7 @@ function render(reply: RenderedReply, req: RecordedRequest, res: ServerResponse,
   const model = String(req.body.model);
   const created = Math.floor(req.at / 1000);
   const calls = (reply.toolCalls ?? []).map((c, i) => ({
-    id: `call_${n}_${i}`,
+    id: c.id ?? `call_${n}_${i}`,
     type: 'function' as const,
     function: { name: c.name, arguments: JSON.stringify(c.args) },
   }));

@@ -10,7 +10,8 @@ import type { AddressInfo } from 'node:net';
 export interface TurnReply {
   kind: 'turn';
   text?: string;
-  toolCalls?: { name: string; args: Record<string, unknown> }[];
+  /** `id`: the id the server gives the call (default: one of its own per call; a lax server may repeat one). */
+  toolCalls?: { name: string; args: Record<string, unknown>; id?: string }[];
   /** null: the response carries no usage at all (the provider must call it an error). */
   usage?: {
     /** Every input token, cached reads and cache writes included (each vendor's wire splits it its own way). */

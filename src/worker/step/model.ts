@@ -16,9 +16,16 @@ import {
   type RetryableError,
 } from '../../core/errors.js';
 import { DeadlineError, withDeadlineScope, withScopeSignal } from '../../core/timeout.js';
-import { tokenUsageSchema, type DecisionEntry, type JournalEntry, type TokenUsage } from '../../core/journal.js';
+import {
+  tokenUsageSchema,
+  type DecisionEntry,
+  type JournalEntry,
+  type TokenUsage,
+  type ToolCall,
+} from '../../core/journal.js';
 import { reachOf, type AttemptReach, type ModelProvider, type ModelTurn } from '../../core/model.js';
 import { withRetry } from '../../core/withRetry.js';
+import { distinctCallIds } from '../../core/callIds.js';
 import type { Agent } from '../../core/agent.js';
 import { traced } from '../../metrics/tracing.js';
 import { costOf, estimateCost, type Price } from '../../core/prices.js';
@@ -406,7 +413,14 @@ class ModelCall {
     const over = spentCheck(spec, state.used.tokens + total(usage));
     if (over)
       return { failed: { status: 'budget_exceeded', reason: over.reason }, charged: total(usage), budget: over.kind };
-    const { toolCalls, final, text } = turn;
+    const { final, text } = turn;
+    // Before the decision is journalled: a replay reads the ids the calls ran under.
+    const toolCalls = distinctCallIds(turn.toolCalls, callIdOf, withCallId);
+    if (toolCalls !== turn.toolCalls)
+      state.log.warn(
+        { code: 'call_ids_made_distinct', provider: this.provider.name, calls: toolCalls.length },
+        "the model's answer repeated a tool call's id or gave none: each call given one of its own",
+      );
     return {
       decision: {
         v: 1,
@@ -464,5 +478,8 @@ function validUsage(u: unknown): TokenUsage {
   }
   return r.data;
 }
+
+const callIdOf = (c: ToolCall) => c.id;
+const withCallId = (c: ToolCall, id: string): ToolCall => ({ ...c, id });
 
 const isTokenCount = (n: unknown): n is number => Number.isSafeInteger(n) && (n as number) >= 0;
