@@ -152,8 +152,9 @@ export const configSchema = z.object({
    */
   OWNER_WATCH_MS: int(100, 0),
   /**
-   * Owner probe period: between two owner-watch passes, how often each worker asks only whether the owners the last
-   * pass found alive still are (one CLIENT LIST ID per node); one gone starts a pass at once. 0 = no probe.
+   * Owner probe period: between two owner-watch passes, how often each worker asks only whether its two neighbours in
+   * the ring of the owners the last pass found alive still are (one CLIENT LIST ID per node); one gone starts a pass at
+   * once. 0 = no probe.
    */
   OWNER_PROBE_MS: int(20, 0),
   /**

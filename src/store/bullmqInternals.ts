@@ -379,7 +379,7 @@ export async function wakeAnotherWorker(
  * names the connection the worker fetches, renews and commits on (its CLIENT ID
  * and its server, src/store/owners.ts), makes every lock say which connection
  * holds it, so a watcher can ask Redis whether that connection still exists
- * (src/worker/ownerWatch.ts, requeueDeadOwner-6.lua). `id` is public but
+ * (src/worker/ownerWatch.ts, requeueDeadOwner-7.lua). `id` is public but
  * declared readonly and set once by BullMQ's constructor;
  * test/integration/bullmqInternals.test.ts fails if a fetched job's token stops
  * starting with it.

@@ -477,7 +477,10 @@ export class KeySpace {
     return `${this.bullPrefix}:${queueNameOf(shard)}:`;
   }
 
-  /** The BullMQ queue keys a dead owner's jobs move through (BullMQ internal layout, as its stall check uses them). */
+  /**
+   * The BullMQ queue keys a dead owner's jobs move through (BullMQ internal layout, as its stall check uses them), and
+   * the owner watch's last scan of the queue's active locks (ours, beside them in the queue's hash slot).
+   */
   queueStateKeys(shard: number): {
     active: string;
     wait: string;
@@ -485,6 +488,7 @@ export class KeySpace {
     meta: string;
     marker: string;
     events: string;
+    ownersScan: string;
   } {
     const q = this.queueKeyPrefix(shard);
     return {
@@ -494,6 +498,7 @@ export class KeySpace {
       meta: `${q}meta`,
       marker: `${q}marker`,
       events: `${q}events`,
+      ownersScan: `${q}agent-owners`,
     };
   }
 

@@ -8,20 +8,30 @@
  *    `<CLIENT ID>-<server>`, src/store/owners.ts, bullmqInternals.nameWorkerOwner),
  *    renamed whenever that connection changes;
  *  - every OWNER_WATCH_MS, for each shard it consumes, the watcher reads the
- *    owners named by the queue's active locks (activeOwners-1.lua) and asks
+ *    owners named by the queue's active locks (activeOwners-2.lua: one scan of
+ *    the locks a period, shared by every watcher of the queue) and asks
  *    the server which of them still exist (`CLIENT LIST ID ...`, on the node
  *    that owns the shard's slot on a Cluster; an owner that names another
  *    server process is gone);
  *  - the active jobs of a vanished owner go back to wait at once
- *    (requeueDeadOwner-6.lua, which moves a job only while its lock still names
+ *    (requeueDeadOwner-7.lua, which moves a job only while its lock still names
  *    that client), with a BullMQ `stalled` event, a stall counted on the job,
  *    `agent_dead_owner_requeues_total` and an `owner_gone` log line;
  *  - between two passes, every OWNER_PROBE_MS, a probe asks each node only
- *    whether the other owners the last pass found alive still are (one
- *    `CLIENT LIST ID ...` per node, no script): one that is gone starts a pass
- *    at once. A death is then noticed within the probe's period, not the
- *    pass's, at the price of one small command per node per probe; an owner
- *    that appears and dies between two passes is still found by the next pass.
+ *    whether its neighbours are still alive: the PROBE_FANOUT owners that follow
+ *    this process's own in the ring of the owners the last pass found alive,
+ *    sorted (one `CLIENT LIST ID ...` per node, no script). One that is gone
+ *    starts a pass at once. Every watcher sorts the same shared scan, so every
+ *    owner is probed by the PROBE_FANOUT owners before it. A death is then
+ *    noticed within the probe's period, not the pass's, at the price of one
+ *    small command per node per probe; an owner that appears and dies between
+ *    two passes, or whose probing neighbours die with it, is still found by the
+ *    next pass, which asks about every owner.
+ *
+ * What a fleet pays grows with its size, not with the square of it: each scan
+ * reads one lock per active job, and was made by every watcher every pass (20
+ * workers of concurrency 20: 200 scans of 400 locks a second, about a fifth of
+ * a loaded server's CPU); each probe asked about every other owner.
  *
  * Locks can then be long (LOCK_DURATION_MS): they only bound a process that is
  * frozen (SIGSTOP, a partition), which BullMQ's stall check still recovers.
@@ -88,8 +98,8 @@ export class OwnerWatch {
   /** A pass asked for while one runs (the probe found an owner gone): it runs again as soon as it ends. */
   private again = false;
   private stopped = false;
-  /** Other owners the last pass found alive, by the node they are connected to: what the probe asks about. */
-  private alive = new Map<Redis, Set<string>>();
+  /** What the probe asks about, by node: this process's neighbours among the owners the last pass found alive. */
+  private alive = new Map<Redis, string[]>();
   /** A failing tick logs once per streak (a Redis restart would otherwise log 10 lines a second). */
   private failing = false;
 
@@ -152,9 +162,9 @@ export class OwnerWatch {
   async probe(): Promise<void> {
     try {
       for (const [node, owners] of this.alive) {
-        if (owners.size === 0) continue;
-        const alive = await liveOwners(node, [...owners]);
-        if (alive.size < owners.size) return void this.pass();
+        if (owners.length === 0) continue;
+        const alive = await liveOwners(node, owners);
+        if (alive.size < owners.length) return void this.pass();
       }
     } catch {
       // The pass reports a failing Redis (once per streak); a probe that fails only waits for it.
@@ -202,11 +212,13 @@ export class OwnerWatch {
   /** One pass over the shards: rename after a reconnection, then requeue the jobs of vanished clients. */
   async tick(): Promise<void> {
     const seen = new Map<Redis, Set<string>>();
+    const mine = new Map<Redis, string[]>();
     try {
       for (const o of this.owners) {
         const node = await this.nodeOf(o.shard);
         await this.rename(o, node);
-        const owners = await activeOwners(node, this.d.keys, o.shard);
+        if (o.owner !== undefined) (mine.get(node) ?? mine.set(node, []).get(node)!).push(o.owner);
+        const owners = await activeOwners(node, this.d.keys, o.shard, this.opts.intervalMs);
         if (owners.length === 0) continue;
         const alive = await liveOwners(node, owners);
         const others = seen.get(node) ?? seen.set(node, new Set()).get(node)!;
@@ -222,7 +234,9 @@ export class OwnerWatch {
         }
       }
       this.failing = false;
-      this.alive = seen;
+      this.alive = new Map(
+        [...seen].map(([node, others]) => [node, probeTargets(mine.get(node) ?? [], others, PROBE_FANOUT)]),
+      );
     } catch (err) {
       this.d.metrics.ownerWatchErrors.inc();
       if (!this.failing)
@@ -233,4 +247,30 @@ export class OwnerWatch {
       this.failing = true;
     }
   }
+}
+
+/** How many neighbours each process's probe asks about: a death is noticed by that many probes, whichever die with it. */
+export const PROBE_FANOUT = 2;
+
+/**
+ * The owners `mine` probe: in the ring of `mine` and `others` sorted, the `fanout` owners of `others` that follow each
+ * of `mine` (all of `others` when there are no more). Every watcher sorts the same owners (one shared scan), so each
+ * owner is probed by the owners before it in the ring.
+ */
+export function probeTargets(mine: readonly string[], others: ReadonlySet<string>, fanout: number): string[] {
+  if (others.size <= fanout || mine.length === 0) return [...others];
+  const ring = [...new Set([...others, ...mine])].sort();
+  const targets = new Set<string>();
+  for (const own of new Set(mine)) {
+    const at = ring.indexOf(own);
+    let found = 0;
+    for (let step = 1; step < ring.length && found < fanout; step++) {
+      const next = ring[(at + step) % ring.length]!;
+      if (others.has(next)) {
+        targets.add(next);
+        found++;
+      }
+    }
+  }
+  return [...targets];
 }

@@ -13,6 +13,7 @@ import { OwnerWatch } from '../../src/worker/ownerWatch.js';
 import { clientIdsOfList, ownerOfConnection, parseOwner } from '../../src/store/owners.js';
 import { requeueDeadOwner } from '../../src/store/calls/requeueDeadOwner.js';
 import { until } from '../../testkit/until.js';
+import { captureCommands } from '../../bench/lib/monitorTrace.js';
 
 let h: Harness;
 const closers: (() => Promise<unknown>)[] = [];
@@ -179,5 +180,49 @@ describe('owner watch', () => {
       (await queue.getWaiting()).some((j) => j.id === 'probe-a'),
     );
     expect(await queue.getActiveCount()).toBe(0);
+  });
+
+  it('the watchers of a queue share one scan of its locks a period; a requeue lets the scan go so the next pass scans again', async () => {
+    const queue = new Queue(h.ctx.keys.queueName(0), { connection: h.ctx.redis, prefix: h.ctx.keys.bullPrefix });
+    closers.push(() => queue.close());
+    const w = await holdingWorker();
+    await queue.addBulk(['s-1', 's-2', 's-3', 's-4'].map((jobId) => ({ name: 'step', data: {}, opts: { jobId } })));
+    await until('the jobs to start', 10_000, async () => w.held.size === 4);
+    // Three processes' watchers of the same queue, passes a minute apart (each tick below is one pass).
+    const watchers = ['a', 'b', 'c'].map(
+      (id) => new OwnerWatch(h.ctx, [{ shard: 0, worker: { id } }], { intervalMs: 60_000, maxStalledCount: 5 }),
+    );
+    const url = new URL(redisUrl());
+    const locksRead = async (passes: () => Promise<unknown>): Promise<number> => {
+      const monitor = await captureCommands(Number(url.port), url.hostname, { scriptCalls: true });
+      let seen: Awaited<ReturnType<typeof monitor.stop>> = [];
+      try {
+        await passes();
+      } finally {
+        seen = await monitor.stop();
+      }
+      return seen.filter(
+        (c) => c.args[0]!.toString().toUpperCase() === 'GET' && c.args[1]!.toString().endsWith(':lock'),
+      ).length;
+    };
+    // One scan: four locks read, whichever of the watchers passes first; the others read its answer.
+    expect(await locksRead(() => Promise.all(watchers.map((x) => x.tick())))).toBe(4);
+    expect(await locksRead(() => watchers[0]!.tick())).toBe(0);
+    expect(await h.ctx.redis.pttl(h.ctx.keys.queueStateKeys(0).ownersScan)).toBeGreaterThan(0);
+
+    // The owner dies: the kept scan still names it, so the next pass finds it gone and moves its jobs, and lets the
+    // scan go; the next pass scans the queue as it is then (nothing active: no lock to read).
+    w.conn.disconnect();
+    await until(
+      'the connection to close',
+      10_000,
+      async () =>
+        !clientIdsOfList(String(await h.ctx.redis.client('LIST', 'ID', String(w.clientId)))).has(String(w.clientId)),
+    );
+    await watchers[1]!.tick();
+    expect(await queue.getActiveCount()).toBe(0);
+    expect(await h.ctx.redis.exists(h.ctx.keys.queueStateKeys(0).ownersScan)).toBe(0);
+    await watchers[2]!.tick();
+    expect(await h.ctx.redis.get(h.ctx.keys.queueStateKeys(0).ownersScan)).toBe('');
   });
 });

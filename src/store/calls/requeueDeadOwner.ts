@@ -1,4 +1,4 @@
-/** Typed call of requeueDeadOwner-6.lua: a vanished owner's active jobs back to wait. */
+/** Typed call of requeueDeadOwner-7.lua: a vanished owner's active jobs back to wait. */
 import type { Redis } from 'ioredis';
 import type { KeySpace } from '../keys.js';
 import { script } from '../luaScripts.js';
@@ -24,6 +24,7 @@ export async function requeueDeadOwner(
     k.meta,
     k.marker,
     k.events,
+    k.ownersScan,
     keys.queueKeyPrefix(shard),
     owner,
     maxStalledCount,

@@ -20,6 +20,9 @@
 
   KEYS[1] active list   KEYS[2] wait list   KEYS[3] stalled set
   KEYS[4] meta hash     KEYS[5] marker zset KEYS[6] event stream
+  KEYS[7] the owner watch's last scan of the queue (activeOwners-2.lua): let go
+          once a job moved, so the next pass scans again and the other watchers
+          do not look for the same owner's jobs while it is kept
 
   ARGV[1] the queue's key prefix (`<bullPrefix>:<queue>:`)
   ARGV[2] the vanished owner
@@ -56,4 +59,5 @@ for _, jobId in ipairs(active) do
     moved[#moved + 1] = jobId
   end
 end
+if #moved > 0 then redis.call('DEL', KEYS[7]) end
 return moved
