@@ -28,10 +28,11 @@
  *    two passes, or whose probing neighbours die with it, is still found by the
  *    next pass, which asks about every owner.
  *
- * What a fleet pays grows with its size, not with the square of it: each scan
- * reads one lock per active job, and was made by every watcher every pass (20
- * workers of concurrency 20: 200 scans of 400 locks a second, about a fifth of
- * a loaded server's CPU); each probe asked about every other owner.
+ * Why shared and why neighbours: each scan reads one lock per active job, and
+ * was made by every watcher every pass, so its cost grew with the square of the
+ * fleet (20 workers of concurrency 20: 200 scans of 400 locks a second, a third
+ * of a Redis core, bench/ownerWatchCost.ts); each probe asked about every other
+ * owner.
  *
  * Locks can then be long (LOCK_DURATION_MS): they only bound a process that is
  * frozen (SIGSTOP, a partition), which BullMQ's stall check still recovers.
