@@ -24,11 +24,12 @@ export async function deletePrefix(redis: Redis, prefix: string): Promise<void> 
 
 /**
  * Keys a fleet writes on its own, later than the request that caused them, so a "nothing was written" check does not
- * count them: a running BullMQ worker's `stalled-check` marker (set with a time to live at every stall check), a
+ * count them: a running BullMQ worker's `stalled-check` marker (set with a time to live at every stall check), the
+ * owner watch's last scan of a queue (`agent-owners`, kept for one pass's period, src/worker/ownerWatch.ts), a
  * worker's money settlements of earlier attempts (a batch every SPEND_FLUSH_MS, src/budget/spend.ts) and an ended
  * run's packed forms (its compaction follows its end, src/runs/compact.ts).
  */
-const WRITTEN_ON_ITS_OWN = /:stalled-check$|:spend:\{spend\}:|:(events|journal)-packed$/;
+const WRITTEN_ON_ITS_OWN = /:stalled-check$|:agent-owners$|:spend:\{spend\}:|:(events|journal)-packed$/;
 
 /** The keys the prefixes hold now, for a "nothing was written" check (`keysAddedSince`). (On a Cluster client: one node's.) */
 export async function keySet(redis: Pick<Redis, 'scan'>, ...prefixes: string[]): Promise<Set<string>> {
