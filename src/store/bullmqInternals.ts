@@ -71,7 +71,7 @@ function embedded(script: { name: string; keys: number; content: string }, name:
   if (script.name !== name || script.keys !== keys) {
     throw new InvariantError('internals_changed', `BullMQ internals changed: ${name} has ${script.keys} keys`);
   }
-  const body = withoutEventAppends(script.content, name);
+  const body = withoutEventStream(script.content, name);
   return `local function bullmq${name[0]!.toUpperCase()}${name.slice(1)}(KEYS, ARGV)\n${body}\nend\n`;
 }
 
@@ -88,16 +88,16 @@ function embedded(script: { name: string; keys: number; content: string }, name:
  * these calls is used but the cap's, which only they take (checked here: a script that assigns or returns an append's
  * or a trim's result, or reads the cap some other way, stops the boot).
  */
-function withoutEventAppends(content: string, name: string): string {
-  checkEventAppends(content, name);
-  return `local function noEventStream() end\n${silenceEventAppends(content)}`;
+function withoutEventStream(content: string, name: string): string {
+  checkEventStream(content, name);
+  return `local function noEventStream() end\n${silenceEventStream(content)}`;
 }
 
 /** The one read of a queue's event-stream cap BullMQ's scripts make (includes/getOrSetMaxEvents.lua). */
 const CAP_READ = 'rcall("HGET", metaKey, "opts.maxLenEvents")';
 
 /** Fails the boot when `content` uses an append's or a trim's result, reads the cap another way, or appends no event we know of. */
-function checkEventAppends(content: string, name: string): void {
+function checkEventStream(content: string, name: string): void {
   if (/(=|return)\s*rcall\("(XADD|XTRIM)"/.test(content)) {
     throw new InvariantError('internals_changed', `BullMQ internals changed: ${name} uses an event append's result`);
   }
@@ -120,7 +120,7 @@ const countCapWrites = (content: string): number =>
  * The silenced cap read answers 0: getOrSetMaxEvents then returns it without writing a default (0 is true in Lua), and
  * the only calls that take it are silenced too.
  */
-const silenceEventAppends = (content: string): string =>
+const silenceEventStream = (content: string): string =>
   content
     .replace(/\brcall\("(XADD|XTRIM)",/g, 'noEventStream("$1",')
     .split(CAP_READ)
@@ -181,10 +181,10 @@ export function bullmqScriptParts(name: keyof typeof SCRIPTS): BullmqScriptParts
   if (lines(whole) !== lines(script.content)) {
     throw new InvariantError('internals_changed', `BullMQ internals changed: ${name}'s Lua sources are not its script`);
   }
-  checkEventAppends(whole, name);
+  checkEventStream(whole, name);
   return {
-    definitions: new Map([...definitions].map(([file, text]) => [file, silenceEventAppends(text)])),
-    body: silenceEventAppends(body),
+    definitions: new Map([...definitions].map(([file, text]) => [file, silenceEventStream(text)])),
+    body: silenceEventStream(body),
   };
 }
 

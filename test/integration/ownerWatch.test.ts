@@ -66,6 +66,16 @@ async function holdingWorker(): Promise<{
   return { conn, worker, clientId, owner, held, release };
 }
 
+/** Waits until the server no longer lists the connection `clientId` (its process died: the kernel closed it). */
+async function closed(clientId: number, what: string): Promise<void> {
+  await until(
+    what,
+    10_000,
+    async () =>
+      !clientIdsOfList(String(await h.ctx.redis.client('LIST', 'ID', String(clientId)))).has(String(clientId)),
+  );
+}
+
 describe('owner watch', () => {
   it("a fetched job's lock token names the worker's connection (BullMQ token layout: `${worker.id}:<n>`)", async () => {
     const queue = new Queue(h.ctx.keys.queueName(0), { connection: h.ctx.redis, prefix: h.ctx.keys.bullPrefix });
@@ -115,12 +125,7 @@ describe('owner watch', () => {
 
     // The owner's connection vanishes (its process died): the next tick moves both jobs.
     w.conn.disconnect();
-    await until(
-      'the connection to close',
-      10_000,
-      async () =>
-        !clientIdsOfList(String(await h.ctx.redis.client('LIST', 'ID', String(w.clientId)))).has(String(w.clientId)),
-    );
+    await closed(w.clientId, 'the connection to close');
     const requeues = async () => (await h.ctx.metrics.deadOwnerRequeues.get()).values[0]?.value ?? 0;
     const before = await requeues();
     await watch.tick();
@@ -139,12 +144,7 @@ describe('owner watch', () => {
     const w2 = await holdingWorker();
     await until('the jobs to start again', 10_000, async () => w2.held.size === 2);
     w2.conn.disconnect();
-    await until(
-      'the second connection to close',
-      10_000,
-      async () =>
-        !clientIdsOfList(String(await h.ctx.redis.client('LIST', 'ID', String(w2.clientId)))).has(String(w2.clientId)),
-    );
+    await closed(w2.clientId, 'the second connection to close');
     await watch.tick();
     expect(await h.ctx.redis.hget(h.ctx.keys.jobHash(0, 'own-a'), 'defa')).toBe(
       'job stalled more than allowable limit',
@@ -213,12 +213,7 @@ describe('owner watch', () => {
     // The owner dies: the kept scan still names it, so the next pass finds it gone and moves its jobs, and lets the
     // scan go; the next pass scans the queue as it is then (nothing active: no lock to read).
     w.conn.disconnect();
-    await until(
-      'the connection to close',
-      10_000,
-      async () =>
-        !clientIdsOfList(String(await h.ctx.redis.client('LIST', 'ID', String(w.clientId)))).has(String(w.clientId)),
-    );
+    await closed(w.clientId, 'the connection to close');
     await watchers[1]!.tick();
     expect(await queue.getActiveCount()).toBe(0);
     expect(await h.ctx.redis.exists(h.ctx.keys.queueStateKeys(0).ownersScan)).toBe(0);
