@@ -1,11 +1,13 @@
 /**
- * `node dist/bench/ownerWatchCost.js [workers...] [--concurrency=20] [--seconds=5]` (after `npm run build`; default
- * workers 5 20 50): what a fleet's owner watches cost the Redis server, by the fleet's size. For each size W: W
- * watchers (src/worker/ownerWatch.ts, the fleet's settings: a pass every OWNER_WATCH_MS, a probe every OWNER_PROBE_MS),
- * each on a connection of its own as each worker process has, and W x concurrency active jobs on one shard locked by
- * those W connections (a fleet at full load; every owner alive, so nothing is moved). Prints the server's CPU per second
- * of wall time (INFO cpu) and the commands it ran per second (scripts' own calls included) over `seconds`. Not part of
- * `npm run bench`.
+ * `node dist/bench/ownerWatchCost.js [workers...] [--concurrency=20] [--seconds=5] [--deaths=10]` (after `npm run
+ * build`; default workers 5 20 50): what a fleet's owner watches cost the Redis server, by the fleet's size, and how
+ * soon they find a death. For each size W: W watchers (src/worker/ownerWatch.ts, the fleet's settings: a pass every
+ * OWNER_WATCH_MS, a probe every OWNER_PROBE_MS), each on a connection of its own as each worker process has, and W x
+ * concurrency active jobs on one shard locked by those W connections (a fleet at full load; every owner alive, so
+ * nothing is moved). Prints the server's CPU per second of wall time (INFO cpu) and the commands it ran per second
+ * (scripts' own calls included) over `seconds`; then `deaths` owners die one after another (the watch stopped, the
+ * connection closed) and it prints the time from each close to its jobs back in wait (median, slowest). The watchers
+ * share this one process's event loop, where a fleet's have a process each. Not part of `npm run bench`.
  */
 import { Redis } from 'ioredis';
 import { createBenchEnv } from './lib/env.js';
@@ -17,8 +19,32 @@ import { ownerOfConnection } from '../src/store/owners.js';
 const sizes = positionals().map(Number);
 const concurrency = Number(flag('concurrency', '20'));
 const seconds = Number(flag('seconds', '5'));
+const deaths = Number(flag('deaths', '10'));
 const env = await createBenchEnv({ quick: true, rounds: 1 });
 const { keys, log, metrics, cfg } = env.ctx;
+
+/** Owners die one after another, each a pass period after the last was found: ms from each close to its jobs in wait. */
+async function deathsFound(watches: OwnerWatch[], conns: Redis[], n: number): Promise<string> {
+  if (n <= 0) return '(none killed)';
+  const wait = keys.queueStateKeys(0).wait;
+  const took: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const victim = (i * 7) % conns.length; // spread over the ring, never the same twice for n below the fleet
+    await watches[victim]!.stop();
+    const waiting = await env.admin.llen(wait);
+    const t0 = performance.now();
+    conns[victim]!.disconnect();
+    while ((await env.admin.llen(wait)) < waiting + concurrency) {
+      if (performance.now() - t0 > 10_000) throw new Error(`owner ${victim}'s jobs not moved within 10 s`);
+      await new Promise((r) => setTimeout(r, 1));
+    }
+    took.push(performance.now() - t0);
+    await new Promise((r) => setTimeout(r, cfg.OWNER_WATCH_MS));
+  }
+  took.sort((a, b) => a - b);
+  return `${took[Math.floor(took.length / 2)]!.toFixed(0)} ms median, ${took.at(-1)!.toFixed(0)} ms slowest (${n})`;
+}
+
 try {
   for (const workers of sizes.length > 0 ? sizes : [5, 20, 50]) {
     await env.reset();
@@ -46,12 +72,13 @@ try {
     const before = await snapshot(env.admin);
     await new Promise((r) => setTimeout(r, seconds * 1000));
     const d = delta(before, await snapshot(env.admin));
+    if ((await env.ctx.redis.llen(active)) !== jobs.length) throw new Error('a live owner lost a job');
+    const found = await deathsFound(watches, conns, Math.min(deaths, workers - 1));
     await Promise.all(watches.map((w) => w.stop()));
     conns.forEach((c) => c.disconnect());
-    if ((await env.ctx.redis.llen(active)) !== jobs.length) throw new Error('a live owner lost a job');
     console.log(
       `${workers} workers, ${jobs.length} active jobs: Redis CPU ${(d.cpuUs / 1000 / seconds).toFixed(1)} ms/s, ` +
-        `${Math.round(d.calls / seconds)} commands/s`,
+        `${Math.round(d.calls / seconds)} commands/s; a death found in ${found}`,
     );
   }
 } finally {

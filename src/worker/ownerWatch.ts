@@ -34,6 +34,16 @@
  * of a Redis core, bench/ownerWatchCost.ts); each probe asked about every other
  * owner.
  *
+ * Why spread: a pass or a probe is a duty of the shard, not of each watcher (a
+ * pass by any watcher moves every dead owner's jobs), yet every watcher did both
+ * on its own clock, so the requests grew with the fleet: 50 workers sent 500
+ * passes and 2,500 probes a second to one node. From 2 x WATCH_SPREAD owners on
+ * a node, each watcher passes and probes `spread` (owners / WATCH_SPREAD, rounded
+ * down) times less often, at a random phase, and each probe asks about `spread`
+ * times as many neighbours: the node still sees about WATCH_SPREAD passes a pass
+ * period, and every owner is still probed PROBE_FANOUT x spread times in spread
+ * probe periods, by as many processes. A smaller fleet watches as before.
+ *
  * Locks can then be long (LOCK_DURATION_MS): they only bound a process that is
  * frozen (SIGSTOP, a partition), which BullMQ's stall check still recovers.
  *
@@ -101,6 +111,8 @@ export class OwnerWatch {
   private stopped = false;
   /** What the probe asks about, by node: this process's neighbours among the owners the last pass found alive. */
   private alive = new Map<Redis, string[]>();
+  /** How many times less often than its period each duty runs here: watchSpread of the owners the last pass found. */
+  private spread = 1;
   /** A failing tick logs once per streak (a Redis restart would otherwise log 10 lines a second). */
   private failing = false;
 
@@ -125,11 +137,20 @@ export class OwnerWatch {
     if (probeMs > 0) {
       const probe = () => {
         this.probing = this.probe().finally(() => {
-          if (!this.stopped) this.probeTimer = setTimeout(probe, probeMs).unref();
+          if (!this.stopped) this.probeTimer = setTimeout(probe, this.spreadDelay(probeMs)).unref();
         });
       };
       this.probeTimer = setTimeout(probe, probeMs).unref();
     }
+  }
+
+  /**
+   * The wait before the next run of a duty of period `ms`: the period itself at a spread of 1; else spread periods on
+   * average, drawn between half and one and a half of that, so that the node's watchers take turns rather than all
+   * waking together.
+   */
+  private spreadDelay(ms: number): number {
+    return this.spread === 1 ? ms : ms * this.spread * (0.5 + Math.random());
   }
 
   async stop(): Promise<void> {
@@ -155,7 +176,7 @@ export class OwnerWatch {
         this.again = false;
         return this.pass();
       }
-      this.timer = setTimeout(() => this.pass(), this.opts.intervalMs).unref();
+      this.timer = setTimeout(() => this.pass(), this.spreadDelay(this.opts.intervalMs)).unref();
     });
   }
 
@@ -235,8 +256,14 @@ export class OwnerWatch {
         }
       }
       this.failing = false;
+      // The node with the fewest owners sets it: no node is watched less often than its own fleet's size allows.
+      const spreads = [...seen].map(([node, others]) => watchSpread(others.size + new Set(mine.get(node)).size));
+      this.spread = spreads.length > 0 ? Math.min(...spreads) : 1;
       this.alive = new Map(
-        [...seen].map(([node, others]) => [node, probeTargets(mine.get(node) ?? [], others, PROBE_FANOUT)]),
+        [...seen].map(([node, others]) => [
+          node,
+          probeTargets(mine.get(node) ?? [], others, PROBE_FANOUT * this.spread),
+        ]),
       );
     } catch (err) {
       this.d.metrics.ownerWatchErrors.inc();
@@ -252,6 +279,17 @@ export class OwnerWatch {
 
 /** How many neighbours each process's probe asks about: a death is noticed by that many probes, whichever die with it. */
 export const PROBE_FANOUT = 2;
+
+/** About how many of a node's watchers pass (and probe) within each period, however many there are. */
+export const WATCH_SPREAD = 8;
+
+/**
+ * How many times less often than its period each watcher passes and probes on a node with `owners` owners (its own
+ * included): 1 below 2 x WATCH_SPREAD owners, then one more for each WATCH_SPREAD.
+ */
+export function watchSpread(owners: number): number {
+  return Math.max(1, Math.floor(owners / WATCH_SPREAD));
+}
 
 /**
  * The owners `mine` probe: in the ring of `mine` and `others` sorted, the `fanout` owners of `others` that follow each

@@ -9,7 +9,7 @@ import { Queue, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { createHarness, redisUrl, type Harness } from '../../testkit/harness.js';
 import { nameWorkerOwner, ownerBaseOfToken, ownerOfToken } from '../../src/store/bullmqInternals.js';
-import { OwnerWatch } from '../../src/worker/ownerWatch.js';
+import { OwnerWatch, WATCH_SPREAD, watchSpread } from '../../src/worker/ownerWatch.js';
 import { clientIdsOfList, ownerOfConnection, parseOwner } from '../../src/store/owners.js';
 import { requeueDeadOwner } from '../../src/store/calls/requeueDeadOwner.js';
 import { until } from '../../testkit/until.js';
@@ -219,5 +219,59 @@ describe('owner watch', () => {
     expect(await h.ctx.redis.exists(h.ctx.keys.queueStateKeys(0).ownersScan)).toBe(0);
     await watchers[2]!.tick();
     expect(await h.ctx.redis.get(h.ctx.keys.queueStateKeys(0).ownersScan)).toBe('');
+  });
+
+  it("a node with many owners: each watcher passes and probes less often, the node still often, and a dead owner's jobs still move", async () => {
+    const fleet = 3 * WATCH_SPREAD; // a spread of 3
+    const conns = Array.from({ length: fleet }, () => new Redis(redisUrl(), { maxRetriesPerRequest: null }));
+    closers.push(async () => conns.forEach((c) => c.disconnect()));
+    const owners = await Promise.all(conns.map((c) => ownerOfConnection(c)));
+    // Two active jobs locked by each owner, as a loaded fleet's workers hold theirs.
+    const jobs = owners.flatMap((owner, w) => [0, 1].map((n) => ({ id: `m${w}x${n}.s1`, owner, n })));
+    const { active } = h.ctx.keys.queueStateKeys(0);
+    const writes = h.ctx.redis.pipeline().rpush(active, ...jobs.map((j) => j.id));
+    for (const j of jobs) writes.set(h.ctx.keys.jobLock(0, j.id), `w-${j.owner}@${j.owner}:${j.n}`, 'PX', 600_000);
+    await writes.exec();
+    const counts = owners.map(() => ({ passes: 0, probes: 0 }));
+    const watches = conns.map((redis, w) => {
+      const watch = new OwnerWatch({ ...h.ctx, redis }, [{ shard: 0, worker: { id: `w-${owners[w]}` } }], {
+        intervalMs: 100,
+        probeMs: 20,
+        maxStalledCount: 5,
+      });
+      const [tick, probe] = [watch.tick.bind(watch), watch.probe.bind(watch)];
+      watch.tick = () => tick().finally(() => counts[w]!.passes++);
+      watch.probe = () => probe().finally(() => counts[w]!.probes++);
+      return watch;
+    });
+    closers.push(() => Promise.all(watches.map((x) => x.stop())));
+    for (const x of watches) await x.name();
+    for (const x of watches) await x.tick(); // each finds the fleet, and so its spread
+    for (const c of counts) Object.assign(c, { passes: 0, probes: 0 });
+    for (const x of watches) x.start();
+    const windowMs = 2_000;
+    await new Promise((r) => setTimeout(r, windowMs));
+    const passes = counts.reduce((s, c) => s + c.passes, 0);
+    const probes = counts.reduce((s, c) => s + c.probes, 0);
+    // Unspread, each watcher would pass windowMs / 100 times and probe windowMs / 20 times (480 and 2,400 here).
+    expect(watchSpread(fleet)).toBe(3);
+    expect(passes).toBeLessThan((fleet * windowMs) / 100 / 2);
+    expect(probes).toBeLessThan((fleet * windowMs) / 20 / 2);
+    // ...and the node is still passed over and probed often: about WATCH_SPREAD passes a period between them.
+    expect(passes).toBeGreaterThan(windowMs / 100);
+    expect(await h.ctx.redis.llen(active)).toBe(jobs.length); // no live owner robbed
+
+    // One owner dies (its watch with it): its jobs are moved back to wait, and only its.
+    await watches[5]!.stop();
+    const dead = await conns[5]!.client('ID');
+    conns[5]!.disconnect();
+    await closed(Number(dead), 'the connection to close');
+    await until(
+      'its jobs to go back to wait',
+      10_000,
+      async () => (await h.ctx.redis.llen(active)) === jobs.length - 2,
+    );
+    const waiting = await h.ctx.redis.lrange(h.ctx.keys.queueStateKeys(0).wait, 0, -1);
+    expect(waiting.sort()).toEqual(['m5x0.s1', 'm5x1.s1']);
   });
 });
