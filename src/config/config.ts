@@ -148,13 +148,15 @@ export const configSchema = z.object({
   STALLED_INTERVAL_MS: int(5000, 100),
   /**
    * Owner watch period: how often each worker asks Redis whether the connections holding active locks still exist (0 =
-   * off: lock expiry alone).
+   * off: lock expiry alone). On a node with 16 or more owners, each worker passes owners / 8 (rounded down) times less
+   * often, at a random phase, so the node still sees about 8 passes a period.
    */
   OWNER_WATCH_MS: int(100, 0),
   /**
    * Owner probe period: between two owner-watch passes, how often each worker asks only whether its two neighbours in
    * the ring of the owners the last pass found alive still are (one CLIENT LIST ID per node); one gone starts a pass at
-   * once. 0 = no probe.
+   * once. Spread as the passes are on a node with 16 or more owners, each probe then asking about as many times more
+   * neighbours. 0 = no probe.
    */
   OWNER_PROBE_MS: int(20, 0),
   /**

@@ -56,7 +56,9 @@
  *
  * A connection that drops and reconnects while its process lives loses its
  * jobs exactly like a false stall: the old delivery keeps running, the commit's
- * fence (the job lock) refuses it and the ledger keeps its effects once.
+ * fence (the job lock) refuses it and the ledger keeps its effects once. Its
+ * return starts a pass at once, which names the process's workers after the
+ * new connection before they fetch many jobs under the old name.
  * A Redis restart or a failover numbers connections anew; an owner names the
  * server process too, so a lock from before it is never taken for a new
  * connection that happens to have the same id: its job moves at the next tick.
@@ -115,6 +117,16 @@ export class OwnerWatch {
   private spread = 1;
   /** A failing tick logs once per streak (a Redis restart would otherwise log 10 lines a second). */
   private failing = false;
+  /** The connections whose reconnection starts a pass (listened to from the first rename on them). */
+  private readonly listening = new Set<Redis>();
+  /**
+   * A connection came back (ioredis `ready`): a pass at once renames the workers on it, so the jobs they fetch name the
+   * connection they hold. The passes of a spread watcher are up to spread periods apart, and until the rename a watcher
+   * takes those jobs back as a dead owner's.
+   */
+  private readonly reconnected = (): void => {
+    if (this.timer !== undefined && !this.stopped) this.pass();
+  };
 
   constructor(
     private readonly d: OwnerWatchDeps,
@@ -157,6 +169,7 @@ export class OwnerWatch {
     this.stopped = true;
     clearTimeout(this.timer);
     clearTimeout(this.probeTimer);
+    for (const node of this.listening) node.off('ready', this.reconnected);
     await Promise.all([this.running, this.probing]);
   }
 
@@ -218,6 +231,10 @@ export class OwnerWatch {
   }
 
   private async rename(o: Owner, node: Redis): Promise<void> {
+    if (!this.listening.has(node) && !this.stopped) {
+      this.listening.add(node);
+      node.on('ready', this.reconnected);
+    }
     const owner = await ownerOfConnection(node);
     if (owner === o.owner) return;
     const previous = o.owner;

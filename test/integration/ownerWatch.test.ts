@@ -221,6 +221,28 @@ describe('owner watch', () => {
     expect(await h.ctx.redis.get(h.ctx.keys.queueStateKeys(0).ownersScan)).toBe('');
   });
 
+  it('a connection that comes back starts a pass at once: its workers are renamed though passes are a minute apart', async () => {
+    const conn = new Redis(redisUrl(), { maxRetriesPerRequest: null });
+    closers.push(async () => conn.disconnect());
+    const worker = { id: 'w' };
+    const watch = new OwnerWatch({ ...h.ctx, redis: conn }, [{ shard: 0, worker }], {
+      intervalMs: 60_000,
+      maxStalledCount: 5,
+    });
+    closers.push(() => watch.stop());
+    await watch.name();
+    const before = worker.id;
+    expect(before).toBe(`w@${await ownerOfConnection(conn)}`);
+    watch.start();
+    // The server drops the connection (a network blip, a proxy's restart): ioredis connects again.
+    await h.ctx.redis.client('KILL', 'ID', parseOwner(before.split('@')[1]!)!.clientId);
+    const after = await until('the worker renamed after its new connection', 10_000, async () =>
+      worker.id !== before ? worker.id : undefined,
+    );
+    expect(after).toBe(`w@${await ownerOfConnection(conn)}`);
+    expect(watch.isCurrent(`${before}:1`)).toBe(false);
+  });
+
   it("a node with many owners: each watcher passes and probes less often, the node still often, and a dead owner's jobs still move", async () => {
     const fleet = 3 * WATCH_SPREAD; // a spread of 3
     const conns = Array.from({ length: fleet }, () => new Redis(redisUrl(), { maxRetriesPerRequest: null }));
