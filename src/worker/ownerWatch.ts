@@ -34,7 +34,7 @@
  * of a Redis core, bench/ownerWatchCost.ts); each probe asked about every other
  * owner.
  *
- * Why spread: a pass or a probe is a duty of the shard, not of each watcher (a
+ * Why spread: a pass or a probe is a duty of the node, not of each watcher (a
  * pass by any watcher moves every dead owner's jobs), yet every watcher did both
  * on its own clock, so the requests grew with the fleet: 50 workers sent 500
  * passes and 2,500 probes a second to one node. From 2 x WATCH_SPREAD owners on
