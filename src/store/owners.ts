@@ -57,10 +57,23 @@ async function serverOf(node: Redis): Promise<string> {
   return server;
 }
 
+/**
+ * Each connection's owner, kept while its socket is the one it was read on: a server's client id lasts as long as
+ * the TCP connection, and ioredis opens a new socket at every reconnection. Without it every owner-watch pass sent
+ * `CLIENT ID` for an answer that had not changed.
+ */
+const owners = new WeakMap<Redis, { socket: unknown; owner: string }>();
+
 /** The owner name of `node`'s connection: its CLIENT ID and its server. */
 export async function ownerOfConnection(node: Redis): Promise<string> {
   const server = await serverOf(node);
-  return `${String(await node.client('ID'))}-${server}`;
+  const socket = node.stream;
+  const kept = owners.get(node);
+  if (kept !== undefined && node.status === 'ready' && kept.socket === socket) return kept.owner;
+  const owner = `${String(await node.client('ID'))}-${server}`;
+  // Kept only when the socket asked is still the connection's: a reconnection meanwhile may have answered for either.
+  if (node.stream === socket && node.status === 'ready') owners.set(node, { socket, owner });
+  return owner;
 }
 
 /**

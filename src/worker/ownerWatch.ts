@@ -49,10 +49,10 @@
  *
  * Why in every worker and not in the reconciler: recovery then needs no other
  * process (the reconciler is one elected sweeper whose failover takes seconds),
- * and a tick costs at most three small round trips per shard (the connection's
- * owner, the active owners, their liveness; and the script when an owner is
- * gone); several watchers racing on one dead owner are safe,
- * the script moves each job once.
+ * and a tick costs at most two small round trips per shard (the active owners,
+ * their liveness; the connection's own id only after it reconnected, and the
+ * script when an owner is gone); several watchers racing on one dead owner are
+ * safe, the script moves each job once.
  *
  * A connection that drops and reconnects while its process lives loses its
  * jobs exactly like a false stall: the old delivery keeps running, the commit's

@@ -243,6 +243,40 @@ describe('owner watch', () => {
     expect(watch.isCurrent(`${before}:1`)).toBe(false);
   });
 
+  it("a pass asks the server for its connection's id only when the connection is a new one", async () => {
+    const conn = new Redis(redisUrl(), { maxRetriesPerRequest: null });
+    closers.push(async () => conn.disconnect());
+    const worker = { id: 'w' };
+    const watch = new OwnerWatch({ ...h.ctx, redis: conn }, [{ shard: 0, worker }], {
+      intervalMs: 60_000,
+      maxStalledCount: 5,
+    });
+    closers.push(() => watch.stop());
+    await watch.name();
+    const url = new URL(redisUrl());
+    // The watcher's connection as MONITOR names its client (other files' clients share the server).
+    const address = () => `${conn.stream.localAddress}:${conn.stream.localPort}`;
+    const idsAsked = async (passes: () => Promise<unknown>): Promise<number> => {
+      const client = address();
+      const monitor = await captureCommands(Number(url.port), url.hostname);
+      let seen: Awaited<ReturnType<typeof monitor.stop>> = [];
+      try {
+        await passes();
+      } finally {
+        seen = await monitor.stop();
+      }
+      return seen.filter((c) => c.client === client && c.args.slice(0, 2).join(' ').toUpperCase() === 'CLIENT ID')
+        .length;
+    };
+    expect(await idsAsked(async () => [await watch.tick(), await watch.tick(), await watch.tick()])).toBe(0);
+    // A new connection (the server dropped the old one): its id is asked once, then kept again.
+    const before = worker.id;
+    await h.ctx.redis.client('KILL', 'ID', parseOwner(before.split('@')[1]!)!.clientId);
+    await until('the connection to come back', 10_000, async () => conn.status === 'ready' && (await conn.ping()));
+    expect(await idsAsked(async () => [await watch.tick(), await watch.tick()])).toBe(1);
+    expect(worker.id).not.toBe(before);
+  });
+
   it("a node with many owners: each watcher passes and probes less often, the node still often, and a dead owner's jobs still move", async () => {
     const fleet = 3 * WATCH_SPREAD; // a spread of 3
     const conns = Array.from({ length: fleet }, () => new Redis(redisUrl(), { maxRetriesPerRequest: null }));
