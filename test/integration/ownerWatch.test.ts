@@ -13,7 +13,7 @@ import { OwnerWatch, WATCH_SPREAD, watchSpread } from '../../src/worker/ownerWat
 import { clientIdsOfList, ownerOfConnection, parseOwner } from '../../src/store/owners.js';
 import { requeueDeadOwner } from '../../src/store/calls/requeueDeadOwner.js';
 import { until } from '../../testkit/until.js';
-import { captureCommands } from '../../bench/lib/monitorTrace.js';
+import { captureCommands, type TracedCommand } from '../../bench/lib/monitorTrace.js';
 
 let h: Harness;
 const closers: (() => Promise<unknown>)[] = [];
@@ -74,6 +74,44 @@ async function closed(clientId: number, what: string): Promise<void> {
     async () =>
       !clientIdsOfList(String(await h.ctx.redis.client('LIST', 'ID', String(clientId)))).has(String(clientId)),
   );
+}
+
+/** The commands the server ran while `passes` ran (MONITOR; scripts' own calls with `scriptCalls`). */
+async function commandsDuring(passes: () => Promise<unknown>, scriptCalls = false): Promise<TracedCommand[]> {
+  const url = new URL(redisUrl());
+  const monitor = await captureCommands(Number(url.port), url.hostname, { scriptCalls });
+  let seen: TracedCommand[] = [];
+  try {
+    await passes();
+  } finally {
+    seen = await monitor.stop();
+  }
+  return seen;
+}
+
+/**
+ * One process's watcher on a connection of its own, passes a minute apart (each tick is one pass), and a way to have
+ * the server drop that connection (a network blip, a proxy's restart): ioredis connects again.
+ */
+async function loneWatcher(): Promise<{
+  conn: Redis;
+  worker: { id: string };
+  watch: OwnerWatch;
+  drop: () => Promise<void>;
+}> {
+  const conn = new Redis(redisUrl(), { maxRetriesPerRequest: null });
+  closers.push(async () => conn.disconnect());
+  const worker = { id: 'w' };
+  const watch = new OwnerWatch({ ...h.ctx, redis: conn }, [{ shard: 0, worker }], {
+    intervalMs: 60_000,
+    maxStalledCount: 5,
+  });
+  closers.push(() => watch.stop());
+  await watch.name();
+  const drop = async () => {
+    await h.ctx.redis.client('KILL', 'ID', parseOwner(ownerOfToken(`${worker.id}:0`)!)!.clientId);
+  };
+  return { conn, worker, watch, drop };
 }
 
 describe('owner watch', () => {
@@ -192,19 +230,10 @@ describe('owner watch', () => {
     const watchers = ['a', 'b', 'c'].map(
       (id) => new OwnerWatch(h.ctx, [{ shard: 0, worker: { id } }], { intervalMs: 60_000, maxStalledCount: 5 }),
     );
-    const url = new URL(redisUrl());
-    const locksRead = async (passes: () => Promise<unknown>): Promise<number> => {
-      const monitor = await captureCommands(Number(url.port), url.hostname, { scriptCalls: true });
-      let seen: Awaited<ReturnType<typeof monitor.stop>> = [];
-      try {
-        await passes();
-      } finally {
-        seen = await monitor.stop();
-      }
-      return seen.filter(
+    const locksRead = async (passes: () => Promise<unknown>): Promise<number> =>
+      (await commandsDuring(passes, true)).filter(
         (c) => c.args[0]!.toString().toUpperCase() === 'GET' && c.args[1]!.toString().endsWith(':lock'),
       ).length;
-    };
     // One scan: four locks read, whichever of the watchers passes first; the others read its answer.
     expect(await locksRead(() => Promise.all(watchers.map((x) => x.tick())))).toBe(4);
     expect(await locksRead(() => watchers[0]!.tick())).toBe(0);
@@ -222,20 +251,11 @@ describe('owner watch', () => {
   });
 
   it('a connection that comes back starts a pass at once: its workers are renamed though passes are a minute apart', async () => {
-    const conn = new Redis(redisUrl(), { maxRetriesPerRequest: null });
-    closers.push(async () => conn.disconnect());
-    const worker = { id: 'w' };
-    const watch = new OwnerWatch({ ...h.ctx, redis: conn }, [{ shard: 0, worker }], {
-      intervalMs: 60_000,
-      maxStalledCount: 5,
-    });
-    closers.push(() => watch.stop());
-    await watch.name();
+    const { conn, worker, watch, drop } = await loneWatcher();
     const before = worker.id;
     expect(before).toBe(`w@${await ownerOfConnection(conn)}`);
     watch.start();
-    // The server drops the connection (a network blip, a proxy's restart): ioredis connects again.
-    await h.ctx.redis.client('KILL', 'ID', parseOwner(before.split('@')[1]!)!.clientId);
+    await drop();
     const after = await until('the worker renamed after its new connection', 10_000, async () =>
       worker.id !== before ? worker.id : undefined,
     );
@@ -244,29 +264,13 @@ describe('owner watch', () => {
   });
 
   it("a pass asks the server for its connection's id only when the connection is a new one", async () => {
-    const conn = new Redis(redisUrl(), { maxRetriesPerRequest: null });
-    closers.push(async () => conn.disconnect());
-    const worker = { id: 'w' };
-    const watch = new OwnerWatch({ ...h.ctx, redis: conn }, [{ shard: 0, worker }], {
-      intervalMs: 60_000,
-      maxStalledCount: 5,
-    });
-    closers.push(() => watch.stop());
-    await watch.name();
-    const url = new URL(redisUrl());
-    // The watcher's connection as MONITOR names its client (other files' clients share the server).
-    const address = () => `${conn.stream.localAddress}:${conn.stream.localPort}`;
+    const { conn, worker, watch, drop } = await loneWatcher();
     const idsAsked = async (passes: () => Promise<unknown>): Promise<number> => {
-      const client = address();
-      const monitor = await captureCommands(Number(url.port), url.hostname);
-      let seen: Awaited<ReturnType<typeof monitor.stop>> = [];
-      try {
-        await passes();
-      } finally {
-        seen = await monitor.stop();
-      }
-      return seen.filter((c) => c.client === client && c.args.slice(0, 2).join(' ').toUpperCase() === 'CLIENT ID')
-        .length;
+      // The watcher's connection as MONITOR names its client (other files' clients share the server).
+      const client = `${conn.stream.localAddress}:${conn.stream.localPort}`;
+      return (await commandsDuring(passes)).filter(
+        (c) => c.client === client && c.args.slice(0, 2).join(' ').toUpperCase() === 'CLIENT ID',
+      ).length;
     };
     const passes = (n: number) => async () => {
       for (let i = 0; i < n; i++) await watch.tick();
@@ -274,7 +278,7 @@ describe('owner watch', () => {
     expect(await idsAsked(passes(3))).toBe(0);
     // A new connection (the server dropped the old one): its id is asked once, then kept again.
     const before = worker.id;
-    await h.ctx.redis.client('KILL', 'ID', parseOwner(before.split('@')[1]!)!.clientId);
+    await drop();
     await until('the connection to come back', 10_000, async () => conn.status === 'ready' && (await conn.ping()));
     expect(await idsAsked(passes(2))).toBe(1);
     expect(worker.id).not.toBe(before);
