@@ -90,6 +90,8 @@ export interface RoundResult {
   steps: number;
   jobs: number;
   wallMs: number;
+  /** Of it, the time after the last step's completion until the compactor packed the round's last run (0: none). */
+  packTailMs: number;
   stepsPerSec: number;
   /**
    * The fleet's Node CPU per step (sum over the worker processes and the compactor's, which packs the runs the round
@@ -176,6 +178,7 @@ export async function runRound(env: BenchEnv, pool: WorkerPool, spec: RoundSpec)
     steps: spec.steps,
     jobs,
     wallMs,
+    packTailMs: Math.max(0, packedAt - lastAt),
     stepsPerSec: (jobs / wallMs) * 1000,
     nodeCpuUsPerStep: stats.reduce((s, c) => s + c.cpuUs, 0) / jobs,
     nodeMainUsPerStep: stats.filter((c) => c.role === 'worker').reduce((s, c) => s + c.mainUs, 0) / jobs,

@@ -149,6 +149,7 @@ export const throughput: Section = {
           `${k} ${procs}p`,
           m((x) => x.nodeCpuUsPerStep),
           m((x) => x.compactorCpuUsPerStep),
+          m((x) => x.packTailMs),
           m((x) => x.redisCpuUsPerStep),
           m((x) => x.clientCmdsPerStep),
           round(scriptsPerStep, 2),
@@ -163,6 +164,7 @@ export const throughput: Section = {
           results[k].map((x) => ({
             stepsPerSec: round(x.stepsPerSec, 0),
             wallMs: round(x.wallMs, 1),
+            packTailMs: round(x.packTailMs, 1),
             nodeCpuUsPerStep: round(x.nodeCpuUsPerStep, 1),
             compactorCpuUsPerStep: round(x.compactorCpuUsPerStep, 1),
             redisCpuUsPerStep: round(x.redisCpuUsPerStep, 1),
@@ -195,6 +197,7 @@ export const throughput: Section = {
             'round',
             'Node CPU µs (workers + compactor)',
             'of it the compactor',
+            'ms packing after the last step',
             'Redis CPU µs',
             'requests sent',
             'of which scripts',
