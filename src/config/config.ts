@@ -11,7 +11,7 @@ import { HARD_LIMITS } from '../core/limits.js';
 import { PROVIDER_NAMES } from '../core/providerNames.js';
 import { ConfigError } from '../core/errors.js';
 import { agentModelChoiceSchema } from '../core/model.js';
-import { AGENT_NAME_FORMAT } from '../core/agent.js';
+import { AGENT_NAME_FORMAT } from '../core/agentName.js';
 import { FLOW_WEIGHT_MAX, FLOW_WEIGHT_MIN } from '../core/flowWeight.js';
 import { tenantNameSchema } from '../core/tenant.js';
 

@@ -31,11 +31,10 @@ import type {
   WriteTool,
 } from './tool.js';
 import { ToolRegistry } from './toolRegistry.js';
+import { AGENT_NAME_FORMAT } from './agentName.js';
 import type { RunStatus } from './status.js';
 
 const DEFAULT_TOOL_TIMEOUT_MS = 5000;
-/** Agent names go into run ids, run hashes and metric labels: short, lowercase, no separators of keys. */
-export const AGENT_NAME_FORMAT = /^[a-z][a-z0-9_-]{0,62}$/;
 
 export interface ReadToolDefinition<A> {
   name: string;

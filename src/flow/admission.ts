@@ -41,7 +41,7 @@ import type { Metrics } from '../metrics/metrics.js';
 import { TerminalError } from '../core/errors.js';
 import { flowWeightProblem } from '../core/flowWeight.js';
 import { TENANT_NAME_FORMAT } from '../core/tenant.js';
-import { AGENT_NAME_FORMAT } from '../core/agent.js';
+import { AGENT_NAME_FORMAT } from '../core/agentName.js';
 import { liveOwners, ownerOfConnection } from '../store/owners.js';
 import { StepPriorities } from './stepPriority.js';
 import { readRun } from '../store/runRecord.js';

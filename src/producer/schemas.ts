@@ -10,7 +10,8 @@
  * The stored run spec is the engine's: src/runs/spec.ts.
  */
 import { z } from 'zod';
-import { AGENT_NAME_FORMAT, type AgentCatalog } from '../core/agent.js';
+import type { AgentCatalog } from '../core/agent.js';
+import { AGENT_NAME_FORMAT } from '../core/agentName.js';
 import { tenantNameSchema } from '../core/tenant.js';
 import { scriptSchema } from '../models/scriptedTurns.js';
 import { maxCostSchema, maxStepsSchema, maxTokensSchema, maxWallMsSchema, providerNameSchema } from '../runs/spec.js';

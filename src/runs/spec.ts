@@ -5,7 +5,8 @@
  * the agent's schema validated it at intake, and only the agent reads it.
  */
 import { z } from 'zod';
-import { AGENT_NAME_FORMAT, SEARCH_FIELD_NAME_FORMAT, SEARCH_VALUE_MAX_CHARS } from '../core/agent.js';
+import { SEARCH_FIELD_NAME_FORMAT, SEARCH_VALUE_MAX_CHARS } from '../core/agent.js';
+import { AGENT_NAME_FORMAT } from '../core/agentName.js';
 import { modelIdSchema, modelOptionsSchema, providerNameSchema } from '../core/model.js';
 import { HARD_LIMITS } from '../core/limits.js';
 import { PackedSpecUnreadable } from '../store/runRecord.js';

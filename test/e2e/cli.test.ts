@@ -3,7 +3,8 @@
  * (commands, options, the settings each reads, the docs) without booting anything; no command or an unknown one
  * refused; `--agents` without a module refused; an agents module that never settles named after
  * AGENTS_LOAD_TIMEOUT_MS; and ctl's expected failures (no API, an API that never answers, no token, a refused token,
- * a setting the API lacks) as one line naming the cause and the fix, with a non-zero exit.
+ * a setting the API lacks) as one line naming the cause and the fix, with a non-zero exit. The help and ctl load no
+ * tokenizer (its ranks are 0.3 s of start).
  */
 import { execFile } from 'node:child_process';
 import { createServer } from 'node:http';
@@ -24,11 +25,11 @@ interface Exit {
   err: string;
 }
 
-function cli(args: string[], env: Record<string, string> = {}): Promise<Exit> {
+function cli(args: string[], env: Record<string, string> = {}, nodeArgs: string[] = []): Promise<Exit> {
   return new Promise((resolve) => {
     execFile(
       process.execPath,
-      [...moduleArgs('src/server/cli'), ...args],
+      [...nodeArgs, ...moduleArgs('src/server/cli'), ...args],
       { env: { ...process.env, LOG_LEVEL: 'info', ...env }, timeout: 60_000 },
       (err, stdout, stderr) => {
         const code = err ? (typeof err.code === 'number' ? err.code : -1) : 0;
@@ -95,6 +96,25 @@ describe('agent-fleet help', () => {
       expect((await cli(['api', '--help'])).out).toMatch(/PORT\s+default: 3000/);
     },
   );
+
+  it.concurrent('--help and ctl --help load no tokenizer: what they import, as a module hook sees it', async () => {
+    // A resolve hook (node:module register) that writes each module's URL as the process resolves it.
+    writeFileSync(
+      join(tmp, 'hooks.mjs'),
+      'export async function resolve(s, c, next) { const r = await next(s, c); process.stderr.write(`loaded ${r.url}\\n`); return r; }\n',
+    );
+    writeFileSync(
+      join(tmp, 'register.mjs'),
+      "import { register } from 'node:module';\nregister(new URL('./hooks.mjs', import.meta.url));\n",
+    );
+    for (const args of [['--help'], ['ctl', '--help']]) {
+      const r = await cli(args, {}, ['--import', join(tmp, 'register.mjs')]);
+      expect(r.code, args.join(' ')).toBe(0);
+      const loaded = r.err.split('\n').filter((l) => l.startsWith('loaded '));
+      expect(loaded.some((l) => /src\/server\/cli\.(ts|js)$/.test(l))).toBe(true);
+      expect(loaded.filter((l) => l.includes('gpt-tokenizer'))).toEqual([]);
+    }
+  });
 
   it('every setting a help names is one of the configuration schema', () => {
     for (const c of Object.values(COMMANDS))
