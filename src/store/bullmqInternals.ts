@@ -15,10 +15,11 @@
  * worker's own completion call is answered with the script's result
  * (`completeFromCommit`) instead of being sent.
  * Decision record 0014: docs/decisions/0014-our-commits-append-nothing-to-bullmqs-event-stream.md.
+ * Decision record 0016: docs/decisions/0016-the-commits-copies-of-bullmq-leave-out-what-a-step-job-never-has.md.
  */
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { raw2NextJobData, type Job, type JobsOptions, type Queue } from 'bullmq';
 import type { addStandardJob as AddStandardJobScript } from 'bullmq/dist/esm/scripts/addStandardJob-9.js';
 import type { addPrioritizedJob as AddPrioritizedJobScript } from 'bullmq/dist/esm/scripts/addPrioritizedJob-9.js';
@@ -182,10 +183,126 @@ export function bullmqScriptParts(name: keyof typeof SCRIPTS): BullmqScriptParts
     throw new InvariantError('internals_changed', `BullMQ internals changed: ${name}'s Lua sources are not its script`);
   }
   checkEventStream(whole, name);
-  return {
-    definitions: new Map([...definitions].map(([file, text]) => [file, silenceEventStream(text)])),
-    body: silenceEventStream(body),
+  const made = new Set<StepJobEdit>();
+  const edited = (file: string, text: string) => forStepJobs(name, file, silenceEventStream(text), made);
+  const parts = {
+    definitions: new Map([...definitions].map(([file, text]) => [file, edited(file, text)])),
+    body: edited(`${name}-${script.keys}.lua`, body),
   };
+  const missed = STEP_JOB_EDITS.find((e) => e.script === name && !made.has(e));
+  if (missed) {
+    throw new InvariantError('internals_changed', `BullMQ internals changed: ${missed.file} has no \`${missed.from}\``);
+  }
+  return parts;
+}
+
+/**
+ * One change to the commit's copy of a BullMQ script: `from` becomes `to` in the file named `file` (the script's own,
+ * or one it includes), where it must stand exactly once.
+ */
+export interface StepJobEdit {
+  script: keyof typeof SCRIPTS;
+  file: string;
+  from: string;
+  to: string;
+}
+
+/**
+ * What the step commit's copies of BullMQ's scripts leave out: calls for what a step job never has, or that the
+ * commit has already made. A call from a script costs the server far more than the read it makes, and Redis's CPU
+ * per step is what bounds the fleet's steps per second. Step jobs are added by the engine only: the commit's add and
+ * a run's first job by BullMQ's add captured (captureAddJob refuses a parent, a deduplication id, a repeat), a wake or
+ * a retry by `Queue#add` with the step job options and a delay; none has a parent or children in BullMQ's flows, or a
+ * deduplication id, and each has its own id. So:
+ * - moveToFinished: no read of the job's `:dependencies` and `:unsuccessful` (a job with pending or failed children
+ *   cannot complete: a step job has none), no read of its `parentKey`, `parent` and `deid` fields (none is set: what
+ *   HMGET answers for a job without them stands in), and removeLock's read of the lock answered by what the commit's
+ *   fence read of the same key (includes/commitMemo.lua);
+ * - addStandardJob and addPrioritizedJob: the queue's id counter taken only for a job without an id of its own (it
+ *   names such a job; a job with its own id never reads it);
+ * - the queue's marker (a job is ready) set once per commit: the fetch of the worker's next job sets what the add set
+ *   (includes/commitMemo.lua).
+ * An edit is made wherever its file is taken apart (a helper may be included by several scripts), and must find its
+ * text exactly once there, and be made in its `script`; or the boot stops (`internals_changed`): a BullMQ upgrade
+ * that moves any of it must be read again.
+ */
+const STEP_JOB_EDITS: readonly StepJobEdit[] = [
+  {
+    script: 'moveToFinished',
+    file: 'moveToFinished-14.lua',
+    from: 'rcall("SCARD", jobIdKey .. ":dependencies")',
+    to: '0',
+  },
+  {
+    script: 'moveToFinished',
+    file: 'moveToFinished-14.lua',
+    from: 'rcall("ZCARD", jobIdKey .. ":unsuccessful")',
+    to: '0',
+  },
+  {
+    script: 'moveToFinished',
+    file: 'moveToFinished-14.lua',
+    from: 'rcall("HMGET", jobIdKey, "parentKey", "parent", "deid")',
+    to: '{ false, false, false }',
+  },
+  {
+    script: 'moveToFinished',
+    file: 'removeLock.lua',
+    from: 'rcall("GET", lockKey)',
+    to: 'lockTokenOf(lockKey)',
+  },
+  {
+    script: 'addStandardJob',
+    file: 'addBaseMarkerIfNeeded.lua',
+    from: 'rcall("ZADD", markerKey, 0, "0")',
+    to: 'markQueue(markerKey)',
+  },
+  {
+    script: 'addStandardJob',
+    file: 'addStandardJob-9.lua',
+    from: 'local jobCounter = rcall("INCR", KEYS[4])',
+    to: 'local jobCounter = args[2] == "" and rcall("INCR", KEYS[4]) or ""',
+  },
+  {
+    script: 'addPrioritizedJob',
+    file: 'addPrioritizedJob-9.lua',
+    from: 'local jobCounter = rcall("INCR", idKey)',
+    to: 'local jobCounter = args[2] == "" and rcall("INCR", idKey) or ""',
+  },
+];
+
+/** `text` (a file of BullMQ's script `name`) with the step job edits that name that file made, each added to `made`. */
+export function forStepJobs(name: string, file: string, text: string, made = new Set<StepJobEdit>()): string {
+  let out = text;
+  for (const edit of STEP_JOB_EDITS) {
+    if (basename(file) !== edit.file) continue;
+    const found = out.split(edit.from).length - 1;
+    if (found !== 1) {
+      throw new InvariantError(
+        'internals_changed',
+        `BullMQ internals changed: ${edit.file} has \`${edit.from}\` ${found} times, not once`,
+      );
+    }
+    out = out.replace(edit.from, () => edit.to);
+    made.add(edit);
+  }
+  return out;
+}
+
+/**
+ * A completion keeping a window of the queue's latest completed jobs (`removeOnComplete: { count }`) trims the
+ * completed set back to it: a read of the jobs past it and a trim, two calls from the script on every step, each
+ * costing the server far more than the one job it usually removes. One completion in COMPLETED_TRIM_EVERY of a
+ * process trims (all the jobs past the window), the others keep theirs: the window holds at most
+ * COMPLETED_TRIM_EVERY - 1 more jobs per worker process completing jobs of the queue.
+ */
+export const COMPLETED_TRIM_EVERY = 8;
+let completions = 0;
+
+/** A count-only window kept whole (BullMQ's `false`: keep every job); any other setting as it is. */
+function untrimmed(removeOnComplete: JobsOptions['removeOnComplete']): JobsOptions['removeOnComplete'] {
+  const countOnly = typeof removeOnComplete === 'object' && !('age' in removeOnComplete);
+  return countOnly && removeOnComplete.count > 0 ? false : removeOnComplete;
 }
 
 /**
@@ -195,6 +312,7 @@ export function bullmqScriptParts(name: keyof typeof SCRIPTS): BullmqScriptParts
  * with the same token, and returns it (as the worker's own completion does).
  */
 export function captureMoveToCompleted(job: Job, token: string, fetchNext: boolean): CapturedAdd {
+  completions = (completions + 1) % COMPLETED_TRIM_EVERY;
   const backend = (job as unknown as { backend?: { moveToCompletedArgs?: MoveToCompletedArgs } }).backend;
   if (typeof backend?.moveToCompletedArgs !== 'function') {
     throw new InvariantError(
@@ -202,7 +320,8 @@ export function captureMoveToCompleted(job: Job, token: string, fetchNext: boole
       'BullMQ internals changed: job.backend.moveToCompletedArgs is missing',
     );
   }
-  const all = backend.moveToCompletedArgs(job, undefined, job.opts.removeOnComplete, token, fetchNext);
+  const keep = completions === 0 ? job.opts.removeOnComplete : untrimmed(job.opts.removeOnComplete);
+  const all = backend.moveToCompletedArgs(job, undefined, keep, token, fetchNext);
   if (all.length !== BULLMQ_FINISH_KEYS + BULLMQ_FINISH_ARGS) {
     throw new InvariantError(
       'internals_changed',

@@ -7,10 +7,12 @@ export const STEP_JOB_NAME = 'step';
 
 /**
  * Failed processor attempts (an exception, not a fence) are retried by BullMQ
- * with backoff. A completed step job is removed by the commit that completes it
- * (the journal holds what the step did), past a window of the latest
- * COMPLETED_WINDOW per queue that Bull Board shows: a fixed cost per shard, not
- * per run. Correctness never relies on jobId dedupe (BullMQ dedupes a custom jobId
+ * with backoff. A completed step job is removed by a later commit (the journal
+ * holds what the step did), past a window of the latest COMPLETED_WINDOW per
+ * queue that Bull Board shows: a fixed cost per shard, not per run. One commit
+ * in COMPLETED_TRIM_EVERY of a worker process trims the window
+ * (src/store/bullmqInternals.ts), so it holds up to that many more jobs per
+ * worker process. Correctness never relies on jobId dedupe (BullMQ dedupes a custom jobId
  * only while the job's hash exists, so it ends when the hash is removed): the commit's
  * fence does.
  */

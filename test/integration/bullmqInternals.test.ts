@@ -15,11 +15,14 @@ import {
   captureAddStandardJob,
   captureMoveToCompleted,
   commitBullKeys,
+  COMPLETED_TRIM_EVERY,
   completeFromCommit,
   fetchLoopState,
+  forStepJobs,
   timeFetches,
 } from '../../src/store/bullmqInternals.js';
-import { STEP_JOB_NAME, stepJobOptions } from '../../src/store/queues.js';
+import { buildLibrary } from '../../src/store/luaLibrary.js';
+import { COMPLETED_WINDOW, STEP_JOB_NAME, stepJobOptions } from '../../src/store/queues.js';
 import { until } from '../../testkit/until.js';
 
 let h: Harness;
@@ -170,6 +173,47 @@ describe('BullMQ internals', () => {
     // BullMQ's fetch appended `active`; our completion appended no `completed`, our add and fetch nothing.
     expect(await eventsOf('probe-7')).toEqual(['added', 'waiting', 'active']);
     expect(await eventsOf('probe-8')).toEqual([]);
+    await w.close();
+  });
+
+  it("the commit's copies leave out what a step job never has; a BullMQ whose text moved stops the boot", () => {
+    const commit = buildLibrary().code;
+    expect(commit).not.toContain('rcall("SCARD", jobIdKey .. ":dependencies")');
+    expect(commit).not.toContain('rcall("HMGET", jobIdKey, "parentKey", "parent", "deid")');
+    expect(commit).not.toContain('local jobCounter = rcall("INCR"');
+    // BullMQ's own scripts, which the other scripts embed whole, are as BullMQ ships them.
+    expect(bullmqMoveToFinishedFunction()).toContain('rcall("SCARD", jobIdKey .. ":dependencies")');
+    expect(bullmqAddStandardJobFunction()).toContain('local jobCounter = rcall("INCR", KEYS[4])');
+    const take = 'local jobCounter = rcall("INCR", KEYS[4])';
+    expect(forStepJobs('addStandardJob', '/x/addStandardJob-9.lua', take)).toBe(
+      'local jobCounter = args[2] == "" and rcall("INCR", KEYS[4]) or ""',
+    );
+    // Gone, or there twice: the edit no longer knows what it changes.
+    for (const text of ['local jobCounter = rcall("INCR", KEYS[5])', `${take}\n${take}`]) {
+      expect(() => forStepJobs('addStandardJob', '/x/addStandardJob-9.lua', text)).toThrow(/internals changed/);
+    }
+    // A file no edit names is left as it is.
+    expect(forStepJobs('addStandardJob', '/x/other.lua', take)).toBe(take);
+  });
+
+  it('a completion trims the completed window once in COMPLETED_TRIM_EVERY: never more than that many jobs past it', async () => {
+    const queue = h.ctx.queues.byShard(1);
+    await queue.drain();
+    const w = new Worker(queue.name, null, { connection: h.ctx.redis, prefix: h.ctx.keys.bullPrefix });
+    const completedKey = h.ctx.keys.queueKeyPrefix(1) + 'completed';
+    const lua = `${bullmqMoveToFinishedFunction()}\nreturn bullmqMoveToFinished(KEYS, ARGV)`;
+    const sizes: number[] = [];
+    for (let i = 0; i < COMPLETED_WINDOW + 3 * COMPLETED_TRIM_EVERY; i++) {
+      await queue.add(STEP_JOB_NAME, {}, { ...stepJobOptions, jobId: `window-${i}` });
+      const job = await w.getNextJob(`tok-w${i}`);
+      const finish = captureMoveToCompleted(job, `tok-w${i}`, false);
+      await h.ctx.redis.eval(lua, finish.keys.length, ...finish.keys, ...finish.argv);
+      sizes.push(await h.ctx.redis.zcard(completedKey));
+    }
+    const past = sizes.slice(COMPLETED_WINDOW + COMPLETED_TRIM_EVERY);
+    expect(Math.max(...past)).toBeLessThan(COMPLETED_WINDOW + COMPLETED_TRIM_EVERY);
+    expect(Math.max(...past)).toBeGreaterThan(COMPLETED_WINDOW);
+    expect(Math.min(...past)).toBe(COMPLETED_WINDOW);
     await w.close();
   });
 

@@ -85,6 +85,7 @@
 -- @include runIndex
 -- @include journalledDecision
 -- @include dropRunJobs
+-- @include commitMemo
 -- @include bullmq:addStandardJob
 -- @include bullmq:addPrioritizedJob
 -- @include bullmq:moveToFinished
@@ -93,6 +94,8 @@ local step = tonumber(ARGV[2])
 local fence, decidedStep, cancelRequested, cancelReason, fromStatus, fromReason =
   checkFence(KEYS[1], KEYS[5], ARGV[1], step, ARGV[14])
 if fence ~= 0 then return fence end
+-- The fence read KEYS[5] holding ARGV[1]; BullMQ's copies below take that read as theirs (includes/commitMemo.lua).
+beginCommitMemo(KEYS[5], ARGV[1])
 
 if ARGV[13] == '1' and decidedStep == ARGV[2] then return -5 end
 if ARGV[34] ~= '' and not holdsDecision(KEYS[1], KEYS[3], ARGV[2], ARGV[34]) then return -24 end
