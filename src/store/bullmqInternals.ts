@@ -220,8 +220,8 @@ export interface StepJobEdit {
  *   fence read of the same key (includes/commitMemo.lua);
  * - addStandardJob and addPrioritizedJob: the queue's id counter taken only for a job without an id of its own (it
  *   names such a job; a job with its own id never reads it);
- * - the queue's marker (a job is ready) set once per commit: the fetch of the worker's next job sets what the add set
- *   (includes/commitMemo.lua).
+ * - the queue's marker (a job is ready) set once per commit: the fetch of the worker's next job sets what the add set;
+ *   and the queue's settings read once: the add reads two of the four the fetch reads (includes/commitMemo.lua).
  * An edit is made wherever its file is taken apart (a helper may be included by several scripts), and must find its
  * text exactly once there, and be made in its `script`; or the boot stops (`internals_changed`): a BullMQ upgrade
  * that moves any of it must be read again.
@@ -250,6 +250,18 @@ const STEP_JOB_EDITS: readonly StepJobEdit[] = [
     file: 'removeLock.lua',
     from: 'rcall("GET", lockKey)',
     to: 'lockTokenOf(lockKey)',
+  },
+  {
+    script: 'addStandardJob',
+    file: 'isQueuePausedOrMaxed.lua',
+    from: 'rcall("HMGET", queueMetaKey, "paused", "concurrency")',
+    to: 'queueMetaOf(queueMetaKey)',
+  },
+  {
+    script: 'moveToFinished',
+    file: 'getQueueMetadata.lua',
+    from: 'rcall("HMGET", queueMetaKey, "paused", "concurrency", "max", "duration")',
+    to: 'queueMetaOf(queueMetaKey)',
   },
   {
     script: 'addStandardJob',

@@ -130,8 +130,10 @@ it("a step's commit makes none of the calls its copies of BullMQ's scripts leave
     expect(named('DEL').filter((a) => a[1]!.endsWith(':lock'))).toHaveLength(1);
     // The queue's id counter is not taken for a job with an id of its own.
     expect(named('INCR').filter((a) => a[1] === `${queuePrefix}id`)).toEqual([]);
-    // The queue's marker set once: by the add, or (a run's last step adds no job) by the fetch of the next job.
+    // The queue's marker set once: by the add, or (a run's last step adds no job) by the fetch of the next job; its
+    // settings read once.
     expect(named('ZADD').filter((a) => a[1] === `${queuePrefix}marker`).length).toBeLessThanOrEqual(1);
+    expect(named('HMGET').filter((a) => a[1] === `${queuePrefix}meta`)).toHaveLength(1);
     if (named('ZREMRANGEBYRANK').some((a) => a[1] === `${queuePrefix}completed`)) trims++;
   }
   // The completed window is trimmed by one completion in COMPLETED_TRIM_EVERY of the worker, not by every one.
