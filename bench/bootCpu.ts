@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { flag, positionals } from './lib/args.js';
 import { median } from './lib/stats.js';
-import { cpuSeconds, residentBytes } from './lib/processCpu.js';
+import { procStat } from './lib/processCpu.js';
 import { onLines, projectRoot } from '../testkit/spawnModule.js';
 import { deletePrefix, uniquePrefix } from '../testkit/keyPrefix.js';
 
@@ -58,7 +58,8 @@ function boot(args: string[], prefix: string): Promise<Boot> {
     onLines(child.stdout, (line) => {
       if (!line.includes(`"${startLine}"`)) return;
       const wallMs = performance.now() - started;
-      const read = { cpuMs: cpuSeconds(child.pid!) * 1000, wallMs, rssMb: residentBytes(child.pid!) / 1e6 };
+      const stat = procStat(child.pid!);
+      const read = { cpuMs: stat.cpuSeconds * 1000, wallMs, rssMb: stat.residentBytes / 1e6 };
       child.removeAllListeners('exit');
       child.kill('SIGKILL');
       resolve(read);
