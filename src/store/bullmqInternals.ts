@@ -184,7 +184,7 @@ export function bullmqScriptParts(name: keyof typeof SCRIPTS): BullmqScriptParts
   }
   checkEventStream(whole, name);
   const made = new Set<StepJobEdit>();
-  const edited = (file: string, text: string) => forStepJobs(name, file, silenceEventStream(text), made);
+  const edited = (file: string, text: string) => forStepJobs(file, silenceEventStream(text), made);
   const parts = {
     definitions: new Map([...definitions].map(([file, text]) => [file, edited(file, text)])),
     body: edited(`${name}-${script.keys}.lua`, body),
@@ -283,8 +283,8 @@ const STEP_JOB_EDITS: readonly StepJobEdit[] = [
   },
 ];
 
-/** `text` (a file of BullMQ's script `name`) with the step job edits that name that file made, each added to `made`. */
-export function forStepJobs(name: string, file: string, text: string, made = new Set<StepJobEdit>()): string {
+/** `text` (BullMQ's Lua file `file`) with the step job edits that name that file made, each added to `made`. */
+export function forStepJobs(file: string, text: string, made = new Set<StepJobEdit>()): string {
   let out = text;
   for (const edit of STEP_JOB_EDITS) {
     if (basename(file) !== edit.file) continue;

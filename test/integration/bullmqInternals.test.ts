@@ -185,15 +185,15 @@ describe('BullMQ internals', () => {
     expect(bullmqMoveToFinishedFunction()).toContain('rcall("SCARD", jobIdKey .. ":dependencies")');
     expect(bullmqAddStandardJobFunction()).toContain('local jobCounter = rcall("INCR", KEYS[4])');
     const take = 'local jobCounter = rcall("INCR", KEYS[4])';
-    expect(forStepJobs('addStandardJob', '/x/addStandardJob-9.lua', take)).toBe(
+    expect(forStepJobs('/x/addStandardJob-9.lua', take)).toBe(
       'local jobCounter = args[2] == "" and rcall("INCR", KEYS[4]) or ""',
     );
     // Gone, or there twice: the edit no longer knows what it changes.
     for (const text of ['local jobCounter = rcall("INCR", KEYS[5])', `${take}\n${take}`]) {
-      expect(() => forStepJobs('addStandardJob', '/x/addStandardJob-9.lua', text)).toThrow(/internals changed/);
+      expect(() => forStepJobs('/x/addStandardJob-9.lua', text)).toThrow(/internals changed/);
     }
     // A file no edit names is left as it is.
-    expect(forStepJobs('addStandardJob', '/x/other.lua', take)).toBe(take);
+    expect(forStepJobs('/x/other.lua', take)).toBe(take);
   });
 
   it('a completion trims the completed window once in COMPLETED_TRIM_EVERY: never more than that many jobs past it', async () => {
