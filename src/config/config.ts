@@ -169,7 +169,8 @@ export const configSchema = z.object({
   MAX_STALLED_COUNT: int(10, 1),
   /**
    * SIGTERM grace: time for an in-flight dispatch to record its outcome. Keep below k8s terminationGracePeriodSeconds.
-   * A worker whose Redis is unreachable for half of it leaves then (exit 1): nothing can be handed back.
+   * A worker whose Redis is unreachable for half of it leaves then (exit 1): nothing can be handed back. The API and
+   * the reconciler stop their work within it too, or leave at its end (`forced_exit`, exit 1).
    */
   SHUTDOWN_GRACE_MS: int(20000, 0),
   /**

@@ -4,6 +4,7 @@ import { loadConfig } from '../config/config.js';
 import { boot, listen } from './boot.js';
 import { createContext, warnIfDevelopment } from './buildContext.js';
 import { startOpsServer } from '../http/opsServer.js';
+import { leaveOnSignals } from './shutdown.js';
 import { createFullApi } from '../http/fullApi.js';
 
 let ready = true;
@@ -38,12 +39,14 @@ const { ctx, server, metricsServer } = await boot('api', async () => {
   return { cfg, ctx, server, metricsServer };
 });
 
-async function shutdown(): Promise<void> {
-  ready = false;
-  server.close();
-  metricsServer?.close();
-  await ctx.close();
-  process.exit(0);
-}
-process.on('SIGTERM', () => void shutdown());
-process.on('SIGINT', () => void shutdown());
+leaveOnSignals({
+  log: ctx.log,
+  role: 'api',
+  graceMs: ctx.cfg.SHUTDOWN_GRACE_MS,
+  stop: async () => {
+    ready = false;
+    server.close();
+    metricsServer?.close();
+  },
+  close: () => ctx.close(),
+});

@@ -6,6 +6,7 @@ import { startOpsServer } from '../http/opsServer.js';
 import { storeConnected, storeEnded } from '../store/connect.js';
 import { Reconciler } from '../ledger/reconciler.js';
 import { archiverFor } from './archiving.js';
+import { leaveOnSignals } from './shutdown.js';
 
 const { ctx, reconciler, archiver, ops } = await boot('reconciler', async () => {
   const cfg = loadConfig(process.env, { role: 'reconciler' });
@@ -28,11 +29,13 @@ archiver?.start();
 ctx.log.info({ code: 'reconciler_started', metricsPort: ops.port }, 'reconciler started');
 warnIfDevelopment(ctx.cfg, ctx.log);
 
-async function shutdown(): Promise<void> {
-  await Promise.all([reconciler.stop(), archiver?.stop()]);
-  ops.server.close();
-  await ctx.close();
-  process.exit(0);
-}
-process.on('SIGTERM', () => void shutdown());
-process.on('SIGINT', () => void shutdown());
+leaveOnSignals({
+  log: ctx.log,
+  role: 'reconciler',
+  graceMs: ctx.cfg.SHUTDOWN_GRACE_MS,
+  stop: async () => {
+    await Promise.all([reconciler.stop(), archiver?.stop()]);
+    ops.server.close();
+  },
+  close: () => ctx.close(),
+});

@@ -17,9 +17,8 @@ import { settledWithin } from '../core/timeout.js';
 import { warmUpModelCalls } from '../models/warmUp.js';
 import { reportToolSources, toolSourcesHealth, toolSourcesOf } from './toolSources.js';
 import { leaveWithParent } from './parentWatch.js';
+import { CONNECTIONS_CLOSE_TIMEOUT_MS } from './shutdown.js';
 
-/** How long a stopped worker waits for its Redis connections to close (they hang while reconnecting). */
-const CONNECTIONS_CLOSE_TIMEOUT_MS = 2000;
 /** How often a stopping worker asks whether its store is gone. */
 const STORE_CHECK_MS = 100;
 

@@ -13,7 +13,7 @@ import { spawnModule } from '../../testkit/spawnModule.js';
 import { Redis } from 'ioredis';
 import { freePort, startEmbeddedRedis } from '../../testkit/embeddedRedis.js';
 import { redisUrl, uniquePrefix } from '../../testkit/harness.js';
-import { spawnWorker } from '../../testkit/processes.js';
+import { spawnApi, spawnReconciler, spawnWorker } from '../../testkit/processes.js';
 import { until } from '../../testkit/until.js';
 
 interface Exit {
@@ -264,6 +264,48 @@ describe('a process that cannot boot', () => {
           expect(line).toMatch(/"worker":"(steps","timeoutMs":1500|schedules","timeoutMs":3000|connections")/);
       } finally {
         if (worker.child.exitCode === null) worker.child.kill('SIGKILL');
+        await redis.stop();
+      }
+    },
+    BOOT_CASE_TIMEOUT_MS,
+  );
+
+  it(
+    'a SIGTERM while Redis is away: the reconciler and the API leave within their grace, saying how',
+    async () => {
+      const redis = await startEmbeddedRedis();
+      const prefix = uniquePrefix('awayrec');
+      const env = {
+        REDIS_URL: redis.url,
+        REDIS_CLUSTER_NODES: '',
+        KEY_PREFIX: prefix,
+        BULL_PREFIX: `${prefix}b`,
+        SHUTDOWN_GRACE_MS: '1500',
+        // A compaction pass every 20 ms: one is waiting on Redis when the signal comes.
+        COMPACT_INTERVAL_MS: '20',
+      };
+      const procs = [await spawnReconciler(env), await spawnApi(env)];
+      for (const p of procs) children.add(p.child);
+      try {
+        await redis.kill();
+        await new Promise((r) => setTimeout(r, 300));
+        for (const p of procs) p.child.kill('SIGTERM');
+        for (const p of procs) {
+          // Before: a pass (or a close) waiting on the reconnecting connection kept the process for as long as Redis
+          // stayed away. Now the stop is cut at the grace, the close at its own bound: 3.5 s, and a margin.
+          const exit = await Promise.race([
+            p.exited,
+            new Promise<undefined>((r) => setTimeout(() => r(undefined), 10_000).unref()),
+          ]);
+          const said = p.lines.join('\n');
+          expect(exit, said).toBeDefined();
+          expect(said).toContain('"shutdown_started"');
+          // Stopped in time and closed (exit 0), or cut at the grace with the stage it was in (exit 1).
+          if (exit!.code === 0) expect(said).toContain('"shutdown_done"');
+          else expect(said).toMatch(/"code":"forced_exit".*"stage":"stopping"/);
+        }
+      } finally {
+        for (const p of procs) if (p.child.exitCode === null) p.child.kill('SIGKILL');
         await redis.stop();
       }
     },

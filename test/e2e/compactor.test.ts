@@ -6,7 +6,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createHarness, sampleTicket, type Harness } from '../../testkit/harness.js';
-import { spawnReconciler, spawnWorker } from '../../testkit/processes.js';
+import { killSpawned, spawnReconciler, spawnWorker } from '../../testkit/processes.js';
 import { buildSpec } from '../../src/producer/intake.js';
 import type { Script } from '../../src/models/scriptedTurns.js';
 import { final, read } from '../../testkit/turns.js';
@@ -22,6 +22,8 @@ beforeEach(async () => {
   h = await createHarness('compactor');
 });
 afterEach(async () => {
+  // The reconciler a test started is stopped with the test: it would outlive the suite and its Redis.
+  await killSpawned();
   await h.close();
 });
 
