@@ -5,8 +5,8 @@
  * and a close waits the same way. Unbounded, such a process outlived SIGTERM for as long as Redis stayed away, and in
  * a test suite it outlived the suite. So the stop is cut at SHUTDOWN_GRACE_MS (`forced_exit`, exit 1: what was in
  * flight is a fenced script or nothing), the close at CONNECTIONS_CLOSE_TIMEOUT_MS (`close_timeout`, the work being
- * stopped), each said in the log. A second signal exits at once, but not the echo of Ctrl-C (the terminal signals the
- * whole process group and npm passes it on) within a second of the first.
+ * stopped), each said in the log. A second signal exits at once (onShutdownSignals, which the worker's own shutdown
+ * uses too).
  */
 import type { Logger } from 'pino';
 import { settledWithin } from '../core/timeout.js';
@@ -25,17 +25,29 @@ export interface Leaving {
   close: () => Promise<unknown>;
 }
 
-/** Installs the SIGTERM and SIGINT handlers of a process that holds no job (see above). */
-export function leaveOnSignals(leaving: Leaving): void {
+/**
+ * Runs `first` on the process's first SIGTERM or SIGINT. A second signal exits at once (1, `forced_exit`), but not the
+ * echo of Ctrl-C within a second of the first: the terminal signals the whole process group, and npm passes it on.
+ */
+export function onShutdownSignals(log: Logger, first: (signal: NodeJS.Signals) => Promise<void>): void {
   let firstSignalAt = 0;
-  const leave = async (signal: NodeJS.Signals): Promise<void> => {
-    const { log, role, graceMs } = leaving;
+  const onSignal = (signal: NodeJS.Signals): void => {
     if (firstSignalAt > 0 && Date.now() - firstSignalAt < 1000) return;
     if (firstSignalAt > 0) {
-      log.warn({ code: 'forced_exit', role, signal }, 'second signal: exiting now');
+      log.warn({ code: 'forced_exit', signal }, 'second signal: exiting now');
       process.exit(1);
     }
     firstSignalAt = Date.now();
+    void first(signal);
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+}
+
+/** Installs the SIGTERM and SIGINT handlers of a process that holds no job (see above). */
+export function leaveOnSignals(leaving: Leaving): void {
+  const { log, role, graceMs } = leaving;
+  onShutdownSignals(log, async (signal) => {
     log.info({ code: 'shutdown_started', role, signal, graceMs }, 'stopping');
     if (!(await settledWithin(leaving.stop(), graceMs))) {
       log.error(
@@ -51,7 +63,5 @@ export function leaveOnSignals(leaving: Leaving): void {
       );
     log.info({ code: 'shutdown_done', role }, `${role} stopped`);
     process.exit(0);
-  };
-  process.on('SIGTERM', () => void leave('SIGTERM'));
-  process.on('SIGINT', () => void leave('SIGINT'));
+  });
 }

@@ -17,7 +17,7 @@ import { settledWithin } from '../core/timeout.js';
 import { warmUpModelCalls } from '../models/warmUp.js';
 import { reportToolSources, toolSourcesHealth, toolSourcesOf } from './toolSources.js';
 import { leaveWithParent } from './parentWatch.js';
-import { CONNECTIONS_CLOSE_TIMEOUT_MS } from './shutdown.js';
+import { CONNECTIONS_CLOSE_TIMEOUT_MS, onShutdownSignals } from './shutdown.js';
 
 /** How often a stopping worker asks whether its store is gone. */
 const STORE_CHECK_MS = 100;
@@ -100,16 +100,7 @@ function leaveIfStoreGone(): void {
   process.exit(1);
 }
 
-let firstSignalAt = 0;
-async function shutdown(signal: string): Promise<void> {
-  // Ctrl-C reaches the whole process group and the parent (npm start) then sends SIGTERM:
-  // a second signal within a second is that echo, not an operator insisting.
-  if (firstSignalAt > 0 && Date.now() - firstSignalAt < 1000) return;
-  if (firstSignalAt > 0) {
-    ctx.log.warn({ code: 'forced_exit', signal }, 'second signal: exiting now');
-    process.exit(1);
-  }
-  firstSignalAt = Date.now();
+async function shutdown(signal: NodeJS.Signals): Promise<void> {
   ctx.log.info({ code: 'shutdown_started', signal, graceMs: cfg.SHUTDOWN_GRACE_MS }, 'handing jobs back');
   let stage = 'handing_back';
   const hardExit = setTimeout(() => {
@@ -138,5 +129,4 @@ async function shutdown(signal: string): Promise<void> {
 }
 process.off('SIGTERM', leaveWhileStarting);
 process.off('SIGINT', leaveWhileStarting);
-process.on('SIGTERM', () => void shutdown('SIGTERM'));
-process.on('SIGINT', () => void shutdown('SIGINT'));
+onShutdownSignals(ctx.log, shutdown);
