@@ -23,9 +23,16 @@ async function keys(): Promise<Set<string>> {
   return new Set(await h.ctx.redis.keys(`${h.cfg.KEY_PREFIX}*`));
 }
 
-/** Keys written since `before`, leaving out the finished run of the cookie test (its retention may still land). */
+/**
+ * Keys written since `before`, leaving out the finished run of the cookie test (its retention may still land) and
+ * the worker's own periodic writes: the owner watch keeps its scan of a queue's lock owners for a moment, whatever
+ * the requests do.
+ */
 async function written(before: Set<string>): Promise<string[]> {
-  return [...(await keys())].filter((k) => !before.has(k) && !(cookieRun !== '' && k.includes(cookieRun)));
+  const periodic = new Set(h.ctx.keys.allShards().map((s) => h.ctx.keys.queueStateKeys(s).ownersScan));
+  return [...(await keys())].filter(
+    (k) => !before.has(k) && !periodic.has(k) && !(cookieRun !== '' && k.includes(cookieRun)),
+  );
 }
 
 let cookieRun = '';
