@@ -1,6 +1,6 @@
 /** The cost-per-step guard (bench/guard.ts): counts held tightly, CPU as a ratio to the plain chain, loosely. */
 import { describe, expect, it } from 'vitest';
-import { compare, figuresOf, TOLERANCE } from '../../bench/guard.js';
+import { compare, figuresOf, recordedFigures, TOLERANCE } from '../../bench/guard.js';
 
 const round = (over: Partial<Record<string, number>> = {}) => ({
   nodeCpuUsPerStep: 200,
@@ -53,5 +53,15 @@ describe('bench guard', () => {
     expect(compare(base, { redis: { engine: { redisInstrRatio: 1.21 } } })).toEqual([
       { where: 'engine redis', figure: 'redisInstrRatio', baseline: 1.176, now: 1.21, limit: 1.2 },
     ]);
+  });
+
+  it('records the lower CPU ratio of the baseline and a slower reading, the counts as read; raise records the reading', () => {
+    const slower = figuresOf(details(round({ clientCmdsPerStep: 9, nodeCpuUsPerStep: 260 })));
+    const kept = recordedFigures(baseline, slower, false);
+    expect(kept['1p']!.engine).toMatchObject({ cpuRatio: 2, clientCmdsPerStep: 9, workerCpuUs: 260 });
+    expect(recordedFigures(baseline, slower, true)['1p']!.engine).toMatchObject({ cpuRatio: 2.4 });
+    const faster = figuresOf(details(round({ nodeCpuUsPerStep: 150 })));
+    expect(recordedFigures(baseline, faster, false)['1p']!.engine!.cpuRatio).toBe(1.667);
+    expect(recordedFigures({}, slower, false)).toEqual(slower);
   });
 });
