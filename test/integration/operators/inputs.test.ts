@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createHarness, PRODUCER_TOKEN, sampleTicket, type Harness } from '../../../testkit/harness.js';
 import { sign } from '../../../src/producer/webhookSignature.js';
+import { keysAddedSince, keySet } from '../../../testkit/keyPrefix.js';
 import { final, OPERATOR_TOKEN, operatorHarness, startScripted } from './support.js';
 
 const SECRET = 'acme-webhook-secret';
@@ -19,20 +20,15 @@ afterAll(async () => {
   await h.close();
 });
 
-async function keys(): Promise<Set<string>> {
-  return new Set(await h.ctx.redis.keys(`${h.cfg.KEY_PREFIX}*`));
-}
+const keys = () => keySet(h.ctx.redis, h.cfg.KEY_PREFIX, h.cfg.BULL_PREFIX);
 
 /**
- * Keys written since `before`, leaving out the finished run of the cookie test (its retention may still land) and
- * the worker's own periodic writes: the owner watch keeps its scan of a queue's lock owners for a moment, whatever
- * the requests do.
+ * Keys written since `before` (keysAddedSince: not what the fleet writes on its own, such as the owner watch's scan),
+ * leaving out the finished run of the cookie test (its retention may still land).
  */
 async function written(before: Set<string>): Promise<string[]> {
-  const periodic = new Set(h.ctx.keys.allShards().map((s) => h.ctx.keys.queueStateKeys(s).ownersScan));
-  return [...(await keys())].filter(
-    (k) => !before.has(k) && !periodic.has(k) && !(cookieRun !== '' && k.includes(cookieRun)),
-  );
+  const added = await keysAddedSince(h.ctx.redis, before, h.cfg.KEY_PREFIX, h.cfg.BULL_PREFIX);
+  return added.filter((k) => !(cookieRun !== '' && k.includes(cookieRun)));
 }
 
 let cookieRun = '';
