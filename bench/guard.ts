@@ -24,7 +24,7 @@
  * `npm run bench` output instead of running one) [--skip-instructions] (a machine without valgrind).
  */
 import { spawnSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -109,21 +109,43 @@ export function compare(baseline: Figures, now: Figures): Regression[] {
   return found;
 }
 
+/** A NOISY figure `--record` left at its recorded value, lower than this reading's. */
+export interface KeptFigure {
+  where: string;
+  figure: Figure;
+  kept: number;
+  reading: number;
+}
+
 /**
  * The figures `--record` writes: this reading's, except that a NOISY figure keeps the recorded value where that is
- * lower (unless `raise`). Figures only one side has are taken from the side that has them.
+ * lower (unless `raise`), each such one listed in `kept`. Figures only one side has are taken from the side that has
+ * them.
  */
-export function recordedFigures(previous: Figures, now: Figures, raise: boolean): Figures {
-  if (raise) return now;
-  const out: Figures = structuredClone(now);
-  for (const [p, kinds] of Object.entries(out))
-    for (const [k, figures] of Object.entries(kinds))
+export function recordedFigures(
+  previous: Figures,
+  now: Figures,
+  raise: boolean,
+): { figures: Figures; kept: KeptFigure[] } {
+  const figures: Figures = structuredClone(now);
+  const kept: KeptFigure[] = [];
+  if (raise) return { figures, kept };
+  for (const [p, kinds] of Object.entries(figures))
+    for (const [k, read] of Object.entries(kinds))
       for (const figure of NOISY) {
         const before = previous[p]?.[k]?.[figure];
-        const value = figures[figure];
-        if (before !== undefined && value !== undefined && before < value) figures[figure] = before;
+        const reading = read[figure];
+        if (before === undefined || reading === undefined || before >= reading) continue;
+        read[figure] = before;
+        kept.push({ where: `${k} ${p}`, figure, kept: before, reading });
       }
-  return out;
+  return { figures, kept };
+}
+
+/** The figures bench/baseline.json holds; none when there is no baseline yet (a first `--record`). */
+function baselineFigures(): Figures | undefined {
+  if (!existsSync(BASELINE)) return undefined;
+  return (JSON.parse(readFileSync(BASELINE, 'utf8')) as { figures: Figures }).figures;
 }
 
 function benchOutput(args: string[]): { details: Details; rounds: number; node: string } {
@@ -183,26 +205,22 @@ function main(args: string[]): number {
     ...gcFigures(),
     ...(args.includes('--skip-instructions') ? {} : redisFigures()),
   };
-  const baseline = (JSON.parse(readFileSync(BASELINE, 'utf8')) as { figures: Figures }).figures;
   const record = args.find((a) => a === '--record' || a.startsWith('--record='));
   if (record) {
     const raise = record === '--record=raise';
     if (!raise && record !== '--record') throw new Error(`${record}: expected --record or --record=raise`);
-    const figures = recordedFigures(baseline, now, raise);
+    const { figures, kept } = recordedFigures(baselineFigures() ?? {}, now, raise);
     writeFileSync(
       BASELINE,
       `${JSON.stringify({ recorded: new Date().toISOString().slice(0, 10), node, rounds, tolerance: TOLERANCE, figures }, null, 2)}\n`,
     );
-    for (const p of Object.keys(figures))
-      for (const k of Object.keys(figures[p]!))
-        for (const figure of NOISY)
-          if (figures[p]![k]![figure] !== now[p]![k]![figure])
-            console.log(
-              `bench:guard: ${k} ${p} ${figure} kept at ${figures[p]![k]![figure]} (this reading ${now[p]![k]![figure]})`,
-            );
+    for (const f of kept)
+      console.log(`bench:guard: ${f.where} ${f.figure} kept at ${f.kept} (this reading ${f.reading})`);
     console.log(`bench:guard: recorded ${BASELINE}`);
     return 0;
   }
+  const baseline = baselineFigures();
+  if (!baseline) throw new Error(`${BASELINE} does not exist: record one with --record`);
   const regressions = compare(baseline, now);
   for (const p of PROCS)
     for (const k of KINDS)

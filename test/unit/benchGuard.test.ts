@@ -57,11 +57,14 @@ describe('bench guard', () => {
 
   it('records the lower CPU ratio of the baseline and a slower reading, the counts as read; raise records the reading', () => {
     const slower = figuresOf(details(round({ clientCmdsPerStep: 9, nodeCpuUsPerStep: 260 })));
-    const kept = recordedFigures(baseline, slower, false);
+    const { figures: kept, kept: left } = recordedFigures(baseline, slower, false);
     expect(kept['1p']!.engine).toMatchObject({ cpuRatio: 2, clientCmdsPerStep: 9, workerCpuUs: 260 });
-    expect(recordedFigures(baseline, slower, true)['1p']!.engine).toMatchObject({ cpuRatio: 2.4 });
+    expect(left).toContainEqual({ where: 'engine 1p', figure: 'cpuRatio', kept: 2, reading: 2.4 });
+    const raised = recordedFigures(baseline, slower, true);
+    expect(raised.figures['1p']!.engine).toMatchObject({ cpuRatio: 2.4 });
+    expect(raised.kept).toEqual([]);
     const faster = figuresOf(details(round({ nodeCpuUsPerStep: 150 })));
-    expect(recordedFigures(baseline, faster, false)['1p']!.engine!.cpuRatio).toBe(1.667);
-    expect(recordedFigures({}, slower, false)).toEqual(slower);
+    expect(recordedFigures(baseline, faster, false).figures['1p']!.engine!.cpuRatio).toBe(1.667);
+    expect(recordedFigures({}, slower, false).figures).toEqual(slower);
   });
 });
